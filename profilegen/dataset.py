@@ -1,0 +1,86 @@
+"""Reading and writing the profile dataset folder (MindEval2 §4.1 output; the profiles → simulator
+contract in docs/architecture.md).
+
+Layout of `<out>/profiles/`:
+- `profiles.parquet`  one `Profile` per row, nested parts as struct columns (loads with
+  `datasets.load_dataset("parquet", data_files=...)`).
+- `case_summaries/<profile_id>.md`  the rendered case summary the patient prompt shows.
+- `pool_vs_population.md`, `summary.json`  written by the pipeline.
+"""
+
+from __future__ import annotations
+
+import io
+from pathlib import Path
+
+from mindcore.errors import InputError
+from profilegen.schemas import Profile
+
+PARQUET_NAME = "profiles.parquet"
+SUMMARIES_DIR = "case_summaries"
+
+
+def _atomic_write_bytes(path: Path, data: bytes) -> None:
+    try:
+        from mindcore.io import atomic_write_bytes
+    except ImportError:  # mindcore.io lands with the engine layer; keep the same semantics meanwhile.
+        import os
+        import tempfile
+
+        path.parent.mkdir(parents=True, exist_ok=True)
+        fd, tmp = tempfile.mkstemp(dir=path.parent, prefix=f".{path.name}.")
+        with os.fdopen(fd, "wb") as fh:
+            fh.write(data)
+        os.replace(tmp, path)
+        return
+    atomic_write_bytes(path, data)
+
+
+def resolve_parquet(folder: str | Path) -> Path:
+    """The parquet file of a dataset folder; accepts the run folder or its `profiles/` child."""
+    folder = Path(folder)
+    for candidate in (folder / PARQUET_NAME, folder / "profiles" / PARQUET_NAME, folder):
+        if candidate.is_file() and candidate.suffix == ".parquet":
+            return candidate
+    raise InputError(
+        f"No {PARQUET_NAME} under {folder}: pass the folder written by `mindsim profiles` "
+        f"(it contains {PARQUET_NAME})."
+    )
+
+
+def write_profiles(profiles: list[Profile], folder: str | Path) -> Path:
+    """Write profiles and their rendered case summaries into `folder`; returns the parquet path."""
+    import pyarrow as pa
+    import pyarrow.parquet as pq
+
+    folder = Path(folder)
+    rows = [p.model_dump(mode="json") for p in profiles]
+    table = pa.Table.from_pylist(rows)
+    buf = io.BytesIO()
+    pq.write_table(table, buf)
+    out = folder / PARQUET_NAME
+    _atomic_write_bytes(out, buf.getvalue())
+    for p in profiles:
+        _atomic_write_bytes(folder / SUMMARIES_DIR / f"{p.profile_id}.md", p.case_summary.encode())
+    return out
+
+
+def load_profiles(folder: str | Path, pool_only: bool = True) -> list[Profile]:
+    """Load the profiles of a dataset folder; only the validation pool unless `pool_only=False`."""
+    import pyarrow.parquet as pq
+
+    path = resolve_parquet(folder)
+    try:
+        rows = pq.read_table(path).to_pylist()
+    except Exception as exc:  # pyarrow raises several unrelated types for a broken file
+        raise InputError(f"{path} is not a readable parquet file ({exc}); regenerate it.") from exc
+    profiles = []
+    for i, row in enumerate(rows):
+        try:
+            profiles.append(Profile.model_validate(row))
+        except ValueError as exc:
+            raise InputError(
+                f"{path} row {i} is not a profile row ({exc.__class__.__name__}: {exc}); "
+                "it was written by another toolkit version — regenerate it."
+            ) from exc
+    return [p for p in profiles if p.in_pool] if pool_only else profiles

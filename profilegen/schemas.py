@@ -1,0 +1,223 @@
+"""Typed rows of the profile pipeline (MindEval2 §4.1, Appendix C).
+
+`Profile` is one row of `profiles/profiles.parquet` and the contract with the simulator
+(docs/architecture.md): it always carries `profile_id`, `case_summary`, `writer_brief`, `style`,
+`goal`, `in_pool`, `in_benchmark`. The other parts are the layers the paper describes: persona
+(census-grounded), derived demographics, clinical anchor, 5P formulation with core belief and
+quality of life, conversational style, screening outcome and provenance.
+
+Formulation labels are plain strings here because a stored row is only ever built from a draft
+that was already checked against the vocabularies (`profilegen.formulation.FormulationDraft`
+builds its enums from the data files); re-checking them on load would tie reading an old dataset
+to the current vocabulary version.
+"""
+
+from __future__ import annotations
+
+import warnings
+from typing import Literal
+
+from pydantic import BaseModel, ConfigDict, Field
+
+AgeBand = Literal["18-24", "25-34", "35-44", "45-54", "55-64", "65+"]
+AGE_BANDS: tuple[str, ...] = AgeBand.__args__  # type: ignore[attr-defined]
+Gender = Literal["man", "woman"]
+Relationship = Literal["single", "partnered", "post_relationship"]
+Employment = Literal["employed", "student", "unemployed_seeking_work", "not_in_labour_force"]
+LivingSituation = Literal["alone", "with_partner_or_family", "with_others", "unstable"]
+TraitLevel = Literal["low", "mid", "high"]
+QualityOfLife = Literal["poor", "moderate", "good"]
+Register = Literal["formal", "plain", "casual"]
+Verbosity = Literal["low", "medium"]
+Reactivity = Literal["low", "medium", "high"]
+Verdict = Literal["clean", "minor", "serious"]
+Severity = Literal["minor", "serious"]
+
+
+class _Row(BaseModel):
+    model_config = ConfigDict(extra="forbid")
+
+
+class Persona(_Row):
+    """The persona fields kept from a Nemotron-Personas-USA-shaped record."""
+
+    persona_id: str = Field(description="The source record's uuid.")
+    persona: str = Field(description="The record's one-paragraph general persona.")
+    professional_persona: str = Field("", description="The record's professional persona text.")
+    cultural_background: str = Field("", description="The record's cultural-background text.")
+    hobbies_and_interests: str = Field("", description="The record's hobbies text.")
+    career_goals_and_ambitions: str = Field("", description="The record's career-goals text.")
+    sex: str = Field(description="Sex as recorded ('Male' / 'Female').")
+    age: int = Field(description="Age in years as recorded.")
+    marital_status: str = Field(description="Census marital status code as recorded.")
+    education_level: str = Field(description="Census education code as recorded.")
+    occupation: str = Field(description="Occupation code as recorded (snake_case).")
+    city: str = Field("", description="City as recorded.")
+    state: str = Field("", description="US state as recorded.")
+    source: str = Field(description="Where the record came from (dataset id or local file name).")
+
+
+class BigFive(_Row):
+    """A low/mid/high level per Big Five trait (John & Srivastava 1999)."""
+
+    openness: TraitLevel = Field(description="Openness to experience level.")
+    conscientiousness: TraitLevel = Field(description="Conscientiousness level.")
+    extraversion: TraitLevel = Field(description="Extraversion level.")
+    agreeableness: TraitLevel = Field(description="Agreeableness level.")
+    neuroticism: TraitLevel = Field(description="Neuroticism level.")
+
+
+class Demographics(_Row):
+    """The five demographic attributes the paper derives from a persona, plus Big Five levels."""
+
+    age_band: AgeBand = Field(description="Age band from the recorded age.")
+    gender: Gender = Field(description="Gender read from the recorded sex.")
+    relationship: Relationship = Field(description="Relationship status from marital status.")
+    employment: Employment = Field(description="Employment status from occupation and age.")
+    living_situation: LivingSituation = Field(
+        description="Living situation sampled given marital status and age band."
+    )
+    big_five: BigFive = Field(description="Big Five trait levels.")
+
+
+class Anchor(_Row):
+    """The clinical anchor: why this person is seeking help and where it hurts."""
+
+    main_problem: str = Field(description="Main presenting problem (one of the 16 main categories).")
+    secondary_problem: str | None = Field(
+        None, description="Secondary presenting problem, or None (empty for ~20.7% of patients)."
+    )
+    impact_domain: str = Field(description="Life domain most impaired (one of the five WSAS domains).")
+
+
+class Presenting(_Row):
+    """Presenting problem section of the 5P formulation."""
+
+    summary: str = Field(max_length=500, description="Short clinical summary of the presenting problem.")
+    goal: str = Field(max_length=240, description="The patient's overarching goal, in plain words.")
+
+
+class Predisposing(_Row):
+    """An earlier-life vulnerability, in place well before the problem began."""
+
+    label: str = Field(max_length=60, description="Label from the predisposing vocabulary.")
+    history: str = Field(max_length=400, description="Short history of how it shows in this life.")
+
+
+class Precipitating(_Row):
+    """The one recent event that brought the patient to seek help."""
+
+    label: str = Field(max_length=60, description="Label from the precipitating vocabulary.")
+    when: str = Field(max_length=80, description="When it happened, relative to now.")
+    what_changed: str = Field(max_length=400, description="The event and what changed afterwards.")
+
+
+class Protective(_Row):
+    """A resource that still holds."""
+
+    label: str = Field(max_length=60, description="Label from the protective vocabulary.")
+    detail: str = Field(max_length=300, description="How this resource shows up for this patient.")
+
+
+class Perpetuating(_Row):
+    """A coping behaviour that keeps the problem going, tied to a concrete situation."""
+
+    label: str = Field(max_length=60, description="Label from the coping vocabulary.")
+    situation: str = Field(max_length=300, description="The concrete situation in which it shows up.")
+    maladaptive: bool = Field(description="Whether the vocabulary marks this behaviour maladaptive.")
+
+
+class CoreBelief(_Row):
+    """A core belief on Beck's cognitive triad; withheld from the patient's own prompt."""
+
+    cluster: str = Field(max_length=40, description="One of the seven core-belief clusters.")
+    arm: str = Field(max_length=10, description="Arm of the triad: self, world or future.")
+    history: str = Field(max_length=400, description="The history the belief is a conclusion of.")
+    belief: str = Field(max_length=200, description="The belief as the patient would think it.")
+
+
+class Formulation(_Row):
+    """The 5P case formulation with core belief and quality of life."""
+
+    presenting: Presenting = Field(description="Presenting problem summary and overarching goal.")
+    predisposing: list[Predisposing] = Field(description="One or two predisposing factors.")
+    precipitating: Precipitating = Field(description="Exactly one precipitating event.")
+    protective: list[Protective] = Field(description="One to three protective factors.")
+    perpetuating: list[Perpetuating] = Field(description="One to three coping behaviours.")
+    core_belief: CoreBelief = Field(description="The core belief (writer brief only).")
+    quality_of_life: QualityOfLife = Field(description="Quality-of-life band, chosen last.")
+
+
+# `register` is the contract's field name; it shadows ABCMeta.register on the class only, which
+# nothing here uses, so pydantic's warning about it is silenced.
+warnings.filterwarnings("ignore", message='Field name "register"', category=UserWarning)
+
+
+class Style(_Row):
+    """Conversational style knobs, rendered as behavioural instructions for the patient."""
+
+    register: Register = Field(description="Formal, plain or casual wording.")
+    verbosity: Verbosity = Field(description="Low or medium message length.")
+    frustration_reactivity: Reactivity = Field(description="How quickly frustration shows.")
+    archetype: str = Field(description="Coping archetype id (profilegen.moves archetypes).")
+
+
+class Fault(_Row):
+    """One fault the screen found, with the profile text it is about."""
+
+    quote: str = Field(max_length=300, description="Verbatim quote from the profile.")
+    reason: str = Field(max_length=300, description="Why this is a fault.")
+    severity: Severity = Field(description="Minor or serious.")
+    source: Literal["rule", "judge"] = Field(description="Hard-conflict rule or adversarial judge.")
+
+
+class Screen(_Row):
+    """Outcome of the hard-conflict rules and the adversarial judge."""
+
+    verdict: Verdict = Field(description="Final verdict (worst verified fault; clean when none).")
+    judge_verdict: Verdict | None = Field(None, description="The judge's own verdict, last round.")
+    faults: list[Fault] = Field(default_factory=list, description="Verified faults, last round.")
+    discarded_faults: int = Field(0, description="Judge faults dropped: quote not in the profile.")
+    revisions: int = Field(0, description="How many times the formulation was revised.")
+
+
+class RoleModel(_Row):
+    """Which engine and model served a role."""
+
+    role: str = Field(description="Engine role name.")
+    engine: str = Field(description="Engine name from the recipe.")
+    model: str = Field(description="Model id used for the role.")
+
+
+class TemplateHash(_Row):
+    """A prompt template and the hash of its text when the row was made."""
+
+    template: str = Field(description="Template path under prompts/.")
+    sha256: str = Field(description="Hash of the template text.")
+
+
+class Provenance(_Row):
+    """Where a row came from."""
+
+    seed: int = Field(description="Recipe seed.")
+    toolkit_version: str = Field(description="mindsim version.")
+    roles: list[RoleModel] = Field(default_factory=list, description="Engine and model per role.")
+    prompts: list[TemplateHash] = Field(default_factory=list, description="Prompt template hashes.")
+
+
+class Profile(_Row):
+    """One simulated patient: a row of profiles/profiles.parquet."""
+
+    profile_id: str = Field(description="Stable id of the profile (derived from persona id and seed).")
+    persona: Persona = Field(description="Persona fields from the source record.")
+    demographics: Demographics = Field(description="Derived demographic attributes.")
+    anchor: Anchor = Field(description="Clinical anchor.")
+    formulation: Formulation = Field(description="5P formulation with core belief and QoL.")
+    style: Style = Field(description="Conversational style.")
+    goal: str = Field(max_length=240, description="Overarching goal (copy of the presenting goal).")
+    case_summary: str = Field(description="What the patient prompt shows; core belief withheld.")
+    writer_brief: str = Field(description="Full formulation incl. core belief, for the scenario writer.")
+    screen: Screen = Field(description="Screening outcome.")
+    in_pool: bool = Field(False, description="Selected into the validation pool.")
+    in_benchmark: bool = Field(False, description="Selected into the benchmark subset of the pool.")
+    provenance: Provenance = Field(description="Engines, prompts, seed and toolkit version.")
