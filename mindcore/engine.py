@@ -1,0 +1,166 @@
+"""`Engines`: builds one backend per engine named in a recipe, starts what must be started (the
+embedded server, a launched `vllm serve`), and hands each role its `RoleClient`. The one place in the
+toolkit where LLM connections are made."""
+
+from __future__ import annotations
+
+from contextlib import ExitStack
+from typing import Any
+
+from mindcore.backends import Backend, OpenAIBackend
+from mindcore.client import RoleClient
+from mindcore.config import ROLES, EmbeddedEngine, EnginesConfig, OpenAIEngine, RoleSpec, VLLMEngine, role_base
+from mindcore.embedded import EmbeddedServer
+from mindcore.errors import ConfigError
+from mindcore.types import ToolSpec, UsageLedger
+from mindcore.vllm_serve import VLLMProcess
+
+__all__ = ["Engines", "RoleClient", "ToolSpec"]
+
+
+class Engines:
+    """Owns the engines of one run. Enter it (`with` or `async with`) before asking for roles."""
+
+    def __init__(self, config: EnginesConfig, *, backends: dict[str, Backend] | None = None):
+        self.config = config
+        self.ledger = UsageLedger()
+        self._backends: dict[str, Backend] = dict(backends or {})
+        self._stack: ExitStack | None = None
+
+    # -- construction -----------------------------------------------------------------------------
+    @classmethod
+    def from_config(cls, config: EnginesConfig) -> "Engines":
+        return cls(config)
+
+    @classmethod
+    def with_backend(cls, backend: Backend, roles: dict[str, RoleSpec] | None = None) -> "Engines":
+        """All roles on one given backend (tests use this with `FakeBackend`)."""
+        name = backend.name
+        cfg = EnginesConfig.model_construct(
+            engines={name: OpenAIEngine(base_url="http://fake.invalid/v1", model=name)},
+            roles=roles or {"default": RoleSpec(engine=name)},
+        )
+        return cls(cfg, backends={name: backend})
+
+    # -- lifecycle --------------------------------------------------------------------------------
+    def start(self) -> "Engines":
+        if self._stack is not None:
+            return self
+        stack = ExitStack()
+        try:
+            for name, spec in self.config.engines.items():
+                if name in self._backends:
+                    continue
+                self._backends[name] = self._start_engine(stack, name, spec)
+        except BaseException:
+            stack.close()
+            raise
+        self._stack = stack
+        return self
+
+    def _start_engine(self, stack: ExitStack, name: str, spec: Any) -> Backend:
+        if isinstance(spec, EmbeddedEngine):
+            server = stack.enter_context(EmbeddedServer(spec))
+            return OpenAIBackend(
+                name,
+                base_url=server.base_url,
+                default_model=server.model_name,
+                max_concurrency=spec.parallel,
+                timeout_s=spec.timeout_s,
+                native_tools=spec.native_tools,
+                kind="embedded",
+            )
+        if isinstance(spec, VLLMEngine):
+            if spec.launch:
+                proc = VLLMProcess(spec).start()
+                stack.callback(proc.stop)
+            return OpenAIBackend(
+                name,
+                base_url=spec.base_url,
+                default_model=spec.model,
+                api_key_env=spec.api_key_env,
+                max_concurrency=spec.max_concurrency,
+                timeout_s=spec.timeout_s,
+                native_tools=spec.native_tools,
+                structured_mode="vllm",
+                kind="vllm",
+            )
+        if isinstance(spec, OpenAIEngine):
+            return OpenAIBackend(
+                name,
+                base_url=spec.base_url,
+                default_model=spec.model,
+                api_key_env=spec.api_key_env,
+                max_concurrency=spec.max_concurrency,
+                timeout_s=spec.timeout_s,
+                native_tools=spec.native_tools,
+                structured_mode=spec.structured_mode,
+                strict_schema=spec.strict_schema,
+            )
+        raise ConfigError(f"engines.{name}: unsupported engine kind {type(spec).__name__}")
+
+    def close(self) -> None:
+        stack, self._stack = self._stack, None
+        if stack is not None:
+            stack.close()
+
+    def __enter__(self) -> "Engines":
+        return self.start()
+
+    def __exit__(self, *exc: Any) -> None:
+        self.close()
+
+    async def __aenter__(self) -> "Engines":
+        return self.start()
+
+    async def __aexit__(self, *exc: Any) -> None:
+        self.close()
+
+    # -- roles ------------------------------------------------------------------------------------
+    def role(self, role: str) -> RoleClient:
+        """The client for `role`. `counsellor:NAME` roles fall back to `counsellor`, then `default`."""
+        spec = self.role_spec(role)
+        if not self._backends:
+            raise RuntimeError("Engines not started: use `with Engines.from_config(cfg) as engines:`")
+        backend = self._backends.get(spec.engine)
+        if backend is None:
+            raise ConfigError(f"roles.{role}.engine: engine '{spec.engine}' is not defined")
+        model = spec.model or getattr(backend, "default_model", None) or spec.engine
+        return RoleClient(role, backend, spec, model, self.ledger)
+
+    def role_spec(self, role: str) -> RoleSpec:
+        roles = self.config.roles
+        for key in (role, role_base(role), "default"):
+            if key in roles:
+                return roles[key]
+        raise ConfigError(f"roles: no entry for '{role}' and no 'default' role to fall back to")
+
+    def backend(self, name: str) -> Backend:
+        return self._backends[name]
+
+    def wire_spec(self, role: str) -> dict[str, Any]:
+        """Picklable settings to rebuild this role's client in another process (distilabel workers)."""
+        client = self.role(role)
+        b = client.backend
+        if not isinstance(b, OpenAIBackend):
+            raise ConfigError(f"role '{role}' uses a backend that cannot be shared across processes")
+        return {
+            "role": role,
+            "engine": b.name,
+            "kind": b.kind,
+            "base_url": b.base_url,
+            "model": client.model,
+            "api_key_env": b.api_key_env,
+            "max_concurrency": b.max_concurrency,
+            "timeout_s": b.timeout_s,
+            "native_tools": b.native_tools,
+            "structured_mode": b.structured_mode,
+            "strict_schema": b.strict_schema,
+            "role_spec": client.spec.model_dump(),
+        }
+
+    def describe(self) -> dict[str, Any]:
+        """Engines and models per role, for provenance (never a key)."""
+        roles = sorted({*self.config.roles} - {"default"} | set(ROLES))
+        return {r: self.role(r).describe() for r in roles} if self._backends else {}
+

@@ -1,0 +1,41 @@
+"""The few typed errors the toolkit raises. The CLI maps `UserError` subclasses to exit code 2."""
+
+from __future__ import annotations
+
+
+class MindsimError(Exception):
+    """Base of every error the toolkit raises on purpose."""
+
+
+class UserError(MindsimError):
+    """Something the user can fix: bad config, bad input file, missing install. Exit code 2."""
+
+
+class ConfigError(UserError):
+    """A recipe or setting is invalid. The message names the field and how to fix it."""
+
+
+class InputError(UserError):
+    """An input file or dataset is malformed. The message names the file, line or column."""
+
+
+class EngineUnavailable(UserError):
+    """An engine cannot be reached or started (wrong URL, missing model or runtime)."""
+
+
+class EngineError(MindsimError):
+    """A call to an LLM failed after its bounded retries."""
+
+
+class TransportError(EngineError):
+    """The server could not be reached or kept failing (connection, timeout, 5xx)."""
+
+
+class StructuredOutputError(EngineError):
+    """The model kept returning output that does not fit the requested schema."""
+
+    def __init__(self, message: str, *, attempts: int, last_error: str, raw: str | None):
+        super().__init__(message)
+        self.attempts = attempts
+        self.last_error = last_error
+        self.raw = raw

@@ -1,0 +1,152 @@
+"""Value types shared by the engine layer: requests, replies, tool specs and token accounting."""
+
+from __future__ import annotations
+
+import json
+import threading
+import time
+from collections import defaultdict
+from dataclasses import dataclass, field
+from typing import Any
+
+from pydantic import BaseModel
+
+
+@dataclass
+class ChatRequest:
+    """One chat completion as the backend sends it (OpenAI wire shape, minus transport details)."""
+
+    role: str
+    model: str
+    messages: list[dict[str, Any]]
+    temperature: float | None = None
+    top_p: float | None = None
+    max_tokens: int | None = None
+    seed: int | None = None
+    response_schema: dict[str, Any] | None = None
+    schema_name: str = "output"
+    tools: list[dict[str, Any]] | None = None
+    tool_choice: Any = None
+
+
+@dataclass
+class RawReply:
+    """What came back from a backend before any parsing."""
+
+    content: str | None
+    tool_calls: list[dict[str, Any]] = field(default_factory=list)
+    prompt_tokens: int = 0
+    completion_tokens: int = 0
+    cached_tokens: int = 0
+    finish_reason: str | None = None
+
+
+@dataclass
+class Completion:
+    """A plain chat reply."""
+
+    content: str
+    message: dict[str, Any]
+    prompt_tokens: int
+    completion_tokens: int
+    latency_s: float
+    finish_reason: str | None = None
+
+
+@dataclass
+class ToolCall:
+    id: str
+    name: str
+    arguments: dict[str, Any]
+
+
+@dataclass
+class ToolCallResult:
+    """The assistant message (always OpenAI `tool_calls` shape, whichever engine) and parsed calls."""
+
+    message: dict[str, Any]
+    calls: list[ToolCall]
+    prompt_tokens: int = 0
+    completion_tokens: int = 0
+    latency_s: float = 0.0
+
+
+@dataclass(frozen=True)
+class ToolSpec:
+    """A tool the model may call; its arguments are a pydantic model (the schema comes from it)."""
+
+    name: str
+    description: str
+    parameters: type[BaseModel]
+
+    @classmethod
+    def from_model(cls, name: str, description: str, parameters: type[BaseModel]) -> "ToolSpec":
+        return cls(name=name, description=description, parameters=parameters)
+
+    def schema(self) -> dict[str, Any]:
+        return self.parameters.model_json_schema()
+
+    def openai(self) -> dict[str, Any]:
+        return {
+            "type": "function",
+            "function": {"name": self.name, "description": self.description, "parameters": self.schema()},
+        }
+
+
+@dataclass
+class CallRecord:
+    role: str
+    engine: str
+    model: str
+    kind: str
+    ok: bool
+    prompt_tokens: int
+    completion_tokens: int
+    cached_tokens: int
+    latency_s: float
+    attempts: int = 1
+
+
+class UsageLedger:
+    """Per-call token and latency accounting, summarised per role. Safe to use from threads."""
+
+    def __init__(self) -> None:
+        self._records: list[CallRecord] = []
+        self._lock = threading.Lock()
+        self.started = time.monotonic()
+
+    def add(self, record: CallRecord) -> None:
+        with self._lock:
+            self._records.append(record)
+
+    @property
+    def records(self) -> list[CallRecord]:
+        with self._lock:
+            return list(self._records)
+
+    def summary(self) -> dict[str, dict[str, Any]]:
+        out: dict[str, dict[str, Any]] = defaultdict(
+            lambda: {
+                "calls": 0,
+                "failed": 0,
+                "attempts": 0,
+                "prompt_tokens": 0,
+                "completion_tokens": 0,
+                "cached_tokens": 0,
+                "latency_s": 0.0,
+            }
+        )
+        for r in self.records:
+            s = out[r.role]
+            s["engine"], s["model"] = r.engine, r.model
+            s["calls"] += 1
+            s["failed"] += 0 if r.ok else 1
+            s["attempts"] += r.attempts
+            s["prompt_tokens"] += r.prompt_tokens
+            s["completion_tokens"] += r.completion_tokens
+            s["cached_tokens"] += r.cached_tokens
+            s["latency_s"] = round(s["latency_s"] + r.latency_s, 3)
+        return dict(out)
+
+    def to_json(self) -> str:
+        return json.dumps(self.summary(), indent=2, sort_keys=True)
