@@ -1,0 +1,44 @@
+"""Shared fixtures: a fake engine that records requests, and the real embedded engine (one server for
+the whole test session, because starting llama.cpp per test would dominate the run)."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import pytest
+
+from mindcore.config import EmbeddedEngine, EnginesConfig, RoleSpec
+from mindcore.engine import Engines
+from mindcore.fake import FakeBackend
+
+REPO = Path(__file__).resolve().parent.parent
+SHARED = REPO.parent / "shared"
+
+
+@pytest.fixture(scope="session")
+def embedded_engines():
+    """All roles on the real embedded SmolLM2 server, low temperature, small outputs."""
+    cfg = EnginesConfig(
+        engines={"local": EmbeddedEngine(parallel=4, ctx_per_slot=4096)},
+        roles={"default": RoleSpec(engine="local", temperature=0.3, max_tokens=256, seed=0)},
+    )
+    with Engines.from_config(cfg) as engines:
+        yield engines
+
+
+@pytest.fixture
+def fake_engines():
+    """Factory: `fake_engines(responder, native_tools=False)` -> (Engines, FakeBackend)."""
+
+    def make(responder, **kw):
+        backend = FakeBackend(responder, **kw)
+        return Engines.with_backend(backend), backend
+
+    return make
+
+
+@pytest.fixture(scope="session")
+def shared_dir() -> Path:
+    if not SHARED.is_dir():
+        pytest.skip("../shared is not beside the repository")
+    return SHARED

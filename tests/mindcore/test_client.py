@@ -1,0 +1,116 @@
+"""RoleClient logic on the fake backend: re-asking on invalid output, counted failures, tool-call
+shape on engines with and without native tools, accounting."""
+
+from __future__ import annotations
+
+import asyncio
+import json
+from typing import Literal
+
+import pytest
+from pydantic import BaseModel, Field
+
+from mindcore.errors import StructuredOutputError
+from mindcore.fake import scripted
+from mindcore.types import RawReply, ToolSpec
+
+
+class Pet(BaseModel):
+    name: str = Field(..., max_length=20)
+    legs: int = Field(..., ge=0, le=8)
+
+
+class Commit(BaseModel):
+    move: Literal["share", "deflect"]
+    reasoning: str = Field(..., max_length=100)
+
+
+def run(coro):
+    return asyncio.run(coro)
+
+
+def test_structured_reasks_with_the_validation_error(fake_engines):
+    engines, backend = fake_engines(scripted({"name": "Rex", "legs": 40}, "not json", {"name": "Rex", "legs": 4}))
+    pet = run(engines.role("profile_writer").structured([{"role": "user", "content": "a pet"}], Pet))
+    assert pet == Pet(name="Rex", legs=4)
+    assert len(backend.requests) == 3
+    second = backend.requests[1].messages
+    assert second[-1]["role"] == "user" and "legs" in second[-1]["content"]
+    assert backend.requests[0].response_schema == Pet.model_json_schema()
+    summary = engines.ledger.summary()["profile_writer"]
+    assert summary["calls"] == 1 and summary["attempts"] == 3 and summary["failed"] == 0
+
+
+def test_structured_failure_is_raised_and_counted(fake_engines):
+    engines, backend = fake_engines(scripted("{}"))
+    with pytest.raises(StructuredOutputError) as info:
+        run(engines.role("screener").structured([{"role": "user", "content": "x"}], Pet, max_attempts=2))
+    assert info.value.attempts == 2 and "name" in info.value.last_error
+    assert engines.ledger.summary()["screener"]["failed"] == 1
+    assert len(backend.requests) == 2
+
+
+def test_emulated_tool_call_yields_openai_tool_message(fake_engines):
+    engines, backend = fake_engines(
+        scripted({"name": "commit_move", "arguments": {"move": "share", "reasoning": "I want to"}})
+    )
+    tool = ToolSpec.from_model("commit_move", "Commit this turn's move", Commit)
+    res = run(engines.role("patient").tool_call([{"role": "user", "content": "hi"}], [tool]))
+    assert res.message["role"] == "assistant" and res.message["content"] is None
+    (tc,) = res.message["tool_calls"]
+    assert tc["type"] == "function" and tc["function"]["name"] == "commit_move"
+    assert json.loads(tc["function"]["arguments"]) == {"move": "share", "reasoning": "I want to"}
+    assert tc["id"].startswith("call_") and res.calls[0].id == tc["id"]
+    # The engine was asked through a JSON schema, not `tools`.
+    assert backend.requests[0].tools is None and backend.requests[0].response_schema is not None
+
+
+def test_emulated_history_is_sent_as_text(fake_engines):
+    engines, backend = fake_engines(scripted({"name": "none"}))
+    history = [
+        {"role": "user", "content": "hi"},
+        {
+            "role": "assistant",
+            "content": None,
+            "tool_calls": [{"id": "c1", "type": "function", "function": {"name": "commit_move", "arguments": "{\"move\": \"share\"}"}}],
+        },
+        {"role": "tool", "tool_call_id": "c1", "name": "commit_move", "content": "accepted"},
+    ]
+    tool = ToolSpec.from_model("commit_move", "x", Commit)
+    res = run(engines.role("patient").tool_call(history, [tool], allow_none=True))
+    assert res.calls == [] and res.message["tool_calls"] == []
+    sent = backend.requests[0].messages
+    assert all(m.get("content") is not None and "tool_calls" not in m for m in sent)
+    assert sent[2]["role"] == "user" and "accepted" in sent[2]["content"]
+
+
+def test_native_tool_call_reasks_when_no_tool_called(fake_engines):
+    replies = [
+        RawReply(content="sure"),
+        RawReply(
+            content=None,
+            tool_calls=[{"id": "x1", "type": "function", "function": {"name": "commit_move", "arguments": "{\"move\": \"deflect\", \"reasoning\": \"no\"}"}}],
+        ),
+    ]
+    engines, backend = fake_engines(lambda req: replies.pop(0), native_tools=True)
+    tool = ToolSpec.from_model("commit_move", "x", Commit)
+    res = run(engines.role("patient").tool_call([{"role": "user", "content": "hi"}], [tool]))
+    assert res.calls[0].arguments["move"] == "deflect" and res.calls[0].id == "x1"
+    assert backend.requests[0].tools[0]["function"]["name"] == "commit_move"
+    assert backend.requests[0].tool_choice == "required"
+    assert len(backend.requests) == 2
+
+
+def test_role_sampling_comes_from_the_role_spec(fake_engines):
+    from mindcore.config import RoleSpec
+    from mindcore.engine import Engines
+    from mindcore.fake import FakeBackend
+
+    backend = FakeBackend(scripted("ok"))
+    engines = Engines.with_backend(
+        backend,
+        roles={"default": RoleSpec(engine="fake"), "counsellor": RoleSpec(engine="fake", temperature=1.0, max_tokens=77, seed=3)},
+    )
+    run(engines.role("counsellor:gpt").chat([{"role": "user", "content": "x"}]))
+    req = backend.requests[0]
+    assert (req.temperature, req.max_tokens, req.seed, req.role) == (1.0, 77, 3, "counsellor:gpt")
