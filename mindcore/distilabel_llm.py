@@ -1,0 +1,99 @@
+"""A distilabel `AsyncLLM` that drives the mindcore engine layer, so distilabel pipelines use the same
+engines, retries, structured output and tool-call handling as everything else — not distilabel's
+in-process vLLM class or its outlines path, both broken with current releases (NOTES §1).
+
+distilabel runs steps in worker processes, so the LLM is rebuilt there from a picklable wire spec
+(`Engines.wire_spec(role)`); the embedded server started by the parent process is reached over HTTP.
+"""
+
+from __future__ import annotations
+
+import importlib
+from typing import Any, Optional
+
+from distilabel.models.llms.base import AsyncLLM
+from pydantic import PrivateAttr
+
+from mindcore.backends import OpenAIBackend
+from mindcore.client import RoleClient
+from mindcore.config import RoleSpec
+from mindcore.errors import EngineError
+from mindcore.types import UsageLedger
+
+
+def _import_model(path: str):
+    module, _, name = path.partition(":")
+    return getattr(importlib.import_module(module), name)
+
+
+class MindcoreLLM(AsyncLLM):
+    """`wire`: from `Engines.wire_spec(role)`. `output_model`: optional "package.module:Model" — when
+    set, every generation is that model's JSON (validated, re-asked on error) or None if it failed."""
+
+    wire: dict[str, Any]
+    output_model: Optional[str] = None
+
+    _client: Any = PrivateAttr(default=None)
+    _output: Any = PrivateAttr(default=None)
+
+    def load(self) -> None:
+        super().load()
+        w = self.wire
+        backend = OpenAIBackend(
+            w["engine"],
+            base_url=w["base_url"],
+            default_model=w["model"],
+            api_key_env=w.get("api_key_env"),
+            max_concurrency=w.get("max_concurrency", 4),
+            timeout_s=w.get("timeout_s", 120.0),
+            native_tools=w.get("native_tools", False),
+            structured_mode=w.get("structured_mode", "json_schema"),
+            strict_schema=w.get("strict_schema", False),
+            kind=w.get("kind", "openai"),
+        )
+        self._client = RoleClient(w["role"], backend, RoleSpec(**w["role_spec"]), w["model"], UsageLedger())
+        self._output = _import_model(self.output_model) if self.output_model else None
+
+    @property
+    def model_name(self) -> str:
+        return self.wire["model"]
+
+    async def agenerate(  # type: ignore[override]
+        self,
+        input: Any,
+        num_generations: int = 1,
+        max_new_tokens: Optional[int] = None,
+        temperature: Optional[float] = None,
+    ) -> dict[str, Any]:
+        """Generate `num_generations` replies to one chat-formatted input.
+
+        Args:
+            input: the chat messages.
+            num_generations: replies to produce.
+            max_new_tokens: overrides the role's max_tokens.
+            temperature: overrides the role's temperature.
+        """
+        sampling: dict[str, Any] = {}
+        if max_new_tokens is not None:
+            sampling["max_tokens"] = max_new_tokens
+        if temperature is not None:
+            sampling["temperature"] = temperature
+        generations: list[Optional[str]] = []
+        stats_in: list[int] = []
+        stats_out: list[int] = []
+        for _ in range(num_generations):
+            before = len(self._client.ledger.records)
+            try:
+                if self._output is not None:
+                    obj = await self._client.structured(list(input), self._output, **sampling)
+                    generations.append(obj.model_dump_json())
+                else:
+                    generations.append((await self._client.chat(list(input), **sampling)).content)
+            except EngineError as exc:
+                # distilabel would blank the whole batch on an exception; fail only this row, visibly.
+                self._logger.warning(f"{self.wire['role']}: generation failed: {exc}")
+                generations.append(None)
+            new = self._client.ledger.records[before:]
+            stats_in.append(sum(r.prompt_tokens for r in new))
+            stats_out.append(sum(r.completion_tokens for r in new))
+        return {"generations": generations, "statistics": {"input_tokens": stats_in, "output_tokens": stats_out}}

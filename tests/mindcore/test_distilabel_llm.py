@@ -1,0 +1,37 @@
+"""The distilabel adapter drives the same engine layer, inside a real distilabel pipeline, against the
+real embedded server (distilabel runs the step in a worker process that reaches it over HTTP)."""
+
+from __future__ import annotations
+
+import json
+
+import pytest
+from pydantic import BaseModel, Field
+
+from mindcore.distilabel_llm import MindcoreLLM
+
+pytestmark = pytest.mark.embedded
+
+
+class Colour(BaseModel):
+    colour: str = Field(..., max_length=20)
+    warm: bool
+
+
+def test_pipeline_with_structured_output(embedded_engines, tmp_path, monkeypatch):
+    from distilabel.pipeline import Pipeline
+    from distilabel.steps import LoadDataFromDicts
+    from distilabel.steps.tasks import TextGeneration
+
+    monkeypatch.setenv("DISTILABEL_CACHE_DIR", str(tmp_path / "cache"))
+    llm = MindcoreLLM(wire=embedded_engines.wire_spec("profile_writer"), output_model=f"{__name__}:Colour")
+    with Pipeline(name="mindcore-adapter-test", cache_dir=str(tmp_path / "cache")) as pipeline:
+        load = LoadDataFromDicts(data=[{"instruction": f"Name colour number {i} as JSON."} for i in range(3)])
+        gen = TextGeneration(llm=llm, input_batch_size=3)
+        load >> gen
+    distiset = pipeline.run(use_cache=False, parameters={gen.name: {"llm": {"generation_kwargs": {"max_new_tokens": 60}}}})
+    rows = distiset["default"]["train"]
+    assert len(rows) == 3
+    for row in rows:
+        Colour.model_validate(json.loads(row["generation"]))
+        assert row["model_name"] == embedded_engines.role("profile_writer").model
