@@ -221,3 +221,36 @@ class Profile(_Row):
     in_pool: bool = Field(False, description="Selected into the validation pool.")
     in_benchmark: bool = Field(False, description="Selected into the benchmark subset of the pool.")
     provenance: Provenance = Field(description="Engines, prompts, seed and toolkit version.")
+
+
+# Stage rows: each stage takes the previous one's rows and returns its own.
+
+
+class PersonaRow(_Row):
+    """Stage 1 output: a persona and its derived attributes."""
+
+    persona: Persona = Field(description="Persona fields from the source record.")
+    demographics: Demographics = Field(description="Derived demographic attributes.")
+
+
+class AnchoredRow(PersonaRow):
+    """Stage 2 output: a persona with its clinical anchor and sampled conversational style."""
+
+    profile_id: str = Field(description="Stable id of the profile (derived from persona id and seed).")
+    anchor: Anchor = Field(description="Clinical anchor.")
+    style: Style = Field(description="Conversational style.")
+
+
+class FormulatedRow(AnchoredRow):
+    """Stage 3 output: an anchored persona with its 5P formulation."""
+
+    formulation: Formulation = Field(description="5P formulation with core belief and QoL.")
+    revisions: int = Field(0, description="How many times the formulation was revised after screening.")
+
+
+class Failure(_Row):
+    """A row a stage could not produce; counted and reported, never written as a blank."""
+
+    profile_id: str = Field(description="Profile (or persona) id the failure belongs to.")
+    stage: str = Field(description="Stage that failed: personas, anchors, formulation, screen, select.")
+    error: str = Field(description="What went wrong (error class and message).")
