@@ -1,0 +1,136 @@
+"""`mindsim validate …` commands (MindEval2/MindSim paper, §4.3): build a text-free reference artifact
+from transcripts, and compare systems' transcripts against one. The lead mounts `app` under
+`mindsim validate`; it also runs on its own (`python -m validation.cli`).
+"""
+
+from __future__ import annotations
+
+import contextlib
+from pathlib import Path
+from typing import Optional
+
+import typer
+from rich.console import Console
+
+from mindcore.errors import ConfigError, UserError
+from validation.config import ValidationConfig
+
+app = typer.Typer(help="Realism validation: surface-feature distances and narrative arcs against a reference.", no_args_is_help=True)
+_err = Console(stderr=True)
+
+
+def _config(recipe: Optional[Path], **overrides) -> tuple[ValidationConfig, object]:
+    """The recipe's validation section (or defaults) with CLI overrides, and its engines config."""
+    from mindcore.config import EnginesConfig
+    from mindcore.recipe import load_recipe
+
+    if recipe is not None:
+        r = load_recipe(recipe)
+        base, engines_cfg = r.section("validation", ValidationConfig), r.engines_config()
+    else:
+        base, engines_cfg = ValidationConfig(), EnginesConfig()  # embedded SmolLM2 for every role
+    changes = {k: v for k, v in overrides.items() if v is not None}
+    try:
+        return ValidationConfig.model_validate({**base.model_dump(), **changes}), engines_cfg
+    except Exception as exc:  # pydantic ValidationError -> one clear line
+        raise ConfigError(f"validation options: {exc}") from exc
+
+
+@contextlib.contextmanager
+def _engines(config: ValidationConfig, engines_cfg):
+    if not config.arc:
+        yield None
+        return
+    from mindcore.engine import Engines
+
+    with Engines.from_config(engines_cfg) as engines:
+        yield engines
+
+
+def _fail(exc: UserError) -> None:
+    _err.print(f"[red]error:[/red] {exc}")
+    raise typer.Exit(2)
+
+
+@app.command("reference")
+def reference_cmd(
+    transcripts: Path = typer.Argument(..., help="Chat JSONL (one conversation per line) or a saved datasets folder"),
+    out: Path = typer.Option(..., "--out", help="Artifact to write (.parquet)"),
+    arc: Optional[bool] = typer.Option(None, "--arc/--no-arc", help="Also label patient turns P/T/C/F (needs an LLM)"),
+    recipe: Optional[Path] = typer.Option(None, help="Recipe whose engines/roles and validation section to use"),
+    patient_role: Optional[str] = typer.Option(None, help="Role of the patient in the transcripts (default user)"),
+    min_patient_turns: Optional[int] = typer.Option(None, help="Skip conversations with fewer patient turns"),
+    attribution: Optional[str] = typer.Option(None, help="Attribution/licence note stored in the artifact"),
+    name: Optional[str] = typer.Option(None, help="Name of the reference in reports (default: file stem)"),
+) -> None:
+    """Measure transcripts and write a reference artifact with numbers only (no text, no raw ids)."""
+    from validation.compare import build_reference
+
+    if not str(out).endswith(".parquet"):
+        _fail(ConfigError(f"--out {out}: the artifact is a parquet file; name it *.parquet"))
+    try:
+        config, engines_cfg = _config(recipe, arc=arc, patient_role=patient_role, min_patient_turns=min_patient_turns)
+        with _engines(config, engines_cfg) as engines:
+            measured = build_reference(transcripts, out, config, engines=engines, attribution=attribution, name=name)
+    except UserError as exc:
+        _fail(exc)
+    c = measured.counts
+    typer.echo(
+        f"wrote {out}: {c['conversations_used']} conversations, {c['patients']} patients, "
+        f"{c['patient_turns']} patient turns ({c['skipped_no_patient_turn']} skipped without a patient turn)"
+        + (f"; arc labels: {c.get('arc_labelled_turns', 0)} ok, {c.get('arc_failed_turns', 0)} failed" if config.arc else "")
+    )
+
+
+def _parse_sims(sims: list[str]) -> dict[str, str]:
+    out: dict[str, str] = {}
+    for item in sims:
+        name, sep, path = item.partition("=")
+        if not sep or not name.strip() or not path.strip():
+            raise ConfigError(f"--sim {item!r}: write it as NAME=PATH, e.g. --sim mindsim=out/transcripts/transcripts.jsonl")
+        if name in out:
+            raise ConfigError(f"--sim: the name {name!r} is given twice; names label report columns and must differ")
+        out[name.strip()] = path.strip()
+    return out
+
+
+@app.command("compare")
+def compare_cmd(
+    sim: list[str] = typer.Option(..., "--sim", help="NAME=PATH of transcripts (JSONL, dataset folder) or an artifact; repeat"),
+    out: Path = typer.Option(..., "--out", help="Folder for report.json, report.md and PNGs"),
+    reference: Optional[Path] = typer.Option(None, help="Reference artifact (default: the shipped MIBot one)"),
+    arc: Optional[bool] = typer.Option(None, "--arc/--no-arc", help="Label systems' patient turns and compare arcs"),
+    recipe: Optional[Path] = typer.Option(None, help="Recipe whose engines/roles and validation section to use"),
+    patient_role: Optional[str] = typer.Option(None, help="Role of the patient in the transcripts (default user)"),
+    draws: Optional[int] = typer.Option(None, help="Bootstrap draws (default 1000)"),
+    splits: Optional[int] = typer.Option(None, help="Reference halvings for the noise floor (default 100)"),
+    seed: Optional[int] = typer.Option(None, help="Seed of draws and splits"),
+    no_plots: bool = typer.Option(False, "--no-plots", help="Skip the PNG plots"),
+) -> None:
+    """Distances of each system to the reference, with intervals, the noise floor and arc shares."""
+    from validation.compare import compare
+
+    try:
+        sims = _parse_sims(sim)
+        config, engines_cfg = _config(
+            recipe,
+            reference=str(reference) if reference else None,
+            arc=arc,
+            patient_role=patient_role,
+            bootstrap_draws=draws,
+            floor_splits=splits,
+            seed=seed,
+            plots=False if no_plots else None,
+        )
+        with _engines(config, engines_cfg) as engines:
+            report = compare(None, sims, out, config, engines=engines)
+    except UserError as exc:
+        _fail(exc)
+    for name, res in report["systems"].items():
+        idx = res["index"]
+        typer.echo(f"{name}: index {idx['distance']:.3f} [{idx['ci'][0]:.3f}, {idx['ci'][1]:.3f}] (floor {report['floor']['index']:.3f})")
+    typer.echo(f"wrote {out / 'report.md'} and {out / 'report.json'}")
+
+
+if __name__ == "__main__":
+    app()
