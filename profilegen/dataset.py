@@ -10,30 +10,14 @@ Layout of `<out>/profiles/`:
 
 from __future__ import annotations
 
-import io
 from pathlib import Path
 
 from mindcore.errors import InputError
+from mindcore.io import atomic_write_parquet, atomic_write_text
 from profilegen.schemas import Profile
 
 PARQUET_NAME = "profiles.parquet"
 SUMMARIES_DIR = "case_summaries"
-
-
-def _atomic_write_bytes(path: Path, data: bytes) -> None:
-    try:
-        from mindcore.io import atomic_write_bytes
-    except ImportError:  # mindcore.io lands with the engine layer; keep the same semantics meanwhile.
-        import os
-        import tempfile
-
-        path.parent.mkdir(parents=True, exist_ok=True)
-        fd, tmp = tempfile.mkstemp(dir=path.parent, prefix=f".{path.name}.")
-        with os.fdopen(fd, "wb") as fh:
-            fh.write(data)
-        os.replace(tmp, path)
-        return
-    atomic_write_bytes(path, data)
 
 
 def resolve_parquet(folder: str | Path) -> Path:
@@ -50,18 +34,10 @@ def resolve_parquet(folder: str | Path) -> Path:
 
 def write_profiles(profiles: list[Profile], folder: str | Path) -> Path:
     """Write profiles and their rendered case summaries into `folder`; returns the parquet path."""
-    import pyarrow as pa
-    import pyarrow.parquet as pq
-
     folder = Path(folder)
-    rows = [p.model_dump(mode="json") for p in profiles]
-    table = pa.Table.from_pylist(rows)
-    buf = io.BytesIO()
-    pq.write_table(table, buf)
-    out = folder / PARQUET_NAME
-    _atomic_write_bytes(out, buf.getvalue())
+    out = atomic_write_parquet(folder / PARQUET_NAME, [p.model_dump(mode="json") for p in profiles])
     for p in profiles:
-        _atomic_write_bytes(folder / SUMMARIES_DIR / f"{p.profile_id}.md", p.case_summary.encode())
+        atomic_write_text(folder / SUMMARIES_DIR / f"{p.profile_id}.md", p.case_summary + "\n")
     return out
 
 

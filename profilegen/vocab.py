@@ -66,6 +66,9 @@ class Vocabularies(_Strict):
     secondary_only: dict[str, Label] = Field(description="Problems that occur only as secondary.")
     impact_domains: dict[str, Label] = Field(description="WSAS functional-impact domains.")
     quality_of_life: dict[str, str] = Field(description="QoL bands and what they mean.")
+    impact_given_group: dict[str, dict[str, float]] = Field(
+        description="Relative weight of each impact domain given the main problem's core group."
+    )
     predisposing: dict[str, Label] = Field(description="Predisposing factors.")
     precipitating: dict[str, Label] = Field(description="Precipitating events (group in `group`).")
     protective: dict[str, Label] = Field(description="Protective factors (group in `group`).")
@@ -122,6 +125,7 @@ def build_vocabularies(problems: dict, formulation: dict) -> Vocabularies:
             secondary_only=_labels(problems["secondary_only"]),
             impact_domains=_labels([{**d, "description": d["name"]} for d in problems["impact_domains"]]),
             quality_of_life=problems["quality_of_life"],
+            impact_given_group=problems["impact_given_group"],
             predisposing=_labels(formulation["predisposing"]),
             precipitating=_grouped(formulation["precipitating"]),
             protective=_grouped(formulation["protective"]),
@@ -141,6 +145,10 @@ def build_vocabularies(problems: dict, formulation: dict) -> Vocabularies:
         problems_found.append("a problem is both main and secondary-only")
     if len(voc.impact_domains) != N_DOMAINS:
         problems_found.append(f"need the {N_DOMAINS} WSAS impact domains")
+    if set(voc.impact_given_group) != set(CORE_GROUPS) or any(
+        set(w) != set(voc.impact_domains) for w in voc.impact_given_group.values()
+    ):
+        problems_found.append("impact_given_group needs a weight per impact domain for each core group")
     if set(voc.quality_of_life) != {"poor", "moderate", "good"}:
         problems_found.append("quality_of_life must be poor / moderate / good")
     if {c.family for c in voc.coping.values()} != set(SKINNER_FAMILIES):
