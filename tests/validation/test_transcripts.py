@@ -1,0 +1,70 @@
+import json
+
+import pytest
+
+from mindcore.errors import InputError
+from validation.transcripts import load_transcripts, parse_row
+
+
+def test_jsonl_reads_ids_patients_and_counts_skips(tmp_path, jsonl):
+    rows = [
+        {"id": "a", "patient_id": "p1", "messages": [{"role": "assistant", "content": "hi"}, {"role": "user", "content": "hello there"}]},
+        {"conversation_id": "b", "messages": [{"role": "assistant", "content": "hi"}, {"role": "user", "content": "   "}]},
+        {"id": "c", "group_id": "p1", "messages": [{"role": "user", "content": "again"}, {"role": "assistant", "content": None}]},
+    ]
+    ts = load_transcripts(jsonl(tmp_path / "t.jsonl", rows))
+    assert [c.conversation_id for c in ts.conversations] == ["a", "c"]
+    assert [c.patient_id for c in ts.conversations] == ["p1", "p1"]
+    counts = ts.counts("user")
+    assert counts == {
+        "conversations_read": 3, "conversations_used": 2, "skipped_no_patient_turn": 1,
+        "skipped_too_short": 0, "patients": 1, "patient_turns": 2,
+    }
+
+
+def test_malformed_line_names_its_line_number(tmp_path):
+    path = tmp_path / "bad.jsonl"
+    good = json.dumps({"id": "a", "messages": [{"role": "user", "content": "x"}]})
+    path.write_text(good + "\n\n" + good + "\n{not json\n")
+    with pytest.raises(InputError, match=r"bad.jsonl line 4"):
+        load_transcripts(path)
+
+
+@pytest.mark.parametrize(
+    "row, message",
+    [
+        ({"id": "a"}, "'messages' must be a list"),
+        ({"id": "a", "messages": [{"content": "x"}]}, r"messages\[0\] needs a string 'role'"),
+        ({"id": "a", "messages": [{"role": "user", "content": 3}]}, r"messages\[0\].content must be a string"),
+        (["not", "a", "mapping"], "expected a JSON object"),
+    ],
+)
+def test_bad_records_fail_clearly(row, message):
+    with pytest.raises(InputError, match=message):
+        parse_row(row, "src line 9")
+
+
+def test_patient_role_is_configurable_and_min_turns_filters(synth):
+    rows = synth(3, seed=0, mean_words=5, turns=2)
+    as_assistant = load_transcripts(rows, patient_role="assistant")
+    assert as_assistant.counts("assistant")["patient_turns"] == 6
+    short = load_transcripts(rows, min_patient_turns=3)
+    assert short.skipped_too_short == 3 and not short.conversations
+
+
+def test_datasets_input_matches_jsonl(tmp_path, synth, jsonl):
+    import datasets
+
+    rows = synth(4, seed=1, mean_words=6, patients=2)
+    ds = datasets.Dataset.from_list(rows)
+    from_ds = load_transcripts(ds)
+    ds.save_to_disk(str(tmp_path / "saved"))
+    from_disk = load_transcripts(tmp_path / "saved")
+    from_jsonl = load_transcripts(jsonl(tmp_path / "t.jsonl", rows))
+    assert from_ds.conversations == from_jsonl.conversations == from_disk.conversations
+    assert from_ds.patients == 2
+
+
+def test_missing_path_is_an_input_error(tmp_path):
+    with pytest.raises(InputError, match="not found"):
+        load_transcripts(tmp_path / "nope.jsonl")
