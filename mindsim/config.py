@@ -1,0 +1,86 @@
+"""`SimulationConfig`: the recipe's `simulation:` section (MindEval2/MindSim §4.2 and Appendix D — sessions per
+patient, turn cap, gap range, counsellors under test, memory cap, retry bounds).
+
+Every field is defaulted and unknown keys are rejected, so a typo in a recipe names the field.
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+from pydantic import BaseModel, ConfigDict, Field, ValidationError, model_validator
+
+from mindcore.errors import ConfigError
+
+
+class CounsellorBinding(BaseModel):
+    """A counsellor under test given directly as engine + model (instead of a `counsellor:NAME` role)."""
+
+    model_config = ConfigDict(extra="forbid")
+    name: str = Field(description="Label used in session ids and outputs, e.g. 'gpt-4o'", pattern=r"^[\w.\-:]+$")
+    engine: str = Field(description="Name of an entry in the recipe's `engines:`")
+    model: str | None = Field(None, description="Model id; default: the engine's model")
+    temperature: float | None = Field(None, ge=0, le=2, description="Sampling temperature")
+    max_tokens: int | None = Field(None, ge=1, description="Cap on each counsellor reply")
+
+
+class SimulationConfig(BaseModel):
+    """Settings of the multi-session simulator."""
+
+    model_config = ConfigDict(extra="forbid")
+
+    sessions: int = Field(3, ge=1, le=20, description="Sessions per patient (the paper: 3)")
+    turn_cap: int = Field(30, ge=2, le=200, description="Max patient turns per session, opening message included")
+    min_gap_hours: float = Field(6, ge=0, description="Shortest gap before a follow-up session")
+    max_gap_hours: float = Field(336, gt=0, description="Longest gap before a follow-up session (14 days)")
+    counsellors: list[str | CounsellorBinding] = Field(
+        default_factory=lambda: ["counsellor"],
+        description="Counsellors under test: role names ('counsellor', 'counsellor:NAME') or engine+model bindings",
+    )
+    max_commit_retries: int = Field(3, ge=0, le=10, description="Re-commits allowed after a rejected move")
+    max_todo_calls: int = Field(2, ge=0, le=5, description="Agenda tool calls per patient turn (0 turns them off)")
+    max_message_retries: int = Field(2, ge=0, le=5, description="Re-asks when a patient/counsellor message is empty")
+    max_same_move_run: int = Field(
+        3, ge=0, description="Reject a primary move used this many turns running (0 = off); ours, for variety"
+    )
+    memory_max_entries: int = Field(30, ge=1, le=200, description="Cap on running-memory entries")
+    memory_retries: int = Field(2, ge=0, le=5, description="Re-asks when the rewritten memory breaks a carry rule")
+    message_max_tokens: int | None = Field(
+        120, ge=8, description="Token cap on each patient message (small models loop otherwise)"
+    )
+    agenda_plain: bool = Field(
+        False, description="Patient names agenda items in own words only (the template's agenda_plain switch)"
+    )
+    pool_only: bool = Field(True, description="Simulate only profiles marked in_pool")
+    benchmark_only: bool = Field(False, description="Simulate only profiles marked in_benchmark")
+    max_patients: int | None = Field(None, ge=1, description="Use only the first N profiles (smoke runs)")
+
+    @model_validator(mode="after")
+    def _check(self) -> "SimulationConfig":
+        if self.min_gap_hours > self.max_gap_hours:
+            raise ValueError("min_gap_hours must not exceed max_gap_hours")
+        names = [counsellor_name(c) for c in self.counsellors]
+        if not names:
+            raise ValueError("counsellors: name at least one counsellor")
+        if len(set(names)) != len(names):
+            raise ValueError(f"counsellors: names must be unique, got {names}")
+        for c in self.counsellors:
+            if isinstance(c, str) and c.split(":", 1)[0] != "counsellor":
+                raise ValueError(f"counsellors: '{c}' is not a counsellor role (write 'counsellor' or 'counsellor:NAME')")
+        return self
+
+    @classmethod
+    def from_section(cls, section: dict[str, Any] | None) -> "SimulationConfig":
+        """Validate a recipe's `simulation:` dict; ConfigError names the offending field."""
+        try:
+            return cls.model_validate(section or {})
+        except ValidationError as exc:
+            details = "; ".join(
+                f"simulation.{'.'.join(str(p) for p in e['loc'])}: {e['msg']}" for e in exc.errors()
+            )
+            raise ConfigError(f"recipe simulation section invalid: {details}") from exc
+
+
+def counsellor_name(c: str | CounsellorBinding) -> str:
+    """Stable label of a counsellor: the role name, or the binding's name."""
+    return c if isinstance(c, str) else c.name

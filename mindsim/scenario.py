@@ -1,0 +1,120 @@
+"""Session scenarios (MindEval2/MindSim §4.2 "Multi session", Appendix D "Session scenarios" and the situation
+generator template).
+
+The first scenario is written from the profile's writer brief (the only place the core belief is shown),
+the session emotion and the patient's register, about the stretch since the precipitating event. Later
+scenarios are written from the profile, the previous scenario, the full previous transcript, the exact
+gap, the agenda items never reached and the sampled event category's shape.
+"""
+
+from __future__ import annotations
+
+from pydantic import BaseModel, ConfigDict, Field, ValidationError
+
+from mindcore.errors import StructuredOutputError
+from mindcore.prompts import render
+from mindsim.prompting import register_lines, transcript_text
+from mindsim.schedule import SessionPlan
+from profilegen.schemas import Profile
+
+FIRST_TEMPLATE = "scenario/first.jinja2"
+NEXT_TEMPLATE = "scenario/next.jinja2"
+
+
+class Scenario(BaseModel):
+    """What brings the patient to one session."""
+
+    model_config = ConfigDict(extra="forbid")
+    event: str = Field(min_length=1, max_length=700, description="What has happened recently, 2-4 concrete sentences")
+    automatic_thoughts: list[str] = Field(
+        min_length=2, max_length=4, description="2-4 first-person thoughts, one clause each"
+    )
+    behaviors: list[str] = Field(min_length=2, max_length=4, description="2-4 things the patient did")
+    physical: list[str] = Field(default_factory=list, max_length=3, description="0-3 bodily signs")
+    opening_message: str = Field(
+        min_length=1, max_length=240, description="The literal first message typed into the chat"
+    )
+    goal: str = Field(min_length=1, max_length=240, description="What the patient wants from this conversation")
+    checkpoints: list[str] = Field(min_length=1, max_length=3, description="1-3 short concrete topic phrases")
+
+    def as_text(self) -> str:
+        """The scenario as the next situation writer reads it."""
+        lines = [self.event, "Thoughts: " + "; ".join(self.automatic_thoughts), "Did: " + "; ".join(self.behaviors)]
+        if self.physical:
+            lines.append("Body: " + "; ".join(self.physical))
+        lines += [f"Opened with: {self.opening_message}", f"Wanted: {self.goal}", "Meant to get to: " + "; ".join(self.checkpoints)]
+        return "\n".join(lines)
+
+
+def _clip_items(items: list[str], limit: int) -> list[str]:
+    return [i.strip()[:limit] for i in items if i and i.strip()]
+
+
+class _ScenarioDraft(Scenario):
+    """The schema sent to the writer: list items carry a maxLength so a small model cannot loop in one."""
+
+    automatic_thoughts: list[str] = Field(
+        min_length=2, max_length=4, json_schema_extra={"items": {"type": "string", "maxLength": 160}},
+        description="2-4 first-person thoughts, one clause each",
+    )
+    behaviors: list[str] = Field(
+        min_length=2, max_length=4, json_schema_extra={"items": {"type": "string", "maxLength": 160}},
+        description="2-4 things the patient did",
+    )
+    physical: list[str] = Field(
+        default_factory=list, max_length=3, json_schema_extra={"items": {"type": "string", "maxLength": 100}},
+        description="0-3 bodily signs",
+    )
+    checkpoints: list[str] = Field(
+        min_length=1, max_length=3, json_schema_extra={"items": {"type": "string", "maxLength": 60}},
+        description="1-3 short concrete topic phrases",
+    )
+
+
+async def _write(client, prompt: str) -> Scenario:
+    messages = [{"role": "system", "content": prompt}, {"role": "user", "content": "Write the situation now, as JSON."}]
+    draft = await client.structured(messages, _ScenarioDraft, schema_name="Scenario")
+    data = draft.model_dump()
+    for key, limit in (("automatic_thoughts", 160), ("behaviors", 160), ("physical", 100), ("checkpoints", 60)):
+        data[key] = _clip_items(data[key], limit)
+    try:
+        return Scenario.model_validate(data)
+    except ValidationError as exc:  # blank list items stripped below a minimum count
+        raise StructuredOutputError(
+            f"scenario writer returned blank items: {exc.errors()[0]['msg']}",
+            attempts=1, last_error=str(exc)[:300], raw=draft.model_dump_json(),
+        ) from exc
+
+
+async def first_scenario(client, profile: Profile, plan: SessionPlan) -> Scenario:
+    prompt = render(
+        FIRST_TEMPLATE,
+        writer_brief=profile.writer_brief,
+        goal=profile.goal,
+        time_context=plan.time_context,
+        emotion=plan.emotion,
+        register_lines=register_lines(profile),
+    )
+    return await _write(client, prompt)
+
+
+async def next_scenario(
+    client,
+    profile: Profile,
+    previous: Scenario,
+    previous_transcript: list[dict[str, str]],
+    plan: SessionPlan,
+    leftover: list[str],
+) -> Scenario:
+    prompt = render(
+        NEXT_TEMPLATE,
+        writer_brief=profile.writer_brief,
+        prev_situation=previous.as_text(),
+        transcript=transcript_text(previous_transcript),
+        now_line=plan.time_context,
+        gap=plan.gap_text,
+        leftover_todos=leftover,
+        beat=plan.beat or "",
+        register_lines=register_lines(profile),
+    )
+    return await _write(client, prompt)

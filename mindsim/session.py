@@ -1,0 +1,170 @@
+"""One session and one patient's arc of sessions (MindEval2/MindSim §4.2 "Multi session", Appendix D).
+
+The session routes messages between the two participants and decides when it ends: it opens with the
+scenario's opening message and alternates until the patient sets `end_conversation` (its last words are
+still written) or the turn cap is reached; then the running memory is rewritten. The arc runs a patient's
+sessions in order against one counsellor — each later scenario is written from the session before it —
+and skips sessions already checkpointed, so a rerun resumes.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import random
+from dataclasses import dataclass
+from typing import Any, Awaitable, Callable
+
+from mindsim.agenda import Agenda
+from mindsim.config import SimulationConfig
+from mindsim.memory import compact_memory
+from mindsim.patient import Counsellor, Patient
+from mindsim.prompting import (
+    COUNSELLOR_TEMPLATE,
+    PATIENT_TEMPLATE,
+    counsellor_system_prompt,
+    patient_system_prompt,
+    style_cues,
+    template_hashes,
+    transcript_text,
+)
+from mindsim.records import (
+    AgendaState,
+    MemoryUpdate,
+    SessionRecord,
+    Tokens,
+    session_id,
+)
+from mindsim.scenario import FIRST_TEMPLATE, NEXT_TEMPLATE, Scenario, first_scenario, next_scenario
+from mindsim.schedule import Schedule, SessionPlan
+from profilegen.moves import Vocabulary
+from profilegen.schemas import Profile
+
+MEMORY_TEMPLATE = "memory/compact.jinja2"
+
+
+@dataclass
+class Roles:
+    """The role clients one arc talks to."""
+
+    patient: Any
+    counsellor: Any
+    scenario_writer: Any
+    memory_compactor: Any
+
+    def describe(self) -> dict[str, dict[str, Any]]:
+        return {
+            "patient": self.patient.describe(),
+            "counsellor": self.counsellor.describe(),
+            "scenario_writer": self.scenario_writer.describe(),
+            "memory_compactor": self.memory_compactor.describe(),
+        }
+
+
+async def run_session(
+    profile: Profile,
+    vocab: Vocabulary,
+    plan: SessionPlan,
+    scenario: Scenario,
+    memory: list[str],
+    roles: Roles,
+    config: SimulationConfig,
+    *,
+    counsellor_name: str,
+    seed: int,
+) -> SessionRecord:
+    sid = session_id(profile.profile_id, counsellor_name, plan.index, seed)
+    agenda = Agenda.from_checkpoints(scenario.checkpoints)
+    p_prompt = patient_system_prompt(profile, vocab, plan, scenario, agenda, memory, agenda_plain=config.agenda_plain)
+    c_prompt = counsellor_system_prompt(plan, memory)
+    rng = random.Random(int.from_bytes(hashlib.sha256(sid.encode()).digest()[:8], "big"))
+    patient = Patient(
+        client=roles.patient, vocab=vocab, archetype=profile.style.archetype, max_depth=plan.max_depth,
+        style_cues=style_cues(profile), agenda=agenda, config=config, rng=rng,
+        history=[{"role": "system", "content": p_prompt}],
+    )
+    counsellor = Counsellor(client=roles.counsellor, config=config, history=[{"role": "system", "content": c_prompt}])
+
+    turns = [patient.open(scenario.opening_message)]
+    counsellor.hear(scenario.opening_message)
+    ended_by = "turn_cap"
+    while len(turns) < config.turn_cap:
+        said = await counsellor.reply()
+        turn = await patient.turn(len(turns), said)
+        turns.append(turn)
+        counsellor.hear(turn.message)
+        if turn.end_conversation:
+            ended_by = "patient"
+            break
+
+    exchange = counsellor.history[1:]
+    mem = await compact_memory(
+        roles.memory_compactor, memory, transcript_text(exchange), config.memory_max_entries, config.memory_retries
+    )
+    return SessionRecord(
+        session_id=sid,
+        patient_id=profile.profile_id,
+        counsellor=counsellor_name,
+        session_index=plan.index,
+        seed=seed,
+        ended_by=ended_by,
+        schedule=plan,
+        scenario=scenario,
+        patient_messages=patient.history,
+        counsellor_messages=counsellor.history,
+        turns=turns,
+        agenda=AgendaState(
+            done=[i.text for i in agenda.items if i.done],
+            open=[i.text for i in agenda.open_items],
+            added=[i.text for i in agenda.items if i.added],
+        ),
+        memory_before=memory,
+        memory_after=mem.entries,
+        memory_update=MemoryUpdate(attempts=mem.attempts, repaired=mem.repaired, problems=mem.problems),
+        patient_system_prompt=p_prompt,
+        counsellor_system_prompt=c_prompt,
+        tokens=Tokens(
+            patient_prompt=patient.tokens.prompt, patient_completion=patient.tokens.completion,
+            counsellor_prompt=counsellor.tokens.prompt, counsellor_completion=counsellor.tokens.completion,
+        ),
+        engines=roles.describe(),
+        prompts=template_hashes(
+            [PATIENT_TEMPLATE, COUNSELLOR_TEMPLATE, FIRST_TEMPLATE if plan.index == 0 else NEXT_TEMPLATE, MEMORY_TEMPLATE]
+        ),
+        archetype=profile.style.archetype,
+        vocabulary_version=vocab.version,
+    )
+
+
+async def run_arc(
+    profile: Profile,
+    schedule: Schedule,
+    vocab: Vocabulary,
+    roles: Roles,
+    config: SimulationConfig,
+    *,
+    counsellor_name: str,
+    seed: int,
+    load: Callable[[str], SessionRecord | None],
+    save: Callable[[SessionRecord], None],
+    on_session: Callable[[], Awaitable[None] | None] = lambda: None,
+) -> list[SessionRecord]:
+    """All sessions of one patient with one counsellor, resuming after the last checkpointed session."""
+    records: list[SessionRecord] = []
+    for plan in schedule.sessions:
+        done = load(session_id(profile.profile_id, counsellor_name, plan.index, seed))
+        if done is None:
+            prev = records[-1] if records else None
+            if prev is None:
+                scenario = await first_scenario(roles.scenario_writer, profile, plan)
+            else:
+                scenario = await next_scenario(
+                    roles.scenario_writer, profile, prev.scenario, prev.transcript(), plan, prev.agenda.open
+                )
+            memory = prev.memory_after if prev else []
+            done = await run_session(
+                profile, vocab, plan, scenario, memory, roles, config, counsellor_name=counsellor_name, seed=seed
+            )
+            save(done)
+        records.append(done)
+        on_session()
+    return records

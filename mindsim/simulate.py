@@ -1,0 +1,190 @@
+"""Running the simulator over a pool of profiles (MindEval2/MindSim §4.2 and §5.1: every patient's arc against
+each counsellor under test, with the schedule held fixed across counsellors).
+
+All arcs advance together: every (patient, counsellor) arc is a coroutine and the engine's own concurrency
+limit decides how many requests are in flight, so conversations never run one after another. Each finished
+session is checkpointed as its own file under a content-derived id; a rerun (also after SIGKILL) skips
+finished sessions and resumes each arc after its last one. At the end the sessions dataset and the
+transcript export are rebuilt from the checkpoints, so every session appears exactly once.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import json
+import time
+from pathlib import Path
+from typing import Any
+
+from pydantic import ValidationError
+
+from mindcore.client import RoleClient
+from mindcore.config import RoleSpec
+from mindcore.errors import ConfigError, EngineError, InputError
+from mindcore.io import CheckpointDir, atomic_write_json, atomic_write_jsonl, atomic_write_parquet
+from mindcore.provenance import base_provenance
+from mindcore.runner import progress_bar
+from mindsim.config import CounsellorBinding, SimulationConfig, counsellor_name
+from mindsim.patient import TurnFailed
+from mindsim.prompting import load_style_data
+from mindsim.records import SessionRecord
+from mindsim.schedule import draw_schedule
+from mindsim.session import Roles, run_arc
+from profilegen.moves import load_vocabulary
+from profilegen.schemas import Profile
+
+SESSIONS_DIR = "sessions"
+CHECKPOINTS_DIR = "checkpoints"
+PARQUET_NAME = "sessions.parquet"
+TRANSCRIPTS = Path("transcripts") / "transcripts.jsonl"
+# Failures that sink one arc but not the run: counted and reported.
+ARC_FAILURES = (TurnFailed, EngineError)
+
+
+def counsellor_client(engines, c: str | CounsellorBinding) -> RoleClient:
+    """A role name goes through `Engines.role`; an engine+model binding gets its own client on that engine."""
+    if isinstance(c, str):
+        return engines.role(c)
+    try:
+        backend = engines.backend(c.engine)
+    except KeyError:
+        raise ConfigError(
+            f"simulation.counsellors: '{c.name}' names engine '{c.engine}', which is not in the recipe's engines"
+        ) from None
+    spec = RoleSpec(engine=c.engine, model=c.model, temperature=c.temperature, max_tokens=c.max_tokens)
+    model = c.model or getattr(backend, "default_model", None) or c.engine
+    return RoleClient(f"counsellor:{c.name}", backend, spec, model, engines.ledger)
+
+
+def check_profiles(profiles: list[Profile]) -> None:
+    """Fail before any LLM call if a profile names an archetype or knob the simulator cannot render."""
+    vocab = load_vocabulary()
+    style = load_style_data()
+    for p in profiles:
+        s = p.style
+        problems = []
+        if s.archetype not in vocab.archetypes:
+            problems.append(f"archetype '{s.archetype}'")
+        for knob, table in (("register", style.register), ("verbosity", style.verbosity),
+                            ("frustration_reactivity", style.frustration_reactivity)):
+            if getattr(s, knob) not in table:
+                problems.append(f"{knob} '{getattr(s, knob)}'")
+        if problems:
+            raise InputError(
+                f"profile {p.profile_id}: unknown style {', '.join(problems)}; regenerate the profiles with this "
+                "toolkit version or fix profilegen/data/archetypes.yaml / mindsim/data/style.yaml"
+            )
+    ids = [p.profile_id for p in profiles]
+    if len(set(ids)) != len(ids):
+        raise InputError("profiles: duplicate profile_id values; each patient needs its own id")
+
+
+class SessionStore:
+    """Per-session durable checkpoints under `<out>/sessions/checkpoints/<session_id>.json`."""
+
+    def __init__(self, out_dir: Path):
+        self.dir = CheckpointDir(out_dir / SESSIONS_DIR / CHECKPOINTS_DIR)
+
+    def load(self, sid: str) -> SessionRecord | None:
+        if not self.dir.has(sid):
+            return None
+        try:
+            return SessionRecord.model_validate(self.dir.read(sid))
+        except (ValidationError, json.JSONDecodeError) as exc:
+            raise InputError(
+                f"checkpoint {self.dir.path / sid}.json is not a session record ({exc.__class__.__name__}); "
+                "delete it to re-simulate that session"
+            ) from exc
+
+    def save(self, record: SessionRecord) -> None:
+        self.dir.write(record.session_id, record.model_dump(mode="json"))
+
+    def all(self) -> list[SessionRecord]:
+        return [r for r in (self.load(k) for k in self.dir.keys()) if r is not None]
+
+
+def select_profiles(profiles: list[Profile], config: SimulationConfig) -> list[Profile]:
+    chosen = [p for p in profiles if p.in_benchmark] if config.benchmark_only else list(profiles)
+    return chosen[: config.max_patients] if config.max_patients else chosen
+
+
+async def simulate_async(
+    profiles: list[Profile], engines, config: SimulationConfig, out_dir: str | Path, seed: int
+) -> dict[str, Any]:
+    out = Path(out_dir)
+    profiles = select_profiles(profiles, config)
+    if not profiles:
+        raise InputError("no profiles to simulate (check pool_only / benchmark_only and the profiles folder)")
+    check_profiles(profiles)
+    vocab = load_vocabulary()
+    store = SessionStore(out)
+    shared = {r: engines.role(r) for r in ("patient", "scenario_writer", "memory_compactor")}
+    counsellors = [(counsellor_name(c), counsellor_client(engines, c)) for c in config.counsellors]
+    schedules = {p.profile_id: draw_schedule(p.profile_id, seed, config) for p in profiles}
+    arcs = [(p, name, client) for name, client in counsellors for p in profiles]
+    t0 = time.monotonic()
+    with progress_bar() as progress:
+        task = progress.add_task("simulating sessions", total=len(arcs) * config.sessions)
+
+        async def one(p: Profile, name: str, client: RoleClient):
+            roles = Roles(patient=shared["patient"], counsellor=client,
+                          scenario_writer=shared["scenario_writer"], memory_compactor=shared["memory_compactor"])
+            return await run_arc(
+                p, schedules[p.profile_id], vocab, roles, config, counsellor_name=name, seed=seed,
+                load=store.load, save=store.save, on_session=lambda: progress.advance(task),
+            )
+
+        results = await asyncio.gather(*(one(*a) for a in arcs), return_exceptions=True)
+    failures = []
+    for (p, name, _), res in zip(arcs, results):
+        if isinstance(res, ARC_FAILURES):
+            failures.append({"patient_id": p.profile_id, "counsellor": name, "error": f"{type(res).__name__}: {res}"})
+        elif isinstance(res, BaseException):
+            raise res
+    elapsed = time.monotonic() - t0
+    records = export(out, store, {p.profile_id for p in profiles}, [n for n, _ in counsellors], seed)
+    summary = {
+        **base_provenance(),
+        "seed": seed,
+        "patients": len(profiles),
+        "counsellors": [n for n, _ in counsellors],
+        "arcs": len(arcs),
+        "sessions_expected": len(arcs) * config.sessions,
+        "sessions_written": len(records),
+        "failed_arcs": failures,
+        "ended_by_patient": sum(r.ended_by == "patient" for r in records),
+        "memory_repaired": sum(r.memory_update.repaired for r in records),
+        "rejected_commits": sum(len(t.rejected) for r in records for t in r.turns),
+        "elapsed_s": round(elapsed, 2),
+        "engines": {r: c.describe() for r, c in shared.items()} | {n: c.describe() for n, c in counsellors},
+        "usage": engines.ledger.summary(),
+        "config": config.model_dump(mode="json"),
+    }
+    atomic_write_json(out / SESSIONS_DIR / "summary.json", summary)
+    return summary
+
+
+def export(out: Path, store: SessionStore, patient_ids: set[str], counsellors: list[str], seed: int) -> list[SessionRecord]:
+    """Rebuild the sessions dataset and transcript export from the checkpoints of this run's arcs."""
+    records = [
+        r for r in store.all() if r.patient_id in patient_ids and r.counsellor in counsellors and r.seed == seed
+    ]
+    records.sort(key=lambda r: (r.counsellor, r.patient_id, r.session_index))
+    rows = [r.model_dump(mode="json") for r in records]
+    if rows:
+        atomic_write_parquet(out / SESSIONS_DIR / PARQUET_NAME, rows)
+    atomic_write_jsonl(
+        out / TRANSCRIPTS,
+        [
+            {"id": r.session_id, "patient_id": r.patient_id, "counsellor": r.counsellor,
+             "session_index": r.session_index, "messages": r.transcript()}
+            for r in records
+        ],
+    )
+    return records
+
+
+def run_simulation(profiles: list[Profile], engines, config: SimulationConfig, out_dir: str | Path, seed: int) -> dict[str, Any]:
+    """Simulate every arc and write `out_dir/sessions/` and `out_dir/transcripts/transcripts.jsonl`.
+    `engines` must be started (`with Engines.from_config(cfg) as engines:`). Returns the run summary."""
+    return asyncio.run(simulate_async(profiles, engines, config, out_dir, seed))
