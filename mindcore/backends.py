@@ -60,6 +60,9 @@ class OpenAIBackend:
         # An AsyncOpenAI client and a semaphore are bound to the event loop they were first used in;
         # stages may run several `asyncio.run` calls, so keep one of each per loop.
         self._per_loop: dict[int, tuple[openai.AsyncOpenAI, asyncio.Semaphore]] = {}
+        # Clients of loops that ended without `aclose_loop` are kept referenced: garbage-collecting
+        # one schedules its close on a dead loop, which only prints noise.
+        self._retired: list[openai.AsyncOpenAI] = []
 
     def describe(self) -> dict[str, Any]:
         # Never include the key itself: only the name of the variable that holds it.
@@ -92,8 +95,15 @@ class OpenAIBackend:
                 base_url=self.base_url, api_key=self._api_key(), max_retries=0, timeout=self.timeout_s
             )
             state = (client, asyncio.Semaphore(self.max_concurrency))
-            self._per_loop = {id(loop): state}  # older loops are closed; drop their clients
+            self._retired.extend(c for c, _ in self._per_loop.values())
+            self._per_loop = {id(loop): state}
         return state
+
+    async def aclose_loop(self) -> None:
+        """Close this loop's HTTP client; call before the loop ends (`Engines.run` does)."""
+        state = self._per_loop.pop(id(asyncio.get_running_loop()), None)
+        if state is not None:
+            await state[0].close()
 
     def _kwargs(self, req: ChatRequest) -> dict[str, Any]:
         kw: dict[str, Any] = {"model": req.model or self.default_model, "messages": req.messages}

@@ -4,6 +4,7 @@ toolkit where LLM connections are made."""
 
 from __future__ import annotations
 
+import asyncio
 from contextlib import ExitStack
 from typing import Any
 
@@ -115,6 +116,20 @@ class Engines:
 
     async def __aexit__(self, *exc: Any) -> None:
         self.close()
+
+    def run(self, coro: Any) -> Any:
+        """`asyncio.run(coro)`, closing this loop's HTTP clients before the loop goes away."""
+
+        async def wrapper() -> Any:
+            try:
+                return await coro
+            finally:
+                for backend in self._backends.values():
+                    closer = getattr(backend, "aclose_loop", None)
+                    if closer is not None:
+                        await closer()
+
+        return asyncio.run(wrapper())
 
     # -- roles ------------------------------------------------------------------------------------
     def role(self, role: str) -> RoleClient:
