@@ -1,0 +1,237 @@
+"""Assemble a run's publishable dataset folder: one parquet file per config, the validation plots,
+a manifest with checksums and provenance, and a Hugging Face dataset card rendered from
+`cards/dataset_card.md.jinja2` out of the run's own records (never typed in by hand).
+
+Every parquet file carries the run id in its schema metadata and in a `run_id` column; `publish`
+uses both to refuse rows the toolkit did not produce.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import json
+import shutil
+from collections import Counter
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+import pyarrow as pa
+import pyarrow.parquet as pq
+
+from mindcore.errors import InputError
+from mindcore.io import atomic_write_json, atomic_write_text, read_jsonl
+from mindcore.prompts import render_resource
+
+MANIFEST = "manifest.json"
+META_KEY = b"mindsim"
+
+CONFIG_DESCRIPTIONS = {
+    "profiles": "one screened synthetic patient profile: persona fields, derived attributes, clinical anchor, 5P formulation, style, screening verdict and faults, pool flags, provenance",
+    "sessions": "one simulated session: patient- and counsellor-side messages (patient tool calls included), per-turn moves, scenario, schedule entry, memory before/after, prompts as sent, tokens, engines",
+    "transcripts": "one session as plain chat (`user` = patient, `assistant` = counsellor), the form validation reads",
+    "validation": "one aggregate realism number: system × feature distance with its interval and the reference noise floor (no text)",
+    "arc": "one aggregate narrative-arc share: system × stretch × label (no text)",
+}
+
+
+@dataclass
+class DatasetConfig:
+    name: str
+    path: str
+    rows: int
+    description: str
+
+
+def _with_run_id(table: pa.Table, run_id: str, config: str) -> pa.Table:
+    if "run_id" in table.column_names:
+        table = table.drop_columns(["run_id"])
+    table = table.append_column("run_id", pa.array([run_id] * table.num_rows, pa.string()))
+    meta = dict(table.schema.metadata or {})
+    meta[META_KEY] = json.dumps({"run_id": run_id, "config": config}).encode()
+    return table.replace_schema_metadata(meta)
+
+
+def _transcripts_table(path: Path) -> pa.Table:
+    rows = [obj for _, obj in read_jsonl(path)]
+    for r in rows:
+        r["messages"] = [{"role": m["role"], "content": m["content"]} for m in r["messages"]]
+    return pa.Table.from_pylist(rows)
+
+
+def _validation_tables(report: dict[str, Any]) -> tuple[pa.Table, pa.Table | None]:
+    rows = []
+    floor = report.get("floor", {})
+    for system, res in report.get("systems", {}).items():
+        for feature in [*report.get("features", []), "index"]:
+            est = res.get(feature)
+            if not est:
+                continue
+            rows.append(
+                {
+                    "system": system,
+                    "metric": feature,
+                    "distance": est["distance"],
+                    "ci_low": est["ci"][0],
+                    "ci_high": est["ci"][1],
+                    "floor": floor.get(feature),
+                }
+            )
+        if res.get("joint") is not None:
+            rows.append({"system": system, "metric": "joint", "distance": res["joint"], "ci_low": None, "ci_high": None, "floor": floor.get("joint")})
+    arc_rows = [
+        {"system": system, "stretch": int(k), "label": label, "share": share}
+        for system, stretches in (report.get("arc") or {}).items()
+        for k, shares in stretches.items()
+        for label, share in shares.items()
+    ]
+    schema = pa.schema([("system", pa.string()), ("metric", pa.string()), ("distance", pa.float64()),
+                        ("ci_low", pa.float64()), ("ci_high", pa.float64()), ("floor", pa.float64())])
+    return pa.Table.from_pylist(rows, schema=schema), (pa.Table.from_pylist(arc_rows) if arc_rows else None)
+
+
+def _size_category(n: int) -> str:
+    for limit, label in ((1_000, "n<1K"), (10_000, "1K<n<10K"), (100_000, "10K<n<100K"), (1_000_000, "100K<n<1M")):
+        if n < limit:
+            return label
+    return "1M<n<10M"
+
+
+def _sha256(path: Path) -> str:
+    h = hashlib.sha256()
+    with open(path, "rb") as f:
+        for chunk in iter(lambda: f.read(1 << 20), b""):
+            h.update(chunk)
+    return h.hexdigest()
+
+
+def collect_tables(run_dir: Path, run_id: str) -> dict[str, pa.Table]:
+    """The run's outputs as one table per dataset config."""
+    tables: dict[str, pa.Table] = {}
+    sources = {
+        "profiles": run_dir / "profiles" / "profiles.parquet",
+        "sessions": run_dir / "sessions" / "sessions.parquet",
+    }
+    for name, path in sources.items():
+        if path.is_file():
+            tables[name] = pq.read_table(path)
+    transcripts = run_dir / "transcripts" / "transcripts.jsonl"
+    if transcripts.is_file():
+        tables["transcripts"] = _transcripts_table(transcripts)
+    report = run_dir / "validation" / "report.json"
+    if report.is_file():
+        val, arc = _validation_tables(json.loads(report.read_text()))
+        tables["validation"] = val
+        if arc is not None:
+            tables["arc"] = arc
+    if not tables:
+        raise InputError(f"{run_dir}: no run outputs found (profiles/, sessions/, transcripts/, validation/)")
+    return {name: _with_run_id(t, run_id, name) for name, t in tables.items()}
+
+
+def build_dataset_folder(run_dir: Path, run_info: dict[str, Any], dest: Path | None = None) -> Path:
+    """Write `dest` (default RUN/dataset): data/*.parquet, images/*.png, README.md card, manifest."""
+    run_dir = Path(run_dir)
+    dest = Path(dest or run_dir / "dataset")
+    run_id = run_info["run_id"]
+    tables = collect_tables(run_dir, run_id)
+    staging = dest.with_name(dest.name + ".partial")
+    shutil.rmtree(staging, ignore_errors=True)
+    (staging / "data").mkdir(parents=True)
+    configs = []
+    for name, table in tables.items():
+        rel = f"data/{name}.parquet"
+        pq.write_table(table, staging / rel)
+        configs.append(DatasetConfig(name, rel, table.num_rows, CONFIG_DESCRIPTIONS.get(name, name)))
+    images = []
+    for png in sorted((run_dir / "validation").glob("*.png")):
+        (staging / "images").mkdir(exist_ok=True)
+        shutil.copy2(png, staging / "images" / png.name)
+        images.append({"path": f"images/{png.name}", "title": png.stem.replace("_", " ")})
+    notices = []
+    for notice in run_info.get("notices", []):
+        src = Path(notice)
+        if src.is_file():
+            shutil.copy2(src, staging / src.name)
+            notices.append(src.name)
+    card = render_card(run_dir, run_info, configs, images, tables)
+    atomic_write_text(staging / "README.md", card + "\n")
+    files = sorted(p for p in staging.rglob("*") if p.is_file())
+    manifest = {
+        "run_id": run_id,
+        "toolkit": "mindsim",
+        "configs": {c.name: {"path": c.path, "rows": c.rows} for c in configs},
+        "files": {str(p.relative_to(staging)): _sha256(p) for p in files},
+        "provenance": run_info.get("provenance", {}),
+    }
+    atomic_write_json(staging / MANIFEST, manifest)
+    # Swap the finished folder in whole, so a crash never leaves a half-built dataset behind.
+    old = dest.with_name(dest.name + ".old")
+    shutil.rmtree(old, ignore_errors=True)
+    if dest.exists():
+        dest.rename(old)
+    staging.rename(dest)
+    shutil.rmtree(old, ignore_errors=True)
+    return dest
+
+
+def _realism_table(run_dir: Path) -> str:
+    md = run_dir / "validation" / "report.md"
+    if not md.is_file():
+        return ""
+    # The report's first table is the distance table; the card shows that part only.
+    lines, started = [], False
+    for line in md.read_text(encoding="utf-8").splitlines():
+        if line.startswith("|"):
+            started = True
+            lines.append(line)
+        elif started:
+            break
+    return "\n".join(lines)
+
+
+def render_card(run_dir: Path, run_info: dict[str, Any], configs: list[DatasetConfig], images: list[dict], tables: dict[str, pa.Table]) -> str:
+    verdicts: Counter[str] = Counter()
+    if "profiles" in tables and "verdict" in tables["profiles"].column_names:
+        verdicts.update(str(v) for v in tables["profiles"].column("verdict").to_pylist())
+    pool_md = run_dir / "profiles" / "pool_table.md"
+    engines = run_info.get("engines", {})
+    uses_nemotron = "nvidia/Nemotron-Personas-USA" in str(run_info.get("persona_source", ""))
+    attributions = [
+        "Generated with mindsim (Apache-2.0). Methods follow the MindEval2/MindSim design (profiles, move-committing patient, multi-session memory) and PatientAct's 5P profile ideas.",
+    ]
+    if uses_nemotron:
+        attributions.append("Personas: NVIDIA Nemotron-Personas-USA, CC BY 4.0 (nvidia/Nemotron-Personas-USA).")
+    else:
+        attributions.append("Personas: mindsim's own synthetic sample in the Nemotron-Personas-USA schema (not NVIDIA data).")
+    uses_mibot = bool(run_info.get("reference_is_mibot"))
+    if uses_mibot:
+        attributions.append(
+            "Reference statistics: aggregate numbers computed from the MIBot v6.3A conversations "
+            "(CC BY-SA 4.0; see MIBOT_NOTICE.md). The `validation` and `arc` configs derive from them and are "
+            "shared under CC BY-SA 4.0."
+        )
+    return render_resource(
+        "cards",
+        "dataset_card.md.jinja2",
+        license="cc-by-sa-4.0" if uses_mibot else ("cc-by-4.0" if uses_nemotron else "apache-2.0"),
+        pretty_name=run_info.get("pretty_name") or f"mindsim synthetic patients ({run_info['recipe']['name']})",
+        size_category=_size_category(max(c.rows for c in configs)),
+        configs=configs,
+        provenance=run_info.get("provenance", {}),
+        recipe=run_info["recipe"],
+        run_id=run_info["run_id"],
+        load_path=run_info.get("repo_id") or "path/to/this/folder",
+        persona_source=run_info.get("persona_source", "a persona file"),
+        rates_note=run_info.get("rates_note", "see the toolkit's rates file"),
+        engines=engines,
+        engine_kinds=sorted({e.get("kind", "") for e in run_info.get("engine_backends", {}).values()}),
+        prompt_hashes=run_info.get("prompt_hashes", {}),
+        schedule_settings=run_info.get("schedule_settings", {}),
+        counts=run_info.get("counts", {}),
+        verdicts=dict(verdicts),
+        pool_table=pool_md.read_text(encoding="utf-8").strip() if pool_md.is_file() else "",
+        realism_table=_realism_table(run_dir),
+        images=images,
+        attributions=attributions,
+    )

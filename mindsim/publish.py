@@ -1,0 +1,170 @@
+"""`mindsim publish`: push a run's dataset folder to the Hugging Face Hub, or (`--dry-run`) build and
+check exactly what would be pushed.
+
+Before anything leaves the machine the folder is checked: every file must be one the toolkit wrote
+(listed in the manifest with a matching checksum), every parquet row must carry this run's id, and no
+string may match a message of a reference transcript file the user names. The token comes from the
+`HF_TOKEN` environment variable only and is never printed or written.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import json
+import os
+import re
+from pathlib import Path
+from typing import Any, Iterable, Optional
+
+import pyarrow.parquet as pq
+import typer
+from rich.console import Console
+
+from mindcore.errors import InputError, UserError
+from mindcore.io import read_jsonl
+from mindsim.cards import MANIFEST, META_KEY, _sha256, build_dataset_folder
+
+console = Console()
+_WS = re.compile(r"\s+")
+# Short messages ("yes", "i don't know") are common to any chat; only longer ones identify a source.
+MIN_FINGERPRINT_WORDS = 6
+
+
+class PublishRefused(UserError):
+    """The folder holds something the toolkit will not publish."""
+
+
+def _norm(text: str) -> str:
+    return _WS.sub(" ", text.strip().lower())
+
+
+def reference_fingerprints(paths: Iterable[Path]) -> set[str]:
+    """sha256 of every normalised reference message long enough to be identifying (kept in memory only)."""
+    prints: set[str] = set()
+    for path in paths:
+        for _, obj in read_jsonl(path):
+            for m in obj.get("messages", []):
+                text = m.get("content")
+                if isinstance(text, str) and len(text.split()) >= MIN_FINGERPRINT_WORDS:
+                    prints.add(hashlib.sha256(_norm(text).encode()).hexdigest())
+    return prints
+
+
+def _strings(value: Any) -> Iterable[str]:
+    if isinstance(value, str):
+        yield value
+    elif isinstance(value, dict):
+        for v in value.values():
+            yield from _strings(v)
+    elif isinstance(value, (list, tuple)):
+        for v in value:
+            yield from _strings(v)
+
+
+def check_folder(folder: Path, reference_transcripts: Iterable[Path] = ()) -> dict[str, Any]:
+    """Raise `PublishRefused` naming every problem; return the manifest when the folder is clean."""
+    folder = Path(folder)
+    mpath = folder / MANIFEST
+    if not mpath.is_file():
+        raise PublishRefused(f"{folder}: no {MANIFEST}; only dataset folders written by mindsim can be published")
+    manifest = json.loads(mpath.read_text())
+    run_id = manifest.get("run_id")
+    problems: list[str] = []
+    listed = manifest.get("files", {})
+    for p in sorted(folder.rglob("*")):
+        if not p.is_file() or p.name == MANIFEST:
+            continue
+        rel = str(p.relative_to(folder))
+        if rel not in listed:
+            problems.append(f"{rel}: not written by the toolkit for this run")
+        elif _sha256(p) != listed[rel]:
+            problems.append(f"{rel}: changed after the toolkit wrote it")
+    prints = reference_fingerprints(reference_transcripts)
+    for rel in listed:
+        if not rel.endswith(".parquet") or not (folder / rel).is_file():
+            continue
+        table = pq.read_table(folder / rel)
+        meta = json.loads((table.schema.metadata or {}).get(META_KEY, b"{}"))
+        if meta.get("run_id") != run_id:
+            problems.append(f"{rel}: not stamped with this run's id")
+        if "run_id" not in table.column_names or set(table.column("run_id").to_pylist()) - {run_id}:
+            problems.append(f"{rel}: has rows not produced by this run")
+        if prints:
+            hits = sum(
+                1
+                for row in table.to_pylist()
+                for s in _strings(row)
+                if len(s.split()) >= MIN_FINGERPRINT_WORDS and hashlib.sha256(_norm(s).encode()).hexdigest() in prints
+            )
+            if hits:
+                problems.append(f"{rel}: {hits} string(s) match reference transcript messages")
+    if problems:
+        raise PublishRefused("refusing to publish " + str(folder) + ":\n  - " + "\n  - ".join(problems))
+    return manifest
+
+
+def check_loads(folder: Path, manifest: dict[str, Any]) -> dict[str, int]:
+    """Load every config the way a user would; return rows per config."""
+    from datasets import load_dataset
+
+    rows = {}
+    for name in manifest["configs"]:
+        ds = load_dataset(str(folder), name, split="train")
+        rows[name] = ds.num_rows
+    return rows
+
+
+def resolve_folder(path: Path, repo_id: str | None = None) -> Path:
+    """Accept a dataset folder (with a manifest) or a run folder (with run.json; its dataset is rebuilt)."""
+    path = Path(path)
+    if (path / MANIFEST).is_file():
+        return path
+    run_json = path / "run.json"
+    if run_json.is_file():
+        info = json.loads(run_json.read_text())
+        if repo_id:
+            info["repo_id"] = repo_id
+        return build_dataset_folder(path, info)
+    raise InputError(f"{path}: neither a dataset folder ({MANIFEST}) nor a run folder (run.json)")
+
+
+def push(folder: Path, repo_id: str, *, private: bool, endpoint: str | None = None) -> str:
+    from huggingface_hub import HfApi
+
+    token = os.environ.get("HF_TOKEN")
+    if not token:
+        raise UserError("HF_TOKEN is not set: export a Hugging Face write token in HF_TOKEN (it is read from there only)")
+    api = HfApi(endpoint=endpoint or os.environ.get("HF_ENDPOINT") or None, token=token)
+    try:
+        api.create_repo(repo_id, repo_type="dataset", private=private, exist_ok=True)
+        info = api.upload_folder(
+            folder_path=str(folder), repo_id=repo_id, repo_type="dataset", commit_message="Upload mindsim dataset"
+        )
+    except Exception as exc:  # never let a library message that might echo headers reach the screen
+        message = str(exc).replace(token, "***")
+        raise UserError(f"push to {repo_id} failed: {message.splitlines()[0] if message else type(exc).__name__}") from None
+    return getattr(info, "commit_url", None) or str(info)
+
+
+def publish_cmd(
+    folder: Path = typer.Argument(..., help="Run folder (from `mindsim run`) or its dataset/ folder"),
+    repo_id: str = typer.Option(..., "--repo-id", help="OWNER/NAME of the Hub dataset"),
+    private: bool = typer.Option(False, "--private", help="Create the repository as private"),
+    dry_run: bool = typer.Option(False, "--dry-run", help="Build and check the upload folder; send nothing"),
+    reference_transcripts: Optional[list[Path]] = typer.Option(
+        None, "--reference-transcripts", help="Chat JSONL whose messages must not appear in the upload (repeatable)"
+    ),
+) -> None:
+    """Publish a run's dataset (parquet per config + card) to the Hugging Face Hub."""
+    if not re.fullmatch(r"[\w.-]+/[\w.-]+", repo_id):
+        raise InputError(f"--repo-id {repo_id!r}: expected OWNER/NAME")
+    dataset = resolve_folder(folder, repo_id)
+    manifest = check_folder(dataset, reference_transcripts or [])
+    rows = check_loads(dataset, manifest)
+    for name, n in rows.items():
+        console.print(f"  config [bold]{name}[/]: {n} rows load")
+    if dry_run:
+        console.print(f"dry run: {dataset} is exactly what would be uploaded to {repo_id} ({len(manifest['files']) + 1} files)")
+        return
+    url = push(dataset, repo_id, private=private)
+    console.print(f"pushed to {url}")

@@ -1,0 +1,68 @@
+"""A local HTTP stand-in for the few Hugging Face Hub endpoints `HfApi.create_repo` and
+`upload_folder` call, so the real push code runs in tests (our machines cannot reach the Hub).
+It answers every file as a regular (inline) upload and records what it received."""
+
+from __future__ import annotations
+
+import base64
+import json
+import threading
+from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
+
+
+class HubStub:
+    def __init__(self) -> None:
+        self.requests: list[dict] = []
+        self.files: dict[str, bytes] = {}
+        self.created: list[dict] = []
+        stub = self
+
+        class Handler(BaseHTTPRequestHandler):
+            def log_message(self, *args):  # keep test output clean
+                pass
+
+            def _reply(self, code: int, obj: dict) -> None:
+                body = json.dumps(obj).encode()
+                self.send_response(code)
+                self.send_header("Content-Type", "application/json")
+                self.send_header("Content-Length", str(len(body)))
+                self.end_headers()
+                self.wfile.write(body)
+
+            def do_POST(self):
+                length = int(self.headers.get("Content-Length") or 0)
+                body = self.rfile.read(length)
+                stub.requests.append({"path": self.path, "auth": self.headers.get("Authorization")})
+                path = self.path.split("?")[0]
+                if path == "/api/repos/create":
+                    stub.created.append(json.loads(body))
+                    return self._reply(200, {"url": f"http://stub/datasets/{json.loads(body)['name']}"})
+                if path == "/api/validate-yaml":
+                    return self._reply(200, {"errors": [], "warnings": []})
+                if "/preupload/" in path:
+                    files = json.loads(body)["files"]
+                    return self._reply(200, {"files": [{"path": f["path"], "uploadMode": "regular", "shouldIgnore": False} for f in files]})
+                if "/commit/" in path:
+                    for line in body.splitlines():
+                        item = json.loads(line)
+                        if item.get("key") == "file":
+                            v = item["value"]
+                            stub.files[v["path"]] = base64.b64decode(v["content"])
+                    return self._reply(200, {"commitUrl": "http://stub/commit/1", "commitOid": "0" * 40, "pullRequestUrl": None})
+                return self._reply(404, {"error": f"stub does not serve {path}"})
+
+            def do_GET(self):
+                stub.requests.append({"path": self.path, "auth": self.headers.get("Authorization")})
+                return self._reply(404, {"error": "not found"})
+
+        self.server = ThreadingHTTPServer(("127.0.0.1", 0), Handler)
+        self.endpoint = f"http://127.0.0.1:{self.server.server_address[1]}"
+        self.thread = threading.Thread(target=self.server.serve_forever, daemon=True)
+
+    def __enter__(self) -> "HubStub":
+        self.thread.start()
+        return self
+
+    def __exit__(self, *exc) -> None:
+        self.server.shutdown()
+        self.server.server_close()
