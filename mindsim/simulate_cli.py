@@ -1,0 +1,45 @@
+"""`mindsim simulate --profiles DIR --recipe RECIPE --out DIR`: the multi-session simulator as a command
+(MindEval2/MindSim §4.2). The lead's `mindsim/cli.py` mounts `simulate_cmd`; rerunning with the same
+`--out` resumes after the last finished session of every arc."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import typer
+from rich.console import Console
+from rich.table import Table
+
+out = Console()
+
+
+def simulate_cmd(
+    profiles: Path = typer.Option(..., "--profiles", help="Folder written by `mindsim profiles` (holds profiles.parquet)"),
+    recipe: Path = typer.Option(..., "--recipe", help="Recipe YAML naming engines, roles and the simulation section"),
+    out_dir: Path = typer.Option(..., "--out", help="Output folder; rerunning with the same folder resumes"),
+) -> None:
+    """Simulate every pool patient's arc of sessions against each counsellor in the recipe."""
+    from mindcore.engine import Engines
+    from mindcore.recipe import load_recipe
+    from mindsim.config import SimulationConfig
+    from mindsim.simulate import run_simulation
+    from profilegen.dataset import load_profiles
+
+    rec = load_recipe(recipe)
+    config = rec.section("simulation", SimulationConfig)
+    pool = load_profiles(profiles, pool_only=config.pool_only)
+    with Engines.from_config(rec.engines_config()) as engines:
+        summary = run_simulation(pool, engines, config, out_dir, rec.seed)
+    table = Table(title=f"Simulation → {out_dir}")
+    table.add_column("what")
+    table.add_column("value", justify="right")
+    for key in ("patients", "arcs", "sessions_expected", "sessions_written", "ended_by_patient",
+                "rejected_commits", "memory_repaired", "elapsed_s"):
+        table.add_row(key, str(summary[key]))
+    table.add_row("failed arcs", str(len(summary["failed_arcs"])))
+    out.print(table)
+    for f in summary["failed_arcs"]:
+        out.print(f"[red]failed:[/] {f['patient_id']} × {f['counsellor']}: {f['error']}")
+    if summary["failed_arcs"]:
+        out.print("rerun the same command to retry the failed arcs; finished sessions are kept")
+        raise typer.Exit(1)
