@@ -54,7 +54,8 @@ class SystemDistances(BaseModel):
     """All distances of one system to the reference."""
 
     features: dict[str, Estimate] = Field(description="Normalised W1 per feature.")
-    index: Estimate = Field(description="Mean of the normalised feature distances.")
+    index: Estimate = Field(description="Mean of the normalised feature distances that are defined.")
+    undefined: list[str] = Field(default_factory=list, description="Features left out: reference SD 0 or no values.")
     joint: float | None = Field(None, description="OT distance between standardised feature vectors.")
 
 
@@ -119,15 +120,22 @@ def _feature_distances(ref: FeatureSample, sim: FeatureSample, w_ref: np.ndarray
         a = ref.values[a_ok, f]
         wa = w_ref[:, ref.patients[a_ok]]
         wb = w_sim[:, sim.patients[b_ok]]
+        sd = weighted_std(a, wa)
         with np.errstate(invalid="ignore", divide="ignore"):
-            out[:, f] = w1_batch(a, sim.values[b_ok, f], wa, wb) / weighted_std(a, wa)
+            # A constant reference (SD 0) leaves the normalised distance undefined: NaN, not inf.
+            out[:, f] = np.where(sd > 0, w1_batch(a, sim.values[b_ok, f], wa, wb) / sd, np.nan)
     return out
+
+
+def _quantile(values: np.ndarray, q: float) -> float:
+    """Percentile ignoring undefined (NaN) entries; NaN when nothing is defined."""
+    finite = values[np.isfinite(values)]
+    return float(np.percentile(finite, q)) if finite.size else float("nan")
 
 
 def _interval(draws: np.ndarray, level: float) -> tuple[float, float]:
     tail = (1.0 - level) / 2.0 * 100.0
-    lo, hi = np.nanpercentile(draws, [tail, 100.0 - tail])
-    return float(lo), float(hi)
+    return _quantile(draws, tail), _quantile(draws, 100.0 - tail)
 
 
 def system_seed(seed: int, name: str) -> int:
@@ -144,12 +152,16 @@ def compare_samples(
     point = _feature_distances(ref, sim, ones_ref, ones_sim)[0]
     rng = np.random.default_rng(seed)
     boot = _feature_distances(ref, sim, patient_draws(rng, ref.n_patients, draws), patient_draws(rng, sim.n_patients, draws))
-    index_draws = boot.mean(axis=1)
+    # The index averages the features defined on the full samples; a draw in which one of them is
+    # undefined is left out of the index interval rather than averaged over fewer features.
+    defined = ~np.isnan(point)
+    index_draws = boot[:, defined].mean(axis=1)
     return SystemDistances(
         features={
             name: Estimate(distance=float(point[f]), ci=_interval(boot[:, f], level)) for f, name in enumerate(features)
         },
-        index=Estimate(distance=float(point.mean()), ci=_interval(index_draws, level)),
+        index=Estimate(distance=float(point[defined].mean()) if defined.any() else float("nan"), ci=_interval(index_draws, level)),
+        undefined=[name for f, name in enumerate(features) if not defined[f]],
     )
 
 
@@ -172,8 +184,8 @@ def noise_floor(
     first, second = _split_masks(np.random.default_rng(seed), ref.n_patients, splits)
     dist = _feature_distances(ref, ref, first, second)
     q = quantile * 100.0
-    floor = {name: float(np.nanpercentile(dist[:, f], q)) for f, name in enumerate(features)}
-    floor["index"] = float(np.nanpercentile(dist.mean(axis=1), q))
+    floor = {name: _quantile(dist[:, f], q) for f, name in enumerate(features)}
+    floor["index"] = _quantile(dist[:, np.isfinite(dist).any(axis=0)].mean(axis=1), q)
     return floor
 
 
@@ -204,4 +216,4 @@ def joint_floor(ref: FeatureSample, *, splits: int, quantile: float, seed: int) 
         joint_distance(ref.values[first[s, ref.patients] > 0], ref.values[second[s, ref.patients] > 0])
         for s in range(splits)
     ]
-    return float(np.nanpercentile(values, quantile * 100.0))
+    return _quantile(np.asarray(values), quantile * 100.0)

@@ -46,11 +46,14 @@ def _warnings(ref, systems, config: ValidationConfig) -> list[str]:
 def build_report(ref, systems: dict, distances: dict, arc: dict, config: ValidationConfig) -> dict[str, Any]:
     """The report.json structure (see docs/validation.md)."""
     sys_out = {}
+    extra_warnings: list[str] = []
     for name, res in distances["systems"].items():
         entry: dict[str, Any] = {f: res.features[f].model_dump() for f in FEATURES}
         entry["index"] = res.index.model_dump()
         entry["joint"] = res.joint
         sys_out[name] = entry
+        if res.undefined:
+            extra_warnings.append(f"{name}: {', '.join(res.undefined)} undefined (reference SD 0 or no values); left out of the index")
     report = {
         "features": list(FEATURES),
         "feature_labels": FEATURE_LABELS,
@@ -65,7 +68,7 @@ def build_report(ref, systems: dict, distances: dict, arc: dict, config: Validat
             "provenance": ref.meta.get("provenance", {}),
         },
         "settings": config.model_dump(exclude={"arc_cache"}),
-        "warnings": _warnings(ref, systems, config),
+        "warnings": _warnings(ref, systems, config) + extra_warnings,
     }
     return _clean(report)
 

@@ -126,3 +126,15 @@ def test_joint_distance_of_a_shift_along_one_axis():
     sd = ref.std(axis=0)
     assert joint_distance(ref, sim) == pytest.approx(5.0 / sd[2], rel=1e-6)
     assert joint_distance(ref, ref) == pytest.approx(0.0, abs=1e-6)
+
+
+def test_constant_reference_feature_is_undefined_and_left_out_of_the_index():
+    rng = np.random.default_rng(9)
+    ref = np.column_stack([rng.normal(size=200), np.zeros(200)])
+    sim = np.column_stack([rng.normal(size=100) + 1.0, rng.random(100)])
+    res = compare_samples(_sample(ref), _sample(sim), ("a", "b"), draws=100, level=0.95, seed=0)
+    assert np.isnan(res.features["b"].distance) and res.undefined == ["b"]
+    assert res.index.distance == pytest.approx(res.features["a"].distance)
+    assert np.isfinite(res.index.ci).all()
+    floor = noise_floor(_sample(ref), ("a", "b"), splits=20, quantile=0.95, seed=0)
+    assert np.isnan(floor["b"]) and floor["index"] == pytest.approx(floor["a"])
