@@ -1,0 +1,134 @@
+"""Tests for running the simulator over a pool (mindsim/simulate.py, mindsim/config.py,
+mindsim/simulate_cli.py) on the fake engine."""
+
+from __future__ import annotations
+
+import asyncio
+import json
+from pathlib import Path
+
+import pyarrow.parquet as pq
+import pytest
+
+from mindcore.engine import Engines
+from mindcore.errors import ConfigError, InputError
+from mindcore.fake import FakeBackend
+from mindsim.config import CounsellorBinding, SimulationConfig
+from mindsim.simulate import run_simulation
+from simfakes import SimResponder, make_profile
+
+
+class SlowFake(FakeBackend):
+    """Fake backend that yields to the event loop per request and records how many were in flight."""
+
+    def __init__(self, *a, **kw):
+        super().__init__(*a, **kw)
+        self.in_flight = self.max_in_flight = 0
+
+    async def complete(self, request):
+        self.in_flight += 1
+        self.max_in_flight = max(self.max_in_flight, self.in_flight)
+        try:
+            await asyncio.sleep(0.002)
+            return await super().complete(request)
+        finally:
+            self.in_flight -= 1
+
+
+def simulate(tmp_path: Path, responder=None, profiles=None, backend_cls=FakeBackend, **cfg):
+    backend = backend_cls(responder or SimResponder())
+    config = SimulationConfig(**{"sessions": 2, "turn_cap": 5, **cfg})
+    profiles = profiles or [make_profile("p1"), make_profile("p2", "joker", "formal"), make_profile("p3", "stoic", "plain")]
+    with Engines.with_backend(backend) as engines:
+        summary = run_simulation(profiles, engines, config, tmp_path, seed=5)
+    return summary, backend
+
+
+def test_outputs_dataset_and_transcripts(tmp_path):
+    summary, _ = simulate(tmp_path)
+    assert summary["sessions_expected"] == summary["sessions_written"] == 6 and not summary["failed_arcs"]
+    rows = pq.read_table(tmp_path / "sessions" / "sessions.parquet").to_pylist()
+    assert len(rows) == 6 and len({r["session_id"] for r in rows}) == 6
+    row = rows[0]
+    for key in ("patient_messages", "counsellor_messages", "turns", "scenario", "schedule", "memory_before",
+                "memory_after", "counsellor_system_prompt", "tokens", "engines"):
+        assert row[key] is not None, key
+    lines = [json.loads(l) for l in (tmp_path / "transcripts" / "transcripts.jsonl").read_text().splitlines()]
+    assert len(lines) == 6
+    for t in lines:
+        assert {"id", "patient_id", "messages"} <= set(t)
+        assert all(set(m) == {"role", "content"} and m["role"] in ("user", "assistant") for m in t["messages"])
+        assert t["messages"][0]["role"] == "user"  # the patient opens
+    # later sessions start from the memory the previous session left
+    by_key = {(r["patient_id"], r["session_index"]): r for r in rows}
+    for pid in ("p1", "p2", "p3"):
+        assert by_key[(pid, 1)]["memory_before"] == by_key[(pid, 0)]["memory_after"]
+        assert by_key[(pid, 0)]["memory_before"] == []
+
+
+def test_rerun_skips_finished_sessions(tmp_path):
+    simulate(tmp_path)
+    summary, backend = simulate(tmp_path)
+    assert backend.requests == [] and summary["sessions_written"] == 6
+
+
+def test_arcs_advance_concurrently(tmp_path):
+    _, backend = simulate(tmp_path, backend_cls=SlowFake)
+    assert backend.max_in_flight == 3  # one request per arc in flight at once, not one arc after another
+
+
+def test_schedule_is_the_same_whichever_counsellor(tmp_path):
+    cfg = {"counsellors": ["counsellor", "counsellor:b", CounsellorBinding(name="bound", engine="fake", model="m2")]}
+    summary, _ = simulate(tmp_path, **cfg)
+    rows = pq.read_table(tmp_path / "sessions" / "sessions.parquet").to_pylist()
+    assert len(rows) == 18 and summary["counsellors"] == ["counsellor", "counsellor:b", "bound"]
+    for pid in ("p1", "p2", "p3"):
+        for idx in (0, 1):
+            plans = [r["schedule"] for r in rows if r["patient_id"] == pid and r["session_index"] == idx]
+            assert len(plans) == 3 and all(p == plans[0] for p in plans)
+    bound = next(r for r in rows if r["counsellor"] == "bound")
+    assert bound["engines"]["counsellor"]["model"] == "m2" and bound["engines"]["counsellor"]["role"] == "counsellor:bound"
+
+
+def test_failed_arc_is_counted_and_retried_on_rerun(tmp_path):
+    base = SimResponder()
+
+    def blank_p2(req):  # blank patient messages for p2 sink p2's arc only
+        if req.role == "patient" and not req.response_schema and "You are p2" in req.messages[0]["content"]:
+            return "  "
+        return base(req)
+
+    profiles = [make_profile("p1"), make_profile("p2")]
+    summary, _ = simulate(tmp_path, blank_p2, profiles)
+    assert [f["patient_id"] for f in summary["failed_arcs"]] == ["p2"]
+    assert "blank" in summary["failed_arcs"][0]["error"] and summary["sessions_written"] == 2
+    summary, _ = simulate(tmp_path, base, profiles)
+    assert not summary["failed_arcs"] and summary["sessions_written"] == 4
+
+
+def test_config_errors_name_the_field():
+    with pytest.raises(ConfigError, match="simulation.sesions"):
+        SimulationConfig.from_section({"sesions": 3})
+    with pytest.raises(ConfigError, match="not a counsellor role"):
+        SimulationConfig.from_section({"counsellors": ["patient"]})
+    with pytest.raises(ConfigError, match="unique"):
+        SimulationConfig.from_section({"counsellors": ["counsellor", "counsellor"]})
+    assert SimulationConfig.from_section(None).turn_cap == 30
+
+
+def test_bad_profiles_and_bindings_fail_before_any_call(tmp_path):
+    with pytest.raises(InputError, match="archetype 'nope'"):
+        simulate(tmp_path, profiles=[make_profile("p1", "nope")])
+    with pytest.raises(InputError, match="duplicate"):
+        simulate(tmp_path, profiles=[make_profile("p1"), make_profile("p1")])
+    with pytest.raises(ConfigError, match="engine 'elsewhere'"):
+        simulate(tmp_path, counsellors=[CounsellorBinding(name="x", engine="elsewhere")])
+
+
+def test_cli_rejects_a_recipe_typo_before_starting_engines(tmp_path):
+    from mindsim.simulate_cli import simulate_cmd
+
+    recipe = tmp_path / "r.yaml"
+    recipe.write_text("name: t\nengines: {local: {kind: embedded}}\nroles: {default: {engine: local}}\nsimulation: {turncap: 3}\n")
+    with pytest.raises(ConfigError, match="simulation.turncap"):
+        simulate_cmd(profiles=tmp_path, recipe=recipe, out_dir=tmp_path / "o")
