@@ -37,7 +37,7 @@ class ValidationConfig(BaseModel):
     floor_quantile: float = Field(0.95, gt=0.0, lt=1.0, description="Quantile of the split distances reported as the floor")
     joint: bool = Field(True, description="Also compute the joint OT distance over the standardised 7-feature vectors")
     joint_floor_splits: int = Field(
-        20, ge=0, le=1000, description="Halvings for the joint distance's own floor (exact OT per split; 0 = skip)"
+        10, ge=0, le=1000, description="Halvings for the joint distance's own floor (exact OT per split; 0 = skip)"
     )
     mtld_threshold: float = Field(0.72, gt=0.0, lt=1.0, description="MTLD factor threshold (TTR) for lexicalrichness")
     markers: str | None = Field(None, description="Marker-list YAML replacing validation/data/markers.yaml")

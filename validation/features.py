@@ -15,6 +15,7 @@ from __future__ import annotations
 
 import math
 import re
+from collections import Counter
 from dataclasses import dataclass
 from functools import lru_cache
 from importlib import resources
@@ -53,21 +54,40 @@ MARKER_FEATURES = {"absolutist": "absolutist_per_1k", "depressive": "depressive_
 _SENTENCE_END = re.compile(r"[.!?…]+(?=\s|$)|\n+")
 
 
+_WORD_RUN = re.compile(r"\w+")
+
+
+@dataclass(frozen=True)
+class MarkerFamily:
+    """One marker list split for speed: entries that are a single run of word characters are counted
+    from a word-run tally (a `\b…\b` match of such a word is exactly a maximal word run equal to it);
+    the few phrases ("give up", "y'know") go through a small regex."""
+
+    words: frozenset[str]
+    phrases: re.Pattern[str] | None
+
+    def count(self, lowered: str, runs: Counter) -> int:
+        n = sum(runs[w] for w in self.words if w in runs)
+        return n + (len(self.phrases.findall(lowered)) if self.phrases is not None else 0)
+
+
 @dataclass(frozen=True)
 class MarkerLexicon:
-    """Compiled marker lists from `validation/data/markers.yaml`."""
+    """Marker families from `validation/data/markers.yaml`."""
 
-    patterns: dict[str, re.Pattern[str]]
+    families: dict[str, MarkerFamily]
     chars_per_token: int
     rate_per: int
     source: str
     version: str
 
 
-def _compile(words: list[str]) -> re.Pattern[str]:
-    # Longest first so a phrase wins over a word it starts with; \b gives PSI-Bench's whole-word match.
-    alternatives = sorted({w.strip().lower() for w in words if w.strip()}, key=len, reverse=True)
-    return re.compile(r"\b(?:" + "|".join(re.escape(w) for w in alternatives) + r")\b", re.IGNORECASE)
+def _family(words: list[str]) -> MarkerFamily:
+    entries = {w.strip().lower() for w in words if w.strip()}
+    singles = frozenset(w for w in entries if _WORD_RUN.fullmatch(w))
+    phrases = sorted(entries - singles, key=len, reverse=True)  # longest first, as PSI-Bench's alternation
+    pattern = re.compile(r"\b(?:" + "|".join(re.escape(p) for p in phrases) + r")\b") if phrases else None
+    return MarkerFamily(words=singles, phrases=pattern)
 
 
 def parse_lexicon(data: dict[str, Any], where: str) -> MarkerLexicon:
@@ -79,7 +99,7 @@ def parse_lexicon(data: dict[str, Any], where: str) -> MarkerLexicon:
     if missing:
         raise ConfigError(f"{where}: marker lists {missing} are missing or empty")
     return MarkerLexicon(
-        patterns={k: _compile([str(w) for w in lists[k]]) for k in MARKER_FEATURES},
+        families={k: _family([str(w) for w in lists[k]]) for k in MARKER_FEATURES},
         chars_per_token=int(data.get("pseudo_token_chars", 4)),
         rate_per=int(data.get("rate_per", 1000)),
         source=str(data.get("source", "")),
@@ -107,10 +127,12 @@ def mtld(text: str, threshold: float = 0.72) -> float:
 
 
 def marker_counts(text: str, lexicon: MarkerLexicon) -> dict[str, int]:
-    """Whole-word, case-insensitive matches per marker family. Typographic apostrophes are folded
-    so that "y’know" and "let’s see" typed on a phone count like their ASCII spellings."""
-    folded = text.replace("\u2019", "'")
-    return {family: len(pattern.findall(folded)) for family, pattern in lexicon.patterns.items()}
+    """Whole-word, case-insensitive matches per marker family (PSI-Bench's `\b…\b` regex matching).
+    Typographic apostrophes are folded so that "y’know" and "let’s see" typed on a phone count like
+    their ASCII spellings."""
+    lowered = text.replace("\u2019", "'").lower()
+    runs = Counter(_WORD_RUN.findall(lowered))
+    return {name: family.count(lowered, runs) for name, family in lexicon.families.items()}
 
 
 def conversation_features(

@@ -91,3 +91,24 @@ def test_rates_over_zero_pseudo_tokens_are_nan_not_zero():
     f = conversation_features(["ok"])
     assert f["words_per_turn"] == 1 and f["turn_length_cv"] == 0
     assert math.isnan(f["absolutist_per_1k"])
+
+
+def test_fast_marker_counting_equals_a_plain_word_boundary_regex():
+    """The word-run tally must give what one `\\b(?:a|b|…)\\b` regex per family gives (PSI-Bench)."""
+    import yaml
+    from importlib import resources
+
+    lists = yaml.safe_load(resources.files("validation").joinpath("data/markers.yaml").read_text())["lists"]
+    naive = {
+        fam: re.compile(r"\b(?:" + "|".join(re.escape(w) for w in sorted(ws, key=len, reverse=True)) + r")\b", re.I)
+        for fam, ws in lists.items()
+    }
+    vocab = [w for ws in lists.values() for w in ws] + ["allow", "ball", "Um-hmm", "don't", "you", "know", "I", "mean",
+                                                       "it's", "close-up", "bad_thing", "ALL", "123", "x"]
+    rng = np.random.default_rng(0)
+    seps = [" ", " ", ", ", ". ", "-", "'", "\n", "!! "]
+    lex = default_lexicon()
+    for _ in range(300):
+        parts = rng.choice(vocab, size=int(rng.integers(1, 25)))
+        text = "".join(str(p) + seps[int(rng.integers(len(seps)))] for p in parts)
+        assert marker_counts(text, lex) == {fam: len(rx.findall(text)) for fam, rx in naive.items()}, text
