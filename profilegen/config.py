@@ -1,0 +1,46 @@
+"""The recipe's `profiles:` section (MindEval2 §4.1 and Appendix C settings; paper defaults: 1,000
+candidates, a pool of 100 with a floor of 10 poor-QoL patients, a benchmark of 50)."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+from pydantic import BaseModel, ConfigDict, Field, model_validator
+
+
+class ProfilesConfig(BaseModel):
+    """Settings of the profile stages. Every field has a default; unknown keys are errors."""
+
+    model_config = ConfigDict(extra="forbid")
+
+    personas: str = Field(
+        "synthetic",
+        description="Persona source: 'synthetic' (the shipped sample), a local parquet/JSONL file or folder "
+        "in the Nemotron-Personas-USA schema, or a Hub id such as 'nvidia/Nemotron-Personas-USA'.",
+    )
+    candidates: int = Field(1000, ge=1, description="How many adult personas to turn into candidate profiles.")
+    pool_size: int = Field(100, ge=1, description="Size of the validation pool selected from clean profiles.")
+    benchmark_size: int = Field(50, ge=0, description="Size of the benchmark subset of the pool.")
+    poor_qol_floor: float = Field(
+        0.10, ge=0, le=1, description="Minimum share of poor-quality-of-life patients in the pool (and benchmark)."
+    )
+    max_revisions: int = Field(2, ge=0, le=10, description="Revisions of a serious profile before it is dropped.")
+    rates: Path | None = Field(
+        None, description="Rates file (see `mindsim profiles fit-rates`); empty = the shipped illustrative prior."
+    )
+    seed: int | None = Field(None, description="Seed of the profile stages; empty = the recipe's seed.")
+    concurrency: int = Field(
+        8, ge=1, le=256, description="Profiles in flight at once (the engine's own limit still applies)."
+    )
+    use_distilabel: bool = Field(
+        True, description="Run stages 3–4 as a distilabel pipeline (false = the plain async path)."
+    )
+    distilabel_batch_size: int = Field(
+        64, ge=1, description="distilabel batch size (large batches: its per-batch overhead is ~0.25 s)."
+    )
+
+    @model_validator(mode="after")
+    def _sizes(self) -> "ProfilesConfig":
+        if self.benchmark_size > self.pool_size:
+            raise ValueError(f"benchmark_size ({self.benchmark_size}) must not exceed pool_size ({self.pool_size})")
+        return self

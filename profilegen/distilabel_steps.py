@@ -1,0 +1,139 @@
+"""Stages 3–4 as a distilabel pipeline (issue 3: "runs 1–5 as a distilabel pipeline"), driving every
+LLM call through the mindcore adapter `mindcore.distilabel_llm.MindcoreLLM`.
+
+Shape: `LoadDataFromDicts` (the anchored rows of stages 1–2, computed in the parent: no LLM, seeded)
+>> `WriteAndScreen` (one step that runs write → screen → revise for each row with the same code as
+the async path, `profilegen.generate`). Stage 5 needs every clean profile at once and runs in the
+parent on the collected rows.
+
+distilabel traps handled here (NOTES §1): an exception inside a step blanks the whole batch, so the
+step catches per row and returns a counted failure instead; its cache-based resume can deadlock, so
+the step keeps its own per-item checkpoints (shared with the async path); batches are large because
+each batch costs ~0.25 s of re-serialisation in the parent. Revisions are a loop inside the step rather
+than unrolled DAG steps because a revision is needed only for the few serious rows.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import os
+from pathlib import Path
+from typing import TYPE_CHECKING, Any
+
+from distilabel.steps import LoadDataFromDicts, Step, StepInput
+from pydantic import Field
+
+from mindcore.distilabel_llm import MindcoreLLM
+from mindcore.errors import StructuredOutputError
+from mindcore.io import CheckpointDir
+from profilegen.generate import Outcome, make_profile_checkpointed
+from profilegen.schemas import AnchoredRow, Failure, Provenance
+
+if TYPE_CHECKING:
+    from distilabel.typing import StepOutput
+
+WRITER_OUTPUT = "profilegen.formulation:FormulationDraft"
+SCREENER_OUTPUT = "profilegen.screen:JudgeVerdict"
+
+
+class LLMClient:
+    """Gives a loaded MindcoreLLM the `structured()` call the per-patient code expects."""
+
+    def __init__(self, llm: MindcoreLLM):
+        self.llm = llm
+
+    async def structured(self, messages: list[dict[str, Any]], output: type, *, schema_name: str | None = None,
+                         **_: Any) -> Any:
+        out = await self.llm.agenerate(input=messages)
+        text = out["generations"][0]
+        if text is None:
+            # The adapter already retried and logged the cause; keep it a counted engine failure.
+            raise StructuredOutputError(
+                f"role '{self.llm.wire['role']}': no valid {schema_name or output.__name__} (see the worker log)",
+                attempts=self.llm.wire.get("role_spec", {}).get("max_attempts", 0), last_error="", raw=None,
+            )
+        return output.model_validate_json(text)
+
+
+class WriteAndScreen(Step):
+    """Formulate, screen and revise each anchored row; output one JSON `Outcome` per row."""
+
+    writer: MindcoreLLM
+    screener: MindcoreLLM
+    max_revisions: int = Field(2, description="Revisions of a serious profile before it is dropped.")
+    checkpoint_dir: str = Field(description="Per-item checkpoint folder shared with the async path.")
+    provenance: str = Field(description="Provenance JSON stored in every profile.")
+    concurrency: int = Field(8, description="Rows of a batch in flight at once.")
+
+    @property
+    def inputs(self) -> list[str]:
+        return ["row"]
+
+    @property
+    def outputs(self) -> list[str]:
+        return ["outcome"]
+
+    def load(self) -> None:
+        super().load()
+        self.writer.load()
+        self.screener.load()
+
+    def process(self, inputs: StepInput) -> "StepOutput":  # type: ignore[override]
+        prov = Provenance.model_validate_json(self.provenance)
+        checkpoints = CheckpointDir(self.checkpoint_dir)
+        writer, screener = LLMClient(self.writer), LLMClient(self.screener)
+
+        async def one(item: dict[str, Any], gate: asyncio.Semaphore) -> Outcome:
+            row = AnchoredRow.model_validate_json(item["row"])
+            async with gate:
+                try:
+                    return await make_profile_checkpointed(writer, screener, row, self.max_revisions, prov, checkpoints)
+                except Exception as exc:  # noqa: BLE001 - one bad row must not blank the batch
+                    return Outcome(profile_id=row.profile_id, status="failed", failure=Failure(
+                        profile_id=row.profile_id, stage="distilabel", error=f"{type(exc).__name__}: {exc}"))
+
+        async def batch() -> list[Outcome]:
+            gate = asyncio.Semaphore(self.concurrency)
+            return list(await asyncio.gather(*(one(item, gate) for item in inputs)))
+
+        outcomes = asyncio.run(batch())
+        yield [{**item, "outcome": o.model_dump_json()} for item, o in zip(inputs, outcomes)]
+
+
+def build_pipeline(engines: Any, rows: list[AnchoredRow], cfg: Any, prov: Provenance, checkpoint_dir: Path):
+    """The distilabel pipeline for stages 3–4 (not run)."""
+    from distilabel.pipeline import Pipeline
+
+    batch = cfg.distilabel_batch_size
+    with Pipeline(name="mindsim-profiles", cache_dir=str(Path(checkpoint_dir).parent / "distilabel_cache")) as pipeline:
+        load = LoadDataFromDicts(name="anchored_rows", data=[{"row": r.model_dump_json()} for r in rows],
+                                 batch_size=batch)
+        work = WriteAndScreen(
+            name="write_and_screen",
+            writer=MindcoreLLM(wire=engines.wire_spec("profile_writer"), output_model=WRITER_OUTPUT),
+            screener=MindcoreLLM(wire=engines.wire_spec("screener"), output_model=SCREENER_OUTPUT),
+            max_revisions=cfg.max_revisions, checkpoint_dir=str(checkpoint_dir), provenance=prov.model_dump_json(),
+            concurrency=cfg.concurrency, input_batch_size=batch,
+        )
+        load >> work
+    return pipeline
+
+
+def run_distilabel(engines: Any, rows: list[AnchoredRow], cfg: Any, prov: Provenance,
+                   checkpoint_dir: Path) -> list[Outcome]:
+    """Run stages 3–4 through distilabel; rows distilabel lost come back as counted failures."""
+    if not rows:
+        return []
+    os.environ.setdefault("DISTILABEL_CACHE_DIR", str(Path(checkpoint_dir).parent / "distilabel_cache"))
+    pipeline = build_pipeline(engines, rows, cfg, prov, checkpoint_dir)
+    distiset = pipeline.run(use_cache=False)
+    got: dict[str, Outcome] = {}
+    for record in distiset["default"]["train"] if distiset else []:
+        if record.get("outcome"):
+            outcome = Outcome.model_validate_json(record["outcome"])
+            got[outcome.profile_id] = outcome
+    return [
+        got.get(r.profile_id) or Outcome(profile_id=r.profile_id, status="failed", failure=Failure(
+            profile_id=r.profile_id, stage="distilabel", error="distilabel returned no output for this row"))
+        for r in rows
+    ]

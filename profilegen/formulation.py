@@ -1,0 +1,175 @@
+"""Stage 3 — the 5P case formulation (MindEval2 §4.1 "Case formulation", Appendix C "Formulation
+vocabularies"; PatientAct §3.2 causal chain).
+
+One structured call per patient (role `profile_writer`), conditioned on persona and clinical anchor,
+returns a `FormulationDraft` whose labels are enums built from `data/formulation.yaml` — an
+off-vocabulary label fails validation and mindcore re-asks — with the section counts of the paper
+(1–2 predisposing, exactly one precipitating, 1–3 protective, 1–3 coping with at least one
+maladaptive, one core-belief cluster, quality of life last in the schema so it is generated last).
+The prompt lists only labels compatible with the patient's demographics; the schema still accepts any
+vocabulary label, so a model that ignores the list is caught by the hard-conflict screen.
+"""
+
+from __future__ import annotations
+
+from functools import lru_cache
+from typing import Any, Literal
+
+from pydantic import BaseModel, ConfigDict, Field, create_model, model_validator
+
+from mindcore.prompts import render
+from profilegen.schemas import (
+    AnchoredRow, CoreBelief, Demographics, Formulation, Perpetuating, Precipitating, Predisposing, Presenting,
+    Protective, QualityOfLife,
+)
+from profilegen.vocab import Label, Vocabularies, load_vocabularies
+
+WRITER_SYSTEM = "profilegen/writer_system.jinja2"
+WRITER_USER = "profilegen/writer_user.jinja2"
+REVISE = "profilegen/revise.jinja2"
+TEMPLATES = (WRITER_SYSTEM, WRITER_USER, REVISE)
+
+
+def _enum(labels: dict[str, Label]) -> Any:
+    return Literal[tuple(labels)]  # type: ignore[valid-type]
+
+
+class _Draft(BaseModel):
+    model_config = ConfigDict(extra="forbid")
+
+
+@lru_cache(maxsize=1)
+def draft_model() -> type[BaseModel]:
+    """The writer's output schema, with label enums from the current vocabularies."""
+    voc = load_vocabularies()
+    text = lambda n, d: (str, Field(min_length=3, max_length=n, description=d))  # noqa: E731
+    pre = create_model("DraftPredisposing", __base__=_Draft,
+                       label=(_enum(voc.predisposing), Field(description="Predisposing label.")),
+                       history=text(300, "Short history of this vulnerability in the client's life."))
+    prec = create_model("DraftPrecipitating", __base__=_Draft,
+                        label=(_enum(voc.precipitating), Field(description="Precipitating label.")),
+                        when=text(60, "When it happened, e.g. 'three months ago'."),
+                        what_changed=text(300, "What happened and what changed afterwards."))
+    prot = create_model("DraftProtective", __base__=_Draft,
+                        label=(_enum(voc.protective), Field(description="Protective label.")),
+                        detail=text(200, "How it shows up for this client."))
+    cope = create_model("DraftCoping", __base__=_Draft,
+                        label=(_enum(voc.coping), Field(description="Coping label.")),
+                        situation=text(200, "The concrete situation in which it shows up."))
+    belief = create_model("DraftCoreBelief", __base__=_Draft,
+                          cluster=(_enum(voc.core_beliefs), Field(description="Core-belief cluster.")),
+                          history=text(300, "The history the belief is the conclusion of."),
+                          belief=text(160, "The belief in the client's own words, first person."))
+    return create_model(
+        "FormulationDraft", __base__=_DraftChecks,
+        summary=text(400, "Short clinical summary of the presenting problem."),
+        goal=text(200, "The client's overall goal, in plain words."),
+        predisposing=(list[pre], Field(min_length=1, max_length=2, description="One or two vulnerabilities.")),
+        precipitating=(prec, Field(description="Exactly one recent event.")),
+        protective=(list[prot], Field(min_length=1, max_length=3, description="One to three resources.")),
+        perpetuating=(list[cope], Field(min_length=1, max_length=3, description="One to three coping behaviours.")),
+        core_belief=(belief, Field(description="The core belief.")),
+        quality_of_life=(QualityOfLife, Field(description="Quality of life, decided last.")),
+    )
+
+
+class _DraftChecks(_Draft):
+    """Rules the JSON schema cannot state; a violation is a validation error, so mindcore re-asks."""
+
+    @model_validator(mode="after")
+    def _rules(self) -> "_DraftChecks":
+        voc = load_vocabularies()
+        coping = [c.label for c in self.perpetuating]  # type: ignore[attr-defined]
+        if not any(voc.coping[c].maladaptive for c in coping):
+            raise ValueError("perpetuating needs at least one unhelpful (maladaptive) coping label")
+        for section in ("predisposing", "protective", "perpetuating"):
+            labels = [x.label for x in getattr(self, section)]
+            if len(set(labels)) != len(labels):
+                raise ValueError(f"{section} repeats a label")
+        return self
+
+
+def to_formulation(draft: BaseModel) -> Formulation:
+    """The stored formulation from a validated draft (adds the vocabulary's flags)."""
+    voc = load_vocabularies()
+    d: Any = draft
+    return Formulation(
+        presenting=Presenting(summary=d.summary, goal=d.goal),
+        predisposing=[Predisposing(label=p.label, history=p.history) for p in d.predisposing],
+        precipitating=Precipitating(label=d.precipitating.label, when=d.precipitating.when,
+                                    what_changed=d.precipitating.what_changed),
+        protective=[Protective(label=p.label, detail=p.detail) for p in d.protective],
+        perpetuating=[Perpetuating(label=c.label, situation=c.situation, maladaptive=bool(voc.coping[c.label].maladaptive))
+                      for c in d.perpetuating],
+        core_belief=CoreBelief(cluster=d.core_belief.cluster, arm=voc.core_beliefs[d.core_belief.cluster].arm or "",
+                               history=d.core_belief.history, belief=d.core_belief.belief),
+        quality_of_life=d.quality_of_life,
+    )
+
+
+def to_draft_json(f: Formulation) -> str:
+    """A stored formulation as the writer's JSON (the assistant turn a revision builds on)."""
+    return draft_model()(
+        summary=f.presenting.summary, goal=f.presenting.goal,
+        predisposing=[{"label": p.label, "history": p.history} for p in f.predisposing],
+        precipitating={"label": f.precipitating.label, "when": f.precipitating.when,
+                       "what_changed": f.precipitating.what_changed},
+        protective=[{"label": p.label, "detail": p.detail} for p in f.protective],
+        perpetuating=[{"label": c.label, "situation": c.situation} for c in f.perpetuating],
+        core_belief={"cluster": f.core_belief.cluster, "history": f.core_belief.history, "belief": f.core_belief.belief},
+        quality_of_life=f.quality_of_life,
+    ).model_dump_json()
+
+
+def compatible(labels: dict[str, Label], d: Demographics) -> list[Label]:
+    """Labels whose `requires` the demographics satisfy."""
+    return [lab for lab in labels.values() if not violations(lab, d)]
+
+
+def violations(label: Label, d: Demographics) -> list[str]:
+    """Which demographic constraints of a label this patient breaks (empty when compatible)."""
+    out = []
+    for attr, allowed in label.requires.model_dump(exclude_none=True).items():
+        value = d.age_band if attr == "age_bands" else getattr(d, attr)
+        if value not in allowed:
+            out.append(f"{attr.rstrip('s') if attr == 'age_bands' else attr} is {value}")
+    return out
+
+
+def writer_messages(row: AnchoredRow, voc: Vocabularies | None = None) -> list[dict[str, str]]:
+    """System and user messages of the formulation call for one anchored persona."""
+    voc = voc or load_vocabularies()
+    d = row.demographics
+    user = render(
+        WRITER_USER,
+        persona=row.persona, demographics=d, big_five=d.big_five.model_dump(),
+        main=voc.main[row.anchor.main_problem],
+        secondary=voc.problem(row.anchor.secondary_problem) if row.anchor.secondary_problem else None,
+        impact=voc.impact_domains[row.anchor.impact_domain].name,
+        predisposing=compatible(voc.predisposing, d), precipitating=compatible(voc.precipitating, d),
+        protective=compatible(voc.protective, d), coping=list(voc.coping.values()),
+        core_beliefs=list(voc.core_beliefs.values()), qol=voc.quality_of_life,
+    )
+    return [{"role": "system", "content": render(WRITER_SYSTEM)}, {"role": "user", "content": user}]
+
+
+def revision_messages(row: AnchoredRow, previous: Formulation, faults: list[Any]) -> list[dict[str, str]]:
+    """The writer's conversation extended with its last draft and the faults to fix."""
+    return [
+        *writer_messages(row),
+        {"role": "assistant", "content": to_draft_json(previous)},
+        {"role": "user", "content": render(REVISE, faults=faults)},
+    ]
+
+
+async def write_formulation(client: Any, row: AnchoredRow, messages: list[dict[str, str]] | None = None) -> Formulation:
+    """One structured call; raises mindcore's StructuredOutputError / EngineError for the caller to count."""
+    draft = await client.structured(messages or writer_messages(row), draft_model(), schema_name="formulation")
+    return to_formulation(draft)
+
+
+def __getattr__(name: str) -> Any:
+    # `profilegen.formulation:FormulationDraft` is how distilabel workers name the writer's output model.
+    if name == "FormulationDraft":
+        return draft_model()
+    raise AttributeError(name)

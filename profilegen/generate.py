@@ -1,0 +1,91 @@
+"""Stages 3–4 for one patient, shared by the plain async runner and the distilabel step (MindEval2
+§4.1 "Case formulation", Appendix C "Screening and selection"; PatientAct §3.2 validate-and-revise).
+
+`make_profile` writes the formulation, screens and revises it, and returns an `Outcome`: a finished
+`Profile` (clean or minor), a profile dropped as still serious after the revisions, or a failure
+(engine error or output that never fit the schema) — each counted, never a blank row. Finished
+outcomes are checkpointed under a key derived from the row, prompts, models and settings, so a rerun
+skips them and a changed prompt or model does not reuse stale work; failures are not checkpointed, so a
+rerun retries them.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import json
+from typing import Any, Literal
+
+from pydantic import BaseModel, ConfigDict, Field
+
+from mindcore.errors import EngineError
+from mindcore.io import CheckpointDir
+from mindcore.prompts import template_hash
+from profilegen import formulation as formulation_mod
+from profilegen import render as render_mod
+from profilegen import screen as screen_mod
+from profilegen.formulation import write_formulation
+from profilegen.render import case_summary, writer_brief
+from profilegen.schemas import AnchoredRow, Failure, Formulation, Profile, Provenance, Screen, TemplateHash
+from profilegen.screen import screen_and_revise
+
+TEMPLATES = (*formulation_mod.TEMPLATES, *screen_mod.TEMPLATES, *render_mod.TEMPLATES)
+ROLES = ("profile_writer", "screener")
+
+
+class Outcome(BaseModel):
+    """What happened to one candidate in stages 3–4."""
+
+    model_config = ConfigDict(extra="forbid")
+    profile_id: str = Field(description="Candidate id.")
+    status: Literal["ok", "dropped", "failed"] = Field(description="Kept, dropped as serious, or failed.")
+    profile: Profile | None = Field(None, description="The profile when kept.")
+    screen: Screen | None = Field(None, description="Last screen (kept or dropped).")
+    failure: Failure | None = Field(None, description="The failure when failed.")
+
+
+def prompt_hashes() -> list[TemplateHash]:
+    return [TemplateHash(template=t, sha256=template_hash(t)) for t in TEMPLATES]
+
+
+def build_profile(row: AnchoredRow, f: Formulation, screen: Screen, provenance: Provenance) -> Profile:
+    return Profile(
+        **row.model_dump(exclude={"profile_id", "anchor", "style"}),
+        profile_id=row.profile_id, anchor=row.anchor, style=row.style, formulation=f,
+        goal=f.presenting.goal, case_summary=case_summary(row, f), writer_brief=writer_brief(row, f),
+        screen=screen, provenance=provenance,
+    )
+
+
+async def make_profile(writer: Any, screener: Any, row: AnchoredRow, max_revisions: int,
+                       provenance: Provenance) -> Outcome:
+    """Stages 3–4 for one candidate. `writer`/`screener` need `structured(messages, Model, schema_name=)`."""
+    stage = "formulation"
+    try:
+        f = await write_formulation(writer, row)
+        stage = "screen"
+        f, screen = await screen_and_revise(writer, screener, row, f, max_revisions)
+    except EngineError as exc:
+        return Outcome(profile_id=row.profile_id, status="failed",
+                       failure=Failure(profile_id=row.profile_id, stage=stage, error=f"{type(exc).__name__}: {exc}"))
+    if screen.verdict == "serious":
+        return Outcome(profile_id=row.profile_id, status="dropped", screen=screen)
+    return Outcome(profile_id=row.profile_id, status="ok", screen=screen,
+                   profile=build_profile(row, f, screen, provenance))
+
+
+def checkpoint_key(row: AnchoredRow, max_revisions: int, provenance: Provenance) -> str:
+    """Content-derived: the row, the prompts, the models per role and the revision budget."""
+    payload = json.dumps([row.model_dump(mode="json"), max_revisions,
+                          provenance.model_dump(mode="json", include={"roles", "prompts"})], sort_keys=True)
+    return f"{row.profile_id}-{hashlib.sha256(payload.encode()).hexdigest()[:10]}"
+
+
+async def make_profile_checkpointed(writer: Any, screener: Any, row: AnchoredRow, max_revisions: int,
+                                    provenance: Provenance, checkpoints: CheckpointDir | None) -> Outcome:
+    key = checkpoint_key(row, max_revisions, provenance)
+    if checkpoints is not None and checkpoints.has(key):
+        return Outcome.model_validate(checkpoints.read(key))
+    outcome = await make_profile(writer, screener, row, max_revisions, provenance)
+    if checkpoints is not None and outcome.status != "failed":
+        checkpoints.write(key, outcome.model_dump(mode="json"))
+    return outcome

@@ -1,0 +1,191 @@
+"""The profile job: stages 1–5 end to end (MindEval2 §4.1 and Appendix C; issue 3 outputs).
+
+`run_profiles(recipe, engines, out_dir, config)` is synchronous (it drives its own event loop through
+`Engines.run`) and must be called from the main thread; `arun_profiles` is for async callers and
+always takes the plain async path. Stages 1–2 (no LLM) run in process; stages 3–4
+run as a distilabel pipeline (`profilegen.distilabel_steps`) when the engines can be shared with
+distilabel's worker processes, else on the plain async path — both through the same per-patient code
+(`profilegen.generate`) and the same per-item checkpoints; stage 5 runs on the clean profiles.
+
+Writes `out_dir/profiles/`: profiles.parquet (kept profiles: clean and minor, with pool/benchmark flags),
+case_summaries/<id>.md, pool_vs_population.md, failures.jsonl, summary.json, provenance.json,
+checkpoints/.
+"""
+
+from __future__ import annotations
+
+import asyncio
+from collections import Counter
+from pathlib import Path
+from typing import Any
+
+from pydantic import BaseModel, ConfigDict, Field
+from rich.console import Console
+
+from mindcore import __version__
+from mindcore.io import CheckpointDir, atomic_write_json, atomic_write_jsonl, atomic_write_text
+from mindcore.provenance import base_provenance
+from mindcore.runner import gather_progress
+from profilegen import report
+from profilegen.anchors import anchor_personas
+from profilegen.config import ProfilesConfig
+from profilegen.dataset import write_profiles
+from profilegen.generate import ROLES, Outcome, make_profile_checkpointed, prompt_hashes
+from profilegen.personas import load_personas
+from profilegen.rates import load_rates
+from profilegen.schemas import AnchoredRow, Provenance, RoleModel
+from profilegen.select import select_profiles
+
+
+class ProfilesSummary(BaseModel):
+    """What the profile job did, in numbers (saved as summary.json)."""
+
+    folder: str = Field(description="The dataset folder written.")
+    runner: str = Field(description="'distilabel' or 'async'.")
+    runner_note: str = Field("", description="Why the plain async path was used, when it was.")
+    persona_source: str = Field(description="Where personas came from.")
+    personas_read: int = Field(description="Persona records read.")
+    skipped_under_18: int = Field(description="Records skipped as under 18.")
+    candidates: int = Field(description="Anchored candidates sent to the writer.")
+    failed: dict[str, int] = Field(description="Failures by stage (engine errors, invalid output).")
+    dropped_serious: int = Field(description="Still serious after the revisions; not kept.")
+    verdicts: dict[str, int] = Field(description="Final verdict counts of kept and dropped profiles.")
+    revised: int = Field(description="Profiles revised at least once.")
+    discarded_quotes: int = Field(description="Judge faults discarded because the quote was not in the profile.")
+    kept: int = Field(description="Rows in profiles.parquet (clean + minor).")
+    pool: int = Field(description="Patients in the validation pool.")
+    benchmark: int = Field(description="Patients in the benchmark subset.")
+    cover_size: int = Field(description="Patients the set cover took.")
+    distinct_values: int = Field(description="Distinct attribute values among clean profiles.")
+    uncovered: list[str] = Field(description="Values the pool could not cover (pool too small).")
+    poor_qol_floor: int = Field(description="Poor-QoL patients the pool must hold.")
+    poor_qol_in_pool: int = Field(description="Poor-QoL patients the pool holds.")
+    usage: dict[str, Any] = Field(default_factory=dict, description="Token and latency ledger per role.")
+
+
+def _provenance(engines: Any, seed: int) -> Provenance:
+    roles = []
+    for role in ROLES:
+        d = engines.role(role).describe()
+        roles.append(RoleModel(role=role, engine=str(d["engine"]), model=str(d["model"])))
+    return Provenance(seed=seed, toolkit_version=__version__, roles=roles, prompts=prompt_hashes())
+
+
+async def _async_outcomes(engines: Any, rows: list[AnchoredRow], cfg: ProfilesConfig, prov: Provenance,
+                          checkpoints: CheckpointDir) -> list[Outcome]:
+    writer, screener = engines.role("profile_writer"), engines.role("screener")
+    gate = asyncio.Semaphore(cfg.concurrency)
+
+    async def one(row: AnchoredRow) -> Outcome:
+        async with gate:
+            return await make_profile_checkpointed(writer, screener, row, cfg.max_revisions, prov, checkpoints)
+
+    return await gather_progress((one(r) for r in rows), "profiles: write + screen")  # type: ignore[return-value]
+
+
+def _can_share(engines: Any) -> str:
+    """Empty when distilabel workers can reach every engine the roles use, else the reason."""
+    try:
+        for role in ROLES:
+            engines.wire_spec(role)
+    except Exception as exc:  # ConfigError for in-process backends (the fake one in tests)
+        return f"distilabel workers cannot reach this engine ({exc}); used the plain async path"
+    return ""
+
+
+class _Job(BaseModel):
+    model_config = ConfigDict(arbitrary_types_allowed=True)
+    cfg: ProfilesConfig
+    seed: int
+    folder: Path
+    checkpoints: Any
+    personas: Any
+    rates: Any
+    rows: list[AnchoredRow]
+    prov: Provenance
+    recipe_name: str | None
+
+
+def _prepare(recipe: Any, engines: Any, out_dir: str | Path, config: ProfilesConfig | None) -> _Job:
+    """Stages 1–2 (no LLM) and the run's provenance."""
+    cfg = config or recipe.section("profiles", ProfilesConfig)
+    seed = cfg.seed if cfg.seed is not None else recipe.seed
+    folder = Path(out_dir) / "profiles"
+    personas = load_personas(cfg.personas, cfg.candidates, seed)
+    rates = load_rates(cfg.rates)
+    return _Job(cfg=cfg, seed=seed, folder=folder, checkpoints=CheckpointDir(folder / "checkpoints"),
+                personas=personas, rates=rates, rows=anchor_personas(personas.rows, rates, seed),
+                prov=_provenance(engines, seed), recipe_name=getattr(recipe, "name", None))
+
+
+def _finish(job: _Job, engines: Any, outcomes: list[Outcome], runner: str, note: str,
+            console: Console) -> ProfilesSummary:
+    """Stage 5 and every output file."""
+    cfg, folder = job.cfg, job.folder
+    kept = [o.profile for o in outcomes if o.status == "ok" and o.profile is not None]
+    clean = [p for p in kept if p.screen.verdict == "clean"]
+    clean, sel = select_profiles(clean, cfg.pool_size, cfg.benchmark_size, cfg.poor_qol_floor, job.seed)
+    flagged = {p.profile_id: p for p in clean}
+    kept = [flagged.get(p.profile_id, p) for p in kept]
+    write_profiles(kept, folder)
+    atomic_write_text(folder / "pool_vs_population.md", report.markdown(clean, job.rates))
+    atomic_write_jsonl(folder / "failures.jsonl", [o.failure.model_dump() for o in outcomes if o.failure])
+    atomic_write_json(folder / "provenance.json", {
+        **base_provenance(), "recipe": job.recipe_name, "seed": job.seed, "config": cfg.model_dump(mode="json"),
+        "profiles": job.prov.model_dump(mode="json"), "engines": engines.describe(),
+    })
+    screens = [o.screen for o in outcomes if o.screen is not None]
+    summary = ProfilesSummary(
+        folder=str(folder), runner=runner, runner_note=note, persona_source=job.personas.source,
+        personas_read=job.personas.read, skipped_under_18=job.personas.skipped_under_18, candidates=len(job.rows),
+        failed=dict(Counter(o.failure.stage for o in outcomes if o.failure)),
+        dropped_serious=sum(o.status == "dropped" for o in outcomes),
+        verdicts=dict(Counter(s.verdict for s in screens)),
+        revised=sum(s.revisions > 0 for s in screens),
+        discarded_quotes=sum(s.discarded_faults for s in screens),
+        kept=len(kept), pool=len(sel.pool), benchmark=len(sel.benchmark), cover_size=sel.cover_size,
+        distinct_values=sel.n_values, uncovered=sel.uncovered, poor_qol_floor=sel.poor_floor,
+        poor_qol_in_pool=sel.poor_in_pool, usage=engines.ledger.summary(),
+    )
+    atomic_write_json(folder / "summary.json", summary.model_dump(mode="json"))
+    if clean:
+        report.print_table(clean, job.rates, console)
+    console.print(_summary_line(summary))
+    return summary
+
+
+def run_profiles(recipe: Any, engines: Any, out_dir: str | Path, config: ProfilesConfig | None = None,
+                 console: Console | None = None) -> ProfilesSummary:
+    """Run stages 1–5 and write `out_dir/profiles/`. Synchronous; call it from the main thread (distilabel
+    installs signal handlers and starts worker processes)."""
+    job = _prepare(recipe, engines, out_dir, config)
+    note = _can_share(engines) if job.cfg.use_distilabel else "use_distilabel is false"
+    if job.cfg.use_distilabel and not note:
+        from profilegen.distilabel_steps import run_distilabel
+
+        outcomes = run_distilabel(engines, job.rows, job.cfg, job.prov, job.checkpoints.path)
+        runner = "distilabel"
+    else:
+        outcomes = engines.run(_async_outcomes(engines, job.rows, job.cfg, job.prov, job.checkpoints))
+        runner = "async"
+    return _finish(job, engines, outcomes, runner, note, console or Console())
+
+
+async def arun_profiles(recipe: Any, engines: Any, out_dir: str | Path, config: ProfilesConfig | None = None,
+                        console: Console | None = None) -> ProfilesSummary:
+    """`run_profiles` for async callers: always the plain async path (distilabel cannot run inside a
+    running event loop)."""
+    job = _prepare(recipe, engines, out_dir, config)
+    outcomes = await _async_outcomes(engines, job.rows, job.cfg, job.prov, job.checkpoints)
+    return _finish(job, engines, outcomes, "async", "called from async code", console or Console())
+
+
+def _summary_line(s: ProfilesSummary) -> str:
+    failed = sum(s.failed.values())
+    return (
+        f"[bold]profiles[/bold] ({s.runner}): {s.candidates} candidates from {s.persona_source} "
+        f"({s.skipped_under_18} under-18 skipped) → verdicts {s.verdicts}, {s.dropped_serious} dropped as serious, "
+        f"{failed} failed {s.failed or ''}, {s.discarded_quotes} unverifiable quotes discarded; "
+        f"pool {s.pool} (cover {s.cover_size} for {s.distinct_values} values, poor QoL {s.poor_qol_in_pool}/"
+        f"{s.poor_qol_floor}), benchmark {s.benchmark} → {s.folder}"
+    )

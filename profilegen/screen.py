@@ -1,0 +1,135 @@
+"""Stage 4 — screening (MindEval2 Appendix C "Screening and selection": an adversarial judge returns a
+verdict with every fault quoted; PatientAct §3.2: rule-based hard-conflict checks, then validate and
+revise).
+
+Order: deterministic rules first (label constraints from data/formulation.yaml, text rules from
+data/screen_rules.yaml), then the judge (role `screener`) on the rendered writer brief. Every judge
+fault must quote the profile verbatim: quotes not found in it (after normalising case, whitespace,
+quote marks and dashes) are discarded and counted. The final verdict is the worst kept fault, clean
+when none is left. Serious profiles go back to the writer with the faults, a bounded number of times.
+"""
+
+from __future__ import annotations
+
+import re
+from functools import lru_cache
+from typing import Any
+
+from pydantic import BaseModel, ConfigDict, Field
+
+from mindcore.prompts import render
+from profilegen.formulation import revision_messages, violations, write_formulation
+from profilegen.render import writer_brief
+from profilegen.schemas import AnchoredRow, Fault, Formulation, Screen, Severity, Verdict
+from profilegen.vocab import load_vocabularies, read_data
+
+SCREENER_SYSTEM = "profilegen/screener_system.jinja2"
+SCREENER_USER = "profilegen/screener_user.jinja2"
+TEMPLATES = (SCREENER_SYSTEM, SCREENER_USER)
+_RANK = {"clean": 0, "minor": 1, "serious": 2}
+
+
+class JudgeFault(BaseModel):
+    """One fault as the judge reports it."""
+
+    model_config = ConfigDict(extra="forbid")
+    quote: str = Field(min_length=3, max_length=200, description="Exact words copied from the profile.")
+    reason: str = Field(min_length=3, max_length=200, description="Why this is wrong.")
+    severity: Severity = Field(description="serious if the profile is unusable without a fix, else minor.")
+
+
+class JudgeVerdict(BaseModel):
+    """The judge's answer: faults first, so the verdict is decided after listing them."""
+
+    model_config = ConfigDict(extra="forbid")
+    faults: list[JudgeFault] = Field(max_length=6, description="Every fault found, each with a quote.")
+    verdict: Verdict = Field(description="serious if any fault is serious, minor if only minor, else clean.")
+
+
+@lru_cache(maxsize=1)
+def text_rules() -> list[tuple[str, re.Pattern, dict, str]]:
+    data = read_data("screen_rules.yaml")
+    return [(r["id"], re.compile(r["pattern"], re.IGNORECASE), r["when"], r["reason"]) for r in data["text_rules"]]
+
+
+_QUOTES = str.maketrans({"\u2018": "'", "\u2019": "'", "\u201c": '"', "\u201d": '"', "\u2013": "-", "\u2014": "-"})
+
+
+def normalise(text: str) -> str:
+    """Case, whitespace, curly quotes and dashes do not make a quote unverifiable; words do."""
+    text = re.sub(r"\s+", " ", text.translate(_QUOTES).casefold()).strip()
+    return text.strip(" \"'.,;:")
+
+
+def quote_in(quote: str, text: str) -> bool:
+    q = normalise(quote)
+    return len(q) >= 3 and q in normalise(text)
+
+
+def _matches(when: dict, row: AnchoredRow) -> bool:
+    d = row.demographics
+    values = {"age_bands": d.age_band, "relationship": d.relationship, "employment": d.employment,
+              "living_situation": d.living_situation, "gender": d.gender}
+    return all(values[k] in allowed for k, allowed in when.items())
+
+
+def rule_faults(row: AnchoredRow, f: Formulation, text: str) -> list[Fault]:
+    """Hard conflicts between demographics and the formulation, each quoting the profile text."""
+    voc = load_vocabularies()
+    faults = []
+    picked = [(voc.predisposing, p.label) for p in f.predisposing] + [(voc.precipitating, f.precipitating.label)]
+    picked += [(voc.protective, p.label) for p in f.protective]
+    for table, label in picked:
+        broken = violations(table[label], row.demographics)
+        if broken:
+            faults.append(Fault(quote=label.replace("_", " "), source="rule", severity="serious",
+                                reason=f"label {label} does not fit this patient: {', '.join(broken)}"))
+    for rule_id, pattern, when, reason in text_rules():
+        if _matches(when, row):
+            hit = pattern.search(text)
+            if hit:
+                faults.append(Fault(quote=hit.group(0), reason=f"{reason} (rule {rule_id})", severity="serious",
+                                    source="rule"))
+    return faults
+
+
+def verify(faults: list[JudgeFault], text: str) -> tuple[list[Fault], int]:
+    """Judge faults whose quote is really in the profile, and how many were discarded."""
+    kept = [Fault(quote=x.quote, reason=x.reason, severity=x.severity, source="judge")
+            for x in faults if quote_in(x.quote, text)]
+    return kept, len(faults) - len(kept)
+
+
+def worst(faults: list[Fault]) -> Verdict:
+    return max((x.severity for x in faults), key=_RANK.__getitem__, default="clean")  # type: ignore[return-value]
+
+
+def judge_messages(text: str) -> list[dict[str, str]]:
+    return [{"role": "system", "content": render(SCREENER_SYSTEM)},
+            {"role": "user", "content": render(SCREENER_USER, profile_text=text)}]
+
+
+async def screen_once(screener: Any, row: AnchoredRow, f: Formulation, revisions: int = 0) -> Screen:
+    """Rules, then the judge, on one formulation."""
+    text = writer_brief(row, f)
+    rules = rule_faults(row, f, text)
+    answer: JudgeVerdict = await screener.structured(judge_messages(text), JudgeVerdict, schema_name="screen")
+    kept, discarded = verify(answer.faults, text)
+    faults = rules + kept
+    return Screen(verdict=worst(faults), judge_verdict=answer.verdict, faults=faults,
+                  discarded_faults=discarded, revisions=revisions)
+
+
+async def screen_and_revise(
+    writer: Any, screener: Any, row: AnchoredRow, f: Formulation, max_revisions: int
+) -> tuple[Formulation, Screen]:
+    """Screen; while serious and revisions remain, rewrite with the faults as guidance and screen again.
+    Discarded-quote counts add up over rounds; faults and verdicts are those of the last round."""
+    discarded = 0
+    for revisions in range(max_revisions + 1):
+        screen = await screen_once(screener, row, f, revisions)
+        discarded += screen.discarded_faults
+        if screen.verdict != "serious" or revisions == max_revisions:
+            break
+        f = await write_formulation(writer, row, revision_messages(row, f, screen.faults))
+    return f, screen.model_copy(update={"discarded_faults": discarded})

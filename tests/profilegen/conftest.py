@@ -1,0 +1,67 @@
+"""Fixtures of the profile-stage tests: a minimal recipe, and fake writer / screener replies
+(deterministic, schema-valid unless a test asks otherwise) exposed as the `fakes` fixture."""
+
+
+from __future__ import annotations
+
+import hashlib
+import json
+import re
+from types import SimpleNamespace
+
+import pytest
+
+from mindcore.recipe import Recipe
+
+
+GOOD_DRAFT = {
+    "summary": "Low and tired for months, losing interest in evenings with friends.",
+    "goal": "Get back to feeling like myself.",
+    "predisposing": [{"label": "harsh_criticism", "history": "A father who picked apart every school report."}],
+    "precipitating": {"label": "financial_shock", "when": "two months ago",
+                      "what_changed": "A large repair bill emptied savings; since then sleep is broken."},
+    "protective": [{"label": "someone_checks_in", "detail": "A sister phones every Sunday."}],
+    "perpetuating": [{"label": "avoidance", "situation": "Leaves bank letters unopened on the table."},
+                     {"label": "talking_it_through", "situation": "Sometimes tells the sister how bad it got."}],
+    "core_belief": {"cluster": "worthless", "history": "Never good enough at home.",
+                    "belief": "Whatever I do, it is never enough."},
+    "quality_of_life": "moderate",
+}
+
+
+def draft_for(request, **over):
+    """A valid draft; quality of life spread by a hash of the prompt so some patients are poor."""
+    d = json.loads(json.dumps(GOOD_DRAFT))
+    h = int(hashlib.sha256(request.messages[1]["content"].encode()).hexdigest(), 16)
+    d["quality_of_life"] = ["poor", "moderate", "good", "moderate"][h % 4]
+    d.update(over)
+    return d
+
+
+def profile_text(request) -> str:
+    m = re.search(r"# Profile to review\n\n(.*)\n\nReturn your verdict", request.messages[-1]["content"], re.S)
+    return m.group(1) if m else ""
+
+
+def clean_verdict(request):
+    return {"faults": [], "verdict": "clean"}
+
+
+def make_responder(writer=draft_for, screener=clean_verdict):
+    def respond(request):
+        return writer(request) if request.schema_name == "formulation" else screener(request)
+
+    return respond
+
+
+@pytest.fixture
+def fakes():
+    return SimpleNamespace(GOOD_DRAFT=GOOD_DRAFT, draft_for=draft_for, profile_text=profile_text,
+                           clean_verdict=clean_verdict, make_responder=make_responder)
+
+
+@pytest.fixture
+def recipe():
+    """A minimal recipe (seed 7); tests bind engines themselves."""
+    return Recipe(name="test", seed=7, engines={"local": {"kind": "embedded"}},
+                  roles={"default": {"engine": "local"}})
