@@ -1,0 +1,98 @@
+"""The profile job end to end on the fake engine: outputs, counts, failures, resume."""
+
+from __future__ import annotations
+
+import hashlib
+import json
+
+import pytest
+
+from profilegen.config import ProfilesConfig
+from profilegen.dataset import load_profiles
+from profilegen.pipeline import run_profiles
+
+
+def _bucket(request, n: int) -> int:
+    return int(hashlib.sha256(request.messages[1]["content"].encode()).hexdigest(), 16) % n
+
+
+def _checkpoints(out):
+    return [json.loads(p.read_text()) for p in (out / "profiles" / "checkpoints").glob("*.json")]
+
+
+@pytest.fixture
+def responder(fakes):
+    """Writer fails for ~1/8 of patients; the judge calls ~1/6 serious (unfixable), ~1/6 minor."""
+
+    def writer(request):
+        if request.messages[1]["content"].count("Client") and _bucket(request, 8) == 0:
+            return "{ broken"
+        return fakes.draft_for(request)
+
+    def screener(request):
+        text = fakes.profile_text(request)
+        b = int(hashlib.sha256(text.split("\n")[0].encode()).hexdigest(), 16) % 6
+        if b == 0:
+            return {"faults": [{"quote": "Get back to feeling like myself", "reason": "generic goal", "severity": "serious"}],
+                    "verdict": "serious"}
+        if b == 1:
+            return {"faults": [{"quote": "A sister phones every Sunday", "reason": "thin support", "severity": "minor"},
+                               {"quote": "not in the profile at all", "reason": "invented", "severity": "minor"}],
+                    "verdict": "minor"}
+        return fakes.clean_verdict(request)
+
+    return fakes.make_responder(writer=writer, screener=screener)
+
+
+def test_run_writes_dataset_and_counts_everything(fake_engines, responder, recipe, tmp_path):
+    engines, backend = fake_engines(responder)
+    cfg = ProfilesConfig(candidates=60, pool_size=12, benchmark_size=6, max_revisions=1)
+    with engines:
+        s = run_profiles(recipe, engines, tmp_path, cfg)
+    folder = tmp_path / "profiles"
+    assert s.runner == "async" and "cannot" in s.runner_note
+    assert s.candidates == 60 and s.personas_read == s.candidates + s.skipped_under_18
+    failed = sum(s.failed.values())
+    assert failed > 0 and s.dropped_serious > 0 and s.discarded_quotes > 0
+    assert s.kept + s.dropped_serious + failed == s.candidates
+    assert s.verdicts.get("minor", 0) > 0 and s.revised >= s.dropped_serious
+    kept = load_profiles(folder, pool_only=False)
+    pool = load_profiles(folder)
+    assert len(kept) == s.kept and len(pool) == s.pool == 12 and sum(p.in_benchmark for p in kept) == 6
+    assert all(p.screen.verdict == "clean" for p in pool)
+    assert all(p.provenance.seed == 7 and len(p.provenance.prompts) >= 7 for p in kept)
+    assert {r.role for r in kept[0].provenance.roles} == {"profile_writer", "screener"}
+    failures = [json.loads(line) for line in (folder / "failures.jsonl").read_text().splitlines()]
+    assert len(failures) == failed and all("StructuredOutputError" in f["error"] for f in failures)
+    assert "| main_problem |" in (folder / "pool_vs_population.md").read_text()
+    assert json.loads((folder / "summary.json").read_text())["kept"] == s.kept
+    assert len(list((folder / "case_summaries").glob("*.md"))) == s.kept
+    assert "api_key" not in (folder / "provenance.json").read_text().lower()
+
+
+def test_rerun_resumes_from_checkpoints_and_retries_failures(fake_engines, responder, recipe, tmp_path):
+    cfg = ProfilesConfig(candidates=30, pool_size=8, benchmark_size=4, max_revisions=1)
+    engines, backend = fake_engines(responder)
+    with engines:
+        first = run_profiles(recipe, engines, tmp_path, cfg)
+    n_first = len(backend.requests)
+    engines2, backend2 = fake_engines(responder)
+    with engines2:
+        second = run_profiles(recipe, engines2, tmp_path, cfg)
+    failed = sum(first.failed.values())
+    # Only the failed rows are asked again (each failure = 3 writer attempts), and they fail the same way.
+    assert len(backend2.requests) == 3 * failed < n_first
+    assert second.kept == first.kept and second.pool == first.pool
+    assert {p.profile_id for p in load_profiles(tmp_path / "profiles", pool_only=False)} == {
+        o["profile"]["profile_id"] for o in _checkpoints(tmp_path) if o["status"] == "ok"}
+
+
+def test_same_seed_same_pool(fake_engines, fakes, recipe, tmp_path):
+    cfg = ProfilesConfig(candidates=25, pool_size=6, benchmark_size=3)
+    pools = []
+    for i in range(2):
+        engines, _ = fake_engines(fakes.make_responder())
+        with engines:
+            run_profiles(recipe, engines, tmp_path / str(i), cfg)
+        pools.append([p.profile_id for p in load_profiles(tmp_path / str(i) / "profiles")])
+    assert pools[0] == pools[1] and len(pools[0]) == 6
