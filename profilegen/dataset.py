@@ -5,7 +5,7 @@ Layout of `<out>/profiles/`:
 - `profiles.parquet`  one `Profile` per row, nested parts as struct columns (loads with
   `datasets.load_dataset("parquet", data_files=...)`).
 - `case_summaries/<profile_id>.md`  the rendered case summary the patient prompt shows.
-- `pool_vs_population.md`, `summary.json`  written by the pipeline.
+- `pool_table.md` (pool vs population), `summary.json`, `failures.jsonl`, `provenance.json`  written by the pipeline.
 """
 
 from __future__ import annotations

@@ -8,7 +8,7 @@ distilabel's worker processes, else on the plain async path — both through the
 (`profilegen.generate`) and the same per-item checkpoints; stage 5 runs on the clean profiles.
 
 Writes `out_dir/profiles/`: profiles.parquet (kept profiles: clean and minor, with pool/benchmark flags),
-case_summaries/<id>.md, pool_vs_population.md, failures.jsonl, summary.json, provenance.json,
+case_summaries/<id>.md, pool_table.md (pool vs population, for the card), failures.jsonl, summary.json, provenance.json,
 checkpoints/.
 """
 
@@ -128,7 +128,7 @@ def _finish(job: _Job, engines: Any, outcomes: list[Outcome], runner: str, note:
     flagged = {p.profile_id: p for p in clean}
     kept = [flagged.get(p.profile_id, p) for p in kept]
     write_profiles(kept, folder)
-    atomic_write_text(folder / "pool_vs_population.md", report.markdown(clean, job.rates))
+    atomic_write_text(folder / "pool_table.md", report.markdown(clean, job.rates))
     atomic_write_jsonl(folder / "failures.jsonl", [o.failure.model_dump() for o in outcomes if o.failure])
     atomic_write_json(folder / "provenance.json", {
         **base_provenance(), "recipe": job.recipe_name, "seed": job.seed, "config": cfg.model_dump(mode="json"),

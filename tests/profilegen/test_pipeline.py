@@ -64,7 +64,7 @@ def test_run_writes_dataset_and_counts_everything(fake_engines, responder, recip
     assert {r.role for r in kept[0].provenance.roles} == {"profile_writer", "screener"}
     failures = [json.loads(line) for line in (folder / "failures.jsonl").read_text().splitlines()]
     assert len(failures) == failed and all("StructuredOutputError" in f["error"] for f in failures)
-    assert "| main_problem |" in (folder / "pool_vs_population.md").read_text()
+    assert "| main_problem |" in (folder / "pool_table.md").read_text()
     assert json.loads((folder / "summary.json").read_text())["kept"] == s.kept
     assert len(list((folder / "case_summaries").glob("*.md"))) == s.kept
     assert "api_key" not in (folder / "provenance.json").read_text().lower()

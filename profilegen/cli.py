@@ -1,0 +1,81 @@
+"""`mindsim profiles …` commands (issue 3 "Outputs and CLI"). The lead mounts `app` as
+`mindsim profiles`; `mindsim.cli.main` maps UserError to exit code 2 and EngineError to 1.
+
+    mindsim profiles RECIPE --out DIR            stages 1–5, writes DIR/profiles/ (resumes)
+    mindsim profiles fit-rates TABLE --out RATES fit a rates file from annotated patients
+
+`RECIPE` without a sub-command name runs `generate` (a small click group that defaults to it).
+"""
+
+from __future__ import annotations
+
+from pathlib import Path
+from typing import Optional
+
+import typer
+from rich.console import Console
+from typer.core import TyperGroup
+
+from mindcore.errors import ConfigError
+
+
+class _DefaultGenerate(TyperGroup):
+    """`profiles RECIPE …` means `profiles generate RECIPE …`; named sub-commands still work."""
+
+    def parse_args(self, ctx, args):  # type: ignore[no-untyped-def]
+        if args and args[0] not in self.commands and args[0] not in ("--help", "-h"):
+            args = ["generate", *args]
+        return super().parse_args(ctx, args)
+
+
+app = typer.Typer(cls=_DefaultGenerate, no_args_is_help=True, add_completion=False,
+                  help="Generate, screen and select patient profiles.")
+console = Console()
+
+
+@app.command("generate")
+def generate_cmd(
+    recipe: Path = typer.Argument(..., help="Recipe YAML with engines, roles and a profiles: section."),
+    out: Path = typer.Option(..., "--out", help="Run folder; profiles go to OUT/profiles/ (rerun resumes)."),
+    candidates: Optional[int] = typer.Option(None, help="Override profiles.candidates."),
+    pool_size: Optional[int] = typer.Option(None, help="Override profiles.pool_size."),
+    benchmark_size: Optional[int] = typer.Option(None, help="Override profiles.benchmark_size."),
+    personas: Optional[str] = typer.Option(None, help="Override profiles.personas (path, Hub id or 'synthetic')."),
+    distilabel: Optional[bool] = typer.Option(None, "--distilabel/--no-distilabel",
+                                              help="Override profiles.use_distilabel."),
+) -> None:
+    """Personas → anchors → 5P formulation → screen → pool and benchmark; writes a parquet dataset."""
+    from mindcore.engine import Engines
+    from mindcore.recipe import load_recipe
+    from profilegen.config import ProfilesConfig
+    from profilegen.pipeline import run_profiles
+
+    rec = load_recipe(recipe)
+    cfg = rec.section("profiles", ProfilesConfig)
+    overrides = {"candidates": candidates, "pool_size": pool_size, "benchmark_size": benchmark_size,
+                 "personas": personas, "use_distilabel": distilabel}
+    try:
+        cfg = ProfilesConfig.model_validate({**cfg.model_dump(), **{k: v for k, v in overrides.items() if v is not None}})
+    except ValueError as exc:
+        raise ConfigError(f"profiles options: {exc}") from exc
+    with Engines.from_config(rec.engines_config()) as engines:
+        run_profiles(rec, engines, out, cfg, console)
+
+
+@app.command("fit-rates")
+def fit_rates_cmd(
+    table: Path = typer.Argument(..., help="Annotated patients: CSV/TSV/JSONL/parquet with age_band, gender, "
+                                           "main, secondary (empty = none)."),
+    out: Path = typer.Option(..., "--out", help="Rates YAML to write (use it as profiles.rates)."),
+    strength: float = typer.Option(20.0, min=0.0, help="Pseudo-count pulling sparse cells toward their margins."),
+) -> None:
+    """Fit P(main | age band, gender) and P(secondary | main, age band, gender) from annotated patients."""
+    from mindcore.io import atomic_write_text
+    from profilegen.rates import dump_rates, fit_rates, read_table
+
+    rows = read_table(table)
+    rates = fit_rates(rows, strength=strength, where=str(table))
+    atomic_write_text(out, dump_rates(rates))
+    empty = sum(1 for r in rows if not r.get("secondary"))
+    console.print(f"fitted rates from {len(rows)} patients ({100 * empty / len(rows):.1f}% with no secondary "
+                  f"problem) → {out}")
