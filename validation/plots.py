@@ -93,7 +93,8 @@ def plot_arc(report: dict[str, Any], path: Path) -> Path:
         ax.set_xticks(x)
         ax.set_xlabel("stretch of the conversation")
     axes[0][0].set_ylabel("% of patient turns")
-    axes[0][-1].legend(loc="upper right", fontsize="small")
+    axes[0][0].set_ylim(bottom=0)
+    axes[0][-1].legend(loc="upper left", bbox_to_anchor=(1.02, 1.0), fontsize="small", frameon=False)
     return _save(fig, path)
 
 

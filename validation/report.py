@@ -97,7 +97,8 @@ def distance_table(report: dict[str, Any]) -> list[str]:
         points = [e["distance"] if isinstance(e, dict) else e for e in ests]
         finite = [p for p in points if p is not None]
         lowest = min(finite) if finite else None
-        cells = [_cell(e, p is not None and p == lowest) for e, p in zip(ests, points)]
+        # Bold marks the lowest of several systems; with one system there is nothing to rank.
+        cells = [_cell(e, len(names) > 1 and p is not None and p == lowest) for e, p in zip(ests, points)]
         lines.append(f"| {label} | " + " | ".join(cells) + f" | {_fmt(report['floor'].get(key))} |")
     return lines
 

@@ -37,7 +37,10 @@ def test_compare_writes_the_report_and_orders_systems_correctly(tmp_path, refere
     assert on_disk["counts"]["close"]["patients"] == 20 and on_disk["counts"]["far"]["patients"] == 40
     assert on_disk["arc"] == {} and report["systems"].keys() == on_disk["systems"].keys()
     md = (out / "report.md").read_text()
-    assert "| Words per turn |" in md and "**" in md and "| Floor |" in md
+    assert "| Words per turn |" in md and "| Floor |" in md
+    words_row = next(line for line in md.splitlines() if line.startswith("| Words per turn |"))
+    assert words_row.split(" | ")[1].startswith("**")  # "close" is lowest and marked; "far" is not
+    assert not words_row.split(" | ")[2].startswith("**")
     for png in ("features.png", "distances.png"):
         assert (out / png).stat().st_size > 5000
     # Only aggregates leave the module: no patient text in any output.
