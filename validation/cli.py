@@ -126,9 +126,12 @@ def compare_cmd(
             report = compare(None, sims, out, config, engines=engines)
     except UserError as exc:
         _fail(exc)
+    num = lambda x: "n/a" if x is None else f"{x:.3f}"  # noqa: E731 - undefined values are null
     for name, res in report["systems"].items():
         idx = res["index"]
-        typer.echo(f"{name}: index {idx['distance']:.3f} [{idx['ci'][0]:.3f}, {idx['ci'][1]:.3f}] (floor {report['floor']['index']:.3f})")
+        typer.echo(f"{name}: index {num(idx['distance'])} [{num(idx['ci'][0])}, {num(idx['ci'][1])}] (floor {num(report['floor'].get('index'))})")
+    for warning in report["warnings"]:
+        _err.print(f"[yellow]warning:[/yellow] {warning}")
     typer.echo(f"wrote {out / 'report.md'} and {out / 'report.json'}")
 
 
