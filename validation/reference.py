@@ -180,7 +180,8 @@ def load_reference(path: str | Path) -> Measured:
     return Measured(
         name=str(meta.pop("name", path.stem)),
         values=values,
-        patients=table.column("patient_index").to_numpy().astype(np.int64),
+        # Renumbered 0..P-1: the bootstrap draws P patients, so a gap would act as a phantom patient.
+        patients=np.unique(table.column("patient_index").to_numpy(), return_inverse=True)[1].astype(np.int64),
         patient_turns=table.column("patient_turns").to_numpy().astype(np.int64),
         arc_counts=arc_counts,
         meta=meta,
