@@ -13,6 +13,13 @@ import pyarrow as pa
 import pyarrow.parquet as pq
 
 
+def _umask_mode() -> int:
+    # mkstemp creates files 0600; published outputs should get the usual permissions instead.
+    mask = os.umask(0)
+    os.umask(mask)
+    return 0o666 & ~mask
+
+
 def atomic_write_bytes(path: str | os.PathLike, data: bytes) -> Path:
     path = Path(path)
     path.parent.mkdir(parents=True, exist_ok=True)
@@ -22,6 +29,7 @@ def atomic_write_bytes(path: str | os.PathLike, data: bytes) -> Path:
             f.write(data)
             f.flush()
             os.fsync(f.fileno())
+        os.chmod(tmp, _umask_mode())
         os.replace(tmp, path)
     except BaseException:
         Path(tmp).unlink(missing_ok=True)
@@ -50,6 +58,7 @@ def atomic_write_parquet(path: str | os.PathLike, rows: list[dict[str, Any]] | p
     os.close(fd)
     try:
         pq.write_table(table, tmp)
+        os.chmod(tmp, _umask_mode())
         os.replace(tmp, path)
     except BaseException:
         Path(tmp).unlink(missing_ok=True)
