@@ -48,6 +48,10 @@ class SimulationConfig(BaseModel):
     message_max_tokens: int | None = Field(
         120, ge=8, description="Token cap on each patient message (small models loop otherwise)"
     )
+    scenario_max_tokens: int | None = Field(
+        900, ge=64, description="Token budget of one scenario JSON (the role's own max_tokens may be too small)"
+    )
+    memory_max_tokens: int | None = Field(1200, ge=64, description="Token budget of one memory rewrite")
     agenda_plain: bool = Field(
         False, description="Patient names agenda items in own words only (the template's agenda_plain switch)"
     )

@@ -120,7 +120,9 @@ class MemoryResult:
     failed: bool = False
 
 
-async def compact_memory(client, prior: list[str], transcript: str, cap: int, retries: int) -> MemoryResult:
+async def compact_memory(
+    client, prior: list[str], transcript: str, cap: int, retries: int, *, max_tokens: int | None = None
+) -> MemoryResult:
     """Rewrite the log to cover the session just ended; re-ask with the broken rules, then repair."""
     prompt = render(
         "memory/compact.jinja2", prior_log=format_log(prior), transcript=transcript, max_entries=cap
@@ -130,7 +132,7 @@ async def compact_memory(client, prior: list[str], transcript: str, cap: int, re
     new: list[str] = []
     for attempt in range(1, retries + 2):
         try:
-            reply = await client.chat(messages)
+            reply = await client.chat(messages, **({"max_tokens": max_tokens} if max_tokens else {}))
         except EngineError as exc:
             problems = [f"memory compactor failed: {exc}"]
             return MemoryResult(repair_log(prior, [], cap), attempt, True, problems, failed=True)

@@ -25,16 +25,16 @@ class Scenario(BaseModel):
     """What brings the patient to one session."""
 
     model_config = ConfigDict(extra="forbid")
-    event: str = Field(min_length=1, max_length=700, description="What has happened recently, 2-4 concrete sentences")
+    event: str = Field(min_length=1, max_length=500, description="What has happened recently, 2-4 concrete sentences")
     automatic_thoughts: list[str] = Field(
         min_length=2, max_length=4, description="2-4 first-person thoughts, one clause each"
     )
     behaviors: list[str] = Field(min_length=2, max_length=4, description="2-4 things the patient did")
     physical: list[str] = Field(default_factory=list, max_length=3, description="0-3 bodily signs")
     opening_message: str = Field(
-        min_length=1, max_length=240, description="The literal first message typed into the chat"
+        min_length=1, max_length=200, description="The literal first message typed into the chat"
     )
-    goal: str = Field(min_length=1, max_length=240, description="What the patient wants from this conversation")
+    goal: str = Field(min_length=1, max_length=200, description="What the patient wants from this conversation")
     checkpoints: list[str] = Field(min_length=1, max_length=3, description="1-3 short concrete topic phrases")
 
     def as_text(self) -> str:
@@ -54,28 +54,29 @@ class _ScenarioDraft(Scenario):
     """The schema sent to the writer: list items carry a maxLength so a small model cannot loop in one."""
 
     automatic_thoughts: list[str] = Field(
-        min_length=2, max_length=4, json_schema_extra={"items": {"type": "string", "maxLength": 160}},
+        min_length=2, max_length=4, json_schema_extra={"items": {"type": "string", "maxLength": 120}},
         description="2-4 first-person thoughts, one clause each",
     )
     behaviors: list[str] = Field(
-        min_length=2, max_length=4, json_schema_extra={"items": {"type": "string", "maxLength": 160}},
+        min_length=2, max_length=4, json_schema_extra={"items": {"type": "string", "maxLength": 120}},
         description="2-4 things the patient did",
     )
     physical: list[str] = Field(
-        default_factory=list, max_length=3, json_schema_extra={"items": {"type": "string", "maxLength": 100}},
+        default_factory=list, max_length=3, json_schema_extra={"items": {"type": "string", "maxLength": 80}},
         description="0-3 bodily signs",
     )
     checkpoints: list[str] = Field(
-        min_length=1, max_length=3, json_schema_extra={"items": {"type": "string", "maxLength": 60}},
+        min_length=1, max_length=3, json_schema_extra={"items": {"type": "string", "maxLength": 50}},
         description="1-3 short concrete topic phrases",
     )
 
 
-async def _write(client, prompt: str) -> Scenario:
+async def _write(client, prompt: str, max_tokens: int | None) -> Scenario:
     messages = [{"role": "system", "content": prompt}, {"role": "user", "content": "Write the situation now, as JSON."}]
-    draft = await client.structured(messages, _ScenarioDraft, schema_name="Scenario")
+    sampling = {"max_tokens": max_tokens} if max_tokens else {}
+    draft = await client.structured(messages, _ScenarioDraft, schema_name="Scenario", **sampling)
     data = draft.model_dump()
-    for key, limit in (("automatic_thoughts", 160), ("behaviors", 160), ("physical", 100), ("checkpoints", 60)):
+    for key, limit in (("automatic_thoughts", 120), ("behaviors", 120), ("physical", 80), ("checkpoints", 50)):
         data[key] = _clip_items(data[key], limit)
     try:
         return Scenario.model_validate(data)
@@ -86,7 +87,7 @@ async def _write(client, prompt: str) -> Scenario:
         ) from exc
 
 
-async def first_scenario(client, profile: Profile, plan: SessionPlan) -> Scenario:
+async def first_scenario(client, profile: Profile, plan: SessionPlan, max_tokens: int | None = None) -> Scenario:
     prompt = render(
         FIRST_TEMPLATE,
         writer_brief=profile.writer_brief,
@@ -95,7 +96,7 @@ async def first_scenario(client, profile: Profile, plan: SessionPlan) -> Scenari
         emotion=plan.emotion,
         register_lines=register_lines(profile),
     )
-    return await _write(client, prompt)
+    return await _write(client, prompt, max_tokens)
 
 
 async def next_scenario(
@@ -105,6 +106,7 @@ async def next_scenario(
     previous_transcript: list[dict[str, str]],
     plan: SessionPlan,
     leftover: list[str],
+    max_tokens: int | None = None,
 ) -> Scenario:
     prompt = render(
         NEXT_TEMPLATE,
@@ -117,4 +119,4 @@ async def next_scenario(
         beat=plan.beat or "",
         register_lines=register_lines(profile),
     )
-    return await _write(client, prompt)
+    return await _write(client, prompt, max_tokens)

@@ -98,7 +98,8 @@ async def run_session(
 
     exchange = counsellor.history[1:]
     mem = await compact_memory(
-        roles.memory_compactor, memory, transcript_text(exchange), config.memory_max_entries, config.memory_retries
+        roles.memory_compactor, memory, transcript_text(exchange), config.memory_max_entries, config.memory_retries,
+        max_tokens=config.memory_max_tokens,
     )
     return SessionRecord(
         session_id=sid,
@@ -155,10 +156,11 @@ async def run_arc(
         if done is None:
             prev = records[-1] if records else None
             if prev is None:
-                scenario = await first_scenario(roles.scenario_writer, profile, plan)
+                scenario = await first_scenario(roles.scenario_writer, profile, plan, config.scenario_max_tokens)
             else:
                 scenario = await next_scenario(
-                    roles.scenario_writer, profile, prev.scenario, prev.transcript(), plan, prev.agenda.open
+                    roles.scenario_writer, profile, prev.scenario, prev.transcript(), plan, prev.agenda.open,
+                    config.scenario_max_tokens,
                 )
             memory = prev.memory_after if prev else []
             done = await run_session(

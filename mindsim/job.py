@@ -1,0 +1,180 @@
+"""The main job (`mindsim run RECIPE --out DIR`): personas → anchors → profiles → screen → pool →
+multi-session arcs → validation against reference statistics → a dataset folder with its card.
+
+Each stage checkpoints its own finished work, so rerunning the same command after an interruption
+resumes where it stopped. `run.json` records the run id and a hash of the recipe: resuming into a
+folder made by a different recipe is refused rather than silently mixed.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import json
+import uuid
+from collections import defaultdict
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+from pydantic import BaseModel, ConfigDict, Field
+from rich.console import Console
+
+from mindcore.engine import Engines
+from mindcore.errors import ConfigError, InputError
+from mindcore.io import atomic_write_json, read_jsonl
+from mindcore.provenance import base_provenance
+from mindcore.recipe import Recipe, load_recipe
+from mindsim.cards import build_dataset_folder
+from mindsim.config import SimulationConfig
+from mindsim.simulate import run_simulation
+from profilegen.config import ProfilesConfig
+from profilegen.dataset import load_profiles
+from profilegen.pipeline import run_profiles
+from validation.compare import compare
+from validation.config import ValidationConfig, shipped_reference_path
+
+console = Console(stderr=True)
+
+
+class OutputConfig(BaseModel):
+    """The recipe's `output:` section: how the dataset is named on the card."""
+
+    model_config = ConfigDict(extra="forbid")
+    pretty_name: str | None = Field(None, description="Dataset title on the card")
+    repo_id: str | None = Field(None, description="OWNER/NAME the card's loading example uses")
+
+
+@dataclass
+class JobSummary:
+    run_id: str
+    outputs: dict[str, Path] = field(default_factory=dict)
+    info: dict[str, Any] = field(default_factory=dict)
+
+
+def _recipe_hash(recipe: Recipe) -> str:
+    return hashlib.sha256(json.dumps(recipe.model_dump(mode="json"), sort_keys=True).encode()).hexdigest()[:16]
+
+
+def _open_run(out_dir: Path, recipe: Recipe) -> dict[str, Any]:
+    run_json = out_dir / "run.json"
+    h = _recipe_hash(recipe)
+    if run_json.is_file():
+        info = json.loads(run_json.read_text())
+        if info.get("recipe_hash") != h:
+            raise ConfigError(
+                f"{out_dir} holds a run of a different recipe ({info.get('recipe', {}).get('name')!r}, "
+                f"hash {info.get('recipe_hash')}); use a new --out folder, or delete this one to start over"
+            )
+        return info
+    info = {"run_id": uuid.uuid4().hex[:16], "recipe_hash": h, "status": "running"}
+    out_dir.mkdir(parents=True, exist_ok=True)
+    atomic_write_json(run_json, info)
+    return info
+
+
+def _sims_by_counsellor(transcripts: Path) -> dict[str, list[dict[str, Any]]]:
+    by: dict[str, list[dict[str, Any]]] = defaultdict(list)
+    for _, row in read_jsonl(transcripts):
+        by[f"mindsim/{row.get('counsellor', 'counsellor')}"].append(row)
+    if not by:
+        raise InputError(f"{transcripts}: no finished sessions to validate (see sessions/summary.json for failures)")
+    return dict(by)
+
+
+def _prompt_hashes(out_dir: Path, arc: bool) -> dict[str, str]:
+    """Template → hash for every prompt this run's rows record."""
+    import pyarrow.parquet as pq
+
+    hashes: dict[str, str] = {}
+    prof = out_dir / "profiles" / "profiles.parquet"
+    if prof.is_file():
+        for row in pq.read_table(prof, columns=["provenance"]).to_pylist():
+            hashes.update({p["template"]: p["sha256"] for p in (row["provenance"] or {}).get("prompts") or []})
+    sess = out_dir / "sessions" / "sessions.parquet"
+    if sess.is_file():
+        for row in pq.read_table(sess, columns=["prompts"]).to_pylist():
+            hashes.update({k: v for k, v in (row["prompts"] or {}).items() if v})
+    if arc:
+        from mindcore.prompts import template_hash
+        from validation.arc import SYSTEM_TEMPLATE, TURN_TEMPLATE
+
+        hashes.update({t: template_hash(t) for t in (SYSTEM_TEMPLATE, TURN_TEMPLATE)})
+    return hashes
+
+
+def run_job(recipe_path: Path, out_dir: Path) -> JobSummary:
+    recipe = load_recipe(recipe_path)
+    # Every section is validated before any engine starts, so a typo costs nothing.
+    pcfg = recipe.section("profiles", ProfilesConfig)
+    scfg = recipe.section("simulation", SimulationConfig)
+    vcfg = recipe.section("validation", ValidationConfig)
+    ocfg = recipe.section("output", OutputConfig)
+    out_dir = Path(out_dir)
+    info = _open_run(out_dir, recipe)
+
+    with Engines.from_config(recipe.engines_config()) as engines:
+        console.rule("[bold]1–5 · profiles")
+        psum = run_profiles(recipe, engines, out_dir, pcfg)
+        profiles = load_profiles(out_dir / "profiles", pool_only=scfg.pool_only)
+        console.rule("[bold]6 · multi-session simulation")
+        ssum = run_simulation(profiles, engines, scfg, out_dir, recipe.seed)
+        console.rule("[bold]7 · validation")
+        sims = _sims_by_counsellor(out_dir / "transcripts" / "transcripts.jsonl")
+        compare(vcfg.reference, sims, out_dir / "validation", vcfg, engines=engines if vcfg.arc else None)
+        roles = engines.describe()
+        backends = {name: engines.backend(name).describe() for name in recipe.engines}
+        usage = engines.ledger.summary()
+
+    reference_is_mibot = vcfg.reference_path().resolve() == shipped_reference_path().resolve()
+    info.update(
+        {
+            "status": "finished",
+            "recipe": {"name": recipe.name, "path": str(recipe_path), "seed": recipe.seed, **recipe.model_dump(mode="json", exclude={"path"})},
+            "provenance": base_provenance(),
+            "engines": roles,
+            "engine_backends": backends,
+            "usage": usage,
+            "persona_source": psum.persona_source,
+            "rates_note": "the shipped illustrative prior — not the paper's fitted rates"
+            if pcfg.rates is None
+            else f"fitted rates from {pcfg.rates}",
+            "prompt_hashes": _prompt_hashes(out_dir, vcfg.arc),
+            "schedule_settings": {
+                "sessions per patient": scfg.sessions,
+                "turn cap": scfg.turn_cap,
+                "gap before follow-ups (hours)": f"{scfg.min_gap_hours:g}–{scfg.max_gap_hours:g}",
+                "counsellors": ", ".join(ssum["counsellors"]),
+                "memory cap (entries)": scfg.memory_max_entries,
+                "seed": recipe.seed,
+            },
+            "counts": {
+                "personas read": psum.personas_read,
+                "under-18 personas skipped": psum.skipped_under_18,
+                "candidate profiles": psum.candidates,
+                "profiles kept (clean + minor)": psum.kept,
+                "profiles dropped as serious": psum.dropped_serious,
+                "profile failures (engine or invalid output)": sum(psum.failed.values()),
+                "pool / benchmark patients": f"{psum.pool} / {psum.benchmark}",
+                "sessions written / expected": f"{ssum['sessions_written']} / {ssum['sessions_expected']}",
+                "failed arcs": len(ssum["failed_arcs"]),
+                "sessions the patient ended": ssum["ended_by_patient"],
+                "rejected move commits": ssum["rejected_commits"],
+            },
+            "reference_is_mibot": reference_is_mibot,
+            "notices": [str(shipped_reference_path().with_name("MIBOT_NOTICE.md"))] if reference_is_mibot else [],
+            "pretty_name": ocfg.pretty_name,
+            "repo_id": ocfg.repo_id,
+        }
+    )
+    atomic_write_json(out_dir / "run.json", info)
+    dataset = build_dataset_folder(out_dir, info)
+    outputs = {
+        "profiles": out_dir / "profiles" / "profiles.parquet",
+        "pool table": out_dir / "profiles" / "pool_table.md",
+        "sessions": out_dir / "sessions" / "sessions.parquet",
+        "transcripts": out_dir / "transcripts" / "transcripts.jsonl",
+        "validation report": out_dir / "validation" / "report.md",
+        "dataset + card": dataset / "README.md",
+        "provenance": out_dir / "run.json",
+    }
+    return JobSummary(run_id=info["run_id"], outputs={k: v for k, v in outputs.items() if v.exists()}, info=info)
