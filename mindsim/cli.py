@@ -114,10 +114,9 @@ def main(argv: list[str] | None = None) -> int:
         return exc.exit_code
     except SystemExit as exc:
         return int(exc.code or 0)
-    except Exception as exc:  # click usage errors arrive here in non-standalone mode
-        import click
-
-        if isinstance(exc, click.ClickException):
+    except Exception as exc:
+        # Usage errors from typer's bundled click: shown the usual way, exit code 2.
+        if callable(getattr(exc, "show", None)) and hasattr(exc, "exit_code"):
             exc.show()
             return 2
         raise

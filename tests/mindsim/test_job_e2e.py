@@ -1,0 +1,157 @@
+"""The main job end to end on the real embedded engine (a tiny recipe: every stage, few calls), and
+what users do with its output: load the dataset configs, read the card, export, publish."""
+
+from __future__ import annotations
+
+import json
+import shutil
+from pathlib import Path
+
+import pyarrow as pa
+import pyarrow.parquet as pq
+import pytest
+
+from mindcore.errors import ConfigError
+from mindsim.cards import MANIFEST
+from mindsim.job import run_job
+
+pytestmark = pytest.mark.embedded
+
+TINY = Path(__file__).resolve().parents[1] / "data" / "tiny.yaml"
+
+
+@pytest.fixture(scope="module")
+def run_dir(tmp_path_factory):
+    out = tmp_path_factory.mktemp("run")
+    summary = run_job(TINY, out)
+    assert summary.info["status"] == "finished"
+    return out
+
+
+def test_every_stage_wrote_its_output(run_dir):
+    for rel in ("profiles/profiles.parquet", "sessions/sessions.parquet", "transcripts/transcripts.jsonl",
+                "validation/report.json", "validation/report.md", "dataset/README.md", "run.json"):
+        assert (run_dir / rel).is_file(), rel
+    info = json.loads((run_dir / "run.json").read_text())
+    assert info["engines"]["patient"]["engine"] == "local"
+    assert any(k.startswith("patient/") for k in info["prompt_hashes"])
+    assert info["usage"]["patient"]["calls"] > 0
+    report = json.loads((run_dir / "validation" / "report.json").read_text())
+    assert "mindsim/counsellor" in report["systems"]
+
+
+def test_dataset_configs_load_with_datasets(run_dir):
+    from datasets import load_dataset
+
+    manifest = json.loads((run_dir / "dataset" / MANIFEST).read_text())
+    assert {"profiles", "sessions", "transcripts", "validation"} <= set(manifest["configs"])
+    for name, meta in manifest["configs"].items():
+        ds = load_dataset(str(run_dir / "dataset"), name, split="train")
+        assert ds.num_rows == meta["rows"] > 0
+        assert set(ds["run_id"]) == {manifest["run_id"]}
+
+
+def test_card_has_every_section(run_dir):
+    card = (run_dir / "dataset" / "README.md").read_text()
+    header = card.split("---")[1]
+    for key in ("license: cc-by-sa-4.0", "configs:", "task_categories:", "size_categories:", "tags:"):
+        assert key in header
+    for section in ("## What is in it", "## How it was made", "### Engines and models per role", "### Prompt templates",
+                    "### Schedule settings", "### Counts", "### Screening verdicts", "### Pool against the clean population",
+                    "### Realism against the reference", "## Intended use and limits", "## Attribution and licence"):
+        assert section in card, section
+    assert "SmolLM2" in card and "MIBot" in card and "images/" in card
+    assert (run_dir / "dataset" / "MIBOT_NOTICE.md").is_file()
+
+
+def test_rerun_resumes_and_other_recipe_is_refused(run_dir, tmp_path):
+    before = pq.read_table(run_dir / "sessions" / "sessions.parquet").column("session_id").to_pylist()
+    run_id = json.loads((run_dir / "run.json").read_text())["run_id"]
+    summary = run_job(TINY, run_dir)
+    after = pq.read_table(run_dir / "sessions" / "sessions.parquet").column("session_id").to_pylist()
+    assert summary.run_id == run_id and sorted(after) == sorted(before)
+    other = tmp_path / "other.yaml"
+    other.write_text(TINY.read_text().replace("name: tiny", "name: other"))
+    with pytest.raises(ConfigError, match="different recipe"):
+        run_job(other, run_dir)
+
+
+def test_exports_have_the_right_shape(run_dir, tmp_path):
+    from mindsim.export import sft_rows, patient_rows, write_rows
+
+    sessions = {r["session_id"]: r for r in pq.read_table(run_dir / "sessions" / "sessions.parquet").to_pylist()}
+    sft = sft_rows(run_dir)
+    assert sft
+    for row in sft:
+        msgs = row["messages"]
+        assert msgs[0] == {"role": "system", "content": sessions[row["session_id"]]["counsellor_system_prompt"]}
+        assert [m["role"] for m in msgs[1:3]] == ["user", "assistant"]
+        assert {m["role"] for m in msgs[1:]} <= {"user", "assistant"}
+    pat = patient_rows(run_dir)
+    assert len(pat) == len(sessions)
+    assert any(m.get("tool_calls") for r in pat for m in r["messages"])
+    assert all(r["profile_summary"] for r in pat)
+    assert all(m["role"] in {"system", "user", "assistant", "tool"} for r in pat for m in r["messages"])
+    for suffix in ("jsonl", "parquet"):
+        path = write_rows(sft, tmp_path / f"sft.{suffix}")
+        assert path.stat().st_size > 0
+    assert len(pq.read_table(tmp_path / "sft.parquet")) == len(sft)
+
+
+def _copy_dataset(run_dir: Path, tmp_path: Path) -> Path:
+    dest = tmp_path / "dataset"
+    shutil.copytree(run_dir / "dataset", dest)
+    return dest
+
+
+def test_publish_dry_run_checks_and_loads(run_dir, capsys):
+    from mindsim.cli import main
+
+    assert main(["publish", str(run_dir), "--repo-id", "someone/tiny", "--dry-run"]) == 0
+    out = capsys.readouterr().out
+    assert "dry run" in out and "profiles" in out
+
+
+def test_publish_refuses_foreign_files_and_reference_text(run_dir, tmp_path, shared_dir):
+    from mindsim.publish import PublishRefused, check_folder
+
+    ds = _copy_dataset(run_dir, tmp_path)
+    check_folder(ds)  # clean as written
+    (ds / "notes.jsonl").write_text("{}\n")
+    with pytest.raises(PublishRefused, match="notes.jsonl: not written by the toolkit"):
+        check_folder(ds)
+    (ds / "notes.jsonl").unlink()
+
+    # Reference conversations smuggled into the transcripts config, even stamped with this run's id.
+    mibot = shared_dir / "reference" / "mibot" / "conversations.jsonl"
+    line = json.loads(mibot.read_text().splitlines()[0])
+    table = pq.read_table(ds / "data" / "transcripts.parquet")
+    run_id = table.column("run_id")[0].as_py()
+    forged = pa.Table.from_pylist(
+        [{"id": "x", "messages": [{"role": m["role"], "content": m["content"]} for m in line["messages"]], "run_id": run_id}]
+    ).replace_schema_metadata(table.schema.metadata)
+    pq.write_table(forged, ds / "data" / "transcripts.parquet")
+    with pytest.raises(PublishRefused) as info:
+        check_folder(ds, [mibot])
+    assert "transcripts.parquet: changed after the toolkit wrote it" in str(info.value)
+    assert "match reference transcript messages" in str(info.value)
+
+
+def test_stubbed_push_sends_files_and_never_shows_the_token(run_dir, tmp_path, monkeypatch, capsys, caplog):
+    from hub_stub import HubStub
+    from mindsim.cli import main
+
+    secret = "hf_TESTSECRET_do_not_print_0123456789"
+    monkeypatch.setenv("HF_TOKEN", secret)
+    with HubStub() as hub:
+        monkeypatch.setenv("HF_ENDPOINT", hub.endpoint)
+        code = main(["publish", str(run_dir / "dataset"), "--repo-id", "someone/tiny", "--private"])
+    captured = capsys.readouterr()
+    assert code == 0, captured.err
+    manifest = json.loads((run_dir / "dataset" / MANIFEST).read_text())
+    assert set(hub.files) == set(manifest["files"]) | {MANIFEST}
+    assert hub.files["README.md"] == (run_dir / "dataset" / "README.md").read_bytes()
+    assert hub.created and hub.created[0]["private"] is True and hub.created[0]["type"] == "dataset"
+    assert all(r["auth"] == f"Bearer {secret}" for r in hub.requests)
+    assert secret not in captured.out + captured.err + caplog.text
+    assert not any(secret in p.read_text(errors="ignore") for p in run_dir.rglob("*") if p.is_file() and p.stat().st_size < 5_000_000)
