@@ -1,0 +1,59 @@
+"""Tests for scenario writing (mindsim/scenario.py): what the writer is shown for the first and later
+sessions, and how off-shape output is handled."""
+
+from __future__ import annotations
+
+import asyncio
+
+import pytest
+
+from mindcore.engine import Engines
+from mindcore.errors import StructuredOutputError
+from mindcore.fake import FakeBackend
+from mindsim.config import SimulationConfig
+from mindsim.scenario import Scenario, first_scenario
+from mindsim.simulate import run_simulation
+from simfakes import SCENARIO, SimResponder, make_profile
+
+
+def test_writer_sees_core_belief_gap_leftovers_beat_and_transcript(tmp_path):
+    backend = FakeBackend(SimResponder(todo=False, end_after=2))
+    config = SimulationConfig(sessions=2, turn_cap=4)
+    with Engines.with_backend(backend) as engines:
+        run_simulation([make_profile("p1")], engines, config, tmp_path, seed=2)
+    prompts = [r.messages[0]["content"] for r in backend.requests if r.schema_name == "Scenario"]
+    assert len(prompts) == 2
+    first, later = prompts
+    assert "waste of space" in first and "waste of space" in later  # the writer alone sees the core belief
+    assert "Lowercase, abbreviations" in first  # the patient's register shapes the opener
+    from mindsim.schedule import draw_schedule
+
+    plan = draw_schedule("p1", 2, config).sessions[1]
+    assert f"exactly {plan.gap_text} has passed" in later and plan.beat in later
+    assert "- the rejection email" in later and "- my sister" in later  # never reached: no todo calls
+    assert "Patient: hey. rough week" in later and "Counsellor: That sounds hard." in later
+    assert SCENARIO["event"] in later  # the previous situation
+    patient_prompts = {r.messages[0]["content"] for r in backend.requests if r.role == "patient"}
+    assert not any("waste of space" in p for p in patient_prompts)
+
+
+def test_blank_items_are_counted_as_a_failure_not_kept():
+    bad = {**SCENARIO, "automatic_thoughts": ["  ", "x"]}
+    backend = FakeBackend(lambda req: bad)
+    plan_cfg = SimulationConfig(sessions=1)
+    from mindsim.schedule import draw_schedule
+
+    plan = draw_schedule("p1", 0, plan_cfg).sessions[0]
+    with Engines.with_backend(backend) as engines:
+        with pytest.raises(StructuredOutputError, match="blank"):
+            asyncio.run(first_scenario(engines.role("scenario_writer"), make_profile(), plan, 500))
+    assert backend.requests[0].max_tokens == 500
+
+
+def test_scenario_schema_bounds_every_string():
+    from mindsim.scenario import _ScenarioDraft
+
+    props = _ScenarioDraft.model_json_schema()["properties"]
+    for name, prop in props.items():
+        bound = prop.get("maxLength") or prop.get("items", {}).get("maxLength")
+        assert bound, f"{name} has no maxLength: the small model loops without one"
