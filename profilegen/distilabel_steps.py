@@ -13,8 +13,7 @@ each batch costs ~0.25 s of re-serialisation in the parent. Revisions are a loop
 than unrolled DAG steps because a revision is needed only for the few serious rows.
 """
 
-from __future__ import annotations
-
+# No `from __future__ import annotations` here: distilabel reads `process`'s real `StepInput` hint.
 import asyncio
 import os
 from pathlib import Path
@@ -100,7 +99,7 @@ class WriteAndScreen(Step):
         yield [{**item, "outcome": o.model_dump_json()} for item, o in zip(inputs, outcomes)]
 
 
-def build_pipeline(engines: Any, rows: list[AnchoredRow], cfg: Any, prov: Provenance, checkpoint_dir: Path):
+def build_pipeline(engines: Any, rows: list[AnchoredRow], cfg: Any, prov: Provenance, checkpoint_dir: Path) -> Any:
     """The distilabel pipeline for stages 3–4 (not run)."""
     from distilabel.pipeline import Pipeline
 

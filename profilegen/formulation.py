@@ -40,30 +40,31 @@ class _Draft(BaseModel):
 
 @lru_cache(maxsize=1)
 def draft_model() -> type[BaseModel]:
-    """The writer's output schema, with label enums from the current vocabularies."""
+    """The writer's output schema, with label enums from the current vocabularies. Text limits are
+    tighter than the stored row's: the worst case (~650 tokens) must fit a small model's budget."""
     voc = load_vocabularies()
     text = lambda n, d: (str, Field(min_length=3, max_length=n, description=d))  # noqa: E731
     pre = create_model("DraftPredisposing", __base__=_Draft,
                        label=(_enum(voc.predisposing), Field(description="Predisposing label.")),
-                       history=text(300, "Short history of this vulnerability in the client's life."))
+                       history=text(200, "Short history of this vulnerability in the client's life."))
     prec = create_model("DraftPrecipitating", __base__=_Draft,
                         label=(_enum(voc.precipitating), Field(description="Precipitating label.")),
-                        when=text(60, "When it happened, e.g. 'three months ago'."),
-                        what_changed=text(300, "What happened and what changed afterwards."))
+                        when=text(40, "When it happened, e.g. 'three months ago'."),
+                        what_changed=text(200, "What happened and what changed afterwards."))
     prot = create_model("DraftProtective", __base__=_Draft,
                         label=(_enum(voc.protective), Field(description="Protective label.")),
-                        detail=text(200, "How it shows up for this client."))
+                        detail=text(140, "How it shows up for this client."))
     cope = create_model("DraftCoping", __base__=_Draft,
                         label=(_enum(voc.coping), Field(description="Coping label.")),
-                        situation=text(200, "The concrete situation in which it shows up."))
+                        situation=text(140, "The concrete situation in which it shows up."))
     belief = create_model("DraftCoreBelief", __base__=_Draft,
                           cluster=(_enum(voc.core_beliefs), Field(description="Core-belief cluster.")),
-                          history=text(300, "The history the belief is the conclusion of."),
-                          belief=text(160, "The belief in the client's own words, first person."))
+                          history=text(200, "The history the belief is the conclusion of."),
+                          belief=text(120, "The belief in the client's own words, first person."))
     return create_model(
         "FormulationDraft", __base__=_DraftChecks,
-        summary=text(400, "Short clinical summary of the presenting problem."),
-        goal=text(200, "The client's overall goal, in plain words."),
+        summary=text(240, "Short clinical summary of the presenting problem."),
+        goal=text(120, "The client's overall goal, in plain words."),
         predisposing=(list[pre], Field(min_length=1, max_length=2, description="One or two vulnerabilities.")),
         precipitating=(prec, Field(description="Exactly one recent event.")),
         protective=(list[prot], Field(min_length=1, max_length=3, description="One to three resources.")),
