@@ -61,6 +61,19 @@ class ProfilesSummary(BaseModel):
     poor_qol_floor: int = Field(description="Poor-QoL patients the pool must hold.")
     poor_qol_in_pool: int = Field(description="Poor-QoL patients the pool holds.")
     usage: dict[str, Any] = Field(default_factory=dict, description="Token and latency ledger per role.")
+    warnings: list[str] = Field(default_factory=list, description="Setup problems worth fixing before a real run.")
+
+
+# The writer's JSON needs ~650 tokens at its text limits; a smaller budget truncates it into failures.
+WRITER_MIN_TOKENS = 700
+
+
+def _budget_warnings(engines: Any) -> list[str]:
+    budget = engines.role("profile_writer").spec.max_tokens
+    if budget is not None and budget < WRITER_MIN_TOKENS:
+        return [f"roles.profile_writer.max_tokens is {budget}; the formulation JSON needs up to ~{WRITER_MIN_TOKENS} "
+                f"tokens, so long answers will be cut off and counted as failures — set it to 900 or more"]
+    return []
 
 
 def _provenance(engines: Any, seed: int) -> Provenance:
@@ -104,6 +117,7 @@ class _Job(BaseModel):
     rows: list[AnchoredRow]
     prov: Provenance
     recipe_name: str | None
+    warnings: list[str]
 
 
 def _prepare(recipe: Any, engines: Any, out_dir: str | Path, config: ProfilesConfig | None) -> _Job:
@@ -115,7 +129,8 @@ def _prepare(recipe: Any, engines: Any, out_dir: str | Path, config: ProfilesCon
     rates = load_rates(cfg.rates)
     return _Job(cfg=cfg, seed=seed, folder=folder, checkpoints=CheckpointDir(folder / "checkpoints"),
                 personas=personas, rates=rates, rows=anchor_personas(personas.rows, rates, seed),
-                prov=_provenance(engines, seed), recipe_name=getattr(recipe, "name", None))
+                prov=_provenance(engines, seed), recipe_name=getattr(recipe, "name", None),
+                warnings=_budget_warnings(engines))
 
 
 def _finish(job: _Job, engines: Any, outcomes: list[Outcome], runner: str, note: str,
@@ -145,12 +160,14 @@ def _finish(job: _Job, engines: Any, outcomes: list[Outcome], runner: str, note:
         discarded_quotes=sum(s.discarded_faults for s in screens),
         kept=len(kept), pool=len(sel.pool), benchmark=len(sel.benchmark), cover_size=sel.cover_size,
         distinct_values=sel.n_values, uncovered=sel.uncovered, poor_qol_floor=sel.poor_floor,
-        poor_qol_in_pool=sel.poor_in_pool, usage=engines.ledger.summary(),
+        poor_qol_in_pool=sel.poor_in_pool, usage=engines.ledger.summary(), warnings=job.warnings,
     )
     atomic_write_json(folder / "summary.json", summary.model_dump(mode="json"))
     if clean:
         report.print_table(clean, job.rates, console)
     console.print(_summary_line(summary))
+    for w in summary.warnings:
+        console.print(f"[yellow]warning:[/yellow] {w}")
     return summary
 
 
@@ -159,6 +176,8 @@ def run_profiles(recipe: Any, engines: Any, out_dir: str | Path, config: Profile
     """Run stages 1–5 and write `out_dir/profiles/`. Synchronous; call it from the main thread (distilabel
     installs signal handlers and starts worker processes)."""
     job = _prepare(recipe, engines, out_dir, config)
+    for w in job.warnings:
+        (console or Console()).print(f"[yellow]warning:[/yellow] {w}")
     note = _can_share(engines) if job.cfg.use_distilabel else "use_distilabel is false"
     if job.cfg.use_distilabel and not note:
         from profilegen.distilabel_steps import run_distilabel

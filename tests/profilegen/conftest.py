@@ -65,3 +65,18 @@ def recipe():
     """A minimal recipe (seed 7); tests bind engines themselves."""
     return Recipe(name="test", seed=7, engines={"local": {"kind": "embedded"}},
                   roles={"default": {"engine": "local"}})
+
+
+@pytest.fixture
+def profile_engines(embedded_engines):
+    """The session's embedded server with the profile roles' budgets (the writer's JSON needs ~650 tokens)."""
+    from mindcore.config import RoleSpec
+    from mindcore.engine import Engines
+
+    roles = {
+        "default": RoleSpec(engine="local", temperature=0.3, max_tokens=256, seed=0),
+        "profile_writer": RoleSpec(engine="local", temperature=0.3, max_tokens=900, seed=0, max_attempts=2),
+        "screener": RoleSpec(engine="local", temperature=0.2, max_tokens=400, seed=0, max_attempts=2),
+    }
+    with Engines.with_backend(embedded_engines.backend("local"), roles=roles) as engines:
+        yield engines

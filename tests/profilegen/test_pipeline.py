@@ -96,3 +96,15 @@ def test_same_seed_same_pool(fake_engines, fakes, recipe, tmp_path):
             run_profiles(recipe, engines, tmp_path / str(i), cfg)
         pools.append([p.profile_id for p in load_profiles(tmp_path / str(i) / "profiles")])
     assert pools[0] == pools[1] and len(pools[0]) == 6
+
+
+def test_small_writer_budget_is_warned(fake_engines, fakes, recipe, tmp_path):
+    from mindcore.config import RoleSpec
+    from mindcore.engine import Engines
+    from mindcore.fake import FakeBackend
+
+    backend = FakeBackend(fakes.make_responder())
+    engines = Engines.with_backend(backend, roles={"default": RoleSpec(engine="fake", max_tokens=384)})
+    with engines:
+        s = run_profiles(recipe, engines, tmp_path, ProfilesConfig(candidates=3, pool_size=2, benchmark_size=1))
+    assert len(s.warnings) == 1 and "profile_writer.max_tokens is 384" in s.warnings[0]

@@ -1,0 +1,35 @@
+"""Stages 1–5 end to end on the real embedded engine, stages 3–4 through distilabel and the mindcore
+adapter. One candidate, small budgets: this proves the wiring, not the quality of a 135M model."""
+
+from __future__ import annotations
+
+import json
+
+import pytest
+
+from profilegen.config import ProfilesConfig
+from profilegen.dataset import load_profiles
+from profilegen.pipeline import run_profiles
+
+pytestmark = pytest.mark.embedded
+
+
+def test_profiles_end_to_end_through_distilabel(profile_engines, recipe, tmp_path):
+    cfg = ProfilesConfig(candidates=1, pool_size=1, benchmark_size=1, max_revisions=0, use_distilabel=True)
+    s = run_profiles(recipe, profile_engines, tmp_path, cfg)
+    assert s.runner == "distilabel" and s.candidates == 1
+    assert "distilabel" not in s.failed  # the step itself never lost a row
+    assert s.kept + s.dropped_serious + sum(s.failed.values()) == 1
+    folder = tmp_path / "profiles"
+    assert json.loads((folder / "summary.json").read_text())["runner"] == "distilabel"
+    if s.kept:
+        (p,) = load_profiles(folder, pool_only=False)
+        assert p.case_summary and p.formulation.core_belief.belief not in p.case_summary
+        assert {r.model for r in p.provenance.roles} == {profile_engines.role("profile_writer").model}
+    else:
+        failures = (folder / "failures.jsonl").read_text()
+        assert s.dropped_serious or "StructuredOutputError" in failures
+    # A rerun resumes: a finished candidate is read back from its checkpoint.
+    if s.kept or s.dropped_serious:
+        again = run_profiles(recipe, profile_engines, tmp_path, cfg)
+        assert again.kept == s.kept and again.dropped_serious == s.dropped_serious
