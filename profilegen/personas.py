@@ -227,6 +227,8 @@ def load_personas(source: str, n: int, seed: int) -> PersonaStage:
     for record in stream:
         if len(stage.rows) >= n:
             break
+        if stage.read == 0:  # streams without declared features are checked on their first record
+            check_columns(record, label)
         stage.read += 1
         row = derive(record, seed, label)
         if row is None:
