@@ -6,6 +6,9 @@ returns a `FormulationDraft` whose labels are enums built from `data/formulation
 off-vocabulary label fails validation and mindcore re-asks — with the section counts of the paper
 (1–2 predisposing, exactly one precipitating, 1–3 protective, 1–3 coping with at least one
 maladaptive, one core-belief cluster, quality of life last in the schema so it is generated last).
+"At least one maladaptive" is a required `unhelpful_coping` field whose enum holds only maladaptive
+labels, plus up to two `other_coping` entries: a grammar-constrained engine then cannot miss the rule
+(a validator alone made a small model fail it three times in a row).
 The prompt lists only labels compatible with the patient's demographics; the schema still accepts any
 vocabulary label, so a model that ignores the list is caught by the hard-conflict screen.
 """
@@ -57,6 +60,10 @@ def draft_model() -> type[BaseModel]:
     cope = create_model("DraftCoping", __base__=_Draft,
                         label=(_enum(voc.coping), Field(description="Coping label.")),
                         situation=text(140, "The concrete situation in which it shows up."))
+    unhelpful = {k: v for k, v in voc.coping.items() if v.maladaptive}
+    bad_cope = create_model("DraftUnhelpfulCoping", __base__=_Draft,
+                            label=(_enum(unhelpful), Field(description="Unhelpful (maladaptive) coping label.")),
+                            situation=text(140, "The concrete situation in which it shows up."))
     belief = create_model("DraftCoreBelief", __base__=_Draft,
                           cluster=(_enum(voc.core_beliefs), Field(description="Core-belief cluster.")),
                           history=text(200, "The history the belief is the conclusion of."),
@@ -68,7 +75,8 @@ def draft_model() -> type[BaseModel]:
         predisposing=(list[pre], Field(min_length=1, max_length=2, description="One or two vulnerabilities.")),
         precipitating=(prec, Field(description="Exactly one recent event.")),
         protective=(list[prot], Field(min_length=1, max_length=3, description="One to three resources.")),
-        perpetuating=(list[cope], Field(min_length=1, max_length=3, description="One to three coping behaviours.")),
+        unhelpful_coping=(bad_cope, Field(description="The unhelpful coping behaviour that keeps the problem going.")),
+        other_coping=(list[cope], Field(max_length=2, description="Up to two more coping behaviours.")),
         core_belief=(belief, Field(description="The core belief.")),
         quality_of_life=(QualityOfLife, Field(description="Quality of life, decided last.")),
     )
@@ -79,12 +87,10 @@ class _DraftChecks(_Draft):
 
     @model_validator(mode="after")
     def _rules(self) -> "_DraftChecks":
-        voc = load_vocabularies()
-        coping = [c.label for c in self.perpetuating]  # type: ignore[attr-defined]
-        if not any(voc.coping[c].maladaptive for c in coping):
-            raise ValueError("perpetuating needs at least one unhelpful (maladaptive) coping label")
-        for section in ("predisposing", "protective", "perpetuating"):
-            labels = [x.label for x in getattr(self, section)]
+        coping = [self.unhelpful_coping, *self.other_coping]  # type: ignore[attr-defined]
+        for section, items in (("predisposing", self.predisposing), ("protective", self.protective),  # type: ignore[attr-defined]
+                               ("coping", coping)):
+            labels = [x.label for x in items]
             if len(set(labels)) != len(labels):
                 raise ValueError(f"{section} repeats a label")
         return self
@@ -101,7 +107,7 @@ def to_formulation(draft: BaseModel) -> Formulation:
                                     what_changed=d.precipitating.what_changed),
         protective=[Protective(label=p.label, detail=p.detail) for p in d.protective],
         perpetuating=[Perpetuating(label=c.label, situation=c.situation, maladaptive=bool(voc.coping[c.label].maladaptive))
-                      for c in d.perpetuating],
+                      for c in [d.unhelpful_coping, *d.other_coping]],
         core_belief=CoreBelief(cluster=d.core_belief.cluster, arm=voc.core_beliefs[d.core_belief.cluster].arm or "",
                                history=d.core_belief.history, belief=d.core_belief.belief),
         quality_of_life=d.quality_of_life,
@@ -116,10 +122,16 @@ def to_draft_json(f: Formulation) -> str:
         precipitating={"label": f.precipitating.label, "when": f.precipitating.when,
                        "what_changed": f.precipitating.what_changed},
         protective=[{"label": p.label, "detail": p.detail} for p in f.protective],
-        perpetuating=[{"label": c.label, "situation": c.situation} for c in f.perpetuating],
+        unhelpful_coping=next({"label": c.label, "situation": c.situation} for c in f.perpetuating if c.maladaptive),
+        other_coping=[{"label": c.label, "situation": c.situation} for c in _others(f)],
         core_belief={"cluster": f.core_belief.cluster, "history": f.core_belief.history, "belief": f.core_belief.belief},
         quality_of_life=f.quality_of_life,
     ).model_dump_json()
+
+
+def _others(f: Formulation) -> list:
+    first = next(i for i, c in enumerate(f.perpetuating) if c.maladaptive)
+    return [c for i, c in enumerate(f.perpetuating) if i != first]
 
 
 def compatible(labels: dict[str, Label], d: Demographics) -> list[Label]:
