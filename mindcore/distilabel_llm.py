@@ -9,6 +9,7 @@ distilabel runs steps in worker processes, so the LLM is rebuilt there from a pi
 from __future__ import annotations
 
 import importlib
+import logging
 from typing import Any, Optional
 
 from distilabel.models.llms.base import AsyncLLM
@@ -38,6 +39,9 @@ class MindcoreLLM(AsyncLLM):
 
     def load(self) -> None:
         super().load()
+        # distilabel's worker logs at INFO; one line per HTTP request drowns its progress output.
+        for name in ("httpx", "httpx2", "openai"):
+            logging.getLogger(name).setLevel(logging.WARNING)
         w = self.wire
         backend = OpenAIBackend(
             w["engine"],
