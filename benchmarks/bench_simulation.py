@@ -74,6 +74,7 @@ def main() -> None:
         batched = asyncio.run(simulate_async(profiles, engines, config, Path(tmp) / "batched", seed=1))
         t_batched = time.monotonic() - t0
         batched_calls, batched_tokens = list(rec.calls), rec.tokens()
+        print(f"[batched done in {t_batched:.1f} s, {len(batched_calls)} requests]", flush=True)
 
         rec.calls.clear()
         t0 = time.monotonic()
@@ -82,6 +83,7 @@ def main() -> None:
             s = asyncio.run(simulate_async([p], engines, config, Path(tmp) / f"serial{i}", seed=1))
             serial_sessions += s["sessions_written"]
         t_serial = time.monotonic() - t0
+        print(f"[serial done in {t_serial:.1f} s]", flush=True)
 
         t_raw, raw_tokens = asyncio.run(replay(engines.backend("local"), batched_calls))
 
