@@ -62,43 +62,28 @@ class Engines:
     def _start_engine(self, stack: ExitStack, name: str, spec: Any) -> Backend:
         if isinstance(spec, EmbeddedEngine):
             server = stack.enter_context(EmbeddedServer(spec))
-            return OpenAIBackend(
-                name,
-                base_url=server.base_url,
-                default_model=server.model_name,
-                max_concurrency=spec.parallel,
-                timeout_s=spec.timeout_s,
-                native_tools=spec.native_tools,
-                kind="embedded",
-            )
-        if isinstance(spec, VLLMEngine):
+            base_url, model, limit, kind = server.base_url, server.model_name, spec.parallel, "embedded"
+        elif isinstance(spec, VLLMEngine):
             if spec.launch:
-                proc = VLLMProcess(spec).start()
-                stack.callback(proc.stop)
-            return OpenAIBackend(
-                name,
-                base_url=spec.base_url,
-                default_model=spec.model,
-                api_key_env=spec.api_key_env,
-                max_concurrency=spec.max_concurrency,
-                timeout_s=spec.timeout_s,
-                native_tools=spec.native_tools,
-                structured_mode="vllm",
-                kind="vllm",
-            )
-        if isinstance(spec, OpenAIEngine):
-            return OpenAIBackend(
-                name,
-                base_url=spec.base_url,
-                default_model=spec.model,
-                api_key_env=spec.api_key_env,
-                max_concurrency=spec.max_concurrency,
-                timeout_s=spec.timeout_s,
-                native_tools=spec.native_tools,
-                structured_mode=spec.structured_mode,
-                strict_schema=spec.strict_schema,
-            )
-        raise ConfigError(f"engines.{name}: unsupported engine kind {type(spec).__name__}")
+                stack.callback(VLLMProcess(spec).start().stop)
+            base_url, model, limit, kind = spec.base_url, spec.model, spec.max_concurrency, "vllm"
+        elif isinstance(spec, OpenAIEngine):
+            base_url, model, limit, kind = spec.base_url, spec.model, spec.max_concurrency, "openai"
+        else:
+            raise ConfigError(f"engines.{name}: unsupported engine kind {type(spec).__name__}")
+        return OpenAIBackend(
+            name,
+            base_url=base_url,
+            default_model=model,
+            api_key_env=getattr(spec, "api_key_env", None),
+            max_concurrency=limit,
+            timeout_s=spec.timeout_s,
+            native_tools=spec.native_tools,
+            # vLLM ignores the old guided_* fields; its structured_outputs field is the one that works.
+            structured_mode="vllm" if kind == "vllm" else getattr(spec, "structured_mode", "json_schema"),
+            strict_schema=getattr(spec, "strict_schema", False),
+            kind=kind,
+        )
 
     def close(self) -> None:
         stack, self._stack = self._stack, None
