@@ -63,7 +63,10 @@ def main() -> None:
     args = ap.parse_args()
     arch = archetype_ids()
     profiles = [make_profile(f"b{i}", arch[i % len(arch)], ("casual", "plain", "formal")[i % 3]) for i in range(args.patients)]
-    config = SimulationConfig(sessions=1, turn_cap=args.turn_cap, max_todo_calls=1, message_max_tokens=40)
+    # Small budgets: a 135M model often runs a memory log or scenario to its token limit, which would make
+    # the benchmark measure looping rather than the harness.
+    config = SimulationConfig(sessions=1, turn_cap=args.turn_cap, max_todo_calls=1, message_max_tokens=40,
+                              scenario_max_tokens=600, memory_max_tokens=300, memory_retries=0)
     engines_cfg = EnginesConfig(
         engines={"local": EmbeddedEngine(parallel=args.parallel, ctx_per_slot=4096)},
         roles={"default": RoleSpec(engine="local", temperature=0.3, max_tokens=200, seed=0)},
