@@ -4,6 +4,7 @@
 from __future__ import annotations
 
 import sys
+import warnings
 from pathlib import Path
 from typing import Optional
 
@@ -95,6 +96,9 @@ def _mount_stage_commands() -> None:
 
 
 def main(argv: list[str] | None = None) -> int:
+    # distilabel 1.5.3's own pydantic models warn on import with current pydantic; not actionable here.
+    warnings.filterwarnings("ignore", message=".*'default' attribute with value None.*")
+    warnings.filterwarnings("ignore", category=DeprecationWarning, module="distilabel")
     _mount_stage_commands()
     try:
         app(args=argv, standalone_mode=False)
