@@ -11,7 +11,6 @@ from __future__ import annotations
 import hashlib
 import json
 import shutil
-from collections import Counter
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
@@ -191,9 +190,9 @@ def _realism_table(run_dir: Path) -> str:
 
 
 def render_card(run_dir: Path, run_info: dict[str, Any], configs: list[DatasetConfig], images: list[dict], tables: dict[str, pa.Table]) -> str:
-    verdicts: Counter[str] = Counter()
-    if "profiles" in tables and "verdict" in tables["profiles"].column_names:
-        verdicts.update(str(v) for v in tables["profiles"].column("verdict").to_pylist())
+    # Counts include profiles dropped as serious, which are not rows of the profiles config.
+    summary = run_dir / "profiles" / "summary.json"
+    verdicts = json.loads(summary.read_text()).get("verdicts", {}) if summary.is_file() else {}
     pool_md = run_dir / "profiles" / "pool_table.md"
     engines = run_info.get("engines", {})
     uses_nemotron = "nvidia/Nemotron-Personas-USA" in str(run_info.get("persona_source", ""))
@@ -229,7 +228,7 @@ def render_card(run_dir: Path, run_info: dict[str, Any], configs: list[DatasetCo
         prompt_hashes=run_info.get("prompt_hashes", {}),
         schedule_settings=run_info.get("schedule_settings", {}),
         counts=run_info.get("counts", {}),
-        verdicts=dict(verdicts),
+        verdicts=verdicts,
         pool_table=pool_md.read_text(encoding="utf-8").strip() if pool_md.is_file() else "",
         realism_table=_realism_table(run_dir),
         images=images,
