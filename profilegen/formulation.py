@@ -83,17 +83,29 @@ def draft_model() -> type[BaseModel]:
 
 
 class _DraftChecks(_Draft):
-    """Rules the JSON schema cannot state; a violation is a validation error, so mindcore re-asks."""
+    """Rules the JSON schema cannot state (it has no uniqueItems for objects)."""
 
     @model_validator(mode="after")
     def _rules(self) -> "_DraftChecks":
-        coping = [self.unhelpful_coping, *self.other_coping]  # type: ignore[attr-defined]
-        for section, items in (("predisposing", self.predisposing), ("protective", self.protective),  # type: ignore[attr-defined]
-                               ("coping", coping)):
-            labels = [x.label for x in items]
-            if len(set(labels)) != len(labels):
-                raise ValueError(f"{section} repeats a label")
+        # A label written twice adds nothing: keep its first use. Every section keeps at least one
+        # entry, so the count rules still hold; this is normalisation, not a relaxed vocabulary.
+        self.predisposing = _first_of_each(self.predisposing)  # type: ignore[attr-defined]
+        self.protective = _first_of_each(self.protective)  # type: ignore[attr-defined]
+        self.other_coping = [  # type: ignore[attr-defined]
+            c for c in _first_of_each(self.other_coping)  # type: ignore[attr-defined]
+            if c.label != self.unhelpful_coping.label  # type: ignore[attr-defined]
+        ]
         return self
+
+
+def _first_of_each(items: list[Any]) -> list[Any]:
+    seen: set[str] = set()
+    out = []
+    for item in items:
+        if item.label not in seen:
+            seen.add(item.label)
+            out.append(item)
+    return out
 
 
 def to_formulation(draft: BaseModel) -> Formulation:

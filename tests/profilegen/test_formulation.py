@@ -44,15 +44,22 @@ def _bad(**over):
     _bad(precipitating={"label": "alien_abduction", "when": "now", "what_changed": "everything"}),
     _bad(quality_of_life="terrible"),
     _bad(unhelpful_coping={"label": "talking_it_through", "situation": "Talks to a friend."}),
-    _bad(other_coping=[{"label": "avoidance", "situation": "Avoids it again."}]),
     _bad(predisposing=[]),
-    _bad(protective=[{"label": "someone_checks_in", "detail": "abc"}] * 2),
     _bad(summary=""),
     _bad(goal="x" * 500),
 ])
 def test_off_vocabulary_and_rule_breaking_drafts_are_rejected(bad):
     with pytest.raises(ValidationError):
         draft_model().model_validate(bad)
+
+
+def test_repeated_labels_keep_their_first_use():
+    d = draft_model().model_validate(_bad(
+        protective=[{"label": "someone_checks_in", "detail": "A sister phones."}, {"label": "someone_checks_in", "detail": "again"}],
+        other_coping=[{"label": "avoidance", "situation": "Avoids it again."}],
+    ))
+    assert [p.detail for p in d.protective] == ["A sister phones."]
+    assert d.other_coping == []
 
 
 def test_good_draft_roundtrips_to_stored_formulation():
