@@ -1,5 +1,6 @@
-"""The main job end to end on the real embedded engine (a tiny recipe: every stage, few calls), and
-what users do with its output: load the dataset configs, read the card, export, publish."""
+"""The main job end to end on the real embedded engine, with the README's own recipe
+(recipes/quickstart.yaml: every stage, few calls), and what users do with its output: load the
+dataset configs, read the card, export, publish."""
 
 from __future__ import annotations
 
@@ -17,7 +18,7 @@ from mindsim.job import run_job
 
 pytestmark = pytest.mark.embedded
 
-TINY = Path(__file__).resolve().parents[1] / "data" / "tiny.yaml"
+TINY = Path(__file__).resolve().parents[2] / "recipes" / "quickstart.yaml"
 
 
 @pytest.fixture(scope="module")
@@ -71,7 +72,7 @@ def test_rerun_resumes_and_other_recipe_is_refused(run_dir, tmp_path):
     after = pq.read_table(run_dir / "sessions" / "sessions.parquet").column("session_id").to_pylist()
     assert summary.run_id == run_id and sorted(after) == sorted(before)
     other = tmp_path / "other.yaml"
-    other.write_text(TINY.read_text().replace("name: tiny", "name: other"))
+    other.write_text(TINY.read_text().replace("name: quickstart", "name: other"))
     with pytest.raises(ConfigError, match="different recipe"):
         run_job(other, run_dir)
 
