@@ -155,6 +155,7 @@ def run_job(recipe_path: Path, out_dir: Path) -> JobSummary:
                 "profiles dropped as serious": psum.dropped_serious,
                 "profile failures (engine or invalid output)": sum(psum.failed.values()),
                 "pool / benchmark patients": f"{psum.pool} / {psum.benchmark}",
+                "pool drawn from verdicts": ", ".join(pcfg.pool_verdicts),
                 "sessions written / expected": f"{ssum['sessions_written']} / {ssum['sessions_expected']}",
                 "failed arcs": len(ssum["failed_arcs"]),
                 "sessions the patient ended": ssum["ended_by_patient"],

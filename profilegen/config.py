@@ -4,6 +4,7 @@ candidates, a pool of 100 with a floor of 10 poor-QoL patients, a benchmark of 5
 from __future__ import annotations
 
 from pathlib import Path
+from typing import Literal
 
 from pydantic import BaseModel, ConfigDict, Field, model_validator
 
@@ -23,6 +24,10 @@ class ProfilesConfig(BaseModel):
     benchmark_size: int = Field(50, ge=0, description="Size of the benchmark subset of the pool.")
     poor_qol_floor: float = Field(
         0.10, ge=0, le=1, description="Minimum share of poor-quality-of-life patients in the pool (and benchmark)."
+    )
+    pool_verdicts: list[Literal["clean", "minor"]] = Field(
+        default_factory=lambda: ["clean"],
+        description="Screening verdicts a profile may have to enter the pool (the paper: clean only).",
     )
     max_revisions: int = Field(2, ge=0, le=10, description="Revisions of a serious profile before it is dropped.")
     rates: Path | None = Field(

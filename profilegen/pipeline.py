@@ -138,7 +138,9 @@ def _finish(job: _Job, engines: Any, outcomes: list[Outcome], runner: str, note:
     """Stage 5 and every output file."""
     cfg, folder = job.cfg, job.folder
     kept = [o.profile for o in outcomes if o.status == "ok" and o.profile is not None]
-    clean = [p for p in kept if p.screen.verdict == "clean"]
+    # The paper selects from clean profiles only; `pool_verdicts` can widen that (a small model's
+    # judge rarely says "clean"), and the card states which verdicts the pool came from.
+    clean = [p for p in kept if p.screen.verdict in job.cfg.pool_verdicts]
     clean, sel = select_profiles(clean, cfg.pool_size, cfg.benchmark_size, cfg.poor_qol_floor, job.seed)
     flagged = {p.profile_id: p for p in clean}
     kept = [flagged.get(p.profile_id, p) for p in kept]
