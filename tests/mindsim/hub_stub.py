@@ -35,8 +35,9 @@ class HubStub:
                 stub.requests.append({"path": self.path, "auth": self.headers.get("Authorization")})
                 path = self.path.split("?")[0]
                 if path == "/api/repos/create":
-                    stub.created.append(json.loads(body))
-                    return self._reply(200, {"url": f"http://stub/datasets/{json.loads(body)['name']}"})
+                    req = json.loads(body)
+                    stub.created.append(req)
+                    return self._reply(200, {"url": f"{stub.endpoint}/datasets/{req['organization']}/{req['name']}"})
                 if path == "/api/validate-yaml":
                     return self._reply(200, {"errors": [], "warnings": []})
                 if "/preupload/" in path:
@@ -48,7 +49,9 @@ class HubStub:
                         if item.get("key") == "file":
                             v = item["value"]
                             stub.files[v["path"]] = base64.b64decode(v["content"])
-                    return self._reply(200, {"commitUrl": "http://stub/commit/1", "commitOid": "0" * 40, "pullRequestUrl": None})
+                    repo = path.split("/api/datasets/", 1)[1].split("/commit/", 1)[0]
+                    oid = "0" * 40
+                    return self._reply(200, {"commitUrl": f"{stub.endpoint}/datasets/{repo}/commit/{oid}", "commitOid": oid, "pullRequestUrl": None})
                 return self._reply(404, {"error": f"stub does not serve {path}"})
 
             def do_GET(self):
