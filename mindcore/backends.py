@@ -8,6 +8,7 @@ cannot fix (wrong URL path, bad key, bad request) fail at once with a message na
 from __future__ import annotations
 
 import asyncio
+import logging
 import os
 import random
 from typing import Any, Protocol
@@ -16,6 +17,11 @@ import openai
 
 from mindcore.errors import ConfigError, EngineUnavailable, TransportError
 from mindcore.types import ChatRequest, RawReply
+
+# One INFO line per HTTP request buries progress bars (and breaks once distilabel has swapped the
+# root handlers); transport problems surface as our own errors instead.
+for _name in ("httpx", "httpx2", "openai"):
+    logging.getLogger(_name).setLevel(logging.WARNING)
 
 
 class Backend(Protocol):
