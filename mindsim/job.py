@@ -134,7 +134,9 @@ def run_job(recipe_path: Path, out_dir: Path) -> JobSummary:
             "engines": roles,
             "engine_backends": backends,
             "usage": usage,
-            "persona_source": psum.persona_source,
+            "persona_source": "mindsim's shipped synthetic persona sample (Nemotron-Personas-USA schema, not NVIDIA data)"
+            if psum.persona_source == "synthetic"
+            else psum.persona_source,
             "rates_note": "the shipped illustrative prior — not the paper's fitted rates"
             if pcfg.rates is None
             else f"fitted rates from {pcfg.rates}",
