@@ -10,6 +10,7 @@ import pytest
 from profilegen.config import ProfilesConfig
 from profilegen.dataset import load_profiles
 from profilegen.pipeline import run_profiles
+from profilegen.schemas import AnchoredRow
 
 pytestmark = pytest.mark.embedded
 
@@ -24,7 +25,16 @@ def test_profiles_end_to_end_through_distilabel(profile_engines, recipe, tmp_pat
     assert json.loads((folder / "summary.json").read_text())["runner"] == "distilabel"
     if s.kept:
         (p,) = load_profiles(folder, pool_only=False)
-        assert p.case_summary and p.formulation.core_belief.belief not in p.case_summary
+        assert p.case_summary
+        # The core belief is withheld: changing it does not change the patient's case summary. (A
+        # substring check is not enough: the 135M model sometimes writes a vocabulary label as the belief.)
+        from profilegen.render import case_summary
+
+        row = AnchoredRow(**{k: getattr(p, k) for k in AnchoredRow.model_fields})
+        other = p.formulation.model_copy(update={"core_belief": p.formulation.core_belief.model_copy(
+            update={"belief": "SENTINEL BELIEF", "history": "SENTINEL HISTORY"})})
+        assert case_summary(row, other) == case_summary(row, p.formulation) == p.case_summary
+        assert "SENTINEL" not in case_summary(row, other)
         assert {r.model for r in p.provenance.roles} == {profile_engines.role("profile_writer").model}
     else:
         failures = (folder / "failures.jsonl").read_text()
