@@ -139,8 +139,13 @@ def build_dataset_folder(run_dir: Path, run_info: dict[str, Any], dest: Path | N
     (staging / "data").mkdir(parents=True)
     configs = []
     for name, table in tables.items():
-        rel = f"data/{name}.parquet"
-        pq.write_table(table, staging / rel)
+        # Content-addressed names: `datasets` caches a local folder's configs by folder name and
+        # relative file path, so two runs' `dataset/` folders with `data/profiles.parquet` would
+        # silently load each other's cached rows. A name that changes with the bytes cannot collide.
+        tmp = staging / "data" / f"{name}.parquet.tmp"
+        pq.write_table(table, tmp)
+        rel = f"data/{name}-{_sha256(tmp)[:12]}.parquet"
+        tmp.rename(staging / rel)
         configs.append(DatasetConfig(name, rel, table.num_rows, CONFIG_DESCRIPTIONS.get(name, name)))
     images = []
     for png in sorted((run_dir / "validation").glob("*.png")):

@@ -13,6 +13,7 @@ import hashlib
 import json
 import os
 import re
+import tempfile
 from pathlib import Path
 from typing import Any, Iterable, Optional
 
@@ -108,9 +109,13 @@ def check_loads(folder: Path, manifest: dict[str, Any]) -> dict[str, int]:
     from datasets import load_dataset
 
     rows = {}
-    for name in manifest["configs"]:
-        ds = load_dataset(str(folder), name, split="train")
-        rows[name] = ds.num_rows
+    # A private cache: the check must read these files, never rows `datasets` cached earlier for a
+    # folder of the same name, and it should leave nothing behind in the user's cache.
+    with tempfile.TemporaryDirectory(prefix="mindsim-check-") as cache:
+        for name in manifest["configs"]:
+            ds = load_dataset(str(folder), name, split="train", cache_dir=cache)
+            rows[name] = ds.num_rows
+            del ds
     return rows
 
 

@@ -5,8 +5,10 @@
 `Profile` (clean or minor), a profile dropped as still serious after the revisions, or a failure
 (engine error or output that never fit the schema) — each counted, never a blank row. Finished
 outcomes are checkpointed under a key derived from the row, prompts, models and settings, so a rerun
-skips them and a changed prompt or model does not reuse stale work; failures are not checkpointed, so a
-rerun retries them.
+skips them and a changed prompt or model does not reuse stale work. Output that never fit the schema is
+checkpointed too: the bounded re-asks were its retries, and redrawing it on a rerun would change the
+pool under sessions already simulated from it. Infrastructure failures (transport errors) are not
+checkpointed, so a rerun after an outage retries them.
 """
 
 from __future__ import annotations
@@ -17,7 +19,7 @@ from typing import Any, Literal
 
 from pydantic import BaseModel, ConfigDict, Field
 
-from mindcore.errors import EngineError
+from mindcore.errors import EngineError, StructuredOutputError
 from mindcore.io import CheckpointDir
 from mindcore.prompts import template_hash
 from profilegen import formulation as formulation_mod
@@ -66,7 +68,8 @@ async def make_profile(writer: Any, screener: Any, row: AnchoredRow, max_revisio
         f, screen = await screen_and_revise(writer, screener, row, f, max_revisions)
     except EngineError as exc:
         return Outcome(profile_id=row.profile_id, status="failed",
-                       failure=Failure(profile_id=row.profile_id, stage=stage, error=f"{type(exc).__name__}: {exc}"))
+                       failure=Failure(profile_id=row.profile_id, stage=stage, error=f"{type(exc).__name__}: {exc}",
+                                       retry_on_rerun=not isinstance(exc, StructuredOutputError)))
     if screen.verdict == "serious":
         return Outcome(profile_id=row.profile_id, status="dropped", screen=screen)
     return Outcome(profile_id=row.profile_id, status="ok", screen=screen,
@@ -86,6 +89,6 @@ async def make_profile_checkpointed(writer: Any, screener: Any, row: AnchoredRow
     if checkpoints is not None and checkpoints.has(key):
         return Outcome.model_validate(checkpoints.read(key))
     outcome = await make_profile(writer, screener, row, max_revisions, provenance)
-    if checkpoints is not None and outcome.status != "failed":
+    if checkpoints is not None and not (outcome.failure and outcome.failure.retry_on_rerun):
         checkpoints.write(key, outcome.model_dump(mode="json"))
     return outcome

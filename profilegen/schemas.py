@@ -254,3 +254,8 @@ class Failure(_Row):
     profile_id: str = Field(description="Profile (or persona) id the failure belongs to.")
     stage: str = Field(description="Stage that failed: personas, anchors, formulation, screen, select.")
     error: str = Field(description="What went wrong (error class and message).")
+    retry_on_rerun: bool = Field(
+        False,
+        description="True for infrastructure failures (server unreachable, timeouts), which a rerun retries; "
+        "False for output that never fit the schema within the bounded re-asks, which is final for the run.",
+    )

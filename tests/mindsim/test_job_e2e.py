@@ -42,13 +42,18 @@ def test_every_stage_wrote_its_output(run_dir):
 
 
 def test_dataset_configs_load_with_datasets(run_dir):
+    # The user's own cache on purpose: other tests load fake folders also named `dataset/` with the
+    # same config names, and `datasets` keys its local-folder cache on the folder name and file path.
+    # The content-addressed file names are what keep these loads from returning those cached rows.
     from datasets import load_dataset
 
     manifest = json.loads((run_dir / "dataset" / MANIFEST).read_text())
     assert {"profiles", "sessions", "transcripts", "validation"} <= set(manifest["configs"])
     for name, meta in manifest["configs"].items():
+        assert meta["path"] != f"data/{name}.parquet"
         ds = load_dataset(str(run_dir / "dataset"), name, split="train")
         assert ds.num_rows == meta["rows"] > 0
+        assert ds.num_rows == pq.read_metadata(run_dir / "dataset" / meta["path"]).num_rows
         assert set(ds["run_id"]) == {manifest["run_id"]}
 
 
@@ -65,12 +70,31 @@ def test_card_has_every_section(run_dir):
     assert (run_dir / "dataset" / "MIBOT_NOTICE.md").is_file()
 
 
+def _pool(run_dir: Path) -> list[str]:
+    t = pq.read_table(run_dir / "profiles" / "profiles.parquet", columns=["profile_id", "in_pool"]).to_pylist()
+    return sorted(r["profile_id"] for r in t if r["in_pool"])
+
+
+def _stamps(folder: Path) -> dict[str, int]:
+    return {p.name: p.stat().st_mtime_ns for p in folder.glob("*.json")}
+
+
 def test_rerun_resumes_and_other_recipe_is_refused(run_dir, tmp_path):
     before = pq.read_table(run_dir / "sessions" / "sessions.parquet").column("session_id").to_pylist()
     run_id = json.loads((run_dir / "run.json").read_text())["run_id"]
+    pool = _pool(run_dir)
+    profile_marks = _stamps(run_dir / "profiles" / "checkpoints")
+    session_marks = _stamps(run_dir / "sessions" / "checkpoints")
+    outage = any(json.loads(line)["retry_on_rerun"] for line in
+                 (run_dir / "profiles" / "failures.jsonl").read_text().splitlines())
     summary = run_job(TINY, run_dir)
     after = pq.read_table(run_dir / "sessions" / "sessions.parquet").column("session_id").to_pylist()
-    assert summary.run_id == run_id and sorted(after) == sorted(before)
+    # Finished work is reused, not redone: every checkpoint untouched and, unless the engine dropped a
+    # request the first time (retried now), the same pool. An arc that failed may add sessions.
+    assert summary.run_id == run_id and (outage or _pool(run_dir) == pool)
+    assert {k: v for k, v in _stamps(run_dir / "profiles" / "checkpoints").items() if k in profile_marks} == profile_marks
+    assert {k: v for k, v in _stamps(run_dir / "sessions" / "checkpoints").items() if k in session_marks} == session_marks
+    assert set(before) <= set(after)
     other = tmp_path / "other.yaml"
     other.write_text(TINY.read_text().replace("name: quickstart", "name: other"))
     with pytest.raises(ConfigError, match="different recipe"):
@@ -126,15 +150,16 @@ def test_publish_refuses_foreign_files_and_reference_text(run_dir, tmp_path, sha
     # Reference conversations smuggled into the transcripts config, even stamped with this run's id.
     mibot = shared_dir / "reference" / "mibot" / "conversations.jsonl"
     line = json.loads(mibot.read_text().splitlines()[0])
-    table = pq.read_table(ds / "data" / "transcripts.parquet")
+    transcripts = ds / json.loads((ds / MANIFEST).read_text())["configs"]["transcripts"]["path"]
+    table = pq.read_table(transcripts)
     run_id = table.column("run_id")[0].as_py()
     forged = pa.Table.from_pylist(
         [{"id": "x", "messages": [{"role": m["role"], "content": m["content"]} for m in line["messages"]], "run_id": run_id}]
     ).replace_schema_metadata(table.schema.metadata)
-    pq.write_table(forged, ds / "data" / "transcripts.parquet")
+    pq.write_table(forged, transcripts)
     with pytest.raises(PublishRefused) as info:
         check_folder(ds, [mibot])
-    assert "transcripts.parquet: changed after the toolkit wrote it" in str(info.value)
+    assert f"{transcripts.relative_to(ds)}: changed after the toolkit wrote it" in str(info.value)
     assert "match reference transcript messages" in str(info.value)
 
 

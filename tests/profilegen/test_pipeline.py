@@ -70,21 +70,44 @@ def test_run_writes_dataset_and_counts_everything(fake_engines, responder, recip
     assert "api_key" not in (folder / "provenance.json").read_text().lower()
 
 
-def test_rerun_resumes_from_checkpoints_and_retries_failures(fake_engines, responder, recipe, tmp_path):
+def test_rerun_resumes_keeps_invalid_output_final_and_retries_outages(fake_engines, fakes, responder, recipe, tmp_path):
+    from mindcore.errors import TransportError
+
     cfg = ProfilesConfig(candidates=30, pool_size=8, benchmark_size=4, max_revisions=1)
-    engines, backend = fake_engines(responder)
+
+    def down_for_some(request):
+        # The server "goes down" for ~1/5 of the patients' writer calls during the first run.
+        if request.messages[1]["content"].count("Client") and _bucket(request, 5) == 1:
+            raise TransportError("connection refused")
+        return responder(request)
+
+    engines, backend = fake_engines(down_for_some)
     with engines:
         first = run_profiles(recipe, engines, tmp_path, cfg)
-    n_first = len(backend.requests)
+    failures = [json.loads(line) for line in (tmp_path / "profiles" / "failures.jsonl").read_text().splitlines()]
+    outages = [f for f in failures if f["retry_on_rerun"]]
+    invalid = [f for f in failures if not f["retry_on_rerun"]]
+    assert outages and invalid and all("TransportError" in f["error"] for f in outages)
+    assert all("StructuredOutputError" in f["error"] for f in invalid)
+
     engines2, backend2 = fake_engines(responder)
     with engines2:
         second = run_profiles(recipe, engines2, tmp_path, cfg)
-    failed = sum(first.failed.values())
-    # Only the failed rows are asked again (each failure = 3 writer attempts), and they fail the same way.
-    assert len(backend2.requests) == 3 * failed < n_first
-    assert second.kept == first.kept and second.pool == first.pool
+    # Only the patients the outage hit are asked again; invalid output after the bounded re-asks is
+    # final for the run (checkpointed), so it is neither re-asked nor able to reshuffle the pool.
+    asked = {r.messages[1]["content"] for r in backend2.requests if r.messages[1]["content"].count("Client")}
+    assert 0 < len(asked) <= len(outages)
+    assert sum(second.failed.values()) == len(invalid) + sum(
+        1 for line in (tmp_path / "profiles" / "failures.jsonl").read_text().splitlines()
+        if json.loads(line)["retry_on_rerun"])
+    assert second.kept >= first.kept
     assert {p.profile_id for p in load_profiles(tmp_path / "profiles", pool_only=False)} == {
         o["profile"]["profile_id"] for o in _checkpoints(tmp_path) if o["status"] == "ok"}
+
+    engines3, backend3 = fake_engines(responder)
+    with engines3:
+        third = run_profiles(recipe, engines3, tmp_path, cfg)
+    assert backend3.requests == [] and third.pool == second.pool and third.kept == second.kept
 
 
 def test_same_seed_same_pool(fake_engines, fakes, recipe, tmp_path):

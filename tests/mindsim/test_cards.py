@@ -1,0 +1,53 @@
+"""The dataset folder on hand-made run folders (fast; the real run is in test_job_e2e.py)."""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+
+import pyarrow as pa
+import pyarrow.parquet as pq
+
+from mindsim.cards import MANIFEST, build_dataset_folder
+from mindsim.publish import check_folder, check_loads
+
+
+def _run(root: Path, n_profiles: int, run_id: str) -> tuple[Path, dict]:
+    root.mkdir(parents=True)
+    (root / "profiles").mkdir()
+    pq.write_table(pa.table({"profile_id": [f"p{i}" for i in range(n_profiles)], "in_pool": [True] * n_profiles}),
+                   root / "profiles" / "profiles.parquet")
+    from mindcore.provenance import base_provenance
+
+    return root, {"run_id": run_id, "recipe": {"name": "t", "seed": 1}, "provenance": base_provenance()}
+
+
+def test_two_runs_named_dataset_never_load_each_others_rows(tmp_path):
+    """`datasets` caches a local folder by its name and each config's file path; two runs' `dataset/`
+    folders must still load their own rows, through the user's default cache too."""
+    from datasets import load_dataset
+
+    seen = []
+    for n, run_id in ((3, "aaaa"), (5, "bbbb")):
+        run_dir, info = _run(tmp_path / run_id, n, run_id)
+        folder = build_dataset_folder(run_dir, info)
+        manifest = check_folder(folder)
+        path = manifest["configs"]["profiles"]["path"]
+        assert path.startswith("data/profiles-") and path.endswith(".parquet")
+        assert check_loads(folder, manifest) == {"profiles": n}
+        ds = load_dataset(str(folder), "profiles", split="train")
+        seen.append((ds.num_rows, set(ds["run_id"])))
+    assert seen == [(3, {"aaaa"}), (5, {"bbbb"})]
+
+
+def test_rebuilt_folder_replaces_the_old_one_whole(tmp_path):
+    run_dir, info = _run(tmp_path / "r", 2, "cccc")
+    first = json.loads((build_dataset_folder(run_dir, info) / MANIFEST).read_text())
+    pq.write_table(pa.table({"profile_id": ["p0", "p1", "p2"], "in_pool": [True] * 3}),
+                   run_dir / "profiles" / "profiles.parquet")
+    folder = build_dataset_folder(run_dir, info)
+    second = json.loads((folder / MANIFEST).read_text())
+    assert first["configs"]["profiles"]["path"] != second["configs"]["profiles"]["path"]
+    assert sorted(str(p.relative_to(folder)) for p in folder.rglob("*") if p.is_file()) == sorted(
+        [*second["files"], MANIFEST])
+    assert not list(folder.parent.glob("dataset.*"))
