@@ -92,52 +92,57 @@ class RoleClient:
         attempts run out, then raise `StructuredOutputError` (recorded as a failed call)."""
         schema = output.model_json_schema()
         name = schema_name or output.__name__
-        obj, _raw, _ = await self._ask_json(
-            messages, schema, name, lambda text: output.model_validate_json(text), max_attempts, sampling
+        obj, _ = await self._ask_json(
+            "structured", messages, schema, name, lambda text: output.model_validate_json(text), max_attempts, sampling
         )
         return obj
 
-    async def _ask_json(self, messages, schema, name, parse, max_attempts, sampling):
+    async def _ask_json(self, kind, messages, schema, name, parse, max_attempts, sampling):
+        def feedback(raw: RawReply, error: str) -> list[dict[str, Any]]:
+            return [
+                {"role": "assistant", "content": raw.content or ""},
+                {"role": "user", "content": f"That reply could not be used: {error}. "
+                                            "Answer again with JSON only, matching the schema exactly."},
+            ]
+
+        return await self._with_reasks(
+            kind, name, messages, lambda raw: parse(_strip_fences(raw.content or "")), feedback, max_attempts,
+            dict(sampling, response_schema=schema, schema_name=name),
+        )
+
+    async def _with_reasks(self, kind, what, messages, parse, feedback, max_attempts, request_kw):
+        """The one bounded re-ask loop: send, parse, and on a parse error append `feedback` to the
+        original messages and ask again. Usage sums every attempt; the ledger gets one record."""
         attempts = max_attempts or self.spec.max_attempts
         convo = list(messages)
         t0 = time.monotonic()
         totals = RawReply(content=None)
-        last_error, raw_text = "", None
+        last_error = ""
         for attempt in range(1, attempts + 1):
-            req = self._request(convo, response_schema=schema, schema_name=name, **sampling)
             try:
-                raw = await self.backend.complete(req)
+                raw = await self.backend.complete(self._request(convo, **request_kw))
             except Exception:
-                self._record("structured", False, totals, time.monotonic() - t0, attempt)
+                self._record(kind, False, totals, time.monotonic() - t0, attempt)
                 raise
             totals.prompt_tokens += raw.prompt_tokens
             totals.completion_tokens += raw.completion_tokens
             totals.cached_tokens += raw.cached_tokens
-            raw_text = raw.content or ""
+            totals.content = raw.content
             try:
-                value = parse(_strip_fences(raw_text))
-                self._record("structured", True, totals, time.monotonic() - t0, attempt)
-                return value, raw_text, totals
+                value = parse(raw)
             except (ValidationError, ValueError) as exc:
                 last_error = _brief_error(exc)
-                convo = [
-                    *messages,
-                    {"role": "assistant", "content": raw_text},
-                    {
-                        "role": "user",
-                        "content": (
-                            "That reply could not be used: "
-                            f"{last_error}. Answer again with JSON only, matching the schema exactly."
-                        ),
-                    },
-                ]
-        self._record("structured", False, totals, time.monotonic() - t0, attempts)
+                convo = [*messages, *feedback(raw, last_error)]
+                continue
+            self._record(kind, True, totals, time.monotonic() - t0, attempt)
+            return value, totals
+        self._record(kind, False, totals, time.monotonic() - t0, attempts)
         raise StructuredOutputError(
-            f"role '{self.role}' ({self.backend.name}/{self.model}): no valid {name} after "
+            f"role '{self.role}' ({self.backend.name}/{self.model}): no valid {what} after "
             f"{attempts} attempts; last error: {last_error}",
             attempts=attempts,
             last_error=last_error,
-            raw=raw_text,
+            raw=totals.content,
         )
 
     # -- tool calls -------------------------------------------------------------------------------
@@ -154,90 +159,35 @@ class RoleClient:
         tool calling get a JSON schema instead; either way the result is an OpenAI assistant message
         with `tool_calls`, so stored histories look the same whichever engine produced them."""
         by_name = {t.name: t for t in tools}
-        if self.backend.native_tools:
-            return await self._native_tool_call(messages, tools, by_name, allow_none, max_attempts, sampling)
-        schema = _tool_choice_schema(tools, allow_none)
-
-        def parse(text: str) -> ToolCall | None:
-            data = json.loads(text)
-            if not isinstance(data, dict) or "name" not in data:
-                raise ValueError("expected an object with 'name' and 'arguments'")
-            if data["name"] == "none" and allow_none:
-                return None
-            tool = by_name.get(data["name"])
-            if tool is None:
-                raise ValueError(f"unknown tool '{data['name']}' (allowed: {', '.join(by_name)})")
-            args = tool.parameters.model_validate(data.get("arguments") or {})
-            return ToolCall(id="", name=tool.name, arguments=args.model_dump(mode="json"))
-
         t0 = time.monotonic()
-        call, _raw, totals = await self._ask_json(
-            messages, schema, "tool_choice", parse, max_attempts, sampling
-        )
-        calls = [] if call is None else [call]
+        if self.backend.native_tools:
+            calls, totals = await self._with_reasks(
+                "tool_call", "tool call", messages, lambda raw: _native_calls(raw, by_name, allow_none),
+                lambda _raw, error: [{"role": "user", "content": f"That tool call could not be used: {error}. "
+                                                                 "Call the tool again."}],
+                max_attempts,
+                dict(sampling, tools=[t.openai() for t in tools], tool_choice="auto" if allow_none else "required"),
+            )
+        else:
+            def parse(text: str) -> list[ToolCall]:
+                data = json.loads(text)
+                if not isinstance(data, dict) or "name" not in data:
+                    raise ValueError("expected an object with 'name' and 'arguments'")
+                if data["name"] == "none" and allow_none:
+                    return []
+                return [_validated_call(by_name, data["name"], data.get("arguments") or {}, "")]
+
+            calls, totals = await self._ask_json(
+                "tool_call", messages, _tool_choice_schema(tools, allow_none), "tool_choice", parse, max_attempts, sampling
+            )
         for c in calls:
-            c.id = _call_id(messages, c)
+            c.id = c.id or _call_id(messages, c)
         return ToolCallResult(
             message=_assistant_tool_message(calls),
             calls=calls,
             prompt_tokens=totals.prompt_tokens,
             completion_tokens=totals.completion_tokens,
             latency_s=time.monotonic() - t0,
-        )
-
-    async def _native_tool_call(self, messages, tools, by_name, allow_none, max_attempts, sampling):
-        attempts = max_attempts or self.spec.max_attempts
-        convo = list(messages)
-        t0 = time.monotonic()
-        totals = RawReply(content=None)
-        last_error = ""
-        for attempt in range(1, attempts + 1):
-            req = self._request(
-                convo,
-                tools=[t.openai() for t in tools],
-                tool_choice="auto" if allow_none else "required",
-                **sampling,
-            )
-            try:
-                raw = await self.backend.complete(req)
-            except Exception:
-                self._record("tool_call", False, totals, time.monotonic() - t0, attempt)
-                raise
-            totals.prompt_tokens += raw.prompt_tokens
-            totals.completion_tokens += raw.completion_tokens
-            try:
-                calls = []
-                for tc in raw.tool_calls[:1]:  # one call per step keeps the protocol simple
-                    fn = tc["function"]
-                    tool = by_name.get(fn["name"])
-                    if tool is None:
-                        raise ValueError(f"unknown tool '{fn['name']}'")
-                    args = tool.parameters.model_validate_json(fn.get("arguments") or "{}")
-                    calls.append(ToolCall(id=tc.get("id") or "", name=tool.name, arguments=args.model_dump(mode="json")))
-                if not calls and not allow_none:
-                    raise ValueError("no tool was called; a tool call is required here")
-                for c in calls:
-                    c.id = c.id or _call_id(messages, c)
-                self._record("tool_call", True, totals, time.monotonic() - t0, attempt)
-                return ToolCallResult(
-                    message=_assistant_tool_message(calls),
-                    calls=calls,
-                    prompt_tokens=totals.prompt_tokens,
-                    completion_tokens=totals.completion_tokens,
-                    latency_s=time.monotonic() - t0,
-                )
-            except (ValidationError, ValueError) as exc:
-                last_error = _brief_error(exc)
-                convo = [
-                    *messages,
-                    {"role": "user", "content": f"That tool call could not be used: {last_error}. Call the tool again."},
-                ]
-        self._record("tool_call", False, totals, time.monotonic() - t0, attempts)
-        raise StructuredOutputError(
-            f"role '{self.role}': no valid tool call after {attempts} attempts; last error: {last_error}",
-            attempts=attempts,
-            last_error=last_error,
-            raw=None,
         )
 
     # -- helpers ----------------------------------------------------------------------------------
@@ -270,6 +220,24 @@ class RoleClient:
                 attempts=attempts,
             )
         )
+
+
+def _validated_call(by_name: dict[str, ToolSpec], name: str, arguments: Any, call_id: str) -> ToolCall:
+    tool = by_name.get(name)
+    if tool is None:
+        raise ValueError(f"unknown tool '{name}' (allowed: {', '.join(by_name)})")
+    args = (tool.parameters.model_validate_json(arguments or "{}") if isinstance(arguments, str)
+            else tool.parameters.model_validate(arguments))
+    return ToolCall(id=call_id, name=tool.name, arguments=args.model_dump(mode="json"))
+
+
+def _native_calls(raw: RawReply, by_name: dict[str, ToolSpec], allow_none: bool) -> list[ToolCall]:
+    # One call per step keeps the patient protocol simple; extra parallel calls are ignored.
+    calls = [_validated_call(by_name, tc["function"]["name"], tc["function"].get("arguments"), tc.get("id") or "")
+             for tc in raw.tool_calls[:1]]
+    if not calls and not allow_none:
+        raise ValueError("no tool was called; a tool call is required here")
+    return calls
 
 
 def _strip_fences(text: str) -> str:

@@ -114,3 +114,21 @@ def test_role_sampling_comes_from_the_role_spec(fake_engines):
     run(engines.role("counsellor:gpt").chat([{"role": "user", "content": "x"}]))
     req = backend.requests[0]
     assert (req.temperature, req.max_tokens, req.seed, req.role) == (1.0, 77, 3, "counsellor:gpt")
+
+
+@pytest.mark.parametrize("native", [True, False])
+def test_exhausted_tool_call_is_one_failed_ledger_record_with_every_attempt(fake_engines, native):
+    # Native engines answer in prose (no tool call); emulated ones with JSON naming an unknown tool.
+    reply = RawReply(content="no thanks", prompt_tokens=10, completion_tokens=2, cached_tokens=4) if native else \
+        RawReply(content='{"name": "hang_up", "arguments": {}}', prompt_tokens=10, completion_tokens=2, cached_tokens=4)
+    engines, backend = fake_engines(lambda req: reply, native_tools=native)
+    tool = ToolSpec.from_model("commit_move", "x", Commit)
+    with pytest.raises(StructuredOutputError, match="after 3 attempts") as info:
+        run(engines.role("patient").tool_call([{"role": "user", "content": "hi"}], [tool], max_attempts=3))
+    assert info.value.attempts == 3
+    assert ("no tool was called" if native else "unknown tool 'hang_up'") in info.value.last_error
+    (rec,) = engines.ledger.records
+    assert (rec.kind, rec.ok, rec.attempts) == ("tool_call", False, 3)
+    assert (rec.prompt_tokens, rec.completion_tokens, rec.cached_tokens) == (30, 6, 12)
+    # Every re-ask goes back to the original messages plus one piece of feedback, never piling up.
+    assert len(backend.requests) == 3 and len(backend.requests[2].messages) == len(backend.requests[1].messages)
