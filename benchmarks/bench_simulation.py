@@ -1,6 +1,8 @@
 """Benchmark the simulator on the embedded engine (issue 4): sessions per minute with all conversations
 batched vs a serial loop over the same patients, and how busy the engine was during the batched run
-compared with the same requests fired as raw concurrent calls (the engine's ceiling for that work).
+compared with the same requests replayed raw (each conversation's requests in order, all conversations
+at once, no simulator in between: the engine's ceiling for that work). Each mode runs on a freshly
+started engine so no mode inherits another's prompt cache.
 
     python benchmarks/bench_simulation.py [--patients 4] [--turn-cap 3] [--parallel 4]
 
@@ -29,7 +31,8 @@ from simfakes import make_profile  # noqa: E402
 
 
 class Recorder:
-    """Wraps a backend's `complete` to keep every request and reply of a run."""
+    """Wraps a backend's `complete` to keep every request and reply of a run, tagged with the asyncio
+    task that sent it (the simulator runs each arc as one task, so the tag is the conversation)."""
 
     def __init__(self, backend):
         self.backend = backend
@@ -39,20 +42,39 @@ class Recorder:
 
     async def complete(self, request):
         reply = await self.inner(request)
-        self.calls.append((request, reply))
+        self.calls.append((id(asyncio.current_task()), request, reply))
         return reply
 
-    def tokens(self) -> int:
-        return sum(r.prompt_tokens + r.completion_tokens for _, r in self.calls)
+
+def processed(calls) -> int:
+    """Tokens the engine actually computed: prompt tokens not served from its cache, plus output."""
+    return sum(r.prompt_tokens - r.cached_tokens + r.completion_tokens for *_, r in calls)
 
 
-async def replay(backend, calls) -> tuple[float, int]:
-    """The same requests, all at once (the backend's semaphore still bounds what is in flight)."""
+def cached_share(calls) -> float:
+    prompt = sum(r.prompt_tokens for *_, r in calls)
+    return sum(r.cached_tokens for *_, r in calls) / prompt if prompt else 0.0
+
+
+async def replay_lanes(backend, calls, together: bool = True) -> float:
+    """The simulation's engine work without the simulator: each conversation's requests in their order
+    (so prompt caching behaves as in the run), output capped at what each reply produced; all
+    conversations at once, or (`together=False`) one after another. Returns the wall time."""
+    lanes: dict[int, list] = {}
+    for lane, req, rep in calls:
+        lanes.setdefault(lane, []).append(dataclasses.replace(req, max_tokens=max(1, rep.completion_tokens)))
+
+    async def run(reqs):
+        for req in reqs:
+            await backend.complete(req)
+
     t0 = time.monotonic()
-    replies = await asyncio.gather(
-        *(backend.complete(dataclasses.replace(req, max_tokens=max(1, rep.completion_tokens))) for req, rep in calls)
-    )
-    return time.monotonic() - t0, sum(r.prompt_tokens + r.completion_tokens for r in replies)
+    if together:
+        await asyncio.gather(*(run(reqs) for reqs in lanes.values()))
+    else:
+        for reqs in lanes.values():
+            await run(reqs)
+    return time.monotonic() - t0
 
 
 def main() -> None:
@@ -71,34 +93,59 @@ def main() -> None:
         engines={"local": EmbeddedEngine(parallel=args.parallel, ctx_per_slot=4096)},
         roles={"default": RoleSpec(engine="local", temperature=0.3, max_tokens=200, seed=0)},
     )
+    # Each mode gets a freshly started engine: llama.cpp keeps prompts in its slots and a RAM cache, and
+    # the modes send identical requests (same profiles, same seed), so a shared engine would hand the
+    # later modes the earlier one's work.
     with Engines.from_config(engines_cfg) as engines, tempfile.TemporaryDirectory() as tmp:
         rec = Recorder(engines.backend("local"))
         t0 = time.monotonic()
         batched = asyncio.run(simulate_async(profiles, engines, config, Path(tmp) / "batched", seed=1))
         t_batched = time.monotonic() - t0
-        batched_calls, batched_tokens = list(rec.calls), rec.tokens()
+        batched_calls = list(rec.calls)
         print(f"[batched done in {t_batched:.1f} s, {len(batched_calls)} requests]", flush=True)
 
-        rec.calls.clear()
+    with Engines.from_config(engines_cfg) as engines, tempfile.TemporaryDirectory() as tmp:
+        rec = Recorder(engines.backend("local"))
         t0 = time.monotonic()
         serial_sessions = 0
         for i, p in enumerate(profiles):  # one conversation after another: the baseline
             s = asyncio.run(simulate_async([p], engines, config, Path(tmp) / f"serial{i}", seed=1))
             serial_sessions += s["sessions_written"]
         t_serial = time.monotonic() - t0
-        print(f"[serial done in {t_serial:.1f} s]", flush=True)
+        serial_calls = list(rec.calls)
+        print(f"[serial done in {t_serial:.1f} s, {len(serial_calls)} requests]", flush=True)
 
-        t_raw, raw_tokens = asyncio.run(replay(engines.backend("local"), batched_calls))
+    with Engines.from_config(engines_cfg) as engines:
+        rec = Recorder(engines.backend("local"))
+        t_raw = asyncio.run(replay_lanes(engines.backend("local"), batched_calls))
+        raw_calls = list(rec.calls)
+        print(f"[raw replay done in {t_raw:.1f} s]", flush=True)
+
+    # What concurrency buys on this engine at all, with no simulator: the same lanes one at a time.
+    with Engines.from_config(engines_cfg) as engines:
+        rec = Recorder(engines.backend("local"))
+        t_raw1 = asyncio.run(replay_lanes(engines.backend("local"), batched_calls, together=False))
+        raw1_calls = list(rec.calls)
+        print(f"[raw one-lane-at-a-time replay done in {t_raw1:.1f} s]", flush=True)
 
     spm_b = batched["sessions_written"] / t_batched * 60
     spm_s = serial_sessions / t_serial * 60
-    tps_b, tps_raw = batched_tokens / t_batched, raw_tokens / t_raw
+    tps_b, tps_raw = processed(batched_calls) / t_batched, processed(raw_calls) / t_raw
     print(f"patients={args.patients} turn_cap={args.turn_cap} parallel={args.parallel} requests={len(batched_calls)}")
-    print(f"batched : {batched['sessions_written']} sessions in {t_batched:7.1f} s = {spm_b:6.2f} sessions/min")
-    print(f"serial  : {serial_sessions} sessions in {t_serial:7.1f} s = {spm_s:6.2f} sessions/min")
+    for name, n, t, calls in (("batched", batched["sessions_written"], t_batched, batched_calls),
+                              ("serial ", serial_sessions, t_serial, serial_calls)):
+        print(f"{name}: {n} sessions in {t:7.1f} s = {n / t * 60:6.2f} sessions/min   "
+              f"{len(calls)} requests, {processed(calls)} tokens computed, {cached_share(calls):.0%} of prompt from cache")
+    for f in batched["failed_arcs"]:
+        print(f"  batched arc failed (135M output, counted): {f['patient_id']}: {f['error'][:160]}")
     print(f"speed-up batched / serial = {spm_b / spm_s:.2f}x   (goal >= 1.5x)")
-    print(f"engine tokens/s: batched sim {tps_b:7.1f}   raw replay of the same requests {tps_raw:7.1f}")
+    print(f"computed tokens/s: batched simulation {tps_b:7.1f}   same requests replayed raw, per conversation in "
+          f"order, all at once {tps_raw:7.1f} ({cached_share(raw_calls):.0%} from cache)")
     print(f"engine busy vs raw concurrent = {tps_b / tps_raw:.0%}   (goal >= 90%)")
+    tps_s, tps_raw1 = processed(serial_calls) / t_serial, processed(raw1_calls) / t_raw1
+    print(f"computed tokens/s, batched / serial simulation = {tps_b / tps_s:.2f}x   (independent of failed arcs)")
+    print(f"the engine's own gain from concurrency (raw replay all lanes at once / one lane at a time) = "
+          f"{tps_raw / tps_raw1:.2f}x   — no harness can batch beyond this here")
 
 
 if __name__ == "__main__":
