@@ -22,6 +22,12 @@ from mindcore.errors import EngineError
 from mindcore.types import UsageLedger
 
 
+# Per generation, beside distilabel's own input/output token counts: what the engine layer's ledger
+# records, so a parent process can account for work done in distilabel's workers, and the error ("" if
+# none) so a failed row says why instead of pointing at a worker log.
+STATISTICS = ("input_tokens", "output_tokens", "cached_tokens", "attempts", "latency_s", "errors")
+
+
 def _import_model(path: str):
     module, _, name = path.partition(":")
     return getattr(importlib.import_module(module), name)
@@ -34,7 +40,8 @@ class MindcoreLLM(AsyncLLM):
     wire: dict[str, Any]
     output_model: Optional[str] = None
 
-    _client: Any = PrivateAttr(default=None)
+    _backend: Any = PrivateAttr(default=None)
+    _spec: Any = PrivateAttr(default=None)
     _output: Any = PrivateAttr(default=None)
 
     def load(self) -> None:
@@ -55,8 +62,14 @@ class MindcoreLLM(AsyncLLM):
             strict_schema=w.get("strict_schema", False),
             kind=w.get("kind", "openai"),
         )
-        self._client = RoleClient(w["role"], backend, RoleSpec(**w["role_spec"]), w["model"], UsageLedger())
+        self._backend = backend
+        self._spec = RoleSpec(**w["role_spec"])
         self._output = _import_model(self.output_model) if self.output_model else None
+
+    def _fresh_client(self) -> RoleClient:
+        # A client (and ledger) per generation: a step runs many generations at once on this LLM, and
+        # each needs its own usage, not a slice of a shared ledger that others append to meanwhile.
+        return RoleClient(self.wire["role"], self._backend, self._spec, self.wire["model"], UsageLedger())
 
     @property
     def model_name(self) -> str:
@@ -83,21 +96,27 @@ class MindcoreLLM(AsyncLLM):
         if temperature is not None:
             sampling["temperature"] = temperature
         generations: list[Optional[str]] = []
-        stats_in: list[int] = []
-        stats_out: list[int] = []
+        stats: dict[str, list[Any]] = {k: [] for k in STATISTICS}
         for _ in range(num_generations):
-            before = len(self._client.ledger.records)
+            client = self._fresh_client()
+            error = ""
             try:
                 if self._output is not None:
-                    obj = await self._client.structured(list(input), self._output, **sampling)
+                    obj = await client.structured(list(input), self._output, **sampling)
                     generations.append(obj.model_dump_json())
                 else:
-                    generations.append((await self._client.chat(list(input), **sampling)).content)
+                    generations.append((await client.chat(list(input), **sampling)).content)
             except EngineError as exc:
-                # distilabel would blank the whole batch on an exception; fail only this row, visibly.
+                # distilabel would blank the whole batch on an exception; fail only this row, visibly,
+                # and keep the error (class first) for callers that count or retry failures.
                 self._logger.warning(f"{self.wire['role']}: generation failed: {exc}")
                 generations.append(None)
-            new = self._client.ledger.records[before:]
-            stats_in.append(sum(r.prompt_tokens for r in new))
-            stats_out.append(sum(r.completion_tokens for r in new))
-        return {"generations": generations, "statistics": {"input_tokens": stats_in, "output_tokens": stats_out}}
+                error = f"{type(exc).__name__}: {exc}"
+            recs = client.ledger.records
+            stats["input_tokens"].append(sum(r.prompt_tokens for r in recs))
+            stats["output_tokens"].append(sum(r.completion_tokens for r in recs))
+            stats["cached_tokens"].append(sum(r.cached_tokens for r in recs))
+            stats["attempts"].append(sum(r.attempts for r in recs))
+            stats["latency_s"].append(round(sum(r.latency_s for r in recs), 4))
+            stats["errors"].append(error)
+        return {"generations": generations, "statistics": stats}

@@ -15,6 +15,7 @@ than unrolled DAG steps because a revision is needed only for the few serious ro
 
 # No `from __future__ import annotations` here: distilabel reads `process`'s real `StepInput` hint.
 import asyncio
+import json
 import os
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
@@ -23,8 +24,9 @@ from distilabel.steps import LoadDataFromDicts, Step, StepInput
 from pydantic import Field
 
 from mindcore.distilabel_llm import MindcoreLLM
-from mindcore.errors import StructuredOutputError
+from mindcore.errors import EngineError, StructuredOutputError, TransportError
 from mindcore.io import CheckpointDir
+from mindcore.types import CallRecord
 from profilegen.generate import Outcome, make_profile_checkpointed
 from profilegen.schemas import AnchoredRow, Failure, Provenance
 
@@ -36,22 +38,36 @@ SCREENER_OUTPUT = "profilegen.screen:JudgeVerdict"
 
 
 class LLMClient:
-    """Gives a loaded MindcoreLLM the `structured()` call the per-patient code expects."""
+    """Gives a loaded MindcoreLLM the `structured()` call the per-patient code expects, for one row: it
+    keeps that row's calls (for the parent's usage ledger) and turns a failed generation back into the
+    engine layer's own error class, so an outage stays retryable and invalid output stays final."""
 
     def __init__(self, llm: MindcoreLLM):
         self.llm = llm
+        self.calls: list[dict[str, Any]] = []
 
     async def structured(self, messages: list[dict[str, Any]], output: type, *, schema_name: str | None = None,
                          **_: Any) -> Any:
         out = await self.llm.agenerate(input=messages)
+        stats = {k: v[0] for k, v in out["statistics"].items()}
         text = out["generations"][0]
+        self.calls.append({"role": self.llm.wire["role"], "engine": self.llm.wire["engine"],
+                           "model": self.llm.wire["model"], "ok": text is not None, **stats})
         if text is None:
-            # The adapter already retried and logged the cause; keep it a counted engine failure.
-            raise StructuredOutputError(
-                f"role '{self.llm.wire['role']}': no valid {schema_name or output.__name__} (see the worker log)",
-                attempts=self.llm.wire.get("role_spec", {}).get("max_attempts", 0), last_error="", raw=None,
-            )
+            kind, _, message = stats["errors"].partition(": ")
+            what = f"role '{self.llm.wire['role']}': no valid {schema_name or output.__name__}: {message}"
+            if kind == "StructuredOutputError":
+                raise StructuredOutputError(what, attempts=stats["attempts"], last_error=message, raw=None)
+            raise (TransportError if kind == "TransportError" else EngineError)(f"{what} ({kind})")
         return output.model_validate_json(text)
+
+
+def usage_records(calls: list[dict[str, Any]]) -> list[CallRecord]:
+    """A worker row's calls as the parent ledger's records."""
+    return [CallRecord(role=c["role"], engine=c["engine"], model=c["model"], kind="structured", ok=c["ok"],
+                       prompt_tokens=c["input_tokens"], completion_tokens=c["output_tokens"],
+                       cached_tokens=c["cached_tokens"], latency_s=c["latency_s"], attempts=c["attempts"])
+            for c in calls]
 
 
 class WriteAndScreen(Step):
@@ -70,7 +86,7 @@ class WriteAndScreen(Step):
 
     @property
     def outputs(self) -> list[str]:
-        return ["outcome"]
+        return ["outcome", "usage"]
 
     def load(self) -> None:
         super().load()
@@ -80,23 +96,28 @@ class WriteAndScreen(Step):
     def process(self, inputs: StepInput) -> "StepOutput":  # type: ignore[override]
         prov = Provenance.model_validate_json(self.provenance)
         checkpoints = CheckpointDir(self.checkpoint_dir)
-        writer, screener = LLMClient(self.writer), LLMClient(self.screener)
 
-        async def one(item: dict[str, Any], gate: asyncio.Semaphore) -> Outcome:
+        async def one(item: dict[str, Any], gate: asyncio.Semaphore) -> tuple[Outcome, list[dict[str, Any]]]:
             row = AnchoredRow.model_validate_json(item["row"])
+            writer, screener = LLMClient(self.writer), LLMClient(self.screener)
             async with gate:
                 try:
-                    return await make_profile_checkpointed(writer, screener, row, self.max_revisions, prov, checkpoints)
+                    outcome = await make_profile_checkpointed(writer, screener, row, self.max_revisions, prov,
+                                                              checkpoints)
                 except Exception as exc:  # noqa: BLE001 - one bad row must not blank the batch
-                    return Outcome(profile_id=row.profile_id, status="failed", failure=Failure(
-                        profile_id=row.profile_id, stage="distilabel", error=f"{type(exc).__name__}: {exc}"))
+                    # Not checkpointed (the error escaped the per-patient code), so a rerun retries it.
+                    outcome = Outcome(profile_id=row.profile_id, status="failed", failure=Failure(
+                        profile_id=row.profile_id, stage="distilabel", error=f"{type(exc).__name__}: {exc}",
+                        retry_on_rerun=True))
+            return outcome, writer.calls + screener.calls
 
-        async def batch() -> list[Outcome]:
+        async def batch() -> list[tuple[Outcome, list[dict[str, Any]]]]:
             gate = asyncio.Semaphore(self.concurrency)
             return list(await asyncio.gather(*(one(item, gate) for item in inputs)))
 
-        outcomes = asyncio.run(batch())
-        yield [{**item, "outcome": o.model_dump_json()} for item, o in zip(inputs, outcomes)]
+        results = asyncio.run(batch())
+        yield [{**item, "outcome": o.model_dump_json(), "usage": json.dumps(calls)}
+               for item, (o, calls) in zip(inputs, results)]
 
 
 def build_pipeline(engines: Any, rows: list[AnchoredRow], cfg: Any, prov: Provenance, checkpoint_dir: Path) -> Any:
@@ -131,6 +152,9 @@ def run_distilabel(engines: Any, rows: list[AnchoredRow], cfg: Any, prov: Proven
         if record.get("outcome"):
             outcome = Outcome.model_validate_json(record["outcome"])
             got[outcome.profile_id] = outcome
+            # The workers' calls into the parent's ledger, so run.json counts the profile stage too.
+            for rec in usage_records(json.loads(record.get("usage") or "[]")):
+                engines.ledger.add(rec)
     return [
         got.get(r.profile_id) or Outcome(profile_id=r.profile_id, status="failed", failure=Failure(
             profile_id=r.profile_id, stage="distilabel", error="distilabel returned no output for this row"))

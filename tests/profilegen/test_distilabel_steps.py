@@ -20,6 +20,9 @@ def test_profiles_end_to_end_through_distilabel(profile_engines, recipe, tmp_pat
     s = run_profiles(recipe, profile_engines, tmp_path, cfg)
     assert s.runner == "distilabel" and s.candidates == 1
     assert "distilabel" not in s.failed  # the step itself never lost a row
+    # The worker process's calls reach the parent's ledger (and so run.json).
+    writer = s.usage["profile_writer"]
+    assert writer["calls"] >= 1 and writer["prompt_tokens"] > 0 and writer["attempts"] >= writer["calls"]
     assert s.kept + s.dropped_serious + sum(s.failed.values()) == 1
     folder = tmp_path / "profiles"
     assert json.loads((folder / "summary.json").read_text())["runner"] == "distilabel"

@@ -1,0 +1,50 @@
+"""The distilabel step's failure handling, in process and without a model: an engine that is down must
+come back as a retryable failure with its real error, not a checkpointed "see the worker log"."""
+
+from __future__ import annotations
+
+import json
+import socket
+
+from mindcore.config import RoleSpec
+from mindcore.distilabel_llm import MindcoreLLM
+from profilegen.anchors import anchor_personas
+from profilegen.distilabel_steps import SCREENER_OUTPUT, WRITER_OUTPUT, WriteAndScreen, usage_records
+from profilegen.generate import Outcome, prompt_hashes
+from profilegen.personas import load_personas
+from profilegen.rates import load_rates
+from profilegen.schemas import Provenance, RoleModel
+
+
+def _closed_port() -> int:
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        return s.getsockname()[1]  # nothing listens once the socket is closed
+
+
+def _wire(role: str, port: int) -> dict:
+    return {"role": role, "engine": "down", "kind": "openai", "base_url": f"http://127.0.0.1:{port}/v1",
+            "model": "m", "api_key_env": None, "max_concurrency": 2, "timeout_s": 5.0, "native_tools": False,
+            "structured_mode": "json_schema", "strict_schema": False, "role_spec": RoleSpec(engine="down").model_dump()}
+
+
+def test_outage_in_the_worker_is_a_retryable_failure_with_its_cause(tmp_path):
+    port = _closed_port()
+    rows = anchor_personas(load_personas("synthetic", 2, 7).rows, load_rates(None), 7)
+    prov = Provenance(seed=7, toolkit_version="t", prompts=prompt_hashes(),
+                      roles=[RoleModel(role=r, engine="down", model="m") for r in ("profile_writer", "screener")])
+    step = WriteAndScreen(
+        writer=MindcoreLLM(wire=_wire("profile_writer", port), output_model=WRITER_OUTPUT),
+        screener=MindcoreLLM(wire=_wire("screener", port), output_model=SCREENER_OUTPUT),
+        checkpoint_dir=str(tmp_path / "checkpoints"), provenance=prov.model_dump_json(),
+    )
+    step.load()
+    (out,) = list(step.process([{"row": r.model_dump_json()} for r in rows]))
+    assert len(out) == 2
+    for item in out:
+        o = Outcome.model_validate_json(item["outcome"])
+        assert o.status == "failed" and o.failure.retry_on_rerun
+        assert "TransportError" in o.failure.error and f"127.0.0.1:{port}" in o.failure.error
+        (rec,) = usage_records(json.loads(item["usage"]))
+        assert (rec.role, rec.engine, rec.ok) == ("profile_writer", "down", False)
+    assert not list((tmp_path / "checkpoints").glob("*.json"))
