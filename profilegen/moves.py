@@ -10,13 +10,12 @@ an archetype id from here; the simulator builds the `commit_move` enum and the p
 from __future__ import annotations
 
 from functools import lru_cache
-from importlib import resources
 from typing import Literal
 
-import yaml
 from pydantic import BaseModel, ConfigDict, Field, ValidationError
 
 from mindcore.errors import ConfigError
+from profilegen.vocab import read_data
 
 MoveClass = Literal["disclosing", "concealing", "expressive", "engaging"]
 MOVE_CLASSES: tuple[str, ...] = ("disclosing", "concealing", "expressive", "engaging")
@@ -110,17 +109,6 @@ class Vocabulary(BaseModel):
         return [m for m in self.moves.values() if m.id not in removed]
 
 
-def _read_yaml(name: str) -> dict:
-    path = resources.files("profilegen") / "data" / name
-    try:
-        data = yaml.safe_load(path.read_text(encoding="utf-8"))
-    except (OSError, yaml.YAMLError) as exc:
-        raise ConfigError(f"cannot read profilegen/data/{name}: {exc}") from exc
-    if not isinstance(data, dict):
-        raise ConfigError(f"profilegen/data/{name} must be a mapping with source/version and entries")
-    return data
-
-
 def build_vocabulary(moves_data: dict, archetypes_data: dict) -> Vocabulary:
     """Validate raw YAML data for both files and cross-check them; raise ConfigError naming the fault."""
     try:
@@ -163,7 +151,7 @@ def build_vocabulary(moves_data: dict, archetypes_data: dict) -> Vocabulary:
 @lru_cache(maxsize=1)
 def load_vocabulary() -> Vocabulary:
     """The shipped vocabulary (cached)."""
-    return build_vocabulary(_read_yaml("moves.yaml"), _read_yaml("archetypes.yaml"))
+    return build_vocabulary(read_data("moves.yaml"), read_data("archetypes.yaml"))
 
 
 def archetype_ids() -> list[str]:
