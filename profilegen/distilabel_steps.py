@@ -54,11 +54,11 @@ class LLMClient:
         self.calls.append({"role": self.llm.wire["role"], "engine": self.llm.wire["engine"],
                            "model": self.llm.wire["model"], "ok": text is not None, **stats})
         if text is None:
+            # The engine layer's message already names the role, engine, model and cause.
             kind, _, message = stats["errors"].partition(": ")
-            what = f"role '{self.llm.wire['role']}': no valid {schema_name or output.__name__}: {message}"
             if kind == "StructuredOutputError":
-                raise StructuredOutputError(what, attempts=stats["attempts"], last_error=message, raw=None)
-            raise (TransportError if kind == "TransportError" else EngineError)(f"{what} ({kind})")
+                raise StructuredOutputError(message, attempts=stats["attempts"], last_error=message, raw=None)
+            raise (TransportError if kind == "TransportError" else EngineError)(message)
         return output.model_validate_json(text)
 
 
