@@ -133,6 +133,11 @@ def resolve_folder(path: Path, repo_id: str | None = None) -> Path:
     raise InputError(f"{path}: neither a dataset folder ({MANIFEST}) nor a run folder (run.json)")
 
 
+# What a push makes identical to the folder (files there that the folder lacks are deleted in the same
+# commit); anything else a user keeps in the repo is left alone.
+REPLACED_ON_PUSH = ("data/*", "images/*", "*.md", MANIFEST)
+
+
 def push(folder: Path, repo_id: str, *, private: bool, endpoint: str | None = None) -> str:
     from huggingface_hub import HfApi
 
@@ -142,8 +147,11 @@ def push(folder: Path, repo_id: str, *, private: bool, endpoint: str | None = No
     api = HfApi(endpoint=endpoint or os.environ.get("HF_ENDPOINT") or None, token=token)
     try:
         api.create_repo(repo_id, repo_type="dataset", private=private, exist_ok=True)
+        # Data and plot files are named by content hash, so a new version of the dataset uploads new
+        # names; without deleting what this folder no longer has, old rows would linger in the repo.
         info = api.upload_folder(
-            folder_path=str(folder), repo_id=repo_id, repo_type="dataset", commit_message="Upload mindsim dataset"
+            folder_path=str(folder), repo_id=repo_id, repo_type="dataset", commit_message="Upload mindsim dataset",
+            delete_patterns=list(REPLACED_ON_PUSH),
         )
     except Exception as exc:  # never let a library message that might echo headers reach the screen
         message = str(exc).replace(token, "***")

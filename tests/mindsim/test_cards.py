@@ -51,3 +51,25 @@ def test_rebuilt_folder_replaces_the_old_one_whole(tmp_path):
     assert sorted(str(p.relative_to(folder)) for p in folder.rglob("*") if p.is_file()) == sorted(
         [*second["files"], MANIFEST])
     assert not list(folder.parent.glob("dataset.*"))
+
+
+def test_push_of_a_new_version_replaces_the_old_files(tmp_path, monkeypatch):
+    from hub_stub import HubStub
+    from mindsim.publish import push
+
+    monkeypatch.setenv("HF_TOKEN", "hf_TESTSECRET_cards_0123456789")
+    with HubStub() as hub:
+        sent = []
+        for n, run_id in ((2, "dddd"), (4, "eeee")):
+            run_dir, info = _run(tmp_path / run_id, n, run_id)
+            folder = build_dataset_folder(run_dir, info)
+            push(folder, "someone/versions", private=True, endpoint=hub.endpoint)
+            sent.append(json.loads((folder / MANIFEST).read_text()))
+        hub.files["notes/kept.txt"] = b"the user's own file"
+        push(folder, "someone/versions", private=True, endpoint=hub.endpoint)
+    first, second = sent
+    old = first["configs"]["profiles"]["path"]
+    assert old != second["configs"]["profiles"]["path"] and old in hub.deleted
+    # The repo now holds exactly the second version, plus what the user put there outside our folders.
+    assert set(hub.files) == set(second["files"]) | {MANIFEST, "notes/kept.txt"}
+    assert json.loads(hub.files[MANIFEST])["run_id"] == "eeee"
