@@ -134,8 +134,9 @@ def resolve_folder(path: Path, repo_id: str | None = None) -> Path:
 
 
 # What a push makes identical to the folder (files there that the folder lacks are deleted in the same
-# commit); anything else a user keeps in the repo is left alone.
-REPLACED_ON_PUSH = ("data/*", "images/*", "*.md", MANIFEST)
+# commit); anything else a user keeps in the repo is left alone. Markdown files are named one by one:
+# the Hub's pattern matching lets "*" cross "/", so "*.md" would also delete a user's docs/*.md.
+REPLACED_ON_PUSH = ("data/*", "images/*", "README.md", "MIBOT_NOTICE.md", MANIFEST)
 
 
 def push(folder: Path, repo_id: str, *, private: bool, endpoint: str | None = None) -> str:

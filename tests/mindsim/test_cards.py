@@ -66,10 +66,11 @@ def test_push_of_a_new_version_replaces_the_old_files(tmp_path, monkeypatch):
             push(folder, "someone/versions", private=True, endpoint=hub.endpoint)
             sent.append(json.loads((folder / MANIFEST).read_text()))
         hub.files["notes/kept.txt"] = b"the user's own file"
+        hub.files["docs/guide.md"] = b"# the user's own page"
         push(folder, "someone/versions", private=True, endpoint=hub.endpoint)
     first, second = sent
     old = first["configs"]["profiles"]["path"]
     assert old != second["configs"]["profiles"]["path"] and old in hub.deleted
     # The repo now holds exactly the second version, plus what the user put there outside our folders.
-    assert set(hub.files) == set(second["files"]) | {MANIFEST, "notes/kept.txt"}
+    assert set(hub.files) == set(second["files"]) | {MANIFEST, "notes/kept.txt", "docs/guide.md"}
     assert json.loads(hub.files[MANIFEST])["run_id"] == "eeee"
