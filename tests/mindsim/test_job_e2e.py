@@ -101,6 +101,57 @@ def test_rerun_resumes_and_other_recipe_is_refused(run_dir, tmp_path):
         run_job(other, run_dir)
 
 
+def test_killed_run_resumes_from_finished_work(run_dir, tmp_path):
+    """`mindsim run` killed with SIGKILL in its simulation stage, then rerun with the same arguments:
+    finished work is kept byte for byte and every session ends up present exactly once."""
+    import os
+    import signal
+    import subprocess
+    import sys
+    import time
+
+    work = tmp_path / "run"
+    shutil.copytree(run_dir, work)
+    ck = work / "sessions" / "checkpoints"
+    records = {p.name: json.loads(p.read_text()) for p in ck.glob("*.json")}
+    expected = sorted(p.removesuffix(".json") for p in records)
+    last = max(r["session_index"] for r in records.values())
+    # Take the run back to "last sessions not simulated yet": their checkpoints and everything after.
+    redo = [ck / n for n, r in records.items() if r["session_index"] == last]
+    for path in redo:
+        path.unlink()
+    for rel in ("sessions/sessions.parquet", "transcripts", "validation", "dataset"):
+        target = work / rel
+        shutil.rmtree(target) if target.is_dir() else target.unlink()
+    profile_marks = _stamps(work / "profiles" / "checkpoints")
+
+    proc = subprocess.Popen([sys.executable, "-m", "mindsim", "run", str(TINY), "--out", str(work)],
+                            stdout=subprocess.DEVNULL, stderr=subprocess.PIPE, start_new_session=True)
+    deadline = time.monotonic() + 900
+    try:
+        while not any(p.exists() for p in redo):
+            assert proc.poll() is None, f"run ended before the kill: {proc.stderr.read().decode()[-2000:]}"
+            assert time.monotonic() < deadline, "no session finished within 15 minutes"
+            time.sleep(0.05)
+        os.killpg(proc.pid, signal.SIGKILL)  # the job, its llama.cpp server and any distilabel workers
+    finally:
+        proc.wait(timeout=60)
+    assert proc.returncode == -signal.SIGKILL
+    kept = {p.name: p.read_bytes() for p in ck.glob("*.json")}
+    assert len(kept) < len(records) or not (work / "dataset").exists(), "the kill must land before the end"
+
+    summary = run_job(TINY, work)
+    assert summary.info["status"] == "finished"
+    assert sorted(p.stem for p in ck.glob("*.json")) == expected
+    for name, data in kept.items():
+        assert (ck / name).read_bytes() == data
+    now = _stamps(work / "profiles" / "checkpoints")
+    assert {k: now[k] for k in profile_marks} == profile_marks
+    ids = pq.read_table(work / "sessions" / "sessions.parquet").column("session_id").to_pylist()
+    assert sorted(ids) == expected
+    assert (work / "dataset" / "README.md").is_file() and (work / "validation" / "report.json").is_file()
+
+
 def test_exports_have_the_right_shape(run_dir, tmp_path):
     from mindsim.export import sft_rows, patient_rows, write_rows
 
