@@ -6,12 +6,14 @@ from __future__ import annotations
 
 import json
 import shutil
+import sys
 from pathlib import Path
 
 import pyarrow as pa
 import pyarrow.parquet as pq
 import pytest
 
+from killing import kill_when
 from mindcore.errors import ConfigError
 from mindsim.cards import MANIFEST
 from mindsim.job import run_job
@@ -104,12 +106,6 @@ def test_rerun_resumes_and_other_recipe_is_refused(run_dir, tmp_path):
 def test_killed_run_resumes_from_finished_work(run_dir, tmp_path):
     """`mindsim run` killed with SIGKILL in its simulation stage, then rerun with the same arguments:
     finished work is kept byte for byte and every session ends up present exactly once."""
-    import os
-    import signal
-    import subprocess
-    import sys
-    import time
-
     work = tmp_path / "run"
     shutil.copytree(run_dir, work)
     ck = work / "sessions" / "checkpoints"
@@ -125,18 +121,9 @@ def test_killed_run_resumes_from_finished_work(run_dir, tmp_path):
         shutil.rmtree(target) if target.is_dir() else target.unlink()
     profile_marks = _stamps(work / "profiles" / "checkpoints")
 
-    proc = subprocess.Popen([sys.executable, "-m", "mindsim", "run", str(TINY), "--out", str(work)],
-                            stdout=subprocess.DEVNULL, stderr=subprocess.PIPE, start_new_session=True)
-    deadline = time.monotonic() + 900
-    try:
-        while not any(p.exists() for p in redo):
-            assert proc.poll() is None, f"run ended before the kill: {proc.stderr.read().decode()[-2000:]}"
-            assert time.monotonic() < deadline, "no session finished within 15 minutes"
-            time.sleep(0.05)
-        os.killpg(proc.pid, signal.SIGKILL)  # the job, its llama.cpp server and any distilabel workers
-    finally:
-        proc.wait(timeout=60)
-    assert proc.returncode == -signal.SIGKILL
+    # Killed with its llama.cpp server and distilabel workers as soon as one of those sessions is back.
+    kill_when([sys.executable, "-m", "mindsim", "run", str(TINY), "--out", str(work)],
+              lambda: any(p.exists() for p in redo), timeout_s=900)
     kept = {p.name: p.read_bytes() for p in ck.glob("*.json")}
     assert len(kept) < len(records) or not (work / "dataset").exists(), "the kill must land before the end"
 

@@ -4,15 +4,13 @@ exactly once, and sessions finished before the kill are not simulated again (min
 from __future__ import annotations
 
 import json
-import os
-import signal
 import subprocess
 import sys
-import time
 from pathlib import Path
 
 import pyarrow.parquet as pq
 
+from killing import kill_when
 from mindsim.records import session_id
 
 DRIVER = Path(__file__).resolve().parent / "sim_driver.py"
@@ -27,17 +25,7 @@ def _ckpts(out: Path) -> list[Path]:
 
 def test_sigkill_then_rerun_gives_every_session_exactly_once(tmp_path):
     out = tmp_path / "run"
-    proc = subprocess.Popen([sys.executable, str(DRIVER), str(out)], stdout=subprocess.DEVNULL, stderr=subprocess.PIPE)
-    deadline = time.monotonic() + 120
-    try:
-        while len(_ckpts(out)) < 2:
-            assert proc.poll() is None, f"driver ended before the kill: {proc.stderr.read().decode()[-2000:]}"
-            assert time.monotonic() < deadline, "no session finished within 120 s"
-            time.sleep(0.02)
-        os.kill(proc.pid, signal.SIGKILL)
-    finally:
-        proc.wait(timeout=30)
-    assert proc.returncode == -signal.SIGKILL
+    kill_when([sys.executable, str(DRIVER), str(out)], lambda: len(_ckpts(out)) >= 2, timeout_s=120, poll_s=0.02)
     before = {p.name: p.read_bytes() for p in _ckpts(out)}
     total = len(PATIENTS) * SESSIONS
     assert 2 <= len(before) < total, "the kill must land mid-run"
