@@ -77,6 +77,18 @@ async def replay_lanes(backend, calls, together: bool = True) -> float:
     return time.monotonic() - t0
 
 
+def on_fresh_engine(engines_cfg, work):
+    """Run `work(engines, tmp_dir)` on a freshly started engine; return its result, wall seconds and the
+    requests it sent. Fresh because llama.cpp keeps prompts in its slots and a RAM cache, and the modes
+    send identical requests (same profiles, same seed): a shared engine would hand later modes earlier
+    ones' work."""
+    with Engines.from_config(engines_cfg) as engines, tempfile.TemporaryDirectory() as tmp:
+        rec = Recorder(engines.backend("local"))
+        t0 = time.monotonic()
+        result = work(engines, Path(tmp))
+        return result, time.monotonic() - t0, list(rec.calls)
+
+
 def main() -> None:
     ap = argparse.ArgumentParser()
     ap.add_argument("--patients", type=int, default=4)
@@ -93,40 +105,23 @@ def main() -> None:
         engines={"local": EmbeddedEngine(parallel=args.parallel, ctx_per_slot=4096)},
         roles={"default": RoleSpec(engine="local", temperature=0.3, max_tokens=200, seed=0)},
     )
-    # Each mode gets a freshly started engine: llama.cpp keeps prompts in its slots and a RAM cache, and
-    # the modes send identical requests (same profiles, same seed), so a shared engine would hand the
-    # later modes the earlier one's work.
-    with Engines.from_config(engines_cfg) as engines, tempfile.TemporaryDirectory() as tmp:
-        rec = Recorder(engines.backend("local"))
-        t0 = time.monotonic()
-        batched = asyncio.run(simulate_async(profiles, engines, config, Path(tmp) / "batched", seed=1))
-        t_batched = time.monotonic() - t0
-        batched_calls = list(rec.calls)
-        print(f"[batched done in {t_batched:.1f} s, {len(batched_calls)} requests]", flush=True)
 
-    with Engines.from_config(engines_cfg) as engines, tempfile.TemporaryDirectory() as tmp:
-        rec = Recorder(engines.backend("local"))
-        t0 = time.monotonic()
-        serial_sessions = 0
-        for i, p in enumerate(profiles):  # one conversation after another: the baseline
-            s = asyncio.run(simulate_async([p], engines, config, Path(tmp) / f"serial{i}", seed=1))
-            serial_sessions += s["sessions_written"]
-        t_serial = time.monotonic() - t0
-        serial_calls = list(rec.calls)
-        print(f"[serial done in {t_serial:.1f} s, {len(serial_calls)} requests]", flush=True)
+    def serial_loop(engines, tmp):  # one conversation after another: the baseline
+        return sum(asyncio.run(simulate_async([p], engines, config, tmp / f"serial{i}", seed=1))["sessions_written"]
+                   for i, p in enumerate(profiles))
 
-    with Engines.from_config(engines_cfg) as engines:
-        rec = Recorder(engines.backend("local"))
-        t_raw = asyncio.run(replay_lanes(engines.backend("local"), batched_calls))
-        raw_calls = list(rec.calls)
-        print(f"[raw replay done in {t_raw:.1f} s]", flush=True)
-
+    batched, t_batched, batched_calls = on_fresh_engine(
+        engines_cfg, lambda e, tmp: asyncio.run(simulate_async(profiles, e, config, tmp / "batched", seed=1)))
+    print(f"[batched done in {t_batched:.1f} s, {len(batched_calls)} requests]", flush=True)
+    serial_sessions, t_serial, serial_calls = on_fresh_engine(engines_cfg, serial_loop)
+    print(f"[serial done in {t_serial:.1f} s, {len(serial_calls)} requests]", flush=True)
+    _, t_raw, raw_calls = on_fresh_engine(
+        engines_cfg, lambda e, _tmp: asyncio.run(replay_lanes(e.backend("local"), batched_calls)))
+    print(f"[raw replay done in {t_raw:.1f} s]", flush=True)
     # What concurrency buys on this engine at all, with no simulator: the same lanes one at a time.
-    with Engines.from_config(engines_cfg) as engines:
-        rec = Recorder(engines.backend("local"))
-        t_raw1 = asyncio.run(replay_lanes(engines.backend("local"), batched_calls, together=False))
-        raw1_calls = list(rec.calls)
-        print(f"[raw one-lane-at-a-time replay done in {t_raw1:.1f} s]", flush=True)
+    _, t_raw1, raw1_calls = on_fresh_engine(
+        engines_cfg, lambda e, _tmp: asyncio.run(replay_lanes(e.backend("local"), batched_calls, together=False)))
+    print(f"[raw one-lane-at-a-time replay done in {t_raw1:.1f} s]", flush=True)
 
     spm_b = batched["sessions_written"] / t_batched * 60
     spm_s = serial_sessions / t_serial * 60
