@@ -86,12 +86,14 @@ def _mount_stage_commands() -> None:
     from mindsim.publish import publish_cmd
     from mindsim.simulate_cli import simulate_cmd
     from profilegen.cli import app as profiles_app
+    from judge.cli import app as judge_app
     from validation.cli import app as validate_app
 
     app.add_typer(profiles_app, name="profiles", help="Generate, screen and select patient profiles.")
     app.command("simulate")(simulate_cmd)
     app.add_typer(validate_app, name="validate", help="Realism validation against reference statistics.")
     app.command("publish")(publish_cmd)
+    app.add_typer(judge_app, name="judge", help="MHQR: judge counsellor replies, sample for clinicians, agreement.")
     app.add_typer(export_app, name="export", help="Post-training exports (counsellor SFT, patient data).")
 
 
