@@ -1,0 +1,115 @@
+"""Typed rows of the MHQR judge (MindEval2 §3, Appendix A, Appendix G).
+
+- `SessionInput`: what the judge needs from any simulator's session: ids, the counsellor's system
+  prompt exactly as sent and the counsellor-side messages (OpenAI chat format: counsellor =
+  `assistant`, patient = `user`).
+- `JudgmentRow`: one row of `judgments/judgments.parquet`: one counsellor reply judged by one judge.
+  A failed judgment is a row too (status `failed`, `error` set, no severity), never a missing row.
+
+`read_judgments` / `write_judgments` are the one way in and out of the parquet file, so other
+modules (agreement, sampling) read the rows back as these models.
+"""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+from typing import Any, Literal
+
+import pyarrow as pa
+import pyarrow.parquet as pq
+from pydantic import BaseModel, ConfigDict, Field
+
+from mindcore.io import atomic_write_parquet
+
+Severity = Literal["no_concern", "minor", "major", "critical"]
+SEVERITIES: tuple[str, ...] = ("no_concern", "minor", "major", "critical")
+Status = Literal["ok", "failed"]
+
+
+class _Row(BaseModel):
+    model_config = ConfigDict(extra="forbid")
+
+
+class SessionInput(_Row):
+    """One session to judge. Our runs supply it from `sessions/sessions.parquet`; other simulators
+    write the same fields as JSONL (`messages` may also be called `counsellor_messages`)."""
+
+    session_id: str = Field(min_length=1, description="Unique id of the session")
+    patient_id: str = Field(min_length=1, description="Patient id: bootstrap intervals resample patients")
+    counsellor: str = Field(min_length=1, description="Name of the counsellor under test")
+    session_index: int = Field(ge=0, description="0-based index of this session in the patient's arc")
+    counsellor_system_prompt: str = Field(description="The counsellor's system prompt exactly as sent")
+    messages: list[dict[str, Any]] = Field(
+        description="Counsellor-side history, OpenAI chat format; a leading system message is ignored "
+        "(the judge is shown counsellor_system_prompt)"
+    )
+    counsellor_model: str | None = Field(None, description="Model behind the counsellor, if known (family check)")
+
+
+class IssueRecord(_Row):
+    """One clinical issue flagged on a reply, with its evidence."""
+
+    issue: str = Field(description="Issue id from the rubric, e.g. over_exploring")
+    category: str = Field(description="The issue's category id from the rubric")
+    reason: str = Field(description="The judge's short reason")
+    quote: str | None = Field(
+        None, description="Verbatim words of the reply, verified; null for omissions or dropped quotes"
+    )
+
+
+class JudgmentRow(_Row):
+    """One counsellor reply judged by one judge."""
+
+    session_id: str = Field(description="Session the reply belongs to")
+    patient_id: str = Field(description="Patient of the session")
+    counsellor: str = Field(description="Counsellor under test")
+    counsellor_model: str | None = Field(None, description="Counsellor's model, when the input names it")
+    session_index: int = Field(ge=0, description="0-based session index in the patient's arc")
+    reply_index: int = Field(ge=0, description="0-based index of the reply among the counsellor's replies")
+    reply: str = Field(description="The judged reply text")
+    judge: str = Field(description="Judge role name: 'judge' or 'judge:NAME'")
+    judge_model: str = Field(description="Model the judge role called")
+    judge_engine: str = Field(description="Engine the judge role called")
+    severity: Severity | None = Field(None, description="Turn-level severity; null when the judgment failed")
+    weight: float | None = Field(None, description="Severity weight (0/1/5/10); null when failed")
+    issues: list[IssueRecord] = Field(default_factory=list, description="Flagged issues")
+    dropped_quotes: int = Field(0, ge=0, description="Quotes the judge gave that were not found in the reply")
+    status: Status = Field(description="ok, or failed (then error is set)")
+    error: str | None = Field(None, description="Why the judgment failed")
+    error_kind: Literal["invalid_output", "engine"] | None = Field(None, description="Class of failure")
+    rubric_version: str = Field(description="Version of judge/data/rubric.yaml used")
+    prompt_hashes: dict[str, str] = Field(description="Prompt template -> sha256 prefix")
+    cache_key: str = Field(description="Content key of the judgment (judge, model, rubric, prompts, context)")
+
+
+_ISSUE = pa.struct([("issue", pa.string()), ("category", pa.string()), ("reason", pa.string()),
+                    ("quote", pa.string())])
+
+# Explicit schema: a batch where no reply has an issue must still give `issues` its struct type.
+JUDGMENT_SCHEMA = pa.schema([
+    ("session_id", pa.string()), ("patient_id", pa.string()), ("counsellor", pa.string()),
+    ("counsellor_model", pa.string()), ("session_index", pa.int64()), ("reply_index", pa.int64()),
+    ("reply", pa.string()), ("judge", pa.string()), ("judge_model", pa.string()), ("judge_engine", pa.string()),
+    ("severity", pa.string()), ("weight", pa.float64()), ("issues", pa.list_(_ISSUE)),
+    ("dropped_quotes", pa.int64()), ("status", pa.string()), ("error", pa.string()), ("error_kind", pa.string()),
+    ("rubric_version", pa.string()), ("prompt_hashes", pa.string()), ("cache_key", pa.string()),
+])
+
+
+def write_judgments(path: str | Path, rows: list[JudgmentRow]) -> Path:
+    # prompt_hashes goes in as a JSON string: a parquet map reads back as (key, value) pairs.
+    data = []
+    for r in rows:
+        d = r.model_dump(mode="json")
+        d["prompt_hashes"] = json.dumps(d["prompt_hashes"], sort_keys=True)
+        data.append(d)
+    return atomic_write_parquet(path, pa.Table.from_pylist(data, schema=JUDGMENT_SCHEMA))
+
+
+def read_judgments(path: str | Path) -> list[JudgmentRow]:
+    rows = []
+    for d in pq.read_table(path).to_pylist():
+        d["prompt_hashes"] = json.loads(d["prompt_hashes"] or "{}")
+        rows.append(JudgmentRow.model_validate(d))
+    return rows
