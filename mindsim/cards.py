@@ -194,6 +194,13 @@ def _realism_table(run_dir: Path) -> str:
     return "\n".join(lines)
 
 
+def _pool_from(verdicts: list[str]) -> str:
+    """'clean', or 'clean and minor' when the recipe let minor profiles in (the paper takes clean only)."""
+    words = [v for v in ("clean", "minor") if v in verdicts]
+    text = (" and ".join(words) if words else "screened") + " profiles"
+    return text + (" (the paper's pools take clean profiles only)" if "minor" in words else "")
+
+
 def render_card(run_dir: Path, run_info: dict[str, Any], configs: list[DatasetConfig], images: list[dict], tables: dict[str, pa.Table]) -> str:
     # Counts include profiles dropped as serious, which are not rows of the profiles config.
     summary = run_dir / "profiles" / "summary.json"
@@ -234,6 +241,7 @@ def render_card(run_dir: Path, run_info: dict[str, Any], configs: list[DatasetCo
         schedule_settings=run_info.get("schedule_settings", {}),
         counts=run_info.get("counts", {}),
         verdicts=verdicts,
+        pool_from=_pool_from(run_info.get("pool_verdicts") or ["clean"]),
         pool_table=pool_md.read_text(encoding="utf-8").strip() if pool_md.is_file() else "",
         realism_table=_realism_table(run_dir),
         images=images,

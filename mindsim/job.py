@@ -163,6 +163,7 @@ def run_job(recipe_path: Path, out_dir: Path) -> JobSummary:
                 "sessions the patient ended": ssum["ended_by_patient"],
                 "rejected move commits": ssum["rejected_commits"],
             },
+            "pool_verdicts": list(pcfg.pool_verdicts),
             "reference_is_mibot": reference_is_mibot,
             "notices": [str(shipped_reference_path().with_name("MIBOT_NOTICE.md"))] if reference_is_mibot else [],
             "pretty_name": ocfg.pretty_name,

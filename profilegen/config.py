@@ -3,6 +3,7 @@ candidates, a pool of 100 with a floor of 10 poor-QoL patients, a benchmark of 5
 
 from __future__ import annotations
 
+import math
 from pathlib import Path
 from typing import Literal
 
@@ -23,7 +24,12 @@ class ProfilesConfig(BaseModel):
     pool_size: int = Field(100, ge=1, description="Size of the validation pool selected from clean profiles.")
     benchmark_size: int = Field(50, ge=0, description="Size of the benchmark subset of the pool.")
     poor_qol_floor: float = Field(
-        0.10, ge=0, le=1, description="Minimum share of poor-quality-of-life patients in the pool (and benchmark)."
+        0.10, ge=0, le=1, description="Minimum share of poor-quality-of-life patients in the pool."
+    )
+    benchmark_poor_qol: int | None = Field(
+        None, ge=0,
+        description="Poor-quality-of-life patients the benchmark subset must hold; empty = every patient of the "
+        "pool's floor (the paper: 10 of 100 in the pool, all 10 in the benchmark of 50, i.e. 20%).",
     )
     pool_verdicts: list[Literal["clean", "minor"]] = Field(
         default_factory=lambda: ["clean"],
@@ -48,4 +54,24 @@ class ProfilesConfig(BaseModel):
     def _sizes(self) -> "ProfilesConfig":
         if self.benchmark_size > self.pool_size:
             raise ValueError(f"benchmark_size ({self.benchmark_size}) must not exceed pool_size ({self.pool_size})")
+        if self.benchmark_poor_qol is not None:
+            pool_floor = pool_poor_floor(self.poor_qol_floor, self.pool_size)
+            if self.benchmark_poor_qol > min(pool_floor, self.benchmark_size):
+                raise ValueError(
+                    f"benchmark_poor_qol ({self.benchmark_poor_qol}) must not exceed the pool's poor-QoL floor "
+                    f"({pool_floor} = poor_qol_floor {self.poor_qol_floor:g} × pool_size {self.pool_size}) nor "
+                    f"benchmark_size ({self.benchmark_size}); raise poor_qol_floor or lower benchmark_poor_qol"
+                )
         return self
+
+    @property
+    def benchmark_poor_floor(self) -> int:
+        """How many poor-QoL patients the benchmark must hold (where the pool has them)."""
+        if self.benchmark_poor_qol is not None:
+            return self.benchmark_poor_qol
+        return min(pool_poor_floor(self.poor_qol_floor, self.pool_size), self.benchmark_size)
+
+
+def pool_poor_floor(rate: float, pool_size: int) -> int:
+    """Poor-QoL patients a pool of `pool_size` must hold. Rounded first so 0.07 × 100 is 7, not 8."""
+    return math.ceil(round(rate * pool_size, 9))

@@ -141,7 +141,8 @@ def _finish(job: _Job, engines: Any, outcomes: list[Outcome], runner: str, note:
     # The paper selects from clean profiles only; `pool_verdicts` can widen that (a small model's
     # judge rarely says "clean"), and the card states which verdicts the pool came from.
     clean = [p for p in kept if p.screen.verdict in job.cfg.pool_verdicts]
-    clean, sel = select_profiles(clean, cfg.pool_size, cfg.benchmark_size, cfg.poor_qol_floor, job.seed)
+    clean, sel = select_profiles(clean, cfg.pool_size, cfg.benchmark_size, cfg.poor_qol_floor, job.seed,
+                                 benchmark_poor=cfg.benchmark_poor_floor)
     flagged = {p.profile_id: p for p in clean}
     kept = [flagged.get(p.profile_id, p) for p in kept]
     write_profiles(kept, folder)

@@ -18,13 +18,13 @@ Everything runs on integer codes with numpy/scipy, so 100,000 candidates → 100
 
 from __future__ import annotations
 
-import math
 from dataclasses import dataclass, field
 from typing import Callable
 
 import numpy as np
 from scipy import sparse
 
+from profilegen.config import pool_poor_floor
 from profilegen.schemas import Profile
 
 # Attribute extractors, declared once: cover uses all of them, fill and benchmark the marginal ones.
@@ -102,8 +102,7 @@ class _Encoded:
 
 
 def _floor(rate: float, size: int) -> int:
-    # Rounded first so 0.07 × 100 is 7, not ceil(7.000000000000001) = 8.
-    return math.ceil(round(rate * size, 9))
+    return pool_poor_floor(rate, size)
 
 
 def _set_cover(enc: _Encoded, limit: int, priority: np.ndarray) -> tuple[list[int], np.ndarray]:
@@ -207,8 +206,9 @@ def _swap_search(
 
 def select(
     table: dict[str, list[list[str]]], pool_size: int, benchmark_size: int, poor_floor_rate: float,
-    seed: int, fill_attributes: tuple[str, ...] = FILL_ATTRIBUTES,
+    seed: int, fill_attributes: tuple[str, ...] = FILL_ATTRIBUTES, benchmark_poor: int | None = None,
 ) -> Selection:
+    """`benchmark_poor`: poor-QoL patients the benchmark must hold; None = the pool's whole floor."""
     """Run (a)–(d) on an attribute table (attribute → per-candidate list of values)."""
     enc = _Encoded(table, fill_attributes)
     priority = np.random.default_rng(seed).permutation(enc.n)
@@ -228,7 +228,8 @@ def select(
     trace += _fill(enc, fill_attributes, population, pool_size, chosen, priority,
                    np.ones(enc.n, dtype=bool), pool_size - len(chosen))
     poor_in_pool = int(sum(1 for i in chosen if QOL in enc.levels and enc.levels[QOL][enc.codes[QOL][i]] == POOR))
-    benchmark = _benchmark(enc, fill_attributes, chosen, benchmark_size, poor_floor_rate, priority)
+    bench_floor = min(poor_floor, benchmark_size) if benchmark_poor is None else benchmark_poor
+    benchmark = _benchmark(enc, fill_attributes, chosen, benchmark_size, bench_floor, priority)
     return Selection(
         pool=chosen,
         benchmark=benchmark,
@@ -244,7 +245,7 @@ def select(
 
 
 def _benchmark(
-    enc: _Encoded, attrs: tuple[str, ...], pool: list[int], k: int, poor_floor_rate: float, priority: np.ndarray
+    enc: _Encoded, attrs: tuple[str, ...], pool: list[int], k: int, poor_floor: int, priority: np.ndarray
 ) -> list[int]:
     k = min(k, len(pool))
     if k <= 0:
@@ -256,7 +257,7 @@ def _benchmark(
     floor = 0
     if QOL in enc.levels and POOR in enc.levels[QOL]:
         is_poor = enc.codes[QOL] == enc.levels[QOL].index(POOR)
-        floor = min(_floor(poor_floor_rate, k), int(is_poor[pool].sum()))
+        floor = min(poor_floor, k, int(is_poor[pool].sum()))
         _fill(enc, attrs, ref, k, subset, priority, in_pool & is_poor, floor)
     _fill(enc, attrs, ref, k, subset, priority, in_pool, k - len(subset))
     return _swap_search(enc, attrs, pool, subset, ref, floor)
@@ -269,12 +270,14 @@ def attribute_table(profiles: list[Profile], attributes: tuple[str, ...] | None 
 
 
 def select_profiles(
-    profiles: list[Profile], pool_size: int, benchmark_size: int, poor_floor_rate: float, seed: int
+    profiles: list[Profile], pool_size: int, benchmark_size: int, poor_floor_rate: float, seed: int,
+    benchmark_poor: int | None = None,
 ) -> tuple[list[Profile], Selection]:
     """Stage 5 on clean profiles: returns them with `in_pool` / `in_benchmark` set, and the selection."""
     if not profiles:
         return [], Selection([], [], 0, 0, [], 0, 0)
-    sel = select(attribute_table(profiles), pool_size, benchmark_size, poor_floor_rate, seed)
+    sel = select(attribute_table(profiles), pool_size, benchmark_size, poor_floor_rate, seed,
+                 benchmark_poor=benchmark_poor)
     pool, bench = set(sel.pool), set(sel.benchmark)
     out = [p.model_copy(update={"in_pool": i in pool, "in_benchmark": i in bench}) for i, p in enumerate(profiles)]
     return out, sel

@@ -74,3 +74,12 @@ def test_push_of_a_new_version_replaces_the_old_files(tmp_path, monkeypatch):
     # The repo now holds exactly the second version, plus what the user put there outside our folders.
     assert set(hub.files) == set(second["files"]) | {MANIFEST, "notes/kept.txt", "docs/guide.md"}
     assert json.loads(hub.files[MANIFEST])["run_id"] == "eeee"
+
+
+def test_card_pool_sentence_follows_pool_verdicts(tmp_path):
+    for verdicts, expected in ((["clean"], "selected from the clean profiles:"),
+                               (["clean", "minor"], "selected from the clean and minor profiles")):
+        run_dir, info = _run(tmp_path / "-".join(verdicts), 2, "ffff")
+        card = (build_dataset_folder(run_dir, {**info, "pool_verdicts": verdicts}) / "README.md").read_text()
+        assert expected in card
+        assert ("clean and minor" in card) == ("minor" in verdicts)
