@@ -9,10 +9,10 @@ from pathlib import Path
 from typing import Optional
 
 import typer
-from rich.console import Console
 from rich.markup import escape
 from rich.table import Table
 
+from mindcore.console import err_console, one_line, out_console
 from mindcore.errors import EngineError, MindsimError, UserError
 
 app = typer.Typer(
@@ -25,8 +25,8 @@ app = typer.Typer(
 engines_app = typer.Typer(help="Inspect and test the engines a recipe names.", no_args_is_help=True)
 app.add_typer(engines_app, name="engines")
 
-err = Console(stderr=True)
-out = Console()
+err = err_console()
+out = out_console()
 
 
 @app.command("run")
@@ -40,10 +40,19 @@ def run_cmd(
     summary = run_job(recipe, out_dir)
     table = Table(title="Outputs", show_header=True)
     table.add_column("what")
-    table.add_column("where")
+    table.add_column("where", overflow="fold")
     for what, where in summary.outputs.items():
         table.add_row(what, str(where))
     out.print(table)
+    # The job writes its dataset even when some arcs failed, but a CI gate must not pass on it.
+    failed = int(summary.info.get("counts", {}).get("failed arcs", 0) or 0)
+    if failed:
+        err.print(
+            f"[red]error:[/] {failed} session arc{'s' if failed != 1 else ''} failed "
+            f"(see {escape(str(out_dir / 'sessions' / 'summary.json'))}); rerun the same command to retry "
+            f"the failed arcs, finished sessions are kept"
+        )
+        raise typer.Exit(1)
 
 
 @engines_app.command("check")
@@ -73,9 +82,9 @@ def engines_check_cmd(
     out.print(table)
     bad = [h for h in results if not (h.ok and h.structured_ok)]
     for h in bad:
-        err.print(f"[red]engine '{h.engine}':[/] {escape(h.problem)}")
-        for hint in h.hints:
-            err.print(f"  → {escape(hint)}")
+        # One line per engine, hints included, so a log grep or a CI annotation shows the whole story.
+        fix = "; ".join(h.hints)
+        err.print(f"[red]error:[/] engine '{escape(h.engine)}': {escape(h.problem)}" + (f" — {escape(fix)}" if fix else ""))
     if bad:
         raise typer.Exit(1)
 
@@ -97,36 +106,63 @@ def _mount_stage_commands() -> None:
     app.add_typer(export_app, name="export", help="Post-training exports (counsellor SFT, patient data).")
 
 
+def _usage_error(exc: "click.ClickException") -> int:
+    import click
+
+    if isinstance(exc, click.exceptions.NoArgsIsHelpError):
+        # A bare group name asks for its help; click still counts it as a usage error.
+        out.print(escape(exc.ctx.get_help()) if exc.ctx else "", soft_wrap=True)
+        return exc.exit_code
+    ctx = getattr(exc, "ctx", None)
+    where = f"; see `{ctx.command_path} --help`" if ctx is not None else ""
+    err.print(f"[red]error:[/] {escape(one_line(exc.format_message()))}{escape(where)}")
+    return exc.exit_code
+
+
 def main(argv: list[str] | None = None) -> int:
+    """Run a command and return its exit code (the console script's `sys.exit` uses it).
+
+    Exit codes: 0 success; 2 bad input, configuration or usage; 1 an engine failed at run time or a
+    stage finished with failures; 130 Ctrl-C. Each error is one line on stderr."""
+    import click
+
     # distilabel 1.5.3's own pydantic models warn on import with current pydantic; not actionable here.
     warnings.filterwarnings("ignore", message=".*'default' attribute with value None.*")
     warnings.filterwarnings("ignore", category=DeprecationWarning, module="distilabel")
     _mount_stage_commands()
     try:
-        app(args=argv, standalone_mode=False)
+        # standalone_mode=False: typer returns typer.Exit codes (and 130 for Ctrl-C inside a command)
+        # instead of exiting; dropping this value once made every failing command exit 0.
+        code = app(args=argv, standalone_mode=False)
     except UserError as exc:
-        err.print(f"[red]error:[/] {escape(str(exc))}")
+        err.print(f"[red]error:[/] {escape(one_line(str(exc)))}")
         return 2
     except EngineError as exc:
-        err.print(f"[red]engine error:[/] {escape(str(exc))}")
+        err.print(f"[red]engine error:[/] {escape(one_line(str(exc)))}")
         return 1
     except MindsimError as exc:
-        err.print(f"[red]error:[/] {escape(str(exc))}")
+        err.print(f"[red]error:[/] {escape(one_line(str(exc)))}")
         return 1
     except KeyboardInterrupt:
-        err.print("interrupted; finished work is checkpointed — rerun the same command to resume")
-        return 130
+        code = 130
+    except click.ClickException as exc:
+        return _usage_error(exc)
+    except click.exceptions.Abort:
+        err.print("[red]error:[/] aborted")
+        return 1
     except typer.Exit as exc:
         return exc.exit_code
     except SystemExit as exc:
-        return int(exc.code or 0)
-    except Exception as exc:
-        # Usage errors from typer's bundled click: shown the usual way, exit code 2.
-        if callable(getattr(exc, "show", None)) and hasattr(exc, "exit_code"):
-            exc.show()
-            return 2
-        raise
-    return 0
+        if exc.code is None or isinstance(exc.code, int):
+            return exc.code or 0
+        err.print(f"[red]error:[/] {escape(one_line(str(exc.code)))}")
+        return 1
+    if code == 130:
+        # typer turns Ctrl-C inside a command into exit code 130 before we see the KeyboardInterrupt.
+        err.print("interrupted; finished work is checkpointed — rerun the same command to resume")
+        return 130
+    # A command returns None on success; an int is an exit code a command chose to return.
+    return code if isinstance(code, int) else 0
 
 
 if __name__ == "__main__":

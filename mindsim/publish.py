@@ -19,13 +19,13 @@ from typing import Any, Iterable, Optional
 
 import pyarrow.parquet as pq
 import typer
-from rich.console import Console
 
-from mindcore.errors import InputError, UserError
+from mindcore.console import out_console
+from mindcore.errors import InputError, MindsimError, UserError
 from mindcore.io import read_jsonl
 from mindsim.cards import MANIFEST, META_KEY, _sha256, build_dataset_folder
 
-console = Console()
+console = out_console()
 _WS = re.compile(r"\s+")
 # Short messages ("yes", "i don't know") are common to any chat; only longer ones identify a source.
 MIN_FINGERPRINT_WORDS = 6
@@ -33,6 +33,36 @@ MIN_FINGERPRINT_WORDS = 6
 
 class PublishRefused(UserError):
     """The folder holds something the toolkit will not publish."""
+
+
+class PushFailed(MindsimError):
+    """The Hub could not be reached or failed on its side (connection, timeout, HTTP 5xx/429): nothing
+    the user got wrong, so exit code 1 like an engine failing at run time; rerunning retries the push."""
+
+
+def _status(exc: BaseException) -> int | None:
+    response = getattr(exc, "response", None)
+    code = getattr(response, "status_code", None)
+    return code if isinstance(code, int) else None
+
+
+def _is_network_failure(exc: BaseException) -> bool:
+    """Transport errors and server-side HTTP codes, through any chain of wrapped exceptions."""
+    import httpx
+    import requests
+
+    seen: set[int] = set()
+    e: BaseException | None = exc
+    while e is not None and id(e) not in seen:
+        seen.add(id(e))
+        status = _status(e)
+        if status is not None:
+            return status >= 500 or status in (408, 429)
+        if isinstance(e, (httpx.TransportError, requests.exceptions.ConnectionError, requests.exceptions.Timeout,
+                          ConnectionError, TimeoutError)):
+            return True
+        e = e.__cause__ or e.__context__
+    return False
 
 
 def _norm(text: str) -> str:
@@ -156,7 +186,14 @@ def push(folder: Path, repo_id: str, *, private: bool, endpoint: str | None = No
         )
     except Exception as exc:  # never let a library message that might echo headers reach the screen
         message = str(exc).replace(token, "***")
-        raise UserError(f"push to {repo_id} failed: {message.splitlines()[0] if message else type(exc).__name__}") from None
+        first = message.splitlines()[0] if message.strip() else type(exc).__name__
+        if _is_network_failure(exc):
+            raise PushFailed(
+                f"push to {repo_id} failed on the way ({first}); the dataset folder is unchanged, "
+                f"rerun the same command to try again"
+            ) from None
+        # Refused by the Hub for a reason the user can fix: token, permissions, repo name.
+        raise UserError(f"push to {repo_id} failed: {first}") from None
     return getattr(info, "commit_url", None) or str(info)
 
 

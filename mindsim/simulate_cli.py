@@ -7,10 +7,13 @@ from __future__ import annotations
 from pathlib import Path
 
 import typer
-from rich.console import Console
+from rich.markup import escape
 from rich.table import Table
 
-out = Console()
+from mindcore.console import err_console, out_console
+
+out = out_console()
+err = err_console()
 
 
 def simulate_cmd(
@@ -38,8 +41,15 @@ def simulate_cmd(
         table.add_row(key, str(summary[key]))
     table.add_row("failed arcs", str(len(summary["failed_arcs"])))
     out.print(table)
-    for f in summary["failed_arcs"]:
-        out.print(f"[red]failed:[/] {f['patient_id']} × {f['counsellor']}: {f['error']}")
-    if summary["failed_arcs"]:
-        out.print("rerun the same command to retry the failed arcs; finished sessions are kept")
+    failed = summary["failed_arcs"]
+    for f in failed:
+        # Details are part of the report (stdout, one line each); the verdict is the one stderr line.
+        first = str(f["error"]).strip().splitlines()[0] if str(f["error"]).strip() else ""
+        out.print(f"failed: {escape(f['patient_id'])} × {escape(f['counsellor'])}: {escape(first)}")
+    if failed:
+        err.print(
+            f"[red]error:[/] {len(failed)} of {summary['arcs']} session arcs failed "
+            f"(see {escape(str(out_dir / 'sessions' / 'summary.json'))}); rerun the same command to retry "
+            f"them, finished sessions are kept"
+        )
         raise typer.Exit(1)

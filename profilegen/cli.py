@@ -13,9 +13,9 @@ from pathlib import Path
 from typing import Optional
 
 import typer
-from rich.console import Console
 from typer.core import TyperGroup
 
+from mindcore.console import out_console
 from mindcore.errors import ConfigError
 
 
@@ -30,7 +30,7 @@ class _DefaultGenerate(TyperGroup):
 
 app = typer.Typer(cls=_DefaultGenerate, no_args_is_help=True, add_completion=False,
                   help="Generate, screen and select patient profiles.")
-console = Console()
+console = out_console()
 
 
 @app.command("generate")

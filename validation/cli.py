@@ -10,13 +10,14 @@ from pathlib import Path
 from typing import Optional
 
 import typer
-from rich.console import Console
+from rich.markup import escape
 
+from mindcore.console import err_console, one_line
 from mindcore.errors import ConfigError, UserError
 from validation.config import ValidationConfig
 
 app = typer.Typer(help="Realism validation: surface-feature distances and narrative arcs against a reference.", no_args_is_help=True)
-_err = Console(stderr=True)
+_err = err_console()
 
 
 def _config(recipe: Optional[Path], **overrides) -> tuple[ValidationConfig, object]:
@@ -48,7 +49,8 @@ def _engines(config: ValidationConfig, engines_cfg):
 
 
 def _fail(exc: UserError) -> None:
-    _err.print(f"[red]error:[/red] {exc}")
+    # Exit here rather than in `mindsim.cli.main` so `python -m validation.cli` keeps the same contract.
+    _err.print(f"[red]error:[/red] {escape(one_line(exc))}")
     raise typer.Exit(2)
 
 
@@ -131,9 +133,9 @@ def compare_cmd(
         idx = res["index"]
         typer.echo(f"{name}: index {num(idx['distance'])} [{num(idx['ci'][0])}, {num(idx['ci'][1])}] (floor {num(report['floor'].get('index'))})")
     for warning in report["warnings"]:
-        _err.print(f"[yellow]warning:[/yellow] {warning}")
+        _err.print(f"[yellow]warning:[/yellow] {escape(one_line(warning))}")
     typer.echo(f"wrote {out / 'report.md'} and {out / 'report.json'}")
 
 
 if __name__ == "__main__":
-    app()
+    app()  # standalone: typer exits with the code of typer.Exit

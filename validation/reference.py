@@ -64,7 +64,13 @@ def load_lexicon(config: ValidationConfig) -> MarkerLexicon:
     path = Path(config.markers)
     if not path.is_file():
         raise InputError(f"validation.markers: {path} not found; give a marker YAML like validation/data/markers.yaml")
-    return parse_lexicon(yaml.safe_load(path.read_text(encoding="utf-8")), str(path))
+    try:
+        data = yaml.safe_load(path.read_text(encoding="utf-8"))
+    except UnicodeDecodeError as exc:
+        raise InputError(f"validation.markers: {path} is not UTF-8 text (byte 0x{exc.object[exc.start]:02x} at offset {exc.start}); save it as UTF-8 YAML") from None
+    except yaml.YAMLError as exc:
+        raise InputError(f"validation.markers: {path} is not valid YAML ({' '.join(str(exc).split())})") from None
+    return parse_lexicon(data, str(path))
 
 
 def measure(transcripts: TranscriptSet, config: ValidationConfig, arc: ArcResult | None = None) -> Measured:
@@ -155,12 +161,22 @@ def load_reference(path: str | Path) -> Measured:
     path = Path(path)
     if not path.is_file():
         raise InputError(f"reference artifact {path} not found; build one with `mindsim validate reference TRANSCRIPTS --out {path}`")
+    if path.stat().st_size == 0:
+        raise InputError(f"{path}: empty file, not a reference artifact; build one with `mindsim validate reference`")
     try:
         table = pq.read_table(path)
     except Exception as exc:  # noqa: BLE001 - pyarrow raises several types for a bad file
-        raise InputError(f"{path}: not a readable parquet file ({exc})") from exc
+        raise InputError(
+            f"{path}: not a readable parquet file ({type(exc).__name__}: {' '.join(str(exc).split())}); "
+            f"give the artifact written by `mindsim validate reference`"
+        ) from None
     raw = (table.schema.metadata or {}).get(META_KEY)
-    meta = json.loads(raw) if raw else {}
+    try:
+        meta = json.loads(raw) if raw else {}
+    except (UnicodeDecodeError, json.JSONDecodeError):
+        meta = {"kind": None}  # unreadable metadata: reported below as "not a mindsim reference artifact"
+    if not isinstance(meta, dict):
+        meta = {"kind": None}
     if meta.get("kind") != KIND:
         raise InputError(f"{path}: not a mindsim reference artifact (no '{META_KEY.decode()}' metadata); build it with `mindsim validate reference`")
     if meta.get("format_version", 0) > FORMAT_VERSION:

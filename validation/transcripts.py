@@ -115,9 +115,28 @@ def parse_row(row: Any, where: str) -> Conversation:
     )
 
 
+def _decode_line(raw: bytes, path: Path, lineno: int) -> str:
+    """One line of a JSONL file as text; a binary or non-UTF-8 file is an InputError naming it."""
+    if b"\x00" in raw:
+        raise InputError(
+            f"{path}: binary data at line {lineno}, not chat JSONL text; pass a JSONL file "
+            f"(one conversation object per line) or a saved dataset folder"
+        )
+    try:
+        # utf-8-sig on the first line: editors on Windows start UTF-8 files with a byte-order mark.
+        return raw.decode("utf-8-sig" if lineno == 1 else "utf-8")
+    except UnicodeDecodeError as exc:
+        raise InputError(
+            f"{path}: line {lineno} is not UTF-8 text (byte 0x{raw[exc.start]:02x} at column {exc.start + 1}); "
+            f"save or convert the transcripts as UTF-8 JSONL"
+        ) from None
+
+
 def _iter_jsonl(path: Path) -> Iterable[tuple[Any, str]]:
-    with path.open(encoding="utf-8") as fh:
-        for lineno, line in enumerate(fh, start=1):
+    # Bytes in, decoded per line: a decoding error then names its line instead of ending in a traceback.
+    with path.open("rb") as fh:
+        for lineno, raw in enumerate(fh, start=1):
+            line = _decode_line(raw, path, lineno)
             if not line.strip():
                 continue
             where = f"{path} line {lineno}"
@@ -160,13 +179,18 @@ def load_transcripts(
     source: Any, *, patient_role: str = "user", name: str | None = None, min_patient_turns: int = 1
 ) -> TranscriptSet:
     """Read conversations from a JSONL path, a saved dataset folder, a `datasets.Dataset` or a list
-    of dicts / `Conversation`s. Malformed records raise `InputError` naming the line or row."""
+    of dicts / `Conversation`s. Malformed records raise `InputError` naming the line or row; so do an
+    empty source and one where no conversation has a turn by `patient_role` (a wrong role would
+    otherwise surface later as a confusing "nothing to measure")."""
     label = name or (Path(source).name if isinstance(source, (str, Path)) else "rows")
+    origin = str(source) if isinstance(source, (str, Path)) else label
     kept: list[Conversation] = []
     read = no_patient = too_short = 0
+    roles: set[str] = set()
     for row, where in _iter_source(source, label):
         conv = row if isinstance(row, Conversation) else parse_row(row, where)
         read += 1
+        roles.update(m.role for m in conv.messages if m.content.strip())
         n_turns = len(conv.patient_turn_indices(patient_role))
         if n_turns == 0:
             no_patient += 1
@@ -174,6 +198,14 @@ def load_transcripts(
             too_short += 1
         else:
             kept.append(conv)
+    if read == 0:
+        raise InputError(f"{origin}: no conversations (the source is empty); give transcripts with one conversation per line")
+    if no_patient == read:
+        seen = ", ".join(sorted(roles)) or "none with text"
+        raise InputError(
+            f"{origin}: none of its {read} conversations has a non-empty turn with patient role '{patient_role}' "
+            f"(roles present: {seen}); set --patient-role (validation.patient_role) to the patient's role"
+        )
     return TranscriptSet(
         name=label,
         conversations=kept,
