@@ -1,0 +1,141 @@
+"""The MHQR rubric as data (MindEval2 §3.1–3.3, Appendix A): 14 clinical issues in 6 categories and
+four severities with weights 0/1/5/10, read from `judge/data/rubric.yaml` and checked on load.
+`answer_model` builds the judge's structured-output model from it, so the issue enum and the
+"No concern iff no issue" rule come from the data file, not from code."""
+
+from __future__ import annotations
+
+from functools import lru_cache
+from importlib import resources
+from typing import Literal
+
+import yaml
+from pydantic import BaseModel, ConfigDict, Field, ValidationError, create_model, model_validator
+
+from mindcore.errors import ConfigError
+
+RUBRIC_FILE = "rubric.yaml"
+# Bounds keep a small model from looping inside a string under a JSON grammar (NOTES §2).
+REASON_MAX = 240
+QUOTE_MAX = 240
+
+
+class _Strict(BaseModel):
+    model_config = ConfigDict(extra="forbid", frozen=True)
+
+
+class SeverityDef(_Strict):
+    id: str
+    name: str
+    weight: float = Field(ge=0)
+    definition: str
+
+
+class CategoryDef(_Strict):
+    id: str
+    name: str
+
+
+class IssueDef(_Strict):
+    id: str
+    name: str
+    category: str
+    evidence: Literal["quote", "omission"] = Field(
+        description="quote: about words in the reply (verbatim quote required); omission: about what it fails to do"
+    )
+    definition: str
+    flag: list[str] = Field(min_length=1)
+    do_not_flag: list[str] = Field(min_length=1)
+
+
+class Rubric(_Strict):
+    version: str
+    source: str
+    severities: list[SeverityDef] = Field(min_length=2)
+    severity_rules: list[str]
+    categories: list[CategoryDef] = Field(min_length=1)
+    issues: list[IssueDef] = Field(min_length=1)
+    confusable_pairs: list[str] = Field(default_factory=list)
+
+    @model_validator(mode="after")
+    def _consistent(self) -> "Rubric":
+        cats = {c.id for c in self.categories}
+        ids = [i.id for i in self.issues]
+        if len(set(ids)) != len(ids):
+            raise ValueError("issue ids must be unique")
+        for i in self.issues:
+            if i.category not in cats:
+                raise ValueError(f"issue {i.id}: unknown category {i.category!r}")
+        unused = cats - {i.category for i in self.issues}
+        if unused:
+            raise ValueError(f"categories without issues: {sorted(unused)}")
+        if self.severities[0].weight != 0:
+            raise ValueError("the first severity is the no-issue level and must weigh 0")
+        weights = [s.weight for s in self.severities]
+        if weights != sorted(weights) or len(set(weights)) != len(weights):
+            raise ValueError("severity weights must increase strictly")
+        return self
+
+    @property
+    def no_issue_severity(self) -> str:
+        return self.severities[0].id
+
+    def weight(self, severity: str) -> float:
+        return {s.id: s.weight for s in self.severities}[severity]
+
+    def issue(self, issue_id: str) -> IssueDef:
+        return {i.id: i for i in self.issues}[issue_id]
+
+    def category_of(self, issue_id: str) -> str:
+        return self.issue(issue_id).category
+
+
+@lru_cache(maxsize=None)
+def load_rubric(path: str | None = None) -> Rubric:
+    """The shipped rubric, or another file of the same shape (for a revised rubric version)."""
+    where = path or f"judge/data/{RUBRIC_FILE}"
+    try:
+        text = (open(path, encoding="utf-8").read() if path
+                else (resources.files("judge") / "data" / RUBRIC_FILE).read_text(encoding="utf-8"))
+    except OSError as exc:
+        raise ConfigError(f"rubric {where}: cannot read it ({exc.strerror})") from exc
+    try:
+        return Rubric.model_validate(yaml.safe_load(text))
+    except (yaml.YAMLError, ValidationError) as exc:
+        raise ConfigError(f"rubric {where}: invalid ({str(exc).splitlines()[0]}); see judge/data/rubric.yaml") from exc
+
+
+def answer_model(rubric: Rubric) -> type[BaseModel]:
+    """The judge's answer: issues first (so severity is decided after listing them), then one
+    severity. The validator enforces the rubric's rule; a violation makes RoleClient re-ask."""
+    return _answer_model(tuple(i.id for i in rubric.issues), tuple(s.id for s in rubric.severities))
+
+
+@lru_cache(maxsize=None)
+def _answer_model(issue_ids: tuple[str, ...], severity_ids: tuple[str, ...]) -> type[BaseModel]:
+    none_id = severity_ids[0]
+
+    finding = create_model(
+        "Finding",
+        __config__=ConfigDict(extra="forbid"),
+        issue=(Literal[issue_ids], Field(description="Id of the clinical issue")),
+        reason=(str, Field(min_length=3, max_length=REASON_MAX, description="Why, in one short sentence")),
+        quote=(str | None, Field(None, max_length=QUOTE_MAX,
+                                 description="Exact words copied from the reply; null for an omission")),
+    )
+
+    def check(self):
+        seen = [f.issue for f in self.issues]
+        if len(set(seen)) != len(seen):
+            raise ValueError("each issue may be listed once")
+        if (self.severity == none_id) != (not self.issues):
+            raise ValueError(f"severity '{none_id}' is required when no issue is listed and forbidden when one is")
+        return self
+
+    return create_model(
+        "MHQRJudgment",
+        __config__=ConfigDict(extra="forbid"),
+        __validators__={"_no_concern_iff_no_issue": model_validator(mode="after")(check)},
+        issues=(list[finding], Field(max_length=len(issue_ids), description="Every clinical issue present")),
+        severity=(Literal[severity_ids], Field(description="One severity for the whole reply")),
+    )
