@@ -22,6 +22,7 @@ from rich.console import Console
 from mindcore.engine import Engines
 from mindcore.errors import ConfigError, InputError
 from mindcore.io import atomic_write_json, read_jsonl
+from mindcore.logs import library_logs_to
 from mindcore.provenance import base_provenance
 from mindcore.recipe import Recipe, load_recipe
 from mindsim.cards import build_dataset_folder
@@ -102,7 +103,9 @@ def _prompt_hashes(out_dir: Path, arc: bool) -> dict[str, str]:
     return hashes
 
 
-def run_job(recipe_path: Path, out_dir: Path) -> JobSummary:
+def run_job(recipe_path: Path, out_dir: Path, *, verbose: bool = False) -> JobSummary:
+    """`verbose` leaves distilabel's and datasets' own logs on the terminal; otherwise they go to
+    `OUT/logs/` and the terminal shows one progress bar per stage."""
     recipe = load_recipe(recipe_path)
     # Every section is validated before any engine starts, so a typo costs nothing.
     pcfg = recipe.section("profiles", ProfilesConfig)
@@ -112,7 +115,7 @@ def run_job(recipe_path: Path, out_dir: Path) -> JobSummary:
     out_dir = Path(out_dir)
     info = _open_run(out_dir, recipe)
 
-    with Engines.from_config(recipe.engines_config()) as engines:
+    with library_logs_to(out_dir / "logs", verbose=verbose), Engines.from_config(recipe.engines_config()) as engines:
         console.rule("[bold]1–5 · profiles")
         psum = run_profiles(recipe, engines, out_dir, pcfg)
         profiles = load_profiles(out_dir / "profiles", pool_only=scfg.pool_only)
@@ -171,7 +174,8 @@ def run_job(recipe_path: Path, out_dir: Path) -> JobSummary:
         }
     )
     atomic_write_json(out_dir / "run.json", info)
-    dataset = build_dataset_folder(out_dir, info)
+    with library_logs_to(out_dir / "logs", verbose=verbose):
+        dataset = build_dataset_folder(out_dir, info)
     outputs = {
         "profiles": out_dir / "profiles" / "profiles.parquet",
         "pool table": out_dir / "profiles" / "pool_table.md",

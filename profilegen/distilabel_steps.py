@@ -17,6 +17,7 @@ than unrolled DAG steps because a revision is needed only for the few serious ro
 import asyncio
 import json
 import os
+import threading
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
@@ -26,6 +27,7 @@ from pydantic import Field
 from mindcore.distilabel_llm import MindcoreLLM
 from mindcore.errors import EngineError, StructuredOutputError, TransportError
 from mindcore.io import CheckpointDir
+from mindcore.runner import Tally, progress_bar
 from mindcore.types import CallRecord
 from profilegen.generate import Outcome, make_profile_checkpointed
 from profilegen.schemas import AnchoredRow, Failure, Provenance
@@ -139,6 +141,49 @@ def build_pipeline(engines: Any, rows: list[AnchoredRow], cfg: Any, prov: Proven
     return pipeline
 
 
+class CheckpointWatch:
+    """The progress bar of the distilabel path. Rows are written and screened in worker processes that
+    cannot reach the parent's bar, but each finished row lands as a checkpoint file under a key the parent
+    can compute, so a thread in the parent watches for those files and counts their outcomes."""
+
+    def __init__(self, rows: list[AnchoredRow], max_revisions: int, prov: Provenance, checkpoint_dir: Path,
+                 interval_s: float = 0.5):
+        from profilegen.generate import checkpoint_key
+
+        self.pending = {checkpoint_key(r, max_revisions, prov) for r in rows}
+        self.total = len(self.pending)
+        self.checkpoints = CheckpointDir(checkpoint_dir)
+        self.interval_s = interval_s
+        self._stop = threading.Event()
+
+    def _poll(self, tally: Tally) -> None:
+        for key in [k for k in self.pending if self.checkpoints.has(k)]:
+            self.pending.discard(key)
+            try:
+                status = self.checkpoints.read(key).get("status", "?")
+            except (OSError, ValueError):  # mid-rename on an odd filesystem: count it next time
+                self.pending.add(key)
+                continue
+            tally.add({"ok": "kept"}.get(status, status))
+
+    def run(self, fn: Any) -> Any:
+        with progress_bar() as progress:
+            tally = Tally(progress, progress.add_task("profiles: write → screen", total=self.total),
+                          "profiles: write → screen")
+            thread = threading.Thread(target=self._loop, args=(tally,), daemon=True)
+            thread.start()
+            try:
+                return fn()
+            finally:
+                self._stop.set()
+                thread.join()
+                self._poll(tally)
+
+    def _loop(self, tally: Tally) -> None:
+        while not self._stop.wait(self.interval_s):
+            self._poll(tally)
+
+
 def run_distilabel(engines: Any, rows: list[AnchoredRow], cfg: Any, prov: Provenance,
                    checkpoint_dir: Path) -> list[Outcome]:
     """Run stages 3–4 through distilabel; rows distilabel lost come back as counted failures."""
@@ -146,7 +191,8 @@ def run_distilabel(engines: Any, rows: list[AnchoredRow], cfg: Any, prov: Proven
         return []
     os.environ.setdefault("DISTILABEL_CACHE_DIR", str(Path(checkpoint_dir).parent / "distilabel_cache"))
     pipeline = build_pipeline(engines, rows, cfg, prov, checkpoint_dir)
-    distiset = pipeline.run(use_cache=False)
+    watch = CheckpointWatch(rows, cfg.max_revisions, prov, Path(checkpoint_dir))
+    distiset = watch.run(lambda: pipeline.run(use_cache=False))
     got: dict[str, Outcome] = {}
     for record in distiset["default"]["train"] if distiset else []:
         if record.get("outcome"):

@@ -142,7 +142,8 @@ async def label_conversations(
         cache.add(key, answer.label)
         return answer.label
 
-    results = await gather_progress([one(k, m) for k, m in todo.items()], description) if todo else []
+    results = await gather_progress([one(k, m) for k, m in todo.items()], description,
+                                    outcome=lambda lab: lab if lab is not None else "failed") if todo else []
     fresh = dict(zip(todo, results))
     labels = [[cache.labels.get(k, fresh.get(k)) for k in ks] for ks in keys]
     failed = sum(1 for row in labels for lab in row if lab is None)

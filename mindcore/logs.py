@@ -1,0 +1,90 @@
+"""Where third-party libraries' log lines go (issue 9, item 7: a quiet, informative console).
+
+distilabel logs every batch at INFO through a rich handler on the terminal, `datasets` draws its own
+progress bars, and httpx/openai log each request: ten minutes of that buried our own progress bars and
+the one line that mattered. During a job these go to `OUT/logs/` instead; `--verbose` leaves them on the
+terminal. Our own messages (errors, warnings, summaries, progress bars) are not routed here.
+"""
+
+from __future__ import annotations
+
+import logging
+from contextlib import contextmanager
+from pathlib import Path
+from typing import Iterator
+
+LIBRARY_LOGGERS = (
+    "distilabel", "datasets", "huggingface_hub", "httpx", "httpcore", "openai", "fsspec", "filelock", "urllib3",
+)
+_FORMAT = "[%(asctime)s] %(levelname)-8s %(name)s: %(message)s"
+
+
+def _file_handler(path: Path) -> logging.Handler:
+    handler = logging.FileHandler(path, encoding="utf-8", delay=True)
+    handler.setFormatter(logging.Formatter(_FORMAT, datefmt="%Y-%m-%d %H:%M:%S"))
+    return handler
+
+
+@contextmanager
+def library_logs_to(log_dir: Path | None, *, verbose: bool = False) -> Iterator[Path | None]:
+    """Send library logs to `log_dir/libraries.log` (distilabel's to `log_dir/distilabel.log`) for the
+    duration; with `verbose` or no folder, change nothing. Yields the folder used."""
+    if verbose or log_dir is None:
+        yield None
+        return
+    log_dir = Path(log_dir)
+    log_dir.mkdir(parents=True, exist_ok=True)
+    handler = _file_handler(log_dir / "libraries.log")
+    saved = []
+    for name in LIBRARY_LOGGERS:
+        logger = logging.getLogger(name)
+        saved.append((logger, logger.handlers[:], logger.propagate, logger.level))
+        logger.handlers[:] = [handler]
+        logger.propagate = False
+    restore_distilabel = _quiet_distilabel(log_dir / "distilabel.log")
+    restore_datasets = _quiet_datasets()
+    try:
+        yield log_dir
+    finally:
+        restore_datasets()
+        restore_distilabel()
+        for logger, handlers, propagate, level in saved:
+            logger.handlers[:] = handlers
+            logger.propagate = propagate
+            logger.setLevel(level)
+        handler.close()
+
+
+def _quiet_distilabel(path: Path):
+    """distilabel's `setup_logging` always builds a terminal RichHandler for the queue that collects its
+    worker processes' records, and offers no switch; give it a file handler in that place instead."""
+    try:
+        import distilabel.utils.logging as dl_logging
+    except ImportError:  # distilabel not installed: nothing to quiet
+        return lambda: None
+    original = dl_logging.RichHandler
+
+    def to_file(*_args, **_kwargs) -> logging.Handler:
+        return _file_handler(path)
+
+    dl_logging.RichHandler = to_file  # type: ignore[assignment]
+
+    def restore() -> None:
+        dl_logging.RichHandler = original
+
+    return restore
+
+
+def _quiet_datasets():
+    try:
+        from datasets.utils import logging as ds_logging
+    except ImportError:
+        return lambda: None
+    was_enabled = ds_logging.is_progress_bar_enabled()
+    ds_logging.disable_progress_bar()
+
+    def restore() -> None:
+        if was_enabled:
+            ds_logging.enable_progress_bar()
+
+    return restore
