@@ -6,7 +6,8 @@ asked for in the prompt: every prior entry survives word for word unless it was 
 rewritten once the patient reports back) or the cap forced a drop (and then never an `[open]` entry while
 an untagged one could go); at most N entries; each entry one line about "patient"; no exact repeats.
 A log that still breaks the rules after the bounded re-asks is repaired deterministically and the repair
-is recorded.
+is recorded. An engine failure is not a rule break: it propagates and fails the arc (counted, retried on
+rerun), so a session is never saved with a memory nobody wrote for it.
 """
 
 from __future__ import annotations
@@ -14,7 +15,6 @@ from __future__ import annotations
 import re
 from dataclasses import dataclass, field
 
-from mindcore.errors import EngineError
 from mindcore.prompts import render
 
 OPEN_TAG = "[open]"
@@ -117,13 +117,13 @@ class MemoryResult:
     attempts: int
     repaired: bool
     problems: list[str]
-    failed: bool = False
 
 
 async def compact_memory(
     client, prior: list[str], transcript: str, cap: int, retries: int, *, max_tokens: int | None = None
 ) -> MemoryResult:
-    """Rewrite the log to cover the session just ended; re-ask with the broken rules, then repair."""
+    """Rewrite the log to cover the session just ended; re-ask with the broken rules, then repair. Engine
+    errors propagate to the caller."""
     prompt = render(
         "memory/compact.jinja2", prior_log=format_log(prior), transcript=transcript, max_entries=cap
     )
@@ -131,11 +131,7 @@ async def compact_memory(
     problems: list[str] = []
     new: list[str] = []
     for attempt in range(1, retries + 2):
-        try:
-            reply = await client.chat(messages, **({"max_tokens": max_tokens} if max_tokens else {}))
-        except EngineError as exc:
-            problems = [f"memory compactor failed: {exc}"]
-            return MemoryResult(repair_log(prior, [], cap), attempt, True, problems, failed=True)
+        reply = await client.chat(messages, **({"max_tokens": max_tokens} if max_tokens else {}))
         new = parse_log(reply.content)
         check = check_log(prior, new, cap)
         if check.ok and (new or not transcript):

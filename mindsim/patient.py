@@ -4,6 +4,11 @@ A patient turn is a real tool-using exchange kept in the patient-side history: a
 harness's answer (accepted with a writing cue, or rejected with the reason and committed again, bounded),
 then optional `complete_todo` / `add_todo` calls answered with what is still open, then the message. The
 counsellor sees only plain messages and its own system prompt.
+
+The patient's message must be speech: a blank reply, a tool call or JSON written as text, tool-call syntax in
+prose, or a reply stopped by the token budget mid-sentence is re-asked with a short note (bounded, counted in
+`PatientTurn.rejected_messages`) and never stored; when the re-asks run out the turn fails. The counsellor's
+replies are never corrected, only flagged (`counsellor_flags`): it is the system under test.
 """
 
 from __future__ import annotations
@@ -14,12 +19,19 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from mindcore.engine import ToolSpec
-from mindcore.errors import MindsimError
 from mindcore.types import ToolCallResult
 from mindsim.agenda import Agenda
 from mindsim.config import SimulationConfig
 from mindsim.guard import GuardState, TodoAdd, TodoComplete, check_commit, commit_move_model, pick_cue
-from mindsim.records import PatientTurn, RejectedCommit, TodoUpdate
+from mindsim.prompting import (
+    RejectedMessage,
+    TurnFailed,
+    counsellor_flags,
+    load_harness_text,
+    rejected,
+    speech_defects,
+)
+from mindsim.records import CounsellorFlags, PatientTurn, RejectedCommit, TodoUpdate
 from profilegen.moves import Vocabulary
 
 COMMIT_DESCRIPTION = "Commit to what this turn does before writing it. Must be accepted before you write."
@@ -28,8 +40,7 @@ ADD_DESCRIPTION = "Add something new you need to get to before this conversation
 _WRAPPERS = re.compile(r'^\s*(?:patient\s*:\s*)?["“]?(.*?)["”]?\s*$', re.IGNORECASE | re.DOTALL)
 
 
-class TurnFailed(MindsimError):
-    """A turn could not be produced within its bounded retries; the session counts as failed."""
+__all__ = ["Counsellor", "Patient", "TurnFailed", "clean_message"]  # TurnFailed lives in prompting
 
 
 class TokenCount:
@@ -77,24 +88,25 @@ class Patient:
             ToolSpec.from_model("add_todo", ADD_DESCRIPTION, TodoAdd),
         ]
 
-    def open(self, opening_message: str) -> PatientTurn:
-        """Turn 0: the scenario's opening message, written before the counsellor has said anything."""
+    def open(self, opening_message: str, rejected_openings: list[RejectedMessage] = ()) -> PatientTurn:
+        """Turn 0: the scenario's opening message, written before the counsellor has said anything (already
+        checked as speech when the scenario was written; its rejected drafts come along)."""
         self.history.append({"role": "assistant", "content": opening_message})
         return PatientTurn(
             index=0, opening=True, move=None, secondary_move=None, end_conversation=False,
-            reasoning=None, cue=None, message=opening_message,
+            reasoning=None, cue=None, message=opening_message, rejected_messages=list(rejected_openings),
         )
 
     async def turn(self, index: int, counsellor_text: str) -> PatientTurn:
         self.history.append({"role": "user", "content": counsellor_text})
         args, cue, rejected = await self._commit()
         updates = await self._agenda_calls()
-        message = await self._message()
+        message, bad = await self._message()
         self.recent_moves.append(args["move"])
         return PatientTurn(
             index=index, opening=False, move=args["move"], secondary_move=args.get("secondary_move") or None,
             end_conversation=bool(args.get("end_conversation")), reasoning=args.get("reasoning"), cue=cue,
-            rejected=rejected, todo_updates=updates, message=message,
+            rejected=rejected, todo_updates=updates, message=message, rejected_messages=bad,
         )
 
     async def _call(self, tools: list[ToolSpec], allow_none: bool = False) -> ToolCallResult:
@@ -140,37 +152,56 @@ class Patient:
             updates.append(TodoUpdate(tool=call.name, item=item, result=result))
         return updates
 
-    async def _message(self) -> str:
-        text = await ask_text(self.client, self.history, self.config, self.tokens, self.config.message_max_tokens)
-        self.history.append({"role": "assistant", "content": text})
-        return text
-
-
-async def ask_text(client, messages, config: SimulationConfig, tokens: TokenCount, max_tokens: int | None) -> str:
-    """A plain message, re-asked when blank (bounded); never returns an empty string."""
-    sampling = {"max_tokens": max_tokens} if max_tokens else {}
-    for _ in range(config.max_message_retries + 1):
-        reply = await client.chat(messages, **sampling)
-        tokens.add(reply)
-        text = clean_message(reply.content)
-        if text:
-            return text
-    raise TurnFailed(f"role '{client.role}' returned blank messages {config.max_message_retries + 1} times")
+    async def _message(self) -> tuple[str, list[RejectedMessage]]:
+        """The turn's words, re-asked (bounded) while they are not speech. The re-ask note travels only in
+        that request: the stored history never holds the bad reply or the note."""
+        notes = load_harness_text()
+        sampling = {"max_tokens": self.config.message_max_tokens} if self.config.message_max_tokens else {}
+        bad: list[RejectedMessage] = []
+        for _ in range(self.config.max_message_retries + 1):
+            messages = self.history
+            if bad:
+                note = f"[harness note] {notes.reask_notes[bad[-1].reason]} {notes.reask_tail}"
+                messages = [*self.history, {"role": "user", "content": note}]
+            reply = await self.client.chat(messages, **sampling)
+            self.tokens.add(reply)
+            text = clean_message(reply.content)
+            defects = speech_defects(text, finish_reason=reply.finish_reason) if text else ["blank"]
+            if not defects:
+                self.history.append({"role": "assistant", "content": text})
+                return text, bad
+            bad.append(rejected(defects[0], reply.content, reply.finish_reason))
+        raise TurnFailed(
+            f"role '{self.client.role}': no usable message after {len(bad)} attempts "
+            f"(reasons: {', '.join(r.reason for r in bad)}; last: {bad[-1].text[:80]!r})"
+        )
 
 
 @dataclass
 class Counsellor:
-    """The counsellor under test: system prompt plus the plain exchange (patient = user)."""
+    """The counsellor under test: system prompt plus the plain exchange (patient = user). Its replies are
+    kept exactly as sent; defects are flagged per reply, never corrected."""
 
     client: Any
     config: SimulationConfig
     history: list[dict[str, Any]]
     tokens: TokenCount = field(default_factory=TokenCount)
+    flags: list[CounsellorFlags] = field(default_factory=list)
 
     def hear(self, patient_text: str) -> None:
         self.history.append({"role": "user", "content": patient_text})
 
     async def reply(self) -> str:
-        text = await ask_text(self.client, self.history, self.config, self.tokens, None)
-        self.history.append({"role": "assistant", "content": text})
-        return text
+        # A blank reply is the one thing re-asked: the patient cannot answer nothing. The re-asks are counted.
+        for blanks in range(self.config.max_message_retries + 1):
+            reply = await self.client.chat(self.history)
+            self.tokens.add(reply)
+            text = reply.content or ""
+            if text.strip():
+                self.flags.append(CounsellorFlags(
+                    reply_index=len(self.flags), flags=counsellor_flags(text, reply.finish_reason),
+                    finish_reason=reply.finish_reason, blank_retries=blanks,
+                ))
+                self.history.append({"role": "assistant", "content": text})
+                return text
+        raise TurnFailed(f"role '{self.client.role}' returned blank messages {self.config.max_message_retries + 1} times")

@@ -5,18 +5,26 @@ system prompt and Figure 13 benchmark counsellor prompt) and the style knobs as 
 Both prompts are rendered once per session and kept byte-identical for the whole session, so the engine can
 reuse the cached prefix (NOTES §2); per-turn state (writing cues, agenda answers) goes in as messages.
 Knob sentences and cues are data (`mindsim/data/style.yaml`).
+
+Also here: telling speech from harness text (issue 9). A simulated message that is a tool call, a JSON
+object, holds tool-call syntax or was cut off at a length limit mid-sentence is not speech. The patient's
+messages (opening messages included) are re-asked when they are like that; the counsellor's are stored as
+sent and flagged, because the counsellor is the system under test. The pattern lists are data
+(`mindsim/data/harness_text.yaml`); the rules are `speech_defects` and `counsellor_flags`.
 """
 
 from __future__ import annotations
 
-from functools import lru_cache
+import json
+import re
+from functools import cached_property, lru_cache
 from importlib import resources
-from typing import Any
+from typing import Any, Literal
 
 import yaml
 from pydantic import BaseModel, ConfigDict, Field
 
-from mindcore.errors import ConfigError
+from mindcore.errors import ConfigError, MindsimError
 from mindcore.prompts import render, template_hash
 from mindsim.agenda import Agenda
 from mindsim.memory import format_log
@@ -25,6 +33,7 @@ from profilegen.moves import Vocabulary
 from profilegen.schemas import Profile
 
 PATIENT_TEMPLATE = "patient/system.jinja2"
+EXCERPT_CHARS = 200
 COUNSELLOR_TEMPLATE = "counsellor/system.jinja2"
 
 
@@ -143,3 +152,119 @@ def transcript_text(messages: list[dict[str, str]]) -> str:
 
 def template_hashes(names: list[str]) -> dict[str, str]:
     return {n: template_hash(n) for n in names}
+
+
+# -- speech vs harness text ---------------------------------------------------------------------------
+
+class TurnFailed(MindsimError):
+    """A turn could not be produced within its bounded retries; the session counts as failed."""
+
+
+RejectReason = Literal["blank", "tool_call", "json", "tool_syntax", "cut_off"]
+CounsellorFlag = Literal["tool_call", "json", "tool_syntax", "cut_off", "speaks_as_patient"]
+
+
+class RejectedMessage(BaseModel):
+    """A patient message (or a scenario's opening message) that was not speech, so it was re-asked and never
+    stored as what the patient said."""
+
+    model_config = ConfigDict(extra="forbid")
+    reason: RejectReason = Field(description="Why it was not used")
+    text: str = Field(description=f"The first {EXCERPT_CHARS} characters as the model wrote them")
+    finish_reason: str | None = Field(None, description="The engine's finish reason for that reply, if known")
+
+
+class HarnessText(BaseModel):
+    model_config = ConfigDict(extra="forbid", frozen=True, ignored_types=(cached_property,))
+    source: str
+    version: str
+    tool_names: list[str] = Field(min_length=1)
+    tool_syntax: list[str] = Field(min_length=1)
+    patient_labels: list[str] = Field(min_length=1)
+    sentence_end: str = Field(min_length=1)
+    closers: str
+    reask_notes: dict[str, str]
+    reask_tail: str
+    opening_notes: dict[str, str]
+    opening_tail: str
+
+    @cached_property
+    def syntax_re(self) -> re.Pattern[str]:
+        names = "|".join(re.escape(n) for n in self.tool_names)
+        return re.compile("|".join([*self.tool_syntax, rf"\b(?:{names})\b"]), re.IGNORECASE)
+
+    @cached_property
+    def label_re(self) -> re.Pattern[str]:
+        labels = "|".join(re.escape(n) for n in self.patient_labels)
+        # A speaker label opening a line, bold or not: "Patient: ...", "**Client:** ...".
+        return re.compile(rf"^[ \t*_>]*(?:{labels})[ \t*_]*:", re.IGNORECASE | re.MULTILINE)
+
+
+@lru_cache(maxsize=1)
+def load_harness_text() -> HarnessText:
+    path = resources.files("mindsim") / "data" / "harness_text.yaml"
+    try:
+        data = HarnessText.model_validate(yaml.safe_load(path.read_text(encoding="utf-8")))
+        data.syntax_re, data.label_re  # compile now, so a bad pattern is a config error here
+    except Exception as exc:
+        raise ConfigError(f"mindsim/data/harness_text.yaml is invalid: {exc}") from exc
+    missing = set(data.reask_notes) ^ {"blank", "tool_call", "json", "tool_syntax", "cut_off"}
+    if missing or set(data.opening_notes) != {"tool_call", "json", "tool_syntax", "cut_off"}:
+        raise ConfigError("mindsim/data/harness_text.yaml: reask_notes / opening_notes must cover every reason")
+    return data
+
+
+_FENCE = re.compile(r"^```[A-Za-z]*\s*|\s*```$")
+_JSON_KEY = re.compile(r'^\{\s*"[^"\n]{1,40}"\s*:')
+_CALL_KEYS = {"name", "arguments", "function", "tool_calls", "tool_call"}
+
+
+def _json_kind(body: str, data: HarnessText) -> str | None:
+    """'tool_call' or 'json' when the whole message is a JSON value (cut-off JSON included), else None."""
+    if not body.startswith(("{", "[")):
+        return None
+    try:
+        value = json.loads(body)
+    except ValueError:
+        # Cut-off or sloppy JSON: an object that opens with a quoted key is still JSON, not speech.
+        if not _JSON_KEY.match(body):
+            return None
+        return "tool_call" if data.syntax_re.search(body) else "json"
+    if isinstance(value, dict):
+        return "tool_call" if _CALL_KEYS & set(value) or data.syntax_re.search(body) else "json"
+    return "json" if isinstance(value, list) else None
+
+
+def ends_sentence(text: str) -> bool:
+    data = load_harness_text()
+    tail = text.rstrip().rstrip(data.closers).rstrip()
+    return bool(tail) and tail[-1] in data.sentence_end
+
+
+def speech_defects(text: str, *, finish_reason: str | None = None, max_chars: int | None = None) -> list[str]:
+    """Why `text` is not usable speech, most telling first (empty when it is). Cut off means stopped by the
+    token budget (`finish_reason == "length"`) or at a schema's `maxLength`, and not at a sentence end."""
+    data = load_harness_text()
+    body = _FENCE.sub("", text.strip()).strip()
+    out: list[str] = []
+    kind = _json_kind(body, data)
+    if kind:
+        out.append(kind)
+    elif data.syntax_re.search(body):
+        out.append("tool_syntax")
+    limited = finish_reason == "length" or (max_chars is not None and len(text) >= max_chars)
+    if limited and not ends_sentence(body):
+        out.append("cut_off")
+    return out
+
+
+def counsellor_flags(text: str, finish_reason: str | None = None) -> list[str]:
+    """Defects of a counsellor reply, recorded and never corrected: the counsellor is what is being tested."""
+    flags = speech_defects(text, finish_reason=finish_reason)
+    if load_harness_text().label_re.search(text):
+        flags.append("speaks_as_patient")
+    return flags
+
+
+def rejected(reason: str, raw: str | None, finish_reason: str | None = None) -> RejectedMessage:
+    return RejectedMessage(reason=reason, text=(raw or "")[:EXCERPT_CHARS], finish_reason=finish_reason)

@@ -2,6 +2,9 @@
 `SessionRecord` per finished session with both sides' message lists in OpenAI chat format, one
 `PatientTurn` per patient turn (move, secondary move, end flag, reasoning, agenda updates, rejected
 attempts), the scenario, the schedule entry, memory before and after, prompts as sent, tokens and engines.
+Also: the patient messages re-asked because they were not speech (`rejected_messages`), the counsellor's
+reply defects (`counsellor_flags`, stored, never corrected), and `ScenarioRecord`, the checkpoint of a
+patient's first scenario, written once and shared by every counsellor.
 """
 
 from __future__ import annotations
@@ -11,8 +14,14 @@ from typing import Any, Literal
 
 from pydantic import BaseModel, ConfigDict, Field
 
+from mindsim.prompting import CounsellorFlag, RejectedMessage
 from mindsim.scenario import Scenario
 from mindsim.schedule import SessionPlan
+
+__all__ = [
+    "AgendaState", "CounsellorFlags", "MemoryUpdate", "PatientTurn", "RejectedCommit", "RejectedMessage",
+    "RejectionCounts", "ScenarioRecord", "SessionRecord", "TodoUpdate", "Tokens", "session_id",
+]
 
 
 class _Row(BaseModel):
@@ -47,6 +56,40 @@ class PatientTurn(_Row):
     rejected: list[RejectedCommit] = Field(default_factory=list, description="Rejected commit attempts, in order")
     todo_updates: list[TodoUpdate] = Field(default_factory=list, description="Agenda tool calls this turn")
     message: str = Field(description="What the patient wrote")
+    rejected_messages: list[RejectedMessage] = Field(
+        default_factory=list,
+        description="Replies re-asked because they were not speech (for turn 0: the scenario's rejected openers)",
+    )
+
+
+class CounsellorFlags(_Row):
+    """Defects of one counsellor reply, which is stored exactly as sent (the counsellor is under test)."""
+
+    reply_index: int = Field(ge=0, description="0-based counsellor reply in the session (it answers patient turn reply_index)")
+    flags: list[CounsellorFlag] = Field(
+        default_factory=list, description="tool_call, json, tool_syntax, cut_off, speaks_as_patient; empty when clean"
+    )
+    finish_reason: str | None = Field(None, description="The engine's finish reason for the reply")
+    blank_retries: int = Field(0, ge=0, description="Blank replies re-asked before this one (the only re-ask)")
+
+
+class RejectionCounts(_Row):
+    """Rejected patient messages by reason (fixed fields, so the parquet column has one type)."""
+
+    blank: int = 0
+    tool_call: int = 0
+    json_: int = Field(0, alias="json", serialization_alias="json")
+    tool_syntax: int = 0
+    cut_off: int = 0
+
+    model_config = ConfigDict(extra="forbid", populate_by_name=True, serialize_by_alias=True)
+
+    @classmethod
+    def of(cls, rejections: list[RejectedMessage]) -> "RejectionCounts":
+        counts: dict[str, int] = {}
+        for r in rejections:
+            counts[r.reason] = counts.get(r.reason, 0) + 1
+        return cls.model_validate(counts)
 
 
 class AgendaState(_Row):
@@ -101,10 +144,37 @@ class SessionRecord(_Row):
     prompts: dict[str, str] = Field(description="Prompt template → hash")
     archetype: str = Field(description="Patient's coping archetype")
     vocabulary_version: str = Field(description="Move/archetype vocabulary version")
+    rejected_messages: RejectionCounts = Field(
+        default_factory=RejectionCounts, description="Patient messages re-asked because they were not speech, by reason"
+    )
+    counsellor_flags: list[CounsellorFlags] = Field(
+        default_factory=list, description="Per counsellor reply: its defects (stored as sent, never corrected)"
+    )
+    scenario_shared: bool = Field(
+        False, description="True when the scenario is the patient's first, written once and met by every counsellor"
+    )
 
     def transcript(self) -> list[dict[str, str]]:
         """The plain exchange (patient = user), as validation reads it."""
         return [{"role": m["role"], "content": m["content"]} for m in self.counsellor_messages if m["role"] != "system"]
+
+
+class ScenarioRecord(_Row):
+    """A patient's first scenario, checkpointed once before any counsellor arc starts so every counsellor meets
+    the same opening situation (`sessions/scenarios/<patient>-<seed>.json`)."""
+
+    patient_id: str = Field(description="Profile id")
+    seed: int = Field(description="Run seed")
+    scenario: Scenario = Field(description="The first session's situation, agenda and opening message")
+    rejected_openings: list[RejectedMessage] = Field(
+        default_factory=list, description="Drafts re-asked because their opening message was not speech"
+    )
+    engine: dict[str, Any] = Field(description="The scenario writer's engine, model and sampling")
+    prompt: dict[str, str] = Field(description="Prompt template → hash")
+
+
+def scenario_key(patient_id: str, seed: int) -> str:
+    return f"{patient_id}-{seed}"
 
 
 def session_id(patient_id: str, counsellor: str, index: int, seed: int) -> str:

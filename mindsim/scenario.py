@@ -5,6 +5,11 @@ The first scenario is written from the profile's writer brief (the only place th
 the session emotion and the patient's register, about the stretch since the precipitating event. Later
 scenarios are written from the profile, the previous scenario, the full previous transcript, the exact
 gap, the agenda items never reached and the sampled event category's shape.
+
+The opening message is the patient's first turn, so it must be speech like any other patient message: a
+draft whose opener is a tool call, JSON, holds tool-call syntax or was cut at the schema's length limit
+mid-sentence is sent back to the writer with the reason (bounded by `max_message_retries`, every rejected
+draft recorded); when the re-asks run out the turn fails and with it the arc.
 """
 
 from __future__ import annotations
@@ -13,12 +18,21 @@ from pydantic import BaseModel, ConfigDict, Field, ValidationError
 
 from mindcore.errors import StructuredOutputError
 from mindcore.prompts import render
-from mindsim.prompting import register_lines, transcript_text
+from mindsim.prompting import (
+    RejectedMessage,
+    TurnFailed,
+    load_harness_text,
+    register_lines,
+    rejected,
+    speech_defects,
+    transcript_text,
+)
 from mindsim.schedule import SessionPlan
 from profilegen.schemas import Profile
 
 FIRST_TEMPLATE = "scenario/first.jinja2"
 NEXT_TEMPLATE = "scenario/next.jinja2"
+OPENING_MAX_CHARS = 200
 
 
 class Scenario(BaseModel):
@@ -32,7 +46,7 @@ class Scenario(BaseModel):
     behaviors: list[str] = Field(min_length=2, max_length=4, description="2-4 things the patient did")
     physical: list[str] = Field(default_factory=list, max_length=3, description="0-3 bodily signs")
     opening_message: str = Field(
-        min_length=1, max_length=200, description="The literal first message typed into the chat"
+        min_length=1, max_length=OPENING_MAX_CHARS, description="The literal first message typed into the chat"
     )
     goal: str = Field(min_length=1, max_length=200, description="What the patient wants from this conversation")
     checkpoints: list[str] = Field(min_length=1, max_length=3, description="1-3 short concrete topic phrases")
@@ -71,15 +85,35 @@ class _ScenarioDraft(Scenario):
     )
 
 
-async def _write(client, prompt: str, max_tokens: int | None) -> Scenario:
-    messages = [{"role": "system", "content": prompt}, {"role": "user", "content": "Write the situation now, as JSON."}]
+async def _write(client, prompt: str, max_tokens: int | None, retries: int) -> tuple[Scenario, list[RejectedMessage]]:
+    """A scenario whose opening message is speech, and the drafts rejected on the way."""
+    base = [{"role": "system", "content": prompt}, {"role": "user", "content": "Write the situation now, as JSON."}]
+    notes = load_harness_text()
+    bad: list[RejectedMessage] = []
+    messages = base
+    for _ in range(retries + 1):
+        scenario, raw = await _draft(client, messages, max_tokens)
+        defects = speech_defects(scenario.opening_message, max_chars=OPENING_MAX_CHARS)
+        if not defects:
+            return scenario, bad
+        bad.append(rejected(defects[0], scenario.opening_message))
+        note = notes.opening_notes[defects[0]] + " " + notes.opening_tail
+        messages = [*base, {"role": "assistant", "content": raw},
+                    {"role": "user", "content": note.format(max_chars=OPENING_MAX_CHARS)}]
+    raise TurnFailed(
+        f"role '{client.role}': no usable opening message after {len(bad)} scenario drafts "
+        f"(reasons: {', '.join(r.reason for r in bad)}; last: {bad[-1].text[:80]!r})"
+    )
+
+
+async def _draft(client, messages, max_tokens: int | None) -> tuple[Scenario, str]:
     sampling = {"max_tokens": max_tokens} if max_tokens else {}
     draft = await client.structured(messages, _ScenarioDraft, schema_name="Scenario", **sampling)
     data = draft.model_dump()
     for key, limit in (("automatic_thoughts", 120), ("behaviors", 120), ("physical", 80), ("checkpoints", 50)):
         data[key] = _clip_items(data[key], limit)
     try:
-        return Scenario.model_validate(data)
+        return Scenario.model_validate(data), draft.model_dump_json()
     except ValidationError as exc:  # blank list items stripped below a minimum count
         raise StructuredOutputError(
             f"scenario writer returned blank items: {exc.errors()[0]['msg']}",
@@ -87,7 +121,9 @@ async def _write(client, prompt: str, max_tokens: int | None) -> Scenario:
         ) from exc
 
 
-async def first_scenario(client, profile: Profile, plan: SessionPlan, max_tokens: int | None = None) -> Scenario:
+async def first_scenario(
+    client, profile: Profile, plan: SessionPlan, max_tokens: int | None = None, retries: int = 2
+) -> tuple[Scenario, list[RejectedMessage]]:
     prompt = render(
         FIRST_TEMPLATE,
         writer_brief=profile.writer_brief,
@@ -96,7 +132,7 @@ async def first_scenario(client, profile: Profile, plan: SessionPlan, max_tokens
         emotion=plan.emotion,
         register_lines=register_lines(profile),
     )
-    return await _write(client, prompt, max_tokens)
+    return await _write(client, prompt, max_tokens, retries)
 
 
 async def next_scenario(
@@ -107,7 +143,8 @@ async def next_scenario(
     plan: SessionPlan,
     leftover: list[str],
     max_tokens: int | None = None,
-) -> Scenario:
+    retries: int = 2,
+) -> tuple[Scenario, list[RejectedMessage]]:
     prompt = render(
         NEXT_TEMPLATE,
         writer_brief=profile.writer_brief,
@@ -119,4 +156,4 @@ async def next_scenario(
         beat=plan.beat or "",
         register_lines=register_lines(profile),
     )
-    return await _write(client, prompt, max_tokens)
+    return await _write(client, prompt, max_tokens, retries)

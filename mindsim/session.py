@@ -3,8 +3,11 @@
 The session routes messages between the two participants and decides when it ends: it opens with the
 scenario's opening message and alternates until the patient sets `end_conversation` (its last words are
 still written) or the turn cap is reached; then the running memory is rewritten. The arc runs a patient's
-sessions in order against one counsellor — each later scenario is written from the session before it —
-and skips sessions already checkpointed, so a rerun resumes.
+sessions in order against one counsellor and skips sessions already checkpointed, so a rerun resumes.
+
+The first scenario is the patient's, not the arc's: `first_scenario_record` writes it once per patient
+(checkpointed on its own) before any arc starts, and every counsellor's arc opens with it, so counsellors are
+compared on the same first session. Each later scenario is written from that arc's own previous session.
 """
 
 from __future__ import annotations
@@ -12,7 +15,7 @@ from __future__ import annotations
 import hashlib
 import random
 from dataclasses import dataclass
-from typing import Any, Awaitable, Callable
+from typing import Any, Awaitable, Callable, Sequence
 
 from mindsim.agenda import Agenda
 from mindsim.config import SimulationConfig
@@ -21,6 +24,7 @@ from mindsim.patient import Counsellor, Patient
 from mindsim.prompting import (
     COUNSELLOR_TEMPLATE,
     PATIENT_TEMPLATE,
+    RejectedMessage,
     counsellor_system_prompt,
     patient_system_prompt,
     style_cues,
@@ -30,8 +34,11 @@ from mindsim.prompting import (
 from mindsim.records import (
     AgendaState,
     MemoryUpdate,
+    RejectionCounts,
+    ScenarioRecord,
     SessionRecord,
     Tokens,
+    scenario_key,
     session_id,
 )
 from mindsim.scenario import FIRST_TEMPLATE, NEXT_TEMPLATE, Scenario, first_scenario, next_scenario
@@ -71,6 +78,8 @@ async def run_session(
     *,
     counsellor_name: str,
     seed: int,
+    rejected_openings: Sequence[RejectedMessage] = (),
+    scenario_shared: bool = False,
 ) -> SessionRecord:
     sid = session_id(profile.profile_id, counsellor_name, plan.index, seed)
     agenda = Agenda.from_checkpoints(scenario.checkpoints)
@@ -84,7 +93,7 @@ async def run_session(
     )
     counsellor = Counsellor(client=roles.counsellor, config=config, history=[{"role": "system", "content": c_prompt}])
 
-    turns = [patient.open(scenario.opening_message)]
+    turns = [patient.open(scenario.opening_message, list(rejected_openings))]
     counsellor.hear(scenario.opening_message)
     ended_by = "turn_cap"
     while len(turns) < config.turn_cap:
@@ -97,6 +106,7 @@ async def run_session(
             break
 
     exchange = counsellor.history[1:]
+    # An engine failure here propagates: the session is not saved and the arc fails (retried on rerun).
     mem = await compact_memory(
         roles.memory_compactor, memory, transcript_text(exchange), config.memory_max_entries, config.memory_retries,
         max_tokens=config.memory_max_tokens,
@@ -133,7 +143,37 @@ async def run_session(
         ),
         archetype=profile.style.archetype,
         vocabulary_version=vocab.version,
+        rejected_messages=RejectionCounts.of([r for t in turns for r in t.rejected_messages]),
+        counsellor_flags=counsellor.flags,
+        scenario_shared=scenario_shared,
     )
+
+
+async def first_scenario_record(
+    profile: Profile,
+    plan: SessionPlan,
+    client: Any,
+    config: SimulationConfig,
+    *,
+    seed: int,
+    load: Callable[[str], ScenarioRecord | None],
+    save: Callable[[ScenarioRecord], None],
+) -> ScenarioRecord:
+    """The patient's first scenario: read from its checkpoint, or written once and checkpointed before any
+    counsellor's arc uses it."""
+    key = scenario_key(profile.profile_id, seed)
+    done = load(key)
+    if done is not None:
+        return done
+    scenario, bad = await first_scenario(
+        client, profile, plan, config.scenario_max_tokens, config.max_message_retries
+    )
+    record = ScenarioRecord(
+        patient_id=profile.profile_id, seed=seed, scenario=scenario, rejected_openings=bad,
+        engine=client.describe(), prompt=template_hashes([FIRST_TEMPLATE]),
+    )
+    save(record)
+    return record
 
 
 async def run_arc(
@@ -145,26 +185,31 @@ async def run_arc(
     *,
     counsellor_name: str,
     seed: int,
+    first: ScenarioRecord,
     load: Callable[[str], SessionRecord | None],
     save: Callable[[SessionRecord], None],
     on_session: Callable[[], Awaitable[None] | None] = lambda: None,
 ) -> list[SessionRecord]:
-    """All sessions of one patient with one counsellor, resuming after the last checkpointed session."""
+    """All sessions of one patient with one counsellor, resuming after the last checkpointed session. The
+    first session uses the patient's shared first scenario (`first_scenario_record`)."""
+    if first.patient_id != profile.profile_id or first.seed != seed:
+        raise ValueError(f"first scenario of {first.patient_id}/{first.seed} given to {profile.profile_id}/{seed}")
     records: list[SessionRecord] = []
     for plan in schedule.sessions:
         done = load(session_id(profile.profile_id, counsellor_name, plan.index, seed))
         if done is None:
             prev = records[-1] if records else None
             if prev is None:
-                scenario = await first_scenario(roles.scenario_writer, profile, plan, config.scenario_max_tokens)
+                scenario, bad = first.scenario, first.rejected_openings
             else:
-                scenario = await next_scenario(
+                scenario, bad = await next_scenario(
                     roles.scenario_writer, profile, prev.scenario, prev.transcript(), plan, prev.agenda.open,
-                    config.scenario_max_tokens,
+                    config.scenario_max_tokens, config.max_message_retries,
                 )
             memory = prev.memory_after if prev else []
             done = await run_session(
-                profile, vocab, plan, scenario, memory, roles, config, counsellor_name=counsellor_name, seed=seed
+                profile, vocab, plan, scenario, memory, roles, config, counsellor_name=counsellor_name, seed=seed,
+                rejected_openings=bad, scenario_shared=prev is None,
             )
             save(done)
         records.append(done)
