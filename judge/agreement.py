@@ -1,0 +1,599 @@
+"""Agreement of MHQR judges with clinicians (MindEval2 §3.4, Tables 2, 3, 7, 9 and 10).
+
+Reads clinicians' annotations (JSONL, several annotators per reply), optionally the judge's stored
+judgments and the key file of a blinded sample, and computes: inter-annotator agreement on severity and
+per issue; each judge's severity and issue agreement with the annotations; and whether the judge ranks
+the counsellors as the annotators do, with bootstrap stability. Every number is recomputed from stored
+rows; nothing calls a model. Definitions (pooled annotation, units, failed judgments) are in
+`docs/judge-agreement.md` and repeated in `agreement.json` under `definitions`.
+"""
+
+from __future__ import annotations
+
+import json
+from collections import defaultdict
+from dataclasses import dataclass, field
+from itertools import combinations
+from pathlib import Path
+from typing import Any, Iterable, Optional
+
+import numpy as np
+import pyarrow.parquet as pq
+import yaml
+from pydantic import BaseModel, ConfigDict, Field, ValidationError
+
+from mindcore.errors import InputError
+from mindcore.io import atomic_write_json, atomic_write_text, read_jsonl
+from judge import stats
+
+RUBRIC = Path(__file__).parent / "data" / "rubric.yaml"
+JUDGMENTS_FILE = Path("judgments") / "judgments.parquet"
+BOOTSTRAP_DRAWS = 2000
+
+DEFINITIONS = {
+    "reply": "one counsellor reply: (session_id, reply_index), reply_index counting the session's counsellor replies from 0",
+    "unit": "one annotator's annotated replies of one session (the paper's 'excerpt and annotator')",
+    "pooled_severity": "per reply, the median of its annotators' severities; with an even count the more severe middle level",
+    "pooled_issues": "per reply, the issues flagged by at least half of its annotators",
+    "mhqr": "mean severity weight of a unit's replies; a counsellor's MHQR is the mean over its units",
+    "failed_judgments": "count as errors in accuracy, F1 and within-one; left out of kappa, W, issue and ranking statistics",
+    "mode": "most frequent severity of a unit; ties go to the more severe level",
+}
+
+
+# -- vocabulary from the rubric ---------------------------------------------------------------------
+
+
+def norm_id(raw: Any) -> str:
+    """'No concern', 'no-concern' and 'no_concern' are one id."""
+    return str(raw).strip().lower().replace("-", "_").replace(" ", "_")
+
+
+@dataclass(frozen=True)
+class Vocabulary:
+    """Severity levels (mildest first) with their weights, and issue id → category, from the rubric."""
+
+    levels: tuple[str, ...]
+    weights: tuple[float, ...]
+    issues: dict[str, str]
+
+    def level(self, raw: Any, where: str) -> int:
+        key = norm_id(raw)
+        if key not in self.levels:
+            raise InputError(f"{where}: unknown severity {raw!r}; use one of {', '.join(self.levels)}")
+        return self.levels.index(key)
+
+    def issue(self, raw: Any, where: str) -> str:
+        key = norm_id(raw)
+        if key not in self.issues:
+            raise InputError(f"{where}: unknown issue {raw!r}; issue ids are listed in {RUBRIC.name}: "
+                             f"{', '.join(sorted(self.issues))}")
+        return key
+
+
+def _entries(node: Any) -> list[dict[str, Any]]:
+    # The rubric may list entries or map id → entry; both read the same.
+    if isinstance(node, dict):
+        return [{"id": k, **(v if isinstance(v, dict) else {"weight": v})} for k, v in node.items()]
+    return [e if isinstance(e, dict) else {"id": e} for e in (node or [])]
+
+
+def load_vocabulary(path: Path = RUBRIC) -> Vocabulary:
+    """Severity levels, weights and issue ids from the judge's rubric file (never duplicated here)."""
+    if not Path(path).is_file():
+        raise InputError(f"rubric {path} not found; the judge package ships it as judge/data/rubric.yaml")
+    data = yaml.safe_load(Path(path).read_text(encoding="utf-8")) or {}
+    sev = sorted(_entries(data.get("severities")), key=lambda e: float(e["weight"]))
+    issues: dict[str, str] = {}
+    for e in _entries(data.get("issues")):
+        issues[norm_id(e["id"])] = norm_id(e.get("category", ""))
+    for cat in _entries(data.get("categories")):
+        for e in _entries(cat.get("issues")):
+            issues[norm_id(e["id"])] = norm_id(cat["id"])
+    if not sev or not issues:
+        raise InputError(f"{path}: expected 'severities' (with weights) and 'issues' in the rubric")
+    return Vocabulary(tuple(norm_id(e["id"]) for e in sev), tuple(float(e["weight"]) for e in sev), issues)
+
+
+# -- inputs -----------------------------------------------------------------------------------------
+
+
+class AnnotationLine(BaseModel):
+    """One clinician's judgment of one reply: by excerpt id (with the sample's key) or by session + reply."""
+
+    model_config = ConfigDict(extra="ignore")
+    excerpt_id: Optional[str] = Field(None, description="Excerpt id from `mindsim judge sample`")
+    session_id: Optional[str] = Field(None, description="Session id, when not annotating a blinded sample")
+    reply_index: Optional[int] = Field(None, ge=0, description="0-based counsellor reply in the session")
+    annotator: str = Field(..., min_length=1, description="Annotator id")
+    severity: str = Field(..., min_length=1, description="Severity level id")
+    issues: list[str] = Field(default_factory=list, description="Issue ids present in the reply")
+
+
+@dataclass
+class Annotation:
+    reply: tuple[str, int]
+    annotator: str
+    level: int
+    issues: frozenset[str]
+    counsellor: Optional[str]
+    where: str
+
+
+def load_key(path: Optional[Path]) -> dict[str, dict[str, Any]]:
+    if path is None:
+        return {}
+    if not Path(path).is_file():
+        raise InputError(f"key file {path} not found; `mindsim judge sample` writes it as FILE.key.json")
+    try:
+        data = json.loads(Path(path).read_text(encoding="utf-8"))
+        return dict(data["excerpts"])
+    except (json.JSONDecodeError, KeyError, TypeError) as exc:
+        raise InputError(f"{path}: not a sample key file (needs an 'excerpts' map): {exc}") from exc
+
+
+def read_annotations(paths: Iterable[Path], vocab: Vocabulary, key: dict[str, dict[str, Any]]) -> list[Annotation]:
+    """Annotation lines; a filled-in excerpt line (its `annotation` object) reads the same as a flat one."""
+    out: list[Annotation] = []
+    seen: dict[tuple, str] = {}
+    for path in paths:
+        if not Path(path).is_file():
+            raise InputError(f"annotations file {path} not found")
+        for lineno, obj in read_jsonl(path):
+            where = f"{path}:{lineno}"
+            if not isinstance(obj, dict):
+                raise InputError(f"{where}: expected a JSON object per line")
+            if isinstance(obj.get("annotation"), dict):
+                obj = {**obj, **obj["annotation"]}
+            try:
+                line = AnnotationLine.model_validate(obj)
+            except ValidationError as exc:
+                e = exc.errors()[0]
+                raise InputError(f"{where}: field '{'.'.join(map(str, e['loc']))}': {e['msg']}") from None
+            reply, counsellor = _locate(line, key, where)
+            a = Annotation(reply, line.annotator, vocab.level(line.severity, where),
+                           frozenset(vocab.issue(i, where) for i in line.issues), counsellor, where)
+            dup = (a.reply, a.annotator)
+            if dup in seen:
+                raise InputError(f"{where}: annotator {a.annotator!r} already annotated this reply at {seen[dup]}")
+            seen[dup] = where
+            out.append(a)
+    if not out:
+        raise InputError("no annotations in " + ", ".join(map(str, paths)))
+    return out
+
+
+def _locate(line: AnnotationLine, key: dict[str, dict[str, Any]], where: str) -> tuple[tuple[str, int], Optional[str]]:
+    if line.excerpt_id is not None:
+        if not key:
+            raise InputError(f"{where}: annotation names excerpt {line.excerpt_id!r}; give the sample's key with --key")
+        entry = key.get(line.excerpt_id)
+        if entry is None:
+            raise InputError(f"{where}: excerpt {line.excerpt_id!r} is not in the key file")
+        return (entry["session_id"], int(entry["reply_index"])), entry.get("counsellor")
+    if line.session_id is None or line.reply_index is None:
+        raise InputError(f"{where}: give excerpt_id, or session_id and reply_index")
+    reply = (line.session_id, line.reply_index)
+    by_reply = {(e["session_id"], int(e["reply_index"])): e.get("counsellor") for e in key.values()}
+    return reply, by_reply.get(reply)
+
+
+@dataclass
+class JudgeView:
+    """One judge's verdicts: level (-1 = failed) and issues per reply."""
+
+    name: str
+    model: str
+    level: dict[tuple[str, int], int] = field(default_factory=dict)
+    issues: dict[tuple[str, int], frozenset[str]] = field(default_factory=dict)
+    counsellor: dict[tuple[str, int], str] = field(default_factory=dict)
+
+
+def judgments_path(path: Path) -> Path:
+    """A judgments parquet file, its folder, or a run folder."""
+    p = Path(path)
+    for cand in (p, p / "judgments.parquet", p / JUDGMENTS_FILE):
+        if cand.is_file():
+            return cand
+    raise InputError(f"no judgments at {path}; give RUN_DIR/judgments (written by `mindsim judge run`)")
+
+
+def read_judgments(path: Path, vocab: Vocabulary) -> dict[str, JudgeView]:
+    file = judgments_path(path)
+    views: dict[str, JudgeView] = {}
+    for i, r in enumerate(pq.read_table(file).to_pylist()):
+        where = f"{file} row {i}"
+        missing = [c for c in ("session_id", "reply_index", "judge", "status") if r.get(c) is None]
+        if missing:
+            raise InputError(f"{where}: missing {', '.join(missing)}")
+        v = views.setdefault(r["judge"], JudgeView(r["judge"], str(r.get("model") or "")))
+        reply = (r["session_id"], int(r["reply_index"]))
+        ok = r["status"] == "ok"
+        v.level[reply] = vocab.level(r.get("severity"), where) if ok else -1
+        v.issues[reply] = frozenset(vocab.issue(x["issue"], where) for x in (r.get("issues") or [])) if ok else frozenset()
+        if r.get("counsellor"):
+            v.counsellor[reply] = r["counsellor"]
+    return views
+
+
+def check_coverage(annotations: list[Annotation], judges: dict[str, JudgeView]) -> None:
+    for a in annotations:
+        for j in judges.values():
+            if a.reply not in j.level:
+                raise InputError(f"{a.where}: reply {a.reply[1]} of session {a.reply[0]} has no judgment by "
+                                 f"'{j.name}'; judge those sessions first or drop the line")
+
+
+# -- statistics -------------------------------------------------------------------------------------
+
+
+def _by_reply(annotations: list[Annotation]) -> dict[tuple[str, int], dict[str, Annotation]]:
+    out: dict[tuple[str, int], dict[str, Annotation]] = defaultdict(dict)
+    for a in annotations:
+        out[a.reply][a.annotator] = a
+    return dict(out)
+
+
+def _mean(xs: Iterable[Optional[float]]) -> Optional[float]:
+    vals = [x for x in xs if x is not None]
+    return float(np.mean(vals)) if vals else None
+
+
+def _unit_summary(levels: list[int], how: str) -> int:
+    return max(levels) if how == "max" else stats.mode_level(levels)
+
+
+def _conversation_w(pairs_by_session: dict[str, tuple[list[int], list[int]]]) -> dict[str, Optional[float]]:
+    """Two-rater Kendall's W of the maximum and of the mode severity per session (Table 7, 'Conv. W')."""
+    out: dict[str, Optional[float]] = {}
+    for how in ("max", "mode"):
+        a = [_unit_summary(x, how) for x, _ in pairs_by_session.values()]
+        b = [_unit_summary(y, how) for _, y in pairs_by_session.values()]
+        out[how] = stats._defined(stats.kendall_w([a, b])) if len(a) >= 2 else None
+    return out
+
+
+def inter_annotator(by_reply, annotators: list[str], vocab: Vocabulary) -> dict[str, Any]:
+    """Table 2 (severity) and Table 9 (issues) among annotators."""
+    n_levels = len(vocab.levels)
+    pairs, dist, conv, issue_pairs = [], defaultdict(int), [], defaultdict(list)
+    for a, b in combinations(annotators, 2):
+        shared = sorted(r for r, d in by_reply.items() if a in d and b in d)
+        if not shared:
+            continue
+        la = [by_reply[r][a].level for r in shared]
+        lb = [by_reply[r][b].level for r in shared]
+        for x, y in zip(la, lb):
+            dist[abs(x - y)] += 1
+        pairs.append({"annotators": [a, b], "replies": len(shared),
+                      "exact": float(np.mean(np.equal(la, lb))), "within_one": stats.within_one(la, lb),
+                      "kappa_w": stats.weighted_kappa(la, lb, n_levels)})
+        sessions: dict[str, tuple[list[int], list[int]]] = defaultdict(lambda: ([], []))
+        for r, x, y in zip(shared, la, lb):
+            sessions[r[0]][0].append(x)
+            sessions[r[0]][1].append(y)
+        conv.append(_conversation_w(sessions))
+        for issue in vocab.issues:
+            fa = [issue in by_reply[r][a].issues for r in shared]
+            fb = [issue in by_reply[r][b].issues for r in shared]
+            issue_pairs[issue].append((float(np.mean(np.equal(fa, fb))), stats.binary_kappa(fa, fb)))
+    total = sum(dist.values())
+    complete = sorted(r for r, d in by_reply.items() if len(d) == len(annotators))
+    turn_w = None
+    if len(annotators) >= 2 and len(complete) >= 2:
+        turn_w = stats._defined(stats.kendall_w([[by_reply[r][a].level for r in complete] for a in annotators]))
+    severity = {
+        "replies_with_several_annotators": sum(1 for d in by_reply.values() if len(d) >= 2),
+        "replies_annotated_by_all": len(complete),
+        "pairs": pairs,
+        "mean_pairwise_kappa_w": _mean(p["kappa_w"] for p in pairs),
+        "exact": dist[0] / total if total else None,
+        "within_one": (dist[0] + dist[1]) / total if total else None,
+        "distance_shares": {str(k): dist[k] / total for k in range(n_levels)} if total else {},
+        "kendall_w_turn": turn_w,
+        "conversation_w": {h: _mean(c[h] for c in conv) for h in ("max", "mode")},
+    }
+    issues = {}
+    for issue, cat in vocab.issues.items():
+        counts = [[sum(issue in by_reply[r][a].issues for a in annotators),
+                   sum(issue not in by_reply[r][a].issues for a in annotators)] for r in complete]
+        flagged = any(issue in x.issues for d in by_reply.values() for x in d.values())
+        fleiss = stats._defined(stats.fleiss_kappa(counts)) if complete and len(annotators) >= 2 and flagged else None
+        issues[issue] = {
+            "category": cat,
+            "flags": {a: sum(issue in by_reply[r][a].issues for r in complete) for a in annotators},
+            "observed": _mean(o for o, _ in issue_pairs[issue]),
+            "mean_cohen_kappa": _mean(k for _, k in issue_pairs[issue]) if flagged else None,
+            "fleiss_kappa": fleiss,
+        }
+    return {"severity": severity, "issues": issues,
+            "issue_means": {"mean_cohen_kappa": _mean(v["mean_cohen_kappa"] for v in issues.values()),
+                            "fleiss_kappa": _mean(v["fleiss_kappa"] for v in issues.values())}}
+
+
+def pooled(by_reply) -> dict[tuple[str, int], tuple[int, frozenset[str]]]:
+    """Per reply: upper-median severity and the issues at least half of its annotators flag."""
+    out = {}
+    for r, d in by_reply.items():
+        votes: dict[str, int] = defaultdict(int)
+        for a in d.values():
+            for i in a.issues:
+                votes[i] += 1
+        out[r] = (stats.upper_median([a.level for a in d.values()]),
+                  frozenset(i for i, n in votes.items() if 2 * n >= len(d)))
+    return out
+
+
+def judge_severity(j: JudgeView, annotations: list[Annotation], by_reply, vocab: Vocabulary) -> dict[str, Any]:
+    """Table 7 for one judge: every annotation is one comparison."""
+    n_levels = len(vocab.levels)
+    gold = [a.level for a in annotations]
+    pred = [j.level[a.reply] for a in annotations]
+    ok = [(g, p, a) for g, p, a in zip(gold, pred, annotations) if p >= 0]
+    out: dict[str, Any] = {"annotations": len(annotations), "failed": len(annotations) - len(ok)}
+    out.update(stats.level_f1(gold, pred, vocab.levels))
+    out["within_one"] = stats.within_one(gold, pred)
+    out["kappa_w"] = stats.weighted_kappa([g for g, _, _ in ok], [p for _, p, _ in ok], n_levels)
+    out["kappa_w_by_annotator"] = {
+        name: stats.weighted_kappa([g for g, _, a in ok if a.annotator == name],
+                                   [p for _, p, a in ok if a.annotator == name], n_levels)
+        for name in sorted({a.annotator for a in annotations})
+    }
+    pool = pooled(by_reply)
+    replies = sorted(r for r in pool if j.level[r] >= 0)
+    out["kappa_w_pooled"] = stats.weighted_kappa([pool[r][0] for r in replies], [j.level[r] for r in replies], n_levels)
+    out["kendall_w_turn"] = stats._defined(stats.kendall_w([[g for g, _, _ in ok], [p for _, p, _ in ok]])) if len(ok) >= 2 else None
+    units: dict[tuple[str, str], tuple[list[int], list[int]]] = defaultdict(lambda: ([], []))
+    for g, p, a in ok:
+        units[(a.reply[0], a.annotator)][0].append(g)
+        units[(a.reply[0], a.annotator)][1].append(p)
+    out["conversation_w"] = _conversation_w(units)
+    out["conversation_units"] = len(units)
+    return out
+
+
+def judge_issues(j: JudgeView, annotations: list[Annotation], by_reply, vocab: Vocabulary) -> dict[str, Any]:
+    """Table 10 for one judge: every (annotation, issue) is one binary decision."""
+    ok = [a for a in annotations if j.level[a.reply] >= 0]
+    per = {}
+    pool = pooled(by_reply)
+    replies = sorted(r for r in pool if j.level[r] >= 0)
+    for issue in vocab.issues:
+        row = stats.prf([issue in a.issues for a in ok], [issue in j.issues[a.reply] for a in ok])
+        row["kappa_vs_pooled"] = stats.binary_kappa([issue in pool[r][1] for r in replies],
+                                                    [issue in j.issues[r] for r in replies])
+        per[issue] = row
+
+    def pooled_prf(subset: list[Annotation]) -> dict[str, Any]:
+        g = [i in a.issues for a in subset for i in vocab.issues]
+        p = [i in j.issues[a.reply] for a in subset for i in vocab.issues]
+        return {"annotations": len(subset), **stats.prf(g, p)}
+
+    by_level = {lvl: pooled_prf([a for a in ok if a.level == k]) for k, lvl in enumerate(vocab.levels)}
+    return {"per_issue": per, "pooled": pooled_prf(ok),
+            "macro_f1": _mean(v["f1"] for v in per.values() if v["gold"]),
+            "pooled_by_annotated_level": by_level}
+
+
+# -- counsellor ranking (Table 3) -------------------------------------------------------------------
+
+
+@dataclass
+class Units:
+    """Annotator units (session × annotator) of one counsellor-labelled annotation set."""
+
+    counsellor: dict[tuple[str, str], str]
+    replies: dict[tuple[str, str], list[tuple[str, int]]]
+    score: dict[tuple[str, str], float]  # the annotator's MHQR of the unit
+
+
+def build_units(annotations: list[Annotation], counsellor_of: dict[tuple[str, int], str], vocab: Vocabulary) -> Units:
+    replies: dict[tuple[str, str], list] = defaultdict(list)
+    weights: dict[tuple[str, str], list[float]] = defaultdict(list)
+    for a in annotations:
+        u = (a.reply[0], a.annotator)
+        replies[u].append(a.reply)
+        weights[u].append(vocab.weights[a.level])
+    return Units({u: counsellor_of[u[0]] for u in replies}, dict(replies),
+                 {u: float(np.mean(w)) for u, w in weights.items()})
+
+
+def judge_unit_scores(j: JudgeView, units: Units, vocab: Vocabulary) -> dict[tuple[str, str], float]:
+    """The judge's MHQR of each unit, over the same replies the annotator saw (failed judgments left out)."""
+    out = {}
+    for u, replies in units.replies.items():
+        w = [vocab.weights[j.level[r]] for r in replies if j.level[r] >= 0]
+        if w:
+            out[u] = float(np.mean(w))
+    return out
+
+
+def counsellor_scores(unit_scores: dict[tuple[str, str], float], units: Units, keep=lambda u: True) -> dict[str, float]:
+    by: dict[str, list[float]] = defaultdict(list)
+    for u, s in unit_scores.items():
+        if keep(u):
+            by[units.counsellor[u]].append(s)
+    return {c: float(np.mean(v)) for c, v in sorted(by.items())}
+
+
+def _same_ranking(a: dict[str, float], b: dict[str, float]) -> bool:
+    names = sorted(a)
+    return sorted(b) == names and stats.ranks(a, names) == stats.ranks(b, names)
+
+
+def bootstrap(units: Units, judges: dict[str, dict], draws: int, seed: int) -> dict[str, Any]:
+    """Resample sessions with replacement within each counsellor; per draw compare rankings.
+
+    Annotators: share of draws whose pooled ranking equals the one on all units. Judge: share of draws in
+    which the judge's ranking equals the pooled annotators' ranking on the same draw."""
+    rng = np.random.default_rng(seed)
+    names = sorted(set(units.counsellor.values()))
+    full = counsellor_scores(units.score, units)
+    scorers = {"annotators": units.score, **judges}
+    per_counsellor = {}
+    for c in names:
+        sessions = sorted({u[0] for u, cc in units.counsellor.items() if cc == c})
+        sums = {k: np.zeros(len(sessions)) for k in scorers}
+        counts = {k: np.zeros(len(sessions)) for k in scorers}
+        pos = {s: i for i, s in enumerate(sessions)}
+        for k, sc in scorers.items():
+            for u, v in sc.items():
+                if units.counsellor[u] == c:
+                    sums[k][pos[u[0]]] += v
+                    counts[k][pos[u[0]]] += 1
+        idx = rng.integers(0, len(sessions), size=(draws, len(sessions)))
+        per_counsellor[c] = {k: sums[k][idx].sum(axis=1) / np.maximum(counts[k][idx].sum(axis=1), 1e-12) for k in scorers}
+    def ranking(k: str, b: int) -> dict[str, float]:
+        return {c: float(per_counsellor[c][k][b]) for c in names}
+    out = {"draws": draws, "seed": seed,
+           "annotators": float(np.mean([_same_ranking(ranking("annotators", b), full) for b in range(draws)]))}
+    for k in judges:
+        out[k] = float(np.mean([_same_ranking(ranking(k, b), ranking("annotators", b)) for b in range(draws)]))
+    return out
+
+
+def ranking_block(annotations, judges: dict[str, JudgeView], counsellor_of, vocab, draws: int, seed: int) -> dict[str, Any]:
+    units = build_units(annotations, counsellor_of, vocab)
+    annotators = sorted({a.annotator for a in annotations})
+    pooled_scores = counsellor_scores(units.score, units)
+    out: dict[str, Any] = {"units": len(units.score), "pooled": pooled_scores, "annotators": {}, "judges": {}}
+    for name in annotators:
+        own = counsellor_scores(units.score, units, lambda u: u[1] == name)
+        out["annotators"][name] = {"scores": own, "tau_b_vs_pooled": stats.tau_b(own, pooled_scores)}
+    judge_units = {n: judge_unit_scores(j, units, vocab) for n, j in judges.items()}
+    for n, ju in judge_units.items():
+        js = counsellor_scores(ju, units)
+        matched, per = 0, {}
+        for name in annotators:
+            own = out["annotators"][name]["scores"]
+            theirs = counsellor_scores(ju, units, lambda u: u[1] == name)
+            same = len(own) >= 2 and _same_ranking(theirs, own)
+            matched += same
+            per[name] = {"tau_b": stats.tau_b(theirs, own), "reproduced": same}
+        out["judges"][n] = {"scores": js, "tau_b": stats.tau_b(js, pooled_scores), "matched": matched,
+                            "of": len(annotators), "per_annotator": per}
+    if len(pooled_scores) >= 2 and draws > 0:
+        boot = bootstrap(units, judge_units, draws, seed)
+        out["bootstrap"] = boot
+        for n in judges:
+            out["judges"][n]["bootstrap"] = boot[n]
+    return out
+
+
+# -- the report -------------------------------------------------------------------------------------
+
+
+def compute(annotations: list[Annotation], judges: dict[str, JudgeView], vocab: Vocabulary, *,
+            draws: int = BOOTSTRAP_DRAWS, seed: int = 0) -> dict[str, Any]:
+    by_reply = _by_reply(annotations)
+    annotators = sorted({a.annotator for a in annotations})
+    report: dict[str, Any] = {
+        "definitions": DEFINITIONS,
+        "severity_levels": dict(zip(vocab.levels, vocab.weights)),
+        "counts": {"annotations": len(annotations), "replies": len(by_reply), "annotators": annotators,
+                   "sessions": len({r[0] for r in by_reply})},
+        "inter_annotator": inter_annotator(by_reply, annotators, vocab),
+        "judges": {},
+    }
+    for name, j in sorted(judges.items()):
+        report["judges"][name] = {"model": j.model,
+                                  "severity": judge_severity(j, annotations, by_reply, vocab),
+                                  "issues": judge_issues(j, annotations, by_reply, vocab)}
+    counsellor_of = {a.reply[0]: a.counsellor for a in annotations if a.counsellor}
+    for j in judges.values():
+        for r, c in j.counsellor.items():
+            counsellor_of.setdefault(r[0], c)
+    missing = sorted({a.reply[0] for a in annotations} - set(counsellor_of))
+    if missing:
+        report["ranking"] = {"skipped": f"counsellor unknown for {len(missing)} sessions (give --key or --judgments)"}
+    else:
+        report["ranking"] = ranking_block(annotations, judges, counsellor_of, vocab, draws, seed)
+    return report
+
+
+def run_agreement(annotation_files: list[Path], *, judgments: Optional[Path] = None, key: Optional[Path] = None,
+                  out: Path = Path("agreement"), draws: int = BOOTSTRAP_DRAWS, seed: int = 0,
+                  rubric: Path = RUBRIC) -> dict[str, Any]:
+    """Read, check, compute, and write `agreement.json` and `agreement.md` into `out`."""
+    vocab = load_vocabulary(rubric)
+    annotations = read_annotations(annotation_files, vocab, load_key(key))
+    judges = read_judgments(judgments, vocab) if judgments is not None else {}
+    check_coverage(annotations, judges)
+    report = compute(annotations, judges, vocab, draws=draws, seed=seed)
+    report["inputs"] = {"annotations": [str(p) for p in annotation_files],
+                        "judgments": str(judgments) if judgments else None, "key": str(key) if key else None}
+    out = Path(out)
+    atomic_write_json(out / "agreement.json", report)
+    atomic_write_text(out / "agreement.md", render(report))
+    return report
+
+
+def _f(x: Any, digits: int = 2) -> str:
+    return "—" if x is None else (f"{x:.{digits}f}" if isinstance(x, float) else str(x))
+
+
+def _table(head: list[str], rows: list[list[Any]]) -> list[str]:
+    return ["| " + " | ".join(head) + " |", "|" + "---|" * len(head)] + \
+           ["| " + " | ".join(_f(c) for c in r) + " |" for r in rows] + [""]
+
+
+def render(report: dict[str, Any]) -> str:
+    """agreement.md: the same numbers as agreement.json, laid out like the paper's tables."""
+    levels = list(report["severity_levels"])
+    c = report["counts"]
+    lines = ["# MHQR agreement with clinicians", "",
+             f"{c['annotations']} annotations of {c['replies']} replies in {c['sessions']} sessions by "
+             f"{len(c['annotators'])} annotators ({', '.join(c['annotators'])}). Definitions: docs/judge-agreement.md.", ""]
+    ia = report["inter_annotator"]["severity"]
+    lines += ["## Inter-annotator agreement on severity (cf. MindEval2 Table 2)", ""]
+    lines += _table(["pair", "replies", "exact", "within 1", "κ_w"],
+                    [[" / ".join(p["annotators"]), p["replies"], p["exact"], p["within_one"], p["kappa_w"]] for p in ia["pairs"]]
+                    + [["all", ia["replies_with_several_annotators"], ia["exact"], ia["within_one"], ia["mean_pairwise_kappa_w"]]])
+    lines += [f"Kendall's W (tie-corrected, {ia['replies_annotated_by_all']} replies annotated by all): "
+              f"{_f(ia['kendall_w_turn'])}; conversation W (max / mode, mean over pairs): "
+              f"{_f(ia['conversation_w']['max'])} / {_f(ia['conversation_w']['mode'])}.", ""]
+    if report["judges"]:
+        lines += ["## Judge severity agreement with the annotations (cf. Table 7)", ""]
+        rows = []
+        for n, j in report["judges"].items():
+            s = j["severity"]
+            rows.append([n, s["accuracy"], *[s["f1"][lv] for lv in levels], s["macro_f1"], s["kappa_w"],
+                         s["kappa_w_pooled"], s["within_one"], s["kendall_w_turn"],
+                         s["conversation_w"]["max"], s["conversation_w"]["mode"], s["failed"]])
+        lines += _table(["judge", "acc.", *[f"F1 {lv}" for lv in levels], "macro F1", "κ_w", "κ_w pooled",
+                         "within 1", "W turn", "conv. W max", "conv. W mode", "failed"], rows)
+    iss = report["inter_annotator"]["issues"]
+    lines += ["## Per-issue agreement (cf. Tables 9 and 10)", ""]
+    head = ["issue", "category", "observed", "mean Cohen κ", "Fleiss κ"]
+    judge_names = list(report["judges"])
+    for n in judge_names:
+        head += [f"{n} gold", f"{n} P", f"{n} R", f"{n} F1", f"{n} κ vs pooled"]
+    rows = []
+    for issue, v in iss.items():
+        row = [issue, v["category"], v["observed"], v["mean_cohen_kappa"], v["fleiss_kappa"]]
+        for n in judge_names:
+            p = report["judges"][n]["issues"]["per_issue"][issue]
+            row += [p["gold"], p["precision"], p["recall"], p["f1"], p["kappa_vs_pooled"]]
+        rows.append(row)
+    lines += _table(head, rows)
+    for n in judge_names:
+        ji = report["judges"][n]["issues"]
+        lines += [f"{n}: pooled P / R / F1 {_f(ji['pooled']['precision'])} / {_f(ji['pooled']['recall'])} / "
+                  f"{_f(ji['pooled']['f1'])}; macro F1 {_f(ji['macro_f1'])}; pooled F1 on annotations rated "
+                  + ", ".join(f"{lv} {_f(v['f1'])}" for lv, v in ji["pooled_by_annotated_level"].items()) + ".", ""]
+    rk = report["ranking"]
+    lines += ["## Counsellor ranking (cf. Table 3; MHQR, lower is better)", ""]
+    if "skipped" in rk:
+        lines += [f"Skipped: {rk['skipped']}.", ""]
+        return "\n".join(lines)
+    names = list(rk["pooled"])
+    rows = [["annotators (pooled)", *[rk["pooled"][x] for x in names], "", "", rk.get("bootstrap", {}).get("annotators")]]
+    for a, v in rk["annotators"].items():
+        rows.append([a, *[v["scores"].get(x) for x in names], v["tau_b_vs_pooled"], "", None])
+    for n, v in rk["judges"].items():
+        rows.append([n, *[v["scores"].get(x) for x in names], v["tau_b"], f"{v['matched']}/{v['of']}", v.get("bootstrap")])
+    lines += _table(["scored by", *names, "τ_b", "matched", "bootstrap"], rows)
+    if "bootstrap" in rk:
+        lines += [f"Bootstrap: {rk['bootstrap']['draws']} resamples of sessions within each counsellor "
+                  f"(seed {rk['bootstrap']['seed']}).", ""]
+    return "\n".join(lines)

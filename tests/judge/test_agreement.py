@@ -1,0 +1,217 @@
+"""`mindsim judge agreement` against statistics computed by hand on a small worked annotation file, plus
+Kendall's W and Fleiss' κ against worked examples, and the input checks (file and line named)."""
+
+from __future__ import annotations
+
+import json
+import math
+from pathlib import Path
+
+import pyarrow as pa
+import pyarrow.parquet as pq
+import pytest
+
+from judge import stats
+from judge.agreement import run_agreement
+from mindcore.errors import InputError
+
+LEVELS = ["no_concern", "minor", "major", "critical"]
+WEIGHTS = {"no_concern": 0, "minor": 1, "major": 5, "critical": 10}
+OE, UG = "over_exploring", "under_guiding"
+
+# The worked example: three sessions (one per counsellor), two replies each, annotators A and B, judge J.
+# Severity levels as indices 0..3; issue flags per reply.
+A = [0, 1, 1, 2, 2, 2]
+B = [0, 0, 1, 1, 2, 1]
+J = [0, 1, 3, 1, 2, 2]
+A_ISSUES = [[], [OE], [OE], [OE, UG], [UG], [UG]]
+B_ISSUES = [[], [], [OE], [UG], [UG], [OE]]
+J_ISSUES = [[], [OE], [OE, UG], [UG], [], [UG]]
+REPLIES = [("s1", 0), ("s1", 1), ("s2", 0), ("s2", 1), ("s3", 0), ("s3", 1)]
+COUNSELLOR = {"s1": "c1", "s2": "c2", "s3": "c3"}
+
+
+@pytest.fixture
+def rubric(tmp_path: Path) -> Path:
+    # A cut-down rubric in the judge's file format: the statistics only need the levels, weights and ids.
+    p = tmp_path / "rubric.yaml"
+    p.write_text(
+        "severities:\n"
+        + "".join(f"  - id: {lv}\n    weight: {w}\n" for lv, w in WEIGHTS.items())
+        + "issues:\n"
+        + f"  - id: {OE}\n    category: guidance_calibration\n  - id: {UG}\n    category: guidance_calibration\n"
+        + "  - id: formulaic\n    category: delivery\n"
+    )
+    return p
+
+
+def write_annotations(path: Path, who: str, levels, issues) -> Path:
+    with path.open("w") as f:
+        for (sid, ri), lv, iss in zip(REPLIES, levels, issues):
+            f.write(json.dumps({"session_id": sid, "reply_index": ri, "annotator": who,
+                                "severity": LEVELS[lv].replace("_", " ").title(), "issues": iss}) + "\n")
+    return path
+
+
+def write_judgments(folder: Path, levels, issues, status=None) -> Path:
+    rows = []
+    for k, ((sid, ri), lv, iss) in enumerate(zip(REPLIES, levels, issues)):
+        ok = status is None or status[k] == "ok"
+        rows.append({"session_id": sid, "patient_id": "p" + sid, "counsellor": COUNSELLOR[sid], "session_index": 0,
+                     "reply_index": ri, "judge": "J", "model": "fake-judge",
+                     "severity": LEVELS[lv] if ok else None, "weight": float(WEIGHTS[LEVELS[lv]]) if ok else None,
+                     "issues": [{"issue": i, "category": "x", "reason": "r", "quote": "q"} for i in iss] if ok else [],
+                     "status": "ok" if ok else "failed"})
+    folder.mkdir(parents=True, exist_ok=True)
+    pq.write_table(pa.Table.from_pylist(rows), folder / "judgments.parquet")
+    return folder
+
+
+@pytest.fixture
+def worked(tmp_path, rubric):
+    files = [write_annotations(tmp_path / "a.jsonl", "A", A, A_ISSUES),
+             write_annotations(tmp_path / "b.jsonl", "B", B, B_ISSUES)]
+    jdir = write_judgments(tmp_path / "judgments", J, J_ISSUES)
+    report = run_agreement(files, judgments=jdir, out=tmp_path / "out", rubric=rubric, draws=200, seed=1)
+    return report, tmp_path / "out"
+
+
+def test_kendall_w_worked_example():
+    # Raters × items:   A = 1 2 2 3 → ranks 1, 2.5, 2.5, 4   (one pair tied: T = 2³−2 = 6)
+    #                   B = 1 1 2 3 → ranks 1.5, 1.5, 3, 4   (T = 6)
+    #                   C = 2 1 3 3 → ranks 2, 1, 3.5, 3.5   (T = 6)
+    # Rank sums R = 4.5, 5, 9, 11.5; mean 7.5; S = 9 + 6.25 + 2.25 + 16 = 33.5.
+    # W = 12·S / (m²(n³−n) − m·ΣT) = 402 / (9·60 − 3·18) = 402 / 486 = 0.8271605
+    assert stats.kendall_w([[1, 2, 2, 3], [1, 1, 2, 3], [2, 1, 3, 3]]) == pytest.approx(402 / 486)
+    # Without ties and in perfect agreement W is 1; every rater constant leaves it undefined.
+    assert stats.kendall_w([[1, 2, 3], [1, 2, 3]]) == pytest.approx(1.0)
+    assert math.isnan(stats.kendall_w([[1, 1, 1], [2, 2, 2]]))
+
+
+def test_fleiss_kappa_worked_examples():
+    # 4 items, 3 raters, 2 categories; counts [[3,0],[0,3],[2,1],[1,2]].
+    # P_i = (Σn² − 3)/6 = 1, 1, 1/3, 1/3 → P̄ = 2/3. Category shares 6/12, 6/12 → P_e = 1/2.
+    # κ = (2/3 − 1/2)/(1 − 1/2) = 1/3
+    assert stats.fleiss_kappa([[3, 0], [0, 3], [2, 1], [1, 2]]) == pytest.approx(1 / 3)
+    # Fleiss (1971)'s textbook table as reproduced on Wikipedia: 10 items, 14 raters, κ ≈ 0.210.
+    table = [[0, 0, 0, 0, 14], [0, 2, 6, 4, 2], [0, 0, 3, 5, 6], [0, 3, 9, 2, 0], [2, 2, 8, 1, 1],
+             [7, 7, 0, 0, 0], [3, 2, 6, 3, 0], [2, 5, 3, 2, 2], [6, 5, 2, 1, 0], [0, 2, 2, 3, 7]]
+    assert stats.fleiss_kappa(table) == pytest.approx(0.2099, abs=5e-4)
+    with pytest.raises(ValueError):
+        stats.fleiss_kappa([[2, 0], [1, 0]])
+
+
+def test_inter_annotator_severity_by_hand(worked):
+    report, _ = worked
+    sev = report["inter_annotator"]["severity"]
+    # A vs B quadratic κ_w: observed Σw·O = 3 (three pairs one level apart);
+    # expected Σw·E = Σ a_i b_j (i−j)² / N with A margins (1,2,3), B margins (2,3,1) = 46/6
+    # → κ_w = 1 − 3/(46/6) = 14/23
+    assert sev["mean_pairwise_kappa_w"] == pytest.approx(14 / 23)
+    assert sev["exact"] == pytest.approx(0.5) and sev["within_one"] == pytest.approx(1.0)
+    # Turn-level W: A ranks 1, 2.5, 2.5, 5, 5, 5 (T = 6 + 24); B ranks 1.5, 1.5, 4, 4, 6, 4 (T = 30).
+    # R = 2.5, 4, 6.5, 9, 11, 9; mean 7; S = 53.5; W = 642 / (4·210 − 2·60) = 642/720
+    assert sev["kendall_w_turn"] == pytest.approx(642 / 720)
+    # Conversation W on the max: A = 1, 2, 2 (ranks 1, 2.5, 2.5; T = 6), B = 0, 1, 2 (ranks 1, 2, 3);
+    # R = 2, 4.5, 5.5; S = 6.5; W = 78 / (4·24 − 2·6) = 78/84
+    assert sev["conversation_w"]["max"] == pytest.approx(78 / 84)
+    # Over-exploring flags among A and B: P̄ = 1/2, P_e = (5/12)² + (7/12)² = 74/144 → Fleiss κ = −1/35;
+    # Cohen κ: p_o = 1/2, p_e = 1/2·1/3 + 1/2·2/3 = 1/2 → 0.
+    oe = report["inter_annotator"]["issues"][OE]
+    assert oe["fleiss_kappa"] == pytest.approx(-1 / 35)
+    assert oe["mean_cohen_kappa"] == pytest.approx(0.0)
+    assert oe["observed"] == pytest.approx(0.5)
+    assert report["inter_annotator"]["issues"]["formulaic"]["fleiss_kappa"] is None  # nobody flags it
+
+
+def test_judge_severity_by_hand(worked):
+    report, _ = worked
+    s = report["judges"]["J"]["severity"]
+    # 12 annotations against J: A agrees on 4 replies, B on 3.
+    assert s["accuracy"] == pytest.approx(7 / 12)
+    # No concern: gold 3, predicted 2, both right → P 1, R 2/3, F1 0.8.
+    # Minor: gold 5, predicted 4, 2 right → P .5, R .4, F1 4/9.  Major: gold 4, predicted 4, 3 right → .75.
+    assert s["f1"]["no_concern"] == pytest.approx(0.8)
+    assert s["f1"]["minor"] == pytest.approx(4 / 9)
+    assert s["f1"]["major"] == pytest.approx(0.75)
+    assert s["f1"]["critical"] is None  # no annotation is Critical
+    assert s["macro_f1"] == pytest.approx((0.8 + 4 / 9 + 0.75) / 3)
+    assert s["within_one"] == pytest.approx(10 / 12)  # reply s2/0 is two levels off for both annotators
+    # Pooled severity with two annotators = the more severe one = A here. κ_w(A, J):
+    # Σw·O = 4 (1 vs 3) + 1 (2 vs 1) = 5; Σw·E = 54/6 = 9 → 1 − 5/9 = 4/9
+    assert s["kappa_w_pooled"] == pytest.approx(4 / 9)
+    assert s["kappa_w_by_annotator"]["A"] == pytest.approx(4 / 9)
+
+
+def test_judge_issues_by_hand(worked):
+    report, _ = worked
+    iss = report["judges"]["J"]["issues"]
+    # Over-exploring: gold 5, J flags it on 4 annotations, 3 right → P 3/4, R 3/5, F1 2/3.
+    oe = iss["per_issue"][OE]
+    assert (oe["gold"], oe["predicted"]) == (5, 4)
+    assert oe["precision"] == pytest.approx(0.75) and oe["recall"] == pytest.approx(0.6)
+    assert oe["f1"] == pytest.approx(2 / 3)
+    # Under-guiding: gold 5, predicted 6, 3 right → P .5, R .6, F1 6/11.
+    assert iss["per_issue"][UG]["f1"] == pytest.approx(6 / 11)
+    assert iss["per_issue"]["formulaic"]["f1"] is None
+    assert iss["pooled"]["f1"] == pytest.approx(0.6)  # 6 right of 10 predicted, 10 gold
+    assert iss["macro_f1"] == pytest.approx((2 / 3 + 6 / 11) / 2)
+
+
+def test_ranking_by_hand(worked):
+    report, out = worked
+    rk = report["ranking"]
+    # Units: A scores s1 (0+1)/2 = .5, s2 (1+5)/2 = 3, s3 5; B scores 0, 1, 3.
+    assert rk["pooled"] == pytest.approx({"c1": 0.25, "c2": 2.0, "c3": 4.0})
+    # J: s1 .5, s2 (10+1)/2 = 5.5, s3 5 → order c1 < c3 < c2: one of three pairs discordant → τ_b = 1/3.
+    j = rk["judges"]["J"]
+    assert j["scores"] == pytest.approx({"c1": 0.5, "c2": 5.5, "c3": 5.0})
+    assert j["tau_b"] == pytest.approx(1 / 3)
+    assert j["matched"] == 0 and j["of"] == 2
+    assert 0.0 <= j["bootstrap"] <= 1.0 and 0.0 <= rk["bootstrap"]["annotators"] <= 1.0
+    on_disk = json.loads((out / "agreement.json").read_text())
+    assert on_disk["ranking"]["judges"]["J"]["tau_b"] == pytest.approx(1 / 3)
+    md = (out / "agreement.md").read_text()
+    assert "Table 7" in md and "| J |" in md
+
+
+def test_a_judge_that_copies_the_annotator_agrees_perfectly(tmp_path, rubric):
+    files = [write_annotations(tmp_path / "a.jsonl", "A", A, A_ISSUES)]
+    jdir = write_judgments(tmp_path / "j", A, A_ISSUES)
+    rep = run_agreement(files, judgments=jdir, out=tmp_path / "o", rubric=rubric, draws=300, seed=3)
+    s = rep["judges"]["J"]["severity"]
+    assert s["accuracy"] == 1.0 and s["kappa_w"] == pytest.approx(1.0)
+    assert rep["judges"]["J"]["issues"]["pooled"]["f1"] == pytest.approx(1.0)
+    assert rep["ranking"]["judges"]["J"]["tau_b"] == pytest.approx(1.0)
+    assert rep["ranking"]["judges"]["J"]["matched"] == 1
+    assert rep["ranking"]["judges"]["J"]["bootstrap"] == 1.0
+
+
+def test_failed_judgments_count_as_errors(tmp_path, rubric):
+    files = [write_annotations(tmp_path / "a.jsonl", "A", A, A_ISSUES)]
+    jdir = write_judgments(tmp_path / "j", A, A_ISSUES, status=["ok", "failed", "ok", "ok", "ok", "ok"])
+    s = run_agreement(files, judgments=jdir, out=tmp_path / "o", rubric=rubric, draws=0)["judges"]["J"]["severity"]
+    assert s["failed"] == 1
+    assert s["accuracy"] == pytest.approx(5 / 6)
+    assert s["kappa_w"] == pytest.approx(1.0)  # κ over the five judged replies
+
+
+def test_bad_input_names_file_and_line(tmp_path, rubric):
+    good = json.dumps({"session_id": "s1", "reply_index": 0, "annotator": "A", "severity": "minor", "issues": []})
+    cases = {
+        "unknown severity": {"session_id": "s1", "reply_index": 1, "annotator": "A", "severity": "awful"},
+        "unknown issue": {"session_id": "s1", "reply_index": 1, "annotator": "A", "severity": "minor", "issues": ["rudeness"]},
+        "field 'annotator'": {"session_id": "s1", "reply_index": 1, "severity": "minor"},
+        "give excerpt_id": {"annotator": "A", "severity": "minor"},
+    }
+    for expected, obj in cases.items():
+        f = tmp_path / "bad.jsonl"
+        f.write_text(good + "\n" + json.dumps(obj) + "\n")
+        with pytest.raises(InputError, match=rf"bad\.jsonl:2: .*{expected}"):
+            run_agreement([f], out=tmp_path / "o", rubric=rubric)
+    # An annotated reply the judge never saw.
+    f = tmp_path / "extra.jsonl"
+    f.write_text(good + "\n" + json.dumps({"session_id": "s9", "reply_index": 0, "annotator": "A", "severity": "minor"}) + "\n")
+    jdir = write_judgments(tmp_path / "j", J, J_ISSUES)
+    with pytest.raises(InputError, match=r"extra\.jsonl:2: .*no judgment"):
+        run_agreement([f], judgments=jdir, out=tmp_path / "o", rubric=rubric)
