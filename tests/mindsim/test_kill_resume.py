@@ -27,6 +27,8 @@ def test_sigkill_then_rerun_gives_every_session_exactly_once(tmp_path):
     out = tmp_path / "run"
     kill_when([sys.executable, str(DRIVER), str(out)], lambda: len(_ckpts(out)) >= 2, timeout_s=120, poll_s=0.02)
     before = {p.name: p.read_bytes() for p in _ckpts(out)}
+    scenarios = {p.name: p.read_bytes() for p in (out / "sessions" / "scenarios").glob("*.json")}
+    assert scenarios, "first scenarios are checkpointed before any session"
     total = len(PATIENTS) * SESSIONS
     assert 2 <= len(before) < total, "the kill must land mid-run"
     assert not (out / "sessions" / "sessions.parquet").exists()
@@ -38,6 +40,9 @@ def test_sigkill_then_rerun_gives_every_session_exactly_once(tmp_path):
     assert {p.stem for p in _ckpts(out)} == expected
     for name, data in before.items():  # finished before the kill → kept, not re-simulated
         assert (out / "sessions" / "checkpoints" / name).read_bytes() == data
+    for name, data in scenarios.items():  # a first scenario is never rewritten
+        assert (out / "sessions" / "scenarios" / name).read_bytes() == data
+    assert {p.stem for p in (out / "sessions" / "scenarios").glob("*.json")} == {f"{p}-9" for p in PATIENTS}
     ids = [r["session_id"] for r in pq.read_table(out / "sessions" / "sessions.parquet").to_pylist()]
     assert sorted(ids) == sorted(expected)
     lines = (out / "transcripts" / "transcripts.jsonl").read_text().splitlines()

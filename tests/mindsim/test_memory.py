@@ -4,6 +4,9 @@ from __future__ import annotations
 
 import asyncio
 
+import pytest
+
+from mindcore.errors import TransportError
 from mindcore.fake import FakeBackend, scripted
 from mindcore.engine import Engines
 from mindsim.memory import check_log, compact_memory, parse_log, repair_log
@@ -79,3 +82,11 @@ def test_compaction_that_never_complies_is_repaired_and_recorded():
     res, backend = _run(scripted("- nonsense"), PRIOR, retries=1)
     assert res.repaired and res.problems and len(backend.requests) == 2
     assert all(e in res.entries for e in PRIOR)
+
+
+def test_engine_failure_propagates_instead_of_keeping_the_old_log():
+    def down(_req):
+        raise TransportError("connection refused")
+
+    with pytest.raises(TransportError, match="connection refused"):
+        _run(down, PRIOR)

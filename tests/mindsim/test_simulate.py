@@ -132,3 +132,45 @@ def test_cli_rejects_a_recipe_typo_before_starting_engines(tmp_path):
     recipe.write_text("name: t\nengines: {local: {kind: embedded}}\nroles: {default: {engine: local}}\nsimulation: {turncap: 3}\n")
     with pytest.raises(ConfigError, match="simulation.turncap"):
         simulate_cmd(profiles=tmp_path, recipe=recipe, out_dir=tmp_path / "o")
+
+
+def test_memory_engine_failure_fails_the_arc_and_the_rerun_writes_it(tmp_path):
+    from mindcore.errors import TransportError
+
+    base = SimResponder()
+    failed = []
+
+    def memory_down_once(req):
+        if req.role == "memory_compactor" and not failed:
+            failed.append(req)
+            raise TransportError("memory engine went away")
+        return base(req)
+
+    profiles = [make_profile("p1")]
+    summary, _ = simulate(tmp_path, memory_down_once, profiles, sessions=1)
+    assert [f["patient_id"] for f in summary["failed_arcs"]] == ["p1"]
+    assert "memory engine went away" in summary["failed_arcs"][0]["error"]
+    assert summary["sessions_written"] == 0
+    assert not list((tmp_path / "sessions" / "checkpoints").glob("*.json"))  # never saved with the old memory
+
+    summary, _ = simulate(tmp_path, base, profiles, sessions=1)
+    assert not summary["failed_arcs"] and summary["sessions_written"] == 1
+    row = pq.read_table(tmp_path / "sessions" / "sessions.parquet").to_pylist()[0]
+    assert row["memory_after"] == ["Patient mentioned point 1 in session."]
+    assert row["memory_update"] == {"attempts": 1, "repaired": False, "problems": []}
+
+
+def test_rows_keep_the_counsellor_prompt_and_messages_exactly_as_sent(tmp_path):
+    _, backend = simulate(tmp_path)
+    rows = pq.read_table(tmp_path / "sessions" / "sessions.parquet").to_pylist()
+    sent = [r for r in backend.requests if r.role == "counsellor"]
+    assert sent
+    for req in sent:  # every request is a prefix of one stored session's counsellor messages
+        matches = [row for row in rows if row["counsellor_messages"][: len(req.messages)] == req.messages]
+        assert len(matches) == 1
+        row = matches[0]
+        assert row["counsellor_system_prompt"] == req.messages[0]["content"] == row["counsellor_messages"][0]["content"]
+    later = next(r for r in rows if r["session_index"] == 1)
+    assert later["memory_before"] and all(e in later["counsellor_system_prompt"] for e in later["memory_before"])
+    replies = sum(m["role"] == "assistant" for r in rows for m in r["counsellor_messages"])
+    assert replies == len(sent) == sum(len(r["counsellor_flags"]) for r in rows)
