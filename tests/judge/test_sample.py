@@ -1,0 +1,122 @@
+"""`mindsim judge sample`: blinded (no counsellor names in the excerpt file), the key maps every excerpt
+back, stratified by counsellor and judged severity, deterministic with a seed, and its output feeds
+`judge agreement` through the key."""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+
+import pyarrow as pa
+import pyarrow.parquet as pq
+import pytest
+
+from judge.agreement import run_agreement
+from judge.sample import sample_excerpts
+from mindcore.errors import InputError
+
+NAMES = ["zephyr-counsel-7b", "quokka-therapist", "marlin-helper"]
+
+
+@pytest.fixture
+def rubric(tmp_path: Path) -> Path:
+    p = tmp_path / "rubric.yaml"
+    p.write_text("severities:\n  - {id: no_concern, weight: 0}\n  - {id: minor, weight: 1}\n"
+                 "  - {id: major, weight: 5}\n  - {id: critical, weight: 10}\n"
+                 "issues:\n  - {id: over_exploring, category: guidance_calibration}\n")
+    return p
+
+
+def make_run(root: Path, *, replies: int = 4, judged: bool = True) -> Path:
+    sessions, judgments = [], []
+    for c, name in enumerate(NAMES):
+        for s in range(2):
+            sid = f"s_{c}{s}"
+            msgs = [{"role": "system", "content": "You are a supportive counsellor. Memory: none."}]
+            for k in range(replies):
+                msgs.append({"role": "user", "content": f"patient line {k} of {sid}"})
+                msgs.append({"role": "assistant", "content": f"counsellor reply {k} of {sid}"})
+                # The first counsellor has exactly one Major reply; everything else is No concern or Minor.
+                sev = "major" if (c == 0 and s == 0 and k == 2) else ("minor" if k % 2 else "no_concern")
+                judgments.append({"session_id": sid, "reply_index": k, "judge": "judge", "severity": sev,
+                                  "status": "ok", "counsellor": name})
+            sessions.append({"session_id": sid, "patient_id": f"p{s}", "counsellor": name, "session_index": s,
+                             "counsellor_system_prompt": msgs[0]["content"], "counsellor_messages": msgs})
+    (root / "sessions").mkdir(parents=True)
+    pq.write_table(pa.Table.from_pylist(sessions), root / "sessions" / "sessions.parquet")
+    if judged:
+        (root / "judgments").mkdir()
+        pq.write_table(pa.Table.from_pylist(judgments), root / "judgments" / "judgments.parquet")
+    return root
+
+
+def test_sample_is_blinded_and_the_key_maps_back(tmp_path, rubric):
+    run = make_run(tmp_path / "run")
+    out = tmp_path / "excerpts.jsonl"
+    summary = sample_excerpts(run, 6, out, seed=7, rubric=rubric)
+    text = out.read_text()
+    for name in NAMES:
+        assert name not in text
+    key = json.loads((tmp_path / "excerpts.key.json").read_text())
+    assert sorted(key["systems"].values()) == sorted(NAMES)
+    sessions = {r["session_id"]: r for r in pq.read_table(run / "sessions" / "sessions.parquet").to_pylist()}
+    lines = [json.loads(x) for x in text.splitlines()]
+    assert len(lines) == summary["drawn"] == 6
+    per_counsellor = {}
+    for ex in lines:
+        entry = key["excerpts"][ex["excerpt_id"]]
+        assert key["systems"][ex["system"]] == entry["counsellor"]
+        s = sessions[entry["session_id"]]
+        assert ex["system_prompt"] == s["counsellor_system_prompt"]
+        # The conversation up to and including the sampled reply, nothing after it.
+        assert ex["messages"][-1] == {"role": "assistant",
+                                      "content": f"counsellor reply {entry['reply_index']} of {entry['session_id']}"}
+        assert len(ex["messages"]) == 2 * (entry["reply_index"] + 1)
+        assert ex["annotation"] == {"annotator": None, "severity": None, "issues": [], "comment": None}
+        assert ex["choices"]["severity"] == ["no_concern", "minor", "major", "critical"]
+        per_counsellor[entry["counsellor"]] = per_counsellor.get(entry["counsellor"], 0) + 1
+    assert per_counsellor == {n: 2 for n in NAMES}
+    # Stratified by judged severity: the first counsellor's only Major reply is always drawn.
+    strata = key["strata"][NAMES[0]]
+    assert strata["major"] == {"available": 1, "drawn": 1}
+
+
+def test_sample_is_deterministic_with_a_seed(tmp_path, rubric):
+    run = make_run(tmp_path / "run")
+    a = sample_excerpts(run, 5, tmp_path / "a.jsonl", seed=3, rubric=rubric)
+    b = sample_excerpts(run, 5, tmp_path / "b.jsonl", seed=3, rubric=rubric)
+    c = sample_excerpts(run, 5, tmp_path / "c.jsonl", seed=4, rubric=rubric)
+    assert (tmp_path / "a.jsonl").read_text() == (tmp_path / "b.jsonl").read_text()
+    assert (tmp_path / "a.key.json").read_text() == (tmp_path / "b.key.json").read_text()
+    assert (tmp_path / "a.jsonl").read_text() != (tmp_path / "c.jsonl").read_text()
+    assert a["drawn"] == b["drawn"] == c["drawn"] == 5
+
+
+def test_sample_without_judgments_and_more_than_available(tmp_path, rubric):
+    run = make_run(tmp_path / "run", replies=1, judged=False)
+    key = tmp_path / "elsewhere" / "k.json"
+    summary = sample_excerpts(run, 50, tmp_path / "x.jsonl", seed=0, key=key, rubric=rubric)
+    assert summary["drawn"] == 6 and summary["judge"] is None
+    assert set(json.loads(key.read_text())["strata"][NAMES[1]]) == {"unjudged"}
+    with pytest.raises(InputError, match="--key must differ"):
+        sample_excerpts(run, 2, tmp_path / "x.jsonl", key=tmp_path / "x.jsonl", rubric=rubric)
+    with pytest.raises(InputError, match="sessions.parquet not found"):
+        sample_excerpts(tmp_path / "nowhere", 2, tmp_path / "y.jsonl", rubric=rubric)
+
+
+def test_filled_in_excerpts_feed_agreement_through_the_key(tmp_path, rubric):
+    run = make_run(tmp_path / "run")
+    out = tmp_path / "excerpts.jsonl"
+    sample_excerpts(run, 6, out, seed=1, rubric=rubric)
+    filled = tmp_path / "filled.jsonl"
+    with filled.open("w") as f:
+        for line in out.read_text().splitlines():
+            ex = json.loads(line)
+            ex["annotation"].update(annotator="A1", severity="Minor", issues=["over_exploring"])
+            f.write(json.dumps(ex) + "\n")
+    rep = run_agreement([filled], judgments=run / "judgments", key=tmp_path / "excerpts.key.json",
+                        out=tmp_path / "agr", rubric=rubric, draws=50)
+    assert rep["counts"]["annotations"] == 6
+    assert set(rep["ranking"]["pooled"]) == set(NAMES)
+    with pytest.raises(InputError, match="give the sample's key with --key"):
+        run_agreement([filled], out=tmp_path / "agr", rubric=rubric)
