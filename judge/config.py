@@ -1,0 +1,49 @@
+"""The recipe's `judge:` section (MindEval2 Appendix G settings) and the engines used when no recipe
+is given."""
+
+from __future__ import annotations
+
+from pydantic import BaseModel, ConfigDict, Field, field_validator
+
+from mindcore.config import EmbeddedEngine, EnginesConfig, RoleSpec, role_base
+
+
+class JudgeConfig(BaseModel):
+    """How replies are judged and scored."""
+
+    model_config = ConfigDict(extra="forbid")
+
+    judges: list[str] = Field(
+        default_factory=lambda: ["judge"],
+        description="Judge roles, each 'judge' or 'judge:NAME' (bound to engines in `roles:`); each writes its own rows",
+        min_length=1,
+    )
+    bootstrap_draws: int = Field(2000, ge=100, le=100_000, description="Patient-bootstrap draws for intervals")
+    seed: int = Field(0, description="Seed of the bootstrap draws")
+    max_replies: int | None = Field(
+        None, ge=1, description="Judge at most this many replies per session (the first ones); default all"
+    )
+    full_rubric: bool = Field(
+        True, description="Show the flag / do-not-flag lists; false keeps only definitions (small-context models)"
+    )
+    rubric: str | None = Field(None, description="Another rubric file of the same shape; default the shipped one")
+    plots: bool = Field(True, description="Write the PNG plots")
+
+    @field_validator("judges")
+    @classmethod
+    def _judge_roles(cls, v: list[str]) -> list[str]:
+        for name in v:
+            if role_base(name) != "judge" or name.endswith(":"):
+                raise ValueError(f"'{name}' is not a judge role; write 'judge' or 'judge:NAME'")
+        if len(set(v)) != len(v):
+            raise ValueError("each judge role may be named once")
+        return v
+
+
+def default_engines_config() -> EnginesConfig:
+    """No recipe: the embedded SmolLM2 engine, near-greedy, with room for the rubric prompt. It shows
+    the pipeline runs; judgments worth reading need a strong model behind an OpenAI-compatible endpoint."""
+    return EnginesConfig(
+        engines={"local": EmbeddedEngine(parallel=2, ctx_per_slot=8192)},
+        roles={"default": RoleSpec(engine="local", temperature=0.0, max_tokens=768, seed=0)},
+    )

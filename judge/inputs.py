@@ -1,0 +1,79 @@
+"""The judge's input: sessions from any simulator. Our runs supply `RUN_DIR/sessions/sessions.parquet`
+(read generically with pyarrow, so the judge does not import the simulator); other simulators write
+JSONL with the fields of `SessionInput` (`messages` may be called `counsellor_messages`)."""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+from typing import Any
+
+import pyarrow.parquet as pq
+from pydantic import ValidationError
+
+from mindcore.errors import InputError
+from mindcore.io import read_jsonl
+from judge.schemas import SessionInput
+
+SESSIONS_FILE = Path("sessions") / "sessions.parquet"
+_NEEDED = ("session_id", "patient_id", "counsellor", "session_index", "counsellor_system_prompt", "counsellor_messages")
+
+
+def _session(d: dict[str, Any], where: str) -> SessionInput:
+    d = dict(d)
+    if "messages" not in d and "counsellor_messages" in d:
+        d["messages"] = d.pop("counsellor_messages")
+    if d.get("counsellor_model") is None:
+        # Our sessions record each role's engine and model; the counsellor's gives the family check.
+        engines = d.get("engines") or {}
+        if isinstance(engines, str):
+            engines = json.loads(engines)
+        d["counsellor_model"] = ((engines or {}).get("counsellor") or {}).get("model")
+    fields = {k: d.get(k) for k in SessionInput.model_fields if k in d}
+    try:
+        return SessionInput.model_validate(fields)
+    except ValidationError as exc:
+        err = exc.errors()[0]
+        loc = ".".join(str(p) for p in err["loc"]) or "(row)"
+        raise InputError(f"{where}: {loc}: {err['msg']} (each session needs {', '.join(SessionInput.model_fields)})") from exc
+
+
+def read_sessions_parquet(path: Path) -> list[SessionInput]:
+    if not path.is_file():
+        raise InputError(f"{path}: no sessions file; run the simulation first, or pass --sessions FILE.jsonl")
+    table = pq.read_table(path)
+    missing = [c for c in _NEEDED if c not in table.column_names]
+    if missing:
+        raise InputError(f"{path}: missing column(s) {', '.join(missing)}; is this a mindsim sessions file?")
+    cols = [*_NEEDED, *[c for c in ("counsellor_model", "engines") if c in table.column_names]]
+    return [_session(d, f"{path} row {i}") for i, d in enumerate(table.select(cols).to_pylist())]
+
+
+def read_sessions_jsonl(path: Path) -> list[SessionInput]:
+    if not path.is_file():
+        raise InputError(f"{path}: sessions file not found")
+    out = []
+    for line, obj in read_jsonl(path):
+        if not isinstance(obj, dict):
+            raise InputError(f"{path}:{line}: each line must be a JSON object (one session)")
+        out.append(_session(obj, f"{path}:{line}"))
+    return out
+
+
+def load_sessions(run_dir: Path, sessions: Path | None = None) -> list[SessionInput]:
+    """`sessions` (JSONL or parquet) if given, else the run folder's sessions parquet. Ids must be unique."""
+    if sessions is None:
+        rows = read_sessions_parquet(Path(run_dir) / SESSIONS_FILE)
+        src = Path(run_dir) / SESSIONS_FILE
+    elif str(sessions).endswith(".parquet"):
+        rows, src = read_sessions_parquet(Path(sessions)), Path(sessions)
+    else:
+        rows, src = read_sessions_jsonl(Path(sessions)), Path(sessions)
+    if not rows:
+        raise InputError(f"{src}: no sessions to judge")
+    seen: set[str] = set()
+    for r in rows:
+        if r.session_id in seen:
+            raise InputError(f"{src}: session_id {r.session_id!r} appears twice; ids must be unique")
+        seen.add(r.session_id)
+    return sorted(rows, key=lambda r: (r.counsellor, r.patient_id, r.session_index, r.session_id))

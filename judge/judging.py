@@ -1,0 +1,151 @@
+"""Judge one counsellor reply (MindEval2 §3, Appendix G "Judge and score"): one structured call per
+reply through a `judge` role, seeing what the paper's judge sees: the counsellor's system prompt as
+sent, the conversation so far and the reply.
+
+Prompt layout serves the engine's prefix cache: the system message is the rubric, byte-identical
+for every call of a judge; the user message is the counsellor's system prompt, then the transcript
+ending with the reply under review, then a fixed closing line. Reply k's prompt is therefore a
+prefix of reply k+1's up to the end of reply k.
+
+Evidence is checked like the profile screener's: a quote not found in the reply (after normalising
+case, whitespace, quote marks and dashes) is dropped and counted, and the issue stays. Issues the
+rubric marks as omissions need no quote; an issue about the reply's words that arrives without a
+verifiable quote keeps no quote and counts as dropped.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import json
+import re
+from dataclasses import dataclass
+from typing import Any
+
+from mindcore.errors import EngineError, StructuredOutputError
+from mindcore.prompts import render, template_hash
+from judge.rubric import Rubric, answer_model
+from judge.schemas import IssueRecord, JudgmentRow, SessionInput
+
+SYSTEM_TEMPLATE = "judge/system.jinja2"
+USER_TEMPLATE = "judge/user.jinja2"
+TEMPLATES = (SYSTEM_TEMPLATE, USER_TEMPLATE)
+SPEAKERS = {"user": "Patient", "assistant": "Counsellor"}
+
+_QUOTES = str.maketrans({"\u2018": "'", "\u2019": "'", "\u201c": '"', "\u201d": '"', "\u2013": "-", "\u2014": "-"})
+
+
+def normalise(text: str) -> str:
+    """Case, whitespace, curly quotes and dashes do not make a quote unverifiable; words do."""
+    text = re.sub(r"\s+", " ", text.translate(_QUOTES).casefold()).strip()
+    return text.strip(" \"'.,;:")
+
+
+def quote_in(quote: str, text: str) -> bool:
+    q = normalise(quote)
+    return len(q) >= 3 and q in normalise(text)
+
+
+@dataclass(frozen=True)
+class Reply:
+    """One counsellor reply in its context: the transcript up to and including it."""
+
+    session: SessionInput
+    reply_index: int
+    transcript: tuple[tuple[str, str], ...]  # (speaker, text); the last entry is the reply
+
+    @property
+    def text(self) -> str:
+        return self.transcript[-1][1]
+
+
+def replies(session: SessionInput, max_replies: int | None = None) -> list[Reply]:
+    """Every counsellor reply with text, in order. System messages are skipped (the judge gets the
+    system prompt from `counsellor_system_prompt`); tool traffic, if any, is not part of the exchange."""
+    seen: list[tuple[str, str]] = []
+    out: list[Reply] = []
+    for m in session.messages:
+        role, content = m.get("role"), m.get("content")
+        if role not in SPEAKERS or not isinstance(content, str) or m.get("tool_calls"):
+            continue
+        seen.append((SPEAKERS[role], content))
+        if role == "assistant":
+            if max_replies is not None and len(out) >= max_replies:
+                break
+            out.append(Reply(session, len(out), tuple(seen)))
+    return out
+
+
+class Judge:
+    """One judge role bound to a rubric. `await judge(reply)` returns a `JudgmentRow`, ok or failed."""
+
+    def __init__(self, name: str, client: Any, rubric: Rubric, *, full_rubric: bool = True):
+        self.name = name
+        self.client = client
+        self.rubric = rubric
+        self.rubric_version = rubric.version if full_rubric else f"{rubric.version}+compact"
+        self.system = render(SYSTEM_TEMPLATE, rubric=rubric, categories={c.id: c.name for c in rubric.categories},
+                             full=full_rubric)
+        self.prompt_hashes = {t: template_hash(t) for t in TEMPLATES}
+        self.output = answer_model(rubric)
+
+    @property
+    def model(self) -> str:
+        return self.client.model
+
+    def messages(self, reply: Reply) -> list[dict[str, str]]:
+        user = render(USER_TEMPLATE, counsellor_system_prompt=reply.session.counsellor_system_prompt,
+                      transcript=[{"speaker": s, "text": t} for s, t in reply.transcript],
+                      reply_number=reply.reply_index + 1)
+        return [{"role": "system", "content": self.system}, {"role": "user", "content": user}]
+
+    def key(self, reply: Reply) -> str:
+        """Content key: the same judge and model on the same rubric, prompts and context give the
+        same judgment, whichever run or session id it came from."""
+        blob = json.dumps([self.name, self.model, self.rubric_version, self.prompt_hashes,
+                           reply.session.counsellor_system_prompt, reply.transcript], ensure_ascii=False)
+        return "j_" + hashlib.sha256(blob.encode("utf-8")).hexdigest()[:32]
+
+    async def ask(self, reply: Reply) -> dict[str, Any]:
+        """One judged reply as a cacheable outcome: severity, verified issues, dropped quotes."""
+        answer = await self.client.structured(self.messages(reply), self.output, schema_name="mhqr_judgment")
+        issues, dropped = [], 0
+        for f in answer.issues:
+            quote = f.quote if f.quote and quote_in(f.quote, reply.text) else None
+            needs = self.rubric.issue(f.issue).evidence == "quote"
+            if (f.quote and quote is None) or (needs and not f.quote):
+                dropped += 1
+            issues.append({"issue": f.issue, "category": self.rubric.category_of(f.issue),
+                           "reason": f.reason, "quote": quote})
+        return {"severity": answer.severity, "issues": issues, "dropped_quotes": dropped}
+
+    def row(self, reply: Reply, key: str, outcome: dict[str, Any] | None = None,
+            error: Exception | None = None) -> JudgmentRow:
+        s = reply.session
+        base = dict(
+            session_id=s.session_id, patient_id=s.patient_id, counsellor=s.counsellor,
+            counsellor_model=s.counsellor_model, session_index=s.session_index, reply_index=reply.reply_index,
+            reply=reply.text, judge=self.name, judge_model=self.model, judge_engine=self.client.engine_name,
+            rubric_version=self.rubric_version, prompt_hashes=self.prompt_hashes, cache_key=key,
+        )
+        if outcome is not None:
+            return JudgmentRow(**base, status="ok", severity=outcome["severity"],
+                               weight=self.rubric.weight(outcome["severity"]),
+                               issues=[IssueRecord(**i) for i in outcome["issues"]],
+                               dropped_quotes=outcome["dropped_quotes"])
+        kind = "invalid_output" if isinstance(error, StructuredOutputError) else "engine"
+        return JudgmentRow(**base, status="failed", error=f"{type(error).__name__}: {error}"[:2000], error_kind=kind)
+
+
+async def judge_reply(judge: Judge, reply: Reply, cache: Any) -> JudgmentRow:
+    """Cached outcome if this exact judgment was made before (no request); else ask, checkpoint an
+    ok outcome, and turn an engine failure into a failed row. Failures are not cached: a rerun
+    tries them again."""
+    key = judge.key(reply)
+    if cache.has(key):
+        return judge.row(reply, key, outcome=cache.read(key))
+    try:
+        outcome = await judge.ask(reply)
+    except EngineError as exc:
+        return judge.row(reply, key, error=exc)
+    cache.write(key, outcome)
+    return judge.row(reply, key, outcome=outcome)

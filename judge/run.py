@@ -1,0 +1,120 @@
+"""`run_judging`: judge every counsellor reply of a run with every configured judge, then score and
+report (MindEval2 §3 and Appendix G). Writes `RUN_DIR/judgments/`:
+
+- `judgments.parquet`: one row per reply per judge (failed judgments included, status `failed`);
+- `cache/`: one checkpoint per finished judgment, keyed by content, so a rerun sends no request
+  for a reply already judged and an interrupted run resumes where it stopped;
+- `report.json`, `report.md`, PNG plots.
+"""
+
+from __future__ import annotations
+
+import asyncio
+from collections import Counter
+from pathlib import Path
+from typing import Any
+
+from mindcore.errors import ConfigError, EngineError
+from mindcore.io import CheckpointDir
+from mindcore.provenance import base_provenance
+from mindcore.runner import gather_progress
+from judge.config import JudgeConfig
+from judge.inputs import load_sessions
+from judge.judging import TEMPLATES, Judge, judge_reply, replies
+from judge.rankings import family_flags, judge_agreement
+from judge.report import critical_rows, failure_rows, write_report
+from judge.rubric import load_rubric
+from judge.schemas import JudgmentRow, SessionInput, write_judgments
+from judge.scores import columns_from_rows, score_all
+
+OUT_DIR = "judgments"
+_IN_FLIGHT = 256
+
+
+def _judges(engines: Any, config: JudgeConfig) -> list[Judge]:
+    rubric = load_rubric(config.rubric)
+    out = []
+    for name in config.judges:
+        try:
+            client = engines.role(name)
+        except KeyError as exc:
+            raise ConfigError(f"judge.judges: role '{name}' has no engine; add it under roles:") from exc
+        out.append(Judge(name, client, rubric, full_rubric=config.full_rubric))
+    return out
+
+
+async def judge_all(judges: list[Judge], sessions: list[SessionInput], cache: CheckpointDir,
+                    max_replies: int | None) -> list[JudgmentRow]:
+    """Every reply of every session, by every judge, concurrently: the engine layer bounds how many
+    requests are in flight. Rows come back in (judge, session, reply) order."""
+    work = [(j, r) for j in judges for s in sessions for r in replies(s, max_replies)]
+    # Prompts are rendered when a task starts, before the engine's own semaphore; this bound keeps a
+    # paper-scale run (~60k replies) from holding every rendered conversation in memory at once.
+    gate = asyncio.Semaphore(_IN_FLIGHT)
+
+    async def one(j: Judge, r: Any) -> JudgmentRow:
+        async with gate:
+            return await judge_reply(j, r, cache)
+
+    return await gather_progress((one(j, r) for j, r in work), "judging replies")
+
+
+def summarise(rows: list[JudgmentRow], judges: list[Judge], sessions: list[SessionInput],
+              config: JudgeConfig) -> dict[str, Any]:
+    rubric = judges[0].rubric if judges else load_rubric(config.rubric)
+    by_judge: dict[str, dict[str, Any]] = {}
+    for j in judges:
+        mine = [r for r in rows if r.judge == j.name]
+        failed = [r for r in mine if r.status == "failed"]
+        by_judge[j.name] = {
+            "model": j.model, "engine": j.client.engine_name, "rubric_version": j.rubric_version,
+            "rows": len(mine), "ok": len(mine) - len(failed), "failed": len(failed),
+            "failed_by_kind": dict(Counter(r.error_kind or "unknown" for r in failed)),
+            "dropped_quotes": sum(r.dropped_quotes for r in mine),
+            "scores": score_all(columns_from_rows(mine), rubric, draws=config.bootstrap_draws, seed=config.seed),
+        }
+    counsellor_models: dict[str, str | None] = {}
+    for s in sessions:
+        counsellor_models[s.counsellor] = counsellor_models.get(s.counsellor) or s.counsellor_model
+    return {
+        "provenance": base_provenance(),
+        "rubric": {"version": rubric.version, "source": rubric.source},
+        "prompt_hashes": judges[0].prompt_hashes if judges else {},
+        "config": config.model_dump(mode="json"),
+        "sessions": len(sessions),
+        "counsellor_models": counsellor_models,
+        "judges": by_judge,
+        "judge_agreement": judge_agreement({n: j["scores"] for n, j in by_judge.items()}),
+        "family_flags": family_flags({j.name: j.model for j in judges}, counsellor_models),
+        "critical_replies": critical_rows(rows),
+        "failures": failure_rows(rows),
+    }
+
+
+def run_judging(run_dir: str | Path, engines: Any, config: JudgeConfig | None = None, *,
+                sessions: str | Path | None = None) -> dict[str, Any]:
+    """Judge, score and report one run. `engines` must be started. Returns a summary: counts and
+    output paths. Raises EngineError (after writing every output) when every judgment failed:
+    unreachable engine or output that never fit the schema, both engine-side."""
+    config = config or JudgeConfig()
+    run_dir = Path(run_dir)
+    inputs = load_sessions(run_dir, Path(sessions) if sessions else None)
+    judges = _judges(engines, config)
+    out = run_dir / OUT_DIR
+    cache = CheckpointDir(out / "cache")
+    rows = engines.run(judge_all(judges, inputs, cache, config.max_replies))
+    write_judgments(out / "judgments.parquet", rows)
+    report = summarise(rows, judges, inputs, config)
+    files = write_report(out, report, judges[0].rubric, config.plots)
+    failed = [r for r in rows if r.status == "failed"]
+    summary = {
+        "sessions": len(inputs), "judgments": len(rows), "ok": len(rows) - len(failed), "failed": len(failed),
+        "critical": len(report["critical_replies"]), "dropped_quotes": sum(r.dropped_quotes for r in rows),
+        "judges": {n: {"model": j["model"], "ranking": j["scores"]["ranking"]} for n, j in report["judges"].items()},
+        "outputs": {"judgments": out / "judgments.parquet", **files},
+        "prompt_hashes": {t: judges[0].prompt_hashes[t] for t in TEMPLATES},
+    }
+    if rows and len(failed) == len(rows):
+        raise EngineError(f"every judgment failed ({len(failed)}; first: {failed[0].error}); "
+                          f"rows and report written to {out}")
+    return summary
