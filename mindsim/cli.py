@@ -84,7 +84,8 @@ def engines_check_cmd(
     for h in bad:
         # One line per engine, hints included, so a log grep or a CI annotation shows the whole story.
         fix = "; ".join(h.hints)
-        err.print(f"[red]error:[/] engine '{escape(h.engine)}': {escape(h.problem)}" + (f" — {escape(fix)}" if fix else ""))
+        what = h.problem if f"'{h.engine}'" in h.problem else f"engine '{h.engine}': {h.problem}"
+        err.print(f"[red]error:[/] {escape(one_line(what))}" + (f" — {escape(fix)}" if fix else ""))
     if bad:
         raise typer.Exit(1)
 
@@ -106,17 +107,22 @@ def _mount_stage_commands() -> None:
     app.add_typer(export_app, name="export", help="Post-training exports (counsellor SFT, patient data).")
 
 
-def _usage_error(exc: "click.ClickException") -> int:
-    import click
+def _is_usage_error(exc: BaseException) -> bool:
+    # typer >= 0.29 bundles its own copy of click (`typer._click`), older typer uses click itself:
+    # recognise their ClickException by what it offers rather than by either class.
+    return isinstance(getattr(exc, "exit_code", None), int) and callable(getattr(exc, "format_message", None))
 
-    if isinstance(exc, click.exceptions.NoArgsIsHelpError):
-        # A bare group name asks for its help; click still counts it as a usage error.
-        out.print(escape(exc.ctx.get_help()) if exc.ctx else "", soft_wrap=True)
-        return exc.exit_code
+
+def _usage_error(exc: Exception) -> int:
     ctx = getattr(exc, "ctx", None)
+    if any(k.__name__ == "NoArgsIsHelpError" for k in type(exc).__mro__):
+        # A bare group name asks for its help; click counts that as a usage error (exit 2).
+        out.print(escape(ctx.get_help()) if ctx is not None else "")
+        return exc.exit_code  # type: ignore[attr-defined]
     where = f"; see `{ctx.command_path} --help`" if ctx is not None else ""
-    err.print(f"[red]error:[/] {escape(one_line(exc.format_message()))}{escape(where)}")
-    return exc.exit_code
+    message = one_line(exc.format_message()).rstrip(".")  # type: ignore[attr-defined]
+    err.print(f"[red]error:[/] {escape(message)}{escape(where)}")
+    return exc.exit_code  # type: ignore[attr-defined]
 
 
 def main(argv: list[str] | None = None) -> int:
@@ -124,8 +130,6 @@ def main(argv: list[str] | None = None) -> int:
 
     Exit codes: 0 success; 2 bad input, configuration or usage; 1 an engine failed at run time or a
     stage finished with failures; 130 Ctrl-C. Each error is one line on stderr."""
-    import click
-
     # distilabel 1.5.3's own pydantic models warn on import with current pydantic; not actionable here.
     warnings.filterwarnings("ignore", message=".*'default' attribute with value None.*")
     warnings.filterwarnings("ignore", category=DeprecationWarning, module="distilabel")
@@ -145,11 +149,6 @@ def main(argv: list[str] | None = None) -> int:
         return 1
     except KeyboardInterrupt:
         code = 130
-    except click.ClickException as exc:
-        return _usage_error(exc)
-    except click.exceptions.Abort:
-        err.print("[red]error:[/] aborted")
-        return 1
     except typer.Exit as exc:
         return exc.exit_code
     except SystemExit as exc:
@@ -157,6 +156,13 @@ def main(argv: list[str] | None = None) -> int:
             return exc.code or 0
         err.print(f"[red]error:[/] {escape(one_line(str(exc.code)))}")
         return 1
+    except Exception as exc:
+        if _is_usage_error(exc):
+            return _usage_error(exc)
+        if type(exc).__name__ == "Abort":  # click's Abort (EOF at a prompt): not a crash, not success
+            err.print("[red]error:[/] aborted")
+            return 1
+        raise
     if code == 130:
         # typer turns Ctrl-C inside a command into exit code 130 before we see the KeyboardInterrupt.
         err.print("interrupted; finished work is checkpointed — rerun the same command to resume")

@@ -13,9 +13,10 @@ from pathlib import Path
 from typing import Optional
 
 import typer
+from rich.markup import escape
 from typer.core import TyperGroup
 
-from mindcore.console import out_console
+from mindcore.console import err_console, out_console
 from mindcore.errors import ConfigError
 
 
@@ -59,7 +60,18 @@ def generate_cmd(
     except ValueError as exc:
         raise ConfigError(f"profiles options: {exc}") from exc
     with Engines.from_config(rec.engines_config()) as engines:
-        run_profiles(rec, engines, out, cfg, console)
+        summary = run_profiles(rec, engines, out, cfg, console)
+    failed = sum(summary.failed.values())
+    # Some invalid drafts are a counted, expected loss (exit 0); a stage that produced nothing because
+    # every candidate failed is an engine failure at run time, and a CI gate must see it.
+    if summary.candidates and failed and not summary.kept:
+        by_stage = ", ".join(f"{k} {v}" for k, v in sorted(summary.failed.items()))
+        err_console().print(
+            f"[red]error:[/] all {summary.candidates} candidate profiles failed ({escape(by_stage)}; see "
+            f"{escape(str(Path(summary.folder) / 'summary.json'))}); check the engines with "
+            f"`mindsim engines check {escape(str(recipe))}`, then rerun the same command to retry them"
+        )
+        raise typer.Exit(1)
 
 
 @app.command("fit-rates")
