@@ -19,14 +19,12 @@ from typing import Any, Iterable, Optional
 
 import numpy as np
 import pyarrow.parquet as pq
-import yaml
 from pydantic import BaseModel, ConfigDict, Field, ValidationError
 
-from mindcore.errors import InputError
+from mindcore.errors import ConfigError, InputError
 from mindcore.io import atomic_write_json, atomic_write_text, read_jsonl
 from judge import stats
 
-RUBRIC = Path(__file__).parent / "data" / "rubric.yaml"
 JUDGMENTS_FILE = Path("judgments") / "judgments.parquet"
 BOOTSTRAP_DRAWS = 2000
 
@@ -66,33 +64,22 @@ class Vocabulary:
     def issue(self, raw: Any, where: str) -> str:
         key = norm_id(raw)
         if key not in self.issues:
-            raise InputError(f"{where}: unknown issue {raw!r}; issue ids are listed in {RUBRIC.name}: "
+            raise InputError(f"{where}: unknown issue {raw!r}; issue ids are listed in judge/data/rubric.yaml: "
                              f"{', '.join(sorted(self.issues))}")
         return key
 
 
-def _entries(node: Any) -> list[dict[str, Any]]:
-    # The rubric may list entries or map id → entry; both read the same.
-    if isinstance(node, dict):
-        return [{"id": k, **(v if isinstance(v, dict) else {"weight": v})} for k, v in node.items()]
-    return [e if isinstance(e, dict) else {"id": e} for e in (node or [])]
+def load_vocabulary(path: Optional[Path] = None) -> Vocabulary:
+    """Severity levels, weights and issue ids from the judge's rubric (the shipped one by default)."""
+    from judge.rubric import load_rubric
 
-
-def load_vocabulary(path: Path = RUBRIC) -> Vocabulary:
-    """Severity levels, weights and issue ids from the judge's rubric file (never duplicated here)."""
-    if not Path(path).is_file():
-        raise InputError(f"rubric {path} not found; the judge package ships it as judge/data/rubric.yaml")
-    data = yaml.safe_load(Path(path).read_text(encoding="utf-8")) or {}
-    sev = sorted(_entries(data.get("severities")), key=lambda e: float(e["weight"]))
-    issues: dict[str, str] = {}
-    for e in _entries(data.get("issues")):
-        issues[norm_id(e["id"])] = norm_id(e.get("category", ""))
-    for cat in _entries(data.get("categories")):
-        for e in _entries(cat.get("issues")):
-            issues[norm_id(e["id"])] = norm_id(cat["id"])
-    if not sev or not issues:
-        raise InputError(f"{path}: expected 'severities' (with weights) and 'issues' in the rubric")
-    return Vocabulary(tuple(norm_id(e["id"]) for e in sev), tuple(float(e["weight"]) for e in sev), issues)
+    try:
+        rubric = load_rubric(str(path) if path else None)
+    except ConfigError as exc:
+        raise InputError(str(exc)) from exc
+    sev = sorted(rubric.severities, key=lambda s: s.weight)
+    return Vocabulary(tuple(s.id for s in sev), tuple(float(s.weight) for s in sev),
+                      {i.id: i.category for i in rubric.issues})
 
 
 # -- inputs -----------------------------------------------------------------------------------------
@@ -206,7 +193,7 @@ def read_judgments(path: Path, vocab: Vocabulary) -> dict[str, JudgeView]:
         missing = [c for c in ("session_id", "reply_index", "judge", "status") if r.get(c) is None]
         if missing:
             raise InputError(f"{where}: missing {', '.join(missing)}")
-        v = views.setdefault(r["judge"], JudgeView(r["judge"], str(r.get("model") or "")))
+        v = views.setdefault(r["judge"], JudgeView(r["judge"], str(r.get("judge_model") or r.get("model") or "")))
         reply = (r["session_id"], int(r["reply_index"]))
         ok = r["status"] == "ok"
         v.level[reply] = vocab.level(r.get("severity"), where) if ok else -1
@@ -513,7 +500,7 @@ def compute(annotations: list[Annotation], judges: dict[str, JudgeView], vocab: 
 
 def run_agreement(annotation_files: list[Path], *, judgments: Optional[Path] = None, key: Optional[Path] = None,
                   out: Path = Path("agreement"), draws: int = BOOTSTRAP_DRAWS, seed: int = 0,
-                  rubric: Path = RUBRIC) -> dict[str, Any]:
+                  rubric: Optional[Path] = None) -> dict[str, Any]:
     """Read, check, compute, and write `agreement.json` and `agreement.md` into `out`."""
     vocab = load_vocabulary(rubric)
     annotations = read_annotations(annotation_files, vocab, load_key(key))

@@ -19,7 +19,7 @@ from typing import Any, Optional
 
 import pyarrow.parquet as pq
 
-from judge.agreement import JUDGMENTS_FILE, RUBRIC, load_vocabulary, norm_id
+from judge.agreement import JUDGMENTS_FILE, load_vocabulary, norm_id
 from mindcore.errors import InputError
 from mindcore.io import atomic_write_json, atomic_write_jsonl
 
@@ -111,7 +111,7 @@ def draw(replies: list[Reply], n: int, rng: random.Random, levels: tuple[str, ..
 
 
 def sample_excerpts(run_dir: Path, n: int, out: Path, *, seed: int = 0, key: Optional[Path] = None,
-                    judge: Optional[str] = None, rubric: Path = RUBRIC) -> dict[str, Any]:
+                    judge: Optional[str] = None, rubric: Optional[Path] = None) -> dict[str, Any]:
     """Write the excerpt file and its key; return the key's summary part."""
     if n < 1:
         raise InputError(f"--n {n}: draw at least one excerpt")

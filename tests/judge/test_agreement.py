@@ -31,20 +31,6 @@ REPLIES = [("s1", 0), ("s1", 1), ("s2", 0), ("s2", 1), ("s3", 0), ("s3", 1)]
 COUNSELLOR = {"s1": "c1", "s2": "c2", "s3": "c3"}
 
 
-@pytest.fixture
-def rubric(tmp_path: Path) -> Path:
-    # A cut-down rubric in the judge's file format: the statistics only need the levels, weights and ids.
-    p = tmp_path / "rubric.yaml"
-    p.write_text(
-        "severities:\n"
-        + "".join(f"  - id: {lv}\n    weight: {w}\n" for lv, w in WEIGHTS.items())
-        + "issues:\n"
-        + f"  - id: {OE}\n    category: guidance_calibration\n  - id: {UG}\n    category: guidance_calibration\n"
-        + "  - id: formulaic\n    category: delivery\n"
-    )
-    return p
-
-
 def write_annotations(path: Path, who: str, levels, issues) -> Path:
     with path.open("w") as f:
         for (sid, ri), lv, iss in zip(REPLIES, levels, issues):
@@ -58,7 +44,7 @@ def write_judgments(folder: Path, levels, issues, status=None) -> Path:
     for k, ((sid, ri), lv, iss) in enumerate(zip(REPLIES, levels, issues)):
         ok = status is None or status[k] == "ok"
         rows.append({"session_id": sid, "patient_id": "p" + sid, "counsellor": COUNSELLOR[sid], "session_index": 0,
-                     "reply_index": ri, "judge": "J", "model": "fake-judge",
+                     "reply_index": ri, "judge": "J", "judge_model": "fake-judge",
                      "severity": LEVELS[lv] if ok else None, "weight": float(WEIGHTS[LEVELS[lv]]) if ok else None,
                      "issues": [{"issue": i, "category": "x", "reason": "r", "quote": "q"} for i in iss] if ok else [],
                      "status": "ok" if ok else "failed"})
@@ -68,11 +54,11 @@ def write_judgments(folder: Path, levels, issues, status=None) -> Path:
 
 
 @pytest.fixture
-def worked(tmp_path, rubric):
+def worked(tmp_path):
     files = [write_annotations(tmp_path / "a.jsonl", "A", A, A_ISSUES),
              write_annotations(tmp_path / "b.jsonl", "B", B, B_ISSUES)]
     jdir = write_judgments(tmp_path / "judgments", J, J_ISSUES)
-    report = run_agreement(files, judgments=jdir, out=tmp_path / "out", rubric=rubric, draws=200, seed=1)
+    report = run_agreement(files, judgments=jdir, out=tmp_path / "out", draws=200, seed=1)
     return report, tmp_path / "out"
 
 
@@ -121,7 +107,7 @@ def test_inter_annotator_severity_by_hand(worked):
     assert oe["fleiss_kappa"] == pytest.approx(-1 / 35)
     assert oe["mean_cohen_kappa"] == pytest.approx(0.0)
     assert oe["observed"] == pytest.approx(0.5)
-    assert report["inter_annotator"]["issues"]["formulaic"]["fleiss_kappa"] is None  # nobody flags it
+    assert report["inter_annotator"]["issues"]["formulaic_responding"]["fleiss_kappa"] is None  # nobody flags it
 
 
 def test_judge_severity_by_hand(worked):
@@ -153,7 +139,7 @@ def test_judge_issues_by_hand(worked):
     assert oe["f1"] == pytest.approx(2 / 3)
     # Under-guiding: gold 5, predicted 6, 3 right → P .5, R .6, F1 6/11.
     assert iss["per_issue"][UG]["f1"] == pytest.approx(6 / 11)
-    assert iss["per_issue"]["formulaic"]["f1"] is None
+    assert iss["per_issue"]["formulaic_responding"]["f1"] is None
     assert iss["pooled"]["f1"] == pytest.approx(0.6)  # 6 right of 10 predicted, 10 gold
     assert iss["macro_f1"] == pytest.approx((2 / 3 + 6 / 11) / 2)
 
@@ -175,10 +161,10 @@ def test_ranking_by_hand(worked):
     assert "Table 7" in md and "| J |" in md
 
 
-def test_a_judge_that_copies_the_annotator_agrees_perfectly(tmp_path, rubric):
+def test_a_judge_that_copies_the_annotator_agrees_perfectly(tmp_path):
     files = [write_annotations(tmp_path / "a.jsonl", "A", A, A_ISSUES)]
     jdir = write_judgments(tmp_path / "j", A, A_ISSUES)
-    rep = run_agreement(files, judgments=jdir, out=tmp_path / "o", rubric=rubric, draws=300, seed=3)
+    rep = run_agreement(files, judgments=jdir, out=tmp_path / "o", draws=300, seed=3)
     s = rep["judges"]["J"]["severity"]
     assert s["accuracy"] == 1.0 and s["kappa_w"] == pytest.approx(1.0)
     assert rep["judges"]["J"]["issues"]["pooled"]["f1"] == pytest.approx(1.0)
@@ -187,16 +173,16 @@ def test_a_judge_that_copies_the_annotator_agrees_perfectly(tmp_path, rubric):
     assert rep["ranking"]["judges"]["J"]["bootstrap"] == 1.0
 
 
-def test_failed_judgments_count_as_errors(tmp_path, rubric):
+def test_failed_judgments_count_as_errors(tmp_path):
     files = [write_annotations(tmp_path / "a.jsonl", "A", A, A_ISSUES)]
     jdir = write_judgments(tmp_path / "j", A, A_ISSUES, status=["ok", "failed", "ok", "ok", "ok", "ok"])
-    s = run_agreement(files, judgments=jdir, out=tmp_path / "o", rubric=rubric, draws=0)["judges"]["J"]["severity"]
+    s = run_agreement(files, judgments=jdir, out=tmp_path / "o", draws=0)["judges"]["J"]["severity"]
     assert s["failed"] == 1
     assert s["accuracy"] == pytest.approx(5 / 6)
     assert s["kappa_w"] == pytest.approx(1.0)  # κ over the five judged replies
 
 
-def test_bad_input_names_file_and_line(tmp_path, rubric):
+def test_bad_input_names_file_and_line(tmp_path):
     good = json.dumps({"session_id": "s1", "reply_index": 0, "annotator": "A", "severity": "minor", "issues": []})
     cases = {
         "unknown severity": {"session_id": "s1", "reply_index": 1, "annotator": "A", "severity": "awful"},
@@ -208,10 +194,10 @@ def test_bad_input_names_file_and_line(tmp_path, rubric):
         f = tmp_path / "bad.jsonl"
         f.write_text(good + "\n" + json.dumps(obj) + "\n")
         with pytest.raises(InputError, match=rf"bad\.jsonl:2: .*{expected}"):
-            run_agreement([f], out=tmp_path / "o", rubric=rubric)
+            run_agreement([f], out=tmp_path / "o")
     # An annotated reply the judge never saw.
     f = tmp_path / "extra.jsonl"
     f.write_text(good + "\n" + json.dumps({"session_id": "s9", "reply_index": 0, "annotator": "A", "severity": "minor"}) + "\n")
     jdir = write_judgments(tmp_path / "j", J, J_ISSUES)
     with pytest.raises(InputError, match=r"extra\.jsonl:2: .*no judgment"):
-        run_agreement([f], judgments=jdir, out=tmp_path / "o", rubric=rubric)
+        run_agreement([f], judgments=jdir, out=tmp_path / "o")

@@ -18,15 +18,6 @@ from mindcore.errors import InputError
 NAMES = ["zephyr-counsel-7b", "quokka-therapist", "marlin-helper"]
 
 
-@pytest.fixture
-def rubric(tmp_path: Path) -> Path:
-    p = tmp_path / "rubric.yaml"
-    p.write_text("severities:\n  - {id: no_concern, weight: 0}\n  - {id: minor, weight: 1}\n"
-                 "  - {id: major, weight: 5}\n  - {id: critical, weight: 10}\n"
-                 "issues:\n  - {id: over_exploring, category: guidance_calibration}\n")
-    return p
-
-
 def make_run(root: Path, *, replies: int = 4, judged: bool = True) -> Path:
     sessions, judgments = [], []
     for c, name in enumerate(NAMES):
@@ -50,10 +41,10 @@ def make_run(root: Path, *, replies: int = 4, judged: bool = True) -> Path:
     return root
 
 
-def test_sample_is_blinded_and_the_key_maps_back(tmp_path, rubric):
+def test_sample_is_blinded_and_the_key_maps_back(tmp_path):
     run = make_run(tmp_path / "run")
     out = tmp_path / "excerpts.jsonl"
-    summary = sample_excerpts(run, 6, out, seed=7, rubric=rubric)
+    summary = sample_excerpts(run, 6, out, seed=7)
     text = out.read_text()
     for name in NAMES:
         assert name not in text
@@ -81,33 +72,33 @@ def test_sample_is_blinded_and_the_key_maps_back(tmp_path, rubric):
     assert strata["major"] == {"available": 1, "drawn": 1}
 
 
-def test_sample_is_deterministic_with_a_seed(tmp_path, rubric):
+def test_sample_is_deterministic_with_a_seed(tmp_path):
     run = make_run(tmp_path / "run")
-    a = sample_excerpts(run, 5, tmp_path / "a.jsonl", seed=3, rubric=rubric)
-    b = sample_excerpts(run, 5, tmp_path / "b.jsonl", seed=3, rubric=rubric)
-    c = sample_excerpts(run, 5, tmp_path / "c.jsonl", seed=4, rubric=rubric)
+    a = sample_excerpts(run, 5, tmp_path / "a.jsonl", seed=3)
+    b = sample_excerpts(run, 5, tmp_path / "b.jsonl", seed=3)
+    c = sample_excerpts(run, 5, tmp_path / "c.jsonl", seed=4)
     assert (tmp_path / "a.jsonl").read_text() == (tmp_path / "b.jsonl").read_text()
     assert (tmp_path / "a.key.json").read_text() == (tmp_path / "b.key.json").read_text()
     assert (tmp_path / "a.jsonl").read_text() != (tmp_path / "c.jsonl").read_text()
     assert a["drawn"] == b["drawn"] == c["drawn"] == 5
 
 
-def test_sample_without_judgments_and_more_than_available(tmp_path, rubric):
+def test_sample_without_judgments_and_more_than_available(tmp_path):
     run = make_run(tmp_path / "run", replies=1, judged=False)
     key = tmp_path / "elsewhere" / "k.json"
-    summary = sample_excerpts(run, 50, tmp_path / "x.jsonl", seed=0, key=key, rubric=rubric)
+    summary = sample_excerpts(run, 50, tmp_path / "x.jsonl", seed=0, key=key)
     assert summary["drawn"] == 6 and summary["judge"] is None
     assert set(json.loads(key.read_text())["strata"][NAMES[1]]) == {"unjudged"}
     with pytest.raises(InputError, match="--key must differ"):
-        sample_excerpts(run, 2, tmp_path / "x.jsonl", key=tmp_path / "x.jsonl", rubric=rubric)
+        sample_excerpts(run, 2, tmp_path / "x.jsonl", key=tmp_path / "x.jsonl")
     with pytest.raises(InputError, match="sessions.parquet not found"):
-        sample_excerpts(tmp_path / "nowhere", 2, tmp_path / "y.jsonl", rubric=rubric)
+        sample_excerpts(tmp_path / "nowhere", 2, tmp_path / "y.jsonl")
 
 
-def test_filled_in_excerpts_feed_agreement_through_the_key(tmp_path, rubric):
+def test_filled_in_excerpts_feed_agreement_through_the_key(tmp_path):
     run = make_run(tmp_path / "run")
     out = tmp_path / "excerpts.jsonl"
-    sample_excerpts(run, 6, out, seed=1, rubric=rubric)
+    sample_excerpts(run, 6, out, seed=1)
     filled = tmp_path / "filled.jsonl"
     with filled.open("w") as f:
         for line in out.read_text().splitlines():
@@ -115,8 +106,8 @@ def test_filled_in_excerpts_feed_agreement_through_the_key(tmp_path, rubric):
             ex["annotation"].update(annotator="A1", severity="Minor", issues=["over_exploring"])
             f.write(json.dumps(ex) + "\n")
     rep = run_agreement([filled], judgments=run / "judgments", key=tmp_path / "excerpts.key.json",
-                        out=tmp_path / "agr", rubric=rubric, draws=50)
+                        out=tmp_path / "agr", draws=50)
     assert rep["counts"]["annotations"] == 6
     assert set(rep["ranking"]["pooled"]) == set(NAMES)
     with pytest.raises(InputError, match="give the sample's key with --key"):
-        run_agreement([filled], out=tmp_path / "agr", rubric=rubric)
+        run_agreement([filled], out=tmp_path / "agr")
