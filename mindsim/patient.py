@@ -40,9 +40,6 @@ ADD_DESCRIPTION = "Add something new you need to get to before this conversation
 _WRAPPERS = re.compile(r'^\s*(?:patient\s*:\s*)?["“]?(.*?)["”]?\s*$', re.IGNORECASE | re.DOTALL)
 
 
-__all__ = ["Counsellor", "Patient", "TurnFailed", "clean_message"]  # TurnFailed lives in prompting
-
-
 class TokenCount:
     def __init__(self) -> None:
         self.prompt = 0
