@@ -1,11 +1,23 @@
 """Atomic writes and per-item checkpoints. A killed run leaves either the old file or the new one,
-never half of one; finished items are files of their own, so a rerun skips them."""
+never half of one; finished items are files of their own, so a rerun skips them.
+
+Two ways to publish a finished file:
+- *replace* (`atomic_write_*`, `CheckpointDir.overwrite`): temp file + `os.replace`. The newest
+  writer wins. Right for outputs that are rebuilt whole from checkpoints (manifests, parquet).
+- *create-if-absent* (`publish_bytes_once`, `CheckpointDir.write_once`): temp file + `os.link`. The
+  FIRST finished writer wins and later copies are discarded. This is what makes a checkpoint
+  exactly-once when a task may run twice at the same time (a retried worker racing its
+  still-running original): whatever a later stage already built on the first copy stays true.
+"""
 
 from __future__ import annotations
 
+import errno
 import json
 import os
 import tempfile
+import threading
+import time
 from pathlib import Path
 from typing import Any, Callable, Iterable, Iterator
 
@@ -51,7 +63,7 @@ def atomic_write_text(path: str | os.PathLike, text: str) -> Path:
 
 
 def atomic_write_json(path: str | os.PathLike, obj: Any) -> Path:
-    return atomic_write_text(path, json.dumps(obj, indent=2, ensure_ascii=False, sort_keys=True, default=str) + "\n")
+    return atomic_write_bytes(path, _json_bytes(obj))
 
 
 def atomic_write_jsonl(path: str | os.PathLike, rows: Iterable[Any]) -> Path:
@@ -62,6 +74,58 @@ def atomic_write_jsonl(path: str | os.PathLike, rows: Iterable[Any]) -> Path:
 def atomic_write_parquet(path: str | os.PathLike, rows: list[dict[str, Any]] | pa.Table) -> Path:
     table = rows if isinstance(rows, pa.Table) else pa.Table.from_pylist(rows)
     return _atomic(path, lambda tmp: pq.write_table(table, tmp))
+
+
+def publish_bytes_once(path: str | os.PathLike, data: bytes) -> bool:
+    """Create `path` holding `data` only if no file is there yet; True if this call created it.
+
+    The bytes go to a temp file in the same folder first (fsynced), then `os.link(tmp, path)`
+    publishes it: link never replaces an existing name, it fails with EEXIST, and the name appears
+    with the whole content or not at all. `os.replace` would be atomic too but overwrites, so a late
+    duplicate would silently swap the content under readers that already used the first copy.
+    Creating `path` itself with O_EXCL is no-replace but not atomic: a reader, or a rerun after a
+    kill, could find a half-written checkpoint under its final name.
+
+    NFS: link is atomic on the server, but a v2/v3 client may retransmit a LINK whose reply was lost
+    and then see EEXIST for its own success. The temp file's link count tells the truth (2 means our
+    link made it), which is the check open(2) recommends for lock files on NFS.
+    """
+    path = Path(path)
+    path.parent.mkdir(parents=True, exist_ok=True)
+    fd, tmp = tempfile.mkstemp(dir=path.parent, prefix=f".{path.name}.", suffix=".tmp")
+    try:
+        with os.fdopen(fd, "wb") as f:
+            f.write(data)
+            f.flush()
+            os.fsync(f.fileno())
+        os.chmod(tmp, _umask_mode())
+        try:
+            os.link(tmp, path)
+        except FileExistsError:
+            return os.stat(tmp).st_nlink >= 2
+        except OSError as exc:
+            if exc.errno in (errno.EPERM, errno.ENOTSUP, errno.EOPNOTSUPP, errno.ENOSYS):
+                from mindcore.errors import ConfigError
+
+                raise ConfigError(
+                    f"{path.parent}: this filesystem does not support hard links, which exactly-once "
+                    "checkpoints need; put the output folder on a local disk or NFS"
+                ) from exc
+            raise
+        return True
+    finally:
+        # The temp name never ends in .json, so a writer killed before this line leaves a file that
+        # no checkpoint reader lists; `CheckpointDir.clean_temps` removes such leftovers.
+        Path(tmp).unlink(missing_ok=True)
+
+
+def _json_bytes(obj: Any) -> bytes:
+    return (json.dumps(obj, indent=2, ensure_ascii=False, sort_keys=True, default=str) + "\n").encode("utf-8")
+
+
+def write_json_once(path: str | os.PathLike, obj: Any) -> bool:
+    """`publish_bytes_once` for one JSON document (same formatting as `atomic_write_json`)."""
+    return publish_bytes_once(path, _json_bytes(obj))
 
 
 def read_jsonl(path: str | os.PathLike) -> Iterator[tuple[int, Any]]:
@@ -79,11 +143,19 @@ def read_jsonl(path: str | os.PathLike) -> Iterator[tuple[int, Any]]:
 
 
 class CheckpointDir:
-    """One JSON file per finished item, named by a content-derived key."""
+    """One JSON file per finished item, named by a content-derived key.
+
+    `write_once` is the exactly-once write: the first finished copy of a key wins, a late duplicate
+    is dropped and counted in `duplicates` (per instance, so per process). `write` keeps its old
+    replace semantics for existing callers; new code should say which it means: `write_once` for
+    results of work that may run twice, `overwrite` for files that are legitimately replaced.
+    """
 
     def __init__(self, path: str | os.PathLike):
         self.path = Path(path)
         self.path.mkdir(parents=True, exist_ok=True)
+        self.duplicates = 0
+        self._lock = threading.Lock()
 
     def _file(self, key: str) -> Path:
         safe = "".join(c if c.isalnum() or c in "-_." else "_" for c in key)
@@ -93,7 +165,35 @@ class CheckpointDir:
         return self._file(key).is_file()
 
     def write(self, key: str, obj: Any) -> None:
+        """Replace-write (the historical behaviour); same as `overwrite`."""
+        self.overwrite(key, obj)
+
+    def overwrite(self, key: str, obj: Any) -> None:
+        """Publish `obj` under `key`, replacing any earlier copy."""
         atomic_write_json(self._file(key), obj)
+
+    def write_once(self, key: str, obj: Any) -> bool:
+        """Publish `obj` under `key` unless a copy is already there. True if this copy won; False
+        means another writer finished first, its file is kept as is, and `duplicates` goes up."""
+        won = write_json_once(self._file(key), obj)
+        if not won:
+            with self._lock:
+                self.duplicates += 1
+        return won
+
+    def clean_temps(self, older_than_s: float = 3600.0) -> int:
+        """Delete temp files left by killed writers (older than `older_than_s`, so a writer still
+        running elsewhere keeps its own); returns how many were removed."""
+        cutoff = time.time() - older_than_s
+        removed = 0
+        for p in self.path.glob(".*.tmp"):
+            try:
+                if p.stat().st_mtime < cutoff:
+                    p.unlink()
+                    removed += 1
+            except FileNotFoundError:
+                continue
+        return removed
 
     def read(self, key: str) -> Any:
         return json.loads(self._file(key).read_text(encoding="utf-8"))

@@ -1,0 +1,107 @@
+"""Atomic and exactly-once checkpoint writes: the first finished copy of a key wins, a late duplicate
+is dropped and counted, and a writer killed mid-write never leaves something that reads as done."""
+
+from __future__ import annotations
+
+import json
+import multiprocessing as mp
+import os
+import signal
+import time
+
+from mindcore.io import CheckpointDir, atomic_write_json, publish_bytes_once
+
+# Big enough that the two writes overlap in time instead of one finishing before the other starts.
+PAYLOAD_CHARS = 2_000_000
+
+
+def _race_writer(folder: str, key: str, tag: str, barrier, results) -> None:
+    ckpt = CheckpointDir(folder)
+    barrier.wait()
+    won = ckpt.write_once(key, {"writer": tag, "blob": tag * PAYLOAD_CHARS})
+    results.put((tag, won, ckpt.duplicates))
+
+
+def test_two_processes_racing_one_key_exactly_one_wins(tmp_path):
+    ctx = mp.get_context("fork")
+    for round_no in range(3):
+        key = f"session-{round_no}"
+        barrier, results = ctx.Barrier(2), ctx.Queue()
+        procs = [ctx.Process(target=_race_writer, args=(str(tmp_path), key, tag, barrier, results))
+                 for tag in ("a", "b")]
+        for p in procs:
+            p.start()
+        outcomes = [results.get(timeout=30) for _ in procs]
+        for p in procs:
+            p.join(timeout=30)
+            assert p.exitcode == 0
+        winners = [tag for tag, won, _ in outcomes if won]
+        assert len(winners) == 1, outcomes
+        loser = next(o for o in outcomes if not o[1])
+        assert loser[2] == 1  # the discarded copy is counted by the process that wrote it
+        assert next(o for o in outcomes if o[1])[2] == 0
+        stored = CheckpointDir(tmp_path).read(key)
+        # The file holds the winner's bytes whole, not a mix and not a truncated copy.
+        assert stored["writer"] == winners[0] and stored["blob"] == winners[0] * PAYLOAD_CHARS
+    assert CheckpointDir(tmp_path).keys() == ["session-0", "session-1", "session-2"]
+    assert not list(tmp_path.glob(".*.tmp"))
+
+
+def test_late_duplicate_in_one_process_is_discarded_and_counted(tmp_path):
+    ckpt = CheckpointDir(tmp_path)
+    assert ckpt.write_once("k", {"v": 1}) is True
+    assert ckpt.write_once("k", {"v": 2}) is False
+    assert ckpt.write_once("k", {"v": 3}) is False
+    assert ckpt.read("k") == {"v": 1} and ckpt.duplicates == 2
+    # The explicit replace-write still replaces; the historical `write` is the same thing.
+    ckpt.overwrite("k", {"v": 4})
+    assert ckpt.read("k") == {"v": 4}
+    ckpt.write("k", {"v": 5})
+    assert ckpt.read("k") == {"v": 5} and ckpt.duplicates == 2
+
+
+def test_write_once_formats_like_atomic_write_json(tmp_path):
+    obj = {"b": [1, 2], "a": "é"}
+    atomic_write_json(tmp_path / "x.json", obj)
+    assert publish_bytes_once(tmp_path / "y.json", (tmp_path / "x.json").read_bytes())
+    CheckpointDir(tmp_path / "c").write_once("z", obj)
+    assert (tmp_path / "c" / "z.json").read_bytes() == (tmp_path / "x.json").read_bytes()
+
+
+def _killed_writer(folder: str, ready) -> None:
+    # Stop between writing the temp file and publishing it, as a SIGKILL at the worst moment would.
+    def hang(*_a, **_k):
+        ready.set()
+        time.sleep(60)
+
+    os.link = hang
+    CheckpointDir(folder).write_once("arc-1", {"half": "done"})
+
+
+def test_stale_temp_from_killed_writer_is_never_read_as_a_checkpoint(tmp_path):
+    ctx = mp.get_context("fork")
+    ready = ctx.Event()
+    proc = ctx.Process(target=_killed_writer, args=(str(tmp_path), ready))
+    proc.start()
+    assert ready.wait(timeout=30)
+    os.kill(proc.pid, signal.SIGKILL)
+    proc.join(timeout=30)
+    temps = list(tmp_path.glob(".*.tmp"))
+    assert len(temps) == 1 and json.loads(temps[0].read_text()) == {"half": "done"}
+    ckpt = CheckpointDir(tmp_path)
+    assert not ckpt.has("arc-1") and ckpt.keys() == [] and ckpt.read_all() == []
+    # The rerun's copy is the one that counts; the leftover does not block or replace it.
+    assert ckpt.write_once("arc-1", {"rerun": True}) is True
+    assert ckpt.read_all() == [{"rerun": True}] and ckpt.duplicates == 0
+    assert ckpt.clean_temps(older_than_s=3600) == 0  # too young: might belong to a live writer
+    old = time.time() - 7200
+    os.utime(temps[0], (old, old))
+    assert ckpt.clean_temps(older_than_s=3600) == 1 and not list(tmp_path.glob(".*.tmp"))
+
+
+def test_existing_foreign_file_is_kept(tmp_path):
+    target = tmp_path / "k.json"
+    target.write_text('{"first": true}\n')
+    assert publish_bytes_once(target, b'{"second": true}\n') is False
+    assert json.loads(target.read_text()) == {"first": True}
+
