@@ -1,7 +1,10 @@
 """Post-training exports from a finished run.
 
 - `sft`: counsellor training data. Each row is the counsellor's system prompt exactly as it was sent
-  (memory section included) followed by the session with the counsellor as `assistant`.
+  (memory section included) followed by the session with the counsellor as `assistant`. With
+  `--max-severity LEVEL` (MHQR judgments needed) a session is kept only up to, not including, its first
+  reply judged above LEVEL, and ends on the last counsellor turn before it.
+- `dpo`: preference pairs from counterfactual replies (ours, beyond the paper; `mindsim/export_dpo.py`).
 - `patient`: patient-simulator training data: profile summary, scenario, the patient-side history
   with its `commit_move`/agenda tool calls, and the moves per turn.
 
@@ -11,6 +14,7 @@ Both write JSONL or parquet (by the output suffix) and carry per-row provenance.
 from __future__ import annotations
 
 import json
+from collections import Counter
 from pathlib import Path
 from typing import Any, Iterable, Optional
 
@@ -18,11 +22,12 @@ import pyarrow.parquet as pq
 import typer
 
 from mindcore.errors import InputError
-from mindcore.io import atomic_write_jsonl, atomic_write_parquet
+from mindcore.io import atomic_write_json, atomic_write_jsonl, atomic_write_parquet
 
 export_app = typer.Typer(no_args_is_help=True)
 
 SESSIONS_FILE = Path("sessions") / "sessions.parquet"
+JUDGMENTS_FILE = Path("judgments") / "judgments.parquet"
 PROFILES_FILE = Path("profiles") / "profiles.parquet"
 
 
@@ -60,17 +65,89 @@ def _keep(row: dict[str, Any], min_turns: int, finished_only: bool) -> bool:
 
 
 def sft_rows(run_dir: Path, *, min_turns: int = 0, finished_only: bool = False) -> list[dict[str, Any]]:
-    rows = []
+    return sft_export(run_dir, min_turns=min_turns, finished_only=finished_only)[0]
+
+
+def load_judgments(run_dir: Path, judge: str) -> dict[tuple[str, int], dict[str, Any]]:
+    """One judge's verdict per reply, keyed by (session_id, reply_index)."""
+    path = Path(run_dir) / JUDGMENTS_FILE
+    if not path.is_file():
+        raise InputError(f"{path} not found: --max-severity needs MHQR judgments; run `mindsim judge run {run_dir}` first")
+    try:
+        rows = pq.read_table(path, columns=["session_id", "reply_index", "judge", "severity", "weight", "status"]).to_pylist()
+    except Exception as exc:  # a missing column: pyarrow names it
+        raise InputError(f"{path}: not a judgments table ({exc})") from exc
+    mine = {(r["session_id"], int(r["reply_index"])): r for r in rows if r["judge"] == judge}
+    if not mine:
+        names = sorted({r["judge"] for r in rows})
+        raise InputError(f"{path}: no judgments by '{judge}'; choose one of {', '.join(names) or '(none)'} with --judge")
+    return mine
+
+
+def severity_weight(level: str) -> float:
+    """Weight of a rubric severity id ('No concern' and 'no_concern' both read)."""
+    from judge.rubric import load_rubric
+
+    rubric = load_rubric()
+    key = level.strip().lower().replace(" ", "_").replace("-", "_")
+    weights = {s.id: s.weight for s in rubric.severities}
+    if key not in weights:
+        raise InputError(f"--max-severity {level}: use one of {', '.join(weights)}")
+    return weights[key]
+
+
+def cut_point(sid: str, n_replies: int, verdicts: dict[tuple[str, int], dict[str, Any]], limit: float) -> tuple[int, str | None]:
+    """Index of the first reply to drop and why; (n_replies, None) when every reply passes. A failed
+    or missing judgment counts as above any level: an unvouched reply is not training data."""
+    for k in range(n_replies):
+        v = verdicts.get((sid, k))
+        if v is None:
+            return k, "not judged"
+        if v["status"] != "ok":
+            return k, "judgment failed"
+        if v["weight"] > limit:
+            return k, f"judged {v['severity']}"
+    return n_replies, None
+
+
+def sft_export(run_dir: Path, *, min_turns: int = 0, finished_only: bool = False, max_severity: str | None = None,
+               judge: str = "judge") -> tuple[list[dict[str, Any]], dict[str, Any]]:
+    """SFT rows and a summary of what `max_severity` cut (replies cut, by reason)."""
+    limit = severity_weight(max_severity) if max_severity is not None else None
+    verdicts = load_judgments(run_dir, judge) if limit is not None else {}
+    rows: list[dict[str, Any]] = []
+    cut = Counter()
+    summary: dict[str, Any] = {"sessions_read": 0, "sessions_filtered": 0, "sessions_written": 0,
+                               "sessions_emptied": 0, "replies_kept": 0, "replies_cut": 0}
     for s in load_sessions(run_dir):
+        summary["sessions_read"] += 1
         if not _keep(s, min_turns, finished_only):
+            summary["sessions_filtered"] += 1
             continue
-        convo = [m for m in s["counsellor_messages"] if m["role"] != "system"]
-        if not any(m["role"] == "assistant" for m in convo):
+        convo = [{"role": m["role"], "content": m["content"]} for m in s["counsellor_messages"] if m["role"] != "system"]
+        positions = [i for i, m in enumerate(convo) if m["role"] == "assistant"]
+        if not positions:
             continue  # nothing for the counsellor to learn from
-        messages = [{"role": "system", "content": s["counsellor_system_prompt"]}]
-        messages += [{"role": m["role"], "content": m["content"]} for m in convo]
-        rows.append({"messages": messages, **_provenance(s, run_dir)})
-    return rows
+        extra: dict[str, Any] = {}
+        if limit is not None:
+            k, reason = cut_point(s["session_id"], len(positions), verdicts, limit)
+            if reason is not None:
+                cut[reason] += 1
+                cut["after an earlier cut in the session"] += len(positions) - k - 1
+                summary["replies_cut"] += len(positions) - k
+                # End on the counsellor turn before the cut; the patient message it answered goes too.
+                convo = convo[: positions[k - 1] + 1] if k else []
+            extra = {"judge": judge, "max_severity": max_severity, "replies_kept": k, "cut_reason": reason}
+            summary["replies_kept"] += k
+            if not k:
+                summary["sessions_emptied"] += 1
+                continue
+        messages = [{"role": "system", "content": s["counsellor_system_prompt"]}, *convo]
+        rows.append({"messages": messages, **_provenance(s, run_dir), **extra})
+        summary["sessions_written"] += 1
+    if limit is not None:
+        summary.update(judge=judge, max_severity=max_severity, cut_by_reason=dict(sorted(cut.items())))
+    return rows, summary
 
 
 def patient_rows(run_dir: Path, *, min_turns: int = 0, finished_only: bool = False) -> list[dict[str, Any]]:
@@ -128,14 +205,20 @@ def sft_cmd(
     min_turns: int = typer.Option(0, help="Keep sessions with at least this many patient turns"),
     finished_only: bool = typer.Option(False, help="Keep only sessions the patient ended (not the turn cap)"),
     max_severity: Optional[str] = typer.Option(
-        None, help="Filter by MHQR judge severity — needs judge labels, which this version does not produce"
+        None, help="Keep each session only up to its first reply judged above this level (no_concern, minor, "
+        "major, critical); needs `mindsim judge run` first"
     ),
+    judge: str = typer.Option("judge", help="Whose judgments --max-severity reads, when several judges ran"),
 ) -> None:
     """Counsellor SFT data: system prompt as sent, then the session with the counsellor as assistant."""
-    if max_severity is not None:
-        raise InputError("--max-severity needs MHQR judge labels on the sessions; no judge stage exists yet")
-    rows = sft_rows(run_dir, min_turns=min_turns, finished_only=finished_only)
+    rows, summary = sft_export(run_dir, min_turns=min_turns, finished_only=finished_only,
+                               max_severity=max_severity, judge=judge)
     typer.echo(f"wrote {len(rows)} conversations to {write_rows(rows, out)}")
+    if max_severity is not None:
+        atomic_write_json(Path(out).with_suffix(".summary.json"), summary)
+        why = ", ".join(f"{n} {r}" for r, n in summary["cut_by_reason"].items() if n) or "none"
+        typer.echo(f"kept {summary['replies_kept']} replies, cut {summary['replies_cut']} ({why}); "
+                   f"{summary['sessions_emptied']} sessions had no reply left")
 
 
 @export_app.command("patient")
