@@ -4,17 +4,22 @@
   (memory section included) followed by the session with the counsellor as `assistant`. With
   `--max-severity LEVEL` (MHQR judgments needed) a session is kept only up to, not including, its first
   reply judged above LEVEL, and ends on the last counsellor turn before it.
-- `dpo`: preference pairs from counterfactual replies (ours, beyond the paper; `mindsim/export_dpo.py`).
+- `dpo`: preference pairs from counterfactual replies (ours, beyond the paper): at sampled counsellor
+  turns, K counsellors (or K samples of one) reply to the byte-identical history, the MHQR judge scores
+  each, and the best is paired against the worst when their severity weights are far enough apart.
 - `patient`: patient-simulator training data: profile summary, scenario, the patient-side history
   with its `commit_move`/agenda tool calls, and the moves per turn.
 
-Both write JSONL or parquet (by the output suffix) and carry per-row provenance.
+All write JSONL or parquet (by the output suffix) and carry per-row provenance.
 """
 
 from __future__ import annotations
 
+import asyncio
 import json
+import random
 from collections import Counter
+from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, Iterable, Optional
 
@@ -186,16 +191,142 @@ def _clean_message(m: dict[str, Any]) -> dict[str, Any]:
     return out
 
 
-def write_rows(rows: Iterable[dict[str, Any]], out: Path) -> Path:
+def write_rows(rows: Iterable[dict[str, Any]], out: Path, json_columns: tuple[str, ...] = ("messages",)) -> Path:
     rows = list(rows)
     suffix = Path(out).suffix.lower()
     if suffix == ".jsonl":
         return atomic_write_jsonl(out, rows)
     if suffix == ".parquet":
         # Messages with tool calls differ in shape; store them as JSON text so the column has one type.
-        flat = [{k: (json.dumps(v, ensure_ascii=False) if k == "messages" else v) for k, v in r.items()} for r in rows]
+        flat = [{k: (json.dumps(v, ensure_ascii=False) if k in json_columns else v) for k, v in r.items()} for r in rows]
         return atomic_write_parquet(out, flat)
     raise InputError(f"--out {out}: use a .jsonl or .parquet file name")
+
+
+# -- DPO pairs from counterfactual replies (ours, beyond the paper) ----------------------------------
+
+DPO_JSON_COLUMNS = ("prompt", "chosen", "rejected", "chosen_judgment", "rejected_judgment", "candidates")
+
+
+@dataclass
+class Candidate:
+    """One counterfactual reply and its judgment (None while unjudged or when the counsellor failed)."""
+
+    counsellor: str
+    model: str
+    text: str | None = None
+    judgment: Any = None  # judge.schemas.JudgmentRow
+    error: str | None = None
+
+    @property
+    def weight(self) -> float | None:
+        j = self.judgment
+        return j.weight if j is not None and j.status == "ok" else None
+
+    def brief(self) -> dict[str, Any]:
+        j = self.judgment
+        return {"counsellor": self.counsellor, "model": self.model, "status": j.status if j else "no_reply",
+                "severity": j.severity if j else None, "weight": self.weight, "error": self.error or (j.error if j else None)}
+
+
+def sample_turns(session_id: str, n_replies: int, turns: int, seed: int) -> list[int]:
+    """Which replies of a session get counterfactuals: a per-session draw, stable across reruns."""
+    rng = random.Random(f"{seed}|{session_id}")
+    return sorted(rng.sample(range(n_replies), min(turns, n_replies)))
+
+
+async def _ask(name: str, client: Any, history: list[dict[str, Any]], blank_retries: int) -> Candidate:
+    from mindcore.errors import EngineError
+
+    c = Candidate(name, getattr(client, "model", name))
+    try:
+        for _ in range(blank_retries + 1):  # as in the simulator: only a blank reply is re-asked
+            reply = await client.chat(history)
+            if (reply.content or "").strip():
+                c.text = reply.content
+                return c
+        c.error = f"blank reply {blank_retries + 1} times"
+    except EngineError as exc:
+        c.error = f"{type(exc).__name__}: {exc}"
+    return c
+
+
+async def _judge(c: Candidate, s: dict[str, Any], history: list[dict[str, Any]], judge: Any, cache: Any) -> None:
+    from judge.judging import judge_reply, replies
+    from judge.schemas import SessionInput
+
+    si = SessionInput(session_id=s["session_id"], patient_id=s["patient_id"], counsellor=c.counsellor,
+                      session_index=s["session_index"], counsellor_system_prompt=s["counsellor_system_prompt"],
+                      messages=[*history, {"role": "assistant", "content": c.text}], counsellor_model=c.model)
+    c.judgment = await judge_reply(judge, replies(si)[-1], cache)
+
+
+def choose_pair(cands: list[Candidate], min_gap: float, chosen_max: float) -> tuple[Candidate | None, Candidate | None, str]:
+    """Lowest against highest severity weight (first in slot order on ties), or why there is no pair."""
+    judged = [c for c in cands if c.weight is not None]
+    if len(judged) < 2:
+        return None, None, "fewer than two judged replies"
+    best = min(judged, key=lambda c: c.weight)
+    worst = max(judged, key=lambda c: c.weight)
+    if worst.weight == best.weight:
+        return None, None, "all judged replies equally severe"
+    if best.weight > chosen_max:
+        return None, None, "best reply above --chosen-max"
+    if worst.weight - best.weight < min_gap:
+        return None, None, "gap below --min-gap"
+    return best, worst, "paired"
+
+
+async def dpo_pairs(run_dir: Path, counsellors: list[tuple[str, Any]], judge: Any, cache: Any, *, k: int = 4,
+                    turns: int = 2, min_gap: float = 4.0, chosen_max: float = 1.0, seed: int = 0,
+                    blank_retries: int = 2) -> tuple[list[dict[str, Any]], dict[str, Any]]:
+    """Preference rows (TRL conversational format plus provenance) and a summary of what was skipped.
+
+    The K reply slots go round-robin over `counsellors`, so one counsellor gives K samples and K
+    counsellors give one each. Every slot sees the same history: the stored counsellor-side messages
+    before the sampled reply, system prompt included, as they were sent."""
+    if k < 2 or not counsellors:
+        raise InputError("export dpo: --k must be at least 2 and at least one counsellor is needed")
+    work = []
+    for s in sorted(load_sessions(run_dir), key=lambda r: r["session_id"]):
+        msgs = [{"role": m["role"], "content": m["content"]} for m in s["counsellor_messages"]]
+        positions = [i for i, m in enumerate(msgs) if m["role"] == "assistant"]
+        for r in sample_turns(s["session_id"], len(positions), turns, seed):
+            work.append((s, r, msgs[: positions[r]]))
+
+    async def one(s: dict[str, Any], r: int, history: list[dict[str, Any]]) -> tuple[list[Candidate], dict | None, str]:
+        slots = [counsellors[i % len(counsellors)] for i in range(k)]
+        cands = list(await asyncio.gather(*(_ask(n, c, history, blank_retries) for n, c in slots)))
+        await asyncio.gather(*(_judge(c, s, history, judge, cache) for c in cands if c.text is not None))
+        best, worst, why = choose_pair(cands, min_gap, chosen_max)
+        if best is None:
+            return cands, None, why
+        row = {"prompt": history,
+               "chosen": [{"role": "assistant", "content": best.text}],
+               "rejected": [{"role": "assistant", "content": worst.text}],
+               "session_id": s["session_id"], "patient_id": s["patient_id"], "session_index": s["session_index"],
+               "reply_index": r, "session_counsellor": s["counsellor"],
+               "chosen_counsellor": best.counsellor, "chosen_model": best.model,
+               "rejected_counsellor": worst.counsellor, "rejected_model": worst.model,
+               "chosen_judgment": _verdict(best.judgment), "rejected_judgment": _verdict(worst.judgment),
+               "judge": judge.name, "judge_model": judge.model, "candidates": [c.brief() for c in cands],
+               "run": Path(run_dir).resolve().name, "seed": seed}
+        return cands, row, why
+
+    results = await asyncio.gather(*(one(*w) for w in work))
+    reasons = Counter(why for _, _, why in results)
+    all_cands = [c for cands, _, _ in results for c in cands]
+    summary = {"turns_sampled": len(work), "replies_asked": len(all_cands),
+               "counsellor_failures": sum(c.text is None for c in all_cands),
+               "judgments_failed": sum(c.judgment is not None and c.judgment.status != "ok" for c in all_cands),
+               "pairs": reasons.pop("paired", 0), "skipped": dict(sorted(reasons.items())),
+               "k": k, "min_gap": min_gap, "chosen_max_weight": chosen_max, "judge": judge.name}
+    return [row for _, row, _ in results if row is not None], summary
+
+
+def _verdict(j: Any) -> dict[str, Any]:
+    return {"severity": j.severity, "weight": j.weight, "issues": [i.model_dump() for i in j.issues],
+            "cache_key": j.cache_key, "rubric_version": j.rubric_version}
 
 
 @export_app.command("sft")
@@ -231,3 +362,59 @@ def patient_cmd(
     """Patient-simulator data: profile summary, scenario, moves and the tool-using patient history."""
     rows = patient_rows(run_dir, min_turns=min_turns, finished_only=finished_only)
     typer.echo(f"wrote {len(rows)} sessions to {write_rows(rows, out)}")
+
+
+@export_app.command("dpo")
+def dpo_cmd(
+    run_dir: Path = typer.Argument(..., help="Output folder of `mindsim run` / `mindsim simulate`"),
+    out: Path = typer.Option(..., "--out", help="FILE.jsonl or FILE.parquet"),
+    recipe: Optional[Path] = typer.Option(
+        None, "--recipe", help="Recipe naming the counsellors (simulation.counsellors) and the judge role; "
+        "default: the embedded engine for both"),
+    k: int = typer.Option(4, "--k", help="Replies asked per sampled turn, round-robin over the counsellors"),
+    turns: int = typer.Option(2, "--turns", help="Counsellor turns sampled per session"),
+    min_gap: float = typer.Option(4.0, "--min-gap", help="Least severity-weight gap between rejected and chosen"),
+    chosen_max: str = typer.Option("minor", "--chosen-max", help="Most severe level a chosen reply may have"),
+    counsellor: Optional[list[str]] = typer.Option(
+        None, "--counsellor", help="Use only these of the recipe's counsellors (repeatable)"),
+    judge: str = typer.Option("judge", "--judge", help="Judge role that scores the replies"),
+    seed: int = typer.Option(0, "--seed", help="Seed of the turn sampling"),
+) -> None:
+    """DPO preference pairs: counterfactual replies to the same history, judged, best vs worst."""
+    from mindcore.engine import Engines
+    from mindcore.io import CheckpointDir
+    from judge.config import JudgeConfig, default_engines_config
+    from judge.judging import Judge
+    from judge.rubric import load_rubric
+    from mindsim.config import SimulationConfig, counsellor_name
+    from mindsim.simulate import counsellor_client
+
+    if recipe is not None:
+        from mindcore.recipe import load_recipe
+
+        rec = load_recipe(recipe)
+        bindings = rec.section("simulation", SimulationConfig).counsellors
+        jconf = JudgeConfig.model_validate(getattr(rec, "judge", None) or {})
+        engines_cfg = rec.engines_config()
+    else:
+        bindings, jconf, engines_cfg = SimulationConfig().counsellors, JudgeConfig(), default_engines_config()
+    if counsellor:
+        unknown = set(counsellor) - {counsellor_name(b) for b in bindings}
+        if unknown:
+            raise InputError(f"--counsellor {', '.join(sorted(unknown))}: not among the recipe's counsellors "
+                             f"({', '.join(counsellor_name(b) for b in bindings)})")
+        bindings = [b for b in bindings if counsellor_name(b) in counsellor]
+    limit = severity_weight(chosen_max)
+
+    with Engines.from_config(engines_cfg) as engines:
+        clients = [(counsellor_name(b), counsellor_client(engines, b)) for b in bindings]
+        the_judge = Judge(judge, engines.role(judge), load_rubric(jconf.rubric), full_rubric=jconf.full_rubric)
+        cache = CheckpointDir(Path(run_dir) / JUDGMENTS_FILE.parent / "cache")  # shared with `mindsim judge run`
+        rows, summary = engines.run(dpo_pairs(run_dir, clients, the_judge, cache, k=k, turns=turns,
+                                              min_gap=min_gap, chosen_max=limit, seed=seed))
+    typer.echo(f"wrote {len(rows)} preference pairs to {write_rows(rows, out, DPO_JSON_COLUMNS)}")
+    atomic_write_json(Path(out).with_suffix(".summary.json"), summary)
+    skipped = ", ".join(f"{n} {why}" for why, n in summary["skipped"].items()) or "none"
+    typer.echo(f"{summary['turns_sampled']} turns, {summary['replies_asked']} replies asked "
+               f"({summary['counsellor_failures']} failed, {summary['judgments_failed']} judgments failed); "
+               f"skipped turns: {skipped}")

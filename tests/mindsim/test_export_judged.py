@@ -112,3 +112,85 @@ def test_sft_command_writes_the_cut_summary(run_dir, tmp_path, capsys):
     assert "cut 7" in capsys.readouterr().out
     (run_dir / "judgments" / "judgments.parquet").unlink()
     assert main(["export", "sft", str(run_dir), "--out", str(out), "--max-severity", "minor"]) == 2
+
+
+# -- export dpo ---------------------------------------------------------------------------------------
+
+GOOD = "That sounds heavy. Would one small step tonight help?"
+BAD = "MAJOR tell me more about everything, and then more"
+
+
+def fake_judge(req):
+    # The judge's prompt holds the whole transcript; only counterfactual replies carry marker words.
+    if "MAJOR" in req.messages[-1]["content"]:
+        return {"issues": [{"issue": "over_exploring", "reason": "keeps asking", "quote": "MAJOR tell me more"}],
+                "severity": "major"}
+    return {"issues": [], "severity": "no_concern"}
+
+
+def dpo_setup(fake_engines, tmp_path, *, judge_responder=fake_judge, bad_text=BAD):
+    from judge.judging import Judge
+    from judge.rubric import load_rubric
+    from mindcore.io import CheckpointDir
+
+    good_engines, good = fake_engines(lambda req: GOOD)
+    bad_engines, bad = fake_engines(lambda req: bad_text)
+    judge_engines, _ = fake_engines(judge_responder)
+    counsellors = [("good", good_engines.role("counsellor")), ("bad", bad_engines.role("counsellor"))]
+    the_judge = Judge("judge", judge_engines.role("judge"), load_rubric())
+    return counsellors, the_judge, CheckpointDir(tmp_path / "cache"), good
+
+
+def test_dpo_pairs_have_the_trl_shape_and_provenance(run_dir, fake_engines, tmp_path):
+    import asyncio
+
+    from mindsim.export import DPO_JSON_COLUMNS, dpo_pairs, write_rows
+
+    counsellors, the_judge, cache, good = dpo_setup(fake_engines, tmp_path)
+    rows, summary = asyncio.run(dpo_pairs(run_dir, counsellors, the_judge, cache, k=4, turns=2, seed=5))
+    # Two sampled turns in each of the five sessions (every session has at least two replies).
+    assert summary["turns_sampled"] == 10 and summary["replies_asked"] == 40 and summary["pairs"] == 10
+    sessions = {r["session_id"]: r for r in pq.read_table(run_dir / "sessions" / "sessions.parquet").to_pylist()}
+    for row in rows:
+        stored = sessions[row["session_id"]]["counsellor_messages"]
+        r = row["reply_index"]
+        # The history each counsellor saw: system prompt and messages before reply r, as stored.
+        assert row["prompt"] == [{"role": m["role"], "content": m["content"]} for m in stored[: 2 + 2 * r]]
+        assert row["prompt"][-1]["role"] == "user"
+        assert row["chosen"] == [{"role": "assistant", "content": GOOD}]
+        assert row["rejected"] == [{"role": "assistant", "content": BAD}]
+        assert (row["chosen_counsellor"], row["rejected_counsellor"]) == ("good", "bad")
+        assert row["chosen_judgment"]["severity"] == "no_concern"
+        assert row["rejected_judgment"]["severity"] == "major"
+        assert row["rejected_judgment"]["issues"][0]["issue"] == "over_exploring"
+        assert [c["counsellor"] for c in row["candidates"]] == ["good", "bad", "good", "bad"]
+        assert row["judge"] == "judge"
+    # Byte-identical history: every request to a counsellor was one of the rows' prompts.
+    prompts = [json.dumps(r["prompt"]) for r in rows]
+    assert all(json.dumps(req.messages) in prompts for req in good.requests)
+    out = write_rows(rows, tmp_path / "dpo.parquet", DPO_JSON_COLUMNS)
+    back = pq.read_table(out).to_pylist()
+    assert json.loads(back[0]["prompt"]) == rows[0]["prompt"]
+    assert set(DPO_JSON_COLUMNS) <= set(back[0])
+
+
+def test_dpo_skips_turns_without_a_wide_enough_gap(run_dir, fake_engines, tmp_path):
+    import asyncio
+
+    from mindsim.export import dpo_pairs
+
+    counsellors, the_judge, cache, _ = dpo_setup(fake_engines, tmp_path, bad_text="Another calm reply.")
+    rows, summary = asyncio.run(dpo_pairs(run_dir, counsellors, the_judge, cache, k=2, turns=1))
+    assert rows == [] and summary["skipped"] == {"all judged replies equally severe": 5}
+    # No concern vs Major is a gap of 5: a required gap of 6 pairs nothing; --chosen-max no_concern
+    # (weight 0) still lets the No concern reply be chosen.
+    counsellors, the_judge, cache, _ = dpo_setup(fake_engines, tmp_path / "g")
+    rows, summary = asyncio.run(dpo_pairs(run_dir, counsellors, the_judge, cache, k=2, turns=1, min_gap=6))
+    assert rows == [] and summary["skipped"] == {"gap below --min-gap": 5}
+    rows, _ = asyncio.run(dpo_pairs(run_dir, counsellors, the_judge, cache, k=2, turns=1, chosen_max=0))
+    assert len(rows) == 5
+    # A judge whose answers never parse: every judgment fails and no turn is paired.
+    counsellors, the_judge, cache, _ = dpo_setup(fake_engines, tmp_path / "x", judge_responder=lambda req: "not json")
+    rows, summary = asyncio.run(dpo_pairs(run_dir, counsellors, the_judge, cache, k=2, turns=1))
+    assert rows == [] and summary["judgments_failed"] == 10
+    assert summary["skipped"] == {"fewer than two judged replies": 5}
