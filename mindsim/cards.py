@@ -31,6 +31,7 @@ CONFIG_DESCRIPTIONS = {
     "transcripts": "one session as plain chat (`user` = patient, `assistant` = counsellor), the form validation reads",
     "validation": "one aggregate realism number: system × feature distance with its interval and the reference noise floor (no text)",
     "arc": "one aggregate narrative-arc share: system × stretch × label (no text)",
+    "judgments": "one MHQR judgment of one counsellor reply by one judge: flagged clinical issues with reasons and verified quotes, severity and its weight, rubric version, prompt hashes",
 }
 
 
@@ -110,6 +111,7 @@ def collect_tables(run_dir: Path, run_id: str) -> dict[str, pa.Table]:
     sources = {
         "profiles": run_dir / "profiles" / "profiles.parquet",
         "sessions": run_dir / "sessions" / "sessions.parquet",
+        "judgments": run_dir / "judgments" / "judgments.parquet",
     }
     for name, path in sources.items():
         if path.is_file():
@@ -148,10 +150,12 @@ def build_dataset_folder(run_dir: Path, run_info: dict[str, Any], dest: Path | N
         tmp.rename(staging / rel)
         configs.append(DatasetConfig(name, rel, table.num_rows, CONFIG_DESCRIPTIONS.get(name, name)))
     images = []
-    for png in sorted((run_dir / "validation").glob("*.png")):
-        (staging / "images").mkdir(exist_ok=True)
-        shutil.copy2(png, staging / "images" / png.name)
-        images.append({"path": f"images/{png.name}", "title": png.stem.replace("_", " ")})
+    for stage in ("validation", "judgments"):
+        for png in sorted((run_dir / stage).glob("*.png")):
+            (staging / "images").mkdir(exist_ok=True)
+            name = png.name if stage == "validation" else f"judge_{png.name}"
+            shutil.copy2(png, staging / "images" / name)
+            images.append({"path": f"images/{name}", "title": png.stem.replace("_", " "), "stage": stage})
     notices = []
     for notice in run_info.get("notices", []):
         src = Path(notice)
@@ -180,10 +184,13 @@ def build_dataset_folder(run_dir: Path, run_info: dict[str, Any], dest: Path | N
 
 
 def _realism_table(run_dir: Path) -> str:
-    md = run_dir / "validation" / "report.md"
+    return _first_table(run_dir / "validation" / "report.md")
+
+
+def _first_table(md: Path) -> str:
+    """A report's first Markdown table (validation: the distances; judgments: MHQR per counsellor)."""
     if not md.is_file():
         return ""
-    # The report's first table is the distance table; the card shows that part only.
     lines, started = [], False
     for line in md.read_text(encoding="utf-8").splitlines():
         if line.startswith("|"):
@@ -244,6 +251,8 @@ def render_card(run_dir: Path, run_info: dict[str, Any], configs: list[DatasetCo
         pool_from=_pool_from(run_info.get("pool_verdicts") or ["clean"]),
         pool_table=pool_md.read_text(encoding="utf-8").strip() if pool_md.is_file() else "",
         realism_table=_realism_table(run_dir),
-        images=images,
+        mhqr_table=_first_table(run_dir / "judgments" / "report.md"),
+        images=[i for i in images if i["stage"] == "validation"],
+        mhqr_images=[i for i in images if i["stage"] == "judgments"],
         attributions=attributions,
     )

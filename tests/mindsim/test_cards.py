@@ -83,3 +83,28 @@ def test_card_pool_sentence_follows_pool_verdicts(tmp_path):
         card = (build_dataset_folder(run_dir, {**info, "pool_verdicts": verdicts}) / "README.md").read_text()
         assert expected in card
         assert ("clean and minor" in card) == ("minor" in verdicts)
+
+
+def test_judgments_become_a_config_and_the_card_shows_the_mhqr_table(tmp_path):
+    run_dir, info = _run(tmp_path / "judged", 2, "gggg")
+    (run_dir / "judgments").mkdir()
+    pq.write_table(pa.table({"session_id": ["s1", "s1"], "reply_index": [0, 1], "severity": ["Minor", "No concern"]}),
+                   run_dir / "judgments" / "judgments.parquet")
+    (run_dir / "judgments" / "report.md").write_text(
+        "# MHQR\n\n| counsellor | MHQR | 95% CI |\n|---|---|---|\n| counsellor | 0.50 | 0.00–1.00 |\n\nmore text\n")
+    from PIL import Image
+
+    Image.new("RGB", (4, 4)).save(run_dir / "judgments" / "mhqr.png")
+    folder = build_dataset_folder(run_dir, info)
+    manifest = json.loads((folder / MANIFEST).read_text())
+    assert manifest["configs"]["judgments"]["rows"] == 2
+    card = (folder / "README.md").read_text()
+    section = card.split("### Counsellor quality (MHQR)")[1]
+    assert "| counsellor | 0.50 | 0.00–1.00 |" in section and "images/judge_mhqr.png" in section
+    assert "more text" not in card and (folder / "images" / "judge_mhqr.png").is_file()
+
+
+def test_card_says_when_the_judge_did_not_run(tmp_path):
+    run_dir, info = _run(tmp_path / "unjudged", 2, "hhhh")
+    card = (build_dataset_folder(run_dir, info) / "README.md").read_text()
+    assert "_The MHQR judge was not run._" in card
