@@ -56,16 +56,17 @@ def run_cmd(
     no_plots: bool = typer.Option(False, "--no-plots", help="Skip the PNG plots"),
 ) -> None:
     """Judge every counsellor reply against the MHQR rubric; write judgments, scores and a report."""
+    from mindcore.errors import ConfigError
+
+    if not run_dir.is_dir() and sessions is None:
+        raise ConfigError(f"{run_dir}: no such run folder; give a folder made by 'mindsim run', or --sessions FILE")
     from pydantic import ValidationError
 
     from mindcore.engine import Engines
-    from mindcore.errors import ConfigError
     from mindcore.recipe import format_validation_error, load_recipe
     from judge.config import JudgeConfig, default_engines_config
     from judge.run import run_judging
 
-    if not run_dir.is_dir() and sessions is None:
-        raise ConfigError(f"{run_dir}: no such run folder; give a folder made by 'mindsim run', or --sessions FILE")
     recipe_path = resolve_recipe(run_dir, recipe)
     if recipe_path is not None:
         r = load_recipe(recipe_path)
@@ -87,3 +88,51 @@ def run_cmd(
         typer.echo(f"  {name} ({j['model']}): ranking {', '.join(j['ranking']) or '(no scores)'}")
     for label, path in summary["outputs"].items():
         typer.echo(f"  {label}: {path}")
+
+
+# -- clinicians: blinded sample and agreement (judge/sample.py, judge/agreement.py) -----------------
+
+
+@app.command("sample")
+def sample_cmd(
+    run_dir: Path = typer.Argument(..., help="Run folder (sessions/sessions.parquet; judgments/ used for strata if present)"),
+    n: int = typer.Option(..., "--n", help="Number of excerpts (one counsellor reply each) to draw"),
+    out: Path = typer.Option(..., "--out", help="Excerpt file (JSONL) to give to the annotators"),
+    seed: int = typer.Option(0, "--seed", help="Seed of the draw, the shuffle and the system codes"),
+    key: Optional[Path] = typer.Option(None, "--key", help="Where the un-blinding key goes (default FILE.key.json)"),
+    judge: Optional[str] = typer.Option(None, "--judge", help="Whose severities stratify the draw, when several judges ran"),
+) -> None:
+    """Blinded, stratified excerpts for clinicians, with the key kept in a separate file."""
+    from judge.sample import sample_excerpts
+
+    s = sample_excerpts(run_dir, n, out, seed=seed, key=key, judge=judge)
+    typer.echo(f"wrote {s['drawn']} excerpts ({len(s['systems'])} systems, strata by "
+               f"{s['judge'] or 'counsellor only'}) to {s['out']}; key (keep it from the annotators): {s['key']}")
+
+
+@app.command("agreement")
+def agreement_cmd(
+    annotations: list[Path] = typer.Option(..., "--annotations", help="Annotation JSONL (repeat for several files)"),
+    judgments: Optional[Path] = typer.Option(None, "--judgments", help="RUN_DIR/judgments (or its parquet file)"),
+    key: Optional[Path] = typer.Option(None, "--key", help="Key file of the sample, when annotations name excerpt ids"),
+    out: Path = typer.Option(Path("agreement"), "--out", help="Folder for agreement.json and agreement.md"),
+    draws: int = typer.Option(2000, "--draws", help="Bootstrap resamples for ranking stability"),
+    seed: int = typer.Option(0, "--seed", help="Bootstrap seed"),
+) -> None:
+    """Agreement of annotators with each other and with the judge (MindEval2 Tables 2, 3, 7, 9, 10)."""
+    from judge.agreement import run_agreement
+
+    report = run_agreement(annotations, judgments=judgments, key=key, out=out, draws=draws, seed=seed)
+    ia = report["inter_annotator"]["severity"]
+    typer.echo(f"{report['counts']['annotations']} annotations, {len(report['counts']['annotators'])} annotators; "
+               f"mean pairwise κ_w {_r(ia['mean_pairwise_kappa_w'])}")
+    for name, j in report["judges"].items():
+        s = j["severity"]
+        r = report["ranking"].get("judges", {}).get(name, {})
+        typer.echo(f"  {name}: accuracy {_r(s['accuracy'])}, macro F1 {_r(s['macro_f1'])}, κ_w {_r(s['kappa_w'])}, "
+                   f"ranking τ_b {_r(r.get('tau_b'))}")
+    typer.echo(f"wrote {out / 'agreement.json'} and {out / 'agreement.md'}")
+
+
+def _r(x: Any) -> str:
+    return "—" if x is None else f"{x:.3f}"

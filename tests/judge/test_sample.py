@@ -111,3 +111,28 @@ def test_filled_in_excerpts_feed_agreement_through_the_key(tmp_path):
     assert set(rep["ranking"]["pooled"]) == set(NAMES)
     with pytest.raises(InputError, match="give the sample's key with --key"):
         run_agreement([filled], out=tmp_path / "agr")
+
+
+def test_sample_and_agreement_commands(tmp_path, capsys):
+    from mindsim.cli import main
+
+    run = make_run(tmp_path / "run")
+    out = tmp_path / "ex.jsonl"
+    assert main(["judge", "sample", str(run), "--n", "6", "--out", str(out), "--seed", "2"]) == 0
+    assert (tmp_path / "ex.key.json").is_file()
+    filled = tmp_path / "filled.jsonl"
+    lines = []
+    for who in ("A1", "A2"):
+        for line in out.read_text().splitlines():
+            ex = json.loads(line)
+            lines.append(json.dumps({"excerpt_id": ex["excerpt_id"], "annotator": who, "severity": "minor", "issues": []}))
+    filled.write_text("\n".join(lines) + "\n")
+    assert main(["judge", "agreement", "--annotations", str(filled), "--judgments", str(run / "judgments"),
+                 "--key", str(tmp_path / "ex.key.json"), "--out", str(tmp_path / "agr"), "--draws", "100"]) == 0
+    assert "judge: accuracy" in capsys.readouterr().out
+    assert json.loads((tmp_path / "agr" / "agreement.json").read_text())["counts"]["annotators"] == ["A1", "A2"]
+    # Bad input is one error line and exit code 2.
+    filled.write_text(lines[0].replace('"minor"', '"terrible"') + "\n")
+    assert main(["judge", "agreement", "--annotations", str(filled), "--key", str(tmp_path / "ex.key.json"),
+                 "--out", str(tmp_path / "agr")]) == 2
+    assert "filled.jsonl:1: unknown severity" in capsys.readouterr().err.replace("\n", "")
