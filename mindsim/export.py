@@ -370,7 +370,7 @@ def dpo_cmd(
     out: Path = typer.Option(..., "--out", help="FILE.jsonl or FILE.parquet"),
     recipe: Optional[Path] = typer.Option(
         None, "--recipe", help="Recipe naming the counsellors (simulation.counsellors) and the judge role; "
-        "default: the embedded engine for both"),
+        "default: the recipe run.json records, else the embedded engine for both"),
     k: int = typer.Option(4, "--k", help="Replies asked per sampled turn, round-robin over the counsellors"),
     turns: int = typer.Option(2, "--turns", help="Counsellor turns sampled per session"),
     min_gap: float = typer.Option(4.0, "--min-gap", help="Least severity-weight gap between rejected and chosen"),
@@ -389,13 +389,15 @@ def dpo_cmd(
     from mindsim.config import SimulationConfig, counsellor_name
     from mindsim.simulate import counsellor_client
 
+    from judge.cli import judge_section, resolve_recipe
+
+    recipe = resolve_recipe(Path(run_dir), recipe)
     if recipe is not None:
         from mindcore.recipe import load_recipe
 
         rec = load_recipe(recipe)
         bindings = rec.section("simulation", SimulationConfig).counsellors
-        jconf = JudgeConfig.model_validate(getattr(rec, "judge", None) or {})
-        engines_cfg = rec.engines_config()
+        jconf, engines_cfg = judge_section(rec), rec.engines_config()
     else:
         bindings, jconf, engines_cfg = SimulationConfig().counsellors, JudgeConfig(), default_engines_config()
     if counsellor:
