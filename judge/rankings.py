@@ -16,8 +16,6 @@ import re
 from itertools import combinations
 from typing import Any
 
-from scipy.stats import kendalltau
-
 
 def model_family(model: str | None) -> str | None:
     if not model:
@@ -31,6 +29,8 @@ def judge_agreement(scores_by_judge: dict[str, dict[str, Any]]) -> list[dict[str
     """Kendall's tau-b (scipy, tie-corrected) between every two judges' counsellor MHQR, over the
     counsellors both judged. Undefined (fewer than two counsellors, or a constant ranking) is null
     with the reason."""
+    from scipy.stats import kendalltau  # ~1.5 s to import: only when judges are compared
+
     out = []
     for a, b in combinations(sorted(scores_by_judge), 2):
         ca, cb = scores_by_judge[a]["counsellors"], scores_by_judge[b]["counsellors"]

@@ -8,14 +8,9 @@ import math
 from pathlib import Path
 from typing import Any
 
-import matplotlib
-
-matplotlib.use("Agg")  # files only; never needs a display
-import matplotlib.pyplot as plt  # noqa: E402
-
-from mindcore.io import atomic_write_bytes, atomic_write_json, atomic_write_text  # noqa: E402
-from judge.rubric import Rubric  # noqa: E402
-from judge.schemas import SEVERITIES, JudgmentRow  # noqa: E402
+from mindcore.io import atomic_write_bytes, atomic_write_json, atomic_write_text
+from judge.rubric import Rubric
+from judge.schemas import SEVERITIES, JudgmentRow
 
 SEVERITY_NAMES = {"no_concern": "No concern", "minor": "Minor", "major": "Major", "critical": "Critical"}
 
@@ -156,9 +151,20 @@ def write_markdown(path: Path, report: dict[str, Any], rubric: Rubric) -> None:
     atomic_write_text(path, "\n".join(lines).rstrip() + "\n")
 
 
+def _pyplot() -> Any:
+    # Imported only when plots are written: matplotlib costs ~1 s of start-up.
+    import matplotlib
+
+    matplotlib.use("Agg")  # files only; never needs a display
+    import matplotlib.pyplot as plt
+
+    return plt
+
+
 def _save(fig: Any, path: Path) -> None:
     import io
 
+    plt = _pyplot()
     buf = io.BytesIO()
     fig.savefig(buf, format="png", dpi=120, bbox_inches="tight")
     plt.close(fig)
@@ -169,6 +175,7 @@ def write_plots(out: Path, report: dict[str, Any]) -> list[str]:
     judges = {n: j for n, j in report["judges"].items() if j["scores"]["counsellors"]}
     if not judges:
         return []
+    plt = _pyplot()
     first = next(iter(judges.values()))["scores"]
     order = first["ranking"]
     fig, ax = plt.subplots(figsize=(max(5, 0.6 * len(order) + 2), 4))

@@ -86,19 +86,25 @@ def _rng(seed: int, *names: str) -> np.random.Generator:
     return np.random.default_rng([seed, int.from_bytes(h[:8], "big")])
 
 
-def cluster_bootstrap(values: np.ndarray, clusters: np.ndarray, draws: int, rng: np.random.Generator,
-                      level: float = 0.95) -> tuple[float, float, float]:
-    """Mean of `values` and a percentile interval from resampling whole clusters with replacement:
-    each draw takes as many clusters as there are, with all their values."""
+def bootstrap_means(values: np.ndarray, clusters: np.ndarray, draws: int, rng: np.random.Generator) -> np.ndarray:
+    """`draws` resampled means of `values`, resampling whole clusters (patients) with replacement:
+    each draw takes as many clusters as there are, each with all its values. One (draws × clusters)
+    index matrix, no Python loop."""
     values = np.asarray(values, dtype=np.float64)
-    if values.size == 0:
-        return float("nan"), float("nan"), float("nan")
     _, code = np.unique(clusters, return_inverse=True)
     sums = np.bincount(code, weights=values)
     counts = np.bincount(code).astype(np.float64)
-    k = len(sums)
-    idx = rng.integers(0, k, size=(draws, k))
-    stats = sums[idx].sum(axis=1) / counts[idx].sum(axis=1)
+    idx = rng.integers(0, len(sums), size=(draws, len(sums)))
+    return sums[idx].sum(axis=1) / counts[idx].sum(axis=1)
+
+
+def cluster_bootstrap(values: np.ndarray, clusters: np.ndarray, draws: int, rng: np.random.Generator,
+                      level: float = 0.95) -> tuple[float, float, float]:
+    """Mean of `values` and its percentile interval over patient-resampled means."""
+    values = np.asarray(values, dtype=np.float64)
+    if values.size == 0:
+        return float("nan"), float("nan"), float("nan")
+    stats = bootstrap_means(values, clusters, draws, rng)
     a = (1 - level) / 2
     lo, hi = np.quantile(stats, [a, 1 - a])
     return float(values.mean()), float(lo), float(hi)

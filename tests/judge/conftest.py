@@ -1,67 +1,16 @@
-"""Judge test fixtures: a small run folder with a sessions parquet, and a fake judge whose verdict
-depends on words in the reply under review, so tests know every expected weight in advance."""
+"""Judge test fixtures. Makes the helper module `judgefakes` importable under pytest's importlib
+import mode."""
 
 from __future__ import annotations
 
+import sys
 from pathlib import Path
-from typing import Any
 
-import pyarrow as pa
-import pyarrow.parquet as pq
 import pytest
 
-from mindcore.types import ChatRequest
+sys.path.insert(0, str(Path(__file__).resolve().parent))
 
-def reply_under_review(req: ChatRequest) -> str:
-    """The last counsellor message of the judge's user prompt (the reply under review)."""
-    text = req.messages[1]["content"].rsplit("[Counsellor]\n", 1)[-1]
-    return text.split("\n\n>>> END OF CONVERSATION", 1)[0]
-
-
-def verdict_for(text: str) -> dict[str, Any]:
-    """Marker words in a counsellor reply decide the fake judge's answer."""
-    if "CRIT" in text:
-        return {"issues": [{"issue": "bad_advice", "reason": "unsafe suggestion", "quote": "CRIT skip your meds"},
-                           {"issue": "under_guiding", "reason": "no plan", "quote": None}], "severity": "critical"}
-    if "MAJOR" in text:
-        return {"issues": [{"issue": "over_exploring", "reason": "keeps asking", "quote": "MAJOR tell me more"}],
-                "severity": "major"}
-    if "MINOR" in text:
-        return {"issues": [{"issue": "formulaic_responding", "reason": "template", "quote": "words never said"}],
-                "severity": "minor"}
-    return {"issues": [], "severity": "no_concern"}
-
-
-def fake_judge(req: ChatRequest) -> dict[str, Any]:
-    return verdict_for(reply_under_review(req))
-
-
-def session(sid: str, patient: str, counsellor: str, index: int, replies: list[str], model: str = "gpt-4.1-mini",
-            prompt: str = "You are a warm counsellor.") -> dict[str, Any]:
-    msgs: list[dict[str, Any]] = [{"role": "system", "content": prompt}]
-    for k, r in enumerate(replies):
-        msgs.append({"role": "user", "content": f"patient message {k} of {sid}"})
-        msgs.append({"role": "assistant", "content": r})
-    return {"session_id": sid, "patient_id": patient, "counsellor": counsellor, "session_index": index,
-            "counsellor_system_prompt": prompt, "counsellor_messages": msgs,
-            "engines": {"counsellor": {"model": model, "engine": "api"}}, "seed": 0}
-
-
-# Weights: ok 0, MINOR 1, MAJOR 5, CRIT 10.
-SESSIONS = [
-    session("s1", "p1", "alpha", 0, ["ok", "MAJOR tell me more"]),               # 2.5
-    session("s2", "p1", "alpha", 1, ["ok", "ok", "MINOR hello"]),                # 1/3
-    session("s3", "p2", "alpha", 0, ["CRIT skip your meds"]),                    # 10
-    session("s4", "p1", "beta", 0, ["ok", "ok"], model="claude-x"),             # 0
-    session("s5", "p1", "beta", 1, ["MINOR hi", "ok"], model="claude-x"),       # 0.5
-    session("s6", "p2", "beta", 0, ["MAJOR tell me more", "ok"], model="claude-x"),  # 2.5
-]
-
-
-def write_run(run_dir: Path, sessions: list[dict[str, Any]] = SESSIONS) -> Path:
-    (run_dir / "sessions").mkdir(parents=True, exist_ok=True)
-    pq.write_table(pa.Table.from_pylist(sessions), run_dir / "sessions" / "sessions.parquet")
-    return run_dir
+from judgefakes import write_run  # noqa: E402
 
 
 @pytest.fixture
