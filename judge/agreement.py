@@ -429,7 +429,11 @@ def bootstrap(units: Units, judges: dict[str, dict], draws: int, seed: int) -> d
                     sums[k][pos[u[0]]] += v
                     counts[k][pos[u[0]]] += 1
         idx = rng.integers(0, len(sessions), size=(draws, len(sessions)))
-        per_counsellor[c] = {k: sums[k][idx].sum(axis=1) / np.maximum(counts[k][idx].sum(axis=1), 1e-12) for k in scorers}
+        per_counsellor[c] = {}
+        for k in scorers:
+            n = counts[k][idx].sum(axis=1)
+            # A draw holding no unit the judge could score has no score: NaN never equals a ranking.
+            per_counsellor[c][k] = np.where(n > 0, sums[k][idx].sum(axis=1) / np.maximum(n, 1), np.nan)
     def ranking(k: str, b: int) -> dict[str, float]:
         return {c: float(per_counsellor[c][k][b]) for c in names}
     out = {"draws": draws, "seed": seed,

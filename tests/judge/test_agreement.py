@@ -201,3 +201,12 @@ def test_bad_input_names_file_and_line(tmp_path):
     jdir = write_judgments(tmp_path / "j", J, J_ISSUES)
     with pytest.raises(InputError, match=r"extra\.jsonl:2: .*no judgment"):
         run_agreement([f], judgments=jdir, out=tmp_path / "o")
+
+
+def test_ranking_is_skipped_when_counsellors_are_unknown(tmp_path):
+    files = [write_annotations(tmp_path / "a.jsonl", "A", A, A_ISSUES),
+             write_annotations(tmp_path / "b.jsonl", "B", B, B_ISSUES)]
+    rep = run_agreement(files, out=tmp_path / "o")
+    assert rep["judges"] == {} and "skipped" in rep["ranking"]
+    assert rep["inter_annotator"]["severity"]["mean_pairwise_kappa_w"] == pytest.approx(14 / 23)
+    assert "Skipped" in (tmp_path / "o" / "agreement.md").read_text()
