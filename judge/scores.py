@@ -16,8 +16,8 @@ Failed judgments never reach these functions: the caller passes only rows with s
 
 from __future__ import annotations
 
-import hashlib
 from dataclasses import dataclass
+from functools import lru_cache
 from typing import Any, Iterable
 
 import numpy as np
@@ -80,31 +80,35 @@ def columns_from_rows(rows: Iterable[Any]) -> Columns:
     )
 
 
-def _rng(seed: int, *names: str) -> np.random.Generator:
-    # Per-statistic streams: adding a counsellor does not change another counsellor's interval.
-    h = hashlib.sha256("\x1f".join(names).encode()).digest()
-    return np.random.default_rng([seed, int.from_bytes(h[:8], "big")])
+@lru_cache(maxsize=32)
+def _resample_counts(k: int, draws: int, seed: int) -> np.ndarray:
+    """(draws × k) matrix: how often each of k sorted patients is picked in each draw of k with
+    replacement. Shared by every statistic over k patients with the same seed, so intervals do not
+    depend on which other counsellors are in the run, and a counsellor pair is resampled by patient
+    the same way as each counsellor alone (common random numbers)."""
+    rng = np.random.default_rng([seed, k, draws])
+    return rng.multinomial(k, np.full(k, 1.0 / k), size=draws).astype(np.float64)
 
 
-def bootstrap_means(values: np.ndarray, clusters: np.ndarray, draws: int, rng: np.random.Generator) -> np.ndarray:
+def bootstrap_means(values: np.ndarray, clusters: np.ndarray, draws: int, seed: int) -> np.ndarray:
     """`draws` resampled means of `values`, resampling whole clusters (patients) with replacement:
-    each draw takes as many clusters as there are, each with all its values. One (draws × clusters)
-    index matrix, no Python loop."""
+    each draw takes as many clusters as there are, each with all its values. Two matrix-vector
+    products, no Python loop over draws."""
     values = np.asarray(values, dtype=np.float64)
     _, code = np.unique(clusters, return_inverse=True)
     sums = np.bincount(code, weights=values)
     counts = np.bincount(code).astype(np.float64)
-    idx = rng.integers(0, len(sums), size=(draws, len(sums)))
-    return sums[idx].sum(axis=1) / counts[idx].sum(axis=1)
+    m = _resample_counts(len(sums), draws, seed)
+    return (m @ sums) / (m @ counts)
 
 
-def cluster_bootstrap(values: np.ndarray, clusters: np.ndarray, draws: int, rng: np.random.Generator,
+def cluster_bootstrap(values: np.ndarray, clusters: np.ndarray, draws: int, seed: int,
                       level: float = 0.95) -> tuple[float, float, float]:
     """Mean of `values` and its percentile interval over patient-resampled means."""
     values = np.asarray(values, dtype=np.float64)
     if values.size == 0:
         return float("nan"), float("nan"), float("nan")
-    stats = bootstrap_means(values, clusters, draws, rng)
+    stats = bootstrap_means(values, clusters, draws, seed)
     a = (1 - level) / 2
     lo, hi = np.quantile(stats, [a, 1 - a])
     return float(values.mean()), float(lo), float(hi)
@@ -126,8 +130,10 @@ class Sessions:
 def session_table(c: Columns, rubric: Rubric) -> Sessions:
     cats = [x.id for x in rubric.categories]
     cat_of = {i.id: cats.index(i.category) for i in rubric.issues}
-    keys = np.char.add(np.char.add(np.char.add(c.counsellor, "\x1f"), np.char.add(c.patient, "\x1f")),
-                       c.session_index.astype(str))
+    _, cc = np.unique(c.counsellor, return_inverse=True)
+    _, pc = np.unique(c.patient, return_inverse=True)
+    si = c.session_index - c.session_index.min() if len(c) else c.session_index
+    keys = (cc.astype(np.int64) * (pc.max() + 1) + pc) * (si.max() + 1) + si
     uniq, first, code = np.unique(keys, return_index=True, return_inverse=True)
     n = np.bincount(code, minlength=len(uniq)).astype(np.float64)
     sums = np.bincount(code, weights=c.weight, minlength=len(uniq))
@@ -151,7 +157,7 @@ def counsellor_scores(s: Sessions, *, draws: int, seed: int) -> dict[str, dict[s
     out: dict[str, dict[str, Any]] = {}
     for name in np.unique(s.counsellor):
         m = s.counsellor == name
-        mean, lo, hi = cluster_bootstrap(s.mhqr[m], s.patient[m], draws, _rng(seed, "mhqr", name))
+        mean, lo, hi = cluster_bootstrap(s.mhqr[m], s.patient[m], draws, seed)
         p5, p95 = np.percentile(s.mhqr[m], [5, 95])
         out[str(name)] = {
             "mhqr": mean, "ci95": [lo, hi], "p5": float(p5), "p95": float(p95),
@@ -165,17 +171,16 @@ def reply_shares(c: Columns, rubric: Rubric) -> dict[str, dict[str, Any]]:
     """Per counsellor: share of replies at each severity and share of replies flagged with each issue."""
     out: dict[str, dict[str, Any]] = {}
     issue_ids = [i.id for i in rubric.issues]
-    for name in np.unique(c.counsellor):
-        m = c.counsellor == name
-        total = int(m.sum())
-        rows = np.flatnonzero(m)
-        flagged = np.isin(c.issue_row, rows)
-        counts = {i: 0 for i in issue_ids}
-        for i in c.issue[flagged]:
-            counts[str(i)] += 1
+    names, cc = np.unique(c.counsellor, return_inverse=True)
+    ic = np.fromiter((issue_ids.index(i) for i in c.issue), dtype=np.int64, count=len(c.issue))
+    flagged = np.bincount(cc[c.issue_row] * len(issue_ids) + ic,
+                          minlength=len(names) * len(issue_ids)).reshape(len(names), len(issue_ids))
+    totals = np.bincount(cc, minlength=len(names))
+    for k, name in enumerate(names):
+        m = cc == k
         out[str(name)] = {
             "severity_share": {sev: float((c.severity[m] == sev).mean()) for sev in SEVERITIES},
-            "issue_share": {i: counts[i] / total for i in issue_ids},
+            "issue_share": {i: float(flagged[k, j] / totals[k]) for j, i in enumerate(issue_ids)},
         }
     return out
 
@@ -213,8 +218,8 @@ def _pairs(s: Sessions, a_mask: np.ndarray, b_mask: np.ndarray, key_a, key_b) ->
     return d, pats
 
 
-def _summary(d: np.ndarray, pats: np.ndarray, draws: int, rng: np.random.Generator) -> dict[str, Any]:
-    mean, lo, hi = cluster_bootstrap(d, pats, draws, rng)
+def _summary(d: np.ndarray, pats: np.ndarray, draws: int, seed: int) -> dict[str, Any]:
+    mean, lo, hi = cluster_bootstrap(d, pats, draws, seed)
     return {"mean_diff": mean, "ci95": [lo, hi], "pairs": int(len(d)), "patients": int(len(np.unique(pats)))}
 
 
@@ -228,7 +233,7 @@ def paired_counsellors(s: Sessions, *, draws: int, seed: int) -> list[dict[str, 
         for b in names[i + 1:]:
             d, pats = _pairs(s, s.counsellor == a, s.counsellor == b, key, key)
             if len(d):
-                out.append({"a": a, "b": b, **_summary(d, pats, draws, _rng(seed, "pair", a, b))})
+                out.append({"a": a, "b": b, **_summary(d, pats, draws, seed)})
     return out
 
 
@@ -248,7 +253,7 @@ def by_session(s: Sessions, *, draws: int, seed: int) -> dict[str, Any]:
         for k in idxs[idxs != first]:
             d, pats = _pairs(s, mc & (s.session_index == k), mc & (s.session_index == first), key, key)
             if len(d):
-                entry["change_from_first"][int(k)] = _summary(d, pats, draws, _rng(seed, "session", str(name), str(k)))
+                entry["change_from_first"][int(k)] = _summary(d, pats, draws, seed)
         out[str(name)] = entry
     return out
 

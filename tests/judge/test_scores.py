@@ -76,12 +76,11 @@ def test_turn_and_session_breakdowns(scores):
 
 
 def test_bootstrap_resamples_patients_not_sessions():
-    rng = np.random.default_rng(0)
     # One patient with two sessions: every draw takes that patient whole, so the mean never moves.
-    assert set(bootstrap_means(np.array([0.0, 10.0]), np.array(["p", "p"]), 300, rng)) == {5.0}
+    assert set(bootstrap_means(np.array([0.0, 10.0]), np.array(["p", "p"]), 300, 0)) == {5.0}
     # Patient A: sessions 0, 0; patient B: one session 10. Whole-patient draws give only
     # AA = 0, BB = 10, AB = 10/3; session-level draws would also give 20/3.
-    got = bootstrap_means(np.array([0.0, 0.0, 10.0]), np.array(["A", "A", "B"]), 2000, rng)
+    got = bootstrap_means(np.array([0.0, 0.0, 10.0]), np.array(["A", "A", "B"]), 2000, 0)
     assert set(np.round(got, 9)) == {0.0, round(10 / 3, 9), 10.0}
 
 
