@@ -560,7 +560,7 @@ def render(report: dict[str, Any]) -> str:
     for n in judge_names:
         head += [f"{n} gold", f"{n} P", f"{n} R", f"{n} F1", f"{n} κ vs pooled"]
     rows = []
-    for issue, v in iss.items():
+    for issue, v in sorted(iss.items(), key=lambda kv: (kv[1]["category"], kv[0])):  # grouped as in Table 1
         row = [issue, v["category"], v["observed"], v["mean_cohen_kappa"], v["fleiss_kappa"]]
         for n in judge_names:
             p = report["judges"][n]["issues"]["per_issue"][issue]
