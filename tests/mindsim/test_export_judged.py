@@ -194,3 +194,38 @@ def test_dpo_skips_turns_without_a_wide_enough_gap(run_dir, fake_engines, tmp_pa
     rows, summary = asyncio.run(dpo_pairs(run_dir, counsellors, the_judge, cache, k=2, turns=1))
     assert rows == [] and summary["judgments_failed"] == 10
     assert summary["skipped"] == {"fewer than two judged replies": 5}
+
+
+def test_dpo_command_over_http(run_dir, tmp_path, capsys):
+    """The real command path: recipe → engines → counsellor roles and judge role, over an OpenAI-compatible stub."""
+    import sys
+
+    tests = Path(__file__).resolve().parents[1]
+    sys.path.insert(0, str(tests))
+    from openai_stub import OpenAIStub, always_text, by_model, from_responder
+
+    from mindsim.cli import main
+
+    behaviour = by_model({"good": always_text(GOOD), "bad": always_text(BAD), "judge": from_responder(fake_judge)},
+                         always_text("unexpected role"))
+    with OpenAIStub(behaviour) as stub:
+        recipe = tmp_path / "dpo.yaml"
+        recipe.write_text(
+            "name: dpo-test\n"
+            f"engines:\n  stub: {{kind: openai, base_url: '{stub.base_url}', model: stub-model}}\n"
+            "roles:\n  default: {engine: stub}\n"
+            "  counsellor:good: {engine: stub, model: good}\n  counsellor:bad: {engine: stub, model: bad}\n"
+            "  judge: {engine: stub, model: judge}\n"
+            "simulation:\n  counsellors: ['counsellor:good', 'counsellor:bad']\n"
+        )
+        out = tmp_path / "dpo.jsonl"
+        code = main(["export", "dpo", str(run_dir), "--out", str(out), "--recipe", str(recipe),
+                     "--k", "2", "--turns", "1"])
+        assert code == 0, capsys.readouterr().err
+        rows = [json.loads(x) for x in out.read_text().splitlines()]
+        assert len(rows) == 5
+        assert {(r["chosen_model"], r["rejected_model"]) for r in rows} == {("good", "bad")}
+        summary = json.loads((tmp_path / "dpo.summary.json").read_text())
+        assert summary["pairs"] == 5 and summary["replies_asked"] == 10
+        assert main(["export", "dpo", str(run_dir), "--out", str(out), "--recipe", str(recipe),
+                     "--counsellor", "counsellor:nobody"]) == 2
