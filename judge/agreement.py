@@ -187,8 +187,12 @@ def judgments_path(path: Path) -> Path:
 
 def read_judgments(path: Path, vocab: Vocabulary) -> dict[str, JudgeView]:
     file = judgments_path(path)
+    try:
+        rows = pq.read_table(file).to_pylist()
+    except Exception as exc:  # pyarrow's errors name what is wrong with the file
+        raise InputError(f"{file}: not a readable judgments table ({exc})") from exc
     views: dict[str, JudgeView] = {}
-    for i, r in enumerate(pq.read_table(file).to_pylist()):
+    for i, r in enumerate(rows):
         where = f"{file} row {i}"
         missing = [c for c in ("session_id", "reply_index", "judge", "status") if r.get(c) is None]
         if missing:

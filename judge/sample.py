@@ -63,7 +63,10 @@ def judged_strata(run_dir: Path, judge: Optional[str]) -> tuple[Optional[str], d
         if judge:
             raise InputError(f"--judge {judge}: {path} not found; run `mindsim judge run` first or drop --judge")
         return None, {}
-    rows = pq.read_table(path, columns=["session_id", "reply_index", "judge", "severity", "status"]).to_pylist()
+    try:
+        rows = pq.read_table(path, columns=["session_id", "reply_index", "judge", "severity", "status"]).to_pylist()
+    except Exception as exc:  # a missing column or a broken file: pyarrow names it
+        raise InputError(f"{path}: not a judgments table ({exc})") from exc
     names = sorted({r["judge"] for r in rows})
     if judge is None:
         judge = names[0] if len(names) == 1 else ("judge" if "judge" in names else None)

@@ -313,7 +313,9 @@ async def dpo_pairs(run_dir: Path, counsellors: list[tuple[str, Any]], judge: An
                "run": Path(run_dir).resolve().name, "seed": seed}
         return cands, row, why
 
-    results = await asyncio.gather(*(one(*w) for w in work))
+    from mindcore.runner import gather_progress
+
+    results = await gather_progress((one(*w) for w in work), "dpo turns", outcome=lambda r: r[2])
     reasons = Counter(why for _, _, why in results)
     all_cands = [c for cands, _, _ in results for c in cands]
     summary = {"turns_sampled": len(work), "replies_asked": len(all_cands),
