@@ -23,6 +23,7 @@ from pydantic import BaseModel, ConfigDict, Field
 from rich.console import Console
 
 from mindcore import __version__
+from mindcore.budget import tokenizer_for, worst_case_tokens
 from mindcore.io import CheckpointDir, atomic_write_json, atomic_write_jsonl, atomic_write_text
 from mindcore.provenance import base_provenance
 from mindcore.runner import gather_progress
@@ -30,10 +31,12 @@ from profilegen import report
 from profilegen.anchors import anchor_personas
 from profilegen.config import ProfilesConfig
 from profilegen.dataset import write_profiles
+from profilegen.formulation import draft_model
 from profilegen.generate import ROLES, Outcome, make_profile_checkpointed, prompt_hashes
 from profilegen.personas import load_personas
 from profilegen.rates import load_rates
 from profilegen.schemas import AnchoredRow, Provenance, RoleModel
+from profilegen.screen import JudgeVerdict
 from profilegen.select import select_profiles
 
 
@@ -64,16 +67,23 @@ class ProfilesSummary(BaseModel):
     warnings: list[str] = Field(default_factory=list, description="Setup problems worth fixing before a real run.")
 
 
-# The writer's JSON needs ~650 tokens at its text limits; a smaller budget truncates it into failures.
-WRITER_MIN_TOKENS = 700
-
-
 def _budget_warnings(engines: Any) -> list[str]:
-    budget = engines.role("profile_writer").spec.max_tokens
-    if budget is not None and budget < WRITER_MIN_TOKENS:
-        return [f"roles.profile_writer.max_tokens is {budget}; the formulation JSON needs up to ~{WRITER_MIN_TOKENS} "
-                f"tokens, so long answers will be cut off and counted as failures — set it to 900 or more"]
-    return []
+    """The writer's and screener's budgets against their schemas' longest answers (mindcore.budget,
+    counted with the engine's tokenizer where it serves one). `mindsim`'s preflight refuses a recipe
+    whose budgets are too small before any stage; a caller that skipped it gets this warning."""
+    short = []
+    for role, name, model in (("profile_writer", "formulation", draft_model()), ("screener", "screen", JudgeVerdict)):
+        client = engines.role(role)
+        counter = tokenizer_for(client.backend)
+        worst = worst_case_tokens(model.model_json_schema(), name=name, count=counter)
+        budget = client.spec.max_tokens
+        if worst.tokens is not None and budget is not None and budget < worst.tokens:
+            short.append(f"roles.{role}.max_tokens is {budget}; the {name} JSON can need {worst.tokens} tokens "
+                         f"(counted with {'the engine tokenizer' if counter else 'one token per byte'})")
+    if not short:
+        return []
+    return ["; ".join(short) + " — longer answers will be cut off and counted as failures: raise the budgets "
+            "to at least those numbers"]
 
 
 def _provenance(engines: Any, seed: int) -> Provenance:

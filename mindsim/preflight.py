@@ -1,0 +1,264 @@
+"""Preflight: check every engine a job will use, once, before any stage runs (issue 9, item 2), and say
+plainly when a whole stage failed for an infrastructure reason anyway.
+
+`preflight(recipe, engines, stages)` — with the engines already started — does, in order:
+1. finds the roles the stages call (`profiles`: profile_writer, screener; `simulate`: scenario_writer,
+   patient, memory_compactor and every counsellor under test, role or engine+model binding;
+   `validate`: labeller when `validation.arc` is on; `judge`: judge; `run`: the first three) and the
+   engines behind them;
+2. probes each engine with the same code as `mindsim engines check` (`mindsim.engines_check`): key
+   variable set, server answers, models listed, structured round trip, context per slot, tokenizer;
+3. fits the structured roles' token budgets to their schemas (`mindsim.budgets.fit_budgets`, counted
+   with each engine's tokenizer where it serves one): too small → refused, unset → raised in place;
+4. checks that each role's largest prompt (estimated, see `mindsim.budgets`) plus its output budget
+   fits the context one request can use (embedded: `ctx_per_slot`; vLLM: `max_model_len` from
+   `/v1/models`; a llama.cpp server: `/props`; otherwise skipped, and the report says so).
+
+Any problem stops the job before any work: `ConfigError` (exit 2) for what the recipe or environment
+must fix — key variable unset, key refused, model not listed, budget below the schema, prompt larger
+than the context — and `EngineUnreachable` (an `EngineError`, exit 1) when a server does not answer or
+fails the round trip. When both kinds occur, the configuration error is raised (it must be fixed
+first) and its message lists every problem.
+
+`raise_if_all_failed(stage, failures)` is for after a stage: when every candidate failed and every
+failure is an infrastructure error, it raises `InfrastructureFailure` (exit 1) with the error classes
+and counts, instead of letting a later stage complain about an empty input.
+"""
+
+from __future__ import annotations
+
+from collections import Counter
+from dataclasses import dataclass, field
+from typing import Any, Iterable
+
+from mindcore.budget import PromptSize, Sizer, prompt_estimator, tokenizer_for
+from mindcore.errors import ConfigError, EngineError
+from mindsim.budgets import BudgetReport, EstimateInputs, expand_stages, fit_budgets
+from mindsim.engines_check import EngineHealth, probe_started
+
+STAGE_ROLES: dict[str, tuple[str, ...]] = {
+    "profiles": ("profile_writer", "screener"),
+    "simulate": ("scenario_writer", "patient", "memory_compactor"),
+    "validate": ("labeller",),
+    "judge": ("judge",),
+}
+# Error classes that say the infrastructure failed, not the model's answer (as failures.jsonl and the
+# sessions summary record them: the exception's class name).
+INFRA_ERRORS = frozenset({"TransportError", "EngineUnavailable", "EngineUnreachable", "ConfigError",
+                          "APIConnectionError", "APITimeoutError", "ConnectionError", "TimeoutError"})
+
+
+class EngineUnreachable(EngineError):
+    """An engine the job needs did not answer, or failed its round trip, before any work started."""
+
+
+class InfrastructureFailure(EngineError):
+    """Every candidate of a stage failed for an infrastructure reason."""
+
+
+@dataclass
+class RoleUse:
+    """One role (or counsellor) a stage calls, and where."""
+
+    label: str
+    role: str
+    engine: str
+    model: str | None
+    max_tokens: int | None
+
+
+@dataclass
+class ContextCheck:
+    role: str
+    engine: str
+    prompt: PromptSize | None
+    output_tokens: int | None
+    context_tokens: int | None
+    context_source: str
+    fits: bool | None  # None: not checked (see note)
+    note: str = ""
+
+    def label_text(self) -> str:
+        return f"{self.role} on {self.engine}"
+
+
+@dataclass
+class PreflightReport:
+    stages: list[str]
+    roles: list[RoleUse]
+    engines: list[EngineHealth]
+    budgets: BudgetReport | None = None
+    contexts: list[ContextCheck] = field(default_factory=list)
+    notes: list[str] = field(default_factory=list)
+
+    def lines(self) -> list[str]:
+        """What preflight found, one line each, for the console and the run record."""
+        out = []
+        for h in self.engines:
+            ctx = f"{h.context_tokens} context ({h.context_source})" if h.context_tokens else "context unknown"
+            out.append(f"engine {h.engine} ({h.kind}, {h.model}): answers in {h.latency_s or 0:.2f}s, "
+                       f"structured ok, {ctx}, tokenizer {'yes' if h.tokenizer else 'no (byte bound)'}")
+        for b in (self.budgets.lines if self.budgets else []):
+            out.append(f"budget {b.role}/{b.schema}: worst case {b.worst_case} ≤ {b.setting} = {b.budget} ({b.action})")
+        for c in self.contexts:
+            if c.fits is None:
+                out.append(f"context {c.label_text()}: not checked — {c.note}")
+            else:
+                out.append(f"context {c.label_text()}: ~{c.prompt.tokens if c.prompt else 0} prompt + "
+                           f"{c.output_tokens or 0} output ≤ {c.context_tokens}" + (f" ({c.note})" if c.note else ""))
+        return out + self.notes
+
+
+def roles_for(recipe: Any, engines: Any, stages: Iterable[str]) -> list[RoleUse]:
+    """The roles `stages` call, with their engine, model and output cap."""
+    from mindsim.config import CounsellorBinding, SimulationConfig
+
+    stages = expand_stages(set(stages))
+    uses: list[RoleUse] = []
+    for stage, roles in STAGE_ROLES.items():
+        if stage not in stages:
+            continue
+        for role in roles:
+            if role == "labeller" and not (getattr(recipe, "validation", None) or {}).get("arc", False):
+                continue
+            spec = engines.role_spec(role)
+            uses.append(RoleUse(role, role, spec.engine, spec.model, spec.max_tokens))
+    if "simulate" in stages:
+        scfg = SimulationConfig.from_section(getattr(recipe, "simulation", None))
+        for c in scfg.counsellors:
+            if isinstance(c, CounsellorBinding):
+                if c.engine not in engines.config.engines:
+                    raise ConfigError(f"simulation.counsellors: '{c.name}' names engine '{c.engine}', which is not "
+                                      f"in the recipe's engines ({', '.join(sorted(engines.config.engines))})")
+                uses.append(RoleUse(f"counsellor:{c.name}", "counsellor", c.engine, c.model, c.max_tokens))
+            else:
+                spec = engines.role_spec(c)
+                uses.append(RoleUse(c, "counsellor", spec.engine, spec.model, spec.max_tokens))
+    return uses
+
+
+def _models(uses: list[RoleUse], engines: Any) -> dict[str, list[str]]:
+    out: dict[str, list[str]] = {}
+    for u in uses:
+        backend = engines.backend(u.engine)
+        model = u.model or getattr(backend, "default_model", None) or u.engine
+        out.setdefault(u.engine, [])
+        if model not in out[u.engine]:
+            out[u.engine].append(model)
+    return out
+
+
+def _raise_problems(health: list[EngineHealth]) -> None:
+    bad = [h for h in health if h.problem]
+    if not bad:
+        return
+    lines = [f"engine '{h.engine}': {h.problem}" + "".join(f"\n    → {x}" for x in h.hints) for h in bad]
+    text = "preflight: " + ("\n  ".join(lines) if len(lines) == 1 else "\n  " + "\n  ".join(lines))
+    if any(h.problem_kind == "config" for h in bad):
+        raise ConfigError(text)
+    raise EngineUnreachable(text)
+
+
+def _output_budget(use: RoleUse, engines: Any, report: BudgetReport, inp: EstimateInputs) -> int | None:
+    values = [b.budget for b in report.lines if b.role == use.role and b.budget is not None]
+    cap = use.max_tokens if use.label != use.role else engines.role_spec(use.role).max_tokens
+    if use.role == "patient":
+        values.append(inp.message_bound())
+    elif use.role == "memory_compactor":
+        values.append(inp.memory_bound())
+    elif cap is not None:
+        values.append(cap)
+    return max(values) if values else None
+
+
+def check_contexts(recipe: Any, engines: Any, uses: list[RoleUse], health: dict[str, EngineHealth],
+                   report: BudgetReport, counters: dict[str, Any]) -> list[ContextCheck]:
+    """Largest prompt + output budget against each role's context; ConfigError naming each overflow."""
+    inp = EstimateInputs(recipe, engines.config, report,
+                         {u.label: u.max_tokens for u in uses if u.role == "counsellor"})
+    checks: list[ContextCheck] = []
+    seen: set[tuple[str, str]] = set()
+    for use in uses:
+        if (use.role, use.engine) in seen:
+            continue
+        seen.add((use.role, use.engine))
+        h = health[use.engine]
+        estimator = prompt_estimator(use.role)
+        if h.context_tokens is None or estimator is None:
+            why = h.context_source if h.context_tokens is None else "no prompt estimate registered for this role"
+            checks.append(ContextCheck(use.role, use.engine, None, None, h.context_tokens, h.context_source, None, why))
+            continue
+        size = estimator(inp, Sizer(counters.get(use.engine)))
+        out = _output_budget(use, engines, report, inp)
+        total = (size.tokens if size else 0) + (out or 0)
+        note = size.note if size else ""
+        if out is None:
+            note = "; ".join(x for x in (note, "no max_tokens: a reply may use the rest of the context") if x)
+        checks.append(ContextCheck(use.role, use.engine, size, out, h.context_tokens, h.context_source,
+                                   total <= h.context_tokens, note))
+    over = [c for c in checks if c.fits is False]
+    if over:
+        raise ConfigError("preflight: prompts larger than the context a request can use:\n  " + "\n  ".join(
+            f"role '{c.role}' on engine '{c.engine}': largest prompt ~{c.prompt.tokens if c.prompt else 0} tokens "
+            f"({', '.join(f'{k} {v}' for k, v in (c.prompt.parts if c.prompt else {}).items())}) + output "
+            f"{c.output_tokens or 0} > {c.context_tokens} ({c.context_source}); {_context_fix(recipe, c)}"
+            for c in over))
+    return checks
+
+
+def _context_fix(recipe: Any, c: ContextCheck) -> str:
+    spec = recipe.engines.get(c.engine) if hasattr(recipe, "engines") else None
+    need = (c.prompt.tokens if c.prompt else 0) + (c.output_tokens or 0)
+    if getattr(spec, "kind", "") == "embedded":
+        return f"raise engines.{c.engine}.ctx_per_slot to at least {need}, or lower simulation.turn_cap and the reply budgets"
+    return "serve the model with a longer context (vLLM: --max-model-len), or lower simulation.turn_cap and the reply budgets"
+
+
+def preflight(recipe: Any, engines: Any, stages: set[str]) -> PreflightReport:
+    """Check the engines `stages` need; raise ConfigError / EngineUnreachable before any work."""
+    uses = roles_for(recipe, engines, stages)
+    models = _models(uses, engines)
+    health = [probe_started(engines, name, engines.config.engines[name], models[name]) for name in models]
+    _raise_problems(health)
+    by_name = {h.engine: h for h in health}
+    counters = {name: tok for name in models if (tok := tokenizer_for(engines.backend(name))) is not None}
+    budgets = fit_budgets(recipe, engines.config, set(stages), counters)
+    contexts = check_contexts(recipe, engines, uses, by_name, budgets, counters)
+    report = PreflightReport(sorted(expand_stages(set(stages))), uses, health, budgets, contexts, list(budgets.notes))
+    for c in contexts:
+        if c.fits is None:
+            report.notes.append(f"context of role '{c.role}' on engine '{c.engine}' not checked: {c.note}")
+    return report
+
+
+def raise_if_all_failed(stage: str, failures: list[dict[str, Any]], attempted: int | None = None) -> None:
+    """After a stage: if every one of `attempted` candidates failed (default: as many as there are
+    failures) and every failure is an infrastructure error, raise `InfrastructureFailure` with the
+    error classes and counts. Rows are failures.jsonl records (`error` = "Class: message"); a row is
+    an infrastructure failure when it says `retry_on_rerun: true`, or, without that field, when its
+    class is one of `INFRA_ERRORS`. Answers that never fit the schema are not infrastructure."""
+    if not failures or (attempted is not None and len(failures) < attempted):
+        return
+    if not all(_is_infra(f) for f in failures):
+        return
+    classes = Counter(_error_class(f) for f in failures)
+    counts = ", ".join(f"{n} × {cls}" for cls, n in classes.most_common())
+    first = str(failures[0].get("error") or "").splitlines()
+    raise InfrastructureFailure(
+        f"{stage}: all {len(failures)} candidates failed for an infrastructure reason ({counts})"
+        + (f"; first: {first[0][:200]}" if first else "")
+        + ". Check the engines with `mindsim engines check RECIPE`, then rerun the same command to resume"
+    )
+
+
+def _is_infra(row: dict[str, Any]) -> bool:
+    if "retry_on_rerun" in row:
+        return bool(row["retry_on_rerun"])
+    return _error_class(row) in INFRA_ERRORS
+
+
+def _error_class(row: dict[str, Any]) -> str:
+    err = row.get("error")
+    if isinstance(err, str) and ":" in err:
+        return err.split(":", 1)[0].strip()
+    return str(row.get("error_class") or "unknown")
