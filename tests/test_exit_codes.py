@@ -1,0 +1,380 @@
+"""Exit codes and error lines of every `mindsim` command, run the way users and CI run them: the
+installed console script in a subprocess (issue 9, items 1 and 8).
+
+The contract (README, under the Stages table): 0 success; 2 bad input, configuration or usage; 1 an
+engine failed at run time or a stage finished with failed arcs / failed engines; 130 Ctrl-C. A failure
+prints ONE error line on stderr that names the file (or option, or engine) at fault. Every subprocess
+runs with COLUMNS=40 and the files live under pytest's temporary directory, so a long path and a
+narrow width would expose any hard wrapping (run with `--basetemp=/tmp/$(python3 -c 'print("x"*120)')`
+to make the paths very long).
+
+Engine failures come from `openai_stub.OpenAIStub`, a scripted OpenAI-compatible server on 127.0.0.1.
+"""
+
+from __future__ import annotations
+
+import importlib.util
+import json
+import os
+import shutil
+import signal
+import socket
+import subprocess
+import sys
+import time
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Callable
+
+import pytest
+
+TESTS = Path(__file__).resolve().parent
+for extra in (TESTS, TESTS / "mindsim"):
+    if str(extra) not in sys.path:
+        sys.path.insert(0, str(extra))
+
+from openai_stub import OpenAIStub, Reply, always_status, always_text, by_model, from_responder, openai_stub  # noqa: E402,F401
+
+MINDSIM = shutil.which("mindsim")
+# Not a terminal (pipes) and a narrow declared width: the worst case for rich's hard wrapping.
+ENV = {**os.environ, "COLUMNS": "40", "HF_HUB_OFFLINE": "0", "PYTHONWARNINGS": "ignore"}
+ENV.pop("FORCE_COLOR", None)
+
+CONVERSATION = {"id": "c1", "messages": [
+    {"role": "assistant", "content": "What brings you here today?"},
+    {"role": "user", "content": "I have not been sleeping and work feels pointless lately."},
+    {"role": "assistant", "content": "That sounds heavy. How long has it been like this?"},
+    {"role": "user", "content": "A couple of months, since the move."},
+]}
+BINARY = b"\x89PNG\r\n\x1a\n\x00\x00\x00\rIHDR\x00\x00"
+NOT_UTF8 = "caf\u00e9 conversations\n".encode("latin-1")
+
+
+def mindsim(*args: object, cwd: Path, env: dict | None = None, timeout: float = 240) -> subprocess.CompletedProcess:
+    assert MINDSIM, "the `mindsim` console script is not on PATH; install the package (make install)"
+    return subprocess.run([MINDSIM, *map(str, args)], cwd=cwd, env=env or ENV, capture_output=True, text=True,
+                          timeout=timeout)
+
+
+def error_line(proc: subprocess.CompletedProcess, *, only_line: bool = True) -> str:
+    """The one error line on stderr. `only_line`: nothing else may be on stderr at all (commands whose
+    stages print progress rules there, like `run`, pass False)."""
+    lines = [ln for ln in proc.stderr.splitlines() if ln.strip()]
+    errors = [ln for ln in lines if ln.startswith(("error:", "engine error:"))]
+    assert len(errors) == 1, f"expected one error line, got stderr:\n{proc.stderr}"
+    if only_line:
+        assert lines == errors, f"stderr holds more than the error line:\n{proc.stderr}"
+    assert "\x1b[" not in proc.stderr, "colour codes on a non-terminal stream"
+    assert "Traceback" not in proc.stderr
+    return errors[0]
+
+
+# ---------------------------------------------------------------- inputs that are wrong on disk
+
+
+@dataclass
+class Files:
+    root: Path
+
+    def __post_init__(self) -> None:
+        r = self.root
+        self.missing = r / "missing-input.jsonl"
+        self.binary = _write(r / "binary-input.jsonl", BINARY)
+        self.latin = _write(r / "latin1-input.jsonl", NOT_UTF8)
+        self.empty = _write(r / "empty-input.jsonl", b"")
+        self.malformed = _write(r / "malformed-input.jsonl", (json.dumps(CONVERSATION) + "\n{oops\n").encode())
+        self.good = _write(r / "good-input.jsonl", "".join(json.dumps({**CONVERSATION, "id": f"c{i}"}) + "\n"
+                                                            for i in range(6)).encode())
+        self.recipe_missing = r / "missing-recipe.yaml"
+        self.recipe_binary = _write(r / "binary-recipe.yaml", BINARY)
+        self.recipe_empty = _write(r / "empty-recipe.yaml", b"")
+        self.recipe_malformed = _write(r / "malformed-recipe.yaml", b"name: [x\nengines: {}\n")
+        self.recipe_ok = _write(r / "ok-recipe.yaml", b"name: x\nengines:\n  local: {kind: embedded}\n"
+                                                      b"roles:\n  default: {engine: local}\n")
+        self.recipe_typo = _write(r / "typo-recipe.yaml", self.recipe_ok.read_bytes()
+                                  + b"profiles: {candidatez: 3}\nsimulation: {sesions: 2}\n")
+        self.table_binary = _write(r / "binary-table.csv", BINARY)
+        self.table_empty = _write(r / "empty-table.csv", b"")
+        self.run_corrupt = r / "corrupt-run"
+        _write(self.run_corrupt / "sessions" / "sessions.parquet", BINARY)
+        _write(self.run_corrupt / "profiles" / "profiles.parquet", BINARY)
+
+
+def _write(path: Path, data: bytes) -> Path:
+    path.parent.mkdir(parents=True, exist_ok=True)
+    path.write_bytes(data)
+    return path
+
+
+@pytest.fixture
+def files(tmp_path) -> Files:
+    return Files(tmp_path)
+
+
+# A needed change in a file this suite's author does not own; strict, so the row flips when it is done.
+def _needs(change: str):
+    return pytest.mark.xfail(strict=True, reason=f"needs: {change}")
+
+
+RECIPE_DECODE = "mindcore/recipe.py load_recipe: UnicodeDecodeError -> ConfigError naming the file"
+RATES_DECODE = "profilegen/rates.py read_table: undecodable CSV/JSONL and bad parquet -> InputError naming the file"
+EXPORT_PARQUET = "mindsim/export.py load_sessions: unreadable sessions.parquet -> InputError naming the file"
+
+
+@dataclass
+class Case:
+    args: Callable[[Files], list]
+    code: int
+    names: Callable[[Files], str]  # what the error line must name
+
+
+CASES = {
+    # mindsim profiles (generate)
+    "profiles/missing": Case(lambda f: ["profiles", f.recipe_missing, "--out", f.root / "o"], 2, lambda f: str(f.recipe_missing)),
+    "profiles/malformed": Case(lambda f: ["profiles", f.recipe_malformed, "--out", f.root / "o"], 2, lambda f: str(f.recipe_malformed)),
+    "profiles/empty": Case(lambda f: ["profiles", f.recipe_empty, "--out", f.root / "o"], 2, lambda f: str(f.recipe_empty)),
+    "profiles/binary": pytest.param(Case(lambda f: ["profiles", f.recipe_binary, "--out", f.root / "o"], 2,
+                                         lambda f: str(f.recipe_binary)), marks=_needs(RECIPE_DECODE)),
+    "profiles/wrong-field": Case(lambda f: ["profiles", f.recipe_typo, "--out", f.root / "o"], 2, lambda f: "profiles.candidatez"),
+    "profiles/bad-option": Case(lambda f: ["profiles", "generate", f.recipe_ok, "--out", f.root / "o", "--bogus"], 2, lambda f: "--bogus"),
+    # mindsim profiles fit-rates
+    "fit-rates/missing": Case(lambda f: ["profiles", "fit-rates", f.root / "no.csv", "--out", f.root / "r.yaml"], 2, lambda f: str(f.root / "no.csv")),
+    "fit-rates/empty": Case(lambda f: ["profiles", "fit-rates", f.table_empty, "--out", f.root / "r.yaml"], 2, lambda f: str(f.table_empty)),
+    "fit-rates/binary": pytest.param(Case(lambda f: ["profiles", "fit-rates", f.table_binary, "--out", f.root / "r.yaml"], 2,
+                                          lambda f: str(f.table_binary)), marks=_needs(RATES_DECODE)),
+    # mindsim simulate
+    "simulate/missing-profiles": Case(lambda f: ["simulate", "--profiles", f.root / "nope", "--recipe", f.recipe_ok, "--out", f.root / "o"],
+                                      2, lambda f: str(f.root / "nope")),
+    "simulate/corrupt-profiles": Case(lambda f: ["simulate", "--profiles", f.run_corrupt, "--recipe", f.recipe_ok, "--out", f.root / "o"],
+                                      2, lambda f: str(f.run_corrupt / "profiles" / "profiles.parquet")),
+    "simulate/missing-recipe": Case(lambda f: ["simulate", "--profiles", f.run_corrupt, "--recipe", f.recipe_missing, "--out", f.root / "o"],
+                                    2, lambda f: str(f.recipe_missing)),
+    "simulate/wrong-field": Case(lambda f: ["simulate", "--profiles", f.run_corrupt, "--recipe", f.recipe_typo, "--out", f.root / "o"],
+                                 2, lambda f: "simulation.sesions"),
+    "simulate/bad-option": Case(lambda f: ["simulate", "--profiles", f.run_corrupt, "--recipe", f.recipe_ok, "--out", f.root / "o", "--bogus"],
+                                2, lambda f: "--bogus"),
+    # mindsim validate reference
+    "reference/missing": Case(lambda f: ["validate", "reference", f.missing, "--out", f.root / "r.parquet"], 2, lambda f: str(f.missing)),
+    "reference/malformed": Case(lambda f: ["validate", "reference", f.malformed, "--out", f.root / "r.parquet"], 2,
+                                lambda f: f"{f.malformed} line 2"),
+    "reference/empty": Case(lambda f: ["validate", "reference", f.empty, "--out", f.root / "r.parquet"], 2, lambda f: str(f.empty)),
+    "reference/not-utf8": Case(lambda f: ["validate", "reference", f.latin, "--out", f.root / "r.parquet"], 2, lambda f: str(f.latin)),
+    "reference/binary": Case(lambda f: ["validate", "reference", f.binary, "--out", f.root / "r.parquet"], 2, lambda f: str(f.binary)),
+    "reference/wrong-role": Case(lambda f: ["validate", "reference", f.good, "--out", f.root / "r.parquet", "--patient-role", "client"],
+                                 2, lambda f: str(f.good)),
+    "reference/bad-out": Case(lambda f: ["validate", "reference", f.good, "--out", f.root / "r.csv"], 2, lambda f: str(f.root / "r.csv")),
+    "reference/bad-option": Case(lambda f: ["validate", "reference", f.good, "--out", f.root / "r.parquet", "--draws", "3"], 2, lambda f: "--draws"),
+    # mindsim validate compare (default reference: the shipped artifact)
+    "compare/bad-sim-option": Case(lambda f: ["validate", "compare", "--sim", "no-equals-sign", "--out", f.root / "o"], 2, lambda f: "NAME=PATH"),
+    "compare/missing": Case(lambda f: ["validate", "compare", "--sim", f"x={f.missing}", "--out", f.root / "o"], 2, lambda f: str(f.missing)),
+    "compare/malformed": Case(lambda f: ["validate", "compare", "--sim", f"x={f.malformed}", "--out", f.root / "o"], 2,
+                              lambda f: f"{f.malformed} line 2"),
+    "compare/empty": Case(lambda f: ["validate", "compare", "--sim", f"x={f.empty}", "--out", f.root / "o"], 2, lambda f: str(f.empty)),
+    "compare/not-utf8": Case(lambda f: ["validate", "compare", "--sim", f"x={f.latin}", "--out", f.root / "o"], 2, lambda f: str(f.latin)),
+    "compare/wrong-role": Case(lambda f: ["validate", "compare", "--sim", f"x={f.good}", "--out", f.root / "o", "--patient-role", "client"],
+                               2, lambda f: str(f.good)),
+    "compare/reference-not-parquet": Case(lambda f: ["validate", "compare", "--sim", f"x={f.good}", "--reference", f.binary, "--out", f.root / "o"],
+                                          2, lambda f: str(f.binary)),
+    "compare/reference-missing": Case(lambda f: ["validate", "compare", "--sim", f"x={f.good}", "--reference", f.root / "ref.parquet",
+                                                 "--out", f.root / "o"], 2, lambda f: str(f.root / "ref.parquet")),
+    # mindsim export
+    "export-sft/missing": Case(lambda f: ["export", "sft", f.root / "no-run", "--out", f.root / "x.jsonl"], 2, lambda f: str(f.root / "no-run")),
+    "export-patient/missing": Case(lambda f: ["export", "patient", f.root / "no-run", "--out", f.root / "x.jsonl"], 2, lambda f: str(f.root / "no-run")),
+    "export-sft/corrupt": pytest.param(Case(lambda f: ["export", "sft", f.run_corrupt, "--out", f.root / "x.jsonl"], 2,
+                                            lambda f: str(f.run_corrupt)), marks=_needs(EXPORT_PARQUET)),
+    "export-patient/bad-option": Case(lambda f: ["export", "patient", f.run_corrupt, "--out", f.root / "x.jsonl", "--bogus"], 2, lambda f: "--bogus"),
+    # mindsim publish --dry-run
+    "publish/missing": Case(lambda f: ["publish", f.root / "no-run", "--repo-id", "someone/x", "--dry-run"], 2, lambda f: str(f.root / "no-run")),
+    "publish/not-a-run": Case(lambda f: ["publish", f.run_corrupt, "--repo-id", "someone/x", "--dry-run"], 2, lambda f: str(f.run_corrupt)),
+    "publish/bad-repo-id": Case(lambda f: ["publish", f.run_corrupt, "--repo-id", "no-slash", "--dry-run"], 2, lambda f: "--repo-id 'no-slash'"),
+    # mindsim engines check
+    "engines/missing": Case(lambda f: ["engines", "check", f.recipe_missing], 2, lambda f: str(f.recipe_missing)),
+    "engines/malformed": Case(lambda f: ["engines", "check", f.recipe_malformed], 2, lambda f: str(f.recipe_malformed)),
+    "engines/binary": pytest.param(Case(lambda f: ["engines", "check", f.recipe_binary], 2, lambda f: str(f.recipe_binary)),
+                                   marks=_needs(RECIPE_DECODE)),
+    # mindsim run
+    "run/missing": Case(lambda f: ["run", f.recipe_missing, "--out", f.root / "o"], 2, lambda f: str(f.recipe_missing)),
+    "run/malformed": Case(lambda f: ["run", f.recipe_malformed, "--out", f.root / "o"], 2, lambda f: str(f.recipe_malformed)),
+    "run/empty": Case(lambda f: ["run", f.recipe_empty, "--out", f.root / "o"], 2, lambda f: str(f.recipe_empty)),
+    "run/binary": pytest.param(Case(lambda f: ["run", f.recipe_binary, "--out", f.root / "o"], 2, lambda f: str(f.recipe_binary)),
+                               marks=_needs(RECIPE_DECODE)),
+    "run/wrong-field": Case(lambda f: ["run", f.recipe_typo, "--out", f.root / "o"], 2, lambda f: "profiles.candidatez"),
+    "run/bad-option": Case(lambda f: ["run", f.recipe_ok, "--out", f.root / "o", "--bogus"], 2, lambda f: "--bogus"),
+    "run/missing-argument": Case(lambda f: ["run"], 2, lambda f: "'recipe'"),
+    "unknown-command": Case(lambda f: ["simulatee"], 2, lambda f: "simulatee"),
+}
+
+
+@pytest.mark.parametrize("case", list(CASES.values()), ids=list(CASES))
+def test_bad_input_exit_code_and_one_error_line(case: Case, files: Files):
+    proc = mindsim(*case.args(files), cwd=files.root)
+    assert proc.returncode == case.code, proc.stderr
+    assert case.names(files) in error_line(proc)
+    assert not (files.root / "o").exists(), "a rejected command must not start writing its output"
+
+
+def test_success_exits_0_with_a_quiet_stderr(files: Files):
+    proc = mindsim("validate", "reference", files.good, "--out", files.root / "r.parquet", cwd=files.root)
+    assert proc.returncode == 0 and proc.stderr.strip() == "", proc.stderr
+    assert f"wrote {files.root / 'r.parquet'}" in proc.stdout  # the path stays whole on a narrow width
+
+
+def test_help_exits_0_for_every_command_group(tmp_path):
+    for group in ("profiles", "validate", "export", "engines", "judge"):
+        proc = mindsim(group, "--help", cwd=tmp_path)
+        assert proc.returncode == 0 and "Usage" in proc.stdout, (group, proc.stderr)
+
+
+# ---------------------------------------------------------------- engines that fail at run time
+
+
+def _stub_recipe(path: Path, base_url: str, roles: list[str], extra: str = "") -> Path:
+    """A recipe on the stub: one model per role, named after the role (see openai_stub.from_responder)."""
+    lines = [f"  {r!r}: {{engine: stub, model: {r!r}}}" for r in roles]
+    path.write_text(
+        f"name: stub\nseed: 3\nengines:\n  stub: {{kind: openai, base_url: '{base_url}', model: m, native_tools: false}}\n"
+        "roles:\n  default: {engine: stub}\n" + "\n".join(lines) + "\n" + extra
+    )
+    return path
+
+
+SIM_ROLES = ["patient", "scenario_writer", "memory_compactor", "labeller", "counsellor", "counsellor:broken"]
+TWO_COUNSELLORS = "simulation: {sessions: 1, turn_cap: 3, counsellors: [counsellor, 'counsellor:broken']}\n"
+
+
+def _sim_behaviour():
+    """Every simulator role played by the unit tests' fake, except one counsellor whose calls are refused."""
+    from simfakes import SimResponder
+
+    return by_model({"counsellor:broken": always_status(400)}, from_responder(SimResponder(end_after=2)))
+
+
+@pytest.mark.parametrize("behaviour, problem", [(always_status(500), "HTTP 500"), (always_text("{not json"), "_Probe")],
+                         ids=["http-500", "invalid-json"])
+def test_engines_check_with_a_failing_engine_exits_1(behaviour, problem, openai_stub, tmp_path):
+    stub = openai_stub(behaviour)
+    recipe = _stub_recipe(tmp_path / "r.yaml", stub.base_url, [])
+    proc = mindsim("engines", "check", recipe, cwd=tmp_path)
+    assert proc.returncode == 1, proc.stderr
+    line = error_line(proc)
+    assert "engine 'stub'" in line and problem in line and stub.base_url in line
+
+
+def test_engines_check_with_a_working_engine_exits_0(openai_stub, tmp_path):
+    stub = openai_stub(always_text('{"mood": "fine", "calm": true}'))
+    proc = mindsim("engines", "check", _stub_recipe(tmp_path / "r.yaml", stub.base_url, []), cwd=tmp_path)
+    assert proc.returncode == 0 and proc.stderr.strip() == "", proc.stderr
+
+
+def test_simulate_with_failed_arcs_exits_1(openai_stub, tmp_path):
+    from profilegen.dataset import write_profiles
+    from simfakes import make_profile
+
+    write_profiles([make_profile("p1"), make_profile("p2", "joker")], tmp_path / "profiles")
+    stub = openai_stub(_sim_behaviour())
+    recipe = _stub_recipe(tmp_path / "r.yaml", stub.base_url, SIM_ROLES, TWO_COUNSELLORS)
+    out = tmp_path / "sim"
+    proc = mindsim("simulate", "--profiles", tmp_path / "profiles", "--recipe", recipe, "--out", out, cwd=tmp_path)
+    assert proc.returncode == 1, proc.stderr
+    line = error_line(proc)
+    assert "2 of 4 session arcs failed" in line and str(out / "sessions" / "summary.json") in line and "rerun" in line
+    # The healthy counsellor's sessions were written: a failed arc does not sink the others.
+    assert len(json.loads((out / "sessions" / "summary.json").read_text())["failed_arcs"]) == 2
+
+
+def test_profiles_whose_every_candidate_failed_exit_1(openai_stub, tmp_path):
+    stub = openai_stub(always_status(500))
+    recipe = _stub_recipe(tmp_path / "r.yaml", stub.base_url, [],
+                          "profiles: {personas: synthetic, candidates: 2, pool_size: 1, benchmark_size: 1, use_distilabel: false}\n")
+    proc = mindsim("profiles", recipe, "--out", tmp_path / "o", cwd=tmp_path)
+    assert proc.returncode == 1, proc.stderr
+    line = error_line(proc)
+    assert "all 2 candidate profiles failed" in line and str(tmp_path / "o" / "profiles" / "summary.json") in line
+
+
+def _profile_fakes():
+    spec = importlib.util.spec_from_file_location("profilegen_test_fakes", TESTS / "profilegen" / "conftest.py")
+    module = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(module)
+    return module
+
+
+def test_run_with_failed_arcs_exits_1(openai_stub, tmp_path):
+    """The whole job on the stub: profiles and one counsellor work, the other counsellor's calls are
+    refused. The job finishes its dataset, and still exits 1 with one line saying what failed."""
+    from simfakes import SimResponder
+
+    pg, sim = _profile_fakes(), SimResponder(end_after=2)
+
+    def respond(req):
+        if req.role == "profile_writer":
+            return pg.draft_for(req)
+        return pg.clean_verdict(req) if req.role == "screener" else sim(req)
+
+    stub = openai_stub(by_model({"counsellor:broken": always_status(400)}, from_responder(respond)))
+    recipe = _stub_recipe(
+        tmp_path / "r.yaml", stub.base_url, ["profile_writer", "screener", *SIM_ROLES],
+        "profiles: {personas: synthetic, candidates: 3, pool_size: 2, benchmark_size: 1, pool_verdicts: [clean, minor]}\n"
+        + TWO_COUNSELLORS + "validation: {bootstrap_draws: 20, floor_splits: 5}\n",
+    )
+    out = tmp_path / "run"
+    proc = mindsim("run", recipe, "--out", out, cwd=tmp_path)
+    assert proc.returncode == 1, proc.stderr
+    line = error_line(proc, only_line=False)  # the job's stage rules also go to stderr
+    assert "2 session arcs failed" in line and "rerun" in line and str(out / "sessions" / "summary.json") in line
+    assert json.loads((out / "run.json").read_text())["counts"]["failed arcs"] == 2
+
+
+def test_ctrl_c_exits_130_with_a_resume_hint(openai_stub, tmp_path):
+    from profilegen.dataset import write_profiles
+    from simfakes import make_profile
+
+    def slow(_body):
+        time.sleep(20)
+        return Reply(content="too late")
+
+    write_profiles([make_profile("p1")], tmp_path / "profiles")
+    stub = openai_stub(slow)
+    recipe = _stub_recipe(tmp_path / "r.yaml", stub.base_url, [], "simulation: {sessions: 1, turn_cap: 3}\n")
+    proc = subprocess.Popen([MINDSIM, "simulate", "--profiles", tmp_path / "profiles", "--recipe", recipe, "--out", tmp_path / "o"],
+                            cwd=tmp_path, env=ENV, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+    try:
+        deadline = time.monotonic() + 60
+        while not stub.requests and time.monotonic() < deadline and proc.poll() is None:
+            time.sleep(0.1)
+        assert stub.requests, "the simulator never called the engine"
+        proc.send_signal(signal.SIGINT)
+        _, stderr = proc.communicate(timeout=30)
+    finally:
+        if proc.poll() is None:
+            proc.kill()
+    assert proc.returncode == 130, stderr
+    assert "rerun the same command to resume" in stderr and "Traceback" not in stderr
+
+
+# ---------------------------------------------------------------- publishing over a dead network
+
+
+def _free_port() -> int:
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        return s.getsockname()[1]
+
+
+def test_publish_network_failure_exits_1(tmp_path):
+    import pyarrow as pa
+    import pyarrow.parquet as pq
+
+    from mindcore.provenance import base_provenance
+    from mindsim.cards import build_dataset_folder
+
+    run_dir = tmp_path / "run"
+    (run_dir / "profiles").mkdir(parents=True)
+    pq.write_table(pa.table({"profile_id": ["p0", "p1"], "in_pool": [True, True]}), run_dir / "profiles" / "profiles.parquet")
+    folder = build_dataset_folder(run_dir, {"run_id": "abcd", "recipe": {"name": "t", "seed": 1}, "provenance": base_provenance()})
+    # Nothing listens on this loopback port: every connection is refused, as on a dead network.
+    env = {**ENV, "HF_TOKEN": "hf_test_not_a_secret_000", "HF_ENDPOINT": f"http://127.0.0.1:{_free_port()}"}
+    proc = mindsim("publish", folder, "--repo-id", "someone/tiny", cwd=tmp_path, env=env)
+    assert proc.returncode == 1, proc.stderr
+    line = error_line(proc, only_line=False)  # the dry-run part prints `datasets` progress on stderr
+    assert "someone/tiny" in line and "rerun" in line and "hf_test_not_a_secret_000" not in proc.stderr + proc.stdout
