@@ -1,5 +1,7 @@
 """Transports: how a `ChatRequest` reaches a server. Only `OpenAIBackend` talks to the network; the
-fake backend for tests lives in `mindcore.fake` and implements the same two methods.
+fake backend for tests lives in `mindcore.fake` and implements the same two methods. One engine may
+name several servers of the same model (one `vllm serve` per GPU, data-parallel replicas); the
+backend spreads requests over them, keeps a session on one server, and routes around failing ones.
 
 Retries with backoff on transport errors live here so every engine behaves the same; errors a retry
 cannot fix (wrong URL path, bad key, bad request) fail at once with a message naming the setting.
@@ -8,9 +10,15 @@ cannot fix (wrong URL path, bad key, bad request) fail at once with a message na
 from __future__ import annotations
 
 import asyncio
+import datetime
+import email.utils
 import logging
 import os
 import random
+import threading
+import time
+from collections import OrderedDict
+from dataclasses import dataclass, field
 from typing import Any, Protocol
 
 import openai
@@ -23,6 +31,15 @@ from mindcore.types import ChatRequest, RawReply
 for _name in ("httpx", "httpx2", "openai"):
     logging.getLogger(_name).setLevel(logging.WARNING)
 
+log = logging.getLogger(__name__)
+
+# Sessions remembered for server affinity; the oldest are forgotten first (a forgotten session just
+# gets a fresh least-busy pick).
+_AFFINITY_KEYS = 100_000
+# A Retry-After longer than this is treated as this long: the run keeps probing instead of sleeping
+# for an hour on one header.
+_MAX_RETRY_AFTER_S = 300.0
+
 
 class Backend(Protocol):
     name: str
@@ -34,14 +51,50 @@ class Backend(Protocol):
     def describe(self) -> dict[str, Any]: ...
 
 
+@dataclass
+class _Server:
+    """One server of an engine: its load, health and usage counters (shared by all event loops)."""
+
+    url: str
+    cap: int  # requests this process may have in flight there; 0 keeps it out of rotation entirely
+    outstanding: int = 0  # queued here or in flight: what "least outstanding requests" compares
+    failures_in_row: int = 0
+    out_until: float = 0.0  # end of a health cool-down (monotonic clock)
+    wait_until: float = 0.0  # end of a 429 Retry-After window (monotonic clock)
+    was_out: bool = False
+    stats: dict[str, int] = field(
+        default_factory=lambda: {"requests": 0, "ok": 0, "errors": 0, "rate_limited": 0, "taken_out": 0}
+    )
+
+
 class OpenAIBackend:
-    """Any OpenAI-compatible chat server: the embedded llama.cpp, `vllm serve`, hosted APIs."""
+    """Any OpenAI-compatible chat server: the embedded llama.cpp, `vllm serve`, hosted APIs — or
+    several of them serving the same model, spread as follows.
+
+    - No affinity key: the server with the fewest outstanding requests (queued + in flight) in this
+      process; ties go round-robin, so sequential calls alternate.
+    - Affinity key (`ChatRequest.affinity`, e.g. a session id): a key's first call goes to the least
+      busy server and later calls follow it there, so its prompt prefix stays cached. A key moves
+      only if its server is out of rotation, rate-limited, or busier than the least busy server by a
+      whole batch (`max_concurrency` more outstanding requests): waiting behind a full batch costs
+      more than re-reading a prefix elsewhere. After a move the key stays on its new server.
+    - Health: `failure_limit` connection errors, timeouts or 5xx in a row take a server out for
+      `cooldown_s` (one WARNING line); afterwards it is tried again and one more failure takes it
+      out again, one success resets it. A request that fails on one server is retried at once on
+      another healthy one without using its own retry budget, so a call fails only when no healthy
+      server is left. With a single server nothing changes from the one-server behaviour.
+    - 429: that server alone is skipped until its `Retry-After` (seconds or an HTTP date; without
+      the header, the usual backoff) has passed; requests go elsewhere or wait for the window.
+    - `max_concurrency` caps each server (not the sum); `server_caps` overrides it per server (a
+      Ray worker's share of the global cap, see `worker_caps`).
+    """
 
     def __init__(
         self,
         name: str,
         *,
-        base_url: str,
+        base_url: str | None = None,
+        base_urls: list[str] | None = None,
         default_model: str,
         api_key_env: str | None = None,
         max_concurrency: int = 8,
@@ -51,10 +104,20 @@ class OpenAIBackend:
         strict_schema: bool = False,
         max_retries: int = 3,
         kind: str = "openai",
+        server_caps: list[int] | None = None,
+        failure_limit: int = 3,
+        cooldown_s: float = 30.0,
     ) -> None:
+        urls = list(base_urls or ([base_url] if base_url else []))
+        if not urls or (base_url and base_urls and [base_url] != urls[:1]):
+            raise ConfigError(f"engines.{name}: give base_url or base_urls (one or more server URLs)")
+        caps = list(server_caps) if server_caps is not None else [max_concurrency] * len(urls)
+        if len(caps) != len(urls) or min(caps) < 0 or max(caps) < 1:
+            raise ConfigError(f"engines.{name}: server_caps needs one cap >= 0 per server, at least one above 0")
         self.name = name
         self.kind = kind
-        self.base_url = base_url
+        self.base_urls = urls
+        self.base_url = urls[0]  # single-server code paths (tokenizer, health hints) use the first
         self.default_model = default_model
         self.api_key_env = api_key_env
         self.max_concurrency = max_concurrency
@@ -63,16 +126,26 @@ class OpenAIBackend:
         self.structured_mode = structured_mode
         self.strict_schema = strict_schema
         self.max_retries = max_retries
+        self.failure_limit = failure_limit
+        self.cooldown_s = cooldown_s
+        self.servers = [_Server(url, cap) for url, cap in zip(urls, caps)]
+        self._lock = threading.Lock()
+        self._rr = 0
+        self._affinity: OrderedDict[str, int] = OrderedDict()
         # An AsyncOpenAI client and a semaphore are bound to the event loop they were first used in;
-        # stages may run several `asyncio.run` calls, so keep one of each per loop.
-        self._per_loop: dict[int, tuple[openai.AsyncOpenAI, asyncio.Semaphore]] = {}
+        # stages may run several `asyncio.run` calls, so keep one set per loop.
+        self._per_loop: dict[int, list[tuple[openai.AsyncOpenAI, asyncio.Semaphore]]] = {}
         # Clients of loops that ended without `aclose_loop` are kept referenced: garbage-collecting
         # one schedules its close on a dead loop, which only prints noise.
         self._retired: list[openai.AsyncOpenAI] = []
 
+    @property
+    def total_concurrency(self) -> int:
+        return sum(s.cap for s in self.servers)
+
     def describe(self) -> dict[str, Any]:
         # Never include the key itself: only the name of the variable that holds it.
-        return {
+        out = {
             "engine": self.name,
             "kind": self.kind,
             "base_url": self.base_url,
@@ -81,6 +154,14 @@ class OpenAIBackend:
             "native_tools": self.native_tools,
             "structured_mode": self.structured_mode,
         }
+        if len(self.servers) > 1:
+            out["base_urls"] = list(self.base_urls)
+        return out
+
+    def server_stats(self) -> dict[str, dict[str, int]]:
+        """Per-server counters of this process: requests sent, ok, errors, 429s, times taken out."""
+        with self._lock:
+            return {s.url: dict(s.stats) for s in self.servers}
 
     def _api_key(self) -> str:
         if not self.api_key_env:
@@ -93,23 +174,27 @@ class OpenAIBackend:
             )
         return key
 
-    def _loop_state(self) -> tuple[openai.AsyncOpenAI, asyncio.Semaphore]:
+    def _loop_state(self) -> list[tuple[openai.AsyncOpenAI, asyncio.Semaphore]]:
         loop = asyncio.get_running_loop()
         state = self._per_loop.get(id(loop))
         if state is None:
-            client = openai.AsyncOpenAI(
-                base_url=self.base_url, api_key=self._api_key(), max_retries=0, timeout=self.timeout_s
-            )
-            state = (client, asyncio.Semaphore(self.max_concurrency))
-            self._retired.extend(c for c, _ in self._per_loop.values())
+            key = self._api_key()
+            state = [
+                (
+                    openai.AsyncOpenAI(base_url=s.url, api_key=key, max_retries=0, timeout=self.timeout_s),
+                    asyncio.Semaphore(max(1, s.cap)),
+                )
+                for s in self.servers
+            ]
+            self._retired.extend(c for per in self._per_loop.values() for c, _ in per)
             self._per_loop = {id(loop): state}
         return state
 
     async def aclose_loop(self) -> None:
-        """Close this loop's HTTP client; call before the loop ends (`Engines.run` does)."""
+        """Close this loop's HTTP clients; call before the loop ends (`Engines.run` does)."""
         state = self._per_loop.pop(id(asyncio.get_running_loop()), None)
-        if state is not None:
-            await state[0].close()
+        for client, _ in state or []:
+            await client.close()
 
     def _kwargs(self, req: ChatRequest) -> dict[str, Any]:
         kw: dict[str, Any] = {"model": req.model or self.default_model, "messages": req.messages}
@@ -135,48 +220,204 @@ class OpenAIBackend:
                 kw["tool_choice"] = req.tool_choice
         return kw
 
+    # -- choosing a server ------------------------------------------------------------------------
+    def _choose(self, affinity: str | None, avoid: set[int]) -> tuple[int | None, float]:
+        """(server index, 0) — or (None, seconds to wait) when every candidate is rate-limited."""
+        now = time.monotonic()
+        usable = [i for i, s in enumerate(self.servers) if s.cap > 0]
+        healthy = [i for i in usable if self.servers[i].out_until <= now]
+        candidates = [i for i in healthy if i not in avoid] or healthy
+        if not candidates:
+            # Everything is cooling down: use the server back soonest and let the request's own retry
+            # budget decide, exactly as a one-server engine would.
+            candidates = [min(usable, key=lambda i: self.servers[i].out_until)]
+        ready = [i for i in candidates if self.servers[i].wait_until <= now]
+        if not ready:
+            return None, min(self.servers[i].wait_until for i in candidates) - now
+        n = len(self.servers)
+        least = min(ready, key=lambda i: (self.servers[i].outstanding, (i - self._rr) % n))
+        pick = least
+        if affinity is not None:
+            home = self._affinity.get(affinity)
+            if home in ready and (
+                self.servers[home].outstanding - self.servers[least].outstanding < max(1, self.servers[home].cap)
+            ):
+                pick = home
+            self._affinity[affinity] = pick
+            self._affinity.move_to_end(affinity)
+            while len(self._affinity) > _AFFINITY_KEYS:
+                self._affinity.popitem(last=False)
+        if pick == least:
+            self._rr = pick + 1
+        return pick, 0.0
+
+    async def _acquire(self, affinity: str | None, avoid: set[int]) -> int:
+        while True:
+            with self._lock:
+                pick, wait = self._choose(affinity, avoid)
+                if pick is not None:
+                    server = self.servers[pick]
+                    server.outstanding += 1
+                    server.stats["requests"] += 1
+                    return pick
+            await asyncio.sleep(max(0.01, wait))
+
+    def _has_alternative(self, avoid: set[int]) -> bool:
+        now = time.monotonic()
+        return any(s.cap > 0 and s.out_until <= now and i not in avoid for i, s in enumerate(self.servers))
+
+    def _server_failed(self, server: _Server, what: str) -> None:
+        with self._lock:
+            server.stats["errors"] += 1
+            server.failures_in_row += 1
+            now = time.monotonic()
+            if len(self.servers) < 2 or server.failures_in_row < self.failure_limit or server.out_until > now:
+                return
+            server.out_until = now + self.cooldown_s
+            server.was_out = True
+            server.stats["taken_out"] += 1
+        log.warning(
+            "engine '%s': server %s taken out of rotation for %.0fs after %d failures in a row (last: %s)",
+            self.name, server.url, self.cooldown_s, server.failures_in_row, what,
+        )
+
+    def _server_ok(self, server: _Server) -> None:
+        with self._lock:
+            server.stats["ok"] += 1
+            server.failures_in_row = 0
+            back, server.was_out = server.was_out, False
+        if back:
+            log.info("engine '%s': server %s answers again; back in rotation", self.name, server.url)
+
+    def _rate_limited(self, server: _Server, exc: openai.APIStatusError, attempt: int) -> float:
+        wait = _retry_after(exc.response.headers) if exc.response is not None else None
+        wait = _backoff(attempt) if wait is None else min(wait, _MAX_RETRY_AFTER_S)
+        with self._lock:
+            server.stats["rate_limited"] += 1
+            server.wait_until = max(server.wait_until, time.monotonic() + wait)
+        return wait
+
+    # -- one request ------------------------------------------------------------------------------
     async def complete(self, request: ChatRequest) -> RawReply:
-        client, sem = self._loop_state()
+        state = self._loop_state()
         kwargs = self._kwargs(request)
-        attempt = 0
-        async with sem:
-            while True:
-                try:
+        attempt = 0  # failures charged to this request's retry budget
+        tried: set[int] = set()
+        while True:
+            idx = await self._acquire(request.affinity, tried)
+            server = self.servers[idx]
+            client, sem = state[idx]
+            failure: Exception | None = None
+            limit = self.max_retries
+            try:
+                async with sem:
                     resp = await client.chat.completions.create(**kwargs)
-                    return _raw_reply(resp)
-                except openai.APIConnectionError as exc:  # includes timeouts
-                    attempt += 1
-                    what = "timed out" if isinstance(exc, openai.APITimeoutError) else "could not connect"
-                    # A refused connection will not fix itself in seconds: retry once, then stop.
-                    limit = self.max_retries if isinstance(exc, openai.APITimeoutError) else 1
-                    if attempt > limit:
-                        raise TransportError(
-                            f"engine '{self.name}' at {self.base_url}: {what} after {attempt} tries "
-                            f"({exc.__class__.__name__}). Is the server running? Check "
-                            f"engines.{self.name}.base_url / port, or run `mindsim engines check`."
-                        ) from exc
-                except (openai.RateLimitError, openai.InternalServerError) as exc:
-                    attempt += 1
-                    if attempt > self.max_retries:
-                        raise TransportError(
-                            f"engine '{self.name}' at {self.base_url}: HTTP {exc.status_code} after "
-                            f"{attempt} tries: {_short(exc)}"
-                        ) from exc
-                except openai.AuthenticationError as exc:
-                    raise EngineUnavailable(
-                        f"engine '{self.name}' at {self.base_url} refused the API key "
-                        f"(HTTP {exc.status_code}); check the variable named by engines.{self.name}.api_key_env"
-                    ) from exc
-                except openai.NotFoundError as exc:
-                    raise EngineUnavailable(
-                        f"engine '{self.name}': {self.base_url} answered 404 for model "
-                        f"'{kwargs['model']}' — check base_url (usually ends in /v1) and the model name"
-                    ) from exc
-                except openai.BadRequestError as exc:
-                    raise TransportError(
-                        f"engine '{self.name}' rejected the request (HTTP 400): {_short(exc)}"
-                    ) from exc
-                await asyncio.sleep(min(8.0, 0.5 * 2 ** (attempt - 1)) * (0.75 + random.random() / 2))
+                self._server_ok(server)
+                reply = _raw_reply(resp)
+                reply.server = server.url
+                return reply
+            except openai.APIConnectionError as exc:  # includes timeouts
+                what = "timed out" if isinstance(exc, openai.APITimeoutError) else "could not connect"
+                # A refused connection will not fix itself in seconds: retry once, then stop.
+                limit = self.max_retries if isinstance(exc, openai.APITimeoutError) else 1
+                self._server_failed(server, what)
+                failure = TransportError(
+                    f"engine '{self.name}' at {server.url}: {what} after {attempt + 1} tries "
+                    f"({exc.__class__.__name__}). Is the server running? Check "
+                    f"engines.{self.name}.base_url / port, or run `mindsim engines check`."
+                )
+                failure.__cause__ = exc
+            except openai.RateLimitError as exc:
+                self._rate_limited(server, exc, attempt + 1)
+                failure = TransportError(
+                    f"engine '{self.name}' at {server.url}: HTTP {exc.status_code} after "
+                    f"{attempt + 1} tries: {_short(exc)}"
+                )
+                failure.__cause__ = exc
+            except openai.InternalServerError as exc:
+                self._server_failed(server, f"HTTP {exc.status_code}")
+                failure = TransportError(
+                    f"engine '{self.name}' at {server.url}: HTTP {exc.status_code} after "
+                    f"{attempt + 1} tries: {_short(exc)}"
+                )
+                failure.__cause__ = exc
+            except openai.AuthenticationError as exc:
+                raise EngineUnavailable(
+                    f"engine '{self.name}' at {server.url} refused the API key "
+                    f"(HTTP {exc.status_code}); check the variable named by engines.{self.name}.api_key_env"
+                ) from exc
+            except openai.NotFoundError as exc:
+                raise EngineUnavailable(
+                    f"engine '{self.name}': {server.url} answered 404 for model "
+                    f"'{kwargs['model']}' — check base_url (usually ends in /v1) and the model name"
+                ) from exc
+            except openai.BadRequestError as exc:
+                raise TransportError(
+                    f"engine '{self.name}' rejected the request (HTTP 400): {_short(exc)}"
+                ) from exc
+            finally:
+                with self._lock:
+                    server.outstanding -= 1
+            tried.add(idx)
+            if self._has_alternative(tried):
+                continue  # another healthy server has not failed this request yet: free retry
+            attempt += 1
+            if attempt > limit:
+                raise failure
+            if not isinstance(failure.__cause__, openai.RateLimitError):
+                # (A 429 already set that server's wait window, which `_acquire` honours.)
+                await asyncio.sleep(_backoff(attempt))
+
+
+def _backoff(attempt: int) -> float:
+    return min(8.0, 0.5 * 2 ** (attempt - 1)) * (0.75 + random.random() / 2)
+
+
+def _retry_after(headers: Any) -> float | None:
+    """Seconds to wait from `retry-after-ms`, or `Retry-After` given as seconds or an HTTP date."""
+    if headers is None:
+        return None
+    ms = headers.get("retry-after-ms")
+    if ms:
+        try:
+            return max(0.0, float(ms) / 1000)
+        except ValueError:
+            pass
+    value = headers.get("retry-after")
+    if not value:
+        return None
+    try:
+        return max(0.0, float(value))
+    except ValueError:
+        pass
+    try:
+        when = email.utils.parsedate_to_datetime(value)
+    except (TypeError, ValueError):
+        return None
+    if when.tzinfo is None:
+        when = when.replace(tzinfo=datetime.timezone.utc)
+    return max(0.0, (when - datetime.datetime.now(datetime.timezone.utc)).total_seconds())
+
+
+def worker_caps(cap: int, workers: int, worker: int, servers: int = 1) -> list[int]:
+    """Worker `worker`'s (0-based, of `workers`) in-flight cap on each of `servers` servers, such that
+    the workers' caps on every server add up to exactly `cap` — the cap stays global instead of
+    being multiplied by the number of workers.
+
+    Each worker gets `cap // workers` on each server; the `cap % workers` leftover slots of server j
+    go to the workers from j × leftover on (mod workers), so successive servers hand their extras to
+    different workers. If that leaves a worker with nothing anywhere (more workers than slots in total), it
+    still gets 1 on server `worker % servers`: a worker that cannot send anything would hang, so
+    that case oversubscribes by at most one request per such worker (see docs/scale.md).
+    """
+    if cap < 1 or workers < 1 or servers < 1 or not 0 <= worker < workers:
+        raise ValueError(f"worker_caps: need cap, workers, servers >= 1 and 0 <= worker < workers "
+                         f"(got cap={cap}, workers={workers}, worker={worker}, servers={servers})")
+    base, extra = divmod(cap, workers)
+    caps = [base + (1 if (worker - j * extra) % workers < extra else 0) for j in range(servers)]
+    if not any(caps):
+        caps[worker % servers] = 1
+    return caps
 
 
 def _short(exc: Exception, limit: int = 300) -> str:

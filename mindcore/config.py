@@ -9,7 +9,8 @@ from __future__ import annotations
 
 from typing import Annotated, Literal, Union
 
-from pydantic import BaseModel, ConfigDict, Field, model_validator
+from pydantic import BaseModel, ConfigDict, Field, ValidationInfo, field_validator, model_validator
+from pydantic_core import PydanticCustomError
 
 ROLES: tuple[str, ...] = (
     "profile_writer",
@@ -43,11 +44,39 @@ class EmbeddedEngine(_Strict):
     )
 
 
-class OpenAIEngine(_Strict):
-    """Any OpenAI-compatible endpoint (hosted API, `vllm serve`, llama.cpp server, …)."""
+class _ServerPool(_Strict):
+    """Settings shared by engines that may spread requests over several servers."""
+
+    failure_limit: int = Field(
+        3, ge=1, le=100, description="Connection errors / timeouts / 5xx in a row that take a server out of rotation"
+    )
+    cooldown_s: float = Field(30.0, gt=0, description="Seconds a failing server stays out before it is tried again")
+
+
+def _check_urls(urls: list[str], where: str) -> list[str]:
+    if not urls:
+        raise ValueError(f"{where} needs at least one URL")
+    if len(set(urls)) != len(urls):
+        raise ValueError(f"{where} lists the same server twice")
+    for u in urls:
+        if not u.startswith(("http://", "https://")):
+            raise ValueError(f"{where}: '{u}' is not an http(s) URL")
+    return urls
+
+
+class OpenAIEngine(_ServerPool):
+    """Any OpenAI-compatible endpoint (hosted API, `vllm serve`, llama.cpp server, …), or several
+    servers of the same model listed in `base_urls`."""
 
     kind: Literal["openai"] = "openai"
-    base_url: str = Field(..., description="e.g. https://api.openai.com/v1 or http://127.0.0.1:8000/v1")
+    base_urls: list[str] | None = Field(
+        None, description="Several servers of the same model (instead of base_url); requests are spread over them"
+    )
+    base_url: str | None = Field(
+        None,
+        validate_default=True,
+        description="e.g. https://api.openai.com/v1 or http://127.0.0.1:8000/v1 (or give base_urls)",
+    )
     model: str = Field(..., description="Default model name for roles using this engine")
     api_key_env: str | None = Field(
         None, description="NAME of the environment variable holding the key (never the key itself)"
@@ -60,14 +89,46 @@ class OpenAIEngine(_Strict):
     )
     strict_schema: bool = Field(False, description="Send strict=true with json_schema response formats")
 
+    @field_validator("base_urls")
+    @classmethod
+    def _urls_ok(cls, v: list[str] | None) -> list[str] | None:
+        return None if v is None else _check_urls(v, "base_urls")
 
-class VLLMEngine(_Strict):
-    """A `vllm serve` endpoint; optionally launched by the toolkit on 127.0.0.1 and health-checked."""
+    @field_validator("base_url")
+    @classmethod
+    def _one_of_url_or_urls(cls, v: str | None, info: ValidationInfo) -> str | None:
+        # Runs after base_urls (declared first), so both are known here; keeping the error on
+        # base_url makes the usual one-server mistake read "base_url: required field is missing".
+        many = info.data.get("base_urls")
+        if v is None and not many and "base_urls" in info.data:
+            raise PydanticCustomError("missing", "Field required")
+        if v is not None and many:
+            raise ValueError("give either base_url (one server) or base_urls (several), not both")
+        return v
+
+    @property
+    def urls(self) -> list[str]:
+        """Every server of this engine, one-server or many."""
+        return list(self.base_urls) if self.base_urls else [self.base_url]  # type: ignore[list-item]
+
+
+class ServerAddress(_Strict):
+    host: str = "127.0.0.1"
+    port: int = Field(..., ge=1, le=65535)
+
+
+class VLLMEngine(_ServerPool):
+    """A `vllm serve` endpoint; optionally launched by the toolkit on 127.0.0.1 and health-checked.
+    Several servers of the same model (e.g. one per GPU) are listed under `servers` instead of
+    host/port; the toolkit does not launch those, start each yourself."""
 
     kind: Literal["vllm"] = "vllm"
     model: str = Field(..., description="Model id or local path given to `vllm serve`")
     host: str = "127.0.0.1"
     port: int = Field(8000, ge=1, le=65535)
+    servers: list[ServerAddress] | None = Field(
+        None, description="Several `vllm serve` instances of this model ({host, port} each), instead of host/port"
+    )
     launch: bool = Field(False, description="Start `vllm serve` ourselves (needs the vllm extra and a GPU)")
     serve_args: list[str] = Field(default_factory=list, description="Extra `vllm serve` arguments")
     api_key_env: str | None = None
@@ -78,9 +139,29 @@ class VLLMEngine(_Strict):
         False, description="True only if served with --enable-auto-tool-choice and a tool parser"
     )
 
+    @model_validator(mode="after")
+    def _servers_or_host_port(self) -> "VLLMEngine":
+        if self.servers is None:
+            return self
+        if {"host", "port"} & self.model_fields_set:
+            raise ValueError("give either host/port (one server) or servers (several), not both")
+        _check_urls(self.urls, "servers")
+        if self.launch:
+            raise ValueError(
+                "launch: true starts one `vllm serve`; with several servers start each yourself "
+                "(e.g. one per GPU with CUDA_VISIBLE_DEVICES) and set launch: false"
+            )
+        return self
+
     @property
     def base_url(self) -> str:
-        return f"http://{self.host}:{self.port}/v1"
+        """The first server (the only one unless `servers` lists several)."""
+        return self.urls[0]
+
+    @property
+    def urls(self) -> list[str]:
+        pairs = [(s.host, s.port) for s in self.servers] if self.servers else [(self.host, self.port)]
+        return [f"http://{h}:{p}/v1" for h, p in pairs]
 
 
 EngineSpec = Annotated[Union[EmbeddedEngine, OpenAIEngine, VLLMEngine], Field(discriminator="kind")]

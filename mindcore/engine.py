@@ -60,22 +60,26 @@ class Engines:
         return self
 
     def _start_engine(self, stack: ExitStack, name: str, spec: Any) -> Backend:
+        pool: dict[str, Any] = {}
         if isinstance(spec, EmbeddedEngine):
             server = stack.enter_context(EmbeddedServer(spec))
-            base_url, model, limit, kind = server.base_url, server.model_name, spec.parallel, "embedded"
+            urls, model, limit, kind = [server.base_url], server.model_name, spec.parallel, "embedded"
         elif isinstance(spec, VLLMEngine):
             if spec.launch:
                 stack.callback(VLLMProcess(spec).start().stop)
-            base_url, model, limit, kind = spec.base_url, spec.model, spec.max_concurrency, "vllm"
+            urls, model, limit, kind = spec.urls, spec.model, spec.max_concurrency, "vllm"
         elif isinstance(spec, OpenAIEngine):
-            base_url, model, limit, kind = spec.base_url, spec.model, spec.max_concurrency, "openai"
+            urls, model, limit, kind = spec.urls, spec.model, spec.max_concurrency, "openai"
         else:
             raise ConfigError(f"engines.{name}: unsupported engine kind {type(spec).__name__}")
+        if isinstance(spec, (VLLMEngine, OpenAIEngine)):
+            pool = {"failure_limit": spec.failure_limit, "cooldown_s": spec.cooldown_s}
         return OpenAIBackend(
             name,
-            base_url=base_url,
+            base_urls=urls,
             default_model=model,
             api_key_env=getattr(spec, "api_key_env", None),
+            # Per server: N servers of one engine take up to N x max_concurrency requests at once.
             max_concurrency=limit,
             timeout_s=spec.timeout_s,
             native_tools=spec.native_tools,
@@ -83,6 +87,7 @@ class Engines:
             structured_mode="vllm" if kind == "vllm" else getattr(spec, "structured_mode", "json_schema"),
             strict_schema=getattr(spec, "strict_schema", False),
             kind=kind,
+            **pool,
         )
 
     def close(self) -> None:

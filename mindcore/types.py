@@ -27,6 +27,10 @@ class ChatRequest:
     schema_name: str = "output"
     tools: list[dict[str, Any]] | None = None
     tool_choice: Any = None
+    # Requests sharing a key go to the same server of a multi-server engine while it is healthy and
+    # not much busier than the others, so its prefix cache stays warm (a session id is the natural
+    # key). Never sent on the wire.
+    affinity: str | None = None
 
 
 @dataclass
@@ -39,6 +43,7 @@ class RawReply:
     completion_tokens: int = 0
     cached_tokens: int = 0
     finish_reason: str | None = None
+    server: str | None = None  # base URL that answered, on engines with several servers
 
 
 @dataclass
@@ -105,10 +110,26 @@ class CallRecord:
     cached_tokens: int
     latency_s: float
     attempts: int = 1
+    server: str | None = None  # base URL that answered the call's last attempt, when known
+
+
+def _server_totals() -> dict[str, Any]:
+    return {"calls": 0, "failed": 0, "prompt_tokens": 0, "completion_tokens": 0, "cached_tokens": 0,
+            "latency_s": 0.0}
+
+
+def _add_to_server(s: dict[str, Any], r: CallRecord) -> None:
+    s["calls"] += 1
+    s["failed"] += 0 if r.ok else 1
+    s["prompt_tokens"] += r.prompt_tokens
+    s["completion_tokens"] += r.completion_tokens
+    s["cached_tokens"] += r.cached_tokens
+    s["latency_s"] = round(s["latency_s"] + r.latency_s, 3)
 
 
 class UsageLedger:
-    """Per-call token and latency accounting, summarised per role. Safe to use from threads."""
+    """Per-call token and latency accounting, summarised per role (and, inside each role, per server
+    under `servers`). Safe to use from threads."""
 
     def __init__(self) -> None:
         self._records: list[CallRecord] = []
@@ -146,7 +167,18 @@ class UsageLedger:
             s["completion_tokens"] += r.completion_tokens
             s["cached_tokens"] += r.cached_tokens
             s["latency_s"] = round(s["latency_s"] + r.latency_s, 3)
+            servers = s.setdefault("servers", {})
+            if r.server is not None:
+                _add_to_server(servers.setdefault(r.server, _server_totals()), r)
         return dict(out)
+
+    def by_server(self) -> dict[str, dict[str, Any]]:
+        """Usage per server across roles (records without a server are left out)."""
+        out: dict[str, dict[str, Any]] = {}
+        for r in self.records:
+            if r.server is not None:
+                _add_to_server(out.setdefault(r.server, _server_totals()), r)
+        return out
 
     def to_json(self) -> str:
         return json.dumps(self.summary(), indent=2, sort_keys=True)
