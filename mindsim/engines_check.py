@@ -133,7 +133,7 @@ async def aprobe_engine(engines: Engines, name: str, spec: Any, models: list[str
     """Probe one started engine. `models` are the model ids the recipe uses on it (checked against
     the server's list where it has one; the embedded server serves one file whatever the name)."""
     backend = engines.backend(name)
-    base_url = getattr(backend, "base_url", "") or getattr(spec, "base_url", "")
+    base_url = getattr(backend, "base_url", "")  # in-process test backends have none: nothing to ask
     h = EngineHealth(engine=name, kind=getattr(backend, "kind", spec.kind), base_url=base_url,
                      model=getattr(backend, "default_model", None) or getattr(spec, "model", None) or "default")
     if problem := missing_key(name, spec):

@@ -1,0 +1,247 @@
+"""Budgets fitted to schemas (mindsim.budgets) and the preflight before any stage (mindsim.preflight):
+refusal and raise-when-unset, exit classes for an unset key, an unreachable server, an unlisted model
+and a prompt larger than the context, and the all-failed helper."""
+
+from __future__ import annotations
+
+import json
+import socket
+import threading
+from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
+
+import pytest
+
+from mindcore.budget import RoleSchema, register_role_schema, worst_case_tokens
+from mindcore.config import EnginesConfig
+from mindcore.engine import Engines
+from mindcore.errors import ConfigError, EngineError, UserError
+from mindcore.recipe import Recipe
+from mindsim.budgets import commit_tool_schema, fit_budgets
+from mindsim.engines_check import check_engines
+from mindsim.preflight import EngineUnreachable, InfrastructureFailure, preflight, raise_if_all_failed
+
+UNSET_KEY = "MINDSIM_PREFLIGHT_TEST_KEY_NEVER_SET"
+
+
+def _recipe(roles, engines=None, **sections) -> Recipe:
+    return Recipe(name="t", engines=engines or {"local": {"kind": "embedded"}}, roles=roles, **sections)
+
+
+def _worst(schema_fn) -> int:
+    return worst_case_tokens(schema_fn()).tokens
+
+
+def _formulation() -> dict:
+    from profilegen.formulation import draft_model
+
+    return draft_model().model_json_schema()
+
+
+def _screen() -> dict:
+    from profilegen.screen import JudgeVerdict
+
+    return JudgeVerdict.model_json_schema()
+
+
+# -- budgets --------------------------------------------------------------------------------------
+def test_small_budget_is_refused_naming_role_schema_setting_and_minimum():
+    r = _recipe({"default": {"engine": "local", "max_tokens": 5000}, "screener": {"engine": "local", "max_tokens": 900}})
+    with pytest.raises(ConfigError) as info:
+        fit_budgets(r, r.engines_config(), {"profiles"})
+    msg = str(info.value)
+    assert "roles.screener.max_tokens is 900" in msg and "'screen'" in msg
+    assert f"at least {_worst(_screen)}" in msg and "profile_writer" not in msg
+
+
+def test_inherited_default_budget_is_refused_with_its_origin():
+    r = _recipe({"default": {"engine": "local", "max_tokens": 384}})
+    with pytest.raises(ConfigError, match=r"roles.default.max_tokens \(inherited by profile_writer\) is 384"):
+        fit_budgets(r, r.engines_config(), {"profiles"})
+
+
+def test_unset_budgets_are_raised_and_said():
+    r = _recipe({"default": {"engine": "local", "temperature": 0.3}})
+    cfg = r.engines_config()
+    report = fit_budgets(r, cfg, {"run"})
+    assert cfg.roles["profile_writer"].max_tokens == _worst(_formulation)
+    assert cfg.roles["profile_writer"].temperature == 0.3  # the rest of the inherited spec is kept
+    assert cfg.roles["patient"].max_tokens == _worst(commit_tool_schema)  # the larger of its two tools
+    assert "max_tokens" not in cfg.roles["default"].model_dump(exclude_none=True)
+    assert any("roles.profile_writer.max_tokens was unset; raised to" in n for n in report.notes)
+    # scenario_max_tokens is not in the recipe: its default (900) is below the worst case, so raised
+    assert report.section_overrides["simulation"]["scenario_max_tokens"] > 900
+    assert {ln.action for ln in report.lines} == {"raised"}
+    # the labeller only counts when validation.arc is on
+    assert "labeller" not in {ln.role for ln in report.lines}
+
+
+def test_explicit_stage_setting_below_worst_case_is_refused():
+    r = _recipe({"default": {"engine": "local"}}, simulation={"scenario_max_tokens": 900})
+    with pytest.raises(ConfigError, match=r"simulation.scenario_max_tokens is 900.*'Scenario'"):
+        fit_budgets(r, r.engines_config(), {"simulate"})
+
+
+def test_engine_tokenizer_lowers_the_minimum():
+    r = _recipe({"default": {"engine": "local"}})
+    report = fit_budgets(r, r.engines_config(), {"profiles"}, counters={"local": lambda text: 1})
+    line = next(ln for ln in report.lines if ln.role == "profile_writer")
+    assert line.worst_case < _worst(_formulation) and line.counted_with == "local tokenizer"
+
+
+def test_unbounded_schema_is_named_not_guessed():
+    from mindcore import budget
+
+    register_role_schema(RoleSchema("judge", "open-judgment", lambda: {
+        "type": "object", "properties": {"evidence": {"type": "string"}}}, frozenset({"judge"})))
+    try:
+        r = _recipe({"default": {"engine": "local", "max_tokens": 100}})
+        report = fit_budgets(r, r.engines_config(), {"judge"})
+    finally:
+        budget._REGISTRY.pop(("judge", "open-judgment"))
+    assert report.lines[0].action == "unbounded"
+    assert "evidence: string without maxLength" in report.notes[0]
+
+
+# -- preflight ------------------------------------------------------------------------------------
+def _probe_answers(req):
+    if req.response_schema is not None:
+        return {"mood": "fine", "calm": True}
+    return "Hello there."
+
+
+def test_preflight_on_fake_engine_passes_and_says_what_it_skipped(fake_engines):
+    engines, backend = fake_engines(_probe_answers)
+    r = _recipe({"default": {"engine": "local"}})
+    with engines:
+        report = preflight(r, engines, {"profiles"})
+    assert [h.engine for h in report.engines] == ["fake"] and report.engines[0].structured_ok
+    assert engines.config.roles["screener"].max_tokens == _worst(_screen)
+    assert any("not checked" in n for n in report.notes)  # the fake engine reports no context size
+    assert report.lines()
+
+
+def _closed_port() -> int:
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        return s.getsockname()[1]
+
+
+def test_unreachable_engine_is_an_engine_error_naming_it():
+    r = _recipe({"default": {"engine": "gone"}},
+                engines={"gone": {"kind": "openai", "base_url": f"http://127.0.0.1:{_closed_port()}/v1", "model": "m"}})
+    with Engines.from_config(r.engines_config()) as engines:
+        with pytest.raises(EngineUnreachable, match="engine 'gone'") as info:
+            preflight(r, engines, {"profiles"})
+    assert isinstance(info.value, EngineError) and not isinstance(info.value, UserError)
+
+
+def test_unset_key_variable_is_a_config_error_before_any_request(monkeypatch):
+    monkeypatch.delenv(UNSET_KEY, raising=False)
+    engines_section = {"api": {"kind": "openai", "base_url": f"http://127.0.0.1:{_closed_port()}/v1", "model": "m",
+                               "api_key_env": UNSET_KEY}}
+    r = _recipe({"default": {"engine": "api"}}, engines=engines_section)
+    with Engines.from_config(r.engines_config()) as engines:
+        with pytest.raises(ConfigError, match=f"environment variable {UNSET_KEY} is not set"):
+            preflight(r, engines, {"profiles"})
+    health = check_engines(r.engines_config())  # the same probe behind `mindsim engines check`
+    assert health[0].problem_kind == "config" and UNSET_KEY in health[0].problem
+
+
+class _VLLMLike:
+    """A loopback server shaped like `vllm serve`: /v1/models with max_model_len, /tokenize, and chat
+    completions that answer the probe."""
+
+    def __init__(self, model: str, max_model_len: int):
+        outer = self
+
+        class Handler(BaseHTTPRequestHandler):
+            def log_message(self, *args):
+                pass
+
+            def _send(self, obj, status=200):
+                data = json.dumps(obj).encode()
+                self.send_response(status)
+                self.send_header("Content-Type", "application/json")
+                self.send_header("Content-Length", str(len(data)))
+                self.end_headers()
+                self.wfile.write(data)
+
+            def do_GET(self):
+                if self.path == "/v1/models":
+                    self._send({"object": "list", "data": [{"id": model, "max_model_len": max_model_len}]})
+                else:
+                    self._send({"error": "no route"}, 404)
+
+            def do_POST(self):
+                body = json.loads(self.rfile.read(int(self.headers["Content-Length"])))
+                if self.path == "/tokenize":
+                    outer.tokenized += 1
+                    self._send({"count": max(1, len(body["prompt"]) // 4), "max_model_len": max_model_len})
+                    return
+                content = (json.dumps({"mood": "fine", "calm": True}) if body.get("response_format") else "Hi.")
+                self._send({"id": "x", "object": "chat.completion", "created": 0, "model": body["model"],
+                            "choices": [{"index": 0, "finish_reason": "stop",
+                                         "message": {"role": "assistant", "content": content}}],
+                            "usage": {"prompt_tokens": 1, "completion_tokens": 1, "total_tokens": 2}})
+
+        self.tokenized = 0
+        self.server = ThreadingHTTPServer(("127.0.0.1", 0), Handler)
+        self.server.daemon_threads = True
+        self.base_url = f"http://127.0.0.1:{self.server.server_address[1]}/v1"
+
+    def __enter__(self):
+        threading.Thread(target=self.server.serve_forever, daemon=True).start()
+        return self
+
+    def __exit__(self, *exc):
+        self.server.shutdown()
+        self.server.server_close()
+
+
+def _served_recipe(url: str, model: str, **sections) -> Recipe:
+    return _recipe({"default": {"engine": "gpu"}},
+                   engines={"gpu": {"kind": "openai", "base_url": url, "model": model}}, **sections)
+
+
+def test_model_not_listed_is_a_config_error_naming_the_fix():
+    with _VLLMLike("served-model", 32768) as srv:
+        r = _served_recipe(srv.base_url, "wanted-model")
+        with Engines.from_config(r.engines_config()) as engines:
+            with pytest.raises(ConfigError, match="does not list model.*wanted-model.*served-model.*engines.gpu.model"):
+                preflight(r, engines, {"profiles"})
+
+
+def test_prompt_larger_than_context_is_refused_and_fitting_one_passes():
+    small = {"turn_cap": 30, "message_max_tokens": 200}
+    with _VLLMLike("m", 4096) as srv:
+        r = _served_recipe(srv.base_url, "m", simulation=small)
+        with Engines.from_config(r.engines_config()) as engines:
+            with pytest.raises(ConfigError, match=r"role 'patient' on engine 'gpu'.*> 4096 \(max_model_len"):
+                preflight(r, engines, {"simulate"})
+    with _VLLMLike("m", 1_000_000) as srv:
+        r = _served_recipe(srv.base_url, "m", simulation=small)
+        with Engines.from_config(r.engines_config()) as engines:
+            report = preflight(r, engines, {"simulate"})
+        assert srv.tokenized > 0  # budgets and prompts were counted with the server's tokenizer
+    checked = {c.role: c for c in report.contexts}
+    assert {"patient", "counsellor", "scenario_writer", "memory_compactor"} <= set(checked)
+    assert all(c.fits for c in checked.values()) and checked["patient"].context_tokens == 1_000_000
+    assert all(ln.counted_with == "gpu tokenizer" for ln in report.budgets.lines)
+
+
+# -- after a stage --------------------------------------------------------------------------------
+def test_all_failed_for_infrastructure_raises_with_classes_and_counts():
+    rows = [{"profile_id": str(i), "stage": "formulation", "error": "TransportError: engine 'x': could not connect",
+             "retry_on_rerun": True} for i in range(3)]
+    rows.append({"profile_id": "9", "stage": "screen", "error": "EngineUnavailable: refused key", "retry_on_rerun": True})
+    with pytest.raises(InfrastructureFailure, match=r"all 4 candidates.*3 × TransportError, 1 × EngineUnavailable") as info:
+        raise_if_all_failed("profiles", rows)
+    assert isinstance(info.value, EngineError)
+    # not all failed, or a failure that is the model's answer: nothing to say
+    raise_if_all_failed("profiles", rows, attempted=8)
+    bad_json = {"profile_id": "5", "stage": "formulation", "error": "StructuredOutputError: EOF", "retry_on_rerun": False}
+    raise_if_all_failed("profiles", [*rows, bad_json])
+    raise_if_all_failed("profiles", [])
+    # rows without retry_on_rerun (the simulator's failed arcs) are judged by their class
+    with pytest.raises(InfrastructureFailure, match="2 × TransportError"):
+        raise_if_all_failed("simulate", [{"error": "TransportError: down"}] * 2)
