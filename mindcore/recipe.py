@@ -15,7 +15,7 @@ from mindcore.errors import ConfigError
 
 C = TypeVar("C", bound=BaseModel)
 
-STAGE_SECTIONS = ("profiles", "simulation", "validation", "output")
+STAGE_SECTIONS = ("profiles", "simulation", "validation", "judge", "output")
 
 
 class Recipe(BaseModel):
@@ -29,6 +29,9 @@ class Recipe(BaseModel):
     profiles: dict[str, Any] = Field(default_factory=dict)
     simulation: dict[str, Any] = Field(default_factory=dict)
     validation: dict[str, Any] = Field(default_factory=dict)
+    judge: dict[str, Any] | None = Field(
+        None, description="MHQR judge settings; when present, `mindsim run` judges every counsellor reply"
+    )
     output: dict[str, Any] = Field(default_factory=dict)
     path: str | None = Field(None, exclude=True)
 
@@ -41,7 +44,7 @@ class Recipe(BaseModel):
     def section(self, name: str, model: type[C]) -> C:
         """Validate one stage section with that stage's config model; errors name `section.field`."""
         try:
-            return model.model_validate(getattr(self, name))
+            return model.model_validate(getattr(self, name) or {})
         except ValidationError as exc:
             raise ConfigError(format_validation_error(exc, self.path or "recipe", prefix=name)) from exc
 

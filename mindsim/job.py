@@ -28,6 +28,8 @@ from mindcore.recipe import Recipe, load_recipe
 from mindsim.cards import build_dataset_folder
 from mindsim.config import SimulationConfig
 from mindsim.simulate import run_simulation
+from judge.config import JudgeConfig
+from judge.run import run_judging
 from profilegen.config import ProfilesConfig
 from profilegen.dataset import load_profiles
 from profilegen.pipeline import run_profiles
@@ -112,6 +114,7 @@ def run_job(recipe_path: Path, out_dir: Path, *, verbose: bool = False) -> JobSu
     scfg = recipe.section("simulation", SimulationConfig)
     vcfg = recipe.section("validation", ValidationConfig)
     ocfg = recipe.section("output", OutputConfig)
+    jcfg = recipe.section("judge", JudgeConfig) if recipe.judge is not None else None
     out_dir = Path(out_dir)
     info = _open_run(out_dir, recipe)
 
@@ -124,6 +127,10 @@ def run_job(recipe_path: Path, out_dir: Path, *, verbose: bool = False) -> JobSu
         console.rule("[bold]7 · validation")
         sims = _sims_by_counsellor(out_dir / "transcripts" / "transcripts.jsonl")
         compare(vcfg.reference, sims, out_dir / "validation", vcfg, engines=engines if vcfg.arc else None)
+        jsum = None
+        if jcfg is not None:
+            console.rule("[bold]8 · MHQR judge")
+            jsum = run_judging(out_dir, engines, jcfg)
         roles = engines.describe()
         backends = {name: engines.backend(name).describe() for name in recipe.engines}
         usage = engines.ledger.summary()
@@ -143,7 +150,7 @@ def run_job(recipe_path: Path, out_dir: Path, *, verbose: bool = False) -> JobSu
             "rates_note": "the shipped illustrative prior — not the paper's fitted rates"
             if pcfg.rates is None
             else f"fitted rates from {pcfg.rates}",
-            "prompt_hashes": _prompt_hashes(out_dir, vcfg.arc),
+            "prompt_hashes": {**_prompt_hashes(out_dir, vcfg.arc), **((jsum or {}).get("prompt_hashes") or {})},
             "schedule_settings": {
                 "sessions per patient": scfg.sessions,
                 "turn cap": scfg.turn_cap,
@@ -165,6 +172,9 @@ def run_job(recipe_path: Path, out_dir: Path, *, verbose: bool = False) -> JobSu
                 "failed arcs": len(ssum["failed_arcs"]),
                 "sessions the patient ended": ssum["ended_by_patient"],
                 "rejected move commits": ssum["rejected_commits"],
+                **({"judged replies (ok / failed)": f"{jsum['ok']} / {jsum['failed']}",
+                    "critical replies (listed for review in judgments/report.md)": jsum["critical"]}
+                   if jsum else {}),
             },
             "pool_verdicts": list(pcfg.pool_verdicts),
             "reference_is_mibot": reference_is_mibot,
@@ -182,6 +192,8 @@ def run_job(recipe_path: Path, out_dir: Path, *, verbose: bool = False) -> JobSu
         "sessions": out_dir / "sessions" / "sessions.parquet",
         "transcripts": out_dir / "transcripts" / "transcripts.jsonl",
         "validation report": out_dir / "validation" / "report.md",
+        "judgments": out_dir / "judgments" / "judgments.parquet",
+        "MHQR report": out_dir / "judgments" / "report.md",
         "dataset + card": dataset / "README.md",
         "provenance": out_dir / "run.json",
     }
