@@ -181,6 +181,12 @@ class CheckpointDir:
                 self.duplicates += 1
         return won
 
+    def first_copy(self, key: str, obj: Any) -> tuple[Any, bool]:
+        """`write_once`, then the copy that counts: (the stored object, whether it is ours). A caller
+        that lost must carry on with the stored copy, since later work may already be built on it."""
+        won = self.write_once(key, obj)
+        return (obj if won else self.read(key)), won
+
     def clean_temps(self, older_than_s: float = 3600.0) -> int:
         """Delete temp files left by killed writers (older than `older_than_s`, so a writer still
         running elsewhere keeps its own); returns how many were removed."""

@@ -60,6 +60,13 @@ def test_late_duplicate_in_one_process_is_discarded_and_counted(tmp_path):
     assert ckpt.read("k") == {"v": 5} and ckpt.duplicates == 2
 
 
+def test_first_copy_hands_the_loser_the_winners_copy(tmp_path):
+    ckpt = CheckpointDir(tmp_path)
+    assert ckpt.first_copy("scenario", {"text": "original"}) == ({"text": "original"}, True)
+    assert ckpt.first_copy("scenario", {"text": "retry"}) == ({"text": "original"}, False)
+    assert ckpt.duplicates == 1
+
+
 def test_write_once_formats_like_atomic_write_json(tmp_path):
     obj = {"b": [1, 2], "a": "é"}
     atomic_write_json(tmp_path / "x.json", obj)
