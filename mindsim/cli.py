@@ -35,6 +35,11 @@ def run_cmd(
     out_dir: Path = typer.Option(..., "--out", help="Output folder; rerunning with the same folder resumes"),
 ) -> None:
     """Run the main job: profiles → screening → pool → multi-session simulation → validation → dataset + card."""
+    from mindcore.recipe import load_recipe
+
+    # A missing or unreadable recipe is reported before the job's seconds of library imports;
+    # run_job loads it again and checks every section.
+    load_recipe(recipe)
     from mindsim.job import run_job
 
     summary = run_job(recipe, out_dir)
@@ -62,9 +67,10 @@ def engines_check_cmd(
     """Ping every engine the recipe names: model, latency and a structured-output round trip."""
     from mindcore.config import EnginesConfig
     from mindcore.recipe import load_recipe
-    from mindsim.engines_check import check_engines
 
     config = load_recipe(recipe).engines_config() if recipe else EnginesConfig()
+    from mindsim.engines_check import check_engines
+
     results = check_engines(config)
     table = Table(title=f"Engines in {recipe or 'default config'}")
     for col in ("engine", "kind", "endpoint", "model", "reply", "latency", "structured"):
@@ -137,7 +143,7 @@ def main(argv: list[str] | None = None) -> int:
     try:
         # standalone_mode=False: typer returns typer.Exit codes (and 130 for Ctrl-C inside a command)
         # instead of exiting; dropping this value once made every failing command exit 0.
-        code = app(args=argv, standalone_mode=False)
+        code = app(args=argv, standalone_mode=False, prog_name="mindsim")
     except UserError as exc:
         err.print(f"[red]error:[/] {escape(one_line(str(exc)))}")
         return 2

@@ -203,7 +203,7 @@ def load_transcripts(
     if no_patient == read:
         seen = ", ".join(sorted(roles)) or "none with text"
         raise InputError(
-            f"{origin}: none of its {read} conversations has a non-empty turn with patient role '{patient_role}' "
+            f"{origin}: no conversation of the {read} read has a non-empty turn by patient role '{patient_role}' "
             f"(roles present: {seen}); set --patient-role (validation.patient_role) to the patient's role"
         )
     return TranscriptSet(

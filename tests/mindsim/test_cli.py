@@ -33,3 +33,53 @@ def test_help_everywhere(argv, capsys):
 
 def test_usage_error_exits_2(capsys):
     assert main(["run"]) == 2
+
+
+# ---- exit codes kept, one line, no wrapping (issue 9)
+
+def test_typer_exit_codes_reach_the_caller(tmp_path, capsys):
+    """A command that exits through typer.Exit used to return 0 from main (standalone_mode=False)."""
+    missing = tmp_path / ("d" * 150) / "missing.jsonl"
+    assert main(["validate", "reference", str(missing), "--out", str(tmp_path / "r.parquet")]) == 2
+    err = capsys.readouterr().err
+    assert str(missing) in err and err.count("\n") == 1
+
+
+def test_run_with_failed_arcs_exits_1(tmp_path, capsys, monkeypatch):
+    import sys
+    import types
+
+    recipe = tmp_path / "r.yaml"
+    recipe.write_text("name: x\nengines:\n  local: {kind: embedded}\nroles:\n  default: {engine: local}\n")
+    summaries = iter([{"failed arcs": 3}, {"failed arcs": 0}])
+
+    def run_job(recipe_path, out_dir):
+        return types.SimpleNamespace(outputs={"provenance": out_dir / "run.json"}, info={"counts": next(summaries)})
+
+    # The job itself is exercised end to end in tests/test_exit_codes.py; here only run_cmd's verdict.
+    monkeypatch.setitem(sys.modules, "mindsim.job", types.SimpleNamespace(run_job=run_job))
+    assert main(["run", str(recipe), "--out", str(tmp_path / "o")]) == 1
+    err = capsys.readouterr().err.splitlines()
+    assert len(err) == 1 and "3 session arcs failed" in err[0] and "rerun the same command" in err[0]
+    assert main(["run", str(recipe), "--out", str(tmp_path / "o")]) == 0
+    assert capsys.readouterr().err == ""
+
+
+def test_usage_errors_are_one_line(capsys):
+    assert main(["run", "--bogus"]) == 2
+    err = capsys.readouterr().err.splitlines()
+    assert len(err) == 1 and "--bogus" in err[0] and "mindsim run --help" in err[0]
+
+
+def test_consoles_never_hard_wrap_or_colour_when_piped(monkeypatch, capsys):
+    from mindcore.console import err_console, one_line, out_console
+
+    monkeypatch.setenv("COLUMNS", "40")
+    path = "/tmp/" + "x" * 200 + "/transcripts.jsonl"
+    err_console().print(f"[red]error:[/] {path} not found; pass a JSONL file")
+    out_console().print(f"[bold]wrote[/] {path}")
+    captured = capsys.readouterr()
+    assert captured.err == f"error: {path} not found; pass a JSONL file\n"
+    assert captured.out == f"wrote {path}\n"
+    assert one_line("refusing to publish d:\n  - a.parquet: changed\n  - b.md: foreign") == (
+        "refusing to publish d: a.parquet: changed; b.md: foreign")
