@@ -95,8 +95,8 @@ def test_affinity_moves_only_when_home_is_a_whole_batch_busier():
     assert pool._choose("s1", set())[0] == 1 - first
     home.outstanding = 0
     assert pool._choose("s1", set())[0] == 1 - first
-    other.outstanding = 0
-    home.out_until = time.monotonic() + 60  # out of rotation: never chosen, even for its own keys
+    other.outstanding = 5  # busier, so only being out of rotation keeps the idle server from winning
+    home.out_until = time.monotonic() + 60  # out of rotation: not chosen even when it is the least busy
     assert pool._choose("s2", set())[0] == 1 - first
 
 
@@ -120,7 +120,8 @@ def test_server_refusing_connections_is_taken_out_without_failing_requests(caplo
         pool = backend(a, b, failure_limit=2, cooldown_s=30)
         b.stop()
         with caplog.at_level(logging.WARNING, logger="mindcore.backends"):
-            replies = asyncio.run(send(pool, [request(affinity=f"s{i % 3}" if i % 2 else None) for i in range(30)], in_flight=3))
+            reqs = [request(affinity=f"s{i % 3}" if i % 2 else None) for i in range(30)]
+            replies = asyncio.run(send(pool, reqs, in_flight=3))
         assert len(replies) == 30 and {r.server for r in replies} == {a.base_url}
         assert sum("taken out of rotation" in r.getMessage() for r in caplog.records) == 1
 
@@ -260,7 +261,8 @@ def test_recipe_fields(tmp_path):
     r = load("{kind: openai, model: m, base_urls: [http://h1:8000/v1, http://h2:8000/v1], cooldown_s: 5}")
     spec = r.engines_config().engines["a"]
     assert spec.urls == ["http://h1:8000/v1", "http://h2:8000/v1"] and spec.cooldown_s == 5
-    assert load("{kind: openai, model: m, base_url: http://h1/v1}").engines_config().engines["a"].urls == ["http://h1/v1"]
+    one = load("{kind: openai, model: m, base_url: http://h1/v1}").engines_config().engines["a"]
+    assert one.urls == ["http://h1/v1"] and one.base_urls is None
     with pytest.raises(ConfigError, match="not both"):
         load("{kind: openai, model: m, base_url: http://h/v1, base_urls: [http://h2/v1]}").engines_config()
     with pytest.raises(ConfigError, match="engines.a.base_url: required field is missing"):
