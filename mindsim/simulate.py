@@ -29,7 +29,7 @@ from mindcore.runner import progress_bar
 from mindsim.config import CounsellorBinding, SimulationConfig, counsellor_name
 from mindsim.patient import TurnFailed
 from mindsim.prompting import load_style_data
-from mindsim.records import RejectionCounts, ScenarioRecord, SessionRecord
+from mindsim.records import RejectionCounts, ScenarioRecord, SessionRecord, scenario_key
 from mindsim.schedule import Schedule, draw_schedule
 from mindsim.session import Roles, first_scenario_record, run_arc
 from profilegen.moves import load_vocabulary
@@ -128,7 +128,7 @@ class ScenarioStore:
             ) from exc
 
     def save(self, record: ScenarioRecord) -> None:
-        self.dir.write(f"{record.patient_id}-{record.seed}", record.model_dump(mode="json"))
+        self.dir.write(scenario_key(record.patient_id, record.seed), record.model_dump(mode="json"))
 
 
 def check_layout(out: Path) -> None:
