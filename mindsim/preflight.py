@@ -10,7 +10,7 @@ plainly when a whole stage failed for an infrastructure reason anyway.
    variable set, server answers, models listed, structured round trip, context per slot, tokenizer;
 3. fits the structured roles' token budgets to their schemas (`mindsim.budgets.fit_budgets`, counted
    with each engine's tokenizer where it serves one): too small → refused, unset → raised in place;
-4. checks that each role's largest prompt (estimated, see `mindsim.budgets`) plus its output budget
+4. checks that each role's largest prompt (estimated, see `mindsim.prompt_sizes`) plus its output budget
    fits the context one request can use (embedded: `ctx_per_slot`; vLLM: `max_model_len` from
    `/v1/models`; a llama.cpp server: `/props`; otherwise skipped, and the report says so).
 
@@ -33,8 +33,9 @@ from typing import Any, Iterable
 
 from mindcore.budget import PromptSize, Sizer, prompt_estimator, tokenizer_for
 from mindcore.errors import ConfigError, EngineError
-from mindsim.budgets import BudgetReport, EstimateInputs, expand_stages, fit_budgets
+from mindsim.budgets import BudgetReport, expand_stages, fit_budgets
 from mindsim.engines_check import EngineHealth, probe_started
+from mindsim.prompt_sizes import EstimateInputs
 
 STAGE_ROLES: dict[str, tuple[str, ...]] = {
     "profiles": ("profile_writer", "screener"),

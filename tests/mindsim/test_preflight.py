@@ -70,6 +70,10 @@ def test_unset_budgets_are_raised_and_said():
     assert any("roles.profile_writer.max_tokens was unset; raised to" in n for n in report.notes)
     # scenario_max_tokens is not in the recipe: its default (900) is below the worst case, so raised
     assert report.section_overrides["simulation"]["scenario_max_tokens"] > 900
+    from mindsim.config import SimulationConfig
+
+    scfg = report.apply("simulation", r.section("simulation", SimulationConfig))
+    assert scfg.scenario_max_tokens == report.section_overrides["simulation"]["scenario_max_tokens"]
     assert {ln.action for ln in report.lines} == {"raised"}
     # the labeller only counts when validation.arc is on
     assert "labeller" not in {ln.role for ln in report.lines}
