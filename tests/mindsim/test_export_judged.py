@@ -229,3 +229,30 @@ def test_dpo_command_over_http(run_dir, tmp_path, capsys):
         assert summary["pairs"] == 5 and summary["replies_asked"] == 10
         assert main(["export", "dpo", str(run_dir), "--out", str(out), "--recipe", str(recipe),
                      "--counsellor", "counsellor:nobody"]) == 2
+
+
+@pytest.mark.embedded
+def test_dpo_on_the_embedded_engine(embedded_engines, run_dir, tmp_path):
+    """SmolLM2-135M as counsellor and (definitions-only) judge on one turn: its verdicts mean nothing,
+    but every asked reply must come back judged or counted as failed, and any pair must have the shape."""
+    import asyncio
+
+    from judge.judging import Judge
+    from judge.rubric import load_rubric
+    from mindcore.io import CheckpointDir
+    from mindsim.export import dpo_pairs
+
+    one = tmp_path / "one"
+    (one / "sessions").mkdir(parents=True)
+    table = pq.read_table(run_dir / "sessions" / "sessions.parquet").to_pylist()
+    pq.write_table(pa.Table.from_pylist([r for r in table if r["session_id"] == "s_clean"]),
+                   one / "sessions" / "sessions.parquet")
+    counsellors = [("local", embedded_engines.role("counsellor"))]
+    the_judge = Judge("judge", embedded_engines.role("judge"), load_rubric(), full_rubric=False)
+    rows, summary = embedded_engines.run(
+        dpo_pairs(one, counsellors, the_judge, CheckpointDir(tmp_path / "cache"), k=2, turns=1, min_gap=0.5))
+    assert summary["turns_sampled"] == 1 and summary["replies_asked"] == 2
+    assert summary["pairs"] + sum(summary["skipped"].values()) == 1
+    for row in rows:
+        assert row["chosen_judgment"]["weight"] < row["rejected_judgment"]["weight"]
+        assert row["prompt"][0]["role"] == "system" and row["prompt"][-1]["role"] == "user"
