@@ -89,7 +89,7 @@ def load_judgments(run_dir: Path, judge: str) -> dict[tuple[str, int], dict[str,
     return mine
 
 
-def severity_weight(level: str) -> float:
+def severity_weight(level: str, option: str = "--max-severity") -> float:
     """Weight of a rubric severity id ('No concern' and 'no_concern' both read)."""
     from judge.rubric import load_rubric
 
@@ -97,7 +97,7 @@ def severity_weight(level: str) -> float:
     key = level.strip().lower().replace(" ", "_").replace("-", "_")
     weights = {s.id: s.weight for s in rubric.severities}
     if key not in weights:
-        raise InputError(f"--max-severity {level}: use one of {', '.join(weights)}")
+        raise InputError(f"{option} {level}: use one of {', '.join(weights)}")
     return weights[key]
 
 
@@ -408,7 +408,7 @@ def dpo_cmd(
             raise InputError(f"--counsellor {', '.join(sorted(unknown))}: not among the recipe's counsellors "
                              f"({', '.join(counsellor_name(b) for b in bindings)})")
         bindings = [b for b in bindings if counsellor_name(b) in counsellor]
-    limit = severity_weight(chosen_max)
+    limit = severity_weight(chosen_max, "--chosen-max")
 
     with Engines.from_config(engines_cfg) as engines:
         clients = [(counsellor_name(b), counsellor_client(engines, b)) for b in bindings]
