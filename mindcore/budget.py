@@ -4,9 +4,9 @@ against the longest answer its schema allows before any call is made (issue 9, i
 A grammar-constrained engine can only stop early, never late: if the budget covers the longest JSON
 the schema admits, no answer can be cut off mid-string. The bound is built from the schema alone:
 
-- literal text (key names, JSON punctuation, `enum` and `const` values, `true`/`false`/`null`, the
-  whitespace of an indented layout) is counted with the engine's own tokenizer when it serves one
-  (llama.cpp and vLLM answer `POST /tokenize`), else as its UTF-8 bytes;
+- literal text (key names, JSON punctuation, `enum` and `const` values, `true`/`false`/`null`) is
+  counted with the engine's own tokenizer when it serves one (llama.cpp and vLLM answer
+  `POST /tokenize`), else as its UTF-8 bytes;
 - free text (a string's content up to `maxLength` characters) is counted at
   `CONTENT_TOKENS_PER_CHAR` = 1 token per character, whichever counter is used;
 - numbers are counted per character of the longest literal llama.cpp's JSON grammar admits.
@@ -18,10 +18,10 @@ made of non-ASCII characters (up to 4 bytes each) or JSON escapes (`\\u00e9` is 
 counted character) can take more tokens than characters; the grammar allows both. Literals counted by
 a tokenizer assume the model writes them in the tokenizer's own split (a model trained on that
 tokenizer does); one that spelled key names byte by byte could exceed that part of the count.
-Whitespace: llama.cpp's grammar allows a gap (`"\n"{1,2} [ \t]{0,20}`) after `{`, `[`, `,`, `:`, each key
+Whitespace: llama.cpp's grammar allows a gap (`"\\n"{1,2} [ \\t]{0,20}`) after `{`, `[`, `,`, `:`, each key
 and each value. Each gap inside the answer is counted as `GAP_TOKENS` = 2 tokens, whichever counter is
-used: in our probes SmolLM2 wrote at most 2 whitespace tokens in any gap inside an answer (often "\n",
-"\n", split non-canonically), while it did run the gap after the closing brace to the grammar's cap of
+used: in our probes SmolLM2 wrote at most 2 whitespace tokens in any gap inside an answer (often "\\n",
+"\\n", split non-canonically), while it did run the gap after the closing brace to the grammar's cap of
 22 characters — that one is not counted, because the JSON is already complete when it starts. A model
 that padded every inner gap to 22 characters could exceed this part of the bound.
 Every string adds one token for the quote/content boundary, and every answer one for end-of-turn.
@@ -29,7 +29,16 @@ Every string adds one token for the quote/content boundary, and every answer one
 Whether a server's grammar actually enforces `maxLength` is an engine property, not a schema one:
 measured on the embedded llama.cpp (xllamacpp) with SmolLM2-135M, see
 `tests/mindcore/test_budget.py::test_embedded_tokenizer_and_maxlength_grammar` — a `maxLength: 10`
-string asked to hold a long sentence came back with at most 10 characters.
+string asked to hold a long story came back with at most 10 characters (3 of 3 seeds). The same
+probes show why literals are not safe at the tokenizer's count: the model's tokens under a grammar
+are not the tokenizer's split (" h", "ul" for " hul"; "\\n", "\\n" for "\\n\\n"), and a 32-character
+answer took 41 completion tokens, 22 of them whitespace around and after the JSON. The tokenizer's
+count of literals is kept anyway because the content term has far more slack than the literals can
+eat: it charges one token per character where the model's English runs near 4 characters per token
+(a screener answer: 1,237 characters in 330 tokens), while literals are about a ninth of the bound
+(formulation: 312 of 2,765 tokens with SmolLM2's tokenizer; 692 of 3,145 by bytes). Only an answer whose
+every string is written one character per token and whose literals are split byte by byte would pass
+the tokenizer-counted bound; the byte bound covers even that.
 
 A string without `maxLength` (or an array without `maxItems`, an object open to any keys, a `$ref`
 cycle) makes the worst case unbounded; it is reported by path, never guessed.
