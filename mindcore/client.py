@@ -128,6 +128,7 @@ class RoleClient:
             totals.completion_tokens += raw.completion_tokens
             totals.cached_tokens += raw.cached_tokens
             totals.content = raw.content
+            totals.server = raw.server
             try:
                 value = parse(raw)
             except (ValidationError, ValueError) as exc:
@@ -218,6 +219,7 @@ class RoleClient:
                 cached_tokens=raw.cached_tokens,
                 latency_s=latency,
                 attempts=attempts,
+                server=raw.server,
             )
         )
 

@@ -223,6 +223,9 @@ def test_engines_from_config_spread_a_role_over_base_urls():
         assert his == [0, 3]  # the session stayed on one server
         assert a.served() + b.served() == 7 and len(both) == 4
         assert engines.backend("pool").describe()["base_urls"] == [a.base_url, b.base_url]
+        # Through RoleClient, each call's server reaches the run's ledger (run.json's usage).
+        servers = engines.ledger.summary()["patient"]["servers"]
+        assert sum(v["calls"] for v in servers.values()) == 7 and set(servers) <= {a.base_url, b.base_url}
 
 
 def test_zero_cap_server_is_never_used():
