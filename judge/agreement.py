@@ -366,115 +366,6 @@ def judge_issues(j: JudgeView, annotations: list[Annotation], by_reply, vocab: V
             "pooled_by_annotated_level": by_level}
 
 
-# -- counsellor ranking (Table 3) -------------------------------------------------------------------
-
-
-@dataclass
-class Units:
-    """Annotator units (session × annotator) of one counsellor-labelled annotation set."""
-
-    counsellor: dict[tuple[str, str], str]
-    replies: dict[tuple[str, str], list[tuple[str, int]]]
-    score: dict[tuple[str, str], float]  # the annotator's MHQR of the unit
-
-
-def build_units(annotations: list[Annotation], counsellor_of: dict[tuple[str, int], str], vocab: Vocabulary) -> Units:
-    replies: dict[tuple[str, str], list] = defaultdict(list)
-    weights: dict[tuple[str, str], list[float]] = defaultdict(list)
-    for a in annotations:
-        u = (a.reply[0], a.annotator)
-        replies[u].append(a.reply)
-        weights[u].append(vocab.weights[a.level])
-    return Units({u: counsellor_of[u[0]] for u in replies}, dict(replies),
-                 {u: float(np.mean(w)) for u, w in weights.items()})
-
-
-def judge_unit_scores(j: JudgeView, units: Units, vocab: Vocabulary) -> dict[tuple[str, str], float]:
-    """The judge's MHQR of each unit, over the same replies the annotator saw (failed judgments left out)."""
-    out = {}
-    for u, replies in units.replies.items():
-        w = [vocab.weights[j.level[r]] for r in replies if j.level[r] >= 0]
-        if w:
-            out[u] = float(np.mean(w))
-    return out
-
-
-def counsellor_scores(unit_scores: dict[tuple[str, str], float], units: Units, keep=lambda u: True) -> dict[str, float]:
-    by: dict[str, list[float]] = defaultdict(list)
-    for u, s in unit_scores.items():
-        if keep(u):
-            by[units.counsellor[u]].append(s)
-    return {c: float(np.mean(v)) for c, v in sorted(by.items())}
-
-
-def _same_ranking(a: dict[str, float], b: dict[str, float]) -> bool:
-    names = sorted(a)
-    return sorted(b) == names and stats.ranks(a, names) == stats.ranks(b, names)
-
-
-def bootstrap(units: Units, judges: dict[str, dict], draws: int, seed: int) -> dict[str, Any]:
-    """Resample sessions with replacement within each counsellor; per draw compare rankings.
-
-    Annotators: share of draws whose pooled ranking equals the one on all units. Judge: share of draws in
-    which the judge's ranking equals the pooled annotators' ranking on the same draw."""
-    rng = np.random.default_rng(seed)
-    names = sorted(set(units.counsellor.values()))
-    full = counsellor_scores(units.score, units)
-    scorers = {"annotators": units.score, **judges}
-    per_counsellor = {}
-    for c in names:
-        sessions = sorted({u[0] for u, cc in units.counsellor.items() if cc == c})
-        sums = {k: np.zeros(len(sessions)) for k in scorers}
-        counts = {k: np.zeros(len(sessions)) for k in scorers}
-        pos = {s: i for i, s in enumerate(sessions)}
-        for k, sc in scorers.items():
-            for u, v in sc.items():
-                if units.counsellor[u] == c:
-                    sums[k][pos[u[0]]] += v
-                    counts[k][pos[u[0]]] += 1
-        idx = rng.integers(0, len(sessions), size=(draws, len(sessions)))
-        per_counsellor[c] = {}
-        for k in scorers:
-            n = counts[k][idx].sum(axis=1)
-            # A draw holding no unit the judge could score has no score: NaN never equals a ranking.
-            per_counsellor[c][k] = np.where(n > 0, sums[k][idx].sum(axis=1) / np.maximum(n, 1), np.nan)
-    def ranking(k: str, b: int) -> dict[str, float]:
-        return {c: float(per_counsellor[c][k][b]) for c in names}
-    out = {"draws": draws, "seed": seed,
-           "annotators": float(np.mean([_same_ranking(ranking("annotators", b), full) for b in range(draws)]))}
-    for k in judges:
-        out[k] = float(np.mean([_same_ranking(ranking(k, b), ranking("annotators", b)) for b in range(draws)]))
-    return out
-
-
-def ranking_block(annotations, judges: dict[str, JudgeView], counsellor_of, vocab, draws: int, seed: int) -> dict[str, Any]:
-    units = build_units(annotations, counsellor_of, vocab)
-    annotators = sorted({a.annotator for a in annotations})
-    pooled_scores = counsellor_scores(units.score, units)
-    out: dict[str, Any] = {"units": len(units.score), "pooled": pooled_scores, "annotators": {}, "judges": {}}
-    for name in annotators:
-        own = counsellor_scores(units.score, units, lambda u: u[1] == name)
-        out["annotators"][name] = {"scores": own, "tau_b_vs_pooled": stats.tau_b(own, pooled_scores)}
-    judge_units = {n: judge_unit_scores(j, units, vocab) for n, j in judges.items()}
-    for n, ju in judge_units.items():
-        js = counsellor_scores(ju, units)
-        matched, per = 0, {}
-        for name in annotators:
-            own = out["annotators"][name]["scores"]
-            theirs = counsellor_scores(ju, units, lambda u: u[1] == name)
-            same = len(own) >= 2 and _same_ranking(theirs, own)
-            matched += same
-            per[name] = {"tau_b": stats.tau_b(theirs, own), "reproduced": same}
-        out["judges"][n] = {"scores": js, "tau_b": stats.tau_b(js, pooled_scores), "matched": matched,
-                            "of": len(annotators), "per_annotator": per}
-    if len(pooled_scores) >= 2 and draws > 0:
-        boot = bootstrap(units, judge_units, draws, seed)
-        out["bootstrap"] = boot
-        for n in judges:
-            out["judges"][n]["bootstrap"] = boot[n]
-    return out
-
-
 # -- the report -------------------------------------------------------------------------------------
 
 
@@ -502,7 +393,7 @@ def compute(annotations: list[Annotation], judges: dict[str, JudgeView], vocab: 
     if missing:
         report["ranking"] = {"skipped": f"counsellor unknown for {len(missing)} sessions (give --key or --judgments)"}
     else:
-        report["ranking"] = ranking_block(annotations, judges, counsellor_of, vocab, draws, seed)
+        report["ranking"] = stats.ranking_block(annotations, judges, counsellor_of, vocab.weights, draws, seed)
     return report
 
 

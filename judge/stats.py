@@ -1,15 +1,21 @@
-"""Agreement statistics that neither scipy nor scikit-learn provide (MindEval2 §3.4, Tables 2, 7 and 9):
-Kendall's coefficient of concordance W with the tie correction, and Fleiss' κ for several raters.
+"""Agreement statistics for the clinician study (MindEval2 §3.4, Tables 2, 3, 7, 9 and 10), as pure
+functions of stored labels.
 
-Both are pure functions over plain arrays. They return NaN where the statistic is undefined (every
-rater gives every item the same value; a single category in use), so callers report "undefined"
-instead of a misleading 0 or 1.
+- Kendall's coefficient of concordance W with the tie correction, and Fleiss' κ: neither scipy nor
+  scikit-learn has them, so they are written here and tested against worked examples. They return NaN
+  where the statistic is undefined (every rater gives every item the same value; one category in use).
+- Thin wrappers over scikit-learn (weighted and binary Cohen κ, F1) and scipy (Kendall's τ_b) that
+  turn undefined values into None, so reports say "undefined" instead of a misleading 0 or 1.
+- The counsellor ranking against clinicians: MHQR per unit (one annotator's replies of one session),
+  per counsellor, and the session bootstrap of ranking stability.
 """
 
 from __future__ import annotations
 
 import math
-from typing import Sequence
+from collections import defaultdict
+from dataclasses import dataclass
+from typing import Any, Sequence
 
 import numpy as np
 from scipy.stats import rankdata
@@ -164,3 +170,115 @@ def tau_b(a: dict[str, float], b: dict[str, float]) -> float | None:
     if len(names) < 2:
         return None
     return _defined(kendalltau([a[n] for n in names], [b[n] for n in names]).statistic)
+
+
+# -- counsellor ranking against clinicians (Table 3) -------------------------------------------------------------------
+
+
+@dataclass
+class Units:
+    """Annotator units (session × annotator) of one counsellor-labelled annotation set."""
+
+    counsellor: dict[tuple[str, str], str]
+    replies: dict[tuple[str, str], list[tuple[str, int]]]
+    score: dict[tuple[str, str], float]  # the annotator's MHQR of the unit
+
+
+def build_units(annotations: Sequence[Any], counsellor_of: dict[str, str], weights: Sequence[float]) -> Units:
+    replies: dict[tuple[str, str], list] = defaultdict(list)
+    per_unit: dict[tuple[str, str], list[float]] = defaultdict(list)
+    for a in annotations:
+        u = (a.reply[0], a.annotator)
+        replies[u].append(a.reply)
+        per_unit[u].append(weights[a.level])
+    return Units({u: counsellor_of[u[0]] for u in replies}, dict(replies),
+                 {u: float(np.mean(w)) for u, w in per_unit.items()})
+
+
+def judge_unit_scores(j: Any, units: Units, weights: Sequence[float]) -> dict[tuple[str, str], float]:
+    """The judge's MHQR of each unit, over the same replies the annotator saw (failed judgments left out)."""
+    out = {}
+    for u, replies in units.replies.items():
+        w = [weights[j.level[r]] for r in replies if j.level[r] >= 0]
+        if w:
+            out[u] = float(np.mean(w))
+    return out
+
+
+def counsellor_scores(unit_scores: dict[tuple[str, str], float], units: Units, keep=lambda u: True) -> dict[str, float]:
+    by: dict[str, list[float]] = defaultdict(list)
+    for u, s in unit_scores.items():
+        if keep(u):
+            by[units.counsellor[u]].append(s)
+    return {c: float(np.mean(v)) for c, v in sorted(by.items())}
+
+
+def _same_ranking(a: dict[str, float], b: dict[str, float]) -> bool:
+    names = sorted(a)
+    return sorted(b) == names and ranks(a, names) == ranks(b, names)
+
+
+def bootstrap(units: Units, judges: dict[str, dict], draws: int, seed: int) -> dict[str, Any]:
+    """Resample sessions with replacement within each counsellor; per draw compare rankings.
+
+    Annotators: share of draws whose pooled ranking equals the one on all units. Judge: share of draws in
+    which the judge's ranking equals the pooled annotators' ranking on the same draw."""
+    rng = np.random.default_rng(seed)
+    names = sorted(set(units.counsellor.values()))
+    full = counsellor_scores(units.score, units)
+    scorers = {"annotators": units.score, **judges}
+    per_counsellor = {}
+    for c in names:
+        sessions = sorted({u[0] for u, cc in units.counsellor.items() if cc == c})
+        sums = {k: np.zeros(len(sessions)) for k in scorers}
+        counts = {k: np.zeros(len(sessions)) for k in scorers}
+        pos = {s: i for i, s in enumerate(sessions)}
+        for k, sc in scorers.items():
+            for u, v in sc.items():
+                if units.counsellor[u] == c:
+                    sums[k][pos[u[0]]] += v
+                    counts[k][pos[u[0]]] += 1
+        idx = rng.integers(0, len(sessions), size=(draws, len(sessions)))
+        per_counsellor[c] = {}
+        for k in scorers:
+            n = counts[k][idx].sum(axis=1)
+            # A draw holding no unit the judge could score has no score: NaN never equals a ranking.
+            per_counsellor[c][k] = np.where(n > 0, sums[k][idx].sum(axis=1) / np.maximum(n, 1), np.nan)
+    def ranking(k: str, b: int) -> dict[str, float]:
+        return {c: float(per_counsellor[c][k][b]) for c in names}
+    out = {"draws": draws, "seed": seed,
+           "annotators": float(np.mean([_same_ranking(ranking("annotators", b), full) for b in range(draws)]))}
+    for k in judges:
+        out[k] = float(np.mean([_same_ranking(ranking(k, b), ranking("annotators", b)) for b in range(draws)]))
+    return out
+
+
+def ranking_block(annotations: Sequence[Any], judges: dict[str, Any], counsellor_of: dict[str, str],
+                  weights: Sequence[float], draws: int, seed: int) -> dict[str, Any]:
+    """Table 3: MHQR per counsellor from the pooled annotators, each annotator and each judge on the same
+    units; τ_b, reproduced annotator rankings and bootstrap stability."""
+    units = build_units(annotations, counsellor_of, weights)
+    annotators = sorted({a.annotator for a in annotations})
+    pooled_scores = counsellor_scores(units.score, units)
+    out: dict[str, Any] = {"units": len(units.score), "pooled": pooled_scores, "annotators": {}, "judges": {}}
+    for name in annotators:
+        own = counsellor_scores(units.score, units, lambda u: u[1] == name)
+        out["annotators"][name] = {"scores": own, "tau_b_vs_pooled": tau_b(own, pooled_scores)}
+    judge_units = {n: judge_unit_scores(j, units, weights) for n, j in judges.items()}
+    for n, ju in judge_units.items():
+        js = counsellor_scores(ju, units)
+        matched, per = 0, {}
+        for name in annotators:
+            own = out["annotators"][name]["scores"]
+            theirs = counsellor_scores(ju, units, lambda u: u[1] == name)
+            same = len(own) >= 2 and _same_ranking(theirs, own)
+            matched += same
+            per[name] = {"tau_b": tau_b(theirs, own), "reproduced": same}
+        out["judges"][n] = {"scores": js, "tau_b": tau_b(js, pooled_scores), "matched": matched,
+                            "of": len(annotators), "per_annotator": per}
+    if len(pooled_scores) >= 2 and draws > 0:
+        boot = bootstrap(units, judge_units, draws, seed)
+        out["bootstrap"] = boot
+        for n in judges:
+            out["judges"][n]["bootstrap"] = boot[n]
+    return out
