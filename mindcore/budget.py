@@ -57,6 +57,8 @@ import urllib.request
 from dataclasses import dataclass, field
 from typing import Any, Callable
 
+from mindcore.errors import TransportError
+
 TokenCounter = Callable[[str], int]
 
 CONTENT_TOKENS_PER_CHAR = 1.0
@@ -315,9 +317,12 @@ class ServerTokenizer:
 
     def __call__(self, text: str) -> int:
         if text not in self._cache:
-            data = self._post(text)
-            n = data.get("count")
-            self._cache[text] = int(n) if isinstance(n, int) else len(data["tokens"])
+            try:
+                data = self._post(text)
+                n = data.get("count")
+                self._cache[text] = int(n) if isinstance(n, int) else len(data["tokens"])
+            except (OSError, ValueError, KeyError, TypeError) as exc:
+                raise TransportError(f"tokenizer at {self.url} stopped answering ({exc}); is the server still up?") from exc
         return self._cache[text]
 
 

@@ -18,7 +18,7 @@ from typing import Any
 
 from pydantic import BaseModel, Field
 
-from mindcore.budget import tokenizer_for
+from mindcore.budget import tokenizer_for, worst_case_tokens
 from mindcore.config import EmbeddedEngine, EnginesConfig, OpenAIEngine, RoleSpec, VLLMEngine
 from mindcore.engine import Engines
 from mindcore.errors import MindsimError, UserError
@@ -140,7 +140,9 @@ async def aprobe_engine(engines: Engines, name: str, spec: Any, models: list[str
         h.problem, h.problem_kind, h.hints = problem, "config", _hints(spec)
         return h
     probe_role = f"counsellor:__check_{name}"
-    engines.config.roles[probe_role] = RoleSpec(engine=name, temperature=0.0, max_tokens=48, max_attempts=2)
+    # The probe's own budget is its schema's worst case: a cut-off probe would blame a healthy engine.
+    budget = worst_case_tokens(_Probe.model_json_schema()).tokens
+    engines.config.roles[probe_role] = RoleSpec(engine=name, temperature=0.0, max_tokens=budget, max_attempts=2)
     try:
         client = engines.role(probe_role)
         t0 = time.monotonic()
