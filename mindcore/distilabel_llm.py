@@ -52,7 +52,11 @@ class MindcoreLLM(AsyncLLM):
         w = self.wire
         backend = OpenAIBackend(
             w["engine"],
-            base_url=w["base_url"],
+            base_url=None if w.get("base_urls") else w["base_url"],
+            base_urls=w.get("base_urls"),
+            server_caps=w.get("server_caps"),
+            failure_limit=w.get("failure_limit", 3),
+            cooldown_s=w.get("cooldown_s", 30.0),
             default_model=w["model"],
             api_key_env=w.get("api_key_env"),
             max_concurrency=w.get("max_concurrency", 4),

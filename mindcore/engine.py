@@ -154,6 +154,10 @@ class Engines:
             "engine": b.name,
             "kind": b.kind,
             "base_url": b.base_url,
+            # Every server of the engine, so a distilabel worker spreads its calls as the parent would.
+            "base_urls": list(b.base_urls),
+            "failure_limit": b.failure_limit,
+            "cooldown_s": b.cooldown_s,
             "model": client.model,
             "api_key_env": b.api_key_env,
             "max_concurrency": b.max_concurrency,

@@ -35,3 +35,18 @@ def test_pipeline_with_structured_output(embedded_engines, tmp_path, monkeypatch
     for row in rows:
         Colour.model_validate(json.loads(row["generation"]))
         assert row["model_name"] == embedded_engines.role("profile_writer").model
+
+
+def test_distilabel_workers_get_every_server_of_an_engine():
+    from mindcore.config import EnginesConfig, OpenAIEngine, RoleSpec
+    from mindcore.distilabel_llm import MindcoreLLM
+    from mindcore.engine import Engines
+
+    urls = ["http://127.0.0.1:9/v1", "http://127.0.0.1:10/v1"]
+    cfg = EnginesConfig(engines={"pool": OpenAIEngine(base_urls=urls, model="m", cooldown_s=7)},
+                        roles={"default": RoleSpec(engine="pool")})
+    with Engines.from_config(cfg) as engines:
+        wire = engines.wire_spec("profile_writer")
+    llm = MindcoreLLM(wire=wire)
+    llm.load()
+    assert llm._backend.base_urls == urls and llm._backend.cooldown_s == 7
