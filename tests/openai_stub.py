@@ -165,7 +165,11 @@ class OpenAIStub:
                 except json.JSONDecodeError:
                     self._send(400, {"error": {"message": "request body is not JSON"}})
                     return
-                self._send(*stub._completion(body))
+                status, reply = stub._completion(body)
+                try:
+                    self._send(status, reply)
+                except (BrokenPipeError, ConnectionResetError):
+                    pass  # the client gave up (its timeout, the Ctrl-C test): nobody is left to answer
 
         return Handler
 
