@@ -378,3 +378,15 @@ def test_publish_network_failure_exits_1(tmp_path):
     assert proc.returncode == 1, proc.stderr
     line = error_line(proc, only_line=False)  # the dry-run part prints `datasets` progress on stderr
     assert "someone/tiny" in line and "rerun" in line and "hf_test_not_a_secret_000" not in proc.stderr + proc.stdout
+
+
+@pytest.mark.parametrize("behaviour, expected", [(always_status(400), "engine error: engine 'stub'"),
+                                                 (always_text("{not json"), "error: arc labelling failed for every patient turn")],
+                         ids=["http-400", "invalid-json"])
+def test_validate_with_a_failing_labeller_exits_1(behaviour, expected, openai_stub, files):
+    stub = openai_stub(behaviour)
+    recipe = _stub_recipe(files.root / "r.yaml", stub.base_url, [])
+    proc = mindsim("validate", "reference", files.good, "--out", files.root / "r.parquet", "--arc", "--recipe", recipe,
+                   cwd=files.root)
+    assert proc.returncode == 1, proc.stderr
+    assert error_line(proc).startswith(expected)

@@ -82,6 +82,21 @@ def reference_cmd(
         f"{c['patient_turns']} patient turns ({c['skipped_no_patient_turn']} skipped without a patient turn)"
         + (f"; arc labels: {c.get('arc_labelled_turns', 0)} ok, {c.get('arc_failed_turns', 0)} failed" if config.arc else "")
     )
+    _fail_if_no_arc_label({measured.name: c}, out)
+
+
+def _fail_if_no_arc_label(counts: dict[str, dict], out: Path) -> None:
+    """Exit 1 when arc labelling was asked for and not one turn of a source got a label: the labeller
+    engine failed at run time (every answer invalid), which a CI gate must see. Some failed turns
+    among good ones are counted in the output, exit 0."""
+    dead = [name for name, c in counts.items() if c.get("arc_failed_turns") and not c.get("arc_labelled_turns")]
+    if dead:
+        _err.print(
+            f"[red]error:[/red] arc labelling failed for every patient turn of {escape(', '.join(dead))} "
+            f"(counts in {escape(str(out))}); check the labeller role's engine with `mindsim engines check`, "
+            f"or run without --arc"
+        )
+        raise typer.Exit(1)
 
 
 def _parse_sims(sims: list[str]) -> dict[str, str]:
@@ -135,6 +150,7 @@ def compare_cmd(
     for warning in report["warnings"]:
         _err.print(f"[yellow]warning:[/yellow] {escape(one_line(warning))}")
     typer.echo(f"wrote {out / 'report.md'} and {out / 'report.json'}")
+    _fail_if_no_arc_label(report["counts"], out / "report.json")
 
 
 if __name__ == "__main__":
