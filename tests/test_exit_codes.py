@@ -37,7 +37,7 @@ from openai_stub import OpenAIStub, Reply, always_status, always_text, by_model,
 
 MINDSIM = shutil.which("mindsim")
 # Not a terminal (pipes) and a narrow declared width: the worst case for rich's hard wrapping.
-ENV = {**os.environ, "COLUMNS": "40", "HF_HUB_OFFLINE": "0", "PYTHONWARNINGS": "ignore"}
+ENV = {**os.environ, "COLUMNS": "40", "HF_HUB_OFFLINE": "0"}
 ENV.pop("FORCE_COLOR", None)
 
 CONVERSATION = {"id": "c1", "messages": [
