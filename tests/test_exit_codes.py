@@ -119,6 +119,8 @@ def _needs(change: str):
 RECIPE_DECODE = "mindcore/recipe.py load_recipe: UnicodeDecodeError -> ConfigError naming the file"
 RATES_DECODE = "profilegen/rates.py read_table: undecodable CSV/JSONL and bad parquet -> InputError naming the file"
 EXPORT_PARQUET = "mindsim/export.py load_sessions: unreadable sessions.parquet -> InputError naming the file"
+READ_JSONL = "mindcore/io.py read_jsonl: UnicodeDecodeError / binary file -> InputError naming the file"
+JUDGE_PARQUET = "judge run: unreadable sessions.parquet -> InputError naming the file"
 
 
 @dataclass
@@ -201,6 +203,23 @@ CASES = {
     "run/wrong-field": Case(lambda f: ["run", f.recipe_typo, "--out", f.root / "o"], 2, lambda f: "profiles.candidatez"),
     "run/bad-option": Case(lambda f: ["run", f.recipe_ok, "--out", f.root / "o", "--bogus"], 2, lambda f: "--bogus"),
     "run/missing-argument": Case(lambda f: ["run"], 2, lambda f: "'recipe'"),
+    # mindsim judge (the judge package's own commands)
+    "judge-run/missing": Case(lambda f: ["judge", "run", f.root / "no-run"], 2, lambda f: str(f.root / "no-run")),
+    "judge-run/malformed": Case(lambda f: ["judge", "run", f.root, "--sessions", f.malformed], 2, lambda f: str(f.malformed)),
+    "judge-run/empty": Case(lambda f: ["judge", "run", f.root, "--sessions", f.empty], 2, lambda f: str(f.empty)),
+    "judge-run/binary": pytest.param(Case(lambda f: ["judge", "run", f.root, "--sessions", f.binary], 2, lambda f: str(f.binary)),
+                                     marks=_needs(READ_JSONL)),
+    "judge-run/corrupt": pytest.param(Case(lambda f: ["judge", "run", f.run_corrupt], 2, lambda f: str(f.run_corrupt)),
+                                      marks=_needs(JUDGE_PARQUET)),
+    "judge-run/bad-option": Case(lambda f: ["judge", "run", f.root, "--bogus"], 2, lambda f: "--bogus"),
+    "judge-sample/missing": Case(lambda f: ["judge", "sample", f.root / "no-run", "--n", "3", "--out", f.root / "s.jsonl"], 2,
+                                 lambda f: str(f.root / "no-run")),
+    "judge-sample/corrupt": Case(lambda f: ["judge", "sample", f.run_corrupt, "--n", "3", "--out", f.root / "s.jsonl"], 2,
+                                 lambda f: str(f.run_corrupt / "sessions" / "sessions.parquet")),
+    "judge-agreement/missing": Case(lambda f: ["judge", "agreement", "--annotations", f.missing], 2, lambda f: str(f.missing)),
+    "judge-agreement/malformed": Case(lambda f: ["judge", "agreement", "--annotations", f.malformed], 2, lambda f: str(f.malformed)),
+    "judge-agreement/not-utf8": pytest.param(Case(lambda f: ["judge", "agreement", "--annotations", f.latin], 2, lambda f: str(f.latin)),
+                                             marks=_needs(READ_JSONL)),
     "unknown-command": Case(lambda f: ["simulatee"], 2, lambda f: "simulatee"),
 }
 
