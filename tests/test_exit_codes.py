@@ -409,3 +409,25 @@ def test_validate_with_a_failing_labeller_exits_1(behaviour, expected, openai_st
                    cwd=files.root)
     assert proc.returncode == 1, proc.stderr
     assert error_line(proc).startswith(expected)
+
+
+def test_publish_refused_by_the_hub_exits_2(openai_stub, tmp_path):
+    """An HTTP 4xx from the Hub (bad token, no permission, no such repo) is the user's to fix: exit 2,
+    unlike a dead network (exit 1). The stub answers 404 to every Hub route."""
+    import pyarrow as pa
+    import pyarrow.parquet as pq
+
+    from mindcore.provenance import base_provenance
+    from mindsim.cards import build_dataset_folder
+
+    run_dir = tmp_path / "run"
+    (run_dir / "profiles").mkdir(parents=True)
+    pq.write_table(pa.table({"profile_id": ["p0"], "in_pool": [True]}), run_dir / "profiles" / "profiles.parquet")
+    folder = build_dataset_folder(run_dir, {"run_id": "abcd", "recipe": {"name": "t", "seed": 1}, "provenance": base_provenance()})
+    stub = openai_stub(always_status(500))  # never reached: the Hub routes are not chat completions
+    env = {**ENV, "HF_TOKEN": "hf_test_not_a_secret_000", "HF_ENDPOINT": stub.base_url.removesuffix("/v1")}
+    proc = mindsim("publish", folder, "--repo-id", "someone/tiny", cwd=tmp_path, env=env)
+    assert proc.returncode == 2, proc.stderr
+    line = error_line(proc, only_line=False)
+    assert line.startswith("error: push to someone/tiny failed") and "404" in line
+    assert "hf_test_not_a_secret_000" not in proc.stderr + proc.stdout
