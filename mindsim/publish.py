@@ -189,8 +189,8 @@ def push(folder: Path, repo_id: str, *, private: bool, endpoint: str | None = No
         first = message.splitlines()[0] if message.strip() else type(exc).__name__
         if _is_network_failure(exc):
             raise PushFailed(
-                f"push to {repo_id} failed on the way ({first}); the dataset folder is unchanged, "
-                f"rerun the same command to try again"
+                f"push to {repo_id} failed: {first} (the network or the Hub failed, not the dataset; "
+                f"rerun the same command to try again)"
             ) from None
         # Refused by the Hub for a reason the user can fix: token, permissions, repo name.
         raise UserError(f"push to {repo_id} failed: {first}") from None
