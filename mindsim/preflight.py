@@ -66,6 +66,7 @@ class RoleUse:
     engine: str
     model: str | None
     max_tokens: int | None
+    binding: bool = False  # a counsellor given as engine + model in `simulation.counsellors`
 
 
 @dataclass
@@ -131,7 +132,7 @@ def roles_for(recipe: Any, engines: Any, stages: Iterable[str]) -> list[RoleUse]
                 if c.engine not in engines.config.engines:
                     raise ConfigError(f"simulation.counsellors: '{c.name}' names engine '{c.engine}', which is not "
                                       f"in the recipe's engines ({', '.join(sorted(engines.config.engines))})")
-                uses.append(RoleUse(f"counsellor:{c.name}", "counsellor", c.engine, c.model, c.max_tokens))
+                uses.append(RoleUse(f"counsellor:{c.name}", "counsellor", c.engine, c.model, c.max_tokens, True))
             else:
                 spec = engines.role_spec(c)
                 uses.append(RoleUse(c, "counsellor", spec.engine, spec.model, spec.max_tokens))
@@ -160,15 +161,21 @@ def _raise_problems(health: list[EngineHealth]) -> None:
     raise EngineUnreachable(text)
 
 
-def _output_budget(use: RoleUse, engines: Any, report: BudgetReport, inp: EstimateInputs) -> int | None:
-    values = [b.budget for b in report.lines if b.role == use.role and b.budget is not None]
-    cap = use.max_tokens if use.label != use.role else engines.role_spec(use.role).max_tokens
-    if use.role == "patient":
-        values.append(inp.message_bound())
-    elif use.role == "memory_compactor":
-        values.append(inp.memory_bound())
-    elif cap is not None:
-        values.append(cap)
+def _output_budget(uses: list[RoleUse], engines: Any, report: BudgetReport, inp: EstimateInputs) -> int | None:
+    """The largest reply any of `uses` (one role on one engine) may write; None when one is uncapped."""
+    role = uses[0].role
+    values = [b.budget for b in report.lines if b.role == role and b.budget is not None]
+    if role == "patient":
+        return max([*values, inp.message_bound()])
+    if role == "memory_compactor":
+        return max([*values, inp.memory_bound()])
+    for use in uses:
+        # Bindings carry their own cap; role names are read again, after budgets were raised.
+        cap = use.max_tokens if use.binding else engines.role_spec(use.label).max_tokens
+        if cap is None and not values:
+            return None
+        if cap is not None:
+            values.append(cap)
     return max(values) if values else None
 
 
@@ -177,25 +184,24 @@ def check_contexts(recipe: Any, engines: Any, uses: list[RoleUse], health: dict[
     """Largest prompt + output budget against each role's context; ConfigError naming each overflow."""
     inp = EstimateInputs(recipe, engines.config, report,
                          {u.label: u.max_tokens for u in uses if u.role == "counsellor"})
-    checks: list[ContextCheck] = []
-    seen: set[tuple[str, str]] = set()
+    groups: dict[tuple[str, str], list[RoleUse]] = {}
     for use in uses:
-        if (use.role, use.engine) in seen:
-            continue
-        seen.add((use.role, use.engine))
-        h = health[use.engine]
-        estimator = prompt_estimator(use.role)
+        groups.setdefault((use.role, use.engine), []).append(use)
+    checks: list[ContextCheck] = []
+    for (role, engine), group in groups.items():
+        h = health[engine]
+        estimator = prompt_estimator(role)
         if h.context_tokens is None or estimator is None:
             why = h.context_source if h.context_tokens is None else "no prompt estimate registered for this role"
-            checks.append(ContextCheck(use.role, use.engine, None, None, h.context_tokens, h.context_source, None, why))
+            checks.append(ContextCheck(role, engine, None, None, h.context_tokens, h.context_source, None, why))
             continue
-        size = estimator(inp, Sizer(counters.get(use.engine)))
-        out = _output_budget(use, engines, report, inp)
+        size = estimator(inp, Sizer(counters.get(engine)))
+        out = _output_budget(group, engines, report, inp)
         total = (size.tokens if size else 0) + (out or 0)
         note = size.note if size else ""
         if out is None:
             note = "; ".join(x for x in (note, "no max_tokens: a reply may use the rest of the context") if x)
-        checks.append(ContextCheck(use.role, use.engine, size, out, h.context_tokens, h.context_source,
+        checks.append(ContextCheck(role, engine, size, out, h.context_tokens, h.context_source,
                                    total <= h.context_tokens, note))
     over = [c for c in checks if c.fits is False]
     if over:

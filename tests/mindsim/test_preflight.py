@@ -231,6 +231,17 @@ def test_prompt_larger_than_context_is_refused_and_fitting_one_passes():
     assert {"patient", "counsellor", "scenario_writer", "memory_compactor"} <= set(checked)
     assert all(c.fits for c in checked.values()) and checked["patient"].context_tokens == 1_000_000
     assert all(ln.counted_with == "gpu tokenizer" for ln in report.budgets.lines)
+    # the default role sets no max_tokens, so counsellor replies are unbounded: assumed, and said
+    assert "no max_tokens" in checked["counsellor"].note and "assumed 512" in checked["patient"].note
+
+
+def test_counsellor_binding_on_an_unknown_engine_is_refused(fake_engines):
+    engines, _ = fake_engines(_probe_answers)
+    r = _recipe({"default": {"engine": "local"}},
+                simulation={"counsellors": [{"name": "gpt", "engine": "nowhere", "model": "x"}]})
+    with engines:
+        with pytest.raises(ConfigError, match="'gpt' names engine 'nowhere'"):
+            preflight(r, engines, {"simulate"})
 
 
 # -- after a stage --------------------------------------------------------------------------------
