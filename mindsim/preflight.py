@@ -101,11 +101,11 @@ class PreflightReport:
             out.append(f"engine {h.engine} ({h.kind}, {h.model}): answers in {h.latency_s or 0:.2f}s, "
                        f"structured ok, {ctx}, tokenizer {'yes' if h.tokenizer else 'no (byte bound)'}")
         for b in (self.budgets.lines if self.budgets else []):
-            out.append(f"budget {b.role}/{b.schema}: worst case {b.worst_case} ≤ {b.setting} = {b.budget} ({b.action})")
+            if b.worst_case is not None:  # unbounded schemas are in the notes
+                out.append(f"budget {b.role}/{b.schema}: worst case {b.worst_case} ≤ {b.setting} = {b.budget} "
+                           f"({b.action}, {b.counted_with})")
         for c in self.contexts:
-            if c.fits is None:
-                out.append(f"context {c.label_text()}: not checked — {c.note}")
-            else:
+            if c.fits is not None:  # unchecked ones are in the notes
                 out.append(f"context {c.label_text()}: ~{c.prompt.tokens if c.prompt else 0} prompt + "
                            f"{c.output_tokens or 0} output ≤ {c.context_tokens}" + (f" ({c.note})" if c.note else ""))
         return out + self.notes
