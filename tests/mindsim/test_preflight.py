@@ -260,3 +260,11 @@ def test_all_failed_for_infrastructure_raises_with_classes_and_counts():
     # rows without retry_on_rerun (the simulator's failed arcs) are judged by their class
     with pytest.raises(InfrastructureFailure, match="2 × TransportError"):
         raise_if_all_failed("simulate", [{"error": "TransportError: down"}] * 2)
+
+
+def test_preflight_for_a_stage_without_a_recipe(fake_engines):
+    """The judge has no recipe sections to read: preflight takes None and checks its engine and roles."""
+    engines, _ = fake_engines(_probe_answers)
+    with engines:
+        report = preflight(None, engines, {"judge"})
+    assert [u.role for u in report.roles] == ["judge"] and report.engines[0].ok
