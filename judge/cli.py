@@ -65,6 +65,7 @@ def run_cmd(
     from mindcore.engine import Engines
     from mindcore.recipe import format_validation_error, load_recipe
     from judge.config import JudgeConfig, default_engines_config
+    from judge.inputs import load_sessions
     from judge.run import run_judging
 
     recipe_path = resolve_recipe(run_dir, recipe)
@@ -79,8 +80,9 @@ def run_cmd(
         config = JudgeConfig.model_validate({**base.model_dump(), **changes})
     except ValidationError as exc:
         raise ConfigError(format_validation_error(exc, "mindsim judge run options")) from exc
+    inputs = load_sessions(run_dir, sessions)  # bad input stops here, before any engine starts
     with Engines.from_config(engines_cfg) as engines:
-        summary = run_judging(run_dir, engines, config, sessions=sessions)
+        summary = run_judging(run_dir, engines, config, inputs=inputs)
     typer.echo(f"judged {summary['judgments']} replies of {summary['sessions']} sessions: {summary['ok']} ok, "
                f"{summary['failed']} failed, {summary['critical']} critical, "
                f"{summary['dropped_quotes']} unverifiable quotes dropped")

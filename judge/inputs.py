@@ -8,6 +8,7 @@ import json
 from pathlib import Path
 from typing import Any
 
+import pyarrow as pa
 import pyarrow.parquet as pq
 from pydantic import ValidationError
 
@@ -41,7 +42,11 @@ def _session(d: dict[str, Any], where: str) -> SessionInput:
 def read_sessions_parquet(path: Path) -> list[SessionInput]:
     if not path.is_file():
         raise InputError(f"{path}: no sessions file; run the simulation first, or pass --sessions FILE.jsonl")
-    table = pq.read_table(path)
+    try:
+        table = pq.read_table(path)
+    except (pa.ArrowException, OSError) as exc:
+        raise InputError(f"{path}: not a readable parquet file ({str(exc).splitlines()[0][:120]}); "
+                         "rerun the simulation or pass --sessions FILE.jsonl") from exc
     missing = [c for c in _NEEDED if c not in table.column_names]
     if missing:
         raise InputError(f"{path}: missing column(s) {', '.join(missing)}; is this a mindsim sessions file?")

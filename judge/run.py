@@ -92,13 +92,16 @@ def summarise(rows: list[JudgmentRow], judges: list[Judge], sessions: list[Sessi
 
 
 def run_judging(run_dir: str | Path, engines: Any, config: JudgeConfig | None = None, *,
-                sessions: str | Path | None = None) -> dict[str, Any]:
+                sessions: str | Path | None = None, inputs: list[SessionInput] | None = None) -> dict[str, Any]:
     """Judge, score and report one run. `engines` must be started. Returns a summary: counts and
     output paths. Raises EngineError (after writing every output) when every judgment failed:
-    unreachable engine or output that never fit the schema, both engine-side."""
+    unreachable engine or output that never fit the schema, both engine-side. `inputs`: sessions
+    already loaded (the CLI checks them before starting any engine); else read from `sessions` or
+    the run folder."""
     config = config or JudgeConfig()
     run_dir = Path(run_dir)
-    inputs = load_sessions(run_dir, Path(sessions) if sessions else None)
+    if inputs is None:
+        inputs = load_sessions(run_dir, Path(sessions) if sessions else None)
     judges = _judges(engines, config)
     out = run_dir / OUT_DIR
     cache = CheckpointDir(out / "cache")
