@@ -120,7 +120,6 @@ RECIPE_DECODE = "mindcore/recipe.py load_recipe: UnicodeDecodeError -> ConfigErr
 RATES_DECODE = "profilegen/rates.py read_table: undecodable CSV/JSONL and bad parquet -> InputError naming the file"
 EXPORT_PARQUET = "mindsim/export.py load_sessions: unreadable sessions.parquet -> InputError naming the file"
 READ_JSONL = "mindcore/io.py read_jsonl: UnicodeDecodeError / binary file -> InputError naming the file"
-JUDGE_PARQUET = "judge run: unreadable sessions.parquet -> InputError naming the file"
 
 
 @dataclass
@@ -209,8 +208,7 @@ CASES = {
     "judge-run/empty": Case(lambda f: ["judge", "run", f.root, "--sessions", f.empty], 2, lambda f: str(f.empty)),
     "judge-run/binary": pytest.param(Case(lambda f: ["judge", "run", f.root, "--sessions", f.binary], 2, lambda f: str(f.binary)),
                                      marks=_needs(READ_JSONL)),
-    "judge-run/corrupt": pytest.param(Case(lambda f: ["judge", "run", f.run_corrupt], 2, lambda f: str(f.run_corrupt)),
-                                      marks=_needs(JUDGE_PARQUET)),
+    "judge-run/corrupt": Case(lambda f: ["judge", "run", f.run_corrupt], 2, lambda f: str(f.run_corrupt / "sessions" / "sessions.parquet")),
     "judge-run/bad-option": Case(lambda f: ["judge", "run", f.root, "--bogus"], 2, lambda f: "--bogus"),
     "judge-sample/missing": Case(lambda f: ["judge", "sample", f.root / "no-run", "--n", "3", "--out", f.root / "s.jsonl"], 2,
                                  lambda f: str(f.root / "no-run")),
