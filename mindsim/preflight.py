@@ -7,7 +7,8 @@ plainly when a whole stage failed for an infrastructure reason anyway.
    `validate`: labeller when `validation.arc` is on; `judge`: judge; `run`: the first three) and the
    engines behind them;
 2. probes each engine with the same code as `mindsim engines check` (`mindsim.engines_check`): key
-   variable set, server answers, models listed, structured round trip, context per slot, tokenizer;
+   variable set, server answers, models listed, structured round trip (only on engines a structured
+   role uses: a counsellor under test just chats), context per slot, tokenizer;
 3. fits the structured roles' token budgets to their schemas (`mindsim.budgets.fit_budgets`, counted
    with each engine's tokenizer where it serves one): too small → refused, unset → raised in place;
 4. checks that each role's largest prompt (estimated, see `mindsim.prompt_sizes`) plus its output budget
@@ -31,7 +32,7 @@ from collections import Counter
 from dataclasses import dataclass, field
 from typing import Any, Iterable
 
-from mindcore.budget import PromptSize, Sizer, prompt_estimator, tokenizer_for
+from mindcore.budget import PromptSize, Sizer, prompt_estimator, registered, tokenizer_for
 from mindcore.errors import ConfigError, EngineError
 from mindsim.budgets import BudgetReport, expand_stages, fit_budgets
 from mindsim.engines_check import EngineHealth, probe_started
@@ -98,8 +99,9 @@ class PreflightReport:
         out = []
         for h in self.engines:
             ctx = f"{h.context_tokens} context ({h.context_source})" if h.context_tokens else "context unknown"
+            json_ok = "structured ok" if h.structured_ok else "chat only (no structured role)"
             out.append(f"engine {h.engine} ({h.kind}, {h.model}): answers in {h.latency_s or 0:.2f}s, "
-                       f"structured ok, {ctx}, tokenizer {'yes' if h.tokenizer else 'no (byte bound)'}")
+                       f"{json_ok}, {ctx}, tokenizer {'yes' if h.tokenizer else 'no (byte bound)'}")
         for b in (self.budgets.lines if self.budgets else []):
             if b.worst_case is not None:  # unbounded schemas are in the notes
                 out.append(f"budget {b.role}/{b.schema}: worst case {b.worst_case} ≤ {b.setting} = {b.budget} "
@@ -225,7 +227,11 @@ def preflight(recipe: Any, engines: Any, stages: set[str]) -> PreflightReport:
     """Check the engines `stages` need; raise ConfigError / EngineUnreachable before any work."""
     uses = roles_for(recipe, engines, stages)
     models = _models(uses, engines)
-    health = [probe_started(engines, name, engines.config.engines[name], models[name]) for name in models]
+    # A counsellor under test only chats: its engine is not asked for structured output it never gives.
+    structured_roles = {e.role for e in registered()}
+    needs_json = {u.engine for u in uses if u.role in structured_roles}
+    health = [probe_started(engines, name, engines.config.engines[name], models[name], structured=name in needs_json)
+              for name in models]
     _raise_problems(health)
     by_name = {h.engine: h for h in health}
     counters = {name: tok for name in models if (tok := tokenizer_for(engines.backend(name))) is not None}

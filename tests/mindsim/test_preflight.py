@@ -268,3 +268,18 @@ def test_preflight_for_a_stage_without_a_recipe(fake_engines):
     with engines:
         report = preflight(None, engines, {"judge"})
     assert [u.role for u in report.roles] == ["judge"] and report.engines[0].ok
+
+
+def test_counsellor_only_engine_is_not_asked_for_json():
+    from mindcore.config import OpenAIEngine, RoleSpec
+    from mindcore.fake import FakeBackend
+
+    sim, chat_only = FakeBackend(_probe_answers, name="sim"), FakeBackend(lambda req: "Hello.", name="api")
+    cfg = EnginesConfig.model_construct(
+        engines={n: OpenAIEngine(base_url="http://fake.invalid/v1", model=n) for n in ("sim", "api")},
+        roles={"default": RoleSpec(engine="sim"), "counsellor": RoleSpec(engine="api", max_tokens=64)})
+    with Engines(cfg, backends={"sim": sim, "api": chat_only}) as engines:
+        report = preflight(_recipe({"default": {"engine": "local"}}), engines, {"simulate"})
+    health = {h.engine: h for h in report.engines}
+    assert health["api"].ok and not health["api"].structured_ok and health["sim"].structured_ok
+    assert chat_only.requests and all(req.response_schema is None for req in chat_only.requests)
