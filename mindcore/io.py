@@ -129,17 +129,40 @@ def write_json_once(path: str | os.PathLike, obj: Any) -> bool:
 
 
 def read_jsonl(path: str | os.PathLike) -> Iterator[tuple[int, Any]]:
-    """Yield (line number, parsed object); blank lines are skipped. Parse errors name the line."""
+    """Yield (line number, parsed object); blank lines are skipped. A missing, binary or non-UTF-8 file
+    and a line that is not JSON are `InputError`s naming the file and line."""
     from mindcore.errors import InputError
 
-    with open(path, encoding="utf-8") as f:
-        for i, line in enumerate(f, start=1):
+    if not Path(path).is_file():
+        raise InputError(f"{path} not found; give the path of a JSONL file (one JSON object per line)")
+    with open(path, "rb") as f:
+        for i, raw in enumerate(f, start=1):
+            if b"\x00" in raw:
+                raise InputError(f"{path}:{i}: binary data, not a JSONL text file")
+            try:
+                line = raw.decode("utf-8-sig" if i == 1 else "utf-8")
+            except UnicodeDecodeError as exc:
+                raise InputError(f"{path}:{i}: not UTF-8 text (byte {exc.start + 1} of the line); "
+                                 "save the file as UTF-8") from exc
             if not line.strip():
                 continue
             try:
                 yield i, json.loads(line)
             except json.JSONDecodeError as exc:
                 raise InputError(f"{path}:{i}: not valid JSON ({exc.msg} at column {exc.colno})") from exc
+
+
+def read_parquet_rows(path: str | os.PathLike, what: str = "parquet file") -> list[dict[str, Any]]:
+    """All rows of a parquet file; a file that is not parquet is an `InputError` naming it."""
+    import pyarrow as pa
+    import pyarrow.parquet as pq
+
+    from mindcore.errors import InputError
+
+    try:
+        return pq.read_table(path).to_pylist()
+    except (pa.ArrowException, OSError) as exc:
+        raise InputError(f"{path}: not a readable {what} ({str(exc).splitlines()[0][:160]})") from exc
 
 
 class CheckpointDir:

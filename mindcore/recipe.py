@@ -75,7 +75,13 @@ def load_recipe(path: str | Path) -> Recipe:
     if not path.is_file():
         raise ConfigError(f"recipe {path} not found; give a path such as recipes/quickstart.yaml")
     try:
-        data = yaml.safe_load(path.read_text(encoding="utf-8"))
+        text = path.read_text(encoding="utf-8")
+    except UnicodeDecodeError as exc:
+        raise ConfigError(f"{path}: not a UTF-8 text file (byte {exc.start + 1}); a recipe is YAML text") from exc
+    if "\x00" in text:
+        raise ConfigError(f"{path}: binary data, not a YAML recipe")
+    try:
+        data = yaml.safe_load(text)
     except yaml.YAMLError as exc:
         mark = getattr(exc, "problem_mark", None)
         where = f"{path}:{mark.line + 1}" if mark else str(path)

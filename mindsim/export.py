@@ -27,7 +27,7 @@ import pyarrow.parquet as pq
 import typer
 
 from mindcore.errors import InputError
-from mindcore.io import atomic_write_json, atomic_write_jsonl, atomic_write_parquet
+from mindcore.io import atomic_write_json, atomic_write_jsonl, atomic_write_parquet, read_parquet_rows
 
 export_app = typer.Typer(no_args_is_help=True)
 
@@ -40,7 +40,7 @@ def load_sessions(run_dir: Path) -> list[dict[str, Any]]:
     path = Path(run_dir) / SESSIONS_FILE
     if not path.is_file():
         raise InputError(f"{path} not found: give the --out folder of `mindsim run` or `mindsim simulate`")
-    return pq.read_table(path).to_pylist()
+    return read_parquet_rows(path, "sessions dataset")
 
 
 def _profiles_by_id(run_dir: Path) -> dict[str, dict[str, Any]]:

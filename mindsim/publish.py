@@ -98,7 +98,13 @@ def check_folder(folder: Path, reference_transcripts: Iterable[Path] = ()) -> di
     mpath = folder / MANIFEST
     if not mpath.is_file():
         raise PublishRefused(f"{folder}: no {MANIFEST}; only dataset folders written by mindsim can be published")
-    manifest = json.loads(mpath.read_text())
+    try:
+        manifest = json.loads(mpath.read_text(encoding="utf-8"))
+    except (UnicodeDecodeError, json.JSONDecodeError) as exc:
+        raise PublishRefused(f"{mpath}: not a readable manifest ({exc.__class__.__name__}); rebuild the folder with "
+                             "`mindsim run` (rerun with the same --out) instead of editing it") from exc
+    if not isinstance(manifest, dict):
+        raise PublishRefused(f"{mpath}: not a mindsim manifest (expected a JSON object)")
     run_id = manifest.get("run_id")
     problems: list[str] = []
     listed = manifest.get("files", {})

@@ -11,7 +11,6 @@ margin rather than to zero.
 
 from __future__ import annotations
 
-import io
 from pathlib import Path
 from typing import Any
 
@@ -130,18 +129,25 @@ def read_table(path: str | Path) -> list[dict[str, Any]]:
     if not path.is_file():
         raise InputError(f"annotation table {path} does not exist")
     if path.suffix == ".parquet":
-        import pyarrow.parquet as pq
+        from mindcore.io import read_parquet_rows
 
-        rows = pq.read_table(path).to_pylist()
+        rows = read_parquet_rows(path, "annotation table (parquet)")
     elif path.suffix in (".csv", ".tsv"):
         import csv
 
-        with path.open(encoding="utf-8", newline="") as fh:
-            rows = list(csv.DictReader(fh, delimiter="\t" if path.suffix == ".tsv" else ","))
+        try:
+            with path.open(encoding="utf-8-sig", newline="") as fh:
+                rows = list(csv.DictReader(fh, delimiter="\t" if path.suffix == ".tsv" else ","))
+        except UnicodeDecodeError as exc:
+            raise InputError(f"annotation table {path}: not UTF-8 text (byte {exc.start + 1}); save it as UTF-8") from exc
+        except csv.Error as exc:
+            raise InputError(f"annotation table {path}: not a readable {path.suffix[1:].upper()} file ({exc})") from exc
+        if any("\x00" in str(v) for r in rows[:50] for v in r.values()):
+            raise InputError(f"annotation table {path}: binary data, not a text table")
     elif path.suffix == ".jsonl":
-        import json
+        from mindcore.io import read_jsonl
 
-        rows = [json.loads(line) for line in io.StringIO(path.read_text(encoding="utf-8")) if line.strip()]
+        rows = [obj for _, obj in read_jsonl(path)]
     else:
         raise InputError(f"annotation table {path}: use .csv, .tsv, .jsonl or .parquet")
     missing = [c for c in TABLE_COLUMNS if not rows or c not in rows[0]]

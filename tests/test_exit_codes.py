@@ -111,17 +111,6 @@ def files(tmp_path) -> Files:
     return Files(tmp_path)
 
 
-# A needed change in a file this suite's author does not own; strict, so the row flips when it is done.
-def _needs(change: str):
-    return pytest.mark.xfail(strict=True, reason=f"needs: {change}")
-
-
-RECIPE_DECODE = "mindcore/recipe.py load_recipe: UnicodeDecodeError -> ConfigError naming the file"
-RATES_DECODE = "profilegen/rates.py read_table: undecodable CSV/JSONL and bad parquet -> InputError naming the file"
-EXPORT_PARQUET = "mindsim/export.py load_sessions: unreadable sessions.parquet -> InputError naming the file"
-READ_JSONL = "mindcore/io.py read_jsonl: UnicodeDecodeError / binary file -> InputError naming the file"
-
-
 @dataclass
 class Case:
     args: Callable[[Files], list]
@@ -135,14 +124,14 @@ CASES = {
     "profiles/malformed": Case(lambda f: ["profiles", f.recipe_malformed, "--out", f.root / "o"], 2, lambda f: str(f.recipe_malformed)),
     "profiles/empty": Case(lambda f: ["profiles", f.recipe_empty, "--out", f.root / "o"], 2, lambda f: str(f.recipe_empty)),
     "profiles/binary": pytest.param(Case(lambda f: ["profiles", f.recipe_binary, "--out", f.root / "o"], 2,
-                                         lambda f: str(f.recipe_binary)), marks=_needs(RECIPE_DECODE)),
+                                         lambda f: str(f.recipe_binary))),
     "profiles/wrong-field": Case(lambda f: ["profiles", f.recipe_typo, "--out", f.root / "o"], 2, lambda f: "profiles.candidatez"),
     "profiles/bad-option": Case(lambda f: ["profiles", "generate", f.recipe_ok, "--out", f.root / "o", "--bogus"], 2, lambda f: "--bogus"),
     # mindsim profiles fit-rates
     "fit-rates/missing": Case(lambda f: ["profiles", "fit-rates", f.root / "no.csv", "--out", f.root / "r.yaml"], 2, lambda f: str(f.root / "no.csv")),
     "fit-rates/empty": Case(lambda f: ["profiles", "fit-rates", f.table_empty, "--out", f.root / "r.yaml"], 2, lambda f: str(f.table_empty)),
     "fit-rates/binary": pytest.param(Case(lambda f: ["profiles", "fit-rates", f.table_binary, "--out", f.root / "r.yaml"], 2,
-                                          lambda f: str(f.table_binary)), marks=_needs(RATES_DECODE)),
+                                          lambda f: str(f.table_binary))),
     # mindsim simulate
     "simulate/missing-profiles": Case(lambda f: ["simulate", "--profiles", f.root / "nope", "--recipe", f.recipe_ok, "--out", f.root / "o"],
                                       2, lambda f: str(f.root / "nope")),
@@ -182,7 +171,7 @@ CASES = {
     "export-sft/missing": Case(lambda f: ["export", "sft", f.root / "no-run", "--out", f.root / "x.jsonl"], 2, lambda f: str(f.root / "no-run")),
     "export-patient/missing": Case(lambda f: ["export", "patient", f.root / "no-run", "--out", f.root / "x.jsonl"], 2, lambda f: str(f.root / "no-run")),
     "export-sft/corrupt": pytest.param(Case(lambda f: ["export", "sft", f.run_corrupt, "--out", f.root / "x.jsonl"], 2,
-                                            lambda f: str(f.run_corrupt)), marks=_needs(EXPORT_PARQUET)),
+                                            lambda f: str(f.run_corrupt))),
     "export-patient/bad-option": Case(lambda f: ["export", "patient", f.run_corrupt, "--out", f.root / "x.jsonl", "--bogus"], 2, lambda f: "--bogus"),
     # mindsim publish --dry-run
     "publish/missing": Case(lambda f: ["publish", f.root / "no-run", "--repo-id", "someone/x", "--dry-run"], 2, lambda f: str(f.root / "no-run")),
@@ -191,14 +180,12 @@ CASES = {
     # mindsim engines check
     "engines/missing": Case(lambda f: ["engines", "check", f.recipe_missing], 2, lambda f: str(f.recipe_missing)),
     "engines/malformed": Case(lambda f: ["engines", "check", f.recipe_malformed], 2, lambda f: str(f.recipe_malformed)),
-    "engines/binary": pytest.param(Case(lambda f: ["engines", "check", f.recipe_binary], 2, lambda f: str(f.recipe_binary)),
-                                   marks=_needs(RECIPE_DECODE)),
+    "engines/binary": pytest.param(Case(lambda f: ["engines", "check", f.recipe_binary], 2, lambda f: str(f.recipe_binary))),
     # mindsim run
     "run/missing": Case(lambda f: ["run", f.recipe_missing, "--out", f.root / "o"], 2, lambda f: str(f.recipe_missing)),
     "run/malformed": Case(lambda f: ["run", f.recipe_malformed, "--out", f.root / "o"], 2, lambda f: str(f.recipe_malformed)),
     "run/empty": Case(lambda f: ["run", f.recipe_empty, "--out", f.root / "o"], 2, lambda f: str(f.recipe_empty)),
-    "run/binary": pytest.param(Case(lambda f: ["run", f.recipe_binary, "--out", f.root / "o"], 2, lambda f: str(f.recipe_binary)),
-                               marks=_needs(RECIPE_DECODE)),
+    "run/binary": pytest.param(Case(lambda f: ["run", f.recipe_binary, "--out", f.root / "o"], 2, lambda f: str(f.recipe_binary))),
     "run/wrong-field": Case(lambda f: ["run", f.recipe_typo, "--out", f.root / "o"], 2, lambda f: "profiles.candidatez"),
     "run/bad-option": Case(lambda f: ["run", f.recipe_ok, "--out", f.root / "o", "--bogus"], 2, lambda f: "--bogus"),
     "run/missing-argument": Case(lambda f: ["run"], 2, lambda f: "'recipe'"),
@@ -206,8 +193,7 @@ CASES = {
     "judge-run/missing": Case(lambda f: ["judge", "run", f.root / "no-run"], 2, lambda f: str(f.root / "no-run")),
     "judge-run/malformed": Case(lambda f: ["judge", "run", f.root, "--sessions", f.malformed], 2, lambda f: str(f.malformed)),
     "judge-run/empty": Case(lambda f: ["judge", "run", f.root, "--sessions", f.empty], 2, lambda f: str(f.empty)),
-    "judge-run/binary": pytest.param(Case(lambda f: ["judge", "run", f.root, "--sessions", f.binary], 2, lambda f: str(f.binary)),
-                                     marks=_needs(READ_JSONL)),
+    "judge-run/binary": pytest.param(Case(lambda f: ["judge", "run", f.root, "--sessions", f.binary], 2, lambda f: str(f.binary))),
     "judge-run/corrupt": Case(lambda f: ["judge", "run", f.run_corrupt], 2, lambda f: str(f.run_corrupt / "sessions" / "sessions.parquet")),
     "judge-run/bad-option": Case(lambda f: ["judge", "run", f.root, "--bogus"], 2, lambda f: "--bogus"),
     "judge-sample/missing": Case(lambda f: ["judge", "sample", f.root / "no-run", "--n", "3", "--out", f.root / "s.jsonl"], 2,
@@ -216,8 +202,7 @@ CASES = {
                                  lambda f: str(f.run_corrupt / "sessions" / "sessions.parquet")),
     "judge-agreement/missing": Case(lambda f: ["judge", "agreement", "--annotations", f.missing], 2, lambda f: str(f.missing)),
     "judge-agreement/malformed": Case(lambda f: ["judge", "agreement", "--annotations", f.malformed], 2, lambda f: str(f.malformed)),
-    "judge-agreement/not-utf8": pytest.param(Case(lambda f: ["judge", "agreement", "--annotations", f.latin], 2, lambda f: str(f.latin)),
-                                             marks=_needs(READ_JSONL)),
+    "judge-agreement/not-utf8": pytest.param(Case(lambda f: ["judge", "agreement", "--annotations", f.latin], 2, lambda f: str(f.latin))),
     "unknown-command": Case(lambda f: ["simulatee"], 2, lambda f: "simulatee"),
 }
 

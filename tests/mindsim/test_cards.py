@@ -108,3 +108,15 @@ def test_card_says_when_the_judge_did_not_run(tmp_path):
     run_dir, info = _run(tmp_path / "unjudged", 2, "hhhh")
     card = (build_dataset_folder(run_dir, info) / "README.md").read_text()
     assert "_The MHQR judge was not run._" in card
+
+
+def test_a_corrupt_manifest_is_refused_with_one_clear_error(tmp_path):
+    import pytest
+
+    from mindsim.publish import PublishRefused
+
+    run_dir, info = _run(tmp_path / "corrupt", 2, "iiii")
+    folder = build_dataset_folder(run_dir, info)
+    (folder / MANIFEST).write_bytes(b"\xff\x00not json")
+    with pytest.raises(PublishRefused, match="not a readable manifest"):
+        check_folder(folder)
