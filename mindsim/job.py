@@ -17,8 +17,8 @@ from pathlib import Path
 from typing import Any
 
 from pydantic import BaseModel, ConfigDict, Field
-from rich.console import Console
 
+from mindcore.console import err_console
 from mindcore.engine import Engines
 from mindcore.errors import ConfigError, InputError
 from mindcore.io import atomic_write_json, read_jsonl
@@ -36,7 +36,7 @@ from profilegen.pipeline import run_profiles
 from validation.compare import compare
 from validation.config import ValidationConfig, shipped_reference_path
 
-console = Console(stderr=True)
+console = err_console()
 
 
 class OutputConfig(BaseModel):

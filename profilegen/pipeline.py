@@ -23,6 +23,7 @@ from pydantic import BaseModel, ConfigDict, Field
 from rich.console import Console
 
 from mindcore import __version__
+from mindcore.console import out_console
 from mindcore.budget import tokenizer_for, worst_case_tokens
 from mindcore.io import CheckpointDir, atomic_write_json, atomic_write_jsonl, atomic_write_text
 from mindcore.provenance import base_provenance
@@ -191,7 +192,7 @@ def run_profiles(recipe: Any, engines: Any, out_dir: str | Path, config: Profile
     installs signal handlers and starts worker processes)."""
     job = _prepare(recipe, engines, out_dir, config)
     for w in job.warnings:
-        (console or Console()).print(f"[yellow]warning:[/yellow] {w}")
+        (console or out_console()).print(f"[yellow]warning:[/yellow] {w}")
     note = _can_share(engines) if job.cfg.use_distilabel else "use_distilabel is false"
     if job.cfg.use_distilabel and not note:
         from profilegen.distilabel_steps import run_distilabel
@@ -201,7 +202,7 @@ def run_profiles(recipe: Any, engines: Any, out_dir: str | Path, config: Profile
     else:
         outcomes = engines.run(_async_outcomes(engines, job.rows, job.cfg, job.prov, job.checkpoints))
         runner = "async"
-    return _finish(job, engines, outcomes, runner, note, console or Console())
+    return _finish(job, engines, outcomes, runner, note, console or out_console())
 
 
 async def arun_profiles(recipe: Any, engines: Any, out_dir: str | Path, config: ProfilesConfig | None = None,
@@ -210,7 +211,7 @@ async def arun_profiles(recipe: Any, engines: Any, out_dir: str | Path, config: 
     running event loop)."""
     job = _prepare(recipe, engines, out_dir, config)
     outcomes = await _async_outcomes(engines, job.rows, job.cfg, job.prov, job.checkpoints)
-    return _finish(job, engines, outcomes, "async", "called from async code", console or Console())
+    return _finish(job, engines, outcomes, "async", "called from async code", console or out_console())
 
 
 def _summary_line(s: ProfilesSummary) -> str:

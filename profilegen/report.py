@@ -9,6 +9,7 @@ from collections import Counter
 from rich.console import Console
 from rich.table import Table
 
+from mindcore.console import out_console
 from profilegen.rates import Rates
 from profilegen.schemas import Profile
 from profilegen.select import ATTRIBUTES, FILL_ATTRIBUTES
@@ -70,4 +71,4 @@ def print_table(population: list[Profile], rates: Rates | None = None, console: 
     for row in table_rows(population, rates):
         table.add_row(row[0] if row[0] != last else "", *row[1:], end_section=False)
         last = row[0]
-    (console or Console()).print(table)
+    (console or out_console()).print(table)
