@@ -149,17 +149,27 @@ class Patient:
             updates.append(TodoUpdate(tool=call.name, item=item, result=result))
         return updates
 
+    def _speech_view(self, note: str) -> list[dict[str, Any]]:
+        """The history as speech only: the system prompt, the messages both sides typed, then `note` (with this
+        turn's accepted move and cue). Used for re-asks: a model that wrote a tool call as its message is
+        usually copying the tool-call turns in front of it (engines without native tools see them as JSON)."""
+        spoken = [m for m in self.history[1:] if m["role"] in ("user", "assistant") and not m.get("tool_calls")]
+        accepted = next(
+            (m["content"] for m in reversed(self.history) if m["role"] == "tool" and m["name"] == "commit_move"), ""
+        )
+        return [self.history[0], *spoken, {"role": "user", "content": f"[harness note] {accepted} {note}".strip()}]
+
     async def _message(self) -> tuple[str, list[RejectedMessage]]:
-        """The turn's words, re-asked (bounded) while they are not speech. The re-ask note travels only in
-        that request: the stored history never holds the bad reply or the note."""
+        """The turn's words, re-asked (bounded) while they are not speech. The first ask sends the whole
+        history (the protocol, and the engine's cached prefix); a re-ask sends the speech-only view with a note
+        on what was wrong. Neither the bad reply nor the note is ever stored."""
         notes = load_harness_text()
         sampling = {"max_tokens": self.config.message_max_tokens} if self.config.message_max_tokens else {}
         bad: list[RejectedMessage] = []
         for _ in range(self.config.max_message_retries + 1):
             messages = self.history
             if bad:
-                note = f"[harness note] {notes.reask_notes[bad[-1].reason]} {notes.reask_tail}"
-                messages = [*self.history, {"role": "user", "content": note}]
+                messages = self._speech_view(f"{notes.reask_notes[bad[-1].reason]} {notes.reask_tail}")
             reply = await self.client.chat(messages, **sampling)
             self.tokens.add(reply)
             text = clean_message(reply.content)

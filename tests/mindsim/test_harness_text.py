@@ -103,6 +103,11 @@ def test_patient_message_shape_is_reasked_counted_and_never_stored(reason):
     reasks = [r for r in backend.requests if _is_patient_message(r) and r.messages[-1]["content"].startswith(NOTE)]
     assert len(reasks) == len(rec.turns) - 1
     assert load_harness_text().reask_notes[reason] in reasks[0].messages[-1]["content"]
+    for req in reasks:  # the re-ask shows speech only, plus this turn's accepted move and its cue
+        assert req.messages[-1]["content"].startswith(f"{NOTE} Accepted: ")
+        assert not any(m["role"] == "tool" or m.get("tool_calls") for m in req.messages)
+        assert not any(m["content"].startswith("{") or m["content"].startswith("[commit_move") for m in req.messages)
+        assert req.messages[0] == rec.patient_messages[0]
 
 
 def test_patient_message_that_never_becomes_speech_fails_the_turn():
@@ -264,3 +269,34 @@ def test_counsellor_flags_are_summed_in_the_summary(tmp_path):
     assert summary["counsellor_flags"] == {"replies": 2, "tool_call": 0, "json": 0, "tool_syntax": 0, "cut_off": 0,
                                            "speaks_as_patient": 2}
     assert counsellor_flags("The patient said they were tired.") == []
+
+
+@pytest.mark.embedded
+def test_stored_patient_words_are_speech_on_the_embedded_engine(embedded_engines, tmp_path):
+    """The real 135M model does write harness text; whatever it wrote, none of it is stored as the patient's
+    words, two counsellors meet the same first session, and every rejection is counted."""
+    import pyarrow.parquet as pq
+
+    config = SimulationConfig(sessions=1, turn_cap=3, max_todo_calls=1, message_max_tokens=40,
+                              scenario_max_tokens=600, memory_max_tokens=300, memory_retries=0,
+                              counsellors=["counsellor", "counsellor:b"])
+    profiles = [make_profile("h1", "minimiser", "casual"), make_profile("h2", "joker", "formal")]
+    summary = run_simulation(profiles, embedded_engines, config, tmp_path, seed=4)
+    print("rejected_messages", summary["rejected_messages"], "counsellor_flags", summary["counsellor_flags"],
+          "failed", [f["error"][:120] for f in summary["failed_arcs"]])
+    assert summary["sessions_written"] + len(summary["failed_arcs"]) == 4
+    for f in summary["failed_arcs"]:  # a message that never became speech fails loudly, with its reasons
+        assert "no usable message" not in f["error"] or "reasons:" in f["error"]
+    parquet = tmp_path / "sessions" / "sessions.parquet"
+    rows = pq.read_table(parquet).to_pylist() if parquet.exists() else []
+    for r in rows:
+        assert speech_defects(r["scenario"]["opening_message"], max_chars=OPENING_MAX_CHARS) == []
+        assert all(speech_defects(t["message"]) == [] for t in r["turns"])
+        assert len(r["counsellor_flags"]) == sum(m["role"] == "assistant" for m in r["counsellor_messages"])
+    for pid in ("h1", "h2"):
+        openers = {r["scenario"]["opening_message"] for r in rows if r["patient_id"] == pid}
+        assert len(openers) <= 1
+    counted = sum(len(t["rejected_messages"]) for r in rows for t in r["turns"] if not t["opening"])
+    openers_counted = sum(len(next(r for r in rows if r["patient_id"] == pid)["turns"][0]["rejected_messages"])
+                          for pid in {r["patient_id"] for r in rows})
+    assert counted + openers_counted == sum(summary["rejected_messages"].values())
