@@ -14,7 +14,7 @@ from collections import Counter
 from pathlib import Path
 from typing import Any
 
-from mindcore.errors import ConfigError, EngineError
+from mindcore.errors import EngineError
 from mindcore.io import CheckpointDir
 from mindcore.provenance import base_provenance
 from mindcore.runner import gather_progress
@@ -35,11 +35,8 @@ def _judges(engines: Any, config: JudgeConfig) -> list[Judge]:
     rubric = load_rubric(config.rubric)
     out = []
     for name in config.judges:
-        try:
-            client = engines.role(name)
-        except KeyError as exc:
-            raise ConfigError(f"judge.judges: role '{name}' has no engine; add it under roles:") from exc
-        out.append(Judge(name, client, rubric, full_rubric=config.full_rubric))
+        # An unbound role falls back to `default`; with no default, Engines raises a ConfigError naming it.
+        out.append(Judge(name, engines.role(name), rubric, full_rubric=config.full_rubric))
     return out
 
 
@@ -68,6 +65,7 @@ def summarise(rows: list[JudgmentRow], judges: list[Judge], sessions: list[Sessi
         failed = [r for r in mine if r.status == "failed"]
         by_judge[j.name] = {
             "model": j.model, "engine": j.client.engine_name, "rubric_version": j.rubric_version,
+            "role": j.client.describe(),
             "rows": len(mine), "ok": len(mine) - len(failed), "failed": len(failed),
             "failed_by_kind": dict(Counter(r.error_kind or "unknown" for r in failed)),
             "dropped_quotes": sum(r.dropped_quotes for r in mine),
