@@ -62,6 +62,7 @@ def run_cmd(
         raise ConfigError(f"{run_dir}: no such run folder; give a folder made by 'mindsim run', or --sessions FILE")
     from pydantic import ValidationError
 
+    from mindcore import preflight_hook
     from mindcore.engine import Engines
     from mindcore.recipe import format_validation_error, load_recipe
     from judge.config import JudgeConfig, default_engines_config
@@ -69,6 +70,7 @@ def run_cmd(
     from judge.run import run_judging
 
     recipe_path = resolve_recipe(run_dir, recipe)
+    r = None
     if recipe_path is not None:
         r = load_recipe(recipe_path)
         base, engines_cfg = judge_section(r), r.engines_config()
@@ -82,6 +84,7 @@ def run_cmd(
         raise ConfigError(format_validation_error(exc, "mindsim judge run options")) from exc
     inputs = load_sessions(run_dir, sessions)  # bad input stops here, before any engine starts
     with Engines.from_config(engines_cfg) as engines:
+        preflight_hook.run(r, engines, {"judge"})
         summary = run_judging(run_dir, engines, config, inputs=inputs)
     typer.echo(f"judged {summary['judgments']} replies of {summary['sessions']} sessions: {summary['ok']} ok, "
                f"{summary['failed']} failed, {summary['critical']} critical, "

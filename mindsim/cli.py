@@ -33,8 +33,11 @@ out = out_console()
 def run_cmd(
     recipe: Path = typer.Argument(..., help="Recipe YAML, e.g. recipes/quickstart.yaml"),
     out_dir: Path = typer.Option(..., "--out", help="Output folder; rerunning with the same folder resumes"),
+    verbose: bool = typer.Option(False, "--verbose", help="Show distilabel's and datasets' own logs on the "
+                                                          "terminal instead of writing them to OUT/logs/"),
 ) -> None:
-    """Run the main job: profiles → screening → pool → multi-session simulation → validation → dataset + card."""
+    """Run the main job: profiles → screening → pool → multi-session simulation → validation → (MHQR judge) →
+    dataset + card."""
     from mindcore.recipe import load_recipe
 
     # A missing or unreadable recipe is reported before the job's seconds of library imports;
@@ -42,7 +45,7 @@ def run_cmd(
     load_recipe(recipe)
     from mindsim.job import run_job
 
-    summary = run_job(recipe, out_dir)
+    summary = run_job(recipe, out_dir, verbose=verbose)
     table = Table(title="Outputs", show_header=True)
     table.add_column("what")
     table.add_column("where", overflow="fold")
@@ -86,23 +89,30 @@ def engines_check_cmd(
             (f"[green]ok[/] {h.structured_latency_s:.2f}s" if h.structured_ok else "[red]failed[/]"),
         )
     out.print(table)
-    bad = [h for h in results if not (h.ok and h.structured_ok)]
+    # A listed problem (e.g. the model is not served) counts even when the chat itself answered.
+    bad = [h for h in results if h.problem or not (h.ok and h.structured_ok)]
     for h in bad:
         # One line per engine, hints included, so a log grep or a CI annotation shows the whole story.
         fix = "; ".join(h.hints)
         what = h.problem if f"'{h.engine}'" in h.problem else f"engine '{h.engine}': {h.problem}"
         err.print(f"[red]error:[/] {escape(one_line(what))}" + (f" — {escape(fix)}" if fix else ""))
     if bad:
-        raise typer.Exit(1)
+        # Something the user fixes in the recipe or environment is exit 2; an engine that is down is exit 1.
+        raise typer.Exit(2 if any(h.problem_kind == "config" for h in bad) else 1)
 
 
 def _mount_stage_commands() -> None:
     """Stage packages own their command functions; the CLI only mounts them."""
+    from judge.cli import app as judge_app
+    from mindcore import preflight_hook
     from mindsim.export import export_app
+    from mindsim.preflight import preflight
     from mindsim.publish import publish_cmd
     from mindsim.simulate_cli import simulate_cmd
     from profilegen.cli import app as profiles_app
-    from judge.cli import app as judge_app
+
+    # judge/ and validation/ may not import mindsim: their commands reach the preflight through mindcore.
+    preflight_hook.install(preflight)
     from validation.cli import app as validate_app
 
     app.add_typer(profiles_app, name="profiles", help="Generate, screen and select patient profiles.")
@@ -110,7 +120,7 @@ def _mount_stage_commands() -> None:
     app.add_typer(validate_app, name="validate", help="Realism validation against reference statistics.")
     app.command("publish")(publish_cmd)
     app.add_typer(judge_app, name="judge", help="MHQR: judge counsellor replies, sample for clinicians, agreement.")
-    app.add_typer(export_app, name="export", help="Post-training exports (counsellor SFT, patient data).")
+    app.add_typer(export_app, name="export", help="Post-training exports (counsellor SFT, DPO pairs, patient data).")
 
 
 def _is_usage_error(exc: BaseException) -> bool:

@@ -11,21 +11,23 @@ from __future__ import annotations
 import hashlib
 import json
 import uuid
-from collections import defaultdict
+from collections import Counter, defaultdict
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
 from pydantic import BaseModel, ConfigDict, Field
+from rich.markup import escape
 
-from mindcore.console import err_console
+from mindcore.console import err_console, out_console
 from mindcore.engine import Engines
-from mindcore.errors import ConfigError, InputError
+from mindcore.errors import ConfigError, EngineError, InputError
 from mindcore.io import atomic_write_json, read_jsonl
 from mindcore.logs import library_logs_to
 from mindcore.provenance import base_provenance
 from mindcore.recipe import Recipe, load_recipe
 from mindsim.cards import build_dataset_folder
+from mindsim.preflight import preflight, raise_if_all_failed
 from mindsim.config import SimulationConfig
 from mindsim.simulate import run_simulation
 from judge.config import JudgeConfig
@@ -105,6 +107,17 @@ def _prompt_hashes(out_dir: Path, arc: bool) -> dict[str, str]:
     return hashes
 
 
+def _nothing_left(stage: str, failures: list[dict[str, Any]], what: str) -> None:
+    """A stage that left nothing for the next one failed at run time (exit 1), whatever the error
+    class: saying "no profiles to simulate" would blame the user's input for the engine's output."""
+    classes = Counter(str(f.get("error", "")).split(":", 1)[0] or "unknown" for f in failures)
+    counts = ", ".join(f"{n} × {c}" for c, n in classes.most_common()) or "no failures recorded"
+    first = str(failures[0].get("error", "")).splitlines()[0][:200] if failures else ""
+    raise EngineError(f"{stage}: {what} ({counts}){'; first: ' + first if first else ''}. The engine's answers are "
+                      "the cause: check the model behind each role (`mindsim engines check RECIPE`) and rerun the "
+                      "same command to resume")
+
+
 def run_job(recipe_path: Path, out_dir: Path, *, verbose: bool = False) -> JobSummary:
     """`verbose` leaves distilabel's and datasets' own logs on the terminal; otherwise they go to
     `OUT/logs/` and the terminal shows one progress bar per stage."""
@@ -119,11 +132,25 @@ def run_job(recipe_path: Path, out_dir: Path, *, verbose: bool = False) -> JobSu
     info = _open_run(out_dir, recipe)
 
     with library_logs_to(out_dir / "logs", verbose=verbose), Engines.from_config(recipe.engines_config()) as engines:
+        console.rule("[bold]0 · preflight")
+        stages = {"run"} | ({"judge"} if jcfg is not None else set()) | ({"validate"} if vcfg.arc else set())
+        pre = preflight(recipe, engines, stages)
+        for note in pre.notes:  # information, not a problem: stdout, so stderr keeps only what went wrong
+            out_console().print(f"preflight: {escape(note)}")
+        scfg, vcfg = pre.budgets.apply("simulation", scfg), pre.budgets.apply("validation", vcfg)
         console.rule("[bold]1–5 · profiles")
         psum = run_profiles(recipe, engines, out_dir, pcfg)
+        pfail = [r for _, r in read_jsonl(out_dir / "profiles" / "failures.jsonl")]
+        raise_if_all_failed("profiles", pfail, attempted=psum.candidates)
+        if psum.candidates and not psum.kept:
+            _nothing_left("profiles", pfail, f"every one of {psum.candidates} candidates failed or was dropped "
+                                             f"as serious ({psum.dropped_serious} dropped)")
         profiles = load_profiles(out_dir / "profiles", pool_only=scfg.pool_only)
         console.rule("[bold]6 · multi-session simulation")
         ssum = run_simulation(profiles, engines, scfg, out_dir, recipe.seed)
+        raise_if_all_failed("simulation", ssum["failed_arcs"], attempted=ssum["arcs"])
+        if ssum["failed_arcs"] and not ssum["sessions_written"]:
+            _nothing_left("simulation", ssum["failed_arcs"], f"all {ssum['arcs']} arcs failed before any session finished")
         console.rule("[bold]7 · validation")
         sims = _sims_by_counsellor(out_dir / "transcripts" / "transcripts.jsonl")
         compare(vcfg.reference, sims, out_dir / "validation", vcfg, engines=engines if vcfg.arc else None)
@@ -143,6 +170,7 @@ def run_job(recipe_path: Path, out_dir: Path, *, verbose: bool = False) -> JobSu
             "provenance": base_provenance(),
             "engines": roles,
             "engine_backends": backends,
+            "preflight": pre.lines(),
             "usage": usage,
             "persona_source": "mindsim's shipped synthetic persona sample (Nemotron-Personas-USA schema, not NVIDIA data)"
             if psum.persona_source == "synthetic"

@@ -238,9 +238,15 @@ def preflight(recipe: Any, engines: Any, stages: set[str]) -> PreflightReport:
     budgets = fit_budgets(recipe, engines.config, set(stages), counters)
     contexts = check_contexts(recipe, engines, uses, by_name, budgets, counters)
     report = PreflightReport(sorted(expand_stages(set(stages))), uses, health, budgets, contexts, list(budgets.notes))
+    # One note per engine and reason, not one per role: a server that reports no context size would
+    # otherwise print a line for every role on it.
+    unchecked: dict[tuple[str, str], list[str]] = {}
     for c in contexts:
         if c.fits is None:
-            report.notes.append(f"context of role '{c.role}' on engine '{c.engine}' not checked: {c.note}")
+            unchecked.setdefault((c.engine, c.note), []).append(c.role)
+    for (engine, note), roles in unchecked.items():
+        report.notes.append(f"context of role{'s' if len(roles) > 1 else ''} {', '.join(roles)} on engine "
+                            f"'{engine}' not checked: {note}")
     return report
 
 

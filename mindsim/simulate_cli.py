@@ -25,6 +25,7 @@ def simulate_cmd(
     from mindcore.engine import Engines
     from mindcore.recipe import load_recipe
     from mindsim.config import SimulationConfig
+    from mindsim.preflight import preflight
     from mindsim.simulate import run_simulation
     from profilegen.dataset import load_profiles
 
@@ -32,6 +33,10 @@ def simulate_cmd(
     config = rec.section("simulation", SimulationConfig)
     pool = load_profiles(profiles, pool_only=config.pool_only)
     with Engines.from_config(rec.engines_config()) as engines:
+        report = preflight(rec, engines, {"simulate"})
+        for note in report.notes:
+            out.print(f"preflight: {escape(note)}")
+        config = report.budgets.apply("simulation", config)
         summary = run_simulation(pool, engines, config, out_dir, rec.seed)
     table = Table(title=f"Simulation → {out_dir}")
     table.add_column("what")

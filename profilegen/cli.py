@@ -60,6 +60,10 @@ def generate_cmd(
     except ValueError as exc:
         raise ConfigError(f"profiles options: {exc}") from exc
     with Engines.from_config(rec.engines_config()) as engines:
+        from mindsim.preflight import preflight  # the check needs every stage's schemas; profilegen has only its own
+
+        for note in preflight(rec, engines, {"profiles"}).notes:
+            out_console().print(f"preflight: {escape(note)}")
         summary = run_profiles(rec, engines, out, cfg, console)
     failed = sum(summary.failed.values())
     # Some invalid drafts are a counted, expected loss (exit 0); a stage that produced nothing because

@@ -49,6 +49,25 @@ def always_text(text: str) -> Behaviour:
     return lambda _body: Reply(content=text)
 
 
+def after_probe(behaviour: Behaviour, probe_calls: int = 2) -> Behaviour:
+    """Answer the preflight's health probe (its first `probe_calls` requests: a greeting, then the
+    structured round trip) like a working model, then behave as given: an engine that passes the check
+    before a job and fails once the job's real calls start."""
+    seen = [0]
+    lock = threading.Lock()
+
+    def behave(body: dict[str, Any]) -> Reply:
+        with lock:
+            seen[0] += 1
+            probing = seen[0] <= probe_calls
+        if not probing:
+            return behaviour(body)
+        fmt = (body.get("response_format") or {}).get("json_schema") or {}
+        return Reply(content=json.dumps({"mood": "steady", "calm": True}) if fmt else "Hello.")
+
+    return behave
+
+
 def by_model(behaviours: dict[str, Behaviour], default: Behaviour) -> Behaviour:
     return lambda body: behaviours.get(body.get("model", ""), default)(body)
 
@@ -72,6 +91,10 @@ def from_responder(responder: Callable[[Any], Any]) -> Behaviour:
             tools=body.get("tools"),
             tool_choice=body.get("tool_choice"),
         )
+        if req.schema_name == "_Probe":
+            # The toolkit's preflight probes every engine once before a job; a served fake answers it as
+            # any working model would, so the test exercises the job, not the probe.
+            return Reply(content=json.dumps({"mood": "steady", "calm": True}))
         out = responder(req)
         if isinstance(out, RawReply):
             return Reply(content=out.content, tool_calls=out.tool_calls)
@@ -87,11 +110,19 @@ class OpenAIStub:
     def __init__(self, behaviour: Behaviour, model: str = "stub-model") -> None:
         self.behaviour = behaviour
         self.model = model
+        # What `GET /v1/models` lists: the toolkit's preflight refuses a role whose model is not served,
+        # so a test that names models per role adds them here (see `serve`).
+        self.models: list[str] = [model]
         self.requests: list[dict[str, Any]] = []
         self._lock = threading.Lock()
         self._server = ThreadingHTTPServer(("127.0.0.1", 0), self._handler())
         self._server.daemon_threads = True
         self._thread = threading.Thread(target=self._server.serve_forever, name="openai-stub", daemon=True)
+
+    def serve(self, *models: str) -> "OpenAIStub":
+        """List `models` in `/v1/models` too."""
+        self.models.extend(m for m in models if m not in self.models)
+        return self
 
     @property
     def base_url(self) -> str:
@@ -150,7 +181,8 @@ class OpenAIStub:
 
             def do_GET(self) -> None:
                 if self.path.rstrip("/").endswith("/v1/models"):
-                    self._send(200, {"object": "list", "data": [{"id": stub.model, "object": "model", "owned_by": "stub"}]})
+                    self._send(200, {"object": "list", "data": [{"id": m, "object": "model", "owned_by": "stub"}
+                                                                for m in stub.models]})
                 else:
                     self._send(404, {"error": {"message": f"no route {self.path}"}})
 

@@ -33,7 +33,7 @@ for extra in (TESTS, TESTS / "mindsim"):
     if str(extra) not in sys.path:
         sys.path.insert(0, str(extra))
 
-from openai_stub import OpenAIStub, Reply, always_status, always_text, by_model, from_responder, openai_stub  # noqa: E402,F401
+from openai_stub import after_probe, OpenAIStub, Reply, always_status, always_text, by_model, from_responder, openai_stub  # noqa: E402,F401
 
 MINDSIM = shutil.which("mindsim")
 # Not a terminal (pipes) and a narrow declared width: the worst case for rich's hard wrapping.
@@ -230,8 +230,9 @@ def test_help_exits_0_for_every_command_group(tmp_path):
 # ---------------------------------------------------------------- engines that fail at run time
 
 
-def _stub_recipe(path: Path, base_url: str, roles: list[str], extra: str = "") -> Path:
+def _stub_recipe(path: Path, stub, roles: list[str], extra: str = "") -> Path:
     """A recipe on the stub: one model per role, named after the role (see openai_stub.from_responder)."""
+    base_url = stub.serve("m", *roles).base_url
     lines = [f"  {r!r}: {{engine: stub, model: {r!r}}}" for r in roles]
     path.write_text(
         f"name: stub\nseed: 3\nengines:\n  stub: {{kind: openai, base_url: '{base_url}', model: m, native_tools: false}}\n"
@@ -255,7 +256,7 @@ def _sim_behaviour():
                          ids=["http-500", "invalid-json"])
 def test_engines_check_with_a_failing_engine_exits_1(behaviour, problem, openai_stub, tmp_path):
     stub = openai_stub(behaviour)
-    recipe = _stub_recipe(tmp_path / "r.yaml", stub.base_url, [])
+    recipe = _stub_recipe(tmp_path / "r.yaml", stub, [])
     proc = mindsim("engines", "check", recipe, cwd=tmp_path)
     assert proc.returncode == 1, proc.stderr
     line = error_line(proc)
@@ -264,7 +265,7 @@ def test_engines_check_with_a_failing_engine_exits_1(behaviour, problem, openai_
 
 def test_engines_check_with_a_working_engine_exits_0(openai_stub, tmp_path):
     stub = openai_stub(always_text('{"mood": "fine", "calm": true}'))
-    proc = mindsim("engines", "check", _stub_recipe(tmp_path / "r.yaml", stub.base_url, []), cwd=tmp_path)
+    proc = mindsim("engines", "check", _stub_recipe(tmp_path / "r.yaml", stub, []), cwd=tmp_path)
     assert proc.returncode == 0 and proc.stderr.strip() == "", proc.stderr
 
 
@@ -274,7 +275,7 @@ def test_simulate_with_failed_arcs_exits_1(openai_stub, tmp_path):
 
     write_profiles([make_profile("p1"), make_profile("p2", "joker")], tmp_path / "profiles")
     stub = openai_stub(_sim_behaviour())
-    recipe = _stub_recipe(tmp_path / "r.yaml", stub.base_url, SIM_ROLES, TWO_COUNSELLORS)
+    recipe = _stub_recipe(tmp_path / "r.yaml", stub, SIM_ROLES, TWO_COUNSELLORS)
     out = tmp_path / "sim"
     proc = mindsim("simulate", "--profiles", tmp_path / "profiles", "--recipe", recipe, "--out", out, cwd=tmp_path)
     assert proc.returncode == 1, proc.stderr
@@ -284,9 +285,31 @@ def test_simulate_with_failed_arcs_exits_1(openai_stub, tmp_path):
     assert len(json.loads((out / "sessions" / "summary.json").read_text())["failed_arcs"]) == 2
 
 
-def test_profiles_whose_every_candidate_failed_exit_1(openai_stub, tmp_path):
+def test_profiles_on_a_dead_engine_stop_at_preflight_with_exit_1(openai_stub, tmp_path):
     stub = openai_stub(always_status(500))
-    recipe = _stub_recipe(tmp_path / "r.yaml", stub.base_url, [],
+    recipe = _stub_recipe(tmp_path / "r.yaml", stub, [], "profiles: {personas: synthetic, candidates: 2}\n")
+    proc = mindsim("profiles", recipe, "--out", tmp_path / "o", cwd=tmp_path)
+    assert proc.returncode == 1, proc.stderr
+    line = error_line(proc)
+    assert "preflight" in line and "engine 'stub'" in line and "HTTP 500" in line and stub.base_url in line
+    assert not (tmp_path / "o" / "profiles" / "checkpoints").exists() and len(stub.requests) <= 4
+
+
+def test_run_with_an_unset_key_variable_stops_at_preflight_with_exit_2(openai_stub, tmp_path, monkeypatch):
+    stub = openai_stub(always_text('{"mood": "fine", "calm": true}'))
+    recipe = _stub_recipe(tmp_path / "r.yaml", stub, [])
+    recipe.write_text(recipe.read_text().replace("native_tools: false}", "native_tools: false, api_key_env: MINDSIM_TEST_UNSET_KEY}"))
+    monkeypatch.delenv("MINDSIM_TEST_UNSET_KEY", raising=False)
+    proc = mindsim("run", recipe, "--out", tmp_path / "o", cwd=tmp_path)
+    assert proc.returncode == 2, proc.stderr
+    line = error_line(proc, only_line=False)
+    assert "MINDSIM_TEST_UNSET_KEY" in line and not stub.requests
+    assert not (tmp_path / "o" / "profiles").exists()
+
+
+def test_profiles_whose_every_candidate_failed_exit_1(openai_stub, tmp_path):
+    stub = openai_stub(after_probe(always_status(500)))
+    recipe = _stub_recipe(tmp_path / "r.yaml", stub, [],
                           "profiles: {personas: synthetic, candidates: 2, pool_size: 1, benchmark_size: 1, use_distilabel: false}\n")
     proc = mindsim("profiles", recipe, "--out", tmp_path / "o", cwd=tmp_path)
     assert proc.returncode == 1, proc.stderr
@@ -315,7 +338,7 @@ def test_run_with_failed_arcs_exits_1(openai_stub, tmp_path):
 
     stub = openai_stub(by_model({"counsellor:broken": always_status(400)}, from_responder(respond)))
     recipe = _stub_recipe(
-        tmp_path / "r.yaml", stub.base_url, ["profile_writer", "screener", *SIM_ROLES],
+        tmp_path / "r.yaml", stub, ["profile_writer", "screener", *SIM_ROLES],
         "profiles: {personas: synthetic, candidates: 3, pool_size: 2, benchmark_size: 1, pool_verdicts: [clean, minor]}\n"
         + TWO_COUNSELLORS + "validation: {bootstrap_draws: 20, floor_splits: 5}\n",
     )
@@ -337,7 +360,7 @@ def test_ctrl_c_exits_130_with_a_resume_hint(openai_stub, tmp_path):
 
     write_profiles([make_profile("p1")], tmp_path / "profiles")
     stub = openai_stub(slow)
-    recipe = _stub_recipe(tmp_path / "r.yaml", stub.base_url, [], "simulation: {sessions: 1, turn_cap: 3}\n")
+    recipe = _stub_recipe(tmp_path / "r.yaml", stub, [], "simulation: {sessions: 1, turn_cap: 3}\n")
     proc = subprocess.Popen([MINDSIM, "simulate", "--profiles", tmp_path / "profiles", "--recipe", recipe, "--out", tmp_path / "o"],
                             cwd=tmp_path, env=ENV, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
     try:
@@ -387,7 +410,7 @@ def test_publish_network_failure_exits_1(tmp_path):
                          ids=["http-400", "invalid-json"])
 def test_validate_with_a_failing_labeller_exits_1(behaviour, expected, openai_stub, files):
     stub = openai_stub(behaviour)
-    recipe = _stub_recipe(files.root / "r.yaml", stub.base_url, [])
+    recipe = _stub_recipe(files.root / "r.yaml", stub, [])
     proc = mindsim("validate", "reference", files.good, "--out", files.root / "r.parquet", "--arc", "--recipe", recipe,
                    cwd=files.root)
     assert proc.returncode == 1, proc.stderr
