@@ -27,6 +27,10 @@ class JudgeConfig(BaseModel):
         True, description="Show the flag / do-not-flag lists; false keeps only definitions (small-context models)"
     )
     rubric: str | None = Field(None, description="Another rubric file of the same shape; default the shipped one")
+    max_issues: int | None = Field(
+        None, ge=1, description="Most issues one judgment may list (default: all of the rubric's). The longest "
+        "possible answer grows with it (~570 tokens an issue); a small-context model needs a cap"
+    )
     plots: bool = Field(True, description="Write the PNG plots")
 
     @field_validator("judges")

@@ -78,15 +78,19 @@ def replies(session: SessionInput, max_replies: int | None = None) -> list[Reply
 class Judge:
     """One judge role bound to a rubric. `await judge(reply)` returns a `JudgmentRow`, ok or failed."""
 
-    def __init__(self, name: str, client: Any, rubric: Rubric, *, full_rubric: bool = True):
+    def __init__(self, name: str, client: Any, rubric: Rubric, *, full_rubric: bool = True,
+                 max_issues: int | None = None):
         self.name = name
         self.client = client
         self.rubric = rubric
-        self.rubric_version = rubric.version if full_rubric else f"{rubric.version}+compact"
+        capped = max_issues is not None and max_issues < len(rubric.issues)
+        # The version names every departure from the full rubric, so cached judgments never mix them.
+        self.rubric_version = (rubric.version + ("" if full_rubric else "+compact")
+                               + (f"+max{max_issues}issues" if capped else ""))
         self.system = render(SYSTEM_TEMPLATE, rubric=rubric, categories={c.id: c.name for c in rubric.categories},
                              full=full_rubric)
         self.prompt_hashes = {t: template_hash(t) for t in TEMPLATES}
-        self.output = answer_model(rubric)
+        self.output = answer_model(rubric, max_issues)
 
     @property
     def model(self) -> str:

@@ -105,14 +105,17 @@ def load_rubric(path: str | None = None) -> Rubric:
         raise ConfigError(f"rubric {where}: invalid ({str(exc).splitlines()[0]}); see judge/data/rubric.yaml") from exc
 
 
-def answer_model(rubric: Rubric) -> type[BaseModel]:
+def answer_model(rubric: Rubric, max_issues: int | None = None) -> type[BaseModel]:
     """The judge's answer: issues first (so severity is decided after listing them), then one
-    severity. The validator enforces the rubric's rule; a violation makes RoleClient re-ask."""
-    return _answer_model(tuple(i.id for i in rubric.issues), tuple(s.id for s in rubric.severities))
+    severity. The validator enforces the rubric's rule; a violation makes RoleClient re-ask.
+    `max_issues` caps the list (default: every issue of the rubric); the cap sets the answer's longest
+    possible length, which the token budget and the context a slot has must hold."""
+    ids = tuple(i.id for i in rubric.issues)
+    return _answer_model(ids, tuple(s.id for s in rubric.severities), min(max_issues or len(ids), len(ids)))
 
 
 @lru_cache(maxsize=None)
-def _answer_model(issue_ids: tuple[str, ...], severity_ids: tuple[str, ...]) -> type[BaseModel]:
+def _answer_model(issue_ids: tuple[str, ...], severity_ids: tuple[str, ...], max_issues: int) -> type[BaseModel]:
     none_id = severity_ids[0]
 
     finding = create_model(
@@ -136,6 +139,7 @@ def _answer_model(issue_ids: tuple[str, ...], severity_ids: tuple[str, ...]) -> 
         "MHQRJudgment",
         __config__=ConfigDict(extra="forbid"),
         __validators__={"_no_concern_iff_no_issue": model_validator(mode="after")(check)},
-        issues=(list[finding], Field(max_length=len(issue_ids), description="Every clinical issue present")),
+        issues=(list[finding], Field(max_length=max_issues, description="Every clinical issue present"
+                                     + ("" if max_issues == len(issue_ids) else f", the {max_issues} most serious at most"))),
         severity=(Literal[severity_ids], Field(description="One severity for the whole reply")),
     )

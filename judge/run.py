@@ -36,7 +36,8 @@ def _judges(engines: Any, config: JudgeConfig) -> list[Judge]:
     out = []
     for name in config.judges:
         # An unbound role falls back to `default`; with no default, Engines raises a ConfigError naming it.
-        out.append(Judge(name, engines.role(name), rubric, full_rubric=config.full_rubric))
+        out.append(Judge(name, engines.role(name), rubric, full_rubric=config.full_rubric,
+                         max_issues=config.max_issues))
     return out
 
 

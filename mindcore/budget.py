@@ -370,6 +370,11 @@ class RoleSchema:
     stages: frozenset[str]
     budget: Callable[[Any], StageBudget | None] | None = None
     active: Callable[[Any], bool] | None = None
+    # When the schema depends on the recipe (the judge's rubric and issue cap), this builds it instead.
+    schema_for: Callable[[Any], dict[str, Any]] | None = None
+
+    def schema_of(self, recipe: Any) -> dict[str, Any]:
+        return self.schema_for(recipe) if self.schema_for is not None else self.schema()
 
 
 _REGISTRY: dict[tuple[str, str], RoleSchema] = {}

@@ -102,6 +102,20 @@ def _arc_schema() -> dict[str, Any]:
     return ArcLabel.model_json_schema()
 
 
+def judge_config(recipe: Any) -> Any:
+    """The recipe's judge section, or the defaults (`mindsim judge run` without a recipe)."""
+    from judge.config import JudgeConfig
+
+    return JudgeConfig.model_validate(getattr(recipe, "judge", None) or {})
+
+
+def _judge_schema(recipe: Any = None) -> dict[str, Any]:
+    from judge.rubric import answer_model, load_rubric
+
+    cfg = judge_config(recipe)
+    return answer_model(load_rubric(cfg.rubric), cfg.max_issues).model_json_schema()
+
+
 def _arc_on(recipe: Any) -> bool:
     return bool((getattr(recipe, "validation", None) or {}).get("arc", False))
 
@@ -123,6 +137,7 @@ def _register() -> None:
         RoleSchema("patient", "tool_choice:agenda", agenda_tool_schema, simulate),
         RoleSchema("labeller", "ArcLabel", _arc_schema, validate,
                    budget=_section_budget("validation", "arc_max_tokens", arc_default), active=_arc_on),
+        RoleSchema("judge", "mhqr_judgment", _judge_schema, frozenset({"judge"}), schema_for=_judge_schema),
     ):
         register_role_schema(entry)
 
@@ -189,7 +204,7 @@ def fit_budgets(recipe: Any, config: EnginesConfig, stages: set[str],
             continue
         engine = config.role_spec(entry.role).engine
         counter = counters.get(engine)
-        wc = worst_case_tokens(entry.schema(), name=entry.name, count=counter,
+        wc = worst_case_tokens(entry.schema_of(recipe), name=entry.name, count=counter,
                                counted_with=f"{engine} tokenizer" if counter else "bytes")
         override = entry.budget(recipe) if entry.budget else None
         key = (entry.role, override.setting if override else "role")

@@ -255,8 +255,27 @@ def _labeller_prompt(inp: EstimateInputs, sz: Any) -> PromptSize:
     return PromptSize("labeller", n, {"longest clipped turn with its context": n})
 
 
+def _judge_prompt(inp: EstimateInputs, sz: Any) -> PromptSize:
+    from judge.judging import Judge, replies
+    from judge.rubric import load_rubric
+    from judge.schemas import SessionInput
+    from mindsim.budgets import judge_config
+    from mindsim.prompting import counsellor_system_prompt
+
+    # The last reply of the longest session the simulator can write is the judge's largest prompt.
+    cfg = judge_config(inp.recipe)
+    fx = _session_fixtures(inp, sz)
+    exchange = [*fx["transcript"], {"role": "assistant", "content": sz.text_of_tokens(inp.reply_bound()[0])}]
+    session = SessionInput(session_id="s", patient_id="p", counsellor="c", session_index=1,
+                           counsellor_system_prompt=counsellor_system_prompt(fx["plan"], fx["memory"]),
+                           messages=exchange)
+    judge = Judge("judge", None, load_rubric(cfg.rubric), full_rubric=cfg.full_rubric, max_issues=cfg.max_issues)
+    n = _messages_tokens(judge.messages(replies(session)[-1]), sz)
+    return PromptSize("judge", n, {"rubric, counsellor prompt and the longest session": n}, inp.reply_bound()[1])
+
+
 for _role, _fn in (("profile_writer", _writer_prompt), ("screener", _screener_prompt),
                    ("scenario_writer", _scenario_prompt), ("patient", _patient_prompt),
                    ("counsellor", _counsellor_prompt), ("memory_compactor", _memory_prompt),
-                   ("labeller", _labeller_prompt)):
+                   ("labeller", _labeller_prompt), ("judge", _judge_prompt)):
     register_prompt_estimate(_role, _fn)

@@ -76,12 +76,27 @@ class StubServer:
 
         stub = self
         self.requests = 0
+        self.models = ["gpt-5-judge", "gpt-5"]
 
         class Handler(BaseHTTPRequestHandler):
+            def do_GET(self) -> None:  # noqa: N802 - the preflight lists the served models
+                out = json.dumps({"object": "list", "data": [{"id": m, "object": "model"} for m in stub.models]}).encode()
+                self.send_response(200)
+                self.send_header("Content-Type", "application/json")
+                self.send_header("Content-Length", str(len(out)))
+                self.end_headers()
+                self.wfile.write(out)
+
             def do_POST(self) -> None:  # noqa: N802 - http.server's name
                 body = json.loads(self.rfile.read(int(self.headers["Content-Length"])))
-                stub.requests += 1
-                content = json.dumps(fake_judge(SimpleNamespace(messages=body["messages"])))
+                schema = ((body.get("response_format") or {}).get("json_schema") or {}).get("name")
+                if schema == "_Probe" or schema is None:
+                    # The preflight's health probe (a greeting, then a tiny structured round trip): answered
+                    # as a working model would, and not counted among the judge's requests.
+                    content = json.dumps({"mood": "steady", "calm": True}) if schema else "Hello."
+                else:
+                    stub.requests += 1
+                    content = json.dumps(fake_judge(SimpleNamespace(messages=body["messages"])))
                 out = json.dumps({
                     "id": "x", "object": "chat.completion", "created": 0, "model": body["model"],
                     "choices": [{"index": 0, "finish_reason": "stop",

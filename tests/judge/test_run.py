@@ -159,4 +159,5 @@ def test_console_script_runs_and_exit_codes(run_dir, tmp_path):
         port = s.getsockname()[1]
     fresh = write_run(tmp_path / "fresh")
     down = _mindsim(str(fresh), "--recipe", str(recipe_for(tmp_path / "down.yaml", port)), "--no-plots")
-    assert down.returncode == 1 and "every judgment failed" in down.stderr
+    # The preflight finds the dead engine before any judgment is attempted.
+    assert down.returncode == 1 and "preflight" in down.stderr and "could not connect" in down.stderr

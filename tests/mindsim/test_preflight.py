@@ -95,15 +95,28 @@ def test_engine_tokenizer_lowers_the_minimum():
 def test_unbounded_schema_is_named_not_guessed():
     from mindcore import budget
 
-    register_role_schema(RoleSchema("judge", "open-judgment", lambda: {
-        "type": "object", "properties": {"evidence": {"type": "string"}}}, frozenset({"judge"})))
+    register_role_schema(RoleSchema("critic", "open-judgment", lambda: {
+        "type": "object", "properties": {"evidence": {"type": "string"}}}, frozenset({"critique"})))
     try:
         r = _recipe({"default": {"engine": "local", "max_tokens": 100}})
-        report = fit_budgets(r, r.engines_config(), {"judge"})
+        report = fit_budgets(r, r.engines_config(), {"critique"})
     finally:
-        budget._REGISTRY.pop(("judge", "open-judgment"))
+        budget._REGISTRY.pop(("critic", "open-judgment"))
     assert report.lines[0].action == "unbounded"
     assert "evidence: string without maxLength" in report.notes[0]
+
+
+def test_judge_budget_follows_the_recipe_issue_cap():
+    r = _recipe({"default": {"engine": "local"}})
+    full = fit_budgets(r, r.engines_config(), {"judge"})
+    r.judge = {"max_issues": 3}
+    capped = fit_budgets(r, r.engines_config(), {"judge"})
+    assert full.worst("judge") > 4 * capped.worst("judge") > 0
+    r.judge = {"max_issues": 3}
+    small = _recipe({"default": {"engine": "local"}, "judge": {"engine": "local", "max_tokens": 100}})
+    small.judge = {"max_issues": 3}
+    with pytest.raises(ConfigError, match="roles.judge.max_tokens is 100.*mhqr_judgment"):
+        fit_budgets(small, small.engines_config(), {"judge"})
 
 
 # -- preflight ------------------------------------------------------------------------------------
