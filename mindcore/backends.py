@@ -198,7 +198,7 @@ class OpenAIBackend:
 
     def _kwargs(self, req: ChatRequest) -> dict[str, Any]:
         kw: dict[str, Any] = {"model": req.model or self.default_model, "messages": req.messages}
-        for key in ("temperature", "top_p", "max_tokens", "seed"):
+        for key in ("temperature", "top_p", "max_tokens", "seed", "frequency_penalty", "presence_penalty", "stop"):
             value = getattr(req, key)
             if value is not None:
                 kw[key] = value

@@ -55,6 +55,8 @@ class RoleClient:
             "top_p": self.spec.top_p,
             "max_tokens": self.spec.max_tokens,
             "seed": self.spec.seed,
+            **{k: v for k in ("frequency_penalty", "presence_penalty", "stop")
+               if (v := getattr(self.spec, k)) is not None},
         }
 
     # -- plain chat -------------------------------------------------------------------------------
@@ -203,6 +205,10 @@ class RoleClient:
             top_p=kw.pop("top_p", spec.top_p),
             max_tokens=kw.pop("max_tokens", spec.max_tokens),
             seed=kw.pop("seed", spec.seed),
+            frequency_penalty=kw.pop("frequency_penalty", spec.frequency_penalty),
+            presence_penalty=kw.pop("presence_penalty", spec.presence_penalty),
+            # A stop string inside JSON would cut the object short: only plain replies get them.
+            stop=kw.pop("stop", None if kw.get("response_schema") is not None or kw.get("tools") else spec.stop),
             **kw,
         )
 

@@ -176,6 +176,14 @@ class RoleSpec(_Strict):
     top_p: float | None = Field(None, gt=0, le=1)
     max_tokens: int | None = Field(None, ge=1)
     seed: int | None = None
+    frequency_penalty: float | None = Field(
+        None, ge=-2, le=2, description="OpenAI-style penalty on tokens by how often they appeared (curbs looping)"
+    )
+    presence_penalty: float | None = Field(None, ge=-2, le=2, description="OpenAI-style penalty on any repeat")
+    stop: list[str] | None = Field(
+        None, max_length=4, description="Plain-text replies end at the first of these strings (never applied to "
+        "structured output or tool calls, whose JSON may contain them)"
+    )
     max_attempts: int = Field(3, ge=1, le=10, description="Asks per structured call before it counts as failed")
 
 

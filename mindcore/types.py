@@ -23,6 +23,9 @@ class ChatRequest:
     top_p: float | None = None
     max_tokens: int | None = None
     seed: int | None = None
+    frequency_penalty: float | None = None
+    presence_penalty: float | None = None
+    stop: list[str] | None = None
     response_schema: dict[str, Any] | None = None
     schema_name: str = "output"
     tools: list[dict[str, Any]] | None = None

@@ -53,7 +53,7 @@ def test_run_with_failed_arcs_exits_1(tmp_path, capsys, monkeypatch):
     recipe.write_text("name: x\nengines:\n  local: {kind: embedded}\nroles:\n  default: {engine: local}\n")
     summaries = iter([{"failed arcs": 3}, {"failed arcs": 0}])
 
-    def run_job(recipe_path, out_dir):
+    def run_job(recipe_path, out_dir, verbose=False):
         return types.SimpleNamespace(outputs={"provenance": out_dir / "run.json"}, info={"counts": next(summaries)})
 
     # The job itself is exercised end to end in tests/test_exit_codes.py; here only run_cmd's verdict.
