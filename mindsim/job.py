@@ -107,6 +107,19 @@ def _prompt_hashes(out_dir: Path, arc: bool) -> dict[str, str]:
     return hashes
 
 
+def _stage(title: str) -> None:
+    # A rule spans the console's width, which off a terminal is the wide pipe canvas: print a short header.
+    if console.is_terminal:
+        console.rule(f"[bold]{title}")
+    else:
+        console.print(f"── {title} ──")
+
+
+def _flag_line(totals: dict[str, int]) -> str:
+    flags = ", ".join(f"{k} {v}" for k, v in sorted(totals.items()) if v and k != "replies") or "none"
+    return f"{flags} (of {totals.get('replies', 0)} replies)"
+
+
 def _nothing_left(stage: str, failures: list[dict[str, Any]], what: str) -> None:
     """A stage that left nothing for the next one failed at run time (exit 1), whatever the error
     class: saying "no profiles to simulate" would blame the user's input for the engine's output."""
@@ -132,13 +145,13 @@ def run_job(recipe_path: Path, out_dir: Path, *, verbose: bool = False) -> JobSu
     info = _open_run(out_dir, recipe)
 
     with library_logs_to(out_dir / "logs", verbose=verbose), Engines.from_config(recipe.engines_config()) as engines:
-        console.rule("[bold]0 · preflight")
+        _stage("0 · preflight")
         stages = {"run"} | ({"judge"} if jcfg is not None else set()) | ({"validate"} if vcfg.arc else set())
         pre = preflight(recipe, engines, stages)
         for note in pre.notes:  # information, not a problem: stdout, so stderr keeps only what went wrong
             out_console().print(f"preflight: {escape(note)}")
         scfg, vcfg = pre.budgets.apply("simulation", scfg), pre.budgets.apply("validation", vcfg)
-        console.rule("[bold]1–5 · profiles")
+        _stage("1–5 · profiles")
         psum = run_profiles(recipe, engines, out_dir, pcfg)
         pfail = [r for _, r in read_jsonl(out_dir / "profiles" / "failures.jsonl")]
         raise_if_all_failed("profiles", pfail, attempted=psum.candidates)
@@ -146,17 +159,17 @@ def run_job(recipe_path: Path, out_dir: Path, *, verbose: bool = False) -> JobSu
             _nothing_left("profiles", pfail, f"every one of {psum.candidates} candidates failed or was dropped "
                                              f"as serious ({psum.dropped_serious} dropped)")
         profiles = load_profiles(out_dir / "profiles", pool_only=scfg.pool_only)
-        console.rule("[bold]6 · multi-session simulation")
+        _stage("6 · multi-session simulation")
         ssum = run_simulation(profiles, engines, scfg, out_dir, recipe.seed)
         raise_if_all_failed("simulation", ssum["failed_arcs"], attempted=ssum["arcs"])
         if ssum["failed_arcs"] and not ssum["sessions_written"]:
             _nothing_left("simulation", ssum["failed_arcs"], f"all {ssum['arcs']} arcs failed before any session finished")
-        console.rule("[bold]7 · validation")
+        _stage("7 · validation")
         sims = _sims_by_counsellor(out_dir / "transcripts" / "transcripts.jsonl")
         compare(vcfg.reference, sims, out_dir / "validation", vcfg, engines=engines if vcfg.arc else None)
         jsum = None
         if jcfg is not None:
-            console.rule("[bold]8 · MHQR judge")
+            _stage("8 · MHQR judge")
             jsum = run_judging(out_dir, engines, jcfg)
         roles = engines.describe()
         backends = {name: engines.backend(name).describe() for name in recipe.engines}
@@ -200,6 +213,9 @@ def run_job(recipe_path: Path, out_dir: Path, *, verbose: bool = False) -> JobSu
                 "failed arcs": len(ssum["failed_arcs"]),
                 "sessions the patient ended": ssum["ended_by_patient"],
                 "rejected move commits": ssum["rejected_commits"],
+                "patient messages re-asked (not stored), by reason": ", ".join(
+                    f"{k} {v}" for k, v in sorted(ssum.get("rejected_messages", {}).items()) if v) or "none",
+                "counsellor replies flagged (stored as sent), by flag": _flag_line(ssum.get("counsellor_flags", {})),
                 **({"judged replies (ok / failed)": f"{jsum['ok']} / {jsum['failed']}",
                     "critical replies (listed for review in judgments/report.md)": jsum["critical"]}
                    if jsum else {}),
