@@ -23,6 +23,7 @@ from typing import Any
 
 from mindcore.errors import EngineError, StructuredOutputError
 from mindcore.prompts import render, template_hash
+from mindcore.quotes import normalise, quote_in  # noqa: F401 - part of this module's API
 from judge.rubric import Rubric, answer_model
 from judge.schemas import IssueRecord, JudgmentRow, SessionInput
 
@@ -30,19 +31,6 @@ SYSTEM_TEMPLATE = "judge/system.jinja2"
 USER_TEMPLATE = "judge/user.jinja2"
 TEMPLATES = (SYSTEM_TEMPLATE, USER_TEMPLATE)
 SPEAKERS = {"user": "Patient", "assistant": "Counsellor"}
-
-_QUOTES = str.maketrans({"\u2018": "'", "\u2019": "'", "\u201c": '"', "\u201d": '"', "\u2013": "-", "\u2014": "-"})
-
-
-def normalise(text: str) -> str:
-    """Case, whitespace, curly quotes and dashes do not make a quote unverifiable; words do."""
-    text = re.sub(r"\s+", " ", text.translate(_QUOTES).casefold()).strip()
-    return text.strip(" \"'.,;:")
-
-
-def quote_in(quote: str, text: str) -> bool:
-    q = normalise(quote)
-    return len(q) >= 3 and q in normalise(text)
 
 
 @dataclass(frozen=True)

@@ -8,22 +8,11 @@ import math
 from pathlib import Path
 from typing import Any
 
-from mindcore.io import atomic_write_bytes, atomic_write_json, atomic_write_text
+from mindcore.io import atomic_write_bytes, atomic_write_json, atomic_write_text, json_safe
 from judge.rubric import Rubric
 from judge.schemas import SEVERITIES, JudgmentRow
 
 SEVERITY_NAMES = {"no_concern": "No concern", "minor": "Minor", "major": "Major", "critical": "Critical"}
-
-
-def _clean(obj: Any) -> Any:
-    """JSON has no NaN: undefined numbers become null."""
-    if isinstance(obj, float):
-        return None if math.isnan(obj) or math.isinf(obj) else obj
-    if isinstance(obj, dict):
-        return {str(k): _clean(v) for k, v in obj.items()}
-    if isinstance(obj, (list, tuple)):
-        return [_clean(v) for v in obj]
-    return obj
 
 
 def _f(x: Any, nd: int = 2) -> str:
@@ -208,7 +197,7 @@ def write_plots(out: Path, report: dict[str, Any]) -> list[str]:
 
 def write_report(out: Path, report: dict[str, Any], rubric: Rubric, plots: bool) -> dict[str, Path]:
     files = {"report.json": out / "report.json", "report.md": out / "report.md"}
-    report = _clean(report)
+    report = json_safe(report)
     if plots:
         report["plots"] = write_plots(out, report)
         files.update({p: out / p for p in report["plots"]})

@@ -152,6 +152,19 @@ def read_jsonl(path: str | os.PathLike) -> Iterator[tuple[int, Any]]:
                 raise InputError(f"{path}:{i}: not valid JSON ({exc.msg} at column {exc.colno})") from exc
 
 
+def json_safe(obj: Any) -> Any:
+    """JSON has no NaN or infinity: undefined numbers become null, keys become strings."""
+    import math
+
+    if isinstance(obj, float):
+        return None if math.isnan(obj) or math.isinf(obj) else obj
+    if isinstance(obj, dict):
+        return {str(k): json_safe(v) for k, v in obj.items()}
+    if isinstance(obj, (list, tuple)):
+        return [json_safe(v) for v in obj]
+    return obj
+
+
 def read_parquet_rows(path: str | os.PathLike, what: str = "parquet file") -> list[dict[str, Any]]:
     """All rows of a parquet file; a file that is not parquet is an `InputError` naming it."""
     import pyarrow as pa

@@ -157,7 +157,7 @@ async def first_scenario_record(
     *,
     seed: int,
     load: Callable[[str], ScenarioRecord | None],
-    save: Callable[[ScenarioRecord], None],
+    save: Callable[[ScenarioRecord], ScenarioRecord],
 ) -> ScenarioRecord:
     """The patient's first scenario: read from its checkpoint, or written once and checkpointed before any
     counsellor's arc uses it."""
@@ -172,8 +172,7 @@ async def first_scenario_record(
         patient_id=profile.profile_id, seed=seed, scenario=scenario, rejected_openings=bad,
         engine=client.describe(), prompt=template_hashes([FIRST_TEMPLATE]),
     )
-    save(record)
-    return record
+    return save(record)  # the first finished copy, if another worker wrote this patient's scenario first
 
 
 async def run_arc(
@@ -187,7 +186,7 @@ async def run_arc(
     seed: int,
     first: ScenarioRecord,
     load: Callable[[str], SessionRecord | None],
-    save: Callable[[SessionRecord], None],
+    save: Callable[[SessionRecord], SessionRecord],
     on_session: Callable[[], Awaitable[None] | None] = lambda: None,
 ) -> list[SessionRecord]:
     """All sessions of one patient with one counsellor, resuming after the last checkpointed session. The
@@ -211,7 +210,7 @@ async def run_arc(
                 profile, vocab, plan, scenario, memory, roles, config, counsellor_name=counsellor_name, seed=seed,
                 rejected_openings=bad, scenario_shared=prev is None,
             )
-            save(done)
+            done = save(done)  # a duplicate of a session another worker finished first is discarded
         records.append(done)
         on_session()
     return records

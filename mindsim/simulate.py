@@ -86,49 +86,63 @@ def check_profiles(profiles: list[Profile]) -> None:
         raise InputError("profiles: duplicate profile_id values; each patient needs its own id")
 
 
-class SessionStore:
-    """Per-session durable checkpoints under `<out>/sessions/checkpoints/<session_id>.json`."""
+class _RecordStore:
+    """Typed checkpoints in one folder, written exactly once: the first finished copy of a key wins and a
+    late duplicate (a retried worker racing its original) is discarded and counted, never overwrites
+    work that later sessions may already be built on. `save` returns the copy that counts."""
 
-    def __init__(self, out_dir: Path):
-        self.dir = CheckpointDir(out_dir / SESSIONS_DIR / CHECKPOINTS_DIR)
+    model: type[Any]
+    what: str
+    fix: str
 
-    def load(self, sid: str) -> SessionRecord | None:
-        if not self.dir.has(sid):
+    def __init__(self, out_dir: Path, sub: str):
+        self.dir = CheckpointDir(out_dir / SESSIONS_DIR / sub)
+
+    def load(self, key: str) -> Any:
+        if not self.dir.has(key):
             return None
         try:
-            return SessionRecord.model_validate(self.dir.read(sid))
+            return self.model.model_validate(self.dir.read(key))
         except (ValidationError, json.JSONDecodeError) as exc:
             raise InputError(
-                f"checkpoint {self.dir.path / sid}.json is not a session record ({exc.__class__.__name__}); "
-                "delete it to re-simulate that session"
+                f"checkpoint {self.dir.path / key}.json is not a {self.what} ({exc.__class__.__name__}); {self.fix}"
             ) from exc
 
-    def save(self, record: SessionRecord) -> None:
-        self.dir.write(record.session_id, record.model_dump(mode="json"))
+    def _keep(self, key: str, record: Any) -> Any:
+        stored, won = self.dir.first_copy(key, record.model_dump(mode="json"))
+        return record if won else self.model.model_validate(stored)
+
+    @property
+    def duplicates(self) -> int:
+        return self.dir.duplicates
+
+
+class SessionStore(_RecordStore):
+    """Per-session durable checkpoints under `<out>/sessions/checkpoints/<session_id>.json`."""
+
+    model, what, fix = SessionRecord, "session record", "delete it to re-simulate that session"
+
+    def __init__(self, out_dir: Path):
+        super().__init__(out_dir, CHECKPOINTS_DIR)
+
+    def save(self, record: SessionRecord) -> SessionRecord:
+        return self._keep(record.session_id, record)
 
     def all(self) -> list[SessionRecord]:
         return [r for r in (self.load(k) for k in self.dir.keys()) if r is not None]
 
 
-class ScenarioStore:
+class ScenarioStore(_RecordStore):
     """Each patient's first scenario under `<out>/sessions/scenarios/<patient_id>-<seed>.json`."""
 
+    model, what = ScenarioRecord, "first-scenario record"
+    fix = "use a new --out folder (deleting it would give the counsellors already run a different first session)"
+
     def __init__(self, out_dir: Path):
-        self.dir = CheckpointDir(out_dir / SESSIONS_DIR / SCENARIOS_DIR)
+        super().__init__(out_dir, SCENARIOS_DIR)
 
-    def load(self, key: str) -> ScenarioRecord | None:
-        if not self.dir.has(key):
-            return None
-        try:
-            return ScenarioRecord.model_validate(self.dir.read(key))
-        except (ValidationError, json.JSONDecodeError) as exc:
-            raise InputError(
-                f"checkpoint {self.dir.path / key}.json is not a first-scenario record ({exc.__class__.__name__}); "
-                "use a new --out folder (deleting it would give the counsellors already run a different first session)"
-            ) from exc
-
-    def save(self, record: ScenarioRecord) -> None:
-        self.dir.write(scenario_key(record.patient_id, record.seed), record.model_dump(mode="json"))
+    def save(self, record: ScenarioRecord) -> ScenarioRecord:
+        return self._keep(scenario_key(record.patient_id, record.seed), record)
 
 
 def check_layout(out: Path) -> None:
@@ -222,6 +236,7 @@ async def simulate_async(
         "sessions_expected": len(arcs) * config.sessions,
         "sessions_written": len(records),
         "failed_arcs": failures,
+        "duplicate_checkpoints_discarded": store.duplicates + scenarios.duplicates,
         "ended_by_patient": sum(r.ended_by == "patient" for r in records),
         "memory_repaired": sum(r.memory_update.repaired for r in records),
         "rejected_commits": sum(len(t.rejected) for r in records for t in r.turns),

@@ -18,6 +18,7 @@ from typing import Any
 from pydantic import BaseModel, ConfigDict, Field
 
 from mindcore.prompts import render
+from mindcore.quotes import normalise, quote_in  # noqa: F401 - part of this module's API
 from profilegen.formulation import revision_messages, violations, write_formulation
 from profilegen.render import writer_brief
 from profilegen.schemas import AnchoredRow, Fault, Formulation, Screen, Severity, Verdict
@@ -50,20 +51,6 @@ class JudgeVerdict(BaseModel):
 def text_rules() -> list[tuple[str, re.Pattern, dict, str]]:
     data = read_data("screen_rules.yaml")
     return [(r["id"], re.compile(r["pattern"], re.IGNORECASE), r["when"], r["reason"]) for r in data["text_rules"]]
-
-
-_QUOTES = str.maketrans({"\u2018": "'", "\u2019": "'", "\u201c": '"', "\u201d": '"', "\u2013": "-", "\u2014": "-"})
-
-
-def normalise(text: str) -> str:
-    """Case, whitespace, curly quotes and dashes do not make a quote unverifiable; words do."""
-    text = re.sub(r"\s+", " ", text.translate(_QUOTES).casefold()).strip()
-    return text.strip(" \"'.,;:")
-
-
-def quote_in(quote: str, text: str) -> bool:
-    q = normalise(quote)
-    return len(q) >= 3 and q in normalise(text)
 
 
 def _matches(when: dict, row: AnchoredRow) -> bool:

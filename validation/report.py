@@ -4,28 +4,16 @@ PNG plots. Only aggregates go in: distances, intervals, floors, arc shares, coun
 
 from __future__ import annotations
 
-import math
 from pathlib import Path
 from typing import Any
 
-from mindcore.io import atomic_write_json, atomic_write_text
+from mindcore.io import atomic_write_json, atomic_write_text, json_safe
 from validation.arc import LABEL_NAMES, LABELS
 from validation.config import ValidationConfig
 from validation.features import FEATURE_LABELS, FEATURES
 
 # Settings that change feature values: a reference measured differently is not comparable.
 _COMPARABLE = ("mtld_threshold", "markers_version", "min_patient_turns")
-
-
-def _clean(obj: Any) -> Any:
-    """JSON has no NaN: undefined numbers become null."""
-    if isinstance(obj, float):
-        return None if math.isnan(obj) or math.isinf(obj) else obj
-    if isinstance(obj, dict):
-        return {str(k): _clean(v) for k, v in obj.items()}
-    if isinstance(obj, (list, tuple)):
-        return [_clean(v) for v in obj]
-    return obj
 
 
 def _warnings(ref, systems, config: ValidationConfig) -> list[str]:
@@ -70,7 +58,7 @@ def build_report(ref, systems: dict, distances: dict, arc: dict, config: Validat
         "settings": config.model_dump(exclude={"arc_cache"}),
         "warnings": _warnings(ref, systems, config) + extra_warnings,
     }
-    return _clean(report)
+    return json_safe(report)
 
 
 def _fmt(x: float | None, digits: int = 2) -> str:
