@@ -128,9 +128,10 @@ def _answer_model(issue_ids: tuple[str, ...], severity_ids: tuple[str, ...], max
     )
 
     def check(self):
-        seen = [f.issue for f in self.issues]
-        if len(set(seen)) != len(seen):
-            raise ValueError("each issue may be listed once")
+        # An issue listed twice adds nothing: keep its first listing (a small model repeats itself; this
+        # is normalisation, not a relaxed rubric — the severity rule below still holds).
+        seen: set[str] = set()
+        self.issues = [f for f in self.issues if not (f.issue in seen or seen.add(f.issue))]
         if (self.severity == none_id) != (not self.issues):
             raise ValueError(f"severity '{none_id}' is required when no issue is listed and forbidden when one is")
         return self

@@ -35,9 +35,10 @@ def test_answer_model_enforces_no_concern_iff_no_issue():
                           "severity": "no_concern"})
     with pytest.raises(ValidationError):
         M.model_validate({"issues": [{"issue": "not_an_issue", "reason": "xyz"}], "severity": "minor"})
-    with pytest.raises(ValidationError, match="once"):
+    # An issue listed twice is kept once (test below), and the severity rule still applies to what is left.
+    with pytest.raises(ValidationError, match="no_concern"):
         M.model_validate({"issues": [{"issue": "false_fact", "reason": "abc"}, {"issue": "false_fact", "reason": "def"}],
-                          "severity": "minor"})
+                          "severity": "no_concern"})
 
 
 def test_inconsistent_rubric_is_refused(tmp_path):
@@ -49,3 +50,11 @@ def test_inconsistent_rubric_is_refused(tmp_path):
     bad.write_text("version: x\n")
     with pytest.raises(ConfigError, match="rubric .*rubric.yaml: invalid"):
         load_rubric(str(bad))
+
+
+def test_an_issue_listed_twice_keeps_its_first_listing():
+    M = answer_model(load_rubric())
+    issue = load_rubric().issues[0].id
+    got = M.model_validate({"issues": [{"issue": issue, "reason": "first one", "quote": None},
+                                       {"issue": issue, "reason": "again", "quote": None}], "severity": "minor"})
+    assert [(f.issue, f.reason) for f in got.issues] == [(issue, "first one")]
