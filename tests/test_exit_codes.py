@@ -405,8 +405,11 @@ def test_publish_network_failure_exits_1(tmp_path):
     assert "someone/tiny" in line and "rerun" in line and "hf_test_not_a_secret_000" not in proc.stderr + proc.stdout
 
 
-@pytest.mark.parametrize("behaviour, expected", [(always_status(400), "engine error: engine 'stub'"),
-                                                 (always_text("{not json"), "error: arc labelling failed for every patient turn")],
+# A labeller that fails its health probe is stopped by the preflight before any turn is sent; one that
+# passes it and then answers nonsense fails every turn.
+@pytest.mark.parametrize("behaviour, expected", [(always_status(400), "engine error: preflight: engine 'stub'"),
+                                                 (after_probe(always_text("{not json")),
+                                                  "error: arc labelling failed for every patient turn")],
                          ids=["http-400", "invalid-json"])
 def test_validate_with_a_failing_labeller_exits_1(behaviour, expected, openai_stub, files):
     stub = openai_stub(behaviour)
