@@ -122,12 +122,19 @@ def bench_throughput(args: argparse.Namespace) -> None:
     from judge.judging import Judge
     from judge.run import judge_all
 
+    from judge.rubric import answer_model
+    from mindcore.budget import worst_case_tokens
+
+    # The budget is the answer schema's longest possible answer, as the preflight would set it: a smaller
+    # one cuts a long judgment mid-string and turns it into a failed row.
+    budget = worst_case_tokens(answer_model(load_rubric(), args.max_issues).model_json_schema()).tokens
     cfg = EnginesConfig(engines={"local": EmbeddedEngine(parallel=args.parallel, ctx_per_slot=args.ctx)},
-                        roles={"default": RoleSpec(engine="local", temperature=0.0, max_tokens=256, seed=0)})
+                        roles={"default": RoleSpec(engine="local", temperature=0.0, max_tokens=budget, seed=0)})
     sessions = tp_sessions(args.tp_sessions, args.tp_replies)
     with Engines.from_config(cfg) as engines, tempfile.TemporaryDirectory() as tmp:
         rec = Recorder(engines.backend("local"))
-        judge = Judge("judge", engines.role("judge"), load_rubric(), full_rubric=not args.compact)
+        judge = Judge("judge", engines.role("judge"), load_rubric(), full_rubric=not args.compact,
+                      max_issues=args.max_issues)
         t0 = time.perf_counter()
         rows = engines.run(judge_all([judge], sessions, CheckpointDir(Path(tmp)), None))
         t_judge = time.perf_counter() - t0
@@ -166,6 +173,7 @@ def main() -> None:
     ap.add_argument("--parallel", type=int, default=2)
     ap.add_argument("--ctx", type=int, default=8192, help="Context per slot")
     ap.add_argument("--compact", action="store_true", help="Definitions-only rubric (full_rubric: false)")
+    ap.add_argument("--max-issues", type=int, default=3, help="Issues one judgment may list (judge.max_issues)")
     args = ap.parse_args()
     bench_scoring(args)
     if args.throughput:
