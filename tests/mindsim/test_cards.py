@@ -120,3 +120,10 @@ def test_a_corrupt_manifest_is_refused_with_one_clear_error(tmp_path):
     (folder / MANIFEST).write_bytes(b"\xff\x00not json")
     with pytest.raises(PublishRefused, match="not a readable manifest"):
         check_folder(folder)
+
+
+def test_card_carries_the_recipe_description(tmp_path):
+    run_dir, info = _run(tmp_path / "described", 2, "jjjj")
+    info["recipe"]["description"] = "Four candidates to stay quick."
+    card = (build_dataset_folder(run_dir, info) / "README.md").read_text()
+    assert "Recipe `t`: Four candidates to stay quick." in card
