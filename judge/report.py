@@ -178,6 +178,7 @@ def write_plots(out: Path, report: dict[str, Any]) -> list[str]:
         ax.errorbar(xs, ys, yerr=[lo, hi], fmt="o", capsize=3, label=name)
     ax.set_xticks(range(len(order)), order, rotation=30, ha="right")
     ax.set_ylabel("MHQR (mean severity weight, lower is better)")
+    ax.set_ylim(-0.3, 10.3)  # the whole 0 (No concern) – 10 (Critical) scale, so runs compare by eye
     ax.set_title("MHQR per counsellor, 95% patient-bootstrap interval")
     ax.legend(title="judge")
     _save(fig, out / "mhqr_by_counsellor.png")
@@ -189,6 +190,7 @@ def write_plots(out: Path, report: dict[str, Any]) -> list[str]:
             ax.plot([int(p) for p in pos], [t["positions"][p]["mean_weight"] for p in pos], marker=".", label=n)
         ax.set_xlabel("turn position (counsellor reply in the session)")
         ax.set_ylabel("mean severity weight")
+        ax.set_ylim(-0.3, 10.3)
         ax.set_title(f"Severity by turn position — judge {name}")
         ax.legend(fontsize="small")
     _save(fig, out / "severity_by_turn.png")
