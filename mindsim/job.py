@@ -11,7 +11,7 @@ from __future__ import annotations
 import hashlib
 import json
 import uuid
-from collections import Counter, defaultdict
+from collections import defaultdict
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
@@ -27,7 +27,7 @@ from mindcore.logs import library_logs_to
 from mindcore.provenance import base_provenance
 from mindcore.recipe import Recipe, load_recipe
 from mindsim.cards import build_dataset_folder
-from mindsim.preflight import preflight, raise_if_all_failed
+from mindsim.preflight import failure_summary, preflight, raise_if_all_failed
 from mindsim.config import SimulationConfig
 from mindsim.simulate import run_simulation
 from judge.config import JudgeConfig
@@ -123,12 +123,8 @@ def _flag_line(totals: dict[str, int]) -> str:
 def _nothing_left(stage: str, failures: list[dict[str, Any]], what: str) -> None:
     """A stage that left nothing for the next one failed at run time (exit 1), whatever the error
     class: saying "no profiles to simulate" would blame the user's input for the engine's output."""
-    classes = Counter(str(f.get("error", "")).split(":", 1)[0] or "unknown" for f in failures)
-    counts = ", ".join(f"{n} × {c}" for c, n in classes.most_common()) or "no failures recorded"
-    first = str(failures[0].get("error", "")).splitlines()[0][:200] if failures else ""
-    raise EngineError(f"{stage}: {what} ({counts}){'; first: ' + first if first else ''}. The engine's answers are "
-                      "the cause: check the model behind each role (`mindsim engines check RECIPE`) and rerun the "
-                      "same command to resume")
+    raise EngineError(f"{stage}: {what} {failure_summary(failures)}. The engine's answers are the cause: check the "
+                      "model behind each role (`mindsim engines check RECIPE`) and rerun the same command to resume")
 
 
 def run_job(recipe_path: Path, out_dir: Path, *, verbose: bool = False) -> JobSummary:

@@ -260,14 +260,18 @@ def raise_if_all_failed(stage: str, failures: list[dict[str, Any]], attempted: i
         return
     if not all(_is_infra(f) for f in failures):
         return
-    classes = Counter(_error_class(f) for f in failures)
-    counts = ", ".join(f"{n} × {cls}" for cls, n in classes.most_common())
-    first = str(failures[0].get("error") or "").splitlines()
     raise InfrastructureFailure(
-        f"{stage}: all {len(failures)} candidates failed for an infrastructure reason ({counts})"
-        + (f"; first: {first[0][:200]}" if first else "")
-        + ". Check the engines with `mindsim engines check RECIPE`, then rerun the same command to resume"
+        f"{stage}: all {len(failures)} candidates failed for an infrastructure reason {failure_summary(failures)}"
+        ". Check the engines with `mindsim engines check RECIPE`, then rerun the same command to resume"
     )
+
+
+def failure_summary(failures: list[dict[str, Any]]) -> str:
+    """'(2 × TransportError, 1 × StructuredOutputError); first: …' for failure rows, as error lines say it."""
+    classes = Counter(_error_class(f) for f in failures)
+    counts = ", ".join(f"{n} × {cls}" for cls, n in classes.most_common()) or "no failures recorded"
+    first = str(failures[0].get("error") or "").splitlines() if failures else []
+    return f"({counts})" + (f"; first: {first[0][:200]}" if first else "")
 
 
 def _is_infra(row: dict[str, Any]) -> bool:
