@@ -64,65 +64,18 @@ def write_run(run_dir: Path, sessions: list[dict[str, Any]] = SESSIONS) -> Path:
     return run_dir
 
 
-class StubServer:
-    """A minimal OpenAI-compatible chat server on 127.0.0.1 answering like `fake_judge`, for tests
-    that run the real `mindsim` console script in a subprocess. Counts the requests it served."""
+def judge_stub() -> Any:
+    """The shared OpenAI-compatible test server (tests/openai_stub.py) answering like `fake_judge`, for
+    tests that run the real `mindsim` console script; it passes the preflight's health probe first."""
+    from openai_stub import OpenAIStub, after_probe, from_responder
 
-    def __init__(self) -> None:
-        import json
-        import threading
-        from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
-        from types import SimpleNamespace
+    return OpenAIStub(after_probe(from_responder(fake_judge))).serve("gpt-5-judge", "gpt-5")
 
-        stub = self
-        self.requests = 0
-        self.models = ["gpt-5-judge", "gpt-5"]
 
-        class Handler(BaseHTTPRequestHandler):
-            def do_GET(self) -> None:  # noqa: N802 - the preflight lists the served models
-                out = json.dumps({"object": "list", "data": [{"id": m, "object": "model"} for m in stub.models]}).encode()
-                self.send_response(200)
-                self.send_header("Content-Type", "application/json")
-                self.send_header("Content-Length", str(len(out)))
-                self.end_headers()
-                self.wfile.write(out)
-
-            def do_POST(self) -> None:  # noqa: N802 - http.server's name
-                body = json.loads(self.rfile.read(int(self.headers["Content-Length"])))
-                schema = ((body.get("response_format") or {}).get("json_schema") or {}).get("name")
-                if schema == "_Probe" or schema is None:
-                    # The preflight's health probe (a greeting, then a tiny structured round trip): answered
-                    # as a working model would, and not counted among the judge's requests.
-                    content = json.dumps({"mood": "steady", "calm": True}) if schema else "Hello."
-                else:
-                    stub.requests += 1
-                    content = json.dumps(fake_judge(SimpleNamespace(messages=body["messages"])))
-                out = json.dumps({
-                    "id": "x", "object": "chat.completion", "created": 0, "model": body["model"],
-                    "choices": [{"index": 0, "finish_reason": "stop",
-                                 "message": {"role": "assistant", "content": content}}],
-                    "usage": {"prompt_tokens": 1, "completion_tokens": 1, "total_tokens": 2},
-                }).encode()
-                self.send_response(200)
-                self.send_header("Content-Type", "application/json")
-                self.send_header("Content-Length", str(len(out)))
-                self.end_headers()
-                self.wfile.write(out)
-
-            def log_message(self, *args: Any) -> None:
-                pass
-
-        self.server = ThreadingHTTPServer(("127.0.0.1", 0), Handler)
-        self.port = self.server.server_address[1]
-        self.thread = threading.Thread(target=self.server.serve_forever, daemon=True)
-
-    def __enter__(self) -> "StubServer":
-        self.thread.start()
-        return self
-
-    def __exit__(self, *exc: Any) -> None:
-        self.server.shutdown()
-        self.server.server_close()
+def judged(stub: Any) -> int:
+    """Judge requests the stub served (the preflight's probe calls are not judgments)."""
+    return sum(((r.get("response_format") or {}).get("json_schema") or {}).get("name") == "mhqr_judgment"
+               for r in stub.requests)
 
 
 def recipe_for(path: Path, port: int, model: str = "gpt-5-judge") -> Path:

@@ -10,7 +10,7 @@ import subprocess
 from pathlib import Path
 
 import pytest
-from judgefakes import SESSIONS, StubServer, fake_judge, recipe_for, verdict_for, write_run
+from judgefakes import SESSIONS, fake_judge, judge_stub, judged, recipe_for, verdict_for, write_run
 
 from judge.config import JudgeConfig
 from judge.run import run_judging
@@ -145,12 +145,12 @@ def _mindsim(*args: str) -> subprocess.CompletedProcess:
 
 
 def test_console_script_runs_and_exit_codes(run_dir, tmp_path):
-    with StubServer() as stub:
-        recipe = recipe_for(tmp_path / "recipe.yaml", stub.port)
+    with judge_stub() as stub:
+        recipe = recipe_for(tmp_path / "recipe.yaml", int(stub.base_url.rsplit(":", 1)[1].split("/")[0]))
         done = _mindsim(str(run_dir), "--recipe", str(recipe), "--draws", "200", "--no-plots")
         assert done.returncode == 0, done.stderr
         assert f"judged {N_REPLIES} replies of {len(SESSIONS)} sessions" in done.stdout
-        assert stub.requests == N_REPLIES
+        assert judged(stub) == N_REPLIES
         assert (run_dir / "judgments" / "report.md").is_file()
     missing = _mindsim(str(tmp_path / "nowhere"))
     assert missing.returncode == 2 and "no such run folder" in missing.stderr
