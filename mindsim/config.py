@@ -6,7 +6,7 @@ Every field is defaulted and unknown keys are rejected, so a typo in a recipe na
 
 from __future__ import annotations
 
-from typing import Any
+from typing import Any, Literal
 
 from pydantic import BaseModel, ConfigDict, Field, ValidationError, model_validator
 
@@ -22,6 +22,30 @@ class CounsellorBinding(BaseModel):
     model: str | None = Field(None, description="Model id; default: the engine's model")
     temperature: float | None = Field(None, ge=0, le=2, description="Sampling temperature")
     max_tokens: int | None = Field(None, ge=1, description="Cap on each counsellor reply")
+
+
+PatientEngine = Literal["mindsim", "patientact"]
+
+
+class PatientActConfig(BaseModel):
+    """Settings of the PatientAct patient engine (PatientAct §3.3; docs/patientact.md). The three switches
+    are the paper's ablations (Table 4): each turns off exactly one mechanism."""
+
+    model_config = ConfigDict(extra="forbid")
+    trust_gating: bool = Field(True, description="Gate memory items by trust (off = 'w/o TG': relevant items always retrieved)")
+    dynamic_memory: bool = Field(
+        True, description="Dynamic memory layer (off = 'w/o DM': every item in the system prompt, no retrieval)"
+    )
+    pipeline: bool = Field(
+        True, description="Reaction → behaviour → resistance steps (off = 'w/o Pipe': the signal carries content only)"
+    )
+    trust_drift_per_day: float = Field(
+        0.0, ge=0, le=4, description="Ours: trust drifts toward the session baseline by this much per day of gap"
+    )
+    context_turns: int = Field(4, ge=1, le=30, description="Recent exchanges shown to the appraisal steps")
+    step_max_tokens: int | None = Field(200, ge=32, description="Token budget of one reaction/behaviour/resistance/trust answer")
+    decomposition_max_tokens: int | None = Field(2400, ge=256, description="Token budget of the profile decomposition")
+    step_attempts: int | None = Field(None, ge=1, le=10, description="Attempts per structured step (default: the role's)")
 
 
 class SimulationConfig(BaseModel):
@@ -55,6 +79,10 @@ class SimulationConfig(BaseModel):
     agenda_plain: bool = Field(
         False, description="Patient names agenda items in own words only (the template's agenda_plain switch)"
     )
+    patient_engine: PatientEngine | list[PatientEngine] = Field(
+        "mindsim", description="Patient engine(s): 'mindsim', 'patientact', or a list of both to compare them"
+    )
+    patientact: PatientActConfig = Field(default_factory=PatientActConfig, description="PatientAct engine settings")
     pool_only: bool = Field(True, description="Simulate only profiles marked in_pool")
     benchmark_only: bool = Field(False, description="Simulate only profiles marked in_benchmark")
     max_patients: int | None = Field(None, ge=1, description="Use only the first N profiles (smoke runs)")
@@ -68,10 +96,18 @@ class SimulationConfig(BaseModel):
             raise ValueError("counsellors: name at least one counsellor")
         if len(set(names)) != len(names):
             raise ValueError(f"counsellors: names must be unique, got {names}")
+        engines = self.patient_engines
+        if not engines or len(set(engines)) != len(engines):
+            raise ValueError(f"patient_engine: name each engine once, got {engines}")
         for c in self.counsellors:
             if isinstance(c, str) and c.split(":", 1)[0] != "counsellor":
                 raise ValueError(f"counsellors: '{c}' is not a counsellor role (write 'counsellor' or 'counsellor:NAME')")
         return self
+
+    @property
+    def patient_engines(self) -> list[str]:
+        """The patient engines this recipe runs, in the order given."""
+        return [self.patient_engine] if isinstance(self.patient_engine, str) else list(self.patient_engine)
 
     @classmethod
     def from_section(cls, section: dict[str, Any] | None) -> "SimulationConfig":

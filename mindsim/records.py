@@ -19,7 +19,7 @@ from mindsim.scenario import Scenario
 from mindsim.schedule import SessionPlan
 
 __all__ = [
-    "AgendaState", "CounsellorFlags", "MemoryUpdate", "PatientTurn", "RejectedCommit", "RejectedMessage",
+    "AgendaState", "CounsellorFlags", "MemoryUpdate", "PatientActSession", "PatientActTurn", "PatientTurn", "RejectedCommit", "RejectedMessage",
     "RejectionCounts", "ScenarioRecord", "SessionRecord", "TodoUpdate", "Tokens", "session_id",
 ]
 
@@ -43,6 +43,24 @@ class TodoUpdate(_Row):
     result: str = Field(description="The harness's answer, including what is still open")
 
 
+class PatientActTurn(_Row):
+    """What the PatientAct engine decided on one patient turn (PatientAct §3.3): kept on the patient side only."""
+
+    trust_before: float = Field(ge=1.0, le=4.0, description="Trust when the counsellor's message arrived")
+    trust_after: float = Field(ge=1.0, le=4.0, description="Trust after this exchange (the next turn's trust)")
+    trust_change: str | None = Field(None, description="The change the trust step named (before attachment caps)")
+    reaction: str | None = Field(None, description="Reaction (App. C.1); None on the opening or without the pipeline")
+    intensity: str | None = Field(None, description="Reaction intensity: low, moderate or high")
+    behaviour: str | None = Field(None, description="Behaviour (App. C.2); None on the opening or without the pipeline")
+    resistance_pattern: str | None = Field(None, description="Resistance pattern (App. C.3) when the behaviour is resistance")
+    relevant: list[str] = Field(default_factory=list, description="Memory items whose tags matched the message")
+    retrieved: list[str] = Field(default_factory=list, description="Relevant items trust allowed (content given to the patient)")
+    blocked: list[str] = Field(default_factory=list, description="Relevant discomfort items above trust (named as pressure only)")
+    withheld: list[str] = Field(default_factory=list, description="Relevant items above trust without discomfort (not shown)")
+    signal: str | None = Field(None, description="The private note appended to the counsellor's message on the patient side")
+    why: dict[str, str] = Field(default_factory=dict, description="The steps' short reasons, by step")
+
+
 class PatientTurn(_Row):
     """One patient turn: the committed move and the words that realise it."""
 
@@ -60,6 +78,7 @@ class PatientTurn(_Row):
         default_factory=list,
         description="Replies re-asked because they were not speech (for turn 0: the scenario's rejected openers)",
     )
+    patientact: PatientActTurn | None = Field(None, description="PatientAct engine state for this turn (None for MindSim)")
 
 
 class CounsellorFlags(_Row):
@@ -117,6 +136,19 @@ class Tokens(_Row):
     counsellor_completion: int = 0
 
 
+class PatientActSession(_Row):
+    """The PatientAct engine's per-session state: seed, trust at both ends, switches, and the decomposition
+    (so a resumed arc reuses it instead of decomposing again)."""
+
+    attachment: str = Field(description="Attachment style of the psychological seed")
+    theme: str = Field(description="Core-belief theme of the psychological seed")
+    trust_start: float = Field(ge=1.0, le=4.0, description="Trust at the start of this session")
+    trust_end: float = Field(ge=1.0, le=4.0, description="Trust at the end (carried into the next session)")
+    switches: dict[str, Any] = Field(description="The engine's settings (ablation switches included)")
+    appraiser_system_prompt: str = Field(description="System prompt of the reaction/behaviour/resistance/trust steps")
+    decomposition: dict[str, Any] = Field(description="The profile decomposition used (static layer and items)")
+
+
 class SessionRecord(_Row):
     """One finished session: a row of `sessions/sessions.parquet`."""
 
@@ -153,6 +185,8 @@ class SessionRecord(_Row):
     scenario_shared: bool = Field(
         False, description="True when the scenario is the patient's first, written once and met by every counsellor"
     )
+    patient_engine: str = Field("mindsim", description="Patient engine that played the patient: mindsim or patientact")
+    patientact: PatientActSession | None = Field(None, description="PatientAct engine state (None for MindSim)")
 
     def transcript(self) -> list[dict[str, str]]:
         """The plain exchange (patient = user), as validation reads it."""
@@ -177,6 +211,7 @@ def scenario_key(patient_id: str, seed: int) -> str:
     return f"{patient_id}-{seed}"
 
 
-def session_id(patient_id: str, counsellor: str, index: int, seed: int) -> str:
-    key = f"{patient_id}|{counsellor}|{index}|{seed}"
+def session_id(patient_id: str, counsellor: str, index: int, seed: int, engine: str = "mindsim") -> str:
+    # The MindSim engine keeps its old key so existing run folders resume; any other engine is part of the key.
+    key = f"{patient_id}|{counsellor}|{index}|{seed}" + ("" if engine == "mindsim" else f"|{engine}")
     return f"s_{hashlib.sha256(key.encode()).hexdigest()[:16]}"

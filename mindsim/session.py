@@ -21,6 +21,16 @@ from mindsim.agenda import Agenda
 from mindsim.config import SimulationConfig
 from mindsim.memory import compact_memory
 from mindsim.patient import Counsellor, Patient
+from mindsim.patientact.decompose import Decomposition
+from mindsim.patientact.session import (
+    PA_APPRAISER_TEMPLATE,
+    PA_PATIENT_TEMPLATE,
+    PA_SIGNAL_TEMPLATE,
+    PA_STEP_TEMPLATE,
+    patientact_decompose,
+    patientact_patient,
+)
+from mindsim.patientact.trust import session_start
 from mindsim.prompting import (
     COUNSELLOR_TEMPLATE,
     PATIENT_TEMPLATE,
@@ -34,6 +44,7 @@ from mindsim.prompting import (
 from mindsim.records import (
     AgendaState,
     MemoryUpdate,
+    PatientActSession,
     RejectionCounts,
     ScenarioRecord,
     SessionRecord,
@@ -57,14 +68,22 @@ class Roles:
     counsellor: Any
     scenario_writer: Any
     memory_compactor: Any
+    # PatientAct only: the reaction/behaviour/resistance/trust steps and the profile decomposition. Unset, both
+    # use the patient's client.
+    appraiser: Any = None
+    decomposer: Any = None
 
     def describe(self) -> dict[str, dict[str, Any]]:
-        return {
+        out = {
             "patient": self.patient.describe(),
             "counsellor": self.counsellor.describe(),
             "scenario_writer": self.scenario_writer.describe(),
             "memory_compactor": self.memory_compactor.describe(),
         }
+        for name in ("appraiser", "decomposer"):
+            if getattr(self, name) is not None:
+                out[name] = getattr(self, name).describe()
+        return out
 
 
 async def run_session(
@@ -80,17 +99,33 @@ async def run_session(
     seed: int,
     rejected_openings: Sequence[RejectedMessage] = (),
     scenario_shared: bool = False,
+    patient_engine: str = "mindsim",
+    decomposition: Decomposition | None = None,
+    trust_start: float | None = None,
 ) -> SessionRecord:
-    sid = session_id(profile.profile_id, counsellor_name, plan.index, seed)
+    """One session. With `patient_engine="patientact"` the patient is PatientAct's (`decomposition` and
+    `trust_start` required); everything else — routing, ending, memory, the record — is shared."""
+    sid = session_id(profile.profile_id, counsellor_name, plan.index, seed, patient_engine)
     agenda = Agenda.from_checkpoints(scenario.checkpoints)
-    p_prompt = patient_system_prompt(profile, vocab, plan, scenario, agenda, memory, agenda_plain=config.agenda_plain)
     c_prompt = counsellor_system_prompt(plan, memory)
-    rng = random.Random(int.from_bytes(hashlib.sha256(sid.encode()).digest()[:8], "big"))
-    patient = Patient(
-        client=roles.patient, vocab=vocab, archetype=profile.style.archetype, max_depth=plan.max_depth,
-        style_cues=style_cues(profile), agenda=agenda, config=config, rng=rng,
-        history=[{"role": "system", "content": p_prompt}],
-    )
+    pa_state = None
+    if patient_engine == "patientact":
+        if decomposition is None or trust_start is None:
+            raise ValueError("a PatientAct session needs its decomposition and starting trust")
+        patient = patientact_patient(profile, vocab, plan, scenario, agenda, memory, roles, config, decomposition, trust_start)
+        p_prompt = patient.history[0]["content"]
+        prompt_names = [PA_PATIENT_TEMPLATE, PA_APPRAISER_TEMPLATE, PA_STEP_TEMPLATE, PA_SIGNAL_TEMPLATE]
+    elif patient_engine == "mindsim":
+        p_prompt = patient_system_prompt(profile, vocab, plan, scenario, agenda, memory, agenda_plain=config.agenda_plain)
+        rng = random.Random(int.from_bytes(hashlib.sha256(sid.encode()).digest()[:8], "big"))
+        patient = Patient(
+            client=roles.patient, vocab=vocab, archetype=profile.style.archetype, max_depth=plan.max_depth,
+            style_cues=style_cues(profile), agenda=agenda, config=config, rng=rng,
+            history=[{"role": "system", "content": p_prompt}],
+        )
+        prompt_names = [PATIENT_TEMPLATE]
+    else:
+        raise ValueError(f"unknown patient engine '{patient_engine}'")
     counsellor = Counsellor(client=roles.counsellor, config=config, history=[{"role": "system", "content": c_prompt}])
 
     turns = [patient.open(scenario.opening_message, list(rejected_openings))]
@@ -111,6 +146,12 @@ async def run_session(
         roles.memory_compactor, memory, transcript_text(exchange), config.memory_max_entries, config.memory_retries,
         max_tokens=config.memory_max_tokens,
     )
+    if patient_engine == "patientact":
+        pa_state = PatientActSession(
+            attachment=decomposition.psych.attachment, theme=decomposition.psych.theme,
+            trust_start=trust_start, trust_end=patient.trust, switches=config.patientact.model_dump(mode="json"),
+            appraiser_system_prompt=patient.appraiser_system, decomposition=decomposition.model_dump(mode="json"),
+        )
     return SessionRecord(
         session_id=sid,
         patient_id=profile.profile_id,
@@ -139,13 +180,15 @@ async def run_session(
         ),
         engines=roles.describe(),
         prompts=template_hashes(
-            [PATIENT_TEMPLATE, COUNSELLOR_TEMPLATE, FIRST_TEMPLATE if plan.index == 0 else NEXT_TEMPLATE, MEMORY_TEMPLATE]
+            [*prompt_names, COUNSELLOR_TEMPLATE, FIRST_TEMPLATE if plan.index == 0 else NEXT_TEMPLATE, MEMORY_TEMPLATE]
         ),
         archetype=profile.style.archetype,
         vocabulary_version=vocab.version,
         rejected_messages=RejectionCounts.of([r for t in turns for r in t.rejected_messages]),
         counsellor_flags=counsellor.flags,
         scenario_shared=scenario_shared,
+        patient_engine=patient_engine,
+        patientact=pa_state,
     )
 
 
@@ -188,14 +231,27 @@ async def run_arc(
     load: Callable[[str], SessionRecord | None],
     save: Callable[[SessionRecord], SessionRecord],
     on_session: Callable[[], Awaitable[None] | None] = lambda: None,
+    patient_engine: str | None = None,
+    decomposition: Decomposition | None = None,
 ) -> list[SessionRecord]:
     """All sessions of one patient with one counsellor, resuming after the last checkpointed session. The
-    first session uses the patient's shared first scenario (`first_scenario_record`)."""
+    first session uses the patient's shared first scenario (`first_scenario_record`).
+
+    `patient_engine` defaults to the recipe's one engine (a recipe listing both must name it per arc). A
+    PatientAct arc uses `decomposition` (the patient's shared one, `decomposition_record`) or, when none is
+    given, the one stored in its first checkpointed session, or makes its own; its trust carries from one
+    session's end into the next session's start (`patientact.trust.session_start`)."""
     if first.patient_id != profile.profile_id or first.seed != seed:
         raise ValueError(f"first scenario of {first.patient_id}/{first.seed} given to {profile.profile_id}/{seed}")
+    engine = patient_engine or _single_engine(config)
     records: list[SessionRecord] = []
     for plan in schedule.sessions:
-        done = load(session_id(profile.profile_id, counsellor_name, plan.index, seed))
+        done = load(session_id(profile.profile_id, counsellor_name, plan.index, seed, engine))
+        if done is None and engine == "patientact":
+            if decomposition is None and records and records[0].patientact is not None:
+                decomposition = Decomposition.model_validate(records[0].patientact.decomposition)
+            if decomposition is None:
+                decomposition = await patientact_decompose(roles.decomposer or roles.patient, profile, seed, config)
         if done is None:
             prev = records[-1] if records else None
             if prev is None:
@@ -206,11 +262,23 @@ async def run_arc(
                     config.scenario_max_tokens, config.max_message_retries,
                 )
             memory = prev.memory_after if prev else []
+            trust = None
+            if engine == "patientact":
+                carried = prev.patientact.trust_end if prev is not None and prev.patientact is not None else None
+                trust = session_start(plan, prev.schedule if prev else None, carried, config.patientact.trust_drift_per_day)
             done = await run_session(
                 profile, vocab, plan, scenario, memory, roles, config, counsellor_name=counsellor_name, seed=seed,
-                rejected_openings=bad, scenario_shared=prev is None,
+                rejected_openings=bad, scenario_shared=prev is None, patient_engine=engine,
+                decomposition=decomposition, trust_start=trust,
             )
             done = save(done)  # a duplicate of a session another worker finished first is discarded
         records.append(done)
         on_session()
     return records
+
+
+def _single_engine(config: SimulationConfig) -> str:
+    engines = config.patient_engines
+    if len(engines) != 1:
+        raise ValueError(f"the recipe runs patient engines {engines}: name the arc's engine (run_arc patient_engine=)")
+    return engines[0]

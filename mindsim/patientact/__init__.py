@@ -1,0 +1,8 @@
+"""PatientAct: a second patient engine with trust-gated disclosure and a reaction → behaviour → resistance
+pipeline (Sabour et al., PatientAct, §3.3), plugged into MindSim's sessions, schedule, scenarios and memory.
+
+Modules: `data` (taxonomies, trust rules, priors as data files), `seed` (psychological seed: attachment style
+and core-belief theme), `decompose` (profile → static layer + dynamic memory items, §3.3.1), `retrieval`
+(lexical tag matching and the trust gate, §3.3.2), `trust` (bounded stepped updates, §3.3.4, and carrying
+trust across sessions, ours), `participant` (the per-turn patient). docs/patientact.md maps each to the paper.
+"""

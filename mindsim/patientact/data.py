@@ -1,0 +1,160 @@
+"""PatientAct's knowledge as typed data: reactions, behaviours and resistance patterns (App. C.1–C.3), the
+trust scale and update rules (§3.3.4, App. C.4), the attachment prior (App. A), our core-belief cluster →
+theme map and the retrieval lexicon. All live in `mindsim/data/patientact/`; this module only loads and
+checks them, so a broken file stops the run with the file named."""
+
+from __future__ import annotations
+
+from functools import lru_cache
+from importlib import resources
+from typing import Literal
+
+import yaml
+from pydantic import BaseModel, ConfigDict, Field, model_validator
+
+from mindcore.errors import ConfigError
+
+DATA_DIR = "data/patientact"
+
+
+class _Frozen(BaseModel):
+    model_config = ConfigDict(extra="forbid", frozen=True)
+
+
+class Term(_Frozen):
+    id: str = Field(pattern=r"^[a-z_]+$", description="Stable id used in schemas and records")
+    name: str = Field(description="Display name")
+    definition: str = Field(min_length=1, description="Our definition, shown to the model")
+    cue: str = Field("", description="How a client acting this way tends to come across (signal text)")
+    dimension: Literal["quantity", "content", "style"] | None = Field(None, description="Otani's dimension")
+
+
+class Taxonomy(_Frozen):
+    source: str
+    version: str
+    intensities: list[str] = Field(min_length=1)
+    reactions: list[Term] = Field(min_length=7, max_length=7)
+    behaviours: list[Term] = Field(min_length=8, max_length=8)
+    resistance_patterns: list[Term] = Field(min_length=7, max_length=7)
+
+    @model_validator(mode="after")
+    def _unique(self) -> "Taxonomy":
+        for name in ("reactions", "behaviours", "resistance_patterns"):
+            ids = [t.id for t in getattr(self, name)]
+            if len(set(ids)) != len(ids):
+                raise ValueError(f"{name}: ids must be unique")
+        if "resistance" not in {b.id for b in self.behaviours}:
+            raise ValueError("behaviours: one must be 'resistance' (it opens the resistance-pattern step)")
+        return self
+
+    def ids(self, name: str) -> list[str]:
+        return [t.id for t in getattr(self, name)]
+
+    def term(self, name: str, term_id: str) -> Term:
+        return next(t for t in getattr(self, name) if t.id == term_id)
+
+
+class AttachmentRule(_Frozen):
+    max_rise: float = Field(ge=0, description="Largest rise one exchange may give")
+    max_fall: float = Field(ge=0, description="Largest fall one exchange may give")
+    leaning: str = Field(min_length=1, description="How this style's trust moves (told to the trust step)")
+
+
+class TrustRules(_Frozen):
+    source: str
+    version: str
+    start: float
+    minimum: float
+    maximum: float
+    level_step: float = Field(gt=0)
+    changes: dict[str, float]
+    levels: dict[str, str]
+    attachment: dict[str, AttachmentRule]
+    concealment_offset: dict[str, float]
+
+    @model_validator(mode="after")
+    def _check(self) -> "TrustRules":
+        if not self.minimum <= self.start <= self.maximum:
+            raise ValueError("start must lie within [minimum, maximum]")
+        if sorted({abs(v) for v in self.changes.values()}) != [0.0, 0.25, 0.5]:
+            raise ValueError("changes must be 0, ±0.25 and ±0.5 (PatientAct §3.3.4)")
+        if [float(k) for k in self.levels] != self.scale:
+            raise ValueError(f"levels must be exactly {self.scale}")
+        return self
+
+    @property
+    def scale(self) -> list[float]:
+        n = round((self.maximum - self.minimum) / self.level_step)
+        return [round(self.minimum + i * self.level_step, 2) for i in range(n + 1)]
+
+    def level_text(self, trust: float) -> str:
+        """The description of the highest scale level at or below `trust`."""
+        below = [lv for lv in self.scale if lv <= trust + 1e-9] or [self.minimum]
+        return self.levels[f"{below[-1]:.1f}"]
+
+
+class AttachmentPrior(_Frozen):
+    source: str
+    version: str
+    weights: dict[str, float]
+    descriptions: dict[str, str]
+
+
+class ThemeMap(_Frozen):
+    source: str
+    version: str
+    themes: dict[str, str]
+    clusters: dict[str, str]
+
+    @model_validator(mode="after")
+    def _targets(self) -> "ThemeMap":
+        bad = {c: t for c, t in self.clusters.items() if t not in self.themes}
+        if bad:
+            raise ValueError(f"clusters map onto unknown themes: {bad}")
+        return self
+
+
+class Lexicon(_Frozen):
+    source: str
+    version: str
+    min_stem: int = Field(ge=2)
+    suffixes: list[str]
+    stopwords: list[str]
+    synonyms: dict[str, str] = Field(default_factory=dict)
+
+
+def _load(name: str, model: type[BaseModel]):
+    path = resources.files("mindsim").joinpath(DATA_DIR, name)
+    try:
+        return model.model_validate(yaml.safe_load(path.read_text(encoding="utf-8")))
+    except Exception as exc:
+        raise ConfigError(f"mindsim/{DATA_DIR}/{name} is invalid: {exc}") from exc
+
+
+@lru_cache(maxsize=1)
+def taxonomy() -> Taxonomy:
+    return _load("taxonomy.yaml", Taxonomy)
+
+
+@lru_cache(maxsize=1)
+def trust_rules() -> TrustRules:
+    rules = _load("trust.yaml", TrustRules)
+    prior = attachment_prior()
+    if set(rules.attachment) != set(prior.weights):
+        raise ConfigError(f"mindsim/{DATA_DIR}/trust.yaml: attachment rules must cover {sorted(prior.weights)}")
+    return rules
+
+
+@lru_cache(maxsize=1)
+def attachment_prior() -> AttachmentPrior:
+    return _load("attachment_prior.yaml", AttachmentPrior)
+
+
+@lru_cache(maxsize=1)
+def theme_map() -> ThemeMap:
+    return _load("core_belief_themes.yaml", ThemeMap)
+
+
+@lru_cache(maxsize=1)
+def lexicon() -> Lexicon:
+    return _load("retrieval.yaml", Lexicon)

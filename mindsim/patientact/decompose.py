@@ -1,0 +1,147 @@
+"""Profile decomposition (PatientAct §3.3.1): one structured call turns a profile into a static layer the
+patient always has in its system prompt (who they are, the concern they present, their emotional range, how
+they tend to relate to a counsellor) and a dynamic layer of memory items, each with a disclosure level on the
+1.0–4.0 scale (steps of 0.5, App. C.4), activation tags and a discomfort flag.
+
+Each item also gets a `topic`: a neutral label that names an area without giving anything away (ours). A
+blocked item is shown to the patient only by that label, so the pressure is felt without the content.
+
+The decomposition is made once per (patient, seed) and is the same for every counsellor: `decomposition_record`
+reads it from its checkpoint or makes and saves it (the first finished copy wins), like the first scenario.
+Invalid output is re-asked by RoleClient (bounded); when it stays invalid the call raises and the arc fails,
+counted by the simulator.
+"""
+
+from __future__ import annotations
+
+from typing import Any, Callable
+
+from pydantic import BaseModel, ConfigDict, Field, field_validator
+
+from mindcore.prompts import render, template_hash
+from mindsim.patientact.data import attachment_prior, theme_map, trust_rules
+from mindsim.patientact.seed import PsychSeed, psych_seed
+from profilegen.schemas import Profile
+
+DECOMPOSE_TEMPLATE = "patientact/decompose.jinja2"
+
+
+class _Row(BaseModel):
+    model_config = ConfigDict(extra="forbid")
+
+
+class StaticLayer(_Row):
+    """What the patient always knows and would naturally present."""
+
+    demographics: str = Field(min_length=1, max_length=300, description="Age, gender, work, who they live with, in one or two sentences")
+    current_concern: str = Field(min_length=1, max_length=400, description="What brings them, as they would put it at first")
+    emotional_range: str = Field(min_length=1, max_length=300, description="Which feelings come easily and which they keep down")
+    therapist_pattern: str = Field(
+        min_length=1, max_length=300,
+        description="How they tend to relate to a counsellor: what they hope for, what they expect back, what they then do",
+    )
+
+
+class DraftItem(_Row):
+    """One piece of the patient's inner material that surfaces only when relevant and when trust allows."""
+
+    topic: str = Field(min_length=1, max_length=60, description="A neutral label of the area (e.g. 'family history'), revealing nothing")
+    content: str = Field(min_length=1, max_length=300, description="The material itself, in the first person")
+    level: float = Field(
+        description="Least trust at which the patient would share it: 1.0 to 4.0 in steps of 0.5",
+        json_schema_extra=lambda schema: schema.update(enum=trust_rules().scale),
+    )
+    tags: list[str] = Field(min_length=1, max_length=5, description="3-5 short words or phrases a counsellor might use that make it relevant")
+    discomfort: bool = Field(description="True if being approached on it before trust allows visibly unsettles the patient")
+
+    @field_validator("level")
+    @classmethod
+    def _on_scale(cls, v: float) -> float:
+        scale = trust_rules().scale
+        if not any(abs(v - s) < 1e-9 for s in scale):
+            raise ValueError(f"level must be one of {scale}")
+        return round(v, 1)
+
+    @field_validator("tags")
+    @classmethod
+    def _tags(cls, v: list[str]) -> list[str]:
+        tags = [t.strip() for t in v]
+        if any(not t or len(t) > 40 for t in tags):
+            raise ValueError("each tag must be 1-40 characters")
+        return tags
+
+    @field_validator("content", "topic")
+    @classmethod
+    def _not_blank(cls, v: str) -> str:
+        if not v.strip():
+            raise ValueError("must not be blank")
+        return v.strip()
+
+
+class DecompositionDraft(_Row):
+    """The decomposition as the model writes it."""
+
+    static: StaticLayer = Field(description="The always-present layer")
+    items: list[DraftItem] = Field(min_length=3, max_length=14, description="The dynamic layer, 3-14 items")
+
+
+class MemoryItem(DraftItem):
+    id: str = Field(description="Item id within the decomposition (m1, m2, ...)")
+
+
+class Decomposition(_Row):
+    """A patient's decomposition for one run seed: checkpointed once and shared by every counsellor."""
+
+    patient_id: str = Field(description="Profile id")
+    seed: int = Field(description="Run seed")
+    psych: PsychSeed = Field(description="Attachment style and core-belief theme")
+    static: StaticLayer = Field(description="The always-present layer")
+    items: list[MemoryItem] = Field(description="The dynamic layer")
+    engine: dict[str, Any] = Field(default_factory=dict, description="The decomposer's engine, model and sampling")
+    prompt: dict[str, str] = Field(default_factory=dict, description="Prompt template → hash")
+
+    def item(self, item_id: str) -> MemoryItem:
+        return next(i for i in self.items if i.id == item_id)
+
+
+def decomposition_key(patient_id: str, seed: int) -> str:
+    return f"{patient_id}-{seed}"
+
+
+def decompose_messages(profile: Profile, psych: PsychSeed) -> list[dict[str, str]]:
+    rules = trust_rules()
+    return [{"role": "user", "content": render(
+        DECOMPOSE_TEMPLATE,
+        writer_brief=profile.writer_brief,
+        persona=profile.persona.persona,
+        attachment=psych.attachment,
+        attachment_text=attachment_prior().descriptions[psych.attachment],
+        theme=psych.theme,
+        theme_text=theme_map().themes[psych.theme],
+        levels=[(f"{lv:.1f}", rules.levels[f"{lv:.1f}"]) for lv in rules.scale],
+    )}]
+
+
+async def decompose(client: Any, profile: Profile, seed: int, *, max_tokens: int | None = None,
+                    max_attempts: int | None = None) -> Decomposition:
+    psych = psych_seed(profile, seed)
+    sampling = {"max_tokens": max_tokens} if max_tokens else {}
+    draft = await client.structured(decompose_messages(profile, psych), DecompositionDraft,
+                                    max_attempts=max_attempts, **sampling)
+    items = [MemoryItem(id=f"m{i + 1}", **it.model_dump()) for i, it in enumerate(draft.items)]
+    return Decomposition(
+        patient_id=profile.profile_id, seed=seed, psych=psych, static=draft.static, items=items,
+        engine=client.describe(), prompt={DECOMPOSE_TEMPLATE: template_hash(DECOMPOSE_TEMPLATE)},
+    )
+
+
+async def decomposition_record(
+    profile: Profile, client: Any, seed: int, *,
+    load: Callable[[str], Decomposition | None], save: Callable[[Decomposition], Decomposition],
+    max_tokens: int | None = None, max_attempts: int | None = None,
+) -> Decomposition:
+    """The patient's decomposition from its checkpoint, or made once and checkpointed before any arc uses it."""
+    done = load(decomposition_key(profile.profile_id, seed))
+    if done is not None:
+        return done
+    return save(await decompose(client, profile, seed, max_tokens=max_tokens, max_attempts=max_attempts))

@@ -1,0 +1,42 @@
+"""The psychological seed PatientAct adds to a profile (Appendix A/B): a core-belief theme (unlovable /
+worthless / helpless) and an attachment style (avoidant / anxious / disorganized, secure excluded).
+
+The theme is not sampled here: it follows from the profile's own core-belief cluster through our map
+(`core_belief_themes.yaml`), so it agrees with the formulation the profile already has. The attachment style
+is drawn from the paper's prior with a hash of (seed, profile id), so every counsellor, engine and rerun meets
+the same patient. Pure: no LLM.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import random
+
+from pydantic import BaseModel, ConfigDict, Field
+
+from mindcore.errors import InputError
+from mindsim.patientact.data import attachment_prior, theme_map
+from profilegen.schemas import Profile
+
+
+class PsychSeed(BaseModel):
+    model_config = ConfigDict(extra="forbid", frozen=True)
+    attachment: str = Field(description="Attachment style drawn from the App. A prior (secure excluded)")
+    theme: str = Field(description="Core-belief theme mapped from the profile's core-belief cluster")
+    cluster: str = Field(description="The profile's core-belief cluster the theme came from")
+
+
+def psych_seed(profile: Profile, seed: int) -> PsychSeed:
+    cluster = profile.formulation.core_belief.cluster
+    themes = theme_map()
+    if cluster not in themes.clusters:
+        raise InputError(
+            f"profile {profile.profile_id}: core-belief cluster '{cluster}' has no theme in "
+            "mindsim/data/patientact/core_belief_themes.yaml; add it there"
+        )
+    prior = attachment_prior().weights
+    digest = hashlib.sha256(f"patientact-attachment|{seed}|{profile.profile_id}".encode()).digest()
+    rng = random.Random(int.from_bytes(digest[:8], "big"))
+    styles = sorted(prior)  # sorted: the draw must not depend on the file's key order
+    attachment = rng.choices(styles, weights=[prior[s] for s in styles], k=1)[0]
+    return PsychSeed(attachment=attachment, theme=themes.clusters[cluster], cluster=cluster)

@@ -1,0 +1,88 @@
+"""Building a PatientAct patient for one session: its two system prompts, rendered once per session and kept
+byte-identical for it (NOTES §2, prefix cache) — the patient's (static layer, the style knobs, the time, the
+scenario and its agenda as context, the running memory) and the appraiser's (static layer, psychological seed,
+coping, the taxonomies and the trust scale).
+
+The schedule's concealment level is not a prompt line here, unlike MindSim's patient: it shifts the session's
+starting trust instead (`trust.yaml` `concealment_offset`), so concealment acts through the same gate as trust.
+The archetype's move lists are not used either: behaviour selection takes their place; the archetype's text
+stays, as a description of how this person copes. Without the dynamic memory layer (ablation) every item's
+content goes into both system prompts and nothing is retrieved per turn.
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+from mindcore.prompts import render
+from mindsim.agenda import Agenda
+from mindsim.config import SimulationConfig
+from mindsim.memory import format_log
+from mindsim.patientact.data import attachment_prior, taxonomy, theme_map, trust_rules
+from mindsim.patientact.decompose import Decomposition, decompose
+from mindsim.patientact.participant import SIGNAL_TEMPLATE, STEP_TEMPLATE, PatientActPatient
+from mindsim.prompting import _knob, load_style_data
+from mindsim.schedule import SessionPlan
+from profilegen.moves import Vocabulary
+from profilegen.schemas import Profile
+
+PA_PATIENT_TEMPLATE = "patientact/patient_system.jinja2"
+PA_APPRAISER_TEMPLATE = "patientact/appraiser_system.jinja2"
+PA_STEP_TEMPLATE = STEP_TEMPLATE
+PA_SIGNAL_TEMPLATE = SIGNAL_TEMPLATE
+
+
+def patient_prompt(profile: Profile, plan: SessionPlan, scenario: Any, agenda: Agenda, memory: list[str],
+                   decomposition: Decomposition, config: SimulationConfig) -> str:
+    data = load_style_data()
+    s = profile.style
+    pid = profile.profile_id
+    reg = _knob(data.register, s.register, "register", pid)
+    knob_lines = [
+        reg.line,
+        _knob(data.verbosity, s.verbosity, "verbosity", pid).line,
+        _knob(data.frustration_reactivity, s.frustration_reactivity, "frustration_reactivity", pid).line,
+        _knob(data.emotion, plan.emotion, "emotion", pid),
+    ]
+    return render(
+        PA_PATIENT_TEMPLATE,
+        style_rule=reg.rule, style_examples=reg.examples, static=decomposition.static,
+        all_items=[] if config.patientact.dynamic_memory else decomposition.items,
+        knob_lines=knob_lines, time_context=plan.time_context, situation=scenario, agenda_goal=scenario.goal,
+        agenda_checkpoints=[i.text for i in agenda.items], memory_text=format_log(memory),
+    )
+
+
+def appraiser_prompt(profile: Profile, vocab: Vocabulary, decomposition: Decomposition, config: SimulationConfig) -> str:
+    tax = taxonomy()
+    rules = trust_rules()
+    psych = decomposition.psych
+    coping = [f"{p.label}: {p.situation}" for p in profile.formulation.perpetuating]
+    return render(
+        PA_APPRAISER_TEMPLATE,
+        static=decomposition.static, attachment=psych.attachment,
+        attachment_text=attachment_prior().descriptions[psych.attachment],
+        leaning=rules.attachment[psych.attachment].leaning, theme=psych.theme, theme_text=theme_map().themes[psych.theme],
+        archetype_text=vocab.archetype(profile.style.archetype).text, coping=coping,
+        all_items=[] if config.patientact.dynamic_memory else decomposition.items,
+        reactions=tax.reactions, intensities=tax.intensities, behaviours=tax.behaviours,
+        patterns=tax.resistance_patterns, levels=[(f"{lv:.1f}", rules.levels[f"{lv:.1f}"]) for lv in rules.scale],
+    )
+
+
+def patientact_patient(profile: Profile, vocab: Vocabulary, plan: SessionPlan, scenario: Any, agenda: Agenda,
+                       memory: list[str], roles: Any, config: SimulationConfig, decomposition: Decomposition,
+                       trust_start: float) -> PatientActPatient:
+    if decomposition.patient_id != profile.profile_id:
+        raise ValueError(f"decomposition of {decomposition.patient_id} given to {profile.profile_id}")
+    system = patient_prompt(profile, plan, scenario, agenda, memory, decomposition, config)
+    return PatientActPatient(
+        client=roles.patient, appraiser=roles.appraiser or roles.patient, decomposition=decomposition, config=config,
+        trust=trust_start, history=[{"role": "system", "content": system}],
+        appraiser_system=appraiser_prompt(profile, vocab, decomposition, config),
+    )
+
+
+async def patientact_decompose(client: Any, profile: Profile, seed: int, config: SimulationConfig) -> Decomposition:
+    pa = config.patientact
+    return await decompose(client, profile, seed, max_tokens=pa.decomposition_max_tokens, max_attempts=pa.step_attempts)

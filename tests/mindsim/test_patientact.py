@@ -1,0 +1,363 @@
+"""PatientAct patient engine on the fake engine (mindsim/patientact/, its wiring in mindsim/session.py): trust
+gating, blocked items as pressure, bounded stepped trust, the three ablations, trust across sessions, and
+invalid step answers re-asked then counted."""
+
+from __future__ import annotations
+
+import asyncio
+import json
+import random
+
+import pytest
+
+from mindcore.engine import Engines
+from mindcore.fake import FakeBackend
+from mindcore.types import ChatRequest
+from mindsim.config import SimulationConfig
+from mindsim.patientact.data import trust_rules
+from mindsim.patientact.decompose import Decomposition, DraftItem
+from mindsim.patientact.retrieval import gate, relevant, stems
+from mindsim.patientact.seed import psych_seed
+from mindsim.patientact.trust import apply_change, session_start
+from mindsim.prompting import TurnFailed
+from mindsim.records import ScenarioRecord, SessionRecord, session_id
+from mindsim.scenario import Scenario
+from mindsim.schedule import draw_schedule
+from mindsim.session import Roles, run_arc, run_session
+from profilegen.moves import load_vocabulary
+from simfakes import SCENARIO, make_profile
+
+V = load_vocabulary()
+SLEEP = "I lie awake until four most nights and drag myself through the morning."
+WORK = "My manager stopped giving me the client calls after the spring review."
+FATHER = "When I was nine my dad left a birthday party early because I cried, and never came to another."
+CORE = "Deep down I think I am a waste of space."
+DECOMP = {
+    "static": {
+        "demographics": "41, man, supervisor, lives with partner.",
+        "current_concern": "Low mood since losing the job.",
+        "emotional_range": "Irritation comes easily; sadness is kept down.",
+        "therapist_pattern": "Wants to be taken seriously, expects to be judged, keeps it light.",
+    },
+    "items": [
+        {"topic": "sleep", "content": SLEEP, "level": 1.5, "tags": ["sleep", "nights", "tired"], "discomfort": False},
+        {"topic": "work", "content": WORK, "level": 3.0, "tags": ["work", "manager"], "discomfort": False},
+        {"topic": "family history", "content": FATHER, "level": 4.0, "tags": ["father", "childhood"], "discomfort": True},
+        {"topic": "how I see myself", "content": CORE, "level": 4.0, "tags": ["worth", "yourself"], "discomfort": True},
+    ],
+}
+COUNSELLOR = [
+    "How have you been sleeping lately?",
+    "Can you tell me about your father?",
+    "And how are things at work with your manager?",
+    "What was your childhood like?",
+]
+
+
+class PAResponder:
+    """Plays every role. `trust` is the sequence of trust changes (last repeats); `bad_first` names a step
+    whose first answer is invalid; `bad_always` a step that never answers validly."""
+
+    def __init__(self, trust=("unchanged",), behaviour="resistance", end_after=99, bad_first=None, bad_always=None,
+                 decomposition=None):
+        self.trust = list(trust)
+        self.behaviour = behaviour
+        self.end_after = end_after
+        self.bad_first = bad_first
+        self.bad_always = bad_always
+        self.decomposition = decomposition or DECOMP
+        self.seen: dict[str, int] = {}
+
+    def __call__(self, req: ChatRequest):
+        name = req.schema_name
+        if name:
+            self.seen[name] = self.seen.get(name, 0) + 1
+        if name == "Scenario":
+            return SCENARIO
+        if name == "DecompositionDraft":
+            return self.decomposition
+        if name in (self.bad_always, self.bad_first) and (name == self.bad_always or self.seen[name] == 1):
+            return {"why": "x", "reaction": "furious", "intensity": "extreme", "behaviour": "shout", "pattern": "?",
+                    "change": "skyrocket", "end_conversation": "maybe"}
+        if name == "Reaction":
+            return {"why": "it stings", "reaction": "challenged", "intensity": "moderate"}
+        if name == "Behaviour":
+            turns = self.seen[name]
+            return {"why": "not ready", "behaviour": self.behaviour, "end_conversation": turns >= self.end_after}
+        if name == "Resistance":
+            return {"why": "I shut down", "pattern": "minimal_talk"}
+        if name == "TrustChange":
+            n = self.seen[name] - 1
+            return {"why": "felt pushed", "change": self.trust[min(n, len(self.trust) - 1)]}
+        if req.role == "memory_compactor":
+            return "- Patient talked about sleep."
+        if req.role.startswith("counsellor"):
+            n = sum(m["role"] == "assistant" for m in req.messages)
+            return COUNSELLOR[n % len(COUNSELLOR)]
+        return "dunno really."
+
+
+def _roles(engines):
+    return Roles(*(engines.role(r) for r in ("patient", "counsellor", "scenario_writer", "memory_compactor")),
+                 appraiser=engines.role("patient_appraiser"), decomposer=engines.role("profile_decomposer"))
+
+
+def decomposition(pid="p1", seed=0) -> Decomposition:
+    from mindsim.patientact.decompose import MemoryItem, StaticLayer
+    items = [MemoryItem(id=f"m{i + 1}", **it) for i, it in enumerate(DECOMP["items"])]
+    return Decomposition(patient_id=pid, seed=seed, psych=psych_seed(make_profile(pid), seed),
+                         static=StaticLayer(**DECOMP["static"]), items=items)
+
+
+def run(responder, *, trust_start=2.5, turn_cap=5, decomp=None, **pa):
+    backend = FakeBackend(responder)
+    config = SimulationConfig(sessions=1, turn_cap=turn_cap, patient_engine="patientact", patientact=pa)
+    profile = make_profile("p1")
+    plan = draw_schedule("p1", 0, config).sessions[0]
+    with Engines.with_backend(backend) as engines:
+        rec = asyncio.run(run_session(
+            profile, V, plan, Scenario(**SCENARIO), [], _roles(engines), config, counsellor_name="counsellor", seed=0,
+            patient_engine="patientact", decomposition=decomp or decomposition(), trust_start=trust_start,
+        ))
+        ledger = engines.ledger
+    return rec, backend, ledger
+
+
+def _content(req: ChatRequest) -> str:
+    return "\n".join(str(m.get("content") or "") for m in req.messages)
+
+
+# -- the trust gate ----------------------------------------------------------------------------------------
+
+def test_item_above_trust_never_reaches_any_prompt_and_blocked_item_is_named_as_pressure():
+    rec, backend, _ = run(PAResponder(trust=["unchanged"]))
+    assert all(t.patientact.trust_before == 2.5 for t in rec.turns)
+    for req in backend.requests:
+        assert FATHER not in _content(req) and WORK not in _content(req) and CORE not in _content(req)
+    father_turn = rec.turns[2].patientact  # answers "tell me about your father"
+    assert father_turn.relevant == ["m3"] and father_turn.blocked == ["m3"] and father_turn.retrieved == []
+    assert "family history" in father_turn.signal and "not ready" in father_turn.signal
+    work_turn = rec.turns[3].patientact  # above trust, no discomfort: neither shown nor named
+    assert work_turn.withheld == ["m2"] and work_turn.blocked == [] and "work" not in work_turn.signal.split("(")[-1]
+    sleep_turn = rec.turns[1].patientact
+    assert sleep_turn.retrieved == ["m1"] and SLEEP in sleep_turn.signal
+    # The signal rides with the counsellor's message on the patient side only.
+    assert rec.patient_messages[2]["content"].endswith(sleep_turn.signal)
+    assert all("[inner state]" not in m["content"] for m in rec.counsellor_messages)
+    assert all("[inner state]" not in m["content"] for m in rec.transcript())
+
+
+def test_item_is_retrieved_once_trust_reaches_its_level():
+    rec, _, _ = run(PAResponder(trust=["rise_significant"]), trust_start=3.0, turn_cap=6)
+    father = [t.patientact for t in rec.turns[1:] if "m3" in t.patientact.relevant]
+    assert father and all(("m3" in p.retrieved) == (p.trust_before >= 4.0) for p in father)
+    assert any("m3" in p.retrieved for p in father) and any("m3" in p.blocked for p in father)
+
+
+def test_system_prompts_stay_byte_identical_within_a_session():
+    rec, backend, _ = run(PAResponder(trust=["rise_slight", "fall_slight"]))
+    for role in ("patient", "patient_appraiser"):
+        systems = {r.messages[0]["content"] for r in backend.requests if r.role == role}
+        assert len(systems) == 1, role
+    assert rec.patient_system_prompt in {r.messages[0]["content"] for r in backend.requests if r.role == "patient"}
+    assert rec.patientact.appraiser_system_prompt in {r.messages[0]["content"] for r in backend.requests}
+
+
+# -- trust ----------------------------------------------------------------------------------------------
+
+def test_trust_stays_on_the_scale_and_moves_only_by_allowed_steps():
+    rng = random.Random(7)
+    changes = list(trust_rules().changes)
+    rec, _, _ = run(PAResponder(trust=[rng.choice(changes) for _ in range(40)]), turn_cap=40)
+    for t in rec.turns[1:]:
+        p = t.patientact
+        assert 1.0 <= p.trust_after <= 4.0
+        assert round(p.trust_after - p.trust_before, 2) in {0.0, 0.25, -0.25, 0.5, -0.5}
+    assert rec.patientact.trust_end == rec.turns[-1].patientact.trust_after
+
+
+def test_trust_rules_caps_and_bounds():
+    assert apply_change(4.0, "rise_significant", "anxious") == (4.0, 0.0)
+    assert apply_change(1.25, "fall_significant", "anxious") == (1.0, -0.25)
+    assert apply_change(2.5, "rise_significant", "avoidant") == (2.75, 0.25)  # avoidant trust builds slowly
+    assert apply_change(2.5, "rise_significant", "disorganized") == (3.0, 0.5)
+    with pytest.raises(ValueError):
+        apply_change(2.5, "soar", "anxious")
+    rng = random.Random(3)
+    t = 2.5
+    for _ in range(500):
+        new, delta = apply_change(t, rng.choice(list(trust_rules().changes)), rng.choice(["avoidant", "anxious", "disorganized"]))
+        assert 1.0 <= new <= 4.0 and delta in {0.0, 0.25, -0.25, 0.5, -0.5}
+        t = new
+
+
+def test_session_start_offsets_and_drift():
+    config = SimulationConfig(sessions=3)
+    plans = draw_schedule("p1", 0, config).sessions
+    first = plans[0].model_copy(update={"concealment": "closed"})
+    assert session_start(first, None, None, 0.0) == 2.0
+    later = plans[1].model_copy(update={"concealment": "guarded", "gap_hours": 48})
+    assert session_start(later, first, 3.5, 0.0) == 4.0            # carried, plus the concealment opening
+    assert session_start(later, first, 3.5, 0.5) == 3.0            # two days of drift toward 2.5, not past it
+    assert session_start(later, first, 3.5, 4.0) == 2.5
+    assert session_start(later, later, 1.0, 0.25) == 1.5
+
+
+# -- ablations ------------------------------------------------------------------------------------------
+
+def _names(backend):
+    steps = {"Reaction", "Behaviour", "Resistance", "TrustChange"}
+    return [r.schema_name for r in backend.requests if r.schema_name in steps]
+
+
+def test_without_trust_gating_relevant_items_are_all_retrieved_and_nothing_else_changes():
+    full, fb, _ = run(PAResponder())
+    off, ob, _ = run(PAResponder(), trust_gating=False)
+    for a, b in zip(full.turns[1:], off.turns[1:]):
+        assert a.patientact.relevant == b.patientact.relevant
+        assert b.patientact.retrieved == b.patientact.relevant and not b.patientact.blocked
+        assert (a.patientact.reaction, a.patientact.behaviour, a.patientact.trust_after) == (
+            b.patientact.reaction, b.patientact.behaviour, b.patientact.trust_after)
+    assert _names(fb) == _names(ob)
+    assert FATHER in off.patient_messages[4]["content"]
+    assert full.patient_system_prompt == off.patient_system_prompt
+
+
+def test_without_dynamic_memory_the_whole_profile_is_in_the_system_prompt_and_nothing_is_retrieved():
+    full, fb, _ = run(PAResponder())
+    off, ob, _ = run(PAResponder(), dynamic_memory=False)
+    for text in (SLEEP, WORK, FATHER, CORE):
+        assert text in off.patient_system_prompt and text not in full.patient_system_prompt
+        assert text in off.patientact.appraiser_system_prompt
+    assert all(not (t.patientact.relevant or t.patientact.retrieved or t.patientact.blocked) for t in off.turns)
+    assert _names(fb) == _names(ob)
+
+
+def test_without_the_pipeline_no_reaction_behaviour_or_resistance_steps_run():
+    full, fb, _ = run(PAResponder())
+    off, ob, _ = run(PAResponder(), pipeline=False)
+    assert {"Reaction", "Behaviour", "Resistance"} <= set(_names(fb))
+    assert set(_names(ob)) == {"TrustChange"}
+    for a, b in zip(full.turns[1:], off.turns[1:]):
+        assert (b.patientact.reaction, b.patientact.behaviour, b.patientact.resistance_pattern) == (None, None, None)
+        assert (a.patientact.relevant, a.patientact.retrieved, a.patientact.blocked) == (
+            b.patientact.relevant, b.patientact.retrieved, b.patientact.blocked)
+        assert b.patientact.trust_after == a.patientact.trust_after
+    assert full.patient_system_prompt == off.patient_system_prompt
+
+
+def test_resistance_pattern_only_follows_resistance():
+    rec, backend, _ = run(PAResponder(behaviour="recounting"))
+    assert "Resistance" not in _names(backend)
+    assert all(t.patientact.resistance_pattern is None and t.patientact.behaviour == "recounting" for t in rec.turns[1:])
+    rec, _, _ = run(PAResponder(behaviour="resistance"))
+    assert all(t.patientact.resistance_pattern == "minimal_talk" for t in rec.turns[1:])
+    assert "two or three words" in rec.turns[1].patientact.signal
+
+
+# -- invalid output -------------------------------------------------------------------------------------
+
+def test_invalid_step_answer_is_reasked_and_the_call_counts_its_attempts():
+    rec, _, ledger = run(PAResponder(bad_first="Reaction"))
+    calls = [c for c in ledger.records if c.role == "patient_appraiser" and c.kind == "structured"]
+    assert calls[0].attempts == 2 and calls[0].ok
+    assert rec.turns[1].patientact.reaction == "challenged"
+
+
+def test_a_step_that_never_fits_fails_the_turn():
+    with pytest.raises(TurnFailed, match="patientact trust step"):
+        run(PAResponder(bad_always="TrustChange"))
+
+
+# -- arcs -----------------------------------------------------------------------------------------------
+
+def _arc(responder, store, sessions=2, **pa):
+    backend = FakeBackend(responder)
+    config = SimulationConfig(sessions=sessions, turn_cap=4, patient_engine="patientact", patientact=pa)
+    profile = make_profile("p1")
+    schedule = draw_schedule("p1", 0, config)
+    first = ScenarioRecord(patient_id="p1", seed=0, scenario=Scenario(**SCENARIO), engine={}, prompt={})
+
+    def save(r: SessionRecord) -> SessionRecord:
+        store.setdefault(r.session_id, r)
+        return store[r.session_id]
+
+    with Engines.with_backend(backend) as engines:
+        recs = asyncio.run(run_arc(profile, schedule, V, _roles(engines), config, counsellor_name="counsellor", seed=0,
+                                   first=first, load=store.get, save=save))
+    return recs, backend
+
+
+def test_trust_carries_into_the_next_session_and_a_rerun_resumes_it():
+    store: dict[str, SessionRecord] = {}
+    recs, backend = _arc(PAResponder(trust=["rise_slight"]), store, sessions=2)
+    a, b = recs
+    assert a.patientact.trust_end > a.patientact.trust_start
+    assert b.patientact.trust_start == session_start(b.schedule, a.schedule, a.patientact.trust_end, 0.0)
+    assert b.turns[0].patientact.trust_before == b.patientact.trust_start
+    assert b.patientact.decomposition == a.patientact.decomposition
+    assert sum(r.schema_name == "DecompositionDraft" for r in backend.requests) == 1
+    # A rerun with session 1 lost resumes from session 0's checkpoint: same starting trust, no new decomposition.
+    del store[b.session_id]
+    recs2, backend2 = _arc(PAResponder(trust=["fall_slight"]), store, sessions=2)
+    assert recs2[1].patientact.trust_start == b.patientact.trust_start
+    assert not any(r.schema_name == "DecompositionDraft" for r in backend2.requests)
+
+
+def test_session_ids_carry_the_engine_and_mindsim_ids_are_unchanged():
+    assert session_id("p1", "counsellor", 0, 0) == session_id("p1", "counsellor", 0, 0, "mindsim")
+    assert session_id("p1", "counsellor", 0, 0, "patientact") != session_id("p1", "counsellor", 0, 0)
+    store: dict[str, SessionRecord] = {}
+    recs, _ = _arc(PAResponder(), store, sessions=1)
+    assert recs[0].session_id == session_id("p1", "counsellor", 0, 0, "patientact")
+    assert recs[0].patient_engine == "patientact"
+
+
+def test_a_recipe_with_both_engines_must_name_the_arcs_engine():
+    config = SimulationConfig(patient_engine=["mindsim", "patientact"])
+    assert config.patient_engines == ["mindsim", "patientact"]
+    store: dict[str, SessionRecord] = {}
+    first = ScenarioRecord(patient_id="p1", seed=0, scenario=Scenario(**SCENARIO), engine={}, prompt={})
+    with Engines.with_backend(FakeBackend(PAResponder())) as engines:
+        with pytest.raises(ValueError, match="name the arc's engine"):
+            asyncio.run(run_arc(make_profile("p1"), draw_schedule("p1", 0, config), V, _roles(engines), config,
+                                counsellor_name="counsellor", seed=0, first=first, load=store.get, save=lambda r: r))
+
+
+# -- decomposition, seed, retrieval -----------------------------------------------------------------------
+
+def test_decomposition_off_scale_level_is_reasked():
+    bad = json.loads(json.dumps(DECOMP))
+    bad["items"][0]["level"] = 2.2
+    answers = iter([bad, DECOMP])
+
+    class R(PAResponder):
+        def __call__(self, req):
+            if req.schema_name == "DecompositionDraft":
+                return next(answers)
+            return super().__call__(req)
+
+    store: dict[str, SessionRecord] = {}
+    recs, backend = _arc(R(), store, sessions=1)
+    assert sum(r.schema_name == "DecompositionDraft" for r in backend.requests) == 2
+    assert [i["level"] for i in recs[0].patientact.decomposition["items"]] == [1.5, 3.0, 4.0, 4.0]
+    with pytest.raises(ValueError):
+        DraftItem(topic="t", content="  ", level=2.0, tags=["x"], discomfort=False)
+
+
+def test_psych_seed_is_stable_and_theme_follows_the_cluster():
+    p = make_profile("p1")
+    assert psych_seed(p, 0) == psych_seed(p, 0)
+    assert psych_seed(p, 0).theme == "worthless" and psych_seed(p, 0).attachment in {"avoidant", "anxious", "disorganized"}
+    draws = [psych_seed(make_profile(f"p{i}"), 0).attachment for i in range(600)]
+    assert draws.count("disorganized") > draws.count("avoidant") > draws.count("anxious")
+
+
+def test_lexical_retrieval():
+    items = decomposition().items
+    assert relevant(items, "How are your nights? Sleeping ok?") == ["m1"]
+    assert relevant(items, "What about your dad?") == ["m3"]
+    assert relevant(items, "What's for lunch?") == []
+    g = gate(items, "your dad and your manager", 2.5)
+    assert (g.retrieved, g.blocked, g.withheld) == ([], ["m3"], ["m2"])
+    assert stems("") == set()
