@@ -5,7 +5,7 @@ so `validation` can read a recipe without importing the simulator."""
 from __future__ import annotations
 
 from pathlib import Path
-from typing import Any, TypeVar
+from typing import Any, Literal, TypeVar
 
 import yaml
 from pydantic import BaseModel, ConfigDict, Field, ValidationError
@@ -16,6 +16,28 @@ from mindcore.errors import ConfigError
 C = TypeVar("C", bound=BaseModel)
 
 STAGE_SECTIONS = ("profiles", "simulation", "validation", "judge", "output")
+# Where the work runs, not what it makes: left out of the recipe hash, so a run folder started on one
+# runner resumes on the other (see `Recipe.content_dump`).
+RUNNER_FIELDS = frozenset({"runner", "ray"})
+
+
+class RaySettings(BaseModel):
+    """The recipe's `ray:` section, read only when the Ray runner runs (docs/scale.md)."""
+
+    model_config = ConfigDict(extra="forbid")
+    address: str | None = Field(
+        None, description="Cluster to join (`auto`, `ray://host:10001`, host:port); default: RAY_ADDRESS, else a "
+                          "local Ray started for this run")
+    workers: int | None = Field(
+        None, ge=1, le=4096, description="Simulation workers (Ray actors) at once; default: the cluster's CPUs "
+                                         "divided by cpus_per_worker")
+    cpus_per_worker: float = Field(1.0, gt=0, le=256, description="CPUs Ray reserves for each worker")
+    shards_per_worker: int = Field(
+        4, ge=1, le=1000, description="Patient shards per worker: more, smaller shards finish (and reach the "
+                                      "dataset) sooner and lose less to a killed worker")
+    max_retries: int = Field(3, ge=0, le=100, description="Times a killed worker's shard is retried")
+    profile_replicas: int = Field(
+        2, ge=1, le=256, description="Replicas of the profile step in distilabel's RayPipeline")
 
 
 class Recipe(BaseModel):
@@ -33,7 +55,28 @@ class Recipe(BaseModel):
         None, description="MHQR judge settings; when present, `mindsim run` judges every counsellor reply"
     )
     output: dict[str, Any] = Field(default_factory=dict)
+    runner: Literal["local", "ray"] = Field(
+        "local", description="Where the work runs: this process, or a Ray cluster (`--ray ADDRESS` and "
+                             "RAY_ADDRESS also choose ray). The outputs are the same either way")
+    ray: RaySettings = Field(default_factory=RaySettings, description="Ray runner settings")
     path: str | None = Field(None, exclude=True)
+
+    def content_dump(self) -> dict[str, Any]:
+        """The recipe without where it runs: what the run's hash and its provenance describe."""
+        return self.model_dump(mode="json", exclude=set(RUNNER_FIELDS))
+
+    def with_runner(self, ray_address: str | None = None, env: dict[str, str] | None = None) -> "Recipe":
+        """The runner this run uses: `--ray ADDRESS` first, then a RAY_ADDRESS in the environment (both
+        choose Ray at that address), else the recipe's own `runner:`."""
+        import os
+
+        env = os.environ if env is None else env
+        address = ray_address or env.get("RAY_ADDRESS") or None
+        if address is None:
+            return self
+        copy = self.model_copy(update={"runner": "ray", "ray": self.ray.model_copy(update={"address": address})})
+        copy.path = self.path
+        return copy
 
     def engines_config(self) -> EnginesConfig:
         try:

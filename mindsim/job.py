@@ -12,6 +12,7 @@ import hashlib
 import json
 import uuid
 from collections import defaultdict
+from contextlib import nullcontext
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
@@ -26,6 +27,7 @@ from mindcore.io import atomic_write_json, read_jsonl
 from mindcore.logs import library_logs_to
 from mindcore.provenance import base_provenance
 from mindcore.recipe import Recipe, load_recipe
+from mindcore.shards import RaySession
 from mindsim.cards import build_dataset_folder
 from mindsim.preflight import failure_summary, preflight, raise_if_all_failed
 from mindsim.config import SimulationConfig
@@ -57,7 +59,9 @@ class JobSummary:
 
 
 def _recipe_hash(recipe: Recipe) -> str:
-    return hashlib.sha256(json.dumps(recipe.model_dump(mode="json"), sort_keys=True).encode()).hexdigest()[:16]
+    # Without `runner`/`ray`: where the work runs does not change what it makes, so a folder started
+    # locally resumes on a cluster and the other way round (and older run folders keep their hash).
+    return hashlib.sha256(json.dumps(recipe.content_dump(), sort_keys=True).encode()).hexdigest()[:16]
 
 
 def _open_run(out_dir: Path, recipe: Recipe) -> dict[str, Any]:
@@ -127,10 +131,11 @@ def _nothing_left(stage: str, failures: list[dict[str, Any]], what: str) -> None
                       "model behind each role (`mindsim engines check RECIPE`) and rerun the same command to resume")
 
 
-def run_job(recipe_path: Path, out_dir: Path, *, verbose: bool = False) -> JobSummary:
+def run_job(recipe_path: Path, out_dir: Path, *, verbose: bool = False, ray_address: str | None = None) -> JobSummary:
     """`verbose` leaves distilabel's and datasets' own logs on the terminal; otherwise they go to
-    `OUT/logs/` and the terminal shows one progress bar per stage."""
-    recipe = load_recipe(recipe_path)
+    `OUT/logs/` and the terminal shows one progress bar per stage. `ray_address` (or RAY_ADDRESS)
+    runs the profile and simulation stages on that Ray cluster, whatever the recipe's `runner:` says."""
+    recipe = load_recipe(recipe_path).with_runner(ray_address)
     # Every section is validated before any engine starts, so a typo costs nothing.
     pcfg = recipe.section("profiles", ProfilesConfig)
     scfg = recipe.section("simulation", SimulationConfig)
@@ -140,7 +145,11 @@ def run_job(recipe_path: Path, out_dir: Path, *, verbose: bool = False) -> JobSu
     out_dir = Path(out_dir)
     info = _open_run(out_dir, recipe)
 
-    with library_logs_to(out_dir / "logs", verbose=verbose), Engines.from_config(recipe.engines_config()) as engines:
+    on_ray = recipe.runner == "ray"
+    cluster = RaySession(recipe.ray.address, verbose=verbose) if on_ray else nullcontext()
+    with library_logs_to(out_dir / "logs", verbose=verbose), Engines.from_config(recipe.engines_config()) as engines, \
+            cluster:
+        # The preflight runs here on the driver, once, before any worker starts (docs/scale.md).
         _stage("0 · preflight")
         stages = {"run"} | ({"judge"} if jcfg is not None else set()) | ({"validate"} if vcfg.arc else set())
         pre = preflight(recipe, engines, stages)
@@ -156,7 +165,7 @@ def run_job(recipe_path: Path, out_dir: Path, *, verbose: bool = False) -> JobSu
                                              f"as serious ({psum.dropped_serious} dropped)")
         profiles = load_profiles(out_dir / "profiles", pool_only=scfg.pool_only)
         _stage("6 · multi-session simulation")
-        ssum = run_simulation(profiles, engines, scfg, out_dir, recipe.seed)
+        ssum = run_simulation(profiles, engines, scfg, out_dir, recipe.seed, ray=recipe.ray if on_ray else None)
         raise_if_all_failed("simulation", ssum["failed_arcs"], attempted=ssum["arcs"])
         if ssum["failed_arcs"] and not ssum["sessions_written"]:
             _nothing_left("simulation", ssum["failed_arcs"], f"all {ssum['arcs']} arcs failed before any session finished")
@@ -170,12 +179,15 @@ def run_job(recipe_path: Path, out_dir: Path, *, verbose: bool = False) -> JobSu
         roles = engines.describe()
         backends = {name: engines.backend(name).describe() for name in recipe.engines}
         usage = engines.ledger.summary()
+    runner_info = {"name": recipe.runner, "profiles": psum.runner, "simulation": ssum.get("runner")}
 
     reference_is_mibot = vcfg.reference_path().resolve() == shipped_reference_path().resolve()
     info.update(
         {
             "status": "finished",
-            "recipe": {"name": recipe.name, "path": str(recipe_path), "seed": recipe.seed, **recipe.model_dump(mode="json", exclude={"path"})},
+            "recipe": {"name": recipe.name, "path": str(recipe_path), "seed": recipe.seed, **recipe.content_dump()},
+            # The one thing the runner changes in run.json: which runner ran (the last run, on resume).
+            "runner": runner_info,
             "provenance": base_provenance(),
             "engines": roles,
             "engine_backends": backends,

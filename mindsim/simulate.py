@@ -13,10 +13,18 @@ transcript export are rebuilt from the checkpoints, so every session appears exa
 from __future__ import annotations
 
 import asyncio
+import heapq
 import json
+import os
+import tempfile
 import time
+from collections import Counter
+from contextlib import contextmanager
 from pathlib import Path
-from typing import Any
+from typing import Any, Callable, Iterator
+
+import pyarrow as pa
+import pyarrow.parquet as pq
 
 from pydantic import ValidationError
 
@@ -26,10 +34,11 @@ from mindcore.errors import ConfigError, EngineError, InputError
 from mindcore.io import CheckpointDir, atomic_write_json, atomic_write_jsonl, atomic_write_parquet
 from mindcore.provenance import base_provenance
 from mindcore.runner import progress_bar
+from mindcore.shards import stable_shard
 from mindsim.config import CounsellorBinding, SimulationConfig, counsellor_name
 from mindsim.patient import TurnFailed
 from mindsim.prompting import load_style_data
-from mindsim.records import RejectionCounts, ScenarioRecord, SessionRecord, scenario_key
+from mindsim.records import RejectionCounts, ScenarioRecord, SessionRecord, scenario_key, session_id
 from mindsim.schedule import Schedule, draw_schedule
 from mindsim.session import Roles, first_scenario_record, run_arc
 from profilegen.moves import load_vocabulary
@@ -38,6 +47,8 @@ from profilegen.schemas import Profile
 SESSIONS_DIR = "sessions"
 CHECKPOINTS_DIR = "checkpoints"
 SCENARIOS_DIR = "scenarios"
+# Each shard's slice of the sessions dataset, written as the shard finishes (`write_shard`).
+SHARDS_DIR = "shards"
 LAYOUT_FILE = "layout.json"
 # Layout 2: first scenarios written once per patient and shared by every counsellor (layout 1 wrote one per
 # arc). Sessions of the two layouts must not be mixed in one run folder.
@@ -173,15 +184,15 @@ def select_profiles(profiles: list[Profile], config: SimulationConfig) -> list[P
     return chosen[: config.max_patients] if config.max_patients else chosen
 
 
-async def simulate_async(
-    profiles: list[Profile], engines, config: SimulationConfig, out_dir: str | Path, seed: int
+async def simulate_shard(
+    profiles: list[Profile], engines, config: SimulationConfig, out: Path, seed: int, shard: int, shards: int,
+    on_session: Callable[[str], None] = lambda _id: None,
 ) -> dict[str, Any]:
-    out = Path(out_dir)
-    profiles = select_profiles(profiles, config)
-    if not profiles:
-        raise InputError("no profiles to simulate (check pool_only / benchmark_only and the profiles folder)")
-    check_profiles(profiles)
-    check_layout(out)
+    """One shard of the patients (all of them on the local runner): every patient's shared first
+    scenario and its arc with each counsellor, run concurrently; then the shard's own slice of the
+    sessions dataset (`sessions/shards/`). Safe to run twice at once: finished sessions are loaded,
+    new ones are published create-if-absent. `on_session(session_id)` is called for every session
+    that is finished, loaded or new. Returns the shard's counts (see `_merge_summary`)."""
     vocab = load_vocabulary()
     store = SessionStore(out)
     scenarios = ScenarioStore(out)
@@ -189,63 +200,159 @@ async def simulate_async(
     counsellors = [(counsellor_name(c), counsellor_client(engines, c)) for c in config.counsellors]
     schedules = {p.profile_id: draw_schedule(p.profile_id, seed, config) for p in profiles}
     arcs = [(p, name) for name, _ in counsellors for p in profiles]
-    t0 = time.monotonic()
-    with progress_bar() as progress:
-        task = progress.add_task("simulating sessions", total=len(arcs) * config.sessions)
 
-        async def patient_arcs(p: Profile) -> dict[str, Any]:
-            """One patient: its shared first scenario, then its arc with every counsellor."""
-            schedule = schedules[p.profile_id]
-            try:
-                first = await first_scenario_record(
-                    p, schedule.sessions[0], shared["scenario_writer"], config, seed=seed,
-                    load=scenarios.load, save=scenarios.save,
-                )
-            except ARC_FAILURES as exc:
-                return {name: exc for name, _ in counsellors}
-            results = await asyncio.gather(
-                *(one_arc(p, schedule, first, name, client) for name, client in counsellors), return_exceptions=True
+    def load(key: str) -> SessionRecord | None:
+        found = store.load(key)
+        if found is not None:
+            on_session(key)
+        return found
+
+    def save(record: SessionRecord) -> SessionRecord:
+        kept = store.save(record)
+        on_session(kept.session_id)
+        return kept
+
+    async def patient_arcs(p: Profile) -> dict[str, Any]:
+        """One patient: its shared first scenario, then its arc with every counsellor."""
+        schedule = schedules[p.profile_id]
+        try:
+            first = await first_scenario_record(
+                p, schedule.sessions[0], shared["scenario_writer"], config, seed=seed,
+                load=scenarios.load, save=scenarios.save,
             )
-            return {name: res for (name, _), res in zip(counsellors, results)}
+        except ARC_FAILURES as exc:
+            return {name: exc for name, _ in counsellors}
+        results = await asyncio.gather(
+            *(one_arc(p, schedule, first, name, client) for name, client in counsellors), return_exceptions=True
+        )
+        return {name: res for (name, _), res in zip(counsellors, results)}
 
-        async def one_arc(p: Profile, schedule: Schedule, first: ScenarioRecord, name: str, client: RoleClient):
-            roles = Roles(patient=shared["patient"], counsellor=client,
-                          scenario_writer=shared["scenario_writer"], memory_compactor=shared["memory_compactor"])
-            return await run_arc(
-                p, schedule, vocab, roles, config, counsellor_name=name, seed=seed, first=first,
-                load=store.load, save=store.save, on_session=lambda: progress.advance(task),
-            )
+    async def one_arc(p: Profile, schedule: Schedule, first: ScenarioRecord, name: str, client: RoleClient):
+        roles = Roles(patient=shared["patient"], counsellor=client,
+                      scenario_writer=shared["scenario_writer"], memory_compactor=shared["memory_compactor"])
+        return await run_arc(p, schedule, vocab, roles, config, counsellor_name=name, seed=seed, first=first,
+                             load=load, save=save)
 
-        by_patient = await asyncio.gather(*(patient_arcs(p) for p in profiles))
+    by_patient = await asyncio.gather(*(patient_arcs(p) for p in profiles))
     results = {(p.profile_id, name): res for p, arcs_of in zip(profiles, by_patient) for name, res in arcs_of.items()}
-    failures = []
+    failures, records = [], []
     for p, name in arcs:
         res = results[(p.profile_id, name)]
         if isinstance(res, ARC_FAILURES):
             failures.append({"patient_id": p.profile_id, "counsellor": name, "error": f"{type(res).__name__}: {res}"})
+            # The sessions this arc finished before it failed stay in the dataset, as on any rerun.
+            res = [r for r in (store.load(session_id(p.profile_id, name, i, seed)) for i in range(config.sessions))
+                   if r is not None]
         elif isinstance(res, BaseException):
             raise res
-    elapsed = time.monotonic() - t0
-    records = export(out, store, {p.profile_id for p in profiles}, [n for n, _ in counsellors], seed)
-    summary = {
-        **base_provenance(),
-        "seed": seed,
+        records.extend(res)
+    write_shard(out, shard, shards, records)
+    return {
+        "shard": shard,
         "patients": len(profiles),
-        "counsellors": [n for n, _ in counsellors],
         "arcs": len(arcs),
-        "sessions_expected": len(arcs) * config.sessions,
-        "sessions_written": len(records),
         "failed_arcs": failures,
+        "sessions_written": len(records),
         "duplicate_checkpoints_discarded": store.duplicates + scenarios.duplicates,
         "ended_by_patient": sum(r.ended_by == "patient" for r in records),
         "memory_repaired": sum(r.memory_update.repaired for r in records),
         "rejected_commits": sum(len(t.rejected) for r in records for t in r.turns),
+        # Per shard is exact: a patient, and so its shared first scenario, lives in one shard only.
         "rejected_messages": rejected_message_totals(records),
         "counsellor_flags": counsellor_flag_totals(records),
+    }
+
+
+def _shard_work(engines, payload: dict[str, Any], report: Callable[[str], None]) -> dict[str, Any]:
+    """One shard inside a Ray worker (`mindcore.shards.run_shards`)."""
+    return engines.run(simulate_shard(payload["profiles"], engines, payload["config"], Path(payload["out"]),
+                                      payload["seed"], payload["shard"], payload["shards"], on_session=report))
+
+
+def plan_shards(profiles: list[Profile], shards: int) -> list[list[Profile]]:
+    """Patients by a stable hash of their id: the same split on every run and every machine, and a
+    patient (its shared first scenario and all its counsellor arcs) never straddles two shards."""
+    plan: list[list[Profile]] = [[] for _ in range(shards)]
+    for p in profiles:
+        plan[stable_shard(p.profile_id, shards)].append(p)
+    return plan
+
+
+def _prepare(profiles: list[Profile], config: SimulationConfig, out: Path) -> list[Profile]:
+    profiles = select_profiles(profiles, config)
+    if not profiles:
+        raise InputError("no profiles to simulate (check pool_only / benchmark_only and the profiles folder)")
+    check_profiles(profiles)
+    check_layout(out)
+    return profiles
+
+
+async def simulate_async(
+    profiles: list[Profile], engines, config: SimulationConfig, out_dir: str | Path, seed: int
+) -> dict[str, Any]:
+    """The local runner: every patient in this process, as one shard."""
+    out = Path(out_dir)
+    profiles = _prepare(profiles, config, out)
+    t0 = time.monotonic()
+    with progress_bar() as progress:
+        task = progress.add_task("simulating sessions", total=len(profiles) * len(config.counsellors) * config.sessions)
+        part = await simulate_shard(profiles, engines, config, out, seed, 0, 1,
+                                    on_session=lambda _id: progress.advance(task))
+    return _finish(out, engines, config, seed, profiles, [part], 1, time.monotonic() - t0, {"runner": "local"})
+
+
+def simulate_on_ray(profiles: list[Profile], engines, config: SimulationConfig, out_dir: str | Path, seed: int,
+                    settings: Any, *, on_workers: Callable[[list[Any]], None] | None = None) -> dict[str, Any]:
+    """The Ray runner: patients sharded by a stable hash of their id, each shard run by a worker
+    against the same engines (`mindcore.shards`), each shard's slice of the dataset written as it
+    finishes. The caller has joined the cluster (`mindcore.shards.RaySession`)."""
+    from mindcore.shards import RaySession, run_shards
+
+    out = Path(out_dir)
+    profiles = _prepare(profiles, config, out)
+    workers = settings.workers or max(1, int(RaySession.cpus() // settings.cpus_per_worker))
+    shards = max(1, min(len(profiles), workers * settings.shards_per_worker))
+    plan = [(i, part) for i, part in enumerate(plan_shards(profiles, shards)) if part]
+    payloads = [{"profiles": part, "config": config, "out": str(out.resolve()), "seed": seed, "shard": i,
+                 "shards": shards} for i, part in plan]
+    run = run_shards(_shard_work, payloads, engines, workers=workers, cpus_per_worker=settings.cpus_per_worker,
+                     max_retries=settings.max_retries, description="simulating sessions",
+                     total=len(profiles) * len(config.counsellors) * config.sessions, on_workers=on_workers)
+    return _finish(out, engines, config, seed, profiles, run.results, shards, run.elapsed_s,
+                   {"runner": "ray", "workers": run.workers, "shards": shards})
+
+
+def _finish(out: Path, engines, config: SimulationConfig, seed: int, profiles: list[Profile], parts: list[dict[str, Any]],
+            shards: int, elapsed: float, runner: dict[str, Any]) -> dict[str, Any]:
+    merge_shards(out, shards)
+    counsellors = [counsellor_name(c) for c in config.counsellors]
+    order = {(p.profile_id, name): i for i, (name, p) in enumerate((n, p) for n in counsellors for p in profiles)}
+    failures = sorted((f for part in parts for f in part["failed_arcs"]),
+                      key=lambda f: order[(f["patient_id"], f["counsellor"])])
+    total = lambda key: sum(part[key] for part in parts)  # noqa: E731
+    summed = lambda key: dict(sum((Counter(part[key]) for part in parts), Counter()))  # noqa: E731
+    shared = {r: engines.role(r) for r in ("patient", "scenario_writer", "memory_compactor")}
+    summary = {
+        **base_provenance(),
+        "seed": seed,
+        "patients": len(profiles),
+        "counsellors": counsellors,
+        "arcs": len(order),
+        "sessions_expected": len(order) * config.sessions,
+        "sessions_written": total("sessions_written"),
+        "failed_arcs": failures,
+        "duplicate_checkpoints_discarded": total("duplicate_checkpoints_discarded"),
+        "ended_by_patient": total("ended_by_patient"),
+        "memory_repaired": total("memory_repaired"),
+        "rejected_commits": total("rejected_commits"),
+        "rejected_messages": {**dict.fromkeys(parts[0]["rejected_messages"], 0), **summed("rejected_messages")},
+        "counsellor_flags": {**dict.fromkeys(parts[0]["counsellor_flags"], 0), **summed("counsellor_flags")},
         "elapsed_s": round(elapsed, 2),
-        "engines": {r: c.describe() for r, c in shared.items()} | {n: c.describe() for n, c in counsellors},
+        "engines": {r: c.describe() for r, c in shared.items()}
+        | {n: counsellor_client(engines, c).describe() for n, c in zip(counsellors, config.counsellors)},
         "usage": engines.ledger.summary(),
         "config": config.model_dump(mode="json"),
+        "runner": runner,
     }
     atomic_write_json(out / SESSIONS_DIR / "summary.json", summary)
     return summary
@@ -277,27 +384,107 @@ def counsellor_flag_totals(records: list[SessionRecord]) -> dict[str, int]:
     return totals
 
 
-def export(out: Path, store: SessionStore, patient_ids: set[str], counsellors: list[str], seed: int) -> list[SessionRecord]:
-    """Rebuild the sessions dataset and transcript export from the checkpoints of this run's arcs."""
-    records = [
-        r for r in store.all() if r.patient_id in patient_ids and r.counsellor in counsellors and r.seed == seed
-    ]
-    records.sort(key=lambda r: (r.counsellor, r.patient_id, r.session_index))
-    rows = [r.model_dump(mode="json") for r in records]
-    if rows:
-        atomic_write_parquet(out / SESSIONS_DIR / PARQUET_NAME, rows)
-    atomic_write_jsonl(
-        out / TRANSCRIPTS,
-        [
-            {"id": r.session_id, "patient_id": r.patient_id, "counsellor": r.counsellor,
-             "session_index": r.session_index, "messages": r.transcript()}
-            for r in records
-        ],
-    )
-    return records
+def _order(r: SessionRecord) -> tuple[str, str, int]:
+    return (r.counsellor, r.patient_id, r.session_index)
 
 
-def run_simulation(profiles: list[Profile], engines, config: SimulationConfig, out_dir: str | Path, seed: int) -> dict[str, Any]:
+def _shard_paths(out: Path, shard: int, shards: int) -> tuple[Path, Path]:
+    stem = out / SESSIONS_DIR / SHARDS_DIR / f"{shard:05d}-of-{shards:05d}"
+    return stem.with_suffix(".parquet"), stem.with_suffix(".jsonl")
+
+
+def transcript_row(r: SessionRecord) -> dict[str, Any]:
+    return {"id": r.session_id, "patient_id": r.patient_id, "counsellor": r.counsellor,
+            "session_index": r.session_index, "messages": r.transcript()}
+
+
+def write_shard(out: Path, shard: int, shards: int, records: list[SessionRecord]) -> None:
+    """One shard's sessions (parquet) and transcripts (JSONL), both in the dataset's order. Rewritten
+    whole by every run of the shard (replace-write: it is rebuilt from checkpoints, never appended to)."""
+    records = sorted(records, key=_order)
+    parquet, jsonl = _shard_paths(out, shard, shards)
+    if records:
+        atomic_write_parquet(parquet, [r.model_dump(mode="json") for r in records])
+    else:
+        parquet.unlink(missing_ok=True)
+    atomic_write_jsonl(jsonl, [transcript_row(r) for r in records])
+
+
+def merge_shards(out: Path, shards: int, batch_rows: int = 256) -> int:
+    """`sessions.parquet` and `transcripts.jsonl` from the shard files of a run split `shards` ways:
+    a streaming k-way merge on (counsellor, patient, session index), so memory holds one batch per
+    shard, not the dataset, and the order is the same whatever the split (and the same as the local
+    runner's). Shard files of another split (an earlier run with other settings) are removed first:
+    every shard of this split was rewritten by this run. Returns the rows written."""
+    folder = out / SESSIONS_DIR / SHARDS_DIR
+    mine = {p for i in range(shards) for p in _shard_paths(out, i, shards)}
+    for stale in [*folder.glob("*.parquet"), *folder.glob("*.jsonl")]:
+        if stale not in mine:
+            stale.unlink(missing_ok=True)
+    parts = [i for i in range(shards) if _shard_paths(out, i, shards)[0].is_file()]
+    target, transcripts = out / SESSIONS_DIR / PARQUET_NAME, out / TRANSCRIPTS
+    if not parts:
+        atomic_write_jsonl(transcripts, [])
+        return 0
+    files = [pq.ParquetFile(_shard_paths(out, i, shards)[0]) for i in parts]
+    # Shards infer their own schema; a field that is null in every row of one shard has type null
+    # there. The permissive union promotes it to the type the other shards saw.
+    schema = pa.unify_schemas([f.schema_arrow for f in files], promote_options="permissive")
+
+    def rows(k: int, f: pq.ParquetFile) -> Iterator[tuple[tuple[str, str, int], int, dict[str, Any]]]:
+        for batch in f.iter_batches(batch_size=batch_rows):
+            for row in batch.to_pylist():
+                yield (row["counsellor"], row["patient_id"], row["session_index"]), k, row
+
+    lines = [open(_shard_paths(out, i, shards)[1], encoding="utf-8") for i in parts]
+    written = 0
+    try:
+        with atomic_writer(target, "wb") as sink, atomic_writer(out / TRANSCRIPTS, "w") as tsink:
+            writer = pq.ParquetWriter(sink, schema)
+            buf: list[dict[str, Any]] = []
+            for _, k, row in heapq.merge(*(rows(k, f) for k, f in enumerate(files)), key=lambda t: t[0]):
+                buf.append(row)
+                tsink.write(lines[k].readline())
+                if len(buf) >= batch_rows:
+                    writer.write_table(pa.Table.from_pylist(buf, schema=schema))
+                    written += len(buf)
+                    buf = []
+            if buf:
+                writer.write_table(pa.Table.from_pylist(buf, schema=schema))
+                written += len(buf)
+            writer.close()
+    finally:
+        for f in lines:
+            f.close()
+    return written
+
+
+@contextmanager
+def atomic_writer(path: Path, mode: str) -> Iterator[Any]:
+    """A file object whose content appears under `path` only when the block finishes (temp + rename),
+    for outputs streamed in pieces too large to hold at once."""
+    path.parent.mkdir(parents=True, exist_ok=True)
+    fd, tmp = tempfile.mkstemp(dir=path.parent, prefix=f".{path.name}.", suffix=".tmp")
+    try:
+        with os.fdopen(fd, mode, **({"encoding": "utf-8"} if "b" not in mode else {})) as f:
+            yield f
+            f.flush()
+            os.fsync(f.fileno())
+        mask = os.umask(0)
+        os.umask(mask)
+        os.chmod(tmp, 0o666 & ~mask)  # mkstemp's 0600 is wrong for a published output
+        os.replace(tmp, path)
+    except BaseException:
+        Path(tmp).unlink(missing_ok=True)
+        raise
+
+
+def run_simulation(profiles: list[Profile], engines, config: SimulationConfig, out_dir: str | Path, seed: int,
+                   *, ray: Any = None) -> dict[str, Any]:
     """Simulate every arc and write `out_dir/sessions/` and `out_dir/transcripts/transcripts.jsonl`.
-    `engines` must be started (`with Engines.from_config(cfg) as engines:`). Returns the run summary."""
+    `engines` must be started (`with Engines.from_config(cfg) as engines:`). `ray` (the recipe's
+    `RaySettings`, inside a `mindcore.shards.RaySession`) runs the shards on Ray; otherwise all runs
+    here. Either way the same files come out. Returns the run summary."""
+    if ray is not None:
+        return simulate_on_ray(profiles, engines, config, out_dir, seed, ray)
     return asyncio.run(simulate_async(profiles, engines, config, out_dir, seed))

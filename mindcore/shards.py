@@ -1,0 +1,252 @@
+"""Running a stage's work as shards on a Ray cluster (the `runner: ray` of a recipe; docs/scale.md).
+
+Generic on purpose: a stage hands over a module-level function `work(engines, payload, report)` and
+one payload per shard; this module starts the workers, gives each one engines that reach the same
+model servers as the driver's, runs the shards, shows one progress bar, and hands every shard's
+result back together with the usage that shard's calls recorded. Exactly-once is not this module's
+job: a shard must be safe to run twice (its stage writes create-if-absent checkpoints under
+deterministic ids and skips finished items), because Ray retries a killed worker's shard and a slow
+original may still be running.
+
+Workers are Ray actors, not plain tasks, because each holds a fixed rank: worker r of W gets
+`worker_caps(max_concurrency, W, r, servers)` on every server of every engine, so a server sees
+`max_concurrency` requests at most however many workers run. A killed actor is restarted (with the
+same rank) and its unfinished shard retried, up to `max_retries` times.
+
+Secrets: the variables named by engines' `api_key_env` reach the workers through Ray's
+`runtime_env` (`env_vars`); their values are never logged or written, and a worker builds its
+clients from the names, as the driver does.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import os
+import time
+from dataclasses import asdict, dataclass
+from typing import Any, Callable
+
+from mindcore.errors import ConfigError, EngineError
+
+Report = Callable[[str], None]
+Work = Callable[[Any, Any, Report], Any]
+
+INSTALL_HINT = "install the Ray extra: pip install 'mindsim[ray]'"
+
+
+def stable_shard(key: str, shards: int) -> int:
+    """The shard of `key` among `shards`: the same on every machine and every run (Python's own
+    `hash` of a string changes per process, so it cannot be used)."""
+    return int.from_bytes(hashlib.sha256(key.encode("utf-8")).digest()[:8], "big") % shards
+
+
+def import_ray() -> Any:
+    try:
+        import ray
+    except ImportError as exc:
+        raise ConfigError(f"runner: ray needs the `ray` package, which is not installed; {INSTALL_HINT}") from exc
+    return ray
+
+
+class RaySession:
+    """`with RaySession(address):` joins the cluster at `address` (or RAY_ADDRESS), or starts a local
+    Ray for this process when neither is set; a Ray started here is stopped on exit. A Ray the caller
+    already initialised (tests, notebooks) is used as it is and left running."""
+
+    def __init__(self, address: str | None = None, *, verbose: bool = False):
+        self.address = None if address in (None, "", "local") else address
+        self.verbose = verbose
+        self.started = False
+
+    def __enter__(self) -> "RaySession":
+        ray = import_ray()
+        if not ray.is_initialized():
+            try:
+                ray.init(address=self.address, log_to_driver=self.verbose, include_dashboard=False,
+                         configure_logging=self.verbose)
+            except ConnectionError as exc:
+                raise EngineError(f"Ray cluster at {self.address or os.environ.get('RAY_ADDRESS')}: cannot connect "
+                                  f"({exc}); start it with `ray start --head` or fix --ray / RAY_ADDRESS") from exc
+            self.started = True
+        return self
+
+    def __exit__(self, *exc: Any) -> None:
+        if self.started:
+            import_ray().shutdown()
+
+    @staticmethod
+    def cpus() -> float:
+        return float(import_ray().cluster_resources().get("CPU", 1.0))
+
+
+def engine_wire(engines: Any) -> dict[str, dict[str, Any]]:
+    """Per engine, what a worker needs to build a client for the same servers: picklable, and with
+    key variable NAMES only. An engine started by the driver (the embedded llama.cpp, a launched
+    `vllm serve`) is reached at the driver's URL, so workers share it instead of starting their own."""
+    from mindcore.backends import OpenAIBackend
+
+    wire = {}
+    for name in engines.config.engines:
+        b = engines.backend(name)
+        if not isinstance(b, OpenAIBackend):
+            raise ConfigError(
+                f"engines.{name}: the Ray runner's workers reach engines over HTTP, and this one lives inside "
+                f"the driver process ({getattr(b, 'kind', type(b).__name__)}); use an OpenAI-compatible server")
+        wire[name] = {"base_urls": list(b.base_urls), "default_model": b.default_model,
+                      "api_key_env": b.api_key_env, "max_concurrency": b.max_concurrency, "timeout_s": b.timeout_s,
+                      "native_tools": b.native_tools, "structured_mode": b.structured_mode,
+                      "strict_schema": b.strict_schema, "kind": b.kind, "failure_limit": b.failure_limit,
+                      "cooldown_s": b.cooldown_s}
+    return wire
+
+
+def key_env(wire: dict[str, dict[str, Any]]) -> dict[str, str]:
+    """The key variables the engines name, as set in the driver's environment (for `runtime_env`)."""
+    names = {w["api_key_env"] for w in wire.values() if w.get("api_key_env")}
+    return {n: os.environ[n] for n in sorted(names) if n in os.environ}
+
+
+def worker_engines(config: Any, wire: dict[str, dict[str, Any]], rank: int, workers: int) -> Any:
+    """Engines inside worker `rank` of `workers`: the same roles and servers as the driver's, each
+    server capped at this worker's share of its global `max_concurrency`."""
+    from mindcore.backends import OpenAIBackend, worker_caps
+    from mindcore.engine import Engines
+
+    backends = {}
+    for name, w in wire.items():
+        caps = worker_caps(w["max_concurrency"], workers, rank, len(w["base_urls"]))
+        backends[name] = OpenAIBackend(name, **{k: v for k, v in w.items()}, server_caps=caps)
+    return Engines(config, backends=backends).start()
+
+
+class _Progress:
+    """Keys of finished items, across workers and retries (a set, so a retried shard that reloads its
+    finished items does not count them twice)."""
+
+    def __init__(self) -> None:
+        self.keys: set[str] = set()
+
+    def add(self, keys: list[str]) -> None:
+        self.keys.update(keys)
+
+    def count(self) -> int:
+        return len(self.keys)
+
+
+class _Worker:
+    def __init__(self, config: Any, wire: dict[str, dict[str, Any]], rank: int, workers: int, progress: Any):
+        self.engines = worker_engines(config, wire, rank, workers)
+        self.progress = progress
+        self.rank = rank
+
+    def run(self, work: Work, payload: Any) -> tuple[Any, list[dict[str, Any]]]:
+        from mindcore.types import UsageLedger
+
+        # A fresh ledger per shard: what comes back is exactly this shard's calls.
+        self.engines.ledger = UsageLedger()
+        pending: list[str] = []
+        last = [time.monotonic()]
+
+        def report(key: str) -> None:
+            pending.append(key)
+            if time.monotonic() - last[0] > 0.25:
+                self.progress.add.remote(list(pending))
+                pending.clear()
+                last[0] = time.monotonic()
+
+        result = work(self.engines, payload, report)
+        if pending:
+            self.progress.add.remote(list(pending))
+        return result, [asdict(r) for r in self.engines.ledger.records]
+
+    def pid(self) -> int:
+        return os.getpid()
+
+
+@dataclass
+class ShardRun:
+    """What the driver gets back: results in payload order, and how the work was spread."""
+
+    results: list[Any]
+    workers: int
+    shards: int
+    elapsed_s: float
+
+
+def run_shards(
+    work: Work,
+    payloads: list[Any],
+    engines: Any,
+    *,
+    workers: int | None,
+    cpus_per_worker: float,
+    max_retries: int,
+    description: str,
+    total: int,
+    on_result: Callable[[int, Any], None] | None = None,
+    on_workers: Callable[[list[Any]], None] | None = None,
+) -> ShardRun:
+    """Run `work(engines, payload, report)` for every payload on a Ray cluster the caller has joined
+    (`RaySession`). `report(key)` marks one of the `total` items as finished for the progress bar.
+    Every worker call's usage goes into `engines.ledger`; `on_result(index, result)` runs on the driver
+    as each shard finishes (so outputs can be written as shards finish, not at the end).
+    `on_workers(actors)` is for tests that need the workers' handles (to kill one)."""
+    from mindcore.runner import progress_bar
+    from mindcore.types import CallRecord
+
+    ray = import_ray()
+    t0 = time.monotonic()
+    wire = engine_wire(engines)
+    env = key_env(wire)
+    if not payloads:
+        return ShardRun([], 0, 0, 0.0)
+    n = workers or max(1, int(RaySession.cpus() // cpus_per_worker))
+    n = min(n, len(payloads))
+    progress = ray.remote(_Progress).options(num_cpus=0).remote()
+    worker_cls = ray.remote(_Worker).options(
+        num_cpus=cpus_per_worker, max_restarts=max_retries, max_task_retries=max_retries,
+        runtime_env={"env_vars": env} if env else None,
+    )
+    actors = [worker_cls.remote(engines.config, wire, rank, n, progress) for rank in range(n)]
+    if on_workers is not None:
+        on_workers(actors)
+    results: list[Any] = [None] * len(payloads)
+    queue = list(range(len(payloads)))
+    inflight: dict[Any, tuple[int, int]] = {}
+
+    def submit(rank: int) -> None:
+        if queue:
+            i = queue.pop(0)
+            inflight[actors[rank].run.remote(work, payloads[i])] = (i, rank)
+
+    try:
+        with progress_bar() as bar:
+            task = bar.add_task(description, total=total)
+            for rank in range(n):
+                submit(rank)
+            while inflight:
+                done, _ = ray.wait(list(inflight), num_returns=1, timeout=0.5)
+                bar.update(task, completed=ray.get(progress.count.remote()))
+                for ref in done:
+                    i, rank = inflight.pop(ref)
+                    try:
+                        result, usage = ray.get(ref)
+                    except ray.exceptions.RayActorError as exc:
+                        raise EngineError(
+                            f"{description}: shard {i} lost its worker more than {max_retries} times "
+                            f"(ray.max_retries); finished items are checkpointed, rerun the same command to resume "
+                            f"({str(exc).splitlines()[0][:200]})") from exc
+                    except ray.exceptions.RayTaskError as exc:
+                        raise exc.as_instanceof_cause() from None
+                    for rec in usage:
+                        engines.ledger.add(CallRecord(**rec))
+                    results[i] = result
+                    if on_result is not None:
+                        on_result(i, result)
+                    submit(rank)
+            bar.update(task, completed=ray.get(progress.count.remote()))
+    finally:
+        for actor in actors:
+            ray.kill(actor, no_restart=True)
+        ray.kill(progress)
+    return ShardRun(results, n, len(payloads), round(time.monotonic() - t0, 2))
