@@ -43,6 +43,15 @@ class TodoUpdate(_Row):
     result: str = Field(description="The harness's answer, including what is still open")
 
 
+class StepReasons(_Row):
+    """The short reasons the PatientAct steps gave (fixed fields, so the parquet column has one type)."""
+
+    reaction: str | None = None
+    behaviour: str | None = None
+    resistance: str | None = None
+    trust: str | None = None
+
+
 class PatientActTurn(_Row):
     """What the PatientAct engine decided on one patient turn (PatientAct §3.3): kept on the patient side only."""
 
@@ -58,7 +67,7 @@ class PatientActTurn(_Row):
     blocked: list[str] = Field(default_factory=list, description="Relevant discomfort items above trust (named as pressure only)")
     withheld: list[str] = Field(default_factory=list, description="Relevant items above trust without discomfort (not shown)")
     signal: str | None = Field(None, description="The private note appended to the counsellor's message on the patient side")
-    why: dict[str, str] = Field(default_factory=dict, description="The steps' short reasons, by step")
+    why: StepReasons = Field(default_factory=lambda: StepReasons(), description="The steps' short reasons")
 
 
 class PatientTurn(_Row):

@@ -26,7 +26,7 @@ from mindsim.patientact.retrieval import Gate, gate
 from mindsim.patientact.trust import apply_change
 from mindsim.patient import clean_message
 from mindsim.prompting import RejectedMessage, TurnFailed, load_harness_text, rejected, speech_defects
-from mindsim.records import PatientActTurn, PatientTurn
+from mindsim.records import PatientActTurn, PatientTurn, StepReasons
 
 STEP_TEMPLATE = "patientact/step.jinja2"
 SIGNAL_TEMPLATE = "patientact/signal.jinja2"
@@ -128,7 +128,7 @@ class PatientActPatient:
             trust_before=trust_before, trust_after=self.trust, trust_change=change.change,
             reaction=reaction.reaction if reaction else None, intensity=reaction.intensity if reaction else None,
             behaviour=behaviour.behaviour if behaviour else None, resistance_pattern=pattern.pattern if pattern else None,
-            relevant=g.relevant, retrieved=g.retrieved, blocked=g.blocked, withheld=g.withheld, signal=signal, why=why,
+            relevant=g.relevant, retrieved=g.retrieved, blocked=g.blocked, withheld=g.withheld, signal=signal, why=StepReasons(**why),
         )
         return PatientTurn(
             index=index, opening=False, move=None, secondary_move=None, end_conversation=end, reasoning=None, cue=None,

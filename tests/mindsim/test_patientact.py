@@ -22,7 +22,7 @@ from mindsim.patientact.trust import apply_change, session_start
 from mindsim.prompting import TurnFailed
 from mindsim.records import ScenarioRecord, SessionRecord, session_id
 from mindsim.scenario import Scenario
-from mindsim.schedule import draw_schedule
+from mindsim.schedule import SessionPlan, draw_schedule
 from mindsim.session import Roles, run_arc, run_session
 from profilegen.moves import load_vocabulary
 from simfakes import SCENARIO, make_profile
@@ -361,3 +361,34 @@ def test_lexical_retrieval():
     g = gate(items, "your dad and your manager", 2.5)
     assert (g.retrieved, g.blocked, g.withheld) == ([], ["m3"], ["m2"])
     assert stems("") == set()
+
+
+# -- through the simulator ------------------------------------------------------------------------------
+
+def test_a_patientact_recipe_runs_through_the_simulator_and_a_failing_arc_is_counted(tmp_path):
+    import pyarrow.parquet as pq
+
+    from mindsim.simulate import run_simulation
+
+    class OneBad(PAResponder):
+        """p2's trust step never fits: its arc fails, p1's does not."""
+
+        def __call__(self, req):
+            if req.schema_name == "DecompositionDraft" and "p2:" in _content(req):
+                return {**DECOMP, "static": {**DECOMP["static"], "demographics": "Marker two."}}
+            if req.schema_name == "TrustChange" and "Marker two." in _content(req):
+                return {"change": "soar"}
+            return super().__call__(req)
+
+    profiles = [make_profile("p1"), make_profile("p2", "joker", "formal")]
+    config = SimulationConfig(sessions=2, turn_cap=3, patient_engine="patientact")
+    with Engines.with_backend(FakeBackend(OneBad(trust=["rise_slight"]))) as engines:
+        summary = run_simulation(profiles, engines, config, tmp_path, seed=1)
+    assert summary["sessions_written"] == 2 and len(summary["failed_arcs"]) == 1
+    assert summary["failed_arcs"][0]["patient_id"] == "p2" and "trust step" in summary["failed_arcs"][0]["error"]
+    rows = pq.read_table(tmp_path / "sessions" / "sessions.parquet").to_pylist()
+    assert {r["patient_engine"] for r in rows} == {"patientact"}
+    plans = [SessionPlan.model_validate(r["schedule"]) for r in rows]
+    assert rows[1]["patientact"]["trust_start"] == session_start(plans[1], plans[0], rows[0]["patientact"]["trust_end"], 0.0)
+    assert rows[1]["turns"][1]["patientact"]["why"]["trust"] == "felt pushed"
+    assert all(t["patientact"]["trust_after"] is not None for r in rows for t in r["turns"])
