@@ -157,7 +157,7 @@ def run_job(recipe_path: Path, out_dir: Path, *, verbose: bool = False, ray_addr
             out_console().print(f"preflight: {escape(note)}")
         scfg, vcfg = pre.budgets.apply("simulation", scfg), pre.budgets.apply("validation", vcfg)
         _stage("1–5 · profiles")
-        psum = run_profiles(recipe, engines, out_dir, pcfg)
+        psum = run_profiles(recipe, engines, out_dir, pcfg, ray_replicas=recipe.ray.profile_replicas if on_ray else None)
         pfail = [r for _, r in read_jsonl(out_dir / "profiles" / "failures.jsonl")]
         raise_if_all_failed("profiles", pfail, attempted=psum.candidates)
         if psum.candidates and not psum.kept:

@@ -122,11 +122,18 @@ class WriteAndScreen(Step):
                for item, (o, calls) in zip(inputs, results)]
 
 
-def build_pipeline(engines: Any, rows: list[AnchoredRow], cfg: Any, prov: Provenance, checkpoint_dir: Path) -> Any:
-    """The distilabel pipeline for stages 3–4 (not run)."""
+def build_pipeline(engines: Any, rows: list[AnchoredRow], cfg: Any, prov: Provenance, checkpoint_dir: Path,
+                   replicas: int = 1) -> Any:
+    """The distilabel pipeline for stages 3–4 (not run). With `replicas` > 1 (the Ray runner), the
+    step runs as that many copies; batches are cut so every copy gets rows, and each copy keeps
+    `concurrency / replicas` rows in flight, so the run as a whole still holds `concurrency` rows
+    (and so at most that many requests) in flight, not `replicas` times as many."""
     from distilabel.pipeline import Pipeline
+    from distilabel.steps import StepResources
 
     batch = cfg.distilabel_batch_size
+    if replicas > 1:
+        batch = max(1, min(batch, -(-len(rows) // replicas)))
     with Pipeline(name="mindsim-profiles", cache_dir=str(Path(checkpoint_dir).parent / "distilabel_cache")) as pipeline:
         load = LoadDataFromDicts(name="anchored_rows", data=[{"row": r.model_dump_json()} for r in rows],
                                  batch_size=batch)
@@ -135,7 +142,8 @@ def build_pipeline(engines: Any, rows: list[AnchoredRow], cfg: Any, prov: Proven
             writer=MindcoreLLM(wire=engines.wire_spec("profile_writer"), output_model=WRITER_OUTPUT),
             screener=MindcoreLLM(wire=engines.wire_spec("screener"), output_model=SCREENER_OUTPUT),
             max_revisions=cfg.max_revisions, checkpoint_dir=str(checkpoint_dir), provenance=prov.model_dump_json(),
-            concurrency=cfg.concurrency, input_batch_size=batch,
+            concurrency=max(1, cfg.concurrency // replicas), input_batch_size=batch,
+            resources=StepResources(replicas=replicas),
         )
         load >> work
     return pipeline
@@ -185,12 +193,18 @@ class CheckpointWatch:
 
 
 def run_distilabel(engines: Any, rows: list[AnchoredRow], cfg: Any, prov: Provenance,
-                   checkpoint_dir: Path) -> list[Outcome]:
-    """Run stages 3–4 through distilabel; rows distilabel lost come back as counted failures."""
+                   checkpoint_dir: Path, *, ray_replicas: int | None = None) -> list[Outcome]:
+    """Run stages 3–4 through distilabel; rows distilabel lost come back as counted failures.
+    `ray_replicas` runs them through distilabel's `RayPipeline` on the Ray cluster this process has
+    joined (`mindcore.shards.RaySession`), with that many replicas of the step. The checkpoints, the
+    progress bar, the usage ledger and the failure accounting are the same on both paths."""
     if not rows:
         return []
     os.environ.setdefault("DISTILABEL_CACHE_DIR", str(Path(checkpoint_dir).parent / "distilabel_cache"))
-    pipeline = build_pipeline(engines, rows, cfg, prov, checkpoint_dir)
+    pipeline = build_pipeline(engines, rows, cfg, prov, checkpoint_dir, replicas=ray_replicas or 1)
+    if ray_replicas:
+        # Joined already, so RayPipeline uses that cluster (it calls ray.init only when Ray is not up).
+        pipeline = pipeline.ray()
     watch = CheckpointWatch(rows, cfg.max_revisions, prov, Path(checkpoint_dir))
     distiset = watch.run(lambda: pipeline.run(use_cache=False))
     got: dict[str, Outcome] = {}

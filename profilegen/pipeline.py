@@ -24,6 +24,7 @@ from rich.console import Console
 
 from mindcore import __version__
 from mindcore.console import out_console
+from mindcore.errors import ConfigError
 from mindcore.budget import tokenizer_for, worst_case_tokens
 from mindcore.io import CheckpointDir, atomic_write_json, atomic_write_jsonl, atomic_write_text
 from mindcore.provenance import base_provenance
@@ -45,7 +46,7 @@ class ProfilesSummary(BaseModel):
     """What the profile job did, in numbers (saved as summary.json)."""
 
     folder: str = Field(description="The dataset folder written.")
-    runner: str = Field(description="'distilabel' or 'async'.")
+    runner: str = Field(description="'distilabel', 'distilabel-ray' (RayPipeline) or 'async'.")
     runner_note: str = Field("", description="Why the plain async path was used, when it was.")
     persona_source: str = Field(description="Where personas came from.")
     personas_read: int = Field(description="Persona records read.")
@@ -187,18 +188,24 @@ def _finish(job: _Job, engines: Any, outcomes: list[Outcome], runner: str, note:
 
 
 def run_profiles(recipe: Any, engines: Any, out_dir: str | Path, config: ProfilesConfig | None = None,
-                 console: Console | None = None) -> ProfilesSummary:
+                 console: Console | None = None, *, ray_replicas: int | None = None) -> ProfilesSummary:
     """Run stages 1–5 and write `out_dir/profiles/`. Synchronous; call it from the main thread (distilabel
-    installs signal handlers and starts worker processes)."""
+    installs signal handlers and starts worker processes). `ray_replicas` (the Ray runner, inside a
+    `mindcore.shards.RaySession`) runs stages 3–4 through distilabel's RayPipeline with that many step
+    replicas; it needs `use_distilabel` and engines the workers can reach over HTTP."""
     job = _prepare(recipe, engines, out_dir, config)
     for w in job.warnings:
         (console or out_console()).print(f"[yellow]warning:[/yellow] {w}")
     note = _can_share(engines) if job.cfg.use_distilabel else "use_distilabel is false"
+    if ray_replicas and note:
+        raise ConfigError(f"runner: ray runs the profile stage through distilabel's RayPipeline, but {note.split(';')[0]}"
+                          "; set profiles.use_distilabel: true and use engines served over HTTP, or runner: local")
     if job.cfg.use_distilabel and not note:
         from profilegen.distilabel_steps import run_distilabel
 
-        outcomes = run_distilabel(engines, job.rows, job.cfg, job.prov, job.checkpoints.path)
-        runner = "distilabel"
+        outcomes = run_distilabel(engines, job.rows, job.cfg, job.prov, job.checkpoints.path,
+                                  ray_replicas=ray_replicas)
+        runner = "distilabel-ray" if ray_replicas else "distilabel"
     else:
         outcomes = engines.run(_async_outcomes(engines, job.rows, job.cfg, job.prov, job.checkpoints))
         runner = "async"
