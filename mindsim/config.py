@@ -42,6 +42,9 @@ class PatientActConfig(BaseModel):
     trust_drift_per_day: float = Field(
         0.0, ge=0, le=4, description="Ours: trust drifts toward the session baseline by this much per day of gap"
     )
+    allow_end: bool = Field(
+        True, description="The behaviour step may end the session (off: sessions run to the turn cap, as in the paper)"
+    )
     context_turns: int = Field(4, ge=1, le=30, description="Recent exchanges shown to the appraisal steps")
     step_max_tokens: int | None = Field(200, ge=32, description="Token budget of one reaction/behaviour/resistance/trust answer")
     decomposition_max_tokens: int | None = Field(2400, ge=256, description="Token budget of the profile decomposition")
@@ -81,6 +84,10 @@ class SimulationConfig(BaseModel):
     )
     patient_engine: PatientEngine | list[PatientEngine] = Field(
         "mindsim", description="Patient engine(s): 'mindsim', 'patientact', or a list of both to compare them"
+    )
+    counsellor_template: str = Field(
+        "counsellor/system.jinja2", pattern=r"^[\w\-/]+\.jinja2$",
+        description="Counsellor system prompt under prompts/ (variables: time_context, memory)",
     )
     patientact: PatientActConfig = Field(default_factory=PatientActConfig, description="PatientAct engine settings")
     pool_only: bool = Field(True, description="Simulate only profiles marked in_pool")

@@ -19,7 +19,8 @@ from typing import Any, Awaitable, Callable, Sequence
 
 from mindsim.agenda import Agenda
 from mindsim.config import SimulationConfig
-from mindsim.memory import compact_memory
+from mindcore.prompts import render
+from mindsim.memory import compact_memory, format_log
 from mindsim.patient import Counsellor, Patient
 from mindsim.patientact.decompose import Decomposition
 from mindsim.patientact.session import (
@@ -107,7 +108,8 @@ async def run_session(
     `trust_start` required); everything else — routing, ending, memory, the record — is shared."""
     sid = session_id(profile.profile_id, counsellor_name, plan.index, seed, patient_engine)
     agenda = Agenda.from_checkpoints(scenario.checkpoints)
-    c_prompt = counsellor_system_prompt(plan, memory)
+    c_prompt = (counsellor_system_prompt(plan, memory) if config.counsellor_template == COUNSELLOR_TEMPLATE
+                else render(config.counsellor_template, time_context=plan.time_context, memory=format_log(memory)))
     pa_state = None
     if patient_engine == "patientact":
         if decomposition is None or trust_start is None:
@@ -180,7 +182,7 @@ async def run_session(
         ),
         engines=roles.describe(),
         prompts=template_hashes(
-            [*prompt_names, COUNSELLOR_TEMPLATE, FIRST_TEMPLATE if plan.index == 0 else NEXT_TEMPLATE, MEMORY_TEMPLATE]
+            [*prompt_names, config.counsellor_template, FIRST_TEMPLATE if plan.index == 0 else NEXT_TEMPLATE, MEMORY_TEMPLATE]
         ),
         archetype=profile.style.archetype,
         vocabulary_version=vocab.version,

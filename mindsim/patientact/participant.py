@@ -111,7 +111,7 @@ class PatientActPatient:
             ctx.update(reaction=reaction.reaction, intensity=reaction.intensity)
             behaviour = await self._step("behaviour", ctx, recent_behaviours=self.recent_behaviours[-4:])
             why["behaviour"] = behaviour.why
-            end = behaviour.end_conversation
+            end = behaviour.end_conversation and pa.allow_end
             self.recent_behaviours.append(behaviour.behaviour)
         pattern = None
         if behaviour is not None and behaviour.behaviour == "resistance":

@@ -109,9 +109,10 @@ def decomposition(pid="p1", seed=0) -> Decomposition:
                          static=StaticLayer(**DECOMP["static"]), items=items)
 
 
-def run(responder, *, trust_start=2.5, turn_cap=5, decomp=None, **pa):
+def run(responder, *, trust_start=2.5, turn_cap=5, decomp=None, counsellor_template="counsellor/system.jinja2", **pa):
     backend = FakeBackend(responder)
-    config = SimulationConfig(sessions=1, turn_cap=turn_cap, patient_engine="patientact", patientact=pa)
+    config = SimulationConfig(sessions=1, turn_cap=turn_cap, patient_engine="patientact", patientact=pa,
+                              counsellor_template=counsellor_template)
     profile = make_profile("p1")
     plan = draw_schedule("p1", 0, config).sessions[0]
     with Engines.with_backend(backend) as engines:
@@ -392,3 +393,22 @@ def test_a_patientact_recipe_runs_through_the_simulator_and_a_failing_arc_is_cou
     assert rows[1]["patientact"]["trust_start"] == session_start(plans[1], plans[0], rows[0]["patientact"]["trust_end"], 0.0)
     assert rows[1]["turns"][1]["patientact"]["why"]["trust"] == "felt pushed"
     assert all(t["patientact"]["trust_after"] is not None for r in rows for t in r["turns"])
+
+
+def test_reproduction_recipe_and_its_counsellor_prompt():
+    from pathlib import Path
+
+    from mindcore.recipe import load_recipe
+
+    r = load_recipe(Path(__file__).resolve().parents[2] / "recipes" / "patientact.yaml")
+    s = r.section("simulation", SimulationConfig)
+    assert (s.sessions, s.turn_cap, s.patient_engines) == (1, 16, ["patientact"])
+    assert s.patientact.trust_gating and s.patientact.dynamic_memory and s.patientact.pipeline and not s.patientact.allow_end
+    rec, _, _ = run(PAResponder(end_after=1), counsellor_template=s.counsellor_template, allow_end=False)
+    assert "follow no particular school" in rec.counsellor_system_prompt and rec.ended_by == "turn_cap"
+    assert s.counsellor_template in rec.prompts
+
+
+def test_the_behaviour_step_may_end_the_session():
+    rec, _, _ = run(PAResponder(end_after=2), turn_cap=8)
+    assert rec.ended_by == "patient" and len(rec.turns) == 3 and rec.turns[-1].end_conversation
