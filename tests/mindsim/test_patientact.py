@@ -412,3 +412,13 @@ def test_reproduction_recipe_and_its_counsellor_prompt():
 def test_the_behaviour_step_may_end_the_session():
     rec, _, _ = run(PAResponder(end_after=2), turn_cap=8)
     assert rec.ended_by == "patient" and len(rec.turns) == 3 and rec.turns[-1].end_conversation
+
+
+def test_lexical_retrieval_recall_on_the_hand_written_cases_meets_the_goal():
+    from mindsim.patientact.recall import load_cases, measure
+
+    cases = load_cases()
+    assert len(cases.cases) >= 40
+    result = measure(cases)
+    assert result["recall"] >= 0.8, result["mismatches"]
+    assert result["precision"] >= 0.8
