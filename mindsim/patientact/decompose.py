@@ -14,7 +14,7 @@ counted by the simulator.
 
 from __future__ import annotations
 
-from typing import Any, Callable
+from typing import Annotated, Any, Callable
 
 from pydantic import BaseModel, ConfigDict, Field, field_validator
 
@@ -51,7 +51,9 @@ class DraftItem(_Row):
         description="Least trust at which the patient would share it: 1.0 to 4.0 in steps of 0.5",
         json_schema_extra=lambda schema: schema.update(enum=trust_rules().scale),
     )
-    tags: list[str] = Field(min_length=1, max_length=5, description="3-5 short words or phrases a counsellor might use that make it relevant")
+    tags: list[Annotated[str, Field(min_length=1, max_length=40)]] = Field(
+        min_length=1, max_length=5, description="3-5 short words or phrases a counsellor might use that make it relevant"
+    )
     discomfort: bool = Field(description="True if being approached on it before trust allows visibly unsettles the patient")
 
     @field_validator("level")
@@ -66,8 +68,8 @@ class DraftItem(_Row):
     @classmethod
     def _tags(cls, v: list[str]) -> list[str]:
         tags = [t.strip() for t in v]
-        if any(not t or len(t) > 40 for t in tags):
-            raise ValueError("each tag must be 1-40 characters")
+        if any(not t for t in tags):
+            raise ValueError("tags must not be blank")
         return tags
 
     @field_validator("content", "topic")
