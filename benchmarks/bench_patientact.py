@@ -1,0 +1,113 @@
+"""Cost of the PatientAct patient engine against the MindSim one (issue 11): on the same profiles, schedule
+and counsellor, the calls and tokens each engine spends per patient turn, and the wall time of the run.
+Each engine runs on a freshly started engine so neither inherits the other's prompt cache.
+
+    python benchmarks/bench_patientact.py [--patients 2] [--sessions 1] [--turn-cap 4] [--parallel 4] [--fake]
+
+`--fake` runs on the deterministic fake engine of the tests: call counts are exact, tokens are word counts
+and timings mean nothing. Without it the embedded SmolLM2-135M engine is used (minutes on 2 cores). Record
+the numbers in docs/patientact.md. Timings are never asserted in tests.
+"""
+
+from __future__ import annotations
+
+import argparse
+import asyncio
+import json
+import sys
+import tempfile
+import time
+from collections import Counter
+from pathlib import Path
+
+REPO = Path(__file__).resolve().parent.parent
+sys.path.insert(0, str(REPO / "tests" / "mindsim"))  # hand-built profiles and fakes shared with the tests
+
+from mindcore.config import EmbeddedEngine, EnginesConfig, RoleSpec  # noqa: E402
+from mindcore.engine import Engines  # noqa: E402
+from mindcore.fake import FakeBackend  # noqa: E402
+from mindsim.config import SimulationConfig  # noqa: E402
+from mindsim.simulate import simulate_async  # noqa: E402
+from simfakes import SimResponder, make_profile  # noqa: E402
+
+STEPS = {"DecompositionDraft": "decomposition", "Reaction": "reaction", "Behaviour": "behaviour",
+         "Resistance": "resistance", "TrustChange": "trust"}
+
+
+class Recorder:
+    """Keeps every request's schema name and role, and every reply's usage."""
+
+    def __init__(self, backend):
+        self.inner = backend.complete
+        self.calls: list = []
+        backend.complete = self.complete
+
+    async def complete(self, request):
+        reply = await self.inner(request)
+        self.calls.append((request, reply))
+        return reply
+
+
+def fake_responder():
+    """MindSim's test responder, plus answers for PatientAct's steps (imported lazily: a test module)."""
+    from test_patientact import PAResponder
+
+    sim, pa = SimResponder(end_after=99), PAResponder(trust=["rise_slight", "unchanged", "fall_slight"])
+
+    def respond(req):
+        if req.schema_name in STEPS:
+            return pa(req)
+        return sim(req)
+
+    return respond
+
+
+def run_engine(engine: str, args) -> dict:
+    config = SimulationConfig(sessions=args.sessions, turn_cap=args.turn_cap, patient_engine=engine,
+                              max_todo_calls=1, message_max_tokens=120, max_message_retries=3,
+                              scenario_max_tokens=2550, memory_max_tokens=300, memory_retries=0)
+    profiles = [make_profile(f"b{i}", "minimiser", "casual") for i in range(args.patients)]
+    if args.fake:
+        engines_ctx = Engines.with_backend(FakeBackend(fake_responder()))
+    else:
+        engines_ctx = Engines.from_config(EnginesConfig(
+            engines={"local": EmbeddedEngine(parallel=args.parallel, ctx_per_slot=8192)},
+            roles={"default": RoleSpec(engine="local", temperature=0.7, max_tokens=256, seed=0),
+                   "patient": RoleSpec(engine="local", temperature=1.0, max_tokens=500, seed=0, stop=["\n"],
+                                       frequency_penalty=0.6, max_attempts=5)},
+        ))
+    with engines_ctx as engines, tempfile.TemporaryDirectory() as tmp:
+        rec = Recorder(next(iter(engines._backends.values())))
+        t0 = time.monotonic()
+        summary = asyncio.run(simulate_async(profiles, engines, config, tmp, seed=0))
+        wall = time.monotonic() - t0
+        rows = [json.loads(p.read_text()) for p in (Path(tmp) / "sessions" / "checkpoints").glob("*.json")]
+    turns = sum(1 for r in rows for t in r["turns"] if not t["opening"])
+    patient = [(q, r) for q, r in rec.calls if q.role == "patient"]
+    kinds = Counter(STEPS.get(q.schema_name or "", "tool_call" if q.response_schema else "message") for q, _ in patient)
+    per_turn = [(q, r) for q, r in patient if q.schema_name != "DecompositionDraft"]
+    return {
+        "engine": engine, "sessions_written": summary["sessions_written"], "failed_arcs": len(summary["failed_arcs"]),
+        "patient_turns": turns,
+        "patient_requests_per_turn": round(len(per_turn) / turns, 2) if turns else None,
+        "patient_prompt_tokens_per_turn": round(sum(r.prompt_tokens for _, r in per_turn) / turns) if turns else None,
+        "patient_completion_tokens_per_turn": round(sum(r.completion_tokens for _, r in per_turn) / turns) if turns else None,
+        "patient_requests_by_kind": dict(kinds),
+        "all_requests": len(rec.calls), "wall_s": round(wall, 1),
+        "patient_turns_per_min": round(turns / wall * 60, 1) if wall and turns else None,
+    }
+
+
+def main() -> None:
+    ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    ap.add_argument("--patients", type=int, default=2)
+    ap.add_argument("--sessions", type=int, default=1)
+    ap.add_argument("--turn-cap", type=int, default=4)
+    ap.add_argument("--parallel", type=int, default=4)
+    ap.add_argument("--fake", action="store_true", help="deterministic fake engine: exact call counts only")
+    args = ap.parse_args()
+    print(json.dumps([run_engine(e, args) for e in ("mindsim", "patientact")], indent=2))
+
+
+if __name__ == "__main__":
+    main()
