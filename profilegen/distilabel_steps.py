@@ -198,16 +198,27 @@ def run_distilabel(engines: Any, rows: list[AnchoredRow], cfg: Any, prov: Proven
     `ray_replicas` runs them through distilabel's `RayPipeline` on the Ray cluster this process has
     joined (`mindcore.shards.RaySession`), with that many replicas of the step. The checkpoints, the
     progress bar, the usage ledger and the failure accounting are the same on both paths."""
-    if not rows:
-        return []
+    from profilegen.generate import checkpoint_key
+
+    # Rows finished on an earlier run are read here: a resumed run whose profiles are all done starts
+    # no pipeline at all (on Ray that saves ~20 s of actors and queues), and the rest see only new work.
+    checkpoints = CheckpointDir(checkpoint_dir)
+    done: dict[str, Outcome] = {}
+    for r in rows:
+        key = checkpoint_key(r, cfg.max_revisions, prov)
+        if checkpoints.has(key):
+            done[r.profile_id] = Outcome.model_validate(checkpoints.read(key))
+    todo = [r for r in rows if r.profile_id not in done]
+    if not todo:
+        return [done[r.profile_id] for r in rows]
     os.environ.setdefault("DISTILABEL_CACHE_DIR", str(Path(checkpoint_dir).parent / "distilabel_cache"))
-    pipeline = build_pipeline(engines, rows, cfg, prov, checkpoint_dir, replicas=ray_replicas or 1)
+    pipeline = build_pipeline(engines, todo, cfg, prov, checkpoint_dir, replicas=ray_replicas or 1)
     if ray_replicas:
         # Joined already, so RayPipeline uses that cluster (it calls ray.init only when Ray is not up).
         pipeline = pipeline.ray()
-    watch = CheckpointWatch(rows, cfg.max_revisions, prov, Path(checkpoint_dir))
+    watch = CheckpointWatch(todo, cfg.max_revisions, prov, Path(checkpoint_dir))
     distiset = watch.run(lambda: pipeline.run(use_cache=False))
-    got: dict[str, Outcome] = {}
+    got: dict[str, Outcome] = dict(done)
     for record in distiset["default"]["train"] if distiset else []:
         if record.get("outcome"):
             outcome = Outcome.model_validate_json(record["outcome"])

@@ -107,3 +107,109 @@ def test_ray_sessions_equal_the_local_runners(cluster, stub, tmp_path):
         assert local[key] == remote[key], key
     # Every worker's calls reached the driver's ledger: the same calls as the local run made.
     assert {r: u["calls"] for r, u in usage.items()} == {r: u["calls"] for r, u in local["usage"].items()}
+
+
+def _ckpts(out: Path) -> dict[str, bytes]:
+    d = out / "sessions" / "checkpoints"
+    return {p.name: p.read_bytes() for p in d.glob("*.json")} if d.is_dir() else {}
+
+
+def test_a_killed_worker_loses_and_duplicates_nothing(cluster, tmp_path):
+    from mindsim.simulate import simulate_on_ray
+
+    profiles = [make_profile(p) for p in PATIENTS]
+    total = len(PATIENTS) * len(COUNSELLORS) * 3
+    out = tmp_path / "run"
+    pids: list[int] = []
+    seen: dict[str, bytes] = {}
+    killed = threading.Event()
+
+    def grab(actors):
+        pids.extend(ray.get([a.pid.remote() for a in actors]))
+        threading.Thread(target=kill_first_worker, daemon=True).start()
+
+    def kill_first_worker():
+        deadline = time.monotonic() + 60
+        while not _ckpts(out) and time.monotonic() < deadline:
+            time.sleep(0.02)
+        os.kill(pids[0], signal.SIGKILL)
+        seen.update(_ckpts(out))
+        killed.set()
+
+    with OpenAIStub(slowed(from_responder(SimResponder(end_after=99)), 0.01)) as stub:
+        stub.serve(*SIM_ROLES)
+        with engines_on(stub) as engines:
+            summary = simulate_on_ray(profiles, engines, _config(sessions=3), out, 4,
+                                      RaySettings(workers=2, shards_per_worker=2), on_workers=grab)
+    assert killed.wait(5) and 1 <= len(seen) < total, "the kill must land mid-run"
+    expected = {session_id(p, c, i, 4) for p in PATIENTS for c in COUNSELLORS for i in range(3)}
+    assert not summary["failed_arcs"] and summary["sessions_written"] == total
+    ids = pq.read_table(out / "sessions" / "sessions.parquet", columns=["session_id"]).column(0).to_pylist()
+    assert len(ids) == len(set(ids)) and set(ids) == expected
+    assert {n.removesuffix(".json") for n in _ckpts(out)} == expected
+    # What was finished before the kill is kept as it was: the retried shard skipped it.
+    assert {n: b for n, b in _ckpts(out).items() if n in seen} == seen
+    lines = (out / "transcripts" / "transcripts.jsonl").read_text().splitlines()
+    assert sorted(json.loads(line)["id"] for line in lines) == sorted(expected)
+
+
+# ---------------------------------------------------------------- the whole job, driver SIGKILLed
+
+
+def _job_recipe(path: Path, stub: OpenAIStub) -> Path:
+    roles = ["profile_writer", "screener", "labeller", *SIM_ROLES]
+    stub.serve(*roles)
+    path.write_text(
+        f"name: raytest\nseed: 3\nengines:\n  stub: {{kind: openai, base_url: '{stub.base_url}', model: m, "
+        "native_tools: false, max_concurrency: 8}\nroles:\n  default: {engine: stub}\n"
+        + "".join(f"  {r!r}: {{engine: stub, model: {r!r}}}\n" for r in roles)
+        + "profiles: {personas: synthetic, candidates: 4, pool_size: 3, benchmark_size: 1, pool_verdicts: [clean, minor]}\n"
+        "simulation: {sessions: 2, turn_cap: 3, counsellors: [counsellor, 'counsellor:b']}\n"
+        "validation: {bootstrap_draws: 20, floor_splits: 5}\n"
+        "ray: {workers: 2, shards_per_worker: 2, profile_replicas: 2}\n"
+    )
+    return path
+
+
+def _job_responder():
+    import importlib.util
+
+    spec = importlib.util.spec_from_file_location("profilegen_fakes_ray", TESTS / "profilegen" / "conftest.py")
+    pg = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(pg)
+    sim = SimResponder(end_after=99)
+
+    def respond(req):
+        if req.role == "profile_writer":
+            return pg.draft_for(req)
+        return pg.clean_verdict(req) if req.role == "screener" else sim(req)
+
+    return respond
+
+
+def test_job_on_ray_resumes_after_the_driver_is_killed_and_equals_the_local_run(cluster, tmp_path):
+    from mindsim.job import run_job
+
+    with OpenAIStub(slowed(from_responder(_job_responder()), 0.01)) as stub:
+        recipe = _job_recipe(tmp_path / "r.yaml", stub)
+        local = tmp_path / "local"
+        run_job(recipe, local)
+        out = tmp_path / "ray"
+        cmd = [sys.executable, "-m", "mindsim", "run", str(recipe), "--out", str(out), "--ray", cluster]
+        kill_when(cmd, lambda: bool(_ckpts(out)), timeout_s=150, poll_s=0.02)
+        before = _ckpts(out)
+        assert before and not (out / "sessions" / "sessions.parquet").exists(), "the kill must land mid-simulation"
+        rerun = subprocess.run(cmd, capture_output=True, text=True, timeout=150)
+        assert rerun.returncode == 0, rerun.stderr[-3000:]
+    assert {n: b for n, b in _ckpts(out).items() if n in before} == before
+    a, b = (json.loads((d / "run.json").read_text()) for d in (local, out))
+    assert a["recipe_hash"] == b["recipe_hash"] and a["counts"] == b["counts"]
+    assert (a["runner"]["name"], b["runner"]["name"]) == ("local", "ray")
+    assert b["runner"]["simulation"]["runner"] == "ray" and b["usage"]["patient"]["calls"] > 0
+    assert (pq.read_table(local / "profiles" / "profiles.parquet").to_pylist()
+            == pq.read_table(out / "profiles" / "profiles.parquet").to_pylist())
+    assert _sessions(local) == _sessions(out)
+    ids = [r["session_id"] for r in _sessions(out)]
+    assert len(ids) == len(set(ids)) == 3 * 2 * 2
+    assert ((local / "transcripts" / "transcripts.jsonl").read_bytes()
+            == (out / "transcripts" / "transcripts.jsonl").read_bytes())
