@@ -39,6 +39,10 @@ class PatientActConfig(BaseModel):
     pipeline: bool = Field(
         True, description="Reaction → behaviour → resistance steps (off = 'w/o Pipe': the signal carries content only)"
     )
+    psych_formulation: bool = Field(
+        True, description="Write PatientAct's psychological formulation (beliefs, triggers, CCRT) before decomposing"
+    )
+    formulation_max_tokens: int | None = Field(1800, ge=256, description="Token budget of the psychological formulation")
     trust_drift_per_day: float = Field(
         0.0, ge=0, le=4, description="Ours: trust drifts toward the session baseline by this much per day of gap"
     )

@@ -14,13 +14,17 @@ counted by the simulator.
 
 from __future__ import annotations
 
+from pathlib import Path
 from typing import Annotated, Any, Callable
 
-from pydantic import BaseModel, ConfigDict, Field, field_validator
+from pydantic import BaseModel, ConfigDict, Field, ValidationError, field_validator
 
+from mindcore.errors import InputError
+from mindcore.io import CheckpointDir
 from mindcore.prompts import render, template_hash
 from mindsim.patientact.data import attachment_prior, theme_map, trust_rules
 from mindsim.patientact.seed import PsychSeed, psych_seed
+from profilegen.psych import PSYCH_TEMPLATE, PsychFormulation, formulate_psych
 from profilegen.schemas import Profile
 
 DECOMPOSE_TEMPLATE = "patientact/decompose.jinja2"
@@ -97,6 +101,9 @@ class Decomposition(_Row):
     patient_id: str = Field(description="Profile id")
     seed: int = Field(description="Run seed")
     psych: PsychSeed = Field(description="Attachment style and core-belief theme")
+    formulation: PsychFormulation | None = Field(
+        None, description="The psychological formulation the decomposition was made from (None when switched off)"
+    )
     static: StaticLayer = Field(description="The always-present layer")
     items: list[MemoryItem] = Field(description="The dynamic layer")
     engine: dict[str, Any] = Field(default_factory=dict, description="The decomposer's engine, model and sampling")
@@ -110,10 +117,11 @@ def decomposition_key(patient_id: str, seed: int) -> str:
     return f"{patient_id}-{seed}"
 
 
-def decompose_messages(profile: Profile, psych: PsychSeed) -> list[dict[str, str]]:
+def decompose_messages(profile: Profile, psych: PsychSeed, formulation: PsychFormulation | None = None) -> list[dict[str, str]]:
     rules = trust_rules()
     return [{"role": "user", "content": render(
         DECOMPOSE_TEMPLATE,
+        formulation=formulation,
         writer_brief=profile.writer_brief,
         persona=profile.persona.persona,
         attachment=psych.attachment,
@@ -125,25 +133,64 @@ def decompose_messages(profile: Profile, psych: PsychSeed) -> list[dict[str, str
 
 
 async def decompose(client: Any, profile: Profile, seed: int, *, max_tokens: int | None = None,
-                    max_attempts: int | None = None) -> Decomposition:
+                    max_attempts: int | None = None, with_formulation: bool = True,
+                    formulation_max_tokens: int | None = None) -> Decomposition:
+    """The psychological seed, then (unless switched off) the psychological formulation (profilegen.psych),
+    then the decomposition of profile + formulation. Two structured calls, or one."""
     psych = psych_seed(profile, seed)
+    formulation = None
+    prompts = {DECOMPOSE_TEMPLATE: template_hash(DECOMPOSE_TEMPLATE)}
+    if with_formulation:
+        formulation = await formulate_psych(
+            client, profile, psych.attachment, attachment_prior().descriptions[psych.attachment], psych.theme,
+            theme_map().themes[psych.theme], max_tokens=formulation_max_tokens, max_attempts=max_attempts,
+        )
+        prompts[PSYCH_TEMPLATE] = template_hash(PSYCH_TEMPLATE)
     sampling = {"max_tokens": max_tokens} if max_tokens else {}
-    draft = await client.structured(decompose_messages(profile, psych), DecompositionDraft,
+    draft = await client.structured(decompose_messages(profile, psych, formulation), DecompositionDraft,
                                     max_attempts=max_attempts, **sampling)
     items = [MemoryItem(id=f"m{i + 1}", **it.model_dump()) for i, it in enumerate(draft.items)]
     return Decomposition(
-        patient_id=profile.profile_id, seed=seed, psych=psych, static=draft.static, items=items,
-        engine=client.describe(), prompt={DECOMPOSE_TEMPLATE: template_hash(DECOMPOSE_TEMPLATE)},
+        patient_id=profile.profile_id, seed=seed, psych=psych, formulation=formulation, static=draft.static,
+        items=items, engine=client.describe(), prompt=prompts,
     )
 
 
 async def decomposition_record(
     profile: Profile, client: Any, seed: int, *,
-    load: Callable[[str], Decomposition | None], save: Callable[[Decomposition], Decomposition],
-    max_tokens: int | None = None, max_attempts: int | None = None,
+    load: Callable[[str], Decomposition | None], save: Callable[[Decomposition], Decomposition], **kw: Any,
 ) -> Decomposition:
-    """The patient's decomposition from its checkpoint, or made once and checkpointed before any arc uses it."""
+    """The patient's decomposition from its checkpoint, or made once and checkpointed before any arc uses it
+    (`kw` as for `decompose`)."""
     done = load(decomposition_key(profile.profile_id, seed))
     if done is not None:
         return done
-    return save(await decompose(client, profile, seed, max_tokens=max_tokens, max_attempts=max_attempts))
+    return save(await decompose(client, profile, seed, **kw))
+
+
+class DecompositionStore:
+    """Each patient's decomposition under `<out>/sessions/decompositions/<patient_id>-<seed>.json`, written
+    exactly once (the first finished copy wins, as for first scenarios), so every counsellor and every
+    rerun meets the same inner material."""
+
+    def __init__(self, out_dir: str | Path):
+        self.dir = CheckpointDir(Path(out_dir) / "sessions" / "decompositions")
+
+    def load(self, key: str) -> Decomposition | None:
+        if not self.dir.has(key):
+            return None
+        try:
+            return Decomposition.model_validate(self.dir.read(key))
+        except (ValidationError, ValueError) as exc:
+            raise InputError(
+                f"checkpoint {self.dir.path / key}.json is not a decomposition ({exc.__class__.__name__}); "
+                "use a new --out folder (arcs already run used the stored one)"
+            ) from exc
+
+    def save(self, record: Decomposition) -> Decomposition:
+        stored, won = self.dir.first_copy(decomposition_key(record.patient_id, record.seed), record.model_dump(mode="json"))
+        return record if won else Decomposition.model_validate(stored)
+
+    @property
+    def duplicates(self) -> int:
+        return self.dir.duplicates

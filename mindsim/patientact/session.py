@@ -58,6 +58,8 @@ def appraiser_prompt(profile: Profile, vocab: Vocabulary, decomposition: Decompo
     rules = trust_rules()
     psych = decomposition.psych
     coping = [f"{p.label}: {p.situation}" for p in profile.formulation.perpetuating]
+    if decomposition.formulation is not None:
+        coping += decomposition.formulation.coping_patterns
     return render(
         PA_APPRAISER_TEMPLATE,
         static=decomposition.static, attachment=psych.attachment,
@@ -85,4 +87,11 @@ def patientact_patient(profile: Profile, vocab: Vocabulary, plan: SessionPlan, s
 
 async def patientact_decompose(client: Any, profile: Profile, seed: int, config: SimulationConfig) -> Decomposition:
     pa = config.patientact
-    return await decompose(client, profile, seed, max_tokens=pa.decomposition_max_tokens, max_attempts=pa.step_attempts)
+    return await decompose(client, profile, seed, **decompose_settings(config))
+
+
+def decompose_settings(config: SimulationConfig) -> dict[str, Any]:
+    """The recipe's settings for `decompose` / `decomposition_record`."""
+    pa = config.patientact
+    return {"max_tokens": pa.decomposition_max_tokens, "max_attempts": pa.step_attempts,
+            "with_formulation": pa.psych_formulation, "formulation_max_tokens": pa.formulation_max_tokens}

@@ -46,6 +46,18 @@ DECOMP = {
         {"topic": "how I see myself", "content": CORE, "level": 4.0, "tags": ["worth", "yourself"], "discomfort": True},
     ],
 }
+PSYCH = {
+    "intermediate_beliefs": ["If I slow down, people will see I'm useless."],
+    "automatic_thoughts": ["here we go again"],
+    "triggers": ["job rejection emails"],
+    "coping_patterns": ["keeps busy and jokes it off"],
+    "emotional_range": "Quick to irritation; sadness kept out of sight.",
+    "therapist_pattern": {"wish": "to be taken seriously", "response_of_other": "judgement",
+                          "response_of_self": "keeps it light"},
+    "interpersonal_patterns": [
+        {"domain": "partner", "wish": "to be relied on", "response_of_other": "worry", "response_of_self": "hides it"},
+    ],
+}
 COUNSELLOR = [
     "How have you been sleeping lately?",
     "Can you tell me about your father?",
@@ -76,6 +88,8 @@ class PAResponder:
             return SCENARIO
         if name == "DecompositionDraft":
             return self.decomposition
+        if name == "PsychFormulation":
+            return PSYCH
         if name in (self.bad_always, self.bad_first) and (name == self.bad_always or self.seen[name] == 1):
             return {"why": "x", "reaction": "furious", "intensity": "extreme", "behaviour": "shout", "pattern": "?",
                     "change": "skyrocket", "end_conversation": "maybe"}
@@ -422,3 +436,53 @@ def test_lexical_retrieval_recall_on_the_hand_written_cases_meets_the_goal():
     result = measure(cases)
     assert result["recall"] >= 0.8, result["mismatches"]
     assert result["precision"] >= 0.8
+
+
+def test_psych_formulation_needs_a_therapist_pattern_and_feeds_the_decomposition():
+    no_therapist = {k: v for k, v in PSYCH.items() if k != "therapist_pattern"}
+    answers = iter([no_therapist, PSYCH])
+
+    class R(PAResponder):
+        def __call__(self, req):
+            if req.schema_name == "PsychFormulation":
+                self.seen["PsychFormulation"] = self.seen.get("PsychFormulation", 0) + 1
+                return next(answers)
+            return super().__call__(req)
+
+    store: dict[str, SessionRecord] = {}
+    recs, backend = _arc(R(), store, sessions=1)
+    assert sum(r.schema_name == "PsychFormulation" for r in backend.requests) == 2
+    decomp_req = next(r for r in backend.requests if r.schema_name == "DecompositionDraft")
+    assert "With therapist: they want to be taken seriously" in _content(decomp_req)
+    stored = Decomposition.model_validate(recs[0].patientact.decomposition)
+    assert stored.formulation.therapist_pattern.wish == "to be taken seriously"
+    assert "patientact/psych_formulation.jinja2" in stored.prompt
+    assert "keeps busy and jokes it off" in recs[0].patientact.appraiser_system_prompt
+    # Switched off: one call, no formulation.
+    recs, backend = _arc(PAResponder(), {}, sessions=1, psych_formulation=False)
+    assert not any(r.schema_name == "PsychFormulation" for r in backend.requests)
+    assert recs[0].patientact.decomposition["formulation"] is None
+
+
+def test_decomposition_store_keeps_the_first_copy(tmp_path):
+    from mindsim.patientact.decompose import DecompositionStore, decomposition_key
+
+    store = DecompositionStore(tmp_path)
+    a = decomposition()
+    assert store.load(decomposition_key("p1", 0)) is None
+    assert store.save(a) == a
+    b = a.model_copy(update={"items": a.items[:1]})
+    assert store.save(b) == a and store.duplicates == 1
+    assert DecompositionStore(tmp_path).load(decomposition_key("p1", 0)) == a
+
+
+def test_an_arc_given_the_shared_decomposition_does_not_decompose():
+    backend = FakeBackend(PAResponder())
+    config = SimulationConfig(sessions=1, turn_cap=3, patient_engine="patientact")
+    first = ScenarioRecord(patient_id="p1", seed=0, scenario=Scenario(**SCENARIO), engine={}, prompt={})
+    with Engines.with_backend(backend) as engines:
+        recs = asyncio.run(run_arc(make_profile("p1"), draw_schedule("p1", 0, config), V, _roles(engines), config,
+                                   counsellor_name="counsellor", seed=0, first=first, load=lambda k: None,
+                                   save=lambda r: r, decomposition=decomposition()))
+    assert not any(r.schema_name in ("DecompositionDraft", "PsychFormulation") for r in backend.requests)
+    assert recs[0].patientact.decomposition == decomposition().model_dump(mode="json")
