@@ -35,6 +35,10 @@ class RaySettings(BaseModel):
     shards_per_worker: int = Field(
         4, ge=1, le=1000, description="Patient shards per worker: more, smaller shards finish (and reach the "
                                       "dataset) sooner and lose less to a killed worker")
+    max_concurrency_per_worker: int | None = Field(
+        None, ge=1, le=4096, description="Most requests one worker keeps in flight on each server, when that is "
+                                         "below its share of the engine's max_concurrency (e.g. to bound a "
+                                         "worker's memory); the engine cap stays global either way")
     max_retries: int = Field(3, ge=0, le=100, description="Times a killed worker's shard is retried")
     profile_replicas: int = Field(
         2, ge=1, le=256, description="Replicas of the profile step in distilabel's RayPipeline")

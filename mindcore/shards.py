@@ -53,9 +53,11 @@ class RaySession:
     Ray for this process when neither is set; a Ray started here is stopped on exit. A Ray the caller
     already initialised (tests, notebooks) is used as it is and left running."""
 
-    def __init__(self, address: str | None = None, *, verbose: bool = False):
+    def __init__(self, address: str | None = None, *, verbose: bool = False, env: dict[str, str] | None = None):
         self.address = None if address in (None, "", "local") else address
         self.verbose = verbose
+        # Job-wide env for every worker of this run, distilabel's RayPipeline actors included.
+        self.env = env or {}
         self.started = False
 
     def __enter__(self) -> "RaySession":
@@ -63,7 +65,8 @@ class RaySession:
         if not ray.is_initialized():
             try:
                 ray.init(address=self.address, log_to_driver=self.verbose, include_dashboard=False,
-                         configure_logging=self.verbose)
+                         configure_logging=self.verbose,
+                         runtime_env={"env_vars": self.env} if self.env else None)
             except ConnectionError as exc:
                 raise EngineError(f"Ray cluster at {self.address or os.environ.get('RAY_ADDRESS')}: cannot connect "
                                   f"({exc}); start it with `ray start --head` or fix --ray / RAY_ADDRESS") from exc
@@ -102,19 +105,25 @@ def engine_wire(engines: Any) -> dict[str, dict[str, Any]]:
 
 def key_env(wire: dict[str, dict[str, Any]]) -> dict[str, str]:
     """The key variables the engines name, as set in the driver's environment (for `runtime_env`)."""
-    names = {w["api_key_env"] for w in wire.values() if w.get("api_key_env")}
+    return env_of({w["api_key_env"] for w in wire.values() if w.get("api_key_env")})
+
+
+def env_of(names: set[str]) -> dict[str, str]:
     return {n: os.environ[n] for n in sorted(names) if n in os.environ}
 
 
-def worker_engines(config: Any, wire: dict[str, dict[str, Any]], rank: int, workers: int) -> Any:
+def worker_engines(config: Any, wire: dict[str, dict[str, Any]], rank: int, workers: int,
+                   limit: int | None = None) -> Any:
     """Engines inside worker `rank` of `workers`: the same roles and servers as the driver's, each
-    server capped at this worker's share of its global `max_concurrency`."""
+    server capped at this worker's share of its global `max_concurrency` (and at `limit`, if lower)."""
     from mindcore.backends import OpenAIBackend, worker_caps
     from mindcore.engine import Engines
 
     backends = {}
     for name, w in wire.items():
         caps = worker_caps(w["max_concurrency"], workers, rank, len(w["base_urls"]))
+        if limit is not None:
+            caps = [min(c, limit) for c in caps]
         backends[name] = OpenAIBackend(name, **{k: v for k, v in w.items()}, server_caps=caps)
     return Engines(config, backends=backends).start()
 
@@ -134,8 +143,9 @@ class _Progress:
 
 
 class _Worker:
-    def __init__(self, config: Any, wire: dict[str, dict[str, Any]], rank: int, workers: int, progress: Any):
-        self.engines = worker_engines(config, wire, rank, workers)
+    def __init__(self, config: Any, wire: dict[str, dict[str, Any]], rank: int, workers: int, progress: Any,
+                 limit: int | None = None):
+        self.engines = worker_engines(config, wire, rank, workers, limit)
         self.progress = progress
         self.rank = rank
 
@@ -185,6 +195,7 @@ def run_shards(
     total: int,
     on_result: Callable[[int, Any], None] | None = None,
     on_workers: Callable[[list[Any]], None] | None = None,
+    max_concurrency_per_worker: int | None = None,
 ) -> ShardRun:
     """Run `work(engines, payload, report)` for every payload on a Ray cluster the caller has joined
     (`RaySession`). `report(key)` marks one of the `total` items as finished for the progress bar.
@@ -207,7 +218,8 @@ def run_shards(
         num_cpus=cpus_per_worker, max_restarts=max_retries, max_task_retries=max_retries,
         runtime_env={"env_vars": env} if env else None,
     )
-    actors = [worker_cls.remote(engines.config, wire, rank, n, progress) for rank in range(n)]
+    actors = [worker_cls.remote(engines.config, wire, rank, n, progress, max_concurrency_per_worker)
+              for rank in range(n)]
     if on_workers is not None:
         on_workers(actors)
     results: list[Any] = [None] * len(payloads)

@@ -27,7 +27,7 @@ from mindcore.io import atomic_write_json, read_jsonl
 from mindcore.logs import library_logs_to
 from mindcore.provenance import base_provenance
 from mindcore.recipe import Recipe, load_recipe
-from mindcore.shards import RaySession
+from mindcore.shards import RaySession, env_of
 from mindsim.cards import build_dataset_folder
 from mindsim.preflight import failure_summary, preflight, raise_if_all_failed
 from mindsim.config import SimulationConfig
@@ -146,7 +146,8 @@ def run_job(recipe_path: Path, out_dir: Path, *, verbose: bool = False, ray_addr
     info = _open_run(out_dir, recipe)
 
     on_ray = recipe.runner == "ray"
-    cluster = RaySession(recipe.ray.address, verbose=verbose) if on_ray else nullcontext()
+    keys = {getattr(e, "api_key_env", None) for e in recipe.engines.values()} - {None}
+    cluster = RaySession(recipe.ray.address, verbose=verbose, env=env_of(keys)) if on_ray else nullcontext()
     with library_logs_to(out_dir / "logs", verbose=verbose), Engines.from_config(recipe.engines_config()) as engines, \
             cluster:
         # The preflight runs here on the driver, once, before any worker starts (docs/scale.md).

@@ -4,10 +4,15 @@ each counsellor under test, with the schedule held fixed across counsellors).
 The unit of work is a patient: its first scenario is written once (checkpointed under
 `sessions/scenarios/`), then its arcs, one per counsellor, all open with that same scenario. Every patient
 and every arc is a coroutine and the engine's own concurrency limit decides how many requests are in flight,
-so conversations never run one after another (and a distributed runner can shard by patient). Each finished
-session is checkpointed as its own file under a content-derived id; a rerun (also after SIGKILL) skips
-finished sessions and resumes each arc after its last one. At the end the sessions dataset and the
-transcript export are rebuilt from the checkpoints, so every session appears exactly once.
+so conversations never run one after another. Each finished session is checkpointed as its own file under a
+content-derived id, create-if-absent; a rerun (also after SIGKILL) skips finished sessions and resumes each
+arc after its last one.
+
+Patients are grouped in shards (`simulate_shard`): the local runner runs one shard holding everyone in this
+process; the Ray runner (`simulate_on_ray`) splits patients by a stable hash of their id and runs each shard
+on a worker. Either way a shard writes its own slice of the dataset when it finishes (`sessions/shards/`),
+and `merge_shards` streams the slices into `sessions/sessions.parquet` and the transcript export in one
+order, so both runners give the same files and no step holds every session in memory at once.
 """
 
 from __future__ import annotations
@@ -298,7 +303,7 @@ async def simulate_async(
         task = progress.add_task("simulating sessions", total=len(profiles) * len(config.counsellors) * config.sessions)
         part = await simulate_shard(profiles, engines, config, out, seed, 0, 1,
                                     on_session=lambda _id: progress.advance(task))
-    return _finish(out, engines, config, seed, profiles, [part], 1, time.monotonic() - t0, {"runner": "local"})
+    return _finish(out, engines, config, seed, profiles, [part], 1, time.monotonic() - t0, {"runner": "local"}, {0})
 
 
 def simulate_on_ray(profiles: list[Profile], engines, config: SimulationConfig, out_dir: str | Path, seed: int,
@@ -317,14 +322,15 @@ def simulate_on_ray(profiles: list[Profile], engines, config: SimulationConfig, 
                  "shards": shards} for i, part in plan]
     run = run_shards(_shard_work, payloads, engines, workers=workers, cpus_per_worker=settings.cpus_per_worker,
                      max_retries=settings.max_retries, description="simulating sessions",
-                     total=len(profiles) * len(config.counsellors) * config.sessions, on_workers=on_workers)
+                     total=len(profiles) * len(config.counsellors) * config.sessions, on_workers=on_workers,
+                     max_concurrency_per_worker=settings.max_concurrency_per_worker)
     return _finish(out, engines, config, seed, profiles, run.results, shards, run.elapsed_s,
-                   {"runner": "ray", "workers": run.workers, "shards": shards})
+                   {"runner": "ray", "workers": run.workers, "shards": shards}, live={i for i, _ in plan})
 
 
 def _finish(out: Path, engines, config: SimulationConfig, seed: int, profiles: list[Profile], parts: list[dict[str, Any]],
-            shards: int, elapsed: float, runner: dict[str, Any]) -> dict[str, Any]:
-    merge_shards(out, shards)
+            shards: int, elapsed: float, runner: dict[str, Any], live: set[int]) -> dict[str, Any]:
+    merge_shards(out, shards, live)
     counsellors = [counsellor_name(c) for c in config.counsellors]
     order = {(p.profile_id, name): i for i, (name, p) in enumerate((n, p) for n in counsellors for p in profiles)}
     failures = sorted((f for part in parts for f in part["failed_arcs"]),
@@ -410,18 +416,19 @@ def write_shard(out: Path, shard: int, shards: int, records: list[SessionRecord]
     atomic_write_jsonl(jsonl, [transcript_row(r) for r in records])
 
 
-def merge_shards(out: Path, shards: int, batch_rows: int = 256) -> int:
+def merge_shards(out: Path, shards: int, live: set[int], batch_rows: int = 256) -> int:
     """`sessions.parquet` and `transcripts.jsonl` from the shard files of a run split `shards` ways:
     a streaming k-way merge on (counsellor, patient, session index), so memory holds one batch per
     shard, not the dataset, and the order is the same whatever the split (and the same as the local
-    runner's). Shard files of another split (an earlier run with other settings) are removed first:
-    every shard of this split was rewritten by this run. Returns the rows written."""
+    runner's). Only the `live` shards (those this run ran, each rewriting its files) count: files of
+    another split or of a shard left without patients (an earlier run with other settings) are
+    removed first. Returns the rows written."""
     folder = out / SESSIONS_DIR / SHARDS_DIR
-    mine = {p for i in range(shards) for p in _shard_paths(out, i, shards)}
+    mine = {p for i in live for p in _shard_paths(out, i, shards)}
     for stale in [*folder.glob("*.parquet"), *folder.glob("*.jsonl")]:
         if stale not in mine:
             stale.unlink(missing_ok=True)
-    parts = [i for i in range(shards) if _shard_paths(out, i, shards)[0].is_file()]
+    parts = [i for i in sorted(live) if _shard_paths(out, i, shards)[0].is_file()]
     target, transcripts = out / SESSIONS_DIR / PARQUET_NAME, out / TRANSCRIPTS
     if not parts:
         atomic_write_jsonl(transcripts, [])

@@ -109,6 +109,71 @@ def test_ray_sessions_equal_the_local_runners(cluster, stub, tmp_path):
     assert {r: u["calls"] for r, u in usage.items()} == {r: u["calls"] for r, u in local["usage"].items()}
 
 
+def test_runner_choice_is_outside_the_recipe_hash(tmp_path):
+    from mindcore.recipe import load_recipe
+    from mindsim.job import _recipe_hash
+
+    base = "name: x\nengines:\n  local: {kind: embedded}\nroles:\n  default: {engine: local}\n"
+    (tmp_path / "a.yaml").write_text(base)
+    (tmp_path / "b.yaml").write_text(base + "runner: ray\nray: {workers: 3, address: auto}\n")
+    a, b = load_recipe(tmp_path / "a.yaml"), load_recipe(tmp_path / "b.yaml")
+    assert (a.runner, b.runner) == ("local", "ray") and _recipe_hash(a) == _recipe_hash(b)
+    assert "runner" not in a.content_dump() and "ray" not in b.content_dump()
+    assert a.with_runner(None, env={}).runner == "local"
+    chosen = a.with_runner(None, env={"RAY_ADDRESS": "10.0.0.1:6379"})
+    assert (chosen.runner, chosen.ray.address, chosen.path) == ("ray", "10.0.0.1:6379", a.path)
+    assert a.with_runner("auto", env={"RAY_ADDRESS": "elsewhere:1"}).ray.address == "auto"
+    assert b.with_runner(None, env={}).ray.workers == 3
+
+
+def _finish_reasons(obj, value):
+    if isinstance(obj, dict):
+        return {k: value if k == "finish_reason" else _finish_reasons(v, value) for k, v in obj.items()}
+    if isinstance(obj, list):
+        return [_finish_reasons(v, value) for v in obj]
+    return obj
+
+
+def test_merge_streams_shards_in_one_order_promotes_null_columns_and_drops_stale_files(tmp_path):
+    from mindcore.engine import Engines as E
+    from mindcore.fake import FakeBackend
+    from mindsim.records import SessionRecord
+    from mindsim.simulate import SessionStore, merge_shards, write_shard
+
+    with E.with_backend(FakeBackend(SimResponder(end_after=3))) as engines:
+        run_simulation([make_profile(p) for p in PATIENTS[:3]], engines, _config(), tmp_path, seed=1)
+    merged = pq.read_table(tmp_path / "sessions" / "sessions.parquet").to_pylist()
+    records = SessionStore(tmp_path).all()
+    # Shard 0 never saw a finish reason (its column is typed null there); shard 2 did.
+    odd = [SessionRecord.model_validate(_finish_reasons(r.model_dump(mode="json"), None))
+           for r in records if r.patient_id != "r2"]
+    write_shard(tmp_path, 0, 3, odd)
+    write_shard(tmp_path, 2, 3, [r for r in records if r.patient_id == "r2"])
+    stale = tmp_path / "sessions" / "shards" / "00001-of-00003.parquet"
+    stale.write_bytes((tmp_path / "sessions" / "shards" / "00000-of-00001.parquet").read_bytes())
+    assert merge_shards(tmp_path, 3, {0, 2}, batch_rows=3) == len(records)
+    assert not stale.exists() and not (tmp_path / "sessions" / "shards" / "00000-of-00001.parquet").exists()
+    rows = pq.read_table(tmp_path / "sessions" / "sessions.parquet").to_pylist()
+    key = lambda r: (r["counsellor"], r["patient_id"], r["session_index"])  # noqa: E731
+    assert [key(r) for r in rows] == sorted(key(r) for r in merged) == [key(r) for r in merged]
+    assert [r["session_id"] for r in rows] == [r["session_id"] for r in merged]
+    reasons = {t.get("finish_reason") for r in rows if r["patient_id"] == "r2" for t in _walk(r)}
+    assert "stop" in reasons
+    lines = [json.loads(line) for line in (tmp_path / "transcripts" / "transcripts.jsonl").read_text().splitlines()]
+    assert [line["id"] for line in lines] == [r["session_id"] for r in rows]
+
+
+def _walk(obj):
+    if isinstance(obj, dict):
+        if "finish_reason" in obj:
+            yield obj
+        for v in obj.values():
+            yield from _walk(v)
+    elif isinstance(obj, list):
+        for v in obj:
+            yield from _walk(v)
+
+
 def _ckpts(out: Path) -> dict[str, bytes]:
     d = out / "sessions" / "checkpoints"
     return {p.name: p.read_bytes() for p in d.glob("*.json")} if d.is_dir() else {}
