@@ -278,3 +278,27 @@ def test_job_on_ray_resumes_after_the_driver_is_killed_and_equals_the_local_run(
     assert len(ids) == len(set(ids)) == 3 * 2 * 2
     assert ((local / "transcripts" / "transcripts.jsonl").read_bytes()
             == (out / "transcripts" / "transcripts.jsonl").read_bytes())
+
+
+# ---------------------------------------------------------------- the real embedded engine (integrator runs it)
+
+
+@pytest.mark.embedded
+def test_the_embedded_engine_runs_under_the_ray_runner(cluster, embedded_engines, tmp_path):
+    """One llama.cpp server, started by the driver and shared by both workers (at its URL on
+    127.0.0.1), not one per worker: on two cores a second server only splits the same cores and
+    memory, prompt evaluation does not speed up with more servers (NOTES §2), and one server keeps
+    the shared first scenario's prefix in one cache. Its `parallel` slots are the global cap the
+    workers share. On a multi-node cluster the embedded engine is not reachable from other nodes:
+    use `kind: vllm` / `kind: openai` servers there (docs/scale.md)."""
+    before = embedded_engines.ledger.summary().get("patient", {}).get("calls", 0)
+    profiles = [make_profile("e1"), make_profile("e3", "joker")]  # stable_shard puts them in shards 0 and 1
+    summary = run_simulation(profiles, embedded_engines, SimulationConfig(sessions=1, turn_cap=2), tmp_path, seed=1,
+                             ray=RaySettings(workers=2, shards_per_worker=1))
+    assert summary["runner"] == {"runner": "ray", "workers": 2, "shards": 2}
+    # A 135M model may sink an arc; every arc either wrote its one session or is counted as failed.
+    assert summary["sessions_written"] + len(summary["failed_arcs"]) == summary["arcs"] == 2
+    assert embedded_engines.ledger.summary()["patient"]["calls"] > before  # the workers' calls reached the driver
+    if summary["sessions_written"]:
+        ids = pq.read_table(tmp_path / "sessions" / "sessions.parquet", columns=["session_id"]).column(0).to_pylist()
+        assert len(ids) == len(set(ids)) == summary["sessions_written"]
