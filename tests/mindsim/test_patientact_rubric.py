@@ -99,3 +99,23 @@ def test_spearman_against_human_ratings():
 def test_krippendorff_alpha_perfect_agreement():
     pytest.importorskip("krippendorff")
     assert krippendorff_alpha([[1, 2, 3, 4, None], [1, 2, 3, 4, 5]]) == pytest.approx(1.0)
+
+
+def test_evaluate_reads_checkpoints_and_reports_per_system(tmp_path):
+    from mindsim.patientact.evaluate import judge_all, load_sessions, report
+
+    for name, switches in (("full", {}), ("nopipe", {"pipeline": False})):
+        rec, _, _ = run(PAResponder(), **switches)
+        folder = tmp_path / name / "sessions" / "checkpoints"
+        folder.mkdir(parents=True)
+        (folder / f"{rec.session_id}.json").write_text(rec.model_dump_json())
+    records = load_sessions([tmp_path / "full", tmp_path / "nopipe"])
+    scores = iter([4, 2])
+    backend = FakeBackend(lambda req: judge_answer(next(scores)))
+    with Engines.with_backend(backend) as engines:
+        rows = asyncio.run(judge_all(engines.role("judge"), records))
+    result = report(rows, "patientact")
+    assert result["means"] == {"patientact": dict.fromkeys(DIMS, 4.0), "patientact-no_pipeline": dict.fromkeys(DIMS, 2.0)}
+    assert set(result["mann_whitney_patientact_greater"]) == {"patientact-no_pipeline"}
+    with pytest.raises(InputError, match="no session checkpoints"):
+        load_sessions([tmp_path / "missing"])
