@@ -24,7 +24,7 @@ from mindsim.patientact.data import taxonomy, trust_rules
 from mindsim.patientact.decompose import Decomposition
 from mindsim.patientact.retrieval import Gate, gate
 from mindsim.patientact.trust import apply_change
-from mindsim.patient import clean_message
+from mindsim.patient import TokenCount, clean_message
 from mindsim.prompting import RejectedMessage, TurnFailed, load_harness_text, rejected, speech_defects
 from mindsim.records import PatientActTurn, PatientTurn, StepReasons
 
@@ -57,16 +57,6 @@ def step_models() -> dict[str, type[BaseModel]]:
         "resistance": _choice("Resistance", {"pattern": (tax.ids("resistance_patterns"), "The form resistance takes")}),
         "trust": _choice("TrustChange", {"change": (list(trust_rules().changes), "How this exchange moved trust")}),
     }
-
-
-class TokenCount:
-    def __init__(self) -> None:
-        self.prompt = 0
-        self.completion = 0
-
-    def add(self, reply: Any) -> None:
-        self.prompt += getattr(reply, "prompt_tokens", 0) or 0
-        self.completion += getattr(reply, "completion_tokens", 0) or 0
 
 
 @dataclass
@@ -143,7 +133,7 @@ class PatientActPatient:
             "recent": self.exchange[-n:], "counsellor": counsellor_text, "trust": f"{self.trust:.2f}",
             "trust_text": trust_rules().level_text(self.trust),
             "retrieved": [d.item(i).content for i in g.retrieved], "blocked": [d.item(i).topic for i in g.blocked],
-            "_gate": g, "reaction": None, "intensity": None, "behaviour": None, "reply": None,
+            "reaction": None, "intensity": None, "behaviour": None, "reply": None,
         }
 
     async def _step(self, step: str, ctx: dict[str, Any], **extra: Any) -> Any:
@@ -152,8 +142,7 @@ class PatientActPatient:
             "reaction": tax.ids("reactions"), "behaviour": tax.ids("behaviours"),
             "resistance": tax.ids("resistance_patterns"), "trust": list(trust_rules().changes),
         }[step]
-        values = {k: v for k, v in ctx.items() if not k.startswith("_")}
-        values.update(extra, step=step, options=options)
+        values = {**ctx, **extra, "step": step, "options": options}
         values.setdefault("recent_behaviours", [])
         messages = [
             {"role": "system", "content": self.appraiser_system},
@@ -165,7 +154,7 @@ class PatientActPatient:
             out = await self.appraiser.structured(messages, self.models[step], max_attempts=pa.step_attempts, **sampling)
         except StructuredOutputError as exc:
             raise TurnFailed(f"patientact {step} step: {exc}") from exc
-        # RoleClient does not return usage with a structured answer; the ledger has it per call.
+        # A structured answer carries no usage: the steps' tokens are in the run's ledger, by role.
         return out
 
     def _signal(self, g: Gate, reaction: Any, behaviour: Any, pattern: Any) -> str:

@@ -40,3 +40,14 @@ def psych_seed(profile: Profile, seed: int) -> PsychSeed:
     styles = sorted(prior)  # sorted: the draw must not depend on the file's key order
     attachment = rng.choices(styles, weights=[prior[s] for s in styles], k=1)[0]
     return PsychSeed(attachment=attachment, theme=themes.clusters[cluster], cluster=cluster)
+
+
+def check_profiles(profiles: list[Profile]) -> None:
+    """Fail before any LLM call if a profile's core-belief cluster has no theme (PatientAct runs only)."""
+    known = theme_map().clusters
+    bad = sorted({p.formulation.core_belief.cluster for p in profiles} - set(known))
+    if bad:
+        raise InputError(
+            f"profiles: core-belief cluster(s) {', '.join(bad)} have no theme in "
+            "mindsim/data/patientact/core_belief_themes.yaml; add them there"
+        )

@@ -361,7 +361,17 @@ def test_decomposition_off_scale_level_is_reasked():
 
 
 def test_psych_seed_is_stable_and_theme_follows_the_cluster():
+    from mindcore.errors import InputError
+    from mindsim.patientact.seed import check_profiles
+
     p = make_profile("p1")
+    check_profiles([p])
+    odd = p.model_copy(update={"formulation": p.formulation.model_copy(update={
+        "core_belief": p.formulation.core_belief.model_copy(update={"cluster": "doomed"})})})
+    with pytest.raises(InputError, match="doomed"):
+        check_profiles([p, odd])
+    with pytest.raises(InputError, match="doomed"):
+        psych_seed(odd, 0)
     assert psych_seed(p, 0) == psych_seed(p, 0)
     assert psych_seed(p, 0).theme == "worthless" and psych_seed(p, 0).attachment in {"avoidant", "anxious", "disorganized"}
     draws = [psych_seed(make_profile(f"p{i}"), 0).attachment for i in range(600)]
