@@ -6,7 +6,6 @@ side, items above trust never in the patient's messages)."""
 
 from __future__ import annotations
 
-
 import pyarrow.parquet as pq
 import pytest
 
