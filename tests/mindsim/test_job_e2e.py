@@ -24,11 +24,8 @@ TINY = Path(__file__).resolve().parents[2] / "recipes" / "quickstart.yaml"
 
 
 @pytest.fixture(scope="module")
-def run_dir(tmp_path_factory):
-    out = tmp_path_factory.mktemp("run")
-    summary = run_job(TINY, out)
-    assert summary.info["status"] == "finished"
-    return out
+def run_dir(quickstart_run):
+    return quickstart_run
 
 
 def test_every_stage_wrote_its_output(run_dir):
@@ -129,13 +126,23 @@ def test_killed_run_resumes_from_finished_work(run_dir, tmp_path):
 
     summary = run_job(TINY, work)
     assert summary.info["status"] == "finished"
-    assert sorted(p.stem for p in ck.glob("*.json")) == expected
+    present = sorted(p.stem for p in ck.glob("*.json"))
+    # Ids are deterministic, so a duplicate or a stray session would show up as an unexpected id.
+    assert set(present) <= set(expected) and set(kept) <= {f"{s}.json" for s in present}
+    # The 135M model can fail an arc on any run (e.g. six scenario drafts in a row cut at their length
+    # limit). That is the model, not the resume; what resume owes is that such an arc is counted as
+    # failed, not silently missing, and that everything else is there exactly once.
+    failed = {(f["patient_id"], f["counsellor"]) for f in
+              json.loads((work / "sessions" / "summary.json").read_text())["failed_arcs"]}
+    missing = {(records[f"{s}.json"]["patient_id"], records[f"{s}.json"]["counsellor"]) for s in set(expected) - set(present)}
+    assert missing <= failed, (missing, failed)
+    assert summary.info["counts"]["failed arcs"] == len(failed)
     for name, data in kept.items():
         assert (ck / name).read_bytes() == data
     now = _stamps(work / "profiles" / "checkpoints")
     assert {k: now[k] for k in profile_marks} == profile_marks
     ids = pq.read_table(work / "sessions" / "sessions.parquet").column("session_id").to_pylist()
-    assert sorted(ids) == expected
+    assert sorted(ids) == present
     assert (work / "dataset" / "README.md").is_file() and (work / "validation" / "report.json").is_file()
 
 
