@@ -35,10 +35,13 @@ def _import_model(path: str):
 
 class MindcoreLLM(AsyncLLM):
     """`wire`: from `Engines.wire_spec(role)`. `output_model`: optional "package.module:Model" — when
-    set, every generation is that model's JSON (validated, re-asked on error) or None if it failed."""
+    set, every generation is that model's JSON (validated, re-asked on error) or None if it failed.
+    `output_args`: when set, `output_model` names a function that builds the model from these keyword
+    arguments (a schema shaped by the recipe, e.g. shorter text limits), called once in the worker."""
 
     wire: dict[str, Any]
     output_model: Optional[str] = None
+    output_args: Optional[dict[str, Any]] = None
 
     _backend: Any = PrivateAttr(default=None)
     _spec: Any = PrivateAttr(default=None)
@@ -69,6 +72,8 @@ class MindcoreLLM(AsyncLLM):
         self._backend = backend
         self._spec = RoleSpec(**w["role_spec"])
         self._output = _import_model(self.output_model) if self.output_model else None
+        if self._output is not None and self.output_args is not None:
+            self._output = self._output(**self.output_args)
 
     def _fresh_client(self) -> RoleClient:
         # A client (and ledger) per generation: a step runs many generations at once on this LLM, and

@@ -57,16 +57,22 @@ def _section_budget(section: str, key: str, default: int | None):
     return budget
 
 
-def _formulation_schema() -> dict[str, Any]:
+def _profile_shape(recipe: Any) -> Any:
+    from profilegen.config import ProfilesConfig
+
+    return ProfilesConfig.model_validate(getattr(recipe, "profiles", None) or {}).shape
+
+
+def _formulation_schema(recipe: Any = None) -> dict[str, Any]:
     from profilegen.formulation import draft_model
 
-    return draft_model().model_json_schema()
+    return draft_model(_profile_shape(recipe).text_scale).model_json_schema()
 
 
-def _screen_schema() -> dict[str, Any]:
-    from profilegen.screen import JudgeVerdict
+def _screen_schema(recipe: Any = None) -> dict[str, Any]:
+    from profilegen.screen import verdict_model
 
-    return JudgeVerdict.model_json_schema()
+    return verdict_model(_profile_shape(recipe).screen_max_faults).model_json_schema()
 
 
 def _scenario_schema() -> dict[str, Any]:
@@ -129,8 +135,8 @@ def _register() -> None:
     scen_default = SimulationConfig.model_fields["scenario_max_tokens"].default
     arc_default = ValidationConfig.model_fields["arc_max_tokens"].default
     for entry in (
-        RoleSchema("profile_writer", "formulation", _formulation_schema, profiles),
-        RoleSchema("screener", "screen", _screen_schema, profiles),
+        RoleSchema("profile_writer", "formulation", _formulation_schema, profiles, schema_for=_formulation_schema),
+        RoleSchema("screener", "screen", _screen_schema, profiles, schema_for=_screen_schema),
         RoleSchema("scenario_writer", "Scenario", _scenario_schema, simulate,
                    budget=_section_budget("simulation", "scenario_max_tokens", scen_default)),
         RoleSchema("patient", "tool_choice:commit_move", commit_tool_schema, simulate),

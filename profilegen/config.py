@@ -5,9 +5,12 @@ from __future__ import annotations
 
 import math
 from pathlib import Path
-from typing import Literal
+from typing import TYPE_CHECKING, Literal
 
 from pydantic import BaseModel, ConfigDict, Field, model_validator
+
+if TYPE_CHECKING:
+    from profilegen.schemas import ProfileShape
 
 
 class ProfilesConfig(BaseModel):
@@ -36,6 +39,12 @@ class ProfilesConfig(BaseModel):
         description="Screening verdicts a profile may have to enter the pool (the paper: clean only).",
     )
     max_revisions: int = Field(2, ge=0, le=10, description="Revisions of a serious profile before it is dropped.")
+    text_scale: float = Field(
+        1.0, ge=0.25, le=1.0,
+        description="Scale on the writer's text limits (1 = full; small models fill every field to its limit, "
+        "so this is what a profile costs to write).",
+    )
+    screen_max_faults: int = Field(6, ge=1, le=6, description="Most faults the screener may list in one verdict.")
     rates: Path | None = Field(
         None, description="Rates file (see `mindsim profiles fit-rates`); empty = the shipped illustrative prior."
     )
@@ -63,6 +72,13 @@ class ProfilesConfig(BaseModel):
                     f"benchmark_size ({self.benchmark_size}); raise poor_qol_floor or lower benchmark_poor_qol"
                 )
         return self
+
+    @property
+    def shape(self) -> "ProfileShape":
+        """The text and fault limits every profile of this recipe is written with."""
+        from profilegen.schemas import ProfileShape
+
+        return ProfileShape(text_scale=self.text_scale, screen_max_faults=self.screen_max_faults)
 
     @property
     def benchmark_poor_floor(self) -> int:

@@ -41,12 +41,18 @@ class _Draft(BaseModel):
     model_config = ConfigDict(extra="forbid")
 
 
-@lru_cache(maxsize=1)
-def draft_model() -> type[BaseModel]:
+MIN_TEXT_LIMIT = 20  # a scaled limit never goes below one short clause
+
+
+@lru_cache(maxsize=8)
+def draft_model(scale: float = 1.0) -> type[BaseModel]:
     """The writer's output schema, with label enums from the current vocabularies. Text limits are
-    tighter than the stored row's: the worst case (~650 tokens) must fit a small model's budget."""
+    tighter than the stored row's: the worst case (~650 tokens) must fit a small model's budget.
+    `scale` (ProfileShape.text_scale) shrinks every text limit; small models fill a field to its limit,
+    so the limits are what a write costs."""
     voc = load_vocabularies()
-    text = lambda n, d: (str, Field(min_length=3, max_length=n, description=d))  # noqa: E731
+    text = lambda n, d: (str, Field(min_length=3, max_length=max(MIN_TEXT_LIMIT, round(n * scale)),  # noqa: E731
+                                    description=d))
     pre = create_model("DraftPredisposing", __base__=_Draft,
                        label=(_enum(voc.predisposing), Field(description="Predisposing label.")),
                        history=text(200, "Short history of this vulnerability in the client's life."))
@@ -187,9 +193,10 @@ def revision_messages(row: AnchoredRow, previous: Formulation, faults: list[Any]
     ]
 
 
-async def write_formulation(client: Any, row: AnchoredRow, messages: list[dict[str, str]] | None = None) -> Formulation:
+async def write_formulation(client: Any, row: AnchoredRow, messages: list[dict[str, str]] | None = None,
+                            scale: float = 1.0) -> Formulation:
     """One structured call; raises mindcore's StructuredOutputError / EngineError for the caller to count."""
-    draft = await client.structured(messages or writer_messages(row), draft_model(), schema_name="formulation")
+    draft = await client.structured(messages or writer_messages(row), draft_model(scale), schema_name="formulation")
     return to_formulation(draft)
 
 

@@ -27,7 +27,7 @@ from profilegen import render as render_mod
 from profilegen import screen as screen_mod
 from profilegen.formulation import write_formulation
 from profilegen.render import case_summary, writer_brief
-from profilegen.schemas import AnchoredRow, Failure, Formulation, Profile, Provenance, Screen, TemplateHash
+from profilegen.schemas import AnchoredRow, Failure, Formulation, Profile, ProfileShape, Provenance, Screen, TemplateHash
 from profilegen.screen import screen_and_revise
 
 TEMPLATES = (*formulation_mod.TEMPLATES, *screen_mod.TEMPLATES, *render_mod.TEMPLATES)
@@ -63,9 +63,9 @@ async def make_profile(writer: Any, screener: Any, row: AnchoredRow, max_revisio
     """Stages 3–4 for one candidate. `writer`/`screener` need `structured(messages, Model, schema_name=)`."""
     stage = "formulation"
     try:
-        f = await write_formulation(writer, row)
+        f = await write_formulation(writer, row, scale=provenance.shape.text_scale)
         stage = "screen"
-        f, screen = await screen_and_revise(writer, screener, row, f, max_revisions)
+        f, screen = await screen_and_revise(writer, screener, row, f, max_revisions, provenance.shape)
     except EngineError as exc:
         return Outcome(profile_id=row.profile_id, status="failed",
                        failure=Failure(profile_id=row.profile_id, stage=stage, error=f"{type(exc).__name__}: {exc}",
@@ -77,9 +77,11 @@ async def make_profile(writer: Any, screener: Any, row: AnchoredRow, max_revisio
 
 
 def checkpoint_key(row: AnchoredRow, max_revisions: int, provenance: Provenance) -> str:
-    """Content-derived: the row, the prompts, the models per role and the revision budget."""
+    """Content-derived: the row, the prompts, the models per role, the revision budget and, when it is not
+    the full one, the shape (so checkpoints written before shapes existed still match)."""
+    include = {"roles", "prompts"} | ({"shape"} if provenance.shape != ProfileShape() else set())
     payload = json.dumps([row.model_dump(mode="json"), max_revisions,
-                          provenance.model_dump(mode="json", include={"roles", "prompts"})], sort_keys=True)
+                          provenance.model_dump(mode="json", include=include)], sort_keys=True)
     return f"{row.profile_id}-{hashlib.sha256(payload.encode()).hexdigest()[:10]}"
 
 

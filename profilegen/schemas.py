@@ -196,6 +196,15 @@ class TemplateHash(_Row):
     sha256: str = Field(description="Hash of the template text.")
 
 
+class ProfileShape(_Row):
+    """How long the writer's texts and the screener's fault list may be. The defaults are the full shape;
+    a recipe may shrink both to save tokens (the quickstart does, on a 135M model), and a profile records
+    the shape it was written with."""
+
+    text_scale: float = Field(1.0, ge=0.25, le=1.0, description="Scale on every text limit of the writer's schema.")
+    screen_max_faults: int = Field(6, ge=1, le=6, description="Most faults the screener may list per verdict.")
+
+
 class Provenance(_Row):
     """Where a row came from."""
 
@@ -203,6 +212,7 @@ class Provenance(_Row):
     toolkit_version: str = Field(description="mindsim version.")
     roles: list[RoleModel] = Field(default_factory=list, description="Engine and model per role.")
     prompts: list[TemplateHash] = Field(default_factory=list, description="Prompt template hashes.")
+    shape: ProfileShape = Field(default_factory=ProfileShape, description="Text and fault limits the profile was written with.")
 
 
 class Profile(_Row):

@@ -15,13 +15,13 @@ import re
 from functools import lru_cache
 from typing import Any
 
-from pydantic import BaseModel, ConfigDict, Field
+from pydantic import BaseModel, ConfigDict, Field, create_model
 
 from mindcore.prompts import render
 from mindcore.quotes import normalise, quote_in  # noqa: F401 - part of this module's API
 from profilegen.formulation import revision_messages, violations, write_formulation
 from profilegen.render import writer_brief
-from profilegen.schemas import AnchoredRow, Fault, Formulation, Screen, Severity, Verdict
+from profilegen.schemas import AnchoredRow, Fault, Formulation, ProfileShape, Screen, Severity, Verdict
 from profilegen.vocab import load_vocabularies, read_data
 
 SCREENER_SYSTEM = "profilegen/screener_system.jinja2"
@@ -45,6 +45,18 @@ class JudgeVerdict(BaseModel):
     model_config = ConfigDict(extra="forbid")
     faults: list[JudgeFault] = Field(max_length=6, description="Every fault found, each with a quote.")
     verdict: Verdict = Field(description="serious if any fault is serious, minor if only minor, else clean.")
+
+
+@lru_cache(maxsize=8)
+def verdict_model(max_faults: int = 6) -> type[JudgeVerdict]:
+    """The screener's answer schema with at most `max_faults` faults (ProfileShape.screen_max_faults). A small
+    model lists as many faults as the schema allows, so the cap is most of what a screen costs."""
+    if max_faults == 6:
+        return JudgeVerdict
+    return create_model(  # same name: the schema name sent to the engine does not change with the cap
+        "JudgeVerdict", __base__=JudgeVerdict,
+        faults=(list[JudgeFault], Field(max_length=max_faults, description="Every fault found, each with a quote.")),
+    )
 
 
 @lru_cache(maxsize=1)
@@ -96,11 +108,12 @@ def judge_messages(text: str) -> list[dict[str, str]]:
             {"role": "user", "content": render(SCREENER_USER, profile_text=text)}]
 
 
-async def screen_once(screener: Any, row: AnchoredRow, f: Formulation, revisions: int = 0) -> Screen:
+async def screen_once(screener: Any, row: AnchoredRow, f: Formulation, revisions: int = 0,
+                      max_faults: int = 6) -> Screen:
     """Rules, then the judge, on one formulation."""
     text = writer_brief(row, f)
     rules = rule_faults(row, f, text)
-    answer: JudgeVerdict = await screener.structured(judge_messages(text), JudgeVerdict, schema_name="screen")
+    answer: JudgeVerdict = await screener.structured(judge_messages(text), verdict_model(max_faults), schema_name="screen")
     kept, discarded = verify(answer.faults, text)
     faults = rules + kept
     return Screen(verdict=worst(faults), judge_verdict=answer.verdict, faults=faults,
@@ -108,15 +121,17 @@ async def screen_once(screener: Any, row: AnchoredRow, f: Formulation, revisions
 
 
 async def screen_and_revise(
-    writer: Any, screener: Any, row: AnchoredRow, f: Formulation, max_revisions: int
+    writer: Any, screener: Any, row: AnchoredRow, f: Formulation, max_revisions: int,
+    shape: ProfileShape | None = None,
 ) -> tuple[Formulation, Screen]:
     """Screen; while serious and revisions remain, rewrite with the faults as guidance and screen again.
     Discarded-quote counts add up over rounds; faults and verdicts are those of the last round."""
+    shape = shape or ProfileShape()
     discarded = 0
     for revisions in range(max_revisions + 1):
-        screen = await screen_once(screener, row, f, revisions)
+        screen = await screen_once(screener, row, f, revisions, shape.screen_max_faults)
         discarded += screen.discarded_faults
         if screen.verdict != "serious" or revisions == max_revisions:
             break
-        f = await write_formulation(writer, row, revision_messages(row, f, screen.faults))
+        f = await write_formulation(writer, row, revision_messages(row, f, screen.faults), shape.text_scale)
     return f, screen.model_copy(update={"discarded_faults": discarded})
