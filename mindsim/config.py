@@ -42,7 +42,7 @@ class PatientActConfig(BaseModel):
     psych_formulation: bool = Field(
         True, description="Write PatientAct's psychological formulation (beliefs, triggers, CCRT) before decomposing"
     )
-    formulation_max_tokens: int | None = Field(1800, ge=256, description="Token budget of the psychological formulation")
+    formulation_max_tokens: int | None = Field(4300, ge=256, description="Token budget of the psychological formulation")
     trust_drift_per_day: float = Field(
         0.0, ge=0, le=4, description="Ours: trust drifts toward the session baseline by this much per day of gap"
     )
@@ -50,8 +50,8 @@ class PatientActConfig(BaseModel):
         True, description="The behaviour step may end the session (off: sessions run to the turn cap, as in the paper)"
     )
     context_turns: int = Field(4, ge=1, le=30, description="Recent exchanges shown to the appraisal steps")
-    step_max_tokens: int | None = Field(200, ge=32, description="Token budget of one reaction/behaviour/resistance/trust answer")
-    decomposition_max_tokens: int | None = Field(2400, ge=256, description="Token budget of the profile decomposition")
+    step_max_tokens: int | None = Field(320, ge=32, description="Token budget of one reaction/behaviour/resistance/trust answer")
+    decomposition_max_tokens: int | None = Field(7000, ge=256, description="Token budget of the profile decomposition")
     step_attempts: int | None = Field(None, ge=1, le=10, description="Attempts per structured step (default: the role's)")
 
 

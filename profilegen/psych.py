@@ -19,7 +19,7 @@ from profilegen.schemas import Profile
 
 PSYCH_TEMPLATE = "patientact/psych_formulation.jinja2"
 THERAPIST = "therapist"
-Line = Annotated[str, Field(min_length=3, max_length=200)]
+Line = Annotated[str, Field(min_length=3, max_length=160)]
 
 
 class _Row(BaseModel):
@@ -29,28 +29,28 @@ class _Row(BaseModel):
 class TherapistCCRT(_Row):
     """The relationship theme with a therapist as the other person."""
 
-    wish: str = Field(min_length=3, max_length=200, description="What the client wants from a counsellor")
-    response_of_other: str = Field(min_length=3, max_length=200, description="How the client expects a counsellor to respond")
-    response_of_self: str = Field(min_length=3, max_length=200, description="What the client then feels and does")
+    wish: str = Field(min_length=3, max_length=160, description="What the client wants from a counsellor")
+    response_of_other: str = Field(min_length=3, max_length=160, description="How the client expects a counsellor to respond")
+    response_of_self: str = Field(min_length=3, max_length=160, description="What the client then feels and does")
 
 
 class CCRT(_Row):
     """One interpersonal pattern as a Core Conflictual Relationship Theme."""
 
     domain: str = Field(min_length=3, max_length=40, description="Who the other person is: partner, parent, boss, friends ...")
-    wish: str = Field(min_length=3, max_length=200, description="What the client wants from them")
-    response_of_other: str = Field(min_length=3, max_length=200, description="How the client expects or experiences them responding")
-    response_of_self: str = Field(min_length=3, max_length=200, description="What the client then feels and does")
+    wish: str = Field(min_length=3, max_length=160, description="What the client wants from them")
+    response_of_other: str = Field(min_length=3, max_length=160, description="How the client expects or experiences them responding")
+    response_of_self: str = Field(min_length=3, max_length=160, description="What the client then feels and does")
 
 
 class PsychFormulation(_Row):
     """The psychological formulation PatientAct adds to the 5P profile."""
 
-    intermediate_beliefs: list[Line] = Field(min_length=1, max_length=4, description="Rules and assumptions ('If I ..., then ...')")
-    automatic_thoughts: list[Line] = Field(min_length=1, max_length=4, description="Thoughts that pop up in hard moments, in the client's words")
-    triggers: list[Line] = Field(min_length=1, max_length=4, description="Situations that set the problem off")
-    coping_patterns: list[Line] = Field(min_length=1, max_length=4, description="What the client does to cope, helpful or not")
-    emotional_range: str = Field(min_length=3, max_length=300, description="Feelings that come easily and feelings held down")
+    intermediate_beliefs: list[Line] = Field(min_length=1, max_length=3, description="Rules and assumptions ('If I ..., then ...')")
+    automatic_thoughts: list[Line] = Field(min_length=1, max_length=3, description="Thoughts that pop up in hard moments, in the client's words")
+    triggers: list[Line] = Field(min_length=1, max_length=3, description="Situations that set the problem off")
+    coping_patterns: list[Line] = Field(min_length=1, max_length=3, description="What the client does to cope, helpful or not")
+    emotional_range: str = Field(min_length=3, max_length=240, description="Feelings that come easily and feelings held down")
     # The therapist theme is its own required field, not a rule over a list: a grammar-constrained engine then
     # cannot leave it out (as with profilegen.formulation's `unhelpful_coping`).
     therapist_pattern: TherapistCCRT = Field(description="How the client is likely to relate to a counsellor")

@@ -37,11 +37,11 @@ class _Row(BaseModel):
 class StaticLayer(_Row):
     """What the patient always knows and would naturally present."""
 
-    demographics: str = Field(min_length=1, max_length=300, description="Age, gender, work, who they live with, in one or two sentences")
-    current_concern: str = Field(min_length=1, max_length=400, description="What brings them, as they would put it at first")
-    emotional_range: str = Field(min_length=1, max_length=300, description="Which feelings come easily and which they keep down")
+    demographics: str = Field(min_length=1, max_length=200, description="Age, gender, work, who they live with, in one or two sentences")
+    current_concern: str = Field(min_length=1, max_length=300, description="What brings them, as they would put it at first")
+    emotional_range: str = Field(min_length=1, max_length=240, description="Which feelings come easily and which they keep down")
     therapist_pattern: str = Field(
-        min_length=1, max_length=300,
+        min_length=1, max_length=240,
         description="How they tend to relate to a counsellor: what they hope for, what they expect back, what they then do",
     )
 
@@ -49,13 +49,13 @@ class StaticLayer(_Row):
 class DraftItem(_Row):
     """One piece of the patient's inner material that surfaces only when relevant and when trust allows."""
 
-    topic: str = Field(min_length=1, max_length=60, description="A neutral label of the area (e.g. 'family history'), revealing nothing")
-    content: str = Field(min_length=1, max_length=300, description="The material itself, in the first person")
+    topic: str = Field(min_length=1, max_length=40, description="A neutral label of the area (e.g. 'family history'), revealing nothing")
+    content: str = Field(min_length=1, max_length=240, description="The material itself, in the first person")
     level: float = Field(
         description="Least trust at which the patient would share it: 1.0 to 4.0 in steps of 0.5",
         json_schema_extra=lambda schema: schema.update(enum=trust_rules().scale),
     )
-    tags: list[Annotated[str, Field(min_length=1, max_length=40)]] = Field(
+    tags: list[Annotated[str, Field(min_length=1, max_length=30)]] = Field(
         min_length=1, max_length=5, description="3-5 short words or phrases a counsellor might use that make it relevant"
     )
     discomfort: bool = Field(description="True if being approached on it before trust allows visibly unsettles the patient")
@@ -88,7 +88,7 @@ class DecompositionDraft(_Row):
     """The decomposition as the model writes it."""
 
     static: StaticLayer = Field(description="The always-present layer")
-    items: list[DraftItem] = Field(min_length=3, max_length=14, description="The dynamic layer, 3-14 items")
+    items: list[DraftItem] = Field(min_length=3, max_length=10, description="The dynamic layer, 3-10 items")
 
 
 class MemoryItem(DraftItem):

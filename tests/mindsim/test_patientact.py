@@ -496,3 +496,23 @@ def test_an_arc_given_the_shared_decomposition_does_not_decompose():
                                    save=lambda r: r, decomposition=decomposition()))
     assert not any(r.schema_name in ("DecompositionDraft", "PsychFormulation") for r in backend.requests)
     assert recs[0].patientact.decomposition == decomposition().model_dump(mode="json")
+
+
+def test_budget_entries_cover_every_structured_output_and_defaults_fit_the_worst_case():
+    from types import SimpleNamespace
+
+    from mindcore.budget import worst_case_tokens
+    from mindsim.patientact.budgets import entries
+
+    off = SimpleNamespace(simulation={})
+    on = SimpleNamespace(simulation={"patient_engine": ["mindsim", "patientact"], "patientact": {"step_max_tokens": 400}})
+    no_formulation = SimpleNamespace(simulation={"patient_engine": "patientact", "patientact": {"psych_formulation": False}})
+    es = entries("patient", "patient")
+    assert len(es) == 6 and not any(e.active(off) for e in es) and all(e.active(on) for e in es)
+    assert [e.name for e in es if not e.active(no_formulation)] == ["patientact:PsychFormulation"]
+    for e in es:
+        worst = worst_case_tokens(e.schema()).tokens
+        default = e.budget(off)
+        assert not default.explicit and default.value >= worst, (e.name, default.value, worst)
+    step = es[0].budget(on)
+    assert (step.value, step.setting, step.explicit) == (400, "simulation.patientact.step_max_tokens", True)

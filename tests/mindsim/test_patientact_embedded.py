@@ -20,7 +20,7 @@ def test_patientact_two_patients_two_sessions_on_the_embedded_engine(embedded_en
     config = SimulationConfig(
         sessions=2, turn_cap=2, patient_engine="patientact", message_max_tokens=120, max_message_retries=5,
         scenario_max_tokens=2550, memory_max_tokens=300, memory_retries=0,
-        patientact={"step_max_tokens": 200, "decomposition_max_tokens": 2400},
+        patientact={"step_max_tokens": 320, "decomposition_max_tokens": 2400, "formulation_max_tokens": 1500},
     )
     roles = embedded_engines.config.roles  # shared by the session's embedded tests: restored below
     before = roles.get("patient")

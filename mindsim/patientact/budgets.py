@@ -1,0 +1,85 @@
+"""Token budgets of PatientAct's structured outputs for the preflight check (`mindsim.budgets`,
+`mindcore.budget`): the four per-turn steps (budget `simulation.patientact.step_max_tokens`), the
+psychological formulation (`formulation_max_tokens`) and the decomposition (`decomposition_max_tokens`),
+each checked against its schema's worst case, and only when the recipe runs the PatientAct engine.
+
+`register()` declares them; the job's own registration (`mindsim.budgets._register`) calls it, so the
+checker covers them without importing the engine. The defaults in `PatientActConfig` are at least each
+schema's worst case, so a recipe that leaves them unset passes.
+"""
+
+from __future__ import annotations
+
+from typing import Any, Callable
+
+from mindcore.budget import RoleSchema, StageBudget, register_role_schema
+
+SIMULATE = frozenset({"simulate"})
+# Which role makes each call once the simulator passes PatientAct's own roles (until then: `patient`).
+STEP_ROLE = "patient_appraiser"
+DECOMPOSER_ROLE = "profile_decomposer"
+
+
+def _pa_section(recipe: Any) -> dict[str, Any]:
+    return ((getattr(recipe, "simulation", None) or {}).get("patientact") or {})
+
+
+def _active(recipe: Any) -> bool:
+    engines = (getattr(recipe, "simulation", None) or {}).get("patient_engine", "mindsim")
+    return "patientact" in ([engines] if isinstance(engines, str) else list(engines))
+
+
+def _formulation_on(recipe: Any) -> bool:
+    return _active(recipe) and bool(_pa_section(recipe).get("psych_formulation", True))
+
+
+def _budget(key: str) -> Callable[[Any], StageBudget]:
+    def budget(recipe: Any) -> StageBudget:
+        from mindsim.config import PatientActConfig
+
+        section = _pa_section(recipe)
+        explicit = key in section
+        value = section[key] if explicit else PatientActConfig.model_fields[key].default
+        return StageBudget(value, f"simulation.patientact.{key}", explicit)
+
+    return budget
+
+
+def _step_schema(step: str) -> Callable[[], dict[str, Any]]:
+    def schema() -> dict[str, Any]:
+        from mindsim.patientact.participant import step_models
+
+        return step_models()[step].model_json_schema()
+
+    return schema
+
+
+def _decomposition_schema() -> dict[str, Any]:
+    from mindsim.patientact.decompose import DecompositionDraft
+
+    return DecompositionDraft.model_json_schema()
+
+
+def _formulation_schema() -> dict[str, Any]:
+    from profilegen.psych import PsychFormulation
+
+    return PsychFormulation.model_json_schema()
+
+
+def entries(step_role: str = STEP_ROLE, decomposer_role: str = DECOMPOSER_ROLE) -> list[RoleSchema]:
+    steps = [
+        RoleSchema(step_role, f"patientact:{name}", _step_schema(name), SIMULATE,
+                   budget=_budget("step_max_tokens"), active=_active)
+        for name in ("reaction", "behaviour", "resistance", "trust")
+    ]
+    return [
+        *steps,
+        RoleSchema(decomposer_role, "patientact:PsychFormulation", _formulation_schema, SIMULATE,
+                   budget=_budget("formulation_max_tokens"), active=_formulation_on),
+        RoleSchema(decomposer_role, "patientact:DecompositionDraft", _decomposition_schema, SIMULATE,
+                   budget=_budget("decomposition_max_tokens"), active=_active),
+    ]
+
+
+def register(step_role: str = STEP_ROLE, decomposer_role: str = DECOMPOSER_ROLE) -> list[RoleSchema]:
+    return [register_role_schema(e) for e in entries(step_role, decomposer_role)]
