@@ -4,7 +4,10 @@
 attempts), the scenario, the schedule entry, memory before and after, prompts as sent, tokens and engines.
 Also: the patient messages re-asked because they were not speech (`rejected_messages`), the counsellor's
 reply defects (`counsellor_flags`, stored, never corrected), and `ScenarioRecord`, the checkpoint of a
-patient's first scenario, written once and shared by every counsellor.
+patient's first scenario, written once and shared by every counsellor. Sessions played by the PatientAct
+engine (docs/patientact.md) carry its state: `PatientActSession` per session (trust at both ends, switches,
+decomposition) and `PatientActTurn` per turn (trust before / after, reaction, behaviour, resistance pattern,
+retrieved and blocked items, the signal).
 """
 
 from __future__ import annotations

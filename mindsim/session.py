@@ -5,6 +5,10 @@ scenario's opening message and alternates until the patient sets `end_conversati
 still written) or the turn cap is reached; then the running memory is rewritten. The arc runs a patient's
 sessions in order against one counsellor and skips sessions already checkpointed, so a rerun resumes.
 
+The patient is played by the MindSim engine (`mindsim.patient`) or the PatientAct engine
+(`mindsim.patientact`, docs/patientact.md); the loop, memory and record are the same for both. A PatientAct
+arc carries its trust from one session into the next and reuses one decomposition for all its sessions.
+
 The first scenario is the patient's, not the arc's: `first_scenario_record` writes it once per patient
 (checkpointed on its own) before any arc starts, and every counsellor's arc opens with it, so counsellors are
 compared on the same first session. Each later scenario is written from that arc's own previous session.
