@@ -2,7 +2,10 @@
 pipeline (Sabour et al., PatientAct, §3.3), plugged into MindSim's sessions, schedule, scenarios and memory.
 
 Modules: `data` (taxonomies, trust rules, priors as data files), `seed` (psychological seed: attachment style
-and core-belief theme), `decompose` (profile → static layer + dynamic memory items, §3.3.1), `retrieval`
-(lexical tag matching and the trust gate, §3.3.2), `trust` (bounded stepped updates, §3.3.4, and carrying
-trust across sessions, ours), `participant` (the per-turn patient). docs/patientact.md maps each to the paper.
+and core-belief theme), `decompose` (psychological formulation via `profilegen.psych`, then profile → static
+layer + dynamic memory items, §3.2/§3.3.1), `retrieval` (lexical tag matching and the trust gate, §3.3.2),
+`trust` (bounded stepped updates, §3.3.4, and carrying trust across sessions, ours), `participant` (the
+per-turn patient), `session` (its system prompts), `budgets` (preflight entries), `recall` (retrieval recall
+on hand-written cases), `rubric` and `evaluate` (App. D rubrics as judge tasks and the tables' statistics).
+docs/patientact.md maps each to the paper.
 """
