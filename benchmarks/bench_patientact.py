@@ -30,7 +30,8 @@ from mindsim.config import SimulationConfig  # noqa: E402
 from mindsim.simulate import simulate_async  # noqa: E402
 from simfakes import SimResponder, make_profile  # noqa: E402
 
-STEPS = {"DecompositionDraft": "decomposition", "Reaction": "reaction", "Behaviour": "behaviour",
+PER_PATIENT = {"DecompositionDraft", "PsychFormulation"}
+STEPS = {"DecompositionDraft": "decomposition", "PsychFormulation": "formulation", "Reaction": "reaction", "Behaviour": "behaviour",
          "Resistance": "resistance", "TrustChange": "trust"}
 
 
@@ -85,7 +86,8 @@ def run_engine(engine: str, args) -> dict:
     turns = sum(1 for r in rows for t in r["turns"] if not t["opening"])
     patient = [(q, r) for q, r in rec.calls if q.role == "patient"]
     kinds = Counter(STEPS.get(q.schema_name or "", "tool_call" if q.response_schema else "message") for q, _ in patient)
-    per_turn = [(q, r) for q, r in patient if q.schema_name != "DecompositionDraft"]
+    per_turn = [(q, r) for q, r in patient if q.schema_name not in PER_PATIENT]
+    per_patient = [(q, r) for q, r in patient if q.schema_name in PER_PATIENT]
     return {
         "engine": engine, "sessions_written": summary["sessions_written"], "failed_arcs": len(summary["failed_arcs"]),
         "patient_turns": turns,
@@ -93,6 +95,8 @@ def run_engine(engine: str, args) -> dict:
         "patient_prompt_tokens_per_turn": round(sum(r.prompt_tokens for _, r in per_turn) / turns) if turns else None,
         "patient_completion_tokens_per_turn": round(sum(r.completion_tokens for _, r in per_turn) / turns) if turns else None,
         "patient_requests_by_kind": dict(kinds),
+        "per_patient_requests": len(per_patient),
+        "per_patient_tokens": sum(r.prompt_tokens + r.completion_tokens for _, r in per_patient),
         "all_requests": len(rec.calls), "wall_s": round(wall, 1),
         "patient_turns_per_min": round(turns / wall * 60, 1) if wall and turns else None,
     }
