@@ -13,7 +13,7 @@ import logging
 from typing import Any, Optional
 
 from distilabel.models.llms.base import AsyncLLM
-from pydantic import PrivateAttr
+from pydantic import BaseModel, PrivateAttr
 
 from mindcore.backends import OpenAIBackend
 from mindcore.client import RoleClient
@@ -36,8 +36,8 @@ def _import_model(path: str):
 class MindcoreLLM(AsyncLLM):
     """`wire`: from `Engines.wire_spec(role)`. `output_model`: optional "package.module:Model" — when
     set, every generation is that model's JSON (validated, re-asked on error) or None if it failed.
-    `output_args`: when set, `output_model` names a function that builds the model from these keyword
-    arguments (a schema shaped by the recipe, e.g. shorter text limits), called once in the worker."""
+    `output_model` may also name a function that builds the model, called once in the worker with
+    `output_args` (a schema shaped by the recipe, e.g. shorter text limits)."""
 
     wire: dict[str, Any]
     output_model: Optional[str] = None
@@ -72,8 +72,8 @@ class MindcoreLLM(AsyncLLM):
         self._backend = backend
         self._spec = RoleSpec(**w["role_spec"])
         self._output = _import_model(self.output_model) if self.output_model else None
-        if self._output is not None and self.output_args is not None:
-            self._output = self._output(**self.output_args)
+        if self._output is not None and not (isinstance(self._output, type) and issubclass(self._output, BaseModel)):
+            self._output = self._output(**(self.output_args or {}))
 
     def _fresh_client(self) -> RoleClient:
         # A client (and ledger) per generation: a step runs many generations at once on this LLM, and
