@@ -23,6 +23,7 @@ from __future__ import annotations
 import hashlib
 import os
 import time
+import uuid
 from dataclasses import asdict, dataclass
 from typing import Any, Callable
 
@@ -143,10 +144,12 @@ class _Progress:
 
 
 class _Worker:
-    def __init__(self, config: Any, wire: dict[str, dict[str, Any]], rank: int, workers: int, progress: Any,
+    def __init__(self, config: Any, wire: dict[str, dict[str, Any]], rank: int, workers: int, progress: str,
                  limit: int | None = None):
+        # The progress actor by name, not by handle: a handle among the constructor arguments makes Ray
+        # warn that a restarted worker might not get its arguments back (ray-project/ray#53727).
         self.engines = worker_engines(config, wire, rank, workers, limit)
-        self.progress = progress
+        self.progress = import_ray().get_actor(progress)
         self.rank = rank
 
     def run(self, work: Work, payload: Any) -> tuple[Any, list[dict[str, Any]]]:
@@ -213,12 +216,13 @@ def run_shards(
         return ShardRun([], 0, 0, 0.0)
     n = workers or max(1, int(RaySession.cpus() // cpus_per_worker))
     n = min(n, len(payloads))
-    progress = ray.remote(_Progress).options(num_cpus=0).remote()
+    progress_name = f"mindsim-progress-{uuid.uuid4().hex[:12]}"
+    progress = ray.remote(_Progress).options(num_cpus=0, name=progress_name).remote()
     worker_cls = ray.remote(_Worker).options(
         num_cpus=cpus_per_worker, max_restarts=max_retries, max_task_retries=max_retries,
         runtime_env={"env_vars": env} if env else None,
     )
-    actors = [worker_cls.remote(engines.config, wire, rank, n, progress, max_concurrency_per_worker)
+    actors = [worker_cls.remote(engines.config, wire, rank, n, progress_name, max_concurrency_per_worker)
               for rank in range(n)]
     if on_workers is not None:
         on_workers(actors)

@@ -18,7 +18,7 @@ order, so both runners give the same files and no step holds every session in me
 from __future__ import annotations
 
 import asyncio
-import heapq
+import itertools
 import json
 import os
 import tempfile
@@ -36,7 +36,7 @@ from pydantic import ValidationError
 from mindcore.client import RoleClient
 from mindcore.config import RoleSpec
 from mindcore.errors import ConfigError, EngineError, InputError
-from mindcore.io import CheckpointDir, atomic_write_json, atomic_write_jsonl, atomic_write_parquet
+from mindcore.io import CheckpointDir, atomic_write_json, atomic_write_jsonl
 from mindcore.provenance import base_provenance
 from mindcore.runner import progress_bar
 from mindcore.shards import stable_shard
@@ -54,6 +54,9 @@ CHECKPOINTS_DIR = "checkpoints"
 SCENARIOS_DIR = "scenarios"
 # Each shard's slice of the sessions dataset, written as the shard finishes (`write_shard`).
 SHARDS_DIR = "shards"
+# Rows per row group in a shard file, and so per shard held in memory by the merge (sessions are
+# tens of KB each: 64 shards x 32 rows is ~100 MB of rows in flight at most).
+SHARD_ROW_GROUP = 32
 LAYOUT_FILE = "layout.json"
 # Layout 2: first scenarios written once per patient and shared by every counsellor (layout 1 wrote one per
 # arc). Sessions of the two layouts must not be mixed in one run folder.
@@ -410,13 +413,16 @@ def write_shard(out: Path, shard: int, shards: int, records: list[SessionRecord]
     records = sorted(records, key=_order)
     parquet, jsonl = _shard_paths(out, shard, shards)
     if records:
-        atomic_write_parquet(parquet, [r.model_dump(mode="json") for r in records])
+        table = pa.Table.from_pylist([r.model_dump(mode="json") for r in records])
+        # Small row groups: the merge decodes one row group per shard at a time, so this bounds its memory.
+        with atomic_writer(parquet, "wb") as sink:
+            pq.write_table(table, sink, row_group_size=SHARD_ROW_GROUP)
     else:
         parquet.unlink(missing_ok=True)
     atomic_write_jsonl(jsonl, [transcript_row(r) for r in records])
 
 
-def merge_shards(out: Path, shards: int, live: set[int], batch_rows: int = 256) -> int:
+def merge_shards(out: Path, shards: int, live: set[int], batch_rows: int = 128) -> int:
     """`sessions.parquet` and `transcripts.jsonl` from the shard files of a run split `shards` ways:
     a streaming k-way merge on (counsellor, patient, session index), so memory holds one batch per
     shard, not the dataset, and the order is the same whatever the split (and the same as the local
@@ -437,33 +443,60 @@ def merge_shards(out: Path, shards: int, live: set[int], batch_rows: int = 256) 
     # Shards infer their own schema; a field that is null in every row of one shard has type null
     # there. The permissive union promotes it to the type the other shards saw.
     schema = pa.unify_schemas([f.schema_arrow for f in files], promote_options="permissive")
-
-    def rows(k: int, f: pq.ParquetFile) -> Iterator[tuple[tuple[str, str, int], int, dict[str, Any]]]:
-        for batch in f.iter_batches(batch_size=batch_rows):
-            for row in batch.to_pylist():
-                yield (row["counsellor"], row["patient_id"], row["session_index"]), k, row
-
+    # The merge order from the key columns alone (a few bytes per session); the rows themselves move
+    # as Arrow slices, never as Python objects, one row group per shard in memory at a time.
+    order = []
+    for k, f in enumerate(files):
+        keys = f.read(columns=["counsellor", "patient_id", "session_index"]).to_pydict()
+        order.extend(zip(keys["counsellor"], keys["patient_id"], keys["session_index"], itertools.repeat(k)))
+    order.sort()
+    cursors = [_RowGroups(f, schema) for f in files]
     lines = [open(_shard_paths(out, i, shards)[1], encoding="utf-8") for i in parts]
     written = 0
     try:
-        with atomic_writer(target, "wb") as sink, atomic_writer(out / TRANSCRIPTS, "w") as tsink:
+        with atomic_writer(target, "wb") as sink, atomic_writer(transcripts, "w") as tsink:
             writer = pq.ParquetWriter(sink, schema)
-            buf: list[dict[str, Any]] = []
-            for _, k, row in heapq.merge(*(rows(k, f) for k, f in enumerate(files)), key=lambda t: t[0]):
-                buf.append(row)
-                tsink.write(lines[k].readline())
-                if len(buf) >= batch_rows:
-                    writer.write_table(pa.Table.from_pylist(buf, schema=schema))
-                    written += len(buf)
-                    buf = []
-            if buf:
-                writer.write_table(pa.Table.from_pylist(buf, schema=schema))
-                written += len(buf)
+            pending: list[pa.Table] = []
+            held = 0
+            for k, run in itertools.groupby(order, key=lambda t: t[3]):
+                n = sum(1 for _ in run)
+                pending.extend(cursors[k].take(n))
+                for _ in range(n):
+                    tsink.write(lines[k].readline())
+                held += n
+                if held >= batch_rows:
+                    writer.write_table(pa.concat_tables(pending))
+                    written, pending, held = written + held, [], 0
+            if pending:
+                writer.write_table(pa.concat_tables(pending))
+                written += held
             writer.close()
     finally:
         for f in lines:
             f.close()
     return written
+
+
+class _RowGroups:
+    """Reads one shard file forward, a row group at a time, handing out slices in the shared schema."""
+
+    def __init__(self, f: pq.ParquetFile, schema: pa.Schema):
+        self.f, self.schema, self.group, self.pos = f, schema, 0, 0
+        self.table: pa.Table | None = None
+
+    def take(self, n: int) -> list[pa.Table]:
+        out = []
+        while n:
+            if self.table is None or self.pos >= self.table.num_rows:
+                t = self.f.read_row_group(self.group)
+                # A shard whose schema differs (a null-typed field) goes through Python rows: Arrow's
+                # cast of a null child inside list<struct> builds an invalid array (pyarrow 26).
+                self.table = t if t.schema.equals(self.schema) else pa.Table.from_pylist(t.to_pylist(), schema=self.schema)
+                self.group, self.pos = self.group + 1, 0
+            m = min(n, self.table.num_rows - self.pos)
+            out.append(self.table.slice(self.pos, m))
+            self.pos, n = self.pos + m, n - m
+        return out
 
 
 @contextmanager
