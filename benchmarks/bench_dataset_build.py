@@ -50,19 +50,24 @@ def template(turn_cap: int) -> dict:
         return SessionStore(Path(tmp)).all()[0].model_dump(mode="json")
 
 
-def clones(base: dict, n: int):
+def clone(text: str, i: int) -> dict:
+    """Fake session number `i` from the template's JSON text."""
     from mindsim.records import session_id
 
     per_patient = len(COUNSELLORS) * SESSIONS
+    pid, rest = divmod(i, per_patient)
+    c, k = divmod(rest, SESSIONS)
+    patient, counsellor = f"p{pid:06d}", COUNSELLORS[c]
+    # Every message of every copy made distinct, or parquet would compress the copies to nothing.
+    row = json.loads(text.replace('"content": "', f'"content": "[{i}] '))
+    return {**row, "patient_id": patient, "counsellor": counsellor, "session_index": k,
+            "session_id": session_id(patient, counsellor, k, row["seed"])}
+
+
+def clones(base: dict, n: int):
     text = json.dumps(base, ensure_ascii=False)
     for i in range(n):
-        pid, rest = divmod(i, per_patient)
-        c, k = divmod(rest, SESSIONS)
-        patient, counsellor = f"p{pid:06d}", COUNSELLORS[c]
-        # Every message of every copy made distinct, or parquet would compress the copies to nothing.
-        row = json.loads(text.replace('"content": "', f'"content": "[{i}] '))
-        yield {**row, "patient_id": patient, "counsellor": counsellor, "session_index": k,
-               "session_id": session_id(patient, counsellor, k, base["seed"])}
+        yield clone(text, i)
 
 
 def phase_generate(folder: Path, n: int, turn_cap: int) -> dict:
@@ -108,12 +113,15 @@ def phase_shards(folder: Path, n: int, shards: int, turn_cap: int) -> dict:
     from mindsim.records import SessionRecord
     from mindsim.simulate import write_shard
 
-    by_shard: dict[int, list[dict]] = {}
-    for row in clones(template(turn_cap), n):
-        by_shard.setdefault(stable_shard(row["patient_id"], shards), []).append(row)
+    text = json.dumps(template(turn_cap), ensure_ascii=False)
+    per_patient = len(COUNSELLORS) * SESSIONS
+    by_shard: dict[int, list[int]] = {}
+    for i in range(n):
+        by_shard.setdefault(stable_shard(f"p{i // per_patient:06d}", shards), []).append(i)
     total, slowest = 0.0, 0.0
     for i, rows in sorted(by_shard.items()):
-        records = [SessionRecord.model_validate(r) for r in rows]
+        # One shard in memory at a time, as in a worker.
+        records = [SessionRecord.model_validate(clone(text, j)) for j in rows]
         t0 = time.perf_counter()
         write_shard(folder, i, shards, records)
         took = time.perf_counter() - t0

@@ -7,7 +7,7 @@ what is measured is the runner. Each worker (the local process counts as one) ma
 therefore go faster, up to the cap.
 
     python benchmarks/bench_ray.py [--patients 24] [--sessions 2] [--turn-cap 4] [--latency 0.05]
-                                   [--per-worker 4] [--cap 16] [--two-servers]
+                                   [--per-worker 4] [--cap 16] [--two-servers] [--repeat 1]
 
 Prints sessions per minute for: local runner, Ray with 1 worker, Ray with 2 workers (on a local
 2-CPU Ray started here), the ratios (goals: 2 workers >= 1.8x 1 worker; Ray 1 worker >= 0.9x local)
@@ -20,6 +20,8 @@ from __future__ import annotations
 
 import argparse
 import multiprocessing as mp
+import shutil
+import statistics
 import sys
 import tempfile
 import time
@@ -92,6 +94,7 @@ def main() -> None:
     ap.add_argument("--per-worker", type=int, default=4, help="requests one worker keeps in flight")
     ap.add_argument("--cap", type=int, default=16, help="the engine's global max_concurrency")
     ap.add_argument("--two-servers", action="store_true")
+    ap.add_argument("--repeat", type=int, default=1, help="rounds of the three runners (median reported)")
     args = ap.parse_args()
 
     import ray
@@ -122,10 +125,14 @@ def main() -> None:
                                               ray=RaySettings(workers=workers, max_concurrency_per_worker=args.per_worker))
                 return run
 
-            for name, fn in (("local", local), ("ray, 1 worker", on_ray(1)), ("ray, 2 workers", on_ray(2))):
-                counts[0] = 0
-                wall, summary = timed(fn)
-                rows.append((name, wall, summary["sessions_written"], len(summary["failed_arcs"]), counts[0]))
+            modes = [("local", local), ("ray, 1 worker", on_ray(1)), ("ray, 2 workers", on_ray(2))]
+            # Rounds alternate the order (a shared machine's load drifts); each runner's median counts.
+            for r in range(args.repeat):
+                for name, fn in (modes if r % 2 == 0 else modes[::-1]):
+                    counts[0] = 0
+                    wall, summary = timed(fn)
+                    rows.append((name, wall, summary["sessions_written"], len(summary["failed_arcs"]), counts[0]))
+                    shutil.rmtree(Path(tmp) / ("local" if name == "local" else f"ray{name[5]}"), ignore_errors=True)
 
             two = None
             if args.two_servers:
@@ -147,12 +154,13 @@ def main() -> None:
           f"(turn cap {config.turn_cap}) = {arcs} arcs; {args.latency * 1000:.0f} ms per call; "
           f"{args.per_worker} in flight per worker, global cap {args.cap}")
     print(f"{'runner':<16}{'wall s':>8}{'sessions':>10}{'failed arcs':>13}{'calls':>8}{'sessions/min':>14}")
-    rate = {}
     for name, wall, written, failed, calls in rows:
-        rate[name] = written / wall * 60
-        print(f"{name:<16}{wall:>8.2f}{written:>10}{failed:>13}{calls:>8}{rate[name]:>14.1f}")
+        print(f"{name:<16}{wall:>8.2f}{written:>10}{failed:>13}{calls:>8}{written / wall * 60:>14.1f}")
+    walls = {name: statistics.median(w for n, w, *_ in rows if n == name) for name, *_ in rows}
+    rate = {name: rows[0][2] / wall * 60 for name, wall in walls.items()}
+    if args.repeat > 1:
+        print("medians: " + ", ".join(f"{n} {walls[n]:.2f} s = {rate[n]:.1f} sessions/min" for n in walls))
     r1, r2, loc = rate["ray, 1 worker"], rate["ray, 2 workers"], rate["local"]
-    walls = {name: wall for name, wall, *_ in rows}
     print(f"ray 2 workers / ray 1 worker: {r2 / r1:.2f}x (goal >= 1.8)")
     print(f"ray 1 worker / local:         {r1 / loc:.2f}x (goal >= 0.9)")
     print(f"Ray overhead per arc (1 worker vs local): {(walls['ray, 1 worker'] - walls['local']) / arcs * 1000:.0f} ms")

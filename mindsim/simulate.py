@@ -423,10 +423,10 @@ def write_shard(out: Path, shard: int, shards: int, records: list[SessionRecord]
 
 
 def merge_shards(out: Path, shards: int, live: set[int], batch_rows: int = 128) -> int:
-    """`sessions.parquet` and `transcripts.jsonl` from the shard files of a run split `shards` ways:
-    a streaming k-way merge on (counsellor, patient, session index), so memory holds one batch per
-    shard, not the dataset, and the order is the same whatever the split (and the same as the local
-    runner's). Only the `live` shards (those this run ran, each rewriting its files) count: files of
+    """`sessions.parquet` and `transcripts.jsonl` from the shard files of a run split `shards` ways,
+    in (counsellor, patient, session index) order — the same whatever the split, and the same as the
+    local runner's. Streaming: the order comes from the key columns, the rows move as Arrow slices and
+    memory holds one row group per shard, not the dataset. Only the `live` shards (those this run ran, each rewriting its files) count: files of
     another split or of a shard left without patients (an earlier run with other settings) are
     removed first. Returns the rows written."""
     folder = out / SESSIONS_DIR / SHARDS_DIR
