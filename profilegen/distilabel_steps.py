@@ -35,8 +35,9 @@ from profilegen.schemas import AnchoredRow, Failure, Provenance
 if TYPE_CHECKING:
     from distilabel.typing import StepOutput
 
-WRITER_OUTPUT = "profilegen.formulation:FormulationDraft"
-SCREENER_OUTPUT = "profilegen.screen:JudgeVerdict"
+# Schema factories: the recipe's profile shape (text limits, fault cap) is applied in the worker.
+WRITER_OUTPUT = "profilegen.formulation:draft_model"
+SCREENER_OUTPUT = "profilegen.screen:verdict_model"
 
 
 class LLMClient:
@@ -139,8 +140,10 @@ def build_pipeline(engines: Any, rows: list[AnchoredRow], cfg: Any, prov: Proven
                                  batch_size=batch)
         work = WriteAndScreen(
             name="write_and_screen",
-            writer=MindcoreLLM(wire=engines.wire_spec("profile_writer"), output_model=WRITER_OUTPUT),
-            screener=MindcoreLLM(wire=engines.wire_spec("screener"), output_model=SCREENER_OUTPUT),
+            writer=MindcoreLLM(wire=engines.wire_spec("profile_writer"), output_model=WRITER_OUTPUT,
+                               output_args={"scale": prov.shape.text_scale}),
+            screener=MindcoreLLM(wire=engines.wire_spec("screener"), output_model=SCREENER_OUTPUT,
+                                 output_args={"max_faults": prov.shape.screen_max_faults}),
             max_revisions=cfg.max_revisions, checkpoint_dir=str(checkpoint_dir), provenance=prov.model_dump_json(),
             concurrency=max(1, cfg.concurrency // replicas), input_batch_size=batch,
             resources=StepResources(replicas=replicas),

@@ -88,12 +88,12 @@ def _budget_warnings(engines: Any) -> list[str]:
             "to at least those numbers"]
 
 
-def _provenance(engines: Any, seed: int) -> Provenance:
+def _provenance(engines: Any, seed: int, cfg: ProfilesConfig) -> Provenance:
     roles = []
     for role in ROLES:
         d = engines.role(role).describe()
         roles.append(RoleModel(role=role, engine=str(d["engine"]), model=str(d["model"])))
-    return Provenance(seed=seed, toolkit_version=__version__, roles=roles, prompts=prompt_hashes())
+    return Provenance(seed=seed, toolkit_version=__version__, roles=roles, prompts=prompt_hashes(), shape=cfg.shape)
 
 
 async def _async_outcomes(engines: Any, rows: list[AnchoredRow], cfg: ProfilesConfig, prov: Provenance,
@@ -142,7 +142,7 @@ def _prepare(recipe: Any, engines: Any, out_dir: str | Path, config: ProfilesCon
     rates = load_rates(cfg.rates)
     return _Job(cfg=cfg, seed=seed, folder=folder, checkpoints=CheckpointDir(folder / "checkpoints"),
                 personas=personas, rates=rates, rows=anchor_personas(personas.rows, rates, seed),
-                prov=_provenance(engines, seed), recipe_name=getattr(recipe, "name", None),
+                prov=_provenance(engines, seed, cfg), recipe_name=getattr(recipe, "name", None),
                 warnings=_budget_warnings(engines))
 
 

@@ -3,6 +3,7 @@ the whole test session, because starting llama.cpp per test would dominate the r
 
 from __future__ import annotations
 
+import sys
 from pathlib import Path
 
 import pytest
@@ -12,6 +13,8 @@ from mindcore.engine import Engines
 from mindcore.fake import FakeBackend
 
 REPO = Path(__file__).resolve().parent.parent
+# Test helpers shared across packages (openai_stub.py) are imported by module name from any test folder.
+sys.path.insert(0, str(Path(__file__).resolve().parent))
 SHARED = REPO.parent / "shared"
 
 
