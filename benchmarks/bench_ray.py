@@ -134,18 +134,20 @@ def main() -> None:
                     rows.append((name, wall, summary["sessions_written"], len(summary["failed_arcs"]), counts[0]))
                     shutil.rmtree(Path(tmp) / ("local" if name == "local" else f"ray{name[5]}"), ignore_errors=True)
 
-            two = None
+            two = []
             if args.two_servers:
-                counts[0] = counts[1] = 0
-                second, url2 = start_server(args.latency, counts, 1, refuse_after=200)
-                try:
-                    with engines_for([url, url2], args.cap) as engines:
-                        wall, summary = timed(lambda: run_simulation(
-                            profiles, engines, config, Path(tmp) / "two", seed=1,
-                            ray=RaySettings(workers=2, max_concurrency_per_worker=args.per_worker)))
-                    two = (wall, summary, counts[0], counts[1])
-                finally:
-                    second.terminate()
+                # Healthy, then the second server refusing (HTTP 503) after its first 200 requests.
+                for refuse in (None, 200):
+                    counts[0] = counts[1] = 0
+                    second, url2 = start_server(args.latency, counts, 1, refuse_after=refuse)
+                    try:
+                        with engines_for([url, url2], args.cap) as engines:
+                            wall, summary = timed(lambda: run_simulation(
+                                profiles, engines, config, Path(tmp) / f"two{refuse}", seed=1,
+                                ray=RaySettings(workers=2, max_concurrency_per_worker=args.per_worker)))
+                        two.append((refuse, wall, summary, counts[0], counts[1]))
+                    finally:
+                        second.terminate()
     finally:
         ray.shutdown()
         server.terminate()
@@ -164,9 +166,9 @@ def main() -> None:
     print(f"ray 2 workers / ray 1 worker: {r2 / r1:.2f}x (goal >= 1.8)")
     print(f"ray 1 worker / local:         {r1 / loc:.2f}x (goal >= 0.9)")
     print(f"Ray overhead per arc (1 worker vs local): {(walls['ray, 1 worker'] - walls['local']) / arcs * 1000:.0f} ms")
-    if two is not None:
-        wall, summary, a, b = two
-        print(f"two servers, the second refusing after 200 requests: {a} / {b} requests, "
+    for refuse, wall, summary, a, b in two:
+        what = "both healthy" if refuse is None else f"the second refusing after {refuse} requests"
+        print(f"two servers, {what}: {a} / {b} requests ({abs(a - b) / ((a + b) / 2) * 100:.0f}% apart), "
               f"{summary['sessions_written']} sessions, {len(summary['failed_arcs'])} failed arcs, {wall:.2f} s")
 
 

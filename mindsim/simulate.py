@@ -527,4 +527,6 @@ def run_simulation(profiles: list[Profile], engines, config: SimulationConfig, o
     here. Either way the same files come out. Returns the run summary."""
     if ray is not None:
         return simulate_on_ray(profiles, engines, config, out_dir, seed, ray)
-    return asyncio.run(simulate_async(profiles, engines, config, out_dir, seed))
+    # engines.run closes this loop's HTTP clients before the loop goes away (a bare asyncio.run left them
+    # to the garbage collector, which then logs "Event loop is closed" from a later loop).
+    return engines.run(simulate_async(profiles, engines, config, out_dir, seed))
