@@ -218,6 +218,34 @@ def test_a_killed_worker_loses_and_duplicates_nothing(cluster, tmp_path):
     assert sorted(json.loads(line)["id"] for line in lines) == sorted(expected)
 
 
+def test_judging_on_ray_gives_the_local_paths_rows(cluster, tmp_path):
+    sys.path.insert(0, str(TESTS / "judge"))
+    from judge.config import JudgeConfig
+    from judge.inputs import load_sessions
+    from judge.run import _judges, judge_all
+    from judge.sharded import judge_rows_on_ray
+    from judgefakes import fake_judge, write_run
+    from mindcore.io import CheckpointDir
+
+    inputs = load_sessions(write_run(tmp_path / "run"))
+    config = JudgeConfig()
+    with OpenAIStub(from_responder(fake_judge)) as judge_server:
+        judge_server.serve("gpt-5-judge")
+        cfg = EnginesConfig(engines={"stub": OpenAIEngine(base_url=judge_server.base_url, model="gpt-5-judge",
+                                                           native_tools=False)},
+                            roles={"default": RoleSpec(engine="stub", temperature=0.0)})
+        with Engines.from_config(cfg) as engines:
+            local = engines.run(judge_all(_judges(engines, config), inputs, CheckpointDir(tmp_path / "a"),
+                                          config.max_replies))
+            remote = judge_rows_on_ray(engines, config, inputs, tmp_path / "b",
+                                       RaySettings(workers=2, shards_per_worker=2))
+            calls = engines.ledger.summary()["judge"]["calls"]
+    assert len(local) == len(remote) == 12 and all(r.status == "ok" for r in remote)
+    assert [_strip(r.model_dump(mode="json")) for r in local] == [_strip(r.model_dump(mode="json")) for r in remote]
+    assert calls == 2 * len(local)  # the workers' calls reached the driver's ledger
+    assert len(list((tmp_path / "b").glob("*.json"))) == len(remote)
+
+
 # ---------------------------------------------------------------- the whole job, driver SIGKILLed
 
 

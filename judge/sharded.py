@@ -1,0 +1,52 @@
+"""MHQR judging on a Ray cluster (issue 12): the sessions split by a stable hash of the patient id,
+each shard judged on a Ray worker by the same code as the local path (`judge.run.judge_all`, with
+its per-judgment cache, which is what makes a retried shard skip finished judgments), through the
+generic shard runner in `mindcore.shards` (judge/ does not import mindsim).
+
+Not wired into `run_judging` yet: `judge/run.py` belongs to the judge package's owner. The call it
+needs is `rows = judge_rows_on_ray(engines, config, inputs, out / "cache", ray)` in place of
+`engines.run(judge_all(...))` when a `RaySettings` is given (see docs/scale.md).
+"""
+
+from __future__ import annotations
+
+from pathlib import Path
+from typing import Any, Callable
+
+from judge.config import JudgeConfig
+from judge.schemas import JudgmentRow, SessionInput
+from mindcore.io import CheckpointDir
+from mindcore.shards import RaySession, run_shards, stable_shard
+
+
+def _judge_shard(engines: Any, payload: dict[str, Any], report: Callable[[str], None]) -> list[JudgmentRow]:
+    from judge.run import _judges, judge_all
+
+    config: JudgeConfig = payload["config"]
+    rows = engines.run(judge_all(_judges(engines, config), payload["inputs"], CheckpointDir(payload["cache"]),
+                                 config.max_replies))
+    for s in payload["inputs"]:
+        report(s.session_id)
+    return rows
+
+
+def judge_rows_on_ray(engines: Any, config: JudgeConfig, inputs: list[SessionInput], cache_dir: str | Path,
+                      settings: Any) -> list[JudgmentRow]:
+    """Every reply of every session judged on the cluster the caller has joined (`RaySession`), rows
+    in the local path's order: judge, then session (as given), then reply. `settings` is the
+    recipe's `RaySettings`; `cache_dir` must be on the filesystem the workers share."""
+    workers = settings.workers or max(1, int(RaySession.cpus() // settings.cpus_per_worker))
+    shards = max(1, min(len(inputs), workers * settings.shards_per_worker))
+    parts: list[list[SessionInput]] = [[] for _ in range(shards)]
+    for s in inputs:
+        parts[stable_shard(s.patient_id, shards)].append(s)
+    cache = str(Path(cache_dir).resolve())
+    payloads = [{"config": config, "inputs": part, "cache": cache} for part in parts if part]
+    run = run_shards(_judge_shard, payloads, engines, workers=workers, cpus_per_worker=settings.cpus_per_worker,
+                     max_retries=settings.max_retries, description="judging sessions", total=len(inputs),
+                     max_concurrency_per_worker=settings.max_concurrency_per_worker)
+    judge_rank = {name: i for i, name in enumerate(config.judges)}
+    session_rank = {s.session_id: i for i, s in enumerate(inputs)}
+    rows = [r for part in run.results for r in part]
+    rows.sort(key=lambda r: (judge_rank[r.judge], session_rank[r.session_id], r.reply_index))
+    return rows
