@@ -21,6 +21,9 @@ ROLES: tuple[str, ...] = (
     "memory_compactor",
     "labeller",
     "judge",
+    # PatientAct patient engine: its structured steps and its profile decomposition (fall back to default).
+    "patient_appraiser",
+    "profile_decomposer",
 )
 
 

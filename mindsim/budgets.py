@@ -146,6 +146,9 @@ def _register() -> None:
         RoleSchema("judge", "mhqr_judgment", _judge_schema, frozenset({"judge"}), schema_for=_judge_schema),
     ):
         register_role_schema(entry)
+    from mindsim.patientact.budgets import register as register_patientact
+
+    register_patientact()
 
 
 _register()

@@ -45,6 +45,9 @@ from mindsim.patient import TurnFailed
 from mindsim.prompting import load_style_data
 from mindsim.records import RejectionCounts, ScenarioRecord, SessionRecord, scenario_key, session_id
 from mindsim.schedule import Schedule, draw_schedule
+from mindsim.patientact.decompose import DecompositionStore, decomposition_record
+from mindsim.patientact.seed import check_profiles as check_patientact_profiles
+from mindsim.patientact.session import decompose_settings
 from mindsim.session import Roles, first_scenario_record, run_arc
 from profilegen.moves import load_vocabulary
 from profilegen.schemas import Profile
@@ -204,10 +207,12 @@ async def simulate_shard(
     vocab = load_vocabulary()
     store = SessionStore(out)
     scenarios = ScenarioStore(out)
-    shared = {r: engines.role(r) for r in ("patient", "scenario_writer", "memory_compactor")}
+    shared = {r: engines.role(r) for r in shared_roles(config)}
     counsellors = [(counsellor_name(c), counsellor_client(engines, c)) for c in config.counsellors]
     schedules = {p.profile_id: draw_schedule(p.profile_id, seed, config) for p in profiles}
-    arcs = [(p, name) for name, _ in counsellors for p in profiles]
+    kinds = config.patient_engines
+    arcs = [(p, name, kind) for kind in kinds for name, _ in counsellors for p in profiles]
+    decomps = DecompositionStore(out) if "patientact" in kinds else None
 
     def load(key: str) -> SessionRecord | None:
         found = store.load(key)
@@ -220,36 +225,55 @@ async def simulate_shard(
         on_session(kept.session_id)
         return kept
 
-    async def patient_arcs(p: Profile) -> dict[str, Any]:
-        """One patient: its shared first scenario, then its arc with every counsellor."""
+    async def patient_arcs(p: Profile) -> dict[tuple[str, str], Any]:
+        """One patient: its shared first scenario (and, for PatientAct, its shared decomposition), then its
+        arc with every counsellor under every patient engine."""
         schedule = schedules[p.profile_id]
+        keys = [(name, kind) for kind in kinds for name, _ in counsellors]
         try:
             first = await first_scenario_record(
                 p, schedule.sessions[0], shared["scenario_writer"], config, seed=seed,
                 load=scenarios.load, save=scenarios.save,
             )
         except ARC_FAILURES as exc:
-            return {name: exc for name, _ in counsellors}
+            return dict.fromkeys(keys, exc)
+        decomposition: Any = None
+        if decomps is not None:
+            try:
+                decomposition = await decomposition_record(
+                    p, shared["profile_decomposer"], seed, load=decomps.load, save=decomps.save,
+                    **decompose_settings(config),
+                )
+            except ARC_FAILURES as exc:
+                decomposition = exc  # only this patient's PatientAct arcs fail; its MindSim arcs still run
         results = await asyncio.gather(
-            *(one_arc(p, schedule, first, name, client) for name, client in counsellors), return_exceptions=True
+            *(one_arc(p, schedule, first, name, client, kind, decomposition)
+              for kind in kinds for name, client in counsellors),
+            return_exceptions=True,
         )
-        return {name: res for (name, _), res in zip(counsellors, results)}
+        return dict(zip(keys, results))
 
-    async def one_arc(p: Profile, schedule: Schedule, first: ScenarioRecord, name: str, client: RoleClient):
+    async def one_arc(p: Profile, schedule: Schedule, first: ScenarioRecord, name: str, client: RoleClient,
+                      kind: str, decomposition: Any):
+        if kind == "patientact" and isinstance(decomposition, BaseException):
+            raise decomposition
         roles = Roles(patient=shared["patient"], counsellor=client,
-                      scenario_writer=shared["scenario_writer"], memory_compactor=shared["memory_compactor"])
+                      scenario_writer=shared["scenario_writer"], memory_compactor=shared["memory_compactor"],
+                      appraiser=shared.get("patient_appraiser"), decomposer=shared.get("profile_decomposer"))
         return await run_arc(p, schedule, vocab, roles, config, counsellor_name=name, seed=seed, first=first,
-                             load=load, save=save)
+                             load=load, save=save, patient_engine=kind,
+                             decomposition=decomposition if kind == "patientact" else None)
 
     by_patient = await asyncio.gather(*(patient_arcs(p) for p in profiles))
-    results = {(p.profile_id, name): res for p, arcs_of in zip(profiles, by_patient) for name, res in arcs_of.items()}
+    results = {(p.profile_id, *key): res for p, arcs_of in zip(profiles, by_patient) for key, res in arcs_of.items()}
     failures, records = [], []
-    for p, name in arcs:
-        res = results[(p.profile_id, name)]
+    for p, name, kind in arcs:
+        res = results[(p.profile_id, name, kind)]
         if isinstance(res, ARC_FAILURES):
-            failures.append({"patient_id": p.profile_id, "counsellor": name, "error": f"{type(res).__name__}: {res}"})
+            failures.append({"patient_id": p.profile_id, "counsellor": name, "patient_engine": kind,
+                             "error": f"{type(res).__name__}: {res}"})
             # The sessions this arc finished before it failed stay in the dataset, as on any rerun.
-            res = [r for r in (store.load(session_id(p.profile_id, name, i, seed)) for i in range(config.sessions))
+            res = [r for r in (store.load(session_id(p.profile_id, name, i, seed, kind)) for i in range(config.sessions))
                    if r is not None]
         elif isinstance(res, BaseException):
             raise res
@@ -261,7 +285,7 @@ async def simulate_shard(
         "arcs": len(arcs),
         "failed_arcs": failures,
         "sessions_written": len(records),
-        "duplicate_checkpoints_discarded": store.duplicates + scenarios.duplicates,
+        "duplicate_checkpoints_discarded": store.duplicates + scenarios.duplicates + (decomps.duplicates if decomps else 0),
         "ended_by_patient": sum(r.ended_by == "patient" for r in records),
         "memory_repaired": sum(r.memory_update.repaired for r in records),
         "rejected_commits": sum(len(t.rejected) for r in records for t in r.turns),
@@ -291,6 +315,8 @@ def _prepare(profiles: list[Profile], config: SimulationConfig, out: Path) -> li
     if not profiles:
         raise InputError("no profiles to simulate (check pool_only / benchmark_only and the profiles folder)")
     check_profiles(profiles)
+    if "patientact" in config.patient_engines:
+        check_patientact_profiles(profiles)
     check_layout(out)
     return profiles
 
@@ -303,7 +329,7 @@ async def simulate_async(
     profiles = _prepare(profiles, config, out)
     t0 = time.monotonic()
     with progress_bar() as progress:
-        task = progress.add_task("simulating sessions", total=len(profiles) * len(config.counsellors) * config.sessions)
+        task = progress.add_task("simulating sessions", total=len(profiles) * len(config.counsellors) * len(config.patient_engines) * config.sessions)
         part = await simulate_shard(profiles, engines, config, out, seed, 0, 1,
                                     on_session=lambda _id: progress.advance(task))
     return _finish(out, engines, config, seed, profiles, [part], 1, time.monotonic() - t0, {"runner": "local"}, {0})
@@ -325,7 +351,7 @@ def simulate_on_ray(profiles: list[Profile], engines, config: SimulationConfig, 
                  "shards": shards} for i, part in plan]
     run = run_shards(_shard_work, payloads, engines, workers=workers, cpus_per_worker=settings.cpus_per_worker,
                      max_retries=settings.max_retries, description="simulating sessions",
-                     total=len(profiles) * len(config.counsellors) * config.sessions, on_workers=on_workers,
+                     total=len(profiles) * len(config.counsellors) * len(config.patient_engines) * config.sessions, on_workers=on_workers,
                      max_concurrency_per_worker=settings.max_concurrency_per_worker)
     return _finish(out, engines, config, seed, profiles, run.results, shards, run.elapsed_s,
                    {"runner": "ray", "workers": run.workers, "shards": shards}, live={i for i, _ in plan})
@@ -335,17 +361,20 @@ def _finish(out: Path, engines, config: SimulationConfig, seed: int, profiles: l
             shards: int, elapsed: float, runner: dict[str, Any], live: set[int]) -> dict[str, Any]:
     merge_shards(out, shards, live)
     counsellors = [counsellor_name(c) for c in config.counsellors]
-    order = {(p.profile_id, name): i for i, (name, p) in enumerate((n, p) for n in counsellors for p in profiles)}
+    kinds = config.patient_engines
+    order = {(p.profile_id, name, kind): i for i, (kind, name, p) in
+             enumerate((k, n, p) for k in kinds for n in counsellors for p in profiles)}
     failures = sorted((f for part in parts for f in part["failed_arcs"]),
-                      key=lambda f: order[(f["patient_id"], f["counsellor"])])
+                      key=lambda f: order[(f["patient_id"], f["counsellor"], f["patient_engine"])])
     total = lambda key: sum(part[key] for part in parts)  # noqa: E731
     summed = lambda key: dict(sum((Counter(part[key]) for part in parts), Counter()))  # noqa: E731
-    shared = {r: engines.role(r) for r in ("patient", "scenario_writer", "memory_compactor")}
+    shared = {r: engines.role(r) for r in shared_roles(config)}
     summary = {
         **base_provenance(),
         "seed": seed,
         "patients": len(profiles),
         "counsellors": counsellors,
+        "patient_engines": kinds,
         "arcs": len(order),
         "sessions_expected": len(order) * config.sessions,
         "sessions_written": total("sessions_written"),
@@ -393,8 +422,14 @@ def counsellor_flag_totals(records: list[SessionRecord]) -> dict[str, int]:
     return totals
 
 
-def _order(r: SessionRecord) -> tuple[str, str, int]:
-    return (r.counsellor, r.patient_id, r.session_index)
+def _order(r: SessionRecord) -> tuple[str, str, str, int]:
+    return (r.counsellor, r.patient_id, r.patient_engine, r.session_index)
+
+
+def shared_roles(config: SimulationConfig) -> tuple[str, ...]:
+    """Roles every arc shares; PatientAct adds its appraiser (structured steps) and decomposer."""
+    extra = ("patient_appraiser", "profile_decomposer") if "patientact" in config.patient_engines else ()
+    return ("patient", "scenario_writer", "memory_compactor", *extra)
 
 
 def _shard_paths(out: Path, shard: int, shards: int) -> tuple[Path, Path]:
@@ -404,7 +439,7 @@ def _shard_paths(out: Path, shard: int, shards: int) -> tuple[Path, Path]:
 
 def transcript_row(r: SessionRecord) -> dict[str, Any]:
     return {"id": r.session_id, "patient_id": r.patient_id, "counsellor": r.counsellor,
-            "session_index": r.session_index, "messages": r.transcript()}
+            "patient_engine": r.patient_engine, "session_index": r.session_index, "messages": r.transcript()}
 
 
 def write_shard(out: Path, shard: int, shards: int, records: list[SessionRecord]) -> None:
@@ -447,8 +482,9 @@ def merge_shards(out: Path, shards: int, live: set[int], batch_rows: int = 128) 
     # as Arrow slices, never as Python objects, one row group per shard in memory at a time.
     order = []
     for k, f in enumerate(files):
-        keys = f.read(columns=["counsellor", "patient_id", "session_index"]).to_pydict()
-        order.extend(zip(keys["counsellor"], keys["patient_id"], keys["session_index"], itertools.repeat(k)))
+        keys = f.read(columns=["counsellor", "patient_id", "patient_engine", "session_index"]).to_pydict()
+        order.extend(zip(keys["counsellor"], keys["patient_id"], keys["patient_engine"], keys["session_index"],
+                         itertools.repeat(k)))
     order.sort()
     cursors = [_RowGroups(f, schema) for f in files]
     lines = [open(_shard_paths(out, i, shards)[1], encoding="utf-8") for i in parts]
@@ -458,7 +494,7 @@ def merge_shards(out: Path, shards: int, live: set[int], batch_rows: int = 128) 
             writer = pq.ParquetWriter(sink, schema)
             pending: list[pa.Table] = []
             held = 0
-            for k, run in itertools.groupby(order, key=lambda t: t[3]):
+            for k, run in itertools.groupby(order, key=lambda t: t[4]):
                 n = sum(1 for _ in run)
                 pending.extend(cursors[k].take(n))
                 for _ in range(n):
