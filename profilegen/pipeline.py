@@ -37,8 +37,8 @@ from profilegen.formulation import draft_model
 from profilegen.generate import ROLES, Outcome, make_profile_checkpointed, prompt_hashes
 from profilegen.personas import load_personas
 from profilegen.rates import load_rates
-from profilegen.schemas import AnchoredRow, Provenance, RoleModel
-from profilegen.screen import JudgeVerdict
+from profilegen.schemas import AnchoredRow, ProfileShape, Provenance, RoleModel
+from profilegen.screen import verdict_model
 from profilegen.select import select_profiles
 
 
@@ -69,12 +69,14 @@ class ProfilesSummary(BaseModel):
     warnings: list[str] = Field(default_factory=list, description="Setup problems worth fixing before a real run.")
 
 
-def _budget_warnings(engines: Any) -> list[str]:
+def _budget_warnings(engines: Any, shape: ProfileShape | None = None) -> list[str]:
     """The writer's and screener's budgets against their schemas' longest answers (mindcore.budget,
     counted with the engine's tokenizer where it serves one). `mindsim`'s preflight refuses a recipe
     whose budgets are too small before any stage; a caller that skipped it gets this warning."""
+    shape = shape or ProfileShape()
     short = []
-    for role, name, model in (("profile_writer", "formulation", draft_model()), ("screener", "screen", JudgeVerdict)):
+    for role, name, model in (("profile_writer", "formulation", draft_model(shape.text_scale)),
+                              ("screener", "screen", verdict_model(shape.screen_max_faults))):
         client = engines.role(role)
         counter = tokenizer_for(client.backend)
         worst = worst_case_tokens(model.model_json_schema(), name=name, count=counter)
@@ -143,7 +145,7 @@ def _prepare(recipe: Any, engines: Any, out_dir: str | Path, config: ProfilesCon
     return _Job(cfg=cfg, seed=seed, folder=folder, checkpoints=CheckpointDir(folder / "checkpoints"),
                 personas=personas, rates=rates, rows=anchor_personas(personas.rows, rates, seed),
                 prov=_provenance(engines, seed, cfg), recipe_name=getattr(recipe, "name", None),
-                warnings=_budget_warnings(engines))
+                warnings=_budget_warnings(engines, cfg.shape))
 
 
 def _finish(job: _Job, engines: Any, outcomes: list[Outcome], runner: str, note: str,

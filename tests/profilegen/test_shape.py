@@ -104,3 +104,21 @@ def test_budgets_follow_the_recipe_shape():
     assert ProfilesConfig(text_scale=0.5, screen_max_faults=2).shape == ProfileShape(text_scale=0.5, screen_max_faults=2)
     with pytest.raises(ValueError):
         ProfilesConfig(text_scale=0.1)
+
+
+def test_budget_warning_uses_the_recipe_shape():
+    """Budgets that fit the shaped schemas (as the quickstart's do) draw no warning; the full shape does."""
+    from mindcore.config import RoleSpec
+    from mindcore.engine import Engines
+    from mindcore.fake import FakeBackend
+    from profilegen.pipeline import _budget_warnings
+
+    backend = FakeBackend(lambda req: {})
+    small = ProfileShape(text_scale=0.5, screen_max_faults=2)
+    roles = {"default": RoleSpec(engine=backend.name),
+             "profile_writer": RoleSpec(engine=backend.name, max_tokens=2100),
+             "screener": RoleSpec(engine=backend.name, max_tokens=1050)}
+    with Engines.with_backend(backend, roles) as engines:
+        assert _budget_warnings(engines, small) == []
+        (line,) = _budget_warnings(engines)
+    assert "roles.profile_writer.max_tokens is 2100" in line and "roles.screener.max_tokens is 1050" in line
