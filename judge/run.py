@@ -91,12 +91,14 @@ def summarise(rows: list[JudgmentRow], judges: list[Judge], sessions: list[Sessi
 
 
 def run_judging(run_dir: str | Path, engines: Any, config: JudgeConfig | None = None, *,
-                sessions: str | Path | None = None, inputs: list[SessionInput] | None = None) -> dict[str, Any]:
+                sessions: str | Path | None = None, inputs: list[SessionInput] | None = None,
+                ray: Any = None) -> dict[str, Any]:
     """Judge, score and report one run. `engines` must be started. Returns a summary: counts and
     output paths. Raises EngineError (after writing every output) when every judgment failed:
     unreachable engine or output that never fit the schema, both engine-side. `inputs`: sessions
     already loaded (the CLI checks them before starting any engine); else read from `sessions` or
-    the run folder."""
+    the run folder. `ray`: the recipe's Ray settings when the job runs on a cluster the caller has
+    joined; replies are then judged by the cluster's workers (same rows, same cache)."""
     config = config or JudgeConfig()
     run_dir = Path(run_dir)
     if inputs is None:
@@ -104,7 +106,12 @@ def run_judging(run_dir: str | Path, engines: Any, config: JudgeConfig | None = 
     judges = _judges(engines, config)
     out = run_dir / OUT_DIR
     cache = CheckpointDir(out / "cache")
-    rows = engines.run(judge_all(judges, inputs, cache, config.max_replies))
+    if ray is not None:
+        from judge.sharded import judge_rows_on_ray
+
+        rows = judge_rows_on_ray(engines, config, inputs, out / "cache", ray)
+    else:
+        rows = engines.run(judge_all(judges, inputs, cache, config.max_replies))
     write_judgments(out / "judgments.parquet", rows)
     report = summarise(rows, judges, inputs, config)
     files = write_report(out, report, judges[0].rubric, config.plots)

@@ -176,7 +176,7 @@ def run_job(recipe_path: Path, out_dir: Path, *, verbose: bool = False, ray_addr
         jsum = None
         if jcfg is not None:
             _stage("8 · MHQR judge")
-            jsum = run_judging(out_dir, engines, jcfg)
+            jsum = run_judging(out_dir, engines, jcfg, ray=recipe.ray if on_ray else None)
         roles = engines.describe()
         backends = {name: engines.backend(name).describe() for name in recipe.engines}
         usage = engines.ledger.summary()

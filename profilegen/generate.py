@@ -92,5 +92,7 @@ async def make_profile_checkpointed(writer: Any, screener: Any, row: AnchoredRow
         return Outcome.model_validate(checkpoints.read(key))
     outcome = await make_profile(writer, screener, row, max_revisions, provenance)
     if checkpoints is not None and not (outcome.failure and outcome.failure.retry_on_rerun):
-        checkpoints.write(key, outcome.model_dump(mode="json"))
+        # Create-if-absent: a retried worker racing its original keeps the copy that landed first.
+        stored, _ = checkpoints.first_copy(key, outcome.model_dump(mode="json"))
+        return Outcome.model_validate(stored)
     return outcome
