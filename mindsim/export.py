@@ -173,6 +173,11 @@ def patient_rows(run_dir: Path, *, min_turns: int = 0, finished_only: bool = Fal
                 # Tool-call arguments stay JSON strings, as in the OpenAI format.
                 "messages": [_clean_message(m) for m in s["patient_messages"]],
                 "archetype": s.get("archetype"),
+                "patient_engine": s.get("patient_engine") or "mindsim",
+                # PatientAct's per-turn state (trust before/after, reaction, behaviour, resistance, retrieved
+                # and blocked items), JSON per turn so rows of both engines share one column type.
+                "patientact_turns": [json.dumps(t.get("patientact"), ensure_ascii=False) if t.get("patientact") else None
+                                     for t in s["turns"]],
                 **_provenance(s, run_dir),
             }
         )

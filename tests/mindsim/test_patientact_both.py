@@ -57,6 +57,17 @@ def test_both_engines_run_side_by_side_with_the_engine_in_every_key(tmp_path):
     assert len({json.dumps(r["patientact"]["decomposition"], sort_keys=True) for r in pa}) == 1
     lines = [json.loads(l) for l in (tmp_path / "transcripts" / "transcripts.jsonl").read_text().splitlines()]
     assert sorted(l["patient_engine"] for l in lines) == ["mindsim"] * 8 + ["patientact"] * 8
+    # The patient-side export carries the engine and PatientAct's per-turn state.
+    from mindsim.export import patient_rows
+
+    pat = patient_rows(tmp_path)
+    assert sorted(r["patient_engine"] for r in pat) == ["mindsim"] * 8 + ["patientact"] * 8
+    for r in pat:
+        states = [json.loads(t) for t in r["patientact_turns"] if t]
+        if r["patient_engine"] == "mindsim":
+            assert not states
+        else:
+            assert states and all(1.0 <= st["trust_after"] <= 4.0 for st in states)
     # A rerun finds everything done: no new calls.
     before = len(backend.requests)
     with Engines.with_backend(backend) as engines:
