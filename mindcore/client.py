@@ -35,12 +35,19 @@ _FENCE = re.compile(r"^```(?:json)?\s*|\s*```$", re.MULTILINE)
 class RoleClient:
     """One role bound to one backend with that role's model and sampling settings."""
 
-    def __init__(self, role: str, backend: Backend, spec: RoleSpec, model: str, ledger: UsageLedger):
+    def __init__(self, role: str, backend: Backend, spec: RoleSpec, model: str, ledger: UsageLedger,
+                 affinity: str | None = None):
         self.role = role
         self.backend = backend
         self.spec = spec
         self.model = model
         self.ledger = ledger
+        self.affinity = affinity
+
+    def with_affinity(self, key: str) -> "RoleClient":
+        """The same role whose every request carries `key` (e.g. a session id): a backend with several
+        servers keeps those requests on one server, so its prefix cache serves the growing conversation."""
+        return RoleClient(self.role, self.backend, self.spec, self.model, self.ledger, affinity=key)
 
     @property
     def engine_name(self) -> str:
@@ -209,6 +216,7 @@ class RoleClient:
             presence_penalty=kw.pop("presence_penalty", spec.presence_penalty),
             # A stop string inside JSON would cut the object short: only plain replies get them.
             stop=kw.pop("stop", None if kw.get("response_schema") is not None or kw.get("tools") else spec.stop),
+            affinity=kw.pop("affinity", self.affinity),
             **kw,
         )
 

@@ -78,6 +78,17 @@ class Roles:
     appraiser: Any = None
     decomposer: Any = None
 
+    def for_session(self, sid: str) -> "Roles":
+        """Every client bound to one session id, so a multi-server engine keeps the session on one server
+        (its prefix cache then serves each turn's growing prompt). Clients without affinity stay as given."""
+        def bind(client: Any) -> Any:
+            return client.with_affinity(sid) if hasattr(client, "with_affinity") else client
+
+        return Roles(patient=bind(self.patient), counsellor=bind(self.counsellor),
+                     scenario_writer=bind(self.scenario_writer), memory_compactor=bind(self.memory_compactor),
+                     appraiser=bind(self.appraiser) if self.appraiser is not None else None,
+                     decomposer=bind(self.decomposer) if self.decomposer is not None else None)
+
     def describe(self) -> dict[str, dict[str, Any]]:
         out = {
             "patient": self.patient.describe(),
@@ -111,6 +122,7 @@ async def run_session(
     """One session. With `patient_engine="patientact"` the patient is PatientAct's (`decomposition` and
     `trust_start` required); everything else — routing, ending, memory, the record — is shared."""
     sid = session_id(profile.profile_id, counsellor_name, plan.index, seed, patient_engine)
+    roles = roles.for_session(sid)
     agenda = Agenda.from_checkpoints(scenario.checkpoints)
     c_prompt = (counsellor_system_prompt(plan, memory) if config.counsellor_template == COUNSELLOR_TEMPLATE
                 else render(config.counsellor_template, time_context=plan.time_context, memory=format_log(memory)))
