@@ -3,9 +3,7 @@ each shard judged on a Ray worker by the same code as the local path (`judge.run
 its per-judgment cache, which is what makes a retried shard skip finished judgments), through the
 generic shard runner in `mindcore.shards` (judge/ does not import mindsim).
 
-Not wired into `run_judging` yet: `judge/run.py` belongs to the judge package's owner. The call it
-needs is `rows = judge_rows_on_ray(engines, config, inputs, out / "cache", ray)` in place of
-`engines.run(judge_all(...))` when a `RaySettings` is given (see docs/scale.md).
+`judge.run.run_judging(..., ray=settings)` uses it when the job runs on Ray (see docs/scale.md).
 """
 
 from __future__ import annotations

@@ -172,7 +172,8 @@ def run_job(recipe_path: Path, out_dir: Path, *, verbose: bool = False, ray_addr
             _nothing_left("simulation", ssum["failed_arcs"], f"all {ssum['arcs']} arcs failed before any session finished")
         _stage("7 · validation")
         sims = _sims_by_counsellor(out_dir / "transcripts" / "transcripts.jsonl")
-        compare(vcfg.reference, sims, out_dir / "validation", vcfg, engines=engines if vcfg.arc else None)
+        compare(vcfg.reference, sims, out_dir / "validation", vcfg, engines=engines if vcfg.arc else None,
+                ray=recipe.ray if on_ray and vcfg.arc else None)
         jsum = None
         if jcfg is not None:
             _stage("8 · MHQR judge")

@@ -41,7 +41,8 @@ def _arc_info(engines, config: ValidationConfig) -> dict[str, Any]:
 
 
 async def measure_source(
-    source: Any, name: str, config: ValidationConfig, *, engines=None, cache: LabelCache | None = None
+    source: Any, name: str, config: ValidationConfig, *, engines=None, cache: LabelCache | None = None,
+    ray: Any = None,
 ) -> Measured:
     """Measure one source: a reference artifact (.parquet) is loaded as is; transcripts (JSONL, saved
     dataset, rows) get features and, if `config.arc`, arc labels through `engines`."""
@@ -64,15 +65,14 @@ async def measure_source(
                 "validation.arc is on but no engines were given: pass engines= (the end-to-end job does), "
                 "or on the CLI give --recipe (or nothing, for the embedded engine)"
             )
-        arc = await label_conversations(
-            transcripts.conversations,
-            engines.role(ROLE),
-            patient_role=config.patient_role,
-            context_messages=config.arc_context_messages,
-            cache=cache,
-            max_tokens=config.arc_max_tokens,
-            description=f"arc labels: {name}",
-        )
+        settings = dict(patient_role=config.patient_role, context_messages=config.arc_context_messages,
+                        cache=cache, max_tokens=config.arc_max_tokens, description=f"arc labels: {name}")
+        if ray is not None:  # the recipe's Ray settings, on a cluster the caller has joined
+            from validation.sharded import label_on_ray
+
+            arc = label_on_ray(transcripts.conversations, engines, ray, **settings)
+        else:
+            arc = await label_conversations(transcripts.conversations, engines.role(ROLE), **settings)
     measured = measure(transcripts, config, arc)
     if arc is not None:
         measured.meta["arc"] = {**_arc_info(engines, config), "calls": arc.calls, "cached": arc.cached}
@@ -134,10 +134,11 @@ async def compare_async(
     out_dir: str | Path,
     config: ValidationConfig | None = None,
     engines=None,
+    ray: Any = None,
 ) -> dict[str, Any]:
     """Compare each system in `sims` (name -> transcripts path, saved dataset, rows, or a reference
     artifact) against the reference artifact; write report.json, report.md and PNGs to `out_dir`.
-    Returns the report dict."""
+    Returns the report dict. `ray`: Ray settings to label arcs on a joined cluster's workers."""
     config = config or ValidationConfig()
     if not sims:
         raise ConfigError("compare needs at least one system: --sim NAME=PATH")
@@ -145,7 +146,7 @@ async def compare_async(
     ref = load_reference(reference_artifact or config.reference_path())
     cache = LabelCache(config.arc_cache or out_dir / "arc_cache.jsonl") if config.arc else None
     systems = {
-        name: await measure_source(src, name, config, engines=engines, cache=cache) for name, src in sims.items()
+        name: await measure_source(src, name, config, engines=engines, cache=cache, ray=ray) for name, src in sims.items()
     }
     distances = _distances(ref, systems, config)
     arc = {name: stretch_shares(m.arc_counts) for name, m in {"reference": ref, **systems}.items() if m.arc_counts is not None}
@@ -160,7 +161,8 @@ def compare(
     out_dir: str | Path,
     config: ValidationConfig | None = None,
     engines=None,
+    ray: Any = None,
 ) -> dict[str, Any]:
     """Synchronous `compare_async`; `engines` must be started (`with Engines.from_config(cfg) as e`)."""
-    return _run(compare_async(reference_artifact, sims, out_dir, config, engines))
+    return _run(compare_async(reference_artifact, sims, out_dir, config, engines, ray))
 

@@ -246,6 +246,38 @@ def test_judging_on_ray_gives_the_local_paths_rows(cluster, tmp_path):
     assert len(list((tmp_path / "b").glob("*.json"))) == len(remote)
 
 
+def test_arc_labels_on_ray_equal_the_local_paths_and_fold_into_one_cache(cluster, tmp_path):
+    import hashlib
+
+    from validation.arc import LabelCache, label_conversations
+    from validation.sharded import label_on_ray
+    from validation.transcripts import Conversation
+
+    def labeller(req):  # a deterministic label from the turn's text
+        text = req.messages[-1]["content"]
+        return {"label": "PTCF"[int(hashlib.sha256(text.encode()).hexdigest(), 16) % 4]}
+
+    convs = [Conversation(conversation_id=f"c{i}", patient_id=f"p{i % 4}", messages=[
+        {"role": "user" if k % 2 == 0 else "assistant", "content": f"conversation {i} message {k}"} for k in range(6)])
+        for i in range(8)]
+    kw = dict(patient_role="user", context_messages=2, max_tokens=16, description="arc labels")
+    with OpenAIStub(from_responder(labeller)) as server:
+        server.serve("labeller")
+        cfg = EnginesConfig(engines={"stub": OpenAIEngine(base_url=server.base_url, model="labeller", native_tools=False)},
+                            roles={"default": RoleSpec(engine="stub", temperature=0.0)})
+        with Engines.from_config(cfg) as engines:
+            local = engines.run(label_conversations(convs, engines.role("labeller"), cache=LabelCache(None), **kw))
+            cache = LabelCache(tmp_path / "arc_cache.jsonl")
+            remote = label_on_ray(convs, engines, RaySettings(workers=2, shards_per_worker=2), cache=cache, **kw)
+            again = label_on_ray(convs, engines, RaySettings(workers=2, shards_per_worker=2),
+                                 cache=LabelCache(tmp_path / "arc_cache.jsonl"), **kw)
+    assert remote.labels == local.labels and remote.failed == 0 and remote.calls == local.calls == 24
+    # The workers' shard files are folded into the one cache file, and a rerun sends no request.
+    assert not list(tmp_path.glob("arc_cache.shard-*.jsonl"))
+    assert len(LabelCache(tmp_path / "arc_cache.jsonl").labels) == 24
+    assert again.labels == local.labels and again.calls == 0 and again.cached == 24
+
+
 # ---------------------------------------------------------------- the whole job, driver SIGKILLed
 
 
