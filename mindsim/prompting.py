@@ -187,6 +187,7 @@ class HarnessText(BaseModel):
     reask_tail: str
     opening_notes: dict[str, str]
     opening_tail: str
+    blank_items_note: str
 
     @cached_property
     def syntax_re(self) -> re.Pattern[str]:

@@ -9,7 +9,8 @@ gap, the agenda items never reached and the sampled event category's shape.
 The opening message is the patient's first turn, so it must be speech like any other patient message: a
 draft whose opener is a tool call, JSON, holds tool-call syntax or was cut at the schema's length limit
 mid-sentence is sent back to the writer with the reason (bounded by `max_message_retries`, every rejected
-draft recorded); when the re-asks run out the turn fails and with it the arc.
+draft recorded); when the re-asks run out the turn fails and with it the arc. A draft whose lists hold only
+blank items is re-drafted within the same bound (not recorded as an opener: its opener may be fine).
 """
 
 from __future__ import annotations
@@ -85,14 +86,26 @@ class _ScenarioDraft(Scenario):
     )
 
 
+class BlankItems(StructuredOutputError):
+    """A scenario whose lists held only blank items: re-drafted within the bound, then a failed turn."""
+
+
 async def _write(client, prompt: str, max_tokens: int | None, retries: int) -> tuple[Scenario, list[RejectedMessage]]:
     """A scenario whose opening message is speech, and the drafts rejected on the way."""
     base = [{"role": "system", "content": prompt}, {"role": "user", "content": "Write the situation now, as JSON."}]
     notes = load_harness_text()
     bad: list[RejectedMessage] = []
     messages = base
-    for _ in range(retries + 1):
-        scenario, raw = await _draft(client, messages, max_tokens)
+    for attempt in range(retries + 1):
+        try:
+            scenario, raw = await _draft(client, messages, max_tokens)
+        except BlankItems as exc:
+            # Schema-valid but with lists of blank items: another draft within the same bound, then a failure.
+            if attempt == retries:
+                raise
+            messages = [*base, {"role": "assistant", "content": exc.raw or ""},
+                        {"role": "user", "content": notes.blank_items_note}]
+            continue
         defects = speech_defects(scenario.opening_message, max_chars=OPENING_MAX_CHARS)
         if not defects:
             return scenario, bad
@@ -115,7 +128,7 @@ async def _draft(client, messages, max_tokens: int | None) -> tuple[Scenario, st
     try:
         return Scenario.model_validate(data), draft.model_dump_json()
     except ValidationError as exc:  # blank list items stripped below a minimum count
-        raise StructuredOutputError(
+        raise BlankItems(
             f"scenario writer returned blank items: {exc.errors()[0]['msg']}",
             attempts=1, last_error=str(exc)[:300], raw=draft.model_dump_json(),
         ) from exc

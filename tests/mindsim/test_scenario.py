@@ -46,8 +46,21 @@ def test_blank_items_are_counted_as_a_failure_not_kept():
     plan = draw_schedule("p1", 0, plan_cfg).sessions[0]
     with Engines.with_backend(backend) as engines:
         with pytest.raises(StructuredOutputError, match="blank"):
-            asyncio.run(first_scenario(engines.role("scenario_writer"), make_profile(), plan, 500))
+            asyncio.run(first_scenario(engines.role("scenario_writer"), make_profile(), plan, 500, retries=2))
     assert backend.requests[0].max_tokens == 500
+    assert len(backend.requests) == 3  # re-drafted within the bound, then a failure
+    assert "empty" in backend.requests[1].messages[-1]["content"]
+
+
+def test_blank_items_once_are_re_drafted_not_fatal():
+    from mindsim.schedule import draw_schedule
+
+    answers = iter([{**SCENARIO, "checkpoints": [" "]}, SCENARIO])
+    backend = FakeBackend(lambda req: next(answers))
+    plan = draw_schedule("p1", 0, SimulationConfig(sessions=1)).sessions[0]
+    with Engines.with_backend(backend) as engines:
+        scenario, rejected = asyncio.run(first_scenario(engines.role("scenario_writer"), make_profile(), plan, 500))
+    assert scenario.checkpoints == SCENARIO["checkpoints"] and rejected == [] and len(backend.requests) == 2
 
 
 def test_scenario_schema_bounds_every_string():
