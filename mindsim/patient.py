@@ -16,7 +16,7 @@ from __future__ import annotations
 import random
 import re
 from dataclasses import dataclass, field
-from typing import Any
+from typing import Any, Callable
 
 from mindcore.engine import ToolSpec
 from mindcore.types import ToolCallResult
@@ -160,28 +160,35 @@ class Patient:
         return [self.history[0], *spoken, {"role": "user", "content": f"[harness note] {accepted} {note}".strip()}]
 
     async def _message(self) -> tuple[str, list[RejectedMessage]]:
-        """The turn's words, re-asked (bounded) while they are not speech. The first ask sends the whole
-        history (the protocol, and the engine's cached prefix); a re-ask sends the speech-only view with a note
-        on what was wrong. Neither the bad reply nor the note is ever stored."""
-        notes = load_harness_text()
-        sampling = {"max_tokens": self.config.message_max_tokens} if self.config.message_max_tokens else {}
-        bad: list[RejectedMessage] = []
-        for _ in range(self.config.max_message_retries + 1):
-            messages = self.history
-            if bad:
-                messages = self._speech_view(f"{notes.reask_notes[bad[-1].reason]} {notes.reask_tail}")
-            reply = await self.client.chat(messages, **sampling)
-            self.tokens.add(reply)
-            text = clean_message(reply.content)
-            defects = speech_defects(text, finish_reason=reply.finish_reason) if text else ["blank"]
-            if not defects:
-                self.history.append({"role": "assistant", "content": text})
-                return text, bad
-            bad.append(rejected(defects[0], reply.content, reply.finish_reason))
-        raise TurnFailed(
-            f"role '{self.client.role}': no usable message after {len(bad)} attempts "
-            f"(reasons: {', '.join(r.reason for r in bad)}; last: {bad[-1].text[:80]!r})"
-        )
+        """The turn's words. The first ask sends the whole history (the protocol, and the engine's cached
+        prefix); a re-ask sends the speech-only view with a note on what was wrong."""
+        text, bad = await speech_reply(self.client, self.history, self._speech_view, config=self.config,
+                                       tokens=self.tokens)
+        self.history.append({"role": "assistant", "content": text})
+        return text, bad
+
+
+async def speech_reply(client: Any, first: list[dict[str, Any]], reask: Callable[[str], list[dict[str, Any]]], *,
+                       config: SimulationConfig, tokens: TokenCount) -> tuple[str, list[RejectedMessage]]:
+    """A patient reply that is speech, re-asked (bounded by `max_message_retries`) while it is not:
+    `reask(note)` builds the messages of a re-ask from the note saying what was wrong. Neither a bad reply
+    nor a note is ever stored; every rejection is returned to be counted. Both patient engines use this."""
+    notes = load_harness_text()
+    sampling = {"max_tokens": config.message_max_tokens} if config.message_max_tokens else {}
+    bad: list[RejectedMessage] = []
+    for _ in range(config.max_message_retries + 1):
+        messages = reask(f"{notes.reask_notes[bad[-1].reason]} {notes.reask_tail}") if bad else first
+        reply = await client.chat(messages, **sampling)
+        tokens.add(reply)
+        text = clean_message(reply.content)
+        defects = speech_defects(text, finish_reason=reply.finish_reason) if text else ["blank"]
+        if not defects:
+            return text, bad
+        bad.append(rejected(defects[0], reply.content, reply.finish_reason))
+    raise TurnFailed(
+        f"role '{client.role}': no usable message after {len(bad)} attempts "
+        f"(reasons: {', '.join(r.reason for r in bad)}; last: {bad[-1].text[:80]!r})"
+    )
 
 
 @dataclass

@@ -24,8 +24,8 @@ from mindsim.patientact.data import taxonomy, trust_rules
 from mindsim.patientact.decompose import Decomposition
 from mindsim.patientact.retrieval import Gate, gate
 from mindsim.patientact.trust import apply_change
-from mindsim.patient import TokenCount, clean_message
-from mindsim.prompting import RejectedMessage, TurnFailed, load_harness_text, rejected, speech_defects
+from mindsim.patient import TokenCount, speech_reply
+from mindsim.prompting import RejectedMessage, TurnFailed
 from mindsim.records import PatientActTurn, PatientTurn, StepReasons
 
 STEP_TEMPLATE = "patientact/step.jinja2"
@@ -174,25 +174,11 @@ class PatientActPatient:
         )
 
     async def _message(self) -> tuple[str, list[RejectedMessage]]:
-        """The reply, re-asked (bounded, counted) while it is not speech; the bad reply and the note are never
-        stored. The signal is already in the last user message, so a re-ask keeps it."""
-        notes = load_harness_text()
-        sampling = {"max_tokens": self.config.message_max_tokens} if self.config.message_max_tokens else {}
-        bad: list[RejectedMessage] = []
-        for _ in range(self.config.max_message_retries + 1):
-            messages = self.history
-            if bad:
-                note = f"[harness note] {notes.reask_notes[bad[-1].reason]} {notes.reask_tail}"
-                messages = [*self.history, {"role": "user", "content": note}]
-            reply = await self.client.chat(messages, **sampling)
-            self.tokens.add(reply)
-            text = clean_message(reply.content)
-            defects = speech_defects(text, finish_reason=reply.finish_reason) if text else ["blank"]
-            if not defects:
-                self.history.append({"role": "assistant", "content": text})
-                return text, bad
-            bad.append(rejected(defects[0], reply.content, reply.finish_reason))
-        raise TurnFailed(
-            f"role '{self.client.role}': no usable message after {len(bad)} attempts "
-            f"(reasons: {', '.join(r.reason for r in bad)})"
-        )
+        """The reply, re-asked (bounded, counted) while it is not speech. The signal is already in the last
+        user message, so a re-ask appends its note after it and keeps the signal."""
+        text, bad = await speech_reply(
+            self.client, self.history,
+            lambda note: [*self.history, {"role": "user", "content": f"[harness note] {note}"}],
+            config=self.config, tokens=self.tokens)
+        self.history.append({"role": "assistant", "content": text})
+        return text, bad
