@@ -29,6 +29,7 @@ import numpy as np
 
 from judge.rubric import load_rubric
 from judge.scores import columns_from_rows, score_all
+from recording import Recorder, cached_share, processed
 
 SEVERITY = ["no_concern", "minor", "major", "critical"]
 WEIGHT = [0, 1, 5, 10]
@@ -72,25 +73,6 @@ def bench_scoring(args: argparse.Namespace) -> None:
 
 
 # -- throughput on the embedded engine ------------------------------------------------------------
-
-class Recorder:
-    """Keeps every request and reply a backend served."""
-
-    def __init__(self, backend):
-        self.inner = backend.complete
-        self.calls: list = []
-        backend.complete = self.complete
-
-    async def complete(self, request):
-        reply = await self.inner(request)
-        self.calls.append((request, reply))
-        return reply
-
-
-def computed(calls) -> int:
-    """Tokens the engine computed: prompt tokens not served from its cache, plus output."""
-    return sum(r.prompt_tokens - r.cached_tokens + r.completion_tokens for _, r in calls)
-
 
 def tp_sessions(n: int, replies: int):
     from judge.schemas import SessionInput
@@ -147,17 +129,16 @@ def bench_throughput(args: argparse.Namespace) -> None:
         raw = Recorder(backend)
 
         async def replay():
-            await asyncio.gather(*(backend.complete(req) for req, _ in rec.calls))
+            await asyncio.gather(*(backend.complete(req) for _, req, _ in rec.calls))
 
         t0 = time.perf_counter()
         engines.run(replay())
         t_raw = time.perf_counter() - t0
-    tps_j, tps_r = computed(rec.calls) / t_judge, computed(raw.calls) / t_raw
+    tps_j, tps_r = processed(rec.calls) / t_judge, processed(raw.calls) / t_raw
     print(f"computed tokens/s: judge {tps_j:.1f}   same requests replayed raw, all at once {tps_r:.1f}   "
           f"judge vs raw = {tps_j / tps_r:.0%}")
-    prompt = sum(r.prompt_tokens for _, r in rec.calls)
-    print(f"prompt tokens {prompt:,}, of which served from the prefix cache during judging "
-          f"{sum(r.cached_tokens for _, r in rec.calls) / max(prompt, 1):.0%}")
+    print(f"prompt tokens {sum(r.prompt_tokens for *_, r in rec.calls):,}, of which served from the prefix cache "
+          f"during judging {cached_share(rec.calls):.0%}")
 
 
 def main() -> None:

@@ -30,23 +30,11 @@ from mindsim.config import SimulationConfig  # noqa: E402
 from mindsim.simulate import simulate_async  # noqa: E402
 from simfakes import SimResponder, make_profile  # noqa: E402
 
+from recording import Recorder  # noqa: E402
+
 PER_PATIENT = {"DecompositionDraft", "PsychFormulation"}
 STEPS = {"DecompositionDraft": "decomposition", "PsychFormulation": "formulation", "Reaction": "reaction", "Behaviour": "behaviour",
          "Resistance": "resistance", "TrustChange": "trust"}
-
-
-class Recorder:
-    """Keeps every request's schema name and role, and every reply's usage."""
-
-    def __init__(self, backend):
-        self.inner = backend.complete
-        self.calls: list = []
-        backend.complete = self.complete
-
-    async def complete(self, request):
-        reply = await self.inner(request)
-        self.calls.append((request, reply))
-        return reply
 
 
 def fake_responder():
@@ -84,7 +72,7 @@ def run_engine(engine: str, args) -> dict:
         wall = time.monotonic() - t0
         rows = [json.loads(p.read_text()) for p in (Path(tmp) / "sessions" / "checkpoints").glob("*.json")]
     turns = sum(1 for r in rows for t in r["turns"] if not t["opening"])
-    patient = [(q, r) for q, r in rec.calls if q.role == "patient"]
+    patient = [(q, r) for _, q, r in rec.calls if q.role == "patient"]
     kinds = Counter(STEPS.get(q.schema_name or "", "tool_call" if q.response_schema else "message") for q, _ in patient)
     per_turn = [(q, r) for q, r in patient if q.schema_name not in PER_PATIENT]
     per_patient = [(q, r) for q, r in patient if q.schema_name in PER_PATIENT]

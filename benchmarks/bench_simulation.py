@@ -29,31 +29,7 @@ from mindsim.simulate import simulate_async  # noqa: E402
 from profilegen.moves import archetype_ids  # noqa: E402
 from simfakes import make_profile  # noqa: E402
 
-
-class Recorder:
-    """Wraps a backend's `complete` to keep every request and reply of a run, tagged with the asyncio
-    task that sent it (the simulator runs each arc as one task, so the tag is the conversation)."""
-
-    def __init__(self, backend):
-        self.backend = backend
-        self.inner = backend.complete
-        self.calls: list = []
-        backend.complete = self.complete
-
-    async def complete(self, request):
-        reply = await self.inner(request)
-        self.calls.append((id(asyncio.current_task()), request, reply))
-        return reply
-
-
-def processed(calls) -> int:
-    """Tokens the engine actually computed: prompt tokens not served from its cache, plus output."""
-    return sum(r.prompt_tokens - r.cached_tokens + r.completion_tokens for *_, r in calls)
-
-
-def cached_share(calls) -> float:
-    prompt = sum(r.prompt_tokens for *_, r in calls)
-    return sum(r.cached_tokens for *_, r in calls) / prompt if prompt else 0.0
+from recording import Recorder, cached_share, processed  # noqa: E402
 
 
 async def replay_lanes(backend, calls, together: bool = True) -> float:
