@@ -109,7 +109,7 @@ def run_judging(run_dir: str | Path, engines: Any, config: JudgeConfig | None = 
     if ray is not None:
         from judge.sharded import judge_rows_on_ray
 
-        rows = judge_rows_on_ray(engines, config, inputs, out / "cache", ray)
+        rows = judge_rows_on_ray(engines, config, inputs, cache.path, ray)
     else:
         rows = engines.run(judge_all(judges, inputs, cache, config.max_replies))
     write_judgments(out / "judgments.parquet", rows)
