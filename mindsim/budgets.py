@@ -14,7 +14,9 @@ The rule, per structured output of a role the job will call:
 
 Roles registered here: profile_writer (formulation), screener (screen verdict), scenario_writer
 (Scenario), patient (commit_move and the agenda tools, as the JSON schema the non-native tool path
-sends), labeller (ArcLabel, only when `validation.arc` is on). Other stages (the judge) register their
+sends; only when `simulation.patient_engine` includes mindsim, since the PatientAct patient makes no
+tool call), labeller (ArcLabel, only when `validation.arc` is on). PatientAct's appraiser steps and
+decomposition are registered by `mindsim.patientact.budgets`, active only when it includes patientact. Other stages (the judge) register their
 own through `mindcore.budget.register_role_schema`.
 """
 
@@ -126,6 +128,18 @@ def _arc_on(recipe: Any) -> bool:
     return bool((getattr(recipe, "validation", None) or {}).get("arc", False))
 
 
+def patient_engines(recipe: Any) -> list[str]:
+    """The patient engines the recipe's `simulation.patient_engine` names (MindSim when unset). Read
+    from the raw section: budgets are fitted before the section is validated."""
+    engines = (getattr(recipe, "simulation", None) or {}).get("patient_engine", "mindsim")
+    return [engines] if isinstance(engines, str) else list(engines or [])
+
+
+def _mindsim_patient(recipe: Any) -> bool:
+    # commit_move and the agenda tools are the MindSim patient's; a PatientAct patient only speaks.
+    return "mindsim" in patient_engines(recipe)
+
+
 def _register() -> None:
     # Defaults mirror the config models' (SimulationConfig.scenario_max_tokens, ValidationConfig.arc_max_tokens).
     from mindsim.config import SimulationConfig
@@ -139,8 +153,8 @@ def _register() -> None:
         RoleSchema("screener", "screen", _screen_schema, profiles, schema_for=_screen_schema),
         RoleSchema("scenario_writer", "Scenario", _scenario_schema, simulate,
                    budget=_section_budget("simulation", "scenario_max_tokens", scen_default)),
-        RoleSchema("patient", "tool_choice:commit_move", commit_tool_schema, simulate),
-        RoleSchema("patient", "tool_choice:agenda", agenda_tool_schema, simulate),
+        RoleSchema("patient", "tool_choice:commit_move", commit_tool_schema, simulate, active=_mindsim_patient),
+        RoleSchema("patient", "tool_choice:agenda", agenda_tool_schema, simulate, active=_mindsim_patient),
         RoleSchema("labeller", "ArcLabel", _arc_schema, validate,
                    budget=_section_budget("validation", "arc_max_tokens", arc_default), active=_arc_on),
         RoleSchema("judge", "mhqr_judgment", _judge_schema, frozenset({"judge"}), schema_for=_judge_schema),

@@ -82,9 +82,11 @@ def _open_run(out_dir: Path, recipe: Recipe) -> dict[str, Any]:
 
 
 def _sims_by_counsellor(transcripts: Path) -> dict[str, list[dict[str, Any]]]:
+    """One validation system per patient engine × counsellor, named `<engine>/<counsellor>`. Rows
+    written before the engine field existed were all MindSim's, so they keep their `mindsim/` name."""
     by: dict[str, list[dict[str, Any]]] = defaultdict(list)
     for _, row in read_jsonl(transcripts):
-        by[f"mindsim/{row.get('counsellor', 'counsellor')}"].append(row)
+        by[f"{row.get('patient_engine') or 'mindsim'}/{row.get('counsellor', 'counsellor')}"].append(row)
     if not by:
         raise InputError(f"{transcripts}: no finished sessions to validate (see sessions/summary.json for failures)")
     return dict(by)
@@ -225,6 +227,7 @@ def run_job(recipe_path: Path, out_dir: Path, *, verbose: bool = False, ray_addr
                 "rejected move commits": ssum["rejected_commits"],
                 "patient messages re-asked (not stored), by reason": ", ".join(
                     f"{k} {v}" for k, v in sorted(ssum.get("rejected_messages", {}).items()) if v) or "none",
+                "patient messages ended at their last complete sentence": ssum.get("messages_trimmed", 0),
                 "counsellor replies flagged (stored as sent), by flag": _flag_line(ssum.get("counsellor_flags", {})),
                 **({"judged replies (ok / failed)": f"{jsum['ok']} / {jsum['failed']}",
                     "critical replies (listed for review in judgments/report.md)": jsum["critical"]}

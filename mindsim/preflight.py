@@ -3,7 +3,8 @@ plainly when a whole stage failed for an infrastructure reason anyway.
 
 `preflight(recipe, engines, stages)` — with the engines already started — does, in order:
 1. finds the roles the stages call (`profiles`: profile_writer, screener; `simulate`: scenario_writer,
-   patient, memory_compactor and every counsellor under test, role or engine+model binding;
+   patient, memory_compactor, patient_appraiser and profile_decomposer when the recipe runs PatientAct,
+   and every counsellor under test, role or engine+model binding;
    `validate`: labeller when `validation.arc` is on; `judge`: judge; `run`: the first three) and the
    engines behind them;
 2. probes each engine with the same code as `mindsim engines check` (`mindsim.engines_check`): key
@@ -44,6 +45,8 @@ STAGE_ROLES: dict[str, tuple[str, ...]] = {
     "validate": ("labeller",),
     "judge": ("judge",),
 }
+# Roles only a recipe whose `simulation.patient_engine` includes patientact calls.
+PATIENTACT_ROLES: tuple[str, ...] = ("patient_appraiser", "profile_decomposer")
 # Error classes that say the infrastructure failed, not the model's answer (as failures.jsonl and the
 # sessions summary record them: the exception's class name).
 INFRA_ERRORS = frozenset({"TransportError", "EngineUnavailable", "EngineUnreachable", "ConfigError",
@@ -129,6 +132,11 @@ def roles_for(recipe: Any, engines: Any, stages: Iterable[str]) -> list[RoleUse]
             uses.append(RoleUse(role, role, spec.engine, spec.model, spec.max_tokens))
     if "simulate" in stages:
         scfg = SimulationConfig.from_section(getattr(recipe, "simulation", None))
+        if "patientact" in scfg.patient_engines:
+            # PatientAct's steps and decomposition run on their own roles (`simulate.shared_roles`).
+            for role in PATIENTACT_ROLES:
+                spec = engines.role_spec(role)
+                uses.append(RoleUse(role, role, spec.engine, spec.model, spec.max_tokens))
         for c in scfg.counsellors:
             if isinstance(c, CounsellorBinding):
                 if c.engine not in engines.config.engines:
@@ -228,7 +236,8 @@ def preflight(recipe: Any, engines: Any, stages: set[str]) -> PreflightReport:
     uses = roles_for(recipe, engines, stages)
     models = _models(uses, engines)
     # A counsellor under test only chats: its engine is not asked for structured output it never gives.
-    structured_roles = {e.role for e in registered()}
+    # Nor is a role whose structured calls this recipe switches off (a PatientAct-only patient speaks).
+    structured_roles = {e.role for e in registered(expand_stages(set(stages))) if e.active is None or e.active(recipe)}
     needs_json = {u.engine for u in uses if u.role in structured_roles}
     health = [probe_started(engines, name, engines.config.engines[name], models[name], structured=name in needs_json)
               for name in models]
