@@ -48,11 +48,11 @@ def generate_cmd(
     """Personas → anchors → 5P formulation → screen → pool and benchmark; writes a parquet dataset."""
     from mindcore.engine import Engines
     from mindcore.recipe import load_recipe
-    from profilegen.config import ProfilesConfig
+    from profilegen.config import ProfilesConfig, profiles_config
     from profilegen.pipeline import run_profiles
 
     rec = load_recipe(recipe)
-    cfg = rec.section("profiles", ProfilesConfig)
+    cfg = profiles_config(rec)
     overrides = {"candidates": candidates, "pool_size": pool_size, "benchmark_size": benchmark_size,
                  "personas": personas, "use_distilabel": distilabel}
     try:

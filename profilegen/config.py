@@ -1,11 +1,15 @@
 """The recipe's `profiles:` section (MindEval2 §4.1 and Appendix C settings; paper defaults: 1,000
-candidates, a pool of 100 with a floor of 10 poor-QoL patients, a benchmark of 50)."""
+candidates, a pool of 100 with a floor of 10 poor-QoL patients, a benchmark of 50).
+
+Read it with `profiles_config(recipe)`: it also resolves `causal_checks` from the recipe's
+`simulation.patient_engine` (PatientAct's causal 5P rules apply when the PatientAct patient is run).
+"""
 
 from __future__ import annotations
 
 import math
 from pathlib import Path
-from typing import TYPE_CHECKING, Literal
+from typing import TYPE_CHECKING, Any, Literal
 
 from pydantic import BaseModel, ConfigDict, Field, model_validator
 
@@ -58,6 +62,12 @@ class ProfilesConfig(BaseModel):
     distilabel_batch_size: int = Field(
         64, ge=1, description="distilabel batch size (large batches: its per-batch overhead is ~0.25 s)."
     )
+    causal_checks: bool | None = Field(
+        None,
+        description="PatientAct's causal 5P rules (dated predisposing episodes, coping as maintenance cycles, one "
+        "causal chain) in the writer's and screener's prompts plus deterministic checks; empty = on exactly when "
+        "simulation.patient_engine includes 'patientact'.",
+    )
 
     @model_validator(mode="after")
     def _sizes(self) -> "ProfilesConfig":
@@ -78,7 +88,9 @@ class ProfilesConfig(BaseModel):
         """The text and fault limits every profile of this recipe is written with."""
         from profilegen.schemas import ProfileShape
 
-        return ProfileShape(text_scale=self.text_scale, screen_max_faults=self.screen_max_faults)
+        # An unresolved (None) causal_checks counts as off: resolve it with `profiles_config` first.
+        return ProfileShape(text_scale=self.text_scale, screen_max_faults=self.screen_max_faults,
+                            causal_checks=bool(self.causal_checks))
 
     @property
     def benchmark_poor_floor(self) -> int:
@@ -91,3 +103,33 @@ class ProfilesConfig(BaseModel):
 def pool_poor_floor(rate: float, pool_size: int) -> int:
     """Poor-QoL patients a pool of `pool_size` must hold. Rounded first so 0.07 × 100 is 7, not 8."""
     return math.ceil(round(rate * pool_size, 9))
+
+
+PATIENTACT = "patientact"
+
+
+def uses_patientact(simulation: dict[str, Any] | None) -> bool:
+    """Whether a recipe's raw `simulation:` dict runs the PatientAct patient (`patient_engine` a name or a
+    list). Read raw on purpose: the simulation section is validated by its own stage, and profilegen must
+    not import the simulator."""
+    engines = (simulation or {}).get("patient_engine", "mindsim")
+    names = [engines] if isinstance(engines, str) else list(engines) if isinstance(engines, (list, tuple)) else []
+    return PATIENTACT in names
+
+
+def resolve_causal_checks(cfg: ProfilesConfig, simulation: dict[str, Any] | None) -> ProfilesConfig:
+    """`cfg` with an empty `causal_checks` decided by the recipe's patient engines; an explicit value stays."""
+    if cfg.causal_checks is not None:
+        return cfg
+    return cfg.model_copy(update={"causal_checks": uses_patientact(simulation)})
+
+
+def profiles_config(recipe: Any) -> ProfilesConfig:
+    """The recipe's `profiles:` section, validated (errors name `profiles.field`) and with `causal_checks`
+    resolved. Every caller that needs the profile shape reads the section through this."""
+    section = getattr(recipe, "section", None)
+    if callable(section):
+        cfg = section("profiles", ProfilesConfig)
+    else:
+        cfg = ProfilesConfig.model_validate(getattr(recipe, "profiles", None) or {})
+    return resolve_causal_checks(cfg, getattr(recipe, "simulation", None))

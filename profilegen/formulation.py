@@ -11,26 +11,87 @@ labels, plus up to two `other_coping` entries: a grammar-constrained engine then
 (a validator alone made a small model fail it three times in a row).
 The prompt lists only labels compatible with the patient's demographics; the schema still accepts any
 vocabulary label, so a model that ignores the list is caught by the hard-conflict screen.
+
+With `ProfileShape.causal_checks` (PatientAct App. B generation guidelines) the writer's system prompt
+gains the causal rules of `data/causal_rules.yaml`: dated predisposing episodes, coping written as
+maintenance cycles, one traceable chain. Off, every prompt is exactly what it was without the option.
 """
 
 from __future__ import annotations
 
+import re
 from functools import lru_cache
 from typing import Any, Literal
 
-from pydantic import BaseModel, ConfigDict, Field, create_model, model_validator
+from pydantic import BaseModel, ConfigDict, Field, ValidationError, create_model, field_validator, model_validator
 
+from mindcore.errors import ConfigError
 from mindcore.prompts import render
 from profilegen.schemas import (
     AnchoredRow, CoreBelief, Demographics, Formulation, Perpetuating, Precipitating, Predisposing, Presenting,
-    Protective, QualityOfLife,
+    Protective, QualityOfLife, Severity,
 )
-from profilegen.vocab import Label, Vocabularies, load_vocabularies
+from profilegen.vocab import Label, Vocabularies, load_vocabularies, read_data
 
 WRITER_SYSTEM = "profilegen/writer_system.jinja2"
 WRITER_USER = "profilegen/writer_user.jinja2"
 REVISE = "profilegen/revise.jinja2"
 TEMPLATES = (WRITER_SYSTEM, WRITER_USER, REVISE)
+WRITER_CAUSAL = "profilegen/writer_causal.jinja2"
+CAUSAL_DATA = "causal_rules.yaml"
+CAUSAL_CHECKS = ("undated_predisposing", "coping_without_cycle")
+
+
+class CausalCheck(BaseModel):
+    """One deterministic causal check: the text passes when any pattern matches it."""
+
+    model_config = ConfigDict(extra="forbid", arbitrary_types_allowed=True)
+    severity: Severity = Field(description="Severity of the fault a failing text raises.")
+    reason: str = Field(min_length=3, max_length=240, description="Why the text is a fault; the writer reads it.")
+    patterns: list[re.Pattern] = Field(min_length=1, description="Case-insensitive regular expressions.")
+
+    @field_validator("patterns", mode="before")
+    @classmethod
+    def _compile(cls, value: Any) -> Any:
+        if not isinstance(value, list):
+            return value
+        out = []
+        for p in value:
+            try:
+                out.append(re.compile(p, re.IGNORECASE))
+            except (re.error, TypeError) as exc:
+                raise ValueError(f"pattern {p!r} is not a regular expression: {exc}") from exc
+        return out
+
+    def passes(self, text: str) -> bool:
+        return any(p.search(text) for p in self.patterns)
+
+
+class CausalRules(BaseModel):
+    """`data/causal_rules.yaml`: the criteria the writer and screener read, and the checks run on the text."""
+
+    model_config = ConfigDict(extra="forbid")
+    source: str
+    version: str
+    writer_rules: list[str] = Field(min_length=1, description="Lines added to the writer's system prompt.")
+    screener_rules: list[str] = Field(min_length=1, description="Lines added to the screener's system prompt.")
+    checks: dict[str, CausalCheck] = Field(description="Deterministic checks by id.")
+
+    @model_validator(mode="after")
+    def _known(self) -> "CausalRules":
+        if set(self.checks) != set(CAUSAL_CHECKS):
+            raise ValueError(f"checks must be exactly {list(CAUSAL_CHECKS)}, got {sorted(self.checks)}")
+        return self
+
+
+@lru_cache(maxsize=1)
+def causal_rules() -> CausalRules:
+    """The shipped causal rules (cached); a broken file stops the run naming the field."""
+    try:
+        return CausalRules.model_validate(read_data(CAUSAL_DATA))
+    except ValidationError as exc:
+        raise ConfigError(f"profilegen/data/{CAUSAL_DATA} is invalid ({exc.error_count()} problems: "
+                          f"{exc.errors()[0]['loc']}: {exc.errors()[0]['msg']}); fix the file") from exc
 
 
 def _enum(labels: dict[str, Label]) -> Any:
@@ -167,7 +228,16 @@ def violations(label: Label, d: Demographics) -> list[str]:
     return out
 
 
-def writer_messages(row: AnchoredRow, voc: Vocabularies | None = None) -> list[dict[str, str]]:
+def writer_system(causal: bool = False) -> str:
+    """The writer's system prompt; with `causal` the causal rules follow it (a separate template, so the plain
+    prompt and its hash stay what they were)."""
+    text = render(WRITER_SYSTEM)
+    if causal:
+        text += "\n\n" + render(WRITER_CAUSAL, rules=causal_rules().writer_rules)
+    return text
+
+
+def writer_messages(row: AnchoredRow, voc: Vocabularies | None = None, causal: bool = False) -> list[dict[str, str]]:
     """System and user messages of the formulation call for one anchored persona."""
     voc = voc or load_vocabularies()
     d = row.demographics
@@ -181,22 +251,25 @@ def writer_messages(row: AnchoredRow, voc: Vocabularies | None = None) -> list[d
         protective=compatible(voc.protective, d), coping=list(voc.coping.values()),
         core_beliefs=list(voc.core_beliefs.values()), qol=voc.quality_of_life,
     )
-    return [{"role": "system", "content": render(WRITER_SYSTEM)}, {"role": "user", "content": user}]
+    return [{"role": "system", "content": writer_system(causal)}, {"role": "user", "content": user}]
 
 
-def revision_messages(row: AnchoredRow, previous: Formulation, faults: list[Any]) -> list[dict[str, str]]:
+def revision_messages(row: AnchoredRow, previous: Formulation, faults: list[Any],
+                      causal: bool = False) -> list[dict[str, str]]:
     """The writer's conversation extended with its last draft and the faults to fix."""
     return [
-        *writer_messages(row),
+        *writer_messages(row, causal=causal),
         {"role": "assistant", "content": to_draft_json(previous)},
         {"role": "user", "content": render(REVISE, faults=faults)},
     ]
 
 
 async def write_formulation(client: Any, row: AnchoredRow, messages: list[dict[str, str]] | None = None,
-                            scale: float = 1.0) -> Formulation:
-    """One structured call; raises mindcore's StructuredOutputError / EngineError for the caller to count."""
-    draft = await client.structured(messages or writer_messages(row), draft_model(scale), schema_name="formulation")
+                            scale: float = 1.0, causal: bool = False) -> Formulation:
+    """One structured call; raises mindcore's StructuredOutputError / EngineError for the caller to count.
+    `causal` applies to the first draft only: a revision's `messages` already carry the writer's prompt."""
+    draft = await client.structured(messages or writer_messages(row, causal=causal), draft_model(scale),
+                                    schema_name="formulation")
     return to_formulation(draft)
 
 

@@ -25,12 +25,13 @@ from mindcore.prompts import template_hash
 from profilegen import formulation as formulation_mod
 from profilegen import render as render_mod
 from profilegen import screen as screen_mod
-from profilegen.formulation import write_formulation
+from profilegen.formulation import CAUSAL_DATA, WRITER_CAUSAL, write_formulation
 from profilegen.render import case_summary, writer_brief
 from profilegen.schemas import AnchoredRow, Failure, Formulation, Profile, ProfileShape, Provenance, Screen, TemplateHash
 from profilegen.screen import screen_and_revise
 
 TEMPLATES = (*formulation_mod.TEMPLATES, *screen_mod.TEMPLATES, *render_mod.TEMPLATES)
+CAUSAL_TEMPLATES = (WRITER_CAUSAL, screen_mod.SCREENER_CAUSAL)
 ROLES = ("profile_writer", "screener")
 
 
@@ -45,8 +46,15 @@ class Outcome(BaseModel):
     failure: Failure | None = Field(None, description="The failure when failed.")
 
 
-def prompt_hashes() -> list[TemplateHash]:
-    return [TemplateHash(template=t, sha256=template_hash(t)) for t in TEMPLATES]
+def prompt_hashes(causal: bool = False) -> list[TemplateHash]:
+    """Hashes of the prompts a profile is written with. The causal rules' templates and their data file
+    count only when they are used, so runs without them keep their hashes and checkpoint keys."""
+    hashes = [TemplateHash(template=t, sha256=template_hash(t)) for t in TEMPLATES]
+    if causal:
+        hashes += [TemplateHash(template=t, sha256=template_hash(t)) for t in CAUSAL_TEMPLATES]
+        hashes.append(TemplateHash(template=f"profilegen:data/{CAUSAL_DATA}",
+                                   sha256=template_hash(f"data/{CAUSAL_DATA}", package="profilegen")))
+    return hashes
 
 
 def build_profile(row: AnchoredRow, f: Formulation, screen: Screen, provenance: Provenance) -> Profile:
@@ -63,7 +71,8 @@ async def make_profile(writer: Any, screener: Any, row: AnchoredRow, max_revisio
     """Stages 3–4 for one candidate. `writer`/`screener` need `structured(messages, Model, schema_name=)`."""
     stage = "formulation"
     try:
-        f = await write_formulation(writer, row, scale=provenance.shape.text_scale)
+        f = await write_formulation(writer, row, scale=provenance.shape.text_scale,
+                                    causal=provenance.shape.causal_checks)
         stage = "screen"
         f, screen = await screen_and_revise(writer, screener, row, f, max_revisions, provenance.shape)
     except EngineError as exc:

@@ -31,7 +31,7 @@ from mindcore.provenance import base_provenance
 from mindcore.runner import gather_progress
 from profilegen import report
 from profilegen.anchors import anchor_personas
-from profilegen.config import ProfilesConfig
+from profilegen.config import ProfilesConfig, profiles_config, resolve_causal_checks
 from profilegen.dataset import write_profiles
 from profilegen.formulation import draft_model
 from profilegen.generate import ROLES, Outcome, make_profile_checkpointed, prompt_hashes
@@ -95,7 +95,9 @@ def _provenance(engines: Any, seed: int, cfg: ProfilesConfig) -> Provenance:
     for role in ROLES:
         d = engines.role(role).describe()
         roles.append(RoleModel(role=role, engine=str(d["engine"]), model=str(d["model"])))
-    return Provenance(seed=seed, toolkit_version=__version__, roles=roles, prompts=prompt_hashes(), shape=cfg.shape)
+    shape = cfg.shape
+    return Provenance(seed=seed, toolkit_version=__version__, roles=roles, prompts=prompt_hashes(shape.causal_checks),
+                      shape=shape)
 
 
 async def _async_outcomes(engines: Any, rows: list[AnchoredRow], cfg: ProfilesConfig, prov: Provenance,
@@ -137,7 +139,8 @@ class _Job(BaseModel):
 
 def _prepare(recipe: Any, engines: Any, out_dir: str | Path, config: ProfilesConfig | None) -> _Job:
     """Stages 1–2 (no LLM) and the run's provenance."""
-    cfg = config or recipe.section("profiles", ProfilesConfig)
+    # A config passed in with causal_checks still empty is resolved against this recipe's patient engines.
+    cfg = resolve_causal_checks(config, getattr(recipe, "simulation", None)) if config else profiles_config(recipe)
     seed = cfg.seed if cfg.seed is not None else recipe.seed
     folder = Path(out_dir) / "profiles"
     personas = load_personas(cfg.personas, cfg.candidates, seed)

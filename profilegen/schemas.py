@@ -15,9 +15,9 @@ to the current vocabulary version.
 from __future__ import annotations
 
 import warnings
-from typing import Literal
+from typing import Any, Literal
 
-from pydantic import BaseModel, ConfigDict, Field
+from pydantic import BaseModel, ConfigDict, Field, model_serializer
 
 AgeBand = Literal["18-24", "25-34", "35-44", "45-54", "55-64", "65+"]
 AGE_BANDS: tuple[str, ...] = AgeBand.__args__  # type: ignore[attr-defined]
@@ -192,17 +192,31 @@ class RoleModel(_Row):
 class TemplateHash(_Row):
     """A prompt template and the hash of its text when the row was made."""
 
-    template: str = Field(description="Template path under prompts/.")
+    template: str = Field(description="Template path under prompts/, or `package:path` of a data file whose "
+                                      "text goes into a prompt.")
     sha256: str = Field(description="Hash of the template text.")
 
 
 class ProfileShape(_Row):
-    """How long the writer's texts and the screener's fault list may be. The defaults are the full shape;
-    a recipe may shrink both to save tokens (the quickstart does, on a 135M model), and a profile records
-    the shape it was written with."""
+    """How long the writer's texts and the screener's fault list may be, and whether the causal rules apply.
+    The defaults are the full shape without causal checks; a recipe may shrink both limits to save tokens
+    (the quickstart does, on a 135M model), and a profile records the shape it was written with."""
 
     text_scale: float = Field(1.0, ge=0.25, le=1.0, description="Scale on every text limit of the writer's schema.")
     screen_max_faults: int = Field(6, ge=1, le=6, description="Most faults the screener may list per verdict.")
+    causal_checks: bool = Field(
+        False, description="PatientAct's causal 5P rules in the writer's and screener's prompts, plus the "
+        "deterministic causal checks (ProfilesConfig.causal_checks, resolved).",
+    )
+
+    @model_serializer(mode="wrap")
+    def _plain_when_off(self, handler: Any) -> Any:
+        # Off, the dump is the one written before the option existed: profiles, provenance.json and
+        # parquet columns of runs without causal checks stay byte-identical.
+        data = handler(self)
+        if isinstance(data, dict) and not self.causal_checks:
+            data.pop("causal_checks", None)
+        return data
 
 
 class Provenance(_Row):

@@ -7,6 +7,10 @@ data/screen_rules.yaml), then the judge (role `screener`) on the rendered writer
 fault must quote the profile verbatim: quotes not found in it (after normalising case, whitespace,
 quote marks and dashes) are discarded and counted. The final verdict is the worst kept fault, clean
 when none is left. Serious profiles go back to the writer with the faults, a bounded number of times.
+
+With `ProfileShape.causal_checks` (PatientAct App. B and Fig. 6 criteria 3, 6, 7) the judge's prompt adds
+the causal criteria, and two deterministic checks of `data/causal_rules.yaml` (ours) run with the rules:
+a predisposing history with no time anchor, and a maladaptive coping situation with no cycle marker.
 """
 
 from __future__ import annotations
@@ -19,7 +23,7 @@ from pydantic import BaseModel, ConfigDict, Field, create_model
 
 from mindcore.prompts import render
 from mindcore.quotes import normalise, quote_in  # noqa: F401 - part of this module's API
-from profilegen.formulation import revision_messages, violations, write_formulation
+from profilegen.formulation import causal_rules, revision_messages, violations, write_formulation
 from profilegen.render import writer_brief
 from profilegen.schemas import AnchoredRow, Fault, Formulation, ProfileShape, Screen, Severity, Verdict
 from profilegen.vocab import load_vocabularies, read_data
@@ -27,6 +31,7 @@ from profilegen.vocab import load_vocabularies, read_data
 SCREENER_SYSTEM = "profilegen/screener_system.jinja2"
 SCREENER_USER = "profilegen/screener_user.jinja2"
 TEMPLATES = (SCREENER_SYSTEM, SCREENER_USER)
+SCREENER_CAUSAL = "profilegen/screener_causal.jinja2"
 _RANK = {"clean": 0, "minor": 1, "serious": 2}
 
 
@@ -92,6 +97,31 @@ def rule_faults(row: AnchoredRow, f: Formulation, text: str) -> list[Fault]:
     return faults
 
 
+def _clip(text: str, limit: int) -> str:
+    """A verbatim prefix of `text` that fits `limit`, cut at a word boundary."""
+    text = text.strip()
+    if len(text) <= limit:
+        return text
+    cut = text[:limit]
+    return cut[:cut.rfind(" ")] if " " in cut else cut
+
+
+def causal_faults(f: Formulation) -> list[Fault]:
+    """The deterministic causal checks: each undated predisposing history and each maladaptive coping
+    situation without a cycle marker is one fault quoting that text."""
+    rules = causal_rules().checks
+    limit = next(m.max_length for m in Fault.model_fields["quote"].metadata if hasattr(m, "max_length"))
+    texts = [("undated_predisposing", p.history) for p in f.predisposing]
+    texts += [("coping_without_cycle", p.situation) for p in f.perpetuating if p.maladaptive]
+    faults = []
+    for check_id, text in texts:
+        check = rules[check_id]
+        if not check.passes(text):
+            faults.append(Fault(quote=_clip(text, limit), reason=f"{check.reason} (rule {check_id})",
+                                severity=check.severity, source="rule"))
+    return faults
+
+
 def verify(faults: list[JudgeFault], text: str) -> tuple[list[Fault], int]:
     """Judge faults whose quote is really in the profile, and how many were discarded."""
     kept = [Fault(quote=x.quote, reason=x.reason, severity=x.severity, source="judge")
@@ -103,17 +133,21 @@ def worst(faults: list[Fault]) -> Verdict:
     return max((x.severity for x in faults), key=_RANK.__getitem__, default="clean")  # type: ignore[return-value]
 
 
-def judge_messages(text: str) -> list[dict[str, str]]:
-    return [{"role": "system", "content": render(SCREENER_SYSTEM)},
+def judge_messages(text: str, causal: bool = False) -> list[dict[str, str]]:
+    system = render(SCREENER_SYSTEM)
+    if causal:  # a separate template, so the plain prompt and its hash stay what they were
+        system += "\n\n" + render(SCREENER_CAUSAL, rules=causal_rules().screener_rules)
+    return [{"role": "system", "content": system},
             {"role": "user", "content": render(SCREENER_USER, profile_text=text)}]
 
 
 async def screen_once(screener: Any, row: AnchoredRow, f: Formulation, revisions: int = 0,
-                      max_faults: int = 6) -> Screen:
-    """Rules, then the judge, on one formulation."""
+                      max_faults: int = 6, causal: bool = False) -> Screen:
+    """Rules (and, with `causal`, the causal checks), then the judge, on one formulation."""
     text = writer_brief(row, f)
-    rules = rule_faults(row, f, text)
-    answer: JudgeVerdict = await screener.structured(judge_messages(text), verdict_model(max_faults), schema_name="screen")
+    rules = rule_faults(row, f, text) + (causal_faults(f) if causal else [])
+    answer: JudgeVerdict = await screener.structured(judge_messages(text, causal), verdict_model(max_faults),
+                                                     schema_name="screen")
     kept, discarded = verify(answer.faults, text)
     faults = rules + kept
     return Screen(verdict=worst(faults), judge_verdict=answer.verdict, faults=faults,
@@ -129,9 +163,10 @@ async def screen_and_revise(
     shape = shape or ProfileShape()
     discarded = 0
     for revisions in range(max_revisions + 1):
-        screen = await screen_once(screener, row, f, revisions, shape.screen_max_faults)
+        screen = await screen_once(screener, row, f, revisions, shape.screen_max_faults, shape.causal_checks)
         discarded += screen.discarded_faults
         if screen.verdict != "serious" or revisions == max_revisions:
             break
-        f = await write_formulation(writer, row, revision_messages(row, f, screen.faults), shape.text_scale)
+        f = await write_formulation(writer, row, revision_messages(row, f, screen.faults, shape.causal_checks),
+                                    shape.text_scale)
     return f, screen.model_copy(update={"discarded_faults": discarded})
