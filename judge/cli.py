@@ -4,6 +4,7 @@ does its work."""
 from __future__ import annotations
 
 import json
+from enum import Enum
 from pathlib import Path
 from typing import Any, Optional
 
@@ -42,9 +43,15 @@ def resolve_recipe(run_dir: Path, recipe: Optional[Path]) -> Optional[Path]:
     return Path(recorded)
 
 
+class RubricName(str, Enum):
+    mhqr = "mhqr"
+    patientact = "patientact"
+
+
 @app.command("run")
 def run_cmd(
-    run_dir: Path = typer.Argument(..., help="Run folder (holds sessions/sessions.parquet); judgments/ is written here"),
+    run_dir: Optional[Path] = typer.Argument(None, help="Run folder (holds sessions/sessions.parquet); judgments/ is "
+                                                        "written here (required with --rubric mhqr)"),
     recipe: Optional[Path] = typer.Option(None, help="Recipe with engines, roles and a judge: section "
                                                      "(default: the one run.json names, else the embedded engine)"),
     sessions: Optional[Path] = typer.Option(None, help="Sessions from another simulator: JSONL (or parquet) "
@@ -54,10 +61,30 @@ def run_cmd(
     draws: Optional[int] = typer.Option(None, help="Bootstrap draws (default 2000)"),
     seed: Optional[int] = typer.Option(None, help="Bootstrap seed"),
     no_plots: bool = typer.Option(False, "--no-plots", help="Skip the PNG plots"),
+    rubric: RubricName = typer.Option(RubricName.mhqr, "--rubric", help="mhqr: every counsellor reply (MindEval2); "
+                                      "patientact: every session's patient on PatientAct's 5 dimensions"),
+    runs: Optional[list[Path]] = typer.Option(None, "--run", help="[patientact] Another run folder to score (repeat)"),
+    baseline: Optional[str] = typer.Option(None, "--baseline", help="[patientact] System tested against each other "
+                                                                     "one (default patientact)"),
+    human: Optional[Path] = typer.Option(None, "--human", help="[patientact] Human ratings JSONL: item_id, rater, "
+                                                               "scores {dimension: 1-5}"),
+    out: Optional[Path] = typer.Option(None, "--out", help="[patientact] Where patientact_judge/ goes (default: "
+                                                           "the first run folder)"),
+    max_tokens: Optional[int] = typer.Option(None, "--max-tokens", min=1, help="[patientact] Output budget of one "
+                                                                               "judgment (default: the role's)"),
 ) -> None:
-    """Judge every counsellor reply against the MHQR rubric; write judgments, scores and a report."""
+    """Judge every counsellor reply against the MHQR rubric (or, with --rubric patientact, every session's
+    patient against PatientAct's rubric); write judgments, scores and a report."""
     from mindcore.errors import ConfigError
 
+    if rubric is RubricName.patientact:
+        return _run_patientact(run_dir, runs or [], sessions, recipe, judge, baseline, human, out, max_tokens)
+    extra = [n for n, v in (("--run", runs), ("--baseline", baseline), ("--human", human), ("--out", out),
+                            ("--max-tokens", max_tokens)) if v]
+    if extra:
+        raise ConfigError(f"{', '.join(extra)}: only for --rubric patientact; the MHQR judge writes into RUN_DIR")
+    if run_dir is None:
+        raise ConfigError("mindsim judge run: give RUN_DIR (the run folder, or where judgments/ goes with --sessions)")
     if not run_dir.is_dir() and sessions is None:
         raise ConfigError(f"{run_dir}: no such run folder; give a folder made by 'mindsim run', or --sessions FILE")
     from pydantic import ValidationError
@@ -91,6 +118,43 @@ def run_cmd(
                f"{summary['dropped_quotes']} unverifiable quotes dropped")
     for name, j in summary["judges"].items():
         typer.echo(f"  {name} ({j['model']}): ranking {', '.join(j['ranking']) or '(no scores)'}")
+    for label, path in summary["outputs"].items():
+        typer.echo(f"  {label}: {path}")
+
+
+def _run_patientact(run_dir: Optional[Path], runs: list[Path], sessions: Optional[Path], recipe: Optional[Path],
+                    judge: Optional[list[str]], baseline: Optional[str], human: Optional[Path], out: Optional[Path],
+                    max_tokens: Optional[int]) -> None:
+    """`--rubric patientact`: the run folders and/or sessions file, one judge role, the per-system report."""
+    from mindcore import preflight_hook
+    from mindcore.engine import Engines
+    from mindcore.errors import ConfigError
+    from mindcore.recipe import load_recipe
+    from judge.config import default_engines_config
+    from judge.patientact import load_human, load_items, rubrics
+    from judge.patientact_report import run_patientact
+
+    folders = ([run_dir] if run_dir is not None else []) + runs
+    if judge and len(judge) > 1:
+        raise ConfigError("--rubric patientact scores with one judge role; give --judge once")
+    role = judge[0] if judge else "judge"
+    if role != "judge" and not role.startswith("judge:"):
+        raise ConfigError(f"--judge {role}: not a judge role; write 'judge' or 'judge:NAME'")
+    # Bad input stops here, before any engine starts.
+    items = load_items(folders, sessions)
+    ratings = load_human(human, rubrics().conversation.ids) if human is not None else None
+    target = out or (folders[0] if folders else sessions.parent)
+    recipe_path = resolve_recipe(folders[0], recipe) if folders else recipe
+    r = load_recipe(recipe_path) if recipe_path is not None else None
+    engines_cfg = r.engines_config() if r is not None else default_engines_config()
+    with Engines.from_config(engines_cfg) as engines:
+        preflight_hook.run(r, engines, {"judge"})
+        summary = run_patientact(target, engines, items, judge=role, baseline=baseline or "patientact",
+                                 human=ratings, max_tokens=max_tokens)
+    typer.echo(f"judged {summary['judged']} sessions on the PatientAct rubric: {summary['ok']} ok, "
+               f"{summary['failed']} failed")
+    for system, means in summary["means"].items():
+        typer.echo(f"  {system}: " + ", ".join(f"{d} {v:.2f}" for d, v in means.items()))
     for label, path in summary["outputs"].items():
         typer.echo(f"  {label}: {path}")
 

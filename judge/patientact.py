@@ -1,0 +1,459 @@
+"""PatientAct's evaluation rubrics as judge tasks (PatientAct §4.1–4.2, App. D.1 / D.2) and the statistics
+its tables report: per-system means and Mann–Whitney U between systems (Tables 2 and 4), Spearman's ρ of
+the judge against human ratings and Krippendorff's α among the humans (Tables 1 and 3), identification
+accuracy (Table 1). `mindsim judge run --rubric patientact` runs the conversation part over any
+simulator's sessions; mindsim's profile step (`mindsim/patientact/rubric.py`) uses the profile part.
+
+A judge call is one structured answer per session (5 conversation dimensions, 1–5, each with a short
+reason written before its score) or per profile (4 dimensions plus the identification task). Rubric text
+is data (`judge/data/patientact_rubrics.yaml`); the identification options are the caller's, so this
+module imports neither the simulator nor profilegen. A call that never fits the schema, or an engine
+that fails, is a counted failure row (`ok=False`, the error), never a blank score. The statistics are
+pure functions over stored rows, so they can be recomputed without a model.
+
+What is compared ("system") comes from optional columns of our sessions parquet: `patient_engine`
+(mindsim / patientact) and `patientact.switches` (ablations) give `mindsim`, `patientact`,
+`patientact-no_trust_gating-…`; JSONL sessions from other simulators may carry `system` (else
+`patient_engine`, else "simulator").
+"""
+
+from __future__ import annotations
+
+import asyncio
+import hashlib
+import json
+from dataclasses import dataclass
+from functools import lru_cache
+from importlib import resources
+from pathlib import Path
+from statistics import mean
+from typing import Any, Iterable, Literal, Sequence
+
+import pyarrow as pa
+import pyarrow.parquet as pq
+import yaml
+from pydantic import BaseModel, ConfigDict, Field, ValidationError, create_model, field_validator
+
+from mindcore.errors import ConfigError, EngineError, InputError, StructuredOutputError
+from mindcore.io import read_jsonl
+from mindcore.prompts import render, template_hash
+from judge.inputs import SESSIONS_FILE, load_sessions
+
+CONVERSATION_TEMPLATE = "judge/patientact_conversation.jinja2"
+PROFILE_TEMPLATE = "judge/patientact_profile.jinja2"
+RUBRIC_FILE = "patientact_rubrics.yaml"
+OUT_DIR = "patientact_judge"
+SCALE = (1, 2, 3, 4, 5)
+# Switch names of the paper's ablations (Table 4), in the order a system label lists them.
+ABLATIONS = ("trust_gating", "dynamic_memory", "pipeline")
+SPEAKERS = {"user": "Client", "assistant": "Counsellor"}
+REASON_MAX = 300
+_IN_FLIGHT = 256
+
+
+class _Frozen(BaseModel):
+    model_config = ConfigDict(extra="forbid", frozen=True)
+
+
+class Dimension(_Frozen):
+    id: str = Field(pattern=r"^[a-z_]+$")
+    name: str
+    question: str
+    anchors: dict[int, str]
+
+    @field_validator("anchors")
+    @classmethod
+    def _five(cls, v: dict[int, str]) -> dict[int, str]:
+        if sorted(v) != list(SCALE):
+            raise ValueError("anchors must give levels 1 to 5")
+        return v
+
+
+class RubricPart(_Frozen):
+    instructions: str
+    dimensions: list[Dimension] = Field(min_length=1)
+
+    @property
+    def ids(self) -> list[str]:
+        return [d.id for d in self.dimensions]
+
+
+class Rubrics(_Frozen):
+    source: str
+    version: str
+    conversation: RubricPart
+    profile: RubricPart
+
+
+@lru_cache(maxsize=1)
+def rubrics() -> Rubrics:
+    try:
+        text = (resources.files("judge") / "data" / RUBRIC_FILE).read_text(encoding="utf-8")
+        return Rubrics.model_validate(yaml.safe_load(text))
+    except (OSError, yaml.YAMLError, ValidationError) as exc:
+        raise ConfigError(f"judge/data/{RUBRIC_FILE} is invalid: {str(exc).splitlines()[0]}") from exc
+
+
+def answer_model(part: str, attachments: Sequence[str] = (), themes: Sequence[str] = ()) -> type[BaseModel]:
+    """The judge's answer schema: per dimension a reason (first, so the score follows from it) and a score
+    1–5. The profile part adds the identification task over the caller's `attachments` and `themes`."""
+    if part == "profile" and not (attachments and themes):
+        raise ConfigError("the profile rubric needs the attachment styles and themes to choose from")
+    return _answer_model(part, tuple(sorted(attachments)), tuple(sorted(themes)))
+
+
+@lru_cache(maxsize=None)
+def _answer_model(part: str, attachments: tuple[str, ...], themes: tuple[str, ...]) -> type[BaseModel]:
+    spec: dict[str, Any] = {}
+    for d in getattr(rubrics(), part).dimensions:
+        spec[f"{d.id}_reason"] = (str, Field(max_length=REASON_MAX, description=f"One or two sentences on: {d.question}"))
+        spec[d.id] = (Literal[SCALE], Field(description=f"{d.name}, 1-5"))
+    if part == "profile":
+        spec["attachment"] = (Literal[attachments], Field(description="Attachment style"))
+        spec["theme"] = (Literal[themes], Field(description="Core-belief theme"))
+    return create_model(f"PatientAct{part.title()}Judgment", __config__=ConfigDict(extra="forbid"), **spec)
+
+
+class Judgment(BaseModel):
+    """One judged session or profile: scores by dimension, or a counted failure. One line of
+    `patientact_judge/judgments.jsonl`."""
+
+    model_config = ConfigDict(extra="forbid")
+    kind: Literal["conversation", "profile"]
+    item_id: str = Field(description="Session id (prefixed with its input's name when ids collide), or profile id")
+    patient_id: str
+    system: str = Field(description="What is compared: the patient engine with its ablations, e.g. 'patientact-no_pipeline'")
+    ok: bool
+    error: str | None = None
+    error_kind: Literal["invalid_output", "engine"] | None = Field(None, description="Class of failure when not ok")
+    scores: dict[str, int] = Field(default_factory=dict, description="Dimension id → 1-5 (empty when not ok)")
+    reasons: dict[str, str] = Field(default_factory=dict)
+    predicted: dict[str, str] = Field(default_factory=dict, description="Identification task: attachment, theme")
+    truth: dict[str, str] = Field(default_factory=dict, description="The psychological seed: attachment, theme")
+    session_id: str | None = Field(None, description="The session's own id (conversation rows)")
+    counsellor: str | None = Field(None, description="Counsellor of the session (conversation rows)")
+    session_index: int | None = Field(None, description="0-based session index in the patient's arc")
+    source: str | None = Field(None, description="Run folder or sessions file the session was read from")
+    judge: dict[str, Any] = Field(default_factory=dict, description="The judge's engine, model and sampling")
+    prompt: dict[str, str] = Field(default_factory=dict, description="Prompt template → hash")
+    rubric_version: str | None = None
+    cache_key: str | None = Field(None, description="Content key of the judgment (judge, model, prompt)")
+
+
+# -- inputs: sessions of any simulator, labelled by system ------------------------------------------------
+
+def _maybe_json(v: Any) -> Any:
+    if isinstance(v, str):
+        try:
+            return json.loads(v)
+        except json.JSONDecodeError:
+            return None
+    return v
+
+
+def system_label(patient_engine: str | None, patientact: Any = None) -> str:
+    """'mindsim', 'patientact', or 'patientact-no_<switch>...' for the ablations. `patientact` is the
+    session's PatientAct state (a dict, or JSON text) with a `switches` dict; a switch left out is on."""
+    engine = patient_engine or "simulator"
+    state = _maybe_json(patientact)
+    if not isinstance(state, dict):
+        return engine
+    switches = _maybe_json(state.get("switches")) or {}
+    off = [k for k in ABLATIONS if isinstance(switches, dict) and switches.get(k) is False]
+    return "-".join([engine, *(f"no_{k}" for k in off)])
+
+
+def transcript(messages: Iterable[dict[str, Any]]) -> tuple[tuple[str, str], ...]:
+    """The spoken exchange (patient = user, counsellor = assistant); system prompts and tool traffic left out."""
+    return tuple((SPEAKERS[m["role"]], m["content"]) for m in messages
+                 if m.get("role") in SPEAKERS and isinstance(m.get("content"), str) and not m.get("tool_calls"))
+
+
+@dataclass(frozen=True)
+class ConversationItem:
+    """One session to score: where it came from, what system it belongs to, and what the judge reads."""
+
+    item_id: str
+    session_id: str
+    patient_id: str
+    counsellor: str
+    session_index: int
+    system: str
+    source: str
+    transcript: tuple[tuple[str, str], ...]
+
+
+def _labels_parquet(path: Path) -> dict[str, str]:
+    names = pq.read_schema(path).names
+    cols = [c for c in ("session_id", "patient_engine", "patientact") if c in names]
+    rows = pq.read_table(path, columns=cols).to_pylist()
+    return {r["session_id"]: system_label(r.get("patient_engine") or "mindsim", r.get("patientact")) for r in rows}
+
+
+def _labels_jsonl(path: Path) -> dict[str, str]:
+    out = {}
+    for _, obj in read_jsonl(path):
+        if isinstance(obj, dict) and "session_id" in obj:
+            system = obj.get("system")
+            out[str(obj["session_id"])] = (str(system) if system else
+                                           system_label(obj.get("patient_engine"), obj.get("patientact")))
+    return out
+
+
+def _source(label: str, sessions: list[Any], labels: dict[str, str]) -> list[ConversationItem]:
+    return [ConversationItem(s.session_id, s.session_id, s.patient_id, s.counsellor, s.session_index,
+                             labels.get(s.session_id, "simulator"), label, transcript(s.messages)) for s in sessions]
+
+
+def load_items(runs: Sequence[Path] = (), sessions: Path | None = None) -> list[ConversationItem]:
+    """Every session of the run folders and the sessions file, checked before any engine starts. Session
+    ids are the item ids; when the same id occurs in two inputs (ablation runs of the same patients in
+    different folders share ids), those items are named `<input name>/<session id>`."""
+    if not runs and sessions is None:
+        raise InputError("no sessions given; name run folders (RUN_DIR, --run DIR) or --sessions FILE")
+    groups: list[tuple[str, list[ConversationItem]]] = []
+    for run in runs:
+        if not Path(run).is_dir():
+            raise InputError(f"{run}: no such run folder; give a folder made by 'mindsim run', or --sessions FILE")
+        label = Path(run).resolve().name
+        groups.append((label, _source(label, load_sessions(Path(run)), _labels_parquet(Path(run) / SESSIONS_FILE))))
+    if sessions is not None:
+        path = Path(sessions)
+        loaded = load_sessions(path.parent, path)
+        labels = _labels_parquet(path) if path.suffix == ".parquet" else _labels_jsonl(path)
+        groups.append((path.stem, _source(path.stem, loaded, labels)))
+    counts: dict[str, int] = {}
+    for _, items in groups:
+        for it in items:
+            counts[it.session_id] = counts.get(it.session_id, 0) + 1
+    if any(n > 1 for n in counts.values()):
+        names = [g for g, _ in groups]
+        if len(set(names)) != len(names):
+            raise InputError(f"inputs {', '.join(names)}: two have the same name and share session ids; "
+                             "give each run folder a distinct name")
+    out = []
+    for label, items in groups:
+        for it in items:
+            if counts[it.session_id] > 1:
+                it = ConversationItem(**{**it.__dict__, "item_id": f"{label}/{it.session_id}"})
+            out.append(it)
+    return out
+
+
+# -- human ratings -----------------------------------------------------------------------------------------
+
+class HumanRating(BaseModel):
+    """One rater's scores for one item: a line of the `--human` JSONL file."""
+
+    model_config = ConfigDict(extra="forbid")
+    item_id: str = Field(min_length=1, description="Item id as in judgments.jsonl (the session id)")
+    rater: str = Field(min_length=1, description="Who rated")
+    scores: dict[str, int] = Field(min_length=1, description="Dimension id → 1-5")
+
+
+def load_human(path: Path, dims: Sequence[str]) -> list[HumanRating]:
+    if not Path(path).is_file():
+        raise InputError(f"{path}: human ratings file not found")
+    out, seen = [], set()
+    for line, obj in read_jsonl(path):
+        try:
+            r = HumanRating.model_validate(obj)
+        except ValidationError as exc:
+            err = exc.errors()[0]
+            loc = ".".join(str(p) for p in err["loc"]) or "(line)"
+            raise InputError(f"{path}:{line}: {loc}: {err['msg']} (each line: item_id, rater, "
+                             "scores {dimension: 1-5})") from exc
+        bad = {d: v for d, v in r.scores.items() if d not in dims or v not in SCALE}
+        if bad:
+            raise InputError(f"{path}:{line}: scores {bad} not allowed; dimensions are {', '.join(dims)}, scores 1-5")
+        if (r.item_id, r.rater) in seen:
+            raise InputError(f"{path}:{line}: rater {r.rater!r} rates item {r.item_id!r} twice")
+        seen.add((r.item_id, r.rater))
+        out.append(r)
+    if not out:
+        raise InputError(f"{path}: no human ratings in the file")
+    return out
+
+
+def mean_human(ratings: Iterable[HumanRating]) -> dict[str, dict[str, float]]:
+    """Item id → dimension → mean of the raters' scores."""
+    acc: dict[str, dict[str, list[int]]] = {}
+    for r in ratings:
+        for d, v in r.scores.items():
+            acc.setdefault(r.item_id, {}).setdefault(d, []).append(v)
+    return {i: {d: mean(v) for d, v in ds.items()} for i, ds in acc.items()}
+
+
+def rating_matrix(ratings: Iterable[HumanRating], dim: str) -> list[list[int | None]]:
+    """Raters × items for one dimension (None = not rated), the shape Krippendorff's α takes."""
+    ratings = [r for r in ratings if dim in r.scores]
+    raters = sorted({r.rater for r in ratings})
+    items = sorted({r.item_id for r in ratings})
+    cell = {(r.rater, r.item_id): r.scores[dim] for r in ratings}
+    return [[cell.get((rater, item)) for item in items] for rater in raters]
+
+
+# -- the judge call ------------------------------------------------------------------------------------------
+
+async def ask(client: Any, content: str, output: type[BaseModel], *, schema_name: str,
+              max_tokens: int | None = None) -> tuple[dict[str, Any] | None, str | None, str | None]:
+    """(answer, None, None), or (None, error, kind) when the output never fit or the engine failed."""
+    sampling = {"max_tokens": max_tokens} if max_tokens else {}
+    try:
+        out = await client.structured([{"role": "user", "content": content}], output, schema_name=schema_name,
+                                      **sampling)
+    except EngineError as exc:
+        kind = "invalid_output" if isinstance(exc, StructuredOutputError) else "engine"
+        return None, f"{type(exc).__name__}: {exc}"[:2000], kind
+    return out.model_dump(), None, None
+
+
+def split(part: str, answer: dict[str, Any] | None) -> tuple[dict[str, int], dict[str, str]]:
+    if not answer:
+        return {}, {}
+    dims = getattr(rubrics(), part).ids
+    return {d: answer[d] for d in dims}, {d: answer[f"{d}_reason"] for d in dims}
+
+
+class ConversationJudge:
+    """A judge role bound to the conversation rubric. `await judge_item(judge, item, cache)` gives a row."""
+
+    def __init__(self, name: str, client: Any, *, max_tokens: int | None = None):
+        self.name, self.client, self.max_tokens = name, client, max_tokens
+        self.part = rubrics().conversation
+        self.output = answer_model("conversation")
+        self.prompt = {CONVERSATION_TEMPLATE: template_hash(CONVERSATION_TEMPLATE)}
+
+    def describe(self) -> dict[str, Any]:
+        d = self.client.describe()
+        return {**d, "max_tokens": self.max_tokens} if self.max_tokens else d
+
+    def content(self, item: ConversationItem) -> str:
+        return render(CONVERSATION_TEMPLATE, instructions=self.part.instructions, dimensions=self.part.dimensions,
+                      transcript=item.transcript)
+
+    def key(self, content: str) -> str:
+        """Same judge role and model on the same prompt: same judgment, whichever run it came from."""
+        blob = json.dumps([self.name, self.client.model, rubrics().version, self.max_tokens, content], ensure_ascii=False)
+        return "pa_" + hashlib.sha256(blob.encode("utf-8")).hexdigest()[:32]
+
+    def row(self, item: ConversationItem, key: str, answer: dict[str, Any] | None, error: str | None = None,
+            kind: str | None = None) -> Judgment:
+        scores, reasons = split("conversation", answer)
+        return Judgment(kind="conversation", item_id=item.item_id, session_id=item.session_id,
+                        patient_id=item.patient_id, counsellor=item.counsellor, session_index=item.session_index,
+                        source=item.source, system=item.system, ok=answer is not None, error=error, error_kind=kind,
+                        scores=scores, reasons=reasons, judge=self.describe(),
+                        prompt=self.prompt, rubric_version=rubrics().version, cache_key=key)
+
+
+async def judge_item(judge: ConversationJudge, item: ConversationItem, cache: Any) -> Judgment:
+    """Cached answer if this exact judgment was made before (no request); else ask and checkpoint an ok
+    answer. Failures are not cached: a rerun tries them again."""
+    content = judge.content(item)
+    key = judge.key(content)
+    if cache.has(key):
+        return judge.row(item, key, cache.read(key))
+    answer, error, kind = await ask(judge.client, content, judge.output, schema_name="patientact_conversation",
+                                    max_tokens=judge.max_tokens)
+    if answer is not None:
+        cache.write(key, answer)
+    return judge.row(item, key, answer, error, kind)
+
+
+async def judge_items(judge: ConversationJudge, items: list[ConversationItem], cache: Any) -> list[Judgment]:
+    """Every session at once; the engine layer bounds the requests in flight, this gate the rendered prompts."""
+    from mindcore.runner import gather_progress
+
+    gate = asyncio.Semaphore(_IN_FLIGHT)
+
+    async def one(item: ConversationItem) -> Judgment:
+        async with gate:
+            return await judge_item(judge, item, cache)
+
+    return await gather_progress((one(i) for i in items), "judging sessions (PatientAct rubric)",
+                                 outcome=lambda r: "failed" if not getattr(r, "ok", False) else None)
+
+
+# -- statistics over stored rows -------------------------------------------------------------------------
+
+def _ok(rows: Iterable[Judgment]) -> list[Judgment]:
+    return [r for r in rows if r.ok]
+
+
+def system_means(rows: Iterable[Judgment]) -> dict[str, dict[str, float]]:
+    """Mean score per system and dimension (failed judgments left out; count them with `failures`)."""
+    by: dict[str, list[Judgment]] = {}
+    for r in _ok(rows):
+        by.setdefault(r.system, []).append(r)
+    return {s: {d: round(mean(r.scores[d] for r in rs), 3) for d in rs[0].scores} for s, rs in sorted(by.items())}
+
+
+def failures(rows: Iterable[Judgment]) -> dict[str, int]:
+    out: dict[str, int] = {}
+    for r in rows:
+        if not r.ok:
+            out[r.system] = out.get(r.system, 0) + 1
+    return out
+
+
+def mann_whitney(rows: Iterable[Judgment], a: str, b: str, alternative: str = "greater") -> dict[str, dict[str, float]]:
+    """Per dimension, Mann–Whitney U of system `a`'s scores against `b`'s (default one-sided: is `a` rated
+    higher, as the paper's significance marks ask)."""
+    from scipy.stats import mannwhitneyu
+
+    rows = _ok(rows)
+    xa, xb = [r for r in rows if r.system == a], [r for r in rows if r.system == b]
+    if not xa or not xb:
+        raise InputError(f"Mann–Whitney U needs judged rows of both systems; found {len(xa)} of '{a}', {len(xb)} of '{b}'")
+    out = {}
+    for d in xa[0].scores:
+        res = mannwhitneyu([r.scores[d] for r in xa], [r.scores[d] for r in xb], alternative=alternative)
+        out[d] = {"U": float(res.statistic), "p": float(res.pvalue), "n_a": len(xa), "n_b": len(xb)}
+    return out
+
+
+def _paired(judge: Iterable[Judgment], human: dict[str, dict[str, float]], dim: str) -> tuple[list[float], list[float]]:
+    pairs = [(r.scores[dim], human[r.item_id][dim]) for r in _ok(judge) if r.item_id in human and dim in human[r.item_id]]
+    return [p[0] for p in pairs], [p[1] for p in pairs]
+
+
+def spearman(judge: Iterable[Judgment], human: dict[str, dict[str, float]]) -> dict[str, dict[str, float]]:
+    """Spearman's ρ between the judge's scores and human scores (`human`: item id → dimension → mean human
+    rating), per dimension, over the items both rated."""
+    from scipy.stats import spearmanr
+
+    judge = list(judge)
+    dims = next((r.scores for r in _ok(judge)), {})
+    out = {}
+    for d in dims:
+        x, y = _paired(judge, human, d)
+        if not x:
+            continue  # humans did not rate this dimension
+        if len(x) < 3:
+            raise InputError(f"Spearman's rho for '{d}' needs at least 3 items rated by both judge and humans; found {len(x)}")
+        res = spearmanr(x, y)
+        out[d] = {"rho": float(res.statistic), "p": float(res.pvalue), "n": len(x)}
+    if not out:
+        raise InputError("Spearman's rho: no item was rated by both the judge and the humans (check the item ids)")
+    return out
+
+
+def krippendorff_alpha(ratings: list[list[float | None]]) -> float:
+    """Ordinal Krippendorff's α of a raters × items matrix (None = not rated), via the `krippendorff` package."""
+    try:
+        import krippendorff
+    except ImportError as exc:
+        raise InputError("Krippendorff's alpha needs the 'krippendorff' package: pip install krippendorff") from exc
+    import numpy as np
+
+    data = np.array([[np.nan if v is None else v for v in row] for row in ratings], dtype=float)
+    return float(krippendorff.alpha(reliability_data=data, level_of_measurement="ordinal"))
+
+
+def identification_accuracy(rows: Iterable[Judgment]) -> dict[str, float]:
+    """Share of judged profiles whose predicted attachment style / core-belief theme matches the seed."""
+    rows = [r for r in _ok(rows) if r.kind == "profile"]
+    if not rows:
+        return {}
+    return {k: round(sum(r.predicted[k] == r.truth[k] for r in rows) / len(rows), 3) for k in ("attachment", "theme")}

@@ -1,0 +1,302 @@
+"""PatientAct's conversation rubric in the judge package (judge/patientact.py, judge/patientact_report.py):
+rubric data and answer schema, system labels from the sessions parquet or JSONL, judging on the fake
+engine (failures counted, resume with zero requests), the tables' statistics on hand-made rows, human
+ratings, and `mindsim judge run --rubric patientact` through the console script."""
+
+from __future__ import annotations
+
+import ast
+import json
+import subprocess
+from pathlib import Path
+
+import pyarrow as pa
+import pyarrow.parquet as pq
+import pytest
+from judgefakes import recipe_for, session
+
+import judge
+from judge.patientact import (
+    ConversationJudge, HumanRating, Judgment, answer_model, failures, identification_accuracy, judge_item,
+    krippendorff_alpha, load_human, load_items, mann_whitney, mean_human, rating_matrix, rubrics, spearman,
+    system_label, system_means, transcript,
+)
+from judge.patientact_report import build_report, report_md, run_patientact
+from mindcore.engine import Engines
+from mindcore.errors import ConfigError, EngineError, InputError, TransportError
+from mindcore.fake import FakeBackend
+from mindcore.io import CheckpointDir
+
+DIMS = [d.id for d in rubrics().conversation.dimensions]
+# Score each session gets from the fake judge, by the prefix of its id (seen in the transcript).
+SCORE = {"pa": 4, "ms": 2, "np": 3}
+
+
+def judge_answer(score: int = 4) -> dict:
+    out = {}
+    for d in DIMS:
+        out[f"{d}_reason"] = "holds back on the father question"
+        out[d] = score
+    return out
+
+
+def pa_judge(req) -> dict | str:
+    text = req.messages[0]["content"]
+    if "of bad" in text:
+        return "not json"
+    return judge_answer(next(v for k, v in SCORE.items() if f"of {k}" in text))
+
+
+def pa_session(sid: str, engine: str, switches: dict | None = None, patient: str = "p1", index: int = 0) -> dict:
+    s = session(sid, patient, "alpha", index, ["How are you?", "Tell me more."])
+    return {**s, "patient_engine": engine,
+            "patientact": None if engine != "patientact" else {
+                "switches": {"trust_gating": True, "dynamic_memory": True, "pipeline": True} | (switches or {}),
+                "trust_end": 2.5}}
+
+
+SESSIONS = [pa_session("pa1", "patientact"), pa_session("pa2", "patientact", patient="p2"),
+            pa_session("pa3", "patientact", index=1),
+            pa_session("ms1", "mindsim"), pa_session("ms2", "mindsim", patient="p2"),
+            pa_session("ms3", "mindsim", index=1),
+            pa_session("np1", "patientact", {"pipeline": False, "trust_gating": True})]
+
+
+def write(run: Path, sessions: list[dict]) -> Path:
+    (run / "sessions").mkdir(parents=True, exist_ok=True)
+    pq.write_table(pa.Table.from_pylist(sessions), run / "sessions" / "sessions.parquet")
+    return run
+
+
+def _row(system, scores, item="s"):
+    return Judgment(kind="conversation", item_id=item, patient_id="p", system=system, ok=True,
+                    scores=dict.fromkeys(DIMS, 0) | scores)
+
+
+# -- rubric and inputs -----------------------------------------------------------------------------------
+
+def test_rubric_data_has_the_papers_dimensions():
+    assert DIMS == ["coherence", "disclosure_pacing", "resistance_quality", "emotional_authenticity",
+                    "behavioural_realism"]
+    assert [d.id for d in rubrics().profile.dimensions] == ["clinical_plausibility", "internal_consistency",
+                                                           "case_specificity", "clinical_depth"]
+    props = answer_model("conversation").model_json_schema()["properties"]
+    assert list(props)[:2] == ["coherence_reason", "coherence"] and props["coherence"]["enum"] == [1, 2, 3, 4, 5]
+    profile = answer_model("profile", ["secure", "avoidant"], ["unlovable", "helpless"]).model_json_schema()["properties"]
+    assert profile["attachment"]["enum"] == ["avoidant", "secure"] and profile["theme"]["enum"] == ["helpless", "unlovable"]
+    with pytest.raises(ConfigError, match="attachment styles and themes"):
+        answer_model("profile")
+
+
+def test_system_labels_and_transcript():
+    assert system_label("mindsim") == "mindsim" and system_label(None) == "simulator"
+    assert system_label("patientact", {"switches": {"pipeline": True}}) == "patientact"
+    state = json.dumps({"switches": {"dynamic_memory": False, "trust_gating": False, "pipeline": None}})
+    assert system_label("patientact", state) == "patientact-no_trust_gating-no_dynamic_memory"
+    msgs = [{"role": "system", "content": "sys"}, {"role": "user", "content": "hi"},
+            {"role": "assistant", "content": None, "tool_calls": [{"id": "x"}]}, {"role": "tool", "content": "r"},
+            {"role": "assistant", "content": "hello"}]
+    assert transcript(msgs) == (("Client", "hi"), ("Counsellor", "hello"))
+
+
+def test_items_from_parquet_and_jsonl_and_colliding_ids(tmp_path):
+    a = write(tmp_path / "full", SESSIONS[:2])
+    b = write(tmp_path / "no_pipe", [pa_session("pa1", "patientact", {"pipeline": False})])
+    other = tmp_path / "other.jsonl"
+    lines = [{k: v for k, v in s.items() if k not in ("patientact", "patient_engine")} for s in SESSIONS[3:5]]
+    lines[0]["system"] = "psibench"
+    other.write_text("".join(json.dumps(x) + "\n" for x in lines))
+    items = load_items([a, b], other)
+    assert [(i.item_id, i.system, i.source) for i in items] == [
+        ("full/pa1", "patientact", "full"), ("pa2", "patientact", "full"),
+        ("no_pipe/pa1", "patientact-no_pipeline", "no_pipe"), ("ms1", "psibench", "other"), ("ms2", "simulator", "other")]
+    assert items[0].transcript[0] == ("Client", "patient message 0 of pa1")
+    with pytest.raises(InputError, match="no such run folder"):
+        load_items([tmp_path / "nowhere"])
+    with pytest.raises(InputError, match="no sessions given"):
+        load_items([])
+
+
+def test_human_ratings_are_checked_line_by_line(tmp_path):
+    path = tmp_path / "h.jsonl"
+    path.write_text(json.dumps({"item_id": "a", "rater": "r1", "scores": {"coherence": 4}}) + "\n"
+                    + json.dumps({"item_id": "a", "rater": "r1", "scores": {"coherence": 9}}) + "\n")
+    with pytest.raises(InputError, match=r"h.jsonl:2: scores \{'coherence': 9\} not allowed"):
+        load_human(path, DIMS)
+    path.write_text(json.dumps({"item_id": "a", "scores": {"coherence": 4}}) + "\n")
+    with pytest.raises(InputError, match="h.jsonl:1: rater: Field required"):
+        load_human(path, DIMS)
+    path.write_text("{nope\n")
+    with pytest.raises(InputError, match="not valid JSON"):
+        load_human(path, DIMS)
+    path.write_text(json.dumps({"item_id": "a", "rater": "r1", "scores": {"coherence": 4}}) + "\n"
+                    + json.dumps({"item_id": "a", "rater": "r1", "scores": {"coherence": 3}}) + "\n")
+    with pytest.raises(InputError, match="rates item 'a' twice"):
+        load_human(path, DIMS)
+
+
+# -- judging -----------------------------------------------------------------------------------------------
+
+def _judge_items(tmp_path, responder, items):
+    backend = FakeBackend(responder)
+    with Engines.with_backend(backend) as engines:
+        j = ConversationJudge("judge", engines.role("judge"))
+        cache = CheckpointDir(tmp_path / "cache")
+        rows = [engines.run(judge_item(j, i, cache)) for i in items]
+    return rows, backend
+
+
+def test_a_session_is_judged_on_the_spoken_exchange(tmp_path):
+    items = load_items([write(tmp_path / "run", SESSIONS[-1:])])
+    (row,), backend = _judge_items(tmp_path, pa_judge, items)
+    assert row.ok and row.scores == dict.fromkeys(DIMS, 3) and row.system == "patientact-no_pipeline"
+    assert row.session_id == "np1" and row.counsellor == "alpha" and row.judge["model"]
+    prompt = backend.requests[0].messages[0]["content"]
+    assert "Client: patient message 1 of np1" in prompt and "Counsellor: Tell me more." in prompt
+    assert "You are a warm counsellor" not in prompt  # the counsellor's system prompt is not the client's words
+
+
+def test_a_judge_that_never_fits_is_a_counted_failure_not_a_blank_score(tmp_path):
+    items = load_items([write(tmp_path / "run", [pa_session("bad1", "patientact")])])
+    (row,), backend = _judge_items(tmp_path, pa_judge, items)
+    assert not row.ok and row.scores == {} and row.error_kind == "invalid_output" and len(backend.requests) >= 2
+    assert failures([row]) == {"patientact": 1} and system_means([row]) == {}
+    _, again = _judge_items(tmp_path, pa_judge, items)
+    assert again.requests  # failures are not cached: a rerun asks again
+
+
+# -- statistics --------------------------------------------------------------------------------------------
+
+def test_mann_whitney_u_by_hand():
+    rows = [_row("a", {"coherence": s}) for s in (5, 4, 4)] + [_row("b", {"coherence": s}) for s in (3, 3, 4)]
+    res = mann_whitney(rows, "a", "b")
+    # pairs a > b: 5 beats all three (3), each 4 beats two 3s and ties the 4 (2.5 each) → U = 8
+    assert res["coherence"]["U"] == 8.0 and res["coherence"]["p"] < 0.1
+    assert system_means(rows)["a"]["coherence"] == pytest.approx(13 / 3, abs=1e-3)
+    with pytest.raises(InputError, match="both systems"):
+        mann_whitney(rows, "a", "c")
+
+
+def test_spearman_against_human_ratings():
+    rows = [_row("a", {"coherence": s}, item=f"s{i}") for i, s in enumerate((1, 2, 3, 4))]
+    human = {f"s{i}": {"coherence": h} for i, h in enumerate((1.5, 2.0, 3.5, 5.0))}
+    assert spearman(rows, human)["coherence"]["rho"] == pytest.approx(1.0)
+    with pytest.raises(InputError, match="at least 3"):
+        spearman(rows[:2], human)
+
+
+def test_krippendorff_alpha_and_rating_matrix():
+    assert krippendorff_alpha([[1, 2, 3, 4, None], [1, 2, 3, 4, 5]]) == pytest.approx(1.0)
+    ratings = [HumanRating(item_id=i, rater=r, scores={"coherence": v})
+               for i, r, v in (("x", "r1", 2), ("y", "r1", 4), ("x", "r2", 3))]
+    assert rating_matrix(ratings, "coherence") == [[2, 4], [3, None]]
+    assert mean_human(ratings) == {"x": {"coherence": 2.5}, "y": {"coherence": 4}}
+    # two raters who swap neighbouring items disagree: α drops below 1
+    assert krippendorff_alpha([[1, 2, 3, 4], [2, 1, 4, 3]]) < 1.0
+
+
+def test_identification_accuracy():
+    rows = [Judgment(kind="profile", item_id=f"p{i}", patient_id=f"p{i}", system="patientact", ok=True,
+                     predicted={"attachment": "avoidant", "theme": t}, truth={"attachment": "avoidant", "theme": "helpless"})
+            for i, t in enumerate(("helpless", "unlovable"))]
+    assert identification_accuracy(rows) == {"attachment": 1.0, "theme": 0.5}
+
+
+def test_report_survives_statistics_the_data_cannot_support():
+    rows = [_row("patientact", {"coherence": 4}, item="a"), _row("mindsim", {"coherence": 2}, item="b")]
+    human = [HumanRating(item_id="a", rater="r1", scores={"coherence": 4})]
+    rep = build_report(rows, "patientact", human)
+    assert rep["human"]["spearman_judge_vs_mean_human"]["error"].startswith("Spearman's rho for 'coherence'")
+    assert rep["human"]["krippendorff_alpha"]["coherence"] == {"error": "one rater only: α needs at least two"}
+    assert "mindsim" in rep["mann_whitney_patientact_greater"]
+    assert "| patientact | 1 | 0 | 4.00 |" in report_md(rep)
+    assert build_report(rows, "nobody")["baseline_missing"] is True
+
+
+# -- the whole run ------------------------------------------------------------------------------------------
+
+def _run(tmp_path, responder, items, **kw):
+    backend = FakeBackend(responder)
+    with Engines.with_backend(backend) as engines:
+        summary = run_patientact(tmp_path / "out", engines, items, **kw)
+    return summary, backend
+
+
+def test_run_writes_rows_report_and_resumes(tmp_path):
+    items = load_items([write(tmp_path / "run", SESSIONS + [pa_session("bad1", "mindsim")])])
+    ratings = [HumanRating(item_id=s["session_id"], rater=r, scores={"coherence": SCORE[s["session_id"][:2]] + d})
+               for s in SESSIONS for r, d in (("r1", 0), ("r2", 1))]
+    summary, backend = _run(tmp_path, pa_judge, items, human=ratings)
+    folder = tmp_path / "out" / "patientact_judge"
+    rows = [Judgment.model_validate_json(line) for line in (folder / "judgments.jsonl").read_text().splitlines()]
+    assert len(rows) == len(SESSIONS) + 1 and summary["failed"] == 1 and summary["ok"] == len(SESSIONS)
+    rep = json.loads((folder / "report.json").read_text())
+    assert rep["means"] == {"mindsim": dict.fromkeys(DIMS, 2.0), "patientact": dict.fromkeys(DIMS, 4.0),
+                            "patientact-no_pipeline": dict.fromkeys(DIMS, 3.0)}
+    assert rep["failed"] == {"mindsim": 1}
+    mw = rep["mann_whitney_patientact_greater"]["mindsim"]["coherence"]
+    assert mw["U"] == 9.0 and mw["p"] < 0.05
+    assert rep["mann_whitney_patientact_greater"]["patientact-no_pipeline"]["coherence"]["n_b"] == 1
+    human = rep["human"]
+    assert human["spearman_judge_vs_mean_human"]["coherence"]["rho"] == pytest.approx(1.0)
+    assert 0 < human["krippendorff_alpha"]["coherence"] < 1  # r2 is always one point above r1
+    md = (folder / "report.md").read_text()
+    assert "| mindsim | 4 | 1 | 2.00 |" in md and "Failed judgments (1)" in md
+    _, again = _run(tmp_path, pa_judge, items, human=ratings)
+    # answered sessions come from the cache; only the failed one is asked again
+    assert {r.messages[0]["content"].count("of bad1") > 0 for r in again.requests} == {True}
+
+
+def test_every_judgment_failed_is_an_engine_error_after_writing(tmp_path):
+    def down(req):
+        raise TransportError("engine 'fake': could not connect")
+
+    items = load_items([write(tmp_path / "run", SESSIONS[:2])])
+    with pytest.raises(EngineError, match="every judgment failed"):
+        _run(tmp_path, down, items)
+    rows = (tmp_path / "out" / "patientact_judge" / "judgments.jsonl").read_text().splitlines()
+    assert len(rows) == 2 and all(json.loads(r)["error_kind"] == "engine" for r in rows)
+
+
+def test_judge_package_imports_neither_mindsim_nor_profilegen():
+    roots = {}
+    for path in sorted(Path(judge.__file__).parent.rglob("*.py")):
+        found = set()
+        for node in ast.walk(ast.parse(path.read_text(encoding="utf-8"))):
+            if isinstance(node, ast.Import):
+                found |= {a.name.split(".")[0] for a in node.names}
+            elif isinstance(node, ast.ImportFrom) and node.module and node.level == 0:
+                found.add(node.module.split(".")[0])
+        roots[path.name] = found & {"mindsim", "profilegen"}
+    assert "patientact.py" in roots and {k: v for k, v in roots.items() if v} == {}
+
+
+# -- the console script ---------------------------------------------------------------------------------------
+
+def _mindsim(*args: str) -> subprocess.CompletedProcess:
+    return subprocess.run(["mindsim", "judge", "run", "--rubric", "patientact", *args], capture_output=True,
+                          text=True, timeout=120)
+
+
+def test_console_script_patientact_exit_codes(tmp_path):
+    from openai_stub import OpenAIStub, after_probe, from_responder
+
+    run = write(tmp_path / "run", SESSIONS)
+    human = tmp_path / "human.jsonl"
+    human.write_text("".join(json.dumps({"item_id": s["session_id"], "rater": r, "scores": {"coherence": v}}) + "\n"
+                             for s in SESSIONS for r, v in (("r1", 3), ("r2", SCORE[s["session_id"][:2]]))))
+    with OpenAIStub(after_probe(from_responder(pa_judge))).serve("gpt-5-judge") as stub:
+        recipe = recipe_for(tmp_path / "recipe.yaml", int(stub.base_url.rsplit(":", 1)[1].split("/")[0]))
+        done = _mindsim(str(run), "--recipe", str(recipe), "--human", str(human))
+        assert done.returncode == 0, done.stderr
+        assert f"judged {len(SESSIONS)} sessions on the PatientAct rubric: {len(SESSIONS)} ok, 0 failed" in done.stdout
+        rep = json.loads((run / "patientact_judge" / "report.json").read_text())
+        assert set(rep["means"]) == {"mindsim", "patientact", "patientact-no_pipeline"}  # side by side
+        assert rep["human"]["spearman_judge_vs_mean_human"]["coherence"]["n"] == len(SESSIONS)
+        assert (run / "patientact_judge" / "report.md").is_file()
+    missing = _mindsim("--run", str(tmp_path / "nowhere"))
+    assert missing.returncode == 2 and "no such run folder" in missing.stderr
+    assert len(missing.stderr.strip().splitlines()) == 1
+    human.write_text(json.dumps({"item_id": "pa1", "rater": "r1", "scores": {"coherence": "high"}}) + "\n")
+    bad = _mindsim(str(run), "--human", str(human))
+    assert bad.returncode == 2 and "human.jsonl:1: scores.coherence" in bad.stderr
