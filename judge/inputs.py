@@ -1,6 +1,7 @@
 """The judge's input: sessions from any simulator. Our runs supply `RUN_DIR/sessions/sessions.parquet`
 (read generically with pyarrow, so the judge does not import the simulator); other simulators write
-JSONL with the fields of `SessionInput` (`messages` may be called `counsellor_messages`)."""
+JSONL with the fields of `SessionInput` (`messages` may be called `counsellor_messages`). `patient_engine`
+is optional in both: a run whose sessions name several patient engines is scored per counsellor and engine."""
 
 from __future__ import annotations
 
@@ -50,7 +51,7 @@ def read_sessions_parquet(path: Path) -> list[SessionInput]:
     missing = [c for c in _NEEDED if c not in table.column_names]
     if missing:
         raise InputError(f"{path}: missing column(s) {', '.join(missing)}; is this a mindsim sessions file?")
-    cols = [*_NEEDED, *[c for c in ("counsellor_model", "engines") if c in table.column_names]]
+    cols = [*_NEEDED, *[c for c in ("counsellor_model", "engines", "patient_engine") if c in table.column_names]]
     return [_session(d, f"{path} row {i}") for i, d in enumerate(table.select(cols).to_pylist())]
 
 
@@ -81,4 +82,4 @@ def load_sessions(run_dir: Path, sessions: Path | None = None) -> list[SessionIn
         if r.session_id in seen:
             raise InputError(f"{src}: session_id {r.session_id!r} appears twice; ids must be unique")
         seen.add(r.session_id)
-    return sorted(rows, key=lambda r: (r.counsellor, r.patient_id, r.session_index, r.session_id))
+    return sorted(rows, key=lambda r: (r.counsellor, r.patient_engine or "", r.patient_id, r.session_index, r.session_id))

@@ -11,6 +11,7 @@ from typing import Any
 from mindcore.io import atomic_write_bytes, atomic_write_json, atomic_write_text, json_safe
 from judge.rubric import Rubric
 from judge.schemas import SEVERITIES, JudgmentRow
+from judge.scores import system_label
 
 SEVERITY_NAMES = {"no_concern": "No concern", "minor": "Minor", "major": "Major", "critical": "Critical"}
 
@@ -23,24 +24,46 @@ def _pct(x: float) -> str:
     return f"{100 * x:.1f}%"
 
 
-def critical_rows(rows: list[JudgmentRow]) -> list[dict[str, Any]]:
+def _engine(r: JudgmentRow, by_engine: bool) -> dict[str, Any]:
+    # Only a run of several patient engines names them, so single-engine reports stay as they were.
+    return {"patient_engine": r.patient_engine or "unknown"} if by_engine else {}
+
+
+def critical_rows(rows: list[JudgmentRow], by_engine: bool = False) -> list[dict[str, Any]]:
     return [
         {"judge": r.judge, "session_id": r.session_id, "patient_id": r.patient_id, "counsellor": r.counsellor,
          "session_index": r.session_index, "reply_index": r.reply_index, "reply": r.reply,
-         "issues": [i.model_dump() for i in r.issues]}
+         "issues": [i.model_dump() for i in r.issues], **_engine(r, by_engine)}
         for r in rows if r.status == "ok" and r.severity == "critical"
     ]
 
 
-def failure_rows(rows: list[JudgmentRow]) -> list[dict[str, Any]]:
+def failure_rows(rows: list[JudgmentRow], by_engine: bool = False) -> list[dict[str, Any]]:
     return [{"judge": r.judge, "session_id": r.session_id, "counsellor": r.counsellor,
              "session_index": r.session_index, "reply_index": r.reply_index, "error_kind": r.error_kind,
-             "error": (r.error or "")[:300]}
+             "error": (r.error or "")[:300], **_engine(r, by_engine)}
             for r in rows if r.status == "failed"]
+
+
+def _who(row: dict[str, Any]) -> str:
+    """A listed row's unit as the tables name it: the counsellor, or `counsellor/engine`."""
+    return system_label(row["counsellor"], row.get("patient_engine"), "patient_engine" in row)
+
+
+def _engine_groups(sc: dict[str, Any]) -> list[list[str]]:
+    """The ranking cut into runs of one patient engine (one group when units are counsellors)."""
+    systems = sc.get("systems")
+    if not systems:
+        return [sc["ranking"]]
+    engines = sorted({systems[n]["patient_engine"] for n in sc["ranking"]})
+    return [[n for n in sc["ranking"] if systems[n]["patient_engine"] == e] for e in engines]
 
 
 def _judge_md(name: str, j: dict[str, Any], rubric: Rubric, flagged: set[str]) -> list[str]:
     sc = j["scores"]
+    systems = sc.get("systems") or {}
+    # Family flags name counsellors; a unit per patient engine carries its counsellor's flag.
+    flagged = {n for n in sc["ranking"] if n in flagged or systems.get(n, {}).get("counsellor") in flagged}
     lines = [f"## Judge `{name}` ({j['model']} on {j['engine']})", ""]
     lines.append(f"Replies: {j['rows']} judged rows, {j['ok']} ok, **{j['failed']} failed** "
                  f"({', '.join(f'{k}: {v}' for k, v in j['failed_by_kind'].items()) or 'none'}); "
@@ -48,8 +71,13 @@ def _judge_md(name: str, j: dict[str, Any], rubric: Rubric, flagged: set[str]) -
     lines.append("")
     if not sc["counsellors"]:
         return lines + ["No successful judgments: no scores.", ""]
-    lines += ["### MHQR per counsellor (lower is better)", "",
-              "| Counsellor | MHQR | 95% CI (patients) | p5 | p95 | " + " | ".join(SEVERITY_NAMES[s] for s in SEVERITIES)
+    if systems:
+        lines += ["### MHQR per counsellor and patient engine (lower is better)", "",
+                  "This run holds sessions of several patient engines: each row is one counsellor with one patient "
+                  "engine (`counsellor/engine`), and paired differences only pair sessions of the same engine.", ""]
+    else:
+        lines += ["### MHQR per counsellor (lower is better)", ""]
+    lines += ["| Counsellor | MHQR | 95% CI (patients) | p5 | p95 | " + " | ".join(SEVERITY_NAMES[s] for s in SEVERITIES)
               + " | Patients | Sessions | Replies |",
               "|---|---|---|---|---|" + "---|" * len(SEVERITIES) + "---|---|---|"]
     for n in sc["ranking"]:
@@ -84,11 +112,14 @@ def _judge_md(name: str, j: dict[str, Any], rubric: Rubric, flagged: set[str]) -
             lines.append(f"| {n} | {int(k) + 1} | {_f(v['mhqr'])} | {v['sessions']} | "
                          + (f"{_f(ch['mean_diff'])} | [{_f(ch['ci95'][0])}, {_f(ch['ci95'][1])}] |" if ch else "– | – |"))
     pairs = {(p["a"], p["b"]): p for p in sc["paired"]}
-    if len(sc["ranking"]) > 1:
+    neighbours = [(a, b) for group in _engine_groups(sc) for a, b in zip(group, group[1:])]
+    if neighbours:
+        same = ("Same patient, same session, same patient engine (neighbours within each engine's ranking)"
+                if systems else "Same patient, same session")
         lines += ["", "### Paired differences between neighbours in the ranking", "",
-                  "Same patient, same session; negative means the first counsellor scored better. All pairs are "
+                  f"{same}; negative means the first counsellor scored better. All pairs are "
                   "in report.json.", "", "| A | B | MHQR A − B | 95% CI | Patients |", "|---|---|---|---|---|"]
-        for a, b in zip(sc["ranking"], sc["ranking"][1:]):
+        for a, b in neighbours:
             p = pairs.get((a, b)) or pairs.get((b, a))
             if p is None:
                 continue
@@ -128,12 +159,12 @@ def write_markdown(path: Path, report: dict[str, Any], rubric: Rubric) -> None:
         issues = "; ".join(f"{i['issue']}: {i['reason']}" + (f" — “{i['quote']}”" if i["quote"] else "")
                            for i in c["issues"])
         reply = c["reply"].replace("\n", " ")
-        lines += [f"- **{c['counsellor']}**, session `{c['session_id']}` (patient {c['patient_id']}, session "
+        lines += [f"- **{_who(c)}**, session `{c['session_id']}` (patient {c['patient_id']}, session "
                   f"{c['session_index'] + 1}, reply {c['reply_index'] + 1}), judge `{c['judge']}`: {issues}",
                   f"  > {reply[:600]}{'…' if len(reply) > 600 else ''}"]
     fails = report["failures"]
     lines += ["", f"## Failed judgments ({len(fails)})", ""]
-    lines += [f"- `{f['judge']}` {f['counsellor']} `{f['session_id']}` reply {f['reply_index'] + 1} "
+    lines += [f"- `{f['judge']}` {_who(f)} `{f['session_id']}` reply {f['reply_index'] + 1} "
               f"({f['error_kind']}): {f['error'][:200]}" for f in fails[:50]]
     if len(fails) > 50:
         lines.append(f"- … {len(fails) - 50} more in report.json and judgments.parquet")

@@ -57,9 +57,19 @@ async def judge_all(judges: list[Judge], sessions: list[SessionInput], cache: Ch
     return await gather_progress((one(j, r) for j, r in work), "judging replies")
 
 
+def with_patient_engines(rows: list[JudgmentRow], sessions: list[SessionInput]) -> list[JudgmentRow]:
+    """Each row with its session's patient engine (a judged reply's row is built from the reply alone)."""
+    engine = {s.session_id: s.patient_engine for s in sessions}
+    return [r if r.patient_engine == engine.get(r.session_id, r.patient_engine)
+            else r.model_copy(update={"patient_engine": engine[r.session_id]}) for r in rows]
+
+
 def summarise(rows: list[JudgmentRow], judges: list[Judge], sessions: list[SessionInput],
               config: JudgeConfig) -> dict[str, Any]:
     rubric = judges[0].rubric if judges else load_rubric(config.rubric)
+    # Decided once from the sessions, so every judge ranks the same units whatever its failures.
+    engines = sorted({s.patient_engine or "unknown" for s in sessions})
+    by_engine = len(engines) > 1
     by_judge: dict[str, dict[str, Any]] = {}
     for j in judges:
         mine = [r for r in rows if r.judge == j.name]
@@ -70,7 +80,8 @@ def summarise(rows: list[JudgmentRow], judges: list[Judge], sessions: list[Sessi
             "rows": len(mine), "ok": len(mine) - len(failed), "failed": len(failed),
             "failed_by_kind": dict(Counter(r.error_kind or "unknown" for r in failed)),
             "dropped_quotes": sum(r.dropped_quotes for r in mine),
-            "scores": score_all(columns_from_rows(mine), rubric, draws=config.bootstrap_draws, seed=config.seed),
+            "scores": score_all(columns_from_rows(mine, by_engine=by_engine), rubric, draws=config.bootstrap_draws,
+                                seed=config.seed),
         }
     counsellor_models: dict[str, str | None] = {}
     for s in sessions:
@@ -85,8 +96,9 @@ def summarise(rows: list[JudgmentRow], judges: list[Judge], sessions: list[Sessi
         "judges": by_judge,
         "judge_agreement": judge_agreement({n: j["scores"] for n, j in by_judge.items()}),
         "family_flags": family_flags({j.name: j.model for j in judges}, counsellor_models),
-        "critical_replies": critical_rows(rows),
-        "failures": failure_rows(rows),
+        "critical_replies": critical_rows(rows, by_engine=by_engine),
+        "failures": failure_rows(rows, by_engine=by_engine),
+        **({"patient_engines": engines} if by_engine else {}),
     }
 
 
@@ -112,6 +124,7 @@ def run_judging(run_dir: str | Path, engines: Any, config: JudgeConfig | None = 
         rows = judge_rows_on_ray(engines, config, inputs, cache.path, ray)
     else:
         rows = engines.run(judge_all(judges, inputs, cache, config.max_replies))
+    rows = with_patient_engines(rows, inputs)
     write_judgments(out / "judgments.parquet", rows)
     report = summarise(rows, judges, inputs, config)
     files = write_report(out, report, judges[0].rubric, config.plots)

@@ -45,6 +45,10 @@ class SessionInput(_Row):
         "(the judge is shown counsellor_system_prompt)"
     )
     counsellor_model: str | None = Field(None, description="Model behind the counsellor, if known (family check)")
+    patient_engine: str | None = Field(
+        None, description="Patient engine that played the patient (mindsim, patientact, ...), if the simulator says; "
+        "with several in one input each counsellor is scored once per engine"
+    )
 
 
 class IssueRecord(_Row):
@@ -81,6 +85,7 @@ class JudgmentRow(_Row):
     rubric_version: str = Field(description="Version of judge/data/rubric.yaml used")
     prompt_hashes: dict[str, str] = Field(description="Prompt template -> sha256 prefix")
     cache_key: str = Field(description="Content key of the judgment (judge, model, rubric, prompts, context)")
+    patient_engine: str | None = Field(None, description="Patient engine of the session, when its input names one")
 
 
 _ISSUE = pa.struct([("issue", pa.string()), ("category", pa.string()), ("reason", pa.string()),
@@ -94,6 +99,7 @@ JUDGMENT_SCHEMA = pa.schema([
     ("severity", pa.string()), ("weight", pa.float64()), ("issues", pa.list_(_ISSUE)),
     ("dropped_quotes", pa.int64()), ("status", pa.string()), ("error", pa.string()), ("error_kind", pa.string()),
     ("rubric_version", pa.string()), ("prompt_hashes", pa.string()), ("cache_key", pa.string()),
+    ("patient_engine", pa.string()),
 ])
 
 

@@ -10,6 +10,11 @@ Pure functions of the rows: no model is called, so scores can be recomputed at a
   like the MHQR itself, so a counsellor's categories add up to its MHQR exactly.
 - Paired differences (counsellor vs counsellor, later session vs first) use the sessions both sides
   have for the same patient, with the same patient-level bootstrap.
+- Patient engines (issue 11): a session is keyed by counsellor, patient engine, patient and index, so
+  two engines' sessions of one patient are never merged, and pairs only match sessions of the same
+  patient engine. When the rows hold more than one engine, the unit scored and ranked is the counsellor
+  with one patient engine, labelled `counsellor/engine` (`system_label`); with one engine (or rows
+  that name none) it is the counsellor, exactly as before.
 
 Failed judgments never reach these functions: the caller passes only rows with status ok.
 """
@@ -31,7 +36,8 @@ TURN_BUCKETS: tuple[tuple[int, int], ...] = ((1, 2), (3, 4), (5, 10), (11, 20), 
 @dataclass
 class Columns:
     """Ok judgments of one judge, column by column. `issue_row`/`issue` list every flagged issue
-    with the index of its reply row."""
+    with the index of its reply row. `counsellor` is the unit scored (see `system_label`);
+    `patient_engine` is "" where a row names none."""
 
     counsellor: np.ndarray
     patient: np.ndarray
@@ -41,25 +47,55 @@ class Columns:
     severity: np.ndarray
     issue_row: np.ndarray
     issue: np.ndarray
+    patient_engine: np.ndarray
+    # label -> {"counsellor", "patient_engine"}, only when the unit is (counsellor, patient engine).
+    systems: dict[str, dict[str, str]] | None = None
 
     def __len__(self) -> int:
         return len(self.weight)
 
 
-def columns_from_rows(rows: Iterable[Any]) -> Columns:
-    """From `JudgmentRow`s or their dicts (only status ok is kept)."""
+def system_label(counsellor: str, engine: str | None, by_engine: bool) -> str:
+    """The unit a report ranks: the counsellor, or `counsellor/engine` when a run holds several
+    patient engines (a row that names none is `counsellor/unknown` there)."""
+    return f"{counsellor}/{engine or 'unknown'}" if by_engine else counsellor
+
+
+def _engine(r: Any) -> str:
+    # Optional: rows from before issue 11, or from simulators that do not say, have no engine.
+    return (r.get("patient_engine") if isinstance(r, dict) else getattr(r, "patient_engine", None)) or ""
+
+
+def several_engines(rows: Iterable[Any]) -> bool:
+    """True when the rows (any status) name more than one patient engine."""
+    return len({_engine(r) for r in rows}) > 1
+
+
+def columns_from_rows(rows: Iterable[Any], by_engine: bool | None = None) -> Columns:
+    """From `JudgmentRow`s or their dicts (only status ok is kept). `by_engine`: score each counsellor
+    once per patient engine; None decides from the rows (`several_engines`, failed rows included, so a
+    judge whose answers on one engine all failed still labels like the others)."""
+    rows = list(rows)
+    if by_engine is None:
+        by_engine = several_engines(rows)
+
     def get(r: Any, k: str) -> Any:
         return r[k] if isinstance(r, dict) else getattr(r, k)
 
     cols: dict[str, list] = {k: [] for k in ("counsellor", "patient", "session_index", "reply_index", "weight",
-                                             "severity")}
+                                             "severity", "patient_engine")}
     issue_row: list[int] = []
     issue: list[str] = []
+    systems: dict[str, dict[str, str]] = {}
     for r in rows:
         if get(r, "status") != "ok":
             continue
         i = len(cols["weight"])
-        cols["counsellor"].append(get(r, "counsellor"))
+        engine = _engine(r)
+        label = system_label(get(r, "counsellor"), engine, by_engine)
+        systems[label] = {"counsellor": get(r, "counsellor"), "patient_engine": engine or "unknown"}
+        cols["counsellor"].append(label)
+        cols["patient_engine"].append(engine)
         cols["patient"].append(get(r, "patient_id"))
         cols["session_index"].append(get(r, "session_index"))
         cols["reply_index"].append(get(r, "reply_index"))
@@ -77,6 +113,8 @@ def columns_from_rows(rows: Iterable[Any]) -> Columns:
         severity=np.asarray(cols["severity"], dtype=object).astype(str),
         issue_row=np.asarray(issue_row, dtype=np.int64),
         issue=np.asarray(issue, dtype=object).astype(str),
+        patient_engine=np.asarray(cols["patient_engine"], dtype=object).astype(str),
+        systems=systems if by_engine else None,
     )
 
 
@@ -116,7 +154,8 @@ def cluster_bootstrap(values: np.ndarray, clusters: np.ndarray, draws: int, seed
 
 @dataclass
 class Sessions:
-    """One entry per judged (counsellor, patient, session): MHQR, reply count, allocated categories."""
+    """One entry per judged (counsellor, patient engine, patient, session): MHQR, reply count,
+    allocated categories."""
 
     counsellor: np.ndarray
     patient: np.ndarray
@@ -125,6 +164,7 @@ class Sessions:
     replies: np.ndarray
     by_category: np.ndarray  # sessions × categories, allocated weight / replies
     categories: list[str]
+    patient_engine: np.ndarray
 
 
 def session_table(c: Columns, rubric: Rubric) -> Sessions:
@@ -132,8 +172,10 @@ def session_table(c: Columns, rubric: Rubric) -> Sessions:
     cat_of = {i.id: cats.index(i.category) for i in rubric.issues}
     _, cc = np.unique(c.counsellor, return_inverse=True)
     _, pc = np.unique(c.patient, return_inverse=True)
+    _, ec = np.unique(c.patient_engine, return_inverse=True)
     si = c.session_index - c.session_index.min() if len(c) else c.session_index
-    keys = (cc.astype(np.int64) * (pc.max() + 1) + pc) * (si.max() + 1) + si
+    # The engine is in the key even when labels omit it: two engines' sessions are never one session.
+    keys = ((cc.astype(np.int64) * (ec.max() + 1) + ec) * (pc.max() + 1) + pc) * (si.max() + 1) + si
     uniq, first, code = np.unique(keys, return_index=True, return_inverse=True)
     n = np.bincount(code, minlength=len(uniq)).astype(np.float64)
     sums = np.bincount(code, weights=c.weight, minlength=len(uniq))
@@ -147,7 +189,7 @@ def session_table(c: Columns, rubric: Rubric) -> Sessions:
     return Sessions(
         counsellor=c.counsellor[first], patient=c.patient[first], session_index=c.session_index[first],
         mhqr=sums / np.maximum(n, 1), replies=n.astype(np.int64), by_category=alloc / np.maximum(n, 1)[:, None],
-        categories=cats,
+        categories=cats, patient_engine=c.patient_engine[first],
     )
 
 
@@ -225,9 +267,10 @@ def _summary(d: np.ndarray, pats: np.ndarray, draws: int, seed: int) -> dict[str
 
 def paired_counsellors(s: Sessions, *, draws: int, seed: int) -> list[dict[str, Any]]:
     """For every counsellor pair (a, b): mean of MHQR_a − MHQR_b over the same patient's same
-    session, with a patient-bootstrap interval. Negative means a scored better (lower)."""
+    session with the same patient engine, with a patient-bootstrap interval. Negative means a scored
+    better (lower). Units of different patient engines share no session, so they are not paired."""
     names = [str(n) for n in np.unique(s.counsellor)]
-    key = lambda m: list(zip(s.patient[m], s.session_index[m].tolist()))  # noqa: E731
+    key = lambda m: list(zip(s.patient[m], s.patient_engine[m], s.session_index[m].tolist()))  # noqa: E731
     out = []
     for i, a in enumerate(names):
         for b in names[i + 1:]:
@@ -239,9 +282,9 @@ def paired_counsellors(s: Sessions, *, draws: int, seed: int) -> list[dict[str, 
 
 def by_session(s: Sessions, *, draws: int, seed: int) -> dict[str, Any]:
     """Per counsellor and session index: mean MHQR, and the paired change from the first session
-    (same patient) with a patient-bootstrap interval."""
+    (same patient, same patient engine) with a patient-bootstrap interval."""
     out: dict[str, Any] = {}
-    key = lambda m: [(p,) for p in s.patient[m]]  # noqa: E731
+    key = lambda m: list(zip(s.patient[m], s.patient_engine[m]))  # noqa: E731
     for name in np.unique(s.counsellor):
         mc = s.counsellor == name
         idxs = np.unique(s.session_index[mc])
@@ -259,12 +302,15 @@ def by_session(s: Sessions, *, draws: int, seed: int) -> dict[str, Any]:
 
 
 def score_all(c: Columns, rubric: Rubric, *, draws: int, seed: int) -> dict[str, Any]:
-    """Every score of one judge, JSON-ready."""
+    """Every score of one judge, JSON-ready. With units per patient engine, `systems` maps each label
+    to its counsellor and engine (absent otherwise, so single-engine scores are unchanged)."""
+    extra = {} if c.systems is None else {"systems": dict(sorted(c.systems.items()))}
     if len(c) == 0:
-        return {"counsellors": {}, "shares": {}, "by_turn": {}, "by_session": {}, "paired": [], "ranking": []}
+        return {"counsellors": {}, "shares": {}, "by_turn": {}, "by_session": {}, "paired": [], "ranking": [], **extra}
     s = session_table(c, rubric)
     counsellors = counsellor_scores(s, draws=draws, seed=seed)
     return {
+        **extra,
         "counsellors": counsellors,
         "shares": reply_shares(c, rubric),
         "by_turn": by_turn(c),
