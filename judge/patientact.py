@@ -183,14 +183,17 @@ class ConversationItem:
     transcript: tuple[tuple[str, str], ...]
 
 
-def _labels_parquet(path: Path) -> dict[str, str]:
+def parquet_system_labels(path: Path) -> dict[str, str]:
+    """Session id → system, from the optional `patient_engine` / `patientact` columns of a sessions parquet
+    (a run made before patient engines existed has neither: its sessions are MindSim's)."""
     names = pq.read_schema(path).names
     cols = [c for c in ("session_id", "patient_engine", "patientact") if c in names]
     rows = pq.read_table(path, columns=cols).to_pylist()
     return {r["session_id"]: system_label(r.get("patient_engine") or "mindsim", r.get("patientact")) for r in rows}
 
 
-def _labels_jsonl(path: Path) -> dict[str, str]:
+def jsonl_system_labels(path: Path) -> dict[str, str]:
+    """Session id → system for another simulator's JSONL: its `system` field, else the parquet's rule."""
     out = {}
     for _, obj in read_jsonl(path):
         if isinstance(obj, dict) and "session_id" in obj:
@@ -216,11 +219,12 @@ def load_items(runs: Sequence[Path] = (), sessions: Path | None = None) -> list[
         if not Path(run).is_dir():
             raise InputError(f"{run}: no such run folder; give a folder made by 'mindsim run', or --sessions FILE")
         label = Path(run).resolve().name
-        groups.append((label, _source(label, load_sessions(Path(run)), _labels_parquet(Path(run) / SESSIONS_FILE))))
+        labels = parquet_system_labels(Path(run) / SESSIONS_FILE)
+        groups.append((label, _source(label, load_sessions(Path(run)), labels)))
     if sessions is not None:
         path = Path(sessions)
         loaded = load_sessions(path.parent, path)
-        labels = _labels_parquet(path) if path.suffix == ".parquet" else _labels_jsonl(path)
+        labels = parquet_system_labels(path) if path.suffix == ".parquet" else jsonl_system_labels(path)
         groups.append((path.stem, _source(path.stem, loaded, labels)))
     counts: dict[str, int] = {}
     for _, items in groups:

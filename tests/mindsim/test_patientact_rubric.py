@@ -7,8 +7,9 @@ from __future__ import annotations
 import asyncio
 
 import pyarrow as pa
+import pyarrow.parquet as pq
 
-from judge.patientact import _labels_parquet
+from judge.patientact import parquet_system_labels
 from mindcore.engine import Engines
 from mindcore.fake import FakeBackend
 from mindsim.patientact.rubric import answer_model, identification_accuracy, judge_profile, rubrics, system_label
@@ -45,12 +46,10 @@ def test_system_label_of_records_matches_the_parquet_reader(tmp_path):
     assert system_label(full) == "patientact" and system_label(nopipe) == "patientact-no_pipeline"
     # The judge never sees records: it reads the same label from the sessions parquet mindsim writes.
     path = tmp_path / "sessions.parquet"
-    import pyarrow.parquet as pq
-
     # The columns the judge reads, stored as simulate.write_shard stores them (model_dump → Arrow structs);
     # the fake decomposition holds an empty dict Parquet cannot store, and the label does not need it.
     rows = [{"session_id": r.session_id, "patient_engine": r.patient_engine,
              "patientact": r.patientact.model_dump(mode="json", exclude={"decomposition"})} for r in (full, nopipe)]
     rows[1]["session_id"] = "other"
     pq.write_table(pa.Table.from_pylist(rows), path)
-    assert _labels_parquet(path) == {full.session_id: "patientact", "other": "patientact-no_pipeline"}
+    assert parquet_system_labels(path) == {full.session_id: "patientact", "other": "patientact-no_pipeline"}
