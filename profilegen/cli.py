@@ -44,6 +44,9 @@ def generate_cmd(
     personas: Optional[str] = typer.Option(None, help="Override profiles.personas (path, Hub id or 'synthetic')."),
     distilabel: Optional[bool] = typer.Option(None, "--distilabel/--no-distilabel",
                                               help="Override profiles.use_distilabel."),
+    causal_checks: Optional[bool] = typer.Option(
+        None, "--causal-checks/--no-causal-checks",
+        help="Override profiles.causal_checks (default: on when simulation.patient_engine includes patientact)."),
 ) -> None:
     """Personas → anchors → 5P formulation → screen → pool and benchmark; writes a parquet dataset."""
     from mindcore.engine import Engines
@@ -54,7 +57,7 @@ def generate_cmd(
     rec = load_recipe(recipe)
     cfg = profiles_config(rec)
     overrides = {"candidates": candidates, "pool_size": pool_size, "benchmark_size": benchmark_size,
-                 "personas": personas, "use_distilabel": distilabel}
+                 "personas": personas, "use_distilabel": distilabel, "causal_checks": causal_checks}
     try:
         cfg = ProfilesConfig.model_validate({**cfg.model_dump(), **{k: v for k, v in overrides.items() if v is not None}})
     except ValueError as exc:
