@@ -139,8 +139,10 @@ class _Job(BaseModel):
 
 def _prepare(recipe: Any, engines: Any, out_dir: str | Path, config: ProfilesConfig | None) -> _Job:
     """Stages 1–2 (no LLM) and the run's provenance."""
-    # A config passed in with causal_checks still empty is resolved against this recipe's patient engines.
-    cfg = resolve_causal_checks(config, getattr(recipe, "simulation", None)) if config else profiles_config(recipe)
+    if config is None:
+        cfg = profiles_config(recipe)
+    else:  # handed in with causal_checks still empty: resolved against this recipe's patient engines
+        cfg = resolve_causal_checks(config, getattr(recipe, "simulation", None))
     seed = cfg.seed if cfg.seed is not None else recipe.seed
     folder = Path(out_dir) / "profiles"
     personas = load_personas(cfg.personas, cfg.candidates, seed)
