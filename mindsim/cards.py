@@ -11,6 +11,7 @@ from __future__ import annotations
 import hashlib
 import json
 import shutil
+from collections import Counter
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
@@ -33,6 +34,11 @@ CONFIG_DESCRIPTIONS = {
     "arc": "one aggregate narrative-arc share: system × stretch × label (no text)",
     "judgments": "one MHQR judgment of one counsellor reply by one judge: flagged clinical issues with reasons and verified quotes, severity and its weight, rubric version, prompt hashes",
 }
+# Appended to the sessions config's description when the run holds PatientAct sessions.
+SESSIONS_PATIENTACT_NOTE = (
+    "; `patient_engine` names the engine that played the patient, and PatientAct sessions carry its state "
+    "(`patientact` per session, `turns[].patientact` per patient turn; see Patient engine fields below)"
+)
 
 
 @dataclass
@@ -148,7 +154,10 @@ def build_dataset_folder(run_dir: Path, run_info: dict[str, Any], dest: Path | N
         pq.write_table(table, tmp)
         rel = f"data/{name}-{_sha256(tmp)[:12]}.parquet"
         tmp.rename(staging / rel)
-        configs.append(DatasetConfig(name, rel, table.num_rows, CONFIG_DESCRIPTIONS.get(name, name)))
+        description = CONFIG_DESCRIPTIONS.get(name, name)
+        if name == "sessions" and patient_engine_stats(table) is not None:
+            description += SESSIONS_PATIENTACT_NOTE
+        configs.append(DatasetConfig(name, rel, table.num_rows, description))
     images = []
     for stage in ("validation", "judgments"):
         for png in sorted((run_dir / stage).glob("*.png")):
@@ -208,6 +217,33 @@ def _pool_from(verdicts: list[str]) -> str:
     return text + (" (the paper's pools take clean profiles only)" if "minor" in words else "")
 
 
+def patient_engine_stats(sessions: pa.Table | None) -> dict[str, Any] | None:
+    """Sessions per patient engine and, for PatientAct, the share of its patient turns by behaviour and
+    the mean trust at the start and end of its sessions; None when no session was PatientAct's (the card
+    of a MindSim-only run stays as it was)."""
+    if sessions is None or "patient_engine" not in sessions.column_names:
+        return None
+    engines = Counter(e or "mindsim" for e in sessions.column("patient_engine").to_pylist())
+    if not engines.get("patientact"):
+        return None
+    rows = [r for r in sessions.select(["patient_engine", "patientact", "turns"]).to_pylist()
+            if r["patient_engine"] == "patientact"]
+    states = [t["patientact"] for r in rows for t in r["turns"] or [] if t.get("patientact")]
+    behaviours = Counter(st["behaviour"] for st in states if st.get("behaviour"))
+    decided = sum(behaviours.values())
+    ends = [r["patientact"] for r in rows if r["patientact"]]
+    mean = lambda key: sum(e[key] for e in ends) / len(ends) if ends else None  # noqa: E731
+    return {
+        "sessions": dict(sorted(engines.items())),
+        "patientact_turns": len(states),
+        "turns_with_behaviour": decided,
+        "behaviour_share": [(b, n, n / decided) for b, n in sorted(behaviours.items(), key=lambda kv: (-kv[1], kv[0]))],
+        "trust_start": mean("trust_start"),
+        "trust_end": mean("trust_end"),
+        "trust_sessions": len(ends),
+    }
+
+
 def render_card(run_dir: Path, run_info: dict[str, Any], configs: list[DatasetConfig], images: list[dict], tables: dict[str, pa.Table]) -> str:
     # Counts include profiles dropped as serious, which are not rows of the profiles config.
     summary = run_dir / "profiles" / "summary.json"
@@ -222,6 +258,10 @@ def render_card(run_dir: Path, run_info: dict[str, Any], configs: list[DatasetCo
         attributions.append("Personas: NVIDIA Nemotron-Personas-USA, CC BY 4.0 (nvidia/Nemotron-Personas-USA).")
     else:
         attributions.append("Personas: mindsim's own synthetic sample in the Nemotron-Personas-USA schema (not NVIDIA data).")
+    engine_stats = patient_engine_stats(tables.get("sessions"))
+    if engine_stats is not None:
+        attributions.append("Sessions played by the PatientAct engine follow the PatientAct design (trust-gated "
+                            "memory, reaction → behaviour → resistance steps, attachment-shaped trust updates).")
     uses_mibot = bool(run_info.get("reference_is_mibot"))
     if uses_mibot:
         attributions.append(
@@ -255,4 +295,5 @@ def render_card(run_dir: Path, run_info: dict[str, Any], configs: list[DatasetCo
         images=[i for i in images if i["stage"] == "validation"],
         mhqr_images=[i for i in images if i["stage"] == "judgments"],
         attributions=attributions,
+        patient_engines=engine_stats,
     )

@@ -101,3 +101,131 @@ def test_preflight_still_asks_a_mindsim_patient_engine_for_json():
             preflight(_recipe(["mindsim", "patientact"], {"default": {"engine": "local"}}), engines, {"simulate"})
     assert "talk" in str(info.value)
     assert any(req.response_schema is not None for req in talk.requests)
+
+
+# -- a run with both engines: validation systems and the dataset card ------------------------------------
+BEHAVIOURS = ("resistance", "recounting", "insight")
+
+
+def _both_engines_run(tmp_path_factory, engines=("mindsim", "patientact")):
+    """A real simulator run (fake engine) whose PatientAct behaviour cycles, so shares are not all one."""
+    import json
+
+    from mindsim import simulate
+    from mindsim.config import SimulationConfig
+    from simfakes import SimResponder, make_profile
+    from test_patientact import PAResponder
+
+    steps = {"DecompositionDraft", "PsychFormulation", "Reaction", "Behaviour", "Resistance", "TrustChange"}
+    sim, pa = SimResponder(end_after=99), PAResponder(trust=["rise_slight", "unchanged", "fall_significant"])
+
+    def respond(req):
+        if req.schema_name == "Behaviour":
+            n = sum(q.schema_name == "Behaviour" for q in backend.requests)
+            return {"why": "as it comes", "behaviour": BEHAVIOURS[n % 3], "end_conversation": False}
+        return pa(req) if req.schema_name in steps else sim(req)
+
+    out = tmp_path_factory.mktemp("run")
+    backend = FakeBackend(respond)
+    config = SimulationConfig(sessions=2, turn_cap=4, patient_engine=list(engines))
+    with Engines.with_backend(backend) as eng:
+        summary = simulate.run_simulation([make_profile("p1"), make_profile("p2", "joker", "formal")], eng, config,
+                                          out, seed=5)
+    assert summary["sessions_written"] == 4 * len(engines) and not summary["failed_arcs"], json.dumps(summary)[:500]
+    return out
+
+
+@pytest.fixture(scope="module")
+def both_run(tmp_path_factory):
+    return _both_engines_run(tmp_path_factory)
+
+
+def _sessions(run):
+    import pyarrow.parquet as pq
+
+    return pq.read_table(run / "sessions" / "sessions.parquet").to_pylist()
+
+
+def test_validation_names_one_system_per_engine_and_counsellor(both_run, tmp_path):
+    import json
+
+    from mindsim.job import _sims_by_counsellor
+    from validation.compare import compare
+    from validation.config import ValidationConfig
+
+    sims = _sims_by_counsellor(both_run / "transcripts" / "transcripts.jsonl")
+    assert {k: len(v) for k, v in sims.items()} == {"mindsim/counsellor": 4, "patientact/counsellor": 4}
+    assert all(r["patient_engine"] == name.split("/")[0] for name, rows in sims.items() for r in rows)
+    report = compare(None, sims, tmp_path / "validation", ValidationConfig(bootstrap_draws=20, floor_splits=4,
+                                                                            joint=False, plots=False))
+    assert set(report["systems"]) == {"mindsim/counsellor", "patientact/counsellor"}
+    # Transcripts written before the engine field existed were MindSim's: today's names exactly.
+    old = tmp_path / "old.jsonl"
+    rows = [json.loads(line) for line in (both_run / "transcripts" / "transcripts.jsonl").read_text().splitlines()]
+    old.write_text("".join(json.dumps({k: v for k, v in r.items() if k != "patient_engine"}) + "\n"
+                           for r in rows if r["patient_engine"] == "mindsim"))
+    assert {k: len(v) for k, v in _sims_by_counsellor(old).items()} == {"mindsim/counsellor": 4}
+
+
+def _card(run, name="dataset"):
+    from mindcore.provenance import base_provenance
+    from mindsim.cards import build_dataset_folder
+
+    info = {"run_id": "pa01", "recipe": {"name": "t", "seed": 5}, "provenance": base_provenance()}
+    folder = build_dataset_folder(run, info, run / name)
+    return folder, (folder / "README.md").read_text()
+
+
+def test_card_explains_patientact_fields_with_counts_from_the_rows(both_run):
+    from collections import Counter
+
+    from mindsim.publish import check_folder, check_loads
+
+    rows = _sessions(both_run)
+    pa_rows = [r for r in rows if r["patient_engine"] == "patientact"]
+    behaviours = Counter(t["patientact"]["behaviour"] for r in pa_rows for t in r["turns"]
+                         if t["patientact"] and t["patientact"]["behaviour"])
+    assert len(behaviours) == 3  # the fixture's cycle reached the data
+    folder, card = _card(both_run)
+    section = card.split("### Patient engines")[1].split("### Screening verdicts")[0]
+    for engine, n in Counter(r["patient_engine"] for r in rows).items():
+        assert f"| {engine} | {n} |" in section
+    total = sum(behaviours.values())
+    for b, n in behaviours.items():
+        assert f"| {b} | {n} | {100 * n / total:.1f}% |" in section
+    start = sum(r["patientact"]["trust_start"] for r in pa_rows) / len(pa_rows)
+    end = sum(r["patientact"]["trust_end"] for r in pa_rows) / len(pa_rows)
+    assert f"{start:.2f} at the start → {end:.2f} at the end" in section
+    fields = card.split("### Patient engine fields")[1].split("## How it was made")[0]
+    for f in ("trust_before", "trust_after", "trust_change", "reaction", "intensity", "behaviour",
+              "resistance_pattern", "relevant", "retrieved", "blocked", "withheld", "signal", "patientact_turns",
+              "attachment", "theme", "trust_start", "trust_end", "switches", "decomposition", "patient_engine"):
+        assert f"`{f}`" in fields
+    assert "`turns[].patientact`" in card.split("## What is in it")[1].split("Load a config")[0]
+    # The PatientAct columns survive into the published parquet and load with `datasets`.
+    manifest = check_folder(folder)
+    assert check_loads(folder, manifest)["sessions"] == len(rows)
+    from datasets import load_dataset
+
+    ds = load_dataset(str(folder), "sessions", split="train")
+    loaded = [r for r in ds if r["patient_engine"] == "patientact"]
+    assert len(loaded) == len(pa_rows) and all(r["patientact"]["trust_end"] is not None for r in loaded)
+    assert [t["patientact"]["behaviour"] for r in loaded for t in r["turns"]] == [
+        t["patientact"]["behaviour"] for r in pa_rows for t in r["turns"]]
+
+
+def test_a_mindsim_only_card_has_no_patient_engine_sections(tmp_path_factory):
+    from mindsim.cards import CONFIG_DESCRIPTIONS
+
+    run = _both_engines_run(tmp_path_factory, engines=("mindsim",))
+    _, card = _card(run)
+    assert "Patient engine" not in card and "PatientAct patient" not in card and "patientact" not in card
+    assert "Before every reply the patient\n   committed a move from a 39-move vocabulary" in card
+    assert f"| `sessions` | 4 | {CONFIG_DESCRIPTIONS['sessions']} |" in card
+
+
+def test_a_patientact_only_card_does_not_describe_commit_move(tmp_path_factory):
+    run = _both_engines_run(tmp_path_factory, engines=("patientact",))
+    _, card = _card(run)
+    assert "| patientact | 4 |" in card and "| mindsim |" not in card
+    assert "commit_move" not in card.split("## How it was made")[1].split("## Statistics")[0]
