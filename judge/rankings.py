@@ -27,7 +27,8 @@ def model_family(model: str | None) -> str | None:
 
 def judge_agreement(scores_by_judge: dict[str, dict[str, Any]]) -> list[dict[str, Any]]:
     """Kendall's tau-b (scipy, tie-corrected) between every two judges' counsellor MHQR, over the
-    counsellors both judged. Undefined (fewer than two counsellors, or a constant ranking) is null
+    counsellors both judged (the units `judge.scores` ranks: `counsellor/engine` in a run of several
+    patient engines, so a counsellor's two engines are two ranked units, never an average). Undefined (fewer than two counsellors, or a constant ranking) is null
     with the reason."""
     from scipy.stats import kendalltau  # ~1.5 s to import: only when judges are compared
 
