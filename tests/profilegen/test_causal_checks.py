@@ -356,3 +356,22 @@ def test_profile_job_resolves_the_flag_from_the_recipe(fake_engines, fakes, tmp_
     prov = json.loads((tmp_path / "profiles" / "provenance.json").read_text())
     assert prov["config"]["causal_checks"] is True and prov["profiles"]["shape"]["causal_checks"] is True
     assert "profilegen:data/causal_rules.yaml" in {h["template"] for h in prov["profiles"]["prompts"]}
+
+
+@pytest.mark.embedded
+def test_causal_checks_on_embedded_engine(profile_engines, row):
+    """Stages 3–4 with the causal rules on the real (weak) engine: whatever it writes, the outcome is counted,
+    and every fault kept — the causal rule faults included — quotes the profile verbatim."""
+    shape = ProfileShape(text_scale=0.5, screen_max_faults=2, causal_checks=True)
+    prov = Provenance(seed=1, toolkit_version="t", prompts=prompt_hashes(True), shape=shape)
+    out = asyncio.run(make_profile(profile_engines.role("profile_writer"), profile_engines.role("screener"), row, 1,
+                                   prov))
+    assert out.status in ("ok", "dropped", "failed")
+    if out.status == "failed":
+        assert out.failure is not None and out.failure.stage in ("formulation", "screen")
+        return
+    assert out.screen is not None and out.screen.revisions <= 1
+    if out.profile is not None:
+        text = out.profile.writer_brief
+        assert all(quote_in(x.quote, text) for x in out.screen.faults)
+        assert out.profile.provenance.shape.causal_checks
