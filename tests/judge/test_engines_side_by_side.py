@@ -146,3 +146,31 @@ def test_jsonl_sessions_may_name_their_patient_engine_or_not(tmp_path):
     path.write_text("\n".join(json.dumps(r) for r in rows) + "\n")
     loaded = {s.session_id: s.patient_engine for s in load_sessions(tmp_path, path)}
     assert loaded == {"s1": "their_sim", "s4": None}
+
+
+def test_every_judge_ranks_the_same_units_even_when_one_fails_a_whole_engine(tmp_path):
+    """The units come from the sessions, not from one judge's successes: a judge whose every answer on
+    PatientAct sessions failed still labels its MindSim units `counsellor/mindsim`, and the family flag
+    (on counsellor gpt-4.1-mini) marks both engines' units of that counsellor."""
+    from mindcore.config import RoleSpec
+
+    run_dir = write_run(tmp_path / "run", _both_engine_sessions())
+
+    def responder(req):
+        if req.role == "judge:picky" and "-pa" in req.messages[1]["content"]:
+            return {"severity": "catastrophic"}  # never fits the schema: a failed row
+        return fake_judge(req)
+
+    roles = {"default": RoleSpec(engine="fake"), "judge": RoleSpec(engine="fake", model="gpt-5"),
+             "judge:picky": RoleSpec(engine="fake", model="other-1")}
+    cfg = JudgeConfig(judges=["judge", "judge:picky"], bootstrap_draws=200, plots=False)
+    with Engines.with_backend(FakeBackend(responder), roles) as engines:
+        run_judging(run_dir, engines, cfg)
+    report = json.loads((run_dir / "judgments" / "report.json").read_text())
+    picky = report["judges"]["judge:picky"]
+    assert picky["failed"] == 6 and set(picky["scores"]["counsellors"]) == {"alpha/mindsim", "beta/mindsim"}
+    (agree,) = report["judge_agreement"]
+    assert agree["counsellors"] == 2
+    assert {f["patient_engine"] for f in report["failures"]} == {"patientact"}
+    md = (run_dir / "judgments" / "report.md").read_text()
+    assert "| alpha/mindsim † |" in md and "| alpha/patientact † |" in md
