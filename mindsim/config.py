@@ -86,6 +86,24 @@ class SimulationConfig(BaseModel):
     agenda_plain: bool = Field(
         False, description="Patient names agenda items in own words only (the template's agenda_plain switch)"
     )
+    message_context: Literal["full", "speech"] = Field(
+        "full",
+        description="What the MindSim patient sees when it writes its message: 'full' = the whole turn with its "
+        "tool calls (the paper's protocol); 'speech' = the spoken exchange plus a note with the accepted move and "
+        "cue (ours: for engines without native tool calls, whose small models copy the JSON tool turns in front of "
+        "them instead of speaking)",
+    )
+    trim_cut_off: bool = Field(
+        False,
+        description="A patient message that ran into its token budget is ended at its last complete sentence "
+        "(marked `trimmed` on the turn and counted) instead of re-asked; without a complete sentence it is still "
+        "re-asked. Ours: saves re-asks with small models that run on",
+    )
+    final_memory: bool = Field(
+        True,
+        description="Rewrite the running memory after an arc's last session too (false: that rewrite, which no "
+        "later session reads, is skipped and marked `skipped` in the record; ours, to save calls)",
+    )
     patient_engine: PatientEngine | list[PatientEngine] = Field(
         "mindsim", description="Patient engine(s): 'mindsim', 'patientact', or a list of both to compare them"
     )

@@ -16,7 +16,7 @@ from __future__ import annotations
 import random
 import re
 from dataclasses import dataclass, field
-from typing import Any, Callable
+from typing import Any, Callable, NamedTuple
 
 from mindcore.engine import ToolSpec
 from mindcore.types import ToolCallResult
@@ -27,6 +27,7 @@ from mindsim.prompting import (
     RejectedMessage,
     TurnFailed,
     counsellor_flags,
+    last_complete_sentence,
     load_harness_text,
     rejected,
     speech_defects,
@@ -98,12 +99,13 @@ class Patient:
         self.history.append({"role": "user", "content": counsellor_text})
         args, cue, rejected = await self._commit()
         updates = await self._agenda_calls()
-        message, bad = await self._message()
+        said = await self._message()
         self.recent_moves.append(args["move"])
         return PatientTurn(
             index=index, opening=False, move=args["move"], secondary_move=args.get("secondary_move") or None,
             end_conversation=bool(args.get("end_conversation")), reasoning=args.get("reasoning"), cue=cue,
-            rejected=rejected, todo_updates=updates, message=message, rejected_messages=bad,
+            rejected=rejected, todo_updates=updates, message=said.text, rejected_messages=said.rejected,
+            trimmed=said.trimmed,
         )
 
     async def _call(self, tools: list[ToolSpec], allow_none: bool = False) -> ToolCallResult:
@@ -159,20 +161,30 @@ class Patient:
         )
         return [self.history[0], *spoken, {"role": "user", "content": f"[harness note] {accepted} {note}".strip()}]
 
-    async def _message(self) -> tuple[str, list[RejectedMessage]]:
+    async def _message(self) -> Speech:
         """The turn's words. The first ask sends the whole history (the protocol, and the engine's cached
-        prefix); a re-ask sends the speech-only view with a note on what was wrong."""
-        text, bad = await speech_reply(self.client, self.history, self._speech_view, config=self.config,
-                                       tokens=self.tokens)
-        self.history.append({"role": "assistant", "content": text})
-        return text, bad
+        prefix), or with `message_context: speech` the speech-only view; a re-ask sends the speech-only view
+        with a note on what was wrong."""
+        first = (self.history if self.config.message_context == "full"
+                 else self._speech_view(load_harness_text().speech_first_note))
+        said = await speech_reply(self.client, first, self._speech_view, config=self.config, tokens=self.tokens)
+        self.history.append({"role": "assistant", "content": said.text})
+        return said
+
+
+class Speech(NamedTuple):
+    text: str
+    rejected: list[RejectedMessage]
+    trimmed: bool = False
 
 
 async def speech_reply(client: Any, first: list[dict[str, Any]], reask: Callable[[str], list[dict[str, Any]]], *,
-                       config: SimulationConfig, tokens: TokenCount) -> tuple[str, list[RejectedMessage]]:
+                       config: SimulationConfig, tokens: TokenCount) -> Speech:
     """A patient reply that is speech, re-asked (bounded by `max_message_retries`) while it is not:
     `reask(note)` builds the messages of a re-ask from the note saying what was wrong. Neither a bad reply
-    nor a note is ever stored; every rejection is returned to be counted. Both patient engines use this."""
+    nor a note is ever stored; every rejection is returned to be counted. With `trim_cut_off`, a reply whose
+    only defect is running into its budget is ended at its last complete sentence instead (and marked
+    `trimmed`), so nothing cut mid-sentence is stored either way. Both patient engines use this."""
     notes = load_harness_text()
     sampling = {"max_tokens": config.message_max_tokens} if config.message_max_tokens else {}
     bad: list[RejectedMessage] = []
@@ -183,7 +195,11 @@ async def speech_reply(client: Any, first: list[dict[str, Any]], reask: Callable
         text = clean_message(reply.content)
         defects = speech_defects(text, finish_reason=reply.finish_reason) if text else ["blank"]
         if not defects:
-            return text, bad
+            return Speech(text, bad)
+        if defects == ["cut_off"] and config.trim_cut_off:
+            kept = last_complete_sentence(text)
+            if kept and not speech_defects(kept):
+                return Speech(kept, bad, trimmed=True)
         bad.append(rejected(defects[0], reply.content, reply.finish_reason))
     raise TurnFailed(
         f"role '{client.role}': no usable message after {len(bad)} attempts "

@@ -185,6 +185,7 @@ class HarnessText(BaseModel):
     closers: str
     reask_notes: dict[str, str]
     reask_tail: str
+    speech_first_note: str
     opening_notes: dict[str, str]
     opening_tail: str
     blank_items_note: str
@@ -240,6 +241,23 @@ def ends_sentence(text: str) -> bool:
     data = load_harness_text()
     tail = text.rstrip().rstrip(data.closers).rstrip()
     return bool(tail) and tail[-1] in data.sentence_end
+
+
+def last_complete_sentence(text: str) -> str | None:
+    """`text` up to the end of its last complete sentence (closing quotes or brackets kept), or None when no
+    sentence ends in it. A sentence end must be followed by a space or the end, so "3.5" or "e.g" inside a
+    word does not count."""
+    data = load_harness_text()
+    body = text.rstrip()
+    for i in range(len(body) - 1, -1, -1):
+        if body[i] not in data.sentence_end:
+            continue
+        j = i + 1
+        while j < len(body) and body[j] in data.closers:
+            j += 1
+        if j == len(body) or body[j].isspace():
+            return body[:j].strip() or None
+    return None
 
 
 def speech_defects(text: str, *, finish_reason: str | None = None, max_chars: int | None = None) -> list[str]:

@@ -90,6 +90,9 @@ class PatientTurn(_Row):
         default_factory=list,
         description="Replies re-asked because they were not speech (for turn 0: the scenario's rejected openers)",
     )
+    trimmed: bool = Field(
+        False, description="The message ran into its token budget and was ended at its last complete sentence"
+    )
     patientact: PatientActTurn | None = Field(None, description="PatientAct engine state for this turn (None for MindSim)")
 
 
@@ -137,6 +140,9 @@ class MemoryUpdate(_Row):
     attempts: int = Field(description="Compactor calls made")
     repaired: bool = Field(description="True if the carry rules had to be enforced in code")
     problems: list[str] = Field(description="Rule breaks in the last attempt (empty when clean)")
+    skipped: bool = Field(
+        False, description="Not rewritten: the arc's last session with `simulation.final_memory: false`"
+    )
 
 
 class Tokens(_Row):

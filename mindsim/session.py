@@ -118,6 +118,7 @@ async def run_session(
     patient_engine: str = "mindsim",
     decomposition: Decomposition | None = None,
     trust_start: float | None = None,
+    rewrite_memory: bool = True,
 ) -> SessionRecord:
     """One session. With `patient_engine="patientact"` the patient is PatientAct's (`decomposition` and
     `trust_start` required); everything else — routing, ending, memory, the record — is shared."""
@@ -159,11 +160,15 @@ async def run_session(
             break
 
     exchange = counsellor.history[1:]
-    # An engine failure here propagates: the session is not saved and the arc fails (retried on rerun).
-    mem = await compact_memory(
-        roles.memory_compactor, memory, transcript_text(exchange), config.memory_max_entries, config.memory_retries,
-        max_tokens=config.memory_max_tokens,
-    )
+    if rewrite_memory:
+        # An engine failure here propagates: the session is not saved and the arc fails (retried on rerun).
+        mem = await compact_memory(
+            roles.memory_compactor, memory, transcript_text(exchange), config.memory_max_entries,
+            config.memory_retries, max_tokens=config.memory_max_tokens,
+        )
+        memory_after, update = mem.entries, MemoryUpdate(attempts=mem.attempts, repaired=mem.repaired, problems=mem.problems)
+    else:
+        memory_after, update = list(memory), MemoryUpdate(attempts=0, repaired=False, problems=[], skipped=True)
     if patient_engine == "patientact":
         pa_state = PatientActSession(
             attachment=decomposition.psych.attachment, theme=decomposition.psych.theme,
@@ -188,8 +193,8 @@ async def run_session(
             added=[i.text for i in agenda.items if i.added],
         ),
         memory_before=memory,
-        memory_after=mem.entries,
-        memory_update=MemoryUpdate(attempts=mem.attempts, repaired=mem.repaired, problems=mem.problems),
+        memory_after=memory_after,
+        memory_update=update,
         patient_system_prompt=p_prompt,
         counsellor_system_prompt=c_prompt,
         tokens=Tokens(
@@ -288,6 +293,8 @@ async def run_arc(
                 profile, vocab, plan, scenario, memory, roles, config, counsellor_name=counsellor_name, seed=seed,
                 rejected_openings=bad, scenario_shared=prev is None, patient_engine=engine,
                 decomposition=decomposition, trust_start=trust,
+                # Nothing reads the memory written after the arc's last session.
+                rewrite_memory=config.final_memory or plan is not schedule.sessions[-1],
             )
             done = save(done)  # a duplicate of a session another worker finished first is discarded
         records.append(done)

@@ -288,6 +288,8 @@ async def simulate_shard(
         "duplicate_checkpoints_discarded": store.duplicates + scenarios.duplicates + (decomps.duplicates if decomps else 0),
         "ended_by_patient": sum(r.ended_by == "patient" for r in records),
         "memory_repaired": sum(r.memory_update.repaired for r in records),
+        "memory_skipped": sum(r.memory_update.skipped for r in records),
+        "messages_trimmed": sum(t.trimmed for r in records for t in r.turns),
         "rejected_commits": sum(len(t.rejected) for r in records for t in r.turns),
         # Per shard is exact: a patient, and so its shared first scenario, lives in one shard only.
         "rejected_messages": rejected_message_totals(records),
@@ -382,6 +384,8 @@ def _finish(out: Path, engines, config: SimulationConfig, seed: int, profiles: l
         "duplicate_checkpoints_discarded": total("duplicate_checkpoints_discarded"),
         "ended_by_patient": total("ended_by_patient"),
         "memory_repaired": total("memory_repaired"),
+        "memory_skipped": total("memory_skipped"),
+        "messages_trimmed": total("messages_trimmed"),
         "rejected_commits": total("rejected_commits"),
         "rejected_messages": {**dict.fromkeys(parts[0]["rejected_messages"], 0), **summed("rejected_messages")},
         "counsellor_flags": {**dict.fromkeys(parts[0]["counsellor_flags"], 0), **summed("counsellor_flags")},

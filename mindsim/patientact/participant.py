@@ -24,7 +24,7 @@ from mindsim.patientact.data import taxonomy, trust_rules
 from mindsim.patientact.decompose import Decomposition
 from mindsim.patientact.retrieval import Gate, gate
 from mindsim.patientact.trust import apply_change
-from mindsim.patient import TokenCount, speech_reply
+from mindsim.patient import Speech, TokenCount, speech_reply
 from mindsim.prompting import RejectedMessage, TurnFailed
 from mindsim.records import PatientActTurn, PatientTurn, StepReasons
 
@@ -109,7 +109,8 @@ class PatientActPatient:
             why["resistance"] = pattern.why
         signal = self._signal(g, reaction, behaviour, pattern)
         self.history.append({"role": "user", "content": f"{counsellor_text}\n\n{signal}"})
-        message, bad = await self._message()
+        said = await self._message()
+        message = said.text
         self.exchange += [("Counsellor", counsellor_text), ("Client", message)]
         change = await self._step("trust", {**ctx, "reply": message})
         why["trust"] = change.why
@@ -122,7 +123,7 @@ class PatientActPatient:
         )
         return PatientTurn(
             index=index, opening=False, move=None, secondary_move=None, end_conversation=end, reasoning=None, cue=None,
-            message=message, rejected_messages=bad, patientact=state,
+            message=message, rejected_messages=said.rejected, trimmed=said.trimmed, patientact=state,
         )
 
     # -- steps ------------------------------------------------------------------------------------------
@@ -173,12 +174,12 @@ class PatientActPatient:
             trust_text=trust_rules().level_text(self.trust),
         )
 
-    async def _message(self) -> tuple[str, list[RejectedMessage]]:
+    async def _message(self) -> Speech:
         """The reply, re-asked (bounded, counted) while it is not speech. The signal is already in the last
         user message, so a re-ask appends its note after it and keeps the signal."""
-        text, bad = await speech_reply(
+        said = await speech_reply(
             self.client, self.history,
             lambda note: [*self.history, {"role": "user", "content": f"[harness note] {note}"}],
             config=self.config, tokens=self.tokens)
-        self.history.append({"role": "assistant", "content": text})
-        return text, bad
+        self.history.append({"role": "assistant", "content": said.text})
+        return said

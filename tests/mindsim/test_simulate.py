@@ -157,7 +157,7 @@ def test_memory_engine_failure_fails_the_arc_and_the_rerun_writes_it(tmp_path):
     assert not summary["failed_arcs"] and summary["sessions_written"] == 1
     row = pq.read_table(tmp_path / "sessions" / "sessions.parquet").to_pylist()[0]
     assert row["memory_after"] == ["Patient mentioned point 1 in session."]
-    assert row["memory_update"] == {"attempts": 1, "repaired": False, "problems": []}
+    assert row["memory_update"] == {"attempts": 1, "repaired": False, "problems": [], "skipped": False}
 
 
 def test_rows_keep_the_counsellor_prompt_and_messages_exactly_as_sent(tmp_path):
