@@ -114,7 +114,7 @@ class Judge:
             error: Exception | None = None) -> JudgmentRow:
         s = reply.session
         base = dict(
-            session_id=s.session_id, patient_id=s.patient_id, counsellor=s.counsellor,
+            session_id=s.session_id, patient_id=s.patient_id, counsellor=s.counsellor, patient_engine=s.patient_engine,
             counsellor_model=s.counsellor_model, session_index=s.session_index, reply_index=reply.reply_index,
             reply=reply.text, judge=self.name, judge_model=self.model, judge_engine=self.client.engine_name,
             rubric_version=self.rubric_version, prompt_hashes=self.prompt_hashes, cache_key=key,

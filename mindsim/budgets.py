@@ -60,9 +60,9 @@ def _section_budget(section: str, key: str, default: int | None):
 
 
 def _profile_shape(recipe: Any) -> Any:
-    from profilegen.config import ProfilesConfig
+    from profilegen.config import profiles_config
 
-    return ProfilesConfig.model_validate(getattr(recipe, "profiles", None) or {}).shape
+    return profiles_config(recipe).shape
 
 
 def _formulation_schema(recipe: Any = None) -> dict[str, Any]:

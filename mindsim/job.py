@@ -34,7 +34,7 @@ from mindsim.config import SimulationConfig
 from mindsim.simulate import run_simulation
 from judge.config import JudgeConfig
 from judge.run import run_judging
-from profilegen.config import ProfilesConfig
+from profilegen.config import profiles_config
 from profilegen.dataset import load_profiles
 from profilegen.pipeline import run_profiles
 from validation.compare import compare
@@ -139,7 +139,7 @@ def run_job(recipe_path: Path, out_dir: Path, *, verbose: bool = False, ray_addr
     runs the profile and simulation stages on that Ray cluster, whatever the recipe's `runner:` says."""
     recipe = load_recipe(recipe_path).with_runner(ray_address)
     # Every section is validated before any engine starts, so a typo costs nothing.
-    pcfg = recipe.section("profiles", ProfilesConfig)
+    pcfg = profiles_config(recipe)
     scfg = recipe.section("simulation", SimulationConfig)
     vcfg = recipe.section("validation", ValidationConfig)
     ocfg = recipe.section("output", OutputConfig)

@@ -85,9 +85,9 @@ def _messages_tokens(messages: list[dict[str, Any]], sz: Any) -> int:
 
 
 def _worst_profile_parts(recipe: Any) -> tuple[Any, Any, list[Any]]:
-    from profilegen.config import ProfilesConfig
+    from profilegen.config import profiles_config
 
-    cfg = ProfilesConfig.model_validate(getattr(recipe, "profiles", None) or {})
+    cfg = profiles_config(recipe)
     return _profile_parts(getattr(recipe, "seed", 0), cfg.rates)
 
 
@@ -112,11 +112,15 @@ def _profile_parts(seed: int, rates: str | None) -> tuple[Any, Any, list[Any]]:
 
 
 def _writer_prompt(inp: EstimateInputs, sz: Any) -> PromptSize:
+    from profilegen.config import profiles_config
     from profilegen.formulation import revision_messages, writer_messages
+    from profilegen.screen import causal_faults
 
+    causal = profiles_config(inp.recipe).shape.causal_checks
     row, f, faults = _worst_profile_parts(inp.recipe)
-    first = _messages_tokens(writer_messages(row), sz)
-    revision = _messages_tokens(revision_messages(row, f, faults), sz)
+    faults = faults + (causal_faults(f) if causal else [])
+    first = _messages_tokens(writer_messages(row, causal=causal), sz)
+    revision = _messages_tokens(revision_messages(row, f, faults, causal=causal), sz)
     return PromptSize("profile_writer", max(first, revision), {"first draft": first, "revision": revision},
                       "personas from the shipped synthetic sample; the revision carries the largest draft and six faults")
 
@@ -125,8 +129,10 @@ def _screener_prompt(inp: EstimateInputs, sz: Any) -> PromptSize:
     from profilegen.render import writer_brief
     from profilegen.screen import judge_messages
 
+    from profilegen.config import profiles_config
+
     row, f, _ = _worst_profile_parts(inp.recipe)
-    n = _messages_tokens(judge_messages(writer_brief(row, f)), sz)
+    n = _messages_tokens(judge_messages(writer_brief(row, f), causal=profiles_config(inp.recipe).shape.causal_checks), sz)
     return PromptSize("screener", n, {"brief of the largest formulation": n})
 
 

@@ -1,44 +1,66 @@
-"""The PatientAct patient engine end to end on the real embedded engine (SmolLM2-135M): two patients, two
-sessions each, one full patient turn per session. A 135M model's answers are often poor or fail after their
-re-asks; the assertions hold whatever it says: every arc either writes its sessions or is counted as failed,
-and what was written obeys the engine's rules (trust on the scale and stepped, the signal only on the patient
-side, items above trust never in the patient's messages)."""
+"""The PatientAct patient engine end to end on the real embedded engine (SmolLM2-135M): `mindsim run` of the
+quickstart recipe with `patient_engine: patientact` (two patients, two sessions each, one full patient turn per
+session), then `mindsim judge run --rubric patientact` and `mindsim export patient` through the console script.
+
+The profiles are the shared quickstart run's: its profile checkpoints are copied in, and the recipe keeps every
+profile setting, so the profile stage resumes them instead of writing new ones (causal checks off, as they would
+change the checkpoint keys). A 135M model's answers are often poor or fail after their re-asks; the assertions
+hold whatever it says: every arc either writes its sessions or is counted as failed, and what was written obeys
+the engine's rules (trust on the scale and stepped, the signal only on the patient side, items above trust never
+in the patient's messages) and flows through validation, both judges and the export."""
 
 from __future__ import annotations
 
+import json
+import shutil
+import subprocess
+from pathlib import Path
+
 import pyarrow.parquet as pq
 import pytest
+import yaml
 
-from mindcore.config import RoleSpec
-from mindsim.config import SimulationConfig
-from mindsim.simulate import run_simulation
-from simfakes import make_profile
+from conftest import REPO
+
+pytestmark = pytest.mark.embedded
 
 
-@pytest.mark.embedded
-def test_patientact_two_patients_two_sessions_on_the_embedded_engine(embedded_engines, tmp_path):
-    config = SimulationConfig(
-        sessions=2, turn_cap=2, patient_engine="patientact", message_max_tokens=120, max_message_retries=5,
-        scenario_max_tokens=2550, memory_max_tokens=300, memory_retries=0,
-        patientact={"step_max_tokens": 320, "decomposition_max_tokens": 2400, "formulation_max_tokens": 1500},
-    )
-    roles = embedded_engines.config.roles  # shared by the session's embedded tests: restored below
-    before = roles.get("patient")
-    roles["patient"] = RoleSpec(engine="local", temperature=1.0, max_tokens=500, seed=0, stop=["\n"],
-                                frequency_penalty=0.6, max_attempts=5)
-    profiles = [make_profile("e1", "minimiser", "casual"), make_profile("e2", "joker", "formal")]
-    try:
-        summary = run_simulation(profiles, embedded_engines, config, tmp_path, seed=1)
-    finally:
-        if before is None:
-            roles.pop("patient")
-        else:
-            roles["patient"] = before
-    written = summary["sessions_written"]
-    failed = summary["failed_arcs"]
-    assert len(failed) <= 2 and written + 2 * len(failed) >= 4 and written <= 4, failed
-    assert all(f["error"] for f in failed)
-    rows = pq.read_table(tmp_path / "sessions" / "sessions.parquet").to_pylist() if written else []
+@pytest.fixture(scope="module")
+def patientact_run(quickstart_run, tmp_path_factory) -> tuple[Path, dict]:
+    from mindsim.job import run_job
+
+    base = tmp_path_factory.mktemp("patientact")
+    recipe = yaml.safe_load((REPO / "recipes" / "quickstart.yaml").read_text())
+    recipe["name"] = "quickstart-patientact"
+    recipe["profiles"]["causal_checks"] = False
+    recipe["simulation"].update(patient_engine="patientact", patientact={"psych_formulation": True})
+    path = base / "recipe.yaml"
+    path.write_text(yaml.safe_dump(recipe, sort_keys=False))
+    out = base / "run"
+    shutil.copytree(quickstart_run / "profiles" / "checkpoints", out / "profiles" / "checkpoints")
+    kept = {p.name: p.read_bytes() for p in (out / "profiles" / "checkpoints").glob("*.json")}
+    summary = run_job(path, out)
+    assert summary.info["status"] == "finished"
+    # The profiles were resumed, not rewritten.
+    assert {p.name: p.read_bytes() for p in (out / "profiles" / "checkpoints").glob("*.json") if p.name in kept} == kept
+    return out, summary.info
+
+
+def _cli(*args: str) -> subprocess.CompletedProcess:
+    return subprocess.run([shutil.which("mindsim") or "mindsim", *args], capture_output=True, text=True, timeout=900)
+
+
+def test_sessions_obey_the_engine_rules(patientact_run):
+    out, info = patientact_run
+    ssum = json.loads((out / "sessions" / "summary.json").read_text())
+    written, failed = ssum["sessions_written"], ssum["failed_arcs"]
+    assert ssum["patient_engines"] == ["patientact"]
+    assert written + 2 * len(failed) == ssum["sessions_expected"] == 4, failed
+    assert all(f["error"] and f["patient_engine"] == "patientact" for f in failed)
+    assert info["counts"]["failed arcs"] == len(failed)
+    if not written:
+        pytest.skip("the 135M model failed both arcs (counted); nothing to check in the sessions")
+    rows = pq.read_table(out / "sessions" / "sessions.parquet").to_pylist()
     assert len(rows) == written
     for r in rows:
         assert r["patient_engine"] == "patientact"
@@ -47,9 +69,11 @@ def test_patientact_two_patients_two_sessions_on_the_embedded_engine(embedded_en
         items = {i["id"]: i for i in pa["decomposition"]["items"]}
         assert items and all(i["level"] in (1.0, 1.5, 2.0, 2.5, 3.0, 3.5, 4.0) for i in items.values())
         for t in r["turns"]:
+            assert t["message"].strip() and "[inner state]" not in t["message"] and '{"name":' not in t["message"]
             s = t["patientact"]
+            if t["opening"]:
+                continue
             assert round(s["trust_after"] - s["trust_before"], 2) in {0.0, 0.25, -0.25, 0.5, -0.5}
-            assert t["message"].strip() and "[inner state]" not in t["message"]
             assert set(s["retrieved"]) | set(s["blocked"]) | set(s["withheld"]) == set(s["relevant"])
             shown = {items[i]["content"] for i in s["retrieved"]}
             for iid in s["blocked"] + s["withheld"]:
@@ -58,5 +82,53 @@ def test_patientact_two_patients_two_sessions_on_the_embedded_engine(embedded_en
                 if s["signal"] and not any(items[iid]["content"] in c for c in shown):
                     assert items[iid]["content"] not in s["signal"]
         assert all("[inner state]" not in (m["content"] or "") for m in r["counsellor_messages"])
-    lines = (tmp_path / "transcripts" / "transcripts.jsonl").read_text().splitlines()
+    # Trust carries from one session into the next of the same arc (shifted only by the schedule's offset).
+    by_arc: dict[tuple, list] = {}
+    for r in rows:
+        by_arc.setdefault((r["patient_id"], r["counsellor"]), []).append(r)
+    for arc in by_arc.values():
+        arc.sort(key=lambda r: r["session_index"])
+        assert [r["session_index"] for r in arc] == list(range(len(arc)))
+
+
+def test_validation_judge_and_card_name_the_engine(patientact_run):
+    out, _ = patientact_run
+    if not (out / "transcripts" / "transcripts.jsonl").read_text().strip():
+        pytest.skip("no finished session to validate")
+    report = json.loads((out / "validation" / "report.json").read_text())
+    assert list(report["systems"]) == ["patientact/counsellor"]
+    rows = pq.read_table(out / "judgments" / "judgments.parquet").to_pylist()
+    assert rows and {r["patient_engine"] for r in rows} == {"patientact"}
+    card = (out / "dataset" / "README.md").read_text()
+    assert "trust_before" in card and "patientact" in card
+
+
+def test_patientact_rubric_and_patient_export_through_the_console_script(patientact_run, tmp_path):
+    out, _ = patientact_run
+    written = json.loads((out / "sessions" / "summary.json").read_text())["sessions_written"]
+    if not written:
+        pytest.skip("no finished session to judge")
+    recipe = out.parent / "recipe.yaml"
+    res = _cli("judge", "run", str(out), "--rubric", "patientact", "--recipe", str(recipe))
+    # 1 = every judgment failed on the 135M model: still written as counted failure rows.
+    assert res.returncode in (0, 1), res.stderr[-2000:]
+    lines = [json.loads(x) for x in (out / "patientact_judge" / "judgments.jsonl").read_text().splitlines()]
     assert len(lines) == written
+    for j in lines:
+        assert j["system"] == "patientact"
+        if j["ok"]:
+            assert set(j["scores"]) == {"coherence", "disclosure_pacing", "resistance_quality",
+                                        "emotional_authenticity", "behavioural_realism"}
+            assert all(1 <= v <= 5 for v in j["scores"].values())
+        else:
+            assert j["error"]
+    assert res.returncode == 0 or not any(j["ok"] for j in lines)
+    assert (out / "patientact_judge" / "report.md").is_file()
+
+    target = tmp_path / "patient.jsonl"
+    res = _cli("export", "patient", str(out), "--out", str(target))
+    assert res.returncode == 0, res.stderr[-2000:]
+    rows = [json.loads(x) for x in target.read_text().splitlines()]
+    assert rows and all(r["patient_engine"] == "patientact" for r in rows)
+    turns = [json.loads(t) for r in rows for t in r["patientact_turns"] if t]
+    assert turns and all({"trust_before", "trust_after", "reaction", "behaviour"} <= set(t) for t in turns)
