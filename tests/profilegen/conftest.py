@@ -80,3 +80,43 @@ def profile_engines(embedded_engines):
     }
     with Engines.with_backend(embedded_engines.backend("local"), roles=roles) as engines:
         yield engines
+
+
+@pytest.fixture
+def worker_step(tmp_path):
+    """Runs the distilabel step `WriteAndScreen` in process against an OpenAI-compatible stub answering with
+    `respond(request)`: `worker_step(respond, shape) -> (Outcome, stub requests)` for one synthetic persona."""
+    from openai_stub import OpenAIStub, from_responder
+
+    from mindcore.config import RoleSpec
+    from mindcore.distilabel_llm import MindcoreLLM
+    from profilegen.anchors import anchor_personas
+    from profilegen.distilabel_steps import SCREENER_OUTPUT, WRITER_OUTPUT, WriteAndScreen
+    from profilegen.generate import Outcome, prompt_hashes
+    from profilegen.personas import load_personas
+    from profilegen.rates import load_rates
+    from profilegen.schemas import Provenance, RoleModel
+
+    def run(respond, shape):
+        rows = anchor_personas(load_personas("synthetic", 1, 7).rows, load_rates(None), 7)
+        prov = Provenance(seed=7, toolkit_version="t", prompts=prompt_hashes(shape.causal_checks), shape=shape,
+                          roles=[RoleModel(role=r, engine="stub", model="m") for r in ("profile_writer", "screener")])
+        with OpenAIStub(from_responder(respond)) as stub:
+            def wire(role):
+                return {"role": role, "engine": "stub", "kind": "openai", "base_url": stub.base_url, "model": "m",
+                        "api_key_env": None, "max_concurrency": 2, "timeout_s": 5.0, "native_tools": False,
+                        "structured_mode": "json_schema", "strict_schema": False,
+                        "role_spec": RoleSpec(engine="stub").model_dump()}
+
+            step = WriteAndScreen(
+                writer=MindcoreLLM(wire=wire("profile_writer"), output_model=WRITER_OUTPUT,
+                                   output_args={"scale": shape.text_scale}),
+                screener=MindcoreLLM(wire=wire("screener"), output_model=SCREENER_OUTPUT,
+                                     output_args={"max_faults": shape.screen_max_faults}),
+                checkpoint_dir=str(tmp_path / "checkpoints"), provenance=prov.model_dump_json(),
+            )
+            step.load()
+            (out,) = list(step.process([{"row": r.model_dump_json()} for r in rows]))
+        return Outcome.model_validate_json(out[0]["outcome"]), stub.requests
+
+    return run

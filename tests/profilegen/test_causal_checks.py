@@ -282,17 +282,9 @@ def test_rules_file_is_checked_on_load():
 
 # --- the distilabel worker ---------------------------------------------------------------------------------
 
-def test_distilabel_worker_applies_the_causal_rules(tmp_path, fakes):
+def test_distilabel_worker_applies_the_causal_rules(worker_step, fakes):
     """The worker rebuilds the shape from the provenance it is sent: its prompts carry the rules and an
     undated, cycle-less first draft goes back for one revision."""
-    from openai_stub import OpenAIStub, from_responder
-
-    from mindcore.config import RoleSpec
-    from mindcore.distilabel_llm import MindcoreLLM
-    from profilegen.distilabel_steps import SCREENER_OUTPUT, WRITER_OUTPUT, WriteAndScreen
-    from profilegen.generate import Outcome
-    from profilegen.schemas import RoleModel
-
     writes = {"n": 0}
 
     def respond(req):
@@ -302,28 +294,9 @@ def test_distilabel_worker_applies_the_causal_rules(tmp_path, fakes):
         return _draft(fakes, UNDATED, BARE) if writes["n"] == 1 else _draft(fakes, DATED, CYCLE)
 
     shape = ProfileShape(causal_checks=True)
-    rows = anchor_personas(load_personas("synthetic", 1, 7).rows, load_rates(None), 7)
-    prov = Provenance(seed=7, toolkit_version="t", prompts=prompt_hashes(True), shape=shape,
-                      roles=[RoleModel(role=r, engine="stub", model="m") for r in ("profile_writer", "screener")])
-    with OpenAIStub(from_responder(respond)) as stub:
-        def wire(role):
-            return {"role": role, "engine": "stub", "kind": "openai", "base_url": stub.base_url, "model": "m",
-                    "api_key_env": None, "max_concurrency": 2, "timeout_s": 5.0, "native_tools": False,
-                    "structured_mode": "json_schema", "strict_schema": False,
-                    "role_spec": RoleSpec(engine="stub").model_dump()}
-
-        step = WriteAndScreen(
-            writer=MindcoreLLM(wire=wire("profile_writer"), output_model=WRITER_OUTPUT,
-                               output_args={"scale": shape.text_scale}),
-            screener=MindcoreLLM(wire=wire("screener"), output_model=SCREENER_OUTPUT,
-                                 output_args={"max_faults": shape.screen_max_faults}),
-            checkpoint_dir=str(tmp_path / "checkpoints"), provenance=prov.model_dump_json(),
-        )
-        step.load()
-        (out,) = list(step.process([{"row": r.model_dump_json()} for r in rows]))
-    o = Outcome.model_validate_json(out[0]["outcome"])
+    o, requests = worker_step(respond, shape)
     assert o.status == "ok" and o.screen.revisions == 1 and o.profile.provenance.shape == shape
-    systems = [b["messages"][0]["content"] for b in stub.requests]
+    systems = [b["messages"][0]["content"] for b in requests]
     assert len(systems) == 4  # write, screen, revise, screen
     rules = causal_rules()
     assert all(r in systems[0] and r in systems[2] for r in rules.writer_rules)

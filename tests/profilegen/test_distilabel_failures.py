@@ -50,10 +50,9 @@ def test_outage_in_the_worker_is_a_retryable_failure_with_its_cause(tmp_path):
     assert not list((tmp_path / "checkpoints").glob("*.json"))
 
 
-def test_worker_sends_the_recipe_shape(tmp_path, fakes):
+def test_worker_sends_the_recipe_shape(worker_step, fakes):
     """The distilabel worker builds the writer's and screener's schemas from the recipe's shape: the requests
     it sends carry the scaled text limits and the fault cap, and the profile records the shape."""
-    from openai_stub import OpenAIStub, from_responder
     from profilegen.schemas import ProfileShape
 
     def respond(req):
@@ -61,24 +60,8 @@ def test_worker_sends_the_recipe_shape(tmp_path, fakes):
         return fakes.draft_for(req) if writing else {"faults": [], "verdict": "clean"}
 
     shape = ProfileShape(text_scale=0.5, screen_max_faults=2)
-    rows = anchor_personas(load_personas("synthetic", 1, 7).rows, load_rates(None), 7)
-    prov = Provenance(seed=7, toolkit_version="t", prompts=prompt_hashes(), shape=shape,
-                      roles=[RoleModel(role=r, engine="stub", model="m") for r in ("profile_writer", "screener")])
-    with OpenAIStub(from_responder(respond)) as stub:
-        def wire(role):
-            return {**_wire(role, 0), "engine": "stub", "base_url": stub.base_url}
-
-        step = WriteAndScreen(
-            writer=MindcoreLLM(wire=wire("profile_writer"), output_model=WRITER_OUTPUT,
-                               output_args={"scale": shape.text_scale}),
-            screener=MindcoreLLM(wire=wire("screener"), output_model=SCREENER_OUTPUT,
-                                 output_args={"max_faults": shape.screen_max_faults}),
-            checkpoint_dir=str(tmp_path / "checkpoints"), provenance=prov.model_dump_json(),
-        )
-        step.load()
-        (out,) = list(step.process([{"row": r.model_dump_json()} for r in rows]))
-    o = Outcome.model_validate_json(out[0]["outcome"])
+    o, requests = worker_step(respond, shape)
     assert o.status == "ok" and o.profile.provenance.shape == shape
-    writer, screener = (b["response_format"]["json_schema"]["schema"] for b in stub.requests)
+    writer, screener = (b["response_format"]["json_schema"]["schema"] for b in requests)
     assert writer["properties"]["summary"]["maxLength"] == 120
     assert screener["properties"]["faults"]["maxItems"] == 2
