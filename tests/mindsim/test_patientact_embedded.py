@@ -20,7 +20,7 @@ import pyarrow.parquet as pq
 import pytest
 import yaml
 
-from conftest import REPO
+REPO = Path(__file__).resolve().parents[2]
 
 pytestmark = pytest.mark.embedded
 
