@@ -148,7 +148,7 @@ def _run_patientact(run_dir: Optional[Path], runs: list[Path], sessions: Optiona
     r = load_recipe(recipe_path) if recipe_path is not None else None
     engines_cfg = r.engines_config() if r is not None else default_engines_config()
     with Engines.from_config(engines_cfg) as engines:
-        preflight_hook.run(r, engines, {"judge"})
+        preflight_hook.run(r, engines, {"judge_patientact"})
         summary = run_patientact(target, engines, items, judge=role, baseline=baseline or "patientact",
                                  human=ratings, max_tokens=max_tokens)
     typer.echo(f"judged {summary['judged']} sessions on the PatientAct rubric: {summary['ok']} ok, "

@@ -124,6 +124,12 @@ def _judge_schema(recipe: Any = None) -> dict[str, Any]:
     return answer_model(load_rubric(cfg.rubric), cfg.max_issues).model_json_schema()
 
 
+def _patientact_judge_schema() -> dict[str, Any]:
+    from judge.patientact import answer_model
+
+    return answer_model("conversation").model_json_schema()
+
+
 def _arc_on(recipe: Any) -> bool:
     return bool((getattr(recipe, "validation", None) or {}).get("arc", False))
 
@@ -158,6 +164,8 @@ def _register() -> None:
         RoleSchema("labeller", "ArcLabel", _arc_schema, validate,
                    budget=_section_budget("validation", "arc_max_tokens", arc_default), active=_arc_on),
         RoleSchema("judge", "mhqr_judgment", _judge_schema, frozenset({"judge"}), schema_for=_judge_schema),
+        # `mindsim judge run --rubric patientact`: one answer per session on PatientAct's 5 dimensions.
+        RoleSchema("judge", "patientact_conversation", _patientact_judge_schema, frozenset({"judge_patientact"})),
     ):
         register_role_schema(entry)
     from mindsim.patientact.budgets import register as register_patientact

@@ -44,6 +44,7 @@ STAGE_ROLES: dict[str, tuple[str, ...]] = {
     "simulate": ("scenario_writer", "patient", "memory_compactor"),
     "validate": ("labeller",),
     "judge": ("judge",),
+    "judge_patientact": ("judge",),
 }
 # Roles only a recipe whose `simulation.patient_engine` includes patientact calls.
 PATIENTACT_ROLES: tuple[str, ...] = ("patient_appraiser", "profile_decomposer")

@@ -106,6 +106,18 @@ def test_unbounded_schema_is_named_not_guessed():
     assert "evidence: string without maxLength" in report.notes[0]
 
 
+def test_patientact_rubric_gets_its_own_judge_budget():
+    """`judge run --rubric patientact` checks the judge role against PatientAct's answer schema, not MHQR's."""
+    r = _recipe({"default": {"engine": "local"}})
+    mhqr = fit_budgets(r, r.engines_config(), {"judge"})
+    pa = fit_budgets(r, r.engines_config(), {"judge_patientact"})
+    assert [line.schema for line in pa.lines] == ["patientact_conversation"]
+    assert pa.worst("judge") > 0 and pa.worst("judge") != mhqr.worst("judge")
+    small = _recipe({"default": {"engine": "local"}, "judge": {"engine": "local", "max_tokens": 100}})
+    with pytest.raises(ConfigError, match="roles.judge.max_tokens is 100.*patientact_conversation"):
+        fit_budgets(small, small.engines_config(), {"judge_patientact"})
+
+
 def test_judge_budget_follows_the_recipe_issue_cap():
     r = _recipe({"default": {"engine": "local"}})
     full = fit_budgets(r, r.engines_config(), {"judge"})
