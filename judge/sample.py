@@ -32,7 +32,7 @@ SESSION_COLUMNS = ["session_id", "patient_id", "counsellor", "session_index", "c
 class Reply:
     session_id: str
     reply_index: int
-    counsellor: str
+    counsellor: str  # the unit drawn evenly and blinded: the counsellor, or counsellor/engine (see `units`)
     stratum: str  # judged severity, "failed" or "unjudged"
 
 
@@ -45,7 +45,9 @@ def load_sessions(run_dir: Path) -> dict[str, dict[str, Any]]:
     if not path.is_file():
         raise InputError(f"{path} not found: give the --out folder of `mindsim run` or `mindsim simulate`")
     try:
-        rows = pq.read_table(path, columns=SESSION_COLUMNS).to_pylist()
+        # `patient_engine` is optional: sessions of other simulators, and older runs, do not have it.
+        names = pq.read_schema(path).names
+        rows = pq.read_table(path, columns=[*SESSION_COLUMNS, *(["patient_engine"] if "patient_engine" in names else [])]).to_pylist()
     except Exception as exc:  # missing column: pyarrow names it
         raise InputError(f"{path}: not a sessions table ({exc})") from exc
     return {r["session_id"]: r for r in rows}
@@ -124,12 +126,13 @@ def sample_excerpts(run_dir: Path, n: int, out: Path, *, seed: int = 0, key: Opt
     vocab = load_vocabulary(rubric)
     sessions = load_sessions(run_dir)
     judge, strata = judged_strata(run_dir, judge)
+    unit = units(sessions)
     replies = []
     for sid, s in sorted(sessions.items()):
         k = 0
         for m in conversation(s):
             if m["role"] == "assistant":
-                replies.append(Reply(sid, k, s["counsellor"], strata.get((sid, k), "unjudged")))
+                replies.append(Reply(sid, k, unit[sid], strata.get((sid, k), "unjudged")))
                 k += 1
     if not replies:
         raise InputError(f"{run_dir}: the sessions hold no counsellor replies to sample")
@@ -157,8 +160,8 @@ def sample_excerpts(run_dir: Path, n: int, out: Path, *, seed: int = 0, key: Opt
             "choices": {"severity": list(vocab.levels), "issues": sorted(vocab.issues)},
             "annotation": {"annotator": None, "severity": None, "issues": [], "comment": None},
         })
-        entries[eid] = {"session_id": r.session_id, "reply_index": r.reply_index, "counsellor": r.counsellor,
-                        "patient_id": s["patient_id"], "session_index": s["session_index"], "judged_severity": r.stratum}
+        entries[eid] = {"session_id": r.session_id, "reply_index": r.reply_index, "counsellor": s["counsellor"],
+                        "patient_engine": s.get("patient_engine"), "system_unit": r.counsellor, "patient_id": s["patient_id"], "session_index": s["session_index"], "judged_severity": r.stratum}
     table: dict[str, dict[str, dict[str, int]]] = defaultdict(lambda: defaultdict(lambda: {"available": 0, "drawn": 0}))
     for r in replies:
         table[r.counsellor][r.stratum]["available"] += 1
@@ -170,6 +173,16 @@ def sample_excerpts(run_dir: Path, n: int, out: Path, *, seed: int = 0, key: Opt
     atomic_write_jsonl(out, excerpts)
     atomic_write_json(key, {**summary, "excerpts": entries})
     return {**summary, "out": str(out), "key": str(key)}
+
+
+def units(sessions: dict[str, dict[str, Any]]) -> dict[str, str]:
+    """Per session, what the sample balances and blinds: the counsellor, or `counsellor/engine` when the run
+    holds sessions of several patient engines (as the MHQR report ranks them), so one engine's sessions
+    cannot crowd out the other's and the codes do not pool the two."""
+    engines = {s.get("patient_engine") or "unknown" for s in sessions.values()}
+    if len(engines) <= 1:
+        return {sid: s["counsellor"] for sid, s in sessions.items()}
+    return {sid: f"{s['counsellor']}/{s.get('patient_engine') or 'unknown'}" for sid, s in sessions.items()}
 
 
 def _up_to_reply(messages: list[dict[str, str]], reply_index: int) -> list[dict[str, str]]:

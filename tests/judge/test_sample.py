@@ -136,3 +136,23 @@ def test_sample_and_agreement_commands(tmp_path, capsys):
     assert main(["judge", "agreement", "--annotations", str(filled), "--key", str(tmp_path / "ex.key.json"),
                  "--out", str(tmp_path / "agr")]) == 2
     assert "filled.jsonl:1: unknown severity" in capsys.readouterr().err.replace("\n", "")
+
+
+def test_sample_balances_and_blinds_counsellor_per_patient_engine(tmp_path):
+    """Sessions of two patient engines: each counsellor × engine is its own blinded system, drawn evenly;
+    the key keeps the counsellor and the engine apart."""
+    run = make_run(tmp_path / "run", judged=False)
+    table = pq.read_table(run / "sessions" / "sessions.parquet").to_pylist()
+    for r in table:  # each counsellor's second session is a PatientAct one
+        r["patient_engine"] = "patientact" if r["session_id"].endswith("1") else "mindsim"
+    pq.write_table(pa.Table.from_pylist(table), run / "sessions" / "sessions.parquet")
+    summary = sample_excerpts(run, 12, tmp_path / "x.jsonl", seed=3)
+    units = {f"{n}/{e}" for n in NAMES for e in ("mindsim", "patientact")}
+    assert set(summary["systems"].values()) == units and len(set(summary["systems"])) == len(units)
+    assert {u: sum(v["drawn"] for v in s.values()) for u, s in summary["strata"].items()} == dict.fromkeys(units, 2)
+    key = json.loads((tmp_path / "x.key.json").read_text())
+    for e in key["excerpts"].values():
+        assert e["system_unit"] == f"{e['counsellor']}/{e['patient_engine']}" and e["counsellor"] in NAMES
+    # One engine only: the units stay the counsellors, as before.
+    one = sample_excerpts(make_run(tmp_path / "one", judged=False), 4, tmp_path / "y.jsonl", seed=3)
+    assert set(one["systems"].values()) == set(NAMES)
