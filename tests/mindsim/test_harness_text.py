@@ -50,6 +50,9 @@ def test_detector_on_each_shape_and_on_plain_speech():
         assert speech_defects(_text(shape), finish_reason=fr)[0] == reason
     assert speech_defects("```json\n{\"name\": \"none\"}\n```") == ["tool_call"]
     assert speech_defects("add_todo: call my sister") == ["tool_syntax"]
+    # PatientAct's private note echoed back (seen on the embedded engine): not the patient's words
+    assert speech_defects("The_2022; What you have been through: [inner state]") == ["tool_syntax"]
+    assert speech_defects("How much you trust the counsellor right now: a little") == ["tool_syntax"]
     for fine in ("idk", "[sighs] fine i guess", "ya its been a lot lately", "Work was a lot: {too much}."):
         assert speech_defects(fine) == [], fine
     # stopped by the budget at a sentence end is a whole message; mid-sentence is not

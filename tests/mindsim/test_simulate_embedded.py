@@ -39,7 +39,10 @@ def test_every_session_is_whole_and_real(sessions, quickstart_run):
             assert turn["message"].strip()
         calls = [m for m in r["patient_messages"] if m.get("tool_calls")]
         assert calls and calls[0]["tool_calls"][0]["function"]["name"] == "commit_move"
-        assert r["memory_update"]["attempts"] >= 1
+        # The quickstart skips the memory rewrite after an arc's last session (final_memory: false).
+        last = r["session_index"] == summary["config"]["sessions"] - 1
+        assert r["memory_update"]["skipped"] is (last and not summary["config"]["final_memory"])
+        assert r["memory_update"]["attempts"] >= (0 if r["memory_update"]["skipped"] else 1)
         assert len(r["counsellor_flags"]) == sum(m["role"] == "assistant" for m in r["counsellor_messages"])
     lines = (quickstart_run / "transcripts" / "transcripts.jsonl").read_text().splitlines()
     assert len(lines) == len(rows) and all(json.loads(line)["messages"][0]["role"] == "user" for line in lines)

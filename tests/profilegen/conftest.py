@@ -69,14 +69,15 @@ def recipe():
 
 @pytest.fixture
 def profile_engines(embedded_engines):
-    """The session's embedded server with the profile roles' budgets (the writer's JSON needs ~650 tokens)."""
+    """The session's embedded server with the quickstart's profile budgets: at least the longest answer of the
+    writer's schema at text scale 0.5 and of the screener's with 2 faults (a smaller budget cuts answers)."""
     from mindcore.config import RoleSpec
     from mindcore.engine import Engines
 
     roles = {
         "default": RoleSpec(engine="local", temperature=0.3, max_tokens=256, seed=0),
-        "profile_writer": RoleSpec(engine="local", temperature=0.3, max_tokens=900, seed=0, max_attempts=2),
-        "screener": RoleSpec(engine="local", temperature=0.2, max_tokens=400, seed=0, max_attempts=2),
+        "profile_writer": RoleSpec(engine="local", temperature=0.3, max_tokens=2100, seed=0, max_attempts=2),
+        "screener": RoleSpec(engine="local", temperature=0.2, max_tokens=1050, seed=0, max_attempts=2),
     }
     with Engines.with_backend(embedded_engines.backend("local"), roles=roles) as engines:
         yield engines

@@ -120,7 +120,7 @@ def test_persistently_serious_profile_stops_after_budget(fake_engines, fakes, ro
 def test_judge_on_embedded_engine(profile_engines, fakes, rows):
     """Stage 4 alone on the real engine: a verdict comes back and every kept quote is in the profile."""
     f = _formulation(fakes)
-    s = asyncio.run(screen_once(profile_engines.role("screener"), rows[0], f))
+    s = asyncio.run(screen_once(profile_engines.role("screener"), rows[0], f, max_faults=2))
     assert s.verdict in ("clean", "minor", "serious") and s.judge_verdict in ("clean", "minor", "serious")
     text = writer_brief(rows[0], f)
     assert all(quote_in(x.quote, text) for x in s.faults)
