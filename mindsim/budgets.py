@@ -77,10 +77,11 @@ def _screen_schema(recipe: Any = None) -> dict[str, Any]:
     return verdict_model(_profile_shape(recipe).screen_max_faults).model_json_schema()
 
 
-def _scenario_schema() -> dict[str, Any]:
-    from mindsim.scenario import _ScenarioDraft
+def _scenario_schema(recipe: Any = None) -> dict[str, Any]:
+    from mindsim.scenario import draft_model
 
-    return _ScenarioDraft.model_json_schema()
+    scale = (getattr(recipe, "simulation", None) or {}).get("scenario_scale", 1.0)
+    return draft_model(float(scale)).model_json_schema()
 
 
 def commit_tool_schema() -> dict[str, Any]:
@@ -158,7 +159,7 @@ def _register() -> None:
         RoleSchema("profile_writer", "formulation", _formulation_schema, profiles, schema_for=_formulation_schema),
         RoleSchema("screener", "screen", _screen_schema, profiles, schema_for=_screen_schema),
         RoleSchema("scenario_writer", "Scenario", _scenario_schema, simulate,
-                   budget=_section_budget("simulation", "scenario_max_tokens", scen_default)),
+                   budget=_section_budget("simulation", "scenario_max_tokens", scen_default), schema_for=_scenario_schema),
         RoleSchema("patient", "tool_choice:commit_move", commit_tool_schema, simulate, active=_mindsim_patient),
         RoleSchema("patient", "tool_choice:agenda", agenda_tool_schema, simulate, active=_mindsim_patient),
         RoleSchema("labeller", "ArcLabel", _arc_schema, validate,

@@ -83,6 +83,11 @@ class SimulationConfig(BaseModel):
         900, ge=64, description="Token budget of one scenario JSON (the role's own max_tokens may be too small)"
     )
     memory_max_tokens: int | None = Field(1200, ge=64, description="Token budget of one memory rewrite")
+    scenario_scale: float = Field(
+        1.0, ge=0.25, le=1.0,
+        description="Scale on the scenario writer's text limits (1 = full; ours: small models write every field "
+        "to its limit, so this is what a scenario costs)",
+    )
     agenda_plain: bool = Field(
         False, description="Patient names agenda items in own words only (the template's agenda_plain switch)"
     )

@@ -19,6 +19,7 @@ from pydantic import BaseModel, ConfigDict, Field, WithJsonSchema, create_model
 from profilegen.moves import Vocabulary
 
 REASONING_MAX = 300
+REASONING_MIN = 8
 # Reasoning must be the patient's own thought, not a clinician's note about them (template rule).
 _THIRD_PERSON = re.compile(r"^\s*(the|this)\s+(patient|client|person|user)\b", re.IGNORECASE)
 
@@ -47,7 +48,9 @@ def commit_move_model(moves: list[str], depth_moves: list[str]) -> type[BaseMode
         end_conversation=(bool, Field(False, description="True only if you are leaving after this turn")),
         reasoning=(
             str,
-            Field(max_length=REASONING_MAX, description="A sentence or two, first person: why this move"),
+            # minLength lets a grammar-constrained engine rule out the empty reasoning the guard would reject
+            # (the quickstart's 135M patient lost an arc to four empty ones in a row).
+            Field(min_length=REASONING_MIN, max_length=REASONING_MAX, description="A sentence or two, first person: why this move"),
         ),
     )
 

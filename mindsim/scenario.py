@@ -15,7 +15,9 @@ blank items is re-drafted within the same bound (not recorded as an opener: its 
 
 from __future__ import annotations
 
-from pydantic import BaseModel, ConfigDict, Field, ValidationError
+from functools import lru_cache
+
+from pydantic import BaseModel, ConfigDict, Field, ValidationError, create_model
 
 from mindcore.errors import StructuredOutputError
 from mindcore.prompts import render
@@ -86,11 +88,50 @@ class _ScenarioDraft(Scenario):
     )
 
 
+# The list items' character limits in the writer's schema (the event, opening and goal limits are the fields').
+ITEM_LIMITS = {"automatic_thoughts": 120, "behaviors": 120, "physical": 80, "checkpoints": 50}
+# No scaled limit goes below this: a phrase still has to fit.
+MIN_CHARS = 24
+
+
+def _scaled(limit: int, scale: float) -> int:
+    return max(MIN_CHARS, int(limit * scale))
+
+
+def opening_max_chars(scale: float = 1.0) -> int:
+    return _scaled(OPENING_MAX_CHARS, scale)
+
+
+@lru_cache(maxsize=8)
+def draft_model(scale: float = 1.0) -> type[_ScenarioDraft]:
+    """The writer's schema with every text limit times `scale` (`simulation.scenario_scale`). A small model
+    writes every field to its limit, so the limits are what a scenario costs; the stored `Scenario` keeps the
+    full limits, which a scaled draft always fits. The schema's name does not change with the scale."""
+    if scale == 1.0:
+        return _ScenarioDraft
+    fields = {name: _ScenarioDraft.model_fields[name] for name in ("event", "opening_message", "goal")}
+    spec: dict = {
+        name: (str, Field(min_length=1, max_length=_scaled(f.metadata[-1].max_length, scale), description=f.description))
+        for name, f in fields.items()
+    }
+    for name, limit in ITEM_LIMITS.items():
+        f = _ScenarioDraft.model_fields[name]
+        bounds = {m.__class__.__name__: m for m in f.metadata}
+        default = {"default_factory": list} if not f.is_required() else {}
+        spec[name] = (list[str], Field(
+            **default, description=f.description,
+            min_length=getattr(bounds.get("MinLen"), "min_length", None), max_length=bounds["MaxLen"].max_length,
+            json_schema_extra={"items": {"type": "string", "maxLength": _scaled(limit, scale)}},
+        ))
+    return create_model("_ScenarioDraft", __base__=_ScenarioDraft, **spec)
+
+
 class BlankItems(StructuredOutputError):
     """A scenario whose lists held only blank items: re-drafted within the bound, then a failed turn."""
 
 
-async def _write(client, prompt: str, max_tokens: int | None, retries: int) -> tuple[Scenario, list[RejectedMessage]]:
+async def _write(client, prompt: str, max_tokens: int | None, retries: int,
+                 scale: float = 1.0) -> tuple[Scenario, list[RejectedMessage]]:
     """A scenario whose opening message is speech, and the drafts rejected on the way."""
     base = [{"role": "system", "content": prompt}, {"role": "user", "content": "Write the situation now, as JSON."}]
     notes = load_harness_text()
@@ -98,7 +139,7 @@ async def _write(client, prompt: str, max_tokens: int | None, retries: int) -> t
     messages = base
     for attempt in range(retries + 1):
         try:
-            scenario, raw = await _draft(client, messages, max_tokens)
+            scenario, raw = await _draft(client, messages, max_tokens, scale)
         except BlankItems as exc:
             # Schema-valid but with lists of blank items: another draft within the same bound, then a failure.
             if attempt == retries:
@@ -106,25 +147,25 @@ async def _write(client, prompt: str, max_tokens: int | None, retries: int) -> t
             messages = [*base, {"role": "assistant", "content": exc.raw or ""},
                         {"role": "user", "content": notes.blank_items_note}]
             continue
-        defects = speech_defects(scenario.opening_message, max_chars=OPENING_MAX_CHARS)
+        defects = speech_defects(scenario.opening_message, max_chars=opening_max_chars(scale))
         if not defects:
             return scenario, bad
         bad.append(rejected(defects[0], scenario.opening_message))
         note = notes.opening_notes[defects[0]] + " " + notes.opening_tail
         messages = [*base, {"role": "assistant", "content": raw},
-                    {"role": "user", "content": note.format(max_chars=OPENING_MAX_CHARS)}]
+                    {"role": "user", "content": note.format(max_chars=opening_max_chars(scale))}]
     raise TurnFailed(
         f"role '{client.role}': no usable opening message after {len(bad)} scenario drafts "
         f"(reasons: {', '.join(r.reason for r in bad)}; last: {bad[-1].text[:80]!r})"
     )
 
 
-async def _draft(client, messages, max_tokens: int | None) -> tuple[Scenario, str]:
+async def _draft(client, messages, max_tokens: int | None, scale: float = 1.0) -> tuple[Scenario, str]:
     sampling = {"max_tokens": max_tokens} if max_tokens else {}
-    draft = await client.structured(messages, _ScenarioDraft, schema_name="Scenario", **sampling)
+    draft = await client.structured(messages, draft_model(scale), schema_name="Scenario", **sampling)
     data = draft.model_dump()
-    for key, limit in (("automatic_thoughts", 120), ("behaviors", 120), ("physical", 80), ("checkpoints", 50)):
-        data[key] = _clip_items(data[key], limit)
+    for key, limit in ITEM_LIMITS.items():
+        data[key] = _clip_items(data[key], _scaled(limit, scale))
     try:
         return Scenario.model_validate(data), draft.model_dump_json()
     except ValidationError as exc:  # blank list items stripped below a minimum count
@@ -135,7 +176,7 @@ async def _draft(client, messages, max_tokens: int | None) -> tuple[Scenario, st
 
 
 async def first_scenario(
-    client, profile: Profile, plan: SessionPlan, max_tokens: int | None = None, retries: int = 2
+    client, profile: Profile, plan: SessionPlan, max_tokens: int | None = None, retries: int = 2, scale: float = 1.0
 ) -> tuple[Scenario, list[RejectedMessage]]:
     prompt = render(
         FIRST_TEMPLATE,
@@ -145,7 +186,7 @@ async def first_scenario(
         emotion=plan.emotion,
         register_lines=register_lines(profile),
     )
-    return await _write(client, prompt, max_tokens, retries)
+    return await _write(client, prompt, max_tokens, retries, scale)
 
 
 async def next_scenario(
@@ -157,6 +198,7 @@ async def next_scenario(
     leftover: list[str],
     max_tokens: int | None = None,
     retries: int = 2,
+    scale: float = 1.0,
 ) -> tuple[Scenario, list[RejectedMessage]]:
     prompt = render(
         NEXT_TEMPLATE,
@@ -169,4 +211,4 @@ async def next_scenario(
         beat=plan.beat or "",
         register_lines=register_lines(profile),
     )
-    return await _write(client, prompt, max_tokens, retries)
+    return await _write(client, prompt, max_tokens, retries, scale)

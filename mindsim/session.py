@@ -232,7 +232,7 @@ async def first_scenario_record(
     if done is not None:
         return done
     scenario, bad = await first_scenario(
-        client, profile, plan, config.scenario_max_tokens, config.max_message_retries
+        client, profile, plan, config.scenario_max_tokens, config.max_message_retries, config.scenario_scale
     )
     record = ScenarioRecord(
         patient_id=profile.profile_id, seed=seed, scenario=scenario, rejected_openings=bad,
@@ -282,7 +282,7 @@ async def run_arc(
             else:
                 scenario, bad = await next_scenario(
                     roles.scenario_writer, profile, prev.scenario, prev.transcript(), plan, prev.agenda.open,
-                    config.scenario_max_tokens, config.max_message_retries,
+                    config.scenario_max_tokens, config.max_message_retries, config.scenario_scale,
                 )
             memory = prev.memory_after if prev else []
             trust = None

@@ -5,6 +5,7 @@ complete sentence) and `final_memory: false` (no memory rewrite after an arc's l
 
 from __future__ import annotations
 
+import asyncio
 import json
 
 import pytest
@@ -105,3 +106,53 @@ def test_final_memory_switch(tmp_path, final_memory):
     assert not any(r["memory_update"]["skipped"] for r in recs[:-1])
     assert recs[1]["memory_before"] == recs[0]["memory_after"]  # the sessions in between still carry memory
     assert summary["memory_skipped"] == (0 if final_memory else 1)
+
+
+def test_scenario_scale_shrinks_only_the_text_limits_of_the_writers_schema():
+    from mindsim.scenario import _ScenarioDraft, draft_model
+
+    assert draft_model(1.0) is _ScenarioDraft
+    full, half = _ScenarioDraft.model_json_schema(), draft_model(0.5).model_json_schema()
+    assert half["required"] == full["required"] and half["properties"].keys() == full["properties"].keys()
+    for name, prop in full["properties"].items():
+        other = half["properties"][name]
+        limit = prop.get("maxLength") or (prop.get("items") or {}).get("maxLength")
+        if limit:
+            scaled = other.get("maxLength") or other["items"]["maxLength"]
+            assert scaled == max(24, int(limit * 0.5)), name
+        # everything else (item counts, types, descriptions) is the same
+        strip = lambda p: {k: v for k, v in p.items() if k not in ("maxLength", "items")}  # noqa: E731
+        assert strip(other) == strip(prop), name
+
+
+def test_scenario_scale_reaches_the_request_the_cut_off_check_and_the_budget():
+    from mindcore.budget import worst_case_tokens
+    from mindcore.recipe import Recipe
+    from mindsim.budgets import fit_budgets
+    from mindsim.scenario import draft_model, first_scenario, opening_max_chars
+    from mindsim.schedule import draw_schedule
+    from simfakes import SCENARIO
+
+    cut = "so i have been meaning to write this for a while and i just do not know how to start it because every time i"
+    queue = [cut[: opening_max_chars(0.5)]]
+
+    def responder(req):
+        if req.schema_name == "Scenario":
+            return {**SCENARIO, "opening_message": queue.pop(0) if queue else "hey. rough week."}
+        return SimResponder()(req)
+
+    backend = FakeBackend(responder)
+    plan = draw_schedule("p1", 0, SimulationConfig(sessions=1)).sessions[0]
+    with Engines.with_backend(backend) as engines:
+        scenario, bad = asyncio.run(first_scenario(engines.role("scenario_writer"), make_profile(), plan, 900, 2, 0.5))
+    assert [r.reason for r in bad] == ["cut_off"] and scenario.opening_message == "hey. rough week."
+    sent = backend.requests[0].response_schema
+    assert sent["properties"]["event"]["maxLength"] == 250 and sent["properties"]["opening_message"]["maxLength"] == 100
+
+    def recipe(**sim):
+        return Recipe(name="t", engines={"local": {"kind": "embedded"}}, roles={"default": {"engine": "local"}},
+                      simulation=sim)
+
+    full = fit_budgets(recipe(), recipe().engines_config(), {"simulate"}).worst("scenario_writer")
+    half = fit_budgets(recipe(scenario_scale=0.5), recipe().engines_config(), {"simulate"}).worst("scenario_writer")
+    assert half == worst_case_tokens(draft_model(0.5).model_json_schema()).tokens < full
