@@ -99,17 +99,19 @@ def _scaled(limit: int, scale: float) -> int:
 
 
 def opening_max_chars(scale: float = 1.0) -> int:
-    return _scaled(OPENING_MAX_CHARS, scale)
+    return OPENING_MAX_CHARS  # not scaled (see draft_model)
 
 
 @lru_cache(maxsize=8)
 def draft_model(scale: float = 1.0) -> type[_ScenarioDraft]:
-    """The writer's schema with every text limit times `scale` (`simulation.scenario_scale`). A small model
+    """The writer's schema with its text limits times `scale` (`simulation.scenario_scale`). A small model
     writes every field to its limit, so the limits are what a scenario costs; the stored `Scenario` keeps the
     full limits, which a scaled draft always fits. The schema's name does not change with the scale."""
     if scale == 1.0:
         return _ScenarioDraft
-    fields = {name: _ScenarioDraft.model_fields[name] for name in ("event", "opening_message", "goal")}
+    # The opening message keeps its limit: it is the patient's first turn and must end on a whole sentence, and
+    # a small model writes to the limit, so a shorter one was cut off draft after draft (an arc lost to six).
+    fields = {name: _ScenarioDraft.model_fields[name] for name in ("event", "goal")}
     spec: dict = {
         name: (str, Field(min_length=1, max_length=_scaled(f.metadata[-1].max_length, scale), description=f.description))
         for name, f in fields.items()

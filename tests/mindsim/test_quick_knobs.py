@@ -119,13 +119,13 @@ def test_scenario_scale_shrinks_only_the_text_limits_of_the_writers_schema():
         limit = prop.get("maxLength") or (prop.get("items") or {}).get("maxLength")
         if limit:
             scaled = other.get("maxLength") or other["items"]["maxLength"]
-            assert scaled == max(24, int(limit * 0.5)), name
+            assert scaled == (limit if name == "opening_message" else max(24, int(limit * 0.5))), name
         # everything else (item counts, types, descriptions) is the same
         strip = lambda p: {k: v for k, v in p.items() if k not in ("maxLength", "items")}  # noqa: E731
         assert strip(other) == strip(prop), name
 
 
-def test_scenario_scale_reaches_the_request_the_cut_off_check_and_the_budget():
+def test_scenario_scale_reaches_the_request_and_the_budget_but_not_the_opening_limit():
     from mindcore.budget import worst_case_tokens
     from mindcore.recipe import Recipe
     from mindsim.budgets import fit_budgets
@@ -133,7 +133,7 @@ def test_scenario_scale_reaches_the_request_the_cut_off_check_and_the_budget():
     from mindsim.schedule import draw_schedule
     from simfakes import SCENARIO
 
-    cut = "so i have been meaning to write this for a while and i just do not know how to start it because every time i"
+    cut = "so i have been meaning to write this for a while and i just do not know how to start it because every time i " * 3
     queue = [cut[: opening_max_chars(0.5)]]
 
     def responder(req):
@@ -147,7 +147,7 @@ def test_scenario_scale_reaches_the_request_the_cut_off_check_and_the_budget():
         scenario, bad = asyncio.run(first_scenario(engines.role("scenario_writer"), make_profile(), plan, 900, 2, 0.5))
     assert [r.reason for r in bad] == ["cut_off"] and scenario.opening_message == "hey. rough week."
     sent = backend.requests[0].response_schema
-    assert sent["properties"]["event"]["maxLength"] == 250 and sent["properties"]["opening_message"]["maxLength"] == 100
+    assert sent["properties"]["event"]["maxLength"] == 250 and sent["properties"]["opening_message"]["maxLength"] == 200
 
     def recipe(**sim):
         return Recipe(name="t", engines={"local": {"kind": "embedded"}}, roles={"default": {"engine": "local"}},
