@@ -32,6 +32,11 @@ class JudgeConfig(BaseModel):
         "possible answer grows with it (~570 tokens an issue); a small-context model needs a cap"
     )
     plots: bool = Field(True, description="Write the PNG plots")
+    concurrency: int | None = Field(
+        None, ge=1, description="Replies judged at once (default: as many as the engine allows). Every judgment "
+        "starts with the same long rubric prompt; a server that caches prompts per slot (llama.cpp) evaluates it "
+        "once per slot it lands on, so on a small CPU server a low number saves that work",
+    )
 
     @field_validator("judges")
     @classmethod

@@ -42,13 +42,14 @@ def _judges(engines: Any, config: JudgeConfig) -> list[Judge]:
 
 
 async def judge_all(judges: list[Judge], sessions: list[SessionInput], cache: CheckpointDir,
-                    max_replies: int | None) -> list[JudgmentRow]:
+                    max_replies: int | None, concurrency: int | None = None) -> list[JudgmentRow]:
     """Every reply of every session, by every judge, concurrently: the engine layer bounds how many
-    requests are in flight. Rows come back in (judge, session, reply) order."""
+    requests are in flight, and `concurrency` (judge.concurrency) bounds it further when set. Rows come back
+    in (judge, session, reply) order."""
     work = [(j, r) for j in judges for s in sessions for r in replies(s, max_replies)]
     # Prompts are rendered when a task starts, before the engine's own semaphore; this bound keeps a
     # paper-scale run (~60k replies) from holding every rendered conversation in memory at once.
-    gate = asyncio.Semaphore(_IN_FLIGHT)
+    gate = asyncio.Semaphore(min(concurrency or _IN_FLIGHT, _IN_FLIGHT))
 
     async def one(j: Judge, r: Any) -> JudgmentRow:
         async with gate:
@@ -123,7 +124,7 @@ def run_judging(run_dir: str | Path, engines: Any, config: JudgeConfig | None = 
 
         rows = judge_rows_on_ray(engines, config, inputs, cache.path, ray)
     else:
-        rows = engines.run(judge_all(judges, inputs, cache, config.max_replies))
+        rows = engines.run(judge_all(judges, inputs, cache, config.max_replies, config.concurrency))
     rows = with_patient_engines(rows, inputs)
     write_judgments(out / "judgments.parquet", rows)
     report = summarise(rows, judges, inputs, config)

@@ -22,7 +22,7 @@ def _judge_shard(engines: Any, payload: dict[str, Any], report: Callable[[str], 
 
     config: JudgeConfig = payload["config"]
     rows = engines.run(judge_all(_judges(engines, config), payload["inputs"], CheckpointDir(payload["cache"]),
-                                 config.max_replies))
+                                 config.max_replies, config.concurrency))  # per worker
     for s in payload["inputs"]:
         report(s.session_id)
     return rows

@@ -161,3 +161,27 @@ def test_console_script_runs_and_exit_codes(run_dir, tmp_path):
     down = _mindsim(str(fresh), "--recipe", str(recipe_for(tmp_path / "down.yaml", port)), "--no-plots")
     # The preflight finds the dead engine before any judgment is attempted.
     assert down.returncode == 1 and "preflight" in down.stderr and "could not connect" in down.stderr
+
+
+@pytest.mark.parametrize("concurrency, most", [(None, N_REPLIES), (1, 1), (2, 2)])
+def test_concurrency_bounds_the_replies_judged_at_once(run_dir, monkeypatch, concurrency, most):
+    """`judge.concurrency` caps how many judgments are in flight (so a per-slot prompt cache can be reused);
+    unset, every reply may be in flight at once. The rows are the same either way."""
+    import asyncio
+
+    import judge.run as run_mod
+
+    real, state = run_mod.judge_reply, {"now": 0, "peak": 0}
+
+    async def tracked(*args, **kw):
+        state["now"] += 1
+        state["peak"] = max(state["peak"], state["now"])
+        await asyncio.sleep(0.01)  # let every task that may start, start
+        try:
+            return await real(*args, **kw)
+        finally:
+            state["now"] -= 1
+
+    monkeypatch.setattr(run_mod, "judge_reply", tracked)
+    summary, _ = _run(run_dir, fake_judge, JudgeConfig(bootstrap_draws=200, plots=False, concurrency=concurrency))
+    assert state["peak"] == min(most, N_REPLIES) and summary["ok"] == N_REPLIES
