@@ -78,7 +78,10 @@ def _stamps(folder: Path) -> dict[str, int]:
     return {p.name: p.stat().st_mtime_ns for p in folder.glob("*.json")}
 
 
-def test_rerun_resumes_and_other_recipe_is_refused(run_dir, tmp_path):
+def test_rerun_resumes_and_other_recipe_is_refused(quickstart_run, tmp_path):
+    # On a copy: the shared run stays as the job first wrote it for the tests that read it later.
+    run_dir = tmp_path / "run"
+    shutil.copytree(quickstart_run, run_dir)
     before = pq.read_table(run_dir / "sessions" / "sessions.parquet").column("session_id").to_pylist()
     run_id = json.loads((run_dir / "run.json").read_text())["run_id"]
     pool = _pool(run_dir)
