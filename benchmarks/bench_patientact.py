@@ -33,6 +33,7 @@ from simfakes import SimResponder, make_profile  # noqa: E402
 from recording import Recorder  # noqa: E402
 
 PER_PATIENT = {"DecompositionDraft", "PsychFormulation"}
+PATIENT_ROLES = {"patient", "patient_appraiser", "profile_decomposer"}
 STEPS = {"DecompositionDraft": "decomposition", "PsychFormulation": "formulation", "Reaction": "reaction", "Behaviour": "behaviour",
          "Resistance": "resistance", "TrustChange": "trust"}
 
@@ -72,7 +73,8 @@ def run_engine(engine: str, args) -> dict:
         wall = time.monotonic() - t0
         rows = [json.loads(p.read_text()) for p in (Path(tmp) / "sessions" / "checkpoints").glob("*.json")]
     turns = sum(1 for r in rows for t in r["turns"] if not t["opening"])
-    patient = [(q, r) for _, q, r in rec.calls if q.role == "patient"]
+    # PatientAct's steps and decomposition run on their own roles (mindsim.simulate.shared_roles).
+    patient = [(q, r) for _, q, r in rec.calls if q.role in PATIENT_ROLES]
     kinds = Counter(STEPS.get(q.schema_name or "", "tool_call" if q.response_schema else "message") for q, _ in patient)
     per_turn = [(q, r) for q, r in patient if q.schema_name not in PER_PATIENT]
     per_patient = [(q, r) for q, r in patient if q.schema_name in PER_PATIENT]
