@@ -58,13 +58,6 @@ async def judge_all(judges: list[Judge], sessions: list[SessionInput], cache: Ch
     return await gather_progress((one(j, r) for j, r in work), "judging replies")
 
 
-def with_patient_engines(rows: list[JudgmentRow], sessions: list[SessionInput]) -> list[JudgmentRow]:
-    """Each row with its session's patient engine (a judged reply's row is built from the reply alone)."""
-    engine = {s.session_id: s.patient_engine for s in sessions}
-    return [r if r.patient_engine == engine.get(r.session_id, r.patient_engine)
-            else r.model_copy(update={"patient_engine": engine[r.session_id]}) for r in rows]
-
-
 def summarise(rows: list[JudgmentRow], judges: list[Judge], sessions: list[SessionInput],
               config: JudgeConfig) -> dict[str, Any]:
     rubric = judges[0].rubric if judges else load_rubric(config.rubric)
@@ -125,7 +118,6 @@ def run_judging(run_dir: str | Path, engines: Any, config: JudgeConfig | None = 
         rows = judge_rows_on_ray(engines, config, inputs, cache.path, ray)
     else:
         rows = engines.run(judge_all(judges, inputs, cache, config.max_replies, config.concurrency))
-    rows = with_patient_engines(rows, inputs)
     write_judgments(out / "judgments.parquet", rows)
     report = summarise(rows, judges, inputs, config)
     files = write_report(out, report, judges[0].rubric, config.plots)
