@@ -98,10 +98,6 @@ def _scaled(limit: int, scale: float) -> int:
     return max(MIN_CHARS, int(limit * scale))
 
 
-def opening_max_chars(scale: float = 1.0) -> int:
-    return OPENING_MAX_CHARS  # not scaled (see draft_model)
-
-
 @lru_cache(maxsize=8)
 def draft_model(scale: float = 1.0) -> type[_ScenarioDraft]:
     """The writer's schema with its text limits times `scale` (`simulation.scenario_scale`). A small model
@@ -149,13 +145,13 @@ async def _write(client, prompt: str, max_tokens: int | None, retries: int,
             messages = [*base, {"role": "assistant", "content": exc.raw or ""},
                         {"role": "user", "content": notes.blank_items_note}]
             continue
-        defects = speech_defects(scenario.opening_message, max_chars=opening_max_chars(scale))
+        defects = speech_defects(scenario.opening_message, max_chars=OPENING_MAX_CHARS)
         if not defects:
             return scenario, bad
         bad.append(rejected(defects[0], scenario.opening_message))
         note = notes.opening_notes[defects[0]] + " " + notes.opening_tail
         messages = [*base, {"role": "assistant", "content": raw},
-                    {"role": "user", "content": note.format(max_chars=opening_max_chars(scale))}]
+                    {"role": "user", "content": note.format(max_chars=OPENING_MAX_CHARS)}]
     raise TurnFailed(
         f"role '{client.role}': no usable opening message after {len(bad)} scenario drafts "
         f"(reasons: {', '.join(r.reason for r in bad)}; last: {bad[-1].text[:80]!r})"

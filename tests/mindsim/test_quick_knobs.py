@@ -129,12 +129,12 @@ def test_scenario_scale_reaches_the_request_and_the_budget_but_not_the_opening_l
     from mindcore.budget import worst_case_tokens
     from mindcore.recipe import Recipe
     from mindsim.budgets import fit_budgets
-    from mindsim.scenario import draft_model, first_scenario, opening_max_chars
+    from mindsim.scenario import OPENING_MAX_CHARS, draft_model, first_scenario
     from mindsim.schedule import draw_schedule
     from simfakes import SCENARIO
 
     cut = "so i have been meaning to write this for a while and i just do not know how to start it because every time i " * 3
-    queue = [cut[: opening_max_chars(0.5)]]
+    queue = [cut[:OPENING_MAX_CHARS]]
 
     def responder(req):
         if req.schema_name == "Scenario":
