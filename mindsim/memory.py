@@ -34,6 +34,15 @@ def parse_log(text: str) -> list[str]:
     return entries
 
 
+def finished_lines(text: str, finish_reason: str | None) -> str:
+    """`text` without the line the token budget cut off: an entry is one line, so a reply that ran into its
+    budget ends in a half-written entry, which must not enter the log as if the model had finished it."""
+    if finish_reason != "length":
+        return text or ""
+    head, sep, _cut = (text or "").rpartition("\n")
+    return head if sep else ""
+
+
 def format_log(entries: list[str]) -> str:
     return "\n".join(f"- {e}" for e in entries)
 
@@ -132,7 +141,7 @@ async def compact_memory(
     new: list[str] = []
     for attempt in range(1, retries + 2):
         reply = await client.chat(messages, **({"max_tokens": max_tokens} if max_tokens else {}))
-        new = parse_log(reply.content)
+        new = parse_log(finished_lines(reply.content, reply.finish_reason))
         check = check_log(prior, new, cap)
         if check.ok and (new or not transcript):
             return MemoryResult(new, attempt, False, [])

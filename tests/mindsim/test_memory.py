@@ -90,3 +90,15 @@ def test_engine_failure_propagates_instead_of_keeping_the_old_log():
 
     with pytest.raises(TransportError, match="connection refused"):
         _run(down, PRIOR)
+
+
+def test_entry_cut_by_the_token_budget_never_enters_the_log():
+    from mindcore.types import RawReply
+
+    cut = "\n".join(f"- {e}" for e in PRIOR) + "\n- Patient slept badly on Sunday.\n- Patient said that her sis"
+    res, _ = _run(lambda _req: RawReply(content=cut, finish_reason="length", completion_tokens=64), PRIOR)
+    assert not res.repaired
+    assert res.entries == [*PRIOR, "Patient slept badly on Sunday."]
+    # The same text finished normally keeps its last entry (it is checked like any other).
+    res, _ = _run(lambda _req: RawReply(content=cut + "ter called.", finish_reason="stop"), PRIOR)
+    assert res.entries[-1] == "Patient said that her sister called."
