@@ -129,7 +129,7 @@ class RoleClient:
         last_error = ""
         for attempt in range(1, attempts + 1):
             try:
-                raw = await self.backend.complete(self._request(convo, **request_kw))
+                raw = await self.backend.complete(self._request(convo, **self.reseeded(request_kw, attempt - 1)))
             except Exception:
                 self._record(kind, False, totals, time.monotonic() - t0, attempt)
                 raise
@@ -201,6 +201,16 @@ class RoleClient:
         )
 
     # -- helpers ----------------------------------------------------------------------------------
+    def reseeded(self, sampling: dict[str, Any], attempt: int) -> dict[str, Any]:
+        """`sampling` for try number `attempt` (0 = the first) of the same question. With a fixed seed, a re-ask
+        whose messages come out as the last one did (the same bad answer, the same note) draws the same answer
+        again — a 135M patient echoed a note six times running that way — so each re-ask moves the seed on by
+        its attempt number: still reproducible, and the first try keeps the role's seed."""
+        seed = sampling.get("seed", self.spec.seed)
+        if attempt == 0 or seed is None:
+            return sampling
+        return {**sampling, "seed": seed + attempt}
+
     def _request(self, messages: list[dict[str, Any]], **kw: Any) -> ChatRequest:
         spec = self.spec
         wire = messages if self.backend.native_tools else _wire_history(messages)

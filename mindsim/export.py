@@ -245,8 +245,8 @@ async def _ask(name: str, client: Any, history: list[dict[str, Any]], blank_retr
 
     c = Candidate(name, getattr(client, "model", name))
     try:
-        for _ in range(blank_retries + 1):  # as in the simulator: only a blank reply is re-asked
-            reply = await client.chat(history)
+        for attempt in range(blank_retries + 1):  # as in the simulator: only a blank reply is re-asked
+            reply = await client.chat(history, **client.reseeded({}, attempt))
             if (reply.content or "").strip():
                 c.text = reply.content
                 return c

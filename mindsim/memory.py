@@ -140,7 +140,7 @@ async def compact_memory(
     problems: list[str] = []
     new: list[str] = []
     for attempt in range(1, retries + 2):
-        reply = await client.chat(messages, **({"max_tokens": max_tokens} if max_tokens else {}))
+        reply = await client.chat(messages, **client.reseeded({"max_tokens": max_tokens} if max_tokens else {}, attempt - 1))
         new = parse_log(finished_lines(reply.content, reply.finish_reason))
         check = check_log(prior, new, cap)
         if check.ok and (new or not transcript):

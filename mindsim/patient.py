@@ -108,8 +108,9 @@ class Patient:
             trimmed=said.trimmed,
         )
 
-    async def _call(self, tools: list[ToolSpec], allow_none: bool = False) -> ToolCallResult:
-        res = await self.client.tool_call(self.history, tools, allow_none=allow_none)
+    async def _call(self, tools: list[ToolSpec], allow_none: bool = False, attempt: int = 0) -> ToolCallResult:
+        res = await self.client.tool_call(self.history, tools, allow_none=allow_none,
+                                          **self.client.reseeded({}, attempt))
         self.tokens.add(res)
         return res
 
@@ -119,8 +120,10 @@ class Patient:
             recent_moves=tuple(self.recent_moves), max_same_move_run=self.config.max_same_move_run,
         )
         rejected: list[RejectedCommit] = []
-        for _ in range(self.config.max_commit_retries + 1):
-            res = await self._call([self.commit_tool])
+        for attempt in range(self.config.max_commit_retries + 1):
+            # A turned-back move is asked for again with the next seed: the guard's reason alone did not stop
+            # the 135M patient from committing the same too-deep move seven times running.
+            res = await self._call([self.commit_tool], attempt=attempt)
             call = res.calls[0]
             self.history.append(res.message)
             verdict = check_commit(call.arguments, state)
@@ -188,9 +191,9 @@ async def speech_reply(client: Any, first: list[dict[str, Any]], reask: Callable
     notes = load_harness_text()
     sampling = {"max_tokens": config.message_max_tokens} if config.message_max_tokens else {}
     bad: list[RejectedMessage] = []
-    for _ in range(config.max_message_retries + 1):
+    for attempt in range(config.max_message_retries + 1):
         messages = reask(f"{notes.reask_notes[bad[-1].reason]} {notes.reask_tail}") if bad else first
-        reply = await client.chat(messages, **sampling)
+        reply = await client.chat(messages, **client.reseeded(sampling, attempt))
         tokens.add(reply)
         text = clean_message(reply.content)
         defects = speech_defects(text, finish_reason=reply.finish_reason) if text else ["blank"]
@@ -224,7 +227,7 @@ class Counsellor:
     async def reply(self) -> str:
         # A blank reply is the one thing re-asked: the patient cannot answer nothing. The re-asks are counted.
         for blanks in range(self.config.max_message_retries + 1):
-            reply = await self.client.chat(self.history)
+            reply = await self.client.chat(self.history, **self.client.reseeded({}, blanks))
             self.tokens.add(reply)
             text = reply.content or ""
             if text.strip():

@@ -137,7 +137,7 @@ async def _write(client, prompt: str, max_tokens: int | None, retries: int,
     messages = base
     for attempt in range(retries + 1):
         try:
-            scenario, raw = await _draft(client, messages, max_tokens, scale)
+            scenario, raw = await _draft(client, messages, max_tokens, scale, attempt)
         except BlankItems as exc:
             # Schema-valid but with lists of blank items: another draft within the same bound, then a failure.
             if attempt == retries:
@@ -158,8 +158,8 @@ async def _write(client, prompt: str, max_tokens: int | None, retries: int,
     )
 
 
-async def _draft(client, messages, max_tokens: int | None, scale: float = 1.0) -> tuple[Scenario, str]:
-    sampling = {"max_tokens": max_tokens} if max_tokens else {}
+async def _draft(client, messages, max_tokens: int | None, scale: float = 1.0, attempt: int = 0) -> tuple[Scenario, str]:
+    sampling = client.reseeded({"max_tokens": max_tokens} if max_tokens else {}, attempt)
     draft = await client.structured(messages, draft_model(scale), schema_name="Scenario", **sampling)
     data = draft.model_dump()
     for key, limit in ITEM_LIMITS.items():

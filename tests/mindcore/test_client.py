@@ -132,3 +132,24 @@ def test_exhausted_tool_call_is_one_failed_ledger_record_with_every_attempt(fake
     assert (rec.prompt_tokens, rec.completion_tokens, rec.cached_tokens) == (30, 6, 12)
     # Every re-ask goes back to the original messages plus one piece of feedback, never piling up.
     assert len(backend.requests) == 3 and len(backend.requests[2].messages) == len(backend.requests[1].messages)
+
+
+def test_reasks_move_the_seed_on_so_a_repeated_question_can_get_another_answer():
+    """With a fixed seed, a re-ask whose messages came out as the last one did would draw the same bad answer:
+    each re-ask gets seed + attempt (the first try keeps the role's seed); a role without a seed stays unseeded."""
+    from mindcore.config import RoleSpec
+    from mindcore.engine import Engines
+    from mindcore.fake import FakeBackend
+
+    backend = FakeBackend(scripted("not json", "not json", {"name": "Rex", "legs": 4}))
+    engines = Engines.with_backend(backend, roles={"default": RoleSpec(engine="fake"),
+                                                   "screener": RoleSpec(engine="fake", seed=3)})
+    run(engines.role("screener").structured([{"role": "user", "content": "a pet"}], Pet))
+    assert [r.seed for r in backend.requests] == [3, 4, 5]
+    # Identical messages on the second and third tries: only the seed tells them apart.
+    assert backend.requests[1].messages == backend.requests[2].messages
+    client = engines.role("screener")
+    assert client.reseeded({"max_tokens": 9}, 0) == {"max_tokens": 9}
+    assert client.reseeded({"max_tokens": 9}, 2) == {"max_tokens": 9, "seed": 5}
+    assert client.reseeded({"seed": 10}, 1) == {"seed": 11}
+    assert engines.role("judge").reseeded({}, 3) == {}

@@ -272,3 +272,28 @@ def test_counsellor_flags_are_summed_in_the_summary(tmp_path):
     assert summary["counsellor_flags"] == {"replies": 2, "tool_call": 0, "json": 0, "tool_syntax": 0, "cut_off": 0,
                                            "speaks_as_patient": 2}
     assert counsellor_flags("The patient said they were tired.") == []
+
+
+def test_reasked_patient_message_is_drawn_with_a_new_seed():
+    """A 135M patient echoed the same note six times running: the re-asks went out with identical messages and
+    the role's fixed seed. Each re-ask of a message now moves the seed on."""
+    from mindcore.config import RoleSpec
+
+    base = SimResponder(end_after=99)
+    echoes = iter([f"{NOTE} Accepted: answer."] * 2)
+
+    def responder(req):
+        if _is_patient_message(req):
+            return next(echoes, "ok fine, it was a long week.")
+        return base(req)
+
+    backend = FakeBackend(responder)
+    config = SimulationConfig(sessions=1, turn_cap=2, message_context="speech")
+    plan = draw_schedule("p1", 0, config).sessions[0]
+    roles_spec = {"default": RoleSpec(engine="fake"), "patient": RoleSpec(engine="fake", seed=7)}
+    with Engines.with_backend(backend, roles=roles_spec) as engines:
+        roles = Roles(*(engines.role(r) for r in ("patient", "counsellor", "scenario_writer", "memory_compactor")))
+        rec = asyncio.run(run_session(make_profile("p1"), V, plan, Scenario(**SCENARIO), [], roles, config,
+                                      counsellor_name="counsellor", seed=0))
+    assert [r.reason for r in rec.turns[1].rejected_messages] == ["tool_syntax", "tool_syntax"]
+    assert [r.seed for r in backend.requests if _is_patient_message(r)] == [7, 8, 9]
