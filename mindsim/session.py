@@ -16,6 +16,7 @@ compared on the same first session. Each later scenario is written from that arc
 
 from __future__ import annotations
 
+import asyncio
 import hashlib
 import random
 from dataclasses import dataclass
@@ -122,12 +123,75 @@ async def run_session(
 ) -> SessionRecord:
     """One session. With `patient_engine="patientact"` the patient is PatientAct's (`decomposition` and
     `trust_start` required); everything else — routing, ending, memory, the record — is shared."""
+    talk = await converse(
+        profile, vocab, plan, scenario, memory, roles, config, counsellor_name=counsellor_name, seed=seed,
+        rejected_openings=rejected_openings, scenario_shared=scenario_shared, patient_engine=patient_engine,
+        decomposition=decomposition, trust_start=trust_start,
+    )
+    return await finish_session(talk, rewrite_memory=rewrite_memory)
+
+
+@dataclass
+class Talk:
+    """A session whose conversation is over; its memory rewrite and record are still to come. Split from the
+    record so that the arc can write the next scenario, which reads the talk but not the memory, while the
+    memory is rewritten."""
+
+    sid: str
+    profile: Profile
+    vocab: Vocabulary
+    plan: SessionPlan
+    scenario: Scenario
+    memory: list[str]
+    roles: "Roles"
+    config: SimulationConfig
+    counsellor_name: str
+    seed: int
+    patient: Any
+    counsellor: Counsellor
+    agenda: Agenda
+    turns: list[Any]
+    ended_by: str
+    p_prompt: str
+    c_prompt: str
+    prompt_names: list[str]
+    scenario_shared: bool
+    patient_engine: str
+    decomposition: Decomposition | None
+    trust_start: float | None
+
+    def transcript(self) -> list[dict[str, str]]:
+        """The plain exchange, exactly as `SessionRecord.transcript` gives it once the record is built."""
+        return [{"role": m["role"], "content": m["content"]} for m in self.counsellor.history if m["role"] != "system"]
+
+    @property
+    def open_items(self) -> list[str]:
+        return [i.text for i in self.agenda.open_items]
+
+
+async def converse(
+    profile: Profile,
+    vocab: Vocabulary,
+    plan: SessionPlan,
+    scenario: Scenario,
+    memory: list[str],
+    roles: Roles,
+    config: SimulationConfig,
+    *,
+    counsellor_name: str,
+    seed: int,
+    rejected_openings: Sequence[RejectedMessage] = (),
+    scenario_shared: bool = False,
+    patient_engine: str = "mindsim",
+    decomposition: Decomposition | None = None,
+    trust_start: float | None = None,
+) -> Talk:
+    """The conversation of one session, from the opening message to the patient's ending or the turn cap."""
     sid = session_id(profile.profile_id, counsellor_name, plan.index, seed, patient_engine)
     roles = roles.for_session(sid)
     agenda = Agenda.from_checkpoints(scenario.checkpoints)
     c_prompt = (counsellor_system_prompt(plan, memory) if config.counsellor_template == COUNSELLOR_TEMPLATE
                 else render(config.counsellor_template, time_context=plan.time_context, memory=format_log(memory)))
-    pa_state = None
     if patient_engine == "patientact":
         if decomposition is None or trust_start is None:
             raise ValueError("a PatientAct session needs its decomposition and starting trust")
@@ -158,32 +222,45 @@ async def run_session(
         if turn.end_conversation:
             ended_by = "patient"
             break
+    return Talk(
+        sid=sid, profile=profile, vocab=vocab, plan=plan, scenario=scenario, memory=memory, roles=roles,
+        config=config, counsellor_name=counsellor_name, seed=seed, patient=patient, counsellor=counsellor,
+        agenda=agenda, turns=turns, ended_by=ended_by, p_prompt=p_prompt, c_prompt=c_prompt,
+        prompt_names=prompt_names, scenario_shared=scenario_shared, patient_engine=patient_engine,
+        decomposition=decomposition, trust_start=trust_start,
+    )
 
+
+async def finish_session(talk: Talk, *, rewrite_memory: bool = True) -> SessionRecord:
+    """Rewrite the running memory after the talk (unless told not to) and build the session's record."""
+    t, config, memory, patient, counsellor = talk, talk.config, talk.memory, talk.patient, talk.counsellor
+    agenda, turns, plan, decomposition = t.agenda, t.turns, t.plan, t.decomposition
     exchange = counsellor.history[1:]
     if rewrite_memory:
         # An engine failure here propagates: the session is not saved and the arc fails (retried on rerun).
         mem = await compact_memory(
-            roles.memory_compactor, memory, transcript_text(exchange), config.memory_max_entries,
+            t.roles.memory_compactor, memory, transcript_text(exchange), config.memory_max_entries,
             config.memory_retries, max_tokens=config.memory_max_tokens,
         )
         memory_after, update = mem.entries, MemoryUpdate(attempts=mem.attempts, repaired=mem.repaired, problems=mem.problems)
     else:
         memory_after, update = list(memory), MemoryUpdate(attempts=0, repaired=False, problems=[], skipped=True)
-    if patient_engine == "patientact":
+    pa_state = None
+    if t.patient_engine == "patientact":
         pa_state = PatientActSession(
             attachment=decomposition.psych.attachment, theme=decomposition.psych.theme,
-            trust_start=trust_start, trust_end=patient.trust, switches=config.patientact.model_dump(mode="json"),
+            trust_start=t.trust_start, trust_end=patient.trust, switches=config.patientact.model_dump(mode="json"),
             appraiser_system_prompt=patient.appraiser_system, decomposition=decomposition.model_dump(mode="json"),
         )
     return SessionRecord(
-        session_id=sid,
-        patient_id=profile.profile_id,
-        counsellor=counsellor_name,
+        session_id=t.sid,
+        patient_id=t.profile.profile_id,
+        counsellor=t.counsellor_name,
         session_index=plan.index,
-        seed=seed,
-        ended_by=ended_by,
+        seed=t.seed,
+        ended_by=t.ended_by,
         schedule=plan,
-        scenario=scenario,
+        scenario=t.scenario,
         patient_messages=patient.history,
         counsellor_messages=counsellor.history,
         turns=turns,
@@ -195,22 +272,23 @@ async def run_session(
         memory_before=memory,
         memory_after=memory_after,
         memory_update=update,
-        patient_system_prompt=p_prompt,
-        counsellor_system_prompt=c_prompt,
+        patient_system_prompt=t.p_prompt,
+        counsellor_system_prompt=t.c_prompt,
         tokens=Tokens(
             patient_prompt=patient.tokens.prompt, patient_completion=patient.tokens.completion,
             counsellor_prompt=counsellor.tokens.prompt, counsellor_completion=counsellor.tokens.completion,
         ),
-        engines=roles.describe(),
+        engines=t.roles.describe(),
         prompts=template_hashes(
-            [*prompt_names, config.counsellor_template, FIRST_TEMPLATE if plan.index == 0 else NEXT_TEMPLATE, MEMORY_TEMPLATE]
+            [*t.prompt_names, config.counsellor_template, FIRST_TEMPLATE if plan.index == 0 else NEXT_TEMPLATE,
+             MEMORY_TEMPLATE]
         ),
-        archetype=profile.style.archetype,
-        vocabulary_version=vocab.version,
-        rejected_messages=RejectionCounts.of([r for t in turns for r in t.rejected_messages]),
+        archetype=t.profile.style.archetype,
+        vocabulary_version=t.vocab.version,
+        rejected_messages=RejectionCounts.of([r for turn in turns for r in turn.rejected_messages]),
         counsellor_flags=counsellor.flags,
-        scenario_shared=scenario_shared,
-        patient_engine=patient_engine,
+        scenario_shared=t.scenario_shared,
+        patient_engine=t.patient_engine,
         patientact=pa_state,
     )
 
@@ -267,39 +345,73 @@ async def run_arc(
     if first.patient_id != profile.profile_id or first.seed != seed:
         raise ValueError(f"first scenario of {first.patient_id}/{first.seed} given to {profile.profile_id}/{seed}")
     engine = patient_engine or _single_engine(config)
+    sessions = schedule.sessions
     records: list[SessionRecord] = []
-    for plan in schedule.sessions:
-        done = load(session_id(profile.profile_id, counsellor_name, plan.index, seed, engine))
-        if done is None and engine == "patientact":
-            if decomposition is None and records and records[0].patientact is not None:
-                decomposition = Decomposition.model_validate(records[0].patientact.decomposition)
-            if decomposition is None:
-                decomposition = await patientact_decompose(roles.decomposer or roles.patient, profile, seed, config)
-        if done is None:
-            prev = records[-1] if records else None
-            if prev is None:
-                scenario, bad = first.scenario, first.rejected_openings
-            else:
-                scenario, bad = await next_scenario(
-                    roles.scenario_writer, profile, prev.scenario, prev.transcript(), plan, prev.agenda.open,
-                    config.scenario_max_tokens, config.max_message_retries, config.scenario_scale,
+    # The next scenario reads the talk of the session before it but not its memory, so it is written while that
+    # memory is rewritten (two independent calls that were on the arc's critical path one after the other).
+    upcoming: asyncio.Future | None = None
+    try:
+        for i, plan in enumerate(sessions):
+            done = load(session_id(profile.profile_id, counsellor_name, plan.index, seed, engine))
+            if done is not None:
+                upcoming = await _dropped(upcoming)
+            if done is None and engine == "patientact":
+                if decomposition is None and records and records[0].patientact is not None:
+                    decomposition = Decomposition.model_validate(records[0].patientact.decomposition)
+                if decomposition is None:
+                    decomposition = await patientact_decompose(roles.decomposer or roles.patient, profile, seed, config)
+            if done is None:
+                prev = records[-1] if records else None
+                if prev is None:
+                    scenario, bad = first.scenario, first.rejected_openings
+                elif upcoming is not None:
+                    scenario, bad = await upcoming
+                    upcoming = None
+                else:
+                    scenario, bad = await _write_next(roles, profile, prev.scenario, prev.transcript(),
+                                                      plan, prev.agenda.open, config)
+                memory = prev.memory_after if prev else []
+                trust = None
+                if engine == "patientact":
+                    carried = prev.patientact.trust_end if prev is not None and prev.patientact is not None else None
+                    trust = session_start(plan, prev.schedule if prev else None, carried, config.patientact.trust_drift_per_day)
+                talk = await converse(
+                    profile, vocab, plan, scenario, memory, roles, config, counsellor_name=counsellor_name, seed=seed,
+                    rejected_openings=bad, scenario_shared=prev is None, patient_engine=engine,
+                    decomposition=decomposition, trust_start=trust,
                 )
-            memory = prev.memory_after if prev else []
-            trust = None
-            if engine == "patientact":
-                carried = prev.patientact.trust_end if prev is not None and prev.patientact is not None else None
-                trust = session_start(plan, prev.schedule if prev else None, carried, config.patientact.trust_drift_per_day)
-            done = await run_session(
-                profile, vocab, plan, scenario, memory, roles, config, counsellor_name=counsellor_name, seed=seed,
-                rejected_openings=bad, scenario_shared=prev is None, patient_engine=engine,
-                decomposition=decomposition, trust_start=trust,
+                nxt = sessions[i + 1] if i + 1 < len(sessions) else None
+                if nxt is not None and load(session_id(profile.profile_id, counsellor_name, nxt.index, seed, engine)) is None:
+                    upcoming = asyncio.ensure_future(
+                        _write_next(roles, profile, talk.scenario, talk.transcript(), nxt, talk.open_items, config)
+                    )
                 # Nothing reads the memory written after the arc's last session.
-                rewrite_memory=config.final_memory or plan is not schedule.sessions[-1],
-            )
-            done = save(done)  # a duplicate of a session another worker finished first is discarded
-        records.append(done)
-        on_session()
+                finished = await finish_session(talk, rewrite_memory=config.final_memory or nxt is not None)
+                done = save(finished)  # a duplicate of a session another worker finished first is discarded
+                if done is not finished:
+                    upcoming = await _dropped(upcoming)  # written from our talk, not from the copy that was kept
+            records.append(done)
+            on_session()
+    finally:
+        await _dropped(upcoming)
     return records
+
+
+async def _write_next(roles: Roles, profile: Profile, previous: Scenario, transcript: list[dict[str, str]],
+                      plan: SessionPlan, leftover: list[str], config: SimulationConfig):
+    return await next_scenario(
+        roles.scenario_writer, profile, previous, transcript, plan, leftover,
+        config.scenario_max_tokens, config.max_message_retries, config.scenario_scale,
+    )
+
+
+async def _dropped(task: asyncio.Future | None) -> None:
+    """Cancel a next-scenario call whose result will not be used and wait until it has stopped."""
+    if task is not None and not task.done():
+        task.cancel()
+    if task is not None:
+        await asyncio.gather(task, return_exceptions=True)
+    return None
 
 
 def _single_engine(config: SimulationConfig) -> str:

@@ -74,7 +74,9 @@ def test_rerun_skips_finished_sessions(tmp_path):
 
 def test_arcs_advance_concurrently(tmp_path):
     _, backend = simulate(tmp_path, backend_cls=SlowFake)
-    assert backend.max_in_flight == 3  # one request per arc in flight at once, not one arc after another
+    # Every arc has a request in flight at once (not one arc after another); between sessions an arc has two,
+    # the memory rewrite and the next scenario (tests/mindsim/test_arc_overlap.py).
+    assert 3 <= backend.max_in_flight <= 6
 
 
 def test_schedule_is_the_same_whichever_counsellor(tmp_path):
