@@ -21,7 +21,7 @@ from __future__ import annotations
 
 import re
 from functools import lru_cache
-from typing import Any, Literal
+from typing import Any, Literal, NamedTuple
 
 from pydantic import BaseModel, ConfigDict, Field, ValidationError, create_model, field_validator, model_validator
 
@@ -94,8 +94,26 @@ def causal_rules() -> CausalRules:
                           f"{exc.errors()[0]['loc']}: {exc.errors()[0]['msg']}); fix the file") from exc
 
 
-def _enum(labels: dict[str, Label]) -> Any:
-    return Literal[tuple(labels)]  # type: ignore[valid-type]
+def _enum(labels: dict[str, Label], only: tuple[str, ...] | None = None) -> Any:
+    # An empty choice would be an enum nothing can satisfy: keep the whole list and let the rule check speak.
+    return Literal[tuple(only or labels)]  # type: ignore[valid-type]
+
+
+class LabelChoice(NamedTuple):
+    """The predisposing, precipitating and protective labels a patient's demographics allow — exactly the
+    lists the writer's prompt shows it. Put into the schema's enums, a grammar-enforcing engine cannot pick a
+    label the rule check would call a serious fault (and another engine's pick fails validation and is
+    re-asked), instead of costing a screening and a revision."""
+
+    predisposing: tuple[str, ...]
+    precipitating: tuple[str, ...]
+    protective: tuple[str, ...]
+
+
+def label_choice(d: Demographics, voc: Vocabularies | None = None) -> LabelChoice:
+    voc = voc or load_vocabularies()
+    return LabelChoice(*(tuple(lab.id for lab in compatible(table, d))
+                         for table in (voc.predisposing, voc.precipitating, voc.protective)))
 
 
 class _Draft(BaseModel):
@@ -105,24 +123,25 @@ class _Draft(BaseModel):
 MIN_TEXT_LIMIT = 20  # a scaled limit never goes below one short clause
 
 
-@lru_cache(maxsize=8)
-def draft_model(scale: float = 1.0) -> type[BaseModel]:
-    """The writer's output schema, with label enums from the current vocabularies. Text limits are
-    tighter than the stored row's: the worst case (~650 tokens) must fit a small model's budget.
-    `scale` (ProfileShape.text_scale) shrinks every text limit; small models fill a field to its limit,
-    so the limits are what a write costs."""
+@lru_cache(maxsize=256)
+def draft_model(scale: float = 1.0, labels: LabelChoice | None = None) -> type[BaseModel]:
+    """The writer's output schema, with label enums from the current vocabularies (only the labels a patient's
+    demographics allow, given `labels`). Text limits are tighter than the stored row's: the worst case
+    (~650 tokens) must fit a small model's budget. `scale` (ProfileShape.text_scale) shrinks every text
+    limit; small models fill a field to its limit, so the limits are what a write costs."""
     voc = load_vocabularies()
+    only = labels or LabelChoice((), (), ())
     text = lambda n, d: (str, Field(min_length=3, max_length=max(MIN_TEXT_LIMIT, round(n * scale)),  # noqa: E731
                                     description=d))
     pre = create_model("DraftPredisposing", __base__=_Draft,
-                       label=(_enum(voc.predisposing), Field(description="Predisposing label.")),
+                       label=(_enum(voc.predisposing, only.predisposing), Field(description="Predisposing label.")),
                        history=text(200, "Short history of this vulnerability in the client's life."))
     prec = create_model("DraftPrecipitating", __base__=_Draft,
-                        label=(_enum(voc.precipitating), Field(description="Precipitating label.")),
+                        label=(_enum(voc.precipitating, only.precipitating), Field(description="Precipitating label.")),
                         when=text(40, "When it happened, e.g. 'three months ago'."),
                         what_changed=text(200, "What happened and what changed afterwards."))
     prot = create_model("DraftProtective", __base__=_Draft,
-                        label=(_enum(voc.protective), Field(description="Protective label.")),
+                        label=(_enum(voc.protective, only.protective), Field(description="Protective label.")),
                         detail=text(140, "How it shows up for this client."))
     cope = create_model("DraftCoping", __base__=_Draft,
                         label=(_enum(voc.coping), Field(description="Coping label.")),
@@ -268,8 +287,8 @@ async def write_formulation(client: Any, row: AnchoredRow, messages: list[dict[s
                             scale: float = 1.0, causal: bool = False) -> Formulation:
     """One structured call; raises mindcore's StructuredOutputError / EngineError for the caller to count.
     `causal` applies to the first draft only: a revision's `messages` already carry the writer's prompt."""
-    draft = await client.structured(messages or writer_messages(row, causal=causal), draft_model(scale),
-                                    schema_name="formulation")
+    draft = await client.structured(messages or writer_messages(row, causal=causal),
+                                    draft_model(scale, label_choice(row.demographics)), schema_name="formulation")
     return to_formulation(draft)
 
 

@@ -101,3 +101,39 @@ def test_persistent_garbage_raises_structured_output_error(fake_engines, fakes, 
     with engines:
         with pytest.raises(StructuredOutputError):
             asyncio.run(write_formulation(engines.role("profile_writer"), rows[0]))
+
+
+def _enum_of(schema: dict, section: str) -> list[str]:
+    defs = schema["$defs"]
+    node = schema["properties"][section]
+    ref = (node.get("items") or node)["$ref"].split("/")[-1]
+    return defs[ref]["properties"]["label"]["enum"]
+
+
+def test_schema_offers_only_the_labels_the_prompt_lists(fake_engines, fakes, rows):
+    """The writer's schema carries the same per-patient label lists as its prompt, so a grammar-enforcing engine
+    cannot pick a label the rule check would call serious; a free engine's pick is re-asked, not screened."""
+    from profilegen.formulation import label_choice
+
+    partnered = next(r for r in rows if r.demographics.relationship == "partnered")
+    choice = label_choice(partnered.demographics)
+    assert "separation_or_divorce" not in choice.precipitating and "supportive_partner" in choice.protective
+    engines, backend = fake_engines(fakes.make_responder(writer=fakes.draft_for))
+    with engines:
+        asyncio.run(write_formulation(engines.role("profile_writer"), partnered))
+    schema = backend.requests[0].response_schema
+    assert _enum_of(schema, "precipitating") == list(choice.precipitating)
+    assert _enum_of(schema, "protective") == list(choice.protective)
+    assert _enum_of(schema, "predisposing") == list(choice.predisposing)
+    # Only those labels validate; the full vocabulary still does for the stored-row round trip.
+    bad = _bad(precipitating={"label": "separation_or_divorce", "when": "in May", "what_changed": "Moved out."})
+    with pytest.raises(ValidationError):
+        draft_model(1.0, choice).model_validate(bad)
+    draft_model().model_validate(bad)
+
+    replies = iter([bad, None])
+    engines, backend = fake_engines(fakes.make_responder(
+        writer=lambda req: next(replies) or fakes.draft_for(req)))
+    with engines:
+        f = asyncio.run(write_formulation(engines.role("profile_writer"), partnered))
+    assert f.precipitating.label != "separation_or_divorce" and len(backend.requests) == 2
