@@ -90,6 +90,7 @@ class MindcoreLLM(AsyncLLM):
         num_generations: int = 1,
         max_new_tokens: Optional[int] = None,
         temperature: Optional[float] = None,
+        output: Optional[type[BaseModel]] = None,
     ) -> dict[str, Any]:
         """Generate `num_generations` replies to one chat-formatted input.
 
@@ -98,7 +99,10 @@ class MindcoreLLM(AsyncLLM):
             num_generations: replies to produce.
             max_new_tokens: overrides the role's max_tokens.
             temperature: overrides the role's temperature.
+            output: overrides `output_model` for this input (a schema narrowed for one row, e.g. the writer's
+                per-patient label lists); without it the LLM's own model applies.
         """
+        model = output if output is not None else self._output
         sampling: dict[str, Any] = {}
         if max_new_tokens is not None:
             sampling["max_tokens"] = max_new_tokens
@@ -110,8 +114,8 @@ class MindcoreLLM(AsyncLLM):
             client = self._fresh_client()
             error = ""
             try:
-                if self._output is not None:
-                    obj = await client.structured(list(input), self._output, **sampling)
+                if model is not None:
+                    obj = await client.structured(list(input), model, **sampling)
                     generations.append(obj.model_dump_json())
                 else:
                     generations.append((await client.chat(list(input), **sampling)).content)

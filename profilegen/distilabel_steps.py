@@ -53,7 +53,8 @@ class LLMClient:
 
     async def structured(self, messages: list[dict[str, Any]], output: type, *, schema_name: str | None = None,
                          **_: Any) -> Any:
-        out = await self.llm.agenerate(input=messages)
+        # The row's own schema (the writer's narrows its label enums per patient) is what the engine is asked for.
+        out = await self.llm.agenerate(input=messages, output=output)
         stats = {k: v[0] for k, v in out["statistics"].items()}
         text = out["generations"][0]
         self.calls.append({"role": self.llm.wire["role"], "engine": self.llm.wire["engine"],

@@ -65,3 +65,33 @@ def test_worker_sends_the_recipe_shape(worker_step, fakes):
     writer, screener = (b["response_format"]["json_schema"]["schema"] for b in requests)
     assert writer["properties"]["summary"]["maxLength"] == 120
     assert screener["properties"]["faults"]["maxItems"] == 2
+
+
+def test_worker_asks_for_the_rows_own_label_lists(worker_step, fakes):
+    """The writer's schema narrows its label enums per patient (profilegen.formulation.label_choice); the
+    distilabel worker must send that schema, and a label outside it is re-asked inside the engine layer — it
+    once went out with the vocabulary-wide schema and failed the row at validation instead (quickstart, 4 of 5)."""
+    from profilegen.formulation import label_choice
+    from profilegen.schemas import AnchoredRow, ProfileShape
+
+    seen = {"bad": 0}
+
+    def respond(req):
+        schema = req.response_schema
+        if "summary" not in schema["properties"]:
+            return {"faults": [], "verdict": "clean"}
+        draft = fakes.draft_for(req)
+        enum = schema["$defs"]["DraftPrecipitating"]["properties"]["label"]["enum"]
+        if not seen["bad"]:
+            seen["bad"] += 1
+            outside = next(lab for lab in ("child_leaving_home", "retirement", "separation_or_divorce", "job_loss")
+                           if lab not in enum)
+            draft["precipitating"]["label"] = outside
+        return draft
+
+    o, requests = worker_step(respond, ProfileShape())
+    assert o.status == "ok", o.failure
+    row = AnchoredRow.model_validate(o.profile.model_dump(include=set(AnchoredRow.model_fields)))
+    sent = requests[0]["response_format"]["json_schema"]["schema"]
+    assert sent["$defs"]["DraftPrecipitating"]["properties"]["label"]["enum"] == list(label_choice(row.demographics).precipitating)
+    assert len(requests) == 3  # the writer re-asked once, then the screener
