@@ -103,32 +103,11 @@ class Roles:
         return out
 
 
-async def run_session(
-    profile: Profile,
-    vocab: Vocabulary,
-    plan: SessionPlan,
-    scenario: Scenario,
-    memory: list[str],
-    roles: Roles,
-    config: SimulationConfig,
-    *,
-    counsellor_name: str,
-    seed: int,
-    rejected_openings: Sequence[RejectedMessage] = (),
-    scenario_shared: bool = False,
-    patient_engine: str = "mindsim",
-    decomposition: Decomposition | None = None,
-    trust_start: float | None = None,
-    rewrite_memory: bool = True,
-) -> SessionRecord:
-    """One session. With `patient_engine="patientact"` the patient is PatientAct's (`decomposition` and
-    `trust_start` required); everything else — routing, ending, memory, the record — is shared."""
-    talk = await converse(
-        profile, vocab, plan, scenario, memory, roles, config, counsellor_name=counsellor_name, seed=seed,
-        rejected_openings=rejected_openings, scenario_shared=scenario_shared, patient_engine=patient_engine,
-        decomposition=decomposition, trust_start=trust_start,
-    )
-    return await finish_session(talk, rewrite_memory=rewrite_memory)
+async def run_session(*args: Any, rewrite_memory: bool = True, **kwargs: Any) -> SessionRecord:
+    """One whole session: `converse` (same arguments) and then `finish_session`. With
+    `patient_engine="patientact"` the patient is PatientAct's (`decomposition` and `trust_start` required);
+    everything else — routing, ending, memory, the record — is shared."""
+    return await finish_session(await converse(*args, **kwargs), rewrite_memory=rewrite_memory)
 
 
 @dataclass
