@@ -208,7 +208,12 @@ class SessionRecord(_Row):
 
     def transcript(self) -> list[dict[str, str]]:
         """The plain exchange (patient = user), as validation reads it."""
-        return [{"role": m["role"], "content": m["content"]} for m in self.counsellor_messages if m["role"] != "system"]
+        return plain_exchange(self.counsellor_messages)
+
+
+def plain_exchange(counsellor_messages: list[dict[str, Any]]) -> list[dict[str, str]]:
+    """The counsellor's side of a session without its system prompt, as role/content pairs (patient = user)."""
+    return [{"role": m["role"], "content": m["content"]} for m in counsellor_messages if m["role"] != "system"]
 
 
 class ScenarioRecord(_Row):

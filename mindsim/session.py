@@ -55,6 +55,7 @@ from mindsim.records import (
     ScenarioRecord,
     SessionRecord,
     Tokens,
+    plain_exchange,
     scenario_key,
     session_id,
 )
@@ -140,8 +141,8 @@ class Talk:
     trust_start: float | None
 
     def transcript(self) -> list[dict[str, str]]:
-        """The plain exchange, exactly as `SessionRecord.transcript` gives it once the record is built."""
-        return [{"role": m["role"], "content": m["content"]} for m in self.counsellor.history if m["role"] != "system"]
+        """The plain exchange, as `SessionRecord.transcript` gives it once the record is built."""
+        return plain_exchange(self.counsellor.history)
 
     @property
     def open_items(self) -> list[str]:
@@ -245,7 +246,7 @@ async def finish_session(talk: Talk, *, rewrite_memory: bool = True) -> SessionR
         turns=turns,
         agenda=AgendaState(
             done=[i.text for i in agenda.items if i.done],
-            open=[i.text for i in agenda.open_items],
+            open=t.open_items,
             added=[i.text for i in agenda.items if i.added],
         ),
         memory_before=memory,
