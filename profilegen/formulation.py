@@ -260,14 +260,16 @@ def writer_messages(row: AnchoredRow, voc: Vocabularies | None = None, causal: b
     """System and user messages of the formulation call for one anchored persona."""
     voc = voc or load_vocabularies()
     d = row.demographics
+    choice = label_choice(d, voc)  # the same lists the schema's enums carry
     user = render(
         WRITER_USER,
         persona=row.persona, demographics=d, big_five=d.big_five.model_dump(),
         main=voc.main[row.anchor.main_problem],
         secondary=voc.problem(row.anchor.secondary_problem) if row.anchor.secondary_problem else None,
         impact=voc.impact_domains[row.anchor.impact_domain].name,
-        predisposing=compatible(voc.predisposing, d), precipitating=compatible(voc.precipitating, d),
-        protective=compatible(voc.protective, d), coping=list(voc.coping.values()),
+        predisposing=[voc.predisposing[i] for i in choice.predisposing],
+        precipitating=[voc.precipitating[i] for i in choice.precipitating],
+        protective=[voc.protective[i] for i in choice.protective], coping=list(voc.coping.values()),
         core_beliefs=list(voc.core_beliefs.values()), qol=voc.quality_of_life,
     )
     return [{"role": "system", "content": writer_system(causal)}, {"role": "user", "content": user}]
