@@ -62,35 +62,51 @@ def _shares(mask: np.ndarray, matrix: np.ndarray, ids: list[str]) -> dict[str, f
     return {i: float(matrix[mask, j].sum() / n) for j, i in enumerate(ids)} if n else {}
 
 
+def _grouped(code: np.ndarray, groups: int, matrix: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+    """Replies per group and flagged replies per group and column, in one pass per column (paper scale:
+    ~60k replies × 18 counsellors × 16 buckets must not loop over masks)."""
+    n = np.bincount(code, minlength=groups)
+    sums = np.stack([np.bincount(code, weights=matrix[:, j], minlength=groups) for j in range(matrix.shape[1])],
+                    axis=1) if matrix.shape[1] else np.zeros((groups, 0))
+    return n, sums
+
+
 def issue_by_turn(c: Columns, rubric: Rubric) -> dict[str, Any]:
     """Share of replies flagged with each issue (and category) per two-turn bucket, per counsellor and
     over all; `points` gives the paper's three read-outs per issue over all counsellors."""
     issues, cats = [i.id for i in rubric.issues], [x.id for x in rubric.categories]
     by_issue, by_cat = flag_matrix(c, rubric)
     turn = c.reply_index + 1
+    labels = [_label(lo, hi) for lo, hi in TURN_PAIRS]
+    bucket = np.searchsorted(np.array([lo for lo, _ in TURN_PAIRS]), turn, side="right") - 1
+    names, cc = np.unique(c.counsellor, return_inverse=True)
+    nb = len(TURN_PAIRS)
 
-    def table(unit: np.ndarray) -> dict[str, Any]:
-        out: dict[str, Any] = {"replies": {}, "issue_share": {i: {} for i in issues},
-                               "category_share": {k: {} for k in cats}}
-        for lo, hi in TURN_PAIRS:
-            m = unit & (turn >= lo) & (turn <= hi)
-            if not m.any():
-                continue
-            b = _label(lo, hi)
-            out["replies"][b] = int(m.sum())
-            for i, v in _shares(m, by_issue, issues).items():
-                out["issue_share"][i][b] = v
-            for k, v in _shares(m, by_cat, cats).items():
-                out["category_share"][k][b] = v
+    def tables(code: np.ndarray, units: int) -> list[dict[str, Any]]:
+        n, si = _grouped(code, units * nb, by_issue)
+        _, sc = _grouped(code, units * nb, by_cat)
+        out = []
+        for u in range(units):
+            t: dict[str, Any] = {"replies": {}, "issue_share": {i: {} for i in issues},
+                                 "category_share": {k: {} for k in cats}}
+            for b, label in enumerate(labels):
+                g = u * nb + b
+                if not n[g]:
+                    continue
+                t["replies"][label] = int(n[g])
+                for j, i in enumerate(issues):
+                    t["issue_share"][i][label] = float(si[g, j] / n[g])
+                for j, k in enumerate(cats):
+                    t["category_share"][k][label] = float(sc[g, j] / n[g])
+            out.append(t)
         return out
 
-    everyone = np.ones(len(c), dtype=bool)
     points: dict[str, dict[str, Any]] = {}
     for name, (lo, hi) in TURN_POINTS.items():
         m = (turn >= lo) & (turn <= hi)
         points[name] = {"replies": int(m.sum()), "issue_share": _shares(m, by_issue, issues)}
-    return {"buckets": [_label(lo, hi) for lo, hi in TURN_PAIRS], "all": table(everyone),
-            "counsellors": {str(n): table(c.counsellor == n) for n in np.unique(c.counsellor)},
+    return {"buckets": labels, "all": tables(bucket, 1)[0],
+            "counsellors": dict(zip((str(x) for x in names), tables(cc * nb + bucket, len(names)))),
             "points": points}
 
 
@@ -119,26 +135,50 @@ def shares_by_session(c: Columns, rubric: Rubric) -> dict[str, Any]:
     by_issue, by_cat = flag_matrix(c, rubric)
     s = session_table(c, rubric)
     first = int(c.session_index.min()) if len(c) else 0
+    names = [str(n) for n in np.unique(c.counsellor)]
+    idx = sorted(int(k) for k in np.unique(c.session_index))
+    pos = {k: i for i, k in enumerate(idx)}
+    # Groups: (unit, session index) and (unit, first/later); unit 0 is "all", unit u+1 is counsellor u.
+    row_c = np.searchsorted(names, c.counsellor) + 1
+    ses_c = np.searchsorted(names, s.counsellor) + 1
+    row_k = np.fromiter((pos[int(k)] for k in c.session_index), dtype=np.int64, count=len(c))
+    ses_k = np.fromiter((pos[int(k)] for k in s.session_index), dtype=np.int64, count=len(s.mhqr))
+    units, nk = len(names) + 1, len(idx)
 
-    def group(rows: np.ndarray, sess: np.ndarray) -> dict[str, Any]:
-        return {"replies": int(rows.sum()), "sessions": int(sess.sum()),
-                "issue_share": _shares(rows, by_issue, issues), "category_share": _shares(rows, by_cat, cats),
-                "category_mhqr": ({k: float(v) for k, v in zip(cats, s.by_category[sess].mean(axis=0))}
-                                  if sess.any() else {}),
-                "mhqr": float(s.mhqr[sess].mean()) if sess.any() else None}
+    # Every row and session counts twice: for its counsellor and for "all" (unit 0).
+    def twice(x: np.ndarray) -> np.ndarray:
+        return np.concatenate([x, x])
 
-    def unit(rows: np.ndarray, sess: np.ndarray) -> dict[str, Any]:
-        out: dict[str, Any] = {"by_index": {}}
-        for k in np.unique(c.session_index[rows]):
-            out["by_index"][int(k)] = group(rows & (c.session_index == k), sess & (s.session_index == k))
-        out["first"] = group(rows & (c.session_index == first), sess & (s.session_index == first))
-        later_rows, later_sess = rows & (c.session_index != first), sess & (s.session_index != first)
-        out["later"] = group(later_rows, later_sess) if later_rows.any() else None
-        return out
+    rows_u, ses_u = np.concatenate([row_c, np.zeros_like(row_c)]), np.concatenate([ses_c, np.zeros_like(ses_c)])
+    row_k2, ses_k2 = twice(row_k), twice(ses_k)
+    mats = (twice(by_issue), twice(by_cat), twice(s.mhqr)[:, None], twice(s.by_category))
 
-    return {"first_session_index": first,
-            "all": unit(np.ones(len(c), dtype=bool), np.ones(len(s.mhqr), dtype=bool)),
-            "counsellors": {str(n): unit(c.counsellor == n, s.counsellor == n) for n in np.unique(c.counsellor)}}
+    def tally(row_code: np.ndarray, ses_code: np.ndarray, groups: int) -> tuple:
+        n, si = _grouped(row_code, groups, mats[0])
+        _, sc = _grouped(row_code, groups, mats[1])
+        ns, mh = _grouped(ses_code, groups, mats[2])
+        _, alloc = _grouped(ses_code, groups, mats[3])
+        return n, si, sc, ns, mh[:, 0], alloc
+
+    def group(st: tuple, g: int) -> dict[str, Any]:
+        n, si, sc, ns, mh, alloc = st
+        return {"replies": int(n[g]), "sessions": int(ns[g]),
+                "issue_share": {i: float(si[g, j] / n[g]) for j, i in enumerate(issues)} if n[g] else {},
+                "category_share": {k: float(sc[g, j] / n[g]) for j, k in enumerate(cats)} if n[g] else {},
+                "category_mhqr": {k: float(alloc[g, j] / ns[g]) for j, k in enumerate(cats)} if ns[g] else {},
+                "mhqr": float(mh[g] / ns[g]) if ns[g] else None}
+
+    per_index = tally(rows_u * nk + row_k2, ses_u * nk + ses_k2, units * nk)
+    later_r, later_s = (row_k2 != pos[first]).astype(np.int64), (ses_k2 != pos[first]).astype(np.int64)
+    split = tally(rows_u * 2 + later_r, ses_u * 2 + later_s, units * 2)
+
+    def unit(u: int) -> dict[str, Any]:
+        present = [k for k in idx if per_index[0][u * nk + pos[k]]]
+        return {"by_index": {k: group(per_index, u * nk + pos[k]) for k in present},
+                "first": group(split, u * 2), "later": group(split, u * 2 + 1) if split[0][u * 2 + 1] else None}
+
+    return {"first_session_index": first, "all": unit(0),
+            "counsellors": {n: unit(u + 1) for u, n in enumerate(names)}}
 
 
 QUANTILES = (5, 25, 50, 75, 95)

@@ -176,7 +176,7 @@ def _analyses_md(a: dict[str, Any], rubric: Rubric) -> list[str]:
     for n, u in [("all", sb["all"]), *sb["counsellors"].items()]:
         for part in ("first", "later"):
             g = u[part]
-            if g is None:
+            if g is None or not g["replies"]:
                 continue
             lines.append(f"| {n} | {part} ({g['sessions']}) | {_f(g['mhqr'])} | "
                          + " | ".join(f"{_pct(g['category_share'][k])} / {_f(g['category_mhqr'][k])}" for k in cats) + " |")
