@@ -1,4 +1,4 @@
-"""`mindsim judge …` commands. `mindsim/cli.py` mounts `app`; each command lives with the module that
+"""`mindsim judge …` commands. `mindsim_app/cli.py` mounts `app`; each command lives with the module that
 does its work."""
 
 from __future__ import annotations

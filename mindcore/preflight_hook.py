@@ -1,7 +1,7 @@
 """How `validation` and `judge` run the toolkit's preflight without importing `mindsim`.
 
 The preflight (engines answer, models listed, token budgets fit their schemas, prompts fit the context)
-lives in `mindsim.preflight`, because it needs every stage's schemas and prompt estimates; the audit
+lives in `mindsim_app.preflight`, because it needs every stage's schemas and prompt estimates; the audit
 packages may import only `mindcore`. The `mindsim` command line installs the real check here when it
 mounts their commands, so `mindsim judge run` and `mindsim validate … --arc` check their engines before
 any work; used as libraries on their own, they skip it.

@@ -54,7 +54,7 @@ def _engines(config: ValidationConfig, engines_cfg):
 
 
 def _fail(exc: UserError) -> None:
-    # Exit here rather than in `mindsim.cli.main` so `python -m validation.cli` keeps the same contract.
+    # Exit here rather than in `mindsim_app.cli.main` so `python -m validation.cli` keeps the same contract.
     _err.print(f"[red]error:[/red] {escape(one_line(exc))}")
     raise typer.Exit(2)
 

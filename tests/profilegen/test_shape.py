@@ -9,7 +9,7 @@ import asyncio
 import pytest
 
 from mindcore.recipe import Recipe
-from mindsim.budgets import _formulation_schema, _screen_schema
+from mindsim_app.budgets import _formulation_schema, _screen_schema
 from profilegen.anchors import anchor_personas
 from profilegen.config import ProfilesConfig
 from profilegen.formulation import MIN_TEXT_LIMIT, draft_model

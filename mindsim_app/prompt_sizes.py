@@ -30,7 +30,7 @@ from typing import Any
 
 from mindcore.budget import PromptSize, register_prompt_estimate
 from mindcore.config import EnginesConfig
-from mindsim.budgets import BudgetReport, agenda_tool_schema, commit_tool_schema
+from mindsim_app.budgets import BudgetReport, agenda_tool_schema, commit_tool_schema
 
 # Chat-template tokens around each message (ChatML: "<|im_start|>role\n" … "<|im_end|>\n"); an estimate.
 MESSAGE_OVERHEAD = 6
@@ -265,7 +265,7 @@ def _judge_prompt(inp: EstimateInputs, sz: Any) -> PromptSize:
     from judge.judging import Judge, replies
     from judge.rubric import load_rubric
     from judge.schemas import SessionInput
-    from mindsim.budgets import judge_config
+    from mindsim_app.budgets import judge_config
     from mindsim.prompting import counsellor_system_prompt
 
     # The last reply of the longest session the simulator can write is the judge's largest prompt.

@@ -7,12 +7,12 @@ plainly when a whole stage failed for an infrastructure reason anyway.
    and every counsellor under test, role or engine+model binding;
    `validate`: labeller when `validation.arc` is on; `judge`: judge; `run`: the first three) and the
    engines behind them;
-2. probes each engine with the same code as `mindsim engines check` (`mindsim.engines_check`): key
+2. probes each engine with the same code as `mindsim engines check` (`mindsim_app.engines_check`): key
    variable set, server answers, models listed, structured round trip (only on engines a structured
    role uses: a counsellor under test just chats), context per slot, tokenizer;
-3. fits the structured roles' token budgets to their schemas (`mindsim.budgets.fit_budgets`, counted
+3. fits the structured roles' token budgets to their schemas (`mindsim_app.budgets.fit_budgets`, counted
    with each engine's tokenizer where it serves one): too small → refused, unset → raised in place;
-4. checks that each role's largest prompt (estimated, see `mindsim.prompt_sizes`) plus its output budget
+4. checks that each role's largest prompt (estimated, see `mindsim_app.prompt_sizes`) plus its output budget
    fits the context one request can use (embedded: `ctx_per_slot`; vLLM: `max_model_len` from
    `/v1/models`; a llama.cpp server: `/props`; otherwise skipped, and the report says so).
 
@@ -35,9 +35,9 @@ from typing import Any, Iterable
 
 from mindcore.budget import PromptSize, Sizer, prompt_estimator, registered, tokenizer_for
 from mindcore.errors import ConfigError, EngineError
-from mindsim.budgets import BudgetReport, expand_stages, fit_budgets
-from mindsim.engines_check import EngineHealth, probe_started
-from mindsim.prompt_sizes import EstimateInputs
+from mindsim_app.budgets import BudgetReport, expand_stages, fit_budgets
+from mindsim_app.engines_check import EngineHealth, probe_started
+from mindsim_app.prompt_sizes import EstimateInputs
 
 STAGE_ROLES: dict[str, tuple[str, ...]] = {
     "profiles": ("profile_writer", "screener"),

@@ -1,4 +1,4 @@
-"""Budgets fitted to schemas (mindsim.budgets) and the preflight before any stage (mindsim.preflight):
+"""Budgets fitted to schemas (mindsim_app.budgets) and the preflight before any stage (mindsim_app.preflight):
 refusal and raise-when-unset, exit classes for an unset key, an unreachable server, an unlisted model
 and a prompt larger than the context, and the all-failed helper."""
 
@@ -16,9 +16,9 @@ from mindcore.config import EnginesConfig
 from mindcore.engine import Engines
 from mindcore.errors import ConfigError, EngineError, UserError
 from mindcore.recipe import Recipe
-from mindsim.budgets import commit_tool_schema, fit_budgets
-from mindsim.engines_check import check_engines
-from mindsim.preflight import EngineUnreachable, InfrastructureFailure, preflight, raise_if_all_failed
+from mindsim_app.budgets import commit_tool_schema, fit_budgets
+from mindsim_app.engines_check import check_engines
+from mindsim_app.preflight import EngineUnreachable, InfrastructureFailure, preflight, raise_if_all_failed
 
 UNSET_KEY = "MINDSIM_PREFLIGHT_TEST_KEY_NEVER_SET"
 
