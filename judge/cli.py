@@ -61,6 +61,8 @@ def run_cmd(
     draws: Optional[int] = typer.Option(None, help="Bootstrap draws (default 2000)"),
     seed: Optional[int] = typer.Option(None, help="Bootstrap seed"),
     no_plots: bool = typer.Option(False, "--no-plots", help="Skip the PNG plots"),
+    profiles: Optional[Path] = typer.Option(None, "--profiles", help="Profiles folder or parquet whose in_benchmark "
+                                            "column names the benchmark subset (default: RUN_DIR/profiles/)"),
     rubric: RubricName = typer.Option(RubricName.mhqr, "--rubric", help="mhqr: every counsellor reply (MindEval2); "
                                       "patientact: every session's patient on PatientAct's 5 dimensions"),
     runs: Optional[list[Path]] = typer.Option(None, "--run", help="[patientact] Another run folder to score (repeat)"),
@@ -93,7 +95,7 @@ def run_cmd(
     from mindcore.preflight import preflight
     from mindcore.recipe import format_validation_error, load_recipe
     from judge.config import JudgeConfig, default_engines_config
-    from judge.inputs import load_sessions
+    from judge.inputs import benchmark_patients, load_sessions
     from judge.run import run_judging
 
     recipe_path = resolve_recipe(run_dir, recipe)
@@ -104,12 +106,14 @@ def run_cmd(
     else:
         base, engines_cfg = JudgeConfig(), default_engines_config()
     changes = {k: v for k, v in {"judges": judge or None, "max_replies": max_replies, "bootstrap_draws": draws,
-                                 "seed": seed, "plots": False if no_plots else None}.items() if v is not None}
+                                 "seed": seed, "plots": False if no_plots else None,
+                                 "profiles": str(profiles) if profiles else None}.items() if v is not None}
     try:
         config = JudgeConfig.model_validate({**base.model_dump(), **changes})
     except ValidationError as exc:
         raise ConfigError(format_validation_error(exc, "mindsim judge run options")) from exc
     inputs = load_sessions(run_dir, sessions)  # bad input stops here, before any engine starts
+    benchmark_patients(inputs, run_dir, Path(config.profiles) if config.profiles else None)
     with Engines.from_config(engines_cfg) as engines:
         preflight(r, engines, {"judge"})
         summary = run_judging(run_dir, engines, config, inputs=inputs)

@@ -237,3 +237,14 @@ def test_report_has_every_new_table_on_a_run(tmp_path):
         assert heading in md
     assert {"issues_by_turn.png", "mhqr_by_session.png"} <= {p.name for p in out.iterdir()}
     assert (out / "mhqr_by_session.png").read_bytes()[:4] == b"\x89PNG"
+
+
+def test_a_missing_profiles_file_stops_judge_run_before_any_engine(tmp_path, capsys):
+    from mindsim_app.cli import main
+
+    run = tmp_path / "run"
+    (run / "sessions").mkdir(parents=True)
+    pq.write_table(pa.Table.from_pylist(_sessions()[:1]), run / "sessions" / "sessions.parquet")
+    assert main(["judge", "run", str(run), "--profiles", str(tmp_path / "nowhere")]) == 2
+    assert "no profiles.parquet there" in capsys.readouterr().err.replace("\n", "")
+    assert not (run / "judgments").exists()
