@@ -13,11 +13,11 @@ The rule, per structured output of a role the job will call:
   names the part, and the budget is left as it is.
 
 Roles registered here: profile_writer (formulation), screener (screen verdict), scenario_writer
-(Scenario), patient (commit_move and the agenda tools, as the JSON schema the non-native tool path
-sends; only when `simulation.patient_engine` includes mindsim, since the PatientAct patient makes no
-tool call), labeller (ArcLabel, only when `validation.arc` is on). PatientAct's appraiser steps and
-decomposition are registered by `mindsim.patientact.budgets`, active only when it includes patientact. Other stages (the judge) register their
-own through `mindcore.budget.register_role_schema`.
+(Scenario), labeller (ArcLabel, only when `validation.arc` is on), and every patient engine's own
+(`mindsim.patient_engines.role_schemas()`: the MindSim patient's commit_move and agenda tools, as the JSON
+schema the non-native tool path sends; PatientAct's appraiser steps and decomposition), each active only when
+`simulation.patient_engine` names that engine or one of its variants. Other stages (the judge) register
+their own through `mindcore.budget.register_role_schema`.
 """
 
 from __future__ import annotations
@@ -34,10 +34,11 @@ from mindcore.budget import (
     registered,
     worst_case_tokens,
 )
-from mindcore.client import _tool_choice_schema
 from mindcore.config import EnginesConfig, RoleSpec
 from mindcore.errors import ConfigError
-from mindcore.types import ToolSpec
+from mindsim.patient_engines import role_schemas as engine_role_schemas
+from mindsim.patient_engines.mindsim_engine import agenda_tool_schema, commit_tool_schema
+
 
 RUN_STAGES = frozenset({"profiles", "simulate", "validate"})
 
@@ -84,27 +85,6 @@ def _scenario_schema(recipe: Any = None) -> dict[str, Any]:
     return draft_model(float(scale)).model_json_schema()
 
 
-def commit_tool_schema() -> dict[str, Any]:
-    """`commit_move` as the non-native tool path sends it, with every move of the vocabulary (each
-    archetype's enum is a subset, so this is the longest)."""
-    from mindsim.guard import commit_move_model
-    from mindsim.patient import COMMIT_DESCRIPTION
-    from profilegen.moves import load_vocabulary
-
-    vocab = load_vocabulary()
-    model = commit_move_model(list(vocab.moves), list(vocab.depth_moves))
-    return _tool_choice_schema([ToolSpec.from_model("commit_move", COMMIT_DESCRIPTION, model)], False)
-
-
-def agenda_tool_schema() -> dict[str, Any]:
-    from mindsim.guard import TodoAdd, TodoComplete
-    from mindsim.patient import ADD_DESCRIPTION, COMPLETE_DESCRIPTION
-
-    tools = [ToolSpec.from_model("complete_todo", COMPLETE_DESCRIPTION, TodoComplete),
-             ToolSpec.from_model("add_todo", ADD_DESCRIPTION, TodoAdd)]
-    return _tool_choice_schema(tools, True)
-
-
 def _arc_schema() -> dict[str, Any]:
     from validation.arc import ArcLabel
 
@@ -135,18 +115,6 @@ def _arc_on(recipe: Any) -> bool:
     return bool((getattr(recipe, "validation", None) or {}).get("arc", False))
 
 
-def patient_engines(recipe: Any) -> list[str]:
-    """The patient engines the recipe's `simulation.patient_engine` names (MindSim when unset). Read
-    from the raw section: budgets are fitted before the section is validated."""
-    engines = (getattr(recipe, "simulation", None) or {}).get("patient_engine", "mindsim")
-    return [engines] if isinstance(engines, str) else list(engines or [])
-
-
-def _mindsim_patient(recipe: Any) -> bool:
-    # commit_move and the agenda tools are the MindSim patient's; a PatientAct patient only speaks.
-    return "mindsim" in patient_engines(recipe)
-
-
 def _register() -> None:
     # Defaults mirror the config models' (SimulationConfig.scenario_max_tokens, ValidationConfig.arc_max_tokens).
     from mindsim.config import SimulationConfig
@@ -160,8 +128,9 @@ def _register() -> None:
         RoleSchema("screener", "screen", _screen_schema, profiles, schema_for=_screen_schema),
         RoleSchema("scenario_writer", "Scenario", _scenario_schema, simulate,
                    budget=_section_budget("simulation", "scenario_max_tokens", scen_default), schema_for=_scenario_schema),
-        RoleSchema("patient", "tool_choice:commit_move", commit_tool_schema, simulate, active=_mindsim_patient),
-        RoleSchema("patient", "tool_choice:agenda", agenda_tool_schema, simulate, active=_mindsim_patient),
+        # Each patient engine's own structured outputs (MindSim: commit_move and the agenda tools; PatientAct: its
+        # steps and decomposition), each active only when the recipe runs that engine or one of its variants.
+        *engine_role_schemas(),
         RoleSchema("labeller", "ArcLabel", _arc_schema, validate,
                    budget=_section_budget("validation", "arc_max_tokens", arc_default), active=_arc_on),
         RoleSchema("judge", "mhqr_judgment", _judge_schema, frozenset({"judge"}), schema_for=_judge_schema),
@@ -169,9 +138,6 @@ def _register() -> None:
         RoleSchema("judge", "patientact_conversation", _patientact_judge_schema, frozenset({"judge_patientact"})),
     ):
         register_role_schema(entry)
-    from mindsim.patientact.budgets import register as register_patientact
-
-    register_patientact()
 
 
 _register()

@@ -3,7 +3,8 @@ plainly when a whole stage failed for an infrastructure reason anyway.
 
 `preflight(recipe, engines, stages)` — with the engines already started — does, in order:
 1. finds the roles the stages call (`profiles`: profile_writer, screener; `simulate`: scenario_writer,
-   patient, memory_compactor, patient_appraiser and profile_decomposer when the recipe runs PatientAct,
+   patient, memory_compactor, each patient engine's own roles (`PatientEngine.roles`: PatientAct's
+   patient_appraiser and profile_decomposer),
    and every counsellor under test, role or engine+model binding;
    `validate`: labeller when `validation.arc` is on; `judge`: judge; `run`: the first three) and the
    engines behind them;
@@ -35,6 +36,7 @@ from typing import Any, Iterable
 
 from mindcore.budget import PromptSize, Sizer, prompt_estimator, registered, tokenizer_for
 from mindcore.errors import ConfigError, EngineError
+from mindsim.patient_engines import engine_roles
 from mindsim_app.budgets import BudgetReport, expand_stages, fit_budgets
 from mindsim_app.engines_check import EngineHealth, probe_started
 from mindsim_app.prompt_sizes import EstimateInputs
@@ -46,8 +48,6 @@ STAGE_ROLES: dict[str, tuple[str, ...]] = {
     "judge": ("judge",),
     "judge_patientact": ("judge",),
 }
-# Roles only a recipe whose `simulation.patient_engine` includes patientact calls.
-PATIENTACT_ROLES: tuple[str, ...] = ("patient_appraiser", "profile_decomposer")
 # Error classes that say the infrastructure failed, not the model's answer (as failures.jsonl and the
 # sessions summary record them: the exception's class name).
 INFRA_ERRORS = frozenset({"TransportError", "EngineUnavailable", "EngineUnreachable", "ConfigError",
@@ -133,11 +133,10 @@ def roles_for(recipe: Any, engines: Any, stages: Iterable[str]) -> list[RoleUse]
             uses.append(RoleUse(role, role, spec.engine, spec.model, spec.max_tokens))
     if "simulate" in stages:
         scfg = SimulationConfig.from_section(getattr(recipe, "simulation", None))
-        if "patientact" in scfg.patient_engines:
-            # PatientAct's steps and decomposition run on their own roles (`simulate.shared_roles`).
-            for role in PATIENTACT_ROLES:
-                spec = engines.role_spec(role)
-                uses.append(RoleUse(role, role, spec.engine, spec.model, spec.max_tokens))
+        # The recipe's patient engines' own roles (PatientAct: its steps and decomposition; `simulate.shared_roles`).
+        for role in engine_roles(scfg.patient_engines):
+            spec = engines.role_spec(role)
+            uses.append(RoleUse(role, role, spec.engine, spec.model, spec.max_tokens))
         for c in scfg.counsellors:
             if isinstance(c, CounsellorBinding):
                 if c.engine not in engines.config.engines:
