@@ -21,9 +21,11 @@ ROLES: tuple[str, ...] = (
     "memory_compactor",
     "labeller",
     "judge",
-    # PatientAct patient engine: its structured steps and its profile decomposition (fall back to default).
+    # PatientAct patient engine: its structured steps, its profile decomposition and its LLM tag matcher (fall
+    # back to default).
     "patient_appraiser",
     "profile_decomposer",
+    "patient_matcher",
 )
 
 

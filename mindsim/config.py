@@ -44,6 +44,16 @@ class PatientActConfig(BaseModel):
     trust_drift_per_day: float = Field(
         0.0, ge=0, le=4, description="Ours: trust drifts toward the session baseline by this much per day of gap"
     )
+    concealment_offset: bool = Field(
+        True, description="Ours: the schedule's concealment shifts a session's starting trust (off: every baseline is 2.5)"
+    )
+    carry_trust: bool = Field(
+        True, description="Ours: a session starts from the previous session's final trust (off: from its baseline)"
+    )
+    retrieval: Literal["lexical", "llm"] = Field(
+        "lexical", description="How a counsellor message is matched to item tags: lexical stems, or the matcher role"
+    )
+    matcher_max_tokens: int | None = Field(600, ge=32, description="Token budget of one LLM tag-matching answer")
     allow_end: bool = Field(
         True, description="The behaviour step may end the session (off: sessions run to the turn cap, as in the paper)"
     )
@@ -59,6 +69,10 @@ class SimulationConfig(BaseModel):
     model_config = ConfigDict(extra="forbid")
 
     sessions: int = Field(3, ge=1, le=20, description="Sessions per patient (the paper: 3)")
+    opening: Literal["patient", "counsellor"] = Field(
+        "patient", description="Who speaks first: the patient's scenario opening message (MindSim), or a counsellor "
+        "greeting the patient answers (PatientAct §4.2); every engine"
+    )
     turn_cap: int = Field(30, ge=2, le=200, description="Max patient turns per session, opening message included")
     min_gap_hours: float = Field(6, ge=0, description="Shortest gap before a follow-up session")
     max_gap_hours: float = Field(336, gt=0, description="Longest gap before a follow-up session (14 days)")

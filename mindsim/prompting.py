@@ -140,8 +140,9 @@ def patient_system_prompt(
     )
 
 
-def counsellor_system_prompt(plan: SessionPlan, memory: list[str]) -> str:
-    return render(COUNSELLOR_TEMPLATE, time_context=plan.time_context, memory=format_log(memory))
+def counsellor_system_prompt(plan: SessionPlan, memory: list[str], opening_greeting: bool = False) -> str:
+    return render(COUNSELLOR_TEMPLATE, time_context=plan.time_context, memory=format_log(memory),
+                  opening_greeting=opening_greeting)
 
 
 def transcript_text(messages: list[dict[str, str]]) -> str:

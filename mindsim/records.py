@@ -53,6 +53,7 @@ class StepReasons(_Row):
     behaviour: str | None = None
     resistance: str | None = None
     trust: str | None = None
+    matcher: str | None = None
 
 
 class PatientActTurn(_Row):
@@ -61,6 +62,8 @@ class PatientActTurn(_Row):
     trust_before: float = Field(ge=1.0, le=4.0, description="Trust when the counsellor's message arrived")
     trust_after: float = Field(ge=1.0, le=4.0, description="Trust after this exchange (the next turn's trust)")
     trust_change: str | None = Field(None, description="The change the trust step named (before attachment caps)")
+    trust_criterion: str | None = Field(None, description="The criterion the trust step named (trust.yaml criteria)")
+    rules: list[str] = Field(default_factory=list, description="Step decision rules that held this turn (step_rules.yaml)")
     reaction: str | None = Field(None, description="Reaction (App. C.1); None on the opening or without the pipeline")
     intensity: str | None = Field(None, description="Reaction intensity: low, moderate or high")
     behaviour: str | None = Field(None, description="Behaviour (App. C.2); None on the opening or without the pipeline")

@@ -1,7 +1,8 @@
 """One session and one patient's arc of sessions (MindEval2/MindSim §4.2 "Multi session", Appendix D).
 
 The session routes messages between the two participants and decides when it ends: it opens with the
-scenario's opening message and alternates until the patient sets `end_conversation` (its last words are
+scenario's opening message (or, with `simulation.opening: counsellor`, with the counsellor's greeting, which
+the patient's first turn answers) and alternates until the patient sets `end_conversation` (its last words are
 still written) or the turn cap is reached; then the running memory is rewritten. The arc runs a patient's
 sessions in order against one counsellor and skips sessions already checkpointed, so a rerun resumes.
 
@@ -64,16 +65,26 @@ async def converse(arc: Arc, inp: SessionInput) -> Talk:
     arc = replace(arc, roles=arc.roles.for_session(sid))
     config = arc.engine.session_config(arc.config)
     agenda = Agenda.from_checkpoints(scenario.checkpoints)
-    c_prompt = (counsellor_system_prompt(plan, memory) if config.counsellor_template == COUNSELLOR_TEMPLATE
-                else render(config.counsellor_template, time_context=plan.time_context, memory=format_log(memory)))
+    greets = config.opening == "counsellor"
+    c_prompt = (counsellor_system_prompt(plan, memory, greets) if config.counsellor_template == COUNSELLOR_TEMPLATE
+                else render(config.counsellor_template, time_context=plan.time_context, memory=format_log(memory),
+                            opening_greeting=greets))
     patient = arc.engine.engine.participant(TalkStart(arc, inp, sid, agenda, config))
     p_prompt = patient.history[0]["content"]
     counsellor = Counsellor(client=arc.roles.counsellor, config=config, history=[{"role": "system", "content": c_prompt}])
 
-    turns = [patient.open(scenario.opening_message, list(inp.rejected_openings))]
-    counsellor.hear(scenario.opening_message)
     ended_by = "turn_cap"
-    while len(turns) < config.turn_cap:
+    if config.opening == "counsellor":
+        # The counsellor greets first and the patient's first turn answers it (PatientAct §4.2): the scenario's
+        # opening message is not spoken; `turn_cap` still counts patient turns.
+        turns = [await patient.turn(0, await counsellor.reply())]
+        counsellor.hear(turns[0].message)
+        if turns[0].end_conversation:
+            ended_by = "patient"
+    else:
+        turns = [patient.open(scenario.opening_message, list(inp.rejected_openings))]
+        counsellor.hear(scenario.opening_message)
+    while len(turns) < config.turn_cap and ended_by != "patient":
         said = await counsellor.reply()
         turn = await patient.turn(len(turns), said)
         turns.append(turn)

@@ -1,6 +1,7 @@
 """Token budgets of PatientAct's structured outputs for the preflight check (`mindcore.budget_fit`,
 `mindcore.budget`): the four per-turn steps (budget `simulation.patientact.step_max_tokens`), the
-psychological formulation (`formulation_max_tokens`) and the decomposition (`decomposition_max_tokens`),
+psychological formulation (`formulation_max_tokens`), the decomposition (`decomposition_max_tokens`, checked
+at the most pieces a profile can hold) and the LLM tag matcher (`matcher_max_tokens`, when `retrieval: llm`),
 each checked against its schema's worst case, and only when the recipe runs the PatientAct engine.
 
 `entries()` declares them; the engine hands them out as `PatientActEngine.role_schemas()`, which the
@@ -19,6 +20,7 @@ SIMULATE = frozenset({"simulate"})
 # Which role makes each call once the simulator passes PatientAct's own roles (until then: `patient`).
 STEP_ROLE = "patient_appraiser"
 DECOMPOSER_ROLE = "profile_decomposer"
+MATCHER_ROLE = "patient_matcher"
 
 
 def _pa_section(recipe: Any) -> dict[str, Any]:
@@ -30,6 +32,16 @@ def _active(recipe: Any) -> bool:
     from mindsim.patientact.engine import runs_patientact
 
     return runs_patientact(recipe)
+
+
+def _matcher_on(recipe: Any) -> bool:
+    return _active(recipe) and _pa_section(recipe).get("retrieval", "lexical") == "llm"
+
+
+def _matcher_schema() -> dict[str, Any]:
+    from mindsim.patientact.matcher import TagMatch
+
+    return TagMatch.model_json_schema()
 
 
 def _formulation_on(recipe: Any) -> bool:
@@ -58,9 +70,10 @@ def _step_schema(step: str) -> Callable[[], dict[str, Any]]:
 
 
 def _decomposition_schema() -> dict[str, Any]:
-    from mindsim.patientact.decompose import DecompositionDraft
+    # The most pieces a profile can hold: the decomposition asks for exactly one entry per piece.
+    from mindsim.patientact.decompose import draft_model, max_pieces
 
-    return DecompositionDraft.model_json_schema()
+    return draft_model(max_pieces()).model_json_schema()
 
 
 def _formulation_schema() -> dict[str, Any]:
@@ -69,7 +82,8 @@ def _formulation_schema() -> dict[str, Any]:
     return PsychFormulation.model_json_schema()
 
 
-def entries(step_role: str = STEP_ROLE, decomposer_role: str = DECOMPOSER_ROLE) -> list[RoleSchema]:
+def entries(step_role: str = STEP_ROLE, decomposer_role: str = DECOMPOSER_ROLE,
+            matcher_role: str = MATCHER_ROLE) -> list[RoleSchema]:
     steps = [
         RoleSchema(step_role, f"patientact:{name}", _step_schema(name), SIMULATE,
                    budget=_budget("step_max_tokens"), active=_active)
@@ -81,6 +95,8 @@ def entries(step_role: str = STEP_ROLE, decomposer_role: str = DECOMPOSER_ROLE) 
                    budget=_budget("formulation_max_tokens"), active=_formulation_on),
         RoleSchema(decomposer_role, "patientact:DecompositionDraft", _decomposition_schema, SIMULATE,
                    budget=_budget("decomposition_max_tokens"), active=_active),
+        RoleSchema(matcher_role, "patientact:TagMatch", _matcher_schema, SIMULATE,
+                   budget=_budget("matcher_max_tokens"), active=_matcher_on),
     ]
 
 

@@ -57,6 +57,9 @@ class Taxonomy(_Frozen):
 class AttachmentRule(_Frozen):
     max_rise: float = Field(ge=0, description="Largest rise one exchange may give")
     max_fall: float = Field(ge=0, description="Largest fall one exchange may give")
+    floor_fall: dict[str, float] = Field(default_factory=dict, description="Criterion -> least fall it causes")
+    reverse_after_rises: int = Field(0, ge=0, description="After this many rises in a row the next rise reverses (0: never)")
+    reversal: float = Field(0.0, le=0, description="The move a reversed rise makes")
     leaning: str = Field(min_length=1, description="How this style's trust moves (told to the trust step)")
 
 
@@ -71,16 +74,36 @@ class TrustRules(_Frozen):
     levels: dict[str, str]
     attachment: dict[str, AttachmentRule]
     concealment_offset: dict[str, float]
+    default_criterion: str
+    criteria: dict[Literal["raise", "keep", "lower"], dict[str, str]]
 
     @model_validator(mode="after")
     def _check(self) -> "TrustRules":
         if not self.minimum <= self.start <= self.maximum:
             raise ValueError("start must lie within [minimum, maximum]")
+        if set(self.criteria) != {"raise", "keep", "lower"}:
+            raise ValueError("criteria must have the groups raise, keep and lower (PatientAct Fig. 14)")
+        names = [c for group in self.criteria.values() for c in group]
+        if len(set(names)) != len(names):
+            raise ValueError("criteria ids must be unique across groups")
+        if self.default_criterion not in self.criteria["keep"]:
+            raise ValueError("default_criterion must be a 'keep' criterion: unchanged is the default")
+        for style, rule in self.attachment.items():
+            unknown = set(rule.floor_fall) - set(self.criteria["lower"])
+            if unknown:
+                raise ValueError(f"attachment.{style}.floor_fall names criteria that do not lower trust: {sorted(unknown)}")
         if sorted({abs(v) for v in self.changes.values()}) != [0.0, 0.25, 0.5]:
             raise ValueError("changes must be 0, ±0.25 and ±0.5 (PatientAct §3.3.4)")
         if [float(k) for k in self.levels] != self.scale:
             raise ValueError(f"levels must be exactly {self.scale}")
         return self
+
+    def group(self, criterion: str) -> str:
+        return next(g for g, names in self.criteria.items() if criterion in names)
+
+    @property
+    def criterion_ids(self) -> list[str]:
+        return [c for group in ("raise", "keep", "lower") for c in self.criteria[group]]
 
     @property
     def scale(self) -> list[float]:
@@ -91,6 +114,43 @@ class TrustRules(_Frozen):
         """The description of the highest scale level at or below `trust`."""
         below = [lv for lv in self.scale if lv <= trust + 1e-9] or [self.minimum]
         return self.levels[f"{below[-1]:.1f}"]
+
+
+class StepRules(_Frozen):
+    """The behaviour and reaction steps' decision rules (PatientAct Figs. 10-11; `step_rules.yaml`)."""
+
+    source: str
+    version: str
+    therapeutic_behaviours: list[str] = Field(min_length=1)
+    positive_reactions: list[str] = Field(min_length=1)
+    neutral_reactions: list[str] = Field(min_length=1)
+    pullback_after: int = Field(ge=1)
+    low_trust_at_most: float
+    high_intensity: str
+    moderate_intensity: str
+    default_reaction: str
+    default_intensity: str
+    nothing_activated_behaviours: list[str] = Field(min_length=1)
+
+
+class ItemType(_Frozen):
+    anchor: float
+    description: str = Field(min_length=1)
+    sources: list[str] = Field(min_length=1)
+
+
+class ItemTypes(_Frozen):
+    """The dynamic layer's item types, their anchored levels and the discomfort categories (`item_types.yaml`)."""
+
+    source: str
+    version: str
+    spread: float = Field(ge=0)
+    types: dict[str, ItemType] = Field(min_length=1)
+    discomfort_categories: dict[str, bool] = Field(min_length=2)
+
+    def shifts(self, step: float) -> list[float]:
+        n = round(self.spread / step)
+        return [round(i * step, 2) for i in range(-n, n + 1)]
 
 
 class AttachmentPrior(_Frozen):
@@ -154,6 +214,29 @@ def trust_rules() -> TrustRules:
     if set(rules.attachment) != set(prior.weights):
         raise ConfigError(f"mindsim/{DATA_DIR}/trust.yaml: attachment rules must cover {sorted(prior.weights)}")
     return rules
+
+
+@lru_cache(maxsize=1)
+def step_rules() -> StepRules:
+    rules = _load("step_rules.yaml", StepRules)
+    tax = taxonomy()
+    behaviours, reactions = set(tax.ids("behaviours")), set(tax.ids("reactions"))
+    bad = (set(rules.therapeutic_behaviours) | set(rules.nothing_activated_behaviours)) - behaviours
+    bad |= (set(rules.positive_reactions) | set(rules.neutral_reactions) | {rules.default_reaction}) - reactions
+    bad |= {rules.high_intensity, rules.moderate_intensity, rules.default_intensity} - set(tax.intensities)
+    if bad:
+        raise ConfigError(f"mindsim/{DATA_DIR}/step_rules.yaml names terms taxonomy.yaml does not have: {sorted(bad)}")
+    return rules
+
+
+@lru_cache(maxsize=1)
+def item_types() -> ItemTypes:
+    types = _load("item_types.yaml", ItemTypes)
+    scale = trust_rules().scale
+    for name, t in types.types.items():
+        if t.anchor not in scale:
+            raise ConfigError(f"mindsim/{DATA_DIR}/item_types.yaml: {name}'s anchor {t.anchor} is not on the trust scale")
+    return types
 
 
 @lru_cache(maxsize=1)

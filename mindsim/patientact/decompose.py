@@ -1,28 +1,40 @@
-"""Profile decomposition (PatientAct §3.3.1): one structured call turns a profile into a static layer the
-patient always has in its system prompt (who they are, the concern they present, their emotional range, how
-they tend to relate to a counsellor) and a dynamic layer of memory items, each with a disclosure level on the
-1.0–4.0 scale (steps of 0.5, App. C.4), activation tags and a discomfort flag.
+"""Profile decomposition (PatientAct §3.3.1, Fig. 7): a profile becomes a static layer the patient always has
+in its system prompt and a dynamic layer of typed memory items.
 
-Each item also gets a `topic`: a neutral label that names an area without giving anything away (ours). A
-blocked item is shown to the patient only by that label, so the pressure is felt without the content.
+Static layer: what the paper's client prompt carries (Fig. 9): who the client is, the reason for attending,
+what triggered it (precipitating), strengths and supports (protective), coping patterns, the emotions they can
+reach, and how they relate to a therapist (the therapist CCRT: wish, expected response, own reaction). It is
+copied from the profile and its psychological formulation by code, as the paper populates its template.
 
-The decomposition is made once per (patient, seed) and is the same for every counsellor: `decomposition_record`
-reads it from its checkpoint or makes and saves it (the first finished copy wins), like the first scenario.
+Dynamic layer: every other piece of the profile becomes one item (`profile_pieces`: maintenance cycles,
+formative memories, the core belief and its history, intermediate beliefs, automatic thoughts, triggers,
+relationship patterns), so the layer holds exactly what the profile holds: no cap below it, and the
+decomposer's schema asks for exactly one answer per piece (`draft_model(n)`). Each item's type comes from
+the field it was taken from (`item_types.yaml`), its content is the profile's own text, and the decomposer
+adds only what the paper has it assign: a level, 3-5 patient-specific activation tags and the discomfort
+flag. The level is anchored by type: the decomposer answers a shift of at most `spread` from the type's
+anchor. The flag follows from an explicit category it picks (`discomfort_categories`). A `topic` (ours) names
+the item's area without giving it away: a blocked item is shown to the patient only by it.
+
+The decomposition is made once per (patient, seed) and is the same for every counsellor and every arm:
+`decomposition_record` reads it from its checkpoint or makes and saves it (the first finished copy wins).
 Invalid output is re-asked by RoleClient (bounded); when it stays invalid the call raises and the arc fails,
 counted by the simulator.
 """
 
 from __future__ import annotations
 
+from dataclasses import dataclass
+from functools import lru_cache
 from pathlib import Path
 from typing import Annotated, Any, Callable
 
-from pydantic import BaseModel, ConfigDict, Field, ValidationError, field_validator
+from pydantic import BaseModel, ConfigDict, Field, ValidationError, create_model, field_validator
 
 from mindcore.errors import InputError
 from mindcore.io import CheckpointDir
 from mindcore.prompts import render, template_hash
-from mindsim.patientact.data import attachment_prior, theme_map, trust_rules
+from mindsim.patientact.data import attachment_prior, item_types, theme_map, trust_rules
 from mindsim.patientact.seed import PsychSeed, psych_seed
 from profilegen.psych import PSYCH_TEMPLATE, PsychFormulation, formulate_psych
 from profilegen.schemas import Profile
@@ -35,38 +47,113 @@ class _Row(BaseModel):
 
 
 class StaticLayer(_Row):
-    """What the patient always knows and would naturally present."""
+    """What the patient always knows and would naturally present (the fields of the paper's client prompt)."""
 
-    demographics: str = Field(min_length=1, max_length=200, description="Age, gender, work, who they live with, in one or two sentences")
-    current_concern: str = Field(min_length=1, max_length=300, description="What brings them, as they would put it at first")
-    emotional_range: str = Field(min_length=1, max_length=240, description="Which feelings come easily and which they keep down")
-    therapist_pattern: str = Field(
-        min_length=1, max_length=240,
-        description="How they tend to relate to a counsellor: what they hope for, what they expect back, what they then do",
+    demographics: str = Field(min_length=1, description="Age, gender, work and home situation")
+    current_concern: str = Field(min_length=1, description="Reason for attending: the presenting problem")
+    precipitating: str = Field(min_length=1, description="What triggered it: the recent event and when")
+    protective: list[str] = Field(default_factory=list, description="Strengths and supports")
+    coping: list[str] = Field(default_factory=list, description="Coping patterns (observable)")
+    emotional_range: str | None = Field(None, description="Emotions the client reaches easily or not (psych formulation)")
+    therapist_wish: str | None = Field(None, description="What they want from the therapist (therapist CCRT)")
+    therapist_expects: str | None = Field(None, description="What they expect from the therapist")
+    therapist_reaction: str | None = Field(None, description="How they react")
+
+
+@dataclass(frozen=True)
+class Piece:
+    """One piece of profile content bound for the dynamic layer, typed by the field it came from."""
+
+    type: str
+    source: str
+    content: str
+
+
+def _types_of() -> dict[str, str]:
+    """Source field -> item type, from `item_types.yaml`."""
+    return {src: name for name, t in item_types().types.items() for src in t.sources}
+
+
+def profile_pieces(profile: Profile, formulation: PsychFormulation | None) -> list[Piece]:
+    """Every piece of the profile that the static layer does not carry, in a fixed order."""
+    types = _types_of()
+    f = profile.formulation
+    out: list[tuple[str, str]] = []
+    out += [("formulation.perpetuating", f"{p.label.replace('_', ' ')}: {p.situation}") for p in f.perpetuating]
+    out += [("formulation.predisposing", p.history) for p in f.predisposing]
+    out += [("formulation.core_belief.history", f.core_belief.history), ("formulation.core_belief.belief", f.core_belief.belief)]
+    if formulation is not None:
+        out += [("psych.intermediate_beliefs", x) for x in formulation.intermediate_beliefs]
+        out += [("psych.automatic_thoughts", x) for x in formulation.automatic_thoughts]
+        out += [("psych.triggers", x) for x in formulation.triggers]
+        out += [("psych.interpersonal_patterns",
+                 f"With {p.domain}: wants {p.wish}; expects {p.response_of_other}; then {p.response_of_self}")
+                for p in formulation.interpersonal_patterns]
+    return [Piece(types[src], src, text.strip()) for src, text in out if text and text.strip()]
+
+
+def max_pieces() -> int:
+    """The most pieces a profile can hold: the writer's and the formulation's list limits (the budget's worst case)."""
+    from profilegen.formulation import draft_model as formulation_draft
+
+    def most(model: type[BaseModel], name: str) -> int:
+        return next(m.max_length for m in model.model_fields[name].metadata if getattr(m, "max_length", None))
+
+    fd = formulation_draft()
+    five_p = most(fd, "predisposing") + 1 + most(fd, "other_coping") + 2  # + unhelpful coping, + core belief x2
+    psych = sum(most(PsychFormulation, n) for n in ("intermediate_beliefs", "automatic_thoughts", "triggers",
+                                                    "interpersonal_patterns"))
+    return five_p + psych
+
+
+def static_layer(profile: Profile, formulation: PsychFormulation | None) -> StaticLayer:
+    p, d, f = profile.persona, profile.demographics, profile.formulation
+    demographics = (f"{p.age}, {d.gender}; {p.occupation.replace('_', ' ')} ({d.employment.replace('_', ' ')}); "
+                    f"{d.relationship.replace('_', ' ')}, {d.living_situation.replace('_', ' ')}")
+    tp = formulation.therapist_pattern if formulation is not None else None
+    return StaticLayer(
+        demographics=demographics, current_concern=f.presenting.summary,
+        precipitating=f"{f.precipitating.when}: {f.precipitating.what_changed}",
+        protective=[x.detail for x in f.protective],
+        coping=list(formulation.coping_patterns) if formulation is not None else [],
+        emotional_range=formulation.emotional_range if formulation is not None else None,
+        therapist_wish=tp.wish if tp else None, therapist_expects=tp.response_of_other if tp else None,
+        therapist_reaction=tp.response_of_self if tp else None,
     )
+
+
+def _shift_schema(schema: dict[str, Any]) -> None:
+    schema.update(enum=item_types().shifts(trust_rules().level_step))
+
+
+Tag = Annotated[str, Field(min_length=1, max_length=30)]
 
 
 class DraftItem(_Row):
-    """One piece of the patient's inner material that surfaces only when relevant and when trust allows."""
+    """What the decomposer assigns to one piece (Fig. 7): the rest of the item is the profile's own text."""
 
     topic: str = Field(min_length=1, max_length=40, description="A neutral label of the area (e.g. 'family history'), revealing nothing")
-    content: str = Field(min_length=1, max_length=240, description="The material itself, in the first person")
-    level: float = Field(
-        description="Least trust at which the patient would share it: 1.0 to 4.0 in steps of 0.5",
-        json_schema_extra=lambda schema: schema.update(enum=trust_rules().scale),
-    )
-    tags: list[Annotated[str, Field(min_length=1, max_length=30)]] = Field(
-        min_length=1, max_length=5, description="3-5 short words or phrases a counsellor might use that make it relevant"
-    )
-    discomfort: bool = Field(description="True if being approached on it before trust allows visibly unsettles the patient")
+    shift: float = Field(description="Move from the type's anchored level: 0 keeps it; -0.5 easier to share, 0.5 harder",
+                         json_schema_extra=_shift_schema)
+    tags: list[Tag] = Field(min_length=3, max_length=5,
+                            description="3-5 topics a counsellor might raise that make it relevant, specific to this client")
+    category: str = Field(description="What kind of content it is (decides whether pushing on it early unsettles the client)",
+                          json_schema_extra=lambda s: s.update(enum=list(item_types().discomfort_categories)))
 
-    @field_validator("level")
+    @field_validator("shift")
     @classmethod
-    def _on_scale(cls, v: float) -> float:
-        scale = trust_rules().scale
-        if not any(abs(v - s) < 1e-9 for s in scale):
-            raise ValueError(f"level must be one of {scale}")
-        return round(v, 1)
+    def _shift(cls, v: float) -> float:
+        allowed = item_types().shifts(trust_rules().level_step)
+        if not any(abs(v - a) < 1e-9 for a in allowed):
+            raise ValueError(f"shift must be one of {allowed}")
+        return round(v, 2)
+
+    @field_validator("category")
+    @classmethod
+    def _category(cls, v: str) -> str:
+        if v not in item_types().discomfort_categories:
+            raise ValueError(f"category must be one of {list(item_types().discomfort_categories)}")
+        return v
 
     @field_validator("tags")
     @classmethod
@@ -74,9 +161,11 @@ class DraftItem(_Row):
         tags = [t.strip() for t in v]
         if any(not t for t in tags):
             raise ValueError("tags must not be blank")
+        if len({t.lower() for t in tags}) != len(tags):
+            raise ValueError("tags must be distinct")
         return tags
 
-    @field_validator("content", "topic")
+    @field_validator("topic")
     @classmethod
     def _not_blank(cls, v: str) -> str:
         if not v.strip():
@@ -85,14 +174,40 @@ class DraftItem(_Row):
 
 
 class DecompositionDraft(_Row):
-    """The decomposition as the model writes it."""
+    """The decomposition as the model writes it: one entry per piece, in the order given."""
 
-    static: StaticLayer = Field(description="The always-present layer")
-    items: list[DraftItem] = Field(min_length=3, max_length=10, description="The dynamic layer, 3-10 items")
+    items: list[DraftItem] = Field(description="One entry per numbered piece, in order")
 
 
-class MemoryItem(DraftItem):
-    id: str = Field(description="Item id within the decomposition (m1, m2, ...)")
+@lru_cache(maxsize=64)
+def draft_model(n: int) -> type[DecompositionDraft]:
+    """The schema for a profile of `n` pieces: exactly `n` entries (same schema name for every n)."""
+    return create_model(
+        "DecompositionDraft", __base__=DecompositionDraft,
+        items=(list[DraftItem], Field(min_length=n, max_length=n, description=f"Exactly {n} entries, one per numbered piece, in order")),
+    )
+
+
+class MemoryItem(_Row):
+    """One dynamic-layer item: surfaces only when relevant and when trust allows."""
+
+    id: str = Field(description="Item id within the decomposition (m1, m2, ...; s1, ... for a session's scenario items)")
+    type: str = Field(description="Item type (item_types.yaml), from the profile field it came from")
+    source: str = Field(description="The profile field it came from")
+    content: str = Field(min_length=1, description="The profile's own text")
+    topic: str = Field(min_length=1, max_length=40, description="Neutral label of the area")
+    level: float = Field(description="Least trust at which it is shared (the type's anchor + the decomposer's shift)")
+    tags: list[Tag] = Field(min_length=1, max_length=5, description="Activation tags")
+    category: str = Field(description="Discomfort category")
+    discomfort: bool = Field(description="Whether approaching it before trust allows visibly unsettles the patient")
+
+
+def make_item(item_id: str, piece: Piece, draft: DraftItem) -> MemoryItem:
+    types, rules = item_types(), trust_rules()
+    level = min(rules.maximum, max(rules.minimum, types.types[piece.type].anchor + draft.shift))
+    return MemoryItem(id=item_id, type=piece.type, source=piece.source, content=piece.content, topic=draft.topic,
+                      level=round(level, 1), tags=draft.tags, category=draft.category,
+                      discomfort=types.discomfort_categories[draft.category])
 
 
 class Decomposition(_Row):
@@ -105,7 +220,7 @@ class Decomposition(_Row):
         None, description="The psychological formulation the decomposition was made from (None when switched off)"
     )
     static: StaticLayer = Field(description="The always-present layer")
-    items: list[MemoryItem] = Field(description="The dynamic layer")
+    items: list[MemoryItem] = Field(description="The dynamic layer: one item per profile piece")
     engine: dict[str, Any] = Field(default_factory=dict, description="The decomposer's engine, model and sampling")
     prompt: dict[str, str] = Field(default_factory=dict, description="Prompt template → hash")
 
@@ -117,8 +232,9 @@ def decomposition_key(patient_id: str, seed: int) -> str:
     return f"{patient_id}-{seed}"
 
 
-def decompose_messages(profile: Profile, psych: PsychSeed, formulation: PsychFormulation | None = None) -> list[dict[str, str]]:
-    rules = trust_rules()
+def decompose_messages(profile: Profile, psych: PsychSeed, pieces: list[Piece],
+                       formulation: PsychFormulation | None = None) -> list[dict[str, str]]:
+    rules, types = trust_rules(), item_types()
     return [{"role": "user", "content": render(
         DECOMPOSE_TEMPLATE,
         formulation=formulation,
@@ -129,6 +245,9 @@ def decompose_messages(profile: Profile, psych: PsychSeed, formulation: PsychFor
         theme=psych.theme,
         theme_text=theme_map().themes[psych.theme],
         levels=[(f"{lv:.1f}", rules.levels[f"{lv:.1f}"]) for lv in rules.scale],
+        pieces=[(i + 1, p.type, f"{types.types[p.type].anchor:.1f}", p.content) for i, p in enumerate(pieces)],
+        types=types.types, shifts=types.shifts(rules.level_step),
+        categories=types.discomfort_categories,
     )}]
 
 
@@ -146,13 +265,14 @@ async def decompose(client: Any, profile: Profile, seed: int, *, max_tokens: int
             theme_map().themes[psych.theme], max_tokens=formulation_max_tokens, max_attempts=max_attempts,
         )
         prompts[PSYCH_TEMPLATE] = template_hash(PSYCH_TEMPLATE)
+    pieces = profile_pieces(profile, formulation)
     sampling = {"max_tokens": max_tokens} if max_tokens else {}
-    draft = await client.structured(decompose_messages(profile, psych, formulation), DecompositionDraft,
+    draft = await client.structured(decompose_messages(profile, psych, pieces, formulation), draft_model(len(pieces)),
                                     max_attempts=max_attempts, **sampling)
-    items = [MemoryItem(id=f"m{i + 1}", **it.model_dump()) for i, it in enumerate(draft.items)]
+    items = [make_item(f"m{i + 1}", piece, d) for i, (piece, d) in enumerate(zip(pieces, draft.items))]
     return Decomposition(
-        patient_id=profile.profile_id, seed=seed, psych=psych, formulation=formulation, static=draft.static,
-        items=items, engine=client.describe(), prompt=prompts,
+        patient_id=profile.profile_id, seed=seed, psych=psych, formulation=formulation,
+        static=static_layer(profile, formulation), items=items, engine=client.describe(), prompt=prompts,
     )
 
 

@@ -7,8 +7,9 @@ and its ablation arms (§4, Table 4) as registered variants `patientact:no_tg`, 
   arm may not change a setting the decomposition reads (`PREPARATION_SETTINGS`). A resumed arc reads it back
   from its first checkpointed session.
 - Carried state: trust, from one session's end into the next session's start (`trust.session_start`).
-- Roles: `patient_appraiser` (the four structured steps) and `profile_decomposer`, stored as `appraiser` and
-  `decomposer` in `SessionRecord.engines`; each falls back to the patient's client when an arc has none.
+- Roles: `patient_appraiser` (the four structured steps), `profile_decomposer` and `patient_matcher` (the LLM
+  tag matcher, `retrieval: llm`), stored as `appraiser`, `decomposer` and `matcher` in `SessionRecord.engines`;
+  each falls back to the patient's client when an arc has none (the matcher to the appraiser).
 - Record fields: `SessionRecord.patientact` (`PatientActSession`) and, per turn, `PatientTurn.patientact`
   (written by the participant), names kept so older run folders keep reading.
 """
@@ -35,7 +36,7 @@ ATTRIBUTION = ("Sessions played by the PatientAct engine follow the PatientAct d
 class PatientActEngine(PatientEngine):
     name = "patientact"
     description = "PatientAct: trust-gated memory and a reaction → behaviour → resistance pipeline"
-    roles = {"patient_appraiser": "appraiser", "profile_decomposer": "decomposer"}
+    roles = {"patient_appraiser": "appraiser", "profile_decomposer": "decomposer", "patient_matcher": "matcher"}
     settings_section = "patientact"
     preparation_settings = PREPARATION_SETTINGS
     prepares = True
@@ -60,20 +61,24 @@ class PatientActEngine(PatientEngine):
 
     def prompt_names(self) -> list[str]:
         from mindsim.patientact.session import (
+            FULL_PROFILE_TEMPLATE,
             PA_APPRAISER_TEMPLATE,
+            PA_MATCHER_TEMPLATE,
             PA_PATIENT_TEMPLATE,
             PA_SIGNAL_TEMPLATE,
             PA_STEP_TEMPLATE,
         )
 
-        return [PA_PATIENT_TEMPLATE, PA_APPRAISER_TEMPLATE, PA_STEP_TEMPLATE, PA_SIGNAL_TEMPLATE]
+        return [PA_PATIENT_TEMPLATE, PA_APPRAISER_TEMPLATE, PA_STEP_TEMPLATE, PA_SIGNAL_TEMPLATE, PA_MATCHER_TEMPLATE,
+                FULL_PROFILE_TEMPLATE]
 
     def carry(self, plan: Any, previous: Any, config: Any) -> float:
         from mindsim.patientact.trust import session_start
 
         carried = previous.patientact.trust_end if previous is not None and previous.patientact is not None else None
-        return session_start(plan, previous.schedule if previous else None, carried,
-                             config.patientact.trust_drift_per_day)
+        pa = config.patientact
+        return session_start(plan, previous.schedule if previous else None, carried, pa.trust_drift_per_day,
+                             concealment_offset=pa.concealment_offset, carry=pa.carry_trust)
 
     def preparation_store(self, out: Any) -> Any:
         from mindsim.patientact.decompose import DecompositionStore

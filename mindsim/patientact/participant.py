@@ -1,13 +1,18 @@
 """The PatientAct patient in one session (PatientAct §3.3.2–3.3.4): per counsellor message it matches the
-memory items and gates them by trust, asks for a reaction with intensity, a behaviour and (for resistance) a
-resistance pattern, compiles them into a signal appended to the counsellor's message on the patient side
-only, writes the reply, and updates trust from the exchange.
+memory items (lexical or the LLM matcher) and gates them by trust, asks for a reaction with intensity, a
+behaviour and (for resistance) a resistance pattern, compiles them into a signal appended to the counsellor's
+message on the patient side only, writes the reply, and updates trust from the exchange.
 
-The reply comes from the `patient` role with a system prompt fixed for the session; the four structured
-steps go to the appraiser role (its own system prompt, also fixed for the session) with the turn's context
-as the user message, so both prefixes stay cacheable. Each step is re-asked by RoleClient when its answer
-does not fit the schema; when it never fits, the turn fails (`TurnFailed`) and the arc is counted as failed.
-Trust itself is decided by code (`trust.apply_change`): the model only names a change.
+The steps carry the paper's decision rules (Figs. 10-12, `step_rules.yaml`), in our words in
+`prompts/patientact/step.jinja2`; every condition a rule reads is computed here (`conditions`): whether
+anything was activated, whether a trigger fired, what is blocked, whether trust is low and intensity high,
+how many therapeutic behaviours ran in a row, so the step is told which rules hold now rather than asked to
+work it out. The trust step names a criterion (Fig. 14) and a change; `trust.update` decides.
+
+The reply comes from the `patient` role with a system prompt fixed for the session; the structured steps go to
+the appraiser role (its own system prompt, also fixed for the session) with the turn's context as the user
+message, so both prefixes stay cacheable. Each step is re-asked by RoleClient when its answer does not fit the
+schema; when it never fits, the turn fails (`TurnFailed`) and the arc is counted as failed.
 """
 
 from __future__ import annotations
@@ -20,10 +25,11 @@ from pydantic import BaseModel, ConfigDict, Field, create_model
 from mindcore.errors import StructuredOutputError
 from mindcore.prompts import render
 from mindsim.config import SimulationConfig
-from mindsim.patientact.data import taxonomy, trust_rules
-from mindsim.patientact.decompose import Decomposition
-from mindsim.patientact.retrieval import Gate, gate
-from mindsim.patientact.trust import apply_change
+from mindsim.patientact.data import item_types, step_rules, taxonomy, trust_rules
+from mindsim.patientact.decompose import Decomposition, MemoryItem
+from mindsim.patientact.matcher import match
+from mindsim.patientact.retrieval import Gate, relevant, split
+from mindsim.patientact.trust import update
 from mindsim.patient import Speech, TokenCount, speech_reply
 from mindsim.prompting import RejectedMessage, TurnFailed
 from mindsim.records import PatientActTurn, PatientTurn, StepReasons
@@ -44,7 +50,7 @@ def _choice(name: str, fields: dict[str, tuple[list[str], str]], extra: dict[str
 
 
 def step_models() -> dict[str, type[BaseModel]]:
-    tax = taxonomy()
+    tax, rules = taxonomy(), trust_rules()
     return {
         "reaction": _choice("Reaction", {
             "reaction": (tax.ids("reactions"), "What the client feels at the counsellor's message"),
@@ -55,8 +61,45 @@ def step_models() -> dict[str, type[BaseModel]]:
             {"end_conversation": (bool, Field(description="True only if the client leaves after this message"))},
         ),
         "resistance": _choice("Resistance", {"pattern": (tax.ids("resistance_patterns"), "The form resistance takes")}),
-        "trust": _choice("TrustChange", {"change": (list(trust_rules().changes), "How this exchange moved trust")}),
+        "trust": _choice("TrustChange", {
+            "criterion": (rules.criterion_ids, "The one listed description that fits the counsellor's last message"),
+            "change": (list(rules.changes), "How this exchange moved trust"),
+        }),
     }
+
+
+def trailing_therapeutic(behaviours: list[str]) -> int:
+    """How many of the latest behaviours, counted back from the last, are therapeutic without a break."""
+    therapeutic = set(step_rules().therapeutic_behaviours)
+    n = 0
+    for b in reversed(behaviours):
+        if b not in therapeutic:
+            break
+        n += 1
+    return n
+
+
+def conditions(*, activated: bool, blocked: bool, trigger: bool, trust: float, reaction: str | None = None,
+               intensity: str | None = None, behaviours: list[str] = ()) -> list[str]:
+    """The ids of the step rules that hold (step_rules.yaml; the template words each one)."""
+    r = step_rules()
+    held = []
+    if not activated and not blocked:
+        held.append("nothing_activated")
+    if trigger:
+        held.append("trigger")
+    if blocked:
+        held.append("blocked")
+    if reaction is not None:
+        if not activated and not blocked and reaction in r.neutral_reactions:
+            held.append("nothing_activated_neutral")
+        if intensity == r.high_intensity and trust <= r.low_trust_at_most + 1e-9:
+            held.append("high_intensity_low_trust")
+        if reaction in r.positive_reactions and intensity == r.moderate_intensity:
+            held.append("positive_moderate")
+        if trailing_therapeutic(list(behaviours)) >= r.pullback_after:
+            held.append("pullback")
+    return held
 
 
 @dataclass
@@ -70,12 +113,23 @@ class PatientActPatient:
     trust: float
     history: list[dict[str, Any]]
     appraiser_system: str
+    session_items: list[MemoryItem] = field(default_factory=list)
+    matcher: Any = None
     tokens: TokenCount = field(default_factory=TokenCount)
     recent_behaviours: list[str] = field(default_factory=list)
+    moves: list[float] = field(default_factory=list)
     exchange: list[tuple[str, str]] = field(default_factory=list)
 
     def __post_init__(self) -> None:
         self.models = step_models()
+
+    @property
+    def items(self) -> list[MemoryItem]:
+        """The dynamic layer this session: the decomposition's items and the scenario's."""
+        return [*self.decomposition.items, *self.session_items]
+
+    def item(self, item_id: str) -> MemoryItem:
+        return next(i for i in self.items if i.id == item_id)
 
     def open(self, opening_message: str, rejected_openings: list[RejectedMessage] = ()) -> PatientTurn:
         self.history.append({"role": "assistant", "content": opening_message})
@@ -86,20 +140,35 @@ class PatientActPatient:
             message=opening_message, rejected_messages=list(rejected_openings), patientact=state,
         )
 
+    async def _gate(self, counsellor_text: str, why: dict[str, str]) -> Gate:
+        pa = self.config.patientact
+        if not pa.dynamic_memory:
+            return Gate()
+        items = self.items
+        if pa.retrieval == "llm":
+            ids, why["matcher"] = await match(self.matcher or self.appraiser, items, self._recent(), counsellor_text,
+                                              max_tokens=pa.matcher_max_tokens, max_attempts=pa.step_attempts)
+        else:
+            ids = relevant(items, counsellor_text)
+        return split(items, ids, self.trust, trust_gating=pa.trust_gating)
+
     async def turn(self, index: int, counsellor_text: str) -> PatientTurn:
         pa = self.config.patientact
         trust_before = self.trust
-        items = self.decomposition.items
-        g = gate(items, counsellor_text, self.trust, trust_gating=pa.trust_gating) if pa.dynamic_memory else Gate()
-        ctx = self._context(counsellor_text, g)
         why: dict[str, str] = {}
+        g = await self._gate(counsellor_text, why)
+        ctx = self._context(counsellor_text, g)
         reaction = behaviour = None
         end = False
+        held: list[str] = []
         if pa.pipeline:
             reaction = await self._step("reaction", ctx)
             why["reaction"] = reaction.why
             ctx.update(reaction=reaction.reaction, intensity=reaction.intensity)
-            behaviour = await self._step("behaviour", ctx, recent_behaviours=self.recent_behaviours[-4:])
+            held = conditions(**self._flags(g), trust=self.trust, reaction=reaction.reaction,
+                              intensity=reaction.intensity, behaviours=self.recent_behaviours)
+            behaviour = await self._step("behaviour", ctx, rules=held, recent_behaviours=self.recent_behaviours[-4:],
+                                         streak=trailing_therapeutic(self.recent_behaviours))
             why["behaviour"] = behaviour.why
             end = behaviour.end_conversation and pa.allow_end
             self.recent_behaviours.append(behaviour.behaviour)
@@ -114,12 +183,16 @@ class PatientActPatient:
         self.exchange += [("Counsellor", counsellor_text), ("Client", message)]
         change = await self._step("trust", {**ctx, "reply": message})
         why["trust"] = change.why
-        self.trust, _ = apply_change(self.trust, change.change, self.decomposition.psych.attachment)
+        self.trust, move = update(self.trust, change.criterion, change.change, self.decomposition.psych.attachment,
+                                  self.moves)
+        self.moves.append(move)
         state = PatientActTurn(
             trust_before=trust_before, trust_after=self.trust, trust_change=change.change,
+            trust_criterion=change.criterion, rules=held,
             reaction=reaction.reaction if reaction else None, intensity=reaction.intensity if reaction else None,
             behaviour=behaviour.behaviour if behaviour else None, resistance_pattern=pattern.pattern if pattern else None,
-            relevant=g.relevant, retrieved=g.retrieved, blocked=g.blocked, withheld=g.withheld, signal=signal, why=StepReasons(**why),
+            relevant=g.relevant, retrieved=g.retrieved, blocked=g.blocked, withheld=g.withheld, signal=signal,
+            why=StepReasons(**why),
         )
         return PatientTurn(
             index=index, opening=False, move=None, secondary_move=None, end_conversation=end, reasoning=None, cue=None,
@@ -127,23 +200,33 @@ class PatientActPatient:
         )
 
     # -- steps ------------------------------------------------------------------------------------------
+    def _recent(self) -> list[tuple[str, str]]:
+        return self.exchange[-self.config.patientact.context_turns * 2:]
+
+    def _flags(self, g: Gate) -> dict[str, bool]:
+        return {"activated": bool(g.retrieved), "blocked": bool(g.blocked),
+                "trigger": any(self.item(i).type == "trigger" for i in g.retrieved)}
+
     def _context(self, counsellor_text: str, g: Gate) -> dict[str, Any]:
-        d = self.decomposition
-        n = self.config.patientact.context_turns * 2
+        s = self.decomposition.static
         return {
-            "recent": self.exchange[-n:], "counsellor": counsellor_text, "trust": f"{self.trust:.2f}",
+            "recent": self._recent(), "counsellor": counsellor_text, "trust": f"{self.trust:.2f}",
             "trust_text": trust_rules().level_text(self.trust),
-            "retrieved": [d.item(i).content for i in g.retrieved], "blocked": [d.item(i).topic for i in g.blocked],
+            "activated": [(self.item(i).type, self.item(i).content) for i in g.retrieved],
+            "blocked": [self.item(i).topic for i in g.blocked],
+            "held": conditions(**self._flags(g), trust=self.trust),
+            "expects": s.therapist_expects, "rules": [], "streak": 0,
             "reaction": None, "intensity": None, "behaviour": None, "reply": None,
         }
 
     async def _step(self, step: str, ctx: dict[str, Any], **extra: Any) -> Any:
-        tax = taxonomy()
+        tax, trules, srules = taxonomy(), trust_rules(), step_rules()
         options = {
             "reaction": tax.ids("reactions"), "behaviour": tax.ids("behaviours"),
-            "resistance": tax.ids("resistance_patterns"), "trust": list(trust_rules().changes),
+            "resistance": tax.ids("resistance_patterns"), "trust": list(trules.changes),
         }[step]
-        values = {**ctx, **extra, "step": step, "options": options}
+        values = {**ctx, **extra, "step": step, "options": options, "srules": srules, "criteria": trules.criteria,
+                  "default_criterion": trules.default_criterion}
         values.setdefault("recent_behaviours", [])
         messages = [
             {"role": "system", "content": self.appraiser_system},
@@ -160,17 +243,14 @@ class PatientActPatient:
 
     def _signal(self, g: Gate, reaction: Any, behaviour: Any, pattern: Any) -> str:
         tax = taxonomy()
-        d = self.decomposition
         r = tax.term("reactions", reaction.reaction) if reaction else None
+        b = tax.term("behaviours", behaviour.behaviour) if behaviour else None
+        p = tax.term("resistance_patterns", pattern.pattern) if pattern else None
         return render(
             SIGNAL_TEMPLATE,
-            reaction=bool(r), reaction_name=r.name if r else "", reaction_text=r.definition if r else "",
-            intensity=reaction.intensity if reaction else "",
-            retrieved=[d.item(i).content for i in g.retrieved],
-            blocked=[d.item(i).topic for i in g.blocked],
-            behaviour=bool(behaviour),
-            behaviour_cue=tax.term("behaviours", behaviour.behaviour).cue if behaviour else "",
-            pattern=bool(pattern), pattern_cue=tax.term("resistance_patterns", pattern.pattern).cue if pattern else "",
+            reaction=r, intensity=reaction.intensity if reaction else "", behaviour=b, pattern=p,
+            activated=[(self.item(i).type, self.item(i).content) for i in g.retrieved],
+            blocked=[self.item(i).topic for i in g.blocked],
             trust_text=trust_rules().level_text(self.trust),
         )
 
@@ -183,3 +263,25 @@ class PatientActPatient:
             config=self.config, tokens=self.tokens)
         self.history.append({"role": "assistant", "content": said.text})
         return said
+
+
+def session_items(scenario: Any) -> list[MemoryItem]:
+    """The scenario's inner material as this session's items (ours): its automatic thoughts, bodily signs and
+    behaviours go through the same gate as the profile's items instead of sitting in the patient's prompt,
+    at their type's anchored level, tagged by their own content words."""
+    from mindsim.patientact.retrieval import content_tags
+
+    types = item_types()
+    kinds = [("thought", "scenario.automatic_thoughts", "emotional_state", "a thought about it", scenario.automatic_thoughts),
+             ("symptom", "scenario.physical", "physical_symptom", "how the body reacts", scenario.physical),
+             ("behaviour", "scenario.behaviors", "behaviour_change", "what they did", scenario.behaviors)]
+    out: list[MemoryItem] = []
+    for kind, source, category, topic, texts in kinds:
+        for text in texts:
+            tags = content_tags(text)
+            if not text.strip() or not tags:
+                continue
+            out.append(MemoryItem(id=f"s{len(out) + 1}", type=kind, source=source, content=text.strip(), topic=topic,
+                                  level=types.types[kind].anchor, tags=tags, category=category,
+                                  discomfort=types.discomfort_categories[category]))
+    return out

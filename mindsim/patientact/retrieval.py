@@ -3,9 +3,12 @@
 Each counsellor message is matched against the items' activation tags; a relevant item is *retrieved* when
 current trust reaches its disclosure level, *blocked* when it is above trust and carries the discomfort flag
 (the patient is told something sensitive is being approached, never what), and otherwise stays out of
-sight. The paper does not say how tags are matched; ours is lexical and deterministic: a tag matches when
-every content word of it, crudely stemmed, is among the message's stems (stop words, suffixes and a few
-everyday synonyms are data, `retrieval.yaml`). Recall on hand-written cases: docs/patientact.md. Pure.
+sight. The paper says only that the utterance is matched against the tags. Two matchers, switched by
+`simulation.patientact.retrieval`: `lexical` (here, the offline default, deterministic: a tag matches when
+every content word of it, crudely stemmed, is among the message's stems; stop words, suffixes and a few
+everyday synonyms are data, `retrieval.yaml`) and `llm` (`mindsim.patientact.matcher`: the matcher role picks
+the tags that fit, given the recent conversation). Both feed `split`. Recall and precision of both on one
+held-out set: docs/patientact.md. Pure.
 """
 
 from __future__ import annotations
@@ -62,11 +65,28 @@ class Gate:
     withheld: list[str] = field(default_factory=list)  # above trust, no discomfort: silently out of reach
 
 
+def content_tags(text: str, most: int = 5) -> list[str]:
+    """Up to `most` distinct content words of `text`, longest first: the tags of an item no decomposer tagged
+    (a session's scenario items; ours)."""
+    stop = set(lexicon().stopwords)
+    words = _WORD.findall(text.lower().replace("’", "'").replace("'", ""))
+    seen: dict[str, str] = {}
+    for w in words:
+        if w not in stop and len(w) > 3 and stem(w) not in seen:
+            seen[stem(w)] = w
+    return sorted(seen.values(), key=lambda w: (-len(w), w))[:most]
+
+
 def gate(items: list[Tagged], message: str, trust: float, *, trust_gating: bool = True) -> Gate:
-    """Split the items relevant to `message` by trust. Without gating (an ablation) every relevant item is
-    retrieved and nothing is blocked."""
+    """Split the items relevant to `message` (lexical matcher) by trust."""
+    return split(items, relevant(items, message), trust, trust_gating=trust_gating)
+
+
+def split(items: list[Tagged], relevant_ids: list[str], trust: float, *, trust_gating: bool = True) -> Gate:
+    """Split the relevant items by trust. Without gating (an ablation) every relevant item is retrieved and
+    nothing is blocked."""
     by_id = {it.id: it for it in items}
-    out = Gate(relevant=relevant(items, message))
+    out = Gate(relevant=[i for i in (it.id for it in items) if i in set(relevant_ids)])
     for iid in out.relevant:
         it = by_id[iid]
         if not trust_gating or trust + 1e-9 >= it.level:

@@ -1,13 +1,16 @@
 """Building a PatientAct patient for one session: its two system prompts, rendered once per session and kept
-byte-identical for it (NOTES §2, prefix cache) — the patient's (static layer, the style knobs, the time, the
-scenario and its agenda as context, the running memory) and the appraiser's (static layer, psychological seed,
-coping, the taxonomies and the trust scale).
+byte-identical for it (NOTES §2, prefix cache) — the patient's (the static layer as the paper's client prompt
+has it, the style knobs, the time, the scenario's event and agenda as context, the running memory) and the
+appraiser's (static layer, psychological seed, coping, the taxonomies and the trust scale) — and the session's
+own items (the scenario's automatic thoughts, behaviours and bodily signs, `participant.session_items`), which
+reach the patient only through the trust gate, never through its prompt.
 
 The schedule's concealment level is not a prompt line here, unlike MindSim's patient: it shifts the session's
 starting trust instead (`trust.yaml` `concealment_offset`), so concealment acts through the same gate as trust.
 The archetype's move lists are not used either: behaviour selection takes their place; the archetype's text
-stays, as a description of how this person copes. Without the dynamic memory layer (ablation) every item's
-content goes into both system prompts and nothing is retrieved per turn.
+stays, as a description of how this person copes. Without the dynamic memory layer ("w/o DM", Table 4) the
+full profile — the 5P writer brief, the psychological formulation and the scenario's thoughts, behaviours and
+bodily signs — goes into both system prompts and nothing is retrieved per turn.
 """
 
 from __future__ import annotations
@@ -20,7 +23,8 @@ from mindsim.config import SimulationConfig
 from mindsim.memory import format_log
 from mindsim.patientact.data import attachment_prior, taxonomy, theme_map, trust_rules
 from mindsim.patientact.decompose import Decomposition
-from mindsim.patientact.participant import SIGNAL_TEMPLATE, STEP_TEMPLATE, PatientActPatient
+from mindsim.patientact.matcher import MATCHER_TEMPLATE
+from mindsim.patientact.participant import SIGNAL_TEMPLATE, STEP_TEMPLATE, PatientActPatient, session_items
 from mindsim.prompting import _knob, load_style_data
 from mindsim.schedule import SessionPlan
 from profilegen.moves import Vocabulary
@@ -30,6 +34,13 @@ PA_PATIENT_TEMPLATE = "patientact/patient_system.jinja2"
 PA_APPRAISER_TEMPLATE = "patientact/appraiser_system.jinja2"
 PA_STEP_TEMPLATE = STEP_TEMPLATE
 PA_SIGNAL_TEMPLATE = SIGNAL_TEMPLATE
+PA_MATCHER_TEMPLATE = MATCHER_TEMPLATE
+FULL_PROFILE_TEMPLATE = "patientact/full_profile.jinja2"
+
+
+def full_profile(profile: Profile, decomposition: Decomposition) -> str:
+    """The whole profile as "w/o DM" puts it in the prompt: the 5P writer brief and the psychological formulation."""
+    return render(FULL_PROFILE_TEMPLATE, writer_brief=profile.writer_brief, formulation=decomposition.formulation)
 
 
 def patient_prompt(profile: Profile, plan: SessionPlan, scenario: Any, agenda: Agenda, memory: list[str],
@@ -47,8 +58,8 @@ def patient_prompt(profile: Profile, plan: SessionPlan, scenario: Any, agenda: A
     return render(
         PA_PATIENT_TEMPLATE,
         style_rule=reg.rule, style_examples=reg.examples, static=decomposition.static,
-        all_items=[] if config.patientact.dynamic_memory else decomposition.items,
-        knob_lines=knob_lines, time_context=plan.time_context, situation=scenario, agenda_goal=scenario.goal,
+        full_profile=None if config.patientact.dynamic_memory else full_profile(profile, decomposition),
+        counsellor_opens=config.opening == "counsellor", knob_lines=knob_lines, time_context=plan.time_context, situation=scenario, agenda_goal=scenario.goal,
         agenda_checkpoints=[i.text for i in agenda.items], memory_text=format_log(memory),
     )
 
@@ -57,16 +68,14 @@ def appraiser_prompt(profile: Profile, vocab: Vocabulary, decomposition: Decompo
     tax = taxonomy()
     rules = trust_rules()
     psych = decomposition.psych
-    coping = [f"{p.label}: {p.situation}" for p in profile.formulation.perpetuating]
-    if decomposition.formulation is not None:
-        coping += decomposition.formulation.coping_patterns
+    coping = list(decomposition.static.coping) or [p.label.replace("_", " ") for p in profile.formulation.perpetuating]
     return render(
         PA_APPRAISER_TEMPLATE,
         static=decomposition.static, attachment=psych.attachment,
         attachment_text=attachment_prior().descriptions[psych.attachment],
         leaning=rules.attachment[psych.attachment].leaning, theme=psych.theme, theme_text=theme_map().themes[psych.theme],
         archetype_text=vocab.archetype(profile.style.archetype).text, coping=coping,
-        all_items=[] if config.patientact.dynamic_memory else decomposition.items,
+        full_profile=None if config.patientact.dynamic_memory else full_profile(profile, decomposition),
         reactions=tax.reactions, intensities=tax.intensities, behaviours=tax.behaviours,
         patterns=tax.resistance_patterns, levels=[(f"{lv:.1f}", rules.levels[f"{lv:.1f}"]) for lv in rules.scale],
     )
@@ -84,6 +93,8 @@ def patientact_patient(talk: Any) -> PatientActPatient:
         client=arc.roles.patient, appraiser=arc.roles.get("appraiser"), decomposition=decomposition, config=config,
         trust=inp.carried, history=[{"role": "system", "content": system}],
         appraiser_system=appraiser_prompt(profile, arc.vocab, decomposition, config),
+        session_items=session_items(inp.scenario) if config.patientact.dynamic_memory else [],
+        matcher=(arc.roles.extra.get("matcher") or arc.roles.get("appraiser")) if config.patientact.retrieval == "llm" else None,
     )
 
 

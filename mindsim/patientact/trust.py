@@ -1,9 +1,13 @@
 """Trust dynamics (PatientAct §3.3.4) and, beyond the paper, trust across the sessions of an arc.
 
-Within a session: after each exchange the trust step names a change (`trust.yaml` `changes`: unchanged,
-±0.25, ±0.5); code caps it by the attachment style's largest rise / fall (avoidant clients never gain 0.5 in
-one exchange) and bounds the result to [1.0, 4.0]. The model proposes, the rules decide, so trust can never
-leave the scale whatever the model says.
+Within a session: after each exchange the trust step names the criterion that fits it (`trust.yaml`
+`criteria`, after Fig. 14: what raises, keeps and lowers trust) and a change (unchanged, ±0.25, ±0.5). Code
+decides (`update`): the criterion's group sets the direction (a "keep" criterion leaves trust unchanged
+whatever change was named; a change against the group's direction becomes the slight move in it), the
+attachment style's rules act (`floor_fall`: an anxious client's fall at a brush-off, an avoidant client's at
+pushing, is significant; `max_rise` / `max_fall` caps: an avoidant client never gains 0.5 in one exchange;
+`reverse_after_rises`: a disorganized client's rise after two rises running turns into a slight fall), and the
+result is bounded to [1.0, 4.0]. The model proposes, the rules decide.
 
 Across sessions (ours; the paper leaves multi-session to future work): a session starts from the previous
 session's final trust, moved by the change in the schedule's concealment offset, then drifted toward the
@@ -35,18 +39,49 @@ def apply_change(trust: float, change: str, attachment: str) -> tuple[float, flo
     return new, round(new - trust, 2)
 
 
-def baseline(plan: SessionPlan) -> float:
+def update(trust: float, criterion: str, change: str, attachment: str, previous_moves: list[float] = ()) -> tuple[float, float]:
+    """(new trust, the move made) after one exchange judged as `criterion` with the named `change`;
+    `previous_moves` are this session's earlier moves, oldest first (the disorganized reversal reads them)."""
     r = trust_rules()
-    return snap(r.start + r.concealment_offset.get(plan.concealment, 0.0))
+    if change not in r.changes:
+        raise ValueError(f"unknown trust change '{change}' (known: {', '.join(r.changes)})")
+    if criterion not in r.criterion_ids:
+        raise ValueError(f"unknown trust criterion '{criterion}' (known: {', '.join(r.criterion_ids)})")
+    group, proposed = r.group(criterion), r.changes[change]
+    slight = min(abs(v) for v in r.changes.values() if v)
+    if group == "keep":
+        delta = 0.0
+    elif group == "raise":
+        delta = proposed if proposed > 0 else slight
+    else:
+        delta = proposed if proposed < 0 else -slight
+    rule = r.attachment[attachment]
+    if group == "lower" and criterion in rule.floor_fall:
+        delta = min(delta, -rule.floor_fall[criterion])
+    delta = max(-rule.max_fall, min(rule.max_rise, delta))
+    n = rule.reverse_after_rises
+    if delta > 0 and n and len(previous_moves) >= n and all(m > 0 for m in list(previous_moves)[-n:]):
+        delta = rule.reversal
+    new = min(r.maximum, max(r.minimum, trust + delta))
+    return new, round(new - trust, 2)
 
 
-def session_start(plan: SessionPlan, previous: SessionPlan | None, carried: float | None, drift_per_day: float) -> float:
-    """Starting trust of the session `plan`; `carried` is the previous session's final trust."""
-    base = baseline(plan)
-    if previous is None or carried is None:
+def baseline(plan: SessionPlan, concealment_offset: bool = True) -> float:
+    r = trust_rules()
+    return snap(r.start + (r.concealment_offset.get(plan.concealment, 0.0) if concealment_offset else 0.0))
+
+
+def session_start(plan: SessionPlan, previous: SessionPlan | None, carried: float | None, drift_per_day: float,
+                  *, concealment_offset: bool = True, carry: bool = True) -> float:
+    """Starting trust of the session `plan`; `carried` is the previous session's final trust. With
+    `concealment_offset` off every baseline is the scale's start (2.5); with `carry` off every session
+    starts at its baseline (the paper's single-session setting)."""
+    base = baseline(plan, concealment_offset)
+    if previous is None or carried is None or not carry:
         return base
     r = trust_rules()
-    shifted = carried + r.concealment_offset.get(plan.concealment, 0.0) - r.concealment_offset.get(previous.concealment, 0.0)
+    off = (lambda p: r.concealment_offset.get(p.concealment, 0.0)) if concealment_offset else (lambda p: 0.0)
+    shifted = carried + off(plan) - off(previous)
     pull = drift_per_day * (plan.gap_hours or 0.0) / 24.0
     if shifted > base:
         shifted = max(base, shifted - pull)

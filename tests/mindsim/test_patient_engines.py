@@ -94,7 +94,7 @@ def test_session_ids_keep_the_mindsim_key_and_carry_any_other_name():
 
 def test_roles_extra_come_from_the_recipes_engines_only():
     assert simulate.shared_roles(SimulationConfig()) == ("patient", "scenario_writer", "memory_compactor")
-    both = ("patient", "scenario_writer", "memory_compactor", "patient_appraiser", "profile_decomposer")
+    both = ("patient", "scenario_writer", "memory_compactor", "patient_appraiser", "profile_decomposer", "patient_matcher")
     assert simulate.shared_roles(SimulationConfig(patient_engine=["mindsim", "patientact:no_tg"])) == both
     assert simulate.shared_roles(SimulationConfig(patient_engine=["patientact", "patientact:no_dm"])) == both
 
@@ -125,9 +125,12 @@ def test_arms_flow_into_ids_records_and_transcripts_and_share_one_decomposition(
     assert switches["patientact"]["trust_gating"] and switches["patientact"]["dynamic_memory"]
     assert not switches["patientact:no_tg"]["trust_gating"] and switches["patientact:no_tg"]["dynamic_memory"]
     assert not switches["patientact:no_dm"]["dynamic_memory"] and switches["patientact:no_dm"]["trust_gating"]
-    item = json.loads(json.dumps(rows[0]["patientact"]["decomposition"]))["items"][0]["content"]
-    by_arm = {r["patient_engine"]: r["patient_system_prompt"] for r in rows if r["session_index"] == 0}
-    assert item in by_arm["patientact:no_dm"] and item not in by_arm["patientact"]
+    first = [r for r in rows if r["session_index"] == 0 and r["patient_id"] == rows[0]["patient_id"]]
+    item = first[0]["patientact"]["decomposition"]["items"][0]["content"]
+    brief = {p.profile_id: p.writer_brief for p in profiles}[rows[0]["patient_id"]]
+    by_arm = {r["patient_engine"]: r["patient_system_prompt"] for r in first}
+    assert brief in by_arm["patientact:no_dm"] and brief not in by_arm["patientact"]
+    assert item not in by_arm["patientact"]
     lines = [json.loads(x) for x in (tmp_path / "transcripts" / "transcripts.jsonl").read_text().splitlines()]
     assert sorted({x["patient_engine"] for x in lines}) == sorted(arms)
     # A rerun finds every arm's checkpoints: nothing is asked again.

@@ -32,20 +32,34 @@ SLEEP = "I lie awake until four most nights and drag myself through the morning.
 WORK = "My manager stopped giving me the client calls after the spring review."
 FATHER = "When I was nine my dad left a birthday party early because I cried, and never came to another."
 CORE = "Deep down I think I am a waste of space."
-DECOMP = {
-    "static": {
-        "demographics": "41, man, supervisor, lives with partner.",
-        "current_concern": "Low mood since losing the job.",
-        "emotional_range": "Irritation comes easily; sadness is kept down.",
-        "therapist_pattern": "Wants to be taken seriously, expects to be judged, keeps it light.",
-    },
-    "items": [
-        {"topic": "sleep", "content": SLEEP, "level": 1.5, "tags": ["sleep", "nights", "tired"], "discomfort": False},
-        {"topic": "work", "content": WORK, "level": 3.0, "tags": ["work", "manager"], "discomfort": False},
-        {"topic": "family history", "content": FATHER, "level": 4.0, "tags": ["father", "childhood"], "discomfort": True},
-        {"topic": "how I see myself", "content": CORE, "level": 4.0, "tags": ["worth", "yourself"], "discomfort": True},
-    ],
+STATIC = {
+    "demographics": "41, man, supervisor, lives with partner.",
+    "current_concern": "Low mood since losing the job.",
+    "precipitating": "two months ago: lost the job.",
+    "protective": ["Sister texts daily."],
+    "coping": ["keeps busy and jokes it off"],
+    "emotional_range": "Irritation comes easily; sadness is kept down.",
+    "therapist_wish": "to be taken seriously", "therapist_expects": "to be judged", "therapist_reaction": "keeps it light",
 }
+ITEMS = [
+    {"id": "m1", "type": "symptom", "source": "test", "content": SLEEP, "topic": "sleep", "level": 1.5,
+     "tags": ["sleep", "nights", "tired"], "category": "physical_symptom", "discomfort": False},
+    {"id": "m2", "type": "pattern", "source": "test", "content": WORK, "topic": "work", "level": 3.0,
+     "tags": ["work", "manager", "review"], "category": "maintenance_cycle", "discomfort": False},
+    {"id": "m3", "type": "memory", "source": "test", "content": FATHER, "topic": "family history", "level": 4.0,
+     "tags": ["father", "childhood", "birthday"], "category": "formative_memory", "discomfort": True},
+    {"id": "m4", "type": "core_belief", "source": "test", "content": CORE, "topic": "how I see myself", "level": 4.0,
+     "tags": ["worth", "yourself", "waste"], "category": "shame_or_trauma", "discomfort": True},
+]
+
+
+def draft_answer(req: ChatRequest, shift: float = 0.0, category: str = "emotional_state") -> dict:
+    """A decomposer's answer with exactly as many entries as the request's schema asks for."""
+    n = req.response_schema["properties"]["items"]["minItems"]
+    return {"items": [{"topic": f"area {i}", "shift": shift, "tags": [f"tag{i}a", f"tag{i}b", f"tag{i}c"],
+                       "category": category} for i in range(n)]}
+
+
 PSYCH = {
     "intermediate_beliefs": ["If I slow down, people will see I'm useless."],
     "automatic_thoughts": ["here we go again"],
@@ -70,14 +84,18 @@ class PAResponder:
     """Plays every role. `trust` is the sequence of trust changes (last repeats); `bad_first` names a step
     whose first answer is invalid; `bad_always` a step that never answers validly."""
 
+    CRITERION = {"unchanged": "proceeding_normally", "rise_slight": "named_unsaid", "rise_significant": "respected_redirect",
+                 "fall_slight": "formulaic", "fall_significant": "missed_resistance"}
+
     def __init__(self, trust=("unchanged",), behaviour="resistance", end_after=99, bad_first=None, bad_always=None,
-                 decomposition=None):
+                 reaction=("challenged", "moderate"), criteria=None):
         self.trust = list(trust)
         self.behaviour = behaviour
+        self.reaction = reaction
         self.end_after = end_after
         self.bad_first = bad_first
         self.bad_always = bad_always
-        self.decomposition = decomposition or DECOMP
+        self.criteria = criteria
         self.seen: dict[str, int] = {}
 
     def __call__(self, req: ChatRequest):
@@ -87,22 +105,25 @@ class PAResponder:
         if name == "Scenario":
             return SCENARIO
         if name == "DecompositionDraft":
-            return self.decomposition
+            return draft_answer(req)
         if name == "PsychFormulation":
             return PSYCH
         if name in (self.bad_always, self.bad_first) and (name == self.bad_always or self.seen[name] == 1):
             return {"why": "x", "reaction": "furious", "intensity": "extreme", "behaviour": "shout", "pattern": "?",
-                    "change": "skyrocket", "end_conversation": "maybe"}
+                    "change": "skyrocket", "criterion": "?", "end_conversation": "maybe"}
         if name == "Reaction":
-            return {"why": "it stings", "reaction": "challenged", "intensity": "moderate"}
+            return {"why": "it stings", "reaction": self.reaction[0], "intensity": self.reaction[1]}
         if name == "Behaviour":
             turns = self.seen[name]
-            return {"why": "not ready", "behaviour": self.behaviour, "end_conversation": turns >= self.end_after}
+            b = self.behaviour if isinstance(self.behaviour, str) else self.behaviour[(turns - 1) % len(self.behaviour)]
+            return {"why": "not ready", "behaviour": b, "end_conversation": turns >= self.end_after}
         if name == "Resistance":
             return {"why": "I shut down", "pattern": "minimal_talk"}
         if name == "TrustChange":
             n = self.seen[name] - 1
-            return {"why": "felt pushed", "change": self.trust[min(n, len(self.trust) - 1)]}
+            change = self.trust[min(n, len(self.trust) - 1)]
+            criterion = self.criteria[min(n, len(self.criteria) - 1)] if self.criteria else self.CRITERION[change]
+            return {"why": "felt pushed", "criterion": criterion, "change": change}
         if req.role == "memory_compactor":
             return "- Patient talked about sleep."
         if req.role.startswith("counsellor"):
@@ -118,21 +139,21 @@ def _roles(engines):
 
 def decomposition(pid="p1", seed=0) -> Decomposition:
     from mindsim.patientact.decompose import MemoryItem, StaticLayer
-    items = [MemoryItem(id=f"m{i + 1}", **it) for i, it in enumerate(DECOMP["items"])]
     return Decomposition(patient_id=pid, seed=seed, psych=psych_seed(make_profile(pid), seed),
-                         static=StaticLayer(**DECOMP["static"]), items=items)
+                         static=StaticLayer(**STATIC), items=[MemoryItem(**it) for it in ITEMS])
 
 
-def run(responder, *, trust_start=2.5, turn_cap=5, decomp=None, counsellor_template="counsellor/system.jinja2", **pa):
+def run(responder, *, trust_start=2.5, turn_cap=5, decomp=None, counsellor_template="counsellor/system.jinja2",
+        opening="patient", scenario=None, **pa):
     backend = FakeBackend(responder)
     config = SimulationConfig(sessions=1, turn_cap=turn_cap, patient_engine="patientact", patientact=pa,
-                              counsellor_template=counsellor_template)
+                              counsellor_template=counsellor_template, opening=opening)
     profile = make_profile("p1")
     plan = draw_schedule("p1", 0, config).sessions[0]
     with Engines.with_backend(backend) as engines:
         arc = Arc.of(profile, V, _roles(engines), config, counsellor="counsellor", seed=0, engine="patientact",
                      preparation=decomp or decomposition())
-        rec = asyncio.run(run_session(arc, SessionInput(plan, Scenario(**SCENARIO), [], carried=trust_start)))
+        rec = asyncio.run(run_session(arc, SessionInput(plan, Scenario(**(scenario or SCENARIO)), [], carried=trust_start)))
         ledger = engines.ledger
     return rec, backend, ledger
 
@@ -162,7 +183,7 @@ def test_item_above_trust_never_reaches_any_prompt_and_blocked_item_is_named_as_
 
 
 def test_item_is_retrieved_once_trust_reaches_its_level():
-    rec, _, _ = run(PAResponder(trust=["rise_significant"]), trust_start=3.0, turn_cap=6)
+    rec, _, _ = run(PAResponder(trust=["rise_significant"]), trust_start=3.0, turn_cap=8)
     father = [t.patientact for t in rec.turns[1:] if "m3" in t.patientact.relevant]
     assert father and all(("m3" in p.retrieved) == (p.trust_before >= 4.0) for p in father)
     assert any("m3" in p.retrieved for p in father) and any("m3" in p.blocked for p in father)
@@ -238,10 +259,16 @@ def test_without_trust_gating_relevant_items_are_all_retrieved_and_nothing_else_
 
 
 def test_without_dynamic_memory_the_whole_profile_is_in_the_system_prompt_and_nothing_is_retrieved():
-    full, fb, _ = run(PAResponder())
-    off, ob, _ = run(PAResponder(), dynamic_memory=False)
-    for text in (SLEEP, WORK, FATHER, CORE):
-        assert text in off.patient_system_prompt and text not in full.patient_system_prompt
+    from profilegen.psych import PsychFormulation
+
+    decomp = decomposition().model_copy(update={"formulation": PsychFormulation(**PSYCH)})
+    full, fb, _ = run(PAResponder(), decomp=decomp)
+    off, ob, _ = run(PAResponder(), decomp=decomp, dynamic_memory=False)
+    whole = [make_profile("p1").writer_brief, PSYCH["intermediate_beliefs"][0], PSYCH["automatic_thoughts"][0],
+             PSYCH["triggers"][0], SCENARIO["automatic_thoughts"][0], SCENARIO["behaviors"][0]]
+    for text in whole:
+        assert text in off.patient_system_prompt and text not in full.patient_system_prompt, text
+    for text in whole[:4]:
         assert text in off.patientact.appraiser_system_prompt
     assert all(not (t.patientact.relevant or t.patientact.retrieved or t.patientact.blocked) for t in off.turns)
     assert _names(fb) == _names(ob)
@@ -340,23 +367,32 @@ def test_a_recipe_with_both_engines_must_name_the_arcs_engine():
 
 # -- decomposition, seed, retrieval -----------------------------------------------------------------------
 
-def test_decomposition_off_scale_level_is_reasked():
-    bad = json.loads(json.dumps(DECOMP))
-    bad["items"][0]["level"] = 2.2
-    answers = iter([bad, DECOMP])
+def test_decomposition_answer_off_its_anchor_grid_or_short_of_the_pieces_is_reasked():
+    answers = []
 
     class R(PAResponder):
         def __call__(self, req):
             if req.schema_name == "DecompositionDraft":
-                return next(answers)
+                good = draft_answer(req, shift=0.5)
+                bad = [{**good, "items": good["items"][:-1]},                                  # one entry short
+                       {"items": [{**good["items"][0], "shift": 0.2}, *good["items"][1:]]},     # off the grid
+                       {"items": [{**good["items"][0], "tags": ["a", "b"]}, *good["items"][1:]]},  # two tags
+                       good]
+                answers.append(len(answers))
+                return bad[min(len(answers) - 1, 3)]
             return super().__call__(req)
 
     store: dict[str, SessionRecord] = {}
-    recs, backend = _arc(R(), store, sessions=1)
-    assert sum(r.schema_name == "DecompositionDraft" for r in backend.requests) == 2
-    assert [i["level"] for i in recs[0].patientact.decomposition["items"]] == [1.5, 3.0, 4.0, 4.0]
+    recs, backend = _arc(R(), store, sessions=1, step_attempts=4)
+    assert sum(r.schema_name == "DecompositionDraft" for r in backend.requests) == 4
+    items = Decomposition.model_validate(recs[0].patientact.decomposition).items
+    anchors = {"pattern": 2.5, "memory": 4.0, "core_belief": 4.0, "belief": 3.0, "thought": 3.0, "trigger": 3.0,
+               "relational": 3.5}
+    assert all(i.level == min(4.0, anchors[i.type] + 0.5) for i in items)
     with pytest.raises(ValueError):
-        DraftItem(topic="t", content="  ", level=2.0, tags=["x"], discomfort=False)
+        DraftItem(topic="t", shift=0.0, tags=["x", "y"], category="emotional_state")
+    with pytest.raises(ValueError):
+        DraftItem(topic="t", shift=0.0, tags=["x", "y", "z"], category="sadness")
 
 
 def test_psych_seed_is_stable_and_theme_follows_the_cluster():
@@ -398,13 +434,13 @@ def test_a_patientact_recipe_runs_through_the_simulator_and_a_failing_arc_is_cou
         """p2's trust step never fits: its arc fails, p1's does not."""
 
         def __call__(self, req):
-            if req.schema_name == "DecompositionDraft" and "p2:" in _content(req):
-                return {**DECOMP, "static": {**DECOMP["static"], "demographics": "Marker two."}}
-            if req.schema_name == "TrustChange" and "Marker two." in _content(req):
+            if req.schema_name == "TrustChange" and "marker two" in _content(req):
                 return {"change": "soar"}
             return super().__call__(req)
 
-    profiles = [make_profile("p1"), make_profile("p2", "joker", "formal")]
+    p2 = make_profile("p2", "joker", "formal")
+    p2 = p2.model_copy(update={"persona": p2.persona.model_copy(update={"occupation": "marker_two"})})
+    profiles = [make_profile("p1"), p2]
     config = SimulationConfig(sessions=2, turn_cap=3, patient_engine="patientact")
     with Engines.with_backend(FakeBackend(OneBad(trust=["rise_slight"]))) as engines:
         summary = run_simulation(profiles, engines, config, tmp_path, seed=1)
@@ -423,13 +459,25 @@ def test_reproduction_recipe_and_its_counsellor_prompt():
 
     from mindcore.recipe import load_recipe
 
-    r = load_recipe(Path(__file__).resolve().parents[2] / "recipes" / "patientact.yaml")
+    r = load_recipe(Path(__file__).resolve().parents[2] / "recipes" / "patientact_paper.yaml")
     s = r.section("simulation", SimulationConfig)
-    assert (s.sessions, s.turn_cap, s.patient_engines) == (1, 16, ["patientact"])
-    assert s.patientact.trust_gating and s.patientact.dynamic_memory and s.patientact.pipeline and not s.patientact.allow_end
-    rec, _, _ = run(PAResponder(end_after=1), counsellor_template=s.counsellor_template, allow_end=False)
-    assert "follow no particular school" in rec.counsellor_system_prompt and rec.ended_by == "turn_cap"
-    assert s.counsellor_template in rec.prompts
+    assert (s.sessions, s.turn_cap, s.opening) == (1, 15, "counsellor")
+    assert s.patient_engines == ["patientact", "patientact:no_tg", "patientact:no_dm", "patientact:no_pipe"]
+    pa = s.patientact
+    assert pa.trust_gating and pa.dynamic_memory and pa.pipeline and not pa.allow_end
+    assert not pa.concealment_offset and not pa.carry_trust and pa.retrieval == "llm"
+    roles = {k: v.model_dump() for k, v in r.roles.items()}
+    for role in ("patient", "counsellor", "patient_appraiser", "patient_matcher", "profile_decomposer"):
+        assert roles[role]["temperature"] == 0.7, role
+    judge, backbone = r.engines[roles["judge"]["engine"]].model_dump(), r.engines[roles["patient"]["engine"]].model_dump()
+    assert judge["model"] != backbone["model"]
+    rec, _, _ = run(PAResponder(end_after=1), counsellor_template=s.counsellor_template, allow_end=False,
+                    opening="counsellor")
+    prompt = rec.counsellor_system_prompt
+    for rule in ("One open question at a time", "No labels for their thinking", "Do not sum up", "No early comfort",
+                 "stock phrases", "accept it", "You speak first"):
+        assert rule in prompt, rule
+    assert rec.ended_by == "turn_cap" and s.counsellor_template in rec.prompts
 
 
 def test_the_behaviour_step_may_end_the_session():
@@ -462,9 +510,10 @@ def test_psych_formulation_needs_a_therapist_pattern_and_feeds_the_decomposition
     recs, backend = _arc(R(), store, sessions=1)
     assert sum(r.schema_name == "PsychFormulation" for r in backend.requests) == 2
     decomp_req = next(r for r in backend.requests if r.schema_name == "DecompositionDraft")
-    assert "With therapist: they want to be taken seriously" in _content(decomp_req)
+    assert "With partner: wants to be relied on" in _content(decomp_req)
     stored = Decomposition.model_validate(recs[0].patientact.decomposition)
     assert stored.formulation.therapist_pattern.wish == "to be taken seriously"
+    assert stored.static.therapist_wish == "to be taken seriously"
     assert "patientact/psych_formulation.jinja2" in stored.prompt
     assert "keeps busy and jokes it off" in recs[0].patientact.appraiser_system_prompt
     # Switched off: one call, no formulation.
@@ -507,9 +556,11 @@ def test_budget_entries_cover_every_structured_output_and_defaults_fit_the_worst
     off = SimpleNamespace(simulation={})
     on = SimpleNamespace(simulation={"patient_engine": ["mindsim", "patientact"], "patientact": {"step_max_tokens": 400}})
     no_formulation = SimpleNamespace(simulation={"patient_engine": "patientact", "patientact": {"psych_formulation": False}})
-    es = entries("patient", "patient")
-    assert len(es) == 6 and not any(e.active(off) for e in es) and all(e.active(on) for e in es)
-    assert [e.name for e in es if not e.active(no_formulation)] == ["patientact:PsychFormulation"]
+    llm = SimpleNamespace(simulation={"patient_engine": "patientact", "patientact": {"retrieval": "llm"}})
+    es = entries("patient", "patient", "patient")
+    assert len(es) == 7 and not any(e.active(off) for e in es) and all(e.active(llm) for e in es)
+    assert [e.name for e in es if not e.active(on)] == ["patientact:TagMatch"]
+    assert [e.name for e in es if not e.active(no_formulation)] == ["patientact:PsychFormulation", "patientact:TagMatch"]
     for e in es:
         worst = worst_case_tokens(e.schema()).tokens
         default = e.budget(off)
