@@ -134,7 +134,8 @@ class PAResponder:
 
 def _roles(engines):
     return Roles(*(engines.role(r) for r in ("patient", "counsellor", "scenario_writer", "memory_compactor")),
-                 extra={"appraiser": engines.role("patient_appraiser"), "decomposer": engines.role("profile_decomposer")})
+                 extra={"appraiser": engines.role("patient_appraiser"), "decomposer": engines.role("profile_decomposer"),
+                        "matcher": engines.role("patient_matcher")})
 
 
 def decomposition(pid="p1", seed=0) -> Decomposition:
