@@ -66,8 +66,8 @@ def run_cmd(
     rubric: RubricName = typer.Option(RubricName.mhqr, "--rubric", help="mhqr: every counsellor reply (MindEval2); "
                                       "patientact: every session's patient on PatientAct's 5 dimensions"),
     runs: Optional[list[Path]] = typer.Option(None, "--run", help="[patientact] Another run folder to score (repeat)"),
-    baseline: Optional[str] = typer.Option(None, "--baseline", help="[patientact] System tested against each other "
-                                                                     "one (default patientact)"),
+    baseline: Optional[str] = typer.Option(None, "--baseline", help="[patientact] Also test this system against each other "
+                                                                     "one (the marks always compare best with second best)"),
     human: Optional[Path] = typer.Option(None, "--human", help="[patientact] Human ratings JSONL: item_id, rater, "
                                                                "scores {dimension: 1-5}"),
     out: Optional[Path] = typer.Option(None, "--out", help="[patientact] Where patientact_judge/ goes (default: "
@@ -153,7 +153,7 @@ def _run_patientact(run_dir: Optional[Path], runs: list[Path], sessions: Optiona
     engines_cfg = r.engines_config() if r is not None else default_engines_config()
     with Engines.from_config(engines_cfg) as engines:
         preflight(r, engines, {"judge_patientact"})
-        summary = run_patientact(target, engines, items, judge=role, baseline=baseline or "patientact",
+        summary = run_patientact(target, engines, items, judge=role, baseline=baseline,
                                  human=ratings, max_tokens=max_tokens)
     typer.echo(f"judged {summary['judged']} sessions on the PatientAct rubric: {summary['ok']} ok, "
                f"{summary['failed']} failed")

@@ -72,10 +72,16 @@ class Dimension(_Frozen):
 class RubricPart(_Frozen):
     instructions: str
     dimensions: list[Dimension] = Field(min_length=1)
+    red_flags: list[str] = Field(default_factory=list, description="Signs of an artificial client (Fig. 15)")
 
     @property
     def ids(self) -> list[str]:
         return [d.id for d in self.dimensions]
+
+
+class Diversity(_Frozen):
+    question: str
+    anchors: dict[int, str]
 
 
 class Rubrics(_Frozen):
@@ -83,6 +89,7 @@ class Rubrics(_Frozen):
     version: str
     conversation: RubricPart
     profile: RubricPart
+    diversity: Diversity
 
 
 @lru_cache(maxsize=1)
@@ -156,8 +163,8 @@ def system_label(patient_engine: str | None, patientact: Any = None) -> str:
     session's PatientAct state (a dict, or JSON text) with a `switches` dict; a switch left out is on."""
     engine = patient_engine or "simulator"
     state = _maybe_json(patientact)
-    if not isinstance(state, dict):
-        return engine
+    if ":" in engine or not isinstance(state, dict):
+        return engine  # a registered variant (`patientact:no_tg`) already names its arm
     switches = _maybe_json(state.get("switches")) or {}
     off = [k for k in ABLATIONS if isinstance(switches, dict) and switches.get(k) is False]
     return "-".join([engine, *(f"no_{k}" for k in off)])
@@ -334,7 +341,7 @@ class ConversationJudge:
 
     def content(self, item: ConversationItem) -> str:
         return render(CONVERSATION_TEMPLATE, instructions=self.part.instructions, dimensions=self.part.dimensions,
-                      transcript=item.transcript)
+                      red_flags=self.part.red_flags, transcript=item.transcript)
 
     def key(self, content: str) -> str:
         """Same judge role and model on the same prompt: same judgment, whichever run it came from."""
@@ -453,6 +460,57 @@ def krippendorff_alpha(ratings: list[list[float | None]]) -> float:
 
     data = np.array([[np.nan if v is None else v for v in row] for row in ratings], dtype=float)
     return float(krippendorff.alpha(reliability_data=data, level_of_measurement="ordinal"))
+
+
+def ranked(means: dict[str, dict[str, float]], dim: str) -> list[str]:
+    """Systems by their mean on `dim`, best first (ties by name, so the order is stable)."""
+    return sorted((s for s in means if dim in means[s]), key=lambda s: (-means[s][dim], s))
+
+
+def best_vs_second(scores: dict[str, dict[str, list[float]]], alpha: float = 0.05) -> dict[str, dict[str, Any]]:
+    """Per dimension, the paper's significance mark (Tables 2 and 4): is the best system (highest mean) rated
+    higher than the second best? One-sided Mann–Whitney U (the one-sidedness is our reading of "significantly
+    higher"). `scores`: system → dimension → scores (one per judged session, or per rated item)."""
+    from scipy.stats import mannwhitneyu
+
+    dims = sorted({d for per in scores.values() for d in per})
+    means = {s: {d: mean(v) for d, v in per.items() if v} for s, per in scores.items()}
+    out: dict[str, dict[str, Any]] = {}
+    for d in dims:
+        order = ranked(means, d)
+        if len(order) < 2:
+            out[d] = {"best": order[0] if order else None, "second": None, "error": "needs two systems"}
+            continue
+        best, second = order[0], order[1]
+        xa, xb = scores[best][d], scores[second][d]
+        try:
+            res = mannwhitneyu(xa, xb, alternative="greater")
+            p = float(res.pvalue)
+            out[d] = {"best": best, "second": second, "U": float(res.statistic), "p": p, "n_best": len(xa),
+                      "n_second": len(xb), "significant": bool(p < alpha)}
+        except ValueError as exc:
+            out[d] = {"best": best, "second": second, "error": str(exc)}
+    return out
+
+
+def judge_scores(rows: Iterable[Judgment]) -> dict[str, dict[str, list[float]]]:
+    """System → dimension → the judge's scores, one per judged session."""
+    out: dict[str, dict[str, list[float]]] = {}
+    for r in _ok(rows):
+        for d, v in r.scores.items():
+            out.setdefault(r.system, {}).setdefault(d, []).append(v)
+    return out
+
+
+def human_scores(ratings: Iterable[HumanRating], system_of: dict[str, str]) -> dict[str, dict[str, list[float]]]:
+    """System → dimension → mean human score per rated item (the raters of one item averaged; items the
+    judge rows do not place in a system are left out)."""
+    out: dict[str, dict[str, list[float]]] = {}
+    for item, dims in sorted(mean_human(ratings).items()):
+        if item in system_of:
+            for d, v in dims.items():
+                out.setdefault(system_of[item], {}).setdefault(d, []).append(v)
+    return out
 
 
 def identification_accuracy(rows: Iterable[Judgment]) -> dict[str, float]:

@@ -1,9 +1,11 @@
 """`run_patientact`: score every session with PatientAct's conversation rubric (judge/patientact.py) and
 write `OUT/patientact_judge/`: `judgments.jsonl` (one row per session, failures included), `cache/` (one
 checkpoint per answered session, so a rerun sends no request for it), `report.json` and `report.md` —
-means per system and dimension, failures per system, one-sided Mann–Whitney U of the baseline against
-every other system (PatientAct Tables 2 and 4) and, given human ratings, Spearman's ρ judge vs mean human
-and Krippendorff's α among the raters (Table 3)."""
+means per system and dimension, failures per system, and the paper's significance marks (Tables 2 and 4):
+per dimension the best system against the second best, one-sided Mann–Whitney U at p < 0.05 (one-sided is
+our reading), on the judge's scores and, given human ratings, on the humans' (per-system human means beside
+the judge's); with `baseline` also the older comparison of one system against every other. Given human
+ratings: Spearman's ρ judge vs mean human and Krippendorff's α among the raters (Table 3)."""
 
 from __future__ import annotations
 
@@ -14,9 +16,12 @@ from mindcore.errors import EngineError, InputError
 from mindcore.io import CheckpointDir, atomic_write_json, atomic_write_jsonl, atomic_write_text, json_safe
 from mindcore.provenance import base_provenance
 from judge.patientact import (
-    CONVERSATION_TEMPLATE, OUT_DIR, ConversationItem, ConversationJudge, HumanRating, Judgment, failures,
-    judge_items, krippendorff_alpha, mann_whitney, mean_human, rating_matrix, rubrics, spearman, system_means,
+    CONVERSATION_TEMPLATE, OUT_DIR, ConversationItem, ConversationJudge, HumanRating, Judgment, best_vs_second,
+    failures, human_scores, judge_items, judge_scores, krippendorff_alpha, mann_whitney, mean_human, rating_matrix,
+    rubrics, spearman, system_means,
 )
+
+ALPHA = 0.05
 
 
 def _attempt(fn: Callable[[], Any]) -> Any:
@@ -47,7 +52,15 @@ def human_agreement(rows: list[Judgment], human: list[HumanRating]) -> dict[str,
     }
 
 
-def build_report(rows: list[Judgment], baseline: str, human: list[HumanRating] | None = None) -> dict[str, Any]:
+def _human_block(rows: list[Judgment], human: list[HumanRating]) -> dict[str, Any]:
+    system_of = {r.item_id: r.system for r in rows}
+    scores = human_scores(human, system_of)
+    means = {s: {d: round(sum(v) / len(v), 3) for d, v in per.items() if v} for s, per in sorted(scores.items())}
+    return {"means": means, "items_by_system": {s: len(next(iter(per.values()), [])) for s, per in scores.items()},
+            "best_vs_second": _attempt(lambda: best_vs_second(scores, ALPHA)) if scores else {}}
+
+
+def build_report(rows: list[Judgment], baseline: str | None = None, human: list[HumanRating] | None = None) -> dict[str, Any]:
     means = system_means(rows)
     counts: dict[str, int] = {}
     for r in rows:
@@ -55,6 +68,7 @@ def build_report(rows: list[Judgment], baseline: str, human: list[HumanRating] |
     others = sorted(s for s in counts if s != baseline)
     tests = ({s: _attempt(lambda s=s: mann_whitney(rows, baseline, s)) for s in others}
              if baseline in counts else {})
+    scores = judge_scores(rows)
     return json_safe({
         "provenance": base_provenance(),
         "rubric": {"version": rubrics().version, "source": rubrics().source,
@@ -64,11 +78,19 @@ def build_report(rows: list[Judgment], baseline: str, human: list[HumanRating] |
         "judged": len(rows), "sessions_by_system": counts, "failed": failures(rows),
         "failed_rows": [{"item_id": r.item_id, "system": r.system, "error_kind": r.error_kind, "error": r.error}
                         for r in rows if not r.ok],
-        "means": means, "baseline": baseline,
-        "baseline_missing": baseline not in counts,
-        f"mann_whitney_{baseline}_greater": tests,
-        "human": human_agreement(rows, human) if human else None,
+        "means": means, "alpha": ALPHA,
+        "best_vs_second": _attempt(lambda: best_vs_second(scores, ALPHA)) if scores else {},
+        "baseline": baseline,
+        "baseline_missing": baseline is not None and baseline not in counts,
+        "mann_whitney_baseline_greater": tests,
+        "human": {**human_agreement(rows, human), **_human_block(rows, human)} if human else None,
     })
+
+
+def _marked(value: Any, dim: str, system: str, marks: dict[str, Any]) -> str:
+    m = marks.get(dim) if isinstance(marks, dict) else None
+    star = " *" if isinstance(m, dict) and m.get("significant") and m.get("best") == system else ""
+    return _f(value) + star
 
 
 def _f(x: Any, digits: int = 2) -> str:
@@ -77,19 +99,42 @@ def _f(x: Any, digits: int = 2) -> str:
 
 def report_md(report: dict[str, Any]) -> str:
     dims = report["rubric"]["dimensions"]
+    h = report.get("human")
+    hmeans, hmarks = (h.get("means", {}), h.get("best_vs_second", {})) if h else ({}, {})
+    marks = report.get("best_vs_second", {})
+    head = " | ".join(f"{d} (judge) | {d} (human)" if h else d for d in dims)
     lines = [f"# PatientAct rubric (v{report['rubric']['version']})", "",
              f"Judge: {report['judge'].get('model', '?')} on {report['judge'].get('engine', '?')}; "
              f"{report['judged']} sessions judged.", "",
              "## Mean score per system (1–5)", "",
-             "| system | sessions | failed | " + " | ".join(dims) + " |",
-             "|---|---|---|" + "---|" * len(dims)]
+             f"`*`: rated significantly higher than the second-best system on that column (one-sided Mann–Whitney U, "
+             f"p < {report.get('alpha', 0.05)}; one-sided is our reading of the paper's marks).", "",
+             "| system | sessions | failed | " + head + " |",
+             "|---|---|---|" + "---|" * (len(dims) * (2 if h else 1))]
     for s, n in sorted(report["sessions_by_system"].items()):
-        m = report["means"].get(s, {})
-        lines.append(f"| {s} | {n} | {report['failed'].get(s, 0)} | " + " | ".join(_f(m.get(d)) for d in dims) + " |")
+        m, hm = report["means"].get(s, {}), hmeans.get(s, {})
+        cells = [f"{_marked(m.get(d), d, s, marks)} | {_marked(hm.get(d), d, s, hmarks)}" if h
+                 else _marked(m.get(d), d, s, marks) for d in dims]
+        lines.append(f"| {s} | {n} | {report['failed'].get(s, 0)} | " + " | ".join(cells) + " |")
+    for title, block in (("judge", marks), ("human", hmarks if h else None)):
+        if not block:
+            continue
+        lines += ["", f"## Best vs second best ({title} scores)", "", "| dimension | best | second | U | p |",
+                  "|---|---|---|---|---|"]
+        if "error" in block and isinstance(block.get("error"), str):
+            lines.append(f"| — | {block['error']} | | | |")
+            continue
+        for d in dims:
+            t = block.get(d, {})
+            lines.append(f"| {d} | {t.get('best', '—')} | {t.get('second', '—')} | {_f(t.get('U'), 1)} | "
+                         f"{_f(t.get('p'), 3) if 'p' in t else t.get('error', '—')} |")
     base = report["baseline"]
-    lines += ["", f"## Is {base} rated higher? (one-sided Mann–Whitney U, p per dimension)", ""]
-    tests = report[f"mann_whitney_{base}_greater"]
-    if report["baseline_missing"]:
+    tests = report["mann_whitney_baseline_greater"]
+    if base is not None:
+        lines += ["", f"## Is {base} rated higher? (one-sided Mann–Whitney U, p per dimension)", ""]
+    if base is None:
+        pass
+    elif report["baseline_missing"]:
         lines.append(f"No sessions of the baseline system '{base}'; pass --baseline SYSTEM.")
     elif not tests:
         lines.append("No other system to compare with.")
@@ -99,7 +144,6 @@ def report_md(report: dict[str, Any]) -> str:
             cells = [t["error"]] + [""] * (len(dims) - 1) if "error" in t else [
                 f"U={_f(t[d]['U'], 1)}, p={_f(t[d]['p'], 3)}" for d in dims]
             lines.append(f"| {s} | " + " | ".join(cells) + " |")
-    h = report.get("human")
     if h:
         rho = h["spearman_judge_vs_mean_human"]
         lines += ["", f"## Agreement with human ratings ({len(h['raters'])} raters, {h['items']} items)", "",
@@ -121,7 +165,7 @@ def report_md(report: dict[str, Any]) -> str:
 
 
 def run_patientact(out: str | Path, engines: Any, items: list[ConversationItem], *, judge: str = "judge",
-                   baseline: str = "patientact", human: list[HumanRating] | None = None,
+                   baseline: str | None = None, human: list[HumanRating] | None = None,
                    max_tokens: int | None = None) -> dict[str, Any]:
     """Judge `items` with the `judge` role of the started `engines`; write everything under
     `out/patientact_judge/`. Raises EngineError (after writing) when every judgment failed, as the MHQR

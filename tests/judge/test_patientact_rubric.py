@@ -208,8 +208,8 @@ def test_report_survives_statistics_the_data_cannot_support():
     rep = build_report(rows, "patientact", human)
     assert rep["human"]["spearman_judge_vs_mean_human"]["error"].startswith("Spearman's rho for 'coherence'")
     assert rep["human"]["krippendorff_alpha"]["coherence"] == {"error": "one rater only: α needs at least two"}
-    assert "mindsim" in rep["mann_whitney_patientact_greater"]
-    assert "| patientact | 1 | 0 | 4.00 |" in report_md(rep)
+    assert "mindsim" in rep["mann_whitney_baseline_greater"]
+    assert "| patientact | 1 | 0 | 4.00 | 4.00 |" in report_md(rep)
     assert build_report(rows, "nobody")["baseline_missing"] is True
 
 
@@ -226,7 +226,7 @@ def test_run_writes_rows_report_and_resumes(tmp_path):
     items = load_items([write(tmp_path / "run", SESSIONS + [pa_session("bad1", "mindsim")])])
     ratings = [HumanRating(item_id=s["session_id"], rater=r, scores={"coherence": SCORE[s["session_id"][:2]] + d})
                for s in SESSIONS for r, d in (("r1", 0), ("r2", 1))]
-    summary, backend = _run(tmp_path, pa_judge, items, human=ratings)
+    summary, backend = _run(tmp_path, pa_judge, items, human=ratings, baseline="patientact")
     folder = tmp_path / "out" / "patientact_judge"
     rows = [Judgment.model_validate_json(line) for line in (folder / "judgments.jsonl").read_text().splitlines()]
     assert len(rows) == len(SESSIONS) + 1 and summary["failed"] == 1 and summary["ok"] == len(SESSIONS)
@@ -234,14 +234,20 @@ def test_run_writes_rows_report_and_resumes(tmp_path):
     assert rep["means"] == {"mindsim": dict.fromkeys(DIMS, 2.0), "patientact": dict.fromkeys(DIMS, 4.0),
                             "patientact-no_pipeline": dict.fromkeys(DIMS, 3.0)}
     assert rep["failed"] == {"mindsim": 1}
-    mw = rep["mann_whitney_patientact_greater"]["mindsim"]["coherence"]
+    mw = rep["mann_whitney_baseline_greater"]["mindsim"]["coherence"]
     assert mw["U"] == 9.0 and mw["p"] < 0.05
-    assert rep["mann_whitney_patientact_greater"]["patientact-no_pipeline"]["coherence"]["n_b"] == 1
+    assert rep["mann_whitney_baseline_greater"]["patientact-no_pipeline"]["coherence"]["n_b"] == 1
     human = rep["human"]
     assert human["spearman_judge_vs_mean_human"]["coherence"]["rho"] == pytest.approx(1.0)
     assert 0 < human["krippendorff_alpha"]["coherence"] < 1  # r2 is always one point above r1
+    # The paper's marks: best against second best, on the judge's and on the humans' scores.
+    marks = rep["best_vs_second"]["coherence"]
+    assert (marks["best"], marks["second"], marks["n_best"], marks["n_second"]) == ("patientact", "patientact-no_pipeline", 3, 1)
+    assert human["means"]["patientact"]["coherence"] == 4.5 and human["means"]["mindsim"]["coherence"] == 2.5
+    assert human["best_vs_second"]["coherence"]["best"] == "patientact"
     md = (folder / "report.md").read_text()
-    assert "| mindsim | 4 | 1 | 2.00 |" in md and "Failed judgments (1)" in md
+    assert "| mindsim | 4 | 1 | 2.00 | 2.50 |" in md and "Failed judgments (1)" in md
+    assert "Best vs second best (judge scores)" in md and "Best vs second best (human scores)" in md
     _, again = _run(tmp_path, pa_judge, items, human=ratings)
     # answered sessions come from the cache; only the failed one is asked again
     assert {r.messages[0]["content"].count("of bad1") > 0 for r in again.requests} == {True}
@@ -300,3 +306,29 @@ def test_console_script_patientact_exit_codes(tmp_path):
     human.write_text(json.dumps({"item_id": "pa1", "rater": "r1", "scores": {"coherence": "high"}}) + "\n")
     bad = _mindsim(str(run), "--human", str(human))
     assert bad.returncode == 2 and "human.jsonl:1: scores.coherence" in bad.stderr
+
+
+def test_best_vs_second_marks_the_best_system_only_when_significant():
+    from judge.patientact import best_vs_second
+
+    scores = {"a": {"coherence": [5, 5, 5, 4, 5, 5], "realism": [3, 3, 3]},
+              "b": {"coherence": [2, 3, 2, 2, 3, 2], "realism": [3, 4, 3]},
+              "c": {"coherence": [1, 1, 1, 2, 1, 1], "realism": [1, 1, 1]}}
+    out = best_vs_second(scores)
+    assert (out["coherence"]["best"], out["coherence"]["second"], out["coherence"]["significant"]) == ("a", "b", True)
+    assert (out["realism"]["best"], out["realism"]["second"], out["realism"]["significant"]) == ("b", "a", False)
+    rows = [_row(s, {"coherence": v}, item=f"{s}{i}") for s, per in scores.items() for i, v in enumerate(per["coherence"])]
+    md = report_md(build_report(rows))
+    assert "| a | 6 | 0 | 4.83 * |" in md and "| b | 6 | 0 | 2.33 |" in md and "Is " not in md
+
+
+def test_conversation_prompt_carries_the_red_flags():
+    from judge.patientact import ConversationItem, ConversationJudge, rubrics
+
+    flags = rubrics().conversation.red_flags
+    assert len(flags) == 5
+    j = ConversationJudge("judge", type("C", (), {"model": "m", "describe": lambda self: {}})())
+    item = ConversationItem(item_id="x", session_id="x", patient_id="p", counsellor="c", session_index=0,
+                            source="s", system="patientact", transcript=(("Client", "hi"),))
+    content = j.content(item)
+    assert "Red flags of an artificial client" in content and all(f in content for f in flags)
