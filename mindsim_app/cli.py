@@ -24,6 +24,8 @@ app = typer.Typer(
 )
 engines_app = typer.Typer(help="Inspect and test the engines a recipe names.", no_args_is_help=True)
 app.add_typer(engines_app, name="engines")
+patientact_app = typer.Typer(help="PatientAct evaluation (the profile side of Table 1).", no_args_is_help=True)
+app.add_typer(patientact_app, name="patientact")
 
 err = err_console()
 out = out_console()
@@ -104,6 +106,38 @@ def engines_check_cmd(
     if bad:
         # Something the user fixes in the recipe or environment is exit 2; an engine that is down is exit 1.
         raise typer.Exit(2 if any(h.problem_kind == "config" for h in bad) else 1)
+
+
+@patientact_app.command("profile-eval")
+def patientact_profile_eval_cmd(
+    run_dir: Path = typer.Argument(..., help="Run folder simulated with the patientact engine (profiles/, sessions/decompositions/)"),
+    recipe: Optional[Path] = typer.Option(None, "--recipe", help="Recipe with the judge role (default: the run's)"),
+    judge: str = typer.Option("judge", "--judge", help="Judge role"),
+    human: Optional[Path] = typer.Option(None, "--human", help="patientact_profile_human.jsonl (mindsim annotate export)"),
+    diversity: Optional[Path] = typer.Option(None, "--diversity", help="patientact_diversity.jsonl (mindsim annotate export)"),
+    out: Optional[Path] = typer.Option(None, "--out", help="Folder for patientact_profile_eval/ (default RUN_DIR)"),
+    max_tokens: Optional[int] = typer.Option(None, "--max-tokens", help="Token budget of one judge answer"),
+) -> None:
+    """PatientAct Table 1: the four profile dimensions (mean ± sd), attachment / core-belief identification
+    accuracy against chance, diversity, and with --human / --diversity the raters' means, α and κ."""
+    from judge.cli import resolve_recipe
+    from judge.config import default_engines_config
+    from mindcore.engine import Engines
+    from mindcore.errors import ConfigError
+    from mindcore.recipe import load_recipe
+    from mindsim_app.patientact_profile_eval import load_run, profile_eval
+
+    if judge != "judge" and not judge.startswith("judge:"):
+        raise ConfigError(f"--judge {judge}: not a judge role; write 'judge' or 'judge:NAME'")
+    load_run(run_dir)  # bad input stops here, before any engine starts
+    recipe_path = resolve_recipe(run_dir, recipe)
+    r = load_recipe(recipe_path) if recipe_path is not None else None
+    with Engines.from_config(r.engines_config() if r is not None else default_engines_config()) as engines:
+        summary = profile_eval(run_dir, engines, out=out, judge=judge, human=human, diversity=diversity,
+                               max_tokens=max_tokens)
+    typer.echo(f"judged {summary['profiles']} profiles on the PatientAct profile rubric: {summary['ok']} ok")
+    for label, path in summary["outputs"].items():
+        typer.echo(f"  {label}: {path}")
 
 
 def _mount_stage_commands() -> None:

@@ -53,3 +53,70 @@ def test_system_label_of_records_matches_the_parquet_reader(tmp_path):
     rows[1]["session_id"] = "other"
     pq.write_table(pa.Table.from_pylist(rows), path)
     assert parquet_system_labels(path) == {full.session_id: "patientact", "other": "patientact-no_pipeline"}
+
+
+# -- Table 1: the profile-evaluation command ------------------------------------------------------------------
+
+def _profile_run(tmp_path):
+    from mindsim.patientact.decompose import DecompositionStore
+    from profilegen.dataset import write_profiles
+    from test_patientact import decomposition as decomp
+
+    run_dir = tmp_path / "run"
+    profiles = [make_profile("p1"), make_profile("p2", "joker", "formal")]
+    write_profiles(profiles, run_dir / "profiles")
+    store = DecompositionStore(run_dir)
+    for p in profiles:
+        store.save(decomp(p.profile_id))
+    return run_dir, profiles
+
+
+def test_profile_eval_writes_table_one_with_chance_rates_diversity_and_human_agreement(tmp_path, monkeypatch):
+    import json
+
+    from mindsim_app.cli import main
+
+    run_dir, profiles = _profile_run(tmp_path)
+    dims = [d.id for d in rubrics().profile.dimensions]
+
+    def answer(req):
+        if req.schema_name == "patientact_diversity":
+            assert all(p.writer_brief[:40] in req.messages[0]["content"] for p in profiles)
+            return {"reason": "two different men", "rating": 4}
+        score = 5 if "p1:" in req.messages[0]["content"] else 3
+        return {**{f"{d}_reason": "ok" for d in dims}, **dict.fromkeys(dims, score),
+                "attachment": "disorganized", "theme": "worthless"}
+
+    truth = {p.profile_id: decomposition(p.profile_id).psych for p in profiles}
+    human = tmp_path / "human.jsonl"
+    human.write_text("\n".join(json.dumps({
+        "item_id": pid, "rater": r, "scores": dict.fromkeys(dims, s), "source": "x",
+        "predicted": {"attachment": truth[pid].attachment, "theme": "worthless" if r == "r1" else "helpless"},
+        "truth": {"attachment": truth[pid].attachment, "theme": truth[pid].theme}})
+        for pid in ("p1", "p2") for r, s in (("r1", 4), ("r2", 5))) + "\n")
+    div = tmp_path / "div.jsonl"
+    div.write_text('{"rater": "r1", "rating": 4, "profiles": 2}\n{"rater": "r2", "rating": 5, "profiles": 2}\n')
+    backend = FakeBackend(answer)
+    monkeypatch.setattr(Engines, "from_config", classmethod(lambda cls, cfg: Engines.with_backend(backend)))
+    code = main(["patientact", "profile-eval", str(run_dir), "--human", str(human), "--diversity", str(div)])
+    assert code == 0, code
+    rep = json.loads((run_dir / "patientact_profile_eval" / "report.json").read_text())
+    d0 = rep["dimensions"][dims[0]]
+    assert d0["judge"] == {"n": 2, "mean": 4.0, "sd": 1.0} and d0["human"]["mean"] == 4.5
+    assert "krippendorff_alpha" in d0
+    att = rep["identification"]["attachment"]
+    assert att["chance"]["prior"] == {"class": "disorganized", "rate": round(43 / 79, 3)}
+    assert att["human"]["accuracy"] == 1.0 and att["fleiss_kappa"]["raters_per_item"] == 2
+    theme = rep["identification"]["theme"]
+    assert theme["judge"]["accuracy"] == 1.0 and theme["human"]["accuracy"] == 0.5
+    assert theme["chance"]["sample"] == {"class": "worthless", "rate": 1.0}
+    assert rep["diversity"]["judge"]["rating"] == 4 and rep["diversity"]["human"] == {"n": 2, "mean": 4.5, "sd": 0.5}
+    md = (run_dir / "patientact_profile_eval" / "report.md").read_text()
+    assert "4.00 ± 1.00" in md and "Fleiss" in md and "Diversity (1–5): judge 4" in md
+
+
+def test_profile_eval_without_decompositions_is_one_input_error(tmp_path):
+    from mindsim_app.cli import main
+
+    (tmp_path / "empty").mkdir()
+    assert main(["patientact", "profile-eval", str(tmp_path / "empty")]) == 2
