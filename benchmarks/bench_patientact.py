@@ -1,8 +1,10 @@
-"""Cost of the PatientAct patient engine against the MindSim one (issue 11): on the same profiles, schedule
-and counsellor, the calls and tokens each engine spends per patient turn, and the wall time of the run.
-Each engine runs on a freshly started engine so neither inherits the other's prompt cache.
+"""Cost of the PatientAct patient engine and its three ablation arms against the MindSim one (issues 11, 23): on
+the same profiles, schedule and counsellor, the calls and tokens each engine or arm spends per patient turn,
+and the wall time of the run, side by side in one benchmark run. Each runs on a freshly started engine so none
+inherits another's prompt cache.
 
     python benchmarks/bench_patientact.py [--patients 2] [--sessions 1] [--turn-cap 4] [--parallel 4] [--fake]
+        [--retrieval lexical|llm] [--engines mindsim,patientact,patientact:no_tg,patientact:no_dm,patientact:no_pipe]
 
 `--fake` runs on the deterministic fake engine of the tests: call counts are exact, tokens are word counts
 and timings mean nothing. Without it the embedded SmolLM2-135M engine is used (minutes on 2 cores). Record
@@ -33,9 +35,10 @@ from simfakes import SimResponder, make_profile  # noqa: E402
 from recording import Recorder  # noqa: E402
 
 PER_PATIENT = {"DecompositionDraft", "PsychFormulation"}
-PATIENT_ROLES = {"patient", "patient_appraiser", "profile_decomposer"}
+PATIENT_ROLES = {"patient", "patient_appraiser", "profile_decomposer", "patient_matcher"}
 STEPS = {"DecompositionDraft": "decomposition", "PsychFormulation": "formulation", "Reaction": "reaction", "Behaviour": "behaviour",
-         "Resistance": "resistance", "TrustChange": "trust"}
+         "Resistance": "resistance", "TrustChange": "trust", "TagMatch": "matcher"}
+ENGINES = ("mindsim", "patientact", "patientact:no_tg", "patientact:no_dm", "patientact:no_pipe")
 
 
 def fake_responder():
@@ -45,6 +48,8 @@ def fake_responder():
     sim, pa = SimResponder(end_after=99), PAResponder(trust=["rise_slight", "unchanged", "fall_slight"])
 
     def respond(req):
+        if req.schema_name == "TagMatch":
+            return {"why": "fake", "tags": req.response_schema["properties"]["tags"]["items"]["enum"][:1]}
         if req.schema_name in STEPS:
             return pa(req)
         return sim(req)
@@ -55,7 +60,8 @@ def fake_responder():
 def run_engine(engine: str, args) -> dict:
     config = SimulationConfig(sessions=args.sessions, turn_cap=args.turn_cap, patient_engine=engine,
                               max_todo_calls=1, message_max_tokens=120, max_message_retries=3,
-                              scenario_max_tokens=2550, memory_max_tokens=300, memory_retries=0)
+                              scenario_max_tokens=2550, memory_max_tokens=300, memory_retries=0,
+                              patientact={"retrieval": args.retrieval})
     profiles = [make_profile(f"b{i}", "minimiser", "casual") for i in range(args.patients)]
     if args.fake:
         engines_ctx = Engines.with_backend(FakeBackend(fake_responder()))
@@ -99,8 +105,10 @@ def main() -> None:
     ap.add_argument("--turn-cap", type=int, default=4)
     ap.add_argument("--parallel", type=int, default=4)
     ap.add_argument("--fake", action="store_true", help="deterministic fake engine: exact call counts only")
+    ap.add_argument("--retrieval", choices=("lexical", "llm"), default="lexical")
+    ap.add_argument("--engines", default=",".join(ENGINES), help="comma-separated engines / arms to run")
     args = ap.parse_args()
-    print(json.dumps([run_engine(e, args) for e in ("mindsim", "patientact")], indent=2))
+    print(json.dumps([run_engine(e, args) for e in args.engines.split(",")], indent=2))
 
 
 if __name__ == "__main__":
