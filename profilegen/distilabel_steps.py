@@ -36,7 +36,7 @@ if TYPE_CHECKING:
     from distilabel.typing import StepOutput
 
 # Schema factories: the recipe's profile shape (text limits, fault cap) is applied in the worker. The
-# shape's `causal_checks` changes prompts and screen rules, not schemas, so it reaches the worker in the
+# shape's `causal_checks` (prompts, screen rules and the writer's causal schema) reaches the worker in the
 # provenance JSON the step is built with (`make_profile` reads `provenance.shape`), like the rest of it.
 WRITER_OUTPUT = "profilegen.formulation:draft_model"
 SCREENER_OUTPUT = "profilegen.screen:verdict_model"

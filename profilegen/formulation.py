@@ -124,17 +124,28 @@ MIN_TEXT_LIMIT = 20  # a scaled limit never goes below one short clause
 
 
 @lru_cache(maxsize=256)
-def draft_model(scale: float = 1.0, labels: LabelChoice | None = None) -> type[BaseModel]:
+def draft_model(scale: float = 1.0, labels: LabelChoice | None = None, causal: bool = False) -> type[BaseModel]:
     """The writer's output schema, with label enums from the current vocabularies (only the labels a patient's
     demographics allow, given `labels`). Text limits are tighter than the stored row's: the worst case
     (~650 tokens) must fit a small model's budget. `scale` (ProfileShape.text_scale) shrinks every text
-    limit; small models fill a field to its limit, so the limits are what a write costs."""
+    limit; small models fill a field to its limit, so the limits are what a write costs.
+
+    With `causal` (PatientAct's causal 5P rules, App. B) the two rules the deterministic checks hold are parts
+    of the schema, so a grammar-constrained writer cannot leave them out: each predisposing history starts
+    with its own required `when` (an age, a year, a period of life), and the unhelpful coping is written as
+    its cycle — the behaviour (`situation`), the quick `relief` it brings and the later `cost` that feeds the
+    problem — while the other coping entries take only adaptive labels (the one maladaptive coping is the
+    cycle). `to_formulation` folds the parts into the stored texts, which the checks then read as before: a
+    `when` without a time in it still fails `undated_predisposing`."""
     voc = load_vocabularies()
     only = labels or LabelChoice((), (), ())
     text = lambda n, d: (str, Field(min_length=3, max_length=max(MIN_TEXT_LIMIT, round(n * scale)),  # noqa: E731
                                     description=d))
+    when = {"when": text(40, "When it happened or held: an age ('at 12'), a year ('in 2009') or a period of life "
+                             "('as a child', 'in her twenties').")} if causal else {}
     pre = create_model("DraftPredisposing", __base__=_Draft,
                        label=(_enum(voc.predisposing, only.predisposing), Field(description="Predisposing label.")),
+                       **when,
                        history=text(200, "Short history of this vulnerability in the client's life."))
     prec = create_model("DraftPrecipitating", __base__=_Draft,
                         label=(_enum(voc.precipitating, only.precipitating), Field(description="Precipitating label.")),
@@ -143,13 +154,16 @@ def draft_model(scale: float = 1.0, labels: LabelChoice | None = None) -> type[B
     prot = create_model("DraftProtective", __base__=_Draft,
                         label=(_enum(voc.protective, only.protective), Field(description="Protective label.")),
                         detail=text(140, "How it shows up for this client."))
+    helpful = {k: v for k, v in voc.coping.items() if not v.maladaptive}
     cope = create_model("DraftCoping", __base__=_Draft,
-                        label=(_enum(voc.coping), Field(description="Coping label.")),
+                        label=(_enum(helpful if causal else voc.coping), Field(description="Coping label.")),
                         situation=text(140, "The concrete situation in which it shows up."))
     unhelpful = {k: v for k, v in voc.coping.items() if v.maladaptive}
+    cycle = {"relief": text(80, "The quick relief it brings at first."),
+             "cost": text(100, "The later cost that feeds the problem back.")} if causal else {}
     bad_cope = create_model("DraftUnhelpfulCoping", __base__=_Draft,
                             label=(_enum(unhelpful), Field(description="Unhelpful (maladaptive) coping label.")),
-                            situation=text(140, "The concrete situation in which it shows up."))
+                            situation=text(140, "The concrete situation in which it shows up."), **cycle)
     belief = create_model("DraftCoreBelief", __base__=_Draft,
                           cluster=(_enum(voc.core_beliefs), Field(description="Core-belief cluster.")),
                           history=text(200, "The history the belief is the conclusion of."),
@@ -198,13 +212,27 @@ def to_formulation(draft: BaseModel) -> Formulation:
     """The stored formulation from a validated draft (adds the vocabulary's flags)."""
     voc = load_vocabularies()
     d: Any = draft
+
+    def history(p: Any) -> str:
+        # "at 9, a father who ..." (a colon would read as a clock time to the date check: "at 9:").
+        if not getattr(p, "when", None):
+            return p.history
+        h = p.history.strip()
+        h = h[0].lower() + h[1:] if len(h) > 1 and h[1].islower() else h
+        return f"{p.when.strip().rstrip(',:;.')}, {h}"
+
+    def situation(c: Any) -> str:
+        if getattr(c, "relief", None) and getattr(c, "cost", None):
+            return f"{c.situation.strip().rstrip('.')}; at first {c.relief.strip().rstrip('.')}, then {c.cost.strip()}"
+        return c.situation
+
     return Formulation(
         presenting=Presenting(summary=d.summary, goal=d.goal),
-        predisposing=[Predisposing(label=p.label, history=p.history) for p in d.predisposing],
+        predisposing=[Predisposing(label=p.label, history=history(p)) for p in d.predisposing],
         precipitating=Precipitating(label=d.precipitating.label, when=d.precipitating.when,
                                     what_changed=d.precipitating.what_changed),
         protective=[Protective(label=p.label, detail=p.detail) for p in d.protective],
-        perpetuating=[Perpetuating(label=c.label, situation=c.situation, maladaptive=bool(voc.coping[c.label].maladaptive))
+        perpetuating=[Perpetuating(label=c.label, situation=situation(c), maladaptive=bool(voc.coping[c.label].maladaptive))
                       for c in [d.unhelpful_coping, *d.other_coping]],
         core_belief=CoreBelief(cluster=d.core_belief.cluster, arm=voc.core_beliefs[d.core_belief.cluster].arm or "",
                                history=d.core_belief.history, belief=d.core_belief.belief),
@@ -288,9 +316,10 @@ def revision_messages(row: AnchoredRow, previous: Formulation, faults: list[Any]
 async def write_formulation(client: Any, row: AnchoredRow, messages: list[dict[str, str]] | None = None,
                             scale: float = 1.0, causal: bool = False) -> Formulation:
     """One structured call; raises mindcore's StructuredOutputError / EngineError for the caller to count.
-    `causal` applies to the first draft only: a revision's `messages` already carry the writer's prompt."""
+    `causal` picks the causal schema (first draft and revisions alike) and, for the first draft, the causal
+    prompt: a revision's `messages` already carry it."""
     draft = await client.structured(messages or writer_messages(row, causal=causal),
-                                    draft_model(scale, label_choice(row.demographics)), schema_name="formulation")
+                                    draft_model(scale, label_choice(row.demographics), causal), schema_name="formulation")
     return to_formulation(draft)
 
 

@@ -75,7 +75,7 @@ def _budget_warnings(engines: Any, shape: ProfileShape | None = None) -> list[st
     whose budgets are too small before any stage; a caller that skipped it gets this warning."""
     shape = shape or ProfileShape()
     short = []
-    for role, name, model in (("profile_writer", "formulation", draft_model(shape.text_scale)),
+    for role, name, model in (("profile_writer", "formulation", draft_model(shape.text_scale, causal=bool(shape.causal_checks))),
                               ("screener", "screen", verdict_model(shape.screen_max_faults))):
         client = engines.role(role)
         counter = tokenizer_for(client.backend)

@@ -168,5 +168,5 @@ async def screen_and_revise(
         if screen.verdict != "serious" or revisions == max_revisions:
             break
         f = await write_formulation(writer, row, revision_messages(row, f, screen.faults, shape.causal_checks),
-                                    shape.text_scale)
+                                    shape.text_scale, causal=shape.causal_checks)
     return f, screen.model_copy(update={"discarded_faults": discarded})

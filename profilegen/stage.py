@@ -27,7 +27,8 @@ def profile_shape(recipe: Any) -> Any:
 def formulation_schema(recipe: Any = None) -> dict[str, Any]:
     from profilegen.formulation import draft_model
 
-    return draft_model(profile_shape(recipe).text_scale).model_json_schema()
+    shape = profile_shape(recipe)
+    return draft_model(shape.text_scale, causal=bool(shape.causal_checks)).model_json_schema()
 
 
 def screen_schema(recipe: Any = None) -> dict[str, Any]:

@@ -17,6 +17,7 @@ from profilegen.config import ProfilesConfig, profiles_config, uses_patientact
 from profilegen.formulation import (
     WRITER_SYSTEM, CausalRules, causal_rules, draft_model, to_formulation, writer_messages,
 )
+from profilegen.vocab import load_vocabularies
 from profilegen.generate import TEMPLATES, checkpoint_key, make_profile, prompt_hashes
 from profilegen.personas import load_personas
 from profilegen.rates import load_rates
@@ -40,6 +41,15 @@ def _draft(fakes, history: str, situation: str) -> dict:
     d = json.loads(json.dumps(fakes.GOOD_DRAFT))
     d["predisposing"][0]["history"] = history
     d["unhelpful_coping"]["situation"] = situation
+    return d
+
+
+def _causal(fakes, when: str) -> dict:
+    """A draft in the causal schema: every history with its `when`, the unhelpful coping as its cycle."""
+    d = _draft(fakes, UNDATED, BARE)
+    for p in d["predisposing"]:
+        p["when"] = when
+    d["unhelpful_coping"].update(relief="a calmer evening", cost="the arrears and the dread grow")
     return d
 
 
@@ -153,6 +163,24 @@ def test_only_maladaptive_coping_is_checked(fakes):
     assert causal_faults(f) == []
 
 
+def test_the_causal_schema_makes_the_date_and_the_cycle_required_parts(fakes):
+    """Why a small writer's profiles were all dropped with the checks on: its short histories and bare coping
+    ("A father who picked apart every school report.", "Leaves bank letters unopened on the table.") fail both
+    deterministic checks on every draft. The causal schema asks for the parts the checks look for."""
+    plain, causal = draft_model(0.4), draft_model(0.4, causal=True)
+    assert _check_ids(causal_faults(_formulation(fakes, UNDATED, BARE))) == ["undated_predisposing", "coping_without_cycle"]
+    props = causal.model_json_schema()["$defs"]
+    assert "when" in props["DraftPredisposing"]["required"] and "when" not in plain.model_json_schema()["$defs"]["DraftPredisposing"]["properties"]
+    assert {"relief", "cost"} <= set(props["DraftUnhelpfulCoping"]["required"])
+    voc = load_vocabularies()
+    assert not any(voc.coping[c].maladaptive for c in props["DraftCoping"]["properties"]["label"]["enum"])
+    f = to_formulation(causal.model_validate(_causal(fakes, "at 9")))
+    assert f.predisposing[0].history.startswith("at 9, ") and causal_faults(f) == []
+    assert "at first a calmer evening, then the arrears" in f.perpetuating[0].situation
+    # The date is still checked: a `when` with no time in it is the same serious fault.
+    assert _check_ids(causal_faults(to_formulation(causal.model_validate(_causal(fakes, "often"))))) == ["undated_predisposing"]
+
+
 def test_a_long_quote_is_a_verbatim_prefix_within_the_fault_limit(fakes, row):
     long = ("Was always the quiet, careful one who tried hard to please a strict and critical household " * 5)[:390]
     f = _formulation(fakes, DATED, CYCLE)
@@ -166,7 +194,7 @@ def test_on_profile_is_revised_until_the_causal_rules_hold(fake_engines, fakes, 
 
     def writer(request):
         writes["n"] += 1
-        return _draft(fakes, UNDATED, BARE) if writes["n"] == 1 else _draft(fakes, DATED, CYCLE)
+        return _causal(fakes, "often") if writes["n"] == 1 else _causal(fakes, "from age 8")
 
     shape = ProfileShape(causal_checks=True)
     prov = Provenance(seed=1, toolkit_version="t", prompts=prompt_hashes(True), shape=shape)
@@ -182,7 +210,9 @@ def test_on_profile_is_revised_until_the_causal_rules_hold(fake_engines, fakes, 
     assert all(all(x in r.messages[0]["content"] for x in rules.writer_rules) for r in written)
     assert all(all(x in r.messages[0]["content"] for x in rules.screener_rules) for r in screened)
     fix = written[1].messages[-1]["content"]
-    assert UNDATED in fix and BARE in fix and "undated_predisposing" in fix
+    # The undated history goes back with its quote; the coping, written as its cycle, raises nothing.
+    assert "often, A father who picked apart" in fix and "undated_predisposing" in fix
+    assert "coping_without_cycle" not in fix
 
 
 def test_off_profile_with_the_same_text_is_not_revised(fake_engines, fakes, row):
@@ -293,7 +323,7 @@ def test_distilabel_worker_applies_the_causal_rules(worker_step, fakes):
         if "summary" not in req.response_schema["properties"]:
             return {"faults": [], "verdict": "clean"}
         writes["n"] += 1
-        return _draft(fakes, UNDATED, BARE) if writes["n"] == 1 else _draft(fakes, DATED, CYCLE)
+        return _causal(fakes, "often") if writes["n"] == 1 else _causal(fakes, "from age 8")
 
     shape = ProfileShape(causal_checks=True)
     o, requests = worker_step(respond, shape)
@@ -322,7 +352,7 @@ def test_profile_job_resolves_the_flag_from_the_recipe(fake_engines, fakes, tmp_
         key = request.messages[1]["content"]
         fresh = key not in first
         first.add(key)
-        return _draft(fakes, UNDATED, BARE) if fresh else _draft(fakes, DATED, CYCLE)
+        return _causal(fakes, "often") if fresh else _causal(fakes, "as a child")
 
     engines, _ = fake_engines(fakes.make_responder(writer=writer))
     with engines:
