@@ -23,9 +23,10 @@ from pydantic import BaseModel, ConfigDict, Field, ValidationError
 
 from mindcore.errors import ConfigError, InputError
 from mindcore.io import atomic_write_json, atomic_write_text, read_jsonl
+from mindcore.layout import JudgmentsFolder, RunLayout
 from judge import stats
+from judge.rubric import severity_id
 
-JUDGMENTS_FILE = Path("judgments") / "judgments.parquet"
 BOOTSTRAP_DRAWS = 2000
 
 DEFINITIONS = {
@@ -42,11 +43,6 @@ DEFINITIONS = {
 # -- vocabulary from the rubric ---------------------------------------------------------------------
 
 
-def norm_id(raw: Any) -> str:
-    """'No concern', 'no-concern' and 'no_concern' are one id."""
-    return str(raw).strip().lower().replace("-", "_").replace(" ", "_")
-
-
 @dataclass(frozen=True)
 class Vocabulary:
     """Severity levels (mildest first) with their weights, and issue id → category, from the rubric."""
@@ -56,13 +52,13 @@ class Vocabulary:
     issues: dict[str, str]
 
     def level(self, raw: Any, where: str) -> int:
-        key = norm_id(raw)
+        key = severity_id(raw)
         if key not in self.levels:
             raise InputError(f"{where}: unknown severity {raw!r}; use one of {', '.join(self.levels)}")
         return self.levels.index(key)
 
     def issue(self, raw: Any, where: str) -> str:
-        key = norm_id(raw)
+        key = severity_id(raw)
         if key not in self.issues:
             raise InputError(f"{where}: unknown issue {raw!r}; issue ids are listed in judge/data/rubric.yaml: "
                              f"{', '.join(sorted(self.issues))}")
@@ -179,7 +175,7 @@ class JudgeView:
 def judgments_path(path: Path) -> Path:
     """A judgments parquet file, its folder, or a run folder."""
     p = Path(path)
-    for cand in (p, p / "judgments.parquet", p / JUDGMENTS_FILE):
+    for cand in (p, JudgmentsFolder(p).parquet, RunLayout(p).judgments.parquet):
         if cand.is_file():
             return cand
     raise InputError(f"no judgments at {path}; give RUN_DIR/judgments (written by `mindsim judge run`)")

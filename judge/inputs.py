@@ -15,9 +15,9 @@ from pydantic import ValidationError
 
 from mindcore.errors import InputError
 from mindcore.io import read_jsonl
+from mindcore.layout import RunLayout
 from judge.schemas import SessionInput
 
-SESSIONS_FILE = Path("sessions") / "sessions.parquet"
 _NEEDED = ("session_id", "patient_id", "counsellor", "session_index", "counsellor_system_prompt", "counsellor_messages")
 
 
@@ -69,8 +69,8 @@ def read_sessions_jsonl(path: Path) -> list[SessionInput]:
 def load_sessions(run_dir: Path, sessions: Path | None = None) -> list[SessionInput]:
     """`sessions` (JSONL or parquet) if given, else the run folder's sessions parquet. Ids must be unique."""
     if sessions is None:
-        rows = read_sessions_parquet(Path(run_dir) / SESSIONS_FILE)
-        src = Path(run_dir) / SESSIONS_FILE
+        src = RunLayout(run_dir).sessions.parquet
+        rows = read_sessions_parquet(src)
     elif str(sessions).endswith(".parquet"):
         rows, src = read_sessions_parquet(Path(sessions)), Path(sessions)
     else:

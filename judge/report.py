@@ -9,6 +9,7 @@ from pathlib import Path
 from typing import Any
 
 from mindcore.io import atomic_write_bytes, atomic_write_json, atomic_write_text, json_safe
+from mindcore.layout import ReportFolder
 from judge.rubric import Rubric
 from judge.schemas import SEVERITIES, JudgmentRow
 from judge.scores import system_label
@@ -229,11 +230,12 @@ def write_plots(out: Path, report: dict[str, Any]) -> list[str]:
 
 
 def write_report(out: Path, report: dict[str, Any], rubric: Rubric, plots: bool) -> dict[str, Path]:
-    files = {"report.json": out / "report.json", "report.md": out / "report.md"}
+    folder = ReportFolder(out)
+    files = {"report.json": folder.report_json, "report.md": folder.report_md}
     report = json_safe(report)
     if plots:
         report["plots"] = write_plots(out, report)
         files.update({p: out / p for p in report["plots"]})
-    atomic_write_json(out / "report.json", report)
-    write_markdown(out / "report.md", {**report, "_rubric": rubric}, rubric)
+    atomic_write_json(folder.report_json, report)
+    write_markdown(folder.report_md, {**report, "_rubric": rubric}, rubric)
     return files
