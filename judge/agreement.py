@@ -24,6 +24,7 @@ from pydantic import BaseModel, ConfigDict, Field, ValidationError
 from mindcore.errors import ConfigError, InputError
 from mindcore.io import atomic_write_json, atomic_write_text, read_jsonl
 from mindcore.layout import JudgmentsFolder, RunLayout
+from mindcore.recipe import format_validation_error
 from judge import stats
 from judge.rubric import severity_id
 
@@ -131,8 +132,8 @@ def read_annotations(paths: Iterable[Path], vocab: Vocabulary, key: dict[str, di
             try:
                 line = AnnotationLine.model_validate(obj)
             except ValidationError as exc:
-                e = exc.errors()[0]
-                raise InputError(f"{where}: field '{'.'.join(map(str, e['loc']))}': {e['msg']}") from None
+                raise InputError(format_validation_error(exc, where, limit=1, top="", plain=True,
+                                                         line="{where}: field '{field}': {msg}")) from None
             reply, counsellor = _locate(line, key, where)
             a = Annotation(reply, line.annotator, vocab.level(line.severity, where),
                            frozenset(vocab.issue(i, where) for i in line.issues), counsellor, where)

@@ -16,6 +16,7 @@ from pydantic import ValidationError
 from mindcore.errors import InputError
 from mindcore.io import read_jsonl
 from mindcore.layout import RunLayout
+from mindcore.recipe import format_validation_error
 from judge.schemas import SessionInput
 
 _NEEDED = ("session_id", "patient_id", "counsellor", "session_index", "counsellor_system_prompt", "counsellor_messages")
@@ -35,9 +36,8 @@ def _session(d: dict[str, Any], where: str) -> SessionInput:
     try:
         return SessionInput.model_validate(fields)
     except ValidationError as exc:
-        err = exc.errors()[0]
-        loc = ".".join(str(p) for p in err["loc"]) or "(row)"
-        raise InputError(f"{where}: {loc}: {err['msg']} (each session needs {', '.join(SessionInput.model_fields)})") from exc
+        problem = format_validation_error(exc, where, limit=1, top="(row)", plain=True)
+        raise InputError(f"{problem} (each session needs {', '.join(SessionInput.model_fields)})") from exc
 
 
 def read_sessions_parquet(path: Path) -> list[SessionInput]:

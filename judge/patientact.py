@@ -37,6 +37,7 @@ from pydantic import BaseModel, ConfigDict, Field, ValidationError, create_model
 from mindcore.errors import ConfigError, EngineError, InputError, StructuredOutputError
 from mindcore.io import read_jsonl
 from mindcore.layout import RunLayout
+from mindcore.recipe import format_validation_error
 from mindcore.prompts import render, template_hash
 from judge.inputs import load_sessions
 
@@ -263,10 +264,8 @@ def load_human(path: Path, dims: Sequence[str]) -> list[HumanRating]:
         try:
             r = HumanRating.model_validate(obj)
         except ValidationError as exc:
-            err = exc.errors()[0]
-            loc = ".".join(str(p) for p in err["loc"]) or "(line)"
-            raise InputError(f"{path}:{line}: {loc}: {err['msg']} (each line: item_id, rater, "
-                             "scores {dimension: 1-5})") from exc
+            problem = format_validation_error(exc, f"{path}:{line}", limit=1, top="(line)", plain=True)
+            raise InputError(f"{problem} (each line: item_id, rater, scores {{dimension: 1-5}})") from exc
         bad = {d: v for d, v in r.scores.items() if d not in dims or v not in SCALE}
         if bad:
             raise InputError(f"{path}:{line}: scores {bad} not allowed; dimensions are {', '.join(dims)}, scores 1-5")
