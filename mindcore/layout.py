@@ -10,8 +10,8 @@ docs/architecture.md ("Run folder layout") says who writes and who reads each pa
     RUN/
       run.json                      the job's id, recipe hash, status and provenance
       logs/                         library logs (distilabel, datasets) when not --verbose
-      profiles/                     profiles.parquet, case_summaries/, checkpoints/, pool_table.md,
-                                    summary.json, failures.jsonl, provenance.json
+      profiles/                     profiles.parquet, case_summaries/, checkpoints/, distilabel_cache/,
+                                    pool_table.md, summary.json, failures.jsonl, provenance.json
       sessions/                     checkpoints/, scenarios/, decompositions/, shards/, layout.json,
                                     sessions.parquet, summary.json
       transcripts/transcripts.jsonl plain chat per session (what validation reads)
@@ -50,6 +50,11 @@ class ProfilesFolder:
     @property
     def checkpoints(self) -> Path:
         return self.path / "checkpoints"
+
+    @property
+    def distilabel_cache(self) -> Path:
+        """distilabel's own pipeline cache (the profile job's checkpoints are what resume it)."""
+        return self.path / "distilabel_cache"
 
     @property
     def pool_table(self) -> Path:
