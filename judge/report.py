@@ -231,7 +231,7 @@ def write_plots(out: Path, report: dict[str, Any]) -> list[str]:
 
 def write_report(out: Path, report: dict[str, Any], rubric: Rubric, plots: bool) -> dict[str, Path]:
     folder = ReportFolder(out)
-    files = {"report.json": folder.report_json, "report.md": folder.report_md}
+    files = {f.name: f for f in (folder.report_json, folder.report_md)}
     report = json_safe(report)
     if plots:
         report["plots"] = write_plots(out, report)
