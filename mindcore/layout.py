@@ -4,7 +4,7 @@ One description shared by every reader and writer (profiles, simulator, validati
 publishing), so a path is spelled once. It describes the folder as runs have always written it — old run
 folders keep reading — and builds no folder itself. Each stage folder has its own small class, also usable
 on its own where a command writes a stage's output elsewhere (`mindsim validate compare --out`, `mindsim
-profiles --out`); `RunLayout(root)` puts them together under one run folder. The table in
+profiles --out`); `RunLayout(run_folder)` puts them together. The table in
 docs/architecture.md ("Run folder layout") says who writes and who reads each path.
 
     RUN/
@@ -25,111 +25,76 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 from pathlib import Path
+from typing import Any, Generic, TypeVar, overload
 
-REPORT_JSON = "report.json"
-REPORT_MD = "report.md"
+T = TypeVar("T")
+
+
+class _Below(Generic[T]):
+    """A class attribute naming a path below the folder: `parquet = _Below("profiles.parquet")` reads as
+    `folder.path / "profiles.parquet"`; with `kind`, the path comes wrapped in that folder class."""
+
+    def __init__(self, name: str, kind: type[T] = Path, doc: str = "") -> None:  # type: ignore[assignment]
+        self.name, self.kind, self.__doc__ = name, kind, doc
+
+    @overload
+    def __get__(self, obj: None, owner: type) -> "_Below[T]": ...
+    @overload
+    def __get__(self, obj: Any, owner: type) -> T: ...
+
+    def __get__(self, obj: Any, owner: type) -> Any:
+        return self if obj is None else self.kind(obj.path / self.name)
 
 
 @dataclass(frozen=True)
-class ProfilesFolder:
-    """`profiles/`: the profile dataset and what the profile job wrote beside it."""
-
+class _Folder:
     path: Path
 
-    @property
-    def parquet(self) -> Path:
-        return self.path / "profiles.parquet"
+    def __post_init__(self) -> None:
+        object.__setattr__(self, "path", Path(self.path))
 
-    @property
-    def case_summaries(self) -> Path:
-        return self.path / "case_summaries"
+
+@dataclass(frozen=True)
+class ProfilesFolder(_Folder):
+    """`profiles/`: the profile dataset and what the profile job wrote beside it."""
+
+    parquet = _Below("profiles.parquet")
+    case_summaries = _Below("case_summaries", doc="One rendered case summary per profile, `<profile_id>.md`.")
+    checkpoints = _Below("checkpoints")
+    distilabel_cache = _Below("distilabel_cache", doc="distilabel's own pipeline cache (the checkpoints resume the job).")
+    pool_table = _Below("pool_table.md")
+    summary = _Below("summary.json")
+    failures = _Below("failures.jsonl")
+    provenance = _Below("provenance.json")
 
     def case_summary(self, profile_id: str) -> Path:
         return self.case_summaries / f"{profile_id}.md"
 
-    @property
-    def checkpoints(self) -> Path:
-        return self.path / "checkpoints"
-
-    @property
-    def distilabel_cache(self) -> Path:
-        """distilabel's own pipeline cache (the profile job's checkpoints are what resume it)."""
-        return self.path / "distilabel_cache"
-
-    @property
-    def pool_table(self) -> Path:
-        return self.path / "pool_table.md"
-
-    @property
-    def summary(self) -> Path:
-        return self.path / "summary.json"
-
-    @property
-    def failures(self) -> Path:
-        return self.path / "failures.jsonl"
-
-    @property
-    def provenance(self) -> Path:
-        return self.path / "provenance.json"
-
 
 @dataclass(frozen=True)
-class SessionsFolder:
+class SessionsFolder(_Folder):
     """`sessions/`: per-item checkpoints, the shards' slices and the merged sessions dataset."""
 
-    path: Path
-
-    @property
-    def checkpoints(self) -> Path:
-        """One finished session per file, `<session_id>.json`."""
-        return self.path / "checkpoints"
-
-    @property
-    def scenarios(self) -> Path:
-        """Each patient's shared first scenario, `<patient_id>-<seed>.json`."""
-        return self.path / "scenarios"
-
-    @property
-    def decompositions(self) -> Path:
-        """Each PatientAct patient's decomposition, `<patient_id>-<seed>.json`."""
-        return self.path / "decompositions"
-
-    @property
-    def shards(self) -> Path:
-        return self.path / "shards"
+    checkpoints = _Below("checkpoints", doc="One finished session per file, `<session_id>.json`.")
+    scenarios = _Below("scenarios", doc="Each patient's shared first scenario, `<patient_id>-<seed>.json`.")
+    decompositions = _Below("decompositions", doc="Each PatientAct patient's decomposition, `<patient_id>-<seed>.json`.")
+    shards = _Below("shards")
+    layout_marker = _Below("layout.json", doc="Which simulator layout wrote the checkpoints (`mindsim.simulate.check_layout`).")
+    parquet = _Below("sessions.parquet")
+    summary = _Below("summary.json")
 
     def shard(self, shard: int, shards: int) -> tuple[Path, Path]:
         """Shard `shard` of `shards`: its sessions (parquet) and its transcripts (JSONL)."""
         stem = self.shards / f"{shard:05d}-of-{shards:05d}"
         return stem.with_suffix(".parquet"), stem.with_suffix(".jsonl")
 
-    @property
-    def layout_marker(self) -> Path:
-        """Which simulator layout wrote the checkpoints (`mindsim.simulate.check_layout`)."""
-        return self.path / "layout.json"
-
-    @property
-    def parquet(self) -> Path:
-        return self.path / "sessions.parquet"
-
-    @property
-    def summary(self) -> Path:
-        return self.path / "summary.json"
-
 
 @dataclass(frozen=True)
-class ReportFolder:
+class ReportFolder(_Folder):
     """A stage folder holding `report.json`, `report.md` and PNG plots."""
 
-    path: Path
-
-    @property
-    def report_json(self) -> Path:
-        return self.path / REPORT_JSON
-
-    @property
-    def report_md(self) -> Path:
-        return self.path / REPORT_MD
+    report_json = _Below("report.json")
+    report_md = _Below("report.md")
 
     def plots(self) -> list[Path]:
         return sorted(self.path.glob("*.png"))
@@ -139,78 +104,35 @@ class ReportFolder:
 class ValidationFolder(ReportFolder):
     """`validation/`: the realism report, and the arc labeller's cache when arc labelling runs."""
 
-    @property
-    def arc_cache(self) -> Path:
-        return self.path / "arc_cache.jsonl"
+    arc_cache = _Below("arc_cache.jsonl")
 
 
 @dataclass(frozen=True)
 class JudgmentsFolder(ReportFolder):
     """`judgments/`: MHQR rows, the per-judgment cache and the report."""
 
-    @property
-    def parquet(self) -> Path:
-        return self.path / "judgments.parquet"
-
-    @property
-    def cache(self) -> Path:
-        return self.path / "cache"
+    parquet = _Below("judgments.parquet")
+    cache = _Below("cache")
 
 
 @dataclass(frozen=True)
 class PatientActJudgeFolder(ReportFolder):
     """`patientact_judge/`: PatientAct-rubric rows (one per session), their cache and the report."""
 
-    @property
-    def judgments(self) -> Path:
-        return self.path / "judgments.jsonl"
-
-    @property
-    def cache(self) -> Path:
-        return self.path / "cache"
+    judgments = _Below("judgments.jsonl")
+    cache = _Below("cache")
 
 
 @dataclass(frozen=True)
-class RunLayout:
+class RunLayout(_Folder):
     """Every path of one run folder. `RunLayout(out)` is cheap and touches no disk."""
 
-    root: Path
-
-    def __post_init__(self) -> None:
-        object.__setattr__(self, "root", Path(self.root))
-
-    @property
-    def run_json(self) -> Path:
-        return self.root / "run.json"
-
-    @property
-    def logs(self) -> Path:
-        return self.root / "logs"
-
-    @property
-    def profiles(self) -> ProfilesFolder:
-        return ProfilesFolder(self.root / "profiles")
-
-    @property
-    def sessions(self) -> SessionsFolder:
-        return SessionsFolder(self.root / "sessions")
-
-    @property
-    def transcripts(self) -> Path:
-        return self.root / "transcripts" / "transcripts.jsonl"
-
-    @property
-    def validation(self) -> ValidationFolder:
-        return ValidationFolder(self.root / "validation")
-
-    @property
-    def judgments(self) -> JudgmentsFolder:
-        return JudgmentsFolder(self.root / "judgments")
-
-    @property
-    def patientact_judge(self) -> PatientActJudgeFolder:
-        return PatientActJudgeFolder(self.root / "patientact_judge")
-
-    @property
-    def dataset(self) -> Path:
-        return self.root / "dataset"
+    run_json = _Below("run.json")
+    logs = _Below("logs")
+    profiles = _Below("profiles", ProfilesFolder)
+    sessions = _Below("sessions", SessionsFolder)
+    transcripts = _Below("transcripts/transcripts.jsonl")
+    validation = _Below("validation", ValidationFolder)
+    judgments = _Below("judgments", JudgmentsFolder)
+    patientact_judge = _Below("patientact_judge", PatientActJudgeFolder)
+    dataset = _Below("dataset")
