@@ -30,7 +30,7 @@ from mindcore.provenance import base_provenance
 from mindcore.recipe import Recipe, load_recipe
 from mindcore.shards import RaySession, env_of
 from mindsim_app.cards import build_dataset_folder
-from mindsim_app.preflight import failure_summary, preflight, raise_if_all_failed
+from mindcore.preflight import failure_summary, preflight, raise_if_all_failed
 from mindsim.config import SimulationConfig
 from mindsim.simulate import run_simulation
 from judge.config import JudgeConfig

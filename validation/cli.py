@@ -45,12 +45,12 @@ def _engines(config: ValidationConfig, engines_cfg):
         return
     from types import SimpleNamespace
 
-    from mindcore import preflight_hook
     from mindcore.engine import Engines
+    from mindcore.preflight import preflight
 
     with Engines.from_config(engines_cfg) as engines:
         # The check reads the effective settings (recipe section plus command-line options), not the file.
-        preflight_hook.run(SimpleNamespace(validation=config.model_dump(mode="json")), engines, {"validate"})
+        preflight(SimpleNamespace(validation=config.model_dump(mode="json")), engines, {"validate"})
         yield engines
 
 
