@@ -87,6 +87,8 @@ class Engines:
             structured_mode="vllm" if kind == "vllm" else getattr(spec, "structured_mode", "json_schema"),
             strict_schema=getattr(spec, "strict_schema", False),
             kind=kind,
+            # The embedded llama.cpp reads max_tokens; remote engines say (or leave it to `auto`).
+            token_param=getattr(spec, "token_param", "max_tokens"),
             **pool,
         )
 
@@ -165,6 +167,7 @@ class Engines:
             "native_tools": b.native_tools,
             "structured_mode": b.structured_mode,
             "strict_schema": b.strict_schema,
+            "token_param": b.token_param,
             "role_spec": client.spec.model_dump(),
         }
 

@@ -10,7 +10,7 @@ from typing import Any, Literal, TypeVar
 import yaml
 from pydantic import BaseModel, ConfigDict, Field, ValidationError
 
-from mindcore.config import EnginesConfig, EngineSpec, RoleSpec
+from mindcore.config import REQUEST_OPTION_DEFAULTS, EnginesConfig, EngineSpec, RoleSpec
 from mindcore.errors import ConfigError
 
 C = TypeVar("C", bound=BaseModel)
@@ -66,8 +66,18 @@ class Recipe(BaseModel):
     path: str | None = Field(None, exclude=True)
 
     def content_dump(self) -> dict[str, Any]:
-        """The recipe without where it runs: what the run's hash and its provenance describe."""
-        return self.model_dump(mode="json", exclude=set(RUNNER_FIELDS))
+        """The recipe without where it runs: what the run's hash and its provenance describe. Fields
+        added after run folders already existed are left out while at their defaults, so those folders
+        keep their hash and resume (request options of roles and engines)."""
+        data = self.model_dump(mode="json", exclude=set(RUNNER_FIELDS))
+        for role in data["roles"].values():
+            for key, default in REQUEST_OPTION_DEFAULTS.items():
+                if key in role and role[key] == default:
+                    del role[key]
+        for engine in data["engines"].values():
+            if engine.get("token_param") == "auto":
+                del engine["token_param"]
+        return data
 
     def with_runner(self, ray_address: str | None = None, env: dict[str, str] | None = None) -> "Recipe":
         """The runner this run uses: `--ray ADDRESS` first, then a RAY_ADDRESS in the environment (both

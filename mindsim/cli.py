@@ -76,10 +76,11 @@ def engines_check_cmd(
     from mindcore.config import EnginesConfig
     from mindcore.recipe import load_recipe
 
-    config = load_recipe(recipe).engines_config() if recipe else EnginesConfig()
-    from mindsim.engines_check import check_engines
+    loaded = load_recipe(recipe) if recipe else None
+    config = loaded.engines_config() if loaded else EnginesConfig()
+    from mindsim.engines_check import check_engines, recipe_bindings
 
-    results = check_engines(config)
+    results = check_engines(config, recipe_bindings(loaded))
     table = Table(title=f"Engines in {recipe or 'default config'}")
     for col in ("engine", "kind", "endpoint", "model", "reply", "latency", "structured"):
         table.add_column(col, overflow="fold")
@@ -94,6 +95,17 @@ def engines_check_cmd(
             (f"[green]ok[/] {h.structured_latency_s:.2f}s" if h.structured_ok else "[red]failed[/]"),
         )
     out.print(table)
+    accepted = [(h, a) for h in results for a in h.accepted]
+    if accepted:
+        # What each role sends and whether its model took it: the place to see a refused field.
+        roles = Table(title="Requests per role (one short chat each, with the role's own fields)")
+        for col in ("role", "engine", "model", "sent", "accepted"):
+            roles.add_column(col, overflow="fold")
+        for h, a in accepted:
+            verdict = "[green]yes[/]" if a.ok else f"[red]no[/]: {escape(a.problem)}" + (
+                f" — {escape(a.hint)}" if a.hint else "")
+            roles.add_row(a.role, h.engine, a.model, escape(a.sent_text()), verdict)
+        out.print(roles)
     # A listed problem (e.g. the model is not served) counts even when the chat itself answered.
     bad = [h for h in results if h.problem or not (h.ok and h.structured_ok)]
     for h in bad:

@@ -72,6 +72,8 @@ class RoleUse:
     model: str | None
     max_tokens: int | None
     binding: bool = False  # a counsellor given as engine + model in `simulation.counsellors`
+    reasoning_budget: int = 0  # added to every output budget of the role (its thinking spends the same field)
+    spec: Any = None  # its RoleSpec: what its requests carry (probed when it sets request options)
 
 
 @dataclass
@@ -130,23 +132,27 @@ def roles_for(recipe: Any, engines: Any, stages: Iterable[str]) -> list[RoleUse]
             if role == "labeller" and not (getattr(recipe, "validation", None) or {}).get("arc", False):
                 continue
             spec = engines.role_spec(role)
-            uses.append(RoleUse(role, role, spec.engine, spec.model, spec.max_tokens))
+            uses.append(RoleUse(role, role, spec.engine, spec.model, spec.max_tokens,
+                                reasoning_budget=spec.reasoning_budget or 0, spec=spec))
     if "simulate" in stages:
         scfg = SimulationConfig.from_section(getattr(recipe, "simulation", None))
         if "patientact" in scfg.patient_engines:
             # PatientAct's steps and decomposition run on their own roles (`simulate.shared_roles`).
             for role in PATIENTACT_ROLES:
                 spec = engines.role_spec(role)
-                uses.append(RoleUse(role, role, spec.engine, spec.model, spec.max_tokens))
+                uses.append(RoleUse(role, role, spec.engine, spec.model, spec.max_tokens,
+                                    reasoning_budget=spec.reasoning_budget or 0, spec=spec))
         for c in scfg.counsellors:
             if isinstance(c, CounsellorBinding):
                 if c.engine not in engines.config.engines:
                     raise ConfigError(f"simulation.counsellors: '{c.name}' names engine '{c.engine}', which is not "
                                       f"in the recipe's engines ({', '.join(sorted(engines.config.engines))})")
-                uses.append(RoleUse(f"counsellor:{c.name}", "counsellor", c.engine, c.model, c.max_tokens, True))
+                uses.append(RoleUse(f"counsellor:{c.name}", "counsellor", c.engine, c.model, c.max_tokens, True,
+                                    c.reasoning_budget or 0, c.role_spec()))
             else:
                 spec = engines.role_spec(c)
-                uses.append(RoleUse(c, "counsellor", spec.engine, spec.model, spec.max_tokens))
+                uses.append(RoleUse(c, "counsellor", spec.engine, spec.model, spec.max_tokens,
+                                    reasoning_budget=spec.reasoning_budget or 0, spec=spec))
     return uses
 
 
@@ -173,7 +179,13 @@ def _raise_problems(health: list[EngineHealth]) -> None:
 
 
 def _output_budget(uses: list[RoleUse], engines: Any, report: BudgetReport, inp: EstimateInputs) -> int | None:
-    """The largest reply any of `uses` (one role on one engine) may write; None when one is uncapped."""
+    """The largest reply any of `uses` (one role on one engine) may write, its reasoning budget included;
+    None when one is uncapped."""
+    answer = _answer_budget(uses, engines, report, inp)
+    return None if answer is None else answer + max(u.reasoning_budget for u in uses)
+
+
+def _answer_budget(uses: list[RoleUse], engines: Any, report: BudgetReport, inp: EstimateInputs) -> int | None:
     role = uses[0].role
     values = [b.budget for b in report.lines if b.role == role and b.budget is not None]
     if role == "patient":
@@ -240,7 +252,8 @@ def preflight(recipe: Any, engines: Any, stages: set[str]) -> PreflightReport:
     # Nor is a role whose structured calls this recipe switches off (a PatientAct-only patient speaks).
     structured_roles = {e.role for e in registered(expand_stages(set(stages))) if e.active is None or e.active(recipe)}
     needs_json = {u.engine for u in uses if u.role in structured_roles}
-    health = [probe_started(engines, name, engines.config.engines[name], models[name], structured=name in needs_json)
+    health = [probe_started(engines, name, engines.config.engines[name], models[name], structured=name in needs_json,
+                            roles={u.label: u.spec for u in uses if u.engine == name and u.spec is not None})
               for name in models]
     _raise_problems(health)
     by_name = {h.engine: h for h in health}
