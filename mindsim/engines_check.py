@@ -166,8 +166,9 @@ def slot_context(name: str, spec: Any, base_url: str, model: str, lens: dict[str
 
 
 def _classify(exc: MindsimError) -> str:
-    # UserError covers a refused key (401), a 404 for the model and a missing key variable.
-    return "config" if isinstance(exc, UserError) else "unreachable"
+    # UserError covers a refused key (401), a 404 for the model and a missing key variable; a 400 is the
+    # server refusing a field the recipe makes the role send (max_tokens, temperature, reasoning_effort, …).
+    return "config" if isinstance(exc, UserError) or "(HTTP 400)" in str(exc) else "unreachable"
 
 
 def has_options(spec: RoleSpec) -> bool:
@@ -270,7 +271,7 @@ async def _probe_roles(engines: Engines, h: EngineHealth, backend: Any, roles: d
             row.problem, _, row.hint = text.partition(" — ")
             if not h.problem:
                 h.problem = f"role '{label}' on engine '{h.engine}': {row.problem}"
-                h.problem_kind = "config" if "HTTP 400" in text or isinstance(exc, UserError) else _classify(exc)
+                h.problem_kind = _classify(exc)
                 h.hints = [row.hint] if row.hint else []
         done[key] = row
         h.accepted.append(row)
