@@ -19,6 +19,7 @@ from mindcore.backends import OpenAIBackend
 from mindcore.client import RoleClient
 from mindcore.config import RoleSpec
 from mindcore.errors import EngineError
+from mindcore.prompts import install_overrides
 from mindcore.types import UsageLedger
 
 
@@ -53,6 +54,8 @@ class MindcoreLLM(AsyncLLM):
         for name in ("httpx", "httpx2", "openai"):
             logging.getLogger(name).setLevel(logging.WARNING)
         w = self.wire
+        # The steps that use this LLM render their prompts in this process: give it the recipe's overrides.
+        install_overrides(w.get("prompt_overrides") or {})
         backend = OpenAIBackend(
             w["engine"],
             base_url=None if w.get("base_urls") else w["base_url"],

@@ -13,6 +13,7 @@ from mindcore.client import RoleClient
 from mindcore.config import ROLES, EmbeddedEngine, EnginesConfig, OpenAIEngine, RoleSpec, VLLMEngine, role_base
 from mindcore.embedded import EmbeddedServer
 from mindcore.errors import ConfigError
+from mindcore.prompts import snapshot
 from mindcore.types import ToolSpec, UsageLedger
 from mindcore.vllm_serve import VLLMProcess
 
@@ -169,6 +170,8 @@ class Engines:
             "strict_schema": b.strict_schema,
             "token_param": b.token_param,
             "role_spec": client.spec.model_dump(),
+            # The recipe's swapped prompts travel with the role: distilabel workers render them too.
+            "prompt_overrides": snapshot(),
         }
 
     def describe(self) -> dict[str, Any]:
