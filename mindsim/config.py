@@ -121,7 +121,8 @@ class SimulationConfig(BaseModel):
     )
     counsellor_template: str = Field(
         "counsellor/system.jinja2", pattern=r"^[\w\-/]+\.jinja2$",
-        description="Counsellor system prompt under prompts/ (variables: time_context, memory)",
+        description="Which shipped counsellor system prompt under prompts/ (variables: time_context, memory); the "
+        "recipe's top-level `prompts:` replaces a template's content with your own file (docs/prompts.md)",
     )
     patientact: PatientActConfig = Field(default_factory=PatientActConfig, description="PatientAct engine settings")
     pool_only: bool = Field(True, description="Simulate only profiles marked in_pool")
