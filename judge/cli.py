@@ -1,4 +1,4 @@
-"""`mindsim judge …` commands. `mindsim/cli.py` mounts `app`; each command lives with the module that
+"""`mindsim judge …` commands. `mindsim_app/cli.py` mounts `app`; each command lives with the module that
 does its work."""
 
 from __future__ import annotations
@@ -89,8 +89,8 @@ def run_cmd(
         raise ConfigError(f"{run_dir}: no such run folder; give a folder made by 'mindsim run', or --sessions FILE")
     from pydantic import ValidationError
 
-    from mindcore import preflight_hook
     from mindcore.engine import Engines
+    from mindcore.preflight import preflight
     from mindcore.recipe import format_validation_error, load_recipe
     from judge.config import JudgeConfig, default_engines_config
     from judge.inputs import load_sessions
@@ -111,7 +111,7 @@ def run_cmd(
         raise ConfigError(format_validation_error(exc, "mindsim judge run options")) from exc
     inputs = load_sessions(run_dir, sessions)  # bad input stops here, before any engine starts
     with Engines.from_config(engines_cfg) as engines:
-        preflight_hook.run(r, engines, {"judge"})
+        preflight(r, engines, {"judge"})
         summary = run_judging(run_dir, engines, config, inputs=inputs)
     typer.echo(f"judged {summary['judgments']} replies of {summary['sessions']} sessions: {summary['ok']} ok, "
                f"{summary['failed']} failed, {summary['critical']} critical, "
@@ -126,9 +126,9 @@ def _run_patientact(run_dir: Optional[Path], runs: list[Path], sessions: Optiona
                     judge: Optional[list[str]], baseline: Optional[str], human: Optional[Path], out: Optional[Path],
                     max_tokens: Optional[int]) -> None:
     """`--rubric patientact`: the run folders and/or sessions file, one judge role, the per-system report."""
-    from mindcore import preflight_hook
     from mindcore.engine import Engines
     from mindcore.errors import ConfigError
+    from mindcore.preflight import preflight
     from mindcore.recipe import load_recipe
     from judge.config import default_engines_config
     from judge.patientact import load_human, load_items, rubrics
@@ -148,7 +148,7 @@ def _run_patientact(run_dir: Optional[Path], runs: list[Path], sessions: Optiona
     r = load_recipe(recipe_path) if recipe_path is not None else None
     engines_cfg = r.engines_config() if r is not None else default_engines_config()
     with Engines.from_config(engines_cfg) as engines:
-        preflight_hook.run(r, engines, {"judge_patientact"})
+        preflight(r, engines, {"judge_patientact"})
         summary = run_patientact(target, engines, items, judge=role, baseline=baseline or "patientact",
                                  human=ratings, max_tokens=max_tokens)
     typer.echo(f"judged {summary['judged']} sessions on the PatientAct rubric: {summary['ok']} ok, "

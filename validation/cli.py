@@ -44,17 +44,17 @@ def _engines(config: ValidationConfig, engines_cfg):
         return
     from types import SimpleNamespace
 
-    from mindcore import preflight_hook
     from mindcore.engine import Engines
+    from mindcore.preflight import preflight
 
     with Engines.from_config(engines_cfg) as engines:
         # The check reads the effective settings (recipe section plus command-line options), not the file.
-        preflight_hook.run(SimpleNamespace(validation=config.model_dump(mode="json")), engines, {"validate"})
+        preflight(SimpleNamespace(validation=config.model_dump(mode="json")), engines, {"validate"})
         yield engines
 
 
 def _fail(exc: UserError) -> None:
-    # Exit here rather than in `mindsim.cli.main` so `python -m validation.cli` keeps the same contract.
+    # Exit here rather than in `mindsim_app.cli.main` so `python -m validation.cli` keeps the same contract.
     _err.print(f"[red]error:[/red] {escape(one_line(exc))}")
     raise typer.Exit(2)
 

@@ -114,7 +114,7 @@ def test_filled_in_excerpts_feed_agreement_through_the_key(tmp_path):
 
 
 def test_sample_and_agreement_commands(tmp_path, capsys):
-    from mindsim.cli import main
+    from mindsim_app.cli import main
 
     run = make_run(tmp_path / "run")
     out = tmp_path / "ex.jsonl"

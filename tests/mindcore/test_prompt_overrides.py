@@ -81,7 +81,7 @@ def test_bad_overrides_are_config_errors_at_load(tmp_path, prompts, files, messa
 
 
 def test_bad_override_exits_2_with_one_error_line_before_any_engine(tmp_path, capsys):
-    from mindsim.cli import main
+    from mindsim_app.cli import main
 
     path = _recipe(tmp_path, {MEMORY: "mine.jinja2"}, **{"mine.jinja2": "{{ nope }}"})
     assert main(["engines", "check", str(path)]) == 2

@@ -7,7 +7,7 @@ from pathlib import Path
 import pytest
 
 from mindcore.recipe import load_recipe
-from mindsim.job import OutputConfig
+from mindsim_app.job import OutputConfig
 from mindsim.config import SimulationConfig
 from profilegen.config import ProfilesConfig
 from validation.config import ValidationConfig
@@ -32,7 +32,7 @@ def test_benchmark_recipe_has_paper_settings():
 
 
 def test_engines_check_explains_unreachable_benchmark_engines(monkeypatch):
-    from mindsim.engines_check import check_engines
+    from mindcore.engine_health import check_engines
 
     monkeypatch.delenv("OPENAI_API_KEY", raising=False)
     r = load_recipe(BENCHMARK)
@@ -57,7 +57,7 @@ def test_benchmark_recipe_passes_preflight_against_reasoning_and_thinking_stubs(
     server that reads `thinking`. The preflight of the whole job passes, and the probes carried the
     recipe's reasoning effort and thinking switch in the fields those servers read."""
     from mindcore.engine import Engines
-    from mindsim.preflight import preflight
+    from mindcore.preflight import preflight
     from openai_stub import OpenAIStub, hosted_reasoning, probe_answers, template_thinking
 
     monkeypatch.setenv("OPENAI_API_KEY", "test-key-not-secret")

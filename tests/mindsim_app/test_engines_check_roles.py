@@ -8,9 +8,10 @@ import yaml
 
 from mindcore.engine import Engines
 from mindcore.fake import FakeBackend
-from mindsim.cli import main
+from mindsim_app.cli import main
 from mindsim.config import CounsellorBinding, SimulationConfig
-from mindsim.engines_check import check_engines, recipe_bindings
+from mindcore.engine_health import check_engines
+from mindsim_app.cli import _counsellor_bindings as recipe_bindings
 from mindsim.simulate import counsellor_client
 from openai_stub import OpenAIStub, hosted_reasoning, probe_answers
 

@@ -1,5 +1,5 @@
 """Engine probes shared by `mindsim engines check` and the preflight every job runs first
-(`mindsim.preflight`): is the key variable set, does the server answer, does it list the models the
+(`mindcore.preflight`): is the key variable set, does the server answer, does it list the models the
 recipe names, does a structured-output round trip work, how much context a slot has, and does the
 server offer its tokenizer. Each probe says what is wrong and how to fix it, and whether the problem is
 the configuration (`problem_kind="config"`, exit 2) or the engine being unreachable or broken
@@ -344,15 +344,3 @@ def _unstarted(name: str, spec: Any, problem: str, kind: str) -> EngineHealth:
         problem_kind=kind,
         hints=_hints(spec),
     )
-
-
-
-def recipe_bindings(recipe: Any) -> dict[str, RoleSpec]:
-    """The counsellors a recipe binds as engine + model (`simulation.counsellors`), label → settings.
-    Read from the raw section, as `engines check` runs before the section is otherwise needed."""
-    from mindsim.config import CounsellorBinding, SimulationConfig
-
-    if recipe is None:
-        return {}
-    scfg = SimulationConfig.from_section(getattr(recipe, "simulation", None))
-    return {f"counsellor:{c.name}": c.role_spec() for c in scfg.counsellors if isinstance(c, CounsellorBinding)}

@@ -6,7 +6,7 @@ from __future__ import annotations
 import sys
 import warnings
 from pathlib import Path
-from typing import Optional
+from typing import Any, Optional
 
 import typer
 from rich.markup import escape
@@ -47,9 +47,9 @@ def run_cmd(
     # A missing or unreadable recipe is reported before the job's seconds of library imports;
     # run_job loads it again and checks every section.
     load_recipe(recipe)
-    from mindsim.job import run_job
+    from mindsim_app.job import run_job
 
-    # Passed only when given, so a stand-in run_job with the older signature (tests/mindsim/test_cli.py) still fits.
+    # Passed only when given, so a stand-in run_job with the older signature (tests/mindsim_app/test_cli.py) still fits.
     summary = run_job(recipe, out_dir, verbose=verbose, **({"ray_address": ray_address} if ray_address else {}))
     table = Table(title="Outputs", show_header=True)
     table.add_column("what")
@@ -78,9 +78,10 @@ def engines_check_cmd(
 
     loaded = load_recipe(recipe) if recipe else None
     config = loaded.engines_config() if loaded else EnginesConfig()
-    from mindsim.engines_check import check_engines, recipe_bindings
+    from mindcore.engine_health import check_engines
 
-    results = check_engines(config, recipe_bindings(loaded))
+
+    results = check_engines(config, _counsellor_bindings(loaded))
     table = Table(title=f"Engines in {recipe or 'default config'}")
     for col in ("engine", "kind", "endpoint", "model", "reply", "latency", "structured"):
         table.add_column(col, overflow="fold")
@@ -118,18 +119,25 @@ def engines_check_cmd(
         raise typer.Exit(2 if any(h.problem_kind == "config" for h in bad) else 1)
 
 
+def _counsellor_bindings(recipe: Any) -> dict[str, Any]:
+    """The counsellors a recipe binds as engine + model (`simulation.counsellors`), label → RoleSpec, so
+    `engines check` sends each one its own request too."""
+    from mindsim.config import CounsellorBinding, SimulationConfig
+
+    if recipe is None:
+        return {}
+    scfg = SimulationConfig.from_section(getattr(recipe, "simulation", None))
+    return {f"counsellor:{c.name}": c.role_spec() for c in scfg.counsellors if isinstance(c, CounsellorBinding)}
+
+
 def _mount_stage_commands() -> None:
     """Stage packages own their command functions; the CLI only mounts them."""
     from judge.cli import app as judge_app
-    from mindcore import preflight_hook
-    from mindsim.export import export_app
-    from mindsim.preflight import preflight
-    from mindsim.publish import publish_cmd
-    from mindsim.simulate_cli import simulate_cmd
+    from mindsim_app.export import export_app
+    from mindsim_app.publish import publish_cmd
+    from mindsim_app.simulate_cli import simulate_cmd
     from profilegen.cli import app as profiles_app
 
-    # judge/ and validation/ may not import mindsim: their commands reach the preflight through mindcore.
-    preflight_hook.install(preflight)
     from validation.cli import app as validate_app
 
     app.add_typer(profiles_app, name="profiles", help="Generate, screen and select patient profiles.")
