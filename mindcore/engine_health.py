@@ -178,12 +178,15 @@ def has_options(spec: RoleSpec) -> bool:
 
 
 def _probe_spec(name: str, budget: int, roles: dict[str, RoleSpec]) -> RoleSpec:
-    """The basic probe's settings: as before (temperature 0) when no role on the engine sets request
-    options; otherwise those of a role that does, preferring one that does not reason — a hosted
-    reasoning model refuses a plain probe's max_tokens and temperature, and a thinking one needs room."""
+    """The basic probe's settings: plain (temperature 0) when no role on the engine sets request options;
+    otherwise those of a role that does, preferring one that does not reason — a hosted reasoning model
+    refuses a plain probe's temperature, and a thinking one needs room for its thinking."""
     optioned = [s for s in roles.values() if has_options(s)]
     if not optioned:
-        return RoleSpec(engine=name, temperature=0.0, max_tokens=budget, max_attempts=2)
+        # Temperature 0 keeps the probe steady, but only where the recipe sends temperatures at all: a hosted
+        # reasoning model whose roles leave it unset would refuse the probe's and pass the job.
+        sends = not roles or any(s.temperature is not None for s in roles.values())
+        return RoleSpec(engine=name, temperature=0.0 if sends else None, max_tokens=budget, max_attempts=2)
     plain = [s for s in optioned if not s.reasoning_effort and not s.thinking and not s.reasoning_budget]
     base = (plain or optioned)[0]
     return base.model_copy(update={"engine": name, "model": None, "max_tokens": budget, "max_attempts": 2,

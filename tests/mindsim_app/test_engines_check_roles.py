@@ -75,3 +75,16 @@ def test_counsellor_binding_sends_the_same_request_options_as_a_role():
     req = fake.requests[-1]
     assert (req.reasoning_effort, req.thinking, req.omit, req.timeout_s) == ("medium", False, ("top_p",), 9)
     assert req.extra_body == {"provider": {"order": ["x"]}} and req.max_tokens == 150
+
+
+def test_a_reasoning_model_whose_roles_send_no_temperature_passes_the_probe():
+    """The probe's own temperature 0 goes out only where the recipe's roles send temperatures at all."""
+    from mindcore.config import EnginesConfig
+
+    with OpenAIStub(hosted_reasoning(probe_answers)).serve("o3") as stub:
+        cfg = EnginesConfig.model_validate({"engines": {"api": {"kind": "openai", "base_url": stub.base_url,
+                                                                "model": "o3"}},
+                                            "roles": {"default": {"engine": "api", "max_tokens": 64}}})
+        (h,) = check_engines(cfg)
+        assert h.ok and h.structured_ok and not h.problem
+        assert not any("temperature" in b for b in stub.requests)
