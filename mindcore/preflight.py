@@ -84,6 +84,9 @@ class PreflightReport:
             json_ok = "structured ok" if h.structured_ok else "chat only (no structured role)"
             out.append(f"engine {h.engine} ({h.kind}, {h.model}): answers in {h.latency_s or 0:.2f}s, "
                        f"{json_ok}, {ctx}, tokenizer {'yes' if h.tokenizer else 'no (byte bound)'}")
+            # Roles with request options were sent their own probe: say what went out (run.json keeps it).
+            out.extend(f"request {a.role} on {h.engine} ({a.model}): {a.sent_text()} — "
+                       f"{'accepted' if a.ok else 'refused: ' + a.problem}" for a in h.accepted)
         for b in (self.budgets.lines if self.budgets else []):
             if b.worst_case is not None:  # unbounded schemas are in the notes
                 out.append(f"budget {b.role}/{b.schema}: worst case {b.worst_case} ≤ {b.setting} = {b.budget} "

@@ -86,3 +86,5 @@ def test_benchmark_recipe_passes_preflight_against_reasoning_and_thinking_stubs(
     assert line.action == "ok" and line.budget == 8192
     assert {h.engine for h in report.engines if h.accepted} >= {"openai", "patient"}
     assert all(a.ok for h in report.engines for a in h.accepted)
+    assert any(ln.startswith("request judge on openai (gpt-6.1-sol): ") and "reasoning_effort=high" in ln
+               and ln.endswith("accepted") for ln in report.lines())
