@@ -1,0 +1,1 @@
+"""The application layer: commands that compose the stages (profiles, simulation, validation, judges)."""
