@@ -15,6 +15,13 @@ sample_app = typer.Typer(help="Draw a blinded task folder for one protocol (key 
 labelstudio_app = typer.Typer(help="Label Studio interchange: tasks + labeling config out, its JSON export back in.",
                               no_args_is_help=True)
 realism_app = typer.Typer(help="Human realism ratings (MindEval2 Tables 4 and 13).", no_args_is_help=True)
+
+
+@realism_app.callback()
+def _realism() -> None:
+    """Human realism ratings (MindEval2 §4.3, Tables 4 and 13)."""
+
+
 app.add_typer(sample_app, name="sample")
 app.add_typer(labelstudio_app, name="labelstudio")
 

@@ -67,11 +67,12 @@ def sample_mhqr(out: Path, design: Design, *, run_dir: Optional[Path] = None, n:
                  for it in items]
     assignments = tasks.assign([it.item_id for it in items], design, rng, {it.item_id: it.system for it in items})
     header = Header(protocol="mhqr", seed=seed, items=len(items), units=sum(len(it.units) for it in items),
-                    design=design, sampler={"run_dir": str(run_dir) if run_dir else None, "n": n, "judge": judge,
-                                            "excerpts": None if run_dir else str(excerpts)})
+                    design=design, sampler={"n": n})
     key_body = {"systems": judge_key.get("systems", {}), "excerpts": {e: entries[e] for it in items for e in it.excerpt_ids},
                 "items": {it.item_id: {"excerpts": it.excerpt_ids, "system": it.system} for it in items},
-                "judge_sample": {k: v for k, v in judge_key.items() if k not in ("excerpts",)}}
+                "judge_sample": {k: v for k, v in judge_key.items() if k not in ("excerpts",)},
+                "inputs": {"run_dir": str(run_dir) if run_dir else None, "judge": judge,
+                           "excerpts": None if run_dir else str(excerpts)}}
     return tasks.write_task(out, header, out_items, assignments, key_body, key)
 
 
@@ -209,10 +210,11 @@ def sample_realism(out: Path, design: Design, *, n: int, runs: Sequence[str] = (
     header = Header(protocol="realism", seed=seed, items=len(items), units=sum(len(i["units"]) for i in items),
                     design=design, real_text=real_text, publish="never" if real_text else "allowed",
                     notice=tasks.REAL_TEXT_NOTICE if real_text else None,
-                    sampler={"n": n, "windows": list(windows), "first_sessions": first_sessions, "max_turns": max_turns,
-                             "runs": list(runs), "sessions": list(sessions), "real": list(real)})
+                    sampler={"n": n, "windows": list(windows), "first_sessions": first_sessions, "max_turns": max_turns})
+    # Input names and paths can name a system, so they go to the key, not to the served folder.
     summary = {"systems": {code: name for name, code in codes.items()}, "requested": n, "drawn": len(items),
-               "short": short, "real_systems": sorted({e["system"] for e in entries.values() if e["real"]})}
+               "short": short, "real_systems": sorted({e["system"] for e in entries.values() if e["real"]}),
+               "inputs": {"runs": list(runs), "sessions": list(sessions), "real": list(real)}}
     written = tasks.write_task(out, header, items, assignments, {**summary, "items": entries}, key)
     return {**written, **{k: summary[k] for k in ("requested", "drawn", "short")}, "systems": len(codes)}
 
@@ -252,9 +254,9 @@ def sample_patientact_sessions(out: Path, design: Design, *, runs: Sequence[Path
                         "session_index": it.session_index, "source": it.source}
     assignments = tasks.assign(ids, design, rng, {i["item_id"]: i["system"] for i in items})
     header = Header(protocol="patientact_session", seed=seed, items=len(items), units=len(items), design=design,
-                    sampler={"runs": [str(r) for r in runs], "sessions": str(sessions) if sessions else None,
-                             "per_system": per_system})
-    key_body = {"systems": {c: s for s, c in codes.items()}, "items": entries}
+                    sampler={"per_system": per_system})
+    key_body = {"systems": {c: s for s, c in codes.items()}, "items": entries,
+                "inputs": {"runs": [str(r) for r in runs], "sessions": str(sessions) if sessions else None}}
     return {**tasks.write_task(out, header, items, assignments, key_body, key), "systems": len(codes)}
 
 
@@ -349,8 +351,8 @@ def sample_patientact_profiles(out: Path, design: Design, *, runs: Sequence[Path
         assignments[r].append(DIVERSITY)
     seen_words = _seed_words_shown(items[:-1], entries)
     header = Header(protocol="patientact_profile", seed=seed, items=len(items), units=len(items), design=design,
-                    sampler={"runs": [str(r) for r in runs], "n": n})
-    key_body = {"items": entries, "seed_words_shown": seen_words}
+                    sampler={"n": n})
+    key_body = {"items": entries, "seed_words_shown": seen_words, "inputs": {"runs": [str(r) for r in runs]}}
     return {**tasks.write_task(out, header, items, assignments, key_body, key), "seed_words_shown": seen_words}
 
 

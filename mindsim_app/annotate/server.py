@@ -20,7 +20,7 @@ from typing import Any, Optional
 from fastapi import FastAPI, Header, HTTPException, Request
 from fastapi.exceptions import RequestValidationError
 from starlette.exceptions import HTTPException as StarletteHTTPException
-from fastapi.responses import FileResponse, HTMLResponse, JSONResponse
+from fastapi.responses import FileResponse, HTMLResponse, JSONResponse, Response
 from pydantic import BaseModel, ConfigDict, Field
 
 from mindsim_app.annotate.protocol import AnswerError, protocol
@@ -100,6 +100,10 @@ def create_app(task_dirs: list[Path]) -> FastAPI:
     @app.get("/", response_class=HTMLResponse)
     def index() -> FileResponse:
         return FileResponse(_static("index.html"), media_type="text/html")
+
+    @app.get("/favicon.ico")
+    def favicon() -> Response:
+        return Response(status_code=204)
 
     @app.get("/static/{name}")
     def static(name: str) -> FileResponse:

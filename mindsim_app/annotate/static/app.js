@@ -15,7 +15,7 @@
       else if (k.startsWith("on")) e.addEventListener(k.slice(2), v);
       else e.setAttribute(k, v === true ? "" : v);
     }
-    for (const c of kids.flat()) if (c !== null && c !== undefined) e.append(c.nodeType ? c : document.createTextNode(String(c)));
+    for (const c of kids.flat(Infinity)) if (c !== null && c !== undefined) e.append(c.nodeType ? c : document.createTextNode(String(c)));
     return e;
   }
   const kbd = (k) => el("kbd", { text: k });
@@ -202,7 +202,7 @@
           f.severities.map((s, i) => check("severity", s.id, s.name, String(i + 1), a.severity === s.id, s.definition, "radio")));
         let n = 0;
         const iss = el("fieldset", { id: "issues" }, el("legend", { text: "Clinical issues present" }),
-          el("div", { class: "grid2" }, f.categories.map((c) => el("div", {}, el("div", { class: "hint", text: c.name }),
+          el("div", { class: "grid2" }, f.categories.map((c) => el("div", {}, el("div", { class: "hint cat", text: c.name }),
             c.issues.map((x) => check("issue", x.id, x.name, ISSUE_KEYS[n++], (a.issues || []).includes(x.id), null))))));
         const quote = el("fieldset", {}, el("legend", { text: "Quote from the reply (optional)" }),
           el("input", { type: "text", id: "quote", maxlength: f.quote_max_chars, value: a.quote || "" }));
@@ -370,5 +370,7 @@
     if (S.session.answered >= S.session.total) return doneScreen();
     await load(S.session.resume, null).catch((e) => fatal(e.message));
   }
+  // A second link opened in the same tab: start again as that rater.
+  window.addEventListener("hashchange", () => { if (/[#&]k=/.test(location.hash)) location.reload(); });
   start();
 })();
