@@ -233,7 +233,8 @@ def _patientact_profile() -> tuple[Protocol, Protocol]:
             "dimensions": _dimension_form(part),
             "attachments": [{"id": k, "text": v} for k, v in attachments.items()],
             "themes": [{"id": k, "text": v} for k, v in themes.items()],
-            "diversity": {"question": div["question"], "scale": {int(k): v for k, v in div["scale"].items()}},
+            "diversity": {"title": div["title"], "question": div["question"],
+                          "scale": {int(k): v for k, v in div["scale"].items()}},
             "comment_max_chars": spec["comment_max_chars"], "source": spec["source"]}
     return (Protocol("patientact_profile", form, model),
             Protocol(DIVERSITY, {"protocol": DIVERSITY, **form["diversity"]}, diversity))

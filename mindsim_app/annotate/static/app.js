@@ -147,6 +147,7 @@
     const r = document.querySelector(".msg.rated");
     if (r) r.scrollIntoView({ block: "nearest" });
     FORMS[it.protocol].after && FORMS[it.protocol].after();
+    right.addEventListener("change", () => { $("error").textContent = ""; });
     helpText();
   }
 

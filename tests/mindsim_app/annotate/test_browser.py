@@ -76,7 +76,9 @@ def where(browser) -> str:
 def shot(browser, name: str):
     if SHOTS:
         Path(SHOTS).mkdir(parents=True, exist_ok=True)
+        browser.set_window_size(1400, 1350)  # tall enough for the whole form
         browser.save_screenshot(str(Path(SHOTS) / f"annotate-{name}.png"))
+        browser.set_window_size(1400, 1000)
 
 
 def reload_and_resume(browser, expect_where: str):
