@@ -32,14 +32,15 @@ from mindsim_app.annotate.store import read_answers
 from mindsim_app.annotate.tasks import Task, load_key, load_task
 
 
-def checked_answers(task: Task, answers: Iterable[dict[str, Any]], where: str) -> list[dict[str, Any]]:
-    """Answers that name an assigned item and unit and fit the protocol (imports are checked like the server's)."""
+def checked_answers(task: Task, answers: Iterable[dict[str, Any]], where: str, any_rater: bool = False) -> list[dict[str, Any]]:
+    """Answers that name an item and unit of the task and fit the protocol (imports are checked like the
+    server's). Raters must be the task's, except for imports (`any_rater`), whose tool assigns its own."""
     out = []
     for a in answers:
         it = task.items.get(a["item_id"])
         if it is None:
             raise InputError(f"{where}: item {a['item_id']!r} is not in task {task.root}")
-        if a["rater"] not in task.assignments:
+        if a["rater"] not in task.assignments and not any_rater:
             raise InputError(f"{where}: rater {a['rater']!r} is not a rater of task {task.root}")
         if a["unit"] not in {u["unit"] for u in it["units"]}:
             raise InputError(f"{where}: item {a['item_id']} has no unit {a['unit']!r}")
@@ -56,7 +57,7 @@ def export_task(task_dir: Path, out: Path, key: Optional[Path] = None,
     """Write the export files for one task; `answers` (e.g. from Label Studio) replace the stored ones."""
     task = load_task(task_dir)
     where = source or str(Path(task_dir) / "answers.sqlite")
-    rows = checked_answers(task, read_answers(task_dir) if answers is None else answers, where)
+    rows = checked_answers(task, read_answers(task_dir) if answers is None else answers, where, any_rater=answers is not None)
     if not rows:
         raise InputError(f"{where}: no answers yet; serve the task (`mindsim annotate serve {task_dir}`) and let raters answer")
     k = load_key(key) if key else None
@@ -80,8 +81,8 @@ def export_task(task_dir: Path, out: Path, key: Optional[Path] = None,
         written["patientact_profile_summary"] = str(atomic_write_json(out / "patientact_profile_summary.json",
                                                                       profile_summary(prof, div)))
     per_rater = {}
-    for r, ids in task.assignments.items():
-        total = sum(len(task.items[i]["units"]) for i in ids)
+    for r in sorted(set(task.assignments) | {a["rater"] for a in rows}):
+        total = sum(len(task.items[i]["units"]) for i in task.assignments.get(r, []))
         per_rater[r] = {"answered": sum(1 for a in rows if a["rater"] == r), "assigned": total}
     summary = {"task": str(task_dir), "protocol": p, "answers": len(rows), "raters": per_rater, "files": written,
                "source": where, "publish": task.header.publish}
@@ -150,8 +151,10 @@ def profile_summary(prof: list[dict[str, Any]], div: list[dict[str, Any]]) -> di
     for d in dims:
         matrix = [[cell[(r, i)]["scores"][d] if (r, i) in cell else None for i in items] for r in raters]
         shared = sum(1 for i in items if sum((r, i) in cell for r in raters) >= 2)
+        distinct = {p["scores"][d] for p in prof}  # α is undefined when every rating is the same
         out["dimensions"][d] = {**_mean_sd([p["scores"][d] for p in prof]),
-                                "alpha": krippendorff_alpha(matrix) if shared >= 2 and len(raters) >= 2 else None}
+                                "alpha": krippendorff_alpha(matrix) if shared >= 2 and len(raters) >= 2
+                                and len(distinct) > 1 else None}
     for what in ("attachment", "theme"):
         hits = [p["predicted"][what] == p["truth"][what] for p in prof]
         cats = sorted({p["predicted"][what] for p in prof} | {p["truth"][what] for p in prof})
