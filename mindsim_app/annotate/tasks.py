@@ -127,7 +127,8 @@ def assign(items: Sequence[str], design: Design, rng: random.Random,
     common = _even_pick(pool, design.all_raters, strata or {}, rng)
     queue: dict[str, list[str]] = {r: list(common) for r in raters}
     load = {r: len(common) for r in raters}
-    rest = [i for i in pool if i not in set(common)]
+    shared = set(common)
+    rest = [i for i in pool if i not in shared]
     for item in rest:
         order = list(raters)
         rng.shuffle(order)

@@ -115,7 +115,7 @@ def test_three_raters_round_trip_to_the_agreement_tables(tasks):
 
     # -- realism: export, report, and the same figures computed here from what the raters sent ---------
     out = root / "report"
-    res = CliRunner().invoke(realism_app, ["report", str(realism), "--key", str(rkey_path), "--out", str(out), "--draws", "200"])
+    res = CliRunner().invoke(realism_app, ["report", str(realism), "--key", str(rkey_path), "--out", str(out), "--draws", "100"])
     assert res.exit_code == 0, res.output
     rep = json.loads((out / "realism_report.json").read_text())
     rows = defaultdict(list)
