@@ -1,1 +1,6 @@
-"""The application layer: commands that compose the stages (profiles, simulation, validation, judges)."""
+"""The application layer of the toolkit: everything that composes the stages into commands a user runs.
+
+It holds the `mindsim` console script and its per-stage commands, the end-to-end job, preflight, engine
+checks, dataset cards, publishing and post-training exports. The stage packages (`profilegen`, `mindsim`,
+`validation`, `judge`) never import it; it imports them. docs/architecture.md draws the layers.
+"""

@@ -1,5 +1,5 @@
 """`mindsim profiles …` commands (issue 3 "Outputs and CLI"). The lead mounts `app` as
-`mindsim profiles`; `mindsim.cli.main` maps UserError to exit code 2 and EngineError to 1.
+`mindsim profiles`; `mindsim_app.cli.main` maps UserError to exit code 2 and EngineError to 1.
 
     mindsim profiles RECIPE --out DIR            stages 1–5, writes DIR/profiles/ (resumes)
     mindsim profiles fit-rates TABLE --out RATES fit a rates file from annotated patients
@@ -63,7 +63,7 @@ def generate_cmd(
     except ValueError as exc:
         raise ConfigError(f"profiles options: {exc}") from exc
     with Engines.from_config(rec.engines_config()) as engines:
-        from mindsim.preflight import preflight  # the check needs every stage's schemas; profilegen has only its own
+        from mindcore.preflight import preflight
 
         for note in preflight(rec, engines, {"profiles"}).notes:
             out_console().print(f"preflight: {escape(note)}")

@@ -33,7 +33,7 @@ def embedded_engines():
 def quickstart_run(tmp_path_factory) -> Path:
     """The README's main job (recipes/quickstart.yaml) run once on the real embedded engine, shared by every
     test that inspects real output: the job tests, the simulator's and the harness-text checks."""
-    from mindsim.job import run_job
+    from mindsim_app.job import run_job
 
     out = tmp_path_factory.mktemp("run")
     summary = run_job(REPO / "recipes" / "quickstart.yaml", out)

@@ -391,7 +391,7 @@ def test_publish_network_failure_exits_1(tmp_path):
     import pyarrow.parquet as pq
 
     from mindcore.provenance import base_provenance
-    from mindsim.cards import build_dataset_folder
+    from mindsim_app.cards import build_dataset_folder
 
     run_dir = tmp_path / "run"
     (run_dir / "profiles").mkdir(parents=True)
@@ -427,7 +427,7 @@ def test_publish_refused_by_the_hub_exits_2(openai_stub, tmp_path):
     import pyarrow.parquet as pq
 
     from mindcore.provenance import base_provenance
-    from mindsim.cards import build_dataset_folder
+    from mindsim_app.cards import build_dataset_folder
 
     run_dir = tmp_path / "run"
     (run_dir / "profiles").mkdir(parents=True)

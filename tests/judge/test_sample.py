@@ -63,7 +63,10 @@ def test_sample_is_blinded_and_the_key_maps_back(tmp_path):
         assert ex["messages"][-1] == {"role": "assistant",
                                       "content": f"counsellor reply {entry['reply_index']} of {entry['session_id']}"}
         assert len(ex["messages"]) == 2 * (entry["reply_index"] + 1)
-        assert ex["annotation"] == {"annotator": None, "severity": None, "issues": [], "comment": None}
+        assert ex["unit"] == "reply" and entry["reply_indices"] == [entry["reply_index"]]
+        assert ex["rate"] == [{"turn_id": f"{ex['excerpt_id']}.1", "position": 1, "message_index": len(ex["messages"]) - 1}]
+        assert ex["annotation"] == {"annotator": None, "turns": [{"turn_id": f"{ex['excerpt_id']}.1", "severity": None,
+                                                                  "issues": [], "comment": None}]}
         assert ex["choices"]["severity"] == ["no_concern", "minor", "major", "critical"]
         per_counsellor[entry["counsellor"]] = per_counsellor.get(entry["counsellor"], 0) + 1
     assert per_counsellor == {n: 2 for n in NAMES}
@@ -114,7 +117,7 @@ def test_filled_in_excerpts_feed_agreement_through_the_key(tmp_path):
 
 
 def test_sample_and_agreement_commands(tmp_path, capsys):
-    from mindsim.cli import main
+    from mindsim_app.cli import main
 
     run = make_run(tmp_path / "run")
     out = tmp_path / "ex.jsonl"

@@ -58,7 +58,7 @@ def test_both_engines_run_side_by_side_with_the_engine_in_every_key(tmp_path):
     lines = [json.loads(l) for l in (tmp_path / "transcripts" / "transcripts.jsonl").read_text().splitlines()]
     assert sorted(l["patient_engine"] for l in lines) == ["mindsim"] * 8 + ["patientact"] * 8
     # The patient-side export carries the engine and PatientAct's per-turn state.
-    from mindsim.export import patient_rows
+    from mindsim_app.export import patient_rows
 
     pat = patient_rows(tmp_path)
     assert sorted(r["patient_engine"] for r in pat) == ["mindsim"] * 8 + ["patientact"] * 8

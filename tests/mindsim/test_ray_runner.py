@@ -111,7 +111,7 @@ def test_ray_sessions_equal_the_local_runners(cluster, stub, tmp_path):
 
 def test_runner_choice_is_outside_the_recipe_hash(tmp_path):
     from mindcore.recipe import load_recipe
-    from mindsim.job import _recipe_hash
+    from mindsim_app.job import _recipe_hash
 
     base = "name: x\nengines:\n  local: {kind: embedded}\nroles:\n  default: {engine: local}\n"
     (tmp_path / "a.yaml").write_text(base)
@@ -313,7 +313,7 @@ def _job_responder():
 
 
 def test_job_on_ray_resumes_after_the_driver_is_killed_and_equals_the_local_run(cluster, tmp_path):
-    from mindsim.job import run_job
+    from mindsim_app.job import run_job
 
     with OpenAIStub(slowed(from_responder(_job_responder()), 0.01)) as stub:
         recipe = _job_recipe(tmp_path / "r.yaml", stub)

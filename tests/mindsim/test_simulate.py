@@ -1,5 +1,5 @@
 """Tests for running the simulator over a pool (mindsim/simulate.py, mindsim/config.py,
-mindsim/simulate_cli.py) on the fake engine."""
+mindsim_app/simulate_cli.py) on the fake engine."""
 
 from __future__ import annotations
 
@@ -128,7 +128,7 @@ def test_bad_profiles_and_bindings_fail_before_any_call(tmp_path):
 
 
 def test_cli_rejects_a_recipe_typo_before_starting_engines(tmp_path):
-    from mindsim.simulate_cli import simulate_cmd
+    from mindsim_app.simulate_cli import simulate_cmd
 
     recipe = tmp_path / "r.yaml"
     recipe.write_text("name: t\nengines: {local: {kind: embedded}}\nroles: {default: {engine: local}}\nsimulation: {turncap: 3}\n")

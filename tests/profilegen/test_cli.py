@@ -26,7 +26,7 @@ def test_fit_rates_command_writes_loadable_file(tmp_path):
 
 
 def test_default_command_and_bad_recipe_exit_code(tmp_path, capsys):
-    from mindsim.cli import main
+    from mindsim_app.cli import main
 
     assert main(["profiles", str(tmp_path / "missing.yaml"), "--out", str(tmp_path)]) == 2
     assert "recipe" in capsys.readouterr().err  # reached generate's recipe loading, not "no such command"

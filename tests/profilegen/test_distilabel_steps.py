@@ -1,7 +1,7 @@
 """Stages 1–5 end to end on the real embedded engine, stages 3–4 through distilabel and the mindcore
 adapter: checked on the shared quickstart run (the README's job runs its profile stage through distilabel),
 so no second embedded profile run is paid for. This proves the wiring, not the quality of a 135M model;
-resuming from checkpoints is tested by tests/mindsim/test_job_e2e.py on the same run."""
+resuming from checkpoints is tested by tests/mindsim_app/test_job_e2e.py on the same run."""
 
 from __future__ import annotations
 

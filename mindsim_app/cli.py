@@ -47,9 +47,9 @@ def run_cmd(
     # A missing or unreadable recipe is reported before the job's seconds of library imports;
     # run_job loads it again and checks every section.
     load_recipe(recipe)
-    from mindsim.job import run_job
+    from mindsim_app.job import run_job
 
-    # Passed only when given, so a stand-in run_job with the older signature (tests/mindsim/test_cli.py) still fits.
+    # Passed only when given, so a stand-in run_job with the older signature (tests/mindsim_app/test_cli.py) still fits.
     summary = run_job(recipe, out_dir, verbose=verbose, **({"ray_address": ray_address} if ray_address else {}))
     table = Table(title="Outputs", show_header=True)
     table.add_column("what")
@@ -77,7 +77,7 @@ def engines_check_cmd(
     from mindcore.recipe import load_recipe
 
     config = load_recipe(recipe).engines_config() if recipe else EnginesConfig()
-    from mindsim.engines_check import check_engines
+    from mindcore.engine_health import check_engines
 
     results = check_engines(config)
     table = Table(title=f"Engines in {recipe or 'default config'}")
@@ -109,15 +109,11 @@ def engines_check_cmd(
 def _mount_stage_commands() -> None:
     """Stage packages own their command functions; the CLI only mounts them."""
     from judge.cli import app as judge_app
-    from mindcore import preflight_hook
-    from mindsim.export import export_app
-    from mindsim.preflight import preflight
-    from mindsim.publish import publish_cmd
-    from mindsim.simulate_cli import simulate_cmd
+    from mindsim_app.export import export_app
+    from mindsim_app.publish import publish_cmd
+    from mindsim_app.simulate_cli import simulate_cmd
     from profilegen.cli import app as profiles_app
 
-    # judge/ and validation/ may not import mindsim: their commands reach the preflight through mindcore.
-    preflight_hook.install(preflight)
     from validation.cli import app as validate_app
 
     app.add_typer(profiles_app, name="profiles", help="Generate, screen and select patient profiles.")

@@ -28,7 +28,7 @@ pytestmark = pytest.mark.embedded
 
 @pytest.fixture(scope="module")
 def patientact_run(quickstart_run, tmp_path_factory) -> tuple[Path, dict]:
-    from mindsim.job import run_job
+    from mindsim_app.job import run_job
 
     base = tmp_path_factory.mktemp("patientact")
     recipe = yaml.safe_load((REPO / "recipes" / "quickstart.yaml").read_text())

@@ -1,5 +1,5 @@
 """`mindsim simulate --profiles DIR --recipe RECIPE --out DIR`: the multi-session simulator as a command
-(MindEval2/MindSim §4.2). The lead's `mindsim/cli.py` mounts `simulate_cmd`; rerunning with the same
+(MindEval2/MindSim §4.2). The lead's `mindsim_app/cli.py` mounts `simulate_cmd`; rerunning with the same
 `--out` resumes after the last finished session of every arc."""
 
 from __future__ import annotations
@@ -25,7 +25,7 @@ def simulate_cmd(
     from mindcore.engine import Engines
     from mindcore.recipe import load_recipe
     from mindsim.config import SimulationConfig
-    from mindsim.preflight import preflight
+    from mindcore.preflight import preflight
     from mindsim.simulate import run_simulation
     from profilegen.dataset import load_profiles
 

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import pytest
 
-from mindsim.cli import main
+from mindsim_app.cli import main
 
 
 def test_missing_recipe_exits_2(tmp_path, capsys):
@@ -58,7 +58,7 @@ def test_run_with_failed_arcs_exits_1(tmp_path, capsys, monkeypatch):
         return types.SimpleNamespace(outputs={"provenance": out_dir / "run.json"}, info={"counts": next(summaries)})
 
     # The job itself is exercised end to end in tests/test_exit_codes.py; here only run_cmd's verdict.
-    monkeypatch.setitem(sys.modules, "mindsim.job", types.SimpleNamespace(run_job=run_job))
+    monkeypatch.setitem(sys.modules, "mindsim_app.job", types.SimpleNamespace(run_job=run_job))
     assert main(["run", str(recipe), "--out", str(tmp_path / "o")]) == 1
     err = capsys.readouterr().err.splitlines()
     assert len(err) == 1 and "3 session arcs failed" in err[0] and "rerun the same command" in err[0]

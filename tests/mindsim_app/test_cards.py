@@ -8,8 +8,8 @@ from pathlib import Path
 import pyarrow as pa
 import pyarrow.parquet as pq
 
-from mindsim.cards import MANIFEST, build_dataset_folder
-from mindsim.publish import check_folder, check_loads
+from mindsim_app.cards import MANIFEST, build_dataset_folder
+from mindsim_app.publish import check_folder, check_loads
 
 
 def _run(root: Path, n_profiles: int, run_id: str) -> tuple[Path, dict]:
@@ -55,7 +55,7 @@ def test_rebuilt_folder_replaces_the_old_one_whole(tmp_path):
 
 def test_push_of_a_new_version_replaces_the_old_files(tmp_path, monkeypatch):
     from hub_stub import HubStub
-    from mindsim.publish import push
+    from mindsim_app.publish import push
 
     monkeypatch.setenv("HF_TOKEN", "hf_TESTSECRET_cards_0123456789")
     with HubStub() as hub:
@@ -113,7 +113,7 @@ def test_card_says_when_the_judge_did_not_run(tmp_path):
 def test_a_corrupt_manifest_is_refused_with_one_clear_error(tmp_path):
     import pytest
 
-    from mindsim.publish import PublishRefused
+    from mindsim_app.publish import PublishRefused
 
     run_dir, info = _run(tmp_path / "corrupt", 2, "iiii")
     folder = build_dataset_folder(run_dir, info)

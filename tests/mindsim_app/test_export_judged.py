@@ -12,8 +12,8 @@ import pyarrow.parquet as pq
 import pytest
 
 from mindcore.errors import InputError
-from mindsim.cli import main
-from mindsim.export import sft_export
+from mindsim_app.cli import main
+from mindsim_app.export import sft_export
 
 WEIGHT = {"no_concern": 0.0, "minor": 1.0, "major": 5.0, "critical": 10.0}
 
@@ -144,7 +144,7 @@ def dpo_setup(fake_engines, tmp_path, *, judge_responder=fake_judge, bad_text=BA
 def test_dpo_pairs_have_the_trl_shape_and_provenance(run_dir, fake_engines, tmp_path):
     import asyncio
 
-    from mindsim.export import DPO_JSON_COLUMNS, dpo_pairs, write_rows
+    from mindsim_app.export import DPO_JSON_COLUMNS, dpo_pairs, write_rows
 
     counsellors, the_judge, cache, good = dpo_setup(fake_engines, tmp_path)
     rows, summary = asyncio.run(dpo_pairs(run_dir, counsellors, the_judge, cache, k=4, turns=2, seed=5))
@@ -177,7 +177,7 @@ def test_dpo_pairs_have_the_trl_shape_and_provenance(run_dir, fake_engines, tmp_
 def test_dpo_skips_turns_without_a_wide_enough_gap(run_dir, fake_engines, tmp_path):
     import asyncio
 
-    from mindsim.export import dpo_pairs
+    from mindsim_app.export import dpo_pairs
 
     counsellors, the_judge, cache, _ = dpo_setup(fake_engines, tmp_path, bad_text="Another calm reply.")
     rows, summary = asyncio.run(dpo_pairs(run_dir, counsellors, the_judge, cache, k=2, turns=1))
@@ -204,7 +204,7 @@ def test_dpo_command_over_http(run_dir, tmp_path, capsys):
     sys.path.insert(0, str(tests))
     from openai_stub import OpenAIStub, always_text, by_model, from_responder
 
-    from mindsim.cli import main
+    from mindsim_app.cli import main
 
     behaviour = by_model({"good": always_text(GOOD), "bad": always_text(BAD), "judge": from_responder(fake_judge)},
                          always_text("unexpected role"))
@@ -240,7 +240,7 @@ def test_dpo_on_the_embedded_engine(embedded_engines, run_dir, tmp_path):
     from judge.judging import Judge
     from judge.rubric import load_rubric
     from mindcore.io import CheckpointDir
-    from mindsim.export import dpo_pairs
+    from mindsim_app.export import dpo_pairs
 
     one = tmp_path / "one"
     (one / "sessions").mkdir(parents=True)

@@ -28,8 +28,8 @@ from mindcore.logs import library_logs_to
 from mindcore.provenance import base_provenance
 from mindcore.recipe import Recipe, load_recipe
 from mindcore.shards import RaySession, env_of
-from mindsim.cards import build_dataset_folder
-from mindsim.preflight import failure_summary, preflight, raise_if_all_failed
+from mindsim_app.cards import build_dataset_folder
+from mindcore.preflight import failure_summary, preflight, raise_if_all_failed
 from mindsim.config import SimulationConfig
 from mindsim.simulate import run_simulation
 from judge.config import JudgeConfig

@@ -1,4 +1,4 @@
-"""PatientAct's profile evaluation (mindsim/patientact/rubric.py) on the fake engine, and the system label of
+"""PatientAct's profile evaluation (mindsim_app/patientact_rubric.py) on the fake engine, and the system label of
 real session records agreeing with what the judge reads from the parquet. The conversation rubric and the
 statistics are tested with the judge (tests/judge/test_patientact_rubric.py)."""
 
@@ -12,7 +12,7 @@ import pyarrow.parquet as pq
 from judge.patientact import parquet_system_labels
 from mindcore.engine import Engines
 from mindcore.fake import FakeBackend
-from mindsim.patientact.rubric import answer_model, identification_accuracy, judge_profile, rubrics, system_label
+from mindsim_app.patientact_rubric import answer_model, identification_accuracy, judge_profile, rubrics, system_label
 from simfakes import make_profile
 from test_patientact import PAResponder, decomposition, run
 

@@ -12,8 +12,9 @@ from mindcore.engine import Engines
 from mindcore.errors import ConfigError
 from mindcore.fake import FakeBackend
 from mindcore.recipe import Recipe
-from mindsim.budgets import agenda_tool_schema, commit_tool_schema, fit_budgets
-from mindsim.preflight import preflight
+from mindcore.budget_fit import fit_budgets
+from mindcore.preflight import preflight
+from mindsim.stage import agenda_tool_schema, commit_tool_schema
 
 MINDSIM_SCHEMAS = {"tool_choice:commit_move", "tool_choice:agenda"}
 
@@ -149,7 +150,7 @@ def _sessions(run):
 def test_validation_names_one_system_per_engine_and_counsellor(both_run, tmp_path):
     import json
 
-    from mindsim.job import _sims_by_counsellor
+    from mindsim_app.job import _sims_by_counsellor
     from validation.compare import compare
     from validation.config import ValidationConfig
 
@@ -169,7 +170,7 @@ def test_validation_names_one_system_per_engine_and_counsellor(both_run, tmp_pat
 
 def _card(run, name="dataset"):
     from mindcore.provenance import base_provenance
-    from mindsim.cards import build_dataset_folder
+    from mindsim_app.cards import build_dataset_folder
 
     info = {"run_id": "pa01", "recipe": {"name": "t", "seed": 5}, "provenance": base_provenance()}
     folder = build_dataset_folder(run, info, run / name)
@@ -179,7 +180,7 @@ def _card(run, name="dataset"):
 def test_card_explains_patientact_fields_with_counts_from_the_rows(both_run):
     from collections import Counter
 
-    from mindsim.publish import check_folder, check_loads
+    from mindsim_app.publish import check_folder, check_loads
 
     rows = _sessions(both_run)
     pa_rows = [r for r in rows if r["patient_engine"] == "patientact"]
@@ -215,7 +216,7 @@ def test_card_explains_patientact_fields_with_counts_from_the_rows(both_run):
 
 
 def test_a_mindsim_only_card_has_no_patient_engine_sections(tmp_path_factory):
-    from mindsim.cards import CONFIG_DESCRIPTIONS
+    from mindsim_app.cards import CONFIG_DESCRIPTIONS
 
     run = _both_engines_run(tmp_path_factory, engines=("mindsim",))
     _, card = _card(run)

@@ -23,7 +23,7 @@ import typer
 from mindcore.console import out_console
 from mindcore.errors import InputError, MindsimError, UserError
 from mindcore.io import read_jsonl
-from mindsim.cards import MANIFEST, META_KEY, _sha256, build_dataset_folder
+from mindsim_app.cards import MANIFEST, META_KEY, _sha256, build_dataset_folder
 
 console = out_console()
 _WS = re.compile(r"\s+")
