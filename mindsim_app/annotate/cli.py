@@ -56,7 +56,10 @@ def _said(s: dict) -> None:
 def sample_mhqr_cmd(
     out: Path = typer.Option(..., "--out", help="Task folder to create"),
     run_dir: Optional[Path] = typer.Argument(None, help="Run folder to draw from (with --n)"),
-    n: Optional[int] = typer.Option(None, "--n", help="Excerpts to draw from RUN_DIR"),
+    n: Optional[int] = typer.Option(None, "--n", help="Excerpts of --unit to draw from RUN_DIR"),
+    unit: str = typer.Option("reply", "--unit", help="reply | window (five counsellor turns) | conversation"),
+    mix: Optional[str] = typer.Option(None, "--mix", help="paper: 19 conversations and 48 windows (MindEval2 §3.4); "
+                                                          "for other mixes draw with `mindsim judge sample` and give --excerpts"),
     excerpts: Optional[Path] = typer.Option(None, "--excerpts", help="Or: an excerpt file from `mindsim judge sample`"),
     excerpts_key: Optional[Path] = typer.Option(None, "--excerpts-key", help="Its key (default EXCERPTS.key.json)"),
     judge: Optional[str] = typer.Option(None, "--judge", help="Whose severities stratify the draw"),
@@ -64,10 +67,19 @@ def sample_mhqr_cmd(
     seed: int = SEED, key: Optional[Path] = KEY,
 ) -> None:
     """MHQR: counsellor replies (severity + issues), clinicians blind to the system (MindEval2 §3.4)."""
+    from judge.units import PAPER_MIX, UNITS
+    from mindcore.errors import InputError
     from mindsim_app.annotate.samplers import sample_mhqr
 
+    if unit not in UNITS:
+        raise InputError(f"--unit {unit}: use one of {', '.join(UNITS)}")
+    if mix not in (None, "paper"):
+        raise InputError(f"--mix {mix}: only 'paper'; draw other mixes with `mindsim judge sample` and pass --excerpts")
+    if mix and n:
+        raise InputError("--mix paper fixes the counts; drop --n")
     _said(sample_mhqr(out, _design(raters, n_raters, k, all_raters), run_dir=run_dir, n=n, excerpts=excerpts,
-                      excerpts_key=excerpts_key, seed=seed, judge=judge, key=key))
+                      excerpts_key=excerpts_key, seed=seed, judge=judge, key=key, unit=unit,
+                      mix=dict(PAPER_MIX) if mix else None))
 
 
 @sample_app.command("realism")

@@ -3,9 +3,10 @@ statistics read. `mindsim annotate export TASK --out DIR [--key KEY]` writes, by
 
 - every protocol: `answers.jsonl` (one line per rater × unit, blinded, as stored) and `export.json`
   (what was written, answered / assigned per rater).
-- mhqr: `mhqr_annotations.jsonl`, one line per rater × counsellor reply in the format
-  `mindsim judge agreement --annotations … --key TASK.key.json` reads (excerpt_id, annotator, severity,
-  issues; quote and comment kept).
+- mhqr: `mhqr_annotations.jsonl`, one line per rater × rated counsellor turn in the format
+  `mindsim judge agreement --annotations … --key TASK.key.json` reads (excerpt_id, turn_id, annotator,
+  severity, issues; quote and comment kept), for the excerpts a rater rated on every turn; the others are
+  listed in `export.json` under `incomplete_excerpts`.
 - realism: `realism_ratings.jsonl` (item_id, unit, turn, rater, rating, reasons, other, comment; with the
   key also system, conversation_id, patient_id), read by `mindsim realism report`.
 - patientact_session (key required): `patientact_human.jsonl` (item_id = the judge's item id, rater,
@@ -64,8 +65,10 @@ def export_task(task_dir: Path, out: Path, key: Optional[Path] = None,
     out = Path(out)
     written = {"answers": str(atomic_write_jsonl(out / "answers.jsonl", rows))}
     p = task.protocol
+    incomplete: list[dict[str, Any]] = []
     if p == "mhqr":
-        written["mhqr_annotations"] = str(atomic_write_jsonl(out / "mhqr_annotations.jsonl", mhqr_lines(task, rows)))
+        lines, incomplete = mhqr_lines(task, rows)
+        written["mhqr_annotations"] = str(atomic_write_jsonl(out / "mhqr_annotations.jsonl", lines))
     elif p == "realism":
         written["realism_ratings"] = str(atomic_write_jsonl(out / "realism_ratings.jsonl", realism_lines(task, rows, k)))
     elif p == "patientact_session":
@@ -85,14 +88,30 @@ def export_task(task_dir: Path, out: Path, key: Optional[Path] = None,
         total = sum(len(task.items[i]["units"]) for i in task.assignments.get(r, []))
         per_rater[r] = {"answered": sum(1 for a in rows if a["rater"] == r), "assigned": total}
     summary = {"task": str(task_dir), "protocol": p, "answers": len(rows), "raters": per_rater, "files": written,
-               "source": where, "publish": task.header.publish}
+               "source": where, "publish": task.header.publish, "incomplete_excerpts": incomplete}
     atomic_write_json(out / "export.json", summary)
     return summary
 
 
-def mhqr_lines(task: Task, rows: list[dict[str, Any]]) -> list[dict[str, Any]]:
-    ref = {(i, u["unit"]): u["ref"] for i, it in task.items.items() for u in it["units"]}
-    return [{"excerpt_id": ref[(a["item_id"], a["unit"])], "annotator": a["rater"], **a["answer"]} for a in rows]
+def mhqr_lines(task: Task, rows: list[dict[str, Any]]) -> tuple[list[dict[str, Any]], list[dict[str, Any]]]:
+    """Annotation lines of the excerpts a rater rated on every turn (`judge agreement`'s unit: one excerpt ×
+    one annotator, every turn rated), and the excerpts left incomplete (not written)."""
+    unit = {(i, u["unit"]): u for i, it in task.items.items() for u in it["units"]}
+    got: dict[tuple[str, str], int] = defaultdict(int)
+    for a in rows:
+        got[(a["rater"], a["item_id"])] += 1
+    lines, incomplete = [], []
+    for (rater, iid), n in sorted(got.items()):
+        if n != len(task.items[iid]["units"]):
+            incomplete.append({"rater": rater, "item_id": iid, "rated": n, "turns": len(task.items[iid]["units"])})
+    skip = {(x["rater"], x["item_id"]) for x in incomplete}
+    for a in rows:
+        if (a["rater"], a["item_id"]) in skip:
+            continue
+        u = unit[(a["item_id"], a["unit"])]
+        lines.append({"excerpt_id": u["excerpt_id"], **({"turn_id": u["turn_id"]} if "turn_id" in u else {}),
+                      "annotator": a["rater"], **a["answer"]})
+    return lines, incomplete
 
 
 def realism_lines(task: Task, rows: list[dict[str, Any]], key: Optional[dict[str, Any]]) -> list[dict[str, Any]]:

@@ -39,18 +39,20 @@ from mindsim_app.annotate.tasks import Design, Header
 
 def sample_mhqr(out: Path, design: Design, *, run_dir: Optional[Path] = None, n: Optional[int] = None,
                 excerpts: Optional[Path] = None, excerpts_key: Optional[Path] = None, seed: int = 0,
-                judge: Optional[str] = None, key: Optional[Path] = None) -> dict[str, Any]:
-    """A task of MHQR units, from a run folder (drawn here by the judge's sampler) or an excerpt file."""
+                judge: Optional[str] = None, key: Optional[Path] = None, unit: str = "reply",
+                mix: Optional[dict[str, int]] = None) -> dict[str, Any]:
+    """A task of MHQR units, from a run folder (drawn here by the judge's sampler: `n` excerpts of `unit`,
+    or a `mix`) or an excerpt file it wrote."""
     if (run_dir is None) == (excerpts is None):
         raise InputError("give a run folder (RUN_DIR with --n) or --excerpts FILE (from `mindsim judge sample`), not both")
     with tempfile.TemporaryDirectory() as tmp:
         if run_dir is not None:
             from judge.sample import sample_excerpts
 
-            if not n:
-                raise InputError("--n: how many excerpts to draw from the run")
+            if not n and not mix:
+                raise InputError("--n (with --unit) or --mix paper: how many excerpts to draw from the run")
             excerpts, excerpts_key = Path(tmp) / "excerpts.jsonl", Path(tmp) / "excerpts.key.json"
-            sample_excerpts(run_dir, n, excerpts, seed=seed, key=excerpts_key, judge=judge)
+            sample_excerpts(run_dir, n, excerpts, seed=seed, key=excerpts_key, judge=judge, unit=unit, mix=mix)
         excerpts_key = Path(excerpts_key) if excerpts_key else Path(excerpts).with_suffix(".key.json")
         rows = [obj for _, obj in read_jsonl(excerpts)]
         judge_key = tasks.load_key(excerpts_key)
@@ -58,18 +60,17 @@ def sample_mhqr(out: Path, design: Design, *, run_dir: Optional[Path] = None, n:
         raise InputError(f"{excerpts}: no excerpts")
     items = units.mhqr_items(rows, str(excerpts))
     entries = judge_key.get("excerpts") or {}
-    missing = [e for it in items for e in it.excerpt_ids if e not in entries]
+    missing = [it.item_id for it in items if it.item_id not in entries]
     if missing:
         raise InputError(f"{excerpts_key}: excerpt {missing[0]!r} is not in the key; give the key written with the excerpts")
     rng = random.Random(seed)
-    out_items = [{"item_id": it.item_id, "protocol": "mhqr", "kind": "excerpt", "system": it.system,
+    out_items = [{"item_id": it.item_id, "protocol": "mhqr", "kind": it.unit, "system": it.system,
                   "display": {"system_prompt": it.system_prompt, "messages": it.messages}, "units": it.units}
                  for it in items]
     assignments = tasks.assign([it.item_id for it in items], design, rng, {it.item_id: it.system for it in items})
     header = Header(protocol="mhqr", seed=seed, items=len(items), units=sum(len(it.units) for it in items),
-                    design=design, sampler={"n": n})
-    key_body = {"systems": judge_key.get("systems", {}), "excerpts": {e: entries[e] for it in items for e in it.excerpt_ids},
-                "items": {it.item_id: {"excerpts": it.excerpt_ids, "system": it.system} for it in items},
+                    design=design, sampler={"n": n, "unit": None if mix else unit, "mix": mix})
+    key_body = {"systems": judge_key.get("systems", {}), "excerpts": {it.item_id: entries[it.item_id] for it in items},
                 "judge_sample": {k: v for k, v in judge_key.items() if k not in ("excerpts",)},
                 "inputs": {"run_dir": str(run_dir) if run_dir else None, "judge": judge,
                            "excerpts": None if run_dir else str(excerpts)}}

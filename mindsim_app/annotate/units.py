@@ -3,13 +3,12 @@ The one place that knows the unit shapes (MindEval2 §3.4: clinicians rated sing
 excerpts and whole conversations, turn by turn; §4.3: realism windows of 1, 5 or 9 turns).
 
 An item shows messages; its units are the messages rated in it, each answered on its own. A unit names the
-message it rates (`message`, an index into the item's messages) and, for MHQR, the excerpt id the answer is
-exported under (`ref`), because `mindsim judge agreement` reads one annotation line per excerpt id.
+message it rates (`message`, an index into the item's messages) and, for MHQR, the excerpt and turn ids the
+answer is exported under, because `mindsim judge agreement` reads one annotation line per rated turn.
 
-MHQR items come from `mindsim judge sample` rows. Today each row is one counsellor reply with the
-conversation up to it: one item, one unit. Rows that share a group id (any of `GROUP_FIELDS`: the window and
-conversation units of the judge's sampler) become one item whose units are each row's reply, shown in the
-longest row's conversation; nothing else here changes when those rows appear.
+MHQR items are the rows of `mindsim judge sample` (`judge.units.Excerpt`): one excerpt — a reply, a window of
+five counsellor turns, or a whole conversation — is one item, its `rate` list the units (each with its
+`turn_id`). A row without `rate` (written before multi-turn units) is one reply: its last message.
 """
 
 from __future__ import annotations
@@ -19,7 +18,6 @@ from typing import Any, Iterable, Optional, Sequence
 
 from mindcore.errors import InputError
 
-GROUP_FIELDS = ("unit_id", "window_id", "conversation_unit")
 SPEAKER = {"user": "patient", "assistant": "counsellor"}
 
 
@@ -39,48 +37,31 @@ def shown(messages: Iterable[dict[str, Any]], patient_role: str = "user") -> lis
 @dataclass(frozen=True)
 class MhqrItem:
     item_id: str
+    unit: str
     system: str
     system_prompt: str
     messages: list[dict[str, str]]
     units: list[dict[str, Any]]
-    excerpt_ids: list[str]
-
-
-def _group(row: dict[str, Any]) -> Optional[str]:
-    for f in GROUP_FIELDS:
-        if row.get(f):
-            return str(row[f])
-    return None
 
 
 def mhqr_items(rows: Sequence[dict[str, Any]], where: str) -> list[MhqrItem]:
     """Excerpt rows → items, in the rows' order (the sampler's shuffle)."""
-    groups: dict[str, list[dict[str, Any]]] = {}
-    order: list[str] = []
+    items = []
     for row in rows:
         for f in ("excerpt_id", "system", "system_prompt", "messages"):
             if f not in row:
                 raise InputError(f"{where}: excerpt row without '{f}'; give a file written by `mindsim judge sample`")
-        g = _group(row) or row["excerpt_id"]
-        if g not in groups:
-            groups[g] = []
-            order.append(g)
-        groups[g].append(row)
-    items = []
-    for g in order:
-        members = sorted(groups[g], key=lambda r: len(r["messages"]))
-        full = members[-1]["messages"]
+        eid, msgs = row["excerpt_id"], row["messages"]
+        rate = row.get("rate") or [{"turn_id": None, "message_index": len(msgs) - 1}]
         units = []
-        for k, r in enumerate(members):
-            n = len(r["messages"])
-            if full[:n] != r["messages"]:
-                raise InputError(f"{where}: excerpts of unit {g} do not share one conversation")
-            if r["messages"][-1].get("role") != "assistant":
-                raise InputError(f"{where}: excerpt {r['excerpt_id']} does not end on a counsellor reply")
-            units.append({"unit": str(k), "message": n - 1, "ref": r["excerpt_id"]})
-        msgs = [{"speaker": SPEAKER.get(m["role"], m["role"]), "text": m["content"]} for m in full]
-        items.append(MhqrItem(g, members[0]["system"], members[0]["system_prompt"], msgs, units,
-                              [r["excerpt_id"] for r in members]))
+        for k, t in enumerate(rate):
+            i = t["message_index"]
+            if not 0 <= i < len(msgs) or msgs[i].get("role") != "assistant":
+                raise InputError(f"{where}: excerpt {eid}: rated turn {k + 1} is not a counsellor message")
+            units.append({"unit": str(k), "message": i, "excerpt_id": eid,
+                          **({"turn_id": t["turn_id"]} if t.get("turn_id") else {})})
+        shown_msgs = [{"speaker": SPEAKER.get(m["role"], m["role"]), "text": m["content"]} for m in msgs]
+        items.append(MhqrItem(eid, row.get("unit", "reply"), row["system"], row["system_prompt"], shown_msgs, units))
     return items
 
 

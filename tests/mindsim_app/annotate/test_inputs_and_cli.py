@@ -106,3 +106,20 @@ def test_serving_beyond_this_machine_warns(tmp_path, run_dir):
     finally:
         p.terminate()
         p.wait(10)
+
+
+def test_mhqr_export_writes_only_excerpts_rated_on_every_turn(tmp_path, run_dir):
+    from mindsim_app.annotate.samplers import sample_mhqr
+
+    s = sample_mhqr(tmp_path / "m", Design(raters=["a"], k=1), run_dir=run_dir, n=2, unit="window", seed=1)
+    task = load_task(Path(s["task"]))
+    first, second = task.assignments["a"]
+    store = Store(task.root)
+    for u in task.items[first]["units"]:
+        store.save("a", first, u["unit"], {"severity": "no_concern", "issues": []})
+    store.save("a", second, "0", {"severity": "minor", "issues": ["under_guiding"]})  # 1 of 5 turns
+    store.close()
+    out = export_task(task.root, tmp_path / "x")
+    lines = [json.loads(x) for x in Path(out["files"]["mhqr_annotations"]).read_text().splitlines()]
+    assert {x["excerpt_id"] for x in lines} == {first} and len(lines) == 5 and all(x["turn_id"] for x in lines)
+    assert out["incomplete_excerpts"] == [{"rater": "a", "item_id": second, "rated": 1, "turns": 5}]

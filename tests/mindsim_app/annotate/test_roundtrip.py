@@ -72,7 +72,8 @@ def tasks(tmp_path):
     real = write_real(tmp_path / "real.jsonl", turns=10)
     d = Design(raters=RATERS, k=2, all_raters=4)
     r = sample_realism(tmp_path / "realism", d, n=12, runs=[str(run)], real=[str(real)], seed=11)
-    m = sample_mhqr(tmp_path / "mhqr", Design(raters=RATERS, k=2, all_raters=4), run_dir=run, n=10, seed=11)
+    m = sample_mhqr(tmp_path / "mhqr", Design(raters=RATERS, k=2, all_raters=4), run_dir=run, seed=11,
+                    mix={"window": 4, "reply": 6})  # five-turn windows and single replies
     return tmp_path, Path(r["task"]), Path(r["key"]), Path(m["task"]), Path(m["key"])
 
 
@@ -158,7 +159,8 @@ def test_three_raters_round_trip_to_the_agreement_tables(tasks):
     assert res.exit_code == 0, res.output
     report = run_agreement([exp / "mhqr_annotations.jsonl"], key=mkey_path, out=root / "agreement", draws=50)
     task = load_task(mhqr)
-    ref = {(i, u["unit"]): u["ref"] for i, it in task.items.items() for u in it["units"]}
+    ref = {(i, u["unit"]): (u["excerpt_id"], u.get("turn_id")) for i, it in task.items.items() for u in it["units"]}
+    assert sum(len(it["units"]) == 5 for it in task.items.values()) == 4
     sev = defaultdict(dict)
     for (rater, iid, unit), a in given_m.items():
         sev[ref[(iid, unit)]][rater] = LEVELS.index(a["severity"])
