@@ -34,8 +34,10 @@ def _choices(name: str, to: str, options: list[tuple[str, str]], multiple: bool,
     return f'  <Choices name={quoteattr(name)} toName={quoteattr(to)} choice="{kind}"{req}>\n{body}  </Choices>\n'
 
 
-def _header(text: str) -> str:
-    return f"  <Header value={quoteattr(text)}/>\n"
+def _header(text: str, small: bool = False) -> str:
+    # Literal text goes in Header (a Text tag's value names a data field).
+    size = ' size="6"' if small else ""
+    return f"  <Header value={quoteattr(text)}{size}/>\n"
 
 
 def _textarea(name: str, to: str, max_chars: int) -> str:
@@ -59,7 +61,7 @@ def config(protocol_name: str) -> str:
         return "".join(parts) + "</View>\n"
     parts.append(_header(f["title"]))
     if f.get("instructions"):
-        parts.append(f"  <Text name=\"instructions\" value={quoteattr(f['instructions'])}/>\n")
+        parts.append(_header(f["instructions"], small=True))
     if protocol_name == "mhqr":
         parts += [_header("The counsellor's instructions"), '  <Text name="system_prompt" value="$system_prompt"/>\n']
     if protocol_name == "patientact_profile":
@@ -86,8 +88,7 @@ def config(protocol_name: str) -> str:
     else:
         for d in f["dimensions"]:
             anchors = "; ".join(f"{k}: {v}" for k, v in d["anchors"].items())
-            parts += [_header(f"{d['name']}: {d['question']}"), f"  <Text name=\"{d['id']}_anchors\" value={quoteattr(anchors)}/>\n",
-                      _rating(d["id"], to)]
+            parts += [_header(f"{d['name']}: {d['question']}"), _header(anchors, small=True), _rating(d["id"], to)]
         if protocol_name == "patientact_profile":
             parts += [_header("Attachment style that fits best"),
                       _choices("attachment", to, [(a["id"], a["text"]) for a in f["attachments"]], False),
