@@ -75,6 +75,17 @@ def create_app(task_dirs: list[Path]) -> FastAPI:
     app = FastAPI(title="mindsim annotate", docs_url=None, redoc_url=None, openapi_url=None)
     app.state.served = served
 
+    @app.middleware("http")
+    async def _headers(request: Request, call_next: Any) -> Any:
+        # The page loads only its own files and sends no referrer: conversation text cannot pull in anything.
+        response = await call_next(request)
+        response.headers["Content-Security-Policy"] = ("default-src 'self'; script-src 'self'; style-src 'self'; "
+                                                       "img-src 'self'; connect-src 'self'; frame-ancestors 'none'")
+        response.headers["X-Content-Type-Options"] = "nosniff"
+        response.headers["Referrer-Policy"] = "no-referrer"
+        response.headers["Cache-Control"] = "no-store"
+        return response
+
     def who(authorization: Optional[str]) -> tuple[Served, str]:
         if not authorization or not authorization.startswith("Bearer ") or len(authorization) < 12:
             raise HTTPException(401, "no token: open the page with your personal link")

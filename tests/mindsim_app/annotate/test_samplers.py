@@ -130,3 +130,21 @@ def test_bad_input_is_one_clear_error(tmp_path, run_dir):
         sample_realism(tmp_path / "r", design(k=5), n=2, runs=[str(run_dir)])
     with pytest.raises(InputError, match="no such run folder"):
         sample_realism(tmp_path / "r", design(), n=2, runs=[str(tmp_path / "nope")])
+
+
+@pytest.mark.parametrize("which", ["mhqr", "sessions", "profiles"])
+def test_every_sampler_is_byte_reproducible(tmp_path, run_dir, which):
+    def draw(name: str, seed: int) -> dict[str, bytes]:
+        d = design(k=2, all_raters=1, n=3)
+        if which == "mhqr":
+            sample_mhqr(tmp_path / name, d, run_dir=run_dir, n=4, unit="window", seed=seed)
+        elif which == "sessions":
+            sample_patientact_sessions(tmp_path / name, d, runs=[run_dir], per_system=2, seed=seed)
+        else:
+            sample_patientact_profiles(tmp_path / name, d, runs=[run_dir], n=3, seed=seed)
+        b = folder_bytes(tmp_path / name)
+        b["key"] = b["key"].replace(f'"task": "{name}"'.encode(), b"")  # the key names its task folder
+        return b
+
+    assert draw("first", 7) == draw("second", 7)
+    assert draw("third", 8)["items.jsonl"] != draw("fourth", 7)["items.jsonl"]

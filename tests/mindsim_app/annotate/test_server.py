@@ -105,3 +105,12 @@ def test_tokens_are_stored_hashed_and_links_are_private(served):
     s = app.state.served[0]
     issue_links(s.task, s.store, "http://127.0.0.1:9", renew=True)
     assert c.get("/api/session", headers=h(toks["R1"])).status_code == 403
+
+
+def test_the_page_loads_only_its_own_files(served):
+    c, toks, _ = served
+    r = c.get("/")
+    assert "default-src 'self'" in r.headers["content-security-policy"] and r.headers["referrer-policy"] == "no-referrer"
+    assert "http" not in r.text.replace('name="referrer"', "")  # no CDN, nothing fetched from elsewhere
+    js = c.get("/static/app.js").text
+    assert "innerHTML" not in js  # conversation text goes in as text nodes only
