@@ -133,6 +133,8 @@ def _counsellor_bindings(recipe: Any) -> dict[str, Any]:
 def _mount_stage_commands() -> None:
     """Stage packages own their command functions; the CLI only mounts them."""
     from judge.cli import app as judge_app
+    from mindsim_app.annotate.cli import app as annotate_app
+    from mindsim_app.annotate.cli import realism_app
     from mindsim_app.export import export_app
     from mindsim_app.publish import publish_cmd
     from mindsim_app.simulate_cli import simulate_cmd
@@ -146,6 +148,8 @@ def _mount_stage_commands() -> None:
     app.command("publish")(publish_cmd)
     app.add_typer(judge_app, name="judge", help="MHQR: judge counsellor replies, sample for clinicians, agreement.")
     app.add_typer(export_app, name="export", help="Post-training exports (counsellor SFT, DPO pairs, patient data).")
+    app.add_typer(annotate_app, name="annotate", help="Human evaluation: blinded samples, a local annotation page, export.")
+    app.add_typer(realism_app, name="realism", help="Human realism ratings (MindEval2 Tables 4 and 13).")
 
 
 def _is_usage_error(exc: BaseException) -> bool:
