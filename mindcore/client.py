@@ -188,7 +188,7 @@ class RoleClient:
                 return [_validated_call(by_name, data["name"], data.get("arguments") or {}, "")]
 
             calls, totals = await self._ask_json(
-                "tool_call", messages, _tool_choice_schema(tools, allow_none), "tool_choice", parse, max_attempts, sampling
+                "tool_call", messages, tool_choice_schema(tools, allow_none), "tool_choice", parse, max_attempts, sampling
             )
         for c in calls:
             c.id = c.id or _call_id(messages, c)
@@ -280,7 +280,7 @@ def _brief_error(exc: Exception) -> str:
     return str(exc)[:300]
 
 
-def _tool_choice_schema(tools: list[ToolSpec], allow_none: bool) -> dict[str, Any]:
+def tool_choice_schema(tools: list[ToolSpec], allow_none: bool) -> dict[str, Any]:
     options = []
     for t in tools:
         options.append(

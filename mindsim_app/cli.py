@@ -77,7 +77,7 @@ def engines_check_cmd(
     from mindcore.recipe import load_recipe
 
     config = load_recipe(recipe).engines_config() if recipe else EnginesConfig()
-    from mindsim_app.engines_check import check_engines
+    from mindcore.engine_health import check_engines
 
     results = check_engines(config)
     table = Table(title=f"Engines in {recipe or 'default config'}")
@@ -109,15 +109,11 @@ def engines_check_cmd(
 def _mount_stage_commands() -> None:
     """Stage packages own their command functions; the CLI only mounts them."""
     from judge.cli import app as judge_app
-    from mindcore import preflight_hook
     from mindsim_app.export import export_app
-    from mindsim_app.preflight import preflight
     from mindsim_app.publish import publish_cmd
     from mindsim_app.simulate_cli import simulate_cmd
     from profilegen.cli import app as profiles_app
 
-    # judge/ and validation/ may not import mindsim: their commands reach the preflight through mindcore.
-    preflight_hook.install(preflight)
     from validation.cli import app as validate_app
 
     app.add_typer(profiles_app, name="profiles", help="Generate, screen and select patient profiles.")

@@ -29,7 +29,7 @@ from mindcore.provenance import base_provenance
 from mindcore.recipe import Recipe, load_recipe
 from mindcore.shards import RaySession, env_of
 from mindsim_app.cards import build_dataset_folder
-from mindsim_app.preflight import failure_summary, preflight, raise_if_all_failed
+from mindcore.preflight import failure_summary, preflight, raise_if_all_failed
 from mindsim.config import SimulationConfig
 from mindsim.patient_engines import DEFAULT_ENGINE
 from mindsim.simulate import run_simulation

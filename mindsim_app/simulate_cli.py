@@ -25,7 +25,7 @@ def simulate_cmd(
     from mindcore.engine import Engines
     from mindcore.recipe import load_recipe
     from mindsim.config import SimulationConfig
-    from mindsim_app.preflight import preflight
+    from mindcore.preflight import preflight
     from mindsim.simulate import run_simulation
     from profilegen.dataset import load_profiles
 

@@ -63,7 +63,7 @@ def generate_cmd(
     except ValueError as exc:
         raise ConfigError(f"profiles options: {exc}") from exc
     with Engines.from_config(rec.engines_config()) as engines:
-        from mindsim_app.preflight import preflight  # the check needs every stage's schemas; profilegen has only its own
+        from mindcore.preflight import preflight
 
         for note in preflight(rec, engines, {"profiles"}).notes:
             out_console().print(f"preflight: {escape(note)}")

@@ -1,5 +1,5 @@
 """No module asks which patient engine it holds (issue 17, item 3): outside the registry
-(`mindsim/patient_engines/`), no Python code in the simulator or the app compares a value with an engine or
+(`mindsim/patient_engines/`), no Python code in the simulator, the app or `mindcore` compares a value with an engine or
 variant name, and no card template does. Engine-specific behaviour is a method of the engine instead."""
 
 from __future__ import annotations
@@ -13,7 +13,7 @@ import pytest
 from mindsim.patient_engines import VARIANT_SEP, names
 
 REPO = Path(__file__).resolve().parent.parent
-SCANNED = ("mindsim", "mindsim_app")
+SCANNED = ("mindsim", "mindsim_app", "mindcore")
 REGISTRY = REPO / "mindsim" / "patient_engines"
 TEMPLATES = ("cards", "prompts")
 

@@ -1,10 +1,10 @@
-"""Token budgets of PatientAct's structured outputs for the preflight check (`mindsim_app.budgets`,
+"""Token budgets of PatientAct's structured outputs for the preflight check (`mindcore.budget_fit`,
 `mindcore.budget`): the four per-turn steps (budget `simulation.patientact.step_max_tokens`), the
 psychological formulation (`formulation_max_tokens`) and the decomposition (`decomposition_max_tokens`),
 each checked against its schema's worst case, and only when the recipe runs the PatientAct engine.
 
 `entries()` declares them; the engine hands them out as `PatientActEngine.role_schemas()`, which the
-simulator's registration reads through the engine registry (`mindsim.patient_engines.role_schemas`), so the
+simulator's registration (`mindsim/stage.py`) reads through the engine registry (`mindsim.patient_engines.role_schemas`), so the
 checker covers them without naming the engine. The defaults in `PatientActConfig` are at least each
 schema's worst case, so a recipe that leaves them unset passes.
 """

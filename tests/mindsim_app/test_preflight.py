@@ -1,4 +1,4 @@
-"""Budgets fitted to schemas (mindsim_app.budgets) and the preflight before any stage (mindsim_app.preflight):
+"""Budgets fitted to schemas (mindcore.budget_fit) and the preflight before any stage (mindcore.preflight):
 refusal and raise-when-unset, exit classes for an unset key, an unreachable server, an unlisted model
 and a prompt larger than the context, and the all-failed helper."""
 
@@ -16,9 +16,10 @@ from mindcore.config import EnginesConfig
 from mindcore.engine import Engines
 from mindcore.errors import ConfigError, EngineError, UserError
 from mindcore.recipe import Recipe
-from mindsim_app.budgets import commit_tool_schema, fit_budgets
-from mindsim_app.engines_check import check_engines
-from mindsim_app.preflight import EngineUnreachable, InfrastructureFailure, preflight, raise_if_all_failed
+from mindcore.budget_fit import fit_budgets
+from mindcore.engine_health import check_engines
+from mindsim.stage import commit_tool_schema
+from mindcore.preflight import EngineUnreachable, InfrastructureFailure, preflight, raise_if_all_failed
 
 UNSET_KEY = "MINDSIM_PREFLIGHT_TEST_KEY_NEVER_SET"
 

@@ -31,7 +31,7 @@ def test_benchmark_recipe_has_paper_settings():
 
 
 def test_engines_check_explains_unreachable_benchmark_engines(monkeypatch):
-    from mindsim_app.engines_check import check_engines
+    from mindcore.engine_health import check_engines
 
     monkeypatch.delenv("OPENAI_API_KEY", raising=False)
     r = load_recipe(Path(__file__).resolve().parents[2] / "recipes" / "benchmark.yaml")

@@ -1,5 +1,5 @@
 """Engine probes shared by `mindsim engines check` and the preflight every job runs first
-(`mindsim_app.preflight`): is the key variable set, does the server answer, does it list the models the
+(`mindcore.preflight`): is the key variable set, does the server answer, does it list the models the
 recipe names, does a structured-output round trip work, how much context a slot has, and does the
 server offer its tokenizer. Each probe says what is wrong and how to fix it, and whether the problem is
 the configuration (`problem_kind="config"`, exit 2) or the engine being unreachable or broken

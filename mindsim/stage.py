@@ -1,0 +1,70 @@
+"""What the simulation stage declares to preflight (`mindcore.stages`): the roles it calls (scenario writer,
+patient, memory compactor, its patient engines' own roles, every counsellor under test — a role name or an
+engine + model binding), the structured outputs it asks of them (the scenario, and every registered patient
+engine's own through `mindsim.patient_engines.role_schemas()`: the MindSim patient's `commit_move` and agenda
+tool calls, as the JSON schema the non-native tool path sends; PatientAct's steps and decomposition), the reply bounds that are stage settings (patient messages, memory rewrites), each
+role's largest prompt (`mindsim.stage_sizes`) and the longest session, which the judge's estimate reads.
+Found through the `mindsim.stages` entry point.
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+from mindcore.budget import RoleSchema, register_prompt_estimate, register_role_schema
+from mindcore.budget_fit import section_budget
+from mindcore.errors import ConfigError
+from mindcore.stages import RoleUse, Stage, register_output_bound, register_sample, register_stage, role_use
+from mindsim.patient_engines import engine_roles
+from mindsim.patient_engines import role_schemas as engine_role_schemas
+from mindsim.patient_engines.mindsim_engine import agenda_tool_schema, commit_tool_schema  # noqa: F401 - re-exported
+
+SIMULATE = frozenset({"simulate"})
+
+
+def _scenario_schema(recipe: Any = None) -> dict[str, Any]:
+    from mindsim.scenario import draft_model
+
+    scale = (getattr(recipe, "simulation", None) or {}).get("scenario_scale", 1.0)
+    return draft_model(float(scale)).model_json_schema()
+
+
+def simulate_roles(recipe: Any, engines: Any) -> list[RoleUse]:
+    from mindsim.config import CounsellorBinding, SimulationConfig
+
+    uses = [role_use(engines, r) for r in ("scenario_writer", "patient", "memory_compactor")]
+    scfg = SimulationConfig.from_section(getattr(recipe, "simulation", None))
+    # The recipe's patient engines' own roles (PatientAct: its steps and decomposition; `simulate.shared_roles`).
+    uses += [role_use(engines, r) for r in engine_roles(scfg.patient_engines)]
+    for c in scfg.counsellors:
+        if isinstance(c, CounsellorBinding):
+            if c.engine not in engines.config.engines:
+                raise ConfigError(f"simulation.counsellors: '{c.name}' names engine '{c.engine}', which is not "
+                                  f"in the recipe's engines ({', '.join(sorted(engines.config.engines))})")
+            uses.append(RoleUse(f"counsellor:{c.name}", "counsellor", c.engine, c.model, c.max_tokens, True))
+        else:  # a role name (`counsellor`, `counsellor_b`, …): that role's binding, checked as a counsellor
+            spec = engines.role_spec(c)
+            uses.append(RoleUse(c, "counsellor", spec.engine, spec.model, spec.max_tokens))
+    return uses
+
+
+def register() -> None:
+    from mindsim import stage_sizes
+    from mindsim.config import SimulationConfig
+
+    register_stage(Stage("simulate", simulate_roles))
+    scen_default = SimulationConfig.model_fields["scenario_max_tokens"].default
+    for entry in (
+        RoleSchema("scenario_writer", "Scenario", _scenario_schema, SIMULATE,
+                   budget=section_budget("simulation", "scenario_max_tokens", scen_default), schema_for=_scenario_schema),
+        # Each patient engine's own structured outputs (MindSim: commit_move and the agenda tools; PatientAct: its
+        # steps and decomposition), each active only when the recipe runs that engine or one of its variants.
+        *engine_role_schemas(),
+    ):
+        register_role_schema(entry)
+    register_output_bound("patient", stage_sizes.message_bound)
+    register_output_bound("memory_compactor", stage_sizes.memory_bound)
+    for role, estimate in (("scenario_writer", stage_sizes.scenario_prompt), ("patient", stage_sizes.patient_prompt),
+                           ("counsellor", stage_sizes.counsellor_prompt), ("memory_compactor", stage_sizes.memory_prompt)):
+        register_prompt_estimate(role, estimate)
+    register_sample("longest_session", stage_sizes.longest_session)
