@@ -8,11 +8,12 @@ from __future__ import annotations
 
 from typing import Any, Literal
 
-from pydantic import BaseModel, ConfigDict, Field, ValidationError, model_validator
+from pydantic import BaseModel, ConfigDict, Field, ValidationError, field_validator, model_validator
 
 from mindcore.config import RequestOptions, RoleSpec
 from mindcore.errors import ConfigError
 from mindcore.recipe import format_validation_error
+from mindsim.patient_engines import DEFAULT_ENGINE
 
 
 class CounsellorBinding(RequestOptions):
@@ -30,9 +31,6 @@ class CounsellorBinding(RequestOptions):
         """The binding as a role's settings (what its client sends)."""
         return RoleSpec(engine=self.engine, model=self.model, temperature=self.temperature, max_tokens=self.max_tokens,
                         **self.model_dump(include=set(RequestOptions.model_fields)))
-
-
-PatientEngine = Literal["mindsim", "patientact"]
 
 
 class PatientActConfig(BaseModel):
@@ -117,8 +115,10 @@ class SimulationConfig(BaseModel):
         description="Rewrite the running memory after an arc's last session too (false: that rewrite, which no "
         "later session reads, is skipped and marked `skipped` in the record; ours, to save calls)",
     )
-    patient_engine: PatientEngine | list[PatientEngine] = Field(
-        "mindsim", description="Patient engine(s): 'mindsim', 'patientact', or a list of both to compare them"
+    patient_engine: str | list[str] = Field(
+        DEFAULT_ENGINE,
+        description="Patient engine(s) or variants (ENGINE:ARM, e.g. 'patientact:no_tg'), as registered in "
+        "mindsim.patient_engines: 'mindsim', 'patientact', its arms, or a list to compare them",
     )
     counsellor_template: str = Field(
         "counsellor/system.jinja2", pattern=r"^[\w\-/]+\.jinja2$",
@@ -129,6 +129,18 @@ class SimulationConfig(BaseModel):
     pool_only: bool = Field(True, description="Simulate only profiles marked in_pool")
     benchmark_only: bool = Field(False, description="Simulate only profiles marked in_benchmark")
     max_patients: int | None = Field(None, ge=1, description="Use only the first N profiles (smoke runs)")
+
+    @field_validator("patient_engine")
+    @classmethod
+    def _registered(cls, value: str | list[str]) -> str | list[str]:
+        from mindsim.patient_engines import variant
+
+        for name in [value] if isinstance(value, str) else value:
+            try:
+                variant(name)
+            except ConfigError as exc:
+                raise ValueError(str(exc).removeprefix("simulation.patient_engine: ")) from None
+        return value
 
     @model_validator(mode="after")
     def _check(self) -> "SimulationConfig":
