@@ -1,8 +1,8 @@
 """What the simulation stage declares to preflight (`mindcore.stages`): the roles it calls (scenario writer,
 patient, memory compactor, its patient engines' own roles, every counsellor under test — a role name or an
-engine + model binding), the structured outputs it asks of them (the scenario; the MindSim patient's
-`commit_move` and agenda tool calls, as the JSON schema the non-native tool path sends; PatientAct's steps
-and decomposition), the reply bounds that are stage settings (patient messages, memory rewrites), each
+engine + model binding), the structured outputs it asks of them (the scenario, and every registered patient
+engine's own through `mindsim.patient_engines.role_schemas()`: the MindSim patient's `commit_move` and agenda
+tool calls, as the JSON schema the non-native tool path sends; PatientAct's steps and decomposition), the reply bounds that are stage settings (patient messages, memory rewrites), each
 role's largest prompt (`mindsim.stage_sizes`) and the longest session, which the judge's estimate reads.
 Found through the `mindsim.stages` entry point.
 """
@@ -15,7 +15,9 @@ from mindcore.budget import RoleSchema, register_prompt_estimate, register_role_
 from mindcore.budget_fit import section_budget
 from mindcore.errors import ConfigError
 from mindcore.stages import RoleUse, Stage, register_output_bound, register_sample, register_stage, role_use
-from mindsim.patient_engines.mindsim_engine import agenda_tool_schema, commit_tool_schema  # noqa: F401 - stage_sizes reads them here
+from mindsim.patient_engines import engine_roles
+from mindsim.patient_engines import role_schemas as engine_role_schemas
+from mindsim.patient_engines.mindsim_engine import agenda_tool_schema, commit_tool_schema  # noqa: F401 - re-exported
 
 SIMULATE = frozenset({"simulate"})
 
@@ -29,7 +31,6 @@ def _scenario_schema(recipe: Any = None) -> dict[str, Any]:
 
 def simulate_roles(recipe: Any, engines: Any) -> list[RoleUse]:
     from mindsim.config import CounsellorBinding, SimulationConfig
-    from mindsim.patient_engines import engine_roles
 
     uses = [role_use(engines, r) for r in ("scenario_writer", "patient", "memory_compactor")]
     scfg = SimulationConfig.from_section(getattr(recipe, "simulation", None))
@@ -40,17 +41,17 @@ def simulate_roles(recipe: Any, engines: Any) -> list[RoleUse]:
             if c.engine not in engines.config.engines:
                 raise ConfigError(f"simulation.counsellors: '{c.name}' names engine '{c.engine}', which is not "
                                   f"in the recipe's engines ({', '.join(sorted(engines.config.engines))})")
-            uses.append(RoleUse(f"counsellor:{c.name}", "counsellor", c.engine, c.model, c.max_tokens, True))
+            uses.append(RoleUse(f"counsellor:{c.name}", "counsellor", c.engine, c.model, c.max_tokens, True,
+                                c.role_spec()))
         else:  # a role name (`counsellor`, `counsellor_b`, …): that role's binding, checked as a counsellor
             spec = engines.role_spec(c)
-            uses.append(RoleUse(c, "counsellor", spec.engine, spec.model, spec.max_tokens))
+            uses.append(RoleUse(c, "counsellor", spec.engine, spec.model, spec.max_tokens, spec=spec))
     return uses
 
 
 def register() -> None:
     from mindsim import stage_sizes
     from mindsim.config import SimulationConfig
-    from mindsim.patient_engines import role_schemas as engine_role_schemas
 
     register_stage(Stage("simulate", simulate_roles))
     scen_default = SimulationConfig.model_fields["scenario_max_tokens"].default

@@ -5,7 +5,7 @@ at the most pieces a profile can hold) and the LLM tag matcher (`matcher_max_tok
 each checked against its schema's worst case, and only when the recipe runs the PatientAct engine.
 
 `entries()` declares them; the engine hands them out as `PatientActEngine.role_schemas()`, which the
-simulator's registration reads through the engine registry (`mindsim.patient_engines.role_schemas`), so the
+simulator's registration (`mindsim/stage.py`) reads through the engine registry (`mindsim.patient_engines.role_schemas`), so the
 checker covers them without naming the engine. The defaults in `PatientActConfig` are at least each
 schema's worst case, so a recipe that leaves them unset passes.
 """
