@@ -14,7 +14,7 @@ from __future__ import annotations
 
 from typing import Any, Callable
 
-from mindcore.budget import RoleSchema, StageBudget, register_role_schema
+from mindcore.budget import RoleSchema, StageBudget
 
 SIMULATE = frozenset({"simulate"})
 # Which role makes each call once the simulator passes PatientAct's own roles (until then: `patient`).
@@ -98,7 +98,3 @@ def entries(step_role: str = STEP_ROLE, decomposer_role: str = DECOMPOSER_ROLE,
         RoleSchema(matcher_role, "patientact:TagMatch", _matcher_schema, SIMULATE,
                    budget=_budget("matcher_max_tokens"), active=_matcher_on),
     ]
-
-
-def register(step_role: str = STEP_ROLE, decomposer_role: str = DECOMPOSER_ROLE) -> list[RoleSchema]:
-    return [register_role_schema(e) for e in entries(step_role, decomposer_role)]
