@@ -146,6 +146,7 @@ class ItemTypes(_Frozen):
     version: str
     spread: float = Field(ge=0)
     types: dict[str, ItemType] = Field(min_length=1)
+    generic_tags: list[str] = Field(default_factory=list, description="Tags too generic to be patient-specific")
     discomfort_categories: dict[str, bool] = Field(min_length=2)
 
     def shifts(self, step: float) -> list[float]:

@@ -164,6 +164,9 @@ class DraftItem(_Row):
             raise ValueError("tags must not be blank")
         if len({t.lower() for t in tags}) != len(tags):
             raise ValueError("tags must be distinct")
+        generic = sorted({t for t in tags if t.lower() in set(item_types().generic_tags)})
+        if generic:
+            raise ValueError(f"tags {generic} fit any client; use topics specific to this one (their people, places, events)")
         return tags
 
     @field_validator("topic")

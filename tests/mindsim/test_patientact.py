@@ -394,6 +394,8 @@ def test_decomposition_answer_off_its_anchor_grid_or_short_of_the_pieces_is_reas
         DraftItem(topic="t", shift=0.0, tags=["x", "y"], category="emotional_state")
     with pytest.raises(ValueError):
         DraftItem(topic="t", shift=0.0, tags=["x", "y", "z"], category="sadness")
+    with pytest.raises(ValueError, match="fit any client"):
+        DraftItem(topic="t", shift=0.0, tags=["football", "feelings", "Sunday league"], category="emotional_state")
 
 
 def test_psych_seed_is_stable_and_theme_follows_the_cluster():
