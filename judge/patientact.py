@@ -141,6 +141,7 @@ class Judgment(BaseModel):
     session_id: str | None = Field(None, description="The session's own id (conversation rows)")
     counsellor: str | None = Field(None, description="Counsellor of the session (conversation rows)")
     session_index: int | None = Field(None, description="0-based session index in the patient's arc")
+    group: str | None = Field(None, description="The patient's main presenting problem (conversation rows of our runs)")
     source: str | None = Field(None, description="Run folder or sessions file the session was read from")
     judge: dict[str, Any] = Field(default_factory=dict, description="The judge's engine, model and sampling")
     prompt: dict[str, str] = Field(default_factory=dict, description="Prompt template → hash")
@@ -189,6 +190,7 @@ class ConversationItem:
     system: str
     source: str
     transcript: tuple[tuple[str, str], ...]
+    group: str | None = None  # the patient's main presenting problem, where the run's profiles say it
 
 
 def parquet_system_labels(path: Path) -> dict[str, str]:
@@ -211,9 +213,24 @@ def jsonl_system_labels(path: Path) -> dict[str, str]:
     return out
 
 
-def _source(label: str, sessions: list[Any], labels: dict[str, str]) -> list[ConversationItem]:
+def main_problems(run: Path) -> dict[str, str]:
+    """Patient id → main presenting problem from a run's `profiles/profiles.parquet` (PatientAct groups its
+    tables by disorder; our profiles carry a main presenting problem instead). Empty when the run has none."""
+    path = Path(run) / "profiles" / "profiles.parquet"
+    if not path.is_file():
+        return {}
+    names = pq.read_schema(path).names
+    if not {"profile_id", "anchor"} <= set(names):
+        return {}
+    rows = pq.read_table(path, columns=["profile_id", "anchor"]).to_pylist()
+    return {r["profile_id"]: (r["anchor"] or {}).get("main_problem") for r in rows if (r["anchor"] or {}).get("main_problem")}
+
+
+def _source(label: str, sessions: list[Any], labels: dict[str, str], groups: dict[str, str] | None = None) -> list[ConversationItem]:
+    groups = groups or {}
     return [ConversationItem(s.session_id, s.session_id, s.patient_id, s.counsellor, s.session_index,
-                             labels.get(s.session_id, "simulator"), label, transcript(s.messages)) for s in sessions]
+                             labels.get(s.session_id, "simulator"), label, transcript(s.messages),
+                             groups.get(s.patient_id)) for s in sessions]
 
 
 def load_items(runs: Sequence[Path] = (), sessions: Path | None = None) -> list[ConversationItem]:
@@ -228,7 +245,7 @@ def load_items(runs: Sequence[Path] = (), sessions: Path | None = None) -> list[
             raise InputError(f"{run}: no such run folder; give a folder made by 'mindsim run', or --sessions FILE")
         label = Path(run).resolve().name
         labels = parquet_system_labels(RunLayout(run).sessions.parquet)
-        groups.append((label, _source(label, load_sessions(Path(run)), labels)))
+        groups.append((label, _source(label, load_sessions(Path(run)), labels, main_problems(Path(run)))))
     if sessions is not None:
         path = Path(sessions)
         loaded = load_sessions(path.parent, path)
@@ -352,7 +369,8 @@ class ConversationJudge:
         scores, reasons = split("conversation", answer)
         return Judgment(kind="conversation", item_id=item.item_id, session_id=item.session_id,
                         patient_id=item.patient_id, counsellor=item.counsellor, session_index=item.session_index,
-                        source=item.source, system=item.system, ok=answer is not None, error=error, error_kind=kind,
+                        source=item.source, system=item.system, group=item.group, ok=answer is not None, error=error,
+                        error_kind=kind,
                         scores=scores, reasons=reasons, judge=self.describe(),
                         prompt=self.prompt, rubric_version=rubrics().version, cache_key=key)
 

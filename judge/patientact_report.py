@@ -80,6 +80,8 @@ def build_report(rows: list[Judgment], baseline: str | None = None, human: list[
         "failed_rows": [{"item_id": r.item_id, "system": r.system, "error_kind": r.error_kind, "error": r.error}
                         for r in rows if not r.ok],
         "means": means, "alpha": ALPHA,
+        "means_by_group": {g: system_means([r for r in rows if r.group == g])
+                           for g in sorted({r.group for r in rows if r.group})},
         "best_vs_second": _attempt(lambda: best_vs_second(scores, ALPHA)) if scores else {},
         "baseline": baseline,
         "baseline_missing": baseline is not None and baseline not in counts,
@@ -117,6 +119,13 @@ def report_md(report: dict[str, Any]) -> str:
         cells = [f"{_marked(m.get(d), d, s, marks)} | {_marked(hm.get(d), d, s, hmarks)}" if h
                  else _marked(m.get(d), d, s, marks) for d in dims]
         lines.append(f"| {s} | {n} | {report['failed'].get(s, 0)} | " + " | ".join(cells) + " |")
+    by_group = report.get("means_by_group") or {}
+    if by_group:
+        lines += ["", "## Mean score per main presenting problem (judge; the paper groups by disorder)", "",
+                  "| main problem | system | " + " | ".join(dims) + " |", "|---|---|" + "---|" * len(dims)]
+        for g, per in by_group.items():
+            for s_, m in per.items():
+                lines.append(f"| {g} | {s_} | " + " | ".join(_f(m.get(d)) for d in dims) + " |")
     for title, block in (("judge", marks), ("human", hmarks if h else None)):
         if not block:
             continue

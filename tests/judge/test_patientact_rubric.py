@@ -332,3 +332,22 @@ def test_conversation_prompt_carries_the_red_flags():
                             source="s", system="patientact", transcript=(("Client", "hi"),))
     content = j.content(item)
     assert "Red flags of an artificial client" in content and all(f in content for f in flags)
+
+
+def test_rows_group_by_the_profiles_main_presenting_problem(tmp_path):
+    import pyarrow as pa
+    import pyarrow.parquet as pq
+
+    from judge.patientact import main_problems
+
+    (tmp_path / "profiles").mkdir()
+    pq.write_table(pa.Table.from_pylist([{"profile_id": "p1", "anchor": {"main_problem": "low mood"}},
+                                         {"profile_id": "p2", "anchor": {"main_problem": "worry"}}]),
+                   tmp_path / "profiles" / "profiles.parquet")
+    assert main_problems(tmp_path) == {"p1": "low mood", "p2": "worry"}
+    assert main_problems(tmp_path / "nowhere") == {}
+    rows = [_row("patientact", {"coherence": 4}, item="a").model_copy(update={"group": "low mood"}),
+            _row("patientact", {"coherence": 2}, item="b").model_copy(update={"group": "worry"})]
+    rep = build_report(rows)
+    assert rep["means_by_group"]["low mood"]["patientact"]["coherence"] == 4
+    assert "| worry | patientact | 2.00 |" in report_md(rep)
