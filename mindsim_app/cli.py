@@ -59,7 +59,7 @@ def run_cmd(
         table.add_row(what, str(where))
     out.print(table)
     # The job writes its dataset even when some arcs failed, but a CI gate must not pass on it.
-    failed = int(summary.info.get("counts", {}).get("failed arcs", 0) or 0)
+    failed = summary.failed_arcs
     if failed:
         err.print(
             f"[red]error:[/] {failed} session arc{'s' if failed != 1 else ''} failed "

@@ -42,7 +42,7 @@ def test_both_engines_run_side_by_side_with_the_engine_in_every_key(tmp_path):
     backend = FakeBackend(responder())
     with Engines.with_backend(backend) as engines:
         summary = simulate.run_simulation(profiles, engines, config, tmp_path, seed=3)
-    assert summary["sessions_expected"] == 16 and summary["sessions_written"] == 16 and not summary["failed_arcs"]
+    assert summary.sessions_expected == 16 and summary.sessions_written == 16 and not summary.failed_arcs
     rows = pq.read_table(tmp_path / "sessions" / "sessions.parquet").to_pylist()
     assert len({r["session_id"] for r in rows}) == 16
     assert {(r["patient_engine"], r["counsellor"]) for r in rows} == {
@@ -72,7 +72,7 @@ def test_both_engines_run_side_by_side_with_the_engine_in_every_key(tmp_path):
     before = len(backend.requests)
     with Engines.with_backend(backend) as engines:
         again = simulate.run_simulation(profiles, engines, config, tmp_path, seed=3)
-    assert again["sessions_written"] == 16 and len(backend.requests) == before
+    assert again.sessions_written == 16 and len(backend.requests) == before
 
 
 def test_a_failing_patientact_arc_is_counted_under_its_engine_and_keeps_its_finished_sessions(tmp_path):
@@ -93,7 +93,7 @@ def test_a_failing_patientact_arc_is_counted_under_its_engine_and_keeps_its_fini
     backend = FakeBackend(Late())
     with Engines.with_backend(backend) as engines:
         summary = simulate.run_simulation(profiles, engines, config, tmp_path, seed=3)
-    assert [(f["patient_engine"], f["counsellor"]) for f in summary["failed_arcs"]] == [("patientact", "counsellor")]
+    assert [(f.patient_engine, f.counsellor) for f in summary.failed_arcs] == [("patientact", "counsellor")]
     rows = pq.read_table(tmp_path / "sessions" / "sessions.parquet").to_pylist()
     assert sorted((r["patient_engine"], r["session_index"]) for r in rows) == [
         ("mindsim", 0), ("mindsim", 1), ("patientact", 0)]

@@ -97,16 +97,16 @@ def test_ray_sessions_equal_the_local_runners(cluster, stub, tmp_path):
         remote = run_simulation(profiles, engines, _config(), tmp_path / "ray", seed=4,
                                 ray=RaySettings(workers=2, shards_per_worker=2))
         usage = engines.ledger.summary()
-    assert remote["runner"]["runner"] == "ray" and remote["runner"]["shards"] == 4
-    assert local["sessions_written"] == remote["sessions_written"] == len(PATIENTS) * 2 * 2
+    assert remote.runner["runner"] == "ray" and remote.runner["shards"] == 4
+    assert local.sessions_written == remote.sessions_written == len(PATIENTS) * 2 * 2
     assert _sessions(tmp_path / "local") == _sessions(tmp_path / "ray")
     assert ((tmp_path / "local" / "transcripts" / "transcripts.jsonl").read_bytes()
             == (tmp_path / "ray" / "transcripts" / "transcripts.jsonl").read_bytes())
     for key in ("ended_by_patient", "rejected_commits", "rejected_messages", "counsellor_flags", "failed_arcs",
                 "memory_repaired", "arcs", "sessions_expected"):
-        assert local[key] == remote[key], key
+        assert getattr(local, key) == getattr(remote, key), key
     # Every worker's calls reached the driver's ledger: the same calls as the local run made.
-    assert {r: u["calls"] for r, u in usage.items()} == {r: u["calls"] for r, u in local["usage"].items()}
+    assert {r: u["calls"] for r, u in usage.items()} == {r: u["calls"] for r, u in local.usage.items()}
 
 
 def test_runner_choice_is_outside_the_recipe_hash(tmp_path):
@@ -208,7 +208,7 @@ def test_a_killed_worker_loses_and_duplicates_nothing(cluster, tmp_path):
                                       RaySettings(workers=2, shards_per_worker=2), on_workers=grab)
     assert killed.wait(5) and 1 <= len(seen) < total, "the kill must land mid-run"
     expected = {session_id(p, c, i, 4) for p in PATIENTS for c in COUNSELLORS for i in range(3)}
-    assert not summary["failed_arcs"] and summary["sessions_written"] == total
+    assert not summary.failed_arcs and summary.sessions_written == total
     ids = pq.read_table(out / "sessions" / "sessions.parquet", columns=["session_id"]).column(0).to_pylist()
     assert len(ids) == len(set(ids)) and set(ids) == expected
     assert {n.removesuffix(".json") for n in _ckpts(out)} == expected
@@ -385,10 +385,10 @@ def test_the_embedded_engine_runs_under_the_ray_runner(cluster, embedded_engines
     profiles = [make_profile("e1"), make_profile("e3", "joker")]  # stable_shard puts them in shards 0 and 1
     summary = run_simulation(profiles, embedded_engines, SimulationConfig(sessions=1, turn_cap=2), tmp_path, seed=1,
                              ray=RaySettings(workers=2, shards_per_worker=1))
-    assert summary["runner"] == {"runner": "ray", "workers": 2, "shards": 2}
+    assert summary.runner == {"runner": "ray", "workers": 2, "shards": 2}
     # A 135M model may sink an arc; every arc either wrote its one session or is counted as failed.
-    assert summary["sessions_written"] + len(summary["failed_arcs"]) == summary["arcs"] == 2
+    assert summary.sessions_written + len(summary.failed_arcs) == summary.arcs == 2
     assert embedded_engines.ledger.summary()["patient"]["calls"] > before  # the workers' calls reached the driver
-    if summary["sessions_written"]:
+    if summary.sessions_written:
         ids = pq.read_table(tmp_path / "sessions" / "sessions.parquet", columns=["session_id"]).column(0).to_pylist()
-        assert len(ids) == len(set(ids)) == summary["sessions_written"]
+        assert len(ids) == len(set(ids)) == summary.sessions_written
