@@ -19,6 +19,22 @@ SHARED = REPO.parent / "shared"
 QUICKSTART_RUNS = 2
 
 
+# The fixtures that start the real embedded engine; every other engine-backed fixture builds on one of them.
+ENGINE_FIXTURES = {"embedded_engines", "quickstart_run"}
+
+
+def pytest_collection_modifyitems(config, items):
+    """`-m "not embedded"` is the fast suite: a test marked `embedded` must start the engine (else it leaves the
+    fast suite for nothing) and a test that starts it must be marked (else the fast suite pays for it)."""
+    wrong = [f"{item.nodeid}: {'marked embedded but starts no engine' if marked else 'starts the engine unmarked'}"
+             for item in items
+             for marked, starts in [(item.get_closest_marker("embedded") is not None,
+                                     bool(ENGINE_FIXTURES & set(getattr(item, "fixturenames", ()))))]
+             if marked != starts]
+    if wrong:
+        raise pytest.UsageError("embedded marker out of step with the engine fixtures:\n" + "\n".join(wrong))
+
+
 @pytest.fixture(scope="session")
 def embedded_engines():
     """All roles on the real embedded SmolLM2 server, low temperature, small outputs."""
