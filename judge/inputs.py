@@ -15,9 +15,10 @@ from pydantic import ValidationError
 
 from mindcore.errors import InputError
 from mindcore.io import read_jsonl
+from mindcore.layout import ProfilesFolder, RunLayout
+from mindcore.recipe import format_validation_error
 from judge.schemas import SessionInput
 
-SESSIONS_FILE = Path("sessions") / "sessions.parquet"
 _NEEDED = ("session_id", "patient_id", "counsellor", "session_index", "counsellor_system_prompt", "counsellor_messages")
 
 
@@ -31,13 +32,14 @@ def _session(d: dict[str, Any], where: str) -> SessionInput:
         if isinstance(engines, str):
             engines = json.loads(engines)
         d["counsellor_model"] = ((engines or {}).get("counsellor") or {}).get("model")
+    if d.get("counsellor_flags") is None:
+        d.pop("counsellor_flags", None)
     fields = {k: d.get(k) for k in SessionInput.model_fields if k in d}
     try:
         return SessionInput.model_validate(fields)
     except ValidationError as exc:
-        err = exc.errors()[0]
-        loc = ".".join(str(p) for p in err["loc"]) or "(row)"
-        raise InputError(f"{where}: {loc}: {err['msg']} (each session needs {', '.join(SessionInput.model_fields)})") from exc
+        problem = format_validation_error(exc, where, limit=1, top="(row)", plain=True)
+        raise InputError(f"{problem} (each session needs {', '.join(SessionInput.model_fields)})") from exc
 
 
 def read_sessions_parquet(path: Path) -> list[SessionInput]:
@@ -51,7 +53,8 @@ def read_sessions_parquet(path: Path) -> list[SessionInput]:
     missing = [c for c in _NEEDED if c not in table.column_names]
     if missing:
         raise InputError(f"{path}: missing column(s) {', '.join(missing)}; is this a mindsim sessions file?")
-    cols = [*_NEEDED, *[c for c in ("counsellor_model", "engines", "patient_engine") if c in table.column_names]]
+    optional = ("counsellor_model", "engines", "patient_engine", "counsellor_flags", "in_benchmark")
+    cols = [*_NEEDED, *[c for c in optional if c in table.column_names]]
     return [_session(d, f"{path} row {i}") for i, d in enumerate(table.select(cols).to_pylist())]
 
 
@@ -69,8 +72,8 @@ def read_sessions_jsonl(path: Path) -> list[SessionInput]:
 def load_sessions(run_dir: Path, sessions: Path | None = None) -> list[SessionInput]:
     """`sessions` (JSONL or parquet) if given, else the run folder's sessions parquet. Ids must be unique."""
     if sessions is None:
-        rows = read_sessions_parquet(Path(run_dir) / SESSIONS_FILE)
-        src = Path(run_dir) / SESSIONS_FILE
+        src = RunLayout(run_dir).sessions.parquet
+        rows = read_sessions_parquet(src)
     elif str(sessions).endswith(".parquet"):
         rows, src = read_sessions_parquet(Path(sessions)), Path(sessions)
     else:
@@ -83,3 +86,32 @@ def load_sessions(run_dir: Path, sessions: Path | None = None) -> list[SessionIn
             raise InputError(f"{src}: session_id {r.session_id!r} appears twice; ids must be unique")
         seen.add(r.session_id)
     return sorted(rows, key=lambda r: (r.counsellor, r.patient_engine or "", r.patient_id, r.session_index, r.session_id))
+
+
+def benchmark_patients(sessions: list[SessionInput], run_dir: Path | None,
+                       profiles: Path | None = None) -> tuple[set[str] | None, str | None]:
+    """The patients of the benchmark subset (MindEval2 App. G "Pool") and where that came from:
+    the sessions' own `in_benchmark` when any session carries it; else the profiles table read as plain
+    data (`profile_id`, `in_benchmark` columns; the judge does not import the profile generator): the
+    given file or folder, else `RUN_DIR/profiles/profiles.parquet`. (None, None) when neither exists."""
+    if any(s.in_benchmark is not None for s in sessions):
+        return {s.patient_id for s in sessions if s.in_benchmark}, "sessions column in_benchmark"
+    if profiles is not None:
+        path = Path(profiles)
+        path = ProfilesFolder(path).parquet if path.is_dir() else path
+        if not path.is_file():
+            raise InputError(f"judge.profiles {profiles}: no profiles.parquet there; give the folder written "
+                             "by `mindsim profiles` (or drop the setting)")
+    elif run_dir is not None and RunLayout(run_dir).profiles.parquet.is_file():
+        path = RunLayout(run_dir).profiles.parquet
+    else:
+        return None, None
+    try:
+        names = pq.read_schema(path).names
+        if "profile_id" not in names or "in_benchmark" not in names:
+            raise InputError(f"{path}: needs columns profile_id and in_benchmark to find the benchmark subset; "
+                             "is this a profiles table?")
+        rows = pq.read_table(path, columns=["profile_id", "in_benchmark"]).to_pylist()
+    except (pa.ArrowException, OSError) as exc:
+        raise InputError(f"{path}: not a readable parquet file ({str(exc).splitlines()[0][:120]})") from exc
+    return {str(r["profile_id"]) for r in rows if r["in_benchmark"]}, str(path)

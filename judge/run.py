@@ -9,57 +9,32 @@ report (MindEval2 §3 and Appendix G). Writes `RUN_DIR/judgments/`:
 
 from __future__ import annotations
 
-import asyncio
 from collections import Counter
 from pathlib import Path
 from typing import Any
 
 from mindcore.errors import EngineError
 from mindcore.io import CheckpointDir
+from mindcore.layout import RunLayout
 from mindcore.provenance import base_provenance
-from mindcore.runner import gather_progress
+from judge.analyses import analyses
 from judge.config import JudgeConfig
-from judge.inputs import load_sessions
-from judge.judging import TEMPLATES, Judge, judge_reply, replies
+from judge.costs import cost_table
+from judge.inputs import benchmark_patients, load_sessions
+from judge.judging import TEMPLATES, Judge, judge_all, judges_from_config
 from judge.rankings import family_flags, judge_agreement
 from judge.report import critical_rows, failure_rows, write_report
 from judge.rubric import load_rubric
 from judge.schemas import JudgmentRow, SessionInput, write_judgments
+from judge.sharded import judge_rows_on_ray
 from judge.scores import columns_from_rows, score_all
-
-OUT_DIR = "judgments"
-_IN_FLIGHT = 256
-
-
-def _judges(engines: Any, config: JudgeConfig) -> list[Judge]:
-    rubric = load_rubric(config.rubric)
-    out = []
-    for name in config.judges:
-        # An unbound role falls back to `default`; with no default, Engines raises a ConfigError naming it.
-        out.append(Judge(name, engines.role(name), rubric, full_rubric=config.full_rubric,
-                         max_issues=config.max_issues))
-    return out
-
-
-async def judge_all(judges: list[Judge], sessions: list[SessionInput], cache: CheckpointDir,
-                    max_replies: int | None, concurrency: int | None = None) -> list[JudgmentRow]:
-    """Every reply of every session, by every judge, concurrently: the engine layer bounds how many
-    requests are in flight, and `concurrency` (judge.concurrency) bounds it further when set. Rows come back
-    in (judge, session, reply) order."""
-    work = [(j, r) for j in judges for s in sessions for r in replies(s, max_replies)]
-    # Prompts are rendered when a task starts, before the engine's own semaphore; this bound keeps a
-    # paper-scale run (~60k replies) from holding every rendered conversation in memory at once.
-    gate = asyncio.Semaphore(min(concurrency or _IN_FLIGHT, _IN_FLIGHT))
-
-    async def one(j: Judge, r: Any) -> JudgmentRow:
-        async with gate:
-            return await judge_reply(j, r, cache)
-
-    return await gather_progress((one(j, r) for j, r in work), "judging replies")
 
 
 def summarise(rows: list[JudgmentRow], judges: list[Judge], sessions: list[SessionInput],
-              config: JudgeConfig) -> dict[str, Any]:
+              config: JudgeConfig, *, benchmark: tuple[set[str] | None, str | None] = (None, None),
+              usage: dict[str, dict[str, Any]] | None = None) -> dict[str, Any]:
+    """report.json's content. `benchmark`: the benchmark patients and where they came from
+    (`judge.inputs.benchmark_patients`); `usage`: the engine ledger's summary per role, for the cost table."""
     rubric = judges[0].rubric if judges else load_rubric(config.rubric)
     # Decided once from the sessions, so every judge ranks the same units whatever its failures.
     engines = sorted({s.patient_engine or "unknown" for s in sessions})
@@ -74,9 +49,13 @@ def summarise(rows: list[JudgmentRow], judges: list[Judge], sessions: list[Sessi
             "rows": len(mine), "ok": len(mine) - len(failed), "failed": len(failed),
             "failed_by_kind": dict(Counter(r.error_kind or "unknown" for r in failed)),
             "dropped_quotes": sum(r.dropped_quotes for r in mine),
-            "scores": score_all(columns_from_rows(mine, by_engine=by_engine), rubric, draws=config.bootstrap_draws,
-                                seed=config.seed),
         }
+        cols = columns_from_rows(mine, by_engine=by_engine)
+        scores = score_all(cols, rubric, draws=config.bootstrap_draws, seed=config.seed)
+        by_judge[j.name]["scores"] = scores
+        by_judge[j.name]["analyses"] = analyses(cols, rubric, scores["counsellors"], draws=config.bootstrap_draws,
+                                                seed=config.seed, benchmark=benchmark[0],
+                                                benchmark_source=benchmark[1])
     counsellor_models: dict[str, str | None] = {}
     for s in sessions:
         counsellor_models[s.counsellor] = counsellor_models.get(s.counsellor) or s.counsellor_model
@@ -92,6 +71,7 @@ def summarise(rows: list[JudgmentRow], judges: list[Judge], sessions: list[Sessi
         "family_flags": family_flags({j.name: j.model for j in judges}, counsellor_models),
         "critical_replies": critical_rows(rows, by_engine=by_engine),
         "failures": failure_rows(rows, by_engine=by_engine),
+        "costs": cost_table(usage or {}, config.prices, [j.name for j in judges]),
         **({"patient_engines": engines} if by_engine else {}),
     }
 
@@ -109,24 +89,25 @@ def run_judging(run_dir: str | Path, engines: Any, config: JudgeConfig | None = 
     run_dir = Path(run_dir)
     if inputs is None:
         inputs = load_sessions(run_dir, Path(sessions) if sessions else None)
-    judges = _judges(engines, config)
-    out = run_dir / OUT_DIR
-    cache = CheckpointDir(out / "cache")
+    # Read before any judgment, so a bad profiles path stops the run before it spends anything.
+    bench = benchmark_patients(inputs, run_dir, Path(config.profiles) if config.profiles else None)
+    judges = judges_from_config(engines, config)
+    folder = RunLayout(run_dir).judgments
+    out = folder.path
+    cache = CheckpointDir(folder.cache)
     if ray is not None:
-        from judge.sharded import judge_rows_on_ray
-
         rows = judge_rows_on_ray(engines, config, inputs, cache.path, ray)
     else:
         rows = engines.run(judge_all(judges, inputs, cache, config.max_replies, config.concurrency))
-    write_judgments(out / "judgments.parquet", rows)
-    report = summarise(rows, judges, inputs, config)
+    write_judgments(folder.parquet, rows)
+    report = summarise(rows, judges, inputs, config, benchmark=bench, usage=engines.ledger.summary())
     files = write_report(out, report, judges[0].rubric, config.plots)
     failed = [r for r in rows if r.status == "failed"]
     summary = {
         "sessions": len(inputs), "judgments": len(rows), "ok": len(rows) - len(failed), "failed": len(failed),
         "critical": len(report["critical_replies"]), "dropped_quotes": sum(r.dropped_quotes for r in rows),
         "judges": {n: {"model": j["model"], "ranking": j["scores"]["ranking"]} for n, j in report["judges"].items()},
-        "outputs": {"judgments": out / "judgments.parquet", **files},
+        "outputs": {"judgments": folder.parquet, **files},
         "prompt_hashes": {t: judges[0].prompt_hashes[t] for t in TEMPLATES},
     }
     if rows and len(failed) == len(rows):

@@ -389,6 +389,9 @@ def register_role_schema(entry: RoleSchema) -> RoleSchema:
 
 def registered(stages: set[str] | None = None) -> list[RoleSchema]:
     """Registered outputs, optionally only those made by one of `stages`."""
+    from mindcore.stages import load_stages
+
+    load_stages()
     return [e for e in _REGISTRY.values() if stages is None or e.stages & set(stages)]
 
 
@@ -441,5 +444,16 @@ def register_prompt_estimate(role: str, estimator: PromptEstimator) -> None:
 
 def prompt_estimator(role: str) -> PromptEstimator | None:
     from mindcore.config import role_base
+    from mindcore.stages import load_stages
 
+    load_stages()
     return _PROMPTS.get(role) or _PROMPTS.get(role_base(role))
+
+
+# Chat-template tokens around each message (ChatML: "<|im_start|>role\n" … "<|im_end|>\n"); an estimate.
+MESSAGE_OVERHEAD = 6
+
+
+def messages_tokens(messages: list[dict[str, Any]], sz: Callable[[str], int]) -> int:
+    """Tokens of a chat request's messages, each with its template overhead (for prompt estimates)."""
+    return sum(sz(str(m.get("content") or "")) + MESSAGE_OVERHEAD for m in messages)

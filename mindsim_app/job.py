@@ -24,12 +24,13 @@ from mindcore.console import err_console, out_console
 from mindcore.engine import Engines
 from mindcore.errors import ConfigError, EngineError, InputError
 from mindcore.io import atomic_write_json, read_jsonl
+from mindcore.layout import RunLayout
 from mindcore.logs import library_logs_to
 from mindcore.provenance import base_provenance
 from mindcore.recipe import Recipe, load_recipe
 from mindcore.shards import RaySession, env_of
 from mindsim_app.cards import build_dataset_folder
-from mindsim_app.preflight import failure_summary, preflight, raise_if_all_failed
+from mindcore.preflight import failure_summary, preflight, raise_if_all_failed
 from mindsim.config import SimulationConfig
 from mindsim.simulate import run_simulation
 from judge.config import JudgeConfig
@@ -65,7 +66,7 @@ def _recipe_hash(recipe: Recipe) -> str:
 
 
 def _open_run(out_dir: Path, recipe: Recipe) -> dict[str, Any]:
-    run_json = out_dir / "run.json"
+    run_json = RunLayout(out_dir).run_json
     h = _recipe_hash(recipe)
     if run_json.is_file():
         info = json.loads(run_json.read_text())
@@ -97,11 +98,12 @@ def _prompt_hashes(out_dir: Path, arc: bool) -> dict[str, str]:
     import pyarrow.parquet as pq
 
     hashes: dict[str, str] = {}
-    prof = out_dir / "profiles" / "profiles.parquet"
+    layout = RunLayout(out_dir)
+    prof = layout.profiles.parquet
     if prof.is_file():
         for row in pq.read_table(prof, columns=["provenance"]).to_pylist():
             hashes.update({p["template"]: p["sha256"] for p in (row["provenance"] or {}).get("prompts") or []})
-    sess = out_dir / "sessions" / "sessions.parquet"
+    sess = layout.sessions.parquet
     if sess.is_file():
         for row in pq.read_table(sess, columns=["prompts"]).to_pylist():
             hashes.update({k: v for k, v in (row["prompts"] or {}).items() if v})
@@ -145,12 +147,13 @@ def run_job(recipe_path: Path, out_dir: Path, *, verbose: bool = False, ray_addr
     ocfg = recipe.section("output", OutputConfig)
     jcfg = recipe.section("judge", JudgeConfig) if recipe.judge is not None else None
     out_dir = Path(out_dir)
+    layout = RunLayout(out_dir)
     info = _open_run(out_dir, recipe)
 
     on_ray = recipe.runner == "ray"
     keys = {getattr(e, "api_key_env", None) for e in recipe.engines.values()} - {None}
     cluster = RaySession(recipe.ray.address, verbose=verbose, env=env_of(keys)) if on_ray else nullcontext()
-    with library_logs_to(out_dir / "logs", verbose=verbose), Engines.from_config(recipe.engines_config()) as engines, \
+    with library_logs_to(layout.logs, verbose=verbose), Engines.from_config(recipe.engines_config()) as engines, \
             cluster:
         # The preflight runs here on the driver, once, before any worker starts (docs/scale.md).
         _stage("0 · preflight")
@@ -161,20 +164,20 @@ def run_job(recipe_path: Path, out_dir: Path, *, verbose: bool = False, ray_addr
         scfg, vcfg = pre.budgets.apply("simulation", scfg), pre.budgets.apply("validation", vcfg)
         _stage("1–5 · profiles")
         psum = run_profiles(recipe, engines, out_dir, pcfg, ray_replicas=recipe.ray.profile_replicas if on_ray else None)
-        pfail = [r for _, r in read_jsonl(out_dir / "profiles" / "failures.jsonl")]
+        pfail = [r for _, r in read_jsonl(layout.profiles.failures)]
         raise_if_all_failed("profiles", pfail, attempted=psum.candidates)
         if psum.candidates and not psum.kept:
             _nothing_left("profiles", pfail, f"every one of {psum.candidates} candidates failed or was dropped "
                                              f"as serious ({psum.dropped_serious} dropped)")
-        profiles = load_profiles(out_dir / "profiles", pool_only=scfg.pool_only)
+        profiles = load_profiles(layout.profiles.path, pool_only=scfg.pool_only)
         _stage("6 · multi-session simulation")
         ssum = run_simulation(profiles, engines, scfg, out_dir, recipe.seed, ray=recipe.ray if on_ray else None)
         raise_if_all_failed("simulation", ssum["failed_arcs"], attempted=ssum["arcs"])
         if ssum["failed_arcs"] and not ssum["sessions_written"]:
             _nothing_left("simulation", ssum["failed_arcs"], f"all {ssum['arcs']} arcs failed before any session finished")
         _stage("7 · validation")
-        sims = _sims_by_counsellor(out_dir / "transcripts" / "transcripts.jsonl")
-        compare(vcfg.reference, sims, out_dir / "validation", vcfg, engines=engines if vcfg.arc else None,
+        sims = _sims_by_counsellor(layout.transcripts)
+        compare(vcfg.reference, sims, layout.validation.path, vcfg, engines=engines if vcfg.arc else None,
                 ray=recipe.ray if on_ray and vcfg.arc else None)
         jsum = None
         if jcfg is not None:
@@ -204,6 +207,9 @@ def run_job(recipe_path: Path, out_dir: Path, *, verbose: bool = False, ray_addr
             if pcfg.rates is None
             else f"fitted rates from {pcfg.rates}",
             "prompt_hashes": {**_prompt_hashes(out_dir, vcfg.arc), **((jsum or {}).get("prompt_hashes") or {})},
+            # Templates the recipe swapped for its own files (`prompts:`): which file, and its hash as the rows record it.
+            "prompt_overrides": {name: {"path": o.path, "sha256": o.sha256}
+                                 for name, o in sorted(recipe.prompt_overrides.items())},
             "schedule_settings": {
                 "sessions per patient": scfg.sessions,
                 "turn cap": scfg.turn_cap,
@@ -240,18 +246,18 @@ def run_job(recipe_path: Path, out_dir: Path, *, verbose: bool = False, ray_addr
             "repo_id": ocfg.repo_id,
         }
     )
-    atomic_write_json(out_dir / "run.json", info)
-    with library_logs_to(out_dir / "logs", verbose=verbose):
+    atomic_write_json(layout.run_json, info)
+    with library_logs_to(layout.logs, verbose=verbose):
         dataset = build_dataset_folder(out_dir, info)
     outputs = {
-        "profiles": out_dir / "profiles" / "profiles.parquet",
-        "pool table": out_dir / "profiles" / "pool_table.md",
-        "sessions": out_dir / "sessions" / "sessions.parquet",
-        "transcripts": out_dir / "transcripts" / "transcripts.jsonl",
-        "validation report": out_dir / "validation" / "report.md",
-        "judgments": out_dir / "judgments" / "judgments.parquet",
-        "MHQR report": out_dir / "judgments" / "report.md",
+        "profiles": layout.profiles.parquet,
+        "pool table": layout.profiles.pool_table,
+        "sessions": layout.sessions.parquet,
+        "transcripts": layout.transcripts,
+        "validation report": layout.validation.report_md,
+        "judgments": layout.judgments.parquet,
+        "MHQR report": layout.judgments.report_md,
         "dataset + card": dataset / "README.md",
-        "provenance": out_dir / "run.json",
+        "provenance": layout.run_json,
     }
     return JobSummary(run_id=info["run_id"], outputs={k: v for k, v in outputs.items() if v.exists()}, info=info)

@@ -23,6 +23,7 @@ import typer
 from mindcore.console import out_console
 from mindcore.errors import InputError, MindsimError, UserError
 from mindcore.io import read_jsonl
+from mindcore.layout import RunLayout
 from mindsim_app.cards import MANIFEST, META_KEY, _sha256, build_dataset_folder
 
 console = out_console()
@@ -160,7 +161,7 @@ def resolve_folder(path: Path, repo_id: str | None = None) -> Path:
     path = Path(path)
     if (path / MANIFEST).is_file():
         return path
-    run_json = path / "run.json"
+    run_json = RunLayout(path).run_json
     if run_json.is_file():
         info = json.loads(run_json.read_text())
         if repo_id:

@@ -35,8 +35,8 @@ ROLE = "labeller"
 
 # Long messages are cut for the labeller only: the small local model has a few thousand tokens of
 # context per slot, and the label depends on the gist, not on the tail of a long counsellor reply.
-_MAX_CONTEXT_CHARS = 1200
-_MAX_TURN_CHARS = 2400
+MAX_CONTEXT_CHARS = 1200
+MAX_TURN_CHARS = 2400
 
 
 class ArcLabel(BaseModel):
@@ -62,11 +62,11 @@ def turn_requests(conv: Conversation, *, patient_role: str, context_messages: in
             continue
         before = visible[max(0, i - context_messages) : i] if context_messages else []
         context = [
-            {"speaker": "Patient" if m.role == patient_role else "Counsellor", "text": _clip(m.content, _MAX_CONTEXT_CHARS)}
+            {"speaker": "Patient" if m.role == patient_role else "Counsellor", "text": _clip(m.content, MAX_CONTEXT_CHARS)}
             for m in before
             if m.content.strip()
         ]
-        user = render(TURN_TEMPLATE, context=context, turn=_clip(msg.content, _MAX_TURN_CHARS))
+        user = render(TURN_TEMPLATE, context=context, turn=_clip(msg.content, MAX_TURN_CHARS))
         requests.append([{"role": "system", "content": system}, {"role": "user", "content": user}])
     return requests
 

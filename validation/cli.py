@@ -14,6 +14,7 @@ from rich.markup import escape
 
 from mindcore.console import err_console, one_line
 from mindcore.errors import ConfigError, UserError
+from mindcore.layout import ValidationFolder
 from validation.config import ValidationConfig
 
 app = typer.Typer(help="Realism validation: surface-feature distances and narrative arcs against a reference.", no_args_is_help=True)
@@ -44,12 +45,12 @@ def _engines(config: ValidationConfig, engines_cfg):
         return
     from types import SimpleNamespace
 
-    from mindcore import preflight_hook
     from mindcore.engine import Engines
+    from mindcore.preflight import preflight
 
     with Engines.from_config(engines_cfg) as engines:
         # The check reads the effective settings (recipe section plus command-line options), not the file.
-        preflight_hook.run(SimpleNamespace(validation=config.model_dump(mode="json")), engines, {"validate"})
+        preflight(SimpleNamespace(validation=config.model_dump(mode="json")), engines, {"validate"})
         yield engines
 
 
@@ -128,6 +129,12 @@ def compare_cmd(
     splits: Optional[int] = typer.Option(None, help="Reference halvings for the noise floor (default 100)"),
     seed: Optional[int] = typer.Option(None, help="Seed of draws and splits"),
     no_plots: bool = typer.Option(False, "--no-plots", help="Skip the PNG plots"),
+    first_sessions: Optional[bool] = typer.Option(None, "--first-sessions/--all-sessions",
+                                                  help="Compare only each patient's first session (the paper's sample)"),
+    max_patient_turns: Optional[int] = typer.Option(None, "--max-patient-turns",
+                                                    help="Cut each conversation after its N-th patient turn (paper: 15)"),
+    counsellor: Optional[list[str]] = typer.Option(None, "--counsellor",
+                                                   help="Compare only conversations with this counsellor (repeat)"),
 ) -> None:
     """Distances of each system to the reference, with intervals, the noise floor and arc shares."""
     from validation.compare import compare
@@ -143,6 +150,9 @@ def compare_cmd(
             floor_splits=splits,
             seed=seed,
             plots=False if no_plots else None,
+            first_sessions_only=first_sessions,
+            max_patient_turns=max_patient_turns,
+            counsellors=counsellor or None,
         )
         with _engines(config, engines_cfg) as engines:
             report = compare(None, sims, out, config, engines=engines)
@@ -154,8 +164,9 @@ def compare_cmd(
         typer.echo(f"{name}: index {num(idx['distance'])} [{num(idx['ci'][0])}, {num(idx['ci'][1])}] (floor {num(report['floor'].get('index'))})")
     for warning in report["warnings"]:
         _err.print(f"[yellow]warning:[/yellow] {escape(one_line(warning))}")
-    typer.echo(f"wrote {out / 'report.md'} and {out / 'report.json'}")
-    _fail_if_no_arc_label(report["counts"], out / "report.json")
+    folder = ValidationFolder(out)
+    typer.echo(f"wrote {folder.report_md} and {folder.report_json}")
+    _fail_if_no_arc_label(report["counts"], folder.report_json)
 
 
 if __name__ == "__main__":

@@ -1,9 +1,9 @@
-"""Token budgets of PatientAct's structured outputs for the preflight check (`mindsim_app.budgets`,
+"""Token budgets of PatientAct's structured outputs for the preflight check (`mindcore.budget_fit`,
 `mindcore.budget`): the four per-turn steps (budget `simulation.patientact.step_max_tokens`), the
 psychological formulation (`formulation_max_tokens`) and the decomposition (`decomposition_max_tokens`),
 each checked against its schema's worst case, and only when the recipe runs the PatientAct engine.
 
-`register()` declares them; the job's own registration (`mindsim_app.budgets._register`) calls it, so the
+`register()` declares them; the job's own registration (`mindsim/stage.py`) calls it, so the
 checker covers them without importing the engine. The defaults in `PatientActConfig` are at least each
 schema's worst case, so a recipe that leaves them unset passes.
 """

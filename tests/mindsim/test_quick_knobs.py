@@ -128,7 +128,7 @@ def test_scenario_scale_shrinks_only_the_text_limits_of_the_writers_schema():
 def test_scenario_scale_reaches_the_request_and_the_budget_but_not_the_opening_limit():
     from mindcore.budget import worst_case_tokens
     from mindcore.recipe import Recipe
-    from mindsim_app.budgets import fit_budgets
+    from mindcore.budget_fit import fit_budgets
     from mindsim.scenario import OPENING_MAX_CHARS, draft_model, first_scenario
     from mindsim.schedule import draw_schedule
     from simfakes import SCENARIO

@@ -12,8 +12,9 @@ from mindcore.engine import Engines
 from mindcore.errors import ConfigError
 from mindcore.fake import FakeBackend
 from mindcore.recipe import Recipe
-from mindsim_app.budgets import agenda_tool_schema, commit_tool_schema, fit_budgets
-from mindsim_app.preflight import preflight
+from mindcore.budget_fit import fit_budgets
+from mindcore.preflight import preflight
+from mindsim.stage import agenda_tool_schema, commit_tool_schema
 
 MINDSIM_SCHEMAS = {"tool_choice:commit_move", "tool_choice:agenda"}
 

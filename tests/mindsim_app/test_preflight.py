@@ -1,4 +1,4 @@
-"""Budgets fitted to schemas (mindsim_app.budgets) and the preflight before any stage (mindsim_app.preflight):
+"""Budgets fitted to schemas (mindcore.budget_fit) and the preflight before any stage (mindcore.preflight):
 refusal and raise-when-unset, exit classes for an unset key, an unreachable server, an unlisted model
 and a prompt larger than the context, and the all-failed helper."""
 
@@ -16,9 +16,10 @@ from mindcore.config import EnginesConfig
 from mindcore.engine import Engines
 from mindcore.errors import ConfigError, EngineError, UserError
 from mindcore.recipe import Recipe
-from mindsim_app.budgets import commit_tool_schema, fit_budgets
-from mindsim_app.engines_check import check_engines
-from mindsim_app.preflight import EngineUnreachable, InfrastructureFailure, preflight, raise_if_all_failed
+from mindcore.budget_fit import fit_budgets
+from mindcore.engine_health import check_engines
+from mindsim.stage import commit_tool_schema
+from mindcore.preflight import EngineUnreachable, InfrastructureFailure, preflight, raise_if_all_failed
 
 UNSET_KEY = "MINDSIM_PREFLIGHT_TEST_KEY_NEVER_SET"
 
@@ -308,3 +309,28 @@ def test_counsellor_only_engine_is_not_asked_for_json():
     health = {h.engine: h for h in report.engines}
     assert health["api"].ok and not health["api"].structured_ok and health["sim"].structured_ok
     assert chat_only.requests and all(req.response_schema is None for req in chat_only.requests)
+
+
+def test_a_raised_budget_goes_out_as_max_completion_tokens_with_the_reasoning_budget_on_top():
+    """Budgets are fitted as numbers; which field carries them is the engine's business. A judge on a hosted
+    reasoning model with no max_tokens is raised to its schema's worst case, and its judgments then send that
+    number (plus the role's reasoning budget) as max_completion_tokens, which the stub requires."""
+    from judge.config import JudgeConfig
+    from judge.rubric import answer_model, load_rubric
+    from openai_stub import OpenAIStub, hosted_reasoning, probe_answers
+
+    worst = worst_case_tokens(answer_model(load_rubric(JudgeConfig().rubric), JudgeConfig().max_issues)
+                              .model_json_schema()).tokens
+    with OpenAIStub(hosted_reasoning(probe_answers)).serve("o3") as stub:
+        r = _recipe({"default": {"engine": "api"},
+                     "judge": {"engine": "api", "reasoning_effort": "high", "reasoning_budget": 1000}},
+                    engines={"api": {"kind": "openai", "base_url": stub.base_url, "model": "o3"}})
+        with Engines.from_config(r.engines_config()) as engines:
+            report = preflight(r, engines, {"judge"})
+            assert engines.config.roles["judge"].max_tokens == worst  # raised in place, as before
+            engines.run(engines.role("judge").chat([{"role": "user", "content": "hi"}]))
+        body = stub.requests[-1]
+    line = next(b for b in report.budgets.lines if b.role == "judge")
+    assert line.action == "raised" and line.budget == worst
+    assert body["max_completion_tokens"] == worst + 1000 and "max_tokens" not in body
+    assert body["reasoning_effort"] == "high"

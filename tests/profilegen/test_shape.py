@@ -9,7 +9,8 @@ import asyncio
 import pytest
 
 from mindcore.recipe import Recipe
-from mindsim_app.budgets import _formulation_schema, _screen_schema
+from profilegen.stage import formulation_schema as _formulation_schema
+from profilegen.stage import screen_schema as _screen_schema
 from profilegen.anchors import anchor_personas
 from profilegen.config import ProfilesConfig
 from profilegen.formulation import MIN_TEXT_LIMIT, draft_model

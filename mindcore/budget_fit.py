@@ -1,4 +1,4 @@
-"""Token budgets of the main job's structured roles, checked against their schemas' worst case before
+"""Token budgets of the structured roles a job will call, checked against their schemas' worst case before
 any stage runs (issue 9, item 5; the bound itself is `mindcore.budget`).
 
 The rule, per structured output of a role the job will call:
@@ -12,12 +12,11 @@ The rule, per structured output of a role the job will call:
 - a schema with an unbounded part (a string without `maxLength`, …) cannot be checked: the report
   names the part, and the budget is left as it is.
 
-Roles registered here: profile_writer (formulation), screener (screen verdict), scenario_writer
-(Scenario), patient (commit_move and the agenda tools, as the JSON schema the non-native tool path
-sends; only when `simulation.patient_engine` includes mindsim, since the PatientAct patient makes no
-tool call), labeller (ArcLabel, only when `validation.arc` is on). PatientAct's appraiser steps and
-decomposition are registered by `mindsim.patientact.budgets`, active only when it includes patientact. Other stages (the judge) register their
-own through `mindcore.budget.register_role_schema`.
+The outputs checked are those the stages registered (`mindcore.stages`): each stage's `stage.py` declares
+its roles' schemas with `mindcore.budget.register_role_schema`, e.g. `profilegen/stage.py` the writer's
+formulation and the screener's verdict, `mindsim/stage.py` the scenario and the patient's tool calls (and
+PatientAct's steps through `mindsim/patientact/budgets.py`), `validation/stage.py` the arc label and
+`judge/stage.py` the judges' answers.
 """
 
 from __future__ import annotations
@@ -25,156 +24,24 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 from typing import Any
 
-from mindcore.budget import (
-    RoleSchema,
-    StageBudget,
-    TokenCounter,
-    WorstCase,
-    register_role_schema,
-    registered,
-    worst_case_tokens,
-)
-from mindcore.client import _tool_choice_schema
+from mindcore.budget import StageBudget, TokenCounter, WorstCase, registered, worst_case_tokens
 from mindcore.config import EnginesConfig, RoleSpec
 from mindcore.errors import ConfigError
-from mindcore.types import ToolSpec
+from mindcore.stages import RUN_STAGES, expand_stages  # noqa: F401 - part of this module's interface
 
-RUN_STAGES = frozenset({"profiles", "simulate", "validate"})
-
-
-def expand_stages(stages: set[str] | frozenset[str]) -> set[str]:
-    """`run` is every stage of the main job."""
-    out = set(stages)
-    if "run" in out:
-        out |= RUN_STAGES
-    return out
+# A counsellor without max_tokens has no reply bound; its replies are assumed this long and the
+# estimate says so.
+ASSUMED_UNBOUNDED_REPLY = 512
 
 
-def _section_budget(section: str, key: str, default: int | None):
+def section_budget(section: str, key: str, default: int | None):
+    """A stage setting that overrides the role's `max_tokens` for one call (`RoleSchema.budget`)."""
     def budget(recipe: Any) -> StageBudget:
         values = getattr(recipe, section, None) or {}
         explicit = key in values
         return StageBudget(values[key] if explicit else default, f"{section}.{key}", explicit)
 
     return budget
-
-
-def _profile_shape(recipe: Any) -> Any:
-    from profilegen.config import profiles_config
-
-    return profiles_config(recipe).shape
-
-
-def _formulation_schema(recipe: Any = None) -> dict[str, Any]:
-    from profilegen.formulation import draft_model
-
-    return draft_model(_profile_shape(recipe).text_scale).model_json_schema()
-
-
-def _screen_schema(recipe: Any = None) -> dict[str, Any]:
-    from profilegen.screen import verdict_model
-
-    return verdict_model(_profile_shape(recipe).screen_max_faults).model_json_schema()
-
-
-def _scenario_schema(recipe: Any = None) -> dict[str, Any]:
-    from mindsim.scenario import draft_model
-
-    scale = (getattr(recipe, "simulation", None) or {}).get("scenario_scale", 1.0)
-    return draft_model(float(scale)).model_json_schema()
-
-
-def commit_tool_schema() -> dict[str, Any]:
-    """`commit_move` as the non-native tool path sends it, with every move of the vocabulary (each
-    archetype's enum is a subset, so this is the longest)."""
-    from mindsim.guard import commit_move_model
-    from mindsim.patient import COMMIT_DESCRIPTION
-    from profilegen.moves import load_vocabulary
-
-    vocab = load_vocabulary()
-    model = commit_move_model(list(vocab.moves), list(vocab.depth_moves))
-    return _tool_choice_schema([ToolSpec.from_model("commit_move", COMMIT_DESCRIPTION, model)], False)
-
-
-def agenda_tool_schema() -> dict[str, Any]:
-    from mindsim.guard import TodoAdd, TodoComplete
-    from mindsim.patient import ADD_DESCRIPTION, COMPLETE_DESCRIPTION
-
-    tools = [ToolSpec.from_model("complete_todo", COMPLETE_DESCRIPTION, TodoComplete),
-             ToolSpec.from_model("add_todo", ADD_DESCRIPTION, TodoAdd)]
-    return _tool_choice_schema(tools, True)
-
-
-def _arc_schema() -> dict[str, Any]:
-    from validation.arc import ArcLabel
-
-    return ArcLabel.model_json_schema()
-
-
-def judge_config(recipe: Any) -> Any:
-    """The recipe's judge section, or the defaults (`mindsim judge run` without a recipe)."""
-    from judge.config import JudgeConfig
-
-    return JudgeConfig.model_validate(getattr(recipe, "judge", None) or {})
-
-
-def _judge_schema(recipe: Any = None) -> dict[str, Any]:
-    from judge.rubric import answer_model, load_rubric
-
-    cfg = judge_config(recipe)
-    return answer_model(load_rubric(cfg.rubric), cfg.max_issues).model_json_schema()
-
-
-def _patientact_judge_schema() -> dict[str, Any]:
-    from judge.patientact import answer_model
-
-    return answer_model("conversation").model_json_schema()
-
-
-def _arc_on(recipe: Any) -> bool:
-    return bool((getattr(recipe, "validation", None) or {}).get("arc", False))
-
-
-def patient_engines(recipe: Any) -> list[str]:
-    """The patient engines the recipe's `simulation.patient_engine` names (MindSim when unset). Read
-    from the raw section: budgets are fitted before the section is validated."""
-    engines = (getattr(recipe, "simulation", None) or {}).get("patient_engine", "mindsim")
-    return [engines] if isinstance(engines, str) else list(engines or [])
-
-
-def _mindsim_patient(recipe: Any) -> bool:
-    # commit_move and the agenda tools are the MindSim patient's; a PatientAct patient only speaks.
-    return "mindsim" in patient_engines(recipe)
-
-
-def _register() -> None:
-    # Defaults mirror the config models' (SimulationConfig.scenario_max_tokens, ValidationConfig.arc_max_tokens).
-    from mindsim.config import SimulationConfig
-    from validation.config import ValidationConfig
-
-    profiles, simulate, validate = frozenset({"profiles"}), frozenset({"simulate"}), frozenset({"validate"})
-    scen_default = SimulationConfig.model_fields["scenario_max_tokens"].default
-    arc_default = ValidationConfig.model_fields["arc_max_tokens"].default
-    for entry in (
-        RoleSchema("profile_writer", "formulation", _formulation_schema, profiles, schema_for=_formulation_schema),
-        RoleSchema("screener", "screen", _screen_schema, profiles, schema_for=_screen_schema),
-        RoleSchema("scenario_writer", "Scenario", _scenario_schema, simulate,
-                   budget=_section_budget("simulation", "scenario_max_tokens", scen_default), schema_for=_scenario_schema),
-        RoleSchema("patient", "tool_choice:commit_move", commit_tool_schema, simulate, active=_mindsim_patient),
-        RoleSchema("patient", "tool_choice:agenda", agenda_tool_schema, simulate, active=_mindsim_patient),
-        RoleSchema("labeller", "ArcLabel", _arc_schema, validate,
-                   budget=_section_budget("validation", "arc_max_tokens", arc_default), active=_arc_on),
-        RoleSchema("judge", "mhqr_judgment", _judge_schema, frozenset({"judge"}), schema_for=_judge_schema),
-        # `mindsim judge run --rubric patientact`: one answer per session on PatientAct's 5 dimensions.
-        RoleSchema("judge", "patientact_conversation", _patientact_judge_schema, frozenset({"judge_patientact"})),
-    ):
-        register_role_schema(entry)
-    from mindsim.patientact.budgets import register as register_patientact
-
-    register_patientact()
-
-
-_register()
 
 
 @dataclass
@@ -204,6 +71,28 @@ class BudgetReport:
     def worst(self, role: str) -> int | None:
         values = [ln.worst_case for ln in self.lines if ln.role == role and ln.worst_case is not None]
         return max(values) if values else None
+
+
+@dataclass
+class EstimateInputs:
+    """What the prompt estimators read: the recipe, the engines config (after budgets were fitted), the
+    budget report (with the stage settings it raised) and each counsellor under test's reply cap."""
+
+    recipe: Any
+    config: EnginesConfig
+    report: BudgetReport
+    counsellor_max_tokens: dict[str, int | None] = field(default_factory=dict)
+
+    def role_max(self, role: str) -> int | None:
+        return self.config.role_spec(role).max_tokens
+
+    def reply_bound(self) -> tuple[int, str]:
+        """Longest counsellor reply in tokens, and a note when one is unbounded."""
+        values = list(self.counsellor_max_tokens.values()) or [self.role_max("counsellor")]
+        if any(v is None for v in values):
+            return ASSUMED_UNBOUNDED_REPLY, (f"a counsellor has no max_tokens; its replies are assumed "
+                                             f"{ASSUMED_UNBOUNDED_REPLY} tokens")
+        return max(v for v in values if v is not None), ""
 
 
 def _role_budget(config: EnginesConfig, role: str) -> tuple[int | None, str]:

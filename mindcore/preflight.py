@@ -2,17 +2,16 @@
 plainly when a whole stage failed for an infrastructure reason anyway.
 
 `preflight(recipe, engines, stages)` — with the engines already started — does, in order:
-1. finds the roles the stages call (`profiles`: profile_writer, screener; `simulate`: scenario_writer,
-   patient, memory_compactor, patient_appraiser and profile_decomposer when the recipe runs PatientAct,
-   and every counsellor under test, role or engine+model binding;
-   `validate`: labeller when `validation.arc` is on; `judge`: judge; `run`: the first three) and the
-   engines behind them;
-2. probes each engine with the same code as `mindsim engines check` (`mindsim_app.engines_check`): key
+1. finds the roles the stages call, as each stage declared them (`mindcore.stages`: e.g. `profiles` calls
+   profile_writer and screener; `simulate` the scenario writer, patient, memory compactor, its patient
+   engines' roles and every counsellor under test; `validate` the labeller when `validation.arc` is on;
+   `judge` the judge; `run` is the first three), and the engines behind them;
+2. probes each engine with the same code as `mindsim engines check` (`mindcore.engine_health`): key
    variable set, server answers, models listed, structured round trip (only on engines a structured
    role uses: a counsellor under test just chats), context per slot, tokenizer;
-3. fits the structured roles' token budgets to their schemas (`mindsim_app.budgets.fit_budgets`, counted
-   with each engine's tokenizer where it serves one): too small → refused, unset → raised in place;
-4. checks that each role's largest prompt (estimated, see `mindsim_app.prompt_sizes`) plus its output budget
+3. fits the structured roles' token budgets to their registered schemas (`mindcore.budget_fit.fit_budgets`,
+   counted with each engine's tokenizer where it serves one): too small → refused, unset → raised in place;
+4. checks that each role's largest prompt (the estimate its stage registered) plus its output budget
    fits the context one request can use (embedded: `ctx_per_slot`; vLLM: `max_model_len` from
    `/v1/models`; a llama.cpp server: `/props`; otherwise skipped, and the report says so).
 
@@ -20,7 +19,8 @@ Any problem stops the job before any work: `ConfigError` (exit 2) for what the r
 must fix — key variable unset, key refused, model not listed, budget below the schema, prompt larger
 than the context — and `EngineUnreachable` (an `EngineError`, exit 1) when a server does not answer or
 fails the round trip. When both kinds occur, the configuration error is raised (it must be fixed
-first) and its message lists every problem.
+first) and its message lists every problem. Every stage's command calls it directly: the check knows
+the stages only through the registry, so the audit packages need no import of the others.
 
 `raise_if_all_failed(stage, failures)` is for after a stage: when every candidate failed and every
 failure is an infrastructure error, it raises `InfrastructureFailure` (exit 1) with the error classes
@@ -34,20 +34,10 @@ from dataclasses import dataclass, field
 from typing import Any, Iterable
 
 from mindcore.budget import PromptSize, Sizer, prompt_estimator, registered, tokenizer_for
+from mindcore.budget_fit import BudgetReport, EstimateInputs, fit_budgets
+from mindcore.engine_health import EngineHealth, probe_started
 from mindcore.errors import ConfigError, EngineError
-from mindsim_app.budgets import BudgetReport, expand_stages, fit_budgets
-from mindsim_app.engines_check import EngineHealth, probe_started
-from mindsim_app.prompt_sizes import EstimateInputs
-
-STAGE_ROLES: dict[str, tuple[str, ...]] = {
-    "profiles": ("profile_writer", "screener"),
-    "simulate": ("scenario_writer", "patient", "memory_compactor"),
-    "validate": ("labeller",),
-    "judge": ("judge",),
-    "judge_patientact": ("judge",),
-}
-# Roles only a recipe whose `simulation.patient_engine` includes patientact calls.
-PATIENTACT_ROLES: tuple[str, ...] = ("patient_appraiser", "profile_decomposer")
+from mindcore.stages import RoleUse, expand_stages, output_bound, stage_roles
 # Error classes that say the infrastructure failed, not the model's answer (as failures.jsonl and the
 # sessions summary record them: the exception's class name).
 INFRA_ERRORS = frozenset({"TransportError", "EngineUnavailable", "EngineUnreachable", "ConfigError",
@@ -60,18 +50,6 @@ class EngineUnreachable(EngineError):
 
 class InfrastructureFailure(EngineError):
     """Every candidate of a stage failed for an infrastructure reason."""
-
-
-@dataclass
-class RoleUse:
-    """One role (or counsellor) a stage calls, and where."""
-
-    label: str
-    role: str
-    engine: str
-    model: str | None
-    max_tokens: int | None
-    binding: bool = False  # a counsellor given as engine + model in `simulation.counsellors`
 
 
 @dataclass
@@ -106,6 +84,9 @@ class PreflightReport:
             json_ok = "structured ok" if h.structured_ok else "chat only (no structured role)"
             out.append(f"engine {h.engine} ({h.kind}, {h.model}): answers in {h.latency_s or 0:.2f}s, "
                        f"{json_ok}, {ctx}, tokenizer {'yes' if h.tokenizer else 'no (byte bound)'}")
+            # Roles with request options were sent their own probe: say what went out (run.json keeps it).
+            out.extend(f"request {a.role} on {h.engine} ({a.model}): {a.sent_text()} — "
+                       f"{'accepted' if a.ok else 'refused: ' + a.problem}" for a in h.accepted)
         for b in (self.budgets.lines if self.budgets else []):
             if b.worst_case is not None:  # unbounded schemas are in the notes
                 out.append(f"budget {b.role}/{b.schema}: worst case {b.worst_case} ≤ {b.setting} = {b.budget} "
@@ -119,35 +100,7 @@ class PreflightReport:
 
 def roles_for(recipe: Any, engines: Any, stages: Iterable[str]) -> list[RoleUse]:
     """The roles `stages` call, with their engine, model and output cap."""
-    from mindsim.config import CounsellorBinding, SimulationConfig
-
-    stages = expand_stages(set(stages))
-    uses: list[RoleUse] = []
-    for stage, roles in STAGE_ROLES.items():
-        if stage not in stages:
-            continue
-        for role in roles:
-            if role == "labeller" and not (getattr(recipe, "validation", None) or {}).get("arc", False):
-                continue
-            spec = engines.role_spec(role)
-            uses.append(RoleUse(role, role, spec.engine, spec.model, spec.max_tokens))
-    if "simulate" in stages:
-        scfg = SimulationConfig.from_section(getattr(recipe, "simulation", None))
-        if "patientact" in scfg.patient_engines:
-            # PatientAct's steps and decomposition run on their own roles (`simulate.shared_roles`).
-            for role in PATIENTACT_ROLES:
-                spec = engines.role_spec(role)
-                uses.append(RoleUse(role, role, spec.engine, spec.model, spec.max_tokens))
-        for c in scfg.counsellors:
-            if isinstance(c, CounsellorBinding):
-                if c.engine not in engines.config.engines:
-                    raise ConfigError(f"simulation.counsellors: '{c.name}' names engine '{c.engine}', which is not "
-                                      f"in the recipe's engines ({', '.join(sorted(engines.config.engines))})")
-                uses.append(RoleUse(f"counsellor:{c.name}", "counsellor", c.engine, c.model, c.max_tokens, True))
-            else:
-                spec = engines.role_spec(c)
-                uses.append(RoleUse(c, "counsellor", spec.engine, spec.model, spec.max_tokens))
-    return uses
+    return stage_roles(recipe, engines, set(stages))
 
 
 def _models(uses: list[RoleUse], engines: Any) -> dict[str, list[str]]:
@@ -173,13 +126,18 @@ def _raise_problems(health: list[EngineHealth]) -> None:
 
 
 def _output_budget(uses: list[RoleUse], engines: Any, report: BudgetReport, inp: EstimateInputs) -> int | None:
-    """The largest reply any of `uses` (one role on one engine) may write; None when one is uncapped."""
+    """The largest reply any of `uses` (one role on one engine) may write, its reasoning budget included;
+    None when one is uncapped."""
+    answer = _answer_budget(uses, engines, report, inp)
+    return None if answer is None else answer + max(u.reasoning_budget for u in uses)
+
+
+def _answer_budget(uses: list[RoleUse], engines: Any, report: BudgetReport, inp: EstimateInputs) -> int | None:
     role = uses[0].role
     values = [b.budget for b in report.lines if b.role == role and b.budget is not None]
-    if role == "patient":
-        return max([*values, inp.message_bound()])
-    if role == "memory_compactor":
-        return max([*values, inp.memory_bound()])
+    bound = output_bound(role)
+    if bound is not None:  # the stage sets this reply's bound itself (e.g. `simulation.message_max_tokens`)
+        return max([*values, bound(inp)])
     for use in uses:
         # Bindings carry their own cap; role names are read again, after budgets were raised.
         cap = use.max_tokens if use.binding else engines.role_spec(use.label).max_tokens
@@ -207,6 +165,10 @@ def check_contexts(recipe: Any, engines: Any, uses: list[RoleUse], health: dict[
             checks.append(ContextCheck(role, engine, None, None, h.context_tokens, h.context_source, None, why))
             continue
         size = estimator(inp, Sizer(counters.get(engine)))
+        if size is None:  # the estimate needs a stage that is not installed (e.g. the judge without a simulator)
+            checks.append(ContextCheck(role, engine, None, None, h.context_tokens, h.context_source, None,
+                                       "no worst-case input registered for this role's prompt"))
+            continue
         out = _output_budget(group, engines, report, inp)
         total = (size.tokens if size else 0) + (out or 0)
         note = size.note if size else ""
@@ -240,7 +202,9 @@ def preflight(recipe: Any, engines: Any, stages: set[str]) -> PreflightReport:
     # Nor is a role whose structured calls this recipe switches off (a PatientAct-only patient speaks).
     structured_roles = {e.role for e in registered(expand_stages(set(stages))) if e.active is None or e.active(recipe)}
     needs_json = {u.engine for u in uses if u.role in structured_roles}
-    health = [probe_started(engines, name, engines.config.engines[name], models[name], structured=name in needs_json)
+    # Roles that set request options (reasoning, thinking, token field, omit, extra_body) get their own probe.
+    health = [probe_started(engines, name, engines.config.engines[name], models[name], structured=name in needs_json,
+                            roles={u.label: u.spec for u in uses if u.engine == name and u.spec is not None})
               for name in models]
     _raise_problems(health)
     by_name = {h.engine: h for h in health}

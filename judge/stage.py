@@ -1,0 +1,62 @@
+"""What the judges declare to preflight (`mindcore.stages`): `mindsim judge run` calls the `judge` role, whose
+MHQR judgment (or, with `--rubric patientact`, its five-dimension conversation answer) is checked against its
+token budget, and whose largest prompt is the rubric, the counsellor's system prompt and the longest session a
+simulator can write — taken from the `longest_session` sample the simulator registers, since the judge audits
+transcripts and does not import it. Found through the `mindsim.stages` entry point.
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+from mindcore.budget import PromptSize, RoleSchema, messages_tokens, register_prompt_estimate, register_role_schema
+from mindcore.stages import Stage, register_stage, role_use, sample
+
+
+def judge_config(recipe: Any) -> Any:
+    """The recipe's judge section, or the defaults (`mindsim judge run` without a recipe)."""
+    from judge.config import JudgeConfig
+
+    return JudgeConfig.model_validate(getattr(recipe, "judge", None) or {})
+
+
+def mhqr_schema(recipe: Any = None) -> dict[str, Any]:
+    from judge.rubric import answer_model, load_rubric
+
+    cfg = judge_config(recipe)
+    return answer_model(load_rubric(cfg.rubric), cfg.max_issues).model_json_schema()
+
+
+def patientact_conversation_schema() -> dict[str, Any]:
+    from judge.patientact import answer_model
+
+    return answer_model("conversation").model_json_schema()
+
+
+def _judge_prompt(inp: Any, sz: Any) -> PromptSize | None:
+    from judge.judging import Judge, replies
+    from judge.rubric import load_rubric
+    from judge.schemas import SessionInput
+
+    longest = sample("longest_session")
+    if longest is None:
+        return None
+    # The last reply of the longest session the simulator can write is the judge's largest prompt.
+    system_prompt, exchange = longest(inp, sz)
+    cfg = judge_config(inp.recipe)
+    session = SessionInput(session_id="s", patient_id="p", counsellor="c", session_index=1,
+                           counsellor_system_prompt=system_prompt, messages=exchange)
+    judge = Judge("judge", None, load_rubric(cfg.rubric), full_rubric=cfg.full_rubric, max_issues=cfg.max_issues)
+    n = messages_tokens(judge.messages(replies(session)[-1]), sz)
+    return PromptSize("judge", n, {"rubric, counsellor prompt and the longest session": n}, inp.reply_bound()[1])
+
+
+def register() -> None:
+    judge_roles = lambda recipe, engines: [role_use(engines, "judge")]  # noqa: E731
+    register_stage(Stage("judge", judge_roles))
+    register_stage(Stage("judge_patientact", judge_roles))
+    register_role_schema(RoleSchema("judge", "mhqr_judgment", mhqr_schema, frozenset({"judge"}), schema_for=mhqr_schema))
+    # `mindsim judge run --rubric patientact`: one answer per session on PatientAct's 5 dimensions.
+    register_role_schema(RoleSchema("judge", "patientact_conversation", patientact_conversation_schema,
+                                    frozenset({"judge_patientact"})))
+    register_prompt_estimate("judge", _judge_prompt)

@@ -1,0 +1,106 @@
+"""What the simulation stage declares to preflight (`mindcore.stages`): the roles it calls (scenario writer,
+patient, memory compactor, its patient engines' own roles, every counsellor under test — a role name or an
+engine + model binding), the structured outputs it asks of them (the scenario; the MindSim patient's
+`commit_move` and agenda tool calls, as the JSON schema the non-native tool path sends; PatientAct's steps
+and decomposition), the reply bounds that are stage settings (patient messages, memory rewrites), each
+role's largest prompt (`mindsim.stage_sizes`) and the longest session, which the judge's estimate reads.
+Found through the `mindsim.stages` entry point.
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+from mindcore.budget import RoleSchema, register_prompt_estimate, register_role_schema
+from mindcore.budget_fit import section_budget
+from mindcore.client import tool_choice_schema
+from mindcore.errors import ConfigError
+from mindcore.stages import RoleUse, Stage, register_output_bound, register_sample, register_stage, role_use
+from mindcore.types import ToolSpec
+
+SIMULATE = frozenset({"simulate"})
+
+
+def _scenario_schema(recipe: Any = None) -> dict[str, Any]:
+    from mindsim.scenario import draft_model
+
+    scale = (getattr(recipe, "simulation", None) or {}).get("scenario_scale", 1.0)
+    return draft_model(float(scale)).model_json_schema()
+
+
+def commit_tool_schema() -> dict[str, Any]:
+    """`commit_move` as the non-native tool path sends it, with every move of the vocabulary (each
+    archetype's enum is a subset, so this is the longest)."""
+    from mindsim.guard import commit_move_model
+    from mindsim.patient import COMMIT_DESCRIPTION
+    from profilegen.moves import load_vocabulary
+
+    vocab = load_vocabulary()
+    model = commit_move_model(list(vocab.moves), list(vocab.depth_moves))
+    return tool_choice_schema([ToolSpec.from_model("commit_move", COMMIT_DESCRIPTION, model)], False)
+
+
+def agenda_tool_schema() -> dict[str, Any]:
+    from mindsim.guard import TodoAdd, TodoComplete
+    from mindsim.patient import ADD_DESCRIPTION, COMPLETE_DESCRIPTION
+
+    tools = [ToolSpec.from_model("complete_todo", COMPLETE_DESCRIPTION, TodoComplete),
+             ToolSpec.from_model("add_todo", ADD_DESCRIPTION, TodoAdd)]
+    return tool_choice_schema(tools, True)
+
+
+def patient_engines(recipe: Any) -> list[str]:
+    """The patient engines the recipe's `simulation.patient_engine` names (MindSim when unset). Read
+    from the raw section: budgets are fitted before the section is validated."""
+    engines = (getattr(recipe, "simulation", None) or {}).get("patient_engine", "mindsim")
+    return [engines] if isinstance(engines, str) else list(engines or [])
+
+
+def _mindsim_patient(recipe: Any) -> bool:
+    # commit_move and the agenda tools are the MindSim patient's; a PatientAct patient only speaks.
+    return "mindsim" in patient_engines(recipe)
+
+
+def simulate_roles(recipe: Any, engines: Any) -> list[RoleUse]:
+    from mindsim.config import CounsellorBinding, SimulationConfig
+    from mindsim.patientact.budgets import DECOMPOSER_ROLE, STEP_ROLE
+
+    uses = [role_use(engines, r) for r in ("scenario_writer", "patient", "memory_compactor")]
+    scfg = SimulationConfig.from_section(getattr(recipe, "simulation", None))
+    if "patientact" in scfg.patient_engines:
+        # PatientAct's steps and decomposition run on their own roles (`simulate.shared_roles`).
+        uses += [role_use(engines, r) for r in (STEP_ROLE, DECOMPOSER_ROLE)]
+    for c in scfg.counsellors:
+        if isinstance(c, CounsellorBinding):
+            if c.engine not in engines.config.engines:
+                raise ConfigError(f"simulation.counsellors: '{c.name}' names engine '{c.engine}', which is not "
+                                  f"in the recipe's engines ({', '.join(sorted(engines.config.engines))})")
+            uses.append(RoleUse(f"counsellor:{c.name}", "counsellor", c.engine, c.model, c.max_tokens, True,
+                                c.role_spec()))
+        else:  # a role name (`counsellor`, `counsellor_b`, …): that role's binding, checked as a counsellor
+            spec = engines.role_spec(c)
+            uses.append(RoleUse(c, "counsellor", spec.engine, spec.model, spec.max_tokens, spec=spec))
+    return uses
+
+
+def register() -> None:
+    from mindsim import stage_sizes
+    from mindsim.config import SimulationConfig
+    from mindsim.patientact.budgets import register as register_patientact
+
+    register_stage(Stage("simulate", simulate_roles))
+    scen_default = SimulationConfig.model_fields["scenario_max_tokens"].default
+    for entry in (
+        RoleSchema("scenario_writer", "Scenario", _scenario_schema, SIMULATE,
+                   budget=section_budget("simulation", "scenario_max_tokens", scen_default), schema_for=_scenario_schema),
+        RoleSchema("patient", "tool_choice:commit_move", commit_tool_schema, SIMULATE, active=_mindsim_patient),
+        RoleSchema("patient", "tool_choice:agenda", agenda_tool_schema, SIMULATE, active=_mindsim_patient),
+    ):
+        register_role_schema(entry)
+    register_patientact()
+    register_output_bound("patient", stage_sizes.message_bound)
+    register_output_bound("memory_compactor", stage_sizes.memory_bound)
+    for role, estimate in (("scenario_writer", stage_sizes.scenario_prompt), ("patient", stage_sizes.patient_prompt),
+                           ("counsellor", stage_sizes.counsellor_prompt), ("memory_compactor", stage_sizes.memory_prompt)):
+        register_prompt_estimate(role, estimate)
+    register_sample("longest_session", stage_sizes.longest_session)

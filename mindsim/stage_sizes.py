@@ -1,0 +1,170 @@
+"""Largest prompt of each simulator role, estimated before a run so preflight can check it fits the context
+one request can use (issue 9, item 2). Estimates, not bounds: prompts are rendered from the real templates,
+with the longest persona of the shipped synthetic sample (`profilegen.stage.worst_profile_parts`), the largest
+instance of each schema (strings at `maxLength`, filled with English-like text) and replies at their token
+budgets, and counted with the engine's tokenizer where it serves one (else at 4 characters per token).
+
+Per role:
+- scenario_writer: the later-session prompt with the previous scenario and a full transcript of
+  `turn_cap` turns (patient messages at `message_max_tokens`, counsellor replies at their budget);
+- patient: the system prompt (largest case summary and scenario, memory at `memory_max_tokens`, the
+  archetype with the most moves) plus `turn_cap - 1` turns, each: a counsellor reply, two commit
+  calls (one rejection per turn is assumed) with their answers, `max_todo_calls` agenda calls answered
+  with an open list of the scenario's checkpoints plus `ASSUMED_ADDED_ITEMS`, and the message;
+- counsellor: its system prompt and the whole exchange; memory_compactor: the prior log, the whole
+  transcript and one re-ask when `memory_retries` allows.
+`longest_session` is the same worst-case session as the judge reads it (registered as a sample, so the
+judge's estimate needs no import of the simulator). A counsellor without `max_tokens` has no reply bound:
+its replies are assumed `ASSUMED_UNBOUNDED_REPLY` tokens and the estimate says so.
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+from mindcore.budget import MESSAGE_OVERHEAD, PromptSize, messages_tokens
+from mindcore.budget_fit import ASSUMED_UNBOUNDED_REPLY
+from mindsim.stage import agenda_tool_schema, commit_tool_schema
+from profilegen.stage import worst_profile_parts
+
+# Items a patient adds to its agenda in one session, for the size of the open list each agenda call
+# answers with (the agenda has no cap; adding one every turn would make it longer). An estimate.
+ASSUMED_ADDED_ITEMS = 3
+
+
+def simulation(inp: Any) -> Any:
+    """The recipe's simulation section, validated, with the settings preflight raised applied."""
+    from mindsim.config import SimulationConfig
+
+    scfg = SimulationConfig.from_section(getattr(inp.recipe, "simulation", None))
+    return scfg.model_copy(update=inp.report.section_overrides.get("simulation", {}))
+
+
+def message_bound(inp: Any) -> int:
+    return simulation(inp).message_max_tokens or inp.role_max("patient") or ASSUMED_UNBOUNDED_REPLY
+
+
+def memory_bound(inp: Any) -> int:
+    return simulation(inp).memory_max_tokens or inp.role_max("memory_compactor") or ASSUMED_UNBOUNDED_REPLY
+
+
+def _session_fixtures(inp: Any, sz: Any) -> dict[str, Any]:
+    from mindcore.budget import fill_text, largest_instance
+    from mindsim.agenda import Agenda
+    from mindsim.prompting import load_style_data
+    from mindsim.scenario import Scenario, draft_model
+    from mindsim.schedule import SessionPlan, load_schedule_data
+    from profilegen.moves import load_vocabulary
+    from profilegen.render import case_summary, writer_brief
+
+    row, f, _ = worst_profile_parts(inp.recipe)
+    s = simulation(inp)
+    style, sched, vocab = load_style_data(), load_schedule_data(), load_vocabulary()
+    scenario = Scenario.model_validate(largest_instance(draft_model().model_json_schema()))
+    longest = lambda keys: max(keys, key=len)  # noqa: E731
+    plan = SessionPlan(index=1, gap_hours=s.max_gap_hours, event_category=longest(list(sched.event_categories)),
+                       beat=longest([c.beat for c in sched.event_categories.values()]),
+                       emotion=max(style.emotion, key=lambda k: len(style.emotion[k])),
+                       concealment=max(style.concealment, key=lambda k: len(style.concealment[k].line)),
+                       max_depth=3, hours_since_start=0, weekday="Wednesday", hour=12)
+    turns = s.turn_cap
+    patient_msg, counsellor_msg = sz.text_of_tokens(message_bound(inp)), sz.text_of_tokens(inp.reply_bound()[0])
+    transcript = [{"role": "user", "content": patient_msg}]
+    for _ in range(turns - 1):
+        transcript += [{"role": "assistant", "content": counsellor_msg}, {"role": "user", "content": patient_msg}]
+    added = [fill_text(120)] * (min(ASSUMED_ADDED_ITEMS, (turns - 1) * s.max_todo_calls))
+    return {"row": row, "f": f, "brief": writer_brief(row, f), "summary": case_summary(row, f), "scenario": scenario,
+            "plan": plan, "style": style, "vocab": vocab, "transcript": transcript, "added": added,
+            "agenda": Agenda.from_checkpoints(list(scenario.checkpoints) + added),
+            "memory": [sz.text_of_tokens(memory_bound(inp))]}
+
+
+def scenario_prompt(inp: Any, sz: Any) -> PromptSize:
+    from mindcore.prompts import render
+    from mindsim.prompting import transcript_text
+    from mindsim.scenario import FIRST_TEMPLATE, NEXT_TEMPLATE
+
+    fx = _session_fixtures(inp, sz)
+    reg = fx["style"].register
+    lines = [max((r.register_line for r in reg.values()), key=len),
+             max((v.line for v in fx["style"].verbosity.values()), key=len)]
+    user = [{"role": "user", "content": "Write the situation now, as JSON."}]
+    first = render(FIRST_TEMPLATE, writer_brief=fx["brief"], goal=fx["f"].presenting.goal,
+                   time_context=fx["plan"].time_context, emotion=fx["plan"].emotion, register_lines=lines)
+    nxt = render(NEXT_TEMPLATE, writer_brief=fx["brief"], prev_situation=fx["scenario"].as_text(),
+                 transcript=transcript_text(fx["transcript"]), now_line=fx["plan"].time_context,
+                 gap=fx["plan"].gap_text, leftover_todos=list(fx["scenario"].checkpoints) + fx["added"],
+                 beat=fx["plan"].beat, register_lines=lines)
+    a = messages_tokens([{"role": "system", "content": first}, *user], sz)
+    b = messages_tokens([{"role": "system", "content": nxt}, *user], sz)
+    return PromptSize("scenario_writer", max(a, b), {"first session": a, "later session": b},
+                      inp.reply_bound()[1])
+
+
+def patient_prompt(inp: Any, sz: Any) -> PromptSize:
+    import json
+
+    from mindcore.budget import fill_text, largest_instance
+    from mindsim.agenda import Agenda
+    from mindsim.prompting import patient_system_prompt
+    from profilegen.testing import make_profiles
+
+    fx = _session_fixtures(inp, sz)
+    s, vocab = simulation(inp), fx["vocab"]
+    arch = max(vocab.archetypes, key=lambda a: len(vocab.available(a)))
+    base = make_profiles(1, 0)[0]
+    profile = base.model_copy(update={"case_summary": fx["summary"],
+                                      "style": base.style.model_copy(update={"archetype": arch})})
+    system = sz(patient_system_prompt(profile, vocab, fx["plan"], fx["scenario"], fx["agenda"], fx["memory"],
+                                      agenda_plain=s.agenda_plain)) + MESSAGE_OVERHEAD
+    commit = sz(json.dumps(largest_instance(commit_tool_schema()), ensure_ascii=False))
+    todo = sz(json.dumps(largest_instance(agenda_tool_schema()), ensure_ascii=False))
+    cue = max((c for m in vocab.moves.values() for c in m.cues), key=len)
+    never = max((r.never for a in vocab.archetypes.values() for r in a.removed), key=len)
+    longest_move = max(vocab.moves, key=len)
+    result = max(sz(f"Accepted: {longest_move}. How to write it: {cue}; {cue}."),
+                 sz(f"Not accepted: `{longest_move}` is not something you do. {never} Pick another move from your list."))
+    listed = list(fx["scenario"].checkpoints) + [fill_text(120)] * ASSUMED_ADDED_ITEMS
+    status = sz("Marked done: " + Agenda.from_checkpoints(listed).status())
+    reply, note = inp.reply_bound()
+    commits = 1 + min(1, s.max_commit_retries)
+    per_turn = (reply + commits * (commit + result) + s.max_todo_calls * (todo + status)
+                + message_bound(inp) + MESSAGE_OVERHEAD * (2 + 2 * commits + 2 * s.max_todo_calls))
+    turns = s.turn_cap - 1
+    growth = turns * per_turn
+    return PromptSize("patient", system + growth, {"system prompt": system, "first turn": per_turn,
+                                                   f"growth over {turns} turns": growth}, note)
+
+
+def counsellor_prompt(inp: Any, sz: Any) -> PromptSize:
+    from mindsim.prompting import counsellor_system_prompt
+
+    fx = _session_fixtures(inp, sz)
+    system = sz(counsellor_system_prompt(fx["plan"], fx["memory"])) + MESSAGE_OVERHEAD
+    history = messages_tokens(fx["transcript"][:-1], sz) + sz(fx["transcript"][-1]["content"])
+    return PromptSize("counsellor", system + history, {"system prompt": system, "exchange": history},
+                      inp.reply_bound()[1])
+
+
+def memory_prompt(inp: Any, sz: Any) -> PromptSize:
+    from mindcore.prompts import render
+    from mindsim.memory import format_log
+    from mindsim.prompting import transcript_text
+
+    fx = _session_fixtures(inp, sz)
+    s = simulation(inp)
+    prompt = render("memory/compact.jinja2", prior_log=format_log(fx["memory"]),
+                    transcript=transcript_text(fx["transcript"]), max_entries=s.memory_max_entries)
+    base = messages_tokens([{"role": "system", "content": prompt}, {"role": "user", "content": "Write the updated log now."}], sz)
+    retry = (memory_bound(inp) + 120 + 2 * MESSAGE_OVERHEAD) if s.memory_retries else 0
+    return PromptSize("memory_compactor", base + retry, {"first ask": base, "re-ask adds": retry})
+
+
+def longest_session(inp: Any, sz: Any) -> tuple[str, list[dict[str, str]]]:
+    """The counsellor's system prompt and the exchange of the longest session this recipe can write, ending on
+    a counsellor reply at its budget: what the judge's prompt holds at its largest."""
+    from mindsim.prompting import counsellor_system_prompt
+
+    fx = _session_fixtures(inp, sz)
+    exchange = [*fx["transcript"], {"role": "assistant", "content": sz.text_of_tokens(inp.reply_bound()[0])}]
+    return counsellor_system_prompt(fx["plan"], fx["memory"]), exchange

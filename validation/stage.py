@@ -1,0 +1,45 @@
+"""What the validation stage declares to preflight (`mindcore.stages`): with `validation.arc` on it calls the
+`labeller`, whose arc label is checked against `validation.arc_max_tokens`, and whose largest prompt is the
+longest clipped turn with its clipped context. Found through the `mindsim.stages` entry point.
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+from mindcore.budget import PromptSize, RoleSchema, messages_tokens, register_prompt_estimate, register_role_schema
+from mindcore.budget_fit import section_budget
+from mindcore.stages import Stage, register_stage, role_use
+
+
+def _arc_on(recipe: Any) -> bool:
+    return bool((getattr(recipe, "validation", None) or {}).get("arc", False))
+
+
+def _arc_schema() -> dict[str, Any]:
+    from validation.arc import ArcLabel
+
+    return ArcLabel.model_json_schema()
+
+
+def _labeller_prompt(inp: Any, sz: Any) -> PromptSize:
+    from mindcore.budget import fill_text
+    from mindcore.prompts import render
+    from validation.arc import MAX_CONTEXT_CHARS, MAX_TURN_CHARS, SYSTEM_TEMPLATE, TURN_TEMPLATE
+    from validation.config import ValidationConfig
+
+    vcfg = ValidationConfig.model_validate(getattr(inp.recipe, "validation", None) or {})
+    context = [{"speaker": "Counsellor", "text": fill_text(MAX_CONTEXT_CHARS)}] * vcfg.arc_context_messages
+    user = render(TURN_TEMPLATE, context=context, turn=fill_text(MAX_TURN_CHARS))
+    n = messages_tokens([{"role": "system", "content": render(SYSTEM_TEMPLATE)}, {"role": "user", "content": user}], sz)
+    return PromptSize("labeller", n, {"longest clipped turn with its context": n})
+
+
+def register() -> None:
+    from validation.config import ValidationConfig
+
+    register_stage(Stage("validate", lambda recipe, engines: [role_use(engines, "labeller")] if _arc_on(recipe) else []))
+    register_role_schema(RoleSchema(
+        "labeller", "ArcLabel", _arc_schema, frozenset({"validate"}), active=_arc_on,
+        budget=section_budget("validation", "arc_max_tokens", ValidationConfig.model_fields["arc_max_tokens"].default)))
+    register_prompt_estimate("labeller", _labeller_prompt)
