@@ -181,7 +181,8 @@ def _ckpts(out: Path) -> dict[str, bytes]:
 
 
 def test_a_killed_worker_loses_and_duplicates_nothing(cluster, tmp_path):
-    from mindsim.simulate import plan_shards, simulate_on_ray
+    from mindcore.shards import plan_shards
+    from mindsim.simulate import simulate_on_ray
 
     profiles = [make_profile(p) for p in PATIENTS]
     total = len(PATIENTS) * len(COUNSELLORS) * 3
@@ -189,6 +190,7 @@ def test_a_killed_worker_loses_and_duplicates_nothing(cluster, tmp_path):
     pids: list[int] = []
     seen: dict[str, bytes] = {}
     killed = threading.Event()
+    settings = RaySettings(workers=2, shards_per_worker=2)
 
     def grab(actors):
         pids.extend(ray.get([a.pid.remote() for a in actors]))
@@ -205,14 +207,15 @@ def test_a_killed_worker_loses_and_duplicates_nothing(cluster, tmp_path):
     with OpenAIStub(slowed(from_responder(SimResponder(end_after=99)), 0.01)) as stub:
         stub.serve(*SIM_ROLES)
         with engines_on(stub) as engines:
-            summary = simulate_on_ray(profiles, engines, _config(sessions=3), out, 4,
-                                      RaySettings(workers=2, shards_per_worker=2), on_workers=grab)
+            summary = simulate_on_ray(profiles, engines, _config(sessions=3), out, 4, settings, on_workers=grab)
     assert killed.wait(5) and 1 <= len(seen) < total, "the kill must land mid-run"
     expected = {session_id(p, c, i, 4) for p in PATIENTS for c in COUNSELLORS for i in range(3)}
     # The killed worker (rank 0) was handed the first shard and takes another only once that one is done, so
     # the first shard still missing sessions at the kill proves the worker died holding unfinished work; the
     # run's ending with all of them proves that shard was retried and finished after the kill.
-    first = next(part for part in plan_shards(profiles, summary["runner"]["shards"]) if part)
+    plan = plan_shards(profiles, lambda p: p.profile_id, settings)
+    assert plan.shards == summary["runner"]["shards"]
+    first = plan.parts[0][1]
     held = {f"{session_id(p.profile_id, c, i, 4)}.json" for p in first for c in COUNSELLORS for i in range(3)}
     assert held - set(seen), "the killed worker had already finished its shard"
     assert held <= set(_ckpts(out))
