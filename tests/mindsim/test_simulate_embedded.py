@@ -9,6 +9,7 @@ import json
 
 import pyarrow.parquet as pq
 import pytest
+from arc_checks import check_arc_ledger
 
 from mindsim.prompting import speech_defects
 from mindsim.scenario import OPENING_MAX_CHARS
@@ -28,7 +29,8 @@ def test_every_session_is_whole_and_real(sessions, quickstart_run):
     rows, summary = sessions
     # A 135M model may fail an arc after its re-asks; that must be counted, never a blank session.
     assert rows and len(rows) == summary.sessions_written
-    assert len(rows) + len(summary.failed_arcs) >= 1
+    # Each arc wrote its sessions or is listed as failed, keeping those it finished; nothing lost or doubled.
+    check_arc_ledger(quickstart_run, sessions=summary.config["sessions"])
     vocab = load_vocabulary()
     for r in rows:
         assert r["engines"]["patient"]["model"].startswith("SmolLM2")
@@ -52,6 +54,8 @@ def test_memory_carries_into_the_next_session(sessions):
     rows, _ = sessions
     by = {(r["patient_id"], r["counsellor"], r["session_index"]): r for r in rows}
     pairs = [(by[k], by[(k[0], k[1], k[2] + 1)]) for k in by if (k[0], k[1], k[2] + 1) in by]
+    # `quickstart_run` reruns (resumes) a bounded number of times until some arc has two sessions.
+    assert pairs, "no arc finished two sessions: no memory carry-over to check"
     for before, after in pairs:
         assert after["memory_before"] == before["memory_after"]
 
