@@ -243,6 +243,10 @@ def run_job(recipe_path: Path, out_dir: Path, *, verbose: bool = False, ray_addr
     atomic_write_json(out_dir / "run.json", info)
     with library_logs_to(out_dir / "logs", verbose=verbose):
         dataset = build_dataset_folder(out_dir, info)
+    # The one file a user opens first (issue 21); built from the files just written, so a rerun rebuilds it.
+    from mindsim_app.report.build import build_report
+
+    report = build_report([out_dir])
     outputs = {
         "profiles": out_dir / "profiles" / "profiles.parquet",
         "pool table": out_dir / "profiles" / "pool_table.md",
@@ -252,6 +256,7 @@ def run_job(recipe_path: Path, out_dir: Path, *, verbose: bool = False, ray_addr
         "judgments": out_dir / "judgments" / "judgments.parquet",
         "MHQR report": out_dir / "judgments" / "report.md",
         "dataset + card": dataset / "README.md",
+        "HTML report": report,
         "provenance": out_dir / "run.json",
     }
     return JobSummary(run_id=info["run_id"], outputs={k: v for k, v in outputs.items() if v.exists()}, info=info)
