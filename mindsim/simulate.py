@@ -294,6 +294,7 @@ async def simulate_shard(
         # Per shard is exact: a patient, and so its shared first scenario, lives in one shard only.
         "rejected_messages": rejected_message_totals(records),
         "counsellor_flags": counsellor_flag_totals(records),
+        "scenario_drafts": scenario_draft_total(records),
     }
 
 
@@ -389,6 +390,7 @@ def _finish(out: Path, engines, config: SimulationConfig, seed: int, profiles: l
         "rejected_commits": total("rejected_commits"),
         "rejected_messages": {**dict.fromkeys(parts[0]["rejected_messages"], 0), **summed("rejected_messages")},
         "counsellor_flags": {**dict.fromkeys(parts[0]["counsellor_flags"], 0), **summed("counsellor_flags")},
+        "scenario_drafts": sum(part.get("scenario_drafts", 0) for part in parts),
         "elapsed_s": round(elapsed, 2),
         "engines": {r: c.describe() for r, c in shared.items()}
         | {n: counsellor_client(engines, c).describe() for n, c in zip(counsellors, config.counsellors)},
@@ -413,6 +415,19 @@ def rejected_message_totals(records: list[SessionRecord]) -> dict[str, int]:
                 seen_first.add((r.patient_id, r.seed))
             kept.extend(t.rejected_messages)
     return RejectionCounts.of(kept).model_dump(mode="json")
+
+
+def scenario_draft_total(records: list[SessionRecord]) -> int:
+    """Scenario drafts written for these sessions; a shared first scenario was drafted once per patient."""
+    seen: set[tuple[str, int]] = set()
+    total = 0
+    for r in records:
+        if r.scenario_shared:
+            if (r.patient_id, r.seed) in seen:
+                continue
+            seen.add((r.patient_id, r.seed))
+        total += r.scenario_drafts
+    return total
 
 
 def counsellor_flag_totals(records: list[SessionRecord]) -> dict[str, int]:

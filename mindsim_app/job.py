@@ -26,9 +26,10 @@ from mindcore.errors import ConfigError, EngineError, InputError
 from mindcore.io import atomic_write_json, read_jsonl
 from mindcore.logs import library_logs_to
 from mindcore.provenance import base_provenance
-from mindcore.recipe import Recipe, load_recipe
+from mindcore.recipe import PUBLISH_FIELDS, Recipe, load_recipe
 from mindcore.shards import RaySession, env_of
 from mindsim_app.cards import build_dataset_folder
+from mindsim_app.release import ReleaseConfig, gate_for_run
 from mindcore.preflight import failure_summary, preflight, raise_if_all_failed
 from mindsim.config import SimulationConfig
 from mindsim.simulate import run_simulation
@@ -61,7 +62,9 @@ class JobSummary:
 def _recipe_hash(recipe: Recipe) -> str:
     # Without `runner`/`ray`: where the work runs does not change what it makes, so a folder started
     # locally resumes on a cluster and the other way round (and older run folders keep their hash).
-    return hashlib.sha256(json.dumps(recipe.content_dump(), sort_keys=True).encode()).hexdigest()[:16]
+    # Without `release` either: the gate is read when publishing and does not change what the run makes.
+    content = {k: v for k, v in recipe.content_dump().items() if k not in PUBLISH_FIELDS}
+    return hashlib.sha256(json.dumps(content, sort_keys=True).encode()).hexdigest()[:16]
 
 
 def _open_run(out_dir: Path, recipe: Recipe) -> dict[str, Any]:
@@ -144,6 +147,7 @@ def run_job(recipe_path: Path, out_dir: Path, *, verbose: bool = False, ray_addr
     vcfg = recipe.section("validation", ValidationConfig)
     ocfg = recipe.section("output", OutputConfig)
     jcfg = recipe.section("judge", JudgeConfig) if recipe.judge is not None else None
+    recipe.section("release", ReleaseConfig)
     out_dir = Path(out_dir)
     info = _open_run(out_dir, recipe)
 
@@ -228,6 +232,8 @@ def run_job(recipe_path: Path, out_dir: Path, *, verbose: bool = False, ray_addr
                 "patient messages re-asked (not stored), by reason": ", ".join(
                     f"{k} {v}" for k, v in sorted(ssum.get("rejected_messages", {}).items()) if v) or "none",
                 "patient messages ended at their last complete sentence": ssum.get("messages_trimmed", 0),
+                "scenario drafts written (re-drafts included) / sessions": f"{ssum.get('scenario_drafts', 0)} / "
+                                                                           f"{ssum['sessions_written']}",
                 "counsellor replies flagged (stored as sent), by flag": _flag_line(ssum.get("counsellor_flags", {})),
                 **({"judged replies (ok / failed)": f"{jsum['ok']} / {jsum['failed']}",
                     "critical replies (listed for review in judgments/report.md)": jsum["critical"]}
@@ -240,6 +246,8 @@ def run_job(recipe_path: Path, out_dir: Path, *, verbose: bool = False, ray_addr
             "repo_id": ocfg.repo_id,
         }
     )
+    # The gate as it stands at the end of the run; `mindsim publish` evaluates it again before any upload.
+    info["release_gate"] = gate_for_run(out_dir, info)
     atomic_write_json(out_dir / "run.json", info)
     with library_logs_to(out_dir / "logs", verbose=verbose):
         dataset = build_dataset_folder(out_dir, info)

@@ -155,18 +155,45 @@ def check_loads(folder: Path, manifest: dict[str, Any]) -> dict[str, int]:
     return rows
 
 
-def resolve_folder(path: Path, repo_id: str | None = None) -> Path:
-    """Accept a dataset folder (with a manifest) or a run folder (with run.json; its dataset is rebuilt)."""
+class GateFailed(MindsimError):
+    """The run is outside the recipe's release gate (exit 1, like a stage that finished with failures)."""
+
+    def __init__(self, lines: list[str]):
+        super().__init__("; ".join(lines))
+        self.lines = lines
+
+
+def run_folder_of(path: Path) -> Path | None:
+    """The run folder behind a run folder or its dataset/ folder (None for a dataset folder on its own)."""
     path = Path(path)
-    if (path / MANIFEST).is_file():
+    if (path / "run.json").is_file():
         return path
-    run_json = path / "run.json"
-    if run_json.is_file():
-        info = json.loads(run_json.read_text())
-        if repo_id:
-            info["repo_id"] = repo_id
-        return build_dataset_folder(path, info)
-    raise InputError(f"{path}: neither a dataset folder ({MANIFEST}) nor a run folder (run.json)")
+    if (path / MANIFEST).is_file() and (path.parent / "run.json").is_file():
+        return path.parent
+    return None
+
+
+def resolve_folder(path: Path, repo_id: str | None = None, *, force: bool = False) -> Path:
+    """Accept a dataset folder (with a manifest) or a run folder (with run.json; its dataset is rebuilt).
+    Where the run folder is known, the recipe's release gate is evaluated first: outside it the publish is
+    refused (`GateFailed`) unless `force`; either way the rebuilt card shows the gate and its outcome."""
+    from mindsim_app.release import failure_lines, gate_for_run
+
+    path = Path(path)
+    run_dir = run_folder_of(path)
+    if run_dir is None:
+        if (path / MANIFEST).is_file():
+            return path  # a dataset folder on its own: its card shows the gate as it stood at run time
+        raise InputError(f"{path}: neither a dataset folder ({MANIFEST}) nor a run folder (run.json)")
+    info = json.loads((run_dir / "run.json").read_text())
+    gate = gate_for_run(run_dir, info, forced=force)
+    if not gate["passed"] and not force:
+        raise GateFailed(failure_lines(gate))
+    info["release_gate"] = gate
+    console.print(f"release gate: {gate['outcome']}")
+    if repo_id:
+        info["repo_id"] = repo_id
+    return build_dataset_folder(run_dir, info)
 
 
 # What a push makes identical to the folder (files there that the folder lacks are deleted in the same
@@ -211,11 +238,24 @@ def publish_cmd(
     reference_transcripts: Optional[list[Path]] = typer.Option(
         None, "--reference-transcripts", help="Chat JSONL whose messages must not appear in the upload (repeatable)"
     ),
+    force: bool = typer.Option(False, "--force", help="Publish although the run is outside the recipe's release "
+                                                      "gate (the card then says so)"),
 ) -> None:
     """Publish a run's dataset (parquet per config + card) to the Hugging Face Hub."""
     if not re.fullmatch(r"[\w.-]+/[\w.-]+", repo_id):
         raise InputError(f"--repo-id {repo_id!r}: expected OWNER/NAME")
-    dataset = resolve_folder(folder, repo_id)
+    try:
+        dataset = resolve_folder(folder, repo_id, force=force)
+    except GateFailed as exc:
+        from rich.markup import escape
+
+        from mindcore.console import err_console
+
+        for line in exc.lines:  # one line per failed criterion, so a CI log shows each
+            err_console().print(f"[red]error:[/] {escape(line)}")
+        err_console().print("[red]error:[/] refusing to publish outside the release gate; fix the run or pass --force "
+                            "(the card will say so)")
+        raise typer.Exit(1) from None
     manifest = check_folder(dataset, reference_transcripts or [])
     rows = check_loads(dataset, manifest)
     for name, n in rows.items():
