@@ -1,5 +1,5 @@
 """Application-layer tests reuse the simulator tests' helpers (`simfakes`, `hub_stub`, `killing`): make that
-folder importable under pytest's importlib import mode."""
+folder, and this one (`reportfix`), importable under pytest's importlib import mode."""
 
 from __future__ import annotations
 
@@ -7,5 +7,7 @@ import sys
 from pathlib import Path
 
 SIM_TESTS = Path(__file__).resolve().parent.parent / "mindsim"
-if str(SIM_TESTS) not in sys.path:
-    sys.path.insert(0, str(SIM_TESTS))
+HERE = Path(__file__).resolve().parent  # this folder's own helpers (reportfix)
+for _p in (SIM_TESTS, HERE):
+    if str(_p) not in sys.path:
+        sys.path.insert(0, str(_p))
