@@ -168,10 +168,14 @@ def render(runs: Sequence[RunData], *, mixed: list[str] | None = None, draws: in
                              undefined=jinja2.StrictUndefined, trim_blocks=True, lstrip_blocks=True)
     env.filters["f"] = lambda x, nd=2: "–" if x is None or (isinstance(x, float) and x != x) else f"{x:.{nd}f}"
     env.filters["pct"] = lambda x: "–" if x is None else f"{100 * x:.1f}%"
-    blob = _clean({"runs": [c["drill"] for c in contexts], "severity_names": SEVERITY_NAMES})
+    blob = {"runs": [c["drill"] for c in contexts], "severity_names": SEVERITY_NAMES}
+    try:
+        text = _blob(blob)
+    except ValueError:  # a NaN somewhere: walk the blob once to make it null (rare, so not done up front)
+        text = _blob(_clean(blob))
     return env.get_template("report.html.jinja2").render(
         runs=contexts, compare=_compare_rows(contexts) if len(contexts) > 1 else None, mixed=mixed or [],
-        severities=SEVERITIES, severity_names=SEVERITY_NAMES, alpha=ALPHA, blob=_blob(blob),
+        severities=SEVERITIES, severity_names=SEVERITY_NAMES, alpha=ALPHA, blob=text,
         script=(TEMPLATES / "report.js").read_text(encoding="utf-8"),
         style=(TEMPLATES / "report.css").read_text(encoding="utf-8"),
         generated=time.strftime("%Y-%m-%d %H:%M UTC", time.gmtime()),

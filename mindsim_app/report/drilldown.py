@@ -27,6 +27,10 @@ def quote_span(quote: str | None, text: str) -> list[int] | None:
     q = quote.strip().strip(" \"'.,;:\u201c\u201d\u2018\u2019")
     if len(q) < 3:
         return None
+    # Fast path, most quotes: the words as they stand, only the case differing (lower() keeps the length here).
+    at = text.lower().find(q.lower())
+    if at >= 0 and text[at:at + len(q)].lower() == q.lower():
+        return [at, at + len(q)]
     parts = []
     for ch in q:
         if ch.isspace():
