@@ -132,12 +132,12 @@ def browser(page: Path) -> dict[str, float]:
     from selenium.webdriver.support.ui import Select
 
     sys.path.insert(0, str(ROOT / "tests"))
-    from browser import CHROME_FLAGS, _find
+    from browser import CHROMIUM_FLAGS, find_browser
 
-    chrome, driver = _find()
+    chrome, driver = find_browser()
     opts = webdriver.ChromeOptions()
     opts.binary_location = chrome
-    for flag in CHROME_FLAGS:
+    for flag in CHROMIUM_FLAGS:
         opts.add_argument(flag)
     drv = webdriver.Chrome(service=Service(driver), options=opts)
     try:

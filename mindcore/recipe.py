@@ -8,10 +8,11 @@ from pathlib import Path
 from typing import Any, Literal, TypeVar
 
 import yaml
-from pydantic import BaseModel, ConfigDict, Field, ValidationError
+from pydantic import BaseModel, ConfigDict, Field, PrivateAttr, ValidationError
 
-from mindcore.config import EnginesConfig, EngineSpec, RoleSpec
+from mindcore.config import REQUEST_OPTION_DEFAULTS, EnginesConfig, EngineSpec, RoleSpec
 from mindcore.errors import ConfigError
+from mindcore.prompts import install_overrides, load_overrides
 
 C = TypeVar("C", bound=BaseModel)
 
@@ -68,11 +69,37 @@ class Recipe(BaseModel):
         "local", description="Where the work runs: this process, or a Ray cluster (`--ray ADDRESS` and "
                              "RAY_ADDRESS also choose ray). The outputs are the same either way")
     ray: RaySettings = Field(default_factory=RaySettings, description="Ray runner settings")
+    prompts: dict[str, str] = Field(
+        default_factory=dict, description="Shipped prompt template → your own Jinja file (relative to the recipe's "
+        "folder) with the same variables; see docs/prompts.md")
     path: str | None = Field(None, exclude=True)
+    # The files behind `prompts:`, read and checked at load (`mindcore.prompts.load_overrides`).
+    _overrides: dict[str, Any] = PrivateAttr(default_factory=dict)
+
+    @property
+    def prompt_overrides(self) -> dict[str, Any]:
+        """Template name → `PromptOverride` (path, text, hash) for each entry of `prompts:`."""
+        return dict(self._overrides)
 
     def content_dump(self) -> dict[str, Any]:
-        """The recipe without where it runs: what the run's hash and its provenance describe."""
-        return self.model_dump(mode="json", exclude=set(RUNNER_FIELDS))
+        """The recipe without where it runs: what the run's hash and its provenance describe. Fields
+        added after run folders already existed are left out while at their defaults, so those folders
+        keep their hash and resume (request options of roles and engines)."""
+        data = self.model_dump(mode="json", exclude=set(RUNNER_FIELDS))
+        for role in data["roles"].values():
+            for key, default in REQUEST_OPTION_DEFAULTS.items():
+                if key in role and role[key] == default:
+                    del role[key]
+        for engine in data["engines"].values():
+            if engine.get("token_param") == "auto":
+                del engine["token_param"]
+        # A swapped prompt is part of what the run makes: its content, not just its path, goes in the hash.
+        if data.get("prompts"):
+            data["prompts"] = {name: {"path": file, "sha256": o.sha256 if (o := self._overrides.get(name)) else None}
+                               for name, file in data["prompts"].items()}
+        else:
+            data.pop("prompts", None)
+        return data
 
     def with_runner(self, ray_address: str | None = None, env: dict[str, str] | None = None) -> "Recipe":
         """The runner this run uses: `--ray ADDRESS` first, then a RAY_ADDRESS in the environment (both
@@ -85,6 +112,7 @@ class Recipe(BaseModel):
             return self
         copy = self.model_copy(update={"runner": "ray", "ray": self.ray.model_copy(update={"address": address})})
         copy.path = self.path
+        copy._overrides = dict(self._overrides)
         return copy
 
     def engines_config(self) -> EnginesConfig:
@@ -146,4 +174,8 @@ def load_recipe(path: str | Path) -> Recipe:
         raise ConfigError(format_validation_error(exc, str(path))) from exc
     recipe.path = str(path)
     recipe.engines_config()  # cross-checks roles against engines now, before any stage runs
+    # Checked now (exit 2 before any engine starts) and installed for this process: one recipe per command,
+    # so the recipe loaded last is the one whose prompts render. A recipe without `prompts:` restores the shipped set.
+    recipe._overrides = load_overrides(recipe.prompts, path.parent, str(path))
+    install_overrides(recipe._overrides)
     return recipe

@@ -13,6 +13,9 @@ Workers are Ray actors, not plain tasks, because each holds a fixed rank: worker
 `max_concurrency` requests at most however many workers run. A killed actor is restarted (with the
 same rank) and its unfinished shard retried, up to `max_retries` times.
 
+Prompts: the recipe's swapped templates (`mindcore.prompts`) reach each worker as text with its
+constructor arguments and are installed there before any work, so workers render what the driver would.
+
 Secrets: the variables named by engines' `api_key_env` reach the workers through Ray's
 `runtime_env` (`env_vars`); their values are never logged or written, and a worker builds its
 clients from the names, as the driver does.
@@ -100,7 +103,7 @@ def engine_wire(engines: Any) -> dict[str, dict[str, Any]]:
                       "api_key_env": b.api_key_env, "max_concurrency": b.max_concurrency, "timeout_s": b.timeout_s,
                       "native_tools": b.native_tools, "structured_mode": b.structured_mode,
                       "strict_schema": b.strict_schema, "kind": b.kind, "failure_limit": b.failure_limit,
-                      "cooldown_s": b.cooldown_s}
+                      "cooldown_s": b.cooldown_s, "token_param": b.token_param}
     return wire
 
 
@@ -145,7 +148,11 @@ class _Progress:
 
 class _Worker:
     def __init__(self, config: Any, wire: dict[str, dict[str, Any]], rank: int, workers: int, progress: str,
-                 limit: int | None = None):
+                 limit: int | None = None, prompts: dict[str, dict[str, str]] | None = None):
+        from mindcore.prompts import install_overrides
+
+        # The recipe's swapped prompts, as text: a worker on another machine may not have the files.
+        install_overrides(prompts or {})
         # The progress actor by name, not by handle: a handle among the constructor arguments makes Ray
         # warn that a restarted worker might not get its arguments back (ray-project/ray#53727).
         self.engines = worker_engines(config, wire, rank, workers, limit)
@@ -222,7 +229,10 @@ def run_shards(
         num_cpus=cpus_per_worker, max_restarts=max_retries, max_task_retries=max_retries,
         runtime_env={"env_vars": env} if env else None,
     )
-    actors = [worker_cls.remote(engines.config, wire, rank, n, progress_name, max_concurrency_per_worker)
+    from mindcore.prompts import snapshot
+
+    prompts = snapshot()
+    actors = [worker_cls.remote(engines.config, wire, rank, n, progress_name, max_concurrency_per_worker, prompts)
               for rank in range(n)]
     if on_workers is not None:
         on_workers(actors)

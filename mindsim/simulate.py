@@ -34,7 +34,6 @@ import pyarrow.parquet as pq
 from pydantic import ValidationError
 
 from mindcore.client import RoleClient
-from mindcore.config import RoleSpec
 from mindcore.errors import ConfigError, EngineError, InputError
 from mindcore.io import CheckpointDir, atomic_write_json, atomic_write_jsonl
 from mindcore.provenance import base_provenance
@@ -80,7 +79,7 @@ def counsellor_client(engines, c: str | CounsellorBinding) -> RoleClient:
         raise ConfigError(
             f"simulation.counsellors: '{c.name}' names engine '{c.engine}', which is not in the recipe's engines"
         ) from None
-    spec = RoleSpec(engine=c.engine, model=c.model, temperature=c.temperature, max_tokens=c.max_tokens)
+    spec = c.role_spec()
     model = c.model or getattr(backend, "default_model", None) or c.engine
     return RoleClient(f"counsellor:{c.name}", backend, spec, model, engines.ledger)
 

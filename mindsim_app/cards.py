@@ -285,6 +285,7 @@ def render_card(run_dir: Path, run_info: dict[str, Any], configs: list[DatasetCo
         engines=engines,
         engine_kinds=sorted({e.get("kind", "") for e in run_info.get("engine_backends", {}).values()}),
         prompt_hashes=run_info.get("prompt_hashes", {}),
+        prompt_overrides=run_info.get("prompt_overrides") or {},
         schedule_settings=run_info.get("schedule_settings", {}),
         counts=run_info.get("counts", {}),
         verdicts=verdicts,

@@ -208,6 +208,9 @@ def run_job(recipe_path: Path, out_dir: Path, *, verbose: bool = False, ray_addr
             if pcfg.rates is None
             else f"fitted rates from {pcfg.rates}",
             "prompt_hashes": {**_prompt_hashes(out_dir, vcfg.arc), **((jsum or {}).get("prompt_hashes") or {})},
+            # Templates the recipe swapped for its own files (`prompts:`): which file, and its hash as the rows record it.
+            "prompt_overrides": {name: {"path": o.path, "sha256": o.sha256}
+                                 for name, o in sorted(recipe.prompt_overrides.items())},
             "schedule_settings": {
                 "sessions per patient": scfg.sessions,
                 "turn cap": scfg.turn_cap,

@@ -72,7 +72,8 @@ def usage_records(calls: list[dict[str, Any]]) -> list[CallRecord]:
     """A worker row's calls as the parent ledger's records."""
     return [CallRecord(role=c["role"], engine=c["engine"], model=c["model"], kind="structured", ok=c["ok"],
                        prompt_tokens=c["input_tokens"], completion_tokens=c["output_tokens"],
-                       cached_tokens=c["cached_tokens"], latency_s=c["latency_s"], attempts=c["attempts"])
+                       cached_tokens=c["cached_tokens"], reasoning_tokens=c.get("reasoning_tokens", 0),
+                       latency_s=c["latency_s"], attempts=c["attempts"])
             for c in calls]
 
 

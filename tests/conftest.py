@@ -57,3 +57,13 @@ def shared_dir() -> Path:
     if not SHARED.is_dir():
         pytest.skip("../shared is not beside the repository")
     return SHARED
+
+
+@pytest.fixture(autouse=True)
+def _shipped_prompts_after_each_test():
+    """A test that loads a recipe with `prompts:` installs its overrides process-wide (as a command does);
+    put the shipped prompts back so the next test renders what it expects."""
+    yield
+    from mindcore.prompts import install_overrides
+
+    install_overrides({})

@@ -246,6 +246,35 @@ def test_judging_on_ray_gives_the_local_paths_rows(cluster, tmp_path):
     assert len(list((tmp_path / "b").glob("*.json"))) == len(remote)
 
 
+def test_ray_workers_render_the_recipes_own_prompts(cluster, tmp_path):
+    """A recipe's `prompts:` override reaches the Ray workers as text (the file is gone before they start)
+    and is what they send; the rows record its hash."""
+    sys.path.insert(0, str(TESTS / "judge"))
+    from judge.config import JudgeConfig
+    from judge.inputs import load_sessions
+    from judge.sharded import judge_rows_on_ray
+    from judgefakes import fake_judge, write_run
+    from mindcore.prompts import install_overrides, load_overrides, template_hash
+
+    mine = tmp_path / "judge_user.jinja2"
+    mine.write_text("OWN JUDGE PROMPT, reply {{ reply_number }}\n{{ counsellor_system_prompt }}\n{{ transcript }}\n")
+    install_overrides(load_overrides({"judge/user.jinja2": str(mine)}, tmp_path))
+    mine.unlink()
+    inputs = load_sessions(write_run(tmp_path / "run"))
+    with OpenAIStub(from_responder(fake_judge)) as judge_server:
+        judge_server.serve("gpt-5-judge")
+        cfg = EnginesConfig(engines={"stub": OpenAIEngine(base_url=judge_server.base_url, model="gpt-5-judge",
+                                                           native_tools=False)},
+                            roles={"default": RoleSpec(engine="stub", temperature=0.0)})
+        with Engines.from_config(cfg) as engines:
+            rows = judge_rows_on_ray(engines, JudgeConfig(), inputs, tmp_path / "b",
+                                     RaySettings(workers=2, shards_per_worker=2))
+        users = [b["messages"][-1]["content"] for b in judge_server.requests]
+    assert rows and all(r.status == "ok" for r in rows)
+    assert users and all(u.startswith("OWN JUDGE PROMPT, reply") for u in users)
+    assert {r.prompt_hashes["judge/user.jinja2"] for r in rows} == {template_hash("judge/user.jinja2")}
+
+
 def test_arc_labels_on_ray_equal_the_local_paths_and_fold_into_one_cache(cluster, tmp_path):
     import hashlib
 
