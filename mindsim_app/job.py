@@ -257,7 +257,12 @@ def run_job(recipe_path: Path, out_dir: Path, *, verbose: bool = False, ray_addr
     # The one file a user opens first (issue 21); built from the files just written, so a rerun rebuilds it.
     from mindsim_app.report.build import build_report
 
-    report = build_report([out_dir])
+    try:
+        report = build_report([out_dir])
+    except Exception as exc:  # every output above is written; the page can be rebuilt with `mindsim report`
+        console.print(f"[yellow]warning:[/] report.html not written ({escape(type(exc).__name__)}: "
+                      f"{escape(str(exc)[:200])}); rebuild it with `mindsim report {escape(str(out_dir))}`")
+        report = out_dir / "report.html"
     outputs = {
         "profiles": out_dir / "profiles" / "profiles.parquet",
         "pool table": out_dir / "profiles" / "pool_table.md",

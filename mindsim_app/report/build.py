@@ -138,11 +138,8 @@ def _compare_rows(contexts: list[dict[str, Any]]) -> list[dict[str, Any]]:
     rows = []
     for k, c in enumerate(contexts):
         b = c["boards"][0] if c["boards"] else None
-        idx = {s: (e.get("index") or {}).get("distance") for s, e in ((c["validation"] or {}).get("systems") or {}).items()}
         for r in (b["rows"] if b else []):
-            rows.append({"run": k, "run_label": c["label"], **r,
-                         "realism_index": next((v for s, v in idx.items() if s.endswith("/" + r["system"].split("/")[0])
-                                                or s == r["system"]), None)})
+            rows.append({"run": k, "run_label": c["label"], **r})
     return sorted(rows, key=lambda r: r["mhqr"])
 
 

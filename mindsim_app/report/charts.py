@@ -25,8 +25,12 @@ def _tip(s: str) -> str:
 
 
 def _svg(height: int, body: list[str], title: str) -> str:
-    return (f'<svg class="chart" viewBox="0 0 {W} {height}" width="{W}" height="{height}" role="img" '
-            f'aria-label="{escape(title)}"><title>{escape(title)}</title>' + "".join(body) + "</svg>")
+    # The title is drawn above the chart as well as kept as the SVG's accessible name.
+    h = height + 22
+    return (f'<svg class="chart" viewBox="0 0 {W} {h}" width="{W}" height="{h}" role="img" '
+            f'aria-label="{escape(title)}"><title>{escape(title)}</title>'
+            f'<text x="10" y="15" font-size="12" font-weight="600">{escape(title[:95])}</text>'
+            '<g transform="translate(0,22)">' + "".join(body) + "</g></svg>")
 
 
 def _text(x: float, y: float, s: str, anchor: str = "start", size: int = 11, cls: str = "") -> str:
@@ -75,15 +79,15 @@ def stacked(rows: Sequence[dict[str, Any]], keys: Sequence[str], *, title: str, 
     names = names or {}
     left, right, rh = 190, W - 40, 22
     scale = total or max([sum(v or 0 for v in r["parts"].values()) for r in rows] + [1e-9])
-    legend_rows = math.ceil(len(keys) / 4)
+    legend_rows = math.ceil(len(keys) / 3)
     top = 14 + 16 * legend_rows
     h = top + rh * len(rows) + 30
     body = []
     for k, key in enumerate(keys):
         col = (colours or {}).get(key, PALETTE[k % len(PALETTE)])
-        lx, ly = 10 + (k % 4) * 155, 12 + 16 * (k // 4)
+        lx, ly = 10 + (k % 3) * 210, 12 + 16 * (k // 3)
         body += [f'<rect x="{lx}" y="{ly - 9}" width="10" height="10" fill="{col}"/>',
-                 _text(lx + 14, ly, names.get(key, key)[:22], size=10)]
+                 _text(lx + 14, ly, names.get(key, key)[:32], size=10)]
     for i, r in enumerate(rows):
         y = top + rh * i
         body.append(_text(left - 8, y + 14, str(r["label"])[:28], "end"))

@@ -168,7 +168,7 @@
         const box = el("div", { class: "msg c" + (matches ? " match" : ""), "data-reply": String(m.k) },
           el("div", { class: "meta", textContent: `counsellor reply ${m.k + 1}` }), highlighted(m.t, m.j));
         for (const v of m.j) {
-          const vd = el("div", { class: "verdict" }, sevTag(v), ` judge ${v.judge}` + (v.err ? ` — ${v.err}` : ""));
+          const vd = el("div", { class: "verdict" }, sevTag(v), ` by ${v.judge}` + (v.err ? ` — ${v.err}` : ""));
           if (v.is.length) {
             const ul = el("ul");
             for (const i of v.is) ul.append(el("li", {}, el("strong", { textContent: i.i }), ` (${i.c || "?"}): ${i.r || ""}`,
