@@ -188,6 +188,7 @@ def test_not_a_run_folder_is_exit_2(tmp_path, capsys):
     ("BlankItems: scenario writer returned blank items: List should have at least 2 items", "patient side"),
     ("StructuredOutputError: role 'memory_compactor': invalid output", "patient side"),
     ("EngineError: role 'patient': connection refused", "engine"),
+    ("TransportError: engine 'stub' rejected the request (HTTP 400): scripted failure", "engine"),
     ("TurnFailed: role 'counsellor:b': empty reply", "counsellor"),
 ])
 def test_every_failure_is_attributed(error, side):
