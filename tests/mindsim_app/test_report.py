@@ -203,3 +203,33 @@ def test_health_section_reads_the_run(fixture_run):
     assert h["by_turn"]["counsellor"][1]["n"] == 6 * 2  # 6 patients × 2 sessions reach patient turn 1
     # The fake patient says the same three things: the degeneracy warnings say so in words.
     assert any("same patient message" in w or "realism index" in w for w in h["warnings"])
+
+
+# --- PatientAct: the rubric table keeps its Mann–Whitney marks; state by turn -----------------------
+
+def test_patientact_rubric_table_and_state_by_turn(fixture_run, tmp_path):
+    from judge.patientact import Judgment, rubrics
+    from judge.patientact_report import build_report as patientact_report
+    from mindsim_app.report.health import by_turn
+
+    dims = rubrics().conversation.ids
+    rows = [Judgment(kind="conversation", item_id=f"{sys}-{k}", patient_id=f"p{k}", system=sys, ok=True,
+                     scores={d: (5 if sys == "patientact" else 1 + k % 2) for d in dims})
+            for sys in ("patientact", "mindsim") for k in range(8)]
+    run = Path(shutil.copytree(fixture_run, tmp_path / "run"))
+    (run / "patientact_judge").mkdir()
+    (run / "patientact_judge" / "report.json").write_text(json.dumps(patientact_report(rows, "patientact")))
+    html = build_report([run]).read_text()
+    assert "PatientAct rubric" in html and "Mann–Whitney" in html
+    # PatientAct is rated higher on every dimension: each mindsim cell carries the ** mark.
+    assert html.count("<sup>**</sup>") == len(dims)
+
+    pa = {"trust_before": 2.5, "trust_after": 3.0, "behaviour": "resistance", "resistance_pattern": "deflect"}
+    sessions = [{"counsellor": "c", "patient_engine": "patientact", "turns": [
+        {"index": 0, "opening": True, "move": None},
+        {"index": 1, "opening": False, "move": "deflect", "secondary_move": "go_deeper", "patientact": pa},
+        {"index": 2, "opening": False, "move": "answer", "secondary_move": None,
+         "patientact": {**pa, "behaviour": "disclosure", "resistance_pattern": None, "trust_after": 3.5}}]}]
+    t = by_turn(sessions, by_engine=False)["c"]
+    assert t[1]["resistance"] == 1.0 and t[2]["resistance"] == 0.0 and t[2]["trust"] == 3.5
+    assert t[1]["concealing"] == 1.0 and t[1]["depth"] == 2.0 and t[2]["depth"] == 0.0
