@@ -151,6 +151,14 @@ def outcome(result: dict[str, Any], forced: bool = False) -> str:
 
 def gate_for_run(run_dir: Path, info: dict[str, Any], forced: bool = False) -> dict[str, Any]:
     """Evaluate the gate of the recipe recorded in `run.json` and return it as the card shows it."""
-    cfg = ReleaseConfig.model_validate((info.get("recipe") or {}).get("release") or {})
+    from pydantic import ValidationError
+
+    from mindcore.errors import ConfigError
+    from mindcore.recipe import format_validation_error
+
+    try:
+        cfg = ReleaseConfig.model_validate((info.get("recipe") or {}).get("release") or {})
+    except ValidationError as exc:
+        raise ConfigError(format_validation_error(exc, str(run_dir / "run.json"), prefix="recipe.release")) from exc
     result = evaluate(run_dir, cfg)
     return {**result, "forced": bool(forced and not result["passed"]), "outcome": outcome(result, forced)}

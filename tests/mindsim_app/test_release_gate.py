@@ -118,3 +118,12 @@ def test_the_card_shows_a_passing_gate_and_an_absent_one(run, capsys):
     _set_gate(run)
     assert main(["publish", str(run), "--repo-id", "someone/x", "--dry-run"]) == 0
     assert "No release gate" in (run / "dataset" / "README.md").read_text()
+
+
+def test_a_bad_gate_recorded_in_run_json_is_exit_2(run, capsys):
+    from mindsim_app.cli import main
+
+    _set_gate(run, max_index_over_floor=-1)
+    assert main(["publish", str(run), "--repo-id", "someone/x", "--dry-run"]) == 2
+    err = capsys.readouterr().err.strip().splitlines()
+    assert len(err) == 1 and "recipe.release.max_index_over_floor" in err[0]

@@ -233,3 +233,12 @@ def test_patientact_rubric_table_and_state_by_turn(fixture_run, tmp_path):
     t = by_turn(sessions, by_engine=False)["c"]
     assert t[1]["resistance"] == 1.0 and t[2]["resistance"] == 0.0 and t[2]["trust"] == 3.5
     assert t[1]["concealing"] == 1.0 and t[1]["depth"] == 2.0 and t[2]["depth"] == 0.0
+
+
+def test_a_run_without_judge_or_validation_still_gets_its_page(fixture_run, tmp_path):
+    run = Path(shutil.copytree(fixture_run, tmp_path / "run"))
+    shutil.rmtree(run / "judgments")
+    shutil.rmtree(run / "validation")
+    html = build_report([run]).read_text()
+    assert "No judgments in this run" in html and "No validation report in this run" in html
+    assert '"sessions":[' in html  # the drill-down still has every session, unjudged
