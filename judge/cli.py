@@ -26,10 +26,11 @@ def judge_section(recipe: Any) -> Any:
 def resolve_recipe(run_dir: Path, recipe: Optional[Path]) -> Optional[Path]:
     """--recipe, else the recipe path run.json records, else None (embedded defaults)."""
     from mindcore.errors import ConfigError, InputError
+    from mindcore.layout import RunLayout
 
     if recipe is not None:
         return recipe
-    run_json = run_dir / "run.json"
+    run_json = RunLayout(run_dir).run_json
     if not run_json.is_file():
         return None
     try:

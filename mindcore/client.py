@@ -291,11 +291,9 @@ def _strip_fences(text: str) -> str:
 
 def _brief_error(exc: Exception) -> str:
     if isinstance(exc, ValidationError):
-        parts = []
-        for err in exc.errors()[:5]:
-            loc = ".".join(str(p) for p in err["loc"]) or "(root)"
-            parts.append(f"{loc}: {err['msg']}")
-        return "; ".join(parts)
+        from mindcore.recipe import format_validation_error
+
+        return format_validation_error(exc, limit=5, sep="; ", top="(root)", plain=True)
     return str(exc)[:300]
 
 

@@ -129,25 +129,36 @@ class Recipe(BaseModel):
             raise ConfigError(format_validation_error(exc, self.path or "recipe", prefix=name)) from exc
 
 
-def format_validation_error(exc: ValidationError, where: str, prefix: str | None = None) -> str:
-    """One readable line per problem, each naming the field path."""
+def format_validation_error(
+    exc: ValidationError, where: str | None = None, prefix: str | None = None, *, limit: int | None = None,
+    sep: str = "\n", top: str = "(top level)", plain: bool = False, line: str | None = None,
+) -> str:
+    """A pydantic error as readable text, one problem per line (the one formatter of the toolkit).
+
+    Each problem is `line` filled with `where`, `field` (the dotted field path, `prefix` first; `top`
+    when the problem is the whole object) and `msg`; by default `where: field: msg`, or `field: msg`
+    without a `where`. `limit` keeps the first problems only (a row of input names its first fault);
+    `sep` joins them. Messages are reworded for recipe readers unless `plain` keeps pydantic's own."""
+    template = line or ("{field}: {msg}" if where is None else "{where}: {field}: {msg}")
     lines = []
-    for err in exc.errors():
+    for err in exc.errors()[:limit]:
         loc = [str(p) for p in err["loc"]]
         # Drop discriminator tags pydantic inserts ("embedded", "openai", …) between path parts.
         loc = [p for p in loc if p not in ("embedded", "openai", "vllm")] or loc
         if prefix:
             loc.insert(0, prefix)
-        field = ".".join(loc) or "(top level)"
+        field = ".".join(loc) or top
         msg = err["msg"]
-        if err["type"] == "missing":
+        if plain:
+            pass
+        elif err["type"] == "missing":
             msg = "required field is missing"
         elif err["type"] == "extra_forbidden":
             msg = "unknown field (check the spelling; see the recipe reference in the README)"
         elif err["type"] == "union_tag_invalid":
             msg = f"unknown engine kind {err.get('input')!r}; use embedded, openai or vllm"
-        lines.append(f"{where}: {field}: {msg}")
-    return "\n".join(lines)
+        lines.append(template.format(where=where, field=field, msg=msg))
+    return sep.join(lines)
 
 
 def load_recipe(path: str | Path) -> Recipe:

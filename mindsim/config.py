@@ -12,6 +12,7 @@ from pydantic import BaseModel, ConfigDict, Field, ValidationError, model_valida
 
 from mindcore.config import RequestOptions, RoleSpec
 from mindcore.errors import ConfigError
+from mindcore.recipe import format_validation_error
 
 
 class CounsellorBinding(RequestOptions):
@@ -157,9 +158,7 @@ class SimulationConfig(BaseModel):
         try:
             return cls.model_validate(section or {})
         except ValidationError as exc:
-            details = "; ".join(
-                f"simulation.{'.'.join(str(p) for p in e['loc'])}: {e['msg']}" for e in exc.errors()
-            )
+            details = format_validation_error(exc, prefix="simulation", sep="; ", plain=True)
             raise ConfigError(f"recipe simulation section invalid: {details}") from exc
 
 

@@ -24,6 +24,7 @@ from pydantic import BaseModel, ConfigDict, Field, PrivateAttr, ValidationError,
 
 from mindcore.errors import StructuredOutputError
 from mindcore.prompts import render
+from mindcore.recipe import format_validation_error
 from mindsim.prompting import (
     RejectedMessage,
     TurnFailed,
@@ -185,7 +186,7 @@ async def _draft(client, messages, max_tokens: int | None, scale: float = 1.0, a
         return Scenario.model_validate(data), draft.model_dump_json()
     except ValidationError as exc:  # blank list items stripped below a minimum count
         raise BlankItems(
-            f"scenario writer returned blank items: {exc.errors()[0]['msg']}",
+            f"scenario writer returned blank items: {format_validation_error(exc, limit=1, plain=True, line='{msg}')}",
             attempts=1, last_error=str(exc)[:300], raw=draft.model_dump_json(),
         ) from exc
 

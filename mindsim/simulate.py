@@ -20,13 +20,10 @@ from __future__ import annotations
 import asyncio
 import itertools
 import json
-import os
-import tempfile
 import time
 from collections import Counter
-from contextlib import contextmanager
 from pathlib import Path
-from typing import Any, Callable, Iterator
+from typing import Any, Callable
 
 import pyarrow as pa
 import pyarrow.parquet as pq
@@ -35,10 +32,11 @@ from pydantic import ValidationError
 
 from mindcore.client import RoleClient
 from mindcore.errors import ConfigError, EngineError, InputError
-from mindcore.io import CheckpointDir, atomic_write_json, atomic_write_jsonl
+from mindcore.io import CheckpointDir, atomic_write_json, atomic_write_jsonl, atomic_writer
+from mindcore.layout import RunLayout
 from mindcore.provenance import base_provenance
 from mindcore.runner import progress_bar
-from mindcore.shards import stable_shard
+from mindcore.shards import plan_shards, run_shards
 from mindsim.config import CounsellorBinding, SimulationConfig, counsellor_name
 from mindsim.patient import TurnFailed
 from mindsim.prompting import load_style_data
@@ -51,20 +49,12 @@ from mindsim.session import Roles, first_scenario_record, run_arc
 from profilegen.moves import load_vocabulary
 from profilegen.schemas import Profile
 
-SESSIONS_DIR = "sessions"
-CHECKPOINTS_DIR = "checkpoints"
-SCENARIOS_DIR = "scenarios"
-# Each shard's slice of the sessions dataset, written as the shard finishes (`write_shard`).
-SHARDS_DIR = "shards"
 # Rows per row group in a shard file, and so per shard held in memory by the merge (sessions are
 # tens of KB each: 64 shards x 32 rows is ~100 MB of rows in flight at most).
 SHARD_ROW_GROUP = 32
-LAYOUT_FILE = "layout.json"
 # Layout 2: first scenarios written once per patient and shared by every counsellor (layout 1 wrote one per
 # arc). Sessions of the two layouts must not be mixed in one run folder.
 LAYOUT = {"simulator_layout": 2, "first_scenario": "shared per patient"}
-PARQUET_NAME = "sessions.parquet"
-TRANSCRIPTS = Path("transcripts") / "transcripts.jsonl"
 # Failures that sink one arc but not the run: counted and reported.
 ARC_FAILURES = (TurnFailed, EngineError)
 
@@ -116,8 +106,8 @@ class _RecordStore:
     what: str
     fix: str
 
-    def __init__(self, out_dir: Path, sub: str):
-        self.dir = CheckpointDir(out_dir / SESSIONS_DIR / sub)
+    def __init__(self, folder: Path):  # a `mindcore.layout.SessionsFolder` path
+        self.dir = CheckpointDir(folder)
 
     def load(self, key: str) -> Any:
         if not self.dir.has(key):
@@ -144,7 +134,7 @@ class SessionStore(_RecordStore):
     model, what, fix = SessionRecord, "session record", "delete it to re-simulate that session"
 
     def __init__(self, out_dir: Path):
-        super().__init__(out_dir, CHECKPOINTS_DIR)
+        super().__init__(RunLayout(out_dir).sessions.checkpoints)
 
     def save(self, record: SessionRecord) -> SessionRecord:
         return self._keep(record.session_id, record)
@@ -160,7 +150,7 @@ class ScenarioStore(_RecordStore):
     fix = "use a new --out folder (deleting it would give the counsellors already run a different first session)"
 
     def __init__(self, out_dir: Path):
-        super().__init__(out_dir, SCENARIOS_DIR)
+        super().__init__(RunLayout(out_dir).sessions.scenarios)
 
     def save(self, record: ScenarioRecord) -> ScenarioRecord:
         return self._keep(scenario_key(record.patient_id, record.seed), record)
@@ -168,7 +158,8 @@ class ScenarioStore(_RecordStore):
 
 def check_layout(out: Path) -> None:
     """Refuse a run folder holding sessions from the per-arc first-scenario layout; mark a fresh one."""
-    marker = out / SESSIONS_DIR / LAYOUT_FILE
+    sessions = RunLayout(out).sessions
+    marker = sessions.layout_marker
     if marker.is_file():
         try:
             found = json.loads(marker.read_text(encoding="utf-8"))
@@ -180,10 +171,10 @@ def check_layout(out: Path) -> None:
             f"{marker}: this run folder was made by a different simulator layout ({found}); "
             "use a new --out folder"
         )
-    ckpts = out / SESSIONS_DIR / CHECKPOINTS_DIR
+    ckpts = sessions.checkpoints
     if ckpts.is_dir() and any(ckpts.glob("*.json")):
         raise InputError(
-            f"{out / SESSIONS_DIR}: sessions from an older simulator, which wrote each counsellor's first scenario "
+            f"{sessions.path}: sessions from an older simulator, which wrote each counsellor's first scenario "
             "separately; resuming would mix two layouts. Use a new --out folder"
         )
     atomic_write_json(marker, LAYOUT)
@@ -303,15 +294,6 @@ def _shard_work(engines, payload: dict[str, Any], report: Callable[[str], None])
                                       payload["seed"], payload["shard"], payload["shards"], on_session=report))
 
 
-def plan_shards(profiles: list[Profile], shards: int) -> list[list[Profile]]:
-    """Patients by a stable hash of their id: the same split on every run and every machine, and a
-    patient (its shared first scenario and all its counsellor arcs) never straddles two shards."""
-    plan: list[list[Profile]] = [[] for _ in range(shards)]
-    for p in profiles:
-        plan[stable_shard(p.profile_id, shards)].append(p)
-    return plan
-
-
 def _prepare(profiles: list[Profile], config: SimulationConfig, out: Path) -> list[Profile]:
     profiles = select_profiles(profiles, config)
     if not profiles:
@@ -342,21 +324,18 @@ def simulate_on_ray(profiles: list[Profile], engines, config: SimulationConfig, 
     """The Ray runner: patients sharded by a stable hash of their id, each shard run by a worker
     against the same engines (`mindcore.shards`), each shard's slice of the dataset written as it
     finishes. The caller has joined the cluster (`mindcore.shards.RaySession`)."""
-    from mindcore.shards import RaySession, run_shards
-
     out = Path(out_dir)
     profiles = _prepare(profiles, config, out)
-    workers = settings.workers or max(1, int(RaySession.cpus() // settings.cpus_per_worker))
-    shards = max(1, min(len(profiles), workers * settings.shards_per_worker))
-    plan = [(i, part) for i, part in enumerate(plan_shards(profiles, shards)) if part]
+    # By patient: a patient's shared first scenario and all its counsellor arcs never straddle two shards.
+    plan = plan_shards(profiles, lambda p: p.profile_id, settings)
+    shards = plan.shards
     payloads = [{"profiles": part, "config": config, "out": str(out.resolve()), "seed": seed, "shard": i,
-                 "shards": shards} for i, part in plan]
-    run = run_shards(_shard_work, payloads, engines, workers=workers, cpus_per_worker=settings.cpus_per_worker,
-                     max_retries=settings.max_retries, description="simulating sessions",
-                     total=len(profiles) * len(config.counsellors) * len(config.patient_engines) * config.sessions, on_workers=on_workers,
-                     max_concurrency_per_worker=settings.max_concurrency_per_worker)
+                 "shards": shards} for i, part in plan.parts]
+    run = run_shards(_shard_work, payloads, engines, settings, workers=plan.workers, description="simulating sessions",
+                     total=len(profiles) * len(config.counsellors) * len(config.patient_engines) * config.sessions,
+                     on_workers=on_workers)
     return _finish(out, engines, config, seed, profiles, run.results, shards, run.elapsed_s,
-                   {"runner": "ray", "workers": run.workers, "shards": shards}, live={i for i, _ in plan})
+                   {"runner": "ray", "workers": run.workers, "shards": shards}, live={i for i, _ in plan.parts})
 
 
 def _finish(out: Path, engines, config: SimulationConfig, seed: int, profiles: list[Profile], parts: list[dict[str, Any]],
@@ -397,7 +376,7 @@ def _finish(out: Path, engines, config: SimulationConfig, seed: int, profiles: l
         "config": config.model_dump(mode="json"),
         "runner": runner,
     }
-    atomic_write_json(out / SESSIONS_DIR / "summary.json", summary)
+    atomic_write_json(RunLayout(out).sessions.summary, summary)
     return summary
 
 
@@ -450,11 +429,6 @@ def shared_roles(config: SimulationConfig) -> tuple[str, ...]:
     return ("patient", "scenario_writer", "memory_compactor", *extra)
 
 
-def _shard_paths(out: Path, shard: int, shards: int) -> tuple[Path, Path]:
-    stem = out / SESSIONS_DIR / SHARDS_DIR / f"{shard:05d}-of-{shards:05d}"
-    return stem.with_suffix(".parquet"), stem.with_suffix(".jsonl")
-
-
 def transcript_row(r: SessionRecord) -> dict[str, Any]:
     return {"id": r.session_id, "patient_id": r.patient_id, "counsellor": r.counsellor,
             "patient_engine": r.patient_engine, "session_index": r.session_index, "messages": r.transcript()}
@@ -464,7 +438,7 @@ def write_shard(out: Path, shard: int, shards: int, records: list[SessionRecord]
     """One shard's sessions (parquet) and transcripts (JSONL), both in the dataset's order. Rewritten
     whole by every run of the shard (replace-write: it is rebuilt from checkpoints, never appended to)."""
     records = sorted(records, key=_order)
-    parquet, jsonl = _shard_paths(out, shard, shards)
+    parquet, jsonl = RunLayout(out).sessions.shard(shard, shards)
     if records:
         table = pa.Table.from_pylist([r.model_dump(mode="json") for r in records])
         # Small row groups: the merge decodes one row group per shard at a time, so this bounds its memory.
@@ -482,17 +456,18 @@ def merge_shards(out: Path, shards: int, live: set[int], batch_rows: int = 128) 
     memory holds one row group per shard, not the dataset. Only the `live` shards (those this run ran, each rewriting its files) count: files of
     another split or of a shard left without patients (an earlier run with other settings) are
     removed first. Returns the rows written."""
-    folder = out / SESSIONS_DIR / SHARDS_DIR
-    mine = {p for i in live for p in _shard_paths(out, i, shards)}
+    layout = RunLayout(out)
+    folder = layout.sessions.shards
+    mine = {p for i in live for p in layout.sessions.shard(i, shards)}
     for stale in [*folder.glob("*.parquet"), *folder.glob("*.jsonl")]:
         if stale not in mine:
             stale.unlink(missing_ok=True)
-    parts = [i for i in sorted(live) if _shard_paths(out, i, shards)[0].is_file()]
-    target, transcripts = out / SESSIONS_DIR / PARQUET_NAME, out / TRANSCRIPTS
+    parts = [i for i in sorted(live) if layout.sessions.shard(i, shards)[0].is_file()]
+    target, transcripts = layout.sessions.parquet, layout.transcripts
     if not parts:
         atomic_write_jsonl(transcripts, [])
         return 0
-    files = [pq.ParquetFile(_shard_paths(out, i, shards)[0]) for i in parts]
+    files = [pq.ParquetFile(layout.sessions.shard(i, shards)[0]) for i in parts]
     # Shards infer their own schema; a field that is null in every row of one shard has type null
     # there. The permissive union promotes it to the type the other shards saw.
     schema = pa.unify_schemas([f.schema_arrow for f in files], promote_options="permissive")
@@ -505,7 +480,7 @@ def merge_shards(out: Path, shards: int, live: set[int], batch_rows: int = 128) 
                          itertools.repeat(k)))
     order.sort()
     cursors = [_RowGroups(f, schema) for f in files]
-    lines = [open(_shard_paths(out, i, shards)[1], encoding="utf-8") for i in parts]
+    lines = [open(layout.sessions.shard(i, shards)[1], encoding="utf-8") for i in parts]
     written = 0
     try:
         with atomic_writer(target, "wb") as sink, atomic_writer(transcripts, "w") as tsink:
@@ -551,26 +526,6 @@ class _RowGroups:
             out.append(self.table.slice(self.pos, m))
             self.pos, n = self.pos + m, n - m
         return out
-
-
-@contextmanager
-def atomic_writer(path: Path, mode: str) -> Iterator[Any]:
-    """A file object whose content appears under `path` only when the block finishes (temp + rename),
-    for outputs streamed in pieces too large to hold at once."""
-    path.parent.mkdir(parents=True, exist_ok=True)
-    fd, tmp = tempfile.mkstemp(dir=path.parent, prefix=f".{path.name}.", suffix=".tmp")
-    try:
-        with os.fdopen(fd, mode, **({"encoding": "utf-8"} if "b" not in mode else {})) as f:
-            yield f
-            f.flush()
-            os.fsync(f.fileno())
-        mask = os.umask(0)
-        os.umask(mask)
-        os.chmod(tmp, 0o666 & ~mask)  # mkstemp's 0600 is wrong for a published output
-        os.replace(tmp, path)
-    except BaseException:
-        Path(tmp).unlink(missing_ok=True)
-        raise
 
 
 def run_simulation(profiles: list[Profile], engines, config: SimulationConfig, out_dir: str | Path, seed: int,

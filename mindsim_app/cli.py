@@ -14,6 +14,7 @@ from rich.table import Table
 
 from mindcore.console import err_console, one_line, out_console
 from mindcore.errors import EngineError, MindsimError, UserError
+from mindcore.layout import RunLayout
 
 app = typer.Typer(
     name="mindsim",
@@ -62,7 +63,7 @@ def run_cmd(
     if failed:
         err.print(
             f"[red]error:[/] {failed} session arc{'s' if failed != 1 else ''} failed "
-            f"(see {escape(str(out_dir / 'sessions' / 'summary.json'))}); rerun the same command to retry "
+            f"(see {escape(str(RunLayout(out_dir).sessions.summary))}); rerun the same command to retry "
             f"the failed arcs, finished sessions are kept"
         )
         raise typer.Exit(1)

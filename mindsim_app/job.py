@@ -24,6 +24,7 @@ from mindcore.console import err_console, out_console
 from mindcore.engine import Engines
 from mindcore.errors import ConfigError, EngineError, InputError
 from mindcore.io import atomic_write_json, read_jsonl
+from mindcore.layout import RunLayout
 from mindcore.logs import library_logs_to
 from mindcore.provenance import base_provenance
 from mindcore.recipe import PUBLISH_FIELDS, Recipe, load_recipe
@@ -68,7 +69,7 @@ def _recipe_hash(recipe: Recipe) -> str:
 
 
 def _open_run(out_dir: Path, recipe: Recipe) -> dict[str, Any]:
-    run_json = out_dir / "run.json"
+    run_json = RunLayout(out_dir).run_json
     h = _recipe_hash(recipe)
     if run_json.is_file():
         info = json.loads(run_json.read_text())
@@ -100,11 +101,12 @@ def _prompt_hashes(out_dir: Path, arc: bool) -> dict[str, str]:
     import pyarrow.parquet as pq
 
     hashes: dict[str, str] = {}
-    prof = out_dir / "profiles" / "profiles.parquet"
+    layout = RunLayout(out_dir)
+    prof = layout.profiles.parquet
     if prof.is_file():
         for row in pq.read_table(prof, columns=["provenance"]).to_pylist():
             hashes.update({p["template"]: p["sha256"] for p in (row["provenance"] or {}).get("prompts") or []})
-    sess = out_dir / "sessions" / "sessions.parquet"
+    sess = layout.sessions.parquet
     if sess.is_file():
         for row in pq.read_table(sess, columns=["prompts"]).to_pylist():
             hashes.update({k: v for k, v in (row["prompts"] or {}).items() if v})
@@ -149,12 +151,13 @@ def run_job(recipe_path: Path, out_dir: Path, *, verbose: bool = False, ray_addr
     jcfg = recipe.section("judge", JudgeConfig) if recipe.judge is not None else None
     recipe.section("release", ReleaseConfig)
     out_dir = Path(out_dir)
+    layout = RunLayout(out_dir)
     info = _open_run(out_dir, recipe)
 
     on_ray = recipe.runner == "ray"
     keys = {getattr(e, "api_key_env", None) for e in recipe.engines.values()} - {None}
     cluster = RaySession(recipe.ray.address, verbose=verbose, env=env_of(keys)) if on_ray else nullcontext()
-    with library_logs_to(out_dir / "logs", verbose=verbose), Engines.from_config(recipe.engines_config()) as engines, \
+    with library_logs_to(layout.logs, verbose=verbose), Engines.from_config(recipe.engines_config()) as engines, \
             cluster:
         # The preflight runs here on the driver, once, before any worker starts (docs/scale.md).
         _stage("0 · preflight")
@@ -165,20 +168,20 @@ def run_job(recipe_path: Path, out_dir: Path, *, verbose: bool = False, ray_addr
         scfg, vcfg = pre.budgets.apply("simulation", scfg), pre.budgets.apply("validation", vcfg)
         _stage("1–5 · profiles")
         psum = run_profiles(recipe, engines, out_dir, pcfg, ray_replicas=recipe.ray.profile_replicas if on_ray else None)
-        pfail = [r for _, r in read_jsonl(out_dir / "profiles" / "failures.jsonl")]
+        pfail = [r for _, r in read_jsonl(layout.profiles.failures)]
         raise_if_all_failed("profiles", pfail, attempted=psum.candidates)
         if psum.candidates and not psum.kept:
             _nothing_left("profiles", pfail, f"every one of {psum.candidates} candidates failed or was dropped "
                                              f"as serious ({psum.dropped_serious} dropped)")
-        profiles = load_profiles(out_dir / "profiles", pool_only=scfg.pool_only)
+        profiles = load_profiles(layout.profiles.path, pool_only=scfg.pool_only)
         _stage("6 · multi-session simulation")
         ssum = run_simulation(profiles, engines, scfg, out_dir, recipe.seed, ray=recipe.ray if on_ray else None)
         raise_if_all_failed("simulation", ssum["failed_arcs"], attempted=ssum["arcs"])
         if ssum["failed_arcs"] and not ssum["sessions_written"]:
             _nothing_left("simulation", ssum["failed_arcs"], f"all {ssum['arcs']} arcs failed before any session finished")
         _stage("7 · validation")
-        sims = _sims_by_counsellor(out_dir / "transcripts" / "transcripts.jsonl")
-        compare(vcfg.reference, sims, out_dir / "validation", vcfg, engines=engines if vcfg.arc else None,
+        sims = _sims_by_counsellor(layout.transcripts)
+        compare(vcfg.reference, sims, layout.validation.path, vcfg, engines=engines if vcfg.arc else None,
                 ray=recipe.ray if on_ray and vcfg.arc else None)
         jsum = None
         if jcfg is not None:
@@ -251,8 +254,8 @@ def run_job(recipe_path: Path, out_dir: Path, *, verbose: bool = False, ray_addr
     )
     # The gate as it stands at the end of the run; `mindsim publish` evaluates it again before any upload.
     info["release_gate"] = gate_for_run(out_dir, info)
-    atomic_write_json(out_dir / "run.json", info)
-    with library_logs_to(out_dir / "logs", verbose=verbose):
+    atomic_write_json(layout.run_json, info)
+    with library_logs_to(layout.logs, verbose=verbose):
         dataset = build_dataset_folder(out_dir, info)
     # The one file a user opens first (issue 21); built from the files just written, so a rerun rebuilds it.
     from mindsim_app.report.build import build_report
@@ -262,17 +265,17 @@ def run_job(recipe_path: Path, out_dir: Path, *, verbose: bool = False, ray_addr
     except Exception as exc:  # every output above is written; the page can be rebuilt with `mindsim report`
         console.print(f"[yellow]warning:[/] report.html not written ({escape(type(exc).__name__)}: "
                       f"{escape(str(exc)[:200])}); rebuild it with `mindsim report {escape(str(out_dir))}`")
-        report = out_dir / "report.html"
+        report = layout.report_html
     outputs = {
-        "profiles": out_dir / "profiles" / "profiles.parquet",
-        "pool table": out_dir / "profiles" / "pool_table.md",
-        "sessions": out_dir / "sessions" / "sessions.parquet",
-        "transcripts": out_dir / "transcripts" / "transcripts.jsonl",
-        "validation report": out_dir / "validation" / "report.md",
-        "judgments": out_dir / "judgments" / "judgments.parquet",
-        "MHQR report": out_dir / "judgments" / "report.md",
+        "profiles": layout.profiles.parquet,
+        "pool table": layout.profiles.pool_table,
+        "sessions": layout.sessions.parquet,
+        "transcripts": layout.transcripts,
+        "validation report": layout.validation.report_md,
+        "judgments": layout.judgments.parquet,
+        "MHQR report": layout.judgments.report_md,
         "dataset + card": dataset / "README.md",
         "HTML report": report,
-        "provenance": out_dir / "run.json",
+        "provenance": layout.run_json,
     }
     return JobSummary(run_id=info["run_id"], outputs={k: v for k, v in outputs.items() if v.exists()}, info=info)

@@ -23,6 +23,7 @@ import typer
 from mindcore.console import out_console
 from mindcore.errors import InputError, MindsimError, UserError
 from mindcore.io import read_jsonl
+from mindcore.layout import RunLayout
 from mindsim_app.cards import MANIFEST, META_KEY, _sha256, build_dataset_folder
 
 console = out_console()
@@ -163,37 +164,40 @@ class GateFailed(MindsimError):
         self.lines = lines
 
 
-def run_folder_of(path: Path) -> Path | None:
-    """The run folder behind a run folder or its dataset/ folder (None for a dataset folder on its own)."""
-    path = Path(path)
-    if (path / "run.json").is_file():
-        return path
-    if (path / MANIFEST).is_file() and (path.parent / "run.json").is_file():
-        return path.parent
-    return None
+def _gate(run_dir: Path, info: dict[str, Any], force: bool) -> dict[str, Any]:
+    """The recipe's release gate for this run; refused (`GateFailed`) outside it unless `force`."""
+    from mindsim_app.release import failure_lines, gate_for_run
+
+    gate = gate_for_run(run_dir, info, forced=force)
+    if not gate["passed"] and not force:
+        raise GateFailed(failure_lines(gate))
+    console.print(f"release gate: {gate['outcome']}")
+    return gate
 
 
 def resolve_folder(path: Path, repo_id: str | None = None, *, force: bool = False) -> Path:
     """Accept a dataset folder (with a manifest) or a run folder (with run.json; its dataset is rebuilt).
-    Where the run folder is known, the recipe's release gate is evaluated first: outside it the publish is
-    refused (`GateFailed`) unless `force`; either way the rebuilt card shows the gate and its outcome."""
-    from mindsim_app.release import failure_lines, gate_for_run
-
+    The recipe's release gate is evaluated first wherever the run folder is known (a dataset folder inside
+    one included): outside it the publish is refused (`GateFailed`) unless `force`. A run folder's rebuilt
+    card shows the gate and its outcome; a dataset folder is published exactly as it is (its card shows the
+    gate as it stood at the end of the run), so `--force` outside the gate needs the run folder instead."""
     path = Path(path)
-    run_dir = run_folder_of(path)
-    if run_dir is None:
-        if (path / MANIFEST).is_file():
-            return path  # a dataset folder on its own: its card shows the gate as it stood at run time
-        raise InputError(f"{path}: neither a dataset folder ({MANIFEST}) nor a run folder (run.json)")
-    info = json.loads((run_dir / "run.json").read_text())
-    gate = gate_for_run(run_dir, info, forced=force)
-    if not gate["passed"] and not force:
-        raise GateFailed(failure_lines(gate))
-    info["release_gate"] = gate
-    console.print(f"release gate: {gate['outcome']}")
-    if repo_id:
-        info["repo_id"] = repo_id
-    return build_dataset_folder(run_dir, info)
+    if (path / MANIFEST).is_file():
+        parent = RunLayout(path.parent)
+        if parent.run_json.is_file() and parent.dataset.resolve() == path.resolve():
+            gate = _gate(parent.path, json.loads(parent.run_json.read_text()), force)
+            if gate["forced"]:
+                raise UserError(f"{path}: --force outside the release gate needs the run folder, so the rebuilt card "
+                                f"can say so; publish {parent.path} instead")
+        return path
+    run_json = RunLayout(path).run_json
+    if run_json.is_file():
+        info = json.loads(run_json.read_text())
+        info["release_gate"] = _gate(path, info, force)
+        if repo_id:
+            info["repo_id"] = repo_id
+        return build_dataset_folder(path, info)
+    raise InputError(f"{path}: neither a dataset folder ({MANIFEST}) nor a run folder (run.json)")
 
 
 # What a push makes identical to the folder (files there that the folder lacks are deleted in the same

@@ -25,6 +25,7 @@ from typing import Any
 from pydantic import BaseModel, ConfigDict, Field, field_validator
 
 from mindcore.errors import InputError
+from mindcore.layout import RunLayout
 
 
 class ReleaseConfig(BaseModel):
@@ -76,7 +77,8 @@ def evaluate(run_dir: str | Path, config: ReleaseConfig) -> dict[str, Any]:
     checks: list[dict[str, Any]] = []
     if config.is_empty():
         return {"set": False, "passed": True, "checks": [], "config": config.model_dump()}
-    vpath = run_dir / "validation" / "report.json"
+    layout = RunLayout(run_dir)
+    vpath = layout.validation.report_json
     needs_validation = config.max_index_over_floor is not None or config.max_feature_distance or \
         config.min_arc_agreement is not None
     report: dict[str, Any] = {}
@@ -116,7 +118,7 @@ def evaluate(run_dir: str | Path, config: ReleaseConfig) -> dict[str, Any]:
                 checks.append(_criterion("min_arc_agreement", s, agree, config.min_arc_agreement,
                                          agree >= config.min_arc_agreement, "arc-label shares vs the reference"))
     if config.max_failed_arc_share is not None:
-        spath = run_dir / "sessions" / "summary.json"
+        spath = layout.sessions.summary
         summary = json.loads(spath.read_text(encoding="utf-8")) if spath.is_file() else {}
         arcs, failed = summary.get("arcs") or 0, len(summary.get("failed_arcs") or [])
         share = failed / arcs if arcs else None
@@ -159,6 +161,6 @@ def gate_for_run(run_dir: Path, info: dict[str, Any], forced: bool = False) -> d
     try:
         cfg = ReleaseConfig.model_validate((info.get("recipe") or {}).get("release") or {})
     except ValidationError as exc:
-        raise ConfigError(format_validation_error(exc, str(run_dir / "run.json"), prefix="recipe.release")) from exc
+        raise ConfigError(format_validation_error(exc, str(RunLayout(run_dir).run_json), prefix="recipe.release")) from exc
     result = evaluate(run_dir, cfg)
     return {**result, "forced": bool(forced and not result["passed"]), "outcome": outcome(result, forced)}

@@ -11,6 +11,7 @@ from rich.markup import escape
 from rich.table import Table
 
 from mindcore.console import err_console, out_console
+from mindcore.layout import RunLayout
 
 out = out_console()
 err = err_console()
@@ -54,7 +55,7 @@ def simulate_cmd(
     if failed:
         err.print(
             f"[red]error:[/] {len(failed)} of {summary['arcs']} session arcs failed "
-            f"(see {escape(str(out_dir / 'sessions' / 'summary.json'))}); rerun the same command to retry "
+            f"(see {escape(str(RunLayout(out_dir).sessions.summary))}); rerun the same command to retry "
             f"them, finished sessions are kept"
         )
         raise typer.Exit(1)

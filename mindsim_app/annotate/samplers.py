@@ -29,6 +29,7 @@ from typing import Any, Optional, Sequence
 
 from mindcore.errors import InputError
 from mindcore.io import read_jsonl
+from mindcore.layout import RunLayout
 from mindsim_app.annotate import tasks, units
 from mindsim_app.annotate.protocol import DIVERSITY
 from mindsim_app.annotate.tasks import Design, Header
@@ -103,7 +104,7 @@ def load_sources(runs: Sequence[str] = (), sessions: Sequence[str] = (), real: S
                  patient_role: str = "user") -> list[Source]:
     """Conversations of run folders, other simulators' session files and real chat JSONL, labelled by system:
     the name given as NAME=PATH, else the patient engine (with PatientAct ablations), else `real`."""
-    from judge.inputs import SESSIONS_FILE, load_sessions
+    from judge.inputs import load_sessions
     from judge.patientact import jsonl_system_labels, parquet_system_labels
 
     out: list[Source] = []
@@ -111,7 +112,8 @@ def load_sources(runs: Sequence[str] = (), sessions: Sequence[str] = (), real: S
         name, path = _named(spec)
         if not path.is_dir():
             raise InputError(f"--run {spec}: no such run folder")
-        labels = parquet_system_labels(path / SESSIONS_FILE) if (path / SESSIONS_FILE).is_file() else {}
+        parquet = RunLayout(path).sessions.parquet
+        labels = parquet_system_labels(parquet) if parquet.is_file() else {}
         for s in load_sessions(path):
             out.append(Source(name or labels.get(s.session_id, "mindsim"), s.session_id, s.patient_id, s.session_index,
                               str(path), False, units.shown(s.messages)))
@@ -299,12 +301,10 @@ def load_profiles(runs: Sequence[Path]) -> list[dict[str, Any]]:
     """Profiles that played PatientAct sessions: profile row, seed and formulation, per run folder."""
     import pyarrow.parquet as pq
 
-    from judge.inputs import SESSIONS_FILE
-
     out = []
     for run in runs:
         run = Path(run)
-        ppath, spath = run / "profiles" / "profiles.parquet", run / SESSIONS_FILE
+        ppath, spath = RunLayout(run).profiles.parquet, RunLayout(run).sessions.parquet
         for p in (ppath, spath):
             if not p.is_file():
                 raise InputError(f"{p} not found: give the --out folder of a `mindsim run` with the PatientAct engine")

@@ -1,7 +1,7 @@
-"""Reading one run folder for the HTML report (issue 21): every path the report reads is named here and
-only here, so the run-folder layout object (`mindcore/layout.py`, landing separately) can replace these
-constants in one place. Each reader returns plain data and tolerates a stage that did not run (no judge
-section, no arc labels, no PatientAct rubric): the report says what is missing instead of failing.
+"""Reading one run folder for the HTML report (issue 21): the only module of the report that touches the
+run folder, through its layout (`mindcore.layout.RunLayout`). Each reader returns plain data and tolerates a
+stage that did not run (no judge section, no arc labels, no PatientAct rubric): the report says what is
+missing instead of failing.
 
 Bad input (not a run folder, a file that is not what its name says) raises `InputError` naming the file.
 """
@@ -14,20 +14,7 @@ from pathlib import Path
 from typing import Any
 
 from mindcore.errors import InputError
-
-# The run folder's files as the stages write them today (mindsim/simulate.py, validation/report.py,
-# judge/run.py, judge/patientact_report.py, mindsim_app/job.py, mindsim_app/cards.py, profilegen/).
-RUN_JSON = "run.json"
-SESSIONS = "sessions/sessions.parquet"
-SESSIONS_SUMMARY = "sessions/summary.json"
-TRANSCRIPTS = "transcripts/transcripts.jsonl"
-PROFILES_SUMMARY = "profiles/summary.json"
-PROFILE_FAILURES = "profiles/failures.jsonl"
-VALIDATION_REPORT = "validation/report.json"
-JUDGMENTS = "judgments/judgments.parquet"
-JUDGE_REPORT = "judgments/report.json"
-PATIENTACT_REPORT = "patientact_judge/report.json"
-REPORT_HTML = "report.html"
+from mindcore.layout import RunLayout
 
 # Columns of sessions.parquet the report needs: the prompts as sent and the patient-side history are
 # the bulk of the file and are not shown (a 10k-reply run reads in a fraction of the time without them).
@@ -93,23 +80,25 @@ def _jsonl(path: Path) -> list[dict[str, Any]]:
 
 def load_run(path: str | Path) -> RunData:
     path = Path(path)
+    run = RunLayout(path)
     if not path.is_dir():
-        raise InputError(f"{path}: not a folder; give a run folder written by `mindsim run` (it holds {RUN_JSON})")
-    info = _json(path / RUN_JSON)
-    if info is None and not (path / SESSIONS).is_file():
-        raise InputError(f"{path}: not a run folder (no {RUN_JSON} and no {SESSIONS}); give the --out folder of "
-                         "`mindsim run` or `mindsim simulate`")
-    judgments = _parquet(path / JUDGMENTS)
+        raise InputError(f"{path}: not a folder; give a run folder written by `mindsim run` (it holds run.json)")
+    info = _json(run.run_json)
+    if info is None and not run.sessions.parquet.is_file():
+        raise InputError(f"{path}: not a run folder (no run.json and no sessions/sessions.parquet); give the --out "
+                         "folder of `mindsim run` or `mindsim simulate`")
+    judgments = _parquet(run.judgments.parquet)
     for j in judgments:
         if isinstance(j.get("prompt_hashes"), str):
             j["prompt_hashes"] = json.loads(j["prompt_hashes"] or "{}")
     return RunData(
-        path=path, info=info or {}, summary=_json(path / SESSIONS_SUMMARY),
-        sessions=_parquet(path / SESSIONS, SESSION_COLUMNS), validation=_json(path / VALIDATION_REPORT),
-        judge_report=_json(path / JUDGE_REPORT), judgments=judgments, patientact=_json(path / PATIENTACT_REPORT),
-        profiles_summary=_json(path / PROFILES_SUMMARY), profile_failures=_jsonl(path / PROFILE_FAILURES),
+        path=path, info=info or {}, summary=_json(run.sessions.summary),
+        sessions=_parquet(run.sessions.parquet, SESSION_COLUMNS), validation=_json(run.validation.report_json),
+        judge_report=_json(run.judgments.report_json), judgments=judgments,
+        patientact=_json(run.patientact_judge.report_json), profiles_summary=_json(run.profiles.summary),
+        profile_failures=_jsonl(run.profiles.failures),
     )
 
 
 def default_output(run_dir: str | Path) -> Path:
-    return Path(run_dir) / REPORT_HTML
+    return RunLayout(Path(run_dir)).report_html

@@ -169,9 +169,9 @@ def test_concurrency_bounds_the_replies_judged_at_once(run_dir, monkeypatch, con
     unset, every reply may be in flight at once. The rows are the same either way."""
     import asyncio
 
-    import judge.run as run_mod
+    import judge.judging as judging_mod
 
-    real, state = run_mod.judge_reply, {"now": 0, "peak": 0}
+    real, state = judging_mod.judge_reply, {"now": 0, "peak": 0}
 
     async def tracked(*args, **kw):
         state["now"] += 1
@@ -182,7 +182,7 @@ def test_concurrency_bounds_the_replies_judged_at_once(run_dir, monkeypatch, con
         finally:
             state["now"] -= 1
 
-    monkeypatch.setattr(run_mod, "judge_reply", tracked)
+    monkeypatch.setattr(judging_mod, "judge_reply", tracked)
     summary, _ = _run(run_dir, fake_judge, JudgeConfig(bootstrap_draws=200, plots=False, concurrency=concurrency))
     assert state["peak"] == min(most, N_REPLIES) and summary["ok"] == N_REPLIES
 

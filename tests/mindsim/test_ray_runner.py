@@ -222,7 +222,7 @@ def test_judging_on_ray_gives_the_local_paths_rows(cluster, tmp_path):
     sys.path.insert(0, str(TESTS / "judge"))
     from judge.config import JudgeConfig
     from judge.inputs import load_sessions
-    from judge.run import _judges, judge_all
+    from judge.judging import judge_all, judges_from_config
     from judge.sharded import judge_rows_on_ray
     from judgefakes import fake_judge, write_run
     from mindcore.io import CheckpointDir
@@ -235,7 +235,7 @@ def test_judging_on_ray_gives_the_local_paths_rows(cluster, tmp_path):
                                                            native_tools=False)},
                             roles={"default": RoleSpec(engine="stub", temperature=0.0)})
         with Engines.from_config(cfg) as engines:
-            local = engines.run(judge_all(_judges(engines, config), inputs, CheckpointDir(tmp_path / "a"),
+            local = engines.run(judge_all(judges_from_config(engines, config), inputs, CheckpointDir(tmp_path / "a"),
                                           config.max_replies))
             remote = judge_rows_on_ray(engines, config, inputs, tmp_path / "b",
                                        RaySettings(workers=2, shards_per_worker=2))

@@ -127,3 +127,17 @@ def test_a_bad_gate_recorded_in_run_json_is_exit_2(run, capsys):
     assert main(["publish", str(run), "--repo-id", "someone/x", "--dry-run"]) == 2
     err = capsys.readouterr().err.strip().splitlines()
     assert len(err) == 1 and "recipe.release.max_index_over_floor" in err[0]
+
+
+def test_a_dataset_folder_inside_a_run_is_gated_too_and_published_as_it_is(run, capsys):
+    from mindsim_app.cards import build_dataset_folder
+    from mindsim_app.cli import main
+
+    _set_gate(run, max_index_over_floor=0.01)
+    build_dataset_folder(run, json.loads((run / "run.json").read_text()))
+    card = (run / "dataset" / "README.md").read_bytes()
+    assert main(["publish", str(run / "dataset"), "--repo-id", "someone/x", "--dry-run"]) == 1
+    assert "error: release gate: max_index_over_floor" in capsys.readouterr().err
+    assert main(["publish", str(run / "dataset"), "--repo-id", "someone/x", "--dry-run", "--force"]) == 2
+    assert f"publish {run} instead" in capsys.readouterr().err
+    assert (run / "dataset" / "README.md").read_bytes() == card  # checked as it is, never rebuilt
