@@ -78,7 +78,7 @@ def stacked(rows: Sequence[dict[str, Any]], keys: Sequence[str], *, title: str, 
     largest row sum)."""
     names = names or {}
     left, right, rh = 190, W - 40, 22
-    scale = total or max([sum(v or 0 for v in r["parts"].values()) for r in rows] + [1e-9])
+    scale = total or max([sum(v or 0 for v in r["parts"].values()) for r in rows] + [0.0]) or 1.0
     legend_rows = math.ceil(len(keys) / 3)
     top = 14 + 16 * legend_rows
     h = top + rh * len(rows) + 30

@@ -90,7 +90,8 @@
     state.page = Math.min(state.page, Math.max(0, Math.ceil(rows.length / PAGE) - 1));
     for (const { s, hits, worst } of rows.slice(state.page * PAGE, (state.page + 1) * PAGE)) {
       const tr = el("tr", { "data-session": s.id },
-        el("td", { textContent: s.id }), el("td", { textContent: s.sys }), el("td", { textContent: s.p }),
+        el("td", { textContent: s.id.length > 12 ? s.id.slice(0, 10) + "…" : s.id, title: s.id }),
+        el("td", { textContent: s.sys }), el("td", { textContent: s.p }),
         el("td", { textContent: String(s.i + 1) }),
         el("td", {}, worst >= 0 ? sevTag({ s: Object.keys(RANK)[worst] }) : "—"),
         el("td", { textContent: String(hits.length) }));
