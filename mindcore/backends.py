@@ -26,7 +26,7 @@ from typing import Any, Protocol
 import openai
 
 from mindcore.config import SAMPLING_FIELDS, deep_merge
-from mindcore.errors import ConfigError, EngineUnavailable, TransportError
+from mindcore.errors import ConfigError, EngineUnavailable, FieldRefused, TransportError
 from mindcore.types import ChatRequest, RawReply
 
 # One INFO line per HTTP request buries progress bars (and breaks once distilabel has swapped the
@@ -430,7 +430,7 @@ class OpenAIBackend:
                 ) from exc
             except openai.BadRequestError as exc:
                 hint = refusal_hint(str(exc), self.sent_fields(request))
-                raise TransportError(
+                raise (FieldRefused if hint else TransportError)(
                     f"engine '{self.name}' rejected the request (HTTP 400): {_short(exc)}"
                     + (f" — {hint}" if hint else "")
                 ) from exc

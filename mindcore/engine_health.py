@@ -36,7 +36,7 @@ from mindcore.config import (
     VLLMEngine,
 )
 from mindcore.engine import Engines
-from mindcore.errors import MindsimError, UserError
+from mindcore.errors import FieldRefused, MindsimError, UserError
 from mindcore.vllm_serve import serve_command_text
 
 
@@ -166,9 +166,10 @@ def slot_context(name: str, spec: Any, base_url: str, model: str, lens: dict[str
 
 
 def _classify(exc: MindsimError) -> str:
-    # UserError covers a refused key (401), a 404 for the model and a missing key variable; a 400 is the
-    # server refusing a field the recipe makes the role send (max_tokens, temperature, reasoning_effort, …).
-    return "config" if isinstance(exc, UserError) or "(HTTP 400)" in str(exc) else "unreachable"
+    # UserError covers a refused key (401), a 404 for the model and a missing key variable; FieldRefused is a 400
+    # naming a field the recipe makes the role send (max_tokens, temperature, reasoning_effort, …). Any other
+    # 400 is the engine failing, as before (exit 1).
+    return "config" if isinstance(exc, (UserError, FieldRefused)) else "unreachable"
 
 
 def has_options(spec: RoleSpec) -> bool:
