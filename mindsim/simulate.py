@@ -286,6 +286,7 @@ async def simulate_shard(
         # Per shard is exact: a patient, and so its shared first scenario, lives in one shard only.
         rejected_messages=rejected_message_totals(records),
         counsellor_flags=counsellor_flag_totals(records),
+        scenario_drafts=scenario_draft_total(records),
     )
 
 
@@ -382,6 +383,19 @@ def rejected_message_totals(records: list[SessionRecord]) -> dict[str, int]:
                 seen_first.add((r.patient_id, r.seed))
             kept.extend(t.rejected_messages)
     return RejectionCounts.of(kept).model_dump(mode="json")
+
+
+def scenario_draft_total(records: list[SessionRecord]) -> int:
+    """Scenario drafts written for these sessions; a shared first scenario was drafted once per patient."""
+    seen: set[tuple[str, int]] = set()
+    total = 0
+    for r in records:
+        if r.scenario_shared:
+            if (r.patient_id, r.seed) in seen:
+                continue
+            seen.add((r.patient_id, r.seed))
+        total += r.scenario_drafts
+    return total
 
 
 def counsellor_flag_totals(records: list[SessionRecord]) -> dict[str, int]:

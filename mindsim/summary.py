@@ -38,6 +38,8 @@ class ShardCounts(BaseModel):
     memory_skipped: int = 0
     messages_trimmed: int = 0
     rejected_commits: int = 0
+    # Scenario drafts written, re-drafts included (a shared first scenario counts once per patient).
+    scenario_drafts: int = 0
     # By reason / by flag. Per shard is exact: a patient, and so its shared first scenario, lives in one shard.
     rejected_messages: dict[str, int] = Field(default_factory=dict)
     counsellor_flags: dict[str, int] = Field(default_factory=dict)

@@ -294,4 +294,5 @@ def render_card(run_dir: Path, run_info: dict[str, Any], configs: list[DatasetCo
         mhqr_images=[i for i in images if i["stage"] == "judgments"],
         attributions=attributions,
         patient_engines=engine_stats,
+        release_gate=run_info.get("release_gate"),
     )

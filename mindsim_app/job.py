@@ -27,9 +27,10 @@ from mindcore.io import atomic_write_json, read_jsonl
 from mindcore.layout import RunLayout
 from mindcore.logs import library_logs_to
 from mindcore.provenance import base_provenance
-from mindcore.recipe import Recipe, load_recipe
+from mindcore.recipe import PUBLISH_FIELDS, Recipe, load_recipe
 from mindcore.shards import RaySession, env_of
 from mindsim_app.cards import build_dataset_folder
+from mindsim_app.release import ReleaseConfig, gate_for_run
 from mindcore.preflight import failure_summary, preflight, raise_if_all_failed
 from mindsim.config import SimulationConfig
 from mindsim.patient_engines import DEFAULT_ENGINE
@@ -73,7 +74,9 @@ class JobSummary:
 def _recipe_hash(recipe: Recipe) -> str:
     # Without `runner`/`ray`: where the work runs does not change what it makes, so a folder started
     # locally resumes on a cluster and the other way round (and older run folders keep their hash).
-    return hashlib.sha256(json.dumps(recipe.content_dump(), sort_keys=True).encode()).hexdigest()[:16]
+    # Without `release` either: the gate is read when publishing and does not change what the run makes.
+    content = {k: v for k, v in recipe.content_dump().items() if k not in PUBLISH_FIELDS}
+    return hashlib.sha256(json.dumps(content, sort_keys=True).encode()).hexdigest()[:16]
 
 
 def _open_run(out_dir: Path, recipe: Recipe) -> dict[str, Any]:
@@ -157,6 +160,7 @@ def run_job(recipe_path: Path, out_dir: Path, *, verbose: bool = False, ray_addr
     vcfg = recipe.section("validation", ValidationConfig)
     ocfg = recipe.section("output", OutputConfig)
     jcfg = recipe.section("judge", JudgeConfig) if recipe.judge is not None else None
+    recipe.section("release", ReleaseConfig)
     out_dir = Path(out_dir)
     layout = RunLayout(out_dir)
     info = _open_run(out_dir, recipe)
@@ -246,6 +250,8 @@ def run_job(recipe_path: Path, out_dir: Path, *, verbose: bool = False, ray_addr
                 "patient messages re-asked (not stored), by reason": ", ".join(
                     f"{k} {v}" for k, v in sorted(ssum.rejected_messages.items()) if v) or "none",
                 "patient messages ended at their last complete sentence": ssum.messages_trimmed,
+                "scenario drafts written (re-drafts included) / sessions": f"{ssum.scenario_drafts} / "
+                                                                           f"{ssum.sessions_written}",
                 "counsellor replies flagged (stored as sent), by flag": _flag_line(ssum.counsellor_flags),
                 **({"judged replies (ok / failed)": f"{jsum.ok} / {jsum.failed}",
                     "critical replies (listed for review in judgments/report.md)": jsum.critical}
@@ -258,9 +264,20 @@ def run_job(recipe_path: Path, out_dir: Path, *, verbose: bool = False, ray_addr
             "repo_id": ocfg.repo_id,
         }
     )
+    # The gate as it stands at the end of the run; `mindsim publish` evaluates it again before any upload.
+    info["release_gate"] = gate_for_run(out_dir, info)
     atomic_write_json(layout.run_json, info)
     with library_logs_to(layout.logs, verbose=verbose):
         dataset = build_dataset_folder(out_dir, info)
+    # The one file a user opens first (issue 21); built from the files just written, so a rerun rebuilds it.
+    from mindsim_app.report.build import build_report
+
+    try:
+        report = build_report([out_dir])
+    except Exception as exc:  # every output above is written; the page can be rebuilt with `mindsim report`
+        console.print(f"[yellow]warning:[/] report.html not written ({escape(type(exc).__name__)}: "
+                      f"{escape(str(exc)[:200])}); rebuild it with `mindsim report {escape(str(out_dir))}`")
+        report = layout.report_html
     outputs = {
         "profiles": layout.profiles.parquet,
         "pool table": layout.profiles.pool_table,
@@ -270,6 +287,7 @@ def run_job(recipe_path: Path, out_dir: Path, *, verbose: bool = False, ray_addr
         "judgments": layout.judgments.parquet,
         "MHQR report": layout.judgments.report_md,
         "dataset + card": dataset / "README.md",
+        "HTML report": report,
         "provenance": layout.run_json,
     }
     return JobSummary(run_id=info["run_id"], outputs={k: v for k, v in outputs.items() if v.exists()}, info=info,

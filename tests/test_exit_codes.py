@@ -372,6 +372,11 @@ def test_run_with_failed_arcs_exits_1(openai_stub, tmp_path):
     line = error_line(proc, only_line=False)  # the job's stage rules also go to stderr
     assert "2 session arcs failed" in line and "rerun" in line and str(out / "sessions" / "summary.json") in line
     assert json.loads((out / "run.json").read_text())["counts"]["failed arcs"] == 2
+    # The job's page is written whatever failed, and names the failures with their side (issue 21).
+    page = (out / "report.html").read_text()
+    assert "2 of 4 arcs failed" in page and "counsellor:broken" in page
+    assert "engine: 2" in page  # HTTP 400 from the counsellor's server: the engine's, not the simulator's
+    assert json.loads((out / "run.json").read_text())["release_gate"]["set"] is False
 
 
 def test_ctrl_c_exits_130_with_a_resume_hint(openai_stub, tmp_path):

@@ -47,6 +47,8 @@ def simulate(tmp_path: Path, responder=None, profiles=None, backend_cls=FakeBack
 def test_outputs_dataset_and_transcripts(tmp_path):
     summary, _ = simulate(tmp_path)
     assert summary.sessions_expected == summary.sessions_written == 6 and not summary.failed_arcs
+    # One draft per scenario: each patient's shared first scenario once, then one per later session.
+    assert summary.scenario_drafts == 3 + 3
     rows = pq.read_table(tmp_path / "sessions" / "sessions.parquet").to_pylist()
     assert len(rows) == 6 and len({r["session_id"] for r in rows}) == 6
     row = rows[0]

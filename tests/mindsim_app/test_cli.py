@@ -25,7 +25,7 @@ def test_bad_section_field_exits_2_before_any_engine(tmp_path, capsys):
     "argv",
     [[], ["run"], ["engines", "check"], ["profiles"], ["profiles", "fit-rates"], ["simulate"], ["validate", "reference"],
      ["validate", "compare"], ["publish"], ["export", "sft"], ["export", "patient"], ["export", "dpo"],
-     ["judge", "run"], ["judge", "sample"], ["judge", "agreement"]],
+     ["judge", "run"], ["judge", "sample"], ["judge", "agreement"], ["report"]],
 )
 def test_help_everywhere(argv, capsys):
     assert main([*argv, "--help"]) == 0
