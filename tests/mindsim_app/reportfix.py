@@ -71,5 +71,5 @@ def write_fixture_run(out: Path, *, patients: int = 3, sessions: int = 2, seed: 
         prompts.update(r["prompts"])
     atomic_write_json(out / "run.json", {"run_id": f"fixture{seed}", "status": "finished", "provenance": prov,
                                          "recipe": {"name": "fixture", "seed": seed}, "engines": roles,
-                                         "prompt_hashes": prompts, "counts": {"failed arcs": len(summary["failed_arcs"])}})
+                                         "prompt_hashes": prompts, "counts": {"failed arcs": len(summary.failed_arcs)}})
     return out
