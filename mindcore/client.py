@@ -29,6 +29,9 @@ from mindcore.types import (
 
 M = TypeVar("M", bound=BaseModel)
 
+# Seed step between repeated trials of one arc (`RoleClient.for_trial`): larger than any re-ask count.
+TRIAL_SEED_STRIDE = 1000
+
 _FENCE = re.compile(r"^```(?:json)?\s*|\s*```$", re.MULTILINE)
 
 
@@ -48,6 +51,16 @@ class RoleClient:
         """The same role whose every request carries `key` (e.g. a session id): a backend with several
         servers keeps those requests on one server, so its prefix cache serves the growing conversation."""
         return RoleClient(self.role, self.backend, self.spec, self.model, self.ledger, affinity=key)
+
+    def for_trial(self, trial: int) -> "RoleClient":
+        """The same role for repeated trial `trial` (0 = the first, this client itself): its seed moved on by
+        `trial * TRIAL_SEED_STRIDE`, so each trial samples differently yet reproducibly, and no trial's seed
+        meets another's re-ask seeds (`reseeded` adds the attempt number, far below the stride). A role
+        without a seed samples freshly on every call already and is returned as it is."""
+        if trial == 0 or self.spec.seed is None:
+            return self
+        spec = self.spec.model_copy(update={"seed": self.spec.seed + trial * TRIAL_SEED_STRIDE})
+        return RoleClient(self.role, self.backend, spec, self.model, self.ledger, affinity=self.affinity)
 
     @property
     def engine_name(self) -> str:

@@ -138,6 +138,7 @@ async def finish_session(talk: Talk, *, rewrite_memory: bool = True) -> SessionR
         scenario_shared=inp.scenario_shared,
         patient_engine=arc.engine.name,
         scenario_drafts=inp.scenario.drafts,
+        trial=arc.record_trial,
         **engine.record_fields(talk),
     )
 
@@ -199,6 +200,10 @@ async def run_arc(
             done = load(arc.session_id(plan.index))
             if done is not None:
                 upcoming = await _dropped(upcoming)
+                if done.trial != arc.record_trial:
+                    # Trial 0 keeps the one-trial id: a checkpoint from before `trials` was raised (or lowered)
+                    # is that trial's session, labelled as this run labels it.
+                    done = done.model_copy(update={"trial": arc.record_trial})
             if done is None and engine.prepares and arc.preparation is None:
                 stored = engine.stored_preparation(records[0]) if records else None
                 if stored is None:

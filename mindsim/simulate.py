@@ -199,7 +199,8 @@ async def simulate_shard(
     counsellors = [(counsellor_name(c), counsellor_client(engines, c)) for c in config.counsellors]
     schedules = {p.profile_id: draw_schedule(p.profile_id, seed, config) for p in profiles}
     kinds = config.patient_engines
-    arcs = [(p, name, kind) for kind in kinds for name, _ in counsellors for p in profiles]
+    trials = range(config.trials)
+    arcs = [(p, name, kind, t) for kind in kinds for name, _ in counsellors for p in profiles for t in trials]
     # Every arc gets every engine's roles (as before engines were registered: a record's `engines` lists them).
     base_roles = Roles(patient=shared["patient"], counsellor=None, scenario_writer=shared["scenario_writer"],
                        memory_compactor=shared["memory_compactor"],
@@ -221,9 +222,10 @@ async def simulate_shard(
 
     async def patient_arcs(p: Profile) -> dict[tuple[str, str], Any]:
         """One patient: its shared first scenario (and each preparing engine's shared preparation, e.g.
-        PatientAct's decomposition), then its arc with every counsellor under every patient engine."""
+        PatientAct's decomposition), then its arc with every counsellor under every patient engine, once per
+        trial (every trial shares the schedule, the first scenario and the preparation)."""
         schedule = schedules[p.profile_id]
-        keys = [(name, kind) for kind in kinds for name, _ in counsellors]
+        keys = [(name, kind, t) for kind in kinds for name, _ in counsellors for t in trials]
         try:
             first = await first_scenario_record(
                 p, schedule.sessions[0], shared["scenario_writer"], config, seed=seed,
@@ -238,33 +240,35 @@ async def simulate_shard(
             except ARC_FAILURES as exc:
                 prepared[engine.name] = exc  # only this engine's arcs of this patient fail; the others still run
         results = await asyncio.gather(
-            *(one_arc(p, schedule, first, name, client, kind, prepared)
-              for kind in kinds for name, client in counsellors),
+            *(one_arc(p, schedule, first, name, client, kind, prepared, t)
+              for kind in kinds for name, client in counsellors for t in trials),
             return_exceptions=True,
         )
         return dict(zip(keys, results))
 
     async def one_arc(p: Profile, schedule: Schedule, first: ScenarioRecord, name: str, client: RoleClient,
-                      kind: str, prepared: dict[str, Any]):
+                      kind: str, prepared: dict[str, Any], trial: int):
         engine = variant(kind)
         preparation = prepared.get(engine.engine.name)
         if isinstance(preparation, BaseException):
             raise preparation
         roles = Roles(patient=base_roles.patient, counsellor=client, scenario_writer=base_roles.scenario_writer,
-                      memory_compactor=base_roles.memory_compactor, extra=dict(base_roles.extra))
-        arc = Arc(p, vocab, roles, config, name, seed, engine, preparation)
+                      memory_compactor=base_roles.memory_compactor, extra=dict(base_roles.extra)).for_trial(trial)
+        arc = Arc(p, vocab, roles, config, name, seed, engine, preparation, trial)
         return await run_arc(arc, schedule, first=first, load=load, save=save)
 
     by_patient = await asyncio.gather(*(patient_arcs(p) for p in profiles))
     results = {(p.profile_id, *key): res for p, arcs_of in zip(profiles, by_patient) for key, res in arcs_of.items()}
     failures, records = [], []
-    for p, name, kind in arcs:
-        res = results[(p.profile_id, name, kind)]
+    for p, name, kind, t in arcs:
+        res = results[(p.profile_id, name, kind, t)]
         if isinstance(res, ARC_FAILURES):
             failures.append(FailedArc(patient_id=p.profile_id, counsellor=name, patient_engine=kind,
-                                      error=f"{type(res).__name__}: {res}"))
+                                      error=f"{type(res).__name__}: {res}", trial=t if config.trials > 1 else None))
             # The sessions this arc finished before it failed stay in the dataset, as on any rerun.
-            res = [r for r in (store.load(session_id(p.profile_id, name, i, seed, kind)) for i in range(config.sessions))
+            label = {"trial": t if config.trials > 1 else None}
+            res = [r.model_copy(update=label) for r in
+                   (store.load(session_id(p.profile_id, name, i, seed, kind, t)) for i in range(config.sessions))
                    if r is not None]
         elif isinstance(res, BaseException):
             raise res
@@ -315,7 +319,7 @@ async def simulate_async(
     profiles = _prepare(profiles, config, out)
     t0 = time.monotonic()
     with progress_bar() as progress:
-        task = progress.add_task("simulating sessions", total=len(profiles) * len(config.counsellors) * len(config.patient_engines) * config.sessions)
+        task = progress.add_task("simulating sessions", total=len(profiles) * len(config.counsellors) * len(config.patient_engines) * config.trials * config.sessions)
         part = await simulate_shard(profiles, engines, config, out, seed, 0, 1,
                                     on_session=lambda _id: progress.advance(task))
     return _finish(out, engines, config, seed, profiles, [part], 1, time.monotonic() - t0, {"runner": "local"}, {0})
@@ -334,7 +338,7 @@ def simulate_on_ray(profiles: list[Profile], engines, config: SimulationConfig, 
     payloads = [{"profiles": part, "config": config, "out": str(out.resolve()), "seed": seed, "shard": i,
                  "shards": shards} for i, part in plan.parts]
     run = run_shards(_shard_work, payloads, engines, settings, workers=plan.workers, description="simulating sessions",
-                     total=len(profiles) * len(config.counsellors) * len(config.patient_engines) * config.sessions,
+                     total=len(profiles) * len(config.counsellors) * len(config.patient_engines) * config.trials * config.sessions,
                      on_workers=on_workers)
     return _finish(out, engines, config, seed, profiles, run.results, shards, run.elapsed_s,
                    {"runner": "ray", "workers": run.workers, "shards": shards}, live={i for i, _ in plan.parts})
@@ -345,10 +349,10 @@ def _finish(out: Path, engines, config: SimulationConfig, seed: int, profiles: l
     merge_shards(out, shards, live)
     counsellors = [counsellor_name(c) for c in config.counsellors]
     kinds = config.patient_engines
-    order = {(p.profile_id, name, kind): i for i, (kind, name, p) in
-             enumerate((k, n, p) for k in kinds for n in counsellors for p in profiles)}
+    order = {(p.profile_id, name, kind, t): i for i, (kind, name, p, t) in
+             enumerate((k, n, p, t) for k in kinds for n in counsellors for p in profiles for t in range(config.trials))}
     failures = sorted((f for part in parts for f in part.failed_arcs),
-                      key=lambda f: order[(f.patient_id, f.counsellor, f.patient_engine)])
+                      key=lambda f: order[(f.patient_id, f.counsellor, f.patient_engine, f.trial or 0)])
     shared = {r: engines.role(r) for r in shared_roles(config)}
     summary = SimulationSummary.totals(
         parts, failures,
@@ -357,6 +361,7 @@ def _finish(out: Path, engines, config: SimulationConfig, seed: int, profiles: l
         patients=len(profiles),
         counsellors=counsellors,
         patient_engines=kinds,
+        trials=config.trials,
         arcs=len(order),
         sessions_expected=len(order) * config.sessions,
         elapsed_s=round(elapsed, 2),
@@ -409,8 +414,12 @@ def counsellor_flag_totals(records: list[SessionRecord]) -> dict[str, int]:
     return totals
 
 
-def _order(r: SessionRecord) -> tuple[str, str, str, int]:
-    return (r.counsellor, r.patient_id, r.patient_engine, r.session_index)
+# The dataset's order; a one-trial run's rows carry no trial and sort as before trials existed.
+ORDER_COLUMNS = ("counsellor", "patient_id", "patient_engine", "trial", "session_index")
+
+
+def _order(r: SessionRecord) -> tuple[str, str, str, int, int]:
+    return (r.counsellor, r.patient_id, r.patient_engine, r.trial or 0, r.session_index)
 
 
 def shared_roles(config: SimulationConfig) -> tuple[str, ...]:
@@ -420,8 +429,9 @@ def shared_roles(config: SimulationConfig) -> tuple[str, ...]:
 
 
 def transcript_row(r: SessionRecord) -> dict[str, Any]:
+    trial = {} if r.trial is None else {"trial": r.trial}
     return {"id": r.session_id, "patient_id": r.patient_id, "counsellor": r.counsellor,
-            "patient_engine": r.patient_engine, "session_index": r.session_index, "messages": r.transcript()}
+            "patient_engine": r.patient_engine, **trial, "session_index": r.session_index, "messages": r.transcript()}
 
 
 def write_shard(out: Path, shard: int, shards: int, records: list[SessionRecord]) -> None:
@@ -441,7 +451,7 @@ def write_shard(out: Path, shard: int, shards: int, records: list[SessionRecord]
 
 def merge_shards(out: Path, shards: int, live: set[int], batch_rows: int = 128) -> int:
     """`sessions.parquet` and `transcripts.jsonl` from the shard files of a run split `shards` ways,
-    in (counsellor, patient, session index) order — the same whatever the split, and the same as the
+    in (counsellor, patient, engine, trial, session index) order — the same whatever the split, and the same as the
     local runner's. Streaming: the order comes from the key columns, the rows move as Arrow slices and
     memory holds one row group per shard, not the dataset. Only the `live` shards (those this run ran, each rewriting its files) count: files of
     another split or of a shard left without patients (an earlier run with other settings) are
@@ -465,8 +475,11 @@ def merge_shards(out: Path, shards: int, live: set[int], batch_rows: int = 128) 
     # as Arrow slices, never as Python objects, one row group per shard in memory at a time.
     order = []
     for k, f in enumerate(files):
-        keys = f.read(columns=["counsellor", "patient_id", "patient_engine", "session_index"]).to_pydict()
-        order.extend(zip(keys["counsellor"], keys["patient_id"], keys["patient_engine"], keys["session_index"],
+        present = [c for c in ORDER_COLUMNS if c in f.schema_arrow.names]
+        keys = f.read(columns=present).to_pydict()
+        n = f.metadata.num_rows
+        trial = [t or 0 for t in keys["trial"]] if "trial" in keys else itertools.repeat(0, n)
+        order.extend(zip(keys["counsellor"], keys["patient_id"], keys["patient_engine"], trial, keys["session_index"],
                          itertools.repeat(k)))
     order.sort()
     cursors = [_RowGroups(f, schema) for f in files]
@@ -477,7 +490,7 @@ def merge_shards(out: Path, shards: int, live: set[int], batch_rows: int = 128) 
             writer = pq.ParquetWriter(sink, schema)
             pending: list[pa.Table] = []
             held = 0
-            for k, run in itertools.groupby(order, key=lambda t: t[4]):
+            for k, run in itertools.groupby(order, key=lambda t: t[5]):
                 n = sum(1 for _ in run)
                 pending.extend(cursors[k].take(n))
                 for _ in range(n):

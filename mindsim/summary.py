@@ -22,6 +22,8 @@ class FailedArc(BaseModel):
     counsellor: str
     patient_engine: str
     error: str = Field(description="'ErrorClass: message'")
+    trial: int | None = Field(None, ge=0, exclude_if=lambda t: t is None,
+                              description="The arc's repeated trial (`simulation.trials` > 1); absent otherwise")
 
 
 class ShardCounts(BaseModel):
@@ -63,6 +65,8 @@ class SimulationSummary(ShardCounts):
     counsellors: list[str]
     patient_engines: list[str]
     sessions_expected: int
+    # Arcs per patient × counsellor × engine (`simulation.trials`); left out at 1, as before trials existed.
+    trials: int = Field(1, ge=1, exclude_if=lambda n: n == 1)
     elapsed_s: float
     engines: dict[str, Any] = Field(default_factory=dict)
     usage: dict[str, Any] = Field(default_factory=dict)
