@@ -53,6 +53,12 @@ def _judge_charts(board: dict[str, Any], category_names: dict[str, str]) -> dict
                                                                                      key=lambda kv: int(kv[0]))]
                                    for n, t in turn.items()}, title="Mean severity weight by turn position",
                                   lo=0, hi=10, xlabel="counsellor reply in the session", ylabel="severity weight")
+    if board.get("trials"):
+        out["trials"] = charts.intervals(
+            [{"label": r["system"], "value": r["mean"], "ci": [r["min"], r["max"]]} for r in board["trials"]["spread"]
+             if r["mean"] is not None],
+            title=f"MHQR across {board['trials']['count']} trials (dot: mean of the trials' MHQR; bar: min–max)",
+            xlabel="MHQR of one trial (lower is better)")
     sess = board["by_session"] or {}
     out["by_session"] = charts.lines({n: [(int(k) + 1, v["mhqr"]) for k, v in sorted(e["mean"].items(),
                                                                                      key=lambda kv: int(kv[0]))]

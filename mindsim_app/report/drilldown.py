@@ -65,7 +65,7 @@ def session_entries(sessions: list[dict[str, Any]], judgments: list[dict[str, An
     rank = {n: k for k, n in enumerate(judge_order)}
     out = []
     for s in sorted(sessions, key=lambda s: (s["counsellor"], s.get("patient_engine") or "", s["patient_id"],
-                                             s["session_index"])):
+                                             s.get("trial") or 0, s["session_index"])):
         turns = s.get("turns") or []
         msgs, reply, turn = [], 0, 0
         for m in s.get("counsellor_messages") or []:
@@ -87,6 +87,8 @@ def session_entries(sessions: list[dict[str, Any]], judgments: list[dict[str, An
         out.append({
             "id": s["session_id"], "p": s["patient_id"], "sys": system_of(s, by_engine), "c": s["counsellor"],
             "e": s.get("patient_engine") or "mindsim", "i": s["session_index"], "end": s.get("ended_by"),
+            # The repeated trial (None on one-trial runs, whose page shows none).
+            "tr": s.get("trial"),
             "scn": {k: scenario.get(k) for k in ("event", "goal", "opening_message")},
             "trust": [pa.get("trust_start"), pa.get("trust_end")] if pa else None, "m": msgs,
         })

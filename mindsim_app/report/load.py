@@ -20,7 +20,7 @@ from mindcore.layout import RunLayout
 # the bulk of the file and are not shown (a 10k-reply run reads in a fraction of the time without them).
 SESSION_COLUMNS = ("session_id", "patient_id", "counsellor", "session_index", "ended_by", "scenario",
                    "counsellor_messages", "turns", "patient_engine", "patientact", "counsellor_flags",
-                   "rejected_messages", "engines", "scenario_shared")
+                   "rejected_messages", "engines", "scenario_shared", "trial")
 
 
 @dataclass

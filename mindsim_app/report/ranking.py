@@ -17,6 +17,11 @@ Method (ours; docs/report.md):
   and each system joins the group of the best-ranked system it cannot be told apart from (itself if it
   differs from every better one, which then starts a new group). A pair with fewer than two shared
   patients cannot be told apart (no evidence is not a difference).
+
+Repeated trials (issue 21 item 3, `simulation.trials`): a trial's sessions are more sessions of the same system
+(in the per-patient score above, as in the judge's MHQR). Across trials the board adds, per system, the MHQR of
+each trial alone (mean session MHQR of that trial's sessions) with their mean and min–max, and per pair how
+often each system scored lower in a trial, set against the order of the overall MHQR (`flip_rates`).
 """
 
 from __future__ import annotations
@@ -39,17 +44,65 @@ def system_of(row: dict[str, Any], by_engine: bool) -> str:
 
 def patient_means(rows: Iterable[dict[str, Any]], judge: str, by_engine: bool) -> dict[str, dict[str, float]]:
     """system → patient → mean session MHQR, from the judge's successful rows."""
-    sessions: dict[tuple[str, str, str, int], list[float]] = defaultdict(list)
+    per: dict[str, dict[str, list[float]]] = defaultdict(lambda: defaultdict(list))
+    for (system, patient, _engine, _trial, _idx), score in session_scores(rows, judge, by_engine).items():
+        per[system][patient].append(score)
+    return {s: {p: float(np.mean(v)) for p, v in pats.items()} for s, pats in per.items()}
+
+
+def session_scores(rows: Iterable[dict[str, Any]], judge: str,
+                   by_engine: bool) -> dict[tuple[str, str, str, int, int], float]:
+    """(system, patient, engine, trial, session index) → the session's MHQR, from the judge's successful rows."""
+    sessions: dict[tuple[str, str, str, int, int], list[float]] = defaultdict(list)
     for r in rows:
         if r.get("judge") != judge or r.get("status") != "ok" or r.get("weight") is None:
             continue
-        # The patient engine is part of the session key even when the label omits it (judge/scores.py).
-        sessions[(system_of(r, by_engine), r["patient_id"], r.get("patient_engine") or "", r["session_index"])
-                 ].append(float(r["weight"]))
-    per: dict[str, dict[str, list[float]]] = defaultdict(lambda: defaultdict(list))
-    for (system, patient, _engine, _idx), ws in sessions.items():
-        per[system][patient].append(sum(ws) / len(ws))
-    return {s: {p: float(np.mean(v)) for p, v in pats.items()} for s, pats in per.items()}
+        # The patient engine and the trial are part of the session key even when the label omits them
+        # (judge/scores.py); rows of one-trial runs have no trial: trial 0.
+        sessions[(system_of(r, by_engine), r["patient_id"], r.get("patient_engine") or "", r.get("trial") or 0,
+                  r["session_index"])].append(float(r["weight"]))
+    return {k: sum(ws) / len(ws) for k, ws in sessions.items()}
+
+
+def trial_scores(rows: Iterable[dict[str, Any]], judge: str, by_engine: bool) -> dict[str, dict[int, float]]:
+    """system → trial → that trial's MHQR (the mean of its sessions' MHQR, as the judge's MHQR over all)."""
+    per: dict[str, dict[int, list[float]]] = defaultdict(lambda: defaultdict(list))
+    for (system, _patient, _engine, trial, _idx), score in session_scores(rows, judge, by_engine).items():
+        per[system][trial].append(score)
+    return {s: {t: float(np.mean(v)) for t, v in sorted(ts.items())} for s, ts in per.items()}
+
+
+def trial_spread(scores: dict[str, dict[int, float]], ranking: list[str]) -> list[dict[str, Any]]:
+    """Per system in rank order: each trial's MHQR, their mean, min and max."""
+    out = []
+    for s in ranking:
+        values = scores.get(s) or {}
+        v = np.array(list(values.values()), dtype=np.float64)
+        out.append({"system": s, "trials": len(v), "per_trial": values,
+                    "mean": float(v.mean()) if len(v) else None, "min": float(v.min()) if len(v) else None,
+                    "max": float(v.max()) if len(v) else None})
+    return out
+
+
+def flip_rates(scores: dict[str, dict[int, float]], overall: dict[str, float],
+               ranking: list[str]) -> list[dict[str, Any]]:
+    """Every pair (a ranked above b) over the trials both have: the share of trials where a scored lower, where
+    b did, and where they tied; `flips` is the share whose order is the reverse of the overall MHQR's (None when
+    the overall MHQRs tie: there is no order to reverse)."""
+    out = []
+    for i, a in enumerate(ranking):
+        for b in ranking[i + 1:]:
+            common = sorted(set(scores.get(a, {})) & set(scores.get(b, {})))
+            n = len(common)
+            a_lower = sum(scores[a][t] < scores[b][t] for t in common)
+            b_lower = sum(scores[b][t] < scores[a][t] for t in common)
+            oa, ob = overall.get(a), overall.get(b)
+            reverse = None if oa is None or ob is None or oa == ob else (b_lower if oa < ob else a_lower)
+            out.append({"a": a, "b": b, "trials": n,
+                        "a_lower": a_lower / n if n else None, "b_lower": b_lower / n if n else None,
+                        "ties": (n - a_lower - b_lower) / n if n else None,
+                        "flips": reverse / n if n and reverse is not None else None})
+    return out
 
 
 def sign_flip_p(d: np.ndarray, draws: int = 20000, seed: int = 0) -> float:
@@ -142,8 +195,14 @@ def leaderboard(judge_report: dict[str, Any] | None, judgments: list[dict[str, A
                 "differs_from": [p["b"] if p["a"] == n else p["a"] for p in pairs
                                  if n in (p["a"], p["b"]) and p["p_holm"] < alpha],
             })
+        per_trial = trial_scores(judgments, name, by_engine)
+        trials = None
+        if len({t for ts in per_trial.values() for t in ts}) > 1:
+            overall = {r["system"]: r["mhqr"] for r in rows}
+            trials = {"count": len({t for ts in per_trial.values() for t in ts}),
+                      "spread": trial_spread(per_trial, ranking), "flips": flip_rates(per_trial, overall, ranking)}
         boards.append({"judge": name, "model": j.get("model"), "engine": j.get("engine"), "ok": j.get("ok"),
-                       "failed": j.get("failed"), "rows": rows, "pairs": pairs, "alpha": alpha,
+                       "failed": j.get("failed"), "rows": rows, "pairs": pairs, "alpha": alpha, "trials": trials,
                        "by_turn": sc.get("by_turn") or {}, "by_session": sc.get("by_session") or {},
                        "dropped_quotes": j.get("dropped_quotes", 0)})
     return boards

@@ -242,3 +242,86 @@ def test_a_run_without_judge_or_validation_still_gets_its_page(fixture_run, tmp_
     html = build_report([run]).read_text()
     assert "No judgments in this run" in html and "No validation report in this run" in html
     assert '"sessions":[' in html  # the drill-down still has every session, unjudged
+
+
+# --- repeated trials ---------------------------------------------------------------------------------
+
+def _rows(judge: str, system_trials: dict[str, list[list[float]]]) -> list[dict]:
+    """Judgment rows: system → per trial, per session (one patient each), the reply weights."""
+    out = []
+    for system, trials in system_trials.items():
+        for t, sessions in enumerate(trials):
+            for k, w in enumerate(sessions):
+                out.append({"judge": judge, "status": "ok", "weight": w, "counsellor": system, "patient_id": f"p{k}",
+                            "session_index": 0, "trial": t})
+    return out
+
+
+def test_trial_spread_and_flip_rates_on_constructed_data():
+    # a's trials: 1, 3, 1 and 2 (mean 1.75); b's: 2 in every trial; c ties b in trial 3 and is worse elsewhere.
+    rows = _rows("judge", {"a": [[0, 2], [3, 3], [1, 1], [2, 2]], "b": [[2, 2]] * 4,
+                           "c": [[4, 4], [5, 5], [3, 3], [2, 2]]})
+    rows.append({**rows[0], "status": "failed", "weight": None})  # failed judgments do not count
+    scores = ranking.trial_scores(rows, "judge", False)
+    assert scores["a"] == {0: 1.0, 1: 3.0, 2: 1.0, 3: 2.0}
+    spread = {r["system"]: r for r in ranking.trial_spread(scores, ["a", "b", "c"])}
+    assert (spread["a"]["mean"], spread["a"]["min"], spread["a"]["max"], spread["a"]["trials"]) == (1.75, 1.0, 3.0, 4)
+    overall = {"a": 1.75, "b": 2.0, "c": 3.5}
+    flips = {(p["a"], p["b"]): p for p in ranking.flip_rates(scores, overall, ["a", "b", "c"])}
+    ab = flips[("a", "b")]
+    # a lower in trials 0 and 2, b lower in trial 1, tied in trial 3; overall a < b, so trial 1 is the flip.
+    assert (ab["trials"], ab["a_lower"], ab["b_lower"], ab["ties"], ab["flips"]) == (4, 0.5, 0.25, 0.25, 0.25)
+    bc = flips[("b", "c")]
+    assert (bc["a_lower"], bc["ties"], bc["flips"]) == (0.75, 0.25, 0.0)
+    # With equal overall MHQRs there is no order to flip.
+    tie = ranking.flip_rates(scores, {**overall, "b": 1.75}, ["a", "b"])[0]
+    assert tie["flips"] is None and tie["a_lower"] == 0.5
+    # A trial only one system has is not compared; in the one both have, a (ranked below b overall) scored lower.
+    part = ranking.flip_rates({"a": {0: 1.0, 1: 5.0}, "b": {0: 2.0}}, {"a": 3.0, "b": 2.0}, ["b", "a"])[0]
+    assert (part["trials"], part["a_lower"], part["flips"]) == (1, 0.0, 1.0)
+
+
+def test_trials_pool_into_one_session_per_patient_score():
+    # Two trials of one patient's session are two sessions of the system (mean 2), not one merged session.
+    rows = _rows("j", {"a": [[1, 1], [3, 3]]})
+    rows.append({**rows[0], "weight": 1})  # trial 0, patient p0: two replies (1, 1)
+    assert ranking.patient_means(rows, "j", False)["a"] == {"p0": 2.0, "p1": 2.0}
+
+
+@pytest.fixture(scope="module")
+def trial_run(tmp_path_factory) -> Path:
+    return write_fixture_run(tmp_path_factory.mktemp("report") / "trials", patients=4, trials=3)
+
+
+def test_a_run_with_trials_is_one_system_per_counsellor_in_judge_and_validation(trial_run):
+    run = load_run(trial_run)
+    assert {s["trial"] for s in run.sessions} == {0, 1, 2}
+    judges = run.judge_report["judges"]["judge"]["scores"]["counsellors"]
+    assert set(judges) == {"counsellor", "counsellor:worse"}
+    # 4 patients x 2 sessions x 3 trials per counsellor, resampled as 4 patients.
+    assert all((c["sessions"], c["patients"]) == (24, 4) for c in judges.values())
+    assert {j["trial"] for j in run.judgments} == {0, 1, 2}
+    counts = run.validation["counts"]["mindsim/counsellor"]
+    assert (counts["patients"], counts["trials"], counts["conversations_read"]) == (4, 3, 24)
+
+
+def test_leaderboard_shows_each_systems_spread_and_flips_across_trials(trial_run):
+    run = load_run(trial_run)
+    board = ranking.leaderboard(run.judge_report, run.judgments, draws=200)[0]
+    trials = board["trials"]
+    assert trials["count"] == 3
+    spread = {r["system"]: r for r in trials["spread"]}
+    assert spread["counsellor"]["per_trial"] == {0: 0.0, 1: 0.0, 2: 0.0}
+    worse = spread["counsellor:worse"]
+    assert worse["trials"] == 3 and 5 < worse["min"] <= worse["mean"] <= worse["max"]
+    # The overall MHQR is the mean of the trials' MHQR here: every trial has the same sessions.
+    overall = {r["system"]: r["mhqr"] for r in board["rows"]}
+    assert worse["mean"] == pytest.approx(overall["counsellor:worse"])
+    (pair,) = trials["flips"]
+    assert (pair["a"], pair["b"], pair["trials"], pair["a_lower"], pair["flips"]) == (
+        "counsellor", "counsellor:worse", 3, 1.0, 0.0)
+    html = build_report([trial_run], draws=200).read_text(encoding="utf-8")
+    assert "Across 3 trials" in html and 'class="data trial-flips"' in html and "MHQR across 3 trials" in html
+    # One-trial runs show no trial section.
+    one = load_run(write_fixture_run(trial_run.parent / "one", patients=2))
+    assert ranking.leaderboard(one.judge_report, one.judgments, draws=200)[0]["trials"] is None

@@ -148,7 +148,8 @@
     state.open = id;
     const chat = $("chat");
     chat.innerHTML = "";
-    chat.append(el("h4", { textContent: `${s.sys} · patient ${s.p} · session ${s.i + 1} (${s.id})` }),
+    const trial = s.tr === null || s.tr === undefined ? "" : ` · trial ${s.tr + 1}`;
+    chat.append(el("h4", { textContent: `${s.sys} · patient ${s.p}${trial} · session ${s.i + 1} (${s.id})` }),
       el("div", { class: "scenario" },
         el("div", { textContent: "Scenario: " + (s.scn.event || "—") }),
         el("div", { textContent: "Goal: " + (s.scn.goal || "—") + " · ended by " + (s.end || "?") +
