@@ -244,6 +244,8 @@ def run_job(recipe_path: Path, out_dir: Path, *, verbose: bool = False, ray_addr
                 "pool / benchmark patients": f"{psum.pool} / {psum.benchmark}",
                 "pool drawn from verdicts": ", ".join(pcfg.pool_verdicts),
                 "sessions written / expected": f"{ssum.sessions_written} / {ssum.sessions_expected}",
+                # Only with repeated trials, so one-trial cards read as before.
+                **({"repeated trials per arc (simulation.trials)": ssum.trials} if ssum.trials > 1 else {}),
                 "failed arcs": len(ssum.failed_arcs),
                 "sessions the patient ended": ssum.ended_by_patient,
                 "rejected move commits": ssum.rejected_commits,

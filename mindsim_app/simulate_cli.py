@@ -45,13 +45,16 @@ def simulate_cmd(
     for key in ("patients", "arcs", "sessions_expected", "sessions_written", "ended_by_patient",
                 "rejected_commits", "memory_repaired", "elapsed_s"):
         table.add_row(key, str(getattr(summary, key)))
+    if summary.trials > 1:
+        table.add_row("trials", str(summary.trials))
     table.add_row("failed arcs", str(len(summary.failed_arcs)))
     out.print(table)
     failed = summary.failed_arcs
     for f in failed:
         # Details are part of the report (stdout, one line each); the verdict is the one stderr line.
         first = f.error.strip().splitlines()[0] if f.error.strip() else ""
-        out.print(f"failed: {escape(f.patient_id)} × {escape(f.counsellor)}: {escape(first)}")
+        trial = "" if f.trial is None else f" (trial {f.trial})"
+        out.print(f"failed: {escape(f.patient_id)} × {escape(f.counsellor)}{trial}: {escape(first)}")
     if failed:
         err.print(
             f"[red]error:[/] {len(failed)} of {summary.arcs} session arcs failed "

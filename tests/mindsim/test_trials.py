@@ -55,6 +55,8 @@ def test_each_arc_runs_once_per_trial_with_its_own_ids(tmp_path):
     summary, _ = simulate(tmp_path, SeedEcho(end_after=99), trials=3)
     assert (summary.trials, summary.arcs, summary.sessions_expected, summary.sessions_written) == (3, 12, 24, 24)
     assert not summary.failed_arcs
+    # The shared first scenario was drafted once per patient, not once per trial: 2 + 12 later sessions.
+    assert summary.scenario_drafts == 2 + 12
     got = rows(tmp_path)
     by_arc = defaultdict(list)
     for r in got:
@@ -174,3 +176,23 @@ def test_role_client_for_trial():
 def test_trials_out_of_range_names_the_field(bad):
     with pytest.raises(ConfigError, match="simulation.trials"):
         SimulationConfig.from_section({"trials": bad})
+
+
+class SilentInTrial1(SeedEcho):
+    """The counsellor `counsellor` answers nothing in trial 1 (its seeds there), so those arcs fail."""
+
+    def __call__(self, req):
+        if req.role == "counsellor" and req.seed is not None and TRIAL_SEED_STRIDE <= req.seed < 2 * TRIAL_SEED_STRIDE:
+            return ""
+        return super().__call__(req)
+
+
+def test_a_failed_trial_arc_names_its_trial_and_the_other_trials_stand(tmp_path):
+    summary, _ = simulate(tmp_path, SilentInTrial1(end_after=99), trials=3)
+    assert sorted((f.patient_id, f.counsellor, f.trial) for f in summary.failed_arcs) == [
+        ("p1", "counsellor", 1), ("p2", "counsellor", 1)]
+    assert summary.sessions_written == 20
+    stored = json.loads((tmp_path / "sessions" / "summary.json").read_text())
+    assert [f["trial"] for f in stored["failed_arcs"]] == [1, 1]
+    assert {(r["counsellor"], r["trial"]) for r in rows(tmp_path)} == {
+        (c, t) for c in COUNSELLORS for t in range(3)} - {("counsellor", 1)}
