@@ -196,3 +196,23 @@ def test_a_failed_trial_arc_names_its_trial_and_the_other_trials_stand(tmp_path)
     assert [f["trial"] for f in stored["failed_arcs"]] == [1, 1]
     assert {(r["counsellor"], r["trial"]) for r in rows(tmp_path)} == {
         (c, t) for c in COUNSELLORS for t in range(3)} - {("counsellor", 1)}
+
+
+def test_trials_of_both_patient_engines_share_one_decomposition_per_patient(tmp_path):
+    from test_patientact_both import responder
+
+    config = SimulationConfig(sessions=2, turn_cap=3, patient_engine=["mindsim", "patientact"],
+                              counsellors=COUNSELLORS, trials=2)
+    backend = FakeBackend(responder())
+    with Engines.with_backend(backend, roles=ROLES) as engines:
+        summary = run_simulation([make_profile("p1"), make_profile("p2", "joker", "formal")], engines, config,
+                                 tmp_path, seed=3)
+    assert (summary.sessions_expected, summary.sessions_written, summary.failed_arcs) == (32, 32, [])
+    got = rows(tmp_path)
+    assert len({r["session_id"] for r in got}) == 32
+    assert sorted(p.name for p in (tmp_path / "sessions" / "decompositions").glob("*.json")) == ["p1-3.json", "p2-3.json"]
+    assert sum(req.schema_name == "DecompositionDraft" for req in backend.requests) == 2
+    pa = [r for r in got if r["patient_engine"] == "patientact"]
+    assert {r["trial"] for r in pa} == {0, 1}
+    # The appraiser is the patient's side: its seed moves on per trial too.
+    assert {(r["trial"], r["engines"]["appraiser"]["seed"]) for r in pa} == {(0, 11), (1, 11 + TRIAL_SEED_STRIDE)}
