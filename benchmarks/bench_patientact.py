@@ -86,7 +86,7 @@ def run_engine(engine: str, args) -> dict:
     per_turn = [(q, r) for q, r in patient if q.schema_name not in PER_PATIENT]
     per_patient = [(q, r) for q, r in patient if q.schema_name in PER_PATIENT]
     return {
-        "engine": engine, "sessions_written": summary["sessions_written"], "failed_arcs": len(summary["failed_arcs"]),
+        "engine": engine, "sessions_written": summary.sessions_written, "failed_arcs": len(summary.failed_arcs),
         "patient_turns": turns,
         "patient_requests_per_turn": round(len(per_turn) / turns, 2) if turns else None,
         "patient_prompt_tokens_per_turn": round(sum(r.prompt_tokens for _, r in per_turn) / turns) if turns else None,

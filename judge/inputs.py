@@ -53,7 +53,7 @@ def read_sessions_parquet(path: Path) -> list[SessionInput]:
     missing = [c for c in _NEEDED if c not in table.column_names]
     if missing:
         raise InputError(f"{path}: missing column(s) {', '.join(missing)}; is this a mindsim sessions file?")
-    optional = ("counsellor_model", "engines", "patient_engine", "counsellor_flags", "in_benchmark")
+    optional = ("counsellor_model", "engines", "patient_engine", "counsellor_flags", "in_benchmark", "trial")
     cols = [*_NEEDED, *[c for c in optional if c in table.column_names]]
     return [_session(d, f"{path} row {i}") for i, d in enumerate(table.select(cols).to_pylist())]
 
@@ -85,7 +85,8 @@ def load_sessions(run_dir: Path, sessions: Path | None = None) -> list[SessionIn
         if r.session_id in seen:
             raise InputError(f"{src}: session_id {r.session_id!r} appears twice; ids must be unique")
         seen.add(r.session_id)
-    return sorted(rows, key=lambda r: (r.counsellor, r.patient_engine or "", r.patient_id, r.session_index, r.session_id))
+    return sorted(rows, key=lambda r: (r.counsellor, r.patient_engine or "", r.patient_id, r.trial or 0, r.session_index,
+                                       r.session_id))
 
 
 def benchmark_patients(sessions: list[SessionInput], run_dir: Path | None,

@@ -56,6 +56,10 @@ class SessionInput(_Row):
     in_benchmark: bool | None = Field(
         None, description="Whether the patient is in the benchmark subset of the pool, if the simulator says"
     )
+    trial: int | None = Field(
+        None, ge=0, description="Repeated trial of the session's arc (`simulation.trials`), if the simulator ran "
+        "several: the trials' sessions are sessions of the same counsellor"
+    )
 
     def reply_flags(self, reply_index: int) -> list[str]:
         return sorted({f for r in self.counsellor_flags if r.reply_index == reply_index for f in r.flags})
@@ -107,6 +111,7 @@ class JudgmentRow(_Row):
     counsellor_flags: list[str] = Field(
         default_factory=list, description="The simulator's defect flags on this reply (from the session), e.g. speaks_as_patient"
     )
+    trial: int | None = Field(None, ge=0, description="Repeated trial of the session, when its input names one")
 
 
 _ISSUE = pa.struct([("issue", pa.string()), ("category", pa.string()), ("reason", pa.string()),
@@ -131,7 +136,10 @@ def write_judgments(path: str | Path, rows: list[JudgmentRow]) -> Path:
         d = r.model_dump(mode="json")
         d["prompt_hashes"] = json.dumps(d["prompt_hashes"], sort_keys=True)
         data.append(d)
-    return atomic_write_parquet(path, pa.Table.from_pylist(data, schema=JUDGMENT_SCHEMA))
+    # The trial column only where a session has one: files of one-trial runs keep their columns.
+    schema = JUDGMENT_SCHEMA.append(pa.field("trial", pa.int64())) if any(r.trial is not None for r in rows) \
+        else JUDGMENT_SCHEMA
+    return atomic_write_parquet(path, pa.Table.from_pylist(data, schema=schema))
 
 
 def read_judgments(path: str | Path) -> list[JudgmentRow]:
@@ -141,3 +149,26 @@ def read_judgments(path: str | Path) -> list[JudgmentRow]:
         d["counsellor_flags"] = d.get("counsellor_flags") or []  # absent in files written before it
         rows.append(JudgmentRow.model_validate(d))
     return rows
+
+
+class JudgeRanking(BaseModel):
+    """One judge's model and its counsellor ranking (best first) in a run."""
+
+    model_config = ConfigDict(extra="forbid")
+    model: str | None
+    ranking: list[str]
+
+
+class JudgeRunSummary(BaseModel):
+    """What `mindsim judge run` (MHQR) did, in numbers: the command line and the job read these fields."""
+
+    model_config = ConfigDict(extra="forbid", arbitrary_types_allowed=True)
+    sessions: int
+    judgments: int
+    ok: int
+    failed: int
+    critical: int
+    dropped_quotes: int
+    judges: dict[str, JudgeRanking]
+    outputs: dict[str, Path]
+    prompt_hashes: dict[str, str]

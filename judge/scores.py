@@ -10,11 +10,15 @@ Pure functions of the rows: no model is called, so scores can be recomputed at a
   like the MHQR itself, so a counsellor's categories add up to its MHQR exactly.
 - Paired differences (counsellor vs counsellor, later session vs first) use the sessions both sides
   have for the same patient, with the same patient-level bootstrap.
+- Repeated trials (issue 21, `simulation.trials`): a session is keyed by its trial too, so two trials of one
+  patient's session are two sessions of the same counsellor (their MHQR pools, their patient resamples as one
+  cluster), and pairs match trial k of one counsellor with trial k of the other. Rows without a trial are
+  trial 0.
 - Patient engines (issue 11): a session is keyed by counsellor, patient engine, patient and index, so
   two engines' sessions of one patient are never merged, and pairs only match sessions of the same
   patient engine. When the rows hold more than one engine, the unit scored and ranked is the counsellor
-  with one patient engine, labelled `counsellor/engine` (`system_label`); with one engine (or rows
-  that name none) it is the counsellor, exactly as before.
+  with one patient engine, named `engine/counsellor` as every report names a system (`mindcore.systems`);
+  with one engine (or rows that name none) it is the counsellor, exactly as before.
 
 Failed judgments never reach these functions: the caller passes only rows with status ok.
 """
@@ -28,6 +32,7 @@ from typing import Any, Iterable
 import numpy as np
 
 from judge.rubric import Rubric
+from mindcore.systems import report_label
 from judge.schemas import SEVERITIES
 
 TURN_BUCKETS: tuple[tuple[int, int], ...] = ((1, 2), (3, 4), (5, 10), (11, 20), (21, 10**9))
@@ -52,6 +57,8 @@ class Columns:
     systems: dict[str, dict[str, str]] | None = None
     # Per reply: the simulator flagged it as the counsellor writing the patient's lines (§5.2).
     speaks_as_patient: np.ndarray | None = None
+    # Per reply: the session's repeated trial (0 where rows name none); None only from older callers.
+    trial: np.ndarray | None = None
 
     def __len__(self) -> int:
         return len(self.weight)
@@ -67,13 +74,18 @@ class Columns:
             issue_row=new_index[self.issue_row[keep_issue]].astype(np.int64), issue=self.issue[keep_issue],
             patient_engine=self.patient_engine[mask], systems=self.systems,
             speaks_as_patient=None if self.speaks_as_patient is None else self.speaks_as_patient[mask],
+            trial=None if self.trial is None else self.trial[mask],
         )
+
+    @property
+    def trials(self) -> np.ndarray:
+        return self.trial if self.trial is not None else np.zeros(len(self), dtype=np.int64)
 
 
 def system_label(counsellor: str, engine: str | None, by_engine: bool) -> str:
-    """The unit a report ranks: the counsellor, or `counsellor/engine` when a run holds several
-    patient engines (a row that names none is `counsellor/unknown` there)."""
-    return f"{counsellor}/{engine or 'unknown'}" if by_engine else counsellor
+    """The unit a report ranks: the counsellor, or `engine/counsellor` when a run holds several patient
+    engines (a row that names none is `unknown/counsellor` there) — `mindcore.systems.report_label`."""
+    return report_label(engine, counsellor, by_engine)
 
 
 def _engine(r: Any) -> str:
@@ -98,7 +110,7 @@ def columns_from_rows(rows: Iterable[Any], by_engine: bool | None = None) -> Col
         return r[k] if isinstance(r, dict) else getattr(r, k)
 
     cols: dict[str, list] = {k: [] for k in ("counsellor", "patient", "session_index", "reply_index", "weight",
-                                             "severity", "patient_engine", "speaks_as_patient")}
+                                             "severity", "patient_engine", "speaks_as_patient", "trial")}
     issue_row: list[int] = []
     issue: list[str] = []
     systems: dict[str, dict[str, str]] = {}
@@ -119,6 +131,7 @@ def columns_from_rows(rows: Iterable[Any], by_engine: bool | None = None) -> Col
         # Rows written before the flags were carried over have none: read as not flagged.
         flags = (r.get("counsellor_flags") if isinstance(r, dict) else getattr(r, "counsellor_flags", None)) or ()
         cols["speaks_as_patient"].append("speaks_as_patient" in flags)
+        cols["trial"].append((r.get("trial") if isinstance(r, dict) else getattr(r, "trial", None)) or 0)
         for it in get(r, "issues"):
             issue_row.append(i)
             issue.append(it["issue"] if isinstance(it, dict) else it.issue)
@@ -134,6 +147,7 @@ def columns_from_rows(rows: Iterable[Any], by_engine: bool | None = None) -> Col
         patient_engine=np.asarray(cols["patient_engine"], dtype=object).astype(str),
         systems=systems if by_engine else None,
         speaks_as_patient=np.asarray(cols["speaks_as_patient"], dtype=bool),
+        trial=np.asarray(cols["trial"], dtype=np.int64),
     )
 
 
@@ -184,6 +198,7 @@ class Sessions:
     by_category: np.ndarray  # sessions × categories, allocated weight / replies
     categories: list[str]
     patient_engine: np.ndarray
+    trial: np.ndarray | None = None
 
 
 def session_table(c: Columns, rubric: Rubric) -> Sessions:
@@ -194,7 +209,10 @@ def session_table(c: Columns, rubric: Rubric) -> Sessions:
     _, ec = np.unique(c.patient_engine, return_inverse=True)
     si = c.session_index - c.session_index.min() if len(c) else c.session_index
     # The engine is in the key even when labels omit it: two engines' sessions are never one session.
+    tr = c.trials
     keys = ((cc.astype(np.int64) * (ec.max() + 1) + ec) * (pc.max() + 1) + pc) * (si.max() + 1) + si
+    if len(c) and tr.max() > 0:
+        keys = keys * (tr.max() + 1) + tr
     uniq, first, code = np.unique(keys, return_index=True, return_inverse=True)
     n = np.bincount(code, minlength=len(uniq)).astype(np.float64)
     sums = np.bincount(code, weights=c.weight, minlength=len(uniq))
@@ -208,7 +226,7 @@ def session_table(c: Columns, rubric: Rubric) -> Sessions:
     return Sessions(
         counsellor=c.counsellor[first], patient=c.patient[first], session_index=c.session_index[first],
         mhqr=sums / np.maximum(n, 1), replies=n.astype(np.int64), by_category=alloc / np.maximum(n, 1)[:, None],
-        categories=cats, patient_engine=c.patient_engine[first],
+        categories=cats, patient_engine=c.patient_engine[first], trial=tr[first],
     )
 
 
@@ -289,7 +307,8 @@ def paired_counsellors(s: Sessions, *, draws: int, seed: int) -> list[dict[str, 
     session with the same patient engine, with a patient-bootstrap interval. Negative means a scored
     better (lower). Units of different patient engines share no session, so they are not paired."""
     names = [str(n) for n in np.unique(s.counsellor)]
-    key = lambda m: list(zip(s.patient[m], s.patient_engine[m], s.session_index[m].tolist()))  # noqa: E731
+    trial = s.trial if s.trial is not None else np.zeros(len(s.mhqr), dtype=np.int64)
+    key = lambda m: list(zip(s.patient[m], s.patient_engine[m], s.session_index[m].tolist(), trial[m].tolist()))  # noqa: E731
     out = []
     for i, a in enumerate(names):
         for b in names[i + 1:]:
@@ -303,7 +322,8 @@ def by_session(s: Sessions, *, draws: int, seed: int) -> dict[str, Any]:
     """Per counsellor and session index: mean MHQR, and the paired change from the first session
     (same patient, same patient engine) with a patient-bootstrap interval."""
     out: dict[str, Any] = {}
-    key = lambda m: list(zip(s.patient[m], s.patient_engine[m]))  # noqa: E731
+    trial = s.trial if s.trial is not None else np.zeros(len(s.mhqr), dtype=np.int64)
+    key = lambda m: list(zip(s.patient[m], s.patient_engine[m], trial[m].tolist()))  # noqa: E731
     for name in np.unique(s.counsellor):
         mc = s.counsellor == name
         idxs = np.unique(s.session_index[mc])

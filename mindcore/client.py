@@ -29,6 +29,9 @@ from mindcore.types import (
 
 M = TypeVar("M", bound=BaseModel)
 
+# Seed step between repeated trials of one arc (`RoleClient.for_trial`): larger than any re-ask count.
+TRIAL_SEED_STRIDE = 1000
+
 _FENCE = re.compile(r"^```(?:json)?\s*|\s*```$", re.MULTILINE)
 
 
@@ -48,6 +51,16 @@ class RoleClient:
         """The same role whose every request carries `key` (e.g. a session id): a backend with several
         servers keeps those requests on one server, so its prefix cache serves the growing conversation."""
         return RoleClient(self.role, self.backend, self.spec, self.model, self.ledger, affinity=key)
+
+    def for_trial(self, trial: int) -> "RoleClient":
+        """The same role for repeated trial `trial` (0 = the first, this client itself): its seed moved on by
+        `trial * TRIAL_SEED_STRIDE`, so each trial samples differently yet reproducibly, and no trial's seed
+        meets another's re-ask seeds (`reseeded` adds the attempt number, far below the stride). A role
+        without a seed samples freshly on every call already and is returned as it is."""
+        if trial == 0 or self.spec.seed is None:
+            return self
+        spec = self.spec.model_copy(update={"seed": self.spec.seed + trial * TRIAL_SEED_STRIDE})
+        return RoleClient(self.role, self.backend, spec, self.model, self.ledger, affinity=self.affinity)
 
     @property
     def engine_name(self) -> str:
@@ -75,11 +88,11 @@ class RoleClient:
     def _token_field(self) -> str | None:
         """The field this role's output budget goes out in, where the backend says (remote engines)."""
         pick = getattr(self.backend, "token_field", None)
-        return pick(self._request([])) if pick is not None else None
+        return pick(self.build_request([])) if pick is not None else None
 
     # -- plain chat -------------------------------------------------------------------------------
     async def chat(self, messages: list[dict[str, Any]], **sampling: Any) -> Completion:
-        req = self._request(messages, **sampling)
+        req = self.build_request(messages, **sampling)
         t0 = time.monotonic()
         ok = False
         raw = RawReply(content=None)
@@ -140,7 +153,7 @@ class RoleClient:
         last_error = ""
         for attempt in range(1, attempts + 1):
             try:
-                raw = await self.backend.complete(self._request(convo, **self.reseeded(request_kw, attempt - 1)))
+                raw = await self.backend.complete(self.build_request(convo, **self.reseeded(request_kw, attempt - 1)))
             except Exception:
                 self._record(kind, False, totals, time.monotonic() - t0, attempt)
                 raise
@@ -223,7 +236,7 @@ class RoleClient:
             return sampling
         return {**sampling, "seed": seed + attempt}
 
-    def _request(self, messages: list[dict[str, Any]], **kw: Any) -> ChatRequest:
+    def build_request(self, messages: list[dict[str, Any]], **kw: Any) -> ChatRequest:
         spec = self.spec
         wire = messages if self.backend.native_tools else _wire_history(messages)
         budget = kw.pop("max_tokens", spec.max_tokens)

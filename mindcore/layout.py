@@ -19,6 +19,7 @@ docs/architecture.md ("Run folder layout") says who writes and who reads each pa
       judgments/                    judgments.parquet, cache/, report.json, report.md, *.png
       patientact_judge/             judgments.jsonl, cache/, report.json, report.md
       dataset/                      the publishable folder with its card
+      report.html                   the self-contained HTML report (mindsim_app/report/)
 """
 
 from __future__ import annotations
@@ -136,3 +137,4 @@ class RunLayout(_Folder):
     judgments = _Below("judgments", JudgmentsFolder)
     patientact_judge = _Below("patientact_judge", PatientActJudgeFolder)
     dataset = _Below("dataset")
+    report_html = _Below("report.html", doc="The self-contained HTML report (`mindsim run`, `mindsim report`).")

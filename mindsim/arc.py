@@ -53,6 +53,20 @@ class Roles:
                      scenario_writer=bind(self.scenario_writer), memory_compactor=bind(self.memory_compactor),
                      extra={k: bind(c) for k, c in self.extra.items()})
 
+    def for_trial(self, trial: int) -> "Roles":
+        """The roles of repeated trial `trial`: the patient's (its engine's own roles included) and the
+        counsellor's sampling seeds moved on (`RoleClient.for_trial`); the scenario writer and the memory
+        compactor are the harness and keep theirs (their later calls differ anyway, their inputs do)."""
+        if trial == 0:
+            return self
+
+        def moved(client: Any) -> Any:
+            return client.for_trial(trial) if hasattr(client, "for_trial") else client
+
+        return Roles(patient=moved(self.patient), counsellor=moved(self.counsellor),
+                     scenario_writer=self.scenario_writer, memory_compactor=self.memory_compactor,
+                     extra={k: moved(c) for k, c in self.extra.items()})
+
     def describe(self) -> dict[str, dict[str, Any]]:
         out = {
             "patient": self.patient.describe(),
@@ -79,6 +93,8 @@ class Arc:
     engine: "Variant"
     # The engine's per-patient preparation (PatientAct: the decomposition); None until made or when it has none.
     preparation: Any = None
+    # 0-based repeated trial (`simulation.trials`); its roles are already `Roles.for_trial(trial)`.
+    trial: int = 0
 
     @classmethod
     def of(cls, profile: "Profile", vocab: "Vocabulary", roles: Roles, config: SimulationConfig, *,
@@ -95,7 +111,12 @@ class Arc:
         return cls(profile, vocab, roles, config, counsellor, seed, variant(engine), preparation)
 
     def session_id(self, index: int) -> str:
-        return session_id(self.profile.profile_id, self.counsellor, index, self.seed, self.engine.name)
+        return session_id(self.profile.profile_id, self.counsellor, index, self.seed, self.engine.name, self.trial)
+
+    @property
+    def record_trial(self) -> int | None:
+        """The trial as records carry it: None (left out) when the run has one trial."""
+        return self.trial if self.config.trials > 1 else None
 
     def with_preparation(self, preparation: Any) -> "Arc":
         return replace(self, preparation=preparation)

@@ -81,6 +81,13 @@ class SimulationConfig(BaseModel):
         "patient", description="Who speaks first: the patient's scenario opening message (MindSim), or a counsellor "
         "greeting the patient answers (PatientAct §4.2); every engine"
     )
+    # Left out of dumps at 1, so the summaries of one-trial runs read as before trials existed.
+    trials: int = Field(
+        1, ge=1, le=50, exclude_if=lambda n: n == 1,
+        description="Ours (issue 21): run each arc this many times with the patient's and counsellor's sampling "
+        "seeds moved on per trial, schedule and first scenario shared, so the spread measures sampling noise "
+        "(1 = one run, ids and files as before trials existed)",
+    )
     turn_cap: int = Field(30, ge=2, le=200, description="Max patient turns per session, opening message included")
     min_gap_hours: float = Field(6, ge=0, description="Shortest gap before a follow-up session")
     max_gap_hours: float = Field(336, gt=0, description="Longest gap before a follow-up session (14 days)")

@@ -210,6 +210,12 @@ class SessionRecord(_Row):
         "mindsim", description="Patient engine (or variant, ENGINE:ARM) that played the patient: a registered name"
     )
     patientact: PatientActSession | None = Field(None, description="PatientAct engine state (None for MindSim)")
+    scenario_drafts: int = Field(
+        1, ge=1, description="Drafts the scenario writer needed for this session's scenario (1 = the first was kept)")
+    # Absent (not null) on one-trial runs, so their checkpoints and rows are those of runs before trials existed.
+    trial: int | None = Field(
+        None, ge=0, exclude_if=lambda t: t is None,
+        description="0-based repeated trial of the arc (`simulation.trials` > 1); absent on one-trial runs")
 
     def transcript(self) -> list[dict[str, str]]:
         """The plain exchange (patient = user), as validation reads it."""
@@ -233,17 +239,23 @@ class ScenarioRecord(_Row):
     )
     engine: dict[str, Any] = Field(description="The scenario writer's engine, model and sampling")
     prompt: dict[str, str] = Field(description="Prompt template → hash")
+    scenario_drafts: int = Field(1, ge=1, description="Drafts the scenario writer needed (1 = the first was kept)")
 
 
 def scenario_key(patient_id: str, seed: int) -> str:
     return f"{patient_id}-{seed}"
 
 
-def session_id(patient_id: str, counsellor: str, index: int, seed: int, engine: str | None = None) -> str:
+def session_id(patient_id: str, counsellor: str, index: int, seed: int, engine: str | None = None,
+               trial: int = 0) -> str:
     """Content-derived id of a session; `engine` is a registered patient engine or variant name (default: the
     default engine). An engine whose run folders predate patient engines (MindSim) keeps the old key, so they
-    resume; any other engine or variant is part of the key (`Variant.session_key`)."""
+    resume; any other engine or variant is part of the key (`Variant.session_key`). A repeated trial after the
+    first adds `|trial=N`; trial 0 keeps the one-trial id, so raising `simulation.trials` on a finished run
+    reuses its sessions as trial 0."""
     from mindsim.patient_engines import DEFAULT_ENGINE, variant
 
     key = f"{patient_id}|{counsellor}|{index}|{seed}" + variant(engine or DEFAULT_ENGINE).session_key
+    if trial:
+        key += f"|trial={trial}"
     return f"s_{hashlib.sha256(key.encode()).hexdigest()[:16]}"

@@ -148,6 +148,8 @@ async def finish_session(talk: Talk, *, rewrite_memory: bool = True) -> SessionR
         counsellor_flags=counsellor.flags,
         scenario_shared=inp.scenario_shared,
         patient_engine=arc.engine.name,
+        scenario_drafts=inp.scenario.drafts,
+        trial=arc.record_trial,
         **engine.record_fields(talk),
     )
 
@@ -173,7 +175,7 @@ async def first_scenario_record(
     )
     record = ScenarioRecord(
         patient_id=profile.profile_id, seed=seed, scenario=scenario, rejected_openings=bad,
-        engine=client.describe(), prompt=template_hashes([FIRST_TEMPLATE]),
+        engine=client.describe(), prompt=template_hashes([FIRST_TEMPLATE]), scenario_drafts=scenario.drafts,
     )
     return save(record)  # the first finished copy, if another worker wrote this patient's scenario first
 
@@ -209,6 +211,10 @@ async def run_arc(
             done = load(arc.session_id(plan.index))
             if done is not None:
                 upcoming = await _dropped(upcoming)
+                if done.trial != arc.record_trial:
+                    # Trial 0 keeps the one-trial id: a checkpoint from before `trials` was raised (or lowered)
+                    # is that trial's session, labelled as this run labels it.
+                    done = done.model_copy(update={"trial": arc.record_trial})
             if done is None and engine.prepares and arc.preparation is None:
                 stored = engine.stored_preparation(records[0]) if records else None
                 if stored is None:
@@ -217,7 +223,7 @@ async def run_arc(
             if done is None:
                 prev = records[-1] if records else None
                 if prev is None:
-                    scenario, bad = first.scenario, first.rejected_openings
+                    scenario, bad = first.scenario.with_drafts(first.scenario_drafts), first.rejected_openings
                 elif upcoming is not None:
                     scenario, bad = await upcoming
                     upcoming = None

@@ -21,7 +21,6 @@ import asyncio
 import itertools
 import json
 import time
-from collections import Counter
 from pathlib import Path
 from typing import Any, Callable
 
@@ -44,6 +43,7 @@ from mindsim.records import RejectionCounts, ScenarioRecord, SessionRecord, scen
 from mindsim.schedule import Schedule, draw_schedule
 from mindsim.patient_engines import engine_roles, engines_of, variant
 from mindsim.session import Arc, Roles, first_scenario_record, run_arc
+from mindsim.summary import FailedArc, ShardSummary, SimulationSummary
 from profilegen.moves import load_vocabulary
 from profilegen.schemas import Profile
 
@@ -186,12 +186,12 @@ def select_profiles(profiles: list[Profile], config: SimulationConfig) -> list[P
 async def simulate_shard(
     profiles: list[Profile], engines, config: SimulationConfig, out: Path, seed: int, shard: int, shards: int,
     on_session: Callable[[str], None] = lambda _id: None,
-) -> dict[str, Any]:
+) -> ShardSummary:
     """One shard of the patients (all of them on the local runner): every patient's shared first
     scenario and its arc with each counsellor, run concurrently; then the shard's own slice of the
     sessions dataset (`sessions/shards/`). Safe to run twice at once: finished sessions are loaded,
     new ones are published create-if-absent. `on_session(session_id)` is called for every session
-    that is finished, loaded or new. Returns the shard's counts (see `_merge_summary`)."""
+    that is finished, loaded or new. Returns the shard's counts (`mindsim.summary.ShardSummary`)."""
     vocab = load_vocabulary()
     store = SessionStore(out)
     scenarios = ScenarioStore(out)
@@ -199,7 +199,8 @@ async def simulate_shard(
     counsellors = [(counsellor_name(c), counsellor_client(engines, c)) for c in config.counsellors]
     schedules = {p.profile_id: draw_schedule(p.profile_id, seed, config) for p in profiles}
     kinds = config.patient_engines
-    arcs = [(p, name, kind) for kind in kinds for name, _ in counsellors for p in profiles]
+    trials = range(config.trials)
+    arcs = [(p, name, kind, t) for kind in kinds for name, _ in counsellors for p in profiles for t in trials]
     # Every arc gets every engine's roles (as before engines were registered: a record's `engines` lists them).
     base_roles = Roles(patient=shared["patient"], counsellor=None, scenario_writer=shared["scenario_writer"],
                        memory_compactor=shared["memory_compactor"],
@@ -221,9 +222,10 @@ async def simulate_shard(
 
     async def patient_arcs(p: Profile) -> dict[tuple[str, str], Any]:
         """One patient: its shared first scenario (and each preparing engine's shared preparation, e.g.
-        PatientAct's decomposition), then its arc with every counsellor under every patient engine."""
+        PatientAct's decomposition), then its arc with every counsellor under every patient engine, once per
+        trial (every trial shares the schedule, the first scenario and the preparation)."""
         schedule = schedules[p.profile_id]
-        keys = [(name, kind) for kind in kinds for name, _ in counsellors]
+        keys = [(name, kind, t) for kind in kinds for name, _ in counsellors for t in trials]
         try:
             first = await first_scenario_record(
                 p, schedule.sessions[0], shared["scenario_writer"], config, seed=seed,
@@ -238,58 +240,61 @@ async def simulate_shard(
             except ARC_FAILURES as exc:
                 prepared[engine.name] = exc  # only this engine's arcs of this patient fail; the others still run
         results = await asyncio.gather(
-            *(one_arc(p, schedule, first, name, client, kind, prepared)
-              for kind in kinds for name, client in counsellors),
+            *(one_arc(p, schedule, first, name, client, kind, prepared, t)
+              for kind in kinds for name, client in counsellors for t in trials),
             return_exceptions=True,
         )
         return dict(zip(keys, results))
 
     async def one_arc(p: Profile, schedule: Schedule, first: ScenarioRecord, name: str, client: RoleClient,
-                      kind: str, prepared: dict[str, Any]):
+                      kind: str, prepared: dict[str, Any], trial: int):
         engine = variant(kind)
         preparation = prepared.get(engine.engine.name)
         if isinstance(preparation, BaseException):
             raise preparation
         roles = Roles(patient=base_roles.patient, counsellor=client, scenario_writer=base_roles.scenario_writer,
-                      memory_compactor=base_roles.memory_compactor, extra=dict(base_roles.extra))
-        arc = Arc(p, vocab, roles, config, name, seed, engine, preparation)
+                      memory_compactor=base_roles.memory_compactor, extra=dict(base_roles.extra)).for_trial(trial)
+        arc = Arc(p, vocab, roles, config, name, seed, engine, preparation, trial)
         return await run_arc(arc, schedule, first=first, load=load, save=save)
 
     by_patient = await asyncio.gather(*(patient_arcs(p) for p in profiles))
     results = {(p.profile_id, *key): res for p, arcs_of in zip(profiles, by_patient) for key, res in arcs_of.items()}
     failures, records = [], []
-    for p, name, kind in arcs:
-        res = results[(p.profile_id, name, kind)]
+    for p, name, kind, t in arcs:
+        res = results[(p.profile_id, name, kind, t)]
         if isinstance(res, ARC_FAILURES):
-            failures.append({"patient_id": p.profile_id, "counsellor": name, "patient_engine": kind,
-                             "error": f"{type(res).__name__}: {res}"})
+            failures.append(FailedArc(patient_id=p.profile_id, counsellor=name, patient_engine=kind,
+                                      error=f"{type(res).__name__}: {res}", trial=t if config.trials > 1 else None))
             # The sessions this arc finished before it failed stay in the dataset, as on any rerun.
-            res = [r for r in (store.load(session_id(p.profile_id, name, i, seed, kind)) for i in range(config.sessions))
+            label = {"trial": t if config.trials > 1 else None}
+            res = [r.model_copy(update=label) for r in
+                   (store.load(session_id(p.profile_id, name, i, seed, kind, t)) for i in range(config.sessions))
                    if r is not None]
         elif isinstance(res, BaseException):
             raise res
         records.extend(res)
     write_shard(out, shard, shards, records)
-    return {
-        "shard": shard,
-        "patients": len(profiles),
-        "arcs": len(arcs),
-        "failed_arcs": failures,
-        "sessions_written": len(records),
-        "duplicate_checkpoints_discarded": store.duplicates + scenarios.duplicates
+    return ShardSummary(
+        shard=shard,
+        patients=len(profiles),
+        arcs=len(arcs),
+        failed_arcs=failures,
+        sessions_written=len(records),
+        duplicate_checkpoints_discarded=store.duplicates + scenarios.duplicates
         + sum(s.duplicates for s in stores.values() if s is not None),
-        "ended_by_patient": sum(r.ended_by == "patient" for r in records),
-        "memory_repaired": sum(r.memory_update.repaired for r in records),
-        "memory_skipped": sum(r.memory_update.skipped for r in records),
-        "messages_trimmed": sum(t.trimmed for r in records for t in r.turns),
-        "rejected_commits": sum(len(t.rejected) for r in records for t in r.turns),
+        ended_by_patient=sum(r.ended_by == "patient" for r in records),
+        memory_repaired=sum(r.memory_update.repaired for r in records),
+        memory_skipped=sum(r.memory_update.skipped for r in records),
+        messages_trimmed=sum(t.trimmed for r in records for t in r.turns),
+        rejected_commits=sum(len(t.rejected) for r in records for t in r.turns),
         # Per shard is exact: a patient, and so its shared first scenario, lives in one shard only.
-        "rejected_messages": rejected_message_totals(records),
-        "counsellor_flags": counsellor_flag_totals(records),
-    }
+        rejected_messages=rejected_message_totals(records),
+        counsellor_flags=counsellor_flag_totals(records),
+        scenario_drafts=scenario_draft_total(records),
+    )
 
 
-def _shard_work(engines, payload: dict[str, Any], report: Callable[[str], None]) -> dict[str, Any]:
+def _shard_work(engines, payload: dict[str, Any], report: Callable[[str], None]) -> ShardSummary:
     """One shard inside a Ray worker (`mindcore.shards.run_shards`)."""
     return engines.run(simulate_shard(payload["profiles"], engines, payload["config"], Path(payload["out"]),
                                       payload["seed"], payload["shard"], payload["shards"], on_session=report))
@@ -308,20 +313,20 @@ def _prepare(profiles: list[Profile], config: SimulationConfig, out: Path) -> li
 
 async def simulate_async(
     profiles: list[Profile], engines, config: SimulationConfig, out_dir: str | Path, seed: int
-) -> dict[str, Any]:
+) -> SimulationSummary:
     """The local runner: every patient in this process, as one shard."""
     out = Path(out_dir)
     profiles = _prepare(profiles, config, out)
     t0 = time.monotonic()
     with progress_bar() as progress:
-        task = progress.add_task("simulating sessions", total=len(profiles) * len(config.counsellors) * len(config.patient_engines) * config.sessions)
+        task = progress.add_task("simulating sessions", total=len(profiles) * len(config.counsellors) * len(config.patient_engines) * config.trials * config.sessions)
         part = await simulate_shard(profiles, engines, config, out, seed, 0, 1,
                                     on_session=lambda _id: progress.advance(task))
     return _finish(out, engines, config, seed, profiles, [part], 1, time.monotonic() - t0, {"runner": "local"}, {0})
 
 
 def simulate_on_ray(profiles: list[Profile], engines, config: SimulationConfig, out_dir: str | Path, seed: int,
-                    settings: Any, *, on_workers: Callable[[list[Any]], None] | None = None) -> dict[str, Any]:
+                    settings: Any, *, on_workers: Callable[[list[Any]], None] | None = None) -> SimulationSummary:
     """The Ray runner: patients sharded by a stable hash of their id, each shard run by a worker
     against the same engines (`mindcore.shards`), each shard's slice of the dataset written as it
     finishes. The caller has joined the cluster (`mindcore.shards.RaySession`)."""
@@ -333,50 +338,40 @@ def simulate_on_ray(profiles: list[Profile], engines, config: SimulationConfig, 
     payloads = [{"profiles": part, "config": config, "out": str(out.resolve()), "seed": seed, "shard": i,
                  "shards": shards} for i, part in plan.parts]
     run = run_shards(_shard_work, payloads, engines, settings, workers=plan.workers, description="simulating sessions",
-                     total=len(profiles) * len(config.counsellors) * len(config.patient_engines) * config.sessions,
+                     total=len(profiles) * len(config.counsellors) * len(config.patient_engines) * config.trials * config.sessions,
                      on_workers=on_workers)
     return _finish(out, engines, config, seed, profiles, run.results, shards, run.elapsed_s,
                    {"runner": "ray", "workers": run.workers, "shards": shards}, live={i for i, _ in plan.parts})
 
 
-def _finish(out: Path, engines, config: SimulationConfig, seed: int, profiles: list[Profile], parts: list[dict[str, Any]],
-            shards: int, elapsed: float, runner: dict[str, Any], live: set[int]) -> dict[str, Any]:
+def _finish(out: Path, engines, config: SimulationConfig, seed: int, profiles: list[Profile], parts: list[ShardSummary],
+            shards: int, elapsed: float, runner: dict[str, Any], live: set[int]) -> SimulationSummary:
     merge_shards(out, shards, live)
     counsellors = [counsellor_name(c) for c in config.counsellors]
     kinds = config.patient_engines
-    order = {(p.profile_id, name, kind): i for i, (kind, name, p) in
-             enumerate((k, n, p) for k in kinds for n in counsellors for p in profiles)}
-    failures = sorted((f for part in parts for f in part["failed_arcs"]),
-                      key=lambda f: order[(f["patient_id"], f["counsellor"], f["patient_engine"])])
-    total = lambda key: sum(part[key] for part in parts)  # noqa: E731
-    summed = lambda key: dict(sum((Counter(part[key]) for part in parts), Counter()))  # noqa: E731
+    order = {(p.profile_id, name, kind, t): i for i, (kind, name, p, t) in
+             enumerate((k, n, p, t) for k in kinds for n in counsellors for p in profiles for t in range(config.trials))}
+    failures = sorted((f for part in parts for f in part.failed_arcs),
+                      key=lambda f: order[(f.patient_id, f.counsellor, f.patient_engine, f.trial or 0)])
     shared = {r: engines.role(r) for r in shared_roles(config)}
-    summary = {
+    summary = SimulationSummary.totals(
+        parts, failures,
         **base_provenance(),
-        "seed": seed,
-        "patients": len(profiles),
-        "counsellors": counsellors,
-        "patient_engines": kinds,
-        "arcs": len(order),
-        "sessions_expected": len(order) * config.sessions,
-        "sessions_written": total("sessions_written"),
-        "failed_arcs": failures,
-        "duplicate_checkpoints_discarded": total("duplicate_checkpoints_discarded"),
-        "ended_by_patient": total("ended_by_patient"),
-        "memory_repaired": total("memory_repaired"),
-        "memory_skipped": total("memory_skipped"),
-        "messages_trimmed": total("messages_trimmed"),
-        "rejected_commits": total("rejected_commits"),
-        "rejected_messages": {**dict.fromkeys(parts[0]["rejected_messages"], 0), **summed("rejected_messages")},
-        "counsellor_flags": {**dict.fromkeys(parts[0]["counsellor_flags"], 0), **summed("counsellor_flags")},
-        "elapsed_s": round(elapsed, 2),
-        "engines": {r: c.describe() for r, c in shared.items()}
+        seed=seed,
+        patients=len(profiles),
+        counsellors=counsellors,
+        patient_engines=kinds,
+        trials=config.trials,
+        arcs=len(order),
+        sessions_expected=len(order) * config.sessions,
+        elapsed_s=round(elapsed, 2),
+        engines={r: c.describe() for r, c in shared.items()}
         | {n: counsellor_client(engines, c).describe() for n, c in zip(counsellors, config.counsellors)},
-        "usage": engines.ledger.summary(),
-        "config": config.model_dump(mode="json"),
-        "runner": runner,
-    }
-    atomic_write_json(RunLayout(out).sessions.summary, summary)
+        usage=engines.ledger.summary(),
+        config=config.model_dump(mode="json"),
+        runner=runner,
+    )
+    summary.write(RunLayout(out).sessions.summary)
     return summary
 
 
@@ -395,6 +390,19 @@ def rejected_message_totals(records: list[SessionRecord]) -> dict[str, int]:
     return RejectionCounts.of(kept).model_dump(mode="json")
 
 
+def scenario_draft_total(records: list[SessionRecord]) -> int:
+    """Scenario drafts written for these sessions; a shared first scenario was drafted once per patient."""
+    seen: set[tuple[str, int]] = set()
+    total = 0
+    for r in records:
+        if r.scenario_shared:
+            if (r.patient_id, r.seed) in seen:
+                continue
+            seen.add((r.patient_id, r.seed))
+        total += r.scenario_drafts
+    return total
+
+
 def counsellor_flag_totals(records: list[SessionRecord]) -> dict[str, int]:
     """Counsellor replies carrying each flag (a reply can carry several), plus the replies checked."""
     totals = {"replies": 0, "tool_call": 0, "json": 0, "tool_syntax": 0, "cut_off": 0, "speaks_as_patient": 0}
@@ -406,8 +414,12 @@ def counsellor_flag_totals(records: list[SessionRecord]) -> dict[str, int]:
     return totals
 
 
-def _order(r: SessionRecord) -> tuple[str, str, str, int]:
-    return (r.counsellor, r.patient_id, r.patient_engine, r.session_index)
+# The dataset's order; a one-trial run's rows carry no trial and sort as before trials existed.
+ORDER_COLUMNS = ("counsellor", "patient_id", "patient_engine", "trial", "session_index")
+
+
+def _order(r: SessionRecord) -> tuple[str, str, str, int, int]:
+    return (r.counsellor, r.patient_id, r.patient_engine, r.trial or 0, r.session_index)
 
 
 def shared_roles(config: SimulationConfig) -> tuple[str, ...]:
@@ -417,8 +429,9 @@ def shared_roles(config: SimulationConfig) -> tuple[str, ...]:
 
 
 def transcript_row(r: SessionRecord) -> dict[str, Any]:
+    trial = {} if r.trial is None else {"trial": r.trial}
     return {"id": r.session_id, "patient_id": r.patient_id, "counsellor": r.counsellor,
-            "patient_engine": r.patient_engine, "session_index": r.session_index, "messages": r.transcript()}
+            "patient_engine": r.patient_engine, **trial, "session_index": r.session_index, "messages": r.transcript()}
 
 
 def write_shard(out: Path, shard: int, shards: int, records: list[SessionRecord]) -> None:
@@ -438,7 +451,7 @@ def write_shard(out: Path, shard: int, shards: int, records: list[SessionRecord]
 
 def merge_shards(out: Path, shards: int, live: set[int], batch_rows: int = 128) -> int:
     """`sessions.parquet` and `transcripts.jsonl` from the shard files of a run split `shards` ways,
-    in (counsellor, patient, session index) order — the same whatever the split, and the same as the
+    in (counsellor, patient, engine, trial, session index) order — the same whatever the split, and the same as the
     local runner's. Streaming: the order comes from the key columns, the rows move as Arrow slices and
     memory holds one row group per shard, not the dataset. Only the `live` shards (those this run ran, each rewriting its files) count: files of
     another split or of a shard left without patients (an earlier run with other settings) are
@@ -462,8 +475,11 @@ def merge_shards(out: Path, shards: int, live: set[int], batch_rows: int = 128) 
     # as Arrow slices, never as Python objects, one row group per shard in memory at a time.
     order = []
     for k, f in enumerate(files):
-        keys = f.read(columns=["counsellor", "patient_id", "patient_engine", "session_index"]).to_pydict()
-        order.extend(zip(keys["counsellor"], keys["patient_id"], keys["patient_engine"], keys["session_index"],
+        present = [c for c in ORDER_COLUMNS if c in f.schema_arrow.names]
+        keys = f.read(columns=present).to_pydict()
+        n = f.metadata.num_rows
+        trial = [t or 0 for t in keys["trial"]] if "trial" in keys else itertools.repeat(0, n)
+        order.extend(zip(keys["counsellor"], keys["patient_id"], keys["patient_engine"], trial, keys["session_index"],
                          itertools.repeat(k)))
     order.sort()
     cursors = [_RowGroups(f, schema) for f in files]
@@ -474,7 +490,7 @@ def merge_shards(out: Path, shards: int, live: set[int], batch_rows: int = 128) 
             writer = pq.ParquetWriter(sink, schema)
             pending: list[pa.Table] = []
             held = 0
-            for k, run in itertools.groupby(order, key=lambda t: t[4]):
+            for k, run in itertools.groupby(order, key=lambda t: t[5]):
                 n = sum(1 for _ in run)
                 pending.extend(cursors[k].take(n))
                 for _ in range(n):
@@ -516,7 +532,7 @@ class _RowGroups:
 
 
 def run_simulation(profiles: list[Profile], engines, config: SimulationConfig, out_dir: str | Path, seed: int,
-                   *, ray: Any = None) -> dict[str, Any]:
+                   *, ray: Any = None) -> SimulationSummary:
     """Simulate every arc and write `out_dir/sessions/` and `out_dir/transcripts/transcripts.jsonl`.
     `engines` must be started (`with Engines.from_config(cfg) as engines:`). `ray` (the recipe's
     `RaySettings`, inside a `mindcore.shards.RaySession`) runs the shards on Ray; otherwise all runs

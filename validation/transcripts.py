@@ -42,6 +42,9 @@ class Conversation(BaseModel):
     messages: list[Message] = Field(description="All messages in order, every role kept.")
     session_index: int | None = Field(None, ge=0, description="0-based session of the patient's arc, if known.")
     counsellor: str | None = Field(None, description="Counsellor the conversation was held with, if known.")
+    trial: int | None = Field(
+        None, ge=0, description="Repeated trial of the arc (mindsim `simulation.trials`), if known: trials are more "
+        "conversations of the same patient and system, resampled with the patient")
 
     def patient_turn_indices(self, patient_role: str) -> list[int]:
         """Indices into `messages` of the patient's non-empty turns."""
@@ -68,6 +71,11 @@ class TranscriptSet(BaseModel):
     def patients(self) -> int:
         return len({c.patient_id for c in self.conversations})
 
+    @property
+    def trials(self) -> int:
+        """Repeated trials among the conversations (1 when none names a trial)."""
+        return len({c.trial or 0 for c in self.conversations}) or 1
+
     def counts(self, patient_role: str) -> dict[str, int]:
         """Aggregate counts for reports and provenance (numbers only)."""
         return {
@@ -79,6 +87,8 @@ class TranscriptSet(BaseModel):
             "skipped_other_counsellor": self.skipped_other_counsellor,
             "truncated_at_max_patient_turns": self.truncated,
             "patients": self.patients,
+            # Only where the source has repeated trials, so other sources' counts read as before.
+            **({"trials": self.trials} if self.trials > 1 else {}),
             "patient_turns": sum(len(c.patient_turn_indices(patient_role)) for c in self.conversations),
         }
 
@@ -122,12 +132,16 @@ def parse_row(row: Any, where: str) -> Conversation:
     counsellor = row.get("counsellor")
     if counsellor is not None and not isinstance(counsellor, str):
         raise InputError(f"{where}: counsellor must be a string, got {type(counsellor).__name__}")
+    trial = row.get("trial")
+    if trial is not None and (isinstance(trial, bool) or not isinstance(trial, int) or trial < 0):
+        raise InputError(f"{where}: trial must be a whole number >= 0 (0 = the first trial), got {trial!r}")
     return Conversation(
         conversation_id=str(conv_id),
         patient_id=str(patient) if patient is not None else str(conv_id),
         messages=messages,
         session_index=index,
         counsellor=counsellor or None,
+        trial=trial,
     )
 
 

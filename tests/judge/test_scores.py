@@ -109,3 +109,36 @@ def test_model_family_heuristic():
     assert model_family(None) is None
     flags = family_flags({"judge": "gpt-5"}, {"a": "gpt-4.1-mini", "b": "claude-x", "c": None})
     assert [f["counsellor"] for f in flags] == ["a"]
+
+
+def test_repeated_trials_are_separate_sessions_of_one_counsellor_and_pair_by_trial():
+    # alpha's p1 session 0 in two trials: 0 and 10 (one reply each, plus a second reply of 0 in trial 0),
+    # beta's: 5 and 5. Merged as one session alpha would score 10/3; as two sessions (0 + 10) / 2 = 5.
+    rows = [dict(row("alpha", "p1", 0, 0, "no_concern"), trial=0), dict(row("alpha", "p1", 0, 1, "no_concern"), trial=0),
+            dict(row("alpha", "p1", 0, 0, "critical"), trial=1),
+            dict(row("beta", "p1", 0, 0, "major"), trial=0), dict(row("beta", "p1", 0, 0, "major"), trial=1)]
+    s = score_all(columns_from_rows(rows), load_rubric(), draws=50, seed=0)
+    a = s["counsellors"]["alpha"]
+    assert (a["mhqr"], a["sessions"], a["patients"]) == (5.0, 2, 1)
+    # Pairs match trial k with trial k: differences -5 and +5.
+    (pair,) = s["paired"]
+    assert (pair["pairs"], pair["mean_diff"]) == (2, 0.0)
+    # Rows without a trial are trial 0, as before trials existed.
+    legacy = [{k: v for k, v in r.items() if k != "trial"} for r in rows if r["trial"] == 0]
+    assert score_all(columns_from_rows(legacy), load_rubric(), draws=50, seed=0)["counsellors"]["alpha"]["sessions"] == 1
+
+
+def test_judgments_file_has_a_trial_column_only_with_trials(tmp_path):
+    import pyarrow.parquet as pq
+
+    from judge.schemas import JUDGMENT_SCHEMA, JudgmentRow, read_judgments, write_judgments
+
+    base = dict(session_id="s", patient_id="p", counsellor="c", session_index=0, reply_index=0, reply="hi",
+                judge="judge", judge_model="m", judge_engine="e", status="ok", severity="minor", weight=1.0,
+                rubric_version="1", prompt_hashes={}, cache_key="k")
+    write_judgments(tmp_path / "one.parquet", [JudgmentRow(**base)])
+    assert pq.read_schema(tmp_path / "one.parquet").names == JUDGMENT_SCHEMA.names
+    write_judgments(tmp_path / "three.parquet", [JudgmentRow(**base, trial=2)])
+    assert pq.read_schema(tmp_path / "three.parquet").names == [*JUDGMENT_SCHEMA.names, "trial"]
+    assert read_judgments(tmp_path / "three.parquet")[0].trial == 2
+    assert read_judgments(tmp_path / "one.parquet")[0].trial is None

@@ -219,7 +219,7 @@ def test_opening_counsellor_with_the_mindsim_patient(tmp_path):
     config = SimulationConfig(sessions=1, turn_cap=3, opening="counsellor")
     with Engines.with_backend(FakeBackend(SimResponder(end_after=99))) as engines:
         summary = simulate.run_simulation([make_profile("p1")], engines, config, tmp_path, seed=0)
-    assert summary["sessions_written"] == 1
+    assert summary.sessions_written == 1
     line = json.loads((tmp_path / "transcripts" / "transcripts.jsonl").read_text().splitlines()[0])
     roles = [m["role"] for m in line["messages"]]
     assert roles[:2] == ["assistant", "user"] and roles.count("user") == 3
@@ -235,7 +235,7 @@ def test_the_four_arms_share_byte_identical_profiles_formulations_decompositions
     profiles = [make_profile("p1"), make_profile("p2", "joker", "formal")]
     with Engines.with_backend(FakeBackend(PAResponder())) as engines:
         summary = simulate.run_simulation(profiles, engines, config, tmp_path, seed=3)
-    assert summary["sessions_written"] == 8 and not summary["failed_arcs"]
+    assert summary.sessions_written == 8 and not summary.failed_arcs
     rows = pq.read_table(tmp_path / "sessions" / "sessions.parquet").to_pylist()
     dump = lambda v: json.dumps(v, sort_keys=True)  # noqa: E731
     for pid in ("p1", "p2"):

@@ -109,3 +109,17 @@ def test_a_filter_on_a_field_the_records_lack_is_an_error(tmp_path, jsonl):
         load_transcripts(path, counsellors=["x"])
     with pytest.raises(InputError, match="session_index must be a whole number"):
         parse_row({"id": "a", "session_index": "first", "messages": []}, "row 0")
+
+
+def test_trial_is_read_counted_and_checked():
+    from mindcore.errors import InputError
+    from validation.transcripts import load_transcripts, parse_row
+
+    rows = [{"id": f"s{t}{p}", "patient_id": p, "trial": t, "session_index": 0,
+             "messages": [{"role": "user", "content": "hi"}, {"role": "assistant", "content": "hello"}]}
+            for t in range(3) for p in ("a", "b")]
+    ts = load_transcripts(rows)
+    assert (ts.patients, ts.trials, ts.counts("user")["trials"]) == (2, 3, 3)
+    assert "trials" not in load_transcripts([{**r, "trial": None} for r in rows]).counts("user")
+    with pytest.raises(InputError, match="trial must be a whole number"):
+        parse_row({**rows[0], "trial": -1}, "x.jsonl line 1")
