@@ -8,7 +8,7 @@ from __future__ import annotations
 
 from typing import Any, Literal
 
-from pydantic import BaseModel, ConfigDict, Field, ValidationError, model_validator
+from pydantic import BaseModel, ConfigDict, Field, ValidationError, field_validator, model_validator
 
 from mindcore.errors import ConfigError
 
@@ -22,9 +22,6 @@ class CounsellorBinding(BaseModel):
     model: str | None = Field(None, description="Model id; default: the engine's model")
     temperature: float | None = Field(None, ge=0, le=2, description="Sampling temperature")
     max_tokens: int | None = Field(None, ge=1, description="Cap on each counsellor reply")
-
-
-PatientEngine = Literal["mindsim", "patientact"]
 
 
 class PatientActConfig(BaseModel):
@@ -109,8 +106,10 @@ class SimulationConfig(BaseModel):
         description="Rewrite the running memory after an arc's last session too (false: that rewrite, which no "
         "later session reads, is skipped and marked `skipped` in the record; ours, to save calls)",
     )
-    patient_engine: PatientEngine | list[PatientEngine] = Field(
-        "mindsim", description="Patient engine(s): 'mindsim', 'patientact', or a list of both to compare them"
+    patient_engine: str | list[str] = Field(
+        "mindsim",
+        description="Patient engine(s) or variants (ENGINE:ARM, e.g. 'patientact:no_tg'), as registered in "
+        "mindsim.patient_engines: 'mindsim', 'patientact', its arms, or a list to compare them",
     )
     counsellor_template: str = Field(
         "counsellor/system.jinja2", pattern=r"^[\w\-/]+\.jinja2$",
@@ -120,6 +119,18 @@ class SimulationConfig(BaseModel):
     pool_only: bool = Field(True, description="Simulate only profiles marked in_pool")
     benchmark_only: bool = Field(False, description="Simulate only profiles marked in_benchmark")
     max_patients: int | None = Field(None, ge=1, description="Use only the first N profiles (smoke runs)")
+
+    @field_validator("patient_engine")
+    @classmethod
+    def _registered(cls, value: str | list[str]) -> str | list[str]:
+        from mindsim.patient_engines import variant
+
+        for name in [value] if isinstance(value, str) else value:
+            try:
+                variant(name)
+            except ConfigError as exc:
+                raise ValueError(str(exc).removeprefix("simulation.patient_engine: ")) from None
+        return value
 
     @model_validator(mode="after")
     def _check(self) -> "SimulationConfig":

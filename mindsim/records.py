@@ -203,7 +203,9 @@ class SessionRecord(_Row):
     scenario_shared: bool = Field(
         False, description="True when the scenario is the patient's first, written once and met by every counsellor"
     )
-    patient_engine: str = Field("mindsim", description="Patient engine that played the patient: mindsim or patientact")
+    patient_engine: str = Field(
+        "mindsim", description="Patient engine (or variant, ENGINE:ARM) that played the patient: a registered name"
+    )
     patientact: PatientActSession | None = Field(None, description="PatientAct engine state (None for MindSim)")
 
     def transcript(self) -> list[dict[str, str]]:
@@ -234,7 +236,11 @@ def scenario_key(patient_id: str, seed: int) -> str:
     return f"{patient_id}-{seed}"
 
 
-def session_id(patient_id: str, counsellor: str, index: int, seed: int, engine: str = "mindsim") -> str:
-    # The MindSim engine keeps its old key so existing run folders resume; any other engine is part of the key.
-    key = f"{patient_id}|{counsellor}|{index}|{seed}" + ("" if engine == "mindsim" else f"|{engine}")
+def session_id(patient_id: str, counsellor: str, index: int, seed: int, engine: str | None = None) -> str:
+    """Content-derived id of a session; `engine` is a registered patient engine or variant name (default: the
+    default engine). An engine whose run folders predate patient engines (MindSim) keeps the old key, so they
+    resume; any other engine or variant is part of the key (`Variant.session_key`)."""
+    from mindsim.patient_engines import DEFAULT_ENGINE, variant
+
+    key = f"{patient_id}|{counsellor}|{index}|{seed}" + variant(engine or DEFAULT_ENGINE).session_key
     return f"s_{hashlib.sha256(key.encode()).hexdigest()[:16]}"

@@ -45,10 +45,8 @@ from mindsim.patient import TurnFailed
 from mindsim.prompting import load_style_data
 from mindsim.records import RejectionCounts, ScenarioRecord, SessionRecord, scenario_key, session_id
 from mindsim.schedule import Schedule, draw_schedule
-from mindsim.patientact.decompose import DecompositionStore, decomposition_record
-from mindsim.patientact.seed import check_profiles as check_patientact_profiles
-from mindsim.patientact.session import decompose_settings
-from mindsim.session import Roles, first_scenario_record, run_arc
+from mindsim.patient_engines import engine_roles, engines_of, variant
+from mindsim.session import Arc, Roles, first_scenario_record, run_arc
 from profilegen.moves import load_vocabulary
 from profilegen.schemas import Profile
 
@@ -212,7 +210,13 @@ async def simulate_shard(
     schedules = {p.profile_id: draw_schedule(p.profile_id, seed, config) for p in profiles}
     kinds = config.patient_engines
     arcs = [(p, name, kind) for kind in kinds for name, _ in counsellors for p in profiles]
-    decomps = DecompositionStore(out) if "patientact" in kinds else None
+    # Every arc gets every engine's roles (as before engines were registered: a record's `engines` lists them).
+    base_roles = Roles(patient=shared["patient"], counsellor=None, scenario_writer=shared["scenario_writer"],
+                       memory_compactor=shared["memory_compactor"],
+                       extra={key: shared[role] for role, key in engine_roles(kinds).items()})
+    # One preparation per patient and engine, shared by the engine's variants and every counsellor.
+    preparing = [e for e in engines_of(kinds) if e.prepares]
+    stores = {e.name: e.preparation_store(out) for e in preparing}
 
     def load(key: str) -> SessionRecord | None:
         found = store.load(key)
@@ -226,8 +230,8 @@ async def simulate_shard(
         return kept
 
     async def patient_arcs(p: Profile) -> dict[tuple[str, str], Any]:
-        """One patient: its shared first scenario (and, for PatientAct, its shared decomposition), then its
-        arc with every counsellor under every patient engine."""
+        """One patient: its shared first scenario (and each preparing engine's shared preparation, e.g.
+        PatientAct's decomposition), then its arc with every counsellor under every patient engine."""
         schedule = schedules[p.profile_id]
         keys = [(name, kind) for kind in kinds for name, _ in counsellors]
         try:
@@ -237,32 +241,29 @@ async def simulate_shard(
             )
         except ARC_FAILURES as exc:
             return dict.fromkeys(keys, exc)
-        decomposition: Any = None
-        if decomps is not None:
+        prepared: dict[str, Any] = {}
+        for engine in preparing:
             try:
-                decomposition = await decomposition_record(
-                    p, shared["profile_decomposer"], seed, load=decomps.load, save=decomps.save,
-                    **decompose_settings(config),
-                )
+                prepared[engine.name] = await engine.prepare(p, seed, base_roles, config, stores[engine.name])
             except ARC_FAILURES as exc:
-                decomposition = exc  # only this patient's PatientAct arcs fail; its MindSim arcs still run
+                prepared[engine.name] = exc  # only this engine's arcs of this patient fail; the others still run
         results = await asyncio.gather(
-            *(one_arc(p, schedule, first, name, client, kind, decomposition)
+            *(one_arc(p, schedule, first, name, client, kind, prepared)
               for kind in kinds for name, client in counsellors),
             return_exceptions=True,
         )
         return dict(zip(keys, results))
 
     async def one_arc(p: Profile, schedule: Schedule, first: ScenarioRecord, name: str, client: RoleClient,
-                      kind: str, decomposition: Any):
-        if kind == "patientact" and isinstance(decomposition, BaseException):
-            raise decomposition
-        roles = Roles(patient=shared["patient"], counsellor=client,
-                      scenario_writer=shared["scenario_writer"], memory_compactor=shared["memory_compactor"],
-                      appraiser=shared.get("patient_appraiser"), decomposer=shared.get("profile_decomposer"))
-        return await run_arc(p, schedule, vocab, roles, config, counsellor_name=name, seed=seed, first=first,
-                             load=load, save=save, patient_engine=kind,
-                             decomposition=decomposition if kind == "patientact" else None)
+                      kind: str, prepared: dict[str, Any]):
+        engine = variant(kind)
+        preparation = prepared.get(engine.engine.name)
+        if isinstance(preparation, BaseException):
+            raise preparation
+        roles = Roles(patient=base_roles.patient, counsellor=client, scenario_writer=base_roles.scenario_writer,
+                      memory_compactor=base_roles.memory_compactor, extra=dict(base_roles.extra))
+        arc = Arc(p, vocab, roles, config, name, seed, engine, preparation)
+        return await run_arc(arc, schedule, first=first, load=load, save=save)
 
     by_patient = await asyncio.gather(*(patient_arcs(p) for p in profiles))
     results = {(p.profile_id, *key): res for p, arcs_of in zip(profiles, by_patient) for key, res in arcs_of.items()}
@@ -285,7 +286,8 @@ async def simulate_shard(
         "arcs": len(arcs),
         "failed_arcs": failures,
         "sessions_written": len(records),
-        "duplicate_checkpoints_discarded": store.duplicates + scenarios.duplicates + (decomps.duplicates if decomps else 0),
+        "duplicate_checkpoints_discarded": store.duplicates + scenarios.duplicates
+        + sum(s.duplicates for s in stores.values() if s is not None),
         "ended_by_patient": sum(r.ended_by == "patient" for r in records),
         "memory_repaired": sum(r.memory_update.repaired for r in records),
         "memory_skipped": sum(r.memory_update.skipped for r in records),
@@ -317,8 +319,8 @@ def _prepare(profiles: list[Profile], config: SimulationConfig, out: Path) -> li
     if not profiles:
         raise InputError("no profiles to simulate (check pool_only / benchmark_only and the profiles folder)")
     check_profiles(profiles)
-    if "patientact" in config.patient_engines:
-        check_patientact_profiles(profiles)
+    for engine in engines_of(config.patient_engines):
+        engine.check_profiles(profiles)
     check_layout(out)
     return profiles
 
@@ -431,9 +433,9 @@ def _order(r: SessionRecord) -> tuple[str, str, str, int]:
 
 
 def shared_roles(config: SimulationConfig) -> tuple[str, ...]:
-    """Roles every arc shares; PatientAct adds its appraiser (structured steps) and decomposer."""
-    extra = ("patient_appraiser", "profile_decomposer") if "patientact" in config.patient_engines else ()
-    return ("patient", "scenario_writer", "memory_compactor", *extra)
+    """Roles every arc shares, then the recipe's patient engines' own (PatientAct: its appraiser for the
+    structured steps and its decomposer; `PatientEngine.roles`)."""
+    return ("patient", "scenario_writer", "memory_compactor", *engine_roles(config.patient_engines))
 
 
 def _shard_paths(out: Path, shard: int, shards: int) -> tuple[Path, Path]:

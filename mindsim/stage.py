@@ -13,10 +13,9 @@ from typing import Any
 
 from mindcore.budget import RoleSchema, register_prompt_estimate, register_role_schema
 from mindcore.budget_fit import section_budget
-from mindcore.client import tool_choice_schema
 from mindcore.errors import ConfigError
 from mindcore.stages import RoleUse, Stage, register_output_bound, register_sample, register_stage, role_use
-from mindcore.types import ToolSpec
+from mindsim.patient_engines.mindsim_engine import agenda_tool_schema, commit_tool_schema  # noqa: F401 - sizes read them
 
 SIMULATE = frozenset({"simulate"})
 
@@ -28,27 +27,6 @@ def _scenario_schema(recipe: Any = None) -> dict[str, Any]:
     return draft_model(float(scale)).model_json_schema()
 
 
-def commit_tool_schema() -> dict[str, Any]:
-    """`commit_move` as the non-native tool path sends it, with every move of the vocabulary (each
-    archetype's enum is a subset, so this is the longest)."""
-    from mindsim.guard import commit_move_model
-    from mindsim.patient import COMMIT_DESCRIPTION
-    from profilegen.moves import load_vocabulary
-
-    vocab = load_vocabulary()
-    model = commit_move_model(list(vocab.moves), list(vocab.depth_moves))
-    return tool_choice_schema([ToolSpec.from_model("commit_move", COMMIT_DESCRIPTION, model)], False)
-
-
-def agenda_tool_schema() -> dict[str, Any]:
-    from mindsim.guard import TodoAdd, TodoComplete
-    from mindsim.patient import ADD_DESCRIPTION, COMPLETE_DESCRIPTION
-
-    tools = [ToolSpec.from_model("complete_todo", COMPLETE_DESCRIPTION, TodoComplete),
-             ToolSpec.from_model("add_todo", ADD_DESCRIPTION, TodoAdd)]
-    return tool_choice_schema(tools, True)
-
-
 def patient_engines(recipe: Any) -> list[str]:
     """The patient engines the recipe's `simulation.patient_engine` names (MindSim when unset). Read
     from the raw section: budgets are fitted before the section is validated."""
@@ -56,20 +34,14 @@ def patient_engines(recipe: Any) -> list[str]:
     return [engines] if isinstance(engines, str) else list(engines or [])
 
 
-def _mindsim_patient(recipe: Any) -> bool:
-    # commit_move and the agenda tools are the MindSim patient's; a PatientAct patient only speaks.
-    return "mindsim" in patient_engines(recipe)
-
-
 def simulate_roles(recipe: Any, engines: Any) -> list[RoleUse]:
     from mindsim.config import CounsellorBinding, SimulationConfig
-    from mindsim.patientact.budgets import DECOMPOSER_ROLE, STEP_ROLE
+    from mindsim.patient_engines import engine_roles
 
     uses = [role_use(engines, r) for r in ("scenario_writer", "patient", "memory_compactor")]
     scfg = SimulationConfig.from_section(getattr(recipe, "simulation", None))
-    if "patientact" in scfg.patient_engines:
-        # PatientAct's steps and decomposition run on their own roles (`simulate.shared_roles`).
-        uses += [role_use(engines, r) for r in (STEP_ROLE, DECOMPOSER_ROLE)]
+    # The recipe's patient engines' own roles (PatientAct: its steps and decomposition; `simulate.shared_roles`).
+    uses += [role_use(engines, r) for r in engine_roles(scfg.patient_engines)]
     for c in scfg.counsellors:
         if isinstance(c, CounsellorBinding):
             if c.engine not in engines.config.engines:
@@ -85,18 +57,18 @@ def simulate_roles(recipe: Any, engines: Any) -> list[RoleUse]:
 def register() -> None:
     from mindsim import stage_sizes
     from mindsim.config import SimulationConfig
-    from mindsim.patientact.budgets import register as register_patientact
+    from mindsim.patient_engines import role_schemas as engine_role_schemas
 
     register_stage(Stage("simulate", simulate_roles))
     scen_default = SimulationConfig.model_fields["scenario_max_tokens"].default
     for entry in (
         RoleSchema("scenario_writer", "Scenario", _scenario_schema, SIMULATE,
                    budget=section_budget("simulation", "scenario_max_tokens", scen_default), schema_for=_scenario_schema),
-        RoleSchema("patient", "tool_choice:commit_move", commit_tool_schema, SIMULATE, active=_mindsim_patient),
-        RoleSchema("patient", "tool_choice:agenda", agenda_tool_schema, SIMULATE, active=_mindsim_patient),
+        # Each patient engine's own structured outputs (MindSim: commit_move and the agenda tools; PatientAct: its
+        # steps and decomposition), each active only when the recipe runs that engine or one of its variants.
+        *engine_role_schemas(),
     ):
         register_role_schema(entry)
-    register_patientact()
     register_output_bound("patient", stage_sizes.message_bound)
     register_output_bound("memory_compactor", stage_sizes.memory_bound)
     for role, estimate in (("scenario_writer", stage_sizes.scenario_prompt), ("patient", stage_sizes.patient_prompt),

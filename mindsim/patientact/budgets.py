@@ -3,8 +3,9 @@
 psychological formulation (`formulation_max_tokens`) and the decomposition (`decomposition_max_tokens`),
 each checked against its schema's worst case, and only when the recipe runs the PatientAct engine.
 
-`register()` declares them; the job's own registration (`mindsim/stage.py`) calls it, so the
-checker covers them without importing the engine. The defaults in `PatientActConfig` are at least each
+`entries()` declares them; the engine hands them out as `PatientActEngine.role_schemas()`, which the
+simulator's registration reads through the engine registry (`mindsim.patient_engines.role_schemas`), so the
+checker covers them without naming the engine. The defaults in `PatientActConfig` are at least each
 schema's worst case, so a recipe that leaves them unset passes.
 """
 
@@ -25,8 +26,10 @@ def _pa_section(recipe: Any) -> dict[str, Any]:
 
 
 def _active(recipe: Any) -> bool:
-    engines = (getattr(recipe, "simulation", None) or {}).get("patient_engine", "mindsim")
-    return "patientact" in ([engines] if isinstance(engines, str) else list(engines))
+    # The engine or any of its arms (`patientact:no_tg`, ...): the arms make the same calls.
+    from mindsim.patientact.engine import runs_patientact
+
+    return runs_patientact(recipe)
 
 
 def _formulation_on(recipe: Any) -> bool:

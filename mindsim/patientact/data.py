@@ -1,6 +1,6 @@
 """PatientAct's knowledge as typed data: reactions, behaviours and resistance patterns (App. C.1–C.3), the
 trust scale and update rules (§3.3.4, App. C.4), the attachment prior (App. A), our core-belief cluster →
-theme map and the retrieval lexicon. All live in `mindsim/data/patientact/`; this module only loads and
+theme map, the retrieval lexicon and the ablation arms (Table 4). All live in `mindsim/data/patientact/`; this module only loads and
 checks them, so a broken file stops the run with the file named."""
 
 from __future__ import annotations
@@ -123,6 +123,17 @@ class Lexicon(_Frozen):
     synonyms: dict[str, str] = Field(default_factory=dict)
 
 
+class Arm(_Frozen):
+    description: str = Field(min_length=1)
+    settings: dict[str, bool | int | float | str] = Field(min_length=1, description="`simulation.patientact` overrides")
+
+
+class Variants(_Frozen):
+    source: str
+    version: str
+    arms: dict[str, Arm] = Field(min_length=1)
+
+
 def _load(name: str, model: type[BaseModel]):
     path = resources.files("mindsim").joinpath(DATA_DIR, name)
     try:
@@ -158,3 +169,9 @@ def theme_map() -> ThemeMap:
 @lru_cache(maxsize=1)
 def lexicon() -> Lexicon:
     return _load("retrieval.yaml", Lexicon)
+
+
+@lru_cache(maxsize=1)
+def variants() -> Variants:
+    """The ablation arms registered as `patientact:ARM` variants (`mindsim.patientact.engine`)."""
+    return _load("variants.yaml", Variants)

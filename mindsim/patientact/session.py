@@ -19,7 +19,7 @@ from mindsim.agenda import Agenda
 from mindsim.config import SimulationConfig
 from mindsim.memory import format_log
 from mindsim.patientact.data import attachment_prior, taxonomy, theme_map, trust_rules
-from mindsim.patientact.decompose import Decomposition, decompose
+from mindsim.patientact.decompose import Decomposition
 from mindsim.patientact.participant import SIGNAL_TEMPLATE, STEP_TEMPLATE, PatientActPatient
 from mindsim.prompting import _knob, load_style_data
 from mindsim.schedule import SessionPlan
@@ -72,22 +72,19 @@ def appraiser_prompt(profile: Profile, vocab: Vocabulary, decomposition: Decompo
     )
 
 
-def patientact_patient(profile: Profile, vocab: Vocabulary, plan: SessionPlan, scenario: Any, agenda: Agenda,
-                       memory: list[str], roles: Any, config: SimulationConfig, decomposition: Decomposition,
-                       trust_start: float) -> PatientActPatient:
+def patientact_patient(talk: Any) -> PatientActPatient:
+    """The session's PatientAct patient, from the session's start (`mindsim.patient_engines.TalkStart`): the
+    arc's decomposition (its preparation) and the starting trust carried into this session."""
+    arc, inp, config = talk.arc, talk.inp, talk.config
+    profile, decomposition = arc.profile, arc.preparation
     if decomposition.patient_id != profile.profile_id:
         raise ValueError(f"decomposition of {decomposition.patient_id} given to {profile.profile_id}")
-    system = patient_prompt(profile, plan, scenario, agenda, memory, decomposition, config)
+    system = patient_prompt(profile, inp.plan, inp.scenario, talk.agenda, inp.memory, decomposition, config)
     return PatientActPatient(
-        client=roles.patient, appraiser=roles.appraiser or roles.patient, decomposition=decomposition, config=config,
-        trust=trust_start, history=[{"role": "system", "content": system}],
-        appraiser_system=appraiser_prompt(profile, vocab, decomposition, config),
+        client=arc.roles.patient, appraiser=arc.roles.get("appraiser"), decomposition=decomposition, config=config,
+        trust=inp.carried, history=[{"role": "system", "content": system}],
+        appraiser_system=appraiser_prompt(profile, arc.vocab, decomposition, config),
     )
-
-
-async def patientact_decompose(client: Any, profile: Profile, seed: int, config: SimulationConfig) -> Decomposition:
-    pa = config.patientact
-    return await decompose(client, profile, seed, **decompose_settings(config))
 
 
 def decompose_settings(config: SimulationConfig) -> dict[str, Any]:

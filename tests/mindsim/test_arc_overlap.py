@@ -15,7 +15,7 @@ from mindsim.config import SimulationConfig
 from mindsim.records import ScenarioRecord, SessionRecord
 from mindsim.scenario import Scenario
 from mindsim.schedule import draw_schedule
-from mindsim.session import Roles, run_arc
+from mindsim.session import Arc, Roles, run_arc
 from profilegen.moves import load_vocabulary
 from simfakes import SCENARIO, SimResponder, make_profile
 
@@ -66,8 +66,8 @@ def _arc(backend, store, *, sessions=3, **cfg):
 
     with Engines.with_backend(backend) as engines:
         roles = Roles(*(engines.role(r) for r in ("patient", "counsellor", "scenario_writer", "memory_compactor")))
-        recs = asyncio.run(run_arc(make_profile("p1"), draw_schedule("p1", 0, config), V, roles, config,
-                                   counsellor_name="counsellor", seed=0, first=first, load=store.get, save=save))
+        arc = Arc.of(make_profile("p1"), V, roles, config, counsellor="counsellor", seed=0)
+        recs = asyncio.run(run_arc(arc, draw_schedule("p1", 0, config), first=first, load=store.get, save=save))
     return recs, saved
 
 
@@ -133,8 +133,8 @@ def test_a_copy_kept_from_another_worker_gets_its_own_next_scenario():
     first = ScenarioRecord(patient_id="p1", seed=0, scenario=Scenario(**SCENARIO), engine={}, prompt={})
     with Engines.with_backend(backend) as engines:
         roles = Roles(*(engines.role(r) for r in ("patient", "counsellor", "scenario_writer", "memory_compactor")))
-        recs = asyncio.run(run_arc(make_profile("p1"), draw_schedule("p1", 0, config), V, roles, config,
-                                   counsellor_name="counsellor", seed=0, first=first, load=load,
+        arc = Arc.of(make_profile("p1"), V, roles, config, counsellor="counsellor", seed=0)
+        recs = asyncio.run(run_arc(arc, draw_schedule("p1", 0, config), first=first, load=load,
                                    save=lambda r: kept.setdefault(r.session_id, r)))
     assert recs[0] is theirs
     last_scenario = [r for r in backend.requests if r.schema_name == "Scenario"][-1]

@@ -18,7 +18,7 @@ from mindsim.patient import Patient, TurnFailed
 from mindsim.prompting import counsellor_flags, load_harness_text, speech_defects
 from mindsim.scenario import OPENING_MAX_CHARS, Scenario, first_scenario
 from mindsim.schedule import draw_schedule
-from mindsim.session import Roles, run_session
+from mindsim.session import Arc, Roles, SessionInput, run_session
 from mindsim.simulate import run_simulation
 from profilegen.moves import load_vocabulary
 from simfakes import SCENARIO, SimResponder, make_profile
@@ -79,8 +79,8 @@ def _session(responder, **cfg):
     plan = draw_schedule("p1", 0, config).sessions[0]
     with Engines.with_backend(backend) as engines:
         roles = Roles(*(engines.role(r) for r in ("patient", "counsellor", "scenario_writer", "memory_compactor")))
-        rec = asyncio.run(run_session(make_profile("p1"), V, plan, Scenario(**SCENARIO), [], roles, config,
-                                      counsellor_name="counsellor", seed=0))
+        arc = Arc.of(make_profile("p1"), V, roles, config, counsellor="counsellor", seed=0)
+        rec = asyncio.run(run_session(arc, SessionInput(plan, Scenario(**SCENARIO), [])))
     return rec, backend
 
 
@@ -293,7 +293,7 @@ def test_reasked_patient_message_is_drawn_with_a_new_seed():
     roles_spec = {"default": RoleSpec(engine="fake"), "patient": RoleSpec(engine="fake", seed=7)}
     with Engines.with_backend(backend, roles=roles_spec) as engines:
         roles = Roles(*(engines.role(r) for r in ("patient", "counsellor", "scenario_writer", "memory_compactor")))
-        rec = asyncio.run(run_session(make_profile("p1"), V, plan, Scenario(**SCENARIO), [], roles, config,
-                                      counsellor_name="counsellor", seed=0))
+        arc = Arc.of(make_profile("p1"), V, roles, config, counsellor="counsellor", seed=0)
+        rec = asyncio.run(run_session(arc, SessionInput(plan, Scenario(**SCENARIO), [])))
     assert [r.reason for r in rec.turns[1].rejected_messages] == ["tool_syntax", "tool_syntax"]
     assert [r.seed for r in backend.requests if _is_patient_message(r)] == [7, 8, 9]

@@ -23,7 +23,7 @@ from mindsim.prompting import TurnFailed
 from mindsim.records import ScenarioRecord, SessionRecord, session_id
 from mindsim.scenario import Scenario
 from mindsim.schedule import SessionPlan, draw_schedule
-from mindsim.session import Roles, run_arc, run_session
+from mindsim.session import Arc, Roles, SessionInput, run_arc, run_session
 from profilegen.moves import load_vocabulary
 from simfakes import SCENARIO, make_profile
 
@@ -113,7 +113,7 @@ class PAResponder:
 
 def _roles(engines):
     return Roles(*(engines.role(r) for r in ("patient", "counsellor", "scenario_writer", "memory_compactor")),
-                 appraiser=engines.role("patient_appraiser"), decomposer=engines.role("profile_decomposer"))
+                 extra={"appraiser": engines.role("patient_appraiser"), "decomposer": engines.role("profile_decomposer")})
 
 
 def decomposition(pid="p1", seed=0) -> Decomposition:
@@ -130,10 +130,9 @@ def run(responder, *, trust_start=2.5, turn_cap=5, decomp=None, counsellor_templ
     profile = make_profile("p1")
     plan = draw_schedule("p1", 0, config).sessions[0]
     with Engines.with_backend(backend) as engines:
-        rec = asyncio.run(run_session(
-            profile, V, plan, Scenario(**SCENARIO), [], _roles(engines), config, counsellor_name="counsellor", seed=0,
-            patient_engine="patientact", decomposition=decomp or decomposition(), trust_start=trust_start,
-        ))
+        arc = Arc.of(profile, V, _roles(engines), config, counsellor="counsellor", seed=0, engine="patientact",
+                     preparation=decomp or decomposition())
+        rec = asyncio.run(run_session(arc, SessionInput(plan, Scenario(**SCENARIO), [], carried=trust_start)))
         ledger = engines.ledger
     return rec, backend, ledger
 
@@ -298,8 +297,8 @@ def _arc(responder, store, sessions=2, **pa):
         return store[r.session_id]
 
     with Engines.with_backend(backend) as engines:
-        recs = asyncio.run(run_arc(profile, schedule, V, _roles(engines), config, counsellor_name="counsellor", seed=0,
-                                   first=first, load=store.get, save=save))
+        arc = Arc.of(profile, V, _roles(engines), config, counsellor="counsellor", seed=0)
+        recs = asyncio.run(run_arc(arc, schedule, first=first, load=store.get, save=save))
     return recs, backend
 
 
@@ -335,8 +334,8 @@ def test_a_recipe_with_both_engines_must_name_the_arcs_engine():
     first = ScenarioRecord(patient_id="p1", seed=0, scenario=Scenario(**SCENARIO), engine={}, prompt={})
     with Engines.with_backend(FakeBackend(PAResponder())) as engines:
         with pytest.raises(ValueError, match="name the arc's engine"):
-            asyncio.run(run_arc(make_profile("p1"), draw_schedule("p1", 0, config), V, _roles(engines), config,
-                                counsellor_name="counsellor", seed=0, first=first, load=store.get, save=lambda r: r))
+            arc = Arc.of(make_profile("p1"), V, _roles(engines), config, counsellor="counsellor", seed=0)
+            asyncio.run(run_arc(arc, draw_schedule("p1", 0, config), first=first, load=store.get, save=lambda r: r))
 
 
 # -- decomposition, seed, retrieval -----------------------------------------------------------------------
@@ -491,9 +490,10 @@ def test_an_arc_given_the_shared_decomposition_does_not_decompose():
     config = SimulationConfig(sessions=1, turn_cap=3, patient_engine="patientact")
     first = ScenarioRecord(patient_id="p1", seed=0, scenario=Scenario(**SCENARIO), engine={}, prompt={})
     with Engines.with_backend(backend) as engines:
-        recs = asyncio.run(run_arc(make_profile("p1"), draw_schedule("p1", 0, config), V, _roles(engines), config,
-                                   counsellor_name="counsellor", seed=0, first=first, load=lambda k: None,
-                                   save=lambda r: r, decomposition=decomposition()))
+        arc = Arc.of(make_profile("p1"), V, _roles(engines), config, counsellor="counsellor", seed=0,
+                     preparation=decomposition())
+        recs = asyncio.run(run_arc(arc, draw_schedule("p1", 0, config), first=first, load=lambda k: None,
+                                   save=lambda r: r))
     assert not any(r.schema_name in ("DecompositionDraft", "PsychFormulation") for r in backend.requests)
     assert recs[0].patientact.decomposition == decomposition().model_dump(mode="json")
 

@@ -13,7 +13,7 @@ from mindsim.config import SimulationConfig
 from mindsim.patient import TurnFailed, clean_message
 from mindsim.scenario import Scenario
 from mindsim.schedule import draw_schedule
-from mindsim.session import Roles, run_session
+from mindsim.session import Arc, Roles, SessionInput, run_session
 from profilegen.moves import load_vocabulary
 from simfakes import SCENARIO, SimResponder, make_profile
 
@@ -27,8 +27,8 @@ def run(responder, *, archetype="minimiser", memory=(), native=False, **cfg):
     plan = draw_schedule("p1", 0, config).sessions[0]
     with Engines.with_backend(backend) as engines:
         roles = Roles(*(engines.role(r) for r in ("patient", "counsellor", "scenario_writer", "memory_compactor")))
-        rec = asyncio.run(run_session(profile, V, plan, Scenario(**SCENARIO), list(memory), roles, config,
-                                      counsellor_name="counsellor", seed=0))
+        arc = Arc.of(profile, V, roles, config, counsellor="counsellor", seed=0)
+        rec = asyncio.run(run_session(arc, SessionInput(plan, Scenario(**SCENARIO), list(memory))))
     return rec, backend
 
 

@@ -1,0 +1,88 @@
+"""The MindSim patient engine (MindEval2/MindSim §4.2, Appendix D): the move-committing patient of
+`mindsim.patient` behind the `PatientEngine` interface.
+
+Each session's patient gets the system prompt of `patient/system.jinja2` and a random source seeded from the
+session id (so a rerun draws the same writing cues); it commits a move through `commit_move` before every
+reply and may update its agenda. It prepares nothing per patient and carries nothing between sessions beyond
+the running memory every engine shares. Its session ids keep the key they had before patient engines
+existed, so older run folders resume.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import random
+from typing import Any
+
+from mindcore.budget import RoleSchema
+from mindsim.patient_engines import PatientEngine, TalkStart, recipe_runs, register
+
+SIMULATE = frozenset({"simulate"})
+
+
+def commit_tool_schema() -> dict[str, Any]:
+    """`commit_move` as the non-native tool path sends it, with every move of the vocabulary (each
+    archetype's enum is a subset, so this is the longest)."""
+    from mindcore.client import tool_choice_schema
+    from mindcore.types import ToolSpec
+    from mindsim.guard import commit_move_model
+    from mindsim.patient import COMMIT_DESCRIPTION
+    from profilegen.moves import load_vocabulary
+
+    vocab = load_vocabulary()
+    model = commit_move_model(list(vocab.moves), list(vocab.depth_moves))
+    return tool_choice_schema([ToolSpec.from_model("commit_move", COMMIT_DESCRIPTION, model)], False)
+
+
+def agenda_tool_schema() -> dict[str, Any]:
+    from mindcore.client import tool_choice_schema
+    from mindcore.types import ToolSpec
+    from mindsim.guard import TodoAdd, TodoComplete
+    from mindsim.patient import ADD_DESCRIPTION, COMPLETE_DESCRIPTION
+
+    tools = [ToolSpec.from_model("complete_todo", COMPLETE_DESCRIPTION, TodoComplete),
+             ToolSpec.from_model("add_todo", ADD_DESCRIPTION, TodoAdd)]
+    return tool_choice_schema(tools, True)
+
+
+class MindSimEngine(PatientEngine):
+    name = "mindsim"
+    description = "MindEval2/MindSim's patient: a move committed through commit_move before every reply"
+    legacy_session_ids = True
+
+    def participant(self, talk: TalkStart) -> Any:
+        from mindsim.patient import Patient
+        from mindsim.prompting import patient_system_prompt, style_cues
+
+        arc, inp, config = talk.arc, talk.inp, talk.config
+        profile, plan = arc.profile, inp.plan
+        p_prompt = patient_system_prompt(profile, arc.vocab, plan, inp.scenario, talk.agenda, inp.memory,
+                                         agenda_plain=config.agenda_plain)
+        rng = random.Random(int.from_bytes(hashlib.sha256(talk.sid.encode()).digest()[:8], "big"))
+        return Patient(
+            client=arc.roles.patient, vocab=arc.vocab, archetype=profile.style.archetype, max_depth=plan.max_depth,
+            style_cues=style_cues(profile), agenda=talk.agenda, config=config, rng=rng,
+            history=[{"role": "system", "content": p_prompt}],
+        )
+
+    def prompt_names(self) -> list[str]:
+        from mindsim.prompting import PATIENT_TEMPLATE
+
+        return [PATIENT_TEMPLATE]
+
+    def role_schemas(self) -> list[RoleSchema]:
+        # commit_move and the agenda tools are this patient's; an engine whose patient only speaks has none.
+        def active(recipe: Any) -> bool:
+            return recipe_runs(recipe, self.name)
+
+        return [
+            RoleSchema("patient", "tool_choice:commit_move", commit_tool_schema, SIMULATE, active=active),
+            RoleSchema("patient", "tool_choice:agenda", agenda_tool_schema, SIMULATE, active=active),
+        ]
+
+    def card_section(self, rows: list[dict[str, Any]]) -> dict[str, Any]:
+        # The card's own text describes this patient; the section only says it played in the run.
+        return {"record_fields": False, "sessions": len(rows)}
+
+
+ENGINE = register(MindSimEngine())
