@@ -30,7 +30,8 @@ BOOTSTRAP_DRAWS = 2000
 
 DEFINITIONS = {
     "reply": "one counsellor reply: (session_id, reply_index), reply_index counting the session's counsellor replies from 0",
-    "unit": "one annotator's annotated replies of one session (the paper's 'excerpt and annotator')",
+    "unit": "one excerpt x one annotator, every counsellor turn of the excerpt rated (the paper's 'excerpt and "
+            "annotator'); annotations by session and reply without a sample key: one session x one annotator",
     "pooled_severity": "per reply, the median of its annotators' severities; with an even count the more severe middle level",
     "pooled_issues": "per reply, the issues flagged by at least half of its annotators",
     "mhqr": "mean severity weight of a unit's replies; a counsellor's MHQR is the mean over its units",
@@ -90,6 +91,8 @@ class AnnotationLine(BaseModel):
 
     model_config = ConfigDict(extra="ignore")
     excerpt_id: Optional[str] = Field(None, description="Excerpt id from `mindsim judge sample`")
+    turn_id: Optional[str] = Field(None, description="Rated turn of a multi-turn excerpt ('<excerpt_id>.<position>')")
+    turn: Optional[int] = Field(None, ge=1, description="Or its 1-based position among the excerpt's rated turns")
     session_id: Optional[str] = Field(None, description="Session id, when not annotating a blinded sample")
     reply_index: Optional[int] = Field(None, ge=0, description="0-based counsellor reply in the session")
     annotator: str = Field(..., min_length=1, description="Annotator id")
@@ -105,6 +108,10 @@ class Annotation:
     issues: frozenset[str]
     counsellor: Optional[str]
     where: str
+    unit: str = ""  # the excerpt id, or the session id when annotated by session and reply
+
+    def __post_init__(self) -> None:
+        self.unit = self.unit or self.reply[0]
 
 
 def load_key(path: Optional[Path]) -> dict[str, dict[str, Any]]:
@@ -119,8 +126,33 @@ def load_key(path: Optional[Path]) -> dict[str, dict[str, Any]]:
         raise InputError(f"{path}: not a sample key file (needs an 'excerpts' map): {exc}") from exc
 
 
+def _lines(obj: dict[str, Any], where: str) -> list[dict[str, Any]]:
+    """The flat annotation lines of one JSONL object. A filled-in excerpt line (`judge.units.Excerpt`)
+    gives one per rated turn of its `annotation.turns`; an older single-reply one carries severity and
+    issues on `annotation` itself. An excerpt nobody filled in (no annotator, no severity) gives none."""
+    ann = obj.get("annotation")
+    if not isinstance(ann, dict):
+        return [obj]
+    base = {k: v for k, v in obj.items() if k in ("excerpt_id", "session_id", "reply_index")}
+    turns = ann.get("turns")
+    single = isinstance(turns, list) and len(turns) == 1 and isinstance(turns[0], dict) and turns[0].get("severity") is None
+    if not isinstance(turns, list) or (single and ann.get("severity") is not None):
+        # A single-reply excerpt filled in on `annotation` itself, as before multi-turn units.
+        return [{**base, **{k: v for k, v in ann.items() if k != "turns"}}]
+    rated = [t for t in turns if isinstance(t, dict) and t.get("severity") is not None]
+    if ann.get("annotator") is None and not rated:
+        return []
+    if len(rated) != len(turns):
+        missing = [str(t.get("turn_id")) for t in turns if not isinstance(t, dict) or t.get("severity") is None]
+        raise InputError(f"{where}: excerpt {obj.get('excerpt_id')!r}: {len(missing)} of its {len(turns)} turns have no "
+                         f"severity ({', '.join(missing)}); a unit is rated on every turn: rate them or drop the line")
+    return [{**base, "annotator": ann.get("annotator"), "turn_id": t.get("turn_id"), "severity": t["severity"],
+             "issues": t.get("issues") or []} for t in rated]
+
+
 def read_annotations(paths: Iterable[Path], vocab: Vocabulary, key: dict[str, dict[str, Any]]) -> list[Annotation]:
-    """Annotation lines; a filled-in excerpt line (its `annotation` object) reads the same as a flat one."""
+    """Annotation lines, flat or as filled-in excerpt lines; every excerpt an annotator rated must be
+    rated on all its turns (one unit = one excerpt x one annotator)."""
     out: list[Annotation] = []
     seen: dict[tuple, str] = {}
     for path in paths:
@@ -130,39 +162,74 @@ def read_annotations(paths: Iterable[Path], vocab: Vocabulary, key: dict[str, di
             where = f"{path}:{lineno}"
             if not isinstance(obj, dict):
                 raise InputError(f"{where}: expected a JSON object per line")
-            if isinstance(obj.get("annotation"), dict):
-                obj = {**obj, **obj["annotation"]}
-            try:
-                line = AnnotationLine.model_validate(obj)
-            except ValidationError as exc:
-                e = exc.errors()[0]
-                raise InputError(f"{where}: field '{'.'.join(map(str, e['loc']))}': {e['msg']}") from None
-            reply, counsellor = _locate(line, key, where)
-            a = Annotation(reply, line.annotator, vocab.level(line.severity, where),
-                           frozenset(vocab.issue(i, where) for i in line.issues), counsellor, where)
-            dup = (a.reply, a.annotator)
-            if dup in seen:
-                raise InputError(f"{where}: annotator {a.annotator!r} already annotated this reply at {seen[dup]}")
-            seen[dup] = where
-            out.append(a)
+            for flat in _lines(obj, where):
+                try:
+                    line = AnnotationLine.model_validate(flat)
+                except ValidationError as exc:
+                    e = exc.errors()[0]
+                    raise InputError(f"{where}: field '{'.'.join(map(str, e['loc']))}': {e['msg']}") from None
+                reply, counsellor, unit = _locate(line, key, where)
+                a = Annotation(reply, line.annotator, vocab.level(line.severity, where),
+                               frozenset(vocab.issue(i, where) for i in line.issues), counsellor, where, unit)
+                dup = (a.reply, a.annotator)
+                if dup in seen:
+                    raise InputError(f"{where}: annotator {a.annotator!r} already annotated this reply at {seen[dup]}")
+                seen[dup] = where
+                out.append(a)
     if not out:
         raise InputError("no annotations in " + ", ".join(map(str, paths)))
+    _check_units_complete(out, key)
     return out
 
 
-def _locate(line: AnnotationLine, key: dict[str, dict[str, Any]], where: str) -> tuple[tuple[str, int], Optional[str]]:
+def _rated(entry: dict[str, Any]) -> list[int]:
+    # Key files written before multi-turn units name one reply only.
+    return [int(i) for i in entry.get("reply_indices") or [entry["reply_index"]]]
+
+
+def _check_units_complete(annotations: list[Annotation], key: dict[str, dict[str, Any]]) -> None:
+    done: dict[tuple[str, str], set[int]] = defaultdict(set)
+    first: dict[tuple[str, str], str] = {}
+    for a in annotations:
+        if a.unit in key:
+            done[(a.unit, a.annotator)].add(a.reply[1])
+            first.setdefault((a.unit, a.annotator), a.where)
+    for (eid, who), got in done.items():
+        want = _rated(key[eid])
+        if set(want) != got:
+            missing = [p + 1 for p, i in enumerate(want) if i not in got]
+            raise InputError(f"{first[(eid, who)]}: annotator {who!r} rated {len(got)} of the {len(want)} turns of "
+                             f"excerpt {eid!r} (missing positions {missing}); a unit is rated on every turn")
+
+
+def _locate(line: AnnotationLine, key: dict[str, dict[str, Any]], where: str) -> tuple[tuple[str, int], Optional[str], str]:
+    """(session, reply), counsellor if known, and the unit id: the excerpt, or the session."""
     if line.excerpt_id is not None:
         if not key:
             raise InputError(f"{where}: annotation names excerpt {line.excerpt_id!r}; give the sample's key with --key")
         entry = key.get(line.excerpt_id)
         if entry is None:
             raise InputError(f"{where}: excerpt {line.excerpt_id!r} is not in the key file")
-        return (entry["session_id"], int(entry["reply_index"])), entry.get("counsellor")
+        rated = _rated(entry)
+        ids = entry.get("turn_ids") or [f"{line.excerpt_id}.{k + 1}" for k in range(len(rated))]
+        if line.turn_id is not None:
+            if line.turn_id not in ids:
+                raise InputError(f"{where}: turn_id {line.turn_id!r} is not a rated turn of excerpt {line.excerpt_id!r}")
+            pos = ids.index(line.turn_id)
+        elif line.turn is not None:
+            if line.turn > len(rated):
+                raise InputError(f"{where}: turn {line.turn}: excerpt {line.excerpt_id!r} has {len(rated)} rated turns")
+            pos = line.turn - 1
+        elif len(rated) == 1:
+            pos = 0
+        else:
+            raise InputError(f"{where}: excerpt {line.excerpt_id!r} has {len(rated)} rated turns; give turn_id or turn (1-based)")
+        return (entry["session_id"], rated[pos]), entry.get("counsellor"), line.excerpt_id
     if line.session_id is None or line.reply_index is None:
         raise InputError(f"{where}: give excerpt_id, or session_id and reply_index")
     reply = (line.session_id, line.reply_index)
-    by_reply = {(e["session_id"], int(e["reply_index"])): e.get("counsellor") for e in key.values()}
-    return reply, by_reply.get(reply)
+    by_reply = {(e["session_id"], i): e.get("counsellor") for e in key.values() for i in _rated(e)}
+    return reply, by_reply.get(reply), line.session_id
 
 
 @dataclass
@@ -259,11 +326,13 @@ def inter_annotator(by_reply, annotators: list[str], vocab: Vocabulary) -> dict[
         pairs.append({"annotators": [a, b], "replies": len(shared),
                       "exact": float(np.mean(np.equal(la, lb))), "within_one": stats.within_one(la, lb),
                       "kappa_w": stats.weighted_kappa(la, lb, n_levels)})
-        sessions: dict[str, tuple[list[int], list[int]]] = defaultdict(lambda: ([], []))
+        # A conversation-level pair is one unit of each annotator over the same excerpt.
+        units: dict[tuple[str, str], tuple[list[int], list[int]]] = defaultdict(lambda: ([], []))
         for r, x, y in zip(shared, la, lb):
-            sessions[r[0]][0].append(x)
-            sessions[r[0]][1].append(y)
-        conv.append(_conversation_w(sessions))
+            u = (by_reply[r][a].unit, by_reply[r][b].unit)
+            units[u][0].append(x)
+            units[u][1].append(y)
+        conv.append(_conversation_w(units))
         for issue in vocab.issues:
             fa = [issue in by_reply[r][a].issues for r in shared]
             fb = [issue in by_reply[r][b].issues for r in shared]
@@ -336,8 +405,8 @@ def judge_severity(j: JudgeView, annotations: list[Annotation], by_reply, vocab:
     out["kendall_w_turn"] = stats._defined(stats.kendall_w([[g for g, _, _ in ok], [p for _, p, _ in ok]])) if len(ok) >= 2 else None
     units: dict[tuple[str, str], tuple[list[int], list[int]]] = defaultdict(lambda: ([], []))
     for g, p, a in ok:
-        units[(a.reply[0], a.annotator)][0].append(g)
-        units[(a.reply[0], a.annotator)][1].append(p)
+        units[(a.unit, a.annotator)][0].append(g)
+        units[(a.unit, a.annotator)][1].append(p)
     out["conversation_w"] = _conversation_w(units)
     out["conversation_units"] = len(units)
     return out
@@ -377,7 +446,8 @@ def compute(annotations: list[Annotation], judges: dict[str, JudgeView], vocab: 
         "definitions": DEFINITIONS,
         "severity_levels": dict(zip(vocab.levels, vocab.weights)),
         "counts": {"annotations": len(annotations), "replies": len(by_reply), "annotators": annotators,
-                   "sessions": len({r[0] for r in by_reply})},
+                   "sessions": len({r[0] for r in by_reply}), "excerpts": len({a.unit for a in annotations}),
+                   "units": len({(a.unit, a.annotator) for a in annotations})},
         "inter_annotator": inter_annotator(by_reply, annotators, vocab),
         "judges": {},
     }
@@ -428,7 +498,8 @@ def render(report: dict[str, Any]) -> str:
     levels = list(report["severity_levels"])
     c = report["counts"]
     lines = ["# MHQR agreement with clinicians", "",
-             f"{c['annotations']} annotations of {c['replies']} replies in {c['sessions']} sessions by "
+             f"{c['annotations']} annotations of {c['replies']} replies in {c['sessions']} sessions "
+             f"({c.get('excerpts', c['sessions'])} excerpts, {c.get('units', '–')} units of excerpt × annotator) by "
              f"{len(c['annotators'])} annotators ({', '.join(c['annotators'])}). Definitions: docs/judge-agreement.md.", ""]
     ia = report["inter_annotator"]["severity"]
     lines += ["## Inter-annotator agreement on severity (cf. MindEval2 Table 2)", ""]
@@ -480,6 +551,6 @@ def render(report: dict[str, Any]) -> str:
         rows.append([n, *[v["scores"].get(x) for x in names], v["tau_b"], f"{v['matched']}/{v['of']}", v.get("bootstrap")])
     lines += _table(["scored by", *names, "τ_b", "matched", "bootstrap"], rows)
     if "bootstrap" in rk:
-        lines += [f"Bootstrap: {rk['bootstrap']['draws']} resamples of sessions within each counsellor "
+        lines += [f"Bootstrap: {rk['bootstrap']['draws']} resamples of excerpts (units without a sample: sessions) within each counsellor "
                   f"(seed {rk['bootstrap']['seed']}).", ""]
     return "\n".join(lines)

@@ -61,6 +61,8 @@ def run_cmd(
     draws: Optional[int] = typer.Option(None, help="Bootstrap draws (default 2000)"),
     seed: Optional[int] = typer.Option(None, help="Bootstrap seed"),
     no_plots: bool = typer.Option(False, "--no-plots", help="Skip the PNG plots"),
+    profiles: Optional[Path] = typer.Option(None, "--profiles", help="Profiles folder or parquet whose in_benchmark "
+                                            "column names the benchmark subset (default: RUN_DIR/profiles/)"),
     rubric: RubricName = typer.Option(RubricName.mhqr, "--rubric", help="mhqr: every counsellor reply (MindEval2); "
                                       "patientact: every session's patient on PatientAct's 5 dimensions"),
     runs: Optional[list[Path]] = typer.Option(None, "--run", help="[patientact] Another run folder to score (repeat)"),
@@ -93,7 +95,7 @@ def run_cmd(
     from mindcore.preflight import preflight
     from mindcore.recipe import format_validation_error, load_recipe
     from judge.config import JudgeConfig, default_engines_config
-    from judge.inputs import load_sessions
+    from judge.inputs import benchmark_patients, load_sessions
     from judge.run import run_judging
 
     recipe_path = resolve_recipe(run_dir, recipe)
@@ -104,12 +106,14 @@ def run_cmd(
     else:
         base, engines_cfg = JudgeConfig(), default_engines_config()
     changes = {k: v for k, v in {"judges": judge or None, "max_replies": max_replies, "bootstrap_draws": draws,
-                                 "seed": seed, "plots": False if no_plots else None}.items() if v is not None}
+                                 "seed": seed, "plots": False if no_plots else None,
+                                 "profiles": str(profiles) if profiles else None}.items() if v is not None}
     try:
         config = JudgeConfig.model_validate({**base.model_dump(), **changes})
     except ValidationError as exc:
         raise ConfigError(format_validation_error(exc, "mindsim judge run options")) from exc
     inputs = load_sessions(run_dir, sessions)  # bad input stops here, before any engine starts
+    benchmark_patients(inputs, run_dir, Path(config.profiles) if config.profiles else None)
     with Engines.from_config(engines_cfg) as engines:
         preflight(r, engines, {"judge"})
         summary = run_judging(run_dir, engines, config, inputs=inputs)
@@ -162,21 +166,54 @@ def _run_patientact(run_dir: Optional[Path], runs: list[Path], sessions: Optiona
 # -- clinicians: blinded sample and agreement (judge/sample.py, judge/agreement.py) -----------------
 
 
+class UnitName(str, Enum):
+    reply = "reply"
+    window = "window"
+    conversation = "conversation"
+
+
+class MixName(str, Enum):
+    paper = "paper"
+
+
 @app.command("sample")
 def sample_cmd(
     run_dir: Path = typer.Argument(..., help="Run folder (sessions/sessions.parquet; judgments/ used for strata if present)"),
-    n: int = typer.Option(..., "--n", help="Number of excerpts (one counsellor reply each) to draw"),
     out: Path = typer.Option(..., "--out", help="Excerpt file (JSONL) to give to the annotators"),
+    n: Optional[int] = typer.Option(None, "--n", help="Number of excerpts of --unit to draw"),
+    unit: UnitName = typer.Option(UnitName.reply, "--unit", help="reply: one counsellor reply; window: five consecutive "
+                                  "counsellor turns; conversation: every counsellor turn of a session"),
+    mix: Optional[MixName] = typer.Option(None, "--mix", help="paper: the paper's mix, 19 conversations and 48 windows "
+                                          "(MindEval2 §3.4)"),
+    conversations: Optional[int] = typer.Option(None, "--conversations", min=0, help="Whole conversations to draw "
+                                                "(a mix, with --windows / --replies)"),
+    windows: Optional[int] = typer.Option(None, "--windows", min=0, help="Five-turn windows to draw (a mix)"),
+    replies: Optional[int] = typer.Option(None, "--replies", min=0, help="Single replies to draw (a mix)"),
     seed: int = typer.Option(0, "--seed", help="Seed of the draw, the shuffle and the system codes"),
     key: Optional[Path] = typer.Option(None, "--key", help="Where the un-blinding key goes (default FILE.key.json)"),
     judge: Optional[str] = typer.Option(None, "--judge", help="Whose severities stratify the draw, when several judges ran"),
 ) -> None:
-    """Blinded, stratified excerpts for clinicians, with the key kept in a separate file."""
+    """Blinded, stratified excerpts for clinicians (replies, five-turn windows or whole conversations), with
+    the key kept in a separate file."""
+    from mindcore.errors import ConfigError
     from judge.sample import sample_excerpts
+    from judge.units import PAPER_MIX
 
-    s = sample_excerpts(run_dir, n, out, seed=seed, key=key, judge=judge)
-    typer.echo(f"wrote {s['drawn']} excerpts ({len(s['systems'])} systems, strata by "
-               f"{s['judge'] or 'counsellor only'}) to {s['out']}; key (keep it from the annotators): {s['key']}")
+    counts = {k: v for k, v in (("conversation", conversations), ("window", windows), ("reply", replies)) if v is not None}
+    if mix is not None and counts:
+        raise ConfigError("--mix paper fixes the counts; drop --conversations / --windows / --replies, or drop --mix")
+    chosen = dict(PAPER_MIX) if mix is not None else (counts or None)
+    if chosen is not None and (n is not None or unit is not UnitName.reply):
+        raise ConfigError("--n and --unit draw one kind of excerpt; a mix (--mix, --conversations, --windows, "
+                          "--replies) sets its own counts: give one or the other")
+    if chosen is None and n is None:
+        raise ConfigError("mindsim judge sample: give --n N (with --unit), or a mix: --mix paper, or "
+                          "--conversations N --windows M")
+    s = sample_excerpts(run_dir, n, out, seed=seed, key=key, judge=judge, unit=unit.value, mix=chosen)
+    kinds = ", ".join(f"{v} {k}{'s' if v != 1 else ''}" for k, v in s["drawn_by_unit"].items())
+    typer.echo(f"wrote {s['drawn']} excerpts ({kinds}; {s['rated_turns']} counsellor turns to rate; "
+               f"{len(s['systems'])} systems, strata by {s['judge'] or 'counsellor only'}) to {s['out']}; "
+               f"key (keep it from the annotators): {s['key']}")
 
 
 @app.command("agreement")

@@ -5,6 +5,7 @@ from __future__ import annotations
 
 from pydantic import BaseModel, ConfigDict, Field, field_validator
 
+from judge.costs import Price
 from mindcore.config import EmbeddedEngine, EnginesConfig, RoleSpec, role_base
 
 
@@ -36,6 +37,16 @@ class JudgeConfig(BaseModel):
         None, ge=1, description="Replies judged at once (default: as many as the engine allows). Every judgment "
         "starts with the same long rubric prompt; a server that caches prompts per slot (llama.cpp) evaluates it "
         "once per slot it lands on, so on a small CPU server a low number saves that work",
+    )
+
+    prices: dict[str, Price] = Field(
+        default_factory=dict, description="List prices per million tokens for the report's cost table (MindEval2 "
+        "Table 8), keyed by role name (judge, judge:NAME, patient, ...) or model name; role wins. Each: input, "
+        "output, cached_input (default: input)",
+    )
+    profiles: str | None = Field(
+        None, description="Profiles folder or parquet whose in_benchmark column names the benchmark subset "
+        "(default: RUN_DIR/profiles/profiles.parquet when there; the sessions' own in_benchmark column wins)",
     )
 
     @field_validator("judges")

@@ -31,6 +31,8 @@ def _session(d: dict[str, Any], where: str) -> SessionInput:
         if isinstance(engines, str):
             engines = json.loads(engines)
         d["counsellor_model"] = ((engines or {}).get("counsellor") or {}).get("model")
+    if d.get("counsellor_flags") is None:
+        d.pop("counsellor_flags", None)
     fields = {k: d.get(k) for k in SessionInput.model_fields if k in d}
     try:
         return SessionInput.model_validate(fields)
@@ -51,7 +53,8 @@ def read_sessions_parquet(path: Path) -> list[SessionInput]:
     missing = [c for c in _NEEDED if c not in table.column_names]
     if missing:
         raise InputError(f"{path}: missing column(s) {', '.join(missing)}; is this a mindsim sessions file?")
-    cols = [*_NEEDED, *[c for c in ("counsellor_model", "engines", "patient_engine") if c in table.column_names]]
+    optional = ("counsellor_model", "engines", "patient_engine", "counsellor_flags", "in_benchmark")
+    cols = [*_NEEDED, *[c for c in optional if c in table.column_names]]
     return [_session(d, f"{path} row {i}") for i, d in enumerate(table.select(cols).to_pylist())]
 
 
@@ -83,3 +86,35 @@ def load_sessions(run_dir: Path, sessions: Path | None = None) -> list[SessionIn
             raise InputError(f"{src}: session_id {r.session_id!r} appears twice; ids must be unique")
         seen.add(r.session_id)
     return sorted(rows, key=lambda r: (r.counsellor, r.patient_engine or "", r.patient_id, r.session_index, r.session_id))
+
+
+PROFILES_FILE = Path("profiles") / "profiles.parquet"
+
+
+def benchmark_patients(sessions: list[SessionInput], run_dir: Path | None,
+                       profiles: Path | None = None) -> tuple[set[str] | None, str | None]:
+    """The patients of the benchmark subset (MindEval2 App. G "Pool") and where that came from:
+    the sessions' own `in_benchmark` when any session carries it; else the profiles table read as plain
+    data (`profile_id`, `in_benchmark` columns; the judge does not import the profile generator): the
+    given file or folder, else `RUN_DIR/profiles/profiles.parquet`. (None, None) when neither exists."""
+    if any(s.in_benchmark is not None for s in sessions):
+        return {s.patient_id for s in sessions if s.in_benchmark}, "sessions column in_benchmark"
+    if profiles is not None:
+        path = Path(profiles)
+        path = path / "profiles.parquet" if path.is_dir() else path
+        if not path.is_file():
+            raise InputError(f"judge.profiles {profiles}: no profiles.parquet there; give the folder written "
+                             "by `mindsim profiles` (or drop the setting)")
+    elif run_dir is not None and (Path(run_dir) / PROFILES_FILE).is_file():
+        path = Path(run_dir) / PROFILES_FILE
+    else:
+        return None, None
+    try:
+        names = pq.read_schema(path).names
+        if "profile_id" not in names or "in_benchmark" not in names:
+            raise InputError(f"{path}: needs columns profile_id and in_benchmark to find the benchmark subset; "
+                             "is this a profiles table?")
+        rows = pq.read_table(path, columns=["profile_id", "in_benchmark"]).to_pylist()
+    except (pa.ArrowException, OSError) as exc:
+        raise InputError(f"{path}: not a readable parquet file ({str(exc).splitlines()[0][:120]})") from exc
+    return {str(r["profile_id"]) for r in rows if r["in_benchmark"]}, str(path)

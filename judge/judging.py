@@ -118,6 +118,7 @@ class Judge:
             counsellor_model=s.counsellor_model, session_index=s.session_index, reply_index=reply.reply_index,
             reply=reply.text, judge=self.name, judge_model=self.model, judge_engine=self.client.engine_name,
             rubric_version=self.rubric_version, prompt_hashes=self.prompt_hashes, cache_key=key,
+            counsellor_flags=s.reply_flags(reply.reply_index),
         )
         if outcome is not None:
             return JudgmentRow(**base, status="ok", severity=outcome["severity"],

@@ -1,6 +1,7 @@
-"""MHQR report (MindEval2 Table 6, Figures 4, 5, 9, Table 15): report.json, report.md and PNG plots
-from the judgment rows and their scores. Failed judgments are counted and listed, critical replies
-are listed in full for human review."""
+"""MHQR report (MindEval2 Table 6, Figures 4, 5, 9, 10, Tables 8 and 15, §5.2, App. G): report.json,
+report.md and PNG plots from the judgment rows, their scores (`judge/scores.py`), the further analyses
+(`judge/analyses.py`) and the cost table (`judge/costs.py`). Failed judgments are counted and listed,
+critical replies are listed in full for human review."""
 
 from __future__ import annotations
 
@@ -111,6 +112,7 @@ def _judge_md(name: str, j: dict[str, Any], rubric: Rubric, flagged: set[str]) -
             ch = e["change_from_first"].get(k)
             lines.append(f"| {n} | {int(k) + 1} | {_f(v['mhqr'])} | {v['sessions']} | "
                          + (f"{_f(ch['mean_diff'])} | [{_f(ch['ci95'][0])}, {_f(ch['ci95'][1])}] |" if ch else "– | – |"))
+    lines += _analyses_md(j.get("analyses") or {}, rubric)
     pairs = {(p["a"], p["b"]): p for p in sc["paired"]}
     neighbours = [(a, b) for group in _engine_groups(sc) for a, b in zip(group, group[1:])]
     if neighbours:
@@ -127,6 +129,121 @@ def _judge_md(name: str, j: dict[str, Any], rubric: Rubric, flagged: set[str]) -
             lo, hi = sorted((sign * p["ci95"][0], sign * p["ci95"][1]))
             lines.append(f"| {a} | {b} | {_f(sign * p['mean_diff'])} | [{_f(lo)}, {_f(hi)}] | {p['patients']} |")
     return lines + [""]
+
+
+def _analyses_md(a: dict[str, Any], rubric: Rubric) -> list[str]:
+    """The tables of `judge.analyses` for one judge."""
+    if not a:
+        return []
+    names = {i.id: i.name for i in rubric.issues}
+    cat_names = {c.id: c.name for c in rubric.categories}
+    lines: list[str] = []
+    t = a["issue_by_turn"]["all"]
+    buckets = [b for b in a["issue_by_turn"]["buckets"] if b in t["replies"]]
+    flagged = [i for i in names if any(t["issue_share"][i].get(b) for b in buckets)]
+    lines += ["", "### Share of replies flagged, by turn position (all counsellors; cf. Figure 9)", "",
+              "Among the replies at each position (two-turn buckets); per counsellor in report.json. Issues never "
+              "flagged are left out.", "",
+              "| Issue | " + " | ".join(f"turns {b}" for b in buckets) + " |", "|---|" + "---|" * len(buckets),
+              "| replies | " + " | ".join(str(t["replies"][b]) for b in buckets) + " |"]
+    for i in flagged:
+        lines.append(f"| {names[i]} | " + " | ".join(_pct(t["issue_share"][i][b]) for b in buckets) + " |")
+    pts = a["issue_by_turn"]["points"]
+    lines += ["", "The paper's read-outs (§5.3, App. G.1: under-guiding 12% → ~70%, formulaic responding 2% → 26%, "
+              "missed shared context 6% → 14%):", "",
+              "| Issue | " + " | ".join(f"turns {p} ({pts[p]['replies']} replies)" for p in pts) + " |",
+              "|---|" + "---|" * len(pts)]
+    for i in names:
+        lines.append(f"| {names[i]} | " + " | ".join(_pct(pts[p]["issue_share"][i]) if pts[p]["issue_share"] else "–"
+                                                     for p in pts) + " |")
+    ev = a["early_vs_late"]
+    lo, hi = ev["early_turns"], ev["late_turns"]
+    lines += ["", f"### Mean severity weight, turns {lo[0]}–{lo[1]} against {hi[0]}–{hi[1]} (App. G.1: 1.46 → 3.72)", "",
+              f"Rises for {ev['rises_for']} of {ev['of']} counsellors with replies in both ranges.", "",
+              f"| Counsellor | turns {lo[0]}–{lo[1]} | replies | turns {hi[0]}–{hi[1]} | replies | change |",
+              "|---|---|---|---|---|---|"]
+    for n, v in [("all", ev["all"]), *ev["counsellors"].items()]:
+        lines.append(f"| {n} | {_f(v['early'])} | {v['early_replies']} | {_f(v['late'])} | {v['late_replies']} | "
+                     f"{_f(v['change'])} |")
+    sb = a["shares_by_session"]
+    cats = list(cat_names)
+    lines += ["", "### First against later sessions (cf. Figure 5)", "",
+              "Share of replies with at least one issue of each category, and MHQR allocated to the category "
+              "(as in the category table), in the first session and in all later ones (paper: fidelity "
+              "7.6% → 17.2% of replies). Per session index and per issue in report.json.", "",
+              "| Counsellor | Sessions | MHQR | " + " | ".join(f"{cat_names[k]} (share / MHQR)" for k in cats) + " |",
+              "|---|---|---|" + "---|" * len(cats)]
+    for n, u in [("all", sb["all"]), *sb["counsellors"].items()]:
+        for part in ("first", "later"):
+            g = u[part]
+            if g is None or not g["replies"]:
+                continue
+            lines.append(f"| {n} | {part} ({g['sessions']}) | {_f(g['mhqr'])} | "
+                         + " | ".join(f"{_pct(g['category_share'][k])} / {_f(g['category_mhqr'][k])}" for k in cats) + " |")
+    lines += ["", "### Session MHQR distribution by session (cf. Figure 10)", "",
+              "| Counsellor | Session | Sessions | Mean | p5 | p25 | Median | p75 | p95 |",
+              "|---|---|---|---|---|---|---|---|---|"]
+    for n, per in a["session_distribution"].items():
+        for k, d in per.items():
+            lines.append(f"| {n} | {int(k) + 1} | {d['sessions']} | {_f(d['mean'])} | {_f(d['p5'])} | {_f(d['p25'])} | "
+                         f"{_f(d['p50'])} | {_f(d['p75'])} | {_f(d['p95'])} |")
+    w = a["without_speaks_as_patient"]
+    lines += ["", "### Without replies in which the counsellor speaks as the patient (§5.2)", ""]
+    if "skipped" in w:
+        lines += [f"Not computed: {w['skipped']}."]
+    else:
+        lines += [f"{w['flagged']} replies flagged `speaks_as_patient` by the simulator. Contribution: those replies' "
+                  "share of the MHQR. Ranking without them: " + ", ".join(w["ranking"])
+                  + f"; Kendall's τ_b with the full ranking {_f(w['tau_b'])}"
+                  + (" (same order)." if w["same_ranking"] else " (order changes)."), "",
+                  "| Counsellor | Flagged | Share | Contribution | MHQR | MHQR without | 95% CI without |",
+                  "|---|---|---|---|---|---|---|"]
+        for n, v in w["counsellors"].items():
+            ci = v.get("ci95_without") or [None, None]
+            lines.append(f"| {n} | {v['flagged']} | {_pct(v['flagged_share'])} | {_f(v['contribution'])} | "
+                         f"{_f(v.get('mhqr'))} | "
+                         f"{_f(v.get('mhqr_without'))} | [{_f(ci[0])}, {_f(ci[1])}] |")
+    b = a["benchmark_subset"]
+    lines += ["", "### Benchmark subset against the full pool (App. G \"Pool\")", ""]
+    if "skipped" in b:
+        lines += [f"Not computed: {b['skipped']}."]
+    else:
+        lines += [f"{b['benchmark_patients']} of {b['patients']} judged patients are in the benchmark subset "
+                  f"(from {b['source']}). Kendall's τ_b between the two rankings: {_f(b['tau_b'])}"
+                  + (" (same order)." if b["same_ranking"] else " (order changes)."), "",
+                  "| Counsellor | MHQR (all patients) | MHQR (benchmark) | 95% CI (benchmark) | Sessions (benchmark) |",
+                  "|---|---|---|---|---|"]
+        for n, v in b["benchmark"].items():
+            lines.append(f"| {n} | {_f(b['full'].get(n))} | {_f(v['mhqr'])} | [{_f(v['ci95'][0])}, {_f(v['ci95'][1])}] | "
+                         f"{v['sessions']} |")
+    return lines
+
+
+def _costs_md(c: dict[str, Any]) -> list[str]:
+    def money(x: Any, nd: int = 4) -> str:
+        return "–" if x is None else f"{x:.{nd}f}"
+
+    def mtok(x: int) -> str:
+        return f"{x / 1e6:.4f}"
+
+    lines = ["## Cost of the calls (cf. Table 8)", "",
+             "Tokens in millions; output includes reasoning; cached: share of input read from the prompt cache. "
+             "Price per million tokens (input / cached input / output), from `judge.prices`. Per query (list): at "
+             "list price without caching; per query and total: with cached input at its price. " + c["note"], "",
+             "| Role | Model | Queries | Input | Output | of which reasoning | Cached | Price | Per query (list) | "
+             "Per query | Total |", "|---|---|---|---|---|---|---|---|---|---|---|"]
+    for r in c["rows"]:
+        p = r["price"]
+        price = f"{p['input']:g} / {p['cached_input']:g} / {p['output']:g}" if p else "no price"
+        lines.append(f"| {r['role']} | {r['model'] or '–'} | {r['calls']} | {mtok(r['input_tokens'])} | "
+                     f"{mtok(r['output_tokens'])} | {mtok(r['reasoning_tokens'])} | "
+                     f"{_pct(r['cached_share']) if r['cached_share'] is not None else '–'} | {price} | "
+                     f"{money(r['list_cost_per_query'], 6)} | {money(r['cost_per_query'], 6)} | {money(r['cost'])} |")
+    t, jt = c["total"], c["judges_total"]
+    lines += ["", f"Total over priced roles: {money(t['cost'])} ({money(t['list_cost'])} at list price, {t['calls']} "
+              f"queries); judges: {money(jt['cost'])} ({money(jt['list_cost'])} at list price)."
+              + (f" No price for: {', '.join(c['unpriced'])}." if c["unpriced"] else ""), ""]
+    return lines
 
 
 def write_markdown(path: Path, report: dict[str, Any], rubric: Rubric) -> None:
@@ -153,6 +270,8 @@ def write_markdown(path: Path, report: dict[str, Any], rubric: Rubric) -> None:
         lines += [f"- judge `{f['judge']}` ({f['judge_model']}) and counsellor `{f['counsellor']}` "
                   f"({f['counsellor_model']}): family `{f['family']}`" for f in report["family_flags"]]
         lines.append("")
+    if report.get("costs"):
+        lines += _costs_md(report["costs"])
     crit = report["critical_replies"]
     lines += [f"## Critical replies for human review ({len(crit)})", ""]
     for c in crit:
@@ -225,7 +344,63 @@ def write_plots(out: Path, report: dict[str, Any]) -> list[str]:
         ax.set_title(f"Severity by turn position — judge {name}")
         ax.legend(fontsize="small")
     _save(fig, out / "severity_by_turn.png")
-    return ["mhqr_by_counsellor.png", "severity_by_turn.png"]
+    files = ["mhqr_by_counsellor.png", "severity_by_turn.png"]
+    with_analyses = {n: j for n, j in judges.items() if j.get("analyses")}
+    if with_analyses:
+        _issues_by_turn_plot(plt, out, with_analyses)
+        _sessions_plot(plt, out, with_analyses)
+        files += ["issues_by_turn.png", "mhqr_by_session.png"]
+    return files
+
+
+def _issues_by_turn_plot(plt: Any, out: Path, judges: dict[str, Any]) -> None:
+    """Figure 9's per-issue view: share of replies flagged per two-turn bucket, one line per issue flagged."""
+    fig, axes = plt.subplots(1, len(judges), figsize=(7 * len(judges), 4), squeeze=False)
+    for ax, (name, j) in zip(axes[0], judges.items()):
+        t = j["analyses"]["issue_by_turn"]["all"]
+        buckets = [b for b in j["analyses"]["issue_by_turn"]["buckets"] if b in t["replies"]]
+        for issue, share in t["issue_share"].items():
+            if any(share.get(b) for b in buckets):
+                ax.plot(range(len(buckets)), [100 * share[b] for b in buckets], marker=".", label=issue)
+        ax.set_xticks(range(len(buckets)), buckets, rotation=45)
+        ax.set_xlabel("turn position (counsellor reply in the session)")
+        ax.set_ylabel("% of replies flagged")
+        ax.set_ylim(-2, 102)
+        ax.set_title(f"Issues by turn position — judge {name}")
+        ax.legend(fontsize="x-small")
+    _save(fig, out / "issues_by_turn.png")
+
+
+def _sessions_plot(plt: Any, out: Path, judges: dict[str, Any]) -> None:
+    """Figure 10: the session MHQR of each counsellor per session index, boxes with whiskers at p5/p95."""
+    fig, axes = plt.subplots(1, len(judges), figsize=(max(6, 1.2 * len(next(iter(judges.values()))["analyses"]
+                                                                       ["session_distribution"]) + 3) * len(judges), 4),
+                             squeeze=False)
+    for ax, (name, j) in zip(axes[0], judges.items()):
+        dist = j["analyses"]["session_distribution"]
+        order = [n for n in j["scores"]["ranking"] if n in dist]
+        indices = sorted({int(k) for n in order for k in dist[n]})
+        width = 0.8 / max(1, len(indices))
+        for k_pos, k in enumerate(indices):
+            data, pos = [], []
+            for i, n in enumerate(order):
+                d = dist[n].get(k) or dist[n].get(str(k))
+                if d:
+                    data.append(d["values"])
+                    pos.append(i + (k_pos - (len(indices) - 1) / 2) * width)
+            if data:
+                bp = ax.boxplot(data, positions=pos, widths=width * 0.9, whis=(5, 95), showfliers=False,
+                                patch_artist=True, manage_ticks=False)
+                for box in bp["boxes"]:
+                    box.set_facecolor(f"C{k_pos}")
+                    box.set_alpha(0.6)
+                ax.plot([], [], color=f"C{k_pos}", lw=6, alpha=0.6, label=f"session {k + 1}")
+        ax.set_xticks(range(len(order)), order, rotation=30, ha="right")
+        ax.set_ylabel("session MHQR")
+        ax.set_ylim(-0.3, 10.3)
+        ax.set_title(f"Session scores by session (whiskers p5–p95) — judge {name}")
+        ax.legend(fontsize="small")
+    _save(fig, out / "mhqr_by_session.png")
 
 
 def write_report(out: Path, report: dict[str, Any], rubric: Rubric, plots: bool) -> dict[str, Path]:

@@ -48,6 +48,13 @@ class IssueDef(_Strict):
     do_not_flag: list[str] = Field(min_length=1)
 
 
+class ConfusablePair(_Strict):
+    """Appendix A.2.1: two issues that are easily mistaken for each other, and how to choose."""
+
+    issues: tuple[str, str]
+    rule: str = Field(min_length=1)
+
+
 class Rubric(_Strict):
     version: str
     source: str
@@ -55,7 +62,8 @@ class Rubric(_Strict):
     severity_rules: list[str]
     categories: list[CategoryDef] = Field(min_length=1)
     issues: list[IssueDef] = Field(min_length=1)
-    confusable_pairs: list[str] = Field(default_factory=list)
+    second_label: str = Field("", description="When a second issue may be added at all (Appendix A.2.1)")
+    confusable_pairs: list[ConfusablePair] = Field(default_factory=list)
 
     @model_validator(mode="after")
     def _consistent(self) -> "Rubric":
@@ -66,6 +74,14 @@ class Rubric(_Strict):
         for i in self.issues:
             if i.category not in cats:
                 raise ValueError(f"issue {i.id}: unknown category {i.category!r}")
+        seen_pairs: set[frozenset[str]] = set()
+        for p in self.confusable_pairs:
+            unknown = [x for x in p.issues if x not in ids]
+            if unknown or p.issues[0] == p.issues[1]:
+                raise ValueError(f"confusable pair {list(p.issues)}: needs two different issue ids of the rubric")
+            if frozenset(p.issues) in seen_pairs:
+                raise ValueError(f"confusable pair {list(p.issues)} is listed twice")
+            seen_pairs.add(frozenset(p.issues))
         unused = cats - {i.category for i in self.issues}
         if unused:
             raise ValueError(f"categories without issues: {sorted(unused)}")

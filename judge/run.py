@@ -18,8 +18,10 @@ from mindcore.errors import EngineError
 from mindcore.io import CheckpointDir
 from mindcore.provenance import base_provenance
 from mindcore.runner import gather_progress
+from judge.analyses import analyses
 from judge.config import JudgeConfig
-from judge.inputs import load_sessions
+from judge.costs import cost_table
+from judge.inputs import benchmark_patients, load_sessions
 from judge.judging import TEMPLATES, Judge, judge_reply, replies
 from judge.rankings import family_flags, judge_agreement
 from judge.report import critical_rows, failure_rows, write_report
@@ -59,7 +61,10 @@ async def judge_all(judges: list[Judge], sessions: list[SessionInput], cache: Ch
 
 
 def summarise(rows: list[JudgmentRow], judges: list[Judge], sessions: list[SessionInput],
-              config: JudgeConfig) -> dict[str, Any]:
+              config: JudgeConfig, *, benchmark: tuple[set[str] | None, str | None] = (None, None),
+              usage: dict[str, dict[str, Any]] | None = None) -> dict[str, Any]:
+    """report.json's content. `benchmark`: the benchmark patients and where they came from
+    (`judge.inputs.benchmark_patients`); `usage`: the engine ledger's summary per role, for the cost table."""
     rubric = judges[0].rubric if judges else load_rubric(config.rubric)
     # Decided once from the sessions, so every judge ranks the same units whatever its failures.
     engines = sorted({s.patient_engine or "unknown" for s in sessions})
@@ -74,9 +79,13 @@ def summarise(rows: list[JudgmentRow], judges: list[Judge], sessions: list[Sessi
             "rows": len(mine), "ok": len(mine) - len(failed), "failed": len(failed),
             "failed_by_kind": dict(Counter(r.error_kind or "unknown" for r in failed)),
             "dropped_quotes": sum(r.dropped_quotes for r in mine),
-            "scores": score_all(columns_from_rows(mine, by_engine=by_engine), rubric, draws=config.bootstrap_draws,
-                                seed=config.seed),
         }
+        cols = columns_from_rows(mine, by_engine=by_engine)
+        scores = score_all(cols, rubric, draws=config.bootstrap_draws, seed=config.seed)
+        by_judge[j.name]["scores"] = scores
+        by_judge[j.name]["analyses"] = analyses(cols, rubric, scores["counsellors"], draws=config.bootstrap_draws,
+                                                seed=config.seed, benchmark=benchmark[0],
+                                                benchmark_source=benchmark[1])
     counsellor_models: dict[str, str | None] = {}
     for s in sessions:
         counsellor_models[s.counsellor] = counsellor_models.get(s.counsellor) or s.counsellor_model
@@ -92,6 +101,7 @@ def summarise(rows: list[JudgmentRow], judges: list[Judge], sessions: list[Sessi
         "family_flags": family_flags({j.name: j.model for j in judges}, counsellor_models),
         "critical_replies": critical_rows(rows, by_engine=by_engine),
         "failures": failure_rows(rows, by_engine=by_engine),
+        "costs": cost_table(usage or {}, config.prices, [j.name for j in judges]),
         **({"patient_engines": engines} if by_engine else {}),
     }
 
@@ -109,6 +119,8 @@ def run_judging(run_dir: str | Path, engines: Any, config: JudgeConfig | None = 
     run_dir = Path(run_dir)
     if inputs is None:
         inputs = load_sessions(run_dir, Path(sessions) if sessions else None)
+    # Read before any judgment, so a bad profiles path stops the run before it spends anything.
+    bench = benchmark_patients(inputs, run_dir, Path(config.profiles) if config.profiles else None)
     judges = _judges(engines, config)
     out = run_dir / OUT_DIR
     cache = CheckpointDir(out / "cache")
@@ -119,7 +131,7 @@ def run_judging(run_dir: str | Path, engines: Any, config: JudgeConfig | None = 
     else:
         rows = engines.run(judge_all(judges, inputs, cache, config.max_replies, config.concurrency))
     write_judgments(out / "judgments.parquet", rows)
-    report = summarise(rows, judges, inputs, config)
+    report = summarise(rows, judges, inputs, config, benchmark=bench, usage=engines.ledger.summary())
     files = write_report(out, report, judges[0].rubric, config.plots)
     failed = [r for r in rows if r.status == "failed"]
     summary = {

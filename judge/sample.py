@@ -1,10 +1,12 @@
-"""A blinded, stratified sample of counsellor replies for clinicians to annotate (MindEval2 §3.4: three
-psychologists annotated excerpts turn by turn without knowing which system produced them).
+"""A blinded, stratified sample of excerpts for clinicians to annotate (MindEval2 §3.4: three
+psychologists annotated 19 complete conversations and 48 five-turn excerpts turn by turn, without
+knowing which system produced them).
 
-Each excerpt is one counsellor reply with everything it was written from: the counsellor's system prompt
-as sent and the conversation up to and including that reply. The draw is stratified by counsellor and,
-where judgments exist, by the judge's severity, so every counsellor is equally represented and rare
-severe replies are not crowded out by No concern. Counsellor names are replaced by opaque system codes,
+An excerpt is one annotation unit (`judge/units.py`): a single reply, a window of five consecutive
+counsellor turns, or a whole conversation, each shown with everything it was written from: the
+counsellor's system prompt as sent and the conversation up to its last rated turn. The draw is
+stratified by counsellor and, where judgments exist, by the judge's severity (for several turns, their
+most severe), so every counsellor is equally represented and rare severe excerpts are not crowded out. Counsellor names are replaced by opaque system codes,
 the order is shuffled, and the map back to sessions and counsellors goes to a separate key file that the
 annotators should not see. The same seed gives the same sample.
 """
@@ -20,6 +22,8 @@ from typing import Any, Optional
 import pyarrow.parquet as pq
 
 from judge.agreement import JUDGMENTS_FILE, load_vocabulary, norm_id
+from judge.units import (UNITS, WINDOW_TURNS, Choices, Excerpt, ExcerptAnnotation, KeyEntry, RatedTurn,
+                         TurnAnnotation)
 from mindcore.errors import InputError
 from mindcore.io import atomic_write_json, atomic_write_jsonl
 
@@ -34,6 +38,7 @@ class Reply:
     reply_index: int
     counsellor: str  # the unit drawn evenly and blinded: the counsellor, or counsellor/engine (see `units`)
     stratum: str  # judged severity, "failed" or "unjudged"
+    replies: int = 1  # consecutive counsellor replies rated from reply_index on (window 5, conversation all)
 
 
 def key_path_for(out: Path) -> Path:
@@ -54,8 +59,10 @@ def load_sessions(run_dir: Path) -> dict[str, dict[str, Any]]:
 
 
 def conversation(session: dict[str, Any]) -> list[dict[str, str]]:
-    """The plain exchange, counsellor = assistant, without the system message."""
-    return [{"role": m["role"], "content": m["content"]} for m in session["counsellor_messages"] if m["role"] != "system"]
+    """The plain exchange, counsellor = assistant: patient and counsellor messages with text, counted as
+    the judge counts replies (`judge.judging.replies`), so reply indices agree with the judgments."""
+    return [{"role": m["role"], "content": m["content"]} for m in session["counsellor_messages"]
+            if m.get("role") in ("user", "assistant") and isinstance(m.get("content"), str) and not m.get("tool_calls")]
 
 
 def judged_strata(run_dir: Path, judge: Optional[str]) -> tuple[Optional[str], dict[tuple[str, int], str]]:
@@ -115,61 +122,114 @@ def draw(replies: list[Reply], n: int, rng: random.Random, levels: tuple[str, ..
     return chosen
 
 
-def sample_excerpts(run_dir: Path, n: int, out: Path, *, seed: int = 0, key: Optional[Path] = None,
-                    judge: Optional[str] = None, rubric: Optional[Path] = None) -> dict[str, Any]:
-    """Write the excerpt file and its key; return the key's summary part."""
-    if n < 1:
+def _stratum(strata: list[str], levels: tuple[str, ...]) -> str:
+    """One stratum for a multi-turn unit: its most severe judged level, else failed, else unjudged."""
+    judged = [x for x in strata if x in levels]
+    if judged:
+        return max(judged, key=levels.index)
+    return "failed" if "failed" in strata else "unjudged"
+
+
+def _mix(unit: str, n: Optional[int], mix: Optional[dict[str, int]]) -> dict[str, int]:
+    if mix is not None:
+        bad = [k for k in mix if k not in UNITS]
+        if bad or not mix or any(v < 0 for v in mix.values()) or not sum(mix.values()):
+            raise InputError(f"mix {mix}: give counts >= 0 of {', '.join(UNITS)}, at least one above 0")
+        return {k: v for k, v in mix.items() if v}
+    if unit not in UNITS:
+        raise InputError(f"--unit {unit}: use one of {', '.join(UNITS)}")
+    if n is None or n < 1:
         raise InputError(f"--n {n}: draw at least one excerpt")
+    return {unit: n}
+
+
+def sample_excerpts(run_dir: Path, n: Optional[int], out: Path, *, seed: int = 0, key: Optional[Path] = None,
+                    judge: Optional[str] = None, rubric: Optional[Path] = None, unit: str = "reply",
+                    mix: Optional[dict[str, int]] = None) -> dict[str, Any]:
+    """Write the excerpt file (`judge.units.Excerpt` rows) and its key; return the key's summary part.
+    `n` excerpts of one `unit`, or `mix` = {unit: count} (the paper's: `judge.units.PAPER_MIX`).
+    Conversations are drawn first, then windows from other sessions (one per session), then replies
+    from sessions not used yet, so no counsellor turn is in two excerpts."""
+    plan = _mix(unit, n, mix)
     key = Path(key) if key else key_path_for(out)
     if key.resolve() == Path(out).resolve():
         raise InputError("--key must differ from --out: the key un-blinds the excerpts")
     vocab = load_vocabulary(rubric)
     sessions = load_sessions(run_dir)
     judge, strata = judged_strata(run_dir, judge)
-    unit = units(sessions)
-    replies = []
-    for sid, s in sorted(sessions.items()):
-        k = 0
-        for m in conversation(s):
-            if m["role"] == "assistant":
-                replies.append(Reply(sid, k, unit[sid], strata.get((sid, k), "unjudged")))
-                k += 1
-    if not replies:
+    unit_of = units(sessions)
+    counts = {sid: sum(m["role"] == "assistant" for m in conversation(s)) for sid, s in sorted(sessions.items())}
+    if not any(counts.values()):
         raise InputError(f"{run_dir}: the sessions hold no counsellor replies to sample")
     rng = random.Random(seed)
-    chosen = draw(replies, n, rng, vocab.levels)
+
+    def stratum(sid: str, first: int, k: int) -> str:
+        return _stratum([strata.get((sid, i), "unjudged") for i in range(first, first + k)], vocab.levels)
+
+    candidates: dict[str, list[Reply]] = {}
+    chosen: list[tuple[str, Reply]] = []
+    used: set[str] = set()
+    for kind in [u for u in ("conversation", "window", "reply") if u in plan]:
+        if kind == "conversation":
+            pool = [Reply(sid, 0, unit_of[sid], stratum(sid, 0, c), c) for sid, c in counts.items() if c]
+        elif kind == "window":
+            # One window per session, its start drawn first so the stratum is the window's own.
+            pool = []
+            for sid, c in counts.items():
+                if sid not in used and c >= WINDOW_TURNS:
+                    start = rng.randrange(c - WINDOW_TURNS + 1)
+                    pool.append(Reply(sid, start, unit_of[sid], stratum(sid, start, WINDOW_TURNS), WINDOW_TURNS))
+        else:
+            pool = [Reply(sid, k, unit_of[sid], strata.get((sid, k), "unjudged"))
+                    for sid, c in counts.items() if sid not in used for k in range(c)]
+        if not pool:
+            need = f"sessions with at least {WINDOW_TURNS} counsellor replies" if kind == "window" else "counsellor replies"
+            raise InputError(f"{run_dir}: no {need} left to draw {kind} excerpts from")
+        candidates[kind] = pool
+        drawn = draw(pool, plan[kind], rng, vocab.levels)
+        used.update(r.session_id for r in drawn)
+        chosen += [(kind, r) for r in drawn]
     rng.shuffle(chosen)
-    names = sorted({r.counsellor for r in replies})
+    names = sorted({u for u in unit_of.values()} & {r.counsellor for pool in candidates.values() for r in pool})
     codes = [f"S{i + 1}" for i in range(len(names))]
     rng.shuffle(codes)
     system_of = dict(zip(names, codes))
-    excerpts, entries, used = [], {}, set()
-    for r in chosen:
+    choices = Choices(severity=list(vocab.levels), issues=sorted(vocab.issues))
+    excerpts, entries, ids = [], {}, set()
+    for kind, r in chosen:
         eid = f"e{rng.getrandbits(48):012x}"
-        while eid in used:
+        while eid in ids:
             eid = f"e{rng.getrandbits(48):012x}"
-        used.add(eid)
+        ids.add(eid)
         s = sessions[r.session_id]
-        messages = _up_to_reply(conversation(s), r.reply_index)
-        excerpts.append({
-            "excerpt_id": eid,
-            "system": system_of[r.counsellor],
-            "system_prompt": s["counsellor_system_prompt"],
-            "messages": messages,
-            "rate": "the last message (the counsellor's reply)",
-            "choices": {"severity": list(vocab.levels), "issues": sorted(vocab.issues)},
-            "annotation": {"annotator": None, "severity": None, "issues": [], "comment": None},
-        })
-        entries[eid] = {"session_id": r.session_id, "reply_index": r.reply_index, "counsellor": s["counsellor"],
-                        "patient_engine": s.get("patient_engine"), "system_unit": r.counsellor, "patient_id": s["patient_id"], "session_index": s["session_index"], "judged_severity": r.stratum}
-    table: dict[str, dict[str, dict[str, int]]] = defaultdict(lambda: defaultdict(lambda: {"available": 0, "drawn": 0}))
-    for r in replies:
-        table[r.counsellor][r.stratum]["available"] += 1
-    for r in chosen:
-        table[r.counsellor][r.stratum]["drawn"] += 1
-    summary = {"run_dir": str(run_dir), "seed": seed, "requested": n, "drawn": len(chosen), "judge": judge,
+        messages = _up_to_reply(conversation(s), r.reply_index + r.replies - 1)
+        at = [i for i, m in enumerate(messages) if m["role"] == "assistant"][r.reply_index:]
+        rate = [RatedTurn(turn_id=f"{eid}.{k + 1}", position=k + 1, message_index=i) for k, i in enumerate(at)]
+        excerpts.append(Excerpt(
+            excerpt_id=eid, unit=kind, system=system_of[r.counsellor], system_prompt=s["counsellor_system_prompt"],
+            messages=messages, rate=rate, choices=choices,
+            annotation=ExcerptAnnotation(turns=[TurnAnnotation(turn_id=t.turn_id) for t in rate]),
+        ).model_dump(mode="json"))
+        entries[eid] = KeyEntry(
+            unit=kind, session_id=r.session_id, reply_indices=list(range(r.reply_index, r.reply_index + r.replies)),
+            turn_ids=[t.turn_id for t in rate], reply_index=r.reply_index, counsellor=s["counsellor"],
+            patient_engine=s.get("patient_engine"), system_unit=r.counsellor, patient_id=s["patient_id"],
+            session_index=s["session_index"], judged_severity=r.stratum,
+        ).model_dump(mode="json")
+    by_unit: dict[str, Any] = {}
+    for kind, pool in candidates.items():
+        table: dict[str, dict[str, dict[str, int]]] = defaultdict(lambda: defaultdict(lambda: {"available": 0, "drawn": 0}))
+        for r in pool:
+            table[r.counsellor][r.stratum]["available"] += 1
+        for k, r in chosen:
+            if k == kind:
+                table[r.counsellor][r.stratum]["drawn"] += 1
+        by_unit[kind] = {c: dict(v) for c, v in sorted(table.items())}
+    drawn_by_unit = {k: sum(1 for x, _ in chosen if x == k) for k in plan}
+    summary = {"run_dir": str(run_dir), "seed": seed, "requested": plan, "drawn": len(chosen),
+               "drawn_by_unit": drawn_by_unit, "rated_turns": sum(r.replies for _, r in chosen), "judge": judge,
                "systems": {code: name for name, code in system_of.items()},
-               "strata": {c: dict(v) for c, v in sorted(table.items())}}
+               **({"strata": by_unit[next(iter(plan))]} if len(plan) == 1 else {}), "strata_by_unit": by_unit}
     atomic_write_jsonl(out, excerpts)
     atomic_write_json(key, {**summary, "excerpts": entries})
     return {**summary, "out": str(out), "key": str(key)}

@@ -49,6 +49,24 @@ class SessionInput(_Row):
         None, description="Patient engine that played the patient (mindsim, patientact, ...), if the simulator says; "
         "with several in one input each counsellor is scored once per engine"
     )
+    counsellor_flags: list[ReplyFlags] = Field(
+        default_factory=list, description="Defects the simulator flagged per reply (speaks_as_patient: the "
+        "counsellor wrote the patient's lines); the report re-ranks without those replies"
+    )
+    in_benchmark: bool | None = Field(
+        None, description="Whether the patient is in the benchmark subset of the pool, if the simulator says"
+    )
+
+    def reply_flags(self, reply_index: int) -> list[str]:
+        return sorted({f for r in self.counsellor_flags if r.reply_index == reply_index for f in r.flags})
+
+
+class ReplyFlags(BaseModel):
+    """The simulator's defect flags on one counsellor reply (our sessions' `counsellor_flags` column)."""
+
+    model_config = ConfigDict(extra="ignore")
+    reply_index: int = Field(ge=0, description="0-based counsellor reply in the session")
+    flags: list[str] = Field(default_factory=list, description="e.g. speaks_as_patient, cut_off, tool_syntax")
 
 
 class IssueRecord(_Row):
@@ -86,6 +104,9 @@ class JudgmentRow(_Row):
     prompt_hashes: dict[str, str] = Field(description="Prompt template -> sha256 prefix")
     cache_key: str = Field(description="Content key of the judgment (judge, model, rubric, prompts, context)")
     patient_engine: str | None = Field(None, description="Patient engine of the session, when its input names one")
+    counsellor_flags: list[str] = Field(
+        default_factory=list, description="The simulator's defect flags on this reply (from the session), e.g. speaks_as_patient"
+    )
 
 
 _ISSUE = pa.struct([("issue", pa.string()), ("category", pa.string()), ("reason", pa.string()),
@@ -99,7 +120,7 @@ JUDGMENT_SCHEMA = pa.schema([
     ("severity", pa.string()), ("weight", pa.float64()), ("issues", pa.list_(_ISSUE)),
     ("dropped_quotes", pa.int64()), ("status", pa.string()), ("error", pa.string()), ("error_kind", pa.string()),
     ("rubric_version", pa.string()), ("prompt_hashes", pa.string()), ("cache_key", pa.string()),
-    ("patient_engine", pa.string()),
+    ("patient_engine", pa.string()), ("counsellor_flags", pa.list_(pa.string())),
 ])
 
 
@@ -117,5 +138,6 @@ def read_judgments(path: str | Path) -> list[JudgmentRow]:
     rows = []
     for d in pq.read_table(path).to_pylist():
         d["prompt_hashes"] = json.loads(d["prompt_hashes"] or "{}")
+        d["counsellor_flags"] = d.get("counsellor_flags") or []  # absent in files written before it
         rows.append(JudgmentRow.model_validate(d))
     return rows

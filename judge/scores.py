@@ -50,9 +50,24 @@ class Columns:
     patient_engine: np.ndarray
     # label -> {"counsellor", "patient_engine"}, only when the unit is (counsellor, patient engine).
     systems: dict[str, dict[str, str]] | None = None
+    # Per reply: the simulator flagged it as the counsellor writing the patient's lines (§5.2).
+    speaks_as_patient: np.ndarray | None = None
 
     def __len__(self) -> int:
         return len(self.weight)
+
+    def subset(self, mask: np.ndarray) -> "Columns":
+        """The rows where `mask` holds, issues re-indexed to them."""
+        mask = np.asarray(mask, dtype=bool)
+        new_index = np.cumsum(mask) - 1
+        keep_issue = mask[self.issue_row] if len(self.issue_row) else np.zeros(0, bool)
+        return Columns(
+            counsellor=self.counsellor[mask], patient=self.patient[mask], session_index=self.session_index[mask],
+            reply_index=self.reply_index[mask], weight=self.weight[mask], severity=self.severity[mask],
+            issue_row=new_index[self.issue_row[keep_issue]].astype(np.int64), issue=self.issue[keep_issue],
+            patient_engine=self.patient_engine[mask], systems=self.systems,
+            speaks_as_patient=None if self.speaks_as_patient is None else self.speaks_as_patient[mask],
+        )
 
 
 def system_label(counsellor: str, engine: str | None, by_engine: bool) -> str:
@@ -83,7 +98,7 @@ def columns_from_rows(rows: Iterable[Any], by_engine: bool | None = None) -> Col
         return r[k] if isinstance(r, dict) else getattr(r, k)
 
     cols: dict[str, list] = {k: [] for k in ("counsellor", "patient", "session_index", "reply_index", "weight",
-                                             "severity", "patient_engine")}
+                                             "severity", "patient_engine", "speaks_as_patient")}
     issue_row: list[int] = []
     issue: list[str] = []
     systems: dict[str, dict[str, str]] = {}
@@ -101,6 +116,9 @@ def columns_from_rows(rows: Iterable[Any], by_engine: bool | None = None) -> Col
         cols["reply_index"].append(get(r, "reply_index"))
         cols["weight"].append(get(r, "weight"))
         cols["severity"].append(get(r, "severity"))
+        # Rows written before the flags were carried over have none: read as not flagged.
+        flags = (r.get("counsellor_flags") if isinstance(r, dict) else getattr(r, "counsellor_flags", None)) or ()
+        cols["speaks_as_patient"].append("speaks_as_patient" in flags)
         for it in get(r, "issues"):
             issue_row.append(i)
             issue.append(it["issue"] if isinstance(it, dict) else it.issue)
@@ -115,6 +133,7 @@ def columns_from_rows(rows: Iterable[Any], by_engine: bool | None = None) -> Col
         issue=np.asarray(issue, dtype=object).astype(str),
         patient_engine=np.asarray(cols["patient_engine"], dtype=object).astype(str),
         systems=systems if by_engine else None,
+        speaks_as_patient=np.asarray(cols["speaks_as_patient"], dtype=bool),
     )
 
 

@@ -177,7 +177,8 @@ def tau_b(a: dict[str, float], b: dict[str, float]) -> float | None:
 
 @dataclass
 class Units:
-    """Annotator units (session × annotator) of one counsellor-labelled annotation set."""
+    """Annotator units (excerpt × annotator; session × annotator without a sample key) of one
+    counsellor-labelled annotation set."""
 
     counsellor: dict[tuple[str, str], str]
     replies: dict[tuple[str, str], list[tuple[str, int]]]
@@ -187,11 +188,14 @@ class Units:
 def build_units(annotations: Sequence[Any], counsellor_of: dict[str, str], weights: Sequence[float]) -> Units:
     replies: dict[tuple[str, str], list] = defaultdict(list)
     per_unit: dict[tuple[str, str], list[float]] = defaultdict(list)
+    session_of: dict[tuple[str, str], str] = {}
     for a in annotations:
-        u = (a.reply[0], a.annotator)
+        # One unit = one excerpt x one annotator (the session stands in when there is no excerpt id).
+        u = (getattr(a, "unit", None) or a.reply[0], a.annotator)
         replies[u].append(a.reply)
         per_unit[u].append(weights[a.level])
-    return Units({u: counsellor_of[u[0]] for u in replies}, dict(replies),
+        session_of[u] = a.reply[0]
+    return Units({u: counsellor_of[session_of[u]] for u in replies}, dict(replies),
                  {u: float(np.mean(w)) for u, w in per_unit.items()})
 
 
@@ -219,7 +223,8 @@ def _same_ranking(a: dict[str, float], b: dict[str, float]) -> bool:
 
 
 def bootstrap(units: Units, judges: dict[str, dict], draws: int, seed: int) -> dict[str, Any]:
-    """Resample sessions with replacement within each counsellor; per draw compare rankings.
+    """Resample excerpts (the units' first key; sessions when annotated without a sample) with replacement
+    within each counsellor; per draw compare rankings.
 
     Annotators: share of draws whose pooled ranking equals the one on all units. Judge: share of draws in
     which the judge's ranking equals the pooled annotators' ranking on the same draw."""

@@ -11,6 +11,7 @@ from typing import Any, Literal
 from pydantic import BaseModel, ConfigDict, Field, ValidationError, field_validator, model_validator
 
 from mindcore.errors import ConfigError
+from mindsim.patient_engines import DEFAULT_ENGINE
 
 
 class CounsellorBinding(BaseModel):
@@ -131,7 +132,7 @@ class SimulationConfig(BaseModel):
         "later session reads, is skipped and marked `skipped` in the record; ours, to save calls)",
     )
     patient_engine: str | list[str] = Field(
-        "mindsim",
+        DEFAULT_ENGINE,
         description="Patient engine(s) or variants (ENGINE:ARM, e.g. 'patientact:no_tg'), as registered in "
         "mindsim.patient_engines: 'mindsim', 'patientact', its arms, the baselines 'patient_psi' and 'mindeval', "
         "or a list to compare them",

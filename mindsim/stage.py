@@ -1,8 +1,8 @@
 """What the simulation stage declares to preflight (`mindcore.stages`): the roles it calls (scenario writer,
 patient, memory compactor, its patient engines' own roles, every counsellor under test — a role name or an
-engine + model binding), the structured outputs it asks of them (the scenario; the MindSim patient's
-`commit_move` and agenda tool calls, as the JSON schema the non-native tool path sends; PatientAct's steps
-and decomposition), the reply bounds that are stage settings (patient messages, memory rewrites), each
+engine + model binding), the structured outputs it asks of them (the scenario, and every registered patient
+engine's own through `mindsim.patient_engines.role_schemas()`: the MindSim patient's `commit_move` and agenda
+tool calls, as the JSON schema the non-native tool path sends; PatientAct's steps and decomposition), the reply bounds that are stage settings (patient messages, memory rewrites), each
 role's largest prompt (`mindsim.stage_sizes`) and the longest session, which the judge's estimate reads.
 Found through the `mindsim.stages` entry point.
 """
@@ -15,7 +15,9 @@ from mindcore.budget import RoleSchema, register_prompt_estimate, register_role_
 from mindcore.budget_fit import section_budget
 from mindcore.errors import ConfigError
 from mindcore.stages import RoleUse, Stage, register_output_bound, register_sample, register_stage, role_use
-from mindsim.patient_engines.mindsim_engine import agenda_tool_schema, commit_tool_schema  # noqa: F401 - sizes read them
+from mindsim.patient_engines import engine_roles
+from mindsim.patient_engines import role_schemas as engine_role_schemas
+from mindsim.patient_engines.mindsim_engine import agenda_tool_schema, commit_tool_schema  # noqa: F401 - re-exported
 
 SIMULATE = frozenset({"simulate"})
 
@@ -27,16 +29,8 @@ def _scenario_schema(recipe: Any = None) -> dict[str, Any]:
     return draft_model(float(scale)).model_json_schema()
 
 
-def patient_engines(recipe: Any) -> list[str]:
-    """The patient engines the recipe's `simulation.patient_engine` names (MindSim when unset). Read
-    from the raw section: budgets are fitted before the section is validated."""
-    engines = (getattr(recipe, "simulation", None) or {}).get("patient_engine", "mindsim")
-    return [engines] if isinstance(engines, str) else list(engines or [])
-
-
 def simulate_roles(recipe: Any, engines: Any) -> list[RoleUse]:
     from mindsim.config import CounsellorBinding, SimulationConfig
-    from mindsim.patient_engines import engine_roles
 
     uses = [role_use(engines, r) for r in ("scenario_writer", "patient", "memory_compactor")]
     scfg = SimulationConfig.from_section(getattr(recipe, "simulation", None))
@@ -57,7 +51,6 @@ def simulate_roles(recipe: Any, engines: Any) -> list[RoleUse]:
 def register() -> None:
     from mindsim import stage_sizes
     from mindsim.config import SimulationConfig
-    from mindsim.patient_engines import role_schemas as engine_role_schemas
 
     register_stage(Stage("simulate", simulate_roles))
     scen_default = SimulationConfig.model_fields["scenario_max_tokens"].default

@@ -22,8 +22,12 @@ import pyarrow.parquet as pq
 from mindcore.errors import InputError
 from mindcore.io import atomic_write_json, atomic_write_text, read_jsonl
 from mindcore.prompts import render_resource
+from mindsim.patient_engines import DEFAULT_ENGINE, variant
+from mindsim.patient_engines import names as registered_names
 
 MANIFEST = "manifest.json"
+# Session columns no engine's card section reads (the message lists are most of a session's bytes).
+_HEAVY = frozenset({"patient_messages", "counsellor_messages", "patient_system_prompt", "counsellor_system_prompt"})
 META_KEY = b"mindsim"
 
 CONFIG_DESCRIPTIONS = {
@@ -34,13 +38,6 @@ CONFIG_DESCRIPTIONS = {
     "arc": "one aggregate narrative-arc share: system × stretch × label (no text)",
     "judgments": "one MHQR judgment of one counsellor reply by one judge: flagged clinical issues with reasons and verified quotes, severity and its weight, rubric version, prompt hashes",
 }
-# Appended to the sessions config's description when the run holds PatientAct sessions.
-SESSIONS_PATIENTACT_NOTE = (
-    "; `patient_engine` names the engine that played the patient, and PatientAct sessions carry its state "
-    "(`patientact` per session, `turns[].patientact` per patient turn; see Patient engine fields below)"
-)
-
-
 @dataclass
 class DatasetConfig:
     name: str
@@ -155,8 +152,9 @@ def build_dataset_folder(run_dir: Path, run_info: dict[str, Any], dest: Path | N
         rel = f"data/{name}-{_sha256(tmp)[:12]}.parquet"
         tmp.rename(staging / rel)
         description = CONFIG_DESCRIPTIONS.get(name, name)
-        if name == "sessions" and patient_engine_stats(table) is not None:
-            description += SESSIONS_PATIENTACT_NOTE
+        if name == "sessions" and (stats := patient_engine_stats(table)) is not None:
+            # Engines whose rows carry their own fields say so in the config's description.
+            description += "".join(sec.get("sessions_note", "") for sec in stats["sections"].values())
         configs.append(DatasetConfig(name, rel, table.num_rows, description))
     images = []
     for stage in ("validation", "judgments"):
@@ -218,30 +216,26 @@ def _pool_from(verdicts: list[str]) -> str:
 
 
 def patient_engine_stats(sessions: pa.Table | None) -> dict[str, Any] | None:
-    """Sessions per patient engine and, for PatientAct, the share of its patient turns by behaviour and
-    the mean trust at the start and end of its sessions; None when no session was PatientAct's (the card
-    of a MindSim-only run stays as it was)."""
+    """Sessions per patient engine (or variant) and each engine's own card section
+    (`PatientEngine.card_section` over its rows, all its variants together; PatientAct: the share of its
+    patient turns by behaviour and the mean trust at the start and end of its sessions). None when no engine
+    in the run adds record fields (the card of a MindSim-only run stays as it was). Rows of a name no longer
+    registered are counted but get no section."""
     if sessions is None or "patient_engine" not in sessions.column_names:
         return None
-    engines = Counter(e or "mindsim" for e in sessions.column("patient_engine").to_pylist())
-    if not engines.get("patientact"):
+    names = [e or DEFAULT_ENGINE for e in sessions.column("patient_engine").to_pylist()]
+    counts = Counter(names)
+    known = set(registered_names())
+    cols = [c for c in sessions.column_names if c not in _HEAVY]
+    by_engine: dict[str, tuple[Any, list[dict[str, Any]]]] = {}
+    for name, row in zip(names, sessions.select(cols).to_pylist()):
+        if name in known:
+            engine = variant(name).engine
+            by_engine.setdefault(engine.name, (engine, []))[1].append(row)
+    sections = {n: sec for n, (engine, rows) in by_engine.items() if (sec := engine.card_section(rows)) is not None}
+    if not any(sec.get("record_fields") for sec in sections.values()):
         return None
-    rows = [r for r in sessions.select(["patient_engine", "patientact", "turns"]).to_pylist()
-            if r["patient_engine"] == "patientact"]
-    states = [t["patientact"] for r in rows for t in r["turns"] or [] if t.get("patientact")]
-    behaviours = Counter(st["behaviour"] for st in states if st.get("behaviour"))
-    decided = sum(behaviours.values())
-    ends = [r["patientact"] for r in rows if r["patientact"]]
-    mean = lambda key: sum(e[key] for e in ends) / len(ends) if ends else None  # noqa: E731
-    return {
-        "sessions": dict(sorted(engines.items())),
-        "patientact_turns": len(states),
-        "turns_with_behaviour": decided,
-        "behaviour_share": [(b, n, n / decided) for b, n in sorted(behaviours.items(), key=lambda kv: (-kv[1], kv[0]))],
-        "trust_start": mean("trust_start"),
-        "trust_end": mean("trust_end"),
-        "trust_sessions": len(ends),
-    }
+    return {"sessions": dict(sorted(counts.items())), "sections": sections}
 
 
 def render_card(run_dir: Path, run_info: dict[str, Any], configs: list[DatasetConfig], images: list[dict], tables: dict[str, pa.Table]) -> str:
@@ -260,8 +254,7 @@ def render_card(run_dir: Path, run_info: dict[str, Any], configs: list[DatasetCo
         attributions.append("Personas: mindsim's own synthetic sample in the Nemotron-Personas-USA schema (not NVIDIA data).")
     engine_stats = patient_engine_stats(tables.get("sessions"))
     if engine_stats is not None:
-        attributions.append("Sessions played by the PatientAct engine follow the PatientAct design (trust-gated "
-                            "memory, reaction → behaviour → resistance steps, attachment-shaped trust updates).")
+        attributions.extend(sec["attribution"] for sec in engine_stats["sections"].values() if sec.get("attribution"))
     uses_mibot = bool(run_info.get("reference_is_mibot"))
     if uses_mibot:
         attributions.append(

@@ -28,6 +28,7 @@ import typer
 
 from mindcore.errors import InputError
 from mindcore.io import atomic_write_json, atomic_write_jsonl, atomic_write_parquet, read_parquet_rows
+from mindsim.patient_engines import DEFAULT_ENGINE
 
 export_app = typer.Typer(no_args_is_help=True)
 
@@ -173,7 +174,7 @@ def patient_rows(run_dir: Path, *, min_turns: int = 0, finished_only: bool = Fal
                 # Tool-call arguments stay JSON strings, as in the OpenAI format.
                 "messages": [_clean_message(m) for m in s["patient_messages"]],
                 "archetype": s.get("archetype"),
-                "patient_engine": s.get("patient_engine") or "mindsim",
+                "patient_engine": s.get("patient_engine") or DEFAULT_ENGINE,
                 # PatientAct's per-turn state (trust before/after, reaction, behaviour, resistance, retrieved
                 # and blocked items), JSON per turn so rows of both engines share one column type.
                 "patientact_turns": [json.dumps(t.get("patientact"), ensure_ascii=False) if t.get("patientact") else None

@@ -31,6 +31,7 @@ from mindcore.shards import RaySession, env_of
 from mindsim_app.cards import build_dataset_folder
 from mindcore.preflight import failure_summary, preflight, raise_if_all_failed
 from mindsim.config import SimulationConfig
+from mindsim.patient_engines import DEFAULT_ENGINE
 from mindsim.simulate import run_simulation
 from judge.config import JudgeConfig
 from judge.run import run_judging
@@ -86,7 +87,7 @@ def _sims_by_counsellor(transcripts: Path) -> dict[str, list[dict[str, Any]]]:
     written before the engine field existed were all MindSim's, so they keep their `mindsim/` name."""
     by: dict[str, list[dict[str, Any]]] = defaultdict(list)
     for _, row in read_jsonl(transcripts):
-        by[f"{row.get('patient_engine') or 'mindsim'}/{row.get('counsellor', 'counsellor')}"].append(row)
+        by[f"{row.get('patient_engine') or DEFAULT_ENGINE}/{row.get('counsellor', 'counsellor')}"].append(row)
     if not by:
         raise InputError(f"{transcripts}: no finished sessions to validate (see sessions/summary.json for failures)")
     return dict(by)

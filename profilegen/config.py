@@ -109,12 +109,12 @@ PATIENTACT = "patientact"
 
 
 def uses_patientact(simulation: dict[str, Any] | None) -> bool:
-    """Whether a recipe's raw `simulation:` dict runs the PatientAct patient (`patient_engine` a name or a
-    list). Read raw on purpose: the simulation section is validated by its own stage, and profilegen must
-    not import the simulator."""
+    """Whether a recipe's raw `simulation:` dict runs the PatientAct patient or one of its variants
+    (`patient_engine` a name or a list; a variant is `patientact:ARM`, `mindsim.patient_engines`). Read raw on
+    purpose: the simulation section is validated by its own stage, and profilegen must not import the simulator."""
     engines = (simulation or {}).get("patient_engine", "mindsim")
     names = [engines] if isinstance(engines, str) else list(engines) if isinstance(engines, (list, tuple)) else []
-    return PATIENTACT in names
+    return PATIENTACT in {str(n).split(":", 1)[0] for n in names}
 
 
 def resolve_causal_checks(cfg: ProfilesConfig, simulation: dict[str, Any] | None) -> ProfilesConfig:

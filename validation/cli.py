@@ -128,6 +128,12 @@ def compare_cmd(
     splits: Optional[int] = typer.Option(None, help="Reference halvings for the noise floor (default 100)"),
     seed: Optional[int] = typer.Option(None, help="Seed of draws and splits"),
     no_plots: bool = typer.Option(False, "--no-plots", help="Skip the PNG plots"),
+    first_sessions: Optional[bool] = typer.Option(None, "--first-sessions/--all-sessions",
+                                                  help="Compare only each patient's first session (the paper's sample)"),
+    max_patient_turns: Optional[int] = typer.Option(None, "--max-patient-turns",
+                                                    help="Cut each conversation after its N-th patient turn (paper: 15)"),
+    counsellor: Optional[list[str]] = typer.Option(None, "--counsellor",
+                                                   help="Compare only conversations with this counsellor (repeat)"),
 ) -> None:
     """Distances of each system to the reference, with intervals, the noise floor and arc shares."""
     from validation.compare import compare
@@ -143,6 +149,9 @@ def compare_cmd(
             floor_splits=splits,
             seed=seed,
             plots=False if no_plots else None,
+            first_sessions_only=first_sessions,
+            max_patient_turns=max_patient_turns,
+            counsellors=counsellor or None,
         )
         with _engines(config, engines_cfg) as engines:
             report = compare(None, sims, out, config, engines=engines)

@@ -40,19 +40,36 @@ def _arc_info(engines, config: ValidationConfig) -> dict[str, Any]:
     }
 
 
+class FilteredOut(InputError):
+    """The sample filters left a system with no conversation (a counsellor filter does this by design)."""
+
+
 async def measure_source(
     source: Any, name: str, config: ValidationConfig, *, engines=None, cache: LabelCache | None = None,
-    ray: Any = None,
+    ray: Any = None, filtered: bool = False,
 ) -> Measured:
     """Measure one source: a reference artifact (.parquet) is loaded as is; transcripts (JSONL, saved
-    dataset, rows) get features and, if `config.arc`, arc labels through `engines`."""
+    dataset, rows) get features and, if `config.arc`, arc labels through `engines`. `filtered`: apply
+    the config's sample filters (first sessions, patient-turn cap, counsellors), as compare does for
+    the systems; the reference is never filtered."""
+    filters = config.filters() if filtered else {}
     if isinstance(source, (str, Path)) and str(source).endswith(".parquet"):
+        if filters:
+            raise ConfigError(f"{name}: {source} is a numbers-only artifact and cannot be filtered by "
+                              f"{', '.join(filters)}; give that system's transcripts instead")
         measured = load_reference(source)
         measured.name = name
         return measured
     transcripts = load_transcripts(
-        source, patient_role=config.patient_role, name=name, min_patient_turns=config.min_patient_turns
+        source, patient_role=config.patient_role, name=name, min_patient_turns=config.min_patient_turns,
+        first_sessions_only=bool(filters.get("first_sessions_only")), max_patient_turns=filters.get("max_patient_turns"),
+        counsellors=filters.get("counsellors"),
     )
+    if not transcripts.conversations and filters:
+        c = transcripts.counts(config.patient_role)
+        raise FilteredOut(f"{name}: no conversation left after the filters {filters} ({transcripts.read} read, "
+                          f"{c['skipped_later_session']} later sessions, {c['skipped_other_counsellor']} other "
+                          f"counsellors, {c['skipped_too_short']} too short)")
     if not transcripts.conversations:
         raise InputError(
             f"{name}: no conversation has a patient turn with role '{config.patient_role}' "
@@ -145,12 +162,21 @@ async def compare_async(
     out_dir = Path(out_dir)
     ref = load_reference(reference_artifact or config.reference_path())
     cache = LabelCache(config.arc_cache or out_dir / "arc_cache.jsonl") if config.arc else None
-    systems = {
-        name: await measure_source(src, name, config, engines=engines, cache=cache, ray=ray) for name, src in sims.items()
-    }
+    systems: dict[str, Measured] = {}
+    dropped: list[str] = []
+    for name, src in sims.items():
+        try:
+            systems[name] = await measure_source(src, name, config, engines=engines, cache=cache, ray=ray, filtered=True)
+        except FilteredOut as exc:
+            # With a counsellor filter the job's other per-counsellor systems are empty on purpose.
+            dropped.append(str(exc))
+    if not systems:
+        raise InputError("every system is empty after the filters: " + "; ".join(dropped))
     distances = _distances(ref, systems, config)
     arc = {name: stretch_shares(m.arc_counts) for name, m in {"reference": ref, **systems}.items() if m.arc_counts is not None}
     report = build_report(ref, systems, distances, arc, config)
+    report["filters"] = config.filters()
+    report["warnings"] += [f"dropped from the comparison: {d}" for d in dropped]
     write_report(report, ref, systems, out_dir, plots=config.plots)
     return report
 

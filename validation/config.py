@@ -31,6 +31,19 @@ class ValidationConfig(BaseModel):
     min_patient_turns: int = Field(
         1, ge=1, description="Skip conversations with fewer patient turns (the paper's real set used 4)"
     )
+    # The paper's sample (§4.3, App. E "Narrative arc"): first sessions, up to 15 patient turns, with the
+    # production counsellor. These filters apply to the systems compared, never to the reference.
+    first_sessions_only: bool = Field(
+        False, description="Compare only each patient's first session (transcripts need session_index)"
+    )
+    max_patient_turns: int | None = Field(
+        None, ge=1, description="Keep each conversation only up to its N-th patient turn (the paper: 15), as if "
+        "the session had been capped there; default: whole conversations"
+    )
+    counsellors: list[str] | None = Field(
+        None, min_length=1, description="Compare only conversations with these counsellors (transcripts need "
+        "counsellor); a system left with none is dropped with a warning"
+    )
     bootstrap_draws: int = Field(1000, ge=10, le=100_000, description="Patient-level bootstrap replicates")
     ci_level: float = Field(0.95, gt=0.5, lt=1.0, description="Coverage of the percentile intervals")
     floor_splits: int = Field(100, ge=2, le=100_000, description="Random halvings of the reference for the noise floor")
@@ -50,6 +63,12 @@ class ValidationConfig(BaseModel):
     )
     arc_max_tokens: int = Field(24, ge=8, le=512, description="Token budget of one label reply (a tiny JSON object)")
     plots: bool = Field(True, description="Write PNG plots next to the report")
+
+    def filters(self) -> dict[str, object]:
+        """The sample filters that are set, by name (empty when the whole transcripts are compared)."""
+        return {k: v for k, v in {"first_sessions_only": self.first_sessions_only or None,
+                                  "max_patient_turns": self.max_patient_turns,
+                                  "counsellors": self.counsellors}.items() if v is not None}
 
     def reference_path(self) -> Path:
         return Path(self.reference) if self.reference else shipped_reference_path()

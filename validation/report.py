@@ -114,6 +114,13 @@ def to_markdown(report: dict[str, Any]) -> str:
     ]
     if attribution:
         lines += ["", f"Reference attribution: {attribution}"]
+    filters = report.get("filters") or {}
+    if filters:
+        said = {"first_sessions_only": "first sessions only",
+                "max_patient_turns": f"each conversation cut after patient turn {filters.get('max_patient_turns')}",
+                "counsellors": "counsellors " + ", ".join(filters.get("counsellors") or [])}
+        lines += ["", "Systems' sample (the reference is never filtered): "
+                  + "; ".join(said[k] for k in filters) + "."]
     lines += [
         "",
         "## Surface-feature distances",
@@ -129,10 +136,12 @@ def to_markdown(report: dict[str, Any]) -> str:
     ]
     if report["arc"]:
         lines += ["## Narrative arc", "", "P problem, T transition, C change talk, F filler; stretches are equal fifths of each conversation's patient turns.", "", *arc_tables(report)]
-    lines += ["## Counts", "", "| Source | Conversations | Patients | Patient turns | Skipped (no patient turn) |", "|---|---|---|---|---|"]
+    lines += ["## Counts", "", "| Source | Conversations | Patients | Patient turns | Skipped (no patient turn) | "
+              "Skipped (later session) | Skipped (other counsellor) | Cut at max turns |", "|---|---|---|---|---|---|---|---|"]
     for name, c in report["counts"].items():
         lines.append(
-            f"| {name} | {c.get('conversations_used')} | {c.get('patients')} | {c.get('patient_turns')} | {c.get('skipped_no_patient_turn', 0)} |"
+            f"| {name} | {c.get('conversations_used')} | {c.get('patients')} | {c.get('patient_turns')} | {c.get('skipped_no_patient_turn', 0)} | "
+            f"{c.get('skipped_later_session', 0)} | {c.get('skipped_other_counsellor', 0)} | {c.get('truncated_at_max_patient_turns', 0)} |"
         )
     if report["warnings"]:
         lines += ["", "## Warnings", "", *[f"- {w}" for w in report["warnings"]]]

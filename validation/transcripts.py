@@ -40,6 +40,8 @@ class Conversation(BaseModel):
     conversation_id: str = Field(description="Identifier of the conversation, unique in its source.")
     patient_id: str = Field(description="Patient/group key; conversations of one patient share it.")
     messages: list[Message] = Field(description="All messages in order, every role kept.")
+    session_index: int | None = Field(None, ge=0, description="0-based session of the patient's arc, if known.")
+    counsellor: str | None = Field(None, description="Counsellor the conversation was held with, if known.")
 
     def patient_turn_indices(self, patient_role: str) -> list[int]:
         """Indices into `messages` of the patient's non-empty turns."""
@@ -58,6 +60,9 @@ class TranscriptSet(BaseModel):
     read: int = Field(description="Conversations read from the source.")
     skipped_no_patient_turn: int = Field(description="Conversations dropped: no non-empty patient turn.")
     skipped_too_short: int = Field(0, description="Conversations dropped: fewer patient turns than min_patient_turns.")
+    skipped_later_session: int = Field(0, description="Conversations dropped by first_sessions_only.")
+    skipped_other_counsellor: int = Field(0, description="Conversations dropped by the counsellors filter.")
+    truncated: int = Field(0, description="Conversations cut at max_patient_turns.")
 
     @property
     def patients(self) -> int:
@@ -70,6 +75,9 @@ class TranscriptSet(BaseModel):
             "conversations_used": len(self.conversations),
             "skipped_no_patient_turn": self.skipped_no_patient_turn,
             "skipped_too_short": self.skipped_too_short,
+            "skipped_later_session": self.skipped_later_session,
+            "skipped_other_counsellor": self.skipped_other_counsellor,
+            "truncated_at_max_patient_turns": self.truncated,
             "patients": self.patients,
             "patient_turns": sum(len(c.patient_turn_indices(patient_role)) for c in self.conversations),
         }
@@ -108,11 +116,27 @@ def parse_row(row: Any, where: str) -> Conversation:
         if not isinstance(content, str):
             raise InputError(f"{where}: messages[{k}].content must be a string, got {type(content).__name__}")
         messages.append(Message(role=m["role"], content=content))
+    index = row.get("session_index")
+    if index is not None and (isinstance(index, bool) or not isinstance(index, int) or index < 0):
+        raise InputError(f"{where}: session_index must be a whole number >= 0 (0 = first session), got {index!r}")
+    counsellor = row.get("counsellor")
+    if counsellor is not None and not isinstance(counsellor, str):
+        raise InputError(f"{where}: counsellor must be a string, got {type(counsellor).__name__}")
     return Conversation(
         conversation_id=str(conv_id),
         patient_id=str(patient) if patient is not None else str(conv_id),
         messages=messages,
+        session_index=index,
+        counsellor=counsellor or None,
     )
+
+
+def truncate(conv: Conversation, patient_role: str, max_patient_turns: int) -> tuple[Conversation, bool]:
+    """The conversation up to and including its `max_patient_turns`-th patient turn, and whether it was cut."""
+    turns = conv.patient_turn_indices(patient_role)
+    if len(turns) <= max_patient_turns:
+        return conv, False
+    return conv.model_copy(update={"messages": conv.messages[: turns[max_patient_turns - 1] + 1]}), True
 
 
 def _decode_line(raw: bytes, path: Path, lineno: int) -> str:
@@ -176,21 +200,45 @@ def _iter_source(source: Any, label: str) -> Iterable[tuple[Any, str]]:
 
 
 def load_transcripts(
-    source: Any, *, patient_role: str = "user", name: str | None = None, min_patient_turns: int = 1
+    source: Any, *, patient_role: str = "user", name: str | None = None, min_patient_turns: int = 1,
+    first_sessions_only: bool = False, max_patient_turns: int | None = None, counsellors: list[str] | None = None,
 ) -> TranscriptSet:
     """Read conversations from a JSONL path, a saved dataset folder, a `datasets.Dataset` or a list
     of dicts / `Conversation`s. Malformed records raise `InputError` naming the line or row; so do an
     empty source and one where no conversation has a turn by `patient_role` (a wrong role would
-    otherwise surface later as a confusing "nothing to measure")."""
+    otherwise surface later as a confusing "nothing to measure").
+
+    Sample filters (the paper's realism sample, §4.3): `first_sessions_only` keeps session_index 0;
+    `counsellors` keeps the named counsellors; `max_patient_turns` cuts each conversation after that
+    patient turn, before `min_patient_turns` is applied. Each drop is counted; a filter that needs a
+    field the record lacks is an `InputError` naming the record, never a silent drop."""
+    wanted = set(counsellors) if counsellors else None
     label = name or (Path(source).name if isinstance(source, (str, Path)) else "rows")
     origin = str(source) if isinstance(source, (str, Path)) else label
     kept: list[Conversation] = []
-    read = no_patient = too_short = 0
+    read = no_patient = too_short = later = other = cut = 0
     roles: set[str] = set()
     for row, where in _iter_source(source, label):
         conv = row if isinstance(row, Conversation) else parse_row(row, where)
         read += 1
         roles.update(m.role for m in conv.messages if m.content.strip())
+        if first_sessions_only:
+            if conv.session_index is None:
+                raise InputError(f"{where}: first_sessions_only needs session_index on every conversation (0 = first); "
+                                 "add it or drop --first-sessions")
+            if conv.session_index != 0:
+                later += 1
+                continue
+        if wanted is not None:
+            if conv.counsellor is None:
+                raise InputError(f"{where}: the counsellors filter needs a counsellor field on every conversation; "
+                                 "add it or drop --counsellor")
+            if conv.counsellor not in wanted:
+                other += 1
+                continue
+        if max_patient_turns is not None:
+            conv, was_cut = truncate(conv, patient_role, max_patient_turns)
+            cut += was_cut
         n_turns = len(conv.patient_turn_indices(patient_role))
         if n_turns == 0:
             no_patient += 1
@@ -200,7 +248,7 @@ def load_transcripts(
             kept.append(conv)
     if read == 0:
         raise InputError(f"{origin}: no conversations (the source is empty); give transcripts with one conversation per line")
-    if no_patient == read:
+    if no_patient and no_patient == read - later - other:
         seen = ", ".join(sorted(roles)) or "none with text"
         raise InputError(
             f"{origin}: no conversation of the {read} read has a non-empty turn by patient role '{patient_role}' "
@@ -212,4 +260,7 @@ def load_transcripts(
         read=read,
         skipped_no_patient_turn=no_patient,
         skipped_too_short=too_short,
+        skipped_later_session=later,
+        skipped_other_counsellor=other,
+        truncated=cut,
     )

@@ -15,6 +15,8 @@ import random
 from typing import Any
 
 from mindcore.budget import RoleSchema
+from mindcore.client import tool_choice_schema
+from mindcore.types import ToolSpec
 from mindsim.patient_engines import PatientEngine, TalkStart, recipe_runs, register
 
 SIMULATE = frozenset({"simulate"})
@@ -23,8 +25,6 @@ SIMULATE = frozenset({"simulate"})
 def commit_tool_schema() -> dict[str, Any]:
     """`commit_move` as the non-native tool path sends it, with every move of the vocabulary (each
     archetype's enum is a subset, so this is the longest)."""
-    from mindcore.client import tool_choice_schema
-    from mindcore.types import ToolSpec
     from mindsim.guard import commit_move_model
     from mindsim.patient import COMMIT_DESCRIPTION
     from profilegen.moves import load_vocabulary
@@ -35,8 +35,6 @@ def commit_tool_schema() -> dict[str, Any]:
 
 
 def agenda_tool_schema() -> dict[str, Any]:
-    from mindcore.client import tool_choice_schema
-    from mindcore.types import ToolSpec
     from mindsim.guard import TodoAdd, TodoComplete
     from mindsim.patient import ADD_DESCRIPTION, COMPLETE_DESCRIPTION
 

@@ -5,7 +5,8 @@ Modules: `data` (taxonomies, trust rules, priors as data files), `seed` (psychol
 and core-belief theme), `decompose` (psychological formulation via `profilegen.psych`, then profile → static
 layer + dynamic memory items, §3.2/§3.3.1), `retrieval` (lexical tag matching and the trust gate, §3.3.2),
 `trust` (bounded stepped updates, §3.3.4, and carrying trust across sessions, ours), `participant` (the
-per-turn patient), `session` (its system prompts), `budgets` (preflight entries), `recall` (retrieval recall
+per-turn patient), `session` (its system prompts), `engine` (the `PatientEngine` registered as `patientact`,
+and its ablation arms as variants `patientact:no_tg` / `no_dm` / `no_pipe`, §4 Table 4), `budgets` (preflight entries), `recall` (retrieval recall
 on hand-written cases), `rubric` (the profile side of the App. D rubrics; the conversation rubric and the
 tables' statistics live in `judge.patientact`, run by `mindsim judge run --rubric patientact`).
 docs/patientact.md maps each to the paper.

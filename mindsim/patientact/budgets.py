@@ -4,7 +4,7 @@ psychological formulation (`formulation_max_tokens`) and the decomposition (`dec
 each checked against its schema's worst case, and only when the recipe runs the PatientAct engine.
 
 `entries()` declares them; the engine hands them out as `PatientActEngine.role_schemas()`, which the
-simulator's registration reads through the engine registry (`mindsim.patient_engines.role_schemas`), so the
+simulator's registration (`mindsim/stage.py`) reads through the engine registry (`mindsim.patient_engines.role_schemas`), so the
 checker covers them without naming the engine. The defaults in `PatientActConfig` are at least each
 schema's worst case, so a recipe that leaves them unset passes.
 """

@@ -58,3 +58,62 @@ def test_an_issue_listed_twice_keeps_its_first_listing():
     got = M.model_validate({"issues": [{"issue": issue, "reason": "first one", "quote": None},
                                        {"issue": issue, "reason": "again", "quote": None}], "severity": "minor"})
     assert [(f.issue, f.reason) for f in got.issues] == [(issue, "first one")]
+
+
+# Appendix A.2.1 lists nine confusable pairs; the rubric must carry each one, by issue id.
+PAPER_PAIRS = {
+    frozenset({"uncritical_endorsement", "bad_advice"}),
+    frozenset({"perspective_as_fact", "uncritical_endorsement"}),
+    frozenset({"missed_shared_context", "false_fact"}),
+    frozenset({"over_exploring", "under_guiding"}),
+    frozenset({"bad_advice", "out_of_scope"}),
+    frozenset({"overstatement", "perspective_as_fact"}),
+    frozenset({"false_memory", "missed_shared_context"}),
+    frozenset({"under_guiding", "uncritical_endorsement"}),
+    frozenset({"anthropomorphizing", "out_of_scope"}),
+}
+
+
+def test_all_nine_confusable_pairs_of_appendix_a21_and_the_second_label_rule():
+    r = load_rubric()
+    assert {frozenset(p.issues) for p in r.confusable_pairs} == PAPER_PAIRS
+    assert len(r.confusable_pairs) == 9 and r.second_label
+    from judge.judging import Judge
+
+    class _Client:
+        model, engine_name = "m", "fake"
+
+    system = Judge("judge", _Client(), r).system
+    for p in r.confusable_pairs:
+        assert " ".join(p.rule.split()) in " ".join(system.split())
+    # The compact prompt (definitions only) leaves the pairs out, like the flag lists.
+    assert r.confusable_pairs[0].rule not in Judge("judge", _Client(), r, full_rubric=False).system
+
+
+def test_a_pair_naming_an_unknown_or_repeated_issue_is_refused():
+    data = load_rubric().model_dump()
+    bad = {**data, "confusable_pairs": [*data["confusable_pairs"], {"issues": ["over_exploring", "nope"], "rule": "x"}]}
+    with pytest.raises(ValidationError, match="confusable pair"):
+        Rubric.model_validate(bad)
+    twice = {**data, "confusable_pairs": [*data["confusable_pairs"], {"issues": ["bad_advice", "uncritical_endorsement"],
+                                                                       "rule": "again"}]}
+    with pytest.raises(ValidationError, match="listed twice"):
+        Rubric.model_validate(twice)
+
+
+def test_version_bump_is_recorded_and_keys_a_fresh_cache():
+    """A judgment cached under another rubric version must not be reused: the version is part of the key."""
+    from judge.judging import Judge, Reply
+    from judge.schemas import SessionInput
+
+    class _Client:
+        model, engine_name = "m", "fake"
+
+    r = load_rubric()
+    assert r.version == "mhqr-1.1"
+    s = SessionInput(session_id="s", patient_id="p", counsellor="c", session_index=0, counsellor_system_prompt="x",
+                     messages=[{"role": "user", "content": "hi"}, {"role": "assistant", "content": "hello"}])
+    reply = Reply(s, 0, (("Patient", "hi"), ("Counsellor", "hello")))
+    old = Rubric.model_validate({**r.model_dump(), "version": "mhqr-1.0"})
+    assert Judge("judge", _Client(), r).key(reply) != Judge("judge", _Client(), old).key(reply)
+    assert Judge("judge", _Client(), r).key(reply) == Judge("judge", _Client(), r).key(reply)

@@ -44,7 +44,7 @@ def test_rows_follow_the_rubric_rule_and_outputs_exist(run_dir):
     for r in rows:
         assert (r.severity == "no_concern") == (not r.issues)
         assert r.weight == {"no_concern": 0, "minor": 1, "major": 5, "critical": 10}[r.severity]
-        assert r.rubric_version == "mhqr-1.0" and set(r.prompt_hashes) == {"judge/system.jinja2", "judge/user.jinja2"}
+        assert r.rubric_version == "mhqr-1.1" and set(r.prompt_hashes) == {"judge/system.jinja2", "judge/user.jinja2"}
         assert r.severity == verdict_for(r.reply)["severity"]
     assert {p.name for p in out.iterdir()} >= {"judgments.parquet", "report.json", "report.md",
                                               "mhqr_by_counsellor.png", "severity_by_turn.png", "cache"}
@@ -185,3 +185,22 @@ def test_concurrency_bounds_the_replies_judged_at_once(run_dir, monkeypatch, con
     monkeypatch.setattr(run_mod, "judge_reply", tracked)
     summary, _ = _run(run_dir, fake_judge, JudgeConfig(bootstrap_draws=200, plots=False, concurrency=concurrency))
     assert state["peak"] == min(most, N_REPLIES) and summary["ok"] == N_REPLIES
+
+
+def test_judgments_cached_under_another_rubric_version_are_not_reused(run_dir, tmp_path):
+    import yaml
+
+    from judge.rubric import load_rubric
+
+    old = load_rubric().model_dump(mode="json")
+    old["version"] = "mhqr-1.0"
+    path = tmp_path / "old_rubric.yaml"
+    path.write_text(yaml.safe_dump(old), encoding="utf-8")
+    _, first = _run(run_dir, fake_judge, JudgeConfig(bootstrap_draws=200, plots=False, rubric=str(path)))
+    assert len(first.requests) == N_REPLIES
+    _, second = _run(run_dir, fake_judge)  # the shipped version: every reply is judged again
+    assert len(second.requests) == N_REPLIES
+    rows = read_judgments(run_dir / "judgments" / "judgments.parquet")
+    assert {r.rubric_version for r in rows} == {load_rubric().version}
+    _, third = _run(run_dir, fake_judge)
+    assert third.requests == []

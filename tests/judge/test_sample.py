@@ -63,7 +63,10 @@ def test_sample_is_blinded_and_the_key_maps_back(tmp_path):
         assert ex["messages"][-1] == {"role": "assistant",
                                       "content": f"counsellor reply {entry['reply_index']} of {entry['session_id']}"}
         assert len(ex["messages"]) == 2 * (entry["reply_index"] + 1)
-        assert ex["annotation"] == {"annotator": None, "severity": None, "issues": [], "comment": None}
+        assert ex["unit"] == "reply" and entry["reply_indices"] == [entry["reply_index"]]
+        assert ex["rate"] == [{"turn_id": f"{ex['excerpt_id']}.1", "position": 1, "message_index": len(ex["messages"]) - 1}]
+        assert ex["annotation"] == {"annotator": None, "turns": [{"turn_id": f"{ex['excerpt_id']}.1", "severity": None,
+                                                                  "issues": [], "comment": None}]}
         assert ex["choices"]["severity"] == ["no_concern", "minor", "major", "critical"]
         per_counsellor[entry["counsellor"]] = per_counsellor.get(entry["counsellor"], 0) + 1
     assert per_counsellor == {n: 2 for n in NAMES}

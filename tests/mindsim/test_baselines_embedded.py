@@ -12,15 +12,20 @@ import pytest
 from mindsim import simulate
 from mindsim.config import PSI_STYLES, SimulationConfig
 from mindsim.prompting import speech_defects
-from simfakes import make_profile
+from mindsim.records import ScenarioRecord
+from mindsim.scenario import Scenario
+from simfakes import SCENARIO, make_profile
 
 pytestmark = pytest.mark.embedded
 
 
 def test_one_short_session_per_baseline_on_the_embedded_engine(embedded_engines, tmp_path):
     config = SimulationConfig(sessions=1, turn_cap=2, patient_engine=["patient_psi", "mindeval"], final_memory=False,
-                              scenario_scale=0.3, scenario_max_tokens=2550, message_max_tokens=80, max_message_retries=3,
-                              trim_cut_off=True)
+                              message_max_tokens=80, max_message_retries=3, trim_cut_off=True)
+    # The first scenario is checkpointed in advance, so the run resumes it: the scenario writer is the simulator's,
+    # already exercised on this engine by the quickstart, and here only the baselines' calls are paid for.
+    simulate.ScenarioStore(tmp_path).save(ScenarioRecord(patient_id="e1", seed=0, scenario=Scenario.model_validate(SCENARIO),
+                                                         engine={}, prompt={}))
     summary = simulate.run_simulation([make_profile("e1")], embedded_engines, config, tmp_path, seed=0)
     failed = summary["failed_arcs"]
     assert summary["sessions_written"] + len(failed) == summary["sessions_expected"] == 2, failed
@@ -33,7 +38,7 @@ def test_one_short_session_per_baseline_on_the_embedded_engine(embedded_engines,
         assert b["engine"] == r["patient_engine"] and b["filled"]
         assert r["engines"]["mapper"]["model"].startswith("SmolLM2")
         assert r["ended_by"] == "turn_cap" and len(r["turns"]) == 2
-        assert r["turns"][0]["message"] == r["scenario"]["opening_message"]
+        assert r["turns"][0]["message"] == r["scenario"]["opening_message"] == SCENARIO["opening_message"]
         said = r["turns"][1]["message"]
         assert said.strip() and not speech_defects(said)
         prompt = r["patient_system_prompt"]

@@ -7,5 +7,7 @@ import sys
 from pathlib import Path
 
 SIM_TESTS = Path(__file__).resolve().parent.parent / "mindsim"
-if str(SIM_TESTS) not in sys.path:
-    sys.path.insert(0, str(SIM_TESTS))
+APP_TESTS = Path(__file__).resolve().parent  # so a test here can reuse another one's run fixtures
+for folder in (SIM_TESTS, APP_TESTS):
+    if str(folder) not in sys.path:
+        sys.path.insert(0, str(folder))

@@ -56,6 +56,8 @@ def _check_ids(faults: list[Fault]) -> list[str]:
 @pytest.mark.parametrize("simulation, expected", [
     ({"patient_engine": "patientact"}, True),
     ({"patient_engine": ["mindsim", "patientact"]}, True),
+    ({"patient_engine": "patientact:no_tg"}, True),  # an ablation arm plays the PatientAct patient too
+    ({"patient_engine": ["mindsim", "patientact:no_dm"]}, True),
     ({"patient_engine": "mindsim"}, False),
     ({"patient_engine": ["mindsim"]}, False),
     ({}, False),

@@ -83,3 +83,21 @@ def test_a_byte_order_mark_is_not_an_error(tmp_path, synth, jsonl):
     src.write_bytes(b"\xef\xbb\xbf" + src.read_bytes())
     res = runner.invoke(app, ["reference", str(src), "--out", str(tmp_path / "r.parquet")])
     assert res.exit_code == 0, res.output
+
+
+def test_compare_filter_flags(tmp_path, synth, jsonl):
+    rows = synth(12, seed=6, mean_words=9, patients=6, turns=8)
+    for k, r in enumerate(rows):
+        r.update(session_index=k % 3, counsellor="prod" if k % 2 else "other")
+    sim = jsonl(tmp_path / "s.jsonl", rows)
+    out = tmp_path / "o"
+    res = runner.invoke(app, ["compare", "--sim", f"x={sim}", "--out", str(out), "--draws", "20", "--splits", "5",
+                              "--no-plots", "--first-sessions", "--max-patient-turns", "4", "--counsellor", "prod"])
+    assert res.exit_code == 0, res.output
+    report = json.loads((out / "report.json").read_text())
+    assert report["settings"]["first_sessions_only"] and report["settings"]["max_patient_turns"] == 4
+    assert report["settings"]["counsellors"] == ["prod"]
+    # k in 0..11 with k % 3 == 0 and k odd: 3 and 9.
+    assert report["counts"]["x"]["conversations_used"] == 2 and report["counts"]["x"]["patient_turns"] == 8
+    bad = runner.invoke(app, ["compare", "--sim", f"x={sim}", "--out", str(out), "--max-patient-turns", "0"])
+    assert bad.exit_code == 2

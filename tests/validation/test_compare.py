@@ -85,3 +85,25 @@ def test_errors_are_clear(tmp_path, reference, synth):
         compare(reference, {}, tmp_path / "o")
     with pytest.raises(Exception, match="extra"):
         ValidationConfig(bootstrap_draw=5)
+
+
+def test_compare_filters_the_systems_never_the_reference(tmp_path, reference, synth):
+    rows = synth(40, seed=11, mean_words=8, patients=20, turns=20)
+    for k, r in enumerate(rows):
+        r.update(session_index=k % 2, counsellor="prod" if k % 4 < 2 else "other")
+    cfg = ValidationConfig(**FAST, plots=False, first_sessions_only=True, max_patient_turns=15, counsellors=["prod"])
+    report = compare(reference, {"sim": rows, "nobody": [dict(r, counsellor="x") for r in rows]}, tmp_path / "r", cfg)
+    c = report["counts"]["sim"]
+    assert c["conversations_used"] == 10 and c["skipped_later_session"] == 20 and c["skipped_other_counsellor"] == 10
+    assert c["patient_turns"] == 10 * 15 and c["truncated_at_max_patient_turns"] == 10
+    assert report["counts"]["reference"]["conversations_used"] == 60
+    assert list(report["systems"]) == ["sim"]
+    assert any("dropped from the comparison: nobody" in w for w in report["warnings"])
+    assert report["filters"] == {"first_sessions_only": True, "max_patient_turns": 15, "counsellors": ["prod"]}
+    md = (tmp_path / "r" / "report.md").read_text()
+    assert "first sessions only; each conversation cut after patient turn 15; counsellors prod" in md
+    # Every system empty: an input error. An artifact cannot be filtered.
+    with pytest.raises(InputError, match="every system is empty"):
+        compare(reference, {"nobody": [dict(r, counsellor="x") for r in rows]}, tmp_path / "r2", cfg)
+    with pytest.raises(ConfigError, match="cannot be filtered"):
+        compare(reference, {"art": reference}, tmp_path / "r3", cfg)

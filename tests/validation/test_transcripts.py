@@ -18,7 +18,8 @@ def test_jsonl_reads_ids_patients_and_counts_skips(tmp_path, jsonl):
     counts = ts.counts("user")
     assert counts == {
         "conversations_read": 3, "conversations_used": 2, "skipped_no_patient_turn": 1,
-        "skipped_too_short": 0, "patients": 1, "patient_turns": 2,
+        "skipped_too_short": 0, "patients": 1, "patient_turns": 2, "skipped_later_session": 0,
+        "skipped_other_counsellor": 0, "truncated_at_max_patient_turns": 0,
     }
 
 
@@ -68,3 +69,43 @@ def test_datasets_input_matches_jsonl(tmp_path, synth, jsonl):
 def test_missing_path_is_an_input_error(tmp_path):
     with pytest.raises(InputError, match="not found"):
         load_transcripts(tmp_path / "nope.jsonl")
+
+
+def _arc_rows():
+    """Two patients x two counsellors x sessions 0-1, each with 5 patient turns."""
+    rows = []
+    for p in ("p1", "p2"):
+        for c in ("prod", "other"):
+            for k in (0, 1):
+                msgs = []
+                for t in range(5):
+                    msgs += [{"role": "assistant", "content": f"counsellor {t}"}, {"role": "user", "content": f"{p} {c} {k} turn {t}"}]
+                rows.append({"id": f"{p}-{c}-{k}", "patient_id": p, "counsellor": c, "session_index": k, "messages": msgs})
+    return rows
+
+
+def test_filters_first_sessions_counsellors_and_turn_cap(tmp_path, jsonl):
+    path = jsonl(tmp_path / "t.jsonl", _arc_rows())
+    ts = load_transcripts(path, first_sessions_only=True, counsellors=["prod"], max_patient_turns=3)
+    assert sorted(c.conversation_id for c in ts.conversations) == ["p1-prod-0", "p2-prod-0"]
+    assert all(c.patient_turns("user") == [f"{c.patient_id} prod 0 turn {t}" for t in range(3)] for c in ts.conversations)
+    # Cut right after the N-th patient turn: the counsellor's next reply is not kept.
+    assert ts.conversations[0].messages[-1].role == "user" and len(ts.conversations[0].messages) == 6
+    counts = ts.counts("user")
+    assert (counts["skipped_later_session"], counts["skipped_other_counsellor"], counts["truncated_at_max_patient_turns"]) == (4, 2, 2)
+    # The cap comes before min_patient_turns: a conversation cut to 3 turns fails a minimum of 4.
+    short = load_transcripts(path, max_patient_turns=3, min_patient_turns=4)
+    assert short.conversations == [] and short.skipped_too_short == 8
+    # Without filters every conversation is whole.
+    assert len(load_transcripts(path).conversations) == 8
+
+
+def test_a_filter_on_a_field_the_records_lack_is_an_error(tmp_path, jsonl):
+    rows = [{"id": "a", "messages": [{"role": "user", "content": "hi"}]}]
+    path = jsonl(tmp_path / "t.jsonl", rows)
+    with pytest.raises(InputError, match="line 1: first_sessions_only needs session_index"):
+        load_transcripts(path, first_sessions_only=True)
+    with pytest.raises(InputError, match="needs a counsellor field"):
+        load_transcripts(path, counsellors=["x"])
+    with pytest.raises(InputError, match="session_index must be a whole number"):
+        parse_row({"id": "a", "session_index": "first", "messages": []}, "row 0")
