@@ -3,13 +3,15 @@ patient_psi, mindeval]` on the same profiles, schedule, first scenario and couns
 requests and tokens each engine spends per patient turn, plus what it spends once per patient (PatientAct's
 formulation and decomposition, the baselines' mapper call).
 
-    python benchmarks/bench_engines.py [--patients 1] [--turn-cap 3] [--parallel 4] [--fake]
+    python benchmarks/bench_engines.py [--patients 1] [--turn-cap 3] [--parallel 4] [--fake] [--write-scenario]
 
 Without `--fake` it runs on the embedded SmolLM2-135M engine (minutes on 2 cores): tokens are the server's
 counts. `--fake` runs on the tests' deterministic fake engine: request counts are exact, tokens are word counts.
 All engines share one server and one run, so they share its prompt cache as they would in a study; each
 request is attributed to its engine by what it carries (the session's patient or appraiser system prompt as
-recorded, or the schema of a per-patient call). Record the numbers in docs/baselines.md.
+recorded, or the schema of a per-patient call). The first scenario, which every engine shares and none is
+charged for, is checkpointed in advance from the tests' fixture unless `--write-scenario` asks the scenario
+writer for it. Record the numbers in docs/baselines.md.
 """
 
 from __future__ import annotations
@@ -76,6 +78,15 @@ def run(args) -> dict:
     profiles = [make_profile(f"b{i}", "minimiser", "casual") for i in range(args.patients)]
     with engines_for(args) as engines, tempfile.TemporaryDirectory() as tmp:
         rec = Recorder(next(iter(engines._backends.values())))
+        if not args.write_scenario:
+            from mindsim.records import ScenarioRecord
+            from mindsim.scenario import Scenario
+            from mindsim.simulate import ScenarioStore
+            from simfakes import SCENARIO
+
+            for p in profiles:
+                ScenarioStore(Path(tmp)).save(ScenarioRecord(patient_id=p.profile_id, seed=0, engine={}, prompt={},
+                                                             scenario=Scenario.model_validate(SCENARIO)))
         t0 = time.monotonic()
         summary = asyncio.run(simulate_async(profiles, engines, config, tmp, seed=0))
         wall = time.monotonic() - t0
@@ -119,6 +130,7 @@ def main() -> None:
     ap.add_argument("--turn-cap", type=int, default=3)
     ap.add_argument("--parallel", type=int, default=4)
     ap.add_argument("--fake", action="store_true", help="deterministic fake engine: exact request counts only")
+    ap.add_argument("--write-scenario", action="store_true", help="have the scenario writer write the first scenario")
     print(json.dumps(run(ap.parse_args()), indent=2))
 
 
