@@ -18,7 +18,7 @@ from __future__ import annotations
 
 from typing import Annotated, Any, Literal
 
-from pydantic import BaseModel, ConfigDict, Field, create_model
+from pydantic import BaseModel, ConfigDict, Field, create_model, field_validator
 
 from mindcore.budget import RoleSchema
 from mindcore.errors import ConfigError
@@ -63,10 +63,16 @@ def candidates(cluster: str) -> list[str]:
     return list(spec.get("candidates") or data()["categories"][spec["category"]])
 
 
+def _once(values: list[str]) -> list[str]:
+    # A small model repeats an option; the repeat says nothing, so it is dropped rather than re-asked.
+    return list(dict.fromkeys(values))
+
+
 def map_model(options: list[str]) -> type[BaseModel]:
     """What the mapper writes; the sub-beliefs and emotions are enums, so its answer cannot leave the lists."""
     return create_model(
         "PatientPsiMap", __config__=ConfigDict(extra="forbid"),
+        __validators__={"once": field_validator("core_beliefs", "emotions")(_once)},
         name=(str, Field(min_length=1, max_length=30, description="The client's first name (from the persona if it gives one)")),
         core_beliefs=(list[Literal[tuple(options)]], Field(min_length=1, max_length=2, description="1-2 core beliefs that fit the case")),
         intermediate_beliefs=(list[Line], Field(min_length=1, max_length=3, description="Rules, attitudes and assumptions ('If I ..., then ...')")),

@@ -133,6 +133,14 @@ def test_a_mapper_answer_outside_the_lists_is_re_asked_not_stored():
     assert prep.profile["core_beliefs"] == ["I am worthless, a waste."]
 
 
+def test_a_repeated_option_in_the_mappers_answer_is_kept_once():
+    model = patient_psi.map_model(patient_psi.candidates("helpless"))
+    answer = model.model_validate({"name": "Sam", "core_beliefs": ["I am trapped.", "I am trapped."],
+                                   "intermediate_beliefs": ["If I try, I fail."], "intermediate_beliefs_low": ["Why try."],
+                                   "emotions": ["guilty", "hurt", "guilty"]})
+    assert answer.core_beliefs == ["I am trapped."] and answer.emotions == ["guilty", "hurt"]
+
+
 # -- Patient-Psi: styles -----------------------------------------------------------------------------------
 def test_the_style_draw_is_seeded_per_patient_and_covers_all_six():
     draws = {pid: common.draw(pid, 7, "patient_psi_style", list(PSI_STYLES)) for pid in (f"p{i}" for i in range(300))}
