@@ -2,7 +2,7 @@
 PY ?= python3
 OUT ?= out/quickstart
 
-.PHONY: install quickstart test test-fast bench
+.PHONY: install quickstart test test-fast bench browser
 
 install:
 	$(PY) -m pip install -q -e '.[test]' --config-settings editable_mode=compat
@@ -12,10 +12,16 @@ install:
 quickstart: install
 	$(PY) -m mindsim run recipes/quickstart.yaml --out $(OUT)
 
-test: install
+# The page tests drive Debian's chromium; without root (or apt) they are skipped, saying so.
+browser:
+	@command -v chromium >/dev/null 2>&1 && command -v chromedriver >/dev/null 2>&1 || \
+	  { [ "$$(id -u)" = 0 ] && (apt-get update -qq && apt-get install -y -qq chromium chromium-driver >/dev/null) || \
+	    echo "browser: chromium/chromium-driver not installed and not root; the page tests will be skipped"; }
+
+test: install browser
 	$(PY) -m pytest -q
 
-test-fast: install
+test-fast: install browser
 	$(PY) -m pytest -q -m "not embedded"
 
 bench: install

@@ -29,6 +29,8 @@ from pathlib import Path
 REPO = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(REPO / "tests" / "mindsim"))
 
+from mindcore.layout import RunLayout  # noqa: E402
+
 COUNSELLORS = ["counsellor", "counsellor:b"]
 SESSIONS = 3
 
@@ -72,7 +74,7 @@ def clones(base: dict, n: int):
 
 def phase_generate(folder: Path, n: int, turn_cap: int) -> dict:
     base = template(turn_cap)
-    ck = folder / "sessions" / "checkpoints"
+    ck = RunLayout(folder).sessions.checkpoints
     ck.mkdir(parents=True, exist_ok=True)
     size = 0
     for row in clones(base, n):
@@ -90,8 +92,8 @@ def rebuild_from_checkpoints(out: Path, store, patient_ids: set[str], counsellor
     records.sort(key=lambda r: (r.counsellor, r.patient_id, r.session_index))
     rows = [r.model_dump(mode="json") for r in records]
     if rows:
-        atomic_write_parquet(out / "sessions" / "sessions.parquet", rows)
-    atomic_write_jsonl(out / "transcripts" / "transcripts.jsonl", [
+        atomic_write_parquet(RunLayout(out).sessions.parquet, rows)
+    atomic_write_jsonl(RunLayout(out).transcripts, [
         {"id": r.session_id, "patient_id": r.patient_id, "counsellor": r.counsellor,
          "session_index": r.session_index, "messages": r.transcript()} for r in records])
     return records
@@ -134,7 +136,7 @@ def phase_shards(folder: Path, n: int, shards: int, turn_cap: int) -> dict:
 def phase_merge(folder: Path, shards: int) -> dict:
     from mindsim.simulate import merge_shards
 
-    live = {int(p.name.split("-")[0]) for p in (folder / "sessions" / "shards").glob(f"*-of-{shards:05d}.parquet")}
+    live = {int(p.name.split("-")[0]) for p in RunLayout(folder).sessions.shards.glob(f"*-of-{shards:05d}.parquet")}
     t0 = time.perf_counter()
     rows = merge_shards(folder, shards, live)
     return {"rows": rows, "wall_s": time.perf_counter() - t0}
@@ -172,8 +174,8 @@ def main() -> None:
     gen = run_phase("generate", str(folder), *common)
     print(f"{args.sessions} fake sessions, {gen['checkpoint_bytes'] / 2**20:.0f} MiB of checkpoints")
     before = run_phase("before", str(folder), *common)
-    size = os.path.getsize(folder / "sessions" / "sessions.parquet")
-    (folder / "sessions" / "sessions.parquet").unlink()
+    size = os.path.getsize(RunLayout(folder).sessions.parquet)
+    RunLayout(folder).sessions.parquet.unlink()
     shards = run_phase("shards", str(folder), *common)
     merge = run_phase("merge", str(folder), *common)
     print(f"before (re-read every checkpoint at the end): {before['wall_s']:.1f} s, peak RSS "

@@ -25,6 +25,7 @@ sys.path.insert(0, str(REPO / "tests" / "mindsim"))  # hand-built profiles and f
 
 from mindcore.config import EmbeddedEngine, EnginesConfig, RoleSpec  # noqa: E402
 from mindcore.engine import Engines  # noqa: E402
+from mindcore.layout import RunLayout  # noqa: E402
 from mindcore.fake import FakeBackend  # noqa: E402
 from mindsim.config import SimulationConfig  # noqa: E402
 from mindsim.simulate import simulate_async  # noqa: E402
@@ -71,7 +72,7 @@ def run_engine(engine: str, args) -> dict:
         t0 = time.monotonic()
         summary = asyncio.run(simulate_async(profiles, engines, config, tmp, seed=0))
         wall = time.monotonic() - t0
-        rows = [json.loads(p.read_text()) for p in (Path(tmp) / "sessions" / "checkpoints").glob("*.json")]
+        rows = [json.loads(p.read_text()) for p in RunLayout(tmp).sessions.checkpoints.glob("*.json")]
     turns = sum(1 for r in rows for t in r["turns"] if not t["opening"])
     # PatientAct's steps and decomposition run on their own roles (mindsim.simulate.shared_roles).
     patient = [(q, r) for _, q, r in rec.calls if q.role in PATIENT_ROLES]

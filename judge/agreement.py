@@ -23,9 +23,11 @@ from pydantic import BaseModel, ConfigDict, Field, ValidationError
 
 from mindcore.errors import ConfigError, InputError
 from mindcore.io import atomic_write_json, atomic_write_text, read_jsonl
+from mindcore.layout import JudgmentsFolder, RunLayout
+from mindcore.recipe import format_validation_error
 from judge import stats
+from judge.rubric import severity_id
 
-JUDGMENTS_FILE = Path("judgments") / "judgments.parquet"
 BOOTSTRAP_DRAWS = 2000
 
 DEFINITIONS = {
@@ -43,11 +45,6 @@ DEFINITIONS = {
 # -- vocabulary from the rubric ---------------------------------------------------------------------
 
 
-def norm_id(raw: Any) -> str:
-    """'No concern', 'no-concern' and 'no_concern' are one id."""
-    return str(raw).strip().lower().replace("-", "_").replace(" ", "_")
-
-
 @dataclass(frozen=True)
 class Vocabulary:
     """Severity levels (mildest first) with their weights, and issue id → category, from the rubric."""
@@ -57,13 +54,13 @@ class Vocabulary:
     issues: dict[str, str]
 
     def level(self, raw: Any, where: str) -> int:
-        key = norm_id(raw)
+        key = severity_id(raw)
         if key not in self.levels:
             raise InputError(f"{where}: unknown severity {raw!r}; use one of {', '.join(self.levels)}")
         return self.levels.index(key)
 
     def issue(self, raw: Any, where: str) -> str:
-        key = norm_id(raw)
+        key = severity_id(raw)
         if key not in self.issues:
             raise InputError(f"{where}: unknown issue {raw!r}; issue ids are listed in judge/data/rubric.yaml: "
                              f"{', '.join(sorted(self.issues))}")
@@ -166,8 +163,8 @@ def read_annotations(paths: Iterable[Path], vocab: Vocabulary, key: dict[str, di
                 try:
                     line = AnnotationLine.model_validate(flat)
                 except ValidationError as exc:
-                    e = exc.errors()[0]
-                    raise InputError(f"{where}: field '{'.'.join(map(str, e['loc']))}': {e['msg']}") from None
+                    raise InputError(format_validation_error(exc, where, limit=1, top="", plain=True,
+                                                             line="{where}: field '{field}': {msg}")) from None
                 reply, counsellor, unit = _locate(line, key, where)
                 a = Annotation(reply, line.annotator, vocab.level(line.severity, where),
                                frozenset(vocab.issue(i, where) for i in line.issues), counsellor, where, unit)
@@ -246,7 +243,7 @@ class JudgeView:
 def judgments_path(path: Path) -> Path:
     """A judgments parquet file, its folder, or a run folder."""
     p = Path(path)
-    for cand in (p, p / "judgments.parquet", p / JUDGMENTS_FILE):
+    for cand in (p, JudgmentsFolder(p).parquet, RunLayout(p).judgments.parquet):
         if cand.is_file():
             return cand
     raise InputError(f"no judgments at {path}; give RUN_DIR/judgments (written by `mindsim judge run`)")

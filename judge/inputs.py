@@ -15,9 +15,10 @@ from pydantic import ValidationError
 
 from mindcore.errors import InputError
 from mindcore.io import read_jsonl
+from mindcore.layout import ProfilesFolder, RunLayout
+from mindcore.recipe import format_validation_error
 from judge.schemas import SessionInput
 
-SESSIONS_FILE = Path("sessions") / "sessions.parquet"
 _NEEDED = ("session_id", "patient_id", "counsellor", "session_index", "counsellor_system_prompt", "counsellor_messages")
 
 
@@ -37,9 +38,8 @@ def _session(d: dict[str, Any], where: str) -> SessionInput:
     try:
         return SessionInput.model_validate(fields)
     except ValidationError as exc:
-        err = exc.errors()[0]
-        loc = ".".join(str(p) for p in err["loc"]) or "(row)"
-        raise InputError(f"{where}: {loc}: {err['msg']} (each session needs {', '.join(SessionInput.model_fields)})") from exc
+        problem = format_validation_error(exc, where, limit=1, top="(row)", plain=True)
+        raise InputError(f"{problem} (each session needs {', '.join(SessionInput.model_fields)})") from exc
 
 
 def read_sessions_parquet(path: Path) -> list[SessionInput]:
@@ -72,8 +72,8 @@ def read_sessions_jsonl(path: Path) -> list[SessionInput]:
 def load_sessions(run_dir: Path, sessions: Path | None = None) -> list[SessionInput]:
     """`sessions` (JSONL or parquet) if given, else the run folder's sessions parquet. Ids must be unique."""
     if sessions is None:
-        rows = read_sessions_parquet(Path(run_dir) / SESSIONS_FILE)
-        src = Path(run_dir) / SESSIONS_FILE
+        src = RunLayout(run_dir).sessions.parquet
+        rows = read_sessions_parquet(src)
     elif str(sessions).endswith(".parquet"):
         rows, src = read_sessions_parquet(Path(sessions)), Path(sessions)
     else:
@@ -88,9 +88,6 @@ def load_sessions(run_dir: Path, sessions: Path | None = None) -> list[SessionIn
     return sorted(rows, key=lambda r: (r.counsellor, r.patient_engine or "", r.patient_id, r.session_index, r.session_id))
 
 
-PROFILES_FILE = Path("profiles") / "profiles.parquet"
-
-
 def benchmark_patients(sessions: list[SessionInput], run_dir: Path | None,
                        profiles: Path | None = None) -> tuple[set[str] | None, str | None]:
     """The patients of the benchmark subset (MindEval2 App. G "Pool") and where that came from:
@@ -101,12 +98,12 @@ def benchmark_patients(sessions: list[SessionInput], run_dir: Path | None,
         return {s.patient_id for s in sessions if s.in_benchmark}, "sessions column in_benchmark"
     if profiles is not None:
         path = Path(profiles)
-        path = path / "profiles.parquet" if path.is_dir() else path
+        path = ProfilesFolder(path).parquet if path.is_dir() else path
         if not path.is_file():
             raise InputError(f"judge.profiles {profiles}: no profiles.parquet there; give the folder written "
                              "by `mindsim profiles` (or drop the setting)")
-    elif run_dir is not None and (Path(run_dir) / PROFILES_FILE).is_file():
-        path = Path(run_dir) / PROFILES_FILE
+    elif run_dir is not None and RunLayout(run_dir).profiles.parquet.is_file():
+        path = RunLayout(run_dir).profiles.parquet
     else:
         return None, None
     try:

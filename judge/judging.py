@@ -15,6 +15,7 @@ verifiable quote keeps no quote and counts as dropped.
 
 from __future__ import annotations
 
+import asyncio
 import hashlib
 import json
 import re
@@ -24,13 +25,17 @@ from typing import Any
 from mindcore.errors import EngineError, StructuredOutputError
 from mindcore.prompts import render, template_hash
 from mindcore.quotes import normalise, quote_in  # noqa: F401 - part of this module's API
-from judge.rubric import Rubric, answer_model
+from mindcore.runner import gather_progress
+from judge.config import JudgeConfig
+from judge.rubric import Rubric, answer_model, load_rubric
 from judge.schemas import IssueRecord, JudgmentRow, SessionInput
 
 SYSTEM_TEMPLATE = "judge/system.jinja2"
 USER_TEMPLATE = "judge/user.jinja2"
 TEMPLATES = (SYSTEM_TEMPLATE, USER_TEMPLATE)
 SPEAKERS = {"user": "Patient", "assistant": "Counsellor"}
+# Most judged replies with a rendered prompt at once (see `judge_all`).
+IN_FLIGHT = 256
 
 
 @dataclass(frozen=True)
@@ -142,3 +147,32 @@ async def judge_reply(judge: Judge, reply: Reply, cache: Any) -> JudgmentRow:
         return judge.row(reply, key, error=exc)
     cache.write(key, outcome)
     return judge.row(reply, key, outcome=outcome)
+
+
+def judges_from_config(engines: Any, config: JudgeConfig) -> list[Judge]:
+    """One `Judge` per configured judge role, all on the configured rubric (the local and the Ray path
+    build them the same way)."""
+    rubric = load_rubric(config.rubric)
+    out = []
+    for name in config.judges:
+        # An unbound role falls back to `default`; with no default, Engines raises a ConfigError naming it.
+        out.append(Judge(name, engines.role(name), rubric, full_rubric=config.full_rubric,
+                         max_issues=config.max_issues))
+    return out
+
+
+async def judge_all(judges: list[Judge], sessions: list[SessionInput], cache: Any,
+                    max_replies: int | None, concurrency: int | None = None) -> list[JudgmentRow]:
+    """Every reply of every session, by every judge, concurrently: the engine layer bounds how many
+    requests are in flight, and `concurrency` (judge.concurrency) bounds it further when set. Rows come back
+    in (judge, session, reply) order. `cache`: a `mindcore.io.CheckpointDir`."""
+    work = [(j, r) for j in judges for s in sessions for r in replies(s, max_replies)]
+    # Prompts are rendered when a task starts, before the engine's own semaphore; this bound keeps a
+    # paper-scale run (~60k replies) from holding every rendered conversation in memory at once.
+    gate = asyncio.Semaphore(min(concurrency or IN_FLIGHT, IN_FLIGHT))
+
+    async def one(j: Judge, r: Any) -> JudgmentRow:
+        async with gate:
+            return await judge_reply(j, r, cache)
+
+    return await gather_progress((one(j, r) for j, r in work), "judging replies")

@@ -36,13 +36,14 @@ from pydantic import BaseModel, ConfigDict, Field, ValidationError, create_model
 
 from mindcore.errors import ConfigError, EngineError, InputError, StructuredOutputError
 from mindcore.io import read_jsonl
+from mindcore.layout import RunLayout
+from mindcore.recipe import format_validation_error
 from mindcore.prompts import render, template_hash
-from judge.inputs import SESSIONS_FILE, load_sessions
+from judge.inputs import load_sessions
 
 CONVERSATION_TEMPLATE = "judge/patientact_conversation.jinja2"
 PROFILE_TEMPLATE = "judge/patientact_profile.jinja2"
 RUBRIC_FILE = "patientact_rubrics.yaml"
-OUT_DIR = "patientact_judge"
 SCALE = (1, 2, 3, 4, 5)
 # Switch names of the paper's ablations (Table 4), in the order a system label lists them.
 ABLATIONS = ("trust_gating", "dynamic_memory", "pipeline")
@@ -219,7 +220,7 @@ def load_items(runs: Sequence[Path] = (), sessions: Path | None = None) -> list[
         if not Path(run).is_dir():
             raise InputError(f"{run}: no such run folder; give a folder made by 'mindsim run', or --sessions FILE")
         label = Path(run).resolve().name
-        labels = parquet_system_labels(Path(run) / SESSIONS_FILE)
+        labels = parquet_system_labels(RunLayout(run).sessions.parquet)
         groups.append((label, _source(label, load_sessions(Path(run)), labels)))
     if sessions is not None:
         path = Path(sessions)
@@ -263,10 +264,8 @@ def load_human(path: Path, dims: Sequence[str]) -> list[HumanRating]:
         try:
             r = HumanRating.model_validate(obj)
         except ValidationError as exc:
-            err = exc.errors()[0]
-            loc = ".".join(str(p) for p in err["loc"]) or "(line)"
-            raise InputError(f"{path}:{line}: {loc}: {err['msg']} (each line: item_id, rater, "
-                             "scores {dimension: 1-5})") from exc
+            problem = format_validation_error(exc, f"{path}:{line}", limit=1, top="(line)", plain=True)
+            raise InputError(f"{problem} (each line: item_id, rater, scores {{dimension: 1-5}})") from exc
         bad = {d: v for d, v in r.scores.items() if d not in dims or v not in SCALE}
         if bad:
             raise InputError(f"{path}:{line}: scores {bad} not allowed; dimensions are {', '.join(dims)}, scores 1-5")

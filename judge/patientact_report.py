@@ -12,9 +12,10 @@ from typing import Any, Callable
 
 from mindcore.errors import EngineError, InputError
 from mindcore.io import CheckpointDir, atomic_write_json, atomic_write_jsonl, atomic_write_text, json_safe
+from mindcore.layout import RunLayout
 from mindcore.provenance import base_provenance
 from judge.patientact import (
-    CONVERSATION_TEMPLATE, OUT_DIR, ConversationItem, ConversationJudge, HumanRating, Judgment, failures,
+    CONVERSATION_TEMPLATE, ConversationItem, ConversationJudge, HumanRating, Judgment, failures,
     judge_items, krippendorff_alpha, mann_whitney, mean_human, rating_matrix, rubrics, spearman, system_means,
 )
 
@@ -126,16 +127,16 @@ def run_patientact(out: str | Path, engines: Any, items: list[ConversationItem],
     """Judge `items` with the `judge` role of the started `engines`; write everything under
     `out/patientact_judge/`. Raises EngineError (after writing) when every judgment failed, as the MHQR
     path does: the engine was down or its output never fit the schema."""
-    folder = Path(out) / OUT_DIR
+    folder = RunLayout(out).patientact_judge
     j = ConversationJudge(judge, engines.role(judge), max_tokens=max_tokens)
-    rows = engines.run(judge_items(j, items, CheckpointDir(folder / "cache")))
-    atomic_write_jsonl(folder / "judgments.jsonl", [r.model_dump(mode="json") for r in rows])
+    rows = engines.run(judge_items(j, items, CheckpointDir(folder.cache)))
+    atomic_write_jsonl(folder.judgments, [r.model_dump(mode="json") for r in rows])
     report = build_report(rows, baseline, human)
-    atomic_write_json(folder / "report.json", report)
-    atomic_write_text(folder / "report.md", report_md(report))
+    atomic_write_json(folder.report_json, report)
+    atomic_write_text(folder.report_md, report_md(report))
     failed = [r for r in rows if not r.ok]
     if rows and len(failed) == len(rows):
         raise EngineError(f"every judgment failed ({len(failed)}; first: {failed[0].error}); "
-                          f"rows and report written to {folder}")
+                          f"rows and report written to {folder.path}")
     return {"judged": len(rows), "ok": len(rows) - len(failed), "failed": len(failed), "means": report["means"],
-            "outputs": {n: folder / n for n in ("judgments.jsonl", "report.json", "report.md")}}
+            "outputs": {p.name: p for p in (folder.judgments, folder.report_json, folder.report_md)}}

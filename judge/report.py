@@ -10,6 +10,7 @@ from pathlib import Path
 from typing import Any
 
 from mindcore.io import atomic_write_bytes, atomic_write_json, atomic_write_text, json_safe
+from mindcore.layout import ReportFolder
 from judge.rubric import Rubric
 from judge.schemas import SEVERITIES, JudgmentRow
 from judge.scores import system_label
@@ -404,11 +405,12 @@ def _sessions_plot(plt: Any, out: Path, judges: dict[str, Any]) -> None:
 
 
 def write_report(out: Path, report: dict[str, Any], rubric: Rubric, plots: bool) -> dict[str, Path]:
-    files = {"report.json": out / "report.json", "report.md": out / "report.md"}
+    folder = ReportFolder(out)
+    files = {f.name: f for f in (folder.report_json, folder.report_md)}
     report = json_safe(report)
     if plots:
         report["plots"] = write_plots(out, report)
         files.update({p: out / p for p in report["plots"]})
-    atomic_write_json(out / "report.json", report)
-    write_markdown(out / "report.md", {**report, "_rubric": rubric}, rubric)
+    atomic_write_json(folder.report_json, report)
+    write_markdown(folder.report_md, {**report, "_rubric": rubric}, rubric)
     return files

@@ -106,6 +106,12 @@ class Rubric(_Strict):
         return self.issue(issue_id).category
 
 
+def severity_id(raw: object) -> str:
+    """A severity (or issue) id as people write it, in the rubric's spelling: 'No concern', 'no-concern'
+    and 'no_concern' are one id. Every reader of hand-typed levels (annotations, `--max-severity`) uses it."""
+    return str(raw).strip().lower().replace("-", "_").replace(" ", "_")
+
+
 @lru_cache(maxsize=None)
 def load_rubric(path: str | None = None) -> Rubric:
     """The shipped rubric, or another file of the same shape (for a revised rubric version)."""

@@ -9,55 +9,25 @@ report (MindEval2 §3 and Appendix G). Writes `RUN_DIR/judgments/`:
 
 from __future__ import annotations
 
-import asyncio
 from collections import Counter
 from pathlib import Path
 from typing import Any
 
 from mindcore.errors import EngineError
 from mindcore.io import CheckpointDir
+from mindcore.layout import RunLayout
 from mindcore.provenance import base_provenance
-from mindcore.runner import gather_progress
 from judge.analyses import analyses
 from judge.config import JudgeConfig
 from judge.costs import cost_table
 from judge.inputs import benchmark_patients, load_sessions
-from judge.judging import TEMPLATES, Judge, judge_reply, replies
+from judge.judging import TEMPLATES, Judge, judge_all, judges_from_config
 from judge.rankings import family_flags, judge_agreement
 from judge.report import critical_rows, failure_rows, write_report
 from judge.rubric import load_rubric
-from judge.schemas import JudgmentRow, SessionInput, write_judgments
+from judge.schemas import JudgeRanking, JudgeRunSummary, JudgmentRow, SessionInput, write_judgments
+from judge.sharded import judge_rows_on_ray
 from judge.scores import columns_from_rows, score_all
-
-OUT_DIR = "judgments"
-_IN_FLIGHT = 256
-
-
-def _judges(engines: Any, config: JudgeConfig) -> list[Judge]:
-    rubric = load_rubric(config.rubric)
-    out = []
-    for name in config.judges:
-        # An unbound role falls back to `default`; with no default, Engines raises a ConfigError naming it.
-        out.append(Judge(name, engines.role(name), rubric, full_rubric=config.full_rubric,
-                         max_issues=config.max_issues))
-    return out
-
-
-async def judge_all(judges: list[Judge], sessions: list[SessionInput], cache: CheckpointDir,
-                    max_replies: int | None, concurrency: int | None = None) -> list[JudgmentRow]:
-    """Every reply of every session, by every judge, concurrently: the engine layer bounds how many
-    requests are in flight, and `concurrency` (judge.concurrency) bounds it further when set. Rows come back
-    in (judge, session, reply) order."""
-    work = [(j, r) for j in judges for s in sessions for r in replies(s, max_replies)]
-    # Prompts are rendered when a task starts, before the engine's own semaphore; this bound keeps a
-    # paper-scale run (~60k replies) from holding every rendered conversation in memory at once.
-    gate = asyncio.Semaphore(min(concurrency or _IN_FLIGHT, _IN_FLIGHT))
-
-    async def one(j: Judge, r: Any) -> JudgmentRow:
-        async with gate:
-            return await judge_reply(j, r, cache)
-
-    return await gather_progress((one(j, r) for j, r in work), "judging replies")
 
 
 def summarise(rows: list[JudgmentRow], judges: list[Judge], sessions: list[SessionInput],
@@ -108,7 +78,7 @@ def summarise(rows: list[JudgmentRow], judges: list[Judge], sessions: list[Sessi
 
 def run_judging(run_dir: str | Path, engines: Any, config: JudgeConfig | None = None, *,
                 sessions: str | Path | None = None, inputs: list[SessionInput] | None = None,
-                ray: Any = None) -> dict[str, Any]:
+                ray: Any = None) -> JudgeRunSummary:
     """Judge, score and report one run. `engines` must be started. Returns a summary: counts and
     output paths. Raises EngineError (after writing every output) when every judgment failed:
     unreachable engine or output that never fit the schema, both engine-side. `inputs`: sessions
@@ -121,26 +91,25 @@ def run_judging(run_dir: str | Path, engines: Any, config: JudgeConfig | None = 
         inputs = load_sessions(run_dir, Path(sessions) if sessions else None)
     # Read before any judgment, so a bad profiles path stops the run before it spends anything.
     bench = benchmark_patients(inputs, run_dir, Path(config.profiles) if config.profiles else None)
-    judges = _judges(engines, config)
-    out = run_dir / OUT_DIR
-    cache = CheckpointDir(out / "cache")
+    judges = judges_from_config(engines, config)
+    folder = RunLayout(run_dir).judgments
+    out = folder.path
+    cache = CheckpointDir(folder.cache)
     if ray is not None:
-        from judge.sharded import judge_rows_on_ray
-
         rows = judge_rows_on_ray(engines, config, inputs, cache.path, ray)
     else:
         rows = engines.run(judge_all(judges, inputs, cache, config.max_replies, config.concurrency))
-    write_judgments(out / "judgments.parquet", rows)
+    write_judgments(folder.parquet, rows)
     report = summarise(rows, judges, inputs, config, benchmark=bench, usage=engines.ledger.summary())
     files = write_report(out, report, judges[0].rubric, config.plots)
     failed = [r for r in rows if r.status == "failed"]
-    summary = {
-        "sessions": len(inputs), "judgments": len(rows), "ok": len(rows) - len(failed), "failed": len(failed),
-        "critical": len(report["critical_replies"]), "dropped_quotes": sum(r.dropped_quotes for r in rows),
-        "judges": {n: {"model": j["model"], "ranking": j["scores"]["ranking"]} for n, j in report["judges"].items()},
-        "outputs": {"judgments": out / "judgments.parquet", **files},
-        "prompt_hashes": {t: judges[0].prompt_hashes[t] for t in TEMPLATES},
-    }
+    summary = JudgeRunSummary(
+        sessions=len(inputs), judgments=len(rows), ok=len(rows) - len(failed), failed=len(failed),
+        critical=len(report["critical_replies"]), dropped_quotes=sum(r.dropped_quotes for r in rows),
+        judges={n: JudgeRanking(model=j["model"], ranking=j["scores"]["ranking"]) for n, j in report["judges"].items()},
+        outputs={"judgments": folder.parquet, **files},
+        prompt_hashes={t: judges[0].prompt_hashes[t] for t in TEMPLATES},
+    )
     if rows and len(failed) == len(rows):
         raise EngineError(f"every judgment failed ({len(failed)}; first: {failed[0].error}); "
                           f"rows and report written to {out}")

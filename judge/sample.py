@@ -21,13 +21,14 @@ from typing import Any, Optional
 
 import pyarrow.parquet as pq
 
-from judge.agreement import JUDGMENTS_FILE, load_vocabulary, norm_id
+from judge.agreement import load_vocabulary
+from judge.rubric import severity_id
 from judge.units import (UNITS, WINDOW_TURNS, Choices, Excerpt, ExcerptAnnotation, KeyEntry, RatedTurn,
                          TurnAnnotation)
 from mindcore.errors import InputError
 from mindcore.io import atomic_write_json, atomic_write_jsonl
+from mindcore.layout import RunLayout
 
-SESSIONS_FILE = Path("sessions") / "sessions.parquet"
 SESSION_COLUMNS = ["session_id", "patient_id", "counsellor", "session_index", "counsellor_system_prompt",
                    "counsellor_messages"]
 
@@ -46,7 +47,7 @@ def key_path_for(out: Path) -> Path:
 
 
 def load_sessions(run_dir: Path) -> dict[str, dict[str, Any]]:
-    path = Path(run_dir) / SESSIONS_FILE
+    path = RunLayout(run_dir).sessions.parquet
     if not path.is_file():
         raise InputError(f"{path} not found: give the --out folder of `mindsim run` or `mindsim simulate`")
     try:
@@ -67,7 +68,7 @@ def conversation(session: dict[str, Any]) -> list[dict[str, str]]:
 
 def judged_strata(run_dir: Path, judge: Optional[str]) -> tuple[Optional[str], dict[tuple[str, int], str]]:
     """Severity stratum per reply from one judge's rows, if the run has judgments."""
-    path = Path(run_dir) / JUDGMENTS_FILE
+    path = RunLayout(run_dir).judgments.parquet
     if not path.is_file():
         if judge:
             raise InputError(f"--judge {judge}: {path} not found; run `mindsim judge run` first or drop --judge")
@@ -83,7 +84,7 @@ def judged_strata(run_dir: Path, judge: Optional[str]) -> tuple[Optional[str], d
             raise InputError(f"{path} holds judges {', '.join(names)}; choose one with --judge")
     elif judge not in names:
         raise InputError(f"--judge {judge}: {path} holds judges {', '.join(names) or '(none)'}")
-    return judge, {(r["session_id"], int(r["reply_index"])): (norm_id(r["severity"]) if r["status"] == "ok" else "failed")
+    return judge, {(r["session_id"], int(r["reply_index"])): (severity_id(r["severity"]) if r["status"] == "ok" else "failed")
                    for r in rows if r["judge"] == judge}
 
 

@@ -15,15 +15,18 @@ import email.utils
 import logging
 import os
 import random
+import re
 import threading
 import time
+import urllib.parse
 from collections import OrderedDict
 from dataclasses import dataclass, field
 from typing import Any, Protocol
 
 import openai
 
-from mindcore.errors import ConfigError, EngineUnavailable, TransportError
+from mindcore.config import SAMPLING_FIELDS, deep_merge
+from mindcore.errors import ConfigError, EngineUnavailable, FieldRefused, TransportError
 from mindcore.types import ChatRequest, RawReply
 
 # One INFO line per HTTP request buries progress bars (and breaks once distilabel has swapped the
@@ -39,6 +42,52 @@ _AFFINITY_KEYS = 100_000
 # A Retry-After longer than this is treated as this long: the run keeps probing instead of sleeping
 # for an hour on one header.
 _MAX_RETRY_AFTER_S = 300.0
+# OpenAI's reasoning families (o1, o3, o4-mini, gpt-5 and later, optionally behind an "openai/" router
+# prefix) refuse `max_tokens` and take `max_completion_tokens`; see `token_field`.
+_OPENAI_REASONING_MODEL = re.compile(r"^(?:openai/)?(?:o[1-9](?:-|$)|gpt-(?:[5-9]|[1-9]\d)(?:[.\-]|$))", re.I)
+_OPENAI_HOSTS = ("api.openai.com",)
+_AZURE_SUFFIXES = (".openai.azure.com", ".cognitiveservices.azure.com")
+
+
+def token_field(token_param: str, kind: str, base_url: str, model: str) -> str:
+    """The body field an output budget goes in. `max_tokens` / `max_completion_tokens` as stated;
+    `auto`: `max_completion_tokens` on an `openai` engine whose server is OpenAI's own API or Azure
+    OpenAI (which take it for every model and refuse `max_tokens` for reasoning models), or whose model
+    is an OpenAI reasoning model wherever it is served; `max_tokens` everywhere else (vLLM, llama.cpp,
+    SGLang and most routers read it; vLLM reads both)."""
+    if token_param in ("max_tokens", "max_completion_tokens"):
+        return token_param
+    if kind != "openai":
+        return "max_tokens"
+    host = (urllib.parse.urlsplit(base_url).hostname or "").lower()
+    if host in _OPENAI_HOSTS or host.endswith(_AZURE_SUFFIXES) or _OPENAI_REASONING_MODEL.match(model or ""):
+        return "max_completion_tokens"
+    return "max_tokens"
+
+
+def refusal_hint(message: str, sent: dict[str, Any]) -> str:
+    """What to change in the recipe when a server refuses (HTTP 400) a field the role sent, read from the
+    server's message; '' when the message names none of them."""
+    text = message.lower()
+    hints = []
+    if "max_tokens" in sent and "max_tokens" in text and "max_completion_tokens" not in sent:
+        hints.append("set token_param: max_completion_tokens on the role (or the engine)")
+    elif "max_completion_tokens" in sent and "max_completion_tokens" in text:
+        hints.append("set token_param: max_tokens on the role (or the engine)")
+    refused = [f for f in SAMPLING_FIELDS if f in sent and re.search(rf"\b{f}\b", text)]
+    if refused:
+        hints.append(f"add omit: [{', '.join(refused)}] to the role (the model takes only its default)")
+    if "reasoning_effort" in sent and "reasoning" in text:
+        hints.append("remove reasoning_effort from the role (this model takes none, or not that value)")
+    if "chat_template_kwargs" in json_keys(sent) and ("chat_template" in text or "thinking" in text):
+        hints.append("remove thinking from the role, or fix thinking_key to the variable this model's chat "
+                     "template reads")
+    return "; ".join(hints)
+
+
+def json_keys(body: dict[str, Any]) -> set[str]:
+    """Top-level keys of a request as it goes on the wire (`extra_body` merged in)."""
+    return {k for k in body if k != "extra_body"} | set(body.get("extra_body") or {})
 
 
 class Backend(Protocol):
@@ -107,6 +156,7 @@ class OpenAIBackend:
         server_caps: list[int] | None = None,
         failure_limit: int = 3,
         cooldown_s: float = 30.0,
+        token_param: str = "auto",
     ) -> None:
         urls = list(base_urls or ([base_url] if base_url else []))
         if not urls or (base_url and base_urls and [base_url] != urls[:1]):
@@ -128,6 +178,7 @@ class OpenAIBackend:
         self.max_retries = max_retries
         self.failure_limit = failure_limit
         self.cooldown_s = cooldown_s
+        self.token_param = token_param
         self.servers = [_Server(url, cap) for url, cap in zip(urls, caps)]
         self._lock = threading.Lock()
         self._rr = 0
@@ -196,15 +247,29 @@ class OpenAIBackend:
         for client, _ in state or []:
             await client.close()
 
+    def token_field(self, req: ChatRequest) -> str:
+        """The field `req`'s output budget is sent in (the role's token_param, else the engine's)."""
+        return token_field(req.token_param or self.token_param, self.kind, self.base_url,
+                           req.model or self.default_model)
+
     def _kwargs(self, req: ChatRequest) -> dict[str, Any]:
         kw: dict[str, Any] = {"model": req.model or self.default_model, "messages": req.messages}
-        for key in ("temperature", "top_p", "max_tokens", "seed", "frequency_penalty", "presence_penalty", "stop"):
+        for key in SAMPLING_FIELDS:
             value = getattr(req, key)
-            if value is not None:
+            if value is not None and key not in req.omit:
                 kw[key] = value
+        if req.max_tokens is not None:
+            kw[self.token_field(req)] = req.max_tokens
+        if req.reasoning_effort is not None:
+            kw["reasoning_effort"] = req.reasoning_effort
+        # One body: the role's extra_body, then the thinking switch, then the schema (the toolkit's own
+        # keys win; config validation already refuses a recipe that sets the same key twice).
+        body = dict(req.extra_body or {})
+        if req.thinking is not None:
+            body = deep_merge(body, {"chat_template_kwargs": {req.thinking_key: req.thinking}})
         if req.response_schema is not None:
             if self.structured_mode == "vllm":
-                kw["extra_body"] = {"structured_outputs": {"json": req.response_schema}}
+                body = deep_merge(body, {"structured_outputs": {"json": req.response_schema}})
             else:
                 kw["response_format"] = {
                     "type": "json_schema",
@@ -218,7 +283,19 @@ class OpenAIBackend:
             kw["tools"] = req.tools
             if req.tool_choice is not None:
                 kw["tool_choice"] = req.tool_choice
+        if body:
+            kw["extra_body"] = body
+        if req.timeout_s is not None:
+            kw["timeout"] = req.timeout_s
         return kw
+
+    def sent_fields(self, req: ChatRequest) -> dict[str, Any]:
+        """The body fields `req` goes out with, besides the model and the messages (as `engines check`
+        reports them); `extra_body` is merged in, as the server sees it."""
+        kw = self._kwargs(req)
+        kw.pop("messages", None), kw.pop("model", None), kw.pop("timeout", None)
+        extra = kw.pop("extra_body", None) or {}
+        return {**kw, **extra}
 
     # -- choosing a server ------------------------------------------------------------------------
     def _choose(self, affinity: str | None, avoid: set[int]) -> tuple[int | None, float]:
@@ -352,8 +429,10 @@ class OpenAIBackend:
                     f"'{kwargs['model']}' — check base_url (usually ends in /v1) and the model name"
                 ) from exc
             except openai.BadRequestError as exc:
-                raise TransportError(
+                hint = refusal_hint(str(exc), self.sent_fields(request))
+                raise (FieldRefused if hint else TransportError)(
                     f"engine '{self.name}' rejected the request (HTTP 400): {_short(exc)}"
+                    + (f" — {hint}" if hint else "")
                 ) from exc
             finally:
                 with self._lock:
@@ -438,14 +517,15 @@ def _raw_reply(resp: Any) -> RawReply:
             }
         )
     usage = resp.usage
-    cached = 0
-    if usage is not None and getattr(usage, "prompt_tokens_details", None) is not None:
-        cached = usage.prompt_tokens_details.cached_tokens or 0
+    # Servers that do not report the details send null or leave them out: counted as 0, not guessed.
+    prompt_details = getattr(usage, "prompt_tokens_details", None)
+    completion_details = getattr(usage, "completion_tokens_details", None)
     return RawReply(
         content=msg.content,
         tool_calls=calls,
         prompt_tokens=usage.prompt_tokens if usage else 0,
         completion_tokens=usage.completion_tokens if usage else 0,
-        cached_tokens=cached,
+        cached_tokens=(getattr(prompt_details, "cached_tokens", None) or 0) if prompt_details else 0,
+        reasoning_tokens=(getattr(completion_details, "reasoning_tokens", None) or 0) if completion_details else 0,
         finish_reason=choice.finish_reason,
     )

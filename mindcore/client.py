@@ -14,7 +14,7 @@ from typing import Any, TypeVar
 from pydantic import BaseModel, ValidationError
 
 from mindcore.backends import Backend
-from mindcore.config import RoleSpec
+from mindcore.config import REQUEST_OPTION_DEFAULTS, RoleSpec
 from mindcore.errors import StructuredOutputError
 from mindcore.types import (
     CallRecord,
@@ -54,17 +54,28 @@ class RoleClient:
         return self.backend.name
 
     def describe(self) -> dict[str, Any]:
+        spec = self.spec
         return {
             "role": self.role,
             "engine": self.backend.name,
             "model": self.model,
-            "temperature": self.spec.temperature,
-            "top_p": self.spec.top_p,
-            "max_tokens": self.spec.max_tokens,
-            "seed": self.spec.seed,
+            "temperature": spec.temperature,
+            "top_p": spec.top_p,
+            "max_tokens": spec.max_tokens,
+            "seed": spec.seed,
             **{k: v for k in ("frequency_penalty", "presence_penalty", "stop")
-               if (v := getattr(self.spec, k)) is not None},
+               if (v := getattr(spec, k)) is not None},
+            # Request options only where set, so provenance of runs without them reads as before.
+            **{k: v for k, v in spec.model_dump(include=set(REQUEST_OPTION_DEFAULTS)).items()
+               if v != REQUEST_OPTION_DEFAULTS[k]},
+            # Named only when it is not the historical max_tokens (rows of older runs keep their shape).
+            **({"token_field": field} if (field := self._token_field()) not in (None, "max_tokens") else {}),
         }
+
+    def _token_field(self) -> str | None:
+        """The field this role's output budget goes out in, where the backend says (remote engines)."""
+        pick = getattr(self.backend, "token_field", None)
+        return pick(self._request([])) if pick is not None else None
 
     # -- plain chat -------------------------------------------------------------------------------
     async def chat(self, messages: list[dict[str, Any]], **sampling: Any) -> Completion:
@@ -136,6 +147,7 @@ class RoleClient:
             totals.prompt_tokens += raw.prompt_tokens
             totals.completion_tokens += raw.completion_tokens
             totals.cached_tokens += raw.cached_tokens
+            totals.reasoning_tokens += raw.reasoning_tokens
             totals.content = raw.content
             totals.server = raw.server
             try:
@@ -214,19 +226,25 @@ class RoleClient:
     def _request(self, messages: list[dict[str, Any]], **kw: Any) -> ChatRequest:
         spec = self.spec
         wire = messages if self.backend.native_tools else _wire_history(messages)
+        budget = kw.pop("max_tokens", spec.max_tokens)
+        # A stage's budget bounds the answer; a reasoning model spends its thinking from the same field,
+        # so the role's reasoning_budget goes on top (an uncapped call stays uncapped).
+        if budget is not None and spec.reasoning_budget:
+            budget += spec.reasoning_budget
         return ChatRequest(
             role=self.role,
             model=self.model,
             messages=wire,
             temperature=kw.pop("temperature", spec.temperature),
             top_p=kw.pop("top_p", spec.top_p),
-            max_tokens=kw.pop("max_tokens", spec.max_tokens),
+            max_tokens=budget,
             seed=kw.pop("seed", spec.seed),
             frequency_penalty=kw.pop("frequency_penalty", spec.frequency_penalty),
             presence_penalty=kw.pop("presence_penalty", spec.presence_penalty),
             # A stop string inside JSON would cut the object short: only plain replies get them.
             stop=kw.pop("stop", None if kw.get("response_schema") is not None or kw.get("tools") else spec.stop),
             affinity=kw.pop("affinity", self.affinity),
+            **spec.request_options(),
             **kw,
         )
 
@@ -241,6 +259,7 @@ class RoleClient:
                 prompt_tokens=raw.prompt_tokens,
                 completion_tokens=raw.completion_tokens,
                 cached_tokens=raw.cached_tokens,
+                reasoning_tokens=raw.reasoning_tokens,
                 latency_s=latency,
                 attempts=attempts,
                 server=raw.server,
@@ -272,11 +291,9 @@ def _strip_fences(text: str) -> str:
 
 def _brief_error(exc: Exception) -> str:
     if isinstance(exc, ValidationError):
-        parts = []
-        for err in exc.errors()[:5]:
-            loc = ".".join(str(p) for p in err["loc"]) or "(root)"
-            parts.append(f"{loc}: {err['msg']}")
-        return "; ".join(parts)
+        from mindcore.recipe import format_validation_error
+
+        return format_validation_error(exc, limit=5, sep="; ", top="(root)", plain=True)
     return str(exc)[:300]
 
 

@@ -7,7 +7,7 @@ Every LLM the toolkit uses is an OpenAI-compatible chat server; what differs is 
 
 from __future__ import annotations
 
-from typing import Annotated, Literal, Union
+from typing import Annotated, Any, Literal, Union
 
 from pydantic import BaseModel, ConfigDict, Field, ValidationInfo, field_validator, model_validator
 from pydantic_core import PydanticCustomError
@@ -34,6 +34,93 @@ ROLE_FALLBACK: dict[str, str] = {"baseline_mapper": "patient"}
 
 class _Strict(BaseModel):
     model_config = ConfigDict(extra="forbid")
+
+
+# Request fields a role may leave out of every request (`omit:`), for models that refuse them.
+SAMPLING_FIELDS: tuple[str, ...] = ("temperature", "top_p", "seed", "frequency_penalty", "presence_penalty", "stop")
+SamplingField = Literal["temperature", "top_p", "seed", "frequency_penalty", "presence_penalty", "stop"]
+# Which body field carries the output budget. `auto`: see `mindcore.backends.token_field`.
+TokenParam = Literal["auto", "max_tokens", "max_completion_tokens"]
+# OpenAI's `reasoning_effort` values (Chat Completions API); other providers map their own onto these.
+ReasoningEffort = Literal["none", "minimal", "low", "medium", "high", "xhigh"]
+# Body fields the toolkit writes itself: setting them through `extra_body` would silently fight the
+# role's own fields (or break structured output), so the recipe says them where they belong.
+_RESERVED_BODY = frozenset({"model", "messages", "stream", "response_format", "tools", "tool_choice", "max_tokens",
+                            "max_completion_tokens", "reasoning_effort", *SAMPLING_FIELDS})
+# Request options at their defaults are left out of the recipe hash (`Recipe.content_dump`), so run
+# folders made before these options existed still resume.
+REQUEST_OPTION_DEFAULTS: dict[str, Any] = {
+    "reasoning_effort": None, "thinking": None, "thinking_key": "enable_thinking", "token_param": None,
+    "omit": [], "extra_body": None, "reasoning_budget": None, "timeout_s": None,
+}
+
+
+def deep_merge(base: dict[str, Any], extra: dict[str, Any]) -> dict[str, Any]:
+    """`base` with `extra` laid over it; nested mappings are merged key by key, anything else replaced."""
+    out = dict(base)
+    for key, value in extra.items():
+        if isinstance(value, dict) and isinstance(out.get(key), dict):
+            out[key] = deep_merge(out[key], value)
+        else:
+            out[key] = value
+    return out
+
+
+class RequestOptions(_Strict):
+    """What a role (or a counsellor binding) sends to a real model beyond sampling: reasoning, the thinking
+    switch of chat-template servers, the name of the output-budget field, fields to leave out, and a raw
+    `extra_body`. Field names are OpenAI's where it has one; README "Engines" tabulates what each one sends."""
+
+    reasoning_effort: ReasoningEffort | None = Field(
+        None, description="Sent as `reasoning_effort` (OpenAI reasoning models; vLLM passes it to chat templates "
+        "that read it)")
+    thinking: bool | None = Field(
+        None, description="Thinking switch of a chat-template server (vLLM, SGLang, llama.cpp): sent as "
+        "extra_body.chat_template_kwargs.<thinking_key> = true/false")
+    thinking_key: str = Field(
+        "enable_thinking", pattern=r"^[A-Za-z_]\w*$",
+        description="The chat template's variable for `thinking` (Qwen3, GLM: enable_thinking; DeepSeek V3.1+, "
+        "Granite: thinking)")
+    token_param: TokenParam | None = Field(
+        None, description="Field the output budget is sent in: max_tokens, max_completion_tokens, or auto "
+        "(default: the engine's token_param)")
+    omit: list[SamplingField] = Field(
+        default_factory=list, description="Sampling fields never sent (e.g. [temperature, top_p] for a hosted "
+        "reasoning model that takes only its default)")
+    extra_body: dict[str, Any] | None = Field(
+        None, description="Extra JSON fields merged into every request body (e.g. provider routing); merged key "
+        "by key with the structured_outputs and chat_template_kwargs the toolkit sends")
+    reasoning_budget: int | None = Field(
+        None, ge=0, description="Tokens added to every output budget of this role for its reasoning (a reasoning "
+        "model's max_completion_tokens / a thinking model's max_tokens count the thinking too)")
+    timeout_s: float | None = Field(None, gt=0, description="Per-request timeout of this role (default: the engine's)")
+
+    @model_validator(mode="after")
+    def _options_consistent(self) -> "RequestOptions":
+        both = [f for f in self.omit if getattr(self, f, None) is not None]
+        if both:
+            raise ValueError(f"{', '.join(both)} is set and also listed in omit: keep one")
+        body = self.extra_body or {}
+        reserved = sorted(set(body) & _RESERVED_BODY)
+        if reserved:
+            raise ValueError(f"extra_body must not set {', '.join(reserved)}: use the role's own field of that name "
+                             "(or omit / token_param), so the toolkit and the recipe do not disagree")
+        kwargs = body.get("chat_template_kwargs")
+        if kwargs is not None and not isinstance(kwargs, dict):
+            raise ValueError("extra_body.chat_template_kwargs must be a mapping")
+        if self.thinking is not None and self.thinking_key in (kwargs or {}):
+            raise ValueError(f"thinking and extra_body.chat_template_kwargs.{self.thinking_key} both set the "
+                             "thinking switch: keep one")
+        # (Compared with the default, not with fields_set: a spec rebuilt from model_dump sets every field.)
+        if self.thinking_key != REQUEST_OPTION_DEFAULTS["thinking_key"] and self.thinking is None:
+            raise ValueError("thinking_key names the template variable of `thinking`, which is not set")
+        return self
+
+    def request_options(self) -> dict[str, Any]:
+        """The options as `ChatRequest` fields."""
+        return {"reasoning_effort": self.reasoning_effort, "thinking": self.thinking,
+                "thinking_key": self.thinking_key, "token_param": self.token_param, "omit": tuple(self.omit),
+                "extra_body": self.extra_body, "timeout_s": self.timeout_s}
 
 
 class EmbeddedEngine(_Strict):
@@ -92,6 +179,10 @@ class OpenAIEngine(_ServerPool):
     max_concurrency: int = Field(8, ge=1, le=1024, description="Requests in flight at once")
     timeout_s: float = Field(120.0, gt=0)
     native_tools: bool = Field(True, description="Server supports `tools`/`tool_choice`")
+    token_param: TokenParam = Field(
+        "auto", description="Field the output budget is sent in for roles that do not say: auto = "
+        "max_completion_tokens on OpenAI's own API and for OpenAI reasoning models (o1/o3/o4, gpt-5 and later), "
+        "max_tokens elsewhere")
     structured_mode: Literal["json_schema", "vllm"] = Field(
         "json_schema", description="json_schema: OpenAI response_format; vllm: extra_body structured_outputs"
     )
@@ -146,6 +237,8 @@ class VLLMEngine(_ServerPool):
     native_tools: bool = Field(
         False, description="True only if served with --enable-auto-tool-choice and a tool parser"
     )
+    token_param: TokenParam = Field(
+        "auto", description="Field the output budget is sent in (vLLM takes both; auto = max_tokens)")
 
     @model_validator(mode="after")
     def _servers_or_host_port(self) -> "VLLMEngine":
@@ -175,8 +268,8 @@ class VLLMEngine(_ServerPool):
 EngineSpec = Annotated[Union[EmbeddedEngine, OpenAIEngine, VLLMEngine], Field(discriminator="kind")]
 
 
-class RoleSpec(_Strict):
-    """Which engine a role talks to, and how it samples."""
+class RoleSpec(RequestOptions):
+    """Which engine a role talks to, how it samples, and what else its requests carry (`RequestOptions`)."""
 
     engine: str = Field(..., description="Name of an entry in `engines:`")
     model: str | None = Field(None, description="Overrides the engine's default model")

@@ -19,13 +19,14 @@ from mindcore.backends import OpenAIBackend
 from mindcore.client import RoleClient
 from mindcore.config import RoleSpec
 from mindcore.errors import EngineError
+from mindcore.prompts import install_overrides
 from mindcore.types import UsageLedger
 
 
 # Per generation, beside distilabel's own input/output token counts: what the engine layer's ledger
 # records, so a parent process can account for work done in distilabel's workers, and the error ("" if
 # none) so a failed row says why instead of pointing at a worker log.
-STATISTICS = ("input_tokens", "output_tokens", "cached_tokens", "attempts", "latency_s", "errors")
+STATISTICS = ("input_tokens", "output_tokens", "cached_tokens", "reasoning_tokens", "attempts", "latency_s", "errors")
 
 
 def _import_model(path: str):
@@ -53,6 +54,8 @@ class MindcoreLLM(AsyncLLM):
         for name in ("httpx", "httpx2", "openai"):
             logging.getLogger(name).setLevel(logging.WARNING)
         w = self.wire
+        # The steps that use this LLM render their prompts in this process: give it the recipe's overrides.
+        install_overrides(w.get("prompt_overrides") or {})
         backend = OpenAIBackend(
             w["engine"],
             base_url=None if w.get("base_urls") else w["base_url"],
@@ -68,6 +71,7 @@ class MindcoreLLM(AsyncLLM):
             structured_mode=w.get("structured_mode", "json_schema"),
             strict_schema=w.get("strict_schema", False),
             kind=w.get("kind", "openai"),
+            token_param=w.get("token_param", "auto"),
         )
         self._backend = backend
         self._spec = RoleSpec(**w["role_spec"])
@@ -129,6 +133,7 @@ class MindcoreLLM(AsyncLLM):
             stats["input_tokens"].append(sum(r.prompt_tokens for r in recs))
             stats["output_tokens"].append(sum(r.completion_tokens for r in recs))
             stats["cached_tokens"].append(sum(r.cached_tokens for r in recs))
+            stats["reasoning_tokens"].append(sum(r.reasoning_tokens for r in recs))
             stats["attempts"].append(sum(r.attempts for r in recs))
             stats["latency_s"].append(round(sum(r.latency_s for r in recs), 4))
             stats["errors"].append(error)

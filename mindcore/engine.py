@@ -13,6 +13,7 @@ from mindcore.client import RoleClient
 from mindcore.config import ROLE_FALLBACK, ROLES, EmbeddedEngine, EnginesConfig, OpenAIEngine, RoleSpec, VLLMEngine, role_base
 from mindcore.embedded import EmbeddedServer
 from mindcore.errors import ConfigError
+from mindcore.prompts import snapshot
 from mindcore.types import ToolSpec, UsageLedger
 from mindcore.vllm_serve import VLLMProcess
 
@@ -87,6 +88,8 @@ class Engines:
             structured_mode="vllm" if kind == "vllm" else getattr(spec, "structured_mode", "json_schema"),
             strict_schema=getattr(spec, "strict_schema", False),
             kind=kind,
+            # The embedded llama.cpp reads max_tokens; remote engines say (or leave it to `auto`).
+            token_param=getattr(spec, "token_param", "max_tokens"),
             **pool,
         )
 
@@ -165,7 +168,10 @@ class Engines:
             "native_tools": b.native_tools,
             "structured_mode": b.structured_mode,
             "strict_schema": b.strict_schema,
+            "token_param": b.token_param,
             "role_spec": client.spec.model_dump(),
+            # The recipe's swapped prompts travel with the role: distilabel workers render them too.
+            "prompt_overrides": snapshot(),
         }
 
     def describe(self) -> dict[str, Any]:

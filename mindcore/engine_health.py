@@ -4,6 +4,12 @@ recipe names, does a structured-output round trip work, how much context a slot 
 server offer its tokenizer. Each probe says what is wrong and how to fix it, and whether the problem is
 the configuration (`problem_kind="config"`, exit 2) or the engine being unreachable or broken
 (`"unreachable"`, exit 1).
+
+Then, per role on the engine (`RoleAcceptance`): one short chat with exactly the fields that role sends
+(sampling, the output-budget field, reasoning_effort, the thinking switch, extra_body), reporting what
+went out and whether the model took it — or the server's refusal with the recipe change that fixes it.
+`mindsim engines check` asks this of every role; the preflight only of roles that set request options
+(the others send what the basic probe already sent).
 """
 
 from __future__ import annotations
@@ -19,9 +25,18 @@ from typing import Any
 from pydantic import BaseModel, Field
 
 from mindcore.budget import tokenizer_for, worst_case_tokens
-from mindcore.config import EmbeddedEngine, EnginesConfig, OpenAIEngine, RoleSpec, VLLMEngine
+from mindcore.client import RoleClient
+from mindcore.config import (
+    REQUEST_OPTION_DEFAULTS,
+    SAMPLING_FIELDS,
+    EmbeddedEngine,
+    EnginesConfig,
+    OpenAIEngine,
+    RoleSpec,
+    VLLMEngine,
+)
 from mindcore.engine import Engines
-from mindcore.errors import MindsimError, UserError
+from mindcore.errors import FieldRefused, MindsimError, UserError
 from mindcore.vllm_serve import serve_command_text
 
 
@@ -30,6 +45,32 @@ class _Probe(BaseModel):
 
     mood: str = Field(..., max_length=20, description="one word")
     calm: bool
+
+
+@dataclass
+class RoleAcceptance:
+    """What one role's requests carry on this engine, and whether the model took them."""
+
+    role: str
+    model: str
+    sent: dict[str, Any]  # body fields besides model and messages, extra_body merged in (as the server sees it)
+    ok: bool = False
+    problem: str = ""
+    hint: str = ""
+
+    def sent_text(self) -> str:
+        """`reasoning_effort=high, max_completion_tokens=16, chat_template_kwargs.enable_thinking=true`."""
+        return ", ".join(_flat(self.sent)) or "(nothing beyond model and messages)"
+
+
+def _flat(body: dict[str, Any], prefix: str = "") -> list[str]:
+    out = []
+    for key, value in body.items():
+        if isinstance(value, dict) and value:
+            out.extend(_flat(value, f"{prefix}{key}."))
+        else:
+            out.append(f"{prefix}{key}={json.dumps(value) if not isinstance(value, str) else value}")
+    return out
 
 
 @dataclass
@@ -51,6 +92,7 @@ class EngineHealth:
     context_tokens: int | None = None
     context_source: str = ""
     tokenizer: bool = False
+    accepted: list[RoleAcceptance] = field(default_factory=list)
 
 
 def _hints(spec: Any) -> list[str]:
@@ -124,14 +166,41 @@ def slot_context(name: str, spec: Any, base_url: str, model: str, lens: dict[str
 
 
 def _classify(exc: MindsimError) -> str:
-    # UserError covers a refused key (401), a 404 for the model and a missing key variable.
-    return "config" if isinstance(exc, UserError) else "unreachable"
+    # UserError covers a refused key (401), a 404 for the model and a missing key variable; FieldRefused is a 400
+    # naming a field the recipe makes the role send (max_tokens, temperature, reasoning_effort, …). Any other
+    # 400 is the engine failing, as before (exit 1).
+    return "config" if isinstance(exc, (UserError, FieldRefused)) else "unreachable"
+
+
+def has_options(spec: RoleSpec) -> bool:
+    """Whether the role sets any request option (reasoning, thinking, token field, omit, extra_body, …)."""
+    dumped = spec.model_dump(include=set(REQUEST_OPTION_DEFAULTS))
+    return any(v != REQUEST_OPTION_DEFAULTS[k] for k, v in dumped.items())
+
+
+def _probe_spec(name: str, budget: int, roles: dict[str, RoleSpec]) -> RoleSpec:
+    """The basic probe's settings: plain (temperature 0) when no role on the engine sets request options;
+    otherwise those of a role that does, preferring one that does not reason — a hosted reasoning model
+    refuses a plain probe's temperature, and a thinking one needs room for its thinking."""
+    optioned = [s for s in roles.values() if has_options(s)]
+    if not optioned:
+        # Temperature 0 keeps the probe steady, but only where the recipe sends temperatures at all: a hosted
+        # reasoning model whose roles leave it unset would refuse the probe's and pass the job.
+        sends = not roles or any(s.temperature is not None for s in roles.values())
+        return RoleSpec(engine=name, temperature=0.0 if sends else None, max_tokens=budget, max_attempts=2)
+    plain = [s for s in optioned if not s.reasoning_effort and not s.thinking and not s.reasoning_budget]
+    base = (plain or optioned)[0]
+    return base.model_copy(update={"engine": name, "model": None, "max_tokens": budget, "max_attempts": 2,
+                                   "stop": None})
 
 
 async def aprobe_engine(engines: Engines, name: str, spec: Any, models: list[str] | None = None,
-                        structured: bool = True) -> EngineHealth:
+                        structured: bool = True, roles: dict[str, RoleSpec] | None = None,
+                        probe_roles: str = "options") -> EngineHealth:
     """Probe one started engine. `models` are the model ids the recipe uses on it (checked against
-    the server's list where it has one; the embedded server serves one file whatever the name)."""
+    the server's list where it has one; the embedded server serves one file whatever the name).
+    `roles` (label → spec) are the roles and counsellors on this engine; `probe_roles` says which of
+    them get their own request (`"options"`: those that set request options; `"all"`; `"none"`)."""
     backend = engines.backend(name)
     base_url = getattr(backend, "base_url", "")  # in-process test backends have none: nothing to ask
     h = EngineHealth(engine=name, kind=getattr(backend, "kind", spec.kind), base_url=base_url,
@@ -139,10 +208,11 @@ async def aprobe_engine(engines: Engines, name: str, spec: Any, models: list[str
     if problem := missing_key(name, spec):
         h.problem, h.problem_kind, h.hints = problem, "config", _hints(spec)
         return h
+    roles = roles if roles is not None else {r: s for r, s in engines.config.roles.items() if s.engine == name}
     probe_role = f"counsellor:__check_{name}"
     # The probe's own budget is its schema's worst case: a cut-off probe would blame a healthy engine.
     budget = worst_case_tokens(_Probe.model_json_schema()).tokens
-    engines.config.roles[probe_role] = RoleSpec(engine=name, temperature=0.0, max_tokens=budget, max_attempts=2)
+    engines.config.roles[probe_role] = _probe_spec(name, budget, roles)
     try:
         client = engines.role(probe_role)
         t0 = time.monotonic()
@@ -161,8 +231,54 @@ async def aprobe_engine(engines: Engines, name: str, spec: Any, models: list[str
         return h
     finally:
         del engines.config.roles[probe_role]
+    if probe_roles != "none":
+        chosen = {r: s for r, s in roles.items() if probe_roles == "all" or has_options(s)}
+        await _probe_roles(engines, h, backend, chosen)
     _describe_server(h, name, spec, backend, models or [h.model])
     return h
+
+
+def _sent(backend: Any, client: RoleClient, messages: list[dict[str, Any]], max_tokens: int) -> dict[str, Any]:
+    req = client._request(messages, max_tokens=max_tokens)
+    if hasattr(backend, "sent_fields"):
+        return backend.sent_fields(req)
+    # In-process backends have no wire: report the request's own fields the same way.
+    out = {k: getattr(req, k) for k in SAMPLING_FIELDS if getattr(req, k) is not None and k not in req.omit}
+    out["max_tokens"] = req.max_tokens
+    if req.reasoning_effort is not None:
+        out["reasoning_effort"] = req.reasoning_effort
+    if req.thinking is not None:
+        out["chat_template_kwargs"] = {req.thinking_key: req.thinking}
+    return {**out, **(req.extra_body or {})}
+
+
+async def _probe_roles(engines: Engines, h: EngineHealth, backend: Any, roles: dict[str, RoleSpec]) -> None:
+    """One short chat per distinct (model, fields sent) among `roles`; the first refusal becomes the
+    engine's problem (a configuration one: the recipe sends a field the model does not take)."""
+    messages = [{"role": "user", "content": "Reply with one word."}]
+    done: dict[str, RoleAcceptance] = {}
+    for label, spec in roles.items():
+        model = spec.model or getattr(backend, "default_model", None) or h.engine
+        client = RoleClient(label, backend, spec, model, engines.ledger)
+        sent = _sent(backend, client, messages, 16)
+        key = json.dumps([model, sent], sort_keys=True, default=str)
+        if key in done:
+            seen = done[key]
+            h.accepted.append(RoleAcceptance(label, model, sent, seen.ok, seen.problem, seen.hint))
+            continue
+        row = RoleAcceptance(label, model, sent)
+        try:
+            await client.chat(messages, max_tokens=16)
+            row.ok = True
+        except MindsimError as exc:
+            text = str(exc).splitlines()[0]
+            row.problem, _, row.hint = text.partition(" — ")
+            if not h.problem:
+                h.problem = f"role '{label}' on engine '{h.engine}': {row.problem}"
+                h.problem_kind = _classify(exc)
+                h.hints = [row.hint] if row.hint else []
+        done[key] = row
+        h.accepted.append(row)
 
 
 def _describe_server(h: EngineHealth, name: str, spec: Any, backend: Any, models: list[str]) -> None:
@@ -183,8 +299,9 @@ def _describe_server(h: EngineHealth, name: str, spec: Any, backend: Any, models
 
 
 def probe_started(engines: Engines, name: str, spec: Any, models: list[str] | None = None,
-                  structured: bool = True) -> EngineHealth:
-    return engines.run(aprobe_engine(engines, name, spec, models, structured))
+                  structured: bool = True, roles: dict[str, RoleSpec] | None = None,
+                  probe_roles: str = "options") -> EngineHealth:
+    return engines.run(aprobe_engine(engines, name, spec, models, structured, roles, probe_roles))
 
 
 def models_per_engine(config: EnginesConfig) -> dict[str, list[str]]:
@@ -196,18 +313,26 @@ def models_per_engine(config: EnginesConfig) -> dict[str, list[str]]:
     return {k: [m for m in dict.fromkeys(v) if m] for k, v in out.items()}
 
 
-def check_engines(config: EnginesConfig) -> list[EngineHealth]:
-    """Start (if needed) and probe each engine independently: one broken engine does not hide the rest."""
+def check_engines(config: EnginesConfig, bindings: dict[str, RoleSpec] | None = None) -> list[EngineHealth]:
+    """Start (if needed) and probe each engine independently: one broken engine does not hide the rest.
+    Every role on an engine (and every counsellor binding in `bindings`, label → spec) gets its own
+    request, so the report says what each model accepted."""
     results: list[EngineHealth] = []
     models = models_per_engine(config)
     for name, spec in config.engines.items():
-        single = EnginesConfig.model_construct(engines={name: spec}, roles={"default": RoleSpec(engine=name)})
+        on_engine = {r: s for r, s in config.roles.items() if s.engine == name}
+        on_engine.update({label: s for label, s in (bindings or {}).items() if s.engine == name})
+        models.setdefault(name, []).extend(s.model for s in on_engine.values()
+                                           if s.model and s.model not in models.get(name, []))
+        single = EnginesConfig.model_construct(
+            engines={name: spec}, roles={"default": RoleSpec(engine=name), **on_engine})
         if problem := missing_key(name, spec):
             results.append(_unstarted(name, spec, problem, "config"))
             continue
         try:
             with Engines.from_config(single) as engines:
-                results.append(probe_started(engines, name, spec, models.get(name)))
+                results.append(probe_started(engines, name, spec, models.get(name), roles=on_engine,
+                                             probe_roles="all"))
         except MindsimError as exc:
             results.append(_unstarted(name, spec, str(exc).splitlines()[0], _classify(exc)))
     return results
@@ -223,4 +348,3 @@ def _unstarted(name: str, spec: Any, problem: str, kind: str) -> EngineHealth:
         problem_kind=kind,
         hints=_hints(spec),
     )
-

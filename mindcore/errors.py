@@ -31,6 +31,11 @@ class TransportError(EngineError):
     """The server could not be reached or kept failing (connection, timeout, 5xx)."""
 
 
+class FieldRefused(TransportError):
+    """The server refused (HTTP 400) a request field the recipe makes the role send, and the message says
+    which setting to change: a configuration problem, unlike a 400 that names none of the role's fields."""
+
+
 class StructuredOutputError(EngineError):
     """The model kept returning output that does not fit the requested schema."""
 

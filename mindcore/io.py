@@ -2,8 +2,8 @@
 never half of one; finished items are files of their own, so a rerun skips them.
 
 Two ways to publish a finished file:
-- *replace* (`atomic_write_*`, `CheckpointDir.overwrite`): temp file + `os.replace`. The newest
-  writer wins. Right for outputs that are rebuilt whole from checkpoints (manifests, parquet).
+- *replace* (`atomic_write_*`, `atomic_writer`, `CheckpointDir.overwrite`): temp file + `os.replace`.
+  The newest writer wins. Right for outputs that are rebuilt whole from checkpoints (manifests, parquet).
 - *create-if-absent* (`publish_bytes_once`, `CheckpointDir.write_once`): temp file + `os.link`. The
   FIRST finished writer wins and later copies are discarded. This is what makes a checkpoint
   exactly-once when a task may run twice at the same time (a retried worker racing its
@@ -18,8 +18,9 @@ import os
 import tempfile
 import threading
 import time
+from contextlib import contextmanager
 from pathlib import Path
-from typing import Any, Callable, Iterable, Iterator
+from typing import IO, Any, Callable, Iterable, Iterator
 
 import pyarrow as pa
 import pyarrow.parquet as pq
@@ -32,30 +33,44 @@ def _umask_mode() -> int:
     return 0o666 & ~mask
 
 
-def _atomic(path: str | os.PathLike, write: Callable[[str], None]) -> Path:
-    """Write through `write(tmp_path)` next to `path`, then rename over it in one step."""
+@contextmanager
+def _replacing(path: str | os.PathLike) -> Iterator[str]:
+    """A temp file's name next to `path`; when the block finishes the temp file is renamed over `path`
+    in one step (with the usual permissions), and when it fails the temp file is removed."""
     path = Path(path)
     path.parent.mkdir(parents=True, exist_ok=True)
     fd, tmp = tempfile.mkstemp(dir=path.parent, prefix=f".{path.name}.", suffix=".tmp")
     os.close(fd)
     try:
-        write(tmp)
+        yield tmp
         os.chmod(tmp, _umask_mode())
         os.replace(tmp, path)
     except BaseException:
         Path(tmp).unlink(missing_ok=True)
         raise
-    return path
+
+
+def _atomic(path: str | os.PathLike, write: Callable[[str], None]) -> Path:
+    """Write through `write(tmp_path)` next to `path`, then rename over it in one step."""
+    with _replacing(path) as tmp:
+        write(tmp)
+    return Path(path)
+
+
+@contextmanager
+def atomic_writer(path: str | os.PathLike, mode: str = "wb") -> Iterator[IO[Any]]:
+    """A file object (`mode` "w" is UTF-8 text, "wb" bytes) whose content appears under `path` only when
+    the block finishes (replace semantics), for outputs streamed in pieces too large to hold at once."""
+    with _replacing(path) as tmp, open(tmp, mode, **({"encoding": "utf-8"} if "b" not in mode else {})) as f:
+        yield f
+        f.flush()
+        os.fsync(f.fileno())
 
 
 def atomic_write_bytes(path: str | os.PathLike, data: bytes) -> Path:
-    def write(tmp: str) -> None:
-        with open(tmp, "wb") as f:
-            f.write(data)
-            f.flush()
-            os.fsync(f.fileno())
-
-    return _atomic(path, write)
+    with atomic_writer(path, "wb") as f:
+        f.write(data)
+    return Path(path)
 
 
 def atomic_write_text(path: str | os.PathLike, text: str) -> Path:

@@ -84,6 +84,9 @@ class PreflightReport:
             json_ok = "structured ok" if h.structured_ok else "chat only (no structured role)"
             out.append(f"engine {h.engine} ({h.kind}, {h.model}): answers in {h.latency_s or 0:.2f}s, "
                        f"{json_ok}, {ctx}, tokenizer {'yes' if h.tokenizer else 'no (byte bound)'}")
+            # Roles with request options were sent their own probe: say what went out (run.json keeps it).
+            out.extend(f"request {a.role} on {h.engine} ({a.model}): {a.sent_text()} — "
+                       f"{'accepted' if a.ok else 'refused: ' + a.problem}" for a in h.accepted)
         for b in (self.budgets.lines if self.budgets else []):
             if b.worst_case is not None:  # unbounded schemas are in the notes
                 out.append(f"budget {b.role}/{b.schema}: worst case {b.worst_case} ≤ {b.setting} = {b.budget} "
@@ -123,7 +126,13 @@ def _raise_problems(health: list[EngineHealth]) -> None:
 
 
 def _output_budget(uses: list[RoleUse], engines: Any, report: BudgetReport, inp: EstimateInputs) -> int | None:
-    """The largest reply any of `uses` (one role on one engine) may write; None when one is uncapped."""
+    """The largest reply any of `uses` (one role on one engine) may write, its reasoning budget included;
+    None when one is uncapped."""
+    answer = _answer_budget(uses, engines, report, inp)
+    return None if answer is None else answer + max(u.reasoning_budget for u in uses)
+
+
+def _answer_budget(uses: list[RoleUse], engines: Any, report: BudgetReport, inp: EstimateInputs) -> int | None:
     role = uses[0].role
     values = [b.budget for b in report.lines if b.role == role and b.budget is not None]
     bound = output_bound(role)
@@ -193,7 +202,9 @@ def preflight(recipe: Any, engines: Any, stages: set[str]) -> PreflightReport:
     # Nor is a role whose structured calls this recipe switches off (a PatientAct-only patient speaks).
     structured_roles = {e.role for e in registered(expand_stages(set(stages))) if e.active is None or e.active(recipe)}
     needs_json = {u.engine for u in uses if u.role in structured_roles}
-    health = [probe_started(engines, name, engines.config.engines[name], models[name], structured=name in needs_json)
+    # Roles that set request options (reasoning, thinking, token field, omit, extra_body) get their own probe.
+    health = [probe_started(engines, name, engines.config.engines[name], models[name], structured=name in needs_json,
+                            roles={u.label: u.spec for u in uses if u.engine == name and u.spec is not None})
               for name in models]
     _raise_problems(health)
     by_name = {h.engine: h for h in health}

@@ -1,19 +1,55 @@
 """Render Jinja templates kept as package resources: prompts in the top-level `prompts/` folder,
-dataset cards in `cards/`. Undefined variables are errors, not blanks."""
+dataset cards in `cards/`. Undefined variables are errors, not blanks.
+
+Every prompt can be swapped for the user's own file (issue 18, item 2): a recipe's `prompts:` section maps
+a shipped template name to a Jinja file, checked here at recipe load (`load_overrides`: the name must be
+shipped, the file must exist and parse, and it may use only variables the shipped template uses) and
+installed process-wide (`install_overrides`). From then on `render(name)` and `template_hash(name)` read
+the override, so every stage and every recorded hash follow it without per-call-site changes. Workers in
+other processes get the installed set with their engines (`mindcore.shards`, `Engines.wire_spec`).
+`prompts/index.yaml` says which role each template serves; docs/prompts.md lists their variables
+(`prompts_table`, kept equal to the templates by a test).
+"""
 
 from __future__ import annotations
 
 import hashlib
+from dataclasses import asdict, dataclass
 from functools import lru_cache
 from importlib import resources
+from pathlib import Path
+from typing import Any
 
 import jinja2
+import yaml
+from jinja2 import meta
 
 from mindcore.errors import ConfigError
 
+_ENV_OPTIONS: dict[str, Any] = dict(
+    undefined=jinja2.StrictUndefined, trim_blocks=True, lstrip_blocks=True, keep_trailing_newline=False,
+    autoescape=False,
+)
 
-@lru_cache(maxsize=None)
-def _source(package: str, name: str) -> str:
+
+@dataclass(frozen=True)
+class PromptOverride:
+    """A user's file standing in for one shipped prompt template."""
+
+    name: str  # the shipped template it replaces, e.g. "patient/system.jinja2"
+    path: str  # where it was read from (as the recipe resolved it)
+    source: str  # its text: workers on other machines get this, not the path
+    sha256: str  # first 16 hex digits, as `template_hash` reports it
+
+
+_OVERRIDES: dict[str, PromptOverride] = {}
+
+
+def _digest(text: str) -> str:
+    return hashlib.sha256(text.encode("utf-8")).hexdigest()[:16]
+
+
+def _shipped_source(package: str, name: str) -> str:
     node = resources.files(package)
     for part in name.split("/"):
         node = node / part
@@ -23,29 +59,147 @@ def _source(package: str, name: str) -> str:
 
 
 @lru_cache(maxsize=None)
+def _source(package: str, name: str) -> str:
+    if package == "prompts" and name in _OVERRIDES:
+        return _OVERRIDES[name].source
+    return _shipped_source(package, name)
+
+
+@lru_cache(maxsize=None)
 def _env(package: str) -> jinja2.Environment:
-    return jinja2.Environment(
-        loader=jinja2.FunctionLoader(lambda n: _source(package, n)),
-        undefined=jinja2.StrictUndefined,
-        trim_blocks=True,
-        lstrip_blocks=True,
-        keep_trailing_newline=False,
-        autoescape=False,
-    )
+    return jinja2.Environment(loader=jinja2.FunctionLoader(lambda n: _source(package, n)), **_ENV_OPTIONS)
 
 
 def render_resource(package: str, name: str, **variables) -> str:
     try:
         return _env(package).get_template(name).render(**variables).strip()
     except jinja2.UndefinedError as exc:
-        raise ConfigError(f"template '{package}/{name}': {exc}") from exc
+        where = f"{_OVERRIDES[name].path} (standing in for {package}/{name})" if (
+            package == "prompts" and name in _OVERRIDES) else f"{package}/{name}"
+        raise ConfigError(f"template '{where}': {exc}") from exc
 
 
 def render(name: str, **variables) -> str:
-    """Render a prompt from `prompts/`, e.g. `render("patient/system.jinja2", ...)`."""
+    """Render a prompt from `prompts/` (or the recipe's override of it), e.g. `render("patient/system.jinja2", ...)`."""
     return render_resource("prompts", name, **variables)
 
 
 def template_hash(name: str, package: str = "prompts") -> str:
-    """Short sha256 of the template source: recorded in provenance so outputs name their prompts."""
-    return hashlib.sha256(_source(package, name).encode("utf-8")).hexdigest()[:16]
+    """Short sha256 of the template source (the override's, when one is installed): recorded in
+    provenance so outputs name their prompts."""
+    return _digest(_source(package, name))
+
+
+# -- the shipped set ------------------------------------------------------------------------------
+def shipped_templates() -> list[str]:
+    """Every prompt template shipped under `prompts/`, as `render` names them."""
+    root = resources.files("prompts")
+    found: list[str] = []
+
+    def walk(node: Any, prefix: str) -> None:
+        for child in node.iterdir():
+            if child.is_dir():
+                walk(child, f"{prefix}{child.name}/")
+            elif child.name.endswith(".jinja2"):
+                found.append(prefix + child.name)
+
+    walk(root, "")
+    return sorted(found)
+
+
+def variables_of(source: str, where: str = "template") -> set[str]:
+    """The variables a template reads from its caller (Jinja's undeclared names)."""
+    try:
+        return set(meta.find_undeclared_variables(jinja2.Environment(**_ENV_OPTIONS).parse(source)))
+    except jinja2.TemplateSyntaxError as exc:
+        raise ConfigError(f"{where}:{exc.lineno}: not a valid Jinja template ({exc.message})") from exc
+
+
+def shipped_variables(name: str) -> set[str]:
+    return variables_of(_shipped_source("prompts", name), f"prompts/{name}")
+
+
+@lru_cache(maxsize=1)
+def template_index() -> dict[str, dict[str, str]]:
+    """`prompts/index.yaml`: per shipped template, the role that sends it and what it asks for."""
+    text = resources.files("prompts").joinpath("index.yaml").read_text(encoding="utf-8")
+    return yaml.safe_load(text)["templates"]
+
+
+def prompts_table() -> str:
+    """The Markdown table of docs/prompts.md: template, role, purpose and the variables it is given."""
+    index = template_index()
+    rows = ["| template | role | what it asks for | variables |", "|---|---|---|---|"]
+    for name in shipped_templates():
+        entry = index.get(name, {})
+        names = ", ".join(f"`{v}`" for v in sorted(shipped_variables(name))) or "(none)"
+        rows.append(f"| `{name}` | {entry.get('role', '?')} | {entry.get('purpose', '?')} | {names} |")
+    return "\n".join(rows)
+
+
+# -- overrides ------------------------------------------------------------------------------------
+def load_overrides(mapping: dict[str, str], base_dir: str | Path, where: str = "recipe") -> dict[str, PromptOverride]:
+    """Check a recipe's `prompts:` section (shipped name → file, relative to `base_dir`) and read the
+    files. Raises ConfigError with one line per problem: an unknown name, a missing or unreadable file,
+    a Jinja syntax error, a variable the shipped template does not provide."""
+    shipped = set(shipped_templates())
+    problems: list[str] = []
+    out: dict[str, PromptOverride] = {}
+    for name, file in mapping.items():
+        key = f"{where}: prompts.{name}"
+        if name not in shipped:
+            close = [s for s in sorted(shipped) if s.split("/")[-1] == name.split("/")[-1] or s.startswith(
+                name.split("/")[0] + "/")][:6]
+            problems.append(f"{key}: no shipped template of that name (e.g. {', '.join(close or sorted(shipped)[:4])};"
+                            " docs/prompts.md lists them all)")
+            continue
+        path = Path(file).expanduser()
+        path = path if path.is_absolute() else Path(base_dir) / path
+        if not path.is_file():
+            problems.append(f"{key}: file {path} not found (paths are relative to the recipe's folder)")
+            continue
+        try:
+            text = path.read_text(encoding="utf-8")
+        except (OSError, UnicodeDecodeError) as exc:
+            problems.append(f"{key}: cannot read {path} as UTF-8 text ({exc.__class__.__name__})")
+            continue
+        try:
+            used = variables_of(text, str(path))
+        except ConfigError as exc:
+            problems.append(f"{key}: {exc}")
+            continue
+        given = shipped_variables(name)
+        unknown = sorted(used - given)
+        if unknown:
+            problems.append(f"{key}: {path} uses {', '.join(unknown)}, which the toolkit does not give this template "
+                            f"(it gives: {', '.join(sorted(given)) or 'nothing'}; see docs/prompts.md)")
+            continue
+        out[name] = PromptOverride(name, str(path), text, _digest(text))
+    if problems:
+        raise ConfigError("\n".join(problems))
+    return out
+
+
+def install_overrides(overrides: dict[str, PromptOverride] | dict[str, dict[str, str]]) -> None:
+    """Make `overrides` the process's prompt overrides (replacing any earlier set; `{}` restores the
+    shipped prompts). Accepts `active_overrides()` as well as its `snapshot()` (plain dicts, for pickling)."""
+    fresh = {name: o if isinstance(o, PromptOverride) else PromptOverride(**o) for name, o in overrides.items()}
+    if fresh == _OVERRIDES:
+        return
+    _OVERRIDES.clear()
+    _OVERRIDES.update(fresh)
+    _source.cache_clear()
+    _env.cache_clear()
+
+
+def active_overrides() -> dict[str, PromptOverride]:
+    return dict(_OVERRIDES)
+
+
+def snapshot() -> dict[str, dict[str, str]]:
+    """The installed overrides as plain data, for another process to `install_overrides`."""
+    return {name: asdict(o) for name, o in _OVERRIDES.items()}
+
+
+if __name__ == "__main__":  # `python -m mindcore.prompts` prints the table of docs/prompts.md
+    print(prompts_table())

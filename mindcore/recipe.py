@@ -8,14 +8,18 @@ from pathlib import Path
 from typing import Any, Literal, TypeVar
 
 import yaml
-from pydantic import BaseModel, ConfigDict, Field, ValidationError
+from pydantic import BaseModel, ConfigDict, Field, PrivateAttr, ValidationError
 
-from mindcore.config import EnginesConfig, EngineSpec, RoleSpec
+from mindcore.config import REQUEST_OPTION_DEFAULTS, EnginesConfig, EngineSpec, RoleSpec
 from mindcore.errors import ConfigError
+from mindcore.prompts import install_overrides, load_overrides
 
 C = TypeVar("C", bound=BaseModel)
 
-STAGE_SECTIONS = ("profiles", "simulation", "validation", "judge", "output")
+STAGE_SECTIONS = ("profiles", "simulation", "validation", "judge", "output", "release")
+# Read only when a run is published (the realism gate, mindsim_app/release.py): left out of the recipe hash,
+# so tightening a gate does not orphan a finished run folder.
+PUBLISH_FIELDS = frozenset({"release"})
 # Where the work runs, not what it makes: left out of the recipe hash, so a run folder started on one
 # runner resumes on the other (see `Recipe.content_dump`).
 RUNNER_FIELDS = frozenset({"runner", "ray"})
@@ -59,15 +63,43 @@ class Recipe(BaseModel):
         None, description="MHQR judge settings; when present, `mindsim run` judges every counsellor reply"
     )
     output: dict[str, Any] = Field(default_factory=dict)
+    release: dict[str, Any] = Field(
+        default_factory=dict, description="Realism gate `mindsim publish` checks (validated by mindsim_app.release)")
     runner: Literal["local", "ray"] = Field(
         "local", description="Where the work runs: this process, or a Ray cluster (`--ray ADDRESS` and "
                              "RAY_ADDRESS also choose ray). The outputs are the same either way")
     ray: RaySettings = Field(default_factory=RaySettings, description="Ray runner settings")
+    prompts: dict[str, str] = Field(
+        default_factory=dict, description="Shipped prompt template → your own Jinja file (relative to the recipe's "
+        "folder) with the same variables; see docs/prompts.md")
     path: str | None = Field(None, exclude=True)
+    # The files behind `prompts:`, read and checked at load (`mindcore.prompts.load_overrides`).
+    _overrides: dict[str, Any] = PrivateAttr(default_factory=dict)
+
+    @property
+    def prompt_overrides(self) -> dict[str, Any]:
+        """Template name → `PromptOverride` (path, text, hash) for each entry of `prompts:`."""
+        return dict(self._overrides)
 
     def content_dump(self) -> dict[str, Any]:
-        """The recipe without where it runs: what the run's hash and its provenance describe."""
-        return self.model_dump(mode="json", exclude=set(RUNNER_FIELDS))
+        """The recipe without where it runs: what the run's hash and its provenance describe. Fields
+        added after run folders already existed are left out while at their defaults, so those folders
+        keep their hash and resume (request options of roles and engines)."""
+        data = self.model_dump(mode="json", exclude=set(RUNNER_FIELDS))
+        for role in data["roles"].values():
+            for key, default in REQUEST_OPTION_DEFAULTS.items():
+                if key in role and role[key] == default:
+                    del role[key]
+        for engine in data["engines"].values():
+            if engine.get("token_param") == "auto":
+                del engine["token_param"]
+        # A swapped prompt is part of what the run makes: its content, not just its path, goes in the hash.
+        if data.get("prompts"):
+            data["prompts"] = {name: {"path": file, "sha256": o.sha256 if (o := self._overrides.get(name)) else None}
+                               for name, file in data["prompts"].items()}
+        else:
+            data.pop("prompts", None)
+        return data
 
     def with_runner(self, ray_address: str | None = None, env: dict[str, str] | None = None) -> "Recipe":
         """The runner this run uses: `--ray ADDRESS` first, then a RAY_ADDRESS in the environment (both
@@ -80,6 +112,7 @@ class Recipe(BaseModel):
             return self
         copy = self.model_copy(update={"runner": "ray", "ray": self.ray.model_copy(update={"address": address})})
         copy.path = self.path
+        copy._overrides = dict(self._overrides)
         return copy
 
     def engines_config(self) -> EnginesConfig:
@@ -96,25 +129,36 @@ class Recipe(BaseModel):
             raise ConfigError(format_validation_error(exc, self.path or "recipe", prefix=name)) from exc
 
 
-def format_validation_error(exc: ValidationError, where: str, prefix: str | None = None) -> str:
-    """One readable line per problem, each naming the field path."""
+def format_validation_error(
+    exc: ValidationError, where: str | None = None, prefix: str | None = None, *, limit: int | None = None,
+    sep: str = "\n", top: str = "(top level)", plain: bool = False, line: str | None = None,
+) -> str:
+    """A pydantic error as readable text, one problem per line (the one formatter of the toolkit).
+
+    Each problem is `line` filled with `where`, `field` (the dotted field path, `prefix` first; `top`
+    when the problem is the whole object) and `msg`; by default `where: field: msg`, or `field: msg`
+    without a `where`. `limit` keeps the first problems only (a row of input names its first fault);
+    `sep` joins them. Messages are reworded for recipe readers unless `plain` keeps pydantic's own."""
+    template = line or ("{field}: {msg}" if where is None else "{where}: {field}: {msg}")
     lines = []
-    for err in exc.errors():
+    for err in exc.errors()[:limit]:
         loc = [str(p) for p in err["loc"]]
         # Drop discriminator tags pydantic inserts ("embedded", "openai", …) between path parts.
         loc = [p for p in loc if p not in ("embedded", "openai", "vllm")] or loc
         if prefix:
             loc.insert(0, prefix)
-        field = ".".join(loc) or "(top level)"
+        field = ".".join(loc) or top
         msg = err["msg"]
-        if err["type"] == "missing":
+        if plain:
+            pass
+        elif err["type"] == "missing":
             msg = "required field is missing"
         elif err["type"] == "extra_forbidden":
             msg = "unknown field (check the spelling; see the recipe reference in the README)"
         elif err["type"] == "union_tag_invalid":
             msg = f"unknown engine kind {err.get('input')!r}; use embedded, openai or vllm"
-        lines.append(f"{where}: {field}: {msg}")
-    return "\n".join(lines)
+        lines.append(template.format(where=where, field=field, msg=msg))
+    return sep.join(lines)
 
 
 def load_recipe(path: str | Path) -> Recipe:
@@ -141,4 +185,8 @@ def load_recipe(path: str | Path) -> Recipe:
         raise ConfigError(format_validation_error(exc, str(path))) from exc
     recipe.path = str(path)
     recipe.engines_config()  # cross-checks roles against engines now, before any stage runs
+    # Checked now (exit 2 before any engine starts) and installed for this process: one recipe per command,
+    # so the recipe loaded last is the one whose prompts render. A recipe without `prompts:` restores the shipped set.
+    recipe._overrides = load_overrides(recipe.prompts, path.parent, str(path))
+    install_overrides(recipe._overrides)
     return recipe

@@ -13,6 +13,9 @@ Workers are Ray actors, not plain tasks, because each holds a fixed rank: worker
 `max_concurrency` requests at most however many workers run. A killed actor is restarted (with the
 same rank) and its unfinished shard retried, up to `max_retries` times.
 
+Prompts: the recipe's swapped templates (`mindcore.prompts`) reach each worker as text with its
+constructor arguments and are installed there before any work, so workers render what the driver would.
+
 Secrets: the variables named by engines' `api_key_env` reach the workers through Ray's
 `runtime_env` (`env_vars`); their values are never logged or written, and a worker builds its
 clients from the names, as the driver does.
@@ -25,12 +28,13 @@ import os
 import time
 import uuid
 from dataclasses import asdict, dataclass
-from typing import Any, Callable
+from typing import Any, Callable, Generic, Sequence, TypeVar
 
 from mindcore.errors import ConfigError, EngineError
 
 Report = Callable[[str], None]
 Work = Callable[[Any, Any, Report], Any]
+T = TypeVar("T")
 
 INSTALL_HINT = "install the Ray extra: pip install 'mindsim[ray]'"
 
@@ -39,6 +43,33 @@ def stable_shard(key: str, shards: int) -> int:
     """The shard of `key` among `shards`: the same on every machine and every run (Python's own
     `hash` of a string changes per process, so it cannot be used)."""
     return int.from_bytes(hashlib.sha256(key.encode("utf-8")).digest()[:8], "big") % shards
+
+
+@dataclass(frozen=True)
+class ShardPlan(Generic[T]):
+    """How one stage's items are split for the Ray runner: `shards` groups by a stable hash of each
+    item's key, of which `parts` holds the non-empty ones as (shard index, items in input order)."""
+
+    workers: int
+    shards: int
+    parts: list[tuple[int, list[T]]]
+
+
+def worker_count(settings: Any) -> int:
+    """Workers at once: the recipe's `ray.workers`, else the cluster's CPUs over `cpus_per_worker`."""
+    return settings.workers or max(1, int(RaySession.cpus() // settings.cpus_per_worker))
+
+
+def plan_shards(items: Sequence[T], key: Callable[[T], str], settings: Any) -> ShardPlan[T]:
+    """Items grouped by `stable_shard(key(item))` into `shards_per_worker` shards per worker (never more
+    shards than items): the same split on every run and machine, so everything sharing a key (a
+    patient's sessions, arcs or conversations) lands in one shard. `settings`: the recipe's `RaySettings`."""
+    workers = worker_count(settings)
+    shards = max(1, min(len(items), workers * settings.shards_per_worker))
+    groups: list[list[T]] = [[] for _ in range(shards)]
+    for item in items:
+        groups[stable_shard(key(item), shards)].append(item)
+    return ShardPlan(workers, shards, [(i, g) for i, g in enumerate(groups) if g])
 
 
 def import_ray() -> Any:
@@ -100,7 +131,7 @@ def engine_wire(engines: Any) -> dict[str, dict[str, Any]]:
                       "api_key_env": b.api_key_env, "max_concurrency": b.max_concurrency, "timeout_s": b.timeout_s,
                       "native_tools": b.native_tools, "structured_mode": b.structured_mode,
                       "strict_schema": b.strict_schema, "kind": b.kind, "failure_limit": b.failure_limit,
-                      "cooldown_s": b.cooldown_s}
+                      "cooldown_s": b.cooldown_s, "token_param": b.token_param}
     return wire
 
 
@@ -145,7 +176,11 @@ class _Progress:
 
 class _Worker:
     def __init__(self, config: Any, wire: dict[str, dict[str, Any]], rank: int, workers: int, progress: str,
-                 limit: int | None = None):
+                 limit: int | None = None, prompts: dict[str, dict[str, str]] | None = None):
+        from mindcore.prompts import install_overrides
+
+        # The recipe's swapped prompts, as text: a worker on another machine may not have the files.
+        install_overrides(prompts or {})
         # The progress actor by name, not by handle: a handle among the constructor arguments makes Ray
         # warn that a restarted worker might not get its arguments back (ray-project/ray#53727).
         self.engines = worker_engines(config, wire, rank, workers, limit)
@@ -190,18 +225,18 @@ def run_shards(
     work: Work,
     payloads: list[Any],
     engines: Any,
+    settings: Any,
     *,
-    workers: int | None,
-    cpus_per_worker: float,
-    max_retries: int,
     description: str,
     total: int,
+    workers: int | None = None,
     on_result: Callable[[int, Any], None] | None = None,
     on_workers: Callable[[list[Any]], None] | None = None,
-    max_concurrency_per_worker: int | None = None,
 ) -> ShardRun:
     """Run `work(engines, payload, report)` for every payload on a Ray cluster the caller has joined
-    (`RaySession`). `report(key)` marks one of the `total` items as finished for the progress bar.
+    (`RaySession`), with the recipe's `RaySettings` (`workers` defaults to `worker_count(settings)`;
+    a stage passes its `ShardPlan.workers`). `report(key)` marks one of the `total` items as finished
+    for the progress bar.
     Every worker call's usage goes into `engines.ledger`; `on_result(index, result)` runs on the driver
     as each shard finishes (so outputs can be written as shards finish, not at the end).
     `on_workers(actors)` is for tests that need the workers' handles (to kill one)."""
@@ -214,15 +249,19 @@ def run_shards(
     env = key_env(wire)
     if not payloads:
         return ShardRun([], 0, 0, 0.0)
-    n = workers or max(1, int(RaySession.cpus() // cpus_per_worker))
-    n = min(n, len(payloads))
+    n = min(workers or worker_count(settings), len(payloads))
+    cpus_per_worker, max_retries = settings.cpus_per_worker, settings.max_retries
     progress_name = f"mindsim-progress-{uuid.uuid4().hex[:12]}"
     progress = ray.remote(_Progress).options(num_cpus=0, name=progress_name).remote()
     worker_cls = ray.remote(_Worker).options(
         num_cpus=cpus_per_worker, max_restarts=max_retries, max_task_retries=max_retries,
         runtime_env={"env_vars": env} if env else None,
     )
-    actors = [worker_cls.remote(engines.config, wire, rank, n, progress_name, max_concurrency_per_worker)
+    from mindcore.prompts import snapshot
+
+    prompts = snapshot()
+    actors = [worker_cls.remote(engines.config, wire, rank, n, progress_name, settings.max_concurrency_per_worker,
+                                prompts)
               for rank in range(n)]
     if on_workers is not None:
         on_workers(actors)

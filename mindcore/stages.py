@@ -39,6 +39,12 @@ class RoleUse:
     model: str | None
     max_tokens: int | None
     binding: bool = False  # a counsellor given as engine + model in `simulation.counsellors`
+    spec: Any = None  # its RoleSpec: what its requests carry (preflight probes it when it sets request options)
+
+    @property
+    def reasoning_budget(self) -> int:
+        """Tokens added to every output budget of this role for its thinking (`RoleSpec.reasoning_budget`)."""
+        return getattr(self.spec, "reasoning_budget", None) or 0
 
 
 RolesOf = Callable[[Any, Any], list[RoleUse]]
@@ -122,4 +128,4 @@ def sample(name: str) -> Callable[..., Any] | None:
 def role_use(engines: Any, role: str, label: str | None = None) -> RoleUse:
     """A plain role as the recipe's roles section binds it."""
     spec = engines.role_spec(role)
-    return RoleUse(label or role, role, spec.engine, spec.model, spec.max_tokens)
+    return RoleUse(label or role, role, spec.engine, spec.model, spec.max_tokens, spec=spec)

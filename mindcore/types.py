@@ -30,6 +30,14 @@ class ChatRequest:
     schema_name: str = "output"
     tools: list[dict[str, Any]] | None = None
     tool_choice: Any = None
+    # Request options of the role (`mindcore.config.RequestOptions`); the backend turns them into body fields.
+    reasoning_effort: str | None = None
+    thinking: bool | None = None
+    thinking_key: str = "enable_thinking"
+    token_param: str | None = None  # None: the engine's
+    omit: tuple[str, ...] = ()
+    extra_body: dict[str, Any] | None = None
+    timeout_s: float | None = None  # None: the engine's
     # Requests sharing a key go to the same server of a multi-server engine while it is healthy and
     # not much busier than the others, so its prefix cache stays warm (a session id is the natural
     # key). Never sent on the wire.
@@ -45,6 +53,8 @@ class RawReply:
     prompt_tokens: int = 0
     completion_tokens: int = 0
     cached_tokens: int = 0
+    # Part of completion_tokens spent reasoning, where the server says (usage.completion_tokens_details).
+    reasoning_tokens: int = 0
     finish_reason: str | None = None
     server: str | None = None  # base URL that answered, on engines with several servers
 
@@ -114,11 +124,12 @@ class CallRecord:
     latency_s: float
     attempts: int = 1
     server: str | None = None  # base URL that answered the call's last attempt, when known
+    reasoning_tokens: int = 0  # included in completion_tokens
 
 
 def _server_totals() -> dict[str, Any]:
     return {"calls": 0, "failed": 0, "prompt_tokens": 0, "completion_tokens": 0, "cached_tokens": 0,
-            "latency_s": 0.0}
+            "reasoning_tokens": 0, "latency_s": 0.0}
 
 
 def _add_to_server(s: dict[str, Any], r: CallRecord) -> None:
@@ -127,12 +138,15 @@ def _add_to_server(s: dict[str, Any], r: CallRecord) -> None:
     s["prompt_tokens"] += r.prompt_tokens
     s["completion_tokens"] += r.completion_tokens
     s["cached_tokens"] += r.cached_tokens
+    s["reasoning_tokens"] += r.reasoning_tokens
     s["latency_s"] = round(s["latency_s"] + r.latency_s, 3)
 
 
 class UsageLedger:
     """Per-call token and latency accounting, summarised per role (and, inside each role, per server
-    under `servers`). Safe to use from threads."""
+    under `servers`). Safe to use from threads. `completion_tokens` include the reasoning tokens, which
+    are also counted apart (`reasoning_tokens`); `cached_tokens` are the part of `prompt_tokens` the
+    server read from its prompt cache. Both stay 0 where the server does not report them."""
 
     def __init__(self) -> None:
         self._records: list[CallRecord] = []
@@ -157,6 +171,7 @@ class UsageLedger:
                 "prompt_tokens": 0,
                 "completion_tokens": 0,
                 "cached_tokens": 0,
+                "reasoning_tokens": 0,
                 "latency_s": 0.0,
             }
         )
@@ -169,6 +184,7 @@ class UsageLedger:
             s["prompt_tokens"] += r.prompt_tokens
             s["completion_tokens"] += r.completion_tokens
             s["cached_tokens"] += r.cached_tokens
+            s["reasoning_tokens"] += r.reasoning_tokens
             s["latency_s"] = round(s["latency_s"] + r.latency_s, 3)
             servers = s.setdefault("servers", {})
             if r.server is not None:

@@ -10,12 +10,15 @@ from typing import Any, Literal
 
 from pydantic import BaseModel, ConfigDict, Field, ValidationError, field_validator, model_validator
 
+from mindcore.config import RequestOptions, RoleSpec
 from mindcore.errors import ConfigError
+from mindcore.recipe import format_validation_error
 from mindsim.patient_engines import DEFAULT_ENGINE
 
 
-class CounsellorBinding(BaseModel):
-    """A counsellor under test given directly as engine + model (instead of a `counsellor:NAME` role)."""
+class CounsellorBinding(RequestOptions):
+    """A counsellor under test given directly as engine + model (instead of a `counsellor:NAME` role), with
+    the same request options a role has (reasoning_effort, thinking, token_param, omit, extra_body, …)."""
 
     model_config = ConfigDict(extra="forbid")
     name: str = Field(description="Label used in session ids and outputs, e.g. 'gpt-4o'", pattern=r"^[\w.\-:]+$")
@@ -23,6 +26,11 @@ class CounsellorBinding(BaseModel):
     model: str | None = Field(None, description="Model id; default: the engine's model")
     temperature: float | None = Field(None, ge=0, le=2, description="Sampling temperature")
     max_tokens: int | None = Field(None, ge=1, description="Cap on each counsellor reply")
+
+    def role_spec(self) -> RoleSpec:
+        """The binding as a role's settings (what its client sends)."""
+        return RoleSpec(engine=self.engine, model=self.model, temperature=self.temperature, max_tokens=self.max_tokens,
+                        **self.model_dump(include=set(RequestOptions.model_fields)))
 
 
 class PatientActConfig(BaseModel):
@@ -139,7 +147,8 @@ class SimulationConfig(BaseModel):
     )
     counsellor_template: str = Field(
         "counsellor/system.jinja2", pattern=r"^[\w\-/]+\.jinja2$",
-        description="Counsellor system prompt under prompts/ (variables: time_context, memory)",
+        description="Which shipped counsellor system prompt under prompts/ (variables: time_context, memory); the "
+        "recipe's top-level `prompts:` replaces a template's content with your own file (docs/prompts.md)",
     )
     patientact: PatientActConfig = Field(default_factory=PatientActConfig, description="PatientAct engine settings")
     baselines: BaselinesConfig = Field(default_factory=BaselinesConfig, description="Patient-Psi and MindEval engine settings")
@@ -187,9 +196,7 @@ class SimulationConfig(BaseModel):
         try:
             return cls.model_validate(section or {})
         except ValidationError as exc:
-            details = "; ".join(
-                f"simulation.{'.'.join(str(p) for p in e['loc'])}: {e['msg']}" for e in exc.errors()
-            )
+            details = format_validation_error(exc, prefix="simulation", sep="; ", plain=True)
             raise ConfigError(f"recipe simulation section invalid: {details}") from exc
 
 

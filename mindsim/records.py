@@ -219,6 +219,8 @@ class SessionRecord(_Row):
     )
     patientact: PatientActSession | None = Field(None, description="PatientAct engine state (None for MindSim)")
     baseline: BaselineSession | None = Field(None, description="Baseline engine state (Patient-Psi, MindEval; None otherwise)")
+    scenario_drafts: int = Field(
+        1, ge=1, description="Drafts the scenario writer needed for this session's scenario (1 = the first was kept)")
 
     def transcript(self) -> list[dict[str, str]]:
         """The plain exchange (patient = user), as validation reads it."""
@@ -242,6 +244,7 @@ class ScenarioRecord(_Row):
     )
     engine: dict[str, Any] = Field(description="The scenario writer's engine, model and sampling")
     prompt: dict[str, str] = Field(description="Prompt template → hash")
+    scenario_drafts: int = Field(1, ge=1, description="Drafts the scenario writer needed (1 = the first was kept)")
 
 
 def scenario_key(patient_id: str, seed: int) -> str:

@@ -137,6 +137,7 @@ async def finish_session(talk: Talk, *, rewrite_memory: bool = True) -> SessionR
         counsellor_flags=counsellor.flags,
         scenario_shared=inp.scenario_shared,
         patient_engine=arc.engine.name,
+        scenario_drafts=inp.scenario.drafts,
         **engine.record_fields(talk),
     )
 
@@ -162,7 +163,7 @@ async def first_scenario_record(
     )
     record = ScenarioRecord(
         patient_id=profile.profile_id, seed=seed, scenario=scenario, rejected_openings=bad,
-        engine=client.describe(), prompt=template_hashes([FIRST_TEMPLATE]),
+        engine=client.describe(), prompt=template_hashes([FIRST_TEMPLATE]), scenario_drafts=scenario.drafts,
     )
     return save(record)  # the first finished copy, if another worker wrote this patient's scenario first
 
@@ -206,7 +207,7 @@ async def run_arc(
             if done is None:
                 prev = records[-1] if records else None
                 if prev is None:
-                    scenario, bad = first.scenario, first.rejected_openings
+                    scenario, bad = first.scenario.with_drafts(first.scenario_drafts), first.rejected_openings
                 elif upcoming is not None:
                     scenario, bad = await upcoming
                     upcoming = None

@@ -20,13 +20,9 @@ from __future__ import annotations
 import asyncio
 import itertools
 import json
-import os
-import tempfile
 import time
-from collections import Counter
-from contextlib import contextmanager
 from pathlib import Path
-from typing import Any, Callable, Iterator
+from typing import Any, Callable
 
 import pyarrow as pa
 import pyarrow.parquet as pq
@@ -34,12 +30,12 @@ import pyarrow.parquet as pq
 from pydantic import ValidationError
 
 from mindcore.client import RoleClient
-from mindcore.config import RoleSpec
 from mindcore.errors import ConfigError, EngineError, InputError
-from mindcore.io import CheckpointDir, atomic_write_json, atomic_write_jsonl
+from mindcore.io import CheckpointDir, atomic_write_json, atomic_write_jsonl, atomic_writer
+from mindcore.layout import RunLayout
 from mindcore.provenance import base_provenance
 from mindcore.runner import progress_bar
-from mindcore.shards import stable_shard
+from mindcore.shards import plan_shards, run_shards
 from mindsim.config import CounsellorBinding, SimulationConfig, counsellor_name
 from mindsim.patient import TurnFailed
 from mindsim.prompting import load_style_data
@@ -47,23 +43,16 @@ from mindsim.records import RejectionCounts, ScenarioRecord, SessionRecord, scen
 from mindsim.schedule import Schedule, draw_schedule
 from mindsim.patient_engines import engine_roles, engines_of, variant
 from mindsim.session import Arc, Roles, first_scenario_record, run_arc
+from mindsim.summary import FailedArc, ShardSummary, SimulationSummary
 from profilegen.moves import load_vocabulary
 from profilegen.schemas import Profile
 
-SESSIONS_DIR = "sessions"
-CHECKPOINTS_DIR = "checkpoints"
-SCENARIOS_DIR = "scenarios"
-# Each shard's slice of the sessions dataset, written as the shard finishes (`write_shard`).
-SHARDS_DIR = "shards"
 # Rows per row group in a shard file, and so per shard held in memory by the merge (sessions are
 # tens of KB each: 64 shards x 32 rows is ~100 MB of rows in flight at most).
 SHARD_ROW_GROUP = 32
-LAYOUT_FILE = "layout.json"
 # Layout 2: first scenarios written once per patient and shared by every counsellor (layout 1 wrote one per
 # arc). Sessions of the two layouts must not be mixed in one run folder.
 LAYOUT = {"simulator_layout": 2, "first_scenario": "shared per patient"}
-PARQUET_NAME = "sessions.parquet"
-TRANSCRIPTS = Path("transcripts") / "transcripts.jsonl"
 # Failures that sink one arc but not the run: counted and reported.
 ARC_FAILURES = (TurnFailed, EngineError)
 
@@ -78,7 +67,7 @@ def counsellor_client(engines, c: str | CounsellorBinding) -> RoleClient:
         raise ConfigError(
             f"simulation.counsellors: '{c.name}' names engine '{c.engine}', which is not in the recipe's engines"
         ) from None
-    spec = RoleSpec(engine=c.engine, model=c.model, temperature=c.temperature, max_tokens=c.max_tokens)
+    spec = c.role_spec()
     model = c.model or getattr(backend, "default_model", None) or c.engine
     return RoleClient(f"counsellor:{c.name}", backend, spec, model, engines.ledger)
 
@@ -115,8 +104,8 @@ class _RecordStore:
     what: str
     fix: str
 
-    def __init__(self, out_dir: Path, sub: str):
-        self.dir = CheckpointDir(out_dir / SESSIONS_DIR / sub)
+    def __init__(self, folder: Path):  # a `mindcore.layout.SessionsFolder` path
+        self.dir = CheckpointDir(folder)
 
     def load(self, key: str) -> Any:
         if not self.dir.has(key):
@@ -143,7 +132,7 @@ class SessionStore(_RecordStore):
     model, what, fix = SessionRecord, "session record", "delete it to re-simulate that session"
 
     def __init__(self, out_dir: Path):
-        super().__init__(out_dir, CHECKPOINTS_DIR)
+        super().__init__(RunLayout(out_dir).sessions.checkpoints)
 
     def save(self, record: SessionRecord) -> SessionRecord:
         return self._keep(record.session_id, record)
@@ -159,7 +148,7 @@ class ScenarioStore(_RecordStore):
     fix = "use a new --out folder (deleting it would give the counsellors already run a different first session)"
 
     def __init__(self, out_dir: Path):
-        super().__init__(out_dir, SCENARIOS_DIR)
+        super().__init__(RunLayout(out_dir).sessions.scenarios)
 
     def save(self, record: ScenarioRecord) -> ScenarioRecord:
         return self._keep(scenario_key(record.patient_id, record.seed), record)
@@ -167,7 +156,8 @@ class ScenarioStore(_RecordStore):
 
 def check_layout(out: Path) -> None:
     """Refuse a run folder holding sessions from the per-arc first-scenario layout; mark a fresh one."""
-    marker = out / SESSIONS_DIR / LAYOUT_FILE
+    sessions = RunLayout(out).sessions
+    marker = sessions.layout_marker
     if marker.is_file():
         try:
             found = json.loads(marker.read_text(encoding="utf-8"))
@@ -179,10 +169,10 @@ def check_layout(out: Path) -> None:
             f"{marker}: this run folder was made by a different simulator layout ({found}); "
             "use a new --out folder"
         )
-    ckpts = out / SESSIONS_DIR / CHECKPOINTS_DIR
+    ckpts = sessions.checkpoints
     if ckpts.is_dir() and any(ckpts.glob("*.json")):
         raise InputError(
-            f"{out / SESSIONS_DIR}: sessions from an older simulator, which wrote each counsellor's first scenario "
+            f"{sessions.path}: sessions from an older simulator, which wrote each counsellor's first scenario "
             "separately; resuming would mix two layouts. Use a new --out folder"
         )
     atomic_write_json(marker, LAYOUT)
@@ -196,12 +186,12 @@ def select_profiles(profiles: list[Profile], config: SimulationConfig) -> list[P
 async def simulate_shard(
     profiles: list[Profile], engines, config: SimulationConfig, out: Path, seed: int, shard: int, shards: int,
     on_session: Callable[[str], None] = lambda _id: None,
-) -> dict[str, Any]:
+) -> ShardSummary:
     """One shard of the patients (all of them on the local runner): every patient's shared first
     scenario and its arc with each counsellor, run concurrently; then the shard's own slice of the
     sessions dataset (`sessions/shards/`). Safe to run twice at once: finished sessions are loaded,
     new ones are published create-if-absent. `on_session(session_id)` is called for every session
-    that is finished, loaded or new. Returns the shard's counts (see `_merge_summary`)."""
+    that is finished, loaded or new. Returns the shard's counts (`mindsim.summary.ShardSummary`)."""
     vocab = load_vocabulary()
     store = SessionStore(out)
     scenarios = ScenarioStore(out)
@@ -271,8 +261,8 @@ async def simulate_shard(
     for p, name, kind in arcs:
         res = results[(p.profile_id, name, kind)]
         if isinstance(res, ARC_FAILURES):
-            failures.append({"patient_id": p.profile_id, "counsellor": name, "patient_engine": kind,
-                             "error": f"{type(res).__name__}: {res}"})
+            failures.append(FailedArc(patient_id=p.profile_id, counsellor=name, patient_engine=kind,
+                                      error=f"{type(res).__name__}: {res}"))
             # The sessions this arc finished before it failed stay in the dataset, as on any rerun.
             res = [r for r in (store.load(session_id(p.profile_id, name, i, seed, kind)) for i in range(config.sessions))
                    if r is not None]
@@ -280,38 +270,30 @@ async def simulate_shard(
             raise res
         records.extend(res)
     write_shard(out, shard, shards, records)
-    return {
-        "shard": shard,
-        "patients": len(profiles),
-        "arcs": len(arcs),
-        "failed_arcs": failures,
-        "sessions_written": len(records),
-        "duplicate_checkpoints_discarded": store.duplicates + scenarios.duplicates
+    return ShardSummary(
+        shard=shard,
+        patients=len(profiles),
+        arcs=len(arcs),
+        failed_arcs=failures,
+        sessions_written=len(records),
+        duplicate_checkpoints_discarded=store.duplicates + scenarios.duplicates
         + sum(s.duplicates for s in stores.values() if s is not None),
-        "ended_by_patient": sum(r.ended_by == "patient" for r in records),
-        "memory_repaired": sum(r.memory_update.repaired for r in records),
-        "memory_skipped": sum(r.memory_update.skipped for r in records),
-        "messages_trimmed": sum(t.trimmed for r in records for t in r.turns),
-        "rejected_commits": sum(len(t.rejected) for r in records for t in r.turns),
+        ended_by_patient=sum(r.ended_by == "patient" for r in records),
+        memory_repaired=sum(r.memory_update.repaired for r in records),
+        memory_skipped=sum(r.memory_update.skipped for r in records),
+        messages_trimmed=sum(t.trimmed for r in records for t in r.turns),
+        rejected_commits=sum(len(t.rejected) for r in records for t in r.turns),
         # Per shard is exact: a patient, and so its shared first scenario, lives in one shard only.
-        "rejected_messages": rejected_message_totals(records),
-        "counsellor_flags": counsellor_flag_totals(records),
-    }
+        rejected_messages=rejected_message_totals(records),
+        counsellor_flags=counsellor_flag_totals(records),
+        scenario_drafts=scenario_draft_total(records),
+    )
 
 
-def _shard_work(engines, payload: dict[str, Any], report: Callable[[str], None]) -> dict[str, Any]:
+def _shard_work(engines, payload: dict[str, Any], report: Callable[[str], None]) -> ShardSummary:
     """One shard inside a Ray worker (`mindcore.shards.run_shards`)."""
     return engines.run(simulate_shard(payload["profiles"], engines, payload["config"], Path(payload["out"]),
                                       payload["seed"], payload["shard"], payload["shards"], on_session=report))
-
-
-def plan_shards(profiles: list[Profile], shards: int) -> list[list[Profile]]:
-    """Patients by a stable hash of their id: the same split on every run and every machine, and a
-    patient (its shared first scenario and all its counsellor arcs) never straddles two shards."""
-    plan: list[list[Profile]] = [[] for _ in range(shards)]
-    for p in profiles:
-        plan[stable_shard(p.profile_id, shards)].append(p)
-    return plan
 
 
 def _prepare(profiles: list[Profile], config: SimulationConfig, out: Path) -> list[Profile]:
@@ -327,7 +309,7 @@ def _prepare(profiles: list[Profile], config: SimulationConfig, out: Path) -> li
 
 async def simulate_async(
     profiles: list[Profile], engines, config: SimulationConfig, out_dir: str | Path, seed: int
-) -> dict[str, Any]:
+) -> SimulationSummary:
     """The local runner: every patient in this process, as one shard."""
     out = Path(out_dir)
     profiles = _prepare(profiles, config, out)
@@ -340,65 +322,51 @@ async def simulate_async(
 
 
 def simulate_on_ray(profiles: list[Profile], engines, config: SimulationConfig, out_dir: str | Path, seed: int,
-                    settings: Any, *, on_workers: Callable[[list[Any]], None] | None = None) -> dict[str, Any]:
+                    settings: Any, *, on_workers: Callable[[list[Any]], None] | None = None) -> SimulationSummary:
     """The Ray runner: patients sharded by a stable hash of their id, each shard run by a worker
     against the same engines (`mindcore.shards`), each shard's slice of the dataset written as it
     finishes. The caller has joined the cluster (`mindcore.shards.RaySession`)."""
-    from mindcore.shards import RaySession, run_shards
-
     out = Path(out_dir)
     profiles = _prepare(profiles, config, out)
-    workers = settings.workers or max(1, int(RaySession.cpus() // settings.cpus_per_worker))
-    shards = max(1, min(len(profiles), workers * settings.shards_per_worker))
-    plan = [(i, part) for i, part in enumerate(plan_shards(profiles, shards)) if part]
+    # By patient: a patient's shared first scenario and all its counsellor arcs never straddle two shards.
+    plan = plan_shards(profiles, lambda p: p.profile_id, settings)
+    shards = plan.shards
     payloads = [{"profiles": part, "config": config, "out": str(out.resolve()), "seed": seed, "shard": i,
-                 "shards": shards} for i, part in plan]
-    run = run_shards(_shard_work, payloads, engines, workers=workers, cpus_per_worker=settings.cpus_per_worker,
-                     max_retries=settings.max_retries, description="simulating sessions",
-                     total=len(profiles) * len(config.counsellors) * len(config.patient_engines) * config.sessions, on_workers=on_workers,
-                     max_concurrency_per_worker=settings.max_concurrency_per_worker)
+                 "shards": shards} for i, part in plan.parts]
+    run = run_shards(_shard_work, payloads, engines, settings, workers=plan.workers, description="simulating sessions",
+                     total=len(profiles) * len(config.counsellors) * len(config.patient_engines) * config.sessions,
+                     on_workers=on_workers)
     return _finish(out, engines, config, seed, profiles, run.results, shards, run.elapsed_s,
-                   {"runner": "ray", "workers": run.workers, "shards": shards}, live={i for i, _ in plan})
+                   {"runner": "ray", "workers": run.workers, "shards": shards}, live={i for i, _ in plan.parts})
 
 
-def _finish(out: Path, engines, config: SimulationConfig, seed: int, profiles: list[Profile], parts: list[dict[str, Any]],
-            shards: int, elapsed: float, runner: dict[str, Any], live: set[int]) -> dict[str, Any]:
+def _finish(out: Path, engines, config: SimulationConfig, seed: int, profiles: list[Profile], parts: list[ShardSummary],
+            shards: int, elapsed: float, runner: dict[str, Any], live: set[int]) -> SimulationSummary:
     merge_shards(out, shards, live)
     counsellors = [counsellor_name(c) for c in config.counsellors]
     kinds = config.patient_engines
     order = {(p.profile_id, name, kind): i for i, (kind, name, p) in
              enumerate((k, n, p) for k in kinds for n in counsellors for p in profiles)}
-    failures = sorted((f for part in parts for f in part["failed_arcs"]),
-                      key=lambda f: order[(f["patient_id"], f["counsellor"], f["patient_engine"])])
-    total = lambda key: sum(part[key] for part in parts)  # noqa: E731
-    summed = lambda key: dict(sum((Counter(part[key]) for part in parts), Counter()))  # noqa: E731
+    failures = sorted((f for part in parts for f in part.failed_arcs),
+                      key=lambda f: order[(f.patient_id, f.counsellor, f.patient_engine)])
     shared = {r: engines.role(r) for r in shared_roles(config)}
-    summary = {
+    summary = SimulationSummary.totals(
+        parts, failures,
         **base_provenance(),
-        "seed": seed,
-        "patients": len(profiles),
-        "counsellors": counsellors,
-        "patient_engines": kinds,
-        "arcs": len(order),
-        "sessions_expected": len(order) * config.sessions,
-        "sessions_written": total("sessions_written"),
-        "failed_arcs": failures,
-        "duplicate_checkpoints_discarded": total("duplicate_checkpoints_discarded"),
-        "ended_by_patient": total("ended_by_patient"),
-        "memory_repaired": total("memory_repaired"),
-        "memory_skipped": total("memory_skipped"),
-        "messages_trimmed": total("messages_trimmed"),
-        "rejected_commits": total("rejected_commits"),
-        "rejected_messages": {**dict.fromkeys(parts[0]["rejected_messages"], 0), **summed("rejected_messages")},
-        "counsellor_flags": {**dict.fromkeys(parts[0]["counsellor_flags"], 0), **summed("counsellor_flags")},
-        "elapsed_s": round(elapsed, 2),
-        "engines": {r: c.describe() for r, c in shared.items()}
+        seed=seed,
+        patients=len(profiles),
+        counsellors=counsellors,
+        patient_engines=kinds,
+        arcs=len(order),
+        sessions_expected=len(order) * config.sessions,
+        elapsed_s=round(elapsed, 2),
+        engines={r: c.describe() for r, c in shared.items()}
         | {n: counsellor_client(engines, c).describe() for n, c in zip(counsellors, config.counsellors)},
-        "usage": engines.ledger.summary(),
-        "config": config.model_dump(mode="json"),
-        "runner": runner,
-    }
-    atomic_write_json(out / SESSIONS_DIR / "summary.json", summary)
+        usage=engines.ledger.summary(),
+        config=config.model_dump(mode="json"),
+        runner=runner,
+    )
+    summary.write(RunLayout(out).sessions.summary)
     return summary
 
 
@@ -415,6 +383,19 @@ def rejected_message_totals(records: list[SessionRecord]) -> dict[str, int]:
                 seen_first.add((r.patient_id, r.seed))
             kept.extend(t.rejected_messages)
     return RejectionCounts.of(kept).model_dump(mode="json")
+
+
+def scenario_draft_total(records: list[SessionRecord]) -> int:
+    """Scenario drafts written for these sessions; a shared first scenario was drafted once per patient."""
+    seen: set[tuple[str, int]] = set()
+    total = 0
+    for r in records:
+        if r.scenario_shared:
+            if (r.patient_id, r.seed) in seen:
+                continue
+            seen.add((r.patient_id, r.seed))
+        total += r.scenario_drafts
+    return total
 
 
 def counsellor_flag_totals(records: list[SessionRecord]) -> dict[str, int]:
@@ -438,11 +419,6 @@ def shared_roles(config: SimulationConfig) -> tuple[str, ...]:
     return ("patient", "scenario_writer", "memory_compactor", *engine_roles(config.patient_engines))
 
 
-def _shard_paths(out: Path, shard: int, shards: int) -> tuple[Path, Path]:
-    stem = out / SESSIONS_DIR / SHARDS_DIR / f"{shard:05d}-of-{shards:05d}"
-    return stem.with_suffix(".parquet"), stem.with_suffix(".jsonl")
-
-
 def transcript_row(r: SessionRecord) -> dict[str, Any]:
     return {"id": r.session_id, "patient_id": r.patient_id, "counsellor": r.counsellor,
             "patient_engine": r.patient_engine, "session_index": r.session_index, "messages": r.transcript()}
@@ -452,7 +428,7 @@ def write_shard(out: Path, shard: int, shards: int, records: list[SessionRecord]
     """One shard's sessions (parquet) and transcripts (JSONL), both in the dataset's order. Rewritten
     whole by every run of the shard (replace-write: it is rebuilt from checkpoints, never appended to)."""
     records = sorted(records, key=_order)
-    parquet, jsonl = _shard_paths(out, shard, shards)
+    parquet, jsonl = RunLayout(out).sessions.shard(shard, shards)
     if records:
         table = pa.Table.from_pylist([r.model_dump(mode="json") for r in records])
         # Small row groups: the merge decodes one row group per shard at a time, so this bounds its memory.
@@ -470,17 +446,18 @@ def merge_shards(out: Path, shards: int, live: set[int], batch_rows: int = 128) 
     memory holds one row group per shard, not the dataset. Only the `live` shards (those this run ran, each rewriting its files) count: files of
     another split or of a shard left without patients (an earlier run with other settings) are
     removed first. Returns the rows written."""
-    folder = out / SESSIONS_DIR / SHARDS_DIR
-    mine = {p for i in live for p in _shard_paths(out, i, shards)}
+    layout = RunLayout(out)
+    folder = layout.sessions.shards
+    mine = {p for i in live for p in layout.sessions.shard(i, shards)}
     for stale in [*folder.glob("*.parquet"), *folder.glob("*.jsonl")]:
         if stale not in mine:
             stale.unlink(missing_ok=True)
-    parts = [i for i in sorted(live) if _shard_paths(out, i, shards)[0].is_file()]
-    target, transcripts = out / SESSIONS_DIR / PARQUET_NAME, out / TRANSCRIPTS
+    parts = [i for i in sorted(live) if layout.sessions.shard(i, shards)[0].is_file()]
+    target, transcripts = layout.sessions.parquet, layout.transcripts
     if not parts:
         atomic_write_jsonl(transcripts, [])
         return 0
-    files = [pq.ParquetFile(_shard_paths(out, i, shards)[0]) for i in parts]
+    files = [pq.ParquetFile(layout.sessions.shard(i, shards)[0]) for i in parts]
     # Shards infer their own schema; a field that is null in every row of one shard has type null
     # there. The permissive union promotes it to the type the other shards saw.
     schema = pa.unify_schemas([f.schema_arrow for f in files], promote_options="permissive")
@@ -493,7 +470,7 @@ def merge_shards(out: Path, shards: int, live: set[int], batch_rows: int = 128) 
                          itertools.repeat(k)))
     order.sort()
     cursors = [_RowGroups(f, schema) for f in files]
-    lines = [open(_shard_paths(out, i, shards)[1], encoding="utf-8") for i in parts]
+    lines = [open(layout.sessions.shard(i, shards)[1], encoding="utf-8") for i in parts]
     written = 0
     try:
         with atomic_writer(target, "wb") as sink, atomic_writer(transcripts, "w") as tsink:
@@ -541,28 +518,8 @@ class _RowGroups:
         return out
 
 
-@contextmanager
-def atomic_writer(path: Path, mode: str) -> Iterator[Any]:
-    """A file object whose content appears under `path` only when the block finishes (temp + rename),
-    for outputs streamed in pieces too large to hold at once."""
-    path.parent.mkdir(parents=True, exist_ok=True)
-    fd, tmp = tempfile.mkstemp(dir=path.parent, prefix=f".{path.name}.", suffix=".tmp")
-    try:
-        with os.fdopen(fd, mode, **({"encoding": "utf-8"} if "b" not in mode else {})) as f:
-            yield f
-            f.flush()
-            os.fsync(f.fileno())
-        mask = os.umask(0)
-        os.umask(mask)
-        os.chmod(tmp, 0o666 & ~mask)  # mkstemp's 0600 is wrong for a published output
-        os.replace(tmp, path)
-    except BaseException:
-        Path(tmp).unlink(missing_ok=True)
-        raise
-
-
 def run_simulation(profiles: list[Profile], engines, config: SimulationConfig, out_dir: str | Path, seed: int,
-                   *, ray: Any = None) -> dict[str, Any]:
+                   *, ray: Any = None) -> SimulationSummary:
     """Simulate every arc and write `out_dir/sessions/` and `out_dir/transcripts/transcripts.jsonl`.
     `engines` must be started (`with Engines.from_config(cfg) as engines:`). `ray` (the recipe's
     `RaySettings`, inside a `mindcore.shards.RaySession`) runs the shards on Ray; otherwise all runs

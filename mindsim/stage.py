@@ -41,10 +41,11 @@ def simulate_roles(recipe: Any, engines: Any) -> list[RoleUse]:
             if c.engine not in engines.config.engines:
                 raise ConfigError(f"simulation.counsellors: '{c.name}' names engine '{c.engine}', which is not "
                                   f"in the recipe's engines ({', '.join(sorted(engines.config.engines))})")
-            uses.append(RoleUse(f"counsellor:{c.name}", "counsellor", c.engine, c.model, c.max_tokens, True))
+            uses.append(RoleUse(f"counsellor:{c.name}", "counsellor", c.engine, c.model, c.max_tokens, True,
+                                c.role_spec()))
         else:  # a role name (`counsellor`, `counsellor_b`, …): that role's binding, checked as a counsellor
             spec = engines.role_spec(c)
-            uses.append(RoleUse(c, "counsellor", spec.engine, spec.model, spec.max_tokens))
+            uses.append(RoleUse(c, "counsellor", spec.engine, spec.model, spec.max_tokens, spec=spec))
     return uses
 
 

@@ -21,6 +21,7 @@ import pyarrow.parquet as pq
 
 from mindcore.errors import InputError
 from mindcore.io import atomic_write_json, atomic_write_text, read_jsonl
+from mindcore.layout import RunLayout
 from mindcore.prompts import render_resource
 from mindsim.patient_engines import DEFAULT_ENGINE, variant
 from mindsim.patient_engines import names as registered_names
@@ -111,18 +112,19 @@ def _sha256(path: Path) -> str:
 def collect_tables(run_dir: Path, run_id: str) -> dict[str, pa.Table]:
     """The run's outputs as one table per dataset config."""
     tables: dict[str, pa.Table] = {}
+    layout = RunLayout(run_dir)
     sources = {
-        "profiles": run_dir / "profiles" / "profiles.parquet",
-        "sessions": run_dir / "sessions" / "sessions.parquet",
-        "judgments": run_dir / "judgments" / "judgments.parquet",
+        "profiles": layout.profiles.parquet,
+        "sessions": layout.sessions.parquet,
+        "judgments": layout.judgments.parquet,
     }
     for name, path in sources.items():
         if path.is_file():
             tables[name] = pq.read_table(path)
-    transcripts = run_dir / "transcripts" / "transcripts.jsonl"
+    transcripts = layout.transcripts
     if transcripts.is_file():
         tables["transcripts"] = _transcripts_table(transcripts)
-    report = run_dir / "validation" / "report.json"
+    report = layout.validation.report_json
     if report.is_file():
         val, arc = _validation_tables(json.loads(report.read_text()))
         tables["validation"] = val
@@ -136,7 +138,8 @@ def collect_tables(run_dir: Path, run_id: str) -> dict[str, pa.Table]:
 def build_dataset_folder(run_dir: Path, run_info: dict[str, Any], dest: Path | None = None) -> Path:
     """Write `dest` (default RUN/dataset): data/*.parquet, images/*.png, README.md card, manifest."""
     run_dir = Path(run_dir)
-    dest = Path(dest or run_dir / "dataset")
+    layout = RunLayout(run_dir)
+    dest = Path(dest or layout.dataset)
     run_id = run_info["run_id"]
     tables = collect_tables(run_dir, run_id)
     staging = dest.with_name(dest.name + ".partial")
@@ -157,8 +160,8 @@ def build_dataset_folder(run_dir: Path, run_info: dict[str, Any], dest: Path | N
             description += "".join(sec.get("sessions_note", "") for sec in stats["sections"].values())
         configs.append(DatasetConfig(name, rel, table.num_rows, description))
     images = []
-    for stage in ("validation", "judgments"):
-        for png in sorted((run_dir / stage).glob("*.png")):
+    for stage, folder in (("validation", layout.validation), ("judgments", layout.judgments)):
+        for png in folder.plots():
             (staging / "images").mkdir(exist_ok=True)
             name = png.name if stage == "validation" else f"judge_{png.name}"
             shutil.copy2(png, staging / "images" / name)
@@ -191,7 +194,7 @@ def build_dataset_folder(run_dir: Path, run_info: dict[str, Any], dest: Path | N
 
 
 def _realism_table(run_dir: Path) -> str:
-    return _first_table(run_dir / "validation" / "report.md")
+    return _first_table(RunLayout(run_dir).validation.report_md)
 
 
 def _first_table(md: Path) -> str:
@@ -240,9 +243,10 @@ def patient_engine_stats(sessions: pa.Table | None) -> dict[str, Any] | None:
 
 def render_card(run_dir: Path, run_info: dict[str, Any], configs: list[DatasetConfig], images: list[dict], tables: dict[str, pa.Table]) -> str:
     # Counts include profiles dropped as serious, which are not rows of the profiles config.
-    summary = run_dir / "profiles" / "summary.json"
+    layout = RunLayout(run_dir)
+    summary = layout.profiles.summary
     verdicts = json.loads(summary.read_text()).get("verdicts", {}) if summary.is_file() else {}
-    pool_md = run_dir / "profiles" / "pool_table.md"
+    pool_md = layout.profiles.pool_table
     engines = run_info.get("engines", {})
     uses_nemotron = "nvidia/Nemotron-Personas-USA" in str(run_info.get("persona_source", ""))
     attributions = [
@@ -278,15 +282,17 @@ def render_card(run_dir: Path, run_info: dict[str, Any], configs: list[DatasetCo
         engines=engines,
         engine_kinds=sorted({e.get("kind", "") for e in run_info.get("engine_backends", {}).values()}),
         prompt_hashes=run_info.get("prompt_hashes", {}),
+        prompt_overrides=run_info.get("prompt_overrides") or {},
         schedule_settings=run_info.get("schedule_settings", {}),
         counts=run_info.get("counts", {}),
         verdicts=verdicts,
         pool_from=_pool_from(run_info.get("pool_verdicts") or ["clean"]),
         pool_table=pool_md.read_text(encoding="utf-8").strip() if pool_md.is_file() else "",
         realism_table=_realism_table(run_dir),
-        mhqr_table=_first_table(run_dir / "judgments" / "report.md"),
+        mhqr_table=_first_table(layout.judgments.report_md),
         images=[i for i in images if i["stage"] == "validation"],
         mhqr_images=[i for i in images if i["stage"] == "judgments"],
         attributions=attributions,
         patient_engines=engine_stats,
+        release_gate=run_info.get("release_gate"),
     )

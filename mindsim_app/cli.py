@@ -6,7 +6,7 @@ from __future__ import annotations
 import sys
 import warnings
 from pathlib import Path
-from typing import Optional
+from typing import Any, Optional
 
 import typer
 from rich.markup import escape
@@ -14,6 +14,7 @@ from rich.table import Table
 
 from mindcore.console import err_console, one_line, out_console
 from mindcore.errors import EngineError, MindsimError, UserError
+from mindcore.layout import RunLayout
 
 app = typer.Typer(
     name="mindsim",
@@ -58,11 +59,11 @@ def run_cmd(
         table.add_row(what, str(where))
     out.print(table)
     # The job writes its dataset even when some arcs failed, but a CI gate must not pass on it.
-    failed = int(summary.info.get("counts", {}).get("failed arcs", 0) or 0)
+    failed = summary.failed_arcs
     if failed:
         err.print(
             f"[red]error:[/] {failed} session arc{'s' if failed != 1 else ''} failed "
-            f"(see {escape(str(out_dir / 'sessions' / 'summary.json'))}); rerun the same command to retry "
+            f"(see {escape(str(RunLayout(out_dir).sessions.summary))}); rerun the same command to retry "
             f"the failed arcs, finished sessions are kept"
         )
         raise typer.Exit(1)
@@ -76,10 +77,12 @@ def engines_check_cmd(
     from mindcore.config import EnginesConfig
     from mindcore.recipe import load_recipe
 
-    config = load_recipe(recipe).engines_config() if recipe else EnginesConfig()
+    loaded = load_recipe(recipe) if recipe else None
+    config = loaded.engines_config() if loaded else EnginesConfig()
     from mindcore.engine_health import check_engines
 
-    results = check_engines(config)
+
+    results = check_engines(config, _counsellor_bindings(loaded))
     table = Table(title=f"Engines in {recipe or 'default config'}")
     for col in ("engine", "kind", "endpoint", "model", "reply", "latency", "structured"):
         table.add_column(col, overflow="fold")
@@ -94,6 +97,17 @@ def engines_check_cmd(
             (f"[green]ok[/] {h.structured_latency_s:.2f}s" if h.structured_ok else "[red]failed[/]"),
         )
     out.print(table)
+    accepted = [(h, a) for h in results for a in h.accepted]
+    if accepted:
+        # What each role sends and whether its model took it: the place to see a refused field.
+        roles = Table(title="Requests per role (one short chat each, with the role's own fields)")
+        for col in ("role", "engine", "model", "sent", "accepted"):
+            roles.add_column(col, overflow="fold")
+        for h, a in accepted:
+            verdict = "[green]yes[/]" if a.ok else f"[red]no[/]: {escape(a.problem)}" + (
+                f" — {escape(a.hint)}" if a.hint else "")
+            roles.add_row(a.role, h.engine, a.model, escape(a.sent_text()), verdict)
+        out.print(roles)
     # A listed problem (e.g. the model is not served) counts even when the chat itself answered.
     bad = [h for h in results if h.problem or not (h.ok and h.structured_ok)]
     for h in bad:
@@ -106,11 +120,25 @@ def engines_check_cmd(
         raise typer.Exit(2 if any(h.problem_kind == "config" for h in bad) else 1)
 
 
+def _counsellor_bindings(recipe: Any) -> dict[str, Any]:
+    """The counsellors a recipe binds as engine + model (`simulation.counsellors`), label → RoleSpec, so
+    `engines check` sends each one its own request too."""
+    from mindsim.config import CounsellorBinding, SimulationConfig
+
+    if recipe is None:
+        return {}
+    scfg = SimulationConfig.from_section(getattr(recipe, "simulation", None))
+    return {f"counsellor:{c.name}": c.role_spec() for c in scfg.counsellors if isinstance(c, CounsellorBinding)}
+
+
 def _mount_stage_commands() -> None:
     """Stage packages own their command functions; the CLI only mounts them."""
     from judge.cli import app as judge_app
+    from mindsim_app.annotate.cli import app as annotate_app
+    from mindsim_app.annotate.cli import realism_app
     from mindsim_app.export import export_app
     from mindsim_app.publish import publish_cmd
+    from mindsim_app.report.cli import report_cmd
     from mindsim_app.simulate_cli import simulate_cmd
     from profilegen.cli import app as profiles_app
 
@@ -120,8 +148,11 @@ def _mount_stage_commands() -> None:
     app.command("simulate")(simulate_cmd)
     app.add_typer(validate_app, name="validate", help="Realism validation against reference statistics.")
     app.command("publish")(publish_cmd)
+    app.command("report")(report_cmd)
     app.add_typer(judge_app, name="judge", help="MHQR: judge counsellor replies, sample for clinicians, agreement.")
     app.add_typer(export_app, name="export", help="Post-training exports (counsellor SFT, DPO pairs, patient data).")
+    app.add_typer(annotate_app, name="annotate", help="Human evaluation: blinded samples, a local annotation page, export.")
+    app.add_typer(realism_app, name="realism", help="Human realism ratings (MindEval2 Tables 4 and 13).")
 
 
 def _is_usage_error(exc: BaseException) -> bool:

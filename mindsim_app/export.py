@@ -28,24 +28,21 @@ import typer
 
 from mindcore.errors import InputError
 from mindcore.io import atomic_write_json, atomic_write_jsonl, atomic_write_parquet, read_parquet_rows
+from mindcore.layout import RunLayout
 from mindsim.patient_engines import DEFAULT_ENGINE
 
 export_app = typer.Typer(no_args_is_help=True)
 
-SESSIONS_FILE = Path("sessions") / "sessions.parquet"
-JUDGMENTS_FILE = Path("judgments") / "judgments.parquet"
-PROFILES_FILE = Path("profiles") / "profiles.parquet"
-
 
 def load_sessions(run_dir: Path) -> list[dict[str, Any]]:
-    path = Path(run_dir) / SESSIONS_FILE
+    path = RunLayout(run_dir).sessions.parquet
     if not path.is_file():
         raise InputError(f"{path} not found: give the --out folder of `mindsim run` or `mindsim simulate`")
     return read_parquet_rows(path, "sessions dataset")
 
 
 def _profiles_by_id(run_dir: Path) -> dict[str, dict[str, Any]]:
-    path = Path(run_dir) / PROFILES_FILE
+    path = RunLayout(run_dir).profiles.parquet
     if not path.is_file():
         return {}
     return {r["profile_id"]: r for r in pq.read_table(path).to_pylist()}
@@ -76,7 +73,7 @@ def sft_rows(run_dir: Path, *, min_turns: int = 0, finished_only: bool = False) 
 
 def load_judgments(run_dir: Path, judge: str) -> dict[tuple[str, int], dict[str, Any]]:
     """One judge's verdict per reply, keyed by (session_id, reply_index)."""
-    path = Path(run_dir) / JUDGMENTS_FILE
+    path = RunLayout(run_dir).judgments.parquet
     if not path.is_file():
         raise InputError(f"{path} not found: --max-severity needs MHQR judgments; run `mindsim judge run {run_dir}` first")
     try:
@@ -92,10 +89,10 @@ def load_judgments(run_dir: Path, judge: str) -> dict[tuple[str, int], dict[str,
 
 def severity_weight(level: str, option: str = "--max-severity") -> float:
     """Weight of a rubric severity id ('No concern' and 'no_concern' both read)."""
-    from judge.rubric import load_rubric
+    from judge.rubric import load_rubric, severity_id
 
     rubric = load_rubric()
-    key = level.strip().lower().replace(" ", "_").replace("-", "_")
+    key = severity_id(level)
     weights = {s.id: s.weight for s in rubric.severities}
     if key not in weights:
         raise InputError(f"{option} {level}: use one of {', '.join(weights)}")
@@ -420,7 +417,7 @@ def dpo_cmd(
         clients = [(counsellor_name(b), counsellor_client(engines, b)) for b in bindings]
         the_judge = Judge(judge, engines.role(judge), load_rubric(jconf.rubric), full_rubric=jconf.full_rubric,
                           max_issues=jconf.max_issues)
-        cache = CheckpointDir(Path(run_dir) / JUDGMENTS_FILE.parent / "cache")  # shared with `mindsim judge run`
+        cache = CheckpointDir(RunLayout(run_dir).judgments.cache)  # shared with `mindsim judge run`
         rows, summary = engines.run(dpo_pairs(run_dir, clients, the_judge, cache, k=k, turns=turns,
                                               min_gap=min_gap, chosen_max=limit, seed=seed))
     typer.echo(f"wrote {len(rows)} preference pairs to {write_rows(rows, out, DPO_JSON_COLUMNS)}")

@@ -18,6 +18,7 @@ from typer.core import TyperGroup
 
 from mindcore.console import err_console, out_console
 from mindcore.errors import ConfigError
+from mindcore.layout import ProfilesFolder
 
 
 class _DefaultGenerate(TyperGroup):
@@ -75,7 +76,7 @@ def generate_cmd(
         by_stage = ", ".join(f"{k} {v}" for k, v in sorted(summary.failed.items()))
         err_console().print(
             f"[red]error:[/] all {summary.candidates} candidate profiles failed ({escape(by_stage)}; see "
-            f"{escape(str(Path(summary.folder) / 'summary.json'))}); check the engines with "
+            f"{escape(str(ProfilesFolder(Path(summary.folder)).summary))}); check the engines with "
             f"`mindsim engines check {escape(str(recipe))}`, then rerun the same command to retry them"
         )
         raise typer.Exit(1)

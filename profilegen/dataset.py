@@ -1,7 +1,7 @@
 """Reading and writing the profile dataset folder (MindEval2 §4.1 output; the profiles → simulator
 contract in docs/architecture.md).
 
-Layout of `<out>/profiles/`:
+Layout of `<out>/profiles/` (paths: `mindcore.layout.ProfilesFolder`):
 - `profiles.parquet`  one `Profile` per row, nested parts as struct columns (loads with
   `datasets.load_dataset("parquet", data_files=...)`).
 - `case_summaries/<profile_id>.md`  the rendered case summary the patient prompt shows.
@@ -14,30 +14,29 @@ from pathlib import Path
 
 from mindcore.errors import InputError
 from mindcore.io import atomic_write_parquet, atomic_write_text
+from mindcore.layout import ProfilesFolder, RunLayout
 from profilegen.schemas import Profile
-
-PARQUET_NAME = "profiles.parquet"
-SUMMARIES_DIR = "case_summaries"
 
 
 def resolve_parquet(folder: str | Path) -> Path:
     """The parquet file of a dataset folder; accepts the run folder or its `profiles/` child."""
     folder = Path(folder)
-    for candidate in (folder / PARQUET_NAME, folder / "profiles" / PARQUET_NAME, folder):
+    for candidate in (ProfilesFolder(folder).parquet, RunLayout(folder).profiles.parquet, folder):
         if candidate.is_file() and candidate.suffix == ".parquet":
             return candidate
+    name = ProfilesFolder(folder).parquet.name
     raise InputError(
-        f"No {PARQUET_NAME} under {folder}: pass the folder written by `mindsim profiles` "
-        f"(it contains {PARQUET_NAME})."
+        f"No {name} under {folder}: pass the folder written by `mindsim profiles` "
+        f"(it contains {name})."
     )
 
 
 def write_profiles(profiles: list[Profile], folder: str | Path) -> Path:
     """Write profiles and their rendered case summaries into `folder`; returns the parquet path."""
-    folder = Path(folder)
-    out = atomic_write_parquet(folder / PARQUET_NAME, [p.model_dump(mode="json") for p in profiles])
+    layout = ProfilesFolder(Path(folder))
+    out = atomic_write_parquet(layout.parquet, [p.model_dump(mode="json") for p in profiles])
     for p in profiles:
-        atomic_write_text(folder / SUMMARIES_DIR / f"{p.profile_id}.md", p.case_summary + "\n")
+        atomic_write_text(layout.case_summary(p.profile_id), p.case_summary + "\n")
     return out
 
 

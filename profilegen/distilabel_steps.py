@@ -27,6 +27,7 @@ from pydantic import Field
 from mindcore.distilabel_llm import MindcoreLLM
 from mindcore.errors import EngineError, StructuredOutputError, TransportError
 from mindcore.io import CheckpointDir
+from mindcore.layout import ProfilesFolder
 from mindcore.runner import Tally, progress_bar
 from mindcore.types import CallRecord
 from profilegen.generate import Outcome, make_profile_checkpointed
@@ -72,7 +73,8 @@ def usage_records(calls: list[dict[str, Any]]) -> list[CallRecord]:
     """A worker row's calls as the parent ledger's records."""
     return [CallRecord(role=c["role"], engine=c["engine"], model=c["model"], kind="structured", ok=c["ok"],
                        prompt_tokens=c["input_tokens"], completion_tokens=c["output_tokens"],
-                       cached_tokens=c["cached_tokens"], latency_s=c["latency_s"], attempts=c["attempts"])
+                       cached_tokens=c["cached_tokens"], reasoning_tokens=c.get("reasoning_tokens", 0),
+                       latency_s=c["latency_s"], attempts=c["attempts"])
             for c in calls]
 
 
@@ -126,6 +128,11 @@ class WriteAndScreen(Step):
                for item, (o, calls) in zip(inputs, results)]
 
 
+def _cache_dir(checkpoint_dir: str | Path) -> Path:
+    """distilabel's cache, beside the profile checkpoints in the same profiles folder."""
+    return ProfilesFolder(Path(checkpoint_dir).parent).distilabel_cache
+
+
 def build_pipeline(engines: Any, rows: list[AnchoredRow], cfg: Any, prov: Provenance, checkpoint_dir: Path,
                    replicas: int = 1) -> Any:
     """The distilabel pipeline for stages 3–4 (not run). With `replicas` > 1 (the Ray runner), the
@@ -138,7 +145,7 @@ def build_pipeline(engines: Any, rows: list[AnchoredRow], cfg: Any, prov: Proven
     batch = cfg.distilabel_batch_size
     if replicas > 1:
         batch = max(1, min(batch, -(-len(rows) // replicas)))
-    with Pipeline(name="mindsim-profiles", cache_dir=str(Path(checkpoint_dir).parent / "distilabel_cache")) as pipeline:
+    with Pipeline(name="mindsim-profiles", cache_dir=str(_cache_dir(checkpoint_dir))) as pipeline:
         load = LoadDataFromDicts(name="anchored_rows", data=[{"row": r.model_dump_json()} for r in rows],
                                  batch_size=batch)
         work = WriteAndScreen(
@@ -217,7 +224,7 @@ def run_distilabel(engines: Any, rows: list[AnchoredRow], cfg: Any, prov: Proven
     todo = [r for r in rows if r.profile_id not in done]
     if not todo:
         return [done[r.profile_id] for r in rows]
-    os.environ.setdefault("DISTILABEL_CACHE_DIR", str(Path(checkpoint_dir).parent / "distilabel_cache"))
+    os.environ.setdefault("DISTILABEL_CACHE_DIR", str(_cache_dir(checkpoint_dir)))
     pipeline = build_pipeline(engines, todo, cfg, prov, checkpoint_dir, replicas=ray_replicas or 1)
     if ray_replicas:
         # Joined already, so RayPipeline uses that cluster (it calls ray.init only when Ray is not up).

@@ -27,6 +27,7 @@ from pydantic import BaseModel, ConfigDict, Field, ValidationError, create_model
 
 from mindcore.errors import ConfigError
 from mindcore.prompts import render
+from mindcore.recipe import format_validation_error
 from profilegen.schemas import (
     AnchoredRow, CoreBelief, Demographics, Formulation, Perpetuating, Precipitating, Predisposing, Presenting,
     Protective, QualityOfLife, Severity,
@@ -91,7 +92,7 @@ def causal_rules() -> CausalRules:
         return CausalRules.model_validate(read_data(CAUSAL_DATA))
     except ValidationError as exc:
         raise ConfigError(f"profilegen/data/{CAUSAL_DATA} is invalid ({exc.error_count()} problems: "
-                          f"{exc.errors()[0]['loc']}: {exc.errors()[0]['msg']}); fix the file") from exc
+                          f"{format_validation_error(exc, limit=1, plain=True)}); fix the file") from exc
 
 
 def _enum(labels: dict[str, Label], only: tuple[str, ...] | None = None) -> Any:

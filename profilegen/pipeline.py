@@ -27,6 +27,7 @@ from mindcore.console import out_console
 from mindcore.errors import ConfigError
 from mindcore.budget import tokenizer_for, worst_case_tokens
 from mindcore.io import CheckpointDir, atomic_write_json, atomic_write_jsonl, atomic_write_text
+from mindcore.layout import ProfilesFolder, RunLayout
 from mindcore.provenance import base_provenance
 from mindcore.runner import gather_progress
 from profilegen import report
@@ -144,10 +145,10 @@ def _prepare(recipe: Any, engines: Any, out_dir: str | Path, config: ProfilesCon
     else:  # handed in with causal_checks still empty: resolved against this recipe's patient engines
         cfg = resolve_causal_checks(config, getattr(recipe, "simulation", None))
     seed = cfg.seed if cfg.seed is not None else recipe.seed
-    folder = Path(out_dir) / "profiles"
+    folder = RunLayout(out_dir).profiles.path
     personas = load_personas(cfg.personas, cfg.candidates, seed)
     rates = load_rates(cfg.rates)
-    return _Job(cfg=cfg, seed=seed, folder=folder, checkpoints=CheckpointDir(folder / "checkpoints"),
+    return _Job(cfg=cfg, seed=seed, folder=folder, checkpoints=CheckpointDir(ProfilesFolder(folder).checkpoints),
                 personas=personas, rates=rates, rows=anchor_personas(personas.rows, rates, seed),
                 prov=_provenance(engines, seed, cfg), recipe_name=getattr(recipe, "name", None),
                 warnings=_budget_warnings(engines, cfg.shape))
@@ -157,6 +158,7 @@ def _finish(job: _Job, engines: Any, outcomes: list[Outcome], runner: str, note:
             console: Console) -> ProfilesSummary:
     """Stage 5 and every output file."""
     cfg, folder = job.cfg, job.folder
+    files = ProfilesFolder(folder)
     kept = [o.profile for o in outcomes if o.status == "ok" and o.profile is not None]
     # The paper selects from clean profiles only; `pool_verdicts` can widen that (a small model's
     # judge rarely says "clean"), and the card states which verdicts the pool came from.
@@ -166,9 +168,9 @@ def _finish(job: _Job, engines: Any, outcomes: list[Outcome], runner: str, note:
     flagged = {p.profile_id: p for p in clean}
     kept = [flagged.get(p.profile_id, p) for p in kept]
     write_profiles(kept, folder)
-    atomic_write_text(folder / "pool_table.md", report.markdown(clean, job.rates))
-    atomic_write_jsonl(folder / "failures.jsonl", [o.failure.model_dump() for o in outcomes if o.failure])
-    atomic_write_json(folder / "provenance.json", {
+    atomic_write_text(files.pool_table, report.markdown(clean, job.rates))
+    atomic_write_jsonl(files.failures, [o.failure.model_dump() for o in outcomes if o.failure])
+    atomic_write_json(files.provenance, {
         **base_provenance(), "recipe": job.recipe_name, "seed": job.seed, "config": cfg.model_dump(mode="json"),
         "profiles": job.prov.model_dump(mode="json"), "engines": engines.describe(),
     })
@@ -185,7 +187,7 @@ def _finish(job: _Job, engines: Any, outcomes: list[Outcome], runner: str, note:
         distinct_values=sel.n_values, uncovered=sel.uncovered, poor_qol_floor=sel.poor_floor,
         poor_qol_in_pool=sel.poor_in_pool, usage=engines.ledger.summary(), warnings=job.warnings,
     )
-    atomic_write_json(folder / "summary.json", summary.model_dump(mode="json"))
+    atomic_write_json(files.summary, summary.model_dump(mode="json"))
     if clean:
         report.print_table(clean, job.rates, console)
     console.print(_summary_line(summary))

@@ -10,6 +10,11 @@ the toolkit uses: `GET /v1/models` and `POST /v1/chat/completions`. What a compl
     from_responder(fn)        adapts a FakeBackend-style responder (ChatRequest -> text | dict | RawReply),
                               so the fakes the unit tests already use can play roles over HTTP
     by_model({...}, default)  picks a behaviour by the request's `model`
+    hosted_reasoning(inner)   enforces a hosted reasoning model's rules first (OpenAI's: HTTP 400 for
+                              `max_tokens` and for a temperature/top_p other than the default), then
+                              answers as `inner`, reporting reasoning and cached tokens in usage
+    template_thinking(inner)  a vLLM-like chat-template server: reads `chat_template_kwargs` (400 for a
+                              non-mapping or an unknown variable), thinks when the switch is on
 
 A recipe reaches it with `kind: openai`, `base_url: <stub.base_url>`, and (for `from_responder`, which
 needs to know the role) one model name per role: `patient: {engine: stub, model: patient}`.
@@ -36,6 +41,8 @@ class Reply:
     content: str | None = None
     tool_calls: list[dict[str, Any]] = field(default_factory=list)
     error: str = "scripted failure"
+    reasoning_tokens: int = 0  # reported in usage.completion_tokens_details (and added to completion_tokens)
+    cached_tokens: int = 0  # reported in usage.prompt_tokens_details
 
 
 Behaviour = Callable[[dict[str, Any]], Reply]
@@ -64,6 +71,65 @@ def after_probe(behaviour: Behaviour, probe_calls: int = 2) -> Behaviour:
             return behaviour(body)
         fmt = (body.get("response_format") or {}).get("json_schema") or {}
         return Reply(content=json.dumps({"mood": "steady", "calm": True}) if fmt else "Hello.")
+
+    return behave
+
+
+def probe_answers(body: dict[str, Any]) -> Reply:
+    """Answers a preflight probe as a working model would, whichever way the schema came: OpenAI's
+    `response_format` or vLLM's `structured_outputs`."""
+    schema = ((body.get("response_format") or {}).get("json_schema") or {}).get("schema") \
+        or (body.get("structured_outputs") or {}).get("json")
+    return Reply(content=json.dumps({"mood": "steady", "calm": True}) if schema else "Hello.")
+
+
+def _refuse(message: str) -> Reply:
+    return Reply(status=400, error=message)
+
+
+def hosted_reasoning(inner: Behaviour, *, reasoning_tokens: int = 40, cached_tokens: int = 8,
+                     efforts: tuple[str, ...] = ("none", "minimal", "low", "medium", "high", "xhigh")) -> Behaviour:
+    """Rules of OpenAI's reasoning models as its API states them: `max_tokens` is refused (they take
+    `max_completion_tokens`); temperature and top_p are refused unless at their default of 1; an unknown
+    `reasoning_effort` is refused. Each answer reports reasoning and cached prompt tokens."""
+
+    def behave(body: dict[str, Any]) -> Reply:
+        if "max_tokens" in body:
+            return _refuse("Unsupported parameter: 'max_tokens' is not supported with this model. "
+                           "Use 'max_completion_tokens' instead.")
+        for key in ("temperature", "top_p"):
+            if key in body and body[key] != 1:
+                return _refuse(f"Unsupported value: '{key}' does not support {body[key]} with this model. "
+                               "Only the default (1) value is supported.")
+        effort = body.get("reasoning_effort")
+        if effort is not None and effort not in efforts:
+            return _refuse(f"Invalid value for 'reasoning_effort': {effort!r}.")
+        reply = inner(body)
+        if reply.status < 400:
+            reply.reasoning_tokens = reply.reasoning_tokens or reasoning_tokens
+            reply.cached_tokens = reply.cached_tokens or cached_tokens
+        return reply
+
+    return behave
+
+
+def template_thinking(inner: Behaviour, *, variables: tuple[str, ...] = ("enable_thinking",),
+                      reasoning_tokens: int = 25) -> Behaviour:
+    """A vLLM-like server whose chat template reads `variables` from `chat_template_kwargs`: anything
+    else there, or a kwargs that is not a mapping, is refused with HTTP 400 (as a strict template check
+    would); with the switch on, each answer reports reasoning tokens."""
+
+    def behave(body: dict[str, Any]) -> Reply:
+        kwargs = body.get("chat_template_kwargs")
+        if kwargs is not None and not isinstance(kwargs, dict):
+            return _refuse("chat_template_kwargs must be an object")
+        unknown = sorted(set(kwargs or {}) - set(variables))
+        if unknown:
+            return _refuse(f"chat_template_kwargs: the chat template does not read {', '.join(unknown)}")
+        reply = inner(body)
+        if reply.status < 400 and any((kwargs or {}).get(v) for v in variables):
+            reply.reasoning_tokens = reply.reasoning_tokens or reasoning_tokens
+        return reply
 
     return behave
 
@@ -151,6 +217,13 @@ class OpenAIStub:
         if reply.tool_calls:
             message["tool_calls"] = reply.tool_calls
         words = sum(len(str(m.get("content") or "").split()) for m in body.get("messages", []))
+        completion = len(str(reply.content or "").split()) + reply.reasoning_tokens
+        usage: dict[str, Any] = {"prompt_tokens": words, "completion_tokens": completion,
+                                 "total_tokens": words + completion}
+        if reply.reasoning_tokens:
+            usage["completion_tokens_details"] = {"reasoning_tokens": reply.reasoning_tokens}
+        if reply.cached_tokens:
+            usage["prompt_tokens_details"] = {"cached_tokens": min(reply.cached_tokens, words)}
         return 200, {
             "id": f"chatcmpl-{uuid.uuid4().hex[:12]}",
             "object": "chat.completion",
@@ -158,8 +231,7 @@ class OpenAIStub:
             "model": body.get("model") or self.model,
             "choices": [{"index": 0, "message": message,
                          "finish_reason": "tool_calls" if reply.tool_calls else "stop"}],
-            "usage": {"prompt_tokens": words, "completion_tokens": len(str(reply.content or "").split()),
-                      "total_tokens": words + len(str(reply.content or "").split())},
+            "usage": usage,
         }
 
     def _handler(self) -> type[BaseHTTPRequestHandler]:

@@ -16,6 +16,12 @@ REPO = Path(__file__).resolve().parent.parent
 SCANNED = ("mindsim", "mindsim_app", "mindcore")
 REGISTRY = REPO / "mindsim" / "patient_engines"
 TEMPLATES = ("cards", "prompts")
+# Reviewed exceptions: (file, source text of the line) → why it is not an engine-name comparison. A stored
+# record field can share its engine's name (`SessionRecord.patientact`); testing for that column is allowed.
+ALLOWED = {
+    ("mindsim_app/annotate/samplers.py", 'if "patientact" not in names:'):
+        "a column-name test on the sessions parquet's schema (PatientAct's record field)",
+}
 
 
 def engine_names() -> set[str]:
@@ -49,14 +55,25 @@ def template_comparisons(text: str, known: set[str]) -> list[str]:
     return [m.group(0) for line in text.splitlines() if "{%" in line or "{{" in line for m in pattern.finditer(line)]
 
 
+def _offending(path: Path, known: set[str]) -> list[tuple[int, str]]:
+    rel = str(path.relative_to(REPO))
+    lines = path.read_text(encoding="utf-8").splitlines()
+    return [(n, name) for n, name in comparisons("\n".join(lines), known)
+            if (rel, lines[n - 1].strip()) not in ALLOWED]
+
+
 @pytest.mark.parametrize("package", SCANNED)
 def test_no_engine_name_comparison_outside_the_registry(package):
     known = engine_names()
     modules = sorted(p for p in (REPO / package).rglob("*.py") if REGISTRY not in p.parents)
     assert len(modules) >= 5
-    offenders = {str(p.relative_to(REPO)): hits for p in modules
-                 if (hits := comparisons(p.read_text(encoding="utf-8"), known))}
+    offenders = {str(p.relative_to(REPO)): hits for p in modules if (hits := _offending(p, known))}
     assert offenders == {}
+
+
+def test_every_allowed_exception_is_still_there():
+    for rel, line in ALLOWED:
+        assert line in [x.strip() for x in (REPO / rel).read_text(encoding="utf-8").splitlines()], (rel, line)
 
 
 @pytest.mark.parametrize("folder", TEMPLATES)

@@ -14,6 +14,7 @@ from rich.markup import escape
 
 from mindcore.console import err_console, one_line
 from mindcore.errors import ConfigError, UserError
+from mindcore.layout import ValidationFolder
 from validation.config import ValidationConfig
 
 app = typer.Typer(help="Realism validation: surface-feature distances and narrative arcs against a reference.", no_args_is_help=True)
@@ -163,8 +164,9 @@ def compare_cmd(
         typer.echo(f"{name}: index {num(idx['distance'])} [{num(idx['ci'][0])}, {num(idx['ci'][1])}] (floor {num(report['floor'].get('index'))})")
     for warning in report["warnings"]:
         _err.print(f"[yellow]warning:[/yellow] {escape(one_line(warning))}")
-    typer.echo(f"wrote {out / 'report.md'} and {out / 'report.json'}")
-    _fail_if_no_arc_label(report["counts"], out / "report.json")
+    folder = ValidationFolder(out)
+    typer.echo(f"wrote {folder.report_md} and {folder.report_json}")
+    _fail_if_no_arc_label(report["counts"], folder.report_json)
 
 
 if __name__ == "__main__":

@@ -12,6 +12,7 @@ from pathlib import Path
 from typing import Any
 
 from mindcore.errors import ConfigError, InputError
+from mindcore.layout import ValidationFolder
 from mindcore.prompts import template_hash
 from validation.arc import ROLE, SYSTEM_TEMPLATE, TURN_TEMPLATE, LabelCache, label_conversations, stretch_shares
 from validation.config import ValidationConfig
@@ -161,7 +162,7 @@ async def compare_async(
         raise ConfigError("compare needs at least one system: --sim NAME=PATH")
     out_dir = Path(out_dir)
     ref = load_reference(reference_artifact or config.reference_path())
-    cache = LabelCache(config.arc_cache or out_dir / "arc_cache.jsonl") if config.arc else None
+    cache = LabelCache(config.arc_cache or ValidationFolder(out_dir).arc_cache) if config.arc else None
     systems: dict[str, Measured] = {}
     dropped: list[str] = []
     for name, src in sims.items():

@@ -14,6 +14,7 @@ matplotlib.use("Agg")  # files only; never needs a display
 import matplotlib.pyplot as plt  # noqa: E402
 import numpy as np  # noqa: E402
 
+from mindcore.io import atomic_writer  # noqa: E402
 from validation.arc import LABEL_NAMES, LABELS  # noqa: E402
 from validation.features import FEATURE_LABELS, FEATURES  # noqa: E402
 
@@ -21,11 +22,11 @@ _COLORS = plt.get_cmap("tab10").colors
 
 
 def _save(fig, path: Path) -> Path:
-    path.parent.mkdir(parents=True, exist_ok=True)
-    tmp = path.with_name(f".{path.name}.tmp.png")
-    fig.savefig(tmp, dpi=120, bbox_inches="tight")
-    plt.close(fig)
-    tmp.replace(path)  # atomic, like every other output
+    try:
+        with atomic_writer(path, "wb") as f:  # atomic, like every other output
+            fig.savefig(f, format="png", dpi=120, bbox_inches="tight")
+    finally:
+        plt.close(fig)
     return path
 
 

@@ -8,6 +8,7 @@ from pathlib import Path
 from typing import Any
 
 from mindcore.io import atomic_write_json, atomic_write_text, json_safe
+from mindcore.layout import ValidationFolder
 from validation.arc import LABEL_NAMES, LABELS
 from validation.config import ValidationConfig
 from validation.features import FEATURE_LABELS, FEATURES
@@ -150,8 +151,9 @@ def to_markdown(report: dict[str, Any]) -> str:
 
 def write_report(report: dict[str, Any], ref, systems: dict, out_dir: str | Path, *, plots: bool = True) -> Path:
     out_dir = Path(out_dir)
-    atomic_write_json(out_dir / "report.json", report)
-    atomic_write_text(out_dir / "report.md", to_markdown(report))
+    folder = ValidationFolder(out_dir)
+    atomic_write_json(folder.report_json, report)
+    atomic_write_text(folder.report_md, to_markdown(report))
     if plots:
         from validation.plots import plot_all  # matplotlib only when plots are wanted
 

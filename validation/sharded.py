@@ -11,7 +11,7 @@ from __future__ import annotations
 from pathlib import Path
 from typing import Any, Callable
 
-from mindcore.shards import RaySession, run_shards, stable_shard
+from mindcore.shards import plan_shards, run_shards
 from validation.arc import ROLE, ArcResult, LabelCache, label_conversations
 from validation.transcripts import Conversation
 
@@ -46,21 +46,15 @@ def label_on_ray(conversations: list[Conversation], engines: Any, settings: Any,
     `RaySettings`; `cache.path` must be on a filesystem the workers share."""
     if cache.path is None:
         raise ValueError("arc labelling on Ray needs a cache file the workers can reach")
-    workers = settings.workers or max(1, int(RaySession.cpus() // settings.cpus_per_worker))
-    shards = max(1, min(len(conversations), workers * settings.shards_per_worker))
-    members: list[list[int]] = [[] for _ in range(shards)]
-    for i, c in enumerate(conversations):
-        members[stable_shard(c.patient_id, shards)].append(i)
+    plan = plan_shards(range(len(conversations)), lambda i: conversations[i].patient_id, settings)
     main = cache.path.resolve()
     common = {"cache": str(main), "patient_role": patient_role, "context_messages": context_messages,
               "max_tokens": max_tokens, "description": description}
-    used = [(k, idx) for k, idx in enumerate(members) if idx]
-    payloads = [{**common, "shard": k, "conversations": [conversations[i] for i in idx]} for k, idx in used]
-    run = run_shards(_label_shard, payloads, engines, workers=workers, cpus_per_worker=settings.cpus_per_worker,
-                     max_retries=settings.max_retries, description=description, total=len(conversations),
-                     max_concurrency_per_worker=settings.max_concurrency_per_worker)
+    payloads = [{**common, "shard": k, "conversations": [conversations[i] for i in idx]} for k, idx in plan.parts]
+    run = run_shards(_label_shard, payloads, engines, settings, workers=plan.workers, description=description,
+                     total=len(conversations))
     labels: list[list[str | None]] = [[] for _ in conversations]
-    for (_, idx), part in zip(used, run.results):
+    for (_, idx), part in zip(plan.parts, run.results):
         for i, row in zip(idx, part.labels):
             labels[i] = row
     # Fold the workers' files into the main cache, so the next run (local or Ray) reads one file.

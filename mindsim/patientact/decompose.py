@@ -21,6 +21,7 @@ from pydantic import BaseModel, ConfigDict, Field, ValidationError, field_valida
 
 from mindcore.errors import InputError
 from mindcore.io import CheckpointDir
+from mindcore.layout import RunLayout
 from mindcore.prompts import render, template_hash
 from mindsim.patientact.data import attachment_prior, theme_map, trust_rules
 from mindsim.patientact.seed import PsychSeed, psych_seed
@@ -174,7 +175,7 @@ class DecompositionStore:
     rerun meets the same inner material."""
 
     def __init__(self, out_dir: str | Path):
-        self.dir = CheckpointDir(Path(out_dir) / "sessions" / "decompositions")
+        self.dir = CheckpointDir(RunLayout(out_dir).sessions.decompositions)
 
     def load(self, key: str) -> Decomposition | None:
         if not self.dir.has(key):

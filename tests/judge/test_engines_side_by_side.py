@@ -112,7 +112,7 @@ def test_a_run_with_both_engines_reports_them_side_by_side(tmp_path):
     assert sc["counsellors"]["alpha/mindsim"]["mhqr"] == pytest.approx((2.5 + 1 / 3 + 10) / 3)
     assert {(p["a"], p["b"]) for p in sc["paired"]} == {("alpha/mindsim", "beta/mindsim"),
                                                         ("alpha/patientact", "beta/patientact")}
-    assert summary["judges"]["judge"]["ranking"] == sc["ranking"]
+    assert summary.judges["judge"].ranking == sc["ranking"]
     crit = {(c["session_id"], c["patient_engine"]) for c in report["critical_replies"]}
     assert crit == {("s3", "mindsim"), ("s4-pa", "patientact"), ("s5-pa", "patientact"), ("s6-pa", "patientact")}
     md = (run_dir / "judgments" / "report.md").read_text()

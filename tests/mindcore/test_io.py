@@ -9,7 +9,9 @@ import os
 import signal
 import time
 
-from mindcore.io import CheckpointDir, atomic_write_json, publish_bytes_once
+import pytest
+
+from mindcore.io import CheckpointDir, atomic_write_json, atomic_writer, publish_bytes_once
 
 # Big enough that the two writes overlap in time instead of one finishing before the other starts.
 PAYLOAD_CHARS = 2_000_000
@@ -112,3 +114,23 @@ def test_existing_foreign_file_is_kept(tmp_path):
     assert publish_bytes_once(target, b'{"second": true}\n') is False
     assert json.loads(target.read_text()) == {"first": True}
 
+
+
+def test_streamed_output_appears_whole_or_not_at_all(tmp_path):
+    """`atomic_writer` (streamed parquet and JSONL): the old file stays until the block finishes, a failed
+    block leaves the old file and no temp file, and the new file gets the usual permissions."""
+    path = tmp_path / "sub" / "out.jsonl"
+    with atomic_writer(path, "w") as f:
+        f.write("first\n")
+        assert not path.exists()
+    assert path.read_text(encoding="utf-8") == "first\n"
+    with pytest.raises(RuntimeError):
+        with atomic_writer(path, "w") as f:
+            f.write("second, half")
+            raise RuntimeError("killed mid-stream")
+    assert path.read_text(encoding="utf-8") == "first\n" and sorted(p.name for p in path.parent.iterdir()) == ["out.jsonl"]
+    with atomic_writer(path, "wb") as f:
+        f.write("ünïcode".encode("utf-8"))
+    mask = os.umask(0)
+    os.umask(mask)
+    assert path.read_bytes() == "ünïcode".encode("utf-8") and path.stat().st_mode & 0o777 == 0o666 & ~mask

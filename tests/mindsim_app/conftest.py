@@ -1,5 +1,5 @@
 """Application-layer tests reuse the simulator tests' helpers (`simfakes`, `hub_stub`, `killing`): make that
-folder importable under pytest's importlib import mode."""
+folder, and this one (`reportfix`, run fixtures), importable under pytest's importlib import mode."""
 
 from __future__ import annotations
 

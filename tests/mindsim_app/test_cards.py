@@ -127,3 +127,14 @@ def test_card_carries_the_recipe_description(tmp_path):
     info["recipe"]["description"] = "Four candidates to stay quick."
     card = (build_dataset_folder(run_dir, info) / "README.md").read_text()
     assert "Recipe `t`: Four candidates to stay quick." in card
+
+
+def test_card_marks_the_prompts_the_recipe_swapped_for_its_own_files(tmp_path):
+    run_dir, info = _run(tmp_path / "swapped", 2, "kkkk")
+    info["prompt_hashes"] = {"judge/user.jinja2": "aaaa000011112222", "patient/system.jinja2": "bbbb000011112222"}
+    info["prompt_overrides"] = {"judge/user.jinja2": {"path": "/x/my_prompts/judge_user.jinja2",
+                                                      "sha256": "aaaa000011112222"}}
+    card = (build_dataset_folder(run_dir, info) / "README.md").read_text()
+    assert "replaced 1 shipped template with its own file" in card
+    assert "| `judge/user.jinja2` (own file: `judge_user.jinja2`) | `aaaa000011112222` |" in card
+    assert "| `patient/system.jinja2` | `bbbb000011112222` |" in card

@@ -323,3 +323,28 @@ def test_counsellor_only_engine_is_not_asked_for_json():
     health = {h.engine: h for h in report.engines}
     assert health["api"].ok and not health["api"].structured_ok and health["sim"].structured_ok
     assert chat_only.requests and all(req.response_schema is None for req in chat_only.requests)
+
+
+def test_a_raised_budget_goes_out_as_max_completion_tokens_with_the_reasoning_budget_on_top():
+    """Budgets are fitted as numbers; which field carries them is the engine's business. A judge on a hosted
+    reasoning model with no max_tokens is raised to its schema's worst case, and its judgments then send that
+    number (plus the role's reasoning budget) as max_completion_tokens, which the stub requires."""
+    from judge.config import JudgeConfig
+    from judge.rubric import answer_model, load_rubric
+    from openai_stub import OpenAIStub, hosted_reasoning, probe_answers
+
+    worst = worst_case_tokens(answer_model(load_rubric(JudgeConfig().rubric), JudgeConfig().max_issues)
+                              .model_json_schema()).tokens
+    with OpenAIStub(hosted_reasoning(probe_answers)).serve("o3") as stub:
+        r = _recipe({"default": {"engine": "api"},
+                     "judge": {"engine": "api", "reasoning_effort": "high", "reasoning_budget": 1000}},
+                    engines={"api": {"kind": "openai", "base_url": stub.base_url, "model": "o3"}})
+        with Engines.from_config(r.engines_config()) as engines:
+            report = preflight(r, engines, {"judge"})
+            assert engines.config.roles["judge"].max_tokens == worst  # raised in place, as before
+            engines.run(engines.role("judge").chat([{"role": "user", "content": "hi"}]))
+        body = stub.requests[-1]
+    line = next(b for b in report.budgets.lines if b.role == "judge")
+    assert line.action == "raised" and line.budget == worst
+    assert body["max_completion_tokens"] == worst + 1000 and "max_tokens" not in body
+    assert body["reasoning_effort"] == "high"

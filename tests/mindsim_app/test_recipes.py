@@ -5,14 +5,27 @@ from __future__ import annotations
 from pathlib import Path
 
 import pytest
+import yaml
 
-from mindcore.recipe import load_recipe
+from judge.config import JudgeConfig
+from mindcore.errors import ConfigError
+from mindcore.recipe import STAGE_SECTIONS, load_recipe
 from mindsim_app.job import OutputConfig
 from mindsim.config import SimulationConfig
 from profilegen.config import ProfilesConfig
 from validation.config import ValidationConfig
 
 RECIPES = sorted((Path(__file__).resolve().parents[2] / "recipes").glob("*.yaml"))
+BENCHMARK = Path(__file__).resolve().parents[2] / "recipes" / "benchmark.yaml"
+
+
+# Each stage section's config model, as the job validates it before any engine starts.
+SECTION_MODELS = {"profiles": ProfilesConfig, "simulation": SimulationConfig, "validation": ValidationConfig,
+                  "judge": JudgeConfig, "output": OutputConfig}
+
+
+def test_every_stage_section_has_its_model():
+    assert set(SECTION_MODELS) == set(STAGE_SECTIONS)
 
 
 # The realism recipe uses validation's sample filters, which land with branch judgefid (validation/config.py).
@@ -25,9 +38,28 @@ def test_recipe_sections_validate(path):
     if path.name in NEEDS_FILTERS and not FILTERS <= set(ValidationConfig.model_fields):
         pytest.skip("validation sample filters (first_sessions_only, max_patient_turns, counsellors) not merged yet")
     r = load_recipe(path)
-    for name, model in (("profiles", ProfilesConfig), ("simulation", SimulationConfig),
-                        ("validation", ValidationConfig), ("output", OutputConfig)):
-        r.section(name, model)
+    raw = yaml.safe_load(path.read_text())
+    # Every shipped recipe has every stage section (the job runs the judge only when `judge:` is there).
+    assert set(STAGE_SECTIONS) <= set(raw), sorted(set(STAGE_SECTIONS) - set(raw))
+    for name, model in SECTION_MODELS.items():
+        cfg = r.section(name, model)
+        assert isinstance(cfg, model)
+        # Every key the recipe sets is read into its field, with the recipe's value where it is a plain one.
+        assert set(raw[name]) <= cfg.model_fields_set, (name, set(raw[name]) - cfg.model_fields_set)
+        for key, value in raw[name].items():
+            if isinstance(value, (str, int, float, bool)):
+                got = getattr(cfg, key)
+                assert got == value or str(got) == str(value), (name, key, got, value)
+
+
+@pytest.mark.parametrize("name", STAGE_SECTIONS)
+def test_a_bad_value_in_any_stage_section_is_refused_by_name(name, tmp_path):
+    raw = yaml.safe_load(RECIPES[0].read_text())
+    raw[name]["not_a_setting"] = 1
+    path = tmp_path / "r.yaml"
+    path.write_text(yaml.safe_dump(raw, sort_keys=False))
+    with pytest.raises(ConfigError, match=rf"{name}\.not_a_setting"):
+        load_recipe(path).section(name, SECTION_MODELS[name])
 
 
 def test_realism_recipe_runs_the_papers_comparison():
@@ -52,9 +84,56 @@ def test_engines_check_explains_unreachable_benchmark_engines(monkeypatch):
     from mindcore.engine_health import check_engines
 
     monkeypatch.delenv("OPENAI_API_KEY", raising=False)
-    r = load_recipe(Path(__file__).resolve().parents[2] / "recipes" / "benchmark.yaml")
+    r = load_recipe(BENCHMARK)
     cfg = r.engines_config()
-    cfg.engines["gpu"] = cfg.engines["gpu"].model_copy(update={"port": 9})  # nothing listens there
+    cfg.engines["glm"] = cfg.engines["glm"].model_copy(update={"port": 9})  # nothing listens there
     results = {h.engine: h for h in check_engines(cfg)}
-    assert not results["gpu"].ok and any("vllm serve Qwen/Qwen3-32B" in h for h in results["gpu"].hints)
-    assert not results["api"].ok and any("OPENAI_API_KEY is not set" in h for h in results["api"].hints)
+    assert not results["glm"].ok and any("vllm serve zai-org/GLM-5.2-FP8" in h for h in results["glm"].hints)
+    assert not results["openai"].ok and any("OPENAI_API_KEY is not set" in h for h in results["openai"].hints)
+
+
+def test_benchmark_recipe_states_the_papers_reasoning_settings():
+    roles = load_recipe(BENCHMARK).roles
+    assert roles["judge"].reasoning_effort == "high" and "temperature" in roles["judge"].omit
+    for role in ("patient", "memory_compactor", "scenario_writer"):  # the patient model, thinking on, at 1.0
+        assert roles[role].thinking is True and roles[role].temperature == 1.0 and roles[role].engine == "patient"
+    assert all(roles[c].temperature == 1.0 for c in roles if c.startswith("counsellor"))
+
+
+def test_benchmark_recipe_passes_preflight_against_reasoning_and_thinking_stubs(monkeypatch):
+    """Every engine of the paper's recipe pointed at a stub: OpenAI-hosted ones at a server that enforces a
+    reasoning model's rules (400 for max_tokens and a non-default temperature), vLLM ones at a chat-template
+    server that reads `thinking`. The preflight of the whole job passes, and the probes carried the
+    recipe's reasoning effort and thinking switch in the fields those servers read."""
+    from mindcore.engine import Engines
+    from mindcore.preflight import preflight
+    from openai_stub import OpenAIStub, hosted_reasoning, probe_answers, template_thinking
+
+    monkeypatch.setenv("OPENAI_API_KEY", "test-key-not-secret")
+    monkeypatch.setenv("ANTHROPIC_API_KEY", "test-key-not-secret")
+    r = load_recipe(BENCHMARK)
+    models = [getattr(e, "model", "") for e in r.engines.values()] + [s.model for s in r.roles.values() if s.model]
+    hosted = OpenAIStub(hosted_reasoning(probe_answers)).serve(*models)
+    served = OpenAIStub(template_thinking(probe_answers, variables=("thinking",))).serve(*models)
+    plain = OpenAIStub(probe_answers).serve(*models)  # Anthropic's endpoint takes max_tokens and a temperature
+    with hosted, served, plain:
+        port = int(served.base_url.rsplit(":", 1)[1].split("/")[0])
+        for name, e in r.engines.items():
+            if e.kind == "vllm":
+                r.engines[name] = e.model_copy(update={"host": "127.0.0.1", "port": port})
+            else:  # the hosted auto rule reads the model name here, not api.openai.com
+                url = hosted.base_url if name == "openai" else plain.base_url
+                r.engines[name] = e.model_copy(update={"base_url": url})
+        with Engines.from_config(r.engines_config()) as engines:
+            report = preflight(r, engines, {"run", "judge", "validate"})
+        judge = [b for b in hosted.requests if b.get("reasoning_effort") == "high"]
+        thinking = [b for b in served.requests if (b.get("chat_template_kwargs") or {}).get("thinking") is True]
+    assert judge and all("max_completion_tokens" in b and "temperature" not in b for b in judge)
+    assert thinking and all(b["max_tokens"] >= 4096 for b in thinking)  # the reasoning budget on top
+    # The judge's fitted budget goes out as max_completion_tokens: the same number, another field name.
+    line = next(b for b in report.budgets.lines if b.role == "judge")
+    assert line.action == "ok" and line.budget == 8192
+    assert {h.engine for h in report.engines if h.accepted} >= {"openai", "patient"}
+    assert all(a.ok for h in report.engines for a in h.accepted)
+    assert any(ln.startswith("request judge on openai (gpt-6.1-sol): ") and "reasoning_effort=high" in ln
+               and ln.endswith("accepted") for ln in report.lines())

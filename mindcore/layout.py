@@ -1,0 +1,140 @@
+"""The run folder: where every stage of `mindsim run RECIPE --out DIR` writes and finds its files.
+
+One description shared by every reader and writer (profiles, simulator, validation, judges, exports, card,
+publishing), so a path is spelled once. It describes the folder as runs have always written it — old run
+folders keep reading — and builds no folder itself. Each stage folder has its own small class, also usable
+on its own where a command writes a stage's output elsewhere (`mindsim validate compare --out`, `mindsim
+profiles --out`); `RunLayout(run_folder)` puts them together. The table in
+docs/architecture.md ("Run folder layout") says who writes and who reads each path.
+
+    RUN/
+      run.json                      the job's id, recipe hash, status and provenance
+      logs/                         library logs (distilabel, datasets) when not --verbose
+      profiles/                     profiles.parquet, case_summaries/, checkpoints/, distilabel_cache/,
+                                    pool_table.md, summary.json, failures.jsonl, provenance.json
+      sessions/                     checkpoints/, scenarios/, decompositions/, shards/, layout.json,
+                                    sessions.parquet, summary.json
+      transcripts/transcripts.jsonl plain chat per session (what validation reads)
+      validation/                   report.json, report.md, *.png, arc_cache.jsonl
+      judgments/                    judgments.parquet, cache/, report.json, report.md, *.png
+      patientact_judge/             judgments.jsonl, cache/, report.json, report.md
+      dataset/                      the publishable folder with its card
+      report.html                   the self-contained HTML report (mindsim_app/report/)
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any, Generic, TypeVar, overload
+
+T = TypeVar("T")
+
+
+class _Below(Generic[T]):
+    """A class attribute naming a path below the folder: `parquet = _Below("profiles.parquet")` reads as
+    `folder.path / "profiles.parquet"`; with `kind`, the path comes wrapped in that folder class."""
+
+    def __init__(self, name: str, kind: type[T] = Path, doc: str = "") -> None:  # type: ignore[assignment]
+        self.name, self.kind, self.__doc__ = name, kind, doc
+
+    @overload
+    def __get__(self, obj: None, owner: type) -> "_Below[T]": ...
+    @overload
+    def __get__(self, obj: Any, owner: type) -> T: ...
+
+    def __get__(self, obj: Any, owner: type) -> Any:
+        return self if obj is None else self.kind(obj.path / self.name)
+
+
+@dataclass(frozen=True)
+class _Folder:
+    path: Path
+
+    def __post_init__(self) -> None:
+        object.__setattr__(self, "path", Path(self.path))
+
+
+@dataclass(frozen=True)
+class ProfilesFolder(_Folder):
+    """`profiles/`: the profile dataset and what the profile job wrote beside it."""
+
+    parquet = _Below("profiles.parquet")
+    case_summaries = _Below("case_summaries", doc="One rendered case summary per profile, `<profile_id>.md`.")
+    checkpoints = _Below("checkpoints")
+    distilabel_cache = _Below("distilabel_cache", doc="distilabel's own pipeline cache (the checkpoints resume the job).")
+    pool_table = _Below("pool_table.md")
+    summary = _Below("summary.json")
+    failures = _Below("failures.jsonl")
+    provenance = _Below("provenance.json")
+
+    def case_summary(self, profile_id: str) -> Path:
+        return self.case_summaries / f"{profile_id}.md"
+
+
+@dataclass(frozen=True)
+class SessionsFolder(_Folder):
+    """`sessions/`: per-item checkpoints, the shards' slices and the merged sessions dataset."""
+
+    checkpoints = _Below("checkpoints", doc="One finished session per file, `<session_id>.json`.")
+    scenarios = _Below("scenarios", doc="Each patient's shared first scenario, `<patient_id>-<seed>.json`.")
+    decompositions = _Below("decompositions", doc="Each PatientAct patient's decomposition, `<patient_id>-<seed>.json`.")
+    shards = _Below("shards")
+    layout_marker = _Below("layout.json", doc="Which simulator layout wrote the checkpoints (`mindsim.simulate.check_layout`).")
+    parquet = _Below("sessions.parquet")
+    summary = _Below("summary.json")
+
+    def shard(self, shard: int, shards: int) -> tuple[Path, Path]:
+        """Shard `shard` of `shards`: its sessions (parquet) and its transcripts (JSONL)."""
+        stem = self.shards / f"{shard:05d}-of-{shards:05d}"
+        return stem.with_suffix(".parquet"), stem.with_suffix(".jsonl")
+
+
+@dataclass(frozen=True)
+class ReportFolder(_Folder):
+    """A stage folder holding `report.json`, `report.md` and PNG plots."""
+
+    report_json = _Below("report.json")
+    report_md = _Below("report.md")
+
+    def plots(self) -> list[Path]:
+        return sorted(self.path.glob("*.png"))
+
+
+@dataclass(frozen=True)
+class ValidationFolder(ReportFolder):
+    """`validation/`: the realism report, and the arc labeller's cache when arc labelling runs."""
+
+    arc_cache = _Below("arc_cache.jsonl")
+
+
+@dataclass(frozen=True)
+class JudgmentsFolder(ReportFolder):
+    """`judgments/`: MHQR rows, the per-judgment cache and the report."""
+
+    parquet = _Below("judgments.parquet")
+    cache = _Below("cache")
+
+
+@dataclass(frozen=True)
+class PatientActJudgeFolder(ReportFolder):
+    """`patientact_judge/`: PatientAct-rubric rows (one per session), their cache and the report."""
+
+    judgments = _Below("judgments.jsonl")
+    cache = _Below("cache")
+
+
+@dataclass(frozen=True)
+class RunLayout(_Folder):
+    """Every path of one run folder. `RunLayout(out)` is cheap and touches no disk."""
+
+    run_json = _Below("run.json")
+    logs = _Below("logs")
+    profiles = _Below("profiles", ProfilesFolder)
+    sessions = _Below("sessions", SessionsFolder)
+    transcripts = _Below("transcripts/transcripts.jsonl")
+    validation = _Below("validation", ValidationFolder)
+    judgments = _Below("judgments", JudgmentsFolder)
+    patientact_judge = _Below("patientact_judge", PatientActJudgeFolder)
+    dataset = _Below("dataset")
+    report_html = _Below("report.html", doc="The self-contained HTML report (`mindsim run`, `mindsim report`).")

@@ -1,0 +1,8 @@
+"""`python -m mindsim_app.annotate …`: the annotate commands on their own (the same as `mindsim annotate …`)."""
+
+import sys
+
+from mindsim_app.annotate.cli import app
+
+if __name__ == "__main__":
+    sys.exit(app(prog_name="mindsim annotate"))

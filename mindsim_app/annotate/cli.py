@@ -1,0 +1,237 @@
+"""`mindsim annotate …` (sample, serve, export, Label Studio interchange) and `mindsim realism report`.
+The top-level CLI mounts `app` as `annotate` and `realism_app` as `realism`; each command's work lives in
+the module it calls."""
+
+from __future__ import annotations
+
+from pathlib import Path
+from typing import Optional
+
+import typer
+
+app = typer.Typer(help="Human evaluation: blinded samples, a local annotation page, export to the agreement tables.",
+                  no_args_is_help=True)
+sample_app = typer.Typer(help="Draw a blinded task folder for one protocol (key written apart).", no_args_is_help=True)
+labelstudio_app = typer.Typer(help="Label Studio interchange: tasks + labeling config out, its JSON export back in.",
+                              no_args_is_help=True)
+realism_app = typer.Typer(help="Human realism ratings (MindEval2 Tables 4 and 13).", no_args_is_help=True)
+
+
+@realism_app.callback()
+def _realism() -> None:
+    """Human realism ratings (MindEval2 §4.3, Tables 4 and 13)."""
+
+
+app.add_typer(sample_app, name="sample")
+app.add_typer(labelstudio_app, name="labelstudio")
+
+RATERS = typer.Option(None, "--raters", help="Rater ids, comma-separated (or --n-raters)")
+N_RATERS = typer.Option(None, "--n-raters", help="Number of raters, named R1…Rn")
+K = typer.Option(3, "--k", help="Raters per item")
+ALL = typer.Option(0, "--all-raters", help="Items rated by every rater (agreement subset)")
+SEED = typer.Option(0, "--seed", help="Seed of the draw, the shuffles, ids and codes")
+KEY = typer.Option(None, "--key", help="Where the key goes (default: TASK.key.json beside the task folder)")
+
+
+def _design(raters: Optional[str], n_raters: Optional[int], k: int, all_raters: int):
+    from mindcore.errors import InputError
+    from mindsim_app.annotate.tasks import Design, parse_raters
+
+    names = parse_raters(raters, n_raters)
+    if k < 1 or k > len(names):
+        raise InputError(f"--k {k}: give 1 to {len(names)} raters per item (there are {len(names)} raters)")
+    if all_raters < 0:
+        raise InputError("--all-raters: a count of items, 0 or more")
+    return Design(raters=names, k=k, all_raters=all_raters)
+
+
+def _said(s: dict) -> None:
+    typer.echo(f"wrote task {s['task']}: {s['items']} items, {s['units']} rated units, {len(s['raters'])} raters; "
+               f"key (keep it from the raters): {s['key']}")
+    if s.get("real_text"):
+        typer.echo("note: this task holds real conversation text; its header says publish: never")
+
+
+@sample_app.command("mhqr")
+def sample_mhqr_cmd(
+    out: Path = typer.Option(..., "--out", help="Task folder to create"),
+    run_dir: Optional[Path] = typer.Argument(None, help="Run folder to draw from (with --n)"),
+    n: Optional[int] = typer.Option(None, "--n", help="Excerpts of --unit to draw from RUN_DIR"),
+    unit: str = typer.Option("reply", "--unit", help="reply | window (five counsellor turns) | conversation"),
+    mix: Optional[str] = typer.Option(None, "--mix", help="paper: 19 conversations and 48 windows (MindEval2 §3.4); "
+                                                          "for other mixes draw with `mindsim judge sample` and give --excerpts"),
+    excerpts: Optional[Path] = typer.Option(None, "--excerpts", help="Or: an excerpt file from `mindsim judge sample`"),
+    excerpts_key: Optional[Path] = typer.Option(None, "--excerpts-key", help="Its key (default EXCERPTS.key.json)"),
+    judge: Optional[str] = typer.Option(None, "--judge", help="Whose severities stratify the draw"),
+    raters: Optional[str] = RATERS, n_raters: Optional[int] = N_RATERS, k: int = K, all_raters: int = ALL,
+    seed: int = SEED, key: Optional[Path] = KEY,
+) -> None:
+    """MHQR: counsellor replies (severity + issues), clinicians blind to the system (MindEval2 §3.4)."""
+    from judge.units import PAPER_MIX, UNITS
+    from mindcore.errors import InputError
+    from mindsim_app.annotate.samplers import sample_mhqr
+
+    if unit not in UNITS:
+        raise InputError(f"--unit {unit}: use one of {', '.join(UNITS)}")
+    if mix not in (None, "paper"):
+        raise InputError(f"--mix {mix}: only 'paper'; draw other mixes with `mindsim judge sample` and pass --excerpts")
+    if mix and n:
+        raise InputError("--mix paper fixes the counts; drop --n")
+    _said(sample_mhqr(out, _design(raters, n_raters, k, all_raters), run_dir=run_dir, n=n, excerpts=excerpts,
+                      excerpts_key=excerpts_key, seed=seed, judge=judge, key=key, unit=unit,
+                      mix=dict(PAPER_MIX) if mix else None))
+
+
+@sample_app.command("realism")
+def sample_realism_cmd(
+    out: Path = typer.Option(..., "--out", help="Task folder to create"),
+    n: int = typer.Option(..., "--n", help="Windows to draw, even over systems"),
+    run: Optional[list[str]] = typer.Option(None, "--run", help="[NAME=]run folder (repeat)"),
+    sessions: Optional[list[str]] = typer.Option(None, "--sessions", help="[NAME=]another simulator's sessions JSONL (repeat)"),
+    real: Optional[list[str]] = typer.Option(None, "--real", help="[NAME=]real conversations, chat JSONL (repeat; "
+                                                                  "the task is then marked never-publish)"),
+    windows: str = typer.Option("1,5,9", "--windows", help="Window sizes in turns, taken in turn"),
+    first_sessions: bool = typer.Option(False, "--first-sessions", help="Only first sessions (the paper's sample)"),
+    max_turns: Optional[int] = typer.Option(None, "--max-turns", help="Only the first N patient turns of each conversation"),
+    patient_role: str = typer.Option("user", "--patient-role", help="Role of the patient in --real files"),
+    raters: Optional[str] = RATERS, n_raters: Optional[int] = N_RATERS, k: int = K, all_raters: int = ALL,
+    seed: int = SEED, key: Optional[Path] = KEY,
+) -> None:
+    """Realism: patient replies in windows of 1/5/9 turns, systems and real conversations mixed (MindEval2 §4.3)."""
+    from mindcore.errors import InputError
+    from mindsim_app.annotate.samplers import sample_realism
+
+    try:
+        sizes = [int(w) for w in windows.split(",") if w.strip()]
+    except ValueError:
+        raise InputError(f"--windows {windows}: give turn counts like 1,5,9") from None
+    s = sample_realism(out, _design(raters, n_raters, k, all_raters), n=n, runs=run or [], sessions=sessions or [],
+                       real=real or [], windows=sizes, seed=seed, first_sessions=first_sessions, max_turns=max_turns,
+                       patient_role=patient_role, key=key)
+    _said(s)
+    if s["short"]:
+        typer.echo("fewer windows than asked for: " + ", ".join(f"{k} short by {v}" for k, v in s["short"].items()))
+
+
+@sample_app.command("patientact-sessions")
+def sample_sessions_cmd(
+    out: Path = typer.Option(..., "--out", help="Task folder to create"),
+    run: Optional[list[Path]] = typer.Option(None, "--run", help="Run folder (repeat)"),
+    sessions: Optional[Path] = typer.Option(None, "--sessions", help="Another simulator's sessions JSONL"),
+    per_system: Optional[int] = typer.Option(None, "--per-system", help="Sessions per system (default all)"),
+    raters: Optional[str] = RATERS, n_raters: Optional[int] = N_RATERS, k: int = K, all_raters: int = ALL,
+    seed: int = SEED, key: Optional[Path] = KEY,
+) -> None:
+    """PatientAct sessions: five 1–5 scales on the client, blind to the method (PatientAct §4.2)."""
+    from mindsim_app.annotate.samplers import sample_patientact_sessions
+
+    _said(sample_patientact_sessions(out, _design(raters, n_raters, k, all_raters), runs=run or [], sessions=sessions,
+                                     per_system=per_system, seed=seed, key=key))
+
+
+@sample_app.command("patientact-profiles")
+def sample_profiles_cmd(
+    out: Path = typer.Option(..., "--out", help="Task folder to create"),
+    run: list[Path] = typer.Option(..., "--run", help="Run folder with PatientAct sessions (repeat)"),
+    n: Optional[int] = typer.Option(None, "--n", help="Profiles to draw (default all)"),
+    raters: Optional[str] = RATERS, n_raters: Optional[int] = N_RATERS, k: int = K, all_raters: int = ALL,
+    seed: int = SEED, key: Optional[Path] = KEY,
+) -> None:
+    """PatientAct profiles: four 1–5 scales, attachment and theme picks, one diversity rating per rater (§4.1)."""
+    from mindsim_app.annotate.samplers import sample_patientact_profiles
+
+    s = sample_patientact_profiles(out, _design(raters, n_raters, k, all_raters), runs=run, n=n, seed=seed, key=key)
+    _said(s)
+    if s["seed_words_shown"]:
+        typer.echo(f"note: {s['seed_words_shown']} profiles name their own attachment style or theme word in the "
+                   "shown text (the formulation is written from the seed)")
+
+
+@app.command("serve")
+def serve_cmd(
+    tasks: list[Path] = typer.Argument(..., help="Task folders to serve"),
+    host: str = typer.Option("127.0.0.1", "--host", help="Address to listen on (default: this machine only)"),
+    port: int = typer.Option(8765, "--port", help="Port"),
+    new_links: bool = typer.Option(False, "--new-links", help="Issue new links for every rater (old ones stop working)"),
+    links: Optional[Path] = typer.Option(None, "--links", help="Where the links file goes (one task only; "
+                                                               "default TASK/rater-links.txt, mode 600)"),
+) -> None:
+    """Serve the annotation page; every answer is saved when given. Links go to the links file only."""
+    from mindcore.errors import InputError
+    from mindsim_app.annotate import server
+
+    if links is not None and len(tasks) > 1:
+        raise InputError("--links: one file per task; serve one task, or let each task keep TASK/rater-links.txt")
+    if not server.is_local(host):
+        typer.echo(f"warning: listening on {host}: anyone who can reach it and holds a link can answer, and the "
+                   "page is plain http; prefer 127.0.0.1 with an SSH tunnel", err=True)
+    server.run(tasks, host=host, port=port, renew=new_links, links_file=links, echo=typer.echo)
+
+
+@app.command("export")
+def export_cmd(
+    task: Path = typer.Argument(..., help="Task folder"),
+    out: Path = typer.Option(..., "--out", help="Folder for the exported files"),
+    key: Optional[Path] = typer.Option(None, "--key", help="TASK.key.json (needed for PatientAct and to unblind realism)"),
+) -> None:
+    """Write the answers as the files `judge agreement`, `judge run --rubric patientact --human` and
+    `realism report` read."""
+    from mindsim_app.annotate.export import export_task
+
+    s = export_task(task, out, key)
+    typer.echo(f"exported {s['answers']} answers of {len(s['raters'])} raters ({s['protocol']})")
+    for label, path in s["files"].items():
+        typer.echo(f"  {label}: {path}")
+    if s["publish"] == "never":
+        typer.echo("note: these files come from real conversations; never publish them")
+
+
+@labelstudio_app.command("export")
+def ls_export_cmd(
+    task: Path = typer.Argument(..., help="Task folder"),
+    out: Path = typer.Option(..., "--out", help="Folder for tasks.json and config.xml"),
+) -> None:
+    """Label Studio tasks (one per rated unit, blinded) and the labeling config of the task's protocol."""
+    from mindsim_app.annotate.labelstudio import export_labelstudio
+
+    s = export_labelstudio(task, out)
+    typer.echo(f"wrote {s['tasks']} Label Studio tasks to {s['tasks_file']} and the labeling config to {s['config_file']}")
+
+
+@labelstudio_app.command("import")
+def ls_import_cmd(
+    task: Path = typer.Argument(..., help="The task folder the Label Studio tasks came from"),
+    export: Path = typer.Argument(..., help="Label Studio's JSON export"),
+    out: Path = typer.Option(..., "--out", help="Folder for the exported files (as `annotate export` writes them)"),
+    key: Optional[Path] = typer.Option(None, "--key", help="TASK.key.json"),
+) -> None:
+    """Read Label Studio's JSON export back into the same files `annotate export` writes."""
+    from mindsim_app.annotate.export import export_task
+    from mindsim_app.annotate.labelstudio import import_labelstudio
+
+    answers = import_labelstudio(task, export)
+    s = export_task(task, out, key, answers=answers, source=str(export))
+    typer.echo(f"imported {s['answers']} answers of {len(s['raters'])} raters from {export}")
+    for label, path in s["files"].items():
+        typer.echo(f"  {label}: {path}")
+
+
+@realism_app.command("report")
+def realism_report_cmd(
+    inputs: list[Path] = typer.Argument(..., help="Realism task folders (with --key) or realism_ratings.jsonl files"),
+    out: Path = typer.Option(Path("realism_report"), "--out", help="Folder for realism_report.json and .md"),
+    key: Optional[Path] = typer.Option(None, "--key", help="TASK.key.json (for task folders)"),
+    draws: int = typer.Option(2000, "--draws", help="Bootstrap resamples of patients"),
+    seed: int = typer.Option(0, "--seed", help="Bootstrap seed"),
+) -> None:
+    """Table 4 (per system: means, share ≤ 3, share with no reason, reason shares) and Table 13 (ordinal
+    Krippendorff's α overall and pairwise, within one point), with patient-bootstrap intervals."""
+    from mindsim_app.annotate.realism_report import run_report
+
+    rep = run_report(inputs, out, key, draws, seed)
+    for s, t in rep["table4"].items():
+        typer.echo(f"  {s}: mean per turn {t['mean_turn']:.2f}, per conversation {t['mean_conversation']:.2f}, "
+                   f"≤3 {100 * t['share_at_most_3']:.0f}%, no reason {100 * t['share_no_reason']:.0f}%")
+    a = rep["table13"]["alpha"]
+    typer.echo(f"  α (ordinal, {rep['table13']['turns']} turns rated by all): {'—' if a is None else f'{a:.2f}'}")
+    typer.echo(f"wrote {out / 'realism_report.json'} and {out / 'realism_report.md'}")

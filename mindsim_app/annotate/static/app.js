@@ -1,0 +1,377 @@
+// The annotation page: one rater's queue of one task. The personal token arrives after '#' (never sent in a
+// URL), is kept for this tab only and sent as a bearer header. Every answer is saved when given; the server
+// checks it against the protocol and says what is wrong.
+"use strict";
+(function () {
+  const $ = (id) => document.getElementById(id);
+  const S = { token: null, session: null, pos: 0, unit: 0, item: null, dim: 0 };
+
+  function el(tag, attrs, ...kids) {
+    const e = document.createElement(tag);
+    for (const [k, v] of Object.entries(attrs || {})) {
+      if (v === false || v === null || v === undefined) continue;
+      if (k === "class") e.className = v;
+      else if (k === "text") e.textContent = v;
+      else if (k.startsWith("on")) e.addEventListener(k.slice(2), v);
+      else e.setAttribute(k, v === true ? "" : v);
+    }
+    for (const c of kids.flat(Infinity)) if (c !== null && c !== undefined) e.append(c.nodeType ? c : document.createTextNode(String(c)));
+    return e;
+  }
+  const kbd = (k) => el("kbd", { text: k });
+
+  function readToken() {
+    const m = /[#&]k=([A-Za-z0-9_-]+)/.exec(location.hash);
+    if (m) {
+      sessionStorage.setItem("mindsim-annotate-token", m[1]);
+      history.replaceState(null, "", location.pathname);  // keep the token out of the address bar
+    }
+    return sessionStorage.getItem("mindsim-annotate-token");
+  }
+
+  async function api(path, body) {
+    const opt = { headers: { Authorization: "Bearer " + (S.token || "") } };
+    if (body !== undefined) {
+      opt.method = "POST";
+      opt.headers["Content-Type"] = "application/json";
+      opt.body = JSON.stringify(body);
+    }
+    const r = await fetch(path, opt);
+    let data = {};
+    try { data = await r.json(); } catch (e) { data = { error: "the server sent no answer (" + r.status + ")" }; }
+    if (!r.ok) throw new Error(data.error || ("error " + r.status));
+    return data;
+  }
+
+  function setProgress(p) {
+    Object.assign(S.session, { answered: p.answered, total: p.total, resume: p.resume });
+    $("fill").style.width = (p.total ? (100 * p.answered / p.total) : 0) + "%";
+    $("count").textContent = p.answered + " / " + p.total + " answered";
+  }
+
+  function fatal(msg) {
+    $("main").className = "single";
+    $("main").replaceChildren(el("section", { class: "panel" }, el("h2", { text: "Cannot open the annotation page" }),
+      el("p", { id: "fatal", text: msg })));
+  }
+
+  // -- loading and moving -----------------------------------------------------------------------------
+
+  async function load(pos, unitIdx) {
+    const n = S.session.items;
+    if (pos >= n) { if (S.session.answered >= S.session.total) return doneScreen(); pos = S.session.resume; unitIdx = null; }
+    pos = Math.max(0, Math.min(pos, n - 1));
+    const item = await api("/api/item/" + pos);
+    S.item = item; S.pos = pos; S.dim = 0;
+    if (unitIdx === null || unitIdx === undefined) {
+      const open = item.units.findIndex((u) => !(u.unit in item.answers));
+      unitIdx = open < 0 ? 0 : open;
+    }
+    S.unit = unitIdx < 0 ? item.units.length - 1 : unitIdx;
+    setProgress(item);
+    render();
+  }
+
+  function step(d) {
+    const u = S.unit + d;
+    if (u >= 0 && u < S.item.units.length) { S.unit = u; S.dim = 0; render(); return; }
+    const p = S.pos + d;
+    if (p < 0) return;
+    if (p >= S.session.items) return doneOrResume();
+    load(p, d < 0 ? -1 : 0).catch((e) => showError(e.message));
+  }
+
+  function doneOrResume() {
+    if (S.session.answered >= S.session.total) return doneScreen();
+    load(S.session.resume, null).catch((e) => showError(e.message));
+  }
+
+  function doneScreen() {
+    S.item = null;
+    $("main").className = "single";
+    $("where").textContent = "";
+    $("main").replaceChildren(el("section", { class: "panel done-screen", id: "done" },
+      el("h2", { text: "All done — thank you." }),
+      el("p", { text: "Every answer is saved. You can go back with ← to look at or change an answer, or close this tab." })));
+  }
+
+  function showError(msg) { const e = $("error"); if (e) e.textContent = msg; else fatal(msg); }
+
+  // -- rendering --------------------------------------------------------------------------------------
+
+  function form() { return S.session.forms[S.item.protocol]; }
+  function unit() { return S.item.units[S.unit]; }
+  function saved() { return S.item.answers[unit().unit]; }
+
+  function messages(msgs, upto, rated, done) {
+    return el("div", { class: "msgs", id: "msgs" }, msgs.map((m, i) => {
+      if (upto !== null && i > upto) return null;
+      const cls = ["msg", m.speaker, i === rated ? "rated" : "", done.has(i) && i !== rated ? "done" : ""].join(" ");
+      return el("div", { class: cls, "data-i": i }, el("span", { class: "who", text: m.speaker === "patient" ? "Patient" : "Counsellor" }), m.text);
+    }));
+  }
+
+  function render() {
+    const it = S.item, f = form(), main = $("main");
+    $("error") && ($("error").textContent = "");
+    const turnNote = it.units.length > 1 ? " · turn " + (S.unit + 1) + "/" + it.units.length : "";
+    $("where").textContent = "item " + (S.pos + 1) + "/" + S.session.items + turnNote;
+    $("prev").disabled = S.pos === 0 && S.unit === 0;
+    const answeredMsgs = new Set(it.units.filter((u) => u.unit in it.answers).map((u) => u.message));
+    let left = null;
+    const d = it.display;
+    if (it.protocol === "mhqr") {
+      left = el("section", { class: "panel", id: "context" }, el("h2", { text: "Conversation so far" }),
+        el("details", { class: "sysprompt", open: true }, el("summary", { text: "The counsellor's instructions (system prompt, memory section included)" }),
+          el("pre", { id: "sysprompt", text: d.system_prompt })),
+        messages(d.messages, unit().message, unit().message, answeredMsgs));
+    } else if (it.protocol === "realism") {
+      left = el("section", { class: "panel", id: "context" },
+        el("h2", { text: "Window of " + d.window + (d.window === 1 ? " turn" : " turns") }),
+        messages(d.messages, null, unit().message, answeredMsgs));
+    } else if (it.protocol === "patientact_session") {
+      left = el("section", { class: "panel", id: "context" }, el("h2", { text: "The session" }), messages(d.messages, null, -1, new Set()));
+    } else if (it.protocol === "patientact_profile") {
+      left = el("section", { class: "panel profile", id: "context" }, el("h2", { text: "The profile" }),
+        d.sections.map((s) => [el("h3", { text: s.title }), s.lines.length > 1 ? el("ul", {}, s.lines.map((l) => el("li", { text: l }))) : el("p", { text: s.lines[0] })]));
+    }
+    const right = el("section", { class: "panel", id: "form" }, el("h2", { text: f.title || f.question }),
+      f.instructions ? el("p", { class: "instructions", text: f.instructions }) : null,
+      it.units.length > 1 ? el("div", { class: "unitnote", text: "Rating turn " + (S.unit + 1) + " of " + it.units.length + " in this item (highlighted)." }) : null,
+      FORMS[it.protocol].build(f, saved() || {}),
+      el("div", { class: "actions" }, el("button", { class: "save", id: "save", type: "button", onclick: save }, "Save ", kbd("Enter")),
+        el("span", { id: "status", text: saved() ? "saved" : "" })),
+      el("div", { id: "error", role: "alert" }));
+    main.className = left ? "" : "single";
+    main.replaceChildren(...[left, right].filter(Boolean));
+    const r = document.querySelector(".msg.rated");
+    if (r) r.scrollIntoView({ block: "nearest" });
+    FORMS[it.protocol].after && FORMS[it.protocol].after();
+    right.addEventListener("change", () => { $("error").textContent = ""; });
+    helpText();
+  }
+
+  // -- the forms --------------------------------------------------------------------------------------
+
+  function check(name, value, label, key, on, hint, type) {
+    return el("label", { class: "opt" }, el("input", { type: type || "checkbox", name, value, checked: on, "data-key": key }),
+      el("span", {}, key ? kbd(key) : null, " ", label, hint ? el("span", { class: "hint", text: hint }) : null));
+  }
+
+  function scale(name, anchors, value, legend, extraClass) {
+    const fs = el("fieldset", { class: "scalefs " + (extraClass || ""), "data-name": name }, el("legend", { text: legend }));
+    const row = el("div", { class: "scale" });
+    for (const [k, text] of Object.entries(anchors)) {
+      const on = Number(value) === Number(k);
+      const lab = el("label", { class: on ? "on" : "", title: text }, el("input", { type: "radio", name, value: k, checked: on }),
+        el("span", { class: "num", text: k }), text);
+      lab.addEventListener("click", () => { setScale(name, k); });
+      row.append(lab);
+    }
+    fs.append(row);
+    return fs;
+  }
+
+  function setScale(name, k) {
+    document.querySelectorAll(`input[name="${name}"]`).forEach((i) => {
+      i.checked = i.value === String(k);
+      i.parentElement.classList.toggle("on", i.checked);
+    });
+  }
+  function scaleValue(name) { const i = document.querySelector(`input[name="${name}"]:checked`); return i ? Number(i.value) : undefined; }
+  function checked(name) { return [...document.querySelectorAll(`input[name="${name}"]:checked`)].map((i) => i.value); }
+  function textValue(id) { const v = ($(id) || {}).value; return v && v.trim() ? v.trim() : undefined; }
+  function comment(f, a) {
+    return el("fieldset", {}, el("legend", { text: "Comment (optional)" }),
+      el("textarea", { id: "comment", maxlength: f.comment_max_chars, placeholder: "Anything worth noting" }, a.comment || ""));
+  }
+  function toggleKey(key) {
+    const i = document.querySelector(`input[data-key="${key}"]`);
+    if (!i) return false;
+    if (i.type === "radio") i.checked = true; else i.checked = !i.checked;
+    i.dispatchEvent(new Event("change", { bubbles: true }));
+    return true;
+  }
+
+  const ISSUE_KEYS = "abcdefghijklmnopqrstuvwxyz";
+  const FORM_KEYS = "qwert", CONTENT_KEYS = "asdfgh", ATTACH_KEYS = "asd", THEME_KEYS = "jkl";
+
+  const FORMS = {
+    mhqr: {
+      build(f, a) {
+        const sev = el("fieldset", { id: "severity" }, el("legend", { text: "Severity" }),
+          f.severities.map((s, i) => check("severity", s.id, s.name, String(i + 1), a.severity === s.id, s.definition, "radio")));
+        let n = 0;
+        const iss = el("fieldset", { id: "issues" }, el("legend", { text: "Clinical issues present" }),
+          el("div", { class: "grid2" }, f.categories.map((c) => el("div", {}, el("div", { class: "hint cat", text: c.name }),
+            c.issues.map((x) => check("issue", x.id, x.name, ISSUE_KEYS[n++], (a.issues || []).includes(x.id), null))))));
+        const quote = el("fieldset", {}, el("legend", { text: "Quote from the reply (optional)" }),
+          el("input", { type: "text", id: "quote", maxlength: f.quote_max_chars, value: a.quote || "" }));
+        return el("div", {}, sev, iss, quote, comment(f, a));
+      },
+      collect() {
+        return { severity: checked("severity")[0], issues: checked("issue"), quote: textValue("quote"), comment: textValue("comment") };
+      },
+      keys(k) { return toggleKey(k); },
+      help(f) { return [["1–" + f.severities.length, "severity"], ["a–" + ISSUE_KEYS[f.categories.reduce((s, c) => s + c.issues.length, 0) - 1], "tick or untick an issue"]]; },
+    },
+
+    realism: {
+      build(f, a) {
+        const reasons = a.reasons || [], other = a.other || {};
+        const groups = f.groups.map((g, gi) => {
+          const keys = gi === 0 ? FORM_KEYS : CONTENT_KEYS;
+          const opts = g.reasons.map((r, i) => check("reason", r.id, r.name, keys[i], reasons.includes(r.id), r.hint));
+          const oi = g.reasons.length;
+          opts.push(check("reason", g.id + "_other", "Other", keys[oi], reasons.includes(g.id + "_other"), null));
+          opts.push(el("input", { type: "text", id: "other-" + g.id, class: "othertext", maxlength: f.other_max_chars,
+            placeholder: "other " + g.name.toLowerCase() + " reason, in a few words", value: other[g.id] || "" }));
+          opts.push(check("reason", g.id + "_none", "None: nothing about the " + g.name.toLowerCase() + " gives it away", keys[oi + 1], reasons.includes(g.id + "_none"), null));
+          return el("fieldset", { id: "group-" + g.id }, el("legend", { text: "1. " + g.name + " reasons" }), opts);
+        });
+        return el("div", {}, groups, scale("rating", f.scale, a.rating, "2. " + f.question, "rating"), comment(f, a));
+      },
+      after() {
+        // "none" and the group's other reasons exclude each other, as the server checks.
+        document.querySelectorAll('input[name="reason"]').forEach((i) => i.addEventListener("change", () => {
+          if (!i.checked) return;
+          const g = i.value.replace(/_(none|other)$/, "");
+          const group = form().groups.find((x) => i.value.startsWith(x.id + "_") || x.reasons.some((r) => r.id === i.value));
+          if (!group) return;
+          const ids = [...group.reasons.map((r) => r.id), group.id + "_other", group.id + "_none"];
+          document.querySelectorAll('input[name="reason"]').forEach((o) => {
+            if (!ids.includes(o.value) || o === i) return;
+            if (i.value === group.id + "_none" || o.value === group.id + "_none") o.checked = false;
+          });
+          if (i.value === g + "_other") { const t = $("other-" + group.id); t && t.focus(); }
+        }));
+      },
+      collect() {
+        const other = {};
+        for (const g of form().groups) { const t = textValue("other-" + g.id); if (t) other[g.id] = t; }
+        return { reasons: checked("reason"), other: Object.keys(other).length ? other : undefined, rating: scaleValue("rating"), comment: textValue("comment") };
+      },
+      keys(k) {
+        if (/^[1-5]$/.test(k)) { setScale("rating", k); return true; }
+        return toggleKey(k);
+      },
+      help() { return [["q w e / a s d f", "form / content reasons"], ["r / g", "other (form / content)"], ["t / h", "none (form / content)"], ["1–5", "the rating"]]; },
+    },
+
+    patientact_session: dimsForm(false),
+    patientact_profile: dimsForm(true),
+
+    diversity: {
+      build(f, a) {
+        return el("div", {}, scale("rating", f.scale, a.rating, f.question, "current"), comment(f, a));
+      },
+      collect() { return { rating: scaleValue("rating"), comment: textValue("comment") }; },
+      keys(k) { if (/^[1-5]$/.test(k)) { setScale("rating", k); return true; } return false; },
+      help() { return [["1–5", "the diversity rating"]]; },
+    },
+  };
+
+  function dimsForm(profile) {
+    return {
+      build(f, a) {
+        const scores = a.scores || {};
+        const parts = f.dimensions.map((d, i) => {
+          const anchors = {};
+          for (const [k, v] of Object.entries(d.anchors)) anchors[k] = v;
+          const fs = scale("dim-" + d.id, anchors, scores[d.id], d.name + ": " + d.question, i === S.dim ? "current" : "");
+          fs.addEventListener("click", () => { S.dim = i; markDim(); });
+          return fs;
+        });
+        if (profile) {
+          parts.push(el("fieldset", { id: "attachment" }, el("legend", { text: "Attachment style that fits best" }),
+            f.attachments.map((x, i) => check("attachment", x.id, x.id, ATTACH_KEYS[i], a.attachment === x.id, x.text, "radio"))));
+          parts.push(el("fieldset", { id: "theme" }, el("legend", { text: "Core-belief theme that fits best" }),
+            f.themes.map((x, i) => check("theme", x.id, x.id, THEME_KEYS[i], a.theme === x.id, x.text, "radio"))));
+        }
+        return el("div", {}, parts, comment(f, a));
+      },
+      collect() {
+        const f = form(), scores = {};
+        for (const d of f.dimensions) { const v = scaleValue("dim-" + d.id); if (v !== undefined) scores[d.id] = v; }
+        const out = { scores, comment: textValue("comment") };
+        if (profile) { out.attachment = checked("attachment")[0]; out.theme = checked("theme")[0]; }
+        return out;
+      },
+      keys(k) {
+        const dims = form().dimensions;
+        if (/^[1-5]$/.test(k)) { setScale("dim-" + dims[S.dim].id, k); S.dim = Math.min(S.dim + 1, dims.length - 1); markDim(); return true; }
+        if (k === "ArrowDown") { S.dim = Math.min(S.dim + 1, dims.length - 1); markDim(); return true; }
+        if (k === "ArrowUp") { S.dim = Math.max(S.dim - 1, 0); markDim(); return true; }
+        return profile ? toggleKey(k) : false;
+      },
+      help(f) {
+        const h = [["1–5", "score the highlighted scale, then move to the next"], ["↑ / ↓", "move between scales"]];
+        if (profile) h.push(["a s d", "attachment style"], ["j k l", "core-belief theme"]);
+        return h;
+      },
+    };
+  }
+
+  function markDim() {
+    document.querySelectorAll("fieldset.scalefs").forEach((fs, i) => fs.classList.toggle("current", i === S.dim));
+  }
+
+  // -- saving -----------------------------------------------------------------------------------------
+
+  async function save() {
+    const answer = FORMS[S.item.protocol].collect();
+    for (const k of Object.keys(answer)) if (answer[k] === undefined) delete answer[k];
+    $("status").textContent = "saving…";
+    try {
+      const r = await api("/api/answer", { item_id: S.item.item_id, unit: unit().unit, answer });
+      S.item.answers[unit().unit] = answer;
+      setProgress(r);
+      $("status").textContent = "saved";
+      step(1);
+    } catch (e) {
+      $("status").textContent = "";
+      showError(e.message);
+    }
+  }
+
+  // -- keyboard ---------------------------------------------------------------------------------------
+
+  function helpText() {
+    const rows = [["Enter", "save and go on"], ["← / →", "previous / next without saving"], ["?", "this help"]];
+    if (S.item) rows.push(...FORMS[S.item.protocol].help(form()));
+    $("helpbody").replaceChildren(el("table", {}, rows.map(([k, t]) => el("tr", {}, el("td", {}, kbd(k)), el("td", { text: t })))));
+  }
+
+  document.addEventListener("keydown", (ev) => {
+    const typing = ev.target.matches && ev.target.matches("textarea, input[type=text]");
+    if (ev.key === "Escape") { $("help").hidden = true; if (typing) ev.target.blur(); return; }
+    if (!S.item) { if (ev.key === "ArrowLeft" && S.session) load(S.session.items - 1, -1); return; }
+    if (typing) { if (ev.key === "Enter" && (ev.ctrlKey || ev.metaKey)) { ev.preventDefault(); save(); } return; }
+    if (ev.ctrlKey || ev.metaKey || ev.altKey) return;
+    if (ev.key === "Enter") { ev.preventDefault(); save(); return; }
+    if (ev.key === "ArrowRight") { ev.preventDefault(); step(1); return; }
+    if (ev.key === "ArrowLeft") { ev.preventDefault(); step(-1); return; }
+    if (ev.key === "?") { $("help").hidden = !$("help").hidden; return; }
+    if (FORMS[S.item.protocol].keys(ev.key)) ev.preventDefault();
+  });
+
+  $("prev").addEventListener("click", () => (S.item ? step(-1) : load(S.session.items - 1, -1)));
+  $("next").addEventListener("click", () => S.item && step(1));
+  $("keys").addEventListener("click", () => { $("help").hidden = !$("help").hidden; });
+  $("closehelp").addEventListener("click", () => { $("help").hidden = true; });
+
+  async function start() {
+    S.token = readToken();
+    if (!S.token) return fatal("No personal link: open the page with the link the study lead sent you.");
+    try { S.session = await api("/api/session"); } catch (e) { return fatal(e.message); }
+    $("title").textContent = (S.session.forms[S.session.protocol] || {}).title || "mindsim annotate";
+    document.title = $("title").textContent + " — " + S.session.rater;
+    if (S.session.notice) { $("notice").textContent = S.session.notice; $("notice").hidden = false; }
+    setProgress(S.session);
+    if (S.session.answered >= S.session.total) return doneScreen();
+    await load(S.session.resume, null).catch((e) => fatal(e.message));
+  }
+  // A second link opened in the same tab: start again as that rater.
+  window.addEventListener("hashchange", () => { if (/[#&]k=/.test(location.hash)) location.reload(); });
+  start();
+})();

@@ -1,0 +1,98 @@
+"""A real headless browser for page tests (Debian's `chromium` + `chromium-driver`, driven by selenium), and
+a helper that serves an ASGI app on a free local port in a thread. Import the fixture into a test folder's
+conftest: `from browser import browser, serve_app  # noqa: F401`.
+
+Where the browser or selenium is missing the tests are skipped, saying so and how to install it
+(`make browser` as root; CI runs it before the tests).
+"""
+
+from __future__ import annotations
+
+import contextlib
+import json
+import shutil
+import socket
+import tempfile
+import threading
+import time
+from pathlib import Path
+from typing import Any, Iterator, Optional
+
+import pytest
+
+CHROMIUM_FLAGS = ["--headless", "--no-sandbox", "--disable-gpu", "--disable-dev-shm-usage", "--no-first-run",
+                  "--disable-background-networking", "--disable-component-update", "--disable-sync",
+                  "--window-size=1400,1000"]
+SKIP = "no browser for page tests: install Debian's chromium and chromium-driver (`make browser` as root) and selenium"
+
+
+def find_browser() -> Optional[tuple[str, str]]:
+    chromium = shutil.which("chromium") or shutil.which("chromium-browser")
+    driver = shutil.which("chromedriver") or (("/usr/bin/chromedriver") if Path("/usr/bin/chromedriver").exists() else None)
+    return (chromium, driver) if chromium and driver else None
+
+
+@pytest.fixture(scope="session")
+def browser() -> Iterator[Any]:
+    """One headless chromium for the test session, with a fresh profile folder."""
+    found = find_browser()
+    try:
+        from selenium import webdriver
+        from selenium.webdriver.chrome.service import Service
+    except ImportError:
+        pytest.skip(SKIP + " (selenium is not installed: pip install selenium)")
+    if not found:
+        pytest.skip(SKIP)
+    chromium, driver = found
+    profile = tempfile.mkdtemp(prefix="mindsim-chromium-")
+    opts = webdriver.ChromeOptions()
+    opts.binary_location = chromium
+    for f in CHROMIUM_FLAGS + [f"--user-data-dir={profile}"]:
+        opts.add_argument(f)
+    # Chrome's own logs: every request the page sends (`requests_made`) and its console errors.
+    opts.set_capability("goog:loggingPrefs", {"performance": "ALL", "browser": "ALL"})
+    d = webdriver.Chrome(service=Service(executable_path=driver), options=opts)
+    d.set_page_load_timeout(20)
+    try:
+        yield d
+    finally:
+        d.quit()
+        shutil.rmtree(profile, ignore_errors=True)
+
+
+def requests_made(drv: Any) -> list[str]:
+    """URLs of every request the browser sent since the performance log was last read (an offline page's
+    test reads it once before loading the page, then asserts only file:// and data: URLs remain)."""
+    urls = []
+    for entry in drv.get_log("performance"):
+        msg = json.loads(entry["message"])["message"]
+        if msg.get("method") == "Network.requestWillBeSent":
+            urls.append(msg["params"]["request"]["url"])
+    return urls
+
+
+def free_port() -> int:
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        return s.getsockname()[1]
+
+
+@contextlib.contextmanager
+def serve_app(app: Any) -> Iterator[str]:
+    """Serve `app` with uvicorn on 127.0.0.1 in a thread; yields the base URL."""
+    import uvicorn
+
+    port = free_port()
+    server = uvicorn.Server(uvicorn.Config(app, host="127.0.0.1", port=port, log_level="warning"))
+    t = threading.Thread(target=server.run, daemon=True)
+    t.start()
+    deadline = time.time() + 10
+    while not server.started:
+        if time.time() > deadline:
+            raise RuntimeError("the test server did not start")
+        time.sleep(0.02)
+    try:
+        yield f"http://127.0.0.1:{port}"
+    finally:
+        server.should_exit = True
+        t.join(5)
