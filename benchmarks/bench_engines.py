@@ -118,8 +118,8 @@ def run(args) -> dict:
             "per_patient_requests": len(once[engine]),
             "per_patient_tokens": sum(r.prompt_tokens + r.completion_tokens for r in once[engine]),
         })
-    return {"engines": out, "sessions_written": summary["sessions_written"],
-            "failed_arcs": [(f["patient_engine"], f["error"][:120]) for f in summary["failed_arcs"]],
+    return {"engines": out, "sessions_written": summary.sessions_written,
+            "failed_arcs": [(f.patient_engine, f.error[:120]) for f in summary.failed_arcs],
             "unattributed_patient_side_requests": unattributed, "all_requests": len(rec.calls),
             "wall_s": round(wall, 1), "fake": args.fake}
 

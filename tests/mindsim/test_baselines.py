@@ -247,7 +247,7 @@ def test_four_engines_side_by_side_write_four_systems_and_resume(tmp_path):
     backend = FakeBackend(responder)
     with Engines.with_backend(backend) as engines:
         summary = simulate.run_simulation(profiles, engines, config, tmp_path, seed=3)
-    assert summary["sessions_expected"] == summary["sessions_written"] == 32 and not summary["failed_arcs"]
+    assert summary.sessions_expected == summary.sessions_written == 32 and not summary.failed_arcs
     rows = pq.read_table(tmp_path / "sessions" / "sessions.parquet").to_pylist()
     assert Counter(r["patient_engine"] for r in rows) == dict.fromkeys(ALL, 8)
     for r in rows:
@@ -277,7 +277,7 @@ def test_four_engines_side_by_side_write_four_systems_and_resume(tmp_path):
     before = len(backend.requests)
     with Engines.with_backend(backend) as engines:
         again = simulate.run_simulation(profiles, engines, config, tmp_path, seed=3)
-    assert again["sessions_written"] == 32 and len(backend.requests) == before
+    assert again.sessions_written == 32 and len(backend.requests) == before
 
 
 def test_a_killed_baseline_arc_resumes_from_its_checkpoint_without_mapping_again(tmp_path):
@@ -296,12 +296,12 @@ def test_a_killed_baseline_arc_resumes_from_its_checkpoint_without_mapping_again
     backend = FakeBackend(FailSecond())
     with Engines.with_backend(backend) as engines:
         summary = simulate.run_simulation(profiles, engines, config, tmp_path, seed=1)
-    assert summary["sessions_written"] == 1 and len(summary["failed_arcs"]) == 1
-    assert summary["failed_arcs"][0]["patient_engine"] == "patient_psi"
+    assert summary.sessions_written == 1 and len(summary.failed_arcs) == 1
+    assert summary.failed_arcs[0].patient_engine == "patient_psi"
     backend2 = FakeBackend(responder)
     with Engines.with_backend(backend2) as engines:
         again = simulate.run_simulation(profiles, engines, config, tmp_path, seed=1)
-    assert again["sessions_written"] == 2 and not again["failed_arcs"]
+    assert again.sessions_written == 2 and not again.failed_arcs
     assert not [q for q in backend2.requests if q.role == "baseline_mapper"]  # the checkpointed model was reused
     rows = pq.read_table(tmp_path / "sessions" / "sessions.parquet").to_pylist()
     assert len({json.dumps(r["baseline"]["preparation"], sort_keys=True) for r in rows}) == 1

@@ -26,7 +26,7 @@ def four_run(tmp_path_factory):
     with Engines.with_backend(FakeBackend(responder)) as eng:
         summary = simulate.run_simulation([make_profile("p1"), make_profile("p2", "joker", "formal")], eng, config,
                                           out, seed=5)
-    assert summary["sessions_written"] == 32 and not summary["failed_arcs"], json.dumps(summary)[:500]
+    assert summary.sessions_written == 32 and not summary.failed_arcs, summary.model_dump_json()[:500]
     return out
 
 
