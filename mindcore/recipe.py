@@ -148,7 +148,8 @@ def format_validation_error(
         if prefix:
             loc.insert(0, prefix)
         field = ".".join(loc) or top
-        msg = err["msg"]
+        # pydantic prefixes a validator's own message with "Value error, ": noise to every reader.
+        msg = err["msg"].removeprefix("Value error, ")
         if plain:
             pass
         elif err["type"] == "missing":

@@ -29,6 +29,7 @@ from mindcore.logs import library_logs_to
 from mindcore.provenance import base_provenance
 from mindcore.recipe import PUBLISH_FIELDS, Recipe, load_recipe
 from mindcore.shards import RaySession, env_of
+from mindcore.systems import system_name
 from mindsim_app.cards import build_dataset_folder
 from mindsim_app.release import ReleaseConfig, gate_for_run
 from mindcore.preflight import failure_summary, preflight, raise_if_all_failed
@@ -97,11 +98,12 @@ def _open_run(out_dir: Path, recipe: Recipe) -> dict[str, Any]:
 
 
 def _sims_by_counsellor(transcripts: Path) -> dict[str, list[dict[str, Any]]]:
-    """One validation system per patient engine × counsellor, named `<engine>/<counsellor>`. Rows
-    written before the engine field existed were all MindSim's, so they keep their `mindsim/` name."""
+    """One validation system per patient engine × counsellor, named as every report names it
+    (`mindcore.systems`). Rows written before the engine field existed were all MindSim's, so they keep their
+    `mindsim/` name."""
     by: dict[str, list[dict[str, Any]]] = defaultdict(list)
     for _, row in read_jsonl(transcripts):
-        by[f"{row.get('patient_engine') or DEFAULT_ENGINE}/{row.get('counsellor', 'counsellor')}"].append(row)
+        by[system_name(row.get("patient_engine") or DEFAULT_ENGINE, row.get("counsellor", "counsellor"))].append(row)
     if not by:
         raise InputError(f"{transcripts}: no finished sessions to validate (see sessions/summary.json for failures)")
     return dict(by)

@@ -24,7 +24,7 @@ from mindcore.console import out_console
 from mindcore.errors import InputError, MindsimError, UserError
 from mindcore.io import read_jsonl
 from mindcore.layout import RunLayout
-from mindsim_app.cards import MANIFEST, META_KEY, _sha256, build_dataset_folder
+from mindsim_app.cards import MANIFEST, META_KEY, sha256_of, build_dataset_folder
 
 console = out_console()
 _WS = re.compile(r"\s+")
@@ -115,7 +115,7 @@ def check_folder(folder: Path, reference_transcripts: Iterable[Path] = ()) -> di
         rel = str(p.relative_to(folder))
         if rel not in listed:
             problems.append(f"{rel}: not written by the toolkit for this run")
-        elif _sha256(p) != listed[rel]:
+        elif sha256_of(p) != listed[rel]:
             problems.append(f"{rel}: changed after the toolkit wrote it")
     prints = reference_fingerprints(reference_transcripts)
     for rel in listed:
