@@ -75,11 +75,11 @@ def conversation_style(profile: Any) -> str:
     """Our style knobs' sentences (verbosity, frustration), in place of MindEval's sampled paragraph. Our register
     knob is left out: MindEval's own language rules fix the register (normal capitals, commas and full stops),
     and the baseline keeps its rules."""
-    from mindsim.prompting import _knob, load_style_data
+    from mindsim.prompting import load_style_data, style_knob
 
     s, pid, st = profile.style, profile.profile_id, load_style_data()
-    return " ".join([_knob(st.verbosity, s.verbosity, "verbosity", pid).line,
-                     _knob(st.frustration_reactivity, s.frustration_reactivity, "frustration_reactivity", pid).line])
+    return " ".join([style_knob(st.verbosity, s.verbosity, "verbosity", pid).line,
+                     style_knob(st.frustration_reactivity, s.frustration_reactivity, "frustration_reactivity", pid).line])
 
 
 def fixed_fields(profile: Any) -> dict[str, Any]:
