@@ -26,7 +26,12 @@ ROLES: tuple[str, ...] = (
     "patient_appraiser",
     "profile_decomposer",
     "patient_matcher",
+    # The baseline patient engines (Patient-Psi, MindEval): fills the baseline profile fields ours do not carry.
+    "baseline_mapper",
 )
+# Roles that fall back to another role's binding before `default` (the baseline mapper works on the patient's
+# model unless the recipe binds it: MindEval2 App. E fills those fields with one model for every baseline).
+ROLE_FALLBACK: dict[str, str] = {"baseline_mapper": "patient"}
 
 
 class _Strict(BaseModel):
@@ -310,6 +315,8 @@ class EnginesConfig(_Strict):
     def role_spec(self, role: str) -> RoleSpec:
         if role in self.roles:
             return self.roles[role]
+        if ROLE_FALLBACK.get(role) in self.roles:
+            return self.roles[ROLE_FALLBACK[role]]
         if "default" in self.roles:
             return self.roles["default"]
         raise KeyError(role)

@@ -10,7 +10,7 @@ from typing import Any
 
 from mindcore.backends import Backend, OpenAIBackend
 from mindcore.client import RoleClient
-from mindcore.config import ROLES, EmbeddedEngine, EnginesConfig, OpenAIEngine, RoleSpec, VLLMEngine, role_base
+from mindcore.config import ROLE_FALLBACK, ROLES, EmbeddedEngine, EnginesConfig, OpenAIEngine, RoleSpec, VLLMEngine, role_base
 from mindcore.embedded import EmbeddedServer
 from mindcore.errors import ConfigError
 from mindcore.prompts import snapshot
@@ -138,7 +138,7 @@ class Engines:
 
     def role_spec(self, role: str) -> RoleSpec:
         roles = self.config.roles
-        for key in (role, role_base(role), "default"):
+        for key in (role, role_base(role), *([ROLE_FALLBACK[role]] if role in ROLE_FALLBACK else []), "default"):
             if key in roles:
                 return roles[key]
         raise ConfigError(f"roles: no entry for '{role}' and no 'default' role to fall back to")

@@ -71,6 +71,30 @@ class PatientActConfig(BaseModel):
     step_attempts: int | None = Field(None, ge=1, le=10, description="Attempts per structured step (default: the role's)")
 
 
+PSI_STYLES = ("plain", "upset", "verbose", "reserved", "tangent", "pleasing")
+
+
+class BaselinesConfig(BaseModel):
+    """Settings of the baseline patient engines (Patient-Psi, MindEval; docs/baselines.md)."""
+
+    model_config = ConfigDict(extra="forbid")
+    psi_styles: list[Literal[PSI_STYLES]] = Field(  # type: ignore[valid-type]
+        default_factory=lambda: list(PSI_STYLES), min_length=1,
+        description="Patient-Psi conversational styles drawn from, uniformly and seeded per patient (default: all six)",
+    )
+    mapper_max_tokens: int | None = Field(
+        1500, ge=128, description="Token budget of the baseline_mapper's one structured call per patient and baseline"
+    )
+    mapper_attempts: int | None = Field(None, ge=1, le=10, description="Attempts of that call (default: the role's)")
+
+    @field_validator("psi_styles")
+    @classmethod
+    def _unique(cls, v: list[str]) -> list[str]:
+        if len(set(v)) != len(v):
+            raise ValueError(f"name each style once, got {v}")
+        return v
+
+
 class SimulationConfig(BaseModel):
     """Settings of the multi-session simulator."""
 
@@ -139,7 +163,8 @@ class SimulationConfig(BaseModel):
     patient_engine: str | list[str] = Field(
         DEFAULT_ENGINE,
         description="Patient engine(s) or variants (ENGINE:ARM, e.g. 'patientact:no_tg'), as registered in "
-        "mindsim.patient_engines: 'mindsim', 'patientact', its arms, or a list to compare them",
+        "mindsim.patient_engines: 'mindsim', 'patientact', its arms, the baselines 'patient_psi' and 'mindeval', "
+        "or a list to compare them",
     )
     counsellor_template: str = Field(
         "counsellor/system.jinja2", pattern=r"^[\w\-/]+\.jinja2$",
@@ -147,6 +172,7 @@ class SimulationConfig(BaseModel):
         "recipe's top-level `prompts:` replaces a template's content with your own file (docs/prompts.md)",
     )
     patientact: PatientActConfig = Field(default_factory=PatientActConfig, description="PatientAct engine settings")
+    baselines: BaselinesConfig = Field(default_factory=BaselinesConfig, description="Patient-Psi and MindEval engine settings")
     pool_only: bool = Field(True, description="Simulate only profiles marked in_pool")
     benchmark_only: bool = Field(False, description="Simulate only profiles marked in_benchmark")
     max_patients: int | None = Field(None, ge=1, description="Use only the first N profiles (smoke runs)")

@@ -22,7 +22,7 @@ from mindsim.scenario import Scenario
 from mindsim.schedule import SessionPlan
 
 __all__ = [
-    "AgendaState", "CounsellorFlags", "MemoryUpdate", "PatientActSession", "PatientActTurn", "PatientTurn", "RejectedCommit", "RejectedMessage",
+    "AgendaState", "BaselineSession", "CounsellorFlags", "MemoryUpdate", "PatientActSession", "PatientActTurn", "PatientTurn", "RejectedCommit", "RejectedMessage",
     "RejectionCounts", "ScenarioRecord", "SessionRecord", "TodoUpdate", "Tokens", "session_id",
 ]
 
@@ -170,6 +170,17 @@ class PatientActSession(_Row):
     decomposition: dict[str, Any] = Field(description="The profile decomposition used (static layer and items)")
 
 
+class BaselineSession(_Row):
+    """A baseline engine's per-session state (Patient-Psi, MindEval; docs/baselines.md): the baseline profile
+    its prompt was filled from, which of its fields the mapper wrote, and Patient-Psi's drawn style. The
+    preparation is kept whole so a resumed arc reuses it instead of mapping again."""
+
+    engine: str = Field(description="The baseline engine: patient_psi or mindeval")
+    style: str | None = Field(None, description="Patient-Psi's conversational style drawn for this patient (None for MindEval)")
+    filled: list[str] = Field(description="Baseline profile fields the baseline_mapper wrote (the rest come from our profile)")
+    preparation: dict[str, Any] = Field(description="The per-patient preparation used (the baseline profile and its provenance)")
+
+
 class SessionRecord(_Row):
     """One finished session: a row of `sessions/sessions.parquet`."""
 
@@ -210,6 +221,7 @@ class SessionRecord(_Row):
         "mindsim", description="Patient engine (or variant, ENGINE:ARM) that played the patient: a registered name"
     )
     patientact: PatientActSession | None = Field(None, description="PatientAct engine state (None for MindSim)")
+    baseline: BaselineSession | None = Field(None, description="Baseline engine state (Patient-Psi, MindEval; None otherwise)")
     scenario_drafts: int = Field(
         1, ge=1, description="Drafts the scenario writer needed for this session's scenario (1 = the first was kept)")
     # Absent (not null) on one-trial runs, so their checkpoints and rows are those of runs before trials existed.

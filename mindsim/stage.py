@@ -66,6 +66,7 @@ def register() -> None:
     register_output_bound("patient", stage_sizes.message_bound)
     register_output_bound("memory_compactor", stage_sizes.memory_bound)
     for role, estimate in (("scenario_writer", stage_sizes.scenario_prompt), ("patient", stage_sizes.patient_prompt),
-                           ("counsellor", stage_sizes.counsellor_prompt), ("memory_compactor", stage_sizes.memory_prompt)):
+                           ("counsellor", stage_sizes.counsellor_prompt), ("memory_compactor", stage_sizes.memory_prompt),
+                           ("baseline_mapper", stage_sizes.mapper_prompt)):
         register_prompt_estimate(role, estimate)
     register_sample("longest_session", stage_sizes.longest_session)

@@ -168,3 +168,17 @@ def longest_session(inp: Any, sz: Any) -> tuple[str, list[dict[str, str]]]:
     fx = _session_fixtures(inp, sz)
     exchange = [*fx["transcript"], {"role": "assistant", "content": sz.text_of_tokens(inp.reply_bound()[0])}]
     return counsellor_system_prompt(fx["plan"], fx["memory"]), exchange
+
+
+def mapper_prompt(inp: Any, sz: Any) -> PromptSize:
+    """The baseline mapper's largest prompt: each baseline's mapping call on the worst-case profile (Patient-Psi
+    with a self cluster, whose candidate list is a whole category)."""
+    from mindsim.baselines import mindeval, patient_psi
+    from profilegen.testing import make_profiles
+
+    fx = _session_fixtures(inp, sz)
+    f = fx["f"].model_copy(update={"core_belief": fx["f"].core_belief.model_copy(update={"cluster": "helpless"})})
+    profile = make_profiles(1, 0)[0].model_copy(update={
+        "persona": fx["row"].persona, "formulation": f, "writer_brief": fx["brief"], "case_summary": fx["summary"]})
+    parts = {m.NAME: messages_tokens(m.map_messages(profile, m.fixed_fields(profile)), sz) for m in (patient_psi, mindeval)}
+    return PromptSize("baseline_mapper", max(parts.values()), parts)

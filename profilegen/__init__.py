@@ -8,7 +8,8 @@ The stored row is `profilegen.schemas.Profile`; `profilegen.dataset.load_profile
 
 # What other packages may import from this one (tests/test_layers.py holds the code to it). Other packages use
 # `schemas.Profile`, `dataset.load_profiles`, `pipeline.run_profiles`, `config`, the vocabularies in `moves`,
-# the psychological formulation in `psych`, `render` and `cli.app`; `testing` holds hand-built profiles for
+# the psychological formulation in `psych`, `render` and `cli.app`, the formulation vocabularies in `vocab` (the
+# baseline engines render coping labels with their descriptions); `testing` holds hand-built profiles for
 # other stages' tests.
 PUBLIC_MODULES = (
     "cli",
@@ -22,6 +23,7 @@ PUBLIC_MODULES = (
     "schemas",
     "stage",
     "testing",
+    "vocab",
 )
 
 __all__ = ["Profile", "load_profiles"]

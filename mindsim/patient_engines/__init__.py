@@ -55,7 +55,8 @@ __all__ = [
 # played by.
 DEFAULT_ENGINE = "mindsim"
 VARIANT_SEP = ":"
-BUILTIN = ("mindsim.patient_engines.mindsim_engine", "mindsim.patientact.engine")
+BUILTIN = ("mindsim.patient_engines.mindsim_engine", "mindsim.patientact.engine", "mindsim.baselines.patient_psi",
+           "mindsim.baselines.mindeval")
 _ARM = re.compile(r"^[a-z0-9_]+$")
 _ENGINE = re.compile(r"^[a-z][a-z0-9_\-]*$")
 

@@ -261,6 +261,20 @@ def test_prompt_larger_than_context_is_refused_and_fitting_one_passes():
     assert "no max_tokens" in checked["counsellor"].note and "assumed 512" in checked["patient"].note
 
 
+def test_a_recipe_with_the_baselines_checks_the_mappers_budget_and_prompt():
+    sim = {"turn_cap": 4, "message_max_tokens": 200, "patient_engine": ["mindsim", "patient_psi", "mindeval"]}
+    with _VLLMLike("m", 1_000_000) as srv:
+        r = _served_recipe(srv.base_url, "m", simulation=sim)
+        with Engines.from_config(r.engines_config()) as engines:
+            report = preflight(r, engines, {"simulate"})
+    # Both baselines' calls share one setting, so the fit reports the larger of the two worst cases.
+    mapper = [ln for ln in report.budgets.lines if ln.role == "baseline_mapper"]
+    assert mapper and all(ln.budget >= ln.worst_case for ln in mapper)
+    assert {ln.schema for ln in mapper} <= {"patient_psi:PatientPsiMap", "mindeval:MindEvalMap"}
+    checked = {c.role: c for c in report.contexts}
+    assert checked["baseline_mapper"].fits and set(checked["baseline_mapper"].prompt.parts) == {"patient_psi", "mindeval"}
+
+
 def test_counsellor_binding_on_an_unknown_engine_is_refused(fake_engines):
     engines, _ = fake_engines(_probe_answers)
     r = _recipe({"default": {"engine": "local"}},

@@ -1,0 +1,184 @@
+"""What the two baseline patient engines share (MindEval2/MindSim §4.3 and App. E "Baselines"; docs/baselines.md):
+the per-patient preparation and its checkpoint, the one structured mapper call, and the prompted patient.
+
+The paper gives each baseline the same patients "through their own prompt templates": a template's fields
+are filled from our profile wherever it carries them, and the rest by one model call conditioned on the
+profile. Here that call is the `baseline_mapper` role (bound to the patient's model unless the recipe binds
+it, `mindcore.config.ROLE_FALLBACK`), made once per (patient, seed, baseline) and checkpointed under
+`sessions/baselines/<engine>/`, so every counsellor and every rerun meets the same baseline profile.
+
+The prompted patient is what both baselines are: a fixed system prompt and the conversation, one reply per
+counsellor message, re-asked (bounded, counted) while it is not speech like every engine's. It never ends a
+session early and has no agenda tools: sessions run to the turn cap.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import random
+from dataclasses import dataclass, field
+from functools import lru_cache
+from importlib import resources
+from pathlib import Path
+from typing import Any, Callable
+
+import yaml
+from pydantic import BaseModel, ConfigDict, Field, ValidationError
+
+from mindcore.errors import ConfigError, InputError
+from mindcore.io import CheckpointDir
+from mindsim.patient import TokenCount, speech_reply
+from mindsim.prompting import RejectedMessage
+from mindsim.records import PatientTurn
+
+MAPPER_ROLE = "baseline_mapper"
+MAPPER_KEY = "mapper"  # its key in Roles.extra and SessionRecord.engines
+SIMULATE = frozenset({"simulate"})
+
+
+class _Row(BaseModel):
+    model_config = ConfigDict(extra="forbid")
+
+
+@lru_cache(maxsize=None)
+def load_data(name: str) -> dict[str, Any]:
+    """A baseline's data file (`mindsim/data/baselines/<name>.yaml`)."""
+    path = resources.files("mindsim") / "data" / "baselines" / f"{name}.yaml"
+    try:
+        data = yaml.safe_load(path.read_text(encoding="utf-8"))
+    except Exception as exc:  # noqa: BLE001 - any unreadable file is the same fix
+        raise ConfigError(f"mindsim/data/baselines/{name}.yaml is unreadable: {exc}") from exc
+    if not isinstance(data, dict) or not data.get("source"):
+        raise ConfigError(f"mindsim/data/baselines/{name}.yaml must be a mapping with a `source`")
+    return data
+
+
+def draw(profile_id: str, seed: int, what: str, options: list[str]) -> str:
+    """One uniform, seeded draw per patient: the same (patient, seed) always gets the same option, whatever
+    else the run holds (a hash, not a shared random stream)."""
+    digest = hashlib.sha256(f"{profile_id}|{seed}|{what}".encode()).digest()
+    return random.Random(int.from_bytes(digest[:8], "big")).choice(list(options))
+
+
+class BaselinePreparation(_Row):
+    """A patient's baseline profile for one baseline and run seed: checkpointed once, shared by every counsellor."""
+
+    engine: str = Field(description="The baseline engine")
+    patient_id: str = Field(description="Profile id")
+    seed: int = Field(description="Run seed")
+    profile: dict[str, Any] = Field(description="The baseline's profile, every field its prompt is filled from")
+    filled: list[str] = Field(description="Fields the mapper wrote; the others are rendered from our profile")
+    style: str | None = Field(None, description="Patient-Psi: the conversational style drawn for this patient")
+    mapper: dict[str, Any] = Field(default_factory=dict, description="The mapper's engine, model and sampling")
+    prompt: dict[str, str] = Field(default_factory=dict, description="Prompt template → hash")
+
+
+def preparation_key(patient_id: str, seed: int) -> str:
+    return f"{patient_id}-{seed}"
+
+
+class BaselineStore:
+    """Each patient's baseline profile under `<out>/sessions/baselines/<engine>/<patient_id>-<seed>.json`,
+    written once (the first finished copy wins), like first scenarios and PatientAct's decompositions."""
+
+    def __init__(self, out_dir: str | Path, engine: str):
+        self.engine = engine
+        self.dir = CheckpointDir(Path(out_dir) / "sessions" / "baselines" / engine)
+
+    def load(self, key: str) -> BaselinePreparation | None:
+        if not self.dir.has(key):
+            return None
+        try:
+            prep = BaselinePreparation.model_validate(self.dir.read(key))
+        except (ValidationError, ValueError) as exc:
+            raise InputError(
+                f"checkpoint {self.dir.path / key}.json is not a {self.engine} baseline profile "
+                f"({exc.__class__.__name__}); use a new --out folder (arcs already run used the stored one)"
+            ) from exc
+        if prep.engine != self.engine:
+            raise InputError(f"checkpoint {self.dir.path / key}.json belongs to engine '{prep.engine}', not "
+                             f"'{self.engine}'; use a new --out folder")
+        return prep
+
+    def save(self, record: BaselinePreparation) -> BaselinePreparation:
+        stored, won = self.dir.first_copy(preparation_key(record.patient_id, record.seed), record.model_dump(mode="json"))
+        return record if won else BaselinePreparation.model_validate(stored)
+
+    @property
+    def duplicates(self) -> int:
+        return self.dir.duplicates
+
+
+async def prepared(profile: Any, seed: int, store: BaselineStore | None,
+                   make: Callable[[], Any]) -> BaselinePreparation:
+    """The stored preparation, or `await make()` saved to `store` (the first finished copy wins)."""
+    if store is not None:
+        done = store.load(preparation_key(profile.profile_id, seed))
+        if done is not None:
+            return done
+    prep = await make()
+    return store.save(prep) if store is not None else prep
+
+
+def mapper_budget(recipe: Any) -> Any:
+    """`simulation.baselines.mapper_max_tokens` as the budget of the mapper call (read from the raw section:
+    budgets are fitted before the section is validated)."""
+    from mindcore.budget import StageBudget
+    from mindsim.config import BaselinesConfig
+
+    section = ((getattr(recipe, "simulation", None) or {}).get("baselines") or {})
+    explicit = "mapper_max_tokens" in section
+    value = section["mapper_max_tokens"] if explicit else BaselinesConfig.model_fields["mapper_max_tokens"].default
+    return StageBudget(value, "simulation.baselines.mapper_max_tokens", explicit)
+
+
+async def map_fields(client: Any, messages: list[dict[str, str]], model: type[BaseModel], config: Any) -> BaseModel:
+    """The one structured mapper call (re-asked by RoleClient while it does not fit; raises when it never does,
+    and the patient's arcs of this baseline fail, counted, while other engines' arcs go on)."""
+    b = config.baselines
+    sampling = {"max_tokens": b.mapper_max_tokens} if b.mapper_max_tokens else {}
+    return await client.structured(messages, model, max_attempts=b.mapper_attempts, **sampling)
+
+
+@dataclass
+class PromptedPatient:
+    """A baseline patient in one session: one system prompt, fixed for the session, and the exchange."""
+
+    client: Any
+    config: Any
+    history: list[dict[str, Any]]
+    tokens: TokenCount = field(default_factory=TokenCount)
+
+    def open(self, opening_message: str, rejected_openings: list[RejectedMessage] = ()) -> PatientTurn:
+        self.history.append({"role": "assistant", "content": opening_message})
+        return PatientTurn(index=0, opening=True, move=None, secondary_move=None, end_conversation=False,
+                           reasoning=None, cue=None, message=opening_message, rejected_messages=list(rejected_openings))
+
+    async def turn(self, index: int, counsellor_text: str) -> PatientTurn:
+        self.history.append({"role": "user", "content": counsellor_text})
+        said = await speech_reply(
+            self.client, self.history,
+            lambda note: [*self.history, {"role": "user", "content": f"[harness note] {note}"}],
+            config=self.config, tokens=self.tokens)
+        self.history.append({"role": "assistant", "content": said.text})
+        # Neither baseline has a way to leave: its sessions run to the turn cap.
+        return PatientTurn(index=index, opening=False, move=None, secondary_move=None, end_conversation=False,
+                           reasoning=None, cue=None, message=said.text, rejected_messages=said.rejected,
+                           trimmed=said.trimmed)
+
+
+def session_context(talk: Any) -> dict[str, Any]:
+    """What of the harness's session both baselines see: the scenario's situation (every engine's session
+    opens with the scenario's opening message, so the patient must know what it came in about), the time since
+    the last session and the running memory (empty in a first session). Agenda checkpoints, the emotion knob
+    and concealment are MindSim's and not shown."""
+    from mindsim.memory import format_log
+
+    inp = talk.inp
+    scenario = inp.scenario
+    return {"today": scenario.event, "opening": scenario.opening_message, "time_context": inp.plan.time_context,
+            "memory_text": format_log(inp.memory) if inp.memory else ""}
+
+
+def card_rows(rows: list[dict[str, Any]], engine: str) -> list[dict[str, Any]]:
+    return [r["baseline"] for r in rows if r.get("baseline") and r["baseline"].get("engine") == engine]
