@@ -152,7 +152,8 @@ async def first_scenario_record(
     save: Callable[[ScenarioRecord], ScenarioRecord],
 ) -> ScenarioRecord:
     """The patient's first scenario: read from its checkpoint, or written once and checkpointed before any
-    counsellor's arc uses it."""
+    counsellor's arc uses it. `client` is the `first_scenario_writer` role (MindEval2 App. D: first scenarios
+    are written in advance, by another model than the patient's); the record's `engine` names it."""
     key = scenario_key(profile.profile_id, seed)
     done = load(key)
     if done is not None:
