@@ -207,6 +207,11 @@ class SessionRecord(_Row):
         "mindsim", description="Patient engine (or variant, ENGINE:ARM) that played the patient: a registered name"
     )
     patientact: PatientActSession | None = Field(None, description="PatientAct engine state (None for MindSim)")
+    counsellor_memory: list[str] | None = Field(
+        None, description="The memory the counsellor's system prompt showed when it was not memory_before (the "
+        "memory ablation: []); None: both sides saw memory_before"
+    )
+    rerun: str | None = Field(None, description="The ablation that reran this session (e.g. no_counsellor_memory)")
 
     def transcript(self) -> list[dict[str, str]]:
         """The plain exchange (patient = user), as validation reads it."""
@@ -236,11 +241,14 @@ def scenario_key(patient_id: str, seed: int) -> str:
     return f"{patient_id}-{seed}"
 
 
-def session_id(patient_id: str, counsellor: str, index: int, seed: int, engine: str | None = None) -> str:
+def session_id(patient_id: str, counsellor: str, index: int, seed: int, engine: str | None = None,
+               rerun: str | None = None) -> str:
     """Content-derived id of a session; `engine` is a registered patient engine or variant name (default: the
     default engine). An engine whose run folders predate patient engines (MindSim) keeps the old key, so they
-    resume; any other engine or variant is part of the key (`Variant.session_key`)."""
+    resume; any other engine or variant is part of the key (`Variant.session_key`). `rerun`: the ablation that
+    reran this session (its twin keeps the plain id)."""
     from mindsim.patient_engines import DEFAULT_ENGINE, variant
 
     key = f"{patient_id}|{counsellor}|{index}|{seed}" + variant(engine or DEFAULT_ENGINE).session_key
+    key += f"|rerun:{rerun}" if rerun else ""
     return f"s_{hashlib.sha256(key.encode()).hexdigest()[:16]}"
