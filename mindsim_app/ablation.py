@@ -99,8 +99,11 @@ def _recipe_path(run_dir: Path, given: Path | None) -> Path:
 
 
 def ablate_memory(run_dir: Path, counsellors: list[str], *, recipe: Path | None = None,
-                  out_dir: Path | None = None) -> dict[str, Any]:
-    """Rerun, judge and report the memory ablation. Returns a summary (counts, failures, output paths)."""
+                  out_dir: Path | None = None, engines: Any = None) -> dict[str, Any]:
+    """Rerun, judge and report the memory ablation. Returns a summary (counts, failures, output paths).
+    `engines`: started engines to use instead of starting the recipe's (tests pass a fake engine)."""
+    from contextlib import nullcontext
+
     from judge.ablation import paired_ablation, write
     from judge.config import JudgeConfig
     from judge.judging import judge_all, judges_from_config
@@ -134,7 +137,7 @@ def ablate_memory(run_dir: Path, counsellors: list[str], *, recipe: Path | None 
     folder = MemoryAblationFolder(Path(out_dir) if out_dir else RunLayout(run_dir).memory_ablation.path)
     store = SessionStore(folder.path)
 
-    with Engines.from_config(rec.engines_config()) as engines:
+    with (nullcontext(engines) if engines is not None else Engines.from_config(rec.engines_config())) as engines:
         report = preflight(rec, engines, {"simulate", "judge"})
         config = report.budgets.apply("simulation", scfg) if report.budgets else scfg
         clients = {c: counsellor_client(engines, bindings.get(c, c)) for c in counsellors}
