@@ -174,17 +174,19 @@ def plot(path: Path, report: dict[str, Any], rubric: Rubric) -> bool:
     left.axvline(0, color="grey", lw=0.8)
     left.set_yticks(y, names)
     left.set_xlabel("MHQR without counsellor memory − benchmark")
-    left.legend(fontsize=7, loc="lower right")
+    left.margins(x=0.08)
+    left.legend(fontsize=7, loc="upper center", bbox_to_anchor=(0.5, -0.15), ncol=3, frameon=False)
     xs = [r["counsellors"][n].get("benchmark_change_from_first") for n in names]
     for n, ch, d in zip(names, xs, tot):
         if ch is not None:
             right.scatter(ch["mean_diff"], d)
             right.annotate(n, (ch["mean_diff"], d), fontsize=7)
+    right.margins(0.15)
     right.axhline(0, color="grey", lw=0.8)
     right.axvline(0, color="grey", lw=0.8)
     right.set_xlabel("benchmark MHQR, later − first session")
     right.set_ylabel("ablation change")
-    fig.suptitle(f"Memory ablation (judge {judge})")
+    fig.suptitle(f"Memory ablation, judged by {judge}")
     _save(fig, path)
     return True
 
