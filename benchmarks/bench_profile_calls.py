@@ -40,7 +40,7 @@ async def writes(engines: Engines, rows: list[AnchoredRow], in_flight: int, scal
         kw = ({"response_schema": draft_model(scale, label_choice(row.demographics)).model_json_schema(),
                "schema_name": "formulation"} if schema else {})
         async with gate:
-            raw = await client.backend.complete(client._request(writer_messages(row), **kw))
+            raw = await client.backend.complete(client.build_request(writer_messages(row), **kw))
         return raw.completion_tokens
 
     t0 = time.perf_counter()

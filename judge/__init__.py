@@ -1,3 +1,23 @@
 """MHQR judging (MindEval2 §3, Appendix A, Appendix G): score every counsellor reply of any simulator's
 sessions against a clinical-issue rubric, rank counsellors, and measure the judge against clinicians.
 Imports only `mindcore`, like `validation/`."""
+
+# What other packages may import from this one (tests/test_layers.py holds the code to it). Other packages use
+# `run.run_judging`, `config.JudgeConfig`, `schemas` (rows and summaries), `rubric`, `scores`, `stats`,
+# `inputs`, `judging`, `patientact`, `sample`, `units` and `cli.app`.
+PUBLIC_MODULES = (
+    "agreement",
+    "cli",
+    "config",
+    "inputs",
+    "judging",
+    "patientact",
+    "rubric",
+    "run",
+    "sample",
+    "schemas",
+    "scores",
+    "stats",
+    "units",
+    "stage",
+)

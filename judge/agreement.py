@@ -304,7 +304,7 @@ def _conversation_w(pairs_by_session: dict[str, tuple[list[int], list[int]]]) ->
     for how in ("max", "mode"):
         a = [_unit_summary(x, how) for x, _ in pairs_by_session.values()]
         b = [_unit_summary(y, how) for _, y in pairs_by_session.values()]
-        out[how] = stats._defined(stats.kendall_w([a, b])) if len(a) >= 2 else None
+        out[how] = stats.defined(stats.kendall_w([a, b])) if len(a) >= 2 else None
     return out
 
 
@@ -338,7 +338,7 @@ def inter_annotator(by_reply, annotators: list[str], vocab: Vocabulary) -> dict[
     complete = sorted(r for r, d in by_reply.items() if len(d) == len(annotators))
     turn_w = None
     if len(annotators) >= 2 and len(complete) >= 2:
-        turn_w = stats._defined(stats.kendall_w([[by_reply[r][a].level for r in complete] for a in annotators]))
+        turn_w = stats.defined(stats.kendall_w([[by_reply[r][a].level for r in complete] for a in annotators]))
     severity = {
         "replies_with_several_annotators": sum(1 for d in by_reply.values() if len(d) >= 2),
         "replies_annotated_by_all": len(complete),
@@ -355,7 +355,7 @@ def inter_annotator(by_reply, annotators: list[str], vocab: Vocabulary) -> dict[
         counts = [[sum(issue in by_reply[r][a].issues for a in annotators),
                    sum(issue not in by_reply[r][a].issues for a in annotators)] for r in complete]
         flagged = any(issue in x.issues for d in by_reply.values() for x in d.values())
-        fleiss = stats._defined(stats.fleiss_kappa(counts)) if complete and len(annotators) >= 2 and flagged else None
+        fleiss = stats.defined(stats.fleiss_kappa(counts)) if complete and len(annotators) >= 2 and flagged else None
         issues[issue] = {
             "category": cat,
             "flags": {a: sum(issue in by_reply[r][a].issues for r in complete) for a in annotators},
@@ -399,7 +399,7 @@ def judge_severity(j: JudgeView, annotations: list[Annotation], by_reply, vocab:
     pool = pooled(by_reply)
     replies = sorted(r for r in pool if j.level[r] >= 0)
     out["kappa_w_pooled"] = stats.weighted_kappa([pool[r][0] for r in replies], [j.level[r] for r in replies], n_levels)
-    out["kendall_w_turn"] = stats._defined(stats.kendall_w([[g for g, _, _ in ok], [p for _, p, _ in ok]])) if len(ok) >= 2 else None
+    out["kendall_w_turn"] = stats.defined(stats.kendall_w([[g for g, _, _ in ok], [p for _, p, _ in ok]])) if len(ok) >= 2 else None
     units: dict[tuple[str, str], tuple[list[int], list[int]]] = defaultdict(lambda: ([], []))
     for g, p, a in ok:
         units[(a.unit, a.annotator)][0].append(g)

@@ -118,12 +118,12 @@ def run_cmd(
     with Engines.from_config(engines_cfg) as engines:
         preflight(r, engines, {"judge"})
         summary = run_judging(run_dir, engines, config, inputs=inputs)
-    typer.echo(f"judged {summary['judgments']} replies of {summary['sessions']} sessions: {summary['ok']} ok, "
-               f"{summary['failed']} failed, {summary['critical']} critical, "
-               f"{summary['dropped_quotes']} unverifiable quotes dropped")
-    for name, j in summary["judges"].items():
-        typer.echo(f"  {name} ({j['model']}): ranking {', '.join(j['ranking']) or '(no scores)'}")
-    for label, path in summary["outputs"].items():
+    typer.echo(f"judged {summary.judgments} replies of {summary.sessions} sessions: {summary.ok} ok, "
+               f"{summary.failed} failed, {summary.critical} critical, "
+               f"{summary.dropped_quotes} unverifiable quotes dropped")
+    for name, j in summary.judges.items():
+        typer.echo(f"  {name} ({j.model}): ranking {', '.join(j.ranking) or '(no scores)'}")
+    for label, path in summary.outputs.items():
         typer.echo(f"  {label}: {path}")
 
 

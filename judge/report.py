@@ -48,7 +48,7 @@ def failure_rows(rows: list[JudgmentRow], by_engine: bool = False) -> list[dict[
 
 
 def _who(row: dict[str, Any]) -> str:
-    """A listed row's unit as the tables name it: the counsellor, or `counsellor/engine`."""
+    """A listed row's unit as the tables name it: the counsellor, or `engine/counsellor`."""
     return system_label(row["counsellor"], row.get("patient_engine"), "patient_engine" in row)
 
 

@@ -25,7 +25,7 @@ from judge.judging import TEMPLATES, Judge, judge_all, judges_from_config
 from judge.rankings import family_flags, judge_agreement
 from judge.report import critical_rows, failure_rows, write_report
 from judge.rubric import load_rubric
-from judge.schemas import JudgmentRow, SessionInput, write_judgments
+from judge.schemas import JudgeRanking, JudgeRunSummary, JudgmentRow, SessionInput, write_judgments
 from judge.sharded import judge_rows_on_ray
 from judge.scores import columns_from_rows, score_all
 
@@ -78,7 +78,7 @@ def summarise(rows: list[JudgmentRow], judges: list[Judge], sessions: list[Sessi
 
 def run_judging(run_dir: str | Path, engines: Any, config: JudgeConfig | None = None, *,
                 sessions: str | Path | None = None, inputs: list[SessionInput] | None = None,
-                ray: Any = None) -> dict[str, Any]:
+                ray: Any = None) -> JudgeRunSummary:
     """Judge, score and report one run. `engines` must be started. Returns a summary: counts and
     output paths. Raises EngineError (after writing every output) when every judgment failed:
     unreachable engine or output that never fit the schema, both engine-side. `inputs`: sessions
@@ -103,13 +103,13 @@ def run_judging(run_dir: str | Path, engines: Any, config: JudgeConfig | None = 
     report = summarise(rows, judges, inputs, config, benchmark=bench, usage=engines.ledger.summary())
     files = write_report(out, report, judges[0].rubric, config.plots)
     failed = [r for r in rows if r.status == "failed"]
-    summary = {
-        "sessions": len(inputs), "judgments": len(rows), "ok": len(rows) - len(failed), "failed": len(failed),
-        "critical": len(report["critical_replies"]), "dropped_quotes": sum(r.dropped_quotes for r in rows),
-        "judges": {n: {"model": j["model"], "ranking": j["scores"]["ranking"]} for n, j in report["judges"].items()},
-        "outputs": {"judgments": folder.parquet, **files},
-        "prompt_hashes": {t: judges[0].prompt_hashes[t] for t in TEMPLATES},
-    }
+    summary = JudgeRunSummary(
+        sessions=len(inputs), judgments=len(rows), ok=len(rows) - len(failed), failed=len(failed),
+        critical=len(report["critical_replies"]), dropped_quotes=sum(r.dropped_quotes for r in rows),
+        judges={n: JudgeRanking(model=j["model"], ranking=j["scores"]["ranking"]) for n, j in report["judges"].items()},
+        outputs={"judgments": folder.parquet, **files},
+        prompt_hashes={t: judges[0].prompt_hashes[t] for t in TEMPLATES},
+    )
     if rows and len(failed) == len(rows):
         raise EngineError(f"every judgment failed ({len(failed)}; first: {failed[0].error}); "
                           f"rows and report written to {out}")

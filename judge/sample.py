@@ -21,6 +21,7 @@ from typing import Any, Optional
 
 import pyarrow.parquet as pq
 
+from mindcore.systems import report_label, several
 from judge.agreement import load_vocabulary
 from judge.rubric import severity_id
 from judge.units import (UNITS, WINDOW_TURNS, Choices, Excerpt, ExcerptAnnotation, KeyEntry, RatedTurn,
@@ -237,13 +238,11 @@ def sample_excerpts(run_dir: Path, n: Optional[int], out: Path, *, seed: int = 0
 
 
 def units(sessions: dict[str, dict[str, Any]]) -> dict[str, str]:
-    """Per session, what the sample balances and blinds: the counsellor, or `counsellor/engine` when the run
-    holds sessions of several patient engines (as the MHQR report ranks them), so one engine's sessions
-    cannot crowd out the other's and the codes do not pool the two."""
-    engines = {s.get("patient_engine") or "unknown" for s in sessions.values()}
-    if len(engines) <= 1:
-        return {sid: s["counsellor"] for sid, s in sessions.items()}
-    return {sid: f"{s['counsellor']}/{s.get('patient_engine') or 'unknown'}" for sid, s in sessions.items()}
+    """Per session, what the sample balances and blinds: the system as the MHQR report ranks it — the
+    counsellor, or `engine/counsellor` when the run holds sessions of several patient engines — so one engine's
+    sessions cannot crowd out the other's and the codes do not pool the two."""
+    by_engine = several(s.get("patient_engine") for s in sessions.values())
+    return {sid: report_label(s.get("patient_engine"), s["counsellor"], by_engine) for sid, s in sessions.items()}
 
 
 def _up_to_reply(messages: list[dict[str, str]], reply_index: int) -> list[dict[str, str]]:

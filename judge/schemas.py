@@ -141,3 +141,26 @@ def read_judgments(path: str | Path) -> list[JudgmentRow]:
         d["counsellor_flags"] = d.get("counsellor_flags") or []  # absent in files written before it
         rows.append(JudgmentRow.model_validate(d))
     return rows
+
+
+class JudgeRanking(BaseModel):
+    """One judge's model and its counsellor ranking (best first) in a run."""
+
+    model_config = ConfigDict(extra="forbid")
+    model: str | None
+    ranking: list[str]
+
+
+class JudgeRunSummary(BaseModel):
+    """What `mindsim judge run` (MHQR) did, in numbers: the command line and the job read these fields."""
+
+    model_config = ConfigDict(extra="forbid", arbitrary_types_allowed=True)
+    sessions: int
+    judgments: int
+    ok: int
+    failed: int
+    critical: int
+    dropped_quotes: int
+    judges: dict[str, JudgeRanking]
+    outputs: dict[str, Path]
+    prompt_hashes: dict[str, str]

@@ -13,8 +13,8 @@ Pure functions of the rows: no model is called, so scores can be recomputed at a
 - Patient engines (issue 11): a session is keyed by counsellor, patient engine, patient and index, so
   two engines' sessions of one patient are never merged, and pairs only match sessions of the same
   patient engine. When the rows hold more than one engine, the unit scored and ranked is the counsellor
-  with one patient engine, labelled `counsellor/engine` (`system_label`); with one engine (or rows
-  that name none) it is the counsellor, exactly as before.
+  with one patient engine, named `engine/counsellor` as every report names a system (`mindcore.systems`);
+  with one engine (or rows that name none) it is the counsellor, exactly as before.
 
 Failed judgments never reach these functions: the caller passes only rows with status ok.
 """
@@ -28,6 +28,7 @@ from typing import Any, Iterable
 import numpy as np
 
 from judge.rubric import Rubric
+from mindcore.systems import report_label
 from judge.schemas import SEVERITIES
 
 TURN_BUCKETS: tuple[tuple[int, int], ...] = ((1, 2), (3, 4), (5, 10), (11, 20), (21, 10**9))
@@ -71,9 +72,9 @@ class Columns:
 
 
 def system_label(counsellor: str, engine: str | None, by_engine: bool) -> str:
-    """The unit a report ranks: the counsellor, or `counsellor/engine` when a run holds several
-    patient engines (a row that names none is `counsellor/unknown` there)."""
-    return f"{counsellor}/{engine or 'unknown'}" if by_engine else counsellor
+    """The unit a report ranks: the counsellor, or `engine/counsellor` when a run holds several patient
+    engines (a row that names none is `unknown/counsellor` there) — `mindcore.systems.report_label`."""
+    return report_label(engine, counsellor, by_engine)
 
 
 def _engine(r: Any) -> str:

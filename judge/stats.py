@@ -72,7 +72,7 @@ def fleiss_kappa(counts: Sequence[Sequence[int]]) -> float:
 # -- pairwise agreement on ordinal severities and binary issue flags --------------------------------
 
 
-def _defined(x: float) -> float | None:
+def defined(x: float) -> float | None:
     return None if x is None or (isinstance(x, float) and math.isnan(x)) else float(x)
 
 
@@ -87,7 +87,7 @@ def weighted_kappa(a: Sequence[int], b: Sequence[int], n_levels: int) -> float |
     with warnings.catch_warnings():
         warnings.simplefilter("ignore")  # sklearn warns and returns NaN when κ is undefined
         k = cohen_kappa_score(a, b, labels=list(range(n_levels)), weights="quadratic")
-    return _defined(k)
+    return defined(k)
 
 
 def binary_kappa(a: Sequence[bool], b: Sequence[bool]) -> float | None:
@@ -101,7 +101,7 @@ def binary_kappa(a: Sequence[bool], b: Sequence[bool]) -> float | None:
     with warnings.catch_warnings():
         warnings.simplefilter("ignore")
         k = cohen_kappa_score([bool(x) for x in a], [bool(x) for x in b], labels=[False, True])
-    return _defined(k)
+    return defined(k)
 
 
 def level_f1(gold: Sequence[int], pred: Sequence[int], levels: Sequence[str]) -> dict[str, object]:
@@ -169,7 +169,7 @@ def tau_b(a: dict[str, float], b: dict[str, float]) -> float | None:
     names = sorted(set(a) & set(b))
     if len(names) < 2:
         return None
-    return _defined(kendalltau([a[n] for n in names], [b[n] for n in names]).statistic)
+    return defined(kendalltau([a[n] for n in names], [b[n] for n in names]).statistic)
 
 
 # -- counsellor ranking against clinicians (Table 3) -------------------------------------------------------------------

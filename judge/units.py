@@ -97,7 +97,7 @@ class KeyEntry(_Row):
     reply_index: int = Field(description="The first rated reply (for readers of single-reply keys)")
     counsellor: str
     patient_engine: Optional[str] = None
-    system_unit: str = Field(description="What was balanced and blinded: counsellor, or counsellor/engine")
+    system_unit: str = Field(description="What was balanced and blinded: counsellor, or engine/counsellor (mindcore.systems)")
     patient_id: str
     session_index: int
     judged_severity: str = Field(description="The stratum drawn from: the most severe judged level of the rated "

@@ -2,4 +2,35 @@
 prompt rendering, atomic I/O and provenance. Imports nothing else of ours, so `validation` can use it
 without depending on the simulator."""
 
+# What other packages may import from this one (tests/test_layers.py holds the code to it). Every module is
+# the engine layer's public interface except where a name starts with `_`.
+PUBLIC_MODULES = (
+    "backends",
+    "budget",
+    "budget_fit",
+    "client",
+    "config",
+    "console",
+    "distilabel_llm",
+    "embedded",
+    "engine",
+    "engine_health",
+    "errors",
+    "fake",
+    "io",
+    "layout",
+    "logs",
+    "preflight",
+    "prompts",
+    "provenance",
+    "quotes",
+    "recipe",
+    "runner",
+    "shards",
+    "stages",
+    "systems",
+    "types",
+    "vllm_serve",
+)
+
 __version__ = "0.1.0"

@@ -75,11 +75,11 @@ class RoleClient:
     def _token_field(self) -> str | None:
         """The field this role's output budget goes out in, where the backend says (remote engines)."""
         pick = getattr(self.backend, "token_field", None)
-        return pick(self._request([])) if pick is not None else None
+        return pick(self.build_request([])) if pick is not None else None
 
     # -- plain chat -------------------------------------------------------------------------------
     async def chat(self, messages: list[dict[str, Any]], **sampling: Any) -> Completion:
-        req = self._request(messages, **sampling)
+        req = self.build_request(messages, **sampling)
         t0 = time.monotonic()
         ok = False
         raw = RawReply(content=None)
@@ -140,7 +140,7 @@ class RoleClient:
         last_error = ""
         for attempt in range(1, attempts + 1):
             try:
-                raw = await self.backend.complete(self._request(convo, **self.reseeded(request_kw, attempt - 1)))
+                raw = await self.backend.complete(self.build_request(convo, **self.reseeded(request_kw, attempt - 1)))
             except Exception:
                 self._record(kind, False, totals, time.monotonic() - t0, attempt)
                 raise
@@ -223,7 +223,7 @@ class RoleClient:
             return sampling
         return {**sampling, "seed": seed + attempt}
 
-    def _request(self, messages: list[dict[str, Any]], **kw: Any) -> ChatRequest:
+    def build_request(self, messages: list[dict[str, Any]], **kw: Any) -> ChatRequest:
         spec = self.spec
         wire = messages if self.backend.native_tools else _wire_history(messages)
         budget = kw.pop("max_tokens", spec.max_tokens)

@@ -239,7 +239,7 @@ async def aprobe_engine(engines: Engines, name: str, spec: Any, models: list[str
 
 
 def _sent(backend: Any, client: RoleClient, messages: list[dict[str, Any]], max_tokens: int) -> dict[str, Any]:
-    req = client._request(messages, max_tokens=max_tokens)
+    req = client.build_request(messages, max_tokens=max_tokens)
     if hasattr(backend, "sent_fields"):
         return backend.sent_fields(req)
     # In-process backends have no wire: report the request's own fields the same way.

@@ -20,6 +20,7 @@ docs/architecture.md ("Run folder layout") says who writes and who reads each pa
       patientact_judge/             judgments.jsonl, cache/, report.json, report.md
       ablations/memory/             sessions/checkpoints/, judge_inputs.jsonl, judgments/, report.json, report.md, PNG
       dataset/                      the publishable folder with its card
+      report.html                   the self-contained HTML report (mindsim_app/report/)
 """
 
 from __future__ import annotations
@@ -148,3 +149,4 @@ class RunLayout(_Folder):
     patientact_judge = _Below("patientact_judge", PatientActJudgeFolder)
     dataset = _Below("dataset")
     memory_ablation = _Below("ablations/memory", MemoryAblationFolder)
+    report_html = _Below("report.html", doc="The self-contained HTML report (`mindsim run`, `mindsim report`).")

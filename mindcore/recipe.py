@@ -16,7 +16,10 @@ from mindcore.prompts import install_overrides, load_overrides
 
 C = TypeVar("C", bound=BaseModel)
 
-STAGE_SECTIONS = ("profiles", "simulation", "validation", "judge", "output")
+STAGE_SECTIONS = ("profiles", "simulation", "validation", "judge", "output", "release")
+# Read only when a run is published (the realism gate, mindsim_app/release.py): left out of the recipe hash,
+# so tightening a gate does not orphan a finished run folder.
+PUBLISH_FIELDS = frozenset({"release"})
 # Where the work runs, not what it makes: left out of the recipe hash, so a run folder started on one
 # runner resumes on the other (see `Recipe.content_dump`).
 RUNNER_FIELDS = frozenset({"runner", "ray"})
@@ -60,6 +63,8 @@ class Recipe(BaseModel):
         None, description="MHQR judge settings; when present, `mindsim run` judges every counsellor reply"
     )
     output: dict[str, Any] = Field(default_factory=dict)
+    release: dict[str, Any] = Field(
+        default_factory=dict, description="Realism gate `mindsim publish` checks (validated by mindsim_app.release)")
     runner: Literal["local", "ray"] = Field(
         "local", description="Where the work runs: this process, or a Ray cluster (`--ray ADDRESS` and "
                              "RAY_ADDRESS also choose ray). The outputs are the same either way")
@@ -143,7 +148,8 @@ def format_validation_error(
         if prefix:
             loc.insert(0, prefix)
         field = ".".join(loc) or top
-        msg = err["msg"]
+        # pydantic prefixes a validator's own message with "Value error, ": noise to every reader.
+        msg = err["msg"].removeprefix("Value error, ")
         if plain:
             pass
         elif err["type"] == "missing":

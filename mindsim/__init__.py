@@ -2,3 +2,24 @@
 patient engine): schedules, scenarios, prompting, memory, agenda, the move guard, the patient engines, the
 session loop and the runners that simulate a pool. The command line, job, cards, publishing and exports
 that compose it with the other stages live in `mindsim_app`."""
+
+# What other packages may import from this one (tests/test_layers.py holds the code to it). The app builds on
+# `config` (SimulationConfig), `simulate` (run_simulation), `records` (SessionRecord), `summary`,
+# `patient_engines` (the registry) and `patientact` (its engine's data and rubric inputs).
+PUBLIC_MODULES = (
+    "agenda",
+    "arc",
+    "config",
+    "memory",
+    "patient",
+    "patient_engines",
+    "patientact",
+    "prompting",
+    "records",
+    "scenario",
+    "schedule",
+    "session",
+    "simulate",
+    "stage",
+    "summary",
+)

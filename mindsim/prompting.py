@@ -72,7 +72,7 @@ def load_style_data() -> StyleData:
         raise ConfigError(f"mindsim/data/style.yaml is invalid: {exc}") from exc
 
 
-def _knob(table: dict[str, Any], value: str, knob: str, profile_id: str):
+def style_knob(table: dict[str, Any], value: str, knob: str, profile_id: str):
     if value not in table:
         raise ConfigError(
             f"profile {profile_id}: style.{knob} '{value}' has no sentence in mindsim/data/style.yaml "
@@ -84,16 +84,16 @@ def _knob(table: dict[str, Any], value: str, knob: str, profile_id: str):
 def register_lines(profile: Profile) -> list[str]:
     s = profile.style
     data = load_style_data()
-    reg = _knob(data.register, s.register, "register", profile.profile_id)
-    return [reg.register_line, _knob(data.verbosity, s.verbosity, "verbosity", profile.profile_id).line]
+    reg = style_knob(data.register, s.register, "register", profile.profile_id)
+    return [reg.register_line, style_knob(data.verbosity, s.verbosity, "verbosity", profile.profile_id).line]
 
 
 def style_cues(profile: Profile) -> list[str]:
     s = profile.style
     data = load_style_data()
     return [
-        *_knob(data.register, s.register, "register", profile.profile_id).cues,
-        *_knob(data.verbosity, s.verbosity, "verbosity", profile.profile_id).cues,
+        *style_knob(data.register, s.register, "register", profile.profile_id).cues,
+        *style_knob(data.verbosity, s.verbosity, "verbosity", profile.profile_id).cues,
     ]
 
 
@@ -111,14 +111,14 @@ def patient_system_prompt(
     data = load_style_data()
     s = profile.style
     pid = profile.profile_id
-    reg = _knob(data.register, s.register, "register", pid)
+    reg = style_knob(data.register, s.register, "register", pid)
     arch = vocab.archetype(s.archetype)
     knob_lines = [
         reg.line,
-        _knob(data.verbosity, s.verbosity, "verbosity", pid).line,
-        _knob(data.frustration_reactivity, s.frustration_reactivity, "frustration_reactivity", pid).line,
-        _knob(data.concealment, plan.concealment, "concealment", pid).line,
-        _knob(data.emotion, plan.emotion, "emotion", pid),
+        style_knob(data.verbosity, s.verbosity, "verbosity", pid).line,
+        style_knob(data.frustration_reactivity, s.frustration_reactivity, "frustration_reactivity", pid).line,
+        style_knob(data.concealment, plan.concealment, "concealment", pid).line,
+        style_knob(data.emotion, plan.emotion, "emotion", pid),
     ]
     checkpoints = [f"[{i.id}] {i.text}" if not agenda_plain else i.text for i in agenda.items]
     return render(

@@ -207,6 +207,8 @@ class SessionRecord(_Row):
         "mindsim", description="Patient engine (or variant, ENGINE:ARM) that played the patient: a registered name"
     )
     patientact: PatientActSession | None = Field(None, description="PatientAct engine state (None for MindSim)")
+    scenario_drafts: int = Field(
+        1, ge=1, description="Drafts the scenario writer needed for this session's scenario (1 = the first was kept)")
     counsellor_memory: list[str] | None = Field(
         None, description="The memory the counsellor's system prompt showed when it was not memory_before (the "
         "memory ablation: []); None: both sides saw memory_before"
@@ -235,6 +237,7 @@ class ScenarioRecord(_Row):
     )
     engine: dict[str, Any] = Field(description="The scenario writer's engine, model and sampling")
     prompt: dict[str, str] = Field(description="Prompt template → hash")
+    scenario_drafts: int = Field(1, ge=1, description="Drafts the scenario writer needed (1 = the first was kept)")
 
 
 def scenario_key(patient_id: str, seed: int) -> str:

@@ -10,14 +10,17 @@ The opening message is the patient's first turn, so it must be speech like any o
 draft whose opener is a tool call, JSON, holds tool-call syntax or was cut at the schema's length limit
 mid-sentence is sent back to the writer with the reason (bounded by `max_message_retries`, every rejected
 draft recorded); when the re-asks run out the turn fails and with it the arc. A draft whose lists hold only
-blank items is re-drafted within the same bound (not recorded as an opener: its opener may be fine).
+blank items is re-drafted within the same bound (not recorded as an opener: its opener may be fine). The
+writer's schema gives every list item a `minLength`, so an engine that enforces the schema as a grammar
+(llama.cpp, vLLM) cannot emit an empty item at all; whitespace-only items are still caught here. Every
+scenario carries how many drafts it took (`drafts`), which the session and scenario records keep.
 """
 
 from __future__ import annotations
 
 from functools import lru_cache
 
-from pydantic import BaseModel, ConfigDict, Field, ValidationError, create_model
+from pydantic import BaseModel, ConfigDict, Field, PrivateAttr, ValidationError, create_model
 
 from mindcore.errors import StructuredOutputError
 from mindcore.prompts import render
@@ -54,6 +57,16 @@ class Scenario(BaseModel):
     )
     goal: str = Field(min_length=1, max_length=200, description="What the patient wants from this conversation")
     checkpoints: list[str] = Field(min_length=1, max_length=3, description="1-3 short concrete topic phrases")
+    # Drafts the writer needed (1 = first draft kept); not a field, so stored scenarios keep their shape.
+    _drafts: int = PrivateAttr(1)
+
+    @property
+    def drafts(self) -> int:
+        return self._drafts
+
+    def with_drafts(self, n: int) -> "Scenario":
+        self._drafts = max(1, int(n))
+        return self
 
     def as_text(self) -> str:
         """The scenario as the next situation writer reads it."""
@@ -72,23 +85,26 @@ class _ScenarioDraft(Scenario):
     """The schema sent to the writer: list items carry a maxLength so a small model cannot loop in one."""
 
     automatic_thoughts: list[str] = Field(
-        min_length=2, max_length=4, json_schema_extra={"items": {"type": "string", "maxLength": 120}},
+        min_length=2, max_length=4, json_schema_extra={"items": {"type": "string", "minLength": 3, "maxLength": 120}},
         description="2-4 first-person thoughts, one clause each",
     )
     behaviors: list[str] = Field(
-        min_length=2, max_length=4, json_schema_extra={"items": {"type": "string", "maxLength": 120}},
+        min_length=2, max_length=4, json_schema_extra={"items": {"type": "string", "minLength": 3, "maxLength": 120}},
         description="2-4 things the patient did",
     )
     physical: list[str] = Field(
-        default_factory=list, max_length=3, json_schema_extra={"items": {"type": "string", "maxLength": 80}},
+        default_factory=list, max_length=3, json_schema_extra={"items": {"type": "string", "minLength": 3, "maxLength": 80}},
         description="0-3 bodily signs",
     )
     checkpoints: list[str] = Field(
-        min_length=1, max_length=3, json_schema_extra={"items": {"type": "string", "maxLength": 50}},
+        min_length=1, max_length=3, json_schema_extra={"items": {"type": "string", "minLength": 3, "maxLength": 50}},
         description="1-3 short concrete topic phrases",
     )
 
 
+# Shortest list item the writer's schema allows: a grammar-enforcing engine then cannot write "" (the quickstart
+# lost an arc to blank items after both re-drafts). Three characters still fit a phrase like "cry".
+MIN_ITEM_CHARS = 3
 # The list items' character limits in the writer's schema (the event, opening and goal limits are the fields').
 ITEM_LIMITS = {"automatic_thoughts": 120, "behaviors": 120, "physical": 80, "checkpoints": 50}
 # No scaled limit goes below this: a phrase still has to fit.
@@ -120,7 +136,8 @@ def draft_model(scale: float = 1.0) -> type[_ScenarioDraft]:
         spec[name] = (list[str], Field(
             **default, description=f.description,
             min_length=getattr(bounds.get("MinLen"), "min_length", None), max_length=bounds["MaxLen"].max_length,
-            json_schema_extra={"items": {"type": "string", "maxLength": _scaled(limit, scale)}},
+            json_schema_extra={"items": {"type": "string", "minLength": MIN_ITEM_CHARS,
+                                         "maxLength": _scaled(limit, scale)}},
         ))
     return create_model("_ScenarioDraft", __base__=_ScenarioDraft, **spec)
 
@@ -148,7 +165,7 @@ async def _write(client, prompt: str, max_tokens: int | None, retries: int,
             continue
         defects = speech_defects(scenario.opening_message, max_chars=OPENING_MAX_CHARS)
         if not defects:
-            return scenario, bad
+            return scenario.with_drafts(attempt + 1), bad
         bad.append(rejected(defects[0], scenario.opening_message))
         note = notes.opening_notes[defects[0]] + " " + notes.opening_tail
         messages = [*base, {"role": "assistant", "content": raw},

@@ -139,6 +139,7 @@ async def finish_session(talk: Talk, *, rewrite_memory: bool = True) -> SessionR
         counsellor_flags=counsellor.flags,
         scenario_shared=inp.scenario_shared,
         patient_engine=arc.engine.name,
+        scenario_drafts=inp.scenario.drafts,
         counsellor_memory=inp.counsellor_memory,
         rerun=inp.rerun,
         **engine.record_fields(talk),
@@ -152,7 +153,7 @@ def rerun_input(twin: SessionRecord, previous: SessionRecord | None, arc: Arc, *
     carried from the twin's own previous session (`previous`, from the same run)."""
     config = arc.engine.session_config(arc.config)
     return SessionInput(
-        plan=twin.schedule, scenario=twin.scenario, memory=list(twin.memory_before),
+        plan=twin.schedule, scenario=twin.scenario.with_drafts(twin.scenario_drafts), memory=list(twin.memory_before),
         rejected_openings=list(twin.turns[0].rejected_messages) if twin.turns else [],
         scenario_shared=twin.scenario_shared, carried=arc.engine.engine.carry(twin.schedule, previous, config),
         counsellor_memory=counsellor_memory, rerun=rerun,
@@ -181,7 +182,7 @@ async def first_scenario_record(
     )
     record = ScenarioRecord(
         patient_id=profile.profile_id, seed=seed, scenario=scenario, rejected_openings=bad,
-        engine=client.describe(), prompt=template_hashes([FIRST_TEMPLATE]),
+        engine=client.describe(), prompt=template_hashes([FIRST_TEMPLATE]), scenario_drafts=scenario.drafts,
     )
     return save(record)  # the first finished copy, if another worker wrote this patient's scenario first
 
@@ -225,7 +226,7 @@ async def run_arc(
             if done is None:
                 prev = records[-1] if records else None
                 if prev is None:
-                    scenario, bad = first.scenario, first.rejected_openings
+                    scenario, bad = first.scenario.with_drafts(first.scenario_drafts), first.rejected_openings
                 elif upcoming is not None:
                     scenario, bad = await upcoming
                     upcoming = None

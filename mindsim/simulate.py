@@ -23,7 +23,6 @@ import asyncio
 import itertools
 import json
 import time
-from collections import Counter
 from pathlib import Path
 from typing import Any, Callable
 
@@ -46,6 +45,7 @@ from mindsim.records import RejectionCounts, ScenarioRecord, SessionRecord, scen
 from mindsim.schedule import Schedule, draw_schedule
 from mindsim.patient_engines import engine_roles, engines_of, variant
 from mindsim.session import Arc, Roles, first_scenario_record, run_arc
+from mindsim.summary import FailedArc, ShardSummary, SimulationSummary
 from profilegen.moves import load_vocabulary
 from profilegen.schemas import Profile
 
@@ -188,12 +188,12 @@ def select_profiles(profiles: list[Profile], config: SimulationConfig) -> list[P
 async def simulate_shard(
     profiles: list[Profile], engines, config: SimulationConfig, out: Path, seed: int, shard: int, shards: int,
     on_session: Callable[[str], None] = lambda _id: None,
-) -> dict[str, Any]:
+) -> ShardSummary:
     """One shard of the patients (all of them on the local runner): every patient's shared first
     scenario and its arc with each counsellor, run concurrently; then the shard's own slice of the
     sessions dataset (`sessions/shards/`). Safe to run twice at once: finished sessions are loaded,
     new ones are published create-if-absent. `on_session(session_id)` is called for every session
-    that is finished, loaded or new. Returns the shard's counts (see `_merge_summary`)."""
+    that is finished, loaded or new. Returns the shard's counts (`mindsim.summary.ShardSummary`)."""
     vocab = load_vocabulary()
     store = SessionStore(out)
     scenarios = ScenarioStore(out)
@@ -263,8 +263,8 @@ async def simulate_shard(
     for p, name, kind in arcs:
         res = results[(p.profile_id, name, kind)]
         if isinstance(res, ARC_FAILURES):
-            failures.append({"patient_id": p.profile_id, "counsellor": name, "patient_engine": kind,
-                             "error": f"{type(res).__name__}: {res}"})
+            failures.append(FailedArc(patient_id=p.profile_id, counsellor=name, patient_engine=kind,
+                                      error=f"{type(res).__name__}: {res}"))
             # The sessions this arc finished before it failed stay in the dataset, as on any rerun.
             res = [r for r in (store.load(session_id(p.profile_id, name, i, seed, kind)) for i in range(config.sessions))
                    if r is not None]
@@ -272,26 +272,27 @@ async def simulate_shard(
             raise res
         records.extend(res)
     write_shard(out, shard, shards, records)
-    return {
-        "shard": shard,
-        "patients": len(profiles),
-        "arcs": len(arcs),
-        "failed_arcs": failures,
-        "sessions_written": len(records),
-        "duplicate_checkpoints_discarded": store.duplicates + scenarios.duplicates
+    return ShardSummary(
+        shard=shard,
+        patients=len(profiles),
+        arcs=len(arcs),
+        failed_arcs=failures,
+        sessions_written=len(records),
+        duplicate_checkpoints_discarded=store.duplicates + scenarios.duplicates
         + sum(s.duplicates for s in stores.values() if s is not None),
-        "ended_by_patient": sum(r.ended_by == "patient" for r in records),
-        "memory_repaired": sum(r.memory_update.repaired for r in records),
-        "memory_skipped": sum(r.memory_update.skipped for r in records),
-        "messages_trimmed": sum(t.trimmed for r in records for t in r.turns),
-        "rejected_commits": sum(len(t.rejected) for r in records for t in r.turns),
+        ended_by_patient=sum(r.ended_by == "patient" for r in records),
+        memory_repaired=sum(r.memory_update.repaired for r in records),
+        memory_skipped=sum(r.memory_update.skipped for r in records),
+        messages_trimmed=sum(t.trimmed for r in records for t in r.turns),
+        rejected_commits=sum(len(t.rejected) for r in records for t in r.turns),
         # Per shard is exact: a patient, and so its shared first scenario, lives in one shard only.
-        "rejected_messages": rejected_message_totals(records),
-        "counsellor_flags": counsellor_flag_totals(records),
-    }
+        rejected_messages=rejected_message_totals(records),
+        counsellor_flags=counsellor_flag_totals(records),
+        scenario_drafts=scenario_draft_total(records),
+    )
 
 
-def _shard_work(engines, payload: dict[str, Any], report: Callable[[str], None]) -> dict[str, Any]:
+def _shard_work(engines, payload: dict[str, Any], report: Callable[[str], None]) -> ShardSummary:
     """One shard inside a Ray worker (`mindcore.shards.run_shards`)."""
     return engines.run(simulate_shard(payload["profiles"], engines, payload["config"], Path(payload["out"]),
                                       payload["seed"], payload["shard"], payload["shards"], on_session=report))
@@ -310,7 +311,7 @@ def _prepare(profiles: list[Profile], config: SimulationConfig, out: Path) -> li
 
 async def simulate_async(
     profiles: list[Profile], engines, config: SimulationConfig, out_dir: str | Path, seed: int
-) -> dict[str, Any]:
+) -> SimulationSummary:
     """The local runner: every patient in this process, as one shard."""
     out = Path(out_dir)
     profiles = _prepare(profiles, config, out)
@@ -323,7 +324,7 @@ async def simulate_async(
 
 
 def simulate_on_ray(profiles: list[Profile], engines, config: SimulationConfig, out_dir: str | Path, seed: int,
-                    settings: Any, *, on_workers: Callable[[list[Any]], None] | None = None) -> dict[str, Any]:
+                    settings: Any, *, on_workers: Callable[[list[Any]], None] | None = None) -> SimulationSummary:
     """The Ray runner: patients sharded by a stable hash of their id, each shard run by a worker
     against the same engines (`mindcore.shards`), each shard's slice of the dataset written as it
     finishes. The caller has joined the cluster (`mindcore.shards.RaySession`)."""
@@ -341,44 +342,33 @@ def simulate_on_ray(profiles: list[Profile], engines, config: SimulationConfig, 
                    {"runner": "ray", "workers": run.workers, "shards": shards}, live={i for i, _ in plan.parts})
 
 
-def _finish(out: Path, engines, config: SimulationConfig, seed: int, profiles: list[Profile], parts: list[dict[str, Any]],
-            shards: int, elapsed: float, runner: dict[str, Any], live: set[int]) -> dict[str, Any]:
+def _finish(out: Path, engines, config: SimulationConfig, seed: int, profiles: list[Profile], parts: list[ShardSummary],
+            shards: int, elapsed: float, runner: dict[str, Any], live: set[int]) -> SimulationSummary:
     merge_shards(out, shards, live)
     counsellors = [counsellor_name(c) for c in config.counsellors]
     kinds = config.patient_engines
     order = {(p.profile_id, name, kind): i for i, (kind, name, p) in
              enumerate((k, n, p) for k in kinds for n in counsellors for p in profiles)}
-    failures = sorted((f for part in parts for f in part["failed_arcs"]),
-                      key=lambda f: order[(f["patient_id"], f["counsellor"], f["patient_engine"])])
-    total = lambda key: sum(part[key] for part in parts)  # noqa: E731
-    summed = lambda key: dict(sum((Counter(part[key]) for part in parts), Counter()))  # noqa: E731
+    failures = sorted((f for part in parts for f in part.failed_arcs),
+                      key=lambda f: order[(f.patient_id, f.counsellor, f.patient_engine)])
     shared = {r: engines.role(r) for r in shared_roles(config)}
-    summary = {
+    summary = SimulationSummary.totals(
+        parts, failures,
         **base_provenance(),
-        "seed": seed,
-        "patients": len(profiles),
-        "counsellors": counsellors,
-        "patient_engines": kinds,
-        "arcs": len(order),
-        "sessions_expected": len(order) * config.sessions,
-        "sessions_written": total("sessions_written"),
-        "failed_arcs": failures,
-        "duplicate_checkpoints_discarded": total("duplicate_checkpoints_discarded"),
-        "ended_by_patient": total("ended_by_patient"),
-        "memory_repaired": total("memory_repaired"),
-        "memory_skipped": total("memory_skipped"),
-        "messages_trimmed": total("messages_trimmed"),
-        "rejected_commits": total("rejected_commits"),
-        "rejected_messages": {**dict.fromkeys(parts[0]["rejected_messages"], 0), **summed("rejected_messages")},
-        "counsellor_flags": {**dict.fromkeys(parts[0]["counsellor_flags"], 0), **summed("counsellor_flags")},
-        "elapsed_s": round(elapsed, 2),
-        "engines": {r: c.describe() for r, c in shared.items()}
+        seed=seed,
+        patients=len(profiles),
+        counsellors=counsellors,
+        patient_engines=kinds,
+        arcs=len(order),
+        sessions_expected=len(order) * config.sessions,
+        elapsed_s=round(elapsed, 2),
+        engines={r: c.describe() for r, c in shared.items()}
         | {n: counsellor_client(engines, c).describe() for n, c in zip(counsellors, config.counsellors)},
-        "usage": engines.ledger.summary(),
-        "config": config.model_dump(mode="json"),
-        "runner": runner,
-    }
-    atomic_write_json(RunLayout(out).sessions.summary, summary)
+        usage=engines.ledger.summary(),
+        config=config.model_dump(mode="json"),
+        runner=runner,
+    )
+    summary.write(RunLayout(out).sessions.summary)
     return summary
 
 
@@ -395,6 +385,19 @@ def rejected_message_totals(records: list[SessionRecord]) -> dict[str, int]:
                 seen_first.add((r.patient_id, r.seed))
             kept.extend(t.rejected_messages)
     return RejectionCounts.of(kept).model_dump(mode="json")
+
+
+def scenario_draft_total(records: list[SessionRecord]) -> int:
+    """Scenario drafts written for these sessions; a shared first scenario was drafted once per patient."""
+    seen: set[tuple[str, int]] = set()
+    total = 0
+    for r in records:
+        if r.scenario_shared:
+            if (r.patient_id, r.seed) in seen:
+                continue
+            seen.add((r.patient_id, r.seed))
+        total += r.scenario_drafts
+    return total
 
 
 def counsellor_flag_totals(records: list[SessionRecord]) -> dict[str, int]:
@@ -521,7 +524,7 @@ class _RowGroups:
 
 
 def run_simulation(profiles: list[Profile], engines, config: SimulationConfig, out_dir: str | Path, seed: int,
-                   *, ray: Any = None) -> dict[str, Any]:
+                   *, ray: Any = None) -> SimulationSummary:
     """Simulate every arc and write `out_dir/sessions/` and `out_dir/transcripts/transcripts.jsonl`.
     `engines` must be started (`with Engines.from_config(cfg) as engines:`). `ray` (the recipe's
     `RaySettings`, inside a `mindcore.shards.RaySession`) runs the shards on Ray; otherwise all runs

@@ -101,7 +101,7 @@ def _size_category(n: int) -> str:
     return "1M<n<10M"
 
 
-def _sha256(path: Path) -> str:
+def sha256_of(path: Path) -> str:
     h = hashlib.sha256()
     with open(path, "rb") as f:
         for chunk in iter(lambda: f.read(1 << 20), b""):
@@ -152,7 +152,7 @@ def build_dataset_folder(run_dir: Path, run_info: dict[str, Any], dest: Path | N
         # silently load each other's cached rows. A name that changes with the bytes cannot collide.
         tmp = staging / "data" / f"{name}.parquet.tmp"
         pq.write_table(table, tmp)
-        rel = f"data/{name}-{_sha256(tmp)[:12]}.parquet"
+        rel = f"data/{name}-{sha256_of(tmp)[:12]}.parquet"
         tmp.rename(staging / rel)
         description = CONFIG_DESCRIPTIONS.get(name, name)
         if name == "sessions" and (stats := patient_engine_stats(table)) is not None:
@@ -179,7 +179,7 @@ def build_dataset_folder(run_dir: Path, run_info: dict[str, Any], dest: Path | N
         "run_id": run_id,
         "toolkit": "mindsim",
         "configs": {c.name: {"path": c.path, "rows": c.rows} for c in configs},
-        "files": {str(p.relative_to(staging)): _sha256(p) for p in files},
+        "files": {str(p.relative_to(staging)): sha256_of(p) for p in files},
         "provenance": run_info.get("provenance", {}),
     }
     atomic_write_json(staging / MANIFEST, manifest)
@@ -294,4 +294,5 @@ def render_card(run_dir: Path, run_info: dict[str, Any], configs: list[DatasetCo
         mhqr_images=[i for i in images if i["stage"] == "judgments"],
         attributions=attributions,
         patient_engines=engine_stats,
+        release_gate=run_info.get("release_gate"),
     )

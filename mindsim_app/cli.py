@@ -59,7 +59,7 @@ def run_cmd(
         table.add_row(what, str(where))
     out.print(table)
     # The job writes its dataset even when some arcs failed, but a CI gate must not pass on it.
-    failed = int(summary.info.get("counts", {}).get("failed arcs", 0) or 0)
+    failed = summary.failed_arcs
     if failed:
         err.print(
             f"[red]error:[/] {failed} session arc{'s' if failed != 1 else ''} failed "
@@ -139,6 +139,7 @@ def _mount_stage_commands() -> None:
     from mindsim_app.annotate.cli import realism_app
     from mindsim_app.export import export_app
     from mindsim_app.publish import publish_cmd
+    from mindsim_app.report.cli import report_cmd
     from mindsim_app.simulate_cli import simulate_cmd
     from profilegen.cli import app as profiles_app
 
@@ -148,6 +149,7 @@ def _mount_stage_commands() -> None:
     app.command("simulate")(simulate_cmd)
     app.add_typer(validate_app, name="validate", help="Realism validation against reference statistics.")
     app.command("publish")(publish_cmd)
+    app.command("report")(report_cmd)
     app.add_typer(judge_app, name="judge", help="MHQR: judge counsellor replies, sample for clinicians, agreement.")
     app.add_typer(export_app, name="export", help="Post-training exports (counsellor SFT, DPO pairs, patient data).")
     app.add_typer(annotate_app, name="annotate", help="Human evaluation: blinded samples, a local annotation page, export.")

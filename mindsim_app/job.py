@@ -27,18 +27,21 @@ from mindcore.io import atomic_write_json, read_jsonl
 from mindcore.layout import RunLayout
 from mindcore.logs import library_logs_to
 from mindcore.provenance import base_provenance
-from mindcore.recipe import Recipe, load_recipe
+from mindcore.recipe import PUBLISH_FIELDS, Recipe, load_recipe
 from mindcore.shards import RaySession, env_of
+from mindcore.systems import system_name
 from mindsim_app.cards import build_dataset_folder
+from mindsim_app.release import ReleaseConfig, gate_for_run
 from mindcore.preflight import failure_summary, preflight, raise_if_all_failed
 from mindsim.config import SimulationConfig
 from mindsim.patient_engines import DEFAULT_ENGINE
 from mindsim.simulate import run_simulation
+from mindsim.summary import SimulationSummary
 from judge.config import JudgeConfig
 from judge.run import run_judging
 from profilegen.config import profiles_config
 from profilegen.dataset import load_profiles
-from profilegen.pipeline import run_profiles
+from profilegen.pipeline import ProfilesSummary, run_profiles
 from validation.compare import compare
 from validation.config import ValidationConfig, shipped_reference_path
 
@@ -55,15 +58,26 @@ class OutputConfig(BaseModel):
 
 @dataclass
 class JobSummary:
+    """What `run_job` returns: the run id, the outputs written, `info` as run.json holds it (the card reads
+    its human labels) and the typed stage summaries the command line decides its exit code from."""
+
     run_id: str
     outputs: dict[str, Path] = field(default_factory=dict)
     info: dict[str, Any] = field(default_factory=dict)
+    simulation: SimulationSummary | None = None
+    profiles: ProfilesSummary | None = None
+
+    @property
+    def failed_arcs(self) -> int:
+        return len(self.simulation.failed_arcs) if self.simulation is not None else 0
 
 
 def _recipe_hash(recipe: Recipe) -> str:
     # Without `runner`/`ray`: where the work runs does not change what it makes, so a folder started
     # locally resumes on a cluster and the other way round (and older run folders keep their hash).
-    return hashlib.sha256(json.dumps(recipe.content_dump(), sort_keys=True).encode()).hexdigest()[:16]
+    # Without `release` either: the gate is read when publishing and does not change what the run makes.
+    content = {k: v for k, v in recipe.content_dump().items() if k not in PUBLISH_FIELDS}
+    return hashlib.sha256(json.dumps(content, sort_keys=True).encode()).hexdigest()[:16]
 
 
 def _open_run(out_dir: Path, recipe: Recipe) -> dict[str, Any]:
@@ -84,11 +98,12 @@ def _open_run(out_dir: Path, recipe: Recipe) -> dict[str, Any]:
 
 
 def _sims_by_counsellor(transcripts: Path) -> dict[str, list[dict[str, Any]]]:
-    """One validation system per patient engine × counsellor, named `<engine>/<counsellor>`. Rows
-    written before the engine field existed were all MindSim's, so they keep their `mindsim/` name."""
+    """One validation system per patient engine × counsellor, named as every report names it
+    (`mindcore.systems`). Rows written before the engine field existed were all MindSim's, so they keep their
+    `mindsim/` name."""
     by: dict[str, list[dict[str, Any]]] = defaultdict(list)
     for _, row in read_jsonl(transcripts):
-        by[f"{row.get('patient_engine') or DEFAULT_ENGINE}/{row.get('counsellor', 'counsellor')}"].append(row)
+        by[system_name(row.get("patient_engine") or DEFAULT_ENGINE, row.get("counsellor", "counsellor"))].append(row)
     if not by:
         raise InputError(f"{transcripts}: no finished sessions to validate (see sessions/summary.json for failures)")
     return dict(by)
@@ -147,6 +162,7 @@ def run_job(recipe_path: Path, out_dir: Path, *, verbose: bool = False, ray_addr
     vcfg = recipe.section("validation", ValidationConfig)
     ocfg = recipe.section("output", OutputConfig)
     jcfg = recipe.section("judge", JudgeConfig) if recipe.judge is not None else None
+    recipe.section("release", ReleaseConfig)
     out_dir = Path(out_dir)
     layout = RunLayout(out_dir)
     info = _open_run(out_dir, recipe)
@@ -173,9 +189,10 @@ def run_job(recipe_path: Path, out_dir: Path, *, verbose: bool = False, ray_addr
         profiles = load_profiles(layout.profiles.path, pool_only=scfg.pool_only)
         _stage("6 · multi-session simulation")
         ssum = run_simulation(profiles, engines, scfg, out_dir, recipe.seed, ray=recipe.ray if on_ray else None)
-        raise_if_all_failed("simulation", ssum["failed_arcs"], attempted=ssum["arcs"])
-        if ssum["failed_arcs"] and not ssum["sessions_written"]:
-            _nothing_left("simulation", ssum["failed_arcs"], f"all {ssum['arcs']} arcs failed before any session finished")
+        failed_arcs = [f.model_dump() for f in ssum.failed_arcs]
+        raise_if_all_failed("simulation", failed_arcs, attempted=ssum.arcs)
+        if failed_arcs and not ssum.sessions_written:
+            _nothing_left("simulation", failed_arcs, f"all {ssum.arcs} arcs failed before any session finished")
         _stage("7 · validation")
         sims = _sims_by_counsellor(layout.transcripts)
         compare(vcfg.reference, sims, layout.validation.path, vcfg, engines=engines if vcfg.arc else None,
@@ -187,7 +204,7 @@ def run_job(recipe_path: Path, out_dir: Path, *, verbose: bool = False, ray_addr
         roles = engines.describe()
         backends = {name: engines.backend(name).describe() for name in recipe.engines}
         usage = engines.ledger.summary()
-    runner_info = {"name": recipe.runner, "profiles": psum.runner, "simulation": ssum.get("runner")}
+    runner_info = {"name": recipe.runner, "profiles": psum.runner, "simulation": ssum.runner}
 
     reference_is_mibot = vcfg.reference_path().resolve() == shipped_reference_path().resolve()
     info.update(
@@ -207,7 +224,7 @@ def run_job(recipe_path: Path, out_dir: Path, *, verbose: bool = False, ray_addr
             "rates_note": "the shipped illustrative prior — not the paper's fitted rates"
             if pcfg.rates is None
             else f"fitted rates from {pcfg.rates}",
-            "prompt_hashes": {**_prompt_hashes(out_dir, vcfg.arc), **((jsum or {}).get("prompt_hashes") or {})},
+            "prompt_hashes": {**_prompt_hashes(out_dir, vcfg.arc), **(jsum.prompt_hashes if jsum else {})},
             # Templates the recipe swapped for its own files (`prompts:`): which file, and its hash as the rows record it.
             "prompt_overrides": {name: {"path": o.path, "sha256": o.sha256}
                                  for name, o in sorted(recipe.prompt_overrides.items())},
@@ -215,7 +232,7 @@ def run_job(recipe_path: Path, out_dir: Path, *, verbose: bool = False, ray_addr
                 "sessions per patient": scfg.sessions,
                 "turn cap": scfg.turn_cap,
                 "gap before follow-ups (hours)": f"{scfg.min_gap_hours:g}–{scfg.max_gap_hours:g}",
-                "counsellors": ", ".join(ssum["counsellors"]),
+                "counsellors": ", ".join(ssum.counsellors),
                 "memory cap (entries)": scfg.memory_max_entries,
                 "seed": recipe.seed,
             },
@@ -228,16 +245,18 @@ def run_job(recipe_path: Path, out_dir: Path, *, verbose: bool = False, ray_addr
                 "profile failures (engine or invalid output)": sum(psum.failed.values()),
                 "pool / benchmark patients": f"{psum.pool} / {psum.benchmark}",
                 "pool drawn from verdicts": ", ".join(pcfg.pool_verdicts),
-                "sessions written / expected": f"{ssum['sessions_written']} / {ssum['sessions_expected']}",
-                "failed arcs": len(ssum["failed_arcs"]),
-                "sessions the patient ended": ssum["ended_by_patient"],
-                "rejected move commits": ssum["rejected_commits"],
+                "sessions written / expected": f"{ssum.sessions_written} / {ssum.sessions_expected}",
+                "failed arcs": len(ssum.failed_arcs),
+                "sessions the patient ended": ssum.ended_by_patient,
+                "rejected move commits": ssum.rejected_commits,
                 "patient messages re-asked (not stored), by reason": ", ".join(
-                    f"{k} {v}" for k, v in sorted(ssum.get("rejected_messages", {}).items()) if v) or "none",
-                "patient messages ended at their last complete sentence": ssum.get("messages_trimmed", 0),
-                "counsellor replies flagged (stored as sent), by flag": _flag_line(ssum.get("counsellor_flags", {})),
-                **({"judged replies (ok / failed)": f"{jsum['ok']} / {jsum['failed']}",
-                    "critical replies (listed for review in judgments/report.md)": jsum["critical"]}
+                    f"{k} {v}" for k, v in sorted(ssum.rejected_messages.items()) if v) or "none",
+                "patient messages ended at their last complete sentence": ssum.messages_trimmed,
+                "scenario drafts written (re-drafts included) / sessions": f"{ssum.scenario_drafts} / "
+                                                                           f"{ssum.sessions_written}",
+                "counsellor replies flagged (stored as sent), by flag": _flag_line(ssum.counsellor_flags),
+                **({"judged replies (ok / failed)": f"{jsum.ok} / {jsum.failed}",
+                    "critical replies (listed for review in judgments/report.md)": jsum.critical}
                    if jsum else {}),
             },
             "pool_verdicts": list(pcfg.pool_verdicts),
@@ -247,9 +266,20 @@ def run_job(recipe_path: Path, out_dir: Path, *, verbose: bool = False, ray_addr
             "repo_id": ocfg.repo_id,
         }
     )
+    # The gate as it stands at the end of the run; `mindsim publish` evaluates it again before any upload.
+    info["release_gate"] = gate_for_run(out_dir, info)
     atomic_write_json(layout.run_json, info)
     with library_logs_to(layout.logs, verbose=verbose):
         dataset = build_dataset_folder(out_dir, info)
+    # The one file a user opens first (issue 21); built from the files just written, so a rerun rebuilds it.
+    from mindsim_app.report.build import build_report
+
+    try:
+        report = build_report([out_dir])
+    except Exception as exc:  # every output above is written; the page can be rebuilt with `mindsim report`
+        console.print(f"[yellow]warning:[/] report.html not written ({escape(type(exc).__name__)}: "
+                      f"{escape(str(exc)[:200])}); rebuild it with `mindsim report {escape(str(out_dir))}`")
+        report = layout.report_html
     outputs = {
         "profiles": layout.profiles.parquet,
         "pool table": layout.profiles.pool_table,
@@ -259,6 +289,8 @@ def run_job(recipe_path: Path, out_dir: Path, *, verbose: bool = False, ray_addr
         "judgments": layout.judgments.parquet,
         "MHQR report": layout.judgments.report_md,
         "dataset + card": dataset / "README.md",
+        "HTML report": report,
         "provenance": layout.run_json,
     }
-    return JobSummary(run_id=info["run_id"], outputs={k: v for k, v in outputs.items() if v.exists()}, info=info)
+    return JobSummary(run_id=info["run_id"], outputs={k: v for k, v in outputs.items() if v.exists()}, info=info,
+                      simulation=ssum, profiles=psum)

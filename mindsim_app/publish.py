@@ -24,7 +24,7 @@ from mindcore.console import out_console
 from mindcore.errors import InputError, MindsimError, UserError
 from mindcore.io import read_jsonl
 from mindcore.layout import RunLayout
-from mindsim_app.cards import MANIFEST, META_KEY, _sha256, build_dataset_folder
+from mindsim_app.cards import MANIFEST, META_KEY, sha256_of, build_dataset_folder
 
 console = out_console()
 _WS = re.compile(r"\s+")
@@ -115,7 +115,7 @@ def check_folder(folder: Path, reference_transcripts: Iterable[Path] = ()) -> di
         rel = str(p.relative_to(folder))
         if rel not in listed:
             problems.append(f"{rel}: not written by the toolkit for this run")
-        elif _sha256(p) != listed[rel]:
+        elif sha256_of(p) != listed[rel]:
             problems.append(f"{rel}: changed after the toolkit wrote it")
     prints = reference_fingerprints(reference_transcripts)
     for rel in listed:
@@ -156,14 +156,44 @@ def check_loads(folder: Path, manifest: dict[str, Any]) -> dict[str, int]:
     return rows
 
 
-def resolve_folder(path: Path, repo_id: str | None = None) -> Path:
-    """Accept a dataset folder (with a manifest) or a run folder (with run.json; its dataset is rebuilt)."""
+class GateFailed(MindsimError):
+    """The run is outside the recipe's release gate (exit 1, like a stage that finished with failures)."""
+
+    def __init__(self, lines: list[str]):
+        super().__init__("; ".join(lines))
+        self.lines = lines
+
+
+def _gate(run_dir: Path, info: dict[str, Any], force: bool) -> dict[str, Any]:
+    """The recipe's release gate for this run; refused (`GateFailed`) outside it unless `force`."""
+    from mindsim_app.release import failure_lines, gate_for_run
+
+    gate = gate_for_run(run_dir, info, forced=force)
+    if not gate["passed"] and not force:
+        raise GateFailed(failure_lines(gate))
+    console.print(f"release gate: {gate['outcome']}")
+    return gate
+
+
+def resolve_folder(path: Path, repo_id: str | None = None, *, force: bool = False) -> Path:
+    """Accept a dataset folder (with a manifest) or a run folder (with run.json; its dataset is rebuilt).
+    The recipe's release gate is evaluated first wherever the run folder is known (a dataset folder inside
+    one included): outside it the publish is refused (`GateFailed`) unless `force`. A run folder's rebuilt
+    card shows the gate and its outcome; a dataset folder is published exactly as it is (its card shows the
+    gate as it stood at the end of the run), so `--force` outside the gate needs the run folder instead."""
     path = Path(path)
     if (path / MANIFEST).is_file():
+        parent = RunLayout(path.parent)
+        if parent.run_json.is_file() and parent.dataset.resolve() == path.resolve():
+            gate = _gate(parent.path, json.loads(parent.run_json.read_text()), force)
+            if gate["forced"]:
+                raise UserError(f"{path}: --force outside the release gate needs the run folder, so the rebuilt card "
+                                f"can say so; publish {parent.path} instead")
         return path
     run_json = RunLayout(path).run_json
     if run_json.is_file():
         info = json.loads(run_json.read_text())
+        info["release_gate"] = _gate(path, info, force)
         if repo_id:
             info["repo_id"] = repo_id
         return build_dataset_folder(path, info)
@@ -212,11 +242,24 @@ def publish_cmd(
     reference_transcripts: Optional[list[Path]] = typer.Option(
         None, "--reference-transcripts", help="Chat JSONL whose messages must not appear in the upload (repeatable)"
     ),
+    force: bool = typer.Option(False, "--force", help="Publish although the run is outside the recipe's release "
+                                                      "gate (the card then says so)"),
 ) -> None:
     """Publish a run's dataset (parquet per config + card) to the Hugging Face Hub."""
     if not re.fullmatch(r"[\w.-]+/[\w.-]+", repo_id):
         raise InputError(f"--repo-id {repo_id!r}: expected OWNER/NAME")
-    dataset = resolve_folder(folder, repo_id)
+    try:
+        dataset = resolve_folder(folder, repo_id, force=force)
+    except GateFailed as exc:
+        from rich.markup import escape
+
+        from mindcore.console import err_console
+
+        for line in exc.lines:  # one line per failed criterion, so a CI log shows each
+            err_console().print(f"[red]error:[/] {escape(line)}")
+        err_console().print("[red]error:[/] refusing to publish outside the release gate; fix the run or pass --force "
+                            "(the card will say so)")
+        raise typer.Exit(1) from None
     manifest = check_folder(dataset, reference_transcripts or [])
     rows = check_loads(dataset, manifest)
     for name, n in rows.items():

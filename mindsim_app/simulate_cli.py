@@ -44,17 +44,17 @@ def simulate_cmd(
     table.add_column("value", justify="right")
     for key in ("patients", "arcs", "sessions_expected", "sessions_written", "ended_by_patient",
                 "rejected_commits", "memory_repaired", "elapsed_s"):
-        table.add_row(key, str(summary[key]))
-    table.add_row("failed arcs", str(len(summary["failed_arcs"])))
+        table.add_row(key, str(getattr(summary, key)))
+    table.add_row("failed arcs", str(len(summary.failed_arcs)))
     out.print(table)
-    failed = summary["failed_arcs"]
+    failed = summary.failed_arcs
     for f in failed:
         # Details are part of the report (stdout, one line each); the verdict is the one stderr line.
-        first = str(f["error"]).strip().splitlines()[0] if str(f["error"]).strip() else ""
-        out.print(f"failed: {escape(f['patient_id'])} × {escape(f['counsellor'])}: {escape(first)}")
+        first = f.error.strip().splitlines()[0] if f.error.strip() else ""
+        out.print(f"failed: {escape(f.patient_id)} × {escape(f.counsellor)}: {escape(first)}")
     if failed:
         err.print(
-            f"[red]error:[/] {len(failed)} of {summary['arcs']} session arcs failed "
+            f"[red]error:[/] {len(failed)} of {summary.arcs} session arcs failed "
             f"(see {escape(str(RunLayout(out_dir).sessions.summary))}); rerun the same command to retry "
             f"them, finished sessions are kept"
         )

@@ -6,6 +6,23 @@ Stages, each usable alone: personas → clinical anchors → 5P formulation → 
 The stored row is `profilegen.schemas.Profile`; `profilegen.dataset.load_profiles` reads a dataset.
 """
 
+# What other packages may import from this one (tests/test_layers.py holds the code to it). Other packages use
+# `schemas.Profile`, `dataset.load_profiles`, `pipeline.run_profiles`, `config`, the vocabularies in `moves`,
+# the psychological formulation in `psych`, `render` and `cli.app`; `testing` holds hand-built profiles for
+# other stages' tests.
+PUBLIC_MODULES = (
+    "cli",
+    "config",
+    "dataset",
+    "moves",
+    "pipeline",
+    "psych",
+    "render",
+    "schemas",
+    "stage",
+    "testing",
+)
+
 __all__ = ["Profile", "load_profiles"]
 
 

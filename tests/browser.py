@@ -9,6 +9,7 @@ Where the browser or selenium is missing the tests are skipped, saying so and ho
 from __future__ import annotations
 
 import contextlib
+import json
 import shutil
 import socket
 import tempfile
@@ -48,6 +49,8 @@ def browser() -> Iterator[Any]:
     opts.binary_location = chromium
     for f in CHROMIUM_FLAGS + [f"--user-data-dir={profile}"]:
         opts.add_argument(f)
+    # Chrome's own logs: every request the page sends (`requests_made`) and its console errors.
+    opts.set_capability("goog:loggingPrefs", {"performance": "ALL", "browser": "ALL"})
     d = webdriver.Chrome(service=Service(executable_path=driver), options=opts)
     d.set_page_load_timeout(20)
     try:
@@ -55,6 +58,17 @@ def browser() -> Iterator[Any]:
     finally:
         d.quit()
         shutil.rmtree(profile, ignore_errors=True)
+
+
+def requests_made(drv: Any) -> list[str]:
+    """URLs of every request the browser sent since the performance log was last read (an offline page's
+    test reads it once before loading the page, then asserts only file:// and data: URLs remain)."""
+    urls = []
+    for entry in drv.get_log("performance"):
+        msg = json.loads(entry["message"])["message"]
+        if msg.get("method") == "Network.requestWillBeSent":
+            urls.append(msg["params"]["request"]["url"])
+    return urls
 
 
 def free_port() -> int:

@@ -16,6 +16,23 @@ REPO = Path(__file__).resolve().parent.parent
 # Test helpers shared across packages (openai_stub.py) are imported by module name from any test folder.
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 SHARED = REPO.parent / "shared"
+QUICKSTART_RUNS = 2
+
+
+# The fixtures that start the real embedded engine; every other engine-backed fixture builds on one of them.
+ENGINE_FIXTURES = {"embedded_engines", "quickstart_run"}
+
+
+def pytest_collection_modifyitems(config, items):
+    """`-m "not embedded"` is the fast suite: a test marked `embedded` must start the engine (else it leaves the
+    fast suite for nothing) and a test that starts it must be marked (else the fast suite pays for it)."""
+    wrong = [f"{item.nodeid}: {'marked embedded but starts no engine' if marked else 'starts the engine unmarked'}"
+             for item in items
+             for marked, starts in [(item.get_closest_marker("embedded") is not None,
+                                     bool(ENGINE_FIXTURES & set(getattr(item, "fixturenames", ()))))]
+             if marked != starts]
+    if wrong:
+        raise pytest.UsageError("embedded marker out of step with the engine fixtures:\n" + "\n".join(wrong))
 
 
 @pytest.fixture(scope="session")
@@ -33,11 +50,26 @@ def embedded_engines():
 def quickstart_run(tmp_path_factory) -> Path:
     """The README's main job (recipes/quickstart.yaml) run once on the real embedded engine, shared by every
     test that inspects real output: the job tests, the simulator's and the harness-text checks."""
+    import pyarrow.parquet as pq
+
+    from mindcore.errors import EngineError
     from mindsim_app.job import run_job
 
     out = tmp_path_factory.mktemp("run")
-    summary = run_job(REPO / "recipes" / "quickstart.yaml", out)
-    assert summary.info["status"] == "finished"
+    # The 135M model can sink arcs (NOTES §6) and batched llama.cpp output is not deterministic, so when a run
+    # leaves nothing for the tests to check (it failed, or no arc finished all its sessions, so no memory or
+    # trust carries from one session into the next) the same command is run again: it resumes, redoing only
+    # the failed work. Bounded, and paid only in that rare case.
+    for attempt in range(QUICKSTART_RUNS):
+        try:
+            summary = run_job(REPO / "recipes" / "quickstart.yaml", out)
+        except EngineError:
+            if attempt + 1 == QUICKSTART_RUNS:
+                raise
+            continue
+        assert summary.info["status"] == "finished"
+        if max(pq.read_table(out / "sessions" / "sessions.parquet", columns=["session_index"]).column(0).to_pylist()) > 0:
+            break
     return out
 
 

@@ -116,6 +116,20 @@ class Case:
     args: Callable[[Files], list]
     code: int
     names: Callable[[Files], str]  # what the error line must name
+    # Where the command would write: by default the path after `--out`; given for commands that write elsewhere
+    # (`judge run` into RUN_DIR/judgments, `judge agreement` into ./agreement); NOWHERE for those that write nothing.
+    out: Callable[[Files], Path | None] | None = None
+
+    def output(self, f: Files) -> Path | None:
+        if self.out is not None:
+            return self.out(f)
+        args = [str(a) for a in self.args(f)]
+        assert "--out" in args, "say where this command writes (Case.out)"
+        return Path(args[args.index("--out") + 1])
+
+
+def NOWHERE(f: Files) -> None:
+    return None
 
 
 CASES = {
@@ -174,13 +188,13 @@ CASES = {
                                             lambda f: str(f.run_corrupt))),
     "export-patient/bad-option": Case(lambda f: ["export", "patient", f.run_corrupt, "--out", f.root / "x.jsonl", "--bogus"], 2, lambda f: "--bogus"),
     # mindsim publish --dry-run
-    "publish/missing": Case(lambda f: ["publish", f.root / "no-run", "--repo-id", "someone/x", "--dry-run"], 2, lambda f: str(f.root / "no-run")),
-    "publish/not-a-run": Case(lambda f: ["publish", f.run_corrupt, "--repo-id", "someone/x", "--dry-run"], 2, lambda f: str(f.run_corrupt)),
-    "publish/bad-repo-id": Case(lambda f: ["publish", f.run_corrupt, "--repo-id", "no-slash", "--dry-run"], 2, lambda f: "--repo-id 'no-slash'"),
+    "publish/missing": Case(lambda f: ["publish", f.root / "no-run", "--repo-id", "someone/x", "--dry-run"], 2, lambda f: str(f.root / "no-run"), out=NOWHERE),
+    "publish/not-a-run": Case(lambda f: ["publish", f.run_corrupt, "--repo-id", "someone/x", "--dry-run"], 2, lambda f: str(f.run_corrupt), out=NOWHERE),
+    "publish/bad-repo-id": Case(lambda f: ["publish", f.run_corrupt, "--repo-id", "no-slash", "--dry-run"], 2, lambda f: "--repo-id 'no-slash'", out=NOWHERE),
     # mindsim engines check
-    "engines/missing": Case(lambda f: ["engines", "check", f.recipe_missing], 2, lambda f: str(f.recipe_missing)),
-    "engines/malformed": Case(lambda f: ["engines", "check", f.recipe_malformed], 2, lambda f: str(f.recipe_malformed)),
-    "engines/binary": pytest.param(Case(lambda f: ["engines", "check", f.recipe_binary], 2, lambda f: str(f.recipe_binary))),
+    "engines/missing": Case(lambda f: ["engines", "check", f.recipe_missing], 2, lambda f: str(f.recipe_missing), out=NOWHERE),
+    "engines/malformed": Case(lambda f: ["engines", "check", f.recipe_malformed], 2, lambda f: str(f.recipe_malformed), out=NOWHERE),
+    "engines/binary": pytest.param(Case(lambda f: ["engines", "check", f.recipe_binary], 2, lambda f: str(f.recipe_binary), out=NOWHERE)),
     # mindsim run
     "run/missing": Case(lambda f: ["run", f.recipe_missing, "--out", f.root / "o"], 2, lambda f: str(f.recipe_missing)),
     "run/malformed": Case(lambda f: ["run", f.recipe_malformed, "--out", f.root / "o"], 2, lambda f: str(f.recipe_malformed)),
@@ -188,31 +202,41 @@ CASES = {
     "run/binary": pytest.param(Case(lambda f: ["run", f.recipe_binary, "--out", f.root / "o"], 2, lambda f: str(f.recipe_binary))),
     "run/wrong-field": Case(lambda f: ["run", f.recipe_typo, "--out", f.root / "o"], 2, lambda f: "profiles.candidatez"),
     "run/bad-option": Case(lambda f: ["run", f.recipe_ok, "--out", f.root / "o", "--bogus"], 2, lambda f: "--bogus"),
-    "run/missing-argument": Case(lambda f: ["run"], 2, lambda f: "'recipe'"),
+    "run/missing-argument": Case(lambda f: ["run"], 2, lambda f: "'recipe'", out=NOWHERE),
     # mindsim judge (the judge package's own commands)
-    "judge-run/missing": Case(lambda f: ["judge", "run", f.root / "no-run"], 2, lambda f: str(f.root / "no-run")),
-    "judge-run/malformed": Case(lambda f: ["judge", "run", f.root, "--sessions", f.malformed], 2, lambda f: str(f.malformed)),
-    "judge-run/empty": Case(lambda f: ["judge", "run", f.root, "--sessions", f.empty], 2, lambda f: str(f.empty)),
-    "judge-run/binary": pytest.param(Case(lambda f: ["judge", "run", f.root, "--sessions", f.binary], 2, lambda f: str(f.binary))),
-    "judge-run/corrupt": Case(lambda f: ["judge", "run", f.run_corrupt], 2, lambda f: str(f.run_corrupt / "sessions" / "sessions.parquet")),
-    "judge-run/bad-option": Case(lambda f: ["judge", "run", f.root, "--bogus"], 2, lambda f: "--bogus"),
+    "judge-run/missing": Case(lambda f: ["judge", "run", f.root / "no-run"], 2, lambda f: str(f.root / "no-run"), out=lambda f: f.root / "no-run" / "judgments"),
+    "judge-run/malformed": Case(lambda f: ["judge", "run", f.root, "--sessions", f.malformed], 2, lambda f: str(f.malformed), out=lambda f: f.root / "judgments"),
+    "judge-run/empty": Case(lambda f: ["judge", "run", f.root, "--sessions", f.empty], 2, lambda f: str(f.empty), out=lambda f: f.root / "judgments"),
+    "judge-run/binary": pytest.param(Case(lambda f: ["judge", "run", f.root, "--sessions", f.binary], 2, lambda f: str(f.binary), out=lambda f: f.root / "judgments")),
+    "judge-run/corrupt": Case(lambda f: ["judge", "run", f.run_corrupt], 2, lambda f: str(f.run_corrupt / "sessions" / "sessions.parquet"), out=lambda f: f.run_corrupt / "judgments"),
+    "judge-run/bad-option": Case(lambda f: ["judge", "run", f.root, "--bogus"], 2, lambda f: "--bogus", out=lambda f: f.root / "judgments"),
     "judge-sample/missing": Case(lambda f: ["judge", "sample", f.root / "no-run", "--n", "3", "--out", f.root / "s.jsonl"], 2,
                                  lambda f: str(f.root / "no-run")),
     "judge-sample/corrupt": Case(lambda f: ["judge", "sample", f.run_corrupt, "--n", "3", "--out", f.root / "s.jsonl"], 2,
                                  lambda f: str(f.run_corrupt / "sessions" / "sessions.parquet")),
-    "judge-agreement/missing": Case(lambda f: ["judge", "agreement", "--annotations", f.missing], 2, lambda f: str(f.missing)),
-    "judge-agreement/malformed": Case(lambda f: ["judge", "agreement", "--annotations", f.malformed], 2, lambda f: str(f.malformed)),
-    "judge-agreement/not-utf8": pytest.param(Case(lambda f: ["judge", "agreement", "--annotations", f.latin], 2, lambda f: str(f.latin))),
-    "unknown-command": Case(lambda f: ["simulatee"], 2, lambda f: "simulatee"),
+    "judge-agreement/missing": Case(lambda f: ["judge", "agreement", "--annotations", f.missing], 2, lambda f: str(f.missing), out=lambda f: f.root / "agreement"),
+    "judge-agreement/malformed": Case(lambda f: ["judge", "agreement", "--annotations", f.malformed], 2, lambda f: str(f.malformed), out=lambda f: f.root / "agreement"),
+    "judge-agreement/not-utf8": pytest.param(Case(lambda f: ["judge", "agreement", "--annotations", f.latin], 2, lambda f: str(f.latin), out=lambda f: f.root / "agreement")),
+    "unknown-command": Case(lambda f: ["simulatee"], 2, lambda f: "simulatee", out=NOWHERE),
 }
 
 
 @pytest.mark.parametrize("case", list(CASES.values()), ids=list(CASES))
 def test_bad_input_exit_code_and_one_error_line(case: Case, files: Files):
+    out = case.output(files)
+    assert out is None or not out.exists()
+    before = _tree(files.root)
     proc = mindsim(*case.args(files), cwd=files.root)
     assert proc.returncode == case.code, proc.stderr
     assert case.names(files) in error_line(proc)
-    assert not (files.root / "o").exists(), "a rejected command must not start writing its output"
+    # Nothing half-written: not at the command's own output path, and nothing else created or changed either.
+    assert out is None or not out.exists(), f"a rejected command started writing {out}"
+    assert _tree(files.root) == before, "a rejected command changed files beside its inputs"
+
+
+def _tree(root: Path) -> dict[str, bytes | None]:
+    """Every path under `root` with its bytes (None for a folder): what a rejected command must leave alone."""
+    return {str(p.relative_to(root)): (p.read_bytes() if p.is_file() else None) for p in sorted(root.rglob("*"))}
 
 
 def test_success_exits_0_with_a_quiet_stderr(files: Files):
@@ -348,6 +372,11 @@ def test_run_with_failed_arcs_exits_1(openai_stub, tmp_path):
     line = error_line(proc, only_line=False)  # the job's stage rules also go to stderr
     assert "2 session arcs failed" in line and "rerun" in line and str(out / "sessions" / "summary.json") in line
     assert json.loads((out / "run.json").read_text())["counts"]["failed arcs"] == 2
+    # The job's page is written whatever failed, and names the failures with their side (issue 21).
+    page = (out / "report.html").read_text()
+    assert "2 of 4 arcs failed" in page and "counsellor:broken" in page
+    assert "engine: 2" in page  # HTTP 400 from the counsellor's server: the engine's, not the simulator's
+    assert json.loads((out / "run.json").read_text())["release_gate"]["set"] is False
 
 
 def test_ctrl_c_exits_130_with_a_resume_hint(openai_stub, tmp_path):

@@ -47,3 +47,52 @@ def test_scanner_catches_a_forbidden_import(tmp_path):
     bad = tmp_path / "bad.py"
     bad.write_text("def f():\n    from mindsim_app.cli import main\n    import profilegen.schemas\n")
     assert imported_roots(bad) & OURS == {"mindsim_app", "profilegen"}
+
+
+def _package_modules():
+    for package in ALLOWED:
+        yield from ((package, p) for p in sorted((REPO / package).rglob("*.py")))
+
+
+def test_other_packages_import_only_what_a_package_exports():
+    """A package states the modules others may import (`PUBLIC_MODULES` in its `__init__`); code in another
+    package imports no other module of it."""
+    import importlib
+
+    public = {p: set(importlib.import_module(p).PUBLIC_MODULES) for p in ALLOWED}
+    offenders = []
+    for package, path in _package_modules():
+        for node in ast.walk(ast.parse(path.read_text(encoding="utf-8"))):
+            names = ([node.module] if isinstance(node, ast.ImportFrom) and node.module and node.level == 0
+                     else [a.name for a in node.names] if isinstance(node, ast.Import) else [])
+            for name in names:
+                top, _, rest = name.partition(".")
+                if top in public and top != package and rest and rest.split(".")[0] not in public[top]:
+                    offenders.append(f"{path.relative_to(REPO)}:{node.lineno} imports {name}")
+    assert offenders == []
+
+
+def test_no_private_name_crosses_a_module_boundary():
+    offenders = []
+    for _, path in _package_modules():
+        for node in ast.walk(ast.parse(path.read_text(encoding="utf-8"))):
+            if isinstance(node, ast.ImportFrom) and node.module and node.level == 0 \
+                    and node.module.split(".")[0] in OURS:
+                offenders += [f"{path.relative_to(REPO)}:{node.lineno} imports {node.module}.{a.name}"
+                              for a in node.names if a.name.startswith("_") and not a.name.startswith("__")]
+            # `module._name` on an imported module (attributes of self/cls and of a module's own classes aside).
+            if isinstance(node, ast.Attribute) and isinstance(node.value, ast.Name) and node.attr.startswith("_") \
+                    and not node.attr.startswith("__") and node.value.id in _imported_modules(path):
+                offenders.append(f"{path.relative_to(REPO)}:{node.lineno} uses {node.value.id}.{node.attr}")
+    assert offenders == []
+
+
+def _imported_modules(path: Path) -> set[str]:
+    """Local names bound to one of our modules by an import in `path`."""
+    names = set()
+    for node in ast.walk(ast.parse(path.read_text(encoding="utf-8"))):
+        if isinstance(node, ast.ImportFrom) and node.module and node.module.split(".")[0] in OURS:
+            names |= {a.asname or a.name for a in node.names if a.name[:1].islower()}
+        elif isinstance(node, ast.Import):
+            names |= {(a.asname or a.name).split(".")[0] for a in node.names if a.name.split(".")[0] in OURS}
+    return names

@@ -9,3 +9,16 @@ Main entry points:
 - `validation.reference.build_reference(...)` / `load_reference(...)`
 - `validation.cli.app` (mounted as `mindsim validate …`)
 """
+
+# What other packages may import from this one (tests/test_layers.py holds the code to it). Other packages use
+# `compare.compare`, `config.ValidationConfig`, `reference`, `transcripts`, `features`, `arc` and `cli.app`.
+PUBLIC_MODULES = (
+    "arc",
+    "cli",
+    "compare",
+    "config",
+    "features",
+    "reference",
+    "transcripts",
+    "stage",
+)

@@ -21,7 +21,7 @@ from mindsim.memory import format_log
 from mindsim.patientact.data import attachment_prior, taxonomy, theme_map, trust_rules
 from mindsim.patientact.decompose import Decomposition
 from mindsim.patientact.participant import SIGNAL_TEMPLATE, STEP_TEMPLATE, PatientActPatient
-from mindsim.prompting import _knob, load_style_data
+from mindsim.prompting import style_knob, load_style_data
 from mindsim.schedule import SessionPlan
 from profilegen.moves import Vocabulary
 from profilegen.schemas import Profile
@@ -37,12 +37,12 @@ def patient_prompt(profile: Profile, plan: SessionPlan, scenario: Any, agenda: A
     data = load_style_data()
     s = profile.style
     pid = profile.profile_id
-    reg = _knob(data.register, s.register, "register", pid)
+    reg = style_knob(data.register, s.register, "register", pid)
     knob_lines = [
         reg.line,
-        _knob(data.verbosity, s.verbosity, "verbosity", pid).line,
-        _knob(data.frustration_reactivity, s.frustration_reactivity, "frustration_reactivity", pid).line,
-        _knob(data.emotion, plan.emotion, "emotion", pid),
+        style_knob(data.verbosity, s.verbosity, "verbosity", pid).line,
+        style_knob(data.frustration_reactivity, s.frustration_reactivity, "frustration_reactivity", pid).line,
+        style_knob(data.emotion, plan.emotion, "emotion", pid),
     ]
     return render(
         PA_PATIENT_TEMPLATE,

@@ -21,6 +21,7 @@ import yaml
 from pydantic import BaseModel, ConfigDict, Field, ValidationError, create_model, model_validator
 
 from mindcore.errors import ConfigError
+from mindcore.recipe import format_validation_error
 
 PROTOCOLS = ("mhqr", "realism", "patientact_session", "patientact_profile")
 DIVERSITY = "diversity"  # the profile protocol's once-per-rater question (an item of its own in each queue)
@@ -64,10 +65,7 @@ class Protocol:
         try:
             return self.model.model_validate(answer).model_dump(exclude_none=True)
         except ValidationError as exc:
-            e = exc.errors()[0]
-            loc = ".".join(str(p) for p in e["loc"]) or "answer"
-            msg = e["msg"].removeprefix("Value error, ")
-            raise AnswerError(f"{self.name}: {loc}: {msg}") from None
+            raise AnswerError(format_validation_error(exc, self.name, limit=1, top="answer", plain=True)) from None
 
 
 # -- MHQR -----------------------------------------------------------------------------------------------

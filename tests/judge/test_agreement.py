@@ -7,6 +7,7 @@ import json
 import math
 from pathlib import Path
 
+import numpy as np
 import pyarrow as pa
 import pyarrow.parquet as pq
 import pytest
@@ -210,3 +211,83 @@ def test_ranking_is_skipped_when_counsellors_are_unknown(tmp_path):
     assert rep["judges"] == {} and "skipped" in rep["ranking"]
     assert rep["inter_annotator"]["severity"]["mean_pairwise_kappa_w"] == pytest.approx(14 / 23)
     assert "Skipped" in (tmp_path / "o" / "agreement.md").read_text()
+
+
+def test_mode_ties_go_to_the_more_severe_level():
+    assert stats.mode_level([0, 0, 1]) == 0          # a clear mode below the maximum
+    assert stats.mode_level([0, 1]) == 1             # 1–1 tie → the more severe
+    assert stats.mode_level([2, 0, 2, 0, 1]) == 2    # 2–2 tie between 0 and 2
+    assert stats.mode_level([3, 1, 1, 3, 0, 0]) == 3  # three-way tie
+
+
+def test_conversation_w_on_the_mode_by_hand(worked):
+    report, _ = worked
+    # Annotators, per session (ties → more severe): A s1 [0,1] → 1, s2 [1,2] → 2, s3 [2,2] → 2; B s1 [0,0] → 0,
+    # s2 [1,1] → 1, s3 [2,1] → 2: the same vectors as the maximum's, so W = 78/84 as there.
+    assert report["inter_annotator"]["severity"]["conversation_w"]["mode"] == pytest.approx(78 / 84)
+    # Judge J against the units (session, annotator): gold modes A 1, 2, 2 and B 0, 1, 2; J's modes on the same
+    # replies 1 ([0,1]), 3 ([3,1]), 2 ([2,2]), twice. Ranks: gold 2.5, 5, 5, 1, 2.5, 5 (T = 6 + 24);
+    # J 1.5, 5.5, 3.5, 1.5, 5.5, 3.5 (T = 3·6). R = 4, 10.5, 8.5, 2.5, 8, 8.5; mean 7; S = 9 + 12.25 + 2.25 + 20.25
+    # + 1 + 2.25 = 47; W = 12·47/(4·210 − 2·48) = 564/744. (Ties to the milder level would give 708/744.)
+    assert report["judges"]["J"]["severity"]["conversation_w"]["mode"] == pytest.approx(564 / 744)
+    assert report["judges"]["J"]["severity"]["conversation_units"] == 6
+
+
+def test_conversation_w_of_mode_and_max_differ_when_the_mode_is_not_the_max():
+    from judge.agreement import _conversation_w
+
+    sessions = {"s1": ([0, 0, 2], [0, 1, 1]), "s2": ([1, 1, 0], [2, 2, 2]), "s3": ([2, 2, 1], [0, 0, 0])}
+    # Modes: a 0, 1, 2 and b 1, 2, 0 → ranks 1, 2, 3 and 2, 3, 1; R = 3, 5, 4; S = 2; W = 24/(4·24) = 1/4.
+    # Maxima: a 2, 1, 2 (ranks 2.5, 1, 2.5; T = 6) and b 1, 2, 0; R = 4.5, 4, 3.5; S = 0.5; W = 6/(96 − 12) = 1/14.
+    assert _conversation_w(sessions) == pytest.approx({"mode": 1 / 4, "max": 1 / 14})
+
+
+def test_distance_shares_and_issue_means_by_hand(worked):
+    report, _ = worked
+    ia = report["inter_annotator"]
+    # |A − B| per reply: 0, 1, 0, 1, 0, 1 → half at distance 0, half at 1, none further.
+    assert ia["severity"]["distance_shares"] == pytest.approx({"0": 0.5, "1": 0.5, "2": 0.0, "3": 0.0})
+    # Under-guiding: A flags replies 4–6, B 4–5. Cohen κ: p_o = 5/6, p_e = 1/2·1/3 + 1/2·2/3 = 1/2 → 2/3.
+    # Fleiss: P_i = 1, 1, 1, 1, 1, 0 → P̄ = 5/6; shares 5/12, 7/12 → P_e = 74/144; κ = (120 − 74)/(144 − 74) = 23/35.
+    ug = ia["issues"][UG]
+    assert ug["mean_cohen_kappa"] == pytest.approx(2 / 3) and ug["fleiss_kappa"] == pytest.approx(23 / 35)
+    # Means over the issues anyone flagged (over-exploring: Cohen 0, Fleiss −1/35; the rest are undefined).
+    assert ia["issue_means"] == pytest.approx({"mean_cohen_kappa": (0 + 2 / 3) / 2, "fleiss_kappa": (-1 / 35 + 23 / 35) / 2})
+
+
+def test_ranking_bootstrap_equals_a_brute_force_loop():
+    """`stats.bootstrap` against a plain loop over the same draws: one `rng.integers` call per counsellor (sorted),
+    sessions resampled within the counsellor, each draw's score the mean of the drawn sessions' units."""
+    from scipy.stats import rankdata
+
+    counsellor = {("s1", "A"): "c1", ("s1", "B"): "c1", ("s2", "A"): "c1", ("s3", "A"): "c1", ("s3", "B"): "c1",
+                  ("s4", "A"): "c2", ("s4", "B"): "c2", ("s5", "A"): "c2", ("s5", "B"): "c2", ("s6", "A"): "c2"}
+    score = dict(zip(counsellor, [0.5, 1.0, 3.0, 2.0, 5.0, 1.0, 2.0, 4.0, 0.0, 2.5]))
+    # The judge scored no unit of s3: a draw of only s3 leaves c1 without a judge score (never a match).
+    judge = {u: v for u, v in zip(counsellor, [1.0, 0.0, 5.0, 9.0, 9.0, 2.0, 1.0, 5.0, 1.0, 0.5]) if u[0] != "s3"}
+    units = stats.Units(counsellor, {u: [(u[0], 0)] for u in counsellor}, score)
+    draws, seed = 400, 5
+    got = stats.bootstrap(units, {"J": judge}, draws, seed)
+
+    rng = np.random.default_rng(seed)
+    names = ["c1", "c2"]
+    picks = {}
+    for c in names:
+        sessions = sorted({u[0] for u, cc in counsellor.items() if cc == c})
+        picks[c] = [[sessions[i] for i in row] for row in rng.integers(0, len(sessions), size=(draws, len(sessions)))]
+
+    def draw_scores(scorer, b):
+        out = []
+        for c in names:
+            vals = [scorer[u] for s in picks[c][b] for u in counsellor if u[0] == s and u in scorer]
+            out.append(sum(vals) / len(vals) if vals else float("nan"))
+        return out
+
+    def same(x, y):
+        return not any(math.isnan(v) for v in x + y) and list(rankdata(x, method="min")) == list(rankdata(y, method="min"))
+
+    full = [np.mean([v for u, v in score.items() if counsellor[u] == c]) for c in names]
+    annot = sum(same(draw_scores(score, b), full) for b in range(draws)) / draws
+    by_judge = sum(same(draw_scores(judge, b), draw_scores(score, b)) for b in range(draws)) / draws
+    assert 0 < annot < 1 and 0 < by_judge < 1  # the draws do move the rankings
+    assert got == pytest.approx({"draws": draws, "seed": seed, "annotators": annot, "J": by_judge})

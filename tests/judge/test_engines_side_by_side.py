@@ -29,8 +29,8 @@ def row(c, engine, p, k, t, sev):
 
 
 # Same patients, counsellors and session indices under both engines, different severities:
-#   alpha/mindsim   p1/s0 = 5, p1/s1 = 0, p2/s0 = 1      alpha/patientact p1/s0 = 10, p1/s1 = 1
-#   beta/mindsim    p1/s0 = 0, p1/s1 = 1, p2/s0 = 0      beta/patientact  p1/s0 = 5,  p1/s1 = 5
+#   mindsim/alpha   p1/s0 = 5, p1/s1 = 0, p2/s0 = 1      patientact/alpha p1/s0 = 10, p1/s1 = 1
+#   mindsim/beta    p1/s0 = 0, p1/s1 = 1, p2/s0 = 0      patientact/beta  p1/s0 = 5,  p1/s1 = 5
 def _rows(engines=("mindsim", "patientact")):
     ms, pa = engines
     return [
@@ -50,21 +50,21 @@ def _score(rows, **kw):
 def test_each_counsellor_is_scored_once_per_patient_engine():
     sc = _score(_rows())
     c = sc["counsellors"]
-    assert set(c) == {"alpha/mindsim", "alpha/patientact", "beta/mindsim", "beta/patientact"}
-    assert c["alpha/mindsim"]["mhqr"] == pytest.approx(2.0) and c["alpha/mindsim"]["sessions"] == 3
-    assert c["alpha/patientact"]["mhqr"] == pytest.approx(5.5) and c["alpha/patientact"]["sessions"] == 2
-    assert c["beta/mindsim"]["mhqr"] == pytest.approx(1 / 3) and c["beta/patientact"]["mhqr"] == pytest.approx(5.0)
-    assert sc["systems"]["alpha/patientact"] == {"counsellor": "alpha", "patient_engine": "patientact"}
-    assert sc["ranking"] == ["beta/mindsim", "alpha/mindsim", "beta/patientact", "alpha/patientact"]
+    assert set(c) == {"mindsim/alpha", "patientact/alpha", "mindsim/beta", "patientact/beta"}
+    assert c["mindsim/alpha"]["mhqr"] == pytest.approx(2.0) and c["mindsim/alpha"]["sessions"] == 3
+    assert c["patientact/alpha"]["mhqr"] == pytest.approx(5.5) and c["patientact/alpha"]["sessions"] == 2
+    assert c["mindsim/beta"]["mhqr"] == pytest.approx(1 / 3) and c["patientact/beta"]["mhqr"] == pytest.approx(5.0)
+    assert sc["systems"]["patientact/alpha"] == {"counsellor": "alpha", "patient_engine": "patientact"}
+    assert sc["ranking"] == ["mindsim/beta", "mindsim/alpha", "patientact/beta", "patientact/alpha"]
 
 
 def test_pairs_match_only_sessions_of_the_same_patient_engine():
     sc = _score(_rows())
     pairs = {(p["a"], p["b"]): p for p in sc["paired"]}
-    assert set(pairs) == {("alpha/mindsim", "beta/mindsim"), ("alpha/patientact", "beta/patientact")}
-    assert pairs[("alpha/mindsim", "beta/mindsim")]["mean_diff"] == pytest.approx(((5 - 0) + (0 - 1) + (1 - 0)) / 3)
-    assert pairs[("alpha/patientact", "beta/patientact")]["mean_diff"] == pytest.approx(((10 - 5) + (1 - 5)) / 2)
-    change = sc["by_session"]["alpha/patientact"]["change_from_first"][1]
+    assert set(pairs) == {("mindsim/alpha", "mindsim/beta"), ("patientact/alpha", "patientact/beta")}
+    assert pairs[("mindsim/alpha", "mindsim/beta")]["mean_diff"] == pytest.approx(((5 - 0) + (0 - 1) + (1 - 0)) / 3)
+    assert pairs[("patientact/alpha", "patientact/beta")]["mean_diff"] == pytest.approx(((10 - 5) + (1 - 5)) / 2)
+    change = sc["by_session"]["patientact/alpha"]["change_from_first"][1]
     assert change["mean_diff"] == pytest.approx(1 - 10) and change["pairs"] == 1
 
 
@@ -107,22 +107,22 @@ def test_a_run_with_both_engines_reports_them_side_by_side(tmp_path):
     report = json.loads((run_dir / "judgments" / "report.json").read_text())
     sc = report["judges"]["judge"]["scores"]
     assert report["patient_engines"] == ["mindsim", "patientact"]
-    assert sc["counsellors"]["alpha/patientact"]["mhqr"] == 0 and sc["counsellors"]["beta/patientact"]["mhqr"] == 10
+    assert sc["counsellors"]["patientact/alpha"]["mhqr"] == 0 and sc["counsellors"]["patientact/beta"]["mhqr"] == 10
     # The MindSim units score exactly what a MindSim-only run of the same sessions scores.
-    assert sc["counsellors"]["alpha/mindsim"]["mhqr"] == pytest.approx((2.5 + 1 / 3 + 10) / 3)
-    assert {(p["a"], p["b"]) for p in sc["paired"]} == {("alpha/mindsim", "beta/mindsim"),
-                                                        ("alpha/patientact", "beta/patientact")}
-    assert summary["judges"]["judge"]["ranking"] == sc["ranking"]
+    assert sc["counsellors"]["mindsim/alpha"]["mhqr"] == pytest.approx((2.5 + 1 / 3 + 10) / 3)
+    assert {(p["a"], p["b"]) for p in sc["paired"]} == {("mindsim/alpha", "mindsim/beta"),
+                                                        ("patientact/alpha", "patientact/beta")}
+    assert summary.judges["judge"].ranking == sc["ranking"]
     crit = {(c["session_id"], c["patient_engine"]) for c in report["critical_replies"]}
     assert crit == {("s3", "mindsim"), ("s4-pa", "patientact"), ("s5-pa", "patientact"), ("s6-pa", "patientact")}
     md = (run_dir / "judgments" / "report.md").read_text()
-    assert "### MHQR per counsellor and patient engine" in md and "| alpha/patientact |" in md
-    assert "**beta/patientact**, session `s4-pa`" in md
+    assert "### MHQR per counsellor and patient engine" in md and "| patientact/alpha |" in md
+    assert "**patientact/beta**, session `s4-pa`" in md
     paired = md.split("### Paired differences")[1].split("## Critical")[0]
     # Neighbours only within one engine's ranking: never a mindsim unit against a patientact one.
     table = [ln for ln in paired.splitlines() if ln.startswith("| ") and "/" in ln]
     units = [tuple(c.strip() for c in ln.strip("|").split("|")[:2]) for ln in table]
-    assert units == [("beta/mindsim", "alpha/mindsim"), ("alpha/patientact", "beta/patientact")]
+    assert units == [("mindsim/beta", "mindsim/alpha"), ("patientact/alpha", "patientact/beta")]
 
 
 def test_a_one_engine_run_keeps_labels_reports_and_cache_keys(tmp_path):
@@ -150,7 +150,7 @@ def test_jsonl_sessions_may_name_their_patient_engine_or_not(tmp_path):
 
 def test_every_judge_ranks_the_same_units_even_when_one_fails_a_whole_engine(tmp_path):
     """The units come from the sessions, not from one judge's successes: a judge whose every answer on
-    PatientAct sessions failed still labels its MindSim units `counsellor/mindsim`, and the family flag
+    PatientAct sessions failed still labels its MindSim units `mindsim/counsellor`, and the family flag
     (on counsellor gpt-4.1-mini) marks both engines' units of that counsellor."""
     from mindcore.config import RoleSpec
 
@@ -168,9 +168,9 @@ def test_every_judge_ranks_the_same_units_even_when_one_fails_a_whole_engine(tmp
         run_judging(run_dir, engines, cfg)
     report = json.loads((run_dir / "judgments" / "report.json").read_text())
     picky = report["judges"]["judge:picky"]
-    assert picky["failed"] == 6 and set(picky["scores"]["counsellors"]) == {"alpha/mindsim", "beta/mindsim"}
+    assert picky["failed"] == 6 and set(picky["scores"]["counsellors"]) == {"mindsim/alpha", "mindsim/beta"}
     (agree,) = report["judge_agreement"]
     assert agree["counsellors"] == 2
     assert {f["patient_engine"] for f in report["failures"]} == {"patientact"}
     md = (run_dir / "judgments" / "report.md").read_text()
-    assert "| alpha/mindsim † |" in md and "| alpha/patientact † |" in md
+    assert "| mindsim/alpha † |" in md and "| patientact/alpha † |" in md

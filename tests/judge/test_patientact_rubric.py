@@ -7,6 +7,7 @@ from __future__ import annotations
 
 import ast
 import json
+import math
 import subprocess
 from pathlib import Path
 
@@ -171,7 +172,16 @@ def test_mann_whitney_u_by_hand():
     rows = [_row("a", {"coherence": s}) for s in (5, 4, 4)] + [_row("b", {"coherence": s}) for s in (3, 3, 4)]
     res = mann_whitney(rows, "a", "b")
     # pairs a > b: 5 beats all three (3), each 4 beats two 3s and ties the 4 (2.5 each) → U = 8
-    assert res["coherence"]["U"] == 8.0 and res["coherence"]["p"] < 0.1
+    assert res["coherence"]["U"] == 8.0
+    # One-sided p, normal approximation with tie and continuity corrections (ties rule out the exact test):
+    # μ = n_a·n_b/2 = 4.5; pooled 3,3,4,4,4,5 has ties t = 2 and 3, Σ(t³−t) = 6 + 24 = 30, N = 6;
+    # σ² = n_a·n_b/12 · ((N+1) − Σ(t³−t)/(N(N−1))) = 9/12 · (7 − 1) = 4.5;
+    # z = (U − μ − 0.5)/σ = 3/√4.5 = √2 → p = 1 − Φ(√2) = erfc(1)/2 ≈ 0.07865.
+    assert res["coherence"]["p"] == pytest.approx(math.erfc(1) / 2, rel=1e-9)
+    assert (res["coherence"]["n_a"], res["coherence"]["n_b"]) == (3, 3)
+    # The other way round: U = n_a·n_b − 8 = 1, z = (1 − 4.5 − 0.5)/√4.5 = −4/√4.5 → p = erfc(−4/3)/2 ≈ 0.9707.
+    back = mann_whitney(rows, "b", "a")["coherence"]
+    assert back["U"] == 1.0 and back["p"] == pytest.approx(math.erfc(-4 / 3) / 2, rel=1e-9)
     assert system_means(rows)["a"]["coherence"] == pytest.approx(13 / 3, abs=1e-3)
     with pytest.raises(InputError, match="both systems"):
         mann_whitney(rows, "a", "c")
@@ -181,6 +191,12 @@ def test_spearman_against_human_ratings():
     rows = [_row("a", {"coherence": s}, item=f"s{i}") for i, s in enumerate((1, 2, 3, 4))]
     human = {f"s{i}": {"coherence": h} for i, h in enumerate((1.5, 2.0, 3.5, 5.0))}
     assert spearman(rows, human)["coherence"]["rho"] == pytest.approx(1.0)
+    # Not monotone: human 2.0, 1.5, 5.0, 3.5 rank 2, 1, 4, 3 against 1, 2, 3, 4 → d = ∓1 four times, Σd² = 4;
+    # ρ = 1 − 6·4/(4·(16 − 1)) = 0.6. p (two-sided, t with n − 2 = 2 df): t = ρ·√(2/(1 − ρ²)) = 0.6·√(2/0.64),
+    # t² = 1.125; F₂(t) = 1/2 + t/(2√(2 + t²)) = 1/2 + 1.06066/3.53553 = 0.8 → p = 2·(1 − 0.8) = 0.4.
+    swapped = {f"s{i}": {"coherence": h} for i, h in enumerate((2.0, 1.5, 5.0, 3.5))}
+    res = spearman(rows, swapped)["coherence"]
+    assert res["rho"] == pytest.approx(0.6) and res["p"] == pytest.approx(0.4) and res["n"] == 4
     with pytest.raises(InputError, match="at least 3"):
         spearman(rows[:2], human)
 
@@ -193,6 +209,29 @@ def test_krippendorff_alpha_and_rating_matrix():
     assert mean_human(ratings) == {"x": {"coherence": 2.5}, "y": {"coherence": 4}}
     # two raters who swap neighbouring items disagree: α drops below 1
     assert krippendorff_alpha([[1, 2, 3, 4], [2, 1, 4, 3]]) < 1.0
+
+
+def test_krippendorff_alpha_is_the_ordinal_one():
+    """A case where the three levels of measurement differ, worked by hand from the coincidence matrix.
+    Units (rater 1, rater 2): (1,1) (1,2) (2,2) (4,3) (5,5). Coincidences o: o11 = 2, o12 = o21 = 1, o22 = 2,
+    o34 = o43 = 1, o55 = 2; value counts n1..n5 = 3, 3, 1, 1, 2; n = 10.
+    Ordinal δ²(c,k) = (Σ_{g=c..k} n_g − (n_c + n_k)/2)²: δ²(1,2) = (6 − 3)² = 9, δ²(3,4) = (2 − 1)² = 1, and
+    δ²(1,3) = 25, (1,4) 36, (1,5) 56.25, (2,3) 4, (2,4) 9, (2,5) 20.25, (3,5) 6.25, (4,5) 2.25.
+    Observed Σ o·δ² = 2·9 + 2·1 = 20; expected Σ_{c≠k} n_c·n_k·δ² = 2·(81 + 75 + 108 + 337.5 + 12 + 27 + 121.5 + 1
+    + 12.5 + 4.5) = 1560; α = 1 − (n − 1)·20/1560 = 1 − 3/26 = 23/26.
+    Interval (δ² = (c − k)²): 1 − 9·4/448 = 103/112. Nominal: 1 − 9·4/(100 − 24) = 10/19."""
+    import krippendorff
+    import numpy as np
+
+    data = [[1, 1, 2, 4, 5], [1, 2, 2, 3, 5]]
+    assert krippendorff_alpha(data) == pytest.approx(23 / 26, abs=1e-12)
+    levels = {lvl: krippendorff.alpha(reliability_data=np.array(data, dtype=float), level_of_measurement=lvl)
+              for lvl in ("ordinal", "interval", "nominal")}
+    assert levels == pytest.approx({"ordinal": 23 / 26, "interval": 103 / 112, "nominal": 10 / 19})
+    # A missing rating leaves its unit out when only one rating is left (unit 5 → four pairable units):
+    # o11 = 2, o12 = o21 = 1, o22 = 2, o34 = o43 = 1; n = 3, 3, 1, 1 (n = 8); δ²(1,2) = 9, δ²(3,4) = 1,
+    # (1,3) 25, (1,4) 36, (2,3) 4, (2,4) 9 → expected 2·(81 + 75 + 108 + 12 + 27 + 1) = 608; α = 1 − 7·20/608.
+    assert krippendorff_alpha([[1, 1, 2, 4, 5], [1, 2, 2, 3, None]]) == pytest.approx(1 - 140 / 608, abs=1e-12)
 
 
 def test_identification_accuracy():

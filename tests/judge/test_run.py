@@ -40,7 +40,7 @@ def test_rows_follow_the_rubric_rule_and_outputs_exist(run_dir):
     summary, backend = _run(run_dir, fake_judge, JudgeConfig(bootstrap_draws=200))
     out = run_dir / "judgments"
     rows = read_judgments(out / "judgments.parquet")
-    assert len(rows) == N_REPLIES == len(backend.requests) == summary["ok"]
+    assert len(rows) == N_REPLIES == len(backend.requests) == summary.ok
     for r in rows:
         assert (r.severity == "no_concern") == (not r.issues)
         assert r.weight == {"no_concern": 0, "minor": 1, "major": 5, "critical": 10}[r.severity]
@@ -79,7 +79,7 @@ def test_failures_are_rows_counted_and_excluded(run_dir):
     summary, _ = _run(run_dir, flaky)
     rows = read_judgments(run_dir / "judgments" / "judgments.parquet")
     failed = [r for r in rows if r.status == "failed"]
-    assert len(rows) == N_REPLIES and len(failed) == 2 == summary["failed"]
+    assert len(rows) == N_REPLIES and len(failed) == 2 == summary.failed
     assert all(r.error and r.error_kind == "invalid_output" and r.severity is None for r in failed)
     report = json.loads((run_dir / "judgments" / "report.json").read_text())
     j = report["judges"]["judge"]
@@ -126,7 +126,7 @@ def test_jsonl_sessions_from_another_simulator(tmp_path):
              | {"messages": s["counsellor_messages"], "counsellor_model": "x-1"} for s in SESSIONS[:2]]
     path.write_text("\n".join(json.dumps(x) for x in lines) + "\n")
     summary, _ = _run(tmp_path / "out", fake_judge, sessions=path)
-    assert summary["sessions"] == 2 and summary["judgments"] == 5
+    assert summary.sessions == 2 and summary.judgments == 5
     path.write_text(json.dumps(lines[0]) + "\n" + json.dumps({"session_id": "z"}) + "\n")
     with pytest.raises(InputError, match=r"other.jsonl:2: patient_id"):
         _run(tmp_path / "out", fake_judge, sessions=path)
@@ -184,7 +184,7 @@ def test_concurrency_bounds_the_replies_judged_at_once(run_dir, monkeypatch, con
 
     monkeypatch.setattr(judging_mod, "judge_reply", tracked)
     summary, _ = _run(run_dir, fake_judge, JudgeConfig(bootstrap_draws=200, plots=False, concurrency=concurrency))
-    assert state["peak"] == min(most, N_REPLIES) and summary["ok"] == N_REPLIES
+    assert state["peak"] == min(most, N_REPLIES) and summary.ok == N_REPLIES
 
 
 def test_judgments_cached_under_another_rubric_version_are_not_reused(run_dir, tmp_path):

@@ -150,12 +150,12 @@ def test_sample_balances_and_blinds_counsellor_per_patient_engine(tmp_path):
         r["patient_engine"] = "patientact" if r["session_id"].endswith("1") else "mindsim"
     pq.write_table(pa.Table.from_pylist(table), run / "sessions" / "sessions.parquet")
     summary = sample_excerpts(run, 12, tmp_path / "x.jsonl", seed=3)
-    units = {f"{n}/{e}" for n in NAMES for e in ("mindsim", "patientact")}
+    units = {f"{e}/{n}" for n in NAMES for e in ("mindsim", "patientact")}
     assert set(summary["systems"].values()) == units and len(set(summary["systems"])) == len(units)
     assert {u: sum(v["drawn"] for v in s.values()) for u, s in summary["strata"].items()} == dict.fromkeys(units, 2)
     key = json.loads((tmp_path / "x.key.json").read_text())
     for e in key["excerpts"].values():
-        assert e["system_unit"] == f"{e['counsellor']}/{e['patient_engine']}" and e["counsellor"] in NAMES
+        assert e["system_unit"] == f"{e['patient_engine']}/{e['counsellor']}" and e["counsellor"] in NAMES
     # One engine only: the units stay the counsellors, as before.
     one = sample_excerpts(make_run(tmp_path / "one", judged=False), 4, tmp_path / "y.jsonl", seed=3)
     assert set(one["systems"].values()) == set(NAMES)

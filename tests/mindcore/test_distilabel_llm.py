@@ -10,7 +10,6 @@ from pydantic import BaseModel, Field
 
 from mindcore.distilabel_llm import MindcoreLLM
 
-pytestmark = pytest.mark.embedded
 
 
 class Colour(BaseModel):
@@ -18,6 +17,7 @@ class Colour(BaseModel):
     warm: bool
 
 
+@pytest.mark.embedded
 def test_pipeline_with_structured_output(embedded_engines, tmp_path, monkeypatch):
     from distilabel.pipeline import Pipeline
     from distilabel.steps import LoadDataFromDicts

@@ -16,7 +16,6 @@ from mindcore.engine import Engines
 from mindcore.errors import TransportError
 from mindcore.types import ToolSpec
 
-pytestmark = pytest.mark.embedded
 
 
 class City(BaseModel):
@@ -31,6 +30,7 @@ class CommitMove(BaseModel):
     end_conversation: bool
 
 
+@pytest.mark.embedded
 def test_structured_call_returns_valid_model(embedded_engines):
     city = asyncio.run(
         embedded_engines.role("profile_writer").structured(
@@ -40,6 +40,7 @@ def test_structured_call_returns_valid_model(embedded_engines):
     assert isinstance(city, City) and city.name
 
 
+@pytest.mark.embedded
 def test_tool_call_path_gives_valid_arguments(embedded_engines):
     tool = ToolSpec.from_model("commit_move", "Decide what this turn does", CommitMove)
     res = asyncio.run(
@@ -53,6 +54,7 @@ def test_tool_call_path_gives_valid_arguments(embedded_engines):
     CommitMove.model_validate(json.loads(tc["function"]["arguments"]))
 
 
+@pytest.mark.embedded
 def test_four_concurrent_requests_all_succeed(embedded_engines):
     client = embedded_engines.role("counsellor")
 

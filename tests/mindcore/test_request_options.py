@@ -31,7 +31,7 @@ def _backend(kind: str = "openai", structured_mode: str = "json_schema", url: st
 
 
 def _request(spec: RoleSpec, backend, **kw) -> ChatRequest:
-    return RoleClient("judge", backend, spec, spec.model or backend.default_model, UsageLedger())._request(
+    return RoleClient("judge", backend, spec, spec.model or backend.default_model, UsageLedger()).build_request(
         [{"role": "user", "content": "hi"}], **kw)
 
 

@@ -19,7 +19,7 @@ def test_session_calls_carry_the_session_id(tmp_path):
     config = SimulationConfig(sessions=2, turn_cap=3, counsellors=["counsellor", "counsellor:b"])
     with Engines.with_backend(backend) as engines:
         summary = run_simulation([make_profile("p1"), make_profile("p2")], engines, config, tmp_path, seed=1)
-    assert summary["sessions_written"] == 8
+    assert summary.sessions_written == 8
     ids = set(pq.read_table(tmp_path / "sessions" / "sessions.parquet").column("session_id").to_pylist())
     by_key = defaultdict(set)
     for r in backend.requests:

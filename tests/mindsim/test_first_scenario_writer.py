@@ -37,7 +37,7 @@ def _simulate(out: Path, roles: dict[str, RoleSpec]) -> ModelLog:
     config = SimulationConfig(sessions=3, turn_cap=3, counsellors=["counsellor", "counsellor:b"])
     with Engines.with_backend(backend, roles={"default": RoleSpec(engine="fake", model="default-model"), **roles}) as e:
         summary = run_simulation([make_profile("p1"), make_profile("p2")], e, config, out, seed=1)
-    assert not summary["failed_arcs"] and summary["sessions_written"] == 12
+    assert not summary.failed_arcs and summary.sessions_written == 12
     return log
 
 

@@ -139,8 +139,8 @@ def test_failed_turn_sinks_the_arc_with_no_session_written(tmp_path):
     with Engines.with_backend(FakeBackend(responder)) as engines:
         summary = run_simulation([make_profile("p1"), make_profile("p2")], engines,
                                  SimulationConfig(sessions=1, turn_cap=3), tmp_path, seed=1)
-    assert [(f["patient_id"], f["error"].split(":")[0]) for f in summary["failed_arcs"]] == [("p2", "TurnFailed")]
-    assert summary["sessions_written"] == 1
+    assert [(f.patient_id, f.error.split(":")[0]) for f in summary.failed_arcs] == [("p2", "TurnFailed")]
+    assert summary.sessions_written == 1
 
 
 def _scenario_responder(bad_openers: list[str]):
@@ -196,10 +196,10 @@ def test_opening_message_that_never_becomes_speech_fails_and_sinks_every_arc_of_
     config = SimulationConfig(sessions=1, turn_cap=3, counsellors=["counsellor", "counsellor:b"])
     with Engines.with_backend(FakeBackend(responder)) as engines:
         summary = run_simulation([make_profile("p1"), make_profile("p2")], engines, config, tmp_path, seed=1)
-    assert sorted((f["patient_id"], f["counsellor"]) for f in summary["failed_arcs"]) == [
+    assert sorted((f.patient_id, f.counsellor) for f in summary.failed_arcs) == [
         ("p2", "counsellor"), ("p2", "counsellor:b")]
     assert not (tmp_path / "sessions" / "scenarios" / "p2-1.json").exists()
-    assert summary["sessions_written"] == 2
+    assert summary.sessions_written == 2
 
 
 def test_rejected_openers_ride_on_turn_zero_and_are_summed_once_per_patient(tmp_path):
@@ -215,9 +215,9 @@ def test_rejected_openers_ride_on_turn_zero_and_are_summed_once_per_patient(tmp_
     config = SimulationConfig(sessions=2, turn_cap=3, counsellors=["counsellor", "counsellor:b"])
     with Engines.with_backend(FakeBackend(responder)) as engines:
         summary = run_simulation([make_profile("p1"), make_profile("p2")], engines, config, tmp_path, seed=1)
-    assert summary["sessions_written"] == 8
+    assert summary.sessions_written == 8
     # each counsellor's session 0 carries the shared scenario's rejected drafts; the run counts them once
-    assert summary["rejected_messages"] == {"blank": 0, "tool_call": 1, "json": 1, "tool_syntax": 0, "cut_off": 1}
+    assert summary.rejected_messages == {"blank": 0, "tool_call": 1, "json": 1, "tool_syntax": 0, "cut_off": 1}
     import pyarrow.parquet as pq
 
     rows = pq.read_table(tmp_path / "sessions" / "sessions.parquet").to_pylist()
@@ -269,7 +269,7 @@ def test_counsellor_flags_are_summed_in_the_summary(tmp_path):
 
     with Engines.with_backend(FakeBackend(responder)) as engines:
         summary = run_simulation([make_profile("p1")], engines, SimulationConfig(sessions=1, turn_cap=3), tmp_path, seed=1)
-    assert summary["counsellor_flags"] == {"replies": 2, "tool_call": 0, "json": 0, "tool_syntax": 0, "cut_off": 0,
+    assert summary.counsellor_flags == {"replies": 2, "tool_call": 0, "json": 0, "tool_syntax": 0, "cut_off": 0,
                                            "speaks_as_patient": 2}
     assert counsellor_flags("The patient said they were tired.") == []
 

@@ -109,7 +109,7 @@ def test_arms_flow_into_ids_records_and_transcripts_and_share_one_decomposition(
     backend = FakeBackend(_both())
     with Engines.with_backend(backend) as engines:
         summary = simulate.run_simulation(profiles, engines, config, tmp_path, seed=4)
-    assert summary["sessions_written"] == 12 and not summary["failed_arcs"] and summary["patient_engines"] == arms
+    assert summary.sessions_written == 12 and not summary.failed_arcs and summary.patient_engines == arms
     rows = _rows(tmp_path)
     assert len({r["session_id"] for r in rows}) == 12
     for r in rows:
@@ -134,7 +134,7 @@ def test_arms_flow_into_ids_records_and_transcripts_and_share_one_decomposition(
     # A rerun finds every arm's checkpoints: nothing is asked again.
     again = FakeBackend(_both())
     with Engines.with_backend(again) as engines:
-        assert simulate.run_simulation(profiles, engines, config, tmp_path, seed=4)["sessions_written"] == 12
+        assert simulate.run_simulation(profiles, engines, config, tmp_path, seed=4).sessions_written == 12
     assert again.requests == []
 
 
@@ -167,7 +167,7 @@ def test_a_registered_engine_runs_end_to_end_beside_mindsim(tmp_path, echo):
     profiles = [make_profile("p1"), make_profile("p2", "joker", "formal")]
     with Engines.with_backend(FakeBackend(SimResponder(end_after=99))) as engines:
         summary = simulate.run_simulation(profiles, engines, config, tmp_path, seed=2)
-    assert summary["sessions_written"] == 8 and not summary["failed_arcs"]
+    assert summary.sessions_written == 8 and not summary.failed_arcs
     rows = _rows(tmp_path)
     echo_rows = sorted((r for r in rows if r["patient_engine"] == "echo"), key=lambda r: (r["patient_id"], r["session_index"]))
     assert len(echo_rows) == 4

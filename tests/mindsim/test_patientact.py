@@ -408,8 +408,8 @@ def test_a_patientact_recipe_runs_through_the_simulator_and_a_failing_arc_is_cou
     config = SimulationConfig(sessions=2, turn_cap=3, patient_engine="patientact")
     with Engines.with_backend(FakeBackend(OneBad(trust=["rise_slight"]))) as engines:
         summary = run_simulation(profiles, engines, config, tmp_path, seed=1)
-    assert summary["sessions_written"] == 2 and len(summary["failed_arcs"]) == 1
-    assert summary["failed_arcs"][0]["patient_id"] == "p2" and "trust step" in summary["failed_arcs"][0]["error"]
+    assert summary.sessions_written == 2 and len(summary.failed_arcs) == 1
+    assert summary.failed_arcs[0].patient_id == "p2" and "trust step" in summary.failed_arcs[0].error
     rows = pq.read_table(tmp_path / "sessions" / "sessions.parquet").to_pylist()
     assert {r["patient_engine"] for r in rows} == {"patientact"}
     plans = [SessionPlan.model_validate(r["schedule"]) for r in rows]

@@ -6,9 +6,7 @@ from __future__ import annotations
 
 import json
 
-import pyarrow.parquet as pq
-import pytest
-
+from arc_checks import check_arc_ledger, check_trust_carry
 from mindcore.engine import Engines
 from mindcore.fake import FakeBackend
 from mindsim import simulate
@@ -17,10 +15,6 @@ from mindsim.records import session_id
 from simfakes import SimResponder, make_profile
 from test_patientact import PAResponder
 
-pytestmark = pytest.mark.skipif(
-    not hasattr(simulate, "shared_roles"),
-    reason="the simulator does not yet loop over patient engines (issue 11 integration in mindsim/simulate.py)",
-)
 STEPS = {"DecompositionDraft", "PsychFormulation", "Reaction", "Behaviour", "Resistance", "TrustChange"}
 
 
@@ -42,8 +36,10 @@ def test_both_engines_run_side_by_side_with_the_engine_in_every_key(tmp_path):
     backend = FakeBackend(responder())
     with Engines.with_backend(backend) as engines:
         summary = simulate.run_simulation(profiles, engines, config, tmp_path, seed=3)
-    assert summary["sessions_expected"] == 16 and summary["sessions_written"] == 16 and not summary["failed_arcs"]
-    rows = pq.read_table(tmp_path / "sessions" / "sessions.parquet").to_pylist()
+    assert summary.sessions_expected == 16 and summary.sessions_written == 16 and not summary.failed_arcs
+    rows, _ = check_arc_ledger(tmp_path, sessions=2)
+    # Every PatientAct arc carried trust from session 0 into session 1 (the responder raises it each turn).
+    assert check_trust_carry(rows) == 4
     assert len({r["session_id"] for r in rows}) == 16
     assert {(r["patient_engine"], r["counsellor"]) for r in rows} == {
         (e, c) for e in ("mindsim", "patientact") for c in ("counsellor", "counsellor:b")}
@@ -72,7 +68,7 @@ def test_both_engines_run_side_by_side_with_the_engine_in_every_key(tmp_path):
     before = len(backend.requests)
     with Engines.with_backend(backend) as engines:
         again = simulate.run_simulation(profiles, engines, config, tmp_path, seed=3)
-    assert again["sessions_written"] == 16 and len(backend.requests) == before
+    assert again.sessions_written == 16 and len(backend.requests) == before
 
 
 def test_a_failing_patientact_arc_is_counted_under_its_engine_and_keeps_its_finished_sessions(tmp_path):
@@ -93,7 +89,7 @@ def test_a_failing_patientact_arc_is_counted_under_its_engine_and_keeps_its_fini
     backend = FakeBackend(Late())
     with Engines.with_backend(backend) as engines:
         summary = simulate.run_simulation(profiles, engines, config, tmp_path, seed=3)
-    assert [(f["patient_engine"], f["counsellor"]) for f in summary["failed_arcs"]] == [("patientact", "counsellor")]
-    rows = pq.read_table(tmp_path / "sessions" / "sessions.parquet").to_pylist()
+    assert [(f.patient_engine, f.counsellor) for f in summary.failed_arcs] == [("patientact", "counsellor")]
+    rows, _ = check_arc_ledger(tmp_path, sessions=2)
     assert sorted((r["patient_engine"], r["session_index"]) for r in rows) == [
         ("mindsim", 0), ("mindsim", 1), ("patientact", 0)]

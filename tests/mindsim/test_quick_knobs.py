@@ -94,7 +94,7 @@ def test_final_memory_switch(tmp_path, final_memory):
     config = SimulationConfig(sessions=3, turn_cap=3, final_memory=final_memory)
     with Engines.with_backend(backend) as engines:
         summary = run_simulation([make_profile("p1")], engines, config, tmp_path, seed=1)
-    assert summary["sessions_written"] == 3
+    assert summary.sessions_written == 3
     recs = sorted((json.loads(p.read_text()) for p in (tmp_path / "sessions" / "checkpoints").glob("*.json")),
                   key=lambda r: r["session_index"])
     rewrites = [r for r in backend.requests if r.role == "memory_compactor"]
@@ -105,7 +105,7 @@ def test_final_memory_switch(tmp_path, final_memory):
         assert last["memory_after"] == last["memory_before"] and last["memory_update"]["attempts"] == 0
     assert not any(r["memory_update"]["skipped"] for r in recs[:-1])
     assert recs[1]["memory_before"] == recs[0]["memory_after"]  # the sessions in between still carry memory
-    assert summary["memory_skipped"] == (0 if final_memory else 1)
+    assert summary.memory_skipped == (0 if final_memory else 1)
 
 
 def test_scenario_scale_shrinks_only_the_text_limits_of_the_writers_schema():

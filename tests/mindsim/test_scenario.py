@@ -70,3 +70,22 @@ def test_scenario_schema_bounds_every_string():
     for name, prop in props.items():
         bound = prop.get("maxLength") or prop.get("items", {}).get("maxLength")
         assert bound, f"{name} has no maxLength: the small model loops without one"
+
+
+def test_list_items_cannot_be_blank_under_the_schema_and_drafts_are_counted():
+    """The writer's schema (scaled or not) gives every list item a minLength, so a grammar-enforcing engine
+    cannot emit ""; a re-drafted scenario says how many drafts it took (1 when the first was kept)."""
+    from mindsim.scenario import MIN_ITEM_CHARS, draft_model
+    from mindsim.schedule import draw_schedule
+
+    for scale in (1.0, 0.3):
+        props = draft_model(scale).model_json_schema()["properties"]
+        for name in ("automatic_thoughts", "behaviors", "physical", "checkpoints"):
+            assert props[name]["items"]["minLength"] == MIN_ITEM_CHARS, (scale, name)
+    answers = iter([{**SCENARIO, "checkpoints": [" "]}, SCENARIO, SCENARIO])
+    backend = FakeBackend(lambda req: next(answers))
+    plan = draw_schedule("p1", 0, SimulationConfig(sessions=1)).sessions[0]
+    with Engines.with_backend(backend) as engines:
+        scenario, _ = asyncio.run(first_scenario(engines.role("scenario_writer"), make_profile(), plan, 500))
+        first, _ = asyncio.run(first_scenario(engines.role("scenario_writer"), make_profile(), plan, 500))
+    assert scenario.drafts == 2 and first.drafts == 1

@@ -57,7 +57,7 @@ def _rows(out: Path):
 def test_counsellors_get_the_same_first_scenario_written_once_per_patient(tmp_path):
     writer = VaryingWriter(end_after=99)
     summary, _ = simulate(tmp_path, writer)
-    assert summary["sessions_written"] == 8 and not summary["failed_arcs"]
+    assert summary.sessions_written == 8 and not summary.failed_arcs
     firsts = [p for p in writer.scenario_calls if _is_first(p)]
     assert len(firsts) == len(PATIENTS)  # once per patient, not once per arc
     rows = _rows(tmp_path)
@@ -92,12 +92,12 @@ def test_rerun_reuses_the_first_scenario_checkpoint(tmp_path):
         return base(req)
 
     summary, _ = simulate(tmp_path, counsellor_b_breaks, sessions=1)
-    assert sorted(f["patient_id"] for f in summary["failed_arcs"]) == PATIENTS
+    assert sorted(f.patient_id for f in summary.failed_arcs) == PATIENTS
     saved = {p: (tmp_path / "sessions" / "scenarios" / f"{p}-3.json").read_bytes() for p in PATIENTS}
 
     rerun = VaryingWriter(end_after=99)
     summary, backend = simulate(tmp_path, rerun, sessions=1)
-    assert not summary["failed_arcs"] and summary["sessions_written"] == 4
+    assert not summary.failed_arcs and summary.sessions_written == 4
     assert rerun.scenario_calls == []  # zero scenario requests: the checkpoint is reused
     assert all(r.schema_name != "Scenario" for r in backend.requests)
     rows = _rows(tmp_path)
@@ -126,4 +126,4 @@ def test_a_run_folder_from_the_per_arc_layout_is_refused(tmp_path):
     summary, _ = simulate(fresh, SimResponder(), sessions=1)
     assert json.loads((fresh / "sessions" / "layout.json").read_text())["simulator_layout"] == 2
     summary, backend = simulate(fresh, SimResponder(), sessions=1)  # its own folder resumes fine
-    assert backend.requests == [] and summary["sessions_written"] == 4
+    assert backend.requests == [] and summary.sessions_written == 4

@@ -46,7 +46,9 @@ def simulate(tmp_path: Path, responder=None, profiles=None, backend_cls=FakeBack
 
 def test_outputs_dataset_and_transcripts(tmp_path):
     summary, _ = simulate(tmp_path)
-    assert summary["sessions_expected"] == summary["sessions_written"] == 6 and not summary["failed_arcs"]
+    assert summary.sessions_expected == summary.sessions_written == 6 and not summary.failed_arcs
+    # One draft per scenario: each patient's shared first scenario once, then one per later session.
+    assert summary.scenario_drafts == 3 + 3
     rows = pq.read_table(tmp_path / "sessions" / "sessions.parquet").to_pylist()
     assert len(rows) == 6 and len({r["session_id"] for r in rows}) == 6
     row = rows[0]
@@ -69,7 +71,7 @@ def test_outputs_dataset_and_transcripts(tmp_path):
 def test_rerun_skips_finished_sessions(tmp_path):
     simulate(tmp_path)
     summary, backend = simulate(tmp_path)
-    assert backend.requests == [] and summary["sessions_written"] == 6
+    assert backend.requests == [] and summary.sessions_written == 6
 
 
 def test_arcs_advance_concurrently(tmp_path):
@@ -83,7 +85,7 @@ def test_schedule_is_the_same_whichever_counsellor(tmp_path):
     cfg = {"counsellors": ["counsellor", "counsellor:b", CounsellorBinding(name="bound", engine="fake", model="m2")]}
     summary, _ = simulate(tmp_path, **cfg)
     rows = pq.read_table(tmp_path / "sessions" / "sessions.parquet").to_pylist()
-    assert len(rows) == 18 and summary["counsellors"] == ["counsellor", "counsellor:b", "bound"]
+    assert len(rows) == 18 and summary.counsellors == ["counsellor", "counsellor:b", "bound"]
     for pid in ("p1", "p2", "p3"):
         for idx in (0, 1):
             plans = [r["schedule"] for r in rows if r["patient_id"] == pid and r["session_index"] == idx]
@@ -102,10 +104,10 @@ def test_failed_arc_is_counted_and_retried_on_rerun(tmp_path):
 
     profiles = [make_profile("p1"), make_profile("p2")]
     summary, _ = simulate(tmp_path, blank_p2, profiles)
-    assert [f["patient_id"] for f in summary["failed_arcs"]] == ["p2"]
-    assert "blank" in summary["failed_arcs"][0]["error"] and summary["sessions_written"] == 2
+    assert [f.patient_id for f in summary.failed_arcs] == ["p2"]
+    assert "blank" in summary.failed_arcs[0].error and summary.sessions_written == 2
     summary, _ = simulate(tmp_path, base, profiles)
-    assert not summary["failed_arcs"] and summary["sessions_written"] == 4
+    assert not summary.failed_arcs and summary.sessions_written == 4
 
 
 def test_config_errors_name_the_field():
@@ -150,13 +152,13 @@ def test_memory_engine_failure_fails_the_arc_and_the_rerun_writes_it(tmp_path):
 
     profiles = [make_profile("p1")]
     summary, _ = simulate(tmp_path, memory_down_once, profiles, sessions=1)
-    assert [f["patient_id"] for f in summary["failed_arcs"]] == ["p1"]
-    assert "memory engine went away" in summary["failed_arcs"][0]["error"]
-    assert summary["sessions_written"] == 0
+    assert [f.patient_id for f in summary.failed_arcs] == ["p1"]
+    assert "memory engine went away" in summary.failed_arcs[0].error
+    assert summary.sessions_written == 0
     assert not list((tmp_path / "sessions" / "checkpoints").glob("*.json"))  # never saved with the old memory
 
     summary, _ = simulate(tmp_path, base, profiles, sessions=1)
-    assert not summary["failed_arcs"] and summary["sessions_written"] == 1
+    assert not summary.failed_arcs and summary.sessions_written == 1
     row = pq.read_table(tmp_path / "sessions" / "sessions.parquet").to_pylist()[0]
     assert row["memory_after"] == ["Patient mentioned point 1 in session."]
     assert row["memory_update"] == {"attempts": 1, "repaired": False, "problems": [], "skipped": False}

@@ -1,5 +1,6 @@
-"""Application-layer tests reuse the simulator tests' helpers (`simfakes`, `hub_stub`, `killing`) and the judge tests' `judgefakes`: make that
-folder importable under pytest's importlib import mode."""
+"""Application-layer tests reuse the simulator tests' helpers (`simfakes`, `hub_stub`, `killing`) and the judge
+tests' `judgefakes`: make those folders, and this one (`reportfix`, run fixtures), importable under pytest's
+importlib import mode."""
 
 from __future__ import annotations
 

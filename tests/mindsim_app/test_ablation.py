@@ -66,7 +66,7 @@ def make_run(root: Path, sessions: int = 3) -> Path:
     config = load_recipe(recipe).section("simulation", SimulationConfig)
     with _engines(backend) as engines:
         summary = run_simulation(profiles, engines, config, run, seed=0)
-        assert not summary["failed_arcs"]
+        assert not summary.failed_arcs
         from judge.config import JudgeConfig
         from judge.run import run_judging
 

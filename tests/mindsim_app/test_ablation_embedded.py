@@ -49,7 +49,7 @@ def test_two_counsellors_report_every_table_and_the_memory_ablation(quickstart_r
         config = budgets.apply("simulation", config) if budgets else config
         pool = load_profiles(run / "profiles", pool_only=config.pool_only)
         summary = run_simulation(pool, engines, config, run, rec.seed)
-        assert sorted(summary["counsellors"]) == COUNSELLORS
+        assert sorted(summary.counsellors) == COUNSELLORS
         run_judging(run, engines, rec.section("judge", JudgeConfig))
         abl = ablate_memory(run, COUNSELLORS, engines=engines)
     report = json.loads((run / "judgments" / "report.json").read_text())

@@ -25,7 +25,7 @@ def test_bad_section_field_exits_2_before_any_engine(tmp_path, capsys):
     "argv",
     [[], ["run"], ["engines", "check"], ["profiles"], ["profiles", "fit-rates"], ["simulate"], ["validate", "reference"],
      ["validate", "compare"], ["publish"], ["export", "sft"], ["export", "patient"], ["export", "dpo"],
-     ["judge", "run"], ["judge", "sample"], ["judge", "agreement"]],
+     ["judge", "run"], ["judge", "sample"], ["judge", "agreement"], ["report"]],
 )
 def test_help_everywhere(argv, capsys):
     assert main([*argv, "--help"]) == 0
@@ -52,10 +52,12 @@ def test_run_with_failed_arcs_exits_1(tmp_path, capsys, monkeypatch):
 
     recipe = tmp_path / "r.yaml"
     recipe.write_text("name: x\nengines:\n  local: {kind: embedded}\nroles:\n  default: {engine: local}\n")
-    summaries = iter([{"failed arcs": 3}, {"failed arcs": 0}])
+    failed = iter([3, 0])
 
     def run_job(recipe_path, out_dir, verbose=False):
-        return types.SimpleNamespace(outputs={"provenance": out_dir / "run.json"}, info={"counts": next(summaries)})
+        # The verdict comes from the typed field; the card's label beside it must not be what is read.
+        return types.SimpleNamespace(outputs={"provenance": out_dir / "run.json"}, failed_arcs=next(failed),
+                                     info={"counts": {"failed arcs": "not read"}})
 
     # The job itself is exercised end to end in tests/test_exit_codes.py; here only run_cmd's verdict.
     monkeypatch.setitem(sys.modules, "mindsim_app.job", types.SimpleNamespace(run_job=run_job))

@@ -252,7 +252,18 @@ def test_dpo_on_the_embedded_engine(embedded_engines, run_dir, tmp_path):
     rows, summary = embedded_engines.run(
         dpo_pairs(one, counsellors, the_judge, CheckpointDir(tmp_path / "cache"), k=2, turns=1, min_gap=0.5))
     assert summary["turns_sampled"] == 1 and summary["replies_asked"] == 2
-    assert summary["pairs"] + sum(summary["skipped"].values()) == 1
+    assert summary["pairs"] + sum(summary["skipped"].values()) == 1 and len(rows) == summary["pairs"]
+    # Every asked reply is judged, or counted as a counsellor or judge failure; the turn's outcome follows from
+    # that ledger: a lost reply leaves fewer than two judged ones, two judged ones pair or name why not.
+    lost = summary["counsellor_failures"] + summary["judgments_failed"]
+    assert 0 <= lost <= 2
+    if summary["pairs"]:
+        assert lost == 0
+    else:
+        (why,) = summary["skipped"]
+        assert (why == "fewer than two judged replies") == (lost > 0), summary
+        assert why in {"fewer than two judged replies", "all judged replies equally severe",
+                       "best reply above --chosen-max", "gap below --min-gap"}, summary
     for row in rows:
         assert row["chosen_judgment"]["weight"] < row["rejected_judgment"]["weight"]
         assert row["prompt"][0]["role"] == "system" and row["prompt"][-1]["role"] == "user"

@@ -30,7 +30,8 @@ def run_dir(quickstart_run):
 
 def test_every_stage_wrote_its_output(run_dir):
     for rel in ("profiles/profiles.parquet", "sessions/sessions.parquet", "transcripts/transcripts.jsonl",
-                "validation/report.json", "validation/report.md", "dataset/README.md", "run.json"):
+                "validation/report.json", "validation/report.md", "dataset/README.md", "run.json",
+                "report.html"):
         assert (run_dir / rel).is_file(), rel
     info = json.loads((run_dir / "run.json").read_text())
     assert info["engines"]["patient"]["engine"] == "local"

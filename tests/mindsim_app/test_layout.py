@@ -96,7 +96,7 @@ def test_every_file_of_a_run_is_a_path_of_the_layout(run):
         layout.run_json, p.parquet, p.pool_table, p.summary, p.failures, p.provenance,
         s.layout_marker, s.parquet, s.summary, *s.shard(0, 1), layout.transcripts,
         v.report_json, v.report_md, v.arc_cache, j.parquet, j.report_json, j.report_md,
-        pa.judgments, pa.report_json, pa.report_md,
+        pa.judgments, pa.report_json, pa.report_md, layout.report_html,
     }
     item_folders = {  # one file per item, named by its key
         p.checkpoints: ".json", p.case_summaries: ".md", s.checkpoints: ".json", s.scenarios: ".json",

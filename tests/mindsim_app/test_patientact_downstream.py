@@ -132,7 +132,7 @@ def _both_engines_run(tmp_path_factory, engines=("mindsim", "patientact")):
     with Engines.with_backend(backend) as eng:
         summary = simulate.run_simulation([make_profile("p1"), make_profile("p2", "joker", "formal")], eng, config,
                                           out, seed=5)
-    assert summary["sessions_written"] == 4 * len(engines) and not summary["failed_arcs"], json.dumps(summary)[:500]
+    assert summary.sessions_written == 4 * len(engines) and not summary.failed_arcs, summary.model_dump_json()[:500]
     return out
 
 

@@ -5,10 +5,12 @@ One patient of the pool, so one arc of two sessions.
 
 The profiles are the shared quickstart run's: its profile checkpoints are copied in, and the recipe keeps every
 profile setting, so the profile stage resumes them instead of writing new ones (causal checks off, as they would
-change the checkpoint keys). A 135M model's answers are often poor or fail after their re-asks; the assertions
-hold whatever it says: every arc either writes its sessions or is counted as failed, and what was written obeys
+change the checkpoint keys). A 135M model's answers are often poor or fail after their re-asks, so the run and
+the judge are rerun (they resume) a bounded number of times until there is something to check, and the tests fail
+when there still is not. The assertions hold whatever the model says: the arc writes its sessions or is counted as
+failed and keeps the ones it finished, trust carries from session 0 into session 1, and what was written obeys
 the engine's rules (trust on the scale and stepped, the signal only on the patient side, items above trust never
-in the patient's messages) and flows through validation, both judges and the export."""
+in the patient's messages) and flows through validation, the PatientAct judge and the export."""
 
 from __future__ import annotations
 
@@ -17,17 +19,24 @@ import shutil
 import subprocess
 from pathlib import Path
 
-import pyarrow.parquet as pq
 import pytest
 import yaml
+from arc_checks import check_arc_ledger, check_trust_carry
 
 REPO = Path(__file__).resolve().parents[2]
 
 pytestmark = pytest.mark.embedded
 
 
+# The 135M model sinks an arc now and then (NOTES §6) and batched llama.cpp output is not deterministic, so a
+# rerun of the same command (which resumes: finished sessions are kept, a failed arc's unfinished ones are
+# retried) usually completes it. Bounded, so a model that never gets there fails the tests instead of hanging.
+RUNS = 3
+
+
 @pytest.fixture(scope="module")
 def patientact_run(quickstart_run, tmp_path_factory) -> tuple[Path, dict]:
+    from mindcore.errors import EngineError
     from mindsim_app.job import run_job
 
     base = tmp_path_factory.mktemp("patientact")
@@ -43,8 +52,18 @@ def patientact_run(quickstart_run, tmp_path_factory) -> tuple[Path, dict]:
     out = base / "run"
     shutil.copytree(quickstart_run / "profiles" / "checkpoints", out / "profiles" / "checkpoints")
     kept = {p.name: p.read_bytes() for p in (out / "profiles" / "checkpoints").glob("*.json")}
-    summary = run_job(path, out)
-    assert summary.info["status"] == "finished"
+    summary, errors = None, []
+    for _ in range(RUNS):
+        try:
+            summary = run_job(path, out)
+        except EngineError as exc:  # the arc failed before any session finished: exit 1, nothing to check yet
+            errors.append(str(exc))
+            continue
+        assert summary.info["status"] == "finished"
+        if json.loads((out / "sessions" / "summary.json").read_text())["sessions_written"] == 2:
+            break
+    if summary is None:
+        pytest.fail(f"the PatientAct arc finished no session in {RUNS} runs: {errors}")
     # The profiles were resumed, not rewritten.
     assert {p.name: p.read_bytes() for p in (out / "profiles" / "checkpoints").glob("*.json") if p.name in kept} == kept
     return out, summary.info
@@ -56,16 +75,15 @@ def _cli(*args: str) -> subprocess.CompletedProcess:
 
 def test_sessions_obey_the_engine_rules(patientact_run):
     out, info = patientact_run
-    ssum = json.loads((out / "sessions" / "summary.json").read_text())
-    written, failed = ssum["sessions_written"], ssum["failed_arcs"]
-    assert ssum["patient_engines"] == ["patientact"]
-    assert written + 2 * len(failed) == ssum["sessions_expected"] == 2, failed
-    assert all(f["error"] and f["patient_engine"] == "patientact" for f in failed)
+    # Whatever the model wrote: the arc wrote both sessions or is counted as failed and kept the ones it finished;
+    # the dataset is exactly the checkpointed sessions.
+    rows, ssum = check_arc_ledger(out, sessions=2)
+    failed = ssum["failed_arcs"]
+    assert ssum["patient_engines"] == ["patientact"] and ssum["sessions_expected"] == 2
+    assert all(f["patient_engine"] == "patientact" for f in failed)
     assert info["counts"]["failed arcs"] == len(failed)
-    if not written:
-        pytest.skip("the 135M model failed both arcs (counted); nothing to check in the sessions")
-    rows = pq.read_table(out / "sessions" / "sessions.parquet").to_pylist()
-    assert len(rows) == written
+    assert info["counts"]["sessions written / expected"] == f"{len(rows)} / 2"
+    assert rows, "the run left no session to check"
     for r in rows:
         assert r["patient_engine"] == "patientact"
         pa = r["patientact"]
@@ -86,19 +104,23 @@ def test_sessions_obey_the_engine_rules(patientact_run):
                 if s["signal"] and not any(items[iid]["content"] in c for c in shown):
                     assert items[iid]["content"] not in s["signal"]
         assert all("[inner state]" not in (m["content"] or "") for m in r["counsellor_messages"])
-    # Trust carries from one session into the next of the same arc (shifted only by the schedule's offset).
-    by_arc: dict[tuple, list] = {}
-    for r in rows:
-        by_arc.setdefault((r["patient_id"], r["counsellor"]), []).append(r)
-    for arc in by_arc.values():
-        arc.sort(key=lambda r: r["session_index"])
-        assert [r["session_index"] for r in arc] == list(range(len(arc)))
+
+
+def test_trust_carries_into_the_next_session(patientact_run):
+    """Session 1 of the arc starts at `session_start` of session 0's final trust (moved by the concealment offset
+    and the gap's drift), and each session's turns chain its trust from start to end."""
+    out, _ = patientact_run
+    rows, _ = check_arc_ledger(out, sessions=2)
+    assert check_trust_carry(rows) == 1, (
+        f"the arc finished {len(rows)} of 2 sessions in {RUNS} runs: no carry-over to check")
 
 
 def test_validation_and_card_name_the_engine(patientact_run):
     out, _ = patientact_run
-    if not (out / "transcripts" / "transcripts.jsonl").read_text().strip():
-        pytest.skip("no finished session to validate")
+    written = json.loads((out / "sessions" / "summary.json").read_text())["sessions_written"]
+    lines = (out / "transcripts" / "transcripts.jsonl").read_text().splitlines()
+    assert written and len(lines) == written
+    assert {json.loads(x)["patient_engine"] for x in lines} == {"patientact"}
     report = json.loads((out / "validation" / "report.json").read_text())
     assert list(report["systems"]) == ["patientact/counsellor"]
     card = (out / "dataset" / "README.md").read_text()
@@ -108,14 +130,19 @@ def test_validation_and_card_name_the_engine(patientact_run):
 def test_patientact_rubric_and_patient_export_through_the_console_script(patientact_run, tmp_path):
     out, _ = patientact_run
     written = json.loads((out / "sessions" / "summary.json").read_text())["sessions_written"]
-    if not written:
-        pytest.skip("no finished session to judge")
+    assert written, "no finished session to judge"
     recipe = out.parent / "recipe.yaml"
-    res = _cli("judge", "run", str(out), "--rubric", "patientact", "--recipe", str(recipe))
-    # 1 = every judgment failed on the 135M model: still written as counted failure rows.
-    assert res.returncode in (0, 1), res.stderr[-2000:]
-    lines = [json.loads(x) for x in (out / "patientact_judge" / "judgments.jsonl").read_text().splitlines()]
-    assert len(lines) == written
+    # Exit 1 = every judgment failed (still written as counted failure rows). Failed judgments are not cached,
+    # so a rerun asks them again; bounded like the run itself.
+    for _ in range(RUNS):
+        res = _cli("judge", "run", str(out), "--rubric", "patientact", "--recipe", str(recipe))
+        assert res.returncode in (0, 1), res.stderr[-2000:]
+        lines = [json.loads(x) for x in (out / "patientact_judge" / "judgments.jsonl").read_text().splitlines()]
+        assert len(lines) == written
+        assert (res.returncode == 1) == (not any(j["ok"] for j in lines)), res.stderr[-2000:]
+        if res.returncode == 0:
+            break
+    assert res.returncode == 0, f"every judgment failed in {RUNS} runs: {[j['error'] for j in lines]}"
     for j in lines:
         assert j["system"] == "patientact"
         if j["ok"]:
@@ -124,13 +151,12 @@ def test_patientact_rubric_and_patient_export_through_the_console_script(patient
             assert all(1 <= v <= 5 for v in j["scores"].values())
         else:
             assert j["error"]
-    assert res.returncode == 0 or not any(j["ok"] for j in lines)
     assert (out / "patientact_judge" / "report.md").is_file()
 
     target = tmp_path / "patient.jsonl"
     res = _cli("export", "patient", str(out), "--out", str(target))
     assert res.returncode == 0, res.stderr[-2000:]
     rows = [json.loads(x) for x in target.read_text().splitlines()]
-    assert rows and all(r["patient_engine"] == "patientact" for r in rows)
+    assert len(rows) == written and all(r["patient_engine"] == "patientact" for r in rows)
     turns = [json.loads(t) for r in rows for t in r["patientact_turns"] if t]
     assert turns and all({"trust_before", "trust_after", "reaction", "behaviour"} <= set(t) for t in turns)

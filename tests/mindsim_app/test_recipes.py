@@ -5,8 +5,11 @@ from __future__ import annotations
 from pathlib import Path
 
 import pytest
+import yaml
 
-from mindcore.recipe import load_recipe
+from judge.config import JudgeConfig
+from mindcore.errors import ConfigError
+from mindcore.recipe import STAGE_SECTIONS, load_recipe
 from mindsim_app.job import OutputConfig
 from mindsim.config import SimulationConfig
 from profilegen.config import ProfilesConfig
@@ -16,12 +19,40 @@ RECIPES = sorted((Path(__file__).resolve().parents[2] / "recipes").glob("*.yaml"
 BENCHMARK = Path(__file__).resolve().parents[2] / "recipes" / "benchmark.yaml"
 
 
+# Each stage section's config model, as the job validates it before any engine starts.
+SECTION_MODELS = {"profiles": ProfilesConfig, "simulation": SimulationConfig, "validation": ValidationConfig,
+                  "judge": JudgeConfig, "output": OutputConfig}
+
+
+def test_every_stage_section_has_its_model():
+    assert set(SECTION_MODELS) == set(STAGE_SECTIONS)
+
+
 @pytest.mark.parametrize("path", RECIPES, ids=lambda p: p.name)
 def test_recipe_sections_validate(path):
     r = load_recipe(path)
-    for name, model in (("profiles", ProfilesConfig), ("simulation", SimulationConfig),
-                        ("validation", ValidationConfig), ("output", OutputConfig)):
-        r.section(name, model)
+    raw = yaml.safe_load(path.read_text())
+    # Every shipped recipe has every stage section (the job runs the judge only when `judge:` is there).
+    assert set(STAGE_SECTIONS) <= set(raw), sorted(set(STAGE_SECTIONS) - set(raw))
+    for name, model in SECTION_MODELS.items():
+        cfg = r.section(name, model)
+        assert isinstance(cfg, model)
+        # Every key the recipe sets is read into its field, with the recipe's value where it is a plain one.
+        assert set(raw[name]) <= cfg.model_fields_set, (name, set(raw[name]) - cfg.model_fields_set)
+        for key, value in raw[name].items():
+            if isinstance(value, (str, int, float, bool)):
+                got = getattr(cfg, key)
+                assert got == value or str(got) == str(value), (name, key, got, value)
+
+
+@pytest.mark.parametrize("name", STAGE_SECTIONS)
+def test_a_bad_value_in_any_stage_section_is_refused_by_name(name, tmp_path):
+    raw = yaml.safe_load(RECIPES[0].read_text())
+    raw[name]["not_a_setting"] = 1
+    path = tmp_path / "r.yaml"
+    path.write_text(yaml.safe_dump(raw, sort_keys=False))
+    with pytest.raises(ConfigError, match=rf"{name}\.not_a_setting"):
+        load_recipe(path).section(name, SECTION_MODELS[name])
 
 
 def test_benchmark_recipe_has_paper_settings():

@@ -334,18 +334,28 @@ def test_profile_job_resolves_the_flag_from_the_recipe(fake_engines, fakes, tmp_
 
 
 @pytest.mark.embedded
-def test_causal_checks_on_embedded_engine(profile_engines, row):
+def test_causal_checks_on_embedded_engine(profile_engines):
     """Stages 3–4 with the causal rules on the real (weak) engine: whatever it writes, the outcome is counted,
-    and every fault kept — the causal rule faults included — quotes the profile verbatim."""
+    and every fault kept — the causal rule faults included — quotes the profile verbatim. A 135M writer or
+    screener often fails its re-asks (a counted failure, nothing to check), so up to three candidates are tried
+    until one is screened; the test fails if none is."""
     shape = ProfileShape(text_scale=0.5, screen_max_faults=2, causal_checks=True)
     prov = Provenance(seed=1, toolkit_version="t", prompts=prompt_hashes(True), shape=shape)
-    out = asyncio.run(make_profile(profile_engines.role("profile_writer"), profile_engines.role("screener"), row, 1,
-                                   prov))
-    assert out.status in ("ok", "dropped", "failed")
-    if out.status == "failed":
-        assert out.failure is not None and out.failure.stage in ("formulation", "screen")
-        return
+    rows = anchor_personas(load_personas("synthetic", 5, seed=1).rows, load_rates(), seed=1)[:3]
+    failures = []
+    for row in rows:
+        out = asyncio.run(make_profile(profile_engines.role("profile_writer"), profile_engines.role("screener"),
+                                       row, 1, prov))
+        assert out.status in ("ok", "dropped", "failed") and out.profile_id == row.profile_id
+        if out.status != "failed":
+            break
+        assert out.failure is not None and out.failure.stage in ("formulation", "screen") and out.failure.error
+        assert out.profile is None
+        failures.append(out.failure.error)
+    else:
+        pytest.fail(f"all {len(rows)} candidates failed, nothing screened to check: {failures}")
     assert out.screen is not None and out.screen.revisions <= 1
+    assert (out.profile is not None) == (out.status == "ok")
     if out.profile is not None:
         text = out.profile.writer_brief
         assert all(quote_in(x.quote, text) for x in out.screen.faults)

@@ -138,3 +138,31 @@ def test_constant_reference_feature_is_undefined_and_left_out_of_the_index():
     assert np.isfinite(res.index.ci).all()
     floor = noise_floor(_sample(ref), ("a", "b"), splits=20, quantile=0.95, seed=0)
     assert np.isnan(floor["b"]) and floor["index"] == pytest.approx(floor["a"])
+
+
+def test_noise_floor_equals_a_brute_force_loop_over_the_same_splits():
+    """Each split: a random permutation of the patients (argsort of one `rng.random` row per split), its first half
+    plays the reference; every conversation of a patient goes with the patient; W1 from scipy divided by the first
+    half's population SD; the floor is the 95th percentile over splits, the index the same over the features' mean."""
+    rng = np.random.default_rng(11)
+    patients = np.array([0, 0, 1, 2, 2, 2, 3, 4, 5, 5, 6, 7])  # 8 patients, one to three conversations each
+    values = rng.gamma(2.0, size=(patients.size, 2)) * [1.0, 4.0]
+    ref = _sample(values, patients)
+    splits, seed = 25, 3
+    floor = noise_floor(ref, ("a", "b"), splits=splits, quantile=0.95, seed=seed)
+
+    order = np.argsort(np.random.default_rng(seed).random((splits, 8)), axis=1)
+    per_split = []
+    for row in order:
+        first, second = set(row[:4].tolist()), set(row[4:].tolist())
+        d = []
+        for f in range(2):
+            a = values[[p in first for p in patients], f]
+            b = values[[p in second for p in patients], f]
+            d.append(wasserstein_distance(a, b) / a.std())
+        per_split.append(d)
+    per_split = np.array(per_split)
+    assert floor["a"] == pytest.approx(np.percentile(per_split[:, 0], 95), rel=1e-9)
+    assert floor["b"] == pytest.approx(np.percentile(per_split[:, 1], 95), rel=1e-9)
+    assert floor["index"] == pytest.approx(np.percentile(per_split.mean(axis=1), 95), rel=1e-9)
+    assert len({round(x, 9) for x in per_split[:, 0]}) > 5  # the splits differ

@@ -1,0 +1,203 @@
+"""`mindsim report RUN_DIR … [--out FILE]`: one self-contained HTML file per run, or one page comparing
+several runs (issue 21, items 1–2). Nothing on the page comes from the network: charts are inline SVG
+drawn by `charts.py`, the page's script and style are inlined from `templates/`, the data the drill-down
+renders is one JSON blob in the page, and a Content-Security-Policy forbids every fetch.
+
+Runs whose versions differ (`versions.KEYS`) are refused unless `allow_mixed`, and then marked.
+"""
+
+from __future__ import annotations
+
+import json
+import time
+from pathlib import Path
+from typing import Any, Sequence
+
+import jinja2
+
+from mindcore.errors import UserError
+from mindcore.io import atomic_write_text
+from mindsim_app.report import charts
+from mindsim_app.report.drilldown import drilldown
+from mindsim_app.report.health import health
+from mindsim_app.report.load import RunData, default_output, load_run
+from mindsim_app.report.ranking import ALPHA, leaderboard
+from mindsim_app.report.versions import differences, versions
+
+TEMPLATES = Path(__file__).with_name("templates")
+SEVERITIES = ("no_concern", "minor", "major", "critical")
+SEVERITY_NAMES = {"no_concern": "No concern", "minor": "Minor", "major": "Major", "critical": "Critical"}
+
+
+class MixedVersions(UserError):
+    """Runs measured by different toolkit, rubric, templates, judge or reference: not one leaderboard."""
+
+
+def _judge_charts(board: dict[str, Any], category_names: dict[str, str]) -> dict[str, str]:
+    rows = board["rows"]
+    out = {
+        "mhqr": charts.intervals([{"label": r["system"], "value": r["mhqr"], "ci": r["ci95"], "group": r["group"]}
+                                  for r in rows], title=f"MHQR per system, judge {board['judge']}",
+                                 xlabel="MHQR (0 no concern – 10 critical; lower is better), 95% patient bootstrap",
+                                 tag_key="group"),
+        "severity": charts.stacked([{"label": r["system"], "parts": r["severity_share"]} for r in rows], SEVERITIES,
+                                   title="Share of replies at each severity", names=SEVERITY_NAMES,
+                                   colours=charts.SEVERITY_COLOURS),
+    }
+    cats = list(rows[0]["by_category"]) if rows else []
+    out["categories"] = charts.stacked([{"label": r["system"], "parts": r["by_category"]} for r in rows], cats,
+                                       title="MHQR allocated to issue categories (bars add up to the MHQR)",
+                                       names=category_names, total=None, pct=False)
+    turn = (board["by_turn"] or {}).get("counsellors") or {}
+    out["by_turn"] = charts.lines({n: [(int(p), v["mean_weight"]) for p, v in sorted(t["positions"].items(),
+                                                                                     key=lambda kv: int(kv[0]))]
+                                   for n, t in turn.items()}, title="Mean severity weight by turn position",
+                                  lo=0, hi=10, xlabel="counsellor reply in the session", ylabel="severity weight")
+    sess = board["by_session"] or {}
+    out["by_session"] = charts.lines({n: [(int(k) + 1, v["mhqr"]) for k, v in sorted(e["mean"].items(),
+                                                                                     key=lambda kv: int(kv[0]))]
+                                      for n, e in sess.items()}, title="MHQR by session of the arc", lo=0, hi=10,
+                                     xlabel="session", ylabel="MHQR")
+    return out
+
+
+def _validation_charts(v: dict[str, Any] | None) -> dict[str, str]:
+    if not v or not v.get("systems"):
+        return {}
+    systems = list(v["systems"])
+    labels = v.get("feature_labels") or {}
+    groups = []
+    for f in [*v.get("features", []), "index"]:
+        vals = {}
+        for s in systems:
+            e = v["systems"][s].get(f) or {}
+            ci = e.get("ci") or [None, None]
+            vals[s] = {"value": e.get("distance"), "lo": ci[0], "hi": ci[1]}
+        groups.append({"label": labels.get(f, "Index (mean of 7)"), "values": vals, "floor": v["floor"].get(f)})
+    out = {"distances": charts.grouped(groups, systems, title="Distance to the reference per feature "
+                                       "(reference SDs; dashed: noise floor)")}
+    arc = v.get("arc") or {}
+    if arc:
+        rows = [{"label": f"{name} · {int(k) + 1}/{len(shares)}", "parts": row}
+                for name, shares in arc.items() for k, row in shares.items()]
+        out["arc"] = charts.stacked(rows, ["P", "T", "C", "F"], title="Narrative-arc label shares by fifth of the "
+                                    "conversation", names={k: f"{k} {n}" for k, n in (v.get("arc_labels") or {}).items()})
+    return out
+
+
+def _health_charts(h: dict[str, Any]) -> dict[str, str]:
+    bt = h["by_turn"]
+    out = {
+        "depth": charts.lines({s: [(k, t["depth"]) for k, t in turns.items()] for s, turns in bt.items()},
+                              title="Disclosure depth by patient turn (depth move 1–3, 0 none)", lo=0, hi=3,
+                              xlabel="patient turn", ylabel="mean depth"),
+        "concealing": charts.lines({s: [(k, t["concealing"]) for k, t in turns.items()] for s, turns in bt.items()},
+                                   title="Share of concealing moves by patient turn", lo=0, hi=1,
+                                   xlabel="patient turn", ylabel="share"),
+    }
+    if any(t.get("resistance") is not None for turns in bt.values() for t in turns.values()):
+        pa = {s: turns for s, turns in bt.items() if any(t.get("resistance") is not None for t in turns.values())}
+        out["resistance"] = charts.lines({s: [(k, t.get("resistance")) for k, t in turns.items()] for s, turns in pa.items()},
+                                         title="PatientAct: share of resistance by patient turn", lo=0, hi=1,
+                                         xlabel="patient turn", ylabel="share")
+        out["trust"] = charts.lines({s: [(k, t.get("trust")) for k, t in turns.items()] for s, turns in pa.items()},
+                                    title="PatientAct: mean trust after each patient turn", lo=1, hi=4,
+                                    xlabel="patient turn", ylabel="trust")
+    return out
+
+
+def _category_names(judge_report: dict[str, Any] | None) -> dict[str, str]:
+    try:
+        from judge.rubric import load_rubric
+
+        rubric = load_rubric(((judge_report or {}).get("config") or {}).get("rubric"))
+        return {c.id: c.name for c in rubric.categories}
+    except Exception:  # an older or custom rubric: the ids are still readable
+        return {}
+
+
+def run_context(run: RunData, draws: int = 20000) -> dict[str, Any]:
+    boards = leaderboard(run.judge_report, run.judgments, draws=draws)
+    names = _category_names(run.judge_report)
+    by_engine = any(bool((j.get("scores") or {}).get("systems"))
+                    for j in ((run.judge_report or {}).get("judges") or {}).values()) or \
+        len({s.get("patient_engine") for s in run.sessions}) > 1
+    h = health(run, by_engine)
+    for b in boards:
+        b["charts"] = _judge_charts(b, names)
+    return {
+        "label": run.label, "path": str(run.path), "boards": boards, "category_names": names,
+        "judge_report": run.judge_report, "validation": run.validation, "validation_charts":
+        _validation_charts(run.validation), "health": h, "health_charts": _health_charts(h),
+        "versions": versions(run), "patientact": run.patientact, "drill": drilldown(run, boards),
+        "gate": (run.info.get("release_gate") or None),
+    }
+
+
+def _compare_rows(contexts: list[dict[str, Any]]) -> list[dict[str, Any]]:
+    rows = []
+    for k, c in enumerate(contexts):
+        b = c["boards"][0] if c["boards"] else None
+        for r in (b["rows"] if b else []):
+            rows.append({"run": k, "run_label": c["label"], **r})
+    return sorted(rows, key=lambda r: r["mhqr"])
+
+
+def _blob(data: Any) -> str:
+    # Inside <script type="application/json">: only "</" can end the element early.
+    return json.dumps(data, ensure_ascii=False, separators=(",", ":"), allow_nan=False,
+                      default=str).replace("</", "<\\/")
+
+
+def _clean(x: Any) -> Any:
+    if isinstance(x, float) and x != x:
+        return None
+    if isinstance(x, dict):
+        return {str(k): _clean(v) for k, v in x.items()}
+    if isinstance(x, (list, tuple)):
+        return [_clean(v) for v in x]
+    return x
+
+
+def render(runs: Sequence[RunData], *, mixed: list[str] | None = None, draws: int = 20000) -> str:
+    contexts = [run_context(r, draws) for r in runs]
+    env = jinja2.Environment(loader=jinja2.FileSystemLoader(TEMPLATES), autoescape=True,
+                             undefined=jinja2.StrictUndefined, trim_blocks=True, lstrip_blocks=True)
+    env.filters["f"] = lambda x, nd=2: "–" if x is None or (isinstance(x, float) and x != x) else f"{x:.{nd}f}"
+    env.filters["pct"] = lambda x: "–" if x is None else f"{100 * x:.1f}%"
+    blob = {"runs": [c["drill"] for c in contexts], "severity_names": SEVERITY_NAMES}
+    try:
+        text = _blob(blob)
+    except ValueError:  # a NaN somewhere: walk the blob once to make it null (rare, so not done up front)
+        text = _blob(_clean(blob))
+    return env.get_template("report.html.jinja2").render(
+        runs=contexts, compare=_compare_rows(contexts) if len(contexts) > 1 else None, mixed=mixed or [],
+        severities=SEVERITIES, severity_names=SEVERITY_NAMES, alpha=ALPHA, blob=text,
+        script=(TEMPLATES / "report.js").read_text(encoding="utf-8"),
+        style=(TEMPLATES / "report.css").read_text(encoding="utf-8"),
+        generated=time.strftime("%Y-%m-%d %H:%M UTC", time.gmtime()),
+    )
+
+
+def build_report(run_dirs: Sequence[str | Path], out: str | Path | None = None, *, allow_mixed: bool = False,
+                 draws: int = 20000) -> Path:
+    """Write the report of one run (default `RUN_DIR/report.html`) or the comparison of several (`--out`
+    required). Raises MixedVersions (exit 2) naming the first differing pair unless `allow_mixed`."""
+    if not run_dirs:
+        raise UserError("give at least one run folder")
+    if len(run_dirs) > 1 and out is None:
+        raise UserError("comparing several runs: say where the page goes with --out FILE.html")
+    runs = [load_run(p) for p in run_dirs]
+    mixed: list[str] = []
+    for i, a in enumerate(runs):
+        for b in runs[i + 1:]:
+            diff = differences(a, b)
+            if diff:
+                mixed.append(f"{a.path} vs {b.path}: " + "; ".join(diff))
+    if mixed and not allow_mixed:
+        raise MixedVersions(f"runs measured differently, not compared — {mixed[0]}"
+                            + (f" (and {len(mixed) - 1} more pairs)" if len(mixed) > 1 else "")
+                            + "; pass --allow-mixed to put them on one page anyway (then marked)")
+    target = Path(out) if out is not None else default_output(runs[0].path)
+    atomic_write_text(target, render(runs, mixed=mixed, draws=draws))
+    return target

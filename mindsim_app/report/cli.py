@@ -1,0 +1,25 @@
+"""`mindsim report RUN_DIR … [--out FILE] [--allow-mixed]` (issue 21, items 1–2)."""
+
+from __future__ import annotations
+
+from pathlib import Path
+from typing import Optional
+
+import typer
+
+from mindcore.console import out_console
+
+
+def report_cmd(
+    runs: list[Path] = typer.Argument(..., help="Run folder(s) from `mindsim run`; several put them on one page"),
+    out: Optional[Path] = typer.Option(None, "--out", help="HTML file to write (default RUN_DIR/report.html; "
+                                                           "required for several runs)"),
+    allow_mixed: bool = typer.Option(False, "--allow-mixed", help="Compare runs whose toolkit, rubric, templates, "
+                                                                  "judge or reference differ (marked on the page)"),
+) -> None:
+    """One self-contained HTML report: leaderboard with significance groups, every judge and validation
+    table as charts, a drill-down into every session, simulator health and versions. No network needed."""
+    from mindsim_app.report.build import build_report
+
+    path = build_report(runs, out, allow_mixed=allow_mixed)
+    out_console().print(f"report: {path} ({path.stat().st_size / 1024:.0f} KiB)")

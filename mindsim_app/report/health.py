@@ -1,0 +1,196 @@
+"""Simulator health for the HTML report (issue 21, item 1): the patient side next to the reference
+(surface-feature distances against their noise floors, arc shares, from `validation/report.json`), what
+the transcripts show turn by turn (disclosure depth, concealing moves, PatientAct resistance and trust),
+re-asks, harness-text rejections and failed arcs, plain warnings when the patient side looks degenerate,
+and every failure of the run attributed to the patient side, the counsellor, the judge or the engine.
+
+The reference has no moves, so depth and resistance by turn have no reference column; the rules and
+thresholds are data (`data/health.yaml`).
+"""
+
+from __future__ import annotations
+
+import re
+from collections import Counter, defaultdict
+from functools import lru_cache
+from pathlib import Path
+from typing import Any
+
+import yaml
+
+from mindsim_app.report.ranking import system_of
+
+RULES = Path(__file__).with_name("data") / "health.yaml"
+_ROLE = re.compile(r"role '([a-z_]+)(?::[^']*)?'")
+
+
+@lru_cache(maxsize=1)
+def rules() -> dict[str, Any]:
+    return yaml.safe_load(RULES.read_text(encoding="utf-8"))
+
+
+def attribute(error: str | None, role: str | None = None) -> str:
+    """patient side, counsellor, judge or engine, for one recorded failure."""
+    r = rules()
+    text = error or ""
+    cls = text.split(":", 1)[0].strip()
+    if cls in r["engine_errors"] or "engine error" in text.lower():
+        return "engine"
+    m = _ROLE.search(text)
+    role = (m.group(1) if m else role) or ""
+    for side, roles in r["attribution"].items():
+        if role.split(":")[0] in roles:
+            return side
+    # The simulator's own failures (a move the guard kept turning back, blank scenario items) are the patient
+    # side's when no role is named: the counsellor's replies are stored as sent and never fail an arc.
+    return "patient side"
+
+
+def _depth_table() -> dict[str, int]:
+    from profilegen.moves import load_vocabulary
+
+    return {m.id: m.depth for m in load_vocabulary().moves.values() if m.depth}
+
+
+def _classes() -> dict[str, str]:
+    from profilegen.moves import load_vocabulary
+
+    return {m.id: m.cls for m in load_vocabulary().moves.values()}
+
+
+def by_turn(sessions: list[dict[str, Any]], by_engine: bool) -> dict[str, dict[int, dict[str, Any]]]:
+    """system → patient turn → disclosure depth (secondary depth move, 0 without one), concealing share,
+    PatientAct resistance share and mean trust."""
+    depth, cls = _depth_table(), _classes()
+    acc: dict[str, dict[int, dict[str, list[float]]]] = defaultdict(lambda: defaultdict(lambda: defaultdict(list)))
+    for s in sessions:
+        sysname = system_of(s, by_engine)
+        for t in s.get("turns") or []:
+            if t.get("opening"):
+                continue
+            a = acc[sysname][int(t["index"])]
+            moves = [t.get("move"), t.get("secondary_move")]
+            a["depth"].append(float(max([depth.get(m, 0) for m in moves if m] or [0])))
+            a["concealing"].append(float(cls.get(t.get("move") or "", "") == "concealing"))
+            pa = t.get("patientact")
+            if pa:
+                a["resistance"].append(float(pa.get("behaviour") == "resistance" or bool(pa.get("resistance_pattern"))))
+                a["trust"].append(float(pa.get("trust_after")))
+    out: dict[str, dict[int, dict[str, Any]]] = {}
+    for sysname, turns in acc.items():
+        out[sysname] = {k: {m: (sum(v) / len(v) if v else None) for m, v in vals.items()} | {"n": len(vals["depth"])}
+                        for k, vals in sorted(turns.items())}
+    return out
+
+
+def _norm(text: str) -> str:
+    return re.sub(r"\W+", " ", text.casefold()).strip()
+
+
+def surface(sessions: list[dict[str, Any]], by_engine: bool) -> dict[str, dict[str, Any]]:
+    """Per system: patient turns, words per turn, top move and its share, most repeated message and its share."""
+    out = {}
+    per: dict[str, list[dict[str, Any]]] = defaultdict(list)
+    for s in sessions:
+        per[system_of(s, by_engine)].extend(t for t in (s.get("turns") or []))
+    for name, turns in per.items():
+        msgs = [t.get("message") or "" for t in turns]
+        moves = Counter(t.get("move") for t in turns if t.get("move"))
+        repeats = Counter(_norm(m) for m in msgs if _norm(m))
+        top_move, top_n = moves.most_common(1)[0] if moves else (None, 0)
+        rep, rep_n = repeats.most_common(1)[0] if repeats else (None, 0)
+        reasks = sum(len(t.get("rejected") or []) + len(t.get("rejected_messages") or []) for t in turns)
+        out[name] = {
+            "patient_turns": len(turns),
+            "words_per_turn": (sum(len(m.split()) for m in msgs) / len(msgs)) if msgs else 0.0,
+            "top_move": top_move, "top_move_share": top_n / max(1, sum(moves.values())),
+            "repeated_message": rep, "repeated_message_share": (rep_n / len(msgs)) if rep_n > 1 else 0.0,
+            "reasks": reasks, "reask_rate": reasks / max(1, len(turns)),
+            "trimmed": sum(bool(t.get("trimmed")) for t in turns),
+        }
+    return out
+
+
+def failures(run: Any) -> list[dict[str, Any]]:
+    """Every failure the run recorded, each with its side: failed arcs, failed judgments, failed profiles,
+    and the counsellor's reply defects (stored as sent; they are the counsellor's, not the harness's)."""
+    out = []
+    for f in (run.summary or {}).get("failed_arcs", []):
+        out.append({"stage": "simulation", "what": f"arc {f.get('patient_id')} × {f.get('counsellor')} "
+                                                   f"({f.get('patient_engine', 'mindsim')})",
+                    "error": f.get("error"), "side": attribute(f.get("error"))})
+    for j in run.judgments:
+        if j.get("status") == "failed":
+            side = "engine" if j.get("error_kind") == "engine" else "judge"
+            out.append({"stage": "judge", "what": f"{j['judge']}: {j['session_id']} reply {j['reply_index'] + 1}",
+                        "error": f"{j.get('error_kind')}: {(j.get('error') or '')[:200]}", "side": side})
+    for f in run.profile_failures:
+        err = f.get("error") or f.get("reason") or str(f)[:200]
+        kind = str(f.get("kind") or f.get("error_kind") or "")
+        out.append({"stage": "profiles", "what": f"profile {f.get('profile_id') or f.get('persona_id') or '?'}",
+                    "error": err, "side": "engine" if "engine" in kind else attribute(err, "profile_writer")})
+    flags = Counter()
+    for s in run.sessions:
+        for f in s.get("counsellor_flags") or []:
+            flags.update(f.get("flags") or [])
+    for flag, n in sorted(flags.items()):
+        out.append({"stage": "simulation", "what": f"counsellor replies flagged {flag}: {n}", "error": None,
+                    "side": "counsellor"})
+    return out
+
+
+def warnings(run: Any, surf: dict[str, dict[str, Any]]) -> list[str]:
+    w = rules()["warnings"]
+    out: list[str] = []
+    v = run.validation or {}
+    floor = v.get("floor") or {}
+    for name, entry in (v.get("systems") or {}).items():
+        idx = (entry.get("index") or {}).get("distance")
+        if idx is not None and floor.get("index") and idx > w["index_over_floor"] * floor["index"]:
+            out.append(f"{name}: realism index {idx:.2f} is {idx / floor['index']:.1f}× its noise floor "
+                       f"({floor['index']:.2f}): the patient turns are far from the reference")
+        for f in v.get("features") or []:
+            d = (entry.get(f) or {}).get("distance")
+            if d is not None and floor.get(f) and d > w["feature_over_floor"] * floor[f]:
+                out.append(f"{name}: {(v.get('feature_labels') or {}).get(f, f)} distance {d:.2f} is "
+                           f"{d / floor[f]:.1f}× its floor")
+    for name, shares in (v.get("arc") or {}).items():
+        totals: Counter = Counter()
+        for row in shares.values():
+            totals.update({k: x for k, x in row.items() if x is not None})
+        if totals and max(totals.values()) / max(1e-9, sum(totals.values())) > w["arc_label_share"]:
+            label = max(totals, key=totals.get)
+            out.append(f"{name}: almost every labelled turn is {(v.get('arc_labels') or {}).get(label, label)} "
+                       "(the arc does not move)")
+    for name, s in surf.items():
+        if s["top_move"] and s["top_move_share"] > w["top_move_share"]:
+            out.append(f"{name}: one move ({s['top_move']}) on {100 * s['top_move_share']:.0f}% of patient turns")
+        if s["repeated_message_share"] > w["repeated_message_share"]:
+            out.append(f"{name}: the same patient message on {100 * s['repeated_message_share']:.0f}% of turns "
+                       f"({s['repeated_message'][:60]!r})")
+        if s["patient_turns"] and s["words_per_turn"] < w["min_words_per_turn"]:
+            out.append(f"{name}: patient turns average {s['words_per_turn']:.1f} words")
+        if s["reask_rate"] > w["reask_rate"]:
+            out.append(f"{name}: {s['reasks']} patient re-asks over {s['patient_turns']} turns")
+    summary = run.summary or {}
+    arcs, failed = summary.get("arcs") or 0, len(summary.get("failed_arcs") or [])
+    if arcs and failed / arcs > w["failed_arc_share"]:
+        out.append(f"{failed} of {arcs} arcs failed ({100 * failed / arcs:.0f}%): their sessions are missing "
+                   "from every table")
+    return out
+
+
+def health(run: Any, by_engine: bool) -> dict[str, Any]:
+    surf = surface(run.sessions, by_engine)
+    summary = run.summary or {}
+    fails = failures(run)
+    return {
+        "surface": surf, "by_turn": by_turn(run.sessions, by_engine),
+        "validation": run.validation, "warnings": warnings(run, surf), "failures": fails,
+        "failures_by_side": dict(Counter(f["side"] for f in fails)),
+        "counts": {k: summary.get(k) for k in ("arcs", "sessions_expected", "sessions_written", "ended_by_patient",
+                                                "rejected_commits", "messages_trimmed", "memory_repaired",
+                                                "scenario_drafts") if k in summary},
+        "rejected_messages": summary.get("rejected_messages") or {},
+        "counsellor_flags": summary.get("counsellor_flags") or {},
+    }

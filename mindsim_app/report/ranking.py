@@ -1,0 +1,149 @@
+"""Leaderboard and significance clusters for the HTML report (issue 21, item 1; MindEval2 §3.3 for the
+MHQR itself). MHQR, its patient-bootstrap interval, severity shares and category allocation are read
+from `judgments/report.json` as the judge computed them; this module adds which systems cannot be told
+apart.
+
+Method (ours; docs/report.md):
+- unit: a *system*, as the judge ranks it (counsellor, or counsellor/patient engine when the run holds
+  several engines);
+- per-patient score: a patient's mean session MHQR with that system (session MHQR = mean severity weight
+  of its judged replies), so a patient with more sessions does not weigh more in the test than in the
+  MHQR's bootstrap;
+- test: for each pair of systems, the paired differences over the patients both met; a two-sided
+  sign-flip permutation test of their mean (exact over all 2^n sign patterns up to `EXACT_MAX` patients,
+  else `draws` random patterns with a fixed seed, p = (hits + 1) / (draws + 1));
+- correction: Holm over all k(k-1)/2 pairs, family-wise level `alpha` (0.05);
+- clusters: non-significance is not transitive, so groups are built in rank order (lowest MHQR first)
+  and each system joins the group of the best-ranked system it cannot be told apart from (itself if it
+  differs from every better one, which then starts a new group). A pair with fewer than two shared
+  patients cannot be told apart (no evidence is not a difference).
+"""
+
+from __future__ import annotations
+
+import itertools
+from collections import defaultdict
+from typing import Any, Iterable
+
+import numpy as np
+
+EXACT_MAX = 16
+ALPHA = 0.05
+
+
+def system_of(row: dict[str, Any], by_engine: bool) -> str:
+    from judge.scores import system_label
+
+    return system_label(row["counsellor"], row.get("patient_engine"), by_engine)
+
+
+def patient_means(rows: Iterable[dict[str, Any]], judge: str, by_engine: bool) -> dict[str, dict[str, float]]:
+    """system → patient → mean session MHQR, from the judge's successful rows."""
+    sessions: dict[tuple[str, str, str, int], list[float]] = defaultdict(list)
+    for r in rows:
+        if r.get("judge") != judge or r.get("status") != "ok" or r.get("weight") is None:
+            continue
+        # The patient engine is part of the session key even when the label omits it (judge/scores.py).
+        sessions[(system_of(r, by_engine), r["patient_id"], r.get("patient_engine") or "", r["session_index"])
+                 ].append(float(r["weight"]))
+    per: dict[str, dict[str, list[float]]] = defaultdict(lambda: defaultdict(list))
+    for (system, patient, _engine, _idx), ws in sessions.items():
+        per[system][patient].append(sum(ws) / len(ws))
+    return {s: {p: float(np.mean(v)) for p, v in pats.items()} for s, pats in per.items()}
+
+
+def sign_flip_p(d: np.ndarray, draws: int = 20000, seed: int = 0) -> float:
+    """Two-sided p of mean(d) = 0 under random sign flips of the paired differences."""
+    d = np.asarray(d, dtype=np.float64)
+    n = len(d)
+    if n < 2 or not np.any(d):
+        return 1.0
+    observed = abs(d.mean()) - 1e-12  # ties count as at least as extreme
+    if n <= EXACT_MAX:
+        signs = np.array(list(itertools.product((1.0, -1.0), repeat=n)))
+        return float(np.mean(np.abs(signs @ d / n) >= observed))
+    rng = np.random.default_rng(seed)
+    # A flipped set B turns the sum S into S - 2·sum(d[B]): draw B as bits (much cheaper than drawing ±1 floats).
+    bits = rng.integers(0, 2, size=(draws, n), dtype=np.int8).astype(np.float32)
+    means = (d.sum() - 2 * (bits @ d.astype(np.float32))) / n
+    hits = int(np.sum(np.abs(means) >= observed))
+    return (hits + 1) / (draws + 1)
+
+
+def holm(pvalues: list[float]) -> list[float]:
+    """Holm step-down adjusted p-values, in the input's order."""
+    m = len(pvalues)
+    order = np.argsort(pvalues, kind="stable")
+    adjusted = np.empty(m)
+    running = 0.0
+    for rank, i in enumerate(order):
+        running = max(running, min(1.0, (m - rank) * pvalues[i]))
+        adjusted[i] = running
+    return adjusted.tolist()
+
+
+def pairwise(means: dict[str, dict[str, float]], ranking: list[str], *, draws: int = 20000,
+             seed: int = 0) -> list[dict[str, Any]]:
+    """Every pair (a better-ranked than b): mean per-patient difference a − b, patients, raw and Holm p."""
+    pairs = []
+    for i, a in enumerate(ranking):
+        for b in ranking[i + 1:]:
+            common = sorted(set(means.get(a, {})) & set(means.get(b, {})))
+            d = np.array([means[a][p] - means[b][p] for p in common])
+            pairs.append({"a": a, "b": b, "patients": len(common),
+                          "mean_diff": float(d.mean()) if len(d) else None, "p": sign_flip_p(d, draws, seed)})
+    for p, adj in zip(pairs, holm([p["p"] for p in pairs])):
+        p["p_holm"] = adj
+    return pairs
+
+
+def clusters(ranking: list[str], pairs: list[dict[str, Any]], alpha: float = ALPHA) -> dict[str, int]:
+    """system → group number (0 = the best-ranked system's group), by the rule in the module docstring."""
+    differs = {(p["a"], p["b"]) for p in pairs if p["p_holm"] < alpha}
+    group: dict[str, int] = {}
+    next_group = 0
+    for i, s in enumerate(ranking):
+        same = next((t for t in ranking[:i] if (t, s) not in differs), None)
+        if same is None:
+            group[s] = next_group
+            next_group += 1
+        else:
+            group[s] = group[same]
+    return group
+
+
+def group_name(k: int) -> str:
+    letters = "ABCDEFGHIJKLMNOPQRSTUVWXYZ"
+    return letters[k] if k < len(letters) else f"G{k + 1}"
+
+
+def leaderboard(judge_report: dict[str, Any] | None, judgments: list[dict[str, Any]], *, alpha: float = ALPHA,
+                draws: int = 20000) -> list[dict[str, Any]]:
+    """One board per judge: rows in rank order with MHQR, interval, shares, categories and group."""
+    if not judge_report:
+        return []
+    boards = []
+    for name, j in judge_report.get("judges", {}).items():
+        sc = j.get("scores") or {}
+        ranking = list(sc.get("ranking") or [])
+        by_engine = bool(sc.get("systems"))
+        means = patient_means(judgments, name, by_engine)
+        pairs = pairwise(means, ranking, draws=draws, seed=int((judge_report.get("config") or {}).get("seed") or 0))
+        groups = clusters(ranking, pairs, alpha)
+        rows = []
+        for n in ranking:
+            c = sc["counsellors"][n]
+            rows.append({
+                "system": n, "mhqr": c["mhqr"], "ci95": c["ci95"], "patients": c["patients"],
+                "sessions": c["sessions"], "replies": c["replies"], "by_category": c["by_category"],
+                "severity_share": (sc.get("shares", {}).get(n) or {}).get("severity_share", {}),
+                "issue_share": (sc.get("shares", {}).get(n) or {}).get("issue_share", {}),
+                "group": group_name(groups[n]),
+                "differs_from": [p["b"] if p["a"] == n else p["a"] for p in pairs
+                                 if n in (p["a"], p["b"]) and p["p_holm"] < alpha],
+            })
+        boards.append({"judge": name, "model": j.get("model"), "engine": j.get("engine"), "ok": j.get("ok"),
+                       "failed": j.get("failed"), "rows": rows, "pairs": pairs, "alpha": alpha,
+                       "by_turn": sc.get("by_turn") or {}, "by_session": sc.get("by_session") or {},
+                       "dropped_quotes": j.get("dropped_quotes", 0)})
+    return boards

@@ -1,0 +1,78 @@
+"""The versions block of the HTML report and the rule for comparing runs (issue 21, items 1–2).
+
+Two runs compare on one page only when what measures them is the same; what they are meant to differ in
+(counsellors, seeds, patients) may differ. `KEYS` defines "the same", each read from the run folder:
+
+- `toolkit`: the toolkit version (`run.json` provenance; the git revision is shown, not compared);
+- `rubric`: the MHQR rubric version of each judge (`judgments/report.json`), when both runs are judged;
+- `judge model`: the model behind each judge role both runs have;
+- `templates`: the hash of every prompt template both runs record (`run.json` prompt_hashes) — a template
+  only one run used (e.g. a second patient engine's) is not a difference;
+- `patient model`: model of each patient-side role (patient, scenario_writer, memory_compactor, and
+  PatientAct's appraiser and decomposer) both runs bind;
+- `reference`: the reference statistics' source hash and markers version (`validation/report.json`).
+
+A run that lacks a stage (no judge) is not compared on that stage's keys.
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+PATIENT_ROLES = ("patient", "scenario_writer", "memory_compactor", "patient_appraiser", "profile_decomposer")
+KEYS = ("toolkit", "rubric", "judge model", "templates", "patient model", "reference")
+
+
+def _role_model(info: dict[str, Any], role: str) -> str | None:
+    e = (info.get("engines") or {}).get(role)
+    return f"{e.get('model')} on {e.get('engine')}" if e else None
+
+
+def versions(run: Any) -> dict[str, Any]:
+    info = run.info
+    prov = info.get("provenance") or (run.summary or {})
+    jr = run.judge_report or {}
+    v = run.validation or {}
+    ref = v.get("reference") or {}
+    judges = {n: {"model": j.get("model"), "engine": j.get("engine"), "rubric": j.get("rubric_version"),
+                  "role": j.get("role")} for n, j in (jr.get("judges") or {}).items()}
+    return {
+        "toolkit": prov.get("toolkit_version"), "git_revision": prov.get("git_revision"),
+        "git_dirty": prov.get("git_dirty"),
+        "rubric": (jr.get("rubric") or {}).get("version"), "rubric_source": (jr.get("rubric") or {}).get("source"),
+        "judges": judges,
+        "templates": {**(info.get("prompt_hashes") or {}), **(jr.get("prompt_hashes") or {})},
+        "roles": info.get("engines") or (run.summary or {}).get("engines") or {},
+        "patient_engines": (run.summary or {}).get("patient_engines") or sorted(
+            {s.get("patient_engine") or "mindsim" for s in run.sessions}),
+        "reference": {"name": ref.get("name"), "source_sha256": (ref.get("provenance") or {}).get("source_sha256"),
+                      "markers_version": (ref.get("settings") or {}).get("markers_version")} if ref else None,
+        "recipe": (info.get("recipe") or {}).get("name"), "run_id": info.get("run_id"),
+        "seed": (info.get("recipe") or {}).get("seed"),
+    }
+
+
+def differences(a: Any, b: Any) -> list[str]:
+    """One line per key on which runs `a` and `b` differ (empty: they compare)."""
+    va, vb = versions(a), versions(b)
+    out = []
+    if va["toolkit"] != vb["toolkit"]:
+        out.append(f"toolkit {va['toolkit']} vs {vb['toolkit']}")
+    for n in sorted(set(va["judges"]) & set(vb["judges"])):
+        ja, jb = va["judges"][n], vb["judges"][n]
+        if ja["rubric"] != jb["rubric"]:
+            out.append(f"rubric of {n}: {ja['rubric']} vs {jb['rubric']}")
+        if ja["model"] != jb["model"]:
+            out.append(f"judge model of {n}: {ja['model']} vs {jb['model']}")
+    changed = sorted(t for t in set(va["templates"]) & set(vb["templates"]) if va["templates"][t] != vb["templates"][t])
+    if changed:
+        out.append(f"templates {', '.join(changed)}")
+    for role in PATIENT_ROLES:
+        ma, mb = _role_model(a.info, role), _role_model(b.info, role)
+        if ma and mb and ma != mb:
+            out.append(f"patient model ({role}): {ma} vs {mb}")
+    ra, rb = va["reference"], vb["reference"]
+    if ra and rb and (ra["source_sha256"], ra["markers_version"]) != (rb["source_sha256"], rb["markers_version"]):
+        out.append(f"reference {ra['name']} ({(ra['source_sha256'] or '?')[:12]}, {ra['markers_version']}) vs "
+                   f"{rb['name']} ({(rb['source_sha256'] or '?')[:12]}, {rb['markers_version']})")
+    return out

@@ -1,0 +1,75 @@
+"""A small run folder for the report tests, written by the stages' own code on the fake engine: the
+simulator (tests/mindsim/simfakes.py's responder), validation against the shipped reference and the MHQR
+judge (judgefakes' marker-word verdicts). Counsellor `counsellor` answers plainly; `counsellor:worse`
+answers with marker words, so its replies are judged major or critical with verified quotes."""
+
+from __future__ import annotations
+
+import json
+import sys
+from pathlib import Path
+from typing import Any
+
+from mindcore.engine import Engines
+from mindcore.fake import FakeBackend
+from mindcore.io import atomic_write_json
+from mindcore.provenance import base_provenance
+from mindcore.types import ChatRequest
+
+HERE = Path(__file__).resolve().parent
+for p in (HERE.parent / "mindsim", HERE.parent / "judge"):
+    if str(p) not in sys.path:
+        sys.path.insert(0, str(p))
+
+from judgefakes import fake_judge  # noqa: E402
+from simfakes import SimResponder, make_profile  # noqa: E402
+
+WORSE_REPLIES = ("MAJOR tell me more about the email, and more, and more.",
+                 "CRIT skip your meds for a week and see how it feels.",
+                 "MINOR hello again. Anyway.")
+
+
+class RunResponder(SimResponder):
+    def __call__(self, req: ChatRequest) -> Any:
+        if req.schema_name == "mhqr_judgment":
+            return fake_judge(req)
+        if req.role == "counsellor:worse":
+            n = sum(m["role"] == "assistant" for m in req.messages)
+            return WORSE_REPLIES[n % len(WORSE_REPLIES)] + f" ({n})"
+        return super().__call__(req)
+
+
+def write_fixture_run(out: Path, *, patients: int = 3, sessions: int = 2, seed: int = 5, judge_model: str = "fake",
+                      toolkit_version: str | None = None) -> Path:
+    from judge.config import JudgeConfig
+    from judge.run import run_judging
+    from mindsim.config import SimulationConfig
+    from mindsim.simulate import run_simulation
+    from validation.compare import compare
+    from validation.config import ValidationConfig
+
+    out = Path(out)
+    profiles = [make_profile(f"p{k + 1}", ("minimiser", "joker", "stoic")[k % 3]) for k in range(patients)]
+    config = SimulationConfig(sessions=sessions, turn_cap=4, counsellors=["counsellor", "counsellor:worse"])
+    with Engines.with_backend(FakeBackend(RunResponder(), name=judge_model)) as engines:
+        summary = run_simulation(profiles, engines, config, out, seed=seed)
+        rows: dict[str, list[dict[str, Any]]] = {}
+        for line in (out / "transcripts" / "transcripts.jsonl").read_text().splitlines():
+            r = json.loads(line)
+            rows.setdefault(f"{r['patient_engine']}/{r['counsellor']}", []).append(r)
+        compare(None, rows, out / "validation", ValidationConfig(bootstrap_draws=20, floor_splits=10, joint=False,
+                                                                   plots=False))
+        run_judging(out, engines, JudgeConfig(bootstrap_draws=100, plots=False))
+        roles = engines.describe()
+    prov = base_provenance()
+    if toolkit_version:
+        prov["toolkit_version"] = toolkit_version
+    prompts: dict[str, str] = {}
+    import pyarrow.parquet as pq
+
+    for r in pq.read_table(out / "sessions" / "sessions.parquet", columns=["prompts"]).to_pylist():
+        prompts.update(r["prompts"])
+    atomic_write_json(out / "run.json", {"run_id": f"fixture{seed}", "status": "finished", "provenance": prov,
+                                         "recipe": {"name": "fixture", "seed": seed}, "engines": roles,
+                                         "prompt_hashes": prompts, "counts": {"failed arcs": len(summary.failed_arcs)}})
+    return out

@@ -1,0 +1,244 @@
+"""The HTML run report (mindsim_app/report/, issue 21): significance groups on constructed data, the page
+of a fixture run written by the stages' own code on the fake engine, the comparison of runs and its version
+refusal, and failure attribution. The browser tests are in test_report_browser.py."""
+
+from __future__ import annotations
+
+import json
+import re
+import shutil
+from pathlib import Path
+
+import numpy as np
+import pytest
+
+from mindsim_app.report import ranking
+from mindsim_app.report.build import MixedVersions, build_report
+from mindsim_app.report.health import attribute
+from mindsim_app.report.load import load_run
+from reportfix import write_fixture_run
+
+
+@pytest.fixture(scope="module")
+def fixture_run(tmp_path_factory) -> Path:
+    return write_fixture_run(tmp_path_factory.mktemp("report") / "run", patients=6)
+
+
+# --- statistics ------------------------------------------------------------------------------------
+
+def test_sign_flip_is_exact_for_few_patients_and_holm_steps_down():
+    # 3 positive differences: 2 of the 8 sign patterns are as extreme (all +, all -).
+    assert ranking.sign_flip_p(np.array([1.0, 2.0, 3.0])) == pytest.approx(0.25)
+    assert ranking.sign_flip_p(np.array([0.0, 0.0])) == 1.0
+    assert ranking.holm([0.01, 0.04, 0.03]) == pytest.approx([0.03, 0.06, 0.06])
+    # Monte Carlo above EXACT_MAX: 30 clearly positive differences are far below 0.05.
+    assert ranking.sign_flip_p(np.full(30, 1.0) + np.linspace(-0.1, 0.1, 30), draws=2000) < 0.01
+
+
+def _means(rng, offset: float, noise: float, patients: int = 14) -> dict[str, float]:
+    base = rng.uniform(1, 4, patients)
+    return {f"p{k}": float(base[k] + offset + rng.normal(0, noise)) for k in range(patients)}
+
+
+def test_equal_up_to_noise_share_a_group_and_a_clearly_worse_one_does_not():
+    rng = np.random.default_rng(3)
+    base = rng.uniform(1, 4, 14)
+    means = {
+        "a": {f"p{k}": float(base[k] + rng.normal(0, 0.2)) for k in range(14)},
+        "b": {f"p{k}": float(base[k] + rng.normal(0, 0.2)) for k in range(14)},
+        "c": {f"p{k}": float(base[k] + 3 + rng.normal(0, 0.2)) for k in range(14)},
+    }
+    order = sorted(means, key=lambda s: np.mean(list(means[s].values())))
+    pairs = ranking.pairwise(means, order)
+    groups = ranking.clusters(order, pairs)
+    assert groups["a"] == groups["b"] != groups["c"]
+    by = {(p["a"], p["b"]): p for p in pairs}
+    assert by[tuple(sorted(["a", "b"], key=order.index))]["p_holm"] > 0.05
+
+
+def test_groups_follow_the_best_ranked_indistinguishable_system_not_transitivity():
+    # x ≈ y and y ≈ z but x ≠ z: z joins y's group only if y is the best-ranked system it cannot be told from;
+    # x differs from z, so z's best-ranked match is y, and y is in x's group: all in one group by the rule.
+    pairs = [{"a": "x", "b": "y", "p_holm": 0.5}, {"a": "x", "b": "z", "p_holm": 0.01},
+             {"a": "y", "b": "z", "p_holm": 0.4}]
+    assert ranking.clusters(["x", "y", "z"], pairs) == {"x": 0, "y": 0, "z": 0}
+    # ... while a system that differs from every better one starts its own group.
+    pairs[2]["p_holm"] = 0.001
+    assert ranking.clusters(["x", "y", "z"], pairs) == {"x": 0, "y": 0, "z": 1}
+
+
+def test_too_few_shared_patients_is_no_evidence():
+    pairs = ranking.pairwise({"a": {"p1": 0.0}, "b": {"p1": 9.0}}, ["a", "b"])
+    assert pairs[0]["p"] == 1.0 and ranking.clusters(["a", "b"], pairs) == {"a": 0, "b": 0}
+
+
+# --- the page of one run ---------------------------------------------------------------------------
+
+def test_report_of_a_run_is_one_offline_file(fixture_run):
+    path = build_report([fixture_run])
+    assert path == fixture_run / "report.html"
+    html = path.read_text(encoding="utf-8")
+    assert "Content-Security-Policy" in html and "default-src 'none'" in html
+    # Nothing the page could fetch: no external script, style, image, frame or link target.
+    assert not re.search(r"""(src|href)\s*=\s*["']?(https?:|//)""", html, re.I)
+    assert not re.search(r"<(link|iframe|object|embed)\b", html, re.I)
+    assert "<script src" not in html
+    assert html.count("<svg") >= 6  # judge and validation charts are inline
+    for section in ("Leaderboard", "Realism against the reference", "Simulator health", "Versions", "Drill-down",
+                    "Worst replies"):
+        assert section in html
+
+
+def test_leaderboard_separates_the_worse_counsellor(fixture_run):
+    run = load_run(fixture_run)
+    board = ranking.leaderboard(run.judge_report, run.judgments)[0]
+    rows = {r["system"]: r for r in board["rows"]}
+    assert [r["system"] for r in board["rows"]] == ["counsellor", "counsellor:worse"]
+    assert rows["counsellor"]["mhqr"] == 0 and rows["counsellor:worse"]["mhqr"] > 5
+    # 6 patients: the exact sign-flip p is 2/64, below 0.05 with one pair.
+    assert board["pairs"][0]["p"] == pytest.approx(2 / 64)
+    assert rows["counsellor"]["group"] == "A" and rows["counsellor:worse"]["group"] == "B"
+    assert rows["counsellor:worse"]["severity_share"]["critical"] > 0
+
+
+def test_drill_down_blob_has_every_reply_with_its_verdict_and_quote_span(fixture_run):
+    from mindsim_app.report.drilldown import drilldown
+
+    run = load_run(fixture_run)
+    blob = drilldown(run, ranking.leaderboard(run.judge_report, run.judgments))
+    replies = [m for s in blob["sessions"] for m in s["m"] if m["r"] == "c"]
+    assert len(replies) == len(run.judgments)
+    crit = [m for m in replies if m["j"][0]["s"] == "critical"]
+    assert crit
+    issue = next(i for i in crit[0]["j"][0]["is"] if i["q"])
+    a, b = issue["sp"]
+    assert crit[0]["t"][a:b] == "CRIT skip your meds"
+    # A patient turn carries its committed move.
+    assert any(m["r"] == "p" and m["mv"] for s in blob["sessions"] for m in s["m"])
+
+
+def test_quote_span_follows_the_judge_matching_rule():
+    from mindsim_app.report.drilldown import quote_span
+
+    text = "I hear you. Don\u2019t  stop   your MEDS — ever."
+    a, b = quote_span("don't stop your meds", text)
+    assert text[a:b] == "Don\u2019t  stop   your MEDS"
+    assert quote_span("never said", text) is None and quote_span("", text) is None
+
+
+# --- comparing runs --------------------------------------------------------------------------------
+
+def _copy(src: Path, dst: Path, edit) -> Path:
+    shutil.copytree(src, dst)
+    edit(dst)
+    return dst
+
+
+def _edit_json(path: Path, fn) -> None:
+    data = json.loads(path.read_text())
+    fn(data)
+    path.write_text(json.dumps(data))
+
+
+def test_runs_of_the_same_versions_compare_on_one_page(fixture_run, tmp_path):
+    other = _copy(fixture_run, tmp_path / "seed2", lambda d: _edit_json(
+        d / "run.json", lambda x: x.update(run_id="second", recipe={"name": "fixture", "seed": 6})))
+    out = build_report([fixture_run, other], tmp_path / "both.html")
+    html = out.read_text()
+    assert 'id="compare"' in html and "second" in html and "mixed-banner" not in html
+
+
+@pytest.mark.parametrize("what, edit", [
+    ("toolkit", lambda d: _edit_json(d / "run.json", lambda x: x["provenance"].update(toolkit_version="9.9.9"))),
+    ("rubric of judge", lambda d: _edit_json(d / "judgments" / "report.json",
+                                             lambda x: x["judges"]["judge"].update(rubric_version="0.0-other"))),
+    ("judge model of judge", lambda d: _edit_json(d / "judgments" / "report.json",
+                                                  lambda x: x["judges"]["judge"].update(model="other-judge"))),
+    ("templates counsellor/system.jinja2", lambda d: _edit_json(
+        d / "run.json", lambda x: x["prompt_hashes"].update({"counsellor/system.jinja2": "0000000000000000"}))),
+    ("reference", lambda d: _edit_json(d / "validation" / "report.json",
+                                       lambda x: x["reference"]["provenance"].update(source_sha256="ff" * 32))),
+])
+def test_runs_measured_differently_are_refused_unless_allow_mixed(fixture_run, tmp_path, what, edit, capsys):
+    from mindsim_app.cli import main
+
+    other = _copy(fixture_run, tmp_path / "other", edit)
+    with pytest.raises(MixedVersions, match=re.escape(what)):
+        build_report([fixture_run, other], tmp_path / "x.html")
+    assert main(["report", str(fixture_run), str(other), "--out", str(tmp_path / "x.html")]) == 2
+    err = capsys.readouterr().err.strip().splitlines()
+    assert len(err) == 1 and err[0].startswith("error: runs measured differently") and "--allow-mixed" in err[0]
+    assert not (tmp_path / "x.html").exists()
+    assert main(["report", str(fixture_run), str(other), "--out", str(tmp_path / "x.html"), "--allow-mixed"]) == 0
+    html = (tmp_path / "x.html").read_text()
+    assert "mixed-banner" in html and what.split()[0] in html and "mixed</span>" in html
+
+
+def test_not_a_run_folder_is_exit_2(tmp_path, capsys):
+    from mindsim_app.cli import main
+
+    assert main(["report", str(tmp_path)]) == 2
+    assert "not a run folder" in capsys.readouterr().err
+
+
+# --- failure attribution ----------------------------------------------------------------------------
+
+@pytest.mark.parametrize("error, side", [
+    ("TurnFailed: role 'patient': no accepted move after 4 commits", "patient side"),
+    ("BlankItems: scenario writer returned blank items: List should have at least 2 items", "patient side"),
+    ("StructuredOutputError: role 'memory_compactor': invalid output", "patient side"),
+    ("EngineError: role 'patient': connection refused", "engine"),
+    ("TransportError: engine 'stub' rejected the request (HTTP 400): scripted failure", "engine"),
+    ("TurnFailed: role 'counsellor:b': empty reply", "counsellor"),
+])
+def test_every_failure_is_attributed(error, side):
+    assert attribute(error) == side
+
+
+def test_health_section_reads_the_run(fixture_run):
+    from mindsim_app.report.health import health
+
+    h = health(load_run(fixture_run), by_engine=False)
+    assert set(h["surface"]) == {"counsellor", "counsellor:worse"}
+    assert h["by_turn"]["counsellor"][1]["n"] == 6 * 2  # 6 patients × 2 sessions reach patient turn 1
+    # The fake patient says the same three things: the degeneracy warnings say so in words.
+    assert any("same patient message" in w or "realism index" in w for w in h["warnings"])
+
+
+# --- PatientAct: the rubric table keeps its Mann–Whitney marks; state by turn -----------------------
+
+def test_patientact_rubric_table_and_state_by_turn(fixture_run, tmp_path):
+    from judge.patientact import Judgment, rubrics
+    from judge.patientact_report import build_report as patientact_report
+    from mindsim_app.report.health import by_turn
+
+    dims = rubrics().conversation.ids
+    rows = [Judgment(kind="conversation", item_id=f"{sys}-{k}", patient_id=f"p{k}", system=sys, ok=True,
+                     scores={d: (5 if sys == "patientact" else 1 + k % 2) for d in dims})
+            for sys in ("patientact", "mindsim") for k in range(8)]
+    run = Path(shutil.copytree(fixture_run, tmp_path / "run"))
+    (run / "patientact_judge").mkdir()
+    (run / "patientact_judge" / "report.json").write_text(json.dumps(patientact_report(rows, "patientact")))
+    html = build_report([run]).read_text()
+    assert "PatientAct rubric" in html and "Mann–Whitney" in html
+    # PatientAct is rated higher on every dimension: each mindsim cell carries the ** mark.
+    assert html.count("<sup>**</sup>") == len(dims)
+
+    pa = {"trust_before": 2.5, "trust_after": 3.0, "behaviour": "resistance", "resistance_pattern": "deflect"}
+    sessions = [{"counsellor": "c", "patient_engine": "patientact", "turns": [
+        {"index": 0, "opening": True, "move": None},
+        {"index": 1, "opening": False, "move": "deflect", "secondary_move": "go_deeper", "patientact": pa},
+        {"index": 2, "opening": False, "move": "answer", "secondary_move": None,
+         "patientact": {**pa, "behaviour": "disclosure", "resistance_pattern": None, "trust_after": 3.5}}]}]
+    t = by_turn(sessions, by_engine=False)["c"]
+    assert t[1]["resistance"] == 1.0 and t[2]["resistance"] == 0.0 and t[2]["trust"] == 3.5
+    assert t[1]["concealing"] == 1.0 and t[1]["depth"] == 2.0 and t[2]["depth"] == 0.0
+
+
+def test_a_run_without_judge_or_validation_still_gets_its_page(fixture_run, tmp_path):
+    run = Path(shutil.copytree(fixture_run, tmp_path / "run"))
+    shutil.rmtree(run / "judgments")
+    shutil.rmtree(run / "validation")
+    html = build_report([run]).read_text()
+    assert "No judgments in this run" in html and "No validation report in this run" in html
+    assert '"sessions":[' in html  # the drill-down still has every session, unjudged
