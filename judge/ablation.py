@@ -21,12 +21,30 @@ from typing import Any, Iterable
 
 import numpy as np
 
-from mindcore.io import atomic_write_json, atomic_write_text, json_safe
-from judge.report import _pyplot, _save
+from mindcore.io import atomic_write_bytes, atomic_write_json, atomic_write_text, json_safe
 from judge.rubric import Rubric
 from judge.scores import Sessions, cluster_bootstrap, columns_from_rows, session_table
 
 PLOT = "memory_ablation.png"
+
+
+def _pyplot() -> Any:
+    # Imported only when the plot is drawn (matplotlib costs ~1 s of start-up); files only, no display.
+    import matplotlib
+
+    matplotlib.use("Agg")
+    import matplotlib.pyplot as plt
+
+    return plt
+
+
+def _save(fig: Any, path: Path) -> None:
+    import io
+
+    buf = io.BytesIO()
+    fig.savefig(buf, format="png", dpi=120, bbox_inches="tight")
+    _pyplot().close(fig)
+    atomic_write_bytes(path, buf.getvalue())
 
 
 def _keyed(s: Sessions, mask: np.ndarray) -> dict[tuple[str, str, str, int], int]:
