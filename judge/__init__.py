@@ -3,9 +3,11 @@ sessions against a clinical-issue rubric, rank counsellors, and measure the judg
 Imports only `mindcore`, like `validation/`."""
 
 # What other packages may import from this one (tests/test_layers.py holds the code to it). Other packages use
-# `run.run_judging`, `config.JudgeConfig`, `schemas` (rows and summaries), `rubric`, `scores`, `stats`,
-# `inputs`, `judging`, `patientact`, `patientact_profiles` (Table 1), `sample`, `units` and `cli.app`.
+# `run.run_judging`, `config.JudgeConfig`, `ablation` (the memory ablation's scores and report), `schemas` (rows
+# and summaries), `rubric`, `scores`, `stats`, `inputs`, `judging`, `patientact`, `patientact_profiles` (Table 1),
+# `sample`, `units` and `cli.app`.
 PUBLIC_MODULES = (
+    "ablation",
     "agreement",
     "cli",
     "config",

@@ -25,7 +25,7 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from mindcore.budget import StageBudget, TokenCounter, WorstCase, registered, worst_case_tokens
-from mindcore.config import EnginesConfig, RoleSpec
+from mindcore.config import EnginesConfig, RoleSpec, role_chain
 from mindcore.errors import ConfigError
 from mindcore.stages import RUN_STAGES, expand_stages  # noqa: F401 - part of this module's interface
 
@@ -96,16 +96,17 @@ class EstimateInputs:
 
 
 def _role_budget(config: EnginesConfig, role: str) -> tuple[int | None, str]:
+    # Along the role's fallbacks (`role_chain`: first_scenario_writer → scenario_writer → default).
     roles = config.roles
-    if role in roles and roles[role].max_tokens is not None:
-        return roles[role].max_tokens, f"roles.{role}.max_tokens"
-    if "default" in roles and roles["default"].max_tokens is not None:
-        return roles["default"].max_tokens, f"roles.default.max_tokens (inherited by {role})"
+    for key in role_chain(role):
+        if key in roles and roles[key].max_tokens is not None:
+            return roles[key].max_tokens, f"roles.{key}.max_tokens" + ("" if key == role else f" (inherited by {role})")
     return None, f"roles.{role}.max_tokens"
 
 
 def _raise_role(config: EnginesConfig, role: str, tokens: int) -> None:
-    base = config.roles.get(role) or config.roles.get("default")
+    key = config.bound_as(role)
+    base = config.roles[key] if key is not None else None
     if base is None:
         raise ConfigError(f"roles: no entry for '{role}' and no 'default' role to fall back to")
     config.roles[role] = RoleSpec(**{**base.model_dump(), "max_tokens": tokens})

@@ -18,6 +18,9 @@ ROLES: tuple[str, ...] = (
     "patient",
     "counsellor",
     "scenario_writer",
+    # Every patient's shared first scenario (MindEval2 App. D: written in advance by another model than the
+    # patient's); unbound, it is `scenario_writer` (ROLE_FALLBACKS), not `default`.
+    "first_scenario_writer",
     "memory_compactor",
     "labeller",
     "judge",
@@ -29,9 +32,23 @@ ROLES: tuple[str, ...] = (
     # The baseline patient engines (Patient-Psi, MindEval): fills the baseline profile fields ours do not carry.
     "baseline_mapper",
 )
-# Roles that fall back to another role's binding before `default` (the baseline mapper works on the patient's
-# model unless the recipe binds it: MindEval2 App. E fills those fields with one model for every baseline).
-ROLE_FALLBACK: dict[str, str] = {"baseline_mapper": "patient"}
+# A role the recipe leaves unbound takes another role's binding before `default`'s: the first-scenario writer
+# is the scenario writer unless the recipe gives it its own model, so older recipes write both as before; the
+# baseline mapper works on the patient's model (MindEval2 App. E fills those fields with one model for every
+# baseline).
+ROLE_FALLBACKS: dict[str, str] = {"first_scenario_writer": "scenario_writer", "baseline_mapper": "patient"}
+
+
+def role_chain(role: str) -> list[str]:
+    """The `roles:` keys that bind `role`, first match wins: the role itself, the role it falls back to
+    (ROLE_FALLBACKS, transitively), its base (`counsellor:NAME` → `counsellor`), then `default`."""
+    chain = [role]
+    while chain[-1] in ROLE_FALLBACKS and ROLE_FALLBACKS[chain[-1]] not in chain:
+        chain.append(ROLE_FALLBACKS[chain[-1]])
+    for key in (role_base(role), "default"):
+        if key not in chain:
+            chain.append(key)
+    return chain
 
 
 class _Strict(BaseModel):
@@ -313,13 +330,14 @@ class EnginesConfig(_Strict):
         return self
 
     def role_spec(self, role: str) -> RoleSpec:
-        if role in self.roles:
-            return self.roles[role]
-        if ROLE_FALLBACK.get(role) in self.roles:
-            return self.roles[ROLE_FALLBACK[role]]
-        if "default" in self.roles:
-            return self.roles["default"]
+        for key in role_chain(role):
+            if key in self.roles:
+                return self.roles[key]
         raise KeyError(role)
+
+    def bound_as(self, role: str) -> str | None:
+        """The `roles:` key whose binding `role` uses (see `role_chain`), or None when none does."""
+        return next((key for key in role_chain(role) if key in self.roles), None)
 
 
 def role_base(role: str) -> str:

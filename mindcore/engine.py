@@ -10,7 +10,7 @@ from typing import Any
 
 from mindcore.backends import Backend, OpenAIBackend
 from mindcore.client import RoleClient
-from mindcore.config import ROLE_FALLBACK, ROLES, EmbeddedEngine, EnginesConfig, OpenAIEngine, RoleSpec, VLLMEngine, role_base
+from mindcore.config import ROLES, EmbeddedEngine, EnginesConfig, OpenAIEngine, RoleSpec, VLLMEngine, role_chain
 from mindcore.embedded import EmbeddedServer
 from mindcore.errors import ConfigError
 from mindcore.prompts import snapshot
@@ -126,7 +126,9 @@ class Engines:
 
     # -- roles ------------------------------------------------------------------------------------
     def role(self, role: str) -> RoleClient:
-        """The client for `role`. `counsellor:NAME` roles fall back to `counsellor`, then `default`."""
+        """The client for `role`. An unbound role takes the binding of the first key of `role_chain` the recipe
+        has: `counsellor:NAME` falls back to `counsellor`, `first_scenario_writer` to `scenario_writer`, all to
+        `default`."""
         spec = self.role_spec(role)
         if not self._backends:
             raise RuntimeError("Engines not started: use `with Engines.from_config(cfg) as engines:`")
@@ -138,7 +140,7 @@ class Engines:
 
     def role_spec(self, role: str) -> RoleSpec:
         roles = self.config.roles
-        for key in (role, role_base(role), *([ROLE_FALLBACK[role]] if role in ROLE_FALLBACK else []), "default"):
+        for key in role_chain(role):
             if key in roles:
                 return roles[key]
         raise ConfigError(f"roles: no entry for '{role}' and no 'default' role to fall back to")

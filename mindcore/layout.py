@@ -18,6 +18,7 @@ docs/architecture.md ("Run folder layout") says who writes and who reads each pa
       validation/                   report.json, report.md, *.png, arc_cache.jsonl
       judgments/                    judgments.parquet, cache/, report.json, report.md, *.png
       patientact_judge/             judgments.jsonl, cache/, report.json, report.md
+      ablations/memory/             sessions/checkpoints/, judge_inputs.jsonl, judgments/, report.json, report.md, PNG
       dataset/                      the publishable folder with its card
       report.html                   the self-contained HTML report (mindsim_app/report/)
 """
@@ -125,6 +126,16 @@ class PatientActJudgeFolder(ReportFolder):
 
 
 @dataclass(frozen=True)
+class MemoryAblationFolder(ReportFolder):
+    """`ablations/memory/` (`mindsim ablate memory`): the rerun sessions' checkpoints, the judge's explicit input,
+    both sides' judgments (the twins' come from the run's own judgment cache) and the paired report."""
+
+    sessions = _Below("sessions", SessionsFolder, doc="checkpoints/ of the rerun sessions (their own ids).")
+    judge_inputs = _Below("judge_inputs.jsonl", doc="What the judge saw per rerun session (the twin's system prompt).")
+    judgments = _Below("judgments", JudgmentsFolder, doc="ablated.parquet, benchmark.parquet, cache/.")
+
+
+@dataclass(frozen=True)
 class RunLayout(_Folder):
     """Every path of one run folder. `RunLayout(out)` is cheap and touches no disk."""
 
@@ -137,4 +148,5 @@ class RunLayout(_Folder):
     judgments = _Below("judgments", JudgmentsFolder)
     patientact_judge = _Below("patientact_judge", PatientActJudgeFolder)
     dataset = _Below("dataset")
+    memory_ablation = _Below("ablations/memory", MemoryAblationFolder)
     report_html = _Below("report.html", doc="The self-contained HTML report (`mindsim run`, `mindsim report`).")

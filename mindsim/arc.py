@@ -110,8 +110,11 @@ class Arc:
             engine = listed[0]
         return cls(profile, vocab, roles, config, counsellor, seed, variant(engine), preparation)
 
-    def session_id(self, index: int) -> str:
-        return session_id(self.profile.profile_id, self.counsellor, index, self.seed, self.engine.name, self.trial)
+    def session_id(self, index: int, rerun: str | None = None) -> str:
+        """The session's id; `rerun` names an ablation that reruns it (`SessionInput.rerun`), so a rerun and
+        its twin never share an id."""
+        return session_id(self.profile.profile_id, self.counsellor, index, self.seed, self.engine.name, self.trial,
+                          rerun)
 
     @property
     def record_trial(self) -> int | None:
@@ -134,6 +137,16 @@ class SessionInput:
     scenario_shared: bool = False
     # The engine's state carried from the previous session (`PatientEngine.carry`; PatientAct: starting trust).
     carried: Any = None
+    # The memory section of the counsellor's system prompt when it is not `memory` (the memory ablation of
+    # MindEval2 App. G: [] — no earlier sessions, as in session 1 — while the patient keeps `memory`).
+    counsellor_memory: list[str] | None = None
+    # The ablation a rerun belongs to (e.g. `no_counsellor_memory`): part of its session id and its record.
+    rerun: str | None = None
+
+    @property
+    def counsellor_sees(self) -> list[str]:
+        """The memory the counsellor's system prompt shows."""
+        return self.memory if self.counsellor_memory is None else self.counsellor_memory
 
 
 @dataclass

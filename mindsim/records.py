@@ -228,6 +228,11 @@ class SessionRecord(_Row):
     trial: int | None = Field(
         None, ge=0, exclude_if=lambda t: t is None,
         description="0-based repeated trial of the arc (`simulation.trials` > 1); absent on one-trial runs")
+    counsellor_memory: list[str] | None = Field(
+        None, description="The memory the counsellor's system prompt showed when it was not memory_before (the "
+        "memory ablation: []); None: both sides saw memory_before"
+    )
+    rerun: str | None = Field(None, description="The ablation that reran this session (e.g. no_counsellor_memory)")
 
     def transcript(self) -> list[dict[str, str]]:
         """The plain exchange (patient = user), as validation reads it."""
@@ -259,15 +264,16 @@ def scenario_key(patient_id: str, seed: int) -> str:
 
 
 def session_id(patient_id: str, counsellor: str, index: int, seed: int, engine: str | None = None,
-               trial: int = 0) -> str:
+               trial: int = 0, rerun: str | None = None) -> str:
     """Content-derived id of a session; `engine` is a registered patient engine or variant name (default: the
     default engine). An engine whose run folders predate patient engines (MindSim) keeps the old key, so they
     resume; any other engine or variant is part of the key (`Variant.session_key`). A repeated trial after the
     first adds `|trial=N`; trial 0 keeps the one-trial id, so raising `simulation.trials` on a finished run
-    reuses its sessions as trial 0."""
+    reuses its sessions as trial 0. `rerun`: the ablation that reran this session (its twin keeps the plain id)."""
     from mindsim.patient_engines import DEFAULT_ENGINE, variant
 
     key = f"{patient_id}|{counsellor}|{index}|{seed}" + variant(engine or DEFAULT_ENGINE).session_key
     if trial:
         key += f"|trial={trial}"
+    key += f"|rerun:{rerun}" if rerun else ""
     return f"s_{hashlib.sha256(key.encode()).hexdigest()[:16]}"

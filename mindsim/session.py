@@ -45,8 +45,8 @@ from mindsim.scenario import FIRST_TEMPLATE, NEXT_TEMPLATE, Scenario, first_scen
 from mindsim.schedule import Schedule, SessionPlan
 from profilegen.schemas import Profile
 
-__all__ = ["Arc", "Roles", "SessionInput", "Talk", "converse", "finish_session", "first_scenario_record", "run_arc",
-           "run_session"]
+__all__ = ["Arc", "Roles", "SessionInput", "Talk", "converse", "finish_session", "first_scenario_record", "rerun_input",
+           "run_arc", "run_session"]
 
 MEMORY_TEMPLATE = "memory/compact.jinja2"
 
@@ -60,14 +60,16 @@ async def run_session(arc: Arc, inp: SessionInput, *, rewrite_memory: bool = Tru
 
 async def converse(arc: Arc, inp: SessionInput) -> Talk:
     """The conversation of one session, from the opening message to the patient's ending or the turn cap."""
-    plan, scenario, memory = inp.plan, inp.scenario, inp.memory
-    sid = arc.session_id(plan.index)
+    plan, scenario = inp.plan, inp.scenario
+    sid = arc.session_id(plan.index, inp.rerun)
     arc = replace(arc, roles=arc.roles.for_session(sid))
     config = arc.engine.session_config(arc.config)
     agenda = Agenda.from_checkpoints(scenario.checkpoints)
     greets = config.opening == "counsellor"
-    c_prompt = (counsellor_system_prompt(plan, memory, greets) if config.counsellor_template == COUNSELLOR_TEMPLATE
-                else render(config.counsellor_template, time_context=plan.time_context, memory=format_log(memory),
+    # The patient's prompt reads `inp.memory`; the counsellor's may be given another (the memory ablation).
+    seen = inp.counsellor_sees
+    c_prompt = (counsellor_system_prompt(plan, seen, greets) if config.counsellor_template == COUNSELLOR_TEMPLATE
+                else render(config.counsellor_template, time_context=plan.time_context, memory=format_log(seen),
                             opening_greeting=greets))
     patient = arc.engine.engine.participant(TalkStart(arc, inp, sid, agenda, config))
     p_prompt = patient.history[0]["content"]
@@ -150,7 +152,23 @@ async def finish_session(talk: Talk, *, rewrite_memory: bool = True) -> SessionR
         patient_engine=arc.engine.name,
         scenario_drafts=inp.scenario.drafts,
         trial=arc.record_trial,
+        counsellor_memory=inp.counsellor_memory,
+        rerun=inp.rerun,
         **engine.record_fields(talk),
+    )
+
+
+def rerun_input(twin: SessionRecord, previous: SessionRecord | None, arc: Arc, *, rerun: str,
+                counsellor_memory: list[str] | None) -> SessionInput:
+    """The start of a rerun of `twin` that differs from it only where the ablation says (`counsellor_memory`):
+    the twin's schedule entry, scenario (with the openers it rejected), running memory, and the engine state
+    carried from the twin's own previous session (`previous`, from the same run)."""
+    config = arc.engine.session_config(arc.config)
+    return SessionInput(
+        plan=twin.schedule, scenario=twin.scenario.with_drafts(twin.scenario_drafts), memory=list(twin.memory_before),
+        rejected_openings=list(twin.turns[0].rejected_messages) if twin.turns else [],
+        scenario_shared=twin.scenario_shared, carried=arc.engine.engine.carry(twin.schedule, previous, config),
+        counsellor_memory=counsellor_memory, rerun=rerun,
     )
 
 
@@ -165,7 +183,8 @@ async def first_scenario_record(
     save: Callable[[ScenarioRecord], ScenarioRecord],
 ) -> ScenarioRecord:
     """The patient's first scenario: read from its checkpoint, or written once and checkpointed before any
-    counsellor's arc uses it."""
+    counsellor's arc uses it. `client` is the `first_scenario_writer` role (MindEval2 App. D: first scenarios
+    are written in advance, by another model than the patient's); the record's `engine` names it."""
     key = scenario_key(profile.profile_id, seed)
     done = load(key)
     if done is not None:

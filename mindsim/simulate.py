@@ -1,8 +1,10 @@
 """Running the simulator over a pool of profiles (MindEval2/MindSim §4.2 and §5.1: every patient's arc against
 each counsellor under test, with the schedule held fixed across counsellors).
 
-The unit of work is a patient: its first scenario is written once (checkpointed under
-`sessions/scenarios/`), then its arcs, one per counsellor, all open with that same scenario. Every patient
+The unit of work is a patient: its first scenario is written once by the `first_scenario_writer` role
+(MindEval2 App. D: written in advance, by another model than the later scenarios' patient model; unbound, the
+`scenario_writer`'s binding) and checkpointed under `sessions/scenarios/`, then its arcs, one per counsellor,
+all open with that same scenario. Every patient
 and every arc is a coroutine and the engine's own concurrency limit decides how many requests are in flight,
 so conversations never run one after another. Each finished session is checkpointed as its own file under a
 content-derived id, create-if-absent; a rerun (also after SIGKILL) skips finished sessions and resumes each
@@ -228,7 +230,7 @@ async def simulate_shard(
         keys = [(name, kind, t) for kind in kinds for name, _ in counsellors for t in trials]
         try:
             first = await first_scenario_record(
-                p, schedule.sessions[0], shared["scenario_writer"], config, seed=seed,
+                p, schedule.sessions[0], shared["first_scenario_writer"], config, seed=seed,
                 load=scenarios.load, save=scenarios.save,
             )
         except ARC_FAILURES as exc:
@@ -423,9 +425,12 @@ def _order(r: SessionRecord) -> tuple[str, str, str, int, int]:
 
 
 def shared_roles(config: SimulationConfig) -> tuple[str, ...]:
-    """Roles every arc shares, then the recipe's patient engines' own (PatientAct: its appraiser for the
+    """Roles every arc shares (the first-scenario writer writes each patient's first scenario before its arcs,
+    `first_scenario_writer` falling back to `scenario_writer`'s binding), then the recipe's patient engines'
+    own (PatientAct: its appraiser for the
     structured steps and its decomposer; `PatientEngine.roles`)."""
-    return ("patient", "scenario_writer", "memory_compactor", *engine_roles(config.patient_engines))
+    return ("patient", "first_scenario_writer", "scenario_writer", "memory_compactor",
+            *engine_roles(config.patient_engines))
 
 
 def transcript_row(r: SessionRecord) -> dict[str, Any]:

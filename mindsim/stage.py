@@ -1,5 +1,5 @@
-"""What the simulation stage declares to preflight (`mindcore.stages`): the roles it calls (scenario writer,
-patient, memory compactor, its patient engines' own roles, every counsellor under test — a role name or an
+"""What the simulation stage declares to preflight (`mindcore.stages`): the roles it calls (first-scenario
+writer, later-scenario writer, patient, memory compactor, its patient engines' own roles, every counsellor under test — a role name or an
 engine + model binding), the structured outputs it asks of them (the scenario, and every registered patient
 engine's own through `mindsim.patient_engines.role_schemas()`: the MindSim patient's `commit_move` and agenda
 tool calls, as the JSON schema the non-native tool path sends; PatientAct's steps and decomposition), the reply bounds that are stage settings (patient messages, memory rewrites), each
@@ -32,7 +32,8 @@ def _scenario_schema(recipe: Any = None) -> dict[str, Any]:
 def simulate_roles(recipe: Any, engines: Any) -> list[RoleUse]:
     from mindsim.config import CounsellorBinding, SimulationConfig
 
-    uses = [role_use(engines, r) for r in ("scenario_writer", "patient", "memory_compactor")]
+    # The first-scenario writer is listed even when unbound: preflight then shows which binding it takes.
+    uses = [role_use(engines, r) for r in ("first_scenario_writer", "scenario_writer", "patient", "memory_compactor")]
     scfg = SimulationConfig.from_section(getattr(recipe, "simulation", None))
     # The recipe's patient engines' own roles (PatientAct: its steps and decomposition; `simulate.shared_roles`).
     uses += [role_use(engines, r) for r in engine_roles(scfg.patient_engines)]
@@ -56,8 +57,10 @@ def register() -> None:
     register_stage(Stage("simulate", simulate_roles))
     scen_default = SimulationConfig.model_fields["scenario_max_tokens"].default
     for entry in (
-        RoleSchema("scenario_writer", "Scenario", _scenario_schema, SIMULATE,
-                   budget=section_budget("simulation", "scenario_max_tokens", scen_default), schema_for=_scenario_schema),
+        # Both scenario writers answer the same schema under the same stage budget (simulation.scenario_max_tokens).
+        *(RoleSchema(role, "Scenario", _scenario_schema, SIMULATE,
+                     budget=section_budget("simulation", "scenario_max_tokens", scen_default), schema_for=_scenario_schema)
+          for role in ("first_scenario_writer", "scenario_writer")),
         # Each patient engine's own structured outputs (MindSim: commit_move and the agenda tools; PatientAct: its
         # steps and decomposition), each active only when the recipe runs that engine or one of its variants.
         *engine_role_schemas(),
@@ -65,7 +68,8 @@ def register() -> None:
         register_role_schema(entry)
     register_output_bound("patient", stage_sizes.message_bound)
     register_output_bound("memory_compactor", stage_sizes.memory_bound)
-    for role, estimate in (("scenario_writer", stage_sizes.scenario_prompt), ("patient", stage_sizes.patient_prompt),
+    for role, estimate in (("first_scenario_writer", stage_sizes.first_scenario_prompt),
+                           ("scenario_writer", stage_sizes.scenario_prompt), ("patient", stage_sizes.patient_prompt),
                            ("counsellor", stage_sizes.counsellor_prompt), ("memory_compactor", stage_sizes.memory_prompt),
                            ("baseline_mapper", stage_sizes.mapper_prompt)):
         register_prompt_estimate(role, estimate)

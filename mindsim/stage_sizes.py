@@ -5,6 +5,7 @@ instance of each schema (strings at `maxLength`, filled with English-like text) 
 budgets, and counted with the engine's tokenizer where it serves one (else at 4 characters per token).
 
 Per role:
+- first_scenario_writer: the first-session prompt (the profile's brief, the time and the session emotion);
 - scenario_writer: the later-session prompt with the previous scenario and a full transcript of
   `turn_cap` turns (patient messages at `message_max_tokens`, counsellor replies at their budget);
 - patient: the system prompt (largest case summary and scenario, memory at `memory_max_tokens`, the
@@ -79,7 +80,8 @@ def _session_fixtures(inp: Any, sz: Any) -> dict[str, Any]:
             "memory": [sz.text_of_tokens(memory_bound(inp))]}
 
 
-def scenario_prompt(inp: Any, sz: Any) -> PromptSize:
+def _scenario_systems(inp: Any, sz: Any) -> tuple[str, str]:
+    """The first- and later-session scenario writers' system prompts at their largest."""
     from mindcore.prompts import render
     from mindsim.prompting import transcript_text
     from mindsim.scenario import FIRST_TEMPLATE, NEXT_TEMPLATE
@@ -88,17 +90,28 @@ def scenario_prompt(inp: Any, sz: Any) -> PromptSize:
     reg = fx["style"].register
     lines = [max((r.register_line for r in reg.values()), key=len),
              max((v.line for v in fx["style"].verbosity.values()), key=len)]
-    user = [{"role": "user", "content": "Write the situation now, as JSON."}]
     first = render(FIRST_TEMPLATE, writer_brief=fx["brief"], goal=fx["f"].presenting.goal,
                    time_context=fx["plan"].time_context, emotion=fx["plan"].emotion, register_lines=lines)
     nxt = render(NEXT_TEMPLATE, writer_brief=fx["brief"], prev_situation=fx["scenario"].as_text(),
                  transcript=transcript_text(fx["transcript"]), now_line=fx["plan"].time_context,
                  gap=fx["plan"].gap_text, leftover_todos=list(fx["scenario"].checkpoints) + fx["added"],
                  beat=fx["plan"].beat, register_lines=lines)
-    a = messages_tokens([{"role": "system", "content": first}, *user], sz)
-    b = messages_tokens([{"role": "system", "content": nxt}, *user], sz)
-    return PromptSize("scenario_writer", max(a, b), {"first session": a, "later session": b},
-                      inp.reply_bound()[1])
+    return first, nxt
+
+
+_SCENARIO_USER = [{"role": "user", "content": "Write the situation now, as JSON."}]
+
+
+def scenario_prompt(inp: Any, sz: Any) -> PromptSize:
+    """The later-session writer (`scenario_writer`): previous scenario and a whole session in its prompt."""
+    b = messages_tokens([{"role": "system", "content": _scenario_systems(inp, sz)[1]}, *_SCENARIO_USER], sz)
+    return PromptSize("scenario_writer", b, {"later session": b}, inp.reply_bound()[1])
+
+
+def first_scenario_prompt(inp: Any, sz: Any) -> PromptSize:
+    """The first-session writer (`first_scenario_writer`): the profile brief, no transcript."""
+    a = messages_tokens([{"role": "system", "content": _scenario_systems(inp, sz)[0]}, *_SCENARIO_USER], sz)
+    return PromptSize("first_scenario_writer", a, {"first session": a})
 
 
 def patient_prompt(inp: Any, sz: Any) -> PromptSize:

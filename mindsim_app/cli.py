@@ -168,6 +168,7 @@ def patientact_profile_eval_cmd(
 def _mount_stage_commands() -> None:
     """Stage packages own their command functions; the CLI only mounts them."""
     from judge.cli import app as judge_app
+    from mindsim_app.ablation import ablate_app
     from mindsim_app.annotate.cli import app as annotate_app
     from mindsim_app.annotate.cli import realism_app
     from mindsim_app.export import export_app
@@ -187,6 +188,7 @@ def _mount_stage_commands() -> None:
     app.add_typer(export_app, name="export", help="Post-training exports (counsellor SFT, DPO pairs, patient data).")
     app.add_typer(annotate_app, name="annotate", help="Human evaluation: blinded samples, a local annotation page, export.")
     app.add_typer(realism_app, name="realism", help="Human realism ratings (MindEval2 Tables 4 and 13).")
+    app.add_typer(ablate_app, name="ablate", help="Ablations of a finished run: `ablate memory` (MindEval2 Figure 11).")
 
 
 def _is_usage_error(exc: BaseException) -> bool:

@@ -4,7 +4,7 @@ the per-patient preparation and its checkpoint, the one structured mapper call, 
 The paper gives each baseline the same patients "through their own prompt templates": a template's fields
 are filled from our profile wherever it carries them, and the rest by one model call conditioned on the
 profile. Here that call is the `baseline_mapper` role (bound to the patient's model unless the recipe binds
-it, `mindcore.config.ROLE_FALLBACK`), made once per (patient, seed, baseline) and checkpointed under
+it, `mindcore.config.ROLE_FALLBACKS`), made once per (patient, seed, baseline) and checkpointed under
 `sessions/baselines/<engine>/`, so every counsellor and every rerun meets the same baseline profile.
 
 The prompted patient is what both baselines are: a fixed system prompt and the conversation, one reply per

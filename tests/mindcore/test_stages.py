@@ -36,7 +36,7 @@ def test_stages_declare_the_roles_they_call():
     engines = _Engines()
     roles = lambda *names: [u.label for u in stages.stage_roles(recipe, engines, set(names))]  # noqa: E731
     assert roles("profiles") == ["profile_writer", "screener"]
-    assert roles("simulate") == ["scenario_writer", "patient", "memory_compactor", "counsellor"]
+    assert roles("simulate") == ["first_scenario_writer", "scenario_writer", "patient", "memory_compactor", "counsellor"]
     assert roles("validate") == ["labeller"]
     assert roles("judge") == ["judge"]
     # `run` is the main job's three stages, in the order data flows.
@@ -44,7 +44,7 @@ def test_stages_declare_the_roles_they_call():
     recipe.validation = {"arc": False}
     assert roles("validate") == []  # no labelling, no labeller
     recipe.simulation = {"counsellors": ["counsellor"], "patient_engine": ["mindsim", "patientact"]}
-    assert roles("simulate")[3:5] == ["patient_appraiser", "profile_decomposer"]
+    assert roles("simulate")[4:6] == ["patient_appraiser", "profile_decomposer"]
 
 
 def test_every_registered_role_has_its_schemas_and_estimates():

@@ -93,8 +93,10 @@ def test_session_ids_keep_the_mindsim_key_and_carry_any_other_name():
 
 
 def test_roles_extra_come_from_the_recipes_engines_only():
-    assert simulate.shared_roles(SimulationConfig()) == ("patient", "scenario_writer", "memory_compactor")
-    both = ("patient", "scenario_writer", "memory_compactor", "patient_appraiser", "profile_decomposer", "patient_matcher")
+    assert simulate.shared_roles(SimulationConfig()) == ("patient", "first_scenario_writer", "scenario_writer",
+                                                          "memory_compactor")
+    both = ("patient", "first_scenario_writer", "scenario_writer", "memory_compactor", "patient_appraiser",
+            "profile_decomposer", "patient_matcher")
     assert simulate.shared_roles(SimulationConfig(patient_engine=["mindsim", "patientact:no_tg"])) == both
     assert simulate.shared_roles(SimulationConfig(patient_engine=["patientact", "patientact:no_dm"])) == both
 

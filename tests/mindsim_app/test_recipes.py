@@ -94,6 +94,9 @@ def test_benchmark_recipe_states_the_papers_reasoning_settings():
     for role in ("patient", "memory_compactor", "scenario_writer"):  # the patient model, thinking on, at 1.0
         assert roles[role].thinking is True and roles[role].temperature == 1.0 and roles[role].engine == "patient"
     assert all(roles[c].temperature == 1.0 for c in roles if c.startswith("counsellor"))
+    # First scenarios written in advance by Claude Sonnet 4.6, later ones by the patient model (App. D).
+    first = roles["first_scenario_writer"]
+    assert first.engine == "anthropic" and first.model == "claude-sonnet-4.6"
 
 
 def test_benchmark_recipe_passes_preflight_against_reasoning_and_thinking_stubs(monkeypatch):
