@@ -228,11 +228,13 @@ class SessionRecord(_Row):
     trial: int | None = Field(
         None, ge=0, exclude_if=lambda t: t is None,
         description="0-based repeated trial of the arc (`simulation.trials` > 1); absent on one-trial runs")
+    # Absent (not null) unless an ablation reran the session, as `trial`.
     counsellor_memory: list[str] | None = Field(
-        None, description="The memory the counsellor's system prompt showed when it was not memory_before (the "
+        None, exclude_if=lambda m: m is None, description="The memory the counsellor's system prompt showed when it was not memory_before (the "
         "memory ablation: []); None: both sides saw memory_before"
     )
-    rerun: str | None = Field(None, description="The ablation that reran this session (e.g. no_counsellor_memory)")
+    rerun: str | None = Field(None, exclude_if=lambda r: r is None,
+                              description="The ablation that reran this session (e.g. no_counsellor_memory)")
 
     def transcript(self) -> list[dict[str, str]]:
         """The plain exchange (patient = user), as validation reads it."""
