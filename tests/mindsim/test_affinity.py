@@ -25,10 +25,10 @@ def test_session_calls_carry_the_session_id(tmp_path):
     for r in backend.requests:
         by_key[r.affinity].add(r.role)
     # The counsellor, patient and memory calls of each session are keyed by that session; only the first
-    # scenario, written once per patient before any session exists, goes unkeyed.
+    # and later scenarios go unkeyed (the first is written once per patient before any session exists).
     assert set(by_key) - {None} == ids
     for sid in ids:
         roles = {r.split(":")[0] for r in by_key[sid]}
         assert {"counsellor", "patient", "memory_compactor"} <= roles, by_key[sid]
         assert len([r for r in by_key[sid] if r.startswith("counsellor")]) == 1  # one counsellor per session
-    assert by_key[None] <= {"scenario_writer"}
+    assert by_key[None] <= {"first_scenario_writer", "scenario_writer"}
