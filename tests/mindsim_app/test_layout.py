@@ -25,8 +25,8 @@ from openai_stub import OpenAIStub, from_responder  # noqa: E402
 from simfakes import SimResponder  # noqa: E402
 from test_patientact import PAResponder  # noqa: E402
 
-ROLES = ["profile_writer", "screener", "labeller", "patient", "scenario_writer", "memory_compactor", "counsellor",
-         "patient_appraiser", "profile_decomposer", "judge"]
+ROLES = ["profile_writer", "screener", "labeller", "patient", "first_scenario_writer", "scenario_writer",
+         "memory_compactor", "counsellor", "patient_appraiser", "profile_decomposer", "patient_matcher", "judge"]
 PA_STEPS = {"DecompositionDraft", "PsychFormulation", "Reaction", "Behaviour", "Resistance", "TrustChange"}
 
 

@@ -221,8 +221,9 @@ def test_patientact_rubric_table_and_state_by_turn(fixture_run, tmp_path):
     (run / "patientact_judge" / "report.json").write_text(json.dumps(patientact_report(rows, "patientact")))
     html = build_report([run]).read_text()
     assert "PatientAct rubric" in html and "Mann–Whitney" in html
-    # PatientAct is rated higher on every dimension: each mindsim cell carries the ** mark.
-    assert html.count("<sup>**</sup>") == len(dims)
+    # PatientAct is rated higher on every dimension: as the paper marks it, the best system (PatientAct) against
+    # the second best carries the mark in each dimension's column.
+    assert html.count("<sup>*</sup>") == len(dims) and "<sup>**</sup>" not in html
 
     pa = {"trust_before": 2.5, "trust_after": 3.0, "behaviour": "resistance", "resistance_pattern": "deflect"}
     sessions = [{"counsellor": "c", "patient_engine": "patientact", "turns": [
