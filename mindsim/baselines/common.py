@@ -182,3 +182,45 @@ def session_context(talk: Any) -> dict[str, Any]:
 
 def card_rows(rows: list[dict[str, Any]], engine: str) -> list[dict[str, Any]]:
     return [r["baseline"] for r in rows if r.get("baseline") and r["baseline"].get("engine") == engine]
+
+
+class PromptedBaselineEngine:
+    """What both baselines' engines share: a prompted patient built from the per-patient preparation the
+    mapper made once (checkpointed under `sessions/baselines/<engine>/`), stored in the record's `baseline` field.
+    A subclass (also a `PatientEngine`) sets `name`, `what`, `system_template`, `map_template` and gives
+    `system_prompt(prep, talk)` and `build(profile, seed, client, config)`."""
+
+    what: str
+    system_template: str
+    map_template: str
+
+    def participant(self, talk: Any) -> Any:
+        prep = talk.arc.preparation
+        if prep is None or prep.engine != self.name:
+            raise ValueError(f"a {self.description.split(' (')[0]} session needs the patient's {self.what} (its preparation)")
+        return PromptedPatient(client=talk.arc.roles.patient, config=talk.config,
+                               history=[{"role": "system", "content": self.system_prompt(prep, talk)}])
+
+    def record_extra(self, prep: Any) -> dict[str, Any]:
+        return {}
+
+    def record_fields(self, talk: Any) -> dict[str, Any]:
+        from mindsim.records import BaselineSession
+
+        prep = talk.arc.preparation
+        return {"baseline": BaselineSession(engine=self.name, **self.record_extra(prep), filled=prep.filled,
+                                            preparation=prep.model_dump(mode="json"))}
+
+    def prompt_names(self) -> list[str]:
+        return [self.system_template, self.map_template]
+
+    def preparation_store(self, out: Any) -> "BaselineStore":
+        return BaselineStore(out, self.name)
+
+    async def prepare(self, profile: Any, seed: int, roles: Any, config: Any, store: Any = None) -> Any:
+        client = roles.get(MAPPER_KEY)
+        return await prepared(profile, seed, store, lambda: self.build(profile, seed, client, config))
+
+    def stored_preparation(self, record: Any) -> Any:
+        b = record.baseline
+        return None if b is None or b.engine != self.name else BaselinePreparation.model_validate(b.preparation)

@@ -24,7 +24,7 @@ from mindcore.budget import RoleSchema
 from mindcore.errors import ConfigError
 from mindcore.prompts import render, template_hash
 from mindsim.baselines import common
-from mindsim.patient_engines import PatientEngine, TalkStart, recipe_runs, register
+from mindsim.patient_engines import PatientEngine, recipe_runs, register
 
 NAME = "patient_psi"
 SYSTEM_TEMPLATE = "baselines/patient_psi_system.jinja2"
@@ -144,39 +144,23 @@ def system_prompt(prep: common.BaselinePreparation, talk: Any) -> str:
                   behaviours=scenario.behaviors, **common.session_context(talk))
 
 
-class PatientPsiEngine(PatientEngine):
+class PatientPsiEngine(common.PromptedBaselineEngine, PatientEngine):
     name = NAME
     description = "Patient-Psi (Wang et al. 2024): a CBT cognitive model and one of six conversational styles"
     roles = {common.MAPPER_ROLE: common.MAPPER_KEY}
     prepares = True
 
-    def participant(self, talk: TalkStart) -> Any:
-        prep = talk.arc.preparation
-        if prep is None or prep.engine != NAME:
-            raise ValueError("a Patient-Psi session needs the patient's cognitive model (its preparation)")
-        return common.PromptedPatient(client=talk.arc.roles.patient, config=talk.config,
-                                      history=[{"role": "system", "content": system_prompt(prep, talk)}])
+    what = "cognitive model"
+    system_template, map_template = SYSTEM_TEMPLATE, MAP_TEMPLATE
 
-    def record_fields(self, talk: Any) -> dict[str, Any]:
-        from mindsim.records import BaselineSession
+    def system_prompt(self, prep: Any, talk: Any) -> str:
+        return system_prompt(prep, talk)
 
-        prep = talk.arc.preparation
-        return {"baseline": BaselineSession(engine=NAME, style=prep.style, filled=prep.filled,
-                                            preparation=prep.model_dump(mode="json"))}
+    def build(self, profile: Any, seed: int, client: Any, config: Any) -> Any:
+        return cognitive_model(profile, seed, client, config)
 
-    def prompt_names(self) -> list[str]:
-        return [SYSTEM_TEMPLATE, MAP_TEMPLATE]
-
-    def preparation_store(self, out: Any) -> common.BaselineStore:
-        return common.BaselineStore(out, NAME)
-
-    async def prepare(self, profile: Any, seed: int, roles: Any, config: Any, store: Any = None) -> Any:
-        client = roles.get(common.MAPPER_KEY)
-        return await common.prepared(profile, seed, store, lambda: cognitive_model(profile, seed, client, config))
-
-    def stored_preparation(self, record: Any) -> Any:
-        b = record.baseline
-        return None if b is None or b.engine != NAME else common.BaselinePreparation.model_validate(b.preparation)
+    def record_extra(self, prep: Any) -> dict[str, Any]:
+        return {"style": prep.style}
 
     def check_profiles(self, profiles: Any) -> None:
         from mindcore.errors import InputError
