@@ -26,12 +26,15 @@ def test_one_short_session_per_baseline_on_the_embedded_engine(embedded_engines,
     # already exercised on this engine by the quickstart, and here only the baselines' calls are paid for.
     simulate.ScenarioStore(tmp_path).save(ScenarioRecord(patient_id="e1", seed=0, scenario=Scenario.model_validate(SCENARIO),
                                                          engine={}, prompt={}))
-    summary = simulate.run_simulation([make_profile("e1")], embedded_engines, config, tmp_path, seed=0)
-    failed = summary.failed_arcs
-    assert summary.sessions_written + len(failed) == summary.sessions_expected == 2, failed
-    assert all(f.error and f.patient_engine in ("patient_psi", "mindeval") for f in failed)
-    if not summary.sessions_written:
-        pytest.skip(f"the 135M model failed both arcs (counted): {failed}")
+    # A rerun resumes, redoing only failed arcs; bounded, so a model that never speaks fails the test.
+    for _ in range(3):
+        summary = simulate.run_simulation([make_profile("e1")], embedded_engines, config, tmp_path, seed=0)
+        failed = summary.failed_arcs
+        assert summary.sessions_written + len(failed) == summary.sessions_expected == 2, failed
+        assert all(f.error and f.patient_engine in ("patient_psi", "mindeval") for f in failed)
+        if summary.sessions_written:
+            break
+    assert summary.sessions_written, f"the 135M model failed both arcs in three runs (counted): {failed}"
     rows = pq.read_table(tmp_path / "sessions" / "sessions.parquet").to_pylist()
     for r in rows:
         b = r["baseline"]

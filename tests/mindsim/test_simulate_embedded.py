@@ -13,6 +13,7 @@ from arc_checks import check_arc_ledger
 
 from mindsim.prompting import speech_defects
 from mindsim.scenario import OPENING_MAX_CHARS
+from mindsim.summary import SimulationSummary
 from profilegen.moves import load_vocabulary
 
 pytestmark = pytest.mark.embedded
@@ -21,8 +22,7 @@ pytestmark = pytest.mark.embedded
 @pytest.fixture(scope="module")
 def sessions(quickstart_run):
     rows = pq.read_table(quickstart_run / "sessions" / "sessions.parquet").to_pylist()
-    summary = json.loads((quickstart_run / "sessions" / "summary.json").read_text())
-    return rows, summary
+    return rows, SimulationSummary.read(quickstart_run / "sessions" / "summary.json")
 
 
 def test_every_session_is_whole_and_real(sessions, quickstart_run):

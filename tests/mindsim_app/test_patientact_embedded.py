@@ -19,6 +19,7 @@ import shutil
 import subprocess
 from pathlib import Path
 
+import pyarrow.parquet as pq
 import pytest
 import yaml
 from arc_checks import check_arc_ledger, check_trust_carry
@@ -196,19 +197,23 @@ def test_paper_recipe_override_runs_four_arms_embedded(quickstart_run, tmp_path_
     path.write_text(yaml.safe_dump(paper_quick_recipe(), sort_keys=False))
     out = base / "run"
     shutil.copytree(quickstart_run / "profiles" / "checkpoints", out / "profiles" / "checkpoints")
-    try:
-        assert run_job(path, out).info["status"] == "finished"
-    except EngineError:  # arcs the 135M model failed: counted in the summary, checked below
-        pass
-    ssum = json.loads((out / "sessions" / "summary.json").read_text())
-    assert ssum["patient_engines"] == ARMS
-    assert ssum["sessions_written"] + len(ssum["failed_arcs"]) == 4
-    rows = pq.read_table(out / "sessions" / "sessions.parquet").to_pylist() if ssum["sessions_written"] else []
+    # The 135M model may sink arms (counted as failed arcs); the same command resumes, redoing only those,
+    # bounded, until at least two arms have a session to compare.
+    for _ in range(3):
+        try:
+            assert run_job(path, out).info["status"] == "finished"
+        except EngineError:
+            pass
+        ssum = json.loads((out / "sessions" / "summary.json").read_text())
+        assert ssum["patient_engines"] == ARMS
+        assert ssum["sessions_written"] + len(ssum["failed_arcs"]) == 4
+        rows = pq.read_table(out / "sessions" / "sessions.parquet").to_pylist() if ssum["sessions_written"] else []
+        if len({r["patient_engine"] for r in rows}) >= 2:
+            break
     assert {r["patient_engine"] for r in rows} <= set(ARMS)
+    assert len({r["patient_engine"] for r in rows}) >= 2, f"three runs left under two arms: {ssum['failed_arcs']}"
     for r in rows:
         assert r["patientact"]["trust_start"] == 2.5 and r["counsellor_messages"][1]["role"] == "assistant"
-    if len({r["patient_engine"] for r in rows}) < 2:
-        pytest.skip("the 135M model failed all but one arm (counted); nothing to compare")
     res = _cli("judge", "run", str(out), "--rubric", "patientact", "--recipe", str(path))
     assert res.returncode in (0, 1), res.stderr[-2000:]
     md = (out / "patientact_judge" / "report.md").read_text()
