@@ -16,6 +16,7 @@ from mindcore.budget_fit import section_budget
 from mindcore.errors import ConfigError
 from mindcore.stages import RoleUse, Stage, register_output_bound, register_sample, register_stage, role_use
 from mindsim.patient_engines import engine_roles
+from mindsim.patient_engines import prompt_estimates as engine_prompt_estimates
 from mindsim.patient_engines import role_schemas as engine_role_schemas
 from mindsim.patient_engines.mindsim_engine import agenda_tool_schema, commit_tool_schema  # noqa: F401 - re-exported
 
@@ -71,6 +72,6 @@ def register() -> None:
     for role, estimate in (("first_scenario_writer", stage_sizes.first_scenario_prompt),
                            ("scenario_writer", stage_sizes.scenario_prompt), ("patient", stage_sizes.patient_prompt),
                            ("counsellor", stage_sizes.counsellor_prompt), ("memory_compactor", stage_sizes.memory_prompt),
-                           ("baseline_mapper", stage_sizes.mapper_prompt)):
+                           ("baseline_mapper", stage_sizes.mapper_prompt), *engine_prompt_estimates().items()):
         register_prompt_estimate(role, estimate)
     register_sample("longest_session", stage_sizes.longest_session)

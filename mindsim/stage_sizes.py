@@ -49,7 +49,9 @@ def memory_bound(inp: Any) -> int:
     return simulation(inp).memory_max_tokens or inp.role_max("memory_compactor") or ASSUMED_UNBOUNDED_REPLY
 
 
-def _session_fixtures(inp: Any, sz: Any) -> dict[str, Any]:
+def session_fixtures(inp: Any, sz: Any) -> dict[str, Any]:
+    """The worst-case pieces every estimate of a session builds on: profile, scenario, plan, style data,
+    a whole transcript at the reply budgets, agenda and memory (also read by the engines' own estimates)."""
     from mindcore.budget import fill_text, largest_instance
     from mindsim.agenda import Agenda
     from mindsim.prompting import load_style_data
@@ -86,7 +88,7 @@ def _scenario_systems(inp: Any, sz: Any) -> tuple[str, str]:
     from mindsim.prompting import transcript_text
     from mindsim.scenario import FIRST_TEMPLATE, NEXT_TEMPLATE
 
-    fx = _session_fixtures(inp, sz)
+    fx = session_fixtures(inp, sz)
     reg = fx["style"].register
     lines = [max((r.register_line for r in reg.values()), key=len),
              max((v.line for v in fx["style"].verbosity.values()), key=len)]
@@ -122,7 +124,7 @@ def patient_prompt(inp: Any, sz: Any) -> PromptSize:
     from mindsim.prompting import patient_system_prompt
     from profilegen.testing import make_profiles
 
-    fx = _session_fixtures(inp, sz)
+    fx = session_fixtures(inp, sz)
     s, vocab = simulation(inp), fx["vocab"]
     arch = max(vocab.archetypes, key=lambda a: len(vocab.available(a)))
     base = make_profiles(1, 0)[0]
@@ -152,7 +154,7 @@ def patient_prompt(inp: Any, sz: Any) -> PromptSize:
 def counsellor_prompt(inp: Any, sz: Any) -> PromptSize:
     from mindsim.prompting import counsellor_system_prompt
 
-    fx = _session_fixtures(inp, sz)
+    fx = session_fixtures(inp, sz)
     system = sz(counsellor_system_prompt(fx["plan"], fx["memory"])) + MESSAGE_OVERHEAD
     history = messages_tokens(fx["transcript"][:-1], sz) + sz(fx["transcript"][-1]["content"])
     return PromptSize("counsellor", system + history, {"system prompt": system, "exchange": history},
@@ -164,7 +166,7 @@ def memory_prompt(inp: Any, sz: Any) -> PromptSize:
     from mindsim.memory import format_log
     from mindsim.prompting import transcript_text
 
-    fx = _session_fixtures(inp, sz)
+    fx = session_fixtures(inp, sz)
     s = simulation(inp)
     prompt = render("memory/compact.jinja2", prior_log=format_log(fx["memory"]),
                     transcript=transcript_text(fx["transcript"]), max_entries=s.memory_max_entries)
@@ -178,7 +180,7 @@ def longest_session(inp: Any, sz: Any) -> tuple[str, list[dict[str, str]]]:
     a counsellor reply at its budget: what the judge's prompt holds at its largest."""
     from mindsim.prompting import counsellor_system_prompt
 
-    fx = _session_fixtures(inp, sz)
+    fx = session_fixtures(inp, sz)
     exchange = [*fx["transcript"], {"role": "assistant", "content": sz.text_of_tokens(inp.reply_bound()[0])}]
     return counsellor_system_prompt(fx["plan"], fx["memory"]), exchange
 
@@ -189,7 +191,7 @@ def mapper_prompt(inp: Any, sz: Any) -> PromptSize:
     from mindsim.baselines import mindeval, patient_psi
     from profilegen.testing import make_profiles
 
-    fx = _session_fixtures(inp, sz)
+    fx = session_fixtures(inp, sz)
     f = fx["f"].model_copy(update={"core_belief": fx["f"].core_belief.model_copy(update={"cluster": "helpless"})})
     profile = make_profiles(1, 0)[0].model_copy(update={
         "persona": fx["row"].persona, "formulation": f, "writer_brief": fx["brief"], "case_summary": fx["summary"]})

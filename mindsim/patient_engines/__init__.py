@@ -137,6 +137,11 @@ class PatientEngine:
         """Structured outputs of this engine's roles, active only when a recipe runs the engine."""
         return []
 
+    def prompt_estimates(self) -> dict[str, Any]:
+        """Its own roles' largest-prompt estimates (role → `estimate(inp, sizer) -> PromptSize`) for preflight's
+        context check; preflight asks only for the roles a recipe uses."""
+        return {}
+
     def card_section(self, rows: list[dict[str, Any]]) -> dict[str, Any] | None:
         """This engine's part of the dataset card, from its session rows (dicts of the sessions table).
         `record_fields: True` in it means the rows carry engine fields the card must explain."""
@@ -279,6 +284,12 @@ def recipe_variants(recipe: Any) -> list[Variant]:
 def recipe_runs(recipe: Any, engine: str) -> bool:
     """Whether the recipe runs `engine` (itself or any of its arms)."""
     return any(v.engine.name == engine for v in recipe_variants(recipe))
+
+
+def prompt_estimates() -> dict[str, Any]:
+    """Every registered engine's own roles' prompt estimates, for the simulator's registration."""
+    _ensure()
+    return {role: est for e in _ENGINES.values() for role, est in e.prompt_estimates().items()}
 
 
 def role_schemas() -> list["RoleSchema"]:

@@ -110,6 +110,11 @@ class PatientActEngine(PatientEngine):
 
         return entries()
 
+    def prompt_estimates(self) -> dict[str, Any]:
+        from mindsim.patientact.prompt_sizes import ESTIMATES
+
+        return dict(ESTIMATES)
+
     def card_section(self, rows: list[dict[str, Any]]) -> dict[str, Any]:
         """Share of its patient turns by behaviour and mean trust at both ends of its sessions."""
         from collections import Counter

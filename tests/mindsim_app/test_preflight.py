@@ -275,6 +275,33 @@ def test_a_recipe_with_the_baselines_checks_the_mappers_budget_and_prompt():
     assert checked["baseline_mapper"].fits and set(checked["baseline_mapper"].prompt.parts) == {"patient_psi", "mindeval"}
 
 
+def _patientact_contexts(engines_listed: list[str], **patientact) -> dict:
+    sim = {"turn_cap": 4, "message_max_tokens": 200, "patient_engine": engines_listed,
+           "patientact": {"retrieval": "llm", **patientact}}
+    with _VLLMLike("m", 1_000_000) as srv:
+        r = _served_recipe(srv.base_url, "m", simulation=sim)
+        with Engines.from_config(r.engines_config()) as engines:
+            report = preflight(r, engines, {"simulate"})
+    return {c.role: c for c in report.contexts}
+
+
+def test_a_recipe_with_patientact_checks_its_own_roles_prompts():
+    checked = _patientact_contexts(["patientact"])
+    for role in ("patient_appraiser", "profile_decomposer", "patient_matcher"):
+        c = checked[role]
+        assert c.fits and c.prompt is not None and c.prompt.tokens > 0, role
+    parts = checked["patient_appraiser"].prompt.parts
+    assert "system prompt" in parts and any(k.endswith("step (largest)") for k in parts)
+    assert checked["patient_appraiser"].prompt.tokens == sum(parts.values())
+    # w/o DM puts the full profile in the appraiser's system prompt: a recipe with that arm is sized for it.
+    with_dm = _patientact_contexts(["patientact", "patientact:no_dm"])["patient_appraiser"].prompt.parts["system prompt"]
+    assert with_dm > parts["system prompt"]
+    # More recent turns in the steps' context make the step (and the matcher's prompt) longer.
+    longer = _patientact_contexts(["patientact"], context_turns=12)
+    assert longer["patient_appraiser"].prompt.tokens > checked["patient_appraiser"].prompt.tokens
+    assert longer["patient_matcher"].prompt.tokens > checked["patient_matcher"].prompt.tokens
+
+
 def test_counsellor_binding_on_an_unknown_engine_is_refused(fake_engines):
     engines, _ = fake_engines(_probe_answers)
     r = _recipe({"default": {"engine": "local"}},

@@ -1,0 +1,136 @@
+"""Largest prompt of each of PatientAct's own roles, for preflight's context check (`mindcore.budget_fit`),
+estimated as `mindsim.stage_sizes` estimates the simulator's: rendered from the real templates on the worst
+case this recipe allows, counted with the engine's tokenizer where it serves one.
+
+The worst case is an upper bound on what one call can hold, not a likely call: the longest persona of the
+shipped sample with the largest 5P formulation (at the recipe's `profiles.text_scale`) and the largest
+psychological formulation, so the most profile
+pieces (`decompose.max_pieces`), each an item with its topic and five tags at their length limits; every item
+activated and every topic blocked in the same step (a real turn splits them); the recent conversation at
+`patientact.context_turns` exchanges of replies at their budgets; and, when the recipe runs the w/o DM arm,
+the full profile in the appraiser's system prompt.
+
+- profile_decomposer: the decomposition call (the psychological formulation's call is smaller: it is the
+  profile alone);
+- patient_appraiser: its system prompt plus the largest of the reaction, behaviour, resistance and trust steps;
+- patient_matcher: the recent conversation, the message and every tag (asked only under `retrieval: llm`).
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+from mindcore.budget import PromptSize, fill_text, largest_instance, messages_tokens
+
+# Behaviours the behaviour step lists as the client's recent ones (participant.turn passes the last four).
+RECENT_BEHAVIOURS = 4
+# Every rule id the step template words (participant.conditions); all held at once, for the longest prompt.
+ALL_RULES = ["nothing_activated", "trigger", "blocked", "nothing_activated_neutral", "high_intensity_low_trust",
+             "positive_moderate", "pullback"]
+
+
+def _worst(inp: Any, sz: Any) -> dict[str, Any]:
+    from mindsim.patientact.data import attachment_prior, item_types, taxonomy, theme_map, trust_rules
+    from mindsim.patientact.decompose import Decomposition, MemoryItem, profile_pieces, static_layer
+    from mindsim.patientact.seed import PsychSeed
+    from mindsim.stage_sizes import message_bound, session_fixtures, simulation
+    from profilegen.config import profiles_config
+    from profilegen.formulation import draft_model as formulation_draft
+    from profilegen.formulation import to_formulation
+    from profilegen.psych import PsychFormulation
+    from profilegen.render import case_summary, writer_brief
+    from profilegen.testing import make_profiles
+
+    fx = session_fixtures(inp, sz)
+    # The profile's texts at the recipe's `profiles.text_scale`: the pieces are the profile's own words, so a
+    # recipe that writes shorter formulations decomposes shorter pieces.
+    scale = profiles_config(inp.recipe).text_scale
+    draft = formulation_draft(scale)
+    f = to_formulation(draft.model_validate(largest_instance(draft.model_json_schema())))
+    profile = make_profiles(1, 0)[0].model_copy(update={
+        "persona": fx["row"].persona, "formulation": f, "writer_brief": writer_brief(fx["row"], f),
+        "case_summary": case_summary(fx["row"], f)})
+    s = simulation(inp)
+    # Without the psychological formulation (`patientact.psych_formulation: false`) its pieces do not exist.
+    formulation = (PsychFormulation.model_validate(largest_instance(PsychFormulation.model_json_schema()))
+                   if s.patientact.psych_formulation else None)
+    longest = lambda d: max(d, key=lambda k: len(d[k]))  # noqa: E731
+    psych = PsychSeed(attachment=longest(attachment_prior().descriptions), theme=longest(theme_map().themes),
+                      cluster=profile.formulation.core_belief.cluster)
+    pieces = profile_pieces(profile, formulation)
+    types, rules = item_types(), trust_rules()
+    category = max(types.discomfort_categories, key=len)
+    items = [MemoryItem(id=f"m{i + 1}", type=p.type, source=p.source, content=p.content, topic=fill_text(40),
+                        level=rules.maximum, tags=[fill_text(30)] * 5, category=category, discomfort=True)
+             for i, p in enumerate(pieces)]
+    decomposition = Decomposition(patient_id=profile.profile_id, seed=0, psych=psych, formulation=formulation,
+                                  static=static_layer(profile, formulation), items=items)
+    patient_msg, counsellor_msg = sz.text_of_tokens(message_bound(inp)), sz.text_of_tokens(inp.reply_bound()[0])
+    recent = [("Counsellor", counsellor_msg), ("Client", patient_msg)] * s.patientact.context_turns
+    tax = taxonomy()
+    return {"profile": profile, "vocab": fx["vocab"], "psych": psych, "formulation": formulation, "pieces": pieces,
+            "decomposition": decomposition, "config": s, "recent": recent, "counsellor": counsellor_msg,
+            "reply": patient_msg, "tax": tax, "rules": rules,
+            "recent_behaviours": sorted(tax.ids("behaviours"), key=len)[-RECENT_BEHAVIOURS:]}
+
+
+def _arm_configs(inp: Any, config: Any) -> list[Any]:
+    """The simulation settings of each PatientAct arm the recipe runs (the arms differ in what the prompts hold)."""
+    from mindsim.patient_engines import recipe_variants
+    from mindsim.patientact.engine import ENGINE
+
+    arms = [v.session_config(config) for v in recipe_variants(inp.recipe) if v.engine is ENGINE]
+    return arms or [config]
+
+
+def decomposer_prompt(inp: Any, sz: Any) -> PromptSize:
+    from mindsim.patientact.decompose import decompose_messages
+
+    w = _worst(inp, sz)
+    n = messages_tokens(decompose_messages(w["profile"], w["psych"], w["pieces"], w["formulation"]), sz)
+    return PromptSize("profile_decomposer", n, {f"decomposition of {len(w['pieces'])} pieces": n})
+
+
+def appraiser_prompt(inp: Any, sz: Any) -> PromptSize:
+    from mindcore.prompts import render
+    from mindsim.patientact.data import step_rules
+    from mindsim.patientact.participant import STEP_TEMPLATE
+    from mindsim.patientact.session import appraiser_prompt as appraiser_system
+
+    w = _worst(inp, sz)
+    tax, rules, d = w["tax"], w["rules"], w["decomposition"]
+    system = max(sz(appraiser_system(w["profile"], w["vocab"], d, cfg)) for cfg in _arm_configs(inp, w["config"]))
+    ctx = {
+        "recent": w["recent"], "counsellor": w["counsellor"], "reply": w["reply"], "trust": f"{rules.minimum:.2f}",
+        "trust_text": max(rules.levels.values(), key=len), "activated": [(i.type, i.content) for i in d.items],
+        "blocked": [i.topic for i in d.items], "held": ALL_RULES, "rules": ALL_RULES, "streak": 9,
+        "expects": d.static.therapist_expects, "reaction": max(tax.ids("reactions"), key=len),
+        "intensity": max(tax.intensities, key=len), "recent_behaviours": w["recent_behaviours"],
+        "srules": step_rules(), "criteria": rules.criteria, "default_criterion": rules.default_criterion,
+    }
+    options = {"reaction": tax.ids("reactions"), "behaviour": tax.ids("behaviours"),
+               "resistance": tax.ids("resistance_patterns"), "trust": list(rules.changes)}
+    steps = {step: sz(render(STEP_TEMPLATE, **{**ctx, "step": step, "options": opts,
+                                               "behaviour": "resistance" if step == "resistance" else None}))
+             for step, opts in options.items()}
+    worst = max(steps, key=steps.get)
+    overhead = messages_tokens([{"role": "system", "content": ""}, {"role": "user", "content": ""}], sz)
+    total = system + steps[worst] + overhead
+    return PromptSize("patient_appraiser", total, {"system prompt": system, f"{worst} step (largest)": steps[worst],
+                                                   "message overhead": overhead})
+
+
+def matcher_prompt(inp: Any, sz: Any) -> PromptSize:
+    from mindsim.patientact.matcher import all_tags, matcher_messages
+
+    w = _worst(inp, sz)
+    # Every item's tags, distinct (all_tags dedupes), so each stand-in tag is made unique.
+    items = [i.model_copy(update={"tags": [f"{n}{i.id}{t}"[:30] for n, t in enumerate(i.tags)]})
+             for i in w["decomposition"].items]
+    tags = all_tags(items)
+    n = messages_tokens(matcher_messages(w["recent"], w["counsellor"], tags), sz)
+    return PromptSize("patient_matcher", n, {f"{len(tags)} tags and the recent conversation": n})
+
+
+ESTIMATES = {"profile_decomposer": decomposer_prompt, "patient_appraiser": appraiser_prompt,
+             "patient_matcher": matcher_prompt}
