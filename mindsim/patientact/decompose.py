@@ -162,8 +162,12 @@ class DraftItem(_Row):
         tags = [t.strip() for t in v]
         if any(not t for t in tags):
             raise ValueError("tags must not be blank")
-        if len({t.lower() for t in tags}) != len(tags):
-            raise ValueError("tags must be distinct")
+        # A repeated tag adds nothing to matching, so repeats are dropped (small models loop on a word); what
+        # is left must still be three distinct tags. JSON-schema grammars cannot enforce uniqueness themselves.
+        seen: set[str] = set()
+        tags = [t for t in tags if not (t.lower() in seen or seen.add(t.lower()))]
+        if len(tags) < 3:
+            raise ValueError(f"tags must be at least 3 distinct topics, got {len(tags)} distinct: {tags}")
         generic = sorted({t for t in tags if t.lower() in set(item_types().generic_tags)})
         if generic:
             raise ValueError(f"tags {generic} fit any client; use topics specific to this one (their people, places, events)")

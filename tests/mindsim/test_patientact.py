@@ -396,6 +396,12 @@ def test_decomposition_answer_off_its_anchor_grid_or_short_of_the_pieces_is_reas
         DraftItem(topic="t", shift=0.0, tags=["x", "y", "z"], category="sadness")
     with pytest.raises(ValueError, match="fit any client"):
         DraftItem(topic="t", shift=0.0, tags=["football", "feelings", "Sunday league"], category="emotional_state")
+    # Repeats (a looping small model) are dropped; three distinct tags must remain.
+    kept = DraftItem(topic="t", shift=0.0, tags=["allotment", "Allotment", "brother", "allotment", "night shifts"],
+                     category="emotional_state")
+    assert kept.tags == ["allotment", "brother", "night shifts"]
+    with pytest.raises(ValueError, match="at least 3 distinct"):
+        DraftItem(topic="t", shift=0.0, tags=["allotment", "allotment", "brother"], category="emotional_state")
 
 
 def test_psych_seed_is_stable_and_theme_follows_the_cluster():

@@ -46,7 +46,8 @@ def patientact_run(quickstart_run, tmp_path_factory) -> tuple[Path, dict]:
     recipe["profiles"]["causal_checks"] = False
     # One patient, two sessions (trust carries from one into the next); the MHQR stage is left out: it is
     # engine-agnostic and the quickstart run already pays for it on the embedded engine.
-    recipe["simulation"].update(patient_engine="patientact", patientact={"psych_formulation": True}, max_patients=1)
+    recipe["simulation"].update(patient_engine="patientact", max_patients=1,
+                                patientact={**recipe["simulation"].get("patientact", {}), "psych_formulation": True})
     del recipe["judge"]
     path = base / "recipe.yaml"
     path.write_text(yaml.safe_dump(recipe, sort_keys=False))
@@ -182,7 +183,9 @@ def paper_quick_recipe() -> dict:
     sim = {**quick["simulation"], **{k: paper["simulation"][k] for k in
                                      ("opening", "counsellor_template", "patient_engine", "patientact")}}
     sim.update(sessions=1, turn_cap=2, max_patients=1)
-    sim["patientact"] = {**sim["patientact"], "retrieval": "lexical", "psych_formulation": True}
+    # The paper's switches, with the quickstart's settings for the 135M model (attempts, budgets) kept.
+    sim["patientact"] = {**quick["simulation"].get("patientact", {}), **sim["patientact"], "retrieval": "lexical",
+                         "psych_formulation": True}
     recipe["simulation"] = sim
     recipe.pop("judge", None)
     return recipe
