@@ -31,10 +31,11 @@ from mindcore.config import EnginesConfig, OpenAIEngine, RoleSpec  # noqa: E402
 from mindcore.engine import Engines  # noqa: E402
 from mindcore.recipe import RaySettings  # noqa: E402
 from mindsim.config import SimulationConfig  # noqa: E402
-from mindsim.records import session_id  # noqa: E402
-from mindsim.simulate import run_simulation  # noqa: E402
+from mindsim.records import ScenarioRecord, session_id  # noqa: E402
+from mindsim.scenario import Scenario  # noqa: E402
+from mindsim.simulate import ScenarioStore, run_simulation  # noqa: E402
 from openai_stub import OpenAIStub, Reply, from_responder  # noqa: E402
-from simfakes import SimResponder, make_profile  # noqa: E402
+from simfakes import SCENARIO, SimResponder, make_profile  # noqa: E402
 
 SIM_ROLES = ["patient", "scenario_writer", "memory_compactor", "counsellor", "counsellor:b"]
 PATIENTS = ["r1", "r2", "r3", "r4", "r5"]
@@ -394,9 +395,18 @@ def test_the_embedded_engine_runs_under_the_ray_runner(cluster, embedded_engines
     use `kind: vllm` / `kind: openai` servers there (docs/scale.md)."""
     before = embedded_engines.ledger.summary().get("patient", {}).get("calls", 0)
     profiles = [make_profile("e1"), make_profile("e3", "joker")]  # stable_shard puts them in shards 0 and 1
+    # The first scenarios are checkpointed in advance, so the workers resume them: the scenario writer already
+    # runs on this engine in the quickstart, and what is under test is the workers' patient and counsellor
+    # calls reaching the driver's server. Quickstart-sized messages keep the 135M model's turns short.
+    store = ScenarioStore(tmp_path)
+    for p in profiles:
+        store.save(ScenarioRecord(patient_id=p.profile_id, seed=1, scenario=Scenario.model_validate(SCENARIO),
+                                  engine={}, prompt={}))
+    config = SimulationConfig(sessions=1, turn_cap=2, final_memory=False, message_max_tokens=80,
+                              max_message_retries=3, trim_cut_off=True, message_context="speech")
     # A 135M model may sink an arc; a rerun resumes (finished sessions kept, failed arcs retried), bounded.
     for _ in range(3):
-        summary = run_simulation(profiles, embedded_engines, SimulationConfig(sessions=1, turn_cap=2), tmp_path,
+        summary = run_simulation(profiles, embedded_engines, config, tmp_path,
                                  seed=1, ray=RaySettings(workers=2, shards_per_worker=1))
         assert summary.runner == {"runner": "ray", "workers": 2, "shards": 2}
         # Every arc either wrote its one session or is counted as failed; the dataset is the checkpoints.
