@@ -181,17 +181,23 @@ def check_contexts(recipe: Any, engines: Any, uses: list[RoleUse], health: dict[
         raise ConfigError("preflight: prompts larger than the context a request can use:\n  " + "\n  ".join(
             f"role '{c.role}' on engine '{c.engine}': largest prompt ~{c.prompt.tokens if c.prompt else 0} tokens "
             f"({', '.join(f'{k} {v}' for k, v in (c.prompt.parts if c.prompt else {}).items())}) + output "
-            f"{c.output_tokens or 0} > {c.context_tokens} ({c.context_source}); {_context_fix(recipe, c)}"
+            f"{c.output_tokens or 0} > {c.context_tokens} ({c.context_source}); {_context_fix(recipe, c, report)}"
             for c in over))
     return checks
 
 
-def _context_fix(recipe: Any, c: ContextCheck) -> str:
+def _context_fix(recipe: Any, c: ContextCheck, report: BudgetReport) -> str:
     spec = recipe.engines.get(c.engine) if hasattr(recipe, "engines") else None
     need = (c.prompt.tokens if c.prompt else 0) + (c.output_tokens or 0)
+    # An output budget above its schema's longest answer is context spent on nothing: say which one and by how much.
+    slack = "".join(f", or lower {ln.setting} from {ln.budget} to its schema's longest answer ({ln.worst_case})"
+                    for ln in report.lines
+                    if ln.role == c.role and ln.budget and ln.worst_case and ln.budget > ln.worst_case)
     if getattr(spec, "kind", "") == "embedded":
-        return f"raise engines.{c.engine}.ctx_per_slot to at least {need}, or lower simulation.turn_cap and the reply budgets"
-    return "serve the model with a longer context (vLLM: --max-model-len), or lower simulation.turn_cap and the reply budgets"
+        return (f"raise engines.{c.engine}.ctx_per_slot to at least {need}{slack}, or lower simulation.turn_cap and "
+                "the reply budgets")
+    return (f"serve the model with a longer context (vLLM: --max-model-len){slack}, or lower simulation.turn_cap "
+            "and the reply budgets")
 
 
 def preflight(recipe: Any, engines: Any, stages: set[str]) -> PreflightReport:

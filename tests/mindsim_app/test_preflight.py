@@ -275,10 +275,10 @@ def test_a_recipe_with_the_baselines_checks_the_mappers_budget_and_prompt():
     assert checked["baseline_mapper"].fits and set(checked["baseline_mapper"].prompt.parts) == {"patient_psi", "mindeval"}
 
 
-def _patientact_contexts(engines_listed: list[str], **patientact) -> dict:
+def _patientact_contexts(engines_listed: list[str], context: int = 1_000_000, **patientact) -> dict:
     sim = {"turn_cap": 4, "message_max_tokens": 200, "patient_engine": engines_listed,
            "patientact": {"retrieval": "llm", **patientact}}
-    with _VLLMLike("m", 1_000_000) as srv:
+    with _VLLMLike("m", context) as srv:
         r = _served_recipe(srv.base_url, "m", simulation=sim)
         with Engines.from_config(r.engines_config()) as engines:
             report = preflight(r, engines, {"simulate"})
@@ -300,6 +300,11 @@ def test_a_recipe_with_patientact_checks_its_own_roles_prompts():
     longer = _patientact_contexts(["patientact"], context_turns=12)
     assert longer["patient_appraiser"].prompt.tokens > checked["patient_appraiser"].prompt.tokens
     assert longer["patient_matcher"].prompt.tokens > checked["patient_matcher"].prompt.tokens
+    # An 8k context cannot hold the decomposition prompt plus the default 7,000-token budget; the refusal
+    # names the budget that sits above its schema's longest answer as the other way out.
+    with pytest.raises(ConfigError, match=r"role 'profile_decomposer'.*lower simulation\.patientact\."
+                                          r"decomposition_max_tokens from 7000 to its schema's longest answer"):
+        _patientact_contexts(["patientact"], context=8192)
 
 
 def test_counsellor_binding_on_an_unknown_engine_is_refused(fake_engines):
