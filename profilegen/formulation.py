@@ -19,6 +19,7 @@ maintenance cycles, one traceable chain. Off, every prompt is exactly what it wa
 
 from __future__ import annotations
 
+import json
 import re
 from functools import lru_cache
 from typing import Any, Literal, NamedTuple
@@ -242,8 +243,10 @@ def to_formulation(draft: BaseModel) -> Formulation:
 
 
 def to_draft_json(f: Formulation) -> str:
-    """A stored formulation as the writer's JSON (the assistant turn a revision builds on)."""
-    return draft_model()(
+    """A stored formulation as the writer's JSON (the assistant turn a revision builds on). Serialised as is,
+    not through a draft schema: under the causal rules a stored coping situation holds its relief and cost
+    too, longer than the draft's `situation` limit, and the revision must still see what it wrote."""
+    return json.dumps(dict(
         summary=f.presenting.summary, goal=f.presenting.goal,
         predisposing=[{"label": p.label, "history": p.history} for p in f.predisposing],
         precipitating={"label": f.precipitating.label, "when": f.precipitating.when,
@@ -253,7 +256,7 @@ def to_draft_json(f: Formulation) -> str:
         other_coping=[{"label": c.label, "situation": c.situation} for c in _others(f)],
         core_belief={"cluster": f.core_belief.cluster, "history": f.core_belief.history, "belief": f.core_belief.belief},
         quality_of_life=f.quality_of_life,
-    ).model_dump_json()
+    ), ensure_ascii=False, separators=(",", ":"))
 
 
 def _others(f: Formulation) -> list:

@@ -123,7 +123,8 @@ class Perpetuating(_Row):
     """A coping behaviour that keeps the problem going, tied to a concrete situation."""
 
     label: str = Field(max_length=60, description="Label from the coping vocabulary.")
-    situation: str = Field(max_length=300, description="The concrete situation in which it shows up.")
+    # 360: under the causal rules the situation carries its relief and cost (140 + 80 + 100 and the joins).
+    situation: str = Field(max_length=360, description="The concrete situation in which it shows up.")
     maladaptive: bool = Field(description="Whether the vocabulary marks this behaviour maladaptive.")
 
 

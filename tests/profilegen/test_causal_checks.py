@@ -15,7 +15,7 @@ from mindcore.recipe import Recipe
 from profilegen.anchors import anchor_personas
 from profilegen.config import ProfilesConfig, profiles_config, uses_patientact
 from profilegen.formulation import (
-    WRITER_SYSTEM, CausalRules, causal_rules, draft_model, to_formulation, writer_messages,
+    WRITER_SYSTEM, CausalRules, causal_rules, draft_model, revision_messages, to_formulation, writer_messages,
 )
 from profilegen.vocab import load_vocabularies
 from profilegen.generate import TEMPLATES, checkpoint_key, make_profile, prompt_hashes
@@ -179,6 +179,19 @@ def test_the_causal_schema_makes_the_date_and_the_cycle_required_parts(fakes):
     assert "at first a calmer evening, then the arrears" in f.perpetuating[0].situation
     # The date is still checked: a `when` with no time in it is the same serious fault.
     assert _check_ids(causal_faults(to_formulation(causal.model_validate(_causal(fakes, "often"))))) == ["undated_predisposing"]
+
+
+def test_a_causal_draft_at_its_limits_goes_back_whole_to_its_revision(fakes, row):
+    """Under the causal schema a stored coping situation is the situation, its relief and its cost joined, so it
+    can be longer than the draft's `situation` limit; the revision's assistant turn once re-validated it
+    through the plain draft schema and failed the profile (string_too_long, on the embedded engine), and a
+    stored situation at the parts' full limits did not fit the row's own limit."""
+    d = _causal(fakes, "at 9")
+    d["unhelpful_coping"].update(situation="s" * 140, relief="r" * 80, cost="c" * 100)
+    f = to_formulation(draft_model(causal=True).model_validate(d))  # the stored row holds the whole cycle
+    assert len(f.perpetuating[0].situation) > 300
+    sent = json.loads(revision_messages(row, f, [], causal=True)[2]["content"])
+    assert sent["unhelpful_coping"]["situation"] == f.perpetuating[0].situation
 
 
 def test_a_long_quote_is_a_verbatim_prefix_within_the_fault_limit(fakes, row):
