@@ -128,6 +128,8 @@ def _shift_schema(schema: dict[str, Any]) -> None:
 
 
 Tag = Annotated[str, Field(min_length=1, max_length=30)]
+# The paper's 3-5 activation tags per item: the schema asks for 3-5, an item keeps at least MIN_TAGS.
+MIN_TAGS = 3
 
 
 class DraftItem(_Row):
@@ -162,12 +164,11 @@ class DraftItem(_Row):
         tags = [t.strip() for t in v]
         if any(not t for t in tags):
             raise ValueError("tags must not be blank")
-        # A repeated tag adds nothing to matching, so repeats are dropped (small models loop on a word); what
-        # is left must still be three distinct tags. JSON-schema grammars cannot enforce uniqueness themselves.
+        # A repeated tag adds nothing to matching, so repeats are dropped (small models loop on a word; a
+        # JSON-schema grammar cannot enforce uniqueness). Fewer than MIN_TAGS distinct ones are topped up from
+        # the piece's own words when the item is made (`make_item`, counted on the item).
         seen: set[str] = set()
         tags = [t for t in tags if not (t.lower() in seen or seen.add(t.lower()))]
-        if len(tags) < 3:
-            raise ValueError(f"tags must be at least 3 distinct topics, got {len(tags)} distinct: {tags}")
         generic = sorted({t for t in tags if t.lower() in set(item_types().generic_tags)})
         if generic:
             raise ValueError(f"tags {generic} fit any client; use topics specific to this one (their people, places, events)")
@@ -206,15 +207,23 @@ class MemoryItem(_Row):
     topic: str = Field(min_length=1, max_length=40, description="Neutral label of the area")
     level: float = Field(description="Least trust at which it is shared (the type's anchor + the decomposer's shift)")
     tags: list[Tag] = Field(min_length=1, max_length=5, description="Activation tags")
+    tags_from_content: int = Field(0, ge=0, exclude_if=lambda n: n == 0,
+                                   description="Tags added from the item's own words because the decomposer gave "
+                                               "fewer than three distinct ones (ours); absent when none")
     category: str = Field(description="Discomfort category")
     discomfort: bool = Field(description="Whether approaching it before trust allows visibly unsettles the patient")
 
 
 def make_item(item_id: str, piece: Piece, draft: DraftItem) -> MemoryItem:
+    from mindsim.patientact.retrieval import content_tags
+
     types, rules = item_types(), trust_rules()
     level = min(rules.maximum, max(rules.minimum, types.types[piece.type].anchor + draft.shift))
+    tags = list(draft.tags)
+    have = {t.lower() for t in tags}
+    extra = [w for w in content_tags(piece.content) if w not in have][:max(0, MIN_TAGS - len(tags))]
     return MemoryItem(id=item_id, type=piece.type, source=piece.source, content=piece.content, topic=draft.topic,
-                      level=round(level, 1), tags=draft.tags, category=draft.category,
+                      level=round(level, 1), tags=tags + extra, tags_from_content=len(extra), category=draft.category,
                       discomfort=types.discomfort_categories[draft.category])
 
 

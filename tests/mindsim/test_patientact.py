@@ -15,7 +15,7 @@ from mindcore.fake import FakeBackend
 from mindcore.types import ChatRequest
 from mindsim.config import SimulationConfig
 from mindsim.patientact.data import trust_rules
-from mindsim.patientact.decompose import Decomposition, DraftItem
+from mindsim.patientact.decompose import Decomposition, DraftItem, Piece, make_item
 from mindsim.patientact.retrieval import gate, relevant, stems
 from mindsim.patientact.seed import psych_seed
 from mindsim.patientact.trust import apply_change, session_start
@@ -396,12 +396,17 @@ def test_decomposition_answer_off_its_anchor_grid_or_short_of_the_pieces_is_reas
         DraftItem(topic="t", shift=0.0, tags=["x", "y", "z"], category="sadness")
     with pytest.raises(ValueError, match="fit any client"):
         DraftItem(topic="t", shift=0.0, tags=["football", "feelings", "Sunday league"], category="emotional_state")
-    # Repeats (a looping small model) are dropped; three distinct tags must remain.
+    # Repeats (a looping small model) are dropped; an item short of three distinct tags is topped up from its
+    # own words, counted, and an item with three keeps exactly the decomposer's.
     kept = DraftItem(topic="t", shift=0.0, tags=["allotment", "Allotment", "brother", "allotment", "night shifts"],
                      category="emotional_state")
     assert kept.tags == ["allotment", "brother", "night shifts"]
-    with pytest.raises(ValueError, match="at least 3 distinct"):
-        DraftItem(topic="t", shift=0.0, tags=["allotment", "allotment", "brother"], category="emotional_state")
+    piece = Piece("memory", "formulation.predisposing", "Her brother still tends the allotment their father dug.")
+    item = make_item("m1", piece, kept)
+    assert item.tags == kept.tags and item.tags_from_content == 0 and "tags_from_content" not in item.model_dump()
+    short = DraftItem(topic="t", shift=0.0, tags=["allotment", "allotment", "brother"], category="emotional_state")
+    item = make_item("m1", piece, short)
+    assert item.tags == ["allotment", "brother", "father"] and item.tags_from_content == 1
 
 
 def test_psych_seed_is_stable_and_theme_follows_the_cluster():
