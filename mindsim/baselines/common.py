@@ -193,6 +193,9 @@ class PromptedBaselineEngine:
     what: str
     system_template: str
     map_template: str
+    # Both call the one mapper role once per patient, before their sessions.
+    roles = {MAPPER_ROLE: MAPPER_KEY}
+    prepares = True
 
     def participant(self, talk: Any) -> Any:
         prep = talk.arc.preparation

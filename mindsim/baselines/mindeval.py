@@ -123,9 +123,6 @@ def system_prompt(prep: common.BaselinePreparation, talk: Any) -> str:
 class MindEvalEngine(common.PromptedBaselineEngine, PatientEngine):
     name = NAME
     description = "MindEval (Pombal et al. 2025): a prompted member profile with a backstory and a goal"
-    roles = {common.MAPPER_ROLE: common.MAPPER_KEY}
-    prepares = True
-
     what = "member profile"
     system_template, map_template = SYSTEM_TEMPLATE, MAP_TEMPLATE
 

@@ -147,9 +147,6 @@ def system_prompt(prep: common.BaselinePreparation, talk: Any) -> str:
 class PatientPsiEngine(common.PromptedBaselineEngine, PatientEngine):
     name = NAME
     description = "Patient-Psi (Wang et al. 2024): a CBT cognitive model and one of six conversational styles"
-    roles = {common.MAPPER_ROLE: common.MAPPER_KEY}
-    prepares = True
-
     what = "cognitive model"
     system_template, map_template = SYSTEM_TEMPLATE, MAP_TEMPLATE
 
