@@ -118,6 +118,17 @@ def test_items_from_parquet_and_jsonl_and_colliding_ids(tmp_path):
         load_items([])
 
 
+def test_two_counsellors_make_two_systems_per_engine_named_engine_slash_counsellor(tmp_path):
+    beta = {**pa_session("pa9", "patientact"), "counsellor": "beta"}
+    items = load_items([write(tmp_path / "run", SESSIONS[:2] + [beta] + SESSIONS[3:4])])
+    assert {i.item_id: i.system for i in items} == {
+        "pa1": "patientact/alpha", "pa2": "patientact/alpha", "pa9": "patientact/beta", "ms1": "mindsim/alpha"}
+    rows = [_row(i.system, {"coherence": 3}, i.item_id) for i in items]
+    assert build_report(rows)["sessions_by_system"] == {"patientact/alpha": 2, "patientact/beta": 1, "mindsim/alpha": 1}
+    # One counsellor: the systems are the engines, as in the paper's tables.
+    assert {i.system for i in load_items([write(tmp_path / "one", SESSIONS[:4])])} == {"patientact", "mindsim"}
+
+
 def test_human_ratings_are_checked_line_by_line(tmp_path):
     path = tmp_path / "h.jsonl"
     path.write_text(json.dumps({"item_id": "a", "rater": "r1", "scores": {"coherence": 4}}) + "\n"
