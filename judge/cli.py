@@ -156,11 +156,11 @@ def _run_patientact(run_dir: Optional[Path], runs: list[Path], sessions: Optiona
         preflight(r, engines, {"judge_patientact"})
         summary = run_patientact(target, engines, items, judge=role, baseline=baseline,
                                  human=ratings, max_tokens=max_tokens)
-    typer.echo(f"judged {summary['judged']} sessions on the PatientAct rubric: {summary['ok']} ok, "
-               f"{summary['failed']} failed")
-    for system, means in summary["means"].items():
+    typer.echo(f"judged {summary.judged} sessions on the PatientAct rubric: {summary.ok} ok, "
+               f"{summary.failed} failed")
+    for system, means in summary.means.items():
         typer.echo(f"  {system}: " + ", ".join(f"{d} {v:.2f}" for d, v in means.items()))
-    for label, path in summary["outputs"].items():
+    for label, path in summary.outputs.items():
         typer.echo(f"  {label}: {path}")
 
 

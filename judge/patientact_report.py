@@ -16,6 +16,7 @@ from mindcore.errors import EngineError, InputError
 from mindcore.io import CheckpointDir, atomic_write_json, atomic_write_jsonl, atomic_write_text, json_safe
 from mindcore.layout import RunLayout
 from mindcore.provenance import base_provenance
+from judge.schemas import PatientActRunSummary
 from judge.patientact import (
     CONVERSATION_TEMPLATE, ConversationItem, ConversationJudge, HumanRating, Judgment, best_vs_second,
     failures, human_scores, judge_items, judge_scores, krippendorff_alpha, mann_whitney, mean_human, rating_matrix,
@@ -176,7 +177,7 @@ def report_md(report: dict[str, Any]) -> str:
 
 def run_patientact(out: str | Path, engines: Any, items: list[ConversationItem], *, judge: str = "judge",
                    baseline: str | None = None, human: list[HumanRating] | None = None,
-                   max_tokens: int | None = None) -> dict[str, Any]:
+                   max_tokens: int | None = None) -> PatientActRunSummary:
     """Judge `items` with the `judge` role of the started `engines`; write everything under
     `out/patientact_judge/`. Raises EngineError (after writing) when every judgment failed, as the MHQR
     path does: the engine was down or its output never fit the schema."""
@@ -191,5 +192,5 @@ def run_patientact(out: str | Path, engines: Any, items: list[ConversationItem],
     if rows and len(failed) == len(rows):
         raise EngineError(f"every judgment failed ({len(failed)}; first: {failed[0].error}); "
                           f"rows and report written to {folder.path}")
-    return {"judged": len(rows), "ok": len(rows) - len(failed), "failed": len(failed), "means": report["means"],
-            "outputs": {p.name: p for p in (folder.judgments, folder.report_json, folder.report_md)}}
+    return PatientActRunSummary(judged=len(rows), ok=len(rows) - len(failed), failed=len(failed), means=report["means"],
+                                outputs={p.name: p for p in (folder.judgments, folder.report_json, folder.report_md)})

@@ -159,6 +159,17 @@ class JudgeRanking(BaseModel):
     ranking: list[str]
 
 
+class PatientActRunSummary(BaseModel):
+    """What `mindsim judge run --rubric patientact` did, in numbers (the command line prints these)."""
+
+    model_config = ConfigDict(extra="forbid")
+    judged: int
+    ok: int
+    failed: int
+    means: dict[str, dict[str, float]]  # system → dimension → mean judge score
+    outputs: dict[str, Path]
+
+
 class JudgeRunSummary(BaseModel):
     """What `mindsim judge run` (MHQR) did, in numbers: the command line and the job read these fields."""
 

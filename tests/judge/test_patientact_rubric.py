@@ -279,7 +279,7 @@ def test_run_writes_rows_report_and_resumes(tmp_path):
     summary, backend = _run(tmp_path, pa_judge, items, human=ratings, baseline="patientact")
     folder = tmp_path / "out" / "patientact_judge"
     rows = [Judgment.model_validate_json(line) for line in (folder / "judgments.jsonl").read_text().splitlines()]
-    assert len(rows) == len(SESSIONS) + 1 and summary["failed"] == 1 and summary["ok"] == len(SESSIONS)
+    assert len(rows) == len(SESSIONS) + 1 and summary.failed == 1 and summary.ok == len(SESSIONS)
     rep = json.loads((folder / "report.json").read_text())
     assert rep["means"] == {"mindsim": dict.fromkeys(DIMS, 2.0), "patientact": dict.fromkeys(DIMS, 4.0),
                             "patientact-no_pipeline": dict.fromkeys(DIMS, 3.0)}
