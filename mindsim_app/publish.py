@@ -175,6 +175,24 @@ def _gate(run_dir: Path, info: dict[str, Any], force: bool) -> dict[str, Any]:
     return gate
 
 
+def _refuse_annotation_task(path: Path) -> None:
+    """An annotation task is a study's working folder, not a dataset: it may hold real conversation text
+    (then marked `publish: never`) and always holds the raters' answers. `--force` does not override this."""
+    from mindsim_app.annotate.tasks import TASK_FILE
+
+    task = path / TASK_FILE
+    if not task.is_file():
+        return
+    try:
+        header = json.loads(task.read_text(encoding="utf-8"))
+    except (UnicodeDecodeError, json.JSONDecodeError):
+        header = {}
+    why = ("it holds real conversation text and is marked never-publish" if isinstance(header, dict)
+           and header.get("publish") == "never" else "annotation tasks and their answers are not datasets")
+    raise PublishRefused(f"{path}: an annotation task folder ({TASK_FILE}); {why}. Publish the run folder the "
+                         "task was sampled from instead")
+
+
 def resolve_folder(path: Path, repo_id: str | None = None, *, force: bool = False) -> Path:
     """Accept a dataset folder (with a manifest) or a run folder (with run.json; its dataset is rebuilt).
     The recipe's release gate is evaluated first wherever the run folder is known (a dataset folder inside
@@ -182,6 +200,7 @@ def resolve_folder(path: Path, repo_id: str | None = None, *, force: bool = Fals
     card shows the gate and its outcome; a dataset folder is published exactly as it is (its card shows the
     gate as it stood at the end of the run), so `--force` outside the gate needs the run folder instead."""
     path = Path(path)
+    _refuse_annotation_task(path)
     if (path / MANIFEST).is_file():
         parent = RunLayout(path.parent)
         if parent.run_json.is_file() and parent.dataset.resolve() == path.resolve():

@@ -132,3 +132,16 @@ def test_every_problem_is_named_in_one_refusal(tmp_path):
     msg = _refusal(folder, [_reference(tmp_path)])
     assert msg.startswith(f"refusing to publish {folder}:")
     assert msg.count("\n  - ") == 3, msg
+
+
+@pytest.mark.parametrize("publish, why", [("never", "marked never-publish"), ("allowed", "are not datasets")])
+def test_an_annotation_task_folder_is_refused_even_with_force(tmp_path, publish, why):
+    from mindsim_app.annotate.tasks import TASK_FILE
+    from mindsim_app.publish import resolve_folder
+
+    task = tmp_path / "task"
+    task.mkdir()
+    (task / TASK_FILE).write_text(json.dumps({"protocol": "realism", "publish": publish}))
+    (task / MANIFEST).write_text("{}")  # even beside a manifest: the task marker decides
+    with pytest.raises(PublishRefused, match=why):
+        resolve_folder(task, force=True)
