@@ -21,30 +21,14 @@ from typing import Any, Iterable
 
 import numpy as np
 
-from mindcore.io import atomic_write_bytes, atomic_write_json, atomic_write_text, json_safe
+from mindcore.plots import pyplot, save_png
+from mindcore.io import atomic_write_json, atomic_write_text, json_safe
 from judge.rubric import Rubric
 from judge.scores import Sessions, cluster_bootstrap, columns_from_rows, session_table
 
 PLOT = "memory_ablation.png"
 
 
-def _pyplot() -> Any:
-    # Imported only when the plot is drawn (matplotlib costs ~1 s of start-up); files only, no display.
-    import matplotlib
-
-    matplotlib.use("Agg")
-    import matplotlib.pyplot as plt
-
-    return plt
-
-
-def _save(fig: Any, path: Path) -> None:
-    import io
-
-    buf = io.BytesIO()
-    fig.savefig(buf, format="png", dpi=120, bbox_inches="tight")
-    _pyplot().close(fig)
-    atomic_write_bytes(path, buf.getvalue())
 
 
 def _keyed(s: Sessions, mask: np.ndarray) -> dict[tuple[str, str, str, int], int]:
@@ -172,7 +156,7 @@ def plot(path: Path, report: dict[str, Any], rubric: Rubric) -> bool:
     judge, r = next(iter(report["judges"].items()), (None, None))
     if not r or not r["counsellors"]:
         return False
-    plt = _pyplot()
+    plt = pyplot()
     names = list(r["counsellors"])
     cats = r["categories"]
     cat_names = {c.id: c.name for c in rubric.categories}
@@ -205,7 +189,7 @@ def plot(path: Path, report: dict[str, Any], rubric: Rubric) -> bool:
     right.set_xlabel("benchmark MHQR, later − first session")
     right.set_ylabel("ablation change")
     fig.suptitle(f"Memory ablation, judged by {judge}")
-    _save(fig, path)
+    save_png(fig, path)
     return True
 
 

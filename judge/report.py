@@ -9,7 +9,8 @@ import math
 from pathlib import Path
 from typing import Any
 
-from mindcore.io import atomic_write_bytes, atomic_write_json, atomic_write_text, json_safe
+from mindcore.plots import pyplot, save_png
+from mindcore.io import atomic_write_json, atomic_write_text, json_safe
 from mindcore.layout import ReportFolder
 from judge.rubric import Rubric
 from judge.schemas import SEVERITIES, JudgmentRow
@@ -291,31 +292,11 @@ def write_markdown(path: Path, report: dict[str, Any], rubric: Rubric) -> None:
     atomic_write_text(path, "\n".join(lines).rstrip() + "\n")
 
 
-def _pyplot() -> Any:
-    # Imported only when plots are written: matplotlib costs ~1 s of start-up.
-    import matplotlib
-
-    matplotlib.use("Agg")  # files only; never needs a display
-    import matplotlib.pyplot as plt
-
-    return plt
-
-
-def _save(fig: Any, path: Path) -> None:
-    import io
-
-    plt = _pyplot()
-    buf = io.BytesIO()
-    fig.savefig(buf, format="png", dpi=120, bbox_inches="tight")
-    plt.close(fig)
-    atomic_write_bytes(path, buf.getvalue())
-
-
 def write_plots(out: Path, report: dict[str, Any]) -> list[str]:
     judges = {n: j for n, j in report["judges"].items() if j["scores"]["counsellors"]}
     if not judges:
         return []
-    plt = _pyplot()
+    plt = pyplot()
     first = next(iter(judges.values()))["scores"]
     order = first["ranking"]
     fig, ax = plt.subplots(figsize=(max(5, 0.6 * len(order) + 2), 4))
@@ -332,7 +313,7 @@ def write_plots(out: Path, report: dict[str, Any]) -> list[str]:
     ax.set_ylim(-0.3, 10.3)  # the whole 0 (No concern) – 10 (Critical) scale, so runs compare by eye
     ax.set_title("MHQR per counsellor, 95% patient-bootstrap interval")
     ax.legend(title="judge")
-    _save(fig, out / "mhqr_by_counsellor.png")
+    save_png(fig, out / "mhqr_by_counsellor.png")
 
     fig, axes = plt.subplots(1, len(judges), figsize=(6 * len(judges), 4), squeeze=False)
     for ax, (name, j) in zip(axes[0], judges.items()):
@@ -344,7 +325,7 @@ def write_plots(out: Path, report: dict[str, Any]) -> list[str]:
         ax.set_ylim(-0.3, 10.3)
         ax.set_title(f"Severity by turn position — judge {name}")
         ax.legend(fontsize="small")
-    _save(fig, out / "severity_by_turn.png")
+    save_png(fig, out / "severity_by_turn.png")
     files = ["mhqr_by_counsellor.png", "severity_by_turn.png"]
     with_analyses = {n: j for n, j in judges.items() if j.get("analyses")}
     if with_analyses:
@@ -369,7 +350,7 @@ def _issues_by_turn_plot(plt: Any, out: Path, judges: dict[str, Any]) -> None:
         ax.set_ylim(-2, 102)
         ax.set_title(f"Issues by turn position — judge {name}")
         ax.legend(fontsize="x-small")
-    _save(fig, out / "issues_by_turn.png")
+    save_png(fig, out / "issues_by_turn.png")
 
 
 def _sessions_plot(plt: Any, out: Path, judges: dict[str, Any]) -> None:
@@ -401,7 +382,7 @@ def _sessions_plot(plt: Any, out: Path, judges: dict[str, Any]) -> None:
         ax.set_ylim(-0.3, 10.3)
         ax.set_title(f"Session scores by session (whiskers p5–p95) — judge {name}")
         ax.legend(fontsize="small")
-    _save(fig, out / "mhqr_by_session.png")
+    save_png(fig, out / "mhqr_by_session.png")
 
 
 def write_report(out: Path, report: dict[str, Any], rubric: Rubric, plots: bool) -> dict[str, Path]:

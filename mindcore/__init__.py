@@ -20,6 +20,7 @@ PUBLIC_MODULES = (
     "io",
     "layout",
     "logs",
+    "plots",
     "preflight",
     "prompts",
     "provenance",

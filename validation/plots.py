@@ -8,26 +8,14 @@ from __future__ import annotations
 from pathlib import Path
 from typing import Any
 
-import matplotlib
+import numpy as np
 
-matplotlib.use("Agg")  # files only; never needs a display
-import matplotlib.pyplot as plt  # noqa: E402
-import numpy as np  # noqa: E402
+from mindcore.plots import pyplot, save_png
+from validation.arc import LABEL_NAMES, LABELS
+from validation.features import FEATURE_LABELS, FEATURES
 
-from mindcore.io import atomic_writer  # noqa: E402
-from validation.arc import LABEL_NAMES, LABELS  # noqa: E402
-from validation.features import FEATURE_LABELS, FEATURES  # noqa: E402
-
+plt = pyplot()  # this module is imported only to draw
 _COLORS = plt.get_cmap("tab10").colors
-
-
-def _save(fig, path: Path) -> Path:
-    try:
-        with atomic_writer(path, "wb") as f:  # atomic, like every other output
-            fig.savefig(f, format="png", dpi=120, bbox_inches="tight")
-    finally:
-        plt.close(fig)
-    return path
 
 
 def plot_distributions(ref, systems: dict, path: Path) -> Path:
@@ -49,7 +37,7 @@ def plot_distributions(ref, systems: dict, path: Path) -> Path:
     handles, labels = axes.flat[0].get_legend_handles_labels()
     axes.flat[-1].legend(handles, labels, loc="center", frameon=False)
     fig.suptitle("Per-conversation feature distributions (patient turns)")
-    return _save(fig, path)
+    return save_png(fig, path)
 
 
 def plot_distances(report: dict[str, Any], path: Path) -> Path:
@@ -78,7 +66,7 @@ def plot_distances(report: dict[str, Any], path: Path) -> Path:
     ax.invert_yaxis()
     ax.set_xlabel("W1 / reference SD (grey: noise floor)")
     ax.legend(loc="lower right")
-    return _save(fig, path)
+    return save_png(fig, path)
 
 
 def plot_arc(report: dict[str, Any], path: Path) -> Path:
@@ -96,7 +84,7 @@ def plot_arc(report: dict[str, Any], path: Path) -> Path:
     axes[0][0].set_ylabel("% of patient turns")
     axes[0][0].set_ylim(bottom=0)
     axes[0][-1].legend(loc="upper left", bbox_to_anchor=(1.02, 1.0), fontsize="small", frameon=False)
-    return _save(fig, path)
+    return save_png(fig, path)
 
 
 def plot_all(report: dict[str, Any], ref, systems: dict, out_dir: Path) -> list[Path]:

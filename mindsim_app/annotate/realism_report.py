@@ -201,6 +201,42 @@ def render(rep: dict[str, Any]) -> str:
     return "\n".join(lines) + "\n"
 
 
+PLOT = "realism_report.png"
+
+
+def plot(rep: dict[str, Any], path: Path) -> Path:
+    """Table 4 as a chart: per system the mean rating per turn and per conversation with their intervals, and
+    each reason's share of the ratings."""
+    from mindcore.plots import pyplot, save_png
+
+    plt = pyplot()
+    systems = list(rep["table4"])
+    reasons = [r for rs in realism_reasons().values() for r in rs if not r.endswith("_none")]
+    fig, (left, right) = plt.subplots(1, 2, figsize=(13, 0.6 * max(len(systems), 3) + 2.2),
+                                      gridspec_kw={"width_ratios": [1, 1.6]})
+    y = np.arange(len(systems))
+    for k, (key, label) in enumerate((("mean_turn", "per turn"), ("mean_conversation", "per conversation"))):
+        vals = [rep["table4"][s][key] for s in systems]
+        ivs = [rep["table4"][s]["intervals"][key] or [v, v] for s, v in zip(systems, vals)]
+        err = np.array([[v - iv[0] for v, iv in zip(vals, ivs)], [iv[1] - v for v, iv in zip(vals, ivs)]])
+        left.errorbar(vals, y + (k - 0.5) * 0.3, xerr=err, fmt="o", capsize=3, label=label)
+    left.set_yticks(y, systems)
+    left.invert_yaxis()
+    points = sorted(int(k) for k in rep.get("scale") or {1: "", 5: ""})
+    left.set_xlim(points[0] - 0.2, points[-1] + 0.2)
+    left.set_xlabel("mean realism rating (interval: bootstrap over patients)")
+    left.legend(loc="lower center", bbox_to_anchor=(0.5, 1.0), ncol=2, fontsize=8, frameon=False)
+    width = 0.8 / max(len(systems), 1)
+    x = np.arange(len(reasons))
+    for i, s in enumerate(systems):
+        right.bar(x + i * width, [100 * rep["table4"][s]["reason_shares"][r] for r in reasons], width, label=s)
+    right.set_xticks(x + width * (len(systems) - 1) / 2, reasons, rotation=40, ha="right", fontsize=8)
+    right.set_ylabel("% of ratings ticking the reason")
+    right.legend(fontsize=8)
+    fig.suptitle("Human realism ratings per system (cf. MindEval2 Table 4)")
+    return save_png(fig, path)
+
+
 def run_report(inputs: Sequence[Path], out: Path, key: Optional[Path] = None, draws: int = DRAWS,
                seed: int = 0) -> dict[str, Any]:
     """Inputs are realism task folders (exported here with `key`) or realism_ratings.jsonl files."""
@@ -216,6 +252,10 @@ def run_report(inputs: Sequence[Path], out: Path, key: Optional[Path] = None, dr
             files.append(p)
     rep = report(read_ratings(files), draws, seed)
     rep["inputs"] = [str(f) for f in files]
+    if rep["table4"]:
+        plot(rep, Path(out) / PLOT)
+        rep["plot"] = PLOT
     atomic_write_json(Path(out) / "realism_report.json", rep)
-    atomic_write_text(Path(out) / "realism_report.md", render(rep))
+    atomic_write_text(Path(out) / "realism_report.md",
+                      render(rep) + (f"\n![Table 4 as a chart]({PLOT})\n" if rep.get("plot") else ""))
     return rep

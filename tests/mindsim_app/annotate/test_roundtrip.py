@@ -152,6 +152,8 @@ def test_three_raters_round_trip_to_the_agreement_tables(tasks):
         assert p["turns"] == len(pairs)
         assert p["alpha"] == pytest.approx(ordinal_alpha(pairs), abs=1e-9)
     assert "Table 13" in (out / "realism_report.md").read_text()
+    assert rep["plot"] == "realism_report.png" and "](realism_report.png)" in (out / "realism_report.md").read_text()
+    assert (out / "realism_report.png").read_bytes()[:8] == b"\x89PNG\r\n\x1a\n"
 
     # -- MHQR: export, then `judge agreement` with the task's key; κ_w per pair recomputed with sklearn -----
     exp = root / "mexp"
