@@ -203,8 +203,9 @@ def test_paper_recipe_override_runs_four_arms_embedded(quickstart_run, tmp_path_
     path.write_text(yaml.safe_dump(paper_quick_recipe(), sort_keys=False))
     out = base / "run"
     shutil.copytree(quickstart_run / "profiles" / "checkpoints", out / "profiles" / "checkpoints")
-    # The 135M model may sink arms (counted as failed arcs); the same command resumes, redoing only those,
-    # bounded, until at least two arms have a session to compare.
+    # The 135M model may sink an arm (a counted failed arc); the same command resumes, redoing only those,
+    # bounded, until every arm has its session (on 2026-12-01 all four came at the first try, and all five
+    # engines of bench_patientact too).
     for _ in range(3):
         try:
             assert run_job(path, out).info["status"] == "finished"
@@ -214,10 +215,9 @@ def test_paper_recipe_override_runs_four_arms_embedded(quickstart_run, tmp_path_
         assert ssum["patient_engines"] == ARMS
         assert ssum["sessions_written"] + len(ssum["failed_arcs"]) == 4
         rows = pq.read_table(out / "sessions" / "sessions.parquet").to_pylist() if ssum["sessions_written"] else []
-        if len({r["patient_engine"] for r in rows}) >= 2:
+        if {r["patient_engine"] for r in rows} == set(ARMS):
             break
-    assert {r["patient_engine"] for r in rows} <= set(ARMS)
-    assert len({r["patient_engine"] for r in rows}) >= 2, f"three runs left under two arms: {ssum['failed_arcs']}"
+    assert {r["patient_engine"] for r in rows} == set(ARMS), f"three runs left arms without a session: {ssum['failed_arcs']}"
     for r in rows:
         assert r["patientact"]["trust_start"] == 2.5 and r["counsellor_messages"][1]["role"] == "assistant"
     res = _cli("judge", "run", str(out), "--rubric", "patientact", "--recipe", str(path))
