@@ -14,8 +14,8 @@ pure functions over stored rows, so they can be recomputed without a model.
 What is compared ("system") comes from optional columns of our sessions parquet: `patient_engine`
 (mindsim / patientact) and `patientact.switches` (ablations) give `mindsim`, `patientact`,
 `patientact-no_trust_gating-…`; JSONL sessions from other simulators may carry `system` (else
-`patient_engine`, else "simulator"). Inputs with more than one counsellor name each system
-`ENGINE/COUNSELLOR` (`load_items`).
+`patient_engine`, else "simulator"). Scored inputs with more than one counsellor name each system
+`ENGINE/COUNSELLOR` (`scored_systems`).
 """
 
 from __future__ import annotations
@@ -262,20 +262,23 @@ def load_items(runs: Sequence[Path] = (), sessions: Path | None = None) -> list[
         if len(set(names)) != len(names):
             raise InputError(f"inputs {', '.join(names)}: two have the same name and share session ids; "
                              "give each run folder a distinct name")
-    # The rubric compares patient simulators under one counsellor, so a system is named by its engine (or arm);
-    # when the inputs hold several counsellors, one engine's sessions with two counsellors are two systems,
-    # named ENGINE/COUNSELLOR as everywhere else (mindcore.systems), never pooled.
-    by_counsellor = len({it.counsellor for _, items in groups for it in items}) > 1
     out = []
     for label, items in groups:
         for it in items:
-            changes: dict[str, Any] = {}
             if counts[it.session_id] > 1:
-                changes["item_id"] = f"{label}/{it.session_id}"
-            if by_counsellor:
-                changes["system"] = system_name(it.system, it.counsellor)
-            out.append(ConversationItem(**{**it.__dict__, **changes}) if changes else it)
+                it = ConversationItem(**{**it.__dict__, "item_id": f"{label}/{it.session_id}"})
+            out.append(it)
     return out
+
+
+def scored_systems(items: list[ConversationItem]) -> list[ConversationItem]:
+    """The items as the rubric scores them. It compares patient simulators under one counsellor, so a system
+    is its engine (or arm); when the items hold several counsellors, one engine's sessions with two counsellors
+    are two systems, named ENGINE/COUNSELLOR as everywhere else (mindcore.systems), never pooled. (The human
+    sample balances over simulators and keeps `load_items`' engine names.)"""
+    if len({it.counsellor for it in items}) < 2:
+        return items
+    return [ConversationItem(**{**it.__dict__, "system": system_name(it.system, it.counsellor)}) for it in items]
 
 
 # -- human ratings -----------------------------------------------------------------------------------------

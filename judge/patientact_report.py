@@ -20,7 +20,7 @@ from judge.schemas import PatientActRunSummary
 from judge.patientact import (
     CONVERSATION_TEMPLATE, ConversationItem, ConversationJudge, HumanRating, Judgment, best_vs_second,
     failures, human_scores, judge_items, judge_scores, krippendorff_alpha, mann_whitney, mean_human, rating_matrix,
-    rubrics, spearman, system_means,
+    rubrics, scored_systems, spearman, system_means,
 )
 
 ALPHA = 0.05
@@ -183,7 +183,7 @@ def run_patientact(out: str | Path, engines: Any, items: list[ConversationItem],
     path does: the engine was down or its output never fit the schema."""
     folder = RunLayout(out).patientact_judge
     j = ConversationJudge(judge, engines.role(judge), max_tokens=max_tokens)
-    rows = engines.run(judge_items(j, items, CheckpointDir(folder.cache)))
+    rows = engines.run(judge_items(j, scored_systems(items), CheckpointDir(folder.cache)))
     atomic_write_jsonl(folder.judgments, [r.model_dump(mode="json") for r in rows])
     report = build_report(rows, baseline, human)
     atomic_write_json(folder.report_json, report)

@@ -19,7 +19,7 @@ from judgefakes import recipe_for, session
 import judge
 from judge.patientact import (
     ConversationJudge, HumanRating, Judgment, answer_model, failures, identification_accuracy, judge_item,
-    krippendorff_alpha, load_human, load_items, mann_whitney, mean_human, rating_matrix, rubrics, spearman,
+    krippendorff_alpha, load_human, load_items, mann_whitney, scored_systems, mean_human, rating_matrix, rubrics, spearman,
     system_label, system_means, transcript,
 )
 from judge.patientact_report import build_report, report_md, run_patientact
@@ -120,13 +120,18 @@ def test_items_from_parquet_and_jsonl_and_colliding_ids(tmp_path):
 
 def test_two_counsellors_make_two_systems_per_engine_named_engine_slash_counsellor(tmp_path):
     beta = {**pa_session("pa9", "patientact"), "counsellor": "beta"}
-    items = load_items([write(tmp_path / "run", SESSIONS[:2] + [beta] + SESSIONS[3:4])])
+    loaded = load_items([write(tmp_path / "run", SESSIONS[:2] + [beta] + SESSIONS[3:4])])
+    assert {i.system for i in loaded} == {"patientact", "mindsim"}  # the human sample balances over simulators
+    items = scored_systems(loaded)
     assert {i.item_id: i.system for i in items} == {
         "pa1": "patientact/alpha", "pa2": "patientact/alpha", "pa9": "patientact/beta", "ms1": "mindsim/alpha"}
     rows = [_row(i.system, {"coherence": 3}, i.item_id) for i in items]
     assert build_report(rows)["sessions_by_system"] == {"patientact/alpha": 2, "patientact/beta": 1, "mindsim/alpha": 1}
     # One counsellor: the systems are the engines, as in the paper's tables.
-    assert {i.system for i in load_items([write(tmp_path / "one", SESSIONS[:4])])} == {"patientact", "mindsim"}
+    assert {i.system for i in scored_systems(load_items([write(tmp_path / "one", SESSIONS[:4])]))} == {"patientact", "mindsim"}
+    # And the run scores them so: the report's systems are the split ones.
+    summary, _ = _run(tmp_path, pa_judge, loaded)
+    assert set(summary.means) == {"patientact/alpha", "patientact/beta", "mindsim/alpha"}
 
 
 def test_human_ratings_are_checked_line_by_line(tmp_path):

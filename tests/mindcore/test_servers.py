@@ -198,8 +198,13 @@ def test_per_server_usage_in_the_ledger():
     summary = ledger.summary()
     patient = summary["patient"]
     assert patient["calls"] == 6 and patient["prompt_tokens"] == 24 and patient["engine"] == "pool"
-    assert {k: v["calls"] for k, v in patient["servers"].items()} == {a.base_url: 3, b.base_url: 3}
-    assert patient["servers"][a.base_url]["completion_tokens"] == 9
+    # Least-outstanding picking sends a freed slot's next request to whichever server answered first, so the
+    # split depends on timing; what the ledger must get right is each server's own share.
+    calls = {k: v["calls"] for k, v in patient["servers"].items()}
+    assert set(calls) == {a.base_url, b.base_url} and sum(calls.values()) == 6
+    assert calls == {u: sum(r.server == u for r in replies) for u in calls}
+    for u, n in calls.items():
+        assert patient["servers"][u]["completion_tokens"] == 3 * n  # the stub answers 3 tokens a call
     assert summary["judge"]["servers"] == {} and summary["judge"]["failed"] == 1
     assert set(ledger.by_server()) == {a.base_url, b.base_url}
 
