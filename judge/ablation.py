@@ -21,14 +21,12 @@ from typing import Any, Iterable
 
 import numpy as np
 
-from mindcore.plots import pyplot, save_png
 from mindcore.io import atomic_write_json, atomic_write_text, json_safe
+from mindcore.plots import pyplot, save_png
 from judge.rubric import Rubric
 from judge.scores import Sessions, cluster_bootstrap, columns_from_rows, session_table
 
 PLOT = "memory_ablation.png"
-
-
 
 
 def _keyed(s: Sessions, mask: np.ndarray) -> dict[tuple[str, str, str, int], int]:

@@ -23,7 +23,7 @@ from __future__ import annotations
 import asyncio
 import hashlib
 import json
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from functools import lru_cache
 from importlib import resources
 from pathlib import Path
@@ -266,7 +266,7 @@ def load_items(runs: Sequence[Path] = (), sessions: Path | None = None) -> list[
     for label, items in groups:
         for it in items:
             if counts[it.session_id] > 1:
-                it = ConversationItem(**{**it.__dict__, "item_id": f"{label}/{it.session_id}"})
+                it = replace(it, item_id=f"{label}/{it.session_id}")
             out.append(it)
     return out
 
@@ -278,7 +278,7 @@ def scored_systems(items: list[ConversationItem]) -> list[ConversationItem]:
     sample balances over simulators and keeps `load_items`' engine names.)"""
     if len({it.counsellor for it in items}) < 2:
         return items
-    return [ConversationItem(**{**it.__dict__, "system": system_name(it.system, it.counsellor)}) for it in items]
+    return [replace(it, system=system_name(it.system, it.counsellor)) for it in items]
 
 
 # -- human ratings -----------------------------------------------------------------------------------------

@@ -9,9 +9,9 @@ import math
 from pathlib import Path
 from typing import Any
 
-from mindcore.plots import pyplot, save_png
 from mindcore.io import atomic_write_json, atomic_write_text, json_safe
 from mindcore.layout import ReportFolder
+from mindcore.plots import pyplot, save_png
 from judge.rubric import Rubric
 from judge.schemas import SEVERITIES, JudgmentRow
 from judge.scores import system_label

@@ -198,6 +198,8 @@ def render(rep: dict[str, Any]) -> str:
               f"| all ratings equal | {_f(t['exact'], True)} |"]
     for p in t["pairwise"]:
         lines.append(f"| α {p['raters'][0]} / {p['raters'][1]} ({p['turns']} turns) | {_f(p['alpha'])} |")
+    if rep.get("plot"):
+        lines += ["", f"![Table 4 as a chart]({rep['plot']})"]
     return "\n".join(lines) + "\n"
 
 
@@ -256,6 +258,5 @@ def run_report(inputs: Sequence[Path], out: Path, key: Optional[Path] = None, dr
         plot(rep, Path(out) / PLOT)
         rep["plot"] = PLOT
     atomic_write_json(Path(out) / "realism_report.json", rep)
-    atomic_write_text(Path(out) / "realism_report.md",
-                      render(rep) + (f"\n![Table 4 as a chart]({PLOT})\n" if rep.get("plot") else ""))
+    atomic_write_text(Path(out) / "realism_report.md", render(rep))
     return rep
