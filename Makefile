@@ -18,11 +18,16 @@ browser:
 	  { [ "$$(id -u)" = 0 ] && (apt-get update -qq && apt-get install -y -qq chromium chromium-driver >/dev/null) || \
 	    echo "browser: chromium/chromium-driver not installed and not root; the page tests will be skipped"; }
 
+# The fast suite runs on JOBS workers, a test file per worker at a time (module fixtures stay whole); the
+# embedded tests run after it in one process: they share one engine run, and llama.cpp already uses every core.
+JOBS ?= 2
+
 test: install browser
-	$(PY) -m pytest -q
+	$(PY) -m pytest -q -m "not embedded" -n $(JOBS) --dist loadfile
+	$(PY) -m pytest -q -m embedded
 
 test-fast: install browser
-	$(PY) -m pytest -q -m "not embedded"
+	$(PY) -m pytest -q -m "not embedded" -n $(JOBS) --dist loadfile
 
 bench: install
 	$(PY) benchmarks/bench_engine.py

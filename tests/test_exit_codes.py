@@ -390,8 +390,11 @@ def test_ctrl_c_exits_130_with_a_resume_hint(openai_stub, tmp_path):
     write_profiles([make_profile("p1")], tmp_path / "profiles")
     stub = openai_stub(slow)
     recipe = _stub_recipe(tmp_path / "r.yaml", stub, [], "simulation: {sessions: 1, turn_cap: 3}\n")
+    # Started as from a terminal: a pytest-xdist worker ignores SIGINT, and a child inherits that (Python then
+    # installs no KeyboardInterrupt handler), so Ctrl-C would never reach the command under test.
     proc = subprocess.Popen([MINDSIM, "simulate", "--profiles", tmp_path / "profiles", "--recipe", recipe, "--out", tmp_path / "o"],
-                            cwd=tmp_path, env=ENV, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+                            cwd=tmp_path, env=ENV, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True,
+                            preexec_fn=lambda: signal.signal(signal.SIGINT, signal.SIG_DFL))
     try:
         deadline = time.monotonic() + 60
         while not stub.requests and time.monotonic() < deadline and proc.poll() is None:
