@@ -16,7 +16,7 @@ REPO = Path(__file__).resolve().parent.parent
 # Test helpers shared across packages (openai_stub.py) are imported by module name from any test folder.
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 SHARED = REPO.parent / "shared"
-QUICKSTART_RUNS = 2
+QUICKSTART_RUNS = 3
 
 
 # The fixtures that start the real embedded engine; every other engine-backed fixture builds on one of them.
@@ -48,29 +48,46 @@ def embedded_engines():
 
 @pytest.fixture(scope="session")
 def quickstart_run(tmp_path_factory) -> Path:
-    """The README's main job (recipes/quickstart.yaml) run once on the real embedded engine, shared by every
-    test that inspects real output: the job tests, the simulator's and the harness-text checks."""
+    """The README's main job (recipes/quickstart.yaml at the test size of `quick_recipes`: one pool patient)
+    run once on the real embedded engine, shared by every test that inspects real output: the job tests, the
+    simulator's and the judge's checks, and every study run that resumes its profiles. Its recipe is
+    `recipe.yaml` beside the returned run folder."""
     import pyarrow.parquet as pq
 
     from mindcore.errors import EngineError
     from mindsim_app.job import run_job
+    from quick_recipes import quick_recipe, write_recipe
 
-    out = tmp_path_factory.mktemp("run")
+    base = tmp_path_factory.mktemp("quickstart")
+    recipe = write_recipe(quick_recipe(), base / "recipe.yaml")
+    out = base / "run"
     # The 135M model can sink arcs (NOTES §6) and batched llama.cpp output is not deterministic, so when a run
     # leaves nothing for the tests to check (it failed, or no arc finished all its sessions, so no memory or
     # trust carries from one session into the next) the same command is run again: it resumes, redoing only
-    # the failed work. Bounded, and paid only in that rare case.
+    # the failed work. When the screener called both candidates serious (verdicts are final, so a resume would
+    # stop at the same empty pool) the job starts over in a new folder. Bounded, and paid only in those rare cases.
     for attempt in range(QUICKSTART_RUNS):
         try:
-            summary = run_job(REPO / "recipes" / "quickstart.yaml", out)
+            summary = run_job(recipe, out)
         except EngineError:
             if attempt + 1 == QUICKSTART_RUNS:
                 raise
+            if not _pool_ids(out):
+                out = base / f"run{attempt + 1}"
             continue
         assert summary.info["status"] == "finished"
         if max(pq.read_table(out / "sessions" / "sessions.parquet", columns=["session_index"]).column(0).to_pylist()) > 0:
             break
     return out
+
+
+def _pool_ids(run: Path) -> list[str]:
+    import pyarrow.parquet as pq
+
+    table = run / "profiles" / "profiles.parquet"
+    if not table.is_file():
+        return []
+    return [r["profile_id"] for r in pq.read_table(table, columns=["profile_id", "in_pool"]).to_pylist() if r["in_pool"]]
 
 
 @pytest.fixture

@@ -392,7 +392,12 @@ def test_the_embedded_engine_runs_under_the_ray_runner(cluster, embedded_engines
     memory, prompt evaluation does not speed up with more servers (NOTES §2), and one server keeps
     the shared first scenario's prefix in one cache. Its `parallel` slots are the global cap the
     workers share. On a multi-node cluster the embedded engine is not reachable from other nodes:
-    use `kind: vllm` / `kind: openai` servers there (docs/scale.md)."""
+    use `kind: vllm` / `kind: openai` servers there (docs/scale.md).
+
+    The patients are MindEval baselines (a mapper call, then one request a turn): what is under test is the
+    workers' calls reaching the driver's server, which every engine makes alike, and on 2 cores a MindSim turn's
+    four long-prompt requests would cost the suite minutes here (docs/baselines.md "Cost per patient turn");
+    the MindSim patient on Ray is pinned against the local runner on the fake engine above."""
     before = embedded_engines.ledger.summary().get("patient", {}).get("calls", 0)
     profiles = [make_profile("e1"), make_profile("e3", "joker")]  # stable_shard puts them in shards 0 and 1
     # The first scenarios are checkpointed in advance, so the workers resume them: the scenario writer already
@@ -402,8 +407,8 @@ def test_the_embedded_engine_runs_under_the_ray_runner(cluster, embedded_engines
     for p in profiles:
         store.save(ScenarioRecord(patient_id=p.profile_id, seed=1, scenario=Scenario.model_validate(SCENARIO),
                                   engine={}, prompt={}))
-    config = SimulationConfig(sessions=1, turn_cap=2, final_memory=False, message_max_tokens=80,
-                              max_message_retries=3, trim_cut_off=True, message_context="speech")
+    config = SimulationConfig(sessions=1, turn_cap=2, patient_engine="mindeval", final_memory=False,
+                              message_max_tokens=80, max_message_retries=3, trim_cut_off=True)
     # A 135M model may sink an arc; a rerun resumes (finished sessions kept, failed arcs retried), bounded.
     for _ in range(3):
         summary = run_simulation(profiles, embedded_engines, config, tmp_path,

@@ -1,7 +1,7 @@
 """The PatientAct patient engine end to end on the real embedded engine (SmolLM2-135M): `mindsim run` of the
 quickstart recipe with `patient_engine: patientact` (two sessions, one full patient turn per
-session), then `mindsim judge run --rubric patientact` and `mindsim export patient` through the console script.
-One patient of the pool, so one arc of two sessions.
+session; the session fixture `patientact_run` in this folder's conftest), then `mindsim judge run --rubric
+patientact` and `mindsim export patient` through the console script. One patient, so one arc of two sessions.
 
 The profiles are the shared quickstart run's: its profile checkpoints are copied in, and the recipe keeps every
 profile setting, so the profile stage resumes them instead of writing new ones (causal checks off, as they would
@@ -17,61 +17,17 @@ from __future__ import annotations
 import json
 import shutil
 import subprocess
-from pathlib import Path
 
 import pyarrow.parquet as pq
 import pytest
 import yaml
 from arc_checks import check_arc_ledger, check_trust_carry
+from quick_recipes import REPO, RUNS, quick_recipe, resume_profiles, write_recipe
 
-REPO = Path(__file__).resolve().parents[2]
+from mindsim.patientact.participant import session_items
+from mindsim.scenario import Scenario
 
 pytestmark = pytest.mark.embedded
-
-
-# The 135M model sinks an arc now and then (NOTES §6) and batched llama.cpp output is not deterministic, so a
-# rerun of the same command (which resumes: finished sessions are kept, a failed arc's unfinished ones are
-# retried) usually completes it. Bounded, so a model that never gets there fails the tests instead of hanging.
-RUNS = 3
-
-
-@pytest.fixture(scope="module")
-def patientact_run(quickstart_run, tmp_path_factory) -> tuple[Path, dict]:
-    from mindcore.errors import EngineError
-    from mindsim_app.job import run_job
-
-    base = tmp_path_factory.mktemp("patientact")
-    recipe = yaml.safe_load((REPO / "recipes" / "quickstart.yaml").read_text())
-    recipe["name"] = "quickstart-patientact"
-    recipe["profiles"]["causal_checks"] = False
-    # One patient, two sessions (trust carries from one into the next); the MHQR stage is left out: it is
-    # engine-agnostic and the quickstart run already pays for it on the embedded engine.
-    # Without the psychological formulation: with it the profile has about twice the pieces, and the 135M
-    # decomposer must give every piece three distinct tags in one answer, which it did in none of four runs with
-    # it here (2026-12-01, three to five tries each); the formulation's own call is pinned by the fake-engine tests.
-    recipe["simulation"].update(patient_engine="patientact", max_patients=1,
-                                patientact={**recipe["simulation"].get("patientact", {}), "psych_formulation": False})
-    del recipe["judge"]
-    path = base / "recipe.yaml"
-    path.write_text(yaml.safe_dump(recipe, sort_keys=False))
-    out = base / "run"
-    shutil.copytree(quickstart_run / "profiles" / "checkpoints", out / "profiles" / "checkpoints")
-    kept = {p.name: p.read_bytes() for p in (out / "profiles" / "checkpoints").glob("*.json")}
-    summary, errors = None, []
-    for _ in range(RUNS):
-        try:
-            summary = run_job(path, out)
-        except EngineError as exc:  # the arc failed before any session finished: exit 1, nothing to check yet
-            errors.append(str(exc))
-            continue
-        assert summary.info["status"] == "finished"
-        if json.loads((out / "sessions" / "summary.json").read_text())["sessions_written"] == 2:
-            break
-    if summary is None:
-        pytest.fail(f"the PatientAct arc finished no session in {RUNS} runs: {errors}")
-    # The profiles were resumed, not rewritten.
-    assert {p.name: p.read_bytes() for p in (out / "profiles" / "checkpoints").glob("*.json") if p.name in kept} == kept
-    return out, summary.info
 
 
 def _cli(*args: str) -> subprocess.CompletedProcess:
@@ -95,6 +51,11 @@ def test_sessions_obey_the_engine_rules(patientact_run):
         assert 1.0 <= pa["trust_start"] <= 4.0 and 1.0 <= pa["trust_end"] <= 4.0
         items = {i["id"]: i for i in pa["decomposition"]["items"]}
         assert items and all(i["level"] in (1.0, 1.5, 2.0, 2.5, 3.0, 3.5, 4.0) for i in items.values())
+        # The session's own items (the scenario's thoughts, bodily signs and behaviours, `s1`…) go through the
+        # same gate; they are not stored, they follow from the scenario.
+        scenario = {i.id: i.model_dump() for i in session_items(Scenario.model_validate(r["scenario"]))}
+        assert not set(scenario) & set(items)
+        items.update(scenario)
         for t in r["turns"]:
             assert t["message"].strip() and "[inner state]" not in t["message"] and '{"name":' not in t["message"]
             s = t["patientact"]
@@ -178,7 +139,7 @@ def paper_quick_recipe() -> dict:
     and profiles, one patient, one session of two patient turns, lexical matching (a 135M matcher only adds
     minutes), no psychological formulation (see `patientact_run`) and the simulation roles at the paper's 0.7."""
     paper = yaml.safe_load((REPO / "recipes" / "patientact_paper.yaml").read_text())
-    quick = yaml.safe_load((REPO / "recipes" / "quickstart.yaml").read_text())
+    quick = quick_recipe()
     recipe = {**paper, "name": "patientact-paper-quick", "engines": quick["engines"], "roles": quick["roles"],
               "profiles": {**quick["profiles"], "causal_checks": False}, "validation": quick["validation"]}
     for role in ("patient", "counsellor"):
@@ -194,19 +155,22 @@ def paper_quick_recipe() -> dict:
     return recipe
 
 
-def test_paper_recipe_override_runs_four_arms_embedded(quickstart_run, tmp_path_factory):
+def test_paper_recipe_override_runs_four_arms_embedded(patientact_run, tmp_path_factory):
     from mindcore.errors import EngineError
     from mindsim_app.job import run_job
 
     base = tmp_path_factory.mktemp("patientact-paper")
-    path = base / "recipe.yaml"
-    path.write_text(yaml.safe_dump(paper_quick_recipe(), sort_keys=False))
+    path = write_recipe(paper_quick_recipe(), base / "recipe.yaml")
     out = base / "run"
-    shutil.copytree(quickstart_run / "profiles" / "checkpoints", out / "profiles" / "checkpoints")
+    # The PatientAct run's profiles, first scenario and decomposition of the same patient: the arms differ in how
+    # they use the inner material, not in what it is, so only the four arms' sessions are paid for here.
+    source = patientact_run[0]
+    resume_profiles(source, out, decompositions=True)
+    decompositions = {p.name: p.read_bytes() for p in (out / "sessions" / "decompositions").glob("*.json")}
     # The 135M model may sink an arm (a counted failed arc); the same command resumes, redoing only those,
     # bounded, until every arm has its session (on 2026-12-01 all four came at the first try, and all five
     # engines of bench_patientact too).
-    for _ in range(3):
+    for _ in range(RUNS):
         try:
             assert run_job(path, out).info["status"] == "finished"
         except EngineError:
@@ -218,12 +182,12 @@ def test_paper_recipe_override_runs_four_arms_embedded(quickstart_run, tmp_path_
         if {r["patient_engine"] for r in rows} == set(ARMS):
             break
     assert {r["patient_engine"] for r in rows} == set(ARMS), f"three runs left arms without a session: {ssum['failed_arcs']}"
+    assert {p.name: p.read_bytes() for p in (out / "sessions" / "decompositions").glob("*.json")} == decompositions
     for r in rows:
         assert r["patientact"]["trust_start"] == 2.5 and r["counsellor_messages"][1]["role"] == "assistant"
-    res = _cli("judge", "run", str(out), "--rubric", "patientact", "--recipe", str(path))
-    assert res.returncode in (0, 1), res.stderr[-2000:]
-    md = (out / "patientact_judge" / "report.md").read_text()
-    assert "Best vs second best (judge scores)" in md or res.returncode == 1
+    # The rubric's console script is run on `patientact_run` above and its four-system table (best vs second
+    # best) on the fake engine (tests/judge/test_patientact_rubric.py); four more session judgments would only
+    # add minutes here. The profile evaluation runs on this run's recipe.
     res = _cli("patientact", "profile-eval", str(out), "--recipe", str(path))
     assert res.returncode in (0, 1), res.stderr[-2000:]
     assert "PatientAct profile evaluation" in (out / "patientact_profile_eval" / "report.md").read_text()
