@@ -89,6 +89,8 @@ def two_counsellor_run(quickstart_run, tmp_path_factory) -> dict:
     resume_profiles(quickstart_run, out)
     for part in ("sessions/checkpoints", "judgments/cache"):
         shutil.copytree(quickstart_run / part, out / part)
+    # Session checkpoints resume only beside the layout stamp they were written under.
+    shutil.copy2(quickstart_run / "sessions" / "layout.json", out / "sessions" / "layout.json")
     ck = out / "sessions" / "checkpoints"
     copied = {p.name: p.read_bytes() for p in ck.glob("*.json")}
     records = [json.loads(b) for b in copied.values()]
