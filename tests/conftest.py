@@ -53,10 +53,10 @@ def quickstart_run(tmp_path_factory) -> Path:
     simulator's and the judge's checks, and every study run that resumes its profiles. Its recipe is
     `recipe.yaml` beside the returned run folder."""
     import pyarrow.parquet as pq
+    from quick_recipes import quick_recipe, write_recipe
 
     from mindcore.errors import EngineError
     from mindsim_app.job import run_job
-    from quick_recipes import quick_recipe, write_recipe
 
     base = tmp_path_factory.mktemp("quickstart")
     recipe = write_recipe(quick_recipe(), base / "recipe.yaml")
@@ -67,6 +67,7 @@ def quickstart_run(tmp_path_factory) -> Path:
     # the failed work. When the screener called both candidates serious (verdicts are final, so a resume would
     # stop at the same empty pool) the job starts over in a new folder. Bounded, and paid only in those rare cases.
     for attempt in range(QUICKSTART_RUNS):
+        fresh = not (out / "profiles" / "summary.json").exists()
         try:
             summary = run_job(recipe, out)
         except EngineError:
@@ -75,10 +76,25 @@ def quickstart_run(tmp_path_factory) -> Path:
             if not _pool_ids(out):
                 out = base / f"run{attempt + 1}"
             continue
+        finally:
+            if fresh:
+                _keep_first_attempt(out)
         assert summary.info["status"] == "finished"
         if max(pq.read_table(out / "sessions" / "sessions.parquet", columns=["session_index"]).column(0).to_pylist()) > 0:
             break
     return out
+
+
+def _keep_first_attempt(run: Path) -> None:
+    import shutil
+
+    from quick_recipes import first_attempt
+
+    keep = first_attempt(run)
+    keep.mkdir(exist_ok=True)
+    for name, src in (("profiles_summary.json", run / "profiles" / "summary.json"), ("run.json", run / "run.json")):
+        if src.is_file():
+            shutil.copy2(src, keep / name)
 
 
 def _pool_ids(run: Path) -> list[str]:

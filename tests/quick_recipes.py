@@ -53,3 +53,9 @@ def resume_profiles(source: Path, out: Path, *, scenarios: bool = True, decompos
         shutil.copytree(source / "sessions" / "scenarios", out / "sessions" / "scenarios")
     if decompositions:
         shutil.copytree(source / "sessions" / "decompositions", out / "sessions" / "decompositions")
+
+
+def first_attempt(run: Path) -> Path:
+    """Where `quickstart_run` keeps the profile summary and `run.json` of the job's first attempt in `run`: a
+    resumed attempt redoes no profile work, so its files count no profile calls."""
+    return run.parent / f"{run.name}.first"

@@ -28,9 +28,10 @@ def patientact_run(quickstart_run, tmp_path_factory) -> tuple[Path, dict]:
     """`mindsim run` of the quickstart recipe (test size) with `patient_engine: patientact`: one patient, one arc
     of two sessions (trust carries from one into the next), on the shared run's profiles (the recipe keeps every
     profile setting, so the profile stage resumes them; causal checks off, as they would change the keys)."""
+    from quick_recipes import RUNS, quick_recipe, resume_profiles, write_recipe
+
     from mindcore.errors import EngineError
     from mindsim_app.job import run_job
-    from quick_recipes import RUNS, quick_recipe, resume_profiles, write_recipe
 
     base = tmp_path_factory.mktemp("patientact")
     recipe = quick_recipe()
@@ -73,10 +74,11 @@ def two_counsellor_run(quickstart_run, tmp_path_factory) -> dict:
     first counsellor's arc and judgments are the shared run's (copied, resumed), so the new arc is the only
     simulation paid for. Returns what the kill-and-resume test and the ablation smoke test check."""
     from killing import kill_when
-    from mindsim.records import session_id
-    from mindsim_app.job import run_job
     from quick_recipes import TWO_COUNSELLORS as COUNSELLORS
     from quick_recipes import quick_recipe, resume_profiles, write_recipe
+
+    from mindsim.records import session_id
+    from mindsim_app.job import run_job
 
     base = tmp_path_factory.mktemp("two-counsellors")
     raw = quick_recipe()

@@ -140,7 +140,7 @@ def test_killed_run_resumes_from_finished_work(two_counsellor_run):
 
 
 def test_exports_have_the_right_shape(run_dir, tmp_path):
-    from mindsim_app.export import sft_rows, patient_rows, write_rows
+    from mindsim_app.export import patient_rows, sft_rows, write_rows
 
     sessions = {r["session_id"]: r for r in pq.read_table(run_dir / "sessions" / "sessions.parquet").to_pylist()}
     sft = sft_rows(run_dir)
@@ -203,6 +203,7 @@ def test_publish_refuses_foreign_files_and_reference_text(run_dir, tmp_path, sha
 
 def test_stubbed_push_sends_files_and_never_shows_the_token(run_dir, tmp_path, monkeypatch, capsys, caplog):
     from hub_stub import HubStub
+
     from mindsim_app.cli import main
 
     secret = "hf_TESTSECRET_do_not_print_0123456789"
