@@ -66,7 +66,7 @@ def ask(port: int, system: str, user: str, tokens: int) -> dict:
 
 def main() -> None:
     ap = argparse.ArgumentParser()
-    ap.add_argument("--words", type=int, default=250, help="facts in the long system prompt (~15 tokens each)")
+    ap.add_argument("--words", type=int, default=250, help="facts in the long system prompt (~24 tokens each)")
     ap.add_argument("--repeat", type=int, default=2)
     ap.add_argument("--agree", type=int, default=8, help="short prompts whose greedy answers are compared")
     args = ap.parse_args()
