@@ -53,7 +53,7 @@ def quickstart_run(tmp_path_factory) -> Path:
     simulator's and the judge's checks, and every study run that resumes its profiles. Its recipe is
     `recipe.yaml` beside the returned run folder."""
     import pyarrow.parquet as pq
-    from quick_recipes import quick_recipe, write_recipe
+    from quick_recipes import keep_first_attempt, pool_ids, quick_recipe, write_recipe
 
     from mindcore.errors import EngineError
     from mindsim_app.job import run_job
@@ -73,37 +73,16 @@ def quickstart_run(tmp_path_factory) -> Path:
         except EngineError:
             if attempt + 1 == QUICKSTART_RUNS:
                 raise
-            if not _pool_ids(out):
+            if not pool_ids(out):
                 out = base / f"run{attempt + 1}"
             continue
         finally:
             if fresh:
-                _keep_first_attempt(out)
+                keep_first_attempt(out)
         assert summary.info["status"] == "finished"
         if max(pq.read_table(out / "sessions" / "sessions.parquet", columns=["session_index"]).column(0).to_pylist()) > 0:
             break
     return out
-
-
-def _keep_first_attempt(run: Path) -> None:
-    import shutil
-
-    from quick_recipes import first_attempt
-
-    keep = first_attempt(run)
-    keep.mkdir(exist_ok=True)
-    for name, src in (("profiles_summary.json", run / "profiles" / "summary.json"), ("run.json", run / "run.json")):
-        if src.is_file():
-            shutil.copy2(src, keep / name)
-
-
-def _pool_ids(run: Path) -> list[str]:
-    import pyarrow.parquet as pq
-
-    table = run / "profiles" / "profiles.parquet"
-    if not table.is_file():
-        return []
-    return [r["profile_id"] for r in pq.read_table(table, columns=["profile_id", "in_pool"]).to_pylist() if r["in_pool"]]
 
 
 @pytest.fixture

@@ -59,3 +59,27 @@ def first_attempt(run: Path) -> Path:
     """Where `quickstart_run` keeps the profile summary and `run.json` of the job's first attempt in `run`: a
     resumed attempt redoes no profile work, so its files count no profile calls."""
     return run.parent / f"{run.name}.first"
+
+
+def keep_first_attempt(run: Path) -> None:
+    keep = first_attempt(run)
+    keep.mkdir(exist_ok=True)
+    for name, src in (("profiles_summary.json", run / "profiles" / "summary.json"), ("run.json", run / "run.json")):
+        if src.is_file():
+            shutil.copy2(src, keep / name)
+
+
+def pool_ids(run: Path) -> list[str]:
+    """The run's pool patients, sorted; none when the profile stage wrote no table."""
+    import pyarrow.parquet as pq
+
+    table = run / "profiles" / "profiles.parquet"
+    if not table.is_file():
+        return []
+    rows = pq.read_table(table, columns=["profile_id", "in_pool"]).to_pylist()
+    return sorted(r["profile_id"] for r in rows if r["in_pool"])
+
+
+def stamps(folder: Path) -> dict[str, int]:
+    """Modification times of a checkpoint folder's files: a resume that rewrote one changes its stamp."""
+    return {p.name: p.stat().st_mtime_ns for p in folder.glob("*.json")}

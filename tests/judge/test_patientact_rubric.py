@@ -19,8 +19,8 @@ from judgefakes import recipe_for, session
 import judge
 from judge.patientact import (
     ConversationJudge, HumanRating, Judgment, answer_model, failures, identification_accuracy, judge_item,
-    krippendorff_alpha, load_human, load_items, mann_whitney, scored_systems, mean_human, rating_matrix, rubrics, spearman,
-    system_label, system_means, transcript,
+    krippendorff_alpha, load_human, load_items, mann_whitney, mean_human, rating_matrix, rubrics, scored_systems,
+    spearman, system_label, system_means, transcript,
 )
 from judge.patientact_report import build_report, report_md, run_patientact
 from mindcore.engine import Engines

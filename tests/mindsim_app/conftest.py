@@ -1,7 +1,8 @@
 """Application-layer tests reuse the simulator tests' helpers (`simfakes`, `hub_stub`, `killing`) and the judge
 tests' `judgefakes`: make those folders, and this one (`reportfix`, run fixtures), importable under pytest's
-importlib import mode. The PatientAct run on the embedded engine is here, shared by the PatientAct tests and
-the study runs that reuse its decomposition."""
+importlib import mode. Two of the runs the embedded tests share are here: the PatientAct run (the PatientAct
+tests; the study runs reuse its scenario and decomposition) and the two-counsellor run (the kill-and-resume
+and ablation smoke tests)."""
 
 from __future__ import annotations
 
@@ -65,7 +66,6 @@ def patientact_run(quickstart_run, tmp_path_factory) -> tuple[Path, dict]:
     return out, summary.info
 
 
-
 @pytest.fixture(scope="session")
 def two_counsellor_run(quickstart_run, tmp_path_factory) -> dict:
     """The shared run given a second counsellor on the same profiles and first scenarios, through the job as a
@@ -75,7 +75,7 @@ def two_counsellor_run(quickstart_run, tmp_path_factory) -> dict:
     simulation paid for. Returns what the kill-and-resume test and the ablation smoke test check."""
     from killing import kill_when
     from quick_recipes import TWO_COUNSELLORS as COUNSELLORS
-    from quick_recipes import quick_recipe, resume_profiles, write_recipe
+    from quick_recipes import quick_recipe, resume_profiles, stamps, write_recipe
 
     from mindsim.records import session_id
     from mindsim_app.job import run_job
@@ -100,11 +100,11 @@ def two_counsellor_run(quickstart_run, tmp_path_factory) -> dict:
     new = {f"{session_id(r['patient_id'], COUNSELLORS[1], r['session_index'], r['seed'])}.json": r["session_index"]
            for r in records}
     first = [ck / name for name, index in new.items() if index == 0]
-    profile_marks = {p.name: p.stat().st_mtime_ns for p in (out / "profiles" / "checkpoints").glob("*.json")}
+    profile_marks = stamps(out / "profiles" / "checkpoints")
 
     kill_when([sys.executable, "-m", "mindsim", "run", str(recipe), "--out", str(out)],
               lambda: any(p.exists() for p in first), timeout_s=900)
     kept = {p.name: p.read_bytes() for p in ck.glob("*.json")}
     summary = run_job(recipe, out)
-    return {"out": out, "recipe": recipe, "copied": copied, "new": sorted(new), "kept": kept,
-            "profile_marks": profile_marks, "summary": summary}
+    return {"out": out, "copied": copied, "new": sorted(new), "kept": kept, "profile_marks": profile_marks,
+            "summary": summary}

@@ -11,6 +11,7 @@ from pathlib import Path
 import pyarrow as pa
 import pyarrow.parquet as pq
 import pytest
+from quick_recipes import pool_ids, stamps
 
 from mindcore.errors import ConfigError
 from mindsim_app.cards import MANIFEST
@@ -71,33 +72,24 @@ def test_card_has_every_section(run_dir):
     assert (run_dir / "dataset" / "MIBOT_NOTICE.md").is_file()
 
 
-def _pool(run_dir: Path) -> list[str]:
-    t = pq.read_table(run_dir / "profiles" / "profiles.parquet", columns=["profile_id", "in_pool"]).to_pylist()
-    return sorted(r["profile_id"] for r in t if r["in_pool"])
-
-
-def _stamps(folder: Path) -> dict[str, int]:
-    return {p.name: p.stat().st_mtime_ns for p in folder.glob("*.json")}
-
-
 def test_rerun_resumes_and_other_recipe_is_refused(quickstart_run, recipe, tmp_path):
     # On a copy: the shared run stays as the job first wrote it for the tests that read it later.
     run_dir = tmp_path / "run"
     shutil.copytree(quickstart_run, run_dir)
     before = pq.read_table(run_dir / "sessions" / "sessions.parquet").column("session_id").to_pylist()
     run_id = json.loads((run_dir / "run.json").read_text())["run_id"]
-    pool = _pool(run_dir)
-    profile_marks = _stamps(run_dir / "profiles" / "checkpoints")
-    session_marks = _stamps(run_dir / "sessions" / "checkpoints")
+    pool = pool_ids(run_dir)
+    profile_marks = stamps(run_dir / "profiles" / "checkpoints")
+    session_marks = stamps(run_dir / "sessions" / "checkpoints")
     outage = any(json.loads(line)["retry_on_rerun"] for line in
                  (run_dir / "profiles" / "failures.jsonl").read_text().splitlines())
     summary = run_job(recipe, run_dir)
     after = pq.read_table(run_dir / "sessions" / "sessions.parquet").column("session_id").to_pylist()
     # Finished work is reused, not redone: every checkpoint untouched and, unless the engine dropped a
     # request the first time (retried now), the same pool. An arc that failed may add sessions.
-    assert summary.run_id == run_id and (outage or _pool(run_dir) == pool)
-    assert {k: v for k, v in _stamps(run_dir / "profiles" / "checkpoints").items() if k in profile_marks} == profile_marks
-    assert {k: v for k, v in _stamps(run_dir / "sessions" / "checkpoints").items() if k in session_marks} == session_marks
+    assert summary.run_id == run_id and (outage or pool_ids(run_dir) == pool)
+    assert {k: v for k, v in stamps(run_dir / "profiles" / "checkpoints").items() if k in profile_marks} == profile_marks
+    assert {k: v for k, v in stamps(run_dir / "sessions" / "checkpoints").items() if k in session_marks} == session_marks
     assert set(before) <= set(after)
     other = tmp_path / "other.yaml"
     other.write_text(recipe.read_text().replace("name: quickstart-test", "name: other"))
@@ -128,7 +120,7 @@ def test_killed_run_resumes_from_finished_work(two_counsellor_run):
     assert not (copied | new) - present or [f["counsellor"] for f in failed] == ["counsellor:b"], failed
     for name, data in kept.items():
         assert (ck / name).read_bytes() == data
-    now = {p.name: p.stat().st_mtime_ns for p in (work / "profiles" / "checkpoints").glob("*.json")}
+    now = stamps(work / "profiles" / "checkpoints")
     assert {k: now[k] for k in run["profile_marks"]} == run["profile_marks"]
     rows = pq.read_table(work / "sessions" / "sessions.parquet").to_pylist()
     assert sorted(r["session_id"] for r in rows) == sorted(p.removesuffix(".json") for p in present)
