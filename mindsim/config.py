@@ -112,7 +112,9 @@ class SimulationConfig(BaseModel):
         "seeds moved on per trial, schedule and first scenario shared, so the spread measures sampling noise "
         "(1 = one run, ids and files as before trials existed)",
     )
-    turn_cap: int = Field(30, ge=2, le=200, description="Max patient turns per session, opening message included")
+    turn_cap: int = Field(
+        30, ge=1, le=200, description="Max patient turns per session, opening message included (at least 2 when the "
+        "patient opens: the scripted opening is not a simulated turn)")
     min_gap_hours: float = Field(6, ge=0, description="Shortest gap before a follow-up session")
     max_gap_hours: float = Field(336, gt=0, description="Longest gap before a follow-up session (14 days)")
     counsellors: list[str | CounsellorBinding] = Field(
@@ -193,6 +195,9 @@ class SimulationConfig(BaseModel):
     def _check(self) -> "SimulationConfig":
         if self.min_gap_hours > self.max_gap_hours:
             raise ValueError("min_gap_hours must not exceed max_gap_hours")
+        if self.turn_cap < 2 and self.opening == "patient":
+            raise ValueError("turn_cap: 1 leaves only the scenario's scripted opening message when the patient opens; "
+                             "set turn_cap to 2 or more, or opening: counsellor (one greeting and one patient reply)")
         names = [counsellor_name(c) for c in self.counsellors]
         if not names:
             raise ValueError("counsellors: name at least one counsellor")

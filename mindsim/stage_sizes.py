@@ -9,7 +9,8 @@ Per role:
 - scenario_writer: the later-session prompt with the previous scenario and a full transcript of
   `turn_cap` turns (patient messages at `message_max_tokens`, counsellor replies at their budget);
 - patient: the system prompt (largest case summary and scenario, memory at `memory_max_tokens`, the
-  archetype with the most moves) plus `turn_cap - 1` turns, each: a counsellor reply, two commit
+  archetype with the most moves) plus the turns the model writes (`turn_cap - 1`, or `turn_cap` when the
+  counsellor opens), each: a counsellor reply, two commit
   calls (one rejection per turn is assumed) with their answers, `max_todo_calls` agenda calls answered
   with an open list of the scenario's checkpoints plus `ASSUMED_ADDED_ITEMS`, and the message;
 - counsellor: its system prompt and the whole exchange; memory_compactor: the prior log, the whole
@@ -70,12 +71,13 @@ def session_fixtures(inp: Any, sz: Any) -> dict[str, Any]:
                        emotion=max(style.emotion, key=lambda k: len(style.emotion[k])),
                        concealment=max(style.concealment, key=lambda k: len(style.concealment[k].line)),
                        max_depth=3, hours_since_start=0, weekday="Wednesday", hour=12)
-    turns = s.turn_cap
     patient_msg, counsellor_msg = sz.text_of_tokens(message_bound(inp)), sz.text_of_tokens(inp.reply_bound()[0])
-    transcript = [{"role": "user", "content": patient_msg}]
-    for _ in range(turns - 1):
+    # A counsellor's greeting opens the session when it speaks first; else the patient's scripted opening does.
+    transcript = [{"role": "assistant", "content": counsellor_msg}] if s.opening == "counsellor" else []
+    transcript.append({"role": "user", "content": patient_msg})
+    for _ in range(s.turn_cap - 1):
         transcript += [{"role": "assistant", "content": counsellor_msg}, {"role": "user", "content": patient_msg}]
-    added = [fill_text(120)] * (min(ASSUMED_ADDED_ITEMS, (turns - 1) * s.max_todo_calls))
+    added = [fill_text(120)] * (min(ASSUMED_ADDED_ITEMS, replies(s) * s.max_todo_calls))
     return {"row": row, "f": f, "brief": writer_brief(row, f), "summary": case_summary(row, f), "scenario": scenario,
             "plan": plan, "style": style, "vocab": vocab, "transcript": transcript, "added": added,
             "agenda": Agenda.from_checkpoints(list(scenario.checkpoints) + added),
@@ -145,10 +147,16 @@ def patient_prompt(inp: Any, sz: Any) -> PromptSize:
     commits = 1 + min(1, s.max_commit_retries)
     per_turn = (reply + commits * (commit + result) + s.max_todo_calls * (todo + status)
                 + message_bound(inp) + MESSAGE_OVERHEAD * (2 + 2 * commits + 2 * s.max_todo_calls))
-    turns = s.turn_cap - 1
+    turns = replies(s)
     growth = turns * per_turn
     return PromptSize("patient", system + growth, {"system prompt": system, "first turn": per_turn,
                                                    f"growth over {turns} turns": growth}, note)
+
+
+def replies(s: Any) -> int:
+    """Patient turns the model writes in one session: every turn up to the cap but the scripted opening, which
+    only a patient who speaks first has."""
+    return s.turn_cap - (s.opening == "patient")
 
 
 def counsellor_prompt(inp: Any, sz: Any) -> PromptSize:

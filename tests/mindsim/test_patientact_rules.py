@@ -248,3 +248,16 @@ def test_the_four_arms_share_byte_identical_profiles_formulations_decompositions
         assert len(decomps) == 1 and len(formulations) == 1
         assert json.loads(decomps.pop())["formulation"] is not None
     assert len(list((tmp_path / "sessions" / "decompositions").glob("*.json"))) == 2
+
+
+def test_turn_cap_one_is_a_greeting_and_one_reply_and_needs_the_counsellor_to_open(tmp_path):
+    from mindcore.errors import ConfigError
+
+    rec, backend, _ = run(PAResponder(), opening="counsellor", turn_cap=1)
+    assert len(rec.turns) == 1 and not rec.turns[0].opening and rec.ended_by == "turn_cap"
+    assert [m["role"] for m in rec.transcript()] == ["assistant", "user"]
+    assert sum(r.role == "counsellor" for r in backend.requests) == 1
+    with pytest.raises(ConfigError, match="turn_cap: 1 leaves only the scenario's scripted opening.*opening: counsellor"):
+        SimulationConfig.from_section({"turn_cap": 1})
+    with pytest.raises(ConfigError, match="turn_cap"):
+        SimulationConfig.from_section({"turn_cap": 0, "opening": "counsellor"})

@@ -136,8 +136,10 @@ ARMS = ["patientact", "patientact:no_tg", "patientact:no_dm", "patientact:no_pip
 def paper_quick_recipe() -> dict:
     """recipes/patientact_paper.yaml cut to quickstart size for the embedded engine: its simulation section
     (four arms, counsellor first, trust from 2.5, the paper's counsellor) with the quickstart's engines, roles
-    and profiles, one patient, one session of two patient turns, lexical matching (a 135M matcher only adds
-    minutes), no psychological formulation (see `patientact_run`) and the simulation roles at the paper's 0.7."""
+    and profiles, one patient, one session of the counsellor's greeting and one patient reply (each arm's
+    steps run once; trust moving over turns is the two-session run's), lexical matching (a 135M matcher only
+    adds minutes), no psychological formulation (see `patientact_run`) and the simulation roles at the paper's
+    0.7."""
     paper = yaml.safe_load((REPO / "recipes" / "patientact_paper.yaml").read_text())
     quick = quick_recipe()
     recipe = {**paper, "name": "patientact-paper-quick", "engines": quick["engines"], "roles": quick["roles"],
@@ -146,7 +148,7 @@ def paper_quick_recipe() -> dict:
         recipe["roles"][role] = {**recipe["roles"][role], "temperature": 0.7}
     sim = {**quick["simulation"], **{k: paper["simulation"][k] for k in
                                      ("opening", "counsellor_template", "patient_engine", "patientact")}}
-    sim.update(sessions=1, turn_cap=2, max_patients=1)
+    sim.update(sessions=1, turn_cap=1, max_patients=1)
     # The paper's switches, with the quickstart's settings for the 135M model (attempts, budgets) kept.
     sim["patientact"] = {**quick["simulation"].get("patientact", {}), **sim["patientact"], "retrieval": "lexical",
                          "psych_formulation": False}  # as in `patientact_run`, for the 135M decomposer
@@ -185,6 +187,7 @@ def test_paper_recipe_override_runs_four_arms_embedded(patientact_run, tmp_path_
     assert {p.name: p.read_bytes() for p in (out / "sessions" / "decompositions").glob("*.json")} == decompositions
     for r in rows:
         assert r["patientact"]["trust_start"] == 2.5 and r["counsellor_messages"][1]["role"] == "assistant"
+        assert len(r["turns"]) == 1 and not r["turns"][0]["opening"] and r["turns"][0]["message"].strip()
     # The rubric's console script is run on `patientact_run` above and its four-system table (best vs second
     # best) on the fake engine (tests/judge/test_patientact_rubric.py); four more session judgments would only
     # add minutes here. The profile evaluation runs on this run's recipe.

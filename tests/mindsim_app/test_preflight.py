@@ -380,3 +380,20 @@ def test_a_raised_budget_goes_out_as_max_completion_tokens_with_the_reasoning_bu
     assert line.action == "raised" and line.budget == worst
     assert body["max_completion_tokens"] == worst + 1000 and "max_tokens" not in body
     assert body["reasoning_effort"] == "high"
+
+
+def test_a_counsellor_opening_sizes_the_patient_for_every_turn_it_writes():
+    """With the patient opening, the scripted opening is no model turn (turn_cap - 1 are written); with the
+    counsellor greeting first every one of the turn_cap turns is written, so the prompt grows by one more."""
+    def parts(**sim):
+        with _VLLMLike("m", 1_000_000) as srv:
+            r = _served_recipe(srv.base_url, "m", simulation={"turn_cap": 4, "message_max_tokens": 200, **sim})
+            with Engines.from_config(r.engines_config()) as engines:
+                return {c.role: c for c in preflight(r, engines, {"simulate"}).contexts}["patient"].prompt.parts
+
+    patient_first, counsellor_first = parts(), parts(opening="counsellor")
+    assert "growth over 3 turns" in patient_first and "growth over 4 turns" in counsellor_first
+    assert counsellor_first["growth over 4 turns"] == 4 * counsellor_first["first turn"]
+    assert counsellor_first["growth over 4 turns"] > patient_first["growth over 3 turns"]
+    one = parts(opening="counsellor", turn_cap=1)
+    assert one["growth over 1 turns"] == one["first turn"]
