@@ -7,7 +7,6 @@ tokens, docs/baselines.md), and llama.cpp's fast CPU matrix kernels cover Q8_0 a
 holds every Q4_1 weight almost exactly (8 bits for values that had 4 plus an offset), so it is the same model
 for any practical purpose; Q4_0 drops Q4_1's offset and is a different, coarser model.
 
-    pip install gguf      # only this script needs it
     python benchmarks/bench_quant.py [--words 250] [--repeat 2] [--agree 8]
 
 The re-encoded files are written to a temporary folder and removed at the end.
@@ -24,35 +23,7 @@ import urllib.request
 from pathlib import Path
 
 from mindcore.config import EmbeddedEngine
-from mindcore.embedded import EmbeddedServer, default_model_path
-
-
-def reencode(src: Path, dst: Path, target: str) -> Path:
-    """Write `src` with its Q4_1 tensors decoded and encoded again as `target`; every other tensor and all
-    metadata as they are."""
-    import numpy as np
-    from gguf import GGMLQuantizationType as Q
-    from gguf import GGUFReader, GGUFValueType, GGUFWriter
-    from gguf.quants import dequantize, quantize
-
-    reader = GGUFReader(src)
-    writer = GGUFWriter(dst, reader.fields["general.architecture"].contents())
-    for key, field in reader.fields.items():
-        if key.startswith("GGUF.") or key == "general.architecture":  # the writer sets these itself
-            continue
-        kind = field.types[0]
-        writer.add_key_value(key, field.contents(), kind, sub_type=field.types[-1] if kind == GGUFValueType.ARRAY else None)
-    goal = getattr(Q, target.upper())
-    for t in reader.tensors:
-        if t.tensor_type == Q.Q4_1:
-            writer.add_tensor(t.name, quantize(dequantize(t.data, t.tensor_type).astype(np.float32), goal), raw_dtype=goal)
-        else:
-            writer.add_tensor(t.name, t.data, raw_dtype=t.tensor_type)
-    writer.write_header_to_file()
-    writer.write_kv_data_to_file()
-    writer.write_tensors_to_file()
-    writer.close()
-    return dst
+from mindcore.embedded import EmbeddedServer, default_model_path, reencode
 
 
 def ask(port: int, system: str, user: str, tokens: int) -> dict:

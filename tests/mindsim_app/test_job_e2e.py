@@ -39,6 +39,8 @@ def test_every_stage_wrote_its_output(run_dir):
     assert info["engines"]["patient"]["engine"] == "local"
     assert any(k.startswith("patient/") for k in info["prompt_hashes"])
     assert info["usage"]["patient"]["calls"] > 0
+    # The quickstart's engine serves the shipped weights re-encoded as Q8_0 (mindcore/embedded.py), from the cache.
+    assert info["engine_backends"]["local"]["model"] == "SmolLM2-135M-Instruct.Q4_1.as-Q8_0"
     report = json.loads((run_dir / "validation" / "report.json").read_text())
     assert "mindsim/counsellor" in report["systems"]
 
