@@ -10,8 +10,11 @@ cannot fix (wrong URL path, bad key, bad request) fail at once with a message na
 from __future__ import annotations
 
 import asyncio
+import contextlib
 import datetime
 import email.utils
+import hashlib
+import json
 import logging
 import os
 import random
@@ -116,6 +119,34 @@ class _Server:
     )
 
 
+class _PrefixGate:
+    """One request at a time per long prompt prefix, in one event loop.
+
+    llama.cpp keeps a prompt's evaluated prefix in the slot that evaluated it and does not share it with the
+    other slots (measured: a prefix warm in one slot was evaluated again in full by each concurrent request that
+    landed on another). On a CPU, where prompt evaluation gains nothing from running several at once, two
+    requests that open with the same long system prompt (a judge's rubric, a writer's vocabulary) are faster one
+    after the other: the second lands on the warm slot and evaluates only what follows the prefix."""
+
+    def __init__(self) -> None:
+        self._locks: dict[str, list[Any]] = {}  # key -> [lock, requests holding or waiting for it]
+
+    @contextlib.asynccontextmanager
+    async def hold(self, key: str | None):
+        if key is None:
+            yield
+            return
+        entry = self._locks.setdefault(key, [asyncio.Lock(), 0])
+        entry[1] += 1
+        try:
+            async with entry[0]:
+                yield
+        finally:
+            entry[1] -= 1
+            if not entry[1]:
+                del self._locks[key]
+
+
 class OpenAIBackend:
     """Any OpenAI-compatible chat server: the embedded llama.cpp, `vllm serve`, hosted APIs — or
     several of them serving the same model, spread as follows.
@@ -136,6 +167,9 @@ class OpenAIBackend:
       the header, the usual backoff) has passed; requests go elsewhere or wait for the window.
     - `max_concurrency` caps each server (not the sum); `server_caps` overrides it per server (a
       Ray worker's share of the global cap, see `worker_caps`).
+    - `serial_prefix_chars` (the embedded engine): requests whose first message (with the tools, which a
+      template renders before it) is at least this long and the same are sent one at a time (`_PrefixGate`);
+      0, for servers that share cached prefixes across requests (vLLM) or hosted APIs, sends them as they come.
     """
 
     def __init__(
@@ -157,6 +191,7 @@ class OpenAIBackend:
         failure_limit: int = 3,
         cooldown_s: float = 30.0,
         token_param: str = "auto",
+        serial_prefix_chars: int = 0,
     ) -> None:
         urls = list(base_urls or ([base_url] if base_url else []))
         if not urls or (base_url and base_urls and [base_url] != urls[:1]):
@@ -179,6 +214,7 @@ class OpenAIBackend:
         self.failure_limit = failure_limit
         self.cooldown_s = cooldown_s
         self.token_param = token_param
+        self.serial_prefix_chars = serial_prefix_chars
         self.servers = [_Server(url, cap) for url, cap in zip(urls, caps)]
         self._lock = threading.Lock()
         self._rr = 0
@@ -186,6 +222,7 @@ class OpenAIBackend:
         # An AsyncOpenAI client and a semaphore are bound to the event loop they were first used in;
         # stages may run several `asyncio.run` calls, so keep one set per loop.
         self._per_loop: dict[int, list[tuple[openai.AsyncOpenAI, asyncio.Semaphore]]] = {}
+        self._gates: dict[int, _PrefixGate] = {}  # per event loop, as the semaphores
         # Clients of loops that ended without `aclose_loop` are kept referenced: garbage-collecting
         # one schedules its close on a dead loop, which only prints noise.
         self._retired: list[openai.AsyncOpenAI] = []
@@ -239,7 +276,18 @@ class OpenAIBackend:
             ]
             self._retired.extend(c for per in self._per_loop.values() for c, _ in per)
             self._per_loop = {id(loop): state}
+            self._gates = {id(loop): _PrefixGate()}
         return state
+
+    def _prefix_key(self, kwargs: dict[str, Any]) -> str | None:
+        """What `_PrefixGate` serialises on: the model, the tools and the first message, when that is long."""
+        if not self.serial_prefix_chars or not kwargs.get("messages"):
+            return None
+        first = kwargs["messages"][0].get("content")
+        if not isinstance(first, str) or len(first) < self.serial_prefix_chars:
+            return None
+        head = json.dumps([kwargs.get("model"), kwargs.get("tools"), kwargs["messages"][0]], sort_keys=True)
+        return hashlib.sha256(head.encode()).hexdigest()
 
     async def aclose_loop(self) -> None:
         """Close this loop's HTTP clients; call before the loop ends (`Engines.run` does)."""
@@ -378,6 +426,11 @@ class OpenAIBackend:
     async def complete(self, request: ChatRequest) -> RawReply:
         state = self._loop_state()
         kwargs = self._kwargs(request)
+        async with self._gates[id(asyncio.get_running_loop())].hold(self._prefix_key(kwargs)):
+            return await self._send(request, state, kwargs)
+
+    async def _send(self, request: ChatRequest, state: list[tuple[openai.AsyncOpenAI, asyncio.Semaphore]],
+                    kwargs: dict[str, Any]) -> RawReply:
         attempt = 0  # failures charged to this request's retry budget
         tried: set[int] = set()
         while True:

@@ -161,6 +161,11 @@ class EmbeddedEngine(_Strict):
     native_tools: bool = Field(
         False, description="SmolLM2's template cannot force tool calls, so tools go through a JSON schema"
     )
+    serial_prefix_chars: int = Field(
+        4000, ge=0, description="Requests opening with the same system prompt of at least this many characters are "
+        "sent one at a time, so each after the first reuses the slot that holds it (llama.cpp does not share a "
+        "cached prefix across slots); 0 sends every request as it comes"
+    )
 
 
 class _ServerPool(_Strict):

@@ -90,6 +90,7 @@ class Engines:
             kind=kind,
             # The embedded llama.cpp reads max_tokens; remote engines say (or leave it to `auto`).
             token_param=getattr(spec, "token_param", "max_tokens"),
+            serial_prefix_chars=getattr(spec, "serial_prefix_chars", 0),
             **pool,
         )
 

@@ -284,3 +284,41 @@ def test_recipe_fields(tmp_path):
     with pytest.raises(ConfigError, match="start each yourself"):
         load("{kind: vllm, model: m, launch: true, servers: [{port: 8000}, {port: 8001}]}").engines_config()
     assert VLLMEngine(model="m").urls == ["http://127.0.0.1:8000/v1"]
+
+
+def _sys(text: str, user: str) -> ChatRequest:
+    return ChatRequest(role="judge", model="m", messages=[{"role": "system", "content": text},
+                                                          {"role": "user", "content": user}])
+
+
+def _overlaps(hits) -> int:
+    """Most requests the stub held at once among `hits` (each held latency_s from its arrival)."""
+    times = sorted(h.at for h in hits)
+    return max(sum(1 for u in times if t <= u < t + 0.15) for t in times)
+
+
+def test_requests_with_one_long_system_prompt_go_one_at_a_time_on_the_embedded_engine():
+    """The embedded engine's gate (`serial_prefix_chars`): four requests opening with the same long system
+    prompt reach the server one after another; other long prompts, and short ones, go as they come."""
+    rubric, other = "r" * 5000, "o" * 5000
+    with StubServer("a", latency_s=0.15) as a:
+        reqs = [_sys(rubric, f"reply {i}") for i in range(4)] + [_sys(other, "x"), _sys(other, "y")]
+        reqs += [_sys("short", f"s{i}") for i in range(3)]
+        asyncio.run(send(backend(a, serial_prefix_chars=4000), reqs, in_flight=9))
+        by_prompt = {}
+        for h in a.hits:
+            by_prompt.setdefault(h.body["messages"][0]["content"], []).append(h)
+        assert [len(by_prompt[k]) for k in (rubric, other, "short")] == [4, 2, 3]
+        assert _overlaps(by_prompt[rubric]) == 1 and _overlaps(by_prompt[other]) == 1
+        assert _overlaps(by_prompt["short"]) == 3  # under the threshold: all at once
+        assert a.max_in_flight >= 5  # the gate holds one prompt's requests, not the others'
+    with StubServer("b", latency_s=0.15) as b:  # off (remote engines): all at once
+        asyncio.run(send(backend(b), [_sys(rubric, f"reply {i}") for i in range(4)], in_flight=4))
+        assert _overlaps(b.hits) == 4
+
+
+def test_remote_engines_send_long_prefixes_as_they_come():
+    cfg = EnginesConfig(engines={"api": OpenAIEngine(base_url="http://127.0.0.1:9/v1", model="m")},
+                        roles={"default": RoleSpec(engine="api")})
+    with Engines.from_config(cfg) as engines:
+        assert engines.backend("api").serial_prefix_chars == 0
