@@ -30,7 +30,7 @@ def _open(drv, page: Path):
 
 def test_page_opens_without_errors_or_network(browser, page):
     _open(browser, page)
-    urls = requests_made(browser)
+    urls = requests_made(browser, page.as_uri())
     assert urls and all(u.startswith(("file://", "data:")) for u in urls), urls
     severe = [e for e in browser.get_log("browser") if e["level"] == "SEVERE"]
     assert severe == []
