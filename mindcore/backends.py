@@ -291,7 +291,9 @@ class OpenAIBackend:
 
     async def aclose_loop(self) -> None:
         """Close this loop's HTTP clients; call before the loop ends (`Engines.run` does)."""
-        state = self._per_loop.pop(id(asyncio.get_running_loop()), None)
+        loop = id(asyncio.get_running_loop())
+        state = self._per_loop.pop(loop, None)
+        self._gates.pop(loop, None)
         for client, _ in state or []:
             await client.close()
 

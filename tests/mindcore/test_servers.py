@@ -291,17 +291,20 @@ def _sys(text: str, user: str) -> ChatRequest:
                                                           {"role": "user", "content": user}])
 
 
+HELD_S = 0.15  # how long the stub holds each request in the gate tests
+
+
 def _overlaps(hits) -> int:
-    """Most requests the stub held at once among `hits` (each held latency_s from its arrival)."""
+    """Most requests the stub held at once among `hits` (each held HELD_S from its arrival)."""
     times = sorted(h.at for h in hits)
-    return max(sum(1 for u in times if t <= u < t + 0.15) for t in times)
+    return max(sum(1 for u in times if t <= u < t + HELD_S) for t in times)
 
 
 def test_requests_with_one_long_system_prompt_go_one_at_a_time_on_the_embedded_engine():
     """The embedded engine's gate (`serial_prefix_chars`): four requests opening with the same long system
     prompt reach the server one after another; other long prompts, and short ones, go as they come."""
     rubric, other = "r" * 5000, "o" * 5000
-    with StubServer("a", latency_s=0.15) as a:
+    with StubServer("a", latency_s=HELD_S) as a:
         reqs = [_sys(rubric, f"reply {i}") for i in range(4)] + [_sys(other, "x"), _sys(other, "y")]
         reqs += [_sys("short", f"s{i}") for i in range(3)]
         asyncio.run(send(backend(a, serial_prefix_chars=4000), reqs, in_flight=9))
@@ -312,7 +315,7 @@ def test_requests_with_one_long_system_prompt_go_one_at_a_time_on_the_embedded_e
         assert _overlaps(by_prompt[rubric]) == 1 and _overlaps(by_prompt[other]) == 1
         assert _overlaps(by_prompt["short"]) == 3  # under the threshold: all at once
         assert a.max_in_flight >= 5  # the gate holds one prompt's requests, not the others'
-    with StubServer("b", latency_s=0.15) as b:  # off (remote engines): all at once
+    with StubServer("b", latency_s=HELD_S) as b:  # off (remote engines): all at once
         asyncio.run(send(backend(b), [_sys(rubric, f"reply {i}") for i in range(4)], in_flight=4))
         assert _overlaps(b.hits) == 4
 
