@@ -41,6 +41,7 @@ from mindcore.layout import RunLayout
 from mindcore.recipe import format_validation_error
 from mindcore.systems import system_name
 from mindcore.prompts import render, template_hash
+from mindcore import yamlio
 from judge.inputs import load_sessions
 
 CONVERSATION_TEMPLATE = "judge/patientact_conversation.jinja2"
@@ -99,7 +100,7 @@ class Rubrics(_Frozen):
 def rubrics() -> Rubrics:
     try:
         text = (resources.files("judge") / "data" / RUBRIC_FILE).read_text(encoding="utf-8")
-        return Rubrics.model_validate(yaml.safe_load(text))
+        return Rubrics.model_validate(yamlio.safe_load(text))
     except (OSError, yaml.YAMLError, ValidationError) as exc:
         raise ConfigError(f"judge/data/{RUBRIC_FILE} is invalid: {str(exc).splitlines()[0]}") from exc
 

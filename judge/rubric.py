@@ -13,6 +13,7 @@ import yaml
 from pydantic import BaseModel, ConfigDict, Field, ValidationError, create_model, model_validator
 
 from mindcore.errors import ConfigError
+from mindcore import yamlio
 
 RUBRIC_FILE = "rubric.yaml"
 # Bounds keep a small model from looping inside a string under a JSON grammar (NOTES §2).
@@ -122,7 +123,7 @@ def load_rubric(path: str | None = None) -> Rubric:
     except OSError as exc:
         raise ConfigError(f"rubric {where}: cannot read it ({exc.strerror})") from exc
     try:
-        return Rubric.model_validate(yaml.safe_load(text))
+        return Rubric.model_validate(yamlio.safe_load(text))
     except (yaml.YAMLError, ValidationError) as exc:
         raise ConfigError(f"rubric {where}: invalid ({str(exc).splitlines()[0]}); see judge/data/rubric.yaml") from exc
 

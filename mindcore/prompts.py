@@ -21,10 +21,10 @@ from pathlib import Path
 from typing import Any
 
 import jinja2
-import yaml
 from jinja2 import meta
 
 from mindcore.errors import ConfigError
+from mindcore import yamlio
 
 _ENV_OPTIONS: dict[str, Any] = dict(
     undefined=jinja2.StrictUndefined, trim_blocks=True, lstrip_blocks=True, keep_trailing_newline=False,
@@ -123,7 +123,7 @@ def shipped_variables(name: str) -> set[str]:
 def template_index() -> dict[str, dict[str, str]]:
     """`prompts/index.yaml`: per shipped template, the role that sends it and what it asks for."""
     text = resources.files("prompts").joinpath("index.yaml").read_text(encoding="utf-8")
-    return yaml.safe_load(text)["templates"]
+    return yamlio.safe_load(text)["templates"]
 
 
 def prompts_table() -> str:

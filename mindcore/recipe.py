@@ -13,6 +13,7 @@ from pydantic import BaseModel, ConfigDict, Field, PrivateAttr, ValidationError
 from mindcore.config import REQUEST_OPTION_DEFAULTS, EnginesConfig, EngineSpec, RoleSpec
 from mindcore.errors import ConfigError
 from mindcore.prompts import install_overrides, load_overrides
+from mindcore import yamlio
 
 C = TypeVar("C", bound=BaseModel)
 
@@ -173,7 +174,7 @@ def load_recipe(path: str | Path) -> Recipe:
     if "\x00" in text:
         raise ConfigError(f"{path}: binary data, not a YAML recipe")
     try:
-        data = yaml.safe_load(text)
+        data = yamlio.safe_load(text)
     except yaml.YAMLError as exc:
         mark = getattr(exc, "problem_mark", None)
         where = f"{path}:{mark.line + 1}" if mark else str(path)

@@ -21,11 +21,11 @@ from functools import cached_property, lru_cache
 from importlib import resources
 from typing import Any, Literal
 
-import yaml
 from pydantic import BaseModel, ConfigDict, Field
 
 from mindcore.errors import ConfigError, MindsimError
 from mindcore.prompts import render, template_hash
+from mindcore import yamlio
 from mindsim.agenda import Agenda
 from mindsim.memory import format_log
 from mindsim.schedule import SessionPlan
@@ -67,7 +67,7 @@ class StyleData(BaseModel):
 def load_style_data() -> StyleData:
     path = resources.files("mindsim") / "data" / "style.yaml"
     try:
-        return StyleData.model_validate(yaml.safe_load(path.read_text(encoding="utf-8")))
+        return StyleData.model_validate(yamlio.safe_load(path.read_text(encoding="utf-8")))
     except Exception as exc:
         raise ConfigError(f"mindsim/data/style.yaml is invalid: {exc}") from exc
 
@@ -207,7 +207,7 @@ class HarnessText(BaseModel):
 def load_harness_text() -> HarnessText:
     path = resources.files("mindsim") / "data" / "harness_text.yaml"
     try:
-        data = HarnessText.model_validate(yaml.safe_load(path.read_text(encoding="utf-8")))
+        data = HarnessText.model_validate(yamlio.safe_load(path.read_text(encoding="utf-8")))
         data.syntax_re, data.label_re  # compile now, so a bad pattern is a config error here
     except Exception as exc:
         raise ConfigError(f"mindsim/data/harness_text.yaml is invalid: {exc}") from exc

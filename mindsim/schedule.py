@@ -13,10 +13,10 @@ import random
 from functools import lru_cache
 from importlib import resources
 
-import yaml
 from pydantic import BaseModel, ConfigDict, Field
 
 from mindcore.errors import ConfigError
+from mindcore import yamlio
 from mindsim.config import SimulationConfig
 
 WEEKDAYS = ("Monday", "Tuesday", "Wednesday", "Thursday", "Friday", "Saturday", "Sunday")
@@ -92,7 +92,7 @@ class Schedule(BaseModel):
 def load_schedule_data() -> ScheduleData:
     path = resources.files("mindsim") / "data" / "schedule.yaml"
     try:
-        data = ScheduleData.model_validate(yaml.safe_load(path.read_text(encoding="utf-8")))
+        data = ScheduleData.model_validate(yamlio.safe_load(path.read_text(encoding="utf-8")))
     except Exception as exc:
         raise ConfigError(f"mindsim/data/schedule.yaml is invalid: {exc}") from exc
     levels = data.concealment.levels

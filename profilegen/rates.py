@@ -19,6 +19,7 @@ import yaml
 from pydantic import BaseModel, ConfigDict, Field, ValidationError
 
 from mindcore.errors import ConfigError, InputError
+from mindcore import yamlio
 from profilegen.schemas import AGE_BANDS
 from profilegen.vocab import Vocabularies, load_vocabularies
 
@@ -109,7 +110,7 @@ def load_rates(path: str | Path | None = None) -> Rates:
             raise ConfigError(f"cannot read rates file {path}: {exc}") from exc
         where = str(path)
     try:
-        rates = Rates.model_validate(yaml.safe_load(text))
+        rates = Rates.model_validate(yamlio.safe_load(text))
     except (yaml.YAMLError, ValidationError) as exc:
         raise ConfigError(f"rates file {where} is malformed: {exc}") from exc
     return check_rates(rates, load_vocabularies(), where)

@@ -13,6 +13,7 @@ import yaml
 from pydantic import BaseModel, ConfigDict, Field, ValidationError
 
 from mindcore.errors import ConfigError
+from mindcore import yamlio
 
 CORE_GROUPS = ("mood_and_emotions", "wellbeing_and_functioning", "interpersonal", "personal_growth")
 SKINNER_FAMILIES = (
@@ -87,7 +88,7 @@ class Vocabularies(_Strict):
 def _read(name: str) -> dict:
     path = resources.files("profilegen") / "data" / name
     try:
-        data = yaml.safe_load(path.read_text(encoding="utf-8"))
+        data = yamlio.safe_load(path.read_text(encoding="utf-8"))
     except (OSError, yaml.YAMLError) as exc:
         raise ConfigError(f"cannot read profilegen/data/{name}: {exc}") from exc
     if not isinstance(data, dict) or "source" not in data or "version" not in data:

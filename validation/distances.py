@@ -20,7 +20,6 @@ import zlib
 from dataclasses import dataclass
 
 import numpy as np
-import ot
 from pydantic import BaseModel, Field
 
 # Draws handled at once: small enough that a chunk of (draws x conversations) stays in CPU cache
@@ -206,6 +205,10 @@ def joint_distance(ref_values: np.ndarray, sim_values: np.ndarray, *, scale_from
     xb = _standardise(sim_values, mean, sd)
     if not len(xa) or not len(xb):
         return float("nan")
+    # POT's package import pulls in scikit-learn (~2.4 s here); only this function needs it, so a command that
+    # stops at bad input or computes no joint distance does not pay for it.
+    import ot
+
     cost = ot.dist(xa, xb, metric="euclidean")
     return float(ot.emd2(np.full(len(xa), 1.0 / len(xa)), np.full(len(xb), 1.0 / len(xb)), cost, numItermax=10_000_000))
 

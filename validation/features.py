@@ -22,11 +22,10 @@ from importlib import resources
 from typing import Any
 
 import numpy as np
-import yaml
-from lexicalrichness import LexicalRichness
 from pydantic import BaseModel, Field
 
 from mindcore.errors import ConfigError
+from mindcore import yamlio
 from validation.transcripts import Conversation
 
 FEATURES: tuple[str, ...] = (
@@ -110,7 +109,7 @@ def parse_lexicon(data: dict[str, Any], where: str) -> MarkerLexicon:
 @lru_cache(maxsize=1)
 def default_lexicon() -> MarkerLexicon:
     text = resources.files("validation").joinpath("data/markers.yaml").read_text(encoding="utf-8")
-    return parse_lexicon(yaml.safe_load(text), "validation/data/markers.yaml")
+    return parse_lexicon(yamlio.safe_load(text), "validation/data/markers.yaml")
 
 
 def count_sentences(text: str) -> int:
@@ -120,6 +119,10 @@ def count_sentences(text: str) -> int:
 
 def mtld(text: str, threshold: float = 0.72) -> float:
     """lexicalrichness MTLD (mean of the forward and the reversed pass); NaN for a text with no word."""
+    # lexicalrichness imports textblob, nltk, scipy.stats and matplotlib at its own import (~3.5 s here): imported on
+    # first use, so commands that stop at bad input or never measure a text do not wait for it.
+    from lexicalrichness import LexicalRichness
+
     try:
         return float(LexicalRichness(text).mtld(threshold=threshold))
     except ZeroDivisionError:

@@ -27,6 +27,7 @@ import yaml
 from mindcore.errors import InputError
 from mindcore.io import atomic_write_parquet
 from mindcore.provenance import base_provenance
+from mindcore import yamlio
 from validation.arc import LABELS, ArcResult, stretch_counts
 from validation.config import ValidationConfig
 from validation.distances import FeatureSample
@@ -65,7 +66,7 @@ def load_lexicon(config: ValidationConfig) -> MarkerLexicon:
     if not path.is_file():
         raise InputError(f"validation.markers: {path} not found; give a marker YAML like validation/data/markers.yaml")
     try:
-        data = yaml.safe_load(path.read_text(encoding="utf-8"))
+        data = yamlio.safe_load(path.read_text(encoding="utf-8"))
     except UnicodeDecodeError as exc:
         raise InputError(f"validation.markers: {path} is not UTF-8 text (byte 0x{exc.object[exc.start]:02x} at offset {exc.start}); save it as UTF-8 YAML") from None
     except yaml.YAMLError as exc:

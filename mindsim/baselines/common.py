@@ -22,11 +22,11 @@ from importlib import resources
 from pathlib import Path
 from typing import Any, Callable
 
-import yaml
 from pydantic import BaseModel, ConfigDict, Field, ValidationError
 
 from mindcore.errors import ConfigError, InputError
 from mindcore.io import CheckpointDir
+from mindcore import yamlio
 from mindsim.patient import TokenCount, speech_reply
 from mindsim.prompting import RejectedMessage
 from mindsim.records import PatientTurn
@@ -45,7 +45,7 @@ def load_data(name: str) -> dict[str, Any]:
     """A baseline's data file (`mindsim/data/baselines/<name>.yaml`)."""
     path = resources.files("mindsim") / "data" / "baselines" / f"{name}.yaml"
     try:
-        data = yaml.safe_load(path.read_text(encoding="utf-8"))
+        data = yamlio.safe_load(path.read_text(encoding="utf-8"))
     except Exception as exc:  # noqa: BLE001 - any unreadable file is the same fix
         raise ConfigError(f"mindsim/data/baselines/{name}.yaml is unreadable: {exc}") from exc
     if not isinstance(data, dict) or not data.get("source"):

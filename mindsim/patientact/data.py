@@ -9,10 +9,10 @@ from functools import lru_cache
 from importlib import resources
 from typing import Literal
 
-import yaml
 from pydantic import BaseModel, ConfigDict, Field, model_validator
 
 from mindcore.errors import ConfigError
+from mindcore import yamlio
 
 DATA_DIR = "data/patientact"
 
@@ -198,7 +198,7 @@ class Variants(_Frozen):
 def _load(name: str, model: type[BaseModel]):
     path = resources.files("mindsim").joinpath(DATA_DIR, name)
     try:
-        return model.model_validate(yaml.safe_load(path.read_text(encoding="utf-8")))
+        return model.model_validate(yamlio.safe_load(path.read_text(encoding="utf-8")))
     except Exception as exc:
         raise ConfigError(f"mindsim/{DATA_DIR}/{name} is invalid: {exc}") from exc
 

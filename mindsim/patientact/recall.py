@@ -16,7 +16,7 @@ from dataclasses import dataclass
 from importlib import resources
 from typing import Any, Awaitable, Callable
 
-import yaml
+from mindcore import yamlio
 from pydantic import BaseModel, ConfigDict, Field
 
 from mindsim.patientact.retrieval import relevant
@@ -68,7 +68,7 @@ class _Item:
 
 
 def _data(name: str) -> Any:
-    return yaml.safe_load(resources.files("mindsim").joinpath(f"data/patientact/{name}").read_text(encoding="utf-8"))
+    return yamlio.safe_load(resources.files("mindsim").joinpath(f"data/patientact/{name}").read_text(encoding="utf-8"))
 
 
 def load_cases() -> RecallCases:

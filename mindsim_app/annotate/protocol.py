@@ -22,6 +22,7 @@ from pydantic import BaseModel, ConfigDict, Field, ValidationError, create_model
 
 from mindcore.errors import ConfigError
 from mindcore.recipe import format_validation_error
+from mindcore import yamlio
 
 PROTOCOLS = ("mhqr", "realism", "patientact_session", "patientact_profile")
 DIVERSITY = "diversity"  # the profile protocol's once-per-rater question (an item of its own in each queue)
@@ -36,7 +37,7 @@ class AnswerError(ValueError):
 def protocol_data() -> dict[str, Any]:
     try:
         text = (resources.files("mindsim_app.annotate") / "data" / "protocols.yaml").read_text(encoding="utf-8")
-        return yaml.safe_load(text)
+        return yamlio.safe_load(text)
     except (OSError, yaml.YAMLError) as exc:
         raise ConfigError(f"mindsim_app/annotate/data/protocols.yaml is unreadable: {exc}") from exc
 

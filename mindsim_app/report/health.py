@@ -16,7 +16,7 @@ from functools import lru_cache
 from pathlib import Path
 from typing import Any
 
-import yaml
+from mindcore import yamlio
 
 from mindsim_app.report.ranking import system_of
 
@@ -26,7 +26,7 @@ _ROLE = re.compile(r"role '([a-z_]+)(?::[^']*)?'")
 
 @lru_cache(maxsize=1)
 def rules() -> dict[str, Any]:
-    return yaml.safe_load(RULES.read_text(encoding="utf-8"))
+    return yamlio.safe_load(RULES.read_text(encoding="utf-8"))
 
 
 def attribute(error: str | None, role: str | None = None) -> str:
