@@ -70,7 +70,8 @@ def recipe():
 @pytest.fixture
 def profile_engines(embedded_engines):
     """The session's embedded server with the quickstart's profile budgets: at least the longest answer of the
-    writer's schema at text scale 0.5 and of the screener's with 2 faults (a smaller budget cuts answers)."""
+    writer's schema at text scale 0.5 and of the screener's with 2 faults (a smaller budget cuts answers); the
+    causal-rules test writes at the quickstart's 0.4."""
     from mindcore.config import RoleSpec
     from mindcore.engine import Engines
 

@@ -382,7 +382,7 @@ def test_causal_checks_on_embedded_engine(profile_engines):
     and every fault kept — the causal rule faults included — quotes the profile verbatim. A 135M writer or
     screener often fails its re-asks (a counted failure, nothing to check), so up to three candidates are tried
     until one is screened; the test fails if none is."""
-    shape = ProfileShape(text_scale=0.5, screen_max_faults=2, causal_checks=True)
+    shape = ProfileShape(text_scale=0.4, screen_max_faults=2, causal_checks=True)  # the quickstart's limits
     prov = Provenance(seed=1, toolkit_version="t", prompts=prompt_hashes(True), shape=shape)
     rows = anchor_personas(load_personas("synthetic", 5, seed=1).rows, load_rates(), seed=1)[:3]
     failures = []
