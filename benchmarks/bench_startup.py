@@ -29,7 +29,7 @@ REPO = Path(__file__).resolve().parent.parent
 RATES = REPO / "profilegen" / "data" / "rates_default.yaml"
 
 
-def best(fn, repeat: int) -> float:
+def median_seconds(fn, repeat: int) -> float:
     """Median wall seconds of `repeat` calls."""
     times = []
     for _ in range(repeat):
@@ -43,21 +43,22 @@ def main() -> None:
     ap = argparse.ArgumentParser()
     ap.add_argument("--repeat", type=int, default=5)
     args = ap.parse_args()
-    files = sorted(p for d in ("mindcore", "mindsim", "mindsim_app", "profilegen", "validation", "judge", "recipes")
+    files = sorted(p for d in ("mindcore", "mindsim", "mindsim_app", "profilegen", "validation", "judge", "prompts",
+                                "recipes")
                    for p in (REPO / d).rglob("*.y*ml"))
     texts = [p.read_text(encoding="utf-8") for p in files]
     rates = RATES.read_text(encoding="utf-8")
 
     print(f"YAML, median of {args.repeat}:")
     for label, docs in ((f"{len(files)} shipped files", texts), ("rates_default.yaml", [rates])):
-        pure = best(lambda: [yaml.safe_load(t) for t in docs], args.repeat)
-        fast = best(lambda: [yamlio.safe_load(t) for t in docs], args.repeat)
+        pure = median_seconds(lambda: [yaml.safe_load(t) for t in docs], args.repeat)
+        fast = median_seconds(lambda: [yamlio.safe_load(t) for t in docs], args.repeat)
         print(f"  {label:24s} pure {pure:6.3f} s   libyaml {fast:6.3f} s   ratio {pure / fast:5.1f}x")
 
     print(f"imports in a fresh interpreter, median of {args.repeat}:")
-    bare = best(lambda: subprocess.run([sys.executable, "-c", "pass"], check=True), args.repeat)
+    bare = median_seconds(lambda: subprocess.run([sys.executable, "-c", "pass"], check=True), args.repeat)
     for mod in ("ot", "lexicalrichness"):
-        t = best(lambda: subprocess.run([sys.executable, "-c", f"import {mod}"], check=True), args.repeat)
+        t = median_seconds(lambda: subprocess.run([sys.executable, "-c", f"import {mod}"], check=True), args.repeat)
         print(f"  import {mod:16s} {t - bare:6.2f} s over a bare interpreter ({bare:.2f} s)")
 
     exe = shutil.which("mindsim")
@@ -78,7 +79,7 @@ def main() -> None:
             def call():
                 codes.add(subprocess.run([exe, *map(str, argv)], capture_output=True).returncode)
 
-            t = best(call, args.repeat)
+            t = median_seconds(call, args.repeat)
             print(f"  mindsim {label:30s} {t:6.2f} s   exit {sorted(codes)}")
 
 

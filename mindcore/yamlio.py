@@ -1,7 +1,7 @@
 """YAML parsing for recipes and shipped data files.
 
 PyYAML's pure-Python loader spends about half a second on the 146 kB presenting-problem rates file that every job
-and most profile tests read (0.55 s against 0.10 s with libyaml on this machine), so documents are parsed through
+and most profile tests read (8x slower than libyaml, benchmarks/bench_startup.py), so documents are parsed through
 libyaml when PyYAML was built with it. libyaml's error messages leave out the quoted line and caret that the
 pure-Python loader prints, so a document libyaml refuses is parsed again by the pure-Python loader: the error a
 user sees is the same with and without libyaml, and a refusal costs one more parse of a file that is wrong anyway.
