@@ -151,10 +151,14 @@ def _nothing_left(stage: str, failures: list[dict[str, Any]], what: str) -> None
                       "model behind each role (`mindsim engines check RECIPE`) and rerun the same command to resume")
 
 
-def run_job(recipe_path: Path, out_dir: Path, *, verbose: bool = False, ray_address: str | None = None) -> JobSummary:
+def run_job(recipe_path: Path, out_dir: Path, *, verbose: bool = False, ray_address: str | None = None,
+            engines: Engines | None = None) -> JobSummary:
     """`verbose` leaves distilabel's and datasets' own logs on the terminal; otherwise they go to
     `OUT/logs/` and the terminal shows one progress bar per stage. `ray_address` (or RAY_ADDRESS)
-    runs the profile and simulation stages on that Ray cluster, whatever the recipe's `runner:` says."""
+    runs the profile and simulation stages on that Ray cluster, whatever the recipe's `runner:` says.
+    `engines`: an engine set the caller has started (and closes), used for every role instead of starting the
+    recipe's; its ledger is what run.json reports as usage, so give each job its own `Engines` (several may share
+    one backend: `Engines(recipe.engines_config(), backends=...)`)."""
     recipe = load_recipe(recipe_path).with_runner(ray_address)
     # Every section is validated before any engine starts, so a typo costs nothing.
     pcfg = profiles_config(recipe)
@@ -170,8 +174,8 @@ def run_job(recipe_path: Path, out_dir: Path, *, verbose: bool = False, ray_addr
     on_ray = recipe.runner == "ray"
     keys = {getattr(e, "api_key_env", None) for e in recipe.engines.values()} - {None}
     cluster = RaySession(recipe.ray.address, verbose=verbose, env=env_of(keys)) if on_ray else nullcontext()
-    with library_logs_to(layout.logs, verbose=verbose), Engines.from_config(recipe.engines_config()) as engines, \
-            cluster:
+    started = nullcontext(engines) if engines is not None else Engines.from_config(recipe.engines_config())
+    with library_logs_to(layout.logs, verbose=verbose), started as engines, cluster:
         # The preflight runs here on the driver, once, before any worker starts (docs/scale.md).
         _stage("0 · preflight")
         stages = {"run"} | ({"judge"} if jcfg is not None else set()) | ({"validate"} if vcfg.arc else set())
