@@ -101,6 +101,13 @@ class SimulationConfig(BaseModel):
     model_config = ConfigDict(extra="forbid")
 
     sessions: int = Field(3, ge=1, le=20, description="Sessions per patient (the paper: 3)")
+    # Left out of dumps when empty, so summaries of runs without it read as before.
+    engine_sessions: dict[str, int] = Field(
+        default_factory=dict, exclude_if=lambda d: not d,
+        description="Ours: fewer sessions for some of `patient_engine` (ENGINE or ENGINE:ARM -> 1..sessions), e.g. "
+        "the single-session baselines (Patient-Psi, MindEval v1) and PatientAct's one-session arms beside "
+        "multi-session MindSim arcs in one run",
+    )
     opening: Literal["patient", "counsellor"] = Field(
         "patient", description="Who speaks first: the patient's scenario opening message (MindSim), or a counsellor "
         "greeting the patient answers (PatientAct §4.2); every engine"
@@ -206,10 +213,23 @@ class SimulationConfig(BaseModel):
         engines = self.patient_engines
         if not engines or len(set(engines)) != len(engines):
             raise ValueError(f"patient_engine: name each engine once, got {engines}")
+        for kind, n in self.engine_sessions.items():
+            if kind not in engines:
+                raise ValueError(f"engine_sessions: '{kind}' is not one of patient_engine ({', '.join(engines)})")
+            if not 1 <= n <= self.sessions:
+                raise ValueError(f"engine_sessions.{kind}: {n} is not between 1 and sessions ({self.sessions})")
         for c in self.counsellors:
             if isinstance(c, str) and c.split(":", 1)[0] != "counsellor":
                 raise ValueError(f"counsellors: '{c}' is not a counsellor role (write 'counsellor' or 'counsellor:NAME')")
         return self
+
+    def sessions_for(self, kind: str) -> int:
+        """Sessions in each arc of patient engine `kind`."""
+        return self.engine_sessions.get(kind, self.sessions)
+
+    def sessions_per_patient(self) -> int:
+        """Sessions one patient gets over every engine, counsellor and trial."""
+        return len(self.counsellors) * self.trials * sum(self.sessions_for(k) for k in self.patient_engines)
 
     @property
     def patient_engines(self) -> list[str]:

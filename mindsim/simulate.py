@@ -257,6 +257,9 @@ async def simulate_shard(
         roles = Roles(patient=base_roles.patient, counsellor=client, scenario_writer=base_roles.scenario_writer,
                       memory_compactor=base_roles.memory_compactor, extra=dict(base_roles.extra)).for_trial(trial)
         arc = Arc(p, vocab, roles, config, name, seed, engine, preparation, trial)
+        # One schedule per patient; an engine with fewer sessions (`engine_sessions`) plays its first ones.
+        if config.sessions_for(kind) < len(schedule.sessions):
+            schedule = schedule.model_copy(update={"sessions": schedule.sessions[:config.sessions_for(kind)]})
         return await run_arc(arc, schedule, first=first, load=load, save=save)
 
     by_patient = await asyncio.gather(*(patient_arcs(p) for p in profiles))
@@ -270,7 +273,7 @@ async def simulate_shard(
             # The sessions this arc finished before it failed stay in the dataset, as on any rerun.
             label = {"trial": t if config.trials > 1 else None}
             res = [r.model_copy(update=label) for r in
-                   (store.load(session_id(p.profile_id, name, i, seed, kind, t)) for i in range(config.sessions))
+                   (store.load(session_id(p.profile_id, name, i, seed, kind, t)) for i in range(config.sessions_for(kind)))
                    if r is not None]
         elif isinstance(res, BaseException):
             raise res
@@ -321,7 +324,7 @@ async def simulate_async(
     profiles = _prepare(profiles, config, out)
     t0 = time.monotonic()
     with progress_bar() as progress:
-        task = progress.add_task("simulating sessions", total=len(profiles) * len(config.counsellors) * len(config.patient_engines) * config.trials * config.sessions)
+        task = progress.add_task("simulating sessions", total=len(profiles) * config.sessions_per_patient())
         part = await simulate_shard(profiles, engines, config, out, seed, 0, 1,
                                     on_session=lambda _id: progress.advance(task))
     return _finish(out, engines, config, seed, profiles, [part], 1, time.monotonic() - t0, {"runner": "local"}, {0})
@@ -340,7 +343,7 @@ def simulate_on_ray(profiles: list[Profile], engines, config: SimulationConfig, 
     payloads = [{"profiles": part, "config": config, "out": str(out.resolve()), "seed": seed, "shard": i,
                  "shards": shards} for i, part in plan.parts]
     run = run_shards(_shard_work, payloads, engines, settings, workers=plan.workers, description="simulating sessions",
-                     total=len(profiles) * len(config.counsellors) * len(config.patient_engines) * config.trials * config.sessions,
+                     total=len(profiles) * config.sessions_per_patient(),
                      on_workers=on_workers)
     return _finish(out, engines, config, seed, profiles, run.results, shards, run.elapsed_s,
                    {"runner": "ray", "workers": run.workers, "shards": shards}, live={i for i, _ in plan.parts})
@@ -365,7 +368,7 @@ def _finish(out: Path, engines, config: SimulationConfig, seed: int, profiles: l
         patient_engines=kinds,
         trials=config.trials,
         arcs=len(order),
-        sessions_expected=len(order) * config.sessions,
+        sessions_expected=sum(config.sessions_for(kind) for _, _, kind, _ in order),
         elapsed_s=round(elapsed, 2),
         engines={r: c.describe() for r, c in shared.items()}
         | {n: counsellor_client(engines, c).describe() for n, c in zip(counsellors, config.counsellors)},

@@ -142,6 +142,40 @@ def test_arms_flow_into_ids_records_and_transcripts_and_share_one_decomposition(
     assert again.requests == []
 
 
+def test_engine_sessions_give_some_engines_fewer_sessions(tmp_path):
+    """`engine_sessions`: one run with MindSim and PatientAct over two sessions and an arm over one. The short arm
+    plays the first session of the patient's one schedule, is complete (not a failed arc) with one session, and
+    the expected count is what the engines owe; a rerun asks nothing again."""
+    from arc_checks import check_arc_ledger
+
+    kinds = ["mindsim", "patientact", "patientact:no_tg"]
+    config = SimulationConfig(sessions=2, turn_cap=3, patient_engine=kinds, engine_sessions={"patientact:no_tg": 1})
+    assert [config.sessions_for(k) for k in kinds] == [2, 2, 1] and config.sessions_per_patient() == 5
+    profiles = [make_profile("p1"), make_profile("p2", "joker", "formal")]
+    with Engines.with_backend(FakeBackend(_both())) as engines:
+        summary = simulate.run_simulation(profiles, engines, config, tmp_path, seed=4)
+    assert summary.sessions_expected == summary.sessions_written == 10 and not summary.failed_arcs
+    rows, _ = check_arc_ledger(tmp_path, sessions=2)
+    short = [r for r in rows if r["patient_engine"] == "patientact:no_tg"]
+    assert sorted(r["session_index"] for r in short) == [0, 0]
+    # The same schedule entry as the two-session engines' first session: the schedule is the patient's.
+    full = {r["patient_id"]: r["schedule"] for r in rows if r["patient_engine"] == "patientact" and r["session_index"] == 0}
+    assert all(r["schedule"] == full[r["patient_id"]] for r in short)
+    again = FakeBackend(_both())
+    with Engines.with_backend(again) as engines:
+        assert simulate.run_simulation(profiles, engines, config, tmp_path, seed=4).sessions_written == 10
+    assert again.requests == []
+
+
+def test_engine_sessions_name_a_listed_engine_and_a_count_within_sessions():
+    with pytest.raises(ValueError, match="'mindeval' is not one of patient_engine"):
+        SimulationConfig(sessions=2, patient_engine=["mindsim"], engine_sessions={"mindeval": 1})
+    with pytest.raises(ValueError, match=r"engine_sessions.mindsim: 3 is not between 1 and sessions \(2\)"):
+        SimulationConfig(sessions=2, patient_engine=["mindsim"], engine_sessions={"mindsim": 3})
+    # Left out of the dumped config when unset, so summaries of runs without it read as before.
+    assert "engine_sessions" not in SimulationConfig().model_dump()
+
+
 def test_an_arc_of_an_arm_resumes_with_the_stored_decomposition():
     config = SimulationConfig(sessions=2, turn_cap=3, patient_engine="patientact:no_pipe")
     first = ScenarioRecord(patient_id="p1", seed=0, scenario=Scenario(**SCENARIO), engine={}, prompt={})
