@@ -1,5 +1,8 @@
-"""Exit codes and error lines of every `mindsim` command, run the way users and CI run them: the
-installed console script in a subprocess (issue 9, items 1 and 8).
+"""Exit codes and error lines of every `mindsim` command (issue 9, items 1 and 8). The table runs each case
+in-process through the CLI entry point the console script calls (`mindsim_app.cli.main`, stdout and stderr
+captured as pipes, the case's folder as working directory); a starting interpreter per case was most of this file's
+time (issue 31). `CONSOLE_CASES`, help, success, Ctrl-C and publishing (whose Hub settings are read at import) run
+the installed console script in a subprocess, as users and CI run it.
 
 The contract (README, under the Stages table): 0 success; 2 bad input, configuration or usage; 1 an
 engine failed at run time or a stage finished with failed arcs / failed engines; 130 Ctrl-C. A failure
@@ -13,7 +16,9 @@ Engine failures come from `openai_stub.OpenAIStub`, a scripted OpenAI-compatible
 
 from __future__ import annotations
 
+import contextlib
 import importlib.util
+import io
 import json
 import os
 import shutil
@@ -36,6 +41,8 @@ for extra in (TESTS, TESTS / "mindsim"):
 from openai_stub import after_probe, OpenAIStub, Reply, always_status, always_text, by_model, from_responder, openai_stub  # noqa: E402,F401
 
 MINDSIM = shutil.which("mindsim")
+# Table cases also run through the installed console script: the entry point, typer's usage errors, a file error.
+CONSOLE_CASES = ["run/missing", "profiles/bad-option", "reference/malformed", "unknown-command"]
 # Not a terminal (pipes) and a narrow declared width: the worst case for rich's hard wrapping.
 ENV = {**os.environ, "COLUMNS": "40", "HF_HUB_OFFLINE": "0"}
 ENV.pop("FORCE_COLOR", None)
@@ -51,9 +58,34 @@ NOT_UTF8 = "caf\u00e9 conversations\n".encode("latin-1")
 
 
 def mindsim(*args: object, cwd: Path, env: dict | None = None, timeout: float = 240) -> subprocess.CompletedProcess:
+    """The installed console script in a subprocess."""
     assert MINDSIM, "the `mindsim` console script is not on PATH; install the package (make install)"
     return subprocess.run([MINDSIM, *map(str, args)], cwd=cwd, env=env or ENV, capture_output=True, text=True,
                           timeout=timeout)
+
+
+def mindsim_here(*args: object, cwd: Path) -> subprocess.CompletedProcess:
+    """The same command in this process: `main(argv)` with stdout and stderr as pipes (not terminals, so the
+    consoles take their pipe settings), COLUMNS=40 and `cwd` as the working directory, all restored after."""
+    from mindsim_app.cli import main
+
+    out, err = io.StringIO(), io.StringIO()
+    old_cwd, old_columns = os.getcwd(), os.environ.get("COLUMNS")
+    os.chdir(cwd)
+    os.environ["COLUMNS"] = "40"
+    try:
+        with contextlib.redirect_stdout(out), contextlib.redirect_stderr(err):
+            try:
+                code = main([str(a) for a in args])
+            except SystemExit as exc:  # what the console script's sys.exit would see
+                code = exc.code if isinstance(exc.code, int) else 1
+    finally:
+        os.chdir(old_cwd)
+        if old_columns is None:
+            os.environ.pop("COLUMNS", None)
+        else:
+            os.environ["COLUMNS"] = old_columns
+    return subprocess.CompletedProcess([MINDSIM, *map(str, args)], code, out.getvalue(), err.getvalue())
 
 
 def error_line(proc: subprocess.CompletedProcess, *, only_line: bool = True) -> str:
@@ -223,10 +255,19 @@ CASES = {
 
 @pytest.mark.parametrize("case", list(CASES.values()), ids=list(CASES))
 def test_bad_input_exit_code_and_one_error_line(case: Case, files: Files):
+    _check_case(case, files, mindsim_here)
+
+
+@pytest.mark.parametrize("name", CONSOLE_CASES)
+def test_bad_input_through_the_console_script(name: str, files: Files):
+    _check_case(CASES[name], files, mindsim)
+
+
+def _check_case(case: Case, files: Files, runner: Callable[..., subprocess.CompletedProcess]) -> None:
     out = case.output(files)
     assert out is None or not out.exists()
     before = _tree(files.root)
-    proc = mindsim(*case.args(files), cwd=files.root)
+    proc = runner(*case.args(files), cwd=files.root)
     assert proc.returncode == case.code, proc.stderr
     assert case.names(files) in error_line(proc)
     # Nothing half-written: not at the command's own output path, and nothing else created or changed either.
@@ -281,7 +322,7 @@ def _sim_behaviour():
 def test_engines_check_with_a_failing_engine_exits_1(behaviour, problem, openai_stub, tmp_path):
     stub = openai_stub(behaviour)
     recipe = _stub_recipe(tmp_path / "r.yaml", stub, [])
-    proc = mindsim("engines", "check", recipe, cwd=tmp_path)
+    proc = mindsim_here("engines", "check", recipe, cwd=tmp_path)
     assert proc.returncode == 1, proc.stderr
     line = error_line(proc)
     assert "engine 'stub'" in line and problem in line and stub.base_url in line
@@ -289,7 +330,7 @@ def test_engines_check_with_a_failing_engine_exits_1(behaviour, problem, openai_
 
 def test_engines_check_with_a_working_engine_exits_0(openai_stub, tmp_path):
     stub = openai_stub(always_text('{"mood": "fine", "calm": true}'))
-    proc = mindsim("engines", "check", _stub_recipe(tmp_path / "r.yaml", stub, []), cwd=tmp_path)
+    proc = mindsim_here("engines", "check", _stub_recipe(tmp_path / "r.yaml", stub, []), cwd=tmp_path)
     assert proc.returncode == 0 and proc.stderr.strip() == "", proc.stderr
 
 
@@ -301,7 +342,7 @@ def test_simulate_with_failed_arcs_exits_1(openai_stub, tmp_path):
     stub = openai_stub(_sim_behaviour())
     recipe = _stub_recipe(tmp_path / "r.yaml", stub, SIM_ROLES, TWO_COUNSELLORS)
     out = tmp_path / "sim"
-    proc = mindsim("simulate", "--profiles", tmp_path / "profiles", "--recipe", recipe, "--out", out, cwd=tmp_path)
+    proc = mindsim_here("simulate", "--profiles", tmp_path / "profiles", "--recipe", recipe, "--out", out, cwd=tmp_path)
     assert proc.returncode == 1, proc.stderr
     line = error_line(proc)
     assert "2 of 4 session arcs failed" in line and str(out / "sessions" / "summary.json") in line and "rerun" in line
@@ -312,7 +353,7 @@ def test_simulate_with_failed_arcs_exits_1(openai_stub, tmp_path):
 def test_profiles_on_a_dead_engine_stop_at_preflight_with_exit_1(openai_stub, tmp_path):
     stub = openai_stub(always_status(500))
     recipe = _stub_recipe(tmp_path / "r.yaml", stub, [], "profiles: {personas: synthetic, candidates: 2}\n")
-    proc = mindsim("profiles", recipe, "--out", tmp_path / "o", cwd=tmp_path)
+    proc = mindsim_here("profiles", recipe, "--out", tmp_path / "o", cwd=tmp_path)
     assert proc.returncode == 1, proc.stderr
     line = error_line(proc)
     assert "preflight" in line and "engine 'stub'" in line and "HTTP 500" in line and stub.base_url in line
@@ -324,7 +365,7 @@ def test_run_with_an_unset_key_variable_stops_at_preflight_with_exit_2(openai_st
     recipe = _stub_recipe(tmp_path / "r.yaml", stub, [])
     recipe.write_text(recipe.read_text().replace("native_tools: false}", "native_tools: false, api_key_env: MINDSIM_TEST_UNSET_KEY}"))
     monkeypatch.delenv("MINDSIM_TEST_UNSET_KEY", raising=False)
-    proc = mindsim("run", recipe, "--out", tmp_path / "o", cwd=tmp_path)
+    proc = mindsim_here("run", recipe, "--out", tmp_path / "o", cwd=tmp_path)
     assert proc.returncode == 2, proc.stderr
     line = error_line(proc, only_line=False)
     assert "MINDSIM_TEST_UNSET_KEY" in line and not stub.requests
@@ -335,7 +376,7 @@ def test_profiles_whose_every_candidate_failed_exit_1(openai_stub, tmp_path):
     stub = openai_stub(after_probe(always_status(500)))
     recipe = _stub_recipe(tmp_path / "r.yaml", stub, [],
                           "profiles: {personas: synthetic, candidates: 2, pool_size: 1, benchmark_size: 1, use_distilabel: false}\n")
-    proc = mindsim("profiles", recipe, "--out", tmp_path / "o", cwd=tmp_path)
+    proc = mindsim_here("profiles", recipe, "--out", tmp_path / "o", cwd=tmp_path)
     assert proc.returncode == 1, proc.stderr
     line = error_line(proc)
     assert "all 2 candidate profiles failed" in line and str(tmp_path / "o" / "profiles" / "summary.json") in line
@@ -367,7 +408,7 @@ def test_run_with_failed_arcs_exits_1(openai_stub, tmp_path):
         + TWO_COUNSELLORS + "validation: {bootstrap_draws: 20, floor_splits: 5}\n",
     )
     out = tmp_path / "run"
-    proc = mindsim("run", recipe, "--out", out, cwd=tmp_path)
+    proc = mindsim_here("run", recipe, "--out", out, cwd=tmp_path)
     assert proc.returncode == 1, proc.stderr
     line = error_line(proc, only_line=False)  # the job's stage rules also go to stderr
     assert "2 session arcs failed" in line and "rerun" in line and str(out / "sessions" / "summary.json") in line
@@ -446,7 +487,7 @@ def test_publish_network_failure_exits_1(tmp_path):
 def test_validate_with_a_failing_labeller_exits_1(behaviour, expected, openai_stub, files):
     stub = openai_stub(behaviour)
     recipe = _stub_recipe(files.root / "r.yaml", stub, [])
-    proc = mindsim("validate", "reference", files.good, "--out", files.root / "r.parquet", "--arc", "--recipe", recipe,
+    proc = mindsim_here("validate", "reference", files.good, "--out", files.root / "r.parquet", "--arc", "--recipe", recipe,
                    cwd=files.root)
     assert proc.returncode == 1, proc.stderr
     assert error_line(proc).startswith(expected)
