@@ -1,26 +1,29 @@
-"""Shared fixtures: a fake engine that records requests, and the real embedded engine (one server for
-the whole test session, because starting llama.cpp per test would dominate the run)."""
+"""Shared fixtures: a fake engine that records requests, the real embedded engine (one server for the whole
+test session: starting llama.cpp per test would dominate the run, and two servers on 2 cores only split them) and
+the one study run on it that the embedded tests share."""
 
 from __future__ import annotations
 
+import os
 import sys
 from pathlib import Path
 
 import pytest
 
-from mindcore.config import EmbeddedEngine, EnginesConfig, RoleSpec
+from mindcore.config import EnginesConfig, RoleSpec
 from mindcore.engine import Engines
 from mindcore.fake import FakeBackend
 
 REPO = Path(__file__).resolve().parent.parent
 # Test helpers shared across packages (openai_stub.py) are imported by module name from any test folder.
 sys.path.insert(0, str(Path(__file__).resolve().parent))
+from quick_recipes import SUITE_ENGINE, engines_for  # noqa: E402
 SHARED = REPO.parent / "shared"
-QUICKSTART_RUNS = 3
+STUDY_RUNS = 3
 
 
 # The fixtures that start the real embedded engine; every other engine-backed fixture builds on one of them.
-ENGINE_FIXTURES = {"embedded_engines", "quickstart_run"}
+ENGINE_FIXTURES = {"embedded_engines", "study_run"}
 
 
 def pytest_collection_modifyitems(config, items):
@@ -35,43 +38,70 @@ def pytest_collection_modifyitems(config, items):
         raise pytest.UsageError("embedded marker out of step with the engine fixtures:\n" + "\n".join(wrong))
 
 
+def pytest_sessionfinish(session, exitstatus):
+    """The suite's promise (issue 31): one embedded server for the whole run. A second one started in this
+    process (a job or command whose engine did not match the suite's) fails the run, naming the count."""
+    from mindcore.embedded import server_stats
+
+    stats = server_stats()
+    if stats["started"] > 1 or stats["peak_live"] > 1:
+        session.exitstatus = pytest.ExitCode.TESTS_FAILED
+        print(f"\nembedded servers: {stats['started']} started, at most {stats['peak_live']} at once; the suite "
+              "shares one (tests/conftest.py SUITE_ENGINE)", file=sys.stderr)
+
+
 @pytest.fixture(scope="session")
 def embedded_engines():
-    """All roles on the real embedded SmolLM2 server, low temperature, small outputs."""
+    """The one real embedded SmolLM2 server of the test session, all roles on it at low temperature and small
+    outputs. While it runs, `MINDSIM_EMBEDDED_URL` names it, so a `mindsim` command a test starts in a subprocess
+    uses it instead of starting a second server (mindcore.embedded.ATTACH_ENV)."""
+    from mindcore.embedded import ATTACH_ENV
+
     cfg = EnginesConfig(
-        engines={"local": EmbeddedEngine(parallel=4, ctx_per_slot=4096)},
-        roles={"default": RoleSpec(engine="local", temperature=0.3, max_tokens=256, seed=0)},
+        engines={"local": SUITE_ENGINE},
+        roles={"default": RoleSpec(engine="local", temperature=0.3, max_tokens=256, seed=0),
+               "counsellor": RoleSpec(engine="local", temperature=0.3, max_tokens=96, seed=0)},
     )
     with Engines.from_config(cfg) as engines:
-        yield engines
+        before = os.environ.get(ATTACH_ENV)
+        os.environ[ATTACH_ENV] = engines.backend("local").base_url
+        try:
+            yield engines
+        finally:
+            if before is None:
+                os.environ.pop(ATTACH_ENV, None)
+            else:
+                os.environ[ATTACH_ENV] = before
 
 
 @pytest.fixture(scope="session")
-def quickstart_run(tmp_path_factory) -> Path:
-    """The README's main job (recipes/quickstart.yaml at the test size of `quick_recipes`: one pool patient)
-    run once on the real embedded engine, shared by every test that inspects real output: the job tests, the
-    simulator's and the judge's checks, and every study run that resumes its profiles. Its recipe is
-    `recipe.yaml` beside the returned run folder."""
+def study_run(embedded_engines, tmp_path_factory) -> Path:
+    """The embedded suite's one study (`quick_recipes.study_recipe`: the README's quickstart at test size with every
+    patient engine and PatientAct arm, the arc labels and the MHQR judge), run once through `run_job` on the suite's
+    server and shared by every test that inspects real output. Its recipe is `recipe.yaml` beside the returned run
+    folder."""
     import pyarrow.parquet as pq
-    from quick_recipes import keep_first_attempt, pool_ids, quick_recipe, write_recipe
+    from quick_recipes import (STUDY_ENGINES, TWO_SESSION_ENGINES, keep_first_attempt, pool_ids, study_recipe,
+                               write_recipe)
 
     from mindcore.errors import EngineError
     from mindsim_app.job import run_job
 
-    base = tmp_path_factory.mktemp("quickstart")
-    recipe = write_recipe(quick_recipe(), base / "recipe.yaml")
+    base = tmp_path_factory.mktemp("study")
+    recipe = write_recipe(study_recipe(), base / "recipe.yaml")
     out = base / "run"
     # The 135M model can sink arcs (NOTES §6) and batched llama.cpp output is not deterministic, so when a run
-    # leaves nothing for the tests to check (it failed, or no arc finished all its sessions, so no memory or
-    # trust carries from one session into the next) the same command is run again: it resumes, redoing only
-    # the failed work. When the screener called both candidates serious (verdicts are final, so a resume would
-    # stop at the same empty pool) the job starts over in a new folder. Bounded, and paid only in those rare cases.
-    for attempt in range(QUICKSTART_RUNS):
+    # leaves something the tests need unwritten (an engine without a session, or MindSim or PatientAct without its
+    # second session, so nothing carries from one session into the next) the same command is run again: it
+    # resumes, redoing only the failed work. When the screener called both candidates serious (verdicts are final,
+    # so a resume would stop at the same empty pool) the job starts over in a new folder. Bounded, and paid only in
+    # those cases.
+    for attempt in range(STUDY_RUNS):
         fresh = not (out / "profiles" / "summary.json").exists()
         try:
-            summary = run_job(recipe, out)
+            summary = run_job(recipe, out, engines=engines_for(recipe, embedded_engines))
         except EngineError:
-            if attempt + 1 == QUICKSTART_RUNS:
+            if attempt + 1 == STUDY_RUNS:
                 raise
             if not pool_ids(out):
                 out = base / f"run{attempt + 1}"
@@ -80,7 +110,10 @@ def quickstart_run(tmp_path_factory) -> Path:
             if fresh:
                 keep_first_attempt(out)
         assert summary.info["status"] == "finished"
-        if max(pq.read_table(out / "sessions" / "sessions.parquet", columns=["session_index"]).column(0).to_pylist()) > 0:
+        rows = pq.read_table(out / "sessions" / "sessions.parquet",
+                             columns=["patient_engine", "session_index"]).to_pylist()
+        second = {r["patient_engine"] for r in rows if r["session_index"] == 1}
+        if {r["patient_engine"] for r in rows} == set(STUDY_ENGINES) and second == set(TWO_SESSION_ENGINES):
             break
     return out
 

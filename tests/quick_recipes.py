@@ -1,5 +1,5 @@
-"""The recipes the embedded tests run: the README's quickstart (recipes/quickstart.yaml) at test size, and the
-study recipes cut down to it.
+"""The recipes the embedded tests run: the README's quickstart (recipes/quickstart.yaml) at test size, and the one
+study recipe built on it that every embedded test shares (`study_recipe`).
 
 The test size keeps every quickstart setting and changes only how many patients there are: two candidate profiles
 for a pool of one. On 2 cores an embedded run's time is its tokens, and the quickstart's four candidates and two
@@ -15,11 +15,23 @@ from typing import Any
 
 import yaml
 
+from mindcore.config import EmbeddedEngine
+
 REPO = Path(__file__).resolve().parent.parent
 QUICKSTART = REPO / "recipes" / "quickstart.yaml"
 TEST_SIZE = {"candidates": 2, "pool_size": 1, "benchmark_size": 1}
 # The shared run's counsellor and the one `two_counsellor_run` adds.
 TWO_COUNSELLORS = ["counsellor", "counsellor:b"]
+# Every patient engine and arm the embedded tests check, in the study run; the first two play two sessions (memory
+# and trust carry from one session into the next, and the memory ablation reruns the second), the others one.
+STUDY_ENGINES = ["mindsim", "patientact", "patientact:no_tg", "patientact:no_dm", "patientact:no_pipe",
+                 "patient_psi", "mindeval"]
+TWO_SESSION_ENGINES = ["mindsim", "patientact"]
+
+
+# The embedded server every embedded test uses: the quickstart recipe's (same slots and context, so a job of a
+# quickstart-based recipe run in this process shares it; mindcore.embedded keys servers on these).
+SUITE_ENGINE = EmbeddedEngine(parallel=4, ctx_per_slot=8192)
 
 
 def quick_recipe() -> dict[str, Any]:
@@ -27,6 +39,28 @@ def quick_recipe() -> dict[str, Any]:
     raw = yaml.safe_load(QUICKSTART.read_text())
     raw["name"] = "quickstart-test"
     raw["profiles"] = {**raw["profiles"], **TEST_SIZE}
+    return raw
+
+
+def study_recipe() -> dict[str, Any]:
+    """The one study the embedded suite runs on the real engine: the quickstart at test size (one pool patient, one
+    patient turn per session, the MHQR judge) with every patient engine and PatientAct arm on the same profile and
+    first scenario, two sessions for MindSim and PatientAct and one for the others (`engine_sessions`), and the
+    validation's narrative-arc labels (the realism study's path).
+
+    Without the profile stage's causal checks (PatientAct would switch them on; they are checked on their own by
+    tests/profilegen/test_causal_checks.py) and without PatientAct's psychological formulation: with it the
+    profile has about twice the pieces and the 135M decomposer must give every piece three distinct tags in one
+    answer, which it did in none of four runs (2026-12-01); its own call is pinned by the fake-engine tests."""
+    raw = quick_recipe()
+    raw["name"] = "study-test"
+    raw["description"] = "The embedded test suite's shared study: every patient engine on one quickstart patient."
+    raw["profiles"]["causal_checks"] = False
+    sim = raw["simulation"]
+    sim.update(patient_engine=STUDY_ENGINES, sessions=2, max_patients=1,
+               engine_sessions={e: 1 for e in STUDY_ENGINES if e not in TWO_SESSION_ENGINES},
+               patientact={**sim.get("patientact", {}), "psych_formulation": False})
+    raw["validation"] = {**raw["validation"], "arc": True, "bootstrap_draws": 200, "floor_splits": 20}
     return raw
 
 
@@ -56,7 +90,7 @@ def resume_profiles(source: Path, out: Path, *, scenarios: bool = True, decompos
 
 
 def first_attempt(run: Path) -> Path:
-    """Where `quickstart_run` keeps the profile summary and `run.json` of the job's first attempt in `run`: a
+    """Where `study_run` keeps the profile summary and `run.json` of the job's first attempt in `run`: a
     resumed attempt redoes no profile work, so its files count no profile calls."""
     return run.parent / f"{run.name}.first"
 
@@ -83,3 +117,14 @@ def pool_ids(run: Path) -> list[str]:
 def stamps(folder: Path) -> dict[str, int]:
     """Modification times of a checkpoint folder's files: a resume that rewrote one changes its stamp."""
     return {p.name: p.stat().st_mtime_ns for p in folder.glob("*.json")}
+
+
+def engines_for(recipe: Path, shared: Any) -> Any:
+    """The recipe's roles on the suite's running server (`run_job(..., engines=)`): a new ledger per job, the
+    same backend."""
+    from mindcore.engine import Engines
+    from mindcore.recipe import load_recipe
+
+    cfg = load_recipe(recipe).engines_config()
+    assert set(cfg.engines) == {"local"} and cfg.engines["local"] == SUITE_ENGINE, cfg.engines
+    return Engines(cfg, backends={"local": shared.backend("local")}).start()

@@ -30,9 +30,17 @@ def arc_of(row: dict[str, Any]) -> Arc:
     return row["patient_id"], row["counsellor"], row["patient_engine"] or "mindsim"
 
 
-def check_arc_ledger(out: Path, sessions: int) -> tuple[list[dict[str, Any]], dict[str, Any]]:
-    """Assert the failed-arc bookkeeping of `out/sessions`; returns (dataset rows, summary)."""
+def check_arc_ledger(out: Path, sessions: int | None = None) -> tuple[list[dict[str, Any]], dict[str, Any]]:
+    """Assert the failed-arc bookkeeping of `out/sessions`; returns (dataset rows, summary). Each arc owes the
+    sessions its engine plays (`simulation.sessions`, or fewer under `engine_sessions`); `sessions`, when given,
+    must be the run's `simulation.sessions`."""
     summary = json.loads((out / "sessions" / "summary.json").read_text())
+    config = summary["config"]
+    assert sessions is None or sessions == config["sessions"], (sessions, config["sessions"])
+
+    def owed(arc: Arc) -> int:
+        return (config.get("engine_sessions") or {}).get(arc[2], config["sessions"])
+
     table = out / "sessions" / "sessions.parquet"
     rows = pq.read_table(table).to_pylist() if table.is_file() else []
     failed = {(f["patient_id"], f["counsellor"], f["patient_engine"]): f for f in summary["failed_arcs"]}
@@ -45,14 +53,15 @@ def check_arc_ledger(out: Path, sessions: int) -> tuple[list[dict[str, Any]], di
     by_arc: dict[Arc, list[dict[str, Any]]] = defaultdict(list)
     for r in rows:
         by_arc[arc_of(r)].append(r)
-    assert len(set(by_arc) | set(failed)) == summary["arcs"], "an arc neither wrote its sessions nor failed"
+    arcs = set(by_arc) | set(failed)
+    assert len(arcs) == summary["arcs"], "an arc neither wrote its sessions nor failed"
     for arc, arc_rows in by_arc.items():
         idx = sorted(r["session_index"] for r in arc_rows)
         # A failed arc keeps what it finished before it failed: always a prefix of its schedule.
         assert idx == list(range(len(idx))), (arc, idx)
-        assert (len(idx) < sessions) if arc in failed else (len(idx) == sessions), (arc, idx, arc in failed)
-    missing = sum(sessions - len(by_arc.get(arc, [])) for arc in failed)
-    assert summary["sessions_written"] + missing == summary["sessions_expected"] == summary["arcs"] * sessions
+        assert (len(idx) < owed(arc)) if arc in failed else (len(idx) == owed(arc)), (arc, idx, arc in failed)
+    missing = sum(owed(arc) - len(by_arc.get(arc, [])) for arc in failed)
+    assert summary["sessions_written"] + missing == summary["sessions_expected"] == sum(owed(a) for a in arcs)
     return rows, summary
 
 

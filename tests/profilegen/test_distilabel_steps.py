@@ -17,11 +17,11 @@ from profilegen.schemas import AnchoredRow
 pytestmark = pytest.mark.embedded
 
 
-def test_profiles_end_to_end_through_distilabel(quickstart_run):
-    folder = quickstart_run / "profiles"
+def test_profiles_end_to_end_through_distilabel(study_run):
+    folder = study_run / "profiles"
     # The first attempt's files: when the shared run was resumed (an arc left unfinished), the resume wrote
     # the profile summary again without redoing, or counting, any profile call.
-    first = first_attempt(quickstart_run)
+    first = first_attempt(study_run)
     s = json.loads((first / "profiles_summary.json").read_text())
     assert s["runner"] == "distilabel"
     assert "distilabel" not in s["failed"]  # the step itself never lost a row
