@@ -246,13 +246,21 @@ def _attach(url: str, spec: EmbeddedEngine) -> EmbeddedLease:
     want = served_model_path(spec).name
     try:
         with urllib.request.urlopen(base + "/models", timeout=5) as r:
-            served = [m.get("id", "") for m in json.load(r).get("data", [])]
-    except (OSError, ValueError) as exc:
+            models = [m for m in json.load(r).get("data", []) if isinstance(m, dict)]
+    except (OSError, ValueError, AttributeError) as exc:
         raise EngineUnavailable(f"{ATTACH_ENV}={url}: no server answers there ({type(exc).__name__}); start it "
                                 "again, or unset the variable to start an embedded server") from None
-    if not any(Path(m).name == want for m in served):
-        raise EngineUnavailable(f"{ATTACH_ENV}={url} serves {', '.join(served) or 'no model'}, not {want}; "
-                                "point it at a server of the recipe's model, or unset it")
+    mine = [m for m in models if Path(str(m.get("id", ""))).name == want]
+    if not mine:
+        served = ", ".join(str(m.get("id", "")) for m in models) or "no model"
+        raise EngineUnavailable(f"{ATTACH_ENV}={url} serves {served}, not {want}; point it at a server of the "
+                                "recipe's model, or unset it")
+    # llama.cpp reports each slot's context; a smaller one than the recipe sizes its prompts for would cut them.
+    ctx = (mine[0].get("meta") or {}).get("n_ctx")
+    if isinstance(ctx, int) and ctx < spec.ctx_per_slot:
+        raise EngineUnavailable(f"{ATTACH_ENV}={url} gives each request {ctx} tokens of context; the recipe's "
+                                f"embedded engine asks ctx_per_slot {spec.ctx_per_slot}: lower it, or unset the "
+                                "variable to start a server of that size")
     return EmbeddedLease(base, Path(want).stem, attached=base)
 
 

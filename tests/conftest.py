@@ -4,7 +4,6 @@ the one study run on it that the embedded tests share."""
 
 from __future__ import annotations
 
-import os
 import sys
 from pathlib import Path
 
@@ -53,25 +52,15 @@ def pytest_sessionfinish(session, exitstatus):
 @pytest.fixture(scope="session")
 def embedded_engines():
     """The one real embedded SmolLM2 server of the test session, all roles on it at low temperature and small
-    outputs. While it runs, `MINDSIM_EMBEDDED_URL` names it, so a `mindsim` command a test starts in a subprocess
-    uses it instead of starting a second server (mindcore.embedded.ATTACH_ENV)."""
-    from mindcore.embedded import ATTACH_ENV
-
+    outputs. A `mindsim` command a test starts in a subprocess uses it through `quick_recipes.attached_env`
+    instead of starting a second server; in this process every engine set of the same spec shares it."""
     cfg = EnginesConfig(
         engines={"local": SUITE_ENGINE},
         roles={"default": RoleSpec(engine="local", temperature=0.3, max_tokens=256, seed=0),
                "counsellor": RoleSpec(engine="local", temperature=0.3, max_tokens=96, seed=0)},
     )
     with Engines.from_config(cfg) as engines:
-        before = os.environ.get(ATTACH_ENV)
-        os.environ[ATTACH_ENV] = engines.backend("local").base_url
-        try:
-            yield engines
-        finally:
-            if before is None:
-                os.environ.pop(ATTACH_ENV, None)
-            else:
-                os.environ[ATTACH_ENV] = before
+        yield engines
 
 
 @pytest.fixture(scope="session")

@@ -9,6 +9,7 @@ its recipe from `quick_recipe()`, so their profile settings, and so their checkp
 
 from __future__ import annotations
 
+import os
 import shutil
 from pathlib import Path
 from typing import Any
@@ -128,3 +129,11 @@ def engines_for(recipe: Path, shared: Any) -> Any:
     cfg = load_recipe(recipe).engines_config()
     assert set(cfg.engines) == {"local"} and cfg.engines["local"] == SUITE_ENGINE, cfg.engines
     return Engines(cfg, backends={"local": shared.backend("local")}).start()
+
+
+def attached_env(shared: Any) -> dict[str, str]:
+    """The environment for a `mindsim` subprocess that uses the suite's running server (MINDSIM_EMBEDDED_URL)
+    instead of starting a second one."""
+    from mindcore.embedded import ATTACH_ENV
+
+    return {**os.environ, ATTACH_ENV: shared.backend("local").base_url}

@@ -86,9 +86,10 @@ def test_a_server_of_other_slots_or_context_is_another_server(recorder):
 
 class _Models(BaseHTTPRequestHandler):
     served = str(MODEL)
+    n_ctx = 8192
 
     def do_GET(self):  # noqa: N802
-        body = json.dumps({"object": "list", "data": [{"id": _Models.served}]}).encode()
+        body = json.dumps({"object": "list", "data": [{"id": _Models.served, "meta": {"n_ctx": _Models.n_ctx}}]}).encode()
         self.send_response(200 if self.path == "/v1/models" else 404)
         self.send_header("Content-Type", "application/json")
         self.end_headers()
@@ -120,6 +121,10 @@ def test_a_wrong_attach_url_is_one_clear_error(recorder, models_server, monkeypa
     spec = EmbeddedEngine(parallel=4, ctx_per_slot=8192)
     monkeypatch.setenv(embedded.ATTACH_ENV, models_server.removesuffix("/v1"))
     with pytest.raises(EngineUnavailable, match="ending in /v1"):
+        Engines.from_config(_config(spec)).start()
+    monkeypatch.setenv(embedded.ATTACH_ENV, models_server)
+    monkeypatch.setattr(_Models, "n_ctx", 4096)
+    with pytest.raises(EngineUnavailable, match="gives each request 4096 tokens of context; .* ctx_per_slot 8192"):
         Engines.from_config(_config(spec)).start()
     monkeypatch.setattr(_Models, "served", "/elsewhere/other-model.gguf")
     monkeypatch.setenv(embedded.ATTACH_ENV, models_server)

@@ -25,12 +25,12 @@ for folder in (SIM_TESTS, JUDGE_TESTS, APP_TESTS):
 # -- the kill-and-resume run: the one run of the embedded suite apart from the study run ----------------------
 
 
-def mindsim_cli(*args: object, timeout: float = 900) -> subprocess.CompletedProcess:
-    """The installed `mindsim` console script, as a user runs it. Under the embedded suite's server
-    (`embedded_engines` exports MINDSIM_EMBEDDED_URL) its embedded engine is that server."""
+def mindsim_cli(*args: object, env: dict[str, str], timeout: float = 900) -> subprocess.CompletedProcess:
+    """The installed `mindsim` console script, as a user runs it, in `env` (`quick_recipes.attached_env`: its
+    embedded engine is the suite's running server)."""
     exe = shutil.which("mindsim")
     assert exe, "the `mindsim` console script is not on PATH; install the package (make install)"
-    return subprocess.run([exe, *map(str, args)], capture_output=True, text=True, timeout=timeout)
+    return subprocess.run([exe, *map(str, args)], capture_output=True, text=True, timeout=timeout, env=env)
 
 
 @pytest.fixture(scope="session")
@@ -43,7 +43,7 @@ def two_counsellor_run(study_run, embedded_engines, tmp_path_factory) -> dict:
     kill-and-resume test and the two-counsellor report test check."""
     from killing import kill_when
     from quick_recipes import TWO_COUNSELLORS as COUNSELLORS
-    from quick_recipes import quick_recipe, resume_profiles, stamps, write_recipe
+    from quick_recipes import attached_env, quick_recipe, resume_profiles, stamps, write_recipe
 
     from mindsim.records import session_id
 
@@ -73,9 +73,12 @@ def two_counsellor_run(study_run, embedded_engines, tmp_path_factory) -> dict:
     first = [ck / name for name, index in new.items() if index == 0]
     profile_marks = stamps(out / "profiles" / "checkpoints")
 
+    env = attached_env(embedded_engines)
     exe = shutil.which("mindsim")
-    kill_when([exe, "run", str(recipe), "--out", str(out)], lambda: any(p.exists() for p in first), timeout_s=900)
+    kill_when([exe, "run", str(recipe), "--out", str(out)], lambda: any(p.exists() for p in first), timeout_s=900,
+              env=env)
     kept = {p.name: p.read_bytes() for p in ck.glob("*.json")}
-    rerun = mindsim_cli("run", recipe, "--out", out)
+    rerun = mindsim_cli("run", recipe, "--out", out, env=env)
     return {"out": out, "copied": copied, "new": sorted(new), "kept": kept, "profile_marks": profile_marks,
-            "rerun": rerun, "info": json.loads((out / "run.json").read_text())}
+            "rerun": rerun, "info": json.loads((out / "run.json").read_text()),
+            "server": embedded_engines.backend("local").base_url}

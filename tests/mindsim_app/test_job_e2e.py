@@ -117,6 +117,8 @@ def test_killed_run_resumes_from_finished_work(two_counsellor_run):
     assert rerun.returncode == (1 if failed else 0), rerun.stderr[-3000:]
     assert "Traceback" not in rerun.stderr
     assert info["status"] == "finished"
+    # Both commands used the suite's running server instead of starting their own (no second llama.cpp).
+    assert info["engine_backends"]["local"]["attached"] == run["server"]
     present = {p.name for p in ck.glob("*.json")}
     # Ids are deterministic, so a duplicate or a stray session would show up as an unexpected id.
     assert set(kept) <= present <= copied | new
