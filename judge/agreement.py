@@ -119,8 +119,9 @@ def load_key(path: Optional[Path]) -> dict[str, dict[str, Any]]:
     try:
         data = json.loads(Path(path).read_text(encoding="utf-8"))
         return dict(data["excerpts"])
-    except (json.JSONDecodeError, KeyError, TypeError) as exc:
-        raise InputError(f"{path}: not a sample key file (needs an 'excerpts' map): {exc}") from exc
+    except (ValueError, KeyError, TypeError) as exc:  # ValueError: not JSON, or not UTF-8 text at all
+        raise InputError(f"{path}: not a sample key file (a JSON object with an 'excerpts' map): "
+                         f"{type(exc).__name__}") from exc
 
 
 def _lines(obj: dict[str, Any], where: str) -> list[dict[str, Any]]:

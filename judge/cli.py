@@ -113,6 +113,12 @@ def run_cmd(
         config = JudgeConfig.model_validate({**base.model_dump(), **changes})
     except ValidationError as exc:
         raise ConfigError(format_validation_error(exc, "mindsim judge run options")) from exc
+    from mindcore.layout import RunLayout
+    from mindcore.manifest import verify_run
+
+    if sessions is None and RunLayout(run_dir).sessions.parquet.is_file():
+        # The sessions it judges are intact; its own judgments may be missing (this remakes them).
+        verify_run(run_dir, needs=["simulation"], whole=False)
     inputs = load_sessions(run_dir, sessions)  # bad input stops here, before any engine starts
     benchmark_patients(inputs, run_dir, Path(config.profiles) if config.profiles else None)
     with Engines.from_config(engines_cfg) as engines:
@@ -210,6 +216,11 @@ def sample_cmd(
     if chosen is None and n is None:
         raise ConfigError("mindsim judge sample: give --n N (with --unit), or a mix: --mix paper, or "
                           "--conversations N --windows M")
+    from mindcore.layout import RunLayout
+    from mindcore.manifest import verify_run
+
+    if RunLayout(run_dir).sessions.parquet.is_file():
+        verify_run(run_dir, needs=["simulation"])
     s = sample_excerpts(run_dir, n, out, seed=seed, key=key, judge=judge, unit=unit.value, mix=chosen)
     kinds = ", ".join(f"{v} {k}{'s' if v != 1 else ''}" for k, v in s["drawn_by_unit"].items())
     typer.echo(f"wrote {s['drawn']} excerpts ({kinds}; {s['rated_turns']} counsellor turns to rate; "

@@ -247,8 +247,9 @@ def load_items(runs: Sequence[Path] = (), sessions: Path | None = None) -> list[
         if not Path(run).is_dir():
             raise InputError(f"{run}: no such run folder; give a folder made by 'mindsim run', or --sessions FILE")
         label = Path(run).resolve().name
+        loaded = load_sessions(Path(run))  # names a missing or unreadable sessions file before the labels read it
         labels = parquet_system_labels(RunLayout(run).sessions.parquet)
-        groups.append((label, _source(label, load_sessions(Path(run)), labels, main_problems(Path(run)))))
+        groups.append((label, _source(label, loaded, labels, main_problems(Path(run)))))
     if sessions is not None:
         path = Path(sessions)
         loaded = load_sessions(path.parent, path)

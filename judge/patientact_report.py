@@ -15,6 +15,7 @@ from typing import Any, Callable
 from mindcore.errors import EngineError, InputError
 from mindcore.io import CheckpointDir, atomic_write_json, atomic_write_jsonl, atomic_write_text, json_safe
 from mindcore.layout import RunLayout
+from mindcore.manifest import record_stage
 from mindcore.provenance import base_provenance
 from judge.schemas import PatientActRunSummary
 from judge.patientact import (
@@ -189,6 +190,8 @@ def run_patientact(out: str | Path, engines: Any, items: list[ConversationItem],
     atomic_write_json(folder.report_json, report)
     atomic_write_text(folder.report_md, report_md(report))
     failed = [r for r in rows if not r.ok]
+    record_stage(out, "patientact_judge", [folder.judgments, folder.report_json, folder.report_md],
+                 reads=["simulation"], counts={"judged": len(rows), "failed": len(failed)})
     if rows and len(failed) == len(rows):
         raise EngineError(f"every judgment failed ({len(failed)}; first: {failed[0].error}); "
                           f"rows and report written to {folder.path}")

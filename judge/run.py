@@ -16,6 +16,7 @@ from typing import Any
 from mindcore.errors import EngineError
 from mindcore.io import CheckpointDir
 from mindcore.layout import RunLayout
+from mindcore.manifest import record_stage
 from mindcore.provenance import base_provenance
 from judge.analyses import analyses
 from judge.config import JudgeConfig
@@ -103,6 +104,9 @@ def run_judging(run_dir: str | Path, engines: Any, config: JudgeConfig | None = 
     report = summarise(rows, judges, inputs, config, benchmark=bench, usage=engines.ledger.summary())
     files = write_report(out, report, judges[0].rubric, config.plots)
     failed = [r for r in rows if r.status == "failed"]
+    # Judged from a sessions file given by hand, the folder's own sessions are not what the rows come from.
+    record_stage(run_dir, "judge", [folder.parquet, *files.values()], reads=[] if sessions else ["simulation"],
+                 counts={"judgments": len(rows), "failed": len(failed)})
     summary = JudgeRunSummary(
         sessions=len(inputs), judgments=len(rows), ok=len(rows) - len(failed), failed=len(failed),
         critical=len(report["critical_replies"]), dropped_quotes=sum(r.dropped_quotes for r in rows),

@@ -187,6 +187,11 @@ def sample_excerpts(run_dir: Path, n: Optional[int], out: Path, *, seed: int = 0
         if not pool:
             need = f"sessions with at least {WINDOW_TURNS} counsellor replies" if kind == "window" else "counsellor replies"
             raise InputError(f"{run_dir}: no {need} left to draw {kind} excerpts from")
+        if len(pool) < plan[kind]:
+            # Fewer excerpts than asked would leave the study short without a word: say so instead.
+            asked = f"--n {plan[kind]}" if mix is None else f"the mix's {plan[kind]} {kind}s"
+            raise InputError(f"{asked}: {run_dir} holds only {len(pool)} {kind} excerpt{'s' if len(pool) != 1 else ''} "
+                             f"that can be drawn (no counsellor turn in two excerpts); ask for at most {len(pool)}")
         candidates[kind] = pool
         drawn = draw(pool, plan[kind], rng, vocab.levels)
         used.update(r.session_id for r in drawn)

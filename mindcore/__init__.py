@@ -20,6 +20,7 @@ PUBLIC_MODULES = (
     "io",
     "layout",
     "logs",
+    "manifest",
     "plots",
     "preflight",
     "prompts",

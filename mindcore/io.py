@@ -167,6 +167,36 @@ def read_jsonl(path: str | os.PathLike) -> Iterator[tuple[int, Any]]:
                 raise InputError(f"{path}:{i}: not valid JSON ({exc.msg} at column {exc.colno})") from exc
 
 
+def check_out_folder(path: str | os.PathLike, option: str = "--out") -> Path:
+    """An output folder the command may create or resume: refused (InputError) when it, or a folder above
+    it, is a file; checked before any work, so nothing is spent on a run that cannot be written."""
+    from mindcore.errors import InputError
+
+    path = Path(path)
+    for p in (path, *path.parents):
+        if p.exists():
+            if not p.is_dir():
+                what = "is a file" if p == path else f"sits below the file {p}"
+                raise InputError(f"{option} {path}: {what}, not a folder; give a new folder (or one to resume)")
+            break
+    return path
+
+
+def check_out_file(path: str | os.PathLike, option: str = "--out") -> Path:
+    """An output file: refused when it names a folder or sits below a file."""
+    from mindcore.errors import InputError
+
+    path = Path(path)
+    if path.is_dir():
+        raise InputError(f"{option} {path}: a folder, not a file; give the file to write (e.g. {path / 'report.html'})")
+    for p in path.parents:
+        if p.exists():
+            if not p.is_dir():
+                raise InputError(f"{option} {path}: sits below the file {p}, not in a folder; give another path")
+            break
+    return path
+
+
 def json_safe(obj: Any) -> Any:
     """JSON has no NaN or infinity: undefined numbers become null, keys become strings."""
     import math

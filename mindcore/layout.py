@@ -9,6 +9,7 @@ docs/architecture.md ("Run folder layout") says who writes and who reads each pa
 
     RUN/
       run.json                      the job's id, recipe hash, status and provenance
+      run_manifest.json             each finished stage's files (size, sha256) and counts (mindcore.manifest)
       logs/                         library logs (distilabel, datasets) when not --verbose
       profiles/                     profiles.parquet, case_summaries/, checkpoints/, distilabel_cache/,
                                     pool_table.md, summary.json, failures.jsonl, provenance.json
@@ -140,6 +141,7 @@ class RunLayout(_Folder):
     """Every path of one run folder. `RunLayout(out)` is cheap and touches no disk."""
 
     run_json = _Below("run.json")
+    manifest = _Below("run_manifest.json", doc="What each finished stage wrote, with digests (`mindcore.manifest`).")
     logs = _Below("logs")
     profiles = _Below("profiles", ProfilesFolder)
     sessions = _Below("sessions", SessionsFolder)

@@ -4,11 +4,12 @@ so `validation` can read a recipe without importing the simulator."""
 
 from __future__ import annotations
 
+import re
 from pathlib import Path
 from typing import Any, Literal, TypeVar
 
 import yaml
-from pydantic import BaseModel, ConfigDict, Field, PrivateAttr, ValidationError
+from pydantic import BaseModel, ConfigDict, Field, PrivateAttr, ValidationError, field_validator
 
 from mindcore.config import REQUEST_OPTION_DEFAULTS, EnginesConfig, EngineSpec, RoleSpec
 from mindcore.errors import ConfigError
@@ -47,6 +48,39 @@ class RaySettings(BaseModel):
     max_retries: int = Field(3, ge=0, le=100, description="Times a killed worker's shard is retried")
     profile_replicas: int = Field(
         2, ge=1, le=256, description="Replicas of the profile step in distilabel's RayPipeline")
+    connect_timeout_s: float = Field(
+        30.0, gt=0, le=3600, description="Seconds to wait for the cluster at `address` to answer before the run "
+                                         "stops with an error (Ray's own client would keep retrying)")
+
+    @field_validator("address")
+    @classmethod
+    def _address_form(cls, value: str | None) -> str | None:
+        if _ray_endpoint(value) is False:
+            raise ValueError(f"{value!r}: {_RAY_FORMS}")
+        return value
+
+
+_RAY_ADDRESS = re.compile(r"(?:ray://)?(\[[0-9A-Fa-f:.]+\]|[A-Za-z0-9._-]+):(\d{1,5})")
+_RAY_FORMS = ("not a Ray address; write auto, HOST:PORT (the head's GCS port, usually 6379), ray://HOST:10001 "
+              "(Ray Client) or local")
+
+
+def _ray_endpoint(address: str | None) -> tuple[str, int] | None | bool:
+    if address in (None, "", "local", "auto"):
+        return None
+    m = _RAY_ADDRESS.fullmatch(address.strip())
+    if not m or not 0 < int(m.group(2)) < 65536:
+        return False
+    return m.group(1).strip("[]"), int(m.group(2))
+
+
+def ray_endpoint(address: str | None, where: str = "ray.address") -> tuple[str, int] | None:
+    """The host and port a Ray address names (None for a local Ray or `auto`, which Ray resolves itself);
+    anything else is refused here, before any work, in one line."""
+    found = _ray_endpoint(address)
+    if found is False:
+        raise ConfigError(f"{where} {address!r}: {_RAY_FORMS}")
+    return found  # type: ignore[return-value]
 
 
 class Recipe(BaseModel):
@@ -111,6 +145,7 @@ class Recipe(BaseModel):
         address = ray_address or env.get("RAY_ADDRESS") or None
         if address is None:
             return self
+        ray_endpoint(address, "--ray" if ray_address else "RAY_ADDRESS")
         copy = self.model_copy(update={"runner": "ray", "ray": self.ray.model_copy(update={"address": address})})
         copy.path = self.path
         copy._overrides = dict(self._overrides)

@@ -85,8 +85,10 @@ class RaySession:
     Ray for this process when neither is set; a Ray started here is stopped on exit. A Ray the caller
     already initialised (tests, notebooks) is used as it is and left running."""
 
-    def __init__(self, address: str | None = None, *, verbose: bool = False, env: dict[str, str] | None = None):
+    def __init__(self, address: str | None = None, *, verbose: bool = False, env: dict[str, str] | None = None,
+                 connect_timeout_s: float = 30.0):
         self.address = None if address in (None, "", "local") else address
+        self.connect_timeout_s = connect_timeout_s
         self.verbose = verbose
         # Job-wide env for every worker of this run, distilabel's RayPipeline actors included.
         self.env = env or {}
@@ -95,6 +97,10 @@ class RaySession:
     def __enter__(self) -> "RaySession":
         ray = import_ray()
         if not ray.is_initialized():
+            self.check_reachable()
+            # Ray's own client retries a silent address for minutes; the probe above bounds the usual case
+            # (nothing there) and this bounds a port that answers but is not Ray.
+            os.environ.setdefault("RAY_gcs_rpc_server_reconnect_timeout_s", str(max(1, round(self.connect_timeout_s))))
             try:
                 ray.init(address=self.address, log_to_driver=self.verbose, include_dashboard=False,
                          configure_logging=self.verbose,
@@ -104,6 +110,27 @@ class RaySession:
                                   f"({exc}); start it with `ray start --head` or fix --ray / RAY_ADDRESS") from exc
             self.started = True
         return self
+
+    def check_reachable(self) -> None:
+        """A TCP connection to the address's host and port within `connect_timeout_s`, else one EngineError
+        naming the address and how to check it."""
+        import socket
+
+        from mindcore.recipe import ray_endpoint
+
+        address = self.address or os.environ.get("RAY_ADDRESS") or None
+        endpoint = ray_endpoint(address, "Ray address")
+        if endpoint is None:
+            return
+        try:
+            socket.create_connection(endpoint, timeout=self.connect_timeout_s).close()
+        except OSError as exc:
+            why = (f"nothing answered within {self.connect_timeout_s:g} s" if isinstance(exc, TimeoutError)
+                   else (exc.strerror or type(exc).__name__).lower())
+            raise EngineError(
+                f"Ray cluster at {address}: cannot connect ({why}); check the "
+                f"address and that the cluster is up (`ray status --address {endpoint[0]}:{endpoint[1]}` on one of "
+                f"its machines), or raise ray.connect_timeout_s") from None
 
     def __exit__(self, *exc: Any) -> None:
         if self.started:

@@ -35,6 +35,7 @@ from mindcore.client import RoleClient
 from mindcore.errors import ConfigError, EngineError, InputError
 from mindcore.io import CheckpointDir, atomic_write_json, atomic_write_jsonl, atomic_writer
 from mindcore.layout import RunLayout
+from mindcore.manifest import record_stage
 from mindcore.provenance import base_provenance
 from mindcore.runner import progress_bar
 from mindcore.shards import plan_shards, run_shards
@@ -376,7 +377,11 @@ def _finish(out: Path, engines, config: SimulationConfig, seed: int, profiles: l
         config=config.model_dump(mode="json"),
         runner=runner,
     )
-    summary.write(RunLayout(out).sessions.summary)
+    layout = RunLayout(out)
+    summary.write(layout.sessions.summary)
+    record_stage(out, "simulation", [layout.sessions.parquet, layout.transcripts, layout.sessions.summary],
+                 reads=["profiles"], counts={"sessions": summary.sessions_written, "expected": summary.sessions_expected,
+                                             "failed_arcs": len(summary.failed_arcs)})
     return summary
 
 

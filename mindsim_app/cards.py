@@ -8,7 +8,6 @@ uses both to refuse rows the toolkit did not produce.
 
 from __future__ import annotations
 
-import hashlib
 import json
 import shutil
 from collections import Counter
@@ -22,6 +21,7 @@ import pyarrow.parquet as pq
 from mindcore.errors import InputError
 from mindcore.io import atomic_write_json, atomic_write_text, read_jsonl
 from mindcore.layout import RunLayout
+from mindcore.manifest import record_stage, sha256_file
 from mindcore.prompts import render_resource
 from mindsim.patient_engines import DEFAULT_ENGINE, variant
 from mindsim.patient_engines import names as registered_names
@@ -101,14 +101,6 @@ def _size_category(n: int) -> str:
     return "1M<n<10M"
 
 
-def sha256_of(path: Path) -> str:
-    h = hashlib.sha256()
-    with open(path, "rb") as f:
-        for chunk in iter(lambda: f.read(1 << 20), b""):
-            h.update(chunk)
-    return h.hexdigest()
-
-
 def collect_tables(run_dir: Path, run_id: str) -> dict[str, pa.Table]:
     """The run's outputs as one table per dataset config."""
     tables: dict[str, pa.Table] = {}
@@ -152,7 +144,7 @@ def build_dataset_folder(run_dir: Path, run_info: dict[str, Any], dest: Path | N
         # silently load each other's cached rows. A name that changes with the bytes cannot collide.
         tmp = staging / "data" / f"{name}.parquet.tmp"
         pq.write_table(table, tmp)
-        rel = f"data/{name}-{sha256_of(tmp)[:12]}.parquet"
+        rel = f"data/{name}-{sha256_file(tmp)[:12]}.parquet"
         tmp.rename(staging / rel)
         description = CONFIG_DESCRIPTIONS.get(name, name)
         if name == "sessions" and (stats := patient_engine_stats(table)) is not None:
@@ -179,7 +171,7 @@ def build_dataset_folder(run_dir: Path, run_info: dict[str, Any], dest: Path | N
         "run_id": run_id,
         "toolkit": "mindsim",
         "configs": {c.name: {"path": c.path, "rows": c.rows} for c in configs},
-        "files": {str(p.relative_to(staging)): sha256_of(p) for p in files},
+        "files": {str(p.relative_to(staging)): sha256_file(p) for p in files},
         "provenance": run_info.get("provenance", {}),
     }
     atomic_write_json(staging / MANIFEST, manifest)
@@ -190,6 +182,10 @@ def build_dataset_folder(run_dir: Path, run_info: dict[str, Any], dest: Path | N
         dest.rename(old)
     staging.rename(dest)
     shutil.rmtree(old, ignore_errors=True)
+    if dest.resolve() == layout.dataset.resolve():
+        record_stage(run_dir, "dataset", [p for p in dest.rglob("*") if p.is_file()],
+                     reads=["profiles", "simulation", "validation", "judge", "run"],
+                     counts={c.name: c.rows for c in configs})
     return dest
 
 

@@ -45,11 +45,13 @@ def run_cmd(
 ) -> None:
     """Run the main job: profiles → screening → pool → multi-session simulation → validation → (MHQR judge) →
     dataset + card."""
+    from mindcore.io import check_out_folder
     from mindcore.recipe import load_recipe
 
     # A missing or unreadable recipe is reported before the job's seconds of library imports;
     # run_job loads it again and checks every section.
     load_recipe(recipe)
+    check_out_folder(out_dir)
     from mindsim_app.job import run_job
 
     # Passed only when given, so a stand-in run_job with the older signature (tests/mindsim_app/test_cli.py) still fits.
@@ -209,6 +211,15 @@ def _usage_error(exc: Exception) -> int:
     return exc.exit_code  # type: ignore[attr-defined]
 
 
+def _path_problem(exc: OSError) -> str:
+    where = exc.filename or "a path"
+    if isinstance(exc, PermissionError):
+        return f"{where}: permission denied; choose a path you may write to, or change its permissions"
+    if isinstance(exc, IsADirectoryError):
+        return f"{where}: a folder where a file is needed; give a file path"
+    return f"{where}: a file where a folder is needed; give another path, or move the file away"
+
+
 def main(argv: list[str] | None = None) -> int:
     """Run a command and return its exit code (the console script's `sys.exit` uses it).
 
@@ -231,6 +242,10 @@ def main(argv: list[str] | None = None) -> int:
     except MindsimError as exc:
         err.print(f"[red]error:[/] {escape(one_line(str(exc)))}")
         return 1
+    except (FileExistsError, NotADirectoryError, IsADirectoryError, PermissionError) as exc:
+        # A path the user gave is the wrong kind or not theirs to write: bad input, not a crash.
+        err.print(f"[red]error:[/] {escape(one_line(_path_problem(exc)))}")
+        return 2
     except KeyboardInterrupt:
         code = 130
     except typer.Exit as exc:

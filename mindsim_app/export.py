@@ -29,6 +29,7 @@ import typer
 from mindcore.errors import InputError
 from mindcore.io import atomic_write_json, atomic_write_jsonl, atomic_write_parquet, read_parquet_rows
 from mindcore.layout import RunLayout
+from mindcore.manifest import verify_run
 from mindsim.patient_engines import DEFAULT_ENGINE
 
 export_app = typer.Typer(no_args_is_help=True)
@@ -38,6 +39,7 @@ def load_sessions(run_dir: Path) -> list[dict[str, Any]]:
     path = RunLayout(run_dir).sessions.parquet
     if not path.is_file():
         raise InputError(f"{path} not found: give the --out folder of `mindsim run` or `mindsim simulate`")
+    verify_run(run_dir, needs=["simulation"])
     return read_parquet_rows(path, "sessions dataset")
 
 
@@ -76,6 +78,7 @@ def load_judgments(run_dir: Path, judge: str) -> dict[tuple[str, int], dict[str,
     path = RunLayout(run_dir).judgments.parquet
     if not path.is_file():
         raise InputError(f"{path} not found: --max-severity needs MHQR judgments; run `mindsim judge run {run_dir}` first")
+    verify_run(run_dir, needs=["judge"])
     try:
         rows = pq.read_table(path, columns=["session_id", "reply_index", "judge", "severity", "weight", "status"]).to_pylist()
     except Exception as exc:  # a missing column: pyarrow names it
@@ -338,7 +341,7 @@ def _verdict(j: Any) -> dict[str, Any]:
 def sft_cmd(
     run_dir: Path = typer.Argument(..., help="Output folder of `mindsim run` / `mindsim simulate`"),
     out: Path = typer.Option(..., "--out", help="FILE.jsonl or FILE.parquet"),
-    min_turns: int = typer.Option(0, help="Keep sessions with at least this many patient turns"),
+    min_turns: int = typer.Option(0, min=0, help="Keep sessions with at least this many patient turns"),
     finished_only: bool = typer.Option(False, help="Keep only sessions the patient ended (not the turn cap)"),
     max_severity: Optional[str] = typer.Option(
         None, help="Keep each session only up to its first reply judged above this level (no_concern, minor, "
@@ -361,7 +364,7 @@ def sft_cmd(
 def patient_cmd(
     run_dir: Path = typer.Argument(..., help="Output folder of `mindsim run` / `mindsim simulate`"),
     out: Path = typer.Option(..., "--out", help="FILE.jsonl or FILE.parquet"),
-    min_turns: int = typer.Option(0, help="Keep sessions with at least this many patient turns"),
+    min_turns: int = typer.Option(0, min=0, help="Keep sessions with at least this many patient turns"),
     finished_only: bool = typer.Option(False, help="Keep only sessions the patient ended"),
 ) -> None:
     """Patient-simulator data: profile summary, scenario, moves and the tool-using patient history."""

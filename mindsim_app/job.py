@@ -26,6 +26,7 @@ from mindcore.errors import ConfigError, EngineError, InputError
 from mindcore.io import atomic_write_json, read_jsonl
 from mindcore.layout import RunLayout
 from mindcore.logs import library_logs_to
+from mindcore.manifest import forget_stage, record_stage
 from mindcore.provenance import base_provenance
 from mindcore.recipe import PUBLISH_FIELDS, Recipe, load_recipe
 from mindcore.shards import RaySession, env_of
@@ -90,6 +91,11 @@ def _open_run(out_dir: Path, recipe: Recipe) -> dict[str, Any]:
                 f"{out_dir} holds a run of a different recipe ({info.get('recipe', {}).get('name')!r}, "
                 f"hash {info.get('recipe_hash')}); use a new --out folder, or delete this one to start over"
             )
+        # Resumed: until it finishes again the folder is a run in progress (report and publish say so).
+        forget_stage(out_dir, "run")
+        if info.get("status") != "running":
+            info["status"] = "running"
+            atomic_write_json(run_json, info)
         return info
     info = {"run_id": uuid.uuid4().hex[:16], "recipe_hash": h, "status": "running"}
     out_dir.mkdir(parents=True, exist_ok=True)
@@ -169,11 +175,14 @@ def run_job(recipe_path: Path, out_dir: Path, *, verbose: bool = False, ray_addr
     recipe.section("release", ReleaseConfig)
     out_dir = Path(out_dir)
     layout = RunLayout(out_dir)
-    info = _open_run(out_dir, recipe)
-
     on_ray = recipe.runner == "ray"
     keys = {getattr(e, "api_key_env", None) for e in recipe.engines.values()} - {None}
-    cluster = RaySession(recipe.ray.address, verbose=verbose, env=env_of(keys)) if on_ray else nullcontext()
+    cluster = RaySession(recipe.ray.address, verbose=verbose, env=env_of(keys),
+                         connect_timeout_s=recipe.ray.connect_timeout_s) if on_ray else nullcontext()
+    if on_ray:  # an unreachable cluster is named before the run folder is made
+        cluster.check_reachable()
+    info = _open_run(out_dir, recipe)
+
     started = nullcontext(engines) if engines is not None else Engines.from_config(recipe.engines_config())
     with library_logs_to(layout.logs, verbose=verbose), started as engines, cluster:
         # The preflight runs here on the driver, once, before any worker starts (docs/scale.md).
@@ -201,6 +210,9 @@ def run_job(recipe_path: Path, out_dir: Path, *, verbose: bool = False, ray_addr
         sims = _sims_by_counsellor(layout.transcripts)
         compare(vcfg.reference, sims, layout.validation.path, vcfg, engines=engines if vcfg.arc else None,
                 ray=recipe.ray if on_ray and vcfg.arc else None)
+        record_stage(out_dir, "validation", [layout.validation.report_json, layout.validation.report_md,
+                                             *layout.validation.plots()],
+                     reads=["simulation"], counts={"systems": len(sims)})
         jsum = None
         if jcfg is not None:
             _stage("8 · MHQR judge")
@@ -275,6 +287,7 @@ def run_job(recipe_path: Path, out_dir: Path, *, verbose: bool = False, ray_addr
     # The gate as it stands at the end of the run; `mindsim publish` evaluates it again before any upload.
     info["release_gate"] = gate_for_run(out_dir, info)
     atomic_write_json(layout.run_json, info)
+    record_stage(out_dir, "run", [layout.run_json], reads=["profiles", "simulation"])
     with library_logs_to(layout.logs, verbose=verbose):
         dataset = build_dataset_folder(out_dir, info)
     # The one file a user opens first (issue 21); built from the files just written, so a rerun rebuilds it.

@@ -24,7 +24,9 @@ from mindcore.console import out_console
 from mindcore.errors import InputError, MindsimError, UserError
 from mindcore.io import read_jsonl
 from mindcore.layout import RunLayout
-from mindsim_app.cards import MANIFEST, META_KEY, sha256_of, build_dataset_folder
+from mindcore.manifest import verify_run
+from mindcore.manifest import sha256_file
+from mindsim_app.cards import MANIFEST, META_KEY, build_dataset_folder
 
 console = out_console()
 _WS = re.compile(r"\s+")
@@ -115,7 +117,7 @@ def check_folder(folder: Path, reference_transcripts: Iterable[Path] = ()) -> di
         rel = str(p.relative_to(folder))
         if rel not in listed:
             problems.append(f"{rel}: not written by the toolkit for this run")
-        elif sha256_of(p) != listed[rel]:
+        elif sha256_file(p) != listed[rel]:
             problems.append(f"{rel}: changed after the toolkit wrote it")
     prints = reference_fingerprints(reference_transcripts)
     for rel in listed:
@@ -203,14 +205,20 @@ def resolve_folder(path: Path, repo_id: str | None = None, *, force: bool = Fals
     _refuse_annotation_task(path)
     if (path / MANIFEST).is_file():
         parent = RunLayout(path.parent)
-        if parent.run_json.is_file() and parent.dataset.resolve() == path.resolve():
+        inside_run = parent.run_json.is_file() or parent.manifest.is_file()
+        if inside_run and parent.dataset.resolve() == path.resolve():
+            # The dataset is published as it is: it and everything it was built from must be intact.
+            verify_run(parent.path, needs=["run", "dataset"])
             gate = _gate(parent.path, json.loads(parent.run_json.read_text()), force)
             if gate["forced"]:
                 raise UserError(f"{path}: --force outside the release gate needs the run folder, so the rebuilt card "
                                 f"can say so; publish {parent.path} instead")
         return path
     run_json = RunLayout(path).run_json
-    if run_json.is_file():
+    if run_json.is_file() or RunLayout(path).manifest.is_file():
+        # Every recorded stage intact, the dataset folder included (rebuilt here from them, so a damaged folder
+        # would otherwise be published as whatever was left of it).
+        verify_run(path, needs=["run"])
         info = json.loads(run_json.read_text())
         info["release_gate"] = _gate(path, info, force)
         if repo_id:

@@ -28,6 +28,7 @@ from mindcore.errors import ConfigError
 from mindcore.budget import tokenizer_for, worst_case_tokens
 from mindcore.io import CheckpointDir, atomic_write_json, atomic_write_jsonl, atomic_write_text
 from mindcore.layout import ProfilesFolder, RunLayout
+from mindcore.manifest import record_stage
 from mindcore.provenance import base_provenance
 from mindcore.runner import gather_progress
 from profilegen import report
@@ -188,6 +189,11 @@ def _finish(job: _Job, engines: Any, outcomes: list[Outcome], runner: str, note:
         poor_qol_in_pool=sel.poor_in_pool, usage=engines.ledger.summary(), warnings=job.warnings,
     )
     atomic_write_json(files.summary, summary.model_dump(mode="json"))
+    record_stage(folder.parent, "profiles",
+                 [files.parquet, files.pool_table, files.failures, files.provenance, files.summary,
+                  *(files.case_summary(p.profile_id) for p in kept)],
+                 counts={"candidates": summary.candidates, "kept": summary.kept, "pool": summary.pool,
+                         "benchmark": summary.benchmark, "failed": sum(summary.failed.values())})
     if clean:
         report.print_table(clean, job.rates, console)
     console.print(_summary_line(summary))

@@ -130,6 +130,11 @@ class Files:
         self.run_corrupt = r / "corrupt-run"
         _write(self.run_corrupt / "sessions" / "sessions.parquet", BINARY)
         _write(self.run_corrupt / "profiles" / "profiles.parquet", BINARY)
+        self.afile = _write(r / "a-file.txt", b"a file where a folder is expected\n")
+        self.adir = r / "a-folder"
+        self.adir.mkdir()
+        self.no_sessions_run = r / "run-without-sessions"
+        self.no_sessions_run.mkdir()
 
 
 def _write(path: Path, data: bytes) -> Path:
@@ -244,12 +249,35 @@ CASES = {
     "judge-run/bad-option": Case(lambda f: ["judge", "run", f.root, "--bogus"], 2, lambda f: "--bogus", out=lambda f: f.root / "judgments"),
     "judge-sample/missing": Case(lambda f: ["judge", "sample", f.root / "no-run", "--n", "3", "--out", f.root / "s.jsonl"], 2,
                                  lambda f: str(f.root / "no-run")),
+    # A folder no stage recorded cannot be checked, so it is refused before its files are read (issue 36).
     "judge-sample/corrupt": Case(lambda f: ["judge", "sample", f.run_corrupt, "--n", "3", "--out", f.root / "s.jsonl"], 2,
-                                 lambda f: str(f.run_corrupt / "sessions" / "sessions.parquet")),
+                                 lambda f: f"{f.run_corrupt / 'run_manifest.json'}: missing"),
     "judge-agreement/missing": Case(lambda f: ["judge", "agreement", "--annotations", f.missing], 2, lambda f: str(f.missing), out=lambda f: f.root / "agreement"),
     "judge-agreement/malformed": Case(lambda f: ["judge", "agreement", "--annotations", f.malformed], 2, lambda f: str(f.malformed), out=lambda f: f.root / "agreement"),
     "judge-agreement/not-utf8": pytest.param(Case(lambda f: ["judge", "agreement", "--annotations", f.latin], 2, lambda f: str(f.latin), out=lambda f: f.root / "agreement")),
     "unknown-command": Case(lambda f: ["simulatee"], 2, lambda f: "simulatee", out=NOWHERE),
+    # Paths of the wrong kind (issue 36): refused before any work, nothing written beside them.
+    "run/out-is-a-file": Case(lambda f: ["run", f.recipe_ok, "--out", f.afile], 2, lambda f: f"--out {f.afile}: is a file", out=NOWHERE),
+    "run/out-below-a-file": Case(lambda f: ["run", f.recipe_ok, "--out", f.afile / "o"], 2,
+                                 lambda f: f"sits below the file {f.afile}", out=NOWHERE),
+    "compare/out-is-a-file": Case(lambda f: ["validate", "compare", "--sim", f"x={f.good}", "--out", f.afile], 2,
+                                  lambda f: f"--out {f.afile}: is a file", out=NOWHERE),
+    "report/out-is-a-folder": Case(lambda f: ["report", f.run_corrupt, "--out", f.adir], 2,
+                                   lambda f: f"--out {f.adir}: a folder, not a file", out=NOWHERE),
+    "report/out-below-a-file": Case(lambda f: ["report", f.run_corrupt, "--out", f.afile / "r.html"], 2,
+                                    lambda f: f"sits below the file {f.afile}", out=NOWHERE),
+    "sessions-sample/no-sessions": Case(lambda f: ["annotate", "sample", "patientact-sessions", "--out", f.root / "task",
+                                                   "--run", f.no_sessions_run, "--n-raters", "3"], 2,
+                                        lambda f: str(f.no_sessions_run / "sessions" / "sessions.parquet")),
+    "judge-agreement/binary-key": Case(lambda f: ["judge", "agreement", "--annotations", f.good, "--key", f.binary], 2,
+                                       lambda f: str(f.binary), out=lambda f: f.root / "agreement"),
+    "run/ray-garbage": Case(lambda f: ["run", f.recipe_ok, "--out", f.root / "o", "--ray", "garbage::address"], 2,
+                            lambda f: "--ray 'garbage::address': not a Ray address"),
+    # Nothing listens on the discard port of this machine: refused at once, before the run folder exists.
+    "run/ray-unreachable": Case(lambda f: ["run", f.recipe_ok, "--out", f.root / "o", "--ray", "127.0.0.1:9"], 1,
+                                lambda f: "Ray cluster at 127.0.0.1:9: cannot connect"),
+    "export-sft/negative-bound": Case(lambda f: ["export", "sft", f.run_corrupt, "--out", f.root / "x.jsonl", "--min-turns", "-1"],
+                                      2, lambda f: "--min-turns"),
 }
 
 
@@ -513,3 +541,103 @@ def test_publish_refused_by_the_hub_exits_2(openai_stub, tmp_path):
     line = error_line(proc, only_line=False)
     assert line.startswith("error: push to someone/tiny failed") and "404" in line
     assert "hf_test_not_a_secret_000" not in proc.stderr + proc.stdout
+
+
+# ---------------------------------------------------------------- damaged run folders (issue 36)
+
+# A finished run on the fake engine (every stage, the dataset and the PatientAct rubric), copied and broken per case.
+DAMAGES = {
+    "sessions-deleted": (lambda r: shutil.rmtree(r / "sessions"), "sessions/sessions.parquet"),
+    # Cut at a line boundary: every line still parses, only the manifest can tell.
+    "transcripts-cut-at-a-line": (lambda r: _cut(r / "transcripts" / "transcripts.jsonl", at_line=True),
+                                  "transcripts/transcripts.jsonl"),
+    "transcripts-cut-mid-line": (lambda r: _cut(r / "transcripts" / "transcripts.jsonl", at_line=False),
+                                 "transcripts/transcripts.jsonl"),
+    "run-json-removed": (lambda r: (r / "run.json").unlink(), "run.json"),
+    "judgments-removed": (lambda r: shutil.rmtree(r / "judgments"), "judgments/judgments.parquet"),
+    "dataset-profiles-deleted": (lambda r: next((r / "dataset" / "data").glob("profiles-*.parquet")).unlink(),
+                                 "dataset/data/profiles-"),
+    "manifest-removed": (lambda r: (r / "run_manifest.json").unlink(), "run_manifest.json"),
+    "profiles-edited": (lambda r: (r / "profiles" / "pool_table.md").write_text("edited by hand\n"),
+                        "profiles/pool_table.md"),
+}
+READERS = {
+    "report": lambda r, t: ["report", r],
+    "publish": lambda r, t: ["publish", r, "--repo-id", "someone/x", "--dry-run"],
+    "publish-dataset": lambda r, t: ["publish", r / "dataset", "--repo-id", "someone/x", "--dry-run"],
+    "export-sft": lambda r, t: ["export", "sft", r, "--out", t / "sft.jsonl"],
+    "judge-sample": lambda r, t: ["judge", "sample", r, "--n", "1", "--out", t / "s.jsonl"],
+    "annotate-sample": lambda r, t: ["annotate", "sample", "mhqr", r, "--n", "1", "--n-raters", "3", "--out", t / "task"],
+}
+
+
+def _cut(path: Path, *, at_line: bool) -> None:
+    data = path.read_bytes()
+    path.write_bytes(data[: data.rstrip(b"\n").rfind(b"\n") + 1] if at_line else data[: len(data) // 2])
+
+
+@pytest.fixture(scope="module")
+def finished_run(tmp_path_factory) -> Path:
+    sys.path.insert(0, str(TESTS / "mindsim_app"))
+    from fakejob import write_fake_job
+
+    return write_fake_job(tmp_path_factory.mktemp("finished"))
+
+
+def _copy_of(run: Path, tmp_path: Path) -> Path:
+    return Path(shutil.copytree(run, tmp_path / "run"))
+
+
+@pytest.mark.parametrize("reader", list(READERS))
+@pytest.mark.parametrize("damage", list(DAMAGES))
+def test_a_damaged_run_is_refused_naming_the_file(damage, reader, finished_run, tmp_path):
+    run = _copy_of(finished_run, tmp_path)
+    (tmp_path / "outputs").mkdir()
+    break_it, named = DAMAGES[damage]
+    break_it(run)
+    before = _tree(tmp_path)
+    proc = mindsim_here(*READERS[reader](run, tmp_path / "outputs"), cwd=tmp_path)
+    assert proc.returncode == 2, proc.stderr
+    line = error_line(proc)
+    assert f"{run}/{named}" in line, line
+    assert _tree(tmp_path) == before, "a refused command wrote something"
+
+
+@pytest.mark.parametrize("reader", list(READERS))
+def test_an_intact_run_is_read(reader, finished_run, tmp_path):
+    run = _copy_of(finished_run, tmp_path)
+    (tmp_path / "outputs").mkdir()
+    proc = mindsim_here(*READERS[reader](run, tmp_path / "outputs"), cwd=tmp_path)
+    assert proc.returncode == 0, proc.stderr
+
+
+def test_a_run_in_progress_is_reported_only_with_allow_partial(finished_run, tmp_path):
+    run = _copy_of(finished_run, tmp_path)
+    info = json.loads((run / "run.json").read_text())
+    (run / "run.json").write_text(json.dumps({**info, "status": "running"}))
+    proc = mindsim_here("report", run, "--out", tmp_path / "r.html", cwd=tmp_path)
+    assert proc.returncode == 2 and "the run has not finished (status 'running'" in error_line(proc)
+    assert not (tmp_path / "r.html").exists()
+    proc = mindsim_here("report", run, "--out", tmp_path / "r.html", "--allow-partial", cwd=tmp_path)
+    assert proc.returncode == 0, proc.stderr
+    html = (tmp_path / "r.html").read_text()
+    assert 'id="partial-tag"' in html and 'id="partial-banner-0"' in html and "status &#39;running&#39;" in html
+
+
+def test_more_excerpts_than_the_run_holds_is_refused(finished_run, tmp_path):
+    run = _copy_of(finished_run, tmp_path)
+    proc = mindsim_here("annotate", "sample", "mhqr", run, "--n", "500", "--n-raters", "3", "--out", tmp_path / "task",
+                        cwd=tmp_path)
+    assert proc.returncode == 2
+    assert "--n 500:" in error_line(proc) and "ask for at most" in error_line(proc)
+    assert not (tmp_path / "task").exists()
+
+
+def test_validate_compare_refuses_a_run_transcript_cut_at_a_line(finished_run, tmp_path):
+    run = _copy_of(finished_run, tmp_path)
+    _cut(run / "transcripts" / "transcripts.jsonl", at_line=True)
+    proc = mindsim_here("validate", "compare", "--sim", f"x={run / 'transcripts' / 'transcripts.jsonl'}",
+                        "--out", tmp_path / "v", cwd=tmp_path)
+    assert proc.returncode == 2
+    assert f"{run / 'transcripts' / 'transcripts.jsonl'}: changed after the simulation stage" in error_line(proc)
+    assert not (tmp_path / "v").exists()

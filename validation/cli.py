@@ -137,10 +137,15 @@ def compare_cmd(
                                                    help="Compare only conversations with this counsellor (repeat)"),
 ) -> None:
     """Distances of each system to the reference, with intervals, the noise floor and arc shares."""
+    from mindcore.io import check_out_folder
+    from mindcore.manifest import verify_file
     from validation.compare import compare
 
     try:
         sims = _parse_sims(sim)
+        check_out_folder(out)
+        for path in sims.values():
+            verify_file(path)
         config, engines_cfg = _config(
             recipe,
             reference=str(reference) if reference else None,

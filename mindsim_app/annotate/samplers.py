@@ -30,6 +30,7 @@ from typing import Any, Optional, Sequence
 from mindcore.errors import InputError
 from mindcore.io import read_jsonl
 from mindcore.layout import RunLayout
+from mindcore.manifest import verify_run
 from mindsim_app.annotate import tasks, units
 from mindsim_app.annotate.protocol import DIVERSITY
 from mindsim_app.annotate.tasks import Design, Header
@@ -52,6 +53,7 @@ def sample_mhqr(out: Path, design: Design, *, run_dir: Optional[Path] = None, n:
 
             if not n and not mix:
                 raise InputError("--n (with --unit) or --mix paper: how many excerpts to draw from the run")
+            _intact(Path(run_dir), RunLayout(run_dir).sessions.parquet)
             excerpts, excerpts_key = Path(tmp) / "excerpts.jsonl", Path(tmp) / "excerpts.key.json"
             sample_excerpts(run_dir, n, excerpts, seed=seed, key=excerpts_key, judge=judge, unit=unit, mix=mix)
         excerpts_key = Path(excerpts_key) if excerpts_key else Path(excerpts).with_suffix(".key.json")
@@ -92,6 +94,13 @@ class Source:
     messages: list[dict[str, str]]
 
 
+def _intact(run: Path, sessions: Path) -> None:
+    """A run folder a task is drawn from must hold what its manifest lists (raters must not rate the leftovers
+    of a damaged folder). A folder without sessions is left to the loader, which names what is missing."""
+    if sessions.is_file():
+        verify_run(run, needs=["simulation"])
+
+
 def _named(spec: str) -> tuple[Optional[str], Path]:
     """`NAME=PATH` or `PATH`."""
     if "=" in spec and not Path(spec).exists():
@@ -113,6 +122,7 @@ def load_sources(runs: Sequence[str] = (), sessions: Sequence[str] = (), real: S
         if not path.is_dir():
             raise InputError(f"--run {spec}: no such run folder")
         parquet = RunLayout(path).sessions.parquet
+        _intact(path, parquet)
         labels = parquet_system_labels(parquet) if parquet.is_file() else {}
         for s in load_sessions(path):
             out.append(Source(name or labels.get(s.session_id, "mindsim"), s.session_id, s.patient_id, s.session_index,
@@ -231,6 +241,8 @@ def sample_patientact_sessions(out: Path, design: Design, *, runs: Sequence[Path
     """Whole sessions, `per_system` of each system (all when not given), for the five-scale rating."""
     from judge.patientact import load_items
 
+    for r in runs:
+        _intact(Path(r), RunLayout(r).sessions.parquet)
     found = load_items([Path(r) for r in runs], sessions)
     rng = random.Random(seed)
     by: dict[str, list[Any]] = defaultdict(list)
@@ -308,6 +320,7 @@ def load_profiles(runs: Sequence[Path]) -> list[dict[str, Any]]:
         for p in (ppath, spath):
             if not p.is_file():
                 raise InputError(f"{p} not found: give the --out folder of a `mindsim run` with the PatientAct engine")
+        verify_run(run, needs=["profiles", "simulation"])
         profiles = {r["profile_id"]: r for r in pq.read_table(ppath, columns=["profile_id", "case_summary"]).to_pylist()}
         names = pq.read_schema(spath).names
         if "patientact" not in names:

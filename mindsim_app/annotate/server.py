@@ -11,6 +11,7 @@ is checked against its protocol (`protocol.py`) and committed to SQLite before t
 
 from __future__ import annotations
 
+import errno
 import logging
 from dataclasses import dataclass
 from importlib import resources
@@ -189,7 +190,9 @@ def run(task_dirs: list[Path], host: str = "127.0.0.1", port: int = 8765, renew:
     not in URLs); the links go to the links file only."""
     import uvicorn
 
+    sock = _listen(host, port)  # before the tasks' stores open or links are written: a taken port changes nothing
     app = create_app(task_dirs)
+    port = sock.getsockname()[1]  # --port 0 asks the system for a free one; the links name the real one
     shown_host = f"[{host}]" if ":" in host else host
     for s in app.state.served:
         path, n = issue_links(s.task, s.store, f"http://{shown_host}:{port}", renew, links_file if len(task_dirs) == 1 else None)
@@ -198,4 +201,32 @@ def run(task_dirs: list[Path], host: str = "127.0.0.1", port: int = 8765, renew:
              f"rater links are in {path} (send each rater only their own line)")
     echo(f"serving on http://{shown_host}:{port}/ (Ctrl+C stops; answers are saved as they are given)")
     logging.basicConfig(level=logging.INFO, format="%(asctime)s %(message)s")
-    uvicorn.run(app, host=host, port=port, log_level="info", access_log=True)
+    uvicorn.Server(uvicorn.Config(app, log_level="info", access_log=True)).run(sockets=[sock])
+
+
+def _listen(host: str, port: int) -> "socket.socket":
+    """The listening socket, bound here so a port in use is one clear error instead of uvicorn's log and exit 3."""
+    import socket
+
+    from mindcore.errors import InputError
+
+    try:
+        infos = socket.getaddrinfo(host, port, type=socket.SOCK_STREAM, flags=socket.AI_PASSIVE)
+    except socket.gaierror as exc:
+        raise InputError(f"--host {host}: not an address of this machine ({exc.strerror}); use 127.0.0.1 or an "
+                         "address `ip addr` lists") from None
+    family, _, _, _, address = infos[0]
+    sock = socket.socket(family, socket.SOCK_STREAM)
+    sock.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
+    try:
+        sock.bind(address)
+        sock.listen(128)
+    except OSError as exc:
+        sock.close()
+        taken = exc.errno == errno.EADDRINUSE
+        raise InputError(f"--host {host} --port {port}: " + ("the port is already in use (another `mindsim annotate "
+                         "serve` or program listens there); choose another --port, or stop that program"
+                         if taken else f"cannot listen there ({(exc.strerror or str(exc)).lower()}); choose another "
+                         "--host or --port")) from None
+    sock.set_inheritable(True)
+    return sock

@@ -136,7 +136,7 @@ def run_context(run: RunData, draws: int = 20000) -> dict[str, Any]:
         "judge_report": run.judge_report, "validation": run.validation, "validation_charts":
         _validation_charts(run.validation), "health": h, "health_charts": _health_charts(h),
         "versions": versions(run), "patientact": run.patientact, "drill": drilldown(run, boards),
-        "gate": (run.info.get("release_gate") or None),
+        "gate": (run.info.get("release_gate") or None), "partial": run.partial,
     }
 
 
@@ -186,14 +186,15 @@ def render(runs: Sequence[RunData], *, mixed: list[str] | None = None, draws: in
 
 
 def build_report(run_dirs: Sequence[str | Path], out: str | Path | None = None, *, allow_mixed: bool = False,
-                 draws: int = 20000) -> Path:
+                 allow_partial: bool = False, draws: int = 20000) -> Path:
     """Write the report of one run (default `RUN_DIR/report.html`) or the comparison of several (`--out`
-    required). Raises MixedVersions (exit 2) naming the first differing pair unless `allow_mixed`."""
+    required). Raises MixedVersions (exit 2) naming the first differing pair unless `allow_mixed`; a run folder
+    that is incomplete or altered (its manifest) is refused unless `allow_partial` (the page then says so)."""
     if not run_dirs:
         raise UserError("give at least one run folder")
     if len(run_dirs) > 1 and out is None:
         raise UserError("comparing several runs: say where the page goes with --out FILE.html")
-    runs = [load_run(p) for p in run_dirs]
+    runs = [load_run(p, allow_partial=allow_partial) for p in run_dirs]
     mixed: list[str] = []
     for i, a in enumerate(runs):
         for b in runs[i + 1:]:

@@ -16,10 +16,16 @@ def report_cmd(
                                                            "required for several runs)"),
     allow_mixed: bool = typer.Option(False, "--allow-mixed", help="Compare runs whose toolkit, rubric, templates, "
                                                                   "judge or reference differ (marked on the page)"),
+    allow_partial: bool = typer.Option(False, "--allow-partial", help="Report a run still in progress, or one "
+                                                                      "with missing or changed files (the page "
+                                                                      "lists them at its top)"),
 ) -> None:
     """One self-contained HTML report: leaderboard with significance groups, every judge and validation
     table as charts, a drill-down into every session, simulator health and versions. No network needed."""
+    from mindcore.io import check_out_file
     from mindsim_app.report.build import build_report
 
-    path = build_report(runs, out, allow_mixed=allow_mixed)
+    if out is not None:
+        check_out_file(out)
+    path = build_report(runs, out, allow_mixed=allow_mixed, allow_partial=allow_partial)
     out_console().print(f"report: {path} ({path.stat().st_size / 1024:.0f} KiB)")

@@ -37,6 +37,8 @@ class RunData:
     patientact: dict[str, Any] | None
     profiles_summary: dict[str, Any] | None
     profile_failures: list[dict[str, Any]] = field(default_factory=list)
+    # What `mindcore.manifest.check_run` found wrong when the report was asked for anyway (`--allow-partial`).
+    partial: list[str] = field(default_factory=list)
 
     @property
     def label(self) -> str:
@@ -78,7 +80,11 @@ def _jsonl(path: Path) -> list[dict[str, Any]]:
     return [row for _, row in read_jsonl(path)]
 
 
-def load_run(path: str | Path) -> RunData:
+def load_run(path: str | Path, *, allow_partial: bool = False) -> RunData:
+    """One run folder, verified against its manifest first (refused with the first problem unless
+    `allow_partial`: a run still in progress, whose page then lists what is missing or changed)."""
+    from mindcore.manifest import verify_run
+
     path = Path(path)
     run = RunLayout(path)
     if not path.is_dir():
@@ -87,6 +93,7 @@ def load_run(path: str | Path) -> RunData:
     if info is None and not run.sessions.parquet.is_file():
         raise InputError(f"{path}: not a run folder (no run.json and no sessions/sessions.parquet); give the --out "
                          "folder of `mindsim run` or `mindsim simulate`")
+    check = verify_run(path, needs=["simulation"], allow_partial=allow_partial)
     judgments = _parquet(run.judgments.parquet)
     for j in judgments:
         if isinstance(j.get("prompt_hashes"), str):
@@ -96,7 +103,7 @@ def load_run(path: str | Path) -> RunData:
         sessions=_parquet(run.sessions.parquet, SESSION_COLUMNS), validation=_json(run.validation.report_json),
         judge_report=_json(run.judgments.report_json), judgments=judgments,
         patientact=_json(run.patientact_judge.report_json), profiles_summary=_json(run.profiles.summary),
-        profile_failures=_jsonl(run.profiles.failures),
+        profile_failures=_jsonl(run.profiles.failures), partial=check.problems,
     )
 
 

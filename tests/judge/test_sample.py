@@ -14,6 +14,7 @@ import pytest
 from judge.agreement import run_agreement
 from judge.sample import sample_excerpts
 from mindcore.errors import InputError
+from restamp import record_as_stages
 
 NAMES = ["zephyr-counsel-7b", "quokka-therapist", "marlin-helper"]
 
@@ -38,7 +39,7 @@ def make_run(root: Path, *, replies: int = 4, judged: bool = True) -> Path:
     if judged:
         (root / "judgments").mkdir()
         pq.write_table(pa.Table.from_pylist(judgments), root / "judgments" / "judgments.parquet")
-    return root
+    return record_as_stages(root)
 
 
 def test_sample_is_blinded_and_the_key_maps_back(tmp_path):
@@ -89,7 +90,11 @@ def test_sample_is_deterministic_with_a_seed(tmp_path):
 def test_sample_without_judgments_and_more_than_available(tmp_path):
     run = make_run(tmp_path / "run", replies=1, judged=False)
     key = tmp_path / "elsewhere" / "k.json"
-    summary = sample_excerpts(run, 50, tmp_path / "x.jsonl", seed=0, key=key)
+    # More than the run holds is refused, naming how many it does hold (a short study would go unnoticed).
+    with pytest.raises(InputError, match="--n 50: .* holds only 6 reply excerpts .* at most 6"):
+        sample_excerpts(run, 50, tmp_path / "x.jsonl", seed=0, key=key)
+    assert not (tmp_path / "x.jsonl").exists() and not key.exists()
+    summary = sample_excerpts(run, 6, tmp_path / "x.jsonl", seed=0, key=key)
     assert summary["drawn"] == 6 and summary["judge"] is None
     assert set(json.loads(key.read_text())["strata"][NAMES[1]]) == {"unjudged"}
     with pytest.raises(InputError, match="--key must differ"):

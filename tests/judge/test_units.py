@@ -15,6 +15,7 @@ from judge.agreement import run_agreement
 from judge.sample import sample_excerpts
 from judge.units import PAPER_MIX, Excerpt, KeyEntry
 from mindcore.errors import InputError
+from restamp import record_as_stages
 
 NAMES = ["zephyr-counsel-7b", "quokka-therapist", "marlin-helper"]
 
@@ -39,7 +40,7 @@ def make_run(root: Path, *, per_counsellor: int = 25, replies: int = 7) -> Path:
     pq.write_table(pa.Table.from_pylist(sessions), root / "sessions" / "sessions.parquet")
     (root / "judgments").mkdir()
     pq.write_table(pa.Table.from_pylist(judgments), root / "judgments" / "judgments.parquet")
-    return root
+    return record_as_stages(root)
 
 
 def _read(path: Path) -> list[dict]:

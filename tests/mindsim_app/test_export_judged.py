@@ -14,6 +14,7 @@ import pytest
 from mindcore.errors import InputError
 from mindsim_app.cli import main
 from mindsim_app.export import sft_export
+from restamp import record_as_stages
 
 WEIGHT = {"no_concern": 0.0, "minor": 1.0, "major": 5.0, "critical": 10.0}
 
@@ -54,7 +55,7 @@ def run_dir(tmp_path: Path) -> Path:
                              "severity": sev if ok else None, "weight": WEIGHT[sev] if ok else None,
                              "status": "ok" if ok else "failed"})
     pq.write_table(pa.Table.from_pylist(rows), run / "judgments" / "judgments.parquet")
-    return run
+    return record_as_stages(run)
 
 
 def replies_of(row: dict) -> list[str]:
@@ -247,6 +248,7 @@ def test_dpo_on_the_embedded_engine(embedded_engines, run_dir, tmp_path):
     table = pq.read_table(run_dir / "sessions" / "sessions.parquet").to_pylist()
     pq.write_table(pa.Table.from_pylist([r for r in table if r["session_id"] == "s_clean"]),
                    one / "sessions" / "sessions.parquet")
+    record_as_stages(one)
     counsellors = [("local", embedded_engines.role("counsellor"))]
     the_judge = Judge("judge", embedded_engines.role("judge"), load_rubric(), full_rubric=False)
     rows, summary = embedded_engines.run(

@@ -5,84 +5,17 @@ path the layout names, and every path the layout names for these stages must hav
 
 from __future__ import annotations
 
-import importlib.util
-import sys
 from pathlib import Path
 
 import pytest
+from fakejob import write_fake_job
 
-from mindcore.engine import Engines
-from mindcore.fake import FakeBackend
 from mindcore.layout import RunLayout
-
-TESTS = Path(__file__).resolve().parents[1]
-for extra in (TESTS, TESTS / "judge"):
-    if str(extra) not in sys.path:
-        sys.path.insert(0, str(extra))
-
-from judgefakes import fake_judge  # noqa: E402
-from openai_stub import OpenAIStub, from_responder  # noqa: E402
-from simfakes import SimResponder  # noqa: E402
-from test_patientact import PAResponder  # noqa: E402
-
-ROLES = ["profile_writer", "screener", "labeller", "patient", "first_scenario_writer", "scenario_writer",
-         "memory_compactor", "counsellor", "patient_appraiser", "profile_decomposer", "patient_matcher", "judge"]
-PA_STEPS = {"DecompositionDraft", "PsychFormulation", "Reaction", "Behaviour", "Resistance", "TrustChange"}
-
-
-def _responder():
-    spec = importlib.util.spec_from_file_location("profilegen_fakes_layout", TESTS / "profilegen" / "conftest.py")
-    pg = importlib.util.module_from_spec(spec)
-    spec.loader.exec_module(pg)
-    sim, pa = SimResponder(end_after=99), PAResponder()
-
-    def respond(req):
-        if req.role == "profile_writer":
-            return pg.draft_for(req)
-        if req.role == "screener":
-            return pg.clean_verdict(req)
-        if req.role == "labeller":
-            return {"label": "F"}
-        if req.role == "judge":
-            return fake_judge(req)
-        return pa(req) if req.schema_name in PA_STEPS else sim(req)
-
-    return respond
-
-
-def _recipe(path: Path, stub: OpenAIStub) -> Path:
-    stub.serve(*ROLES)
-    path.write_text(
-        f"name: layouttest\nseed: 3\nengines:\n  stub: {{kind: openai, base_url: '{stub.base_url}', model: m, "
-        "native_tools: false, max_concurrency: 8}\nroles:\n  default: {engine: stub}\n"
-        + "".join(f"  {r!r}: {{engine: stub, model: {r!r}}}\n" for r in ROLES)
-        + "profiles: {personas: synthetic, candidates: 4, pool_size: 2, benchmark_size: 1, pool_verdicts: [clean, minor], causal_checks: false}\n"
-        "simulation: {sessions: 2, turn_cap: 3, counsellors: [counsellor], patient_engine: [mindsim, patientact]}\n"
-        "validation: {bootstrap_draws: 20, floor_splits: 5, arc: true}\n"
-        "judge: {bootstrap_draws: 100}\n"
-    )
-    return path
-
-
-def _patientact_answer(req):
-    from judge.patientact import rubrics
-
-    return {k: v for d in rubrics().conversation.ids for k, v in ((f"{d}_reason", "holds back"), (d, 3))}
 
 
 @pytest.fixture(scope="module")
 def run(tmp_path_factory) -> Path:
-    from judge.patientact import load_items
-    from judge.patientact_report import run_patientact
-    from mindsim_app.job import run_job
-
-    tmp = tmp_path_factory.mktemp("layout")
-    out = tmp / "run"
-    with OpenAIStub(from_responder(_responder())) as stub:
-        run_job(_recipe(tmp / "r.yaml", stub), out)
-    with Engines.with_backend(FakeBackend(_patientact_answer)) as engines:
-        run_patientact(out, engines, load_items([out]))
-    return out
+    return write_fake_job(tmp_path_factory.mktemp("layout"))
 
 
 def _written(root: Path) -> set[Path]:
@@ -93,7 +26,7 @@ def test_every_file_of_a_run_is_a_path_of_the_layout(run):
     layout = RunLayout(run)
     p, s, v, j, pa = layout.profiles, layout.sessions, layout.validation, layout.judgments, layout.patientact_judge
     files = {
-        layout.run_json, p.parquet, p.pool_table, p.summary, p.failures, p.provenance,
+        layout.run_json, layout.manifest, p.parquet, p.pool_table, p.summary, p.failures, p.provenance,
         s.layout_marker, s.parquet, s.summary, *s.shard(0, 1), layout.transcripts,
         v.report_json, v.report_md, v.arc_cache, j.parquet, j.report_json, j.report_md,
         pa.judgments, pa.report_json, pa.report_md, layout.report_html,

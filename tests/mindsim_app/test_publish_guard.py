@@ -13,7 +13,8 @@ import pyarrow.parquet as pq
 import pytest
 
 from mindcore.provenance import base_provenance
-from mindsim_app.cards import MANIFEST, META_KEY, sha256_of, build_dataset_folder
+from mindcore.manifest import sha256_file
+from mindsim_app.cards import MANIFEST, META_KEY, build_dataset_folder
 from mindsim_app.publish import MIN_FINGERPRINT_WORDS, PublishRefused, check_folder
 
 RUN_ID = "run0000000000001"
@@ -53,7 +54,7 @@ def _config_path(folder: Path, name: str) -> Path:
 def _restamp(folder: Path, rel_path: Path) -> None:
     """Record `rel_path`'s current checksum in the manifest, as if the toolkit had written it (isolates one check)."""
     manifest = json.loads((folder / MANIFEST).read_text())
-    manifest["files"][str(rel_path.relative_to(folder))] = sha256_of(rel_path)
+    manifest["files"][str(rel_path.relative_to(folder))] = sha256_file(rel_path)
     (folder / MANIFEST).write_text(json.dumps(manifest))
 
 

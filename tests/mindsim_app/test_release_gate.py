@@ -14,6 +14,7 @@ from mindcore.errors import ConfigError
 from mindcore.recipe import Recipe
 from mindsim_app.release import ReleaseConfig, evaluate, failure_lines
 from reportfix import write_fixture_run
+from restamp import restamp
 
 SYSTEM = "mindsim/counsellor"
 
@@ -89,6 +90,7 @@ def _set_gate(run: Path, **release) -> None:
     info = json.loads((run / "run.json").read_text())
     info["recipe"]["release"] = release
     (run / "run.json").write_text(json.dumps(info))
+    restamp(run)  # stands for a run whose recipe had this gate
 
 
 def test_publish_refuses_outside_the_gate_then_force_publishes_and_the_card_says_so(run, capsys):

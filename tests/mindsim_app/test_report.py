@@ -12,11 +12,13 @@ from pathlib import Path
 import numpy as np
 import pytest
 
+from mindcore.manifest import forget_stage
 from mindsim_app.report import ranking
 from mindsim_app.report.build import MixedVersions, build_report
 from mindsim_app.report.health import attribute
 from mindsim_app.report.load import load_run
 from reportfix import write_fixture_run
+from restamp import restamp
 
 
 @pytest.fixture(scope="module")
@@ -129,9 +131,10 @@ def test_quote_span_follows_the_judge_matching_rule():
 # --- comparing runs --------------------------------------------------------------------------------
 
 def _copy(src: Path, dst: Path, edit) -> Path:
+    """A copy of the run edited by hand to stand for one made differently, its manifest restamped to match."""
     shutil.copytree(src, dst)
     edit(dst)
-    return dst
+    return restamp(dst)
 
 
 def _edit_json(path: Path, fn) -> None:
@@ -240,6 +243,8 @@ def test_a_run_without_judge_or_validation_still_gets_its_page(fixture_run, tmp_
     run = Path(shutil.copytree(fixture_run, tmp_path / "run"))
     shutil.rmtree(run / "judgments")
     shutil.rmtree(run / "validation")
+    for stage in ("judge", "validation"):  # a run whose recipe had neither (a deleted stage is refused instead)
+        forget_stage(run, stage)
     html = build_report([run]).read_text()
     assert "No judgments in this run" in html and "No validation report in this run" in html
     assert '"sessions":[' in html  # the drill-down still has every session, unjudged

@@ -9,6 +9,7 @@ from typing import Any
 
 import pyarrow as pa
 import pyarrow.parquet as pq
+from restamp import record_as_stages
 
 COUNSELLORS = ["zephyr-counsel-7b", "quokka-therapist"]
 ENGINES = ["mindsim", "patientact"]
@@ -59,7 +60,7 @@ def write_run(root: Path, turns: int = 6) -> Path:
     (root / "profiles").mkdir()
     pq.write_table(pa.Table.from_pylist([{"profile_id": pid, "case_summary": f"{pid}: 34, works nights, lives alone."}
                                          for pid in SEEDS]), root / "profiles" / "profiles.parquet")
-    return root
+    return record_as_stages(root)
 
 
 def write_real(path: Path, n: int = 4, turns: int = 6) -> Path:

@@ -123,3 +123,20 @@ def test_mhqr_export_writes_only_excerpts_rated_on_every_turn(tmp_path, run_dir)
     lines = [json.loads(x) for x in Path(out["files"]["mhqr_annotations"]).read_text().splitlines()]
     assert {x["excerpt_id"] for x in lines} == {first} and len(lines) == 5 and all(x["turn_id"] for x in lines)
     assert out["incomplete_excerpts"] == [{"rater": "a", "item_id": second, "rated": 1, "turns": 5}]
+
+
+def test_serving_on_a_port_in_use_is_one_error_line_and_writes_no_links(tmp_path, run_dir, capsys):
+    import socket
+
+    sample_realism(tmp_path / "t", Design(raters=["a"], k=1), n=2, runs=[str(run_dir)], windows=[1])
+    before = sorted(p.name for p in (tmp_path / "t").iterdir())
+    with socket.socket() as taken:
+        taken.bind(("127.0.0.1", 0))
+        taken.listen(1)
+        port = taken.getsockname()[1]
+        code, _, err = cli(capsys, "annotate", "serve", str(tmp_path / "t"), "--port", str(port))
+    assert code == 2, err
+    lines = [ln for ln in err.splitlines() if ln.strip()]
+    assert len(lines) == 1 and lines[0].startswith("error: --host 127.0.0.1 --port " + str(port)), err
+    assert "already in use" in lines[0] and "--port" in lines[0]
+    assert sorted(p.name for p in (tmp_path / "t").iterdir()) == before  # no links file was written
