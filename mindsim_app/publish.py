@@ -24,7 +24,7 @@ from mindcore.console import out_console
 from mindcore.errors import InputError, MindsimError, UserError
 from mindcore.io import read_jsonl
 from mindcore.layout import RunLayout
-from mindcore.manifest import verify_run
+from mindcore.manifest import read_manifest, verify_run
 from mindcore.manifest import sha256_file
 from mindsim_app.cards import MANIFEST, META_KEY, build_dataset_folder
 
@@ -195,6 +195,15 @@ def _refuse_annotation_task(path: Path) -> None:
                          "task was sampled from instead")
 
 
+def _is_run(path: Path) -> bool:
+    """A folder of `mindsim run`: its run.json, or a manifest that recorded one (so a deleted run.json is named as
+    missing rather than the folder taken for something else). A dataset built beside other files is not one."""
+    if RunLayout(path).run_json.is_file():
+        return True
+    manifest = read_manifest(path)
+    return manifest is not None and "run" in manifest.stages
+
+
 def resolve_folder(path: Path, repo_id: str | None = None, *, force: bool = False) -> Path:
     """Accept a dataset folder (with a manifest) or a run folder (with run.json; its dataset is rebuilt).
     The recipe's release gate is evaluated first wherever the run folder is known (a dataset folder inside
@@ -205,8 +214,7 @@ def resolve_folder(path: Path, repo_id: str | None = None, *, force: bool = Fals
     _refuse_annotation_task(path)
     if (path / MANIFEST).is_file():
         parent = RunLayout(path.parent)
-        inside_run = parent.run_json.is_file() or parent.manifest.is_file()
-        if inside_run and parent.dataset.resolve() == path.resolve():
+        if _is_run(parent.path) and parent.dataset.resolve() == path.resolve():
             # The dataset is published as it is: it and everything it was built from must be intact.
             verify_run(parent.path, needs=["run", "dataset"])
             gate = _gate(parent.path, json.loads(parent.run_json.read_text()), force)
@@ -215,7 +223,7 @@ def resolve_folder(path: Path, repo_id: str | None = None, *, force: bool = Fals
                                 f"can say so; publish {parent.path} instead")
         return path
     run_json = RunLayout(path).run_json
-    if run_json.is_file() or RunLayout(path).manifest.is_file():
+    if _is_run(path):
         # Every recorded stage intact, the dataset folder included (rebuilt here from them, so a damaged folder
         # would otherwise be published as whatever was left of it).
         verify_run(path, needs=["run"])
