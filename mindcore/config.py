@@ -156,7 +156,8 @@ class EmbeddedEngine(_Strict):
     )
     parallel: int = Field(4, ge=1, le=64, description="Concurrent slots in the server")
     ctx_per_slot: int = Field(4096, ge=512, description="Context tokens available to each slot")
-    threads: int | None = Field(None, ge=1, description="CPU threads; default: all cores")
+    threads: int | None = Field(None, ge=1, description="CPU threads; default: the cores not kept busy by other "
+                                                          "work when the server starts (at least one)")
     timeout_s: float = Field(600.0, gt=0, description="Per-request timeout in seconds")
     native_tools: bool = Field(
         False, description="SmolLM2's template cannot force tool calls, so tools go through a JSON schema"

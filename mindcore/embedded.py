@@ -131,6 +131,36 @@ def free_port() -> int:
         return s.getsockname()[1]
 
 
+def _cpu_jiffies() -> tuple[int, int] | None:
+    try:
+        fields = [int(x) for x in Path("/proc/stat").read_text().split("\n", 1)[0].split()[1:]]
+    except (OSError, ValueError):
+        return None
+    idle = fields[3] + (fields[4] if len(fields) > 4 else 0)  # idle + iowait
+    return sum(fields) - idle, sum(fields)
+
+
+def free_cores(window_s: float = 0.5) -> int:
+    """The cores this process may use, less those other work keeps busy right now (sampled over `window_s`),
+    at least one. llama.cpp's threads wait for each other at every step: a server with as many threads as
+    cores next to another busy job gets a fraction of a core's work done (two servers of two threads each on
+    two cores: 4.5 generated tokens/s each, against 42 each with one thread; benchmarks/bench_threads.py)."""
+    try:
+        cores = len(os.sched_getaffinity(0))
+    except AttributeError:  # not Linux
+        cores = os.cpu_count() or 2
+    before = _cpu_jiffies()
+    if before is None:
+        return cores
+    time.sleep(window_s)
+    after = _cpu_jiffies()
+    if after is None or after[1] == before[1]:
+        return cores
+    machine = os.cpu_count() or cores
+    busy = (after[0] - before[0]) / (after[1] - before[1]) * machine
+    return max(1, min(cores, cores - round(busy)))
+
+
 class EmbeddedServer:
     """Start/stop one in-process llama.cpp server. Use as a context manager; also stopped at exit."""
 
@@ -140,6 +170,7 @@ class EmbeddedServer:
         if not self.model_path.is_file():
             raise EngineUnavailable(f"embedded engine: model file {self.model_path} does not exist")
         self.port = 0
+        self.threads = spec.threads
         self._server = None
 
     @property
@@ -162,8 +193,8 @@ class EmbeddedServer:
         params.n_parallel = self.spec.parallel
         # llama.cpp splits n_ctx evenly across slots.
         params.n_ctx = self.spec.ctx_per_slot * self.spec.parallel
-        params.cpuparams.n_threads = self.spec.threads or os.cpu_count() or 2
-        params.cpuparams_batch.n_threads = params.cpuparams.n_threads
+        self.threads = self.spec.threads or free_cores()
+        params.cpuparams.n_threads = params.cpuparams_batch.n_threads = self.threads
         params.hostnames = ["127.0.0.1"]
         params.use_jinja = True
         params.verbosity = -1

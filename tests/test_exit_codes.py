@@ -42,7 +42,8 @@ from openai_stub import after_probe, OpenAIStub, Reply, always_status, always_te
 
 MINDSIM = shutil.which("mindsim")
 # Table cases also run through the installed console script: the entry point, typer's usage errors, a file error.
-CONSOLE_CASES = ["run/missing", "profiles/bad-option", "reference/malformed", "unknown-command"]
+CONSOLE_CASES = ["run/missing", "profiles/bad-option", "reference/malformed", "unknown-command", "run/out-is-a-file",
+                 "run/ray-unreachable"]
 # Not a terminal (pipes) and a narrow declared width: the worst case for rich's hard wrapping.
 ENV = {**os.environ, "COLUMNS": "40", "HF_HUB_OFFLINE": "0"}
 ENV.pop("FORCE_COLOR", None)

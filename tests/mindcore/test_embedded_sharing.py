@@ -134,3 +134,27 @@ def test_a_wrong_attach_url_is_one_clear_error(recorder, models_server, monkeypa
     with pytest.raises(EngineUnavailable, match="no server answers there"):
         Engines.from_config(_config(spec)).start()
     assert recorder.started == []
+
+
+def test_free_cores_leaves_out_what_other_work_keeps_busy(monkeypatch):
+    """The embedded server's default thread count: the cores not busy in a short sample (never fewer than one)."""
+    import os
+
+    from mindcore import embedded
+
+    monkeypatch.setattr(os, "sched_getaffinity", lambda _pid: {0, 1}, raising=False)
+    monkeypatch.setattr(os, "cpu_count", lambda: 2)
+    monkeypatch.setattr(embedded.time, "sleep", lambda _s: None)
+
+    def sampled(busy_share):  # /proc/stat's (busy, total) jiffies before and after the window
+        seq = iter([(0, 0), (int(1000 * busy_share), 1000)])
+        monkeypatch.setattr(embedded, "_cpu_jiffies", lambda: next(seq))
+
+    sampled(0.05)
+    assert embedded.free_cores() == 2  # an idle machine: every core
+    sampled(0.5)
+    assert embedded.free_cores() == 1  # one core's worth of other work
+    sampled(1.0)
+    assert embedded.free_cores() == 1  # another llama.cpp spinning both cores: one thread, not none
+    monkeypatch.setattr(embedded, "_cpu_jiffies", lambda: None)
+    assert embedded.free_cores() == 2  # no /proc/stat: every core
