@@ -14,7 +14,7 @@ pure functions over stored rows, so they can be recomputed without a model.
 What is compared ("system") comes from optional columns of our sessions parquet: `patient_engine`
 (mindsim / patientact) and `patientact.switches` (ablations) give `mindsim`, `patientact`,
 `patientact-no_trust_gating-…`; JSONL sessions from other simulators may carry `system` (else
-`patient_engine`, else "simulator"). Scored inputs with more than one counsellor name each system
+`patient_engine`, else "unknown", `mindcore.runlog.played_by`). Scored inputs with more than one counsellor name each system
 `ENGINE/COUNSELLOR` (`scored_systems`).
 """
 
@@ -39,6 +39,7 @@ from mindcore.errors import ConfigError, EngineError, InputError, StructuredOutp
 from mindcore.io import read_jsonl
 from mindcore.layout import RunLayout
 from mindcore.recipe import format_validation_error
+from mindcore.runlog import UNNAMED_ENGINE, played_by
 from mindcore.systems import system_name
 from mindcore.prompts import render, template_hash
 from mindcore import yamlio
@@ -166,7 +167,7 @@ def _maybe_json(v: Any) -> Any:
 def system_label(patient_engine: str | None, patientact: Any = None) -> str:
     """'mindsim', 'patientact', or 'patientact-no_<switch>...' for the ablations. `patientact` is the
     session's PatientAct state (a dict, or JSON text) with a `switches` dict; a switch left out is on."""
-    engine = patient_engine or "simulator"
+    engine = played_by(patient_engine, ours=False)
     state = _maybe_json(patientact)
     if ":" in engine or not isinstance(state, dict):
         return engine  # a registered variant (`patientact:no_tg`) already names its arm
@@ -202,7 +203,7 @@ def parquet_system_labels(path: Path) -> dict[str, str]:
     names = pq.read_schema(path).names
     cols = [c for c in ("session_id", "patient_engine", "patientact") if c in names]
     rows = pq.read_table(path, columns=cols).to_pylist()
-    return {r["session_id"]: system_label(r.get("patient_engine") or "mindsim", r.get("patientact")) for r in rows}
+    return {r["session_id"]: system_label(played_by(r.get("patient_engine")), r.get("patientact")) for r in rows}
 
 
 def jsonl_system_labels(path: Path) -> dict[str, str]:
@@ -232,7 +233,7 @@ def main_problems(run: Path) -> dict[str, str]:
 def _source(label: str, sessions: list[Any], labels: dict[str, str], groups: dict[str, str] | None = None) -> list[ConversationItem]:
     groups = groups or {}
     return [ConversationItem(s.session_id, s.session_id, s.patient_id, s.counsellor, s.session_index,
-                             labels.get(s.session_id, "simulator"), label, transcript(s.messages),
+                             labels.get(s.session_id, UNNAMED_ENGINE), label, transcript(s.messages),
                              groups.get(s.patient_id)) for s in sessions]
 
 

@@ -12,6 +12,7 @@ from typing import Any
 from mindcore.io import atomic_write_json, atomic_write_text, json_safe
 from mindcore.layout import ReportFolder
 from mindcore.plots import pyplot, save_png
+from mindcore.runlog import played_by
 from judge.rubric import Rubric
 from judge.schemas import SEVERITIES, JudgmentRow
 from judge.scores import system_label
@@ -29,7 +30,7 @@ def _pct(x: float) -> str:
 
 def _engine(r: JudgmentRow, by_engine: bool) -> dict[str, Any]:
     # Only a run of several patient engines names them, so single-engine reports stay as they were.
-    return {"patient_engine": r.patient_engine or "unknown"} if by_engine else {}
+    return {"patient_engine": played_by(r.patient_engine, ours=False)} if by_engine else {}
 
 
 def critical_rows(rows: list[JudgmentRow], by_engine: bool = False) -> list[dict[str, Any]]:

@@ -16,6 +16,7 @@ from typing import Any
 from mindcore.errors import EngineError
 from mindcore.io import CheckpointDir
 from mindcore.layout import RunLayout
+from mindcore.runlog import played_by
 from mindcore.manifest import record_stage
 from mindcore.provenance import base_provenance
 from judge.analyses import analyses
@@ -38,7 +39,7 @@ def summarise(rows: list[JudgmentRow], judges: list[Judge], sessions: list[Sessi
     (`judge.inputs.benchmark_patients`); `usage`: the engine ledger's summary per role, for the cost table."""
     rubric = judges[0].rubric if judges else load_rubric(config.rubric)
     # Decided once from the sessions, so every judge ranks the same units whatever its failures.
-    engines = sorted({s.patient_engine or "unknown" for s in sessions})
+    engines = sorted({played_by(s.patient_engine, ours=False) for s in sessions})
     by_engine = len(engines) > 1
     by_judge: dict[str, dict[str, Any]] = {}
     for j in judges:

@@ -32,6 +32,7 @@ from typing import Any, Iterable
 import numpy as np
 
 from judge.rubric import Rubric
+from mindcore.runlog import played_by
 from mindcore.systems import report_label
 from judge.schemas import SEVERITIES
 
@@ -120,7 +121,7 @@ def columns_from_rows(rows: Iterable[Any], by_engine: bool | None = None) -> Col
         i = len(cols["weight"])
         engine = _engine(r)
         label = system_label(get(r, "counsellor"), engine, by_engine)
-        systems[label] = {"counsellor": get(r, "counsellor"), "patient_engine": engine or "unknown"}
+        systems[label] = {"counsellor": get(r, "counsellor"), "patient_engine": played_by(engine, ours=False)}
         cols["counsellor"].append(label)
         cols["patient_engine"].append(engine)
         cols["patient"].append(get(r, "patient_id"))

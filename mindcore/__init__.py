@@ -27,6 +27,7 @@ PUBLIC_MODULES = (
     "provenance",
     "quotes",
     "recipe",
+    "runlog",
     "runner",
     "shards",
     "stages",

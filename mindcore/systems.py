@@ -6,7 +6,7 @@ all build names here, so one system has one name across a run's outputs.
 One abbreviation, the same everywhere: a report whose rows name a single patient engine compares
 counsellors, and names each by its counsellor alone (the engine part would be the same on every line; MHQR
 reports have always read so). Rows from a simulator that does not name its patient side carry
-`UNNAMED_ENGINE`. Both parts are kept apart by the first `/` (engine and variant names never hold one; a
+`mindcore.runlog.UNNAMED_ENGINE` (`played_by`). Both parts are kept apart by the first `/` (engine and variant names never hold one; a
 counsellor name may).
 """
 
@@ -14,12 +14,13 @@ from __future__ import annotations
 
 from typing import Iterable
 
+from mindcore.runlog import played_by
+
 SEPARATOR = "/"
-UNNAMED_ENGINE = "unknown"
 
 
 def system_name(engine: str | None, counsellor: str) -> str:
-    return f"{engine or UNNAMED_ENGINE}{SEPARATOR}{counsellor}"
+    return f"{played_by(engine, ours=False)}{SEPARATOR}{counsellor}"
 
 
 def split_system(name: str) -> tuple[str, str]:
@@ -36,5 +37,5 @@ def report_label(engine: str | None, counsellor: str, several_engines: bool) -> 
 
 
 def several(engines: Iterable[str | None]) -> bool:
-    """True when rows name more than one patient engine (a row naming none counts as `UNNAMED_ENGINE`)."""
-    return len({e or UNNAMED_ENGINE for e in engines}) > 1
+    """True when rows name more than one patient engine (a row naming none counts as unnamed, `played_by`)."""
+    return len({played_by(e, ours=False) for e in engines}) > 1

@@ -13,7 +13,7 @@ from pydantic import BaseModel, ConfigDict, Field, ValidationError, field_valida
 from mindcore.config import RequestOptions, RoleSpec
 from mindcore.errors import ConfigError
 from mindcore.recipe import format_validation_error
-from mindsim.patient_engines import DEFAULT_ENGINE
+from mindsim.engine_names import DEFAULT_ENGINE
 
 
 class CounsellorBinding(RequestOptions):
@@ -189,11 +189,11 @@ class SimulationConfig(BaseModel):
     @field_validator("patient_engine")
     @classmethod
     def _registered(cls, value: str | list[str]) -> str | list[str]:
-        from mindsim.patient_engines import variant
+        from mindsim.engine_names import check
 
         for name in [value] if isinstance(value, str) else value:
             try:
-                variant(name)
+                check(name)
             except ConfigError as exc:
                 raise ValueError(str(exc).removeprefix("simulation.patient_engine: ")) from None
         return value

@@ -272,9 +272,10 @@ def session_id(patient_id: str, counsellor: str, index: int, seed: int, engine: 
     resume; any other engine or variant is part of the key (`Variant.session_key`). A repeated trial after the
     first adds `|trial=N`; trial 0 keeps the one-trial id, so raising `simulation.trials` on a finished run
     reuses its sessions as trial 0. `rerun`: the ablation that reran this session (its twin keeps the plain id)."""
-    from mindsim.patient_engines import DEFAULT_ENGINE, variant
+    from mindcore.runlog import played_by
+    from mindsim.patient_engines import variant
 
-    key = f"{patient_id}|{counsellor}|{index}|{seed}" + variant(engine or DEFAULT_ENGINE).session_key
+    key = f"{patient_id}|{counsellor}|{index}|{seed}" + variant(played_by(engine)).session_key
     if trial:
         key += f"|trial={trial}"
     key += f"|rerun:{rerun}" if rerun else ""

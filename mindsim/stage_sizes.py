@@ -26,7 +26,7 @@ from typing import Any
 
 from mindcore.budget import MESSAGE_OVERHEAD, PromptSize, messages_tokens
 from mindcore.budget_fit import ASSUMED_UNBOUNDED_REPLY
-from mindsim.stage import agenda_tool_schema, commit_tool_schema
+from mindsim.patient_engines.mindsim_engine import agenda_tool_schema, commit_tool_schema
 from profilegen.stage import worst_profile_parts
 
 # Items a patient adds to its agenda in one session, for the size of the open list each agenda call

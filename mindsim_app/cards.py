@@ -23,7 +23,8 @@ from mindcore.io import atomic_write_json, atomic_write_text, read_jsonl
 from mindcore.layout import RunLayout
 from mindcore.manifest import record_stage, sha256_file
 from mindcore.prompts import render_resource
-from mindsim.patient_engines import DEFAULT_ENGINE, variant
+from mindcore.runlog import played_by
+from mindsim.patient_engines import variant
 from mindsim.patient_engines import names as registered_names
 
 MANIFEST = "manifest.json"
@@ -222,7 +223,7 @@ def patient_engine_stats(sessions: pa.Table | None) -> dict[str, Any] | None:
     registered are counted but get no section."""
     if sessions is None or "patient_engine" not in sessions.column_names:
         return None
-    names = [e or DEFAULT_ENGINE for e in sessions.column("patient_engine").to_pylist()]
+    names = [played_by(e) for e in sessions.column("patient_engine").to_pylist()]
     counts = Counter(names)
     known = set(registered_names())
     cols = [c for c in sessions.column_names if c not in _HEAVY]

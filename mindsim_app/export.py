@@ -30,7 +30,7 @@ from mindcore.errors import InputError
 from mindcore.io import atomic_write_json, atomic_write_jsonl, atomic_write_parquet, read_parquet_rows
 from mindcore.layout import RunLayout
 from mindcore.manifest import verify_run
-from mindsim.patient_engines import DEFAULT_ENGINE
+from mindcore.runlog import played_by
 
 export_app = typer.Typer(no_args_is_help=True)
 
@@ -174,7 +174,7 @@ def patient_rows(run_dir: Path, *, min_turns: int = 0, finished_only: bool = Fal
                 # Tool-call arguments stay JSON strings, as in the OpenAI format.
                 "messages": [_clean_message(m) for m in s["patient_messages"]],
                 "archetype": s.get("archetype"),
-                "patient_engine": s.get("patient_engine") or DEFAULT_ENGINE,
+                "patient_engine": played_by(s.get("patient_engine")),
                 # PatientAct's per-turn state (trust before/after, reaction, behaviour, resistance, retrieved
                 # and blocked items), JSON per turn so rows of both engines share one column type.
                 "patientact_turns": [json.dumps(t.get("patientact"), ensure_ascii=False) if t.get("patientact") else None

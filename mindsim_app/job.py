@@ -35,7 +35,7 @@ from mindsim_app.cards import build_dataset_folder
 from mindsim_app.release import ReleaseConfig, gate_for_run
 from mindcore.preflight import failure_summary, preflight, raise_if_all_failed
 from mindsim.config import SimulationConfig
-from mindsim.patient_engines import DEFAULT_ENGINE
+from mindcore.runlog import played_by
 from mindsim.simulate import run_simulation
 from mindsim.summary import SimulationSummary
 from judge.config import JudgeConfig
@@ -109,7 +109,7 @@ def _sims_by_counsellor(transcripts: Path) -> dict[str, list[dict[str, Any]]]:
     `mindsim/` name."""
     by: dict[str, list[dict[str, Any]]] = defaultdict(list)
     for _, row in read_jsonl(transcripts):
-        by[system_name(row.get("patient_engine") or DEFAULT_ENGINE, row.get("counsellor", "counsellor"))].append(row)
+        by[system_name(played_by(row.get("patient_engine")), row.get("counsellor", "counsellor"))].append(row)
     if not by:
         raise InputError(f"{transcripts}: no finished sessions to validate (see sessions/summary.json for failures)")
     return dict(by)

@@ -13,6 +13,8 @@ from typing import TYPE_CHECKING, Any, Literal
 
 from pydantic import BaseModel, ConfigDict, Field, model_validator
 
+from mindcore.runlog import DEFAULT_ENGINE
+
 if TYPE_CHECKING:
     from profilegen.schemas import ProfileShape
 
@@ -112,7 +114,7 @@ def uses_patientact(simulation: dict[str, Any] | None) -> bool:
     """Whether a recipe's raw `simulation:` dict runs the PatientAct patient or one of its variants
     (`patient_engine` a name or a list; a variant is `patientact:ARM`, `mindsim.patient_engines`). Read raw on
     purpose: the simulation section is validated by its own stage, and profilegen must not import the simulator."""
-    engines = (simulation or {}).get("patient_engine", "mindsim")
+    engines = (simulation or {}).get("patient_engine", DEFAULT_ENGINE)
     names = [engines] if isinstance(engines, str) else list(engines) if isinstance(engines, (list, tuple)) else []
     return PATIENTACT in {str(n).split(":", 1)[0] for n in names}
 

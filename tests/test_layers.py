@@ -96,3 +96,105 @@ def _imported_modules(path: Path) -> set[str]:
         elif isinstance(node, ast.Import):
             names |= {(a.asname or a.name).split(".")[0] for a in node.names if a.name.split(".")[0] in OURS}
     return names
+
+
+def module_graph(root: Path, package: str) -> dict[str, set[str]]:
+    """Which modules of `package` each of its modules imports: every import in the file counts, inside functions
+    too (a function-level import still runs in a circle), except under `if TYPE_CHECKING:`. Importing `a.b.c`
+    also runs `a.b`'s `__init__`, so that counts as importing it, unless the importer lives inside `a.b`."""
+    modules = {}
+    for f in (root / package).rglob("*.py"):
+        rel = f.relative_to(root).with_suffix("")
+        modules[".".join(rel.parts[:-1] if rel.name == "__init__" else rel.parts)] = f
+
+    def resolve(name: str, target: str) -> set[str]:
+        while target and target not in modules:
+            target = target.rpartition(".")[0]
+        if not target or target == name:
+            return set()
+        found, parent = {target}, target.rpartition(".")[0]
+        while parent:
+            if parent in modules and not (name == parent or name.startswith(parent + ".")):
+                found.add(parent)
+            parent = parent.rpartition(".")[0]
+        return found
+
+    def imports(name: str, path: Path) -> set[str]:
+        targets: set[str] = set()
+
+        def visit(node: ast.AST) -> None:
+            for child in ast.iter_child_nodes(node):
+                if isinstance(child, ast.If) and "TYPE_CHECKING" in ast.unparse(child.test):
+                    for other in child.orelse:
+                        visit(other)
+                    continue
+                if isinstance(child, ast.Import):
+                    targets.update(a.name for a in child.names)
+                elif isinstance(child, ast.ImportFrom):
+                    if child.level:
+                        base = name.split(".")[: None if path.name == "__init__.py" else -1]
+                        base = base[: len(base) - child.level + 1]
+                        module = ".".join(base + ([child.module] if child.module else []))
+                    else:
+                        module = child.module or ""
+                    targets.add(module)
+                    targets.update(f"{module}.{a.name}" for a in child.names)
+                visit(child)
+
+        visit(ast.parse(path.read_text(encoding="utf-8")))
+        return set().union(*(resolve(name, t) for t in targets)) if targets else set()
+
+    return {name: imports(name, path) for name, path in modules.items()}
+
+
+def cycles(graph: dict[str, set[str]]) -> list[list[str]]:
+    """The strongly connected components of more than one module (Tarjan), each a circle of imports."""
+    index: dict[str, int] = {}
+    low: dict[str, int] = {}
+    stack: list[str] = []
+    found: list[list[str]] = []
+
+    def walk(v: str) -> None:
+        index[v] = low[v] = len(index)
+        stack.append(v)
+        for w in graph[v]:
+            if w not in index:
+                walk(w)
+                low[v] = min(low[v], low[w])
+            elif w in stack:
+                low[v] = min(low[v], index[w])
+        if low[v] == index[v]:
+            component = []
+            while True:
+                w = stack.pop()
+                component.append(w)
+                if w == v:
+                    break
+            if len(component) > 1:
+                found.append(sorted(component))
+
+    for v in sorted(graph):
+        if v not in index:
+            walk(v)
+    return found
+
+
+@pytest.mark.parametrize("package", sorted(ALLOWED))
+def test_no_package_imports_in_a_circle(package):
+    graph = module_graph(REPO, package)
+    assert len(graph) >= 5 and any(graph.values())  # the scan really sees the package's imports
+    assert cycles(graph) == []
+
+
+def test_cycle_scan_catches_a_function_level_circle(tmp_path):
+    pkg = tmp_path / "pkg"
+    (pkg / "sub").mkdir(parents=True)
+    (pkg / "__init__.py").write_text("")
+    (pkg / "a.py").write_text("def f():\n    from pkg.sub.b import g\n")
+    (pkg / "sub" / "__init__.py").write_text("from pkg.sub.c import h\n")
+    (pkg / "sub" / "b.py").write_text("g = 1\n")
+    (pkg / "sub" / "c.py").write_text("from typing import TYPE_CHECKING\nif TYPE_CHECKING:\n    import pkg.a\n"
+                                      "def h():\n    from .. import a\n")
+    graph = module_graph(tmp_path, "pkg")
+    assert graph["pkg.a"] == {"pkg.sub.b", "pkg.sub"}  # importing pkg.sub.b runs pkg.sub's __init__ too
+    assert cycles(graph) == [["pkg.a", "pkg.sub", "pkg.sub.c"]]

@@ -25,7 +25,8 @@ from mindcore.budget import RoleSchema
 from mindcore.errors import ConfigError
 from mindcore.prompts import render, template_hash
 from mindsim.baselines import common
-from mindsim.patient_engines import PatientEngine, recipe_runs, register
+from mindsim.engine_names import recipe_runs
+from mindsim.patient_engines.base import PatientEngine
 
 NAME = "mindeval"
 SYSTEM_TEMPLATE = "baselines/mindeval_system.jinja2"
@@ -163,4 +164,4 @@ class MindEvalEngine(common.PromptedBaselineEngine, PatientEngine):
         }
 
 
-ENGINE = register(MindEvalEngine())
+ENGINE = MindEvalEngine()

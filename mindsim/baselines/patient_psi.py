@@ -24,7 +24,8 @@ from mindcore.budget import RoleSchema
 from mindcore.errors import ConfigError
 from mindcore.prompts import render, template_hash
 from mindsim.baselines import common
-from mindsim.patient_engines import PatientEngine, recipe_runs, register
+from mindsim.engine_names import recipe_runs
+from mindsim.patient_engines.base import PatientEngine
 
 NAME = "patient_psi"
 SYSTEM_TEMPLATE = "baselines/patient_psi_system.jinja2"
@@ -190,4 +191,4 @@ class PatientPsiEngine(common.PromptedBaselineEngine, PatientEngine):
         }
 
 
-ENGINE = register(PatientPsiEngine())
+ENGINE = PatientPsiEngine()

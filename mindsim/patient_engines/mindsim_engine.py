@@ -17,7 +17,8 @@ from typing import Any
 from mindcore.budget import RoleSchema
 from mindcore.client import tool_choice_schema
 from mindcore.types import ToolSpec
-from mindsim.patient_engines import PatientEngine, TalkStart, recipe_runs, register
+from mindsim.engine_names import recipe_runs
+from mindsim.patient_engines.base import PatientEngine, TalkStart
 
 SIMULATE = frozenset({"simulate"})
 
@@ -83,4 +84,4 @@ class MindSimEngine(PatientEngine):
         return {"record_fields": False, "sessions": len(rows)}
 
 
-ENGINE = register(MindSimEngine())
+ENGINE = MindSimEngine()

@@ -11,3 +11,6 @@ recall and precision on the held-out set). The rubrics and the tables' statistic
 and `judge.patientact_profiles` (`mindsim judge run --rubric patientact`, `mindsim patientact profile-eval`).
 docs/patientact.md maps each to the paper.
 """
+
+# The name the engine is registered under (`mindsim/data/patient_engines.yaml`).
+NAME = "patientact"

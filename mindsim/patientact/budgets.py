@@ -29,9 +29,10 @@ def _pa_section(recipe: Any) -> dict[str, Any]:
 
 def _active(recipe: Any) -> bool:
     # The engine or any of its arms (`patientact:no_tg`, ...): the arms make the same calls.
-    from mindsim.patientact.engine import runs_patientact
+    from mindsim.engine_names import recipe_runs
+    from mindsim.patientact import NAME
 
-    return runs_patientact(recipe)
+    return recipe_runs(recipe, NAME)
 
 
 def _matcher_on(recipe: Any) -> bool:

@@ -184,17 +184,6 @@ class Lexicon(_Frozen):
     synonyms: dict[str, str] = Field(default_factory=dict)
 
 
-class Arm(_Frozen):
-    description: str = Field(min_length=1)
-    settings: dict[str, bool | int | float | str] = Field(min_length=1, description="`simulation.patientact` overrides")
-
-
-class Variants(_Frozen):
-    source: str
-    version: str
-    arms: dict[str, Arm] = Field(min_length=1)
-
-
 def _load(name: str, model: type[BaseModel]):
     path = resources.files("mindsim").joinpath(DATA_DIR, name)
     try:
@@ -255,7 +244,3 @@ def lexicon() -> Lexicon:
     return _load("retrieval.yaml", Lexicon)
 
 
-@lru_cache(maxsize=1)
-def variants() -> Variants:
-    """The ablation arms registered as `patientact:ARM` variants (`mindsim.patientact.engine`)."""
-    return _load("variants.yaml", Variants)

@@ -19,7 +19,9 @@ from __future__ import annotations
 from pathlib import Path
 from typing import Any, Sequence
 
-from mindsim.patient_engines import PatientEngine, TalkStart, recipe_runs, register, register_variant
+from mindsim.engine_names import recipe_runs
+from mindsim.patientact import NAME
+from mindsim.patient_engines.base import PatientEngine, TalkStart
 
 # `simulation.patientact` keys the decomposition reads (`session.decompose_settings`).
 PREPARATION_SETTINGS = frozenset({"psych_formulation", "formulation_max_tokens", "decomposition_max_tokens",
@@ -34,7 +36,7 @@ ATTRIBUTION = ("Sessions played by the PatientAct engine follow the PatientAct d
 
 
 class PatientActEngine(PatientEngine):
-    name = "patientact"
+    name = NAME
     description = "PatientAct: trust-gated memory and a reaction → behaviour → resistance pipeline"
     roles = {"patient_appraiser": "appraiser", "profile_decomposer": "decomposer", "patient_matcher": "matcher"}
     settings_section = "patientact"
@@ -139,16 +141,7 @@ class PatientActEngine(PatientEngine):
 
 def runs_patientact(recipe: Any) -> bool:
     """Whether a recipe's raw `simulation` section runs PatientAct or one of its arms."""
-    return recipe_runs(recipe, PatientActEngine.name)
+    return recipe_runs(recipe, NAME)
 
 
-def _register() -> PatientActEngine:
-    from mindsim.patientact.data import variants
-
-    engine = register(PatientActEngine())
-    for arm, spec in variants().arms.items():
-        register_variant(engine.name, arm, spec.settings, spec.description)
-    return engine
-
-
-ENGINE = _register()
+ENGINE = PatientActEngine()

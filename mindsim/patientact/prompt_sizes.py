@@ -77,9 +77,9 @@ def _worst(inp: Any, sz: Any) -> dict[str, Any]:
 def _arm_configs(inp: Any, config: Any) -> list[Any]:
     """The simulation settings of each PatientAct arm the recipe runs (the arms differ in what the prompts hold)."""
     from mindsim.patient_engines import recipe_variants
-    from mindsim.patientact.engine import ENGINE
+    from mindsim.patientact import NAME
 
-    arms = [v.session_config(config) for v in recipe_variants(inp.recipe) if v.engine is ENGINE]
+    arms = [v.session_config(config) for v in recipe_variants(inp.recipe) if v.engine.name == NAME]
     return arms or [config]
 
 

@@ -13,6 +13,7 @@ import re
 from collections import defaultdict
 from typing import Any
 
+from mindcore.runlog import played_by
 from mindsim_app.report.ranking import system_of
 
 SEVERITY_RANK = {"no_concern": 0, "minor": 1, "major": 2, "critical": 3}
@@ -86,7 +87,7 @@ def session_entries(sessions: list[dict[str, Any]], judgments: list[dict[str, An
         pa = s.get("patientact") or {}
         out.append({
             "id": s["session_id"], "p": s["patient_id"], "sys": system_of(s, by_engine), "c": s["counsellor"],
-            "e": s.get("patient_engine") or "mindsim", "i": s["session_index"], "end": s.get("ended_by"),
+            "e": played_by(s.get("patient_engine")), "i": s["session_index"], "end": s.get("ended_by"),
             # The repeated trial (None on one-trial runs, whose page shows none).
             "tr": s.get("trial"),
             "scn": {k: scenario.get(k) for k in ("event", "goal", "opening_message")},

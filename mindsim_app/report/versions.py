@@ -19,6 +19,8 @@ from __future__ import annotations
 
 from typing import Any
 
+from mindcore.runlog import played_by
+
 PATIENT_ROLES = ("patient", "scenario_writer", "memory_compactor", "patient_appraiser", "profile_decomposer")
 KEYS = ("toolkit", "rubric", "judge model", "templates", "patient model", "reference")
 
@@ -44,7 +46,7 @@ def versions(run: Any) -> dict[str, Any]:
         "templates": {**(info.get("prompt_hashes") or {}), **(jr.get("prompt_hashes") or {})},
         "roles": info.get("engines") or (run.summary or {}).get("engines") or {},
         "patient_engines": (run.summary or {}).get("patient_engines") or sorted(
-            {s.get("patient_engine") or "mindsim" for s in run.sessions}),
+            {played_by(s.get("patient_engine")) for s in run.sessions}),
         "reference": {"name": ref.get("name"), "source_sha256": (ref.get("provenance") or {}).get("source_sha256"),
                       "markers_version": (ref.get("settings") or {}).get("markers_version")} if ref else None,
         "recipe": (info.get("recipe") or {}).get("name"), "run_id": info.get("run_id"),

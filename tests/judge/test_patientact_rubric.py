@@ -90,7 +90,7 @@ def test_rubric_data_has_the_papers_dimensions():
 
 
 def test_system_labels_and_transcript():
-    assert system_label("mindsim") == "mindsim" and system_label(None) == "simulator"
+    assert system_label("mindsim") == "mindsim" and system_label(None) == "unknown"
     assert system_label("patientact", {"switches": {"pipeline": True}}) == "patientact"
     state = json.dumps({"switches": {"dynamic_memory": False, "trust_gating": False, "pipeline": None}})
     assert system_label("patientact", state) == "patientact-no_trust_gating-no_dynamic_memory"
@@ -110,7 +110,7 @@ def test_items_from_parquet_and_jsonl_and_colliding_ids(tmp_path):
     items = load_items([a, b], other)
     assert [(i.item_id, i.system, i.source) for i in items] == [
         ("full/pa1", "patientact", "full"), ("pa2", "patientact", "full"),
-        ("no_pipe/pa1", "patientact-no_pipeline", "no_pipe"), ("ms1", "psibench", "other"), ("ms2", "simulator", "other")]
+        ("no_pipe/pa1", "patientact-no_pipeline", "no_pipe"), ("ms1", "psibench", "other"), ("ms2", "unknown", "other")]
     assert items[0].transcript[0] == ("Client", "patient message 0 of pa1")
     with pytest.raises(InputError, match="no such run folder"):
         load_items([tmp_path / "nowhere"])
