@@ -28,7 +28,10 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any, Generic, TypeVar, overload
+from typing import TYPE_CHECKING, Any, Generic, TypeVar, overload
+
+if TYPE_CHECKING:  # pragma: no cover - typing only
+    from mindcore.runlog import RunHeader
 
 T = TypeVar("T")
 
@@ -152,3 +155,14 @@ class RunLayout(_Folder):
     dataset = _Below("dataset")
     memory_ablation = _Below("ablations/memory", MemoryAblationFolder)
     report_html = _Below("report.html", doc="The self-contained HTML report (`mindsim run`, `mindsim report`).")
+
+    def header(self) -> "RunHeader":
+        """`run.json`, typed (`mindcore.runlog.RunHeader`); one `InputError` line when missing or unreadable."""
+        from mindcore.runlog import read_header
+
+        return read_header(self.run_json)
+
+    def write_header(self, header: "RunHeader") -> None:
+        from mindcore.runlog import write_header
+
+        write_header(self.run_json, header)

@@ -16,7 +16,6 @@ from __future__ import annotations
 
 import datetime as dt
 import hashlib
-import json
 import threading
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -159,10 +158,12 @@ def check_run(run_dir: str | Path, needs: Iterable[str] = (), *, whole: bool = T
     layout = RunLayout(run_dir)
     manifest = read_manifest(run_dir)
     check = RunCheck(run_dir, manifest)
-    status = _run_status(layout) if whole else None
-    if status == "unreadable":
-        check.problems.append(f"{layout.run_json}: not a readable run header (JSON object); {_fix('run', run_dir)}")
-    elif status not in (None, "finished"):
+    try:
+        status = _run_status(layout) if whole else None
+    except InputError as exc:  # the header's own line: unreadable, of a newer format, or not a header
+        status = None
+        check.problems.append(str(exc))
+    if status not in (None, "finished"):
         check.in_progress = True
         check.problems.append(f"{layout.run_json}: the run has not finished (status {status!r}: still running, or "
                               f"stopped); {_fix('run', run_dir)}")
@@ -216,11 +217,7 @@ def verify_run(run_dir: str | Path, needs: Iterable[str] = (), *, whole: bool = 
 def _run_status(layout: RunLayout) -> str | None:
     if not layout.run_json.is_file():
         return None  # a folder of `mindsim simulate` / `judge run`: no job around it
-    try:
-        info = json.loads(layout.run_json.read_text(encoding="utf-8"))
-    except (UnicodeDecodeError, json.JSONDecodeError):
-        return "unreadable"
-    return info.get("status") if isinstance(info, dict) else "unreadable"
+    return layout.header().status
 
 
 def _fix(stage: str, run_dir: Path) -> str:

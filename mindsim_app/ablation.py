@@ -20,7 +20,6 @@ checkpoints (a rerun resumes: finished sessions and judgments are not asked agai
 from __future__ import annotations
 
 import asyncio
-import json
 from pathlib import Path
 from typing import Any, Optional
 
@@ -88,11 +87,12 @@ def judge_input(record: Any, system_prompt: str) -> Any:
 def _recipe_path(run_dir: Path, given: Path | None) -> Path:
     if given is not None:
         return given
-    run_json = RunLayout(run_dir).run_json
-    try:
-        path = json.loads(run_json.read_text(encoding="utf-8"))["recipe"]["path"]
-    except (OSError, ValueError, KeyError, TypeError):
-        raise InputError(f"{run_json}: names no recipe (not a finished `mindsim run`); pass --recipe RECIPE") from None
+    layout = RunLayout(run_dir)
+    run_json = layout.run_json
+    recipe = layout.header().recipe if run_json.is_file() else None
+    if recipe is None:
+        raise InputError(f"{run_json}: names no recipe (not a finished `mindsim run`); pass --recipe RECIPE")
+    path = recipe.path
     if not Path(path).is_file():
         raise InputError(f"{run_json}: its recipe {path} is not there any more; pass --recipe RECIPE")
     return Path(path)

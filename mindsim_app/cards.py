@@ -23,7 +23,7 @@ from mindcore.io import atomic_write_json, atomic_write_text, read_jsonl
 from mindcore.layout import RunLayout
 from mindcore.manifest import record_stage, sha256_file
 from mindcore.prompts import render_resource
-from mindcore.runlog import played_by
+from mindcore.runlog import RunHeader, played_by
 from mindsim.patient_engines import variant
 from mindsim.patient_engines import names as registered_names
 
@@ -128,12 +128,12 @@ def collect_tables(run_dir: Path, run_id: str) -> dict[str, pa.Table]:
     return {name: _with_run_id(t, run_id, name) for name, t in tables.items()}
 
 
-def build_dataset_folder(run_dir: Path, run_info: dict[str, Any], dest: Path | None = None) -> Path:
+def build_dataset_folder(run_dir: Path, run_info: RunHeader, dest: Path | None = None) -> Path:
     """Write `dest` (default RUN/dataset): data/*.parquet, images/*.png, README.md card, manifest."""
     run_dir = Path(run_dir)
     layout = RunLayout(run_dir)
     dest = Path(dest or layout.dataset)
-    run_id = run_info["run_id"]
+    run_id = run_info.run_id
     tables = collect_tables(run_dir, run_id)
     staging = dest.with_name(dest.name + ".partial")
     shutil.rmtree(staging, ignore_errors=True)
@@ -160,7 +160,7 @@ def build_dataset_folder(run_dir: Path, run_info: dict[str, Any], dest: Path | N
             shutil.copy2(png, staging / "images" / name)
             images.append({"path": f"images/{name}", "title": png.stem.replace("_", " "), "stage": stage})
     notices = []
-    for notice in run_info.get("notices", []):
+    for notice in run_info.notices:
         src = Path(notice)
         if src.is_file():
             shutil.copy2(src, staging / src.name)
@@ -173,7 +173,7 @@ def build_dataset_folder(run_dir: Path, run_info: dict[str, Any], dest: Path | N
         "toolkit": "mindsim",
         "configs": {c.name: {"path": c.path, "rows": c.rows} for c in configs},
         "files": {str(p.relative_to(staging)): sha256_file(p) for p in files},
-        "provenance": run_info.get("provenance", {}),
+        "provenance": run_info.provenance,
     }
     atomic_write_json(staging / MANIFEST, manifest)
     # Swap the finished folder in whole, so a crash never leaves a half-built dataset behind.
@@ -238,14 +238,17 @@ def patient_engine_stats(sessions: pa.Table | None) -> dict[str, Any] | None:
     return {"sessions": dict(sorted(counts.items())), "sections": sections}
 
 
-def render_card(run_dir: Path, run_info: dict[str, Any], configs: list[DatasetConfig], images: list[dict], tables: dict[str, pa.Table]) -> str:
+def render_card(run_dir: Path, run_info: RunHeader, configs: list[DatasetConfig], images: list[dict], tables: dict[str, pa.Table]) -> str:
     # Counts include profiles dropped as serious, which are not rows of the profiles config.
     layout = RunLayout(run_dir)
+    if run_info.recipe is None:
+        raise InputError(f"{layout.run_json}: the run has not finished (no recipe recorded); rerun `mindsim run`")
+    recipe = run_info.recipe
     summary = layout.profiles.summary
     verdicts = json.loads(summary.read_text()).get("verdicts", {}) if summary.is_file() else {}
     pool_md = layout.profiles.pool_table
-    engines = run_info.get("engines", {})
-    uses_nemotron = "nvidia/Nemotron-Personas-USA" in str(run_info.get("persona_source", ""))
+    engines = run_info.engines
+    uses_nemotron = "nvidia/Nemotron-Personas-USA" in str(run_info.persona_source or "")
     attributions = [
         "Generated with mindsim (Apache-2.0). Methods follow the MindEval2/MindSim design (profiles, move-committing patient, multi-session memory) and PatientAct's 5P profile ideas.",
     ]
@@ -256,7 +259,7 @@ def render_card(run_dir: Path, run_info: dict[str, Any], configs: list[DatasetCo
     engine_stats = patient_engine_stats(tables.get("sessions"))
     if engine_stats is not None:
         attributions.extend(sec["attribution"] for sec in engine_stats["sections"].values() if sec.get("attribution"))
-    uses_mibot = bool(run_info.get("reference_is_mibot"))
+    uses_mibot = run_info.reference_is_mibot
     if uses_mibot:
         attributions.append(
             "Reference statistics: aggregate numbers computed from the MIBot v6.3A conversations "
@@ -267,23 +270,23 @@ def render_card(run_dir: Path, run_info: dict[str, Any], configs: list[DatasetCo
         "cards",
         "dataset_card.md.jinja2",
         license="cc-by-sa-4.0" if uses_mibot else ("cc-by-4.0" if uses_nemotron else "apache-2.0"),
-        pretty_name=run_info.get("pretty_name") or f"mindsim synthetic patients ({run_info['recipe']['name']})",
+        pretty_name=run_info.pretty_name or f"mindsim synthetic patients ({recipe.name})",
         size_category=_size_category(max(c.rows for c in configs)),
         configs=configs,
-        provenance=run_info.get("provenance", {}),
-        recipe=run_info["recipe"],
-        run_id=run_info["run_id"],
-        load_path=run_info.get("repo_id") or "path/to/this/folder",
-        persona_source=run_info.get("persona_source", "a persona file"),
-        rates_note=run_info.get("rates_note", "see the toolkit's rates file"),
+        provenance=run_info.provenance,
+        recipe=recipe.model_dump(),
+        run_id=run_info.run_id,
+        load_path=run_info.repo_id or "path/to/this/folder",
+        persona_source=run_info.persona_source or "a persona file",
+        rates_note=run_info.rates_note or "see the toolkit's rates file",
         engines=engines,
-        engine_kinds=sorted({e.get("kind", "") for e in run_info.get("engine_backends", {}).values()}),
-        prompt_hashes=run_info.get("prompt_hashes", {}),
-        prompt_overrides=run_info.get("prompt_overrides") or {},
-        schedule_settings=run_info.get("schedule_settings", {}),
-        counts=run_info.get("counts", {}),
+        engine_kinds=sorted({e.get("kind", "") for e in run_info.engine_backends.values()}),
+        prompt_hashes=run_info.prompt_hashes,
+        prompt_overrides=run_info.prompt_overrides,
+        schedule_settings=run_info.schedule_settings.labelled() if run_info.schedule_settings else {},
+        counts=run_info.counts.labelled() if run_info.counts else {},
         verdicts=verdicts,
-        pool_from=_pool_from(run_info.get("pool_verdicts") or ["clean"]),
+        pool_from=_pool_from(run_info.pool_verdicts or ["clean"]),
         pool_table=pool_md.read_text(encoding="utf-8").strip() if pool_md.is_file() else "",
         realism_table=_realism_table(run_dir),
         mhqr_table=_first_table(layout.judgments.report_md),
@@ -291,5 +294,5 @@ def render_card(run_dir: Path, run_info: dict[str, Any], configs: list[DatasetCo
         mhqr_images=[i for i in images if i["stage"] == "judgments"],
         attributions=attributions,
         patient_engines=engine_stats,
-        release_gate=run_info.get("release_gate"),
+        release_gate=run_info.release_gate,
     )

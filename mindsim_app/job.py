@@ -23,7 +23,7 @@ from rich.markup import escape
 from mindcore.console import err_console, out_console
 from mindcore.engine import Engines
 from mindcore.errors import ConfigError, EngineError, InputError
-from mindcore.io import atomic_write_json, read_jsonl
+from mindcore.io import read_jsonl
 from mindcore.layout import RunLayout
 from mindcore.logs import library_logs_to
 from mindcore.manifest import forget_stage, record_stage
@@ -35,7 +35,7 @@ from mindsim_app.cards import build_dataset_folder
 from mindsim_app.release import ReleaseConfig, gate_for_run
 from mindcore.preflight import failure_summary, preflight, raise_if_all_failed
 from mindsim.config import SimulationConfig
-from mindcore.runlog import played_by
+from mindcore.runlog import Pair, RunCounts, RunHeader, ScheduleSettings, played_by
 from mindsim.simulate import run_simulation
 from mindsim.summary import SimulationSummary
 from judge.config import JudgeConfig
@@ -59,12 +59,12 @@ class OutputConfig(BaseModel):
 
 @dataclass
 class JobSummary:
-    """What `run_job` returns: the run id, the outputs written, `info` as run.json holds it (the card reads
-    its human labels) and the typed stage summaries the command line decides its exit code from."""
+    """What `run_job` returns: the run id, the outputs written, the run header as run.json holds it and the
+    typed stage summaries the command line decides its exit code from."""
 
     run_id: str
     outputs: dict[str, Path] = field(default_factory=dict)
-    info: dict[str, Any] = field(default_factory=dict)
+    info: RunHeader | None = None
     simulation: SimulationSummary | None = None
     profiles: ProfilesSummary | None = None
 
@@ -81,25 +81,25 @@ def _recipe_hash(recipe: Recipe) -> str:
     return hashlib.sha256(json.dumps(content, sort_keys=True).encode()).hexdigest()[:16]
 
 
-def _open_run(out_dir: Path, recipe: Recipe) -> dict[str, Any]:
-    run_json = RunLayout(out_dir).run_json
+def _open_run(out_dir: Path, recipe: Recipe) -> RunHeader:
+    layout = RunLayout(out_dir)
     h = _recipe_hash(recipe)
-    if run_json.is_file():
-        info = json.loads(run_json.read_text())
-        if info.get("recipe_hash") != h:
+    if layout.run_json.is_file():
+        info = layout.header()
+        if info.recipe_hash != h:
             raise ConfigError(
-                f"{out_dir} holds a run of a different recipe ({info.get('recipe', {}).get('name')!r}, "
-                f"hash {info.get('recipe_hash')}); use a new --out folder, or delete this one to start over"
+                f"{out_dir} holds a run of a different recipe ({info.recipe.name if info.recipe else None!r}, "
+                f"hash {info.recipe_hash}); use a new --out folder, or delete this one to start over"
             )
         # Resumed: until it finishes again the folder is a run in progress (report and publish say so).
         forget_stage(out_dir, "run")
-        if info.get("status") != "running":
-            info["status"] = "running"
-            atomic_write_json(run_json, info)
+        if info.finished:
+            info = info.model_copy(update={"status": "running"})
+            layout.write_header(info)
         return info
-    info = {"run_id": uuid.uuid4().hex[:16], "recipe_hash": h, "status": "running"}
+    info = RunHeader(run_id=uuid.uuid4().hex[:16], recipe_hash=h, status="running")
     out_dir.mkdir(parents=True, exist_ok=True)
-    atomic_write_json(run_json, info)
+    layout.write_header(info)
     return info
 
 
@@ -143,11 +143,6 @@ def _stage(title: str) -> None:
         console.rule(f"[bold]{title}")
     else:
         console.print(f"── {title} ──")
-
-
-def _flag_line(totals: dict[str, int]) -> str:
-    flags = ", ".join(f"{k} {v}" for k, v in sorted(totals.items()) if v and k != "replies") or "none"
-    return f"{flags} (of {totals.get('replies', 0)} replies)"
 
 
 def _nothing_left(stage: str, failures: list[dict[str, Any]], what: str) -> None:
@@ -223,8 +218,8 @@ def run_job(recipe_path: Path, out_dir: Path, *, verbose: bool = False, ray_addr
     runner_info = {"name": recipe.runner, "profiles": psum.runner, "simulation": ssum.runner}
 
     reference_is_mibot = vcfg.reference_path().resolve() == shipped_reference_path().resolve()
-    info.update(
-        {
+    info = RunHeader.model_validate({
+            **info.model_dump(exclude_none=True, exclude={"log_version"}),
             "status": "finished",
             "recipe": {"name": recipe.name, "path": str(recipe_path), "seed": recipe.seed, **recipe.content_dump()},
             # The one thing the runner changes in run.json: which runner ran (the last run, on resume).
@@ -244,49 +239,33 @@ def run_job(recipe_path: Path, out_dir: Path, *, verbose: bool = False, ray_addr
             # Templates the recipe swapped for its own files (`prompts:`): which file, and its hash as the rows record it.
             "prompt_overrides": {name: {"path": o.path, "sha256": o.sha256}
                                  for name, o in sorted(recipe.prompt_overrides.items())},
-            "schedule_settings": {
-                "sessions per patient": scfg.sessions,
-                "turn cap": scfg.turn_cap,
-                "gap before follow-ups (hours)": f"{scfg.min_gap_hours:g}–{scfg.max_gap_hours:g}",
-                "counsellors": ", ".join(ssum.counsellors),
-                "memory cap (entries)": scfg.memory_max_entries,
-                "seed": recipe.seed,
-            },
-            "counts": {
-                "personas read": psum.personas_read,
-                "under-18 personas skipped": psum.skipped_under_18,
-                "candidate profiles": psum.candidates,
-                "profiles kept (clean + minor)": psum.kept,
-                "profiles dropped as serious": psum.dropped_serious,
-                "profile failures (engine or invalid output)": sum(psum.failed.values()),
-                "pool / benchmark patients": f"{psum.pool} / {psum.benchmark}",
-                "pool drawn from verdicts": ", ".join(pcfg.pool_verdicts),
-                "sessions written / expected": f"{ssum.sessions_written} / {ssum.sessions_expected}",
-                # Only with repeated trials, so one-trial cards read as before.
-                **({"repeated trials per arc (simulation.trials)": ssum.trials} if ssum.trials > 1 else {}),
-                "failed arcs": len(ssum.failed_arcs),
-                "sessions the patient ended": ssum.ended_by_patient,
-                "rejected move commits": ssum.rejected_commits,
-                "patient messages re-asked (not stored), by reason": ", ".join(
-                    f"{k} {v}" for k, v in sorted(ssum.rejected_messages.items()) if v) or "none",
-                "patient messages ended at their last complete sentence": ssum.messages_trimmed,
-                "scenario drafts written (re-drafts included) / sessions": f"{ssum.scenario_drafts} / "
-                                                                           f"{ssum.sessions_written}",
-                "counsellor replies flagged (stored as sent), by flag": _flag_line(ssum.counsellor_flags),
-                **({"judged replies (ok / failed)": f"{jsum.ok} / {jsum.failed}",
-                    "critical replies (listed for review in judgments/report.md)": jsum.critical}
-                   if jsum else {}),
-            },
+            "schedule_settings": ScheduleSettings(
+                sessions=scfg.sessions, turn_cap=scfg.turn_cap,
+                gap_hours=f"{scfg.min_gap_hours:g}–{scfg.max_gap_hours:g}", counsellors=list(ssum.counsellors),
+                memory_cap=scfg.memory_max_entries, seed=recipe.seed,
+            ),
+            "counts": RunCounts(
+                personas_read=psum.personas_read, under_18_skipped=psum.skipped_under_18, candidates=psum.candidates,
+                kept=psum.kept, dropped_serious=psum.dropped_serious, profile_failures=sum(psum.failed.values()),
+                pool_benchmark=Pair(first=psum.pool, second=psum.benchmark), pool_verdicts=list(pcfg.pool_verdicts),
+                sessions=Pair(first=ssum.sessions_written, second=ssum.sessions_expected),
+                trials=ssum.trials if ssum.trials > 1 else None, failed_arcs=len(ssum.failed_arcs),
+                ended_by_patient=ssum.ended_by_patient, rejected_commits=ssum.rejected_commits,
+                rejected_messages=dict(ssum.rejected_messages), messages_trimmed=ssum.messages_trimmed,
+                scenario_drafts=Pair(first=ssum.scenario_drafts, second=ssum.sessions_written),
+                counsellor_flags=dict(ssum.counsellor_flags),
+                judged=Pair(first=jsum.ok, second=jsum.failed) if jsum else None,
+                critical=jsum.critical if jsum else None,
+            ),
             "pool_verdicts": list(pcfg.pool_verdicts),
             "reference_is_mibot": reference_is_mibot,
             "notices": [str(shipped_reference_path().with_name("MIBOT_NOTICE.md"))] if reference_is_mibot else [],
             "pretty_name": ocfg.pretty_name,
             "repo_id": ocfg.repo_id,
-        }
-    )
+    })
     # The gate as it stands at the end of the run; `mindsim publish` evaluates it again before any upload.
-    info["release_gate"] = gate_for_run(out_dir, info)
-    atomic_write_json(layout.run_json, info)
+    info = info.model_copy(update={"release_gate": gate_for_run(out_dir, info)})
+    layout.write_header(info)
     record_stage(out_dir, "run", [layout.run_json], reads=["profiles", "simulation"])
     with library_logs_to(layout.logs, verbose=verbose):
         dataset = build_dataset_folder(out_dir, info)
@@ -311,5 +290,5 @@ def run_job(recipe_path: Path, out_dir: Path, *, verbose: bool = False, ray_addr
         "HTML report": report,
         "provenance": layout.run_json,
     }
-    return JobSummary(run_id=info["run_id"], outputs={k: v for k, v in outputs.items() if v.exists()}, info=info,
+    return JobSummary(run_id=info.run_id, outputs={k: v for k, v in outputs.items() if v.exists()}, info=info,
                       simulation=ssum, profiles=psum)

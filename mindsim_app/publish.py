@@ -15,7 +15,7 @@ import os
 import re
 import tempfile
 from pathlib import Path
-from typing import Any, Iterable, Optional
+from typing import TYPE_CHECKING, Any, Iterable, Optional
 
 import pyarrow.parquet as pq
 import typer
@@ -27,6 +27,9 @@ from mindcore.layout import RunLayout
 from mindcore.manifest import read_manifest, verify_run
 from mindcore.manifest import sha256_file
 from mindsim_app.cards import MANIFEST, META_KEY, build_dataset_folder
+
+if TYPE_CHECKING:  # pragma: no cover - typing only
+    from mindcore.runlog import RunHeader
 
 console = out_console()
 _WS = re.compile(r"\s+")
@@ -166,7 +169,7 @@ class GateFailed(MindsimError):
         self.lines = lines
 
 
-def _gate(run_dir: Path, info: dict[str, Any], force: bool) -> dict[str, Any]:
+def _gate(run_dir: Path, info: "RunHeader", force: bool) -> dict[str, Any]:
     """The recipe's release gate for this run; refused (`GateFailed`) outside it unless `force`."""
     from mindsim_app.release import failure_lines, gate_for_run
 
@@ -217,20 +220,17 @@ def resolve_folder(path: Path, repo_id: str | None = None, *, force: bool = Fals
         if _is_run(parent.path) and parent.dataset.resolve() == path.resolve():
             # The dataset is published as it is: it and everything it was built from must be intact.
             verify_run(parent.path, needs=["run", "dataset"])
-            gate = _gate(parent.path, json.loads(parent.run_json.read_text()), force)
+            gate = _gate(parent.path, parent.header(), force)
             if gate["forced"]:
                 raise UserError(f"{path}: --force outside the release gate needs the run folder, so the rebuilt card "
                                 f"can say so; publish {parent.path} instead")
         return path
-    run_json = RunLayout(path).run_json
     if _is_run(path):
         # Every recorded stage intact, the dataset folder included (rebuilt here from them, so a damaged folder
         # would otherwise be published as whatever was left of it).
         verify_run(path, needs=["run"])
-        info = json.loads(run_json.read_text())
-        info["release_gate"] = _gate(path, info, force)
-        if repo_id:
-            info["repo_id"] = repo_id
+        info = RunLayout(path).header()
+        info = info.model_copy(update={"release_gate": _gate(path, info, force), "repo_id": repo_id or info.repo_id})
         return build_dataset_folder(path, info)
     raise InputError(f"{path}: neither a dataset folder ({MANIFEST}) nor a run folder (run.json)")
 

@@ -20,7 +20,10 @@ from __future__ import annotations
 
 import json
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
+
+if TYPE_CHECKING:  # pragma: no cover - typing only
+    from mindcore.runlog import RunHeader
 
 from pydantic import BaseModel, ConfigDict, Field, field_validator
 
@@ -151,7 +154,7 @@ def outcome(result: dict[str, Any], forced: bool = False) -> str:
             else f"failed {bad} of {n} criteria")
 
 
-def gate_for_run(run_dir: Path, info: dict[str, Any], forced: bool = False) -> dict[str, Any]:
+def gate_for_run(run_dir: Path, info: "RunHeader", forced: bool = False) -> dict[str, Any]:
     """Evaluate the gate of the recipe recorded in `run.json` and return it as the card shows it."""
     from pydantic import ValidationError
 
@@ -159,7 +162,7 @@ def gate_for_run(run_dir: Path, info: dict[str, Any], forced: bool = False) -> d
     from mindcore.recipe import format_validation_error
 
     try:
-        cfg = ReleaseConfig.model_validate((info.get("recipe") or {}).get("release") or {})
+        cfg = ReleaseConfig.model_validate((info.recipe.model_dump() if info.recipe else {}).get("release") or {})
     except ValidationError as exc:
         raise ConfigError(format_validation_error(exc, str(RunLayout(run_dir).run_json), prefix="recipe.release")) from exc
     result = evaluate(run_dir, cfg)

@@ -98,7 +98,7 @@ def study_run(embedded_engines, tmp_path_factory) -> Path:
         finally:
             if fresh:
                 keep_first_attempt(out)
-        assert summary.info["status"] == "finished"
+        assert summary.info.status == "finished"
         rows = pq.read_table(out / "sessions" / "sessions.parquet",
                              columns=["patient_engine", "session_index"]).to_pylist()
         second = {r["patient_engine"] for r in rows if r["session_index"] == 1}

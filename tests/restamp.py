@@ -47,3 +47,11 @@ def record_as_stages(run: Path) -> Path:
         if files[0].is_file():
             record_stage(run, stage, files, reads=reads)
     return Path(run)
+
+
+def header(info: dict[str, Any]) -> "RunHeader":
+    """A finished run's header from the few fields a card test sets (the rest as a real run would leave them)."""
+    from mindcore.runlog import RunHeader
+
+    recipe = {"path": "recipe.yaml", **info.get("recipe", {"name": "t", "seed": 1})}
+    return RunHeader.model_validate({"recipe_hash": "test", "status": "finished", **info, "recipe": recipe})

@@ -32,6 +32,7 @@ from pathlib import Path
 from typing import Callable
 
 import pytest
+from mindcore.layout import RunLayout
 
 TESTS = Path(__file__).resolve().parent
 for extra in (TESTS, TESTS / "mindsim"):
@@ -39,6 +40,7 @@ for extra in (TESTS, TESTS / "mindsim"):
         sys.path.insert(0, str(extra))
 
 from openai_stub import after_probe, OpenAIStub, Reply, always_status, always_text, by_model, from_responder, openai_stub  # noqa: E402,F401
+from restamp import header
 
 MINDSIM = shutil.which("mindsim")
 # Table cases also run through the installed console script: the entry point, typer's usage errors, a file error.
@@ -136,6 +138,9 @@ class Files:
         self.adir.mkdir()
         self.no_sessions_run = r / "run-without-sessions"
         self.no_sessions_run.mkdir()
+        # A run folder whose run.json a later mindsim wrote (issue 33: an unknown log version is refused, not half-read).
+        self.run_newer = r / "newer-run"
+        _write(self.run_newer / "run.json", json.dumps({"log_version": 99, "run_id": "x"}).encode())
 
 
 def _write(path: Path, data: bytes) -> Path:
@@ -263,6 +268,10 @@ CASES = {
                                  lambda f: f"sits below the file {f.afile}", out=NOWHERE),
     "compare/out-is-a-file": Case(lambda f: ["validate", "compare", "--sim", f"x={f.good}", "--out", f.afile], 2,
                                   lambda f: f"--out {f.afile}: is a file", out=NOWHERE),
+    "report/newer-run-log": Case(lambda f: ["report", f.run_newer, "--out", f.root / "r.html"], 2,
+                                 lambda f: f"{f.run_newer / 'run.json'}: written by a newer mindsim"),
+    "publish/newer-run-log": Case(lambda f: ["publish", f.run_newer, "--repo-id", "a/b", "--dry-run"], 2,
+                                  lambda f: f"{f.run_newer / 'run.json'}: written by a newer mindsim", out=NOWHERE),
     "report/out-is-a-folder": Case(lambda f: ["report", f.run_corrupt, "--out", f.adir], 2,
                                    lambda f: f"--out {f.adir}: a folder, not a file", out=NOWHERE),
     "report/out-below-a-file": Case(lambda f: ["report", f.run_corrupt, "--out", f.afile / "r.html"], 2,
@@ -441,7 +450,7 @@ def test_run_with_failed_arcs_exits_1(openai_stub, tmp_path):
     assert proc.returncode == 1, proc.stderr
     line = error_line(proc, only_line=False)  # the job's stage rules also go to stderr
     assert "2 session arcs failed" in line and "rerun" in line and str(out / "sessions" / "summary.json") in line
-    assert json.loads((out / "run.json").read_text())["counts"]["failed arcs"] == 2
+    assert RunLayout(out).header().counts.failed_arcs == 2
     # The job's page is written whatever failed, and names the failures with their side (issue 21).
     page = (out / "report.html").read_text()
     assert "2 of 4 arcs failed" in page and "counsellor:broken" in page
@@ -498,7 +507,7 @@ def test_publish_network_failure_exits_1(tmp_path):
     run_dir = tmp_path / "run"
     (run_dir / "profiles").mkdir(parents=True)
     pq.write_table(pa.table({"profile_id": ["p0", "p1"], "in_pool": [True, True]}), run_dir / "profiles" / "profiles.parquet")
-    folder = build_dataset_folder(run_dir, {"run_id": "abcd", "recipe": {"name": "t", "seed": 1}, "provenance": base_provenance()})
+    folder = build_dataset_folder(run_dir, header({"run_id": "abcd", "recipe": {"name": "t", "seed": 1}, "provenance": base_provenance()}))
     # Nothing listens on this loopback port: every connection is refused, as on a dead network.
     env = {**ENV, "HF_TOKEN": "hf_test_not_a_secret_000", "HF_ENDPOINT": f"http://127.0.0.1:{_free_port()}"}
     proc = mindsim("publish", folder, "--repo-id", "someone/tiny", cwd=tmp_path, env=env)
@@ -534,7 +543,7 @@ def test_publish_refused_by_the_hub_exits_2(openai_stub, tmp_path):
     run_dir = tmp_path / "run"
     (run_dir / "profiles").mkdir(parents=True)
     pq.write_table(pa.table({"profile_id": ["p0"], "in_pool": [True]}), run_dir / "profiles" / "profiles.parquet")
-    folder = build_dataset_folder(run_dir, {"run_id": "abcd", "recipe": {"name": "t", "seed": 1}, "provenance": base_provenance()})
+    folder = build_dataset_folder(run_dir, header({"run_id": "abcd", "recipe": {"name": "t", "seed": 1}, "provenance": base_provenance()}))
     stub = openai_stub(always_status(500))  # never reached: the Hub routes are not chat completions
     env = {**ENV, "HF_TOKEN": "hf_test_not_a_secret_000", "HF_ENDPOINT": stub.base_url.removesuffix("/v1")}
     proc = mindsim("publish", folder, "--repo-id", "someone/tiny", cwd=tmp_path, env=env)

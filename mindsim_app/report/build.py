@@ -136,7 +136,7 @@ def run_context(run: RunData, draws: int = 20000) -> dict[str, Any]:
         "judge_report": run.judge_report, "validation": run.validation, "validation_charts":
         _validation_charts(run.validation), "health": h, "health_charts": _health_charts(h),
         "versions": versions(run), "patientact": run.patientact, "drill": drilldown(run, boards),
-        "gate": (run.info.get("release_gate") or None), "partial": run.partial,
+        "gate": (run.info.release_gate if run.info else None) or None, "partial": run.partial,
     }
 
 

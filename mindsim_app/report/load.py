@@ -15,6 +15,7 @@ from typing import Any
 
 from mindcore.errors import InputError
 from mindcore.layout import RunLayout
+from mindcore.runlog import RunHeader
 
 # Columns of sessions.parquet the report needs: the prompts as sent and the patient-side history are
 # the bulk of the file and are not shown (a 10k-reply run reads in a fraction of the time without them).
@@ -28,7 +29,7 @@ class RunData:
     """What one run folder holds, as the report reads it; a stage that did not run is None / empty."""
 
     path: Path
-    info: dict[str, Any]
+    info: RunHeader | None  # None for a folder of `mindsim simulate` (no run.json)
     summary: dict[str, Any] | None
     sessions: list[dict[str, Any]]
     validation: dict[str, Any] | None
@@ -42,8 +43,8 @@ class RunData:
 
     @property
     def label(self) -> str:
-        recipe = (self.info.get("recipe") or {}).get("name")
-        return f"{recipe or self.path.name} ({self.info.get('run_id', '?')})"
+        recipe = self.info.recipe.name if self.info and self.info.recipe else None
+        return f"{recipe or self.path.name} ({self.info.run_id if self.info else '?'})"
 
 
 def _json(path: Path) -> dict[str, Any] | None:
@@ -89,7 +90,7 @@ def load_run(path: str | Path, *, allow_partial: bool = False) -> RunData:
     run = RunLayout(path)
     if not path.is_dir():
         raise InputError(f"{path}: not a folder; give a run folder written by `mindsim run` (it holds run.json)")
-    info = _json(run.run_json)
+    info = run.header() if run.run_json.is_file() else None
     if info is None and not run.sessions.parquet.is_file():
         raise InputError(f"{path}: not a run folder (no run.json and no sessions/sessions.parquet); give the --out "
                          "folder of `mindsim run` or `mindsim simulate`")
@@ -99,7 +100,7 @@ def load_run(path: str | Path, *, allow_partial: bool = False) -> RunData:
         if isinstance(j.get("prompt_hashes"), str):
             j["prompt_hashes"] = json.loads(j["prompt_hashes"] or "{}")
     return RunData(
-        path=path, info=info or {}, summary=_json(run.sessions.summary),
+        path=path, info=info, summary=_json(run.sessions.summary),
         sessions=_parquet(run.sessions.parquet, SESSION_COLUMNS), validation=_json(run.validation.report_json),
         judge_report=_json(run.judgments.report_json), judgments=judgments,
         patientact=_json(run.patientact_judge.report_json), profiles_summary=_json(run.profiles.summary),

@@ -25,14 +25,15 @@ PATIENT_ROLES = ("patient", "scenario_writer", "memory_compactor", "patient_appr
 KEYS = ("toolkit", "rubric", "judge model", "templates", "patient model", "reference")
 
 
-def _role_model(info: dict[str, Any], role: str) -> str | None:
-    e = (info.get("engines") or {}).get(role)
+def _role_model(info: Any, role: str) -> str | None:
+    e = (info.engines if info else {}).get(role)
     return f"{e.get('model')} on {e.get('engine')}" if e else None
 
 
 def versions(run: Any) -> dict[str, Any]:
     info = run.info
-    prov = info.get("provenance") or (run.summary or {})
+    recipe = info.recipe if info else None
+    prov = (info.provenance if info else None) or (run.summary or {})
     jr = run.judge_report or {}
     v = run.validation or {}
     ref = v.get("reference") or {}
@@ -43,14 +44,14 @@ def versions(run: Any) -> dict[str, Any]:
         "git_dirty": prov.get("git_dirty"),
         "rubric": (jr.get("rubric") or {}).get("version"), "rubric_source": (jr.get("rubric") or {}).get("source"),
         "judges": judges,
-        "templates": {**(info.get("prompt_hashes") or {}), **(jr.get("prompt_hashes") or {})},
-        "roles": info.get("engines") or (run.summary or {}).get("engines") or {},
+        "templates": {**(info.prompt_hashes if info else {}), **(jr.get("prompt_hashes") or {})},
+        "roles": (info.engines if info else None) or (run.summary or {}).get("engines") or {},
         "patient_engines": (run.summary or {}).get("patient_engines") or sorted(
             {played_by(s.get("patient_engine")) for s in run.sessions}),
         "reference": {"name": ref.get("name"), "source_sha256": (ref.get("provenance") or {}).get("source_sha256"),
                       "markers_version": (ref.get("settings") or {}).get("markers_version")} if ref else None,
-        "recipe": (info.get("recipe") or {}).get("name"), "run_id": info.get("run_id"),
-        "seed": (info.get("recipe") or {}).get("seed"),
+        "recipe": recipe.name if recipe else None, "run_id": info.run_id if info else None,
+        "seed": recipe.seed if recipe else None,
     }
 
 

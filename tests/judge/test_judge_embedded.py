@@ -12,6 +12,7 @@ import pytest
 
 from judge.judging import quote_in
 from judge.schemas import read_judgments
+from mindcore.layout import RunLayout
 
 pytestmark = pytest.mark.embedded
 
@@ -30,7 +31,8 @@ def test_every_reply_of_the_study_judged_or_counted(study_run):
         else:
             assert r.error and r.severity is None
     info = json.loads((study_run / "run.json").read_text())
-    ok, failed = (int(x) for x in info["counts"]["judged replies (ok / failed)"].split(" / "))
+    judged = RunLayout(study_run).header().counts.judged
+    ok, failed = judged.first, judged.second
     assert (ok, failed) == (sum(r.status == "ok" for r in rows), sum(r.status == "failed" for r in rows))
     usage = info["usage"]["judge"]
     # One call (or more, with re-asks) per distinct judge input: replies that meet the same context with the same

@@ -92,13 +92,13 @@ def test_an_unreadable_manifest_is_one_clear_error_and_writers_start_it_over(run
 
 
 def test_a_run_in_progress_is_partial(run):
-    run.run_json.write_text(json.dumps({"run_id": "x", "status": "running"}))
+    run.run_json.write_text(json.dumps({"run_id": "x", "recipe_hash": "h", "status": "running"}))
     with pytest.raises(InputError, match="the run has not finished \\(status 'running'"):
         verify_run(run.path)
     check = verify_run(run.path, allow_partial=True)
     assert check.in_progress and len(check.problems) == 1
     run.run_json.write_text("[1, 2")
-    assert "not a readable run header" in check_run(run.path).problems[0]
+    assert "not readable JSON" in check_run(run.path).problems[0]
 
 
 def test_verify_file_checks_a_transcript_given_by_path(run, tmp_path):

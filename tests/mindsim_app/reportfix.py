@@ -12,7 +12,6 @@ from typing import Any
 
 from mindcore.engine import Engines
 from mindcore.fake import FakeBackend
-from mindcore.io import atomic_write_json
 from mindcore.provenance import base_provenance
 from mindcore.types import ChatRequest
 
@@ -71,7 +70,10 @@ def write_fixture_run(out: Path, *, patients: int = 3, sessions: int = 2, seed: 
 
     for r in pq.read_table(out / "sessions" / "sessions.parquet", columns=["prompts"]).to_pylist():
         prompts.update(r["prompts"])
-    atomic_write_json(out / "run.json", {"run_id": f"fixture{seed}", "status": "finished", "provenance": prov,
-                                         "recipe": {"name": "fixture", "seed": seed}, "engines": roles,
-                                         "prompt_hashes": prompts, "counts": {"failed arcs": len(summary.failed_arcs)}})
+    from mindcore.layout import RunLayout
+    from mindcore.runlog import RunHeader
+
+    RunLayout(out).write_header(RunHeader(
+        run_id=f"fixture{seed}", recipe_hash=f"fixture{seed}", status="finished", provenance=prov,
+        recipe={"name": "fixture", "path": "recipe.yaml", "seed": seed}, engines=roles, prompt_hashes=prompts))
     return record_as_stages(out)  # the stages above record themselves; validation and run.json stand in for the job

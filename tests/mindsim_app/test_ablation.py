@@ -71,7 +71,8 @@ def make_run(root: Path, sessions: int = 3) -> Path:
         from judge.run import run_judging
 
         run_judging(run, engines, JudgeConfig(bootstrap_draws=200, plots=False))
-    (run / "run.json").write_text(json.dumps({"status": "finished", "recipe": {"path": str(recipe)}}))
+    (run / "run.json").write_text(json.dumps({"run_id": "r", "recipe_hash": "h", "status": "finished",
+                                             "recipe": {"name": "r", "path": str(recipe), "seed": 1}}))
     return run
 
 

@@ -10,6 +10,7 @@ import pytest
 
 from mindcore.engine import Engines
 from mindcore.fake import FakeBackend
+from restamp import header
 
 ALL = ("mindsim", "patientact", "patient_psi", "mindeval")
 
@@ -51,7 +52,7 @@ def test_the_card_explains_the_baselines_with_counts_from_the_rows(four_run):
 
     rows = pq.read_table(four_run / "sessions" / "sessions.parquet").to_pylist()
     info = {"run_id": "b01", "recipe": {"name": "t", "seed": 5}, "provenance": base_provenance()}
-    card = (build_dataset_folder(four_run, info, four_run / "dataset") / "README.md").read_text()
+    card = (build_dataset_folder(four_run, header(info), four_run / "dataset") / "README.md").read_text()
     section = card.split("### Patient engines")[1].split("### Screening verdicts")[0]
     styles = {r["patient_id"]: r["baseline"]["style"] for r in rows if r["patient_engine"] == "patient_psi"}
     for style in set(styles.values()):

@@ -10,6 +10,7 @@ import pyarrow.parquet as pq
 
 from mindsim_app.cards import MANIFEST, build_dataset_folder
 from mindsim_app.publish import check_folder, check_loads
+from restamp import header
 
 
 def _run(root: Path, n_profiles: int, run_id: str) -> tuple[Path, dict]:
@@ -30,7 +31,7 @@ def test_two_runs_named_dataset_never_load_each_others_rows(tmp_path):
     seen = []
     for n, run_id in ((3, "aaaa"), (5, "bbbb")):
         run_dir, info = _run(tmp_path / run_id, n, run_id)
-        folder = build_dataset_folder(run_dir, info)
+        folder = build_dataset_folder(run_dir, header(info))
         manifest = check_folder(folder)
         path = manifest["configs"]["profiles"]["path"]
         assert path.startswith("data/profiles-") and path.endswith(".parquet")
@@ -42,10 +43,10 @@ def test_two_runs_named_dataset_never_load_each_others_rows(tmp_path):
 
 def test_rebuilt_folder_replaces_the_old_one_whole(tmp_path):
     run_dir, info = _run(tmp_path / "r", 2, "cccc")
-    first = json.loads((build_dataset_folder(run_dir, info) / MANIFEST).read_text())
+    first = json.loads((build_dataset_folder(run_dir, header(info)) / MANIFEST).read_text())
     pq.write_table(pa.table({"profile_id": ["p0", "p1", "p2"], "in_pool": [True] * 3}),
                    run_dir / "profiles" / "profiles.parquet")
-    folder = build_dataset_folder(run_dir, info)
+    folder = build_dataset_folder(run_dir, header(info))
     second = json.loads((folder / MANIFEST).read_text())
     assert first["configs"]["profiles"]["path"] != second["configs"]["profiles"]["path"]
     assert sorted(str(p.relative_to(folder)) for p in folder.rglob("*") if p.is_file()) == sorted(
@@ -62,7 +63,7 @@ def test_push_of_a_new_version_replaces_the_old_files(tmp_path, monkeypatch):
         sent = []
         for n, run_id in ((2, "dddd"), (4, "eeee")):
             run_dir, info = _run(tmp_path / run_id, n, run_id)
-            folder = build_dataset_folder(run_dir, info)
+            folder = build_dataset_folder(run_dir, header(info))
             push(folder, "someone/versions", private=True, endpoint=hub.endpoint)
             sent.append(json.loads((folder / MANIFEST).read_text()))
         hub.files["notes/kept.txt"] = b"the user's own file"
@@ -80,7 +81,7 @@ def test_card_pool_sentence_follows_pool_verdicts(tmp_path):
     for verdicts, expected in ((["clean"], "selected from the clean profiles:"),
                                (["clean", "minor"], "selected from the clean and minor profiles")):
         run_dir, info = _run(tmp_path / "-".join(verdicts), 2, "ffff")
-        card = (build_dataset_folder(run_dir, {**info, "pool_verdicts": verdicts}) / "README.md").read_text()
+        card = (build_dataset_folder(run_dir, header({**info, "pool_verdicts": verdicts})) / "README.md").read_text()
         assert expected in card
         assert ("clean and minor" in card) == ("minor" in verdicts)
 
@@ -95,7 +96,7 @@ def test_judgments_become_a_config_and_the_card_shows_the_mhqr_table(tmp_path):
     from PIL import Image
 
     Image.new("RGB", (4, 4)).save(run_dir / "judgments" / "mhqr.png")
-    folder = build_dataset_folder(run_dir, info)
+    folder = build_dataset_folder(run_dir, header(info))
     manifest = json.loads((folder / MANIFEST).read_text())
     assert manifest["configs"]["judgments"]["rows"] == 2
     card = (folder / "README.md").read_text()
@@ -106,7 +107,7 @@ def test_judgments_become_a_config_and_the_card_shows_the_mhqr_table(tmp_path):
 
 def test_card_says_when_the_judge_did_not_run(tmp_path):
     run_dir, info = _run(tmp_path / "unjudged", 2, "hhhh")
-    card = (build_dataset_folder(run_dir, info) / "README.md").read_text()
+    card = (build_dataset_folder(run_dir, header(info)) / "README.md").read_text()
     assert "_The MHQR judge was not run._" in card
 
 
@@ -116,7 +117,7 @@ def test_a_corrupt_manifest_is_refused_with_one_clear_error(tmp_path):
     from mindsim_app.publish import PublishRefused
 
     run_dir, info = _run(tmp_path / "corrupt", 2, "iiii")
-    folder = build_dataset_folder(run_dir, info)
+    folder = build_dataset_folder(run_dir, header(info))
     (folder / MANIFEST).write_bytes(b"\xff\x00not json")
     with pytest.raises(PublishRefused, match="not a readable manifest"):
         check_folder(folder)
@@ -125,7 +126,7 @@ def test_a_corrupt_manifest_is_refused_with_one_clear_error(tmp_path):
 def test_card_carries_the_recipe_description(tmp_path):
     run_dir, info = _run(tmp_path / "described", 2, "jjjj")
     info["recipe"]["description"] = "Four candidates to stay quick."
-    card = (build_dataset_folder(run_dir, info) / "README.md").read_text()
+    card = (build_dataset_folder(run_dir, header(info)) / "README.md").read_text()
     assert "Recipe `t`: Four candidates to stay quick." in card
 
 
@@ -134,7 +135,7 @@ def test_card_marks_the_prompts_the_recipe_swapped_for_its_own_files(tmp_path):
     info["prompt_hashes"] = {"judge/user.jinja2": "aaaa000011112222", "patient/system.jinja2": "bbbb000011112222"}
     info["prompt_overrides"] = {"judge/user.jinja2": {"path": "/x/my_prompts/judge_user.jinja2",
                                                       "sha256": "aaaa000011112222"}}
-    card = (build_dataset_folder(run_dir, info) / "README.md").read_text()
+    card = (build_dataset_folder(run_dir, header(info)) / "README.md").read_text()
     assert "replaced 1 shipped template with its own file" in card
     assert "| `judge/user.jinja2` (own file: `judge_user.jinja2`) | `aaaa000011112222` |" in card
     assert "| `patient/system.jinja2` | `bbbb000011112222` |" in card

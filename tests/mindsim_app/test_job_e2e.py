@@ -15,6 +15,7 @@ import pytest
 from quick_recipes import engines_for, pool_ids, stamps
 
 from mindcore.errors import ConfigError
+from mindcore.layout import RunLayout
 from mindsim_app.cards import MANIFEST
 from mindsim_app.job import run_job
 
@@ -125,7 +126,7 @@ def test_killed_run_resumes_from_finished_work(two_counsellor_run):
     # The 135M model can fail an arc on any run (e.g. six scenario drafts in a row cut at their length
     # limit). That is the model, not the resume; what resume owes is that such an arc is counted as
     # failed, not silently missing, and that everything else is there exactly once.
-    assert info["counts"]["failed arcs"] == len(failed)
+    assert RunLayout(work).header().counts.failed_arcs == len(failed)
     assert not (copied | new) - present or [f["counsellor"] for f in failed] == ["counsellor:b"], failed
     for name, data in kept.items():
         assert (ck / name).read_bytes() == data

@@ -15,6 +15,7 @@ from mindcore.recipe import Recipe
 from mindcore.budget_fit import fit_budgets
 from mindcore.preflight import preflight
 from mindsim.stage import agenda_tool_schema, commit_tool_schema
+from restamp import header
 
 MINDSIM_SCHEMAS = {"tool_choice:commit_move", "tool_choice:agenda"}
 
@@ -173,7 +174,7 @@ def _card(run, name="dataset"):
     from mindsim_app.cards import build_dataset_folder
 
     info = {"run_id": "pa01", "recipe": {"name": "t", "seed": 5}, "provenance": base_provenance()}
-    folder = build_dataset_folder(run, info, run / name)
+    folder = build_dataset_folder(run, header(info), run / name)
     return folder, (folder / "README.md").read_text()
 
 

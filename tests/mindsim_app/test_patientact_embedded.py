@@ -21,6 +21,7 @@ from quick_recipes import STUDY_ENGINES, engines_for
 
 from mindsim.patientact.participant import session_items
 from mindsim.scenario import Scenario
+from mindcore.layout import RunLayout
 
 pytestmark = pytest.mark.embedded
 
@@ -36,8 +37,9 @@ def test_sessions_obey_the_engine_rules(study_run):
     # the dataset is exactly the checkpointed sessions.
     every, ssum = check_arc_ledger(out, sessions=2)
     assert ssum["patient_engines"] == STUDY_ENGINES
-    assert info["counts"]["failed arcs"] == len(ssum["failed_arcs"])
-    assert info["counts"]["sessions written / expected"] == f"{len(every)} / {ssum['sessions_expected']}"
+    counts = RunLayout(out).header().counts
+    assert counts.failed_arcs == len(ssum["failed_arcs"])
+    assert (counts.sessions.first, counts.sessions.second) == (len(every), ssum["sessions_expected"])
     rows = [r for r in every if r["patient_engine"] in ARMS]
     # The study run reruns until every arm has its sessions: two for the full engine, one for each ablation arm.
     assert sorted((r["patient_engine"], r["session_index"]) for r in rows) == sorted(

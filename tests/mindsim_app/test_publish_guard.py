@@ -16,6 +16,7 @@ from mindcore.provenance import base_provenance
 from mindcore.manifest import sha256_file
 from mindsim_app.cards import MANIFEST, META_KEY, build_dataset_folder
 from mindsim_app.publish import MIN_FINGERPRINT_WORDS, PublishRefused, check_folder
+from restamp import header
 
 RUN_ID = "run0000000000001"
 # A reference conversation (as `validation reference` reads them): one long, identifying message, one short one.
@@ -34,8 +35,8 @@ def _dataset(root: Path, patient_lines: list[str]) -> Path:
             f.write(json.dumps({"id": f"c{i}", "messages": [
                 {"role": "assistant", "content": "What brings you here today?"},
                 {"role": "user", "content": text}]}) + "\n")
-    return build_dataset_folder(run, {"run_id": RUN_ID, "recipe": {"name": "t", "seed": 1},
-                                      "provenance": base_provenance()})
+    return build_dataset_folder(run, header({"run_id": RUN_ID, "recipe": {"name": "t", "seed": 1},
+                                             "provenance": base_provenance()}))
 
 
 def _reference(root: Path) -> Path:

@@ -11,6 +11,7 @@ from pathlib import Path
 import pytest
 
 from mindcore.errors import ConfigError
+from mindcore.layout import RunLayout
 from mindcore.recipe import Recipe
 from mindsim_app.release import ReleaseConfig, evaluate, failure_lines
 from reportfix import write_fixture_run
@@ -136,7 +137,7 @@ def test_a_dataset_folder_inside_a_run_is_gated_too_and_published_as_it_is(run, 
     from mindsim_app.cli import main
 
     _set_gate(run, max_index_over_floor=0.01)
-    build_dataset_folder(run, json.loads((run / "run.json").read_text()))
+    build_dataset_folder(run, RunLayout(run).header())
     card = (run / "dataset" / "README.md").read_bytes()
     assert main(["publish", str(run / "dataset"), "--repo-id", "someone/x", "--dry-run"]) == 1
     assert "error: release gate: max_index_over_floor" in capsys.readouterr().err

@@ -145,7 +145,7 @@ def _edit_json(path: Path, fn) -> None:
 
 def test_runs_of_the_same_versions_compare_on_one_page(fixture_run, tmp_path):
     other = _copy(fixture_run, tmp_path / "seed2", lambda d: _edit_json(
-        d / "run.json", lambda x: x.update(run_id="second", recipe={"name": "fixture", "seed": 6})))
+        d / "run.json", lambda x: x.update(run_id="second", recipe={"name": "fixture", "path": "recipe.yaml", "seed": 6})))
     out = build_report([fixture_run, other], tmp_path / "both.html")
     html = out.read_text()
     assert 'id="compare"' in html and "second" in html and "mixed-banner" not in html
