@@ -17,18 +17,19 @@ from mindcore.errors import EngineError
 from mindcore.io import CheckpointDir
 from mindcore.layout import RunLayout
 from mindcore.runlog import played_by
+from mindcore.runners import Runner
 from mindcore.manifest import record_stage
 from mindcore.provenance import base_provenance
 from judge.analyses import analyses
 from judge.config import JudgeConfig
 from judge.costs import cost_table
 from judge.inputs import benchmark_patients, load_sessions
-from judge.judging import TEMPLATES, Judge, judge_all, judges_from_config
+from judge.judging import TEMPLATES, Judge, judges_from_config
 from judge.rankings import family_flags, judge_agreement
 from judge.report import critical_rows, failure_rows, write_report
 from judge.rubric import load_rubric
 from judge.schemas import JudgeRanking, JudgeRunSummary, JudgmentRow, SessionInput, write_judgments
-from judge.sharded import judge_rows_on_ray
+from judge.sharded import judge_rows
 from judge.scores import columns_from_rows, score_all
 
 
@@ -80,13 +81,13 @@ def summarise(rows: list[JudgmentRow], judges: list[Judge], sessions: list[Sessi
 
 def run_judging(run_dir: str | Path, engines: Any, config: JudgeConfig | None = None, *,
                 sessions: str | Path | None = None, inputs: list[SessionInput] | None = None,
-                ray: Any = None) -> JudgeRunSummary:
+                runner: Runner | None = None) -> JudgeRunSummary:
     """Judge, score and report one run. `engines` must be started. Returns a summary: counts and
     output paths. Raises EngineError (after writing every output) when every judgment failed:
     unreachable engine or output that never fit the schema, both engine-side. `inputs`: sessions
     already loaded (the CLI checks them before starting any engine); else read from `sessions` or
-    the run folder. `ray`: the recipe's Ray settings when the job runs on a cluster the caller has
-    joined; replies are then judged by the cluster's workers (same rows, same cache)."""
+    the run folder. `runner`: the job's (`mindcore.runners`; default this process), entered by the caller;
+    on Ray the replies are judged by the cluster's workers (same rows, same cache)."""
     config = config or JudgeConfig()
     run_dir = Path(run_dir)
     if inputs is None:
@@ -97,10 +98,7 @@ def run_judging(run_dir: str | Path, engines: Any, config: JudgeConfig | None = 
     folder = RunLayout(run_dir).judgments
     out = folder.path
     cache = CheckpointDir(folder.cache)
-    if ray is not None:
-        rows = judge_rows_on_ray(engines, config, inputs, cache.path, ray)
-    else:
-        rows = engines.run(judge_all(judges, inputs, cache, config.max_replies, config.concurrency))
+    rows = judge_rows(engines, config, inputs, cache.path, runner)
     write_judgments(folder.parquet, rows)
     report = summarise(rows, judges, inputs, config, benchmark=bench, usage=engines.ledger.summary())
     files = write_report(out, report, judges[0].rubric, config.plots)

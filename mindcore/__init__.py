@@ -29,6 +29,7 @@ PUBLIC_MODULES = (
     "recipe",
     "runlog",
     "runner",
+    "runners",
     "shards",
     "stages",
     "systems",

@@ -10,9 +10,9 @@ so conversations never run one after another. Each finished session is checkpoin
 content-derived id, create-if-absent; a rerun (also after SIGKILL) skips finished sessions and resumes each
 arc after its last one.
 
-Patients are grouped in shards (`simulate_shard`): the local runner runs one shard holding everyone in this
-process; the Ray runner (`simulate_on_ray`) splits patients by a stable hash of their id and runs each shard
-on a worker. Either way a shard writes its own slice of the dataset when it finishes (`sessions/shards/`),
+Patients are grouped in shards (`simulate_shard`) and the job's runner (`mindcore.runners`) runs them: the
+local runner one shard holding everyone in this process; the Ray runner shards by a stable hash of the
+patient id, each on a worker. Either way a shard writes its own slice of the dataset when it finishes (`sessions/shards/`),
 and `merge_shards` streams the slices into `sessions/sessions.parquet` and the transcript export in one
 order, so both runners give the same files and no step holds every session in memory at once.
 """
@@ -22,7 +22,6 @@ from __future__ import annotations
 import asyncio
 import itertools
 import json
-import time
 from pathlib import Path
 from typing import Any, Callable
 
@@ -37,8 +36,7 @@ from mindcore.io import CheckpointDir, atomic_write_json, atomic_write_jsonl, at
 from mindcore.layout import RunLayout
 from mindcore.manifest import record_stage
 from mindcore.provenance import base_provenance
-from mindcore.runner import progress_bar
-from mindcore.shards import plan_shards, run_shards
+from mindcore.runners import LocalRunner, Runner
 from mindsim.config import CounsellorBinding, SimulationConfig, counsellor_name
 from mindsim.patient import TurnFailed
 from mindsim.prompting import load_style_data
@@ -300,10 +298,10 @@ async def simulate_shard(
     )
 
 
-def _shard_work(engines, payload: dict[str, Any], report: Callable[[str], None]) -> ShardSummary:
-    """One shard inside a Ray worker (`mindcore.shards.run_shards`)."""
-    return engines.run(simulate_shard(payload["profiles"], engines, payload["config"], Path(payload["out"]),
-                                      payload["seed"], payload["shard"], payload["shards"], on_session=report))
+async def _shard_work(engines, payload: dict[str, Any], report: Callable[[str], None]) -> ShardSummary:
+    """One shard of patients, wherever the runner runs it (`mindcore.runners`)."""
+    return await simulate_shard(payload["profiles"], engines, payload["config"], Path(payload["out"]),
+                                payload["seed"], payload["shard"], payload["shards"], on_session=report)
 
 
 def _prepare(profiles: list[Profile], config: SimulationConfig, out: Path) -> list[Profile]:
@@ -317,37 +315,22 @@ def _prepare(profiles: list[Profile], config: SimulationConfig, out: Path) -> li
     return profiles
 
 
-async def simulate_async(
-    profiles: list[Profile], engines, config: SimulationConfig, out_dir: str | Path, seed: int
-) -> SimulationSummary:
-    """The local runner: every patient in this process, as one shard."""
+async def simulate_async(profiles: list[Profile], engines, config: SimulationConfig, out_dir: str | Path, seed: int,
+                         *, runner: Runner | None = None) -> SimulationSummary:
+    """`run_simulation` for async callers. Patients are sharded by a stable hash of their id (everything of one
+    patient in one shard); the runner runs the shards (the local one: one shard, in this loop), each shard writing
+    its slice of the dataset as it finishes."""
+    runner = runner or LocalRunner()
     out = Path(out_dir)
     profiles = _prepare(profiles, config, out)
-    t0 = time.monotonic()
-    with progress_bar() as progress:
-        task = progress.add_task("simulating sessions", total=len(profiles) * config.sessions_per_patient())
-        part = await simulate_shard(profiles, engines, config, out, seed, 0, 1,
-                                    on_session=lambda _id: progress.advance(task))
-    return _finish(out, engines, config, seed, profiles, [part], 1, time.monotonic() - t0, {"runner": "local"}, {0})
-
-
-def simulate_on_ray(profiles: list[Profile], engines, config: SimulationConfig, out_dir: str | Path, seed: int,
-                    settings: Any, *, on_workers: Callable[[list[Any]], None] | None = None) -> SimulationSummary:
-    """The Ray runner: patients sharded by a stable hash of their id, each shard run by a worker
-    against the same engines (`mindcore.shards`), each shard's slice of the dataset written as it
-    finishes. The caller has joined the cluster (`mindcore.shards.RaySession`)."""
-    out = Path(out_dir)
-    profiles = _prepare(profiles, config, out)
-    # By patient: a patient's shared first scenario and all its counsellor arcs never straddle two shards.
-    plan = plan_shards(profiles, lambda p: p.profile_id, settings)
-    shards = plan.shards
-    payloads = [{"profiles": part, "config": config, "out": str(out.resolve()), "seed": seed, "shard": i,
-                 "shards": shards} for i, part in plan.parts]
-    run = run_shards(_shard_work, payloads, engines, settings, workers=plan.workers, description="simulating sessions",
-                     total=len(profiles) * config.sessions_per_patient(),
-                     on_workers=on_workers)
-    return _finish(out, engines, config, seed, profiles, run.results, shards, run.elapsed_s,
-                   {"runner": "ray", "workers": run.workers, "shards": shards}, live={i for i, _ in plan.parts})
+    resolved = str(out.resolve())
+    run = await runner.map_shards(
+        _shard_work, profiles, key=lambda p: p.profile_id, engines=engines, description="simulating sessions",
+        total=len(profiles) * config.sessions_per_patient(),
+        payload=lambda i, n, part: {"profiles": part, "config": config, "out": resolved, "seed": seed, "shard": i,
+                                    "shards": n})
+    return _finish(out, engines, config, seed, profiles, run.results, run.shards, run.elapsed_s, run.runner,
+                   live=run.live)
 
 
 def _finish(out: Path, engines, config: SimulationConfig, seed: int, profiles: list[Profile], parts: list[ShardSummary],
@@ -545,13 +528,11 @@ class _RowGroups:
 
 
 def run_simulation(profiles: list[Profile], engines, config: SimulationConfig, out_dir: str | Path, seed: int,
-                   *, ray: Any = None) -> SimulationSummary:
+                   *, runner: Runner | None = None) -> SimulationSummary:
     """Simulate every arc and write `out_dir/sessions/` and `out_dir/transcripts/transcripts.jsonl`.
-    `engines` must be started (`with Engines.from_config(cfg) as engines:`). `ray` (the recipe's
-    `RaySettings`, inside a `mindcore.shards.RaySession`) runs the shards on Ray; otherwise all runs
-    here. Either way the same files come out. Returns the run summary."""
-    if ray is not None:
-        return simulate_on_ray(profiles, engines, config, out_dir, seed, ray)
+    `engines` must be started (`with Engines.from_config(cfg) as engines:`); `runner` (default: this process)
+    is the job's (`mindcore.runners.runner_for`), entered by the caller. The same files come out either way.
+    Returns the run summary."""
     # engines.run closes this loop's HTTP clients before the loop goes away (a bare asyncio.run left them
     # to the garbage collector, which then logs "Event loop is closed" from a later loop).
-    return engines.run(simulate_async(profiles, engines, config, out_dir, seed))
+    return engines.run(simulate_async(profiles, engines, config, out_dir, seed, runner=runner))

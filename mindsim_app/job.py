@@ -29,7 +29,8 @@ from mindcore.logs import library_logs_to
 from mindcore.manifest import forget_stage, record_stage
 from mindcore.provenance import base_provenance
 from mindcore.recipe import PUBLISH_FIELDS, Recipe, load_recipe
-from mindcore.shards import RaySession, env_of
+from mindcore.runners import runner_for
+from mindcore.shards import env_of
 from mindcore.systems import system_name
 from mindsim_app.cards import build_dataset_folder
 from mindsim_app.release import ReleaseConfig, gate_for_run
@@ -170,16 +171,13 @@ def run_job(recipe_path: Path, out_dir: Path, *, verbose: bool = False, ray_addr
     recipe.section("release", ReleaseConfig)
     out_dir = Path(out_dir)
     layout = RunLayout(out_dir)
-    on_ray = recipe.runner == "ray"
     keys = {getattr(e, "api_key_env", None) for e in recipe.engines.values()} - {None}
-    cluster = RaySession(recipe.ray.address, verbose=verbose, env=env_of(keys),
-                         connect_timeout_s=recipe.ray.connect_timeout_s) if on_ray else nullcontext()
-    if on_ray:  # an unreachable cluster is named before the run folder is made
-        cluster.check_reachable()
+    runner = runner_for(recipe, verbose=verbose, env=env_of(keys))
+    runner.check_reachable()  # an unreachable cluster is named before the run folder is made
     info = _open_run(out_dir, recipe)
 
     started = nullcontext(engines) if engines is not None else Engines.from_config(recipe.engines_config())
-    with library_logs_to(layout.logs, verbose=verbose), started as engines, cluster:
+    with library_logs_to(layout.logs, verbose=verbose), started as engines, runner:
         # The preflight runs here on the driver, once, before any worker starts (docs/scale.md).
         _stage("0 · preflight")
         stages = {"run"} | ({"judge"} if jcfg is not None else set()) | ({"validate"} if vcfg.arc else set())
@@ -188,7 +186,7 @@ def run_job(recipe_path: Path, out_dir: Path, *, verbose: bool = False, ray_addr
             out_console().print(f"preflight: {escape(note)}")
         scfg, vcfg = pre.budgets.apply("simulation", scfg), pre.budgets.apply("validation", vcfg)
         _stage("1–5 · profiles")
-        psum = run_profiles(recipe, engines, out_dir, pcfg, ray_replicas=recipe.ray.profile_replicas if on_ray else None)
+        psum = run_profiles(recipe, engines, out_dir, pcfg, runner=runner)
         pfail = [r for _, r in read_jsonl(layout.profiles.failures)]
         raise_if_all_failed("profiles", pfail, attempted=psum.candidates)
         if psum.candidates and not psum.kept:
@@ -196,7 +194,7 @@ def run_job(recipe_path: Path, out_dir: Path, *, verbose: bool = False, ray_addr
                                              f"as serious ({psum.dropped_serious} dropped)")
         profiles = load_profiles(layout.profiles.path, pool_only=scfg.pool_only)
         _stage("6 · multi-session simulation")
-        ssum = run_simulation(profiles, engines, scfg, out_dir, recipe.seed, ray=recipe.ray if on_ray else None)
+        ssum = run_simulation(profiles, engines, scfg, out_dir, recipe.seed, runner=runner)
         failed_arcs = [f.model_dump() for f in ssum.failed_arcs]
         raise_if_all_failed("simulation", failed_arcs, attempted=ssum.arcs)
         if failed_arcs and not ssum.sessions_written:
@@ -204,18 +202,18 @@ def run_job(recipe_path: Path, out_dir: Path, *, verbose: bool = False, ray_addr
         _stage("7 · validation")
         sims = _sims_by_counsellor(layout.transcripts)
         compare(vcfg.reference, sims, layout.validation.path, vcfg, engines=engines if vcfg.arc else None,
-                ray=recipe.ray if on_ray and vcfg.arc else None)
+                runner=runner)
         record_stage(out_dir, "validation", [layout.validation.report_json, layout.validation.report_md,
                                              *layout.validation.plots()],
                      reads=["simulation"], counts={"systems": len(sims)})
         jsum = None
         if jcfg is not None:
             _stage("8 · MHQR judge")
-            jsum = run_judging(out_dir, engines, jcfg, ray=recipe.ray if on_ray else None)
+            jsum = run_judging(out_dir, engines, jcfg, runner=runner)
         roles = engines.describe()
         backends = {name: engines.backend(name).describe() for name in recipe.engines}
         usage = engines.ledger.summary()
-    runner_info = {"name": recipe.runner, "profiles": psum.runner, "simulation": ssum.runner}
+    runner_info = {"name": runner.name, "profiles": psum.runner, "simulation": ssum.runner}
 
     reference_is_mibot = vcfg.reference_path().resolve() == shipped_reference_path().resolve()
     info = RunHeader.model_validate({

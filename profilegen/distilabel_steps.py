@@ -29,6 +29,7 @@ from mindcore.errors import EngineError, StructuredOutputError, TransportError
 from mindcore.io import CheckpointDir
 from mindcore.layout import ProfilesFolder
 from mindcore.runner import Tally, progress_bar
+from mindcore.runners import LocalRunner, Runner
 from mindcore.types import CallRecord
 from profilegen.generate import Outcome, make_profile_checkpointed
 from profilegen.schemas import AnchoredRow, Failure, Provenance
@@ -206,11 +207,12 @@ class CheckpointWatch:
 
 
 def run_distilabel(engines: Any, rows: list[AnchoredRow], cfg: Any, prov: Provenance,
-                   checkpoint_dir: Path, *, ray_replicas: int | None = None) -> list[Outcome]:
+                   checkpoint_dir: Path, *, runner: Runner | None = None) -> list[Outcome]:
     """Run stages 3–4 through distilabel; rows distilabel lost come back as counted failures.
-    `ray_replicas` runs them through distilabel's `RayPipeline` on the Ray cluster this process has
-    joined (`mindcore.shards.RaySession`), with that many replicas of the step. The checkpoints, the
-    progress bar, the usage ledger and the failure accounting are the same on both paths."""
+    The runner (`mindcore.runners`, entered by the caller) says how the pipeline runs: in this process, or
+    distilabel's `RayPipeline` on the joined cluster with `runner.profile_replicas` replicas of the step. The
+    checkpoints, the progress bar, the usage ledger and the failure accounting are the same either way."""
+    runner = runner or LocalRunner()
     from profilegen.generate import checkpoint_key
 
     # Rows finished on an earlier run are read here: a resumed run whose profiles are all done starts
@@ -225,10 +227,8 @@ def run_distilabel(engines: Any, rows: list[AnchoredRow], cfg: Any, prov: Proven
     if not todo:
         return [done[r.profile_id] for r in rows]
     os.environ.setdefault("DISTILABEL_CACHE_DIR", str(_cache_dir(checkpoint_dir)))
-    pipeline = build_pipeline(engines, todo, cfg, prov, checkpoint_dir, replicas=ray_replicas or 1)
-    if ray_replicas:
-        # Joined already, so RayPipeline uses that cluster (it calls ray.init only when Ray is not up).
-        pipeline = pipeline.ray()
+    pipeline = runner.distilabel_pipeline(
+        build_pipeline(engines, todo, cfg, prov, checkpoint_dir, replicas=runner.profile_replicas))
     watch = CheckpointWatch(todo, cfg.max_revisions, prov, Path(checkpoint_dir))
     distiset = watch.run(lambda: pipeline.run(use_cache=False))
     got: dict[str, Outcome] = dict(done)

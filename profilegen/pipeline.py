@@ -31,6 +31,7 @@ from mindcore.layout import ProfilesFolder, RunLayout
 from mindcore.manifest import record_stage
 from mindcore.provenance import base_provenance
 from mindcore.runner import gather_progress
+from mindcore.runners import LocalRunner, Runner
 from profilegen import report
 from profilegen.anchors import anchor_personas
 from profilegen.config import ProfilesConfig, profiles_config, resolve_causal_checks
@@ -203,28 +204,29 @@ def _finish(job: _Job, engines: Any, outcomes: list[Outcome], runner: str, note:
 
 
 def run_profiles(recipe: Any, engines: Any, out_dir: str | Path, config: ProfilesConfig | None = None,
-                 console: Console | None = None, *, ray_replicas: int | None = None) -> ProfilesSummary:
+                 console: Console | None = None, *, runner: Runner | None = None) -> ProfilesSummary:
     """Run stages 1–5 and write `out_dir/profiles/`. Synchronous; call it from the main thread (distilabel
-    installs signal handlers and starts worker processes). `ray_replicas` (the Ray runner, inside a
-    `mindcore.shards.RaySession`) runs stages 3–4 through distilabel's RayPipeline with that many step
-    replicas; it needs `use_distilabel` and engines the workers can reach over HTTP."""
+    installs signal handlers and starts worker processes). `runner`: the job's (`mindcore.runners`, entered by
+    the caller; default this process); stages 3–4 run through distilabel as the runner says (on Ray, its
+    RayPipeline with `ray.profile_replicas` step replicas), which needs `use_distilabel` and, for a runner whose
+    work runs in other processes, engines they can reach over HTTP."""
+    runner = runner or LocalRunner()
     job = _prepare(recipe, engines, out_dir, config)
     for w in job.warnings:
         (console or out_console()).print(f"[yellow]warning:[/yellow] {w}")
     note = _can_share(engines) if job.cfg.use_distilabel else "use_distilabel is false"
-    if ray_replicas and note:
-        raise ConfigError(f"runner: ray runs the profile stage through distilabel's RayPipeline, but {note.split(';')[0]}"
+    if runner.remote and note:
+        raise ConfigError(f"runner: {runner.name} runs the profile stage through distilabel's RayPipeline, but {note.split(';')[0]}"
                           "; set profiles.use_distilabel: true and use engines served over HTTP, or runner: local")
     if job.cfg.use_distilabel and not note:
         from profilegen.distilabel_steps import run_distilabel
 
-        outcomes = run_distilabel(engines, job.rows, job.cfg, job.prov, job.checkpoints.path,
-                                  ray_replicas=ray_replicas)
-        runner = "distilabel-ray" if ray_replicas else "distilabel"
+        outcomes = run_distilabel(engines, job.rows, job.cfg, job.prov, job.checkpoints.path, runner=runner)
+        how = runner.distilabel_name
     else:
         outcomes = engines.run(_async_outcomes(engines, job.rows, job.cfg, job.prov, job.checkpoints))
-        runner = "async"
-    return _finish(job, engines, outcomes, runner, note, console or out_console())
+        how = "async"
+    return _finish(job, engines, outcomes, how, note, console or out_console())
 
 
 async def arun_profiles(recipe: Any, engines: Any, out_dir: str | Path, config: ProfilesConfig | None = None,

@@ -14,12 +14,14 @@ from typing import Any
 from mindcore.errors import ConfigError, InputError
 from mindcore.layout import ValidationFolder
 from mindcore.prompts import template_hash
-from validation.arc import ROLE, SYSTEM_TEMPLATE, TURN_TEMPLATE, LabelCache, label_conversations, stretch_shares
+from mindcore.runners import Runner
+from validation.arc import ROLE, SYSTEM_TEMPLATE, TURN_TEMPLATE, LabelCache, stretch_shares
 from validation.config import ValidationConfig
 from validation.distances import compare_samples, joint_distance, joint_floor, noise_floor, system_seed
 from validation.features import FEATURES
 from validation.reference import Measured, load_reference, measure, reference_provenance, write_reference
 from validation.report import build_report, write_report
+from validation.sharded import label_arcs
 from validation.transcripts import load_transcripts
 
 
@@ -47,7 +49,7 @@ class FilteredOut(InputError):
 
 async def measure_source(
     source: Any, name: str, config: ValidationConfig, *, engines=None, cache: LabelCache | None = None,
-    ray: Any = None, filtered: bool = False,
+    runner: Runner | None = None, filtered: bool = False,
 ) -> Measured:
     """Measure one source: a reference artifact (.parquet) is loaded as is; transcripts (JSONL, saved
     dataset, rows) get features and, if `config.arc`, arc labels through `engines`. `filtered`: apply
@@ -85,12 +87,7 @@ async def measure_source(
             )
         settings = dict(patient_role=config.patient_role, context_messages=config.arc_context_messages,
                         cache=cache, max_tokens=config.arc_max_tokens, description=f"arc labels: {name}")
-        if ray is not None:  # the recipe's Ray settings, on a cluster the caller has joined
-            from validation.sharded import label_on_ray
-
-            arc = label_on_ray(transcripts.conversations, engines, ray, **settings)
-        else:
-            arc = await label_conversations(transcripts.conversations, engines.role(ROLE), **settings)
+        arc = await label_arcs(transcripts.conversations, engines, runner, **settings)
     measured = measure(transcripts, config, arc)
     if arc is not None:
         measured.meta["arc"] = {**_arc_info(engines, config), "calls": arc.calls, "cached": arc.cached}
@@ -152,11 +149,11 @@ async def compare_async(
     out_dir: str | Path,
     config: ValidationConfig | None = None,
     engines=None,
-    ray: Any = None,
+    runner: Runner | None = None,
 ) -> dict[str, Any]:
     """Compare each system in `sims` (name -> transcripts path, saved dataset, rows, or a reference
     artifact) against the reference artifact; write report.json, report.md and PNGs to `out_dir`.
-    Returns the report dict. `ray`: Ray settings to label arcs on a joined cluster's workers."""
+    Returns the report dict. `runner`: the job's (`mindcore.runners`; default this process) for the arc labels."""
     config = config or ValidationConfig()
     if not sims:
         raise ConfigError("compare needs at least one system: --sim NAME=PATH")
@@ -167,7 +164,7 @@ async def compare_async(
     dropped: list[str] = []
     for name, src in sims.items():
         try:
-            systems[name] = await measure_source(src, name, config, engines=engines, cache=cache, ray=ray, filtered=True)
+            systems[name] = await measure_source(src, name, config, engines=engines, cache=cache, runner=runner, filtered=True)
         except FilteredOut as exc:
             # With a counsellor filter the job's other per-counsellor systems are empty on purpose.
             dropped.append(str(exc))
@@ -188,8 +185,8 @@ def compare(
     out_dir: str | Path,
     config: ValidationConfig | None = None,
     engines=None,
-    ray: Any = None,
+    runner: Runner | None = None,
 ) -> dict[str, Any]:
     """Synchronous `compare_async`; `engines` must be started (`with Engines.from_config(cfg) as e`)."""
-    return _run(compare_async(reference_artifact, sims, out_dir, config, engines, ray))
+    return _run(compare_async(reference_artifact, sims, out_dir, config, engines, runner))
 

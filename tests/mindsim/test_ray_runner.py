@@ -30,6 +30,7 @@ from killing import kill_when  # noqa: E402
 from mindcore.config import EnginesConfig, OpenAIEngine, RoleSpec  # noqa: E402
 from mindcore.engine import Engines  # noqa: E402
 from mindcore.recipe import RaySettings  # noqa: E402
+from mindcore.runners import RayRunner  # noqa: E402
 from mindsim.config import SimulationConfig  # noqa: E402
 from mindsim.records import ScenarioRecord, session_id  # noqa: E402
 from mindsim.scenario import Scenario  # noqa: E402
@@ -97,7 +98,7 @@ def test_ray_sessions_equal_the_local_runners(cluster, stub, tmp_path):
         local = run_simulation(profiles, engines, _config(), tmp_path / "local", seed=4)
     with engines_on(stub) as engines:
         remote = run_simulation(profiles, engines, _config(), tmp_path / "ray", seed=4,
-                                ray=RaySettings(workers=2, shards_per_worker=2))
+                                runner=RayRunner(RaySettings(workers=2, shards_per_worker=2)))
         usage = engines.ledger.summary()
     assert remote.runner["runner"] == "ray" and remote.runner["shards"] == 4
     assert local.sessions_written == remote.sessions_written == len(PATIENTS) * 2 * 2
@@ -183,7 +184,6 @@ def _ckpts(out: Path) -> dict[str, bytes]:
 
 def test_a_killed_worker_loses_and_duplicates_nothing(cluster, tmp_path):
     from mindcore.shards import plan_shards
-    from mindsim.simulate import simulate_on_ray
 
     profiles = [make_profile(p) for p in PATIENTS]
     total = len(PATIENTS) * len(COUNSELLORS) * 3
@@ -208,7 +208,8 @@ def test_a_killed_worker_loses_and_duplicates_nothing(cluster, tmp_path):
     with OpenAIStub(slowed(from_responder(SimResponder(end_after=99)), 0.01)) as stub:
         stub.serve(*SIM_ROLES)
         with engines_on(stub) as engines:
-            summary = simulate_on_ray(profiles, engines, _config(sessions=3), out, 4, settings, on_workers=grab)
+            summary = run_simulation(profiles, engines, _config(sessions=3), out, 4,
+                                     runner=RayRunner(settings, on_workers=grab))
     assert killed.wait(5) and 1 <= len(seen) < total, "the kill must land mid-run"
     expected = {session_id(p, c, i, 4) for p in PATIENTS for c in COUNSELLORS for i in range(3)}
     # The killed worker (rank 0) was handed the first shard and takes another only once that one is done, so
@@ -235,7 +236,7 @@ def test_judging_on_ray_gives_the_local_paths_rows(cluster, tmp_path):
     from judge.config import JudgeConfig
     from judge.inputs import load_sessions
     from judge.judging import judge_all, judges_from_config
-    from judge.sharded import judge_rows_on_ray
+    from judge.sharded import judge_rows
     from judgefakes import fake_judge, write_run
     from mindcore.io import CheckpointDir
 
@@ -249,8 +250,8 @@ def test_judging_on_ray_gives_the_local_paths_rows(cluster, tmp_path):
         with Engines.from_config(cfg) as engines:
             local = engines.run(judge_all(judges_from_config(engines, config), inputs, CheckpointDir(tmp_path / "a"),
                                           config.max_replies))
-            remote = judge_rows_on_ray(engines, config, inputs, tmp_path / "b",
-                                       RaySettings(workers=2, shards_per_worker=2))
+            remote = judge_rows(engines, config, inputs, tmp_path / "b",
+                                RayRunner(RaySettings(workers=2, shards_per_worker=2)))
             calls = engines.ledger.summary()["judge"]["calls"]
     assert len(local) == len(remote) == 12 and all(r.status == "ok" for r in remote)
     assert [_strip(r.model_dump(mode="json")) for r in local] == [_strip(r.model_dump(mode="json")) for r in remote]
@@ -264,7 +265,7 @@ def test_ray_workers_render_the_recipes_own_prompts(cluster, tmp_path):
     sys.path.insert(0, str(TESTS / "judge"))
     from judge.config import JudgeConfig
     from judge.inputs import load_sessions
-    from judge.sharded import judge_rows_on_ray
+    from judge.sharded import judge_rows
     from judgefakes import fake_judge, write_run
     from mindcore.prompts import install_overrides, load_overrides, template_hash
 
@@ -279,8 +280,8 @@ def test_ray_workers_render_the_recipes_own_prompts(cluster, tmp_path):
                                                            native_tools=False)},
                             roles={"default": RoleSpec(engine="stub", temperature=0.0)})
         with Engines.from_config(cfg) as engines:
-            rows = judge_rows_on_ray(engines, JudgeConfig(), inputs, tmp_path / "b",
-                                     RaySettings(workers=2, shards_per_worker=2))
+            rows = judge_rows(engines, JudgeConfig(), inputs, tmp_path / "b",
+                              RayRunner(RaySettings(workers=2, shards_per_worker=2)))
         users = [b["messages"][-1]["content"] for b in judge_server.requests]
     assert rows and all(r.status == "ok" for r in rows)
     assert users and all(u.startswith("OWN JUDGE PROMPT, reply") for u in users)
@@ -291,7 +292,7 @@ def test_arc_labels_on_ray_equal_the_local_paths_and_fold_into_one_cache(cluster
     import hashlib
 
     from validation.arc import LabelCache, label_conversations
-    from validation.sharded import label_on_ray
+    from validation.sharded import label_arcs
     from validation.transcripts import Conversation
 
     def labeller(req):  # a deterministic label from the turn's text
@@ -309,9 +310,10 @@ def test_arc_labels_on_ray_equal_the_local_paths_and_fold_into_one_cache(cluster
         with Engines.from_config(cfg) as engines:
             local = engines.run(label_conversations(convs, engines.role("labeller"), cache=LabelCache(None), **kw))
             cache = LabelCache(tmp_path / "arc_cache.jsonl")
-            remote = label_on_ray(convs, engines, RaySettings(workers=2, shards_per_worker=2), cache=cache, **kw)
-            again = label_on_ray(convs, engines, RaySettings(workers=2, shards_per_worker=2),
-                                 cache=LabelCache(tmp_path / "arc_cache.jsonl"), **kw)
+            ray_runner = RayRunner(RaySettings(workers=2, shards_per_worker=2))
+            remote = engines.run(label_arcs(convs, engines, ray_runner, cache=cache, **kw))
+            again = engines.run(label_arcs(convs, engines, ray_runner, cache=LabelCache(tmp_path / "arc_cache.jsonl"),
+                                           **kw))
     assert remote.labels == local.labels and remote.failed == 0 and remote.calls == local.calls == 24
     # The workers' shard files are folded into the one cache file, and a rerun sends no request.
     assert not list(tmp_path.glob("arc_cache.shard-*.jsonl"))
@@ -412,7 +414,7 @@ def test_the_embedded_engine_runs_under_the_ray_runner(cluster, embedded_engines
     # A 135M model may sink an arc; a rerun resumes (finished sessions kept, failed arcs retried), bounded.
     for _ in range(3):
         summary = run_simulation(profiles, embedded_engines, config, tmp_path,
-                                 seed=1, ray=RaySettings(workers=2, shards_per_worker=1))
+                                 seed=1, runner=RayRunner(RaySettings(workers=2, shards_per_worker=1)))
         assert summary.runner == {"runner": "ray", "workers": 2, "shards": 2}
         # Every arc either wrote its one session or is counted as failed; the dataset is the checkpoints.
         assert summary.sessions_written + len(summary.failed_arcs) == summary.arcs == 2
