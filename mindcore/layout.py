@@ -28,10 +28,12 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 from pathlib import Path
-from typing import TYPE_CHECKING, Any, Generic, TypeVar, overload
+from typing import TYPE_CHECKING, Any, ClassVar, Generic, TypeVar, overload
 
 if TYPE_CHECKING:  # pragma: no cover - typing only
-    from mindcore.runlog import RunHeader
+    from pydantic import BaseModel
+
+    from mindcore.runlog import RunHeader, TranscriptRow
 
 T = TypeVar("T")
 
@@ -52,12 +54,37 @@ class _Below(Generic[T]):
         return self if obj is None else self.kind(obj.path / self.name)
 
 
+M = TypeVar("M", bound="BaseModel")
+
+
 @dataclass(frozen=True)
 class _Folder:
     path: Path
+    # The manifest stage that writes this folder: its readers say how to write a damaged file again.
+    stage: ClassVar[str] = ""
 
     def __post_init__(self) -> None:
         object.__setattr__(self, "path", Path(self.path))
+
+    def _remake(self) -> str:
+        from mindcore.runlog import remake
+
+        return remake(self.stage, self.path.parent)
+
+    def _rows(self, path: Path, model: "type[M]", what: str) -> "list[M]":
+        from mindcore.runlog import read_table
+
+        return read_table(path, model, what=what, remake=self._remake())
+
+    def _arrow(self, path: Path, what: str) -> Any:
+        from mindcore.runlog import read_arrow
+
+        return read_arrow(path, what=what, remake=self._remake())
+
+    def _json(self, path: Path, model: "type[M]", what: str) -> "M | None":
+        from mindcore.runlog import read_json_model
+
+        return read_json_model(path, model, what=what, remake=self._remake())
 
 
 @dataclass(frozen=True)
@@ -73,8 +100,20 @@ class ProfilesFolder(_Folder):
     failures = _Below("failures.jsonl")
     provenance = _Below("provenance.json")
 
+    stage = "profiles"
+
     def case_summary(self, profile_id: str) -> Path:
         return self.case_summaries / f"{profile_id}.md"
+
+    def rows(self, model: "type[M]") -> "list[M]":
+        """`profiles.parquet` as `model` rows (only the model's fields are read)."""
+        return self._rows(self.parquet, model, "profiles table")
+
+    def arrow(self) -> Any:
+        return self._arrow(self.parquet, "profiles table")
+
+    def read_summary(self, model: "type[M]") -> "M | None":
+        return self._json(self.summary, model, "profile stage summary")
 
 
 @dataclass(frozen=True)
@@ -88,6 +127,18 @@ class SessionsFolder(_Folder):
     layout_marker = _Below("layout.json", doc="Which simulator layout wrote the checkpoints (`mindsim.simulate.check_layout`).")
     parquet = _Below("sessions.parquet")
     summary = _Below("summary.json")
+
+    stage = "simulation"
+
+    def rows(self, model: "type[M]") -> "list[M]":
+        """`sessions.parquet` as `model` rows (only the model's fields are read)."""
+        return self._rows(self.parquet, model, "sessions table")
+
+    def arrow(self) -> Any:
+        return self._arrow(self.parquet, "sessions table")
+
+    def read_summary(self, model: "type[M]") -> "M | None":
+        return self._json(self.summary, model, "simulation summary")
 
     def shard(self, shard: int, shards: int) -> tuple[Path, Path]:
         """Shard `shard` of `shards`: its sessions (parquet) and its transcripts (JSONL)."""
@@ -105,12 +156,17 @@ class ReportFolder(_Folder):
     def plots(self) -> list[Path]:
         return sorted(self.path.glob("*.png"))
 
+    def report(self, model: "type[M]") -> "M | None":
+        """`report.json` as `model`; None when the stage did not write one."""
+        return self._json(self.report_json, model, f"{self.stage or 'stage'} report")
+
 
 @dataclass(frozen=True)
 class ValidationFolder(ReportFolder):
     """`validation/`: the realism report, and the arc labeller's cache when arc labelling runs."""
 
     arc_cache = _Below("arc_cache.jsonl")
+    stage = "validation"
 
 
 @dataclass(frozen=True)
@@ -119,6 +175,14 @@ class JudgmentsFolder(ReportFolder):
 
     parquet = _Below("judgments.parquet")
     cache = _Below("cache")
+    stage = "judge"
+
+    def rows(self, model: "type[M]") -> "list[M]":
+        """`judgments.parquet` as `model` rows (only the model's fields are read)."""
+        return self._rows(self.parquet, model, "judgments table")
+
+    def arrow(self) -> Any:
+        return self._arrow(self.parquet, "judgments table")
 
 
 @dataclass(frozen=True)
@@ -127,6 +191,7 @@ class PatientActJudgeFolder(ReportFolder):
 
     judgments = _Below("judgments.jsonl")
     cache = _Below("cache")
+    stage = "patientact_judge"
 
 
 @dataclass(frozen=True)
@@ -155,6 +220,13 @@ class RunLayout(_Folder):
     dataset = _Below("dataset")
     memory_ablation = _Below("ablations/memory", MemoryAblationFolder)
     report_html = _Below("report.html", doc="The self-contained HTML report (`mindsim run`, `mindsim report`).")
+
+    def transcript_rows(self) -> "list[TranscriptRow]":
+        """`transcripts/transcripts.jsonl`, typed (`mindcore.runlog.TranscriptRow`)."""
+        from mindcore.runlog import TranscriptRow, read_jsonl_rows, remake
+
+        return read_jsonl_rows(self.transcripts, TranscriptRow, what="transcript",
+                               remake=remake("simulation", self.path))
 
     def header(self) -> "RunHeader":
         """`run.json`, typed (`mindcore.runlog.RunHeader`); one `InputError` line when missing or unreadable."""

@@ -24,21 +24,13 @@ from typing import Iterable, Literal
 from pydantic import BaseModel, ConfigDict, ValidationError
 
 from mindcore.errors import InputError
+from mindcore.runlog import REMAKE, remake
 from mindcore.io import atomic_write_json
 from mindcore.layout import RunLayout
 
 FORMAT = 1
 
 # What to run to (re)make each stage's files; RUN stands for the folder.
-REMAKE = {
-    "profiles": "rerun `mindsim run RECIPE --out RUN` (finished work is kept)",
-    "simulation": "rerun `mindsim run RECIPE --out RUN` or `mindsim simulate … --out RUN` (finished sessions are kept)",
-    "validation": "rerun `mindsim run RECIPE --out RUN`",
-    "judge": "rerun `mindsim judge run RUN` (cached judgments are kept)",
-    "patientact_judge": "rerun `mindsim judge patientact RUN` (cached judgments are kept)",
-    "run": "rerun `mindsim run RECIPE --out RUN` to finish the run",
-    "dataset": "rerun `mindsim run RECIPE --out RUN` to rebuild the dataset folder",
-}
 
 
 class FileRecord(BaseModel):
@@ -221,7 +213,7 @@ def _run_status(layout: RunLayout) -> str | None:
 
 
 def _fix(stage: str, run_dir: Path) -> str:
-    return REMAKE.get(stage, "rerun the command that made the folder").replace("RUN", str(run_dir))
+    return remake(stage, run_dir)
 
 
 def verify_file(path: str | Path) -> None:

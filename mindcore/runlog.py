@@ -11,7 +11,7 @@ from __future__ import annotations
 import json
 import re
 from pathlib import Path
-from typing import Any, Literal
+from typing import Any, Literal, TypeVar
 
 from pydantic import BaseModel, ConfigDict, Field, ValidationError, model_validator
 
@@ -240,3 +240,184 @@ def write_header(path: str | Path, header: RunHeader) -> None:
 
     header = header.model_copy(update={"log_version": LOG_VERSION})
     atomic_write_json(Path(path), header.model_dump(mode="json", exclude_none=False))
+
+
+# --- tables and reports ------------------------------------------------------------------------------------------
+
+# How to write a stage's files again, by stage (RUN: the run folder); the manifest check and the readers say it.
+REMAKE = {
+    "profiles": "rerun `mindsim run RECIPE --out RUN` (finished work is kept)",
+    "simulation": "rerun `mindsim run RECIPE --out RUN` or `mindsim simulate … --out RUN` (finished sessions are kept)",
+    "validation": "rerun `mindsim run RECIPE --out RUN`",
+    "judge": "rerun `mindsim judge run RUN` (cached judgments are kept)",
+    "patientact_judge": "rerun `mindsim judge patientact RUN` (cached judgments are kept)",
+    "run": "rerun `mindsim run RECIPE --out RUN` to finish the run",
+    "dataset": "rerun `mindsim run RECIPE --out RUN` to rebuild the dataset folder",
+}
+
+
+def remake(stage: str, run_dir: str | Path) -> str:
+    return REMAKE.get(stage, "rerun the command that made the folder").replace("RUN", str(run_dir))
+
+M = TypeVar("M", bound=BaseModel)
+
+
+def _columns(model: type[BaseModel]) -> dict[str, bool]:
+    """Column name → required, for each field of `model` (a field's alias is its column name)."""
+    return {(f.alias or name): f.is_required() for name, f in model.model_fields.items()}
+
+
+def _first_error(exc: ValidationError) -> str:
+    first = exc.errors()[0]
+    return f"{'.'.join(str(p) for p in first['loc']) or '(row)'}: {first['msg']}"
+
+
+def read_table(path: str | Path, model: type[M], *, what: str, remake: str) -> list[M]:
+    """Every row of a run table (parquet) as `model`: only the model's fields are read, a column the file does not
+    have takes the field's default (files written before the column existed), and a file that is missing, is not
+    parquet, lacks a required column or holds a row the model refuses is one `InputError` line naming the file
+    (and row) with `remake`, how to write it again. The one place run tables are read."""
+    import pyarrow as pa
+    import pyarrow.parquet as pq
+
+    path = Path(path)
+    if not path.is_file():
+        raise InputError(f"{path}: missing; {remake}")
+    try:
+        names = set(pq.read_schema(path).names)
+        wanted = _columns(model)
+        missing = [c for c, required in wanted.items() if required and c not in names]
+        if missing:
+            raise InputError(f"{path}: not a {what} (no column {', '.join(missing)}); {remake}")
+        rows = pq.read_table(path, columns=[c for c in wanted if c in names]).to_pylist()
+    except (pa.ArrowException, OSError) as exc:
+        raise InputError(f"{path}: not a readable {what} ({str(exc).splitlines()[0][:160]}); {remake}") from exc
+    out = []
+    for i, row in enumerate(rows):
+        try:
+            out.append(model.model_validate(row))
+        except ValidationError as exc:
+            raise InputError(f"{path} row {i}: not a {what} row ({_first_error(exc)}); {remake}") from None
+    return out
+
+
+def read_arrow(path: str | Path, *, what: str, remake: str) -> Any:
+    """A run table as an Arrow table, whole, for copying it as it is (the dataset folder); same errors as
+    `read_table`."""
+    import pyarrow as pa
+    import pyarrow.parquet as pq
+
+    path = Path(path)
+    if not path.is_file():
+        raise InputError(f"{path}: missing; {remake}")
+    try:
+        return pq.read_table(path)
+    except (pa.ArrowException, OSError) as exc:
+        raise InputError(f"{path}: not a readable {what} ({str(exc).splitlines()[0][:160]}); {remake}") from exc
+
+
+def read_json_model(path: str | Path, model: type[M], *, what: str, remake: str) -> M | None:
+    """A stage's JSON file (report or summary) as `model`; None when the stage did not write it; one `InputError`
+    line when it is not the JSON object the model describes."""
+    path = Path(path)
+    if not path.is_file():
+        return None
+    try:
+        data = json.loads(path.read_text(encoding="utf-8"))
+    except (OSError, UnicodeDecodeError, json.JSONDecodeError) as exc:
+        raise InputError(f"{path}: not readable JSON ({type(exc).__name__}); {remake}") from exc
+    if not isinstance(data, dict):
+        raise InputError(f"{path}: expected a JSON object, as a {what} is; {remake}")
+    try:
+        return model.model_validate(data)
+    except ValidationError as exc:
+        raise InputError(f"{path}: not a {what} this mindsim reads ({_first_error(exc)}); {remake}") from None
+
+
+class _Report(BaseModel):
+    # Reports grow keys between versions: a key this version does not model is kept, not refused.
+    model_config = ConfigDict(extra="allow")
+
+
+class Estimate(_Report):
+    """A distance to the reference with its bootstrap interval."""
+
+    distance: float | None
+    ci: tuple[float | None, float | None] | None = None
+
+
+class ValidationReport(_Report):
+    """`validation/report.json` (`validation.report.build_report`): per system, a Wasserstein-1 `Estimate` per
+    surface feature and for the realism `index` (plus `joint`, a distance without interval); the noise floor per
+    feature; arc-label shares per system and stretch; what was read and how."""
+
+    features: list[str]
+    feature_labels: dict[str, str] = Field(default_factory=dict)
+    systems: dict[str, dict[str, Estimate | float | None]]
+    floor: dict[str, float | None] = Field(default_factory=dict)
+    counts: dict[str, dict[str, int]] = Field(default_factory=dict)
+    arc: dict[str, dict[str, dict[str, float | None]]] = Field(default_factory=dict, description="system → stretch → label → share")
+    arc_labels: dict[str, Any] = Field(default_factory=dict)
+    reference: dict[str, Any] = Field(default_factory=dict)
+    settings: dict[str, Any] = Field(default_factory=dict)
+    filters: dict[str, Any] = Field(default_factory=dict)
+    warnings: list[str] = Field(default_factory=list)
+
+    def estimate(self, system: str, feature: str) -> Estimate | None:
+        found = self.systems.get(system, {}).get(feature)
+        return found if isinstance(found, Estimate) else None
+
+    def joint(self, system: str) -> float | None:
+        found = self.systems.get(system, {}).get("joint")
+        return found if isinstance(found, float) else None
+
+
+class SimulationSummaryView(_Report):
+    """What readers take from `sessions/summary.json` (the simulator's `SimulationSummary`)."""
+
+    arcs: int = 0
+    failed_arcs: list[dict[str, Any]] = Field(default_factory=list)
+    patient_engines: list[str] = Field(default_factory=list)
+    engines: dict[str, Any] = Field(default_factory=dict)
+
+
+class ChatTurn(BaseModel):
+    role: str
+    content: str
+
+
+class TranscriptRow(BaseModel):
+    """One line of `transcripts/transcripts.jsonl`: a session as plain chat (what validation reads)."""
+
+    model_config = ConfigDict(extra="forbid")
+
+    id: str
+    patient_id: str
+    counsellor: str
+    patient_engine: str | None = None
+    trial: int | None = Field(None, description="Only in runs of repeated trials")
+    session_index: int
+    messages: list[ChatTurn]
+
+
+class ProfilesSummaryView(_Report):
+    """What readers take from `profiles/summary.json` (the profile stage's `ProfilesSummary`)."""
+
+    verdicts: dict[str, int] = Field(default_factory=dict)
+
+
+def read_jsonl_rows(path: str | Path, model: type[M], *, what: str, remake: str) -> list[M]:
+    """Every line of a run's JSONL file as `model`; a file that is missing or not JSONL, or a line that does not fit
+    the model, is one `InputError` line naming the file and line."""
+    from mindcore.io import read_jsonl
+
+    path = Path(path)
+    if not path.is_file():
+        raise InputError(f"{path}: missing; {remake}")
+    out = []
+    for line, obj in read_jsonl(path):
+        try:
+            out.append(model.model_validate(obj))
+        except ValidationError as exc:
+            raise InputError(f"{path} line {line}: not a {what} row ({_first_error(exc)}); {remake}") from None
+    return out

@@ -19,11 +19,11 @@ import pyarrow as pa
 import pyarrow.parquet as pq
 
 from mindcore.errors import InputError
-from mindcore.io import atomic_write_json, atomic_write_text, read_jsonl
+from mindcore.io import atomic_write_json, atomic_write_text
 from mindcore.layout import RunLayout
 from mindcore.manifest import record_stage, sha256_file
 from mindcore.prompts import render_resource
-from mindcore.runlog import RunHeader, played_by
+from mindcore.runlog import ProfilesSummaryView, RunHeader, ValidationReport, played_by
 from mindsim.patient_engines import variant
 from mindsim.patient_engines import names as registered_names
 
@@ -57,36 +57,27 @@ def _with_run_id(table: pa.Table, run_id: str, config: str) -> pa.Table:
     return table.replace_schema_metadata(meta)
 
 
-def _transcripts_table(path: Path) -> pa.Table:
-    rows = [obj for _, obj in read_jsonl(path)]
-    for r in rows:
-        r["messages"] = [{"role": m["role"], "content": m["content"]} for m in r["messages"]]
-    return pa.Table.from_pylist(rows)
+def _transcripts_table(layout: RunLayout) -> pa.Table:
+    # exclude_unset: a field a line does not carry (`trial` outside repeated trials) adds no column.
+    return pa.Table.from_pylist([r.model_dump(exclude_unset=True) for r in layout.transcript_rows()])
 
 
-def _validation_tables(report: dict[str, Any]) -> tuple[pa.Table, pa.Table | None]:
+def _validation_tables(report: ValidationReport) -> tuple[pa.Table, pa.Table | None]:
     rows = []
-    floor = report.get("floor", {})
-    for system, res in report.get("systems", {}).items():
-        for feature in [*report.get("features", []), "index"]:
-            est = res.get(feature)
-            if not est:
+    for system in report.systems:
+        for feature in [*report.features, "index"]:
+            est = report.estimate(system, feature)
+            if est is None:
                 continue
-            rows.append(
-                {
-                    "system": system,
-                    "metric": feature,
-                    "distance": est["distance"],
-                    "ci_low": est["ci"][0],
-                    "ci_high": est["ci"][1],
-                    "floor": floor.get(feature),
-                }
-            )
-        if res.get("joint") is not None:
-            rows.append({"system": system, "metric": "joint", "distance": res["joint"], "ci_low": None, "ci_high": None, "floor": floor.get("joint")})
+            lo, hi = est.ci or (None, None)
+            rows.append({"system": system, "metric": feature, "distance": est.distance, "ci_low": lo, "ci_high": hi,
+                         "floor": report.floor.get(feature)})
+        if report.joint(system) is not None:
+            rows.append({"system": system, "metric": "joint", "distance": report.joint(system), "ci_low": None,
+                         "ci_high": None, "floor": report.floor.get("joint")})
     arc_rows = [
         {"system": system, "stretch": int(k), "label": label, "share": share}
-        for system, stretches in (report.get("arc") or {}).items()
+        for system, stretches in report.arc.items()
         for k, shares in stretches.items()
         for label, share in shares.items()
     ]
@@ -106,20 +97,16 @@ def collect_tables(run_dir: Path, run_id: str) -> dict[str, pa.Table]:
     """The run's outputs as one table per dataset config."""
     tables: dict[str, pa.Table] = {}
     layout = RunLayout(run_dir)
-    sources = {
-        "profiles": layout.profiles.parquet,
-        "sessions": layout.sessions.parquet,
-        "judgments": layout.judgments.parquet,
-    }
-    for name, path in sources.items():
-        if path.is_file():
-            tables[name] = pq.read_table(path)
+    # Copied into the dataset as they are, so read whole (Arrow), through the run folder's readers.
+    for name, folder in (("profiles", layout.profiles), ("sessions", layout.sessions), ("judgments", layout.judgments)):
+        if folder.parquet.is_file():
+            tables[name] = folder.arrow()
     transcripts = layout.transcripts
     if transcripts.is_file():
-        tables["transcripts"] = _transcripts_table(transcripts)
-    report = layout.validation.report_json
-    if report.is_file():
-        val, arc = _validation_tables(json.loads(report.read_text()))
+        tables["transcripts"] = _transcripts_table(layout)
+    report = layout.validation.report(ValidationReport)
+    if report is not None:
+        val, arc = _validation_tables(report)
         tables["validation"] = val
         if arc is not None:
             tables["arc"] = arc
@@ -244,8 +231,8 @@ def render_card(run_dir: Path, run_info: RunHeader, configs: list[DatasetConfig]
     if run_info.recipe is None:
         raise InputError(f"{layout.run_json}: the run has not finished (no recipe recorded); rerun `mindsim run`")
     recipe = run_info.recipe
-    summary = layout.profiles.summary
-    verdicts = json.loads(summary.read_text()).get("verdicts", {}) if summary.is_file() else {}
+    psum = layout.profiles.read_summary(ProfilesSummaryView)
+    verdicts = psum.verdicts if psum else {}
     pool_md = layout.profiles.pool_table
     engines = run_info.engines
     uses_nemotron = "nvidia/Nemotron-Personas-USA" in str(run_info.persona_source or "")

@@ -104,32 +104,49 @@ def _open_run(out_dir: Path, recipe: Recipe) -> RunHeader:
     return info
 
 
-def _sims_by_counsellor(transcripts: Path) -> dict[str, list[dict[str, Any]]]:
+def _sims_by_counsellor(layout: RunLayout) -> dict[str, list[dict[str, Any]]]:
     """One validation system per patient engine × counsellor, named as every report names it
     (`mindcore.systems`). Rows written before the engine field existed were all MindSim's, so they keep their
     `mindsim/` name."""
     by: dict[str, list[dict[str, Any]]] = defaultdict(list)
-    for _, row in read_jsonl(transcripts):
-        by[system_name(played_by(row.get("patient_engine")), row.get("counsellor", "counsellor"))].append(row)
+    for row in layout.transcript_rows():
+        by[system_name(played_by(row.patient_engine), row.counsellor)].append(row.model_dump(exclude_unset=True))
     if not by:
-        raise InputError(f"{transcripts}: no finished sessions to validate (see sessions/summary.json for failures)")
+        raise InputError(f"{layout.transcripts}: no finished sessions to validate (see sessions/summary.json for failures)")
     return dict(by)
+
+
+class _PromptUse(BaseModel):
+    template: str
+    sha256: str
+
+
+class _ProfileProvenance(BaseModel):
+    prompts: list[_PromptUse] = Field(default_factory=list)
+
+
+class _ProfilePrompts(BaseModel):
+    """What a profile row records of the templates that wrote it."""
+
+    provenance: _ProfileProvenance | None = None
+
+
+class _SessionPrompts(BaseModel):
+    """What a session row records of the templates it rendered (None: not rendered in that session)."""
+
+    prompts: dict[str, str | None] | None = None
 
 
 def _prompt_hashes(out_dir: Path, arc: bool) -> dict[str, str]:
     """Template → hash for every prompt this run's rows record."""
-    import pyarrow.parquet as pq
-
     hashes: dict[str, str] = {}
     layout = RunLayout(out_dir)
-    prof = layout.profiles.parquet
-    if prof.is_file():
-        for row in pq.read_table(prof, columns=["provenance"]).to_pylist():
-            hashes.update({p["template"]: p["sha256"] for p in (row["provenance"] or {}).get("prompts") or []})
-    sess = layout.sessions.parquet
-    if sess.is_file():
-        for row in pq.read_table(sess, columns=["prompts"]).to_pylist():
-            hashes.update({k: v for k, v in (row["prompts"] or {}).items() if v})
+    if layout.profiles.parquet.is_file():
+        for prow in layout.profiles.rows(_ProfilePrompts):
+            hashes.update({u.template: u.sha256 for u in (prow.provenance.prompts if prow.provenance else [])})
+    if layout.sessions.parquet.is_file():
+        for srow in layout.sessions.rows(_SessionPrompts):
+            hashes.update({k: v for k, v in (srow.prompts or {}).items() if v})
     if arc:
         from mindcore.prompts import template_hash
         from validation.arc import SYSTEM_TEMPLATE, TURN_TEMPLATE
@@ -200,7 +217,7 @@ def run_job(recipe_path: Path, out_dir: Path, *, verbose: bool = False, ray_addr
         if failed_arcs and not ssum.sessions_written:
             _nothing_left("simulation", failed_arcs, f"all {ssum.arcs} arcs failed before any session finished")
         _stage("7 · validation")
-        sims = _sims_by_counsellor(layout.transcripts)
+        sims = _sims_by_counsellor(layout)
         compare(vcfg.reference, sims, layout.validation.path, vcfg, engines=engines if vcfg.arc else None,
                 runner=runner)
         record_stage(out_dir, "validation", [layout.validation.report_json, layout.validation.report_md,

@@ -18,9 +18,10 @@ shows.
 
 from __future__ import annotations
 
-import json
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
+
+from mindcore.runlog import SimulationSummaryView, ValidationReport
 
 if TYPE_CHECKING:  # pragma: no cover - typing only
     from mindcore.runlog import RunHeader
@@ -84,34 +85,33 @@ def evaluate(run_dir: str | Path, config: ReleaseConfig) -> dict[str, Any]:
     vpath = layout.validation.report_json
     needs_validation = config.max_index_over_floor is not None or config.max_feature_distance or \
         config.min_arc_agreement is not None
-    report: dict[str, Any] = {}
-    if needs_validation:
-        if not vpath.is_file():
-            raise InputError(f"{vpath}: the recipe's release gate needs the run's validation report; rerun "
-                             "`mindsim run` with the same --out (or drop the release: realism limits)")
-        report = json.loads(vpath.read_text(encoding="utf-8"))
-    systems = list(report.get("systems") or {})
-    if config.systems and needs_validation:
+    report = layout.validation.report(ValidationReport) if needs_validation else None
+    if needs_validation and report is None:
+        raise InputError(f"{vpath}: the recipe's release gate needs the run's validation report; rerun "
+                         "`mindsim run` with the same --out (or drop the release: realism limits)")
+    systems = list(report.systems) if report else []
+    if config.systems and report:
         missing = sorted(set(config.systems) - set(systems))
         if missing:
             raise InputError(f"release.systems: {', '.join(missing)} not in {vpath} (it has {', '.join(systems)})")
         systems = list(config.systems)
-    floor = report.get("floor") or {}
+    floor = report.floor if report else {}
     for s in systems:
-        entry = report["systems"][s]
         if config.max_index_over_floor is not None:
-            idx = (entry.get("index") or {}).get("distance")
+            est = report.estimate(s, "index")
+            idx = est.distance if est else None
             ratio = idx / floor["index"] if idx is not None and floor.get("index") else None
             checks.append(_criterion("max_index_over_floor", s, ratio, config.max_index_over_floor,
                                      ratio is not None and ratio <= config.max_index_over_floor,
                                      f"realism index {idx if idx is None else round(idx, 3)} over floor "
                                      f"{floor.get('index') and round(floor['index'], 3)}"))
         for f, limit in sorted(config.max_feature_distance.items()):
-            d = (entry.get(f) or {}).get("distance")
+            est = report.estimate(s, f)
+            d = est.distance if est else None
             checks.append(_criterion(f"max_feature_distance.{f}", s, d, limit, d is not None and d <= limit,
-                                     f"{(report.get('feature_labels') or {}).get(f, f)} distance"))
+                                     f"{report.feature_labels.get(f, f)} distance"))
         if config.min_arc_agreement is not None:
-            arc = report.get("arc") or {}
+            arc = report.arc
             if s not in arc or "reference" not in arc:
                 checks.append(_criterion("min_arc_agreement", s, None, config.min_arc_agreement, False,
                                          "no arc labels in the validation report (set validation.arc: true)"))
@@ -121,9 +121,8 @@ def evaluate(run_dir: str | Path, config: ReleaseConfig) -> dict[str, Any]:
                 checks.append(_criterion("min_arc_agreement", s, agree, config.min_arc_agreement,
                                          agree >= config.min_arc_agreement, "arc-label shares vs the reference"))
     if config.max_failed_arc_share is not None:
-        spath = layout.sessions.summary
-        summary = json.loads(spath.read_text(encoding="utf-8")) if spath.is_file() else {}
-        arcs, failed = summary.get("arcs") or 0, len(summary.get("failed_arcs") or [])
+        summary = layout.sessions.read_summary(SimulationSummaryView) or SimulationSummaryView()
+        arcs, failed = summary.arcs, len(summary.failed_arcs)
         share = failed / arcs if arcs else None
         checks.append(_criterion("max_failed_arc_share", None, share, config.max_failed_arc_share,
                                  share is not None and share <= config.max_failed_arc_share,

@@ -32,11 +32,12 @@ def four_run(tmp_path_factory):
 
 
 def test_validation_compares_four_systems_on_the_realism_sample(four_run, tmp_path):
+    from mindcore.layout import RunLayout
     from mindsim_app.job import _sims_by_counsellor
     from validation.compare import compare
     from validation.config import ValidationConfig
 
-    sims = _sims_by_counsellor(four_run / "transcripts" / "transcripts.jsonl")
+    sims = _sims_by_counsellor(RunLayout(four_run))
     assert set(sims) == {f"{e}/{c}" for e in ALL for c in ("counsellor", "counsellor:b")}
     config = ValidationConfig(bootstrap_draws=20, floor_splits=4, joint=False, plots=False, first_sessions_only=True,
                               max_patient_turns=3, counsellors=["counsellor"])

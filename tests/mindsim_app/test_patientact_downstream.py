@@ -151,20 +151,22 @@ def _sessions(run):
 def test_validation_names_one_system_per_engine_and_counsellor(both_run, tmp_path):
     import json
 
+    from mindcore.layout import RunLayout
     from mindsim_app.job import _sims_by_counsellor
     from validation.compare import compare
     from validation.config import ValidationConfig
 
-    sims = _sims_by_counsellor(both_run / "transcripts" / "transcripts.jsonl")
+    sims = _sims_by_counsellor(RunLayout(both_run))
     assert {k: len(v) for k, v in sims.items()} == {"mindsim/counsellor": 4, "patientact/counsellor": 4}
     assert all(r["patient_engine"] == name.split("/")[0] for name, rows in sims.items() for r in rows)
     report = compare(None, sims, tmp_path / "validation", ValidationConfig(bootstrap_draws=20, floor_splits=4,
                                                                             joint=False, plots=False))
     assert set(report["systems"]) == {"mindsim/counsellor", "patientact/counsellor"}
     # Transcripts written before the engine field existed were MindSim's: today's names exactly.
-    old = tmp_path / "old.jsonl"
+    old = RunLayout(tmp_path / "old")
+    old.transcripts.parent.mkdir(parents=True)
     rows = [json.loads(line) for line in (both_run / "transcripts" / "transcripts.jsonl").read_text().splitlines()]
-    old.write_text("".join(json.dumps({k: v for k, v in r.items() if k != "patient_engine"}) + "\n"
+    old.transcripts.write_text("".join(json.dumps({k: v for k, v in r.items() if k != "patient_engine"}) + "\n"
                            for r in rows if r["patient_engine"] == "mindsim"))
     assert {k: len(v) for k, v in _sims_by_counsellor(old).items()} == {"mindsim/counsellor": 4}
 

@@ -32,7 +32,8 @@ def _dataset(root: Path, patient_lines: list[str]) -> Path:
     (run / "transcripts").mkdir()
     with (run / "transcripts" / "transcripts.jsonl").open("w") as f:
         for i, text in enumerate(patient_lines):
-            f.write(json.dumps({"id": f"c{i}", "messages": [
+            f.write(json.dumps({"id": f"c{i}", "patient_id": f"p{i % 2}", "counsellor": "counsellor",
+                                "patient_engine": "mindsim", "session_index": 0, "messages": [
                 {"role": "assistant", "content": "What brings you here today?"},
                 {"role": "user", "content": text}]}) + "\n")
     return build_dataset_folder(run, header({"run_id": RUN_ID, "recipe": {"name": "t", "seed": 1},
