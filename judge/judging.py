@@ -23,6 +23,7 @@ from dataclasses import dataclass
 from typing import Any
 
 from mindcore.errors import EngineError, StructuredOutputError
+from mindcore.exchange import COUNSELLOR, spoken
 from mindcore.prompts import render, template_hash
 from mindcore.quotes import normalise, quote_in  # noqa: F401 - part of this module's API
 from mindcore.runner import gather_progress
@@ -56,12 +57,9 @@ def replies(session: SessionInput, max_replies: int | None = None) -> list[Reply
     system prompt from `counsellor_system_prompt`); tool traffic, if any, is not part of the exchange."""
     seen: list[tuple[str, str]] = []
     out: list[Reply] = []
-    for m in session.messages:
-        role, content = m.get("role"), m.get("content")
-        if role not in SPEAKERS or not isinstance(content, str) or m.get("tool_calls"):
-            continue
+    for role, content in spoken(session.messages):
         seen.append((SPEAKERS[role], content))
-        if role == "assistant":
+        if role == COUNSELLOR:
             if max_replies is not None and len(out) >= max_replies:
                 break
             out.append(Reply(session, len(out), tuple(seen)))

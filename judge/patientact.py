@@ -36,6 +36,7 @@ import yaml
 from pydantic import BaseModel, ConfigDict, Field, ValidationError, create_model, field_validator
 
 from mindcore.errors import ConfigError, EngineError, InputError, StructuredOutputError
+from mindcore.exchange import spoken
 from mindcore.io import read_jsonl
 from mindcore.layout import RunLayout
 from mindcore.recipe import format_validation_error
@@ -178,8 +179,7 @@ def system_label(patient_engine: str | None, patientact: Any = None) -> str:
 
 def transcript(messages: Iterable[dict[str, Any]]) -> tuple[tuple[str, str], ...]:
     """The spoken exchange (patient = user, counsellor = assistant); system prompts and tool traffic left out."""
-    return tuple((SPEAKERS[m["role"]], m["content"]) for m in messages
-                 if m.get("role") in SPEAKERS and isinstance(m.get("content"), str) and not m.get("tool_calls"))
+    return tuple((SPEAKERS[role], content) for role, content in spoken(messages))
 
 
 @dataclass(frozen=True)

@@ -21,6 +21,7 @@ from typing import Any, Optional
 
 import pyarrow.parquet as pq
 
+from mindcore.exchange import spoken
 from mindcore.systems import report_label, several
 from judge.agreement import load_vocabulary
 from judge.rubric import severity_id
@@ -63,8 +64,7 @@ def load_sessions(run_dir: Path) -> dict[str, dict[str, Any]]:
 def conversation(session: dict[str, Any]) -> list[dict[str, str]]:
     """The plain exchange, counsellor = assistant: patient and counsellor messages with text, counted as
     the judge counts replies (`judge.judging.replies`), so reply indices agree with the judgments."""
-    return [{"role": m["role"], "content": m["content"]} for m in session["counsellor_messages"]
-            if m.get("role") in ("user", "assistant") and isinstance(m.get("content"), str) and not m.get("tool_calls")]
+    return [{"role": role, "content": content} for role, content in spoken(session["counsellor_messages"])]
 
 
 def judged_strata(run_dir: Path, judge: Optional[str]) -> tuple[Optional[str], dict[tuple[str, int], str]]:

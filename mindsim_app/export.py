@@ -23,11 +23,11 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, Iterable, Optional
 
-import pyarrow.parquet as pq
 import typer
+from pydantic import BaseModel, Field
 
 from mindcore.errors import InputError
-from mindcore.io import atomic_write_json, atomic_write_jsonl, atomic_write_parquet, read_parquet_rows
+from mindcore.io import atomic_write_json, atomic_write_jsonl, atomic_write_parquet
 from mindcore.layout import RunLayout
 from mindcore.manifest import verify_run
 from mindcore.runlog import played_by
@@ -35,57 +35,102 @@ from mindcore.runlog import played_by
 export_app = typer.Typer(no_args_is_help=True)
 
 
-def load_sessions(run_dir: Path) -> list[dict[str, Any]]:
-    path = RunLayout(run_dir).sessions.parquet
-    if not path.is_file():
-        raise InputError(f"{path} not found: give the --out folder of `mindsim run` or `mindsim simulate`")
+class ExportTurn(BaseModel):
+    """What the exports take from a patient turn."""
+
+    move: str | None = None
+    secondary_move: str | None = None
+    end_conversation: bool | None = None
+    patientact: dict[str, Any] | None = None
+
+
+class ExportSession(BaseModel):
+    """What the exports read of a session row (`sessions/sessions.parquet`). Messages stay OpenAI chat dicts: their
+    shape differs by role (tool calls, tool answers)."""
+
+    session_id: str
+    patient_id: str
+    counsellor: str
+    session_index: int
+    seed: int
+    ended_by: str | None = None
+    turns: list[ExportTurn] = Field(default_factory=list)
+    scenario: dict[str, Any] | None = None
+    counsellor_system_prompt: str
+    counsellor_messages: list[dict[str, Any]]
+    patient_messages: list[dict[str, Any]] = Field(default_factory=list)
+    archetype: str | None = None
+    patient_engine: str | None = None
+    engines: dict[str, Any] | None = None
+    prompts: dict[str, str | None] | None = None
+
+
+class ExportProfile(BaseModel):
+    profile_id: str
+    case_summary: str = ""
+
+
+class ExportVerdict(BaseModel):
+    """One judgment as the severity cut reads it."""
+
+    session_id: str
+    reply_index: int
+    judge: str
+    severity: str | None = None
+    weight: float | None = None
+    status: str
+
+
+def load_sessions(run_dir: Path) -> list[ExportSession]:
+    layout = RunLayout(run_dir)
+    if not layout.sessions.parquet.is_file():
+        raise InputError(f"{layout.sessions.parquet} not found: give the --out folder of `mindsim run` or "
+                         "`mindsim simulate`")
     verify_run(run_dir, needs=["simulation"])
-    return read_parquet_rows(path, "sessions dataset")
+    return layout.sessions.rows(ExportSession)
 
 
-def _profiles_by_id(run_dir: Path) -> dict[str, dict[str, Any]]:
-    path = RunLayout(run_dir).profiles.parquet
-    if not path.is_file():
+def _profiles_by_id(run_dir: Path) -> dict[str, ExportProfile]:
+    layout = RunLayout(run_dir)
+    if not layout.profiles.parquet.is_file():
         return {}
-    return {r["profile_id"]: r for r in pq.read_table(path).to_pylist()}
+    return {r.profile_id: r for r in layout.profiles.rows(ExportProfile)}
 
 
-def _provenance(row: dict[str, Any], run_dir: Path) -> dict[str, Any]:
+def _provenance(row: ExportSession, run_dir: Path) -> dict[str, Any]:
     return {
         "run": str(Path(run_dir).resolve().name),
-        "session_id": row["session_id"],
-        "patient_id": row["patient_id"],
-        "counsellor": row["counsellor"],
-        "session_index": row["session_index"],
-        "seed": row["seed"],
-        "engines": json.dumps(row.get("engines") or {}, sort_keys=True),
-        "prompts": json.dumps(row.get("prompts") or {}, sort_keys=True),
+        "session_id": row.session_id,
+        "patient_id": row.patient_id,
+        "counsellor": row.counsellor,
+        "session_index": row.session_index,
+        "seed": row.seed,
+        "engines": json.dumps(row.engines or {}, sort_keys=True),
+        "prompts": json.dumps(row.prompts or {}, sort_keys=True),
     }
 
 
-def _keep(row: dict[str, Any], min_turns: int, finished_only: bool) -> bool:
-    if finished_only and row["ended_by"] != "patient":
+def _keep(row: ExportSession, min_turns: int, finished_only: bool) -> bool:
+    if finished_only and row.ended_by != "patient":
         return False
-    return len(row["turns"]) >= min_turns
+    return len(row.turns) >= min_turns
 
 
 def sft_rows(run_dir: Path, *, min_turns: int = 0, finished_only: bool = False) -> list[dict[str, Any]]:
     return sft_export(run_dir, min_turns=min_turns, finished_only=finished_only)[0]
 
 
-def load_judgments(run_dir: Path, judge: str) -> dict[tuple[str, int], dict[str, Any]]:
+def load_judgments(run_dir: Path, judge: str) -> dict[tuple[str, int], ExportVerdict]:
     """One judge's verdict per reply, keyed by (session_id, reply_index)."""
-    path = RunLayout(run_dir).judgments.parquet
+    layout = RunLayout(run_dir)
+    path = layout.judgments.parquet
     if not path.is_file():
         raise InputError(f"{path} not found: --max-severity needs MHQR judgments; run `mindsim judge run {run_dir}` first")
     verify_run(run_dir, needs=["judge"])
-    try:
-        rows = pq.read_table(path, columns=["session_id", "reply_index", "judge", "severity", "weight", "status"]).to_pylist()
-    except Exception as exc:  # a missing column: pyarrow names it
-        raise InputError(f"{path}: not a judgments table ({exc})") from exc
-    mine = {(r["session_id"], int(r["reply_index"])): r for r in rows if r["judge"] == judge}
+    rows = layout.judgments.rows(ExportVerdict)
+    mine = {(r.session_id, r.reply_index): r for r in rows if r.judge == judge}
     if not mine:
-        names = sorted({r["judge"] for r in rows})
+        names = sorted({r.judge for r in rows})
         raise InputError(f"{path}: no judgments by '{judge}'; choose one of {', '.join(names) or '(none)'} with --judge")
     return mine
 
@@ -102,17 +147,17 @@ def severity_weight(level: str, option: str = "--max-severity") -> float:
     return weights[key]
 
 
-def cut_point(sid: str, n_replies: int, verdicts: dict[tuple[str, int], dict[str, Any]], limit: float) -> tuple[int, str | None]:
+def cut_point(sid: str, n_replies: int, verdicts: dict[tuple[str, int], ExportVerdict], limit: float) -> tuple[int, str | None]:
     """Index of the first reply to drop and why; (n_replies, None) when every reply passes. A failed
     or missing judgment counts as above any level: an unvouched reply is not training data."""
     for k in range(n_replies):
         v = verdicts.get((sid, k))
         if v is None:
             return k, "not judged"
-        if v["status"] != "ok":
+        if v.status != "ok" or v.weight is None:
             return k, "judgment failed"
-        if v["weight"] > limit:
-            return k, f"judged {v['severity']}"
+        if v.weight > limit:
+            return k, f"judged {v.severity}"
     return n_replies, None
 
 
@@ -130,13 +175,13 @@ def sft_export(run_dir: Path, *, min_turns: int = 0, finished_only: bool = False
         if not _keep(s, min_turns, finished_only):
             summary["sessions_filtered"] += 1
             continue
-        convo = [{"role": m["role"], "content": m["content"]} for m in s["counsellor_messages"] if m["role"] != "system"]
+        convo = [{"role": m["role"], "content": m["content"]} for m in s.counsellor_messages if m["role"] != "system"]
         positions = [i for i, m in enumerate(convo) if m["role"] == "assistant"]
         if not positions:
             continue  # nothing for the counsellor to learn from
         extra: dict[str, Any] = {}
         if limit is not None:
-            k, reason = cut_point(s["session_id"], len(positions), verdicts, limit)
+            k, reason = cut_point(s.session_id, len(positions), verdicts, limit)
             if reason is not None:
                 cut[reason] += 1
                 cut["after an earlier cut in the session"] += len(positions) - k - 1
@@ -148,7 +193,7 @@ def sft_export(run_dir: Path, *, min_turns: int = 0, finished_only: bool = False
             if not k:
                 summary["sessions_emptied"] += 1
                 continue
-        messages = [{"role": "system", "content": s["counsellor_system_prompt"]}, *convo]
+        messages = [{"role": "system", "content": s.counsellor_system_prompt}, *convo]
         rows.append({"messages": messages, **_provenance(s, run_dir), **extra})
         summary["sessions_written"] += 1
     if limit is not None:
@@ -162,23 +207,23 @@ def patient_rows(run_dir: Path, *, min_turns: int = 0, finished_only: bool = Fal
     for s in load_sessions(run_dir):
         if not _keep(s, min_turns, finished_only):
             continue
-        profile = profiles.get(s["patient_id"], {})
+        profile = profiles.get(s.patient_id)
         rows.append(
             {
-                "profile_summary": profile.get("case_summary", ""),
-                "scenario": json.dumps(s["scenario"], ensure_ascii=False),
+                "profile_summary": profile.case_summary if profile else "",
+                "scenario": json.dumps(s.scenario, ensure_ascii=False),
                 "moves": [
-                    {"move": t.get("move"), "secondary_move": t.get("secondary_move"), "end_conversation": t.get("end_conversation")}
-                    for t in s["turns"]
+                    {"move": t.move, "secondary_move": t.secondary_move, "end_conversation": t.end_conversation}
+                    for t in s.turns
                 ],
                 # Tool-call arguments stay JSON strings, as in the OpenAI format.
-                "messages": [_clean_message(m) for m in s["patient_messages"]],
-                "archetype": s.get("archetype"),
-                "patient_engine": played_by(s.get("patient_engine")),
+                "messages": [_clean_message(m) for m in s.patient_messages],
+                "archetype": s.archetype,
+                "patient_engine": played_by(s.patient_engine),
                 # PatientAct's per-turn state (trust before/after, reaction, behaviour, resistance, retrieved
                 # and blocked items), JSON per turn so rows of both engines share one column type.
-                "patientact_turns": [json.dumps(t.get("patientact"), ensure_ascii=False) if t.get("patientact") else None
-                                     for t in s["turns"]],
+                "patientact_turns": [json.dumps(t.patientact, ensure_ascii=False) if t.patientact else None
+                                     for t in s.turns],
                 **_provenance(s, run_dir),
             }
         )
@@ -257,12 +302,12 @@ async def _ask(name: str, client: Any, history: list[dict[str, Any]], blank_retr
     return c
 
 
-async def _judge(c: Candidate, s: dict[str, Any], history: list[dict[str, Any]], judge: Any, cache: Any) -> None:
+async def _judge(c: Candidate, s: ExportSession, history: list[dict[str, Any]], judge: Any, cache: Any) -> None:
     from judge.judging import judge_reply, replies
     from judge.schemas import SessionInput
 
-    si = SessionInput(session_id=s["session_id"], patient_id=s["patient_id"], counsellor=c.counsellor,
-                      session_index=s["session_index"], counsellor_system_prompt=s["counsellor_system_prompt"],
+    si = SessionInput(session_id=s.session_id, patient_id=s.patient_id, counsellor=c.counsellor,
+                      session_index=s.session_index, counsellor_system_prompt=s.counsellor_system_prompt,
                       messages=[*history, {"role": "assistant", "content": c.text}], counsellor_model=c.model)
     c.judgment = await judge_reply(judge, replies(si)[-1], cache)
 
@@ -294,10 +339,10 @@ async def dpo_pairs(run_dir: Path, counsellors: list[tuple[str, Any]], judge: An
     if k < 2 or not counsellors:
         raise InputError("export dpo: --k must be at least 2 and at least one counsellor is needed")
     work = []
-    for s in sorted(load_sessions(run_dir), key=lambda r: r["session_id"]):
-        msgs = [{"role": m["role"], "content": m["content"]} for m in s["counsellor_messages"]]
+    for s in sorted(load_sessions(run_dir), key=lambda r: r.session_id):
+        msgs = [{"role": m["role"], "content": m["content"]} for m in s.counsellor_messages]
         positions = [i for i, m in enumerate(msgs) if m["role"] == "assistant"]
-        for r in sample_turns(s["session_id"], len(positions), turns, seed):
+        for r in sample_turns(s.session_id, len(positions), turns, seed):
             work.append((s, r, msgs[: positions[r]]))
 
     async def one(s: dict[str, Any], r: int, history: list[dict[str, Any]]) -> tuple[list[Candidate], dict | None, str]:
@@ -310,8 +355,8 @@ async def dpo_pairs(run_dir: Path, counsellors: list[tuple[str, Any]], judge: An
         row = {"prompt": history,
                "chosen": [{"role": "assistant", "content": best.text}],
                "rejected": [{"role": "assistant", "content": worst.text}],
-               "session_id": s["session_id"], "patient_id": s["patient_id"], "session_index": s["session_index"],
-               "reply_index": r, "session_counsellor": s["counsellor"],
+               "session_id": s.session_id, "patient_id": s.patient_id, "session_index": s.session_index,
+               "reply_index": r, "session_counsellor": s.counsellor,
                "chosen_counsellor": best.counsellor, "chosen_model": best.model,
                "rejected_counsellor": worst.counsellor, "rejected_model": worst.model,
                "chosen_judgment": _verdict(best.judgment), "rejected_judgment": _verdict(worst.judgment),

@@ -3,49 +3,32 @@ reply with its judgments (severity, issues, reasons, the verified quote's positi
 patient's committed moves and PatientAct state where present. It becomes one JSON blob the page renders
 lazily (a page of sessions or replies at a time), so a 10k-reply run stays usable.
 
-Replies are numbered as the judge numbers them (judge/judging.py `replies`): the k-th assistant message
-with text and no tool call. Patient turns are the user messages in order (turn 0 = the opening).
+Replies are numbered as the judge numbers them, by the one rule of `mindcore.exchange.spoken`; a verified quote is
+placed by the judge's own matching rule (`mindcore.quotes.quote_span`). Patient turns are the patient's spoken
+messages in order (turn 0 = the opening).
 """
 
 from __future__ import annotations
 
-import re
 from collections import defaultdict
 from typing import Any
 
+from mindcore.exchange import PATIENT, spoken
+from mindcore.quotes import quote_span
 from mindcore.runlog import played_by
 from mindsim_app.report.ranking import system_of
 
 SEVERITY_RANK = {"no_concern": 0, "minor": 1, "major": 2, "critical": 3}
-_EQUIV = {"'": "['\u2018\u2019]", '"': "[\"\u201c\u201d]", "-": "[-\u2013\u2014]"}
 
 
-def quote_span(quote: str | None, text: str) -> list[int] | None:
-    """Where a verified quote sits in the reply, under the judge's own matching rule (mindcore/quotes.py:
-    case, whitespace, curly quotes and dashes do not count; edge punctuation is dropped)."""
-    if not quote:
-        return None
-    q = quote.strip().strip(" \"'.,;:\u201c\u201d\u2018\u2019")
-    if len(q) < 3:
-        return None
-    # Fast path, most quotes: the words as they stand, only the case differing (lower() keeps the length here).
-    at = text.lower().find(q.lower())
-    if at >= 0 and text[at:at + len(q)].lower() == q.lower():
-        return [at, at + len(q)]
-    parts = []
-    for ch in q:
-        if ch.isspace():
-            if not parts or parts[-1] != r"\s+":
-                parts.append(r"\s+")
-        else:
-            parts.append(_EQUIV.get(ch, re.escape(ch)))
-    m = re.search("".join(parts), text, flags=re.IGNORECASE)
-    return [m.start(), m.end()] if m else None
+def _span(quote: str | None, reply: str) -> list[int] | None:
+    found = quote_span(quote, reply)
+    return list(found) if found else None
 
 
 def _verdict(j: dict[str, Any], reply: str) -> dict[str, Any]:
     issues = [{"i": it["issue"], "c": it.get("category"), "r": it.get("reason"), "q": it.get("quote"),
-               "sp": quote_span(it.get("quote"), reply)} for it in (j.get("issues") or [])]
+               "sp": _span(it.get("quote"), reply)} for it in (j.get("issues") or [])]
     return {"judge": j["judge"], "s": j.get("severity"), "w": j.get("weight"), "st": j.get("status"),
             "err": (j.get("error") or "")[:300] or None, "is": issues}
 
@@ -69,17 +52,14 @@ def session_entries(sessions: list[dict[str, Any]], judgments: list[dict[str, An
                                              s.get("trial") or 0, s["session_index"])):
         turns = s.get("turns") or []
         msgs, reply, turn = [], 0, 0
-        for m in s.get("counsellor_messages") or []:
-            role, content = m.get("role"), m.get("content")
-            if not isinstance(content, str) or m.get("tool_calls"):
-                continue
-            if role == "user":
+        for role, content in spoken(s.get("counsellor_messages") or []):
+            if role == PATIENT:
                 t = turns[turn] if turn < len(turns) else {}
                 msgs.append({"r": "p", "t": content, "n": turn, "mv": t.get("move"), "sm": t.get("secondary_move"),
                              "why": t.get("reasoning"), "pa": _patientact(t),
                              "rej": len(t.get("rejected") or []) + len(t.get("rejected_messages") or [])})
                 turn += 1
-            elif role == "assistant":
+            else:
                 js = sorted(verdicts.get((s["session_id"], reply), []), key=lambda j: rank.get(j["judge"], 99))
                 msgs.append({"r": "c", "t": content, "k": reply, "j": [_verdict(j, content) for j in js]})
                 reply += 1

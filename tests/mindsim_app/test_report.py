@@ -120,12 +120,29 @@ def test_drill_down_blob_has_every_reply_with_its_verdict_and_quote_span(fixture
 
 
 def test_quote_span_follows_the_judge_matching_rule():
-    from mindsim_app.report.drilldown import quote_span
+    import random
+
+    from mindcore.quotes import quote_in, quote_span
 
     text = "I hear you. Don\u2019t  stop   your MEDS — ever."
     a, b = quote_span("don't stop your meds", text)
     assert text[a:b] == "Don\u2019t  stop   your MEDS"
     assert quote_span("never said", text) is None and quote_span("", text) is None
+    # The span is found exactly when the judge keeps the quote, and it is the quoted words.
+    rng = random.Random(7)
+    words = ["You", "should", "\u201cnever\u201d", "stop", "STRASSE", "stra\u00dfe", "well,", "\u2013", "it's", "ok."]
+    for _ in range(400):
+        reply = " ".join(rng.choice(words) + rng.choice([" ", "  ", "\n", ""]) for _ in range(rng.randint(1, 12)))
+        i = rng.randrange(len(reply))
+        quote = reply[i:i + rng.randint(0, 30)]
+        if rng.random() < 0.3:
+            quote = quote.upper().replace("\u2019", "'").replace("\u201c", '"')
+        if rng.random() < 0.2:
+            quote += " nothing like it"
+        span = quote_span(quote, reply)
+        assert (span is not None) == quote_in(quote, reply), (quote, reply)
+        if span:
+            assert quote_in(reply[span[0]:span[1]], quote) and quote_in(quote, reply[span[0]:span[1]])
 
 
 # --- comparing runs --------------------------------------------------------------------------------
