@@ -17,10 +17,10 @@ from pathlib import Path
 from typing import Any, Literal
 
 import pyarrow as pa
-import pyarrow.parquet as pq
-from pydantic import BaseModel, ConfigDict, Field
+from pydantic import BaseModel, ConfigDict, Field, field_validator
 
 from mindcore.io import atomic_write_parquet
+from mindcore.runlog import read_table, remake
 
 Severity = Literal["no_concern", "minor", "major", "critical"]
 SEVERITIES: tuple[str, ...] = ("no_concern", "minor", "major", "critical")
@@ -113,6 +113,17 @@ class JudgmentRow(_Row):
     )
     trial: int | None = Field(None, ge=0, description="Repeated trial of the session, when its input names one")
 
+    @field_validator("prompt_hashes", mode="before")
+    @classmethod
+    def _stored_as_text(cls, value: Any) -> Any:
+        # The parquet column is JSON text (a parquet map reads back as pairs): `write_judgments`.
+        return json.loads(value or "{}") if isinstance(value, str) else value
+
+    @field_validator("counsellor_flags", mode="before")
+    @classmethod
+    def _absent_in_older_files(cls, value: Any) -> Any:
+        return value or []
+
 
 _ISSUE = pa.struct([("issue", pa.string()), ("category", pa.string()), ("reason", pa.string()),
                     ("quote", pa.string())])
@@ -143,12 +154,8 @@ def write_judgments(path: str | Path, rows: list[JudgmentRow]) -> Path:
 
 
 def read_judgments(path: str | Path) -> list[JudgmentRow]:
-    rows = []
-    for d in pq.read_table(path).to_pylist():
-        d["prompt_hashes"] = json.loads(d["prompt_hashes"] or "{}")
-        d["counsellor_flags"] = d.get("counsellor_flags") or []  # absent in files written before it
-        rows.append(JudgmentRow.model_validate(d))
-    return rows
+    """A judgments table (`RUN/judgments/judgments.parquet` or an ablation's), typed."""
+    return read_table(path, JudgmentRow, what="judgments table", remake=remake("judge", Path(path).parent.parent))
 
 
 class JudgeRanking(BaseModel):

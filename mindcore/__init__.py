@@ -16,6 +16,7 @@ PUBLIC_MODULES = (
     "engine",
     "engine_health",
     "errors",
+    "exchange",
     "fake",
     "io",
     "layout",

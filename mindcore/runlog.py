@@ -372,13 +372,39 @@ class ValidationReport(_Report):
         return found if isinstance(found, float) else None
 
 
+class FailedArcView(_Report):
+    patient_id: str | None = None
+    counsellor: str | None = None
+    patient_engine: str | None = None
+    error: str | None = None
+
+
 class SimulationSummaryView(_Report):
-    """What readers take from `sessions/summary.json` (the simulator's `SimulationSummary`)."""
+    """What readers take from `sessions/summary.json` (the simulator's `SimulationSummary`, which the app layer
+    owns; judge/ and validation/ read it through this view)."""
 
     arcs: int = 0
-    failed_arcs: list[dict[str, Any]] = Field(default_factory=list)
+    sessions_expected: int | None = None
+    sessions_written: int | None = None
+    ended_by_patient: int | None = None
+    rejected_commits: int | None = None
+    messages_trimmed: int | None = None
+    memory_repaired: int | None = None
+    scenario_drafts: int | None = None
+    failed_arcs: list[FailedArcView] = Field(default_factory=list)
+    rejected_messages: dict[str, int] = Field(default_factory=dict)
+    counsellor_flags: dict[str, int] = Field(default_factory=dict)
     patient_engines: list[str] = Field(default_factory=list)
     engines: dict[str, Any] = Field(default_factory=dict)
+    toolkit_version: str | None = None
+    git_revision: str | None = None
+    git_dirty: bool | None = None
+
+    def counts(self) -> dict[str, int]:
+        """The run's simulation counts that were recorded, by name (the report's health table)."""
+        names = ("arcs", "sessions_expected", "sessions_written", "ended_by_patient", "rejected_commits",
+                 "messages_trimmed", "memory_repaired", "scenario_drafts")
+        return {n: getattr(self, n) for n in names if getattr(self, n) is not None}
 
 
 class ChatTurn(BaseModel):

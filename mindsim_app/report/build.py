@@ -20,6 +20,7 @@ from mindcore.io import atomic_write_text
 from mindsim_app.report import charts
 from mindsim_app.report.drilldown import drilldown
 from mindsim_app.report.health import health
+from mindcore.runlog import ValidationReport
 from mindsim_app.report.load import RunData, default_output, load_run
 from mindsim_app.report.ranking import ALPHA, leaderboard
 from mindsim_app.report.versions import differences, versions
@@ -67,27 +68,26 @@ def _judge_charts(board: dict[str, Any], category_names: dict[str, str]) -> dict
     return out
 
 
-def _validation_charts(v: dict[str, Any] | None) -> dict[str, str]:
-    if not v or not v.get("systems"):
+def _validation_charts(v: ValidationReport | None) -> dict[str, str]:
+    if not v or not v.systems:
         return {}
-    systems = list(v["systems"])
-    labels = v.get("feature_labels") or {}
+    systems = list(v.systems)
     groups = []
-    for f in [*v.get("features", []), "index"]:
+    for f in [*v.features, "index"]:
         vals = {}
         for s in systems:
-            e = v["systems"][s].get(f) or {}
-            ci = e.get("ci") or [None, None]
-            vals[s] = {"value": e.get("distance"), "lo": ci[0], "hi": ci[1]}
-        groups.append({"label": labels.get(f, "Index (mean of 7)"), "values": vals, "floor": v["floor"].get(f)})
+            e = v.estimate(s, f)
+            lo, hi = (e.ci or (None, None)) if e else (None, None)
+            vals[s] = {"value": e.distance if e else None, "lo": lo, "hi": hi}
+        groups.append({"label": v.feature_labels.get(f, "Index (mean of 7)"), "values": vals, "floor": v.floor.get(f)})
     out = {"distances": charts.grouped(groups, systems, title="Distance to the reference per feature "
                                        "(reference SDs; dashed: noise floor)")}
-    arc = v.get("arc") or {}
+    arc = v.arc
     if arc:
         rows = [{"label": f"{name} · {int(k) + 1}/{len(shares)}", "parts": row}
                 for name, shares in arc.items() for k, row in shares.items()]
         out["arc"] = charts.stacked(rows, ["P", "T", "C", "F"], title="Narrative-arc label shares by fifth of the "
-                                    "conversation", names={k: f"{k} {n}" for k, n in (v.get("arc_labels") or {}).items()})
+                                    "conversation", names={k: f"{k} {n}" for k, n in v.arc_labels.items()})
     return out
 
 
@@ -127,13 +127,15 @@ def run_context(run: RunData, draws: int = 20000) -> dict[str, Any]:
     names = _category_names(run.judge_report)
     by_engine = any(bool((j.get("scores") or {}).get("systems"))
                     for j in ((run.judge_report or {}).get("judges") or {}).values()) or \
-        len({s.get("patient_engine") for s in run.sessions}) > 1
+        len({s.patient_engine for s in run.sessions}) > 1
     h = health(run, by_engine)
     for b in boards:
         b["charts"] = _judge_charts(b, names)
     return {
         "label": run.label, "path": str(run.path), "boards": boards, "category_names": names,
-        "judge_report": run.judge_report, "validation": run.validation, "validation_charts":
+        # The template reads the report as the JSON it is (`e is mapping` for an estimate).
+        "judge_report": run.judge_report, "validation": run.validation.model_dump() if run.validation else None,
+        "validation_charts":
         _validation_charts(run.validation), "health": h, "health_charts": _health_charts(h),
         "versions": versions(run), "patientact": run.patientact, "drill": drilldown(run, boards),
         "gate": (run.info.release_gate if run.info else None) or None, "partial": run.partial,

@@ -16,6 +16,8 @@ from typing import Any
 from mindcore.exchange import PATIENT, spoken
 from mindcore.quotes import quote_span
 from mindcore.runlog import played_by
+from judge.schemas import JudgmentRow
+from mindsim_app.report.load import ScenarioView, SessionView, TurnView
 from mindsim_app.report.ranking import system_of
 
 SEVERITY_RANK = {"no_concern": 0, "minor": 1, "major": 2, "critical": 3}
@@ -26,52 +28,51 @@ def _span(quote: str | None, reply: str) -> list[int] | None:
     return list(found) if found else None
 
 
-def _verdict(j: dict[str, Any], reply: str) -> dict[str, Any]:
-    issues = [{"i": it["issue"], "c": it.get("category"), "r": it.get("reason"), "q": it.get("quote"),
-               "sp": _span(it.get("quote"), reply)} for it in (j.get("issues") or [])]
-    return {"judge": j["judge"], "s": j.get("severity"), "w": j.get("weight"), "st": j.get("status"),
-            "err": (j.get("error") or "")[:300] or None, "is": issues}
+def _verdict(j: JudgmentRow, reply: str) -> dict[str, Any]:
+    issues = [{"i": it.issue, "c": it.category, "r": it.reason, "q": it.quote, "sp": _span(it.quote, reply)}
+              for it in j.issues]
+    return {"judge": j.judge, "s": j.severity, "w": j.weight, "st": j.status,
+            "err": (j.error or "")[:300] or None, "is": issues}
 
 
-def _patientact(t: dict[str, Any]) -> dict[str, Any] | None:
-    pa = t.get("patientact")
-    if not pa:
+def _patientact(t: TurnView | None) -> dict[str, Any] | None:
+    pa = t.patientact if t else None
+    if pa is None:
         return None
-    return {k: pa.get(k) for k in ("trust_before", "trust_after", "reaction", "intensity", "behaviour",
-                                   "resistance_pattern", "retrieved", "blocked")}
+    return pa.model_dump(include={"trust_before", "trust_after", "reaction", "intensity", "behaviour",
+                                  "resistance_pattern", "retrieved", "blocked"})
 
 
-def session_entries(sessions: list[dict[str, Any]], judgments: list[dict[str, Any]], by_engine: bool,
+def session_entries(sessions: list[SessionView], judgments: list[JudgmentRow], by_engine: bool,
                     judge_order: list[str]) -> list[dict[str, Any]]:
-    verdicts: dict[tuple[str, int], list[dict[str, Any]]] = defaultdict(list)
+    verdicts: dict[tuple[str, int], list[JudgmentRow]] = defaultdict(list)
     for j in judgments:
-        verdicts[(j["session_id"], j["reply_index"])].append(j)
+        verdicts[(j.session_id, j.reply_index)].append(j)
     rank = {n: k for k, n in enumerate(judge_order)}
     out = []
-    for s in sorted(sessions, key=lambda s: (s["counsellor"], s.get("patient_engine") or "", s["patient_id"],
-                                             s.get("trial") or 0, s["session_index"])):
-        turns = s.get("turns") or []
+    for s in sorted(sessions, key=lambda s: (s.counsellor, s.patient_engine or "", s.patient_id, s.trial or 0,
+                                             s.session_index)):
         msgs, reply, turn = [], 0, 0
-        for role, content in spoken(s.get("counsellor_messages") or []):
+        for role, content in spoken(s.counsellor_messages):
             if role == PATIENT:
-                t = turns[turn] if turn < len(turns) else {}
-                msgs.append({"r": "p", "t": content, "n": turn, "mv": t.get("move"), "sm": t.get("secondary_move"),
-                             "why": t.get("reasoning"), "pa": _patientact(t),
-                             "rej": len(t.get("rejected") or []) + len(t.get("rejected_messages") or [])})
+                t = s.turns[turn] if turn < len(s.turns) else None
+                msgs.append({"r": "p", "t": content, "n": turn, "mv": t.move if t else None,
+                             "sm": t.secondary_move if t else None, "why": t.reasoning if t else None,
+                             "pa": _patientact(t), "rej": t.reasks if t else 0})
                 turn += 1
             else:
-                js = sorted(verdicts.get((s["session_id"], reply), []), key=lambda j: rank.get(j["judge"], 99))
+                js = sorted(verdicts.get((s.session_id, reply), []), key=lambda j: rank.get(j.judge, 99))
                 msgs.append({"r": "c", "t": content, "k": reply, "j": [_verdict(j, content) for j in js]})
                 reply += 1
-        scenario = s.get("scenario") or {}
-        pa = s.get("patientact") or {}
+        scenario = s.scenario or ScenarioView()
+        pa = s.patientact
         out.append({
-            "id": s["session_id"], "p": s["patient_id"], "sys": system_of(s, by_engine), "c": s["counsellor"],
-            "e": played_by(s.get("patient_engine")), "i": s["session_index"], "end": s.get("ended_by"),
+            "id": s.session_id, "p": s.patient_id, "sys": system_of(s, by_engine), "c": s.counsellor,
+            "e": played_by(s.patient_engine), "i": s.session_index, "end": s.ended_by,
             # The repeated trial (None on one-trial runs, whose page shows none).
-            "tr": s.get("trial"),
-            "scn": {k: scenario.get(k) for k in ("event", "goal", "opening_message")},
-            "trust": [pa.get("trust_start"), pa.get("trust_end")] if pa else None, "m": msgs,
+            "tr": s.trial,
+            "scn": {"event": scenario.event, "goal": scenario.goal, "opening_message": scenario.opening_message},
+            "trust": [pa.trust_start, pa.trust_end] if pa else None, "m": msgs,
         })
     return out
 
@@ -82,9 +83,9 @@ def drilldown(run: Any, boards: list[dict[str, Any]]) -> dict[str, Any]:
     by_engine = any(bool((j.get("scores") or {}).get("systems"))
                     for j in ((run.judge_report or {}).get("judges") or {}).values())
     if not run.judge_report:
-        by_engine = len({s.get("patient_engine") for s in run.sessions}) > 1
+        by_engine = len({s.patient_engine for s in run.sessions}) > 1
     entries = session_entries(run.sessions, run.judgments, by_engine, judge_order)
-    issues = sorted({it["issue"] for j in run.judgments for it in (j.get("issues") or [])})
+    issues = sorted({it.issue for j in run.judgments for it in j.issues})
     return {"label": run.label, "judges": judge_order, "primary": judge_order[0] if judge_order else None,
             "systems": sorted({e["sys"] for e in entries}), "issues": issues,
             "session_indexes": sorted({e["i"] for e in entries}), "sessions": entries}

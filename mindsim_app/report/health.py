@@ -18,6 +18,8 @@ from typing import Any
 
 from mindcore import yamlio
 
+from mindcore.runlog import SimulationSummaryView, ValidationReport, played_by
+from mindsim_app.report.load import SessionView, TurnView
 from mindsim_app.report.ranking import system_of
 
 RULES = Path(__file__).with_name("data") / "health.yaml"
@@ -58,24 +60,25 @@ def _classes() -> dict[str, str]:
     return {m.id: m.cls for m in load_vocabulary().moves.values()}
 
 
-def by_turn(sessions: list[dict[str, Any]], by_engine: bool) -> dict[str, dict[int, dict[str, Any]]]:
+def by_turn(sessions: list[SessionView], by_engine: bool) -> dict[str, dict[int, dict[str, Any]]]:
     """system → patient turn → disclosure depth (secondary depth move, 0 without one), concealing share,
     PatientAct resistance share and mean trust."""
     depth, cls = _depth_table(), _classes()
     acc: dict[str, dict[int, dict[str, list[float]]]] = defaultdict(lambda: defaultdict(lambda: defaultdict(list)))
     for s in sessions:
         sysname = system_of(s, by_engine)
-        for t in s.get("turns") or []:
-            if t.get("opening"):
+        for t in s.turns:
+            if t.opening:
                 continue
-            a = acc[sysname][int(t["index"])]
-            moves = [t.get("move"), t.get("secondary_move")]
+            a = acc[sysname][t.index]
+            moves = [t.move, t.secondary_move]
             a["depth"].append(float(max([depth.get(m, 0) for m in moves if m] or [0])))
-            a["concealing"].append(float(cls.get(t.get("move") or "", "") == "concealing"))
-            pa = t.get("patientact")
+            a["concealing"].append(float(cls.get(t.move or "", "") == "concealing"))
+            pa = t.patientact
             if pa:
-                a["resistance"].append(float(pa.get("behaviour") == "resistance" or bool(pa.get("resistance_pattern"))))
-                a["trust"].append(float(pa.get("trust_after")))
+                a["resistance"].append(float(pa.behaviour == "resistance" or bool(pa.resistance_pattern)))
+                if pa.trust_after is not None:
+                    a["trust"].append(float(pa.trust_after))
     out: dict[str, dict[int, dict[str, Any]]] = {}
     for sysname, turns in acc.items():
         out[sysname] = {k: {m: (sum(v) / len(v) if v else None) for m, v in vals.items()} | {"n": len(vals["depth"])}
@@ -87,26 +90,26 @@ def _norm(text: str) -> str:
     return re.sub(r"\W+", " ", text.casefold()).strip()
 
 
-def surface(sessions: list[dict[str, Any]], by_engine: bool) -> dict[str, dict[str, Any]]:
+def surface(sessions: list[SessionView], by_engine: bool) -> dict[str, dict[str, Any]]:
     """Per system: patient turns, words per turn, top move and its share, most repeated message and its share."""
     out = {}
-    per: dict[str, list[dict[str, Any]]] = defaultdict(list)
+    per: dict[str, list[TurnView]] = defaultdict(list)
     for s in sessions:
-        per[system_of(s, by_engine)].extend(t for t in (s.get("turns") or []))
+        per[system_of(s, by_engine)].extend(s.turns)
     for name, turns in per.items():
-        msgs = [t.get("message") or "" for t in turns]
-        moves = Counter(t.get("move") for t in turns if t.get("move"))
+        msgs = [t.message or "" for t in turns]
+        moves = Counter(t.move for t in turns if t.move)
         repeats = Counter(_norm(m) for m in msgs if _norm(m))
         top_move, top_n = moves.most_common(1)[0] if moves else (None, 0)
         rep, rep_n = repeats.most_common(1)[0] if repeats else (None, 0)
-        reasks = sum(len(t.get("rejected") or []) + len(t.get("rejected_messages") or []) for t in turns)
+        reasks = sum(t.reasks for t in turns)
         out[name] = {
             "patient_turns": len(turns),
             "words_per_turn": (sum(len(m.split()) for m in msgs) / len(msgs)) if msgs else 0.0,
             "top_move": top_move, "top_move_share": top_n / max(1, sum(moves.values())),
             "repeated_message": rep, "repeated_message_share": (rep_n / len(msgs)) if rep_n > 1 else 0.0,
             "reasks": reasks, "reask_rate": reasks / max(1, len(turns)),
-            "trimmed": sum(bool(t.get("trimmed")) for t in turns),
+            "trimmed": sum(bool(t.trimmed) for t in turns),
         }
     return out
 
@@ -115,24 +118,24 @@ def failures(run: Any) -> list[dict[str, Any]]:
     """Every failure the run recorded, each with its side: failed arcs, failed judgments, failed profiles,
     and the counsellor's reply defects (stored as sent; they are the counsellor's, not the harness's)."""
     out = []
-    for f in (run.summary or {}).get("failed_arcs", []):
-        out.append({"stage": "simulation", "what": f"arc {f.get('patient_id')} × {f.get('counsellor')} "
-                                                   f"({f.get('patient_engine', 'mindsim')})",
-                    "error": f.get("error"), "side": attribute(f.get("error"))})
+    for f in (run.summary.failed_arcs if run.summary else []):
+        out.append({"stage": "simulation", "what": f"arc {f.patient_id} × {f.counsellor} "
+                                                   f"({played_by(f.patient_engine)})",
+                    "error": f.error, "side": attribute(f.error)})
     for j in run.judgments:
-        if j.get("status") == "failed":
-            side = "engine" if j.get("error_kind") == "engine" else "judge"
-            out.append({"stage": "judge", "what": f"{j['judge']}: {j['session_id']} reply {j['reply_index'] + 1}",
-                        "error": f"{j.get('error_kind')}: {(j.get('error') or '')[:200]}", "side": side})
+        if j.status == "failed":
+            side = "engine" if j.error_kind == "engine" else "judge"
+            out.append({"stage": "judge", "what": f"{j.judge}: {j.session_id} reply {j.reply_index + 1}",
+                        "error": f"{j.error_kind}: {(j.error or '')[:200]}", "side": side})
     for f in run.profile_failures:
-        err = f.get("error") or f.get("reason") or str(f)[:200]
-        kind = str(f.get("kind") or f.get("error_kind") or "")
-        out.append({"stage": "profiles", "what": f"profile {f.get('profile_id') or f.get('persona_id') or '?'}",
+        err = f.error or f.reason or str(f.model_dump(exclude_none=True))[:200]
+        kind = str(f.kind or f.error_kind or "")
+        out.append({"stage": "profiles", "what": f"profile {f.profile_id or f.persona_id or '?'}",
                     "error": err, "side": "engine" if "engine" in kind else attribute(err, "profile_writer")})
     flags = Counter()
     for s in run.sessions:
-        for f in s.get("counsellor_flags") or []:
-            flags.update(f.get("flags") or [])
+        for f in s.counsellor_flags or []:
+            flags.update(f.flags)
     for flag, n in sorted(flags.items()):
         out.append({"stage": "simulation", "what": f"counsellor replies flagged {flag}: {n}", "error": None,
                     "side": "counsellor"})
@@ -142,25 +145,26 @@ def failures(run: Any) -> list[dict[str, Any]]:
 def warnings(run: Any, surf: dict[str, dict[str, Any]]) -> list[str]:
     w = rules()["warnings"]
     out: list[str] = []
-    v = run.validation or {}
-    floor = v.get("floor") or {}
-    for name, entry in (v.get("systems") or {}).items():
-        idx = (entry.get("index") or {}).get("distance")
+    v = run.validation or ValidationReport(features=[], systems={})
+    floor = v.floor
+    for name in v.systems:
+        est = v.estimate(name, "index")
+        idx = est.distance if est else None
         if idx is not None and floor.get("index") and idx > w["index_over_floor"] * floor["index"]:
             out.append(f"{name}: realism index {idx:.2f} is {idx / floor['index']:.1f}× its noise floor "
                        f"({floor['index']:.2f}): the patient turns are far from the reference")
-        for f in v.get("features") or []:
-            d = (entry.get(f) or {}).get("distance")
+        for f in v.features:
+            est = v.estimate(name, f)
+            d = est.distance if est else None
             if d is not None and floor.get(f) and d > w["feature_over_floor"] * floor[f]:
-                out.append(f"{name}: {(v.get('feature_labels') or {}).get(f, f)} distance {d:.2f} is "
-                           f"{d / floor[f]:.1f}× its floor")
-    for name, shares in (v.get("arc") or {}).items():
+                out.append(f"{name}: {v.feature_labels.get(f, f)} distance {d:.2f} is {d / floor[f]:.1f}× its floor")
+    for name, shares in v.arc.items():
         totals: Counter = Counter()
         for row in shares.values():
             totals.update({k: x for k, x in row.items() if x is not None})
         if totals and max(totals.values()) / max(1e-9, sum(totals.values())) > w["arc_label_share"]:
             label = max(totals, key=totals.get)
-            out.append(f"{name}: almost every labelled turn is {(v.get('arc_labels') or {}).get(label, label)} "
+            out.append(f"{name}: almost every labelled turn is {v.arc_labels.get(label, label)} "
                        "(the arc does not move)")
     for name, s in surf.items():
         if s["top_move"] and s["top_move_share"] > w["top_move_share"]:
@@ -172,8 +176,8 @@ def warnings(run: Any, surf: dict[str, dict[str, Any]]) -> list[str]:
             out.append(f"{name}: patient turns average {s['words_per_turn']:.1f} words")
         if s["reask_rate"] > w["reask_rate"]:
             out.append(f"{name}: {s['reasks']} patient re-asks over {s['patient_turns']} turns")
-    summary = run.summary or {}
-    arcs, failed = summary.get("arcs") or 0, len(summary.get("failed_arcs") or [])
+    summary = run.summary or SimulationSummaryView()
+    arcs, failed = summary.arcs, len(summary.failed_arcs)
     if arcs and failed / arcs > w["failed_arc_share"]:
         out.append(f"{failed} of {arcs} arcs failed ({100 * failed / arcs:.0f}%): their sessions are missing "
                    "from every table")
@@ -182,15 +186,13 @@ def warnings(run: Any, surf: dict[str, dict[str, Any]]) -> list[str]:
 
 def health(run: Any, by_engine: bool) -> dict[str, Any]:
     surf = surface(run.sessions, by_engine)
-    summary = run.summary or {}
+    summary = run.summary or SimulationSummaryView()
     fails = failures(run)
     return {
         "surface": surf, "by_turn": by_turn(run.sessions, by_engine),
-        "validation": run.validation, "warnings": warnings(run, surf), "failures": fails,
+        "validation": run.validation.model_dump() if run.validation else None, "warnings": warnings(run, surf), "failures": fails,
         "failures_by_side": dict(Counter(f["side"] for f in fails)),
-        "counts": {k: summary.get(k) for k in ("arcs", "sessions_expected", "sessions_written", "ended_by_patient",
-                                                "rejected_commits", "messages_trimmed", "memory_repaired",
-                                                "scenario_drafts") if k in summary},
-        "rejected_messages": summary.get("rejected_messages") or {},
-        "counsellor_flags": summary.get("counsellor_flags") or {},
+        "counts": summary.counts(),
+        "rejected_messages": summary.rejected_messages,
+        "counsellor_flags": summary.counsellor_flags,
     }

@@ -1,27 +1,105 @@
 """Reading one run folder for the HTML report (issue 21): the only module of the report that touches the
-run folder, through its layout (`mindcore.layout.RunLayout`). Each reader returns plain data and tolerates a
-stage that did not run (no judge section, no arc labels, no PatientAct rubric): the report says what is
-missing instead of failing.
+run folder, through its layout's typed readers (`mindcore.layout.RunLayout`, `mindcore.runlog`). Sessions come as
+`SessionView` rows, judgments as the judge's `JudgmentRow`s, the validation report and the summaries as their
+`mindcore.runlog` models; a stage that did not run (no judge section, no arc labels, no PatientAct rubric) is
+None or empty, and the report says what is missing instead of failing.
 
 Bad input (not a run folder, a file that is not what its name says) raises `InputError` naming the file.
 """
 
 from __future__ import annotations
 
-import json
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
+from pydantic import BaseModel, ConfigDict, Field
+
+from judge.schemas import JudgmentRow
 from mindcore.errors import InputError
 from mindcore.layout import RunLayout
-from mindcore.runlog import RunHeader
+from mindcore.runlog import (ProfilesSummaryView, RunHeader, SimulationSummaryView, ValidationReport, read_jsonl_rows,
+                             remake)
 
-# Columns of sessions.parquet the report needs: the prompts as sent and the patient-side history are
-# the bulk of the file and are not shown (a 10k-reply run reads in a fraction of the time without them).
-SESSION_COLUMNS = ("session_id", "patient_id", "counsellor", "session_index", "ended_by", "scenario",
-                   "counsellor_messages", "turns", "patient_engine", "patientact", "counsellor_flags",
-                   "rejected_messages", "engines", "scenario_shared", "trial")
+class _View(BaseModel):
+    # Nested values carry more than the page shows; what it does not show is left out, not refused.
+    model_config = ConfigDict(extra="ignore")
+
+
+class PatientActTurnView(_View):
+    trust_before: float | None = None
+    trust_after: float | None = None
+    reaction: str | None = None
+    intensity: str | None = None
+    behaviour: str | None = None
+    resistance_pattern: str | None = None
+    retrieved: list[str] = Field(default_factory=list)
+    blocked: list[str] = Field(default_factory=list)
+
+
+class TurnView(_View):
+    index: int
+    opening: bool = False
+    move: str | None = None
+    secondary_move: str | None = None
+    message: str | None = None
+    reasoning: str | None = None
+    rejected: list[Any] = Field(default_factory=list)
+    rejected_messages: list[Any] = Field(default_factory=list)
+    trimmed: bool | None = False
+    patientact: PatientActTurnView | None = None
+
+    @property
+    def reasks(self) -> int:
+        return len(self.rejected) + len(self.rejected_messages)
+
+
+class ScenarioView(_View):
+    event: str | None = None
+    goal: str | None = None
+    opening_message: str | None = None
+
+
+class PatientActSessionView(_View):
+    trust_start: float | None = None
+    trust_end: float | None = None
+
+
+class ReplyFlagsView(_View):
+    reply_index: int
+    flags: list[str] = Field(default_factory=list)
+
+
+class SessionView(BaseModel):
+    """The columns of `sessions.parquet` the page shows. The prompts as sent and the patient-side history are the
+    bulk of the file and are not read (a 10k-reply run reads in a fraction of the time without them)."""
+
+    session_id: str
+    patient_id: str
+    counsellor: str
+    session_index: int
+    ended_by: str | None = None
+    scenario: ScenarioView | None = None
+    counsellor_messages: list[dict[str, Any]] = Field(default_factory=list)
+    turns: list[TurnView] = Field(default_factory=list)
+    patient_engine: str | None = None
+    patientact: PatientActSessionView | None = None
+    counsellor_flags: list[ReplyFlagsView] | None = None
+    engines: dict[str, Any] | None = None
+    scenario_shared: bool | None = None
+    trial: int | None = None
+
+
+class ProfileFailure(_View):
+    """A line of `profiles/failures.jsonl`, as the health section attributes it."""
+
+    profile_id: str | None = None
+    persona_id: str | None = None
+    stage: str | None = None
+    error: str | None = None
+    reason: str | None = None
+    kind: str | None = None
+    error_kind: str | None = None
 
 
 @dataclass
@@ -30,14 +108,14 @@ class RunData:
 
     path: Path
     info: RunHeader | None  # None for a folder of `mindsim simulate` (no run.json)
-    summary: dict[str, Any] | None
-    sessions: list[dict[str, Any]]
-    validation: dict[str, Any] | None
+    summary: SimulationSummaryView | None
+    sessions: list[SessionView]
+    validation: ValidationReport | None
     judge_report: dict[str, Any] | None
-    judgments: list[dict[str, Any]]
+    judgments: list[JudgmentRow]
     patientact: dict[str, Any] | None
-    profiles_summary: dict[str, Any] | None
-    profile_failures: list[dict[str, Any]] = field(default_factory=list)
+    profiles_summary: ProfilesSummaryView | None
+    profile_failures: list[ProfileFailure] = field(default_factory=list)
     # What `mindcore.manifest.check_run` found wrong when the report was asked for anyway (`--allow-partial`).
     partial: list[str] = field(default_factory=list)
 
@@ -47,38 +125,10 @@ class RunData:
         return f"{recipe or self.path.name} ({self.info.run_id if self.info else '?'})"
 
 
-def _json(path: Path) -> dict[str, Any] | None:
-    if not path.is_file():
-        return None
-    try:
-        data = json.loads(path.read_text(encoding="utf-8"))
-    except (UnicodeDecodeError, json.JSONDecodeError) as exc:
-        raise InputError(f"{path}: not readable JSON ({type(exc).__name__}); rerun the stage that writes it") from exc
-    if not isinstance(data, dict):
-        raise InputError(f"{path}: expected a JSON object; rerun the stage that writes it")
-    return data
+class _Report(BaseModel):
+    """A stage's report.json the page passes on whole (the judge's scores, the PatientAct tables)."""
 
-
-def _parquet(path: Path, columns: tuple[str, ...] | None = None) -> list[dict[str, Any]]:
-    if not path.is_file():
-        return []
-    import pyarrow.parquet as pq
-
-    try:
-        names = pq.read_schema(path).names
-        cols = [c for c in columns if c in names] if columns else None
-        return pq.read_table(path, columns=cols).to_pylist()
-    except Exception as exc:  # pyarrow raises several classes for a file that is not parquet
-        raise InputError(f"{path}: not a readable parquet file ({type(exc).__name__}); rerun the stage that "
-                         "writes it") from exc
-
-
-def _jsonl(path: Path) -> list[dict[str, Any]]:
-    if not path.is_file():
-        return []
-    from mindcore.io import read_jsonl
-
-    return [row for _, row in read_jsonl(path)]
+    model_config = ConfigDict(extra="allow")
 
 
 def load_run(path: str | Path, *, allow_partial: bool = False) -> RunData:
@@ -95,16 +145,19 @@ def load_run(path: str | Path, *, allow_partial: bool = False) -> RunData:
         raise InputError(f"{path}: not a run folder (no run.json and no sessions/sessions.parquet); give the --out "
                          "folder of `mindsim run` or `mindsim simulate`")
     check = verify_run(path, needs=["simulation"], allow_partial=allow_partial)
-    judgments = _parquet(run.judgments.parquet)
-    for j in judgments:
-        if isinstance(j.get("prompt_hashes"), str):
-            j["prompt_hashes"] = json.loads(j["prompt_hashes"] or "{}")
+    judge_report = run.judgments.report(_Report)
+    patientact = run.patientact_judge.report(_Report)
+    failures = run.profiles.failures
     return RunData(
-        path=path, info=info, summary=_json(run.sessions.summary),
-        sessions=_parquet(run.sessions.parquet, SESSION_COLUMNS), validation=_json(run.validation.report_json),
-        judge_report=_json(run.judgments.report_json), judgments=judgments,
-        patientact=_json(run.patientact_judge.report_json), profiles_summary=_json(run.profiles.summary),
-        profile_failures=_jsonl(run.profiles.failures), partial=check.problems,
+        path=path, info=info, summary=run.sessions.read_summary(SimulationSummaryView),
+        sessions=run.sessions.rows(SessionView), validation=run.validation.report(ValidationReport),
+        judge_report=judge_report.model_dump() if judge_report else None,
+        judgments=run.judgments.rows(JudgmentRow) if run.judgments.parquet.is_file() else [],
+        patientact=patientact.model_dump() if patientact else None,
+        profiles_summary=run.profiles.read_summary(ProfilesSummaryView),
+        profile_failures=read_jsonl_rows(failures, ProfileFailure, what="profile failure",
+                                         remake=remake("profiles", path)) if failures.is_file() else [],
+        partial=check.problems,
     )
 
 

@@ -28,21 +28,25 @@ from __future__ import annotations
 
 import itertools
 from collections import defaultdict
-from typing import Any, Iterable
+from typing import TYPE_CHECKING, Any, Iterable
 
 import numpy as np
+
+if TYPE_CHECKING:  # pragma: no cover - typing only
+    from judge.schemas import JudgmentRow
 
 EXACT_MAX = 16
 ALPHA = 0.05
 
 
-def system_of(row: dict[str, Any], by_engine: bool) -> str:
+def system_of(row: Any, by_engine: bool) -> str:
+    """The system a session or judgment row belongs to (`SessionView`, `JudgmentRow`: counsellor, patient engine)."""
     from judge.scores import system_label
 
-    return system_label(row["counsellor"], row.get("patient_engine"), by_engine)
+    return system_label(row.counsellor, row.patient_engine, by_engine)
 
 
-def patient_means(rows: Iterable[dict[str, Any]], judge: str, by_engine: bool) -> dict[str, dict[str, float]]:
+def patient_means(rows: Iterable[JudgmentRow], judge: str, by_engine: bool) -> dict[str, dict[str, float]]:
     """system → patient → mean session MHQR, from the judge's successful rows."""
     per: dict[str, dict[str, list[float]]] = defaultdict(lambda: defaultdict(list))
     for (system, patient, _engine, _trial, _idx), score in session_scores(rows, judge, by_engine).items():
@@ -50,21 +54,21 @@ def patient_means(rows: Iterable[dict[str, Any]], judge: str, by_engine: bool) -
     return {s: {p: float(np.mean(v)) for p, v in pats.items()} for s, pats in per.items()}
 
 
-def session_scores(rows: Iterable[dict[str, Any]], judge: str,
+def session_scores(rows: Iterable[JudgmentRow], judge: str,
                    by_engine: bool) -> dict[tuple[str, str, str, int, int], float]:
     """(system, patient, engine, trial, session index) → the session's MHQR, from the judge's successful rows."""
     sessions: dict[tuple[str, str, str, int, int], list[float]] = defaultdict(list)
     for r in rows:
-        if r.get("judge") != judge or r.get("status") != "ok" or r.get("weight") is None:
+        if r.judge != judge or r.status != "ok" or r.weight is None:
             continue
         # The patient engine and the trial are part of the session key even when the label omits them
         # (judge/scores.py); rows of one-trial runs have no trial: trial 0.
-        sessions[(system_of(r, by_engine), r["patient_id"], r.get("patient_engine") or "", r.get("trial") or 0,
-                  r["session_index"])].append(float(r["weight"]))
+        sessions[(system_of(r, by_engine), r.patient_id, r.patient_engine or "", r.trial or 0,
+                  r.session_index)].append(float(r.weight))
     return {k: sum(ws) / len(ws) for k, ws in sessions.items()}
 
 
-def trial_scores(rows: Iterable[dict[str, Any]], judge: str, by_engine: bool) -> dict[str, dict[int, float]]:
+def trial_scores(rows: Iterable[JudgmentRow], judge: str, by_engine: bool) -> dict[str, dict[int, float]]:
     """system → trial → that trial's MHQR (the mean of its sessions' MHQR, as the judge's MHQR over all)."""
     per: dict[str, dict[int, list[float]]] = defaultdict(lambda: defaultdict(list))
     for (system, _patient, _engine, trial, _idx), score in session_scores(rows, judge, by_engine).items():
@@ -170,7 +174,7 @@ def group_name(k: int) -> str:
     return letters[k] if k < len(letters) else f"G{k + 1}"
 
 
-def leaderboard(judge_report: dict[str, Any] | None, judgments: list[dict[str, Any]], *, alpha: float = ALPHA,
+def leaderboard(judge_report: dict[str, Any] | None, judgments: list[JudgmentRow], *, alpha: float = ALPHA,
                 draws: int = 20000) -> list[dict[str, Any]]:
     """One board per judge: rows in rank order with MHQR, interval, shares, categories and group."""
     if not judge_report:

@@ -33,10 +33,11 @@ def _role_model(info: Any, role: str) -> str | None:
 def versions(run: Any) -> dict[str, Any]:
     info = run.info
     recipe = info.recipe if info else None
-    prov = (info.provenance if info else None) or (run.summary or {})
+    summary = run.summary
+    # A folder of `mindsim simulate` has no run header: its simulation summary carries the provenance.
+    prov = (info.provenance if info else None) or (summary.model_dump() if summary else {})
     jr = run.judge_report or {}
-    v = run.validation or {}
-    ref = v.get("reference") or {}
+    ref = run.validation.reference if run.validation else {}
     judges = {n: {"model": j.get("model"), "engine": j.get("engine"), "rubric": j.get("rubric_version"),
                   "role": j.get("role")} for n, j in (jr.get("judges") or {}).items()}
     return {
@@ -45,9 +46,9 @@ def versions(run: Any) -> dict[str, Any]:
         "rubric": (jr.get("rubric") or {}).get("version"), "rubric_source": (jr.get("rubric") or {}).get("source"),
         "judges": judges,
         "templates": {**(info.prompt_hashes if info else {}), **(jr.get("prompt_hashes") or {})},
-        "roles": (info.engines if info else None) or (run.summary or {}).get("engines") or {},
-        "patient_engines": (run.summary or {}).get("patient_engines") or sorted(
-            {played_by(s.get("patient_engine")) for s in run.sessions}),
+        "roles": (info.engines if info else None) or (summary.engines if summary else {}),
+        "patient_engines": (summary.patient_engines if summary else []) or sorted(
+            {played_by(s.patient_engine) for s in run.sessions}),
         "reference": {"name": ref.get("name"), "source_sha256": (ref.get("provenance") or {}).get("source_sha256"),
                       "markers_version": (ref.get("settings") or {}).get("markers_version")} if ref else None,
         "recipe": recipe.name if recipe else None, "run_id": info.run_id if info else None,

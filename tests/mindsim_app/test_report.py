@@ -8,6 +8,7 @@ import json
 import re
 import shutil
 from pathlib import Path
+from types import SimpleNamespace
 
 import numpy as np
 import pytest
@@ -16,7 +17,7 @@ from mindcore.manifest import forget_stage
 from mindsim_app.report import ranking
 from mindsim_app.report.build import MixedVersions, build_report
 from mindsim_app.report.health import attribute
-from mindsim_app.report.load import load_run
+from mindsim_app.report.load import SessionView, load_run
 from reportfix import write_fixture_run
 from restamp import restamp
 
@@ -246,11 +247,12 @@ def test_patientact_rubric_table_and_state_by_turn(fixture_run, tmp_path):
     assert html.count("<sup>*</sup>") == len(dims) and "<sup>**</sup>" not in html
 
     pa = {"trust_before": 2.5, "trust_after": 3.0, "behaviour": "resistance", "resistance_pattern": "deflect"}
-    sessions = [{"counsellor": "c", "patient_engine": "patientact", "turns": [
+    sessions = [SessionView.model_validate({"session_id": "s", "patient_id": "p", "session_index": 0,
+                                             "counsellor": "c", "patient_engine": "patientact", "turns": [
         {"index": 0, "opening": True, "move": None},
         {"index": 1, "opening": False, "move": "deflect", "secondary_move": "go_deeper", "patientact": pa},
         {"index": 2, "opening": False, "move": "answer", "secondary_move": None,
-         "patientact": {**pa, "behaviour": "disclosure", "resistance_pattern": None, "trust_after": 3.5}}]}]
+         "patientact": {**pa, "behaviour": "disclosure", "resistance_pattern": None, "trust_after": 3.5}}]})]
     t = by_turn(sessions, by_engine=False)["c"]
     assert t[1]["resistance"] == 1.0 and t[2]["resistance"] == 0.0 and t[2]["trust"] == 3.5
     assert t[1]["concealing"] == 1.0 and t[1]["depth"] == 2.0 and t[2]["depth"] == 0.0
@@ -269,14 +271,19 @@ def test_a_run_without_judge_or_validation_still_gets_its_page(fixture_run, tmp_
 
 # --- repeated trials ---------------------------------------------------------------------------------
 
-def _rows(judge: str, system_trials: dict[str, list[list[float]]]) -> list[dict]:
+def _row(**fields) -> SimpleNamespace:
+    # The fields of a `JudgmentRow` the rankings read.
+    return SimpleNamespace(**{"patient_engine": None, **fields})
+
+
+def _rows(judge: str, system_trials: dict[str, list[list[float]]]) -> list[SimpleNamespace]:
     """Judgment rows: system → per trial, per session (one patient each), the reply weights."""
     out = []
     for system, trials in system_trials.items():
         for t, sessions in enumerate(trials):
             for k, w in enumerate(sessions):
-                out.append({"judge": judge, "status": "ok", "weight": w, "counsellor": system, "patient_id": f"p{k}",
-                            "session_index": 0, "trial": t})
+                out.append(_row(judge=judge, status="ok", weight=w, counsellor=system, patient_id=f"p{k}",
+                                session_index=0, trial=t))
     return out
 
 
@@ -284,7 +291,7 @@ def test_trial_spread_and_flip_rates_on_constructed_data():
     # a's trials: 1, 3, 1 and 2 (mean 1.75); b's: 2 in every trial; c ties b in trial 3 and is worse elsewhere.
     rows = _rows("judge", {"a": [[0, 2], [3, 3], [1, 1], [2, 2]], "b": [[2, 2]] * 4,
                            "c": [[4, 4], [5, 5], [3, 3], [2, 2]]})
-    rows.append({**rows[0], "status": "failed", "weight": None})  # failed judgments do not count
+    rows.append(_row(**{**vars(rows[0]), "status": "failed", "weight": None}))  # failed judgments do not count
     scores = ranking.trial_scores(rows, "judge", False)
     assert scores["a"] == {0: 1.0, 1: 3.0, 2: 1.0, 3: 2.0}
     spread = {r["system"]: r for r in ranking.trial_spread(scores, ["a", "b", "c"])}
@@ -307,7 +314,7 @@ def test_trial_spread_and_flip_rates_on_constructed_data():
 def test_trials_pool_into_one_session_per_patient_score():
     # Two trials of one patient's session are two sessions of the system (mean 2), not one merged session.
     rows = _rows("j", {"a": [[1, 1], [3, 3]]})
-    rows.append({**rows[0], "weight": 1})  # trial 0, patient p0: two replies (1, 1)
+    rows.append(_row(**{**vars(rows[0]), "weight": 1}))  # trial 0, patient p0: two replies (1, 1)
     assert ranking.patient_means(rows, "j", False)["a"] == {"p0": 2.0, "p1": 2.0}
 
 
@@ -318,13 +325,13 @@ def trial_run(tmp_path_factory) -> Path:
 
 def test_a_run_with_trials_is_one_system_per_counsellor_in_judge_and_validation(trial_run):
     run = load_run(trial_run)
-    assert {s["trial"] for s in run.sessions} == {0, 1, 2}
+    assert {s.trial for s in run.sessions} == {0, 1, 2}
     judges = run.judge_report["judges"]["judge"]["scores"]["counsellors"]
     assert set(judges) == {"counsellor", "counsellor:worse"}
     # 4 patients x 2 sessions x 3 trials per counsellor, resampled as 4 patients.
     assert all((c["sessions"], c["patients"]) == (24, 4) for c in judges.values())
-    assert {j["trial"] for j in run.judgments} == {0, 1, 2}
-    counts = run.validation["counts"]["mindsim/counsellor"]
+    assert {j.trial for j in run.judgments} == {0, 1, 2}
+    counts = run.validation.counts["mindsim/counsellor"]
     assert (counts["patients"], counts["trials"], counts["conversations_read"]) == (4, 3, 24)
 
 
