@@ -18,13 +18,13 @@ from pathlib import Path
 from typing import Any, Iterable, Optional
 
 import numpy as np
-import pyarrow.parquet as pq
 from pydantic import BaseModel, ConfigDict, Field, ValidationError
 
 from mindcore.errors import ConfigError, InputError
 from mindcore.io import atomic_write_json, atomic_write_text, read_jsonl
 from mindcore.layout import JudgmentsFolder, RunLayout
 from mindcore.recipe import format_validation_error
+from mindcore.runlog import read_table, remake
 from judge import stats
 from judge.rubric import severity_id
 
@@ -250,25 +250,41 @@ def judgments_path(path: Path) -> Path:
     raise InputError(f"no judgments at {path}; give RUN_DIR/judgments (written by `mindsim judge run`)")
 
 
+class _StoredIssue(BaseModel):
+    model_config = ConfigDict(extra="ignore")
+    issue: str
+
+
+class _StoredJudgment(BaseModel):
+    """A judgments table's columns as agreement reads them; other tools' tables may name the model `model`."""
+
+    session_id: str | None = None
+    reply_index: int | None = None
+    judge: str | None = None
+    status: str | None = None
+    judge_model: str | None = None
+    model: str | None = None
+    severity: str | None = None
+    issues: list[_StoredIssue] | None = None
+    counsellor: str | None = None
+
+
 def read_judgments(path: Path, vocab: Vocabulary) -> dict[str, JudgeView]:
     file = judgments_path(path)
-    try:
-        rows = pq.read_table(file).to_pylist()
-    except Exception as exc:  # pyarrow's errors name what is wrong with the file
-        raise InputError(f"{file}: not a readable judgments table ({exc})") from exc
+    rows = read_table(file, _StoredJudgment, what="judgments table", remake=remake("judge", file.parent.parent))
     views: dict[str, JudgeView] = {}
     for i, r in enumerate(rows):
         where = f"{file} row {i}"
-        missing = [c for c in ("session_id", "reply_index", "judge", "status") if r.get(c) is None]
+        missing = [c for c in ("session_id", "reply_index", "judge", "status") if getattr(r, c) is None]
         if missing:
             raise InputError(f"{where}: missing {', '.join(missing)}")
-        v = views.setdefault(r["judge"], JudgeView(r["judge"], str(r.get("judge_model") or r.get("model") or "")))
-        reply = (r["session_id"], int(r["reply_index"]))
-        ok = r["status"] == "ok"
-        v.level[reply] = vocab.level(r.get("severity"), where) if ok else -1
-        v.issues[reply] = frozenset(vocab.issue(x["issue"], where) for x in (r.get("issues") or [])) if ok else frozenset()
-        if r.get("counsellor"):
-            v.counsellor[reply] = r["counsellor"]
+        v = views.setdefault(r.judge, JudgeView(r.judge, str(r.judge_model or r.model or "")))
+        reply = (r.session_id, r.reply_index)
+        ok = r.status == "ok"
+        v.level[reply] = vocab.level(r.severity, where) if ok else -1
+        v.issues[reply] = frozenset(vocab.issue(x.issue, where) for x in (r.issues or [])) if ok else frozenset()
+        if r.counsellor:
+            v.counsellor[reply] = r.counsellor
     return views
 
 

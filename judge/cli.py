@@ -3,7 +3,6 @@ does its work."""
 
 from __future__ import annotations
 
-import json
 from enum import Enum
 from pathlib import Path
 from typing import Any, Optional
@@ -25,20 +24,19 @@ def judge_section(recipe: Any) -> Any:
 
 def resolve_recipe(run_dir: Path, recipe: Optional[Path]) -> Optional[Path]:
     """--recipe, else the recipe path run.json records, else None (embedded defaults)."""
-    from mindcore.errors import ConfigError, InputError
+    from mindcore.errors import ConfigError
     from mindcore.layout import RunLayout
 
     if recipe is not None:
         return recipe
-    run_json = RunLayout(run_dir).run_json
+    layout = RunLayout(run_dir)
+    run_json = layout.run_json
     if not run_json.is_file():
         return None
-    try:
-        recorded = (json.loads(run_json.read_text(encoding="utf-8")).get("recipe") or {}).get("path")
-    except json.JSONDecodeError as exc:
-        raise InputError(f"{run_json}: not valid JSON ({exc.msg}); pass --recipe to name the recipe") from exc
-    if not recorded:
+    recipe_run = layout.header().recipe
+    if recipe_run is None:  # a run still in its first stages names no recipe yet
         return None
+    recorded = recipe_run.path
     if not Path(recorded).is_file():
         raise ConfigError(f"{run_json} names recipe {recorded}, which is not there from here; pass --recipe PATH")
     return Path(recorded)

@@ -1,5 +1,5 @@
 """The judge's input: sessions from any simulator. Our runs supply `RUN_DIR/sessions/sessions.parquet`
-(read generically with pyarrow, so the judge does not import the simulator); other simulators write
+(read through `mindcore.runlog.read_table` as plain columns, so the judge does not import the simulator); other simulators write
 JSONL with the fields of `SessionInput` (`messages` may be called `counsellor_messages`). `patient_engine`
 is optional in both: a run whose sessions name several patient engines is scored per counsellor and engine."""
 
@@ -9,14 +9,13 @@ import json
 from pathlib import Path
 from typing import Any
 
-import pyarrow as pa
-import pyarrow.parquet as pq
-from pydantic import ValidationError
+from pydantic import BaseModel, Field, ValidationError
 
 from mindcore.errors import InputError
 from mindcore.io import read_jsonl
 from mindcore.layout import ProfilesFolder, RunLayout
 from mindcore.recipe import format_validation_error
+from mindcore.runlog import read_table
 from judge.schemas import SessionInput
 
 _NEEDED = ("session_id", "patient_id", "counsellor", "session_index", "counsellor_system_prompt", "counsellor_messages")
@@ -42,20 +41,31 @@ def _session(d: dict[str, Any], where: str) -> SessionInput:
         raise InputError(f"{problem} (each session needs {', '.join(SessionInput.model_fields)})") from exc
 
 
+class _StoredSession(BaseModel):
+    """The columns of a sessions parquet the judge reads (ours, or another simulator's with the same names)."""
+
+    session_id: Any
+    patient_id: Any
+    counsellor: Any
+    session_index: Any
+    counsellor_system_prompt: Any
+    counsellor_messages: Any
+    counsellor_model: Any = None
+    engines: Any = None
+    patient_engine: Any = None
+    counsellor_flags: Any = None
+    in_benchmark: Any = None
+    trial: Any = None
+
+
+_REMAKE = "rerun the simulation, or pass --sessions FILE.jsonl"
+
+
 def read_sessions_parquet(path: Path) -> list[SessionInput]:
-    if not path.is_file():
-        raise InputError(f"{path}: no sessions file; run the simulation first, or pass --sessions FILE.jsonl")
-    try:
-        table = pq.read_table(path)
-    except (pa.ArrowException, OSError) as exc:
-        raise InputError(f"{path}: not a readable parquet file ({str(exc).splitlines()[0][:120]}); "
-                         "rerun the simulation or pass --sessions FILE.jsonl") from exc
-    missing = [c for c in _NEEDED if c not in table.column_names]
-    if missing:
-        raise InputError(f"{path}: missing column(s) {', '.join(missing)}; is this a mindsim sessions file?")
-    optional = ("counsellor_model", "engines", "patient_engine", "counsellor_flags", "in_benchmark", "trial")
-    cols = [*_NEEDED, *[c for c in optional if c in table.column_names]]
-    return [_session(d, f"{path} row {i}") for i, d in enumerate(table.select(cols).to_pylist())]
+    # Read through the run log's one table reader; each row is then checked as a `SessionInput`, whose errors name
+    # the field (the stored columns are typed loosely so that check is the one that speaks).
+    rows = read_table(path, _StoredSession, what="sessions table", remake=_REMAKE)
+    return [_session(r.model_dump(exclude_unset=True), f"{path} row {i}") for i, r in enumerate(rows)]
 
 
 def read_sessions_jsonl(path: Path) -> list[SessionInput]:
@@ -107,12 +117,11 @@ def benchmark_patients(sessions: list[SessionInput], run_dir: Path | None,
         path = RunLayout(run_dir).profiles.parquet
     else:
         return None, None
-    try:
-        names = pq.read_schema(path).names
-        if "profile_id" not in names or "in_benchmark" not in names:
-            raise InputError(f"{path}: needs columns profile_id and in_benchmark to find the benchmark subset; "
-                             "is this a profiles table?")
-        rows = pq.read_table(path, columns=["profile_id", "in_benchmark"]).to_pylist()
-    except (pa.ArrowException, OSError) as exc:
-        raise InputError(f"{path}: not a readable parquet file ({str(exc).splitlines()[0][:120]})") from exc
-    return {str(r["profile_id"]) for r in rows if r["in_benchmark"]}, str(path)
+    rows = read_table(path, _BenchmarkMark, what="profiles table (profile_id, in_benchmark)",
+                      remake="give the profiles folder of the same run (judge.profiles)")
+    return {r.profile_id for r in rows if r.in_benchmark}, str(path)
+
+
+class _BenchmarkMark(BaseModel):
+    profile_id: str
+    in_benchmark: bool | None = Field(description="Whether the profile is in the benchmark subset of the pool")

@@ -30,8 +30,6 @@ from pathlib import Path
 from statistics import mean
 from typing import Any, Iterable, Literal, Sequence
 
-import pyarrow as pa
-import pyarrow.parquet as pq
 import yaml
 from pydantic import BaseModel, ConfigDict, Field, ValidationError, create_model, field_validator
 
@@ -40,7 +38,7 @@ from mindcore.exchange import spoken
 from mindcore.io import read_jsonl
 from mindcore.layout import RunLayout
 from mindcore.recipe import format_validation_error
-from mindcore.runlog import UNNAMED_ENGINE, played_by
+from mindcore.runlog import UNNAMED_ENGINE, played_by, read_table, remake
 from mindcore.systems import system_name
 from mindcore.prompts import render, template_hash
 from mindcore import yamlio
@@ -197,13 +195,17 @@ class ConversationItem:
     group: str | None = None  # the patient's main presenting problem, where the run's profiles say it
 
 
+class _EngineOfSession(BaseModel):
+    session_id: str
+    patient_engine: str | None = None
+    patientact: Any = None  # the session's PatientAct state (its `switches` name an ablation)
+
+
 def parquet_system_labels(path: Path) -> dict[str, str]:
     """Session id → system, from the optional `patient_engine` / `patientact` columns of a sessions parquet
     (a run made before patient engines existed has neither: its sessions are MindSim's)."""
-    names = pq.read_schema(path).names
-    cols = [c for c in ("session_id", "patient_engine", "patientact") if c in names]
-    rows = pq.read_table(path, columns=cols).to_pylist()
-    return {r["session_id"]: system_label(played_by(r.get("patient_engine")), r.get("patientact")) for r in rows}
+    rows = read_table(path, _EngineOfSession, what="sessions table", remake=remake("simulation", path.parent.parent))
+    return {r.session_id: system_label(played_by(r.patient_engine), r.patientact) for r in rows}
 
 
 def jsonl_system_labels(path: Path) -> dict[str, str]:
@@ -220,14 +222,21 @@ def jsonl_system_labels(path: Path) -> dict[str, str]:
 def main_problems(run: Path) -> dict[str, str]:
     """Patient id → main presenting problem from a run's `profiles/profiles.parquet` (PatientAct groups its
     tables by disorder; our profiles carry a main presenting problem instead). Empty when the run has none."""
-    path = Path(run) / "profiles" / "profiles.parquet"
-    if not path.is_file():
+    folder = RunLayout(run).profiles
+    if not folder.parquet.is_file():
         return {}
-    names = pq.read_schema(path).names
-    if not {"profile_id", "anchor"} <= set(names):
-        return {}
-    rows = pq.read_table(path, columns=["profile_id", "anchor"]).to_pylist()
-    return {r["profile_id"]: (r["anchor"] or {}).get("main_problem") for r in rows if (r["anchor"] or {}).get("main_problem")}
+    rows = folder.rows(_AnchorOfProfile)
+    return {r.profile_id: r.anchor.main_problem for r in rows if r.anchor and r.anchor.main_problem}
+
+
+class _Anchor(BaseModel):
+    model_config = ConfigDict(extra="ignore")
+    main_problem: str | None = None
+
+
+class _AnchorOfProfile(BaseModel):
+    profile_id: str
+    anchor: _Anchor | None = None
 
 
 def _source(label: str, sessions: list[Any], labels: dict[str, str], groups: dict[str, str] | None = None) -> list[ConversationItem]:

@@ -19,7 +19,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, Optional
 
-import pyarrow.parquet as pq
+from pydantic import BaseModel
 
 from mindcore.exchange import spoken
 from mindcore.systems import report_label, several
@@ -31,8 +31,25 @@ from mindcore.errors import InputError
 from mindcore.io import atomic_write_json, atomic_write_jsonl
 from mindcore.layout import RunLayout
 
-SESSION_COLUMNS = ["session_id", "patient_id", "counsellor", "session_index", "counsellor_system_prompt",
-                   "counsellor_messages"]
+class SampledSession(BaseModel):
+    """The columns of a run's sessions the sample reads (`patient_engine` is absent in older runs and in other
+    simulators' sessions)."""
+
+    session_id: str
+    patient_id: str
+    counsellor: str
+    session_index: int
+    counsellor_system_prompt: str
+    counsellor_messages: list[dict[str, Any]]
+    patient_engine: str | None = None
+
+
+class _Verdict(BaseModel):
+    session_id: str
+    reply_index: int
+    judge: str
+    severity: str | None = None
+    status: str
 
 
 @dataclass(frozen=True)
@@ -48,23 +65,17 @@ def key_path_for(out: Path) -> Path:
     return Path(out).with_suffix(".key.json")
 
 
-def load_sessions(run_dir: Path) -> dict[str, dict[str, Any]]:
+def load_sessions(run_dir: Path) -> dict[str, SampledSession]:
     path = RunLayout(run_dir).sessions.parquet
     if not path.is_file():
         raise InputError(f"{path} not found: give the --out folder of `mindsim run` or `mindsim simulate`")
-    try:
-        # `patient_engine` is optional: sessions of other simulators, and older runs, do not have it.
-        names = pq.read_schema(path).names
-        rows = pq.read_table(path, columns=[*SESSION_COLUMNS, *(["patient_engine"] if "patient_engine" in names else [])]).to_pylist()
-    except Exception as exc:  # missing column: pyarrow names it
-        raise InputError(f"{path}: not a sessions table ({exc})") from exc
-    return {r["session_id"]: r for r in rows}
+    return {r.session_id: r for r in RunLayout(run_dir).sessions.rows(SampledSession)}
 
 
-def conversation(session: dict[str, Any]) -> list[dict[str, str]]:
+def conversation(session: SampledSession) -> list[dict[str, str]]:
     """The plain exchange, counsellor = assistant: patient and counsellor messages with text, counted as
     the judge counts replies (`judge.judging.replies`), so reply indices agree with the judgments."""
-    return [{"role": role, "content": content} for role, content in spoken(session["counsellor_messages"])]
+    return [{"role": role, "content": content} for role, content in spoken(session.counsellor_messages)]
 
 
 def judged_strata(run_dir: Path, judge: Optional[str]) -> tuple[Optional[str], dict[tuple[str, int], str]]:
@@ -74,19 +85,16 @@ def judged_strata(run_dir: Path, judge: Optional[str]) -> tuple[Optional[str], d
         if judge:
             raise InputError(f"--judge {judge}: {path} not found; run `mindsim judge run` first or drop --judge")
         return None, {}
-    try:
-        rows = pq.read_table(path, columns=["session_id", "reply_index", "judge", "severity", "status"]).to_pylist()
-    except Exception as exc:  # a missing column or a broken file: pyarrow names it
-        raise InputError(f"{path}: not a judgments table ({exc})") from exc
-    names = sorted({r["judge"] for r in rows})
+    rows = RunLayout(run_dir).judgments.rows(_Verdict)
+    names = sorted({r.judge for r in rows})
     if judge is None:
         judge = names[0] if len(names) == 1 else ("judge" if "judge" in names else None)
         if judge is None:
             raise InputError(f"{path} holds judges {', '.join(names)}; choose one with --judge")
     elif judge not in names:
         raise InputError(f"--judge {judge}: {path} holds judges {', '.join(names) or '(none)'}")
-    return judge, {(r["session_id"], int(r["reply_index"])): (severity_id(r["severity"]) if r["status"] == "ok" else "failed")
-                   for r in rows if r["judge"] == judge}
+    return judge, {(r.session_id, r.reply_index): (severity_id(r.severity) if r.status == "ok" else "failed")
+                   for r in rows if r.judge == judge}
 
 
 def allocate(n: int, sizes: dict[str, int], order: list[str]) -> dict[str, int]:
@@ -213,15 +221,15 @@ def sample_excerpts(run_dir: Path, n: Optional[int], out: Path, *, seed: int = 0
         at = [i for i, m in enumerate(messages) if m["role"] == "assistant"][r.reply_index:]
         rate = [RatedTurn(turn_id=f"{eid}.{k + 1}", position=k + 1, message_index=i) for k, i in enumerate(at)]
         excerpts.append(Excerpt(
-            excerpt_id=eid, unit=kind, system=system_of[r.counsellor], system_prompt=s["counsellor_system_prompt"],
+            excerpt_id=eid, unit=kind, system=system_of[r.counsellor], system_prompt=s.counsellor_system_prompt,
             messages=messages, rate=rate, choices=choices,
             annotation=ExcerptAnnotation(turns=[TurnAnnotation(turn_id=t.turn_id) for t in rate]),
         ).model_dump(mode="json"))
         entries[eid] = KeyEntry(
             unit=kind, session_id=r.session_id, reply_indices=list(range(r.reply_index, r.reply_index + r.replies)),
-            turn_ids=[t.turn_id for t in rate], reply_index=r.reply_index, counsellor=s["counsellor"],
-            patient_engine=s.get("patient_engine"), system_unit=r.counsellor, patient_id=s["patient_id"],
-            session_index=s["session_index"], judged_severity=r.stratum,
+            turn_ids=[t.turn_id for t in rate], reply_index=r.reply_index, counsellor=s.counsellor,
+            patient_engine=s.patient_engine, system_unit=r.counsellor, patient_id=s.patient_id,
+            session_index=s.session_index, judged_severity=r.stratum,
         ).model_dump(mode="json")
     by_unit: dict[str, Any] = {}
     for kind, pool in candidates.items():
@@ -242,12 +250,12 @@ def sample_excerpts(run_dir: Path, n: Optional[int], out: Path, *, seed: int = 0
     return {**summary, "out": str(out), "key": str(key)}
 
 
-def units(sessions: dict[str, dict[str, Any]]) -> dict[str, str]:
+def units(sessions: dict[str, SampledSession]) -> dict[str, str]:
     """Per session, what the sample balances and blinds: the system as the MHQR report ranks it — the
     counsellor, or `engine/counsellor` when the run holds sessions of several patient engines — so one engine's
     sessions cannot crowd out the other's and the codes do not pool the two."""
-    by_engine = several(s.get("patient_engine") for s in sessions.values())
-    return {sid: report_label(s.get("patient_engine"), s["counsellor"], by_engine) for sid, s in sessions.items()}
+    by_engine = several(s.patient_engine for s in sessions.values())
+    return {sid: report_label(s.patient_engine, s.counsellor, by_engine) for sid, s in sessions.items()}
 
 
 def _up_to_reply(messages: list[dict[str, str]], reply_index: int) -> list[dict[str, str]]:

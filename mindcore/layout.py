@@ -81,6 +81,11 @@ class _Folder:
 
         return read_arrow(path, what=what, remake=self._remake())
 
+    def _jsonl(self, path: Path, model: "type[M]", what: str) -> "list[M]":
+        from mindcore.runlog import read_jsonl_rows
+
+        return read_jsonl_rows(path, model, what=what, remake=self._remake())
+
     def _json(self, path: Path, model: "type[M]", what: str) -> "M | None":
         from mindcore.runlog import read_json_model
 
@@ -111,6 +116,10 @@ class ProfilesFolder(_Folder):
 
     def arrow(self) -> Any:
         return self._arrow(self.parquet, "profiles table")
+
+    def failure_rows(self, model: "type[M]") -> "list[M]":
+        """`failures.jsonl` as `model` rows; none when the stage recorded no file."""
+        return self._jsonl(self.failures, model, "profile failure") if self.failures.is_file() else []
 
     def read_summary(self, model: "type[M]") -> "M | None":
         return self._json(self.summary, model, "profile stage summary")

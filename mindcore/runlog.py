@@ -291,7 +291,7 @@ def read_table(path: str | Path, model: type[M], *, what: str, remake: str) -> l
             raise InputError(f"{path}: not a {what} (no column {', '.join(missing)}); {remake}")
         rows = pq.read_table(path, columns=[c for c in wanted if c in names]).to_pylist()
     except (pa.ArrowException, OSError) as exc:
-        raise InputError(f"{path}: not a readable {what} ({str(exc).splitlines()[0][:160]}); {remake}") from exc
+        raise InputError(f"{path}: not a readable parquet {what} ({str(exc).splitlines()[0][:160]}); {remake}") from exc
     out = []
     for i, row in enumerate(rows):
         try:
@@ -313,7 +313,7 @@ def read_arrow(path: str | Path, *, what: str, remake: str) -> Any:
     try:
         return pq.read_table(path)
     except (pa.ArrowException, OSError) as exc:
-        raise InputError(f"{path}: not a readable {what} ({str(exc).splitlines()[0][:160]}); {remake}") from exc
+        raise InputError(f"{path}: not a readable parquet {what} ({str(exc).splitlines()[0][:160]}); {remake}") from exc
 
 
 def read_json_model(path: str | Path, model: type[M], *, what: str, remake: str) -> M | None:

@@ -23,7 +23,6 @@ from rich.markup import escape
 from mindcore.console import err_console, out_console
 from mindcore.engine import Engines
 from mindcore.errors import ConfigError, EngineError, InputError
-from mindcore.io import read_jsonl
 from mindcore.layout import RunLayout
 from mindcore.logs import library_logs_to
 from mindcore.manifest import forget_stage, record_stage
@@ -44,6 +43,7 @@ from judge.run import run_judging
 from profilegen.config import profiles_config
 from profilegen.dataset import load_profiles
 from profilegen.pipeline import ProfilesSummary, run_profiles
+from profilegen.schemas import Failure
 from validation.compare import compare
 from validation.config import ValidationConfig, shipped_reference_path
 
@@ -204,7 +204,7 @@ def run_job(recipe_path: Path, out_dir: Path, *, verbose: bool = False, ray_addr
         scfg, vcfg = pre.budgets.apply("simulation", scfg), pre.budgets.apply("validation", vcfg)
         _stage("1–5 · profiles")
         psum = run_profiles(recipe, engines, out_dir, pcfg, runner=runner)
-        pfail = [r for _, r in read_jsonl(layout.profiles.failures)]
+        pfail = [f.model_dump() for f in layout.profiles.failure_rows(Failure)]
         raise_if_all_failed("profiles", pfail, attempted=psum.candidates)
         if psum.candidates and not psum.kept:
             _nothing_left("profiles", pfail, f"every one of {psum.candidates} candidates failed or was dropped "

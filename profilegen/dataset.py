@@ -42,20 +42,9 @@ def write_profiles(profiles: list[Profile], folder: str | Path) -> Path:
 
 def load_profiles(folder: str | Path, pool_only: bool = True) -> list[Profile]:
     """Load the profiles of a dataset folder; only the validation pool unless `pool_only=False`."""
-    import pyarrow.parquet as pq
+    from mindcore.runlog import read_table
 
     path = resolve_parquet(folder)
-    try:
-        rows = pq.read_table(path).to_pylist()
-    except Exception as exc:  # pyarrow raises several unrelated types for a broken file
-        raise InputError(f"{path} is not a readable parquet file ({exc}); regenerate it.") from exc
-    profiles = []
-    for i, row in enumerate(rows):
-        try:
-            profiles.append(Profile.model_validate(row))
-        except ValueError as exc:
-            raise InputError(
-                f"{path} row {i} is not a profile row ({exc.__class__.__name__}: {exc}); "
-                "it was written by another toolkit version — regenerate it."
-            ) from exc
+    profiles = read_table(path, Profile, what="profiles table",
+                          remake="write it again with `mindsim profiles` or `mindsim run` (a file of another toolkit version cannot be read)")
     return [p for p in profiles if p.in_pool] if pool_only else profiles

@@ -18,10 +18,7 @@ REGISTRY = REPO / "mindsim" / "patient_engines"
 TEMPLATES = ("cards", "prompts")
 # Reviewed exceptions: (file, source text of the line) → why it is not an engine-name comparison. A stored
 # record field can share its engine's name (`SessionRecord.patientact`); testing for that column is allowed.
-ALLOWED = {
-    ("mindsim_app/annotate/samplers.py", 'if "patientact" not in names:'):
-        "a column-name test on the sessions parquet's schema (PatientAct's record field)",
-}
+ALLOWED: dict[tuple[str, str], str] = {}
 
 
 def engine_names() -> set[str]:

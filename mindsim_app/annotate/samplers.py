@@ -27,6 +27,8 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, Optional, Sequence
 
+from pydantic import BaseModel
+
 from mindcore.errors import InputError
 from mindcore.io import read_jsonl
 from mindcore.layout import RunLayout
@@ -309,28 +311,37 @@ def profile_sections(profile: dict[str, Any], formulation: Optional[dict[str, An
     return out
 
 
+class _ProfileText(BaseModel):
+    profile_id: str
+    case_summary: str | None = None
+
+
+class _PatientActState(BaseModel):
+    patient_id: str
+    session_index: int
+    patientact: Any = None  # the session's PatientAct state (None for other engines' sessions)
+
+
 def load_profiles(runs: Sequence[Path]) -> list[dict[str, Any]]:
     """Profiles that played PatientAct sessions: profile row, seed and formulation, per run folder."""
-    import pyarrow.parquet as pq
-
     out = []
     for run in runs:
-        run = Path(run)
-        ppath, spath = RunLayout(run).profiles.parquet, RunLayout(run).sessions.parquet
+        layout = RunLayout(run)
+        ppath, spath = layout.profiles.parquet, layout.sessions.parquet
         for p in (ppath, spath):
             if not p.is_file():
                 raise InputError(f"{p} not found: give the --out folder of a `mindsim run` with the PatientAct engine")
         verify_run(run, needs=["profiles", "simulation"])
-        profiles = {r["profile_id"]: r for r in pq.read_table(ppath, columns=["profile_id", "case_summary"]).to_pylist()}
-        names = pq.read_schema(spath).names
-        if "patientact" not in names:
-            raise InputError(f"{spath}: no PatientAct sessions (no patientact column); the profile protocol needs "
+        profiles = {r.profile_id: r.model_dump() for r in layout.profiles.rows(_ProfileText)}
+        states = layout.sessions.rows(_PatientActState)
+        if all(r.patientact is None for r in states):
+            raise InputError(f"{spath}: no PatientAct sessions (no patientact state); the profile protocol needs "
                              "the psychological seed of simulation.patient_engine: patientact")
         seeds: dict[str, dict[str, Any]] = {}
-        for r in pq.read_table(spath, columns=["patient_id", "session_index", "patientact"]).to_pylist():
-            state = _maybe_json(r["patientact"])
-            if isinstance(state, dict) and r["patient_id"] not in seeds:
-                seeds[r["patient_id"]] = state
+        for r in states:
+            state = _maybe_json(r.patientact)
+            if isinstance(state, dict) and r.patient_id not in seeds:
+                seeds[r.patient_id] = state
         for pid in sorted(set(seeds) & set(profiles)):
             st = seeds[pid]
             dec = _maybe_json(st.get("decomposition")) or {}

@@ -18,8 +18,7 @@ from pydantic import BaseModel, ConfigDict, Field
 from judge.schemas import JudgmentRow
 from mindcore.errors import InputError
 from mindcore.layout import RunLayout
-from mindcore.runlog import (ProfilesSummaryView, RunHeader, SimulationSummaryView, ValidationReport, read_jsonl_rows,
-                             remake)
+from mindcore.runlog import ProfilesSummaryView, RunHeader, SimulationSummaryView, ValidationReport
 
 class _View(BaseModel):
     # Nested values carry more than the page shows; what it does not show is left out, not refused.
@@ -147,7 +146,6 @@ def load_run(path: str | Path, *, allow_partial: bool = False) -> RunData:
     check = verify_run(path, needs=["simulation"], allow_partial=allow_partial)
     judge_report = run.judgments.report(_Report)
     patientact = run.patientact_judge.report(_Report)
-    failures = run.profiles.failures
     return RunData(
         path=path, info=info, summary=run.sessions.read_summary(SimulationSummaryView),
         sessions=run.sessions.rows(SessionView), validation=run.validation.report(ValidationReport),
@@ -155,8 +153,7 @@ def load_run(path: str | Path, *, allow_partial: bool = False) -> RunData:
         judgments=run.judgments.rows(JudgmentRow) if run.judgments.parquet.is_file() else [],
         patientact=patientact.model_dump() if patientact else None,
         profiles_summary=run.profiles.read_summary(ProfilesSummaryView),
-        profile_failures=read_jsonl_rows(failures, ProfileFailure, what="profile failure",
-                                         remake=remake("profiles", path)) if failures.is_file() else [],
+        profile_failures=run.profiles.failure_rows(ProfileFailure),
         partial=check.problems,
     )
 

@@ -133,7 +133,7 @@ def test_jsonl_sessions_from_another_simulator(tmp_path):
 
 
 def test_missing_sessions_is_a_user_error(tmp_path):
-    with pytest.raises(InputError, match="no sessions file"):
+    with pytest.raises(InputError, match="sessions.parquet: missing; rerun the simulation"):
         _run(tmp_path, fake_judge)
     write_run(tmp_path / "dup", [SESSIONS[0], SESSIONS[0]])
     with pytest.raises(InputError, match="appears twice"):

@@ -81,3 +81,61 @@ def test_an_unreadable_header_is_one_line_naming_the_file(tmp_path, damage, says
 def test_a_missing_engine_is_decided_in_one_place():
     assert (played_by(None), played_by(""), played_by("patientact")) == ("mindsim", "mindsim", "patientact")
     assert played_by(None, ours=False) == "unknown"
+
+
+# --- every read of a run file goes through the typed readers -------------------------------------------------------
+
+REPO = __import__("pathlib").Path(__file__).resolve().parents[2]
+PACKAGES = ("mindcore", "profilegen", "mindsim", "validation", "judge", "mindsim_app")
+PARQUET_READS = {"read_table", "read_schema", "ParquetFile", "read_pandas"}
+# Files that read parquet themselves, and why none of those reads is of a run folder's table through a side door.
+PARQUET_ALLOWED = {
+    "mindcore/runlog.py": "the typed readers themselves",
+    "mindcore/io.py": "`read_parquet_rows`, for tables a user gives (annotation tables, fitted rates)",
+    "mindsim/simulate.py": "the writer merging its own shard files, streamed as Arrow slices to bound memory",
+    "validation/reference.py": "reference artifacts (numbers-only files a user builds or ships), not run files",
+    "profilegen/personas.py": "persona source files",
+    "mindsim_app/publish.py": "the dataset folder being published, checked table by table against its manifest",
+}
+RUN_FILE_ATTRS = {"run_json", "report_json", "summary", "failures", "transcripts", "parquet", "judgments", "shard"}
+
+
+def _raw_reads(path):
+    import ast
+
+    found = []
+    for node in ast.walk(ast.parse(path.read_text(encoding="utf-8"))):
+        if not isinstance(node, ast.Call):
+            continue
+        f = node.func
+        name = f.attr if isinstance(f, ast.Attribute) else getattr(f, "id", "")
+        owner = ast.unparse(f.value) if isinstance(f, ast.Attribute) else ""
+        if name in PARQUET_READS and owner in ("pq", "pyarrow.parquet", "pd"):
+            found.append(("parquet", ast.unparse(node)[:80]))
+        elif name == "loads" and owner == "json" and node.args:
+            source = ast.unparse(node.args[0])
+            if "read_text" in source and any(f".{a}" in source or a in source.split("(")[0] for a in RUN_FILE_ATTRS):
+                found.append(("json", source[:80]))
+    return found
+
+
+def test_run_files_are_read_only_through_the_typed_readers():
+    scanned = [p for pkg in PACKAGES for p in sorted((REPO / pkg).rglob("*.py"))]
+    assert len(scanned) > 100
+    offenders = {}
+    for p in scanned:
+        rel = str(p.relative_to(REPO))
+        reads = _raw_reads(p)
+        if rel in PARQUET_ALLOWED:
+            reads = [r for r in reads if r[0] != "parquet"]
+        if reads:
+            offenders[rel] = reads
+    assert offenders == {}
+
+
+def test_the_scan_sees_a_side_door(tmp_path):
+    bad = tmp_path / "reader.py"
+    bad.write_text("import json\nimport pyarrow.parquet as pq\n"
+                   "def f(layout):\n    rows = pq.read_table(layout.sessions.parquet)\n"
+                   "    info = json.loads(layout.run_json.read_text())\n")
+    assert [kind for kind, _ in _raw_reads(bad)] == ["parquet", "json"]
