@@ -12,7 +12,7 @@ from typing import Any
 from mindcore.io import atomic_write_json, atomic_write_text, json_safe
 from mindcore.layout import ReportFolder
 from mindcore.plots import pyplot, save_png
-from mindcore.runlog import played_by
+from mindcore.runlog import JudgeReport, played_by
 from judge.rubric import Rubric
 from judge.schemas import SEVERITIES, JudgmentRow
 from judge.scores import system_label
@@ -393,6 +393,7 @@ def write_report(out: Path, report: dict[str, Any], rubric: Rubric, plots: bool)
     if plots:
         report["plots"] = write_plots(out, report)
         files.update({p: out / p for p in report["plots"]})
+    JudgeReport.model_validate(report)  # what the run log's readers expect, or fail here rather than later
     atomic_write_json(folder.report_json, report)
     write_markdown(folder.report_md, {**report, "_rubric": rubric}, rubric)
     return files

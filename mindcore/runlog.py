@@ -447,3 +447,58 @@ def read_jsonl_rows(path: str | Path, model: type[M], *, what: str, remake: str)
         except ValidationError as exc:
             raise InputError(f"{path} line {line}: not a {what} row ({_first_error(exc)}); {remake}") from None
     return out
+
+
+class CounsellorScore(_Report):
+    """One system's MHQR under one judge: the score, its 95% interval over patients and what it was made of."""
+
+    mhqr: float | None
+    ci95: tuple[float | None, float | None] | None = None
+    patients: int = 0
+    sessions: int = 0
+    replies: int = 0
+    by_category: dict[str, Any] = Field(default_factory=dict)
+
+
+class JudgeScores(_Report):
+    ranking: list[str] = Field(default_factory=list, description="Systems, best (lowest MHQR) first")
+    counsellors: dict[str, CounsellorScore] = Field(default_factory=dict)
+    systems: dict[str, Any] | None = Field(None, description="System → counsellor and patient engine, when several")
+    shares: dict[str, dict[str, Any]] = Field(default_factory=dict)
+    by_turn: dict[str, Any] = Field(default_factory=dict)
+    by_session: dict[str, Any] = Field(default_factory=dict)
+
+
+class JudgeEntry(_Report):
+    model: str | None = None
+    engine: str | None = None
+    role: dict[str, Any] | None = None
+    rubric_version: str | None = None
+    ok: int = 0
+    failed: int = 0
+    dropped_quotes: int = 0
+    scores: JudgeScores = Field(default_factory=JudgeScores)
+
+
+class JudgeReport(_Report):
+    """`judgments/report.json` (`judge.run.summarise`): per judge its counts and scores, and the run's judge
+    agreement, family flags, critical replies, failures and costs."""
+
+    rubric: dict[str, Any] = Field(default_factory=dict, description="version and source")
+    config: dict[str, Any] = Field(default_factory=dict)
+    prompt_hashes: dict[str, str] = Field(default_factory=dict)
+    provenance: dict[str, Any] = Field(default_factory=dict)
+    sessions: int = 0
+    counsellor_models: dict[str, str | None] = Field(default_factory=dict)
+    judges: dict[str, JudgeEntry] = Field(default_factory=dict)
+    judge_agreement: list[Any] = Field(default_factory=list)
+    family_flags: list[Any] = Field(default_factory=list)
+    critical_replies: list[Any] = Field(default_factory=list)
+    failures: list[Any] = Field(default_factory=list)
+    costs: dict[str, Any] = Field(default_factory=dict)
+    patient_engines: list[str] | None = None
+
+    @property
+    def by_engine(self) -> bool:
+        """Whether the judge scored each counsellor once per patient engine (the run held several)."""
+        return any(bool(j.scores.systems) for j in self.judges.values())

@@ -9,6 +9,7 @@ from typing import Any
 
 from mindcore.io import atomic_write_json, atomic_write_text, json_safe
 from mindcore.layout import ValidationFolder
+from mindcore.runlog import ValidationReport
 from validation.arc import LABEL_NAMES, LABELS
 from validation.config import ValidationConfig
 from validation.features import FEATURE_LABELS, FEATURES
@@ -152,6 +153,7 @@ def to_markdown(report: dict[str, Any]) -> str:
 def write_report(report: dict[str, Any], ref, systems: dict, out_dir: str | Path, *, plots: bool = True) -> Path:
     out_dir = Path(out_dir)
     folder = ValidationFolder(out_dir)
+    ValidationReport.model_validate(report)  # what the run log's readers expect, or fail here rather than later
     atomic_write_json(folder.report_json, report)
     atomic_write_text(folder.report_md, to_markdown(report))
     if plots:

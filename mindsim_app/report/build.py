@@ -20,7 +20,7 @@ from mindcore.io import atomic_write_text
 from mindsim_app.report import charts
 from mindsim_app.report.drilldown import drilldown
 from mindsim_app.report.health import health
-from mindcore.runlog import ValidationReport
+from mindcore.runlog import JudgeReport, ValidationReport
 from mindsim_app.report.load import RunData, default_output, load_run
 from mindsim_app.report.ranking import ALPHA, leaderboard
 from mindsim_app.report.versions import differences, versions
@@ -112,11 +112,11 @@ def _health_charts(h: dict[str, Any]) -> dict[str, str]:
     return out
 
 
-def _category_names(judge_report: dict[str, Any] | None) -> dict[str, str]:
+def _category_names(judge_report: JudgeReport | None) -> dict[str, str]:
     try:
         from judge.rubric import load_rubric
 
-        rubric = load_rubric(((judge_report or {}).get("config") or {}).get("rubric"))
+        rubric = load_rubric(judge_report.config.get("rubric") if judge_report else None)
         return {c.id: c.name for c in rubric.categories}
     except Exception:  # an older or custom rubric: the ids are still readable
         return {}
@@ -125,8 +125,7 @@ def _category_names(judge_report: dict[str, Any] | None) -> dict[str, str]:
 def run_context(run: RunData, draws: int = 20000) -> dict[str, Any]:
     boards = leaderboard(run.judge_report, run.judgments, draws=draws)
     names = _category_names(run.judge_report)
-    by_engine = any(bool((j.get("scores") or {}).get("systems"))
-                    for j in ((run.judge_report or {}).get("judges") or {}).values()) or \
+    by_engine = (run.judge_report.by_engine if run.judge_report else False) or \
         len({s.patient_engine for s in run.sessions}) > 1
     h = health(run, by_engine)
     for b in boards:

@@ -80,8 +80,7 @@ def session_entries(sessions: list[SessionView], judgments: list[JudgmentRow], b
 def drilldown(run: Any, boards: list[dict[str, Any]]) -> dict[str, Any]:
     """The blob for one run: sessions, the filter vocabularies and the primary judge's name."""
     judge_order = [b["judge"] for b in boards]
-    by_engine = any(bool((j.get("scores") or {}).get("systems"))
-                    for j in ((run.judge_report or {}).get("judges") or {}).values())
+    by_engine = run.judge_report.by_engine if run.judge_report else False
     if not run.judge_report:
         by_engine = len({s.patient_engine for s in run.sessions}) > 1
     entries = session_entries(run.sessions, run.judgments, by_engine, judge_order)

@@ -18,7 +18,7 @@ from pydantic import BaseModel, ConfigDict, Field
 from judge.schemas import JudgmentRow
 from mindcore.errors import InputError
 from mindcore.layout import RunLayout
-from mindcore.runlog import ProfilesSummaryView, RunHeader, SimulationSummaryView, ValidationReport
+from mindcore.runlog import JudgeReport, ProfilesSummaryView, RunHeader, SimulationSummaryView, ValidationReport
 
 class _View(BaseModel):
     # Nested values carry more than the page shows; what it does not show is left out, not refused.
@@ -110,7 +110,7 @@ class RunData:
     summary: SimulationSummaryView | None
     sessions: list[SessionView]
     validation: ValidationReport | None
-    judge_report: dict[str, Any] | None
+    judge_report: JudgeReport | None
     judgments: list[JudgmentRow]
     patientact: dict[str, Any] | None
     profiles_summary: ProfilesSummaryView | None
@@ -125,7 +125,7 @@ class RunData:
 
 
 class _Report(BaseModel):
-    """A stage's report.json the page passes on whole (the judge's scores, the PatientAct tables)."""
+    """A stage's report.json the page passes on whole (the PatientAct tables)."""
 
     model_config = ConfigDict(extra="allow")
 
@@ -144,12 +144,11 @@ def load_run(path: str | Path, *, allow_partial: bool = False) -> RunData:
         raise InputError(f"{path}: not a run folder (no run.json and no sessions/sessions.parquet); give the --out "
                          "folder of `mindsim run` or `mindsim simulate`")
     check = verify_run(path, needs=["simulation"], allow_partial=allow_partial)
-    judge_report = run.judgments.report(_Report)
     patientact = run.patientact_judge.report(_Report)
     return RunData(
         path=path, info=info, summary=run.sessions.read_summary(SimulationSummaryView),
         sessions=run.sessions.rows(SessionView), validation=run.validation.report(ValidationReport),
-        judge_report=judge_report.model_dump() if judge_report else None,
+        judge_report=run.judgments.report(JudgeReport),
         judgments=run.judgments.rows(JudgmentRow) if run.judgments.parquet.is_file() else [],
         patientact=patientact.model_dump() if patientact else None,
         profiles_summary=run.profiles.read_summary(ProfilesSummaryView),

@@ -34,6 +34,7 @@ import numpy as np
 
 if TYPE_CHECKING:  # pragma: no cover - typing only
     from judge.schemas import JudgmentRow
+    from mindcore.runlog import JudgeReport
 
 EXACT_MAX = 16
 ALPHA = 0.05
@@ -174,27 +175,28 @@ def group_name(k: int) -> str:
     return letters[k] if k < len(letters) else f"G{k + 1}"
 
 
-def leaderboard(judge_report: dict[str, Any] | None, judgments: list[JudgmentRow], *, alpha: float = ALPHA,
+def leaderboard(judge_report: JudgeReport | None, judgments: list[JudgmentRow], *, alpha: float = ALPHA,
                 draws: int = 20000) -> list[dict[str, Any]]:
     """One board per judge: rows in rank order with MHQR, interval, shares, categories and group."""
     if not judge_report:
         return []
     boards = []
-    for name, j in judge_report.get("judges", {}).items():
-        sc = j.get("scores") or {}
-        ranking = list(sc.get("ranking") or [])
-        by_engine = bool(sc.get("systems"))
+    for name, j in judge_report.judges.items():
+        sc = j.scores
+        ranking = list(sc.ranking)
+        by_engine = bool(sc.systems)
         means = patient_means(judgments, name, by_engine)
-        pairs = pairwise(means, ranking, draws=draws, seed=int((judge_report.get("config") or {}).get("seed") or 0))
+        pairs = pairwise(means, ranking, draws=draws, seed=int(judge_report.config.get("seed") or 0))
         groups = clusters(ranking, pairs, alpha)
         rows = []
         for n in ranking:
-            c = sc["counsellors"][n]
+            c = sc.counsellors[n]
+            shares = sc.shares.get(n) or {}
             rows.append({
-                "system": n, "mhqr": c["mhqr"], "ci95": c["ci95"], "patients": c["patients"],
-                "sessions": c["sessions"], "replies": c["replies"], "by_category": c["by_category"],
-                "severity_share": (sc.get("shares", {}).get(n) or {}).get("severity_share", {}),
-                "issue_share": (sc.get("shares", {}).get(n) or {}).get("issue_share", {}),
+                "system": n, "mhqr": c.mhqr, "ci95": list(c.ci95) if c.ci95 else None, "patients": c.patients,
+                "sessions": c.sessions, "replies": c.replies, "by_category": c.by_category,
+                "severity_share": shares.get("severity_share", {}),
+                "issue_share": shares.get("issue_share", {}),
                 "group": group_name(groups[n]),
                 "differs_from": [p["b"] if p["a"] == n else p["a"] for p in pairs
                                  if n in (p["a"], p["b"]) and p["p_holm"] < alpha],
@@ -205,8 +207,8 @@ def leaderboard(judge_report: dict[str, Any] | None, judgments: list[JudgmentRow
             overall = {r["system"]: r["mhqr"] for r in rows}
             trials = {"count": len({t for ts in per_trial.values() for t in ts}),
                       "spread": trial_spread(per_trial, ranking), "flips": flip_rates(per_trial, overall, ranking)}
-        boards.append({"judge": name, "model": j.get("model"), "engine": j.get("engine"), "ok": j.get("ok"),
-                       "failed": j.get("failed"), "rows": rows, "pairs": pairs, "alpha": alpha, "trials": trials,
-                       "by_turn": sc.get("by_turn") or {}, "by_session": sc.get("by_session") or {},
-                       "dropped_quotes": j.get("dropped_quotes", 0)})
+        boards.append({"judge": name, "model": j.model, "engine": j.engine, "ok": j.ok,
+                       "failed": j.failed, "rows": rows, "pairs": pairs, "alpha": alpha, "trials": trials,
+                       "by_turn": sc.by_turn, "by_session": sc.by_session,
+                       "dropped_quotes": j.dropped_quotes})
     return boards

@@ -19,7 +19,7 @@ from __future__ import annotations
 
 from typing import Any
 
-from mindcore.runlog import played_by
+from mindcore.runlog import JudgeReport, played_by
 
 PATIENT_ROLES = ("patient", "scenario_writer", "memory_compactor", "patient_appraiser", "profile_decomposer")
 KEYS = ("toolkit", "rubric", "judge model", "templates", "patient model", "reference")
@@ -36,16 +36,16 @@ def versions(run: Any) -> dict[str, Any]:
     summary = run.summary
     # A folder of `mindsim simulate` has no run header: its simulation summary carries the provenance.
     prov = (info.provenance if info else None) or (summary.model_dump() if summary else {})
-    jr = run.judge_report or {}
+    jr = run.judge_report or JudgeReport()
     ref = run.validation.reference if run.validation else {}
-    judges = {n: {"model": j.get("model"), "engine": j.get("engine"), "rubric": j.get("rubric_version"),
-                  "role": j.get("role")} for n, j in (jr.get("judges") or {}).items()}
+    judges = {n: {"model": j.model, "engine": j.engine, "rubric": j.rubric_version, "role": j.role}
+              for n, j in jr.judges.items()}
     return {
         "toolkit": prov.get("toolkit_version"), "git_revision": prov.get("git_revision"),
         "git_dirty": prov.get("git_dirty"),
-        "rubric": (jr.get("rubric") or {}).get("version"), "rubric_source": (jr.get("rubric") or {}).get("source"),
+        "rubric": jr.rubric.get("version"), "rubric_source": jr.rubric.get("source"),
         "judges": judges,
-        "templates": {**(info.prompt_hashes if info else {}), **(jr.get("prompt_hashes") or {})},
+        "templates": {**(info.prompt_hashes if info else {}), **jr.prompt_hashes},
         "roles": (info.engines if info else None) or (summary.engines if summary else {}),
         "patient_engines": (summary.patient_engines if summary else []) or sorted(
             {played_by(s.patient_engine) for s in run.sessions}),

@@ -326,10 +326,10 @@ def trial_run(tmp_path_factory) -> Path:
 def test_a_run_with_trials_is_one_system_per_counsellor_in_judge_and_validation(trial_run):
     run = load_run(trial_run)
     assert {s.trial for s in run.sessions} == {0, 1, 2}
-    judges = run.judge_report["judges"]["judge"]["scores"]["counsellors"]
+    judges = run.judge_report.judges["judge"].scores.counsellors
     assert set(judges) == {"counsellor", "counsellor:worse"}
     # 4 patients x 2 sessions x 3 trials per counsellor, resampled as 4 patients.
-    assert all((c["sessions"], c["patients"]) == (24, 4) for c in judges.values())
+    assert all((c.sessions, c.patients) == (24, 4) for c in judges.values())
     assert {j.trial for j in run.judgments} == {0, 1, 2}
     counts = run.validation.counts["mindsim/counsellor"]
     assert (counts["patients"], counts["trials"], counts["conversations_read"]) == (4, 3, 24)
