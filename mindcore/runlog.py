@@ -292,12 +292,17 @@ def read_table(path: str | Path, model: type[M], *, what: str, remake: str) -> l
         rows = pq.read_table(path, columns=[c for c in wanted if c in names]).to_pylist()
     except (pa.ArrowException, OSError) as exc:
         raise InputError(f"{path}: not a readable parquet {what} ({str(exc).splitlines()[0][:160]}); {remake}") from exc
+    return _validated(((f"row {i}", row) for i, row in enumerate(rows)), model, path, what, remake)
+
+
+def _validated(rows: Any, model: type[M], path: Path, what: str, remake: str) -> list[M]:
+    """Each (where, row) as `model`; the first row that does not fit is one line naming the file and the row."""
     out = []
-    for i, row in enumerate(rows):
+    for where, row in rows:
         try:
             out.append(model.model_validate(row))
         except ValidationError as exc:
-            raise InputError(f"{path} row {i}: not a {what} row ({_first_error(exc)}); {remake}") from None
+            raise InputError(f"{path} {where}: not a {what} row ({_first_error(exc)}); {remake}") from None
     return out
 
 
@@ -440,13 +445,7 @@ def read_jsonl_rows(path: str | Path, model: type[M], *, what: str, remake: str)
     path = Path(path)
     if not path.is_file():
         raise InputError(f"{path}: missing; {remake}")
-    out = []
-    for line, obj in read_jsonl(path):
-        try:
-            out.append(model.model_validate(obj))
-        except ValidationError as exc:
-            raise InputError(f"{path} line {line}: not a {what} row ({_first_error(exc)}); {remake}") from None
-    return out
+    return _validated(((f"line {line}", obj) for line, obj in read_jsonl(path)), model, path, what, remake)
 
 
 class CounsellorScore(_Report):
