@@ -150,10 +150,17 @@ def _compare_rows(contexts: list[dict[str, Any]]) -> list[dict[str, Any]]:
     return sorted(rows, key=lambda r: r["mhqr"])
 
 
+# Characters that, left raw inside <script type="application/json">, change how the page parses: "</script" ends
+# the element, "<!--" followed by "<script" makes the parser skip the real closing tag, and U+2028/U+2029 end a
+# line for older script parsers. As JSON escapes they are the same text to JSON.parse and nothing to the HTML
+# parser (none of them can occur outside a JSON string).
+_SCRIPT_SAFE = str.maketrans({"<": "\\u003c", ">": "\\u003e", "&": "\\u0026", "\u2028": "\\u2028",
+                              "\u2029": "\\u2029"})
+
+
 def _blob(data: Any) -> str:
-    # Inside <script type="application/json">: only "</" can end the element early.
     return json.dumps(data, ensure_ascii=False, separators=(",", ":"), allow_nan=False,
-                      default=str).replace("</", "<\\/")
+                      default=str).translate(_SCRIPT_SAFE)
 
 
 def _clean(x: Any) -> Any:

@@ -68,3 +68,43 @@ def test_triage_lists_the_worst_reply_first_and_opens_it(browser, page):
     reply = first.get_attribute("data-reply")
     box = browser.find_element(By.CSS_SELECTOR, f"#chat .msg.c[data-reply='{reply}']")
     assert "CRIT skip your meds" in box.text
+
+
+PAYLOADS = ["<!--<script>", "</script><script>alert(1)</script>", "line\u2028break\u2029para",
+            "<img src=x onerror=alert(2)>", "&lt;not an entity&gt; & <b>bold?</b>"]
+
+
+@pytest.fixture(scope="module")
+def hostile_page(tmp_path_factory) -> Path:
+    """A run whose every first counsellor reply is model output that tries to break the page's parsing."""
+    import pyarrow as pa
+    import pyarrow.parquet as pq
+
+    from restamp import restamp
+
+    run = write_fixture_run(tmp_path_factory.mktemp("report-hostile") / "run", patients=2)
+    path = run / "sessions" / "sessions.parquet"
+    table = pq.read_table(path)
+    sessions = table.to_pylist()
+    for s in sessions:
+        first = next(m for m in s["counsellor_messages"] if m["role"] == "assistant")
+        first["content"] = " | ".join(PAYLOADS)
+    pq.write_table(pa.Table.from_pylist(sessions, schema=table.schema), path)
+    restamp(run)  # stands for a run whose counsellor wrote this
+    return build_report([run])
+
+
+def test_no_session_text_changes_how_the_page_parses(browser, hostile_page):
+    By = _open(browser, hostile_page)
+    rows = browser.find_elements(By.CSS_SELECTOR, "#session-list tbody tr")
+    assert len(rows) == 2 * 2 * 2  # every session is listed: the data blob parsed whole
+    assert browser.execute_script("return window.__alerted === undefined")  # no injected script ran
+    severe = [e for e in browser.get_log("browser") if e["level"] == "SEVERE"]
+    assert severe == []
+    rows[0].click()
+    first = browser.find_element(By.CSS_SELECTOR, "#chat .msg.c")
+    text = browser.execute_script("return arguments[0].querySelector('.text, .body, p') ? "
+                                  "arguments[0].querySelector('.text, .body, p').textContent : arguments[0].textContent",
+                                  first)
+    assert " | ".join(PAYLOADS) in text  # round-trips as text, U+2028 and markup included
+    assert not browser.find_elements(By.CSS_SELECTOR, "#chat img, #chat b")
