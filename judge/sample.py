@@ -246,7 +246,7 @@ def sample_excerpts(run_dir: Path, n: Optional[int], out: Path, *, seed: int = 0
                "systems": {code: name for name, code in system_of.items()},
                **({"strata": by_unit[next(iter(plan))]} if len(plan) == 1 else {}), "strata_by_unit": by_unit}
     atomic_write_jsonl(out, excerpts)
-    atomic_write_json(key, {**summary, "excerpts": entries})
+    atomic_write_json(key, {**summary, "excerpts": entries}, private=True)  # it un-blinds the excerpts
     return {**summary, "out": str(out), "key": str(key)}
 
 

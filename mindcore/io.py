@@ -34,16 +34,18 @@ def _umask_mode() -> int:
 
 
 @contextmanager
-def _replacing(path: str | os.PathLike) -> Iterator[str]:
+def _replacing(path: str | os.PathLike, private: bool = False) -> Iterator[str]:
     """A temp file's name next to `path`; when the block finishes the temp file is renamed over `path`
-    in one step (with the usual permissions), and when it fails the temp file is removed."""
+    in one step (with the usual permissions, or the owner's only when `private`: mkstemp makes it 0600 from
+    the start), and when it fails the temp file is removed."""
     path = Path(path)
     path.parent.mkdir(parents=True, exist_ok=True)
     fd, tmp = tempfile.mkstemp(dir=path.parent, prefix=f".{path.name}.", suffix=".tmp")
     os.close(fd)
     try:
         yield tmp
-        os.chmod(tmp, _umask_mode())
+        if not private:
+            os.chmod(tmp, _umask_mode())
         os.replace(tmp, path)
     except BaseException:
         Path(tmp).unlink(missing_ok=True)
@@ -58,17 +60,18 @@ def _atomic(path: str | os.PathLike, write: Callable[[str], None]) -> Path:
 
 
 @contextmanager
-def atomic_writer(path: str | os.PathLike, mode: str = "wb") -> Iterator[IO[Any]]:
+def atomic_writer(path: str | os.PathLike, mode: str = "wb", *, private: bool = False) -> Iterator[IO[Any]]:
     """A file object (`mode` "w" is UTF-8 text, "wb" bytes) whose content appears under `path` only when
-    the block finishes (replace semantics), for outputs streamed in pieces too large to hold at once."""
-    with _replacing(path) as tmp, open(tmp, mode, **({"encoding": "utf-8"} if "b" not in mode else {})) as f:
+    the block finishes (replace semantics), for outputs streamed in pieces too large to hold at once.
+    `private`: readable by its owner only (0600) from before the first byte is written (keys, tokens)."""
+    with _replacing(path, private) as tmp, open(tmp, mode, **({"encoding": "utf-8"} if "b" not in mode else {})) as f:
         yield f
         f.flush()
         os.fsync(f.fileno())
 
 
-def atomic_write_bytes(path: str | os.PathLike, data: bytes) -> Path:
-    with atomic_writer(path, "wb") as f:
+def atomic_write_bytes(path: str | os.PathLike, data: bytes, *, private: bool = False) -> Path:
+    with atomic_writer(path, "wb", private=private) as f:
         f.write(data)
     return Path(path)
 
@@ -77,8 +80,8 @@ def atomic_write_text(path: str | os.PathLike, text: str) -> Path:
     return atomic_write_bytes(path, text.encode("utf-8"))
 
 
-def atomic_write_json(path: str | os.PathLike, obj: Any) -> Path:
-    return atomic_write_bytes(path, _json_bytes(obj))
+def atomic_write_json(path: str | os.PathLike, obj: Any, *, private: bool = False) -> Path:
+    return atomic_write_bytes(path, _json_bytes(obj), private=private)
 
 
 def atomic_write_jsonl(path: str | os.PathLike, rows: Iterable[Any]) -> Path:

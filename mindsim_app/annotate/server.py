@@ -6,7 +6,8 @@ sends it in a request line (it cannot reach an access log); the page sends it as
 server compares its SHA-256 with the stored one. No token, or an unknown one, gets 401/403 and nothing else;
 a rater sees and answers only their own queue. Items are addressed by their position in the rater's queue
 and by item ids looked up in memory: nothing a request carries is ever joined to a file path. Every answer
-is checked against its protocol (`protocol.py`) and committed to SQLite before the reply (`store.py`).
+is checked against its protocol (`protocol.py`) and committed to SQLite before the reply (`store.py`). A request
+with a body is refused on its token, then on its size (`MAX_BODY`), before the body is read (`_Guard`).
 """
 
 from __future__ import annotations
@@ -52,20 +53,86 @@ def _static(name: str) -> Path:
 
 def issue_links(task: Task, store: Store, base_url: str, renew: bool = False,
                 links_file: Optional[Path] = None) -> tuple[Path, int]:
-    """Tokens for raters without one (or all, `renew`); the links file keeps the others' lines."""
+    """Tokens for raters without one (or all, `renew`); the links file keeps the others' tokens, every link
+    pointing at `base_url`, the host and port actually served (a link written for another port would not open)."""
     path = Path(links_file) if links_file else links_path(task.root)
     fresh = store.issue(list(task.header.design.raters), renew=renew)
-    if not fresh:
-        return path, 0
-    kept: dict[str, str] = {}
+    base = base_url.rstrip("/")
+    tokens: dict[str, str] = {}
     if path.is_file() and not renew:
         for line in path.read_text(encoding="utf-8").splitlines():
-            if line and not line.startswith("#") and "\t" in line:
+            if line and not line.startswith("#") and "\t" in line and "#k=" in line:
                 r, url = line.split("\t", 1)
-                kept[r] = url
-    kept.update({r: f"{base_url.rstrip('/')}/#k={t}" for r, t in fresh.items()})
-    write_links(path, kept)
+                tokens[r] = url.rsplit("#k=", 1)[1]
+    tokens.update(fresh)
+    links = {r: f"{base}/#k={t}" for r, t in tokens.items()}
+    if fresh or not path.is_file() or links != _read_links(path):
+        write_links(path, links)
     return path, len(fresh)
+
+
+def _read_links(path: Path) -> dict[str, str]:
+    return dict(line.split("\t", 1) for line in path.read_text(encoding="utf-8").splitlines()
+                if line and not line.startswith("#") and "\t" in line)
+
+
+# An answer is a few hundred bytes; a body many times that is refused before it is read.
+MAX_BODY = 64 * 1024
+
+
+class _Guard:
+    """Every request that carries a body is checked before a byte of it is read: the token first (401/403),
+    then its declared size, then, for a body sent without a size, each chunk as it arrives (413 past
+    `MAX_BODY`). So an unauthenticated or oversized POST costs the server its headers (and at most
+    `MAX_BODY` bytes) only."""
+
+    def __init__(self, app: Any, rater_of: Any):
+        self.app, self.rater_of = app, rater_of
+
+    async def __call__(self, scope: dict[str, Any], receive: Any, send: Any) -> None:
+        if scope["type"] != "http" or scope["method"] in ("GET", "HEAD", "OPTIONS"):
+            return await self.app(scope, receive, send)
+        headers = {k.lower(): v for k, v in scope["headers"]}
+        try:
+            self.rater_of(headers.get(b"authorization", b"").decode("latin-1") or None)
+        except HTTPException as exc:
+            return await _reply(send, exc.status_code, exc.detail)
+        length = headers.get(b"content-length")
+        if length is not None and (not length.isdigit() or int(length) > MAX_BODY):
+            return await _reply(send, 413, f"request body over {MAX_BODY} bytes")
+        # Read the (small) body here, stopping at the cap, and hand the app what was read.
+        chunks, size = [], 0
+        while True:
+            message = await receive()
+            if message["type"] != "http.request":
+                return  # the client went away
+            chunks.append(message.get("body", b""))
+            size += len(chunks[-1])
+            if size > MAX_BODY:
+                return await _reply(send, 413, f"request body over {MAX_BODY} bytes")
+            if not message.get("more_body"):
+                break
+        body = b"".join(chunks)
+        delivered = False
+
+        async def replay() -> dict[str, Any]:
+            nonlocal delivered
+            if delivered:
+                return await receive()  # past the body: the app waits for a disconnect, as with the real stream
+            delivered = True
+            return {"type": "http.request", "body": body, "more_body": False}
+
+        await self.app(scope, replay, send)
+
+
+async def _reply(send: Any, status: int, error: str) -> None:
+    import json
+
+    body = json.dumps({"error": error}).encode()
+    await send({"type": "http.response.start", "status": status,
+                "headers": [(b"content-type", b"application/json"), (b"content-length", str(len(body)).encode()),
+                            (b"cache-control", b"no-store")]})
+    await send({"type": "http.response.body", "body": body})
 
 
 def create_app(task_dirs: list[Path]) -> FastAPI:
@@ -96,6 +163,8 @@ def create_app(task_dirs: list[Path]) -> FastAPI:
             if rater is not None and rater in s.task.assignments:
                 return s, rater
         raise HTTPException(403, "this link is not valid (it may have been renewed); ask the study lead for yours")
+
+    app.add_middleware(_Guard, rater_of=who)
 
     def queue_units(s: Served, rater: str) -> list[tuple[str, str]]:
         return [(i, u["unit"]) for i in s.task.assignments[rater] for u in s.task.items[i]["units"]]

@@ -174,7 +174,9 @@ def write_task(task_dir: Path, header: Header, items: list[dict[str, Any]], assi
     lines += [json.dumps(it, ensure_ascii=False, sort_keys=True) for it in items]
     atomic_write_bytes(task_dir / ITEMS_FILE, ("\n".join(lines) + "\n").encode("utf-8"))
     atomic_write_bytes(task_dir / ASSIGN_FILE, _dumps(assignments))
-    atomic_write_bytes(key_path, _dumps({"task": task_dir.name, "protocol": header.protocol, "seed": header.seed, **key}))
+    # The key un-blinds the raters' items: its owner's eyes only, like the links file.
+    atomic_write_bytes(key_path, _dumps({"task": task_dir.name, "protocol": header.protocol, "seed": header.seed, **key}),
+                       private=True)
     atomic_write_bytes(task_dir / TASK_FILE, _dumps(head))  # last: a folder with task.json is complete
     return {"task": str(task_dir), "key": str(key_path), "items": header.items, "units": header.units,
             "raters": header.design.raters, "real_text": header.real_text}

@@ -114,3 +114,62 @@ def test_the_page_loads_only_its_own_files(served):
     assert "http" not in r.text.replace('name="referrer"', "")  # no CDN, nothing fetched from elsewhere
     js = c.get("/static/app.js").text
     assert "innerHTML" not in js  # conversation text goes in as text nodes only
+
+
+def _asgi(app, method: str, path: str, headers: list, chunks: list[bytes]) -> tuple[int, int]:
+    """Call the app as a server would; (status, how many times it asked for body chunks)."""
+    import asyncio
+
+    asked = []
+    pending = list(chunks)
+
+    async def receive():
+        asked.append(1)
+        if pending:
+            body = pending.pop(0)
+            return {"type": "http.request", "body": body, "more_body": bool(pending)}
+        return {"type": "http.disconnect"}
+
+    sent = []
+
+    async def send(message):
+        sent.append(message)
+
+    scope = {"type": "http", "method": method, "path": path, "raw_path": path.encode(), "headers": headers,
+             "query_string": b"", "http_version": "1.1", "scheme": "http", "server": ("127.0.0.1", 9),
+             "client": ("127.0.0.1", 1), "root_path": ""}
+    asyncio.run(app(scope, receive, send))
+    return next(m["status"] for m in sent if m["type"] == "http.response.start"), len(asked)
+
+
+def test_a_body_is_refused_on_its_token_and_its_size_before_it_is_read(served):
+    from mindsim_app.annotate.server import MAX_BODY
+
+    c, toks, _ = served
+    big = str(100 * 1024 * 1024).encode()
+    # No token, or a wrong one: refused on the headers, the 100 MB body never read.
+    assert _asgi(c.app, "POST", "/api/answer", [(b"content-length", big)], [b"x"]) == (401, 0)
+    assert _asgi(c.app, "POST", "/api/answer", [(b"authorization", b"Bearer not-a-real-token"),
+                                                (b"content-length", big)], [b"x"]) == (403, 0)
+    auth = (b"authorization", f"Bearer {toks['R1']}".encode())
+    # A rater's token, but a declared size over the cap: refused before reading.
+    assert _asgi(c.app, "POST", "/api/answer", [auth, (b"content-length", big)], [b"x"]) == (413, 0)
+    # No declared size (chunked): read only until the cap is passed.
+    chunk = b"x" * (16 * 1024)
+    status, asked = _asgi(c.app, "POST", "/api/answer", [auth], [chunk] * 64)
+    assert status == 413 and asked <= MAX_BODY // len(chunk) + 1
+    # An answer of normal size still gets through to the protocol check.
+    r = c.post("/api/answer", headers=h(toks["R1"]), json={"item_id": "x", "unit": "0", "answer": {}})
+    assert r.status_code == 403 and "not in your queue" in r.json()["error"]
+
+
+def test_the_key_is_private_and_links_follow_the_served_address(served):
+    from mindsim_app.annotate.tasks import key_path_for
+
+    c, toks, task_dir = served
+    assert stat.S_IMODE(key_path_for(task_dir).stat().st_mode) == 0o600
+    s = c.app.state.served[0]
+    path, n = issue_links(s.task, s.store, "http://10.0.0.5:8800")  # served elsewhere, nothing renewed
+    lines = dict(l.split("\t") for l in path.read_text().splitlines()[1:])
+    assert n == 0 and lines == {r: f"http://10.0.0.5:8800/#k={t}" for r, t in toks.items()}
+    assert stat.S_IMODE(path.stat().st_mode) == 0o600
