@@ -107,7 +107,9 @@ def surface(sessions: list[SessionView], by_engine: bool) -> dict[str, dict[str,
             "patient_turns": len(turns),
             "words_per_turn": (sum(len(m.split()) for m in msgs) / len(msgs)) if msgs else 0.0,
             "top_move": top_move, "top_move_share": top_n / max(1, sum(moves.values())),
-            "repeated_message": rep, "repeated_message_share": (rep_n / len(msgs)) if rep_n > 1 else 0.0,
+            # A message that occurs once is not repeated: nothing to name then.
+            "repeated_message": rep if rep_n > 1 else None,
+            "repeated_message_share": (rep_n / len(msgs)) if rep_n > 1 else 0.0,
             "reasks": reasks, "reask_rate": reasks / max(1, len(turns)),
             "trimmed": sum(bool(t.trimmed) for t in turns),
         }

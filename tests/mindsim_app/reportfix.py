@@ -40,7 +40,8 @@ class RunResponder(SimResponder):
 
 
 def write_fixture_run(out: Path, *, patients: int = 3, sessions: int = 2, seed: int = 5, judge_model: str = "fake",
-                      toolkit_version: str | None = None, trials: int = 1) -> Path:
+                      toolkit_version: str | None = None, trials: int = 1,
+                      counsellors: tuple[str, ...] = ("counsellor", "counsellor:worse")) -> Path:
     from judge.config import JudgeConfig
     from judge.run import run_judging
     from mindsim.config import SimulationConfig
@@ -50,8 +51,7 @@ def write_fixture_run(out: Path, *, patients: int = 3, sessions: int = 2, seed: 
 
     out = Path(out)
     profiles = [make_profile(f"p{k + 1}", ("minimiser", "joker", "stoic")[k % 3]) for k in range(patients)]
-    config = SimulationConfig(sessions=sessions, turn_cap=4, counsellors=["counsellor", "counsellor:worse"],
-                              trials=trials)
+    config = SimulationConfig(sessions=sessions, turn_cap=4, counsellors=list(counsellors), trials=trials)
     with Engines.with_backend(FakeBackend(RunResponder(), name=judge_model)) as engines:
         summary = run_simulation(profiles, engines, config, out, seed=seed)
         rows: dict[str, list[dict[str, Any]]] = {}

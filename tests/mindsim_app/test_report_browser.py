@@ -108,3 +108,58 @@ def test_no_session_text_changes_how_the_page_parses(browser, hostile_page):
                                   first)
     assert " | ".join(PAYLOADS) in text  # round-trips as text, U+2028 and markup included
     assert not browser.find_elements(By.CSS_SELECTOR, "#chat img, #chat b")
+
+
+WIDTHS = (390, 768, 1400)
+
+
+def _at_width(drv, width: int) -> None:
+    # Viewport width, not window width: set the window, then correct by what the page reports.
+    drv.set_window_size(width, 900)
+    inner = drv.execute_script("return window.innerWidth")
+    drv.set_window_size(width + (width - inner), 900)
+
+
+@pytest.mark.parametrize("width", WIDTHS)
+def test_the_page_fits_the_screen_and_headings_clear_the_header(browser, page, width, tmp_path_factory):
+    from selenium.webdriver.common.by import By
+
+    _at_width(browser, width)
+    _open(browser, page)
+    try:
+        assert browser.execute_script("return window.innerWidth") == width
+        # Nothing wider than the screen: wide tables and charts scroll inside themselves.
+        assert browser.execute_script("return document.documentElement.scrollWidth") <= width
+        header_bottom = browser.execute_script("return document.querySelector('header').getBoundingClientRect().bottom")
+        for target in ("leaderboard-0", "validation-0", "health-0", "drill"):
+            browser.execute_script(f"location.hash = '#{target}'")
+            top = browser.execute_script(f"return document.getElementById('{target}').getBoundingClientRect().top")
+            sticky = browser.execute_script("return getComputedStyle(document.querySelector('header')).position")
+            # Under a sticky header the heading lands below it; on phones the header scrolls away.
+            assert top >= (header_bottom - 1 if sticky == "sticky" else -1), (target, top, header_bottom)
+        browser.execute_script("location.hash = ''; window.scrollTo(0, 0)")
+        browser.find_elements(By.CSS_SELECTOR, "#session-list tbody tr")[0].click()
+        chat = browser.find_element(By.ID, "chat")
+        assert chat.size["width"] >= min(width - 40, 320)  # the chat gets the width it needs to be read
+        assert browser.execute_script("return document.documentElement.scrollWidth") <= width
+        # Turns and replies count from 1, and a move's reasoning is on the page, not in a tooltip.
+        metas = [m.text for m in chat.find_elements(By.CSS_SELECTOR, ".msg .meta")]
+        assert metas[0].startswith("patient turn 1 (opening)") and any(m.startswith("counsellor reply 1") for m in metas)
+        assert any(m.startswith("patient turn 2") for m in metas)
+        whys = chat.find_elements(By.CSS_SELECTOR, ".msg.p .why")
+        assert whys and all(w.text.startswith("why this move: ") and w.is_displayed() for w in whys)
+    finally:
+        shots = tmp_path_factory.getbasetemp() / "report-screens"
+        shots.mkdir(exist_ok=True)
+        browser.save_screenshot(str(shots / f"report-{width}.png"))
+        _at_width(browser, 1400)
+
+
+def test_a_one_system_run_says_so(browser, tmp_path_factory):
+    from selenium.webdriver.common.by import By
+
+    run = write_fixture_run(tmp_path_factory.mktemp("report-one") / "run", patients=2, counsellors=("counsellor",))
+    page = build_report([run])
+    _open(browser, page)
+    banner = browser.find_element(By.ID, "one-system-0")
+    assert "One system in this run" in banner.text

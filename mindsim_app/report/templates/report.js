@@ -157,13 +157,15 @@
     let target = null;
     for (const m of s.m) {
       if (m.r === "p") {
-        const meta = [`patient turn ${m.n}`];
+        // Patient turns and counsellor replies both count from 1 on the page (turn 1 is the opening message).
+        const meta = [`patient turn ${m.n + 1}` + (m.n === 0 ? " (opening)" : "")];
         if (m.mv) meta.push("move " + m.mv + (m.sm ? " + " + m.sm : ""));
         if (m.rej) meta.push(`${m.rej} re-asked`);
         if (m.pa) meta.push(`trust ${m.pa.trust_before}→${m.pa.trust_after}` + (m.pa.reaction ? `, ${m.pa.reaction}` : "") +
           (m.pa.behaviour ? `, ${m.pa.behaviour}` : "") + (m.pa.resistance_pattern ? ` (${m.pa.resistance_pattern})` : ""));
         const box = el("div", { class: "msg p" }, el("div", { class: "meta", textContent: meta.join(" · ") }), m.t);
-        if (m.why) box.title = "reasoning: " + m.why;
+        // The patient's reasoning for the move, shown (not a hover tooltip: phones have no hover).
+        if (m.why) box.append(el("div", { class: "why", textContent: "why this move: " + m.why }));
         chat.append(box);
       } else {
         const matches = replyFilterOn() && replyMatches(m);
