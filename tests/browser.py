@@ -101,3 +101,20 @@ def serve_app(app: Any) -> Iterator[str]:
     finally:
         server.should_exit = True
         t.join(5)
+
+
+AXE = Path(__file__).resolve().parent.parent / ".cache" / "axe-core-4.14.1" / "package" / "axe.min.js"
+
+
+def axe_violations(drv: Any, impacts: tuple[str, ...] = ("serious", "critical")) -> list[dict[str, Any]]:
+    """Accessibility violations of the page now open, as axe-core finds them (`make browser` fetches it from the
+    npm registry); only those of the given impacts. Skips, saying why, where axe-core was not fetched."""
+    if not AXE.is_file():
+        pytest.skip(f"axe-core not at {AXE}: run `make browser` (it fetches axe-core with npm)")
+    drv.execute_script(AXE.read_text(encoding="utf-8"))
+    found = drv.execute_async_script(
+        "const done = arguments[0]; axe.run(document, {resultTypes: ['violations']}).then("
+        "r => done(r.violations.map(v => ({id: v.id, impact: v.impact, help: v.help, "
+        "nodes: v.nodes.map(n => n.target.join(' '))}))), e => done([{id: 'axe-error', impact: 'critical', "
+        "help: String(e), nodes: []}]));")
+    return [v for v in found if v["impact"] in impacts]

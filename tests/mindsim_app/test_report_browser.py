@@ -8,7 +8,7 @@ from pathlib import Path
 
 import pytest
 
-from browser import browser, requests_made  # noqa: F401 - the fixture
+from browser import axe_violations, browser, requests_made  # noqa: F401 - the fixture
 from mindsim_app.report.build import build_report
 from reportfix import write_fixture_run
 
@@ -50,7 +50,7 @@ def test_click_into_a_session_filter_by_severity_and_see_the_quote_highlighted(b
     assert "matching replies" in browser.find_element(By.ID, "match-count").text
     rows[0].click()
     chat = browser.find_element(By.ID, "chat")
-    assert "counsellor:worse" in chat.find_element(By.TAG_NAME, "h4").text
+    assert "counsellor:worse" in chat.find_element(By.TAG_NAME, "h3").text
     matched = chat.find_elements(By.CSS_SELECTOR, ".msg.c.match")
     assert matched and all("Critical" in m.text for m in matched)
     marks = matched[0].find_elements(By.CSS_SELECTOR, "mark.quote")
@@ -163,3 +163,17 @@ def test_a_one_system_run_says_so(browser, tmp_path_factory):
     _open(browser, page)
     banner = browser.find_element(By.ID, "one-system-0")
     assert "One system in this run" in banner.text
+
+
+@pytest.mark.parametrize("width", (390, 1400))
+def test_no_serious_or_critical_accessibility_violation(browser, page, width):
+    from selenium.webdriver.common.by import By
+
+    _at_width(browser, width)
+    try:
+        _open(browser, page)
+        assert axe_violations(browser) == []
+        browser.find_elements(By.CSS_SELECTOR, "#session-list tbody tr")[0].click()  # with a chat open too
+        assert axe_violations(browser) == []
+    finally:
+        _at_width(browser, 1400)

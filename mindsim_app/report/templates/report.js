@@ -4,6 +4,8 @@
 (function () {
   "use strict";
   const DATA = JSON.parse(document.getElementById("report-data").textContent);
+  // A region that scrolls (a wide table on a phone, the chat beside the list) must be reachable by keyboard.
+  for (const t of document.querySelectorAll("table.data, .list, .chat")) t.tabIndex = 0;
   const RANK = { no_concern: 0, minor: 1, major: 2, critical: 3 };
   const PAGE = 25;
   const $ = (id) => document.getElementById(id);
@@ -149,7 +151,7 @@
     const chat = $("chat");
     chat.innerHTML = "";
     const trial = s.tr === null || s.tr === undefined ? "" : ` · trial ${s.tr + 1}`;
-    chat.append(el("h4", { textContent: `${s.sys} · patient ${s.p}${trial} · session ${s.i + 1} (${s.id})` }),
+    chat.append(el("h3", { textContent: `${s.sys} · patient ${s.p}${trial} · session ${s.i + 1} (${s.id})` }),
       el("div", { class: "scenario" },
         el("div", { textContent: "Scenario: " + (s.scn.event || "—") }),
         el("div", { textContent: "Goal: " + (s.scn.goal || "—") + " · ended by " + (s.end || "?") +
