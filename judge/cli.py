@@ -161,6 +161,11 @@ def _run_scales(spec, run_dir: Optional[Path], runs: list[Path], sessions: Optio
     # Bad input stops here, before any engine starts.
     items = load_items(folders, sessions)
     ratings = load_human(human, spec) if human is not None else None
+    if ratings is not None:
+        unknown = sorted({r.item_id for r in ratings} - {it.item_id for it in items})
+        if unknown:  # external ratings may cover more than this run; said, not refused
+            typer.echo(f"warning: {len(unknown)} rated items are not among the sessions judged here (first: "
+                       f"{unknown[0]!r}); they count for agreement among the raters, not against the judge", err=True)
     target = out or (folders[0] if folders else sessions.parent)
     recipe_path = resolve_recipe(folders[0], recipe) if folders else recipe
     r = load_recipe(recipe_path) if recipe_path is not None else None
@@ -261,3 +266,33 @@ def agreement_cmd(
 
 def _r(x: Any) -> str:
     return "—" if x is None else f"{x:.3f}"
+
+
+@app.command("alpha")
+def alpha_cmd(
+    ratings: list[Path] = typer.Argument(..., help="Ratings in the long format: CSV or JSONL with item, unit, rater, "
+                                         "value (optional system, patient); docs/human-evaluation.md"),
+    rubric: str = typer.Option(..., "--rubric", help="The rubric the values belong to: a built-in id or a rubric YAML file"),
+    out: Path = typer.Option(Path("alpha"), "--out", help="Folder for alpha.json and alpha.md"),
+) -> None:
+    """Krippendorff's α per rubric item at the rubric's level of measurement: on every pairable value, and on
+    the units every rater rated (both labelled)."""
+    from mindcore.io import atomic_write_json, atomic_write_text
+    from judge.ratings import alpha_md, alpha_report, read_ratings
+    from judge.rubrics import load
+
+    spec = load(rubric)
+    rep = alpha_report(read_ratings(ratings, spec), spec)
+    typer.echo(f"{rep['ratings']} ratings, {len(rep['raters'])} raters, {rep['units']} units "
+               f"({rep['missing']} missing, {rep['not_applicable']} not applicable left out); α {spec.level}")
+    if len(rep["raters"]) < 2:
+        typer.echo(f"α is missing for every item: one rater only ({', '.join(rep['raters'])}); α compares raters, "
+                   "it needs two or more")
+    else:
+        for item, a in rep["items"].items():
+            why = f" ({a['reason']})" if a.get("reason") else ""
+            typer.echo(f"  {item}: α pairable {_r(a['alpha_pairable'])} on {a['units_pairable']} units; "
+                       f"all-rater subset {_r(a['alpha_all_rater_subset'])} on {a['units_all_rater_subset']} units{why}")
+    atomic_write_json(out / "alpha.json", rep)
+    atomic_write_text(out / "alpha.md", alpha_md(rep))
+    typer.echo(f"wrote {out / 'alpha.json'} and {out / 'alpha.md'}")

@@ -174,3 +174,35 @@ def item_agreement(rows: Sequence[RatingRow], rubric: Rubric) -> dict[str, Agree
 
 def raters_of(rows: Sequence[RatingRow]) -> list[str]:
     return sorted({r.rater for r in rows})
+
+
+def alpha_report(ratings: Ratings, rubric: Rubric) -> dict[str, Any]:
+    """Agreement per item, both α figures labelled, with the counts they rest on."""
+    rows = ratings.rows
+    per = item_agreement(rows, rubric)
+    return {
+        "rubric": {"id": rubric.id, "version": rubric.version, "level": rubric.level, "scale": rubric.scale.describe()},
+        "sources": ratings.sources, "ratings": len(rows), "raters": raters_of(rows),
+        "units": len({r.unit for r in rows}), "missing": ratings.missing, "not_applicable": ratings.not_applicable,
+        "definitions": {
+            "alpha_pairable": f"Krippendorff's alpha ({rubric.level}) on every value that has a partner: units rated by "
+                              "two or more raters, whoever they are; units with one value drop out",
+            "alpha_all_rater_subset": "the same alpha on the units every rater of the file rated (as tables that "
+                                      "restrict agreement to a shared subset report it)",
+        },
+        "items": {item: a.as_dict() for item, a in per.items()},
+    }
+
+
+def alpha_md(rep: dict[str, Any]) -> str:
+    f = lambda x: "—" if x is None else f"{x:.3f}"  # noqa: E731
+    lines = [f"# Agreement on rubric {rep['rubric']['id']} (v{rep['rubric']['version']})", "",
+             f"{rep['ratings']} ratings by {len(rep['raters'])} raters on {rep['units']} units; "
+             f"{rep['missing']} missing and {rep['not_applicable']} not-applicable values left out.", "",
+             f"- α (pairable): {rep['definitions']['alpha_pairable']}.",
+             f"- α (all-rater subset): {rep['definitions']['alpha_all_rater_subset']}.", "",
+             "| item | α (pairable) | units | α (all-rater subset) | units | note |", "|---|---|---|---|---|---|"]
+    for item, a in rep["items"].items():
+        lines.append(f"| {item} | {f(a['alpha_pairable'])} | {a['units_pairable']} | {f(a['alpha_all_rater_subset'])} | "
+                     f"{a['units_all_rater_subset']} | {a.get('reason', '')} |")
+    return "\n".join(lines) + "\n"

@@ -226,10 +226,14 @@ def _parse(text: str, where: str) -> Rubric:
     try:
         return Rubric.model_validate({**data, "path": where})
     except ValidationError as exc:
-        from mindcore.recipe import format_validation_error
+        raise ConfigError(f"rubric {where}: {_first_problem(exc)}; see the format in docs/judge.md") from exc
 
-        raise ConfigError(format_validation_error(exc, f"rubric {where}", limit=1, top="(file)", plain=True)
-                          + "; see the format in docs/judge.md") from exc
+
+def _first_problem(exc: ValidationError) -> str:
+    err = exc.errors()[0]
+    loc = ".".join(str(p) for p in err["loc"])
+    msg = err["msg"].removeprefix("Value error, ")
+    return f"{loc}: {msg}" if loc else msg
 
 
 @lru_cache(maxsize=1)
@@ -285,4 +289,4 @@ def from_dict(data: dict[str, Any], where: str) -> Rubric:
     try:
         return Rubric.model_validate(data)
     except ValidationError as exc:
-        raise ConfigError(f"rubric in {where}: invalid ({str(exc).splitlines()[0]})") from exc
+        raise ConfigError(f"rubric in {where}: {_first_problem(exc)}") from exc
