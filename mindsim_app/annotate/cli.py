@@ -232,6 +232,10 @@ def realism_report_cmd(
     for s, t in rep["table4"].items():
         typer.echo(f"  {s}: mean per turn {t['mean_turn']:.2f}, per conversation {t['mean_conversation']:.2f}, "
                    f"≤3 {100 * t['share_at_most_3']:.0f}%, no reason {100 * t['share_no_reason']:.0f}%")
-    a = rep["table13"]["alpha"]
-    typer.echo(f"  α (ordinal, {rep['table13']['turns']} turns rated by all): {'—' if a is None else f'{a:.2f}'}")
+    t13 = rep["table13"]
+    show = lambda a: "—" if a is None else f"{a:.2f}"  # noqa: E731
+    typer.echo(f"  α (ordinal, all-rater subset, {t13['turns']} turns rated by all): {show(t13['alpha'])}; "
+               f"α (ordinal, every pairable rating, {t13.get('turns_pairable', 0)} turns): {show(t13.get('alpha_pairable'))}")
+    if t13.get("alpha_missing"):
+        typer.echo(f"  α is missing: {t13['alpha_missing']}")
     typer.echo(f"wrote {out / 'realism_report.json'} and {out / 'realism_report.md'}")
