@@ -100,8 +100,9 @@ def _records(path: Path) -> Iterable[tuple[int, dict[str, Any], bool]]:
         yield n, obj, False
 
 
-def _csv_value(text: Optional[str], rubric: Rubric) -> Any:
-    """A CSV cell in the scale's own type: plain integers become int on an integer scale; nothing else does."""
+def cell_value(text: Optional[str], rubric: Rubric) -> Any:
+    """A value written as text by a format without types (a CSV cell, a Label Studio choice) in the scale's
+    own type: a plainly written integer becomes int on an integer scale; nothing else does."""
     if text is None:
         return None
     if rubric.scale.numeric and _INT.match(text):
@@ -126,7 +127,7 @@ def read_ratings(paths: Sequence[Path], rubric: Rubric) -> Ratings:
             missing = [c for c in REQUIRED if c not in rec]
             if missing:
                 raise InputError(f"{where}: missing {', '.join(missing)}; each rating needs {', '.join(REQUIRED)}")
-            raw = _csv_value(rec["value"], rubric) if from_csv else rec["value"]
+            raw = cell_value(rec["value"], rubric) if from_csv else rec["value"]
             if raw is None:
                 out.missing += 1
                 continue
