@@ -215,7 +215,7 @@ class Rubric(_Strict):
         return None
 
 
-def _parse(text: str, where: str) -> Rubric:
+def _parse(text: str, where: str, path: Optional[str] = None) -> Rubric:
     try:
         data = yamlio.safe_load(text)
     except yaml.YAMLError as exc:
@@ -224,7 +224,7 @@ def _parse(text: str, where: str) -> Rubric:
     if not isinstance(data, dict):
         raise ConfigError(f"rubric {where}: expected a mapping of rubric fields; see the format in docs/judge.md")
     try:
-        return Rubric.model_validate({**data, "path": where})
+        return Rubric.model_validate({**data, "path": path or where})
     except ValidationError as exc:
         raise ConfigError(f"rubric {where}: {_first_problem(exc)}; see the format in docs/judge.md") from exc
 
@@ -284,9 +284,17 @@ def load(ref: str | Path) -> Rubric:
                       "or a path to a rubric YAML file")
 
 
-def from_dict(data: dict[str, Any], where: str) -> Rubric:
-    """A rubric carried inside another file (a task folder's header), checked like a file."""
+def carried(rubric: Rubric) -> dict[str, str]:
+    """A user rubric as another file carries it (a task folder's header): its YAML text as written, so it reads
+    back exactly (JSON would turn integer anchor keys into strings)."""
     try:
-        return Rubric.model_validate(data)
-    except ValidationError as exc:
-        raise ConfigError(f"rubric in {where}: {_first_problem(exc)}") from exc
+        return {"path": str(rubric.path), "yaml": Path(rubric.path).read_text(encoding="utf-8")}
+    except (OSError, TypeError) as exc:
+        raise ConfigError(f"rubric {rubric.id}: its file {rubric.path} cannot be read to carry it") from exc
+
+
+def from_dict(data: dict[str, Any], where: str) -> Rubric:
+    """A rubric carried inside another file (`carried`), checked like a file."""
+    if not isinstance(data, dict) or not isinstance(data.get("yaml"), str):
+        raise ConfigError(f"rubric in {where}: expected the rubric file's text under 'yaml'; sample the task again")
+    return _parse(data["yaml"], f"{data.get('path', 'rubric')} (as carried by {where})", data.get("path"))

@@ -297,6 +297,8 @@ CASES = {
                                                 "--out", f.root / "a"], 2, lambda f: f"{f.ratings_column}:1: header lacks column value"),
     "judge-alpha/bad-rubric": Case(lambda f: ["judge", "alpha", f.ratings_off, "--rubric", f.rubric_bad, "--out",
                                               f.root / "a"], 2, lambda f: str(f.rubric_bad)),
+    "labelstudio-ratings/not-an-export": Case(lambda f: ["annotate", "labelstudio", "ratings", f.malformed, "--rubric",
+                                                         "mindeval_v1", "--out", f.root / "o"], 2, lambda f: str(f.malformed)),
     "export-sft/negative-bound": Case(lambda f: ["export", "sft", f.run_corrupt, "--out", f.root / "x.jsonl", "--min-turns", "-1"],
                                       2, lambda f: "--min-turns"),
 }
