@@ -38,7 +38,6 @@ from mindcore.io import read_jsonl
 from mindcore.layout import RunLayout
 from mindcore.recipe import format_validation_error
 from mindcore.systems import system_name
-from mindcore.prompts import render, template_hash
 from judge import rubrics as registry
 from judge import scales
 from judge.alpha import alpha as _alpha
