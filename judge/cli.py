@@ -42,11 +42,6 @@ def resolve_recipe(run_dir: Path, recipe: Optional[Path]) -> Optional[Path]:
     return Path(recorded)
 
 
-class RubricName(str, Enum):
-    mhqr = "mhqr"
-    patientact = "patientact"
-
-
 @app.command("run")
 def run_cmd(
     run_dir: Optional[Path] = typer.Argument(None, help="Run folder (holds sessions/sessions.parquet); judgments/ is "
@@ -62,28 +57,35 @@ def run_cmd(
     no_plots: bool = typer.Option(False, "--no-plots", help="Skip the PNG plots"),
     profiles: Optional[Path] = typer.Option(None, "--profiles", help="Profiles folder or parquet whose in_benchmark "
                                             "column names the benchmark subset (default: RUN_DIR/profiles/)"),
-    rubric: RubricName = typer.Option(RubricName.mhqr, "--rubric", help="mhqr: every counsellor reply (MindEval2); "
-                                      "patientact: every session's patient on PatientAct's 5 dimensions"),
-    runs: Optional[list[Path]] = typer.Option(None, "--run", help="[patientact] Another run folder to score (repeat)"),
-    baseline: Optional[str] = typer.Option(None, "--baseline", help="[patientact] Also test this system against each other "
-                                                                     "one (the marks always compare best with second best)"),
-    human: Optional[Path] = typer.Option(None, "--human", help="[patientact] Human ratings JSONL: item_id, rater, "
-                                                               "scores {dimension: 1-5}"),
-    out: Optional[Path] = typer.Option(None, "--out", help="[patientact] Where patientact_judge/ goes (default: "
-                                                           "the first run folder)"),
-    max_tokens: Optional[int] = typer.Option(None, "--max-tokens", min=1, help="[patientact] Output budget of one "
+    rubric: str = typer.Option("mhqr", "--rubric", help="A built-in rubric id or a rubric YAML file (docs/judge.md): "
+                               "mhqr: every counsellor reply (MindEval2); patientact: every session's patient on "
+                               "PatientAct's 5 dimensions; mindeval_v1: MindEval v1's five 1-6 criteria per session"),
+    runs: Optional[list[Path]] = typer.Option(None, "--run", help="[scales rubrics] Another run folder to score (repeat)"),
+    baseline: Optional[str] = typer.Option(None, "--baseline", help="[scales rubrics] Also test this system against "
+                                           "each other one (the marks always compare best with second best)"),
+    human: Optional[Path] = typer.Option(None, "--human", help="[scales rubrics] Human ratings: JSONL item_id, rater, "
+                                         "scores {dimension: value}, or the long format (CSV/JSONL item, unit, rater, value)"),
+    out: Optional[Path] = typer.Option(None, "--out", help="[scales rubrics] Where patientact_judge/ (or "
+                                       "rubric_judge/ID/) goes (default: the first run folder)"),
+    max_tokens: Optional[int] = typer.Option(None, "--max-tokens", min=1, help="[scales rubrics] Output budget of one "
                                                                                "judgment (default: the role's)"),
 ) -> None:
-    """Judge every counsellor reply against the MHQR rubric (or, with --rubric patientact, every session's
-    patient against PatientAct's rubric); write judgments, scores and a report."""
+    """Judge every counsellor reply against the MHQR rubric (or, with a scales rubric such as patientact,
+    mindeval_v1 or your own file, every session); write judgments, scores and a report."""
     from mindcore.errors import ConfigError
+    from judge.rubrics import load as load_rubric_file
 
-    if rubric is RubricName.patientact:
-        return _run_patientact(run_dir, runs or [], sessions, recipe, judge, baseline, human, out, max_tokens)
+    spec = load_rubric_file(rubric)
+    if spec.kind == "scales":
+        return _run_scales(spec, run_dir, runs or [], sessions, recipe, judge, baseline, human, out, max_tokens)
+    if spec.id != "mhqr":
+        raise ConfigError(f"rubric {spec.id} ({spec.path}): a severity_issues rubric other than MHQR is judged by naming "
+                          f"its body file in the recipe's judge.rubric ({spec.body})")
     extra = [n for n, v in (("--run", runs), ("--baseline", baseline), ("--human", human), ("--out", out),
                             ("--max-tokens", max_tokens)) if v]
     if extra:
-        raise ConfigError(f"{', '.join(extra)}: only for --rubric patientact; the MHQR judge writes into RUN_DIR")
+        raise ConfigError(f"{', '.join(extra)}: only for scales rubrics (e.g. --rubric patientact); the MHQR judge "
+                          "writes into RUN_DIR")
     if run_dir is None:
         raise ConfigError("mindsim judge run: give RUN_DIR (the run folder, or where judgments/ goes with --sessions)")
     if not run_dir.is_dir() and sessions is None:
@@ -131,27 +133,37 @@ def run_cmd(
         typer.echo(f"  {label}: {path}")
 
 
-def _run_patientact(run_dir: Optional[Path], runs: list[Path], sessions: Optional[Path], recipe: Optional[Path],
-                    judge: Optional[list[str]], baseline: Optional[str], human: Optional[Path], out: Optional[Path],
-                    max_tokens: Optional[int]) -> None:
-    """`--rubric patientact`: the run folders and/or sessions file, one judge role, the per-system report."""
+def _run_scales(spec, run_dir: Optional[Path], runs: list[Path], sessions: Optional[Path], recipe: Optional[Path],
+                judge: Optional[list[str]], baseline: Optional[str], human: Optional[Path], out: Optional[Path],
+                max_tokens: Optional[int]) -> None:
+    """A scales rubric (PatientAct's, MindEval v1's, a user file): the run folders and/or sessions file, one
+    judge role, the per-system report."""
     from mindcore.engine import Engines
     from mindcore.errors import ConfigError
     from mindcore.preflight import preflight
     from mindcore.recipe import load_recipe
     from judge.config import default_engines_config
-    from judge.patientact import load_human, load_items, rubrics
+    from judge.patientact import SESSION_RUBRIC, load_human, load_items
     from judge.patientact_report import run_patientact
+    from judge.scales import judgeable
 
+    if spec.unit == "profile" and spec.judge is not None:
+        raise ConfigError(f"rubric {spec.id} rates profiles: run it with `mindsim patientact profile-eval RUN`")
+    judgeable(spec, unit="conversation")
     folders = ([run_dir] if run_dir is not None else []) + runs
     if judge and len(judge) > 1:
-        raise ConfigError("--rubric patientact scores with one judge role; give --judge once")
+        raise ConfigError(f"--rubric {spec.id} scores with one judge role; give --judge once")
     role = judge[0] if judge else "judge"
     if role != "judge" and not role.startswith("judge:"):
         raise ConfigError(f"--judge {role}: not a judge role; write 'judge' or 'judge:NAME'")
     # Bad input stops here, before any engine starts.
     items = load_items(folders, sessions)
-    ratings = load_human(human, rubrics().conversation.ids) if human is not None else None
+    ratings = load_human(human, spec) if human is not None else None
+    if ratings is not None:
+        unknown = sorted({r.item_id for r in ratings} - {it.item_id for it in items})
+        if unknown:  # external ratings may cover more than this run; said, not refused
+            typer.echo(f"warning: {len(unknown)} rated items are not among the sessions judged here (first: "
+                       f"{unknown[0]!r}); they count for agreement among the raters, not against the judge", err=True)
     target = out or (folders[0] if folders else sessions.parent)
     recipe_path = resolve_recipe(folders[0], recipe) if folders else recipe
     r = load_recipe(recipe_path) if recipe_path is not None else None
@@ -159,9 +171,9 @@ def _run_patientact(run_dir: Optional[Path], runs: list[Path], sessions: Optiona
     with Engines.from_config(engines_cfg) as engines:
         preflight(r, engines, {"judge_patientact"})
         summary = run_patientact(target, engines, items, judge=role, baseline=baseline,
-                                 human=ratings, max_tokens=max_tokens)
-    typer.echo(f"judged {summary.judged} sessions on the PatientAct rubric: {summary.ok} ok, "
-               f"{summary.failed} failed")
+                                 human=ratings, max_tokens=max_tokens, rubric=spec)
+    name = "the PatientAct rubric" if spec.id == SESSION_RUBRIC else f"rubric {spec.id}"
+    typer.echo(f"judged {summary.judged} sessions on {name}: {summary.ok} ok, {summary.failed} failed")
     for system, means in summary.means.items():
         typer.echo(f"  {system}: " + ", ".join(f"{d} {v:.2f}" for d, v in means.items()))
     for label, path in summary.outputs.items():
@@ -252,3 +264,33 @@ def agreement_cmd(
 
 def _r(x: Any) -> str:
     return "—" if x is None else f"{x:.3f}"
+
+
+@app.command("alpha")
+def alpha_cmd(
+    ratings: list[Path] = typer.Argument(..., help="Ratings in the long format: CSV or JSONL with item, unit, rater, "
+                                         "value (optional system, patient); docs/human-evaluation.md"),
+    rubric: str = typer.Option(..., "--rubric", help="The rubric the values belong to: a built-in id or a rubric YAML file"),
+    out: Path = typer.Option(Path("alpha"), "--out", help="Folder for alpha.json and alpha.md"),
+) -> None:
+    """Krippendorff's α per rubric item at the rubric's level of measurement: on every pairable value, and on
+    the units every rater rated (both labelled)."""
+    from mindcore.io import atomic_write_json, atomic_write_text
+    from judge.ratings import alpha_md, alpha_report, read_ratings
+    from judge.rubrics import load
+
+    spec = load(rubric)
+    rep = alpha_report(read_ratings(ratings, spec), spec)
+    typer.echo(f"{rep['ratings']} ratings, {len(rep['raters'])} raters, {rep['units']} units "
+               f"({rep['missing']} missing, {rep['not_applicable']} not applicable left out); α {spec.level}")
+    if len(rep["raters"]) < 2:
+        typer.echo(f"α is missing for every item: one rater only ({', '.join(rep['raters'])}); α compares raters, "
+                   "it needs two or more")
+    else:
+        for item, a in rep["items"].items():
+            why = f" ({a['reason']})" if a.get("reason") else ""
+            typer.echo(f"  {item}: α pairable {_r(a['alpha_pairable'])} on {a['units_pairable']} units; "
+                       f"all-rater subset {_r(a['alpha_all_rater_subset'])} on {a['units_all_rater_subset']} units{why}")
+    atomic_write_json(out / "alpha.json", rep)
+    atomic_write_text(out / "alpha.md", alpha_md(rep))
+    typer.echo(f"wrote {out / 'alpha.json'} and {out / 'alpha.md'}")

@@ -6,7 +6,8 @@ simulator's sessions; mindsim's profile step (`mindsim_app/patientact_rubric.py`
 
 A judge call is one structured answer per session (5 conversation dimensions, 1–5, each with a short
 reason written before its score) or per profile (4 dimensions plus the identification task). Rubric text
-is data (`judge/data/patientact_rubrics.yaml`); the identification options are the caller's, so this
+is data (`judge/data/rubrics/patientact_session.yaml`, `patientact_profile.yaml`, read through the rubric registry
+`judge/rubrics.py`; the generic scales judge is `judge/scales.py`); the identification options are the caller's, so this
 module imports neither the simulator nor profilegen. A call that never fits the schema, or an engine
 that fails, is a counted failure row (`ok=False`, the error), never a blank score. The statistics are
 pure functions over stored rows, so they can be recomputed without a model.
@@ -24,14 +25,11 @@ import asyncio
 import hashlib
 import json
 from dataclasses import dataclass, replace
-from functools import lru_cache
-from importlib import resources
 from pathlib import Path
 from statistics import mean
 from typing import Any, Iterable, Literal, Sequence
 
-import yaml
-from pydantic import BaseModel, ConfigDict, Field, ValidationError, create_model, field_validator
+from pydantic import BaseModel, ConfigDict, Field, ValidationError, field_validator
 
 from mindcore.errors import ConfigError, EngineError, InputError, StructuredOutputError
 from mindcore.exchange import spoken
@@ -40,13 +38,15 @@ from mindcore.layout import RunLayout
 from mindcore.recipe import format_validation_error
 from mindcore.runlog import UNNAMED_ENGINE, played_by, read_table, remake
 from mindcore.systems import system_name
-from mindcore.prompts import render, template_hash
-from mindcore import yamlio
+from judge import rubrics as registry
+from judge import scales
+from judge.alpha import alpha as _alpha
 from judge.inputs import load_sessions
+from judge.rubrics import Closing, Item, Rubric, strict_point
 
 CONVERSATION_TEMPLATE = "judge/patientact_conversation.jinja2"
 PROFILE_TEMPLATE = "judge/patientact_profile.jinja2"
-RUBRIC_FILE = "patientact_rubrics.yaml"
+SESSION_RUBRIC, PROFILE_RUBRIC = "patientact_session", "patientact_profile"
 SCALE = (1, 2, 3, 4, 5)
 # Switch names of the paper's ablations (Table 4), in the order a system label lists them.
 ABLATIONS = ("trust_gating", "dynamic_memory", "pipeline")
@@ -59,50 +59,35 @@ class _Frozen(BaseModel):
     model_config = ConfigDict(extra="forbid", frozen=True)
 
 
-class Dimension(_Frozen):
-    id: str = Field(pattern=r"^[a-z_]+$")
-    name: str
-    question: str
-    anchors: dict[int, str]
+@dataclass(frozen=True)
+class RubricPart:
+    """One part of PatientAct's rubric as the prompts and pages read it (a view of its rubric file)."""
 
-    @field_validator("anchors")
-    @classmethod
-    def _five(cls, v: dict[int, str]) -> dict[int, str]:
-        if sorted(v) != list(SCALE):
-            raise ValueError("anchors must give levels 1 to 5")
-        return v
-
-
-class RubricPart(_Frozen):
+    rubric: Rubric
     instructions: str
-    dimensions: list[Dimension] = Field(min_length=1)
-    red_flags: list[str] = Field(default_factory=list, description="Signs of an artificial client (Fig. 15)")
+    dimensions: tuple[Item, ...]
+    red_flags: tuple[str, ...] = ()
 
     @property
     def ids(self) -> list[str]:
         return [d.id for d in self.dimensions]
 
 
-class Diversity(_Frozen):
-    question: str
-    anchors: dict[int, str]
-
-
-class Rubrics(_Frozen):
+@dataclass(frozen=True)
+class Rubrics:
     source: str
     version: str
     conversation: RubricPart
     profile: RubricPart
-    diversity: Diversity
+    diversity: Closing
 
 
-@lru_cache(maxsize=1)
 def rubrics() -> Rubrics:
-    try:
-        text = (resources.files("judge") / "data" / RUBRIC_FILE).read_text(encoding="utf-8")
-        return Rubrics.model_validate(yamlio.safe_load(text))
-    except (OSError, yaml.YAMLError, ValidationError) as exc:
-        raise ConfigError(f"judge/data/{RUBRIC_FILE} is invalid: {str(exc).splitlines()[0]}") from exc
+    """PatientAct's two rubric files (judge/data/rubrics/patientact_session.yaml, patientact_profile.yaml)."""
+    conv, prof = registry.load(SESSION_RUBRIC), registry.load(PROFILE_RUBRIC)
+    return Rubrics(source=conv.source, version=conv.version,
+                   conversation=RubricPart(conv, conv.judge.instructions, conv.items, conv.judge.notes),
+                   profile=RubricPart(prof, prof.judge.instructions, prof.items), diversity=prof.judge.closing)
 
 
 def answer_model(part: str, attachments: Sequence[str] = (), themes: Sequence[str] = ()) -> type[BaseModel]:
@@ -110,19 +95,9 @@ def answer_model(part: str, attachments: Sequence[str] = (), themes: Sequence[st
     1–5. The profile part adds the identification task over the caller's `attachments` and `themes`."""
     if part == "profile" and not (attachments and themes):
         raise ConfigError("the profile rubric needs the attachment styles and themes to choose from")
-    return _answer_model(part, tuple(sorted(attachments)), tuple(sorted(themes)))
-
-
-@lru_cache(maxsize=None)
-def _answer_model(part: str, attachments: tuple[str, ...], themes: tuple[str, ...]) -> type[BaseModel]:
-    spec: dict[str, Any] = {}
-    for d in getattr(rubrics(), part).dimensions:
-        spec[f"{d.id}_reason"] = (str, Field(max_length=REASON_MAX, description=f"One or two sentences on: {d.question}"))
-        spec[d.id] = (Literal[SCALE], Field(description=f"{d.name}, 1-5"))
-    if part == "profile":
-        spec["attachment"] = (Literal[attachments], Field(description="Attachment style"))
-        spec["theme"] = (Literal[themes], Field(description="Core-belief theme"))
-    return create_model(f"PatientAct{part.title()}Judgment", __config__=ConfigDict(extra="forbid"), **spec)
+    rubric = getattr(rubrics(), part).rubric
+    return scales.answer_model(rubric, {"patientact_attachment": attachments, "patientact_theme": themes}
+                               if part == "profile" else None)
 
 
 class Judgment(BaseModel):
@@ -149,6 +124,7 @@ class Judgment(BaseModel):
     judge: dict[str, Any] = Field(default_factory=dict, description="The judge's engine, model and sampling")
     prompt: dict[str, str] = Field(default_factory=dict, description="Prompt template → hash")
     rubric_version: str | None = None
+    rubric: str | None = Field(None, description="Rubric id (judge/rubrics.py); None in rows written before rubric files")
     cache_key: str | None = Field(None, description="Content key of the judgment (judge, model, prompt)")
 
 
@@ -296,27 +272,57 @@ def scored_systems(items: list[ConversationItem]) -> list[ConversationItem]:
 # -- human ratings -----------------------------------------------------------------------------------------
 
 class HumanRating(BaseModel):
-    """One rater's scores for one item: a line of the `--human` JSONL file."""
+    """One rater's scores for one item: a line of the `--human` JSONL file (or one unit × rater of the long format)."""
 
     model_config = ConfigDict(extra="forbid")
     item_id: str = Field(min_length=1, description="Item id as in judgments.jsonl (the session id)")
     rater: str = Field(min_length=1, description="Who rated")
-    scores: dict[str, int] = Field(min_length=1, description="Dimension id → 1-5")
+    scores: dict[str, int | str] = Field(min_length=1, description="Dimension id → a point of the rubric's scale")
+
+    @field_validator("scores", mode="before")
+    @classmethod
+    def _strict(cls, v: Any) -> Any:
+        # One typing rule with every other rating path (judge.rubrics.strict_point): `true` is not 1, "4" not 4.
+        if isinstance(v, dict):
+            bad = {k: x for k, x in v.items() if strict_point(x) is None}
+            if bad:
+                raise ValueError(f"scores {bad}: each value is a JSON integer (not a boolean, text or a decimal)")
+        return v
 
 
-def load_human(path: Path, dims: Sequence[str]) -> list[HumanRating]:
-    if not Path(path).is_file():
+def load_human(path: Path, rubric: Rubric | Sequence[str] | None = None) -> list[HumanRating]:
+    """Human ratings for a scales rubric (PatientAct's conversation rubric by default; a list of dimension ids
+    is read as that rubric's), in either shape: one line per item and rater with a `scores` object, or the long
+    format of judge/ratings.py (CSV or JSONL: item, unit, rater, value), whose units are the item ids."""
+    if rubric is None or not isinstance(rubric, Rubric):
+        rubric = registry.load(SESSION_RUBRIC)
+    path = Path(path)
+    if not path.is_file():
         raise InputError(f"{path}: human ratings file not found")
+    if path.suffix.lower() == ".csv" or _first_is_long(path):
+        from judge.ratings import read_ratings
+
+        grouped: dict[tuple[str, str], dict[str, Any]] = {}
+        for r in read_ratings([path], rubric).rows:
+            grouped.setdefault((r.unit, r.rater), {})[r.item] = r.value
+        return [HumanRating(item_id=u, rater=w, scores=sc) for (u, w), sc in grouped.items()]
+    dims = rubric.ids
     out, seen = [], set()
     for line, obj in read_jsonl(path):
         try:
             r = HumanRating.model_validate(obj)
         except ValidationError as exc:
             problem = format_validation_error(exc, f"{path}:{line}", limit=1, top="(line)", plain=True)
-            raise InputError(f"{problem} (each line: item_id, rater, scores {{dimension: 1-5}})") from exc
-        bad = {d: v for d, v in r.scores.items() if d not in dims or v not in SCALE}
-        if bad:
-            raise InputError(f"{path}:{line}: scores {bad} not allowed; dimensions are {', '.join(dims)}, scores 1-5")
+            raise InputError(f"{problem} (each line: item_id, rater, scores {{dimension: "
+                             f"{rubric.scale.describe()}}}; or the long format: item, unit, rater, value)") from exc
+        for d, v in r.scores.items():
+            if d not in dims:
+                raise InputError(f"{path}:{line}: scores.{d}: not a dimension of rubric {rubric.id}; dimensions are "
+                                 f"{', '.join(dims)}")
+            try:
+                rubric.scale.check(v)
+            except ValueError as exc:
+                raise InputError(f"{path}:{line}: scores.{d}: {exc}") from None
         if (r.item_id, r.rater) in seen:
             raise InputError(f"{path}:{line}: rater {r.rater!r} rates item {r.item_id!r} twice")
         seen.add((r.item_id, r.rater))
@@ -324,6 +330,12 @@ def load_human(path: Path, dims: Sequence[str]) -> list[HumanRating]:
     if not out:
         raise InputError(f"{path}: no human ratings in the file")
     return out
+
+
+def _first_is_long(path: Path) -> bool:
+    for _, obj in read_jsonl(path):
+        return isinstance(obj, dict) and "scores" not in obj and "value" in obj
+    return False
 
 
 def mean_human(ratings: Iterable[HumanRating]) -> dict[str, dict[str, float]]:
@@ -359,44 +371,47 @@ async def ask(client: Any, content: str, output: type[BaseModel], *, schema_name
     return out.model_dump(), None, None
 
 
-def split(part: str, answer: dict[str, Any] | None) -> tuple[dict[str, int], dict[str, str]]:
+def split(part: str | Rubric, answer: dict[str, Any] | None) -> tuple[dict[str, int], dict[str, str]]:
+    """An answer as (item → value, item → reason); `part` is a PatientAct part name or any scales rubric."""
     if not answer:
         return {}, {}
-    dims = getattr(rubrics(), part).ids
+    dims = part.ids if isinstance(part, Rubric) else getattr(rubrics(), part).ids
     return {d: answer[d] for d in dims}, {d: answer[f"{d}_reason"] for d in dims}
 
 
 class ConversationJudge:
-    """A judge role bound to the conversation rubric. `await judge_item(judge, item, cache)` gives a row."""
+    """A judge role bound to a conversation-unit scales rubric (PatientAct's by default, or any rubric file).
+    `await judge_item(judge, item, cache)` gives a row."""
 
-    def __init__(self, name: str, client: Any, *, max_tokens: int | None = None):
+    def __init__(self, name: str, client: Any, *, max_tokens: int | None = None, rubric: Rubric | None = None):
         self.name, self.client, self.max_tokens = name, client, max_tokens
-        self.part = rubrics().conversation
-        self.output = answer_model("conversation")
-        self.prompt = {CONVERSATION_TEMPLATE: template_hash(CONVERSATION_TEMPLATE)}
+        self.rubric = scales.judgeable(rubric or registry.load(SESSION_RUBRIC), unit="conversation")
+        self.part = self.rubric
+        self.output = scales.answer_model(self.rubric)
+        self.prompt = scales.prompt_hashes(self.rubric)
+        self.schema_name = "patientact_conversation" if self.rubric.id == SESSION_RUBRIC else f"rubric_{self.rubric.id}"
 
     def describe(self) -> dict[str, Any]:
         d = self.client.describe()
         return {**d, "max_tokens": self.max_tokens} if self.max_tokens else d
 
     def content(self, item: ConversationItem) -> str:
-        return render(CONVERSATION_TEMPLATE, instructions=self.part.instructions, dimensions=self.part.dimensions,
-                      red_flags=self.part.red_flags, transcript=item.transcript)
+        return scales.prompt(self.rubric, transcript=item.transcript)
 
     def key(self, content: str) -> str:
         """Same judge role and model on the same prompt: same judgment, whichever run it came from."""
-        blob = json.dumps([self.name, self.client.model, rubrics().version, self.max_tokens, content], ensure_ascii=False)
+        blob = json.dumps([self.name, self.client.model, self.rubric.version, self.max_tokens, content], ensure_ascii=False)
         return "pa_" + hashlib.sha256(blob.encode("utf-8")).hexdigest()[:32]
 
     def row(self, item: ConversationItem, key: str, answer: dict[str, Any] | None, error: str | None = None,
             kind: str | None = None) -> Judgment:
-        scores, reasons = split("conversation", answer)
+        scores, reasons = split(self.rubric, answer)
         return Judgment(kind="conversation", item_id=item.item_id, session_id=item.session_id,
                         patient_id=item.patient_id, counsellor=item.counsellor, session_index=item.session_index,
                         source=item.source, system=item.system, group=item.group, ok=answer is not None, error=error,
                         error_kind=kind,
                         scores=scores, reasons=reasons, judge=self.describe(),
-                        prompt=self.prompt, rubric_version=rubrics().version, cache_key=key)
+                        prompt=self.prompt, rubric_version=self.rubric.version, rubric=self.rubric.id, cache_key=key)
 
 
 async def judge_item(judge: ConversationJudge, item: ConversationItem, cache: Any) -> Judgment:
@@ -406,7 +421,7 @@ async def judge_item(judge: ConversationJudge, item: ConversationItem, cache: An
     key = judge.key(content)
     if cache.has(key):
         return judge.row(item, key, cache.read(key))
-    answer, error, kind = await ask(judge.client, content, judge.output, schema_name="patientact_conversation",
+    answer, error, kind = await ask(judge.client, content, judge.output, schema_name=judge.schema_name,
                                     max_tokens=judge.max_tokens)
     if answer is not None:
         cache.write(key, answer)
@@ -491,16 +506,10 @@ def spearman(judge: Iterable[Judgment], human: dict[str, dict[str, float]]) -> d
     return out
 
 
-def krippendorff_alpha(ratings: list[list[float | None]]) -> float:
-    """Ordinal Krippendorff's α of a raters × items matrix (None = not rated), via the `krippendorff` package."""
-    try:
-        import krippendorff
-    except ImportError as exc:
-        raise InputError("Krippendorff's alpha needs the 'krippendorff' package: pip install krippendorff") from exc
-    import numpy as np
-
-    data = np.array([[np.nan if v is None else v for v in row] for row in ratings], dtype=float)
-    return float(krippendorff.alpha(reliability_data=data, level_of_measurement="ordinal"))
+def krippendorff_alpha(ratings: list[list[float | None]]) -> float | None:
+    """Ordinal Krippendorff's α of a raters × items matrix (None = not rated), on every pairable value
+    (judge/alpha.py); None when undefined."""
+    return _alpha(ratings, "ordinal")
 
 
 def ranked(means: dict[str, dict[str, float]], dim: str) -> list[str]:

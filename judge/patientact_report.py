@@ -14,15 +14,18 @@ from typing import Any, Callable
 
 from mindcore.errors import EngineError, InputError
 from mindcore.io import CheckpointDir, atomic_write_json, atomic_write_jsonl, atomic_write_text, json_safe
-from mindcore.layout import RunLayout
+from mindcore.layout import PatientActJudgeFolder, RunLayout
 from mindcore.manifest import record_stage
 from mindcore.provenance import base_provenance
 from judge.schemas import PatientActRunSummary
+from judge import rubrics as registry
+from judge.alpha import agreement
 from judge.patientact import (
-    CONVERSATION_TEMPLATE, ConversationItem, ConversationJudge, HumanRating, Judgment, best_vs_second,
-    failures, human_scores, judge_items, judge_scores, krippendorff_alpha, mann_whitney, mean_human, rating_matrix,
-    rubrics, scored_systems, spearman, system_means,
+    SESSION_RUBRIC, ConversationItem, ConversationJudge, HumanRating, Judgment, best_vs_second,
+    failures, human_scores, judge_items, judge_scores, mann_whitney, mean_human,
+    scored_systems, spearman, system_means,
 )
+from judge.rubrics import Rubric
 
 ALPHA = 0.05
 
@@ -36,21 +39,32 @@ def _attempt(fn: Callable[[], Any]) -> Any:
         return {"error": str(exc)}
 
 
-def human_agreement(rows: list[Judgment], human: list[HumanRating]) -> dict[str, Any]:
-    dims = rubrics().conversation.ids
+def human_agreement(rows: list[Judgment], human: list[HumanRating], rubric: Rubric | None = None) -> dict[str, Any]:
+    """Krippendorff's α among the raters at the rubric's level, per dimension: on every pairable value
+    (`krippendorff_alpha`) and on the items every rater rated (`krippendorff_alpha_all_rater_subset`), plus
+    Spearman's ρ of the judge against the mean human score."""
+    rubric = rubric or registry.load(SESSION_RUBRIC)
     raters = sorted({r.rater for r in human})
     judged = {r.item_id for r in rows}
-    alpha = {}
-    for d in dims:
-        m = rating_matrix(human, d)
-        if not m:
+    alpha, subset = {}, {}
+    domain = [rubric.scale.position(p) for p in rubric.scale.points]
+    for d in rubric.ids:
+        cells = [(r.item_id, r.rater, rubric.scale.position(r.scores[d])) for r in human if d in r.scores]
+        if not cells:
             continue
-        alpha[d] = (_attempt(lambda m=m: round(krippendorff_alpha(m), 3)) if len(m) > 1
-                    else {"error": "one rater only: α needs at least two"})
+        a = agreement(cells, rubric.level, domain)
+        if len(raters) < 2:
+            alpha[d] = {"error": "one rater only: α needs at least two"}
+        else:
+            alpha[d] = round(a.pairable, 3) if a.pairable is not None else {"error": a.reason}
+        subset[d] = {"alpha": None if a.all_rater_subset is None else round(a.all_rater_subset, 3),
+                     "items": a.subset_units}
     return {
         "raters": raters, "items": len({r.item_id for r in human}),
         "items_not_judged": sorted({r.item_id for r in human} - judged),
+        "alpha_level": rubric.level,
         "krippendorff_alpha": alpha,
+        "krippendorff_alpha_all_rater_subset": subset,
         "spearman_judge_vs_mean_human": _attempt(lambda: spearman(rows, mean_human(human))),
     }
 
@@ -63,7 +77,9 @@ def _human_block(rows: list[Judgment], human: list[HumanRating]) -> dict[str, An
             "best_vs_second": _attempt(lambda: best_vs_second(scores, ALPHA)) if scores else {}}
 
 
-def build_report(rows: list[Judgment], baseline: str | None = None, human: list[HumanRating] | None = None) -> dict[str, Any]:
+def build_report(rows: list[Judgment], baseline: str | None = None, human: list[HumanRating] | None = None,
+                 rubric: Rubric | None = None) -> dict[str, Any]:
+    rubric = rubric or registry.load(SESSION_RUBRIC)
     means = system_means(rows)
     counts: dict[str, int] = {}
     for r in rows:
@@ -74,10 +90,10 @@ def build_report(rows: list[Judgment], baseline: str | None = None, human: list[
     scores = judge_scores(rows)
     return json_safe({
         "provenance": base_provenance(),
-        "rubric": {"version": rubrics().version, "source": rubrics().source,
-                   "dimensions": rubrics().conversation.ids},
+        "rubric": {"id": rubric.id, "name": rubric.name, "version": rubric.version, "source": rubric.source,
+                   "dimensions": rubric.ids, "scale": rubric.scale.describe(), "level": rubric.level},
         "judge": next((r.judge for r in rows), {}),
-        "prompt": next((r.prompt for r in rows if r.prompt), {CONVERSATION_TEMPLATE: None}),
+        "prompt": next((r.prompt for r in rows if r.prompt), {rubric.judge.template: None}),
         "judged": len(rows), "sessions_by_system": counts, "failed": failures(rows),
         "failed_rows": [{"item_id": r.item_id, "system": r.system, "error_kind": r.error_kind, "error": r.error}
                         for r in rows if not r.ok],
@@ -88,7 +104,7 @@ def build_report(rows: list[Judgment], baseline: str | None = None, human: list[
         "baseline": baseline,
         "baseline_missing": baseline is not None and baseline not in counts,
         "mann_whitney_baseline_greater": tests,
-        "human": {**human_agreement(rows, human), **_human_block(rows, human)} if human else None,
+        "human": {**human_agreement(rows, human, rubric), **_human_block(rows, human)} if human else None,
     })
 
 
@@ -108,10 +124,11 @@ def report_md(report: dict[str, Any]) -> str:
     hmeans, hmarks = (h.get("means", {}), h.get("best_vs_second", {})) if h else ({}, {})
     marks = report.get("best_vs_second", {})
     head = " | ".join(f"{d} (judge) | {d} (human)" if h else d for d in dims)
-    lines = [f"# PatientAct rubric (v{report['rubric']['version']})", "",
+    title = report["rubric"].get("name", "PatientAct rubric")
+    lines = [f"# {title} (v{report['rubric']['version']})", "",
              f"Judge: {report['judge'].get('model', '?')} on {report['judge'].get('engine', '?')}; "
              f"{report['judged']} sessions judged.", "",
-             "## Mean score per system (1–5)", "",
+             f"## Mean score per system ({report['rubric'].get('scale', '1-5')})", "",
              f"`*`: rated significantly higher than the second-best system on that column (one-sided Mann–Whitney U, "
              f"p < {report.get('alpha', 0.05)}; one-sided is our reading of the paper's marks).", "",
              "| system | sessions | failed | " + head + " |",
@@ -159,12 +176,16 @@ def report_md(report: dict[str, Any]) -> str:
     if h:
         rho = h["spearman_judge_vs_mean_human"]
         lines += ["", f"## Agreement with human ratings ({len(h['raters'])} raters, {h['items']} items)", "",
-                  "| dimension | Krippendorff's α (humans) | Spearman's ρ (judge vs mean human) | n |", "|---|---|---|---|"]
+                  f"α: Krippendorff's α among the raters, {h.get('alpha_level', 'ordinal')}, on every pairable rating; "
+                  "the all-rater subset keeps only the items every rater rated.", "",
+                  "| dimension | α (pairable) | α (all-rater subset, items) | Spearman's ρ (judge vs mean human) | n |",
+                  "|---|---|---|---|---|"]
         for d in dims:
             a = h["krippendorff_alpha"].get(d)
+            sub = (h.get("krippendorff_alpha_all_rater_subset") or {}).get(d) or {}
             r = rho.get(d, {}) if "error" not in rho else {}
             lines.append(f"| {d} | {_f(a, 3) if not isinstance(a, dict) else a['error']} | "
-                         f"{_f(r.get('rho'), 3)} | {r.get('n', '—')} |")
+                         f"{_f(sub.get('alpha'), 3)} ({sub.get('items', 0)}) | {_f(r.get('rho'), 3)} | {r.get('n', '—')} |")
         if "error" in rho:
             lines.append(f"\nSpearman's ρ not computed: {rho['error']}")
         if h["items_not_judged"]:
@@ -176,22 +197,32 @@ def report_md(report: dict[str, Any]) -> str:
     return "\n".join(lines) + "\n"
 
 
+def output_folder(out: str | Path, rubric: Rubric) -> PatientActJudgeFolder:
+    """`OUT/patientact_judge/` for PatientAct's rubric (the run layout's stage folder); `OUT/rubric_judge/<id>/`,
+    the same files, for any other scales rubric."""
+    if rubric.id == SESSION_RUBRIC:
+        return RunLayout(out).patientact_judge
+    return PatientActJudgeFolder(Path(out) / "rubric_judge" / rubric.id)
+
+
 def run_patientact(out: str | Path, engines: Any, items: list[ConversationItem], *, judge: str = "judge",
                    baseline: str | None = None, human: list[HumanRating] | None = None,
-                   max_tokens: int | None = None) -> PatientActRunSummary:
-    """Judge `items` with the `judge` role of the started `engines`; write everything under
-    `out/patientact_judge/`. Raises EngineError (after writing) when every judgment failed, as the MHQR
-    path does: the engine was down or its output never fit the schema."""
-    folder = RunLayout(out).patientact_judge
-    j = ConversationJudge(judge, engines.role(judge), max_tokens=max_tokens)
+                   max_tokens: int | None = None, rubric: Rubric | None = None) -> PatientActRunSummary:
+    """Judge `items` with the `judge` role of the started `engines` on a conversation-unit scales rubric
+    (PatientAct's by default); write everything under `output_folder(out, rubric)`. Raises EngineError (after
+    writing) when every judgment failed, as the MHQR path does: the engine was down or its output never fit."""
+    rubric = rubric or registry.load(SESSION_RUBRIC)
+    folder = output_folder(out, rubric)
+    j = ConversationJudge(judge, engines.role(judge), max_tokens=max_tokens, rubric=rubric)
     rows = engines.run(judge_items(j, scored_systems(items), CheckpointDir(folder.cache)))
     atomic_write_jsonl(folder.judgments, [r.model_dump(mode="json") for r in rows])
-    report = build_report(rows, baseline, human)
+    report = build_report(rows, baseline, human, rubric)
     atomic_write_json(folder.report_json, report)
     atomic_write_text(folder.report_md, report_md(report))
     failed = [r for r in rows if not r.ok]
-    record_stage(out, "patientact_judge", [folder.judgments, folder.report_json, folder.report_md],
-                 reads=["simulation"], counts={"judged": len(rows), "failed": len(failed)})
+    if rubric.id == SESSION_RUBRIC:  # the run manifest knows this stage; other rubrics' folders are extra outputs
+        record_stage(out, "patientact_judge", [folder.judgments, folder.report_json, folder.report_md],
+                     reads=["simulation"], counts={"judged": len(rows), "failed": len(failed)})
     if rows and len(failed) == len(rows):
         raise EngineError(f"every judgment failed ({len(failed)}; first: {failed[0].error}); "
                           f"rows and report written to {folder.path}")

@@ -141,6 +141,15 @@ class Files:
         # A run folder whose run.json a later mindsim wrote (issue 33: an unknown log version is refused, not half-read).
         self.run_newer = r / "newer-run"
         _write(self.run_newer / "run.json", json.dumps({"log_version": 99, "run_id": "x"}).encode())
+        # Rubric files and long-format ratings (issue 33): a rubric whose scale has no anchor for 6, a value off
+        # the scale, a column the format does not have.
+        self.rubric_bad = _write(r / "bad-rubric.yaml", b"id: mine\nname: x\nversion: '1'\nsource: ours\n"
+                                 b"unit: conversation\nscale: {min: 1, max: 6}\nitems:\n  - {id: warmth, name: W, "
+                                 b"question: Q, anchors: {1: a, 2: b, 3: c, 4: d, 5: e}}\npage: {title: T}\n")
+        self.ratings_off = _write(r / "off-scale.csv", b"item,unit,rater,value\ncriterion_1,c1,ana,7\n")
+        self.ratings_column = _write(r / "wrong-column.csv", b"item,unit,rater,score\ncriterion_1,c1,ana,4\n")
+        self.ratings_bool = _write(r / "bool-ratings.jsonl", b'{"item": "criterion_1", "unit": "c1", "rater": "ana", '
+                                   b'"value": true}\n')
 
 
 def _write(path: Path, data: bytes) -> Path:
@@ -286,6 +295,19 @@ CASES = {
     # Nothing listens on the discard port of this machine: refused at once, before the run folder exists.
     "run/ray-unreachable": Case(lambda f: ["run", f.recipe_ok, "--out", f.root / "o", "--ray", "127.0.0.1:9"], 1,
                                 lambda f: "Ray cluster at 127.0.0.1:9: cannot connect"),
+    "judge-run/bad-rubric": Case(lambda f: ["judge", "run", f.root, "--rubric", f.rubric_bad], 2,
+                                 lambda f: f"{f.rubric_bad}: item warmth: no anchor for point 6",
+                                 out=lambda f: f.root / "rubric_judge"),
+    "judge-alpha/off-scale": Case(lambda f: ["judge", "alpha", f.ratings_off, "--rubric", "mindeval_v1_human", "--out",
+                                             f.root / "a"], 2, lambda f: f"{f.ratings_off}:2: value: value 7 is not on the scale 1-6"),
+    "judge-alpha/boolean": Case(lambda f: ["judge", "alpha", f.ratings_bool, "--rubric", "mindeval_v1_human", "--out",
+                                           f.root / "a"], 2, lambda f: f"{f.ratings_bool}:1: value: value True is not on the scale"),
+    "judge-alpha/wrong-column": Case(lambda f: ["judge", "alpha", f.ratings_column, "--rubric", "mindeval_v1_human",
+                                                "--out", f.root / "a"], 2, lambda f: f"{f.ratings_column}:1: header lacks column value"),
+    "judge-alpha/bad-rubric": Case(lambda f: ["judge", "alpha", f.ratings_off, "--rubric", f.rubric_bad, "--out",
+                                              f.root / "a"], 2, lambda f: str(f.rubric_bad)),
+    "labelstudio-ratings/not-an-export": Case(lambda f: ["annotate", "labelstudio", "ratings", f.malformed, "--rubric",
+                                                         "mindeval_v1", "--out", f.root / "o"], 2, lambda f: str(f.malformed)),
     "export-sft/negative-bound": Case(lambda f: ["export", "sft", f.run_corrupt, "--out", f.root / "x.jsonl", "--min-turns", "-1"],
                                       2, lambda f: "--min-turns"),
 }

@@ -129,6 +129,25 @@ def sample_sessions_cmd(
                                      per_system=per_system, seed=seed, key=key))
 
 
+@sample_app.command("sessions")
+def sample_rubric_sessions_cmd(
+    out: Path = typer.Option(..., "--out", help="Task folder to create"),
+    rubric: str = typer.Option(..., "--rubric", help="A conversation rubric: a built-in id (mindeval_v1, "
+                               "patientact_session, …) or a rubric YAML file (docs/judge.md)"),
+    run: Optional[list[Path]] = typer.Option(None, "--run", help="Run folder (repeat)"),
+    sessions: Optional[Path] = typer.Option(None, "--sessions", help="Another simulator's sessions JSONL"),
+    per_system: Optional[int] = typer.Option(None, "--per-system", help="Sessions per system (default all)"),
+    raters: Optional[str] = RATERS, n_raters: Optional[int] = N_RATERS, k: int = K, all_raters: int = ALL,
+    seed: int = SEED, key: Optional[Path] = KEY,
+) -> None:
+    """Whole sessions rated on any conversation rubric (every item on its scale), blind to the system."""
+    from judge.rubrics import load
+    from mindsim_app.annotate.samplers import sample_patientact_sessions
+
+    _said(sample_patientact_sessions(out, _design(raters, n_raters, k, all_raters), runs=run or [], sessions=sessions,
+                                     per_system=per_system, seed=seed, key=key, rubric=load(rubric)))
+
+
 @sample_app.command("patientact-profiles")
 def sample_profiles_cmd(
     out: Path = typer.Option(..., "--out", help="Task folder to create"),
@@ -216,6 +235,28 @@ def ls_import_cmd(
         typer.echo(f"  {label}: {path}")
 
 
+@labelstudio_app.command("ratings")
+def ls_ratings_cmd(
+    export: Path = typer.Argument(..., help="Label Studio's JSON export (any project whose controls are named after "
+                                  "the rubric's items)"),
+    rubric: str = typer.Option(..., "--rubric", help="The rubric: a built-in id or a rubric YAML file"),
+    out: Path = typer.Option(..., "--out", help="Folder for ratings.jsonl (the long format)"),
+) -> None:
+    """Read a Label Studio export made anywhere into the long ratings format, checked against the rubric
+    (then `mindsim judge alpha` or `judge run --human`)."""
+    from judge.ratings import write_rows
+    from judge.rubrics import load
+    from mindcore.io import atomic_write_jsonl
+    from mindsim_app.annotate.labelstudio import import_ratings
+
+    spec = load(rubric)
+    got = import_ratings(export, spec)
+    path = atomic_write_jsonl(out / "ratings.jsonl", write_rows(got.rows))
+    typer.echo(f"read {len(got.rows)} ratings of {len({r.rater for r in got.rows})} raters on "
+               f"{len({r.unit for r in got.rows})} units ({got.missing} missing, {got.not_applicable} not applicable "
+               f"left out) into {path}")
+
+
 @realism_app.command("report")
 def realism_report_cmd(
     inputs: list[Path] = typer.Argument(..., help="Realism task folders (with --key) or realism_ratings.jsonl files"),
@@ -232,6 +273,10 @@ def realism_report_cmd(
     for s, t in rep["table4"].items():
         typer.echo(f"  {s}: mean per turn {t['mean_turn']:.2f}, per conversation {t['mean_conversation']:.2f}, "
                    f"≤3 {100 * t['share_at_most_3']:.0f}%, no reason {100 * t['share_no_reason']:.0f}%")
-    a = rep["table13"]["alpha"]
-    typer.echo(f"  α (ordinal, {rep['table13']['turns']} turns rated by all): {'—' if a is None else f'{a:.2f}'}")
+    t13 = rep["table13"]
+    show = lambda a: "—" if a is None else f"{a:.2f}"  # noqa: E731
+    typer.echo(f"  α (ordinal, all-rater subset, {t13['turns']} turns rated by all): {show(t13['alpha'])}; "
+               f"α (ordinal, every pairable rating, {t13.get('turns_pairable', 0)} turns): {show(t13.get('alpha_pairable'))}")
+    if t13.get("alpha_missing"):
+        typer.echo(f"  α is missing: {t13['alpha_missing']}")
     typer.echo(f"wrote {out / 'realism_report.json'} and {out / 'realism_report.md'}")

@@ -9,7 +9,11 @@ statistics read. `mindsim annotate export TASK --out DIR [--key KEY]` writes, by
   listed in `export.json` under `incomplete_excerpts`.
 - realism: `realism_ratings.jsonl` (item_id, unit, turn, rater, rating, reasons, other, comment; with the
   key also system, conversation_id, patient_id), read by `mindsim realism report`.
-- patientact_session (key required): `patientact_human.jsonl` (item_id = the judge's item id, rater,
+- every scales rubric (PatientAct's, MindEval's, a user file): `ratings.jsonl` in the long format of
+  judge/ratings.py (item, unit, rater, value, system, patient; unit = the judge's item id, system and patient
+  from the key when given, else the task's item id and system code), read by `mindsim judge alpha` and
+  `mindsim judge run --rubric … --human`.
+- patientact_session (key required): also `patientact_human.jsonl` (item_id = the judge's item id, rater,
   scores), read by `mindsim judge run --rubric patientact --human`.
 - patientact_profile (key required): `patientact_profile_human.jsonl` (item_id = profile id, rater, scores,
   predicted {attachment, theme}, truth), `patientact_diversity.jsonl` (rater, rating, profiles rated) and
@@ -28,7 +32,7 @@ import numpy as np
 
 from mindcore.errors import InputError
 from mindcore.io import atomic_write_json, atomic_write_jsonl
-from mindsim_app.annotate.protocol import DIVERSITY, AnswerError, protocol
+from mindsim_app.annotate.protocol import DIVERSITY, AnswerError, for_task, rubric_of
 from mindsim_app.annotate.store import read_answers
 from mindsim_app.annotate.tasks import Task, load_key, load_task
 
@@ -46,7 +50,7 @@ def checked_answers(task: Task, answers: Iterable[dict[str, Any]], where: str, a
         if a["unit"] not in {u["unit"] for u in it["units"]}:
             raise InputError(f"{where}: item {a['item_id']} has no unit {a['unit']!r}")
         try:
-            clean = protocol(it["protocol"]).validate(a["answer"])
+            clean = for_task(task, it["protocol"]).validate(a["answer"])
         except AnswerError as exc:
             raise InputError(f"{where}: item {a['item_id']} unit {a['unit']} by {a['rater']}: {exc}") from None
         out.append({**a, "answer": clean})
@@ -62,22 +66,25 @@ def export_task(task_dir: Path, out: Path, key: Optional[Path] = None,
     if not rows:
         raise InputError(f"{where}: no answers yet; serve the task (`mindsim annotate serve {task_dir}`) and let raters answer")
     k = load_key(key) if key else None
+    p = task.protocol
+    if p == "patientact_session" and k is None:
+        raise InputError("--key: the PatientAct judge reads session ids, which only the key holds; give TASK.key.json")
+    if p == "patientact_profile" and k is None:
+        raise InputError("--key: profile ids and seeds are in the key only; give TASK.key.json")
+    rubric = None if p == "realism" else rubric_of(task, p)
     out = Path(out)
     written = {"answers": str(atomic_write_jsonl(out / "answers.jsonl", rows))}
-    p = task.protocol
     incomplete: list[dict[str, Any]] = []
-    if p == "mhqr":
+    if p == "realism":
+        written["realism_ratings"] = str(atomic_write_jsonl(out / "realism_ratings.jsonl", realism_lines(task, rows, k)))
+    elif rubric.kind == "severity_issues":
         lines, incomplete = mhqr_lines(task, rows)
         written["mhqr_annotations"] = str(atomic_write_jsonl(out / "mhqr_annotations.jsonl", lines))
-    elif p == "realism":
-        written["realism_ratings"] = str(atomic_write_jsonl(out / "realism_ratings.jsonl", realism_lines(task, rows, k)))
-    elif p == "patientact_session":
-        if k is None:
-            raise InputError("--key: the PatientAct judge reads session ids, which only the key holds; give TASK.key.json")
+    else:
+        written["ratings"] = str(atomic_write_jsonl(out / "ratings.jsonl", long_lines(task, rows, k)))
+    if p == "patientact_session":
         written["patientact_human"] = str(atomic_write_jsonl(out / "patientact_human.jsonl", session_lines(rows, k)))
     elif p == "patientact_profile":
-        if k is None:
-            raise InputError("--key: profile ids and seeds are in the key only; give TASK.key.json")
         prof, div = profile_lines(rows, k)
         written["patientact_profile_human"] = str(atomic_write_jsonl(out / "patientact_profile_human.jsonl", prof))
         written["patientact_diversity"] = str(atomic_write_jsonl(out / "patientact_diversity.jsonl", div))
@@ -91,6 +98,28 @@ def export_task(task_dir: Path, out: Path, key: Optional[Path] = None,
                "source": where, "publish": task.header.publish, "incomplete_excerpts": incomplete}
     atomic_write_json(out / "export.json", summary)
     return summary
+
+
+def long_lines(task: Task, rows: list[dict[str, Any]], key: Optional[dict[str, Any]]) -> list[dict[str, Any]]:
+    """A scales rubric's answers in the long format: one line per rater × item × rated unit. With the key, the
+    unit is the id the judge uses (session or profile) and system and patient are named; without it, the
+    task's blinded item id and system code."""
+    out = []
+    for a in rows:
+        if a["item_id"] == DIVERSITY:
+            continue  # the closing question is one answer per rater, not a rating of a unit
+        it = task.items[a["item_id"]]
+        unit, system, patient = a["item_id"], it.get("system"), None
+        if key is not None:
+            e = key["items"][a["item_id"]]
+            unit = e.get("judge_item_id") or e.get("profile_id") or a["item_id"]
+            system, patient = e.get("system", system), e.get("patient_id")
+        if len(it["units"]) > 1:
+            unit = f"{unit}#{a['unit']}"
+        for item, value in a["answer"]["scores"].items():
+            out.append({"item": item, "unit": unit, "rater": a["rater"], "value": value,
+                        **({"system": system} if system else {}), **({"patient": patient} if patient else {})})
+    return out
 
 
 def mhqr_lines(task: Task, rows: list[dict[str, Any]]) -> tuple[list[dict[str, Any]], list[dict[str, Any]]]:

@@ -18,12 +18,14 @@ from __future__ import annotations
 
 import json
 from pathlib import Path
-from typing import Any
+from typing import Any, Iterable
 from xml.sax.saxutils import quoteattr
 
 from mindcore.errors import InputError
 from mindcore.io import atomic_write_json, atomic_write_text
-from mindsim_app.annotate.protocol import DIVERSITY, protocol, realism_reasons
+from judge.ratings import Ratings, cell_value
+from judge.rubrics import Rubric, strict_point
+from mindsim_app.annotate.protocol import DIVERSITY, for_task, protocol, realism_reasons, rubric_of
 from mindsim_app.annotate.tasks import load_task
 
 
@@ -46,39 +48,48 @@ def _textarea(name: str, to: str, max_chars: int) -> str:
     return f'  <TextArea name={quoteattr(name)} toName={quoteattr(to)} maxSubmissions="1" rows="2" editable="true"/>\n'
 
 
-def _rating(name: str, to: str) -> str:
-    return f'  <Rating name={quoteattr(name)} toName={quoteattr(to)} maxRating="5" required="true"/>\n'
+def _rating(name: str, to: str, top: int = 5) -> str:
+    return f'  <Rating name={quoteattr(name)} toName={quoteattr(to)} maxRating="{top}" required="true"/>\n'
 
 
-def config(protocol_name: str) -> str:
-    """The labeling config of one protocol (Label Studio XML)."""
-    f = protocol(protocol_name).form
+def _stars(points: list[Any]) -> bool:
+    """Label Studio's Rating control gives 1..N stars: it fits an integer scale from 1 to at most 10 points;
+    any other scale (labels, a 0 or a negative point, long ranges) is asked with Choices."""
+    return all(isinstance(p, int) for p in points) and points[0] == 1 and points == list(range(1, len(points) + 1)) \
+        and len(points) <= 10
+
+
+def config(protocol_name: str, task: Any = None) -> str:
+    """The labeling config of one protocol (Label Studio XML), from its form (the rubric's, or realism's)."""
+    p = for_task(task, protocol_name) if task is not None else protocol(protocol_name)
+    f = p.form
     parts = ["<View>\n"]
-    if protocol_name == DIVERSITY:
+    if f["form"] == "closing":
         parts += [_header(f["question"]), '  <Text name="note" value="$note"/>\n',
-                  _header(" · ".join(f"{k} {v}" for k, v in f["scale"].items())), _rating("rating", "note"),
+                  _header(" · ".join(f"{k} {v}" for k, v in f["scale"].items())), _rating("rating", "note", max(f["scale"])),
                   _textarea("comment", "note", 2000)]
         return "".join(parts) + "</View>\n"
     parts.append(_header(f["title"]))
     if f.get("instructions"):
         parts.append(_header(f["instructions"], small=True))
-    if protocol_name == "mhqr":
+    if f["form"] == "mhqr":
         parts += [_header("The counsellor's instructions"), '  <Text name="system_prompt" value="$system_prompt"/>\n']
-    if protocol_name == "patientact_profile":
+    profile = f.get("unit") == "profile"
+    if profile:
         parts += ['  <Paragraphs name="profile" value="$profile" nameKey="author" textKey="text"/>\n']
         to = "profile"
     else:
         parts += ['  <Paragraphs name="dialogue" value="$messages" layout="dialogue" nameKey="author" textKey="text"/>\n']
         to = "dialogue"
-    if protocol_name in ("mhqr", "realism"):
+    if f["form"] in ("mhqr", "realism"):
         parts += [_header("Rate this reply"), '  <Text name="rated" value="$rated"/>\n']
         to = "rated"
-    if protocol_name == "mhqr":
+    if f["form"] == "mhqr":
         parts.append(_choices("severity", to, [(s["id"], s["name"]) for s in f["severities"]], False))
         parts.append(_choices("issues", to, [(i["id"], f"{c['name']}: {i['name']}") for c in f["categories"]
                                              for i in c["issues"]], True, required=False))
         parts += [_header("Quote (optional)"), _textarea("quote", to, f["quote_max_chars"])]
-    elif protocol_name == "realism":
+    elif f["form"] == "realism":
         for g in f["groups"]:
             opts = [(r["id"], r["name"]) for r in g["reasons"]] + [(f"{g['id']}_other", "Other"), (f"{g['id']}_none", "None")]
             parts += [_header(f"1. {g['name']} reasons"), _choices(g["id"], to, opts, True),
@@ -86,14 +97,15 @@ def config(protocol_name: str) -> str:
         parts += [_header("2. " + f["question"] + " (" + ", ".join(f"{k} {v}" for k, v in f["scale"].items()) + ")"),
                   _rating("rating", to)]
     else:
+        stars = _stars(f["points"])
         for d in f["dimensions"]:
-            anchors = "; ".join(f"{k}: {v}" for k, v in d["anchors"].items())
-            parts += [_header(f"{d['name']}: {d['question']}"), _header(anchors, small=True), _rating(d["id"], to)]
-        if protocol_name == "patientact_profile":
-            parts += [_header("Attachment style that fits best"),
-                      _choices("attachment", to, [(a["id"], a["text"]) for a in f["attachments"]], False),
-                      _header("Core-belief theme that fits best"),
-                      _choices("theme", to, [(t["id"], t["text"]) for t in f["themes"]], False)]
+            anchors = "; ".join(f"{k}: {v}" for k, v in d["levels"])
+            parts += [_header(f"{d['name']}: {d['question']}"), _header(anchors, small=True)]
+            parts.append(_rating(d["id"], to, len(f["points"])) if stars else
+                         _choices(d["id"], to, [(str(k), v) for k, v in d["levels"]], False))
+        for pick in f["picks"]:
+            parts += [_header(f"{pick['name']} that fits best"),
+                      _choices(pick["id"], to, [(o["id"], o["text"]) for o in pick["options"]], False)]
     parts += [_header("Comment (optional)"), _textarea("comment", to, f["comment_max_chars"]), "</View>\n"]
     return "".join(parts)
 
@@ -116,10 +128,10 @@ def export_labelstudio(task_dir: Path, out: Path) -> dict[str, Any]:
         for u in it["units"]:
             data: dict[str, Any] = {"item_id": iid, "unit": u["unit"], "assigned": ", ".join(assigned.get(iid, []))}
             msgs = d.get("messages", [])
-            if it["protocol"] == "mhqr":
+            if "system_prompt" in d:  # a counsellor turn shown with what came before it, as the page does
                 msgs = msgs[: u["message"] + 1]
                 data["system_prompt"] = d["system_prompt"]
-            if it["protocol"] == "patientact_profile":
+            if "sections" in d:
                 data["profile"] = [{"author": s["title"], "text": "\n".join(s["lines"])} for s in d["sections"]]
             else:
                 data["messages"] = [{"author": _author(m["speaker"]) + (" ◀ rate this" if i == u.get("message") else ""),
@@ -130,13 +142,13 @@ def export_labelstudio(task_dir: Path, out: Path) -> dict[str, Any]:
             n += 1
     out = Path(out)
     atomic_write_json(out / "tasks.json", tasks)
-    atomic_write_text(out / "config.xml", config(task.protocol))
+    atomic_write_text(out / "config.xml", config(task.protocol, task))
     result = {"tasks": n, "tasks_file": str(out / "tasks.json"), "config_file": str(out / "config.xml")}
     if DIVERSITY in task.items:
         div = [{"data": {"item_id": DIVERSITY, "unit": "0", "assigned": r,
                          "note": f"For {r}: answer once, after rating all your profiles."}} for r in task.assignments]
         atomic_write_json(out / "diversity" / "tasks.json", div)
-        atomic_write_text(out / "diversity" / "config.xml", config(DIVERSITY))
+        atomic_write_text(out / "diversity" / "config.xml", config(DIVERSITY, task))
         result["diversity_tasks_file"] = str(out / "diversity" / "tasks.json")
     return result
 
@@ -150,11 +162,13 @@ def _rater(completed_by: Any, where: str) -> str:
     return text.split("@", 1)[0] if "@" in text else text
 
 
-def _answer(proto: str, results: list[dict[str, Any]], where: str) -> dict[str, Any]:
-    by: dict[str, dict[str, Any]] = {}
-    for r in results:
-        if "from_name" in r and isinstance(r.get("value"), dict):
-            by[r["from_name"]] = r["value"]
+def _results(results: list[dict[str, Any]]) -> dict[str, dict[str, Any]]:
+    return {r["from_name"]: r["value"] for r in results if "from_name" in r and isinstance(r.get("value"), dict)}
+
+
+def _answer(form: dict[str, Any], results: list[dict[str, Any]], rubric: Any = None) -> dict[str, Any]:
+    """Label Studio results as the answer the page would have sent for `form` (then checked like it)."""
+    by = _results(results)
 
     def choices(name: str) -> list[str]:
         return list((by.get(name) or {}).get("choices") or [])
@@ -168,52 +182,130 @@ def _answer(proto: str, results: list[dict[str, Any]], where: str) -> dict[str, 
         return (by.get(name) or {}).get("rating")
 
     out: dict[str, Any] = {}
-    if proto == "mhqr":
+    kind = form["form"]
+    if kind == "mhqr":
         sev = choices("severity")
         out = {"severity": sev[0] if sev else None, "issues": choices("issues"), "quote": text("quote")}
-    elif proto == "realism":
+    elif kind == "realism":
         groups = realism_reasons()
         other = {g: text(f"{g}_other_text") for g in groups if text(f"{g}_other_text")}
         out = {"reasons": [c for g in groups for c in choices(g)], "other": other or None, "rating": rating("rating")}
-    elif proto == DIVERSITY:
+    elif kind == "closing":
         out = {"rating": rating("rating")}
     else:
-        dims = [d["id"] for d in protocol(proto).form["dimensions"]]
-        out = {"scores": {d: rating(d) for d in dims if rating(d) is not None}}
-        if proto == "patientact_profile":
-            a, t = choices("attachment"), choices("theme")
-            out.update(attachment=a[0] if a else None, theme=t[0] if t else None)
+        out = {"scores": {d: v for d, v in ((d["id"], _scale_value(form, d["id"], by, rubric)) for d in form["dimensions"])
+                          if v is not None}}
+        for pick in form["picks"]:
+            c = choices(pick["id"])
+            out[pick["id"]] = c[0] if c else None
     out["comment"] = text("comment")
     return {k: v for k, v in out.items() if v is not None}
 
 
-def import_labelstudio(task_dir: Path, export: Path) -> list[dict[str, Any]]:
-    """Answers (rater, item_id, unit, answer) from Label Studio's JSON export of this task's projects."""
-    task = load_task(task_dir)
+def _scale_value(form: dict[str, Any], name: str, by: dict[str, dict[str, Any]], rubric: Any) -> Any:
+    """An item's value: the stars of a Rating control, or the chosen point of a Choices control (text in Label
+    Studio, read with the long format's rule for untyped cells)."""
+    v = by.get(name) or {}
+    if "rating" in v:
+        return v["rating"]
+    picked = v.get("choices") or []
+    if not picked:
+        return None
+    return cell_value(picked[0], rubric) if rubric is not None else picked[0]
+
+
+def _load_export(export: Path) -> list[Any]:
     try:
         data = json.loads(Path(export).read_text(encoding="utf-8"))
     except (OSError, ValueError) as exc:
         raise InputError(f"{export}: not a Label Studio JSON export ({exc})") from exc
     if not isinstance(data, list):
         raise InputError(f"{export}: expected a JSON list of tasks (Label Studio's 'JSON' export)")
-    answers, seen = [], {}
-    for n, t in enumerate(data):
+    return data
+
+
+def _annotations(t: Any, where: str, seen: dict[tuple[str, str, str], str], item: str, unit: str) -> Iterable[tuple[str, dict[str, Any]]]:
+    """(rater, annotation) of one exported task; cancelled ones skipped, a rater twice on one unit refused."""
+    for a in (t or {}).get("annotations") or []:
+        if a.get("was_cancelled"):
+            continue
+        rater = _rater(a.get("completed_by"), where)
+        k = (rater, item, unit)
+        if k in seen:
+            raise InputError(f"{where}: {rater} annotated item {item} unit {unit} twice (also {seen[k]}); keep one")
+        seen[k] = where
+        yield rater, a
+
+
+def import_labelstudio(task_dir: Path, export: Path) -> list[dict[str, Any]]:
+    """Answers (rater, item_id, unit, answer) from Label Studio's JSON export of this task's projects."""
+    task = load_task(task_dir)
+    answers: list[dict[str, Any]] = []
+    seen: dict[tuple[str, str, str], str] = {}
+    for n, t in enumerate(_load_export(export)):
         where = f"{export} task {n}"
         d = (t or {}).get("data") or {}
         iid, unit = d.get("item_id"), str(d.get("unit", ""))
         it = task.items.get(iid) if isinstance(iid, str) else None
         if it is None:
-            raise InputError(f"{where}: item {iid!r} is not in task {task_dir}; import the export of this task's tasks.json")
-        for a in t.get("annotations") or []:
-            if a.get("was_cancelled"):
-                continue
-            rater = _rater(a.get("completed_by"), where)
-            k = (rater, iid, unit)
-            if k in seen:
-                raise InputError(f"{where}: {rater} annotated item {iid} unit {unit} twice (also {seen[k]}); keep one")
-            seen[k] = where
-            answers.append({"rater": rater, "item_id": iid, "unit": unit, "answer": _answer(it["protocol"], a.get("result") or [], where),
+            raise InputError(f"{where}: item {iid!r} is not in task {task_dir}; import the export of this task's "
+                             "tasks.json, or read tasks made elsewhere with `labelstudio ratings --rubric`")
+        form = for_task(task, it["protocol"]).form
+        rubric = rubric_of(task, it["protocol"]) if form["form"] == "scales" else None
+        for rater, a in _annotations(t, where, seen, iid, unit):
+            answers.append({"rater": rater, "item_id": iid, "unit": unit, "answer": _answer(form, a.get("result") or [], rubric),
                             "answered_at": a.get("updated_at") or a.get("created_at"), "revision": 1})
     if not answers:
         raise InputError(f"{export}: no annotations")
     return answers
+
+
+# Where a task made outside the toolkit may carry what was rated and its context (first found wins).
+UNIT_FIELDS = ("item_id", "unit_id", "session_id", "conversation_id", "id")
+SYSTEM_FIELDS = ("system", "model")
+PATIENT_FIELDS = ("patient_id", "patient")
+
+
+def import_ratings(export: Path, rubric: Rubric) -> Ratings:
+    """Long-format rows (judge/ratings.py) from any Label Studio JSON export whose labeling config names its
+    controls after the rubric's items (Rating stars, or Choices of the points): tasks this toolkit made or not.
+    The unit is the task data's first of UNIT_FIELDS (with our `unit` appended when an item has several), else
+    Label Studio's task id; system and patient are read when the data carries them. Controls that are not items
+    of the rubric (comments, other questions) are left alone."""
+    from judge.ratings import RatingRow
+
+    form = protocol(rubric.id, rubric).form
+    items = set(rubric.ids)
+    out = Ratings([], sources=[str(export)])
+    seen: dict[tuple[str, str, str], str] = {}
+    for n, t in enumerate(_load_export(export)):
+        where = f"{export} task {n}"
+        d = (t or {}).get("data") or {}
+        unit = next((d[f] for f in UNIT_FIELDS if d.get(f) not in (None, "")), None)
+        unit = unit if unit is not None else (t or {}).get("id")
+        if unit is None or isinstance(unit, (bool, dict, list)):
+            raise InputError(f"{where}: no id for the rated unit; give the task data one of {', '.join(UNIT_FIELDS)} "
+                             "(or export with Label Studio's task ids)")
+        unit = str(unit) + (f"#{d['unit']}" if str(d.get("unit", "0")) != "0" and "item_id" in d else "")
+        system = next((str(d[f]) for f in SYSTEM_FIELDS if d.get(f)), None)
+        patient = next((str(d[f]) for f in PATIENT_FIELDS if d.get(f)), None)
+        for rater, a in _annotations(t, where, seen, "*", unit):
+            by = _results(a.get("result") or [])
+            found = [name for name in by if name in items]
+            for name in found:
+                raw = _scale_value(form, name, by, rubric)
+                if raw is None:
+                    out.missing += 1
+                    continue
+                if strict_point(raw) is not None and strict_point(raw) in rubric.scale.not_applicable:
+                    out.not_applicable += 1
+                    continue
+                try:
+                    out.rows.append(RatingRow(item=name, unit=unit, rater=rater, value=rubric.scale.check(raw),
+                                              system=system, patient=patient))
+                except ValueError as exc:
+                    raise InputError(f"{where}: {rater} on {name}: {exc}") from None
+    if not out.rows:
+        raise InputError(f"{export}: no ratings of rubric {rubric.id}'s items ({', '.join(rubric.ids)}); name the "
+                         "labeling config's controls after them")
+    return out

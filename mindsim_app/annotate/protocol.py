@@ -1,13 +1,14 @@
-"""The papers' human-evaluation protocols as data and as answer schemas (MindEval2 §3.4, §4.3, App. E;
-PatientAct §4.1–4.2, App. D).
+"""What raters answer, built from the rubric registry (judge/rubrics.py), plus the realism protocol
+(MindEval2 §3.4, §4.3, App. E; PatientAct §4.1–4.2, App. D).
 
-Four forms are rated: `mhqr` (one counsellor reply: severity and issues), `realism` (one patient reply:
-reasons, then the 1–5 question), `patientact_session` (a whole session: five 1–5 scales) and
-`patientact_profile` (a profile: four 1–5 scales and the two identification picks), plus the profile
-protocol's `diversity` rating, given once per rater after the profiles. Scales, reasons and options are data
-(`data/protocols.yaml`, the judge's rubrics, the PatientAct seed vocabularies); this module turns them into
-what the page shows (`form()`) and the pydantic models the server checks every answer against
-(`validate()`), so an answer outside the protocol is refused with a message naming the field.
+A protocol is named by a rubric id (`mhqr`, `patientact_session`, `patientact_profile`, `mindeval_v1`, or a
+user rubric file's id, whose text the task folder carries) and built by the rubric's kind: `severity_issues`
+(MHQR: one severity and the issues) or `scales` (every item on the rubric's scale, its picks, and a closing
+question asked once per rater, such as PatientAct's diversity rating). `realism` is the one protocol that is
+not a rubric: reasons in groups, then the 1–5 question (`data/protocols.yaml`). This module turns each into
+what the page shows (`form`) and the pydantic model the server checks every answer against (`validate`), so an
+answer outside the protocol is refused with a message naming the field; rating values follow the one typing
+rule of `judge.rubrics.strict_point` (`true` is never a rating).
 """
 
 from __future__ import annotations
@@ -15,16 +16,17 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 from functools import lru_cache
 from importlib import resources
-from typing import Any, Literal, Optional
+from typing import Annotated, Any, Literal, Optional
 
 import yaml
-from pydantic import BaseModel, ConfigDict, Field, ValidationError, create_model, model_validator
+from pydantic import BaseModel, BeforeValidator, ConfigDict, Field, ValidationError, create_model, model_validator
 
 from mindcore.errors import ConfigError
 from mindcore.recipe import format_validation_error
 from mindcore import yamlio
+from judge import rubrics as registry
+from judge.rubrics import Rubric, point_type, strict_point
 
-PROTOCOLS = ("mhqr", "realism", "patientact_session", "patientact_profile")
 DIVERSITY = "diversity"  # the profile protocol's once-per-rater question (an item of its own in each queue)
 SCALE = (1, 2, 3, 4, 5)
 
@@ -69,17 +71,18 @@ class Protocol:
             raise AnswerError(format_validation_error(exc, self.name, limit=1, top="answer", plain=True)) from None
 
 
-# -- MHQR -----------------------------------------------------------------------------------------------
+# -- severity and issues (MHQR) ----------------------------------------------------------------------
 
 
-def _mhqr() -> Protocol:
+def _severity_issues(rubric: Rubric) -> Protocol:
     from judge.rubric import load_rubric
 
-    spec = protocol_data()["mhqr"]
-    rubric = load_rubric(None)
-    levels = [s for s in sorted(rubric.severities, key=lambda s: s.weight)]
+    body = rubric.beside(rubric.body) if rubric.id != "mhqr" else None
+    issues_rubric = load_rubric(str(body) if body else None)
+    page = rubric.page
+    levels = [s for s in sorted(issues_rubric.severities, key=lambda s: s.weight)]
     ids = tuple(s.id for s in levels)
-    issues = {i.id: i for i in rubric.issues}
+    issues = {i.id: i for i in issues_rubric.issues}
     none_level = ids[0]
 
     def check(self: Any) -> Any:
@@ -95,25 +98,26 @@ def _mhqr() -> Protocol:
             raise ValueError(f"severity '{self.severity}' needs at least one issue ticked (or choose '{none_level}')")
         return self
 
+    quote_max = page.quote_max_chars or 600
     model = create_model(
         "MhqrAnswer", __base__=_Answer,
         __validators__={"_check": model_validator(mode="after")(check)},
         severity=(Literal[ids], Field(description="Severity level id")),
         issues=(list[str], Field(default_factory=list, description="Issue ids present in the reply")),
-        quote=_text(spec["quote_max_chars"], "Words of the reply that show the issue"),
-        comment=_text(spec["comment_max_chars"], "Free comment"),
+        quote=_text(quote_max, "Words of the reply that show the issue"),
+        comment=_text(page.comment_max_chars, "Free comment"),
     )
-    cats = {c.id: c.name for c in rubric.categories}
+    cats = {c.id: c.name for c in issues_rubric.categories}
     form = {
-        "protocol": "mhqr", "title": spec["title"], "instructions": spec["instructions"].strip(),
+        "protocol": rubric.id, "form": "mhqr", "unit": rubric.unit, "title": page.title, "instructions": page.instructions.strip(),
         "severities": [{"id": s.id, "name": s.name, "definition": s.definition} for s in levels],
         "categories": [{"id": c, "name": cats[c],
                         "issues": [{"id": i.id, "name": i.name, "definition": i.definition}
-                                   for i in rubric.issues if i.category == c]} for c in cats],
-        "quote_max_chars": spec["quote_max_chars"], "comment_max_chars": spec["comment_max_chars"],
-        "source": spec["source"], "rubric_version": rubric.version,
+                                   for i in issues_rubric.issues if i.category == c]} for c in cats],
+        "quote_max_chars": quote_max, "comment_max_chars": page.comment_max_chars,
+        "source": rubric.source, "rubric_version": issues_rubric.version,
     }
-    return Protocol("mhqr", form, model)
+    return Protocol(rubric.id, form, model)
 
 
 # -- realism --------------------------------------------------------------------------------------------
@@ -161,7 +165,8 @@ def _realism() -> Protocol:
         __validators__={"_check": model_validator(mode="after")(check)},
         reasons=(list[str], Field(description="Reason ids ticked (form and content, each with other/none)")),
         other=(Optional[dict[str, str]], Field(None, description="Group id → the 'other' reason in words")),
-        rating=(Literal[SCALE], Field(description="Was this written by a real person? 1 certainly not … 5 certainly yes")),
+        rating=(Annotated[Literal[SCALE], BeforeValidator(_strict_rating(SCALE))],
+                Field(description="Was this written by a real person? 1 certainly not … 5 certainly yes")),
         comment=_text(spec["comment_max_chars"], "Free comment"),
     )
 
@@ -174,7 +179,7 @@ def _realism() -> Protocol:
     model = create_model("RealismAnswerChecked", __base__=model,
                          __validators__={"_limit": model_validator(mode="after")(_limit)})
     form = {
-        "protocol": "realism", "title": spec["title"], "instructions": spec["instructions"].strip(),
+        "protocol": "realism", "form": "realism", "title": spec["title"], "instructions": spec["instructions"].strip(),
         "question": spec["question"], "scale": {int(k): v for k, v in spec["scale"].items()},
         "groups": spec["groups"], "other_max_chars": limit, "comment_max_chars": spec["comment_max_chars"],
         "source": spec["source"],
@@ -182,18 +187,7 @@ def _realism() -> Protocol:
     return Protocol("realism", form, model)
 
 
-# -- PatientAct -----------------------------------------------------------------------------------------
-
-
-def _dimension_form(part: Any) -> list[dict[str, Any]]:
-    return [{"id": d.id, "name": d.name, "question": d.question, "anchors": {int(k): v for k, v in d.anchors.items()}}
-            for d in part.dimensions]
-
-
-def _scores_model(name: str, dims: list[str], extra: dict[str, Any], limit: int) -> type[BaseModel]:
-    scores = create_model(f"{name}Scores", __base__=_Answer, **{d: (Literal[SCALE], Field(description="1-5")) for d in dims})
-    return create_model(name, __base__=_Answer, scores=(scores, Field(description="Dimension id → 1-5")),
-                        comment=_text(limit, "Free comment"), **extra)
+# -- scales (PatientAct, MindEval, user rubrics) ---------------------------------------------------------
 
 
 def identification_options() -> tuple[dict[str, str], dict[str, str]]:
@@ -203,51 +197,108 @@ def identification_options() -> tuple[dict[str, str], dict[str, str]]:
     return dict(attachment_prior().descriptions), dict(theme_map().themes)
 
 
-def _patientact_session() -> Protocol:
-    from judge.patientact import rubrics
-
-    spec = protocol_data()["patientact_session"]
-    part = rubrics().conversation
-    model = _scores_model("PatientActSessionAnswer", part.ids, {}, spec["comment_max_chars"])
-    form = {"protocol": "patientact_session", "title": spec["title"], "instructions": part.instructions,
-            "dimensions": _dimension_form(part), "comment_max_chars": spec["comment_max_chars"], "source": spec["source"]}
-    return Protocol("patientact_session", form, model)
+# The option lists a rubric's picks may name (`picks[].options`): the application's vocabularies.
+PICK_OPTIONS = {
+    "patientact_attachment": lambda: identification_options()[0],
+    "patientact_theme": lambda: identification_options()[1],
+}
 
 
-def _patientact_profile() -> tuple[Protocol, Protocol]:
-    from judge.patientact import rubrics
-
-    spec = protocol_data()["patientact_profile"]
-    part = rubrics().profile
-    attachments, themes = identification_options()
-    model = _scores_model("PatientActProfileAnswer", part.ids, {
-        "attachment": (Literal[tuple(attachments)], Field(description="Attachment style that fits best")),
-        "theme": (Literal[tuple(themes)], Field(description="Core-belief theme that fits best")),
-    }, spec["comment_max_chars"])
-    div = spec["diversity"]
-    diversity = create_model("DiversityAnswer", __base__=_Answer,
-                             rating=(Literal[SCALE], Field(description="Diversity of all profiles rated, 1-5")),
-                             comment=_text(spec["comment_max_chars"], "Free comment"))
-    form = {"protocol": "patientact_profile", "title": spec["title"], "instructions": spec["instructions"].strip(),
-            "dimensions": _dimension_form(part),
-            "attachments": [{"id": k, "text": v} for k, v in attachments.items()],
-            "themes": [{"id": k, "text": v} for k, v in themes.items()],
-            "diversity": {"title": div["title"], "question": div["question"],
-                          "scale": {int(k): v for k, v in div["scale"].items()}},
-            "comment_max_chars": spec["comment_max_chars"], "source": spec["source"]}
-    return (Protocol("patientact_profile", form, model),
-            Protocol(DIVERSITY, {"protocol": DIVERSITY, **form["diversity"]}, diversity))
+def _pick_options(rubric: Rubric) -> dict[str, dict[str, str]]:
+    unknown = [p.options for p in rubric.picks if p.options not in PICK_OPTIONS]
+    if unknown:
+        raise ConfigError(f"rubric {rubric.id}: pick options {unknown[0]!r} are not known here; known lists: "
+                          f"{', '.join(PICK_OPTIONS)}")
+    return {p.id: PICK_OPTIONS[p.options]() for p in rubric.picks}
 
 
-@lru_cache(maxsize=None)
-def protocol(name: str) -> Protocol:
-    if name == "mhqr":
-        return _mhqr()
+def _scales(rubric: Rubric) -> Protocol:
+    page, scale = rubric.page, rubric.scale
+    point = point_type(scale)
+    scores = create_model(f"{_camel(rubric.id)}Scores", __base__=_Answer,
+                          **{i.id: (point, Field(description=f"{i.name}, {scale.describe()}")) for i in rubric.items})
+    options = _pick_options(rubric)
+    picks = {p.id: (Literal[tuple(options[p.id])], Field(description=p.name)) for p in rubric.picks}
+    model = create_model(f"{_camel(rubric.id)}Answer", __base__=_Answer,
+                         scores=(scores, Field(description=f"Item id → {scale.describe()}")),
+                         comment=_text(page.comment_max_chars, "Free comment"), **picks)
+    form = {"protocol": rubric.id, "form": "scales", "unit": rubric.unit, "title": page.title, "instructions": page.instructions.strip(),
+            "numeric": scale.numeric, "points": list(scale.points),
+            "dimensions": [{"id": i.id, "name": i.name, "question": i.question, "anchors": rubric.anchors(i),
+                            "levels": [[p, t] for p, t in rubric.anchors(i).items()]} for i in rubric.items],
+            "picks": [{"id": p.id, "name": p.name, "options": [{"id": k, "text": v} for k, v in options[p.id].items()]}
+                      for p in rubric.picks],
+            "comment_max_chars": page.comment_max_chars, "source": rubric.source, "rubric_version": rubric.version}
+    if page.closing is not None:
+        form["closing"] = {"id": page.closing.id, "title": page.closing.title, "question": page.closing.question,
+                           "scale": dict(page.closing.anchors)}
+    return Protocol(rubric.id, form, model)
+
+
+def _closing(rubric: Rubric) -> Protocol:
+    """The question asked once per rater after their items (PatientAct's diversity rating)."""
+    c = rubric.page.closing
+    points = tuple(sorted(c.anchors))
+    model = create_model(f"{_camel(c.id)}Answer", __base__=_Answer,
+                         rating=(Annotated[Literal[points], BeforeValidator(_strict_rating(points))],
+                                 Field(description=f"{c.title}, {points[0]}-{points[-1]}")),
+                         comment=_text(rubric.page.comment_max_chars, "Free comment"))
+    form = {"protocol": c.id, "form": "closing", "title": c.title, "question": c.question, "scale": dict(c.anchors)}
+    return Protocol(c.id, form, model)
+
+
+def _strict_rating(points: tuple[int, ...]) -> Any:
+    def check(v: Any) -> Any:
+        if strict_point(v) not in points or isinstance(v, str):
+            raise ValueError(f"rating {v!r} is not one of {', '.join(map(str, points))} (an integer)")
+        return v
+    return check
+
+
+def _camel(name: str) -> str:
+    return "".join(part.title() for part in name.split("_"))
+
+
+BUILDERS = {"severity_issues": _severity_issues, "scales": _scales}
+
+
+_BUILT: dict[tuple[str, str], Protocol] = {}
+
+
+def protocol(name: str, rubric: Optional[Rubric] = None) -> Protocol:
+    """The protocol `name`: `realism`, the closing question (`diversity`), or a rubric's, from the registry or
+    from `rubric` (a task folder's own rubric file)."""
+    key = (name, rubric.model_dump_json() if rubric is not None else "")
+    if key not in _BUILT:
+        _BUILT[key] = _build(name, rubric)
+    return _BUILT[key]
+
+
+def _build(name: str, rubric: Optional[Rubric]) -> Protocol:
     if name == "realism":
         return _realism()
-    if name == "patientact_session":
-        return _patientact_session()
-    if name in ("patientact_profile", DIVERSITY):
-        profile, diversity = _patientact_profile()
-        return profile if name == "patientact_profile" else diversity
-    raise ConfigError(f"unknown protocol {name!r}; protocols are {', '.join(PROTOCOLS)}")
+    if name == DIVERSITY:
+        return _closing(rubric if rubric is not None and rubric.page.closing else registry.load("patientact_profile"))
+    if rubric is None or rubric.id != name:
+        try:
+            rubric = registry.load(name)
+        except ConfigError:
+            raise ConfigError(f"unknown protocol {name!r}; protocols are realism and the rubrics "
+                              f"{', '.join(registry.names())} (or the rubric file a task folder carries)") from None
+    return BUILDERS[rubric.kind](rubric)
+
+
+def for_task(task: Any, name: str) -> Protocol:
+    """The protocol of an item of `task`, with the rubric file the task folder carries, if any."""
+    return protocol(name, task_rubric(task))
+
+
+def task_rubric(task: Any) -> Optional[Rubric]:
+    data = getattr(task.header, "rubric", None)
+    return registry.from_dict(data, str(task.root)) if data else None
+
+
+def rubric_of(task: Any, name: str) -> Rubric:
+    """The rubric behind protocol `name` of `task`: the file the task carries, else the registry's."""
+    own = task_rubric(task)
+    return own if own is not None and own.id == name else registry.load(name)

@@ -2,8 +2,9 @@
 
 Table 4, per system: mean rating per turn and per conversation, share of turns rated 3 or lower, share of
 turns with no reason ticked, and each reason's share. Table 13: ordinal Krippendorff's α among the raters
-(overall and per pair, via the `krippendorff` package) and the share of turns on which all ratings fall
-within one point, over the turns every rater rated. Intervals resample patients with replacement (within
+(judge/alpha.py) overall and per pair, and the share of turns on which all ratings fall within one point. The
+paper's α is over the turns every rater rated (`alpha`, labelled the all-rater subset); beside it is α on every
+pairable rating (`alpha_pairable`: every turn rated by two or more raters), which drops nothing α can use. Intervals resample patients with replacement (within
 each system for Table 4; the patients of the shared turns for Table 13), so turns and conversations of one
 patient move together.
 
@@ -23,6 +24,8 @@ import numpy as np
 
 from mindcore.errors import InputError
 from mindcore.io import atomic_write_json, atomic_write_text, read_jsonl
+from judge.alpha import alpha
+from judge.rubrics import strict_point
 from mindsim_app.annotate.protocol import protocol_data, realism_reasons
 
 DRAWS = 2000
@@ -33,21 +36,18 @@ DEFINITIONS = {
     "share_at_most_3": "share of a system's ratings at 3 or below",
     "share_no_reason": "share of ratings with no reason ticked: only 'form_none' and 'content_none'",
     "reason_shares": "per reason, the share of ratings that tick it",
-    "alpha": "ordinal Krippendorff's alpha over the turns rated by every rater (the all-rater subset)",
+    "alpha": "ordinal Krippendorff's alpha over the turns rated by every rater (the all-rater subset, as the paper)",
+    "alpha_pairable": "ordinal Krippendorff's alpha on every pairable rating: each turn rated by two or more raters "
+                      "counts, whoever rated it; turns with one rating drop out",
     "within_one": "share of those turns whose highest and lowest rating differ by at most one point",
     "interval": "2.5th-97.5th percentile over bootstrap resamples of patients",
 }
 
 
 def _alpha(matrix: np.ndarray) -> Optional[float]:
-    import krippendorff
-
     if matrix.shape[1] < 2 or np.all(np.isnan(matrix)):
         return None
-    vals = matrix[~np.isnan(matrix)]
-    if len(np.unique(vals)) < 2:
-        return None  # one value only: α is undefined
-    return float(krippendorff.alpha(reliability_data=matrix, level_of_measurement="ordinal", value_domain=[1, 2, 3, 4, 5]))
+    return alpha(matrix, "ordinal", [1, 2, 3, 4, 5])  # None when undefined (one value only)
 
 
 def read_ratings(paths: Sequence[Path]) -> list[dict[str, Any]]:
@@ -61,7 +61,7 @@ def read_ratings(paths: Sequence[Path]) -> list[dict[str, Any]]:
             if missing:
                 hint = " (export with --key TASK.key.json)" if "system" in missing else ""
                 raise InputError(f"{where}: missing {', '.join(missing)}{hint}")
-            if r["rating"] not in (1, 2, 3, 4, 5):
+            if strict_point(r["rating"]) not in (1, 2, 3, 4, 5) or isinstance(r["rating"], str):
                 raise InputError(f"{where}: rating {r['rating']!r} is not 1-5")
             k = (r["item_id"], str(r["unit"]), r["rater"])
             if k in seen:
@@ -99,9 +99,18 @@ def table13(rows: list[dict[str, Any]]) -> dict[str, Any]:
     for r in rows:
         by_turn[(r["item_id"], str(r["unit"]))][r["rater"]] = r["rating"]
     full = sorted(t for t, d in by_turn.items() if len(d) == len(raters))
+    pairable = sorted(t for t, d in by_turn.items() if len(d) >= 2)
     out: dict[str, Any] = {"raters": raters, "turns": len(full),
-                           "items": len({t[0] for t in full}), "alpha": None, "pairwise": [], "within_one": None, "exact": None}
-    if len(raters) < 2 or len(full) < 2:
+                           "items": len({t[0] for t in full}), "alpha": None, "pairwise": [], "within_one": None, "exact": None,
+                           "alpha_pairable": None, "turns_pairable": len(pairable)}
+    if len(raters) < 2:
+        out["alpha_missing"] = f"one rater only ({', '.join(raters)}): α compares raters, it needs two or more"
+        return out
+    if len(pairable) >= 2:
+        pm = np.array([[by_turn[t].get(a, np.nan) for t in pairable] for a in raters], dtype=float)
+        out["alpha_pairable"] = _alpha(pm)
+    if len(full) < 2:
+        out["alpha_missing"] = f"{len(full)} turns rated by all {len(raters)} raters: the all-rater subset needs two"
         return out
     m = np.array([[by_turn[t][a] for t in full] for a in raters], dtype=float)
     out["alpha"] = _alpha(m)
@@ -192,8 +201,10 @@ def render(rep: dict[str, Any]) -> str:
     t = rep["table13"]
     lines += ["", "## Table 13: agreement on the rating", "",
               f"{t['turns']} turns ({t['items']} items) rated by all {len(t['raters'])} raters ({', '.join(t['raters'])}).", "",
+              *([f"α is missing: {t['alpha_missing']}.", ""] if t.get("alpha_missing") else []),
               "| measure | value |", "|---|---|",
-              f"| ordinal Krippendorff's α | {_f(t['alpha'])}{_ci((t.get('intervals') or {}).get('alpha'))} |",
+              f"| ordinal Krippendorff's α, all-rater subset (the paper's) | {_f(t['alpha'])}{_ci((t.get('intervals') or {}).get('alpha'))} |",
+              f"| ordinal Krippendorff's α, every pairable rating ({t.get('turns_pairable', 0)} turns) | {_f(t.get('alpha_pairable'))} |",
               f"| all ratings within one point | {_f(t['within_one'], True)}{_ci((t.get('intervals') or {}).get('within_one'), True)} |",
               f"| all ratings equal | {_f(t['exact'], True)} |"]
     for p in t["pairwise"]:

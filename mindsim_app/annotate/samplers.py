@@ -239,9 +239,16 @@ def sample_realism(out: Path, design: Design, *, n: int, runs: Sequence[str] = (
 
 def sample_patientact_sessions(out: Path, design: Design, *, runs: Sequence[Path] = (), sessions: Optional[Path] = None,
                                per_system: Optional[int] = None, seed: int = 0,
-                               key: Optional[Path] = None) -> dict[str, Any]:
-    """Whole sessions, `per_system` of each system (all when not given), for the five-scale rating."""
+                               key: Optional[Path] = None, rubric: Any = "patientact_session") -> dict[str, Any]:
+    """Whole sessions, `per_system` of each system (all when not given), rated on a conversation rubric
+    (PatientAct's five scales by default; any rubric id or file of unit `conversation`)."""
+    from judge import rubrics as registry
     from judge.patientact import load_items
+
+    spec = rubric if isinstance(rubric, registry.Rubric) else registry.load(rubric)
+    if spec.unit != "conversation":
+        raise InputError(f"--rubric {spec.id}: it rates one {spec.unit}; whole sessions need a rubric of unit "
+                         "conversation")
 
     for r in runs:
         _intact(Path(r), RunLayout(r).sessions.parquet)
@@ -264,14 +271,15 @@ def sample_patientact_sessions(out: Path, design: Design, *, runs: Sequence[Path
     items, entries = [], {}
     for iid, it in zip(ids, chosen):
         msgs = [{"speaker": speaker[s], "text": t} for s, t in it.transcript]
-        items.append({"item_id": iid, "protocol": "patientact_session", "kind": "session", "system": codes[it.system],
+        items.append({"item_id": iid, "protocol": spec.id, "kind": "session", "system": codes[it.system],
                       "display": {"messages": msgs}, "units": [{"unit": "0"}]})
         entries[iid] = {"judge_item_id": it.item_id, "session_id": it.session_id, "system": it.system,
                         "code": codes[it.system], "patient_id": it.patient_id, "counsellor": it.counsellor,
                         "session_index": it.session_index, "source": it.source}
     assignments = tasks.assign(ids, design, rng, {i["item_id"]: i["system"] for i in items})
-    header = Header(protocol="patientact_session", seed=seed, items=len(items), units=len(items), design=design,
-                    sampler={"per_system": per_system})
+    own = None if registry.builtin().get(spec.id) == spec else registry.carried(spec)
+    header = Header(protocol=spec.id, seed=seed, items=len(items), units=len(items), design=design,
+                    sampler={"per_system": per_system}, rubric=own)
     key_body = {"systems": {c: s for s, c in codes.items()}, "items": entries,
                 "inputs": {"runs": [str(r) for r in runs], "sessions": str(sessions) if sessions else None}}
     return {**tasks.write_task(out, header, items, assignments, key_body, key), "systems": len(codes)}

@@ -25,7 +25,7 @@ from starlette.exceptions import HTTPException as StarletteHTTPException
 from fastapi.responses import FileResponse, HTMLResponse, JSONResponse, Response
 from pydantic import BaseModel, ConfigDict, Field
 
-from mindsim_app.annotate.protocol import AnswerError, protocol
+from mindsim_app.annotate.protocol import AnswerError, for_task
 from mindsim_app.annotate.store import Store, links_path, token_hash, write_links
 from mindsim_app.annotate.tasks import ITEM_ID, Task, load_task
 
@@ -196,7 +196,7 @@ def create_app(task_dirs: list[Path]) -> FastAPI:
     @app.get("/api/session")
     def session(authorization: Optional[str] = Header(None)) -> dict[str, Any]:
         s, rater = who(authorization)
-        forms = {p: protocol(p).form for p in sorted({s.task.items[i]["protocol"] for i in s.task.assignments[rater]})}
+        forms = {p: for_task(s.task, p).form for p in sorted({s.task.items[i]["protocol"] for i in s.task.assignments[rater]})}
         return {"rater": rater, "task": s.task.root.name, "protocol": s.task.protocol, "forms": forms,
                 "notice": s.task.header.notice, **progress(s, rater)}
 
@@ -224,7 +224,7 @@ def create_app(task_dirs: list[Path]) -> FastAPI:
         if body.unit not in {u["unit"] for u in it["units"]}:
             raise HTTPException(422, f"item has no unit {body.unit!r}")
         try:
-            clean = protocol(it["protocol"]).validate(body.answer)
+            clean = for_task(s.task, it["protocol"]).validate(body.answer)
         except AnswerError as exc:
             raise HTTPException(422, str(exc)) from None
         rev = s.store.save(rater, body.item_id, body.unit, clean)

@@ -59,6 +59,8 @@ class Header(BaseModel):
     publish: str = Field("allowed", description="'never' when the items hold real conversation text")
     notice: Optional[str] = None
     sampler: dict[str, Any] = Field(default_factory=dict, description="The sampler's options")
+    rubric: Optional[dict[str, Any]] = Field(None, description="A user rubric file's content, when the protocol is one "
+                                             "(the folder travels without the file; built-ins come from the registry)")
 
 
 @dataclass(frozen=True)

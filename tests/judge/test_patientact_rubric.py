@@ -138,8 +138,13 @@ def test_human_ratings_are_checked_line_by_line(tmp_path):
     path = tmp_path / "h.jsonl"
     path.write_text(json.dumps({"item_id": "a", "rater": "r1", "scores": {"coherence": 4}}) + "\n"
                     + json.dumps({"item_id": "a", "rater": "r1", "scores": {"coherence": 9}}) + "\n")
-    with pytest.raises(InputError, match=r"h.jsonl:2: scores \{'coherence': 9\} not allowed"):
+    with pytest.raises(InputError, match=r"h.jsonl:2: scores.coherence: value 9 is not on the scale 1-5"):
         load_human(path, DIMS)
+    # One typing rule on every path: `true` is not rating 1 and "2" is not 2.
+    for bad in (True, "2", 2.0):
+        path.write_text(json.dumps({"item_id": "a", "rater": "r1", "scores": {"coherence": bad}}) + "\n")
+        with pytest.raises(InputError, match=r"h.jsonl:1: scores"):
+            load_human(path, DIMS)
     path.write_text(json.dumps({"item_id": "a", "scores": {"coherence": 4}}) + "\n")
     with pytest.raises(InputError, match="h.jsonl:1: rater: Field required"):
         load_human(path, DIMS)

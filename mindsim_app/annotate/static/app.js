@@ -100,6 +100,8 @@
   // -- rendering --------------------------------------------------------------------------------------
 
   function form() { return S.session.forms[S.item.protocol]; }
+  // Which form a protocol uses: severity and issues (MHQR), realism, a rubric's scales, or a closing question.
+  function kind() { return form().form; }
   function unit() { return S.item.units[S.unit]; }
   function saved() { return S.item.answers[unit().unit]; }
 
@@ -120,25 +122,25 @@
     const answeredMsgs = new Set(it.units.filter((u) => u.unit in it.answers).map((u) => u.message));
     let left = null;
     const d = it.display;
-    if (it.protocol === "mhqr") {
+    if (d.system_prompt !== undefined) {
       left = el("section", { class: "panel", id: "context" }, el("h2", { text: "Conversation so far" }),
         el("details", { class: "sysprompt", open: true }, el("summary", { text: "The counsellor's instructions (system prompt, memory section included)" }),
           el("pre", { id: "sysprompt", text: d.system_prompt })),
         messages(d.messages, unit().message, unit().message, answeredMsgs));
-    } else if (it.protocol === "realism") {
+    } else if (f.form === "realism") {
       left = el("section", { class: "panel", id: "context" },
         el("h2", { text: "Window of " + d.window + (d.window === 1 ? " turn" : " turns") }),
         messages(d.messages, null, unit().message, answeredMsgs));
-    } else if (it.protocol === "patientact_session") {
-      left = el("section", { class: "panel", id: "context" }, el("h2", { text: "The session" }), messages(d.messages, null, -1, new Set()));
-    } else if (it.protocol === "patientact_profile") {
+    } else if (d.sections) {
       left = el("section", { class: "panel profile", id: "context" }, el("h2", { text: "The profile" }),
         d.sections.map((s) => [el("h3", { text: s.title }), s.lines.length > 1 ? el("ul", {}, s.lines.map((l) => el("li", { text: l }))) : el("p", { text: s.lines[0] })]));
+    } else if (d.messages) {
+      left = el("section", { class: "panel", id: "context" }, el("h2", { text: "The session" }), messages(d.messages, null, -1, new Set()));
     }
     const right = el("section", { class: "panel", id: "form" }, el("h2", { text: f.title || f.question }),
       f.instructions ? el("p", { class: "instructions", text: f.instructions }) : null,
       it.units.length > 1 ? el("div", { class: "unitnote", text: "Rating turn " + (S.unit + 1) + " of " + it.units.length + " in this item (highlighted)." }) : null,
-      FORMS[it.protocol].build(f, saved() || {}),
+      FORMS[kind()].build(f, saved() || {}),
       el("div", { class: "actions" }, el("button", { class: "save", id: "save", type: "button", onclick: save }, "Save ", kbd("Enter")),
         el("span", { id: "status", text: saved() ? "saved" : "" })),
       el("div", { id: "error", role: "alert" }));
@@ -146,7 +148,7 @@
     main.replaceChildren(...[left, right].filter(Boolean));
     const r = document.querySelector(".msg.rated");
     if (r) r.scrollIntoView({ block: "nearest" });
-    FORMS[it.protocol].after && FORMS[it.protocol].after();
+    FORMS[kind()].after && FORMS[kind()].after();
     right.addEventListener("change", () => { $("error").textContent = ""; });
     helpText();
   }
@@ -161,8 +163,8 @@
   function scale(name, anchors, value, legend, extraClass) {
     const fs = el("fieldset", { class: "scalefs " + (extraClass || ""), "data-name": name }, el("legend", { text: legend }));
     const row = el("div", { class: "scale" });
-    for (const [k, text] of Object.entries(anchors)) {
-      const on = Number(value) === Number(k);
+    for (const [k, text] of (Array.isArray(anchors) ? anchors : Object.entries(anchors))) {
+      const on = value !== undefined && String(value) === String(k);
       const lab = el("label", { class: on ? "on" : "", title: text }, el("input", { type: "radio", name, value: k, checked: on }),
         el("span", { class: "num", text: k }), text);
       lab.addEventListener("click", () => { setScale(name, k); });
@@ -178,7 +180,11 @@
       i.parentElement.classList.toggle("on", i.checked);
     });
   }
-  function scaleValue(name) { const i = document.querySelector(`input[name="${name}"]:checked`); return i ? Number(i.value) : undefined; }
+  // Integer scales send numbers, label scales their label (the server refuses a number written as text).
+  function scaleValue(name, numeric) {
+    const i = document.querySelector(`input[name="${name}"]:checked`);
+    return i ? (numeric === false ? i.value : Number(i.value)) : undefined;
+  }
   function checked(name) { return [...document.querySelectorAll(`input[name="${name}"]:checked`)].map((i) => i.value); }
   function textValue(id) { const v = ($(id) || {}).value; return v && v.trim() ? v.trim() : undefined; }
   function comment(f, a) {
@@ -194,7 +200,7 @@
   }
 
   const ISSUE_KEYS = "abcdefghijklmnopqrstuvwxyz";
-  const FORM_KEYS = "qwert", CONTENT_KEYS = "asdfgh", ATTACH_KEYS = "asd", THEME_KEYS = "jkl";
+  const FORM_KEYS = "qwert", CONTENT_KEYS = "asdfgh";
 
   const FORMS = {
     mhqr: {
@@ -258,55 +264,58 @@
       help() { return [["q w e / a s d f", "form / content reasons"], ["r / g", "other (form / content)"], ["t / h", "none (form / content)"], ["1–5", "the rating"]]; },
     },
 
-    patientact_session: dimsForm(false),
-    patientact_profile: dimsForm(true),
+    scales: scalesForm(),
 
-    diversity: {
+    closing: {
       build(f, a) {
         return el("div", {}, scale("rating", f.scale, a.rating, f.question, "current"), comment(f, a));
       },
       collect() { return { rating: scaleValue("rating"), comment: textValue("comment") }; },
-      keys(k) { if (/^[1-5]$/.test(k)) { setScale("rating", k); return true; } return false; },
-      help() { return [["1–5", "the diversity rating"]]; },
+      keys(k) { if (/^[0-9]$/.test(k) && k in form().scale) { setScale("rating", k); return true; } return false; },
+      help(f) { const ks = Object.keys(f.scale); return [[ks[0] + "–" + ks[ks.length - 1], (f.title || "the rating").toLowerCase()]]; },
     },
   };
 
-  function dimsForm(profile) {
+  // Any rubric of scales: every item on the rubric's points, then its picks (PatientAct's attachment style and
+  // theme), then a comment. Digit keys score the highlighted item (the point itself on an integer scale, the
+  // n-th label on a label scale) and move to the next.
+  const PICK_KEYS = ["asdfg", "jkl;'"];
+  function scalesForm() {
+    function pointOf(f, k) {
+      if (!/^[0-9]$/.test(k)) return undefined;
+      const pts = f.points, i = f.numeric ? pts.indexOf(Number(k)) : Number(k) - 1;
+      return i >= 0 && i < pts.length ? pts[i] : undefined;
+    }
     return {
       build(f, a) {
         const scores = a.scores || {};
         const parts = f.dimensions.map((d, i) => {
-          const anchors = {};
-          for (const [k, v] of Object.entries(d.anchors)) anchors[k] = v;
-          const fs = scale("dim-" + d.id, anchors, scores[d.id], d.name + ": " + d.question, i === S.dim ? "current" : "");
+          const fs = scale("dim-" + d.id, d.levels, scores[d.id], d.name + ": " + d.question, i === S.dim ? "current" : "");
           fs.addEventListener("click", () => { S.dim = i; markDim(); });
           return fs;
         });
-        if (profile) {
-          parts.push(el("fieldset", { id: "attachment" }, el("legend", { text: "Attachment style that fits best" }),
-            f.attachments.map((x, i) => check("attachment", x.id, x.id, ATTACH_KEYS[i], a.attachment === x.id, x.text, "radio"))));
-          parts.push(el("fieldset", { id: "theme" }, el("legend", { text: "Core-belief theme that fits best" }),
-            f.themes.map((x, i) => check("theme", x.id, x.id, THEME_KEYS[i], a.theme === x.id, x.text, "radio"))));
-        }
+        f.picks.forEach((p, pi) => parts.push(el("fieldset", { id: p.id }, el("legend", { text: p.name + " that fits best" }),
+          p.options.map((x, i) => check(p.id, x.id, x.id, (PICK_KEYS[pi] || "")[i], a[p.id] === x.id, x.text, "radio")))));
         return el("div", {}, parts, comment(f, a));
       },
       collect() {
         const f = form(), scores = {};
-        for (const d of f.dimensions) { const v = scaleValue("dim-" + d.id); if (v !== undefined) scores[d.id] = v; }
+        for (const d of f.dimensions) { const v = scaleValue("dim-" + d.id, f.numeric); if (v !== undefined) scores[d.id] = v; }
         const out = { scores, comment: textValue("comment") };
-        if (profile) { out.attachment = checked("attachment")[0]; out.theme = checked("theme")[0]; }
+        for (const p of f.picks) out[p.id] = checked(p.id)[0];
         return out;
       },
       keys(k) {
-        const dims = form().dimensions;
-        if (/^[1-5]$/.test(k)) { setScale("dim-" + dims[S.dim].id, k); S.dim = Math.min(S.dim + 1, dims.length - 1); markDim(); return true; }
+        const f = form(), dims = f.dimensions, pt = pointOf(f, k);
+        if (pt !== undefined) { setScale("dim-" + dims[S.dim].id, pt); S.dim = Math.min(S.dim + 1, dims.length - 1); markDim(); return true; }
         if (k === "ArrowDown") { S.dim = Math.min(S.dim + 1, dims.length - 1); markDim(); return true; }
         if (k === "ArrowUp") { S.dim = Math.max(S.dim - 1, 0); markDim(); return true; }
-        return profile ? toggleKey(k) : false;
+        return f.picks.length ? toggleKey(k) : false;
       },
       help(f) {
-        const h = [["1–5", "score the highlighted scale, then move to the next"], ["↑ / ↓", "move between scales"]];
-        if (profile) h.push(["a s d", "attachment style"], ["j k l", "core-belief theme"]);
+        const first = f.numeric ? f.points[0] : 1, last = f.numeric ? f.points[f.points.length - 1] : f.points.length;
+        const h = [[first + "–" + Math.min(last, 9), "score the highlighted scale, then move to the next"], ["↑ / ↓", "move between scales"]];
+        f.picks.forEach((p, i) => h.push([(PICK_KEYS[i] || "").split("").slice(0, p.options.length).join(" "), p.name.toLowerCase()]));
         return h;
       },
     };
@@ -319,7 +328,7 @@
   // -- saving -----------------------------------------------------------------------------------------
 
   async function save() {
-    const answer = FORMS[S.item.protocol].collect();
+    const answer = FORMS[kind()].collect();
     for (const k of Object.keys(answer)) if (answer[k] === undefined) delete answer[k];
     $("status").textContent = "saving…";
     try {
@@ -338,7 +347,7 @@
 
   function helpText() {
     const rows = [["Enter", "save and go on"], ["← / →", "previous / next without saving"], ["?", "this help"]];
-    if (S.item) rows.push(...FORMS[S.item.protocol].help(form()));
+    if (S.item) rows.push(...FORMS[kind()].help(form()));
     $("helpbody").replaceChildren(el("table", {}, rows.map(([k, t]) => el("tr", {}, el("td", {}, kbd(k)), el("td", { text: t })))));
   }
 
@@ -352,7 +361,7 @@
     if (ev.key === "ArrowRight") { ev.preventDefault(); step(1); return; }
     if (ev.key === "ArrowLeft") { ev.preventDefault(); step(-1); return; }
     if (ev.key === "?") { $("help").hidden = !$("help").hidden; return; }
-    if (FORMS[S.item.protocol].keys(ev.key)) ev.preventDefault();
+    if (FORMS[kind()].keys(ev.key)) ev.preventDefault();
   });
 
   $("prev").addEventListener("click", () => (S.item ? step(-1) : load(S.session.items - 1, -1)));

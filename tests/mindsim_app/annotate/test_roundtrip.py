@@ -145,6 +145,12 @@ def test_three_raters_round_trip_to_the_agreement_tables(tasks):
     t13 = rep["table13"]
     assert t13["turns"] == len(full) > 0
     assert t13["alpha"] == pytest.approx(ordinal_alpha([list(d.values()) for d in full]), abs=1e-9)
+    # Beside the paper's all-rater subset: α on every pairable rating (turns two raters rated count too).
+    pairable = [list(d.values()) for d in by_turn.values() if len(d) >= 2]
+    assert t13["turns_pairable"] == len(pairable) > len(full)
+    assert t13["alpha_pairable"] == pytest.approx(ordinal_alpha(pairable), abs=1e-9)
+    md = (out / "realism_report.md").read_text()
+    assert "all-rater subset (the paper's)" in md and "every pairable rating" in md
     assert t13["within_one"] == pytest.approx(np.mean([max(d.values()) - min(d.values()) <= 1 for d in full]))
     for p in t13["pairwise"]:
         a, b = p["raters"]

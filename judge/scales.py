@@ -1,0 +1,103 @@
+"""The judge of any `scales` rubric (judge/rubrics.py): one structured answer per rated unit, each item's short
+reason written before its value, the values restricted to the rubric's scale by the answer schema. PatientAct's
+conversation rubric, MindEval v1's criteria and any user rubric file go through here; only the prompt template
+(the rubric's `judge.template`) differs. Invalid output is re-asked by the role client a bounded number of times
+and then becomes a counted failure row (judge/patientact.py `Judgment`, `ok=False`), never a blank score.
+"""
+
+from __future__ import annotations
+
+from typing import Any, Literal, Mapping, Sequence
+
+import jinja2
+from pydantic import BaseModel, ConfigDict, Field, create_model
+
+from mindcore.errors import ConfigError
+from mindcore.prompts import render, template_hash
+from judge.rubrics import Rubric, point_type
+
+_ENV = dict(undefined=jinja2.StrictUndefined, trim_blocks=True, lstrip_blocks=True, keep_trailing_newline=False,
+            autoescape=False)
+
+
+def judgeable(rubric: Rubric, unit: str | None = None) -> Rubric:
+    """The rubric, or one ConfigError saying why this judge cannot score it."""
+    if rubric.kind != "scales":
+        raise ConfigError(f"rubric {rubric.id}: a {rubric.kind} rubric is judged by the MHQR judge, not the scales judge")
+    if rubric.judge is None:
+        raise ConfigError(f"rubric {rubric.id} ({rubric.path}) has no judge: section (no prompt template); it is for "
+                          "human ratings only. Add judge: {template: judge/scales.jinja2} to judge with it")
+    if not rubric.scale.numeric:
+        raise ConfigError(f"rubric {rubric.id}: the judge scores integer scales; a label scale "
+                          f"({rubric.scale.describe()}) is rated by people (annotation page, long ratings format)")
+    if unit is not None and rubric.unit != unit:
+        raise ConfigError(f"rubric {rubric.id} rates one {rubric.unit}; this judge rates one {unit} at a time")
+    return rubric
+
+
+def answer_model(rubric: Rubric, options: Mapping[str, Sequence[str]] | None = None) -> type[BaseModel]:
+    """Per item a reason (first, so the value follows from it) then a value on the scale; each pick of the
+    rubric chooses among `options[pick.options]`, which the caller supplies."""
+    options = options or {}
+    missing = [p.options for p in rubric.picks if not options.get(p.options)]
+    if missing:
+        raise ConfigError(f"rubric {rubric.id}: the caller must supply the options of {', '.join(missing)}")
+    picks = tuple((p.id, p.name, tuple(sorted(options[p.options]))) for p in rubric.picks)
+    # One model class per rubric text and options: the role client caches schemas by class.
+    key = (rubric.model_dump_json(), picks)
+    if key not in _MODELS:
+        _MODELS[key] = _answer_model(rubric, picks)
+    return _MODELS[key]
+
+
+_MODELS: dict[tuple[str, tuple], type[BaseModel]] = {}
+
+
+def _answer_model(rubric: Rubric, picks: tuple[tuple[str, str, tuple[str, ...]], ...]) -> type[BaseModel]:
+    spec: dict[str, Any] = {}
+    for it in rubric.items:
+        spec[f"{it.id}_reason"] = (str, Field(max_length=rubric.judge.reason_max,
+                                              description=f"One or two sentences on: {it.question}"))
+        spec[it.id] = (point_type(rubric.scale), Field(description=f"{it.name}, {rubric.scale.describe()}"))
+    for pid, name, opts in picks:
+        spec[pid] = (Literal[opts], Field(description=name))
+    return create_model(f"{rubric.id.title().replace('_', '')}Judgment", __config__=ConfigDict(extra="forbid"), **spec)
+
+
+def dimensions(rubric: Rubric) -> list[dict[str, Any]]:
+    """The items as the prompt templates read them: id, name, question and every point's anchor."""
+    return [{"id": it.id, "name": it.name, "question": it.question, "anchors": rubric.anchors(it)} for it in rubric.items]
+
+
+def _beside_source(rubric: Rubric) -> str | None:
+    path = rubric.beside(rubric.judge.template)
+    if path is None:
+        return None
+    try:
+        return path.read_text(encoding="utf-8")
+    except OSError as exc:
+        raise ConfigError(f"rubric {rubric.path}: judge template {path} cannot be read ({exc.strerror})") from exc
+
+
+def prompt(rubric: Rubric, **variables: Any) -> str:
+    """The rubric's judge prompt with the rubric's own parts filled in (instructions, dimensions, notes as
+    `red_flags`, the scale) plus the caller's (`transcript`, profile fields, …)."""
+    parts = {"instructions": rubric.judge.instructions, "dimensions": dimensions(rubric),
+             "red_flags": list(rubric.judge.notes), "scale": rubric.scale.describe(), **variables}
+    source = _beside_source(rubric)
+    if source is None:
+        return render(rubric.judge.template, **parts)
+    try:
+        return jinja2.Environment(**_ENV).from_string(source).render(**parts).strip()
+    except (jinja2.TemplateError) as exc:
+        raise ConfigError(f"rubric {rubric.path}: judge template {rubric.judge.template}: {exc}") from exc
+
+
+def prompt_hashes(rubric: Rubric) -> dict[str, str]:
+    """Template name → hash, recorded in every row (a template beside the rubric file is hashed from its text)."""
+    import hashlib
+
+    source = _beside_source(rubric)
+    if source is None:
+        return {rubric.judge.template: template_hash(rubric.judge.template)}
+    return {rubric.judge.template: hashlib.sha256(source.encode("utf-8")).hexdigest()[:16]}
