@@ -21,6 +21,7 @@ from typing import Any, Iterable
 
 import numpy as np
 
+from mindcore.runlog import MemoryAblationReport
 from mindcore.io import atomic_write_json, atomic_write_text, json_safe
 from mindcore.plots import pyplot, save_png
 from judge.rubric import Rubric
@@ -198,6 +199,7 @@ def write(out: Path, report: dict[str, Any], rubric: Rubric, plots: bool = True)
     if plots and plot(out / PLOT, report, rubric):
         report["plots"] = [PLOT]
         files[PLOT] = out / PLOT
+    MemoryAblationReport.model_validate(report)  # what the run log's readers expect, or fail here
     atomic_write_json(files["report.json"], report)
     atomic_write_text(files["report.md"], markdown(report, rubric))
     return files

@@ -14,6 +14,7 @@ from typing import Any, Callable
 
 from mindcore.errors import EngineError, InputError
 from mindcore.io import CheckpointDir, atomic_write_json, atomic_write_jsonl, atomic_write_text, json_safe
+from mindcore.runlog import RubricReport
 from mindcore.layout import PatientActJudgeFolder, RunLayout
 from mindcore.manifest import record_stage
 from mindcore.provenance import base_provenance
@@ -217,6 +218,7 @@ def run_patientact(out: str | Path, engines: Any, items: list[ConversationItem],
     rows = engines.run(judge_items(j, scored_systems(items), CheckpointDir(folder.cache)))
     atomic_write_jsonl(folder.judgments, [r.model_dump(mode="json") for r in rows])
     report = build_report(rows, baseline, human, rubric)
+    RubricReport.model_validate(json_safe(report))  # what the run log's readers expect, or fail here
     atomic_write_json(folder.report_json, report)
     atomic_write_text(folder.report_md, report_md(report))
     failed = [r for r in rows if not r.ok]

@@ -501,3 +501,36 @@ class JudgeReport(_Report):
     def by_engine(self) -> bool:
         """Whether the judge scored each counsellor once per patient engine (the run held several)."""
         return any(bool(j.scores.systems) for j in self.judges.values())
+
+
+class RubricReport(_Report):
+    """`patientact_judge/report.json` and `rubric_judge/<id>/report.json` (`judge.patientact_report.build_report`):
+    a conversation rubric's scores per system and dimension, the significance tests and, with human ratings,
+    agreement."""
+
+    rubric: dict[str, Any] = Field(description="id, name, version, source, dimensions, scale, level")
+    judged: int = 0
+    sessions_by_system: dict[str, int] = Field(default_factory=dict)
+    failed: Any = None
+    failed_rows: list[dict[str, Any]] = Field(default_factory=list)
+    means: dict[str, dict[str, float | None]] = Field(default_factory=dict)
+    means_by_group: dict[str, Any] = Field(default_factory=dict)
+    best_vs_second: Any = None
+    mann_whitney_baseline_greater: Any = None
+    baseline: str | None = None
+    human: dict[str, Any] | None = None
+    provenance: dict[str, Any] = Field(default_factory=dict)
+
+
+class MemoryAblationReport(_Report):
+    """`ablations/memory/report.json` (`judge.ablation`): the rerun sessions without counsellor memory, each
+    paired with its benchmark twin, judged by one judge."""
+
+    ablation: str
+    run: str
+    judged_with: str
+    counsellors: list[str] = Field(default_factory=list)
+    sessions: dict[str, Any] = Field(default_factory=dict)
+    judges: dict[str, Any] = Field(default_factory=dict)
+    judgments: dict[str, Any] = Field(default_factory=dict)
+    failures: list[Any] = Field(default_factory=list)

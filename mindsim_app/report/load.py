@@ -18,7 +18,8 @@ from pydantic import BaseModel, ConfigDict, Field
 from judge.schemas import JudgmentRow
 from mindcore.errors import InputError
 from mindcore.layout import RunLayout
-from mindcore.runlog import JudgeReport, ProfilesSummaryView, RunHeader, SimulationSummaryView, ValidationReport
+from mindcore.runlog import (JudgeReport, ProfilesSummaryView, RubricReport, RunHeader, SimulationSummaryView,
+                             ValidationReport)
 
 class _View(BaseModel):
     # Nested values carry more than the page shows; what it does not show is left out, not refused.
@@ -124,12 +125,6 @@ class RunData:
         return f"{recipe or self.path.name} ({self.info.run_id if self.info else '?'})"
 
 
-class _Report(BaseModel):
-    """A stage's report.json the page passes on whole (the PatientAct tables)."""
-
-    model_config = ConfigDict(extra="allow")
-
-
 def load_run(path: str | Path, *, allow_partial: bool = False) -> RunData:
     """One run folder, verified against its manifest first (refused with the first problem unless
     `allow_partial`: a run still in progress, whose page then lists what is missing or changed)."""
@@ -144,12 +139,13 @@ def load_run(path: str | Path, *, allow_partial: bool = False) -> RunData:
         raise InputError(f"{path}: not a run folder (no run.json and no sessions/sessions.parquet); give the --out "
                          "folder of `mindsim run` or `mindsim simulate`")
     check = verify_run(path, needs=["simulation"], allow_partial=allow_partial)
-    patientact = run.patientact_judge.report(_Report)
+    patientact = run.patientact_judge.report(RubricReport)
     return RunData(
         path=path, info=info, summary=run.sessions.read_summary(SimulationSummaryView),
         sessions=run.sessions.rows(SessionView), validation=run.validation.report(ValidationReport),
         judge_report=run.judgments.report(JudgeReport),
         judgments=run.judgments.rows(JudgmentRow) if run.judgments.parquet.is_file() else [],
+        # Read typed; the page template takes the rubric's tables as the JSON they are.
         patientact=patientact.model_dump() if patientact else None,
         profiles_summary=run.profiles.read_summary(ProfilesSummaryView),
         profile_failures=run.profiles.failure_rows(ProfileFailure),
