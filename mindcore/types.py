@@ -130,7 +130,8 @@ class ToolSpec:
         }
 
 
-@dataclass
+# Slots: the ledger keeps one per call for the whole run (a 1,000-patient simulation makes tens of thousands).
+@dataclass(slots=True)
 class CallRecord:
     role: str
     engine: str
