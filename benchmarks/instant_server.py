@@ -123,8 +123,9 @@ class _Connection(asyncio.Protocol):
     def _respond(self, method: str, path: str, body: bytes) -> None:
         status = 200
         if method == "POST" and path.rstrip("/").endswith("/chat/completions"):
-            payload = answer(orjson.loads(body or b"{}"))
-            self.server.count()
+            request = orjson.loads(body or b"{}")
+            payload = answer(request)
+            self.server.count(request)
         elif method == "GET" and path.rstrip("/").endswith("/models"):
             payload = {"object": "list", "data": [{"id": m, "object": "model"} for m in self.server.models]}
         else:
@@ -141,14 +142,17 @@ class InstantServer:
     def __init__(self, models: tuple[str, ...] = ("instant",)) -> None:
         self.models = list(models)
         self.requests = 0
+        self.recording: list[dict[str, Any]] | None = None  # request bodies, while a caller wants them
         self._lock = threading.Lock()
         self._loop = asyncio.new_event_loop()
         self._ready = threading.Event()
         self.port = 0
 
-    def count(self) -> None:
+    def count(self, body: dict[str, Any]) -> None:
         with self._lock:
             self.requests += 1
+            if self.recording is not None:
+                self.recording.append(body)
 
     @property
     def base_url(self) -> str:
