@@ -51,6 +51,13 @@ def _sim_config(sessions: int, turn_cap: int):
     return SimulationConfig(sessions=sessions, turn_cap=turn_cap, max_todo_calls=1, final_memory=False)
 
 
+def _rss_mib() -> float:
+    for line in Path("/proc/self/status").read_text().splitlines():
+        if line.startswith("VmRSS:"):
+            return int(line.split()[1]) / 1024
+    return 0.0
+
+
 def child(args: argparse.Namespace) -> None:
     out = Path(args.out)
     if args.stage == "bare":
@@ -59,9 +66,10 @@ def child(args: argparse.Namespace) -> None:
         from mindsim.simulate import run_simulation
         from profilegen.testing import make_profiles
 
+        profiles = make_profiles(args.patients, seed=3)
         with _engines(args.url, args.concurrency) as engines:
-            run_simulation(make_profiles(args.patients, seed=3), engines, _sim_config(args.sessions, args.turn_cap),
-                           out, seed=11)
+            started = _rss_mib()  # after the imports and the profiles: what the run adds is above this
+            run_simulation(profiles, engines, _sim_config(args.sessions, args.turn_cap), out, seed=11)
     elif args.stage == "judge":
         from judge.config import JudgeConfig
         from judge.inputs import load_sessions
@@ -94,7 +102,8 @@ def child(args: argparse.Namespace) -> None:
             run_profiles(r, engines, out)
     import resource
 
-    print(json.dumps({"maxrss_mib": resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024}), flush=True)
+    print(json.dumps({"maxrss_mib": resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024,
+                      "start_rss_mib": locals().get("started", 0.0)}), flush=True)
 
 
 def _bare(args: argparse.Namespace) -> None:
@@ -204,7 +213,7 @@ def main() -> None:
     ap.add_argument("--turn-cap", type=int, default=4)
     ap.add_argument("--candidates", type=int, default=160, help="profile candidates per run")
     ap.add_argument("--batch", type=int, help="profiles.distilabel_batch_size (default: the recipe default)")
-    ap.add_argument("--stages", nargs="+", default=["simulate", "judge", "profiles"])
+    ap.add_argument("--stages", nargs="*", default=["simulate", "judge", "profiles"])
     ap.add_argument("--baseline-tree", help="a checkout of the code to compare with ('today')")
     ap.add_argument("--rss", action="store_true", help="peak RSS of 100 vs 1,000 simulated patients")
     args = ap.parse_args()
@@ -256,12 +265,15 @@ def main() -> None:
                 rows.append((stage, c, results))
                 _print_row(stage, c, results, flush=True)
         if args.rss:
-            print("\npeak RSS, simulation (1 session, turn cap 2, concurrency 64):")
+            print(f"\npeak RSS, simulation ({args.sim_sessions} sessions, turn cap {args.turn_cap}, concurrency 64):",
+                  flush=True)
             for tree in trees:
-                rss = {n: run(tree, "simulate", 64, patients=n, sessions_per_patient=1, turn_cap=2)["maxrss_mib"]
-                       for n in (100, 1000)}
-                print(f"  {tree:6s} 100 patients {rss[100]:7.1f} MiB   1,000 patients {rss[1000]:7.1f} MiB   "
-                      f"ratio {rss[1000] / rss[100]:.3f}   (+{(rss[1000] - rss[100]) / 900 * 1024:.0f} KiB/patient)",
+                got = {n: run(tree, "simulate", 64, patients=n, sessions_per_patient=args.sim_sessions,
+                              turn_cap=args.turn_cap) for n in (100, 1000)}
+                peak = {n: g["maxrss_mib"] for n, g in got.items()}
+                print(f"  {tree:6s} 100 patients {peak[100]:7.1f} MiB (run started at {got[100]['start_rss_mib']:.1f})"
+                      f"   1,000 patients {peak[1000]:7.1f} MiB (started at {got[1000]['start_rss_mib']:.1f})   "
+                      f"ratio {peak[1000] / peak[100]:.3f}   (+{(peak[1000] - peak[100]) / 900 * 1024:.0f} KiB/patient)",
                       flush=True)
     print(f"load average at end: {os.getloadavg()}")
     _summary(rows, trees)

@@ -474,25 +474,40 @@ def transcript_row(r: SessionRecord) -> dict[str, Any]:
             "patient_engine": r.patient_engine, **trial, "session_index": r.session_index, "messages": r.transcript()}
 
 
-# Sessions a `ShardWriter` holds before it writes them out as one sorted run (a few MB of sessions at most).
+# Sessions a `ShardWriter` holds before it writes them out as one sorted run, the rows per row group of a run
+# (the merge holds one row group per run), and the most runs merged at once: past that many the runs so far
+# are merged into one first, so memory stays bounded however many sessions a shard has.
 RUN_ROWS = 256
+RUN_ROW_GROUP = 32
+MAX_RUNS = 4
 
 
-def _write_sorted(records: list[SessionRecord], parquet: Path, jsonl: Path) -> None:
-    """`records`, already in the dataset's order, as one parquet file and its transcripts (replace-writes)."""
-    table = pa.Table.from_pylist([r.model_dump(mode="json") for r in records])
+def _write_sorted(records: list[SessionRecord], parquet: Path, jsonl: Path, row_group_size: int = SHARD_ROW_GROUP,
+                  schema: pa.Schema | None = None) -> pa.Schema:
+    """`records`, already in the dataset's order, as one parquet file and its transcripts (replace-writes), in
+    `schema` widened by whatever these records need; returns the schema written."""
+    rows = [r.model_dump(mode="json") for r in records]
+    table = pa.Table.from_pylist(rows)
+    if schema is not None and not table.schema.equals(schema):
+        # A field null in all of these rows is typed null here; written in the schema the shard's other runs
+        # have, the merge reads them as Arrow, not through Python (its fallback for a differing schema).
+        schema = pa.unify_schemas([schema, table.schema], promote_options="permissive")
+        if not table.schema.equals(schema):
+            table = pa.Table.from_pylist(rows, schema=schema)
     # Small row groups: the merge decodes one row group per file at a time, so this bounds its memory.
     with atomic_writer(parquet, "wb") as sink:
-        pq.write_table(table, sink, row_group_size=SHARD_ROW_GROUP)
+        pq.write_table(table, sink, row_group_size=row_group_size)
     atomic_write_jsonl(jsonl, [transcript_row(r) for r in records])
+    return table.schema
 
 
 class ShardWriter:
     """One shard's sessions (parquet) and transcripts (JSONL), both in the dataset's order, written as the
     sessions come in: every `RUN_ROWS` sessions go to disk as one sorted run (in a private folder beside the
-    shard files) and leave memory; `close` merges the runs into the shard's two files (replace-writes: a shard
-    is rebuilt whole by every run of it, never appended to). A shard of at most `RUN_ROWS` sessions is written
-    straight from memory, as before runs existed."""
+    shard files) and leave memory, `MAX_RUNS` runs are merged into one (an external merge sort); `close` merges
+    the runs into the shard's two files (replace-writes: a shard is rebuilt whole by every run of it, never
+    appended to). A shard of at most `RUN_ROWS` sessions is written straight from memory, as before runs
+    existed."""
 
     def __init__(self, out: Path, shard: int, shards: int, run_rows: int = RUN_ROWS):
         self.parquet, self.jsonl = RunLayout(out).sessions.shard(shard, shards)
@@ -501,6 +516,8 @@ class ShardWriter:
         self.rows = 0
         self._held: list[SessionRecord] = []
         self._runs: list[tuple[Path, Path]] = []
+        self._made = 0
+        self._schema: pa.Schema | None = None
         self._dir: Path | None = None
 
     def add(self, record: SessionRecord) -> None:
@@ -514,10 +531,22 @@ class ShardWriter:
             self.parquet.parent.mkdir(parents=True, exist_ok=True)
             # Named per writer: a retried Ray shard may run beside its original (`merge_shards` never lists it).
             self._dir = Path(tempfile.mkdtemp(prefix=f".runs-{self.shard:05d}-", dir=self.parquet.parent))
-        run = (self._dir / f"{len(self._runs):05d}.parquet", self._dir / f"{len(self._runs):05d}.jsonl")
-        _write_sorted(sorted(self._held, key=_order), *run)
-        self._runs.append(run)
+        self._schema = _write_sorted(sorted(self._held, key=_order), *self._next_run(), row_group_size=RUN_ROW_GROUP,
+                                     schema=self._schema)
         self._held = []
+        if len(self._runs) >= MAX_RUNS:
+            runs, self._runs = self._runs, []
+            _merge_sorted(runs, *self._next_run(), row_group_size=RUN_ROW_GROUP)
+            for parquet, jsonl in runs:
+                parquet.unlink()
+                jsonl.unlink()
+
+    def _next_run(self) -> tuple[Path, Path]:
+        assert self._dir is not None
+        self._made += 1
+        run = (self._dir / f"{self._made:06d}.parquet", self._dir / f"{self._made:06d}.jsonl")
+        self._runs.append(run)
+        return run
 
     def close(self) -> None:
         if not self._runs:
@@ -603,13 +632,17 @@ def _merge_sorted(parts: list[tuple[Path, Path]], target: Path, transcripts: Pat
             held = 0
             for k, run in itertools.groupby(order, key=lambda t: t[5]):
                 n = sum(1 for _ in run)
-                pending.extend(cursors[k].take(n))
-                for _ in range(n):
-                    tsink.write(lines[k].readline())
-                held += n
-                if held >= batch_rows:
-                    writer.write_table(pa.concat_tables(pending), row_group_size=row_group_size)
-                    written, pending, held = written + held, [], 0
+                while n:
+                    # In pieces: one file's rows in a row (a one-shard run's are all of them) would otherwise
+                    # be taken whole, the dataset in memory at once.
+                    m = min(n, batch_rows - held)
+                    pending.extend(cursors[k].take(m))
+                    for _ in range(m):
+                        tsink.write(lines[k].readline())
+                    held, n = held + m, n - m
+                    if held >= batch_rows:
+                        writer.write_table(pa.concat_tables(pending), row_group_size=row_group_size)
+                        written, pending, held = written + held, [], 0
             if pending:
                 writer.write_table(pa.concat_tables(pending), row_group_size=row_group_size)
                 written += held
