@@ -51,9 +51,11 @@ def _sim_config(sessions: int, turn_cap: int):
     return SimulationConfig(sessions=sessions, turn_cap=turn_cap, max_todo_calls=1, final_memory=False)
 
 
-def _rss_mib() -> float:
+def _rss_mib(field: str = "VmRSS") -> float:
+    """This process's resident memory now (`VmRSS`) or at its peak (`VmHWM`). Not `ru_maxrss`: Linux carries
+    the parent's peak across fork and exec into it, so a child of a big driver would report the driver's."""
     for line in Path("/proc/self/status").read_text().splitlines():
-        if line.startswith("VmRSS:"):
+        if line.startswith(field + ":"):
             return int(line.split()[1]) / 1024
     return 0.0
 
@@ -100,9 +102,7 @@ def child(args: argparse.Namespace) -> None:
         r = load_recipe(path)
         with Engines.from_config(r.engines_config()) as engines:
             run_profiles(r, engines, out)
-    import resource
-
-    print(json.dumps({"maxrss_mib": resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024,
+    print(json.dumps({"maxrss_mib": _rss_mib("VmHWM"),
                       "start_rss_mib": locals().get("started", 0.0)}), flush=True)
 
 
