@@ -24,6 +24,7 @@ from typing import Any
 
 from mindcore.errors import EngineError, StructuredOutputError
 from mindcore.exchange import COUNSELLOR, spoken
+from mindcore.io import off_loop
 from mindcore.prompts import render, template_hash
 from mindcore.quotes import normalise, quote_in  # noqa: F401 - part of this module's API
 from mindcore.runner import gather_progress
@@ -143,7 +144,7 @@ async def judge_reply(judge: Judge, reply: Reply, cache: Any) -> JudgmentRow:
         outcome = await judge.ask(reply)
     except EngineError as exc:
         return judge.row(reply, key, error=exc)
-    cache.write(key, outcome)
+    await off_loop(cache.write, key, outcome)
     return judge.row(reply, key, outcome=outcome)
 
 

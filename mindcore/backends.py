@@ -26,15 +26,14 @@ from collections import OrderedDict
 from dataclasses import dataclass, field
 from typing import Any, Protocol
 
-import openai
-
+from mindcore import wire
 from mindcore.config import SAMPLING_FIELDS, deep_merge
 from mindcore.errors import ConfigError, EngineUnavailable, FieldRefused, TransportError
 from mindcore.types import ChatRequest, RawReply
 
 # One INFO line per HTTP request buries progress bars (and breaks once distilabel has swapped the
 # root handlers); transport problems surface as our own errors instead.
-for _name in ("httpx", "httpx2", "openai"):
+for _name in ("httpx", "httpx2", "httpcore", "openai"):
     logging.getLogger(_name).setLevel(logging.WARNING)
 
 log = logging.getLogger(__name__)
@@ -222,13 +221,13 @@ class OpenAIBackend:
         self._lock = threading.Lock()
         self._rr = 0
         self._affinity: OrderedDict[str, int] = OrderedDict()
-        # An AsyncOpenAI client and a semaphore are bound to the event loop they were first used in;
-        # stages may run several `asyncio.run` calls, so keep one set per loop.
-        self._per_loop: dict[int, list[tuple[openai.AsyncOpenAI, asyncio.Semaphore]]] = {}
+        # Sockets and semaphores belong to the event loop they were first used in; stages may run several
+        # `asyncio.run` calls, so keep one set per loop (cheap: the SSL context is shared per process).
+        self._per_loop: dict[int, list[tuple[wire.ServerLink, asyncio.Semaphore]]] = {}
         self._gates: dict[int, _PrefixGate] = {}  # per event loop, as the semaphores
-        # Clients of loops that ended without `aclose_loop` are kept referenced: garbage-collecting
-        # one schedules its close on a dead loop, which only prints noise.
-        self._retired: list[openai.AsyncOpenAI] = []
+        # Links of loops that ended without `aclose_loop` are kept referenced: garbage-collecting their
+        # sockets after the loop has gone only prints noise.
+        self._retired: list[wire.ServerLink] = []
 
     @property
     def total_concurrency(self) -> int:
@@ -267,31 +266,26 @@ class OpenAIBackend:
             )
         return key
 
-    def _loop_state(self) -> list[tuple[openai.AsyncOpenAI, asyncio.Semaphore]]:
+    def _loop_state(self) -> list[tuple[wire.ServerLink, asyncio.Semaphore]]:
         loop = asyncio.get_running_loop()
         state = self._per_loop.get(id(loop))
         if state is None:
             key = self._api_key()
-            state = [
-                (
-                    openai.AsyncOpenAI(base_url=s.url, api_key=key, max_retries=0, timeout=self.timeout_s),
-                    asyncio.Semaphore(max(1, s.cap)),
-                )
-                for s in self.servers
-            ]
-            self._retired.extend(c for per in self._per_loop.values() for c, _ in per)
+            state = [(wire.ServerLink(s.url, key, self.timeout_s), asyncio.Semaphore(max(1, s.cap)))
+                     for s in self.servers]
+            self._retired.extend(link for per in self._per_loop.values() for link, _ in per)
             self._per_loop = {id(loop): state}
             self._gates = {id(loop): _PrefixGate()}
         return state
 
-    def _prefix_key(self, kwargs: dict[str, Any]) -> str | None:
+    def _prefix_key(self, body: dict[str, Any]) -> str | None:
         """What `_PrefixGate` serialises on: the model, the tools and the first message, when that is long."""
-        if not self.serial_prefix_chars or not kwargs.get("messages"):
+        if not self.serial_prefix_chars or not body.get("messages"):
             return None
-        first = kwargs["messages"][0].get("content")
+        first = body["messages"][0].get("content")
         if not isinstance(first, str) or len(first) < self.serial_prefix_chars:
             return None
-        head = json.dumps([kwargs.get("model"), kwargs.get("tools"), kwargs["messages"][0]], sort_keys=True)
+        head = json.dumps([body.get("model"), body.get("tools"), body["messages"][0]], sort_keys=True)
         return hashlib.sha256(head.encode()).hexdigest()
 
     async def aclose_loop(self) -> None:
@@ -299,15 +293,18 @@ class OpenAIBackend:
         loop = id(asyncio.get_running_loop())
         state = self._per_loop.pop(loop, None)
         self._gates.pop(loop, None)
-        for client, _ in state or []:
-            await client.close()
+        for link, _ in state or []:
+            await link.aclose()
 
     def token_field(self, req: ChatRequest) -> str:
         """The field `req`'s output budget is sent in (the role's token_param, else the engine's)."""
         return token_field(req.token_param or self.token_param, self.kind, self.base_url,
                            req.model or self.default_model)
 
-    def _kwargs(self, req: ChatRequest) -> dict[str, Any]:
+    def body(self, req: ChatRequest) -> dict[str, Any]:
+        """The JSON body `req` goes out as: model, messages, the sampling fields not omitted, the output budget
+        in the engine's field, then one merge of the role's extra_body, the thinking switch and the schema (the
+        toolkit's own keys win; config validation already refuses a recipe that sets the same key twice)."""
         kw: dict[str, Any] = {"model": req.model or self.default_model, "messages": req.messages}
         for key in SAMPLING_FIELDS:
             value = getattr(req, key)
@@ -317,14 +314,12 @@ class OpenAIBackend:
             kw[self.token_field(req)] = req.max_tokens
         if req.reasoning_effort is not None:
             kw["reasoning_effort"] = req.reasoning_effort
-        # One body: the role's extra_body, then the thinking switch, then the schema (the toolkit's own
-        # keys win; config validation already refuses a recipe that sets the same key twice).
-        body = dict(req.extra_body or {})
+        extra = dict(req.extra_body or {})
         if req.thinking is not None:
-            body = deep_merge(body, {"chat_template_kwargs": {req.thinking_key: req.thinking}})
+            extra = deep_merge(extra, {"chat_template_kwargs": {req.thinking_key: req.thinking}})
         if req.response_schema is not None:
             if self.structured_mode == "vllm":
-                body = deep_merge(body, {"structured_outputs": {"json": req.response_schema}})
+                extra = deep_merge(extra, {"structured_outputs": {"json": req.response_schema}})
             else:
                 kw["response_format"] = {
                     "type": "json_schema",
@@ -338,19 +333,16 @@ class OpenAIBackend:
             kw["tools"] = req.tools
             if req.tool_choice is not None:
                 kw["tool_choice"] = req.tool_choice
-        if body:
-            kw["extra_body"] = body
-        if req.timeout_s is not None:
-            kw["timeout"] = req.timeout_s
+        # As the SDK merged extra_body: its keys land at the top level of the body, over any of the same name.
+        kw.update(extra)
         return kw
 
     def sent_fields(self, req: ChatRequest) -> dict[str, Any]:
         """The body fields `req` goes out with, besides the model and the messages (as `engines check`
         reports them); `extra_body` is merged in, as the server sees it."""
-        kw = self._kwargs(req)
-        kw.pop("messages", None), kw.pop("model", None), kw.pop("timeout", None)
-        extra = kw.pop("extra_body", None) or {}
-        return {**kw, **extra}
+        body = self.body(req)
+        body.pop("messages", None), body.pop("model", None)
+        return body
 
     # -- choosing a server ------------------------------------------------------------------------
     def _choose(self, affinity: str | None, avoid: set[int]) -> tuple[int | None, float]:
@@ -421,8 +413,8 @@ class OpenAIBackend:
         if back:
             log.info("engine '%s': server %s answers again; back in rotation", self.name, server.url)
 
-    def _rate_limited(self, server: _Server, exc: openai.APIStatusError, attempt: int) -> float:
-        wait = _retry_after(exc.response.headers) if exc.response is not None else None
+    def _rate_limited(self, server: _Server, exc: wire.HTTPStatusError, attempt: int) -> float:
+        wait = _retry_after(exc.headers)
         wait = _backoff(attempt) if wait is None else min(wait, _MAX_RETRY_AFTER_S)
         with self._lock:
             server.stats["rate_limited"] += 1
@@ -432,31 +424,33 @@ class OpenAIBackend:
     # -- one request ------------------------------------------------------------------------------
     async def complete(self, request: ChatRequest) -> RawReply:
         state = self._loop_state()
-        kwargs = self._kwargs(request)
-        async with self._gates[id(asyncio.get_running_loop())].hold(self._prefix_key(kwargs)):
-            return await self._send(request, state, kwargs)
+        body = self.body(request)
+        async with self._gates[id(asyncio.get_running_loop())].hold(self._prefix_key(body)):
+            # Encoded once, whichever server and however many tries it takes.
+            return await self._send(request, state, body["model"], wire.dumps(body))
 
-    async def _send(self, request: ChatRequest, state: list[tuple[openai.AsyncOpenAI, asyncio.Semaphore]],
-                    kwargs: dict[str, Any]) -> RawReply:
+    async def _send(self, request: ChatRequest, state: list[tuple[wire.ServerLink, asyncio.Semaphore]],
+                    model: str, data: bytes) -> RawReply:
         attempt = 0  # failures charged to this request's retry budget
         tried: set[int] = set()
         while True:
             idx = await self._acquire(request.affinity, tried)
             server = self.servers[idx]
-            client, sem = state[idx]
-            failure: Exception | None = None
+            link, sem = state[idx]
             limit = self.max_retries
+            rate_limited = False
             try:
                 async with sem:
-                    resp = await client.chat.completions.create(**kwargs)
-                self._server_ok(server)
+                    resp = await link.post_json(data, request.timeout_s)
                 reply = _raw_reply(resp)
+                self._server_ok(server)
                 reply.server = server.url
                 return reply
-            except openai.APIConnectionError as exc:  # includes timeouts
-                what = "timed out" if isinstance(exc, openai.APITimeoutError) else "could not connect"
+            except (*wire.TIMEOUTS, *wire.NETWORK_ERRORS) as exc:
+                timed_out = isinstance(exc, wire.TIMEOUTS)
+                what = "timed out" if timed_out else "could not connect"
                 # A refused connection will not fix itself in seconds: retry once, then stop.
-                limit = self.max_retries if isinstance(exc, openai.APITimeoutError) else 1
+                limit = self.max_retries if timed_out else 1
                 self._server_failed(server, what)
                 failure = TransportError(
                     f"engine '{self.name}' at {server.url}: {what} after {attempt + 1} tries "
@@ -464,36 +458,43 @@ class OpenAIBackend:
                     f"engines.{self.name}.base_url / port, or run `mindsim engines check`."
                 )
                 failure.__cause__ = exc
-            except openai.RateLimitError as exc:
-                self._rate_limited(server, exc, attempt + 1)
+            except wire.BadReply as exc:
+                # A 2xx that is not a chat completion: the server is broken, as with a 5xx.
+                self._server_failed(server, "no chat completion")
+                failure = TransportError(f"engine '{self.name}' at {server.url}: answered without a chat completion "
+                                         f"after {attempt + 1} tries: {_short(exc)}")
+                failure.__cause__ = exc
+            except wire.HTTPStatusError as exc:
+                status = exc.status
+                if status == 429:
+                    self._rate_limited(server, exc, attempt + 1)
+                    rate_limited = True
+                elif status >= 500:
+                    self._server_failed(server, f"HTTP {status}")
+                elif status in (401, 403):
+                    raise EngineUnavailable(
+                        f"engine '{self.name}' at {server.url} refused the API key "
+                        f"(HTTP {status}); check the variable named by engines.{self.name}.api_key_env"
+                    ) from exc
+                elif status == 404:
+                    raise EngineUnavailable(
+                        f"engine '{self.name}': {server.url} answered 404 for model "
+                        f"'{model}' — check base_url (usually ends in /v1) and the model name"
+                    ) from exc
+                elif status == 400:
+                    hint = refusal_hint(str(exc), self.sent_fields(request))
+                    raise (FieldRefused if hint else TransportError)(
+                        f"engine '{self.name}' rejected the request (HTTP 400): {_short(exc)}"
+                        + (f" — {hint}" if hint else "")
+                    ) from exc
+                else:  # another 4xx: the request, not the server, so no retry
+                    raise TransportError(
+                        f"engine '{self.name}' at {server.url}: HTTP {status}: {_short(exc)}") from exc
                 failure = TransportError(
-                    f"engine '{self.name}' at {server.url}: HTTP {exc.status_code} after "
+                    f"engine '{self.name}' at {server.url}: HTTP {status} after "
                     f"{attempt + 1} tries: {_short(exc)}"
                 )
                 failure.__cause__ = exc
-            except openai.InternalServerError as exc:
-                self._server_failed(server, f"HTTP {exc.status_code}")
-                failure = TransportError(
-                    f"engine '{self.name}' at {server.url}: HTTP {exc.status_code} after "
-                    f"{attempt + 1} tries: {_short(exc)}"
-                )
-                failure.__cause__ = exc
-            except openai.AuthenticationError as exc:
-                raise EngineUnavailable(
-                    f"engine '{self.name}' at {server.url} refused the API key "
-                    f"(HTTP {exc.status_code}); check the variable named by engines.{self.name}.api_key_env"
-                ) from exc
-            except openai.NotFoundError as exc:
-                raise EngineUnavailable(
-                    f"engine '{self.name}': {server.url} answered 404 for model "
-                    f"'{kwargs['model']}' — check base_url (usually ends in /v1) and the model name"
-                ) from exc
-            except openai.BadRequestError as exc:
-                hint = refusal_hint(str(exc), self.sent_fields(request))
-                raise (FieldRefused if hint else TransportError)(
-                    f"engine '{self.name}' rejected the request (HTTP 400): {_short(exc)}"
-                    + (f" — {hint}" if hint else "")
-                ) from exc
             finally:
                 with self._lock:
                     server.outstanding -= 1
@@ -503,7 +504,7 @@ class OpenAIBackend:
             attempt += 1
             if attempt > limit:
                 raise failure
-            if not isinstance(failure.__cause__, openai.RateLimitError):
+            if not rate_limited:
                 # (A 429 already set that server's wait window, which `_acquire` honours.)
                 await asyncio.sleep(_backoff(attempt))
 
@@ -564,28 +565,27 @@ def _short(exc: Exception, limit: int = 300) -> str:
     return text if len(text) <= limit else text[:limit] + "…"
 
 
-def _raw_reply(resp: Any) -> RawReply:
-    choice = resp.choices[0]
-    msg = choice.message
-    calls = []
-    for tc in msg.tool_calls or []:
-        calls.append(
-            {
-                "id": tc.id,
-                "type": "function",
-                "function": {"name": tc.function.name, "arguments": tc.function.arguments},
-            }
-        )
-    usage = resp.usage
+def _raw_reply(resp: dict[str, Any]) -> RawReply:
+    try:
+        choice = resp["choices"][0]
+        msg = choice["message"]
+        calls = [
+            {"id": tc.get("id"), "type": "function",
+             "function": {"name": tc["function"]["name"], "arguments": tc["function"].get("arguments")}}
+            for tc in msg.get("tool_calls") or []
+        ]
+    except (KeyError, IndexError, TypeError, AttributeError) as exc:
+        raise wire.BadReply(f"not a chat completion ({type(exc).__name__}: {exc})") from None
+    usage = resp.get("usage") or {}
     # Servers that do not report the details send null or leave them out: counted as 0, not guessed.
-    prompt_details = getattr(usage, "prompt_tokens_details", None)
-    completion_details = getattr(usage, "completion_tokens_details", None)
+    prompt_details = usage.get("prompt_tokens_details") or {}
+    completion_details = usage.get("completion_tokens_details") or {}
     return RawReply(
-        content=msg.content,
+        content=msg.get("content"),
         tool_calls=calls,
-        prompt_tokens=usage.prompt_tokens if usage else 0,
-        completion_tokens=usage.completion_tokens if usage else 0,
-        cached_tokens=(getattr(prompt_details, "cached_tokens", None) or 0) if prompt_details else 0,
-        reasoning_tokens=(getattr(completion_details, "reasoning_tokens", None) or 0) if completion_details else 0,
-        finish_reason=choice.finish_reason,
+        prompt_tokens=usage.get("prompt_tokens") or 0,
+        completion_tokens=usage.get("completion_tokens") or 0,
+        cached_tokens=prompt_details.get("cached_tokens") or 0,
+        reasoning_tokens=completion_details.get("reasoning_tokens") or 0,
+        finish_reason=choice.get("finish_reason"),
     )

@@ -5,6 +5,7 @@ re-asked with the error, tool calls that look the same on every engine, and toke
 
 from __future__ import annotations
 
+import functools
 import hashlib
 import json
 import re
@@ -25,6 +26,7 @@ from mindcore.types import (
     ToolCallResult,
     ToolSpec,
     UsageLedger,
+    model_schema,
 )
 
 M = TypeVar("M", bound=BaseModel)
@@ -123,7 +125,7 @@ class RoleClient:
     ) -> M:
         """Ask for JSON fitting `output`; re-ask with the validation error until it fits or the
         attempts run out, then raise `StructuredOutputError` (recorded as a failed call)."""
-        schema = output.model_json_schema()
+        schema = model_schema(output)
         name = schema_name or output.__name__
         obj, _ = await self._ask_json(
             "structured", messages, schema, name, lambda text: output.model_validate_json(text), max_attempts, sampling
@@ -311,24 +313,32 @@ def _brief_error(exc: Exception) -> str:
 
 
 def tool_choice_schema(tools: list[ToolSpec], allow_none: bool) -> dict[str, Any]:
+    """One JSON schema for "call one of `tools`" on engines without native tool calls: {name, arguments}."""
+    return _tool_choice_schema(tuple(tools), allow_none)
+
+
+@functools.lru_cache(maxsize=512)
+def _tool_choice_schema(tools: tuple[ToolSpec, ...], allow_none: bool) -> dict[str, Any]:
+    # Built once per tool set (a patient's tools are the same every turn); shared like `model_schema`'s.
     options = []
+    defs: dict[str, Any] = {}
     for t in tools:
+        args = t.schema()
+        if "$defs" in args:
+            # Hoisted so references resolve from the root of the combined schema (a copy: the tool's own
+            # schema is shared).
+            defs.update(args["$defs"])
+            args = {k: v for k, v in args.items() if k != "$defs"}
         options.append(
             {
                 "type": "object",
-                "properties": {"name": {"const": t.name}, "arguments": t.schema()},
+                "properties": {"name": {"const": t.name}, "arguments": args},
                 "required": ["name", "arguments"],
             }
         )
     if allow_none:
         options.append({"type": "object", "properties": {"name": {"const": "none"}}, "required": ["name"]})
     schema: dict[str, Any] = options[0] if len(options) == 1 else {"anyOf": options}
-    # Hoist nested $defs so references resolve from the root of the combined schema.
-    defs: dict[str, Any] = {}
-    for opt in options:
-        args = opt["properties"].get("arguments")
-        if isinstance(args, dict) and "$defs" in args:
-            defs.update(args.pop("$defs"))
     if defs:
         schema = {**schema, "$defs": defs}
     return schema

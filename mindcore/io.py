@@ -12,18 +12,45 @@ Two ways to publish a finished file:
 
 from __future__ import annotations
 
+import asyncio
 import errno
+import functools
 import json
 import os
 import tempfile
 import threading
 import time
+from concurrent.futures import ThreadPoolExecutor
 from contextlib import contextmanager
 from pathlib import Path
 from typing import IO, Any, Callable, Iterable, Iterator
 
 import pyarrow as pa
 import pyarrow.parquet as pq
+
+
+# Checkpoint writes at once: fsyncs of different files overlap in the kernel (the journal commits them together).
+WRITER_THREADS = 4
+_writers: tuple[int, ThreadPoolExecutor] | None = None
+_writers_lock = threading.Lock()
+
+
+def _writer_pool() -> ThreadPoolExecutor:
+    global _writers
+    with _writers_lock:
+        # Per process: a forked worker (distilabel, Ray) inherits the pool object but none of its threads.
+        if _writers is None or _writers[0] != os.getpid():
+            _writers = (os.getpid(), ThreadPoolExecutor(WRITER_THREADS, thread_name_prefix="checkpoint-writer"))
+        return _writers[1]
+
+
+async def off_loop(write: Callable[..., Any], *args: Any) -> Any:
+    """`write(*args)` in a checkpoint writer thread, awaited: the event loop keeps serving other requests while
+    the file is written and fsynced (on the loop, fsyncs were a quarter of the judge's wall time, issue 35).
+    The write is the same call as on the loop, so it stays atomic and create-if-absent; the caller goes on only
+    once it is durable, so a kill loses nothing it was told was saved. A cancelled caller does not stop a write
+    already started: it finishes whole, and a rerun finds it."""
+    return await asyncio.get_running_loop().run_in_executor(_writer_pool(), functools.partial(write, *args))
 
 
 def _umask_mode() -> int:

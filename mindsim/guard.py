@@ -9,6 +9,7 @@ patient can act on (rather than a generic schema error), and is recorded as a re
 
 from __future__ import annotations
 
+import functools
 import random
 import re
 from dataclasses import dataclass
@@ -25,7 +26,13 @@ _THIRD_PERSON = re.compile(r"^\s*(the|this)\s+(patient|client|person|user)\b", r
 
 
 def commit_move_model(moves: list[str], depth_moves: list[str]) -> type[BaseModel]:
-    """Argument model of `commit_move` for one patient: the enum lists `moves` only."""
+    """Argument model of `commit_move` for one patient: the enum lists `moves` only. One class per move list
+    (an archetype's), built once: a class per session cost a pydantic build, and a schema build on every call."""
+    return _commit_move_model(tuple(moves), tuple(depth_moves))
+
+
+@functools.lru_cache(maxsize=256)
+def _commit_move_model(moves: tuple[str, ...], depth_moves: tuple[str, ...]) -> type[BaseModel]:
     enum_schema = {"type": "string", "enum": list(moves)}
     secondary_schema = {"anyOf": [{"type": "string", "enum": list(moves)}, {"type": "null"}], "default": None}
     return create_model(

@@ -21,6 +21,7 @@ compared on the same first session. Each later scenario is written from that arc
 from __future__ import annotations
 
 import asyncio
+import inspect
 from dataclasses import replace
 from typing import Any, Awaitable, Callable
 
@@ -180,7 +181,7 @@ async def first_scenario_record(
     *,
     seed: int,
     load: Callable[[str], ScenarioRecord | None],
-    save: Callable[[ScenarioRecord], ScenarioRecord],
+    save: Callable[[ScenarioRecord], ScenarioRecord | Awaitable[ScenarioRecord]],
 ) -> ScenarioRecord:
     """The patient's first scenario: read from its checkpoint, or written once and checkpointed before any
     counsellor's arc uses it. `client` is the `first_scenario_writer` role (MindEval2 App. D: first scenarios
@@ -196,7 +197,7 @@ async def first_scenario_record(
         patient_id=profile.profile_id, seed=seed, scenario=scenario, rejected_openings=bad,
         engine=client.describe(), prompt=template_hashes([FIRST_TEMPLATE]), scenario_drafts=scenario.drafts,
     )
-    return save(record)  # the first finished copy, if another worker wrote this patient's scenario first
+    return await _kept(save(record))  # the first finished copy, if another worker wrote this patient's scenario first
 
 
 async def run_arc(
@@ -205,7 +206,7 @@ async def run_arc(
     *,
     first: ScenarioRecord,
     load: Callable[[str], SessionRecord | None],
-    save: Callable[[SessionRecord], SessionRecord],
+    save: Callable[[SessionRecord], SessionRecord | Awaitable[SessionRecord]],
     on_session: Callable[[], Awaitable[None] | None] = lambda: None,
 ) -> list[SessionRecord]:
     """All sessions of one patient with one counsellor, resuming after the last checkpointed session. The
@@ -260,7 +261,7 @@ async def run_arc(
                     )
                 # Nothing reads the memory written after the arc's last session.
                 finished = await finish_session(talk, rewrite_memory=config.final_memory or nxt is not None)
-                done = save(finished)  # a duplicate of a session another worker finished first is discarded
+                done = await _kept(save(finished))  # a duplicate another worker finished first is discarded
                 if done is not finished:
                     upcoming = await _dropped(upcoming)  # written from our talk, not from the copy that was kept
             records.append(done)
@@ -276,6 +277,12 @@ async def _write_next(roles: Roles, profile: Profile, previous: Scenario, transc
         roles.scenario_writer, profile, previous, transcript, plan, leftover,
         config.scenario_max_tokens, config.max_message_retries, config.scenario_scale,
     )
+
+
+async def _kept(saved: Any) -> Any:
+    """What a `save` callback returned: the stored copy, or an awaitable of it (the runner's stores write their
+    checkpoints in a writer thread, `mindcore.io.off_loop`, so the event loop keeps serving other sessions)."""
+    return await saved if inspect.isawaitable(saved) else saved
 
 
 async def _dropped(task: asyncio.Future | None) -> None:

@@ -22,6 +22,9 @@ from __future__ import annotations
 import asyncio
 import itertools
 import json
+import shutil
+import tempfile
+from collections import Counter
 from pathlib import Path
 from typing import Any, Callable
 
@@ -32,7 +35,7 @@ from pydantic import ValidationError
 
 from mindcore.client import RoleClient
 from mindcore.errors import ConfigError, EngineError, InputError
-from mindcore.io import CheckpointDir, atomic_write_json, atomic_write_jsonl, atomic_writer
+from mindcore.io import CheckpointDir, atomic_write_json, atomic_write_jsonl, atomic_writer, off_loop
 from mindcore.layout import RunLayout
 from mindcore.manifest import record_stage
 from mindcore.provenance import base_provenance
@@ -184,24 +187,38 @@ def select_profiles(profiles: list[Profile], config: SimulationConfig) -> list[P
     return chosen[: config.max_patients] if config.max_patients else chosen
 
 
+# Patients in progress at once, per request the engines can have in flight: enough to keep every slot busy
+# (an arc waits on its own calls one after another), few enough that a run's memory does not grow with its
+# number of patients (each patient in progress holds its conversations; issue 35).
+PATIENTS_PER_SLOT = 2
+
+
+def patients_in_flight(clients: list[RoleClient], arcs_per_patient: int) -> int:
+    """How many patients a shard runs at once: `PATIENTS_PER_SLOT` arcs per request slot of the busiest engine
+    the shard's roles use, spread over each patient's arcs."""
+    slots = max(getattr(c.backend, "total_concurrency", None) or c.backend.max_concurrency for c in clients)
+    return max(1, -(-PATIENTS_PER_SLOT * slots // max(1, arcs_per_patient)))
+
+
 async def simulate_shard(
     profiles: list[Profile], engines, config: SimulationConfig, out: Path, seed: int, shard: int, shards: int,
     on_session: Callable[[str], None] = lambda _id: None,
 ) -> ShardSummary:
     """One shard of the patients (all of them on the local runner): every patient's shared first
-    scenario and its arc with each counsellor, run concurrently; then the shard's own slice of the
-    sessions dataset (`sessions/shards/`). Safe to run twice at once: finished sessions are loaded,
-    new ones are published create-if-absent. `on_session(session_id)` is called for every session
-    that is finished, loaded or new. Returns the shard's counts (`mindsim.summary.ShardSummary`)."""
+    scenario and its arc with each counsellor, run concurrently (`patients_in_flight` patients at a time);
+    each arc's sessions go to the shard's own slice of the sessions dataset (`sessions/shards/`, a
+    `ShardWriter`) as the arc finishes, so nothing of a finished arc stays in memory. Safe to run twice at
+    once: finished sessions are loaded, new ones are published create-if-absent. `on_session(session_id)` is
+    called for every session that is finished, loaded or new. Returns the shard's counts
+    (`mindsim.summary.ShardSummary`)."""
     vocab = load_vocabulary()
     store = SessionStore(out)
     scenarios = ScenarioStore(out)
     shared = {r: engines.role(r) for r in shared_roles(config)}
     counsellors = [(counsellor_name(c), counsellor_client(engines, c)) for c in config.counsellors]
-    schedules = {p.profile_id: draw_schedule(p.profile_id, seed, config) for p in profiles}
     kinds = config.patient_engines
     trials = range(config.trials)
-    arcs = [(p, name, kind, t) for kind in kinds for name, _ in counsellors for p in profiles for t in trials]
+    keys = [(name, kind, t) for kind in kinds for name, _ in counsellors for t in trials]
     # Every arc gets every engine's roles (as before engines were registered: a record's `engines` lists them).
     base_roles = Roles(patient=shared["patient"], counsellor=None, scenario_writer=shared["scenario_writer"],
                        memory_compactor=shared["memory_compactor"],
@@ -209,6 +226,10 @@ async def simulate_shard(
     # One preparation per patient and engine, shared by the engine's variants and every counsellor.
     preparing = [e for e in engines_of(kinds) if e.prepares]
     stores = {e.name: e.preparation_store(out) for e in preparing}
+    writer = ShardWriter(out, shard, shards)
+    tally = SessionTally()
+    failures: list[FailedArc] = []
+    gate = asyncio.Semaphore(patients_in_flight([*shared.values(), *(c for _, c in counsellors)], len(keys)))
 
     def load(key: str) -> SessionRecord | None:
         found = store.load(key)
@@ -216,85 +237,91 @@ async def simulate_shard(
             on_session(key)
         return found
 
-    def save(record: SessionRecord) -> SessionRecord:
-        kept = store.save(record)
+    async def save(record: SessionRecord) -> SessionRecord:
+        kept = await off_loop(store.save, record)
         on_session(kept.session_id)
         return kept
 
-    async def patient_arcs(p: Profile) -> dict[tuple[str, str], Any]:
+    def keep(records: list[SessionRecord]) -> None:
+        for r in records:
+            writer.add(r)
+            tally.add(r)
+
+    def failed(p: Profile, name: str, kind: str, t: int, exc: BaseException) -> None:
+        failures.append(FailedArc(patient_id=p.profile_id, counsellor=name, patient_engine=kind,
+                                  error=f"{type(exc).__name__}: {exc}", trial=t if config.trials > 1 else None))
+        # The sessions this arc finished before it failed stay in the dataset, as on any rerun.
+        label = {"trial": t if config.trials > 1 else None}
+        keep([r.model_copy(update=label) for r in
+              (store.load(session_id(p.profile_id, name, i, seed, kind, t)) for i in range(config.sessions_for(kind)))
+              if r is not None])
+
+    async def patient_arcs(p: Profile) -> None:
         """One patient: its shared first scenario (and each preparing engine's shared preparation, e.g.
         PatientAct's decomposition), then its arc with every counsellor under every patient engine, once per
         trial (every trial shares the schedule, the first scenario and the preparation)."""
-        schedule = schedules[p.profile_id]
-        keys = [(name, kind, t) for kind in kinds for name, _ in counsellors for t in trials]
-        try:
-            first = await first_scenario_record(
-                p, schedule.sessions[0], shared["first_scenario_writer"], config, seed=seed,
-                load=scenarios.load, save=scenarios.save,
-            )
-        except ARC_FAILURES as exc:
-            return dict.fromkeys(keys, exc)
-        prepared: dict[str, Any] = {}
-        for engine in preparing:
+        schedule = draw_schedule(p.profile_id, seed, config)
+        async with gate:
             try:
-                prepared[engine.name] = await engine.prepare(p, seed, base_roles, config, stores[engine.name])
+                first = await first_scenario_record(
+                    p, schedule.sessions[0], shared["first_scenario_writer"], config, seed=seed,
+                    load=scenarios.load, save=lambda r: off_loop(scenarios.save, r),
+                )
             except ARC_FAILURES as exc:
-                prepared[engine.name] = exc  # only this engine's arcs of this patient fail; the others still run
-        results = await asyncio.gather(
-            *(one_arc(p, schedule, first, name, client, kind, prepared, t)
-              for kind in kinds for name, client in counsellors for t in trials),
-            return_exceptions=True,
-        )
-        return dict(zip(keys, results))
+                for key in keys:
+                    failed(p, *key, exc)
+                return
+            prepared: dict[str, Any] = {}
+            for engine in preparing:
+                try:
+                    prepared[engine.name] = await engine.prepare(p, seed, base_roles, config, stores[engine.name])
+                except ARC_FAILURES as exc:
+                    prepared[engine.name] = exc  # only this engine's arcs of this patient fail; the others still run
+            results = await asyncio.gather(
+                *(one_arc(p, schedule, first, name, client, kind, prepared, t)
+                  for kind in kinds for name, client in counsellors for t in trials),
+                return_exceptions=True,
+            )
+        for res in results:
+            if isinstance(res, BaseException):
+                raise res
 
     async def one_arc(p: Profile, schedule: Schedule, first: ScenarioRecord, name: str, client: RoleClient,
-                      kind: str, prepared: dict[str, Any], trial: int):
+                      kind: str, prepared: dict[str, Any], trial: int) -> None:
         engine = variant(kind)
         preparation = prepared.get(engine.engine.name)
-        if isinstance(preparation, BaseException):
-            raise preparation
         roles = Roles(patient=base_roles.patient, counsellor=client, scenario_writer=base_roles.scenario_writer,
                       memory_compactor=base_roles.memory_compactor, extra=dict(base_roles.extra)).for_trial(trial)
-        arc = Arc(p, vocab, roles, config, name, seed, engine, preparation, trial)
         # One schedule per patient; an engine with fewer sessions (`engine_sessions`) plays its first ones.
         if config.sessions_for(kind) < len(schedule.sessions):
             schedule = schedule.model_copy(update={"sessions": schedule.sessions[:config.sessions_for(kind)]})
-        return await run_arc(arc, schedule, first=first, load=load, save=save)
+        try:
+            if isinstance(preparation, BaseException):
+                raise preparation
+            arc = Arc(p, vocab, roles, config, name, seed, engine, preparation, trial)
+            records = await run_arc(arc, schedule, first=first, load=load, save=save)
+        except ARC_FAILURES as exc:
+            failed(p, name, kind, trial, exc)
+            return
+        keep(records)
 
-    by_patient = await asyncio.gather(*(patient_arcs(p) for p in profiles))
-    results = {(p.profile_id, *key): res for p, arcs_of in zip(profiles, by_patient) for key, res in arcs_of.items()}
-    failures, records = [], []
-    for p, name, kind, t in arcs:
-        res = results[(p.profile_id, name, kind, t)]
-        if isinstance(res, ARC_FAILURES):
-            failures.append(FailedArc(patient_id=p.profile_id, counsellor=name, patient_engine=kind,
-                                      error=f"{type(res).__name__}: {res}", trial=t if config.trials > 1 else None))
-            # The sessions this arc finished before it failed stay in the dataset, as on any rerun.
-            label = {"trial": t if config.trials > 1 else None}
-            res = [r.model_copy(update=label) for r in
-                   (store.load(session_id(p.profile_id, name, i, seed, kind, t)) for i in range(config.sessions_for(kind)))
-                   if r is not None]
-        elif isinstance(res, BaseException):
-            raise res
-        records.extend(res)
-    write_shard(out, shard, shards, records)
+    try:
+        outcomes = await asyncio.gather(*(patient_arcs(p) for p in profiles), return_exceptions=True)
+        for res in outcomes:
+            if isinstance(res, BaseException):
+                raise res
+        writer.close()
+    finally:
+        writer.discard()
     return ShardSummary(
         shard=shard,
         patients=len(profiles),
-        arcs=len(arcs),
+        arcs=len(profiles) * len(keys),
         failed_arcs=failures,
-        sessions_written=len(records),
+        sessions_written=writer.rows,
         duplicate_checkpoints_discarded=store.duplicates + scenarios.duplicates
         + sum(s.duplicates for s in stores.values() if s is not None),
-        ended_by_patient=sum(r.ended_by == "patient" for r in records),
-        memory_repaired=sum(r.memory_update.repaired for r in records),
-        memory_skipped=sum(r.memory_update.skipped for r in records),
-        messages_trimmed=sum(t.trimmed for r in records for t in r.turns),
-        rejected_commits=sum(len(t.rejected) for r in records for t in r.turns),
-        # Per shard is exact: a patient, and so its shared first scenario, lives in one shard only.
-        rejected_messages=rejected_message_totals(records),
-        counsellor_flags=counsellor_flag_totals(records),
-        scenario_drafts=scenario_draft_total(records),
+        **tally.counts(),
     )
 
 
@@ -368,43 +395,43 @@ def _finish(out: Path, engines, config: SimulationConfig, seed: int, profiles: l
     return summary
 
 
-def rejected_message_totals(records: list[SessionRecord]) -> dict[str, int]:
-    """Rejected patient messages by reason. A shared first scenario's rejected openers sit in every
-    counsellor's session 0, but were rejected once: they are counted once per patient."""
-    kept = []
-    seen_first: set[tuple[str, int]] = set()
-    for r in records:
-        for t in r.turns:
-            if t.opening and r.scenario_shared:
-                if (r.patient_id, r.seed) in seen_first:
-                    continue
-                seen_first.add((r.patient_id, r.seed))
-            kept.extend(t.rejected_messages)
-    return RejectionCounts.of(kept).model_dump(mode="json")
+class SessionTally:
+    """The shard's counts over its sessions, added one session at a time (so no list of them is kept).
+    A shared first scenario's rejected openers and drafts sit in every counsellor's session 0 but happened
+    once: they count once per patient."""
 
+    def __init__(self) -> None:
+        self.ended_by_patient = self.memory_repaired = self.memory_skipped = 0
+        self.messages_trimmed = self.rejected_commits = self.scenario_drafts = 0
+        self._rejected: Counter[str] = Counter()  # by reason
+        self._flags = {"replies": 0, "tool_call": 0, "json": 0, "tool_syntax": 0, "cut_off": 0, "speaks_as_patient": 0}
+        self._first_seen: set[tuple[str, int]] = set()
 
-def scenario_draft_total(records: list[SessionRecord]) -> int:
-    """Scenario drafts written for these sessions; a shared first scenario was drafted once per patient."""
-    seen: set[tuple[str, int]] = set()
-    total = 0
-    for r in records:
+    def add(self, r: SessionRecord) -> None:
+        first_again = r.scenario_shared and (r.patient_id, r.seed) in self._first_seen
         if r.scenario_shared:
-            if (r.patient_id, r.seed) in seen:
-                continue
-            seen.add((r.patient_id, r.seed))
-        total += r.scenario_drafts
-    return total
-
-
-def counsellor_flag_totals(records: list[SessionRecord]) -> dict[str, int]:
-    """Counsellor replies carrying each flag (a reply can carry several), plus the replies checked."""
-    totals = {"replies": 0, "tool_call": 0, "json": 0, "tool_syntax": 0, "cut_off": 0, "speaks_as_patient": 0}
-    for r in records:
+            self._first_seen.add((r.patient_id, r.seed))
+        self.ended_by_patient += r.ended_by == "patient"
+        self.memory_repaired += r.memory_update.repaired
+        self.memory_skipped += r.memory_update.skipped
+        self.scenario_drafts += 0 if first_again else r.scenario_drafts
+        for t in r.turns:
+            self.messages_trimmed += t.trimmed
+            self.rejected_commits += len(t.rejected)
+            if not (t.opening and first_again):
+                self._rejected.update(m.reason for m in t.rejected_messages)
         for f in r.counsellor_flags:
-            totals["replies"] += 1
+            self._flags["replies"] += 1
             for flag in f.flags:
-                totals[flag] += 1
-    return totals
+                self._flags[flag] += 1
+
+    def counts(self) -> dict[str, Any]:
+        """The `ShardCounts` fields it keeps (rejected messages by reason, counsellor replies by flag)."""
+        return {"ended_by_patient": self.ended_by_patient, "memory_repaired": self.memory_repaired,
+                "memory_skipped": self.memory_skipped, "messages_trimmed": self.messages_trimmed,
+                "rejected_commits": self.rejected_commits, "scenario_drafts": self.scenario_drafts,
+                "rejected_messages": RejectionCounts.model_validate(self._rejected).model_dump(mode="json"),
+                "counsellor_flags": dict(self._flags)}
 
 
 # The dataset's order; a one-trial run's rows carry no trial and sort as before trials existed.
@@ -430,45 +457,145 @@ def transcript_row(r: SessionRecord) -> dict[str, Any]:
             "patient_engine": r.patient_engine, **trial, "session_index": r.session_index, "messages": r.transcript()}
 
 
-def write_shard(out: Path, shard: int, shards: int, records: list[SessionRecord]) -> None:
-    """One shard's sessions (parquet) and transcripts (JSONL), both in the dataset's order. Rewritten
-    whole by every run of the shard (replace-write: it is rebuilt from checkpoints, never appended to)."""
-    records = sorted(records, key=_order)
-    parquet, jsonl = RunLayout(out).sessions.shard(shard, shards)
-    if records:
-        table = pa.Table.from_pylist([r.model_dump(mode="json") for r in records])
-        # Small row groups: the merge decodes one row group per shard at a time, so this bounds its memory.
-        with atomic_writer(parquet, "wb") as sink:
-            pq.write_table(table, sink, row_group_size=SHARD_ROW_GROUP)
-    else:
-        parquet.unlink(missing_ok=True)
+# Sessions a `ShardWriter` holds before it writes them out as one sorted run, the rows per row group of a run
+# (the merge holds one row group per run), and the most runs merged at once: past that many the runs so far
+# are merged into one first, so memory stays bounded however many sessions a shard has.
+RUN_ROWS = 256
+RUN_ROW_GROUP = 32
+MAX_RUNS = 4
+
+
+def _write_sorted(records: list[SessionRecord], parquet: Path, jsonl: Path, row_group_size: int = SHARD_ROW_GROUP,
+                  schema: pa.Schema | None = None) -> pa.Schema:
+    """`records`, already in the dataset's order, as one parquet file and its transcripts (replace-writes), in
+    `schema` widened by whatever these records need; returns the schema written."""
+    rows = [r.model_dump(mode="json") for r in records]
+    table = pa.Table.from_pylist(rows)
+    if schema is not None and not table.schema.equals(schema):
+        # A field null in all of these rows is typed null here; written in the schema the shard's other runs
+        # have, the merge reads them as Arrow, not through Python (its fallback for a differing schema).
+        schema = pa.unify_schemas([schema, table.schema], promote_options="permissive")
+        if not table.schema.equals(schema):
+            table = pa.Table.from_pylist(rows, schema=schema)
+    # Small row groups: the merge decodes one row group per file at a time, so this bounds its memory.
+    with atomic_writer(parquet, "wb") as sink:
+        pq.write_table(table, sink, row_group_size=row_group_size)
     atomic_write_jsonl(jsonl, [transcript_row(r) for r in records])
+    return table.schema
+
+
+class ShardWriter:
+    """One shard's sessions (parquet) and transcripts (JSONL), both in the dataset's order, written as the
+    sessions come in: every `RUN_ROWS` sessions go to disk as one sorted run (in a private folder beside the
+    shard files) and leave memory, `MAX_RUNS` runs are merged into one (an external merge sort); `close` merges
+    the runs into the shard's two files (replace-writes: a shard is rebuilt whole by every run of it, never
+    appended to). A shard of at most `RUN_ROWS` sessions is written straight from memory, as before runs
+    existed."""
+
+    def __init__(self, out: Path, shard: int, shards: int, run_rows: int = RUN_ROWS):
+        self.parquet, self.jsonl = RunLayout(out).sessions.shard(shard, shards)
+        self.shard = shard
+        self.run_rows = run_rows
+        self.rows = 0
+        self._held: list[SessionRecord] = []
+        self._runs: list[tuple[Path, Path]] = []
+        self._made = 0
+        self._schema: pa.Schema | None = None
+        self._dir: Path | None = None
+
+    def add(self, record: SessionRecord) -> None:
+        self._held.append(record)
+        self.rows += 1
+        if len(self._held) >= self.run_rows:
+            self._spill()
+
+    def _spill(self) -> None:
+        if self._dir is None:
+            self.parquet.parent.mkdir(parents=True, exist_ok=True)
+            # Named per writer: a retried Ray shard may run beside its original (`merge_shards` never lists it).
+            self._dir = Path(tempfile.mkdtemp(prefix=f".runs-{self.shard:05d}-", dir=self.parquet.parent))
+        self._schema = _write_sorted(sorted(self._held, key=_order), *self._next_run(), row_group_size=RUN_ROW_GROUP,
+                                     schema=self._schema)
+        self._held = []
+        if len(self._runs) >= MAX_RUNS:
+            runs, self._runs = self._runs, []
+            _merge_sorted(runs, *self._next_run(), row_group_size=RUN_ROW_GROUP)
+            for parquet, jsonl in runs:
+                parquet.unlink()
+                jsonl.unlink()
+
+    def _next_run(self) -> tuple[Path, Path]:
+        assert self._dir is not None
+        self._made += 1
+        run = (self._dir / f"{self._made:06d}.parquet", self._dir / f"{self._made:06d}.jsonl")
+        self._runs.append(run)
+        return run
+
+    def close(self) -> None:
+        if not self._runs:
+            if self._held:
+                _write_sorted(sorted(self._held, key=_order), self.parquet, self.jsonl)
+            else:
+                self.parquet.unlink(missing_ok=True)
+                atomic_write_jsonl(self.jsonl, [])
+            self._held = []
+            return
+        if self._held:
+            self._spill()
+        _merge_sorted(self._runs, self.parquet, self.jsonl, row_group_size=SHARD_ROW_GROUP)
+        self.discard()
+
+    def discard(self) -> None:
+        """Remove the runs (after `close`, or when the shard failed: a rerun writes its own)."""
+        if self._dir is not None:
+            shutil.rmtree(self._dir, ignore_errors=True)
+            self._dir, self._runs, self._held = None, [], []
+
+
+def write_shard(out: Path, shard: int, shards: int, records: list[SessionRecord]) -> None:
+    """One shard's sessions (parquet) and transcripts (JSONL), both in the dataset's order, from a list
+    (`ShardWriter` takes them one at a time). Rewritten whole by every run of the shard."""
+    writer = ShardWriter(out, shard, shards)
+    try:
+        for r in records:
+            writer.add(r)
+        writer.close()
+    finally:
+        writer.discard()
 
 
 def merge_shards(out: Path, shards: int, live: set[int], batch_rows: int = 128) -> int:
     """`sessions.parquet` and `transcripts.jsonl` from the shard files of a run split `shards` ways,
     in (counsellor, patient, engine, trial, session index) order — the same whatever the split, and the same as the
-    local runner's. Streaming: the order comes from the key columns, the rows move as Arrow slices and
-    memory holds one row group per shard, not the dataset. Only the `live` shards (those this run ran, each rewriting its files) count: files of
+    local runner's. Only the `live` shards (those this run ran, each rewriting its files) count: files of
     another split or of a shard left without patients (an earlier run with other settings) are
-    removed first. Returns the rows written."""
+    removed first, and so are the runs of a shard writer that was killed. Returns the rows written."""
     layout = RunLayout(out)
     folder = layout.sessions.shards
     mine = {p for i in live for p in layout.sessions.shard(i, shards)}
     for stale in [*folder.glob("*.parquet"), *folder.glob("*.jsonl")]:
         if stale not in mine:
             stale.unlink(missing_ok=True)
-    parts = [i for i in sorted(live) if layout.sessions.shard(i, shards)[0].is_file()]
-    target, transcripts = layout.sessions.parquet, layout.transcripts
+    for runs in folder.glob(".runs-*"):
+        shutil.rmtree(runs, ignore_errors=True)
+    parts = [layout.sessions.shard(i, shards) for i in sorted(live)]
+    parts = [(parquet, jsonl) for parquet, jsonl in parts if parquet.is_file()]
     if not parts:
-        atomic_write_jsonl(transcripts, [])
+        atomic_write_jsonl(layout.transcripts, [])
         return 0
-    files = [pq.ParquetFile(layout.sessions.shard(i, shards)[0]) for i in parts]
-    # Shards infer their own schema; a field that is null in every row of one shard has type null
-    # there. The permissive union promotes it to the type the other shards saw.
+    return _merge_sorted(parts, layout.sessions.parquet, layout.transcripts, batch_rows=batch_rows)
+
+
+def _merge_sorted(parts: list[tuple[Path, Path]], target: Path, transcripts: Path, *, batch_rows: int = 128,
+                  row_group_size: int | None = None) -> int:
+    """Merge files each in the dataset's order (a parquet file and its transcripts, line for line) into one
+    pair in that order. Streaming: the order comes from the key columns (a few bytes per session), the rows
+    move as Arrow slices, never as Python objects, and memory holds one row group per file, not the dataset.
+    Returns the rows written."""
+    files = [pq.ParquetFile(parquet) for parquet, _ in parts]
+    # Files infer their own schema; a field that is null in every row of one file has type null
+    # there. The permissive union promotes it to the type the other files saw.
     schema = pa.unify_schemas([f.schema_arrow for f in files], promote_options="permissive")
-    # The merge order from the key columns alone (a few bytes per session); the rows themselves move
-    # as Arrow slices, never as Python objects, one row group per shard in memory at a time.
     order = []
     for k, f in enumerate(files):
         present = [c for c in ORDER_COLUMNS if c in f.schema_arrow.names]
@@ -479,7 +606,7 @@ def merge_shards(out: Path, shards: int, live: set[int], batch_rows: int = 128) 
                          itertools.repeat(k)))
     order.sort()
     cursors = [_RowGroups(f, schema) for f in files]
-    lines = [open(layout.sessions.shard(i, shards)[1], encoding="utf-8") for i in parts]
+    lines = [open(jsonl, encoding="utf-8") for _, jsonl in parts]
     written = 0
     try:
         with atomic_writer(target, "wb") as sink, atomic_writer(transcripts, "w") as tsink:
@@ -488,15 +615,19 @@ def merge_shards(out: Path, shards: int, live: set[int], batch_rows: int = 128) 
             held = 0
             for k, run in itertools.groupby(order, key=lambda t: t[5]):
                 n = sum(1 for _ in run)
-                pending.extend(cursors[k].take(n))
-                for _ in range(n):
-                    tsink.write(lines[k].readline())
-                held += n
-                if held >= batch_rows:
-                    writer.write_table(pa.concat_tables(pending))
-                    written, pending, held = written + held, [], 0
+                while n:
+                    # In pieces: one file's rows in a row (a one-shard run's are all of them) would otherwise
+                    # be taken whole, the dataset in memory at once.
+                    m = min(n, batch_rows - held)
+                    pending.extend(cursors[k].take(m))
+                    for _ in range(m):
+                        tsink.write(lines[k].readline())
+                    held, n = held + m, n - m
+                    if held >= batch_rows:
+                        writer.write_table(pa.concat_tables(pending), row_group_size=row_group_size)
+                        written, pending, held = written + held, [], 0
             if pending:
-                writer.write_table(pa.concat_tables(pending))
+                writer.write_table(pa.concat_tables(pending), row_group_size=row_group_size)
                 written += held
             writer.close()
     finally:

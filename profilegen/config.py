@@ -61,8 +61,11 @@ class ProfilesConfig(BaseModel):
     use_distilabel: bool = Field(
         True, description="Run stages 3–4 as a distilabel pipeline (false = the plain async path)."
     )
+    # 256: distilabel spends a fixed ~0.2 s of CPU per batch (it caches the pipeline and its batch manager after
+    # each one); at 64 rows that was ~0.4 ms per request more than the bare client, at 256 it is a quarter of it
+    # (benchmarks/bench_harness.py, issue 35). A batch also caps the rows in flight, and `concurrency` goes to 256.
     distilabel_batch_size: int = Field(
-        64, ge=1, description="distilabel batch size (large batches: its per-batch overhead is ~0.25 s)."
+        256, ge=1, description="distilabel batch size (large batches: its per-batch overhead is ~0.2 s of CPU)."
     )
     causal_checks: bool | None = Field(
         None,

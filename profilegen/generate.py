@@ -20,7 +20,7 @@ from typing import Any, Literal
 from pydantic import BaseModel, ConfigDict, Field
 
 from mindcore.errors import EngineError, StructuredOutputError
-from mindcore.io import CheckpointDir
+from mindcore.io import CheckpointDir, off_loop
 from mindcore.prompts import template_hash
 from profilegen import formulation as formulation_mod
 from profilegen import render as render_mod
@@ -102,6 +102,6 @@ async def make_profile_checkpointed(writer: Any, screener: Any, row: AnchoredRow
     outcome = await make_profile(writer, screener, row, max_revisions, provenance)
     if checkpoints is not None and not (outcome.failure and outcome.failure.retry_on_rerun):
         # Create-if-absent: a retried worker racing its original keeps the copy that landed first.
-        stored, _ = checkpoints.first_copy(key, outcome.model_dump(mode="json"))
+        stored, _ = await off_loop(checkpoints.first_copy, key, outcome.model_dump(mode="json"))
         return Outcome.model_validate(stored)
     return outcome

@@ -153,3 +153,27 @@ def test_reasks_move_the_seed_on_so_a_repeated_question_can_get_another_answer()
     assert client.reseeded({"max_tokens": 9}, 2) == {"max_tokens": 9, "seed": 5}
     assert client.reseeded({"seed": 10}, 1) == {"seed": 11}
     assert engines.role("judge").reseeded({}, 3) == {}
+
+
+class Owner(BaseModel):
+    pets: list[Pet]
+
+
+def test_schemas_are_built_once_per_model_and_equal_to_pydantics(fake_engines):
+    from mindcore.client import tool_choice_schema
+    from mindcore.types import model_schema
+
+    assert model_schema(Pet) is model_schema(Pet) and model_schema(Pet) == Pet.model_json_schema()
+    engines, backend = fake_engines(scripted({"name": "Rex", "legs": 4}, {"name": "Tom", "legs": 3}))
+    for _ in range(2):
+        run(engines.role("profile_writer").structured([{"role": "user", "content": "a pet"}], Pet))
+    assert backend.requests[0].response_schema is backend.requests[1].response_schema
+    # The combined tool-choice schema hoists the tools' $defs without touching the tools' own (shared) schemas.
+    tools = [ToolSpec.from_model("adopt", "adopt pets", Owner), ToolSpec.from_model("commit", "commit", Commit)]
+    combined = tool_choice_schema(tools, True)
+    assert combined is tool_choice_schema(list(tools), True)
+    assert "$defs" in model_schema(Owner) and model_schema(Owner) == Owner.model_json_schema()
+    assert combined["$defs"] == Owner.model_json_schema()["$defs"]
+    args = combined["anyOf"][0]["properties"]["arguments"]
+    assert "$defs" not in args and args["properties"] == Owner.model_json_schema()["properties"]
+    assert [o["properties"]["name"]["const"] for o in combined["anyOf"]] == ["adopt", "commit", "none"]

@@ -134,3 +134,68 @@ def test_streamed_output_appears_whole_or_not_at_all(tmp_path):
     mask = os.umask(0)
     os.umask(mask)
     assert path.read_bytes() == "ünïcode".encode("utf-8") and path.stat().st_mode & 0o777 == 0o666 & ~mask
+
+
+# -- checkpoint writes off the event loop ------------------------------------------------------------
+_WRITER_CHILD = r"""
+import asyncio, sys, threading
+from mindcore.io import CheckpointDir, off_loop
+
+async def main(folder):
+    d = CheckpointDir(folder)
+    async def one(i):
+        won = await off_loop(d.write_once, f"k{i:04d}", {"i": i, "pad": "x" * 5000})
+        print(f"saved k{i:04d} {won}", flush=True)
+    await asyncio.gather(*(one(i) for i in range(3000)))
+
+asyncio.run(main(sys.argv[1]))
+"""
+
+
+def test_off_loop_writes_in_writer_threads_and_one_racing_copy_wins(tmp_path):
+    import asyncio
+    import threading
+
+    from mindcore.io import off_loop
+
+    d = CheckpointDir(tmp_path)
+    seen: list[str] = []
+
+    def write(key, obj):
+        seen.append(threading.current_thread().name)
+        return d.first_copy(key, obj)
+
+    async def main():
+        loop_thread = threading.current_thread().name
+        got = await asyncio.gather(*(off_loop(write, "k", {"copy": i}) for i in range(8)))
+        return loop_thread, got
+
+    loop_thread, got = asyncio.run(main())
+    assert all(name.startswith("checkpoint-writer") and name != loop_thread for name in seen)
+    stored = d.read("k")
+    assert sum(won for _, won in got) == 1 and all(obj == stored for obj, _ in got) and d.duplicates == 7
+
+
+def test_checkpoints_written_off_the_loop_are_whole_and_all_there_after_a_kill(tmp_path):
+    """SIGKILL a process while many writes are in the writer threads: every key it was told was saved is
+    there, every file under a final name is whole JSON, and a rerun of the same keys adds no second copy."""
+    import subprocess
+    import sys
+
+    env = {**os.environ, "PYTHONPATH": os.pathsep.join(sys.path)}
+    proc = subprocess.Popen([sys.executable, "-c", _WRITER_CHILD, str(tmp_path)], stdout=subprocess.PIPE,
+                            env=env, text=True)
+    saved = []
+    for line in proc.stdout:
+        saved.append(line.split()[1])
+        if len(saved) >= 200:
+            break
+    os.kill(proc.pid, signal.SIGKILL)
+    proc.wait(timeout=30)
+    d = CheckpointDir(tmp_path)
+    keys = d.keys()
+    assert set(saved) <= set(keys)
+    for k in keys:
+        assert d.read(k)["i"] == int(k[1:])  # whole: a partial file never gets a final name
+    assert not [k for k in keys if not (tmp_path / f"{k}.json").stat().st_size > 5000]
+    assert all(d.write_once(k, {"i": -1}) is False for k in keys) and d.duplicates == len(keys)

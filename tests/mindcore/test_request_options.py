@@ -43,32 +43,35 @@ def test_options_render_as_openai_fields_and_merge_into_one_body():
                                 "structured_outputs": {"disable_any_whitespace": True}},
                     timeout_s=7.5)
     b = _backend(kind="vllm", structured_mode="vllm")
-    kw = b._kwargs(_request(spec, b, response_schema={"type": "object"}, schema_name="v"))
+    req = _request(spec, b, response_schema={"type": "object"}, schema_name="v")
+    kw = b.body(req)
     assert kw["max_completion_tokens"] == 300 and "max_tokens" not in kw
     assert kw["reasoning_effort"] == "high" and kw["temperature"] == 0.6 and kw["top_p"] == 0.9
-    assert kw["timeout"] == 7.5
-    # The role's extra_body, the thinking switch and the schema end up in one body, merged key by key.
-    assert kw["extra_body"] == {
+    assert req.timeout_s == 7.5 and "timeout" not in kw  # a transport setting, never a body field
+    # The role's extra_body, the thinking switch and the schema end up in one body, merged key by key, at the
+    # top level where the server reads them.
+    assert {k: kw[k] for k in ("priority", "chat_template_kwargs", "structured_outputs")} == {
         "priority": 3,
         "chat_template_kwargs": {"custom_flag": 1, "enable_thinking": True},
         "structured_outputs": {"disable_any_whitespace": True, "json": {"type": "object"}},
     }
+    assert "extra_body" not in kw
 
 
 def test_omit_leaves_fields_out_even_when_a_stage_passes_them():
     spec = RoleSpec(engine="e", max_tokens=100, omit=["temperature", "top_p", "seed"])
     b = _backend()
-    kw = b._kwargs(_request(spec, b, temperature=0.0, seed=4))  # e.g. a probe asks for 0, a re-ask for seed + 1
+    kw = b.body(_request(spec, b, temperature=0.0, seed=4))  # e.g. a probe asks for 0, a re-ask for seed + 1
     assert not {"temperature", "top_p", "seed"} & set(kw) and kw["max_tokens"] == 100
 
 
 def test_thinking_key_names_the_template_variable_and_off_is_sent_too():
     b = _backend(kind="vllm", structured_mode="vllm")
-    on = b._kwargs(_request(RoleSpec(engine="e", thinking=True, thinking_key="thinking"), b))
-    off = b._kwargs(_request(RoleSpec(engine="e", thinking=False), b))
-    assert on["extra_body"] == {"chat_template_kwargs": {"thinking": True}}
-    assert off["extra_body"] == {"chat_template_kwargs": {"enable_thinking": False}}
-    assert "extra_body" not in b._kwargs(_request(RoleSpec(engine="e"), b))  # nothing set, nothing sent
+    on = b.body(_request(RoleSpec(engine="e", thinking=True, thinking_key="thinking"), b))
+    off = b.body(_request(RoleSpec(engine="e", thinking=False), b))
+    assert on["chat_template_kwargs"] == {"thinking": True}
+    assert off["chat_template_kwargs"] == {"enable_thinking": False}
+    assert "chat_template_kwargs" not in b.body(_request(RoleSpec(engine="e"), b))  # nothing set, nothing sent
 
 
 @pytest.mark.parametrize(
@@ -92,9 +95,9 @@ def test_auto_token_field(kind, url, model, expected):
 
 def test_token_param_stated_on_the_role_wins_over_the_engine():
     b = _backend(url="https://api.openai.com/v1", token_param="auto")
-    assert "max_tokens" in b._kwargs(_request(RoleSpec(engine="e", max_tokens=9, token_param="max_tokens"), b))
+    assert "max_tokens" in b.body(_request(RoleSpec(engine="e", max_tokens=9, token_param="max_tokens"), b))
     b2 = _backend(token_param="max_completion_tokens")
-    assert b2._kwargs(_request(RoleSpec(engine="e", max_tokens=9), b2))["max_completion_tokens"] == 9
+    assert b2.body(_request(RoleSpec(engine="e", max_tokens=9), b2))["max_completion_tokens"] == 9
 
 
 def test_reasoning_budget_goes_on_top_of_every_budget_and_uncapped_stays_uncapped():

@@ -65,3 +65,12 @@ def test_accepted_move_and_cue():
     assert v.ok and (v.move, v.secondary) == ("deflect", "humour")
     cue = pick_cue(V, "deflect", ["a few words"], random.Random(0))
     assert cue.split("; ")[0] in V.moves["deflect"].cues and cue.endswith("a few words")
+
+
+def test_commit_move_model_is_one_class_per_move_list():
+    vocab = load_vocabulary()
+    moves = [m.id for m in vocab.available("guarded")] if "guarded" in vocab.archetypes else list(vocab.moves)[:5]
+    a = commit_move_model(moves, [])
+    assert commit_move_model(list(moves), []) is a  # the same list again: the same class (and cached schema)
+    other = commit_move_model(moves[:-1], [])
+    assert other is not a and other.model_json_schema()["properties"]["move"]["enum"] == moves[:-1]

@@ -178,3 +178,49 @@ def test_rows_keep_the_counsellor_prompt_and_messages_exactly_as_sent(tmp_path):
     assert later["memory_before"] and all(e in later["counsellor_system_prompt"] for e in later["memory_before"])
     replies = sum(m["role"] == "assistant" for r in rows for m in r["counsellor_messages"])
     assert replies == len(sent) == sum(len(r["counsellor_flags"]) for r in rows)
+
+
+def _files(folder: Path) -> tuple[list, str]:
+    return (pq.read_table(folder / "sessions" / "sessions.parquet").to_pylist(),
+            (folder / "transcripts" / "transcripts.jsonl").read_text())
+
+
+def test_sessions_streamed_in_runs_give_the_same_dataset_in_the_same_order(tmp_path, monkeypatch):
+    """A shard writer that spills every session as its own sorted run (the streaming path of a large shard)
+    writes the same rows, in the same order, as one that holds the whole shard; its runs are gone afterwards."""
+    import random
+
+    from mindsim import simulate as sim
+    from mindsim.records import SessionRecord
+    from mindsim.simulate import SessionStore, ShardWriter
+
+    profiles = [make_profile(f"p{i}", arch) for i, arch in enumerate(["joker", "stoic", "joker", "stoic", "joker"])]
+    whole, _ = simulate(tmp_path / "whole", profiles=profiles, counsellors=["counsellor", "counsellor:b"])
+    monkeypatch.setattr(sim, "RUN_ROWS", 1)
+    streamed, _ = simulate(tmp_path / "streamed", profiles=profiles, counsellors=["counsellor", "counsellor:b"])
+    assert streamed.sessions_written == whole.sessions_written == 20
+    (rows_a, text_a), (rows_b, text_b) = _files(tmp_path / "whole"), _files(tmp_path / "streamed")
+    assert [r["session_id"] for r in rows_b] == [r["session_id"] for r in rows_a] and text_b == text_a
+    assert rows_b == rows_a
+    assert streamed.model_dump(exclude={"elapsed_s", "created_utc", "usage"}) == \
+        whole.model_dump(exclude={"elapsed_s", "created_utc", "usage"})
+    assert not list((tmp_path / "streamed" / "sessions" / "shards").glob(".runs-*"))
+    # Sessions arriving in any order, some with a field no session of their run has (typed null there).
+    records = SessionStore(tmp_path / "whole").all()
+    random.Random(3).shuffle(records)
+    records = [SessionRecord.model_validate({**r.model_dump(mode="json"), "counsellor_flags": []}) if i % 3 else r
+               for i, r in enumerate(records)]
+    writer = ShardWriter(tmp_path / "direct", 0, 1, run_rows=3)
+    for r in records:
+        writer.add(r)
+    writer.close()
+    parquet, jsonl = writer.parquet, writer.jsonl
+    got = pq.read_table(parquet)
+    meta = pq.ParquetFile(parquet).metadata
+    assert got.num_rows == len(records)
+    # The later merge decodes one row group per shard at a time: they stay small.
+    assert max(meta.row_group(i).num_rows for i in range(meta.num_row_groups)) <= sim.SHARD_ROW_GROUP
+    expected = sorted(records, key=sim._order)
+    assert [r["session_id"] for r in got.to_pylist()] == [r.session_id for r in expected]
+    assert [json.loads(line)["id"] for line in jsonl.read_text().splitlines()] == [r.session_id for r in expected]
+    assert not list(parquet.parent.glob(".runs-*"))
