@@ -110,6 +110,19 @@ def cell_value(text: Optional[str], rubric: Rubric) -> Any:
     return text
 
 
+def counted_out(raw: Any, rubric: Rubric, tally: Ratings) -> bool:
+    """True (and counted on `tally`) when a value is absent or the scale's not-applicable mark: no rating then.
+    Every reader of ratings decides these the same way before checking the value against the scale."""
+    if raw is None:
+        tally.missing += 1
+        return True
+    point = strict_point(raw)
+    if point is not None and point in rubric.scale.not_applicable:
+        tally.not_applicable += 1
+        return True
+    return False
+
+
 def read_ratings(paths: Sequence[Path], rubric: Rubric) -> Ratings:
     """Every rating of the files, checked against `rubric` (items, scale) before any statistic."""
     if rubric.kind != "scales":
@@ -128,11 +141,7 @@ def read_ratings(paths: Sequence[Path], rubric: Rubric) -> Ratings:
             if missing:
                 raise InputError(f"{where}: missing {', '.join(missing)}; each rating needs {', '.join(REQUIRED)}")
             raw = cell_value(rec["value"], rubric) if from_csv else rec["value"]
-            if raw is None:
-                out.missing += 1
-                continue
-            if strict_point(raw) is not None and strict_point(raw) in rubric.scale.not_applicable:
-                out.not_applicable += 1
+            if counted_out(raw, rubric, out):
                 continue
             try:
                 value = rubric.scale.check(raw)

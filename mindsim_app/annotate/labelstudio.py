@@ -23,8 +23,8 @@ from xml.sax.saxutils import quoteattr
 
 from mindcore.errors import InputError
 from mindcore.io import atomic_write_json, atomic_write_text
-from judge.ratings import Ratings, cell_value
-from judge.rubrics import Rubric, strict_point
+from judge.ratings import Ratings, cell_value, counted_out
+from judge.rubrics import Rubric
 from mindsim_app.annotate.protocol import DIVERSITY, for_task, protocol, realism_reasons, rubric_of
 from mindsim_app.annotate.tasks import load_task
 
@@ -294,11 +294,7 @@ def import_ratings(export: Path, rubric: Rubric) -> Ratings:
             found = [name for name in by if name in items]
             for name in found:
                 raw = _scale_value(form, name, by, rubric)
-                if raw is None:
-                    out.missing += 1
-                    continue
-                if strict_point(raw) is not None and strict_point(raw) in rubric.scale.not_applicable:
-                    out.not_applicable += 1
+                if counted_out(raw, rubric, out):
                     continue
                 try:
                     out.rows.append(RatingRow(item=name, unit=unit, rater=rater, value=rubric.scale.check(raw),
