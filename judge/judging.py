@@ -133,19 +133,32 @@ class Judge:
         return JudgmentRow(**base, status="failed", error=f"{type(error).__name__}: {error}"[:2000], error_kind=kind)
 
 
-async def judge_reply(judge: Judge, reply: Reply, cache: Any) -> JudgmentRow:
+async def judge_reply(judge: Judge, reply: Reply, cache: Any,
+                      asking: dict[str, "asyncio.Future[dict[str, Any]]"] | None = None) -> JudgmentRow:
     """Cached outcome if this exact judgment was made before (no request); else ask, checkpoint an
     ok outcome, and turn an engine failure into a failed row. Failures are not cached: a rerun
-    tries them again."""
+    tries them again. `asking` (shared by concurrent callers, see `judge_all`): judgments being asked
+    right now by key, so identical contexts in flight at once share one request."""
     key = judge.key(reply)
     if cache.has(key):
         return judge.row(reply, key, outcome=cache.read(key))
+    task = asking.get(key) if asking is not None else None
+    if task is None:
+        task = asyncio.ensure_future(_ask_and_keep(judge, reply, key, cache))
+        if asking is not None:
+            asking[key] = task
+            task.add_done_callback(lambda _t: asking.pop(key, None))  # by then the cache holds it (or it failed)
     try:
-        outcome = await judge.ask(reply)
+        outcome = await task
     except EngineError as exc:
         return judge.row(reply, key, error=exc)
-    await off_loop(cache.write, key, outcome)
     return judge.row(reply, key, outcome=outcome)
+
+
+async def _ask_and_keep(judge: Judge, reply: Reply, key: str, cache: Any) -> dict[str, Any]:
+    outcome = await judge.ask(reply)
+    await off_loop(cache.write, key, outcome)
+    return outcome
 
 
 def judges_from_config(engines: Any, config: JudgeConfig) -> list[Judge]:
@@ -169,9 +182,10 @@ async def judge_all(judges: list[Judge], sessions: list[SessionInput], cache: An
     # Prompts are rendered when a task starts, before the engine's own semaphore; this bound keeps a
     # paper-scale run (~60k replies) from holding every rendered conversation in memory at once.
     gate = asyncio.Semaphore(min(concurrency or IN_FLIGHT, IN_FLIGHT))
+    asking: dict[str, asyncio.Future[dict[str, Any]]] = {}
 
     async def one(j: Judge, r: Any) -> JudgmentRow:
         async with gate:
-            return await judge_reply(j, r, cache)
+            return await judge_reply(j, r, cache, asking)
 
     return await gather_progress((one(j, r) for j, r in work), "judging replies")
