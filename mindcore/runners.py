@@ -38,9 +38,13 @@ class ShardResults:
     shards: int
     workers: int
     elapsed_s: float
-    live: set[int] = field(default_factory=set)  # indices of the shards that held items
     parts: list[tuple[int, list[Any]]] = field(default_factory=list)  # (shard index, its items in input order)
     runner: dict[str, Any] = field(default_factory=dict)
+
+    @property
+    def live(self) -> set[int]:
+        """Indices of the shards that held items."""
+        return {i for i, _ in self.parts}
 
 
 class Runner(ABC):
@@ -96,7 +100,7 @@ class LocalRunner(Runner):
                 result = await work(engines, payload(0, 1, items), lambda _key: bar.advance(task))
         else:
             result = await work(engines, payload(0, 1, items), lambda _key: None)
-        return ShardResults([result], 1, 1, time.monotonic() - t0, {0}, [(0, items)], {"runner": "local"})
+        return ShardResults([result], 1, 1, time.monotonic() - t0, [(0, items)], {"runner": "local"})
 
 
 def _in_worker(work: ShardWork, engines: Any, payload: Any, report: Report) -> Any:
@@ -128,8 +132,8 @@ class RayRunner(Runner):
         run = await asyncio.to_thread(
             run_shards, functools.partial(_in_worker, work), payloads, engines, self.settings,
             workers=plan.workers, description=description, total=total, on_workers=self.on_workers)
-        return ShardResults(run.results, plan.shards, run.workers, run.elapsed_s, {i for i, _ in plan.parts},
-                            list(plan.parts), {"runner": "ray", "workers": run.workers, "shards": plan.shards})
+        return ShardResults(run.results, plan.shards, run.workers, run.elapsed_s, list(plan.parts),
+                            {"runner": "ray", "workers": run.workers, "shards": plan.shards})
 
     @property
     def profile_replicas(self) -> int:

@@ -192,7 +192,7 @@ def health(run: Any, by_engine: bool) -> dict[str, Any]:
     fails = failures(run)
     return {
         "surface": surf, "by_turn": by_turn(run.sessions, by_engine),
-        "validation": run.validation.model_dump() if run.validation else None, "warnings": warnings(run, surf), "failures": fails,
+        "validation": run.validation, "warnings": warnings(run, surf), "failures": fails,
         "failures_by_side": dict(Counter(f["side"] for f in fails)),
         "counts": summary.counts(),
         "rejected_messages": summary.rejected_messages,
