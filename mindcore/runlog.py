@@ -209,18 +209,23 @@ class RunHeader(BaseModel):
         return self.status == "finished"
 
 
+def _json_object(path: Path, what: str, remake: str) -> dict[str, Any]:
+    """A run file's JSON object; one `InputError` line when it is not readable JSON or not an object."""
+    try:
+        data = json.loads(path.read_text(encoding="utf-8"))
+    except (OSError, UnicodeDecodeError, json.JSONDecodeError) as exc:
+        raise InputError(f"{path}: not readable JSON ({type(exc).__name__}); {remake}") from exc
+    if not isinstance(data, dict):
+        raise InputError(f"{path}: expected a JSON object, as a {what} is; {remake}")
+    return data
+
+
 def read_header(path: str | Path) -> RunHeader:
     """A run folder's `run.json`, typed; one `InputError` line naming the file and the fix otherwise."""
     path = Path(path)
-    try:
-        data = json.loads(path.read_text(encoding="utf-8"))
-    except FileNotFoundError:
-        raise InputError(f"{path}: missing; give the --out folder of `mindsim run` (it writes run.json)") from None
-    except (OSError, UnicodeDecodeError, json.JSONDecodeError) as exc:
-        raise InputError(f"{path}: not readable JSON ({type(exc).__name__}); rerun `mindsim run` with the same "
-                         "recipe and --out to rewrite it") from exc
-    if not isinstance(data, dict):
-        raise InputError(f"{path}: expected a JSON object; rerun `mindsim run` with the same recipe and --out")
+    if not path.is_file():
+        raise InputError(f"{path}: missing; give the --out folder of `mindsim run` (it writes run.json)")
+    data = _json_object(path, "run header", "rerun `mindsim run` with the same recipe and --out to rewrite it")
     version = data.get("log_version", 1)
     if isinstance(version, int) and version > LOG_VERSION:
         raise InputError(f"{path}: written by a newer mindsim (run log version {version}; this one reads up to "
@@ -327,12 +332,7 @@ def read_json_model(path: str | Path, model: type[M], *, what: str, remake: str)
     path = Path(path)
     if not path.is_file():
         return None
-    try:
-        data = json.loads(path.read_text(encoding="utf-8"))
-    except (OSError, UnicodeDecodeError, json.JSONDecodeError) as exc:
-        raise InputError(f"{path}: not readable JSON ({type(exc).__name__}); {remake}") from exc
-    if not isinstance(data, dict):
-        raise InputError(f"{path}: expected a JSON object, as a {what} is; {remake}")
+    data = _json_object(path, what, remake)
     try:
         return model.model_validate(data)
     except ValidationError as exc:
