@@ -35,8 +35,8 @@ def played_by(engine: str | None, *, ours: bool = True) -> str:
 # --- run.json ---------------------------------------------------------------------------------------------------
 
 # The run header's format. 1: run.json before this field existed (counts and schedule keyed by English labels);
-# 2: typed counts and schedule. A header newer than this toolkit knows is refused, not half-read.
-LOG_VERSION = 2
+# 2: typed counts and schedule; 3: `presets`. A header newer than this toolkit knows is refused, not half-read.
+LOG_VERSION = 3
 
 
 class _Log(BaseModel):
@@ -196,6 +196,9 @@ class RunHeader(BaseModel):
     prompt_hashes: dict[str, str | None] = Field(default_factory=dict)
     prompt_overrides: dict[str, dict[str, str]] = Field(default_factory=dict)
     schedule_settings: ScheduleSettings | None = None
+    presets: dict[str, str] = Field(
+        default_factory=dict, description="Patient engine (and `judge`) → the preset it ran under ('ours' or a "
+        "paper's reference); empty in headers written before presets existed (all 'ours')")
     counts: RunCounts | None = None
     pool_verdicts: list[str] = Field(default_factory=lambda: ["clean"])
     reference_is_mibot: bool = False

@@ -180,11 +180,30 @@ class SimulationConfig(BaseModel):
         description="Which shipped counsellor system prompt under prompts/ (variables: time_context, memory); the "
         "recipe's top-level `prompts:` replaces a template's content with your own file (docs/prompts.md)",
     )
+    # Left out of dumps when it is the default, so the summaries and hashes of runs without presets read as before.
+    preset: str | list[str] = Field(
+        "ours", exclude_if=lambda v: v in ("ours", ["ours"], []),
+        description="A named preset per engine (mindsim/data/presets.yaml): 'ours' (default), "
+        "'mindeval2-reference' (MindSim as the MindEval2 authors' code runs it), 'patientact-reference', or a list; "
+        "a preset fills in settings the recipe leaves unset and replaces the engine's data files (docs/simulator.md)",
+    )
     patientact: PatientActConfig = Field(default_factory=PatientActConfig, description="PatientAct engine settings")
     baselines: BaselinesConfig = Field(default_factory=BaselinesConfig, description="Patient-Psi and MindEval engine settings")
     pool_only: bool = Field(True, description="Simulate only profiles marked in_pool")
     benchmark_only: bool = Field(False, description="Simulate only profiles marked in_benchmark")
     max_patients: int | None = Field(None, ge=1, description="Use only the first N profiles (smoke runs)")
+
+    @model_validator(mode="before")
+    @classmethod
+    def _preset_settings(cls, data: Any) -> Any:
+        from mindsim.presets import apply_settings
+
+        if not isinstance(data, dict):
+            return data
+        try:
+            return apply_settings(data)
+        except ValueError as exc:
+            raise ValueError(f"preset: {exc}") from None
 
     @field_validator("patient_engine")
     @classmethod
@@ -218,6 +237,13 @@ class SimulationConfig(BaseModel):
                 raise ValueError(f"engine_sessions: '{kind}' is not one of patient_engine ({', '.join(engines)})")
             if not 1 <= n <= self.sessions:
                 raise ValueError(f"engine_sessions.{kind}: {n} is not between 1 and sessions ({self.sessions})")
+        from mindsim.engine_names import split
+
+        run = {split(e)[0] for e in engines}
+        for name, engine in self.presets.items():
+            if engine not in run:
+                raise ValueError(f"preset: '{name}' is a preset of engine '{engine}', which patient_engine does not "
+                                 f"run ({', '.join(engines)}); add the engine or drop the preset")
         for c in self.counsellors:
             if isinstance(c, str) and c.split(":", 1)[0] != "counsellor":
                 raise ValueError(f"counsellors: '{c}' is not a counsellor role (write 'counsellor' or 'counsellor:NAME')")
@@ -230,6 +256,21 @@ class SimulationConfig(BaseModel):
     def sessions_per_patient(self) -> int:
         """Sessions one patient gets over every engine, counsellor and trial."""
         return len(self.counsellors) * self.trials * sum(self.sessions_for(k) for k in self.patient_engines)
+
+    @property
+    def presets(self) -> dict[str, str]:
+        """The chosen presets (`ours` left out), name → the engine each is about."""
+        from mindsim.presets import names, table
+
+        return {n: str(table()[n].engine) for n in names(self.preset)}
+
+    def preset_for(self, engine: str) -> str:
+        """The preset engine `engine` (or any of its arms, ENGINE:ARM) runs under: a reference preset or 'ours'."""
+        from mindsim.engine_names import split
+        from mindsim.presets import OURS
+
+        base = split(engine)[0]
+        return next((n for n, e in self.presets.items() if e == base), OURS)
 
     @property
     def patient_engines(self) -> list[str]:

@@ -271,6 +271,7 @@ def render_card(run_dir: Path, run_info: RunHeader, configs: list[DatasetConfig]
         prompt_hashes=run_info.prompt_hashes,
         prompt_overrides=run_info.prompt_overrides,
         schedule_settings=run_info.schedule_settings.labelled() if run_info.schedule_settings else {},
+        presets=run_info.presets,
         counts=run_info.counts.labelled() if run_info.counts else {},
         verdicts=verdicts,
         pool_from=_pool_from(run_info.pool_verdicts or ["clean"]),

@@ -51,6 +51,8 @@ def versions(run: Any) -> dict[str, Any]:
             {played_by(s.patient_engine) for s in run.sessions}),
         "reference": {"name": ref.get("name"), "source_sha256": (ref.get("provenance") or {}).get("source_sha256"),
                       "markers_version": (ref.get("settings") or {}).get("markers_version")} if ref else None,
+        # Runs from before presets existed ran every engine under 'ours'.
+        "presets": dict(info.presets) if info and info.presets else {},
         "recipe": recipe.name if recipe else None, "run_id": info.run_id if info else None,
         "seed": recipe.seed if recipe else None,
     }
@@ -68,6 +70,10 @@ def differences(a: Any, b: Any) -> list[str]:
             out.append(f"rubric of {n}: {ja['rubric']} vs {jb['rubric']}")
         if ja["model"] != jb["model"]:
             out.append(f"judge model of {n}: {ja['model']} vs {jb['model']}")
+    pa, pb = va["presets"], vb["presets"]
+    for engine in sorted(set(pa) & set(pb)):
+        if pa[engine] != pb[engine]:
+            out.append(f"preset of {engine}: {pa[engine]} vs {pb[engine]}")
     changed = sorted(t for t in set(va["templates"]) & set(vb["templates"]) if va["templates"][t] != vb["templates"][t])
     if changed:
         out.append(f"templates {', '.join(changed)}")

@@ -72,3 +72,13 @@ def test_the_layout_spells_todays_folder(tmp_path):
     assert [rel(x) for x in layout.sessions.shard(2, 8)] == ["sessions/shards/00002-of-00008.parquet",
                                                              "sessions/shards/00002-of-00008.jsonl"]
     assert not any(tmp_path.iterdir())  # describing the folder creates nothing
+
+
+def test_the_header_card_and_report_name_each_engines_preset(run):
+    """A run without `simulation.preset` records 'ours' for each engine it ran; the card and the report say so."""
+    layout = RunLayout(run)
+    assert layout.header().presets == {"mindsim": "ours", "patientact": "ours"}
+    card = (layout.dataset / "README.md").read_text()
+    assert "mindsim ran under `ours`" in card and "patientact ran under `ours`" in card
+    page = layout.report_html.read_text()
+    assert "<th>presets</th><td>mindsim: ours, patientact: ours</td>" in page

@@ -1,0 +1,138 @@
+"""Simulation presets (`simulation.preset`): named settings and data files that make an engine run as a paper's
+authors ran it, beside the toolkit's own defaults (`ours`).
+
+The table is data (`mindsim/data/presets.yaml`); this module checks names, fills a recipe section with a preset's
+settings (the recipe's own values win) and tells an engine which of its data files a preset replaces. Like
+`mindsim.engine_names`, it imports no simulator module, so the config can use it without a cycle.
+"""
+
+from __future__ import annotations
+
+from functools import lru_cache
+from importlib import resources
+from typing import Any
+
+from pydantic import BaseModel, ConfigDict, Field
+
+from mindcore import yamlio
+from mindcore.errors import ConfigError
+
+__all__ = ["OURS", "Preset", "apply_settings", "check_names", "data_file", "names", "table"]
+
+OURS = "ours"
+TABLE = "presets.yaml"
+
+
+class Preset(BaseModel):
+    model_config = ConfigDict(extra="forbid", frozen=True)
+
+    description: str = Field(min_length=1)
+    engine: str | None = Field(description="The patient engine the preset is about (None: `ours`, every engine)")
+    paper: str | None = None
+    source: str = Field(min_length=1)
+    settings: dict[str, Any] = Field(default_factory=dict, description="`simulation:` settings the preset fills in")
+    data: dict[str, str] = Field(default_factory=dict, description="data key → file below mindsim/data/presets/")
+
+
+class _Table(BaseModel):
+    model_config = ConfigDict(extra="forbid", frozen=True)
+
+    source: str
+    version: str
+    presets: dict[str, Preset] = Field(min_length=1)
+
+
+@lru_cache(maxsize=1)
+def table() -> dict[str, Preset]:
+    path = resources.files("mindsim").joinpath("data", TABLE)
+    try:
+        presets = _Table.model_validate(yamlio.safe_load(path.read_text(encoding="utf-8"))).presets
+    except Exception as exc:
+        raise ConfigError(f"mindsim/data/{TABLE} is invalid: {exc}") from exc
+    if OURS not in presets:
+        raise ConfigError(f"mindsim/data/{TABLE} is invalid: it must define the default preset '{OURS}'")
+    return dict(presets)
+
+
+def names(value: str | list[str] | None) -> list[str]:
+    """A recipe's `simulation.preset` as a list of names, `ours` dropped (it changes nothing)."""
+    given = [value] if isinstance(value, str) else list(value or [])
+    return [n for n in given if n != OURS]
+
+
+def check_names(value: str | list[str] | None) -> list[str]:
+    """The chosen presets, checked: each known, named once, at most one per engine. ValueError says which."""
+    chosen = names(value)
+    known = table()
+    for name in chosen:
+        if name not in known:
+            raise ValueError(f"unknown preset '{name}'; known: {', '.join(sorted(known))}")
+    if len(set(chosen)) != len(chosen):
+        raise ValueError(f"name each preset once, got {chosen}")
+    by_engine: dict[str, str] = {}
+    for name in chosen:
+        engine = known[name].engine
+        if engine in by_engine:
+            raise ValueError(f"'{by_engine[engine]}' and '{name}' are both presets of engine '{engine}'; pick one")
+        by_engine[str(engine)] = name
+    return chosen
+
+
+def _merge(base: dict[str, Any], over: dict[str, Any]) -> dict[str, Any]:
+    """`over` laid on `base`, nested sections merged key by key."""
+    out = dict(base)
+    for key, value in over.items():
+        if isinstance(value, dict) and isinstance(out.get(key), dict):
+            out[key] = _merge(out[key], value)
+        else:
+            out[key] = value
+    return out
+
+
+def _clashes(a: dict[str, Any], b: dict[str, Any], where: str = "") -> list[str]:
+    found = []
+    for key in a.keys() & b.keys():
+        if isinstance(a[key], dict) and isinstance(b[key], dict):
+            found += _clashes(a[key], b[key], f"{where}{key}.")
+        elif a[key] != b[key]:
+            found.append(f"{where}{key}")
+    return found
+
+
+def _fields(section: dict[str, Any], where: str = "") -> set[str]:
+    out = set()
+    for key, value in section.items():
+        out.add(f"{where}{key}")
+        if isinstance(value, dict):
+            out |= _fields(value, f"{where}{key}.")
+    return out
+
+
+def apply_settings(section: dict[str, Any]) -> dict[str, Any]:
+    """A raw `simulation:` section with its presets' settings filled in under the recipe's own values.
+
+    Two presets that fill one field differently are refused unless the recipe sets that field itself (then the
+    recipe's value is the one that runs, for both)."""
+    raw = section.get("preset")
+    if not (isinstance(raw, str) or (isinstance(raw, list) and all(isinstance(n, str) for n in raw))):
+        return section  # the field's own type check reports it
+    chosen = check_names(raw)
+    if not chosen:
+        return section
+    known = table()
+    filled: dict[str, Any] = {}
+    for name in chosen:
+        own = _fields(section)
+        clash = [f for f in _clashes(filled, known[name].settings) if f not in own]
+        if clash:
+            raise ValueError(f"presets {chosen} set {', '.join(sorted(clash))} differently; set it in the recipe")
+        filled = _merge(filled, known[name].settings)
+    return _merge(filled, section)
+
+
+def data_file(preset: str | None, key: str) -> str | None:
+    """The file (below mindsim/data/presets/) that `preset` puts in place of the engine's data `key`; None when
+    the preset keeps the engine's own."""
+    if not preset or preset == OURS:
+        return None
+    return table()[preset].data.get(key)
