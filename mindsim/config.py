@@ -272,6 +272,12 @@ class SimulationConfig(BaseModel):
         base = split(engine)[0]
         return next((n for n, e in self.presets.items() if e == base), OURS)
 
+    def engine_presets(self) -> dict[str, str]:
+        """Each engine the recipe runs (arms under their engine) → the preset it runs under, as run.json records it."""
+        from mindsim.engine_names import split
+
+        return {base: self.preset_for(base) for base in dict.fromkeys(split(e)[0] for e in self.patient_engines)}
+
     @property
     def patient_engines(self) -> list[str]:
         """The patient engines this recipe runs, in the order given."""

@@ -35,7 +35,6 @@ from mindsim_app.cards import build_dataset_folder
 from mindsim_app.release import ReleaseConfig, gate_for_run
 from mindcore.preflight import failure_summary, preflight, raise_if_all_failed
 from mindsim.config import SimulationConfig
-from mindsim.engine_names import split
 from mindcore.runlog import Pair, RunCounts, RunHeader, ScheduleSettings, played_by
 from mindsim.simulate import run_simulation
 from mindsim.summary import SimulationSummary
@@ -260,7 +259,7 @@ def run_job(recipe_path: Path, out_dir: Path, *, verbose: bool = False, ray_addr
                 gap_hours=f"{scfg.min_gap_hours:g}–{scfg.max_gap_hours:g}", counsellors=list(ssum.counsellors),
                 memory_cap=scfg.memory_max_entries, seed=recipe.seed,
             ),
-            "presets": {base: scfg.preset_for(base) for base in dict.fromkeys(split(e)[0] for e in scfg.patient_engines)},
+            "presets": scfg.engine_presets(),
             "counts": RunCounts(
                 personas_read=psum.personas_read, under_18_skipped=psum.skipped_under_18, candidates=psum.candidates,
                 kept=psum.kept, dropped_serious=psum.dropped_serious, profile_failures=sum(psum.failed.values()),
