@@ -17,21 +17,17 @@ from dataclasses import dataclass
 from typing import Any, Iterable, Optional, Sequence
 
 from mindcore.errors import InputError
+from mindcore.exchange import spoken
 
 SPEAKER = {"user": "patient", "assistant": "counsellor"}
 
 
 def shown(messages: Iterable[dict[str, Any]], patient_role: str = "user") -> list[dict[str, str]]:
-    """Chat messages as the page shows them: speaker `patient` or `counsellor`, text; system prompts, tool
-    traffic and empty messages left out."""
-    out = []
-    for m in messages:
-        role, text = m.get("role"), m.get("content")
-        if role not in ("user", "assistant") or not isinstance(text, str) or not text.strip() or m.get("tool_calls"):
-            continue
-        patient = role == patient_role
-        out.append({"speaker": "patient" if patient else "counsellor", "text": text})
-    return out
+    """Chat messages as the page shows them: speaker `patient` or `counsellor`, text. Which messages count is
+    `mindcore.exchange.spoken`'s rule, so turn k here is turn k in the judge, the report and the samples: a blank
+    reply is still a turn (the page shows it as blank) rather than shifting every later turn's number."""
+    return [{"speaker": "patient" if role == patient_role else "counsellor", "text": text}
+            for role, text in spoken(messages)]
 
 
 @dataclass(frozen=True)
