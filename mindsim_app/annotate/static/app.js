@@ -1,10 +1,12 @@
 // The annotation page: one rater's queue of one task. The personal token arrives after '#' (never sent in a
 // URL), is kept for this tab only and sent as a bearer header. Every answer is saved when given; the server
-// checks it against the protocol and says what is wrong.
+// checks it against the protocol and says what is wrong. Input not yet saved is kept as a draft per unit in this
+// tab's session storage when the rater moves away, put back when they return, and the tab asks before closing
+// while any draft is left (session storage ends with the tab).
 "use strict";
 (function () {
   const $ = (id) => document.getElementById(id);
-  const S = { token: null, session: null, pos: 0, unit: 0, item: null, dim: 0 };
+  const S = { token: null, session: null, pos: 0, unit: 0, item: null, dim: 0, baseline: null, allDefs: false };
 
   function el(tag, attrs, ...kids) {
     const e = document.createElement(tag);
@@ -47,6 +49,7 @@
     Object.assign(S.session, { answered: p.answered, total: p.total, resume: p.resume });
     $("fill").style.width = (p.total ? (100 * p.answered / p.total) : 0) + "%";
     $("count").textContent = p.answered + " / " + p.total + " answered";
+    showDraftCount();
   }
 
   function fatal(msg) {
@@ -58,6 +61,7 @@
   // -- loading and moving -----------------------------------------------------------------------------
 
   async function load(pos, unitIdx) {
+    keepDraft();
     const n = S.session.items;
     if (pos >= n) { if (S.session.answered >= S.session.total) return doneScreen(); pos = S.session.resume; unitIdx = null; }
     pos = Math.max(0, Math.min(pos, n - 1));
@@ -73,6 +77,7 @@
   }
 
   function step(d) {
+    keepDraft();
     const u = S.unit + d;
     if (u >= 0 && u < S.item.units.length) { S.unit = u; S.dim = 0; render(); return; }
     const p = S.pos + d;
@@ -87,6 +92,7 @@
   }
 
   function doneScreen() {
+    keepDraft();
     S.item = null;
     $("main").className = "single";
     $("where").textContent = "";
@@ -106,10 +112,13 @@
   function saved() { return S.item.answers[unit().unit]; }
 
   function messages(msgs, upto, rated, done) {
-    return el("div", { class: "msgs", id: "msgs" }, msgs.map((m, i) => {
+    // Focusable and named, so a keyboard can scroll it and a screen reader can find it.
+    return el("div", { class: "msgs", id: "msgs", tabindex: "0", role: "region", "aria-label": "Conversation" }, msgs.map((m, i) => {
       if (upto !== null && i > upto) return null;
       const cls = ["msg", m.speaker, i === rated ? "rated" : "", done.has(i) && i !== rated ? "done" : ""].join(" ");
-      return el("div", { class: cls, "data-i": i }, el("span", { class: "who", text: m.speaker === "patient" ? "Patient" : "Counsellor" }), m.text);
+      // A blank reply is still a turn (it keeps its number); say so rather than show an empty bubble.
+      const body = m.text.trim() ? m.text : el("em", { class: "blank", text: "(blank message)" });
+      return el("div", { class: cls, "data-i": i }, el("span", { class: "who", text: m.speaker === "patient" ? "Patient" : "Counsellor" }), body);
     }));
   }
 
@@ -140,7 +149,7 @@
     const right = el("section", { class: "panel", id: "form" }, el("h2", { text: f.title || f.question }),
       f.instructions ? el("p", { class: "instructions", text: f.instructions }) : null,
       it.units.length > 1 ? el("div", { class: "unitnote", text: "Rating turn " + (S.unit + 1) + " of " + it.units.length + " in this item (highlighted)." }) : null,
-      FORMS[kind()].build(f, saved() || {}),
+      el("div", { id: "formbody" }),
       el("div", { class: "actions" }, el("button", { class: "save", id: "save", type: "button", onclick: save }, "Save ", kbd("Enter")),
         el("span", { id: "status", text: saved() ? "saved" : "" })),
       el("div", { id: "error", role: "alert" }));
@@ -148,15 +157,68 @@
     main.replaceChildren(...[left, right].filter(Boolean));
     const r = document.querySelector(".msg.rated");
     if (r) r.scrollIntoView({ block: "nearest" });
-    FORMS[kind()].after && FORMS[kind()].after();
-    right.addEventListener("change", () => { $("error").textContent = ""; });
+    // What counts as a change is measured against the form as the saved answer (or nothing) fills it.
+    fill(saved() || {});
+    S.baseline = snapshot();
+    const draft = drafts()[draftKey()];
+    if (draft) fill(draft);
+    refreshStatus();
+    right.addEventListener("change", () => { $("error").textContent = ""; refreshStatus(); });
+    right.addEventListener("input", refreshStatus);
     helpText();
   }
 
+  function fill(answer) {
+    $("formbody").replaceChildren(FORMS[kind()].build(form(), answer));
+    FORMS[kind()].after && FORMS[kind()].after();
+  }
+
+  // -- drafts -----------------------------------------------------------------------------------------
+
+  function draftsKey() { return "mindsim-annotate-drafts:" + S.token; }
+  function drafts() {
+    try { return JSON.parse(sessionStorage.getItem(draftsKey()) || "{}") || {}; } catch (e) { return {}; }
+  }
+  function writeDrafts(d) {
+    if (Object.keys(d).length) sessionStorage.setItem(draftsKey(), JSON.stringify(d));
+    else sessionStorage.removeItem(draftsKey());
+    showDraftCount();
+  }
+  function draftKey() { return S.item.item_id + "/" + unit().unit; }
+  function onForm() { return !!(S.item && $("formbody")); }
+  function snapshot() { return JSON.stringify(FORMS[kind()].collect()); }
+  function dirty() { return onForm() && snapshot() !== S.baseline; }
+
+  // Called before the page leaves a unit: what differs from the saved answer is kept, what does not is dropped.
+  function keepDraft() {
+    if (!onForm()) return;
+    const d = drafts();
+    if (dirty()) d[draftKey()] = FORMS[kind()].collect(); else delete d[draftKey()];
+    writeDrafts(d);
+  }
+
+  function showDraftCount() {
+    const n = S.token ? Object.keys(drafts()).length : 0, c = $("drafts");
+    c.textContent = n ? n + (n === 1 ? " draft" : " drafts") + " not saved" : "";
+    c.hidden = !n;
+  }
+
+  function refreshStatus() {
+    const st = $("status");
+    if (!st || !onForm()) return;
+    st.textContent = dirty() ? "not saved yet" : (saved() ? "saved" : "");
+    st.classList.toggle("unsaved", dirty());
+  }
+
+  window.addEventListener("beforeunload", (ev) => {
+    keepDraft();
+    if (S.token && Object.keys(drafts()).length) { ev.preventDefault(); ev.returnValue = ""; }
+  });
+
   // -- the forms --------------------------------------------------------------------------------------
 
-  function check(name, value, label, key, on, hint, type) {
-    return el("label", { class: "opt" }, el("input", { type: type || "checkbox", name, value, checked: on, "data-key": key }),
+  function check(name, value, label, key, on, hint, type, describedby) {
+    return el("label", { class: "opt" }, el("input", { type: type || "checkbox", name, value, checked: on, "data-key": key, "aria-describedby": describedby }),
       el("span", {}, key ? kbd(key) : null, " ", label, hint ? el("span", { class: "hint", text: hint }) : null));
   }
 
@@ -179,6 +241,7 @@
       i.checked = i.value === String(k);
       i.parentElement.classList.toggle("on", i.checked);
     });
+    refreshStatus();
   }
   // Integer scales send numbers, label scales their label (the server refuses a number written as text).
   function scaleValue(name, numeric) {
@@ -189,7 +252,7 @@
   function textValue(id) { const v = ($(id) || {}).value; return v && v.trim() ? v.trim() : undefined; }
   function comment(f, a) {
     return el("fieldset", {}, el("legend", { text: "Comment (optional)" }),
-      el("textarea", { id: "comment", maxlength: f.comment_max_chars, placeholder: "Anything worth noting" }, a.comment || ""));
+      el("textarea", { id: "comment", "aria-label": "Comment (optional)", maxlength: f.comment_max_chars, placeholder: "Anything worth noting" }, a.comment || ""));
   }
   function toggleKey(key) {
     const i = document.querySelector(`input[data-key="${key}"]`);
@@ -200,6 +263,25 @@
   }
 
   const ISSUE_KEYS = "abcdefghijklmnopqrstuvwxyz";
+
+  // An issue's checkbox with its definition at hand: the definition describes the checkbox (a screen reader reads
+  // it with the name), and a button beside it shows it under the issue, by tap as well as by click or keyboard.
+  function issue(x, key, on) {
+    const defId = "def-" + x.id;
+    const def = el("p", { class: "def", id: defId, text: x.definition, hidden: !S.allDefs });
+    const btn = el("button", { type: "button", class: "defbtn", "aria-expanded": String(S.allDefs), "aria-controls": defId,
+      "aria-label": "Definition of " + x.name, title: "What " + x.name + " means" }, "i");
+    btn.addEventListener("click", () => { def.hidden = !def.hidden; btn.setAttribute("aria-expanded", String(!def.hidden)); });
+    return el("div", { class: "issue" }, el("div", { class: "issuehead" }, check("issue", x.id, x.name, key, on, null, null, defId), btn), def);
+  }
+
+  function showDefs(open) {
+    document.querySelectorAll("#issues .def").forEach((d) => { d.hidden = !open; });
+    document.querySelectorAll("#issues .defbtn").forEach((b) => b.setAttribute("aria-expanded", String(open)));
+    const all = $("alldefs");
+    all.textContent = open ? "Hide all definitions" : "Show all definitions";
+    all.setAttribute("aria-pressed", String(open));
+  }
   const FORM_KEYS = "qwert", CONTENT_KEYS = "asdfgh";
 
   const FORMS = {
@@ -208,11 +290,13 @@
         const sev = el("fieldset", { id: "severity" }, el("legend", { text: "Severity" }),
           f.severities.map((s, i) => check("severity", s.id, s.name, String(i + 1), a.severity === s.id, s.definition, "radio")));
         let n = 0;
-        const iss = el("fieldset", { id: "issues" }, el("legend", { text: "Clinical issues present" }),
+        const all = el("button", { type: "button", id: "alldefs", class: "defall", "aria-pressed": String(S.allDefs),
+          onclick: () => { S.allDefs = !S.allDefs; showDefs(S.allDefs); } }, S.allDefs ? "Hide all definitions" : "Show all definitions");
+        const iss = el("fieldset", { id: "issues" }, el("legend", { text: "Clinical issues present" }), all,
           el("div", { class: "grid2" }, f.categories.map((c) => el("div", {}, el("div", { class: "hint cat", text: c.name }),
-            c.issues.map((x) => check("issue", x.id, x.name, ISSUE_KEYS[n++], (a.issues || []).includes(x.id), null))))));
+            c.issues.map((x) => issue(x, ISSUE_KEYS[n++], (a.issues || []).includes(x.id)))))));
         const quote = el("fieldset", {}, el("legend", { text: "Quote from the reply (optional)" }),
-          el("input", { type: "text", id: "quote", maxlength: f.quote_max_chars, value: a.quote || "" }));
+          el("input", { type: "text", id: "quote", "aria-label": "Quote from the reply (optional)", maxlength: f.quote_max_chars, value: a.quote || "" }));
         return el("div", {}, sev, iss, quote, comment(f, a));
       },
       collect() {
@@ -334,6 +418,10 @@
     try {
       const r = await api("/api/answer", { item_id: S.item.item_id, unit: unit().unit, answer });
       S.item.answers[unit().unit] = answer;
+      S.baseline = snapshot();
+      const d = drafts();
+      delete d[draftKey()];
+      writeDrafts(d);
       setProgress(r);
       $("status").textContent = "saved";
       step(1);
@@ -357,11 +445,13 @@
     if (!S.item) { if (ev.key === "ArrowLeft" && S.session) load(S.session.items - 1, -1); return; }
     if (typing) { if (ev.key === "Enter" && (ev.ctrlKey || ev.metaKey)) { ev.preventDefault(); save(); } return; }
     if (ev.ctrlKey || ev.metaKey || ev.altKey) return;
+    // Enter on a definition button opens it, as a button does; everywhere else it saves.
+    if (ev.key === "Enter" && ev.target.matches && ev.target.matches(".defbtn, .defall")) return;
     if (ev.key === "Enter") { ev.preventDefault(); save(); return; }
     if (ev.key === "ArrowRight") { ev.preventDefault(); step(1); return; }
     if (ev.key === "ArrowLeft") { ev.preventDefault(); step(-1); return; }
     if (ev.key === "?") { $("help").hidden = !$("help").hidden; return; }
-    if (FORMS[kind()].keys(ev.key)) ev.preventDefault();
+    if (FORMS[kind()].keys(ev.key)) { ev.preventDefault(); refreshStatus(); }
   });
 
   $("prev").addEventListener("click", () => (S.item ? step(-1) : load(S.session.items - 1, -1)));
