@@ -434,7 +434,7 @@
   // -- keyboard ---------------------------------------------------------------------------------------
 
   function helpText() {
-    const rows = [["Enter", "save and go on"], ["← / →", "previous / next without saving"], ["?", "this help"]];
+    const rows = [["Enter", "save and go on"], ["← / →", "previous / next without saving (a draft is kept)"], ["?", "this help"]];
     if (S.item) rows.push(...FORMS[kind()].help(form()));
     $("helpbody").replaceChildren(el("table", {}, rows.map(([k, t]) => el("tr", {}, el("td", {}, kbd(k)), el("td", { text: t })))));
   }

@@ -2,8 +2,8 @@
 where the rater left off, and find the answers in the export; the page at phone, tablet and desktop widths, the
 issue definitions at hand, drafts kept across moves, and an axe-core check. One server serves the four tasks;
 rater R1 answers in the protocol tests, R2 in the others. ANNOTATE_SCREENSHOTS=DIR saves a screenshot of each
-page there (docs/img holds the ones in the docs); the width screenshots go there too, else under pytest's
-temporary folder (annotate-screens)."""
+page there (docs/img holds the ones in the docs); the whole-page screenshots at each width go to pytest's temporary
+folder (annotate-screens), to be looked at after a layout change."""
 
 from __future__ import annotations
 
@@ -238,7 +238,7 @@ return out;
 @pytest.mark.parametrize("width", WIDTHS)
 def test_every_page_fits_the_screen_without_overlap(browser, site, width, tmp_path_factory):
     root, base, _, _ = site
-    folder = Path(SHOTS) if SHOTS else tmp_path_factory.getbasetemp() / "annotate-screens"
+    folder = tmp_path_factory.getbasetemp() / "annotate-screens"
     at_width(browser, width)
     try:
         for task in TASKS:
