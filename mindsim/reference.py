@@ -144,9 +144,9 @@ def concealment_levels(data: DwellConcealment, start: str, n: int, draw: Any) ->
     out: list[str] = []
     level, step = start, 0
     while len(out) < n:
-        drawn = draw(step, data.dwell[level])
         last = data.levels.index(level) == len(data.levels) - 1
-        if drawn == NEVER or last:
+        drawn = NEVER if last else draw(step, data.dwell[level])
+        if drawn == NEVER:
             out += [level] * (n - len(out))
             break
         out += [level] * min(int(drawn), n - len(out))
