@@ -322,3 +322,22 @@ def test_templates_reading_the_papers_variables_are_accepted_and_render_under_th
     writer = [r.messages[0]["content"] for r in backend.requests if r.schema_name == "Scenario"
               and r.messages[0]["content"].startswith("formulation:")]
     assert writer and all("memory: - " in p and "conduct_lines: [" in p for p in writer)
+
+
+def test_the_reports_depth_and_concealing_rows_read_the_vocabulary_each_session_played():
+    from mindsim_app.report.health import by_turn
+    from mindsim_app.report.load import SessionView
+
+    def session(version):
+        return SessionView.model_validate({
+            "session_id": f"s-{version}", "patient_id": "p", "session_index": 0, "counsellor": str(version),
+            "vocabulary_version": version, "turns": [
+                {"index": 1, "move": "minimize", "secondary_move": "share"},
+                {"index": 2, "move": "answer", "secondary_move": "go_deeper"}]})
+
+    ref = reference.load_reference_vocabulary().version
+    got = by_turn([session(ref), session(load_vocabulary().version)], by_engine=False)
+    # Theirs: minimize conceals, share is depth 2 and go_deeper 3; ours has no `minimize`, share 1, go_deeper 2.
+    assert (got[ref][1]["concealing"], got[ref][1]["depth"], got[ref][2]["depth"]) == (1.0, 2.0, 3.0)
+    ours = got[load_vocabulary().version]
+    assert (ours[1]["concealing"], ours[1]["depth"], ours[2]["depth"]) == (0.0, 1.0, 2.0)
