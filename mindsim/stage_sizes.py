@@ -150,7 +150,7 @@ def patient_prompt(inp: Any, sz: Any) -> PromptSize:
                                       "style": base.style.model_copy(update={"archetype": arch})})
     system = sz(patient_system_prompt(profile, vocab, fx["plan"], fx["scenario"], fx["agenda"], fx["memory"],
                                       agenda_plain=s.agenda_plain)) + MESSAGE_OVERHEAD
-    commit = sz(json.dumps(largest_instance(commit_tool_schema()), ensure_ascii=False))
+    commit = sz(json.dumps(largest_instance(commit_tool_schema(s.preset_for("mindsim"))), ensure_ascii=False))
     todo = sz(json.dumps(largest_instance(agenda_tool_schema()), ensure_ascii=False))
     cue = max((c for m in vocab.moves.values() for c in m.cues), key=len)
     never = max((r.never for a in vocab.archetypes.values() for r in a.removed), key=len)

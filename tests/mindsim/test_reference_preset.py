@@ -341,3 +341,18 @@ def test_the_reports_depth_and_concealing_rows_read_the_vocabulary_each_session_
     assert (got[ref][1]["concealing"], got[ref][1]["depth"], got[ref][2]["depth"]) == (1.0, 2.0, 3.0)
     ours = got[load_vocabulary().version]
     assert (ours[1]["concealing"], ours[1]["depth"], ours[2]["depth"]) == (0.0, 1.0, 2.0)
+
+
+def test_the_commit_move_schema_sized_for_a_preset_recipe_lists_the_references_moves():
+    from types import SimpleNamespace
+
+    from mindsim.patient_engines.mindsim_engine import ENGINE, commit_tool_schema
+
+    def enum(schema):
+        return set(json.dumps(schema).split('"enum": [', 1)[1].split("]", 1)[0].replace('"', "").split(", "))
+
+    (role,) = [r for r in ENGINE.role_schemas() if r.name == "tool_choice:commit_move"]
+    preset = role.schema_of(SimpleNamespace(simulation={"preset": PRESET}))
+    assert enum(preset) == set(reference.load_reference_vocabulary().moves)
+    assert role.schema_of(SimpleNamespace(simulation={})) == commit_tool_schema()
+    assert enum(commit_tool_schema()) == set(load_vocabulary().moves)
