@@ -25,6 +25,7 @@ from mindcore.errors import ConfigError
 from mindsim import presets
 from mindsim.config import SimulationConfig
 from mindsim.schedule import WEEKDAYS, EventCategory, GapBucket, Schedule, SessionPlan, format_gap
+from mindsim.schedule import draw_schedule as draw_our_schedule
 from profilegen.moves import Vocabulary, build_vocabulary, load_vocabulary
 
 PRESET = "mindeval2-reference"
@@ -166,6 +167,15 @@ def _gap(rng_band: random.Random, rng_in: random.Random, bands: list[GapBucket],
 def part_of_day(data: ReferenceSchedule, hour: float) -> str:
     h = hour % 24
     return next(p.name for p in data.parts_of_day if h < p.before)
+
+
+def patient_schedule(patient_id: str, seed: int, config: SimulationConfig) -> Schedule:
+    """The schedule a patient's arcs are played on. One per patient, met by every counsellor and every patient
+    engine so their sessions stay paired: a recipe that runs MindSim under this preset draws it as the authors'
+    code does, every other recipe from our priors."""
+    if config.preset_for("mindsim") == PRESET:
+        return draw_schedule(patient_id, seed, config)
+    return draw_our_schedule(patient_id, seed, config)
 
 
 def draw_schedule(patient_id: str, seed: int, config: SimulationConfig) -> Schedule:

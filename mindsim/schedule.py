@@ -136,14 +136,8 @@ def _gap(rng: random.Random, data: ScheduleData, lo: float, hi: float) -> float:
 
 
 def draw_schedule(patient_id: str, seed: int, config: SimulationConfig) -> Schedule:
-    """The schedule of one patient. Same (patient_id, seed, config) → identical schedule.
-
-    One schedule per patient, met by every counsellor and every patient engine (so their sessions stay paired):
-    a recipe that runs MindSim under the `mindeval2-reference` preset draws it as the authors' code does."""
-    from mindsim import reference
-
-    if config.preset_for("mindsim") == reference.PRESET:
-        return reference.draw_schedule(patient_id, seed, config)
+    """The schedule of one patient, drawn from our priors. Same (patient_id, seed, config) → identical schedule.
+    (`mindsim.reference.patient_schedule` picks between this and the `mindeval2-reference` preset's.)"""
     data = load_schedule_data()
     rng = _rng(seed, patient_id)
     conc = data.concealment

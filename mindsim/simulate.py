@@ -44,8 +44,8 @@ from mindsim.config import CounsellorBinding, SimulationConfig, counsellor_name
 from mindsim.patient import TurnFailed
 from mindsim.prompting import load_style_data
 from mindsim.records import RejectionCounts, ScenarioRecord, SessionRecord, scenario_key, session_id
-from mindsim.reference import vocabulary_for
-from mindsim.schedule import Schedule, draw_schedule
+from mindsim.reference import patient_schedule, vocabulary_for
+from mindsim.schedule import Schedule
 from mindsim.patient_engines import engine_roles, engines_of, variant
 from mindsim.session import Arc, Roles, first_scenario_record, run_arc
 from mindsim.summary import FailedArc, ShardSummary, SimulationSummary
@@ -260,7 +260,7 @@ async def simulate_shard(
         """One patient: its shared first scenario (and each preparing engine's shared preparation, e.g.
         PatientAct's decomposition), then its arc with every counsellor under every patient engine, once per
         trial (every trial shares the schedule, the first scenario and the preparation)."""
-        schedule = draw_schedule(p.profile_id, seed, config)
+        schedule = patient_schedule(p.profile_id, seed, config)
         async with gate:
             try:
                 first = await first_scenario_record(

@@ -58,7 +58,6 @@ def session_fixtures(inp: Any, sz: Any) -> dict[str, Any]:
     from mindsim.prompting import load_style_data
     from mindsim.scenario import Scenario, draft_model
     from mindsim.schedule import SessionPlan, load_schedule_data
-    from profilegen.moves import load_vocabulary
     from profilegen.render import case_summary, writer_brief
 
     row, f, _ = worst_profile_parts(inp.recipe)
@@ -66,7 +65,7 @@ def session_fixtures(inp: Any, sz: Any) -> dict[str, Any]:
     from mindsim.reference import vocabulary_for
 
     style, sched = load_style_data(), load_schedule_data()
-    vocab = vocabulary_for(s.preset_for("mindsim")) if "mindsim" in s.patient_engines else load_vocabulary()
+    vocab = vocabulary_for(s.preset_for("mindsim"))
     scenario = Scenario.model_validate(largest_instance(draft_model().model_json_schema()))
     longest = lambda keys: max(keys, key=len)  # noqa: E731
     plan = SessionPlan(index=1, gap_hours=s.max_gap_hours, event_category=longest(list(sched.event_categories)),

@@ -22,7 +22,8 @@ from mindcore.prompts import install_overrides, load_overrides
 from mindsim import reference
 from mindsim.config import SimulationConfig
 from mindsim.prompting import load_style_data
-from mindsim.schedule import WEEKDAYS, draw_schedule
+from mindsim.reference import patient_schedule as draw_schedule  # what the simulator draws with
+from mindsim.schedule import WEEKDAYS
 from mindsim.simulate import run_simulation
 from profilegen.moves import load_vocabulary
 from simfakes import SimResponder, make_profile
@@ -68,7 +69,14 @@ def preset_config(**over) -> SimulationConfig:
 
 def test_the_move_list_is_the_references_with_its_classes_levels_and_depth_order():
     vocab = reference.load_reference_vocabulary()
-    assert len(vocab.moves) == 39
+    assert list(vocab.moves) == [  # their file's order, which is the order of the patient's move list
+        "share", "agree", "disagree", "ask_clarity", "insight", "change_talk", "deflect", "minimize", "disengage",
+        "express_frustration", "express_sadness", "express_anxiety", "express_fear", "express_shame",
+        "express_overwhelm", "express_hopelessness", "express_joy", "express_disgust", "express_surprise",
+        "express_relief", "express_confusion", "express_gratitude", "go_deeper", "answer_question", "report_progress",
+        "ask_advice", "seek_validation", "express_ambivalence", "blame", "self_criticize", "question_process",
+        "use_humor", "revisit", "storytell", "resist", "express_constraint", "test_boundary", "set_boundary",
+        "catastrophize"]
     for cls, ids in REF_CLASSES.items():
         assert sorted(m.id for m in vocab.moves.values() if m.cls == cls) == sorted(ids)
     assert {m.id: m.level for m in vocab.moves.values() if m.level} == REF_LEVELS
