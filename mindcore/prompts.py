@@ -116,7 +116,10 @@ def variables_of(source: str, where: str = "template") -> set[str]:
 
 
 def shipped_variables(name: str) -> set[str]:
-    return variables_of(_shipped_source("prompts", name), f"prompts/{name}")
+    """What the caller gives a shipped template: the variables it reads, plus those its index entry lists under
+    `also_given` (given so a published prompt that reads them can replace it verbatim)."""
+    also = template_index().get(name, {}).get("also_given", []) if name.endswith(".jinja2") else []
+    return variables_of(_shipped_source("prompts", name), f"prompts/{name}") | set(also)
 
 
 @lru_cache(maxsize=1)

@@ -16,6 +16,7 @@ PUBLIC_MODULES = (
     "patientact",
     "prompting",
     "records",
+    "reference",
     "scenario",
     "schedule",
     "session",

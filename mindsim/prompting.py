@@ -97,6 +97,29 @@ def style_cues(profile: Profile) -> list[str]:
     ]
 
 
+class ExampleTurns(list):
+    """The register's example turns: a list to our template, and as text (`{{ style_examples }}`) the bracketed
+    turns the MindEval2 authors' published patient prompt prints in one line, so that prompt renders verbatim."""
+
+    def __str__(self) -> str:
+        return " ".join(f"[ {turn} ]" for turn in self)
+
+
+def session_conduct(profile: Profile, vocab: Vocabulary, plan: SessionPlan) -> dict[str, Any]:
+    """How the patient plays one session, in the words of its own prompt: the archetype's text, its never
+    sentences, and the session's concealment and emotion sentences. The `mindeval2-reference` preset hands these
+    to the writer of that session's scenario, whose opening message is spoken verbatim (mind-eval `arc.py`)."""
+    data = load_style_data()
+    pid = profile.profile_id
+    arch = vocab.archetype(profile.style.archetype)
+    return {
+        "archetype_text": arch.text,
+        "archetype_avoids": arch.never_lines,
+        "conduct_lines": [style_knob(data.concealment, plan.concealment, "concealment", pid).line,
+                          style_knob(data.emotion, plan.emotion, "emotion", pid)],
+    }
+
+
 def patient_system_prompt(
     profile: Profile,
     vocab: Vocabulary,
@@ -113,9 +136,10 @@ def patient_system_prompt(
     pid = profile.profile_id
     reg = style_knob(data.register, s.register, "register", pid)
     arch = vocab.archetype(s.archetype)
+    verbosity_line = style_knob(data.verbosity, s.verbosity, "verbosity", pid).line
     knob_lines = [
         reg.line,
-        style_knob(data.verbosity, s.verbosity, "verbosity", pid).line,
+        verbosity_line,
         style_knob(data.frustration_reactivity, s.frustration_reactivity, "frustration_reactivity", pid).line,
         style_knob(data.concealment, plan.concealment, "concealment", pid).line,
         style_knob(data.emotion, plan.emotion, "emotion", pid),
@@ -127,7 +151,10 @@ def patient_system_prompt(
         move_lines=[m.prompt_line for m in vocab.available(s.archetype)],
         depth_moves=[m for m in vocab.depth_moves if m not in arch.removed_ids],
         agenda_plain=agenda_plain,
-        style_examples=reg.examples,
+        style_examples=ExampleTurns(reg.examples),
+        # Not read by our template; given so the authors' published patient prompt can be used verbatim.
+        verbosity_line=verbosity_line,
+        secondary_note=None,
         formulation=profile.case_summary,
         archetype_text=arch.text,
         archetype_avoids=arch.never_lines,
@@ -141,7 +168,7 @@ def patient_system_prompt(
 
 
 def counsellor_system_prompt(plan: SessionPlan, memory: list[str], opening_greeting: bool = False) -> str:
-    return render(COUNSELLOR_TEMPLATE, time_context=plan.time_context, memory=format_log(memory),
+    return render(COUNSELLOR_TEMPLATE, time_context=plan.counsellor_time_context, memory=format_log(memory),
                   opening_greeting=opening_greeting)
 
 

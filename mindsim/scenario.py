@@ -39,6 +39,8 @@ from profilegen.schemas import Profile
 
 FIRST_TEMPLATE = "scenario/first.jinja2"
 NEXT_TEMPLATE = "scenario/next.jinja2"
+# Our next-scenario prompt plus the running memory and the coming session's conduct (mindeval2-reference preset).
+NEXT_REFERENCE_TEMPLATE = "scenario/next_reference.jinja2"
 OPENING_MAX_CHARS = 200
 
 
@@ -215,10 +217,23 @@ async def next_scenario(
     max_tokens: int | None = None,
     retries: int = 2,
     scale: float = 1.0,
+    *,
+    memory: str | None = None,
+    conduct: dict | None = None,
+    template: str = NEXT_TEMPLATE,
 ) -> tuple[Scenario, list[RejectedMessage]]:
+    """`memory` (the running memory as text) and `conduct` (`prompting.session_conduct` of the session to come)
+    are filled under the `mindeval2-reference` preset only, which writes with `NEXT_REFERENCE_TEMPLATE`; every
+    variable is given to either template, so a published prompt can stand in for either (`prompts:`)."""
+    conduct = conduct or {"archetype_text": None, "archetype_avoids": [], "conduct_lines": []}
     prompt = render(
-        NEXT_TEMPLATE,
+        template,
         writer_brief=profile.writer_brief,
+        # The names the authors' published template reads, so it can replace ours verbatim (`prompts:`).
+        formulation=profile.writer_brief,
+        beat_gloss=plan.beat or "",
+        memory=memory,
+        **conduct,
         prev_situation=previous.as_text(),
         transcript=transcript_text(previous_transcript),
         now_line=plan.time_context,

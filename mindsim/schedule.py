@@ -69,10 +69,23 @@ class SessionPlan(BaseModel):
     hours_since_start: float = Field(ge=0, description="Hours from the first session's start")
     weekday: str = Field(description="Weekday the session starts")
     hour: int = Field(ge=0, le=23, description="Local hour the session starts")
+    # Both left out of dumps when unset, so records of runs without the `mindeval2-reference` preset read as before.
+    time_text: str | None = Field(
+        None, exclude_if=lambda v: v is None,
+        description="The time line as a preset words it (mindeval2-reference: part of day, and the last session)",
+    )
+    patient_only_time: bool = Field(
+        False, exclude_if=lambda v: not v, description="True: the counsellor's prompt is not told the day and time",
+    )
 
     @property
     def time_context(self) -> str:
-        return f"It is {self.weekday}, around {self.hour:02d}:00."
+        return self.time_text or f"It is {self.weekday}, around {self.hour:02d}:00."
+
+    @property
+    def counsellor_time_context(self) -> str:
+        """What the counsellor's prompt is told of the time: nothing when the schedule keeps it to the patient."""
+        return "" if self.patient_only_time else self.time_context
 
     @property
     def gap_text(self) -> str:
@@ -123,7 +136,8 @@ def _gap(rng: random.Random, data: ScheduleData, lo: float, hi: float) -> float:
 
 
 def draw_schedule(patient_id: str, seed: int, config: SimulationConfig) -> Schedule:
-    """The schedule of one patient. Same (patient_id, seed, config) → identical schedule."""
+    """The schedule of one patient, drawn from our priors. Same (patient_id, seed, config) → identical schedule.
+    (`mindsim.reference.patient_schedule` picks between this and the `mindeval2-reference` preset's.)"""
     data = load_schedule_data()
     rng = _rng(seed, patient_id)
     conc = data.concealment

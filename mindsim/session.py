@@ -32,7 +32,14 @@ from mindsim.config import SimulationConfig
 from mindsim.memory import compact_memory, format_log
 from mindsim.patient import Counsellor
 from mindsim.patient_engines import TalkStart
-from mindsim.prompting import COUNSELLOR_TEMPLATE, counsellor_system_prompt, template_hashes, transcript_text
+from mindsim.prompting import (
+    COUNSELLOR_TEMPLATE,
+    counsellor_system_prompt,
+    session_conduct,
+    template_hashes,
+    transcript_text,
+)
+from mindsim.reference import PRESET as REFERENCE
 from mindsim.records import (
     AgendaState,
     MemoryUpdate,
@@ -42,7 +49,14 @@ from mindsim.records import (
     Tokens,
     scenario_key,
 )
-from mindsim.scenario import FIRST_TEMPLATE, NEXT_TEMPLATE, Scenario, first_scenario, next_scenario
+from mindsim.scenario import (
+    FIRST_TEMPLATE,
+    NEXT_REFERENCE_TEMPLATE,
+    NEXT_TEMPLATE,
+    Scenario,
+    first_scenario,
+    next_scenario,
+)
 from mindsim.schedule import Schedule, SessionPlan
 from profilegen.schemas import Profile
 
@@ -70,8 +84,8 @@ async def converse(arc: Arc, inp: SessionInput) -> Talk:
     # The patient's prompt reads `inp.memory`; the counsellor's may be given another (the memory ablation).
     seen = inp.counsellor_sees
     c_prompt = (counsellor_system_prompt(plan, seen, greets) if config.counsellor_template == COUNSELLOR_TEMPLATE
-                else render(config.counsellor_template, time_context=plan.time_context, memory=format_log(seen),
-                            opening_greeting=greets))
+                else render(config.counsellor_template, time_context=plan.counsellor_time_context,
+                            memory=format_log(seen), opening_greeting=greets))
     patient = arc.engine.engine.participant(TalkStart(arc, inp, sid, agenda, config))
     p_prompt = patient.history[0]["content"]
     counsellor = Counsellor(client=arc.roles.counsellor, config=config, history=[{"role": "system", "content": c_prompt}])
@@ -142,7 +156,8 @@ async def finish_session(talk: Talk, *, rewrite_memory: bool = True) -> SessionR
         ),
         engines=arc.roles.describe(),
         prompts=template_hashes(
-            [*engine.prompt_names(), config.counsellor_template, FIRST_TEMPLATE if plan.index == 0 else NEXT_TEMPLATE,
+            [*engine.prompt_names(), config.counsellor_template,
+             FIRST_TEMPLATE if plan.index == 0 else _next_template(config, engine.name),
              MEMORY_TEMPLATE]
         ),
         archetype=arc.profile.style.archetype,
@@ -226,6 +241,7 @@ async def run_arc(
     # The next scenario reads the talk of the session before it but not its memory, so it is written while that
     # memory is rewritten (two independent calls that were on the arc's critical path one after the other).
     upcoming: asyncio.Future | None = None
+    reference = config.preset_for(engine.name) == REFERENCE
     try:
         for i, plan in enumerate(sessions):
             done = load(arc.session_id(plan.index))
@@ -249,13 +265,17 @@ async def run_arc(
                     upcoming = None
                 else:
                     scenario, bad = await _write_next(roles, profile, prev.scenario, prev.transcript(),
-                                                      plan, prev.agenda.open, config)
+                                                      plan, prev.agenda.open, config,
+                                                      **(_reference_inputs(arc, plan, prev.memory_after)
+                                                         if reference else {}))
                 inp = SessionInput(plan=plan, scenario=scenario, memory=prev.memory_after if prev else [],
                                    rejected_openings=bad, scenario_shared=prev is None,
                                    carried=engine.carry(plan, prev, session_config))
                 talk = await converse(arc, inp)
                 nxt = sessions[i + 1] if i + 1 < len(sessions) else None
-                if nxt is not None and load(arc.session_id(nxt.index)) is None:
+                # Under the mindeval2-reference preset the writer reads the memory this session leaves, so it
+                # waits for the rewrite (written in the next iteration, from the saved record).
+                if nxt is not None and not reference and load(arc.session_id(nxt.index)) is None:
                     upcoming = asyncio.ensure_future(
                         _write_next(roles, profile, talk.scenario, talk.transcript(), nxt, talk.open_items, config)
                     )
@@ -272,11 +292,24 @@ async def run_arc(
 
 
 async def _write_next(roles: Roles, profile: Profile, previous: Scenario, transcript: list[dict[str, str]],
-                      plan: SessionPlan, leftover: list[str], config: SimulationConfig):
+                      plan: SessionPlan, leftover: list[str], config: SimulationConfig, **reference: Any):
     return await next_scenario(
         roles.scenario_writer, profile, previous, transcript, plan, leftover,
-        config.scenario_max_tokens, config.max_message_retries, config.scenario_scale,
+        config.scenario_max_tokens, config.max_message_retries, config.scenario_scale, **reference,
     )
+
+
+def _reference_inputs(arc: Arc, plan: SessionPlan, memory: list[str]) -> dict[str, Any]:
+    """What the authors' code gives the next scenario's writer besides ours (mind-eval `arc.py`
+    `evolve_situation`): the running memory so far, and the archetype, concealment and emotion of the session the
+    scenario opens, so that its opening message, spoken verbatim, keeps to them."""
+    return {"memory": format_log(memory) if memory else None,
+            "conduct": session_conduct(arc.profile, arc.vocab, plan), "template": NEXT_REFERENCE_TEMPLATE}
+
+
+def _next_template(config: SimulationConfig, engine: str) -> str:
+    """The template a later session's scenario was written with (the preset's reads memory and conduct)."""
+    return NEXT_REFERENCE_TEMPLATE if config.preset_for(engine) == REFERENCE else NEXT_TEMPLATE
 
 
 async def _kept(saved: Any) -> Any:

@@ -44,7 +44,8 @@ from mindsim.config import CounsellorBinding, SimulationConfig, counsellor_name
 from mindsim.patient import TurnFailed
 from mindsim.prompting import load_style_data
 from mindsim.records import RejectionCounts, ScenarioRecord, SessionRecord, scenario_key, session_id
-from mindsim.schedule import Schedule, draw_schedule
+from mindsim.reference import patient_schedule, vocabulary_for
+from mindsim.schedule import Schedule
 from mindsim.patient_engines import engine_roles, engines_of, variant
 from mindsim.session import Arc, Roles, first_scenario_record, run_arc
 from mindsim.summary import FailedArc, ShardSummary, SimulationSummary
@@ -211,7 +212,6 @@ async def simulate_shard(
     once: finished sessions are loaded, new ones are published create-if-absent. `on_session(session_id)` is
     called for every session that is finished, loaded or new. Returns the shard's counts
     (`mindsim.summary.ShardSummary`)."""
-    vocab = load_vocabulary()
     store = SessionStore(out)
     scenarios = ScenarioStore(out)
     shared = {r: engines.role(r) for r in shared_roles(config)}
@@ -260,7 +260,7 @@ async def simulate_shard(
         """One patient: its shared first scenario (and each preparing engine's shared preparation, e.g.
         PatientAct's decomposition), then its arc with every counsellor under every patient engine, once per
         trial (every trial shares the schedule, the first scenario and the preparation)."""
-        schedule = draw_schedule(p.profile_id, seed, config)
+        schedule = patient_schedule(p.profile_id, seed, config)
         async with gate:
             try:
                 first = await first_scenario_record(
@@ -298,7 +298,8 @@ async def simulate_shard(
         try:
             if isinstance(preparation, BaseException):
                 raise preparation
-            arc = Arc(p, vocab, roles, config, name, seed, engine, preparation, trial)
+            arc = Arc(p, vocabulary_for(config.preset_for(kind)), roles, config, name, seed, engine, preparation,
+                      trial)
             records = await run_arc(arc, schedule, first=first, load=load, save=save)
         except ARC_FAILURES as exc:
             failed(p, name, kind, trial, exc)

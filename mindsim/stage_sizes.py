@@ -58,12 +58,14 @@ def session_fixtures(inp: Any, sz: Any) -> dict[str, Any]:
     from mindsim.prompting import load_style_data
     from mindsim.scenario import Scenario, draft_model
     from mindsim.schedule import SessionPlan, load_schedule_data
-    from profilegen.moves import load_vocabulary
     from profilegen.render import case_summary, writer_brief
 
     row, f, _ = worst_profile_parts(inp.recipe)
     s = simulation(inp)
-    style, sched, vocab = load_style_data(), load_schedule_data(), load_vocabulary()
+    from mindsim.reference import vocabulary_for
+
+    style, sched = load_style_data(), load_schedule_data()
+    vocab = vocabulary_for(s.preset_for("mindsim"))
     scenario = Scenario.model_validate(largest_instance(draft_model().model_json_schema()))
     longest = lambda keys: max(keys, key=len)  # noqa: E731
     plan = SessionPlan(index=1, gap_hours=s.max_gap_hours, event_category=longest(list(sched.event_categories)),
@@ -90,8 +92,20 @@ def _scenario_systems(inp: Any, sz: Any) -> tuple[str, str]:
     from mindsim.prompting import transcript_text
     from mindsim.scenario import FIRST_TEMPLATE, NEXT_TEMPLATE
 
+    from mindsim.memory import format_log
+    from mindsim.reference import PRESET
+
     fx = session_fixtures(inp, sz)
     reg = fx["style"].register
+    # Under the mindeval2-reference preset the later-session writer also reads the running memory and the next
+    # session's conduct (mindsim/session.py `_write_next`): sized at their longest.
+    ref = simulation(inp).preset_for("mindsim") == PRESET
+    vocab, style = fx["vocab"], fx["style"]
+    conduct = {"archetype_text": max((a.text for a in vocab.archetypes.values()), key=len) if ref else None,
+               "archetype_avoids": max((a.never_lines for a in vocab.archetypes.values()), key=lambda n: len(" ".join(n)))
+               if ref else [],
+               "conduct_lines": [max((c.line for c in style.concealment.values()), key=len),
+                                 max(style.emotion.values(), key=len)] if ref else []}
     lines = [max((r.register_line for r in reg.values()), key=len),
              max((v.line for v in fx["style"].verbosity.values()), key=len)]
     first = render(FIRST_TEMPLATE, writer_brief=fx["brief"], goal=fx["f"].presenting.goal,
@@ -99,7 +113,8 @@ def _scenario_systems(inp: Any, sz: Any) -> tuple[str, str]:
     nxt = render(NEXT_TEMPLATE, writer_brief=fx["brief"], prev_situation=fx["scenario"].as_text(),
                  transcript=transcript_text(fx["transcript"]), now_line=fx["plan"].time_context,
                  gap=fx["plan"].gap_text, leftover_todos=list(fx["scenario"].checkpoints) + fx["added"],
-                 beat=fx["plan"].beat, register_lines=lines)
+                 beat=fx["plan"].beat, register_lines=lines, formulation=fx["brief"], beat_gloss=fx["plan"].beat,
+                 memory=format_log(fx["memory"]) if ref else None, **conduct)
     return first, nxt
 
 
@@ -134,7 +149,7 @@ def patient_prompt(inp: Any, sz: Any) -> PromptSize:
                                       "style": base.style.model_copy(update={"archetype": arch})})
     system = sz(patient_system_prompt(profile, vocab, fx["plan"], fx["scenario"], fx["agenda"], fx["memory"],
                                       agenda_plain=s.agenda_plain)) + MESSAGE_OVERHEAD
-    commit = sz(json.dumps(largest_instance(commit_tool_schema()), ensure_ascii=False))
+    commit = sz(json.dumps(largest_instance(commit_tool_schema(s.preset_for("mindsim"))), ensure_ascii=False))
     todo = sz(json.dumps(largest_instance(agenda_tool_schema()), ensure_ascii=False))
     cue = max((c for m in vocab.moves.values() for c in m.cues), key=len)
     never = max((r.never for a in vocab.archetypes.values() for r in a.removed), key=len)

@@ -196,9 +196,8 @@ async def _rerun_all(twins: list[Any], by_id: dict[str, Any], profiles: dict[str
     from mindsim.patient_engines import engine_roles, variant
     from mindsim.session import converse, finish_session, rerun_input
     from mindsim.simulate import ARC_FAILURES
-    from profilegen.moves import load_vocabulary
+    from mindsim.reference import vocabulary_for
 
-    vocab = load_vocabulary()
     kinds = sorted({t.patient_engine for t in twins})
     shared = {r: engines.role(r) for r in ("patient", "scenario_writer", "memory_compactor")}
     extra = {key: engines.role(role) for role, key in engine_roles(kinds).items()}
@@ -208,6 +207,7 @@ async def _rerun_all(twins: list[Any], by_id: dict[str, Any], profiles: dict[str
         roles = Roles(patient=shared["patient"], counsellor=clients[twin.counsellor],
                       scenario_writer=shared["scenario_writer"], memory_compactor=shared["memory_compactor"],
                       extra=dict(extra))
+        vocab = vocabulary_for(config.preset_for(twin.patient_engine))
         arc = Arc(profiles[twin.patient_id], vocab, roles, config, twin.counsellor, twin.seed, engine)
         sid = arc.session_id(twin.session_index, ABLATION)
         done = store.load(sid)

@@ -34,6 +34,9 @@ class Move(BaseModel):
     depth: int | None = Field(
         default=None, ge=1, description="Rank among the depth moves (1 = least of oneself); None if not one"
     )
+    level: str | None = Field(
+        default=None, description="Disclosure level the move carries, from the file's `levels`; None if it has none"
+    )
 
     @property
     def prompt_line(self) -> str:
@@ -72,6 +75,7 @@ class _MovesFile(BaseModel):
     source: str
     version: str
     classes: dict[MoveClass, str]
+    levels: list[str] = Field(default_factory=list, description="Disclosure levels, least to most (may be empty)")
     moves: list[Move]
 
 
@@ -79,6 +83,10 @@ class _ArchetypesFile(BaseModel):
     model_config = ConfigDict(extra="forbid")
     source: str
     version: str
+    keep_every_class: bool = Field(True, description="Whether every archetype must keep a move in each class")
+    from_ours: dict[str, str] = Field(
+        default_factory=dict, description="A preset's file: the toolkit's archetype id → the archetype it plays as"
+    )
     archetypes: list[Archetype]
 
 
@@ -89,6 +97,9 @@ class Vocabulary(BaseModel):
     moves: dict[str, Move] = Field(description="All moves by id, in file order")
     archetypes: dict[str, Archetype] = Field(description="All archetypes by id, in file order")
     version: str = Field(description="'<moves version>+<archetypes version>'")
+    aliases: dict[str, str] = Field(
+        default_factory=dict, description="Another id a profile may name → the archetype it plays as (presets)"
+    )
 
     @property
     def depth_moves(self) -> list[str]:
@@ -97,7 +108,7 @@ class Vocabulary(BaseModel):
 
     def archetype(self, archetype_id: str) -> Archetype:
         try:
-            return self.archetypes[archetype_id]
+            return self.archetypes[self.aliases.get(archetype_id, archetype_id)]
         except KeyError:
             raise ConfigError(
                 f"unknown coping archetype {archetype_id!r}; known: {', '.join(self.archetypes)}"
@@ -125,6 +136,9 @@ def build_vocabulary(moves_data: dict, archetypes_data: dict) -> Vocabulary:
     for cls in MOVE_CLASSES:
         if not any(m.cls == cls for m in moves.values()):
             problems.append(f"no move in class {cls!r}")
+    stray = sorted({m.level for m in moves.values() if m.level is not None} - set(mf.levels))
+    if stray:
+        problems.append(f"move levels {stray} are not in the file's levels {mf.levels}")
     depths = sorted(m.depth for m in moves.values() if m.depth)
     if depths != list(range(1, len(depths) + 1)) or len(depths) < 2:
         problems.append(f"depth ranks must be 1..n with n >= 2, found {depths}")
@@ -141,11 +155,15 @@ def build_vocabulary(moves_data: dict, archetypes_data: dict) -> Vocabulary:
         if unknown:
             problems.append(f"archetype {a.id!r} removes unknown moves {unknown}")
         left = {moves[m].cls for m in moves if m not in ids}
-        if set(MOVE_CLASSES) - left:
+        if af.keep_every_class and set(MOVE_CLASSES) - left:
             problems.append(f"archetype {a.id!r} leaves no move in {sorted(set(MOVE_CLASSES) - left)}")
+    unknown_targets = sorted(set(af.from_ours.values()) - set(archetypes))
+    if unknown_targets:
+        problems.append(f"from_ours maps to unknown archetypes {unknown_targets}")
     if problems:
         raise ConfigError("move/archetype vocabulary invalid: " + "; ".join(problems))
-    return Vocabulary(moves=moves, archetypes=archetypes, version=f"{mf.version}+{af.version}")
+    return Vocabulary(moves=moves, archetypes=archetypes, version=f"{mf.version}+{af.version}",
+                      aliases=dict(af.from_ours))
 
 
 @lru_cache(maxsize=1)

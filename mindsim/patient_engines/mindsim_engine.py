@@ -23,14 +23,14 @@ from mindsim.patient_engines.base import PatientEngine, TalkStart
 SIMULATE = frozenset({"simulate"})
 
 
-def commit_tool_schema() -> dict[str, Any]:
-    """`commit_move` as the non-native tool path sends it, with every move of the vocabulary (each
-    archetype's enum is a subset, so this is the longest)."""
+def commit_tool_schema(preset: str | None = None) -> dict[str, Any]:
+    """`commit_move` as the non-native tool path sends it, with every move of the vocabulary the engine plays
+    under `preset` (each archetype's enum is a subset, so this is the longest)."""
     from mindsim.guard import commit_move_model
     from mindsim.patient import COMMIT_DESCRIPTION
-    from profilegen.moves import load_vocabulary
+    from mindsim.reference import vocabulary_for
 
-    vocab = load_vocabulary()
+    vocab = vocabulary_for(preset or "ours")
     model = commit_move_model(list(vocab.moves), list(vocab.depth_moves))
     return tool_choice_schema([ToolSpec.from_model("commit_move", COMMIT_DESCRIPTION, model)], False)
 
@@ -42,6 +42,16 @@ def agenda_tool_schema() -> dict[str, Any]:
     tools = [ToolSpec.from_model("complete_todo", COMPLETE_DESCRIPTION, TodoComplete),
              ToolSpec.from_model("add_todo", ADD_DESCRIPTION, TodoAdd)]
     return tool_choice_schema(tools, True)
+
+
+def _preset(recipe: Any) -> str | None:
+    """The preset the recipe runs this engine under (None when its simulation section does not read)."""
+    from mindsim.config import SimulationConfig
+
+    try:
+        return SimulationConfig.from_section(getattr(recipe, "simulation", None)).preset_for("mindsim")
+    except Exception:  # an invalid section is reported by the config check itself; size with ours meanwhile
+        return None
 
 
 class MindSimEngine(PatientEngine):
@@ -75,7 +85,8 @@ class MindSimEngine(PatientEngine):
             return recipe_runs(recipe, self.name)
 
         return [
-            RoleSchema("patient", "tool_choice:commit_move", commit_tool_schema, SIMULATE, active=active),
+            RoleSchema("patient", "tool_choice:commit_move", commit_tool_schema, SIMULATE, active=active,
+                       schema_for=lambda recipe: commit_tool_schema(_preset(recipe))),
             RoleSchema("patient", "tool_choice:agenda", agenda_tool_schema, SIMULATE, active=active),
         ]
 

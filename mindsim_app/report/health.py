@@ -48,25 +48,24 @@ def attribute(error: str | None, role: str | None = None) -> str:
     return "patient side"
 
 
-def _depth_table() -> dict[str, int]:
+@lru_cache(maxsize=8)
+def _tables(version: str | None) -> tuple[dict[str, int], dict[str, str]]:
+    """Depth rank and class of each move of the vocabulary a session was played with (ours unless a preset's)."""
+    from mindsim.reference import load_reference_vocabulary
     from profilegen.moves import load_vocabulary
 
-    return {m.id: m.depth for m in load_vocabulary().moves.values() if m.depth}
-
-
-def _classes() -> dict[str, str]:
-    from profilegen.moves import load_vocabulary
-
-    return {m.id: m.cls for m in load_vocabulary().moves.values()}
+    ref = load_reference_vocabulary()
+    vocab = ref if version == ref.version else load_vocabulary()
+    return ({m.id: m.depth for m in vocab.moves.values() if m.depth}, {m.id: m.cls for m in vocab.moves.values()})
 
 
 def by_turn(sessions: list[SessionView], by_engine: bool) -> dict[str, dict[int, dict[str, Any]]]:
     """system → patient turn → disclosure depth (secondary depth move, 0 without one), concealing share,
     PatientAct resistance share and mean trust."""
-    depth, cls = _depth_table(), _classes()
     acc: dict[str, dict[int, dict[str, list[float]]]] = defaultdict(lambda: defaultdict(lambda: defaultdict(list)))
     for s in sessions:
         sysname = system_of(s, by_engine)
+        depth, cls = _tables(s.vocabulary_version)
         for t in s.turns:
             if t.opening:
                 continue

@@ -88,6 +88,8 @@ class SessionView(BaseModel):
     engines: dict[str, Any] | None = None
     scenario_shared: bool | None = None
     trial: int | None = None
+    # Which move vocabulary the patient played (a preset's differs from ours): the depth and class tables by turn.
+    vocabulary_version: str | None = None
 
 
 class ProfileFailure(_View):
