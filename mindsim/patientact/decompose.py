@@ -51,6 +51,10 @@ class StaticLayer(_Row):
     """What the patient always knows and would naturally present (the fields of the paper's client prompt)."""
 
     demographics: str = Field(min_length=1, description="Age, gender, work and home situation")
+    # The paper's client prompt opens with the client's name and cultural background (Fig. 9); our profiles carry
+    # them in the persona paragraph and record. None in decompositions made before they were added.
+    persona: str | None = Field(None, description="The persona paragraph (who they are, by name where it gives one)")
+    cultural_background: str | None = Field(None, description="Cultural background, from the persona record")
     current_concern: str = Field(min_length=1, description="Reason for attending: the presenting problem")
     precipitating: str = Field(min_length=1, description="What triggered it: the recent event and when")
     protective: list[str] = Field(default_factory=list, description="Strengths and supports")
@@ -113,7 +117,8 @@ def static_layer(profile: Profile, formulation: PsychFormulation | None) -> Stat
                     f"{d.relationship.replace('_', ' ')}, {d.living_situation.replace('_', ' ')}")
     tp = formulation.therapist_pattern if formulation is not None else None
     return StaticLayer(
-        demographics=demographics, current_concern=f.presenting.summary,
+        demographics=demographics, persona=p.persona.strip() or None,
+        cultural_background=p.cultural_background.strip() or None, current_concern=f.presenting.summary,
         precipitating=f"{f.precipitating.when}: {f.precipitating.what_changed}",
         protective=[x.detail for x in f.protective],
         coping=list(formulation.coping_patterns) if formulation is not None else [],
