@@ -485,6 +485,14 @@ def test_reproduction_recipe_and_its_counsellor_prompt():
         assert roles[role]["temperature"] == 0.7, role
     judge, backbone = r.engines[roles["judge"]["engine"]].model_dump(), r.engines[roles["patient"]["engine"]].model_dump()
     assert judge["model"] != backbone["model"]
+    # §4.1-4.2: profiles (formulation and dynamic memory included) on GPT-5.4, the simulation on GPT-4o; the
+    # authors' code's behaviour through the preset.
+    assert backbone["model"] == "gpt-4o" and judge["model"] == "gpt-5.4"
+    for role in ("profile_writer", "screener", "profile_decomposer"):
+        assert r.engines[roles[role]["engine"]].model_dump()["model"] == "gpt-5.4", role
+    assert s.preset == "patientact-reference" and pa.trust_update == "direction" and pa.frame == "session"
+    text = (Path(__file__).resolve().parents[2] / "recipes" / "patientact_paper.yaml").read_text()
+    assert "mindsim patientact profile-eval" in text and "judge profile-eval" not in text
     rec, _, _ = run(PAResponder(end_after=1), counsellor_template=s.counsellor_template, allow_end=False,
                     opening="counsellor")
     prompt = rec.counsellor_system_prompt

@@ -212,3 +212,14 @@ def test_the_four_arms_inputs_differ_only_in_their_switch(tmp_path, preset):
         assert persona.persona.strip() in r["patient_system_prompt"]
         if persona.cultural_background.strip():
             assert re.search("Cultural background: ", r["patient_system_prompt"])
+
+
+def test_the_formulation_prompt_asks_for_a_counselling_trigger_and_observable_coping():
+    """PatientAct Fig. 5: at least one trigger specific to the therapy setting; coping as what the client does,
+    not what they think; relationship patterns shaped by the attachment style."""
+    from profilegen.psych import psych_messages
+
+    text = psych_messages(make_profile("p1"), "avoidant", "keeps distance", "helpless", "cannot cope")[0]["content"]
+    assert "at least one of them must be something that can happen in counselling itself" in text
+    assert "what they visibly do when they feel threatened" in text and "not what they think" in text
+    assert "each coloured by the attachment style" in text

@@ -143,9 +143,14 @@ def test_profile_eval_writes_table_one_with_chance_rates_diversity_and_human_agr
     theme = rep["identification"]["theme"]
     assert theme["judge"]["accuracy"] == 1.0 and theme["human"]["accuracy"] == 0.5
     assert theme["chance"]["sample"] == {"class": "worthless", "rate": 1.0}
+    # The error analysis: r2 took both worthless profiles for helpless.
+    assert theme["human_confusion"]["matrix"] == {"worthless": {"helpless": 2, "worthless": 2}}
+    assert theme["human_confusion"]["errors"] == [{"truth": "worthless", "predicted": "helpless", "count": 2, "of": 4}]
+    assert theme["judge_confusion"]["errors"] == []
     assert rep["diversity"]["judge"]["rating"] == 4 and rep["diversity"]["human"] == {"n": 2, "mean": 4.5, "sd": 0.5}
     md = (run_dir / "patientact_profile_eval" / "report.md").read_text()
     assert "4.00 ± 1.00" in md and "Fleiss" in md and "Diversity (1–5): judge 4" in md
+    assert "Error analysis, theme (human): worthless taken for helpless 2 of 4." in md
 
 
 def test_profile_eval_without_decompositions_is_one_input_error(tmp_path):
