@@ -70,6 +70,36 @@ def human_agreement(rows: list[Judgment], human: list[HumanRating], rubric: Rubr
     }
 
 
+# Where the case study cuts each session (PatientAct App. E, Table 5: an early moment, the middle, the late
+# session); the paper picks the moments by reading them, we take them by position (ours).
+CASE_MOMENTS = {"early": 0.2, "middle": 0.5, "late": 1.0}
+
+
+def case_study(items: list[ConversationItem], systems: list[str]) -> dict[str, Any]:
+    """Table 5 as data: the first patient (by id) whose first session exists for every one of `systems`, and
+    per system the client's message at each of `CASE_MOMENTS` with the counsellor message before it."""
+    by: dict[tuple[str, str], ConversationItem] = {}
+    for it in sorted(items, key=lambda i: (i.session_index, i.item_id)):
+        by.setdefault((it.patient_id, it.system), it)
+    patients = sorted({p for p, _ in by if all((p, s) in by for s in systems)})
+    if not systems or not patients:
+        return {"error": "no patient has a session of every compared system"}
+    pid = patients[0]
+    out: dict[str, Any] = {"patient_id": pid, "moments": list(CASE_MOMENTS), "systems": {}}
+    for s in systems:
+        it = by[(pid, s)]
+        client = [i for i, (who, _) in enumerate(it.transcript) if who == "Client"]
+        rows = {}
+        for moment, at in CASE_MOMENTS.items():
+            if not client:
+                break
+            i = client[max(0, min(len(client) - 1, round(at * len(client)) - 1))]
+            before = next((t for who, t in reversed(it.transcript[:i]) if who != "Client"), None)
+            rows[moment] = {"turn": client.index(i) + 1, "counsellor": before, "client": it.transcript[i][1]}
+        out["systems"][s] = {"session_id": it.session_id, "client_turns": len(client), "excerpts": rows}
+    return out
+
+
 def _marks(scores: dict[str, dict[str, list[float]]], systems: list[str] | None) -> Any:
     return _attempt(lambda: best_vs_second(scores, ALPHA, systems)) if scores else {}
 
@@ -221,6 +251,17 @@ def report_md(report: dict[str, Any]) -> str:
             lines.append(f"\nSpearman's ρ not computed: {rho['error']}")
         if h["items_not_judged"]:
             lines.append(f"\n{len(h['items_not_judged'])} rated items are not among the judged sessions.")
+    case = report.get("case_study") or {}
+    if case.get("systems"):
+        lines += ["", f"## Case study (Table 5): patient {case['patient_id']}, first session", "",
+                  "Moments by position in the session (early, middle, late; ours): the counsellor's message and the "
+                  "client's answer.", ""]
+        for s, c in case["systems"].items():
+            lines.append(f"### {s} ({c['client_turns']} client turns)")
+            for moment, e in c["excerpts"].items():
+                lines += [f"- {moment}, turn {e['turn']}: counsellor: \"{e['counsellor'] or '—'}\" — "
+                          f"client: \"{e['client']}\""]
+            lines.append("")
     if report["failed_rows"]:
         lines += ["", f"## Failed judgments ({len(report['failed_rows'])})", ""]
         lines += [f"- {f['item_id']} ({f['system']}, {f['error_kind']}): {(f['error'] or '')[:200]}"
@@ -255,6 +296,9 @@ def run_patientact(out: str | Path, engines: Any, items: list[ConversationItem],
     rows = engines.run(judge_items(j, items, CheckpointDir(folder.cache)))
     atomic_write_jsonl(folder.judgments, [r.model_dump(mode="json") for r in rows])
     report = build_report(rows, baseline, human, rubric, comparisons)
+    sets = report.get("comparisons") or {}
+    report["case_study"] = case_study(items, next(iter(sets.values()))["systems"] if sets
+                                      else sorted({it.system for it in items}))
     RubricReport.model_validate(json_safe(report))  # what the run log's readers expect, or fail here
     atomic_write_json(folder.report_json, report)
     atomic_write_text(folder.report_md, report_md(report))

@@ -452,3 +452,28 @@ def test_an_explicit_comparison_is_checked_before_judging_and_used_for_the_marks
     for bad in (["t4=patientact"], ["=a,b"], ["t=a,b", "t=c,d"]):
         with pytest.raises(ConfigError, match="--compare"):
             _comparisons(bad)
+
+
+def test_the_case_study_excerpts_one_patient_early_middle_and_late_for_each_compared_system(tmp_path):
+    from judge.patientact import ConversationItem
+    from judge.patientact_report import case_study
+
+    def item(system, pid, n):
+        turns = tuple(x for i in range(n) for x in (("Therapist", f"{system} q{i + 1}"), ("Client", f"{system} a{i + 1}")))
+        return ConversationItem(item_id=f"{system}-{pid}", session_id=f"{system}-{pid}", patient_id=pid,
+                                counsellor="c", session_index=0, source="s", system=system, transcript=turns)
+
+    items = [item("patientact", "p2", 10), item("patient_psi", "p2", 5), item("patientact", "p1", 10)]
+    out = case_study(items, ["patientact", "patient_psi"])
+    assert out["patient_id"] == "p2"  # p1 has no patient_psi session
+    pa = out["systems"]["patientact"]["excerpts"]
+    assert [pa[m]["turn"] for m in ("early", "middle", "late")] == [2, 5, 10]
+    assert pa["middle"] == {"turn": 5, "counsellor": "patientact q5", "client": "patientact a5"}
+    assert out["systems"]["patient_psi"]["excerpts"]["late"]["client"] == "patient_psi a5"
+    assert "error" in case_study(items, ["patientact", "mindsim"])
+    # A run writes it into the report.
+    items = load_items([write(tmp_path / "run", SESSIONS)])
+    _run(tmp_path, pa_judge, items)
+    rep = json.loads((tmp_path / "out" / "patientact_judge" / "report.json").read_text())
+    assert set(rep["case_study"]["systems"]) == set(rep["comparisons"]["simulators"]["systems"])
+    assert "## Case study (Table 5)" in (tmp_path / "out" / "patientact_judge" / "report.md").read_text()
