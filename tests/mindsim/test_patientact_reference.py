@@ -223,3 +223,18 @@ def test_the_formulation_prompt_asks_for_a_counselling_trigger_and_observable_co
     assert "at least one of them must be something that can happen in counselling itself" in text
     assert "what they visibly do when they feel threatened" in text and "not what they think" in text
     assert "each coloured by the attachment style" in text
+
+
+def test_a_preset_data_file_that_is_missing_or_broken_stops_with_the_file_named(monkeypatch):
+    from mindcore.errors import ConfigError
+    from mindsim import presets
+    from mindsim.patientact import data
+
+    table = dict(presets.table())
+    table["x-reference"] = table[REF].model_copy(update={"data": {"trust": "patientact_reference/nope.yaml",
+                                                                  "step_rules": "patientact_reference/trust.yaml"}})
+    monkeypatch.setattr(presets, "table", lambda: table)
+    with pytest.raises(ConfigError, match="mindsim/data/presets/patientact_reference/nope.yaml is invalid"):
+        data.trust_rules.__wrapped__("x-reference")
+    with pytest.raises(ConfigError, match="presets/patientact_reference/trust.yaml is invalid"):
+        data.step_rules.__wrapped__("x-reference")
