@@ -49,6 +49,10 @@ class PatientActConfig(BaseModel):
         True, description="Write PatientAct's psychological formulation (beliefs, triggers, CCRT) before decomposing"
     )
     formulation_max_tokens: int | None = Field(4300, ge=256, description="Token budget of the psychological formulation")
+    psych_screen: bool = Field(
+        False, description="Screen the psychological formulation against the paper's validation criteria (Fig. 6) and "
+        "revise it once when it fails (off: not screened, as before; on in the patientact-reference preset)")
+    psych_screen_max_tokens: int | None = Field(900, ge=64, description="Token budget of the formulation's screen")
     trust_drift_per_day: float = Field(
         0.0, ge=0, le=4, description="Ours: trust drifts toward the session baseline by this much per day of gap"
     )

@@ -578,11 +578,15 @@ def test_budget_entries_cover_every_structured_output_and_defaults_fit_the_worst
     off = SimpleNamespace(simulation={})
     on = SimpleNamespace(simulation={"patient_engine": ["mindsim", "patientact"], "patientact": {"step_max_tokens": 400}})
     no_formulation = SimpleNamespace(simulation={"patient_engine": "patientact", "patientact": {"psych_formulation": False}})
-    llm = SimpleNamespace(simulation={"patient_engine": "patientact", "patientact": {"retrieval": "llm"}})
+    llm = SimpleNamespace(simulation={"patient_engine": "patientact", "patientact": {"retrieval": "llm", "psych_screen": True}})
+    # The preset turns the matcher and the formulation's screen on: their budgets are checked with it.
+    preset = SimpleNamespace(simulation={"patient_engine": "patientact", "preset": "patientact-reference"})
     es = entries("patient", "patient", "patient")
-    assert len(es) == 7 and not any(e.active(off) for e in es) and all(e.active(llm) for e in es)
-    assert [e.name for e in es if not e.active(on)] == ["patientact:TagMatch"]
-    assert [e.name for e in es if not e.active(no_formulation)] == ["patientact:PsychFormulation", "patientact:TagMatch"]
+    assert len(es) == 8 and not any(e.active(off) for e in es) and all(e.active(llm) for e in es)
+    assert all(e.active(preset) for e in es)
+    assert [e.name for e in es if not e.active(on)] == ["patientact:FormulationScreen", "patientact:TagMatch"]
+    assert [e.name for e in es if not e.active(no_formulation)] == [
+        "patientact:PsychFormulation", "patientact:FormulationScreen", "patientact:TagMatch"]
     for e in es:
         worst = worst_case_tokens(e.schema()).tokens
         default = e.budget(off)

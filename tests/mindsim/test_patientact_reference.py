@@ -33,6 +33,8 @@ class Direct(PAResponder):
     def __call__(self, req):
         if req.schema_name == "TagMatch":
             return {"why": "nothing of theirs", "tags": []}
+        if req.schema_name == "FormulationScreen":
+            return {"passed": True, "issues": []}
         out = super().__call__(req)
         if req.schema_name == "TrustChange" and "criterion" not in req.response_schema["properties"]:
             out = {k: v for k, v in out.items() if k != "criterion"}
@@ -238,3 +240,42 @@ def test_a_preset_data_file_that_is_missing_or_broken_stops_with_the_file_named(
         data.trust_rules.__wrapped__("x-reference")
     with pytest.raises(ConfigError, match="presets/patientact_reference/trust.yaml is invalid"):
         data.step_rules.__wrapped__("x-reference")
+
+
+def test_the_formulation_is_screened_and_revised_once_when_it_fails():
+    """PatientAct Fig. 6 (issue 32): under the preset (or `psych_screen: true`) the formulation is screened; a
+    failing screen gets one revision that names its issues, and the record says so. Off by default."""
+    from mindsim.patientact.decompose import decompose
+    from test_patientact import PSYCH
+
+    class Screen(Direct):
+        def __init__(self, passed):
+            super().__init__()
+            self.passed = passed
+
+        def __call__(self, req):
+            if req.schema_name == "FormulationScreen":
+                return {"passed": self.passed, "issues": [] if self.passed else ["Coping lists a thought, not an act."]}
+            if req.schema_name == "PsychFormulation" and len(req.messages) > 1:
+                return {**PSYCH, "coping_patterns": ["Cancels plans and stays in bed."]}
+            return super().__call__(req)
+
+    def made(responder, **kw):
+        backend = FakeBackend(responder)
+        with Engines.with_backend(backend) as engines:
+            d = asyncio.run(decompose(engines.role("profile_decomposer"), make_profile("p1"), 0, **kw))
+        return d, [r.schema_name for r in backend.requests], backend
+
+    d, calls, backend = made(Screen(False), screen=True)
+    assert calls == ["PsychFormulation", "FormulationScreen", "PsychFormulation", "DecompositionDraft"]
+    revise = backend.requests[2].messages[-1]["content"]
+    assert "Coping lists a thought, not an act." in revise
+    assert d.formulation.coping_patterns == ["Cancels plans and stays in bed."]
+    assert d.formulation_screen.revised and not d.formulation_screen.first.passed
+    assert "patientact/psych_screen.jinja2" in d.prompt and "patientact/psych_revise.jinja2" in d.prompt
+    d, calls, _ = made(Screen(True), screen=True)
+    assert calls == ["PsychFormulation", "FormulationScreen", "DecompositionDraft"] and not d.formulation_screen.revised
+    d, calls, _ = made(Screen(False))
+    assert "FormulationScreen" not in calls and d.formulation_screen is None
+    cfg = SimulationConfig.from_section({"patient_engine": "patientact", "preset": REF})
+    assert cfg.patientact.psych_screen and not SimulationConfig().patientact.psych_screen
