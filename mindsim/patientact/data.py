@@ -1,7 +1,8 @@
 """PatientAct's knowledge as typed data: reactions, behaviours and resistance patterns (App. C.1–C.3), the
 trust scale and update rules (§3.3.4, App. C.4), the attachment prior (App. A), our core-belief cluster →
 theme map, the retrieval lexicon and the ablation arms (Table 4). All live in `mindsim/data/patientact/`; this module only loads and
-checks them, so a broken file stops the run with the file named."""
+checks them, so a broken file stops the run with the file named. A preset may put its own file in place of
+`trust.yaml` or `step_rules.yaml` (`mindsim/data/presets.yaml`, files under `mindsim/data/presets/`)."""
 
 from __future__ import annotations
 

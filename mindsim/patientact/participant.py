@@ -9,6 +9,12 @@ anything was activated, whether a trigger fired, what is blocked, whether trust 
 how many therapeutic behaviours ran in a row, so the step is told which rules hold now rather than asked to
 work it out. The trust step names a criterion (Fig. 14) and a change; `trust.update` decides.
 
+Under the `patientact-reference` preset (the authors' public code; docs/patientact.md) the same turn runs with
+their settings: the steps see the whole conversation (`step_context`), the matcher only the counsellor's
+message (`matcher_context`), the trust step picks one of five directions applied as named (`trust_update:
+direction`) from the exchange before the reply (`trust_sees_reply`), and the step rules and trust data are the
+preset's files (`preset_of`, `data.step_rules(preset)`, `data.trust_rules(preset)`).
+
 The reply comes from the `patient` role with a system prompt fixed for the session; the structured steps go to
 the appraiser role (its own system prompt, also fixed for the session) with the turn's context as the user
 message, so both prefixes stay cacheable. Each step is re-asked by RoleClient when its answer does not fit the
