@@ -63,6 +63,9 @@ def run_cmd(
     runs: Optional[list[Path]] = typer.Option(None, "--run", help="[scales rubrics] Another run folder to score (repeat)"),
     baseline: Optional[str] = typer.Option(None, "--baseline", help="[scales rubrics] Also test this system against "
                                            "each other one (the marks always compare best with second best)"),
+    compare: Optional[list[str]] = typer.Option(None, "--compare", help="[scales rubrics] A set of systems the "
+                                                "best-vs-second marks compare, NAME=SYSTEM,SYSTEM,... (repeat; default: "
+                                                "the paper's two, simulators and ablation arms, from the system names)"),
     human: Optional[Path] = typer.Option(None, "--human", help="[scales rubrics] Human ratings: JSONL item_id, rater, "
                                          "scores {dimension: value}, or the long format (CSV/JSONL item, unit, rater, value)"),
     out: Optional[Path] = typer.Option(None, "--out", help="[scales rubrics] Where patientact_judge/ (or "
@@ -77,11 +80,13 @@ def run_cmd(
 
     spec = load_rubric_file(rubric)
     if spec.kind == "scales":
-        return _run_scales(spec, run_dir, runs or [], sessions, recipe, judge, baseline, human, out, max_tokens)
+        return _run_scales(spec, run_dir, runs or [], sessions, recipe, judge, baseline, human, out, max_tokens,
+                           compare or [])
     if spec.id != "mhqr":
         raise ConfigError(f"rubric {spec.id} ({spec.path}): a severity_issues rubric other than MHQR is judged by naming "
                           f"its body file in the recipe's judge.rubric ({spec.body})")
     extra = [n for n, v in (("--run", runs), ("--baseline", baseline), ("--human", human), ("--out", out),
+                            ("--compare", compare),
                             ("--max-tokens", max_tokens)) if v]
     if extra:
         raise ConfigError(f"{', '.join(extra)}: only for scales rubrics (e.g. --rubric patientact); the MHQR judge "
@@ -133,9 +138,26 @@ def run_cmd(
         typer.echo(f"  {label}: {path}")
 
 
+def _comparisons(compare: list[str]) -> Optional[dict[str, list[str]]]:
+    """`--compare NAME=SYSTEM,SYSTEM` options as named sets (None: the default sets)."""
+    from mindcore.errors import ConfigError
+
+    if not compare:
+        return None
+    out: dict[str, list[str]] = {}
+    for spec in compare:
+        name, _, members = spec.partition("=")
+        systems = [m.strip() for m in members.split(",") if m.strip()]
+        if not name.strip() or len(systems) < 2 or name.strip() in out:
+            raise ConfigError(f"--compare {spec!r}: write NAME=SYSTEM,SYSTEM[,...] with two or more systems and a "
+                              "name used once, e.g. --compare table4=patientact,patientact-no_trust_gating")
+        out[name.strip()] = systems
+    return out
+
+
 def _run_scales(spec, run_dir: Optional[Path], runs: list[Path], sessions: Optional[Path], recipe: Optional[Path],
                 judge: Optional[list[str]], baseline: Optional[str], human: Optional[Path], out: Optional[Path],
-                max_tokens: Optional[int]) -> None:
+                max_tokens: Optional[int], compare: list[str] = ()) -> None:
     """A scales rubric (PatientAct's, MindEval v1's, a user file): the run folders and/or sessions file, one
     judge role, the per-system report."""
     from mindcore.engine import Engines
@@ -157,6 +179,7 @@ def _run_scales(spec, run_dir: Optional[Path], runs: list[Path], sessions: Optio
     if role != "judge" and not role.startswith("judge:"):
         raise ConfigError(f"--judge {role}: not a judge role; write 'judge' or 'judge:NAME'")
     # Bad input stops here, before any engine starts.
+    comparisons = _comparisons(compare)
     items = load_items(folders, sessions)
     ratings = load_human(human, spec) if human is not None else None
     if ratings is not None:
@@ -171,7 +194,7 @@ def _run_scales(spec, run_dir: Optional[Path], runs: list[Path], sessions: Optio
     with Engines.from_config(engines_cfg) as engines:
         preflight(r, engines, {"judge_patientact"})
         summary = run_patientact(target, engines, items, judge=role, baseline=baseline,
-                                 human=ratings, max_tokens=max_tokens, rubric=spec)
+                                 human=ratings, max_tokens=max_tokens, rubric=spec, comparisons=comparisons)
     name = "the PatientAct rubric" if spec.id == SESSION_RUBRIC else f"rubric {spec.id}"
     typer.echo(f"judged {summary.judged} sessions on {name}: {summary.ok} ok, {summary.failed} failed")
     for system, means in summary.means.items():

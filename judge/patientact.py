@@ -517,12 +517,43 @@ def ranked(means: dict[str, dict[str, float]], dim: str) -> list[str]:
     return sorted((s for s in means if dim in means[s]), key=lambda s: (-means[s][dim], s))
 
 
-def best_vs_second(scores: dict[str, dict[str, list[float]]], alpha: float = 0.05) -> dict[str, dict[str, Any]]:
+def comparison_sets(systems: Iterable[str]) -> dict[str, list[str]]:
+    """The paper's two comparisons, drawn from system names when the caller names none: Table 2 compares the
+    full PatientAct with the other simulators (`simulators`), Table 4 the full framework with its ablation arms
+    (`ablation`). Names are `ENGINE` or `ENGINE/COUNSELLOR`; with several counsellors each counsellor has its
+    own sets (`simulators/COUNSELLOR`). A set needs two systems; sets that would have fewer are left out."""
+    by_counsellor: dict[str, list[str]] = {}
+    for s in sorted(set(systems)):
+        engine, _, counsellor = s.partition("/")
+        by_counsellor.setdefault(counsellor, []).append(s)
+    out: dict[str, list[str]] = {}
+    for counsellor, names in sorted(by_counsellor.items()):
+        engine = lambda s: s.partition("/")[0]  # noqa: E731
+        full = [s for s in names if engine(s) == "patientact"]
+        arms = [s for s in names if engine(s).startswith(("patientact-no_", "patientact:no_"))]
+        others = [s for s in names if s not in full and s not in arms]
+        suffix = f"/{counsellor}" if counsellor else ""
+        for name, members in (("simulators", full + others), ("ablation", full + arms)):
+            if len(members) >= 2:
+                out[name + suffix] = members
+    return out
+
+
+def best_vs_second(scores: dict[str, dict[str, list[float]]], alpha: float = 0.05,
+                   systems: Sequence[str] | None = None) -> dict[str, dict[str, Any]]:
     """Per dimension, the paper's significance mark (Tables 2 and 4): is the best system (highest mean) rated
     higher than the second best? One-sided Mann–Whitney U (the one-sidedness is our reading of "significantly
-    higher"). `scores`: system → dimension → scores (one per judged session, or per rated item)."""
+    higher"). `scores`: system → dimension → scores (one per judged session, or per rated item). `systems`: the
+    set compared (Table 2 and Table 4 compare different sets, `comparison_sets`); None compares every system in
+    `scores`. A named system without scores is an InputError."""
     from scipy.stats import mannwhitneyu
 
+    if systems is not None:
+        missing = sorted(set(systems) - set(scores))
+        if missing:
+            raise InputError(f"best vs second: no scores for {', '.join(missing)} (systems scored: "
+                             f"{', '.join(sorted(scores)) or 'none'})")
+        scores = {s: scores[s] for s in systems}
     dims = sorted({d for per in scores.values() for d in per})
     means = {s: {d: mean(v) for d, v in per.items() if v} for s, per in scores.items()}
     out: dict[str, dict[str, Any]] = {}

@@ -132,6 +132,20 @@ def accuracy(pairs: Iterable[tuple[str, str]]) -> dict[str, Any]:
     return {"n": len(p), "accuracy": round(sum(a == b for a, b in p) / len(p), 3) if p else None}
 
 
+def confusion(pairs: Iterable[tuple[str, str]]) -> dict[str, Any]:
+    """The paper's error analysis (§4.1, after Table 1): for each true class, what it was identified as
+    (truth → predicted → count), and the off-diagonal confusions, most frequent first."""
+    table: dict[str, dict[str, int]] = {}
+    for predicted, truth in pairs:
+        if truth is None:
+            continue
+        table.setdefault(truth, {}).setdefault(predicted, 0)
+        table[truth][predicted] += 1
+    errors = sorted(((t, p, n) for t, row in table.items() for p, n in row.items() if p != t), key=lambda e: (-e[2], e[0], e[1]))
+    return {"matrix": {t: dict(sorted(row.items())) for t, row in sorted(table.items())},
+            "errors": [{"truth": t, "predicted": p, "count": n, "of": sum(table[t].values())} for t, p, n in errors]}
+
+
 def profile_report(judge_rows: Sequence[Judgment], human: Sequence[ProfileHuman] = (),
                    diversity_human: Sequence[DiversityRating] = (), diversity_judge: dict[str, Any] | None = None,
                    attachment_prior: dict[str, float] | None = None) -> dict[str, Any]:
@@ -157,9 +171,13 @@ def profile_report(judge_rows: Sequence[Judgment], human: Sequence[ProfileHuman]
         row = {"chance": chance([t[pick] for t in truths.values() if pick in t],
                                 attachment_prior if pick == "attachment" else None),
                "judge": accuracy((r.predicted[pick], r.truth[pick]) for r in ok if pick in r.predicted and pick in r.truth)}
+        row["judge_confusion"] = confusion((r.predicted[pick], r.truth[pick]) for r in ok
+                                           if pick in r.predicted and pick in r.truth)
         if human:
-            row["human"] = accuracy((h.predicted[pick], h.truth.get(pick) or truths.get(h.item_id, {}).get(pick))
-                                    for h in human if pick in h.predicted)
+            pairs = [(h.predicted[pick], h.truth.get(pick) or truths.get(h.item_id, {}).get(pick))
+                     for h in human if pick in h.predicted]
+            row["human"] = accuracy(pairs)
+            row["human_confusion"] = confusion(pairs)
             row["fleiss_kappa"] = pick_kappa(human, pick)
         report["identification"][pick] = row
     report["diversity"] = {"judge": diversity_judge,
@@ -201,6 +219,12 @@ def profile_report_md(rep: dict[str, Any]) -> str:
         cells += [f"{_f(c['sample']['rate'], 3)} ({c['sample']['class']})" if "sample" in c else "—",
                   f"{_f(c['prior']['rate'], 3)} ({c['prior']['class']})" if "prior" in c else "—"]
         lines.append(f"| {pick} | " + " | ".join(cells) + " |")
+    for pick, row in rep["identification"].items():
+        for who in ("human", "judge"):
+            errs = (row.get(f"{who}_confusion") or {}).get("errors") or []
+            if errs:
+                lines += ["", f"Error analysis, {pick} ({who}): " + "; ".join(
+                    f"{e['truth']} taken for {e['predicted']} {e['count']} of {e['of']}" for e in errs[:5]) + "."]
     div = rep["diversity"]
     j = div.get("judge") or {}
     lines += ["", f"Diversity (1–5): judge {_f(j.get('rating'), 0) if j else '—'}"

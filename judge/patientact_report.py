@@ -23,7 +23,7 @@ from judge import rubrics as registry
 from judge.alpha import agreement
 from judge.patientact import (
     SESSION_RUBRIC, ConversationItem, ConversationJudge, HumanRating, Judgment, best_vs_second,
-    failures, human_scores, judge_items, judge_scores, mann_whitney, mean_human,
+    comparison_sets, failures, human_scores, judge_items, judge_scores, mann_whitney, mean_human,
     scored_systems, spearman, system_means,
 )
 from judge.rubrics import Rubric
@@ -70,16 +70,56 @@ def human_agreement(rows: list[Judgment], human: list[HumanRating], rubric: Rubr
     }
 
 
-def _human_block(rows: list[Judgment], human: list[HumanRating]) -> dict[str, Any]:
+# Where the case study cuts each session (PatientAct App. E, Table 5: an early moment, the middle, the late
+# session); the paper picks the moments by reading them, we take them by position (ours).
+CASE_MOMENTS = {"early": 0.2, "middle": 0.5, "late": 1.0}
+
+
+def case_study(items: list[ConversationItem], systems: list[str]) -> dict[str, Any]:
+    """Table 5 as data: the first patient (by id) whose first session exists for every one of `systems`, and
+    per system the client's message at each of `CASE_MOMENTS` with the counsellor message before it."""
+    by: dict[tuple[str, str], ConversationItem] = {}
+    for it in sorted(items, key=lambda i: (i.session_index, i.item_id)):
+        by.setdefault((it.patient_id, it.system), it)
+    patients = sorted({p for p, _ in by if all((p, s) in by for s in systems)})
+    if not systems or not patients:
+        return {"error": "no patient has a session of every compared system"}
+    pid = patients[0]
+    out: dict[str, Any] = {"patient_id": pid, "moments": list(CASE_MOMENTS), "systems": {}}
+    for s in systems:
+        it = by[(pid, s)]
+        client = [i for i, (who, _) in enumerate(it.transcript) if who == "Client"]
+        rows = {}
+        for moment, at in CASE_MOMENTS.items():
+            if not client:
+                break
+            i = client[max(0, min(len(client) - 1, round(at * len(client)) - 1))]
+            before = next((t for who, t in reversed(it.transcript[:i]) if who != "Client"), None)
+            rows[moment] = {"turn": client.index(i) + 1, "counsellor": before, "client": it.transcript[i][1]}
+        out["systems"][s] = {"session_id": it.session_id, "client_turns": len(client), "excerpts": rows}
+    return out
+
+
+def _marks(scores: dict[str, dict[str, list[float]]], systems: list[str] | None) -> Any:
+    return _attempt(lambda: best_vs_second(scores, ALPHA, systems)) if scores else {}
+
+
+def _human_block(rows: list[Judgment], human: list[HumanRating], sets: dict[str, list[str]]) -> dict[str, Any]:
     system_of = {r.item_id: r.system for r in rows}
     scores = human_scores(human, system_of)
     means = {s: {d: round(sum(v) / len(v), 3) for d, v in per.items() if v} for s, per in sorted(scores.items())}
+    first = next(iter(sets.values()), None)
     return {"means": means, "items_by_system": {s: len(next(iter(per.values()), [])) for s, per in scores.items()},
-            "best_vs_second": _attempt(lambda: best_vs_second(scores, ALPHA)) if scores else {}}
+            "best_vs_second": _marks(scores, first),
+            "comparisons": {name: _marks(scores, members) for name, members in sets.items()}}
 
 
 def build_report(rows: list[Judgment], baseline: str | None = None, human: list[HumanRating] | None = None,
-                 rubric: Rubric | None = None) -> dict[str, Any]:
+                 rubric: Rubric | None = None, comparisons: dict[str, list[str]] | None = None) -> dict[str, Any]:
+    """The report. `comparisons` names the sets of systems the significance marks compare (set name → systems);
+    by default the paper's two, drawn from the system names (`comparison_sets`): Table 2's simulators and Table
+    4's ablation arms. `best_vs_second` holds the first set's marks (every system compared when there is no set
+    of two)."""
     rubric = rubric or registry.load(SESSION_RUBRIC)
     means = system_means(rows)
     counts: dict[str, int] = {}
@@ -89,6 +129,8 @@ def build_report(rows: list[Judgment], baseline: str | None = None, human: list[
     tests = ({s: _attempt(lambda s=s: mann_whitney(rows, baseline, s)) for s in others}
              if baseline in counts else {})
     scores = judge_scores(rows)
+    sets = dict(comparisons) if comparisons is not None else comparison_sets(counts)
+    first = next(iter(sets.values()), None)
     return json_safe({
         "provenance": base_provenance(),
         "rubric": {"id": rubric.id, "name": rubric.name, "version": rubric.version, "source": rubric.source,
@@ -101,11 +143,13 @@ def build_report(rows: list[Judgment], baseline: str | None = None, human: list[
         "means": means, "alpha": ALPHA,
         "means_by_group": {g: system_means([r for r in rows if r.group == g])
                            for g in sorted({r.group for r in rows if r.group})},
-        "best_vs_second": _attempt(lambda: best_vs_second(scores, ALPHA)) if scores else {},
+        "comparisons": {name: {"systems": members, "best_vs_second": _marks(scores, members)}
+                        for name, members in sets.items()},
+        "best_vs_second": _marks(scores, first),
         "baseline": baseline,
         "baseline_missing": baseline is not None and baseline not in counts,
         "mann_whitney_baseline_greater": tests,
-        "human": {**human_agreement(rows, human, rubric), **_human_block(rows, human)} if human else None,
+        "human": {**human_agreement(rows, human, rubric), **_human_block(rows, human, sets)} if human else None,
     })
 
 
@@ -115,6 +159,20 @@ def _marked(value: Any, dim: str, system: str, marks: dict[str, Any]) -> str:
     return _f(value) + star
 
 
+def _best_rows(title: str, block: Any, dims: list[str]) -> list[str]:
+    if not block:
+        return []
+    lines = ["", f"Best vs second best ({title} scores):", "", "| dimension | best | second | U | p |",
+             "|---|---|---|---|---|"]
+    if isinstance(block, dict) and isinstance(block.get("error"), str):
+        return lines + [f"| — | {block['error']} | | | |"]
+    for d in dims:
+        t = block.get(d, {})
+        lines.append(f"| {d} | {t.get('best', '—')} | {t.get('second', '—')} | {_f(t.get('U'), 1)} | "
+                     f"{_f(t.get('p'), 3) if 'p' in t else t.get('error', '—')} |")
+    return lines
+
+
 def _f(x: Any, digits: int = 2) -> str:
     return "—" if not isinstance(x, (int, float)) else f"{x:.{digits}f}"
 
@@ -122,23 +180,37 @@ def _f(x: Any, digits: int = 2) -> str:
 def report_md(report: dict[str, Any]) -> str:
     dims = report["rubric"]["dimensions"]
     h = report.get("human")
-    hmeans, hmarks = (h.get("means", {}), h.get("best_vs_second", {})) if h else ({}, {})
-    marks = report.get("best_vs_second", {})
+    hmeans = h.get("means", {}) if h else {}
     head = " | ".join(f"{d} (judge) | {d} (human)" if h else d for d in dims)
     title = report["rubric"].get("name", "PatientAct rubric")
     lines = [f"# {title} (v{report['rubric']['version']})", "",
              f"Judge: {report['judge'].get('model', '?')} on {report['judge'].get('engine', '?')}; "
              f"{report['judged']} sessions judged.", "",
              f"## Mean score per system ({report['rubric'].get('scale', '1-5')})", "",
-             f"`*`: rated significantly higher than the second-best system on that column (one-sided Mann–Whitney U, "
-             f"p < {report.get('alpha', 0.05)}; one-sided is our reading of the paper's marks).", "",
              "| system | sessions | failed | " + head + " |",
              "|---|---|---|" + "---|" * (len(dims) * (2 if h else 1))]
     for s, n in sorted(report["sessions_by_system"].items()):
         m, hm = report["means"].get(s, {}), hmeans.get(s, {})
-        cells = [f"{_marked(m.get(d), d, s, marks)} | {_marked(hm.get(d), d, s, hmarks)}" if h
-                 else _marked(m.get(d), d, s, marks) for d in dims]
+        cells = [f"{_f(m.get(d))} | {_f(hm.get(d))}" if h else _f(m.get(d)) for d in dims]
         lines.append(f"| {s} | {n} | {report['failed'].get(s, 0)} | " + " | ".join(cells) + " |")
+    sets = report.get("comparisons") or {}
+    if not sets:  # no set of two systems: every system compared (older reports have only this)
+        sets = {"all systems": {"systems": sorted(report["sessions_by_system"]),
+                                "best_vs_second": report.get("best_vs_second", {})}}
+    hsets = (h.get("comparisons") or {"all systems": h.get("best_vs_second", {})}) if h else {}
+    for name, block in sets.items():
+        marks, hmarks = block.get("best_vs_second", {}), hsets.get(name, {})
+        members = block.get("systems", [])
+        lines += ["", f"## Comparison `{name}`: {', '.join(members)}", "",
+                  f"`*`: rated significantly higher than the second-best system of this set on that column (one-sided "
+                  f"Mann–Whitney U, p < {report.get('alpha', 0.05)}; one-sided is our reading of the paper's marks).", "",
+                  "| system | " + head + " |", "|---|" + "---|" * (len(dims) * (2 if h else 1))]
+        for s in members:
+            m, hm = report["means"].get(s, {}), hmeans.get(s, {})
+            cells = [f"{_marked(m.get(d), d, s, marks)} | {_marked(hm.get(d), d, s, hmarks)}" if h
+                     else _marked(m.get(d), d, s, marks) for d in dims]
+            lines.append(f"| {s} | " + " | ".join(cells) + " |")
+        lines += _best_rows("judge", marks, dims) + (_best_rows("human", hmarks, dims) if h else [])
     by_group = report.get("means_by_group") or {}
     if by_group:
         lines += ["", "## Mean score per main presenting problem (judge; the paper groups by disorder)", "",
@@ -146,18 +218,6 @@ def report_md(report: dict[str, Any]) -> str:
         for g, per in by_group.items():
             for s_, m in per.items():
                 lines.append(f"| {g} | {s_} | " + " | ".join(_f(m.get(d)) for d in dims) + " |")
-    for title, block in (("judge", marks), ("human", hmarks if h else None)):
-        if not block:
-            continue
-        lines += ["", f"## Best vs second best ({title} scores)", "", "| dimension | best | second | U | p |",
-                  "|---|---|---|---|---|"]
-        if "error" in block and isinstance(block.get("error"), str):
-            lines.append(f"| — | {block['error']} | | | |")
-            continue
-        for d in dims:
-            t = block.get(d, {})
-            lines.append(f"| {d} | {t.get('best', '—')} | {t.get('second', '—')} | {_f(t.get('U'), 1)} | "
-                         f"{_f(t.get('p'), 3) if 'p' in t else t.get('error', '—')} |")
     base = report["baseline"]
     tests = report["mann_whitney_baseline_greater"]
     if base is not None:
@@ -191,6 +251,17 @@ def report_md(report: dict[str, Any]) -> str:
             lines.append(f"\nSpearman's ρ not computed: {rho['error']}")
         if h["items_not_judged"]:
             lines.append(f"\n{len(h['items_not_judged'])} rated items are not among the judged sessions.")
+    case = report.get("case_study") or {}
+    if case.get("systems"):
+        lines += ["", f"## Case study (Table 5): patient {case['patient_id']}, first session", "",
+                  "Moments by position in the session (early, middle, late; ours): the counsellor's message and the "
+                  "client's answer.", ""]
+        for s, c in case["systems"].items():
+            lines.append(f"### {s} ({c['client_turns']} client turns)")
+            for moment, e in c["excerpts"].items():
+                lines += [f"- {moment}, turn {e['turn']}: counsellor: \"{e['counsellor'] or '—'}\" — "
+                          f"client: \"{e['client']}\""]
+            lines.append("")
     if report["failed_rows"]:
         lines += ["", f"## Failed judgments ({len(report['failed_rows'])})", ""]
         lines += [f"- {f['item_id']} ({f['system']}, {f['error_kind']}): {(f['error'] or '')[:200]}"
@@ -208,16 +279,26 @@ def output_folder(out: str | Path, rubric: Rubric) -> PatientActJudgeFolder:
 
 def run_patientact(out: str | Path, engines: Any, items: list[ConversationItem], *, judge: str = "judge",
                    baseline: str | None = None, human: list[HumanRating] | None = None,
-                   max_tokens: int | None = None, rubric: Rubric | None = None) -> PatientActRunSummary:
+                   max_tokens: int | None = None, rubric: Rubric | None = None,
+                   comparisons: dict[str, list[str]] | None = None) -> PatientActRunSummary:
     """Judge `items` with the `judge` role of the started `engines` on a conversation-unit scales rubric
     (PatientAct's by default); write everything under `output_folder(out, rubric)`. Raises EngineError (after
     writing) when every judgment failed, as the MHQR path does: the engine was down or its output never fit."""
     rubric = rubric or registry.load(SESSION_RUBRIC)
     folder = output_folder(out, rubric)
+    items = scored_systems(items)
+    named = {s for members in (comparisons or {}).values() for s in members}
+    unknown = sorted(named - {it.system for it in items})
+    if unknown:  # said before any judgment is paid for
+        raise InputError(f"comparison names systems the sessions do not have: {', '.join(unknown)} (systems: "
+                         f"{', '.join(sorted({it.system for it in items}))})")
     j = ConversationJudge(judge, engines.role(judge), max_tokens=max_tokens, rubric=rubric)
-    rows = engines.run(judge_items(j, scored_systems(items), CheckpointDir(folder.cache)))
+    rows = engines.run(judge_items(j, items, CheckpointDir(folder.cache)))
     atomic_write_jsonl(folder.judgments, [r.model_dump(mode="json") for r in rows])
-    report = build_report(rows, baseline, human, rubric)
+    report = build_report(rows, baseline, human, rubric, comparisons)
+    sets = report.get("comparisons") or {}
+    report["case_study"] = case_study(items, next(iter(sets.values()))["systems"] if sets
+                                      else sorted({it.system for it in items}))
     RubricReport.model_validate(json_safe(report))  # what the run log's readers expect, or fail here
     atomic_write_json(folder.report_json, report)
     atomic_write_text(folder.report_md, report_md(report))

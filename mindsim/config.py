@@ -49,6 +49,10 @@ class PatientActConfig(BaseModel):
         True, description="Write PatientAct's psychological formulation (beliefs, triggers, CCRT) before decomposing"
     )
     formulation_max_tokens: int | None = Field(4300, ge=256, description="Token budget of the psychological formulation")
+    psych_screen: bool = Field(
+        False, description="Screen the psychological formulation against the paper's validation criteria (Fig. 6) and "
+        "revise it once when it fails (off: not screened, as before; on in the patientact-reference preset)")
+    psych_screen_max_tokens: int | None = Field(900, ge=64, description="Token budget of the formulation's screen")
     trust_drift_per_day: float = Field(
         0.0, ge=0, le=4, description="Ours: trust drifts toward the session baseline by this much per day of gap"
     )
@@ -69,6 +73,19 @@ class PatientActConfig(BaseModel):
     step_max_tokens: int | None = Field(320, ge=32, description="Token budget of one reaction/behaviour/resistance/trust answer")
     decomposition_max_tokens: int | None = Field(7000, ge=256, description="Token budget of the profile decomposition")
     step_attempts: int | None = Field(None, ge=1, le=10, description="Attempts per structured step (default: the role's)")
+    # How the authors' public code differs from ours (docs/patientact.md; the `patientact-reference` preset sets them).
+    frame: Literal["chat", "session"] = Field(
+        "chat", description="The patient prompt's setting: 'chat' = typing to an AI counsellor on a phone (ours, as "
+        "the MindSim patient); 'session' = attending a therapy session, 1-3 sentences unless activated (the paper's)")
+    step_context: Literal["recent", "whole"] = Field(
+        "recent", description="What the steps see: the last `context_turns` exchanges (ours) or the whole conversation")
+    matcher_context: Literal["recent", "message"] = Field(
+        "recent", description="What the LLM matcher sees: recent exchanges and the message (ours) or the message only")
+    trust_update: Literal["criterion", "direction"] = Field(
+        "criterion", description="'criterion': the step names a criterion and code enforces its direction and the "
+        "attachment rules (ours); 'direction': the step picks one of five directions, applied as named, bounded")
+    trust_sees_reply: bool = Field(
+        True, description="The trust step sees the client's reply (ours) or only the exchange up to the counsellor's message")
 
 
 PSI_STYLES = ("plain", "upset", "verbose", "reserved", "tangent", "pleasing")

@@ -27,7 +27,7 @@ from mindcore.io import atomic_write_json, atomic_write_jsonl, atomic_write_text
 from mindcore.prompts import render, template_hash
 from mindsim.patientact.data import attachment_prior
 from mindsim.patientact.decompose import Decomposition
-from mindsim_app.patientact_rubric import judge_profile
+from mindsim_app.patientact_rubric import judge_profile, profile_view
 
 OUT_DIR = "patientact_profile_eval"
 DIVERSITY_TEMPLATE = "judge/patientact_diversity.jinja2"
@@ -65,7 +65,7 @@ def load_run(run_dir: Path) -> list[tuple[Any, Decomposition]]:
 async def judge_diversity(client: Any, pairs: list[tuple[Any, Decomposition]], max_tokens: int | None = None) -> dict[str, Any]:
     div = rubrics().diversity
     content = render(DIVERSITY_TEMPLATE, question=div.question, anchors=div.anchors,
-                     profiles=[(p.profile_id, p.writer_brief[:DIVERSITY_CHARS]) for p, _ in pairs])
+                     profiles=[(p.profile_id, profile_view(p)[:DIVERSITY_CHARS]) for p, _ in pairs])
     answer, error, kind = await ask(client, content, diversity_model(), schema_name="patientact_diversity",
                                     max_tokens=max_tokens)
     base = {"profiles": len(pairs), "judge": client.describe(), "prompt": {DIVERSITY_TEMPLATE: template_hash(DIVERSITY_TEMPLATE)}}

@@ -33,6 +33,18 @@ def answer_model(part: str) -> type[BaseModel]:
     return _answer_model(part)
 
 
+PROFILE_VIEW = "patientact/profile_view.jinja2"
+
+
+def profile_view(profile: Profile) -> str:
+    """The profile without its core belief: the writer brief names the belief's cluster, which maps one to one
+    onto the theme the judge identifies (issue 32), and the paper's profiles have no core-belief field."""
+    from profilegen.render import LIVING
+
+    return render(PROFILE_VIEW, persona=profile.persona, demographics=profile.demographics, f=profile.formulation,
+                  living=LIVING[profile.demographics.living_situation])
+
+
 def system_label(record: SessionRecord) -> str:
     """'mindsim', 'patientact', or 'patientact-no_<switch>...' (the judge reads the same from the parquet)."""
     return _system_label(record.patient_engine, record.patientact.model_dump() if record.patientact else None)
@@ -41,10 +53,11 @@ def system_label(record: SessionRecord) -> str:
 async def judge_profile(client: Any, profile: Profile, decomposition: Any, *, system: str = "patientact",
                         max_tokens: int | None = None) -> Judgment:
     """Score a profile (with its PatientAct formulation when there is one) and ask for the identification
-    task; the attachment style and theme are never shown to the judge by name."""
+    task; the attachment style and theme are never shown to the judge by name, nor the core belief whose
+    cluster gives the theme away (`profile_view`)."""
     part = rubrics().profile
     content = render(PROFILE_TEMPLATE, instructions=part.instructions, dimensions=part.dimensions,
-                     writer_brief=profile.writer_brief, formulation=decomposition.formulation,
+                     writer_brief=profile_view(profile), formulation=decomposition.formulation,
                      attachments=attachment_prior().descriptions, themes=theme_map().themes)
     answer, error, kind = await ask(client, content, answer_model("profile"), schema_name="patientact_profile",
                                     max_tokens=max_tokens)
@@ -54,5 +67,6 @@ async def judge_profile(client: Any, profile: Profile, decomposition: Any, *, sy
                     ok=answer is not None, error=error, error_kind=kind, scores=scores, reasons=reasons,
                     predicted=predicted,
                     truth={"attachment": decomposition.psych.attachment, "theme": decomposition.psych.theme},
-                    judge=client.describe(), prompt={PROFILE_TEMPLATE: template_hash(PROFILE_TEMPLATE)},
+                    judge=client.describe(), prompt={PROFILE_TEMPLATE: template_hash(PROFILE_TEMPLATE),
+                                                     PROFILE_VIEW: template_hash(PROFILE_VIEW)},
                     rubric_version=rubrics().version)

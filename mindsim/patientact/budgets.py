@@ -24,7 +24,15 @@ MATCHER_ROLE = "patient_matcher"
 
 
 def _pa_section(recipe: Any) -> dict[str, Any]:
-    return ((getattr(recipe, "simulation", None) or {}).get("patientact") or {})
+    """The recipe's `simulation.patientact`, with what its preset fills in (a preset may turn calls on)."""
+    from mindsim.presets import apply_settings
+
+    sim = getattr(recipe, "simulation", None) or {}
+    try:
+        sim = apply_settings(sim)
+    except ValueError:
+        pass  # the config's own check reports a bad preset
+    return sim.get("patientact") or {}
 
 
 def _active(recipe: Any) -> bool:
@@ -47,6 +55,16 @@ def _matcher_schema() -> dict[str, Any]:
 
 def _formulation_on(recipe: Any) -> bool:
     return _active(recipe) and bool(_pa_section(recipe).get("psych_formulation", True))
+
+
+def _screen_on(recipe: Any) -> bool:
+    return _formulation_on(recipe) and bool(_pa_section(recipe).get("psych_screen", False))
+
+
+def _screen_schema() -> dict[str, Any]:
+    from mindsim.patientact.decompose import FormulationScreen
+
+    return FormulationScreen.model_json_schema()
 
 
 def _budget(key: str) -> Callable[[Any], StageBudget]:
@@ -94,6 +112,8 @@ def entries(step_role: str = STEP_ROLE, decomposer_role: str = DECOMPOSER_ROLE,
         *steps,
         RoleSchema(decomposer_role, "patientact:PsychFormulation", _formulation_schema, SIMULATE,
                    budget=_budget("formulation_max_tokens"), active=_formulation_on),
+        RoleSchema(decomposer_role, "patientact:FormulationScreen", _screen_schema, SIMULATE,
+                   budget=_budget("psych_screen_max_tokens"), active=_screen_on),
         RoleSchema(decomposer_role, "patientact:DecompositionDraft", _decomposition_schema, SIMULATE,
                    budget=_budget("decomposition_max_tokens"), active=_active),
         RoleSchema(matcher_role, "patientact:TagMatch", _matcher_schema, SIMULATE,

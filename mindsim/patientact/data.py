@@ -1,13 +1,14 @@
 """PatientAct's knowledge as typed data: reactions, behaviours and resistance patterns (App. C.1–C.3), the
 trust scale and update rules (§3.3.4, App. C.4), the attachment prior (App. A), our core-belief cluster →
 theme map, the retrieval lexicon and the ablation arms (Table 4). All live in `mindsim/data/patientact/`; this module only loads and
-checks them, so a broken file stops the run with the file named."""
+checks them, so a broken file stops the run with the file named. A preset may put its own file in place of
+`trust.yaml` or `step_rules.yaml` (`mindsim/data/presets.yaml`, files under `mindsim/data/presets/`)."""
 
 from __future__ import annotations
 
 from functools import lru_cache
 from importlib import resources
-from typing import Literal
+from typing import Any, Literal
 
 from pydantic import BaseModel, ConfigDict, Field, model_validator
 
@@ -131,6 +132,11 @@ class StepRules(_Frozen):
     default_reaction: str
     default_intensity: str
     nothing_activated_behaviours: list[str] = Field(min_length=1)
+    recent_behaviours: int = Field(4, ge=1, le=10, description="How many of the latest behaviours the step is shown")
+    same_behaviour_run: int = Field(
+        0, ge=0, description="Tell the step to avoid a behaviour that would make this many in a row (0: no such rule)")
+    neutral_or_low: bool = Field(
+        False, description="Also lean to the nothing-activated behaviours at any neutral or low-intensity reaction")
 
 
 class ItemType(_Frozen):
@@ -184,12 +190,26 @@ class Lexicon(_Frozen):
     synonyms: dict[str, str] = Field(default_factory=dict)
 
 
-def _load(name: str, model: type[BaseModel]):
-    path = resources.files("mindsim").joinpath(DATA_DIR, name)
+def _load(name: str, model: type[BaseModel], preset: str | None = None):
+    """`name` from `mindsim/data/patientact/`, or the file a preset puts in its place (its `data` key is the
+    file's stem: `trust`, `step_rules`)."""
+    from mindsim.presets import data_file
+
+    swapped = data_file(preset, name.removesuffix(".yaml"))
+    where = f"mindsim/data/presets/{swapped}" if swapped else f"mindsim/{DATA_DIR}/{name}"
+    path = resources.files("mindsim").joinpath(*where.split("/")[1:])
     try:
         return model.model_validate(yamlio.safe_load(path.read_text(encoding="utf-8")))
     except Exception as exc:
-        raise ConfigError(f"mindsim/{DATA_DIR}/{name} is invalid: {exc}") from exc
+        raise ConfigError(f"{where} is invalid: {exc}") from exc
+
+
+def preset_of(config: Any) -> str | None:
+    """The preset the PatientAct engine runs under in a recipe's simulation settings (None: ours)."""
+    from mindsim.patientact import NAME
+
+    name = config.preset_for(NAME) if config is not None else None
+    return None if name in (None, "ours") else name
 
 
 @lru_cache(maxsize=1)
@@ -197,18 +217,18 @@ def taxonomy() -> Taxonomy:
     return _load("taxonomy.yaml", Taxonomy)
 
 
-@lru_cache(maxsize=1)
-def trust_rules() -> TrustRules:
-    rules = _load("trust.yaml", TrustRules)
+@lru_cache(maxsize=4)
+def trust_rules(preset: str | None = None) -> TrustRules:
+    rules = _load("trust.yaml", TrustRules, preset)
     prior = attachment_prior()
     if set(rules.attachment) != set(prior.weights):
-        raise ConfigError(f"mindsim/{DATA_DIR}/trust.yaml: attachment rules must cover {sorted(prior.weights)}")
+        raise ConfigError(f"trust.yaml ({preset or 'ours'}): attachment rules must cover {sorted(prior.weights)}")
     return rules
 
 
-@lru_cache(maxsize=1)
-def step_rules() -> StepRules:
-    rules = _load("step_rules.yaml", StepRules)
+@lru_cache(maxsize=4)
+def step_rules(preset: str | None = None) -> StepRules:
+    rules = _load("step_rules.yaml", StepRules, preset)
     tax = taxonomy()
     behaviours, reactions = set(tax.ids("behaviours")), set(tax.ids("reactions"))
     bad = (set(rules.therapeutic_behaviours) | set(rules.nothing_activated_behaviours)) - behaviours

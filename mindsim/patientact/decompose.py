@@ -37,10 +37,12 @@ from mindcore.layout import RunLayout
 from mindcore.prompts import render, template_hash
 from mindsim.patientact.data import attachment_prior, item_types, theme_map, trust_rules
 from mindsim.patientact.seed import PsychSeed, psych_seed
-from profilegen.psych import PSYCH_TEMPLATE, PsychFormulation, formulate_psych
+from profilegen.psych import PSYCH_TEMPLATE, PsychFormulation, formulate_psych, psych_messages
 from profilegen.schemas import Profile
 
 DECOMPOSE_TEMPLATE = "patientact/decompose.jinja2"
+SCREEN_TEMPLATE = "patientact/psych_screen.jinja2"
+REVISE_TEMPLATE = "patientact/psych_revise.jinja2"
 
 
 class _Row(BaseModel):
@@ -51,6 +53,10 @@ class StaticLayer(_Row):
     """What the patient always knows and would naturally present (the fields of the paper's client prompt)."""
 
     demographics: str = Field(min_length=1, description="Age, gender, work and home situation")
+    # The paper's client prompt opens with the client's name and cultural background (Fig. 9); our profiles carry
+    # them in the persona paragraph and record. None in decompositions made before they were added.
+    persona: str | None = Field(None, description="The persona paragraph (who they are, by name where it gives one)")
+    cultural_background: str | None = Field(None, description="Cultural background, from the persona record")
     current_concern: str = Field(min_length=1, description="Reason for attending: the presenting problem")
     precipitating: str = Field(min_length=1, description="What triggered it: the recent event and when")
     protective: list[str] = Field(default_factory=list, description="Strengths and supports")
@@ -113,7 +119,8 @@ def static_layer(profile: Profile, formulation: PsychFormulation | None) -> Stat
                     f"{d.relationship.replace('_', ' ')}, {d.living_situation.replace('_', ' ')}")
     tp = formulation.therapist_pattern if formulation is not None else None
     return StaticLayer(
-        demographics=demographics, current_concern=f.presenting.summary,
+        demographics=demographics, persona=p.persona.strip() or None,
+        cultural_background=p.cultural_background.strip() or None, current_concern=f.presenting.summary,
         precipitating=f"{f.precipitating.when}: {f.precipitating.what_changed}",
         protective=[x.detail for x in f.protective],
         coping=list(formulation.coping_patterns) if formulation is not None else [],
@@ -227,6 +234,23 @@ def make_item(item_id: str, piece: Piece, draft: DraftItem) -> MemoryItem:
                       discomfort=types.discomfort_categories[draft.category])
 
 
+Issue = Annotated[str, Field(min_length=3, max_length=160)]
+
+
+class FormulationScreen(_Row):
+    """The screen's verdict on a psychological formulation (PatientAct Fig. 6, the criteria that concern it)."""
+
+    passed: bool = Field(description="True when every listed criterion holds")
+    issues: list[Issue] = Field(default_factory=list, max_length=5, description="Each real problem, one sentence, what to change")
+
+
+class ScreenRecord(_Row):
+    """What the screen said and whether the formulation was revised (the revision is not screened again)."""
+
+    first: FormulationScreen
+    revised: bool = False
+
+
 class Decomposition(_Row):
     """A patient's decomposition for one run seed: checkpointed once and shared by every counsellor."""
 
@@ -236,6 +260,7 @@ class Decomposition(_Row):
     formulation: PsychFormulation | None = Field(
         None, description="The psychological formulation the decomposition was made from (None when switched off)"
     )
+    formulation_screen: ScreenRecord | None = Field(None, description="The formulation's screen (None when not screened)")
     static: StaticLayer = Field(description="The always-present layer")
     items: list[MemoryItem] = Field(description="The dynamic layer: one item per profile piece")
     engine: dict[str, Any] = Field(default_factory=dict, description="The decomposer's engine, model and sampling")
@@ -268,13 +293,35 @@ def decompose_messages(profile: Profile, psych: PsychSeed, pieces: list[Piece],
     )}]
 
 
+async def screen_formulation(client: Any, profile: Profile, psych: PsychSeed, formulation: PsychFormulation, *,
+                             max_tokens: int | None = None, max_attempts: int | None = None,
+                             formulation_max_tokens: int | None = None) -> tuple[PsychFormulation, ScreenRecord]:
+    """Screen the formulation (PatientAct Fig. 6); when it fails, ask once for a revision that names the issues
+    and keep that one (ours: one revision, as the profile screen's bounded loop)."""
+    texts = dict(attachment=psych.attachment, attachment_text=attachment_prior().descriptions[psych.attachment],
+                 theme=psych.theme, theme_text=theme_map().themes[psych.theme])
+    ask = [{"role": "user", "content": render(SCREEN_TEMPLATE, writer_brief=profile.writer_brief,
+                                              formulation=formulation, **texts)}]
+    sampling = {"max_tokens": max_tokens} if max_tokens else {}
+    verdict = await client.structured(ask, FormulationScreen, max_attempts=max_attempts, **sampling)
+    if verdict.passed or not verdict.issues:
+        return formulation, ScreenRecord(first=verdict)
+    again = [*psych_messages(profile, **texts), {"role": "assistant", "content": formulation.model_dump_json()},
+             {"role": "user", "content": render(REVISE_TEMPLATE, issues=verdict.issues)}]
+    sampling = {"max_tokens": formulation_max_tokens} if formulation_max_tokens else {}
+    revised = await client.structured(again, PsychFormulation, max_attempts=max_attempts, **sampling)
+    return revised, ScreenRecord(first=verdict, revised=True)
+
+
 async def decompose(client: Any, profile: Profile, seed: int, *, max_tokens: int | None = None,
                     max_attempts: int | None = None, with_formulation: bool = True,
-                    formulation_max_tokens: int | None = None) -> Decomposition:
+                    formulation_max_tokens: int | None = None, screen: bool = False,
+                    screen_max_tokens: int | None = None) -> Decomposition:
     """The psychological seed, then (unless switched off) the psychological formulation (profilegen.psych),
-    then the decomposition of profile + formulation. Two structured calls, or one."""
+    screened and revised once when `screen` is on, then the decomposition of profile + formulation."""
     psych = psych_seed(profile, seed)
     formulation = None
+    screened = None
     prompts = {DECOMPOSE_TEMPLATE: template_hash(DECOMPOSE_TEMPLATE)}
     if with_formulation:
         formulation = await formulate_psych(
@@ -282,13 +329,18 @@ async def decompose(client: Any, profile: Profile, seed: int, *, max_tokens: int
             theme_map().themes[psych.theme], max_tokens=formulation_max_tokens, max_attempts=max_attempts,
         )
         prompts[PSYCH_TEMPLATE] = template_hash(PSYCH_TEMPLATE)
+        if screen:
+            formulation, screened = await screen_formulation(
+                client, profile, psych, formulation, max_tokens=screen_max_tokens, max_attempts=max_attempts,
+                formulation_max_tokens=formulation_max_tokens)
+            prompts.update({t: template_hash(t) for t in (SCREEN_TEMPLATE, REVISE_TEMPLATE)})
     pieces = profile_pieces(profile, formulation)
     sampling = {"max_tokens": max_tokens} if max_tokens else {}
     draft = await client.structured(decompose_messages(profile, psych, pieces, formulation), draft_model(len(pieces)),
                                     max_attempts=max_attempts, **sampling)
     items = [make_item(f"m{i + 1}", piece, d) for i, (piece, d) in enumerate(zip(pieces, draft.items))]
     return Decomposition(
-        patient_id=profile.profile_id, seed=seed, psych=psych, formulation=formulation,
+        patient_id=profile.profile_id, seed=seed, psych=psych, formulation=formulation, formulation_screen=screened,
         static=static_layer(profile, formulation), items=items, engine=client.describe(), prompt=prompts,
     )
 

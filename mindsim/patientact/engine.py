@@ -25,7 +25,7 @@ from mindsim.patient_engines.base import PatientEngine, TalkStart
 
 # `simulation.patientact` keys the decomposition reads (`session.decompose_settings`).
 PREPARATION_SETTINGS = frozenset({"psych_formulation", "formulation_max_tokens", "decomposition_max_tokens",
-                                  "step_attempts"})
+                                  "step_attempts", "psych_screen", "psych_screen_max_tokens"})
 # Appended to the card's description of the sessions config when the run holds PatientAct sessions.
 SESSIONS_NOTE = (
     "; `patient_engine` names the engine that played the patient, and PatientAct sessions carry its state "
@@ -75,12 +75,13 @@ class PatientActEngine(PatientEngine):
                 FULL_PROFILE_TEMPLATE]
 
     def carry(self, plan: Any, previous: Any, config: Any) -> float:
+        from mindsim.patientact.data import preset_of
         from mindsim.patientact.trust import session_start
 
         carried = previous.patientact.trust_end if previous is not None and previous.patientact is not None else None
         pa = config.patientact
         return session_start(plan, previous.schedule if previous else None, carried, pa.trust_drift_per_day,
-                             concealment_offset=pa.concealment_offset, carry=pa.carry_trust)
+                             concealment_offset=pa.concealment_offset, carry=pa.carry_trust, preset=preset_of(config))
 
     def preparation_store(self, out: Any) -> Any:
         from mindsim.patientact.decompose import DecompositionStore

@@ -9,6 +9,12 @@ anything was activated, whether a trigger fired, what is blocked, whether trust 
 how many therapeutic behaviours ran in a row, so the step is told which rules hold now rather than asked to
 work it out. The trust step names a criterion (Fig. 14) and a change; `trust.update` decides.
 
+Under the `patientact-reference` preset (the authors' public code; docs/patientact.md) the same turn runs with
+their settings: the steps see the whole conversation (`step_context`), the matcher only the counsellor's
+message (`matcher_context`), the trust step picks one of five directions applied as named (`trust_update:
+direction`) from the exchange before the reply (`trust_sees_reply`), and the step rules and trust data are the
+preset's files (`preset_of`, `data.step_rules(preset)`, `data.trust_rules(preset)`).
+
 The reply comes from the `patient` role with a system prompt fixed for the session; the structured steps go to
 the appraiser role (its own system prompt, also fixed for the session) with the turn's context as the user
 message, so both prefixes stay cacheable. Each step is re-asked by RoleClient when its answer does not fit the
@@ -25,11 +31,11 @@ from pydantic import BaseModel, ConfigDict, Field, create_model
 from mindcore.errors import StructuredOutputError
 from mindcore.prompts import render
 from mindsim.config import SimulationConfig
-from mindsim.patientact.data import item_types, step_rules, taxonomy, trust_rules
+from mindsim.patientact.data import item_types, preset_of, step_rules, taxonomy, trust_rules
 from mindsim.patientact.decompose import Decomposition, MemoryItem
 from mindsim.patientact.matcher import match
 from mindsim.patientact.retrieval import Gate, relevant, split
-from mindsim.patientact.trust import update
+from mindsim.patientact.trust import apply_change, update
 from mindsim.patient import Speech, TokenCount, speech_reply
 from mindsim.prompting import RejectedMessage, TurnFailed
 from mindsim.records import PatientActTurn, PatientTurn, StepReasons
@@ -49,8 +55,14 @@ def _choice(name: str, fields: dict[str, tuple[list[str], str]], extra: dict[str
     return create_model(name, __config__=ConfigDict(extra="forbid"), **spec)
 
 
-def step_models() -> dict[str, type[BaseModel]]:
-    tax, rules = taxonomy(), trust_rules()
+def step_models(preset: str | None = None, trust_update: str = "criterion") -> dict[str, type[BaseModel]]:
+    """The four steps' answer schemas. Under `trust_update: direction` (the authors' code) the trust step names
+    only the change, one of five directions; under `criterion` (ours) it names the criterion first."""
+    tax, rules = taxonomy(), trust_rules(preset)
+    trust_fields = {"change": (list(rules.changes), "How this exchange moved trust")}
+    if trust_update == "criterion":
+        trust_fields = {"criterion": (rules.criterion_ids, "The one listed description that fits the counsellor's last message"),
+                        **trust_fields}
     return {
         "reaction": _choice("Reaction", {
             "reaction": (tax.ids("reactions"), "What the client feels at the counsellor's message"),
@@ -61,16 +73,13 @@ def step_models() -> dict[str, type[BaseModel]]:
             {"end_conversation": (bool, Field(description="True only if the client leaves after this message"))},
         ),
         "resistance": _choice("Resistance", {"pattern": (tax.ids("resistance_patterns"), "The form resistance takes")}),
-        "trust": _choice("TrustChange", {
-            "criterion": (rules.criterion_ids, "The one listed description that fits the counsellor's last message"),
-            "change": (list(rules.changes), "How this exchange moved trust"),
-        }),
+        "trust": _choice("TrustChange", trust_fields),
     }
 
 
-def trailing_therapeutic(behaviours: list[str]) -> int:
+def trailing_therapeutic(behaviours: list[str], preset: str | None = None) -> int:
     """How many of the latest behaviours, counted back from the last, are therapeutic without a break."""
-    therapeutic = set(step_rules().therapeutic_behaviours)
+    therapeutic = set(step_rules(preset).therapeutic_behaviours)
     n = 0
     for b in reversed(behaviours):
         if b not in therapeutic:
@@ -79,10 +88,20 @@ def trailing_therapeutic(behaviours: list[str]) -> int:
     return n
 
 
+def same_run(behaviours: list[str]) -> int:
+    """How many of the latest behaviours are the same behaviour, counted back from the last."""
+    n = 0
+    for b in reversed(behaviours):
+        if b != behaviours[-1]:
+            break
+        n += 1
+    return n
+
+
 def conditions(*, activated: bool, blocked: bool, trigger: bool, trust: float, reaction: str | None = None,
-               intensity: str | None = None, behaviours: list[str] = ()) -> list[str]:
+               intensity: str | None = None, behaviours: list[str] = (), preset: str | None = None) -> list[str]:
     """The ids of the step rules that hold (step_rules.yaml; the template words each one)."""
-    r = step_rules()
+    r = step_rules(preset)
     held = []
     if not activated and not blocked:
         held.append("nothing_activated")
@@ -97,8 +116,12 @@ def conditions(*, activated: bool, blocked: bool, trigger: bool, trust: float, r
             held.append("high_intensity_low_trust")
         if reaction in r.positive_reactions and intensity == r.moderate_intensity:
             held.append("positive_moderate")
-        if trailing_therapeutic(list(behaviours)) >= r.pullback_after:
+        if trailing_therapeutic(list(behaviours), preset) >= r.pullback_after:
             held.append("pullback")
+        if r.neutral_or_low and (reaction in r.neutral_reactions or intensity == r.default_intensity):
+            held.append("neutral_or_low")
+        if r.same_behaviour_run and behaviours and same_run(list(behaviours)) >= r.same_behaviour_run - 1:
+            held.append("same_run")
     return held
 
 
@@ -121,7 +144,8 @@ class PatientActPatient:
     exchange: list[tuple[str, str]] = field(default_factory=list)
 
     def __post_init__(self) -> None:
-        self.models = step_models()
+        self.preset = preset_of(self.config)
+        self.models = step_models(self.preset, self.config.patientact.trust_update)
 
     @property
     def items(self) -> list[MemoryItem]:
@@ -146,7 +170,9 @@ class PatientActPatient:
             return Gate()
         items = self.items
         if pa.retrieval == "llm":
-            ids, why["matcher"] = await match(self.matcher or self.appraiser, items, self._recent(), counsellor_text,
+            # The authors' matcher reads the counsellor's latest message alone (`matcher_context: message`).
+            recent = self._recent() if pa.matcher_context == "recent" else []
+            ids, why["matcher"] = await match(self.matcher or self.appraiser, items, recent, counsellor_text,
                                               max_tokens=pa.matcher_max_tokens, max_attempts=pa.step_attempts)
         else:
             ids = relevant(items, counsellor_text)
@@ -166,9 +192,11 @@ class PatientActPatient:
             why["reaction"] = reaction.why
             ctx.update(reaction=reaction.reaction, intensity=reaction.intensity)
             held = conditions(**self._flags(g), trust=self.trust, reaction=reaction.reaction,
-                              intensity=reaction.intensity, behaviours=self.recent_behaviours)
-            behaviour = await self._step("behaviour", ctx, rules=held, recent_behaviours=self.recent_behaviours[-4:],
-                                         streak=trailing_therapeutic(self.recent_behaviours))
+                              intensity=reaction.intensity, behaviours=self.recent_behaviours, preset=self.preset)
+            shown = step_rules(self.preset).recent_behaviours
+            behaviour = await self._step("behaviour", ctx, rules=held, recent_behaviours=self.recent_behaviours[-shown:],
+                                         streak=trailing_therapeutic(self.recent_behaviours, self.preset),
+                                         last_behaviour=self.recent_behaviours[-1] if self.recent_behaviours else None)
             why["behaviour"] = behaviour.why
             end = behaviour.end_conversation and pa.allow_end
             self.recent_behaviours.append(behaviour.behaviour)
@@ -181,14 +209,19 @@ class PatientActPatient:
         said = await self._message()
         message = said.text
         self.exchange += [("Counsellor", counsellor_text), ("Client", message)]
-        change = await self._step("trust", {**ctx, "reply": message})
+        # The authors' trust step reads the conversation as it stood before the reply (`trust_sees_reply` off).
+        change = await self._step("trust", {**ctx, "reply": message if pa.trust_sees_reply else None})
         why["trust"] = change.why
-        self.trust, move = update(self.trust, change.criterion, change.change, self.decomposition.psych.attachment,
-                                  self.moves)
+        criterion = getattr(change, "criterion", None)
+        if pa.trust_update == "direction":
+            self.trust, move = apply_change(self.trust, change.change, self.decomposition.psych.attachment, self.preset)
+        else:
+            self.trust, move = update(self.trust, criterion, change.change, self.decomposition.psych.attachment,
+                                      self.moves, self.preset)
         self.moves.append(move)
         state = PatientActTurn(
             trust_before=trust_before, trust_after=self.trust, trust_change=change.change,
-            trust_criterion=change.criterion, rules=held,
+            trust_criterion=criterion, rules=held,
             reaction=reaction.reaction if reaction else None, intensity=reaction.intensity if reaction else None,
             behaviour=behaviour.behaviour if behaviour else None, resistance_pattern=pattern.pattern if pattern else None,
             relevant=g.relevant, retrieved=g.retrieved, blocked=g.blocked, withheld=g.withheld, signal=signal,
@@ -201,7 +234,9 @@ class PatientActPatient:
 
     # -- steps ------------------------------------------------------------------------------------------
     def _recent(self) -> list[tuple[str, str]]:
-        return self.exchange[-self.config.patientact.context_turns * 2:]
+        """The exchanges the steps see: the last `context_turns` (ours) or the whole conversation so far."""
+        pa = self.config.patientact
+        return list(self.exchange) if pa.step_context == "whole" else self.exchange[-pa.context_turns * 2:]
 
     def _flags(self, g: Gate) -> dict[str, bool]:
         return {"activated": bool(g.retrieved), "blocked": bool(g.blocked),
@@ -211,22 +246,23 @@ class PatientActPatient:
         s = self.decomposition.static
         return {
             "recent": self._recent(), "counsellor": counsellor_text, "trust": f"{self.trust:.2f}",
-            "trust_text": trust_rules().level_text(self.trust),
+            "trust_text": trust_rules(self.preset).level_text(self.trust),
             "activated": [(self.item(i).type, self.item(i).content) for i in g.retrieved],
             "blocked": [self.item(i).topic for i in g.blocked],
-            "held": conditions(**self._flags(g), trust=self.trust),
+            "held": conditions(**self._flags(g), trust=self.trust, preset=self.preset),
             "expects": s.therapist_expects, "rules": [], "streak": 0,
             "reaction": None, "intensity": None, "behaviour": None, "reply": None,
         }
 
     async def _step(self, step: str, ctx: dict[str, Any], **extra: Any) -> Any:
-        tax, trules, srules = taxonomy(), trust_rules(), step_rules()
+        tax, trules, srules = taxonomy(), trust_rules(self.preset), step_rules(self.preset)
         options = {
             "reaction": tax.ids("reactions"), "behaviour": tax.ids("behaviours"),
             "resistance": tax.ids("resistance_patterns"), "trust": list(trules.changes),
         }[step]
         values = {**ctx, **extra, "step": step, "options": options, "srules": srules, "criteria": trules.criteria,
-                  "default_criterion": trules.default_criterion}
+                  "default_criterion": trules.default_criterion,
+                  "by_direction": self.config.patientact.trust_update == "direction"}
         values.setdefault("recent_behaviours", [])
         messages = [
             {"role": "system", "content": self.appraiser_system},
@@ -251,7 +287,7 @@ class PatientActPatient:
             reaction=r, intensity=reaction.intensity if reaction else "", behaviour=b, pattern=p,
             activated=[(self.item(i).type, self.item(i).content) for i in g.retrieved],
             blocked=[self.item(i).topic for i in g.blocked],
-            trust_text=trust_rules().level_text(self.trust),
+            trust_text=trust_rules(self.preset).level_text(self.trust),
         )
 
     async def _message(self) -> Speech:

@@ -26,11 +26,11 @@ from mindcore.budget import PromptSize, fill_text, largest_instance, messages_to
 RECENT_BEHAVIOURS = 4
 # Every rule id the step template words (participant.conditions); all held at once, for the longest prompt.
 ALL_RULES = ["nothing_activated", "trigger", "blocked", "nothing_activated_neutral", "high_intensity_low_trust",
-             "positive_moderate", "pullback"]
+             "positive_moderate", "pullback", "neutral_or_low", "same_run"]
 
 
 def _worst(inp: Any, sz: Any) -> dict[str, Any]:
-    from mindsim.patientact.data import attachment_prior, item_types, taxonomy, theme_map, trust_rules
+    from mindsim.patientact.data import attachment_prior, item_types, preset_of, taxonomy, theme_map, trust_rules
     from mindsim.patientact.decompose import Decomposition, MemoryItem, profile_pieces, static_layer
     from mindsim.patientact.seed import PsychSeed
     from mindsim.stage_sizes import message_bound, session_fixtures, simulation
@@ -58,7 +58,7 @@ def _worst(inp: Any, sz: Any) -> dict[str, Any]:
     psych = PsychSeed(attachment=longest(attachment_prior().descriptions), theme=longest(theme_map().themes),
                       cluster=profile.formulation.core_belief.cluster)
     pieces = profile_pieces(profile, formulation)
-    types, rules = item_types(), trust_rules()
+    types, rules = item_types(), trust_rules(preset_of(s))
     category = max(types.discomfort_categories, key=len)
     items = [MemoryItem(id=f"m{i + 1}", type=p.type, source=p.source, content=p.content, topic=fill_text(40),
                         level=rules.maximum, tags=[fill_text(30)] * 5, category=category, discomfort=True)
@@ -66,7 +66,9 @@ def _worst(inp: Any, sz: Any) -> dict[str, Any]:
     decomposition = Decomposition(patient_id=profile.profile_id, seed=0, psych=psych, formulation=formulation,
                                   static=static_layer(profile, formulation), items=items)
     patient_msg, counsellor_msg = sz.text_of_tokens(message_bound(inp)), sz.text_of_tokens(inp.reply_bound()[0])
-    recent = [("Counsellor", counsellor_msg), ("Client", patient_msg)] * s.patientact.context_turns
+    # The whole conversation under `step_context: whole` (the authors' setting): every exchange the cap allows.
+    shown = s.turn_cap if s.patientact.step_context == "whole" else s.patientact.context_turns
+    recent = [("Counsellor", counsellor_msg), ("Client", patient_msg)] * shown
     tax = taxonomy()
     return {"profile": profile, "vocab": fx["vocab"], "psych": psych, "formulation": formulation, "pieces": pieces,
             "decomposition": decomposition, "config": s, "recent": recent, "counsellor": counsellor_msg,
@@ -93,7 +95,7 @@ def decomposer_prompt(inp: Any, sz: Any) -> PromptSize:
 
 def appraiser_prompt(inp: Any, sz: Any) -> PromptSize:
     from mindcore.prompts import render
-    from mindsim.patientact.data import step_rules
+    from mindsim.patientact.data import preset_of, step_rules
     from mindsim.patientact.participant import STEP_TEMPLATE
     from mindsim.patientact.session import appraiser_prompt as appraiser_system
 
@@ -106,7 +108,8 @@ def appraiser_prompt(inp: Any, sz: Any) -> PromptSize:
         "blocked": [i.topic for i in d.items], "held": ALL_RULES, "rules": ALL_RULES, "streak": 9,
         "expects": d.static.therapist_expects, "reaction": max(tax.ids("reactions"), key=len),
         "intensity": max(tax.intensities, key=len), "recent_behaviours": w["recent_behaviours"],
-        "srules": step_rules(), "criteria": rules.criteria, "default_criterion": rules.default_criterion,
+        "srules": step_rules(preset_of(w["config"])), "criteria": rules.criteria,
+        "default_criterion": rules.default_criterion, "by_direction": False, "last_behaviour": "resistance",
     }
     options = {"reaction": tax.ids("reactions"), "behaviour": tax.ids("behaviours"),
                "resistance": tax.ids("resistance_patterns"), "trust": list(rules.changes)}
@@ -128,7 +131,8 @@ def matcher_prompt(inp: Any, sz: Any) -> PromptSize:
     items = [i.model_copy(update={"tags": [f"{n}{i.id}{t}"[:30] for n, t in enumerate(i.tags)]})
              for i in w["decomposition"].items]
     tags = all_tags(items)
-    n = messages_tokens(matcher_messages(w["recent"], w["counsellor"], tags), sz)
+    recent = w["recent"] if w["config"].patientact.matcher_context == "recent" else []
+    n = messages_tokens(matcher_messages(recent, w["counsellor"], tags), sz)
     return PromptSize("patient_matcher", n, {f"{len(tags)} tags and the recent conversation": n})
 
 

@@ -21,7 +21,7 @@ from mindcore.prompts import render
 from mindsim.agenda import Agenda
 from mindsim.config import SimulationConfig
 from mindsim.memory import format_log
-from mindsim.patientact.data import attachment_prior, taxonomy, theme_map, trust_rules
+from mindsim.patientact.data import attachment_prior, preset_of, taxonomy, theme_map, trust_rules
 from mindsim.patientact.decompose import Decomposition
 from mindsim.patientact.matcher import MATCHER_TEMPLATE
 from mindsim.patientact.participant import SIGNAL_TEMPLATE, STEP_TEMPLATE, PatientActPatient, session_items
@@ -59,14 +59,14 @@ def patient_prompt(profile: Profile, plan: SessionPlan, scenario: Any, agenda: A
         PA_PATIENT_TEMPLATE,
         style_rule=reg.rule, style_examples=reg.examples, static=decomposition.static,
         full_profile=None if config.patientact.dynamic_memory else full_profile(profile, decomposition),
-        counsellor_opens=config.opening == "counsellor", knob_lines=knob_lines, time_context=plan.time_context, situation=scenario, agenda_goal=scenario.goal,
+        counsellor_opens=config.opening == "counsellor", frame=config.patientact.frame, knob_lines=knob_lines, time_context=plan.time_context, situation=scenario, agenda_goal=scenario.goal,
         agenda_checkpoints=[i.text for i in agenda.items], memory_text=format_log(memory),
     )
 
 
 def appraiser_prompt(profile: Profile, vocab: Vocabulary, decomposition: Decomposition, config: SimulationConfig) -> str:
     tax = taxonomy()
-    rules = trust_rules()
+    rules = trust_rules(preset_of(config))
     psych = decomposition.psych
     coping = list(decomposition.static.coping) or [p.label.replace("_", " ") for p in profile.formulation.perpetuating]
     return render(
@@ -102,4 +102,5 @@ def decompose_settings(config: SimulationConfig) -> dict[str, Any]:
     """The recipe's settings for `decompose` / `decomposition_record`."""
     pa = config.patientact
     return {"max_tokens": pa.decomposition_max_tokens, "max_attempts": pa.step_attempts,
-            "with_formulation": pa.psych_formulation, "formulation_max_tokens": pa.formulation_max_tokens}
+            "with_formulation": pa.psych_formulation, "formulation_max_tokens": pa.formulation_max_tokens,
+            "screen": pa.psych_screen, "screen_max_tokens": pa.psych_screen_max_tokens}

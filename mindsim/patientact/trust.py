@@ -23,14 +23,15 @@ from mindsim.schedule import SessionPlan
 GRID = 0.25
 
 
-def snap(value: float) -> float:
-    r = trust_rules()
+def snap(value: float, preset: str | None = None) -> float:
+    r = trust_rules(preset)
     return min(r.maximum, max(r.minimum, round(value / GRID) * GRID))
 
 
-def apply_change(trust: float, change: str, attachment: str) -> tuple[float, float]:
-    """(new trust, the move actually made) for a named change, capped by attachment and bounded."""
-    r = trust_rules()
+def apply_change(trust: float, change: str, attachment: str, preset: str | None = None) -> tuple[float, float]:
+    """(new trust, the move actually made) for a named change, capped by attachment and bounded (the authors'
+    update, `trust_update: direction`: their data has no caps, so the change is applied as named)."""
+    r = trust_rules(preset)
     if change not in r.changes:
         raise ValueError(f"unknown trust change '{change}' (known: {', '.join(r.changes)})")
     rule = r.attachment[attachment]
@@ -39,10 +40,11 @@ def apply_change(trust: float, change: str, attachment: str) -> tuple[float, flo
     return new, round(new - trust, 2)
 
 
-def update(trust: float, criterion: str, change: str, attachment: str, previous_moves: list[float] = ()) -> tuple[float, float]:
+def update(trust: float, criterion: str, change: str, attachment: str, previous_moves: list[float] = (),
+           preset: str | None = None) -> tuple[float, float]:
     """(new trust, the move made) after one exchange judged as `criterion` with the named `change`;
     `previous_moves` are this session's earlier moves, oldest first (the disorganized reversal reads them)."""
-    r = trust_rules()
+    r = trust_rules(preset)
     if change not in r.changes:
         raise ValueError(f"unknown trust change '{change}' (known: {', '.join(r.changes)})")
     if criterion not in r.criterion_ids:
@@ -66,20 +68,20 @@ def update(trust: float, criterion: str, change: str, attachment: str, previous_
     return new, round(new - trust, 2)
 
 
-def baseline(plan: SessionPlan, concealment_offset: bool = True) -> float:
-    r = trust_rules()
-    return snap(r.start + (r.concealment_offset.get(plan.concealment, 0.0) if concealment_offset else 0.0))
+def baseline(plan: SessionPlan, concealment_offset: bool = True, preset: str | None = None) -> float:
+    r = trust_rules(preset)
+    return snap(r.start + (r.concealment_offset.get(plan.concealment, 0.0) if concealment_offset else 0.0), preset)
 
 
 def session_start(plan: SessionPlan, previous: SessionPlan | None, carried: float | None, drift_per_day: float,
-                  *, concealment_offset: bool = True, carry: bool = True) -> float:
+                  *, concealment_offset: bool = True, carry: bool = True, preset: str | None = None) -> float:
     """Starting trust of the session `plan`; `carried` is the previous session's final trust. With
     `concealment_offset` off every baseline is the scale's start (2.5); with `carry` off every session
     starts at its baseline (the paper's single-session setting)."""
-    base = baseline(plan, concealment_offset)
+    base = baseline(plan, concealment_offset, preset)
     if previous is None or carried is None or not carry:
         return base
-    r = trust_rules()
+    r = trust_rules(preset)
     off = (lambda p: r.concealment_offset.get(p.concealment, 0.0)) if concealment_offset else (lambda p: 0.0)
     shifted = carried + off(plan) - off(previous)
     pull = drift_per_day * (plan.gap_hours or 0.0) / 24.0
@@ -87,4 +89,4 @@ def session_start(plan: SessionPlan, previous: SessionPlan | None, carried: floa
         shifted = max(base, shifted - pull)
     else:
         shifted = min(base, shifted + pull)
-    return snap(shifted)
+    return snap(shifted, preset)

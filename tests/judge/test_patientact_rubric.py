@@ -301,13 +301,19 @@ def test_run_writes_rows_report_and_resumes(tmp_path):
     assert human["spearman_judge_vs_mean_human"]["coherence"]["rho"] == pytest.approx(1.0)
     assert 0 < human["krippendorff_alpha"]["coherence"] < 1  # r2 is always one point above r1
     # The paper's marks: best against second best, on the judge's and on the humans' scores.
-    marks = rep["best_vs_second"]["coherence"]
+    # The paper's marks, per comparison set: Table 2's simulators and Table 4's ablation arms, never pooled.
+    assert {n: c["systems"] for n, c in rep["comparisons"].items()} == {
+        "simulators": ["patientact", "mindsim"], "ablation": ["patientact", "patientact-no_pipeline"]}
+    marks = rep["comparisons"]["ablation"]["best_vs_second"]["coherence"]
     assert (marks["best"], marks["second"], marks["n_best"], marks["n_second"]) == ("patientact", "patientact-no_pipeline", 3, 1)
+    assert rep["comparisons"]["simulators"]["best_vs_second"]["coherence"]["second"] == "mindsim"
+    assert rep["best_vs_second"] == rep["comparisons"]["simulators"]["best_vs_second"]
     assert human["means"]["patientact"]["coherence"] == 4.5 and human["means"]["mindsim"]["coherence"] == 2.5
-    assert human["best_vs_second"]["coherence"]["best"] == "patientact"
+    assert human["comparisons"]["ablation"]["coherence"]["best"] == "patientact"
     md = (folder / "report.md").read_text()
     assert "| mindsim | 4 | 1 | 2.00 | 2.50 |" in md and "Failed judgments (1)" in md
     assert "Best vs second best (judge scores)" in md and "Best vs second best (human scores)" in md
+    assert "## Comparison `simulators`: patientact, mindsim" in md and "## Comparison `ablation`" in md
     _, again = _run(tmp_path, pa_judge, items, human=ratings)
     # answered sessions come from the cache; only the failed one is asked again
     assert {r.messages[0]["content"].count("of bad1") > 0 for r in again.requests} == {True}
@@ -377,9 +383,29 @@ def test_best_vs_second_marks_the_best_system_only_when_significant():
     out = best_vs_second(scores)
     assert (out["coherence"]["best"], out["coherence"]["second"], out["coherence"]["significant"]) == ("a", "b", True)
     assert (out["realism"]["best"], out["realism"]["second"], out["realism"]["significant"]) == ("b", "a", False)
+    # An explicit set compares only its members: without a, b is the best and c the second.
+    bc = best_vs_second(scores, systems=["b", "c"])
+    assert (bc["coherence"]["best"], bc["coherence"]["second"], bc["coherence"]["significant"]) == ("b", "c", True)
+    with pytest.raises(InputError, match="no scores for z"):
+        best_vs_second(scores, systems=["a", "z"])
     rows = [_row(s, {"coherence": v}, item=f"{s}{i}") for s, per in scores.items() for i, v in enumerate(per["coherence"])]
-    md = report_md(build_report(rows))
-    assert "| a | 6 | 0 | 4.83 * |" in md and "| b | 6 | 0 | 2.33 |" in md and "Is " not in md
+    md = report_md(build_report(rows))  # no patientact among the names: every system compared
+    assert "| a | 4.83 * |" in md and "| b | 2.33 |" in md and "Is " not in md
+    md = report_md(build_report(rows, comparisons={"table": ["b", "c"]}))
+    assert "## Comparison `table`: b, c" in md and "| b | 2.33 * |" in md and "| a | 4.83" not in md.split("## Comparison")[1]
+
+
+def test_the_paper_s_two_comparison_sets_are_drawn_from_the_system_names():
+    from judge.patientact import comparison_sets
+
+    names = ["patientact", "patientact:no_tg", "patientact:no_dm", "patient_psi", "mindsim"]
+    assert comparison_sets(names) == {
+        "simulators": ["patientact", "mindsim", "patient_psi"],
+        "ablation": ["patientact", "patientact:no_dm", "patientact:no_tg"]}
+    assert comparison_sets(["patientact/gpt", "patientact-no_trust_gating/gpt", "patientact/llama", "mindsim/llama"]) == {
+        "ablation/gpt": ["patientact/gpt", "patientact-no_trust_gating/gpt"],
+        "simulators/llama": ["patientact/llama", "mindsim/llama"]}
+    assert comparison_sets(["patientact"]) == {}
 
 
 def test_conversation_prompt_carries_the_red_flags():
@@ -411,3 +437,43 @@ def test_rows_group_by_the_profiles_main_presenting_problem(tmp_path):
     rep = build_report(rows)
     assert rep["means_by_group"]["low mood"]["patientact"]["coherence"] == 4
     assert "| worry | patientact | 2.00 |" in report_md(rep)
+
+
+def test_an_explicit_comparison_is_checked_before_judging_and_used_for_the_marks(tmp_path):
+    from judge.cli import _comparisons
+
+    items = load_items([write(tmp_path / "run", SESSIONS)])
+    with pytest.raises(InputError, match="systems the sessions do not have: patient_psi"):
+        _run(tmp_path, pa_judge, items, comparisons={"table2": ["patientact", "patient_psi"]})
+    summary, backend = _run(tmp_path, pa_judge, items, comparisons={"table4": ["patientact", "patientact-no_pipeline"]})
+    rep = json.loads((tmp_path / "out" / "patientact_judge" / "report.json").read_text())
+    assert list(rep["comparisons"]) == ["table4"] and rep["best_vs_second"]["coherence"]["second"] == "patientact-no_pipeline"
+    assert _comparisons(["t4=patientact, patientact:no_tg"]) == {"t4": ["patientact", "patientact:no_tg"]}
+    for bad in (["t4=patientact"], ["=a,b"], ["t=a,b", "t=c,d"]):
+        with pytest.raises(ConfigError, match="--compare"):
+            _comparisons(bad)
+
+
+def test_the_case_study_excerpts_one_patient_early_middle_and_late_for_each_compared_system(tmp_path):
+    from judge.patientact import ConversationItem
+    from judge.patientact_report import case_study
+
+    def item(system, pid, n):
+        turns = tuple(x for i in range(n) for x in (("Therapist", f"{system} q{i + 1}"), ("Client", f"{system} a{i + 1}")))
+        return ConversationItem(item_id=f"{system}-{pid}", session_id=f"{system}-{pid}", patient_id=pid,
+                                counsellor="c", session_index=0, source="s", system=system, transcript=turns)
+
+    items = [item("patientact", "p2", 10), item("patient_psi", "p2", 5), item("patientact", "p1", 10)]
+    out = case_study(items, ["patientact", "patient_psi"])
+    assert out["patient_id"] == "p2"  # p1 has no patient_psi session
+    pa = out["systems"]["patientact"]["excerpts"]
+    assert [pa[m]["turn"] for m in ("early", "middle", "late")] == [2, 5, 10]
+    assert pa["middle"] == {"turn": 5, "counsellor": "patientact q5", "client": "patientact a5"}
+    assert out["systems"]["patient_psi"]["excerpts"]["late"]["client"] == "patient_psi a5"
+    assert "error" in case_study(items, ["patientact", "mindsim"])
+    # A run writes it into the report.
+    items = load_items([write(tmp_path / "run", SESSIONS)])
+    _run(tmp_path, pa_judge, items)
+    rep = json.loads((tmp_path / "out" / "patientact_judge" / "report.json").read_text())
+    assert set(rep["case_study"]["systems"]) == set(rep["comparisons"]["simulators"]["systems"])
+    assert "## Case study (Table 5)" in (tmp_path / "out" / "patientact_judge" / "report.md").read_text()

@@ -485,6 +485,14 @@ def test_reproduction_recipe_and_its_counsellor_prompt():
         assert roles[role]["temperature"] == 0.7, role
     judge, backbone = r.engines[roles["judge"]["engine"]].model_dump(), r.engines[roles["patient"]["engine"]].model_dump()
     assert judge["model"] != backbone["model"]
+    # §4.1-4.2: profiles (formulation and dynamic memory included) on GPT-5.4, the simulation on GPT-4o; the
+    # authors' code's behaviour through the preset.
+    assert backbone["model"] == "gpt-4o" and judge["model"] == "gpt-5.4"
+    for role in ("profile_writer", "screener", "profile_decomposer"):
+        assert r.engines[roles[role]["engine"]].model_dump()["model"] == "gpt-5.4", role
+    assert s.preset == "patientact-reference" and pa.trust_update == "direction" and pa.frame == "session"
+    text = (Path(__file__).resolve().parents[2] / "recipes" / "patientact_paper.yaml").read_text()
+    assert "mindsim patientact profile-eval" in text and "judge profile-eval" not in text
     rec, _, _ = run(PAResponder(end_after=1), counsellor_template=s.counsellor_template, allow_end=False,
                     opening="counsellor")
     prompt = rec.counsellor_system_prompt
@@ -570,11 +578,15 @@ def test_budget_entries_cover_every_structured_output_and_defaults_fit_the_worst
     off = SimpleNamespace(simulation={})
     on = SimpleNamespace(simulation={"patient_engine": ["mindsim", "patientact"], "patientact": {"step_max_tokens": 400}})
     no_formulation = SimpleNamespace(simulation={"patient_engine": "patientact", "patientact": {"psych_formulation": False}})
-    llm = SimpleNamespace(simulation={"patient_engine": "patientact", "patientact": {"retrieval": "llm"}})
+    llm = SimpleNamespace(simulation={"patient_engine": "patientact", "patientact": {"retrieval": "llm", "psych_screen": True}})
+    # The preset turns the matcher and the formulation's screen on: their budgets are checked with it.
+    preset = SimpleNamespace(simulation={"patient_engine": "patientact", "preset": "patientact-reference"})
     es = entries("patient", "patient", "patient")
-    assert len(es) == 7 and not any(e.active(off) for e in es) and all(e.active(llm) for e in es)
-    assert [e.name for e in es if not e.active(on)] == ["patientact:TagMatch"]
-    assert [e.name for e in es if not e.active(no_formulation)] == ["patientact:PsychFormulation", "patientact:TagMatch"]
+    assert len(es) == 8 and not any(e.active(off) for e in es) and all(e.active(llm) for e in es)
+    assert all(e.active(preset) for e in es)
+    assert [e.name for e in es if not e.active(on)] == ["patientact:FormulationScreen", "patientact:TagMatch"]
+    assert [e.name for e in es if not e.active(no_formulation)] == [
+        "patientact:PsychFormulation", "patientact:FormulationScreen", "patientact:TagMatch"]
     for e in es:
         worst = worst_case_tokens(e.schema()).tokens
         default = e.budget(off)

@@ -33,6 +33,36 @@ def test_profile_judgment_and_identification_accuracy():
     assert {"attachment", "theme"} <= set(props)
 
 
+def test_the_profile_judge_never_sees_the_core_belief_or_its_theme(tmp_path):
+    """Issue 32: the writer brief names the core belief's cluster ("Core belief (worthless, ...)"), which maps
+    one to one onto the theme the judge is asked to identify; the judge and the diversity call see a view
+    without it, and every theme name appears only among the options."""
+    from mindsim.patientact.data import theme_map
+    from mindsim_app.patientact_profile_eval import judge_diversity
+
+    d = decomposition()
+    base = make_profile("p1")
+    cb = base.formulation.core_belief
+    # The line prompts/profilegen/writer_brief.jinja2 writes: what the judge used to see.
+    brief = f'{base.writer_brief}\nCore belief ({cb.cluster}, about the {cb.arm}): "{cb.belief}" {cb.history}'
+    profile = base.model_copy(update={"writer_brief": brief})
+    dims = {x.id for x in rubrics().profile.dimensions}
+    ans = {**{f"{k}_reason": "specific" for k in dims}, **dict.fromkeys(dims, 4), "attachment": d.psych.attachment,
+           "theme": "worthless"}
+    backend = FakeBackend(lambda req: {"reason": "varied", "rating": 4} if "iversity" in req.schema_name else ans)
+    with Engines.with_backend(backend) as engines:
+        j = asyncio.run(judge_profile(engines.role("judge"), profile, d))
+        asyncio.run(judge_diversity(engines.role("judge"), [(profile, d)]))
+    assert j.ok
+    profile_prompt, diversity_prompt = (r.messages[0]["content"] for r in backend.requests)
+    for prompt in (profile_prompt, diversity_prompt):
+        assert "Core belief" not in prompt and base.formulation.core_belief.belief not in prompt
+        assert base.persona.persona in prompt and base.formulation.presenting.summary in prompt
+    shown, options = profile_prompt.split("# Which fits best")
+    assert not any(theme in shown.lower() for theme in theme_map().themes)
+    assert all(theme in options for theme in theme_map().themes)
+
+
 def test_a_profile_judge_that_never_fits_is_a_counted_failure():
     backend = FakeBackend(lambda req: {"clinical_plausibility": 9})
     with Engines.with_backend(backend) as engines:
@@ -64,6 +94,9 @@ def _profile_run(tmp_path):
 
     run_dir = tmp_path / "run"
     profiles = [make_profile("p1"), make_profile("p2", "joker", "formal")]
+    # Each persona names its profile, so a fake judge can tell which profile it is shown.
+    profiles = [p.model_copy(update={"persona": p.persona.model_copy(update={"persona": f"{p.profile_id}: {p.persona.persona}"})})
+                for p in profiles]
     write_profiles(profiles, run_dir / "profiles")
     store = DecompositionStore(run_dir)
     for p in profiles:
@@ -81,7 +114,7 @@ def test_profile_eval_writes_table_one_with_chance_rates_diversity_and_human_agr
 
     def answer(req):
         if req.schema_name == "patientact_diversity":
-            assert all(p.writer_brief[:40] in req.messages[0]["content"] for p in profiles)
+            assert all(p.persona.persona in req.messages[0]["content"] for p in profiles)
             return {"reason": "two different men", "rating": 4}
         score = 5 if "p1:" in req.messages[0]["content"] else 3
         return {**{f"{d}_reason": "ok" for d in dims}, **dict.fromkeys(dims, score),
@@ -110,9 +143,14 @@ def test_profile_eval_writes_table_one_with_chance_rates_diversity_and_human_agr
     theme = rep["identification"]["theme"]
     assert theme["judge"]["accuracy"] == 1.0 and theme["human"]["accuracy"] == 0.5
     assert theme["chance"]["sample"] == {"class": "worthless", "rate": 1.0}
+    # The error analysis: r2 took both worthless profiles for helpless.
+    assert theme["human_confusion"]["matrix"] == {"worthless": {"helpless": 2, "worthless": 2}}
+    assert theme["human_confusion"]["errors"] == [{"truth": "worthless", "predicted": "helpless", "count": 2, "of": 4}]
+    assert theme["judge_confusion"]["errors"] == []
     assert rep["diversity"]["judge"]["rating"] == 4 and rep["diversity"]["human"] == {"n": 2, "mean": 4.5, "sd": 0.5}
     md = (run_dir / "patientact_profile_eval" / "report.md").read_text()
     assert "4.00 ± 1.00" in md and "Fleiss" in md and "Diversity (1–5): judge 4" in md
+    assert "Error analysis, theme (human): worthless taken for helpless 2 of 4." in md
 
 
 def test_profile_eval_without_decompositions_is_one_input_error(tmp_path):

@@ -397,3 +397,12 @@ def test_a_counsellor_opening_sizes_the_patient_for_every_turn_it_writes():
     assert counsellor_first["growth over 4 turns"] > patient_first["growth over 3 turns"]
     one = parts(opening="counsellor", turn_cap=1)
     assert one["growth over 1 turns"] == one["first turn"]
+
+
+def test_patientact_sizes_the_whole_conversation_and_the_message_only_matcher_of_the_reference_settings():
+    """`step_context: whole` sizes the steps for every exchange the turn cap allows; `matcher_context: message`
+    leaves the conversation out of the matcher's prompt (the patientact-reference preset's settings)."""
+    recent = _patientact_contexts(["patientact"], context_turns=1)
+    whole = _patientact_contexts(["patientact"], context_turns=1, step_context="whole", matcher_context="message")
+    assert whole["patient_appraiser"].prompt.tokens > recent["patient_appraiser"].prompt.tokens
+    assert whole["patient_matcher"].prompt.tokens < recent["patient_matcher"].prompt.tokens
