@@ -487,6 +487,8 @@ class JudgeReport(_Report):
     agreement, family flags, critical replies, failures and costs."""
 
     rubric: dict[str, Any] = Field(default_factory=dict, description="version and source")
+    preset: dict[str, Any] = Field(default_factory=dict, description="judge.preset: name and source (issue 32); "
+                                   "absent in reports from before presets, which all used 'ours'")
     config: dict[str, Any] = Field(default_factory=dict)
     prompt_hashes: dict[str, str] = Field(default_factory=dict)
     provenance: dict[str, Any] = Field(default_factory=dict)

@@ -173,6 +173,8 @@ def test_runs_of_the_same_versions_compare_on_one_page(fixture_run, tmp_path):
     ("toolkit", lambda d: _edit_json(d / "run.json", lambda x: x["provenance"].update(toolkit_version="9.9.9"))),
     ("rubric of judge", lambda d: _edit_json(d / "judgments" / "report.json",
                                              lambda x: x["judges"]["judge"].update(rubric_version="0.0-other"))),
+    ("judge preset ours vs mhqr-reference", lambda d: _edit_json(
+        d / "judgments" / "report.json", lambda x: x.update(preset={"name": "mhqr-reference", "source": "s"}))),
     ("judge model of judge", lambda d: _edit_json(d / "judgments" / "report.json",
                                                   lambda x: x["judges"]["judge"].update(model="other-judge"))),
     ("templates counsellor/system.jinja2", lambda d: _edit_json(
