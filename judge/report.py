@@ -154,6 +154,38 @@ def _preset_md(ps: dict[str, Any], ranking: list[str]) -> list[str]:
     return lines
 
 
+def _coflags_md(a: dict[str, Any], names: dict[str, str], cat_names: dict[str, str]) -> list[str]:
+    """`judge.coflags`: category shares over all replies; categories and issues flagged together."""
+    cs, cg = a.get("category_shares"), a.get("coflag_groups")
+    if not cs or not cg:
+        return []
+    cats = list(cat_names)
+    lines = ["", "### Issue categories over all replies (§5.3)", "",
+             "Share of all the counsellor's replies flagged with at least one issue of the category, and the "
+             "category's share of its MHQR (allocated weight over MHQR).", "",
+             "| Counsellor | Replies | " + " | ".join(f"{cat_names[k]} (replies / MHQR)" for k in cats) + " |",
+             "|---|---|" + "---|" * len(cats)]
+    for n, v in cs.items():
+        mhqr = v.get("mhqr_share")
+        lines.append(f"| {n} | {v['replies']} | " + " | ".join(
+            f"{_pct(v['flagged_share'][k])} / {_pct(mhqr[k]) if mhqr else '–'}" for k in cats) + " |")
+    al = cg["all"]
+    lines += ["", "### Issues flagged together (cf. Figure 5, App. G.1)", "",
+              f"Every reply with an issue ({al['flagged_replies']} of {al['replies']}, all counsellors) in one group: "
+              "the set of categories it is flagged with. Per counsellor in report.json (`analyses.coflag_groups`).", "",
+              "| Categories flagged together | Replies | Share of replies | Share of severity weight |",
+              "|---|---|---|---|"]
+    for g in al["groups"]:
+        lines.append(f"| {' + '.join(cat_names[k] for k in g['categories'])} | {g['replies']} | "
+                     f"{_pct(g['reply_share'])} | {_pct(g['weight_share'])} |")
+    if al["pairs"]:
+        lines += ["", "Issue pairs flagged on the same reply most often (all counsellors):", "",
+                  "| Issue | With | Replies | Share of the first issue's replies |", "|---|---|---|---|"]
+        lines += [f"| {names[p['issues'][0]]} | {names[p['issues'][1]]} | {p['replies']} | {_pct(p['share_of_first'])} |"
+                  for p in al["pairs"]]
+    return lines
+
+
 def _analyses_md(a: dict[str, Any], rubric: Rubric) -> list[str]:
     """The tables of `judge.analyses` for one judge."""
     if not a:
@@ -203,6 +235,7 @@ def _analyses_md(a: dict[str, Any], rubric: Rubric) -> list[str]:
                 continue
             lines.append(f"| {n} | {part} ({g['sessions']}) | {_f(g['mhqr'])} | "
                          + " | ".join(f"{_pct(g['category_share'][k])} / {_f(g['category_mhqr'][k])}" for k in cats) + " |")
+    lines += _coflags_md(a, names, cat_names)
     lines += ["", "### Session MHQR distribution by session (cf. Figure 10)", "",
               "| Counsellor | Session | Sessions | Mean | p5 | p25 | Median | p75 | p95 |",
               "|---|---|---|---|---|---|---|---|---|"]
