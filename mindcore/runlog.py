@@ -456,6 +456,8 @@ class CounsellorScore(_Report):
 
     mhqr: float | None
     ci95: tuple[float | None, float | None] | None = None
+    p5: float | None = Field(None, description="5th percentile of the system's session scores (Table 6 whisker)")
+    p95: float | None = Field(None, description="95th percentile of the system's session scores (Table 6 whisker)")
     patients: int = 0
     sessions: int = 0
     replies: int = 0
