@@ -13,8 +13,6 @@ judge's ok rows (`judge.scores.Columns`):
 - `without_flagged`: MHQR and ranking again without the replies the simulator flagged
   `speaks_as_patient` (§5.2: 5.8% of one counsellor's replies, 0.22 of its MHQR), with the weight those
   replies contribute and Kendall's τ_b between the two rankings.
-- `category_shares`, `coflag_groups` (`judge.coflags`): category shares over all replies; categories and issues
-  flagged together.
 - `subset_ranking`: MHQR and ranking on the benchmark subset of patients against the full pool
   (Appendix G "Pool": the 50-patient benchmark keeps the 100-patient ranking), with τ_b.
 
@@ -266,9 +264,7 @@ def subset_ranking(c: Columns, rubric: Rubric, full: dict[str, dict[str, Any]], 
 
 def analyses(c: Columns, rubric: Rubric, full: dict[str, dict[str, Any]], *, draws: int, seed: int,
              benchmark: set[str] | None = None, benchmark_source: str | None = None) -> dict[str, Any]:
-    """Every analysis of this module (and of `judge.coflags`) for one judge, JSON-ready."""
-    from judge.coflags import category_shares, coflag_groups  # it builds on flag_matrix above
-
+    """Every analysis of this module for one judge, JSON-ready (`judge.coflags.coflag_analyses` adds its own)."""
     if len(c) == 0:
         return {}
     return {
@@ -279,6 +275,4 @@ def analyses(c: Columns, rubric: Rubric, full: dict[str, dict[str, Any]], *, dra
         "without_speaks_as_patient": without_flagged(c, rubric, full, draws=draws, seed=seed),
         "benchmark_subset": subset_ranking(c, rubric, full, benchmark, draws=draws, seed=seed,
                                            source=benchmark_source),
-        "category_shares": category_shares(c, rubric, full),
-        "coflag_groups": coflag_groups(c, rubric),
     }

@@ -76,3 +76,10 @@ def coflag_groups(c: Columns, rubric: Rubric) -> dict[str, Any]:
         out[name] = {"replies": n, "flagged_replies": int((code[m] > 0).sum()), "groups": groups,
                      "pairs": pairs[:TOP_PAIRS]}
     return out
+
+
+def coflag_analyses(c: Columns, rubric: Rubric, full: dict[str, dict[str, Any]]) -> dict[str, Any]:
+    """Both analyses of this module for one judge, JSON-ready; the report keeps them beside `judge.analyses`'."""
+    if len(c) == 0:
+        return {}
+    return {"category_shares": category_shares(c, rubric, full), "coflag_groups": coflag_groups(c, rubric)}

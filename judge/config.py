@@ -57,13 +57,11 @@ class JudgeConfig(BaseModel):
     @field_validator("preset")
     @classmethod
     def _known_preset(cls, v: str) -> str:
-        from judge.presets import get_preset, preset_names
+        from judge.presets import preset_names
 
-        try:
-            get_preset(v)
-        except Exception:
-            raise ValueError(f"unknown preset {v!r}; choose one of {', '.join(preset_names())} "
-                             "(judge/data/presets.yaml)") from None
+        names = preset_names()  # a broken presets file raises its own ConfigError here, not "unknown preset"
+        if v not in names:
+            raise ValueError(f"unknown preset {v!r}; choose one of {', '.join(names)} (judge/data/presets.yaml)")
         return v
 
     @field_validator("judges")

@@ -21,6 +21,7 @@ from mindcore.runners import Runner
 from mindcore.manifest import record_stage
 from mindcore.provenance import base_provenance
 from judge.analyses import analyses
+from judge.coflags import coflag_analyses
 from judge.config import JudgeConfig
 from judge.costs import cost_table
 from judge.inputs import benchmark_patients, load_sessions
@@ -68,9 +69,11 @@ def summarise(rows: list[JudgmentRow], judges: list[Judge], sessions: list[Sessi
         by_judge[j.name]["scores"] = scores
         if preset.session_summary is not None:
             by_judge[j.name]["preset_summary"] = preset_summary(cols, rubric, preset.session_summary)
-        by_judge[j.name]["analyses"] = analyses(cols, rubric, scores["counsellors"], draws=config.bootstrap_draws,
-                                                seed=config.seed, benchmark=benchmark[0],
-                                                benchmark_source=benchmark[1])
+        by_judge[j.name]["analyses"] = {
+            **analyses(cols, rubric, scores["counsellors"], draws=config.bootstrap_draws, seed=config.seed,
+                       benchmark=benchmark[0], benchmark_source=benchmark[1]),
+            **coflag_analyses(cols, rubric, scores["counsellors"]),
+        }
     counsellor_models: dict[str, str | None] = {}
     for s in sessions:
         counsellor_models[s.counsellor] = counsellor_models.get(s.counsellor) or s.counsellor_model

@@ -58,6 +58,18 @@ def test_default_is_ours_and_unknown_names_are_rejected():
         get_preset("nope")
 
 
+def test_a_recipe_naming_an_unknown_preset_stops_with_one_error(tmp_path):
+    from mindcore.recipe import load_recipe
+
+    path = tmp_path / "r.yaml"
+    path.write_text("name: t\nengines: {local: {kind: embedded}}\nroles: {default: {engine: local}}\n"
+                    "judge: {preset: mindeval2}\n")
+    with pytest.raises(ConfigError) as err:
+        load_recipe(path).section("judge", JudgeConfig)
+    assert str(err.value) == (f"{path}: judge.preset: unknown preset 'mindeval2'; choose one of mhqr-reference, ours "
+                              "(judge/data/presets.yaml)")
+
+
 def test_a_preset_that_renames_an_issue_the_rubric_lacks_is_refused():
     bad = REF.model_copy(update={"issue_keys": {"no_such_issue": "x"}})
     with pytest.raises(ConfigError, match="renames issues the rubric lacks"):
