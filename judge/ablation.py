@@ -30,9 +30,16 @@ from judge.scores import Sessions, cluster_bootstrap, columns_from_rows, session
 PLOT = "memory_ablation.png"
 
 
-def _keyed(s: Sessions, mask: np.ndarray) -> dict[tuple[str, str, str, int], int]:
-    return {(str(s.counsellor[i]), str(s.patient[i]), str(s.patient_engine[i]), int(s.session_index[i])): int(i)
-            for i in np.flatnonzero(mask)}
+def _trials(s: Sessions) -> np.ndarray:
+    return s.trial if s.trial is not None else np.zeros(len(s.mhqr), dtype=np.int64)
+
+
+def _keyed(s: Sessions, mask: np.ndarray) -> dict[tuple[str, str, str, int, int], int]:
+    """(counsellor, patient, engine, session index, trial) -> session row. With `simulation.trials` > 1 a rerun
+    pairs with its own trial's twin; the trials of one patient stay one bootstrap cluster (`pats` below)."""
+    tr = _trials(s)
+    return {(str(s.counsellor[i]), str(s.patient[i]), str(s.patient_engine[i]), int(s.session_index[i]),
+             int(tr[i])): int(i) for i in np.flatnonzero(mask)}
 
 
 def _interval(d: np.ndarray, pats: np.ndarray, draws: int, seed: int) -> dict[str, Any]:
@@ -54,7 +61,7 @@ def paired_ablation(ablated: Iterable[Any], benchmark: Iterable[Any], rubric: Ru
     names = sorted({k[0] for k in pairs})
     unmatched = sorted(set(ka) - set(kb))
 
-    def block(keys: list[tuple[str, str, str, int]]) -> dict[str, Any]:
+    def block(keys: list[tuple[str, str, str, int, int]]) -> dict[str, Any]:
         ia = np.array([ka[k] for k in keys], dtype=np.int64)
         ib = np.array([kb[k] for k in keys], dtype=np.int64)
         pats = np.array([f"{k[1]}|{k[2]}" for k in keys], dtype=object).astype(str)
@@ -71,7 +78,7 @@ def paired_ablation(ablated: Iterable[Any], benchmark: Iterable[Any], rubric: Ru
                 out["by_session"][k] = {**block_plain(sub), "pairs": len(sub)}
         return out
 
-    def block_plain(keys: list[tuple[str, str, str, int]]) -> dict[str, Any]:
+    def block_plain(keys: list[tuple[str, str, str, int, int]]) -> dict[str, Any]:
         ia = np.array([ka[k] for k in keys], dtype=np.int64)
         ib = np.array([kb[k] for k in keys], dtype=np.int64)
         pats = np.array([f"{k[1]}|{k[2]}" for k in keys], dtype=object).astype(str)
@@ -93,12 +100,14 @@ def paired_ablation(ablated: Iterable[Any], benchmark: Iterable[Any], rubric: Ru
 
 def _change_from_first(b: Sessions, name: str, draws: int, seed: int) -> dict[str, Any] | None:
     """Later − first benchmark MHQR of one counsellor, each later session paired with its patient's first."""
-    mine = b.counsellor == name
-    first = {(str(b.patient[i]), str(b.patient_engine[i])): b.mhqr[i]
-             for i in np.flatnonzero(mine & (b.session_index == 0))}
-    later = [(f"{b.patient[i]}|{b.patient_engine[i]}", b.mhqr[i] - first[(str(b.patient[i]), str(b.patient_engine[i]))])
-             for i in np.flatnonzero(mine & (b.session_index > 0))
-             if (str(b.patient[i]), str(b.patient_engine[i])) in first]
+    mine, tr = b.counsellor == name, _trials(b)
+
+    def arc(i: int) -> tuple[str, str, int]:  # a later session pairs with the first session of its own trial
+        return str(b.patient[i]), str(b.patient_engine[i]), int(tr[i])
+
+    first = {arc(i): b.mhqr[i] for i in np.flatnonzero(mine & (b.session_index == 0))}
+    later = [(f"{b.patient[i]}|{b.patient_engine[i]}", b.mhqr[i] - first[arc(i)])
+             for i in np.flatnonzero(mine & (b.session_index > 0)) if arc(i) in first]
     if not later:
         return None
     pats = np.array([p for p, _ in later], dtype=object).astype(str)

@@ -264,7 +264,7 @@ def subset_ranking(c: Columns, rubric: Rubric, full: dict[str, dict[str, Any]], 
 
 def analyses(c: Columns, rubric: Rubric, full: dict[str, dict[str, Any]], *, draws: int, seed: int,
              benchmark: set[str] | None = None, benchmark_source: str | None = None) -> dict[str, Any]:
-    """Every analysis of this module for one judge, JSON-ready."""
+    """Every analysis of this module for one judge, JSON-ready (`judge.coflags.coflag_analyses` adds its own)."""
     if len(c) == 0:
         return {}
     return {

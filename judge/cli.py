@@ -232,6 +232,8 @@ def sample_cmd(
     seed: int = typer.Option(0, "--seed", help="Seed of the draw, the shuffle and the system codes"),
     key: Optional[Path] = typer.Option(None, "--key", help="Where the un-blinding key goes (default FILE.key.json)"),
     judge: Optional[str] = typer.Option(None, "--judge", help="Whose severities stratify the draw, when several judges ran"),
+    real: Optional[list[Path]] = typer.Option(None, "--real", help="JSONL of real sessions (judge input format) to mix "
+                                              "in as systems real/COUNSELLOR, as the paper's human evaluation does; repeat"),
 ) -> None:
     """Blinded, stratified excerpts for clinicians (replies, five-turn windows or whole conversations), with
     the key kept in a separate file."""
@@ -254,7 +256,7 @@ def sample_cmd(
 
     if RunLayout(run_dir).sessions.parquet.is_file():
         verify_run(run_dir, needs=["simulation"])
-    s = sample_excerpts(run_dir, n, out, seed=seed, key=key, judge=judge, unit=unit.value, mix=chosen)
+    s = sample_excerpts(run_dir, n, out, seed=seed, key=key, judge=judge, unit=unit.value, mix=chosen, real=real)
     kinds = ", ".join(f"{v} {k}{'s' if v != 1 else ''}" for k, v in s["drawn_by_unit"].items())
     typer.echo(f"wrote {s['drawn']} excerpts ({kinds}; {s['rated_turns']} counsellor turns to rate; "
                f"{len(s['systems'])} systems, strata by {s['judge'] or 'counsellor only'}) to {s['out']}; "

@@ -32,6 +32,11 @@ class JudgeConfig(BaseModel):
         None, ge=1, description="Most issues one judgment may list (default: all of the rubric's). The longest "
         "possible answer grows with it (~570 tokens an issue); a small-context model needs a cap"
     )
+    preset: str = Field(
+        "ours", description="Output-format preset (judge/data/presets.yaml): 'ours' (findings with reasons and "
+        "checked quotes) or 'mhqr-reference' (the authors' reference answer: justification, then each issue 0/1; "
+        "its report adds their session summary: mean, p99, incident shares)",
+    )
     plots: bool = Field(True, description="Write the PNG plots")
     concurrency: int | None = Field(
         None, ge=1, description="Replies judged at once (default: as many as the engine allows). Every judgment "
@@ -48,6 +53,16 @@ class JudgeConfig(BaseModel):
         None, description="Profiles folder or parquet whose in_benchmark column names the benchmark subset "
         "(default: RUN_DIR/profiles/profiles.parquet when there; the sessions' own in_benchmark column wins)",
     )
+
+    @field_validator("preset")
+    @classmethod
+    def _known_preset(cls, v: str) -> str:
+        from judge.presets import preset_names
+
+        names = preset_names()  # a broken presets file raises its own ConfigError here, not "unknown preset"
+        if v not in names:
+            raise ValueError(f"unknown preset {v!r}; choose one of {', '.join(names)} (judge/data/presets.yaml)")
+        return v
 
     @field_validator("judges")
     @classmethod

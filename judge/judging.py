@@ -29,6 +29,7 @@ from mindcore.prompts import render, template_hash
 from mindcore.quotes import normalise, quote_in  # noqa: F401 - part of this module's API
 from mindcore.runner import gather_progress
 from judge.config import JudgeConfig
+from judge.presets import DEFAULT as DEFAULT_PRESET, flags_answer_model, flags_outcome, get_preset
 from judge.rubric import Rubric, answer_model, load_rubric
 from judge.schemas import IssueRecord, JudgmentRow, SessionInput
 
@@ -71,18 +72,29 @@ class Judge:
     """One judge role bound to a rubric. `await judge(reply)` returns a `JudgmentRow`, ok or failed."""
 
     def __init__(self, name: str, client: Any, rubric: Rubric, *, full_rubric: bool = True,
-                 max_issues: int | None = None):
+                 max_issues: int | None = None, preset: str = DEFAULT_PRESET):
         self.name = name
         self.client = client
         self.rubric = rubric
-        capped = max_issues is not None and max_issues < len(rubric.issues)
-        # The version names every departure from the full rubric, so cached judgments never mix them.
+        self.preset_name = preset
+        self.preset = get_preset(preset)
+        self.preset.check(rubric, preset)
+        flags = self.preset.answer == "justification_then_flags"
+        # A flags answer marks every issue, so a cap on listed issues does not apply to it.
+        capped = not flags and max_issues is not None and max_issues < len(rubric.issues)
+        # The version names every departure from the full rubric and the default format, so cached judgments
+        # never mix them.
         self.rubric_version = (rubric.version + ("" if full_rubric else "+compact")
-                               + (f"+max{max_issues}issues" if capped else ""))
-        self.system = render(SYSTEM_TEMPLATE, rubric=rubric, categories={c.id: c.name for c in rubric.categories},
-                             full=full_rubric)
-        self.prompt_hashes = {t: template_hash(t) for t in TEMPLATES}
-        self.output = answer_model(rubric, max_issues)
+                               + (f"+max{max_issues}issues" if capped else "")
+                               + ("" if preset == DEFAULT_PRESET else f"+{preset}"))
+        self.templates = (self.preset.template, USER_TEMPLATE)
+        self.system = render(self.preset.template, rubric=rubric, full=full_rubric,
+                             categories={c.id: c.name for c in rubric.categories},
+                             keys={i.id: self.preset.key(i.id) for i in rubric.issues},
+                             severities={s.id: s.name if self.preset.severity_labels else s.id
+                                         for s in rubric.severities})
+        self.prompt_hashes = {t: template_hash(t) for t in self.templates}
+        self.output = flags_answer_model(rubric, self.preset) if flags else answer_model(rubric, max_issues)
 
     @property
     def model(self) -> str:
@@ -104,6 +116,8 @@ class Judge:
     async def ask(self, reply: Reply) -> dict[str, Any]:
         """One judged reply as a cacheable outcome: severity, verified issues, dropped quotes."""
         answer = await self.client.structured(self.messages(reply), self.output, schema_name="mhqr_judgment")
+        if self.preset.answer == "justification_then_flags":
+            return flags_outcome(answer, self.rubric, self.preset)
         issues, dropped = [], 0
         for f in answer.issues:
             quote = f.quote if f.quote and quote_in(f.quote, reply.text) else None
@@ -169,7 +183,7 @@ def judges_from_config(engines: Any, config: JudgeConfig) -> list[Judge]:
     for name in config.judges:
         # An unbound role falls back to `default`; with no default, Engines raises a ConfigError naming it.
         out.append(Judge(name, engines.role(name), rubric, full_rubric=config.full_rubric,
-                         max_issues=config.max_issues))
+                         max_issues=config.max_issues, preset=config.preset))
     return out
 
 

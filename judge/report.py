@@ -115,6 +115,7 @@ def _judge_md(name: str, j: dict[str, Any], rubric: Rubric, flagged: set[str]) -
             ch = e["change_from_first"].get(k)
             lines.append(f"| {n} | {int(k) + 1} | {_f(v['mhqr'])} | {v['sessions']} | "
                          + (f"{_f(ch['mean_diff'])} | [{_f(ch['ci95'][0])}, {_f(ch['ci95'][1])}] |" if ch else "– | – |"))
+    lines += _preset_md(j.get("preset_summary") or {}, sc["ranking"])
     lines += _analyses_md(j.get("analyses") or {}, rubric)
     pairs = {(p["a"], p["b"]): p for p in sc["paired"]}
     neighbours = [(a, b) for group in _engine_groups(sc) for a, b in zip(group, group[1:])]
@@ -132,6 +133,57 @@ def _judge_md(name: str, j: dict[str, Any], rubric: Rubric, flagged: set[str]) -
             lo, hi = sorted((sign * p["ci95"][0], sign * p["ci95"][1]))
             lines.append(f"| {a} | {b} | {_f(sign * p['mean_diff'])} | [{_f(lo)}, {_f(hi)}] | {p['patients']} |")
     return lines + [""]
+
+
+def _preset_md(ps: dict[str, Any], ranking: list[str]) -> list[str]:
+    """The preset's own session summary (`judge.presets.session_summary`), when it has one."""
+    if not ps:
+        return []
+    first = next(iter(ps.values()))
+    pct = next(k for k in first if k.startswith("p") and k[1:].replace(".", "").isdigit())
+    incidents = list(first["incidents"])
+    lines = ["", "### The preset's session summary", "",
+             f"Each session's mean weight, then over sessions the mean and the nearest-rank {pct}, and the share of "
+             "sessions whose worst reply reaches each level (every session counts once, however long).", "",
+             f"| Counsellor | Sessions | Mean | {pct} | " + " | ".join(f"sessions {k}" for k in incidents) + " |",
+             "|---|---|---|---|" + "---|" * len(incidents)]
+    for n in [n for n in ranking if n in ps]:
+        v = ps[n]
+        lines.append(f"| {n} | {v['sessions']} | {_f(v['mean'])} | {_f(v[pct])} | "
+                     + " | ".join(_pct(v["incidents"][k]) for k in incidents) + " |")
+    return lines
+
+
+def _coflags_md(a: dict[str, Any], names: dict[str, str], cat_names: dict[str, str]) -> list[str]:
+    """`judge.coflags`: category shares over all replies; categories and issues flagged together."""
+    cs, cg = a.get("category_shares"), a.get("coflag_groups")
+    if not cs or not cg:
+        return []
+    cats = list(cat_names)
+    lines = ["", "### Issue categories over all replies (§5.3)", "",
+             "Share of all the counsellor's replies flagged with at least one issue of the category, and the "
+             "category's share of its MHQR (allocated weight over MHQR).", "",
+             "| Counsellor | Replies | " + " | ".join(f"{cat_names[k]} (replies / MHQR)" for k in cats) + " |",
+             "|---|---|" + "---|" * len(cats)]
+    for n, v in cs.items():
+        mhqr = v.get("mhqr_share")
+        lines.append(f"| {n} | {v['replies']} | " + " | ".join(
+            f"{_pct(v['flagged_share'][k])} / {_pct(mhqr[k]) if mhqr else '–'}" for k in cats) + " |")
+    al = cg["all"]
+    lines += ["", "### Issues flagged together (cf. Figure 5, App. G.1)", "",
+              f"Every reply with an issue ({al['flagged_replies']} of {al['replies']}, all counsellors) in one group: "
+              "the set of categories it is flagged with. Per counsellor in report.json (`analyses.coflag_groups`).", "",
+              "| Categories flagged together | Replies | Share of replies | Share of severity weight |",
+              "|---|---|---|---|"]
+    for g in al["groups"]:
+        lines.append(f"| {' + '.join(cat_names[k] for k in g['categories'])} | {g['replies']} | "
+                     f"{_pct(g['reply_share'])} | {_pct(g['weight_share'])} |")
+    if al["pairs"]:
+        lines += ["", "Issue pairs flagged on the same reply most often (all counsellors):", "",
+                  "| Issue | With | Replies | Share of the first issue's replies |", "|---|---|---|---|"]
+        lines += [f"| {names[p['issues'][0]]} | {names[p['issues'][1]]} | {p['replies']} | {_pct(p['share_of_first'])} |"
+                  for p in al["pairs"]]
+    return lines
 
 
 def _analyses_md(a: dict[str, Any], rubric: Rubric) -> list[str]:
@@ -183,6 +235,7 @@ def _analyses_md(a: dict[str, Any], rubric: Rubric) -> list[str]:
                 continue
             lines.append(f"| {n} | {part} ({g['sessions']}) | {_f(g['mhqr'])} | "
                          + " | ".join(f"{_pct(g['category_share'][k])} / {_f(g['category_mhqr'][k])}" for k in cats) + " |")
+    lines += _coflags_md(a, names, cat_names)
     lines += ["", "### Session MHQR distribution by session (cf. Figure 10)", "",
               "| Counsellor | Session | Sessions | Mean | p5 | p25 | Median | p75 | p95 |",
               "|---|---|---|---|---|---|---|---|---|"]
@@ -250,7 +303,9 @@ def _costs_md(c: dict[str, Any]) -> list[str]:
 
 
 def write_markdown(path: Path, report: dict[str, Any], rubric: Rubric) -> None:
+    preset = report.get("preset") or {"name": "ours"}
     lines = ["# MHQR report", "",
+             f"Output-format preset: `{preset['name']}` (judge/data/presets.yaml).",
              f"Rubric {report['rubric']['version']} ({report['rubric']['source']}); sessions judged: "
              f"{report['sessions']}; judges: {', '.join(report['judges'])}. Scores: MindEval2 §3.3 and Appendix G "
              "(session MHQR = mean severity weight 0/1/5/10 of its replies; counsellor MHQR = mean over patient × "

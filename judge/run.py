@@ -21,16 +21,26 @@ from mindcore.runners import Runner
 from mindcore.manifest import record_stage
 from mindcore.provenance import base_provenance
 from judge.analyses import analyses
+from judge.coflags import coflag_analyses
 from judge.config import JudgeConfig
 from judge.costs import cost_table
 from judge.inputs import benchmark_patients, load_sessions
-from judge.judging import TEMPLATES, Judge, judges_from_config
+from judge.judging import Judge, judges_from_config
 from judge.rankings import family_flags, judge_agreement
 from judge.report import critical_rows, failure_rows, write_report
+from judge.presets import get_preset, session_summary
 from judge.rubric import load_rubric
 from judge.schemas import JudgeRanking, JudgeRunSummary, JudgmentRow, SessionInput, write_judgments
 from judge.sharded import judge_rows
-from judge.scores import columns_from_rows, score_all
+from judge.scores import Columns, columns_from_rows, score_all, session_table
+
+
+def preset_summary(cols: Columns, rubric: Any, spec: Any) -> dict[str, Any]:
+    """The preset's own summary per counsellor (e.g. the reference's mean, p99 and incident shares over sessions)."""
+    if len(cols) == 0:
+        return {}
+    s = session_table(cols, rubric)
+    return session_summary(s.mhqr, s.worst, s.counsellor, rubric, spec)
 
 
 def summarise(rows: list[JudgmentRow], judges: list[Judge], sessions: list[SessionInput],
@@ -39,6 +49,7 @@ def summarise(rows: list[JudgmentRow], judges: list[Judge], sessions: list[Sessi
     """report.json's content. `benchmark`: the benchmark patients and where they came from
     (`judge.inputs.benchmark_patients`); `usage`: the engine ledger's summary per role, for the cost table."""
     rubric = judges[0].rubric if judges else load_rubric(config.rubric)
+    preset = get_preset(config.preset)
     # Decided once from the sessions, so every judge ranks the same units whatever its failures.
     engines = sorted({played_by(s.patient_engine, ours=False) for s in sessions})
     by_engine = len(engines) > 1
@@ -56,15 +67,20 @@ def summarise(rows: list[JudgmentRow], judges: list[Judge], sessions: list[Sessi
         cols = columns_from_rows(mine, by_engine=by_engine)
         scores = score_all(cols, rubric, draws=config.bootstrap_draws, seed=config.seed)
         by_judge[j.name]["scores"] = scores
-        by_judge[j.name]["analyses"] = analyses(cols, rubric, scores["counsellors"], draws=config.bootstrap_draws,
-                                                seed=config.seed, benchmark=benchmark[0],
-                                                benchmark_source=benchmark[1])
+        if preset.session_summary is not None:
+            by_judge[j.name]["preset_summary"] = preset_summary(cols, rubric, preset.session_summary)
+        by_judge[j.name]["analyses"] = {
+            **analyses(cols, rubric, scores["counsellors"], draws=config.bootstrap_draws, seed=config.seed,
+                       benchmark=benchmark[0], benchmark_source=benchmark[1]),
+            **coflag_analyses(cols, rubric, scores["counsellors"]),
+        }
     counsellor_models: dict[str, str | None] = {}
     for s in sessions:
         counsellor_models[s.counsellor] = counsellor_models.get(s.counsellor) or s.counsellor_model
     return {
         "provenance": base_provenance(),
         "rubric": {"version": rubric.version, "source": rubric.source},
+        "preset": {"name": config.preset, "source": preset.source},
         "prompt_hashes": judges[0].prompt_hashes if judges else {},
         "config": config.model_dump(mode="json"),
         "sessions": len(sessions),
@@ -111,7 +127,7 @@ def run_judging(run_dir: str | Path, engines: Any, config: JudgeConfig | None = 
         critical=len(report["critical_replies"]), dropped_quotes=sum(r.dropped_quotes for r in rows),
         judges={n: JudgeRanking(model=j["model"], ranking=j["scores"]["ranking"]) for n, j in report["judges"].items()},
         outputs={"judgments": folder.parquet, **files},
-        prompt_hashes={t: judges[0].prompt_hashes[t] for t in TEMPLATES},
+        prompt_hashes=dict(judges[0].prompt_hashes),
     )
     if rows and len(failed) == len(rows):
         raise EngineError(f"every judgment failed ({len(failed)}; first: {failed[0].error}); "

@@ -9,6 +9,11 @@ stratified by counsellor and, where judgments exist, by the judge's severity (fo
 most severe), so every counsellor is equally represented and rare severe excerpts are not crowded out. Counsellor names are replaced by opaque system codes,
 the order is shuffled, and the map back to sessions and counsellors goes to a separate key file that the
 annotators should not see. The same seed gives the same sample.
+
+Real sessions can be mixed in (`real=`: JSONL in the judge's input format, `judge.inputs`), as the paper's human
+evaluation mixes conversations of three simulators with real sessions of an online mental-health app (§3.4): each
+real counsellor is one more system, named `real/COUNSELLOR` in the key (patient engine `real`), blinded and drawn
+evenly like the simulated ones; real sessions have no judgments, so they are drawn from the `unjudged` stratum.
 """
 
 from __future__ import annotations
@@ -65,11 +70,34 @@ def key_path_for(out: Path) -> Path:
     return Path(out).with_suffix(".key.json")
 
 
+REAL = "real"
+
+
 def load_sessions(run_dir: Path) -> dict[str, SampledSession]:
     path = RunLayout(run_dir).sessions.parquet
     if not path.is_file():
         raise InputError(f"{path} not found: give the --out folder of `mindsim run` or `mindsim simulate`")
     return {r.session_id: r for r in RunLayout(run_dir).sessions.rows(SampledSession)}
+
+
+def load_real(paths: list[Path], simulated: dict[str, SampledSession]) -> dict[str, SampledSession]:
+    """Real sessions (`judge.inputs` JSONL) as sample sessions of patient engine `real`. An id that is also a
+    simulated session's, or given twice, is refused: the key must map every excerpt back to one session."""
+    from judge.inputs import read_sessions_jsonl
+
+    out: dict[str, SampledSession] = {}
+    for path in paths:
+        if not Path(path).is_file():
+            raise InputError(f"--real {path}: not found; give a JSONL file of real sessions (docs/judge.md \"Input\")")
+        for s in read_sessions_jsonl(Path(path)):
+            if s.session_id in simulated or s.session_id in out:
+                raise InputError(f"--real {path}: session_id {s.session_id!r} is already a session of the sample; "
+                                 "give every real session an id of its own")
+            out[s.session_id] = SampledSession(
+                session_id=s.session_id, patient_id=s.patient_id, counsellor=s.counsellor,
+                session_index=s.session_index, counsellor_system_prompt=s.counsellor_system_prompt,
+                counsellor_messages=s.messages, patient_engine=REAL)
+    return out
 
 
 def conversation(session: SampledSession) -> list[dict[str, str]]:
@@ -155,11 +183,12 @@ def _mix(unit: str, n: Optional[int], mix: Optional[dict[str, int]]) -> dict[str
 
 def sample_excerpts(run_dir: Path, n: Optional[int], out: Path, *, seed: int = 0, key: Optional[Path] = None,
                     judge: Optional[str] = None, rubric: Optional[Path] = None, unit: str = "reply",
-                    mix: Optional[dict[str, int]] = None) -> dict[str, Any]:
+                    mix: Optional[dict[str, int]] = None, real: Optional[list[Path]] = None) -> dict[str, Any]:
     """Write the excerpt file (`judge.units.Excerpt` rows) and its key; return the key's summary part.
     `n` excerpts of one `unit`, or `mix` = {unit: count} (the paper's: `judge.units.PAPER_MIX`).
     Conversations are drawn first, then windows from other sessions (one per session), then replies
-    from sessions not used yet, so no counsellor turn is in two excerpts."""
+    from sessions not used yet, so no counsellor turn is in two excerpts. `real`: JSONL files of real sessions to
+    mix in (module docstring)."""
     plan = _mix(unit, n, mix)
     key = Path(key) if key else key_path_for(out)
     if key.resolve() == Path(out).resolve():
@@ -168,6 +197,9 @@ def sample_excerpts(run_dir: Path, n: Optional[int], out: Path, *, seed: int = 0
     sessions = load_sessions(run_dir)
     judge, strata = judged_strata(run_dir, judge)
     unit_of = units(sessions)
+    real_sessions = load_real(list(real or []), sessions)
+    sessions.update(real_sessions)
+    unit_of.update({sid: f"{REAL}/{s.counsellor}" for sid, s in real_sessions.items()})
     counts = {sid: sum(m["role"] == "assistant" for m in conversation(s)) for sid, s in sorted(sessions.items())}
     if not any(counts.values()):
         raise InputError(f"{run_dir}: the sessions hold no counsellor replies to sample")
@@ -242,6 +274,7 @@ def sample_excerpts(run_dir: Path, n: Optional[int], out: Path, *, seed: int = 0
         by_unit[kind] = {c: dict(v) for c, v in sorted(table.items())}
     drawn_by_unit = {k: sum(1 for x, _ in chosen if x == k) for k in plan}
     summary = {"run_dir": str(run_dir), "seed": seed, "requested": plan, "drawn": len(chosen),
+               "real_sessions": len(real_sessions), "real_excerpts": sum(r.session_id in real_sessions for _, r in chosen),
                "drawn_by_unit": drawn_by_unit, "rated_turns": sum(r.replies for _, r in chosen), "judge": judge,
                "systems": {code: name for name, code in system_of.items()},
                **({"strata": by_unit[next(iter(plan))]} if len(plan) == 1 else {}), "strata_by_unit": by_unit}

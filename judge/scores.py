@@ -200,6 +200,7 @@ class Sessions:
     categories: list[str]
     patient_engine: np.ndarray
     trial: np.ndarray | None = None
+    worst: np.ndarray | None = None  # highest reply weight per session (incident shares of a preset's summary)
 
 
 def session_table(c: Columns, rubric: Rubric) -> Sessions:
@@ -217,6 +218,8 @@ def session_table(c: Columns, rubric: Rubric) -> Sessions:
     uniq, first, code = np.unique(keys, return_index=True, return_inverse=True)
     n = np.bincount(code, minlength=len(uniq)).astype(np.float64)
     sums = np.bincount(code, weights=c.weight, minlength=len(uniq))
+    worst = np.zeros(len(uniq))
+    np.maximum.at(worst, code, c.weight)
     alloc = np.zeros((len(uniq), len(cats)))
     if len(c.issue):
         per_row = np.bincount(c.issue_row, minlength=len(c)).astype(np.float64)
@@ -227,7 +230,7 @@ def session_table(c: Columns, rubric: Rubric) -> Sessions:
     return Sessions(
         counsellor=c.counsellor[first], patient=c.patient[first], session_index=c.session_index[first],
         mhqr=sums / np.maximum(n, 1), replies=n.astype(np.int64), by_category=alloc / np.maximum(n, 1)[:, None],
-        categories=cats, patient_engine=c.patient_engine[first], trial=tr[first],
+        categories=cats, patient_engine=c.patient_engine[first], trial=tr[first], worst=worst,
     )
 
 

@@ -20,11 +20,18 @@ def judge_config(recipe: Any) -> Any:
     return JudgeConfig.model_validate(getattr(recipe, "judge", None) or {})
 
 
-def mhqr_schema(recipe: Any = None) -> dict[str, Any]:
-    from judge.rubric import answer_model, load_rubric
+def _judge(recipe: Any) -> Any:
+    from judge.judging import Judge
+    from judge.rubric import load_rubric
 
     cfg = judge_config(recipe)
-    return answer_model(load_rubric(cfg.rubric), cfg.max_issues).model_json_schema()
+    return Judge("judge", None, load_rubric(cfg.rubric), full_rubric=cfg.full_rubric, max_issues=cfg.max_issues,
+                 preset=cfg.preset)
+
+
+def mhqr_schema(recipe: Any = None) -> dict[str, Any]:
+    # The preset decides the answer's shape (findings, or a justification and flags).
+    return _judge(recipe).output.model_json_schema()
 
 
 def patientact_conversation_schema() -> dict[str, Any]:
@@ -34,8 +41,7 @@ def patientact_conversation_schema() -> dict[str, Any]:
 
 
 def _judge_prompt(inp: Any, sz: Any) -> PromptSize | None:
-    from judge.judging import Judge, replies
-    from judge.rubric import load_rubric
+    from judge.judging import replies
     from judge.schemas import SessionInput
 
     longest = sample("longest_session")
@@ -43,10 +49,9 @@ def _judge_prompt(inp: Any, sz: Any) -> PromptSize | None:
         return None
     # The last reply of the longest session the simulator can write is the judge's largest prompt.
     system_prompt, exchange = longest(inp, sz)
-    cfg = judge_config(inp.recipe)
     session = SessionInput(session_id="s", patient_id="p", counsellor="c", session_index=1,
                            counsellor_system_prompt=system_prompt, messages=exchange)
-    judge = Judge("judge", None, load_rubric(cfg.rubric), full_rubric=cfg.full_rubric, max_issues=cfg.max_issues)
+    judge = _judge(inp.recipe)
     n = messages_tokens(judge.messages(replies(session)[-1]), sz)
     return PromptSize("judge", n, {"rubric, counsellor prompt and the longest session": n}, inp.reply_bound()[1])
 

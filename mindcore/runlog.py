@@ -456,6 +456,8 @@ class CounsellorScore(_Report):
 
     mhqr: float | None
     ci95: tuple[float | None, float | None] | None = None
+    p5: float | None = Field(None, description="5th percentile of the system's session scores (Table 6 whisker)")
+    p95: float | None = Field(None, description="95th percentile of the system's session scores (Table 6 whisker)")
     patients: int = 0
     sessions: int = 0
     replies: int = 0
@@ -487,6 +489,8 @@ class JudgeReport(_Report):
     agreement, family flags, critical replies, failures and costs."""
 
     rubric: dict[str, Any] = Field(default_factory=dict, description="version and source")
+    preset: dict[str, Any] = Field(default_factory=dict, description="judge.preset: name and source (issue 32); "
+                                   "absent in reports from before presets, which all used 'ours'")
     config: dict[str, Any] = Field(default_factory=dict)
     prompt_hashes: dict[str, str] = Field(default_factory=dict)
     provenance: dict[str, Any] = Field(default_factory=dict)

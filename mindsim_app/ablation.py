@@ -57,7 +57,7 @@ def twins_of(run_dir: Path, counsellors: list[str]) -> tuple[list[Any], dict[str
                          f"{', '.join(known)})")
     mine = [r for r in records if r.counsellor in counsellors and r.rerun is None]
     twins = sorted((r for r in mine if r.session_index >= 1),
-                   key=lambda r: (r.counsellor, r.patient_id, r.patient_engine, r.session_index))
+                   key=lambda r: (r.counsellor, r.patient_id, r.patient_engine, r.trial or 0, r.session_index))
     if not twins:
         raise InputError(f"{run_dir}: {', '.join(counsellors)} have only first sessions; the memory ablation reruns "
                          "sessions 2+ (a run with simulation.sessions of 2 or more)")
@@ -67,7 +67,8 @@ def twins_of(run_dir: Path, counsellors: list[str]) -> tuple[list[Any], dict[str
 def _previous(by_id: dict[str, Any], twin: Any) -> Any:
     from mindsim.records import session_id
 
-    sid = session_id(twin.patient_id, twin.counsellor, twin.session_index - 1, twin.seed, twin.patient_engine)
+    sid = session_id(twin.patient_id, twin.counsellor, twin.session_index - 1, twin.seed, twin.patient_engine,
+                     twin.trial or 0)
     return by_id.get(sid)
 
 
@@ -80,7 +81,7 @@ def judge_input(record: Any, system_prompt: str) -> Any:
         session_index=record.session_index, counsellor_system_prompt=system_prompt,
         messages=record.counsellor_messages, patient_engine=record.patient_engine,
         counsellor_model=(record.engines.get("counsellor") or {}).get("model"),
-        counsellor_flags=[f.model_dump() for f in record.counsellor_flags],
+        counsellor_flags=[f.model_dump() for f in record.counsellor_flags], trial=record.trial,
     )
 
 
@@ -151,7 +152,7 @@ def ablate_memory(run_dir: Path, counsellors: list[str], *, recipe: Path | None 
         # The twins, and their arcs' first sessions (the benchmark's own change from session 1), as the run judged them.
         firsts = [r for r in by_id.values() if r.session_index == 0 and any(
             r.patient_id == t.patient_id and r.counsellor == t.counsellor and r.patient_engine == t.patient_engine
-            for t in twins)]
+            and r.trial == t.trial for t in twins)]
         bench_inputs = [judge_input(r, r.counsellor_system_prompt) for r in [*firsts, *(t for _, t in pairs)]]
         judges = judges_from_config(engines, jcfg)
         ablated_rows = engines.run(judge_all(judges, ablated_inputs, CheckpointDir(folder.judgments.cache),
@@ -185,7 +186,8 @@ def ablate_memory(run_dir: Path, counsellors: list[str], *, recipe: Path | None 
 def _twin_id(rerun: Any) -> str:
     from mindsim.records import session_id
 
-    return session_id(rerun.patient_id, rerun.counsellor, rerun.session_index, rerun.seed, rerun.patient_engine)
+    return session_id(rerun.patient_id, rerun.counsellor, rerun.session_index, rerun.seed, rerun.patient_engine,
+                      rerun.trial or 0)
 
 
 async def _rerun_all(twins: list[Any], by_id: dict[str, Any], profiles: dict[str, Any], engines: Any,
@@ -204,11 +206,14 @@ async def _rerun_all(twins: list[Any], by_id: dict[str, Any], profiles: dict[str
 
     async def one(twin: Any) -> Any:
         engine = variant(twin.patient_engine)
+        # A repeated trial's rerun plays under its trial's sampling seeds and ids, as its twin did
+        # (`simulation.trials` > 1); trial 0 is the one-trial case.
+        trial = twin.trial or 0
         roles = Roles(patient=shared["patient"], counsellor=clients[twin.counsellor],
                       scenario_writer=shared["scenario_writer"], memory_compactor=shared["memory_compactor"],
-                      extra=dict(extra))
+                      extra=dict(extra)).for_trial(trial)
         vocab = vocabulary_for(config.preset_for(twin.patient_engine))
-        arc = Arc(profiles[twin.patient_id], vocab, roles, config, twin.counsellor, twin.seed, engine)
+        arc = Arc(profiles[twin.patient_id], vocab, roles, config, twin.counsellor, twin.seed, engine, trial=trial)
         sid = arc.session_id(twin.session_index, ABLATION)
         done = store.load(sid)
         if done is not None:

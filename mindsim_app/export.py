@@ -464,7 +464,7 @@ def dpo_cmd(
     with Engines.from_config(engines_cfg) as engines:
         clients = [(counsellor_name(b), counsellor_client(engines, b)) for b in bindings]
         the_judge = Judge(judge, engines.role(judge), load_rubric(jconf.rubric), full_rubric=jconf.full_rubric,
-                          max_issues=jconf.max_issues)
+                          max_issues=jconf.max_issues, preset=jconf.preset)
         cache = CheckpointDir(RunLayout(run_dir).judgments.cache)  # shared with `mindsim judge run`
         rows, summary = engines.run(dpo_pairs(run_dir, clients, the_judge, cache, k=k, turns=turns,
                                               min_gap=min_gap, chosen_max=limit, seed=seed))

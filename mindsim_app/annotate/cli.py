@@ -63,6 +63,9 @@ def sample_mhqr_cmd(
     excerpts: Optional[Path] = typer.Option(None, "--excerpts", help="Or: an excerpt file from `mindsim judge sample`"),
     excerpts_key: Optional[Path] = typer.Option(None, "--excerpts-key", help="Its key (default EXCERPTS.key.json)"),
     judge: Optional[str] = typer.Option(None, "--judge", help="Whose severities stratify the draw"),
+    real: Optional[list[Path]] = typer.Option(None, "--real", help="JSONL of real sessions (judge input format) mixed "
+                                              "into the draw from RUN_DIR as systems real/COUNSELLOR (repeat; the task "
+                                              "is then marked never-publish)"),
     raters: Optional[str] = RATERS, n_raters: Optional[int] = N_RATERS, k: int = K, all_raters: int = ALL,
     seed: int = SEED, key: Optional[Path] = KEY,
 ) -> None:
@@ -79,7 +82,7 @@ def sample_mhqr_cmd(
         raise InputError("--mix paper fixes the counts; drop --n")
     _said(sample_mhqr(out, _design(raters, n_raters, k, all_raters), run_dir=run_dir, n=n, excerpts=excerpts,
                       excerpts_key=excerpts_key, seed=seed, judge=judge, key=key, unit=unit,
-                      mix=dict(PAPER_MIX) if mix else None))
+                      mix=dict(PAPER_MIX) if mix else None, real=real or ()))
 
 
 @sample_app.command("realism")

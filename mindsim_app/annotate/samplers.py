@@ -44,9 +44,10 @@ from mindsim_app.annotate.tasks import Design, Header
 def sample_mhqr(out: Path, design: Design, *, run_dir: Optional[Path] = None, n: Optional[int] = None,
                 excerpts: Optional[Path] = None, excerpts_key: Optional[Path] = None, seed: int = 0,
                 judge: Optional[str] = None, key: Optional[Path] = None, unit: str = "reply",
-                mix: Optional[dict[str, int]] = None) -> dict[str, Any]:
+                mix: Optional[dict[str, int]] = None, real: Sequence[Path] = ()) -> dict[str, Any]:
     """A task of MHQR units, from a run folder (drawn here by the judge's sampler: `n` excerpts of `unit`,
-    or a `mix`) or an excerpt file it wrote."""
+    or a `mix`, with `real` sessions mixed in when given) or an excerpt file it wrote. A task holding real
+    sessions' text is marked never-publish, as the realism task is."""
     if (run_dir is None) == (excerpts is None):
         raise InputError("give a run folder (RUN_DIR with --n) or --excerpts FILE (from `mindsim judge sample`), not both")
     with tempfile.TemporaryDirectory() as tmp:
@@ -57,7 +58,11 @@ def sample_mhqr(out: Path, design: Design, *, run_dir: Optional[Path] = None, n:
                 raise InputError("--n (with --unit) or --mix paper: how many excerpts to draw from the run")
             _intact(Path(run_dir), RunLayout(run_dir).sessions.parquet)
             excerpts, excerpts_key = Path(tmp) / "excerpts.jsonl", Path(tmp) / "excerpts.key.json"
-            sample_excerpts(run_dir, n, excerpts, seed=seed, key=excerpts_key, judge=judge, unit=unit, mix=mix)
+            sample_excerpts(run_dir, n, excerpts, seed=seed, key=excerpts_key, judge=judge, unit=unit, mix=mix,
+                            real=list(real))
+        elif real:
+            raise InputError("--real mixes real sessions into a draw from RUN_DIR; with --excerpts, draw them in "
+                             "`mindsim judge sample --real` instead")
         excerpts_key = Path(excerpts_key) if excerpts_key else Path(excerpts).with_suffix(".key.json")
         rows = [obj for _, obj in read_jsonl(excerpts)]
         judge_key = tasks.load_key(excerpts_key)
@@ -73,12 +78,16 @@ def sample_mhqr(out: Path, design: Design, *, run_dir: Optional[Path] = None, n:
                   "display": {"system_prompt": it.system_prompt, "messages": it.messages}, "units": it.units}
                  for it in items]
     assignments = tasks.assign([it.item_id for it in items], design, rng, {it.item_id: it.system for it in items})
+    # Real text can come from this draw or from an excerpt file drawn with `judge sample --real`: the key says.
+    real_text = any(e.get("patient_engine") == "real" for e in (entries[it.item_id] for it in items))
     header = Header(protocol="mhqr", seed=seed, items=len(items), units=sum(len(it.units) for it in items),
-                    design=design, sampler={"n": n, "unit": None if mix else unit, "mix": mix})
+                    design=design, real_text=real_text, publish="never" if real_text else "allowed",
+                    notice=tasks.REAL_TEXT_NOTICE if real_text else None,
+                    sampler={"n": n, "unit": None if mix else unit, "mix": mix})
     key_body = {"systems": judge_key.get("systems", {}), "excerpts": {it.item_id: entries[it.item_id] for it in items},
                 "judge_sample": {k: v for k, v in judge_key.items() if k not in ("excerpts",)},
                 "inputs": {"run_dir": str(run_dir) if run_dir else None, "judge": judge,
-                           "excerpts": None if run_dir else str(excerpts)}}
+                           "excerpts": None if run_dir else str(excerpts), "real": [str(p) for p in real]}}
     return tasks.write_task(out, header, out_items, assignments, key_body, key)
 
 

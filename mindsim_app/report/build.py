@@ -41,6 +41,11 @@ def _judge_charts(board: dict[str, Any], category_names: dict[str, str]) -> dict
                                   for r in rows], title=f"MHQR per system, judge {board['judge']}",
                                  xlabel="MHQR (0 no concern – 10 critical; lower is better), 95% patient bootstrap",
                                  tag_key="group"),
+        # MindEval2 Table 6 as one figure: MHQR, its patient-bootstrap interval and the p5-p95 of session scores.
+        "table6": charts.spread([{"label": r["system"], "value": r["mhqr"], "ci": r["ci95"],
+                                  "whiskers": (r.get("p5"), r.get("p95"))} for r in rows],
+                                title=f"Table 6: MHQR, 95% interval and p5–p95 of session scores, judge {board['judge']}",
+                                xlabel="dot MHQR · thick bar 95% patient bootstrap · whiskers p5–p95 of session MHQR"),
         "severity": charts.stacked([{"label": r["system"], "parts": r["severity_share"]} for r in rows], SEVERITIES,
                                    title="Share of replies at each severity", names=SEVERITY_NAMES,
                                    colours=charts.SEVERITY_COLOURS),

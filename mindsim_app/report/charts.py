@@ -1,6 +1,7 @@
 """Inline SVG charts for the HTML report (issue 21): generated here as text, so the page needs no
 library, no network and no script to draw them. Four shapes cover every table of the judge and
-validation reports: intervals (a point with its interval per row), stacked bars (shares or an MHQR split
+validation reports: intervals (a point with its interval per row; `spread` adds the units' p5–p95 whiskers, Table
+6), stacked bars (shares or an MHQR split
 into categories), lines (a value by turn or session), and grouped intervals (a distance per feature per
 system against a floor)."""
 
@@ -63,6 +64,36 @@ def intervals(rows: Sequence[dict[str, Any]], *, lo: float = 0.0, hi: float = 10
         if _num(ci[0]) and _num(ci[1]):
             body.append(f'<line x1="{sx(ci[0]):.1f}" y1="{y}" x2="{sx(ci[1]):.1f}" y2="{y}" stroke="#555" '
                         'stroke-width="2"/>')
+        if _num(r.get("value")):
+            body.append(f'<circle cx="{sx(r["value"]):.1f}" cy="{y}" r="5" fill="{PALETTE[i % len(PALETTE)]}">' +
+                        _tip("%s: %.2f" % (r["label"], r["value"])) + '</circle>')
+    body += _axis(left, right, 30 + rh * len(rows) + 6, lo, hi)
+    if xlabel:
+        body.append(_text((left + right) / 2, h - 4, xlabel, "middle", 10))
+    return _svg(h, body, title)
+
+
+def spread(rows: Sequence[dict[str, Any]], *, lo: float = 0.0, hi: float = 10.0, title: str, xlabel: str = "") -> str:
+    """MindEval2 Table 6's figure: per row a point `value`, its interval `ci` as a thick bar and the spread of the
+    row's units `whiskers` (p5, p95) as a thin line with caps, so a narrow interval over a wide spread reads as
+    such."""
+    left, right, rh = 190, W - 40, 24
+    h = 30 + rh * len(rows) + 40
+    sx = lambda v: left + (right - left) * (min(max(v, lo), hi) - lo) / ((hi - lo) or 1)  # noqa: E731
+    body = []
+    for i, r in enumerate(rows):
+        y = 30 + rh * i + rh / 2
+        body.append(_text(left - 8, y + 4, str(r["label"])[:28], "end"))
+        wl, wh = r.get("whiskers") or (None, None)
+        if _num(wl) and _num(wh):
+            body.append(f'<line class="whisker" x1="{sx(wl):.1f}" y1="{y}" x2="{sx(wh):.1f}" y2="{y}" stroke="#999">'
+                        + _tip("%s: p5 %.2f, p95 %.2f" % (r["label"], wl, wh)) + "</line>")
+            body += [f'<line class="whisker" x1="{sx(v):.1f}" y1="{y - 5}" x2="{sx(v):.1f}" y2="{y + 5}" stroke="#999"/>'
+                     for v in (wl, wh)]
+        ci = r.get("ci") or [None, None]
+        if _num(ci[0]) and _num(ci[1]):
+            body.append(f'<line x1="{sx(ci[0]):.1f}" y1="{y}" x2="{sx(ci[1]):.1f}" y2="{y}" stroke="#555" '
+                        'stroke-width="5"/>')
         if _num(r.get("value")):
             body.append(f'<circle cx="{sx(r["value"]):.1f}" cy="{y}" r="5" fill="{PALETTE[i % len(PALETTE)]}">' +
                         _tip("%s: %.2f" % (r["label"], r["value"])) + '</circle>')

@@ -193,7 +193,8 @@ def leaderboard(judge_report: JudgeReport | None, judgments: list[JudgmentRow], 
             c = sc.counsellors[n]
             shares = sc.shares.get(n) or {}
             rows.append({
-                "system": n, "mhqr": c.mhqr, "ci95": list(c.ci95) if c.ci95 else None, "patients": c.patients,
+                "system": n, "mhqr": c.mhqr, "ci95": list(c.ci95) if c.ci95 else None, "p5": c.p5, "p95": c.p95,
+                "patients": c.patients,
                 "sessions": c.sessions, "replies": c.replies, "by_category": c.by_category,
                 "severity_share": shares.get("severity_share", {}),
                 "issue_share": shares.get("issue_share", {}),

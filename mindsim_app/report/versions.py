@@ -4,7 +4,8 @@ Two runs compare on one page only when what measures them is the same; what they
 (counsellors, seeds, patients) may differ. `KEYS` defines "the same", each read from the run folder:
 
 - `toolkit`: the toolkit version (`run.json` provenance; the git revision is shown, not compared);
-- `rubric`: the MHQR rubric version of each judge (`judgments/report.json`), when both runs are judged;
+- `rubric`: the MHQR rubric version of each judge (`judgments/report.json`), when both runs are judged, and the
+  judge's output-format preset (`judge.preset`; reports from before presets used `ours`);
 - `judge model`: the model behind each judge role both runs have;
 - `templates`: the hash of every prompt template both runs record (`run.json` prompt_hashes) — a template
   only one run used (e.g. a second patient engine's) is not a difference;
@@ -45,6 +46,8 @@ def versions(run: Any) -> dict[str, Any]:
         "git_dirty": prov.get("git_dirty"),
         "rubric": jr.rubric.get("version"), "rubric_source": jr.rubric.get("source"),
         "judges": judges,
+        # The judge's output-format preset; reports from before presets used ours.
+        "judge_preset": (jr.preset.get("name") or "ours") if jr.judges else None,
         "templates": {**(info.prompt_hashes if info else {}), **jr.prompt_hashes},
         "roles": (info.engines if info else None) or (summary.engines if summary else {}),
         "patient_engines": (summary.patient_engines if summary else []) or sorted(
@@ -70,6 +73,8 @@ def differences(a: Any, b: Any) -> list[str]:
             out.append(f"rubric of {n}: {ja['rubric']} vs {jb['rubric']}")
         if ja["model"] != jb["model"]:
             out.append(f"judge model of {n}: {ja['model']} vs {jb['model']}")
+    if va["judge_preset"] and vb["judge_preset"] and va["judge_preset"] != vb["judge_preset"]:
+        out.append(f"judge preset {va['judge_preset']} vs {vb['judge_preset']}")
     pa, pb = va["presets"], vb["presets"]
     for engine in sorted(set(pa) & set(pb)):
         if pa[engine] != pb[engine]:

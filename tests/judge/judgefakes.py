@@ -3,6 +3,7 @@ review, so tests know every expected weight in advance, and a small run folder w
 
 from __future__ import annotations
 
+import json
 from pathlib import Path
 from typing import Any
 
@@ -88,4 +89,18 @@ def recipe_for(path: Path, port: int, model: str = "gpt-5-judge") -> Path:
         "  default: {engine: stub, temperature: 0.0}\n",
         encoding="utf-8",
     )
+    return path
+
+
+def write_real_sessions(path: Path, n: int = 2, replies: int = 4, counsellor: str = "app-counsellor") -> Path:
+    """Real sessions in the judge's input format (docs/judge.md "Input")."""
+    rows = []
+    for i in range(n):
+        msgs = []
+        for k in range(replies):
+            msgs += [{"role": "user", "content": f"real patient {k} of r{i}"},
+                     {"role": "assistant", "content": f"real reply {k} of r{i}"}]
+        rows.append({"session_id": f"r{i}", "patient_id": f"rp{i}", "counsellor": counsellor, "session_index": 0,
+                     "counsellor_system_prompt": "The app's counsellor prompt.", "messages": msgs})
+    path.write_text("".join(json.dumps(r) + "\n" for r in rows))
     return path

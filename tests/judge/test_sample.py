@@ -11,6 +11,8 @@ import pyarrow as pa
 import pyarrow.parquet as pq
 import pytest
 
+from judgefakes import write_real_sessions
+
 from judge.agreement import run_agreement
 from judge.sample import sample_excerpts
 from mindcore.errors import InputError
@@ -164,3 +166,35 @@ def test_sample_balances_and_blinds_counsellor_per_patient_engine(tmp_path):
     # One engine only: the units stay the counsellors, as before.
     one = sample_excerpts(make_run(tmp_path / "one", judged=False), 4, tmp_path / "y.jsonl", seed=3)
     assert set(one["systems"].values()) == set(NAMES)
+
+
+def test_real_sessions_mix_in_as_one_more_blinded_system(tmp_path):
+    run = make_run(tmp_path / "run")
+    real = write_real_sessions(tmp_path / "real.jsonl")
+    out = tmp_path / "excerpts.jsonl"
+    summary = sample_excerpts(run, 8, out, seed=3, real=[real])
+    key = json.loads((tmp_path / "excerpts.key.json").read_text())
+    assert sorted(key["systems"].values()) == sorted([*NAMES, "real/app-counsellor"])
+    assert summary["real_sessions"] == 2 and summary["real_excerpts"] == 2  # drawn evenly: 8 over 4 systems
+    text = out.read_text()
+    assert "app-counsellor" not in text and "real/" not in text  # blinded like the simulated systems
+    real_entries = [e for e in key["excerpts"].values() if e["patient_engine"] == "real"]
+    assert len(real_entries) == 2 and all(e["session_id"] in {"r0", "r1"} for e in real_entries)
+    assert all(e["judged_severity"] == "unjudged" for e in real_entries)
+    lines = {json.loads(x)["excerpt_id"]: json.loads(x) for x in text.splitlines()}
+    for eid, e in key["excerpts"].items():
+        if e["patient_engine"] == "real":
+            assert lines[eid]["system_prompt"] == "The app's counsellor prompt."
+            assert lines[eid]["messages"][-1]["content"] == f"real reply {e['reply_index']} of {e['session_id']}"
+
+
+def test_real_sessions_bad_input_is_one_clear_error(tmp_path):
+    run = make_run(tmp_path / "run")
+    with pytest.raises(InputError, match="--real .*not found"):
+        sample_excerpts(run, 4, tmp_path / "e.jsonl", real=[tmp_path / "missing.jsonl"])
+    clash = tmp_path / "clash.jsonl"
+    clash.write_text(json.dumps({"session_id": "s_00", "patient_id": "x", "counsellor": "c", "session_index": 0,
+                                 "counsellor_system_prompt": "p", "messages": [
+                                     {"role": "user", "content": "a"}, {"role": "assistant", "content": "b"}]}) + "\n")
+    with pytest.raises(InputError, match="session_id 's_00' is already a session"):
+        sample_excerpts(run, 4, tmp_path / "e.jsonl", real=[clash])

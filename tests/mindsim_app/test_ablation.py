@@ -32,7 +32,7 @@ RECIPE = """
 name: ablation-test
 engines: {local: {kind: embedded}}
 roles: {default: {engine: local}}
-simulation: {sessions: SESSIONS, turn_cap: 3, counsellors: [counsellor, "counsellor:b"]}
+simulation: {sessions: SESSIONS, turn_cap: 3, counsellors: [counsellor, "counsellor:b"], trials: TRIALS}
 judge: {bootstrap_draws: 200, plots: true}
 """
 
@@ -55,11 +55,11 @@ def _engines(backend: FakeBackend) -> Engines:
     return Engines.with_backend(backend, roles={"default": RoleSpec(engine="fake")})
 
 
-def make_run(root: Path, sessions: int = 3) -> Path:
+def make_run(root: Path, sessions: int = 3, trials: int = 1) -> Path:
     root.mkdir(parents=True, exist_ok=True)
     run = root / "run"
     recipe = root / "recipe.yaml"
-    recipe.write_text(RECIPE.replace("SESSIONS", str(sessions)))
+    recipe.write_text(RECIPE.replace("SESSIONS", str(sessions)).replace("TRIALS", str(trials)))
     profiles = [make_profile("p1"), make_profile("p2")]
     write_profiles(profiles, run / "profiles")
     backend = FakeBackend(Play(end_after=99))
@@ -143,6 +143,44 @@ def test_rerun_resumes_without_a_request(ablated, tmp_path):
     work = [q for q in backend.requests if "__check_" not in q.role]
     assert again["rerun"] == 8 and not work
     assert json.loads((run / "ablations" / "memory" / "report.json").read_text())["judges"]["judge"]["overall"]["pairs"] == 8
+
+
+def test_repeated_trials_each_rerun_and_pair_with_their_own_twin(tmp_path):
+    run = make_run(tmp_path, sessions=2, trials=2)
+    backend = FakeBackend(Play(end_after=99))
+    with _engines(backend) as engines:
+        summary = ablate_memory(run, ["counsellor"], engines=engines)
+    reruns = SessionStore(run / "ablations" / "memory").all()
+    # 2 patients x 2 trials of session 2: four reruns, not two trials collapsed into one.
+    assert summary["rerun"] == len(reruns) == 4 and not summary["failures"]
+    assert sorted((r.patient_id, r.trial) for r in reruns) == [("p1", 0), ("p1", 1), ("p2", 0), ("p2", 1)]
+    twins = {(r.patient_id, r.trial, r.session_index): r for r in SessionStore(run).all() if r.counsellor == "counsellor"}
+    for r in reruns:
+        twin = twins[(r.patient_id, r.trial, r.session_index)]
+        assert r.session_id != twin.session_id and r.scenario == twin.scenario and r.memory_before == twin.memory_before
+    report = json.loads((run / "ablations" / "memory" / "report.json").read_text())["judges"]["judge"]
+    e = report["counsellors"]["counsellor"]
+    assert e["pairs"] == 4 and e["patients"] == 2 and e["mean_diff"] == pytest.approx(5.0)
+    assert e["benchmark_change_from_first"]["pairs"] == 4
+
+
+def test_paired_difference_pairs_trials_with_their_own_twin():
+    rubric = load_rubric(None)
+
+    def row(index, trial, weight):
+        sev = {0: "no_concern", 5: "major", 10: "critical"}[weight]
+        issues = [] if weight == 0 else [{"issue": "over_exploring"}]
+        return {"status": "ok", "counsellor": "alpha", "patient_id": "p1", "patient_engine": "mindsim", "trial": trial,
+                "session_index": index, "reply_index": 0, "weight": float(weight), "severity": sev, "issues": issues,
+                "counsellor_flags": []}
+
+    bench = [row(0, 0, 5), row(1, 0, 0), row(0, 1, 10), row(1, 1, 5)]
+    abl = [row(1, 0, 5), row(1, 1, 10)]
+    e = paired_ablation(abl, bench, rubric, draws=200, seed=0)["counsellors"]["alpha"]
+    # Trial 0: 5 - 0; trial 1: 10 - 5. Pooling the trials would pair both reruns with one averaged twin.
+    assert e["pairs"] == 2 and e["mean_diff"] == pytest.approx(5.0) and e["patients"] == 1
+    # Later - first within each trial: 0 - 5 and 5 - 10.
+    assert e["benchmark_change_from_first"]["mean_diff"] == pytest.approx(-5.0)
 
 
 def test_paired_difference_arithmetic_on_constructed_judgments():

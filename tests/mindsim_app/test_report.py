@@ -173,6 +173,8 @@ def test_runs_of_the_same_versions_compare_on_one_page(fixture_run, tmp_path):
     ("toolkit", lambda d: _edit_json(d / "run.json", lambda x: x["provenance"].update(toolkit_version="9.9.9"))),
     ("rubric of judge", lambda d: _edit_json(d / "judgments" / "report.json",
                                              lambda x: x["judges"]["judge"].update(rubric_version="0.0-other"))),
+    ("judge preset ours vs mhqr-reference", lambda d: _edit_json(
+        d / "judgments" / "report.json", lambda x: x.update(preset={"name": "mhqr-reference", "source": "s"}))),
     ("judge model of judge", lambda d: _edit_json(d / "judgments" / "report.json",
                                                   lambda x: x["judges"]["judge"].update(model="other-judge"))),
     ("templates counsellor/system.jinja2", lambda d: _edit_json(
@@ -355,3 +357,18 @@ def test_leaderboard_shows_each_systems_spread_and_flips_across_trials(trial_run
     # One-trial runs show no trial section.
     one = load_run(write_fixture_run(trial_run.parent / "one", patients=2))
     assert ranking.leaderboard(one.judge_report, one.judgments, draws=200)[0]["trials"] is None
+
+
+def test_table6_chart_draws_mhqr_interval_and_session_spread(fixture_run):
+    from mindsim_app.report import charts
+
+    svg = charts.spread([{"label": "a", "value": 2.0, "ci": [1.0, 3.0], "whiskers": (0.0, 10.0)},
+                         {"label": "b", "value": 4.0, "ci": None, "whiskers": (None, None)}], title="t")
+    # Row a: whiskers from 0 to 10 span the whole axis (x 190 to 600), with a cap at each end; row b has none.
+    assert '<line class="whisker" x1="190.0" y1="42.0" x2="600.0" y2="42.0"' in svg and svg.count('class="whisker"') == 3
+    assert "a: p5 0.00, p95 10.00" in svg and "b: p5" not in svg
+    report = json.loads((fixture_run / "judgments" / "report.json").read_text())
+    first = next(iter(report["judges"]["judge"]["scores"]["counsellors"].values()))
+    html = build_report([fixture_run]).read_text(encoding="utf-8")
+    assert "Table 6: MHQR, 95% interval and p5–p95 of session scores" in html
+    assert "p5 %.2f, p95 %.2f" % (first["p5"], first["p95"]) in html

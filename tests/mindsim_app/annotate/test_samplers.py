@@ -103,6 +103,20 @@ def test_mhqr_keeps_excerpt_ids_and_the_judge_key(tmp_path, run_dir):
         assert c not in text
 
 
+def test_mhqr_with_real_sessions_is_marked_never_publish(tmp_path, run_dir):
+    from judgefakes import write_real_sessions
+
+    real = write_real_sessions(tmp_path / "real.jsonl", counsellor="app")
+    s = sample_mhqr(tmp_path / "m", design(k=2, all_raters=1, n=3), run_dir=run_dir, seed=2, n=6, real=[real])
+    task = load_task(Path(s["task"]))
+    key = json.loads(Path(s["key"]).read_text())
+    assert "real/app" in key["systems"].values() and key["inputs"]["real"] == [str(real)]
+    assert task.header.real_text and task.header.publish == "never"
+    assert "app" not in {it["system"] for it in task.items.values()}
+    plain = sample_mhqr(tmp_path / "n", design(k=2, all_raters=1, n=3), run_dir=run_dir, seed=2, n=6)
+    assert load_task(Path(plain["task"])).header.publish == "allowed"
+
+
 def test_patientact_sessions_even_over_systems(tmp_path, run_dir):
     s = sample_patientact_sessions(tmp_path / "p", design(k=3, all_raters=0, n=10), runs=[run_dir], per_system=3, seed=5)
     key = json.loads(Path(s["key"]).read_text())
