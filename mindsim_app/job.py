@@ -259,7 +259,7 @@ def run_job(recipe_path: Path, out_dir: Path, *, verbose: bool = False, ray_addr
                 gap_hours=f"{scfg.min_gap_hours:g}–{scfg.max_gap_hours:g}", counsellors=list(ssum.counsellors),
                 memory_cap=scfg.memory_max_entries, seed=recipe.seed,
             ),
-            "presets": scfg.engine_presets(),
+            "presets": {**scfg.engine_presets(), **({"judge": jcfg.preset} if jcfg is not None else {})},
             "counts": RunCounts(
                 personas_read=psum.personas_read, under_18_skipped=psum.skipped_under_18, candidates=psum.candidates,
                 kept=psum.kept, dropped_serious=psum.dropped_serious, profile_failures=sum(psum.failed.values()),

@@ -54,8 +54,8 @@ def versions(run: Any) -> dict[str, Any]:
             {played_by(s.patient_engine) for s in run.sessions}),
         "reference": {"name": ref.get("name"), "source_sha256": (ref.get("provenance") or {}).get("source_sha256"),
                       "markers_version": (ref.get("settings") or {}).get("markers_version")} if ref else None,
-        # Runs from before presets existed ran every engine under 'ours'.
-        "presets": dict(info.presets) if info and info.presets else {},
+        # The patient engines' presets (the judge's is on the rubric row); runs from before presets ran under 'ours'.
+        "presets": {e: p for e, p in (info.presets if info else {}).items() if e != "judge"},
         "recipe": recipe.name if recipe else None, "run_id": info.run_id if info else None,
         "seed": recipe.seed if recipe else None,
     }

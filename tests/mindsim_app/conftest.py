@@ -1,8 +1,8 @@
 """Application-layer tests reuse the simulator tests' helpers (`simfakes`, `hub_stub`, `killing`) and the judge
 tests' `judgefakes`: make those folders, and this one (`reportfix`, run fixtures), importable under pytest's
-importlib import mode. The embedded suite's second real-model run is here: the two-counsellor run, a `mindsim run`
-killed and resumed through the console script (the study run, which every other embedded test reads, is in
-tests/conftest.py)."""
+importlib import mode. Two of the embedded suite's real-model runs are here: the two-counsellor run, a `mindsim run`
+killed and resumed through the console script, and the preset run (the papers' reference presets); the study run,
+which every other embedded test reads, is in tests/conftest.py."""
 
 from __future__ import annotations
 
@@ -82,3 +82,51 @@ def two_counsellor_run(study_run, embedded_engines, tmp_path_factory) -> dict:
     return {"out": out, "copied": copied, "new": sorted(new), "kept": kept, "profile_marks": profile_marks,
             "rerun": rerun, "info": json.loads((out / "run.json").read_text()),
             "server": embedded_engines.backend("local").base_url}
+
+
+# -- the preset run: the quickstart under every reference preset -----------------------------------------------
+PRESETS = {"mindsim": "mindeval2-reference", "patientact": "patientact-reference", "judge": "mhqr-reference"}
+PRESET_RUNS = 3
+
+
+@pytest.fixture(scope="session")
+def preset_run(study_run, embedded_engines, tmp_path_factory) -> Path:
+    """The study's quickstart patient played by MindSim under `mindeval2-reference` and PatientAct under
+    `patientact-reference`, one session each, judged under `mhqr-reference`, through `run_job` on the suite's
+    server. The study's profiles, first scenarios and decompositions are resumed (same profile settings, so the
+    same checkpoint keys), so the sessions and their judgments are what this run pays for. The two patient presets
+    fill `turn_cap` and `opening` differently, so the recipe sets both (the quickstart's: the patient opens, one
+    patient turn); the rerun rule is the study run's."""
+    import pyarrow.parquet as pq
+    from quick_recipes import engines_for, resume_profiles, study_recipe, write_recipe
+
+    from mindcore.errors import EngineError
+    from mindsim_app.job import run_job
+
+    raw = study_recipe()
+    raw["name"] = "presets-test"
+    raw["description"] = "The embedded suite's preset run: the papers' reference presets on the study's patient."
+    sim = raw["simulation"]
+    sim.pop("engine_sessions")
+    sim.update(patient_engine=["mindsim", "patientact"], sessions=1,
+               preset=[PRESETS["mindsim"], PRESETS["patientact"]], opening="patient",
+               turn_cap=raw["simulation"].get("turn_cap", 2))
+    raw["validation"] = {**raw["validation"], "arc": False}
+    raw["judge"] = {**raw["judge"], "preset": PRESETS["judge"]}
+    base = tmp_path_factory.mktemp("presets")
+    recipe = write_recipe(raw, base / "recipe.yaml")
+    out = base / "run"
+    resume_profiles(study_run, out, decompositions=True)
+    for attempt in range(PRESET_RUNS):
+        try:
+            summary = run_job(recipe, out, engines=engines_for(recipe, embedded_engines))
+        except EngineError:
+            if attempt + 1 == PRESET_RUNS:
+                raise
+            continue
+        assert summary.info.status == "finished"
+        engines = {r["patient_engine"] for r in
+                   pq.read_table(out / "sessions" / "sessions.parquet", columns=["patient_engine"]).to_pylist()}
+        if engines == {"mindsim", "patientact"}:
+            break
+    return out

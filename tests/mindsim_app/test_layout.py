@@ -77,7 +77,7 @@ def test_the_layout_spells_todays_folder(tmp_path):
 def test_the_header_card_and_report_name_each_engines_preset(run):
     """A run without `simulation.preset` records 'ours' for each engine it ran; the card and the report say so."""
     layout = RunLayout(run)
-    assert layout.header().presets == {"mindsim": "ours", "patientact": "ours"}
+    assert layout.header().presets == {"mindsim": "ours", "patientact": "ours", "judge": "ours"}
     card = (layout.dataset / "README.md").read_text()
     assert "mindsim ran under `ours`" in card and "patientact ran under `ours`" in card
     page = layout.report_html.read_text()

@@ -1,0 +1,49 @@
+"""The papers' reference presets end to end on the real embedded engine (issue 32): the quickstart patient played
+by MindSim under `mindeval2-reference` and PatientAct under `patientact-reference`, judged under `mhqr-reference`
+(`preset_run`, tests/mindsim_app/conftest.py). run.json, the sessions, the judgments and the report all say which
+preset each part ran under, and what each preset changes shows in the rows."""
+
+from __future__ import annotations
+
+import pyarrow.parquet as pq
+import pytest
+from conftest import PRESETS
+
+from mindcore.layout import RunLayout
+from mindsim.reference import vocabulary_for
+
+pytestmark = pytest.mark.embedded
+
+
+def _sessions(run):
+    return pq.read_table(RunLayout(run).sessions.parquet).to_pylist()
+
+
+def test_run_json_and_the_report_name_every_preset(preset_run):
+    layout = RunLayout(preset_run)
+    assert layout.header().presets == PRESETS
+    page = layout.report_html.read_text()
+    assert "<th>presets</th><td>mindsim: mindeval2-reference, patientact: patientact-reference</td>" in page
+    assert "judge output preset mhqr-reference" in page
+    assert "mindsim ran under `mindeval2-reference`" in (layout.dataset / "README.md").read_text()
+
+
+def test_mindsim_plays_the_references_moves_with_the_time_for_the_patient_only(preset_run):
+    rows = [r for r in _sessions(preset_run) if r["patient_engine"] == "mindsim"]
+    vocab = vocabulary_for("mindeval2-reference")
+    assert rows and {r["vocabulary_version"] for r in rows} == {vocab.version}
+    committed = [t["move"] for r in rows for t in r["turns"] if t.get("move")]
+    assert committed and set(committed) <= set(vocab.moves)
+    assert all(r["schedule"]["patient_only_time"] for r in rows)
+
+
+def test_patientact_starts_from_the_references_trust(preset_run):
+    rows = [r for r in _sessions(preset_run) if r["patient_engine"] == "patientact"]
+    assert rows and all(r["patientact"]["trust_start"] == 2.5 for r in rows)
+    assert all(r["patientact"]["switches"]["carry_trust"] is False for r in rows)
+
+
+def test_the_judge_answers_in_the_references_format(preset_run):
+    layout = RunLayout(preset_run)
+    rows = pq.read_table(layout.judgments.parquet, columns=["rubric_version"]).to_pylist()
+    assert rows and all(r["rubric_version"].endswith("+mhqr-reference") for r in rows)
