@@ -5,8 +5,8 @@ from __future__ import annotations
 
 from pydantic import BaseModel, ConfigDict, Field, field_validator
 
-from judge.costs import Price
-from mindcore.config import EmbeddedEngine, EnginesConfig, RoleSpec, role_base
+from mindsimkit.judge.costs import Price
+from mindsimkit.mindcore.config import EmbeddedEngine, EnginesConfig, RoleSpec, role_base
 
 
 class JudgeConfig(BaseModel):

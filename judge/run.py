@@ -13,24 +13,24 @@ from collections import Counter
 from pathlib import Path
 from typing import Any
 
-from mindcore.errors import EngineError
-from mindcore.io import CheckpointDir
-from mindcore.layout import RunLayout
-from mindcore.runlog import played_by
-from mindcore.runners import Runner
-from mindcore.manifest import record_stage
-from mindcore.provenance import base_provenance
-from judge.analyses import analyses
-from judge.config import JudgeConfig
-from judge.costs import cost_table
-from judge.inputs import benchmark_patients, load_sessions
-from judge.judging import TEMPLATES, Judge, judges_from_config
-from judge.rankings import family_flags, judge_agreement
-from judge.report import critical_rows, failure_rows, write_report
-from judge.rubric import load_rubric
-from judge.schemas import JudgeRanking, JudgeRunSummary, JudgmentRow, SessionInput, write_judgments
-from judge.sharded import judge_rows
-from judge.scores import columns_from_rows, score_all
+from mindsimkit.mindcore.errors import EngineError
+from mindsimkit.mindcore.io import CheckpointDir
+from mindsimkit.mindcore.layout import RunLayout
+from mindsimkit.mindcore.runlog import played_by
+from mindsimkit.mindcore.runners import Runner
+from mindsimkit.mindcore.manifest import record_stage
+from mindsimkit.mindcore.provenance import base_provenance
+from mindsimkit.judge.analyses import analyses
+from mindsimkit.judge.config import JudgeConfig
+from mindsimkit.judge.costs import cost_table
+from mindsimkit.judge.inputs import benchmark_patients, load_sessions
+from mindsimkit.judge.judging import TEMPLATES, Judge, judges_from_config
+from mindsimkit.judge.rankings import family_flags, judge_agreement
+from mindsimkit.judge.report import critical_rows, failure_rows, write_report
+from mindsimkit.judge.rubric import load_rubric
+from mindsimkit.judge.schemas import JudgeRanking, JudgeRunSummary, JudgmentRow, SessionInput, write_judgments
+from mindsimkit.judge.sharded import judge_rows
+from mindsimkit.judge.scores import columns_from_rows, score_all
 
 
 def summarise(rows: list[JudgmentRow], judges: list[Judge], sessions: list[SessionInput],

@@ -21,15 +21,15 @@ from typing import Any, Optional
 
 from pydantic import BaseModel
 
-from mindcore.exchange import spoken
-from mindcore.systems import report_label, several
-from judge.agreement import load_vocabulary
-from judge.rubric import severity_id
-from judge.units import (UNITS, WINDOW_TURNS, Choices, Excerpt, ExcerptAnnotation, KeyEntry, RatedTurn,
+from mindsimkit.mindcore.exchange import spoken
+from mindsimkit.mindcore.systems import report_label, several
+from mindsimkit.judge.agreement import load_vocabulary
+from mindsimkit.judge.rubric import severity_id
+from mindsimkit.judge.units import (UNITS, WINDOW_TURNS, Choices, Excerpt, ExcerptAnnotation, KeyEntry, RatedTurn,
                          TurnAnnotation)
-from mindcore.errors import InputError
-from mindcore.io import atomic_write_json, atomic_write_jsonl
-from mindcore.layout import RunLayout
+from mindsimkit.mindcore.errors import InputError
+from mindsimkit.mindcore.io import atomic_write_json, atomic_write_jsonl
+from mindsimkit.mindcore.layout import RunLayout
 
 class SampledSession(BaseModel):
     """The columns of a run's sessions the sample reads (`patient_engine` is absent in older runs and in other

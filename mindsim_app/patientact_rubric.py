@@ -14,16 +14,16 @@ from typing import Any
 
 from pydantic import BaseModel
 
-from judge.patientact import (  # noqa: F401 - re-exported: the statistics' public names stay here too
+from mindsimkit.judge.patientact import (  # noqa: F401 - re-exported: the statistics' public names stay here too
     PROFILE_TEMPLATE, Judgment, ask, failures, identification_accuracy, krippendorff_alpha, mann_whitney, rubrics,
     spearman, split, system_means,
 )
-from judge.patientact import answer_model as _answer_model
-from judge.patientact import system_label as _system_label
-from mindcore.prompts import render, template_hash
-from mindsim.patientact.data import attachment_prior, theme_map
-from mindsim.records import SessionRecord
-from profilegen.schemas import Profile
+from mindsimkit.judge.patientact import answer_model as _answer_model
+from mindsimkit.judge.patientact import system_label as _system_label
+from mindsimkit.mindcore.prompts import render, template_hash
+from mindsimkit.mindsim.patientact.data import attachment_prior, theme_map
+from mindsimkit.mindsim.records import SessionRecord
+from mindsimkit.profilegen.schemas import Profile
 
 
 def answer_model(part: str) -> type[BaseModel]:

@@ -11,8 +11,8 @@ from typing import Literal
 
 from pydantic import BaseModel, ConfigDict, Field, model_validator
 
-from mindcore.errors import ConfigError
-from mindcore import yamlio
+from mindsimkit.mindcore.errors import ConfigError
+from mindsimkit.mindcore import yamlio
 
 DATA_DIR = "data/patientact"
 
@@ -185,7 +185,7 @@ class Lexicon(_Frozen):
 
 
 def _load(name: str, model: type[BaseModel]):
-    path = resources.files("mindsim").joinpath(DATA_DIR, name)
+    path = resources.files("mindsimkit.mindsim").joinpath(DATA_DIR, name)
     try:
         return model.model_validate(yamlio.safe_load(path.read_text(encoding="utf-8")))
     except Exception as exc:

@@ -16,7 +16,7 @@ from __future__ import annotations
 from dataclasses import dataclass
 from typing import Any, Iterable, Optional, Sequence
 
-from mindcore.errors import InputError
+from mindsimkit.mindcore.errors import InputError
 
 SPEAKER = {"user": "patient", "assistant": "counsellor"}
 

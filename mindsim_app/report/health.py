@@ -16,11 +16,11 @@ from functools import lru_cache
 from pathlib import Path
 from typing import Any
 
-from mindcore import yamlio
+from mindsimkit.mindcore import yamlio
 
-from mindcore.runlog import SimulationSummaryView, ValidationReport, played_by
-from mindsim_app.report.load import SessionView, TurnView
-from mindsim_app.report.ranking import system_of
+from mindsimkit.mindcore.runlog import SimulationSummaryView, ValidationReport, played_by
+from mindsimkit.mindsim_app.report.load import SessionView, TurnView
+from mindsimkit.mindsim_app.report.ranking import system_of
 
 RULES = Path(__file__).with_name("data") / "health.yaml"
 _ROLE = re.compile(r"role '([a-z_]+)(?::[^']*)?'")
@@ -49,13 +49,13 @@ def attribute(error: str | None, role: str | None = None) -> str:
 
 
 def _depth_table() -> dict[str, int]:
-    from profilegen.moves import load_vocabulary
+    from mindsimkit.profilegen.moves import load_vocabulary
 
     return {m.id: m.depth for m in load_vocabulary().moves.values() if m.depth}
 
 
 def _classes() -> dict[str, str]:
-    from profilegen.moves import load_vocabulary
+    from mindsimkit.profilegen.moves import load_vocabulary
 
     return {m.id: m.cls for m in load_vocabulary().moves.values()}
 

@@ -16,17 +16,17 @@ import pyarrow.parquet as pq
 import pytest
 from judgefakes import recipe_for, session
 
-import judge
-from judge.patientact import (
+from mindsimkit import judge
+from mindsimkit.judge.patientact import (
     ConversationJudge, HumanRating, Judgment, answer_model, failures, identification_accuracy, judge_item,
     krippendorff_alpha, load_human, load_items, mann_whitney, mean_human, rating_matrix, rubrics, scored_systems,
     spearman, system_label, system_means, transcript,
 )
-from judge.patientact_report import build_report, report_md, run_patientact
-from mindcore.engine import Engines
-from mindcore.errors import ConfigError, EngineError, InputError, TransportError
-from mindcore.fake import FakeBackend
-from mindcore.io import CheckpointDir
+from mindsimkit.judge.patientact_report import build_report, report_md, run_patientact
+from mindsimkit.mindcore.engine import Engines
+from mindsimkit.mindcore.errors import ConfigError, EngineError, InputError, TransportError
+from mindsimkit.mindcore.fake import FakeBackend
+from mindsimkit.mindcore.io import CheckpointDir
 
 DIMS = [d.id for d in rubrics().conversation.dimensions]
 # Score each session gets from the fake judge, by the prefix of its id (seen in the transcript).
@@ -369,7 +369,7 @@ def test_console_script_patientact_exit_codes(tmp_path):
 
 
 def test_best_vs_second_marks_the_best_system_only_when_significant():
-    from judge.patientact import best_vs_second
+    from mindsimkit.judge.patientact import best_vs_second
 
     scores = {"a": {"coherence": [5, 5, 5, 4, 5, 5], "realism": [3, 3, 3]},
               "b": {"coherence": [2, 3, 2, 2, 3, 2], "realism": [3, 4, 3]},
@@ -383,7 +383,7 @@ def test_best_vs_second_marks_the_best_system_only_when_significant():
 
 
 def test_conversation_prompt_carries_the_red_flags():
-    from judge.patientact import ConversationItem, ConversationJudge, rubrics
+    from mindsimkit.judge.patientact import ConversationItem, ConversationJudge, rubrics
 
     flags = rubrics().conversation.red_flags
     assert len(flags) == 5
@@ -398,7 +398,7 @@ def test_rows_group_by_the_profiles_main_presenting_problem(tmp_path):
     import pyarrow as pa
     import pyarrow.parquet as pq
 
-    from judge.patientact import main_problems
+    from mindsimkit.judge.patientact import main_problems
 
     (tmp_path / "profiles").mkdir()
     pq.write_table(pa.Table.from_pylist([{"profile_id": "p1", "anchor": {"main_problem": "low mood"}},

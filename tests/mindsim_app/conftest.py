@@ -45,7 +45,7 @@ def two_counsellor_run(study_run, embedded_engines, tmp_path_factory) -> dict:
     from quick_recipes import TWO_COUNSELLORS as COUNSELLORS
     from quick_recipes import attached_env, quick_recipe, resume_profiles, stamps, write_recipe
 
-    from mindsim.records import session_id
+    from mindsimkit.mindsim.records import session_id
 
     base = tmp_path_factory.mktemp("two-counsellors")
     raw = quick_recipe()
