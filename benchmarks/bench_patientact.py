@@ -25,12 +25,12 @@ from pathlib import Path
 REPO = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(REPO / "tests" / "mindsim"))  # hand-built profiles and fakes shared with the tests
 
-from mindcore.config import EmbeddedEngine, EnginesConfig, RoleSpec  # noqa: E402
-from mindcore.engine import Engines  # noqa: E402
-from mindcore.layout import RunLayout  # noqa: E402
-from mindcore.fake import FakeBackend  # noqa: E402
-from mindsim.config import SimulationConfig  # noqa: E402
-from mindsim.simulate import simulate_async  # noqa: E402
+from mindsimkit.mindcore.config import EmbeddedEngine, EnginesConfig, RoleSpec  # noqa: E402
+from mindsimkit.mindcore.engine import Engines  # noqa: E402
+from mindsimkit.mindcore.layout import RunLayout  # noqa: E402
+from mindsimkit.mindcore.fake import FakeBackend  # noqa: E402
+from mindsimkit.mindsim.config import SimulationConfig  # noqa: E402
+from mindsimkit.mindsim.simulate import simulate_async  # noqa: E402
 from simfakes import SimResponder, make_profile  # noqa: E402
 
 from recording import Recorder  # noqa: E402

@@ -18,9 +18,9 @@ import asyncio
 import statistics
 import time
 
-from mindcore.config import EmbeddedEngine, EnginesConfig, RoleSpec
-from mindcore.engine import Engines
-from mindcore.types import ChatRequest
+from mindsimkit.mindcore.config import EmbeddedEngine, EnginesConfig, RoleSpec
+from mindsimkit.mindcore.engine import Engines
+from mindsimkit.mindcore.types import ChatRequest
 
 
 def system_prompt(nonce: str, rules: int) -> str:

@@ -17,14 +17,14 @@ import asyncio
 import statistics
 import time
 
-from mindcore.engine import Engines
-from mindcore.recipe import load_recipe
-from profilegen.anchors import anchor_personas
-from profilegen.config import profiles_config
-from profilegen.formulation import draft_model, label_choice, writer_messages
-from profilegen.personas import load_personas
-from profilegen.rates import load_rates
-from profilegen.schemas import AnchoredRow
+from mindsimkit.mindcore.engine import Engines
+from mindsimkit.mindcore.recipe import load_recipe
+from mindsimkit.profilegen.anchors import anchor_personas
+from mindsimkit.profilegen.config import profiles_config
+from mindsimkit.profilegen.formulation import draft_model, label_choice, writer_messages
+from mindsimkit.profilegen.personas import load_personas
+from mindsimkit.profilegen.rates import load_rates
+from mindsimkit.profilegen.schemas import AnchoredRow
 
 IN_FLIGHT = (1, 2, 4)
 

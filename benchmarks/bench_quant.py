@@ -22,8 +22,8 @@ import tempfile
 import urllib.request
 from pathlib import Path
 
-from mindcore.config import EmbeddedEngine
-from mindcore.embedded import EmbeddedServer, default_model_path, reencode
+from mindsimkit.mindcore.config import EmbeddedEngine
+from mindsimkit.mindcore.embedded import EmbeddedServer, default_model_path, reencode
 
 
 def ask(port: int, system: str, user: str, tokens: int) -> dict:

@@ -69,8 +69,8 @@ def start_server(latency: float, counts, slot: int, refuse_after: int | None = N
 
 
 def engines_for(urls: list[str], cap: int):
-    from mindcore.config import EnginesConfig, OpenAIEngine, RoleSpec
-    from mindcore.engine import Engines
+    from mindsimkit.mindcore.config import EnginesConfig, OpenAIEngine, RoleSpec
+    from mindsimkit.mindcore.engine import Engines
 
     return Engines.from_config(EnginesConfig(
         engines={"fake": OpenAIEngine(base_urls=urls, model="m", native_tools=False, max_concurrency=cap,
@@ -99,9 +99,9 @@ def main() -> None:
 
     import ray
 
-    from mindcore.recipe import RaySettings
-    from mindsim.config import SimulationConfig
-    from mindsim.simulate import run_simulation
+    from mindsimkit.mindcore.recipe import RaySettings
+    from mindsimkit.mindsim.config import SimulationConfig
+    from mindsimkit.mindsim.simulate import run_simulation
     from simfakes import make_profile
 
     profiles = [make_profile(f"b{i:03d}", ARCHETYPES[i % 4]) for i in range(args.patients)]

@@ -38,11 +38,11 @@ def _text(rng, n: int) -> str:
 
 
 def write_run(out: Path, counsellors: int, patients: int, sessions: int, replies: int, seed: int = 0) -> int:
-    from judge.rubric import load_rubric
-    from judge.schemas import JUDGMENT_SCHEMA
-    from judge.scores import columns_from_rows, score_all
-    from mindcore.provenance import base_provenance
-    from profilegen.moves import load_vocabulary
+    from mindsimkit.judge.rubric import load_rubric
+    from mindsimkit.judge.schemas import JUDGMENT_SCHEMA
+    from mindsimkit.judge.scores import columns_from_rows, score_all
+    from mindsimkit.mindcore.provenance import base_provenance
+    from mindsimkit.profilegen.moves import load_vocabulary
 
     rng = np.random.default_rng(seed)
     rubric = load_rubric()
@@ -114,8 +114,8 @@ def write_run(out: Path, counsellors: int, patients: int, sessions: int, replies
 
 
 def validate(out: Path) -> None:
-    from validation.compare import compare
-    from validation.config import ValidationConfig
+    from mindsimkit.validation.compare import compare
+    from mindsimkit.validation.config import ValidationConfig
 
     rows: dict[str, list] = {}
     for line in (out / "transcripts" / "transcripts.jsonl").read_text().splitlines():
@@ -169,7 +169,7 @@ def main() -> None:
     ap.add_argument("--replies-per-session", type=int, default=10)
     ap.add_argument("--browser", action="store_true")
     args = ap.parse_args()
-    from mindsim_app.report.build import build_report
+    from mindsimkit.mindsim_app.report.build import build_report
 
     with tempfile.TemporaryDirectory(prefix="bench-report-") as tmp:
         run = Path(tmp) / "run"

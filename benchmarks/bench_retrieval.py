@@ -17,10 +17,10 @@ import asyncio
 import json
 import time
 
-from mindcore.config import EmbeddedEngine, EnginesConfig, RoleSpec
-from mindcore.engine import Engines
-from mindsim.patientact.matcher import MATCHER_ROLE, TagMatch
-from mindsim.patientact.recall import lexical_matcher, llm_matcher, load_heldout, measure_heldout
+from mindsimkit.mindcore.config import EmbeddedEngine, EnginesConfig, RoleSpec
+from mindsimkit.mindcore.engine import Engines
+from mindsimkit.mindsim.patientact.matcher import MATCHER_ROLE, TagMatch
+from mindsimkit.mindsim.patientact.recall import lexical_matcher, llm_matcher, load_heldout, measure_heldout
 
 
 def _short(result: dict) -> dict:
@@ -38,7 +38,7 @@ def main() -> None:
     lex = asyncio.run(measure_heldout(lexical_matcher(), heldout, args.limit))
     out["lexical"] = lex if args.mismatches else _short(lex)
     if args.llm:
-        from mindcore.budget import worst_case_tokens
+        from mindsimkit.mindcore.budget import worst_case_tokens
 
         budget = worst_case_tokens(TagMatch.model_json_schema()).tokens
         cfg = EnginesConfig(engines={"local": EmbeddedEngine(parallel=2, ctx_per_slot=4096)},

@@ -12,8 +12,8 @@ import argparse
 import statistics
 import time
 
-from profilegen.select import attribute_table, select, select_profiles
-from profilegen.testing import make_profiles
+from mindsimkit.profilegen.select import attribute_table, select, select_profiles
+from mindsimkit.profilegen.testing import make_profiles
 
 GOALS = {1_000: 1.0, 100_000: 60.0}
 

@@ -14,8 +14,8 @@ import sys
 import time
 from pathlib import Path
 
-from mindcore.backends import OpenAIBackend
-from mindcore.types import ChatRequest
+from mindsimkit.mindcore.backends import OpenAIBackend
+from mindsimkit.mindcore.types import ChatRequest
 
 sys.path.insert(0, str(Path(__file__).resolve().parent.parent / "tests" / "mindcore"))
 from stub_servers import StubServer  # noqa: E402

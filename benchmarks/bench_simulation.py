@@ -22,11 +22,11 @@ from pathlib import Path
 REPO = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(REPO / "tests" / "mindsim"))  # hand-built profiles shared with the tests
 
-from mindcore.config import EmbeddedEngine, EnginesConfig, RoleSpec  # noqa: E402
-from mindcore.engine import Engines  # noqa: E402
-from mindsim.config import SimulationConfig  # noqa: E402
-from mindsim.simulate import simulate_async  # noqa: E402
-from profilegen.moves import archetype_ids  # noqa: E402
+from mindsimkit.mindcore.config import EmbeddedEngine, EnginesConfig, RoleSpec  # noqa: E402
+from mindsimkit.mindcore.engine import Engines  # noqa: E402
+from mindsimkit.mindsim.config import SimulationConfig  # noqa: E402
+from mindsimkit.mindsim.simulate import simulate_async  # noqa: E402
+from mindsimkit.profilegen.moves import archetype_ids  # noqa: E402
 from simfakes import make_profile  # noqa: E402
 
 from recording import Recorder, cached_share, processed  # noqa: E402

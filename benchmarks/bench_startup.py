@@ -23,7 +23,7 @@ from pathlib import Path
 
 import yaml
 
-from mindcore import yamlio
+from mindsimkit.mindcore import yamlio
 
 REPO = Path(__file__).resolve().parent.parent
 RATES = REPO / "profilegen" / "data" / "rates_default.yaml"

@@ -28,8 +28,8 @@ PROMPT = "Write a short paragraph about a person who has trouble sleeping after 
 
 
 def serve_and_measure(threads: int | None, seconds: float) -> dict:
-    from mindcore.config import EmbeddedEngine
-    from mindcore.embedded import EmbeddedServer
+    from mindsimkit.mindcore.config import EmbeddedEngine
+    from mindsimkit.mindcore.embedded import EmbeddedServer
 
     server = EmbeddedServer(EmbeddedEngine(parallel=1, ctx_per_slot=4096, threads=threads)).start()
     generated = prompt = n = 0

@@ -18,12 +18,12 @@ from pathlib import Path
 import numpy as np
 from scipy.stats import wasserstein_distance
 
-from validation.compare import compare
-from validation.config import ValidationConfig
-from validation.distances import compare_samples, joint_distance, joint_floor, noise_floor, patient_draws, system_seed
-from validation.features import FEATURES
-from validation.reference import measure, write_reference
-from validation.transcripts import load_transcripts
+from mindsimkit.validation.compare import compare
+from mindsimkit.validation.config import ValidationConfig
+from mindsimkit.validation.distances import compare_samples, joint_distance, joint_floor, noise_floor, patient_draws, system_seed
+from mindsimkit.validation.features import FEATURES
+from mindsimkit.validation.reference import measure, write_reference
+from mindsimkit.validation.transcripts import load_transcripts
 
 MARKERS = ["always", "never", "nothing", "tired", "sad", "stress", "um", "you know", "i mean", "bad"]
 

@@ -21,11 +21,11 @@ from typing import Any, Iterable
 
 import numpy as np
 
-from mindcore.runlog import MemoryAblationReport
-from mindcore.io import atomic_write_json, atomic_write_text, json_safe
-from mindcore.plots import pyplot, save_png
-from judge.rubric import Rubric
-from judge.scores import Sessions, cluster_bootstrap, columns_from_rows, session_table
+from mindsimkit.mindcore.runlog import MemoryAblationReport
+from mindsimkit.mindcore.io import atomic_write_json, atomic_write_text, json_safe
+from mindsimkit.mindcore.plots import pyplot, save_png
+from mindsimkit.judge.rubric import Rubric
+from mindsimkit.judge.scores import Sessions, cluster_bootstrap, columns_from_rows, session_table
 
 PLOT = "memory_ablation.png"
 

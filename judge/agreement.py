@@ -20,13 +20,13 @@ from typing import Any, Iterable, Optional
 import numpy as np
 from pydantic import BaseModel, ConfigDict, Field, ValidationError
 
-from mindcore.errors import ConfigError, InputError
-from mindcore.io import atomic_write_json, atomic_write_text, read_jsonl
-from mindcore.layout import JudgmentsFolder, RunLayout
-from mindcore.recipe import format_validation_error
-from mindcore.runlog import read_table, remake
-from judge import stats
-from judge.rubric import severity_id
+from mindsimkit.mindcore.errors import ConfigError, InputError
+from mindsimkit.mindcore.io import atomic_write_json, atomic_write_text, read_jsonl
+from mindsimkit.mindcore.layout import JudgmentsFolder, RunLayout
+from mindsimkit.mindcore.recipe import format_validation_error
+from mindsimkit.mindcore.runlog import read_table, remake
+from mindsimkit.judge import stats
+from mindsimkit.judge.rubric import severity_id
 
 BOOTSTRAP_DRAWS = 2000
 
@@ -69,7 +69,7 @@ class Vocabulary:
 
 def load_vocabulary(path: Optional[Path] = None) -> Vocabulary:
     """Severity levels, weights and issue ids from the judge's rubric (the shipped one by default)."""
-    from judge.rubric import load_rubric
+    from mindsimkit.judge.rubric import load_rubric
 
     try:
         rubric = load_rubric(str(path) if path else None)

@@ -26,9 +26,9 @@ from typing import Any
 
 import numpy as np
 
-from judge import stats
-from judge.rubric import Rubric
-from judge.scores import Columns, counsellor_scores, session_table
+from mindsimkit.judge import stats
+from mindsimkit.judge.rubric import Rubric
+from mindsimkit.judge.scores import Columns, counsellor_scores, session_table
 
 # Two-turn buckets to 30 turns (the paper's session cap), then the rest.
 TURN_PAIRS: tuple[tuple[int, int], ...] = tuple((k, k + 1) for k in range(1, 31, 2)) + ((31, 10**9),)

@@ -15,7 +15,7 @@ app = typer.Typer(help="MHQR: judge counsellor replies, sample excerpts for clin
 
 def judge_section(recipe: Any) -> Any:
     """The recipe's `judge:` section, or defaults while the shared Recipe model has no such section."""
-    from judge.config import JudgeConfig
+    from mindsimkit.judge.config import JudgeConfig
 
     if "judge" in type(recipe).model_fields:
         return recipe.section("judge", JudgeConfig)
@@ -24,8 +24,8 @@ def judge_section(recipe: Any) -> Any:
 
 def resolve_recipe(run_dir: Path, recipe: Optional[Path]) -> Optional[Path]:
     """--recipe, else the recipe path run.json records, else None (embedded defaults)."""
-    from mindcore.errors import ConfigError
-    from mindcore.layout import RunLayout
+    from mindsimkit.mindcore.errors import ConfigError
+    from mindsimkit.mindcore.layout import RunLayout
 
     if recipe is not None:
         return recipe
@@ -75,8 +75,8 @@ def run_cmd(
 ) -> None:
     """Judge every counsellor reply against the MHQR rubric (or, with a scales rubric such as patientact,
     mindeval_v1 or your own file, every session); write judgments, scores and a report."""
-    from mindcore.errors import ConfigError
-    from judge.rubrics import load as load_rubric_file
+    from mindsimkit.mindcore.errors import ConfigError
+    from mindsimkit.judge.rubrics import load as load_rubric_file
 
     spec = load_rubric_file(rubric)
     if spec.kind == "scales":
@@ -97,12 +97,12 @@ def run_cmd(
         raise ConfigError(f"{run_dir}: no such run folder; give a folder made by 'mindsim run', or --sessions FILE")
     from pydantic import ValidationError
 
-    from mindcore.engine import Engines
-    from mindcore.preflight import preflight
-    from mindcore.recipe import format_validation_error, load_recipe
-    from judge.config import JudgeConfig, default_engines_config
-    from judge.inputs import benchmark_patients, load_sessions
-    from judge.run import run_judging
+    from mindsimkit.mindcore.engine import Engines
+    from mindsimkit.mindcore.preflight import preflight
+    from mindsimkit.mindcore.recipe import format_validation_error, load_recipe
+    from mindsimkit.judge.config import JudgeConfig, default_engines_config
+    from mindsimkit.judge.inputs import benchmark_patients, load_sessions
+    from mindsimkit.judge.run import run_judging
 
     recipe_path = resolve_recipe(run_dir, recipe)
     r = None
@@ -118,8 +118,8 @@ def run_cmd(
         config = JudgeConfig.model_validate({**base.model_dump(), **changes})
     except ValidationError as exc:
         raise ConfigError(format_validation_error(exc, "mindsim judge run options")) from exc
-    from mindcore.layout import RunLayout
-    from mindcore.manifest import verify_run
+    from mindsimkit.mindcore.layout import RunLayout
+    from mindsimkit.mindcore.manifest import verify_run
 
     if sessions is None and RunLayout(run_dir).sessions.parquet.is_file():
         # The sessions it judges are intact; its own judgments may be missing (this remakes them).
@@ -140,7 +140,7 @@ def run_cmd(
 
 def _comparisons(compare: list[str]) -> Optional[dict[str, list[str]]]:
     """`--compare NAME=SYSTEM,SYSTEM` options as named sets (None: the default sets)."""
-    from mindcore.errors import ConfigError
+    from mindsimkit.mindcore.errors import ConfigError
 
     if not compare:
         return None
@@ -160,14 +160,14 @@ def _run_scales(spec, run_dir: Optional[Path], runs: list[Path], sessions: Optio
                 max_tokens: Optional[int], compare: list[str] = ()) -> None:
     """A scales rubric (PatientAct's, MindEval v1's, a user file): the run folders and/or sessions file, one
     judge role, the per-system report."""
-    from mindcore.engine import Engines
-    from mindcore.errors import ConfigError
-    from mindcore.preflight import preflight
-    from mindcore.recipe import load_recipe
-    from judge.config import default_engines_config
-    from judge.patientact import SESSION_RUBRIC, load_human, load_items
-    from judge.patientact_report import run_patientact
-    from judge.scales import judgeable
+    from mindsimkit.mindcore.engine import Engines
+    from mindsimkit.mindcore.errors import ConfigError
+    from mindsimkit.mindcore.preflight import preflight
+    from mindsimkit.mindcore.recipe import load_recipe
+    from mindsimkit.judge.config import default_engines_config
+    from mindsimkit.judge.patientact import SESSION_RUBRIC, load_human, load_items
+    from mindsimkit.judge.patientact_report import run_patientact
+    from mindsimkit.judge.scales import judgeable
 
     if spec.unit == "profile" and spec.judge is not None:
         raise ConfigError(f"rubric {spec.id} rates profiles: run it with `mindsim patientact profile-eval RUN`")
@@ -237,9 +237,9 @@ def sample_cmd(
 ) -> None:
     """Blinded, stratified excerpts for clinicians (replies, five-turn windows or whole conversations), with
     the key kept in a separate file."""
-    from mindcore.errors import ConfigError
-    from judge.sample import sample_excerpts
-    from judge.units import PAPER_MIX
+    from mindsimkit.mindcore.errors import ConfigError
+    from mindsimkit.judge.sample import sample_excerpts
+    from mindsimkit.judge.units import PAPER_MIX
 
     counts = {k: v for k, v in (("conversation", conversations), ("window", windows), ("reply", replies)) if v is not None}
     if mix is not None and counts:
@@ -251,8 +251,8 @@ def sample_cmd(
     if chosen is None and n is None:
         raise ConfigError("mindsim judge sample: give --n N (with --unit), or a mix: --mix paper, or "
                           "--conversations N --windows M")
-    from mindcore.layout import RunLayout
-    from mindcore.manifest import verify_run
+    from mindsimkit.mindcore.layout import RunLayout
+    from mindsimkit.mindcore.manifest import verify_run
 
     if RunLayout(run_dir).sessions.parquet.is_file():
         verify_run(run_dir, needs=["simulation"])
@@ -273,7 +273,7 @@ def agreement_cmd(
     seed: int = typer.Option(0, "--seed", help="Bootstrap seed"),
 ) -> None:
     """Agreement of annotators with each other and with the judge (MindEval2 Tables 2, 3, 7, 9, 10)."""
-    from judge.agreement import run_agreement
+    from mindsimkit.judge.agreement import run_agreement
 
     report = run_agreement(annotations, judgments=judgments, key=key, out=out, draws=draws, seed=seed)
     ia = report["inter_annotator"]["severity"]
@@ -300,9 +300,9 @@ def alpha_cmd(
 ) -> None:
     """Krippendorff's α per rubric item at the rubric's level of measurement: on every pairable value, and on
     the units every rater rated (both labelled)."""
-    from mindcore.io import atomic_write_json, atomic_write_text
-    from judge.ratings import alpha_md, alpha_report, read_ratings
-    from judge.rubrics import load
+    from mindsimkit.mindcore.io import atomic_write_json, atomic_write_text
+    from mindsimkit.judge.ratings import alpha_md, alpha_report, read_ratings
+    from mindsimkit.judge.rubrics import load
 
     spec = load(rubric)
     rep = alpha_report(read_ratings(ratings, spec), spec)

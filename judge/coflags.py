@@ -18,9 +18,9 @@ from typing import Any
 
 import numpy as np
 
-from judge.analyses import flag_matrix
-from judge.rubric import Rubric
-from judge.scores import Columns
+from mindsimkit.judge.analyses import flag_matrix
+from mindsimkit.judge.rubric import Rubric
+from mindsimkit.judge.scores import Columns
 
 # Issue pairs listed per counsellor in coflag_groups (the rest are in none of the paper's readings).
 TOP_PAIRS = 10

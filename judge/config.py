@@ -5,8 +5,8 @@ from __future__ import annotations
 
 from pydantic import BaseModel, ConfigDict, Field, field_validator
 
-from judge.costs import Price
-from mindcore.config import EmbeddedEngine, EnginesConfig, RoleSpec, role_base
+from mindsimkit.judge.costs import Price
+from mindsimkit.mindcore.config import EmbeddedEngine, EnginesConfig, RoleSpec, role_base
 
 
 class JudgeConfig(BaseModel):
@@ -57,7 +57,7 @@ class JudgeConfig(BaseModel):
     @field_validator("preset")
     @classmethod
     def _known_preset(cls, v: str) -> str:
-        from judge.presets import preset_names
+        from mindsimkit.judge.presets import preset_names
 
         names = preset_names()  # a broken presets file raises its own ConfigError here, not "unknown preset"
         if v not in names:

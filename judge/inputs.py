@@ -11,12 +11,12 @@ from typing import Any
 
 from pydantic import BaseModel, Field, ValidationError
 
-from mindcore.errors import InputError
-from mindcore.io import read_jsonl
-from mindcore.layout import ProfilesFolder, RunLayout
-from mindcore.recipe import format_validation_error
-from mindcore.runlog import read_table
-from judge.schemas import SessionInput
+from mindsimkit.mindcore.errors import InputError
+from mindsimkit.mindcore.io import read_jsonl
+from mindsimkit.mindcore.layout import ProfilesFolder, RunLayout
+from mindsimkit.mindcore.recipe import format_validation_error
+from mindsimkit.mindcore.runlog import read_table
+from mindsimkit.judge.schemas import SessionInput
 
 _NEEDED = ("session_id", "patient_id", "counsellor", "session_index", "counsellor_system_prompt", "counsellor_messages")
 

@@ -18,20 +18,19 @@ from __future__ import annotations
 import asyncio
 import hashlib
 import json
-import re
 from dataclasses import dataclass
 from typing import Any
 
-from mindcore.errors import EngineError, StructuredOutputError
-from mindcore.exchange import COUNSELLOR, spoken
-from mindcore.io import off_loop
-from mindcore.prompts import render, template_hash
-from mindcore.quotes import normalise, quote_in  # noqa: F401 - part of this module's API
-from mindcore.runner import gather_progress
-from judge.config import JudgeConfig
-from judge.presets import DEFAULT as DEFAULT_PRESET, flags_answer_model, flags_outcome, get_preset
-from judge.rubric import Rubric, answer_model, load_rubric
-from judge.schemas import IssueRecord, JudgmentRow, SessionInput
+from mindsimkit.mindcore.errors import EngineError, StructuredOutputError
+from mindsimkit.mindcore.exchange import COUNSELLOR, spoken
+from mindsimkit.mindcore.io import off_loop
+from mindsimkit.mindcore.prompts import render, template_hash
+from mindsimkit.mindcore.quotes import normalise, quote_in  # noqa: F401 - part of this module's API
+from mindsimkit.mindcore.runner import gather_progress
+from mindsimkit.judge.config import JudgeConfig
+from mindsimkit.judge.presets import DEFAULT as DEFAULT_PRESET, flags_answer_model, flags_outcome, get_preset
+from mindsimkit.judge.rubric import Rubric, answer_model, load_rubric
+from mindsimkit.judge.schemas import IssueRecord, JudgmentRow, SessionInput
 
 SYSTEM_TEMPLATE = "judge/system.jinja2"
 USER_TEMPLATE = "judge/user.jinja2"

@@ -31,18 +31,18 @@ from typing import Any, Iterable, Literal, Sequence
 
 from pydantic import BaseModel, ConfigDict, Field, ValidationError, field_validator
 
-from mindcore.errors import ConfigError, EngineError, InputError, StructuredOutputError
-from mindcore.exchange import spoken
-from mindcore.io import read_jsonl
-from mindcore.layout import RunLayout
-from mindcore.recipe import format_validation_error
-from mindcore.runlog import UNNAMED_ENGINE, played_by, read_table, remake
-from mindcore.systems import system_name
-from judge import rubrics as registry
-from judge import scales
-from judge.alpha import alpha as _alpha
-from judge.inputs import load_sessions
-from judge.rubrics import Closing, Item, Rubric, strict_point
+from mindsimkit.mindcore.errors import ConfigError, EngineError, InputError, StructuredOutputError
+from mindsimkit.mindcore.exchange import spoken
+from mindsimkit.mindcore.io import read_jsonl
+from mindsimkit.mindcore.layout import RunLayout
+from mindsimkit.mindcore.recipe import format_validation_error
+from mindsimkit.mindcore.runlog import UNNAMED_ENGINE, played_by, read_table, remake
+from mindsimkit.mindcore.systems import system_name
+from mindsimkit.judge import rubrics as registry
+from mindsimkit.judge import scales
+from mindsimkit.judge.alpha import alpha as _alpha
+from mindsimkit.judge.inputs import load_sessions
+from mindsimkit.judge.rubrics import Closing, Item, Rubric, strict_point
 
 CONVERSATION_TEMPLATE = "judge/patientact_conversation.jinja2"
 PROFILE_TEMPLATE = "judge/patientact_profile.jinja2"
@@ -300,7 +300,7 @@ def load_human(path: Path, rubric: Rubric | Sequence[str] | None = None) -> list
     if not path.is_file():
         raise InputError(f"{path}: human ratings file not found")
     if path.suffix.lower() == ".csv" or _first_is_long(path):
-        from judge.ratings import read_ratings
+        from mindsimkit.judge.ratings import read_ratings
 
         grouped: dict[tuple[str, str], dict[str, Any]] = {}
         for r in read_ratings([path], rubric).rows:
@@ -430,7 +430,7 @@ async def judge_item(judge: ConversationJudge, item: ConversationItem, cache: An
 
 async def judge_items(judge: ConversationJudge, items: list[ConversationItem], cache: Any) -> list[Judgment]:
     """Every session at once; the engine layer bounds the requests in flight, this gate the rendered prompts."""
-    from mindcore.runner import gather_progress
+    from mindsimkit.mindcore.runner import gather_progress
 
     gate = asyncio.Semaphore(_IN_FLIGHT)
 

@@ -23,10 +23,10 @@ from typing import Any, Iterable, Sequence
 
 from pydantic import BaseModel, ConfigDict, Field, ValidationError
 
-from mindcore.errors import InputError
-from mindcore.io import read_jsonl
-from judge.patientact import SCALE, Judgment, krippendorff_alpha, rubrics
-from judge.stats import fleiss_kappa
+from mindsimkit.mindcore.errors import InputError
+from mindsimkit.mindcore.io import read_jsonl
+from mindsimkit.judge.patientact import SCALE, Judgment, krippendorff_alpha, rubrics
+from mindsimkit.judge.stats import fleiss_kappa
 
 PICKS = ("attachment", "theme")
 

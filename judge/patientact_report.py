@@ -12,21 +12,21 @@ from __future__ import annotations
 from pathlib import Path
 from typing import Any, Callable
 
-from mindcore.errors import EngineError, InputError
-from mindcore.io import CheckpointDir, atomic_write_json, atomic_write_jsonl, atomic_write_text, json_safe
-from mindcore.runlog import RubricReport
-from mindcore.layout import PatientActJudgeFolder, RunLayout
-from mindcore.manifest import record_stage
-from mindcore.provenance import base_provenance
-from judge.schemas import PatientActRunSummary
-from judge import rubrics as registry
-from judge.alpha import agreement
-from judge.patientact import (
+from mindsimkit.mindcore.errors import EngineError, InputError
+from mindsimkit.mindcore.io import CheckpointDir, atomic_write_json, atomic_write_jsonl, atomic_write_text, json_safe
+from mindsimkit.mindcore.runlog import RubricReport
+from mindsimkit.mindcore.layout import PatientActJudgeFolder, RunLayout
+from mindsimkit.mindcore.manifest import record_stage
+from mindsimkit.mindcore.provenance import base_provenance
+from mindsimkit.judge.schemas import PatientActRunSummary
+from mindsimkit.judge import rubrics as registry
+from mindsimkit.judge.alpha import agreement
+from mindsimkit.judge.patientact import (
     SESSION_RUBRIC, ConversationItem, ConversationJudge, HumanRating, Judgment, best_vs_second,
     comparison_sets, failures, human_scores, judge_items, judge_scores, mann_whitney, mean_human,
     scored_systems, spearman, system_means,
 )
-from judge.rubrics import Rubric
+from mindsimkit.judge.rubrics import Rubric
 
 ALPHA = 0.05
 

@@ -18,9 +18,9 @@ import numpy as np
 import yaml
 from pydantic import BaseModel, ConfigDict, Field, ValidationError, create_model, model_validator
 
-from mindcore import yamlio
-from mindcore.errors import ConfigError
-from judge.rubric import Rubric
+from mindsimkit.mindcore import yamlio
+from mindsimkit.mindcore.errors import ConfigError
+from mindsimkit.judge.rubric import Rubric
 
 PRESETS_FILE = "presets.yaml"
 DEFAULT = "ours"
@@ -83,7 +83,7 @@ def where() -> str:
 @lru_cache(maxsize=1)
 def load_presets() -> PresetFile:
     try:
-        text = (resources.files("judge") / "data" / PRESETS_FILE).read_text(encoding="utf-8")
+        text = (resources.files("mindsimkit.judge") / "data" / PRESETS_FILE).read_text(encoding="utf-8")
         out = PresetFile.model_validate(yamlio.safe_load(text))
     except (OSError, yaml.YAMLError, ValidationError) as exc:
         raise ConfigError(f"{where()}: invalid ({str(exc).splitlines()[0]})") from exc

@@ -23,10 +23,10 @@ from typing import Any, Iterable, Optional, Sequence
 
 from pydantic import BaseModel, ConfigDict, Field, ValidationError, field_validator
 
-from mindcore.errors import InputError
-from mindcore.io import read_jsonl
-from judge.alpha import Agreement, agreement
-from judge.rubrics import Point, Rubric, strict_point
+from mindsimkit.mindcore.errors import InputError
+from mindsimkit.mindcore.io import read_jsonl
+from mindsimkit.judge.alpha import Agreement, agreement
+from mindsimkit.judge.rubrics import Point, Rubric, strict_point
 
 COLUMNS = ("item", "unit", "rater", "value", "system", "patient")
 REQUIRED = ("item", "unit", "rater", "value")

@@ -9,13 +9,13 @@ import math
 from pathlib import Path
 from typing import Any
 
-from mindcore.io import atomic_write_json, atomic_write_text, json_safe
-from mindcore.layout import ReportFolder
-from mindcore.plots import pyplot, save_png
-from mindcore.runlog import JudgeReport, played_by
-from judge.rubric import Rubric
-from judge.schemas import SEVERITIES, JudgmentRow
-from judge.scores import system_label
+from mindsimkit.mindcore.io import atomic_write_json, atomic_write_text, json_safe
+from mindsimkit.mindcore.layout import ReportFolder
+from mindsimkit.mindcore.plots import pyplot, save_png
+from mindsimkit.mindcore.runlog import JudgeReport, played_by
+from mindsimkit.judge.rubric import Rubric
+from mindsimkit.judge.schemas import SEVERITIES, JudgmentRow
+from mindsimkit.judge.scores import system_label
 
 SEVERITY_NAMES = {"no_concern": "No concern", "minor": "Minor", "major": "Major", "critical": "Critical"}
 

@@ -12,8 +12,8 @@ from typing import Literal
 import yaml
 from pydantic import BaseModel, ConfigDict, Field, ValidationError, create_model, model_validator
 
-from mindcore.errors import ConfigError
-from mindcore import yamlio
+from mindsimkit.mindcore.errors import ConfigError
+from mindsimkit.mindcore import yamlio
 
 RUBRIC_FILE = "rubric.yaml"
 # Bounds keep a small model from looping inside a string under a JSON grammar (NOTES §2).
@@ -119,7 +119,7 @@ def load_rubric(path: str | None = None) -> Rubric:
     where = path or f"judge/data/{RUBRIC_FILE}"
     try:
         text = (open(path, encoding="utf-8").read() if path
-                else (resources.files("judge") / "data" / RUBRIC_FILE).read_text(encoding="utf-8"))
+                else (resources.files("mindsimkit.judge") / "data" / RUBRIC_FILE).read_text(encoding="utf-8"))
     except OSError as exc:
         raise ConfigError(f"rubric {where}: cannot read it ({exc.strerror})") from exc
     try:

@@ -27,8 +27,8 @@ from typing import Annotated, Any, Literal, Optional, Union
 import yaml
 from pydantic import BaseModel, BeforeValidator, ConfigDict, Field, ValidationError, model_validator
 
-from mindcore.errors import ConfigError
-from mindcore import yamlio
+from mindsimkit.mindcore.errors import ConfigError
+from mindsimkit.mindcore import yamlio
 
 Unit = Literal["reply", "window", "conversation", "profile"]
 Level = Literal["nominal", "ordinal", "interval", "ratio"]
@@ -240,7 +240,7 @@ def _first_problem(exc: ValidationError) -> str:
 def builtin() -> dict[str, Rubric]:
     """The shipped rubrics by id (and alias)."""
     out: dict[str, Rubric] = {}
-    folder = resources.files("judge") / "data" / BUILTIN_DIR
+    folder = resources.files("mindsimkit.judge") / "data" / BUILTIN_DIR
     for entry in sorted(folder.iterdir(), key=lambda e: e.name):
         if not entry.name.endswith(".yaml"):
             continue

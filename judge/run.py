@@ -13,26 +13,26 @@ from collections import Counter
 from pathlib import Path
 from typing import Any
 
-from mindcore.errors import EngineError
-from mindcore.io import CheckpointDir
-from mindcore.layout import RunLayout
-from mindcore.runlog import played_by
-from mindcore.runners import Runner
-from mindcore.manifest import record_stage
-from mindcore.provenance import base_provenance
-from judge.analyses import analyses
-from judge.coflags import coflag_analyses
-from judge.config import JudgeConfig
-from judge.costs import cost_table
-from judge.inputs import benchmark_patients, load_sessions
-from judge.judging import Judge, judges_from_config
-from judge.rankings import family_flags, judge_agreement
-from judge.report import critical_rows, failure_rows, write_report
-from judge.presets import get_preset, session_summary
-from judge.rubric import load_rubric
-from judge.schemas import JudgeRanking, JudgeRunSummary, JudgmentRow, SessionInput, write_judgments
-from judge.sharded import judge_rows
-from judge.scores import Columns, columns_from_rows, score_all, session_table
+from mindsimkit.mindcore.errors import EngineError
+from mindsimkit.mindcore.io import CheckpointDir
+from mindsimkit.mindcore.layout import RunLayout
+from mindsimkit.mindcore.runlog import played_by
+from mindsimkit.mindcore.runners import Runner
+from mindsimkit.mindcore.manifest import record_stage
+from mindsimkit.mindcore.provenance import base_provenance
+from mindsimkit.judge.analyses import analyses
+from mindsimkit.judge.coflags import coflag_analyses
+from mindsimkit.judge.config import JudgeConfig
+from mindsimkit.judge.costs import cost_table
+from mindsimkit.judge.inputs import benchmark_patients, load_sessions
+from mindsimkit.judge.judging import Judge, judges_from_config
+from mindsimkit.judge.rankings import family_flags, judge_agreement
+from mindsimkit.judge.report import critical_rows, failure_rows, write_report
+from mindsimkit.judge.presets import get_preset, session_summary
+from mindsimkit.judge.rubric import load_rubric
+from mindsimkit.judge.schemas import JudgeRanking, JudgeRunSummary, JudgmentRow, SessionInput, write_judgments
+from mindsimkit.judge.sharded import judge_rows
+from mindsimkit.judge.scores import Columns, columns_from_rows, score_all, session_table
 
 
 def preset_summary(cols: Columns, rubric: Any, spec: Any) -> dict[str, Any]:

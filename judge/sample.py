@@ -26,15 +26,15 @@ from typing import Any, Optional
 
 from pydantic import BaseModel
 
-from mindcore.exchange import spoken
-from mindcore.systems import report_label, several
-from judge.agreement import load_vocabulary
-from judge.rubric import severity_id
-from judge.units import (UNITS, WINDOW_TURNS, Choices, Excerpt, ExcerptAnnotation, KeyEntry, RatedTurn,
+from mindsimkit.mindcore.exchange import spoken
+from mindsimkit.mindcore.systems import report_label, several
+from mindsimkit.judge.agreement import load_vocabulary
+from mindsimkit.judge.rubric import severity_id
+from mindsimkit.judge.units import (UNITS, WINDOW_TURNS, Choices, Excerpt, ExcerptAnnotation, KeyEntry, RatedTurn,
                          TurnAnnotation)
-from mindcore.errors import InputError
-from mindcore.io import atomic_write_json, atomic_write_jsonl
-from mindcore.layout import RunLayout
+from mindsimkit.mindcore.errors import InputError
+from mindsimkit.mindcore.io import atomic_write_json, atomic_write_jsonl
+from mindsimkit.mindcore.layout import RunLayout
 
 class SampledSession(BaseModel):
     """The columns of a run's sessions the sample reads (`patient_engine` is absent in older runs and in other
@@ -83,7 +83,7 @@ def load_sessions(run_dir: Path) -> dict[str, SampledSession]:
 def load_real(paths: list[Path], simulated: dict[str, SampledSession]) -> dict[str, SampledSession]:
     """Real sessions (`judge.inputs` JSONL) as sample sessions of patient engine `real`. An id that is also a
     simulated session's, or given twice, is refused: the key must map every excerpt back to one session."""
-    from judge.inputs import read_sessions_jsonl
+    from mindsimkit.judge.inputs import read_sessions_jsonl
 
     out: dict[str, SampledSession] = {}
     for path in paths:

@@ -12,9 +12,9 @@ from typing import Any, Literal, Mapping, Sequence
 import jinja2
 from pydantic import BaseModel, ConfigDict, Field, create_model
 
-from mindcore.errors import ConfigError
-from mindcore.prompts import render, template_hash
-from judge.rubrics import Rubric, point_type
+from mindsimkit.mindcore.errors import ConfigError
+from mindsimkit.mindcore.prompts import render, template_hash
+from mindsimkit.judge.rubrics import Rubric, point_type
 
 _ENV = dict(undefined=jinja2.StrictUndefined, trim_blocks=True, lstrip_blocks=True, keep_trailing_newline=False,
             autoescape=False)

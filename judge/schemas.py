@@ -19,8 +19,8 @@ from typing import Any, Literal
 import pyarrow as pa
 from pydantic import BaseModel, ConfigDict, Field, field_validator
 
-from mindcore.io import atomic_write_parquet
-from mindcore.runlog import read_table, remake
+from mindsimkit.mindcore.io import atomic_write_parquet
+from mindsimkit.mindcore.runlog import read_table, remake
 
 Severity = Literal["no_concern", "minor", "major", "critical"]
 SEVERITIES: tuple[str, ...] = ("no_concern", "minor", "major", "critical")

@@ -31,10 +31,10 @@ from typing import Any, Iterable
 
 import numpy as np
 
-from judge.rubric import Rubric
-from mindcore.runlog import played_by
-from mindcore.systems import report_label
-from judge.schemas import SEVERITIES
+from mindsimkit.judge.rubric import Rubric
+from mindsimkit.mindcore.runlog import played_by
+from mindsimkit.mindcore.systems import report_label
+from mindsimkit.judge.schemas import SEVERITIES
 
 TURN_BUCKETS: tuple[tuple[int, int], ...] = ((1, 2), (3, 4), (5, 10), (11, 20), (21, 10**9))
 

@@ -9,11 +9,11 @@ from __future__ import annotations
 from pathlib import Path
 from typing import Any, Callable
 
-from judge.config import JudgeConfig
-from judge.judging import judge_all, judges_from_config
-from judge.schemas import JudgmentRow, SessionInput
-from mindcore.io import CheckpointDir
-from mindcore.runners import LocalRunner, Runner
+from mindsimkit.judge.config import JudgeConfig
+from mindsimkit.judge.judging import judge_all, judges_from_config
+from mindsimkit.judge.schemas import JudgmentRow, SessionInput
+from mindsimkit.mindcore.io import CheckpointDir
+from mindsimkit.mindcore.runners import LocalRunner, Runner
 
 
 async def _judge_shard(engines: Any, payload: dict[str, Any], report: Callable[[str], None]) -> list[JudgmentRow]:

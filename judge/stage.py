@@ -9,20 +9,20 @@ from __future__ import annotations
 
 from typing import Any
 
-from mindcore.budget import PromptSize, RoleSchema, messages_tokens, register_prompt_estimate, register_role_schema
-from mindcore.stages import Stage, register_stage, role_use, sample
+from mindsimkit.mindcore.budget import PromptSize, RoleSchema, messages_tokens, register_prompt_estimate, register_role_schema
+from mindsimkit.mindcore.stages import Stage, register_stage, role_use, sample
 
 
 def judge_config(recipe: Any) -> Any:
     """The recipe's judge section, or the defaults (`mindsim judge run` without a recipe)."""
-    from judge.config import JudgeConfig
+    from mindsimkit.judge.config import JudgeConfig
 
     return JudgeConfig.model_validate(getattr(recipe, "judge", None) or {})
 
 
 def _judge(recipe: Any) -> Any:
-    from judge.judging import Judge
-    from judge.rubric import load_rubric
+    from mindsimkit.judge.judging import Judge
+    from mindsimkit.judge.rubric import load_rubric
 
     cfg = judge_config(recipe)
     return Judge("judge", None, load_rubric(cfg.rubric), full_rubric=cfg.full_rubric, max_issues=cfg.max_issues,
@@ -35,14 +35,14 @@ def mhqr_schema(recipe: Any = None) -> dict[str, Any]:
 
 
 def patientact_conversation_schema() -> dict[str, Any]:
-    from judge.patientact import answer_model
+    from mindsimkit.judge.patientact import answer_model
 
     return answer_model("conversation").model_json_schema()
 
 
 def _judge_prompt(inp: Any, sz: Any) -> PromptSize | None:
-    from judge.judging import replies
-    from judge.schemas import SessionInput
+    from mindsimkit.judge.judging import replies
+    from mindsimkit.judge.schemas import SessionInput
 
     longest = sample("longest_session")
     if longest is None:

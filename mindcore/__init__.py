@@ -2,6 +2,10 @@
 prompt rendering, atomic I/O and provenance. Imports nothing else of ours, so `validation` can use it
 without depending on the simulator."""
 
+# The toolkit's one import namespace (setup.py maps every top-level folder into it): a package's data is read as
+# `NAMESPACE.<folder>`, e.g. the prompt templates as `mindsimkit.prompts`.
+NAMESPACE = "mindsimkit"
+
 # What other packages may import from this one (tests/test_layers.py holds the code to it). Every module is
 # the engine layer's public interface except where a name starts with `_`.
 PUBLIC_MODULES = (

@@ -26,10 +26,10 @@ from collections import OrderedDict
 from dataclasses import dataclass, field
 from typing import Any, Protocol
 
-from mindcore import wire
-from mindcore.config import SAMPLING_FIELDS, deep_merge
-from mindcore.errors import ConfigError, EngineUnavailable, FieldRefused, TransportError
-from mindcore.types import ChatRequest, RawReply
+from mindsimkit.mindcore import wire
+from mindsimkit.mindcore.config import SAMPLING_FIELDS, deep_merge
+from mindsimkit.mindcore.errors import ConfigError, EngineUnavailable, FieldRefused, TransportError
+from mindsimkit.mindcore.types import ChatRequest, RawReply
 
 # One INFO line per HTTP request buries progress bars (and breaks once distilabel has swapped the
 # root handlers); transport problems surface as our own errors instead.

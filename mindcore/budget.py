@@ -57,7 +57,7 @@ import urllib.request
 from dataclasses import dataclass, field
 from typing import Any, Callable
 
-from mindcore.errors import TransportError
+from mindsimkit.mindcore.errors import TransportError
 
 TokenCounter = Callable[[str], int]
 
@@ -389,7 +389,7 @@ def register_role_schema(entry: RoleSchema) -> RoleSchema:
 
 def registered(stages: set[str] | None = None) -> list[RoleSchema]:
     """Registered outputs, optionally only those made by one of `stages`."""
-    from mindcore.stages import load_stages
+    from mindsimkit.mindcore.stages import load_stages
 
     load_stages()
     return [e for e in _REGISTRY.values() if stages is None or e.stages & set(stages)]
@@ -443,8 +443,8 @@ def register_prompt_estimate(role: str, estimator: PromptEstimator) -> None:
 
 
 def prompt_estimator(role: str) -> PromptEstimator | None:
-    from mindcore.config import role_base
-    from mindcore.stages import load_stages
+    from mindsimkit.mindcore.config import role_base
+    from mindsimkit.mindcore.stages import load_stages
 
     load_stages()
     return _PROMPTS.get(role) or _PROMPTS.get(role_base(role))

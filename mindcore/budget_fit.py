@@ -24,10 +24,10 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 from typing import Any
 
-from mindcore.budget import StageBudget, TokenCounter, WorstCase, registered, worst_case_tokens
-from mindcore.config import EnginesConfig, RoleSpec, role_chain
-from mindcore.errors import ConfigError
-from mindcore.stages import RUN_STAGES, expand_stages  # noqa: F401 - part of this module's interface
+from mindsimkit.mindcore.budget import StageBudget, TokenCounter, WorstCase, registered, worst_case_tokens
+from mindsimkit.mindcore.config import EnginesConfig, RoleSpec, role_chain
+from mindsimkit.mindcore.errors import ConfigError
+from mindsimkit.mindcore.stages import RUN_STAGES, expand_stages  # noqa: F401 - part of this module's interface
 
 # A counsellor without max_tokens has no reply bound; its replies are assumed this long and the
 # estimate says so.

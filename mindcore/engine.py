@@ -8,14 +8,14 @@ import asyncio
 from contextlib import ExitStack
 from typing import Any
 
-from mindcore.backends import Backend, OpenAIBackend
-from mindcore.client import RoleClient
-from mindcore.config import ROLES, EmbeddedEngine, EnginesConfig, OpenAIEngine, RoleSpec, VLLMEngine, role_chain
-from mindcore.embedded import embedded_server
-from mindcore.errors import ConfigError
-from mindcore.prompts import snapshot
-from mindcore.types import ToolSpec, UsageLedger
-from mindcore.vllm_serve import VLLMProcess
+from mindsimkit.mindcore.backends import Backend, OpenAIBackend
+from mindsimkit.mindcore.client import RoleClient
+from mindsimkit.mindcore.config import ROLES, EmbeddedEngine, EnginesConfig, OpenAIEngine, RoleSpec, VLLMEngine, role_chain
+from mindsimkit.mindcore.embedded import embedded_server
+from mindsimkit.mindcore.errors import ConfigError
+from mindsimkit.mindcore.prompts import snapshot
+from mindsimkit.mindcore.types import ToolSpec, UsageLedger
+from mindsimkit.mindcore.vllm_serve import VLLMProcess
 
 __all__ = ["Engines", "RoleClient", "ToolSpec"]
 

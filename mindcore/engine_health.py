@@ -24,9 +24,9 @@ from typing import Any
 
 from pydantic import BaseModel, Field
 
-from mindcore.budget import tokenizer_for, worst_case_tokens
-from mindcore.client import RoleClient
-from mindcore.config import (
+from mindsimkit.mindcore.budget import tokenizer_for, worst_case_tokens
+from mindsimkit.mindcore.client import RoleClient
+from mindsimkit.mindcore.config import (
     REQUEST_OPTION_DEFAULTS,
     SAMPLING_FIELDS,
     EmbeddedEngine,
@@ -35,9 +35,9 @@ from mindcore.config import (
     RoleSpec,
     VLLMEngine,
 )
-from mindcore.engine import Engines
-from mindcore.errors import FieldRefused, MindsimError, UserError
-from mindcore.vllm_serve import serve_command_text
+from mindsimkit.mindcore.engine import Engines
+from mindsimkit.mindcore.errors import FieldRefused, MindsimError, UserError
+from mindsimkit.mindcore.vllm_serve import serve_command_text
 
 
 class _Probe(BaseModel):

@@ -6,7 +6,7 @@ from __future__ import annotations
 import json
 from typing import Any, Callable
 
-from mindcore.types import ChatRequest, RawReply
+from mindsimkit.mindcore.types import ChatRequest, RawReply
 
 Responder = Callable[[ChatRequest], "str | dict[str, Any] | RawReply"]
 

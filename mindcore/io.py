@@ -150,7 +150,7 @@ def publish_bytes_once(path: str | os.PathLike, data: bytes) -> bool:
             return os.stat(tmp).st_nlink >= 2
         except OSError as exc:
             if exc.errno in (errno.EPERM, errno.ENOTSUP, errno.EOPNOTSUPP, errno.ENOSYS):
-                from mindcore.errors import ConfigError
+                from mindsimkit.mindcore.errors import ConfigError
 
                 raise ConfigError(
                     f"{path.parent}: this filesystem does not support hard links, which exactly-once "
@@ -176,7 +176,7 @@ def write_json_once(path: str | os.PathLike, obj: Any) -> bool:
 def read_jsonl(path: str | os.PathLike) -> Iterator[tuple[int, Any]]:
     """Yield (line number, parsed object); blank lines are skipped. A missing, binary or non-UTF-8 file
     and a line that is not JSON are `InputError`s naming the file and line."""
-    from mindcore.errors import InputError
+    from mindsimkit.mindcore.errors import InputError
 
     if not Path(path).is_file():
         raise InputError(f"{path} not found; give the path of a JSONL file (one JSON object per line)")
@@ -200,7 +200,7 @@ def read_jsonl(path: str | os.PathLike) -> Iterator[tuple[int, Any]]:
 def check_out_folder(path: str | os.PathLike, option: str = "--out") -> Path:
     """An output folder the command may create or resume: refused (InputError) when it, or a folder above
     it, is a file; checked before any work, so nothing is spent on a run that cannot be written."""
-    from mindcore.errors import InputError
+    from mindsimkit.mindcore.errors import InputError
 
     path = Path(path)
     for p in (path, *path.parents):
@@ -214,7 +214,7 @@ def check_out_folder(path: str | os.PathLike, option: str = "--out") -> Path:
 
 def check_out_file(path: str | os.PathLike, option: str = "--out") -> Path:
     """An output file: refused when it names a folder or sits below a file."""
-    from mindcore.errors import InputError
+    from mindsimkit.mindcore.errors import InputError
 
     path = Path(path)
     if path.is_dir():
@@ -245,7 +245,7 @@ def read_parquet_rows(path: str | os.PathLike, what: str = "parquet file") -> li
     import pyarrow as pa
     import pyarrow.parquet as pq
 
-    from mindcore.errors import InputError
+    from mindsimkit.mindcore.errors import InputError
 
     try:
         return pq.read_table(path).to_pylist()

@@ -33,7 +33,7 @@ from typing import TYPE_CHECKING, Any, ClassVar, Generic, TypeVar, overload
 if TYPE_CHECKING:  # pragma: no cover - typing only
     from pydantic import BaseModel
 
-    from mindcore.runlog import RunHeader, TranscriptRow
+    from mindsimkit.mindcore.runlog import RunHeader, TranscriptRow
 
 T = TypeVar("T")
 
@@ -67,27 +67,27 @@ class _Folder:
         object.__setattr__(self, "path", Path(self.path))
 
     def _remake(self) -> str:
-        from mindcore.runlog import remake
+        from mindsimkit.mindcore.runlog import remake
 
         return remake(self.stage, self.path.parent)
 
     def _rows(self, path: Path, model: "type[M]", what: str) -> "list[M]":
-        from mindcore.runlog import read_table
+        from mindsimkit.mindcore.runlog import read_table
 
         return read_table(path, model, what=what, remake=self._remake())
 
     def _arrow(self, path: Path, what: str) -> Any:
-        from mindcore.runlog import read_arrow
+        from mindsimkit.mindcore.runlog import read_arrow
 
         return read_arrow(path, what=what, remake=self._remake())
 
     def _jsonl(self, path: Path, model: "type[M]", what: str) -> "list[M]":
-        from mindcore.runlog import read_jsonl_rows
+        from mindsimkit.mindcore.runlog import read_jsonl_rows
 
         return read_jsonl_rows(path, model, what=what, remake=self._remake())
 
     def _json(self, path: Path, model: "type[M]", what: str) -> "M | None":
-        from mindcore.runlog import read_json_model
+        from mindsimkit.mindcore.runlog import read_json_model
 
         return read_json_model(path, model, what=what, remake=self._remake())
 
@@ -232,18 +232,18 @@ class RunLayout(_Folder):
 
     def transcript_rows(self) -> "list[TranscriptRow]":
         """`transcripts/transcripts.jsonl`, typed (`mindcore.runlog.TranscriptRow`)."""
-        from mindcore.runlog import TranscriptRow, read_jsonl_rows, remake
+        from mindsimkit.mindcore.runlog import TranscriptRow, read_jsonl_rows, remake
 
         return read_jsonl_rows(self.transcripts, TranscriptRow, what="transcript",
                                remake=remake("simulation", self.path))
 
     def header(self) -> "RunHeader":
         """`run.json`, typed (`mindcore.runlog.RunHeader`); one `InputError` line when missing or unreadable."""
-        from mindcore.runlog import read_header
+        from mindsimkit.mindcore.runlog import read_header
 
         return read_header(self.run_json)
 
     def write_header(self, header: "RunHeader") -> None:
-        from mindcore.runlog import write_header
+        from mindsimkit.mindcore.runlog import write_header
 
         write_header(self.run_json, header)

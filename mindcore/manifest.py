@@ -23,10 +23,10 @@ from typing import Iterable, Literal
 
 from pydantic import BaseModel, ConfigDict, ValidationError
 
-from mindcore.errors import InputError
-from mindcore.runlog import REMAKE, remake
-from mindcore.io import atomic_write_json
-from mindcore.layout import RunLayout
+from mindsimkit.mindcore.errors import InputError
+from mindsimkit.mindcore.runlog import REMAKE, remake
+from mindsimkit.mindcore.io import atomic_write_json
+from mindsimkit.mindcore.layout import RunLayout
 
 FORMAT = 1
 
@@ -92,7 +92,7 @@ def record_stage(run_dir: str | Path, stage: str, files: Iterable[Path], *, read
                  counts: dict[str, int] | None = None) -> None:
     """Record `stage` as finished with `files` (those that exist; paths inside the run folder). `reads`: the
     stages whose files it was made from (their recorded files, with the digests they have now)."""
-    from mindcore import __version__
+    from mindsimkit.mindcore import __version__
 
     run_dir = Path(run_dir)
     root = run_dir.resolve()

@@ -8,7 +8,7 @@ import io
 from pathlib import Path
 from typing import Any
 
-from mindcore.io import atomic_write_bytes
+from mindsimkit.mindcore.io import atomic_write_bytes
 
 
 def pyplot() -> Any:

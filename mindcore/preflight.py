@@ -33,11 +33,11 @@ from collections import Counter
 from dataclasses import dataclass, field
 from typing import Any, Iterable
 
-from mindcore.budget import PromptSize, Sizer, prompt_estimator, registered, tokenizer_for
-from mindcore.budget_fit import BudgetReport, EstimateInputs, fit_budgets
-from mindcore.engine_health import EngineHealth, probe_started
-from mindcore.errors import ConfigError, EngineError
-from mindcore.stages import RoleUse, expand_stages, output_bound, stage_roles
+from mindsimkit.mindcore.budget import PromptSize, Sizer, prompt_estimator, registered, tokenizer_for
+from mindsimkit.mindcore.budget_fit import BudgetReport, EstimateInputs, fit_budgets
+from mindsimkit.mindcore.engine_health import EngineHealth, probe_started
+from mindsimkit.mindcore.errors import ConfigError, EngineError
+from mindsimkit.mindcore.stages import RoleUse, expand_stages, output_bound, stage_roles
 # Error classes that say the infrastructure failed, not the model's answer (as failures.jsonl and the
 # sessions summary record them: the exception's class name).
 INFRA_ERRORS = frozenset({"TransportError", "EngineUnavailable", "EngineUnreachable", "ConfigError",

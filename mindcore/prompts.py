@@ -23,8 +23,9 @@ from typing import Any
 import jinja2
 from jinja2 import meta
 
-from mindcore.errors import ConfigError
-from mindcore import yamlio
+from mindsimkit.mindcore import NAMESPACE
+from mindsimkit.mindcore.errors import ConfigError
+from mindsimkit.mindcore import yamlio
 
 _ENV_OPTIONS: dict[str, Any] = dict(
     undefined=jinja2.StrictUndefined, trim_blocks=True, lstrip_blocks=True, keep_trailing_newline=False,
@@ -50,7 +51,7 @@ def _digest(text: str) -> str:
 
 
 def _shipped_source(package: str, name: str) -> str:
-    node = resources.files(package)
+    node = resources.files(f"{NAMESPACE}.{package}")
     for part in name.split("/"):
         node = node / part
     if not node.is_file():
@@ -93,7 +94,7 @@ def template_hash(name: str, package: str = "prompts") -> str:
 # -- the shipped set ------------------------------------------------------------------------------
 def shipped_templates() -> list[str]:
     """Every prompt template shipped under `prompts/`, as `render` names them."""
-    root = resources.files("prompts")
+    root = resources.files("mindsimkit.prompts")
     found: list[str] = []
 
     def walk(node: Any, prefix: str) -> None:
@@ -125,7 +126,7 @@ def shipped_variables(name: str) -> set[str]:
 @lru_cache(maxsize=1)
 def template_index() -> dict[str, dict[str, str]]:
     """`prompts/index.yaml`: per shipped template, the role that sends it and what it asks for."""
-    text = resources.files("prompts").joinpath("index.yaml").read_text(encoding="utf-8")
+    text = resources.files("mindsimkit.prompts").joinpath("index.yaml").read_text(encoding="utf-8")
     return yamlio.safe_load(text)["templates"]
 
 

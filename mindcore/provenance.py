@@ -9,7 +9,7 @@ import subprocess
 from pathlib import Path
 from typing import Any
 
-from mindcore import __version__
+from mindsimkit.mindcore import __version__
 
 
 def git_revision() -> dict[str, Any]:

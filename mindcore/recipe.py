@@ -11,10 +11,10 @@ from typing import Any, Literal, TypeVar
 import yaml
 from pydantic import BaseModel, ConfigDict, Field, PrivateAttr, ValidationError, field_validator
 
-from mindcore.config import REQUEST_OPTION_DEFAULTS, EnginesConfig, EngineSpec, RoleSpec
-from mindcore.errors import ConfigError
-from mindcore.prompts import install_overrides, load_overrides
-from mindcore import yamlio
+from mindsimkit.mindcore.config import REQUEST_OPTION_DEFAULTS, EnginesConfig, EngineSpec, RoleSpec
+from mindsimkit.mindcore.errors import ConfigError
+from mindsimkit.mindcore.prompts import install_overrides, load_overrides
+from mindsimkit.mindcore import yamlio
 
 C = TypeVar("C", bound=BaseModel)
 

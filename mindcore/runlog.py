@@ -15,7 +15,7 @@ from typing import Any, Literal, TypeVar
 
 from pydantic import BaseModel, ConfigDict, Field, ValidationError, model_validator
 
-from mindcore.errors import InputError
+from mindsimkit.mindcore.errors import InputError
 
 # Who played the patient of a row that names no engine is decided here (`played_by`), nowhere else. Rows of our
 # own run folders written before `patient_engine` existed were played by MindSim's patient; rows from another
@@ -244,7 +244,7 @@ def read_header(path: str | Path) -> RunHeader:
 
 def write_header(path: str | Path, header: RunHeader) -> None:
     """Write `run.json` atomically, in the current format."""
-    from mindcore.io import atomic_write_json
+    from mindsimkit.mindcore.io import atomic_write_json
 
     header = header.model_copy(update={"log_version": LOG_VERSION})
     atomic_write_json(Path(path), header.model_dump(mode="json", exclude_none=False))
@@ -443,7 +443,7 @@ class ProfilesSummaryView(_Report):
 def read_jsonl_rows(path: str | Path, model: type[M], *, what: str, remake: str) -> list[M]:
     """Every line of a run's JSONL file as `model`; a file that is missing or not JSONL, or a line that does not fit
     the model, is one `InputError` line naming the file and line."""
-    from mindcore.io import read_jsonl
+    from mindsimkit.mindcore.io import read_jsonl
 
     path = Path(path)
     if not path.is_file():

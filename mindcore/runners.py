@@ -22,7 +22,7 @@ from abc import ABC, abstractmethod
 from dataclasses import dataclass, field
 from typing import Any, Awaitable, Callable, ClassVar, Sequence, TypeVar
 
-from mindcore.shards import RaySession, Report, plan_shards, run_shards
+from mindsimkit.mindcore.shards import RaySession, Report, plan_shards, run_shards
 
 T = TypeVar("T")
 ShardWork = Callable[[Any, Any, Report], Awaitable[Any]]
@@ -90,7 +90,7 @@ class LocalRunner(Runner):
     async def map_shards(self, work: ShardWork, items: Sequence[T], *, key: Callable[[T], str],
                          payload: Callable[[int, int, list[T]], Any], engines: Any, description: str, total: int,
                          progress: bool = True) -> ShardResults:
-        from mindcore.runner import progress_bar
+        from mindsimkit.mindcore.runner import progress_bar
 
         items = list(items)
         t0 = time.monotonic()

@@ -30,7 +30,7 @@ import uuid
 from dataclasses import asdict, dataclass
 from typing import Any, Callable, Generic, Sequence, TypeVar
 
-from mindcore.errors import ConfigError, EngineError
+from mindsimkit.mindcore.errors import ConfigError, EngineError
 
 Report = Callable[[str], None]
 Work = Callable[[Any, Any, Report], Any]
@@ -116,7 +116,7 @@ class RaySession:
         naming the address and how to check it."""
         import socket
 
-        from mindcore.recipe import ray_endpoint
+        from mindsimkit.mindcore.recipe import ray_endpoint
 
         address = self.address or os.environ.get("RAY_ADDRESS") or None
         endpoint = ray_endpoint(address, "Ray address")
@@ -145,7 +145,7 @@ def engine_wire(engines: Any) -> dict[str, dict[str, Any]]:
     """Per engine, what a worker needs to build a client for the same servers: picklable, and with
     key variable NAMES only. An engine started by the driver (the embedded llama.cpp, a launched
     `vllm serve`) is reached at the driver's URL, so workers share it instead of starting their own."""
-    from mindcore.backends import OpenAIBackend
+    from mindsimkit.mindcore.backends import OpenAIBackend
 
     wire = {}
     for name in engines.config.engines:
@@ -175,8 +175,8 @@ def worker_engines(config: Any, wire: dict[str, dict[str, Any]], rank: int, work
                    limit: int | None = None) -> Any:
     """Engines inside worker `rank` of `workers`: the same roles and servers as the driver's, each
     server capped at this worker's share of its global `max_concurrency` (and at `limit`, if lower)."""
-    from mindcore.backends import OpenAIBackend, worker_caps
-    from mindcore.engine import Engines
+    from mindsimkit.mindcore.backends import OpenAIBackend, worker_caps
+    from mindsimkit.mindcore.engine import Engines
 
     backends = {}
     for name, w in wire.items():
@@ -204,7 +204,7 @@ class _Progress:
 class _Worker:
     def __init__(self, config: Any, wire: dict[str, dict[str, Any]], rank: int, workers: int, progress: str,
                  limit: int | None = None, prompts: dict[str, dict[str, str]] | None = None):
-        from mindcore.prompts import install_overrides
+        from mindsimkit.mindcore.prompts import install_overrides
 
         # The recipe's swapped prompts, as text: a worker on another machine may not have the files.
         install_overrides(prompts or {})
@@ -215,7 +215,7 @@ class _Worker:
         self.rank = rank
 
     def run(self, work: Work, payload: Any) -> tuple[Any, list[dict[str, Any]]]:
-        from mindcore.types import UsageLedger
+        from mindsimkit.mindcore.types import UsageLedger
 
         # A fresh ledger per shard: what comes back is exactly this shard's calls.
         self.engines.ledger = UsageLedger()
@@ -267,8 +267,8 @@ def run_shards(
     Every worker call's usage goes into `engines.ledger`; `on_result(index, result)` runs on the driver
     as each shard finishes (so outputs can be written as shards finish, not at the end).
     `on_workers(actors)` is for tests that need the workers' handles (to kill one)."""
-    from mindcore.runner import progress_bar
-    from mindcore.types import CallRecord
+    from mindsimkit.mindcore.runner import progress_bar
+    from mindsimkit.mindcore.types import CallRecord
 
     ray = import_ray()
     t0 = time.monotonic()
@@ -284,7 +284,7 @@ def run_shards(
         num_cpus=cpus_per_worker, max_restarts=max_retries, max_task_retries=max_retries,
         runtime_env={"env_vars": env} if env else None,
     )
-    from mindcore.prompts import snapshot
+    from mindsimkit.mindcore.prompts import snapshot
 
     prompts = snapshot()
     actors = [worker_cls.remote(engines.config, wire, rank, n, progress_name, settings.max_concurrency_per_worker,

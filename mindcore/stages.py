@@ -20,7 +20,7 @@ from dataclasses import dataclass
 from importlib.metadata import entry_points
 from typing import Any, Callable
 
-from mindcore.errors import ConfigError
+from mindsimkit.mindcore.errors import ConfigError
 
 ENTRY_POINT_GROUP = "mindsim.stages"
 # The main job (`mindsim run`) runs these three; `expand_stages` spells it out wherever "run" is asked for.

@@ -14,7 +14,7 @@ from __future__ import annotations
 
 from typing import Iterable
 
-from mindcore.runlog import played_by
+from mindsimkit.mindcore.runlog import played_by
 
 SEPARATOR = "/"
 

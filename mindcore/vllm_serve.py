@@ -10,8 +10,8 @@ import subprocess
 import time
 import urllib.request
 
-from mindcore.config import VLLMEngine
-from mindcore.errors import EngineUnavailable
+from mindsimkit.mindcore.config import VLLMEngine
+from mindsimkit.mindcore.errors import EngineUnavailable
 
 
 def serve_command(spec: VLLMEngine) -> list[str]:

@@ -7,6 +7,6 @@ documented `python -m mindsim` keeps working after the simulator and the app wer
 
 import sys
 
-from mindsim_app.cli import main
+from mindsimkit.mindsim_app.cli import main
 
 sys.exit(main())

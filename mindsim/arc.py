@@ -13,18 +13,18 @@ from __future__ import annotations
 from dataclasses import dataclass, field, replace
 from typing import TYPE_CHECKING, Any, Sequence
 
-from mindsim.config import SimulationConfig
-from mindsim.records import plain_exchange, session_id
+from mindsimkit.mindsim.config import SimulationConfig
+from mindsimkit.mindsim.records import plain_exchange, session_id
 
 if TYPE_CHECKING:  # pragma: no cover - typing only
-    from mindsim.agenda import Agenda
-    from mindsim.patient import Counsellor
-    from mindsim.patient_engines import Participant, Variant
-    from mindsim.prompting import RejectedMessage
-    from mindsim.scenario import Scenario
-    from mindsim.schedule import SessionPlan
-    from profilegen.moves import Vocabulary
-    from profilegen.schemas import Profile
+    from mindsimkit.mindsim.agenda import Agenda
+    from mindsimkit.mindsim.patient import Counsellor
+    from mindsimkit.mindsim.patient_engines import Participant, Variant
+    from mindsimkit.mindsim.prompting import RejectedMessage
+    from mindsimkit.mindsim.scenario import Scenario
+    from mindsimkit.mindsim.schedule import SessionPlan
+    from mindsimkit.profilegen.moves import Vocabulary
+    from mindsimkit.profilegen.schemas import Profile
 
 
 @dataclass
@@ -101,7 +101,7 @@ class Arc:
            counsellor: str, seed: int, engine: str | None = None, preparation: Any = None) -> "Arc":
         """An arc with its engine looked up by name. `engine` defaults to the recipe's one engine (a recipe
         listing several must name it per arc)."""
-        from mindsim.patient_engines import variant
+        from mindsimkit.mindsim.patient_engines import variant
 
         if engine is None:
             listed = config.patient_engines

@@ -10,10 +10,10 @@ from typing import Any, Literal
 
 from pydantic import BaseModel, ConfigDict, Field, ValidationError, field_validator, model_validator
 
-from mindcore.config import RequestOptions, RoleSpec
-from mindcore.errors import ConfigError
-from mindcore.recipe import format_validation_error
-from mindsim.engine_names import DEFAULT_ENGINE
+from mindsimkit.mindcore.config import RequestOptions, RoleSpec
+from mindsimkit.mindcore.errors import ConfigError
+from mindsimkit.mindcore.recipe import format_validation_error
+from mindsimkit.mindsim.engine_names import DEFAULT_ENGINE
 
 
 class CounsellorBinding(RequestOptions):
@@ -213,7 +213,7 @@ class SimulationConfig(BaseModel):
     @model_validator(mode="before")
     @classmethod
     def _preset_settings(cls, data: Any) -> Any:
-        from mindsim.presets import apply_settings
+        from mindsimkit.mindsim.presets import apply_settings
 
         if not isinstance(data, dict):
             return data
@@ -225,7 +225,7 @@ class SimulationConfig(BaseModel):
     @field_validator("patient_engine")
     @classmethod
     def _registered(cls, value: str | list[str]) -> str | list[str]:
-        from mindsim.engine_names import check
+        from mindsimkit.mindsim.engine_names import check
 
         for name in [value] if isinstance(value, str) else value:
             try:
@@ -254,7 +254,7 @@ class SimulationConfig(BaseModel):
                 raise ValueError(f"engine_sessions: '{kind}' is not one of patient_engine ({', '.join(engines)})")
             if not 1 <= n <= self.sessions:
                 raise ValueError(f"engine_sessions.{kind}: {n} is not between 1 and sessions ({self.sessions})")
-        from mindsim.engine_names import split
+        from mindsimkit.mindsim.engine_names import split
 
         run = {split(e)[0] for e in engines}
         for name, engine in self.presets.items():
@@ -277,21 +277,21 @@ class SimulationConfig(BaseModel):
     @property
     def presets(self) -> dict[str, str]:
         """The chosen presets (`ours` left out), name → the engine each is about."""
-        from mindsim.presets import names, table
+        from mindsimkit.mindsim.presets import names, table
 
         return {n: str(table()[n].engine) for n in names(self.preset)}
 
     def preset_for(self, engine: str) -> str:
         """The preset engine `engine` (or any of its arms, ENGINE:ARM) runs under: a reference preset or 'ours'."""
-        from mindsim.engine_names import split
-        from mindsim.presets import OURS
+        from mindsimkit.mindsim.engine_names import split
+        from mindsimkit.mindsim.presets import OURS
 
         base = split(engine)[0]
         return next((n for n, e in self.presets.items() if e == base), OURS)
 
     def engine_presets(self) -> dict[str, str]:
         """Each engine the recipe runs (arms under their engine) → the preset it runs under, as run.json records it."""
-        from mindsim.engine_names import split
+        from mindsimkit.mindsim.engine_names import split
 
         return {base: self.preset_for(base) for base in dict.fromkeys(split(e)[0] for e in self.patient_engines)}
 

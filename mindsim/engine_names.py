@@ -16,9 +16,9 @@ from typing import Any
 
 from pydantic import BaseModel, ConfigDict, Field
 
-from mindcore import yamlio
-from mindcore.errors import ConfigError
-from mindcore.runlog import DEFAULT_ENGINE
+from mindsimkit.mindcore import yamlio
+from mindsimkit.mindcore.errors import ConfigError
+from mindsimkit.mindcore.runlog import DEFAULT_ENGINE
 
 __all__ = ["DEFAULT_ENGINE", "VARIANT_SEP", "Arm", "EngineEntry", "add", "builtin", "check", "known", "raw_names",
            "recipe_runs", "remove", "split"]
@@ -56,7 +56,7 @@ class _Table(_Frozen):
 
 
 def _read(name: str, model: type[BaseModel]) -> Any:
-    path = resources.files("mindsim").joinpath("data", name)
+    path = resources.files("mindsimkit.mindsim").joinpath("data", name)
     try:
         return model.model_validate(yamlio.safe_load(path.read_text(encoding="utf-8")))
     except Exception as exc:

@@ -17,7 +17,7 @@ from typing import Annotated, Any
 
 from pydantic import BaseModel, ConfigDict, Field, WithJsonSchema, create_model
 
-from profilegen.moves import Vocabulary
+from mindsimkit.profilegen.moves import Vocabulary
 
 REASONING_MAX = 300
 REASONING_MIN = 8

@@ -15,7 +15,7 @@ from __future__ import annotations
 import re
 from dataclasses import dataclass, field
 
-from mindcore.prompts import render
+from mindsimkit.mindcore.prompts import render
 
 OPEN_TAG = "[open]"
 _BULLET = re.compile(r"^\s*(?:[-*•]|\d+[.)])\s+")

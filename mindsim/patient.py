@@ -18,12 +18,12 @@ import re
 from dataclasses import dataclass, field
 from typing import Any, Callable, NamedTuple
 
-from mindcore.engine import ToolSpec
-from mindcore.types import ToolCallResult
-from mindsim.agenda import Agenda
-from mindsim.config import SimulationConfig
-from mindsim.guard import GuardState, TodoAdd, TodoComplete, check_commit, commit_move_model, pick_cue
-from mindsim.prompting import (
+from mindsimkit.mindcore.engine import ToolSpec
+from mindsimkit.mindcore.types import ToolCallResult
+from mindsimkit.mindsim.agenda import Agenda
+from mindsimkit.mindsim.config import SimulationConfig
+from mindsimkit.mindsim.guard import GuardState, TodoAdd, TodoComplete, check_commit, commit_move_model, pick_cue
+from mindsimkit.mindsim.prompting import (
     RejectedMessage,
     TurnFailed,
     counsellor_flags,
@@ -32,8 +32,8 @@ from mindsim.prompting import (
     rejected,
     speech_defects,
 )
-from mindsim.records import CounsellorFlags, PatientTurn, RejectedCommit, TodoUpdate
-from profilegen.moves import Vocabulary
+from mindsimkit.mindsim.records import CounsellorFlags, PatientTurn, RejectedCommit, TodoUpdate
+from mindsimkit.profilegen.moves import Vocabulary
 
 COMMIT_DESCRIPTION = "Commit to what this turn does before writing it. Must be accepted before you write."
 COMPLETE_DESCRIPTION = "Mark an item on your list done, only when it actually got said, asked or dealt with."

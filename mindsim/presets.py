@@ -14,8 +14,8 @@ from typing import Any
 
 from pydantic import BaseModel, ConfigDict, Field
 
-from mindcore import yamlio
-from mindcore.errors import ConfigError
+from mindsimkit.mindcore import yamlio
+from mindsimkit.mindcore.errors import ConfigError
 
 __all__ = ["OURS", "Preset", "apply_settings", "check_names", "data_file", "names", "table"]
 
@@ -44,7 +44,7 @@ class _Table(BaseModel):
 
 @lru_cache(maxsize=1)
 def table() -> dict[str, Preset]:
-    path = resources.files("mindsim").joinpath("data", TABLE)
+    path = resources.files("mindsimkit.mindsim").joinpath("data", TABLE)
     try:
         presets = _Table.model_validate(yamlio.safe_load(path.read_text(encoding="utf-8"))).presets
     except Exception as exc:

@@ -23,14 +23,14 @@ from typing import Any, Literal
 
 from pydantic import BaseModel, ConfigDict, Field
 
-from mindcore.errors import ConfigError, MindsimError
-from mindcore.prompts import render, template_hash
-from mindcore import yamlio
-from mindsim.agenda import Agenda
-from mindsim.memory import format_log
-from mindsim.schedule import SessionPlan
-from profilegen.moves import Vocabulary
-from profilegen.schemas import Profile
+from mindsimkit.mindcore.errors import ConfigError, MindsimError
+from mindsimkit.mindcore.prompts import render, template_hash
+from mindsimkit.mindcore import yamlio
+from mindsimkit.mindsim.agenda import Agenda
+from mindsimkit.mindsim.memory import format_log
+from mindsimkit.mindsim.schedule import SessionPlan
+from mindsimkit.profilegen.moves import Vocabulary
+from mindsimkit.profilegen.schemas import Profile
 
 PATIENT_TEMPLATE = "patient/system.jinja2"
 EXCERPT_CHARS = 200
@@ -65,7 +65,7 @@ class StyleData(BaseModel):
 
 @lru_cache(maxsize=1)
 def load_style_data() -> StyleData:
-    path = resources.files("mindsim") / "data" / "style.yaml"
+    path = resources.files("mindsimkit.mindsim") / "data" / "style.yaml"
     try:
         return StyleData.model_validate(yamlio.safe_load(path.read_text(encoding="utf-8")))
     except Exception as exc:
@@ -232,7 +232,7 @@ class HarnessText(BaseModel):
 
 @lru_cache(maxsize=1)
 def load_harness_text() -> HarnessText:
-    path = resources.files("mindsim") / "data" / "harness_text.yaml"
+    path = resources.files("mindsimkit.mindsim") / "data" / "harness_text.yaml"
     try:
         data = HarnessText.model_validate(yamlio.safe_load(path.read_text(encoding="utf-8")))
         data.syntax_re, data.label_re  # compile now, so a bad pattern is a config error here

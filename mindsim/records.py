@@ -17,9 +17,9 @@ from typing import Any, Literal
 
 from pydantic import BaseModel, ConfigDict, Field
 
-from mindsim.prompting import CounsellorFlag, RejectedMessage
-from mindsim.scenario import Scenario
-from mindsim.schedule import SessionPlan
+from mindsimkit.mindsim.prompting import CounsellorFlag, RejectedMessage
+from mindsimkit.mindsim.scenario import Scenario
+from mindsimkit.mindsim.schedule import SessionPlan
 
 __all__ = [
     "AgendaState", "BaselineSession", "CounsellorFlags", "MemoryUpdate", "PatientActSession", "PatientActTurn", "PatientTurn", "RejectedCommit", "RejectedMessage",
@@ -272,8 +272,8 @@ def session_id(patient_id: str, counsellor: str, index: int, seed: int, engine: 
     resume; any other engine or variant is part of the key (`Variant.session_key`). A repeated trial after the
     first adds `|trial=N`; trial 0 keeps the one-trial id, so raising `simulation.trials` on a finished run
     reuses its sessions as trial 0. `rerun`: the ablation that reran this session (its twin keeps the plain id)."""
-    from mindcore.runlog import played_by
-    from mindsim.patient_engines import variant
+    from mindsimkit.mindcore.runlog import played_by
+    from mindsimkit.mindsim.patient_engines import variant
 
     key = f"{patient_id}|{counsellor}|{index}|{seed}" + variant(played_by(engine)).session_key
     if trial:

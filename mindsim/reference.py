@@ -20,13 +20,13 @@ from typing import Any
 
 from pydantic import BaseModel, ConfigDict, Field, model_validator
 
-from mindcore import yamlio
-from mindcore.errors import ConfigError
-from mindsim import presets
-from mindsim.config import SimulationConfig
-from mindsim.schedule import WEEKDAYS, EventCategory, GapBucket, Schedule, SessionPlan, format_gap
-from mindsim.schedule import draw_schedule as draw_our_schedule
-from profilegen.moves import Vocabulary, build_vocabulary, load_vocabulary
+from mindsimkit.mindcore import yamlio
+from mindsimkit.mindcore.errors import ConfigError
+from mindsimkit.mindsim import presets
+from mindsimkit.mindsim.config import SimulationConfig
+from mindsimkit.mindsim.schedule import WEEKDAYS, EventCategory, GapBucket, Schedule, SessionPlan, format_gap
+from mindsimkit.mindsim.schedule import draw_schedule as draw_our_schedule
+from mindsimkit.profilegen.moves import Vocabulary, build_vocabulary, load_vocabulary
 
 PRESET = "mindeval2-reference"
 NEVER = "never"
@@ -102,7 +102,7 @@ def _read(key: str) -> tuple[str, Any]:
     name = presets.data_file(PRESET, key)
     if name is None:
         raise ConfigError(f"mindsim/data/presets.yaml: preset '{PRESET}' names no '{key}' data file")
-    path = resources.files("mindsim").joinpath("data", "presets", *name.split("/"))
+    path = resources.files("mindsimkit.mindsim").joinpath("data", "presets", *name.split("/"))
     try:
         return name, yamlio.safe_load(path.read_text(encoding="utf-8"))
     except Exception as exc:

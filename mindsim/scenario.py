@@ -22,10 +22,10 @@ from functools import lru_cache
 
 from pydantic import BaseModel, ConfigDict, Field, PrivateAttr, ValidationError, create_model
 
-from mindcore.errors import StructuredOutputError
-from mindcore.prompts import render
-from mindcore.recipe import format_validation_error
-from mindsim.prompting import (
+from mindsimkit.mindcore.errors import StructuredOutputError
+from mindsimkit.mindcore.prompts import render
+from mindsimkit.mindcore.recipe import format_validation_error
+from mindsimkit.mindsim.prompting import (
     RejectedMessage,
     TurnFailed,
     load_harness_text,
@@ -34,8 +34,8 @@ from mindsim.prompting import (
     speech_defects,
     transcript_text,
 )
-from mindsim.schedule import SessionPlan
-from profilegen.schemas import Profile
+from mindsimkit.mindsim.schedule import SessionPlan
+from mindsimkit.profilegen.schemas import Profile
 
 FIRST_TEMPLATE = "scenario/first.jinja2"
 NEXT_TEMPLATE = "scenario/next.jinja2"

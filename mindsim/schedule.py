@@ -15,9 +15,9 @@ from importlib import resources
 
 from pydantic import BaseModel, ConfigDict, Field
 
-from mindcore.errors import ConfigError
-from mindcore import yamlio
-from mindsim.config import SimulationConfig
+from mindsimkit.mindcore.errors import ConfigError
+from mindsimkit.mindcore import yamlio
+from mindsimkit.mindsim.config import SimulationConfig
 
 WEEKDAYS = ("Monday", "Tuesday", "Wednesday", "Thursday", "Friday", "Saturday", "Sunday")
 
@@ -103,7 +103,7 @@ class Schedule(BaseModel):
 
 @lru_cache(maxsize=1)
 def load_schedule_data() -> ScheduleData:
-    path = resources.files("mindsim") / "data" / "schedule.yaml"
+    path = resources.files("mindsimkit.mindsim") / "data" / "schedule.yaml"
     try:
         data = ScheduleData.model_validate(yamlio.safe_load(path.read_text(encoding="utf-8")))
     except Exception as exc:

@@ -25,22 +25,22 @@ import inspect
 from dataclasses import replace
 from typing import Any, Awaitable, Callable
 
-from mindcore.prompts import render
-from mindsim.agenda import Agenda
-from mindsim.arc import Arc, Roles, SessionInput, Talk
-from mindsim.config import SimulationConfig
-from mindsim.memory import compact_memory, format_log
-from mindsim.patient import Counsellor
-from mindsim.patient_engines import TalkStart
-from mindsim.prompting import (
+from mindsimkit.mindcore.prompts import render
+from mindsimkit.mindsim.agenda import Agenda
+from mindsimkit.mindsim.arc import Arc, Roles, SessionInput, Talk
+from mindsimkit.mindsim.config import SimulationConfig
+from mindsimkit.mindsim.memory import compact_memory, format_log
+from mindsimkit.mindsim.patient import Counsellor
+from mindsimkit.mindsim.patient_engines import TalkStart
+from mindsimkit.mindsim.prompting import (
     COUNSELLOR_TEMPLATE,
     counsellor_system_prompt,
     session_conduct,
     template_hashes,
     transcript_text,
 )
-from mindsim.reference import PRESET as REFERENCE
-from mindsim.records import (
+from mindsimkit.mindsim.reference import PRESET as REFERENCE
+from mindsimkit.mindsim.records import (
     AgendaState,
     MemoryUpdate,
     RejectionCounts,
@@ -49,7 +49,7 @@ from mindsim.records import (
     Tokens,
     scenario_key,
 )
-from mindsim.scenario import (
+from mindsimkit.mindsim.scenario import (
     FIRST_TEMPLATE,
     NEXT_REFERENCE_TEMPLATE,
     NEXT_TEMPLATE,
@@ -57,8 +57,8 @@ from mindsim.scenario import (
     first_scenario,
     next_scenario,
 )
-from mindsim.schedule import Schedule, SessionPlan
-from profilegen.schemas import Profile
+from mindsimkit.mindsim.schedule import Schedule, SessionPlan
+from mindsimkit.profilegen.schemas import Profile
 
 __all__ = ["Arc", "Roles", "SessionInput", "Talk", "converse", "finish_session", "first_scenario_record", "rerun_input",
            "run_arc", "run_session"]

@@ -33,24 +33,24 @@ import pyarrow.parquet as pq
 
 from pydantic import ValidationError
 
-from mindcore.client import RoleClient
-from mindcore.errors import ConfigError, EngineError, InputError
-from mindcore.io import CheckpointDir, atomic_write_json, atomic_write_jsonl, atomic_writer, off_loop
-from mindcore.layout import RunLayout
-from mindcore.manifest import record_stage
-from mindcore.provenance import base_provenance
-from mindcore.runners import LocalRunner, Runner
-from mindsim.config import CounsellorBinding, SimulationConfig, counsellor_name
-from mindsim.patient import TurnFailed
-from mindsim.prompting import load_style_data
-from mindsim.records import RejectionCounts, ScenarioRecord, SessionRecord, scenario_key, session_id
-from mindsim.reference import patient_schedule, vocabulary_for
-from mindsim.schedule import Schedule
-from mindsim.patient_engines import engine_roles, engines_of, variant
-from mindsim.session import Arc, Roles, first_scenario_record, run_arc
-from mindsim.summary import FailedArc, ShardSummary, SimulationSummary
-from profilegen.moves import load_vocabulary
-from profilegen.schemas import Profile
+from mindsimkit.mindcore.client import RoleClient
+from mindsimkit.mindcore.errors import ConfigError, EngineError, InputError
+from mindsimkit.mindcore.io import CheckpointDir, atomic_write_json, atomic_write_jsonl, atomic_writer, off_loop
+from mindsimkit.mindcore.layout import RunLayout
+from mindsimkit.mindcore.manifest import record_stage
+from mindsimkit.mindcore.provenance import base_provenance
+from mindsimkit.mindcore.runners import LocalRunner, Runner
+from mindsimkit.mindsim.config import CounsellorBinding, SimulationConfig, counsellor_name
+from mindsimkit.mindsim.patient import TurnFailed
+from mindsimkit.mindsim.prompting import load_style_data
+from mindsimkit.mindsim.records import RejectionCounts, ScenarioRecord, SessionRecord, scenario_key, session_id
+from mindsimkit.mindsim.reference import patient_schedule, vocabulary_for
+from mindsimkit.mindsim.schedule import Schedule
+from mindsimkit.mindsim.patient_engines import engine_roles, engines_of, variant
+from mindsimkit.mindsim.session import Arc, Roles, first_scenario_record, run_arc
+from mindsimkit.mindsim.summary import FailedArc, ShardSummary, SimulationSummary
+from mindsimkit.profilegen.moves import load_vocabulary
+from mindsimkit.profilegen.schemas import Profile
 
 # Rows per row group in a shard file, and so per shard held in memory by the merge (sessions are
 # tens of KB each: 64 shards x 32 rows is ~100 MB of rows in flight at most).

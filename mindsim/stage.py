@@ -11,27 +11,27 @@ from __future__ import annotations
 
 from typing import Any
 
-from mindcore.budget import RoleSchema, register_prompt_estimate, register_role_schema
-from mindcore.budget_fit import section_budget
-from mindcore.errors import ConfigError
-from mindcore.stages import RoleUse, Stage, register_output_bound, register_sample, register_stage, role_use
-from mindsim.patient_engines import engine_roles
-from mindsim.patient_engines import prompt_estimates as engine_prompt_estimates
-from mindsim.patient_engines import role_schemas as engine_role_schemas
-from mindsim.patient_engines.mindsim_engine import agenda_tool_schema, commit_tool_schema  # noqa: F401 - re-exported
+from mindsimkit.mindcore.budget import RoleSchema, register_prompt_estimate, register_role_schema
+from mindsimkit.mindcore.budget_fit import section_budget
+from mindsimkit.mindcore.errors import ConfigError
+from mindsimkit.mindcore.stages import RoleUse, Stage, register_output_bound, register_sample, register_stage, role_use
+from mindsimkit.mindsim.patient_engines import engine_roles
+from mindsimkit.mindsim.patient_engines import prompt_estimates as engine_prompt_estimates
+from mindsimkit.mindsim.patient_engines import role_schemas as engine_role_schemas
+from mindsimkit.mindsim.patient_engines.mindsim_engine import agenda_tool_schema, commit_tool_schema  # noqa: F401 - re-exported
 
 SIMULATE = frozenset({"simulate"})
 
 
 def _scenario_schema(recipe: Any = None) -> dict[str, Any]:
-    from mindsim.scenario import draft_model
+    from mindsimkit.mindsim.scenario import draft_model
 
     scale = (getattr(recipe, "simulation", None) or {}).get("scenario_scale", 1.0)
     return draft_model(float(scale)).model_json_schema()
 
 
 def simulate_roles(recipe: Any, engines: Any) -> list[RoleUse]:
-    from mindsim.config import CounsellorBinding, SimulationConfig
+    from mindsimkit.mindsim.config import CounsellorBinding, SimulationConfig
 
     # The first-scenario writer is listed even when unbound: preflight then shows which binding it takes.
     uses = [role_use(engines, r) for r in ("first_scenario_writer", "scenario_writer", "patient", "memory_compactor")]
@@ -52,8 +52,8 @@ def simulate_roles(recipe: Any, engines: Any) -> list[RoleUse]:
 
 
 def register() -> None:
-    from mindsim import stage_sizes
-    from mindsim.config import SimulationConfig
+    from mindsimkit.mindsim import stage_sizes
+    from mindsimkit.mindsim.config import SimulationConfig
 
     register_stage(Stage("simulate", simulate_roles))
     scen_default = SimulationConfig.model_fields["scenario_max_tokens"].default

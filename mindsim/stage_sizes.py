@@ -24,10 +24,10 @@ from __future__ import annotations
 
 from typing import Any
 
-from mindcore.budget import MESSAGE_OVERHEAD, PromptSize, messages_tokens
-from mindcore.budget_fit import ASSUMED_UNBOUNDED_REPLY
-from mindsim.patient_engines.mindsim_engine import agenda_tool_schema, commit_tool_schema
-from profilegen.stage import worst_profile_parts
+from mindsimkit.mindcore.budget import MESSAGE_OVERHEAD, PromptSize, messages_tokens
+from mindsimkit.mindcore.budget_fit import ASSUMED_UNBOUNDED_REPLY
+from mindsimkit.mindsim.patient_engines.mindsim_engine import agenda_tool_schema, commit_tool_schema
+from mindsimkit.profilegen.stage import worst_profile_parts
 
 # Items a patient adds to its agenda in one session, for the size of the open list each agenda call
 # answers with (the agenda has no cap; adding one every turn would make it longer). An estimate.
@@ -36,7 +36,7 @@ ASSUMED_ADDED_ITEMS = 3
 
 def simulation(inp: Any) -> Any:
     """The recipe's simulation section, validated, with the settings preflight raised applied."""
-    from mindsim.config import SimulationConfig
+    from mindsimkit.mindsim.config import SimulationConfig
 
     scfg = SimulationConfig.from_section(getattr(inp.recipe, "simulation", None))
     return scfg.model_copy(update=inp.report.section_overrides.get("simulation", {}))
@@ -53,16 +53,16 @@ def memory_bound(inp: Any) -> int:
 def session_fixtures(inp: Any, sz: Any) -> dict[str, Any]:
     """The worst-case pieces every estimate of a session builds on: profile, scenario, plan, style data,
     a whole transcript at the reply budgets, agenda and memory (also read by the engines' own estimates)."""
-    from mindcore.budget import fill_text, largest_instance
-    from mindsim.agenda import Agenda
-    from mindsim.prompting import load_style_data
-    from mindsim.scenario import Scenario, draft_model
-    from mindsim.schedule import SessionPlan, load_schedule_data
-    from profilegen.render import case_summary, writer_brief
+    from mindsimkit.mindcore.budget import fill_text, largest_instance
+    from mindsimkit.mindsim.agenda import Agenda
+    from mindsimkit.mindsim.prompting import load_style_data
+    from mindsimkit.mindsim.scenario import Scenario, draft_model
+    from mindsimkit.mindsim.schedule import SessionPlan, load_schedule_data
+    from mindsimkit.profilegen.render import case_summary, writer_brief
 
     row, f, _ = worst_profile_parts(inp.recipe)
     s = simulation(inp)
-    from mindsim.reference import vocabulary_for
+    from mindsimkit.mindsim.reference import vocabulary_for
 
     style, sched = load_style_data(), load_schedule_data()
     vocab = vocabulary_for(s.preset_for("mindsim"))
@@ -88,12 +88,12 @@ def session_fixtures(inp: Any, sz: Any) -> dict[str, Any]:
 
 def _scenario_systems(inp: Any, sz: Any) -> tuple[str, str]:
     """The first- and later-session scenario writers' system prompts at their largest."""
-    from mindcore.prompts import render
-    from mindsim.prompting import transcript_text
-    from mindsim.scenario import FIRST_TEMPLATE, NEXT_TEMPLATE
+    from mindsimkit.mindcore.prompts import render
+    from mindsimkit.mindsim.prompting import transcript_text
+    from mindsimkit.mindsim.scenario import FIRST_TEMPLATE, NEXT_TEMPLATE
 
-    from mindsim.memory import format_log
-    from mindsim.reference import PRESET
+    from mindsimkit.mindsim.memory import format_log
+    from mindsimkit.mindsim.reference import PRESET
 
     fx = session_fixtures(inp, sz)
     reg = fx["style"].register
@@ -136,10 +136,10 @@ def first_scenario_prompt(inp: Any, sz: Any) -> PromptSize:
 def patient_prompt(inp: Any, sz: Any) -> PromptSize:
     import json
 
-    from mindcore.budget import fill_text, largest_instance
-    from mindsim.agenda import Agenda
-    from mindsim.prompting import patient_system_prompt
-    from profilegen.testing import make_profiles
+    from mindsimkit.mindcore.budget import fill_text, largest_instance
+    from mindsimkit.mindsim.agenda import Agenda
+    from mindsimkit.mindsim.prompting import patient_system_prompt
+    from mindsimkit.profilegen.testing import make_profiles
 
     fx = session_fixtures(inp, sz)
     s, vocab = simulation(inp), fx["vocab"]
@@ -175,7 +175,7 @@ def replies(s: Any) -> int:
 
 
 def counsellor_prompt(inp: Any, sz: Any) -> PromptSize:
-    from mindsim.prompting import counsellor_system_prompt
+    from mindsimkit.mindsim.prompting import counsellor_system_prompt
 
     fx = session_fixtures(inp, sz)
     system = sz(counsellor_system_prompt(fx["plan"], fx["memory"])) + MESSAGE_OVERHEAD
@@ -185,9 +185,9 @@ def counsellor_prompt(inp: Any, sz: Any) -> PromptSize:
 
 
 def memory_prompt(inp: Any, sz: Any) -> PromptSize:
-    from mindcore.prompts import render
-    from mindsim.memory import format_log
-    from mindsim.prompting import transcript_text
+    from mindsimkit.mindcore.prompts import render
+    from mindsimkit.mindsim.memory import format_log
+    from mindsimkit.mindsim.prompting import transcript_text
 
     fx = session_fixtures(inp, sz)
     s = simulation(inp)
@@ -201,7 +201,7 @@ def memory_prompt(inp: Any, sz: Any) -> PromptSize:
 def longest_session(inp: Any, sz: Any) -> tuple[str, list[dict[str, str]]]:
     """The counsellor's system prompt and the exchange of the longest session this recipe can write, ending on
     a counsellor reply at its budget: what the judge's prompt holds at its largest."""
-    from mindsim.prompting import counsellor_system_prompt
+    from mindsimkit.mindsim.prompting import counsellor_system_prompt
 
     fx = session_fixtures(inp, sz)
     exchange = [*fx["transcript"], {"role": "assistant", "content": sz.text_of_tokens(inp.reply_bound()[0])}]
@@ -211,8 +211,8 @@ def longest_session(inp: Any, sz: Any) -> tuple[str, list[dict[str, str]]]:
 def mapper_prompt(inp: Any, sz: Any) -> PromptSize:
     """The baseline mapper's largest prompt: each baseline's mapping call on the worst-case profile (Patient-Psi
     with a self cluster, whose candidate list is a whole category)."""
-    from mindsim.baselines import mindeval, patient_psi
-    from profilegen.testing import make_profiles
+    from mindsimkit.mindsim.baselines import mindeval, patient_psi
+    from mindsimkit.profilegen.testing import make_profiles
 
     fx = session_fixtures(inp, sz)
     f = fx["f"].model_copy(update={"core_belief": fx["f"].core_belief.model_copy(update={"cluster": "helpless"})})

@@ -11,7 +11,7 @@ from typing import Any
 
 from pydantic import BaseModel, ConfigDict, Field
 
-from mindcore.io import atomic_write_json
+from mindsimkit.mindcore.io import atomic_write_json
 
 
 class FailedArc(BaseModel):

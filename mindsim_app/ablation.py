@@ -26,10 +26,10 @@ from typing import Any, Optional
 import typer
 from rich.markup import escape
 
-from mindcore.console import err_console, out_console
-from mindcore.errors import ConfigError, InputError
-from mindcore.io import atomic_write_jsonl
-from mindcore.layout import MemoryAblationFolder, RunLayout
+from mindsimkit.mindcore.console import err_console, out_console
+from mindsimkit.mindcore.errors import ConfigError, InputError
+from mindsimkit.mindcore.io import atomic_write_jsonl
+from mindsimkit.mindcore.layout import MemoryAblationFolder, RunLayout
 
 ABLATION = "no_counsellor_memory"
 # The counsellor's memory in every rerun: none, exactly what session 1's prompt shows.
@@ -43,7 +43,7 @@ err = err_console()
 def twins_of(run_dir: Path, counsellors: list[str]) -> tuple[list[Any], dict[str, Any]]:
     """The benchmark sessions to rerun (sessions 2+ of `counsellors`) and every session of those counsellors
     by id (their first sessions and each twin's previous one). Raises InputError naming what is wrong."""
-    from mindsim.simulate import SessionStore
+    from mindsimkit.mindsim.simulate import SessionStore
 
     folder = RunLayout(run_dir).sessions.checkpoints
     if not folder.is_dir() or not any(folder.glob("*.json")):
@@ -65,7 +65,7 @@ def twins_of(run_dir: Path, counsellors: list[str]) -> tuple[list[Any], dict[str
 
 
 def _previous(by_id: dict[str, Any], twin: Any) -> Any:
-    from mindsim.records import session_id
+    from mindsimkit.mindsim.records import session_id
 
     sid = session_id(twin.patient_id, twin.counsellor, twin.session_index - 1, twin.seed, twin.patient_engine,
                      twin.trial or 0)
@@ -74,7 +74,7 @@ def _previous(by_id: dict[str, Any], twin: Any) -> Any:
 
 def judge_input(record: Any, system_prompt: str) -> Any:
     """What the MHQR judge reads of one session, with the counsellor's system prompt given explicitly."""
-    from judge.schemas import SessionInput
+    from mindsimkit.judge.schemas import SessionInput
 
     return SessionInput(
         session_id=record.session_id, patient_id=record.patient_id, counsellor=record.counsellor,
@@ -105,17 +105,17 @@ def ablate_memory(run_dir: Path, counsellors: list[str], *, recipe: Path | None 
     `engines`: started engines to use instead of starting the recipe's (tests pass a fake engine)."""
     from contextlib import nullcontext
 
-    from judge.ablation import paired_ablation, write
-    from judge.config import JudgeConfig
-    from judge.judging import judge_all, judges_from_config
-    from judge.schemas import write_judgments
-    from mindcore.engine import Engines
-    from mindcore.io import CheckpointDir
-    from mindcore.preflight import preflight
-    from mindcore.recipe import load_recipe
-    from mindsim.config import SimulationConfig, counsellor_name
-    from mindsim.simulate import SessionStore, counsellor_client
-    from profilegen.dataset import load_profiles
+    from mindsimkit.judge.ablation import paired_ablation, write
+    from mindsimkit.judge.config import JudgeConfig
+    from mindsimkit.judge.judging import judge_all, judges_from_config
+    from mindsimkit.judge.schemas import write_judgments
+    from mindsimkit.mindcore.engine import Engines
+    from mindsimkit.mindcore.io import CheckpointDir
+    from mindsimkit.mindcore.preflight import preflight
+    from mindsimkit.mindcore.recipe import load_recipe
+    from mindsimkit.mindsim.config import SimulationConfig, counsellor_name
+    from mindsimkit.mindsim.simulate import SessionStore, counsellor_client
+    from mindsimkit.profilegen.dataset import load_profiles
 
     run_dir = Path(run_dir)
     counsellors = list(dict.fromkeys(counsellors))
@@ -184,7 +184,7 @@ def ablate_memory(run_dir: Path, counsellors: list[str], *, recipe: Path | None 
 
 
 def _twin_id(rerun: Any) -> str:
-    from mindsim.records import session_id
+    from mindsimkit.mindsim.records import session_id
 
     return session_id(rerun.patient_id, rerun.counsellor, rerun.session_index, rerun.seed, rerun.patient_engine,
                       rerun.trial or 0)
@@ -194,11 +194,11 @@ async def _rerun_all(twins: list[Any], by_id: dict[str, Any], profiles: dict[str
                      config: Any, clients: dict[str, Any], store: Any) -> list[Any]:
     """Every rerun at once (the engines bound what is in flight). A finished rerun is loaded, not asked again; a
     rerun that fails is a failure entry (not saved, tried again on the next run), never a missing row."""
-    from mindsim.arc import Arc, Roles
-    from mindsim.patient_engines import engine_roles, variant
-    from mindsim.session import converse, finish_session, rerun_input
-    from mindsim.simulate import ARC_FAILURES
-    from mindsim.reference import vocabulary_for
+    from mindsimkit.mindsim.arc import Arc, Roles
+    from mindsimkit.mindsim.patient_engines import engine_roles, variant
+    from mindsimkit.mindsim.session import converse, finish_session, rerun_input
+    from mindsimkit.mindsim.simulate import ARC_FAILURES
+    from mindsimkit.mindsim.reference import vocabulary_for
 
     kinds = sorted({t.patient_engine for t in twins})
     shared = {r: engines.role(r) for r in ("patient", "scenario_writer", "memory_compactor")}

@@ -18,14 +18,14 @@ from typing import Any
 import pyarrow as pa
 import pyarrow.parquet as pq
 
-from mindcore.errors import InputError
-from mindcore.io import atomic_write_json, atomic_write_text
-from mindcore.layout import RunLayout
-from mindcore.manifest import record_stage, sha256_file
-from mindcore.prompts import render_resource
-from mindcore.runlog import ProfilesSummaryView, RunHeader, ValidationReport, played_by
-from mindsim.patient_engines import variant
-from mindsim.patient_engines import names as registered_names
+from mindsimkit.mindcore.errors import InputError
+from mindsimkit.mindcore.io import atomic_write_json, atomic_write_text
+from mindsimkit.mindcore.layout import RunLayout
+from mindsimkit.mindcore.manifest import record_stage, sha256_file
+from mindsimkit.mindcore.prompts import render_resource
+from mindsimkit.mindcore.runlog import ProfilesSummaryView, RunHeader, ValidationReport, played_by
+from mindsimkit.mindsim.patient_engines import variant
+from mindsimkit.mindsim.patient_engines import names as registered_names
 
 MANIFEST = "manifest.json"
 # Session columns no engine's card section reads (the message lists are most of a session's bytes).

@@ -12,9 +12,9 @@ import typer
 from rich.markup import escape
 from rich.table import Table
 
-from mindcore.console import err_console, one_line, out_console
-from mindcore.errors import EngineError, MindsimError, UserError
-from mindcore.layout import RunLayout
+from mindsimkit.mindcore.console import err_console, one_line, out_console
+from mindsimkit.mindcore.errors import EngineError, MindsimError, UserError
+from mindsimkit.mindcore.layout import RunLayout
 
 app = typer.Typer(
     name="mindsim",
@@ -45,14 +45,14 @@ def run_cmd(
 ) -> None:
     """Run the main job: profiles → screening → pool → multi-session simulation → validation → (MHQR judge) →
     dataset + card."""
-    from mindcore.io import check_out_folder
-    from mindcore.recipe import load_recipe
+    from mindsimkit.mindcore.io import check_out_folder
+    from mindsimkit.mindcore.recipe import load_recipe
 
     # A missing or unreadable recipe is reported before the job's seconds of library imports;
     # run_job loads it again and checks every section.
     load_recipe(recipe)
     check_out_folder(out_dir)
-    from mindsim_app.job import run_job
+    from mindsimkit.mindsim_app.job import run_job
 
     # Passed only when given, so a stand-in run_job with the older signature (tests/mindsim_app/test_cli.py) still fits.
     summary = run_job(recipe, out_dir, verbose=verbose, **({"ray_address": ray_address} if ray_address else {}))
@@ -78,12 +78,12 @@ def engines_check_cmd(
     recipe: Optional[Path] = typer.Argument(None, help="Recipe YAML; default: the embedded engine only"),
 ) -> None:
     """Ping every engine the recipe names: model, latency and a structured-output round trip."""
-    from mindcore.config import EnginesConfig
-    from mindcore.recipe import load_recipe
+    from mindsimkit.mindcore.config import EnginesConfig
+    from mindsimkit.mindcore.recipe import load_recipe
 
     loaded = load_recipe(recipe) if recipe else None
     config = loaded.engines_config() if loaded else EnginesConfig()
-    from mindcore.engine_health import check_engines
+    from mindsimkit.mindcore.engine_health import check_engines
 
 
     results = check_engines(config, _counsellor_bindings(loaded))
@@ -127,7 +127,7 @@ def engines_check_cmd(
 def _counsellor_bindings(recipe: Any) -> dict[str, Any]:
     """The counsellors a recipe binds as engine + model (`simulation.counsellors`), label → RoleSpec, so
     `engines check` sends each one its own request too."""
-    from mindsim.config import CounsellorBinding, SimulationConfig
+    from mindsimkit.mindsim.config import CounsellorBinding, SimulationConfig
 
     if recipe is None:
         return {}
@@ -147,12 +147,12 @@ def patientact_profile_eval_cmd(
 ) -> None:
     """PatientAct Table 1: the four profile dimensions (mean ± sd), attachment / core-belief identification
     accuracy against chance, diversity, and with --human / --diversity the raters' means, α and κ."""
-    from judge.cli import resolve_recipe
-    from judge.config import default_engines_config
-    from mindcore.engine import Engines
-    from mindcore.errors import ConfigError
-    from mindcore.recipe import load_recipe
-    from mindsim_app.patientact_profile_eval import load_run, profile_eval
+    from mindsimkit.judge.cli import resolve_recipe
+    from mindsimkit.judge.config import default_engines_config
+    from mindsimkit.mindcore.engine import Engines
+    from mindsimkit.mindcore.errors import ConfigError
+    from mindsimkit.mindcore.recipe import load_recipe
+    from mindsimkit.mindsim_app.patientact_profile_eval import load_run, profile_eval
 
     if judge != "judge" and not judge.startswith("judge:"):
         raise ConfigError(f"--judge {judge}: not a judge role; write 'judge' or 'judge:NAME'")
@@ -169,17 +169,17 @@ def patientact_profile_eval_cmd(
 
 def _mount_stage_commands() -> None:
     """Stage packages own their command functions; the CLI only mounts them."""
-    from judge.cli import app as judge_app
-    from mindsim_app.ablation import ablate_app
-    from mindsim_app.annotate.cli import app as annotate_app
-    from mindsim_app.annotate.cli import realism_app
-    from mindsim_app.export import export_app
-    from mindsim_app.publish import publish_cmd
-    from mindsim_app.report.cli import report_cmd
-    from mindsim_app.simulate_cli import simulate_cmd
-    from profilegen.cli import app as profiles_app
+    from mindsimkit.judge.cli import app as judge_app
+    from mindsimkit.mindsim_app.ablation import ablate_app
+    from mindsimkit.mindsim_app.annotate.cli import app as annotate_app
+    from mindsimkit.mindsim_app.annotate.cli import realism_app
+    from mindsimkit.mindsim_app.export import export_app
+    from mindsimkit.mindsim_app.publish import publish_cmd
+    from mindsimkit.mindsim_app.report.cli import report_cmd
+    from mindsimkit.mindsim_app.simulate_cli import simulate_cmd
+    from mindsimkit.profilegen.cli import app as profiles_app
 
-    from validation.cli import app as validate_app
+    from mindsimkit.validation.cli import app as validate_app
 
     app.add_typer(profiles_app, name="profiles", help="Generate, screen and select patient profiles.")
     app.command("simulate")(simulate_cmd)

@@ -26,11 +26,11 @@ from typing import Any, Iterable, Optional
 import typer
 from pydantic import BaseModel, Field
 
-from mindcore.errors import InputError
-from mindcore.io import atomic_write_json, atomic_write_jsonl, atomic_write_parquet
-from mindcore.layout import RunLayout
-from mindcore.manifest import verify_run
-from mindcore.runlog import played_by
+from mindsimkit.mindcore.errors import InputError
+from mindsimkit.mindcore.io import atomic_write_json, atomic_write_jsonl, atomic_write_parquet
+from mindsimkit.mindcore.layout import RunLayout
+from mindsimkit.mindcore.manifest import verify_run
+from mindsimkit.mindcore.runlog import played_by
 
 export_app = typer.Typer(no_args_is_help=True)
 
@@ -137,7 +137,7 @@ def load_judgments(run_dir: Path, judge: str) -> dict[tuple[str, int], ExportVer
 
 def severity_weight(level: str, option: str = "--max-severity") -> float:
     """Weight of a rubric severity id ('No concern' and 'no_concern' both read)."""
-    from judge.rubric import load_rubric, severity_id
+    from mindsimkit.judge.rubric import load_rubric, severity_id
 
     rubric = load_rubric()
     key = severity_id(level)
@@ -287,7 +287,7 @@ def sample_turns(session_id: str, n_replies: int, turns: int, seed: int) -> list
 
 
 async def _ask(name: str, client: Any, history: list[dict[str, Any]], blank_retries: int) -> Candidate:
-    from mindcore.errors import EngineError
+    from mindsimkit.mindcore.errors import EngineError
 
     c = Candidate(name, getattr(client, "model", name))
     try:
@@ -303,8 +303,8 @@ async def _ask(name: str, client: Any, history: list[dict[str, Any]], blank_retr
 
 
 async def _judge(c: Candidate, s: ExportSession, history: list[dict[str, Any]], judge: Any, cache: Any) -> None:
-    from judge.judging import judge_reply, replies
-    from judge.schemas import SessionInput
+    from mindsimkit.judge.judging import judge_reply, replies
+    from mindsimkit.judge.schemas import SessionInput
 
     si = SessionInput(session_id=s.session_id, patient_id=s.patient_id, counsellor=c.counsellor,
                       session_index=s.session_index, counsellor_system_prompt=s.counsellor_system_prompt,
@@ -364,7 +364,7 @@ async def dpo_pairs(run_dir: Path, counsellors: list[tuple[str, Any]], judge: An
                "run": Path(run_dir).resolve().name, "seed": seed}
         return cands, row, why
 
-    from mindcore.runner import gather_progress
+    from mindsimkit.mindcore.runner import gather_progress
 
     results = await gather_progress((one(*w) for w in work), "dpo turns", outcome=lambda r: r[2])
     reasons = Counter(why for _, _, why in results)
@@ -434,19 +434,19 @@ def dpo_cmd(
     seed: int = typer.Option(0, "--seed", help="Seed of the turn sampling"),
 ) -> None:
     """DPO preference pairs: counterfactual replies to the same history, judged, best vs worst."""
-    from mindcore.engine import Engines
-    from mindcore.io import CheckpointDir
-    from judge.config import JudgeConfig, default_engines_config
-    from judge.judging import Judge
-    from judge.rubric import load_rubric
-    from mindsim.config import SimulationConfig, counsellor_name
-    from mindsim.simulate import counsellor_client
+    from mindsimkit.mindcore.engine import Engines
+    from mindsimkit.mindcore.io import CheckpointDir
+    from mindsimkit.judge.config import JudgeConfig, default_engines_config
+    from mindsimkit.judge.judging import Judge
+    from mindsimkit.judge.rubric import load_rubric
+    from mindsimkit.mindsim.config import SimulationConfig, counsellor_name
+    from mindsimkit.mindsim.simulate import counsellor_client
 
-    from judge.cli import judge_section, resolve_recipe
+    from mindsimkit.judge.cli import judge_section, resolve_recipe
 
     recipe = resolve_recipe(Path(run_dir), recipe)
     if recipe is not None:
-        from mindcore.recipe import load_recipe
+        from mindsimkit.mindcore.recipe import load_recipe
 
         rec = load_recipe(recipe)
         bindings = rec.section("simulation", SimulationConfig).counsellors

@@ -20,32 +20,32 @@ from typing import Any
 from pydantic import BaseModel, ConfigDict, Field
 from rich.markup import escape
 
-from mindcore.console import err_console, out_console
-from mindcore.engine import Engines
-from mindcore.errors import ConfigError, EngineError, InputError
-from mindcore.layout import RunLayout
-from mindcore.logs import library_logs_to
-from mindcore.manifest import forget_stage, record_stage
-from mindcore.provenance import base_provenance
-from mindcore.recipe import PUBLISH_FIELDS, Recipe, load_recipe
-from mindcore.runners import runner_for
-from mindcore.shards import env_of
-from mindcore.systems import system_name
-from mindsim_app.cards import build_dataset_folder
-from mindsim_app.release import ReleaseConfig, gate_for_run
-from mindcore.preflight import failure_summary, preflight, raise_if_all_failed
-from mindsim.config import SimulationConfig
-from mindcore.runlog import Pair, RunCounts, RunHeader, ScheduleSettings, played_by
-from mindsim.simulate import run_simulation
-from mindsim.summary import SimulationSummary
-from judge.config import JudgeConfig
-from judge.run import run_judging
-from profilegen.config import profiles_config
-from profilegen.dataset import load_profiles
-from profilegen.pipeline import ProfilesSummary, run_profiles
-from profilegen.schemas import Failure
-from validation.compare import compare
-from validation.config import ValidationConfig, shipped_reference_path
+from mindsimkit.mindcore.console import err_console, out_console
+from mindsimkit.mindcore.engine import Engines
+from mindsimkit.mindcore.errors import ConfigError, EngineError, InputError
+from mindsimkit.mindcore.layout import RunLayout
+from mindsimkit.mindcore.logs import library_logs_to
+from mindsimkit.mindcore.manifest import forget_stage, record_stage
+from mindsimkit.mindcore.provenance import base_provenance
+from mindsimkit.mindcore.recipe import PUBLISH_FIELDS, Recipe, load_recipe
+from mindsimkit.mindcore.runners import runner_for
+from mindsimkit.mindcore.shards import env_of
+from mindsimkit.mindcore.systems import system_name
+from mindsimkit.mindsim_app.cards import build_dataset_folder
+from mindsimkit.mindsim_app.release import ReleaseConfig, gate_for_run
+from mindsimkit.mindcore.preflight import failure_summary, preflight, raise_if_all_failed
+from mindsimkit.mindsim.config import SimulationConfig
+from mindsimkit.mindcore.runlog import Pair, RunCounts, RunHeader, ScheduleSettings, played_by
+from mindsimkit.mindsim.simulate import run_simulation
+from mindsimkit.mindsim.summary import SimulationSummary
+from mindsimkit.judge.config import JudgeConfig
+from mindsimkit.judge.run import run_judging
+from mindsimkit.profilegen.config import profiles_config
+from mindsimkit.profilegen.dataset import load_profiles
+from mindsimkit.profilegen.pipeline import ProfilesSummary, run_profiles
+from mindsimkit.profilegen.schemas import Failure
+from mindsimkit.validation.compare import compare
+from mindsimkit.validation.config import ValidationConfig, shipped_reference_path
 
 console = err_console()
 
@@ -148,8 +148,8 @@ def _prompt_hashes(out_dir: Path, arc: bool) -> dict[str, str]:
         for srow in layout.sessions.rows(_SessionPrompts):
             hashes.update({k: v for k, v in (srow.prompts or {}).items() if v})
     if arc:
-        from mindcore.prompts import template_hash
-        from validation.arc import SYSTEM_TEMPLATE, TURN_TEMPLATE
+        from mindsimkit.mindcore.prompts import template_hash
+        from mindsimkit.validation.arc import SYSTEM_TEMPLATE, TURN_TEMPLATE
 
         hashes.update({t: template_hash(t) for t in (SYSTEM_TEMPLATE, TURN_TEMPLATE)})
     return hashes
@@ -286,7 +286,7 @@ def run_job(recipe_path: Path, out_dir: Path, *, verbose: bool = False, ray_addr
     with library_logs_to(layout.logs, verbose=verbose):
         dataset = build_dataset_folder(out_dir, info)
     # The one file a user opens first (issue 21); built from the files just written, so a rerun rebuilds it.
-    from mindsim_app.report.build import build_report
+    from mindsimkit.mindsim_app.report.build import build_report
 
     try:
         report = build_report([out_dir])

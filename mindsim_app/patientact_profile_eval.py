@@ -15,19 +15,19 @@ from typing import Any, Literal
 
 from pydantic import ConfigDict, Field, create_model
 
-from judge.patientact import Judgment, ask, rubrics
-from judge.patientact_profiles import (
+from mindsimkit.judge.patientact import Judgment, ask, rubrics
+from mindsimkit.judge.patientact_profiles import (
     load_diversity,
     load_profile_human,
     profile_report,
     profile_report_md,
 )
-from mindcore.errors import EngineError, InputError
-from mindcore.io import atomic_write_json, atomic_write_jsonl, atomic_write_text
-from mindcore.prompts import render, template_hash
-from mindsim.patientact.data import attachment_prior
-from mindsim.patientact.decompose import Decomposition
-from mindsim_app.patientact_rubric import judge_profile, profile_view
+from mindsimkit.mindcore.errors import EngineError, InputError
+from mindsimkit.mindcore.io import atomic_write_json, atomic_write_jsonl, atomic_write_text
+from mindsimkit.mindcore.prompts import render, template_hash
+from mindsimkit.mindsim.patientact.data import attachment_prior
+from mindsimkit.mindsim.patientact.decompose import Decomposition
+from mindsimkit.mindsim_app.patientact_rubric import judge_profile, profile_view
 
 OUT_DIR = "patientact_profile_eval"
 DIVERSITY_TEMPLATE = "judge/patientact_diversity.jinja2"
@@ -44,7 +44,7 @@ def diversity_model():
 
 def load_run(run_dir: Path) -> list[tuple[Any, Decomposition]]:
     """(profile, decomposition) for every profile of the run that PatientAct decomposed."""
-    from profilegen.dataset import load_profiles
+    from mindsimkit.profilegen.dataset import load_profiles
 
     folder = Path(run_dir) / "sessions" / "decompositions"
     if not folder.is_dir():

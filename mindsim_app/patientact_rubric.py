@@ -14,16 +14,16 @@ from typing import Any
 
 from pydantic import BaseModel
 
-from judge.patientact import (  # noqa: F401 - re-exported: the statistics' public names stay here too
+from mindsimkit.judge.patientact import (  # noqa: F401 - re-exported: the statistics' public names stay here too
     PROFILE_TEMPLATE, Judgment, ask, failures, identification_accuracy, krippendorff_alpha, mann_whitney, rubrics,
     spearman, split, system_means,
 )
-from judge.patientact import answer_model as _answer_model
-from judge.patientact import system_label as _system_label
-from mindcore.prompts import render, template_hash
-from mindsim.patientact.data import attachment_prior, theme_map
-from mindsim.records import SessionRecord
-from profilegen.schemas import Profile
+from mindsimkit.judge.patientact import answer_model as _answer_model
+from mindsimkit.judge.patientact import system_label as _system_label
+from mindsimkit.mindcore.prompts import render, template_hash
+from mindsimkit.mindsim.patientact.data import attachment_prior, theme_map
+from mindsimkit.mindsim.records import SessionRecord
+from mindsimkit.profilegen.schemas import Profile
 
 
 def answer_model(part: str) -> type[BaseModel]:
@@ -39,7 +39,7 @@ PROFILE_VIEW = "patientact/profile_view.jinja2"
 def profile_view(profile: Profile) -> str:
     """The profile without its core belief: the writer brief names the belief's cluster, which maps one to one
     onto the theme the judge identifies (issue 32), and the paper's profiles have no core-belief field."""
-    from profilegen.render import LIVING
+    from mindsimkit.profilegen.render import LIVING
 
     return render(PROFILE_VIEW, persona=profile.persona, demographics=profile.demographics, f=profile.formulation,
                   living=LIVING[profile.demographics.living_situation])

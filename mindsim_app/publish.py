@@ -20,16 +20,16 @@ from typing import TYPE_CHECKING, Any, Iterable, Optional
 import pyarrow.parquet as pq
 import typer
 
-from mindcore.console import out_console
-from mindcore.errors import InputError, MindsimError, UserError
-from mindcore.io import read_jsonl
-from mindcore.layout import RunLayout
-from mindcore.manifest import read_manifest, verify_run
-from mindcore.manifest import sha256_file
-from mindsim_app.cards import MANIFEST, META_KEY, build_dataset_folder
+from mindsimkit.mindcore.console import out_console
+from mindsimkit.mindcore.errors import InputError, MindsimError, UserError
+from mindsimkit.mindcore.io import read_jsonl
+from mindsimkit.mindcore.layout import RunLayout
+from mindsimkit.mindcore.manifest import read_manifest, verify_run
+from mindsimkit.mindcore.manifest import sha256_file
+from mindsimkit.mindsim_app.cards import MANIFEST, META_KEY, build_dataset_folder
 
 if TYPE_CHECKING:  # pragma: no cover - typing only
-    from mindcore.runlog import RunHeader
+    from mindsimkit.mindcore.runlog import RunHeader
 
 console = out_console()
 _WS = re.compile(r"\s+")
@@ -171,7 +171,7 @@ class GateFailed(MindsimError):
 
 def _gate(run_dir: Path, info: "RunHeader", force: bool) -> dict[str, Any]:
     """The recipe's release gate for this run; refused (`GateFailed`) outside it unless `force`."""
-    from mindsim_app.release import failure_lines, gate_for_run
+    from mindsimkit.mindsim_app.release import failure_lines, gate_for_run
 
     gate = gate_for_run(run_dir, info, forced=force)
     if not gate["passed"] and not force:
@@ -183,7 +183,7 @@ def _gate(run_dir: Path, info: "RunHeader", force: bool) -> dict[str, Any]:
 def _refuse_annotation_task(path: Path) -> None:
     """An annotation task is a study's working folder, not a dataset: it may hold real conversation text
     (then marked `publish: never`) and always holds the raters' answers. `--force` does not override this."""
-    from mindsim_app.annotate.tasks import TASK_FILE
+    from mindsimkit.mindsim_app.annotate.tasks import TASK_FILE
 
     task = path / TASK_FILE
     if not task.is_file():
@@ -288,7 +288,7 @@ def publish_cmd(
     except GateFailed as exc:
         from rich.markup import escape
 
-        from mindcore.console import err_console
+        from mindsimkit.mindcore.console import err_console
 
         for line in exc.lines:  # one line per failed criterion, so a CI log shows each
             err_console().print(f"[red]error:[/] {escape(line)}")

@@ -21,15 +21,15 @@ from __future__ import annotations
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
-from mindcore.runlog import SimulationSummaryView, ValidationReport
+from mindsimkit.mindcore.runlog import SimulationSummaryView, ValidationReport
 
 if TYPE_CHECKING:  # pragma: no cover - typing only
-    from mindcore.runlog import RunHeader
+    from mindsimkit.mindcore.runlog import RunHeader
 
 from pydantic import BaseModel, ConfigDict, Field, field_validator
 
-from mindcore.errors import InputError
-from mindcore.layout import RunLayout
+from mindsimkit.mindcore.errors import InputError
+from mindsimkit.mindcore.layout import RunLayout
 
 
 class ReleaseConfig(BaseModel):
@@ -47,7 +47,7 @@ class ReleaseConfig(BaseModel):
     @field_validator("max_feature_distance")
     @classmethod
     def _known_features(cls, v: dict[str, float]) -> dict[str, float]:
-        from validation.features import FEATURES
+        from mindsimkit.validation.features import FEATURES
 
         unknown = sorted(set(v) - set(FEATURES))
         if unknown:
@@ -157,8 +157,8 @@ def gate_for_run(run_dir: Path, info: "RunHeader", forced: bool = False) -> dict
     """Evaluate the gate of the recipe recorded in `run.json` and return it as the card shows it."""
     from pydantic import ValidationError
 
-    from mindcore.errors import ConfigError
-    from mindcore.recipe import format_validation_error
+    from mindsimkit.mindcore.errors import ConfigError
+    from mindsimkit.mindcore.recipe import format_validation_error
 
     try:
         cfg = ReleaseConfig.model_validate((info.recipe.model_dump() if info.recipe else {}).get("release") or {})

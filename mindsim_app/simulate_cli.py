@@ -10,8 +10,8 @@ import typer
 from rich.markup import escape
 from rich.table import Table
 
-from mindcore.console import err_console, out_console
-from mindcore.layout import RunLayout
+from mindsimkit.mindcore.console import err_console, out_console
+from mindsimkit.mindcore.layout import RunLayout
 
 out = out_console()
 err = err_console()
@@ -23,12 +23,12 @@ def simulate_cmd(
     out_dir: Path = typer.Option(..., "--out", help="Output folder; rerunning with the same folder resumes"),
 ) -> None:
     """Simulate every pool patient's arc of sessions against each counsellor in the recipe."""
-    from mindcore.engine import Engines
-    from mindcore.recipe import load_recipe
-    from mindsim.config import SimulationConfig
-    from mindcore.preflight import preflight
-    from mindsim.simulate import run_simulation
-    from profilegen.dataset import load_profiles
+    from mindsimkit.mindcore.engine import Engines
+    from mindsimkit.mindcore.recipe import load_recipe
+    from mindsimkit.mindsim.config import SimulationConfig
+    from mindsimkit.mindcore.preflight import preflight
+    from mindsimkit.mindsim.simulate import run_simulation
+    from mindsimkit.profilegen.dataset import load_profiles
 
     rec = load_recipe(recipe)
     config = rec.section("simulation", SimulationConfig)

@@ -32,11 +32,11 @@ __all__ = ["Profile", "load_profiles"]
 def __getattr__(name: str):
     # Lazy so `import profilegen` stays cheap (no pyarrow import until a dataset is read).
     if name == "Profile":
-        from profilegen.schemas import Profile
+        from mindsimkit.profilegen.schemas import Profile
 
         return Profile
     if name == "load_profiles":
-        from profilegen.dataset import load_profiles
+        from mindsimkit.profilegen.dataset import load_profiles
 
         return load_profiles
     raise AttributeError(name)

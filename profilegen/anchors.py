@@ -12,11 +12,11 @@ from __future__ import annotations
 import hashlib
 from functools import lru_cache
 
-from profilegen.moves import archetype_ids
-from profilegen.rates import NONE, Rates
-from profilegen.rng import choice, rng_for
-from profilegen.schemas import AnchoredRow, Anchor, PersonaRow, Style
-from profilegen.vocab import load_vocabularies, read_data
+from mindsimkit.profilegen.moves import archetype_ids
+from mindsimkit.profilegen.rates import NONE, Rates
+from mindsimkit.profilegen.rng import choice, rng_for
+from mindsimkit.profilegen.schemas import AnchoredRow, Anchor, PersonaRow, Style
+from mindsimkit.profilegen.vocab import load_vocabularies, read_data
 
 # Who has no "work or study" domain to be impaired.
 NO_WORK_DOMAIN = frozenset({"not_in_labour_force"})

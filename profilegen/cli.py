@@ -16,9 +16,9 @@ import typer
 from rich.markup import escape
 from typer.core import TyperGroup
 
-from mindcore.console import err_console, out_console
-from mindcore.errors import ConfigError
-from mindcore.layout import ProfilesFolder
+from mindsimkit.mindcore.console import err_console, out_console
+from mindsimkit.mindcore.errors import ConfigError
+from mindsimkit.mindcore.layout import ProfilesFolder
 
 
 class _DefaultGenerate(TyperGroup):
@@ -50,10 +50,10 @@ def generate_cmd(
         help="Override profiles.causal_checks (default: on when simulation.patient_engine includes patientact)."),
 ) -> None:
     """Personas → anchors → 5P formulation → screen → pool and benchmark; writes a parquet dataset."""
-    from mindcore.engine import Engines
-    from mindcore.recipe import load_recipe
-    from profilegen.config import ProfilesConfig, profiles_config
-    from profilegen.pipeline import run_profiles
+    from mindsimkit.mindcore.engine import Engines
+    from mindsimkit.mindcore.recipe import load_recipe
+    from mindsimkit.profilegen.config import ProfilesConfig, profiles_config
+    from mindsimkit.profilegen.pipeline import run_profiles
 
     rec = load_recipe(recipe)
     cfg = profiles_config(rec)
@@ -64,7 +64,7 @@ def generate_cmd(
     except ValueError as exc:
         raise ConfigError(f"profiles options: {exc}") from exc
     with Engines.from_config(rec.engines_config()) as engines:
-        from mindcore.preflight import preflight
+        from mindsimkit.mindcore.preflight import preflight
 
         for note in preflight(rec, engines, {"profiles"}).notes:
             out_console().print(f"preflight: {escape(note)}")
@@ -90,8 +90,8 @@ def fit_rates_cmd(
     strength: float = typer.Option(20.0, min=0.0, help="Pseudo-count pulling sparse cells toward their margins."),
 ) -> None:
     """Fit P(main | age band, gender) and P(secondary | main, age band, gender) from annotated patients."""
-    from mindcore.io import atomic_write_text
-    from profilegen.rates import dump_rates, fit_rates, read_table
+    from mindsimkit.mindcore.io import atomic_write_text
+    from mindsimkit.profilegen.rates import dump_rates, fit_rates, read_table
 
     rows = read_table(table)
     rates = fit_rates(rows, strength=strength, where=str(table))

@@ -13,10 +13,10 @@ from typing import TYPE_CHECKING, Any, Literal
 
 from pydantic import BaseModel, ConfigDict, Field, model_validator
 
-from mindcore.runlog import DEFAULT_ENGINE
+from mindsimkit.mindcore.runlog import DEFAULT_ENGINE
 
 if TYPE_CHECKING:
-    from profilegen.schemas import ProfileShape
+    from mindsimkit.profilegen.schemas import ProfileShape
 
 
 class ProfilesConfig(BaseModel):
@@ -91,7 +91,7 @@ class ProfilesConfig(BaseModel):
     @property
     def shape(self) -> "ProfileShape":
         """The text and fault limits every profile of this recipe is written with."""
-        from profilegen.schemas import ProfileShape
+        from mindsimkit.profilegen.schemas import ProfileShape
 
         # An unresolved (None) causal_checks counts as off: resolve it with `profiles_config` first.
         return ProfileShape(text_scale=self.text_scale, screen_max_faults=self.screen_max_faults,

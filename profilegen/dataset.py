@@ -12,10 +12,10 @@ from __future__ import annotations
 
 from pathlib import Path
 
-from mindcore.errors import InputError
-from mindcore.io import atomic_write_parquet, atomic_write_text
-from mindcore.layout import ProfilesFolder, RunLayout
-from profilegen.schemas import Profile
+from mindsimkit.mindcore.errors import InputError
+from mindsimkit.mindcore.io import atomic_write_parquet, atomic_write_text
+from mindsimkit.mindcore.layout import ProfilesFolder, RunLayout
+from mindsimkit.profilegen.schemas import Profile
 
 
 def resolve_parquet(folder: str | Path) -> Path:
@@ -42,7 +42,7 @@ def write_profiles(profiles: list[Profile], folder: str | Path) -> Path:
 
 def load_profiles(folder: str | Path, pool_only: bool = True) -> list[Profile]:
     """Load the profiles of a dataset folder; only the validation pool unless `pool_only=False`."""
-    from mindcore.runlog import read_table
+    from mindsimkit.mindcore.runlog import read_table
 
     path = resolve_parquet(folder)
     profiles = read_table(path, Profile, what="profiles table",

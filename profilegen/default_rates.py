@@ -10,9 +10,9 @@ from __future__ import annotations
 
 from pathlib import Path
 
-from profilegen.rates import GENDERS, NONE, MainCell, Rates, SecondaryCell, check_rates, dump_rates
-from profilegen.schemas import AGE_BANDS
-from profilegen.vocab import load_vocabularies, read_data
+from mindsimkit.profilegen.rates import GENDERS, NONE, MainCell, Rates, SecondaryCell, check_rates, dump_rates
+from mindsimkit.profilegen.schemas import AGE_BANDS
+from mindsimkit.profilegen.vocab import load_vocabularies, read_data
 
 
 def _tilt(table: dict, label: str, key: str) -> float:

@@ -24,15 +24,15 @@ from typing import TYPE_CHECKING, Any
 from distilabel.steps import LoadDataFromDicts, Step, StepInput
 from pydantic import Field
 
-from mindcore.distilabel_llm import MindcoreLLM
-from mindcore.errors import EngineError, StructuredOutputError, TransportError
-from mindcore.io import CheckpointDir
-from mindcore.layout import ProfilesFolder
-from mindcore.runner import Tally, progress_bar
-from mindcore.runners import LocalRunner, Runner
-from mindcore.types import CallRecord
-from profilegen.generate import Outcome, make_profile_checkpointed
-from profilegen.schemas import AnchoredRow, Failure, Provenance
+from mindsimkit.mindcore.distilabel_llm import MindcoreLLM
+from mindsimkit.mindcore.errors import EngineError, StructuredOutputError, TransportError
+from mindsimkit.mindcore.io import CheckpointDir
+from mindsimkit.mindcore.layout import ProfilesFolder
+from mindsimkit.mindcore.runner import Tally, progress_bar
+from mindsimkit.mindcore.runners import LocalRunner, Runner
+from mindsimkit.mindcore.types import CallRecord
+from mindsimkit.profilegen.generate import Outcome, make_profile_checkpointed
+from mindsimkit.profilegen.schemas import AnchoredRow, Failure, Provenance
 
 if TYPE_CHECKING:
     from distilabel.typing import StepOutput
@@ -40,8 +40,8 @@ if TYPE_CHECKING:
 # Schema factories: the recipe's profile shape (text limits, fault cap) is applied in the worker. The
 # shape's `causal_checks` (prompts, screen rules and the writer's causal schema) reaches the worker in the
 # provenance JSON the step is built with (`make_profile` reads `provenance.shape`), like the rest of it.
-WRITER_OUTPUT = "profilegen.formulation:draft_model"
-SCREENER_OUTPUT = "profilegen.screen:verdict_model"
+WRITER_OUTPUT = "mindsimkit.profilegen.formulation:draft_model"
+SCREENER_OUTPUT = "mindsimkit.profilegen.screen:verdict_model"
 
 
 class LLMClient:
@@ -170,7 +170,7 @@ class CheckpointWatch:
 
     def __init__(self, rows: list[AnchoredRow], max_revisions: int, prov: Provenance, checkpoint_dir: Path,
                  interval_s: float = 0.5):
-        from profilegen.generate import checkpoint_key
+        from mindsimkit.profilegen.generate import checkpoint_key
 
         self.pending = {checkpoint_key(r, max_revisions, prov) for r in rows}
         self.total = len(self.pending)
@@ -213,7 +213,7 @@ def run_distilabel(engines: Any, rows: list[AnchoredRow], cfg: Any, prov: Proven
     distilabel's `RayPipeline` on the joined cluster with `runner.profile_replicas` replicas of the step. The
     checkpoints, the progress bar, the usage ledger and the failure accounting are the same either way."""
     runner = runner or LocalRunner()
-    from profilegen.generate import checkpoint_key
+    from mindsimkit.profilegen.generate import checkpoint_key
 
     # Rows finished on an earlier run are read here: a resumed run whose profiles are all done starts
     # no pipeline at all (on Ray that saves ~20 s of actors and queues), and the rest see only new work.

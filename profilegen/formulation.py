@@ -26,14 +26,14 @@ from typing import Any, Literal, NamedTuple
 
 from pydantic import BaseModel, ConfigDict, Field, ValidationError, create_model, field_validator, model_validator
 
-from mindcore.errors import ConfigError
-from mindcore.prompts import render
-from mindcore.recipe import format_validation_error
-from profilegen.schemas import (
+from mindsimkit.mindcore.errors import ConfigError
+from mindsimkit.mindcore.prompts import render
+from mindsimkit.mindcore.recipe import format_validation_error
+from mindsimkit.profilegen.schemas import (
     AnchoredRow, CoreBelief, Demographics, Formulation, Perpetuating, Precipitating, Predisposing, Presenting,
     Protective, QualityOfLife, Severity,
 )
-from profilegen.vocab import Label, Vocabularies, load_vocabularies, read_data
+from mindsimkit.profilegen.vocab import Label, Vocabularies, load_vocabularies, read_data
 
 WRITER_SYSTEM = "profilegen/writer_system.jinja2"
 WRITER_USER = "profilegen/writer_user.jinja2"

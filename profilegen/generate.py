@@ -19,16 +19,16 @@ from typing import Any, Literal
 
 from pydantic import BaseModel, ConfigDict, Field
 
-from mindcore.errors import EngineError, StructuredOutputError
-from mindcore.io import CheckpointDir, off_loop
-from mindcore.prompts import template_hash
-from profilegen import formulation as formulation_mod
-from profilegen import render as render_mod
-from profilegen import screen as screen_mod
-from profilegen.formulation import CAUSAL_DATA, WRITER_CAUSAL, write_formulation
-from profilegen.render import case_summary, writer_brief
-from profilegen.schemas import AnchoredRow, Failure, Formulation, Profile, ProfileShape, Provenance, Screen, TemplateHash
-from profilegen.screen import screen_and_revise
+from mindsimkit.mindcore.errors import EngineError, StructuredOutputError
+from mindsimkit.mindcore.io import CheckpointDir, off_loop
+from mindsimkit.mindcore.prompts import template_hash
+from mindsimkit.profilegen import formulation as formulation_mod
+from mindsimkit.profilegen import render as render_mod
+from mindsimkit.profilegen import screen as screen_mod
+from mindsimkit.profilegen.formulation import CAUSAL_DATA, WRITER_CAUSAL, write_formulation
+from mindsimkit.profilegen.render import case_summary, writer_brief
+from mindsimkit.profilegen.schemas import AnchoredRow, Failure, Formulation, Profile, ProfileShape, Provenance, Screen, TemplateHash
+from mindsimkit.profilegen.screen import screen_and_revise
 
 TEMPLATES = (*formulation_mod.TEMPLATES, *screen_mod.TEMPLATES, *render_mod.TEMPLATES)
 CAUSAL_TEMPLATES = (WRITER_CAUSAL, screen_mod.SCREENER_CAUSAL)

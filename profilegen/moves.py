@@ -14,8 +14,8 @@ from typing import Literal
 
 from pydantic import BaseModel, ConfigDict, Field, ValidationError
 
-from mindcore.errors import ConfigError
-from profilegen.vocab import read_data
+from mindsimkit.mindcore.errors import ConfigError
+from mindsimkit.profilegen.vocab import read_data
 
 MoveClass = Literal["disclosing", "concealing", "expressive", "engaging"]
 MOVE_CLASSES: tuple[str, ...] = ("disclosing", "concealing", "expressive", "engaging")

@@ -21,10 +21,10 @@ from typing import Any, Iterable, Iterator
 import numpy as np
 from pydantic import BaseModel, ConfigDict
 
-from mindcore.errors import ConfigError, InputError
-from profilegen.rng import choice, rng_for
-from profilegen.schemas import BigFive, Demographics, Persona, PersonaRow
-from profilegen.vocab import read_data
+from mindsimkit.mindcore.errors import ConfigError, InputError
+from mindsimkit.profilegen.rng import choice, rng_for
+from mindsimkit.profilegen.schemas import BigFive, Demographics, Persona, PersonaRow
+from mindsimkit.profilegen.vocab import read_data
 
 NEMOTRON_ID = "nvidia/Nemotron-Personas-USA"
 SYNTHETIC = "synthetic"
@@ -202,7 +202,7 @@ def _hub_records(dataset_id: str, seed: int) -> Iterator[dict[str, Any]]:
 
 
 def synthetic_path() -> Path:
-    return Path(str(resources.files("profilegen") / "data" / SYNTHETIC_FILE))
+    return Path(str(resources.files("mindsimkit.profilegen") / "data" / SYNTHETIC_FILE))
 
 
 def record_stream(source: str, seed: int) -> tuple[Iterator[dict[str, Any]], str]:

@@ -22,27 +22,27 @@ from typing import Any
 from pydantic import BaseModel, ConfigDict, Field
 from rich.console import Console
 
-from mindcore import __version__
-from mindcore.console import out_console
-from mindcore.errors import ConfigError
-from mindcore.budget import tokenizer_for, worst_case_tokens
-from mindcore.io import CheckpointDir, atomic_write_json, atomic_write_jsonl, atomic_write_text
-from mindcore.layout import ProfilesFolder, RunLayout
-from mindcore.manifest import record_stage
-from mindcore.provenance import base_provenance
-from mindcore.runner import gather_progress
-from mindcore.runners import LocalRunner, Runner
-from profilegen import report
-from profilegen.anchors import anchor_personas
-from profilegen.config import ProfilesConfig, profiles_config, resolve_causal_checks
-from profilegen.dataset import write_profiles
-from profilegen.formulation import draft_model
-from profilegen.generate import ROLES, Outcome, make_profile_checkpointed, prompt_hashes
-from profilegen.personas import load_personas
-from profilegen.rates import load_rates
-from profilegen.schemas import AnchoredRow, ProfileShape, Provenance, RoleModel
-from profilegen.screen import verdict_model
-from profilegen.select import select_profiles
+from mindsimkit.mindcore import __version__
+from mindsimkit.mindcore.console import out_console
+from mindsimkit.mindcore.errors import ConfigError
+from mindsimkit.mindcore.budget import tokenizer_for, worst_case_tokens
+from mindsimkit.mindcore.io import CheckpointDir, atomic_write_json, atomic_write_jsonl, atomic_write_text
+from mindsimkit.mindcore.layout import ProfilesFolder, RunLayout
+from mindsimkit.mindcore.manifest import record_stage
+from mindsimkit.mindcore.provenance import base_provenance
+from mindsimkit.mindcore.runner import gather_progress
+from mindsimkit.mindcore.runners import LocalRunner, Runner
+from mindsimkit.profilegen import report
+from mindsimkit.profilegen.anchors import anchor_personas
+from mindsimkit.profilegen.config import ProfilesConfig, profiles_config, resolve_causal_checks
+from mindsimkit.profilegen.dataset import write_profiles
+from mindsimkit.profilegen.formulation import draft_model
+from mindsimkit.profilegen.generate import ROLES, Outcome, make_profile_checkpointed, prompt_hashes
+from mindsimkit.profilegen.personas import load_personas
+from mindsimkit.profilegen.rates import load_rates
+from mindsimkit.profilegen.schemas import AnchoredRow, ProfileShape, Provenance, RoleModel
+from mindsimkit.profilegen.screen import verdict_model
+from mindsimkit.profilegen.select import select_profiles
 
 
 class ProfilesSummary(BaseModel):
@@ -219,7 +219,7 @@ def run_profiles(recipe: Any, engines: Any, out_dir: str | Path, config: Profile
         raise ConfigError(f"runner: {runner.name} runs the profile stage through distilabel's RayPipeline, but {note.split(';')[0]}"
                           "; set profiles.use_distilabel: true and use engines served over HTTP, or runner: local")
     if job.cfg.use_distilabel and not note:
-        from profilegen.distilabel_steps import run_distilabel
+        from mindsimkit.profilegen.distilabel_steps import run_distilabel
 
         outcomes = run_distilabel(engines, job.rows, job.cfg, job.prov, job.checkpoints.path, runner=runner)
         how = runner.distilabel_name

@@ -14,8 +14,8 @@ from typing import Annotated, Any
 
 from pydantic import BaseModel, ConfigDict, Field
 
-from mindcore.prompts import render
-from profilegen.schemas import Profile
+from mindsimkit.mindcore.prompts import render
+from mindsimkit.profilegen.schemas import Profile
 
 PSYCH_TEMPLATE = "patientact/psych_formulation.jinja2"
 THERAPIST = "therapist"

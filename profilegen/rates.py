@@ -18,10 +18,10 @@ import numpy as np
 import yaml
 from pydantic import BaseModel, ConfigDict, Field, ValidationError
 
-from mindcore.errors import ConfigError, InputError
-from mindcore import yamlio
-from profilegen.schemas import AGE_BANDS
-from profilegen.vocab import Vocabularies, load_vocabularies
+from mindsimkit.mindcore.errors import ConfigError, InputError
+from mindsimkit.mindcore import yamlio
+from mindsimkit.profilegen.schemas import AGE_BANDS
+from mindsimkit.profilegen.vocab import Vocabularies, load_vocabularies
 
 NONE = "none"
 GENDERS = ("man", "woman")
@@ -101,7 +101,7 @@ def load_rates(path: str | Path | None = None) -> Rates:
     if path is None:
         from importlib import resources
 
-        text = (resources.files("profilegen") / "data" / DEFAULT_RATES).read_text(encoding="utf-8")
+        text = (resources.files("mindsimkit.profilegen") / "data" / DEFAULT_RATES).read_text(encoding="utf-8")
         where = f"profilegen/data/{DEFAULT_RATES}"
     else:
         try:
@@ -130,7 +130,7 @@ def read_table(path: str | Path) -> list[dict[str, Any]]:
     if not path.is_file():
         raise InputError(f"annotation table {path} does not exist")
     if path.suffix == ".parquet":
-        from mindcore.io import read_parquet_rows
+        from mindsimkit.mindcore.io import read_parquet_rows
 
         rows = read_parquet_rows(path, "annotation table (parquet)")
     elif path.suffix in (".csv", ".tsv"):
@@ -146,7 +146,7 @@ def read_table(path: str | Path) -> list[dict[str, Any]]:
         if any("\x00" in str(v) for r in rows[:50] for v in r.values()):
             raise InputError(f"annotation table {path}: binary data, not a text table")
     elif path.suffix == ".jsonl":
-        from mindcore.io import read_jsonl
+        from mindsimkit.mindcore.io import read_jsonl
 
         rows = [obj for _, obj in read_jsonl(path)]
     else:

@@ -7,9 +7,9 @@ clinical labels. Both are Jinja templates under prompts/profilegen/.
 
 from __future__ import annotations
 
-from mindcore.prompts import render
-from profilegen.schemas import AnchoredRow, Formulation
-from profilegen.vocab import load_vocabularies
+from mindsimkit.mindcore.prompts import render
+from mindsimkit.profilegen.schemas import AnchoredRow, Formulation
+from mindsimkit.profilegen.vocab import load_vocabularies
 
 WRITER_BRIEF = "profilegen/writer_brief.jinja2"
 CASE_SUMMARY = "profilegen/case_summary.jinja2"

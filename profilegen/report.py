@@ -9,10 +9,10 @@ from collections import Counter
 from rich.console import Console
 from rich.table import Table
 
-from mindcore.console import out_console
-from profilegen.rates import Rates
-from profilegen.schemas import Profile
-from profilegen.select import ATTRIBUTES, FILL_ATTRIBUTES
+from mindsimkit.mindcore.console import out_console
+from mindsimkit.profilegen.rates import Rates
+from mindsimkit.profilegen.schemas import Profile
+from mindsimkit.profilegen.select import ATTRIBUTES, FILL_ATTRIBUTES
 
 
 def _shares(profiles: list[Profile], attribute: str) -> Counter:

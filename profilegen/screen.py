@@ -21,12 +21,12 @@ from typing import Any
 
 from pydantic import BaseModel, ConfigDict, Field, create_model
 
-from mindcore.prompts import render
-from mindcore.quotes import normalise, quote_in  # noqa: F401 - part of this module's API
-from profilegen.formulation import causal_rules, revision_messages, violations, write_formulation
-from profilegen.render import writer_brief
-from profilegen.schemas import AnchoredRow, Fault, Formulation, ProfileShape, Screen, Severity, Verdict
-from profilegen.vocab import load_vocabularies, read_data
+from mindsimkit.mindcore.prompts import render
+from mindsimkit.mindcore.quotes import normalise, quote_in  # noqa: F401 - part of this module's API
+from mindsimkit.profilegen.formulation import causal_rules, revision_messages, violations, write_formulation
+from mindsimkit.profilegen.render import writer_brief
+from mindsimkit.profilegen.schemas import AnchoredRow, Fault, Formulation, ProfileShape, Screen, Severity, Verdict
+from mindsimkit.profilegen.vocab import load_vocabularies, read_data
 
 SCREENER_SYSTEM = "profilegen/screener_system.jinja2"
 SCREENER_USER = "profilegen/screener_user.jinja2"

@@ -24,8 +24,8 @@ from typing import Callable
 import numpy as np
 from scipy import sparse
 
-from profilegen.config import pool_poor_floor
-from profilegen.schemas import Profile
+from mindsimkit.profilegen.config import pool_poor_floor
+from mindsimkit.profilegen.schemas import Profile
 
 # Attribute extractors, declared once: cover uses all of them, fill and benchmark the marginal ones.
 ATTRIBUTES: dict[str, Callable[[Profile], list[str]]] = {

@@ -10,8 +10,8 @@ from __future__ import annotations
 from functools import lru_cache
 from typing import Any
 
-from mindcore.budget import PromptSize, RoleSchema, messages_tokens, register_prompt_estimate, register_role_schema
-from mindcore.stages import Stage, register_stage, role_use
+from mindsimkit.mindcore.budget import PromptSize, RoleSchema, messages_tokens, register_prompt_estimate, register_role_schema
+from mindsimkit.mindcore.stages import Stage, register_stage, role_use
 
 PROFILES = frozenset({"profiles"})
 # Personas drawn from the shipped sample to find the longest prompt.
@@ -19,26 +19,26 @@ ESTIMATE_PERSONAS = 40
 
 
 def profile_shape(recipe: Any) -> Any:
-    from profilegen.config import profiles_config
+    from mindsimkit.profilegen.config import profiles_config
 
     return profiles_config(recipe).shape
 
 
 def formulation_schema(recipe: Any = None) -> dict[str, Any]:
-    from profilegen.formulation import draft_model
+    from mindsimkit.profilegen.formulation import draft_model
 
     shape = profile_shape(recipe)
     return draft_model(shape.text_scale, causal=bool(shape.causal_checks)).model_json_schema()
 
 
 def screen_schema(recipe: Any = None) -> dict[str, Any]:
-    from profilegen.screen import verdict_model
+    from mindsimkit.profilegen.screen import verdict_model
 
     return verdict_model(profile_shape(recipe).screen_max_faults).model_json_schema()
 
 
 def worst_profile_parts(recipe: Any) -> tuple[Any, Any, list[Any]]:
-    from profilegen.config import profiles_config
+    from mindsimkit.profilegen.config import profiles_config
 
     cfg = profiles_config(recipe)
     return _profile_parts(getattr(recipe, "seed", 0), cfg.rates)
@@ -47,13 +47,13 @@ def worst_profile_parts(recipe: Any) -> tuple[Any, Any, list[Any]]:
 @lru_cache(maxsize=4)
 def _profile_parts(seed: int, rates: str | None) -> tuple[Any, Any, list[Any]]:
     """The longest anchored persona of the shipped sample, the largest formulation, the most faults."""
-    from mindcore.budget import largest_instance
-    from profilegen.anchors import anchor_personas
-    from profilegen.formulation import draft_model, to_formulation, writer_messages
-    from profilegen.personas import load_personas
-    from profilegen.rates import load_rates
-    from profilegen.schemas import Fault
-    from profilegen.screen import JudgeVerdict
+    from mindsimkit.mindcore.budget import largest_instance
+    from mindsimkit.profilegen.anchors import anchor_personas
+    from mindsimkit.profilegen.formulation import draft_model, to_formulation, writer_messages
+    from mindsimkit.profilegen.personas import load_personas
+    from mindsimkit.profilegen.rates import load_rates
+    from mindsimkit.profilegen.schemas import Fault
+    from mindsimkit.profilegen.screen import JudgeVerdict
 
     personas = load_personas("synthetic", ESTIMATE_PERSONAS, seed)
     rows = anchor_personas(personas.rows, load_rates(rates), seed)
@@ -65,8 +65,8 @@ def _profile_parts(seed: int, rates: str | None) -> tuple[Any, Any, list[Any]]:
 
 
 def _writer_prompt(inp: Any, sz: Any) -> PromptSize:
-    from profilegen.formulation import revision_messages, writer_messages
-    from profilegen.screen import causal_faults
+    from mindsimkit.profilegen.formulation import revision_messages, writer_messages
+    from mindsimkit.profilegen.screen import causal_faults
 
     causal = profile_shape(inp.recipe).causal_checks
     row, f, faults = worst_profile_parts(inp.recipe)
@@ -78,8 +78,8 @@ def _writer_prompt(inp: Any, sz: Any) -> PromptSize:
 
 
 def _screener_prompt(inp: Any, sz: Any) -> PromptSize:
-    from profilegen.render import writer_brief
-    from profilegen.screen import judge_messages
+    from mindsimkit.profilegen.render import writer_brief
+    from mindsimkit.profilegen.screen import judge_messages
 
     row, f, _ = worst_profile_parts(inp.recipe)
     n = messages_tokens(judge_messages(writer_brief(row, f), causal=profile_shape(inp.recipe).causal_checks), sz)

@@ -7,12 +7,12 @@ from __future__ import annotations
 
 import numpy as np
 
-from profilegen.moves import archetype_ids
-from profilegen.schemas import (
+from mindsimkit.profilegen.moves import archetype_ids
+from mindsimkit.profilegen.schemas import (
     AGE_BANDS, Anchor, BigFive, CoreBelief, Demographics, Formulation, Perpetuating, Persona, Precipitating,
     Predisposing, Presenting, Profile, Protective, Provenance, Screen, Style,
 )
-from profilegen.vocab import load_vocabularies
+from mindsimkit.profilegen.vocab import load_vocabularies
 
 
 class _Sampler:

@@ -12,8 +12,8 @@ from importlib import resources
 import yaml
 from pydantic import BaseModel, ConfigDict, Field, ValidationError
 
-from mindcore.errors import ConfigError
-from mindcore import yamlio
+from mindsimkit.mindcore.errors import ConfigError
+from mindsimkit.mindcore import yamlio
 
 CORE_GROUPS = ("mood_and_emotions", "wellbeing_and_functioning", "interpersonal", "personal_growth")
 SKINNER_FAMILIES = (
@@ -86,7 +86,7 @@ class Vocabularies(_Strict):
 
 
 def _read(name: str) -> dict:
-    path = resources.files("profilegen") / "data" / name
+    path = resources.files("mindsimkit.profilegen") / "data" / name
     try:
         data = yamlio.safe_load(path.read_text(encoding="utf-8"))
     except (OSError, yaml.YAMLError) as exc:

@@ -9,9 +9,9 @@ from pathlib import Path
 
 import pytest
 
-from mindcore.config import EnginesConfig, RoleSpec
-from mindcore.engine import Engines
-from mindcore.fake import FakeBackend
+from mindsimkit.mindcore.config import EnginesConfig, RoleSpec
+from mindsimkit.mindcore.engine import Engines
+from mindsimkit.mindcore.fake import FakeBackend
 
 REPO = Path(__file__).resolve().parent.parent
 # Test helpers shared across packages (openai_stub.py) are imported by module name from any test folder.
@@ -40,7 +40,7 @@ def pytest_collection_modifyitems(config, items):
 def pytest_sessionfinish(session, exitstatus):
     """The suite's promise (issue 31): one embedded server for the whole run. A second one started in this
     process (a job or command whose engine did not match the suite's) fails the run, naming the count."""
-    from mindcore.embedded import server_stats
+    from mindsimkit.mindcore.embedded import server_stats
 
     stats = server_stats()
     if stats["started"] > 1 or stats["peak_live"] > 1:
@@ -73,8 +73,8 @@ def study_run(embedded_engines, tmp_path_factory) -> Path:
     from quick_recipes import (STUDY_ENGINES, TWO_SESSION_ENGINES, keep_first_attempt, pool_ids, study_recipe,
                                write_recipe)
 
-    from mindcore.errors import EngineError
-    from mindsim_app.job import run_job
+    from mindsimkit.mindcore.errors import EngineError
+    from mindsimkit.mindsim_app.job import run_job
 
     base = tmp_path_factory.mktemp("study")
     recipe = write_recipe(study_recipe(), base / "recipe.yaml")
@@ -130,6 +130,6 @@ def _shipped_prompts_after_each_test():
     """A test that loads a recipe with `prompts:` installs its overrides process-wide (as a command does);
     put the shipped prompts back so the next test renders what it expects."""
     yield
-    from mindcore.prompts import install_overrides
+    from mindsimkit.mindcore.prompts import install_overrides
 
     install_overrides({})

@@ -141,7 +141,7 @@ def by_model(behaviours: dict[str, Behaviour], default: Behaviour) -> Behaviour:
 def from_responder(responder: Callable[[Any], Any]) -> Behaviour:
     """A FakeBackend responder over HTTP. The request's `model` is taken as its role (name the models
     after the roles in the recipe); the JSON schema and tools come from the wire format."""
-    from mindcore.types import ChatRequest, RawReply
+    from mindsimkit.mindcore.types import ChatRequest, RawReply
 
     def behave(body: dict[str, Any]) -> Reply:
         fmt = (body.get("response_format") or {}).get("json_schema") or {}

@@ -16,7 +16,7 @@ from typing import Any
 
 import yaml
 
-from mindcore.config import EmbeddedEngine
+from mindsimkit.mindcore.config import EmbeddedEngine
 
 REPO = Path(__file__).resolve().parent.parent
 QUICKSTART = REPO / "recipes" / "quickstart.yaml"
@@ -28,6 +28,8 @@ TWO_COUNSELLORS = ["counsellor", "counsellor:b"]
 STUDY_ENGINES = ["mindsim", "patientact", "patientact:no_tg", "patientact:no_dm", "patientact:no_pipe",
                  "patient_psi", "mindeval"]
 TWO_SESSION_ENGINES = ["mindsim", "patientact"]
+# The preset run (`preset_run`, tests/mindsim_app/conftest.py): each part of the run and the reference preset it runs.
+PRESETS = {"mindsim": "mindeval2-reference", "patientact": "patientact-reference", "judge": "mhqr-reference"}
 
 
 # The embedded server every embedded test uses: the quickstart recipe's (same slots and context, so a job of a
@@ -123,8 +125,8 @@ def stamps(folder: Path) -> dict[str, int]:
 def engines_for(recipe: Path, shared: Any) -> Any:
     """The recipe's roles on the suite's running server (`run_job(..., engines=)`): a new ledger per job, the
     same backend."""
-    from mindcore.engine import Engines
-    from mindcore.recipe import load_recipe
+    from mindsimkit.mindcore.engine import Engines
+    from mindsimkit.mindcore.recipe import load_recipe
 
     cfg = load_recipe(recipe).engines_config()
     assert set(cfg.engines) == {"local"} and cfg.engines["local"] == SUITE_ENGINE, cfg.engines
@@ -134,6 +136,6 @@ def engines_for(recipe: Path, shared: Any) -> Any:
 def attached_env(shared: Any) -> dict[str, str]:
     """The environment for a `mindsim` subprocess that uses the suite's running server (MINDSIM_EMBEDDED_URL)
     instead of starting a second one."""
-    from mindcore.embedded import ATTACH_ENV
+    from mindsimkit.mindcore.embedded import ATTACH_ENV
 
     return {**os.environ, ATTACH_ENV: shared.backend("local").base_url}

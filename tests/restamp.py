@@ -6,9 +6,9 @@ from __future__ import annotations
 
 from pathlib import Path
 
-from mindcore.io import atomic_write_json
-from mindcore.layout import RunLayout
-from mindcore.manifest import FileRecord, read_manifest, sha256_file
+from mindsimkit.mindcore.io import atomic_write_json
+from mindsimkit.mindcore.layout import RunLayout
+from mindsimkit.mindcore.manifest import FileRecord, read_manifest, sha256_file
 
 
 def restamp(run: Path) -> Path:
@@ -30,7 +30,7 @@ def restamp(run: Path) -> Path:
 def record_as_stages(run: Path) -> Path:
     """A run folder a test wrote by hand, standing for what the stages write: each stage whose files are there
     recorded as that stage records itself (same files, same upstream reads)."""
-    from mindcore.manifest import record_stage
+    from mindsimkit.mindcore.manifest import record_stage
 
     layout = RunLayout(run)
     v, j, pa = layout.validation, layout.judgments, layout.patientact_judge
@@ -51,7 +51,7 @@ def record_as_stages(run: Path) -> Path:
 
 def header(info: dict[str, Any]) -> "RunHeader":
     """A finished run's header from the few fields a card test sets (the rest as a real run would leave them)."""
-    from mindcore.runlog import RunHeader
+    from mindsimkit.mindcore.runlog import RunHeader
 
     recipe = {"path": "recipe.yaml", **info.get("recipe", {"name": "t", "seed": 1})}
     return RunHeader.model_validate({"recipe_hash": "test", "status": "finished", **info, "recipe": recipe})

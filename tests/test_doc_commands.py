@@ -16,7 +16,7 @@ MENTION = re.compile(r"(?:^|`|#\s*|\$\s*)mindsim((?: [^\s`]+)+)", re.MULTILINE)
 
 
 def command_tree() -> dict[str, set[str]]:
-    from mindsim_app.cli import _mount_stage_commands, app
+    from mindsimkit.mindsim_app.cli import _mount_stage_commands, app
 
     _mount_stage_commands()
     root = typer.main.get_command(app)

@@ -10,7 +10,7 @@ from pathlib import Path
 
 import pytest
 
-from mindsim.patient_engines import VARIANT_SEP, names
+from mindsimkit.mindsim.patient_engines import VARIANT_SEP, names
 
 REPO = Path(__file__).resolve().parent.parent
 SCANNED = ("mindsim", "mindsim_app", "mindcore")

@@ -32,7 +32,7 @@ from pathlib import Path
 from typing import Callable
 
 import pytest
-from mindcore.layout import RunLayout
+from mindsimkit.mindcore.layout import RunLayout
 
 TESTS = Path(__file__).resolve().parent
 for extra in (TESTS, TESTS / "mindsim"):
@@ -70,7 +70,7 @@ def mindsim(*args: object, cwd: Path, env: dict | None = None, timeout: float = 
 def mindsim_here(*args: object, cwd: Path) -> subprocess.CompletedProcess:
     """The same command in this process: `main(argv)` with stdout and stderr as pipes (not terminals, so the
     consoles take their pipe settings), COLUMNS=40 and `cwd` as the working directory, all restored after."""
-    from mindsim_app.cli import main
+    from mindsimkit.mindsim_app.cli import main
 
     out, err = io.StringIO(), io.StringIO()
     old_cwd, old_columns = os.getcwd(), os.environ.get("COLUMNS")
@@ -395,7 +395,7 @@ def test_engines_check_with_a_working_engine_exits_0(openai_stub, tmp_path):
 
 
 def test_simulate_with_failed_arcs_exits_1(openai_stub, tmp_path):
-    from profilegen.dataset import write_profiles
+    from mindsimkit.profilegen.dataset import write_profiles
     from simfakes import make_profile
 
     write_profiles([make_profile("p1"), make_profile("p2", "joker")], tmp_path / "profiles")
@@ -481,7 +481,7 @@ def test_run_with_failed_arcs_exits_1(openai_stub, tmp_path):
 
 
 def test_ctrl_c_exits_130_with_a_resume_hint(openai_stub, tmp_path):
-    from profilegen.dataset import write_profiles
+    from mindsimkit.profilegen.dataset import write_profiles
     from simfakes import make_profile
 
     def slow(_body):
@@ -523,8 +523,8 @@ def test_publish_network_failure_exits_1(tmp_path):
     import pyarrow as pa
     import pyarrow.parquet as pq
 
-    from mindcore.provenance import base_provenance
-    from mindsim_app.cards import build_dataset_folder
+    from mindsimkit.mindcore.provenance import base_provenance
+    from mindsimkit.mindsim_app.cards import build_dataset_folder
 
     run_dir = tmp_path / "run"
     (run_dir / "profiles").mkdir(parents=True)
@@ -559,8 +559,8 @@ def test_publish_refused_by_the_hub_exits_2(openai_stub, tmp_path):
     import pyarrow as pa
     import pyarrow.parquet as pq
 
-    from mindcore.provenance import base_provenance
-    from mindsim_app.cards import build_dataset_folder
+    from mindsimkit.mindcore.provenance import base_provenance
+    from mindsimkit.mindsim_app.cards import build_dataset_folder
 
     run_dir = tmp_path / "run"
     (run_dir / "profiles").mkdir(parents=True)

@@ -9,6 +9,8 @@ from pathlib import Path
 import pytest
 
 REPO = Path(__file__).resolve().parent.parent
+# The one import namespace every folder below is installed under (setup.py); the layers are its packages.
+NS = "mindsimkit"
 OURS = {"mindcore", "profilegen", "mindsim", "validation", "judge", "mindsim_app"}
 ALLOWED = {
     "mindcore": set(),
@@ -23,14 +25,22 @@ ALLOWED = {
 ENTRY_POINTS = {REPO / "mindsim" / "__main__.py"}
 
 
+def local(name: str) -> str:
+    """A module's name inside the namespace: `mindsimkit.judge.run` → `judge.run`."""
+    return name.removeprefix(NS + ".")
+
+
 def imported_roots(path: Path) -> set[str]:
     """Top-level packages a file imports, at module level or inside functions (absolute imports only)."""
     roots = set()
     for node in ast.walk(ast.parse(path.read_text(encoding="utf-8"), filename=str(path))):
         if isinstance(node, ast.Import):
-            roots |= {alias.name.split(".")[0] for alias in node.names}
+            roots |= {local(alias.name).split(".")[0] for alias in node.names}
         elif isinstance(node, ast.ImportFrom) and node.module and node.level == 0:
-            roots.add(node.module.split(".")[0])
+            if node.module == NS:  # `from mindsimkit import judge`
+                roots |= {alias.name for alias in node.names}
+            else:
+                roots.add(local(node.module).split(".")[0])
     return roots
 
 
@@ -45,7 +55,7 @@ def test_each_package_imports_only_the_layers_below(package):
 
 def test_scanner_catches_a_forbidden_import(tmp_path):
     bad = tmp_path / "bad.py"
-    bad.write_text("def f():\n    from mindsim_app.cli import main\n    import profilegen.schemas\n")
+    bad.write_text("def f():\n    from mindsimkit.mindsim_app.cli import main\n    import mindsimkit.profilegen.schemas\n")
     assert imported_roots(bad) & OURS == {"mindsim_app", "profilegen"}
 
 
@@ -59,13 +69,13 @@ def test_other_packages_import_only_what_a_package_exports():
     package imports no other module of it."""
     import importlib
 
-    public = {p: set(importlib.import_module(p).PUBLIC_MODULES) for p in ALLOWED}
+    public = {p: set(importlib.import_module(f"{NS}.{p}").PUBLIC_MODULES) for p in ALLOWED}
     offenders = []
     for package, path in _package_modules():
         for node in ast.walk(ast.parse(path.read_text(encoding="utf-8"))):
             names = ([node.module] if isinstance(node, ast.ImportFrom) and node.module and node.level == 0
                      else [a.name for a in node.names] if isinstance(node, ast.Import) else [])
-            for name in names:
+            for name in map(local, names):
                 top, _, rest = name.partition(".")
                 if top in public and top != package and rest and rest.split(".")[0] not in public[top]:
                     offenders.append(f"{path.relative_to(REPO)}:{node.lineno} imports {name}")
@@ -77,7 +87,7 @@ def test_no_private_name_crosses_a_module_boundary():
     for _, path in _package_modules():
         for node in ast.walk(ast.parse(path.read_text(encoding="utf-8"))):
             if isinstance(node, ast.ImportFrom) and node.module and node.level == 0 \
-                    and node.module.split(".")[0] in OURS:
+                    and local(node.module).split(".")[0] in OURS:
                 offenders += [f"{path.relative_to(REPO)}:{node.lineno} imports {node.module}.{a.name}"
                               for a in node.names if a.name.startswith("_") and not a.name.startswith("__")]
             # `module._name` on an imported module (attributes of self/cls and of a module's own classes aside).
@@ -91,10 +101,12 @@ def _imported_modules(path: Path) -> set[str]:
     """Local names bound to one of our modules by an import in `path`."""
     names = set()
     for node in ast.walk(ast.parse(path.read_text(encoding="utf-8"))):
-        if isinstance(node, ast.ImportFrom) and node.module and node.module.split(".")[0] in OURS:
+        if isinstance(node, ast.ImportFrom) and node.module and (
+                node.module == NS or local(node.module).split(".")[0] in OURS):
             names |= {a.asname or a.name for a in node.names if a.name[:1].islower()}
         elif isinstance(node, ast.Import):
-            names |= {(a.asname or a.name).split(".")[0] for a in node.names if a.name.split(".")[0] in OURS}
+            names |= {a.asname or local(a.name).split(".")[0] for a in node.names
+                      if local(a.name).split(".")[0] in OURS}
     return names
 
 
@@ -129,14 +141,14 @@ def module_graph(root: Path, package: str) -> dict[str, set[str]]:
                         visit(other)
                     continue
                 if isinstance(child, ast.Import):
-                    targets.update(a.name for a in child.names)
+                    targets.update(local(a.name) for a in child.names)
                 elif isinstance(child, ast.ImportFrom):
                     if child.level:
                         base = name.split(".")[: None if path.name == "__init__.py" else -1]
                         base = base[: len(base) - child.level + 1]
                         module = ".".join(base + ([child.module] if child.module else []))
                     else:
-                        module = child.module or ""
+                        module = local(child.module or "")
                     targets.add(module)
                     targets.update(f"{module}.{a.name}" for a in child.names)
                 visit(child)
@@ -198,3 +210,36 @@ def test_cycle_scan_catches_a_function_level_circle(tmp_path):
     graph = module_graph(tmp_path, "pkg")
     assert graph["pkg.a"] == {"pkg.sub.b", "pkg.sub"}  # importing pkg.sub.b runs pkg.sub's __init__ too
     assert cycles(graph) == [["pkg.a", "pkg.sub", "pkg.sub.c"]]
+
+
+# Where our packages may be named in an import: everywhere the toolkit's code, tests and benchmarks live.
+SCANNED = [*OURS, "tests", "benchmarks", "mindsimkit"]
+TOP_LEVEL = OURS | {"prompts", "cards", "recipes"}
+
+
+def bare_imports(path: Path) -> list[str]:
+    """Imports in `path` that name one of our folders at the top level instead of through the namespace."""
+    found = []
+    for node in ast.walk(ast.parse(path.read_text(encoding="utf-8"), filename=str(path))):
+        names = ([a.name for a in node.names] if isinstance(node, ast.Import)
+                 else [node.module] if isinstance(node, ast.ImportFrom) and node.module and node.level == 0 else [])
+        found += [f"{path.relative_to(REPO)}:{node.lineno} {n}" for n in names if n.split(".")[0] in TOP_LEVEL]
+    return found
+
+
+def test_every_import_goes_through_the_one_namespace():
+    """Installed, the toolkit is `mindsimkit` and nothing else: an import of `judge` or `mindcore` at the top level
+    would work in a checkout (the folder is on the path) and break in a wheel."""
+    files = [p for d in SCANNED for p in (REPO / d).rglob("*.py") if ".cache" not in p.parts]
+    assert len(files) > 300
+    assert [hit for f in files for hit in bare_imports(f)] == []
+
+
+def test_the_namespace_scan_catches_a_bare_import(tmp_path):
+    bad = tmp_path / "bad.py"
+    bad.write_text("import judge.run\nfrom mindsimkit.judge import run\ndef f():\n    from mindcore import engine\n")
+    bad = bad.rename(REPO / "tests" / f".scan-{tmp_path.name}.py")
+    try:
+        assert [h.split(" ", 1)[1].split(".")[0] for h in bare_imports(bad)] == ["judge", "mindcore"]
+    finally:
+        bad.unlink()

@@ -22,10 +22,10 @@ from typing import Literal
 import numpy as np
 from pydantic import BaseModel, Field
 
-from mindcore.errors import StructuredOutputError
-from mindcore.prompts import render, template_hash
-from mindcore.runner import gather_progress
-from validation.transcripts import Conversation
+from mindsimkit.mindcore.errors import StructuredOutputError
+from mindsimkit.mindcore.prompts import render, template_hash
+from mindsimkit.mindcore.runner import gather_progress
+from mindsimkit.validation.transcripts import Conversation
 
 LABELS: tuple[str, ...] = ("P", "T", "C", "F")
 LABEL_NAMES = {"P": "problem", "T": "transition", "C": "change talk", "F": "filler"}

@@ -12,10 +12,10 @@ from typing import Optional
 import typer
 from rich.markup import escape
 
-from mindcore.console import err_console, one_line
-from mindcore.errors import ConfigError, UserError
-from mindcore.layout import ValidationFolder
-from validation.config import ValidationConfig
+from mindsimkit.mindcore.console import err_console, one_line
+from mindsimkit.mindcore.errors import ConfigError, UserError
+from mindsimkit.mindcore.layout import ValidationFolder
+from mindsimkit.validation.config import ValidationConfig
 
 app = typer.Typer(help="Realism validation: surface-feature distances and narrative arcs against a reference.", no_args_is_help=True)
 _err = err_console()
@@ -23,8 +23,8 @@ _err = err_console()
 
 def _config(recipe: Optional[Path], **overrides) -> tuple[ValidationConfig, object]:
     """The recipe's validation section (or defaults) with CLI overrides, and its engines config."""
-    from mindcore.config import EnginesConfig
-    from mindcore.recipe import load_recipe
+    from mindsimkit.mindcore.config import EnginesConfig
+    from mindsimkit.mindcore.recipe import load_recipe
 
     if recipe is not None:
         r = load_recipe(recipe)
@@ -45,8 +45,8 @@ def _engines(config: ValidationConfig, engines_cfg):
         return
     from types import SimpleNamespace
 
-    from mindcore.engine import Engines
-    from mindcore.preflight import preflight
+    from mindsimkit.mindcore.engine import Engines
+    from mindsimkit.mindcore.preflight import preflight
 
     with Engines.from_config(engines_cfg) as engines:
         # The check reads the effective settings (recipe section plus command-line options), not the file.
@@ -72,7 +72,7 @@ def reference_cmd(
     name: Optional[str] = typer.Option(None, help="Name of the reference in reports (default: file stem)"),
 ) -> None:
     """Measure transcripts and write a reference artifact with numbers only (no text, no raw ids)."""
-    from validation.compare import build_reference
+    from mindsimkit.validation.compare import build_reference
 
     if not str(out).endswith(".parquet"):
         _fail(ConfigError(f"--out {out}: the artifact is a parquet file; name it *.parquet"))
@@ -137,9 +137,9 @@ def compare_cmd(
                                                    help="Compare only conversations with this counsellor (repeat)"),
 ) -> None:
     """Distances of each system to the reference, with intervals, the noise floor and arc shares."""
-    from mindcore.io import check_out_folder
-    from mindcore.manifest import verify_file
-    from validation.compare import compare
+    from mindsimkit.mindcore.io import check_out_folder
+    from mindsimkit.mindcore.manifest import verify_file
+    from mindsimkit.validation.compare import compare
 
     try:
         sims = _parse_sims(sim)

@@ -11,18 +11,18 @@ import asyncio
 from pathlib import Path
 from typing import Any
 
-from mindcore.errors import ConfigError, InputError
-from mindcore.layout import ValidationFolder
-from mindcore.prompts import template_hash
-from mindcore.runners import Runner
-from validation.arc import ROLE, SYSTEM_TEMPLATE, TURN_TEMPLATE, LabelCache, stretch_shares
-from validation.config import ValidationConfig
-from validation.distances import compare_samples, joint_distance, joint_floor, noise_floor, system_seed
-from validation.features import FEATURES
-from validation.reference import Measured, load_reference, measure, reference_provenance, write_reference
-from validation.report import build_report, write_report
-from validation.sharded import label_arcs
-from validation.transcripts import load_transcripts
+from mindsimkit.mindcore.errors import ConfigError, InputError
+from mindsimkit.mindcore.layout import ValidationFolder
+from mindsimkit.mindcore.prompts import template_hash
+from mindsimkit.mindcore.runners import Runner
+from mindsimkit.validation.arc import ROLE, SYSTEM_TEMPLATE, TURN_TEMPLATE, LabelCache, stretch_shares
+from mindsimkit.validation.config import ValidationConfig
+from mindsimkit.validation.distances import compare_samples, joint_distance, joint_floor, noise_floor, system_seed
+from mindsimkit.validation.features import FEATURES
+from mindsimkit.validation.reference import Measured, load_reference, measure, reference_provenance, write_reference
+from mindsimkit.validation.report import build_report, write_report
+from mindsimkit.validation.sharded import label_arcs
+from mindsimkit.validation.transcripts import load_transcripts
 
 
 def _run(coro):

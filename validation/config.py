@@ -16,7 +16,7 @@ SHIPPED_REFERENCE = "data/mibot_reference.parquet"
 
 def shipped_reference_path() -> Path:
     """The reference artifact shipped with the package (MIBot v6.3A human turns, numbers only)."""
-    return Path(str(resources.files("validation").joinpath(SHIPPED_REFERENCE)))
+    return Path(str(resources.files("mindsimkit.validation").joinpath(SHIPPED_REFERENCE)))
 
 
 class ValidationConfig(BaseModel):

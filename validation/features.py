@@ -24,9 +24,9 @@ from typing import Any
 import numpy as np
 from pydantic import BaseModel, Field
 
-from mindcore.errors import ConfigError
-from mindcore import yamlio
-from validation.transcripts import Conversation
+from mindsimkit.mindcore.errors import ConfigError
+from mindsimkit.mindcore import yamlio
+from mindsimkit.validation.transcripts import Conversation
 
 FEATURES: tuple[str, ...] = (
     "words_per_turn",
@@ -108,7 +108,7 @@ def parse_lexicon(data: dict[str, Any], where: str) -> MarkerLexicon:
 
 @lru_cache(maxsize=1)
 def default_lexicon() -> MarkerLexicon:
-    text = resources.files("validation").joinpath("data/markers.yaml").read_text(encoding="utf-8")
+    text = resources.files("mindsimkit.validation").joinpath("data/markers.yaml").read_text(encoding="utf-8")
     return parse_lexicon(yamlio.safe_load(text), "validation/data/markers.yaml")
 
 

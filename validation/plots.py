@@ -10,9 +10,9 @@ from typing import Any
 
 import numpy as np
 
-from mindcore.plots import pyplot, save_png
-from validation.arc import LABEL_NAMES, LABELS
-from validation.features import FEATURE_LABELS, FEATURES
+from mindsimkit.mindcore.plots import pyplot, save_png
+from mindsimkit.validation.arc import LABEL_NAMES, LABELS
+from mindsimkit.validation.features import FEATURE_LABELS, FEATURES
 
 plt = pyplot()  # this module is imported only to draw
 _COLORS = plt.get_cmap("tab10").colors

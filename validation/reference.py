@@ -24,15 +24,15 @@ import pyarrow as pa
 import pyarrow.parquet as pq
 import yaml
 
-from mindcore.errors import InputError
-from mindcore.io import atomic_write_parquet
-from mindcore.provenance import base_provenance
-from mindcore import yamlio
-from validation.arc import LABELS, ArcResult, stretch_counts
-from validation.config import ValidationConfig
-from validation.distances import FeatureSample
-from validation.features import FEATURES, MarkerLexicon, default_lexicon, feature_rows, parse_lexicon
-from validation.transcripts import TranscriptSet
+from mindsimkit.mindcore.errors import InputError
+from mindsimkit.mindcore.io import atomic_write_parquet
+from mindsimkit.mindcore.provenance import base_provenance
+from mindsimkit.mindcore import yamlio
+from mindsimkit.validation.arc import LABELS, ArcResult, stretch_counts
+from mindsimkit.validation.config import ValidationConfig
+from mindsimkit.validation.distances import FeatureSample
+from mindsimkit.validation.features import FEATURES, MarkerLexicon, default_lexicon, feature_rows, parse_lexicon
+from mindsimkit.validation.transcripts import TranscriptSet
 
 META_KEY = b"mindsim.validation"
 KIND = "mindsim.validation.reference"

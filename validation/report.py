@@ -7,12 +7,12 @@ from __future__ import annotations
 from pathlib import Path
 from typing import Any
 
-from mindcore.io import atomic_write_json, atomic_write_text, json_safe
-from mindcore.layout import ValidationFolder
-from mindcore.runlog import ValidationReport
-from validation.arc import LABEL_NAMES, LABELS
-from validation.config import ValidationConfig
-from validation.features import FEATURE_LABELS, FEATURES
+from mindsimkit.mindcore.io import atomic_write_json, atomic_write_text, json_safe
+from mindsimkit.mindcore.layout import ValidationFolder
+from mindsimkit.mindcore.runlog import ValidationReport
+from mindsimkit.validation.arc import LABEL_NAMES, LABELS
+from mindsimkit.validation.config import ValidationConfig
+from mindsimkit.validation.features import FEATURE_LABELS, FEATURES
 
 # Settings that change feature values: a reference measured differently is not comparable.
 _COMPARABLE = ("mtld_threshold", "markers_version", "min_patient_turns")
@@ -157,7 +157,7 @@ def write_report(report: dict[str, Any], ref, systems: dict, out_dir: str | Path
     atomic_write_json(folder.report_json, report)
     atomic_write_text(folder.report_md, to_markdown(report))
     if plots:
-        from validation.plots import plot_all  # matplotlib only when plots are wanted
+        from mindsimkit.validation.plots import plot_all  # matplotlib only when plots are wanted
 
         plot_all(report, ref, systems, out_dir)
     return out_dir

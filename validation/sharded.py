@@ -11,9 +11,9 @@ from __future__ import annotations
 from pathlib import Path
 from typing import Any, Callable
 
-from mindcore.runners import LocalRunner, Runner
-from validation.arc import ROLE, ArcResult, LabelCache, label_conversations
-from validation.transcripts import Conversation
+from mindsimkit.mindcore.runners import LocalRunner, Runner
+from mindsimkit.validation.arc import ROLE, ArcResult, LabelCache, label_conversations
+from mindsimkit.validation.transcripts import Conversation
 
 
 def _shard_files(main: Path) -> list[Path]:

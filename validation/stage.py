@@ -7,9 +7,9 @@ from __future__ import annotations
 
 from typing import Any
 
-from mindcore.budget import PromptSize, RoleSchema, messages_tokens, register_prompt_estimate, register_role_schema
-from mindcore.budget_fit import section_budget
-from mindcore.stages import Stage, register_stage, role_use
+from mindsimkit.mindcore.budget import PromptSize, RoleSchema, messages_tokens, register_prompt_estimate, register_role_schema
+from mindsimkit.mindcore.budget_fit import section_budget
+from mindsimkit.mindcore.stages import Stage, register_stage, role_use
 
 
 def _arc_on(recipe: Any) -> bool:
@@ -17,16 +17,16 @@ def _arc_on(recipe: Any) -> bool:
 
 
 def _arc_schema() -> dict[str, Any]:
-    from validation.arc import ArcLabel
+    from mindsimkit.validation.arc import ArcLabel
 
     return ArcLabel.model_json_schema()
 
 
 def _labeller_prompt(inp: Any, sz: Any) -> PromptSize:
-    from mindcore.budget import fill_text
-    from mindcore.prompts import render
-    from validation.arc import MAX_CONTEXT_CHARS, MAX_TURN_CHARS, SYSTEM_TEMPLATE, TURN_TEMPLATE
-    from validation.config import ValidationConfig
+    from mindsimkit.mindcore.budget import fill_text
+    from mindsimkit.mindcore.prompts import render
+    from mindsimkit.validation.arc import MAX_CONTEXT_CHARS, MAX_TURN_CHARS, SYSTEM_TEMPLATE, TURN_TEMPLATE
+    from mindsimkit.validation.config import ValidationConfig
 
     vcfg = ValidationConfig.model_validate(getattr(inp.recipe, "validation", None) or {})
     context = [{"speaker": "Counsellor", "text": fill_text(MAX_CONTEXT_CHARS)}] * vcfg.arc_context_messages
@@ -36,7 +36,7 @@ def _labeller_prompt(inp: Any, sz: Any) -> PromptSize:
 
 
 def register() -> None:
-    from validation.config import ValidationConfig
+    from mindsimkit.validation.config import ValidationConfig
 
     register_stage(Stage("validate", lambda recipe, engines: [role_use(engines, "labeller")] if _arc_on(recipe) else []))
     register_role_schema(RoleSchema(

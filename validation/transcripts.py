@@ -18,7 +18,7 @@ from typing import Any
 
 from pydantic import BaseModel, Field
 
-from mindcore.errors import InputError
+from mindsimkit.mindcore.errors import InputError
 
 # Accepted spellings of the two key fields; chat exports disagree on them (MIBot uses
 # `conversation_id`, our simulator `id`).

@@ -24,12 +24,12 @@ from typing import Any, Callable
 
 from pydantic import BaseModel, ConfigDict, Field, ValidationError
 
-from mindcore.errors import ConfigError, InputError
-from mindcore.io import CheckpointDir
-from mindcore import yamlio
-from mindsim.patient import TokenCount, speech_reply
-from mindsim.prompting import RejectedMessage
-from mindsim.records import PatientTurn
+from mindsimkit.mindcore.errors import ConfigError, InputError
+from mindsimkit.mindcore.io import CheckpointDir
+from mindsimkit.mindcore import yamlio
+from mindsimkit.mindsim.patient import TokenCount, speech_reply
+from mindsimkit.mindsim.prompting import RejectedMessage
+from mindsimkit.mindsim.records import PatientTurn
 
 MAPPER_ROLE = "baseline_mapper"
 MAPPER_KEY = "mapper"  # its key in Roles.extra and SessionRecord.engines
@@ -43,7 +43,7 @@ class _Row(BaseModel):
 @lru_cache(maxsize=None)
 def load_data(name: str) -> dict[str, Any]:
     """A baseline's data file (`mindsim/data/baselines/<name>.yaml`)."""
-    path = resources.files("mindsim") / "data" / "baselines" / f"{name}.yaml"
+    path = resources.files("mindsimkit.mindsim") / "data" / "baselines" / f"{name}.yaml"
     try:
         data = yamlio.safe_load(path.read_text(encoding="utf-8"))
     except Exception as exc:  # noqa: BLE001 - any unreadable file is the same fix
@@ -123,8 +123,8 @@ async def prepared(profile: Any, seed: int, store: BaselineStore | None,
 def mapper_budget(recipe: Any) -> Any:
     """`simulation.baselines.mapper_max_tokens` as the budget of the mapper call (read from the raw section:
     budgets are fitted before the section is validated)."""
-    from mindcore.budget import StageBudget
-    from mindsim.config import BaselinesConfig
+    from mindsimkit.mindcore.budget import StageBudget
+    from mindsimkit.mindsim.config import BaselinesConfig
 
     section = ((getattr(recipe, "simulation", None) or {}).get("baselines") or {})
     explicit = "mapper_max_tokens" in section
@@ -172,7 +172,7 @@ def session_context(talk: Any) -> dict[str, Any]:
     opens with the scenario's opening message, so the patient must know what it came in about), the time since
     the last session and the running memory (empty in a first session). Agenda checkpoints, the emotion knob
     and concealment are MindSim's and not shown."""
-    from mindsim.memory import format_log
+    from mindsimkit.mindsim.memory import format_log
 
     inp = talk.inp
     scenario = inp.scenario
@@ -208,7 +208,7 @@ class PromptedBaselineEngine:
         return {}
 
     def record_fields(self, talk: Any) -> dict[str, Any]:
-        from mindsim.records import BaselineSession
+        from mindsimkit.mindsim.records import BaselineSession
 
         prep = talk.arc.preparation
         return {"baseline": BaselineSession(engine=self.name, **self.record_extra(prep), filled=prep.filled,

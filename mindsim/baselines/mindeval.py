@@ -21,12 +21,12 @@ from typing import Any, Literal
 
 from pydantic import BaseModel, ConfigDict, Field, create_model
 
-from mindcore.budget import RoleSchema
-from mindcore.errors import ConfigError
-from mindcore.prompts import render, template_hash
-from mindsim.baselines import common
-from mindsim.engine_names import recipe_runs
-from mindsim.patient_engines.base import PatientEngine
+from mindsimkit.mindcore.budget import RoleSchema
+from mindsimkit.mindcore.errors import ConfigError
+from mindsimkit.mindcore.prompts import render, template_hash
+from mindsimkit.mindsim.baselines import common
+from mindsimkit.mindsim.engine_names import recipe_runs
+from mindsimkit.mindsim.patient_engines.base import PatientEngine
 
 NAME = "mindeval"
 SYSTEM_TEMPLATE = "baselines/mindeval_system.jinja2"
@@ -76,7 +76,7 @@ def conversation_style(profile: Any) -> str:
     """Our style knobs' sentences (verbosity, frustration), in place of MindEval's sampled paragraph. Our register
     knob is left out: MindEval's own language rules fix the register (normal capitals, commas and full stops),
     and the baseline keeps its rules."""
-    from mindsim.prompting import load_style_data, style_knob
+    from mindsimkit.mindsim.prompting import load_style_data, style_knob
 
     s, pid, st = profile.style, profile.profile_id, load_style_data()
     return " ".join([style_knob(st.verbosity, s.verbosity, "verbosity", pid).line,
@@ -134,7 +134,7 @@ class MindEvalEngine(common.PromptedBaselineEngine, PatientEngine):
         return member_profile(profile, seed, client, config)
 
     def check_profiles(self, profiles: Any) -> None:
-        from mindcore.errors import InputError
+        from mindsimkit.mindcore.errors import InputError
 
         for p in profiles:
             try:

@@ -20,12 +20,12 @@ from typing import Annotated, Any, Literal
 
 from pydantic import BaseModel, ConfigDict, Field, create_model, field_validator
 
-from mindcore.budget import RoleSchema
-from mindcore.errors import ConfigError
-from mindcore.prompts import render, template_hash
-from mindsim.baselines import common
-from mindsim.engine_names import recipe_runs
-from mindsim.patient_engines.base import PatientEngine
+from mindsimkit.mindcore.budget import RoleSchema
+from mindsimkit.mindcore.errors import ConfigError
+from mindsimkit.mindcore.prompts import render, template_hash
+from mindsimkit.mindsim.baselines import common
+from mindsimkit.mindsim.engine_names import recipe_runs
+from mindsimkit.mindsim.patient_engines.base import PatientEngine
 
 NAME = "patient_psi"
 SYSTEM_TEMPLATE = "baselines/patient_psi_system.jinja2"
@@ -90,7 +90,7 @@ def widest_map_schema() -> dict[str, Any]:
 
 
 def _coping(profile: Any) -> list[str]:
-    from profilegen.vocab import load_vocabularies
+    from mindsimkit.profilegen.vocab import load_vocabularies
 
     coping = load_vocabularies().coping
     out = []
@@ -161,7 +161,7 @@ class PatientPsiEngine(common.PromptedBaselineEngine, PatientEngine):
         return {"style": prep.style}
 
     def check_profiles(self, profiles: Any) -> None:
-        from mindcore.errors import InputError
+        from mindsimkit.mindcore.errors import InputError
 
         known = data()["clusters"]
         bad = sorted({p.formulation.core_belief.cluster for p in profiles} - set(known))

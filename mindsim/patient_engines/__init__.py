@@ -36,13 +36,13 @@ import importlib
 from types import MappingProxyType
 from typing import TYPE_CHECKING, Any, Iterable, Mapping
 
-from mindcore.errors import ConfigError
-from mindsim import engine_names
-from mindsim.engine_names import ARM_NAME, DEFAULT_ENGINE, ENGINE_NAME, VARIANT_SEP, recipe_runs
-from mindsim.patient_engines.base import Participant, PatientEngine, PreparationStore, TalkStart, Variant
+from mindsimkit.mindcore.errors import ConfigError
+from mindsimkit.mindsim import engine_names
+from mindsimkit.mindsim.engine_names import ARM_NAME, DEFAULT_ENGINE, ENGINE_NAME, VARIANT_SEP, recipe_runs
+from mindsimkit.mindsim.patient_engines.base import Participant, PatientEngine, PreparationStore, TalkStart, Variant
 
 if TYPE_CHECKING:  # pragma: no cover - typing only
-    from mindcore.budget import RoleSchema
+    from mindsimkit.mindcore.budget import RoleSchema
 
 __all__ = [
     "DEFAULT_ENGINE", "VARIANT_SEP", "Participant", "PatientEngine", "PreparationStore", "TalkStart", "Variant",
@@ -103,7 +103,7 @@ def register_variant(engine: str, arm: str, settings: Mapping[str, Any], descrip
     if shared:
         raise ValueError(f"variant '{engine}{VARIANT_SEP}{arm}' sets {', '.join(shared)}, which the engine's "
                          "per-patient preparation reads; its arms share one preparation, so they may not differ there")
-    from mindsim.config import SimulationConfig
+    from mindsimkit.mindsim.config import SimulationConfig
 
     section = SimulationConfig.model_fields[base.settings_section].annotation
     section.model_validate(dict(settings))  # a misspelt or mistyped switch fails at registration

@@ -11,12 +11,12 @@ from typing import TYPE_CHECKING, Any, ClassVar, Mapping, Protocol, Sequence
 from types import MappingProxyType
 
 if TYPE_CHECKING:  # pragma: no cover - typing only
-    from mindcore.budget import RoleSchema
-    from mindsim.arc import Arc, Roles, SessionInput, Talk
-    from mindsim.config import SimulationConfig
-    from mindsim.records import PatientTurn, SessionRecord
-    from mindsim.schedule import SessionPlan
-    from profilegen.schemas import Profile
+    from mindsimkit.mindcore.budget import RoleSchema
+    from mindsimkit.mindsim.arc import Arc, Roles, SessionInput, Talk
+    from mindsimkit.mindsim.config import SimulationConfig
+    from mindsimkit.mindsim.records import PatientTurn, SessionRecord
+    from mindsimkit.mindsim.schedule import SessionPlan
+    from mindsimkit.profilegen.schemas import Profile
 
 __all__ = ["Participant", "PatientEngine", "PreparationStore", "TalkStart", "Variant"]
 

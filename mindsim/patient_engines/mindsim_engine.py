@@ -14,11 +14,11 @@ import hashlib
 import random
 from typing import Any
 
-from mindcore.budget import RoleSchema
-from mindcore.client import tool_choice_schema
-from mindcore.types import ToolSpec
-from mindsim.engine_names import recipe_runs
-from mindsim.patient_engines.base import PatientEngine, TalkStart
+from mindsimkit.mindcore.budget import RoleSchema
+from mindsimkit.mindcore.client import tool_choice_schema
+from mindsimkit.mindcore.types import ToolSpec
+from mindsimkit.mindsim.engine_names import recipe_runs
+from mindsimkit.mindsim.patient_engines.base import PatientEngine, TalkStart
 
 SIMULATE = frozenset({"simulate"})
 
@@ -26,9 +26,9 @@ SIMULATE = frozenset({"simulate"})
 def commit_tool_schema(preset: str | None = None) -> dict[str, Any]:
     """`commit_move` as the non-native tool path sends it, with every move of the vocabulary the engine plays
     under `preset` (each archetype's enum is a subset, so this is the longest)."""
-    from mindsim.guard import commit_move_model
-    from mindsim.patient import COMMIT_DESCRIPTION
-    from mindsim.reference import vocabulary_for
+    from mindsimkit.mindsim.guard import commit_move_model
+    from mindsimkit.mindsim.patient import COMMIT_DESCRIPTION
+    from mindsimkit.mindsim.reference import vocabulary_for
 
     vocab = vocabulary_for(preset or "ours")
     model = commit_move_model(list(vocab.moves), list(vocab.depth_moves))
@@ -36,8 +36,8 @@ def commit_tool_schema(preset: str | None = None) -> dict[str, Any]:
 
 
 def agenda_tool_schema() -> dict[str, Any]:
-    from mindsim.guard import TodoAdd, TodoComplete
-    from mindsim.patient import ADD_DESCRIPTION, COMPLETE_DESCRIPTION
+    from mindsimkit.mindsim.guard import TodoAdd, TodoComplete
+    from mindsimkit.mindsim.patient import ADD_DESCRIPTION, COMPLETE_DESCRIPTION
 
     tools = [ToolSpec.from_model("complete_todo", COMPLETE_DESCRIPTION, TodoComplete),
              ToolSpec.from_model("add_todo", ADD_DESCRIPTION, TodoAdd)]
@@ -46,7 +46,7 @@ def agenda_tool_schema() -> dict[str, Any]:
 
 def _preset(recipe: Any) -> str | None:
     """The preset the recipe runs this engine under (None when its simulation section does not read)."""
-    from mindsim.config import SimulationConfig
+    from mindsimkit.mindsim.config import SimulationConfig
 
     try:
         return SimulationConfig.from_section(getattr(recipe, "simulation", None)).preset_for("mindsim")
@@ -60,8 +60,8 @@ class MindSimEngine(PatientEngine):
     legacy_session_ids = True
 
     def participant(self, talk: TalkStart) -> Any:
-        from mindsim.patient import Patient
-        from mindsim.prompting import patient_system_prompt, style_cues
+        from mindsimkit.mindsim.patient import Patient
+        from mindsimkit.mindsim.prompting import patient_system_prompt, style_cues
 
         arc, inp, config = talk.arc, talk.inp, talk.config
         profile, plan = arc.profile, inp.plan
@@ -75,7 +75,7 @@ class MindSimEngine(PatientEngine):
         )
 
     def prompt_names(self) -> list[str]:
-        from mindsim.prompting import PATIENT_TEMPLATE
+        from mindsimkit.mindsim.prompting import PATIENT_TEMPLATE
 
         return [PATIENT_TEMPLATE]
 

@@ -14,7 +14,7 @@ from __future__ import annotations
 
 from typing import Any, Callable
 
-from mindcore.budget import RoleSchema, StageBudget
+from mindsimkit.mindcore.budget import RoleSchema, StageBudget
 
 SIMULATE = frozenset({"simulate"})
 # Which role makes each call once the simulator passes PatientAct's own roles (until then: `patient`).
@@ -25,7 +25,7 @@ MATCHER_ROLE = "patient_matcher"
 
 def _pa_section(recipe: Any) -> dict[str, Any]:
     """The recipe's `simulation.patientact`, with what its preset fills in (a preset may turn calls on)."""
-    from mindsim.presets import apply_settings
+    from mindsimkit.mindsim.presets import apply_settings
 
     sim = getattr(recipe, "simulation", None) or {}
     try:
@@ -37,8 +37,8 @@ def _pa_section(recipe: Any) -> dict[str, Any]:
 
 def _active(recipe: Any) -> bool:
     # The engine or any of its arms (`patientact:no_tg`, ...): the arms make the same calls.
-    from mindsim.engine_names import recipe_runs
-    from mindsim.patientact import NAME
+    from mindsimkit.mindsim.engine_names import recipe_runs
+    from mindsimkit.mindsim.patientact import NAME
 
     return recipe_runs(recipe, NAME)
 
@@ -48,7 +48,7 @@ def _matcher_on(recipe: Any) -> bool:
 
 
 def _matcher_schema() -> dict[str, Any]:
-    from mindsim.patientact.matcher import TagMatch
+    from mindsimkit.mindsim.patientact.matcher import TagMatch
 
     return TagMatch.model_json_schema()
 
@@ -62,14 +62,14 @@ def _screen_on(recipe: Any) -> bool:
 
 
 def _screen_schema() -> dict[str, Any]:
-    from mindsim.patientact.decompose import FormulationScreen
+    from mindsimkit.mindsim.patientact.decompose import FormulationScreen
 
     return FormulationScreen.model_json_schema()
 
 
 def _budget(key: str) -> Callable[[Any], StageBudget]:
     def budget(recipe: Any) -> StageBudget:
-        from mindsim.config import PatientActConfig
+        from mindsimkit.mindsim.config import PatientActConfig
 
         section = _pa_section(recipe)
         explicit = key in section
@@ -81,7 +81,7 @@ def _budget(key: str) -> Callable[[Any], StageBudget]:
 
 def _step_schema(step: str) -> Callable[[], dict[str, Any]]:
     def schema() -> dict[str, Any]:
-        from mindsim.patientact.participant import step_models
+        from mindsimkit.mindsim.patientact.participant import step_models
 
         return step_models()[step].model_json_schema()
 
@@ -90,13 +90,13 @@ def _step_schema(step: str) -> Callable[[], dict[str, Any]]:
 
 def _decomposition_schema() -> dict[str, Any]:
     # The most pieces a profile can hold: the decomposition asks for exactly one entry per piece.
-    from mindsim.patientact.decompose import draft_model, max_pieces
+    from mindsimkit.mindsim.patientact.decompose import draft_model, max_pieces
 
     return draft_model(max_pieces()).model_json_schema()
 
 
 def _formulation_schema() -> dict[str, Any]:
-    from profilegen.psych import PsychFormulation
+    from mindsimkit.profilegen.psych import PsychFormulation
 
     return PsychFormulation.model_json_schema()
 

@@ -12,8 +12,8 @@ from typing import Any, Literal
 
 from pydantic import BaseModel, ConfigDict, Field, model_validator
 
-from mindcore.errors import ConfigError
-from mindcore import yamlio
+from mindsimkit.mindcore.errors import ConfigError
+from mindsimkit.mindcore import yamlio
 
 DATA_DIR = "data/patientact"
 
@@ -193,11 +193,11 @@ class Lexicon(_Frozen):
 def _load(name: str, model: type[BaseModel], preset: str | None = None):
     """`name` from `mindsim/data/patientact/`, or the file a preset puts in its place (its `data` key is the
     file's stem: `trust`, `step_rules`)."""
-    from mindsim.presets import data_file
+    from mindsimkit.mindsim.presets import data_file
 
     swapped = data_file(preset, name.removesuffix(".yaml"))
     where = f"mindsim/data/presets/{swapped}" if swapped else f"mindsim/{DATA_DIR}/{name}"
-    path = resources.files("mindsim").joinpath(*where.split("/")[1:])
+    path = resources.files("mindsimkit.mindsim").joinpath(*where.split("/")[1:])
     try:
         return model.model_validate(yamlio.safe_load(path.read_text(encoding="utf-8")))
     except Exception as exc:
@@ -206,7 +206,7 @@ def _load(name: str, model: type[BaseModel], preset: str | None = None):
 
 def preset_of(config: Any) -> str | None:
     """The preset the PatientAct engine runs under in a recipe's simulation settings (None: ours)."""
-    from mindsim.patientact import NAME
+    from mindsimkit.mindsim.patientact import NAME
 
     name = config.preset_for(NAME) if config is not None else None
     return None if name in (None, "ours") else name

@@ -31,14 +31,14 @@ from typing import Annotated, Any, Callable
 
 from pydantic import BaseModel, ConfigDict, Field, ValidationError, create_model, field_validator
 
-from mindcore.errors import InputError
-from mindcore.io import CheckpointDir
-from mindcore.layout import RunLayout
-from mindcore.prompts import render, template_hash
-from mindsim.patientact.data import attachment_prior, item_types, theme_map, trust_rules
-from mindsim.patientact.seed import PsychSeed, psych_seed
-from profilegen.psych import PSYCH_TEMPLATE, PsychFormulation, formulate_psych, psych_messages
-from profilegen.schemas import Profile
+from mindsimkit.mindcore.errors import InputError
+from mindsimkit.mindcore.io import CheckpointDir
+from mindsimkit.mindcore.layout import RunLayout
+from mindsimkit.mindcore.prompts import render, template_hash
+from mindsimkit.mindsim.patientact.data import attachment_prior, item_types, theme_map, trust_rules
+from mindsimkit.mindsim.patientact.seed import PsychSeed, psych_seed
+from mindsimkit.profilegen.psych import PSYCH_TEMPLATE, PsychFormulation, formulate_psych, psych_messages
+from mindsimkit.profilegen.schemas import Profile
 
 DECOMPOSE_TEMPLATE = "patientact/decompose.jinja2"
 SCREEN_TEMPLATE = "patientact/psych_screen.jinja2"
@@ -101,7 +101,7 @@ def profile_pieces(profile: Profile, formulation: PsychFormulation | None) -> li
 
 def max_pieces() -> int:
     """The most pieces a profile can hold: the writer's and the formulation's list limits (the budget's worst case)."""
-    from profilegen.formulation import draft_model as formulation_draft
+    from mindsimkit.profilegen.formulation import draft_model as formulation_draft
 
     def most(model: type[BaseModel], name: str) -> int:
         return next(m.max_length for m in model.model_fields[name].metadata if getattr(m, "max_length", None))
@@ -222,7 +222,7 @@ class MemoryItem(_Row):
 
 
 def make_item(item_id: str, piece: Piece, draft: DraftItem) -> MemoryItem:
-    from mindsim.patientact.retrieval import content_tags
+    from mindsimkit.mindsim.patientact.retrieval import content_tags
 
     types, rules = item_types(), trust_rules()
     level = min(rules.maximum, max(rules.minimum, types.types[piece.type].anchor + draft.shift))

@@ -19,9 +19,9 @@ from __future__ import annotations
 from pathlib import Path
 from typing import Any, Sequence
 
-from mindsim.engine_names import recipe_runs
-from mindsim.patientact import NAME
-from mindsim.patient_engines.base import PatientEngine, TalkStart
+from mindsimkit.mindsim.engine_names import recipe_runs
+from mindsimkit.mindsim.patientact import NAME
+from mindsimkit.mindsim.patient_engines.base import PatientEngine, TalkStart
 
 # `simulation.patientact` keys the decomposition reads (`session.decompose_settings`).
 PREPARATION_SETTINGS = frozenset({"psych_formulation", "formulation_max_tokens", "decomposition_max_tokens",
@@ -44,14 +44,14 @@ class PatientActEngine(PatientEngine):
     prepares = True
 
     def participant(self, talk: TalkStart) -> Any:
-        from mindsim.patientact.session import patientact_patient
+        from mindsimkit.mindsim.patientact.session import patientact_patient
 
         if talk.arc.preparation is None or talk.inp.carried is None:
             raise ValueError("a PatientAct session needs its decomposition and starting trust")
         return patientact_patient(talk)
 
     def record_fields(self, talk: Any) -> dict[str, Any]:
-        from mindsim.records import PatientActSession
+        from mindsimkit.mindsim.records import PatientActSession
 
         decomposition, patient = talk.arc.preparation, talk.patient
         return {"patientact": PatientActSession(
@@ -62,7 +62,7 @@ class PatientActEngine(PatientEngine):
         )}
 
     def prompt_names(self) -> list[str]:
-        from mindsim.patientact.session import (
+        from mindsimkit.mindsim.patientact.session import (
             FULL_PROFILE_TEMPLATE,
             PA_APPRAISER_TEMPLATE,
             PA_MATCHER_TEMPLATE,
@@ -75,8 +75,8 @@ class PatientActEngine(PatientEngine):
                 FULL_PROFILE_TEMPLATE]
 
     def carry(self, plan: Any, previous: Any, config: Any) -> float:
-        from mindsim.patientact.data import preset_of
-        from mindsim.patientact.trust import session_start
+        from mindsimkit.mindsim.patientact.data import preset_of
+        from mindsimkit.mindsim.patientact.trust import session_start
 
         carried = previous.patientact.trust_end if previous is not None and previous.patientact is not None else None
         pa = config.patientact
@@ -84,13 +84,13 @@ class PatientActEngine(PatientEngine):
                              concealment_offset=pa.concealment_offset, carry=pa.carry_trust, preset=preset_of(config))
 
     def preparation_store(self, out: Any) -> Any:
-        from mindsim.patientact.decompose import DecompositionStore
+        from mindsimkit.mindsim.patientact.decompose import DecompositionStore
 
         return DecompositionStore(Path(out))
 
     async def prepare(self, profile: Any, seed: int, roles: Any, config: Any, store: Any = None) -> Any:
-        from mindsim.patientact.decompose import decompose, decomposition_record
-        from mindsim.patientact.session import decompose_settings
+        from mindsimkit.mindsim.patientact.decompose import decompose, decomposition_record
+        from mindsimkit.mindsim.patientact.session import decompose_settings
 
         client = roles.get("decomposer")
         if store is None:
@@ -99,22 +99,22 @@ class PatientActEngine(PatientEngine):
                                           **decompose_settings(config))
 
     def stored_preparation(self, record: Any) -> Any:
-        from mindsim.patientact.decompose import Decomposition
+        from mindsimkit.mindsim.patientact.decompose import Decomposition
 
         return None if record.patientact is None else Decomposition.model_validate(record.patientact.decomposition)
 
     def check_profiles(self, profiles: Sequence[Any]) -> None:
-        from mindsim.patientact.seed import check_profiles
+        from mindsimkit.mindsim.patientact.seed import check_profiles
 
         check_profiles(list(profiles))
 
     def role_schemas(self) -> list[Any]:
-        from mindsim.patientact.budgets import entries
+        from mindsimkit.mindsim.patientact.budgets import entries
 
         return entries()
 
     def prompt_estimates(self) -> dict[str, Any]:
-        from mindsim.patientact.prompt_sizes import ESTIMATES
+        from mindsimkit.mindsim.patientact.prompt_sizes import ESTIMATES
 
         return dict(ESTIMATES)
 

@@ -14,9 +14,9 @@ from typing import Annotated, Any, Iterable, Literal
 
 from pydantic import BaseModel, ConfigDict, Field, create_model
 
-from mindcore.errors import StructuredOutputError
-from mindcore.prompts import render
-from mindsim.prompting import TurnFailed
+from mindsimkit.mindcore.errors import StructuredOutputError
+from mindsimkit.mindcore.prompts import render
+from mindsimkit.mindsim.prompting import TurnFailed
 
 MATCHER_TEMPLATE = "patientact/matcher.jinja2"
 MATCHER_ROLE = "patient_matcher"

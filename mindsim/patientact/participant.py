@@ -28,17 +28,17 @@ from typing import Any, Literal
 
 from pydantic import BaseModel, ConfigDict, Field, create_model
 
-from mindcore.errors import StructuredOutputError
-from mindcore.prompts import render
-from mindsim.config import SimulationConfig
-from mindsim.patientact.data import item_types, preset_of, step_rules, taxonomy, trust_rules
-from mindsim.patientact.decompose import Decomposition, MemoryItem
-from mindsim.patientact.matcher import match
-from mindsim.patientact.retrieval import Gate, relevant, split
-from mindsim.patientact.trust import apply_change, update
-from mindsim.patient import Speech, TokenCount, speech_reply
-from mindsim.prompting import RejectedMessage, TurnFailed
-from mindsim.records import PatientActTurn, PatientTurn, StepReasons
+from mindsimkit.mindcore.errors import StructuredOutputError
+from mindsimkit.mindcore.prompts import render
+from mindsimkit.mindsim.config import SimulationConfig
+from mindsimkit.mindsim.patientact.data import item_types, preset_of, step_rules, taxonomy, trust_rules
+from mindsimkit.mindsim.patientact.decompose import Decomposition, MemoryItem
+from mindsimkit.mindsim.patientact.matcher import match
+from mindsimkit.mindsim.patientact.retrieval import Gate, relevant, split
+from mindsimkit.mindsim.patientact.trust import apply_change, update
+from mindsimkit.mindsim.patient import Speech, TokenCount, speech_reply
+from mindsimkit.mindsim.prompting import RejectedMessage, TurnFailed
+from mindsimkit.mindsim.records import PatientActTurn, PatientTurn, StepReasons
 
 STEP_TEMPLATE = "patientact/step.jinja2"
 SIGNAL_TEMPLATE = "patientact/signal.jinja2"
@@ -305,7 +305,7 @@ def session_items(scenario: Any) -> list[MemoryItem]:
     """The scenario's inner material as this session's items (ours): its automatic thoughts, bodily signs and
     behaviours go through the same gate as the profile's items instead of sitting in the patient's prompt,
     at their type's anchored level, tagged by their own content words."""
-    from mindsim.patientact.retrieval import content_tags
+    from mindsimkit.mindsim.patientact.retrieval import content_tags
 
     types = item_types()
     kinds = [("thought", "scenario.automatic_thoughts", "emotional_state", "a thought about it", scenario.automatic_thoughts),

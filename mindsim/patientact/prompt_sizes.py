@@ -20,7 +20,7 @@ from __future__ import annotations
 
 from typing import Any
 
-from mindcore.budget import PromptSize, fill_text, largest_instance, messages_tokens
+from mindsimkit.mindcore.budget import PromptSize, fill_text, largest_instance, messages_tokens
 
 # Behaviours the behaviour step lists as the client's recent ones (participant.turn passes the last four).
 RECENT_BEHAVIOURS = 4
@@ -30,16 +30,16 @@ ALL_RULES = ["nothing_activated", "trigger", "blocked", "nothing_activated_neutr
 
 
 def _worst(inp: Any, sz: Any) -> dict[str, Any]:
-    from mindsim.patientact.data import attachment_prior, item_types, preset_of, taxonomy, theme_map, trust_rules
-    from mindsim.patientact.decompose import Decomposition, MemoryItem, profile_pieces, static_layer
-    from mindsim.patientact.seed import PsychSeed
-    from mindsim.stage_sizes import message_bound, session_fixtures, simulation
-    from profilegen.config import profiles_config
-    from profilegen.formulation import draft_model as formulation_draft
-    from profilegen.formulation import to_formulation
-    from profilegen.psych import PsychFormulation
-    from profilegen.render import case_summary, writer_brief
-    from profilegen.testing import make_profiles
+    from mindsimkit.mindsim.patientact.data import attachment_prior, item_types, preset_of, taxonomy, theme_map, trust_rules
+    from mindsimkit.mindsim.patientact.decompose import Decomposition, MemoryItem, profile_pieces, static_layer
+    from mindsimkit.mindsim.patientact.seed import PsychSeed
+    from mindsimkit.mindsim.stage_sizes import message_bound, session_fixtures, simulation
+    from mindsimkit.profilegen.config import profiles_config
+    from mindsimkit.profilegen.formulation import draft_model as formulation_draft
+    from mindsimkit.profilegen.formulation import to_formulation
+    from mindsimkit.profilegen.psych import PsychFormulation
+    from mindsimkit.profilegen.render import case_summary, writer_brief
+    from mindsimkit.profilegen.testing import make_profiles
 
     fx = session_fixtures(inp, sz)
     # The profile's texts at the recipe's `profiles.text_scale`: the pieces are the profile's own words, so a
@@ -78,15 +78,15 @@ def _worst(inp: Any, sz: Any) -> dict[str, Any]:
 
 def _arm_configs(inp: Any, config: Any) -> list[Any]:
     """The simulation settings of each PatientAct arm the recipe runs (the arms differ in what the prompts hold)."""
-    from mindsim.patient_engines import recipe_variants
-    from mindsim.patientact import NAME
+    from mindsimkit.mindsim.patient_engines import recipe_variants
+    from mindsimkit.mindsim.patientact import NAME
 
     arms = [v.session_config(config) for v in recipe_variants(inp.recipe) if v.engine.name == NAME]
     return arms or [config]
 
 
 def decomposer_prompt(inp: Any, sz: Any) -> PromptSize:
-    from mindsim.patientact.decompose import decompose_messages
+    from mindsimkit.mindsim.patientact.decompose import decompose_messages
 
     w = _worst(inp, sz)
     n = messages_tokens(decompose_messages(w["profile"], w["psych"], w["pieces"], w["formulation"]), sz)
@@ -94,10 +94,10 @@ def decomposer_prompt(inp: Any, sz: Any) -> PromptSize:
 
 
 def appraiser_prompt(inp: Any, sz: Any) -> PromptSize:
-    from mindcore.prompts import render
-    from mindsim.patientact.data import preset_of, step_rules
-    from mindsim.patientact.participant import STEP_TEMPLATE
-    from mindsim.patientact.session import appraiser_prompt as appraiser_system
+    from mindsimkit.mindcore.prompts import render
+    from mindsimkit.mindsim.patientact.data import preset_of, step_rules
+    from mindsimkit.mindsim.patientact.participant import STEP_TEMPLATE
+    from mindsimkit.mindsim.patientact.session import appraiser_prompt as appraiser_system
 
     w = _worst(inp, sz)
     tax, rules, d = w["tax"], w["rules"], w["decomposition"]
@@ -124,7 +124,7 @@ def appraiser_prompt(inp: Any, sz: Any) -> PromptSize:
 
 
 def matcher_prompt(inp: Any, sz: Any) -> PromptSize:
-    from mindsim.patientact.matcher import all_tags, matcher_messages
+    from mindsimkit.mindsim.patientact.matcher import all_tags, matcher_messages
 
     w = _worst(inp, sz)
     # Every item's tags, distinct (all_tags dedupes), so each stand-in tag is made unique.

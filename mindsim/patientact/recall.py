@@ -16,10 +16,10 @@ from dataclasses import dataclass
 from importlib import resources
 from typing import Any, Awaitable, Callable
 
-from mindcore import yamlio
+from mindsimkit.mindcore import yamlio
 from pydantic import BaseModel, ConfigDict, Field
 
-from mindsim.patientact.retrieval import relevant
+from mindsimkit.mindsim.patientact.retrieval import relevant
 
 
 class RecallCase(BaseModel):
@@ -68,7 +68,7 @@ class _Item:
 
 
 def _data(name: str) -> Any:
-    return yamlio.safe_load(resources.files("mindsim").joinpath(f"data/patientact/{name}").read_text(encoding="utf-8"))
+    return yamlio.safe_load(resources.files("mindsimkit.mindsim").joinpath(f"data/patientact/{name}").read_text(encoding="utf-8"))
 
 
 def load_cases() -> RecallCases:
@@ -110,7 +110,7 @@ def lexical_matcher() -> Matcher:
 
 def llm_matcher(client: Any, **kw: Any) -> Matcher:
     """The `retrieval: llm` matcher on one message (no earlier conversation: the set's messages stand alone)."""
-    from mindsim.patientact.matcher import match as ask
+    from mindsimkit.mindsim.patientact.matcher import match as ask
 
     async def match(items: list[Any], message: str) -> list[str]:
         ids, _ = await ask(client, items, [], message, **kw)

@@ -17,7 +17,7 @@ import re
 from dataclasses import dataclass, field
 from typing import Iterable, Protocol
 
-from mindsim.patientact.data import lexicon
+from mindsimkit.mindsim.patientact.data import lexicon
 
 _WORD = re.compile(r"[a-z]+")
 

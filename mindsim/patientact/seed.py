@@ -14,9 +14,9 @@ import random
 
 from pydantic import BaseModel, ConfigDict, Field
 
-from mindcore.errors import InputError
-from mindsim.patientact.data import attachment_prior, theme_map
-from profilegen.schemas import Profile
+from mindsimkit.mindcore.errors import InputError
+from mindsimkit.mindsim.patientact.data import attachment_prior, theme_map
+from mindsimkit.profilegen.schemas import Profile
 
 
 class PsychSeed(BaseModel):

@@ -17,18 +17,18 @@ from __future__ import annotations
 
 from typing import Any
 
-from mindcore.prompts import render
-from mindsim.agenda import Agenda
-from mindsim.config import SimulationConfig
-from mindsim.memory import format_log
-from mindsim.patientact.data import attachment_prior, preset_of, taxonomy, theme_map, trust_rules
-from mindsim.patientact.decompose import Decomposition
-from mindsim.patientact.matcher import MATCHER_TEMPLATE
-from mindsim.patientact.participant import SIGNAL_TEMPLATE, STEP_TEMPLATE, PatientActPatient, session_items
-from mindsim.prompting import load_style_data, style_knob
-from mindsim.schedule import SessionPlan
-from profilegen.moves import Vocabulary
-from profilegen.schemas import Profile
+from mindsimkit.mindcore.prompts import render
+from mindsimkit.mindsim.agenda import Agenda
+from mindsimkit.mindsim.config import SimulationConfig
+from mindsimkit.mindsim.memory import format_log
+from mindsimkit.mindsim.patientact.data import attachment_prior, preset_of, taxonomy, theme_map, trust_rules
+from mindsimkit.mindsim.patientact.decompose import Decomposition
+from mindsimkit.mindsim.patientact.matcher import MATCHER_TEMPLATE
+from mindsimkit.mindsim.patientact.participant import SIGNAL_TEMPLATE, STEP_TEMPLATE, PatientActPatient, session_items
+from mindsimkit.mindsim.prompting import load_style_data, style_knob
+from mindsimkit.mindsim.schedule import SessionPlan
+from mindsimkit.profilegen.moves import Vocabulary
+from mindsimkit.profilegen.schemas import Profile
 
 PA_PATIENT_TEMPLATE = "patientact/patient_system.jinja2"
 PA_APPRAISER_TEMPLATE = "patientact/appraiser_system.jinja2"

@@ -17,8 +17,8 @@ session starts at its baseline. Results are snapped to the 0.25 grid updates mov
 
 from __future__ import annotations
 
-from mindsim.patientact.data import trust_rules
-from mindsim.schedule import SessionPlan
+from mindsimkit.mindsim.patientact.data import trust_rules
+from mindsimkit.mindsim.schedule import SessionPlan
 
 GRID = 0.25
 

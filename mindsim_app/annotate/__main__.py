@@ -2,7 +2,7 @@
 
 import sys
 
-from mindsim_app.annotate.cli import app
+from mindsimkit.mindsim_app.annotate.cli import app
 
 if __name__ == "__main__":
     sys.exit(app(prog_name="mindsim annotate"))

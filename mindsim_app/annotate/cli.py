@@ -34,8 +34,8 @@ KEY = typer.Option(None, "--key", help="Where the key goes (default: TASK.key.js
 
 
 def _design(raters: Optional[str], n_raters: Optional[int], k: int, all_raters: int):
-    from mindcore.errors import InputError
-    from mindsim_app.annotate.tasks import Design, parse_raters
+    from mindsimkit.mindcore.errors import InputError
+    from mindsimkit.mindsim_app.annotate.tasks import Design, parse_raters
 
     names = parse_raters(raters, n_raters)
     if k < 1 or k > len(names):
@@ -70,9 +70,9 @@ def sample_mhqr_cmd(
     seed: int = SEED, key: Optional[Path] = KEY,
 ) -> None:
     """MHQR: counsellor replies (severity + issues), clinicians blind to the system (MindEval2 §3.4)."""
-    from judge.units import PAPER_MIX, UNITS
-    from mindcore.errors import InputError
-    from mindsim_app.annotate.samplers import sample_mhqr
+    from mindsimkit.judge.units import PAPER_MIX, UNITS
+    from mindsimkit.mindcore.errors import InputError
+    from mindsimkit.mindsim_app.annotate.samplers import sample_mhqr
 
     if unit not in UNITS:
         raise InputError(f"--unit {unit}: use one of {', '.join(UNITS)}")
@@ -101,8 +101,8 @@ def sample_realism_cmd(
     seed: int = SEED, key: Optional[Path] = KEY,
 ) -> None:
     """Realism: patient replies in windows of 1/5/9 turns, systems and real conversations mixed (MindEval2 §4.3)."""
-    from mindcore.errors import InputError
-    from mindsim_app.annotate.samplers import sample_realism
+    from mindsimkit.mindcore.errors import InputError
+    from mindsimkit.mindsim_app.annotate.samplers import sample_realism
 
     try:
         sizes = [int(w) for w in windows.split(",") if w.strip()]
@@ -126,7 +126,7 @@ def sample_sessions_cmd(
     seed: int = SEED, key: Optional[Path] = KEY,
 ) -> None:
     """PatientAct sessions: five 1–5 scales on the client, blind to the method (PatientAct §4.2)."""
-    from mindsim_app.annotate.samplers import sample_patientact_sessions
+    from mindsimkit.mindsim_app.annotate.samplers import sample_patientact_sessions
 
     _said(sample_patientact_sessions(out, _design(raters, n_raters, k, all_raters), runs=run or [], sessions=sessions,
                                      per_system=per_system, seed=seed, key=key))
@@ -144,8 +144,8 @@ def sample_rubric_sessions_cmd(
     seed: int = SEED, key: Optional[Path] = KEY,
 ) -> None:
     """Whole sessions rated on any conversation rubric (every item on its scale), blind to the system."""
-    from judge.rubrics import load
-    from mindsim_app.annotate.samplers import sample_patientact_sessions
+    from mindsimkit.judge.rubrics import load
+    from mindsimkit.mindsim_app.annotate.samplers import sample_patientact_sessions
 
     _said(sample_patientact_sessions(out, _design(raters, n_raters, k, all_raters), runs=run or [], sessions=sessions,
                                      per_system=per_system, seed=seed, key=key, rubric=load(rubric)))
@@ -160,7 +160,7 @@ def sample_profiles_cmd(
     seed: int = SEED, key: Optional[Path] = KEY,
 ) -> None:
     """PatientAct profiles: four 1–5 scales, attachment and theme picks, one diversity rating per rater (§4.1)."""
-    from mindsim_app.annotate.samplers import sample_patientact_profiles
+    from mindsimkit.mindsim_app.annotate.samplers import sample_patientact_profiles
 
     s = sample_patientact_profiles(out, _design(raters, n_raters, k, all_raters), runs=run, n=n, seed=seed, key=key)
     _said(s)
@@ -179,8 +179,8 @@ def serve_cmd(
                                                                "default TASK/rater-links.txt, mode 600)"),
 ) -> None:
     """Serve the annotation page; every answer is saved when given. Links go to the links file only."""
-    from mindcore.errors import InputError
-    from mindsim_app.annotate import server
+    from mindsimkit.mindcore.errors import InputError
+    from mindsimkit.mindsim_app.annotate import server
 
     if links is not None and len(tasks) > 1:
         raise InputError("--links: one file per task; serve one task, or let each task keep TASK/rater-links.txt")
@@ -198,7 +198,7 @@ def export_cmd(
 ) -> None:
     """Write the answers as the files `judge agreement`, `judge run --rubric patientact --human` and
     `realism report` read."""
-    from mindsim_app.annotate.export import export_task
+    from mindsimkit.mindsim_app.annotate.export import export_task
 
     s = export_task(task, out, key)
     typer.echo(f"exported {s['answers']} answers of {len(s['raters'])} raters ({s['protocol']})")
@@ -214,7 +214,7 @@ def ls_export_cmd(
     out: Path = typer.Option(..., "--out", help="Folder for tasks.json and config.xml"),
 ) -> None:
     """Label Studio tasks (one per rated unit, blinded) and the labeling config of the task's protocol."""
-    from mindsim_app.annotate.labelstudio import export_labelstudio
+    from mindsimkit.mindsim_app.annotate.labelstudio import export_labelstudio
 
     s = export_labelstudio(task, out)
     typer.echo(f"wrote {s['tasks']} Label Studio tasks to {s['tasks_file']} and the labeling config to {s['config_file']}")
@@ -228,8 +228,8 @@ def ls_import_cmd(
     key: Optional[Path] = typer.Option(None, "--key", help="TASK.key.json"),
 ) -> None:
     """Read Label Studio's JSON export back into the same files `annotate export` writes."""
-    from mindsim_app.annotate.export import export_task
-    from mindsim_app.annotate.labelstudio import import_labelstudio
+    from mindsimkit.mindsim_app.annotate.export import export_task
+    from mindsimkit.mindsim_app.annotate.labelstudio import import_labelstudio
 
     answers = import_labelstudio(task, export)
     s = export_task(task, out, key, answers=answers, source=str(export))
@@ -247,10 +247,10 @@ def ls_ratings_cmd(
 ) -> None:
     """Read a Label Studio export made anywhere into the long ratings format, checked against the rubric
     (then `mindsim judge alpha` or `judge run --human`)."""
-    from judge.ratings import write_rows
-    from judge.rubrics import load
-    from mindcore.io import atomic_write_jsonl
-    from mindsim_app.annotate.labelstudio import import_ratings
+    from mindsimkit.judge.ratings import write_rows
+    from mindsimkit.judge.rubrics import load
+    from mindsimkit.mindcore.io import atomic_write_jsonl
+    from mindsimkit.mindsim_app.annotate.labelstudio import import_ratings
 
     spec = load(rubric)
     got = import_ratings(export, spec)
@@ -270,7 +270,7 @@ def realism_report_cmd(
 ) -> None:
     """Table 4 (per system: means, share ≤ 3, share with no reason, reason shares) and Table 13 (ordinal
     Krippendorff's α overall and pairwise, within one point), with patient-bootstrap intervals."""
-    from mindsim_app.annotate.realism_report import run_report
+    from mindsimkit.mindsim_app.annotate.realism_report import run_report
 
     rep = run_report(inputs, out, key, draws, seed)
     for s, t in rep["table4"].items():

@@ -30,11 +30,11 @@ from typing import Any, Iterable, Optional
 
 import numpy as np
 
-from mindcore.errors import InputError
-from mindcore.io import atomic_write_json, atomic_write_jsonl
-from mindsim_app.annotate.protocol import DIVERSITY, AnswerError, for_task, rubric_of
-from mindsim_app.annotate.store import read_answers
-from mindsim_app.annotate.tasks import Task, load_key, load_task
+from mindsimkit.mindcore.errors import InputError
+from mindsimkit.mindcore.io import atomic_write_json, atomic_write_jsonl
+from mindsimkit.mindsim_app.annotate.protocol import DIVERSITY, AnswerError, for_task, rubric_of
+from mindsimkit.mindsim_app.annotate.store import read_answers
+from mindsimkit.mindsim_app.annotate.tasks import Task, load_key, load_task
 
 
 def checked_answers(task: Task, answers: Iterable[dict[str, Any]], where: str, any_rater: bool = False) -> list[dict[str, Any]]:
@@ -188,8 +188,8 @@ def _mean_sd(xs: list[float]) -> dict[str, Any]:
 
 def profile_summary(prof: list[dict[str, Any]], div: list[dict[str, Any]]) -> dict[str, Any]:
     """PatientAct Table 1 from the human profile ratings."""
-    from judge.patientact import krippendorff_alpha
-    from judge.stats import fleiss_kappa
+    from mindsimkit.judge.patientact import krippendorff_alpha
+    from mindsimkit.judge.stats import fleiss_kappa
 
     raters = sorted({p["rater"] for p in prof})
     items = sorted({p["item_id"] for p in prof})

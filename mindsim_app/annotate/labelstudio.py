@@ -21,12 +21,12 @@ from pathlib import Path
 from typing import Any, Iterable
 from xml.sax.saxutils import quoteattr
 
-from mindcore.errors import InputError
-from mindcore.io import atomic_write_json, atomic_write_text
-from judge.ratings import Ratings, cell_value, counted_out
-from judge.rubrics import Rubric
-from mindsim_app.annotate.protocol import DIVERSITY, for_task, protocol, realism_reasons, rubric_of
-from mindsim_app.annotate.tasks import load_task
+from mindsimkit.mindcore.errors import InputError
+from mindsimkit.mindcore.io import atomic_write_json, atomic_write_text
+from mindsimkit.judge.ratings import Ratings, cell_value, counted_out
+from mindsimkit.judge.rubrics import Rubric
+from mindsimkit.mindsim_app.annotate.protocol import DIVERSITY, for_task, protocol, realism_reasons, rubric_of
+from mindsimkit.mindsim_app.annotate.tasks import load_task
 
 
 def _choices(name: str, to: str, options: list[tuple[str, str]], multiple: bool, required: bool = True) -> str:
@@ -272,7 +272,7 @@ def import_ratings(export: Path, rubric: Rubric) -> Ratings:
     The unit is the task data's first of UNIT_FIELDS (with our `unit` appended when an item has several), else
     Label Studio's task id; system and patient are read when the data carries them. Controls that are not items
     of the rubric (comments, other questions) are left alone."""
-    from judge.ratings import RatingRow
+    from mindsimkit.judge.ratings import RatingRow
 
     form = protocol(rubric.id, rubric).form
     items = set(rubric.ids)

@@ -21,11 +21,11 @@ from typing import Annotated, Any, Literal, Optional
 import yaml
 from pydantic import BaseModel, BeforeValidator, ConfigDict, Field, ValidationError, create_model, model_validator
 
-from mindcore.errors import ConfigError
-from mindcore.recipe import format_validation_error
-from mindcore import yamlio
-from judge import rubrics as registry
-from judge.rubrics import Rubric, point_type, strict_point
+from mindsimkit.mindcore.errors import ConfigError
+from mindsimkit.mindcore.recipe import format_validation_error
+from mindsimkit.mindcore import yamlio
+from mindsimkit.judge import rubrics as registry
+from mindsimkit.judge.rubrics import Rubric, point_type, strict_point
 
 DIVERSITY = "diversity"  # the profile protocol's once-per-rater question (an item of its own in each queue)
 SCALE = (1, 2, 3, 4, 5)
@@ -38,7 +38,7 @@ class AnswerError(ValueError):
 @lru_cache(maxsize=1)
 def protocol_data() -> dict[str, Any]:
     try:
-        text = (resources.files("mindsim_app.annotate") / "data" / "protocols.yaml").read_text(encoding="utf-8")
+        text = (resources.files("mindsimkit.mindsim_app.annotate") / "data" / "protocols.yaml").read_text(encoding="utf-8")
         return yamlio.safe_load(text)
     except (OSError, yaml.YAMLError) as exc:
         raise ConfigError(f"mindsim_app/annotate/data/protocols.yaml is unreadable: {exc}") from exc
@@ -75,7 +75,7 @@ class Protocol:
 
 
 def _severity_issues(rubric: Rubric) -> Protocol:
-    from judge.rubric import load_rubric
+    from mindsimkit.judge.rubric import load_rubric
 
     body = rubric.beside(rubric.body) if rubric.id != "mhqr" else None
     issues_rubric = load_rubric(str(body) if body else None)
@@ -192,7 +192,7 @@ def _realism() -> Protocol:
 
 def identification_options() -> tuple[dict[str, str], dict[str, str]]:
     """Attachment style → description, core-belief theme → description (PatientAct App. D.1 picks)."""
-    from mindsim.patientact.data import attachment_prior, theme_map
+    from mindsimkit.mindsim.patientact.data import attachment_prior, theme_map
 
     return dict(attachment_prior().descriptions), dict(theme_map().themes)
 

@@ -22,11 +22,11 @@ from typing import Any, Iterable, Optional, Sequence
 
 import numpy as np
 
-from mindcore.errors import InputError
-from mindcore.io import atomic_write_json, atomic_write_text, read_jsonl
-from judge.alpha import alpha
-from judge.rubrics import strict_point
-from mindsim_app.annotate.protocol import protocol_data, realism_reasons
+from mindsimkit.mindcore.errors import InputError
+from mindsimkit.mindcore.io import atomic_write_json, atomic_write_text, read_jsonl
+from mindsimkit.judge.alpha import alpha
+from mindsimkit.judge.rubrics import strict_point
+from mindsimkit.mindsim_app.annotate.protocol import protocol_data, realism_reasons
 
 DRAWS = 2000
 DEFINITIONS = {
@@ -220,7 +220,7 @@ PLOT = "realism_report.png"
 def plot(rep: dict[str, Any], path: Path) -> Path:
     """Table 4 as a chart: per system the mean rating per turn and per conversation with their intervals, and
     each reason's share of the ratings."""
-    from mindcore.plots import pyplot, save_png
+    from mindsimkit.mindcore.plots import pyplot, save_png
 
     plt = pyplot()
     systems = list(rep["table4"])
@@ -253,7 +253,7 @@ def plot(rep: dict[str, Any], path: Path) -> Path:
 def run_report(inputs: Sequence[Path], out: Path, key: Optional[Path] = None, draws: int = DRAWS,
                seed: int = 0) -> dict[str, Any]:
     """Inputs are realism task folders (exported here with `key`) or realism_ratings.jsonl files."""
-    from mindsim_app.annotate.export import export_task
+    from mindsimkit.mindsim_app.annotate.export import export_task
 
     files = []
     for p in map(Path, inputs):

@@ -29,13 +29,13 @@ from typing import Any, Optional, Sequence
 
 from pydantic import BaseModel
 
-from mindcore.errors import InputError
-from mindcore.io import read_jsonl
-from mindcore.layout import RunLayout
-from mindcore.manifest import verify_run
-from mindsim_app.annotate import tasks, units
-from mindsim_app.annotate.protocol import DIVERSITY
-from mindsim_app.annotate.tasks import Design, Header
+from mindsimkit.mindcore.errors import InputError
+from mindsimkit.mindcore.io import read_jsonl
+from mindsimkit.mindcore.layout import RunLayout
+from mindsimkit.mindcore.manifest import verify_run
+from mindsimkit.mindsim_app.annotate import tasks, units
+from mindsimkit.mindsim_app.annotate.protocol import DIVERSITY
+from mindsimkit.mindsim_app.annotate.tasks import Design, Header
 
 
 # -- MHQR ---------------------------------------------------------------------------------------------------
@@ -52,7 +52,7 @@ def sample_mhqr(out: Path, design: Design, *, run_dir: Optional[Path] = None, n:
         raise InputError("give a run folder (RUN_DIR with --n) or --excerpts FILE (from `mindsim judge sample`), not both")
     with tempfile.TemporaryDirectory() as tmp:
         if run_dir is not None:
-            from judge.sample import sample_excerpts
+            from mindsimkit.judge.sample import sample_excerpts
 
             if not n and not mix:
                 raise InputError("--n (with --unit) or --mix paper: how many excerpts to draw from the run")
@@ -124,8 +124,8 @@ def load_sources(runs: Sequence[str] = (), sessions: Sequence[str] = (), real: S
                  patient_role: str = "user") -> list[Source]:
     """Conversations of run folders, other simulators' session files and real chat JSONL, labelled by system:
     the name given as NAME=PATH, else the patient engine (with PatientAct ablations), else `real`."""
-    from judge.inputs import load_sessions
-    from judge.patientact import jsonl_system_labels, parquet_system_labels
+    from mindsimkit.judge.inputs import load_sessions
+    from mindsimkit.judge.patientact import jsonl_system_labels, parquet_system_labels
 
     out: list[Source] = []
     for spec in runs:
@@ -145,7 +145,7 @@ def load_sources(runs: Sequence[str] = (), sessions: Sequence[str] = (), real: S
             out.append(Source(name or labels.get(s.session_id) or path.stem, s.session_id, s.patient_id, s.session_index,
                               str(path), False, units.shown(s.messages)))
     for spec in real:
-        from validation.transcripts import load_transcripts
+        from mindsimkit.validation.transcripts import load_transcripts
 
         name, path = _named(spec)
         ts = load_transcripts(path, patient_role=patient_role)
@@ -251,8 +251,8 @@ def sample_patientact_sessions(out: Path, design: Design, *, runs: Sequence[Path
                                key: Optional[Path] = None, rubric: Any = "patientact_session") -> dict[str, Any]:
     """Whole sessions, `per_system` of each system (all when not given), rated on a conversation rubric
     (PatientAct's five scales by default; any rubric id or file of unit `conversation`)."""
-    from judge import rubrics as registry
-    from judge.patientact import load_items
+    from mindsimkit.judge import rubrics as registry
+    from mindsimkit.judge.patientact import load_items
 
     spec = rubric if isinstance(rubric, registry.Rubric) else registry.load(rubric)
     if spec.unit != "conversation":

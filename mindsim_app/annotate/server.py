@@ -25,9 +25,9 @@ from starlette.exceptions import HTTPException as StarletteHTTPException
 from fastapi.responses import FileResponse, HTMLResponse, JSONResponse, Response
 from pydantic import BaseModel, ConfigDict, Field
 
-from mindsim_app.annotate.protocol import AnswerError, for_task
-from mindsim_app.annotate.store import Store, links_path, token_hash, write_links
-from mindsim_app.annotate.tasks import ITEM_ID, Task, load_task
+from mindsimkit.mindsim_app.annotate.protocol import AnswerError, for_task
+from mindsimkit.mindsim_app.annotate.store import Store, links_path, token_hash, write_links
+from mindsimkit.mindsim_app.annotate.tasks import ITEM_ID, Task, load_task
 
 log = logging.getLogger("mindsim.annotate")
 STATIC = ("index.html", "app.js", "app.css")
@@ -48,7 +48,7 @@ class AnswerIn(BaseModel):
 
 
 def _static(name: str) -> Path:
-    return Path(str(resources.files("mindsim_app.annotate") / "static" / name))
+    return Path(str(resources.files("mindsimkit.mindsim_app.annotate") / "static" / name))
 
 
 def issue_links(task: Task, store: Store, base_url: str, renew: bool = False,
@@ -277,7 +277,7 @@ def _listen(host: str, port: int) -> "socket.socket":
     """The listening socket, bound here so a port in use is one clear error instead of uvicorn's log and exit 3."""
     import socket
 
-    from mindcore.errors import InputError
+    from mindsimkit.mindcore.errors import InputError
 
     try:
         infos = socket.getaddrinfo(host, port, type=socket.SOCK_STREAM, flags=socket.AI_PASSIVE)

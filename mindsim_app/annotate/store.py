@@ -19,7 +19,7 @@ from datetime import datetime, timezone
 from pathlib import Path
 from typing import Any, Iterator, Optional
 
-from mindsim_app.annotate.tasks import ANSWERS_FILE, LINKS_FILE
+from mindsimkit.mindsim_app.annotate.tasks import ANSWERS_FILE, LINKS_FILE
 
 SCHEMA = """
 CREATE TABLE IF NOT EXISTS raters (rater TEXT PRIMARY KEY, token_sha256 TEXT NOT NULL UNIQUE, issued_at TEXT NOT NULL);

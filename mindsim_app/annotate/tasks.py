@@ -27,8 +27,8 @@ from typing import Any, Optional, Sequence
 
 from pydantic import BaseModel, ConfigDict, Field
 
-from mindcore.errors import InputError
-from mindcore.io import atomic_write_bytes, read_jsonl
+from mindsimkit.mindcore.errors import InputError
+from mindsimkit.mindcore.io import atomic_write_bytes, read_jsonl
 
 FORMAT = "mindsim-annotate/1"
 TASK_FILE, ITEMS_FILE, ASSIGN_FILE = "task.json", "items.jsonl", "assignments.json"

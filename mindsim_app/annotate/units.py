@@ -16,8 +16,8 @@ from __future__ import annotations
 from dataclasses import dataclass
 from typing import Any, Iterable, Optional, Sequence
 
-from mindcore.errors import InputError
-from mindcore.exchange import spoken
+from mindsimkit.mindcore.errors import InputError
+from mindsimkit.mindcore.exchange import spoken
 
 SPEAKER = {"user": "patient", "assistant": "counsellor"}
 

@@ -15,15 +15,15 @@ from typing import Any, Sequence
 
 import jinja2
 
-from mindcore.errors import UserError
-from mindcore.io import atomic_write_text
-from mindsim_app.report import charts
-from mindsim_app.report.drilldown import drilldown
-from mindsim_app.report.health import health
-from mindcore.runlog import JudgeReport, ValidationReport
-from mindsim_app.report.load import RunData, default_output, load_run
-from mindsim_app.report.ranking import ALPHA, leaderboard
-from mindsim_app.report.versions import differences, versions
+from mindsimkit.mindcore.errors import UserError
+from mindsimkit.mindcore.io import atomic_write_text
+from mindsimkit.mindsim_app.report import charts
+from mindsimkit.mindsim_app.report.drilldown import drilldown
+from mindsimkit.mindsim_app.report.health import health
+from mindsimkit.mindcore.runlog import JudgeReport, ValidationReport
+from mindsimkit.mindsim_app.report.load import RunData, default_output, load_run
+from mindsimkit.mindsim_app.report.ranking import ALPHA, leaderboard
+from mindsimkit.mindsim_app.report.versions import differences, versions
 
 TEMPLATES = Path(__file__).with_name("templates")
 SEVERITIES = ("no_concern", "minor", "major", "critical")
@@ -119,7 +119,7 @@ def _health_charts(h: dict[str, Any]) -> dict[str, str]:
 
 def _category_names(judge_report: JudgeReport | None) -> dict[str, str]:
     try:
-        from judge.rubric import load_rubric
+        from mindsimkit.judge.rubric import load_rubric
 
         rubric = load_rubric(judge_report.config.get("rubric") if judge_report else None)
         return {c.id: c.name for c in rubric.categories}

@@ -7,7 +7,7 @@ from typing import Optional
 
 import typer
 
-from mindcore.console import out_console
+from mindsimkit.mindcore.console import out_console
 
 
 def report_cmd(
@@ -22,8 +22,8 @@ def report_cmd(
 ) -> None:
     """One self-contained HTML report: leaderboard with significance groups, every judge and validation
     table as charts, a drill-down into every session, simulator health and versions. No network needed."""
-    from mindcore.io import check_out_file
-    from mindsim_app.report.build import build_report
+    from mindsimkit.mindcore.io import check_out_file
+    from mindsimkit.mindsim_app.report.build import build_report
 
     if out is not None:
         check_out_file(out)

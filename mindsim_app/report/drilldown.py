@@ -13,12 +13,12 @@ from __future__ import annotations
 from collections import defaultdict
 from typing import Any
 
-from mindcore.exchange import PATIENT, spoken
-from mindcore.quotes import quote_span
-from mindcore.runlog import played_by
-from judge.schemas import JudgmentRow
-from mindsim_app.report.load import ScenarioView, SessionView, TurnView
-from mindsim_app.report.ranking import system_of
+from mindsimkit.mindcore.exchange import PATIENT, spoken
+from mindsimkit.mindcore.quotes import quote_span
+from mindsimkit.mindcore.runlog import played_by
+from mindsimkit.judge.schemas import JudgmentRow
+from mindsimkit.mindsim_app.report.load import ScenarioView, SessionView, TurnView
+from mindsimkit.mindsim_app.report.ranking import system_of
 
 SEVERITY_RANK = {"no_concern": 0, "minor": 1, "major": 2, "critical": 3}
 

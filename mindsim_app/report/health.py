@@ -16,11 +16,11 @@ from functools import lru_cache
 from pathlib import Path
 from typing import Any
 
-from mindcore import yamlio
+from mindsimkit.mindcore import yamlio
 
-from mindcore.runlog import SimulationSummaryView, ValidationReport, played_by
-from mindsim_app.report.load import SessionView, TurnView
-from mindsim_app.report.ranking import system_of
+from mindsimkit.mindcore.runlog import SimulationSummaryView, ValidationReport, played_by
+from mindsimkit.mindsim_app.report.load import SessionView, TurnView
+from mindsimkit.mindsim_app.report.ranking import system_of
 
 RULES = Path(__file__).with_name("data") / "health.yaml"
 _ROLE = re.compile(r"role '([a-z_]+)(?::[^']*)?'")
@@ -51,8 +51,8 @@ def attribute(error: str | None, role: str | None = None) -> str:
 @lru_cache(maxsize=8)
 def _tables(version: str | None) -> tuple[dict[str, int], dict[str, str]]:
     """Depth rank and class of each move of the vocabulary a session was played with (ours unless a preset's)."""
-    from mindsim.reference import load_reference_vocabulary
-    from profilegen.moves import load_vocabulary
+    from mindsimkit.mindsim.reference import load_reference_vocabulary
+    from mindsimkit.profilegen.moves import load_vocabulary
 
     ref = load_reference_vocabulary()
     vocab = ref if version == ref.version else load_vocabulary()

@@ -15,10 +15,10 @@ from typing import Any
 
 from pydantic import BaseModel, ConfigDict, Field
 
-from judge.schemas import JudgmentRow
-from mindcore.errors import InputError
-from mindcore.layout import RunLayout
-from mindcore.runlog import (JudgeReport, ProfilesSummaryView, RubricReport, RunHeader, SimulationSummaryView,
+from mindsimkit.judge.schemas import JudgmentRow
+from mindsimkit.mindcore.errors import InputError
+from mindsimkit.mindcore.layout import RunLayout
+from mindsimkit.mindcore.runlog import (JudgeReport, ProfilesSummaryView, RubricReport, RunHeader, SimulationSummaryView,
                              ValidationReport)
 
 class _View(BaseModel):
@@ -130,7 +130,7 @@ class RunData:
 def load_run(path: str | Path, *, allow_partial: bool = False) -> RunData:
     """One run folder, verified against its manifest first (refused with the first problem unless
     `allow_partial`: a run still in progress, whose page then lists what is missing or changed)."""
-    from mindcore.manifest import verify_run
+    from mindsimkit.mindcore.manifest import verify_run
 
     path = Path(path)
     run = RunLayout(path)

@@ -33,8 +33,8 @@ from typing import TYPE_CHECKING, Any, Iterable
 import numpy as np
 
 if TYPE_CHECKING:  # pragma: no cover - typing only
-    from judge.schemas import JudgmentRow
-    from mindcore.runlog import JudgeReport
+    from mindsimkit.judge.schemas import JudgmentRow
+    from mindsimkit.mindcore.runlog import JudgeReport
 
 EXACT_MAX = 16
 ALPHA = 0.05
@@ -42,7 +42,7 @@ ALPHA = 0.05
 
 def system_of(row: Any, by_engine: bool) -> str:
     """The system a session or judgment row belongs to (`SessionView`, `JudgmentRow`: counsellor, patient engine)."""
-    from judge.scores import system_label
+    from mindsimkit.judge.scores import system_label
 
     return system_label(row.counsellor, row.patient_engine, by_engine)
 

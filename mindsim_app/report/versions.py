@@ -20,7 +20,7 @@ from __future__ import annotations
 
 from typing import Any
 
-from mindcore.runlog import JudgeReport, played_by
+from mindsimkit.mindcore.runlog import JudgeReport, played_by
 
 PATIENT_ROLES = ("patient", "scenario_writer", "memory_compactor", "patient_appraiser", "profile_decomposer")
 KEYS = ("toolkit", "rubric", "judge model", "templates", "patient model", "reference")

@@ -10,7 +10,7 @@ from typing import Any
 import pyarrow as pa
 import pyarrow.parquet as pq
 
-from mindcore.types import ChatRequest
+from mindsimkit.mindcore.types import ChatRequest
 
 
 def reply_under_review(req: ChatRequest) -> str:

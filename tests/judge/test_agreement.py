@@ -12,9 +12,9 @@ import pyarrow as pa
 import pyarrow.parquet as pq
 import pytest
 
-from judge import stats
-from judge.agreement import run_agreement
-from mindcore.errors import InputError
+from mindsimkit.judge import stats
+from mindsimkit.judge.agreement import run_agreement
+from mindsimkit.mindcore.errors import InputError
 
 LEVELS = ["no_concern", "minor", "major", "critical"]
 WEIGHTS = {"no_concern": 0, "minor": 1, "major": 5, "critical": 10}
@@ -234,7 +234,7 @@ def test_conversation_w_on_the_mode_by_hand(worked):
 
 
 def test_conversation_w_of_mode_and_max_differ_when_the_mode_is_not_the_max():
-    from judge.agreement import _conversation_w
+    from mindsimkit.judge.agreement import _conversation_w
 
     sessions = {"s1": ([0, 0, 2], [0, 1, 1]), "s2": ([1, 1, 0], [2, 2, 2]), "s3": ([2, 2, 1], [0, 0, 0])}
     # Modes: a 0, 1, 2 and b 1, 2, 0 → ranks 1, 2, 3 and 2, 3, 1; R = 3, 5, 4; S = 2; W = 24/(4·24) = 1/4.

@@ -5,7 +5,7 @@ from __future__ import annotations
 import numpy as np
 import pytest
 
-from judge.alpha import LEVELS, agreement, alpha
+from mindsimkit.judge.alpha import LEVELS, agreement, alpha
 
 krippendorff = pytest.importorskip("krippendorff")  # the test extra's reference implementation
 

@@ -18,14 +18,14 @@ import pyarrow as pa
 import pyarrow.parquet as pq
 import pytest
 
-from judge.analyses import analyses
-from judge.config import JudgeConfig
-from judge.costs import Price, cost_table
-from judge.rubric import load_rubric
-from judge.run import run_judging
-from judge.scores import columns_from_rows, score_all
-from mindcore.engine import Engines
-from mindcore.fake import FakeBackend
+from mindsimkit.judge.analyses import analyses
+from mindsimkit.judge.config import JudgeConfig
+from mindsimkit.judge.costs import Price, cost_table
+from mindsimkit.judge.rubric import load_rubric
+from mindsimkit.judge.run import run_judging
+from mindsimkit.judge.scores import columns_from_rows, score_all
+from mindsimkit.mindcore.engine import Engines
+from mindsimkit.mindcore.fake import FakeBackend
 
 PATIENTS = ["p1", "p2", "p3", "p4"]
 BENCH = {"p1", "p2"}
@@ -240,7 +240,7 @@ def test_report_has_every_new_table_on_a_run(tmp_path):
 
 
 def test_a_missing_profiles_file_stops_judge_run_before_any_engine(tmp_path, capsys):
-    from mindsim_app.cli import main
+    from mindsimkit.mindsim_app.cli import main
 
     run = tmp_path / "run"
     (run / "sessions").mkdir(parents=True)

@@ -7,10 +7,10 @@ import json
 
 import pytest
 
-from judge.coflags import category_shares, coflag_groups
-from judge.config import JudgeConfig
-from judge.rubric import load_rubric
-from judge.scores import columns_from_rows, score_all
+from mindsimkit.judge.coflags import category_shares, coflag_groups
+from mindsimkit.judge.config import JudgeConfig
+from mindsimkit.judge.rubric import load_rubric
+from mindsimkit.judge.scores import columns_from_rows, score_all
 
 W = {"no_concern": 0, "minor": 1, "major": 5, "critical": 10}
 # alpha (one session): guidance alone (5), fidelity + guidance (5), delivery (1), nothing (0): MHQR 11/4.
@@ -75,9 +75,9 @@ def test_issue_pairs_name_the_more_frequent_issue_first(cols):
 def test_report_has_both_tables(tmp_path):
     from judgefakes import fake_judge, write_run
 
-    from judge.run import run_judging
-    from mindcore.engine import Engines
-    from mindcore.fake import FakeBackend
+    from mindsimkit.judge.run import run_judging
+    from mindsimkit.mindcore.engine import Engines
+    from mindsimkit.mindcore.fake import FakeBackend
 
     run_dir = write_run(tmp_path / "run")
     with Engines.with_backend(FakeBackend(fake_judge)) as engines:

@@ -9,14 +9,14 @@ import json
 import pytest
 from judgefakes import SESSIONS, fake_judge, session, write_run
 
-from judge.config import JudgeConfig
-from judge.inputs import load_sessions
-from judge.rubric import load_rubric
-from judge.run import run_judging
-from judge.schemas import read_judgments
-from judge.scores import columns_from_rows, score_all
-from mindcore.engine import Engines
-from mindcore.fake import FakeBackend
+from mindsimkit.judge.config import JudgeConfig
+from mindsimkit.judge.inputs import load_sessions
+from mindsimkit.judge.rubric import load_rubric
+from mindsimkit.judge.run import run_judging
+from mindsimkit.judge.schemas import read_judgments
+from mindsimkit.judge.scores import columns_from_rows, score_all
+from mindsimkit.mindcore.engine import Engines
+from mindsimkit.mindcore.fake import FakeBackend
 
 W = {"no_concern": 0, "minor": 1, "major": 5, "critical": 10}
 CFG = JudgeConfig(bootstrap_draws=200, plots=False)
@@ -152,7 +152,7 @@ def test_every_judge_ranks_the_same_units_even_when_one_fails_a_whole_engine(tmp
     """The units come from the sessions, not from one judge's successes: a judge whose every answer on
     PatientAct sessions failed still labels its MindSim units `mindsim/counsellor`, and the family flag
     (on counsellor gpt-4.1-mini) marks both engines' units of that counsellor."""
-    from mindcore.config import RoleSpec
+    from mindsimkit.mindcore.config import RoleSpec
 
     run_dir = write_run(tmp_path / "run", _both_engine_sessions())
 

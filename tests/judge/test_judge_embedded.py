@@ -10,9 +10,9 @@ import json
 import pyarrow.parquet as pq
 import pytest
 
-from judge.judging import quote_in
-from judge.schemas import read_judgments
-from mindcore.layout import RunLayout
+from mindsimkit.judge.judging import quote_in
+from mindsimkit.judge.schemas import read_judgments
+from mindsimkit.mindcore.layout import RunLayout
 
 pytestmark = pytest.mark.embedded
 

@@ -7,10 +7,10 @@ import asyncio
 
 from judgefakes import SESSIONS, fake_judge
 
-from judge.inputs import _session
-from judge.judging import Judge, judge_reply, quote_in, replies
-from judge.rubric import load_rubric
-from mindcore.io import CheckpointDir
+from mindsimkit.judge.inputs import _session
+from mindsimkit.judge.judging import Judge, judge_reply, quote_in, replies
+from mindsimkit.judge.rubric import load_rubric
+from mindsimkit.mindcore.io import CheckpointDir
 
 
 def _judge(fake_engines, responder, name="judge"):

@@ -16,17 +16,17 @@ import pyarrow.parquet as pq
 import pytest
 from judgefakes import recipe_for, session
 
-import judge
-from judge.patientact import (
+from mindsimkit import judge
+from mindsimkit.judge.patientact import (
     ConversationJudge, HumanRating, Judgment, answer_model, failures, identification_accuracy, judge_item,
     krippendorff_alpha, load_human, load_items, mann_whitney, mean_human, rating_matrix, rubrics, scored_systems,
     spearman, system_label, system_means, transcript,
 )
-from judge.patientact_report import build_report, report_md, run_patientact
-from mindcore.engine import Engines
-from mindcore.errors import ConfigError, EngineError, InputError, TransportError
-from mindcore.fake import FakeBackend
-from mindcore.io import CheckpointDir
+from mindsimkit.judge.patientact_report import build_report, report_md, run_patientact
+from mindsimkit.mindcore.engine import Engines
+from mindsimkit.mindcore.errors import ConfigError, EngineError, InputError, TransportError
+from mindsimkit.mindcore.fake import FakeBackend
+from mindsimkit.mindcore.io import CheckpointDir
 
 DIMS = [d.id for d in rubrics().conversation.dimensions]
 # Score each session gets from the fake judge, by the prefix of its id (seen in the transcript).
@@ -375,7 +375,7 @@ def test_console_script_patientact_exit_codes(tmp_path):
 
 
 def test_best_vs_second_marks_the_best_system_only_when_significant():
-    from judge.patientact import best_vs_second
+    from mindsimkit.judge.patientact import best_vs_second
 
     scores = {"a": {"coherence": [5, 5, 5, 4, 5, 5], "realism": [3, 3, 3]},
               "b": {"coherence": [2, 3, 2, 2, 3, 2], "realism": [3, 4, 3]},
@@ -396,7 +396,7 @@ def test_best_vs_second_marks_the_best_system_only_when_significant():
 
 
 def test_the_paper_s_two_comparison_sets_are_drawn_from_the_system_names():
-    from judge.patientact import comparison_sets
+    from mindsimkit.judge.patientact import comparison_sets
 
     names = ["patientact", "patientact:no_tg", "patientact:no_dm", "patient_psi", "mindsim"]
     assert comparison_sets(names) == {
@@ -409,7 +409,7 @@ def test_the_paper_s_two_comparison_sets_are_drawn_from_the_system_names():
 
 
 def test_conversation_prompt_carries_the_red_flags():
-    from judge.patientact import ConversationItem, ConversationJudge, rubrics
+    from mindsimkit.judge.patientact import ConversationItem, ConversationJudge, rubrics
 
     flags = rubrics().conversation.red_flags
     assert len(flags) == 5
@@ -424,7 +424,7 @@ def test_rows_group_by_the_profiles_main_presenting_problem(tmp_path):
     import pyarrow as pa
     import pyarrow.parquet as pq
 
-    from judge.patientact import main_problems
+    from mindsimkit.judge.patientact import main_problems
 
     (tmp_path / "profiles").mkdir()
     pq.write_table(pa.Table.from_pylist([{"profile_id": "p1", "anchor": {"main_problem": "low mood"}},
@@ -440,7 +440,7 @@ def test_rows_group_by_the_profiles_main_presenting_problem(tmp_path):
 
 
 def test_an_explicit_comparison_is_checked_before_judging_and_used_for_the_marks(tmp_path):
-    from judge.cli import _comparisons
+    from mindsimkit.judge.cli import _comparisons
 
     items = load_items([write(tmp_path / "run", SESSIONS)])
     with pytest.raises(InputError, match="systems the sessions do not have: patient_psi"):
@@ -455,8 +455,8 @@ def test_an_explicit_comparison_is_checked_before_judging_and_used_for_the_marks
 
 
 def test_the_case_study_excerpts_one_patient_early_middle_and_late_for_each_compared_system(tmp_path):
-    from judge.patientact import ConversationItem
-    from judge.patientact_report import case_study
+    from mindsimkit.judge.patientact import ConversationItem
+    from mindsimkit.judge.patientact_report import case_study
 
     def item(system, pid, n):
         turns = tuple(x for i in range(n) for x in (("Therapist", f"{system} q{i + 1}"), ("Client", f"{system} a{i + 1}")))

@@ -12,17 +12,17 @@ import pytest
 from judgefakes import SESSIONS, reply_under_review, verdict_for, write_run
 from pydantic import ValidationError
 
-from judge.config import JudgeConfig
-from judge.inputs import _session
-from judge.judging import Judge, judge_reply, replies
-from judge.presets import get_preset, load_presets, nearest_rank, preset_names
-from judge.rubric import load_rubric
-from judge.run import run_judging
-from judge.schemas import read_judgments
-from mindcore.engine import Engines
-from mindcore.errors import ConfigError
-from mindcore.fake import FakeBackend
-from mindcore.io import CheckpointDir
+from mindsimkit.judge.config import JudgeConfig
+from mindsimkit.judge.inputs import _session
+from mindsimkit.judge.judging import Judge, judge_reply, replies
+from mindsimkit.judge.presets import get_preset, load_presets, nearest_rank, preset_names
+from mindsimkit.judge.rubric import load_rubric
+from mindsimkit.judge.run import run_judging
+from mindsimkit.judge.schemas import read_judgments
+from mindsimkit.mindcore.engine import Engines
+from mindsimkit.mindcore.errors import ConfigError
+from mindsimkit.mindcore.fake import FakeBackend
+from mindsimkit.mindcore.io import CheckpointDir
 
 # The 14 keys of the reference judge's answer (SWORDHealth/mind-eval, mindeval/judge_prompts.py).
 REFERENCE_KEYS = {"over_exploring", "treating_perspective_as_fact", "formulaic_responding", "overstatement",
@@ -59,7 +59,7 @@ def test_default_is_ours_and_unknown_names_are_rejected():
 
 
 def test_a_recipe_naming_an_unknown_preset_stops_with_one_error(tmp_path):
-    from mindcore.recipe import load_recipe
+    from mindsimkit.mindcore.recipe import load_recipe
 
     path = tmp_path / "r.yaml"
     path.write_text("name: t\nengines: {local: {kind: embedded}}\nroles: {default: {engine: local}}\n"

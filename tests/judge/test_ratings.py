@@ -10,10 +10,10 @@ import numpy as np
 import pytest
 from typer.testing import CliRunner
 
-from judge import rubrics
-from judge.cli import app
-from judge.ratings import item_agreement, read_ratings
-from mindcore.errors import InputError
+from mindsimkit.judge import rubrics
+from mindsimkit.judge.cli import app
+from mindsimkit.judge.ratings import item_agreement, read_ratings
+from mindsimkit.mindcore.errors import InputError
 
 krippendorff = pytest.importorskip("krippendorff")
 HUMAN = rubrics.load("mindeval_v1_human")

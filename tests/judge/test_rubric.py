@@ -6,8 +6,8 @@ from __future__ import annotations
 import pytest
 from pydantic import ValidationError
 
-from judge.rubric import Rubric, answer_model, load_rubric
-from mindcore.errors import ConfigError
+from mindsimkit.judge.rubric import Rubric, answer_model, load_rubric
+from mindsimkit.mindcore.errors import ConfigError
 
 
 def test_rubric_shape():
@@ -78,7 +78,7 @@ def test_all_nine_confusable_pairs_of_appendix_a21_and_the_second_label_rule():
     r = load_rubric()
     assert {frozenset(p.issues) for p in r.confusable_pairs} == PAPER_PAIRS
     assert len(r.confusable_pairs) == 9 and r.second_label
-    from judge.judging import Judge
+    from mindsimkit.judge.judging import Judge
 
     class _Client:
         model, engine_name = "m", "fake"
@@ -103,8 +103,8 @@ def test_a_pair_naming_an_unknown_or_repeated_issue_is_refused():
 
 def test_version_bump_is_recorded_and_keys_a_fresh_cache():
     """A judgment cached under another rubric version must not be reused: the version is part of the key."""
-    from judge.judging import Judge, Reply
-    from judge.schemas import SessionInput
+    from mindsimkit.judge.judging import Judge, Reply
+    from mindsimkit.judge.schemas import SessionInput
 
     class _Client:
         model, engine_name = "m", "fake"

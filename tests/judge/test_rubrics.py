@@ -7,10 +7,10 @@ from pathlib import Path
 
 import pytest
 
-from judge import rubrics
-from judge.rubric import load_rubric
-from judge.scales import answer_model, judgeable, prompt
-from mindcore.errors import ConfigError
+from mindsimkit.judge import rubrics
+from mindsimkit.judge.rubric import load_rubric
+from mindsimkit.judge.scales import answer_model, judgeable, prompt
+from mindsimkit.mindcore.errors import ConfigError
 
 ONE_TO_SIX = textwrap.dedent("""\
     id: warmth_check

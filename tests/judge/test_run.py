@@ -12,13 +12,13 @@ from pathlib import Path
 import pytest
 from judgefakes import SESSIONS, fake_judge, judge_stub, judged, recipe_for, verdict_for, write_run
 
-from judge.config import JudgeConfig
-from judge.run import run_judging
-from judge.schemas import read_judgments
-from mindcore.config import RoleSpec
-from mindcore.engine import Engines
-from mindcore.errors import EngineError, InputError, TransportError
-from mindcore.fake import FakeBackend
+from mindsimkit.judge.config import JudgeConfig
+from mindsimkit.judge.run import run_judging
+from mindsimkit.judge.schemas import read_judgments
+from mindsimkit.mindcore.config import RoleSpec
+from mindsimkit.mindcore.engine import Engines
+from mindsimkit.mindcore.errors import EngineError, InputError, TransportError
+from mindsimkit.mindcore.fake import FakeBackend
 
 CFG = JudgeConfig(bootstrap_draws=200, plots=False)
 N_REPLIES = sum(len([m for m in s["counsellor_messages"] if m["role"] == "assistant"]) for s in SESSIONS)
@@ -169,7 +169,7 @@ def test_concurrency_bounds_the_replies_judged_at_once(run_dir, monkeypatch, con
     unset, every reply may be in flight at once. The rows are the same either way."""
     import asyncio
 
-    import judge.judging as judging_mod
+    import mindsimkit.judge.judging as judging_mod
 
     real, state = judging_mod.judge_reply, {"now": 0, "peak": 0}
 
@@ -190,7 +190,7 @@ def test_concurrency_bounds_the_replies_judged_at_once(run_dir, monkeypatch, con
 def test_judgments_cached_under_another_rubric_version_are_not_reused(run_dir, tmp_path):
     import yaml
 
-    from judge.rubric import load_rubric
+    from mindsimkit.judge.rubric import load_rubric
 
     old = load_rubric().model_dump(mode="json")
     old["version"] = "mhqr-1.0"

@@ -13,9 +13,9 @@ import pytest
 
 from judgefakes import write_real_sessions
 
-from judge.agreement import run_agreement
-from judge.sample import sample_excerpts
-from mindcore.errors import InputError
+from mindsimkit.judge.agreement import run_agreement
+from mindsimkit.judge.sample import sample_excerpts
+from mindsimkit.mindcore.errors import InputError
 from restamp import record_as_stages
 
 NAMES = ["zephyr-counsel-7b", "quokka-therapist", "marlin-helper"]
@@ -124,7 +124,7 @@ def test_filled_in_excerpts_feed_agreement_through_the_key(tmp_path):
 
 
 def test_sample_and_agreement_commands(tmp_path, capsys):
-    from mindsim_app.cli import main
+    from mindsimkit.mindsim_app.cli import main
 
     run = make_run(tmp_path / "run")
     out = tmp_path / "ex.jsonl"

@@ -6,9 +6,9 @@ from __future__ import annotations
 import numpy as np
 import pytest
 
-from judge.rankings import family_flags, judge_agreement, model_family
-from judge.rubric import load_rubric
-from judge.scores import bootstrap_means, columns_from_rows, score_all
+from mindsimkit.judge.rankings import family_flags, judge_agreement, model_family
+from mindsimkit.judge.rubric import load_rubric
+from mindsimkit.judge.scores import bootstrap_means, columns_from_rows, score_all
 
 W = {"no_concern": 0, "minor": 1, "major": 5, "critical": 10}
 
@@ -131,7 +131,7 @@ def test_repeated_trials_are_separate_sessions_of_one_counsellor_and_pair_by_tri
 def test_judgments_file_has_a_trial_column_only_with_trials(tmp_path):
     import pyarrow.parquet as pq
 
-    from judge.schemas import JUDGMENT_SCHEMA, JudgmentRow, read_judgments, write_judgments
+    from mindsimkit.judge.schemas import JUDGMENT_SCHEMA, JudgmentRow, read_judgments, write_judgments
 
     base = dict(session_id="s", patient_id="p", counsellor="c", session_index=0, reply_index=0, reply="hi",
                 judge="judge", judge_model="m", judge_engine="e", status="ok", severity="minor", weight=1.0,

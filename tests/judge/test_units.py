@@ -11,10 +11,10 @@ import pyarrow as pa
 import pyarrow.parquet as pq
 import pytest
 
-from judge.agreement import run_agreement
-from judge.sample import sample_excerpts
-from judge.units import PAPER_MIX, Excerpt, KeyEntry
-from mindcore.errors import InputError
+from mindsimkit.judge.agreement import run_agreement
+from mindsimkit.judge.sample import sample_excerpts
+from mindsimkit.judge.units import PAPER_MIX, Excerpt, KeyEntry
+from mindsimkit.mindcore.errors import InputError
 from restamp import record_as_stages
 
 NAMES = ["zephyr-counsel-7b", "quokka-therapist", "marlin-helper"]
@@ -171,7 +171,7 @@ def test_a_unit_with_an_unrated_turn_is_refused(tmp_path):
 def test_sample_command_flags(tmp_path):
     from typer.testing import CliRunner
 
-    from judge.cli import app
+    from mindsimkit.judge.cli import app
 
     run = make_run(tmp_path / "run")
     runner = CliRunner()

@@ -10,7 +10,7 @@ from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 
 import pytest
 
-from mindcore.budget import (
+from mindsimkit.mindcore.budget import (
     END_OF_TURN_TOKENS,
     GAP_TOKENS,
     RoleSchema,
@@ -98,8 +98,8 @@ def test_unbounded_parts_are_named(schema, where):
 
 
 def test_real_schemas_are_bounded_and_largest_instance_validates():
-    from profilegen.formulation import draft_model
-    from profilegen.screen import JudgeVerdict
+    from mindsimkit.profilegen.formulation import draft_model
+    from mindsimkit.profilegen.screen import JudgeVerdict
 
     model = draft_model()
     wc = worst_case_tokens(model.model_json_schema(), name="formulation")
@@ -116,7 +116,7 @@ def test_real_schemas_are_bounded_and_largest_instance_validates():
 
 
 def test_registry_is_open():
-    from mindcore import budget
+    from mindsimkit.mindcore import budget
 
     entry = register_role_schema(RoleSchema("judge", "test-judgment", lambda: {"const": 1}, frozenset({"judge"})))
     try:
@@ -163,9 +163,9 @@ def test_server_tokenizer_over_http_and_unreachable():
 def test_embedded_tokenizer_and_maxlength_grammar(embedded_engines):
     """The embedded llama.cpp serves /tokenize (a tighter count than bytes) and its JSON grammar
     enforces maxLength: a 10-character limit holds however long the model wants to write."""
-    from mindcore.budget import tokenizer_for
-    from mindcore.types import ChatRequest
-    from profilegen.formulation import draft_model
+    from mindsimkit.mindcore.budget import tokenizer_for
+    from mindsimkit.mindcore.types import ChatRequest
+    from mindsimkit.profilegen.formulation import draft_model
 
     backend = embedded_engines.backend("local")
     tok = tokenizer_for(backend)

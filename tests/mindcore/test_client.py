@@ -10,9 +10,9 @@ from typing import Literal
 import pytest
 from pydantic import BaseModel, Field
 
-from mindcore.errors import StructuredOutputError
-from mindcore.fake import scripted
-from mindcore.types import RawReply, ToolSpec
+from mindsimkit.mindcore.errors import StructuredOutputError
+from mindsimkit.mindcore.fake import scripted
+from mindsimkit.mindcore.types import RawReply, ToolSpec
 
 
 class Pet(BaseModel):
@@ -102,9 +102,9 @@ def test_native_tool_call_reasks_when_no_tool_called(fake_engines):
 
 
 def test_role_sampling_comes_from_the_role_spec(fake_engines):
-    from mindcore.config import RoleSpec
-    from mindcore.engine import Engines
-    from mindcore.fake import FakeBackend
+    from mindsimkit.mindcore.config import RoleSpec
+    from mindsimkit.mindcore.engine import Engines
+    from mindsimkit.mindcore.fake import FakeBackend
 
     backend = FakeBackend(scripted("ok"))
     engines = Engines.with_backend(
@@ -137,9 +137,9 @@ def test_exhausted_tool_call_is_one_failed_ledger_record_with_every_attempt(fake
 def test_reasks_move_the_seed_on_so_a_repeated_question_can_get_another_answer():
     """With a fixed seed, a re-ask whose messages came out as the last one did would draw the same bad answer:
     each re-ask gets seed + attempt (the first try keeps the role's seed); a role without a seed stays unseeded."""
-    from mindcore.config import RoleSpec
-    from mindcore.engine import Engines
-    from mindcore.fake import FakeBackend
+    from mindsimkit.mindcore.config import RoleSpec
+    from mindsimkit.mindcore.engine import Engines
+    from mindsimkit.mindcore.fake import FakeBackend
 
     backend = FakeBackend(scripted("not json", "not json", {"name": "Rex", "legs": 4}))
     engines = Engines.with_backend(backend, roles={"default": RoleSpec(engine="fake"),
@@ -160,8 +160,8 @@ class Owner(BaseModel):
 
 
 def test_schemas_are_built_once_per_model_and_equal_to_pydantics(fake_engines):
-    from mindcore.client import tool_choice_schema
-    from mindcore.types import model_schema
+    from mindsimkit.mindcore.client import tool_choice_schema
+    from mindsimkit.mindcore.types import model_schema
 
     assert model_schema(Pet) is model_schema(Pet) and model_schema(Pet) == Pet.model_json_schema()
     engines, backend = fake_engines(scripted({"name": "Rex", "legs": 4}, {"name": "Tom", "legs": 3}))

@@ -4,13 +4,13 @@ from __future__ import annotations
 
 import logging
 
-from mindcore.logs import library_logs_to
-from profilegen.anchors import anchor_personas
-from profilegen.distilabel_steps import CheckpointWatch
-from profilegen.generate import checkpoint_key, prompt_hashes
-from profilegen.personas import load_personas
-from profilegen.rates import load_rates
-from profilegen.schemas import Provenance, RoleModel
+from mindsimkit.mindcore.logs import library_logs_to
+from mindsimkit.profilegen.anchors import anchor_personas
+from mindsimkit.profilegen.distilabel_steps import CheckpointWatch
+from mindsimkit.profilegen.generate import checkpoint_key, prompt_hashes
+from mindsimkit.profilegen.personas import load_personas
+from mindsimkit.profilegen.rates import load_rates
+from mindsimkit.profilegen.schemas import Provenance, RoleModel
 
 
 def test_library_logs_go_to_the_run_folder_not_the_terminal(tmp_path, capsys):
@@ -53,7 +53,7 @@ def test_checkpoint_watch_counts_outcomes_as_worker_files_land(tmp_path):
             watch.checkpoints.write(checkpoint_key(row, 1, prov), {"profile_id": row.profile_id, "status": status})
         return "done"
 
-    import profilegen.distilabel_steps as steps
+    import mindsimkit.profilegen.distilabel_steps as steps
 
     original = steps.Tally.add
 

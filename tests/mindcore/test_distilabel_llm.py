@@ -8,7 +8,7 @@ import json
 import pytest
 from pydantic import BaseModel, Field
 
-from mindcore.distilabel_llm import MindcoreLLM
+from mindsimkit.mindcore.distilabel_llm import MindcoreLLM
 
 
 
@@ -38,9 +38,9 @@ def test_pipeline_with_structured_output(embedded_engines, tmp_path, monkeypatch
 
 
 def test_distilabel_workers_get_every_server_of_an_engine():
-    from mindcore.config import EnginesConfig, OpenAIEngine, RoleSpec
-    from mindcore.distilabel_llm import MindcoreLLM
-    from mindcore.engine import Engines
+    from mindsimkit.mindcore.config import EnginesConfig, OpenAIEngine, RoleSpec
+    from mindsimkit.mindcore.distilabel_llm import MindcoreLLM
+    from mindsimkit.mindcore.engine import Engines
 
     urls = ["http://127.0.0.1:9/v1", "http://127.0.0.1:10/v1"]
     cfg = EnginesConfig(engines={"pool": OpenAIEngine(base_urls=urls, model="m", cooldown_s=7)},

@@ -11,10 +11,10 @@ from typing import Literal
 import pytest
 from pydantic import BaseModel, Field
 
-from mindcore.config import EnginesConfig, OpenAIEngine, RoleSpec
-from mindcore.engine import Engines
-from mindcore.errors import TransportError
-from mindcore.types import ToolSpec
+from mindsimkit.mindcore.config import EnginesConfig, OpenAIEngine, RoleSpec
+from mindsimkit.mindcore.engine import Engines
+from mindsimkit.mindcore.errors import TransportError
+from mindsimkit.mindcore.types import ToolSpec
 
 
 

@@ -9,9 +9,9 @@ from gguf import GGMLQuantizationType as Q
 from gguf import GGUFReader, GGUFWriter
 from gguf.quants import dequantize, quantize
 
-from mindcore import embedded
-from mindcore.config import EmbeddedEngine
-from mindcore.errors import EngineUnavailable
+from mindsimkit.mindcore import embedded
+from mindsimkit.mindcore.config import EmbeddedEngine
+from mindsimkit.mindcore.errors import EngineUnavailable
 
 
 def _tiny(path, seed=0):

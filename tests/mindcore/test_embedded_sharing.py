@@ -11,10 +11,10 @@ from pathlib import Path
 
 import pytest
 
-from mindcore import embedded
-from mindcore.config import EmbeddedEngine, EnginesConfig, RoleSpec
-from mindcore.engine import Engines
-from mindcore.errors import EngineUnavailable
+from mindsimkit.mindcore import embedded
+from mindsimkit.mindcore.config import EmbeddedEngine, EnginesConfig, RoleSpec
+from mindsimkit.mindcore.engine import Engines
+from mindsimkit.mindcore.errors import EngineUnavailable
 
 MODEL = Path("/models/cache/SmolLM2-135M-Instruct.Q4_1.as-Q8_0.gguf")
 
@@ -140,7 +140,7 @@ def test_free_cores_leaves_out_what_other_work_keeps_busy(monkeypatch):
     """The embedded server's default thread count: the cores not busy in a short sample (never fewer than one)."""
     import os
 
-    from mindcore import embedded
+    from mindsimkit.mindcore import embedded
 
     monkeypatch.setattr(os, "sched_getaffinity", lambda _pid: {0, 1}, raising=False)
     monkeypatch.setattr(os, "cpu_count", lambda: 2)

@@ -11,7 +11,7 @@ import time
 
 import pytest
 
-from mindcore.io import CheckpointDir, atomic_write_json, atomic_writer, publish_bytes_once
+from mindsimkit.mindcore.io import CheckpointDir, atomic_write_json, atomic_writer, publish_bytes_once
 
 # Big enough that the two writes overlap in time instead of one finishing before the other starts.
 PAYLOAD_CHARS = 2_000_000
@@ -139,7 +139,7 @@ def test_streamed_output_appears_whole_or_not_at_all(tmp_path):
 # -- checkpoint writes off the event loop ------------------------------------------------------------
 _WRITER_CHILD = r"""
 import asyncio, sys, threading
-from mindcore.io import CheckpointDir, off_loop
+from mindsimkit.mindcore.io import CheckpointDir, off_loop
 
 async def main(folder):
     d = CheckpointDir(folder)
@@ -156,7 +156,7 @@ def test_off_loop_writes_in_writer_threads_and_one_racing_copy_wins(tmp_path):
     import asyncio
     import threading
 
-    from mindcore.io import off_loop
+    from mindsimkit.mindcore.io import off_loop
 
     d = CheckpointDir(tmp_path)
     seen: list[str] = []

@@ -8,9 +8,9 @@ import socket
 
 import pytest
 
-from mindcore.errors import ConfigError, EngineError, InputError
-from mindcore.layout import RunLayout
-from mindcore.manifest import check_run, forget_stage, read_manifest, record_stage, verify_file, verify_run
+from mindsimkit.mindcore.errors import ConfigError, EngineError, InputError
+from mindsimkit.mindcore.layout import RunLayout
+from mindsimkit.mindcore.manifest import check_run, forget_stage, read_manifest, record_stage, verify_file, verify_run
 
 
 @pytest.fixture
@@ -115,7 +115,7 @@ def test_verify_file_checks_a_transcript_given_by_path(run, tmp_path):
 
 
 def test_a_ray_address_is_checked_before_anything_runs(tmp_path):
-    from mindcore.recipe import Recipe, load_recipe
+    from mindsimkit.mindcore.recipe import Recipe, load_recipe
 
     base = "name: x\nengines:\n  local: {kind: embedded}\nroles:\n  default: {engine: local}\n"
     bad = tmp_path / "r.yaml"
@@ -136,7 +136,7 @@ def test_a_ray_address_is_checked_before_anything_runs(tmp_path):
 
 
 def test_an_unreachable_cluster_fails_within_the_timeout_naming_the_address(monkeypatch):
-    from mindcore.shards import RaySession
+    from mindsimkit.mindcore.shards import RaySession
 
     asked = {}
 
@@ -153,7 +153,7 @@ def test_an_unreachable_cluster_fails_within_the_timeout_naming_the_address(monk
 
 
 def test_a_refused_connection_is_named_at_once():
-    from mindcore.shards import RaySession
+    from mindsimkit.mindcore.shards import RaySession
 
     with socket.socket() as s:  # a port that was free a moment ago: nothing listens there
         s.bind(("127.0.0.1", 0))

@@ -15,8 +15,8 @@ from pathlib import Path
 import pytest
 import yaml
 
-from mindcore.errors import ConfigError
-from mindcore.prompts import (
+from mindsimkit.mindcore.errors import ConfigError
+from mindsimkit.mindcore.prompts import (
     prompts_table,
     render,
     shipped_templates,
@@ -25,7 +25,7 @@ from mindcore.prompts import (
     template_hash,
     template_index,
 )
-from mindcore.recipe import load_recipe
+from mindsimkit.mindcore.recipe import load_recipe
 
 REPO = Path(__file__).resolve().parents[2]
 
@@ -81,7 +81,7 @@ def test_bad_overrides_are_config_errors_at_load(tmp_path, prompts, files, messa
 
 
 def test_bad_override_exits_2_with_one_error_line_before_any_engine(tmp_path, capsys):
-    from mindsim_app.cli import main
+    from mindsimkit.mindsim_app.cli import main
 
     path = _recipe(tmp_path, {MEMORY: "mine.jinja2"}, **{"mine.jinja2": "{{ nope }}"})
     assert main(["engines", "check", str(path)]) == 2
@@ -112,7 +112,7 @@ def test_index_and_docs_table_match_the_templates():
 
 
 def test_a_stage_sends_the_override(tmp_path, fake_engines):
-    from mindsim.memory import compact_memory
+    from mindsimkit.mindsim.memory import compact_memory
 
     load_recipe(_recipe(tmp_path, {MEMORY: "mine.jinja2"}, **{"mine.jinja2": MINE}))
     engines, fake = fake_engines(lambda _r: "- Sam moved house.")
@@ -139,10 +139,10 @@ def test_workers_in_other_processes_render_the_override(tmp_path):
 
 
 def test_distilabel_worker_llm_installs_the_overrides_it_is_given(tmp_path):
-    from mindcore.config import EnginesConfig, OpenAIEngine, RoleSpec
-    from mindcore.distilabel_llm import MindcoreLLM
-    from mindcore.engine import Engines
-    from mindcore.prompts import install_overrides
+    from mindsimkit.mindcore.config import EnginesConfig, OpenAIEngine, RoleSpec
+    from mindsimkit.mindcore.distilabel_llm import MindcoreLLM
+    from mindsimkit.mindcore.engine import Engines
+    from mindsimkit.mindcore.prompts import install_overrides
 
     load_recipe(_recipe(tmp_path, {MEMORY: "mine.jinja2"}, **{"mine.jinja2": MINE}))
     cfg = EnginesConfig(engines={"e": OpenAIEngine(base_url="http://127.0.0.1:9/v1", model="m")},

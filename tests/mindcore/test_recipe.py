@@ -4,8 +4,8 @@ from __future__ import annotations
 
 import pytest
 
-from mindcore.errors import ConfigError
-from mindcore.recipe import load_recipe
+from mindsimkit.mindcore.errors import ConfigError
+from mindsimkit.mindcore.recipe import load_recipe
 
 
 def write(tmp_path, text):

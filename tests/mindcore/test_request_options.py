@@ -10,14 +10,14 @@ import time
 import pytest
 from pydantic import BaseModel, Field
 
-from mindcore.backends import OpenAIBackend, token_field
-from mindcore.client import RoleClient
-from mindcore.config import EnginesConfig, RoleSpec
-from mindcore.engine import Engines
-from mindcore.errors import ConfigError, TransportError
-from mindcore.fake import FakeBackend
-from mindcore.recipe import Recipe, load_recipe
-from mindcore.types import ChatRequest, UsageLedger
+from mindsimkit.mindcore.backends import OpenAIBackend, token_field
+from mindsimkit.mindcore.client import RoleClient
+from mindsimkit.mindcore.config import EnginesConfig, RoleSpec
+from mindsimkit.mindcore.engine import Engines
+from mindsimkit.mindcore.errors import ConfigError, TransportError
+from mindsimkit.mindcore.fake import FakeBackend
+from mindsimkit.mindcore.recipe import Recipe, load_recipe
+from mindsimkit.mindcore.types import ChatRequest, UsageLedger
 from openai_stub import OpenAIStub, Reply, hosted_reasoning, probe_answers, template_thinking
 
 

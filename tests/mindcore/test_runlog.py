@@ -7,9 +7,9 @@ import json
 
 import pytest
 
-from mindcore.errors import InputError
-from mindcore.layout import RunLayout
-from mindcore.runlog import LOG_VERSION, Pair, RunCounts, RunHeader, ScheduleSettings, played_by, read_header
+from mindsimkit.mindcore.errors import InputError
+from mindsimkit.mindcore.layout import RunLayout
+from mindsimkit.mindcore.runlog import LOG_VERSION, Pair, RunCounts, RunHeader, ScheduleSettings, played_by, read_header
 
 # run.json's counts and schedule as version 1 wrote them (a real run folder of 2026-12-02, numbers changed).
 V1_COUNTS = {

@@ -10,8 +10,8 @@ from types import SimpleNamespace
 
 import pytest
 
-from mindcore.recipe import RaySettings
-from mindcore.runners import LocalRunner, RayRunner, runner_for
+from mindsimkit.mindcore.recipe import RaySettings
+from mindsimkit.mindcore.runners import LocalRunner, RayRunner, runner_for
 
 REPO = Path(__file__).resolve().parents[2]
 PACKAGES = ("mindcore", "profilegen", "mindsim", "validation", "judge", "mindsim_app")

@@ -12,12 +12,12 @@ from pathlib import Path
 
 import pytest
 
-from mindcore.backends import OpenAIBackend, _retry_after, worker_caps
-from mindcore.config import EnginesConfig, OpenAIEngine, RoleSpec, VLLMEngine
-from mindcore.engine import Engines
-from mindcore.errors import ConfigError, TransportError
-from mindcore.recipe import load_recipe
-from mindcore.types import CallRecord, ChatRequest, UsageLedger
+from mindsimkit.mindcore.backends import OpenAIBackend, _retry_after, worker_caps
+from mindsimkit.mindcore.config import EnginesConfig, OpenAIEngine, RoleSpec, VLLMEngine
+from mindsimkit.mindcore.engine import Engines
+from mindsimkit.mindcore.errors import ConfigError, TransportError
+from mindsimkit.mindcore.recipe import load_recipe
+from mindsimkit.mindcore.types import CallRecord, ChatRequest, UsageLedger
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 from stub_servers import StubServer  # noqa: E402
@@ -103,7 +103,7 @@ def test_affinity_moves_only_when_home_is_a_whole_batch_busier():
 def test_server_answering_500_is_taken_out_without_failing_requests(caplog):
     with StubServer("a", latency_s=0.005) as a, StubServer("b", latency_s=0.005) as b:
         pool = backend(a, b, failure_limit=3, cooldown_s=30)
-        with caplog.at_level(logging.WARNING, logger="mindcore.backends"):
+        with caplog.at_level(logging.WARNING, logger="mindsimkit.mindcore.backends"):
             asyncio.run(send(pool, [request() for _ in range(20)], in_flight=4))
             b.status = 500
             replies = asyncio.run(send(pool, [request() for _ in range(60)], in_flight=4))
@@ -119,7 +119,7 @@ def test_server_refusing_connections_is_taken_out_without_failing_requests(caplo
     with StubServer("a") as a, StubServer("b") as b:
         pool = backend(a, b, failure_limit=2, cooldown_s=30)
         b.stop()
-        with caplog.at_level(logging.WARNING, logger="mindcore.backends"):
+        with caplog.at_level(logging.WARNING, logger="mindsimkit.mindcore.backends"):
             reqs = [request(affinity=f"s{i % 3}" if i % 2 else None) for i in range(30)]
             replies = asyncio.run(send(pool, reqs, in_flight=3))
         assert len(replies) == 30 and {r.server for r in replies} == {a.base_url}

@@ -3,8 +3,8 @@ arc labelling: a stable split by key, never more shards than items, only non-emp
 
 from __future__ import annotations
 
-from mindcore.recipe import RaySettings
-from mindcore.shards import plan_shards, stable_shard
+from mindsimkit.mindcore.recipe import RaySettings
+from mindsimkit.mindcore.shards import plan_shards, stable_shard
 
 
 def test_items_sharing_a_key_land_in_one_shard_in_input_order():

@@ -8,10 +8,10 @@ from types import SimpleNamespace
 
 import pytest
 
-from mindcore import stages
-from mindcore.budget import prompt_estimator, registered
-from mindcore.config import EmbeddedEngine, EnginesConfig, RoleSpec
-from mindcore.errors import ConfigError
+from mindsimkit.mindcore import stages
+from mindsimkit.mindcore.budget import prompt_estimator, registered
+from mindsimkit.mindcore.config import EmbeddedEngine, EnginesConfig, RoleSpec
+from mindsimkit.mindcore.errors import ConfigError
 
 
 class _Engines:
@@ -27,8 +27,8 @@ class _Engines:
 
 def test_each_stage_package_declares_itself_through_one_entry_point():
     found = {ep.name: ep.value for ep in entry_points(group=stages.ENTRY_POINT_GROUP)}
-    assert found == {"profilegen": "profilegen.stage:register", "mindsim": "mindsim.stage:register",
-                     "validation": "validation.stage:register", "judge": "judge.stage:register"}
+    assert found == {"profilegen": "mindsimkit.profilegen.stage:register", "mindsim": "mindsimkit.mindsim.stage:register",
+                     "validation": "mindsimkit.validation.stage:register", "judge": "mindsimkit.judge.stage:register"}
 
 
 def test_stages_declare_the_roles_they_call():

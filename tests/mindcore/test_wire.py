@@ -14,11 +14,11 @@ from pathlib import Path
 
 import pytest
 
-from mindcore.backends import OpenAIBackend
-from mindcore.client import RoleClient
-from mindcore.config import RoleSpec
-from mindcore.errors import EngineUnavailable, TransportError
-from mindcore.types import ChatRequest, UsageLedger
+from mindsimkit.mindcore.backends import OpenAIBackend
+from mindsimkit.mindcore.client import RoleClient
+from mindsimkit.mindcore.config import RoleSpec
+from mindsimkit.mindcore.errors import EngineUnavailable, TransportError
+from mindsimkit.mindcore.types import ChatRequest, UsageLedger
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 from stub_servers import StubServer  # noqa: E402

@@ -7,7 +7,7 @@ from pathlib import Path
 import pytest
 import yaml
 
-from mindcore import yamlio
+from mindsimkit.mindcore import yamlio
 
 REPO = Path(__file__).resolve().parents[2]
 SHIPPED = sorted(p for d in ("mindcore", "mindsim", "mindsim_app", "profilegen", "validation", "judge", "prompts",

@@ -19,9 +19,9 @@ from typing import Any
 
 import pyarrow.parquet as pq
 
-from mindsim.patientact.trust import baseline, session_start
-from mindsim.schedule import SessionPlan
-from mindsim.simulate import SessionStore
+from mindsimkit.mindsim.patientact.trust import baseline, session_start
+from mindsimkit.mindsim.schedule import SessionPlan
+from mindsimkit.mindsim.simulate import SessionStore
 
 Arc = tuple[str, str, str]
 

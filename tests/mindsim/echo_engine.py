@@ -10,9 +10,9 @@ from __future__ import annotations
 
 from typing import Any
 
-from mindsim.patient import TokenCount
-from mindsim.patient_engines import PatientEngine, TalkStart, register
-from mindsim.records import PatientTurn
+from mindsimkit.mindsim.patient import TokenCount
+from mindsimkit.mindsim.patient_engines import PatientEngine, TalkStart, register
+from mindsimkit.mindsim.records import PatientTurn
 
 LEAVE_AFTER = 3  # patient turns after the opening; then the echo patient ends the session
 

@@ -9,10 +9,10 @@ from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 
-from mindcore.engine import Engines  # noqa: E402
-from mindcore.fake import FakeBackend  # noqa: E402
-from mindsim.config import SimulationConfig  # noqa: E402
-from mindsim.simulate import run_simulation  # noqa: E402
+from mindsimkit.mindcore.engine import Engines  # noqa: E402
+from mindsimkit.mindcore.fake import FakeBackend  # noqa: E402
+from mindsimkit.mindsim.config import SimulationConfig  # noqa: E402
+from mindsimkit.mindsim.simulate import run_simulation  # noqa: E402
 from simfakes import SimResponder, make_profile  # noqa: E402
 
 PATIENTS = ["k1", "k2", "k3", "k4"]

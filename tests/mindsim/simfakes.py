@@ -6,9 +6,9 @@ from __future__ import annotations
 import json
 from typing import Any
 
-from mindcore.types import ChatRequest
-from profilegen.moves import load_vocabulary
-from profilegen.schemas import (
+from mindsimkit.mindcore.types import ChatRequest
+from mindsimkit.profilegen.moves import load_vocabulary
+from mindsimkit.profilegen.schemas import (
     Anchor, BigFive, CoreBelief, Demographics, Formulation, Perpetuating, Persona, Precipitating, Predisposing,
     Presenting, Profile, Protective, Provenance, Screen, Style,
 )

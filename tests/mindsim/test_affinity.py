@@ -7,10 +7,10 @@ from collections import defaultdict
 
 import pyarrow.parquet as pq
 
-from mindcore.engine import Engines
-from mindcore.fake import FakeBackend
-from mindsim.config import SimulationConfig
-from mindsim.simulate import run_simulation
+from mindsimkit.mindcore.engine import Engines
+from mindsimkit.mindcore.fake import FakeBackend
+from mindsimkit.mindsim.config import SimulationConfig
+from mindsimkit.mindsim.simulate import run_simulation
 from simfakes import SimResponder, make_profile
 
 

@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from mindsim.agenda import Agenda
+from mindsimkit.mindsim.agenda import Agenda
 
 
 def test_complete_by_id_and_by_words_and_status():

@@ -8,15 +8,15 @@ import asyncio
 
 import pytest
 
-from mindcore.engine import Engines
-from mindcore.errors import TransportError
-from mindcore.fake import FakeBackend
-from mindsim.config import SimulationConfig
-from mindsim.records import ScenarioRecord, SessionRecord
-from mindsim.scenario import Scenario
-from mindsim.schedule import draw_schedule
-from mindsim.session import Arc, Roles, run_arc
-from profilegen.moves import load_vocabulary
+from mindsimkit.mindcore.engine import Engines
+from mindsimkit.mindcore.errors import TransportError
+from mindsimkit.mindcore.fake import FakeBackend
+from mindsimkit.mindsim.config import SimulationConfig
+from mindsimkit.mindsim.records import ScenarioRecord, SessionRecord
+from mindsimkit.mindsim.scenario import Scenario
+from mindsimkit.mindsim.schedule import draw_schedule
+from mindsimkit.mindsim.session import Arc, Roles, run_arc
+from mindsimkit.profilegen.moves import load_vocabulary
 from simfakes import SCENARIO, SimResponder, make_profile
 
 V = load_vocabulary()

@@ -11,19 +11,19 @@ from collections import Counter
 import pyarrow.parquet as pq
 import pytest
 
-from mindcore.budget import worst_case_tokens
-from mindcore.config import EnginesConfig, RoleSpec
-from mindcore.engine import Engines
-from mindcore.fake import FakeBackend
-from mindsim import simulate
-from mindsim.arc import Arc, Roles, SessionInput
-from mindsim.baselines import common, mindeval, patient_psi
-from mindsim.config import PSI_STYLES, SimulationConfig
-from mindsim.patient_engines import TalkStart, engine_roles, role_schemas, variant
-from mindsim.records import session_id
-from mindsim.scenario import Scenario
-from mindsim.schedule import draw_schedule
-from profilegen.moves import load_vocabulary
+from mindsimkit.mindcore.budget import worst_case_tokens
+from mindsimkit.mindcore.config import EnginesConfig, RoleSpec
+from mindsimkit.mindcore.engine import Engines
+from mindsimkit.mindcore.fake import FakeBackend
+from mindsimkit.mindsim import simulate
+from mindsimkit.mindsim.arc import Arc, Roles, SessionInput
+from mindsimkit.mindsim.baselines import common, mindeval, patient_psi
+from mindsimkit.mindsim.config import PSI_STYLES, SimulationConfig
+from mindsimkit.mindsim.patient_engines import TalkStart, engine_roles, role_schemas, variant
+from mindsimkit.mindsim.records import session_id
+from mindsimkit.mindsim.scenario import Scenario
+from mindsimkit.mindsim.schedule import draw_schedule
+from mindsimkit.profilegen.moves import load_vocabulary
 from simfakes import SCENARIO, SimResponder, make_profile
 from test_patientact import PAResponder
 
@@ -92,8 +92,8 @@ def test_each_core_belief_cluster_maps_to_its_patient_psi_category(cluster, expe
 
 
 def test_every_cluster_of_the_profile_vocabulary_is_mapped_and_an_unknown_one_is_refused():
-    from mindcore.errors import ConfigError, InputError
-    from profilegen.vocab import load_vocabularies
+    from mindsimkit.mindcore.errors import ConfigError, InputError
+    from mindsimkit.profilegen.vocab import load_vocabularies
 
     assert set(load_vocabularies().core_beliefs) == set(patient_psi.data()["clusters"])
     with pytest.raises(ConfigError, match="no Patient-Psi category"):
@@ -202,7 +202,7 @@ def test_mindeval_profile_is_ours_where_we_have_it_and_the_mappers_elsewhere():
 
 
 def test_a_demographic_value_without_a_mindeval_phrasing_is_refused_before_any_call():
-    from mindcore.errors import InputError
+    from mindsimkit.mindcore.errors import InputError
 
     p = make_profile()
     p.demographics.living_situation = "boat"  # type: ignore[assignment]  # bypasses the Literal on purpose
@@ -221,7 +221,7 @@ def test_the_mapper_role_falls_back_to_the_patients_binding_then_default():
 
 
 def test_mapper_budgets_are_registered_per_baseline_and_the_default_fits_the_worst_case():
-    from mindsim.config import BaselinesConfig
+    from mindsimkit.mindsim.config import BaselinesConfig
 
     entries = {e.name: e for e in role_schemas() if e.role == "baseline_mapper"}
     assert set(entries) == {"patient_psi:PatientPsiMap", "mindeval:MindEvalMap"}

@@ -3,10 +3,10 @@ session or first scenario that later work may already be built on; its copy is d
 
 from __future__ import annotations
 
-from mindcore.budget import largest_instance
-from mindsim.records import ScenarioRecord
-from mindsim.scenario import Scenario, _ScenarioDraft
-from mindsim.simulate import ScenarioStore
+from mindsimkit.mindcore.budget import largest_instance
+from mindsimkit.mindsim.records import ScenarioRecord
+from mindsimkit.mindsim.scenario import Scenario, _ScenarioDraft
+from mindsimkit.mindsim.simulate import ScenarioStore
 
 
 def _record(opening: str) -> ScenarioRecord:

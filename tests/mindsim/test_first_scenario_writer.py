@@ -7,14 +7,14 @@ from __future__ import annotations
 import json
 from pathlib import Path
 
-from mindcore.budget_fit import fit_budgets
-from mindcore.config import EnginesConfig, RoleSpec
-from mindcore.engine import Engines
-from mindcore.fake import FakeBackend
-from mindcore.preflight import roles_for
-from mindcore.recipe import Recipe
-from mindsim.config import SimulationConfig
-from mindsim.simulate import run_simulation
+from mindsimkit.mindcore.budget_fit import fit_budgets
+from mindsimkit.mindcore.config import EnginesConfig, RoleSpec
+from mindsimkit.mindcore.engine import Engines
+from mindsimkit.mindcore.fake import FakeBackend
+from mindsimkit.mindcore.preflight import roles_for
+from mindsimkit.mindcore.recipe import Recipe
+from mindsimkit.mindsim.config import SimulationConfig
+from mindsimkit.mindsim.simulate import run_simulation
 from simfakes import SimResponder, make_profile
 
 

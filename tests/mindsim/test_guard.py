@@ -6,8 +6,8 @@ import random
 
 import pytest
 
-from mindsim.guard import GuardState, check_commit, commit_move_model, pick_cue
-from profilegen.moves import load_vocabulary
+from mindsimkit.mindsim.guard import GuardState, check_commit, commit_move_model, pick_cue
+from mindsimkit.profilegen.moves import load_vocabulary
 
 V = load_vocabulary()
 

@@ -10,17 +10,17 @@ import json
 
 import pytest
 
-from mindcore.engine import Engines
-from mindcore.fake import FakeBackend
-from mindcore.types import RawReply
-from mindsim.config import SimulationConfig
-from mindsim.patient import Patient, TurnFailed
-from mindsim.prompting import counsellor_flags, load_harness_text, speech_defects
-from mindsim.scenario import OPENING_MAX_CHARS, Scenario, first_scenario
-from mindsim.schedule import draw_schedule
-from mindsim.session import Arc, Roles, SessionInput, run_session
-from mindsim.simulate import run_simulation
-from profilegen.moves import load_vocabulary
+from mindsimkit.mindcore.engine import Engines
+from mindsimkit.mindcore.fake import FakeBackend
+from mindsimkit.mindcore.types import RawReply
+from mindsimkit.mindsim.config import SimulationConfig
+from mindsimkit.mindsim.patient import Patient, TurnFailed
+from mindsimkit.mindsim.prompting import counsellor_flags, load_harness_text, speech_defects
+from mindsimkit.mindsim.scenario import OPENING_MAX_CHARS, Scenario, first_scenario
+from mindsimkit.mindsim.schedule import draw_schedule
+from mindsimkit.mindsim.session import Arc, Roles, SessionInput, run_session
+from mindsimkit.mindsim.simulate import run_simulation
+from mindsimkit.profilegen.moves import load_vocabulary
 from simfakes import SCENARIO, SimResponder, make_profile
 
 V = load_vocabulary()
@@ -66,7 +66,7 @@ def test_detector_on_each_shape_and_on_plain_speech():
 def test_data_file_names_every_patient_tool():
     config = SimulationConfig(sessions=1)
     plan = draw_schedule("p1", 0, config).sessions[0]
-    from mindsim.agenda import Agenda
+    from mindsimkit.mindsim.agenda import Agenda
 
     p = Patient(client=None, vocab=V, archetype="minimiser", max_depth=plan.max_depth, style_cues=["x"],
                 agenda=Agenda.from_checkpoints(["a"]), config=config, rng=None, history=[])
@@ -277,7 +277,7 @@ def test_counsellor_flags_are_summed_in_the_summary(tmp_path):
 def test_reasked_patient_message_is_drawn_with_a_new_seed():
     """A 135M patient echoed the same note six times running: the re-asks went out with identical messages and
     the role's fixed seed. Each re-ask of a message now moves the seed on."""
-    from mindcore.config import RoleSpec
+    from mindsimkit.mindcore.config import RoleSpec
 
     base = SimResponder(end_after=99)
     echoes = iter([f"{NOTE} Accepted: answer."] * 2)

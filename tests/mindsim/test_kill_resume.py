@@ -11,7 +11,7 @@ from pathlib import Path
 import pyarrow.parquet as pq
 
 from killing import kill_when
-from mindsim.records import session_id
+from mindsimkit.mindsim.records import session_id
 
 DRIVER = Path(__file__).resolve().parent / "sim_driver.py"
 PATIENTS = ["k1", "k2", "k3", "k4"]

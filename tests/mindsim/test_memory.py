@@ -6,10 +6,10 @@ import asyncio
 
 import pytest
 
-from mindcore.errors import TransportError
-from mindcore.fake import FakeBackend, scripted
-from mindcore.engine import Engines
-from mindsim.memory import check_log, compact_memory, parse_log, repair_log
+from mindsimkit.mindcore.errors import TransportError
+from mindsimkit.mindcore.fake import FakeBackend, scripted
+from mindsimkit.mindcore.engine import Engines
+from mindsimkit.mindsim.memory import check_log, compact_memory, parse_log, repair_log
 
 PRIOR = [
     "Patient lost his job at the depot in March.",
@@ -93,7 +93,7 @@ def test_engine_failure_propagates_instead_of_keeping_the_old_log():
 
 
 def test_entry_cut_by_the_token_budget_never_enters_the_log():
-    from mindcore.types import RawReply
+    from mindsimkit.mindcore.types import RawReply
 
     cut = "\n".join(f"- {e}" for e in PRIOR) + "\n- Patient slept badly on Sunday.\n- Patient said that her sis"
     res, _ = _run(lambda _req: RawReply(content=cut, finish_reason="length", completion_tokens=64), PRIOR)

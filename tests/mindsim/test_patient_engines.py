@@ -11,16 +11,16 @@ import json
 import pyarrow.parquet as pq
 import pytest
 
-from mindcore.engine import Engines
-from mindcore.errors import ConfigError
-from mindcore.fake import FakeBackend
-from mindsim import patient_engines, simulate
-from mindsim.config import SimulationConfig
-from mindsim.records import ScenarioRecord, SessionRecord, session_id
-from mindsim.scenario import Scenario
-from mindsim.schedule import draw_schedule
-from mindsim.session import Arc, Roles, run_arc
-from profilegen.moves import load_vocabulary
+from mindsimkit.mindcore.engine import Engines
+from mindsimkit.mindcore.errors import ConfigError
+from mindsimkit.mindcore.fake import FakeBackend
+from mindsimkit.mindsim import patient_engines, simulate
+from mindsimkit.mindsim.config import SimulationConfig
+from mindsimkit.mindsim.records import ScenarioRecord, SessionRecord, session_id
+from mindsimkit.mindsim.scenario import Scenario
+from mindsimkit.mindsim.schedule import draw_schedule
+from mindsimkit.mindsim.session import Arc, Roles, run_arc
+from mindsimkit.profilegen.moves import load_vocabulary
 from simfakes import SCENARIO, SimResponder, make_profile
 from test_patientact import PAResponder
 

@@ -10,21 +10,21 @@ import random
 
 import pytest
 
-from mindcore.engine import Engines
-from mindcore.fake import FakeBackend
-from mindcore.types import ChatRequest
-from mindsim.config import SimulationConfig
-from mindsim.patientact.data import trust_rules
-from mindsim.patientact.decompose import Decomposition, DraftItem, Piece, make_item
-from mindsim.patientact.retrieval import gate, relevant, stems
-from mindsim.patientact.seed import psych_seed
-from mindsim.patientact.trust import apply_change, session_start
-from mindsim.prompting import TurnFailed
-from mindsim.records import ScenarioRecord, SessionRecord, session_id
-from mindsim.scenario import Scenario
-from mindsim.schedule import SessionPlan, draw_schedule
-from mindsim.session import Arc, Roles, SessionInput, run_arc, run_session
-from profilegen.moves import load_vocabulary
+from mindsimkit.mindcore.engine import Engines
+from mindsimkit.mindcore.fake import FakeBackend
+from mindsimkit.mindcore.types import ChatRequest
+from mindsimkit.mindsim.config import SimulationConfig
+from mindsimkit.mindsim.patientact.data import trust_rules
+from mindsimkit.mindsim.patientact.decompose import Decomposition, DraftItem, Piece, make_item
+from mindsimkit.mindsim.patientact.retrieval import gate, relevant, stems
+from mindsimkit.mindsim.patientact.seed import psych_seed
+from mindsimkit.mindsim.patientact.trust import apply_change, session_start
+from mindsimkit.mindsim.prompting import TurnFailed
+from mindsimkit.mindsim.records import ScenarioRecord, SessionRecord, session_id
+from mindsimkit.mindsim.scenario import Scenario
+from mindsimkit.mindsim.schedule import SessionPlan, draw_schedule
+from mindsimkit.mindsim.session import Arc, Roles, SessionInput, run_arc, run_session
+from mindsimkit.profilegen.moves import load_vocabulary
 from simfakes import SCENARIO, make_profile
 
 V = load_vocabulary()
@@ -139,7 +139,7 @@ def _roles(engines):
 
 
 def decomposition(pid="p1", seed=0) -> Decomposition:
-    from mindsim.patientact.decompose import MemoryItem, StaticLayer
+    from mindsimkit.mindsim.patientact.decompose import MemoryItem, StaticLayer
     return Decomposition(patient_id=pid, seed=seed, psych=psych_seed(make_profile(pid), seed),
                          static=StaticLayer(**STATIC), items=[MemoryItem(**it) for it in ITEMS])
 
@@ -260,7 +260,7 @@ def test_without_trust_gating_relevant_items_are_all_retrieved_and_nothing_else_
 
 
 def test_without_dynamic_memory_the_whole_profile_is_in_the_system_prompt_and_nothing_is_retrieved():
-    from profilegen.psych import PsychFormulation
+    from mindsimkit.profilegen.psych import PsychFormulation
 
     decomp = decomposition().model_copy(update={"formulation": PsychFormulation(**PSYCH)})
     full, fb, _ = run(PAResponder(), decomp=decomp)
@@ -410,8 +410,8 @@ def test_decomposition_answer_off_its_anchor_grid_or_short_of_the_pieces_is_reas
 
 
 def test_psych_seed_is_stable_and_theme_follows_the_cluster():
-    from mindcore.errors import InputError
-    from mindsim.patientact.seed import check_profiles
+    from mindsimkit.mindcore.errors import InputError
+    from mindsimkit.mindsim.patientact.seed import check_profiles
 
     p = make_profile("p1")
     check_profiles([p])
@@ -442,7 +442,7 @@ def test_lexical_retrieval():
 def test_a_patientact_recipe_runs_through_the_simulator_and_a_failing_arc_is_counted(tmp_path):
     import pyarrow.parquet as pq
 
-    from mindsim.simulate import run_simulation
+    from mindsimkit.mindsim.simulate import run_simulation
 
     class OneBad(PAResponder):
         """p2's trust step never fits: its arc fails, p1's does not."""
@@ -471,7 +471,7 @@ def test_a_patientact_recipe_runs_through_the_simulator_and_a_failing_arc_is_cou
 def test_reproduction_recipe_and_its_counsellor_prompt():
     from pathlib import Path
 
-    from mindcore.recipe import load_recipe
+    from mindsimkit.mindcore.recipe import load_recipe
 
     r = load_recipe(Path(__file__).resolve().parents[2] / "recipes" / "patientact_paper.yaml")
     s = r.section("simulation", SimulationConfig)
@@ -508,7 +508,7 @@ def test_the_behaviour_step_may_end_the_session():
 
 
 def test_lexical_retrieval_recall_on_the_hand_written_cases_meets_the_goal():
-    from mindsim.patientact.recall import load_cases, measure
+    from mindsimkit.mindsim.patientact.recall import load_cases, measure
 
     cases = load_cases()
     assert len(cases.cases) >= 40
@@ -545,7 +545,7 @@ def test_psych_formulation_needs_a_therapist_pattern_and_feeds_the_decomposition
 
 
 def test_decomposition_store_keeps_the_first_copy(tmp_path):
-    from mindsim.patientact.decompose import DecompositionStore, decomposition_key
+    from mindsimkit.mindsim.patientact.decompose import DecompositionStore, decomposition_key
 
     store = DecompositionStore(tmp_path)
     a = decomposition()
@@ -572,8 +572,8 @@ def test_an_arc_given_the_shared_decomposition_does_not_decompose():
 def test_budget_entries_cover_every_structured_output_and_defaults_fit_the_worst_case():
     from types import SimpleNamespace
 
-    from mindcore.budget import worst_case_tokens
-    from mindsim.patientact.budgets import entries
+    from mindsimkit.mindcore.budget import worst_case_tokens
+    from mindsimkit.mindsim.patientact.budgets import entries
 
     off = SimpleNamespace(simulation={})
     on = SimpleNamespace(simulation={"patient_engine": ["mindsim", "patientact"], "patientact": {"step_max_tokens": 400}})

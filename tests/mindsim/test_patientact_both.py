@@ -7,11 +7,11 @@ from __future__ import annotations
 import json
 
 from arc_checks import check_arc_ledger, check_trust_carry
-from mindcore.engine import Engines
-from mindcore.fake import FakeBackend
-from mindsim import simulate
-from mindsim.config import SimulationConfig
-from mindsim.records import session_id
+from mindsimkit.mindcore.engine import Engines
+from mindsimkit.mindcore.fake import FakeBackend
+from mindsimkit.mindsim import simulate
+from mindsimkit.mindsim.config import SimulationConfig
+from mindsimkit.mindsim.records import session_id
 from simfakes import SimResponder, make_profile
 from test_patientact import PAResponder
 
@@ -54,7 +54,7 @@ def test_both_engines_run_side_by_side_with_the_engine_in_every_key(tmp_path):
     lines = [json.loads(l) for l in (tmp_path / "transcripts" / "transcripts.jsonl").read_text().splitlines()]
     assert sorted(l["patient_engine"] for l in lines) == ["mindsim"] * 8 + ["patientact"] * 8
     # The patient-side export carries the engine and PatientAct's per-turn state.
-    from mindsim_app.export import patient_rows
+    from mindsimkit.mindsim_app.export import patient_rows
 
     pat = patient_rows(tmp_path)
     assert sorted(r["patient_engine"] for r in pat) == ["mindsim"] * 8 + ["patientact"] * 8

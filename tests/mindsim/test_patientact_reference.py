@@ -11,16 +11,16 @@ import re
 
 import pytest
 
-from mindcore.engine import Engines
-from mindcore.fake import FakeBackend
-from mindsim import simulate
-from mindsim.config import SimulationConfig
-from mindsim.patientact.data import step_rules, trust_rules
-from mindsim.patientact.engine import ENGINE
-from mindsim.patientact.participant import conditions
-from mindsim.scenario import Scenario
-from mindsim.schedule import draw_schedule
-from mindsim.session import Arc, SessionInput, run_session
+from mindsimkit.mindcore.engine import Engines
+from mindsimkit.mindcore.fake import FakeBackend
+from mindsimkit.mindsim import simulate
+from mindsimkit.mindsim.config import SimulationConfig
+from mindsimkit.mindsim.patientact.data import step_rules, trust_rules
+from mindsimkit.mindsim.patientact.engine import ENGINE
+from mindsimkit.mindsim.patientact.participant import conditions
+from mindsimkit.mindsim.scenario import Scenario
+from mindsimkit.mindsim.schedule import draw_schedule
+from mindsimkit.mindsim.session import Arc, SessionInput, run_session
 from simfakes import SCENARIO, make_profile
 from test_patientact import COUNSELLOR, V, PAResponder, _roles, decomposition
 
@@ -219,7 +219,7 @@ def test_the_four_arms_inputs_differ_only_in_their_switch(tmp_path, preset):
 def test_the_formulation_prompt_asks_for_a_counselling_trigger_and_observable_coping():
     """PatientAct Fig. 5: at least one trigger specific to the therapy setting; coping as what the client does,
     not what they think; relationship patterns shaped by the attachment style."""
-    from profilegen.psych import psych_messages
+    from mindsimkit.profilegen.psych import psych_messages
 
     text = psych_messages(make_profile("p1"), "avoidant", "keeps distance", "helpless", "cannot cope")[0]["content"]
     assert "at least one of them must be something that can happen in counselling itself" in text
@@ -228,9 +228,9 @@ def test_the_formulation_prompt_asks_for_a_counselling_trigger_and_observable_co
 
 
 def test_a_preset_data_file_that_is_missing_or_broken_stops_with_the_file_named(monkeypatch):
-    from mindcore.errors import ConfigError
-    from mindsim import presets
-    from mindsim.patientact import data
+    from mindsimkit.mindcore.errors import ConfigError
+    from mindsimkit.mindsim import presets
+    from mindsimkit.mindsim.patientact import data
 
     table = dict(presets.table())
     table["x-reference"] = table[REF].model_copy(update={"data": {"trust": "patientact_reference/nope.yaml",
@@ -245,7 +245,7 @@ def test_a_preset_data_file_that_is_missing_or_broken_stops_with_the_file_named(
 def test_the_formulation_is_screened_and_revised_once_when_it_fails():
     """PatientAct Fig. 6 (issue 32): under the preset (or `psych_screen: true`) the formulation is screened; a
     failing screen gets one revision that names its issues, and the record says so. Off by default."""
-    from mindsim.patientact.decompose import decompose
+    from mindsimkit.mindsim.patientact.decompose import decompose
     from test_patientact import PSYCH
 
     class Screen(Direct):

@@ -10,15 +10,15 @@ import json
 
 import pytest
 
-from mindcore.engine import Engines
-from mindcore.fake import FakeBackend
-from mindsim import simulate
-from mindsim.config import SimulationConfig
-from mindsim.patientact.data import attachment_prior, step_rules, trust_rules
-from mindsim.patientact.participant import conditions, session_items, trailing_therapeutic
-from mindsim.patientact.trust import session_start, update
-from mindsim.scenario import Scenario
-from mindsim.schedule import draw_schedule
+from mindsimkit.mindcore.engine import Engines
+from mindsimkit.mindcore.fake import FakeBackend
+from mindsimkit.mindsim import simulate
+from mindsimkit.mindsim.config import SimulationConfig
+from mindsimkit.mindsim.patientact.data import attachment_prior, step_rules, trust_rules
+from mindsimkit.mindsim.patientact.participant import conditions, session_items, trailing_therapeutic
+from mindsimkit.mindsim.patientact.trust import session_start, update
+from mindsimkit.mindsim.scenario import Scenario
+from mindsimkit.mindsim.schedule import draw_schedule
 from simfakes import SCENARIO, make_profile
 from test_patientact import COUNSELLOR, FATHER, PAResponder, _content, decomposition, run
 
@@ -45,7 +45,7 @@ class Says(PAResponder):
 # -- reaction step ----------------------------------------------------------------------------------------
 
 def test_reaction_step_defaults_to_no_reaction_when_nothing_is_activated_and_notes_triggers_and_sensitive_areas():
-    from mindsim.patientact.decompose import MemoryItem
+    from mindsimkit.mindsim.patientact.decompose import MemoryItem
 
     d = decomposition()
     trig = MemoryItem(id="m5", type="trigger", source="test", content="Rejection emails make my stomach drop.",
@@ -251,7 +251,7 @@ def test_the_four_arms_share_byte_identical_profiles_formulations_decompositions
 
 
 def test_turn_cap_one_is_a_greeting_and_one_reply_and_needs_the_counsellor_to_open(tmp_path):
-    from mindcore.errors import ConfigError
+    from mindsimkit.mindcore.errors import ConfigError
 
     rec, backend, _ = run(PAResponder(), opening="counsellor", turn_cap=1)
     assert len(rec.turns) == 1 and not rec.turns[0].opening and rec.ended_by == "turn_cap"

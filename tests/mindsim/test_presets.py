@@ -5,10 +5,10 @@ from __future__ import annotations
 
 import pytest
 
-from mindcore.errors import ConfigError
-from mindsim import presets
-from mindsim.config import SimulationConfig
-from mindsim.presets import Preset
+from mindsimkit.mindcore.errors import ConfigError
+from mindsimkit.mindsim import presets
+from mindsimkit.mindsim.config import SimulationConfig
+from mindsimkit.mindsim.presets import Preset
 
 
 def sim(**section):

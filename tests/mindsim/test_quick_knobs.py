@@ -10,12 +10,12 @@ import json
 
 import pytest
 
-from mindcore.engine import Engines
-from mindcore.fake import FakeBackend
-from mindcore.types import RawReply
-from mindsim.config import SimulationConfig
-from mindsim.prompting import last_complete_sentence, load_harness_text, speech_defects
-from mindsim.simulate import run_simulation
+from mindsimkit.mindcore.engine import Engines
+from mindsimkit.mindcore.fake import FakeBackend
+from mindsimkit.mindcore.types import RawReply
+from mindsimkit.mindsim.config import SimulationConfig
+from mindsimkit.mindsim.prompting import last_complete_sentence, load_harness_text, speech_defects
+from mindsimkit.mindsim.simulate import run_simulation
 from simfakes import SimResponder, make_profile
 from test_harness_text import NOTE, _is_patient_message, _session
 
@@ -109,7 +109,7 @@ def test_final_memory_switch(tmp_path, final_memory):
 
 
 def test_scenario_scale_shrinks_only_the_text_limits_of_the_writers_schema():
-    from mindsim.scenario import _ScenarioDraft, draft_model
+    from mindsimkit.mindsim.scenario import _ScenarioDraft, draft_model
 
     assert draft_model(1.0) is _ScenarioDraft
     full, half = _ScenarioDraft.model_json_schema(), draft_model(0.5).model_json_schema()
@@ -126,11 +126,11 @@ def test_scenario_scale_shrinks_only_the_text_limits_of_the_writers_schema():
 
 
 def test_scenario_scale_reaches_the_request_and_the_budget_but_not_the_opening_limit():
-    from mindcore.budget import worst_case_tokens
-    from mindcore.recipe import Recipe
-    from mindcore.budget_fit import fit_budgets
-    from mindsim.scenario import OPENING_MAX_CHARS, draft_model, first_scenario
-    from mindsim.schedule import draw_schedule
+    from mindsimkit.mindcore.budget import worst_case_tokens
+    from mindsimkit.mindcore.recipe import Recipe
+    from mindsimkit.mindcore.budget_fit import fit_budgets
+    from mindsimkit.mindsim.scenario import OPENING_MAX_CHARS, draft_model, first_scenario
+    from mindsimkit.mindsim.schedule import draw_schedule
     from simfakes import SCENARIO
 
     cut = "so i have been meaning to write this for a while and i just do not know how to start it because every time i " * 3

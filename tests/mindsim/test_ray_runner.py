@@ -27,14 +27,14 @@ import ray  # noqa: E402
 
 from arc_checks import check_arc_ledger  # noqa: E402
 from killing import kill_when  # noqa: E402
-from mindcore.config import EnginesConfig, OpenAIEngine, RoleSpec  # noqa: E402
-from mindcore.engine import Engines  # noqa: E402
-from mindcore.recipe import RaySettings  # noqa: E402
-from mindcore.runners import RayRunner  # noqa: E402
-from mindsim.config import SimulationConfig  # noqa: E402
-from mindsim.records import ScenarioRecord, session_id  # noqa: E402
-from mindsim.scenario import Scenario  # noqa: E402
-from mindsim.simulate import ScenarioStore, run_simulation  # noqa: E402
+from mindsimkit.mindcore.config import EnginesConfig, OpenAIEngine, RoleSpec  # noqa: E402
+from mindsimkit.mindcore.engine import Engines  # noqa: E402
+from mindsimkit.mindcore.recipe import RaySettings  # noqa: E402
+from mindsimkit.mindcore.runners import RayRunner  # noqa: E402
+from mindsimkit.mindsim.config import SimulationConfig  # noqa: E402
+from mindsimkit.mindsim.records import ScenarioRecord, session_id  # noqa: E402
+from mindsimkit.mindsim.scenario import Scenario  # noqa: E402
+from mindsimkit.mindsim.simulate import ScenarioStore, run_simulation  # noqa: E402
 from openai_stub import OpenAIStub, Reply, from_responder  # noqa: E402
 from simfakes import SCENARIO, SimResponder, make_profile  # noqa: E402
 
@@ -113,8 +113,8 @@ def test_ray_sessions_equal_the_local_runners(cluster, stub, tmp_path):
 
 
 def test_runner_choice_is_outside_the_recipe_hash(tmp_path):
-    from mindcore.recipe import load_recipe
-    from mindsim_app.job import _recipe_hash
+    from mindsimkit.mindcore.recipe import load_recipe
+    from mindsimkit.mindsim_app.job import _recipe_hash
 
     base = "name: x\nengines:\n  local: {kind: embedded}\nroles:\n  default: {engine: local}\n"
     (tmp_path / "a.yaml").write_text(base)
@@ -138,10 +138,10 @@ def _finish_reasons(obj, value):
 
 
 def test_merge_streams_shards_in_one_order_promotes_null_columns_and_drops_stale_files(tmp_path):
-    from mindcore.engine import Engines as E
-    from mindcore.fake import FakeBackend
-    from mindsim.records import SessionRecord
-    from mindsim.simulate import SessionStore, merge_shards, write_shard
+    from mindsimkit.mindcore.engine import Engines as E
+    from mindsimkit.mindcore.fake import FakeBackend
+    from mindsimkit.mindsim.records import SessionRecord
+    from mindsimkit.mindsim.simulate import SessionStore, merge_shards, write_shard
 
     with E.with_backend(FakeBackend(SimResponder(end_after=3))) as engines:
         run_simulation([make_profile(p) for p in PATIENTS[:3]], engines, _config(), tmp_path, seed=1)
@@ -183,7 +183,7 @@ def _ckpts(out: Path) -> dict[str, bytes]:
 
 
 def test_a_killed_worker_loses_and_duplicates_nothing(cluster, tmp_path):
-    from mindcore.shards import plan_shards
+    from mindsimkit.mindcore.shards import plan_shards
 
     profiles = [make_profile(p) for p in PATIENTS]
     total = len(PATIENTS) * len(COUNSELLORS) * 3
@@ -233,12 +233,12 @@ def test_a_killed_worker_loses_and_duplicates_nothing(cluster, tmp_path):
 
 def test_judging_on_ray_gives_the_local_paths_rows(cluster, tmp_path):
     sys.path.insert(0, str(TESTS / "judge"))
-    from judge.config import JudgeConfig
-    from judge.inputs import load_sessions
-    from judge.judging import judge_all, judges_from_config
-    from judge.sharded import judge_rows
+    from mindsimkit.judge.config import JudgeConfig
+    from mindsimkit.judge.inputs import load_sessions
+    from mindsimkit.judge.judging import judge_all, judges_from_config
+    from mindsimkit.judge.sharded import judge_rows
     from judgefakes import fake_judge, write_run
-    from mindcore.io import CheckpointDir
+    from mindsimkit.mindcore.io import CheckpointDir
 
     inputs = load_sessions(write_run(tmp_path / "run"))
     config = JudgeConfig()
@@ -263,11 +263,11 @@ def test_ray_workers_render_the_recipes_own_prompts(cluster, tmp_path):
     """A recipe's `prompts:` override reaches the Ray workers as text (the file is gone before they start)
     and is what they send; the rows record its hash."""
     sys.path.insert(0, str(TESTS / "judge"))
-    from judge.config import JudgeConfig
-    from judge.inputs import load_sessions
-    from judge.sharded import judge_rows
+    from mindsimkit.judge.config import JudgeConfig
+    from mindsimkit.judge.inputs import load_sessions
+    from mindsimkit.judge.sharded import judge_rows
     from judgefakes import fake_judge, write_run
-    from mindcore.prompts import install_overrides, load_overrides, template_hash
+    from mindsimkit.mindcore.prompts import install_overrides, load_overrides, template_hash
 
     mine = tmp_path / "judge_user.jinja2"
     mine.write_text("OWN JUDGE PROMPT, reply {{ reply_number }}\n{{ counsellor_system_prompt }}\n{{ transcript }}\n")
@@ -291,9 +291,9 @@ def test_ray_workers_render_the_recipes_own_prompts(cluster, tmp_path):
 def test_arc_labels_on_ray_equal_the_local_paths_and_fold_into_one_cache(cluster, tmp_path):
     import hashlib
 
-    from validation.arc import LabelCache, label_conversations
-    from validation.sharded import label_arcs
-    from validation.transcripts import Conversation
+    from mindsimkit.validation.arc import LabelCache, label_conversations
+    from mindsimkit.validation.sharded import label_arcs
+    from mindsimkit.validation.transcripts import Conversation
 
     def labeller(req):  # a deterministic label from the turn's text
         text = req.messages[-1]["content"]
@@ -356,14 +356,14 @@ def _job_responder():
 
 
 def test_job_on_ray_resumes_after_the_driver_is_killed_and_equals_the_local_run(cluster, tmp_path):
-    from mindsim_app.job import run_job
+    from mindsimkit.mindsim_app.job import run_job
 
     with OpenAIStub(slowed(from_responder(_job_responder()), 0.01)) as stub:
         recipe = _job_recipe(tmp_path / "r.yaml", stub)
         local = tmp_path / "local"
         run_job(recipe, local)
         out = tmp_path / "ray"
-        cmd = [sys.executable, "-m", "mindsim", "run", str(recipe), "--out", str(out), "--ray", cluster]
+        cmd = [sys.executable, "-m", "mindsimkit.mindsim", "run", str(recipe), "--out", str(out), "--ray", cluster]
         # Generous limits: a loaded CI machine starts Ray workers slowly; nothing here times the run.
         kill_when(cmd, lambda: bool(_ckpts(out)), timeout_s=400, poll_s=0.02)
         before = _ckpts(out)

@@ -15,17 +15,17 @@ from pathlib import Path
 import pyarrow.parquet as pq
 import pytest
 
-from mindcore.config import RoleSpec
-from mindcore.engine import Engines
-from mindcore.fake import FakeBackend
-from mindcore.prompts import install_overrides, load_overrides
-from mindsim import reference
-from mindsim.config import SimulationConfig
-from mindsim.prompting import load_style_data
-from mindsim.reference import patient_schedule as draw_schedule  # what the simulator draws with
-from mindsim.schedule import WEEKDAYS
-from mindsim.simulate import run_simulation
-from profilegen.moves import load_vocabulary
+from mindsimkit.mindcore.config import RoleSpec
+from mindsimkit.mindcore.engine import Engines
+from mindsimkit.mindcore.fake import FakeBackend
+from mindsimkit.mindcore.prompts import install_overrides, load_overrides
+from mindsimkit.mindsim import reference
+from mindsimkit.mindsim.config import SimulationConfig
+from mindsimkit.mindsim.prompting import load_style_data
+from mindsimkit.mindsim.reference import patient_schedule as draw_schedule  # what the simulator draws with
+from mindsimkit.mindsim.schedule import WEEKDAYS
+from mindsimkit.mindsim.simulate import run_simulation
+from mindsimkit.profilegen.moves import load_vocabulary
 from simfakes import SimResponder, make_profile
 
 PRESET = "mindeval2-reference"
@@ -333,8 +333,8 @@ def test_templates_reading_the_papers_variables_are_accepted_and_render_under_th
 
 
 def test_the_reports_depth_and_concealing_rows_read_the_vocabulary_each_session_played():
-    from mindsim_app.report.health import by_turn
-    from mindsim_app.report.load import SessionView
+    from mindsimkit.mindsim_app.report.health import by_turn
+    from mindsimkit.mindsim_app.report.load import SessionView
 
     def session(version):
         return SessionView.model_validate({
@@ -354,7 +354,7 @@ def test_the_reports_depth_and_concealing_rows_read_the_vocabulary_each_session_
 def test_the_commit_move_schema_sized_for_a_preset_recipe_lists_the_references_moves():
     from types import SimpleNamespace
 
-    from mindsim.patient_engines.mindsim_engine import ENGINE, commit_tool_schema
+    from mindsimkit.mindsim.patient_engines.mindsim_engine import ENGINE, commit_tool_schema
 
     def enum(schema):
         return set(json.dumps(schema).split('"enum": [', 1)[1].split("]", 1)[0].replace('"', "").split(", "))

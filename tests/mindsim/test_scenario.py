@@ -7,12 +7,12 @@ import asyncio
 
 import pytest
 
-from mindcore.engine import Engines
-from mindcore.errors import StructuredOutputError
-from mindcore.fake import FakeBackend
-from mindsim.config import SimulationConfig
-from mindsim.scenario import Scenario, first_scenario
-from mindsim.simulate import run_simulation
+from mindsimkit.mindcore.engine import Engines
+from mindsimkit.mindcore.errors import StructuredOutputError
+from mindsimkit.mindcore.fake import FakeBackend
+from mindsimkit.mindsim.config import SimulationConfig
+from mindsimkit.mindsim.scenario import Scenario, first_scenario
+from mindsimkit.mindsim.simulate import run_simulation
 from simfakes import SCENARIO, SimResponder, make_profile
 
 
@@ -26,7 +26,7 @@ def test_writer_sees_core_belief_gap_leftovers_beat_and_transcript(tmp_path):
     first, later = prompts
     assert "waste of space" in first and "waste of space" in later  # the writer alone sees the core belief
     assert "Lowercase, abbreviations" in first  # the patient's register shapes the opener
-    from mindsim.schedule import draw_schedule
+    from mindsimkit.mindsim.schedule import draw_schedule
 
     plan = draw_schedule("p1", 2, config).sessions[1]
     assert f"exactly {plan.gap_text} has passed" in later and plan.beat in later
@@ -41,7 +41,7 @@ def test_blank_items_are_counted_as_a_failure_not_kept():
     bad = {**SCENARIO, "automatic_thoughts": ["  ", "x"]}
     backend = FakeBackend(lambda req: bad)
     plan_cfg = SimulationConfig(sessions=1)
-    from mindsim.schedule import draw_schedule
+    from mindsimkit.mindsim.schedule import draw_schedule
 
     plan = draw_schedule("p1", 0, plan_cfg).sessions[0]
     with Engines.with_backend(backend) as engines:
@@ -53,7 +53,7 @@ def test_blank_items_are_counted_as_a_failure_not_kept():
 
 
 def test_blank_items_once_are_re_drafted_not_fatal():
-    from mindsim.schedule import draw_schedule
+    from mindsimkit.mindsim.schedule import draw_schedule
 
     answers = iter([{**SCENARIO, "checkpoints": [" "]}, SCENARIO])
     backend = FakeBackend(lambda req: next(answers))
@@ -64,7 +64,7 @@ def test_blank_items_once_are_re_drafted_not_fatal():
 
 
 def test_scenario_schema_bounds_every_string():
-    from mindsim.scenario import _ScenarioDraft
+    from mindsimkit.mindsim.scenario import _ScenarioDraft
 
     props = _ScenarioDraft.model_json_schema()["properties"]
     for name, prop in props.items():
@@ -75,8 +75,8 @@ def test_scenario_schema_bounds_every_string():
 def test_list_items_cannot_be_blank_under_the_schema_and_drafts_are_counted():
     """The writer's schema (scaled or not) gives every list item a minLength, so a grammar-enforcing engine
     cannot emit ""; a re-drafted scenario says how many drafts it took (1 when the first was kept)."""
-    from mindsim.scenario import MIN_ITEM_CHARS, draft_model
-    from mindsim.schedule import draw_schedule
+    from mindsimkit.mindsim.scenario import MIN_ITEM_CHARS, draft_model
+    from mindsimkit.mindsim.schedule import draw_schedule
 
     for scale in (1.0, 0.3):
         props = draft_model(scale).model_json_schema()["properties"]

@@ -2,8 +2,8 @@
 
 from __future__ import annotations
 
-from mindsim.config import SimulationConfig
-from mindsim.schedule import draw_schedule, format_gap, load_schedule_data
+from mindsimkit.mindsim.config import SimulationConfig
+from mindsimkit.mindsim.schedule import draw_schedule, format_gap, load_schedule_data
 
 
 def test_same_seed_same_schedule_and_seed_matters():

@@ -7,14 +7,14 @@ import json
 
 import pytest
 
-from mindcore.engine import Engines
-from mindcore.fake import FakeBackend
-from mindsim.config import SimulationConfig
-from mindsim.patient import TurnFailed, clean_message
-from mindsim.scenario import Scenario
-from mindsim.schedule import draw_schedule
-from mindsim.session import Arc, Roles, SessionInput, run_session
-from profilegen.moves import load_vocabulary
+from mindsimkit.mindcore.engine import Engines
+from mindsimkit.mindcore.fake import FakeBackend
+from mindsimkit.mindsim.config import SimulationConfig
+from mindsimkit.mindsim.patient import TurnFailed, clean_message
+from mindsimkit.mindsim.scenario import Scenario
+from mindsimkit.mindsim.schedule import draw_schedule
+from mindsimkit.mindsim.session import Arc, Roles, SessionInput, run_session
+from mindsimkit.profilegen.moves import load_vocabulary
 from simfakes import SCENARIO, SimResponder, make_profile
 
 V = load_vocabulary()
@@ -116,7 +116,7 @@ def test_prompts_withhold_core_belief_and_carry_memory():
 
 def test_native_tool_engine_gives_the_same_history_shape():
     def native(req):
-        from mindcore.types import RawReply
+        from mindsimkit.mindcore.types import RawReply
         if req.tools:
             names = [t["function"]["name"] for t in req.tools]
             if "commit_move" in names:

@@ -10,11 +10,11 @@ from pathlib import Path
 import pyarrow.parquet as pq
 import pytest
 
-from mindcore.engine import Engines
-from mindcore.errors import InputError
-from mindcore.fake import FakeBackend
-from mindsim.config import SimulationConfig
-from mindsim.simulate import run_simulation
+from mindsimkit.mindcore.engine import Engines
+from mindsimkit.mindcore.errors import InputError
+from mindsimkit.mindcore.fake import FakeBackend
+from mindsimkit.mindsim.config import SimulationConfig
+from mindsimkit.mindsim.simulate import run_simulation
 from simfakes import SCENARIO, SimResponder, make_profile
 
 COUNSELLORS = ["counsellor", "counsellor:b"]

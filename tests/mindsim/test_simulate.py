@@ -10,11 +10,11 @@ from pathlib import Path
 import pyarrow.parquet as pq
 import pytest
 
-from mindcore.engine import Engines
-from mindcore.errors import ConfigError, InputError
-from mindcore.fake import FakeBackend
-from mindsim.config import CounsellorBinding, SimulationConfig
-from mindsim.simulate import run_simulation
+from mindsimkit.mindcore.engine import Engines
+from mindsimkit.mindcore.errors import ConfigError, InputError
+from mindsimkit.mindcore.fake import FakeBackend
+from mindsimkit.mindsim.config import CounsellorBinding, SimulationConfig
+from mindsimkit.mindsim.simulate import run_simulation
 from simfakes import SimResponder, make_profile
 
 
@@ -130,7 +130,7 @@ def test_bad_profiles_and_bindings_fail_before_any_call(tmp_path):
 
 
 def test_cli_rejects_a_recipe_typo_before_starting_engines(tmp_path):
-    from mindsim_app.simulate_cli import simulate_cmd
+    from mindsimkit.mindsim_app.simulate_cli import simulate_cmd
 
     recipe = tmp_path / "r.yaml"
     recipe.write_text("name: t\nengines: {local: {kind: embedded}}\nroles: {default: {engine: local}}\nsimulation: {turncap: 3}\n")
@@ -139,7 +139,7 @@ def test_cli_rejects_a_recipe_typo_before_starting_engines(tmp_path):
 
 
 def test_memory_engine_failure_fails_the_arc_and_the_rerun_writes_it(tmp_path):
-    from mindcore.errors import TransportError
+    from mindsimkit.mindcore.errors import TransportError
 
     base = SimResponder()
     failed = []
@@ -190,9 +190,9 @@ def test_sessions_streamed_in_runs_give_the_same_dataset_in_the_same_order(tmp_p
     writes the same rows, in the same order, as one that holds the whole shard; its runs are gone afterwards."""
     import random
 
-    from mindsim import simulate as sim
-    from mindsim.records import SessionRecord
-    from mindsim.simulate import SessionStore, ShardWriter
+    from mindsimkit.mindsim import simulate as sim
+    from mindsimkit.mindsim.records import SessionRecord
+    from mindsimkit.mindsim.simulate import SessionStore, ShardWriter
 
     profiles = [make_profile(f"p{i}", arch) for i, arch in enumerate(["joker", "stoic", "joker", "stoic", "joker"])]
     whole, _ = simulate(tmp_path / "whole", profiles=profiles, counsellors=["counsellor", "counsellor:b"])

@@ -12,10 +12,10 @@ import pyarrow.parquet as pq
 import pytest
 from arc_checks import check_arc_ledger
 
-from mindsim.prompting import speech_defects
-from mindsim.scenario import OPENING_MAX_CHARS
-from mindsim.summary import SimulationSummary
-from profilegen.moves import load_vocabulary
+from mindsimkit.mindsim.prompting import speech_defects
+from mindsimkit.mindsim.scenario import OPENING_MAX_CHARS
+from mindsimkit.mindsim.summary import SimulationSummary
+from mindsimkit.profilegen.moves import load_vocabulary
 
 pytestmark = pytest.mark.embedded
 

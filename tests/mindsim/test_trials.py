@@ -11,15 +11,15 @@ from pathlib import Path
 import pyarrow.parquet as pq
 import pytest
 
-from mindcore.client import TRIAL_SEED_STRIDE, RoleClient
-from mindcore.config import RoleSpec
-from mindcore.engine import Engines
-from mindcore.errors import ConfigError
-from mindcore.fake import FakeBackend
-from mindcore.types import UsageLedger
-from mindsim.config import SimulationConfig
-from mindsim.records import session_id
-from mindsim.simulate import run_simulation
+from mindsimkit.mindcore.client import TRIAL_SEED_STRIDE, RoleClient
+from mindsimkit.mindcore.config import RoleSpec
+from mindsimkit.mindcore.engine import Engines
+from mindsimkit.mindcore.errors import ConfigError
+from mindsimkit.mindcore.fake import FakeBackend
+from mindsimkit.mindcore.types import UsageLedger
+from mindsimkit.mindsim.config import SimulationConfig
+from mindsimkit.mindsim.records import session_id
+from mindsimkit.mindsim.simulate import run_simulation
 from simfakes import SimResponder, make_profile
 from test_shared_scenario import VaryingWriter
 from trials_golden import GOLDEN, ROLES, fingerprint, golden_run

@@ -19,11 +19,11 @@ import pyarrow.parquet as pq
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 
-from mindcore.config import RoleSpec  # noqa: E402
-from mindcore.engine import Engines  # noqa: E402
-from mindcore.fake import FakeBackend  # noqa: E402
-from mindsim.config import SimulationConfig  # noqa: E402
-from mindsim.simulate import run_simulation  # noqa: E402
+from mindsimkit.mindcore.config import RoleSpec  # noqa: E402
+from mindsimkit.mindcore.engine import Engines  # noqa: E402
+from mindsimkit.mindcore.fake import FakeBackend  # noqa: E402
+from mindsimkit.mindsim.config import SimulationConfig  # noqa: E402
+from mindsimkit.mindsim.simulate import run_simulation  # noqa: E402
 from simfakes import SimResponder, make_profile  # noqa: E402
 
 GOLDEN = Path(__file__).resolve().parent / "data" / "trials_golden.json"

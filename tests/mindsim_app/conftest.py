@@ -45,7 +45,7 @@ def two_counsellor_run(study_run, embedded_engines, tmp_path_factory) -> dict:
     from quick_recipes import TWO_COUNSELLORS as COUNSELLORS
     from quick_recipes import attached_env, quick_recipe, resume_profiles, stamps, write_recipe
 
-    from mindsim.records import session_id
+    from mindsimkit.mindsim.records import session_id
 
     base = tmp_path_factory.mktemp("two-counsellors")
     raw = quick_recipe()
@@ -85,7 +85,6 @@ def two_counsellor_run(study_run, embedded_engines, tmp_path_factory) -> dict:
 
 
 # -- the preset run: the quickstart under every reference preset -----------------------------------------------
-PRESETS = {"mindsim": "mindeval2-reference", "patientact": "patientact-reference", "judge": "mhqr-reference"}
 PRESET_RUNS = 3
 
 
@@ -98,10 +97,10 @@ def preset_run(study_run, embedded_engines, tmp_path_factory) -> Path:
     fill `turn_cap` and `opening` differently, so the recipe sets both (the quickstart's: the patient opens, one
     patient turn); the rerun rule is the study run's."""
     import pyarrow.parquet as pq
-    from quick_recipes import engines_for, resume_profiles, study_recipe, write_recipe
+    from quick_recipes import PRESETS, engines_for, resume_profiles, study_recipe, write_recipe
 
-    from mindcore.errors import EngineError
-    from mindsim_app.job import run_job
+    from mindsimkit.mindcore.errors import EngineError
+    from mindsimkit.mindsim_app.job import run_job
 
     raw = study_recipe()
     raw["name"] = "presets-test"

@@ -8,8 +8,8 @@ import importlib.util
 import sys
 from pathlib import Path
 
-from mindcore.engine import Engines
-from mindcore.fake import FakeBackend
+from mindsimkit.mindcore.engine import Engines
+from mindsimkit.mindcore.fake import FakeBackend
 
 TESTS = Path(__file__).resolve().parents[1]
 for extra in (TESTS, TESTS / "judge", TESTS / "mindsim"):
@@ -61,16 +61,16 @@ def _recipe(path: Path, stub: OpenAIStub) -> Path:
 
 
 def _patientact_answer(req):
-    from judge.patientact import rubrics
+    from mindsimkit.judge.patientact import rubrics
 
     return {k: v for d in rubrics().conversation.ids for k, v in ((f"{d}_reason", "holds back"), (d, 3))}
 
 
 def write_fake_job(tmp: Path) -> Path:
     """The run folder `tmp/run`, finished (run.json, manifest, dataset, report.html, PatientAct rubric)."""
-    from judge.patientact import load_items
-    from judge.patientact_report import run_patientact
-    from mindsim_app.job import run_job
+    from mindsimkit.judge.patientact import load_items
+    from mindsimkit.judge.patientact_report import run_patientact
+    from mindsimkit.mindsim_app.job import run_job
 
     out = tmp / "run"
     with OpenAIStub(from_responder(_responder())) as stub:

@@ -10,10 +10,10 @@ import sys
 from pathlib import Path
 from typing import Any
 
-from mindcore.engine import Engines
-from mindcore.fake import FakeBackend
-from mindcore.provenance import base_provenance
-from mindcore.types import ChatRequest
+from mindsimkit.mindcore.engine import Engines
+from mindsimkit.mindcore.fake import FakeBackend
+from mindsimkit.mindcore.provenance import base_provenance
+from mindsimkit.mindcore.types import ChatRequest
 
 HERE = Path(__file__).resolve().parent
 for p in (HERE.parent / "mindsim", HERE.parent / "judge"):
@@ -42,12 +42,12 @@ class RunResponder(SimResponder):
 def write_fixture_run(out: Path, *, patients: int = 3, sessions: int = 2, seed: int = 5, judge_model: str = "fake",
                       toolkit_version: str | None = None, trials: int = 1,
                       counsellors: tuple[str, ...] = ("counsellor", "counsellor:worse")) -> Path:
-    from judge.config import JudgeConfig
-    from judge.run import run_judging
-    from mindsim.config import SimulationConfig
-    from mindsim.simulate import run_simulation
-    from validation.compare import compare
-    from validation.config import ValidationConfig
+    from mindsimkit.judge.config import JudgeConfig
+    from mindsimkit.judge.run import run_judging
+    from mindsimkit.mindsim.config import SimulationConfig
+    from mindsimkit.mindsim.simulate import run_simulation
+    from mindsimkit.validation.compare import compare
+    from mindsimkit.validation.config import ValidationConfig
 
     out = Path(out)
     profiles = [make_profile(f"p{k + 1}", ("minimiser", "joker", "stoic")[k % 3]) for k in range(patients)]
@@ -70,8 +70,8 @@ def write_fixture_run(out: Path, *, patients: int = 3, sessions: int = 2, seed: 
 
     for r in pq.read_table(out / "sessions" / "sessions.parquet", columns=["prompts"]).to_pylist():
         prompts.update(r["prompts"])
-    from mindcore.layout import RunLayout
-    from mindcore.runlog import RunHeader
+    from mindsimkit.mindcore.layout import RunLayout
+    from mindsimkit.mindcore.runlog import RunHeader
 
     RunLayout(out).write_header(RunHeader(
         run_id=f"fixture{seed}", recipe_hash=f"fixture{seed}", status="finished", provenance=prov,

@@ -11,19 +11,19 @@ from pathlib import Path
 
 import pytest
 
-from judge.ablation import paired_ablation
-from judge.rubric import load_rubric
-from judge.schemas import read_judgments
-from mindcore.config import RoleSpec
-from mindcore.engine import Engines
-from mindcore.fake import FakeBackend
-from mindcore.recipe import load_recipe
-from mindsim.config import SimulationConfig
-from mindsim.records import SessionRecord
-from mindsim.simulate import SessionStore, run_simulation
-from mindsim_app.ablation import ABLATION, ablate_memory
-from mindsim_app.cli import main
-from profilegen.dataset import write_profiles
+from mindsimkit.judge.ablation import paired_ablation
+from mindsimkit.judge.rubric import load_rubric
+from mindsimkit.judge.schemas import read_judgments
+from mindsimkit.mindcore.config import RoleSpec
+from mindsimkit.mindcore.engine import Engines
+from mindsimkit.mindcore.fake import FakeBackend
+from mindsimkit.mindcore.recipe import load_recipe
+from mindsimkit.mindsim.config import SimulationConfig
+from mindsimkit.mindsim.records import SessionRecord
+from mindsimkit.mindsim.simulate import SessionStore, run_simulation
+from mindsimkit.mindsim_app.ablation import ABLATION, ablate_memory
+from mindsimkit.mindsim_app.cli import main
+from mindsimkit.profilegen.dataset import write_profiles
 from judgefakes import fake_judge
 from simfakes import SimResponder, make_profile
 
@@ -67,8 +67,8 @@ def make_run(root: Path, sessions: int = 3, trials: int = 1) -> Path:
     with _engines(backend) as engines:
         summary = run_simulation(profiles, engines, config, run, seed=0)
         assert not summary.failed_arcs
-        from judge.config import JudgeConfig
-        from judge.run import run_judging
+        from mindsimkit.judge.config import JudgeConfig
+        from mindsimkit.judge.run import run_judging
 
         run_judging(run, engines, JudgeConfig(bootstrap_draws=200, plots=False))
     (run / "run.json").write_text(json.dumps({"run_id": "r", "recipe_hash": "h", "status": "finished",

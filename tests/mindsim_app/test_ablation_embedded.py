@@ -14,7 +14,7 @@ import pytest
 from quick_recipes import TWO_COUNSELLORS as COUNSELLORS
 from quick_recipes import TWO_SESSION_ENGINES, engines_for
 
-from mindsim_app.ablation import ablate_memory
+from mindsimkit.mindsim_app.ablation import ablate_memory
 
 pytestmark = pytest.mark.embedded
 

@@ -8,8 +8,8 @@ import json
 
 import pytest
 
-from mindcore.engine import Engines
-from mindcore.fake import FakeBackend
+from mindsimkit.mindcore.engine import Engines
+from mindsimkit.mindcore.fake import FakeBackend
 from restamp import header
 
 ALL = ("mindsim", "patientact", "patient_psi", "mindeval")
@@ -17,8 +17,8 @@ ALL = ("mindsim", "patientact", "patient_psi", "mindeval")
 
 @pytest.fixture(scope="module")
 def four_run(tmp_path_factory):
-    from mindsim import simulate
-    from mindsim.config import SimulationConfig
+    from mindsimkit.mindsim import simulate
+    from mindsimkit.mindsim.config import SimulationConfig
     from simfakes import make_profile
     from test_baselines import responder
 
@@ -32,10 +32,10 @@ def four_run(tmp_path_factory):
 
 
 def test_validation_compares_four_systems_on_the_realism_sample(four_run, tmp_path):
-    from mindcore.layout import RunLayout
-    from mindsim_app.job import _sims_by_counsellor
-    from validation.compare import compare
-    from validation.config import ValidationConfig
+    from mindsimkit.mindcore.layout import RunLayout
+    from mindsimkit.mindsim_app.job import _sims_by_counsellor
+    from mindsimkit.validation.compare import compare
+    from mindsimkit.validation.config import ValidationConfig
 
     sims = _sims_by_counsellor(RunLayout(four_run))
     assert set(sims) == {f"{e}/{c}" for e in ALL for c in ("counsellor", "counsellor:b")}
@@ -48,8 +48,8 @@ def test_validation_compares_four_systems_on_the_realism_sample(four_run, tmp_pa
 def test_the_card_explains_the_baselines_with_counts_from_the_rows(four_run):
     import pyarrow.parquet as pq
 
-    from mindcore.provenance import base_provenance
-    from mindsim_app.cards import build_dataset_folder
+    from mindsimkit.mindcore.provenance import base_provenance
+    from mindsimkit.mindsim_app.cards import build_dataset_folder
 
     rows = pq.read_table(four_run / "sessions" / "sessions.parquet").to_pylist()
     info = {"run_id": "b01", "recipe": {"name": "t", "seed": 5}, "provenance": base_provenance()}

@@ -8,8 +8,8 @@ from pathlib import Path
 import pyarrow as pa
 import pyarrow.parquet as pq
 
-from mindsim_app.cards import MANIFEST, build_dataset_folder
-from mindsim_app.publish import check_folder, check_loads
+from mindsimkit.mindsim_app.cards import MANIFEST, build_dataset_folder
+from mindsimkit.mindsim_app.publish import check_folder, check_loads
 from restamp import header
 
 
@@ -18,7 +18,7 @@ def _run(root: Path, n_profiles: int, run_id: str) -> tuple[Path, dict]:
     (root / "profiles").mkdir()
     pq.write_table(pa.table({"profile_id": [f"p{i}" for i in range(n_profiles)], "in_pool": [True] * n_profiles}),
                    root / "profiles" / "profiles.parquet")
-    from mindcore.provenance import base_provenance
+    from mindsimkit.mindcore.provenance import base_provenance
 
     return root, {"run_id": run_id, "recipe": {"name": "t", "seed": 1}, "provenance": base_provenance()}
 
@@ -56,7 +56,7 @@ def test_rebuilt_folder_replaces_the_old_one_whole(tmp_path):
 
 def test_push_of_a_new_version_replaces_the_old_files(tmp_path, monkeypatch):
     from hub_stub import HubStub
-    from mindsim_app.publish import push
+    from mindsimkit.mindsim_app.publish import push
 
     monkeypatch.setenv("HF_TOKEN", "hf_TESTSECRET_cards_0123456789")
     with HubStub() as hub:
@@ -114,7 +114,7 @@ def test_card_says_when_the_judge_did_not_run(tmp_path):
 def test_a_corrupt_manifest_is_refused_with_one_clear_error(tmp_path):
     import pytest
 
-    from mindsim_app.publish import PublishRefused
+    from mindsimkit.mindsim_app.publish import PublishRefused
 
     run_dir, info = _run(tmp_path / "corrupt", 2, "iiii")
     folder = build_dataset_folder(run_dir, header(info))

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import pytest
 
-from mindsim_app.cli import main
+from mindsimkit.mindsim_app.cli import main
 
 
 def test_missing_recipe_exits_2(tmp_path, capsys):
@@ -60,7 +60,7 @@ def test_run_with_failed_arcs_exits_1(tmp_path, capsys, monkeypatch):
                                      info={"counts": {"failed arcs": "not read"}})
 
     # The job itself is exercised end to end in tests/test_exit_codes.py; here only run_cmd's verdict.
-    monkeypatch.setitem(sys.modules, "mindsim_app.job", types.SimpleNamespace(run_job=run_job))
+    monkeypatch.setitem(sys.modules, "mindsimkit.mindsim_app.job", types.SimpleNamespace(run_job=run_job))
     assert main(["run", str(recipe), "--out", str(tmp_path / "o")]) == 1
     err = capsys.readouterr().err.splitlines()
     assert len(err) == 1 and "3 session arcs failed" in err[0] and "rerun the same command" in err[0]
@@ -75,7 +75,7 @@ def test_usage_errors_are_one_line(capsys):
 
 
 def test_consoles_never_hard_wrap_or_colour_when_piped(monkeypatch, capsys):
-    from mindcore.console import err_console, one_line, out_console
+    from mindsimkit.mindcore.console import err_console, one_line, out_console
 
     monkeypatch.setenv("COLUMNS", "40")
     path = "/tmp/" + "x" * 200 + "/transcripts.jsonl"

@@ -5,10 +5,10 @@ from __future__ import annotations
 
 import pytest
 
-from mindcore.budget_fit import fit_budgets
-from mindcore.errors import ConfigError
-from mindcore.preflight import preflight
-from mindcore.recipe import Recipe
+from mindsimkit.mindcore.budget_fit import fit_budgets
+from mindsimkit.mindcore.errors import ConfigError
+from mindsimkit.mindcore.preflight import preflight
+from mindsimkit.mindcore.recipe import Recipe
 from test_patientact_downstream import MINDSIM_SCHEMAS, _both_engines_run, _card, _sessions, _two_engines
 
 

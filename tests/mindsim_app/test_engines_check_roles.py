@@ -6,13 +6,13 @@ from __future__ import annotations
 
 import yaml
 
-from mindcore.engine import Engines
-from mindcore.fake import FakeBackend
-from mindsim_app.cli import main
-from mindsim.config import CounsellorBinding, SimulationConfig
-from mindcore.engine_health import check_engines
-from mindsim_app.cli import _counsellor_bindings as recipe_bindings
-from mindsim.simulate import counsellor_client
+from mindsimkit.mindcore.engine import Engines
+from mindsimkit.mindcore.fake import FakeBackend
+from mindsimkit.mindsim_app.cli import main
+from mindsimkit.mindsim.config import CounsellorBinding, SimulationConfig
+from mindsimkit.mindcore.engine_health import check_engines
+from mindsimkit.mindsim_app.cli import _counsellor_bindings as recipe_bindings
+from mindsimkit.mindsim.simulate import counsellor_client
 from openai_stub import OpenAIStub, hosted_reasoning, probe_answers
 
 
@@ -34,7 +34,7 @@ def _recipe(tmp_path, url: str) -> str:
 
 
 def test_each_role_is_reported_with_what_it_sent_and_whether_it_was_accepted(tmp_path):
-    from mindcore.recipe import load_recipe
+    from mindsimkit.mindcore.recipe import load_recipe
 
     with OpenAIStub(hosted_reasoning(probe_answers)).serve("o4-mini") as stub:
         r = load_recipe(_recipe(tmp_path, stub.base_url))
@@ -79,7 +79,7 @@ def test_counsellor_binding_sends_the_same_request_options_as_a_role():
 
 def test_a_reasoning_model_whose_roles_send_no_temperature_passes_the_probe():
     """The probe's own temperature 0 goes out only where the recipe's roles send temperatures at all."""
-    from mindcore.config import EnginesConfig
+    from mindsimkit.mindcore.config import EnginesConfig
 
     with OpenAIStub(hosted_reasoning(probe_answers)).serve("o3") as stub:
         cfg = EnginesConfig.model_validate({"engines": {"api": {"kind": "openai", "base_url": stub.base_url,

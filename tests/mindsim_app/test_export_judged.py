@@ -11,9 +11,9 @@ import pyarrow as pa
 import pyarrow.parquet as pq
 import pytest
 
-from mindcore.errors import InputError
-from mindsim_app.cli import main
-from mindsim_app.export import sft_export
+from mindsimkit.mindcore.errors import InputError
+from mindsimkit.mindsim_app.cli import main
+from mindsimkit.mindsim_app.export import sft_export
 from restamp import record_as_stages
 
 WEIGHT = {"no_concern": 0.0, "minor": 1.0, "major": 5.0, "critical": 10.0}
@@ -130,9 +130,9 @@ def fake_judge(req):
 
 
 def dpo_setup(fake_engines, tmp_path, *, judge_responder=fake_judge, bad_text=BAD):
-    from judge.judging import Judge
-    from judge.rubric import load_rubric
-    from mindcore.io import CheckpointDir
+    from mindsimkit.judge.judging import Judge
+    from mindsimkit.judge.rubric import load_rubric
+    from mindsimkit.mindcore.io import CheckpointDir
 
     good_engines, good = fake_engines(lambda req: GOOD)
     bad_engines, bad = fake_engines(lambda req: bad_text)
@@ -145,7 +145,7 @@ def dpo_setup(fake_engines, tmp_path, *, judge_responder=fake_judge, bad_text=BA
 def test_dpo_pairs_have_the_trl_shape_and_provenance(run_dir, fake_engines, tmp_path):
     import asyncio
 
-    from mindsim_app.export import DPO_JSON_COLUMNS, dpo_pairs, write_rows
+    from mindsimkit.mindsim_app.export import DPO_JSON_COLUMNS, dpo_pairs, write_rows
 
     counsellors, the_judge, cache, good = dpo_setup(fake_engines, tmp_path)
     rows, summary = asyncio.run(dpo_pairs(run_dir, counsellors, the_judge, cache, k=4, turns=2, seed=5))
@@ -178,7 +178,7 @@ def test_dpo_pairs_have_the_trl_shape_and_provenance(run_dir, fake_engines, tmp_
 def test_dpo_skips_turns_without_a_wide_enough_gap(run_dir, fake_engines, tmp_path):
     import asyncio
 
-    from mindsim_app.export import dpo_pairs
+    from mindsimkit.mindsim_app.export import dpo_pairs
 
     counsellors, the_judge, cache, _ = dpo_setup(fake_engines, tmp_path, bad_text="Another calm reply.")
     rows, summary = asyncio.run(dpo_pairs(run_dir, counsellors, the_judge, cache, k=2, turns=1))
@@ -205,7 +205,7 @@ def test_dpo_command_over_http(run_dir, tmp_path, capsys):
     sys.path.insert(0, str(tests))
     from openai_stub import OpenAIStub, always_text, by_model, from_responder
 
-    from mindsim_app.cli import main
+    from mindsimkit.mindsim_app.cli import main
 
     behaviour = by_model({"good": always_text(GOOD), "bad": always_text(BAD), "judge": from_responder(fake_judge)},
                          always_text("unexpected role"))
@@ -238,10 +238,10 @@ def test_dpo_on_the_embedded_engine(embedded_engines, run_dir, tmp_path):
     but every asked reply must come back judged or counted as failed, and any pair must have the shape."""
     import asyncio
 
-    from judge.judging import Judge
-    from judge.rubric import load_rubric
-    from mindcore.io import CheckpointDir
-    from mindsim_app.export import dpo_pairs
+    from mindsimkit.judge.judging import Judge
+    from mindsimkit.judge.rubric import load_rubric
+    from mindsimkit.mindcore.io import CheckpointDir
+    from mindsimkit.mindsim_app.export import dpo_pairs
 
     one = tmp_path / "one"
     (one / "sessions").mkdir(parents=True)

@@ -14,10 +14,10 @@ import pyarrow.parquet as pq
 import pytest
 from quick_recipes import engines_for, pool_ids, stamps
 
-from mindcore.errors import ConfigError
-from mindcore.layout import RunLayout
-from mindsim_app.cards import MANIFEST
-from mindsim_app.job import run_job
+from mindsimkit.mindcore.errors import ConfigError
+from mindsimkit.mindcore.layout import RunLayout
+from mindsimkit.mindsim_app.cards import MANIFEST
+from mindsimkit.mindsim_app.job import run_job
 
 pytestmark = pytest.mark.embedded
 
@@ -142,7 +142,7 @@ def test_killed_run_resumes_from_finished_work(two_counsellor_run):
 
 
 def test_exports_have_the_right_shape(run_dir, tmp_path):
-    from mindsim_app.export import patient_rows, sft_rows, write_rows
+    from mindsimkit.mindsim_app.export import patient_rows, sft_rows, write_rows
 
     sessions = {r["session_id"]: r for r in pq.read_table(run_dir / "sessions" / "sessions.parquet").to_pylist()}
     sft = sft_rows(run_dir)
@@ -170,7 +170,7 @@ def _copy_dataset(run_dir: Path, tmp_path: Path) -> Path:
 
 
 def test_publish_dry_run_checks_and_loads(run_dir, capsys):
-    from mindsim_app.cli import main
+    from mindsimkit.mindsim_app.cli import main
 
     assert main(["publish", str(run_dir), "--repo-id", "someone/tiny", "--dry-run"]) == 0
     out = capsys.readouterr().out
@@ -178,7 +178,7 @@ def test_publish_dry_run_checks_and_loads(run_dir, capsys):
 
 
 def test_publish_refuses_foreign_files_and_reference_text(run_dir, tmp_path, shared_dir):
-    from mindsim_app.publish import PublishRefused, check_folder
+    from mindsimkit.mindsim_app.publish import PublishRefused, check_folder
 
     ds = _copy_dataset(run_dir, tmp_path)
     check_folder(ds)  # clean as written
@@ -206,7 +206,7 @@ def test_publish_refuses_foreign_files_and_reference_text(run_dir, tmp_path, sha
 def test_stubbed_push_sends_files_and_never_shows_the_token(run_dir, tmp_path, monkeypatch, capsys, caplog):
     from hub_stub import HubStub
 
-    from mindsim_app.cli import main
+    from mindsimkit.mindsim_app.cli import main
 
     secret = "hf_TESTSECRET_do_not_print_0123456789"
     monkeypatch.setenv("HF_TOKEN", secret)

@@ -10,7 +10,7 @@ from pathlib import Path
 import pytest
 from fakejob import write_fake_job
 
-from mindcore.layout import RunLayout
+from mindsimkit.mindcore.layout import RunLayout
 
 
 @pytest.fixture(scope="module")

@@ -6,15 +6,15 @@ from __future__ import annotations
 
 import pytest
 
-from mindcore.budget import worst_case_tokens
-from mindcore.config import EnginesConfig, OpenAIEngine, RoleSpec
-from mindcore.engine import Engines
-from mindcore.errors import ConfigError
-from mindcore.fake import FakeBackend
-from mindcore.recipe import Recipe
-from mindcore.budget_fit import fit_budgets
-from mindcore.preflight import preflight
-from mindsim.stage import agenda_tool_schema, commit_tool_schema
+from mindsimkit.mindcore.budget import worst_case_tokens
+from mindsimkit.mindcore.config import EnginesConfig, OpenAIEngine, RoleSpec
+from mindsimkit.mindcore.engine import Engines
+from mindsimkit.mindcore.errors import ConfigError
+from mindsimkit.mindcore.fake import FakeBackend
+from mindsimkit.mindcore.recipe import Recipe
+from mindsimkit.mindcore.budget_fit import fit_budgets
+from mindsimkit.mindcore.preflight import preflight
+from mindsimkit.mindsim.stage import agenda_tool_schema, commit_tool_schema
 from restamp import header
 
 MINDSIM_SCHEMAS = {"tool_choice:commit_move", "tool_choice:agenda"}
@@ -113,8 +113,8 @@ def _both_engines_run(tmp_path_factory, engines=("mindsim", "patientact")):
     """A real simulator run (fake engine) whose PatientAct behaviour cycles, so shares are not all one."""
     import json
 
-    from mindsim import simulate
-    from mindsim.config import SimulationConfig
+    from mindsimkit.mindsim import simulate
+    from mindsimkit.mindsim.config import SimulationConfig
     from simfakes import SimResponder, make_profile
     from test_patientact import PAResponder
 
@@ -151,10 +151,10 @@ def _sessions(run):
 def test_validation_names_one_system_per_engine_and_counsellor(both_run, tmp_path):
     import json
 
-    from mindcore.layout import RunLayout
-    from mindsim_app.job import _sims_by_counsellor
-    from validation.compare import compare
-    from validation.config import ValidationConfig
+    from mindsimkit.mindcore.layout import RunLayout
+    from mindsimkit.mindsim_app.job import _sims_by_counsellor
+    from mindsimkit.validation.compare import compare
+    from mindsimkit.validation.config import ValidationConfig
 
     sims = _sims_by_counsellor(RunLayout(both_run))
     assert {k: len(v) for k, v in sims.items()} == {"mindsim/counsellor": 4, "patientact/counsellor": 4}
@@ -172,8 +172,8 @@ def test_validation_names_one_system_per_engine_and_counsellor(both_run, tmp_pat
 
 
 def _card(run, name="dataset"):
-    from mindcore.provenance import base_provenance
-    from mindsim_app.cards import build_dataset_folder
+    from mindsimkit.mindcore.provenance import base_provenance
+    from mindsimkit.mindsim_app.cards import build_dataset_folder
 
     info = {"run_id": "pa01", "recipe": {"name": "t", "seed": 5}, "provenance": base_provenance()}
     folder = build_dataset_folder(run, header(info), run / name)
@@ -183,7 +183,7 @@ def _card(run, name="dataset"):
 def test_card_explains_patientact_fields_with_counts_from_the_rows(both_run):
     from collections import Counter
 
-    from mindsim_app.publish import check_folder, check_loads
+    from mindsimkit.mindsim_app.publish import check_folder, check_loads
 
     rows = _sessions(both_run)
     pa_rows = [r for r in rows if r["patient_engine"] == "patientact"]
@@ -219,7 +219,7 @@ def test_card_explains_patientact_fields_with_counts_from_the_rows(both_run):
 
 
 def test_a_mindsim_only_card_has_no_patient_engine_sections(tmp_path_factory):
-    from mindsim_app.cards import CONFIG_DESCRIPTIONS
+    from mindsimkit.mindsim_app.cards import CONFIG_DESCRIPTIONS
 
     run = _both_engines_run(tmp_path_factory, engines=("mindsim",))
     _, card = _card(run)

@@ -19,9 +19,9 @@ import pytest
 from arc_checks import check_arc_ledger, check_trust_carry
 from quick_recipes import STUDY_ENGINES, engines_for
 
-from mindsim.patientact.participant import session_items
-from mindsim.scenario import Scenario
-from mindcore.layout import RunLayout
+from mindsimkit.mindsim.patientact.participant import session_items
+from mindsimkit.mindsim.scenario import Scenario
+from mindsimkit.mindcore.layout import RunLayout
 
 pytestmark = pytest.mark.embedded
 
@@ -97,10 +97,10 @@ def test_validation_and_card_name_the_engine(study_run):
 def test_patientact_rubric_and_patient_export(study_run, embedded_engines, tmp_path, capsys):
     """The PatientAct rubric on the full engine's two sessions (the four-system table, best vs second best, is
     pinned on the fake engine in tests/judge/test_patientact_rubric.py), then `mindsim export patient`."""
-    from judge.patientact import load_items
-    from judge.patientact_report import run_patientact
-    from mindcore.errors import EngineError
-    from mindsim_app.cli import main
+    from mindsimkit.judge.patientact import load_items
+    from mindsimkit.judge.patientact_report import run_patientact
+    from mindsimkit.mindcore.errors import EngineError
+    from mindsimkit.mindsim_app.cli import main
 
     out = study_run
     items = [it for it in load_items([out]) if it.system == "patientact"]
@@ -141,7 +141,7 @@ def test_patientact_rubric_and_patient_export(study_run, embedded_engines, tmp_p
 def test_profile_evaluation_runs_on_the_study(study_run, tmp_path, capsys):
     """`mindsim patientact profile-eval` (PatientAct Table 1) on the study's decomposition, in this process: its
     engine is the suite's server (mindcore.embedded shares one server per process)."""
-    from mindsim_app.cli import main
+    from mindsimkit.mindsim_app.cli import main
 
     code = main(["patientact", "profile-eval", str(study_run), "--recipe", str(study_run.parent / "recipe.yaml"),
                  "--out", str(tmp_path)])

@@ -9,10 +9,10 @@ import asyncio
 import pyarrow as pa
 import pyarrow.parquet as pq
 
-from judge.patientact import parquet_system_labels
-from mindcore.engine import Engines
-from mindcore.fake import FakeBackend
-from mindsim_app.patientact_rubric import answer_model, identification_accuracy, judge_profile, rubrics, system_label
+from mindsimkit.judge.patientact import parquet_system_labels
+from mindsimkit.mindcore.engine import Engines
+from mindsimkit.mindcore.fake import FakeBackend
+from mindsimkit.mindsim_app.patientact_rubric import answer_model, identification_accuracy, judge_profile, rubrics, system_label
 from simfakes import make_profile
 from test_patientact import PAResponder, decomposition, run
 
@@ -37,8 +37,8 @@ def test_the_profile_judge_never_sees_the_core_belief_or_its_theme(tmp_path):
     """Issue 32: the writer brief names the core belief's cluster ("Core belief (worthless, ...)"), which maps
     one to one onto the theme the judge is asked to identify; the judge and the diversity call see a view
     without it, and every theme name appears only among the options."""
-    from mindsim.patientact.data import theme_map
-    from mindsim_app.patientact_profile_eval import judge_diversity
+    from mindsimkit.mindsim.patientact.data import theme_map
+    from mindsimkit.mindsim_app.patientact_profile_eval import judge_diversity
 
     d = decomposition()
     base = make_profile("p1")
@@ -88,8 +88,8 @@ def test_system_label_of_records_matches_the_parquet_reader(tmp_path):
 # -- Table 1: the profile-evaluation command ------------------------------------------------------------------
 
 def _profile_run(tmp_path):
-    from mindsim.patientact.decompose import DecompositionStore
-    from profilegen.dataset import write_profiles
+    from mindsimkit.mindsim.patientact.decompose import DecompositionStore
+    from mindsimkit.profilegen.dataset import write_profiles
     from test_patientact import decomposition as decomp
 
     run_dir = tmp_path / "run"
@@ -107,7 +107,7 @@ def _profile_run(tmp_path):
 def test_profile_eval_writes_table_one_with_chance_rates_diversity_and_human_agreement(tmp_path, monkeypatch):
     import json
 
-    from mindsim_app.cli import main
+    from mindsimkit.mindsim_app.cli import main
 
     run_dir, profiles = _profile_run(tmp_path)
     dims = [d.id for d in rubrics().profile.dimensions]
@@ -154,7 +154,7 @@ def test_profile_eval_writes_table_one_with_chance_rates_diversity_and_human_agr
 
 
 def test_profile_eval_without_decompositions_is_one_input_error(tmp_path):
-    from mindsim_app.cli import main
+    from mindsimkit.mindsim_app.cli import main
 
     (tmp_path / "empty").mkdir()
     assert main(["patientact", "profile-eval", str(tmp_path / "empty")]) == 2

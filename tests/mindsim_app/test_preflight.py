@@ -11,15 +11,15 @@ from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 
 import pytest
 
-from mindcore.budget import RoleSchema, register_role_schema, worst_case_tokens
-from mindcore.config import EnginesConfig
-from mindcore.engine import Engines
-from mindcore.errors import ConfigError, EngineError, UserError
-from mindcore.recipe import Recipe
-from mindcore.budget_fit import fit_budgets
-from mindcore.engine_health import check_engines
-from mindsim.stage import commit_tool_schema
-from mindcore.preflight import EngineUnreachable, InfrastructureFailure, preflight, raise_if_all_failed
+from mindsimkit.mindcore.budget import RoleSchema, register_role_schema, worst_case_tokens
+from mindsimkit.mindcore.config import EnginesConfig
+from mindsimkit.mindcore.engine import Engines
+from mindsimkit.mindcore.errors import ConfigError, EngineError, UserError
+from mindsimkit.mindcore.recipe import Recipe
+from mindsimkit.mindcore.budget_fit import fit_budgets
+from mindsimkit.mindcore.engine_health import check_engines
+from mindsimkit.mindsim.stage import commit_tool_schema
+from mindsimkit.mindcore.preflight import EngineUnreachable, InfrastructureFailure, preflight, raise_if_all_failed
 
 UNSET_KEY = "MINDSIM_PREFLIGHT_TEST_KEY_NEVER_SET"
 
@@ -33,13 +33,13 @@ def _worst(schema_fn) -> int:
 
 
 def _formulation() -> dict:
-    from profilegen.formulation import draft_model
+    from mindsimkit.profilegen.formulation import draft_model
 
     return draft_model().model_json_schema()
 
 
 def _screen() -> dict:
-    from profilegen.screen import JudgeVerdict
+    from mindsimkit.profilegen.screen import JudgeVerdict
 
     return JudgeVerdict.model_json_schema()
 
@@ -71,7 +71,7 @@ def test_unset_budgets_are_raised_and_said():
     assert any("roles.profile_writer.max_tokens was unset; raised to" in n for n in report.notes)
     # scenario_max_tokens is not in the recipe: its default (900) is below the worst case, so raised
     assert report.section_overrides["simulation"]["scenario_max_tokens"] > 900
-    from mindsim.config import SimulationConfig
+    from mindsimkit.mindsim.config import SimulationConfig
 
     scfg = report.apply("simulation", r.section("simulation", SimulationConfig))
     assert scfg.scenario_max_tokens == report.section_overrides["simulation"]["scenario_max_tokens"]
@@ -94,7 +94,7 @@ def test_engine_tokenizer_lowers_the_minimum():
 
 
 def test_unbounded_schema_is_named_not_guessed():
-    from mindcore import budget
+    from mindsimkit.mindcore import budget
 
     register_role_schema(RoleSchema("critic", "open-judgment", lambda: {
         "type": "object", "properties": {"evidence": {"type": "string"}}}, frozenset({"critique"})))
@@ -343,8 +343,8 @@ def test_preflight_for_a_stage_without_a_recipe(fake_engines):
 
 
 def test_counsellor_only_engine_is_not_asked_for_json():
-    from mindcore.config import OpenAIEngine, RoleSpec
-    from mindcore.fake import FakeBackend
+    from mindsimkit.mindcore.config import OpenAIEngine, RoleSpec
+    from mindsimkit.mindcore.fake import FakeBackend
 
     sim, chat_only = FakeBackend(_probe_answers, name="sim"), FakeBackend(lambda req: "Hello.", name="api")
     cfg = EnginesConfig.model_construct(
@@ -361,8 +361,8 @@ def test_a_raised_budget_goes_out_as_max_completion_tokens_with_the_reasoning_bu
     """Budgets are fitted as numbers; which field carries them is the engine's business. A judge on a hosted
     reasoning model with no max_tokens is raised to its schema's worst case, and its judgments then send that
     number (plus the role's reasoning budget) as max_completion_tokens, which the stub requires."""
-    from judge.config import JudgeConfig
-    from judge.rubric import answer_model, load_rubric
+    from mindsimkit.judge.config import JudgeConfig
+    from mindsimkit.judge.rubric import answer_model, load_rubric
     from openai_stub import OpenAIStub, hosted_reasoning, probe_answers
 
     worst = worst_case_tokens(answer_model(load_rubric(JudgeConfig().rubric), JudgeConfig().max_issues)

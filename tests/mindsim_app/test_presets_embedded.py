@@ -7,10 +7,10 @@ from __future__ import annotations
 
 import pyarrow.parquet as pq
 import pytest
-from conftest import PRESETS
+from quick_recipes import PRESETS
 
-from mindcore.layout import RunLayout
-from mindsim.reference import vocabulary_for
+from mindsimkit.mindcore.layout import RunLayout
+from mindsimkit.mindsim.reference import vocabulary_for
 
 pytestmark = pytest.mark.embedded
 

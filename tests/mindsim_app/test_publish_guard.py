@@ -12,10 +12,10 @@ import pyarrow as pa
 import pyarrow.parquet as pq
 import pytest
 
-from mindcore.provenance import base_provenance
-from mindcore.manifest import sha256_file
-from mindsim_app.cards import MANIFEST, META_KEY, build_dataset_folder
-from mindsim_app.publish import MIN_FINGERPRINT_WORDS, PublishRefused, check_folder
+from mindsimkit.mindcore.provenance import base_provenance
+from mindsimkit.mindcore.manifest import sha256_file
+from mindsimkit.mindsim_app.cards import MANIFEST, META_KEY, build_dataset_folder
+from mindsimkit.mindsim_app.publish import MIN_FINGERPRINT_WORDS, PublishRefused, check_folder
 from restamp import header
 
 RUN_ID = "run0000000000001"
@@ -139,8 +139,8 @@ def test_every_problem_is_named_in_one_refusal(tmp_path):
 
 @pytest.mark.parametrize("publish, why", [("never", "marked never-publish"), ("allowed", "are not datasets")])
 def test_an_annotation_task_folder_is_refused_even_with_force(tmp_path, publish, why):
-    from mindsim_app.annotate.tasks import TASK_FILE
-    from mindsim_app.publish import resolve_folder
+    from mindsimkit.mindsim_app.annotate.tasks import TASK_FILE
+    from mindsimkit.mindsim_app.publish import resolve_folder
 
     task = tmp_path / "task"
     task.mkdir()

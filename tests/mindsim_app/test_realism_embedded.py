@@ -12,8 +12,8 @@ import pyarrow.parquet as pq
 import pytest
 from quick_recipes import STUDY_ENGINES
 
-from mindsim.config import PSI_STYLES
-from mindsim.prompting import speech_defects
+from mindsimkit.mindsim.config import PSI_STYLES
+from mindsimkit.mindsim.prompting import speech_defects
 
 pytestmark = pytest.mark.embedded
 

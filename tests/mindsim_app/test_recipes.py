@@ -7,14 +7,14 @@ from pathlib import Path
 import pytest
 import yaml
 
-from judge.config import JudgeConfig
-from mindcore.errors import ConfigError
-from mindcore.recipe import STAGE_SECTIONS, load_recipe
-from mindsim_app.job import OutputConfig
-from mindsim_app.release import ReleaseConfig
-from mindsim.config import SimulationConfig
-from profilegen.config import ProfilesConfig
-from validation.config import ValidationConfig
+from mindsimkit.judge.config import JudgeConfig
+from mindsimkit.mindcore.errors import ConfigError
+from mindsimkit.mindcore.recipe import STAGE_SECTIONS, load_recipe
+from mindsimkit.mindsim_app.job import OutputConfig
+from mindsimkit.mindsim_app.release import ReleaseConfig
+from mindsimkit.mindsim.config import SimulationConfig
+from mindsimkit.profilegen.config import ProfilesConfig
+from mindsimkit.validation.config import ValidationConfig
 
 RECIPES = sorted((Path(__file__).resolve().parents[2] / "recipes").glob("*.yaml"))
 BENCHMARK = Path(__file__).resolve().parents[2] / "recipes" / "benchmark.yaml"
@@ -77,7 +77,7 @@ def test_benchmark_recipe_has_paper_settings():
 
 
 def test_engines_check_explains_unreachable_benchmark_engines(monkeypatch):
-    from mindcore.engine_health import check_engines
+    from mindsimkit.mindcore.engine_health import check_engines
 
     monkeypatch.delenv("OPENAI_API_KEY", raising=False)
     r = load_recipe(BENCHMARK)
@@ -104,8 +104,8 @@ def test_benchmark_recipe_passes_preflight_against_reasoning_and_thinking_stubs(
     reasoning model's rules (400 for max_tokens and a non-default temperature), vLLM ones at a chat-template
     server that reads `thinking`. The preflight of the whole job passes, and the probes carried the
     recipe's reasoning effort and thinking switch in the fields those servers read."""
-    from mindcore.engine import Engines
-    from mindcore.preflight import preflight
+    from mindsimkit.mindcore.engine import Engines
+    from mindsimkit.mindcore.preflight import preflight
     from openai_stub import OpenAIStub, hosted_reasoning, probe_answers, template_thinking
 
     monkeypatch.setenv("OPENAI_API_KEY", "test-key-not-secret")

@@ -10,10 +10,10 @@ from pathlib import Path
 
 import pytest
 
-from mindcore.errors import ConfigError
-from mindcore.layout import RunLayout
-from mindcore.recipe import Recipe
-from mindsim_app.release import ReleaseConfig, evaluate, failure_lines
+from mindsimkit.mindcore.errors import ConfigError
+from mindsimkit.mindcore.layout import RunLayout
+from mindsimkit.mindcore.recipe import Recipe
+from mindsimkit.mindsim_app.release import ReleaseConfig, evaluate, failure_lines
 from reportfix import write_fixture_run
 from restamp import restamp
 
@@ -95,7 +95,7 @@ def _set_gate(run: Path, **release) -> None:
 
 
 def test_publish_refuses_outside_the_gate_then_force_publishes_and_the_card_says_so(run, capsys):
-    from mindsim_app.cli import main
+    from mindsimkit.mindsim_app.cli import main
 
     _set_gate(run, max_index_over_floor=0.01, max_feature_distance={"mtld": 0.001}, max_failed_arc_share=0.5)
     assert main(["publish", str(run), "--repo-id", "someone/x", "--dry-run"]) == 1
@@ -112,7 +112,7 @@ def test_publish_refuses_outside_the_gate_then_force_publishes_and_the_card_says
 
 
 def test_the_card_shows_a_passing_gate_and_an_absent_one(run, capsys):
-    from mindsim_app.cli import main
+    from mindsimkit.mindsim_app.cli import main
 
     _set_gate(run, max_failed_arc_share=0.0)
     assert main(["publish", str(run), "--repo-id", "someone/x", "--dry-run"]) == 0
@@ -124,7 +124,7 @@ def test_the_card_shows_a_passing_gate_and_an_absent_one(run, capsys):
 
 
 def test_a_bad_gate_recorded_in_run_json_is_exit_2(run, capsys):
-    from mindsim_app.cli import main
+    from mindsimkit.mindsim_app.cli import main
 
     _set_gate(run, max_index_over_floor=-1)
     assert main(["publish", str(run), "--repo-id", "someone/x", "--dry-run"]) == 2
@@ -133,8 +133,8 @@ def test_a_bad_gate_recorded_in_run_json_is_exit_2(run, capsys):
 
 
 def test_a_dataset_folder_inside_a_run_is_gated_too_and_published_as_it_is(run, capsys):
-    from mindsim_app.cards import build_dataset_folder
-    from mindsim_app.cli import main
+    from mindsimkit.mindsim_app.cards import build_dataset_folder
+    from mindsimkit.mindsim_app.cli import main
 
     _set_gate(run, max_index_over_floor=0.01)
     build_dataset_folder(run, RunLayout(run).header())

@@ -13,11 +13,11 @@ from types import SimpleNamespace
 import numpy as np
 import pytest
 
-from mindcore.manifest import forget_stage
-from mindsim_app.report import ranking
-from mindsim_app.report.build import MixedVersions, build_report
-from mindsim_app.report.health import attribute
-from mindsim_app.report.load import SessionView, load_run
+from mindsimkit.mindcore.manifest import forget_stage
+from mindsimkit.mindsim_app.report import ranking
+from mindsimkit.mindsim_app.report.build import MixedVersions, build_report
+from mindsimkit.mindsim_app.report.health import attribute
+from mindsimkit.mindsim_app.report.load import SessionView, load_run
 from reportfix import write_fixture_run
 from restamp import restamp
 
@@ -105,7 +105,7 @@ def test_leaderboard_separates_the_worse_counsellor(fixture_run):
 
 
 def test_drill_down_blob_has_every_reply_with_its_verdict_and_quote_span(fixture_run):
-    from mindsim_app.report.drilldown import drilldown
+    from mindsimkit.mindsim_app.report.drilldown import drilldown
 
     run = load_run(fixture_run)
     blob = drilldown(run, ranking.leaderboard(run.judge_report, run.judgments))
@@ -123,7 +123,7 @@ def test_drill_down_blob_has_every_reply_with_its_verdict_and_quote_span(fixture
 def test_quote_span_follows_the_judge_matching_rule():
     import random
 
-    from mindcore.quotes import quote_in, quote_span
+    from mindsimkit.mindcore.quotes import quote_in, quote_span
 
     text = "I hear you. Don\u2019t  stop   your MEDS — ever."
     a, b = quote_span("don't stop your meds", text)
@@ -183,7 +183,7 @@ def test_runs_of_the_same_versions_compare_on_one_page(fixture_run, tmp_path):
                                        lambda x: x["reference"]["provenance"].update(source_sha256="ff" * 32))),
 ])
 def test_runs_measured_differently_are_refused_unless_allow_mixed(fixture_run, tmp_path, what, edit, capsys):
-    from mindsim_app.cli import main
+    from mindsimkit.mindsim_app.cli import main
 
     other = _copy(fixture_run, tmp_path / "other", edit)
     with pytest.raises(MixedVersions, match=re.escape(what)):
@@ -198,7 +198,7 @@ def test_runs_measured_differently_are_refused_unless_allow_mixed(fixture_run, t
 
 
 def test_not_a_run_folder_is_exit_2(tmp_path, capsys):
-    from mindsim_app.cli import main
+    from mindsimkit.mindsim_app.cli import main
 
     assert main(["report", str(tmp_path)]) == 2
     assert "not a run folder" in capsys.readouterr().err
@@ -219,7 +219,7 @@ def test_every_failure_is_attributed(error, side):
 
 
 def test_health_section_reads_the_run(fixture_run):
-    from mindsim_app.report.health import health
+    from mindsimkit.mindsim_app.report.health import health
 
     h = health(load_run(fixture_run), by_engine=False)
     assert set(h["surface"]) == {"counsellor", "counsellor:worse"}
@@ -231,9 +231,9 @@ def test_health_section_reads_the_run(fixture_run):
 # --- PatientAct: the rubric table keeps its Mann–Whitney marks; state by turn -----------------------
 
 def test_patientact_rubric_table_and_state_by_turn(fixture_run, tmp_path):
-    from judge.patientact import Judgment, rubrics
-    from judge.patientact_report import build_report as patientact_report
-    from mindsim_app.report.health import by_turn
+    from mindsimkit.judge.patientact import Judgment, rubrics
+    from mindsimkit.judge.patientact_report import build_report as patientact_report
+    from mindsimkit.mindsim_app.report.health import by_turn
 
     dims = rubrics().conversation.ids
     rows = [Judgment(kind="conversation", item_id=f"{sys}-{k}", patient_id=f"p{k}", system=sys, ok=True,
@@ -360,7 +360,7 @@ def test_leaderboard_shows_each_systems_spread_and_flips_across_trials(trial_run
 
 
 def test_table6_chart_draws_mhqr_interval_and_session_spread(fixture_run):
-    from mindsim_app.report import charts
+    from mindsimkit.mindsim_app.report import charts
 
     svg = charts.spread([{"label": "a", "value": 2.0, "ci": [1.0, 3.0], "whiskers": (0.0, 10.0)},
                          {"label": "b", "value": 4.0, "ci": None, "whiskers": (None, None)}], title="t")

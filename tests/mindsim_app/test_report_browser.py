@@ -9,7 +9,7 @@ from pathlib import Path
 import pytest
 
 from browser import axe_violations, browser, requests_made  # noqa: F401 - the fixture
-from mindsim_app.report.build import build_report
+from mindsimkit.mindsim_app.report.build import build_report
 from reportfix import write_fixture_run
 
 

@@ -11,7 +11,7 @@ from types import SimpleNamespace
 
 import pytest
 
-from mindcore.recipe import Recipe
+from mindsimkit.mindcore.recipe import Recipe
 
 
 GOOD_DRAFT = {
@@ -72,8 +72,8 @@ def profile_engines(embedded_engines):
     """The session's embedded server with the quickstart's profile budgets: at least the longest answer of the
     writer's schema at text scale 0.5 and of the screener's with 2 faults (a smaller budget cuts answers); the
     causal-rules test writes at the quickstart's 0.4."""
-    from mindcore.config import RoleSpec
-    from mindcore.engine import Engines
+    from mindsimkit.mindcore.config import RoleSpec
+    from mindsimkit.mindcore.engine import Engines
 
     roles = {
         "default": RoleSpec(engine="local", temperature=0.3, max_tokens=256, seed=0),
@@ -90,14 +90,14 @@ def worker_step(tmp_path):
     `respond(request)`: `worker_step(respond, shape) -> (Outcome, stub requests)` for one synthetic persona."""
     from openai_stub import OpenAIStub, from_responder
 
-    from mindcore.config import RoleSpec
-    from mindcore.distilabel_llm import MindcoreLLM
-    from profilegen.anchors import anchor_personas
-    from profilegen.distilabel_steps import SCREENER_OUTPUT, WRITER_OUTPUT, WriteAndScreen
-    from profilegen.generate import Outcome, prompt_hashes
-    from profilegen.personas import load_personas
-    from profilegen.rates import load_rates
-    from profilegen.schemas import Provenance, RoleModel
+    from mindsimkit.mindcore.config import RoleSpec
+    from mindsimkit.mindcore.distilabel_llm import MindcoreLLM
+    from mindsimkit.profilegen.anchors import anchor_personas
+    from mindsimkit.profilegen.distilabel_steps import SCREENER_OUTPUT, WRITER_OUTPUT, WriteAndScreen
+    from mindsimkit.profilegen.generate import Outcome, prompt_hashes
+    from mindsimkit.profilegen.personas import load_personas
+    from mindsimkit.profilegen.rates import load_rates
+    from mindsimkit.profilegen.schemas import Provenance, RoleModel
 
     def run(respond, shape):
         rows = anchor_personas(load_personas("synthetic", 1, 7).rows, load_rates(None), 7)

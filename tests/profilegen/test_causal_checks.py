@@ -10,20 +10,20 @@ from types import SimpleNamespace
 
 import pytest
 
-from mindcore.prompts import render
-from mindcore.recipe import Recipe
-from profilegen.anchors import anchor_personas
-from profilegen.config import ProfilesConfig, profiles_config, uses_patientact
-from profilegen.formulation import (
+from mindsimkit.mindcore.prompts import render
+from mindsimkit.mindcore.recipe import Recipe
+from mindsimkit.profilegen.anchors import anchor_personas
+from mindsimkit.profilegen.config import ProfilesConfig, profiles_config, uses_patientact
+from mindsimkit.profilegen.formulation import (
     WRITER_SYSTEM, CausalRules, causal_rules, draft_model, revision_messages, to_formulation, writer_messages,
 )
-from profilegen.vocab import load_vocabularies
-from profilegen.generate import TEMPLATES, checkpoint_key, make_profile, prompt_hashes
-from profilegen.personas import load_personas
-from profilegen.rates import load_rates
-from profilegen.render import writer_brief
-from profilegen.schemas import Fault, Predisposing, ProfileShape, Provenance
-from profilegen.screen import SCREENER_SYSTEM, causal_faults, judge_messages, quote_in, screen_once
+from mindsimkit.profilegen.vocab import load_vocabularies
+from mindsimkit.profilegen.generate import TEMPLATES, checkpoint_key, make_profile, prompt_hashes
+from mindsimkit.profilegen.personas import load_personas
+from mindsimkit.profilegen.rates import load_rates
+from mindsimkit.profilegen.render import writer_brief
+from mindsimkit.profilegen.schemas import Fault, Predisposing, ProfileShape, Provenance
+from mindsimkit.profilegen.screen import SCREENER_SYSTEM, causal_faults, judge_messages, quote_in, screen_once
 
 BASE = {"name": "t", "engines": {"local": {"kind": "embedded"}}, "roles": {"default": {"engine": "local"}}}
 UNDATED = "A father who picked apart every school report."
@@ -353,7 +353,7 @@ def test_distilabel_worker_applies_the_causal_rules(worker_step, fakes):
 def test_profile_job_resolves_the_flag_from_the_recipe(fake_engines, fakes, tmp_path):
     """A config handed in unresolved (as `recipe.section` returns it) is resolved against the recipe's
     patient engine: the run records the causal shape and prompts, and an undated draft is revised."""
-    from profilegen.pipeline import run_profiles
+    from mindsimkit.profilegen.pipeline import run_profiles
 
     recipe = Recipe(**BASE, seed=7, simulation={"patient_engine": ["mindsim", "patientact"]})
     cfg = recipe.section("profiles", ProfilesConfig).model_copy(

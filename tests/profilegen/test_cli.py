@@ -6,8 +6,8 @@ import csv
 
 from typer.testing import CliRunner
 
-from profilegen.cli import app
-from profilegen.rates import load_rates
+from mindsimkit.profilegen.cli import app
+from mindsimkit.profilegen.rates import load_rates
 
 
 def test_fit_rates_command_writes_loadable_file(tmp_path):
@@ -26,7 +26,7 @@ def test_fit_rates_command_writes_loadable_file(tmp_path):
 
 
 def test_default_command_and_bad_recipe_exit_code(tmp_path, capsys):
-    from mindsim_app.cli import main
+    from mindsimkit.mindsim_app.cli import main
 
     assert main(["profiles", str(tmp_path / "missing.yaml"), "--out", str(tmp_path)]) == 2
     assert "recipe" in capsys.readouterr().err  # reached generate's recipe loading, not "no such command"

@@ -4,9 +4,9 @@ from __future__ import annotations
 
 import pytest
 
-from mindcore.errors import ConfigError
-from mindcore.recipe import Recipe
-from profilegen.config import ProfilesConfig
+from mindsimkit.mindcore.errors import ConfigError
+from mindsimkit.mindcore.recipe import Recipe
+from mindsimkit.profilegen.config import ProfilesConfig
 
 
 def test_defaults_match_the_paper():

@@ -4,9 +4,9 @@ from __future__ import annotations
 
 import pytest
 
-from mindcore.errors import InputError
-from profilegen.dataset import load_profiles, write_profiles
-from profilegen.testing import make_profiles
+from mindsimkit.mindcore.errors import InputError
+from mindsimkit.profilegen.dataset import load_profiles, write_profiles
+from mindsimkit.profilegen.testing import make_profiles
 
 
 def test_roundtrip_pool_filter_and_datasets(tmp_path):

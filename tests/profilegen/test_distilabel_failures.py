@@ -6,14 +6,14 @@ from __future__ import annotations
 import json
 import socket
 
-from mindcore.config import RoleSpec
-from mindcore.distilabel_llm import MindcoreLLM
-from profilegen.anchors import anchor_personas
-from profilegen.distilabel_steps import SCREENER_OUTPUT, WRITER_OUTPUT, WriteAndScreen, usage_records
-from profilegen.generate import Outcome, prompt_hashes
-from profilegen.personas import load_personas
-from profilegen.rates import load_rates
-from profilegen.schemas import Provenance, RoleModel
+from mindsimkit.mindcore.config import RoleSpec
+from mindsimkit.mindcore.distilabel_llm import MindcoreLLM
+from mindsimkit.profilegen.anchors import anchor_personas
+from mindsimkit.profilegen.distilabel_steps import SCREENER_OUTPUT, WRITER_OUTPUT, WriteAndScreen, usage_records
+from mindsimkit.profilegen.generate import Outcome, prompt_hashes
+from mindsimkit.profilegen.personas import load_personas
+from mindsimkit.profilegen.rates import load_rates
+from mindsimkit.profilegen.schemas import Provenance, RoleModel
 
 
 def _closed_port() -> int:
@@ -53,7 +53,7 @@ def test_outage_in_the_worker_is_a_retryable_failure_with_its_cause(tmp_path):
 def test_worker_sends_the_recipe_shape(worker_step, fakes):
     """The distilabel worker builds the writer's and screener's schemas from the recipe's shape: the requests
     it sends carry the scaled text limits and the fault cap, and the profile records the shape."""
-    from profilegen.schemas import ProfileShape
+    from mindsimkit.profilegen.schemas import ProfileShape
 
     def respond(req):
         writing = "summary" in req.response_schema["properties"]
@@ -71,8 +71,8 @@ def test_worker_asks_for_the_rows_own_label_lists(worker_step, fakes):
     """The writer's schema narrows its label enums per patient (profilegen.formulation.label_choice); the
     distilabel worker must send that schema, and a label outside it is re-asked inside the engine layer — it
     once went out with the vocabulary-wide schema and failed the row at validation instead (quickstart, 4 of 5)."""
-    from profilegen.formulation import label_choice
-    from profilegen.schemas import AnchoredRow, ProfileShape
+    from mindsimkit.profilegen.formulation import label_choice
+    from mindsimkit.profilegen.schemas import AnchoredRow, ProfileShape
 
     seen = {"bad": 0}
 

@@ -10,9 +10,9 @@ import json
 import pytest
 from quick_recipes import first_attempt
 
-from profilegen.dataset import load_profiles
-from profilegen.render import case_summary
-from profilegen.schemas import AnchoredRow
+from mindsimkit.profilegen.dataset import load_profiles
+from mindsimkit.profilegen.render import case_summary
+from mindsimkit.profilegen.schemas import AnchoredRow
 
 pytestmark = pytest.mark.embedded
 

@@ -8,11 +8,11 @@ import json
 import pytest
 from pydantic import ValidationError
 
-from mindcore.errors import StructuredOutputError
-from profilegen.anchors import anchor_personas
-from profilegen.formulation import draft_model, to_draft_json, to_formulation, write_formulation, writer_messages
-from profilegen.personas import load_personas
-from profilegen.rates import load_rates
+from mindsimkit.mindcore.errors import StructuredOutputError
+from mindsimkit.profilegen.anchors import anchor_personas
+from mindsimkit.profilegen.formulation import draft_model, to_draft_json, to_formulation, write_formulation, writer_messages
+from mindsimkit.profilegen.personas import load_personas
+from mindsimkit.profilegen.rates import load_rates
 
 
 @pytest.fixture(scope="module")
@@ -113,7 +113,7 @@ def _enum_of(schema: dict, section: str) -> list[str]:
 def test_schema_offers_only_the_labels_the_prompt_lists(fake_engines, fakes, rows):
     """The writer's schema carries the same per-patient label lists as its prompt, so a grammar-enforcing engine
     cannot pick a label the rule check would call serious; a free engine's pick is re-asked, not screened."""
-    from profilegen.formulation import label_choice
+    from mindsimkit.profilegen.formulation import label_choice
 
     partnered = next(r for r in rows if r.demographics.relationship == "partnered")
     choice = label_choice(partnered.demographics)

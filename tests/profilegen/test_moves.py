@@ -8,12 +8,12 @@ import pytest
 import yaml
 from importlib import resources
 
-from mindcore.errors import ConfigError
-from profilegen.moves import EXPECTED_MOVES, archetype_ids, build_vocabulary, load_vocabulary
+from mindsimkit.mindcore.errors import ConfigError
+from mindsimkit.profilegen.moves import EXPECTED_MOVES, archetype_ids, build_vocabulary, load_vocabulary
 
 
 def _raw(name: str) -> dict:
-    return yaml.safe_load((resources.files("profilegen") / "data" / name).read_text())
+    return yaml.safe_load((resources.files("mindsimkit.profilegen") / "data" / name).read_text())
 
 
 def test_shipped_vocabulary_shape():

@@ -7,9 +7,9 @@ import json
 import numpy as np
 import pytest
 
-from mindcore.errors import InputError
-from profilegen.personas import REQUIRED_COLUMNS, age_band, derive, employment_status, load_personas
-from profilegen.synthetic_personas import generate
+from mindsimkit.mindcore.errors import InputError
+from mindsimkit.profilegen.personas import REQUIRED_COLUMNS, age_band, derive, employment_status, load_personas
+from mindsimkit.profilegen.synthetic_personas import generate
 
 
 def record(**over):

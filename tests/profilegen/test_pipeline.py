@@ -7,9 +7,9 @@ import json
 
 import pytest
 
-from profilegen.config import ProfilesConfig
-from profilegen.dataset import load_profiles
-from profilegen.pipeline import run_profiles
+from mindsimkit.profilegen.config import ProfilesConfig
+from mindsimkit.profilegen.dataset import load_profiles
+from mindsimkit.profilegen.pipeline import run_profiles
 
 
 def _bucket(request, n: int) -> int:
@@ -71,7 +71,7 @@ def test_run_writes_dataset_and_counts_everything(fake_engines, responder, recip
 
 
 def test_rerun_resumes_keeps_invalid_output_final_and_retries_outages(fake_engines, fakes, responder, recipe, tmp_path):
-    from mindcore.errors import TransportError
+    from mindsimkit.mindcore.errors import TransportError
 
     cfg = ProfilesConfig(candidates=30, pool_size=8, benchmark_size=4, max_revisions=1)
 
@@ -122,9 +122,9 @@ def test_same_seed_same_pool(fake_engines, fakes, recipe, tmp_path):
 
 
 def test_small_writer_budget_is_warned(fake_engines, fakes, recipe, tmp_path):
-    from mindcore.config import RoleSpec
-    from mindcore.engine import Engines
-    from mindcore.fake import FakeBackend
+    from mindsimkit.mindcore.config import RoleSpec
+    from mindsimkit.mindcore.engine import Engines
+    from mindsimkit.mindcore.fake import FakeBackend
 
     backend = FakeBackend(fakes.make_responder())
     engines = Engines.with_backend(backend, roles={"default": RoleSpec(engine="fake", max_tokens=384)})

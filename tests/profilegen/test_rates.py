@@ -9,13 +9,13 @@ import numpy as np
 import pytest
 import yaml
 
-from mindcore.errors import ConfigError, InputError
-from profilegen.anchors import sample_anchor
-from profilegen.default_rates import build_default_rates
-from profilegen.personas import load_personas
-from profilegen.rates import NONE, Rates, dump_rates, fit_rates, load_rates, read_table
-from profilegen.schemas import AGE_BANDS
-from profilegen.vocab import load_vocabularies
+from mindsimkit.mindcore.errors import ConfigError, InputError
+from mindsimkit.profilegen.anchors import sample_anchor
+from mindsimkit.profilegen.default_rates import build_default_rates
+from mindsimkit.profilegen.personas import load_personas
+from mindsimkit.profilegen.rates import NONE, Rates, dump_rates, fit_rates, load_rates, read_table
+from mindsimkit.profilegen.schemas import AGE_BANDS
+from mindsimkit.profilegen.vocab import load_vocabularies
 
 
 def test_default_rates_rebuild_from_spec():

@@ -2,11 +2,11 @@
 
 from __future__ import annotations
 
-from profilegen.anchors import anchor_personas
-from profilegen.formulation import draft_model, to_formulation
-from profilegen.personas import load_personas
-from profilegen.rates import load_rates
-from profilegen.render import case_summary, writer_brief
+from mindsimkit.profilegen.anchors import anchor_personas
+from mindsimkit.profilegen.formulation import draft_model, to_formulation
+from mindsimkit.profilegen.personas import load_personas
+from mindsimkit.profilegen.rates import load_rates
+from mindsimkit.profilegen.render import case_summary, writer_brief
 
 
 def test_core_belief_withheld_from_case_summary(fakes):

@@ -6,13 +6,13 @@ import asyncio
 
 import pytest
 
-from profilegen.anchors import anchor_personas
-from profilegen.formulation import draft_model, to_formulation
-from profilegen.personas import load_personas
-from profilegen.rates import load_rates
-from profilegen.render import writer_brief
-from profilegen.schemas import Demographics
-from profilegen.screen import JudgeFault, normalise, quote_in, rule_faults, screen_and_revise, screen_once, verify
+from mindsimkit.profilegen.anchors import anchor_personas
+from mindsimkit.profilegen.formulation import draft_model, to_formulation
+from mindsimkit.profilegen.personas import load_personas
+from mindsimkit.profilegen.rates import load_rates
+from mindsimkit.profilegen.render import writer_brief
+from mindsimkit.profilegen.schemas import Demographics
+from mindsimkit.profilegen.screen import JudgeFault, normalise, quote_in, rule_faults, screen_and_revise, screen_once, verify
 
 
 @pytest.fixture(scope="module")

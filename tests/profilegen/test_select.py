@@ -5,8 +5,8 @@ from __future__ import annotations
 import numpy as np
 import pytest
 
-from profilegen.select import FILL_ATTRIBUTES, attribute_table, select, select_profiles
-from profilegen.testing import make_profiles
+from mindsimkit.profilegen.select import FILL_ATTRIBUTES, attribute_table, select, select_profiles
+from mindsimkit.profilegen.testing import make_profiles
 
 
 @pytest.fixture(scope="module")
@@ -113,7 +113,7 @@ def test_benchmark_poor_floor_is_its_own_setting(population):
 def test_benchmark_poor_floor_checked_against_the_pool_floor():
     from pydantic import ValidationError
 
-    from profilegen.config import ProfilesConfig
+    from mindsimkit.profilegen.config import ProfilesConfig
 
     assert ProfilesConfig().benchmark_poor_floor == 10
     assert ProfilesConfig(pool_size=20, benchmark_size=5).benchmark_poor_floor == 2

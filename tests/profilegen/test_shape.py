@@ -8,17 +8,17 @@ import asyncio
 
 import pytest
 
-from mindcore.recipe import Recipe
-from profilegen.stage import formulation_schema as _formulation_schema
-from profilegen.stage import screen_schema as _screen_schema
-from profilegen.anchors import anchor_personas
-from profilegen.config import ProfilesConfig
-from profilegen.formulation import MIN_TEXT_LIMIT, draft_model
-from profilegen.generate import checkpoint_key, make_profile
-from profilegen.personas import load_personas
-from profilegen.rates import load_rates
-from profilegen.schemas import ProfileShape, Provenance
-from profilegen.screen import JudgeVerdict, verdict_model
+from mindsimkit.mindcore.recipe import Recipe
+from mindsimkit.profilegen.stage import formulation_schema as _formulation_schema
+from mindsimkit.profilegen.stage import screen_schema as _screen_schema
+from mindsimkit.profilegen.anchors import anchor_personas
+from mindsimkit.profilegen.config import ProfilesConfig
+from mindsimkit.profilegen.formulation import MIN_TEXT_LIMIT, draft_model
+from mindsimkit.profilegen.generate import checkpoint_key, make_profile
+from mindsimkit.profilegen.personas import load_personas
+from mindsimkit.profilegen.rates import load_rates
+from mindsimkit.profilegen.schemas import ProfileShape, Provenance
+from mindsimkit.profilegen.screen import JudgeVerdict, verdict_model
 
 
 def _limits(schema: dict) -> dict[str, int]:
@@ -109,10 +109,10 @@ def test_budgets_follow_the_recipe_shape():
 
 def test_budget_warning_uses_the_recipe_shape():
     """Budgets that fit the shaped schemas (as the quickstart's do) draw no warning; the full shape does."""
-    from mindcore.config import RoleSpec
-    from mindcore.engine import Engines
-    from mindcore.fake import FakeBackend
-    from profilegen.pipeline import _budget_warnings
+    from mindsimkit.mindcore.config import RoleSpec
+    from mindsimkit.mindcore.engine import Engines
+    from mindsimkit.mindcore.fake import FakeBackend
+    from mindsimkit.profilegen.pipeline import _budget_warnings
 
     backend = FakeBackend(lambda req: {})
     small = ProfileShape(text_scale=0.5, screen_max_faults=2)

@@ -3,8 +3,8 @@ import json
 import numpy as np
 import pytest
 
-from validation.arc import LABELS, LabelCache, label_conversations_sync, stretch_counts, stretch_shares, turn_requests
-from validation.transcripts import load_transcripts
+from mindsimkit.validation.arc import LABELS, LabelCache, label_conversations_sync, stretch_counts, stretch_shares, turn_requests
+from mindsimkit.validation.transcripts import load_transcripts
 
 
 def _conv(n_turns):

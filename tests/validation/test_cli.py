@@ -3,7 +3,7 @@ import json
 import pytest
 from typer.testing import CliRunner
 
-from validation.cli import app
+from mindsimkit.validation.cli import app
 
 runner = CliRunner()
 

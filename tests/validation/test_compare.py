@@ -2,10 +2,10 @@ import json
 
 import pytest
 
-from mindcore.errors import ConfigError, InputError
-from validation.compare import build_reference, compare
-from validation.config import ValidationConfig
-from validation.features import FEATURES
+from mindsimkit.mindcore.errors import ConfigError, InputError
+from mindsimkit.validation.compare import build_reference, compare
+from mindsimkit.validation.config import ValidationConfig
+from mindsimkit.validation.features import FEATURES
 
 FAST = dict(bootstrap_draws=100, floor_splits=20, joint_floor_splits=3)
 

@@ -1,10 +1,10 @@
 import pytest
 from pydantic import ValidationError
 
-from mindcore.recipe import Recipe
-from mindcore.errors import ConfigError
-from validation.config import ValidationConfig, shipped_reference_path
-from validation.reference import load_reference
+from mindsimkit.mindcore.recipe import Recipe
+from mindsimkit.mindcore.errors import ConfigError
+from mindsimkit.validation.config import ValidationConfig, shipped_reference_path
+from mindsimkit.validation.reference import load_reference
 
 
 def test_defaults_follow_the_paper():

@@ -2,7 +2,7 @@ import numpy as np
 import pytest
 from scipy.stats import wasserstein_distance
 
-from validation.distances import (
+from mindsimkit.validation.distances import (
     FeatureSample,
     compare_samples,
     joint_distance,

@@ -5,7 +5,7 @@ import numpy as np
 import pytest
 from lexicalrichness import LexicalRichness
 
-from validation.features import FEATURES, conversation_features, count_sentences, default_lexicon, marker_counts, mtld
+from mindsimkit.validation.features import FEATURES, conversation_features, count_sentences, default_lexicon, marker_counts, mtld
 
 
 def _tokens(text):
@@ -98,7 +98,7 @@ def test_fast_marker_counting_equals_a_plain_word_boundary_regex():
     import yaml
     from importlib import resources
 
-    lists = yaml.safe_load(resources.files("validation").joinpath("data/markers.yaml").read_text())["lists"]
+    lists = yaml.safe_load(resources.files("mindsimkit.validation").joinpath("data/markers.yaml").read_text())["lists"]
     naive = {
         fam: re.compile(r"\b(?:" + "|".join(re.escape(w) for w in sorted(ws, key=len, reverse=True)) + r")\b", re.I)
         for fam, ws in lists.items()

@@ -5,12 +5,12 @@ import pyarrow as pa
 import pyarrow.parquet as pq
 import pytest
 
-from mindcore.errors import InputError
-from validation.compare import build_reference
-from validation.config import ValidationConfig, shipped_reference_path
-from validation.features import FEATURES
-from validation.reference import META_KEY, file_sha256, load_reference, measure
-from validation.transcripts import load_transcripts
+from mindsimkit.mindcore.errors import InputError
+from mindsimkit.validation.compare import build_reference
+from mindsimkit.validation.config import ValidationConfig, shipped_reference_path
+from mindsimkit.validation.features import FEATURES
+from mindsimkit.validation.reference import META_KEY, file_sha256, load_reference, measure
+from mindsimkit.validation.transcripts import load_transcripts
 
 
 def _strings(obj):

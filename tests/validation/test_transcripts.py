@@ -2,8 +2,8 @@ import json
 
 import pytest
 
-from mindcore.errors import InputError
-from validation.transcripts import load_transcripts, parse_row
+from mindsimkit.mindcore.errors import InputError
+from mindsimkit.validation.transcripts import load_transcripts, parse_row
 
 
 def test_jsonl_reads_ids_patients_and_counts_skips(tmp_path, jsonl):
@@ -112,8 +112,8 @@ def test_a_filter_on_a_field_the_records_lack_is_an_error(tmp_path, jsonl):
 
 
 def test_trial_is_read_counted_and_checked():
-    from mindcore.errors import InputError
-    from validation.transcripts import load_transcripts, parse_row
+    from mindsimkit.mindcore.errors import InputError
+    from mindsimkit.validation.transcripts import load_transcripts, parse_row
 
     rows = [{"id": f"s{t}{p}", "patient_id": p, "trial": t, "session_index": 0,
              "messages": [{"role": "user", "content": "hi"}, {"role": "assistant", "content": "hello"}]}

@@ -24,7 +24,7 @@ def free_port() -> int:
 def start(tasks: list[Path], port: int, log: Path) -> subprocess.Popen:
     env = {**os.environ, "PYTHONPATH": os.pathsep.join([str(REPO), os.environ.get("PYTHONPATH", "")])}
     f = open(log, "ab")
-    p = subprocess.Popen([sys.executable, "-m", "mindsim_app.annotate", "serve", *map(str, tasks), "--port", str(port)],
+    p = subprocess.Popen([sys.executable, "-m", "mindsimkit.mindsim_app.annotate", "serve", *map(str, tasks), "--port", str(port)],
                          stdout=f, stderr=subprocess.STDOUT, env=env, cwd=REPO)
     deadline = time.time() + 30
     while time.time() < deadline:

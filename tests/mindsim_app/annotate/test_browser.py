@@ -17,12 +17,12 @@ import pytest
 from annotfakes import write_real, write_run
 from browser import axe_violations, serve_app
 from serving import Rater, tokens
-from mindsim_app.annotate.export import export_task
-from mindsim_app.annotate.samplers import (sample_mhqr, sample_patientact_profiles, sample_patientact_sessions,
+from mindsimkit.mindsim_app.annotate.export import export_task
+from mindsimkit.mindsim_app.annotate.samplers import (sample_mhqr, sample_patientact_profiles, sample_patientact_sessions,
                                            sample_realism)
-from mindsim_app.annotate.server import create_app, issue_links
-from mindsim_app.annotate.store import read_answers
-from mindsim_app.annotate.tasks import Design
+from mindsimkit.mindsim_app.annotate.server import create_app, issue_links
+from mindsimkit.mindsim_app.annotate.store import read_answers
+from mindsimkit.mindsim_app.annotate.tasks import Design
 
 SHOTS = os.environ.get("ANNOTATE_SCREENSHOTS")
 

@@ -13,11 +13,11 @@ from pathlib import Path
 import pytest
 
 from annotfakes import messages
-from judge.patientact import load_human, load_items, rubrics
-from mindsim_app.annotate.export import export_task
-from mindsim_app.annotate.samplers import sample_patientact_sessions, sample_realism
-from mindsim_app.annotate.store import Store
-from mindsim_app.annotate.tasks import Design, load_task
+from mindsimkit.judge.patientact import load_human, load_items, rubrics
+from mindsimkit.mindsim_app.annotate.export import export_task
+from mindsimkit.mindsim_app.annotate.samplers import sample_patientact_sessions, sample_realism
+from mindsimkit.mindsim_app.annotate.store import Store
+from mindsimkit.mindsim_app.annotate.tasks import Design, load_task
 from serving import REPO, free_port
 
 
@@ -66,10 +66,10 @@ def cli(capsys, *args: str) -> tuple[int, str, str]:
     """The commands under the toolkit's own entry point, with the annotate sub-apps mounted as the top-level
     CLI mounts them (`mindsim annotate …`, `mindsim realism …`)."""
     try:
-        import mindsim_app.cli as root
+        import mindsimkit.mindsim_app.cli as root
     except ImportError:
-        import mindsim.cli as root
-    from mindsim_app.annotate.cli import app, realism_app
+        import mindsimkit.mindsim.cli as root
+    from mindsimkit.mindsim_app.annotate.cli import app, realism_app
 
     names = {g.name for g in root.app.registered_groups}
     if "annotate" not in names:
@@ -98,7 +98,7 @@ def test_bad_input_is_one_error_line_and_exit_2(tmp_path, run_dir, capsys):
 def test_serving_beyond_this_machine_warns(tmp_path, run_dir):
     sample_realism(tmp_path / "t", Design(raters=["a"], k=1), n=2, runs=[str(run_dir)], windows=[1])
     env = {**os.environ, "PYTHONPATH": str(REPO)}
-    p = subprocess.Popen([sys.executable, "-m", "mindsim_app.annotate", "serve", str(tmp_path / "t"), "--host", "0.0.0.0",
+    p = subprocess.Popen([sys.executable, "-m", "mindsimkit.mindsim_app.annotate", "serve", str(tmp_path / "t"), "--host", "0.0.0.0",
                           "--port", str(free_port())], stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True, env=env, cwd=REPO)
     try:
         line = p.stderr.readline()
@@ -109,7 +109,7 @@ def test_serving_beyond_this_machine_warns(tmp_path, run_dir):
 
 
 def test_mhqr_export_writes_only_excerpts_rated_on_every_turn(tmp_path, run_dir):
-    from mindsim_app.annotate.samplers import sample_mhqr
+    from mindsimkit.mindsim_app.annotate.samplers import sample_mhqr
 
     s = sample_mhqr(tmp_path / "m", Design(raters=["a"], k=1), run_dir=run_dir, n=2, unit="window", seed=1)
     task = load_task(Path(s["task"]))

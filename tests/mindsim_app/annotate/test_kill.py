@@ -11,8 +11,8 @@ import threading
 import requests
 
 from annotfakes import write_run
-from mindsim_app.annotate.samplers import sample_realism
-from mindsim_app.annotate.tasks import Design
+from mindsimkit.mindsim_app.annotate.samplers import sample_realism
+from mindsimkit.mindsim_app.annotate.tasks import Design
 from serving import Rater, free_port, start, tokens
 
 

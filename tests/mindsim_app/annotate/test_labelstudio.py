@@ -10,12 +10,12 @@ from pathlib import Path
 import pytest
 
 from annotfakes import write_run
-from mindcore.errors import InputError
-from mindsim_app.annotate.export import export_task
-from mindsim_app.annotate.labelstudio import export_labelstudio, import_labelstudio
-from mindsim_app.annotate.samplers import sample_mhqr, sample_patientact_profiles, sample_realism
-from mindsim_app.annotate.store import Store
-from mindsim_app.annotate.tasks import Design, load_task
+from mindsimkit.mindcore.errors import InputError
+from mindsimkit.mindsim_app.annotate.export import export_task
+from mindsimkit.mindsim_app.annotate.labelstudio import export_labelstudio, import_labelstudio
+from mindsimkit.mindsim_app.annotate.samplers import sample_mhqr, sample_patientact_profiles, sample_realism
+from mindsimkit.mindsim_app.annotate.store import Store
+from mindsimkit.mindsim_app.annotate.tasks import Design, load_task
 
 
 def ls_results(protocol: str, a: dict) -> list[dict]:

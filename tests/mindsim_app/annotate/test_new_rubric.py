@@ -14,17 +14,17 @@ from fastapi.testclient import TestClient
 from typer.testing import CliRunner
 
 from annotfakes import write_run
-from judge.cli import app as judge_app
-from judge.patientact import Judgment, load_items
-from judge.patientact_report import run_patientact
-from judge.rubrics import load
-from mindcore.engine import Engines
-from mindcore.fake import FakeBackend
-from mindsim_app.annotate.export import export_task
-from mindsim_app.annotate.labelstudio import config, export_labelstudio, import_ratings
-from mindsim_app.annotate.samplers import sample_patientact_sessions
-from mindsim_app.annotate.server import create_app, issue_links
-from mindsim_app.annotate.tasks import Design, load_task
+from mindsimkit.judge.cli import app as judge_app
+from mindsimkit.judge.patientact import Judgment, load_items
+from mindsimkit.judge.patientact_report import run_patientact
+from mindsimkit.judge.rubrics import load
+from mindsimkit.mindcore.engine import Engines
+from mindsimkit.mindcore.fake import FakeBackend
+from mindsimkit.mindsim_app.annotate.export import export_task
+from mindsimkit.mindsim_app.annotate.labelstudio import config, export_labelstudio, import_ratings
+from mindsimkit.mindsim_app.annotate.samplers import sample_patientact_sessions
+from mindsimkit.mindsim_app.annotate.server import create_app, issue_links
+from mindsimkit.mindsim_app.annotate.tasks import Design, load_task
 
 krippendorff = pytest.importorskip("krippendorff")
 
@@ -173,6 +173,6 @@ def test_label_studio_tasks_made_elsewhere_import_as_long_format_ratings(tmp_pat
         ("pacing", "72", "ben", 1, None, None)]
     export[1]["annotations"][0]["result"][0]["value"] = {"rating": True}
     (tmp_path / "ls.json").write_text(json.dumps(export))
-    from mindcore.errors import InputError
+    from mindsimkit.mindcore.errors import InputError
     with pytest.raises(InputError, match=r"ls.json task 1: ben on pacing: value True is not on the scale 1-6"):
         import_ratings(tmp_path / "ls.json", rubric)

@@ -6,7 +6,7 @@ from __future__ import annotations
 import numpy as np
 import pytest
 
-from mindsim_app.annotate.export import profile_summary
+from mindsimkit.mindsim_app.annotate.export import profile_summary
 from test_roundtrip import ordinal_alpha
 
 TRUTH = {"p1": ("avoidant", "worthless"), "p2": ("anxious", "unlovable"), "p3": ("disorganized", "helpless"),

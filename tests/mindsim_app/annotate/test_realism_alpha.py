@@ -6,7 +6,7 @@ import json
 
 from typer.testing import CliRunner
 
-from mindsim_app.annotate.cli import realism_app
+from mindsimkit.mindsim_app.annotate.cli import realism_app
 
 
 def line(item: str, rater: str, rating, patient: str = "p1") -> str:

@@ -17,11 +17,11 @@ from sklearn.metrics import cohen_kappa_score
 from typer.testing import CliRunner
 
 from annotfakes import write_real, write_run
-from judge.agreement import run_agreement
-from mindsim_app.annotate.cli import app as annotate_app
-from mindsim_app.annotate.cli import realism_app
-from mindsim_app.annotate.samplers import sample_mhqr, sample_realism
-from mindsim_app.annotate.tasks import Design, load_task
+from mindsimkit.judge.agreement import run_agreement
+from mindsimkit.mindsim_app.annotate.cli import app as annotate_app
+from mindsimkit.mindsim_app.annotate.cli import realism_app
+from mindsimkit.mindsim_app.annotate.samplers import sample_mhqr, sample_realism
+from mindsimkit.mindsim_app.annotate.tasks import Design, load_task
 from serving import Rater, free_port, start, tokens
 
 RATERS = ["R1", "R2", "R3"]

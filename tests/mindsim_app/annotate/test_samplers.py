@@ -11,10 +11,10 @@ from pathlib import Path
 import pytest
 
 from annotfakes import COUNSELLORS, SEEDS, write_real, write_run
-from mindcore.errors import InputError
-from mindsim_app.annotate.samplers import (sample_mhqr, sample_patientact_profiles, sample_patientact_sessions,
+from mindsimkit.mindcore.errors import InputError
+from mindsimkit.mindsim_app.annotate.samplers import (sample_mhqr, sample_patientact_profiles, sample_patientact_sessions,
                                            sample_realism)
-from mindsim_app.annotate.tasks import Design, load_task
+from mindsimkit.mindsim_app.annotate.tasks import Design, load_task
 
 
 def folder_bytes(task: Path) -> dict[str, bytes]:

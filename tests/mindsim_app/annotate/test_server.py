@@ -11,9 +11,9 @@ import pytest
 from fastapi.testclient import TestClient
 
 from annotfakes import write_run
-from mindsim_app.annotate.samplers import sample_realism
-from mindsim_app.annotate.server import create_app, issue_links
-from mindsim_app.annotate.tasks import Design, load_task
+from mindsimkit.mindsim_app.annotate.samplers import sample_realism
+from mindsimkit.mindsim_app.annotate.server import create_app, issue_links
+from mindsimkit.mindsim_app.annotate.tasks import Design, load_task
 
 
 @pytest.fixture
@@ -143,7 +143,7 @@ def _asgi(app, method: str, path: str, headers: list, chunks: list[bytes]) -> tu
 
 
 def test_a_body_is_refused_on_its_token_and_its_size_before_it_is_read(served):
-    from mindsim_app.annotate.server import MAX_BODY
+    from mindsimkit.mindsim_app.annotate.server import MAX_BODY
 
     c, toks, _ = served
     big = str(100 * 1024 * 1024).encode()
@@ -164,7 +164,7 @@ def test_a_body_is_refused_on_its_token_and_its_size_before_it_is_read(served):
 
 
 def test_the_key_is_private_and_links_follow_the_served_address(served):
-    from mindsim_app.annotate.tasks import key_path_for
+    from mindsimkit.mindsim_app.annotate.tasks import key_path_for
 
     c, toks, task_dir = served
     assert stat.S_IMODE(key_path_for(task_dir).stat().st_mode) == 0o600

@@ -2,8 +2,8 @@
 
 from __future__ import annotations
 
-from mindcore.exchange import PATIENT, spoken
-from mindsim_app.annotate import units
+from mindsimkit.mindcore.exchange import PATIENT, spoken
+from mindsimkit.mindsim_app.annotate import units
 
 CHAT = [
     {"role": "system", "content": "You are a counsellor."},
@@ -46,8 +46,8 @@ def test_a_sampled_window_keeps_a_blank_reply_in_its_place(tmp_path):
     import json
     from pathlib import Path
 
-    from mindsim_app.annotate.samplers import sample_realism
-    from mindsim_app.annotate.tasks import Design, load_task
+    from mindsimkit.mindsim_app.annotate.samplers import sample_realism
+    from mindsimkit.mindsim_app.annotate.tasks import Design, load_task
 
     msgs = [{"role": "assistant", "content": "Hello, what brings you here?"}, {"role": "user", "content": "My sleep."},
             {"role": "assistant", "content": "Tell me more."}, {"role": "user", "content": ""},

@@ -1,0 +1,1 @@
+"""The dataset card templates, shipped as package data."""

@@ -1,0 +1,7 @@
+"""`python -m mindsimkit` is the `mindsim` command."""
+
+import sys
+
+from mindsimkit.mindsim_app.cli import main
+
+sys.exit(main())

@@ -1,0 +1,1 @@
+"""The shipped recipes (quickstart, realism, PatientAct, benchmark), shipped as package data."""
