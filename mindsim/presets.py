@@ -15,6 +15,7 @@ from typing import Any
 from pydantic import BaseModel, ConfigDict, Field
 
 from mindsimkit.mindcore import yamlio
+from mindsimkit.mindcore.config import deep_merge
 from mindsimkit.mindcore.errors import ConfigError
 
 __all__ = ["OURS", "Preset", "apply_settings", "check_names", "data_file", "names", "table"]
@@ -78,17 +79,6 @@ def check_names(value: str | list[str] | None) -> list[str]:
     return chosen
 
 
-def _merge(base: dict[str, Any], over: dict[str, Any]) -> dict[str, Any]:
-    """`over` laid on `base`, nested sections merged key by key."""
-    out = dict(base)
-    for key, value in over.items():
-        if isinstance(value, dict) and isinstance(out.get(key), dict):
-            out[key] = _merge(out[key], value)
-        else:
-            out[key] = value
-    return out
-
-
 def _clashes(a: dict[str, Any], b: dict[str, Any], where: str = "") -> list[str]:
     found = []
     for key in a.keys() & b.keys():
@@ -126,8 +116,8 @@ def apply_settings(section: dict[str, Any]) -> dict[str, Any]:
         clash = [f for f in _clashes(filled, known[name].settings) if f not in own]
         if clash:
             raise ValueError(f"presets {chosen} set {', '.join(sorted(clash))} differently; set it in the recipe")
-        filled = _merge(filled, known[name].settings)
-    return _merge(filled, section)
+        filled = deep_merge(filled, known[name].settings)
+    return deep_merge(filled, section)
 
 
 def data_file(preset: str | None, key: str) -> str | None:

@@ -24,7 +24,8 @@ from mindsimkit.mindcore import yamlio
 from mindsimkit.mindcore.errors import ConfigError
 from mindsimkit.mindsim import presets
 from mindsimkit.mindsim.config import SimulationConfig
-from mindsimkit.mindsim.schedule import WEEKDAYS, EventCategory, GapBucket, Schedule, SessionPlan, format_gap
+from mindsimkit.mindsim.schedule import (WEEKDAYS, ConcealmentLevels, EventCategory, GapBucket, Schedule, SessionPlan,
+                                         format_gap)
 from mindsimkit.mindsim.schedule import draw_schedule as draw_our_schedule
 from mindsimkit.profilegen.moves import Vocabulary, build_vocabulary, load_vocabulary
 
@@ -45,11 +46,7 @@ class PartOfDay(BaseModel):
     name: str = Field(min_length=1, description="How the time line names it")
 
 
-class DwellConcealment(BaseModel):
-    model_config = ConfigDict(extra="forbid", frozen=True)
-    levels: list[str] = Field(min_length=2, description="Closed → open")
-    max_depth: dict[str, int] = Field(description="Deepest depth-move rank allowed per level")
-    start_weights: dict[str, float] = Field(description="Sampling weights of the first session's level")
+class DwellConcealment(ConcealmentLevels):
     dwell: dict[str, dict[str, float]] = Field(
         description="Per level: sessions it holds ('1', '2', …) or 'never' → probability"
     )

@@ -35,11 +35,16 @@ class GapBucket(BaseModel):
     weight: float = Field(gt=0, description="Sampling weight")
 
 
-class ConcealmentSpec(BaseModel):
+class ConcealmentLevels(BaseModel):
+    """The concealment levels and what each allows; ours and the reference preset differ in how a level moves."""
+
     model_config = ConfigDict(extra="forbid", frozen=True)
     levels: list[str] = Field(min_length=2, description="Closed → open")
     max_depth: dict[str, int] = Field(description="Deepest depth-move rank allowed per level")
     start_weights: dict[str, float] = Field(description="Sampling weights of the first session's level")
+
+
+class ConcealmentSpec(ConcealmentLevels):
     open_probability: float = Field(ge=0, le=1, description="Chance to open one level at each follow-up")
 
 

@@ -52,6 +52,18 @@ def _axis(x0: float, x1: float, y: float, lo: float, hi: float, ticks: int = 5, 
 def intervals(rows: Sequence[dict[str, Any]], *, lo: float = 0.0, hi: float = 10.0, title: str,
               xlabel: str = "", tag_key: str | None = None) -> str:
     """One row per item: label, point `value`, interval `ci`, an optional tag (the significance group)."""
+    return _interval_rows(rows, lo=lo, hi=hi, title=title, xlabel=xlabel, tag_key=tag_key, ci_width=2)
+
+
+def spread(rows: Sequence[dict[str, Any]], *, lo: float = 0.0, hi: float = 10.0, title: str, xlabel: str = "") -> str:
+    """MindEval2 Table 6's figure: per row a point `value`, its interval `ci` as a thick bar and the spread of the
+    row's units `whiskers` (p5, p95) as a thin line with caps, so a narrow interval over a wide spread reads as
+    such."""
+    return _interval_rows(rows, lo=lo, hi=hi, title=title, xlabel=xlabel, ci_width=5, whiskers=True)
+
+
+def _interval_rows(rows: Sequence[dict[str, Any]], *, lo: float, hi: float, title: str, xlabel: str,
+                   ci_width: int, tag_key: str | None = None, whiskers: bool = False) -> str:
     left, right, rh = 190, W - 40, 24
     h = 30 + rh * len(rows) + 40
     sx = lambda v: left + (right - left) * (min(max(v, lo), hi) - lo) / ((hi - lo) or 1)  # noqa: E731
@@ -60,40 +72,16 @@ def intervals(rows: Sequence[dict[str, Any]], *, lo: float = 0.0, hi: float = 10
         y = 30 + rh * i + rh / 2
         tag = f"[{r[tag_key]}] " if tag_key and r.get(tag_key) else ""
         body.append(_text(left - 8, y + 4, tag + str(r["label"])[:28], "end"))
-        ci = r.get("ci") or [None, None]
-        if _num(ci[0]) and _num(ci[1]):
-            body.append(f'<line x1="{sx(ci[0]):.1f}" y1="{y}" x2="{sx(ci[1]):.1f}" y2="{y}" stroke="#555" '
-                        'stroke-width="2"/>')
-        if _num(r.get("value")):
-            body.append(f'<circle cx="{sx(r["value"]):.1f}" cy="{y}" r="5" fill="{PALETTE[i % len(PALETTE)]}">' +
-                        _tip("%s: %.2f" % (r["label"], r["value"])) + '</circle>')
-    body += _axis(left, right, 30 + rh * len(rows) + 6, lo, hi)
-    if xlabel:
-        body.append(_text((left + right) / 2, h - 4, xlabel, "middle", 10))
-    return _svg(h, body, title)
-
-
-def spread(rows: Sequence[dict[str, Any]], *, lo: float = 0.0, hi: float = 10.0, title: str, xlabel: str = "") -> str:
-    """MindEval2 Table 6's figure: per row a point `value`, its interval `ci` as a thick bar and the spread of the
-    row's units `whiskers` (p5, p95) as a thin line with caps, so a narrow interval over a wide spread reads as
-    such."""
-    left, right, rh = 190, W - 40, 24
-    h = 30 + rh * len(rows) + 40
-    sx = lambda v: left + (right - left) * (min(max(v, lo), hi) - lo) / ((hi - lo) or 1)  # noqa: E731
-    body = []
-    for i, r in enumerate(rows):
-        y = 30 + rh * i + rh / 2
-        body.append(_text(left - 8, y + 4, str(r["label"])[:28], "end"))
-        wl, wh = r.get("whiskers") or (None, None)
+        wl, wh = (r.get("whiskers") or (None, None)) if whiskers else (None, None)
         if _num(wl) and _num(wh):
             body.append(f'<line class="whisker" x1="{sx(wl):.1f}" y1="{y}" x2="{sx(wh):.1f}" y2="{y}" stroke="#999">'
                         + _tip("%s: p5 %.2f, p95 %.2f" % (r["label"], wl, wh)) + "</line>")
-            body += [f'<line class="whisker" x1="{sx(v):.1f}" y1="{y - 5}" x2="{sx(v):.1f}" y2="{y + 5}" stroke="#999"/>'
-                     for v in (wl, wh)]
+            body += [f'<line class="whisker" x1="{sx(v):.1f}" y1="{y - 5}" x2="{sx(v):.1f}" y2="{y + 5}" '
+                     'stroke="#999"/>' for v in (wl, wh)]
         ci = r.get("ci") or [None, None]
         if _num(ci[0]) and _num(ci[1]):
             body.append(f'<line x1="{sx(ci[0]):.1f}" y1="{y}" x2="{sx(ci[1]):.1f}" y2="{y}" stroke="#555" '
-                        'stroke-width="5"/>')
+                        f'stroke-width="{ci_width}"/>')
         if _num(r.get("value")):
             body.append(f'<circle cx="{sx(r["value"]):.1f}" cy="{y}" r="5" fill="{PALETTE[i % len(PALETTE)]}">' +
                         _tip("%s: %.2f" % (r["label"], r["value"])) + '</circle>')
