@@ -5,7 +5,7 @@ the module it calls."""
 from __future__ import annotations
 
 from pathlib import Path
-from typing import Optional
+from typing import Any, Optional
 
 import typer
 
@@ -31,6 +31,10 @@ K = typer.Option(3, "--k", help="Raters per item")
 ALL = typer.Option(0, "--all-raters", help="Items rated by every rater (agreement subset)")
 SEED = typer.Option(0, "--seed", help="Seed of the draw, the shuffles, ids and codes")
 KEY = typer.Option(None, "--key", help="Where the key goes (default: TASK.key.json beside the task folder)")
+# The whole-session samplers' inputs (`patientact-sessions` and `sessions`).
+SESSION_RUNS = typer.Option(None, "--run", help="Run folder (repeat)")
+SESSION_FILE = typer.Option(None, "--sessions", help="Another simulator's sessions JSONL")
+PER_SYSTEM = typer.Option(None, "--per-system", help="Sessions per system (default all)")
 
 
 def _design(raters: Optional[str], n_raters: Optional[int], k: int, all_raters: int):
@@ -119,17 +123,13 @@ def sample_realism_cmd(
 @sample_app.command("patientact-sessions")
 def sample_sessions_cmd(
     out: Path = typer.Option(..., "--out", help="Task folder to create"),
-    run: Optional[list[Path]] = typer.Option(None, "--run", help="Run folder (repeat)"),
-    sessions: Optional[Path] = typer.Option(None, "--sessions", help="Another simulator's sessions JSONL"),
-    per_system: Optional[int] = typer.Option(None, "--per-system", help="Sessions per system (default all)"),
+    run: Optional[list[Path]] = SESSION_RUNS, sessions: Optional[Path] = SESSION_FILE,
+    per_system: Optional[int] = PER_SYSTEM,
     raters: Optional[str] = RATERS, n_raters: Optional[int] = N_RATERS, k: int = K, all_raters: int = ALL,
     seed: int = SEED, key: Optional[Path] = KEY,
 ) -> None:
     """PatientAct sessions: five 1–5 scales on the client, blind to the method (PatientAct §4.2)."""
-    from mindsimkit.mindsim_app.annotate.samplers import sample_patientact_sessions
-
-    _said(sample_patientact_sessions(out, _design(raters, n_raters, k, all_raters), runs=run or [], sessions=sessions,
-                                     per_system=per_system, seed=seed, key=key))
+    _sample_sessions(out, run, sessions, per_system, _design(raters, n_raters, k, all_raters), seed, key)
 
 
 @sample_app.command("sessions")
@@ -137,18 +137,25 @@ def sample_rubric_sessions_cmd(
     out: Path = typer.Option(..., "--out", help="Task folder to create"),
     rubric: str = typer.Option(..., "--rubric", help="A conversation rubric: a built-in id (mindeval_v1, "
                                "patientact_session, …) or a rubric YAML file (docs/judge.md)"),
-    run: Optional[list[Path]] = typer.Option(None, "--run", help="Run folder (repeat)"),
-    sessions: Optional[Path] = typer.Option(None, "--sessions", help="Another simulator's sessions JSONL"),
-    per_system: Optional[int] = typer.Option(None, "--per-system", help="Sessions per system (default all)"),
+    run: Optional[list[Path]] = SESSION_RUNS, sessions: Optional[Path] = SESSION_FILE,
+    per_system: Optional[int] = PER_SYSTEM,
     raters: Optional[str] = RATERS, n_raters: Optional[int] = N_RATERS, k: int = K, all_raters: int = ALL,
     seed: int = SEED, key: Optional[Path] = KEY,
 ) -> None:
     """Whole sessions rated on any conversation rubric (every item on its scale), blind to the system."""
     from mindsimkit.judge.rubrics import load
+
+    _sample_sessions(out, run, sessions, per_system, _design(raters, n_raters, k, all_raters), seed, key,
+                     rubric=load(rubric))
+
+
+def _sample_sessions(out: Path, run: Optional[list[Path]], sessions: Optional[Path], per_system: Optional[int],
+                     design: Any, seed: int, key: Optional[Path], **rubric: Any) -> None:
+    """Both whole-session commands: the PatientAct sessions rubric unless `rubric` names another."""
     from mindsimkit.mindsim_app.annotate.samplers import sample_patientact_sessions
 
-    _said(sample_patientact_sessions(out, _design(raters, n_raters, k, all_raters), runs=run or [], sessions=sessions,
-                                     per_system=per_system, seed=seed, key=key, rubric=load(rubric)))
+    _said(sample_patientact_sessions(out, design, runs=run or [], sessions=sessions, per_system=per_system, seed=seed,
+                                     key=key, **rubric))
 
 
 @sample_app.command("patientact-profiles")
