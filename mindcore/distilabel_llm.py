@@ -129,12 +129,12 @@ class MindcoreLLM(AsyncLLM):
                 self._logger.warning(f"{self.wire['role']}: generation failed: {exc}")
                 generations.append(None)
                 error = f"{type(exc).__name__}: {exc}"
-            recs = client.ledger.records
-            stats["input_tokens"].append(sum(r.prompt_tokens for r in recs))
-            stats["output_tokens"].append(sum(r.completion_tokens for r in recs))
-            stats["cached_tokens"].append(sum(r.cached_tokens for r in recs))
-            stats["reasoning_tokens"].append(sum(r.reasoning_tokens for r in recs))
-            stats["attempts"].append(sum(r.attempts for r in recs))
-            stats["latency_s"].append(round(sum(r.latency_s for r in recs), 4))
+            used = client.ledger.totals()
+            stats["input_tokens"].append(used["prompt_tokens"])
+            stats["output_tokens"].append(used["completion_tokens"])
+            stats["cached_tokens"].append(used["cached_tokens"])
+            stats["reasoning_tokens"].append(used["reasoning_tokens"])
+            stats["attempts"].append(used["attempts"])
+            stats["latency_s"].append(used["latency_s"])
             stats["errors"].append(error)
         return {"generations": generations, "statistics": stats}

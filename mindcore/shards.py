@@ -27,7 +27,7 @@ import hashlib
 import os
 import time
 import uuid
-from dataclasses import asdict, dataclass
+from dataclasses import dataclass
 from typing import Any, Callable, Generic, Sequence, TypeVar
 
 from mindsimkit.mindcore.errors import ConfigError, EngineError
@@ -232,7 +232,7 @@ class _Worker:
         result = work(self.engines, payload, report)
         if pending:
             self.progress.add.remote(list(pending))
-        return result, [asdict(r) for r in self.engines.ledger.records]
+        return result, self.engines.ledger.rows()
 
     def pid(self) -> int:
         return os.getpid()
@@ -268,7 +268,6 @@ def run_shards(
     as each shard finishes (so outputs can be written as shards finish, not at the end).
     `on_workers(actors)` is for tests that need the workers' handles (to kill one)."""
     from mindsimkit.mindcore.runner import progress_bar
-    from mindsimkit.mindcore.types import CallRecord
 
     ray = import_ray()
     t0 = time.monotonic()
@@ -320,8 +319,7 @@ def run_shards(
                             f"({str(exc).splitlines()[0][:200]})") from exc
                     except ray.exceptions.RayTaskError as exc:
                         raise exc.as_instanceof_cause() from None
-                    for rec in usage:
-                        engines.ledger.add(CallRecord(**rec))
+                    engines.ledger.absorb(usage)
                     results[i] = result
                     if on_result is not None:
                         on_result(i, result)

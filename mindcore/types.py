@@ -6,9 +6,8 @@ import json
 import threading
 import time
 import weakref
-from collections import defaultdict
 from dataclasses import dataclass, field
-from typing import Any
+from typing import Any, Iterable
 
 from pydantic import BaseModel
 
@@ -130,7 +129,7 @@ class ToolSpec:
         }
 
 
-# Slots: the ledger keeps one per call for the whole run (a 1,000-patient simulation makes tens of thousands).
+# Slots: one is made per call (folded into the ledger's totals at once, not kept).
 @dataclass(slots=True)
 class CallRecord:
     role: str
@@ -147,77 +146,91 @@ class CallRecord:
     reasoning_tokens: int = 0  # included in completion_tokens
 
 
-def _server_totals() -> dict[str, Any]:
-    return {"calls": 0, "failed": 0, "prompt_tokens": 0, "completion_tokens": 0, "cached_tokens": 0,
-            "reasoning_tokens": 0, "latency_s": 0.0}
+# What the ledger counts per (role, engine, model, kind, server); `latency_s` is summed unrounded and rounded
+# when shown.
+_COUNTERS = ("calls", "failed", "attempts", "prompt_tokens", "completion_tokens", "cached_tokens", "reasoning_tokens",
+             "latency_s")
+_KEY = ("role", "engine", "model", "kind", "server")
+_SERVER_COUNTERS = ("calls", "failed", "prompt_tokens", "completion_tokens", "cached_tokens", "reasoning_tokens",
+                    "latency_s")
 
 
-def _add_to_server(s: dict[str, Any], r: CallRecord) -> None:
-    s["calls"] += 1
-    s["failed"] += 0 if r.ok else 1
-    s["prompt_tokens"] += r.prompt_tokens
-    s["completion_tokens"] += r.completion_tokens
-    s["cached_tokens"] += r.cached_tokens
-    s["reasoning_tokens"] += r.reasoning_tokens
-    s["latency_s"] = round(s["latency_s"] + r.latency_s, 3)
+def _summed(rows: Iterable[dict[str, Any]], counters: tuple[str, ...] = _COUNTERS) -> dict[str, Any]:
+    out: dict[str, Any] = dict.fromkeys(counters, 0)
+    out["latency_s"] = 0.0
+    for r in rows:
+        for c in counters:
+            out[c] += r[c]
+    out["latency_s"] = round(out["latency_s"], 3)
+    return out
 
 
 class UsageLedger:
-    """Per-call token and latency accounting, summarised per role (and, inside each role, per server
-    under `servers`). Safe to use from threads. `completion_tokens` include the reasoning tokens, which
-    are also counted apart (`reasoning_tokens`); `cached_tokens` are the part of `prompt_tokens` the
-    server read from its prompt cache. Both stay 0 where the server does not report them."""
+    """Token and latency accounting, summarised per role (and, inside each role, per server under `servers`).
+    Each call is folded into running totals as it is added, keyed by role, engine, model, kind and server, so
+    the ledger's size does not grow with the calls of a run (issue 35: it kept every call, ~200 bytes each).
+    Safe to use from threads. `completion_tokens` include the reasoning tokens, which are also counted apart
+    (`reasoning_tokens`); `cached_tokens` are the part of `prompt_tokens` the server read from its prompt
+    cache. Both stay 0 where the server does not report them."""
 
     def __init__(self) -> None:
-        self._records: list[CallRecord] = []
+        self._totals: dict[tuple[Any, ...], dict[str, Any]] = {}
         self._lock = threading.Lock()
         self.started = time.monotonic()
 
     def add(self, record: CallRecord) -> None:
+        key = (record.role, record.engine, record.model, record.kind, record.server)
         with self._lock:
-            self._records.append(record)
+            t = self._totals.pop(key, None) or dict.fromkeys(_COUNTERS, 0)
+            t["calls"] += 1
+            t["failed"] += 0 if record.ok else 1
+            t["attempts"] += record.attempts
+            t["prompt_tokens"] += record.prompt_tokens
+            t["completion_tokens"] += record.completion_tokens
+            t["cached_tokens"] += record.cached_tokens
+            t["reasoning_tokens"] += record.reasoning_tokens
+            t["latency_s"] += record.latency_s
+            self._totals[key] = t  # re-inserted last: a role's engine and model are those of its latest call
 
-    @property
-    def records(self) -> list[CallRecord]:
+    def rows(self) -> list[dict[str, Any]]:
+        """The totals as plain rows (key fields and counters), oldest key first: what a Ray worker sends back."""
         with self._lock:
-            return list(self._records)
+            return [{**dict(zip(_KEY, k)), **t} for k, t in self._totals.items()]
+
+    def absorb(self, rows: Iterable[dict[str, Any]]) -> None:
+        """Add another ledger's `rows()` (a worker's calls, on the driver)."""
+        with self._lock:
+            for r in rows:
+                key = tuple(r[k] for k in _KEY)
+                t = self._totals.pop(key, None) or dict.fromkeys(_COUNTERS, 0)
+                for c in _COUNTERS:
+                    t[c] += r[c]
+                self._totals[key] = t
+
+    def totals(self, role: str | None = None, kind: str | None = None) -> dict[str, Any]:
+        """Counters summed over every call, or over one role's and/or one kind's."""
+        return _summed(r for r in self.rows()
+                       if (role is None or r["role"] == role) and (kind is None or r["kind"] == kind))
 
     def summary(self) -> dict[str, dict[str, Any]]:
-        out: dict[str, dict[str, Any]] = defaultdict(
-            lambda: {
-                "calls": 0,
-                "failed": 0,
-                "attempts": 0,
-                "prompt_tokens": 0,
-                "completion_tokens": 0,
-                "cached_tokens": 0,
-                "reasoning_tokens": 0,
-                "latency_s": 0.0,
-            }
-        )
-        for r in self.records:
-            s = out[r.role]
-            s["engine"], s["model"] = r.engine, r.model
-            s["calls"] += 1
-            s["failed"] += 0 if r.ok else 1
-            s["attempts"] += r.attempts
-            s["prompt_tokens"] += r.prompt_tokens
-            s["completion_tokens"] += r.completion_tokens
-            s["cached_tokens"] += r.cached_tokens
-            s["reasoning_tokens"] += r.reasoning_tokens
-            s["latency_s"] = round(s["latency_s"] + r.latency_s, 3)
-            servers = s.setdefault("servers", {})
-            if r.server is not None:
-                _add_to_server(servers.setdefault(r.server, _server_totals()), r)
-        return dict(out)
+        rows = self.rows()
+        out: dict[str, dict[str, Any]] = {}
+        for role in dict.fromkeys(r["role"] for r in rows):
+            mine = [r for r in rows if r["role"] == role]
+            s = _summed(mine)
+            s["engine"], s["model"] = mine[-1]["engine"], mine[-1]["model"]
+            s["servers"] = self._servers(mine)
+            out[role] = s
+        return out
 
     def by_server(self) -> dict[str, dict[str, Any]]:
-        """Usage per server across roles (records without a server are left out)."""
-        out: dict[str, dict[str, Any]] = {}
-        for r in self.records:
-            if r.server is not None:
-                _add_to_server(out.setdefault(r.server, _server_totals()), r)
-        return out
+        """Usage per server across roles (calls without a known server are left out)."""
+        return self._servers(self.rows())
+
+    @staticmethod
+    def _servers(rows: list[dict[str, Any]]) -> dict[str, dict[str, Any]]:
+        servers = dict.fromkeys(r["server"] for r in rows if r["server"] is not None)
+        return {u: _summed((r for r in rows if r["server"] == u), _SERVER_COUNTERS) for u in servers}
 
     def to_json(self) -> str:
         return json.dumps(self.summary(), indent=2, sort_keys=True)

@@ -127,9 +127,9 @@ def test_exhausted_tool_call_is_one_failed_ledger_record_with_every_attempt(fake
         run(engines.role("patient").tool_call([{"role": "user", "content": "hi"}], [tool], max_attempts=3))
     assert info.value.attempts == 3
     assert ("no tool was called" if native else "unknown tool 'hang_up'") in info.value.last_error
-    (rec,) = engines.ledger.records
-    assert (rec.kind, rec.ok, rec.attempts) == ("tool_call", False, 3)
-    assert (rec.prompt_tokens, rec.completion_tokens, rec.cached_tokens) == (30, 6, 12)
+    (rec,) = engines.ledger.rows()
+    assert (rec["kind"], rec["calls"], rec["failed"], rec["attempts"]) == ("tool_call", 1, 1, 3)
+    assert (rec["prompt_tokens"], rec["completion_tokens"], rec["cached_tokens"]) == (30, 6, 12)
     # Every re-ask goes back to the original messages plus one piece of feedback, never piling up.
     assert len(backend.requests) == 3 and len(backend.requests[2].messages) == len(backend.requests[1].messages)
 
