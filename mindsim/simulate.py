@@ -20,14 +20,16 @@ order, so both runners give the same files and no step holds every session in me
 from __future__ import annotations
 
 import asyncio
+import heapq
 import itertools
 import json
 import shutil
 import tempfile
 from collections import Counter
 from pathlib import Path
-from typing import Any, Callable
+from typing import Any, Callable, Iterable, Iterator
 
+import orjson
 import pyarrow as pa
 import pyarrow.parquet as pq
 
@@ -229,7 +231,7 @@ async def simulate_shard(
     writer = ShardWriter(out, shard, shards)
     tally = SessionTally()
     failures: list[FailedArc] = []
-    gate = asyncio.Semaphore(patients_in_flight([*shared.values(), *(c for _, c in counsellors)], len(keys)))
+    in_flight = patients_in_flight([*shared.values(), *(c for _, c in counsellors)], len(keys))
 
     def load(key: str) -> SessionRecord | None:
         found = store.load(key)
@@ -261,27 +263,26 @@ async def simulate_shard(
         PatientAct's decomposition), then its arc with every counsellor under every patient engine, once per
         trial (every trial shares the schedule, the first scenario and the preparation)."""
         schedule = patient_schedule(p.profile_id, seed, config)
-        async with gate:
-            try:
-                first = await first_scenario_record(
-                    p, schedule.sessions[0], shared["first_scenario_writer"], config, seed=seed,
-                    load=scenarios.load, save=lambda r: off_loop(scenarios.save, r),
-                )
-            except ARC_FAILURES as exc:
-                for key in keys:
-                    failed(p, *key, exc)
-                return
-            prepared: dict[str, Any] = {}
-            for engine in preparing:
-                try:
-                    prepared[engine.name] = await engine.prepare(p, seed, base_roles, config, stores[engine.name])
-                except ARC_FAILURES as exc:
-                    prepared[engine.name] = exc  # only this engine's arcs of this patient fail; the others still run
-            results = await asyncio.gather(
-                *(one_arc(p, schedule, first, name, client, kind, prepared, t)
-                  for kind in kinds for name, client in counsellors for t in trials),
-                return_exceptions=True,
+        try:
+            first = await first_scenario_record(
+                p, schedule.sessions[0], shared["first_scenario_writer"], config, seed=seed,
+                load=scenarios.load, save=lambda r: off_loop(scenarios.save, r),
             )
+        except ARC_FAILURES as exc:
+            for key in keys:
+                failed(p, *key, exc)
+            return
+        prepared: dict[str, Any] = {}
+        for engine in preparing:
+            try:
+                prepared[engine.name] = await engine.prepare(p, seed, base_roles, config, stores[engine.name])
+            except ARC_FAILURES as exc:
+                prepared[engine.name] = exc  # only this engine's arcs of this patient fail; the others still run
+        results = await asyncio.gather(
+            *(one_arc(p, schedule, first, name, client, kind, prepared, t)
+              for kind in kinds for name, client in counsellors for t in trials),
+            return_exceptions=True,
+        )
         for res in results:
             if isinstance(res, BaseException):
                 raise res
@@ -306,11 +307,22 @@ async def simulate_shard(
             return
         keep(records)
 
+    # `in_flight` workers taking patients in order, not a task per patient waiting on a semaphore: a task
+    # and its coroutine per waiting patient made the shard's memory grow with its patients (issue 35).
+    queue = iter(profiles)
+    errors: list[Exception] = []
+
+    async def worker() -> None:
+        for p in queue:
+            try:
+                await patient_arcs(p)
+            except Exception as exc:  # the other patients still finish (and are checkpointed) first
+                errors.append(exc)
+
     try:
-        outcomes = await asyncio.gather(*(patient_arcs(p) for p in profiles), return_exceptions=True)
-        for res in outcomes:
-            if isinstance(res, BaseException):
-                raise res
+        await asyncio.gather(*(worker() for _ in range(min(in_flight, len(profiles)))))
+        if errors:
+            raise errors[0]
         writer.close()
     finally:
         writer.discard()
@@ -458,50 +470,128 @@ def transcript_row(r: SessionRecord) -> dict[str, Any]:
             "patient_engine": r.patient_engine, **trial, "session_index": r.session_index, "messages": r.transcript()}
 
 
-# Sessions a `ShardWriter` holds before it writes them out as one sorted run, the rows per row group of a run
-# (the merge holds one row group per run), and the most runs merged at once: past that many the runs so far
-# are merged into one first, so memory stays bounded however many sessions a shard has.
-RUN_ROWS = 256
-RUN_ROW_GROUP = 32
-MAX_RUNS = 4
+# Sessions a `ShardWriter` holds before it writes them out as one sorted run, and the most runs merged at once
+# (an open file and one line each): past that many, the runs so far are merged into one first.
+RUN_ROWS = 64
+MAX_RUNS = 64
+# Sessions turned into Arrow at a time when a shard file is written (tens of KB each: a few MB of rows).
+CONVERT_ROWS = 32
+# Rows per row group in the dataset itself: a one-shard run's shard file is copied as `sessions.parquet`.
+DATASET_ROW_GROUP = 128
 
 
-def _write_sorted(records: list[SessionRecord], parquet: Path, jsonl: Path, row_group_size: int = SHARD_ROW_GROUP,
-                  schema: pa.Schema | None = None) -> pa.Schema:
-    """`records`, already in the dataset's order, as one parquet file and its transcripts (replace-writes), in
-    `schema` widened by whatever these records need; returns the schema written."""
-    rows = [r.model_dump(mode="json") for r in records]
-    table = pa.Table.from_pylist(rows)
-    if schema is not None and not table.schema.equals(schema):
-        # A field null in all of these rows is typed null here; written in the schema the shard's other runs
-        # have, the merge reads them as Arrow, not through Python (its fallback for a differing schema).
-        schema = pa.unify_schemas([schema, table.schema], promote_options="permissive")
-        if not table.schema.equals(schema):
-            table = pa.Table.from_pylist(rows, schema=schema)
-    # Small row groups: the merge decodes one row group per file at a time, so this bounds its memory.
-    with atomic_writer(parquet, "wb") as sink:
-        pq.write_table(table, sink, row_group_size=row_group_size)
-    atomic_write_jsonl(jsonl, [transcript_row(r) for r in records])
-    return table.schema
+def _run_line(r: SessionRecord) -> str:
+    """A session as one line of a sorted run: its order key, the record and its transcript row, as JSON
+    separated by tabs (JSON text never holds a raw tab). The transcript is encoded as the export writes it."""
+    return (orjson.dumps(_order(r)).decode() + "\t" + r.model_dump_json() + "\t"
+            + json.dumps(transcript_row(r), ensure_ascii=False, default=str) + "\n")
+
+
+def _line_key(line: str) -> list:
+    return orjson.loads(line[:line.index("\t")])
+
+
+def _read_run(path: Path) -> Iterator[str]:
+    # newline="\n": no newline translation, a line is exactly what `_run_line` wrote.
+    with open(path, encoding="utf-8", newline="\n") as f:
+        yield from f
+
+
+def _merge_lines(sources: list[Iterable[str]]) -> Iterator[str]:
+    """Sorted runs' lines in one order (stable: equal keys keep the order of `sources`)."""
+    return heapq.merge(*sources, key=_line_key) if len(sources) > 1 else iter(sources[0])
+
+
+def _batches(lines: Iterable[str]) -> Iterator[tuple[list[dict[str, Any]], list[str]]]:
+    """`CONVERT_ROWS` lines at a time as (session rows, transcript lines)."""
+    rows: list[dict[str, Any]] = []
+    texts: list[str] = []
+    for line in lines:
+        _key, record, text = line.split("\t", 2)
+        rows.append(orjson.loads(record))
+        texts.append(text)
+        if len(rows) >= CONVERT_ROWS:
+            yield rows, texts
+            rows, texts = [], []
+    if rows:
+        yield rows, texts
+
+
+def _write_lines(sources: Callable[[], list[Iterable[str]]], parquet: Path, jsonl: Path, row_group_size: int) -> int:
+    """Merge the sorted runs `sources()` gives into one parquet file and its transcripts (replace-writes).
+
+    Two passes over the runs: the first only learns the schema (a field null in every session of a batch
+    is typed null there; the union over all batches types it), the second converts `CONVERT_ROWS` sessions
+    at a time in that schema and writes them. Nothing becomes Arrow before the shard is done, and never more
+    than a row group of it at once. Returns the rows written."""
+    schema: pa.Schema | None = None
+    for rows, _ in _batches(_merge_lines(sources())):
+        got = pa.Table.from_pylist(rows).schema
+        schema = got if schema is None else pa.unify_schemas([schema, got], promote_options="permissive")
+    if schema is None:
+        parquet.unlink(missing_ok=True)
+        atomic_write_jsonl(jsonl, [])
+        return 0
+    with atomic_writer(parquet, "wb") as sink, atomic_writer(jsonl, "w") as tsink:
+        writer = _Batched(sink, schema, row_group_size, row_group_size)
+        for rows, texts in _batches(_merge_lines(sources())):
+            writer.add([pa.Table.from_pylist(rows, schema=schema)])
+            tsink.write("".join(texts))
+        return writer.close()
+
+
+class _Batched:
+    """A parquet writer fed Arrow slices, writing them `batch_rows` at a time (`row_group_size`: rows per row
+    group within a write; None, one group per write)."""
+
+    def __init__(self, sink: Any, schema: pa.Schema, batch_rows: int, row_group_size: int | None):
+        self.writer = pq.ParquetWriter(sink, schema)
+        self.batch_rows, self.row_group_size = batch_rows, row_group_size
+        self.pending: list[pa.Table] = []
+        self.held = self.written = 0
+
+    @property
+    def room(self) -> int:
+        return self.batch_rows - self.held
+
+    def add(self, tables: list[pa.Table]) -> None:
+        self.pending.extend(tables)
+        self.held += sum(t.num_rows for t in tables)
+        if self.held >= self.batch_rows:
+            self._flush()
+
+    def _flush(self) -> None:
+        if self.pending:
+            self.writer.write_table(pa.concat_tables(self.pending), row_group_size=self.row_group_size)
+            self.written, self.pending, self.held = self.written + self.held, [], 0
+
+    def close(self) -> int:
+        """Write what is held, close the file; returns the rows written."""
+        self._flush()
+        self.writer.close()
+        return self.written
 
 
 class ShardWriter:
     """One shard's sessions (parquet) and transcripts (JSONL), both in the dataset's order, written as the
-    sessions come in: every `RUN_ROWS` sessions go to disk as one sorted run (in a private folder beside the
-    shard files) and leave memory, `MAX_RUNS` runs are merged into one (an external merge sort); `close` merges
-    the runs into the shard's two files (replace-writes: a shard is rebuilt whole by every run of it, never
-    appended to). A shard of at most `RUN_ROWS` sessions is written straight from memory, as before runs
-    existed."""
+    sessions come in: every `RUN_ROWS` sessions go to disk as one sorted run of JSON lines (in a private
+    folder beside the shard files) and leave memory, `MAX_RUNS` runs are merged into one (an external merge
+    sort); `close` merges the runs into the shard's two files (replace-writes: a shard is rebuilt whole by
+    every run of it, never appended to). Runs are text, not Arrow: a session becomes Arrow only in `close`,
+    a batch at a time, so a long shard's peak memory does not grow with its sessions (issue 35). A shard that
+    never filled a run is written straight from memory. `row_group_size`: `DATASET_ROW_GROUP` for a shard
+    that is the whole dataset (one shard), `SHARD_ROW_GROUP` where `merge_shards` merges several."""
 
-    def __init__(self, out: Path, shard: int, shards: int, run_rows: int = RUN_ROWS):
+    def __init__(self, out: Path, shard: int, shards: int, run_rows: int | None = None):
         self.parquet, self.jsonl = RunLayout(out).sessions.shard(shard, shards)
         self.shard = shard
-        self.run_rows = run_rows
+        self.run_rows = run_rows or RUN_ROWS
+        self.runs_written = 0
+        self.row_group_size = DATASET_ROW_GROUP if shards == 1 else SHARD_ROW_GROUP
         self.rows = 0
         self._held: list[SessionRecord] = []
-        self._runs: list[tuple[Path, Path]] = []
+        self._runs: list[Path] = []
         self._made = 0
-        self._schema: pa.Schema | None = None
         self._dir: Path | None = None
 
     def add(self, record: SessionRecord) -> None:
@@ -515,42 +605,36 @@ class ShardWriter:
             self.parquet.parent.mkdir(parents=True, exist_ok=True)
             # Named per writer: a retried Ray shard may run beside its original (`merge_shards` never lists it).
             self._dir = Path(tempfile.mkdtemp(prefix=f".runs-{self.shard:05d}-", dir=self.parquet.parent))
-        self._schema = _write_sorted(sorted(self._held, key=_order), *self._next_run(), row_group_size=RUN_ROW_GROUP,
-                                     schema=self._schema)
-        self._held = []
+        held, self._held = sorted(self._held, key=_order), []
+        self.runs_written += 1
+        with open(self._next_run(), "w", encoding="utf-8", newline="\n") as f:
+            f.writelines(_run_line(r) for r in held)
         if len(self._runs) >= MAX_RUNS:
             runs, self._runs = self._runs, []
-            _merge_sorted(runs, *self._next_run(), row_group_size=RUN_ROW_GROUP)
-            for parquet, jsonl in runs:
-                parquet.unlink()
-                jsonl.unlink()
+            with open(self._next_run(), "w", encoding="utf-8", newline="\n") as f:
+                f.writelines(_merge_lines([_read_run(r) for r in runs]))
+            for run in runs:
+                run.unlink()
 
-    def _next_run(self) -> tuple[Path, Path]:
+    def _next_run(self) -> Path:
         assert self._dir is not None
         self._made += 1
-        run = (self._dir / f"{self._made:06d}.parquet", self._dir / f"{self._made:06d}.jsonl")
+        run = self._dir / f"{self._made:06d}.jsonl"
         self._runs.append(run)
         return run
 
     def close(self) -> None:
-        if not self._runs:
-            if self._held:
-                _write_sorted(sorted(self._held, key=_order), self.parquet, self.jsonl)
-            else:
-                self.parquet.unlink(missing_ok=True)
-                atomic_write_jsonl(self.jsonl, [])
-            self._held = []
-            return
-        if self._held:
-            self._spill()
-        _merge_sorted(self._runs, self.parquet, self.jsonl, row_group_size=SHARD_ROW_GROUP)
+        held = sorted(self._held, key=_order)
+        runs = self._runs
+        _write_lines(lambda: [*(_read_run(r) for r in runs), (_run_line(r) for r in held)],
+                     self.parquet, self.jsonl, self.row_group_size)
         self.discard()
 
     def discard(self) -> None:
         """Remove the runs (after `close`, or when the shard failed: a rerun writes its own)."""
         if self._dir is not None:
             shutil.rmtree(self._dir, ignore_errors=True)
-            self._dir, self._runs, self._held = None, [], []
+        self._dir, self._runs, self._held = None, [], []
 
 
 def write_shard(out: Path, shard: int, shards: int, records: list[SessionRecord]) -> None:
@@ -584,6 +668,13 @@ def merge_shards(out: Path, shards: int, live: set[int], batch_rows: int = 128) 
     if not parts:
         atomic_write_jsonl(layout.transcripts, [])
         return 0
+    if shards == 1:
+        # The local runner's one shard is already the dataset, in its order and row groups: copied, not
+        # decoded and encoded again.
+        for src, dst in zip(parts[0], (layout.sessions.parquet, layout.transcripts)):
+            with open(src, "rb") as f, atomic_writer(dst, "wb") as sink:
+                shutil.copyfileobj(f, sink)
+        return pq.ParquetFile(layout.sessions.parquet).metadata.num_rows
     return _merge_sorted(parts, layout.sessions.parquet, layout.transcripts, batch_rows=batch_rows)
 
 
@@ -608,29 +699,20 @@ def _merge_sorted(parts: list[tuple[Path, Path]], target: Path, transcripts: Pat
     order.sort()
     cursors = [_RowGroups(f, schema) for f in files]
     lines = [open(jsonl, encoding="utf-8") for _, jsonl in parts]
-    written = 0
     try:
         with atomic_writer(target, "wb") as sink, atomic_writer(transcripts, "w") as tsink:
-            writer = pq.ParquetWriter(sink, schema)
-            pending: list[pa.Table] = []
-            held = 0
+            writer = _Batched(sink, schema, batch_rows, row_group_size)
             for k, run in itertools.groupby(order, key=lambda t: t[5]):
                 n = sum(1 for _ in run)
                 while n:
                     # In pieces: one file's rows in a row (a one-shard run's are all of them) would otherwise
                     # be taken whole, the dataset in memory at once.
-                    m = min(n, batch_rows - held)
-                    pending.extend(cursors[k].take(m))
+                    m = min(n, writer.room)
                     for _ in range(m):
                         tsink.write(lines[k].readline())
-                    held, n = held + m, n - m
-                    if held >= batch_rows:
-                        writer.write_table(pa.concat_tables(pending), row_group_size=row_group_size)
-                        written, pending, held = written + held, [], 0
-            if pending:
-                writer.write_table(pa.concat_tables(pending), row_group_size=row_group_size)
-                written += held
-            writer.close()
+                    writer.add(cursors[k].take(m))
+                    n -= m
+            written = writer.close()
     finally:
         for f in lines:
             f.close()

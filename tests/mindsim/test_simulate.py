@@ -7,6 +7,7 @@ import asyncio
 import json
 from pathlib import Path
 
+import pyarrow as pa
 import pyarrow.parquet as pq
 import pytest
 
@@ -197,7 +198,11 @@ def test_sessions_streamed_in_runs_give_the_same_dataset_in_the_same_order(tmp_p
     profiles = [make_profile(f"p{i}", arch) for i, arch in enumerate(["joker", "stoic", "joker", "stoic", "joker"])]
     whole, _ = simulate(tmp_path / "whole", profiles=profiles, counsellors=["counsellor", "counsellor:b"])
     monkeypatch.setattr(sim, "RUN_ROWS", 1)
+    spilled = []
+    close = sim.ShardWriter.close
+    monkeypatch.setattr(sim.ShardWriter, "close", lambda self: (spilled.append(self.runs_written), close(self))[1])
     streamed, _ = simulate(tmp_path / "streamed", profiles=profiles, counsellors=["counsellor", "counsellor:b"])
+    assert spilled == [20]  # every session went to disk as its own run before the shard file was written
     assert streamed.sessions_written == whole.sessions_written == 20
     (rows_a, text_a), (rows_b, text_b) = _files(tmp_path / "whole"), _files(tmp_path / "streamed")
     assert [r["session_id"] for r in rows_b] == [r["session_id"] for r in rows_a] and text_b == text_a
@@ -210,16 +215,20 @@ def test_sessions_streamed_in_runs_give_the_same_dataset_in_the_same_order(tmp_p
     random.Random(3).shuffle(records)
     records = [SessionRecord.model_validate({**r.model_dump(mode="json"), "counsellor_flags": []}) if i % 3 else r
                for i, r in enumerate(records)]
-    writer = ShardWriter(tmp_path / "direct", 0, 1, run_rows=3)
+    monkeypatch.setattr(sim, "MAX_RUNS", 2)  # runs merged on disk before the end, too
+    monkeypatch.setattr(sim, "CONVERT_ROWS", 1)  # batches of one: some hold only sessions without flags
+    writer = ShardWriter(tmp_path / "direct", 0, 3, run_rows=3)
     for r in records:
         writer.add(r)
+    assert writer.runs_written == len(records) // 3 and len(writer._runs) <= 2
     writer.close()
     parquet, jsonl = writer.parquet, writer.jsonl
     got = pq.read_table(parquet)
     meta = pq.ParquetFile(parquet).metadata
     assert got.num_rows == len(records)
-    # The later merge decodes one row group per shard at a time: they stay small.
+    # A shard of several: the merge decodes one row group per shard at a time, so they stay small.
     assert max(meta.row_group(i).num_rows for i in range(meta.num_row_groups)) <= sim.SHARD_ROW_GROUP
+    assert not pa.types.is_null(got.schema.field("counsellor_flags").type.value_type)  # typed where flags were
     expected = sorted(records, key=sim._order)
     assert [r["session_id"] for r in got.to_pylist()] == [r.session_id for r in expected]
     assert [json.loads(line)["id"] for line in jsonl.read_text().splitlines()] == [r.session_id for r in expected]
