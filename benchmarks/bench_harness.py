@@ -34,20 +34,35 @@ TICK = os.sysconf("SC_CLK_TCK")
 
 
 # -- the child side: one stage (or the bare client) against the stub ------------------------------------------
-def _engines(url: str, concurrency: int):
-    from mindsimkit.mindcore.config import EnginesConfig, OpenAIEngine, RoleSpec
-    from mindsimkit.mindcore.engine import Engines
+def _code(name: str):
+    """Module `name` (e.g. "mindsim.simulate") of the code being measured, the tree in `BENCH_TREE`. A tree from
+    before the one import namespace (no `mindsimkit/` folder) is imported by the plain name; a later one inside
+    `mindsimkit`, its package path pointed at the tree's folders, since the installed package (an editable
+    install included) maps `mindsimkit.<folder>` to its own tree. `PYTHONPATH` puts the tree's `mindsimkit`
+    first."""
+    import importlib
 
-    cfg = EnginesConfig(engines={"instant": OpenAIEngine(base_url=url, model="instant", max_concurrency=concurrency,
-                                                         native_tools=False)},
-                        roles={"default": RoleSpec(engine="instant", max_tokens=400, seed=7)})
-    return Engines.from_config(cfg)
+    tree = os.environ["BENCH_TREE"]
+    if not (Path(tree) / "mindsimkit").is_dir():
+        return importlib.import_module(name)
+    import mindsimkit
+
+    if tree not in mindsimkit.__path__:
+        mindsimkit.__path__.append(tree)
+    return importlib.import_module(f"mindsimkit.{name}")
+
+
+def _engines(url: str, concurrency: int):
+    c = _code("mindcore.config")
+    cfg = c.EnginesConfig(engines={"instant": c.OpenAIEngine(base_url=url, model="instant",
+                                                             max_concurrency=concurrency, native_tools=False)},
+                          roles={"default": c.RoleSpec(engine="instant", max_tokens=400, seed=7)})
+    return _code("mindcore.engine").Engines.from_config(cfg)
 
 
 def _sim_config(sessions: int, turn_cap: int):
-    from mindsimkit.mindsim.config import SimulationConfig
-
-    return SimulationConfig(sessions=sessions, turn_cap=turn_cap, max_todo_calls=1, final_memory=False)
+    return _code("mindsim.config").SimulationConfig(sessions=sessions, turn_cap=turn_cap, max_todo_calls=1,
+                                                    final_memory=False)
 
 
 def _rss_mib(field: str = "VmRSS") -> float:
@@ -64,28 +79,20 @@ def child(args: argparse.Namespace) -> None:
     if args.stage == "bare":
         _bare(args)
     elif args.stage == "simulate":
-        from mindsimkit.mindsim.simulate import run_simulation
-        from mindsimkit.profilegen.testing import make_profiles
-
-        profiles = make_profiles(args.patients, seed=3)
+        simulate = _code("mindsim.simulate")
+        profiles = _code("profilegen.testing").make_profiles(args.patients, seed=3)
         with _engines(args.url, args.concurrency) as engines:
             started = _rss_mib()  # after the imports and the profiles: what the run adds is above this
-            run_simulation(profiles, engines, _sim_config(args.sessions, args.turn_cap), out, seed=11)
+            simulate.run_simulation(profiles, engines, _sim_config(args.sessions, args.turn_cap), out, seed=11)
     elif args.stage == "judge":
-        from mindsimkit.judge.config import JudgeConfig
-        from mindsimkit.judge.inputs import load_sessions
-        from mindsimkit.judge.judging import judge_all, judges_from_config
-        from mindsimkit.mindcore.io import CheckpointDir
-
-        inputs = load_sessions(Path(args.sessions))
+        judging = _code("judge.judging")
+        inputs = _code("judge.inputs").load_sessions(Path(args.sessions))
         with _engines(args.url, args.concurrency) as engines:
-            cfg = JudgeConfig(concurrency=args.concurrency)
-            engines.run(judge_all(judges_from_config(engines, cfg), inputs, CheckpointDir(out / "cache"),
-                                  cfg.max_replies, cfg.concurrency))
+            cfg = _code("judge.config").JudgeConfig(concurrency=args.concurrency)
+            engines.run(judging.judge_all(judging.judges_from_config(engines, cfg), inputs,
+                                          _code("mindcore.io").CheckpointDir(out / "cache"), cfg.max_replies,
+                                          cfg.concurrency))
     elif args.stage == "profiles":
-        from mindsimkit.mindcore.recipe import load_recipe
-        from mindsimkit.profilegen.pipeline import run_profiles
-
         recipe = {"name": "bench", "seed": 5,
                   "engines": {"instant": {"kind": "openai", "base_url": args.url, "model": "instant",
                                           "max_concurrency": args.concurrency, "native_tools": False}},
@@ -96,11 +103,9 @@ def child(args: argparse.Namespace) -> None:
         path = out / "recipe.json"
         out.mkdir(parents=True, exist_ok=True)
         path.write_text(json.dumps(recipe))
-        from mindsimkit.mindcore.engine import Engines
-
-        r = load_recipe(path)
-        with Engines.from_config(r.engines_config()) as engines:
-            run_profiles(r, engines, out)
+        r = _code("mindcore.recipe").load_recipe(path)
+        with _code("mindcore.engine").Engines.from_config(r.engines_config()) as engines:
+            _code("profilegen.pipeline").run_profiles(r, engines, out)
     print(json.dumps({"maxrss_mib": _rss_mib("VmHWM"),
                       "start_rss_mib": locals().get("started", 0.0)}), flush=True)
 
@@ -231,7 +236,7 @@ def main() -> None:
     with InstantServer() as server:
         def env_for(tree: Path) -> dict[str, str]:
             # The measured code comes from `tree` (this file's own imports are only the stub's).
-            return {**os.environ, "PYTHONPATH": str(tree), "TERM": "dumb"}
+            return {**os.environ, "PYTHONPATH": str(tree), "BENCH_TREE": str(tree), "TERM": "dumb"}
 
         def run(tree: str, stage: str, c: int, record: Path | None = None, **extra) -> dict:
             out = work / f"{tree}-{stage}-{c}-{time.monotonic_ns()}"
@@ -274,6 +279,10 @@ def main() -> None:
                       f"   1,000 patients {peak[1000]:7.1f} MiB (started at {got[1000]['start_rss_mib']:.1f})   "
                       f"ratio {peak[1000] / peak[100]:.3f}   (+{(peak[1000] - peak[100]) / 900 * 1024:.0f} KiB/patient)",
                       flush=True)
+                # The run's own memory: above what the child held before it (imports, engines, the input profiles).
+                own = {n: g["maxrss_mib"] - g["start_rss_mib"] for n, g in got.items()}
+                print(f"  {tree:6s} above the start: {own[100]:.1f} and {own[1000]:.1f} MiB, "
+                      f"ratio {own[1000] / own[100]:.3f}", flush=True)
     print(f"load average at end: {os.getloadavg()}")
     _summary(rows, trees)
 
