@@ -233,3 +233,33 @@ def test_sessions_streamed_in_runs_give_the_same_dataset_in_the_same_order(tmp_p
     assert [r["session_id"] for r in got.to_pylist()] == [r.session_id for r in expected]
     assert [json.loads(line)["id"] for line in jsonl.read_text().splitlines()] == [r.session_id for r in expected]
     assert not list(parquet.parent.glob(".runs-*"))
+
+
+def test_text_with_tabs_line_breaks_and_other_separators_survives_the_runs(tmp_path):
+    """A run line is JSON fields joined by tabs, one session a line: text holding tabs, line breaks, Unicode line
+    separators, quotes and emoji must come back exactly, in the parquet rows and in the transcripts."""
+    from mindsimkit.mindsim.records import SessionRecord
+    from mindsimkit.mindsim.simulate import SessionStore, ShardWriter
+
+    simulate(tmp_path / "src", profiles=[make_profile("p0", "joker"), make_profile("p\t1", "stoic")])
+    odd = ["a\tb", "line\nbreak\r\n", "sep\u2028x\u0085y", 'quote " and \\ back', "emoji \U0001f642"]
+    records = []
+    for r in SessionStore(tmp_path / "src").all():
+        d = r.model_dump(mode="json")
+        d["memory_after"] = odd
+        d["counsellor_messages"] = [{**m, "content": m["content"] + odd[len(records) % len(odd)]}
+                                    for m in d["counsellor_messages"]]
+        records.append(SessionRecord.model_validate(d))
+    out = {}
+    for name, run_rows in (("held", 10_000), ("spilled", 1)):
+        writer = ShardWriter(tmp_path / name, 0, 1, run_rows=run_rows)
+        for r in records:
+            writer.add(r)
+        writer.close()
+        out[name] = (pq.read_table(writer.parquet).to_pylist(), writer.jsonl.read_text(encoding="utf-8"))
+    assert out["spilled"] == out["held"]
+    rows, text = out["spilled"]
+    assert len(rows) == len(records) and all(r["memory_after"] == odd for r in rows)
+    assert len(text.splitlines()) > len(records)  # str.splitlines breaks at U+2028 too ...
+    lines = text.split("\n")[:-1]  # ... a JSONL reader splits at "\n" only, and gets one session a line
+    assert [json.loads(line)["id"] for line in lines] == [r["session_id"] for r in rows]
