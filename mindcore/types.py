@@ -179,33 +179,28 @@ class UsageLedger:
         self.started = time.monotonic()
 
     def add(self, record: CallRecord) -> None:
-        key = (record.role, record.engine, record.model, record.kind, record.server)
+        self._fold((record.role, record.engine, record.model, record.kind, record.server),
+                   {"calls": 1, "failed": 0 if record.ok else 1, "attempts": record.attempts,
+                    "prompt_tokens": record.prompt_tokens, "completion_tokens": record.completion_tokens,
+                    "cached_tokens": record.cached_tokens, "reasoning_tokens": record.reasoning_tokens,
+                    "latency_s": record.latency_s})
+
+    def absorb(self, rows: Iterable[dict[str, Any]]) -> None:
+        """Add another ledger's `rows()` (a worker's calls, on the driver)."""
+        for r in rows:
+            self._fold(tuple(r[k] for k in _KEY), r)
+
+    def _fold(self, key: tuple[Any, ...], counts: dict[str, Any]) -> None:
         with self._lock:
             t = self._totals.pop(key, None) or dict.fromkeys(_COUNTERS, 0)
-            t["calls"] += 1
-            t["failed"] += 0 if record.ok else 1
-            t["attempts"] += record.attempts
-            t["prompt_tokens"] += record.prompt_tokens
-            t["completion_tokens"] += record.completion_tokens
-            t["cached_tokens"] += record.cached_tokens
-            t["reasoning_tokens"] += record.reasoning_tokens
-            t["latency_s"] += record.latency_s
+            for c in _COUNTERS:
+                t[c] += counts[c]
             self._totals[key] = t  # re-inserted last: a role's engine and model are those of its latest call
 
     def rows(self) -> list[dict[str, Any]]:
         """The totals as plain rows (key fields and counters), oldest key first: what a Ray worker sends back."""
         with self._lock:
             return [{**dict(zip(_KEY, k)), **t} for k, t in self._totals.items()]
-
-    def absorb(self, rows: Iterable[dict[str, Any]]) -> None:
-        """Add another ledger's `rows()` (a worker's calls, on the driver)."""
-        with self._lock:
-            for r in rows:
-                key = tuple(r[k] for k in _KEY)
-                t = self._totals.pop(key, None) or dict.fromkeys(_COUNTERS, 0)
-                for c in _COUNTERS:
-                    t[c] += r[c]
-                self._totals[key] = t
 
     def totals(self, role: str | None = None, kind: str | None = None) -> dict[str, Any]:
         """Counters summed over every call, or over one role's and/or one kind's."""
