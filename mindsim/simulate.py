@@ -26,6 +26,7 @@ import json
 import shutil
 import tempfile
 from collections import Counter
+from collections.abc import Sequence
 from pathlib import Path
 from typing import Any, Callable, Iterable, Iterator
 
@@ -52,11 +53,14 @@ from mindsimkit.mindsim.patient_engines import engine_roles, engines_of, variant
 from mindsimkit.mindsim.session import Arc, Roles, first_scenario_record, run_arc
 from mindsimkit.mindsim.summary import FailedArc, ShardSummary, SimulationSummary
 from mindsimkit.profilegen.moves import load_vocabulary
+from mindsimkit.profilegen.dataset import PackedProfile, unpacked
 from mindsimkit.profilegen.schemas import Profile
 
 # Rows per row group in a shard file, and so per shard held in memory by the merge (sessions are
 # tens of KB each: 64 shards x 32 rows is ~100 MB of rows in flight at most).
 SHARD_ROW_GROUP = 32
+# A run's patient: its profile, or the profile packed while it waits (`_prepare`).
+Patient = Profile | PackedProfile
 # Layout 2: first scenarios written once per patient and shared by every counsellor (layout 1 wrote one per
 # arc). Sessions of the two layouts must not be mixed in one run folder.
 LAYOUT = {"simulator_layout": 2, "first_scenario": "shared per patient"}
@@ -97,9 +101,14 @@ def check_profiles(profiles: list[Profile]) -> None:
                 f"profile {p.profile_id}: unknown style {', '.join(problems)}; regenerate the profiles with this "
                 "toolkit version or fix profilegen/data/archetypes.yaml / mindsim/data/style.yaml"
             )
-    ids = [p.profile_id for p in profiles]
-    if len(set(ids)) != len(ids):
-        raise InputError("profiles: duplicate profile_id values; each patient needs its own id")
+
+
+def check_unique(ids: list[str]) -> None:
+    """Every patient needs its own id: its checkpoints and sessions are keyed by it."""
+    repeated = sorted(i for i, n in Counter(ids).items() if n > 1)
+    if repeated:
+        shown = ", ".join(repeated[:5]) + (f" and {len(repeated) - 5} more" if len(repeated) > 5 else "")
+        raise InputError(f"profiles: duplicate profile_id values ({shown}); each patient needs its own id")
 
 
 class _RecordStore:
@@ -185,9 +194,9 @@ def check_layout(out: Path) -> None:
     atomic_write_json(marker, LAYOUT)
 
 
-def select_profiles(profiles: list[Profile], config: SimulationConfig) -> list[Profile]:
-    chosen = [p for p in profiles if p.in_benchmark] if config.benchmark_only else list(profiles)
-    return chosen[: config.max_patients] if config.max_patients else chosen
+def select_profiles(profiles: Iterable[Profile], config: SimulationConfig) -> Iterator[Profile]:
+    chosen = (p for p in profiles if p.in_benchmark) if config.benchmark_only else iter(profiles)
+    return itertools.islice(chosen, config.max_patients) if config.max_patients else chosen
 
 
 # Patients in progress at once, per request the engines can have in flight: enough to keep every slot busy
@@ -204,7 +213,7 @@ def patients_in_flight(clients: list[RoleClient], arcs_per_patient: int) -> int:
 
 
 async def simulate_shard(
-    profiles: list[Profile], engines, config: SimulationConfig, out: Path, seed: int, shard: int, shards: int,
+    profiles: list[Patient], engines, config: SimulationConfig, out: Path, seed: int, shard: int, shards: int,
     on_session: Callable[[str], None] = lambda _id: None,
 ) -> ShardSummary:
     """One shard of the patients (all of them on the local runner): every patient's shared first
@@ -313,9 +322,9 @@ async def simulate_shard(
     errors: list[Exception] = []
 
     async def worker() -> None:
-        for p in queue:
+        for patient in queue:
             try:
-                await patient_arcs(p)
+                await patient_arcs(unpacked(patient))  # a packed profile is whole only while its patient runs
             except Exception as exc:  # the other patients still finish (and are checkpointed) first
                 errors.append(exc)
 
@@ -344,18 +353,31 @@ async def _shard_work(engines, payload: dict[str, Any], report: Callable[[str], 
                                 payload["seed"], payload["shard"], payload["shards"], on_session=report)
 
 
-def _prepare(profiles: list[Profile], config: SimulationConfig, out: Path) -> list[Profile]:
-    profiles = select_profiles(profiles, config)
-    if not profiles:
+# Profiles checked at a time while a run's input is read and packed: each batch's objects are freed before the
+# next, so few keep the memory they leave behind small (32: 2 MiB less than 256 at 1,000 profiles; issue 35).
+CHECK_ROWS = 32
+
+
+def _prepare(profiles: Iterable[Profile], config: SimulationConfig, out: Path) -> list[Patient]:
+    """The chosen profiles, checked. Profiles read lazily (`iter_profiles`) are packed (`PackedProfile`) and
+    unpacked only while their patient runs, so the input is never whole in memory as objects; a list the caller
+    holds anyway is used as it is (packing it would only add a copy)."""
+    patients: list[Patient] = []
+    keep = (lambda p: p) if isinstance(profiles, Sequence) else PackedProfile.of
+    checks = [check_profiles, *(e.check_profiles for e in engines_of(config.patient_engines))]
+    chosen = select_profiles(profiles, config)
+    while chunk := list(itertools.islice(chosen, CHECK_ROWS)):
+        for check in checks:
+            check(chunk)
+        patients.extend(keep(p) for p in chunk)
+    if not patients:
         raise InputError("no profiles to simulate (check pool_only / benchmark_only and the profiles folder)")
-    check_profiles(profiles)
-    for engine in engines_of(config.patient_engines):
-        engine.check_profiles(profiles)
+    check_unique([p.profile_id for p in patients])
     check_layout(out)
-    return profiles
+    return patients
 
 
-async def simulate_async(profiles: list[Profile], engines, config: SimulationConfig, out_dir: str | Path, seed: int,
+async def simulate_async(profiles: Iterable[Profile], engines, config: SimulationConfig, out_dir: str | Path, seed: int,
                          *, runner: Runner | None = None) -> SimulationSummary:
     """`run_simulation` for async callers. Patients are sharded by a stable hash of their id (everything of one
     patient in one shard); the runner runs the shards (the local one: one shard, in this loop), each shard writing
@@ -373,8 +395,8 @@ async def simulate_async(profiles: list[Profile], engines, config: SimulationCon
                    live=run.live)
 
 
-def _finish(out: Path, engines, config: SimulationConfig, seed: int, profiles: list[Profile], parts: list[ShardSummary],
-            shards: int, elapsed: float, runner: dict[str, Any], live: set[int]) -> SimulationSummary:
+def _finish(out: Path, engines, config: SimulationConfig, seed: int, profiles: list[Patient],
+            parts: list[ShardSummary], shards: int, elapsed: float, runner: dict[str, Any], live: set[int]) -> SimulationSummary:
     merge_shards(out, shards, live)
     counsellors = [counsellor_name(c) for c in config.counsellors]
     kinds = config.patient_engines
@@ -743,9 +765,11 @@ class _RowGroups:
         return out
 
 
-def run_simulation(profiles: list[Profile], engines, config: SimulationConfig, out_dir: str | Path, seed: int,
+def run_simulation(profiles: Iterable[Profile], engines, config: SimulationConfig, out_dir: str | Path, seed: int,
                    *, runner: Runner | None = None) -> SimulationSummary:
     """Simulate every arc and write `out_dir/sessions/` and `out_dir/transcripts/transcripts.jsonl`.
+    `profiles` may be a list or read lazily (`profilegen.dataset.iter_profiles`): either way the run keeps each
+    profile packed and decodes it only while its patient runs.
     `engines` must be started (`with Engines.from_config(cfg) as engines:`); `runner` (default: this process)
     is the job's (`mindcore.runners.runner_for`), entered by the caller. The same files come out either way.
     Returns the run summary."""

@@ -41,7 +41,7 @@ from mindsimkit.mindsim.summary import SimulationSummary
 from mindsimkit.judge.config import JudgeConfig
 from mindsimkit.judge.run import run_judging
 from mindsimkit.profilegen.config import profiles_config
-from mindsimkit.profilegen.dataset import load_profiles
+from mindsimkit.profilegen.dataset import iter_profiles
 from mindsimkit.profilegen.pipeline import ProfilesSummary, run_profiles
 from mindsimkit.profilegen.schemas import Failure
 from mindsimkit.validation.compare import compare
@@ -209,7 +209,8 @@ def run_job(recipe_path: Path, out_dir: Path, *, verbose: bool = False, ray_addr
         if psum.candidates and not psum.kept:
             _nothing_left("profiles", pfail, f"every one of {psum.candidates} candidates failed or was dropped "
                                              f"as serious ({psum.dropped_serious} dropped)")
-        profiles = load_profiles(layout.profiles.path, pool_only=scfg.pool_only)
+        # Read as the simulation packs them: the pool is never whole in memory as objects (issue 35).
+        profiles = iter_profiles(layout.profiles.path, pool_only=scfg.pool_only)
         _stage("6 · multi-session simulation")
         ssum = run_simulation(profiles, engines, scfg, out_dir, recipe.seed, runner=runner)
         failed_arcs = [f.model_dump() for f in ssum.failed_arcs]

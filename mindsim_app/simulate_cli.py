@@ -28,11 +28,11 @@ def simulate_cmd(
     from mindsimkit.mindsim.config import SimulationConfig
     from mindsimkit.mindcore.preflight import preflight
     from mindsimkit.mindsim.simulate import run_simulation
-    from mindsimkit.profilegen.dataset import load_profiles
+    from mindsimkit.profilegen.dataset import iter_profiles
 
     rec = load_recipe(recipe)
     config = rec.section("simulation", SimulationConfig)
-    pool = load_profiles(profiles, pool_only=config.pool_only)
+    pool = iter_profiles(profiles, pool_only=config.pool_only)  # read as the run packs them (issue 35)
     with Engines.from_config(rec.engines_config()) as engines:
         report = preflight(rec, engines, {"simulate"})
         for note in report.notes:

@@ -263,3 +263,35 @@ def test_text_with_tabs_line_breaks_and_other_separators_survives_the_runs(tmp_p
     assert len(text.splitlines()) > len(records)  # str.splitlines breaks at U+2028 too ...
     lines = text.split("\n")[:-1]  # ... a JSONL reader splits at "\n" only, and gets one session a line
     assert [json.loads(line)["id"] for line in lines] == [r["session_id"] for r in rows]
+
+
+def test_profiles_read_from_a_folder_are_held_packed_and_give_the_same_dataset(tmp_path, monkeypatch):
+    """Profiles read lazily (`iter_profiles`, as `mindsim simulate` and the main job read them) are checked a few
+    at a time and held packed until their patient runs; a list the caller passes is used as it is. Both give the
+    same files; a bad or repeated profile late in the input still fails before any request."""
+    from mindsimkit.mindsim import simulate as sim
+    from mindsimkit.profilegen.dataset import PackedProfile, iter_profiles, write_profiles
+
+    monkeypatch.setattr(sim, "CHECK_ROWS", 2)
+    profiles = [make_profile(f"p{i}", arch) for i, arch in enumerate(["joker", "stoic", "joker", "stoic", "joker"])]
+    write_profiles(profiles, tmp_path / "profiles")
+    held = []
+    prepare = sim._prepare
+    monkeypatch.setattr(sim, "_prepare", lambda *a: (held.append(prepare(*a)), held[-1])[1])
+    listed, _ = simulate(tmp_path / "list", profiles=profiles)
+    read, _ = simulate(tmp_path / "read", profiles=iter_profiles(tmp_path / "profiles", pool_only=False))
+    assert all(a is b for a, b in zip(held[0], profiles, strict=True))  # the caller's objects, not copies
+    assert all(isinstance(p, PackedProfile) for p in held[1]) and [p.unpack() for p in held[1]] == profiles
+    assert _files(tmp_path / "read") == _files(tmp_path / "list") and read.sessions_written == 10
+    assert read.model_dump(exclude={"elapsed_s", "created_utc", "usage"}) == \
+        listed.model_dump(exclude={"elapsed_s", "created_utc", "usage"})
+
+    def late(bad):  # four good profiles, then the bad one: the third batch of two
+        return iter([*profiles[:4], bad])
+
+    for bad, match in ((make_profile("p9", "nope"), "archetype 'nope'"),
+                       (profiles[1], r"duplicate profile_id values \(p1\)")):
+        out = tmp_path / f"late-{bad.profile_id}"
+        with pytest.raises(InputError, match=match):
+            simulate(out, profiles=late(bad))
+        assert not (out / "sessions").exists()

@@ -5,7 +5,9 @@ from __future__ import annotations
 import pytest
 
 from mindsimkit.mindcore.errors import InputError
-from mindsimkit.profilegen.dataset import load_profiles, write_profiles
+from mindsimkit.mindcore import runlog
+from mindsimkit.mindcore.io import atomic_write_parquet
+from mindsimkit.profilegen.dataset import PackedProfile, iter_profiles, load_profiles, unpacked, write_profiles
 from mindsimkit.profilegen.testing import make_profiles
 
 
@@ -31,3 +33,32 @@ def test_missing_or_broken_folder(tmp_path):
     (tmp_path / "profiles.parquet").write_text("not parquet")
     with pytest.raises(InputError, match="not a readable parquet"):
         load_profiles(tmp_path)
+
+
+def test_profiles_read_lazily_in_batches_and_a_bad_row_names_its_place(tmp_path, monkeypatch):
+    """`iter_profiles` decodes a few rows at a time: the same profiles as `load_profiles`, the file checked when it
+    is called, a row the schema refuses named by its number when the iteration reaches it."""
+    monkeypatch.setattr(runlog, "TABLE_BATCH_ROWS", 2)
+    profiles = make_profiles(5, seed=2)
+    profiles[3] = profiles[3].model_copy(update={"in_pool": True})
+    write_profiles(profiles, tmp_path / "ok")
+    lazy = iter_profiles(tmp_path / "ok", pool_only=False)
+    assert not isinstance(lazy, list) and list(lazy) == profiles
+    assert [p.profile_id for p in iter_profiles(tmp_path / "ok")] == [profiles[3].profile_id]
+    with pytest.raises(InputError, match="profiles.parquet"):
+        iter_profiles(tmp_path / "missing")  # at the call, before anything is iterated
+    rows = [p.model_dump(mode="json") for p in profiles]
+    rows[3]["style"]["register"] = "shouting"  # a value no Register allows, in the second batch of two
+    atomic_write_parquet(tmp_path / "bad" / "profiles.parquet", rows)
+    lazy = iter_profiles(tmp_path / "bad", pool_only=False)
+    assert [next(lazy).profile_id for _ in range(3)] == [p.profile_id for p in profiles[:3]]
+    with pytest.raises(InputError, match=r"row 3: not a profiles table row \(style.register"):
+        next(lazy)
+
+
+def test_a_packed_profile_unpacks_equal_and_is_smaller():
+    for profile in make_profiles(20, seed=4):
+        packed = PackedProfile.of(profile)
+        assert packed.profile_id == profile.profile_id and unpacked(packed) == profile
+        assert len(packed.data) < len(profile.model_dump_json()) / 1.5  # compressed, not only serialised
+        assert unpacked(profile) is profile
