@@ -78,11 +78,20 @@ def child(args: argparse.Namespace) -> None:
     out = Path(args.out)
     if args.stage == "bare":
         _bare(args)
+    elif args.stage == "pool":
+        _code("profilegen.dataset").write_profiles(_code("profilegen.testing").make_profiles(args.patients, seed=3), out)
     elif args.stage == "simulate":
         simulate = _code("mindsim.simulate")
-        profiles = _code("profilegen.testing").make_profiles(args.patients, seed=3)
+        dataset = _code("profilegen.dataset")
+        if args.pool:
+            # As `mindsim simulate --profiles` reads them: lazily where the tree can (`iter_profiles`).
+            read = getattr(dataset, "iter_profiles", dataset.load_profiles)
+        else:
+            profiles = _code("profilegen.testing").make_profiles(args.patients, seed=3)
         with _engines(args.url, args.concurrency) as engines:
-            started = _rss_mib()  # after the imports and the profiles: what the run adds is above this
+            started = _rss_mib()  # after the imports (and profiles built in memory): what the run adds is above this
+            if args.pool:
+                profiles = read(args.pool, pool_only=False)
             simulate.run_simulation(profiles, engines, _sim_config(args.sessions, args.turn_cap), out, seed=11)
     elif args.stage == "judge":
         judging = _code("judge.judging")
@@ -210,6 +219,7 @@ def main() -> None:
     ap.add_argument("--out")
     ap.add_argument("--bodies")
     ap.add_argument("--sessions")
+    ap.add_argument("--pool", help=argparse.SUPPRESS)  # a profiles folder the simulate child reads
     ap.add_argument("--concurrency", type=int, nargs="+", default=[1, 16, 64, 256])
     ap.add_argument("--patients", type=int, default=64, help="simulated patients per run (at least one per slot)")
     ap.add_argument("--judged-patients", type=int, default=128, help="patients whose sessions the judge runs judge")
@@ -271,18 +281,28 @@ def main() -> None:
         if args.rss:
             print(f"\npeak RSS, simulation ({args.sim_sessions} sessions, turn cap {args.turn_cap}, concurrency 64):",
                   flush=True)
-            for tree in trees:
-                got = {n: run(tree, "simulate", 64, patients=n, sessions_per_patient=args.sim_sessions,
-                              turn_cap=args.turn_cap) for n in (100, 1000)}
-                peak = {n: g["maxrss_mib"] for n, g in got.items()}
-                print(f"  {tree:6s} 100 patients {peak[100]:7.1f} MiB (run started at {got[100]['start_rss_mib']:.1f})"
-                      f"   1,000 patients {peak[1000]:7.1f} MiB (started at {got[1000]['start_rss_mib']:.1f})   "
-                      f"ratio {peak[1000] / peak[100]:.3f}   (+{(peak[1000] - peak[100]) / 900 * 1024:.0f} KiB/patient)",
-                      flush=True)
-                # The run's own memory: above what the child held before it (imports, engines, the input profiles).
-                own = {n: g["maxrss_mib"] - g["start_rss_mib"] for n, g in got.items()}
-                print(f"  {tree:6s} above the start: {own[100]:.1f} and {own[1000]:.1f} MiB, "
-                      f"ratio {own[1000] / own[100]:.3f}", flush=True)
+            # Each size's profiles written once as a profiles folder, by the code measured as "now".
+            pools = {}
+            for n in (100, 1000):
+                pools[n] = work / f"pool-{n}"
+                subprocess.run([sys.executable, __file__, "--child", "--stage", "pool", "--out", str(pools[n]),
+                                "--patients", str(n)], env=env_for(REPO), check=True, stdout=subprocess.DEVNULL)
+            for source, label in (("folder", "read from a profiles folder, as `mindsim simulate` reads them"),
+                                  ("list", "built in memory by the caller and handed in as a list")):
+                print(f"  profiles {label}:", flush=True)
+                for tree in trees:
+                    got = {n: run(tree, "simulate", 64, patients=n, sessions_per_patient=args.sim_sessions,
+                                  turn_cap=args.turn_cap, **({"pool": pools[n]} if source == "folder" else {}))
+                           for n in (100, 1000)}
+                    peak = {n: g["maxrss_mib"] for n, g in got.items()}
+                    print(f"  {tree:6s} 100 patients {peak[100]:7.1f} MiB (run started at {got[100]['start_rss_mib']:.1f})"
+                          f"   1,000 patients {peak[1000]:7.1f} MiB (started at {got[1000]['start_rss_mib']:.1f})   "
+                          f"ratio {peak[1000] / peak[100]:.3f}   (+{(peak[1000] - peak[100]) / 900 * 1024:.0f} KiB/patient)",
+                          flush=True)
+                    # The run's own memory: above what the child held before it (imports, engines, the input profiles).
+                    own = {n: g["maxrss_mib"] - g["start_rss_mib"] for n, g in got.items()}
+                    print(f"  {tree:6s} above the start: {own[100]:.1f} and {own[1000]:.1f} MiB, "
+                          f"ratio {own[1000] / own[100]:.3f}", flush=True)
     print(f"load average at end: {os.getloadavg()}")
     _summary(rows, trees)
 
