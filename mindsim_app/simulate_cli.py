@@ -32,13 +32,16 @@ def simulate_cmd(
 
     rec = load_recipe(recipe)
     config = rec.section("simulation", SimulationConfig)
-    pool = iter_profiles(profiles, pool_only=config.pool_only)  # read as the run packs them (issue 35)
+    # Every row is checked before any engine starts (a model can take a minute to load); the run then reads the
+    # file again as it packs it, so the pool is never whole in memory as objects (issue 35).
+    for _ in iter_profiles(profiles, pool_only=config.pool_only):
+        pass
     with Engines.from_config(rec.engines_config()) as engines:
         report = preflight(rec, engines, {"simulate"})
         for note in report.notes:
             out.print(f"preflight: {escape(note)}")
         config = report.budgets.apply("simulation", config)
-        summary = run_simulation(pool, engines, config, out_dir, rec.seed)
+        summary = run_simulation(iter_profiles(profiles, pool_only=config.pool_only), engines, config, out_dir, rec.seed)
     table = Table(title=f"Simulation → {out_dir}")
     table.add_column("what")
     table.add_column("value", justify="right")

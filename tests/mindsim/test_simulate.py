@@ -139,6 +139,26 @@ def test_cli_rejects_a_recipe_typo_before_starting_engines(tmp_path):
         simulate_cmd(profiles=tmp_path, recipe=recipe, out_dir=tmp_path / "o")
 
 
+def test_cli_rejects_a_bad_profile_row_before_starting_engines(tmp_path, monkeypatch):
+    """The pool is read lazily, but every row is still checked before a model is loaded."""
+    from mindsimkit.mindcore.io import atomic_write_parquet
+    from mindsimkit.mindsim_app.simulate_cli import simulate_cmd
+
+    rows = [make_profile(f"p{i}").model_dump(mode="json") | {"in_pool": True} for i in range(3)]
+    rows[2]["style"]["verbosity"] = "endless"
+    atomic_write_parquet(tmp_path / "profiles" / "profiles.parquet", rows)
+    recipe = tmp_path / "r.yaml"
+    recipe.write_text("name: t\nengines: {local: {kind: embedded}}\nroles: {default: {engine: local}}\n")
+
+    def started(*_a, **_k):
+        raise AssertionError("engines started before the profiles were checked")
+
+    monkeypatch.setattr(Engines, "from_config", started)
+    with pytest.raises(InputError, match=r"profiles.parquet row 2: not a profiles table row \(style.verbosity"):
+        simulate_cmd(profiles=tmp_path / "profiles", recipe=recipe, out_dir=tmp_path / "o")
+    assert not (tmp_path / "o").exists()
+
+
 def test_memory_engine_failure_fails_the_arc_and_the_rerun_writes_it(tmp_path):
     from mindsimkit.mindcore.errors import TransportError
 
