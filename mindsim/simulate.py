@@ -52,8 +52,8 @@ from mindsimkit.mindsim.schedule import Schedule
 from mindsimkit.mindsim.patient_engines import engine_roles, engines_of, variant
 from mindsimkit.mindsim.session import Arc, Roles, first_scenario_record, run_arc
 from mindsimkit.mindsim.summary import FailedArc, ShardSummary, SimulationSummary
-from mindsimkit.profilegen.moves import load_vocabulary
 from mindsimkit.profilegen.dataset import PackedProfile, unpacked
+from mindsimkit.profilegen.moves import load_vocabulary
 from mindsimkit.profilegen.schemas import Profile
 
 # Rows per row group in a shard file, and so per shard held in memory by the merge (sessions are
@@ -768,8 +768,8 @@ class _RowGroups:
 def run_simulation(profiles: Iterable[Profile], engines, config: SimulationConfig, out_dir: str | Path, seed: int,
                    *, runner: Runner | None = None) -> SimulationSummary:
     """Simulate every arc and write `out_dir/sessions/` and `out_dir/transcripts/transcripts.jsonl`.
-    `profiles` may be a list or read lazily (`profilegen.dataset.iter_profiles`): either way the run keeps each
-    profile packed and decodes it only while its patient runs.
+    `profiles`: a list, used as it is, or an iterable read lazily (`profilegen.dataset.iter_profiles`, as the CLI
+    and the main job read the pool), whose profiles are held packed and decoded only while their patient runs.
     `engines` must be started (`with Engines.from_config(cfg) as engines:`); `runner` (default: this process)
     is the job's (`mindcore.runners.runner_for`), entered by the caller. The same files come out either way.
     Returns the run summary."""
