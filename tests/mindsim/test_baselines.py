@@ -4,7 +4,6 @@ MindSim and PatientAct, resume, and the budget and role wiring."""
 
 from __future__ import annotations
 
-import asyncio
 import json
 from collections import Counter
 

@@ -5,7 +5,6 @@ invalid step answers re-asked then counted."""
 from __future__ import annotations
 
 import asyncio
-import json
 import random
 
 import pytest

@@ -35,7 +35,7 @@ from mindsimkit.mindsim.config import SimulationConfig  # noqa: E402
 from mindsimkit.mindsim.records import ScenarioRecord, session_id  # noqa: E402
 from mindsimkit.mindsim.scenario import Scenario  # noqa: E402
 from mindsimkit.mindsim.simulate import ScenarioStore, run_simulation  # noqa: E402
-from openai_stub import OpenAIStub, Reply, from_responder  # noqa: E402
+from openai_stub import OpenAIStub, from_responder  # noqa: E402
 from simfakes import SCENARIO, SimResponder, make_profile  # noqa: E402
 
 SIM_ROLES = ["patient", "scenario_writer", "memory_compactor", "counsellor", "counsellor:b"]

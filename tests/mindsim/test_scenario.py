@@ -11,7 +11,7 @@ from mindsimkit.mindcore.engine import Engines
 from mindsimkit.mindcore.errors import StructuredOutputError
 from mindsimkit.mindcore.fake import FakeBackend
 from mindsimkit.mindsim.config import SimulationConfig
-from mindsimkit.mindsim.scenario import Scenario, first_scenario
+from mindsimkit.mindsim.scenario import first_scenario
 from mindsimkit.mindsim.simulate import run_simulation
 from simfakes import SCENARIO, SimResponder, make_profile
 

@@ -20,7 +20,7 @@ from mindsimkit.mindcore.types import UsageLedger
 from mindsimkit.mindsim.config import SimulationConfig
 from mindsimkit.mindsim.records import session_id
 from mindsimkit.mindsim.simulate import run_simulation
-from simfakes import SimResponder, make_profile
+from simfakes import make_profile
 from test_shared_scenario import VaryingWriter
 from trials_golden import GOLDEN, ROLES, fingerprint, golden_run
 

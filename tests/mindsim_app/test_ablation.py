@@ -19,7 +19,6 @@ from mindsimkit.mindcore.engine import Engines
 from mindsimkit.mindcore.fake import FakeBackend
 from mindsimkit.mindcore.recipe import load_recipe
 from mindsimkit.mindsim.config import SimulationConfig
-from mindsimkit.mindsim.records import SessionRecord
 from mindsimkit.mindsim.simulate import SessionStore, run_simulation
 from mindsimkit.mindsim_app.ablation import ABLATION, ablate_memory
 from mindsimkit.mindsim_app.cli import main

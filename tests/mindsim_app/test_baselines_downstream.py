@@ -4,7 +4,6 @@ explains the baselines' fields with counts from the rows."""
 
 from __future__ import annotations
 
-import json
 
 import pytest
 

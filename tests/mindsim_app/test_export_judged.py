@@ -236,7 +236,6 @@ def test_dpo_command_over_http(run_dir, tmp_path, capsys):
 def test_dpo_on_the_embedded_engine(embedded_engines, run_dir, tmp_path):
     """SmolLM2-135M as counsellor and (definitions-only) judge on one turn: its verdicts mean nothing,
     but every asked reply must come back judged or counted as failed, and any pair must have the shape."""
-    import asyncio
 
     from mindsimkit.judge.judging import Judge
     from mindsimkit.judge.rubric import load_rubric

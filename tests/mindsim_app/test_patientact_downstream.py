@@ -111,7 +111,6 @@ BEHAVIOURS = ("resistance", "recounting", "insight")
 
 def _both_engines_run(tmp_path_factory, engines=("mindsim", "patientact")):
     """A real simulator run (fake engine) whose PatientAct behaviour cycles, so shares are not all one."""
-    import json
 
     from mindsimkit.mindsim import simulate
     from mindsimkit.mindsim.config import SimulationConfig

@@ -10,7 +10,6 @@ import subprocess
 import sys
 from pathlib import Path
 
-import pytest
 
 from annotfakes import messages
 from mindsimkit.judge.patientact import load_human, load_items, rubrics

@@ -9,7 +9,6 @@ from pathlib import Path
 
 import pytest
 
-from annotfakes import write_run
 from mindsimkit.mindcore.errors import InputError
 from mindsimkit.mindsim_app.annotate.export import export_task
 from mindsimkit.mindsim_app.annotate.labelstudio import export_labelstudio, import_labelstudio
