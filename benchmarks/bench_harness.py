@@ -11,7 +11,8 @@ request the stub saw (start-up and the writing of final reports are outside the 
 child and every process under it (distilabel's workers), read from /proc every 20 ms. Printed side by side
 with the ratios; `--baseline-tree` (a checkout of an older commit, e.g. `git archive 1d6659f | tar -x -C DIR`)
 runs the stages on that code too, in the same run, as "today". `--rss`: peak RSS of a simulation of 100 and of
-1,000 patients (one session each).
+1,000 patients, with the profiles read from a profiles folder (as `mindsim simulate` reads them) and with them
+built in memory and handed in as a list.
 
 The machine is 2 cores shared with other work: the stub takes one, the measured child the other. Compare ratios
 measured in the same run, never absolute times across runs. Timings are never asserted in tests.
