@@ -112,6 +112,10 @@ def preset_run(study_run, embedded_engines, tmp_path_factory) -> Path:
                turn_cap=raw["simulation"].get("turn_cap", 2))
     raw["validation"] = {**raw["validation"], "arc": False}
     raw["judge"] = {**raw["judge"], "preset": PRESETS["judge"]}
+    # Two replies are judged here. At temperature 0 a judgment the 135M model gets wrong (its severity against its
+    # own issue flags) comes out the same on every ask and every rerun, so all reruns could fail together (one
+    # fresh-clone run of 2026-12-04 did); sampled, each ask is a new draw, and six asks per reply instead of three.
+    raw["roles"]["judge"] = {**raw["roles"]["judge"], "temperature": 0.7, "max_attempts": 6}
     base = tmp_path_factory.mktemp("presets")
     recipe = write_recipe(raw, base / "recipe.yaml")
     out = base / "run"
