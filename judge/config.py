@@ -64,6 +64,15 @@ class JudgeConfig(BaseModel):
             raise ValueError(f"unknown preset {v!r}; choose one of {', '.join(names)} (judge/data/presets.yaml)")
         return v
 
+    @field_validator("rubric")
+    @classmethod
+    def _rubric_loads(cls, v: str | None) -> str | None:
+        from mindsimkit.judge.rubric import load_rubric
+
+        if v is not None:
+            load_rubric(v)  # a missing, binary or invalid file stops the command here, before any engine starts
+        return v
+
     @field_validator("judges")
     @classmethod
     def _judge_roles(cls, v: list[str]) -> list[str]:

@@ -7,6 +7,7 @@ from __future__ import annotations
 
 from functools import lru_cache
 from importlib import resources
+from pathlib import Path
 from typing import Literal
 
 import yaml
@@ -14,6 +15,7 @@ from pydantic import BaseModel, ConfigDict, Field, ValidationError, create_model
 
 from mindsimkit.mindcore.errors import ConfigError
 from mindsimkit.mindcore import yamlio
+from mindsimkit.mindcore.prompts import read_text_file
 
 RUBRIC_FILE = "rubric.yaml"
 # Bounds keep a small model from looping inside a string under a JSON grammar (NOTES §2).
@@ -117,15 +119,23 @@ def severity_id(raw: object) -> str:
 def load_rubric(path: str | None = None) -> Rubric:
     """The shipped rubric, or another file of the same shape (for a revised rubric version)."""
     where = path or f"judge/data/{RUBRIC_FILE}"
-    try:
-        text = (open(path, encoding="utf-8").read() if path
-                else (resources.files("mindsimkit.judge") / "data" / RUBRIC_FILE).read_text(encoding="utf-8"))
-    except OSError as exc:
-        raise ConfigError(f"rubric {where}: cannot read it ({exc.strerror})") from exc
+    if path and not Path(path).is_file():
+        raise ConfigError(f"rubric {where}: no such file; give the path of a rubric file of the shape of "
+                          "judge/data/rubric.yaml, or leave judge.rubric out for the shipped one")
+    text = read_text_file(Path(path) if path else Path(str(resources.files("mindsimkit.judge") / "data" / RUBRIC_FILE)),
+                          "rubric")
     try:
         return Rubric.model_validate(yamlio.safe_load(text))
-    except (yaml.YAMLError, ValidationError) as exc:
-        raise ConfigError(f"rubric {where}: invalid ({str(exc).splitlines()[0]}); see judge/data/rubric.yaml") from exc
+    except yaml.YAMLError as exc:
+        mark = getattr(exc, "problem_mark", None)
+        line = f" line {mark.line + 1}:" if mark is not None else ""
+        raise ConfigError(f"rubric {where}:{line} not valid YAML ({getattr(exc, 'problem', None) or exc}); "
+                          "see judge/data/rubric.yaml") from exc
+    except ValidationError as exc:
+        first = exc.errors()[0]
+        loc = ".".join(str(p) for p in first["loc"]) or "(top level)"
+        raise ConfigError(f"rubric {where}: {loc}: {first['msg'].removeprefix('Value error, ')}; see "
+                          "judge/data/rubric.yaml") from exc
 
 
 def answer_model(rubric: Rubric, max_issues: int | None = None) -> type[BaseModel]:

@@ -25,14 +25,18 @@ from pathlib import Path
 from typing import Annotated, Any, Literal, Optional, Union
 
 import yaml
-from pydantic import BaseModel, BeforeValidator, ConfigDict, Field, ValidationError, model_validator
+from pydantic import BaseModel, BeforeValidator, ConfigDict, Field, StrictInt, StrictStr, ValidationError, model_validator
 
 from mindsimkit.mindcore.errors import ConfigError
 from mindsimkit.mindcore import yamlio
+from mindsimkit.mindcore.prompts import file_inside, read_text_file
 
 Unit = Literal["reply", "window", "conversation", "profile"]
 Level = Literal["nominal", "ordinal", "interval", "ratio"]
 Point = Union[int, str]
+# A point as a rubric file writes it: YAML's own integer or string, never coerced (`min: false` is not 0,
+# `"1"` is not 1); one typing rule with `strict_point`.
+StrictPoint = Union[StrictInt, StrictStr]
 ID = r"^[a-z][a-z0-9_]*$"
 BUILTIN_DIR = "rubrics"
 
@@ -56,11 +60,11 @@ class Scale(_Strict):
     """An integer range (`min`, `max`) or ordered `labels` (first = lowest). `not_applicable`: values a source
     writes for "not rated" (e.g. MindEval's 0); they are read as missing, never as a rating."""
 
-    min: Optional[int] = Field(None, description="Lowest integer point (with max)")
-    max: Optional[int] = Field(None, description="Highest integer point (with min)")
-    labels: Optional[tuple[str, ...]] = Field(None, description="Ordered label points, lowest first (instead of min/max)")
-    anchors: dict[Point, str] = Field(default_factory=dict, description="Default anchor per point, for items without their own")
-    not_applicable: tuple[Point, ...] = Field((), description="Values that mean 'not rated'; imported as missing")
+    min: Optional[StrictInt] = Field(None, description="Lowest integer point (with max)")
+    max: Optional[StrictInt] = Field(None, description="Highest integer point (with min)")
+    labels: Optional[tuple[StrictStr, ...]] = Field(None, description="Ordered label points, lowest first (instead of min/max)")
+    anchors: dict[StrictPoint, StrictStr] = Field(default_factory=dict, description="Default anchor per point, for items without their own")
+    not_applicable: tuple[StrictPoint, ...] = Field((), description="Values that mean 'not rated'; imported as missing")
 
     @model_validator(mode="after")
     def _shape(self) -> "Scale":
@@ -79,6 +83,12 @@ class Scale(_Strict):
         clash = [p for p in self.not_applicable if p in self.points]
         if clash:
             raise ValueError(f"scale: not_applicable value {clash[0]!r} is a point of the scale")
+        # On an integer scale a number written as text is refused everywhere else (`strict_point`), so listing
+        # one as "not rated" would never match a value: say so instead of ignoring it.
+        texts = [p for p in self.not_applicable if ranged and isinstance(p, str) and p.strip().lstrip("+-").isdigit()]
+        if texts:
+            raise ValueError(f"scale: not_applicable value {texts[0]!r} is a number written as text; on an integer "
+                             f"scale write it as a number ({texts[0].strip()})")
         return self
 
     @property
@@ -113,10 +123,10 @@ def point_type(scale: Scale) -> Any:
 
 
 class Item(_Strict):
-    id: str = Field(pattern=ID, description="Item id: lower case, digits, underscores")
-    name: str = Field(min_length=1)
-    question: str = Field(min_length=1, description="What the item asks, for raters and the judge")
-    anchors: dict[Point, str] = Field(default_factory=dict, description="What each point means for this item")
+    id: StrictStr = Field(pattern=ID, description="Item id: lower case, digits, underscores")
+    name: StrictStr = Field(min_length=1)
+    question: StrictStr = Field(min_length=1, description="What the item asks, for raters and the judge")
+    anchors: dict[StrictPoint, StrictStr] = Field(default_factory=dict, description="What each point means for this item")
 
 
 class Pick(_Strict):
@@ -208,19 +218,26 @@ class Rubric(_Strict):
                 return i
         raise KeyError(item_id)
 
-    def beside(self, name: str) -> Optional[Path]:
-        """A file named relative to the rubric file (`./x`), or None for a name under the shared folders."""
-        if self.path and (name.startswith("./") or name.startswith("../")):
-            return (Path(self.path).parent / name).resolve()
-        return None
+    def beside(self, name: str, field: str = "file") -> Optional[Path]:
+        """A file named relative to the rubric file (`./x`, or an absolute path), or None for a name under the
+        shipped folders. Its files are read and sent to a model, so they must sit in the rubric's own folder
+        (a shipped rubric: the shipped judge data folder); anything resolving elsewhere is a ConfigError."""
+        if not self.path or not (name.startswith(("./", "../", "/", "~"))):
+            return None
+        shipped = Path(str(resources.files("mindsimkit.judge") / "data"))
+        folder = Path(self.path).parent
+        root = shipped if folder.resolve().is_relative_to(shipped.resolve()) else folder
+        return file_inside(name, root, f"rubric {self.path}: {field}")
 
 
 def _parse(text: str, where: str, path: Optional[str] = None) -> Rubric:
     try:
         data = yamlio.safe_load(text)
     except yaml.YAMLError as exc:
-        raise ConfigError(f"rubric {where}: not valid YAML ({str(exc).splitlines()[0]}); see the format in "
-                          "docs/judge.md") from exc
+        mark = getattr(exc, "problem_mark", None)
+        line = f" line {mark.line + 1}:" if mark is not None else ""
+        raise ConfigError(f"rubric {where}:{line} not valid YAML ({getattr(exc, 'problem', None) or str(exc).splitlines()[0]}); "
+                          "see the format in docs/judge.md") from exc
     if not isinstance(data, dict):
         raise ConfigError(f"rubric {where}: expected a mapping of rubric fields; see the format in docs/judge.md")
     try:
@@ -259,11 +276,7 @@ def names() -> list[str]:
 @lru_cache(maxsize=64)
 def _from_file(path: str, mtime: float) -> Rubric:
     del mtime  # part of the cache key only: an edited file is read again
-    try:
-        text = Path(path).read_text(encoding="utf-8")
-    except OSError as exc:
-        raise ConfigError(f"rubric {path}: cannot read it ({exc.strerror})") from exc
-    r = _parse(text, path)
+    r = _parse(read_text_file(Path(path), "rubric"), path)
     taken = builtin().get(r.id)
     if taken is not None:
         raise ConfigError(f"rubric {path}: id {r.id!r} is a built-in rubric's ({taken.path}); give yours another id")
@@ -287,10 +300,9 @@ def load(ref: str | Path) -> Rubric:
 def carried(rubric: Rubric) -> dict[str, str]:
     """A user rubric as another file carries it (a task folder's header): its YAML text as written, so it reads
     back exactly (JSON would turn integer anchor keys into strings)."""
-    try:
-        return {"path": str(rubric.path), "yaml": Path(rubric.path).read_text(encoding="utf-8")}
-    except (OSError, TypeError) as exc:
-        raise ConfigError(f"rubric {rubric.id}: its file {rubric.path} cannot be read to carry it") from exc
+    if rubric.path is None:
+        raise ConfigError(f"rubric {rubric.id}: it has no file to carry")
+    return {"path": str(rubric.path), "yaml": read_text_file(Path(rubric.path), f"rubric {rubric.id}")}
 
 
 def from_dict(data: dict[str, Any], where: str) -> Rubric:

@@ -13,7 +13,7 @@ import jinja2
 from pydantic import BaseModel, ConfigDict, Field, create_model
 
 from mindsimkit.mindcore.errors import ConfigError
-from mindsimkit.mindcore.prompts import render, template_hash
+from mindsimkit.mindcore.prompts import read_text_file, render, render_problem, template_hash, template_source
 from mindsimkit.judge.rubrics import Rubric, point_type
 
 _ENV = dict(undefined=jinja2.StrictUndefined, trim_blocks=True, lstrip_blocks=True, keep_trailing_newline=False,
@@ -32,6 +32,10 @@ def judgeable(rubric: Rubric, unit: str | None = None) -> Rubric:
                           f"({rubric.scale.describe()}) is rated by people (annotation page, long ratings format)")
     if unit is not None and rubric.unit != unit:
         raise ConfigError(f"rubric {rubric.id} rates one {rubric.unit}; this judge rates one {unit} at a time")
+    if unit == "conversation":
+        # Rendered once on a stand-in conversation now, so a template that cannot be read, is empty or fails to
+        # render stops the command before any engine starts (and before its output folder is made).
+        prompt(rubric, transcript=(("patient", "(a patient's words)"), ("counsellor", "(a counsellor's reply)")))
     return rubric
 
 
@@ -70,13 +74,32 @@ def dimensions(rubric: Rubric) -> list[dict[str, Any]]:
 
 
 def _beside_source(rubric: Rubric) -> str | None:
-    path = rubric.beside(rubric.judge.template)
+    """The text of a judge template beside the rubric file (None: a shipped template under prompts/)."""
+    path = rubric.beside(rubric.judge.template, "judge.template")
     if path is None:
-        return None
-    try:
-        return path.read_text(encoding="utf-8")
-    except OSError as exc:
-        raise ConfigError(f"rubric {rubric.path}: judge template {path} cannot be read ({exc.strerror})") from exc
+        try:
+            source = template_source(rubric.judge.template)
+        except ConfigError as exc:
+            raise ConfigError(f"rubric {rubric.path}: judge.{exc}") from None
+    else:
+        if not path.is_file():
+            raise ConfigError(f"rubric {rubric.path}: judge.template: {path} not found (paths are relative to the "
+                              "rubric file)")
+        source = read_text_file(path, f"rubric {rubric.path}: judge.template")
+    if not source.strip():
+        raise ConfigError(f"rubric {rubric.path}: judge.template {rubric.judge.template} is empty; every unit would "
+                          "be judged on an empty prompt. Give it the text of the judge's prompt")
+    return source if path is not None else None
+
+
+def _beside_env(rubric: Rubric) -> jinja2.Environment:
+    """Jinja for a template beside the rubric: `{% include %}` / `{% import %}` reach files in the rubric's own
+    folder only (the same rule as the template itself), never anything else on the machine."""
+    def load(name: str) -> str:
+        return read_text_file(rubric.beside(name if name.startswith(("./", "/")) else f"./{name}",
+                                            f"judge.template include {name!r}"), f"rubric {rubric.path}: include")
+
+    return jinja2.Environment(loader=jinja2.FunctionLoader(load), **_ENV)
 
 
 def prompt(rubric: Rubric, **variables: Any) -> str:
@@ -88,9 +111,12 @@ def prompt(rubric: Rubric, **variables: Any) -> str:
     if source is None:
         return render(rubric.judge.template, **parts)
     try:
-        return jinja2.Environment(**_ENV).from_string(source).render(**parts).strip()
-    except (jinja2.TemplateError) as exc:
-        raise ConfigError(f"rubric {rubric.path}: judge template {rubric.judge.template}: {exc}") from exc
+        return _beside_env(rubric).from_string(source).render(**parts).strip()
+    except ConfigError:
+        raise
+    except Exception as exc:  # noqa: BLE001 - anything raised while rendering is the template's problem
+        raise ConfigError(f"rubric {rubric.path}: judge.template {rubric.judge.template}: "
+                          f"{render_problem(exc)}") from None
 
 
 def prompt_hashes(rubric: Rubric) -> dict[str, str]:

@@ -7,6 +7,7 @@ Every LLM the toolkit uses is an OpenAI-compatible chat server; what differs is 
 
 from __future__ import annotations
 
+import re
 from typing import Annotated, Any, Literal, Union
 
 from pydantic import BaseModel, ConfigDict, Field, ValidationInfo, field_validator, model_validator
@@ -178,15 +179,60 @@ class _ServerPool(_Strict):
     cooldown_s: float = Field(30.0, gt=0, description="Seconds a failing server stays out before it is tried again")
 
 
+def check_url(url: str, where: str = "") -> str:
+    """An engine's URL: http(s), with a host, parseable (a port that is a number, brackets that close). Refused
+    at load, so a typo never reaches a request (where it once failed as a traceback). The message shows the URL
+    with its user part masked: a key pasted there is not printed."""
+    from urllib.parse import urlsplit
+
+    from mindsimkit.mindcore.redact import url_without_userinfo
+
+    shown = url_without_userinfo(url)
+    where = f"{where}: " if where else ""
+    try:
+        parts = urlsplit(url)
+        parts.port  # noqa: B018 - raises ValueError on a port that is not a number in range
+    except ValueError as exc:
+        raise ValueError(f"{where}{shown!r} is not a URL ({exc}); write e.g. http://127.0.0.1:8000/v1") from None
+    if parts.scheme not in ("http", "https") or not parts.hostname or any(c.isspace() for c in url):
+        raise ValueError(f"{where}{shown!r} is not an http(s) URL with a host; write e.g. "
+                         "http://127.0.0.1:8000/v1 or https://api.openai.com/v1")
+    return url
+
+
 def _check_urls(urls: list[str], where: str) -> list[str]:
     if not urls:
         raise ValueError(f"{where} needs at least one URL")
     if len(set(urls)) != len(urls):
         raise ValueError(f"{where} lists the same server twice")
     for u in urls:
-        if not u.startswith(("http://", "https://")):
-            raise ValueError(f"{where}: '{u}' is not an http(s) URL")
+        check_url(u, where)
     return urls
+
+
+# An environment variable's NAME; a recipe never holds the key itself.
+_ENV_NAME = re.compile(r"[A-Za-z_][A-Za-z0-9_]{0,127}")
+# How API keys commonly begin (OpenAI, Anthropic, Hugging Face, Groq, xAI, Google, GitHub, …): such a value is a key
+# pasted in the wrong place even when it happens to be a valid variable name.
+_KEY_SHAPES = re.compile(r"^(sk|hf|gsk|xai|ghp|gho|ghs|github_pat|glpat|csk|nvapi)[-_][A-Za-z0-9]{8,}|^AIza[0-9A-Za-z_-]{20,}")
+
+
+def _random_looking(value: str) -> bool:
+    # Long and mixing upper case, lower case and digits: the shape of a key, not of a variable name.
+    return len(value) >= 24 and any(c.isupper() for c in value) and any(c.islower() for c in value) and \
+        any(c.isdigit() for c in value)
+
+
+def check_key_env(value: str | None) -> str | None:
+    """`api_key_env` names a variable; a value that is not a name (or looks like a key) is refused without being
+    shown, since it may be the key itself."""
+    if value is None:
+        return None
+    if not _ENV_NAME.fullmatch(value) or _KEY_SHAPES.match(value) or _random_looking(value):
+        raise PydanticCustomError(
+            "api_key_env", "not the NAME of an environment variable (the value is not shown: it may be a key); "
+                           "put the key in a variable (`export MY_API_KEY=...`) and write api_key_env: MY_API_KEY")
+    return value
 
 
 class OpenAIEngine(_ServerPool):
@@ -223,6 +269,8 @@ class OpenAIEngine(_ServerPool):
     def _urls_ok(cls, v: list[str] | None) -> list[str] | None:
         return None if v is None else _check_urls(v, "base_urls")
 
+    _key_env = field_validator("api_key_env")(classmethod(lambda cls, v: check_key_env(v)))
+
     @field_validator("base_url")
     @classmethod
     def _one_of_url_or_urls(cls, v: str | None, info: ValidationInfo) -> str | None:
@@ -233,7 +281,7 @@ class OpenAIEngine(_ServerPool):
             raise PydanticCustomError("missing", "Field required")
         if v is not None and many:
             raise ValueError("give either base_url (one server) or base_urls (several), not both")
-        return v
+        return None if v is None else check_url(v)
 
     @property
     def urls(self) -> list[str]:
@@ -260,7 +308,8 @@ class VLLMEngine(_ServerPool):
     )
     launch: bool = Field(False, description="Start `vllm serve` ourselves (needs the vllm extra and a GPU)")
     serve_args: list[str] = Field(default_factory=list, description="Extra `vllm serve` arguments")
-    api_key_env: str | None = None
+    api_key_env: str | None = Field(
+        None, description="NAME of the environment variable holding the key (never the key itself)")
     max_concurrency: int = Field(32, ge=1, le=4096)
     timeout_s: float = Field(300.0, gt=0)
     startup_timeout_s: float = Field(900.0, gt=0)
@@ -269,6 +318,8 @@ class VLLMEngine(_ServerPool):
     )
     token_param: TokenParam = Field(
         "auto", description="Field the output budget is sent in (vLLM takes both; auto = max_tokens)")
+
+    _key_env = field_validator("api_key_env")(classmethod(lambda cls, v: check_key_env(v)))
 
     @model_validator(mode="after")
     def _servers_or_host_port(self) -> "VLLMEngine":

@@ -11,6 +11,9 @@ parses in CI must reach the pipe whole, so when the stream is not a terminal the
 - emit no colour or style codes, whatever the terminal variables say.
 
 On a terminal rich's own behaviour is kept (its width, colours, wrapping of long text to the window).
+
+Every console built here passes what it writes through `mindcore.redact.scrub` (keys, URL user parts,
+Authorization values), tables and progress lines included: nothing printed can carry a secret.
 """
 
 from __future__ import annotations
@@ -19,6 +22,8 @@ import sys
 from typing import TextIO
 
 from rich.console import Console
+
+from mindsimkit.mindcore.redact import scrub
 
 # Wide enough for any path or table row the toolkit prints; not unbounded, because rules
 # (`console.rule`) are drawn across the whole width.
@@ -32,12 +37,19 @@ def _is_tty(stream: TextIO | None) -> bool:
         return False
 
 
+class _ScrubbingConsole(Console):
+    """A rich console whose rendered text is scrubbed of secrets just before it reaches the stream."""
+
+    def _render_buffer(self, buffer):  # type: ignore[no-untyped-def]
+        return scrub(super()._render_buffer(buffer))
+
+
 def _console(stderr: bool) -> Console:
     if _is_tty(sys.stderr if stderr else sys.stdout):
-        return Console(stderr=stderr)
+        return _ScrubbingConsole(stderr=stderr)
     # stderr=True (not file=sys.stderr): rich looks the stream up at print time, so output still goes
     # wherever sys.stderr points then (pytest's capture, typer's CliRunner).
-    return Console(
+    return _ScrubbingConsole(
         stderr=stderr,
         soft_wrap=True,
         width=PIPE_WIDTH,
@@ -66,3 +78,12 @@ def err_console() -> Console:
 def out_console() -> Console:
     """Console for results: tables, summaries, progress lines (stdout)."""
     return _console(stderr=False)
+
+
+def plain_tracebacks() -> None:
+    """Undo a rich traceback hook a library installed for the whole process: distilabel's import runs
+    `rich.traceback.install(show_locals=True)`, after which any uncaught exception prints every frame's local
+    variables (an API key among them). Called where distilabel is imported and by the command line."""
+    hook = sys.excepthook
+    if (getattr(hook, "__module__", "") or "").startswith("rich"):
+        sys.excepthook = sys.__excepthook__

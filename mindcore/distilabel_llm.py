@@ -18,9 +18,13 @@ from pydantic import BaseModel, PrivateAttr
 from mindsimkit.mindcore.backends import OpenAIBackend
 from mindsimkit.mindcore.client import RoleClient
 from mindsimkit.mindcore.config import RoleSpec
+from mindsimkit.mindcore.console import plain_tracebacks
 from mindsimkit.mindcore.errors import EngineError
 from mindsimkit.mindcore.prompts import install_overrides
 from mindsimkit.mindcore.types import UsageLedger
+
+# distilabel's import (above) installed rich tracebacks that print every local variable: undo it.
+plain_tracebacks()
 
 
 # Per generation, beside distilabel's own input/output token counts: what the engine layer's ledger

@@ -4,7 +4,13 @@ from __future__ import annotations
 
 
 class MindsimError(Exception):
-    """Base of every error the toolkit raises on purpose."""
+    """Base of every error the toolkit raises on purpose. Its text is scrubbed of secrets (`mindcore.redact`)
+    wherever it goes: an error line, a failure row, a log."""
+
+    def __str__(self) -> str:
+        from mindsimkit.mindcore.redact import scrub
+
+        return scrub(super().__str__())
 
 
 class UserError(MindsimError):
@@ -21,6 +27,10 @@ class InputError(UserError):
 
 class EngineUnavailable(UserError):
     """An engine cannot be reached or started (wrong URL, missing model or runtime)."""
+
+
+class DiskFull(MindsimError):
+    """The disk (or the user's quota) ran out while writing an output. Exit code 1: rerunning resumes."""
 
 
 class EngineError(MindsimError):

@@ -28,6 +28,8 @@ from typing import IO, Any, Callable, Iterable, Iterator
 import pyarrow as pa
 import pyarrow.parquet as pq
 
+from mindsimkit.mindcore.redact import scrub
+
 
 # Checkpoint writes at once: fsyncs of different files overlap in the kernel (the journal commits them together).
 WRITER_THREADS = 4
@@ -74,9 +76,19 @@ def _replacing(path: str | os.PathLike, private: bool = False) -> Iterator[str]:
         if not private:
             os.chmod(tmp, _umask_mode())
         os.replace(tmp, path)
-    except BaseException:
+    except BaseException as exc:
         Path(tmp).unlink(missing_ok=True)
+        raise_if_disk_full(exc, path)
         raise
+
+
+def raise_if_disk_full(exc: BaseException, path: str | os.PathLike) -> None:
+    """A full disk (or quota) while writing `path` is one error line naming it, not an OSError traceback."""
+    if isinstance(exc, OSError) and exc.errno in (errno.ENOSPC, errno.EDQUOT):
+        from mindsimkit.mindcore.errors import DiskFull
+
+        raise DiskFull(f"{path}: no space left on the device while writing it; free some space (or write to "
+                       "another folder) and rerun the same command, finished work is kept") from None
 
 
 def _atomic(path: str | os.PathLike, write: Callable[[str], None]) -> Path:
@@ -104,7 +116,8 @@ def atomic_write_bytes(path: str | os.PathLike, data: bytes, *, private: bool = 
 
 
 def atomic_write_text(path: str | os.PathLike, text: str) -> Path:
-    return atomic_write_bytes(path, text.encode("utf-8"))
+    """`text` as UTF-8, scrubbed of secrets (`mindcore.redact`) like everything the toolkit writes as text."""
+    return atomic_write_bytes(path, scrub(text).encode("utf-8"))
 
 
 def atomic_write_json(path: str | os.PathLike, obj: Any, *, private: bool = False) -> Path:
@@ -165,7 +178,8 @@ def publish_bytes_once(path: str | os.PathLike, data: bytes) -> bool:
 
 
 def _json_bytes(obj: Any) -> bytes:
-    return (json.dumps(obj, indent=2, ensure_ascii=False, sort_keys=True, default=str) + "\n").encode("utf-8")
+    # Scrubbed as text: a key quoted by an engine's error, or a URL's user part, never reaches a report or checkpoint.
+    return (scrub(json.dumps(obj, indent=2, ensure_ascii=False, sort_keys=True, default=str)) + "\n").encode("utf-8")
 
 
 def write_json_once(path: str | os.PathLike, obj: Any) -> bool:

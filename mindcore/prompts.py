@@ -51,12 +51,49 @@ def _digest(text: str) -> str:
 
 
 def _shipped_source(package: str, name: str) -> str:
-    node = resources.files(f"{NAMESPACE}.{package}")
-    for part in name.split("/"):
+    root = resources.files(f"{NAMESPACE}.{package}")
+    parts = name.split("/")
+    # A template name is a path inside the package folder: a shared rubric naming `judge/../../../etc/passwd`
+    # would otherwise have any readable file rendered and sent to a model as its prompt.
+    if name.startswith("/") or "\\" in name or any(p in ("", ".", "..") for p in parts):
+        raise ConfigError(f"template '{name}': not a name under {package}/ (no '..', no absolute path); give a "
+                          f"shipped template such as judge/scales.jinja2, or a file beside your rubric as ./NAME")
+    node = root
+    for part in parts:
         node = node / part
     if not node.is_file():
         raise ConfigError(f"template '{name}' not found under {package}/")
-    return node.read_text(encoding="utf-8")
+    if not Path(str(node)).resolve().is_relative_to(Path(str(root)).resolve()):
+        raise ConfigError(f"template '{name}': a link out of {package}/; templates are read from inside it only")
+    return read_text_file(Path(str(node)), f"template {package}/{name}")
+
+
+def read_text_file(path: Path, what: str) -> str:
+    """A template or rubric file as text: unreadable, binary or non-UTF-8 is one ConfigError naming it."""
+    try:
+        data = Path(path).read_bytes()
+    except OSError as exc:
+        raise ConfigError(f"{what}: {path} cannot be read ({exc.strerror or type(exc).__name__})") from None
+    if b"\x00" in data:
+        raise ConfigError(f"{what}: {path} holds binary data, not text; give a UTF-8 text file")
+    try:
+        return data.decode("utf-8-sig")
+    except UnicodeDecodeError as exc:
+        raise ConfigError(f"{what}: {path} is not UTF-8 text (byte {exc.start + 1}); save it as UTF-8") from None
+
+
+def file_inside(name: str, folder: str | Path, what: str) -> Path:
+    """`name` (relative to `folder`, or absolute) as a path inside `folder` once `..` and links are resolved.
+    A recipe or rubric is a file people share, and the files it names are read and sent to a model as prompts:
+    none may reach outside the folder the recipe or rubric sits in."""
+    raw = Path(name).expanduser()
+    root = Path(folder).resolve()
+    real = (raw if raw.is_absolute() else root / raw).resolve()
+    if not real.is_relative_to(root):
+        raise ConfigError(f"{what}: {name} resolves to {real}, outside {root}; the files it names must sit in "
+                          "that folder (no '..' out of it, no absolute path elsewhere, no link pointing out): "
+                          "copy the file there")
+    return real
 
 
 @lru_cache(maxsize=None)
@@ -74,10 +111,25 @@ def _env(package: str) -> jinja2.Environment:
 def render_resource(package: str, name: str, **variables) -> str:
     try:
         return _env(package).get_template(name).render(**variables).strip()
-    except jinja2.UndefinedError as exc:
+    except ConfigError:
+        raise
+    except Exception as exc:  # noqa: BLE001 - whatever a template raises while rendering, it is the template's
         where = f"{_OVERRIDES[name].path} (standing in for {package}/{name})" if (
             package == "prompts" and name in _OVERRIDES) else f"{package}/{name}"
-        raise ConfigError(f"template '{where}': {exc}") from exc
+        raise ConfigError(f"template '{where}': {render_problem(exc)}") from exc
+
+
+def render_problem(exc: BaseException) -> str:
+    """What went wrong inside a template, in one phrase (its line when Jinja knows it)."""
+    line = getattr(exc, "lineno", None)
+    return (f"line {line}: " if line else "") + (
+        f"{exc.message}" if isinstance(exc, jinja2.TemplateSyntaxError) and exc.message else
+        f"{type(exc).__name__}: {exc}" if not isinstance(exc, jinja2.TemplateError) else str(exc) or type(exc).__name__)
+
+
+def template_source(name: str) -> str:
+    """The source of a prompt template as `render` reads it (the recipe's override, when one is installed)."""
+    return _source("prompts", name)
 
 
 def render(name: str, **variables) -> str:
@@ -157,15 +209,21 @@ def load_overrides(mapping: dict[str, str], base_dir: str | Path, where: str = "
             problems.append(f"{key}: no shipped template of that name (e.g. {', '.join(close or sorted(shipped)[:4])};"
                             " docs/prompts.md lists them all)")
             continue
-        path = Path(file).expanduser()
-        path = path if path.is_absolute() else Path(base_dir) / path
+        try:
+            path = file_inside(file, base_dir, key)
+        except ConfigError as exc:
+            problems.append(str(exc))
+            continue
         if not path.is_file():
             problems.append(f"{key}: file {path} not found (paths are relative to the recipe's folder)")
             continue
         try:
-            text = path.read_text(encoding="utf-8")
-        except (OSError, UnicodeDecodeError) as exc:
-            problems.append(f"{key}: cannot read {path} as UTF-8 text ({exc.__class__.__name__})")
+            text = read_text_file(path, key)
+        except ConfigError as exc:
+            problems.append(str(exc))
+            continue
+        if not text.strip():
+            problems.append(f"{key}: {path} is empty; a prompt template needs text")
             continue
         try:
             used = variables_of(text, str(path))

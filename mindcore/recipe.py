@@ -14,7 +14,7 @@ from pydantic import BaseModel, ConfigDict, Field, PrivateAttr, ValidationError,
 from mindsimkit.mindcore.config import REQUEST_OPTION_DEFAULTS, EnginesConfig, EngineSpec, RoleSpec
 from mindsimkit.mindcore.errors import ConfigError
 from mindsimkit.mindcore.prompts import install_overrides, load_overrides
-from mindsimkit.mindcore import yamlio
+from mindsimkit.mindcore import redact, yamlio
 
 C = TypeVar("C", bound=BaseModel)
 
@@ -216,6 +216,10 @@ def load_recipe(path: str | Path) -> Recipe:
         raise ConfigError(f"{where}: not valid YAML ({getattr(exc, 'problem', exc)})") from exc
     if not isinstance(data, dict):
         raise ConfigError(f"{path}: a recipe is a YAML mapping with name, engines and roles")
+    # The key variables are watched from here on, before anything could print or write their values.
+    engines = data.get("engines")
+    redact.watch(e.get("api_key_env") for e in (engines.values() if isinstance(engines, dict) else ())
+                 if isinstance(e, dict) and isinstance(e.get("api_key_env"), str))
     try:
         recipe = Recipe.model_validate(data)
     except ValidationError as exc:
@@ -225,5 +229,20 @@ def load_recipe(path: str | Path) -> Recipe:
     # Checked now (exit 2 before any engine starts) and installed for this process: one recipe per command,
     # so the recipe loaded last is the one whose prompts render. A recipe without `prompts:` restores the shipped set.
     recipe._overrides = load_overrides(recipe.prompts, path.parent, str(path))
+    _rubric_inside(recipe, path)
     install_overrides(recipe._overrides)
     return recipe
+
+
+def _rubric_inside(recipe: Recipe, path: Path) -> None:
+    """`judge.rubric` names a file whose text is sent to the judge: like `prompts:`, it must sit in the recipe's
+    folder. It is read from where the command runs (as it always was), so that is the path checked."""
+    rubric = (recipe.judge or {}).get("rubric")
+    if not isinstance(rubric, str) or not rubric:
+        return
+    real = Path(rubric).expanduser().resolve()
+    folder = path.parent.resolve()
+    if not real.is_relative_to(folder):
+        raise ConfigError(f"{path}: judge.rubric: {rubric} resolves to {real}, outside the recipe's folder {folder}; "
+                          "a file sent to a model must sit beside the recipe (no '..' out of it, no absolute path "
+                          "elsewhere, no link pointing out): copy it there")

@@ -3,6 +3,8 @@
 
 from __future__ import annotations
 
+import errno
+import os
 import sys
 import warnings
 from pathlib import Path
@@ -84,6 +86,7 @@ def engines_check_cmd(
     loaded = load_recipe(recipe) if recipe else None
     config = loaded.engines_config() if loaded else EnginesConfig()
     from mindsimkit.mindcore.engine_health import check_engines
+    from mindsimkit.mindcore.redact import url_without_userinfo
 
 
     results = check_engines(config, _counsellor_bindings(loaded))
@@ -94,7 +97,7 @@ def engines_check_cmd(
         table.add_row(
             h.engine,
             h.kind,
-            h.base_url,
+            url_without_userinfo(h.base_url),  # masked before the table sizes its columns
             h.model,
             "[green]ok[/]" if h.ok else "[red]unreachable[/]",
             f"{h.latency_s:.2f}s" if h.latency_s is not None else "-",
@@ -207,44 +210,69 @@ def _usage_error(exc: Exception) -> int:
         return exc.exit_code  # type: ignore[attr-defined]
     where = f"; see `{ctx.command_path} --help`" if ctx is not None else ""
     message = one_line(exc.format_message()).rstrip(".")  # type: ignore[attr-defined]
-    err.print(f"[red]error:[/] {escape(message)}{escape(where)}")
+    _error("error:", f"{message}{where}")
     return exc.exit_code  # type: ignore[attr-defined]
 
 
 def _path_problem(exc: OSError) -> str:
     where = exc.filename or "a path"
     if isinstance(exc, PermissionError):
+        # Reading a file the user gave and writing an output fail alike; the advice differs.
+        if exc.filename and Path(exc.filename).is_file() and not os.access(exc.filename, os.R_OK):
+            return f"{where}: permission denied reading it; give a file you may read, or change its permissions"
         return f"{where}: permission denied; choose a path you may write to, or change its permissions"
     if isinstance(exc, IsADirectoryError):
         return f"{where}: a folder where a file is needed; give a file path"
     return f"{where}: a file where a folder is needed; give another path, or move the file away"
 
 
+def _error(prefix: str, message: object) -> None:
+    """The one error line: scrubbed of secrets by the console, never wrapped (mindcore.console)."""
+    err.print(f"[red]{prefix}[/] {escape(one_line(message))}")
+
+
+def _unexpected(exc: BaseException) -> int:
+    """An exception no command anticipated: one line (its type and message, scrubbed), exit 1. The traceback,
+    without local variables, only with MINDSIM_TRACEBACK=1: a frame's locals can hold an API key."""
+    if os.environ.get("MINDSIM_TRACEBACK"):
+        import traceback
+
+        from mindsimkit.mindcore.redact import scrub
+
+        sys.stderr.write(scrub("".join(traceback.format_exception(exc))))
+    _error("error:", f"internal error ({type(exc).__name__}: {exc}); this is a mindsim bug, please report it "
+                     "with the command you ran (MINDSIM_TRACEBACK=1 shows where it happened)")
+    return 1
+
+
 def main(argv: list[str] | None = None) -> int:
     """Run a command and return its exit code (the console script's `sys.exit` uses it).
 
-    Exit codes: 0 success; 2 bad input, configuration or usage; 1 an engine failed at run time or a
-    stage finished with failures; 130 Ctrl-C. Each error is one line on stderr."""
+    Exit codes: 0 success; 2 bad input, configuration or usage; 1 an engine failed at run time, a stage
+    finished with failures, the disk filled up, or mindsim itself failed; 130 Ctrl-C. Each error is one line
+    on stderr, scrubbed of secrets; no traceback reaches the terminal."""
+    from mindsimkit.mindcore.console import plain_tracebacks
+
     # distilabel 1.5.3's own pydantic models warn on import with current pydantic; not actionable here.
     warnings.filterwarnings("ignore", message=".*'default' attribute with value None.*")
     warnings.filterwarnings("ignore", category=DeprecationWarning, module="distilabel")
-    _mount_stage_commands()
     try:
+        _mount_stage_commands()
         # standalone_mode=False: typer returns typer.Exit codes (and 130 for Ctrl-C inside a command)
         # instead of exiting; dropping this value once made every failing command exit 0.
         code = app(args=argv, standalone_mode=False, prog_name="mindsim")
     except UserError as exc:
-        err.print(f"[red]error:[/] {escape(one_line(str(exc)))}")
+        _error("error:", exc)
         return 2
     except EngineError as exc:
-        err.print(f"[red]engine error:[/] {escape(one_line(str(exc)))}")
+        _error("engine error:", exc)
         return 1
     except MindsimError as exc:
-        err.print(f"[red]error:[/] {escape(one_line(str(exc)))}")
+        _error("error:", exc)
         return 1
     except (FileExistsError, NotADirectoryError, IsADirectoryError, PermissionError) as exc:
         # A path the user gave is the wrong kind or not theirs to write: bad input, not a crash.
-        err.print(f"[red]error:[/] {escape(one_line(_path_problem(exc)))}")
+        _error("error:", _path_problem(exc))
         return 2
     except KeyboardInterrupt:
         code = 130
@@ -253,7 +281,7 @@ def main(argv: list[str] | None = None) -> int:
     except SystemExit as exc:
         if exc.code is None or isinstance(exc.code, int):
             return exc.code or 0
-        err.print(f"[red]error:[/] {escape(one_line(str(exc.code)))}")
+        _error("error:", exc.code)
         return 1
     except Exception as exc:
         if _is_usage_error(exc):
@@ -261,7 +289,15 @@ def main(argv: list[str] | None = None) -> int:
         if type(exc).__name__ == "Abort":  # click's Abort (EOF at a prompt): not a crash, not success
             err.print("[red]error:[/] aborted")
             return 1
-        raise
+        if isinstance(exc, OSError) and exc.errno in (errno.ENOSPC, errno.EDQUOT):
+            _error("error:", f"{exc.filename or 'an output'}: no space left on the device; free some space and "
+                             "rerun the same command, finished work is kept")
+            return 1
+        return _unexpected(exc)
+    finally:
+        # distilabel, imported lazily by the stages that use it, installs rich tracebacks with locals for the
+        # whole process; nothing above lets an exception reach that hook, and it is removed for what follows.
+        plain_tracebacks()
     if code == 130:
         # typer turns Ctrl-C inside a command into exit code 130 before we see the KeyboardInterrupt.
         err.print("interrupted; finished work is checkpointed — rerun the same command to resume")

@@ -24,7 +24,7 @@ from typing import TYPE_CHECKING, Any
 from distilabel.steps import LoadDataFromDicts, Step, StepInput
 from pydantic import Field
 
-from mindsimkit.mindcore.distilabel_llm import MindcoreLLM
+from mindsimkit.mindcore.distilabel_llm import MindcoreLLM  # (restores plain tracebacks after distilabel's import)
 from mindsimkit.mindcore.errors import EngineError, StructuredOutputError, TransportError
 from mindsimkit.mindcore.io import CheckpointDir
 from mindsimkit.mindcore.layout import ProfilesFolder
