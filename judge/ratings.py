@@ -16,6 +16,7 @@ the caller warns (`unknown_units`).
 from __future__ import annotations
 
 import csv
+import io
 import re
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -75,29 +76,59 @@ class Ratings:
         return sorted({r.unit for r in self.rows} - known)
 
 
+# A CSV cell longer than this is not a rating (csv's own limit is the same, and it raises an untyped error).
+CELL_MAX = 131_072
+_SHORT = object()  # what DictReader fills in for cells a row lacks
+
+
 def _records(path: Path) -> Iterable[tuple[int, dict[str, Any], bool]]:
     """(line, record, from_csv) for a CSV or JSONL file."""
     if path.suffix.lower() == ".csv":
-        with open(path, encoding="utf-8", newline="") as f:
-            reader = csv.DictReader(f)
-            head = reader.fieldnames or []
-            missing = [c for c in REQUIRED if c not in head]
-            if missing:
-                raise InputError(f"{path}:1: header lacks column {', '.join(missing)}; the long format's columns are "
-                                 f"{', '.join(COLUMNS)} (system and patient optional)")
-            extra = [c for c in head if c not in COLUMNS]
-            if extra:
-                raise InputError(f"{path}:1: unknown column {extra[0]!r}; the long format's columns are "
-                                 f"{', '.join(COLUMNS)}")
-            for n, rec in enumerate(reader, start=2):
-                if None in rec:
-                    raise InputError(f"{path}:{n}: more cells than header columns")
-                yield n, {k: (v if v != "" else None) for k, v in rec.items()}, True
+        yield from _csv_records(path)
         return
     for n, obj in read_jsonl(path):
         if not isinstance(obj, dict):
             raise InputError(f"{path}:{n}: expected a JSON object with {', '.join(REQUIRED)}")
         yield n, obj, False
+
+
+def _csv_records(path: Path) -> Iterable[tuple[int, dict[str, Any], bool]]:
+    data = path.read_bytes()
+    if b"\x00" in data:
+        line = data[: data.index(b"\x00")].count(b"\n") + 1
+        raise InputError(f"{path}:{line}: a NUL byte, so binary data, not a CSV text file; save the ratings as UTF-8 CSV")
+    try:
+        text = data.decode("utf-8-sig")  # a byte-order mark (Excel's "CSV UTF-8") is not part of the first column
+    except UnicodeDecodeError as exc:
+        line = data[: exc.start].count(b"\n") + 1
+        raise InputError(f"{path}:{line}: not UTF-8 text (byte {exc.start + 1}); save the file as UTF-8 CSV") from None
+    reader = csv.DictReader(io.StringIO(text, newline=""), restval=_SHORT)
+    try:
+        head = reader.fieldnames or []
+        missing = [c for c in REQUIRED if c not in head]
+        if missing:
+            raise InputError(f"{path}:1: header lacks column {', '.join(missing)}; the long format's columns are "
+                             f"{', '.join(COLUMNS)} (system and patient optional)")
+        extra = [c for c in head if c not in COLUMNS]
+        if extra:
+            raise InputError(f"{path}:1: unknown column {extra[0]!r}; the long format's columns are "
+                             f"{', '.join(COLUMNS)}")
+        for rec in reader:
+            n = reader.line_num
+            if None in rec:
+                raise InputError(f"{path}:{n}: more cells than header columns")
+            if any(v is _SHORT for v in rec.values()):
+                raise InputError(f"{path}:{n}: fewer cells than header columns ({', '.join(head)}); write an empty "
+                                 "cell for a missing value")
+            long = next((k for k, v in rec.items() if len(v) > CELL_MAX), None)
+            if long is not None:
+                raise InputError(f"{path}:{n}: the {long} cell holds {len(rec[long]):,} characters, more than "
+                                 f"{CELL_MAX:,}; not a rating")
+            yield n, {k: (v if v != "" else None) for k, v in rec.items()}, True
+    except csv.Error as exc:
+        # csv raises before it counts the line it was reading.
+        raise InputError(f"{path}:{reader.line_num + 1}: not CSV this reader accepts ({exc}); a cell holds at most "
+                         f"{CELL_MAX:,} characters") from None
 
 
 def cell_value(text: Optional[str], rubric: Rubric) -> Any:
@@ -106,7 +137,8 @@ def cell_value(text: Optional[str], rubric: Rubric) -> Any:
     if text is None:
         return None
     if rubric.scale.numeric and _INT.match(text):
-        return int(text)
+        # More digits than any scale has points is not a number worth converting (Python refuses past 4,300).
+        return int(text) if len(text) <= 12 else text
     return text
 
 
@@ -141,6 +173,22 @@ def read_ratings(paths: Sequence[Path], rubric: Rubric) -> Ratings:
             if missing:
                 raise InputError(f"{where}: missing {', '.join(missing)}; each rating needs {', '.join(REQUIRED)}")
             raw = cell_value(rec["value"], rubric) if from_csv else rec["value"]
+            # The row's ids are checked whatever its value: a missing value is counted as missing only on a row
+            # that is otherwise a rating (a known item, rated once by its rater).
+            try:
+                ids = RatingRow.model_validate({**rec, "value": 1})
+            except ValidationError as exc:
+                first = exc.errors()[0]
+                raise InputError(f"{where}: {'.'.join(str(p) for p in first['loc'])}: "
+                                 f"{first['msg'].removeprefix('Value error, ')} (rubric {rubric.id})") from None
+            if ids.item not in items:
+                raise InputError(f"{where}: item {_shown(ids.item)} is not an item of rubric {rubric.id}; its items "
+                                 f"are {', '.join(rubric.ids)}")
+            k = (ids.item, ids.unit, ids.rater)
+            if k in seen:
+                raise InputError(f"{where}: rater {_shown(ids.rater)} rates item {ids.item!r} of unit "
+                                 f"{_shown(ids.unit)} twice (also {seen[k]}); keep one")
+            seen[k] = where
             if counted_out(raw, rubric, out):
                 continue
             try:
@@ -150,19 +198,16 @@ def read_ratings(paths: Sequence[Path], rubric: Rubric) -> Ratings:
                 msg = exc.errors()[0]["msg"] if isinstance(exc, ValidationError) else str(exc)
                 loc = ".".join(str(p) for p in exc.errors()[0]["loc"]) if isinstance(exc, ValidationError) else "value"
                 raise InputError(f"{where}: {loc}: {msg.removeprefix('Value error, ')} (rubric {rubric.id})") from None
-            if row.item not in items:
-                raise InputError(f"{where}: item {row.item!r} is not an item of rubric {rubric.id}; its items are "
-                                 f"{', '.join(rubric.ids)}")
-            k = (row.item, row.unit, row.rater)
-            if k in seen:
-                raise InputError(f"{where}: rater {row.rater!r} rates item {row.item!r} of unit {row.unit!r} twice "
-                                 f"(also {seen[k]}); keep one")
-            seen[k] = where
             out.rows.append(row)
     if not out.rows:
         raise InputError(f"no ratings in {', '.join(map(str, paths))} (only missing values)" if out.missing
                          or out.not_applicable else f"no ratings in {', '.join(map(str, paths))}")
     return out
+
+
+def _shown(text: str, limit: int = 60) -> str:
+    """An id from a file, quoted and cut: an error line stays one readable line whatever the file holds."""
+    return repr(text if len(text) <= limit else text[:limit] + "…")
 
 
 def write_rows(rows: Iterable[RatingRow]) -> list[dict[str, Any]]:

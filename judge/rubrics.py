@@ -107,7 +107,9 @@ class Scale(_Strict):
         v = strict_point(value)
         if v is None or v not in self.points or (self.numeric and isinstance(v, str)):
             kind = "an integer" if self.numeric else "a label"
-            raise ValueError(f"value {value!r} is not on the scale {self.describe()} ({kind}; booleans and numbers "
+            shown = repr(value)
+            shown = shown if len(shown) <= 40 else f"{shown[:30]}… ({len(shown):,} characters)"
+            raise ValueError(f"value {shown} is not on the scale {self.describe()} ({kind}; booleans and numbers "
                              "written as text are refused)")
         return v
 

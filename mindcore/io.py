@@ -206,9 +206,12 @@ def read_jsonl(path: str | os.PathLike) -> Iterator[tuple[int, Any]]:
             if not line.strip():
                 continue
             try:
-                yield i, json.loads(line)
+                obj = json.loads(line)
             except json.JSONDecodeError as exc:
                 raise InputError(f"{path}:{i}: not valid JSON ({exc.msg} at column {exc.colno})") from exc
+            except ValueError as exc:  # e.g. an integer of more digits than Python converts (4,300)
+                raise InputError(f"{path}:{i}: not JSON this reader accepts ({exc})") from exc
+            yield i, obj
 
 
 def check_out_folder(path: str | os.PathLike, option: str = "--out") -> Path:

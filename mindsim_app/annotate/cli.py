@@ -180,7 +180,7 @@ def sample_profiles_cmd(
 def serve_cmd(
     tasks: list[Path] = typer.Argument(..., help="Task folders to serve"),
     host: str = typer.Option("127.0.0.1", "--host", help="Address to listen on (default: this machine only)"),
-    port: int = typer.Option(8765, "--port", help="Port"),
+    port: int = typer.Option(8765, "--port", min=0, max=65535, help="Port (0: any free port)"),
     new_links: bool = typer.Option(False, "--new-links", help="Issue new links for every rater (old ones stop working)"),
     links: Optional[Path] = typer.Option(None, "--links", help="Where the links file goes (one task only; "
                                                                "default TASK/rater-links.txt, mode 600)"),

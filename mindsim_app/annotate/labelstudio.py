@@ -224,9 +224,28 @@ def _load_export(export: Path) -> list[Any]:
     return data
 
 
+def _data(t: Any, where: str) -> dict[str, Any]:
+    """An exported task's `data`, after checking the task has the shape Label Studio exports."""
+    if not isinstance(t, dict):
+        raise InputError(f"{where}: a {type(t).__name__}, not a task object; export the project as Label Studio "
+                         "'JSON' (a list of task objects with data and annotations)")
+    d = t.get("data")
+    if d is not None and not isinstance(d, dict):
+        raise InputError(f"{where}: 'data' is a {type(d).__name__}, not an object of the task's fields; export the "
+                         "project as Label Studio 'JSON'")
+    return d or {}
+
+
 def _annotations(t: Any, where: str, seen: dict[tuple[str, str, str], str], item: str, unit: str) -> Iterable[tuple[str, dict[str, Any]]]:
     """(rater, annotation) of one exported task; cancelled ones skipped, a rater twice on one unit refused."""
-    for a in (t or {}).get("annotations") or []:
+    found = t.get("annotations") or []
+    if not isinstance(found, list) or not all(isinstance(a, dict) for a in found):
+        raise InputError(f"{where}: 'annotations' is not a list of annotation objects; export the project as Label "
+                         "Studio 'JSON'")
+    for a in found:
+        if not isinstance(a.get("result") or [], list) or not all(isinstance(r, dict) for r in a.get("result") or []):
+            raise InputError(f"{where}: an annotation's 'result' is not a list of result objects; export the project "
+                             "as Label Studio 'JSON'")
         if a.get("was_cancelled"):
             continue
         rater = _rater(a.get("completed_by"), where)
@@ -244,7 +263,7 @@ def import_labelstudio(task_dir: Path, export: Path) -> list[dict[str, Any]]:
     seen: dict[tuple[str, str, str], str] = {}
     for n, t in enumerate(_load_export(export)):
         where = f"{export} task {n}"
-        d = (t or {}).get("data") or {}
+        d = _data(t, where)
         iid, unit = d.get("item_id"), str(d.get("unit", ""))
         it = task.items.get(iid) if isinstance(iid, str) else None
         if it is None:
@@ -280,9 +299,9 @@ def import_ratings(export: Path, rubric: Rubric) -> Ratings:
     seen: dict[tuple[str, str, str], str] = {}
     for n, t in enumerate(_load_export(export)):
         where = f"{export} task {n}"
-        d = (t or {}).get("data") or {}
+        d = _data(t, where)
         unit = next((d[f] for f in UNIT_FIELDS if d.get(f) not in (None, "")), None)
-        unit = unit if unit is not None else (t or {}).get("id")
+        unit = unit if unit is not None else t.get("id")
         if unit is None or isinstance(unit, (bool, dict, list)):
             raise InputError(f"{where}: no id for the rated unit; give the task data one of {', '.join(UNIT_FIELDS)} "
                              "(or export with Label Studio's task ids)")

@@ -135,10 +135,25 @@ async def _reply(send: Any, status: int, error: str) -> None:
     await send({"type": "http.response.body", "body": body})
 
 
+def checked_task(task_dir: Path) -> Task:
+    """A task folder whose every item's form can be built (the rubric it carries included): a broken one is one
+    error line before the server starts, not a page that answers 500 to every request."""
+    from mindsimkit.mindcore.errors import ConfigError, InputError
+
+    t = load_task(task_dir)
+    for name in sorted({it["protocol"] for it in t.items.values()}):
+        try:
+            for_task(t, name)
+        except ConfigError as exc:
+            raise InputError(f"{task_dir}: its items cannot be shown ({exc}); sample the task again with a valid "
+                             "rubric") from None
+    return t
+
+
 def create_app(task_dirs: list[Path]) -> FastAPI:
     served: list[Served] = []
     for d in task_dirs:
-        t = load_task(d)
+        t = checked_task(d)
         served.append(Served(t, Store(t.root)))
     app = FastAPI(title="mindsim annotate", docs_url=None, redoc_url=None, openapi_url=None)
     app.state.served = served
@@ -259,6 +274,8 @@ def run(task_dirs: list[Path], host: str = "127.0.0.1", port: int = 8765, renew:
     not in URLs); the links go to the links file only."""
     import uvicorn
 
+    for d in task_dirs:
+        checked_task(d)  # a broken task is refused before the port is taken
     sock = _listen(host, port)  # before the tasks' stores open or links are written: a taken port changes nothing
     app = create_app(task_dirs)
     port = sock.getsockname()[1]  # --port 0 asks the system for a free one; the links name the real one
