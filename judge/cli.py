@@ -255,7 +255,7 @@ def sample_cmd(
     from mindsimkit.mindcore.manifest import verify_run
 
     if RunLayout(run_dir).sessions.parquet.is_file():
-        verify_run(run_dir, needs=["simulation"])
+        verify_run(run_dir, needs=["simulation"], optional=["judge"])  # judgments, when there, set the strata
     s = sample_excerpts(run_dir, n, out, seed=seed, key=key, judge=judge, unit=unit.value, mix=chosen, real=real)
     kinds = ", ".join(f"{v} {k}{'s' if v != 1 else ''}" for k, v in s["drawn_by_unit"].items())
     typer.echo(f"wrote {s['drawn']} excerpts ({kinds}; {s['rated_turns']} counsellor turns to rate; "

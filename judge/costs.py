@@ -84,6 +84,49 @@ def cost_table(usage: dict[str, dict[str, Any]], prices: dict[str, Price], judge
                          "list_cost": sum(r["list_cost"] for r in priced if r["judge"]),
                          "cost": sum(r["cost"] for r in priced if r["judge"])},
         "unpriced": [r["role"] for r in rows if r["cost"] is None and r["calls"]],
-        "note": "Usage of this process's calls only: judgments read from the cache cost nothing and are not "
-                "counted. output_tokens include reasoning_tokens (OpenAI convention).",
+        "note": "Usage summed over every run of this stage on this folder: judgments read from the cache cost "
+                "nothing and are not counted again. output_tokens include reasoning_tokens (OpenAI convention).",
     }
+
+
+# The per-role counters that add up across runs (the engine ledger's, `mindcore.types.UsageLedger.summary`).
+USAGE_COUNTERS = ("calls", "failed", "attempts", "prompt_tokens", "completion_tokens", "cached_tokens",
+                  "reasoning_tokens", "latency_s")
+# The preflight's health probes run as their own roles; they check the engine, they are not the stage's work.
+PROBE_ROLE_MARK = ":__check_"
+
+
+def stage_usage(summary: dict[str, dict[str, Any]]) -> dict[str, dict[str, Any]]:
+    """A ledger summary without the preflight's probe roles: what the stage itself spent."""
+    return {role: u for role, u in summary.items() if PROBE_ROLE_MARK not in role}
+
+
+def add_usage(earlier: dict[str, dict[str, Any]], now: dict[str, dict[str, Any]]) -> dict[str, dict[str, Any]]:
+    """Per role, the counters of both summed (engine and model as the latest run had them): a stage rerun adds its
+    spend to what earlier runs recorded instead of replacing it. A run that made no calls changes nothing."""
+    out = {role: dict(u) for role, u in earlier.items() if isinstance(u, dict)}
+    for role, u in now.items():
+        if not u.get("calls") and not u.get("failed") and role in out:
+            continue
+        mine = out.setdefault(role, {})
+        for c in USAGE_COUNTERS:
+            total = (mine.get(c) or 0) + (u.get(c) or 0)
+            mine[c] = round(total, 3) if c == "latency_s" else int(total)
+        for k in ("engine", "model"):
+            if u.get(k) is not None:
+                mine[k] = u[k]
+    return out
+
+
+def usage_from_costs(costs: Any) -> dict[str, dict[str, Any]]:
+    """Usage as a report written before reports kept it recorded it in its cost table (so a rerun adds to it)."""
+    rows = costs.get("rows") if isinstance(costs, dict) else None
+    out: dict[str, dict[str, Any]] = {}
+    for r in rows if isinstance(rows, list) else []:
+        if isinstance(r, dict) and isinstance(r.get("role"), str) and PROBE_ROLE_MARK not in r["role"]:
+            out[r["role"]] = {"calls": int(r.get("calls") or 0), "prompt_tokens": int(r.get("input_tokens") or 0),
+                              "completion_tokens": int(r.get("output_tokens") or 0),
+                              "cached_tokens": int(r.get("cached_tokens") or 0),
+                              "reasoning_tokens": int(r.get("reasoning_tokens") or 0),
+                              "engine": r.get("engine"), "model": r.get("model")}
+    return out

@@ -9,7 +9,7 @@ import math
 from pathlib import Path
 from typing import Any
 
-from mindsimkit.mindcore.io import atomic_write_json, atomic_write_text, json_safe
+from mindsimkit.mindcore.io import atomic_write_json_if_changed, atomic_write_text, json_safe
 from mindsimkit.mindcore.layout import ReportFolder
 from mindsimkit.mindcore.plots import pyplot, save_png
 from mindsimkit.mindcore.runlog import JudgeReport, played_by
@@ -449,6 +449,7 @@ def write_report(out: Path, report: dict[str, Any], rubric: Rubric, plots: bool)
         report["plots"] = write_plots(out, report)
         files.update({p: out / p for p in report["plots"]})
     JudgeReport.model_validate(report)  # what the run log's readers expect, or fail here rather than later
-    atomic_write_json(folder.report_json, report)
+    # Left as it is when only its provenance would change: a rerun served from the cache is no change to its readers.
+    atomic_write_json_if_changed(folder.report_json, report)
     write_markdown(folder.report_md, {**report, "_rubric": rubric}, rubric)
     return files

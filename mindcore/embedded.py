@@ -16,6 +16,7 @@ from __future__ import annotations
 import atexit
 import hashlib
 import importlib.util
+import http.client
 import json
 import os
 import socket
@@ -277,10 +278,16 @@ def _attach(url: str, spec: EmbeddedEngine) -> EmbeddedLease:
     want = served_model_path(spec).name
     try:
         with urllib.request.urlopen(base + "/models", timeout=5) as r:
-            models = [m for m in json.load(r).get("data", []) if isinstance(m, dict)]
-    except (OSError, ValueError, AttributeError) as exc:
-        raise EngineUnavailable(f"{ATTACH_ENV}={url}: no server answers there ({type(exc).__name__}); start it "
-                                "again, or unset the variable to start an embedded server") from None
+            listed = json.load(r)
+    except (OSError, ValueError, http.client.HTTPException) as exc:
+        # (HTTPException: something answers, but not HTTP, e.g. an SSH or database banner)
+        raise EngineUnavailable(f"{ATTACH_ENV}={url}: no model server answers there ({type(exc).__name__}); start "
+                                "it again, or unset the variable to start an embedded server") from None
+    data = listed.get("data") if isinstance(listed, dict) else None
+    if not isinstance(data, list):
+        raise EngineUnavailable(f"{ATTACH_ENV}={url}: {base}/models is not an OpenAI-style model list (no 'data' "
+                                "list); point it at an embedded (llama.cpp) server, or unset it")
+    models = [m for m in data if isinstance(m, dict)]
     mine = [m for m in models if Path(str(m.get("id", ""))).name == want]
     if not mine:
         served = ", ".join(str(m.get("id", "")) for m in models) or "no model"

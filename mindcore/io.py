@@ -124,6 +124,24 @@ def atomic_write_json(path: str | os.PathLike, obj: Any, *, private: bool = Fals
     return atomic_write_bytes(path, _json_bytes(obj), private=private)
 
 
+def atomic_write_json_if_changed(path: str | os.PathLike, obj: Any, *, volatile: tuple[str, ...] = ("provenance",)) -> bool:
+    """`atomic_write_json`, unless `path` already holds the same document apart from its top-level `volatile` keys
+    (when it was made, by which checkout): a stage rerun that reaches the same result leaves the file, and so its
+    digest in the run manifest and everything built on it, as it was. True when the file was written."""
+    path = Path(path)
+    if path.is_file():
+        try:
+            old = json.loads(path.read_bytes())
+        except (OSError, ValueError):
+            old = None
+        new = json.loads(_json_bytes(obj))  # as it would read back: JSON types, secrets scrubbed
+        if isinstance(old, dict) and isinstance(new, dict) and \
+                {k: v for k, v in old.items() if k not in volatile} == {k: v for k, v in new.items() if k not in volatile}:
+            return False
+    atomic_write_json(path, obj)
+    return True
+
+
 def atomic_write_jsonl(path: str | os.PathLike, rows: Iterable[Any]) -> Path:
     lines = [json.dumps(r, ensure_ascii=False, default=str) for r in rows]
     return atomic_write_text(path, "\n".join(lines) + ("\n" if lines else ""))

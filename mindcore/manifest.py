@@ -9,6 +9,12 @@ the first such file, instead of yielding a page or a dataset built from what hap
 A stage also records the digests of the files it read from the stages before it (`reads`): judgments made
 from an earlier `sessions.parquet` are stale once the simulation is rerun, and are named as such.
 
+A reader checks only the stages it reads (`needs`, and `optional` ones when the folder has them), so rerunning one
+stage breaks only what read it: `mindsim judge run` on a finished run makes the dataset folder stale (it copied the
+judgments), which `publish RUN/dataset` refuses, naming the one command that rebuilds it; `report`, `export` and
+`publish RUN` read the judgments themselves and go on. Digests, not times, decide: a stage rerun that writes the same
+bytes (a judge run served from its cache) changes nothing any reader sees.
+
 Checkpoints and caches are not listed: they are a stage's working state, rewritten on every resume.
 """
 
@@ -137,15 +143,23 @@ class RunCheck:
         return not self.problems
 
 
-def check_run(run_dir: str | Path, needs: Iterable[str] = (), *, whole: bool = True) -> RunCheck:
-    """Every stage in `needs` recorded; its files (with `whole`: every recorded stage's files) present and
-    unchanged and made from the files their upstream stages hold now; with `whole`, the run finished.
-    Problems are full sentences naming the file and the fix, the first missing or changed file first.
+# What a reader of the whole run reads (`report`, `publish RUN`): every stage but the dataset folder, which
+# `publish RUN` rebuilds from them and `report` does not open.
+RUN_STAGES = ("profiles", "simulation", "validation", "judge", "patientact_judge", "run")
+
+
+def check_run(run_dir: str | Path, needs: Iterable[str] = (), *, optional: Iterable[str] = (),
+              whole: bool = True) -> RunCheck:
+    """Every stage in `needs` recorded; its files, and those of the `optional` stages the folder has, present and
+    unchanged and made from the files their upstream stages hold now; with `whole`, the run finished and the
+    folder has a manifest. Stages the reader does not read are not looked at. Problems are full sentences naming
+    the file and the one command that remakes it, the first missing or changed file first.
 
     A stage reading its inputs passes `whole=False`: `mindsim judge run` on a folder whose judgments were
     deleted remakes them, where `report` or `publish` must refuse the folder; and a folder without any
     manifest (sessions written by other means) is judged, where the others refuse it."""
     needs = tuple(needs)
+    reads = set(needs) | set(optional)
     run_dir = Path(run_dir)
     layout = RunLayout(run_dir)
     manifest = read_manifest(run_dir)
@@ -171,8 +185,8 @@ def check_run(run_dir: str | Path, needs: Iterable[str] = (), *, whole: bool = T
         if stage not in manifest.stages:
             check.problems.append(f"{run_dir}: the {stage} stage has not finished here (not in {layout.manifest.name}); "
                                   f"{_fix(stage, run_dir)}")
-    recorded = [(s, r) for s, r in manifest.in_order() if whole or s in needs]
-    current: dict[str, str] = {}
+    recorded = [(s, r) for s, r in manifest.in_order() if s in reads]
+    current: dict[str, str | None] = {}
     for stage, record in recorded:
         for rec in record.files:
             rel, path = rec.path, run_dir / rec.path
@@ -188,17 +202,26 @@ def check_run(run_dir: str | Path, needs: Iterable[str] = (), *, whole: bool = T
                 continue
             current[rel] = digest
     for stage, record in recorded:
-        stale = [rel for rel, digest in record.reads.items() if rel in current and current[rel] != digest]
+        # An upstream file the reader does not read itself is hashed only here; one that is gone is the problem of
+        # the readers of its own stage, not a sign that this stage is out of date.
+        stale = [rel for rel, digest in record.reads.items() if _digest_now(run_dir, rel, current) not in (None, digest)]
         if stale:
             check.problems.append(f"{run_dir / stale[0]}: rewritten after the {stage} stage read it, so that stage's "
                                   f"files are out of date; {_fix(stage, run_dir)}")
     return check
 
 
-def verify_run(run_dir: str | Path, needs: Iterable[str] = (), *, whole: bool = True,
+def _digest_now(run_dir: Path, rel: str, known: dict[str, str | None]) -> str | None:
+    if rel not in known:
+        path = run_dir / rel
+        known[rel] = sha256_file(path) if path.is_file() else None
+    return known[rel]
+
+
+def verify_run(run_dir: str | Path, needs: Iterable[str] = (), *, optional: Iterable[str] = (), whole: bool = True,
                allow_partial: bool = False) -> RunCheck:
     """`check_run`, refusing (InputError, exit 2) with the first problem unless `allow_partial`."""
-    check = check_run(run_dir, needs, whole=whole)
+    check = check_run(run_dir, needs, optional=optional, whole=whole)
     if check.problems and not allow_partial:
         more = len(check.problems) - 1
         raise InputError(check.problems[0] + (f" ({more} more problem{'s' if more != 1 else ''} in this folder)"

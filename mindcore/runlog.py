@@ -260,7 +260,7 @@ REMAKE = {
     "judge": "rerun `mindsim judge run RUN` (cached judgments are kept)",
     "patientact_judge": "rerun `mindsim judge patientact RUN` (cached judgments are kept)",
     "run": "rerun `mindsim run RECIPE --out RUN` to finish the run",
-    "dataset": "rerun `mindsim run RECIPE --out RUN` to rebuild the dataset folder",
+    "dataset": "rebuild it from the run with `mindsim publish RUN --repo-id OWNER/NAME --dry-run`",
 }
 
 
@@ -534,6 +534,8 @@ class JudgeReport(_Report):
     family_flags: list[Any] = Field(default_factory=list)
     critical_replies: list[Any] = Field(default_factory=list)
     failures: list[Any] = Field(default_factory=list)
+    usage: dict[str, Any] = Field(default_factory=dict, description="Engine usage per role, summed over every run of "
+                                  "the stage on this folder (absent in reports from before it was kept)")
     costs: dict[str, Any] = Field(default_factory=dict)
     patient_engines: list[str] | None = None
 

@@ -24,6 +24,7 @@ clients from the names, as the driver does.
 from __future__ import annotations
 
 import hashlib
+import importlib.util
 import os
 import time
 import uuid
@@ -112,8 +113,10 @@ class RaySession:
         return self
 
     def check_reachable(self) -> None:
-        """A TCP connection to the address's host and port within `connect_timeout_s`, else one EngineError
-        naming the address and how to check it."""
+        """Something at the address's host and port that speaks gRPC (as a Ray head's GCS port and the Ray Client
+        server do), within `connect_timeout_s`; else one EngineError naming the address and how to check it. A port
+        that accepts the connection but is not Ray (a web server, the dashboard's 8265) would otherwise leave Ray's
+        client retrying for minutes. A `ray://` address also needs the Ray Client extra installed (ConfigError)."""
         import socket
 
         from mindsimkit.mindcore.recipe import ray_endpoint
@@ -122,15 +125,24 @@ class RaySession:
         endpoint = ray_endpoint(address, "Ray address")
         if endpoint is None:
             return
+        if str(address).startswith("ray://") and importlib.util.find_spec("grpc") is None:
+            raise ConfigError(f"Ray address {address}: a ray:// address goes through Ray Client, which is not installed; "
+                              "`pip install 'ray[client]'`, or give the head's GCS address HOST:6379 instead")
+        deadline = time.monotonic() + self.connect_timeout_s
+        check = (f"check the address and that the cluster is up (`ray status --address {endpoint[0]}:{endpoint[1]}` "
+                 "on one of its machines), or raise ray.connect_timeout_s")
         try:
-            socket.create_connection(endpoint, timeout=self.connect_timeout_s).close()
+            conn = socket.create_connection(endpoint, timeout=self.connect_timeout_s)
         except OSError as exc:
             why = (f"nothing answered within {self.connect_timeout_s:g} s" if isinstance(exc, TimeoutError)
                    else (exc.strerror or type(exc).__name__).lower())
-            raise EngineError(
-                f"Ray cluster at {address}: cannot connect ({why}); check the "
-                f"address and that the cluster is up (`ray status --address {endpoint[0]}:{endpoint[1]}` on one of "
-                f"its machines), or raise ray.connect_timeout_s") from None
+            raise EngineError(f"Ray cluster at {address}: cannot connect ({why}); {check}") from None
+        with conn:
+            answer = _grpc_greeting(conn, max(0.1, deadline - time.monotonic()))
+        if answer is not True:
+            raise EngineError(f"Ray cluster at {address}: the port answers but is not a Ray head ({answer}); give the "
+                              f"head's GCS port (usually 6379) or ray://HOST:10001 — not the dashboard (8265) or "
+                              f"another server; {check}")
 
     def __exit__(self, *exc: Any) -> None:
         if self.started:
@@ -139,6 +151,37 @@ class RaySession:
     @staticmethod
     def cpus() -> float:
         return float(import_ray().cluster_resources().get("CPU", 1.0))
+
+
+# An HTTP/2 client's opening (the connection preface, then an empty SETTINGS frame). Every gRPC server, Ray's GCS
+# and Ray Client server among them, answers with a SETTINGS frame of its own; an HTTP/1 server answers with text or
+# closes the connection.
+_H2_PREFACE = b"PRI * HTTP/2.0\r\n\r\nSM\r\n\r\n" + b"\x00\x00\x00\x04\x00\x00\x00\x00\x00"
+_H2_SETTINGS = 0x04
+
+
+def _grpc_greeting(conn: Any, timeout_s: float) -> bool | str:
+    """True when the server on `conn` speaks HTTP/2 (gRPC); else what it did instead, in a few words."""
+    import socket
+
+    conn.settimeout(timeout_s)
+    try:
+        conn.sendall(_H2_PREFACE)
+        head = b""
+        while len(head) < 9:
+            chunk = conn.recv(9 - len(head))
+            if not chunk:
+                break
+            head += chunk
+    except socket.timeout:
+        return f"no gRPC answer within {timeout_s:.3g} s"
+    except OSError as exc:
+        return f"the connection broke: {(exc.strerror or type(exc).__name__).lower()}"
+    if len(head) == 9 and head[3] == _H2_SETTINGS and head[5:9] == b"\x00\x00\x00\x00":
+        return True
+    if head.startswith(b"HTTP/"):
+        return "an HTTP/1 server answered"
+    return "it closed the connection without a gRPC answer" if not head else "it does not speak gRPC"
 
 
 def engine_wire(engines: Any) -> dict[str, dict[str, Any]]:

@@ -94,6 +94,7 @@ def _profiles_by_id(run_dir: Path) -> dict[str, ExportProfile]:
     layout = RunLayout(run_dir)
     if not layout.profiles.parquet.is_file():
         return {}
+    verify_run(run_dir, needs=["profiles"])
     return {r.profile_id: r for r in layout.profiles.rows(ExportProfile)}
 
 
@@ -444,6 +445,7 @@ def dpo_cmd(
 
     from mindsimkit.judge.cli import judge_section, resolve_recipe
 
+    load_sessions(run_dir)  # a missing or damaged run folder stops here, before any engine starts
     recipe = resolve_recipe(Path(run_dir), recipe)
     if recipe is not None:
         from mindsimkit.mindcore.recipe import load_recipe

@@ -82,16 +82,26 @@ def _recipe_hash(recipe: Recipe) -> str:
     return hashlib.sha256(json.dumps(content, sort_keys=True).encode()).hexdigest()[:16]
 
 
+def _check_resume(out_dir: Path, recipe: Recipe) -> RunHeader | None:
+    """The run header of a folder this recipe resumes (None: a new folder), or ConfigError when the folder holds
+    another recipe's run. Reads only: nothing is written before every check has passed."""
+    layout = RunLayout(out_dir)
+    if not layout.run_json.is_file():
+        return None
+    info = layout.header()
+    if info.recipe_hash != _recipe_hash(recipe):
+        raise ConfigError(
+            f"{out_dir} holds a run of a different recipe ({info.recipe.name if info.recipe else None!r}, "
+            f"hash {info.recipe_hash}); use a new --out folder, or delete this one to start over"
+        )
+    return info
+
+
 def _open_run(out_dir: Path, recipe: Recipe) -> RunHeader:
     layout = RunLayout(out_dir)
     h = _recipe_hash(recipe)
-    if layout.run_json.is_file():
-        info = layout.header()
-        if info.recipe_hash != h:
-            raise ConfigError(
-                f"{out_dir} holds a run of a different recipe ({info.recipe.name if info.recipe else None!r}, "
-                f"hash {info.recipe_hash}); use a new --out folder, or delete this one to start over"
-            )
+    info = _check_resume(out_dir, recipe)
+    if info is not None:
         # Resumed: until it finishes again the folder is a run in progress (report and publish say so).
         forget_stage(out_dir, "run")
         if info.finished:
@@ -191,46 +201,66 @@ def run_job(recipe_path: Path, out_dir: Path, *, verbose: bool = False, ray_addr
     keys = {getattr(e, "api_key_env", None) for e in recipe.engines.values()} - {None}
     runner = runner_for(recipe, verbose=verbose, env=env_of(keys))
     runner.check_reachable()  # an unreachable cluster is named before the run folder is made
-    info = _open_run(out_dir, recipe)
+    _check_resume(out_dir, recipe)
 
     started = nullcontext(engines) if engines is not None else Engines.from_config(recipe.engines_config())
-    with library_logs_to(layout.logs, verbose=verbose), started as engines, runner:
-        # The preflight runs here on the driver, once, before any worker starts (docs/scale.md).
+    with started as engines:
+        # The preflight runs here on the driver, once, before any worker starts (docs/scale.md), and before
+        # anything is written to --out: an unset key, a refused key or a closed server leaves no folder behind.
         _stage("0 · preflight")
         stages = {"run"} | ({"judge"} if jcfg is not None else set()) | ({"validate"} if vcfg.arc else set())
         pre = preflight(recipe, engines, stages)
         for note in pre.notes:  # information, not a problem: stdout, so stderr keeps only what went wrong
             out_console().print(f"preflight: {escape(note)}")
         scfg, vcfg = pre.budgets.apply("simulation", scfg), pre.budgets.apply("validation", vcfg)
-        _stage("1–5 · profiles")
-        psum = run_profiles(recipe, engines, out_dir, pcfg, runner=runner)
-        pfail = [f.model_dump() for f in layout.profiles.failure_rows(Failure)]
-        raise_if_all_failed("profiles", pfail, attempted=psum.candidates)
-        if psum.candidates and not psum.kept:
-            _nothing_left("profiles", pfail, f"every one of {psum.candidates} candidates failed or was dropped "
-                                             f"as serious ({psum.dropped_serious} dropped)")
-        # Read as the simulation packs them: the pool is never whole in memory as objects (issue 35).
-        profiles = iter_profiles(layout.profiles.path, pool_only=scfg.pool_only)
-        _stage("6 · multi-session simulation")
-        ssum = run_simulation(profiles, engines, scfg, out_dir, recipe.seed, runner=runner)
-        failed_arcs = [f.model_dump() for f in ssum.failed_arcs]
-        raise_if_all_failed("simulation", failed_arcs, attempted=ssum.arcs)
-        if failed_arcs and not ssum.sessions_written:
-            _nothing_left("simulation", failed_arcs, f"all {ssum.arcs} arcs failed before any session finished")
-        _stage("7 · validation")
-        sims = _sims_by_counsellor(layout)
-        compare(vcfg.reference, sims, layout.validation.path, vcfg, engines=engines if vcfg.arc else None,
-                runner=runner)
-        record_stage(out_dir, "validation", [layout.validation.report_json, layout.validation.report_md,
-                                             *layout.validation.plots()],
-                     reads=["simulation"], counts={"systems": len(sims)})
-        jsum = None
-        if jcfg is not None:
-            _stage("8 · MHQR judge")
-            jsum = run_judging(out_dir, engines, jcfg, runner=runner)
+        info = _open_run(out_dir, recipe)
+        with library_logs_to(layout.logs, verbose=verbose), runner:
+            psum, ssum, jsum = _stages(recipe, engines, out_dir, pcfg, scfg, vcfg, jcfg, runner)
         roles = engines.describe()
         backends = {name: engines.backend(name).describe() for name in recipe.engines}
         usage = engines.ledger.summary()
+    return _finish(recipe, recipe_path, out_dir, info, runner, psum, ssum, jsum, pcfg, scfg, vcfg, jcfg, ocfg,
+                   pre, roles, backends, usage, verbose)
+
+
+def _stages(recipe: Recipe, engines: Engines, out_dir: Path, pcfg: Any, scfg: SimulationConfig,
+            vcfg: ValidationConfig, jcfg: JudgeConfig | None, runner: Any) -> tuple[Any, Any, Any]:
+    """Stages 1–8 in the job's order; returns the profile, simulation and judge summaries."""
+    layout = RunLayout(out_dir)
+    _stage("1–5 · profiles")
+    psum = run_profiles(recipe, engines, out_dir, pcfg, runner=runner)
+    pfail = [f.model_dump() for f in layout.profiles.failure_rows(Failure)]
+    raise_if_all_failed("profiles", pfail, attempted=psum.candidates)
+    if psum.candidates and not psum.kept:
+        _nothing_left("profiles", pfail, f"every one of {psum.candidates} candidates failed or was dropped "
+                                         f"as serious ({psum.dropped_serious} dropped)")
+    # Read as the simulation packs them: the pool is never whole in memory as objects (issue 35).
+    profiles = iter_profiles(layout.profiles.path, pool_only=scfg.pool_only)
+    _stage("6 · multi-session simulation")
+    ssum = run_simulation(profiles, engines, scfg, out_dir, recipe.seed, runner=runner)
+    failed_arcs = [f.model_dump() for f in ssum.failed_arcs]
+    raise_if_all_failed("simulation", failed_arcs, attempted=ssum.arcs)
+    if failed_arcs and not ssum.sessions_written:
+        _nothing_left("simulation", failed_arcs, f"all {ssum.arcs} arcs failed before any session finished")
+    _stage("7 · validation")
+    sims = _sims_by_counsellor(layout)
+    compare(vcfg.reference, sims, layout.validation.path, vcfg, engines=engines if vcfg.arc else None,
+            runner=runner)
+    record_stage(out_dir, "validation", [layout.validation.report_json, layout.validation.report_md,
+                                         *layout.validation.plots()],
+                 reads=["simulation"], counts={"systems": len(sims)})
+    jsum = None
+    if jcfg is not None:
+        _stage("8 · MHQR judge")
+        jsum = run_judging(out_dir, engines, jcfg, runner=runner)
+    return psum, ssum, jsum
+
+
+def _finish(recipe: Recipe, recipe_path: Path, out_dir: Path, info: RunHeader, runner: Any, psum: Any, ssum: Any,
+            jsum: Any, pcfg: Any, scfg: SimulationConfig, vcfg: ValidationConfig, jcfg: JudgeConfig | None,
+            ocfg: OutputConfig, pre: Any, roles: Any, backends: Any, usage: Any, verbose: bool) -> JobSummary:
+    """run.json, the run's manifest record, the dataset folder and the page, once every stage has finished."""
+    layout = RunLayout(out_dir)
     runner_info = {"name": runner.name, "profiles": psum.runner, "simulation": ssum.runner}
 
     reference_is_mibot = vcfg.reference_path().resolve() == shipped_reference_path().resolve()

@@ -24,7 +24,7 @@ from mindsimkit.mindcore.console import out_console
 from mindsimkit.mindcore.errors import InputError, MindsimError, UserError
 from mindsimkit.mindcore.io import read_jsonl
 from mindsimkit.mindcore.layout import RunLayout
-from mindsimkit.mindcore.manifest import read_manifest, verify_run
+from mindsimkit.mindcore.manifest import RUN_STAGES, read_manifest, verify_run
 from mindsimkit.mindcore.manifest import sha256_file
 from mindsimkit.mindsim_app.cards import MANIFEST, META_KEY, build_dataset_folder
 
@@ -226,13 +226,31 @@ def resolve_folder(path: Path, repo_id: str | None = None, *, force: bool = Fals
                                 f"can say so; publish {parent.path} instead")
         return path
     if _is_run(path):
-        # Every recorded stage intact, the dataset folder included (rebuilt here from them, so a damaged folder
-        # would otherwise be published as whatever was left of it).
-        verify_run(path, needs=["run"])
+        # Every stage the dataset is built from intact (a damaged folder would otherwise be published as whatever
+        # was left of it); the dataset folder itself is rebuilt here from them, so a stale one is no problem.
+        verify_run(path, needs=["run"], optional=RUN_STAGES)
         info = RunLayout(path).header()
         info = info.model_copy(update={"release_gate": _gate(path, info, force), "repo_id": repo_id or info.repo_id})
+        _no_foreign_files(RunLayout(path).dataset)
         return build_dataset_folder(path, info)
     raise InputError(f"{path}: neither a dataset folder ({MANIFEST}) nor a run folder (run.json)")
+
+
+def _no_foreign_files(dataset: Path) -> None:
+    """The dataset folder is rebuilt whole from the run; a file someone put there would vanish with it, so one the
+    folder's manifest does not list is refused by name instead of deleted without a word."""
+    if not dataset.is_dir():
+        return
+    try:
+        listed = set(json.loads((dataset / MANIFEST).read_text(encoding="utf-8")).get("files", {}))
+    except (OSError, ValueError, AttributeError):
+        listed = set()
+    foreign = sorted(p for p in dataset.rglob("*") if p.is_file() and p.name != MANIFEST
+                     and p.relative_to(dataset).as_posix() not in listed)
+    if foreign:
+        more = f" (and {len(foreign) - 1} more)" if len(foreign) > 1 else ""
+        raise InputError(f"{foreign[0]}{more}: not written by mindsim, and {dataset} is rebuilt from the run before "
+                         "it is checked or uploaded, which would delete it; move it out of the dataset folder")
 
 
 # What a push makes identical to the folder (files there that the folder lacks are deleted in the same

@@ -11,7 +11,7 @@ import math
 from pathlib import Path
 from typing import TYPE_CHECKING, Any, Literal
 
-from pydantic import BaseModel, ConfigDict, Field, model_validator
+from pydantic import BaseModel, ConfigDict, Field, field_validator, model_validator
 
 from mindsimkit.mindcore.runlog import DEFAULT_ENGINE
 
@@ -29,6 +29,17 @@ class ProfilesConfig(BaseModel):
         description="Persona source: 'synthetic' (the shipped sample), a local parquet/JSONL file or folder "
         "in the Nemotron-Personas-USA schema, or a Hub id such as 'nvidia/Nemotron-Personas-USA'.",
     )
+    @field_validator("personas")
+    @classmethod
+    def _source_exists(cls, v: str) -> str:
+        # Checked with the recipe, so a typo in a local path stops `mindsim run` before its folder is made; a Hub
+        # id (OWNER/NAME) is opened when the stage runs.
+        hub = "/" in v and not v.startswith((".", "/", "~"))
+        if v not in ("", "synthetic") and not hub and not Path(v).expanduser().exists():
+            raise ValueError(f"persona source '{v}' is neither an existing file/folder nor a Hub dataset id "
+                             "(OWNER/NAME); give a parquet/JSONL path, a Hub id, or 'synthetic'")
+        return v
+
     candidates: int = Field(1000, ge=1, description="How many adult personas to turn into candidate profiles.")
     pool_size: int = Field(100, ge=1, description="Size of the validation pool selected from clean profiles.")
     benchmark_size: int = Field(50, ge=0, description="Size of the benchmark subset of the pool.")

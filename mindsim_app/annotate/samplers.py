@@ -109,7 +109,7 @@ def _intact(run: Path, sessions: Path) -> None:
     """A run folder a task is drawn from must hold what its manifest lists (raters must not rate the leftovers
     of a damaged folder). A folder without sessions is left to the loader, which names what is missing."""
     if sessions.is_file():
-        verify_run(run, needs=["simulation"])
+        verify_run(run, needs=["simulation"], optional=["judge"])  # judgments, when there, set the strata
 
 
 def _named(spec: str) -> tuple[Optional[str], Path]:

@@ -130,7 +130,7 @@ class RunData:
 def load_run(path: str | Path, *, allow_partial: bool = False) -> RunData:
     """One run folder, verified against its manifest first (refused with the first problem unless
     `allow_partial`: a run still in progress, whose page then lists what is missing or changed)."""
-    from mindsimkit.mindcore.manifest import verify_run
+    from mindsimkit.mindcore.manifest import RUN_STAGES, verify_run
 
     path = Path(path)
     run = RunLayout(path)
@@ -140,7 +140,7 @@ def load_run(path: str | Path, *, allow_partial: bool = False) -> RunData:
     if info is None and not run.sessions.parquet.is_file():
         raise InputError(f"{path}: not a run folder (no run.json and no sessions/sessions.parquet); give the --out "
                          "folder of `mindsim run` or `mindsim simulate`")
-    check = verify_run(path, needs=["simulation"], allow_partial=allow_partial)
+    check = verify_run(path, needs=["simulation"], optional=RUN_STAGES, allow_partial=allow_partial)
     patientact = run.patientact_judge.report(RubricReport)
     return RunData(
         path=path, info=info, summary=run.sessions.read_summary(SimulationSummaryView),
