@@ -13,15 +13,25 @@ from contextlib import contextmanager
 from pathlib import Path
 from typing import Iterator
 
+from mindsimkit.mindcore.redact import scrub
+
 LIBRARY_LOGGERS = (
     "distilabel", "datasets", "huggingface_hub", "httpx", "httpcore", "openai", "fsspec", "filelock", "urllib3",
 )
 _FORMAT = "[%(asctime)s] %(levelname)-8s %(name)s: %(message)s"
 
 
+class _ScrubbingFormatter(logging.Formatter):
+    """Library log lines (a request's URL, an error body that echoes a header) scrubbed of secrets before they
+    reach OUT/logs/ (`mindcore.redact`)."""
+
+    def format(self, record: logging.LogRecord) -> str:
+        return scrub(super().format(record))
+
+
 def _file_handler(path: Path) -> logging.Handler:
     handler = logging.FileHandler(path, encoding="utf-8", delay=True)
-    handler.setFormatter(logging.Formatter(_FORMAT, datefmt="%Y-%m-%d %H:%M:%S"))
+    handler.setFormatter(_ScrubbingFormatter(_FORMAT, datefmt="%Y-%m-%d %H:%M:%S"))
     return handler
 
 
@@ -62,6 +72,9 @@ def _quiet_distilabel(path: Path):
         import distilabel.utils.logging as dl_logging
     except ImportError:  # distilabel not installed: nothing to quiet
         return lambda: None
+    from mindsimkit.mindcore.console import plain_tracebacks
+
+    plain_tracebacks()  # distilabel's import installs tracebacks that print every local variable
     original = dl_logging.RichHandler
 
     def to_file(*_args, **_kwargs) -> logging.Handler:

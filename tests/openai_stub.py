@@ -48,6 +48,11 @@ class Reply:
 Behaviour = Callable[[dict[str, Any]], Reply]
 
 
+# In a `Reply.error`, replaced by the request's Authorization header: a server whose error body echoes what it was
+# sent (some proxies do), to check that no key reaches what the toolkit prints or writes.
+ECHO_AUTH = "{authorization}"
+
+
 def always_status(status: int, error: str = "scripted failure") -> Behaviour:
     return lambda _body: Reply(status=status, error=error)
 
@@ -204,7 +209,7 @@ class OpenAIStub:
         self._server.server_close()
         self._thread.join(timeout=5)
 
-    def _completion(self, body: dict[str, Any]) -> tuple[int, dict[str, Any]]:
+    def _completion(self, body: dict[str, Any], authorization: str = "") -> tuple[int, dict[str, Any]]:
         with self._lock:
             self.requests.append(body)
         try:
@@ -212,7 +217,8 @@ class OpenAIStub:
         except Exception as exc:  # a broken behaviour shows up as a 500 naming it, not a hung client
             reply = Reply(status=500, error=f"stub behaviour raised {type(exc).__name__}: {exc}")
         if reply.status >= 400:
-            return reply.status, {"error": {"message": reply.error, "type": "stub_error", "code": reply.status}}
+            error = reply.error.replace(ECHO_AUTH, f"request had Authorization: {authorization}")
+            return reply.status, {"error": {"message": error, "type": "stub_error", "code": reply.status}}
         message: dict[str, Any] = {"role": "assistant", "content": reply.content}
         if reply.tool_calls:
             message["tool_calls"] = reply.tool_calls
@@ -233,6 +239,14 @@ class OpenAIStub:
                          "finish_reason": "tool_calls" if reply.tool_calls else "stop"}],
             "usage": usage,
         }
+
+    # `echo_auth`: unknown routes (the Hub's, when HF_ENDPOINT points here) answer 404 quoting the request's
+    # Authorization header, as a careless server might.
+    echo_auth = False
+
+    def _no_route(self, handler: BaseHTTPRequestHandler) -> str:
+        said = f"no route {handler.path}"
+        return said + (f" (request had Authorization: {handler.headers.get('Authorization')})" if self.echo_auth else "")
 
     def _handler(self) -> type[BaseHTTPRequestHandler]:
         stub = self
@@ -256,20 +270,20 @@ class OpenAIStub:
                     self._send(200, {"object": "list", "data": [{"id": m, "object": "model", "owned_by": "stub"}
                                                                 for m in stub.models]})
                 else:
-                    self._send(404, {"error": {"message": f"no route {self.path}"}})
+                    self._send(404, {"error": {"message": stub._no_route(self)}})
 
             def do_POST(self) -> None:
                 length = int(self.headers.get("Content-Length") or 0)
                 raw = self.rfile.read(length)
                 if not self.path.split("?")[0].rstrip("/").endswith("/v1/chat/completions"):
-                    self._send(404, {"error": {"message": f"no route {self.path}"}})
+                    self._send(404, {"error": {"message": stub._no_route(self)}})
                     return
                 try:
                     body = json.loads(raw or b"{}")
                 except json.JSONDecodeError:
                     self._send(400, {"error": {"message": "request body is not JSON"}})
                     return
-                status, reply = stub._completion(body)
+                status, reply = stub._completion(body, self.headers.get("Authorization") or "")
                 try:
                     self._send(status, reply)
                 except (BrokenPipeError, ConnectionResetError):

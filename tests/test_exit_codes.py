@@ -17,6 +17,7 @@ Engine failures come from `openai_stub.OpenAIStub`, a scripted OpenAI-compatible
 from __future__ import annotations
 
 import contextlib
+import errno
 import importlib.util
 import io
 import json
@@ -150,6 +151,56 @@ class Files:
         self.ratings_column = _write(r / "wrong-column.csv", b"item,unit,rater,score\ncriterion_1,c1,ana,4\n")
         self.ratings_bool = _write(r / "bool-ratings.jsonl", b'{"item": "criterion_1", "unit": "c1", "rater": "ana", '
                                    b'"value": true}\n')
+        self._issue48(r)
+
+    def _issue48(self, r: Path) -> None:
+        """Inputs of issue 48's probes: secrets in recipes, files a rubric or recipe reaches for outside its folder,
+        templates that fail, malformed ratings and Label Studio exports, duplicate keys."""
+        engine = "engines:\n  remote: {kind: openai, base_url: 'BASE', model: m, api_key_env: KEYVAR}\nroles:\n  default: {engine: remote}\n"
+        recipe = lambda base, var="MINDSIM_TEST_KEY": f"name: x\n{engine}".replace("BASE", base).replace("KEYVAR", var)  # noqa: E731
+        self.recipe_url = {u: _write(r / f"url-{i}.yaml", recipe(u).encode()) for i, u in
+                           enumerate(["not a url", "ftp://host/v1", "", "http://[::1/v1"])}
+        self.recipe_pasted_key = _write(r / "pasted-key.yaml", recipe("http://127.0.0.1:9/v1", FAKE_KEY).encode())
+        self.recipe_dup = _write(r / "dup-recipe.yaml", self.recipe_ok.read_bytes() + b"simulation: {sessions: 2}\n"
+                                 b"simulation: {turn_cap: 4}\n")
+        self.recipe_escape = _write(r / "escape-recipe.yaml", self.recipe_ok.read_bytes()
+                                    + b"prompts: {memory/compact.jinja2: ../outside.jinja2}\n")
+        self.recipe_judge_outside = _write(r / "judge-outside.yaml", self.recipe_ok.read_bytes()
+                                           + b"judge: {rubric: /etc/passwd}\n")
+        self.binary_mhqr = _write(r / "binary-mhqr.yaml", BINARY)
+        self.recipe_judge_binary = _write(r / "judge-binary.yaml", self.recipe_ok.read_bytes()
+                                          + f"judge: {{rubric: {self.binary_mhqr}}}\n".encode())
+        self.recipe_judge_missing = _write(r / "judge-missing.yaml", self.recipe_ok.read_bytes()
+                                           + f"judge: {{rubric: {r / 'no-rubric.yaml'}}}\n".encode())
+        self.recipe_personas_missing = _write(r / "personas-missing.yaml", self.recipe_ok.read_bytes()
+                                              + b"profiles: {personas: ./no-personas.parquet}\n")
+        rubric = self.rubric_bad.read_text().replace("max: 6", "max: 5").replace("page:", "judge: {template: TEMPLATE}\npage:")
+        self.templates = _write(r / "templates" / "x", b"").parent
+        for name, body in {"div": b"{{ 1/0 }}", "empty": b"  \n", "include": b'{% include "/etc/passwd" %}',
+                           "syntax": b"{% if %}", "binary": BINARY}.items():
+            _write(self.templates / f"{name}.jinja2", body)
+        (self.templates / "link.jinja2").symlink_to("/etc/passwd")
+        self.rubric_template = {t: _write(self.templates / f"rubric-{i}.yaml", rubric.replace("TEMPLATE", t).encode())
+                                for i, t in enumerate(["../../../../../../etc/passwd", "judge/../../../../etc/passwd",
+                                                       "/etc/passwd", "./link.jinja2", "./div.jinja2", "./empty.jinja2",
+                                                       "./include.jinja2", "./syntax.jinja2", "./binary.jinja2"])}
+        self.rubric_binary = _write(r / "binary-rubric.yaml", BINARY)
+        self.rubric_latin = _write(r / "latin-rubric.yaml", "name: caf\u00e9\n".encode("latin-1"))
+        base = self.rubric_bad.read_text().replace("max: 6", "max: 5")
+        self.rubric_dup = _write(r / "dup-rubric.yaml", (base + "name: again\n").encode())
+        self.rubric_coerced = {k: _write(r / f"coerced-{k}.yaml", base.replace("min: 1", v).encode()) for k, v in
+                               {"false": "min: false", "text": "min: '1'"}.items()}
+        self.rubric_na_text = _write(r / "na-text.yaml", base.replace("max: 5}", "max: 5, not_applicable: ['3']}").encode())
+        head = b"item,unit,rater,value\n"
+        self.csv = {k: _write(r / f"ratings-{k}.csv", head + v) for k, v in {
+            "latin1": "criterion_1,caf\u00e9,ana,4\n".encode("latin-1"), "nul": b"criterion_1,c\x001,ana,4\n",
+            "huge-cell": b"criterion_1,c1,ana," + b"x" * 140_000 + b"\n", "digits": b"criterion_1,c1,ana," + b"1" * 5000 + b"\n",
+            "short-row": b"criterion_1,c1\n", "unknown-item-null": b"nope,c1,ana,\ncriterion_1,c1,bo,4\n",
+            "duplicate-first-null": b"criterion_1,c1,ana,\ncriterion_1,c1,ana,4\n"}.items()}
+        self.csv["binary"] = _write(r / "ratings-binary.csv", BINARY)
+        self.ls = {k: _write(r / f"ls-{k}.json", v) for k, v in {
+            "numbers": b"[1, 2, 3]", "data-list": b'[{"data": [1], "annotations": []}]',
+            "annotations-string": b'[{"data": {"id": "u1"}, "annotations": "oops"}]'}.items()}
 
 
 def _write(path: Path, data: bytes) -> Path:
@@ -311,6 +362,82 @@ CASES = {
     "export-sft/negative-bound": Case(lambda f: ["export", "sft", f.run_corrupt, "--out", f.root / "x.jsonl", "--min-turns", "-1"],
                                       2, lambda f: "--min-turns"),
 }
+
+
+# Issue 48: secrets, files out of their folder, tracebacks, silent coercions, things written before the checks.
+FAKE_KEY = "sk-mindsimtest-Zq8fakeKEY1234567890"
+_RUBRIC_TEMPLATES = {
+    "dotdot": ("../../../../../../etc/passwd", "resolves to /etc/passwd, outside"),
+    "shared-dotdot": ("judge/../../../../etc/passwd", "not a name under prompts/"),
+    "absolute": ("/etc/passwd", "resolves to /etc/passwd, outside"),
+    "symlink-out": ("./link.jinja2", "link.jinja2 resolves to /etc/passwd, outside"),
+    "render-error": ("./div.jinja2", "ZeroDivisionError"),
+    "empty": ("./empty.jinja2", "is empty"),
+    "include-out": ("./include.jinja2", "include '/etc/passwd'"),
+    "syntax": ("./syntax.jinja2", "line 1:"),
+    "binary": ("./binary.jinja2", "binary data"),
+}
+CASES.update({
+    **{f"run/base-url-{i}": Case(lambda f, u=u: ["run", f.recipe_url[u], "--out", f.root / "o"], 2,
+                                 lambda f: "engines.remote.base_url")
+       for i, u in enumerate(["not a url", "ftp://host/v1", "", "http://[::1/v1"])},
+    "engines/base-url": Case(lambda f: ["engines", "check", f.recipe_url["not a url"]], 2,
+                             lambda f: "engines.remote.base_url: 'not a url' is not an http(s) URL", out=NOWHERE),
+    "judge-run/base-url": Case(lambda f: ["judge", "run", f.root, "--recipe", f.recipe_url["ftp://host/v1"]], 2,
+                               lambda f: "engines.remote.base_url", out=lambda f: f.root / "judgments"),
+    "profiles/base-url": Case(lambda f: ["profiles", f.recipe_url["http://[::1/v1"], "--out", f.root / "o"], 2,
+                              lambda f: "engines.remote.base_url"),
+    "run/key-pasted-as-variable": Case(lambda f: ["run", f.recipe_pasted_key, "--out", f.root / "o"], 2,
+                                       lambda f: "engines.remote.api_key_env: not the NAME of an environment variable"),
+    "run/duplicate-key": Case(lambda f: ["run", f.recipe_dup, "--out", f.root / "o"], 2,
+                              lambda f: "the key 'simulation' is given twice (first at line"),
+    "run/prompt-outside-recipe-folder": Case(lambda f: ["run", f.recipe_escape, "--out", f.root / "o"], 2,
+                                             lambda f: "prompts.memory/compact.jinja2: ../outside.jinja2 resolves to"),
+    "run/judge-rubric-outside-recipe-folder": Case(lambda f: ["run", f.recipe_judge_outside, "--out", f.root / "o"], 2,
+                                                   lambda f: "judge.rubric: /etc/passwd resolves to /etc/passwd, outside"),
+    "run/judge-rubric-binary": Case(lambda f: ["run", f.recipe_judge_binary, "--out", f.root / "o"], 2,
+                                    lambda f: f"{f.binary_mhqr} holds binary data"),
+    "run/judge-rubric-missing": Case(lambda f: ["run", f.recipe_judge_missing, "--out", f.root / "o"], 2,
+                                     lambda f: f"rubric {f.root / 'no-rubric.yaml'}: no such file"),
+    "run/personas-missing": Case(lambda f: ["run", f.recipe_personas_missing, "--out", f.root / "o"], 2,
+                                 lambda f: "persona source './no-personas.parquet' is neither"),
+    **{f"judge-run/template-{k}": Case(lambda f, t=t: ["judge", "run", f.root, "--rubric", f.rubric_template[t]], 2,
+                                       lambda f, w=w: w, out=lambda f: f.root / "rubric_judge")
+       for k, (t, w) in _RUBRIC_TEMPLATES.items()},
+    **{f"{cmd}/rubric-{kind}": Case(lambda f, a=args, k=kind: [*a(f), getattr(f, f"rubric_{k}")], 2,
+                                    lambda f, k=kind: str(getattr(f, f"rubric_{k}")), out=out)
+       for kind in ("binary", "latin", "dup")
+       for cmd, args, out in (
+           ("judge-alpha", lambda f: ["judge", "alpha", f.ratings_off, "--out", f.root / "a", "--rubric"], None),
+           ("judge-run", lambda f: ["judge", "run", f.root, "--rubric"], lambda f: f.root / "rubric_judge"),
+           ("annotate-sample-sessions", lambda f: ["annotate", "sample", "sessions", "--out", f.root / "task", "--run",
+                                                   f.root, "--n-raters", "3", "--rubric"], lambda f: f.root / "task"),
+           ("labelstudio-ratings", lambda f: ["annotate", "labelstudio", "ratings", f.malformed, "--out", f.root / "o",
+                                              "--rubric"], None))},
+    **{f"judge-alpha/scale-{k}": Case(lambda f, k=k: ["judge", "alpha", f.ratings_off, "--out", f.root / "a", "--rubric",
+                                                     f.rubric_coerced[k]], 2, lambda f: "scale.min")
+       for k in ("false", "text")},
+    "judge-alpha/not-applicable-as-text": Case(lambda f: ["judge", "alpha", f.ratings_off, "--out", f.root / "a",
+                                                          "--rubric", f.rubric_na_text], 2,
+                                               lambda f: "not_applicable value '3' is a number written as text"),
+    **{f"judge-alpha/csv-{k}": Case(lambda f, k=k: ["judge", "alpha", f.csv[k], "--rubric", "mindeval_v1_human", "--out",
+                                                   f.root / "a"], 2, lambda f, k=k, w=w: f"{f.csv[k]}:{w}")
+       for k, w in {"latin1": "2: not UTF-8", "nul": "2: a NUL byte", "binary": "3: a NUL byte",
+                    "huge-cell": "2: not CSV this reader accepts", "digits": "2: value: value '1111",
+                    "short-row": "2: fewer cells than header columns", "unknown-item-null": "2: item 'nope'",
+                    "duplicate-first-null": "3: rater 'ana' rates item 'criterion_1' of unit 'c1' twice"}.items()},
+    **{f"labelstudio-ratings/{k}": Case(lambda f, k=k: ["annotate", "labelstudio", "ratings", f.ls[k], "--rubric",
+                                                        "mindeval_v1", "--out", f.root / "o"], 2,
+                                        lambda f, k=k, w=w: f"{f.ls[k]} task 0: {w}")
+       for k, w in {"numbers": "a int, not a task object", "data-list": "'data' is a list",
+                    "annotations-string": "'annotations' is not a list"}.items()},
+    **{f"annotate-serve/port-{p}": Case(lambda f, p=p: ["annotate", "serve", f.adir, "--port", p], 2,
+                                        lambda f: "--port", out=NOWHERE) for p in ("70000", "-1")},
+    "export-dpo/missing": Case(lambda f: ["export", "dpo", f.root / "no-run", "--out", f.root / "x.jsonl"], 2,
+                               lambda f: str(f.root / "no-run")),
+})
+CONSOLE_CASES += ["run/base-url-0", "run/key-pasted-as-variable", "judge-run/template-dotdot", "judge-alpha/csv-digits",
+                  "run/duplicate-key", "labelstudio-ratings/numbers"]
 
 
 @pytest.mark.parametrize("case", list(CASES.values()), ids=list(CASES))
@@ -578,20 +705,26 @@ def test_publish_refused_by_the_hub_exits_2(openai_stub, tmp_path):
 # ---------------------------------------------------------------- damaged run folders (issue 36)
 
 # A finished run on the fake engine (every stage, the dataset and the PatientAct rubric), copied and broken per case.
+# Each damage names the file a refusal must name, and the readers that read it (issue 48: a reader checks only the
+# stages it reads, so rerunning or damaging one stage leaves the others' readers working).
+ALL = frozenset({"report", "publish", "publish-dataset", "export-sft", "judge-sample", "annotate-sample"})
+READS_SESSIONS = ALL - {"publish-dataset"}  # the dataset folder holds its own copy of the sessions
 DAMAGES = {
-    "sessions-deleted": (lambda r: shutil.rmtree(r / "sessions"), "sessions/sessions.parquet"),
-    # Cut at a line boundary: every line still parses, only the manifest can tell.
+    "sessions-deleted": (lambda r: shutil.rmtree(r / "sessions"), "sessions/sessions.parquet", READS_SESSIONS),
+    # Cut at a line boundary: every line still parses, only the manifest can tell. The dataset folder was built
+    # from the transcripts, so publishing it as it is is refused too (it is out of date).
     "transcripts-cut-at-a-line": (lambda r: _cut(r / "transcripts" / "transcripts.jsonl", at_line=True),
-                                  "transcripts/transcripts.jsonl"),
+                                  "transcripts/transcripts.jsonl", ALL),
     "transcripts-cut-mid-line": (lambda r: _cut(r / "transcripts" / "transcripts.jsonl", at_line=False),
-                                 "transcripts/transcripts.jsonl"),
-    "run-json-removed": (lambda r: (r / "run.json").unlink(), "run.json"),
-    "judgments-removed": (lambda r: shutil.rmtree(r / "judgments"), "judgments/judgments.parquet"),
+                                 "transcripts/transcripts.jsonl", ALL),
+    "run-json-removed": (lambda r: (r / "run.json").unlink(), "run.json", {"report", "publish", "publish-dataset"}),
+    "judgments-removed": (lambda r: shutil.rmtree(r / "judgments"), "judgments/judgments.parquet",
+                          {"report", "publish", "judge-sample", "annotate-sample"}),
     "dataset-profiles-deleted": (lambda r: next((r / "dataset" / "data").glob("profiles-*.parquet")).unlink(),
-                                 "dataset/data/profiles-"),
-    "manifest-removed": (lambda r: (r / "run_manifest.json").unlink(), "run_manifest.json"),
+                                 "dataset/data/profiles-", {"publish-dataset"}),
+    "manifest-removed": (lambda r: (r / "run_manifest.json").unlink(), "run_manifest.json", ALL),
     "profiles-edited": (lambda r: (r / "profiles" / "pool_table.md").write_text("edited by hand\n"),
-                        "profiles/pool_table.md"),
+                        "profiles/pool_table.md", {"report", "publish", "publish-dataset"}),
 }
 READERS = {
     "report": lambda r, t: ["report", r],
@@ -622,13 +755,16 @@ def _copy_of(run: Path, tmp_path: Path) -> Path:
 
 @pytest.mark.parametrize("reader", list(READERS))
 @pytest.mark.parametrize("damage", list(DAMAGES))
-def test_a_damaged_run_is_refused_naming_the_file(damage, reader, finished_run, tmp_path):
+def test_a_damaged_run_is_refused_by_its_readers_naming_the_file(damage, reader, finished_run, tmp_path):
     run = _copy_of(finished_run, tmp_path)
     (tmp_path / "outputs").mkdir()
-    break_it, named = DAMAGES[damage]
+    break_it, named, readers = DAMAGES[damage]
     break_it(run)
     before = _tree(tmp_path)
     proc = mindsim_here(*READERS[reader](run, tmp_path / "outputs"), cwd=tmp_path)
+    if reader not in readers:  # it does not read what was damaged
+        assert proc.returncode == 0, proc.stderr
+        return
     assert proc.returncode == 2, proc.stderr
     line = error_line(proc)
     assert f"{run}/{named}" in line, line
@@ -673,3 +809,267 @@ def test_validate_compare_refuses_a_run_transcript_cut_at_a_line(finished_run, t
     assert proc.returncode == 2
     assert f"{run / 'transcripts' / 'transcripts.jsonl'}: changed after the simulation stage" in error_line(proc)
     assert not (tmp_path / "v").exists()
+
+
+# ---------------------------------------------------------------- issue 48: no key printed or written, anywhere
+
+KEY_VAR = "MINDSIM_TEST_FAKE_KEY"
+
+
+def _keyed_recipe(path: Path, stub, roles: list[str], extra: str = "") -> Path:
+    """`_stub_recipe` with the engine's key in KEY_VAR, and the key also pasted into the URL's user part."""
+    recipe = _stub_recipe(path, stub, roles, extra)
+    text = recipe.read_text().replace("native_tools: false}", f"native_tools: false, api_key_env: {KEY_VAR}}}")
+    recipe.write_text(text.replace("http://", f"http://user:{FAKE_KEY}@", 1))
+    return recipe
+
+
+def _nowhere(key: str, proc: subprocess.CompletedProcess, *folders: Path) -> None:
+    """`key` is not in stdout, stderr, nor in any file under `folders` (parquet files read as their rows' text)."""
+    import pyarrow.parquet as pq
+
+    assert key not in proc.stdout and key not in proc.stderr, (proc.stdout + proc.stderr)[-3000:]
+    assert "Traceback" not in proc.stderr
+    looked = 0
+    for folder in folders:
+        for path in (p for p in folder.rglob("*") if p.is_file()):
+            looked += 1
+            assert key.encode() not in path.read_bytes(), path
+            if path.suffix == ".parquet":
+                assert key not in json.dumps(pq.read_table(path).to_pylist(), default=str), path
+    assert looked or not folders, "nothing was written: the test would pass vacuously"
+
+
+def echoing():
+    """Passes the preflight's probe, then refuses every call with an error body quoting the Authorization header."""
+    return after_probe(always_status(400, "bad request; {authorization}"))
+
+
+@pytest.fixture
+def fake_key(monkeypatch):
+    monkeypatch.setenv(KEY_VAR, FAKE_KEY)
+    return FAKE_KEY
+
+
+def test_run_with_an_engine_echoing_the_key_prints_and_writes_it_nowhere(openai_stub, fake_key, tmp_path):
+    stub = openai_stub(echoing())
+    recipe = _keyed_recipe(tmp_path / "r.yaml", stub, [], "profiles: {personas: synthetic, candidates: 2, "
+                                                          "pool_size: 1, benchmark_size: 1, use_distilabel: false}\n")
+    proc = mindsim_here("run", recipe, "--out", tmp_path / "o", cwd=tmp_path)
+    assert proc.returncode == 1, proc.stderr
+    assert "profiles: all 2 candidates failed" in error_line(proc, only_line=False)
+    _nowhere(fake_key, proc, tmp_path / "o")
+
+
+def test_profiles_simulate_and_judge_run_with_an_echoing_engine_print_and_write_no_key(openai_stub, fake_key, tmp_path):
+    sys.path.insert(0, str(TESTS / "judge"))
+    from judgefakes import write_run
+    from mindsimkit.profilegen.dataset import write_profiles
+    from simfakes import make_profile
+
+    stub = openai_stub(echoing())
+    recipe = _keyed_recipe(tmp_path / "r.yaml", stub, SIM_ROLES, "profiles: {personas: synthetic, candidates: 2, "
+                           "pool_size: 1, benchmark_size: 1, use_distilabel: false}\nsimulation: {sessions: 1, turn_cap: 3}\n")
+    profiles = mindsim_here("profiles", recipe, "--out", tmp_path / "p", cwd=tmp_path)
+    assert profiles.returncode == 1, profiles.stderr
+    _nowhere(fake_key, profiles, tmp_path / "p")
+
+    write_profiles([make_profile("p1")], tmp_path / "pool")
+    stub.behaviour = echoing()  # each command probes the engine first
+    simulate = mindsim_here("simulate", "--profiles", tmp_path / "pool", "--recipe", recipe, "--out", tmp_path / "s",
+                            cwd=tmp_path)
+    assert simulate.returncode == 1, simulate.stderr
+    assert "request had Authorization: ***" in (tmp_path / "s" / "sessions" / "summary.json").read_text()
+    _nowhere(fake_key, simulate, tmp_path / "s")
+
+    run = write_run(tmp_path / "judged")
+    stub.behaviour = echoing()
+    judged = mindsim_here("judge", "run", run, "--recipe", recipe, cwd=tmp_path)
+    assert judged.returncode == 1, judged.stderr
+    _nowhere(fake_key, judged, run)
+
+
+def test_engines_check_with_an_echoing_engine_shows_no_key(openai_stub, fake_key, tmp_path):
+    stub = openai_stub(always_status(400, "refused; {authorization}"))
+    proc = mindsim_here("engines", "check", _keyed_recipe(tmp_path / "r.yaml", stub, []), cwd=tmp_path)
+    assert proc.returncode in (1, 2), proc.stderr
+    assert "http://***@127.0.0.1" in proc.stdout + proc.stderr
+    _nowhere(fake_key, proc)
+
+
+def test_publish_to_a_hub_echoing_the_token_shows_no_token(openai_stub, tmp_path):
+    import pyarrow as pa
+    import pyarrow.parquet as pq
+
+    from mindsimkit.mindcore.provenance import base_provenance
+    from mindsimkit.mindsim_app.cards import build_dataset_folder
+
+    run_dir = tmp_path / "run"
+    (run_dir / "profiles").mkdir(parents=True)
+    pq.write_table(pa.table({"profile_id": ["p0"], "in_pool": [True]}), run_dir / "profiles" / "profiles.parquet")
+    folder = build_dataset_folder(run_dir, header({"run_id": "abcd", "recipe": {"name": "t", "seed": 1},
+                                                   "provenance": base_provenance()}))
+    stub = openai_stub(always_status(500))
+    stub.echo_auth = True  # the Hub routes answer 404 quoting the request's Authorization header
+    env = {**ENV, "HF_TOKEN": FAKE_KEY, "HF_ENDPOINT": stub.base_url.removesuffix("/v1")}
+    proc = mindsim("publish", folder, "--repo-id", "someone/tiny", cwd=tmp_path, env=env)
+    assert proc.returncode == 2, proc.stderr
+    assert "push to someone/tiny failed" in error_line(proc, only_line=False)
+    _nowhere(FAKE_KEY, proc, folder)
+
+
+def test_a_key_pasted_as_the_variable_name_is_not_echoed(tmp_path):
+    files = Files(tmp_path)
+    for runner in (mindsim_here, mindsim):
+        proc = runner("run", files.recipe_pasted_key, "--out", tmp_path / "o", cwd=tmp_path)
+        assert proc.returncode == 2 and FAKE_KEY not in proc.stdout + proc.stderr, proc.stderr
+        assert "api_key_env" in error_line(proc)
+
+
+def test_an_unexpected_exception_is_one_line_without_locals(monkeypatch, fake_key, tmp_path):
+    """Whatever escapes a command (a bug) is one `error:` line naming the exception, never a traceback with the
+    frames' local variables: distilabel installs such a hook for the whole process when it is imported."""
+    import mindsimkit.mindcore.distilabel_llm  # noqa: F401 - what installs the hook, imported as a job does
+    from mindsimkit.mindcore import recipe as recipe_module
+
+    def broken(path):
+        api_key = os.environ[KEY_VAR]  # a local a traceback with locals would print
+        raise RuntimeError(f"boom while holding {api_key[:4]}…")
+
+    monkeypatch.setattr(recipe_module, "load_recipe", broken)
+    proc = mindsim_here("run", tmp_path / "r.yaml", "--out", tmp_path / "o", cwd=tmp_path)
+    assert proc.returncode == 1
+    line = error_line(proc)
+    assert line.startswith("error: internal error (RuntimeError: boom while holding sk-m…)") and "mindsim bug" in line
+    assert fake_key not in proc.stderr
+    assert not (getattr(sys.excepthook, "__module__", "") or "").startswith("rich"), "distilabel's hook is still there"
+
+
+# ---------------------------------------------------------------- issue 48: environments and run-time checks
+
+
+def test_a_ray_address_that_answers_http_fails_within_the_timeout(files):
+    """A port that accepts the connection but is not a Ray head (a web server, the dashboard): exit 1 in one line
+    within ray.connect_timeout_s (it used to hang until killed), before the run folder exists."""
+    import http.server
+    import threading
+
+    server = http.server.ThreadingHTTPServer(("127.0.0.1", 0), http.server.BaseHTTPRequestHandler)
+    threading.Thread(target=server.serve_forever, daemon=True).start()
+    recipe = files.root / "ray.yaml"
+    recipe.write_text(files.recipe_ok.read_text() + "ray: {connect_timeout_s: 3}\n")
+    try:
+        started = time.monotonic()
+        proc = mindsim("run", recipe, "--out", files.root / "o", "--ray", f"127.0.0.1:{server.server_address[1]}",
+                       cwd=files.root, timeout=120)
+        took = time.monotonic() - started
+    finally:
+        server.shutdown()
+    assert proc.returncode == 1, proc.stderr
+    assert "the port answers but is not a Ray head" in error_line(proc)
+    assert not (files.root / "o").exists() and took < 60
+
+
+def test_a_ray_client_address_without_the_client_extra_is_exit_2(files):
+    if importlib.util.find_spec("grpc") is not None:
+        pytest.skip("ray[client] is installed here")
+    proc = mindsim_here("run", files.recipe_ok, "--out", files.root / "o", "--ray", "ray://127.0.0.1:10001",
+                        cwd=files.root)
+    assert proc.returncode == 2 and "pip install 'ray[client]'" in error_line(proc)
+    assert not (files.root / "o").exists()
+
+
+@pytest.mark.parametrize("answer, expected", [(b"SSH-2.0-OpenSSH_9.6\r\n", "no model server answers there"),
+                                              (b'{"data": null}', "is not an OpenAI-style model list")],
+                         ids=["not-http", "data-null"])
+def test_an_embedded_url_at_something_else_is_one_line_and_nothing_written(answer, expected, files, monkeypatch):
+    import threading
+
+    listener = socket.socket()
+    listener.bind(("127.0.0.1", 0))
+    listener.listen()
+
+    def serve() -> None:
+        while True:
+            try:
+                conn, _ = listener.accept()
+            except OSError:
+                return
+            with conn:
+                conn.recv(4096)
+                if answer.startswith(b"{"):
+                    conn.sendall(b"HTTP/1.1 200 OK\r\nContent-Type: application/json\r\nContent-Length: "
+                                 + str(len(answer)).encode() + b"\r\nConnection: close\r\n\r\n" + answer)
+                else:
+                    conn.sendall(answer)
+
+    threading.Thread(target=serve, daemon=True).start()
+    monkeypatch.setenv("MINDSIM_EMBEDDED_URL", f"http://127.0.0.1:{listener.getsockname()[1]}/v1")
+    try:
+        proc = mindsim_here("run", files.recipe_ok, "--out", files.root / "o", cwd=files.root)
+    finally:
+        listener.close()
+    assert proc.returncode == 2, proc.stderr
+    assert expected in error_line(proc, only_line=False) and "MINDSIM_EMBEDDED_URL" in error_line(proc, only_line=False)
+    assert not (files.root / "o").exists()
+
+
+def test_a_closed_embedded_url_writes_nothing_and_the_fixed_run_starts_clean(files, monkeypatch):
+    monkeypatch.setenv("MINDSIM_EMBEDDED_URL", f"http://127.0.0.1:{_free_port()}/v1")
+    proc = mindsim_here("run", files.recipe_ok, "--out", files.root / "o", cwd=files.root)
+    assert proc.returncode == 2 and "MINDSIM_EMBEDDED_URL" in error_line(proc, only_line=False)
+    assert not (files.root / "o").exists(), "run.json or logs/ written before the checks"
+
+
+@pytest.mark.parametrize("argv", [
+    lambda f: ["report", f["run"], "--out", f["tmp"] / "r.html"],
+    lambda f: ["judge", "alpha", f["ratings"], "--rubric", "mindeval_v1_human", "--out", f["tmp"] / "a"],
+], ids=["report", "judge-alpha"])
+def test_a_full_disk_is_one_line_exit_1(argv, finished_run, files, monkeypatch, tmp_path):
+    """OSError 28 from the atomic writer (the disk or quota ran out): one line naming the file, exit 1, and the
+    temp file removed."""
+    from mindsimkit.mindcore import io as mio
+
+    real = mio._umask_mode
+
+    def full() -> int:
+        raise OSError(errno.ENOSPC, "No space left on device")
+
+    monkeypatch.setattr(mio, "_umask_mode", full)
+    ratings = files.root / "two.csv"
+    ratings.write_text("item,unit,rater,value\ncriterion_1,c1,ana,4\ncriterion_1,c1,bo,5\n")
+    proc = mindsim_here(*argv({"run": _copy_of(finished_run, tmp_path), "tmp": tmp_path, "ratings": ratings}),
+                        cwd=tmp_path)
+    monkeypatch.setattr(mio, "_umask_mode", real)
+    assert proc.returncode == 1, proc.stderr
+    assert "no space left on the device while writing it" in error_line(proc)
+    assert not list(tmp_path.rglob(".*.tmp"))
+
+
+def test_annotate_serve_refuses_a_task_whose_rubric_is_invalid(finished_run, tmp_path):
+    rubric = tmp_path / "mine.yaml"
+    rubric.write_text("id: mine\nname: x\nversion: '1'\nsource: ours\nunit: conversation\nscale: {min: 1, max: 3, "
+                      "anchors: {1: a, 2: b, 3: c}}\nitems:\n  - {id: warmth, name: W, question: Q}\npage: {title: T}\n")
+    task = tmp_path / "task"
+    made = mindsim_here("annotate", "sample", "sessions", "--out", task, "--run", finished_run, "--rubric", rubric,
+                        "--n-raters", "2", cwd=tmp_path)
+    assert made.returncode == 0, made.stderr
+    head = json.loads((task / "task.json").read_text())
+    head["rubric"]["yaml"] = head["rubric"]["yaml"].replace("max: 3", "max: 2")  # anchor 3 now off the scale
+    (task / "task.json").write_text(json.dumps(head))
+    before = _tree(tmp_path)
+    proc = mindsim_here("annotate", "serve", task, "--port", "0", cwd=tmp_path)
+    assert proc.returncode == 2, proc.stderr
+    assert f"{task}: its items cannot be shown" in error_line(proc)
+    assert _tree(tmp_path) == before
+
+
+def test_publish_refuses_to_delete_a_file_left_in_the_dataset_folder(finished_run, tmp_path):
+    run = _copy_of(finished_run, tmp_path)
+    notes = run / "dataset" / "my-notes.txt"
+    notes.write_text("mine\n")
+    before = _tree(tmp_path)
+    proc = mindsim_here("publish", run, "--repo-id", "someone/x", "--dry-run", cwd=tmp_path)
+    assert proc.returncode == 2, proc.stderr
+    assert f"{notes}: not written by mindsim" in error_line(proc) and "move it out" in error_line(proc)
+    assert _tree(tmp_path) == before

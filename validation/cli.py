@@ -170,8 +170,22 @@ def compare_cmd(
     for warning in report["warnings"]:
         _err.print(f"[yellow]warning:[/yellow] {escape(one_line(warning))}")
     folder = ValidationFolder(out)
+    _record_in_run(out, folder, len(report["systems"]))
     typer.echo(f"wrote {folder.report_md} and {folder.report_json}")
     _fail_if_no_arc_label(report["counts"], folder.report_json)
+
+
+def _record_in_run(out: Path, folder: ValidationFolder, systems: int) -> None:
+    """Validation written into a run folder's own `validation/` (a rerun of that stage) is recorded in the run's
+    manifest, as the job records it: its readers then read it as the stage's files, not as files changed behind the
+    stage's back, and what was built from the earlier validation (the dataset folder) is the only thing stale."""
+    from mindsimkit.mindcore.layout import RunLayout
+    from mindsimkit.mindcore.manifest import record_stage
+
+    run = RunLayout(Path(out).parent)
+    if run.manifest.is_file() and run.validation.path.resolve() == Path(out).resolve():
+        record_stage(run.path, "validation", [folder.report_json, folder.report_md, *folder.plots()],
+                     reads=["simulation"], counts={"systems": systems})
 
 
 if __name__ == "__main__":

@@ -7,7 +7,7 @@ from __future__ import annotations
 from pathlib import Path
 from typing import Any
 
-from mindsimkit.mindcore.io import atomic_write_json, atomic_write_text, json_safe
+from mindsimkit.mindcore.io import atomic_write_json_if_changed, atomic_write_text, json_safe
 from mindsimkit.mindcore.layout import ValidationFolder
 from mindsimkit.mindcore.runlog import ValidationReport
 from mindsimkit.validation.arc import LABEL_NAMES, LABELS
@@ -154,7 +154,7 @@ def write_report(report: dict[str, Any], ref, systems: dict, out_dir: str | Path
     out_dir = Path(out_dir)
     folder = ValidationFolder(out_dir)
     ValidationReport.model_validate(report)  # what the run log's readers expect, or fail here rather than later
-    atomic_write_json(folder.report_json, report)
+    atomic_write_json_if_changed(folder.report_json, report)  # a rerun with the same result changes nothing
     atomic_write_text(folder.report_md, to_markdown(report))
     if plots:
         from mindsimkit.validation.plots import plot_all  # matplotlib only when plots are wanted
