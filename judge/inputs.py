@@ -119,7 +119,11 @@ def benchmark_patients(sessions: list[SessionInput], run_dir: Path | None,
         return None, None
     rows = read_table(path, _BenchmarkMark, what="profiles table (profile_id, in_benchmark)",
                       remake="give the profiles folder of the same run (judge.profiles)")
-    return {r.profile_id for r in rows if r.in_benchmark}, str(path)
+    # The run's own table is named inside the run (RUN/profiles/…): a report then reads the same wherever the
+    # folder is, so judging a copied or moved run again from the cache is no change to it.
+    own = run_dir is not None and profiles is None
+    return {r.profile_id for r in rows if r.in_benchmark}, (
+        f"RUN/{path.relative_to(run_dir).as_posix()}" if own else str(path))
 
 
 class _BenchmarkMark(BaseModel):

@@ -305,7 +305,7 @@ def run_patientact(out: str | Path, engines: Any, items: list[ConversationItem],
     failed = [r for r in rows if not r.ok]
     if rubric.id == SESSION_RUBRIC:  # the run manifest knows this stage; other rubrics' folders are extra outputs
         record_stage(out, "patientact_judge", [folder.judgments, folder.report_json, folder.report_md],
-                     reads=["simulation"], counts={"judged": len(rows), "failed": len(failed)})
+                     reads=[RunLayout(out).sessions.parquet], counts={"judged": len(rows), "failed": len(failed)})
     if rows and len(failed) == len(rows):
         raise EngineError(f"every judgment failed ({len(failed)}; first: {failed[0].error}); "
                           f"rows and report written to {folder.path}")

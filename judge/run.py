@@ -176,7 +176,8 @@ def run_judging(run_dir: str | Path, engines: Any, config: JudgeConfig | None = 
     files = write_report(out, report, judges[0].rubric, config.plots)
     failed = [r for r in rows if r.status == "failed"]
     # Judged from a sessions file given by hand, the folder's own sessions are not what the rows come from.
-    record_stage(run_dir, "judge", [folder.parquet, *files.values()], reads=[] if sessions else ["simulation"],
+    record_stage(run_dir, "judge", [folder.parquet, *files.values()],
+                 reads=[] if sessions else [RunLayout(run_dir).sessions.parquet],
                  counts={"judgments": len(rows), "failed": len(failed)})
     summary = JudgeRunSummary(
         sessions=len(inputs), judgments=len(rows), ok=len(rows) - len(failed), failed=len(failed),

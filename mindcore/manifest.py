@@ -94,10 +94,11 @@ def read_manifest(run_dir: Path) -> RunManifest | None:
                          f"rerun the command that made the folder to rewrite it") from None
 
 
-def record_stage(run_dir: str | Path, stage: str, files: Iterable[Path], *, reads: Iterable[str] = (),
+def record_stage(run_dir: str | Path, stage: str, files: Iterable[Path], *, reads: Iterable[str | Path] = (),
                  counts: dict[str, int] | None = None) -> None:
-    """Record `stage` as finished with `files` (those that exist; paths inside the run folder). `reads`: the
-    stages whose files it was made from (their recorded files, with the digests they have now)."""
+    """Record `stage` as finished with `files` (those that exist; paths inside the run folder). `reads`: what it
+    was made from, with the digests those files have now: a stage name (every file that stage recorded) or a file
+    of the run folder (that file alone, so an edit of a file the stage never opened does not make it stale)."""
     from mindsimkit.mindcore import __version__
 
     run_dir = Path(run_dir)
@@ -106,7 +107,10 @@ def record_stage(run_dir: str | Path, stage: str, files: Iterable[Path], *, read
               for f in dict.fromkeys(Path(f) for f in files) if f.is_file()]
     with _LOCK:
         manifest = _readable(run_dir)
-        upstream = {rec.path: rec.sha256 for s in reads if s in manifest.stages for rec in manifest.stages[s].files}
+        upstream = {rec.path: rec.sha256 for s in reads if isinstance(s, str) and s in manifest.stages
+                    for rec in manifest.stages[s].files}
+        upstream.update({Path(f).resolve().relative_to(root).as_posix(): sha256_file(Path(f))
+                         for f in reads if isinstance(f, Path) and Path(f).is_file()})
         manifest.stages[stage] = StageRecord(
             written_utc=dt.datetime.now(dt.timezone.utc).isoformat(timespec="seconds"),
             toolkit_version=__version__, files=listed, reads=upstream, counts=dict(counts or {}))

@@ -425,7 +425,7 @@ def _finish(out: Path, engines, config: SimulationConfig, seed: int, profiles: l
     layout = RunLayout(out)
     summary.write(layout.sessions.summary)
     record_stage(out, "simulation", [layout.sessions.parquet, layout.transcripts, layout.sessions.summary],
-                 reads=["profiles"], counts={"sessions": summary.sessions_written, "expected": summary.sessions_expected,
+                 reads=[layout.profiles.parquet], counts={"sessions": summary.sessions_written, "expected": summary.sessions_expected,
                                              "failed_arcs": len(summary.failed_arcs)})
     return summary
 

@@ -248,7 +248,7 @@ def _stages(recipe: Recipe, engines: Engines, out_dir: Path, pcfg: Any, scfg: Si
             runner=runner)
     record_stage(out_dir, "validation", [layout.validation.report_json, layout.validation.report_md,
                                          *layout.validation.plots()],
-                 reads=["simulation"], counts={"systems": len(sims)})
+                 reads=[layout.transcripts], counts={"systems": len(sims)})
     jsum = None
     if jcfg is not None:
         _stage("8 · MHQR judge")

@@ -1052,7 +1052,7 @@ def test_annotate_serve_refuses_a_task_whose_rubric_is_invalid(finished_run, tmp
                       "anchors: {1: a, 2: b, 3: c}}\nitems:\n  - {id: warmth, name: W, question: Q}\npage: {title: T}\n")
     task = tmp_path / "task"
     made = mindsim_here("annotate", "sample", "sessions", "--out", task, "--run", finished_run, "--rubric", rubric,
-                        "--n-raters", "2", cwd=tmp_path)
+                        "--n-raters", "3", cwd=tmp_path)
     assert made.returncode == 0, made.stderr
     head = json.loads((task / "task.json").read_text())
     head["rubric"]["yaml"] = head["rubric"]["yaml"].replace("max: 3", "max: 2")  # anchor 3 now off the scale

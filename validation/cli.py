@@ -185,7 +185,7 @@ def _record_in_run(out: Path, folder: ValidationFolder, systems: int) -> None:
     run = RunLayout(Path(out).parent)
     if run.manifest.is_file() and run.validation.path.resolve() == Path(out).resolve():
         record_stage(run.path, "validation", [folder.report_json, folder.report_md, *folder.plots()],
-                     reads=["simulation"], counts={"systems": systems})
+                     reads=[run.transcripts], counts={"systems": systems})
 
 
 if __name__ == "__main__":
