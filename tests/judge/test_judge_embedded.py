@@ -6,6 +6,7 @@ bookkeeping hold on real output."""
 from __future__ import annotations
 
 import json
+from pathlib import Path
 
 import pyarrow.parquet as pq
 import pytest
@@ -41,3 +42,28 @@ def test_every_reply_of_the_study_judged_or_counted(study_run):
     assert distinct <= len(rows) and usage["calls"] >= distinct
     assert usage["prompt_tokens"] > 1000 * usage["calls"]  # the rubric was sent
     assert (study_run / "judgments" / "report.md").is_file()
+
+
+def test_judging_the_study_again_from_the_cache_leaves_every_reader_working(study_run, embedded_engines, tmp_path):
+    """Issue 48 on the real engine: `mindsim judge run` on the finished study is served from the cache (only the
+    preflight's probes reach the model), changes no judgment file, keeps the job's judge usage, and export, report
+    and publish --dry-run still exit 0."""
+    import hashlib
+    import shutil
+    import subprocess
+    import sys
+
+    from quick_recipes import attached_env
+
+    run = Path(shutil.copytree(study_run, tmp_path / "run"))
+    recipe = study_run.parent / "recipe.yaml"
+    files = {p: hashlib.sha256(p.read_bytes()).hexdigest() for p in (run / "judgments").glob("*") if p.is_file()}
+    usage = json.loads((run / "judgments" / "report.json").read_text())["usage"]["judge"]
+    env = attached_env(embedded_engines)
+    mindsim = [sys.executable, "-m", "mindsimkit.mindsim"]
+    for argv in (["judge", "run", run, "--recipe", recipe], ["export", "sft", run, "--out", tmp_path / "sft.jsonl"],
+                 ["report", run, "--out", tmp_path / "r.html"], ["publish", run, "--repo-id", "someone/x", "--dry-run"]):
+        done = subprocess.run([*mindsim, *map(str, argv)], capture_output=True, text=True, env=env, timeout=600)
+        assert done.returncode == 0, (argv, done.stderr[-3000:])
+    assert {p: hashlib.sha256(p.read_bytes()).hexdigest() for p in files} == files
+    assert json.loads((run / "judgments" / "report.json").read_text())["usage"]["judge"]["calls"] == usage["calls"] > 0
