@@ -556,7 +556,23 @@ def test_run_with_an_unset_key_variable_stops_at_preflight_with_exit_2(openai_st
     assert proc.returncode == 2, proc.stderr
     line = error_line(proc, only_line=False)
     assert "MINDSIM_TEST_UNSET_KEY" in line and not stub.requests
-    assert not (tmp_path / "o" / "profiles").exists()
+    assert not (tmp_path / "o").exists(), "run.json or logs/ written before the checks"
+
+
+def test_run_whose_key_is_refused_writes_nothing_and_the_fixed_recipe_starts_clean(openai_stub, tmp_path, monkeypatch):
+    stub = openai_stub(always_status(401))
+    recipe = _stub_recipe(tmp_path / "r.yaml", stub, [])
+    proc = mindsim_here("run", recipe, "--out", tmp_path / "o", cwd=tmp_path)
+    assert proc.returncode == 2 and "refused the API key" in error_line(proc, only_line=False), proc.stderr
+    assert not (tmp_path / "o").exists()
+
+
+def test_a_ratings_csv_with_a_byte_order_mark_is_read(files):
+    ratings = _write(files.root / "bom.csv", b"\xef\xbb\xbfitem,unit,rater,value\ncriterion_1,c1,ana,4\n"
+                                            b"criterion_1,c1,bo,5\n")
+    proc = mindsim_here("judge", "alpha", ratings, "--rubric", "mindeval_v1_human", "--out", files.root / "a",
+                        cwd=files.root)
+    assert proc.returncode == 0 and "2 ratings, 2 raters" in proc.stdout, proc.stderr
 
 
 def test_profiles_whose_every_candidate_failed_exit_1(openai_stub, tmp_path):
