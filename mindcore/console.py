@@ -30,7 +30,7 @@ from mindsimkit.mindcore.redact import scrub
 PIPE_WIDTH = 320
 
 
-def _is_tty(stream: TextIO | None) -> bool:
+def is_tty(stream: TextIO | None) -> bool:
     try:
         return bool(stream is not None and stream.isatty())
     except (AttributeError, ValueError):  # closed or exotic streams
@@ -45,7 +45,7 @@ class _ScrubbingConsole(Console):
 
 
 def _console(stderr: bool) -> Console:
-    if _is_tty(sys.stderr if stderr else sys.stdout):
+    if is_tty(sys.stderr if stderr else sys.stdout):
         return _ScrubbingConsole(stderr=stderr)
     # stderr=True (not file=sys.stderr): rich looks the stream up at print time, so output still goes
     # wherever sys.stderr points then (pytest's capture, typer's CliRunner).
