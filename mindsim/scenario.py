@@ -201,6 +201,8 @@ async def _draft(client, messages, max_tokens: int | None, scale: float = 1.0, a
     for key, limit in ITEM_LIMITS.items():
         data[key] = _clip_items(data[key], _scaled(limit, scale))
     try:
+        # The writer's own minimum counts, not the stored scenario's (which a given situation may go below).
+        draft_model(scale).model_validate(data)
         return Scenario.model_validate(data), draft.model_dump_json()
     except ValidationError as exc:  # blank list items stripped below a minimum count
         raise BlankItems(
