@@ -12,10 +12,10 @@ Two outputs, both written only after every record has passed its checks:
   names no patients, so `patient_id` is the conversation: the report's bootstrap then resamples conversations.
   An empty issue list is the group's `none`; comments were not released, so `other` carries no words.
 - MHQR annotations of the counsellor messages (`excerpt_id` = item, `turn`, `annotator`, `severity`, `issues`)
-  and the key `judge agreement --key` reads (item → conversation, reply positions, counsellor model). A reply is
-  identified by its conversation and its position there (`first_member_turn + turn - 3`: 0 for the counsellor
-  message the second member turn answers, the opening being the first), so the same message met in two
-  overlapping windows is one reply rated by two annotators; the importer checks that its text is the same in both.
+  and the key `judge agreement --key` reads (item → its turns as replies, counsellor model, and for the record the
+  conversation and where the window starts). Each window is its own excerpt, as the paper computes agreement per
+  excerpt (§3.4: the excerpts every annotator rated): the same counsellor message shown in two windows of one
+  conversation, with different context and to different annotators, is two rated replies, not one.
 """
 
 from __future__ import annotations
@@ -24,7 +24,6 @@ from collections import defaultdict
 from pathlib import Path
 from typing import Any
 
-from mindsimkit.mindcore.errors import InputError
 from mindsimkit.mindsim_app.imports.common import Record, json_file, names, unique
 
 
@@ -63,9 +62,9 @@ def _item(raw: Any, where: str, maps: dict[str, Any]) -> dict[str, Any]:
     if first < 2:
         raise window.fail("first_member_turn", f"{first}: windows start after the member's opening turn (2 or more)")
     out["turns"] = _turns(item)
+    out["first_member_turn"] = first
     if window.get("n_turns", int) != len(out["turns"]):
         raise window.fail("n_turns", f"{window.obj['n_turns']}, but the item has {len(out['turns'])} turns")
-    out["reply_index"] = {t: first + t - 3 for t in out["turns"]}
     ratings, seen = [], set()
     for k, raw_rating in enumerate(item.get("ratings", list)):
         r = Record(raw_rating, f"{where}.ratings[{k}]", "one annotator's rating of one turn")
@@ -108,30 +107,8 @@ def read_release(path: Path) -> dict[str, Any]:
     if not items:
         raise top.fail("items", "empty; the release holds 119 rated windows")
     unique([(it["item_id"], f"{path}: items[{i}]") for i, it in enumerate(items)], "item_id")
-    _check_shared_replies(path, items)
     meta = top.get("metadata", dict, optional=True) or {}
     return {"items": items, "counts": meta.get("counts") if isinstance(meta.get("counts"), dict) else None}
-
-
-def _check_shared_replies(path: Path, items: list[dict[str, Any]]) -> None:
-    """Two windows of one conversation that cover the same position must show the same counsellor message, and
-    one annotator must not rate it twice (the release shows such windows to different annotators)."""
-    text: dict[tuple[str, int], tuple[str, str]] = {}
-    rated: dict[tuple[str, int, str], str] = {}
-    for it in items:
-        for t, turn in it["turns"].items():
-            key = (it["conversation_id"], it["reply_index"][t])
-            if key in text and text[key][0] != turn["counsellor"]:
-                raise InputError(f"{path}: item {it['item_id']!r} turn {t}: its counsellor message differs from the "
-                                 f"one item {text[key][1]!r} shows at the same place of {key[0]!r}; the windows "
-                                 "cannot be matched by position")
-            text.setdefault(key, (turn["counsellor"], it["item_id"]))
-        for r in it["ratings"]:
-            k = (it["conversation_id"], it["reply_index"][r["turn"]], r["rater"])
-            if k in rated and rated[k] != it["item_id"]:
-                raise InputError(f"{path}: item {it['item_id']!r} turn {r['turn']}: annotator {r['rater']!r} already "
-                                 f"rated this counsellor message in item {rated[k]!r}")
-            rated[k] = it["item_id"]
 
 
 def realism_lines(items: list[dict[str, Any]]) -> list[dict[str, Any]]:
@@ -147,8 +124,10 @@ def mhqr_lines(items: list[dict[str, Any]]) -> tuple[list[dict[str, Any]], dict[
     """The counsellor labels as `judge agreement` annotation lines, and the key that places them."""
     lines = [{"excerpt_id": it["item_id"], "turn": r["turn"], "annotator": r["rater"], "severity": r["severity"],
               "issues": r["issues"]} for it in items for r in it["ratings"]]
-    key = {"excerpts": {it["item_id"]: {"session_id": it["conversation_id"], "counsellor": it["counsellor"],
-                                        "reply_indices": [it["reply_index"][t] for t in sorted(it["turns"])],
+    key = {"excerpts": {it["item_id"]: {"session_id": it["item_id"], "counsellor": it["counsellor"],
+                                        "reply_indices": [t - 1 for t in sorted(it["turns"])],
+                                        "conversation_id": it["conversation_id"],
+                                        "first_member_turn": it["first_member_turn"],
                                         "system": it["system"], "context": it["context"]}
                         for it in items}}
     return lines, key

@@ -88,7 +88,7 @@ def _item(iid: str, conv: str, system: str, model: str, context: str, first: int
 
 def realism_release() -> dict[str, Any]:
     """Six windows of three systems from four conversations: one window rated by all three annotators, two
-    overlapping windows of one conversation shown to different annotators."""
+    overlapping windows of one conversation shown to different annotators (the release's own layout)."""
     items = [
         # Rated by A1, A2 and A3: the all-rater subset of Table 13.
         _item("item_001", "conv_001", "ours", "model-x", "last5", 2, 2, [
