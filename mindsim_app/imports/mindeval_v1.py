@@ -66,7 +66,7 @@ def convert(path: Path) -> dict[str, Any]:
             if not len(values) == len(users) == len(status):
                 raise rec.fail(crit + RESPONSES, f"{len(values)} values, {len(users)} users and {len(status)} "
                                                  "statuses; the three lists must run in parallel")
-            for k, (value, user, state) in enumerate(zip(values, users, status)):
+            for k, (value, user, state) in enumerate(zip(values, users, status, strict=True)):
                 if state not in counted:
                     skipped[str(state)] = skipped.get(str(state), 0) + 1
                     continue

@@ -46,7 +46,7 @@ def test_the_vectorised_paired_bootstrap_equals_a_plain_loop_over_the_same_draws
     counts = np.random.default_rng(seed).multinomial(len(units), np.full(len(units), 1 / len(units)), size=draws)
     diffs = {m: [] for m in ("recall", "precision", "f1")}
     for row in counts:
-        drawn = [a for u, k in zip(units, row) for a in ANNS if a.unit == u for _ in range(k)]
+        drawn = [a for u, k in zip(units, row, strict=True) for a in ANNS if a.unit == u for _ in range(k)]
         res = [stats.prf([i in a.issues for a in drawn for i in ISSUES], [i in j.issues[a.reply] for a in drawn
                                                                           for i in ISSUES]) for j in (G, W)]
         for m in diffs:
