@@ -88,6 +88,10 @@ def _situation(rec: Record) -> GivenSituation:
 def member(rec: Record, line: int, sha: str, archetypes: dict[str, str]) -> Profile:
     """One line of the release as a profile; an `InputError` names the line and field that does not fit."""
     maps = names()["profiles"]
+    if "member_attributes" in rec.obj and "knobs" not in rec.obj:
+        raise rec.fail("member_attributes", "this is MindEval v1's profiles.jsonl (attributes and a narrative); the "
+                                            "importer reads MindEval2's, whose lines hold member_id, formulation, "
+                                            "knobs, archetype and situation")
     _only(rec, FIELDS)
     member_id = rec.text("member_id")
     formulation = rec.text("formulation")

@@ -190,8 +190,10 @@ def test_members_import_as_profiles_with_their_formulation_knobs_archetype_and_f
     (member(situation={"checkpoints": ["a", "b", "c", "d", "e"]}), ":1.situation: field 'checkpoints'"),
     (member(situation={"behaviors": ["ok", ""]}), ":1.situation: field 'behaviors[1]'"),
     (member(notes="x"), ":1: field 'notes': not a field"),
+    ({"member_attributes": {"name": "Ana"}, "member_narrative": "You grew up …"},
+     ":1: field 'member_attributes': this is MindEval v1's profiles.jsonl"),
 ], ids=["unknown-archetype", "null-archetype", "bad-knob", "extra-knob", "no-goal", "five-checkpoints",
-        "blank-behaviour", "extra-field"])
+        "blank-behaviour", "extra-field", "mindeval-v1-file"])
 def test_a_member_off_the_release_shape_is_refused_naming_line_and_field(tmp_path, row, where):
     src = write_jsonl(tmp_path / "profiles.jsonl", [row])
     refused(mindsim_here("import", "mindeval2-profiles", src, "--out", tmp_path / "members", cwd=tmp_path), str(src) + where)
