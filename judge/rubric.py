@@ -134,7 +134,7 @@ def load_rubric(path: str | None = None) -> Rubric:
     except ValidationError as exc:
         first = exc.errors()[0]
         loc = ".".join(str(p) for p in first["loc"]) or "(top level)"
-        raise ConfigError(f"rubric {where}: {loc}: {first['msg'].removeprefix('Value error, ')}; see "
+        raise ConfigError(f"rubric {where}: invalid ({loc}: {first['msg'].removeprefix('Value error, ')}); see "
                           "judge/data/rubric.yaml") from exc
 
 

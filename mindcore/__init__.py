@@ -32,6 +32,7 @@ PUBLIC_MODULES = (
     "provenance",
     "quotes",
     "recipe",
+    "redact",
     "runlog",
     "runner",
     "runners",

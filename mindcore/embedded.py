@@ -281,7 +281,7 @@ def _attach(url: str, spec: EmbeddedEngine) -> EmbeddedLease:
             listed = json.load(r)
     except (OSError, ValueError, http.client.HTTPException) as exc:
         # (HTTPException: something answers, but not HTTP, e.g. an SSH or database banner)
-        raise EngineUnavailable(f"{ATTACH_ENV}={url}: no model server answers there ({type(exc).__name__}); start "
+        raise EngineUnavailable(f"{ATTACH_ENV}={url}: no server answers there ({type(exc).__name__}); start "
                                 "it again, or unset the variable to start an embedded server") from None
     data = listed.get("data") if isinstance(listed, dict) else None
     if not isinstance(data, list):

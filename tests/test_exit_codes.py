@@ -996,7 +996,7 @@ def test_a_ray_client_address_without_the_client_extra_is_exit_2(files):
     assert not (files.root / "o").exists()
 
 
-@pytest.mark.parametrize("answer, expected", [(b"SSH-2.0-OpenSSH_9.6\r\n", "no model server answers there"),
+@pytest.mark.parametrize("answer, expected", [(b"SSH-2.0-OpenSSH_9.6\r\n", "no server answers there"),
                                               (b'{"data": null}', "is not an OpenAI-style model list")],
                          ids=["not-http", "data-null"])
 def test_an_embedded_url_at_something_else_is_one_line_and_nothing_written(answer, expected, files, monkeypatch):
