@@ -353,8 +353,18 @@ def _prepare(profiles: Iterable[Profile], config: SimulationConfig, out: Path) -
     """The chosen profiles, checked. Profiles read lazily (`iter_profiles`) are packed (`PackedProfile`) and
     unpacked only while their patient runs, so the input is never whole in memory as objects; a list the caller
     holds anyway is used as it is (packing it would only add a copy)."""
-    patients: list[Patient] = []
-    keep = (lambda p: p) if isinstance(profiles, Sequence) else PackedProfile.of
+    patients = chosen_profiles(profiles, config,
+                               keep=(lambda p: p) if isinstance(profiles, Sequence) else PackedProfile.of)
+    check_layout(out)
+    return patients
+
+
+def chosen_profiles(profiles: Iterable[Profile], config: SimulationConfig,
+                    keep: Callable[[Profile], Any] = lambda p: p) -> list[Any]:
+    """The profiles the simulation plays (`select_profiles`), each checked for the simulator and the recipe's
+    patient engines, `CHECK_ROWS` at a time, and kept as `keep` gives them; InputError when none is left or two
+    share an id."""
+    patients: list[Any] = []
     checks = [check_profiles, *(e.check_profiles for e in engines_of(config.patient_engines))]
     chosen = select_profiles(profiles, config)
     while chunk := list(itertools.islice(chosen, CHECK_ROWS)):
@@ -364,7 +374,6 @@ def _prepare(profiles: Iterable[Profile], config: SimulationConfig, out: Path) -
     if not patients:
         raise InputError("no profiles to simulate (check pool_only / benchmark_only and the profiles folder)")
     check_unique([p.profile_id for p in patients])
-    check_layout(out)
     return patients
 
 
