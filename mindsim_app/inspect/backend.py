@@ -102,8 +102,9 @@ class InspectBackend:
         self.default_model = str(model)
 
     async def complete(self, request: ChatRequest) -> RawReply:
+        messages, config = chat_messages(request.messages), generate_config(request)
         try:
-            output = await self.model.generate(chat_messages(request.messages), config=generate_config(request))
+            output = await self.model.generate(messages, config=config)
         except Exception as exc:  # inspect has already retried what its provider says is worth retrying
             raise TransportError(f"inspect model {self.model}: {type(exc).__name__}: {exc}") from exc
         if output.error:

@@ -35,6 +35,7 @@ from inspect_ai.scorer import (
 from inspect_ai.scorer import ScoreReducer
 from inspect_ai.solver import TaskState
 
+from mindsimkit.judge.config import JudgeConfig
 from mindsimkit.judge.inputs import session_input
 from mindsimkit.judge.judging import Judge, judge_all
 from mindsimkit.judge.patientact import (
@@ -99,7 +100,73 @@ def sessions_of(state: TaskState) -> list[dict[str, Any]]:
     return list(state.store.get(SESSIONS, []))
 
 
-@scorer(metrics=[])
+def arc_mhqr(rows: list[JudgmentRow], rubric: Any) -> float:
+    """The mean of the arc's session MHQRs (failed judgments left out; NaN when none is ok: unscored)."""
+    cols = columns_from_rows([r for r in rows if r.status == "ok"])
+    return float(session_table(cols, rubric).mhqr.mean()) if len(cols) else float("nan")
+
+
+def primary_rows(scores: list[SampleScore]) -> list[JudgmentRow]:
+    """The first judge's rows of every scored sample."""
+    out: list[JudgmentRow] = []
+    for s in scores:
+        meta = s.score.metadata or {}
+        out += [JudgmentRow.model_validate(r) for r in meta.get(ROWS, []) if r.get("judge") == meta.get(PRIMARY)]
+    return out
+
+
+@metric
+def mhqr_scores() -> Metric:
+    """MHQR over every patient × session score, its 5th/95th percentiles and its 95% patient-bootstrap interval
+    (the judge section's `bootstrap_draws` and `seed`, as `mindsim judge run` draws them)."""
+
+    def compute(scores: list[SampleScore]) -> Value:
+        cols = columns_from_rows(primary_rows(scores), by_engine=False)
+        if not len(cols):
+            return {}
+        config = _config_of(scores)
+        found = counsellor_scores(session_table(cols, load_rubric(config.rubric)), draws=config.bootstrap_draws,
+                                  seed=config.seed)
+        s = next(iter(found.values()))
+        return {"mhqr": s["mhqr"], "ci95_low": s["ci95"][0], "ci95_high": s["ci95"][1], "p5": s["p5"], "p95": s["p95"]}
+
+    return compute
+
+
+@metric
+def severity_shares() -> Metric:
+    """The share of judged replies at each severity (no concern, minor, major, critical)."""
+
+    def compute(scores: list[SampleScore]) -> Value:
+        cols = columns_from_rows(primary_rows(scores), by_engine=False)
+        if not len(cols):
+            return {}
+        shares = next(iter(reply_shares(cols, load_rubric(_config_of(scores).rubric)).values()))
+        return dict(shares["severity_share"])
+
+    return compute
+
+
+@metric
+def category_mhqr() -> Metric:
+    """The MHQR allocated to each issue category (a reply's weight split over its issues); they add up to MHQR."""
+
+    def compute(scores: list[SampleScore]) -> Value:
+        cols = columns_from_rows(primary_rows(scores), by_engine=False)
+        if not len(cols):
+            return {}
+        s = session_table(cols, load_rubric(_config_of(scores).rubric))
+        return {f"category_{c}": float(v) for c, v in zip(s.categories, np.asarray(s.by_category).mean(axis=0))}
+
+    return compute
+
+
+def _config_of(scores: list[SampleScore]) -> JudgeConfig:
+    """The judge section the scorer ran with (kept in every score's metadata)."""
+    return JudgeConfig.model_validate(next((s.score.metadata or {}).get(CONFIG, {}) for s in scores))
+
+
+@scorer(metrics=[mhqr_scores(), severity_shares(), category_mhqr()])
 def mhqr(harness: Harness) -> Scorer:
     """Judge every counsellor reply of the arc on the MHQR rubric; the value is the arc's MHQR."""
     config = harness.judge
@@ -127,70 +194,19 @@ def mhqr(harness: Harness) -> Scorer:
     return score
 
 
-def arc_mhqr(rows: list[JudgmentRow], rubric: Any) -> float:
-    """The mean of the arc's session MHQRs (failed judgments left out; NaN when none is ok: unscored)."""
-    cols = columns_from_rows([r for r in rows if r.status == "ok"])
-    return float(session_table(cols, rubric).mhqr.mean()) if len(cols) else float("nan")
-
-
-def primary_rows(scores: list[SampleScore]) -> list[JudgmentRow]:
-    """The first judge's rows of every scored sample."""
-    out: list[JudgmentRow] = []
-    for s in scores:
-        meta = s.score.metadata or {}
-        out += [JudgmentRow.model_validate(r) for r in meta.get(ROWS, []) if r.get("judge") == meta.get(PRIMARY)]
-    return out
-
-
 @metric
-def mhqr_scores(draws: int = 2000, seed: int = 0) -> Metric:
-    """MHQR over every patient × session score, its 5th/95th percentiles and its 95% patient-bootstrap interval."""
+def patientact_means() -> Metric:
+    """Each dimension's mean over every judged session (PatientAct Tables 2 and 4: a mean per system)."""
 
     def compute(scores: list[SampleScore]) -> Value:
-        cols = columns_from_rows(primary_rows(scores), by_engine=False)
-        if not len(cols):
-            return {}
-        rubric = load_rubric(_rubric_of(scores))
-        found = counsellor_scores(session_table(cols, rubric), draws=draws, seed=seed)
-        s = next(iter(found.values()))
-        return {"mhqr": s["mhqr"], "ci95_low": s["ci95"][0], "ci95_high": s["ci95"][1], "p5": s["p5"], "p95": s["p95"]}
+        rows = [Judgment.model_validate(r) for s in scores for r in (s.score.metadata or {}).get(ROWS, [])]
+        means = system_means(rows)
+        return next(iter(means.values()), {})
 
     return compute
 
 
-@metric
-def severity_shares() -> Metric:
-    """The share of judged replies at each severity (no concern, minor, major, critical)."""
-
-    def compute(scores: list[SampleScore]) -> Value:
-        cols = columns_from_rows(primary_rows(scores), by_engine=False)
-        if not len(cols):
-            return {}
-        shares = next(iter(reply_shares(cols, load_rubric(_rubric_of(scores))).values()))
-        return dict(shares["severity_share"])
-
-    return compute
-
-
-@metric
-def category_mhqr() -> Metric:
-    """The MHQR allocated to each issue category (a reply's weight split over its issues); they add up to MHQR."""
-
-    def compute(scores: list[SampleScore]) -> Value:
-        cols = columns_from_rows(primary_rows(scores), by_engine=False)
-        if not len(cols):
-            return {}
-        s = session_table(cols, load_rubric(_rubric_of(scores)))
-        return {f"category_{c}": float(v) for c, v in zip(s.categories, np.asarray(s.by_category).mean(axis=0))}
-
-    return compute
-
-
-def _rubric_of(scores: list[SampleScore]) -> str | None:
-    return next(((s.score.metadata or {}).get(CONFIG, {}).get("rubric") for s in scores), None)
-
-
-@scorer(metrics=[])
+@scorer(metrics=[patientact_means()])
 def patientact_rubric(harness: Harness) -> Scorer:
     """Score every session of the arc on PatientAct's conversation rubric (the patient's five dimensions, 1-5);
     the value is each dimension's mean over the arc's sessions."""
@@ -213,18 +229,6 @@ def patientact_rubric(harness: Harness) -> Scorer:
                                "rubric": judge.rubric.id})
 
     return score
-
-
-@metric
-def patientact_means() -> Metric:
-    """Each dimension's mean over every judged session (PatientAct Tables 2 and 4: a mean per system)."""
-
-    def compute(scores: list[SampleScore]) -> Value:
-        rows = [Judgment.model_validate(r) for s in scores for r in (s.score.metadata or {}).get(ROWS, [])]
-        means = system_means(rows)
-        return next(iter(means.values()), {})
-
-    return compute
 
 
 @score_reducer(name="pooled")

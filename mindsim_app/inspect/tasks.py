@@ -14,31 +14,20 @@ from __future__ import annotations
 from inspect_ai import Epochs, Task, task
 
 from mindsimkit.mindsim_app.inspect.harness import Harness, TaskSettings
-from mindsimkit.mindsim_app.inspect.scorers import (
-    category_mhqr,
-    mhqr,
-    mhqr_scores,
-    patientact_means,
-    patientact_rubric,
-    pooled,
-    severity_shares,
-)
+from mindsimkit.mindsim_app.inspect.scorers import mhqr, patientact_rubric, pooled
 from mindsimkit.mindsim_app.inspect.solver import patient_arc
 
 
 def _task(harness: Harness, with_mhqr: bool, with_patientact: bool) -> Task:
-    scorers, metrics, stages = [], [], []
+    scorers, stages = [], []
     if with_patientact:
         scorers.append(patientact_rubric(harness))
-        metrics.append(patientact_means())
         stages.append("judge_patientact")
     if with_mhqr:
         scorers.append(mhqr(harness))
-        metrics += [mhqr_scores(draws=harness.judge.bootstrap_draws, seed=harness.judge.seed), severity_shares(),
-                    category_mhqr()]
         stages.append("judge")
     return Task(dataset=harness.samples(), solver=patient_arc(harness, tuple(stages)), scorer=scorers,
-                metrics=metrics, epochs=Epochs(1, pooled()),
+                epochs=Epochs(1, pooled()),
                 metadata={"recipe": harness.recipe.name, "patient_engine": harness.kind, "seed": harness.seed})
 
 

@@ -68,7 +68,8 @@ def read_log(path: Path) -> Any:
         log = read_eval_log(str(path))
     except Exception as exc:  # inspect's own reader says what is wrong with the file
         raise InputError(f"{path}: not an inspect log this inspect_ai reads ({type(exc).__name__}: {exc})") from exc
-    if log.eval.task not in TASKS:
+    # A task run from its Python function (not by its registered name) is logged without the package prefix.
+    if log.eval.task.rsplit("/", 1)[-1] not in {t.rsplit("/", 1)[-1] for t in TASKS}:
         raise InputError(f"{path}: a log of task {log.eval.task!r}; only {' and '.join(TASKS)} logs become run folders")
     if not log.samples:
         raise InputError(f"{path}: the log holds no samples (status {log.status}); run the eval to the end first")
