@@ -25,7 +25,7 @@ from mindsimkit.mindcore.errors import ConfigError
 from mindsimkit.mindcore.preflight import preflight
 from mindsimkit.mindcore.recipe import Recipe
 from mindsimkit.mindsim.config import SimulationConfig
-from mindsimkit.mindsim.engine_names import split
+from mindsimkit.mindsim.patient_engines import variant
 from mindsimkit.mindsim.presets import OURS, table
 from mindsimkit.mindsim.simulate import chosen_profiles
 from mindsimkit.mindsim_app.inspect.engines import read_recipe, started
@@ -58,7 +58,7 @@ def _presets_of(value: Any, engine: str) -> list[str]:
 def simulation_section(recipe: Recipe, s: TaskSettings) -> dict[str, Any]:
     """The recipe's `simulation:` section with the task's parameters applied, as a raw section (for preflight)."""
     section = dict(recipe.simulation)
-    engine = split(s.patient_engine)[0]
+    engine = variant(s.patient_engine).engine.name
     section["patient_engine"] = s.patient_engine
     section["counsellors"] = ["counsellor"]
     section["engine_sessions"] = {k: v for k, v in (section.get("engine_sessions") or {}).items()
