@@ -19,7 +19,6 @@ import math
 from statistics import mean
 from typing import Any
 
-import numpy as np
 from inspect_ai.model import model_roles
 from inspect_ai.scorer import (
     Metric,
@@ -115,48 +114,32 @@ def primary_rows(scores: list[SampleScore]) -> list[JudgmentRow]:
     return out
 
 
+def _judged(scores: list[SampleScore]) -> tuple[Any, Any, JudgeConfig] | None:
+    """The first judge's ok rows of every sample as `judge.scores` columns, with the rubric and the judge section
+    they were judged on; None when no reply was judged."""
+    cols = columns_from_rows(primary_rows(scores), by_engine=False)
+    if not len(cols):
+        return None
+    config = _config_of(scores)
+    return cols, load_rubric(config.rubric), config
+
+
 @metric
 def mhqr_scores() -> Metric:
-    """MHQR over every patient × session score, its 5th/95th percentiles and its 95% patient-bootstrap interval
-    (the judge section's `bootstrap_draws` and `seed`, as `mindsim judge run` draws them)."""
+    """MindEval2 Table 6 for the counsellor under test: MHQR over every patient × session score with its 95%
+    patient-bootstrap interval (the judge section's `bootstrap_draws` and `seed`, as `mindsim judge run` draws
+    them) and the 5th/95th percentiles of the session scores; the share of replies at each severity; the MHQR
+    allocated to each issue category (a reply's weight split over its issues; they add up to MHQR)."""
 
     def compute(scores: list[SampleScore]) -> Value:
-        cols = columns_from_rows(primary_rows(scores), by_engine=False)
-        if not len(cols):
+        if (judged := _judged(scores)) is None:
             return {}
-        config = _config_of(scores)
-        found = counsellor_scores(session_table(cols, load_rubric(config.rubric)), draws=config.bootstrap_draws,
-                                  seed=config.seed)
-        s = next(iter(found.values()))
-        return {"mhqr": s["mhqr"], "ci95_low": s["ci95"][0], "ci95_high": s["ci95"][1], "p5": s["p5"], "p95": s["p95"]}
-
-    return compute
-
-
-@metric
-def severity_shares() -> Metric:
-    """The share of judged replies at each severity (no concern, minor, major, critical)."""
-
-    def compute(scores: list[SampleScore]) -> Value:
-        cols = columns_from_rows(primary_rows(scores), by_engine=False)
-        if not len(cols):
-            return {}
-        shares = next(iter(reply_shares(cols, load_rubric(_config_of(scores).rubric)).values()))
-        return dict(shares["severity_share"])
-
-    return compute
-
-
-@metric
-def category_mhqr() -> Metric:
-    """The MHQR allocated to each issue category (a reply's weight split over its issues); they add up to MHQR."""
-
-    def compute(scores: list[SampleScore]) -> Value:
-        cols = columns_from_rows(primary_rows(scores), by_engine=False)
-        if not len(cols):
-            return {}
-        s = session_table(cols, load_rubric(_config_of(scores).rubric))
-        return {f"category_{c}": float(v) for c, v in zip(s.categories, np.asarray(s.by_category).mean(axis=0))}
+        cols, rubric, config = judged
+        sessions = session_table(cols, rubric)
+        s = next(iter(counsellor_scores(sessions, draws=config.bootstrap_draws, seed=config.seed).values()))
+        shares = next(iter(reply_shares(cols, rubric).values()))["severity_share"]
+        return {"mhqr": s["mhqr"], "ci95_low": s["ci95"][0], "ci95_high": s["ci95"][1], "p5": s["p5"],
+                "p95": s["p95"], **shares, **{f"category_{c}": v for c, v in s["by_category"].items()}}
 
     return compute
 
@@ -166,7 +149,7 @@ def _config_of(scores: list[SampleScore]) -> JudgeConfig:
     return JudgeConfig.model_validate(next((s.score.metadata or {}).get(CONFIG, {}) for s in scores))
 
 
-@scorer(metrics=[mhqr_scores(), severity_shares(), category_mhqr()])
+@scorer(metrics=[mhqr_scores()])
 def mhqr(harness: Harness) -> Scorer:
     """Judge every counsellor reply of the arc on the MHQR rubric; the value is the arc's MHQR."""
     config = harness.judge

@@ -50,9 +50,7 @@ def mindeval2(profiles: str, recipe: str = "quickstart", patient_engine: str = "
         max_patients: Play only the first N patients.
         counsellor: The counsellor's name in session ids and reports (default: the model's name).
     """
-    settings = TaskSettings(profiles=profiles, recipe=recipe, patient_engine=patient_engine, sessions=sessions,
-                            replies=replies, preset=preset, seed=seed, max_patients=max_patients, counsellor=counsellor)
-    return _task(Harness(settings), with_mhqr=True, with_patientact=False)
+    return _task(Harness(_settings(locals())), with_mhqr=True, with_patientact=False)
 
 
 @task
@@ -63,18 +61,16 @@ def patientact(profiles: str, recipe: str = "quickstart", patient_engine: str = 
     """PatientAct: the eval's model counsels PatientAct patients (trust-gated memory, reaction → behaviour →
     resistance, stepped trust) and every session is scored on PatientAct's conversation rubric.
 
+    The parameters are `mindeval2`'s, with these differences:
+
     Args:
-        profiles: Profiles folder (holds profiles.parquet).
-        recipe: Recipe file, or the name of a shipped one, serving every role but the counsellor.
         patient_engine: patientact or one of its arms (patientact:no_tg, patientact:no_dm, patientact:no_pipe).
-        sessions: Sessions per patient (default: the recipe's).
-        replies: Counsellor replies per session at most (default: the recipe's turn cap).
         preset: Simulation preset, e.g. patientact-reference (default: the recipe's).
-        seed: Seed of the schedules, scenarios and sampling (default: the recipe's).
-        max_patients: Play only the first N patients.
-        counsellor: The counsellor's name in session ids and reports (default: the model's name).
         mhqr: Also judge every counsellor reply on the MHQR rubric.
     """
-    settings = TaskSettings(profiles=profiles, recipe=recipe, patient_engine=patient_engine, sessions=sessions,
-                            replies=replies, preset=preset, seed=seed, max_patients=max_patients, counsellor=counsellor)
-    return _task(Harness(settings), with_mhqr=mhqr, with_patientact=True)
+    return _task(Harness(_settings(locals())), with_mhqr=mhqr, with_patientact=True)
+
+
+def _settings(params: dict) -> TaskSettings:
+    """The task's parameters that are settings of the arc (all but the choice of scorers)."""
+    return TaskSettings(**{k: v for k, v in params.items() if k in TaskSettings.__dataclass_fields__})
