@@ -25,6 +25,8 @@ from inspect_ai.model import (
 )
 from inspect_ai.util import JSONSchema
 
+from mindsimkit.mindcore.client import RoleClient
+from mindsimkit.mindcore.config import RoleSpec
 from mindsimkit.mindcore.errors import TransportError
 from mindsimkit.mindcore.types import ChatRequest, RawReply
 
@@ -113,3 +115,11 @@ class InspectBackend:
 
     def describe(self) -> dict[str, Any]:
         return {"engine": ENGINE, "kind": "inspect", "model": str(self.model)}
+
+
+def inspect_role(role: str, model: Model, ledger: Any) -> RoleClient:
+    """`role` (the counsellor under test, or a judge bound as an inspect model role) as a role client on `model`,
+    sampling as the model's own configuration says; its `describe()` records that configuration."""
+    c = model.config
+    spec = RoleSpec(engine=ENGINE, temperature=c.temperature, top_p=c.top_p, max_tokens=c.max_tokens, seed=c.seed)
+    return RoleClient(role, InspectBackend(model), spec, str(model), ledger)

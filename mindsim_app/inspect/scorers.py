@@ -48,10 +48,8 @@ from mindsimkit.judge.patientact import (
 from mindsimkit.judge.rubric import load_rubric
 from mindsimkit.judge.schemas import JudgmentRow
 from mindsimkit.judge.scores import columns_from_rows, counsellor_scores, reply_shares, session_table
-from mindsimkit.mindcore.client import RoleClient
-from mindsimkit.mindcore.config import RoleSpec
 from mindsimkit.mindcore.runlog import played_by
-from mindsimkit.mindsim_app.inspect.backend import ENGINE, InspectBackend
+from mindsimkit.mindsim_app.inspect.backend import inspect_role
 from mindsimkit.mindsim_app.inspect.harness import Harness
 from mindsimkit.mindsim_app.inspect.solver import SESSIONS, stages
 
@@ -82,11 +80,7 @@ def judge_client(engines: Any, role: str) -> Any:
     bound = model_roles().get(role)
     if isinstance(bound, list):
         bound = bound[0]
-    if bound is None:
-        return engines.role(role)
-    c = bound.config
-    spec = RoleSpec(engine=ENGINE, temperature=c.temperature, top_p=c.top_p, max_tokens=c.max_tokens, seed=c.seed)
-    return RoleClient(role, InspectBackend(bound), spec, str(bound), engines.ledger)
+    return engines.role(role) if bound is None else inspect_role(role, bound, engines.ledger)
 
 
 def judge_record(j: Judge) -> dict[str, Any]:

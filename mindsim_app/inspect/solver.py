@@ -26,29 +26,18 @@ from inspect_ai.model import (
 )
 from inspect_ai.solver import Generate, Solver, TaskState, solver
 
-from mindsimkit.mindcore.client import RoleClient
-from mindsimkit.mindcore.config import RoleSpec
 from mindsimkit.mindsim.records import SessionRecord
 from mindsimkit.mindsim.reference import patient_schedule
 from mindsimkit.mindsim.patient_engines import variant
 from mindsimkit.mindsim.session import first_scenario_record, run_arc
 from mindsimkit.mindsim.simulate import arc_for, arc_schedule, harness_roles, shared_clients
-from mindsimkit.mindsim_app.inspect.backend import ENGINE, InspectBackend
+from mindsimkit.mindsim_app.inspect.backend import inspect_role
 from mindsimkit.mindsim_app.inspect.harness import Harness, counsellor_label
 from mindsimkit.profilegen.schemas import Profile
 
 # Keys of the sample store (read back by `to_run.py`).
 SESSIONS, SIMULATION, RUN = "mindsim/sessions", "mindsim/simulation", "mindsim/run"
 JUDGE_ROLE = "judge"
-
-
-def counsellor_client(ledger: Any) -> RoleClient:
-    """The eval's model as the counsellor role: a role client on the inspect backend, sampling as the model's own
-    configuration says (recorded in the session's `engines.counsellor`)."""
-    model = get_model()
-    c = model.config
-    spec = RoleSpec(engine=ENGINE, temperature=c.temperature, top_p=c.top_p, max_tokens=c.max_tokens, seed=c.seed)
-    return RoleClient("counsellor", InspectBackend(model), spec, str(model), ledger)
 
 
 def epoch_trial(epoch: int) -> int:
@@ -84,7 +73,7 @@ def patient_arc(harness: Harness, scored: tuple[str, ...] = ()) -> Solver:
         engine = variant(kind).engine
         preparation = await engine.prepare(profile, seed, harness_side, config) if engine.prepares else None
         label = counsellor_label(str(state.model), harness.settings.counsellor)
-        arc = arc_for(profile, harness_side, counsellor_client(engines.ledger), config, counsellor=label, seed=seed,
+        arc = arc_for(profile, harness_side, inspect_role("counsellor", get_model(), engines.ledger), config, counsellor=label, seed=seed,
                       kind=kind, preparation=preparation, trial=trial)
         records = await run_arc(arc, arc_schedule(schedule, config, kind), first=first, load=lambda _key: None,
                                 save=lambda r: r)

@@ -7,7 +7,6 @@ report `mindsim report` writes. Everything runs through the installed `inspect` 
 from __future__ import annotations
 
 import json
-import os
 import shutil
 import subprocess
 import sys
