@@ -1,7 +1,8 @@
 """Same seeds, same numbers: `inspect eval mindsimkit/mindeval2` with the recipe's counsellor role as the model
 (`--model mindsim/counsellor`) plays the sessions `mindsim simulate` plays and scores them as `mindsim judge run`
 does, on the fake engine (`inspectfakes`); its log becomes a run folder whose sessions and judgments are the
-commands' and whose `mindsim report` page opens. Every command runs as a user runs it: the installed scripts."""
+commands', whose exports equal theirs and whose `mindsim report` page opens. Every command runs as a user runs it: the
+installed scripts."""
 
 from __future__ import annotations
 
@@ -127,7 +128,7 @@ def test_the_scorer_gives_the_judgments_and_mhqr_mindsim_judge_run_gives(runs):
     assert sum(v for k, v in metrics.items() if k.startswith("category_")) == pytest.approx(expected["mhqr"])
 
 
-def test_the_log_becomes_a_run_folder_the_report_and_compare_read(runs, browser):  # noqa: F811
+def test_the_log_becomes_a_run_folder_the_report_compare_and_exports_read(runs, browser):  # noqa: F811
     tmp, cli, log_path = runs
     out = tmp / "from-log"
     _run("mindsim", "inspect", "to-run", str(log_path), "--out", str(out), cwd=tmp)
@@ -142,6 +143,12 @@ def test_the_log_becomes_a_run_folder_the_report_and_compare_read(runs, browser)
     _run("mindsim", "validate", "compare", "--sim", f"inspect={out / 'transcripts' / 'transcripts.jsonl'}",
          "--sim", f"cli={cli / 'transcripts' / 'transcripts.jsonl'}", "--out", str(tmp / "compare"), "--draws", "100",
          "--splits", "5", "--no-plots", cwd=tmp)
+    exported = {}
+    for name, run in (("inspect", out), ("cli", cli)):
+        _run("mindsim", "export", "sft", str(run), "--out", str(tmp / f"sft-{name}.jsonl"), "--max-severity", "major",
+             cwd=tmp)
+        exported[name] = [json.loads(line)["messages"] for line in (tmp / f"sft-{name}.jsonl").read_text().splitlines()]
+    assert exported["inspect"] == exported["cli"] and exported["cli"]
     _run("mindsim", "report", str(out), cwd=tmp)
     page = out / "report.html"
     from selenium.webdriver.common.by import By
