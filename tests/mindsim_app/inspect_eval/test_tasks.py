@@ -90,8 +90,10 @@ def test_epochs_are_repeated_trials_and_every_epoch_is_scored(stub, tmp_path):
     log = _eval(mindeval2(profiles=str(profiles), recipe=str(recipe), max_patients=1), recipe, tmp_path, epochs=2)
     ids = {d["session_id"]: d.get("trial") for s in log.samples for d in s.store["mindsim/sessions"]}
     assert sorted(ids.values(), key=str) == [1, None]  # trial 0 keeps the one-trial id
-    (score,) = log.results.scores
-    assert len({r["session_id"] for r in (log.samples[0].scores["mhqr"].metadata["judgments"])}) == 1
+    # The reduced score (what the metrics read) holds both epochs' judgments, one reply each.
+    (reduced,) = log.reductions
+    assert reduced.reducer == "pooled"
+    assert [sorted({r["session_id"] for r in s.metadata["judgments"]}) for s in reduced.samples] == [sorted(ids)]
     out = tmp_path / "run"
     assert main(["inspect", "to-run", log.location, "--out", str(out)]) == 0
     summary = json.loads((out / "sessions" / "summary.json").read_text())
