@@ -27,7 +27,9 @@ def _tool(name: str) -> list[str]:
 
 def _run(argv: list[str], cwd: Path = REPO) -> None:
     proc = subprocess.run(argv, cwd=cwd, capture_output=True, text=True, timeout=600)
-    assert proc.returncode == 0, f"{' '.join(argv[2:])} failed (exit {proc.returncode}):\n{proc.stdout[-6000:]}{proc.stderr[-2000:]}"
+    assert proc.returncode == 0, (
+        f"{' '.join(argv[2:])} failed (exit {proc.returncode}):\n{proc.stdout[-6000:]}{proc.stderr[-2000:]}"
+    )
 
 
 def test_ruff_check_passes_on_the_whole_tree():
@@ -46,8 +48,7 @@ def link_tree(root: Path) -> Path:
     names every module `mindsimkit.…` as the code imports it. Rebuilt when a link is missing or points elsewhere."""
     pkg = root / "mindsimkit"
     pkg.mkdir(parents=True, exist_ok=True)
-    targets = {**{f: REPO / f for f in FOLDERS},
-               **{p.name: p for p in (REPO / "mindsimkit").glob("*.py")}}
+    targets = {**{f: REPO / f for f in FOLDERS}, **{p.name: p for p in (REPO / "mindsimkit").glob("*.py")}}
     for name, target in targets.items():
         link = pkg / name
         if link.is_symlink() and link.resolve() == target.resolve():
@@ -62,8 +63,10 @@ def test_mypy_passes_on_the_package():
     mypy = _tool("mypy")
     cache = REPO / ".cache" / "mypy"
     root = link_tree(cache / "tree")
-    _run([*mypy, "--config-file", str(REPO / "pyproject.toml"), "--cache-dir", str(cache / "cache"),
-          "-p", "mindsimkit"], cwd=root)
+    _run(
+        [*mypy, "--config-file", str(REPO / "pyproject.toml"), "--cache-dir", str(cache / "cache"), "-p", "mindsimkit"],
+        cwd=root,
+    )
 
 
 def test_the_type_checker_tiers_name_real_modules():
@@ -73,7 +76,9 @@ def test_the_type_checker_tiers_name_real_modules():
         for p in (REPO / folder).rglob("*.py"):
             parts = p.relative_to(REPO).with_suffix("").parts
             names.add(".".join(("mindsimkit", *(parts[:-1] if parts[-1] == "__init__" else parts))))
-    names |= {f"mindsimkit.{p.stem}" for p in (REPO / "mindsimkit").glob("*.py") if p.stem != "__init__"} | {"mindsimkit"}
+    names |= {f"mindsimkit.{p.stem}" for p in (REPO / "mindsimkit").glob("*.py") if p.stem != "__init__"} | {
+        "mindsimkit"
+    }
     for override in PYPROJECT["tool"]["mypy"]["overrides"]:
         unknown = sorted(set(override["module"]) - names)
         assert not unknown, f"pyproject.toml [[tool.mypy.overrides]] names modules that do not exist: {unknown}"
