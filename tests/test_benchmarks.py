@@ -24,12 +24,11 @@ def test_the_benchmarks_are_found():
 
 @pytest.mark.timeout(600)
 @pytest.mark.parametrize("script", SCRIPTS, ids=lambda p: p.stem)
-def test_the_benchmark_runs_its_small_mode(script, tmp_path):
+def test_the_benchmark_runs_its_small_mode(script):
     # The console script a benchmark calls (bench_startup) is the one installed beside this interpreter.
     env = {
         **os.environ,
         "PATH": f"{Path(sys.executable).parent}{os.pathsep}{os.environ.get('PATH', '')}",
-        "TMPDIR": str(tmp_path),
         "MPLBACKEND": "Agg",
         "TERM": "dumb",
     }
