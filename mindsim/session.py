@@ -85,7 +85,7 @@ async def converse(arc: Arc, inp: SessionInput) -> Talk:
     seen = inp.counsellor_sees
     c_prompt = (counsellor_system_prompt(plan, seen, greets) if config.counsellor_template == COUNSELLOR_TEMPLATE
                 else render(config.counsellor_template, time_context=plan.counsellor_time_context,
-                            memory=format_log(seen), opening_greeting=greets))
+                            memory=format_log(seen), opening_greeting=greets, session_index=plan.index))
     patient = arc.engine.engine.participant(TalkStart(arc, inp, sid, agenda, config))
     p_prompt = patient.history[0]["content"]
     counsellor = Counsellor(client=arc.roles.counsellor, config=config, history=[{"role": "system", "content": c_prompt}])
