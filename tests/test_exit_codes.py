@@ -4,7 +4,7 @@ captured as pipes, the case's folder as working directory); a starting interpret
 time (issue 31). `CONSOLE_CASES`, help, success, Ctrl-C and publishing (whose Hub settings are read at import) run
 the installed console script in a subprocess, as users and CI run it.
 
-The contract (README, under the Stages table): 0 success; 2 bad input, configuration or usage; 1 an
+The contract (docs/commands.md, "Exit codes and errors"): 0 success; 2 bad input, configuration or usage; 1 an
 engine failed at run time or a stage finished with failed arcs / failed engines; 130 Ctrl-C. A failure
 prints ONE error line on stderr that names the file (or option, or engine) at fault. Every subprocess
 runs with COLUMNS=40 and the files live under pytest's temporary directory, so a long path and a
