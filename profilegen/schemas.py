@@ -15,9 +15,11 @@ to the current vocabulary version.
 from __future__ import annotations
 
 import warnings
-from typing import Any, Literal
+from typing import Any, Literal, NamedTuple
 
 from pydantic import BaseModel, ConfigDict, Field, model_serializer
+
+from mindsimkit.mindcore.errors import InputError
 
 AgeBand = Literal["18-24", "25-34", "35-44", "45-54", "55-64", "65+"]
 AGE_BANDS: tuple[str, ...] = AgeBand.__args__  # type: ignore[attr-defined]
@@ -292,6 +294,24 @@ class Profile(_Row):
     def layered(self) -> bool:
         """True when the profile has every part this toolkit writes (False for an imported one)."""
         return None not in (self.persona, self.demographics, self.anchor, self.formulation, self.screen)
+
+    def written(self) -> "WrittenParts":
+        """The parts this toolkit writes, for code that needs them (PatientAct, the baselines, profile cards). An
+        imported profile has none: a clear error instead of an AttributeError on None deep inside a stage."""
+        if self.persona is None or self.demographics is None or self.anchor is None or self.formulation is None:
+            raise InputError(f"profile {self.profile_id} was imported ({self.imported_from or 'no source named'}) "
+                             "without a persona, demographics, anchor or 5P formulation; only the MindSim patient "
+                             "plays such a profile")
+        return WrittenParts(self.persona, self.demographics, self.anchor, self.formulation)
+
+
+class WrittenParts(NamedTuple):
+    """A generated profile's persona, demographics, anchor and formulation, none of them None."""
+
+    persona: Persona
+    demographics: Demographics
+    anchor: Anchor
+    formulation: Formulation
 
 
 # Stage rows: each stage takes the previous one's rows and returns its own.

@@ -36,13 +36,13 @@ def _words(label: str) -> str:
 def demographics_line(profile: Profile) -> str:
     from mindsimkit.profilegen.render import LIVING
 
-    p, d = profile.persona, profile.demographics
+    p, d = profile.written().persona, profile.written().demographics
     return (f"Age {p.age}, {d.gender}, {_words(d.relationship)}, {_words(d.employment)} "
             f"({_words(p.occupation)}), living {LIVING[d.living_situation]}.")
 
 
 def _problem(profile: Profile, blind: bool) -> list[Section]:
-    f = profile.formulation
+    f = profile.written().formulation
     # Our profiles carry no impact list and no psychological / social split of the predisposing factors
     # (docs/patientact.md, "What still differs"): the card shows the sections they have.
     presenting = [f"Situation: {f.presenting.summary}", f"Goal: {f.presenting.goal}"]
@@ -78,7 +78,7 @@ def profile_card(profile: Profile, formulation: Any = None, *, blind: bool = Tru
                  seeds: Optional[dict[str, str]] = None) -> list[Section]:
     """The card's sections. `blind`: as the identification task shows it (no core belief, no seeds);
     otherwise the whole profile, with `seeds` (attachment, theme) named when given."""
-    persona = profile.persona
+    persona = profile.written().persona
     who = [persona.persona.strip(), demographics_line(profile)]
     if persona.cultural_background.strip():
         who.append(f"Cultural background: {persona.cultural_background.strip()}")
