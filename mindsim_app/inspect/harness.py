@@ -140,5 +140,5 @@ class Harness:
 
     def _start(self, stages: set[str]) -> tuple[Engines, SimulationConfig]:
         engines = started(self.recipe)
-        report = preflight(self.recipe, engines, stages)
-        return engines, report.budgets.apply("simulation", self.config)
+        budgets = preflight(self.recipe, engines, stages).budgets
+        return engines, budgets.apply("simulation", self.config) if budgets is not None else self.config

@@ -11,16 +11,16 @@ from __future__ import annotations
 
 from typing import Any
 
-from inspect_ai.model import ChatMessage, GenerateConfig, ModelAPI, ModelOutput, ModelUsage
+from inspect_ai.model import ChatMessage, GenerateConfig, ModelAPI, ModelOutput, ModelUsage, StopReason
 from inspect_ai.tool import ToolChoice, ToolInfo
 
 from mindsimkit.mindcore.config import role_base, ROLES
 from mindsimkit.mindcore.errors import ConfigError
-from mindsimkit.mindsim_app.inspect.backend import FINISH
 from mindsimkit.mindsim_app.inspect.engines import read_recipe, started
 
 # The finish reasons of the engine layer as inspect's stop reasons (the inverse of `backend.FINISH`).
-STOP = {ours: theirs for theirs, ours in FINISH.items() if theirs != "model_length"}
+STOP: dict[str, StopReason] = {"stop": "stop", "length": "max_tokens", "tool_calls": "tool_calls",
+                               "content_filter": "content_filter"}
 
 
 def plain_messages(messages: list[ChatMessage]) -> list[dict[str, Any]]:
