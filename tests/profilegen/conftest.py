@@ -101,7 +101,7 @@ def worker_step(tmp_path):
 
     def run(respond, shape):
         rows = anchor_personas(load_personas("synthetic", 1, 7).rows, load_rates(None), 7)
-        prov = Provenance(seed=7, toolkit_version="t", prompts=prompt_hashes(shape.causal_checks), shape=shape,
+        prov = Provenance(seed=7, toolkit_version="t", prompts=prompt_hashes(shape.causal_checks, shape.patientact), shape=shape,
                           roles=[RoleModel(role=r, engine="stub", model="m") for r in ("profile_writer", "screener")])
         with OpenAIStub(from_responder(respond)) as stub:
             def wire(role):
