@@ -283,3 +283,38 @@ def test_preflight_checks_the_reviser_only_under_the_shape():
     (writer,) = [e for e in registered({"profiles"}) if e.role == "profile_writer" and e.name == "formulation"]
     assert "impact" in writer.schema_of(Recipe(**BASE, profiles={"patientact_shape": True}))["properties"]
     assert "impact" not in writer.schema_of(Recipe(**BASE))["properties"]
+
+
+def test_a_profile_job_in_the_shape_writes_the_lists_the_split_and_the_revisions(fake_engines, tmp_path):
+    from mindsimkit.profilegen.dataset import load_profiles
+    from mindsimkit.profilegen.pipeline import run_profiles
+
+    recipe = Recipe(**BASE, seed=1, profiles={"patientact_shape": True, "candidates": 12, "pool_size": 4,
+                                              "benchmark_size": 2, "use_distilabel": False})
+    draft = _pa(precipitating={**PA_DRAFT["precipitating"], "what_changed": SPOUSE})
+
+    def respond(req):
+        if req.schema_name == "formulation":
+            return draft
+        if req.schema_name == "demographics":
+            props = req.response_schema["properties"]
+            return {"reason": "The formulation has a wife.", **{k: props[k]["enum"][0] for k in REVISABLE}}
+        return {"faults": [], "verdict": "clean"}
+
+    engines, _ = fake_engines(respond)
+    with engines:
+        s = run_profiles(recipe, engines, tmp_path, profiles_config(recipe))
+    assert s.kept == 12
+    prov = json.loads((tmp_path / "profiles" / "provenance.json").read_text())
+    assert prov["config"]["patientact_shape"] is True and prov["profiles"]["shape"]["patientact"] is True
+    profiles = load_profiles(tmp_path / "profiles", pool_only=False)
+    assert all(p.formulation.presenting.impact == IMPACT for p in profiles)
+    assert all([x.kind for x in p.formulation.predisposing] == ["psychological", "psychological", "social"]
+               for p in profiles)
+    revised = [p for p in profiles if p.provenance.demographics_revised is not None]
+    never_married = [p for p in profiles if p.persona.marital_status == "never_married"]
+    assert revised and {p.profile_id for p in revised} == {p.profile_id for p in never_married}
+    for p in revised:
+        rec = p.provenance.demographics_revised
+        assert rec.revised_from.relationship == "single" != p.demographics.relationship
+        assert rec.record.marital_status == "never_married" and "relationship" in rec.changed
