@@ -30,22 +30,6 @@ from mindsimkit.mindcore.prompts import render
 BASE = {"name": "t", "engines": {"local": {"kind": "embedded"}}, "roles": {"default": {"engine": "local"}}}
 PA = ProfileShape(patientact=True)
 IMPACT = ["sleeps four hours most nights", "has missed two shifts", "stopped answering texts"]
-PA_DRAFT = {
-    "summary": "Referred by her GP after weeks of poor sleep and missed shifts.",
-    "impact": IMPACT,
-    "goal": "Get back to feeling like myself.",
-    "psychological": [{"label": "harsh_criticism", "history": "At 9 a father who picked apart every school report."},
-                      {"label": "early_loss", "history": "At 14 lost her grandmother, who had raised her."}],
-    "social": [{"label": "feelings_kept_private", "history": "A family where nobody spoke about worries at the table."}],
-    "precipitating": {"label": "financial_shock", "when": "two months ago",
-                      "what_changed": "A large repair bill emptied savings; since then sleep is broken."},
-    "protective": [{"label": "someone_checks_in", "detail": "A sister phones every Sunday."}],
-    "unhelpful_coping": {"label": "avoidance", "situation": "Leaves bank letters unopened on the table."},
-    "other_coping": [{"label": "talking_it_through", "situation": "Sometimes tells the sister how bad it got."}],
-    "core_belief": {"cluster": "worthless", "history": "Never good enough at home.",
-                    "belief": "Whatever I do, it is never enough."},
-    "quality_of_life": "moderate",
-}
 SPOUSE = "Since the bill, my wife and I barely talk and sleep is broken."
 
 
@@ -60,10 +44,15 @@ def single(rows):
     return next(r for r in rows if r.demographics.relationship == "single" and r.demographics.age_band == "25-34")
 
 
-def _pa(**over) -> dict:
-    d = json.loads(json.dumps(PA_DRAFT))
-    d.update(over)
-    return d
+@pytest.fixture
+def pa(fakes):
+    """`pa(**over)`: the conftest's PatientAct-shaped draft with some fields replaced."""
+    def make(**over) -> dict:
+        d = json.loads(json.dumps(fakes.GOOD_PA_DRAFT))
+        d.update(over)
+        return d
+
+    return make
 
 
 def _schema(**kw) -> dict:
@@ -98,9 +87,9 @@ def test_the_shape_puts_the_impact_list_and_the_split_in_the_writers_schema():
         assert short is not None and longer is not None and longer > short
 
 
-def test_a_shaped_draft_is_stored_rendered_and_sent_back_whole(rows):
+def test_a_shaped_draft_is_stored_rendered_and_sent_back_whole(rows, pa):
     row = rows[0]
-    draft = draft_model(patientact=True).model_validate(_pa())
+    draft = draft_model(patientact=True).model_validate(pa())
     f = to_formulation(draft)
     assert f.presenting.impact == IMPACT
     assert [(p.label, p.kind) for p in f.predisposing] == [
@@ -115,13 +104,13 @@ def test_a_shaped_draft_is_stored_rendered_and_sent_back_whole(rows):
     assert to_formulation(again) == f
 
 
-def test_off_nothing_of_the_shape_is_in_any_dump_prompt_hash_or_key(rows):
+def test_off_nothing_of_the_shape_is_in_any_dump_prompt_hash_or_key(rows, pa):
     row = rows[0]
     shape = profiles_config(Recipe(**BASE)).shape
     assert shape == ProfileShape() and "patientact" not in shape.model_dump()
-    f = to_formulation(draft_model().model_validate({k: v for k, v in _pa().items()
+    f = to_formulation(draft_model().model_validate({k: v for k, v in pa().items()
                                                       if k not in ("impact", "psychological", "social")}
-                                                     | {"predisposing": PA_DRAFT["psychological"][:1]}))
+                                                     | {"predisposing": pa()["psychological"][:1]}))
     dumped = json.loads(f.model_dump_json())
     assert "impact" not in dumped["presenting"] and all("kind" not in p for p in dumped["predisposing"])
     assert [h.template for h in prompt_hashes()] == list(TEMPLATES)
@@ -152,11 +141,11 @@ def test_on_the_prompts_carry_the_shape_and_the_two_label_lists(rows):
     assert "impact entry" in judge_messages("x", patientact=True)[0]["content"]
 
 
-def test_the_date_check_reads_histories_not_social_conditions():
-    f = to_formulation(draft_model(patientact=True).model_validate(_pa()))
+def test_the_date_check_reads_histories_not_social_conditions(pa):
+    f = to_formulation(draft_model(patientact=True).model_validate(pa()))
     assert not any("undated_predisposing" in x.reason for x in causal_faults(f))
-    undated = _pa(psychological=[{"label": "harsh_criticism", "history": "A father who picked apart reports."},
-                                 PA_DRAFT["psychological"][1]])
+    undated = pa(psychological=[{"label": "harsh_criticism", "history": "A father who picked apart reports."},
+                                 pa()["psychological"][1]])
     faults = causal_faults(to_formulation(draft_model(patientact=True).model_validate(undated)))
     assert [x.quote for x in faults if "undated_predisposing" in x.reason] == ["A father who picked apart reports."]
 
@@ -175,8 +164,8 @@ def _responder(revised: dict, writes: list, draft: dict):
     return respond
 
 
-def test_a_spouse_for_a_never_married_client_revises_the_relationship_not_the_formulation(fake_engines, single):
-    draft = _pa(precipitating={**PA_DRAFT["precipitating"], "what_changed": SPOUSE})
+def test_a_spouse_for_a_never_married_client_revises_the_relationship_not_the_formulation(fake_engines, single, pa):
+    draft = pa(precipitating={**pa()["precipitating"], "what_changed": SPOUSE})
     writes: list = []
     d = single.demographics
     revised = {"relationship": "partnered", "employment": d.employment, "living_situation": d.living_situation}
@@ -214,9 +203,9 @@ def test_without_the_shape_the_same_conflict_goes_back_to_the_writer(fake_engine
     assert out.status == "dropped" and out.screen.verdict == "serious"
 
 
-def test_a_conflict_with_the_recorded_age_is_not_the_demographics_to_settle(fake_engines, single):
+def test_a_conflict_with_the_recorded_age_is_not_the_demographics_to_settle(fake_engines, single, pa):
     """Age band and gender are the record's (the persona paragraph states them): 'retired' at 29 goes to the writer."""
-    draft = _pa(summary="Referred by the GP: since retiring last spring has stopped going out.")
+    draft = pa(summary="Referred by the GP: since retiring last spring has stopped going out.")
     writes: list = []
     prov = Provenance(seed=1, toolkit_version="t", prompts=prompt_hashes(patientact=True), shape=PA)
     engines, backend = fake_engines(_responder({}, writes, draft))
@@ -227,11 +216,11 @@ def test_a_conflict_with_the_recorded_age_is_not_the_demographics_to_settle(fake
     assert out.profile is None and out.screen.verdict == "serious"
 
 
-def test_revision_rounds_are_bounded_and_an_unsettled_conflict_is_recorded(fake_engines, single):
+def test_revision_rounds_are_bounded_and_an_unsettled_conflict_is_recorded(single, pa):
     """A model that keeps the conflicting value (an engine without a grammar) costs at most the bounded rounds;
     the record says the conflict was not settled and the writer gets it as a fault."""
     f = to_formulation(draft_model(patientact=True).model_validate(
-        _pa(precipitating={**PA_DRAFT["precipitating"], "what_changed": SPOUSE})))
+        pa(precipitating={**pa()["precipitating"], "what_changed": SPOUSE})))
     conflicts = hard_conflicts(single, f, writer_brief(single, f))
     assert allowed_values(f, conflicts)["relationship"] == ("partnered", "post_relationship")
 
@@ -247,7 +236,7 @@ def test_revision_rounds_are_bounded_and_an_unsettled_conflict_is_recorded(fake_
     assert row.demographics == single.demographics
 
 
-def test_the_distilabel_worker_revises_demographics_too(worker_step):
+def test_the_distilabel_worker_revises_demographics_too(worker_step, pa):
     from mindsimkit.profilegen.anchors import anchor_personas as anchored
 
     row = anchored(load_personas("synthetic", 1, 7).rows, load_rates(None), 7)[0]
@@ -256,7 +245,7 @@ def test_the_distilabel_worker_revises_demographics_too(worker_step):
     text, rule_when = ("lives alone", ["with_partner_or_family", "with_others"]) \
         if d.living_situation != "alone" else ("his roommates", ["alone"])
     keep = {k: getattr(d, k) for k in REVISABLE}
-    draft = _pa(summary=f"Referred by the GP; {text} since the bill and sleeps badly.")
+    draft = pa(summary=f"Referred by the GP; {text} since the bill and sleeps badly.")
 
     def respond(req):
         props = req.response_schema["properties"]
@@ -285,13 +274,13 @@ def test_preflight_checks_the_reviser_only_under_the_shape():
     assert "impact" not in writer.schema_of(Recipe(**BASE))["properties"]
 
 
-def test_a_profile_job_in_the_shape_writes_the_lists_the_split_and_the_revisions(fake_engines, tmp_path):
+def test_a_profile_job_in_the_shape_writes_the_lists_the_split_and_the_revisions(fake_engines, tmp_path, pa):
     from mindsimkit.profilegen.dataset import load_profiles
     from mindsimkit.profilegen.pipeline import run_profiles
 
     recipe = Recipe(**BASE, seed=1, profiles={"patientact_shape": True, "candidates": 12, "pool_size": 4,
                                               "benchmark_size": 2, "use_distilabel": False})
-    draft = _pa(precipitating={**PA_DRAFT["precipitating"], "what_changed": SPOUSE})
+    draft = pa(precipitating={**pa()["precipitating"], "what_changed": SPOUSE})
 
     def respond(req):
         if req.schema_name == "formulation":
