@@ -93,7 +93,7 @@ class Conflict(NamedTuple):
 
 
 def picked_labels(f: Formulation) -> list[Any]:
-    """The vocabulary entries of every label the formulation uses that carries demographic constraints."""
+    """The vocabulary entry of every label the formulation uses (their `requires` are the label constraints)."""
     voc = load_vocabularies()
     pre = [voc.predisposing.get(p.label) or voc.social_predisposing[p.label] for p in f.predisposing]
     return [*pre, voc.precipitating[f.precipitating.label], *(voc.protective[p.label] for p in f.protective)]

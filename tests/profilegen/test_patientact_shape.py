@@ -14,7 +14,7 @@ from mindsimkit.mindcore.budget import worst_case_tokens
 from mindsimkit.mindcore.recipe import Recipe
 from mindsimkit.profilegen.anchors import anchor_personas
 from mindsimkit.profilegen.config import profiles_config
-from mindsimkit.profilegen.demographics import REVISABLE, allowed_values, revise_demographics
+from mindsimkit.profilegen.demographics import REVISABLE, allowed_values, revise_demographics, settleable
 from mindsimkit.profilegen.formulation import (
     WRITER_PATIENTACT, draft_model, label_choice, split_labels, to_draft_json, to_formulation, writer_messages,
 )
@@ -307,3 +307,16 @@ def test_a_profile_job_in_the_shape_writes_the_lists_the_split_and_the_revisions
         rec = p.provenance.demographics_revised
         assert rec.revised_from.relationship == "single" != p.demographics.relationship
         assert rec.record.marital_status == "never_married" and "relationship" in rec.changed
+
+
+@pytest.mark.embedded
+def test_the_demographics_revision_on_the_embedded_engine(profile_engines, single, pa):
+    """One revision call on the real (weak) engine: its grammar holds the answer to the offered values, so a spouse
+    in the formulation of a never-married client comes back settled, recorded with a reason."""
+    f = to_formulation(draft_model(patientact=True).model_validate(
+        pa(precipitating={**pa()["precipitating"], "what_changed": SPOUSE})))
+    row, rec = asyncio.run(revise_demographics(profile_engines.role("profile_writer"), single, f, max_rounds=2))
+    assert rec is not None and rec.resolved and rec.rounds == 1 and rec.reasons[0]
+    assert row.demographics.relationship in ("partnered", "post_relationship")
+    assert rec.revised_from == single.demographics and "relationship" in rec.changed
+    assert not settleable(hard_conflicts(row, f, writer_brief(row, f)))
