@@ -4,7 +4,7 @@ LLM revises the demographics until no conflicts remain; Fig. 4, the demographics
 PatientAct profile shape (`ProfileShape.patientact`) by `screen.screen_and_revise_all`, before each screen.
 
 Our scaffold is the demographics derived from a persona record (`profilegen.personas`), and the checker is ours
-(`screen.hard_conflicts`: the labels' `requires` and `data/screen_rules.yaml`). What a revision may change:
+(`conflicts.hard_conflicts`: the labels' `requires` and `data/screen_rules.yaml`). What a revision may change:
 relationship, employment and living situation. Age band and gender stay: they are read from the record's age
 and sex, which the persona paragraph and the patient's own prompt state ("You are 28"), so a revised band or
 gender would contradict what the patient is shown; a conflict with them goes back to the writer as a serious
@@ -29,7 +29,7 @@ from mindsimkit.profilegen.render import LIVING, writer_brief
 from mindsimkit.profilegen.schemas import (
     AnchoredRow, Demographics, DemographicsRevision, Formulation, RecordValues,
 )
-from mindsimkit.profilegen.screen import Conflict, hard_conflicts, picked_labels
+from mindsimkit.profilegen.conflicts import Conflict, hard_conflicts, picked_labels
 
 TEMPLATE = "profilegen/demographics_revise.jinja2"
 REVISABLE = ("relationship", "employment", "living_situation")

@@ -2,8 +2,8 @@
 verdict with every fault quoted; PatientAct §3.2: rule-based hard-conflict checks, then validate and
 revise).
 
-Order: deterministic rules first (label constraints from data/formulation.yaml, text rules from
-data/screen_rules.yaml), then the judge (role `screener`) on the rendered writer brief. Every judge
+Order: deterministic rules first (`profilegen.conflicts`: label constraints from data/formulation.yaml, text
+rules from data/screen_rules.yaml), then the judge (role `screener`) on the rendered writer brief. Every judge
 fault must quote the profile verbatim: quotes not found in it (after normalising case, whitespace,
 quote marks and dashes) are discarded and counted. The final verdict is the worst kept fault, clean
 when none is left. Serious profiles go back to the writer with the faults, a bounded number of times.
@@ -20,18 +20,18 @@ settle) reaches the writer as a serious fault. The judge's prompt adds the shape
 
 from __future__ import annotations
 
-import re
 from functools import lru_cache
-from typing import Any, NamedTuple
+from typing import Any
 
 from pydantic import BaseModel, ConfigDict, Field, create_model
 
 from mindsimkit.mindcore.prompts import render
 from mindsimkit.mindcore.quotes import normalise, quote_in  # noqa: F401 - part of this module's API
-from mindsimkit.profilegen.formulation import broken, causal_rules, revision_messages, write_formulation
+from mindsimkit.profilegen.conflicts import rule_faults
+from mindsimkit.profilegen.demographics import merge, revise_demographics
+from mindsimkit.profilegen.formulation import causal_rules, revision_messages, write_formulation
 from mindsimkit.profilegen.render import writer_brief
 from mindsimkit.profilegen.schemas import AnchoredRow, Fault, Formulation, ProfileShape, Screen, Severity, Verdict
-from mindsimkit.profilegen.vocab import load_vocabularies, read_data
 
 SCREENER_SYSTEM = "profilegen/screener_system.jinja2"
 SCREENER_USER = "profilegen/screener_user.jinja2"
@@ -68,60 +68,6 @@ def verdict_model(max_faults: int = 6) -> type[JudgeVerdict]:
         "JudgeVerdict", __base__=JudgeVerdict,
         faults=(list[JudgeFault], Field(max_length=max_faults, description="Every fault found, each with a quote.")),
     )
-
-
-@lru_cache(maxsize=1)
-def text_rules() -> list[tuple[str, re.Pattern, dict, str]]:
-    data = read_data("screen_rules.yaml")
-    return [(r["id"], re.compile(r["pattern"], re.IGNORECASE), r["when"], r["reason"]) for r in data["text_rules"]]
-
-
-def _matches(when: dict, row: AnchoredRow) -> bool:
-    d = row.demographics
-    values = {"age_bands": d.age_band, "relationship": d.relationship, "employment": d.employment,
-              "living_situation": d.living_situation, "gender": d.gender}
-    return all(values[k] in allowed for k, allowed in when.items())
-
-
-class Conflict(NamedTuple):
-    """A hard conflict, the demographic fields (`Demographics` names) it involves and, for a text rule on one
-    field, the values of that field under which it fires."""
-
-    fault: Fault
-    fields: frozenset[str]
-    excludes: dict[str, frozenset[str]] = {}
-
-
-def picked_labels(f: Formulation) -> list[Any]:
-    """The vocabulary entry of every label the formulation uses (their `requires` are the label constraints)."""
-    voc = load_vocabularies()
-    pre = [voc.predisposing.get(p.label) or voc.social_predisposing[p.label] for p in f.predisposing]
-    return [*pre, voc.precipitating[f.precipitating.label], *(voc.protective[p.label] for p in f.protective)]
-
-
-def hard_conflicts(row: AnchoredRow, f: Formulation, text: str) -> list[Conflict]:
-    """Hard conflicts between demographics and the formulation, each quoting the profile text."""
-    out = []
-    for label in picked_labels(f):
-        bad = broken(label, row.demographics)
-        if bad:
-            why = ", ".join(f"{k} is {v}" for k, v in bad.items())
-            out.append(Conflict(Fault(quote=label.id.replace("_", " "), source="rule", severity="serious",
-                                      reason=f"label {label.id} does not fit this patient: {why}"), frozenset(bad)))
-    for rule_id, pattern, when, reason in text_rules():
-        if _matches(when, row):
-            hit = pattern.search(text)
-            if hit:
-                named = {"age_band" if k == "age_bands" else k: frozenset(v) for k, v in when.items()}
-                out.append(Conflict(Fault(quote=hit.group(0), reason=f"{reason} (rule {rule_id})",
-                                          severity="serious", source="rule"), frozenset(named),
-                                    named if len(named) == 1 else {}))
-    return out
-
-
-def rule_faults(row: AnchoredRow, f: Formulation, text: str) -> list[Fault]:
-    """Hard conflicts between demographics and the formulation, as faults."""
-    return [c.fault for c in hard_conflicts(row, f, text)]
 
 
 def _clip(text: str, limit: int) -> str:
@@ -201,8 +147,6 @@ async def screen_and_revise_all(
 ) -> tuple[AnchoredRow, Formulation, Screen, Any]:
     """`screen_and_revise`, and under the PatientAct shape the demographics revision before each screen: returns
     the row with its (possibly revised) demographics and the `DemographicsRevision` record (None when none)."""
-    from mindsimkit.profilegen.demographics import merge, revise_demographics
-
     shape = shape or ProfileShape()
     discarded = 0
     record = None

@@ -86,7 +86,7 @@ def _writer_prompt(inp: Any, sz: Any) -> PromptSize:
     if pa:  # the demographics revision (PatientAct shape) is the writer's call too
         from mindsimkit.profilegen.demographics import REVISABLE, field_values
         from mindsimkit.profilegen.demographics import revision_messages as demographics_messages
-        from mindsimkit.profilegen.screen import Conflict
+        from mindsimkit.profilegen.conflicts import Conflict
 
         conflicts = [Conflict(x, frozenset(REVISABLE)) for x in faults]
         parts["demographics revision"] = messages_tokens(

@@ -23,7 +23,8 @@ from mindsimkit.profilegen.personas import load_personas
 from mindsimkit.profilegen.rates import load_rates
 from mindsimkit.profilegen.render import case_summary, writer_brief
 from mindsimkit.profilegen.schemas import Profile, ProfileShape, Provenance
-from mindsimkit.profilegen.screen import causal_faults, hard_conflicts, judge_messages
+from mindsimkit.profilegen.conflicts import hard_conflicts
+from mindsimkit.profilegen.screen import causal_faults, judge_messages
 from mindsimkit.profilegen.vocab import load_vocabularies
 from mindsimkit.mindcore.prompts import render
 
