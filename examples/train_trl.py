@@ -26,6 +26,7 @@ import argparse
 import copy
 import importlib.util
 import json
+import os
 import tempfile
 import time
 from pathlib import Path
@@ -104,11 +105,13 @@ def train_sft(model: Any, tokenizer: Any, path: Path, steps: int, out: str, kind
     conversational = "messages" in rows.column_names
     args = SFTConfig(**common(out, steps, max_length), assistant_only_loss=conversational)
     trainer = SFTTrainer(model=model, args=args, train_dataset=rows, processing_class=tokenizer)
-    masks = [sum(r["assistant_masks" if conversational else "completion_mask"]) / len(r["input_ids"])
-             for r in trainer.train_dataset]
+    # TRL turns the mask into labels: -100 marks a token that is not trained on.
+    trained = sum(sum(t != -100 for t in r["labels"]) for r in trainer.train_dataset)
+    total = sum(len(r["input_ids"]) for r in trainer.train_dataset)
     start = time.time()
     trainer.train()
-    note = f"loss on {100 * sum(masks) / len(masks):.0f}% of tokens ({'assistant mask' if conversational else 'completion'})"
+    note = (f"loss on {trained} of {total} tokens "
+            f"({'assistant mask' if conversational else 'completion only'})")
     report(kind, path, len(rows), max_length, trainer, note, time.time() - start)
 
 
@@ -136,10 +139,12 @@ def main() -> None:
     if not (a.sft or a.dpo or a.patient):
         parser.error("give at least one export with --sft, --dpo or --patient")
 
+    os.environ.setdefault("TQDM_DISABLE", "1")  # progress bars (the GGUF conversion's, `datasets`') fill a log
     import torch
     import transformers
     import trl
 
+    transformers.utils.logging.disable_progress_bar()
     torch.manual_seed(0)
     start = time.time()
     model, tokenizer = load_model()
