@@ -155,8 +155,9 @@ def _compiled(source: str) -> Any:
 def render(messages: list[dict[str, Any]], tools: list[dict[str, Any]] | None = None, *,
            add_generation_prompt: bool = False, template: str | None = None) -> str:
     """`messages` (and `tools`) as the template writes them for the model."""
-    return _compiled(template or template_text()).render(messages=messages, tools=tools or None,
-                                                         add_generation_prompt=add_generation_prompt)
+    text: str = _compiled(template or template_text()).render(messages=messages, tools=tools or None,
+                                                              add_generation_prompt=add_generation_prompt)
+    return text
 
 
 def count(messages: list[dict[str, Any]], tools: list[dict[str, Any]] | None = None) -> int:

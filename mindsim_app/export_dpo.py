@@ -16,7 +16,7 @@ import random
 from collections import Counter
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any
+from typing import Any, cast
 
 from mindsimkit.mindcore.errors import InputError
 
@@ -40,6 +40,10 @@ class Candidate:
         j = self.judgment
         return {"counsellor": self.counsellor, "model": self.model, "status": j.status if j else "no_reply",
                 "severity": j.severity if j else None, "weight": self.weight, "error": self.error or (j.error if j else None)}
+
+
+# A turn's candidates, its row and provenance line when paired, and the outcome ("paired" or why not).
+Outcome = tuple[list[Candidate], "tuple[dict[str, Any], dict[str, Any]] | None", str]
 
 
 def sample_turns(session_id: str, n_replies: int, turns: int, seed: int) -> list[int]:
@@ -75,20 +79,20 @@ async def _judge(c: Candidate, s: Any, history: list[dict[str, Any]], judge: Any
     c.judgment = await judge_reply(judge, replies(si)[-1], cache)
 
 
-def choose_pair(cands: list[Candidate], min_gap: float, chosen_max: float) -> tuple[Candidate | None, Candidate | None, str]:
+def choose_pair(cands: list[Candidate], min_gap: float, chosen_max: float) -> tuple[Candidate, Candidate] | str:
     """Lowest against highest severity weight (first in slot order on ties), or why there is no pair."""
-    judged = [c for c in cands if c.weight is not None]
+    judged = [(c, c.weight) for c in cands if c.weight is not None]
     if len(judged) < 2:
-        return None, None, "fewer than two judged replies"
-    best = min(judged, key=lambda c: c.weight)
-    worst = max(judged, key=lambda c: c.weight)
-    if worst.weight == best.weight:
-        return None, None, "all judged replies equally severe"
-    if best.weight > chosen_max:
-        return None, None, "best reply above --chosen-max"
-    if worst.weight - best.weight < min_gap:
-        return None, None, "gap below --min-gap"
-    return best, worst, "paired"
+        return "fewer than two judged replies"
+    best, low = min(judged, key=lambda cw: cw[1])
+    worst, high = max(judged, key=lambda cw: cw[1])
+    if high == low:
+        return "all judged replies equally severe"
+    if low > chosen_max:
+        return "best reply above --chosen-max"
+    if high - low < min_gap:
+        return "gap below --min-gap"
+    return best, worst
 
 
 def _verdict(j: Any) -> dict[str, Any]:
@@ -118,29 +122,31 @@ async def dpo_pairs(run_dir: Path, counsellors: list[tuple[str, Any]], judge: An
         for r in sample_turns(s.session_id, len(positions), turns, seed):
             work.append((s, r, msgs[: positions[r]]))
 
-    async def one(s: Any, r: int, history: list[dict[str, Any]]) -> tuple[list[Candidate], tuple | None, str]:
+    async def one(s: Any, r: int, history: list[dict[str, Any]]) -> Outcome:
         n = len(counsellors)
         cands = list(await asyncio.gather(*(_ask(*counsellors[i % n], history, blank_retries, i // n)
                                             for i in range(k))))
         await asyncio.gather(*(_judge(c, s, history, judge, cache) for c in cands if c.text is not None))
-        best, worst, why = choose_pair(cands, min_gap, chosen_max)
-        if best is None:
-            return cands, None, why
+        pair = choose_pair(cands, min_gap, chosen_max)
+        if isinstance(pair, str):
+            return cands, None, pair
+        best, worst = pair
         row = {"prompt": history,
                "chosen": [{"role": "assistant", "content": best.text}],
                "rejected": [{"role": "assistant", "content": worst.text}],
                "run": run, "session_id": s.session_id, "patient_id": s.patient_id, "session_index": s.session_index,
                "reply_index": r, "session_counsellor": s.counsellor,
                "chosen_counsellor": best.counsellor, "chosen_model": best.model,
-               "chosen_severity": best.judgment.severity, "chosen_weight": float(best.weight),
+               "chosen_severity": best.judgment.severity, "chosen_weight": float(best.weight or 0.0),
                "rejected_counsellor": worst.counsellor, "rejected_model": worst.model,
-               "rejected_severity": worst.judgment.severity, "rejected_weight": float(worst.weight),
+               "rejected_severity": worst.judgment.severity, "rejected_weight": float(worst.weight or 0.0),
                "judge": judge.name, "judge_model": str(judge.model), "seed": seed}
         detail = {"session_id": s.session_id, "reply_index": r, "chosen_judgment": _verdict(best.judgment),
                   "rejected_judgment": _verdict(worst.judgment), "candidates": [c.brief() for c in cands]}
-        return cands, (row, detail), why
+        return cands, (row, detail), "paired"
 
-    results = await gather_progress((one(*w) for w in work), "dpo turns", outcome=lambda r: r[2])
+    # Without return_exceptions an exception propagates: every result is an Outcome.
+    results = cast(list[Outcome], await gather_progress((one(*w) for w in work), "dpo turns", outcome=lambda r: r[2]))
     reasons = Counter(why for _, _, why in results)
     all_cands = [c for cands, _, _ in results for c in cands]
     distinct = Counter(len({c.text for c in cands if c.text is not None}) for cands, _, _ in results)

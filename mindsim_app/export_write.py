@@ -122,7 +122,10 @@ def _encode(value: Any, kind: pa.DataType) -> Any:
     return value
 
 
-def _shapes(value: Any, path: tuple = ()) -> Iterator[tuple]:
+Shape = tuple[tuple[str, ...], "str | tuple[str, ...]"]
+
+
+def _shapes(value: Any, path: tuple[str, ...] = ()) -> Iterator[Shape]:
     """Every (path, kind) in a row; a dict's kind is its key set (differing key sets are what make `datasets`
     type a field as JSON)."""
     if isinstance(value, dict):
@@ -140,8 +143,9 @@ def _shapes(value: Any, path: tuple = ()) -> Iterator[tuple]:
 def shapes_first(rows: list[dict[str, Any]]) -> list[dict[str, Any]]:
     """`rows` with each row that shows a shape no earlier row showed moved to the front (in their order), so the
     first rows a reader types the file from show every shape in it."""
-    seen: set[tuple] = set()
-    first, rest = [], []
+    seen: set[Shape] = set()
+    first: list[dict[str, Any]] = []
+    rest: list[dict[str, Any]] = []
     for row in rows:
         shapes = set(_shapes(row))
         (first if shapes - seen else rest).append(row)

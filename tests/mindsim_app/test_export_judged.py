@@ -13,6 +13,7 @@ import pytest
 
 from mindsimkit.mindcore.errors import InputError
 from mindsimkit.mindsim_app.cli import main
+from cli_streams import without_progress
 from mindsimkit.mindsim_app.export import sft_export
 from mindsimkit.mindsim_app.export_dpo import dpo_pairs
 from restamp import record_as_stages
@@ -140,7 +141,7 @@ def test_a_cut_that_leaves_nothing_is_an_error_and_writes_nothing(run_dir, tmp_p
     out = tmp_path / "empty" / "sft.parquet"
     capsys.readouterr()
     assert main(["export", "sft", str(run_dir), "--out", str(out), "--max-severity", "no_concern"]) == 1
-    err = capsys.readouterr().err.strip().splitlines()
+    err = without_progress(capsys.readouterr().err).strip().splitlines()
     assert len(err) == 1 and err[0].startswith("error: export sft: no rows to write: 5 sessions read"), err
     assert "5 with no reply left under --max-severity no_concern (sessions cut: 5 judged major)" in err[0]
     assert not out.parent.exists() or not any(out.parent.iterdir())
@@ -299,7 +300,7 @@ def test_dpo_command_over_http(run_dir, tmp_path, capsys):
         empty = tmp_path / "none" / "dpo.parquet"
         assert main(["export", "dpo", str(run_dir), "--out", str(empty), "--recipe", str(recipe),
                      "--k", "2", "--turns", "1"]) == 1
-        err = capsys.readouterr().err.strip().splitlines()
+        err = without_progress(capsys.readouterr().err).strip().splitlines()
         assert len(err) == 1 and "no preference pairs from 5 sampled turns (5 all judged replies equally severe)" in err[0]
         assert not empty.parent.exists() or not any(empty.parent.iterdir())
 

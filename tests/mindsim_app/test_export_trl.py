@@ -18,6 +18,7 @@ import pytest
 
 from mindsimkit.mindsim_app import chat_tokens
 from mindsimkit.mindsim_app.cli import main
+from cli_streams import without_progress
 from mindsimkit.mindsim_app.export_write import JSON, shapes_first, write_export
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
@@ -124,6 +125,7 @@ def test_the_first_block_of_a_jsonl_export_shows_every_shape(tmp_path):
     """`datasets` types a JSON Lines file from its first block and fails on a later row of another shape; the
     writer puts the rows that first show a shape in front. A small block stands in for a large file."""
     from datasets import load_dataset
+    from datasets.exceptions import DatasetGenerationError
 
     def row(i: int, args: dict, secondary=None) -> dict:
         call = {"id": f"c{i}", "type": "function", "function": {"name": "commit_move", "arguments": args}}
@@ -136,7 +138,7 @@ def test_the_first_block_of_a_jsonl_export_shows_every_shape(tmp_path):
     raw, ordered = tmp_path / "raw.jsonl", tmp_path / "ordered.jsonl"
     raw.write_text("".join(json.dumps(r) + "\n" for r in rows))
     ordered.write_text("".join(json.dumps(r) + "\n" for r in shapes_first(rows)))
-    with pytest.raises(Exception):
+    with pytest.raises(DatasetGenerationError):  # "An error occurred while generating the dataset": a cast failed
         load_dataset("json", data_files=str(raw), split="train", chunksize=4096, cache_dir=str(tmp_path / "c1"))
     ds = load_dataset("json", data_files=str(ordered), split="train", chunksize=4096, cache_dir=str(tmp_path / "c2"))
     # The first row, then the one row of a new shape, then the rest in their order.
@@ -150,7 +152,7 @@ def test_an_export_that_selects_nothing_fails_and_writes_nothing(fake_run, tmp_p
         out = tmp_path / command / f"{command}.jsonl"
         capsys.readouterr()
         assert main(["export", command, str(fake_run), "--out", str(out), "--min-turns", "99"]) == 1
-        err = capsys.readouterr().err.strip().splitlines()
+        err = without_progress(capsys.readouterr().err).strip().splitlines()
         assert len(err) == 1 and err[0].startswith(f"error: export {command}: no rows to write: "), err
         assert "left out by --min-turns / --finished-only" in err[0]
         assert not out.parent.exists()
