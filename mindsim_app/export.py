@@ -23,46 +23,16 @@ from pathlib import Path
 from typing import Any, Optional
 
 import typer
-from pydantic import BaseModel, Field
+from pydantic import BaseModel
 
 from mindsimkit.mindcore.errors import InputError
 from mindsimkit.mindcore.layout import RunLayout
 from mindsimkit.mindcore.manifest import verify_run
 from mindsimkit.mindcore.runlog import played_by
+from mindsimkit.mindsim_app.export_sessions import ExportSession, ExportTurn, load_sessions  # noqa: F401
 from mindsimkit.mindsim_app.export_write import check_out, write_export
 
 export_app = typer.Typer(no_args_is_help=True)
-
-
-class ExportTurn(BaseModel):
-    """What the exports take from a patient turn."""
-
-    move: str | None = None
-    secondary_move: str | None = None
-    end_conversation: bool | None = None
-    patientact: dict[str, Any] | None = None
-
-
-class ExportSession(BaseModel):
-    """What the exports read of a session row (`sessions/sessions.parquet`). Messages stay OpenAI chat dicts: their
-    shape differs by role (tool calls, tool answers)."""
-
-    session_id: str
-    patient_id: str
-    counsellor: str
-    session_index: int
-    seed: int
-    ended_by: str | None = None
-    turns: list[ExportTurn] = Field(default_factory=list)
-    scenario: dict[str, Any] | None = None
-    counsellor_system_prompt: str
-    counsellor_messages: list[dict[str, Any]]
-    patient_messages: list[dict[str, Any]] = Field(default_factory=list)
-    archetype: str | None = None
-    patient_engine: str | None = None
-    engines: dict[str, Any] | None = None
-    prompts: dict[str, str | None] | None = None
-    patient_tools: str | None = None  # JSON text, as the simulator records it
 
 
 class ExportProfile(BaseModel):
@@ -79,15 +49,6 @@ class ExportVerdict(BaseModel):
     severity: str | None = None
     weight: float | None = None
     status: str
-
-
-def load_sessions(run_dir: Path) -> list[ExportSession]:
-    layout = RunLayout(run_dir)
-    if not layout.sessions.parquet.is_file():
-        raise InputError(f"{layout.sessions.parquet} not found: give the --out folder of `mindsim run` or "
-                         "`mindsim simulate`")
-    verify_run(run_dir, needs=["simulation"])
-    return layout.sessions.rows(ExportSession)
 
 
 def _profiles_by_id(run_dir: Path) -> dict[str, ExportProfile]:

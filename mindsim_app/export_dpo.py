@@ -110,7 +110,7 @@ async def dpo_pairs(run_dir: Path, counsellors: list[tuple[str, Any]], judge: An
     counsellors give one each. Every slot sees the same history: the stored counsellor-side messages
     before the sampled reply, system prompt included, as they were sent."""
     from mindsimkit.mindcore.runner import gather_progress
-    from mindsimkit.mindsim_app.export import load_sessions
+    from mindsimkit.mindsim_app.export_sessions import load_sessions
 
     if k < 2 or not counsellors:
         raise InputError("export dpo: --k must be at least 2 and at least one counsellor is needed")
