@@ -600,7 +600,10 @@ def _write_lines(sources: Callable[[], list[Iterable[str]]], parquet: Path, json
     than a row group of it at once. Returns the rows written."""
     schema: pa.Schema | None = None
     for rows, _ in _batches(_merge_lines(sources())):
-        got = pa.Table.from_pylist(rows).schema
+        # from_pylist takes its columns from the first row: a field only some sessions have (the MindSim
+        # patient's `patient_tools`) would be dropped from the batch when its first session lacks it.
+        names = list(dict.fromkeys(k for r in rows for k in r))
+        got = pa.Table.from_pylist([{k: r.get(k) for k in names} for r in rows]).schema
         schema = got if schema is None else pa.unify_schemas([schema, got], promote_options="permissive")
     if schema is None:
         parquet.unlink(missing_ok=True)
