@@ -7,6 +7,7 @@ message 2,500. Tasks with the one rater K, each answered by keyboard alone: kb-<
 
 from __future__ import annotations
 
+import os
 import time
 from dataclasses import dataclass
 from pathlib import Path
@@ -96,3 +97,19 @@ def at_width(drv: Any, width: int, height: int = 900) -> None:
     drv.set_window_size(width, height)
     inner = drv.execute_script("return window.innerWidth")
     drv.set_window_size(width + (width - inner), height)
+
+
+def shot(drv: Any, name: str) -> None:
+    """With ANNOTATE_SCREENSHOTS=DIR: the page as it is now at 1400 px (annotate-NAME.png, tall enough for the whole
+    form) and the whole page at 390 px (annotate-NAME-390.png); then back to 1400 x 1000."""
+    folder = os.environ.get("ANNOTATE_SCREENSHOTS")
+    if not folder:
+        return
+    Path(folder).mkdir(parents=True, exist_ok=True)
+    drv.set_window_size(1400, 1350)
+    drv.save_screenshot(str(Path(folder) / f"annotate-{name}.png"))
+    at_width(drv, 390)
+    full = drv.execute_script("return document.documentElement.scrollHeight")
+    at_width(drv, 390, min(full + 20, 6000))
+    drv.save_screenshot(str(Path(folder) / f"annotate-{name}-390.png"))
+    drv.set_window_size(1400, 1000)

@@ -9,33 +9,15 @@ uses the keyboard alone). ANNOTATE_SCREENSHOTS=DIR saves screenshots of each pag
 from __future__ import annotations
 
 import json
-import os
 from pathlib import Path
 
 import pytest
 
 from browser import axe_violations
-from pages import LONG, at_width, keys, open_page, wait, where
+from pages import LONG, at_width, keys, open_page, shot, wait, where
 from serving import Rater, tokens
 from mindsimkit.mindsim_app.annotate.export import export_task
 from mindsimkit.mindsim_app.annotate.store import read_answers
-
-SHOTS = os.environ.get("ANNOTATE_SCREENSHOTS")
-
-
-def shot(browser, name: str):
-    """With ANNOTATE_SCREENSHOTS=DIR: the page as it is now at 1400 px (annotate-NAME.png, tall enough for the whole
-    form) and the whole page at 390 px (annotate-NAME-390.png)."""
-    if SHOTS:
-        Path(SHOTS).mkdir(parents=True, exist_ok=True)
-        browser.set_window_size(1400, 1350)
-        browser.save_screenshot(str(Path(SHOTS) / f"annotate-{name}.png"))
-        at_width(browser, 390)
-        full = browser.execute_script("return document.documentElement.scrollHeight")
-        at_width(browser, 390, min(full + 20, 6000))
-        browser.save_screenshot(str(Path(SHOTS) / f"annotate-{name}-390.png"))
-        browser.set_window_size(1400, 1000)
-
 
 def reload_and_resume(browser, expect_where: str):
     browser.refresh()  # the token stays in this tab's session storage; the address bar no longer holds it

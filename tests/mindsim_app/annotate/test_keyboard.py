@@ -13,7 +13,7 @@ from typing import Any, Callable
 
 import pytest
 
-from pages import at_width, keys, open_page, wait, where
+from pages import at_width, keys, open_page, shot, wait, where
 from mindsimkit.mindsim_app.annotate.export import export_task
 from mindsimkit.mindsim_app.annotate.store import read_answers
 
@@ -97,7 +97,7 @@ def answer_mhqr(drv) -> Callable[[Path], None]:
     return check
 
 
-def answer_scales(drv, picks: tuple[str, ...] = ()) -> dict[str, Any]:
+def answer_scales(drv, picks: tuple[str, ...] = (), picture: str = "") -> dict[str, Any]:
     """Every scale by arrows (the k-th scale moved k+1 points up from the first), then each pick's second option."""
     from selenium.webdriver.common.keys import Keys
 
@@ -106,6 +106,8 @@ def answer_scales(drv, picks: tuple[str, ...] = ()) -> dict[str, Any]:
         chosen[name.removeprefix("dim-")] = int(pick_in_group(drv, name, k + 1, Keys.ARROW_RIGHT))
     for p in picks:
         chosen[p] = pick_in_group(drv, p, 1, Keys.ARROW_DOWN)
+    if picture:
+        shot(drv, picture)  # the focus ring on the last choice
     save_with(drv, Keys.ENTER)
     return chosen
 
@@ -120,7 +122,7 @@ def answer_sessions(drv) -> Callable[[Path], None]:
 
 
 def answer_mindeval(drv) -> Callable[[Path], None]:
-    chosen = answer_scales(drv)
+    chosen = answer_scales(drv, picture="mindeval")
 
     def check(out: Path) -> None:
         lines = [json.loads(x) for x in (out / "ratings.jsonl").read_text().splitlines()]
