@@ -63,7 +63,7 @@ def build_site(root: Path) -> Iterator[Site]:
         yield Site(root, base, keys)
 
 
-def wait(cond: Callable[[], Any], what: str, timeout: float = 5.0) -> Any:
+def wait(cond: Callable[[], Any], what: str, timeout: float = 10.0) -> Any:
     end = time.time() + timeout
     while time.time() < end:
         try:
