@@ -76,6 +76,19 @@ def requests_made(drv: Any, document: str | None = None) -> list[str]:
     return urls
 
 
+def at_width(drv: Any, width: int, height: int = 900) -> None:
+    """Make the page's viewport `width` px wide (the window is wider by its frame). Read back and corrected until it
+    is: on a loaded machine a size read right after a resize can still be the old one."""
+    drv.set_window_size(width, height)
+    for _ in range(20):
+        outer, inner = drv.execute_script("return [window.outerWidth, window.innerWidth]")
+        if inner == width:
+            return
+        drv.set_window_size(outer + width - inner, height)
+        time.sleep(0.05)
+    raise AssertionError(f"the viewport would not become {width} px wide (it is {inner})")
+
+
 def free_port() -> int:
     with socket.socket() as s:
         s.bind(("127.0.0.1", 0))

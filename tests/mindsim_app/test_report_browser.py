@@ -12,7 +12,7 @@ from pathlib import Path
 
 import pytest
 
-from browser import axe_violations, browser, requests_made  # noqa: F401 - the fixture
+from browser import at_width, axe_violations, browser, requests_made  # noqa: F401 - the fixture
 from mindsimkit.mindsim_app.report.build import build_report
 from reportfix import write_fixture_run
 
@@ -117,18 +117,11 @@ def test_no_session_text_changes_how_the_page_parses(browser, hostile_page):
 WIDTHS = (390, 768, 1400)
 
 
-def _at_width(drv, width: int) -> None:
-    # Viewport width, not window width: set the window, then correct by what the page reports.
-    drv.set_window_size(width, 900)
-    inner = drv.execute_script("return window.innerWidth")
-    drv.set_window_size(width + (width - inner), 900)
-
-
 @pytest.mark.parametrize("width", WIDTHS)
 def test_the_page_fits_the_screen_and_headings_clear_the_header(browser, page, width, tmp_path_factory):
     from selenium.webdriver.common.by import By
 
-    _at_width(browser, width)
+    at_width(browser, width)
     _open(browser, page)
     try:
         assert browser.execute_script("return window.innerWidth") == width
@@ -156,7 +149,7 @@ def test_the_page_fits_the_screen_and_headings_clear_the_header(browser, page, w
         shots = tmp_path_factory.getbasetemp() / "report-screens"
         shots.mkdir(exist_ok=True)
         browser.save_screenshot(str(shots / f"report-{width}.png"))
-        _at_width(browser, 1400)
+        at_width(browser, 1400)
 
 
 def test_a_one_system_run_says_so(browser, tmp_path_factory):
@@ -209,7 +202,7 @@ def test_sessions_and_replies_open_by_keyboard_and_come_into_view_with_the_focus
     from selenium.webdriver.common.action_chains import ActionChains
     from selenium.webdriver.common.keys import Keys
 
-    _at_width(browser, width)
+    at_width(browser, width)
     try:
         By = _open(browser, page)
         rows = browser.find_elements(By.CSS_SELECTOR, "#session-list tbody tr, #triage-list tbody tr")
@@ -238,7 +231,7 @@ def test_sessions_and_replies_open_by_keyboard_and_come_into_view_with_the_focus
         assert f == reply and browser.find_element(By.ID, "chat-title").text.endswith(f"({session})")
         assert "CRIT skip your meds" in browser.execute_script("return document.activeElement.textContent")
     finally:
-        _at_width(browser, 1400)
+        at_width(browser, 1400)
 
 
 # Every text of every chart as drawn: its font size times the scale the page draws the chart at (of the drawings
@@ -253,7 +246,7 @@ return [...document.querySelectorAll('svg.chart')].filter((svg) => svg.getBoundi
 
 @pytest.mark.parametrize("width", WIDTHS)
 def test_chart_text_is_at_least_11px_and_every_chart_has_its_numbers_as_a_table(browser, page, width):
-    _at_width(browser, width)
+    at_width(browser, width)
     try:
         By = _open(browser, page)
         sizes = browser.execute_script(CHART_TEXT)
@@ -273,12 +266,12 @@ def test_chart_text_is_at_least_11px_and_every_chart_has_its_numbers_as_a_table(
             assert shown.rect["width"] <= fig.rect["width"] and fig.get_attribute("tabindex") is None
             assert fig.find_elements(By.CSS_SELECTOR, "details.chart-data table tbody tr"), fig.get_attribute("aria-label")
     finally:
-        _at_width(browser, 1400)
+        at_width(browser, 1400)
 
 
 @pytest.mark.parametrize("width", (390, 768))
 def test_the_leaderboard_headers_stay_on_one_line(browser, page, width):
-    _at_width(browser, width)
+    at_width(browser, width)
     try:
         _open(browser, page)
         lines = browser.execute_script("""
@@ -292,7 +285,7 @@ def test_the_leaderboard_headers_stay_on_one_line(browser, page, width):
         if browser.execute_script(f"return {board}.scrollWidth > {board}.clientWidth"):
             assert browser.execute_script(f"return {board}.tabIndex") == 0
     finally:
-        _at_width(browser, 1400)
+        at_width(browser, 1400)
 
 
 @pytest.mark.parametrize("width", WIDTHS)
@@ -301,7 +294,7 @@ def test_no_accessibility_violation(browser, page, width):
     session open in the chat and every chart's table unfolded."""
     from selenium.webdriver.common.by import By
 
-    _at_width(browser, width)
+    at_width(browser, width)
     try:
         _open(browser, page)
         assert axe_violations(browser) == [], width
@@ -309,7 +302,7 @@ def test_no_accessibility_violation(browser, page, width):
         browser.execute_script("document.querySelectorAll('details').forEach((d) => { d.open = true; })")
         assert axe_violations(browser) == [], width
     finally:
-        _at_width(browser, 1400)
+        at_width(browser, 1400)
 
 
 SHOTS = os.environ.get("REPORT_SCREENSHOTS")
@@ -323,7 +316,7 @@ def test_screenshots(browser, page, width):
     folder = Path(SHOTS)
     folder.mkdir(parents=True, exist_ok=True)
     suffix = "" if width == 1400 else f"-{width}"
-    _at_width(browser, width)
+    at_width(browser, width)
     try:
         By = _open(browser, page)
         browser.execute_script("document.getElementById('leaderboard-0').scrollIntoView()")
@@ -333,4 +326,4 @@ def test_screenshots(browser, page, width):
         browser.execute_script("document.getElementById(innerWidth > 900 ? 'drill' : 'chat').scrollIntoView()")
         browser.save_screenshot(str(folder / f"report-drilldown{suffix}.png"))
     finally:
-        _at_width(browser, 1400)
+        at_width(browser, 1400)

@@ -14,7 +14,7 @@ from pathlib import Path
 from typing import Any, Callable, Iterator
 
 from annotfakes import write_real, write_run
-from browser import serve_app
+from browser import at_width, serve_app
 from serving import tokens
 from mindsimkit.mindsim_app.annotate.samplers import (sample_mhqr, sample_patientact_profiles, sample_patientact_sessions,
                                                       sample_realism)
@@ -92,13 +92,6 @@ def where(drv: Any) -> str:
     return drv.find_element("id", "where").text
 
 
-def at_width(drv: Any, width: int, height: int = 900) -> None:
-    # Viewport width, not window width: set the window, then correct by what the page reports.
-    drv.set_window_size(width, height)
-    inner = drv.execute_script("return window.innerWidth")
-    drv.set_window_size(width + (width - inner), height)
-
-
 def shot(drv: Any, name: str) -> None:
     """With ANNOTATE_SCREENSHOTS=DIR: the page as it is now at 1400 px (annotate-NAME.png, tall enough for the whole
     form) and the whole page at 390 px (annotate-NAME-390.png); then back to 1400 x 1000."""
@@ -109,7 +102,11 @@ def shot(drv: Any, name: str) -> None:
     drv.set_window_size(1400, 1350)
     drv.save_screenshot(str(Path(folder) / f"annotate-{name}.png"))
     at_width(drv, 390)
-    full = drv.execute_script("return document.documentElement.scrollHeight")
-    at_width(drv, 390, min(full + 20, 6000))
+    # The conversation box is at most 60 % of the window high: it grows with the window, so the window is made as tall
+    # as the page a few times over until the page stops growing.
+    for _ in range(4):
+        full = drv.execute_script("return document.documentElement.scrollHeight")
+        at_width(drv, 390, min(full + 20, 6000))
+    drv.execute_script("window.scrollTo(0, 0)")
     drv.save_screenshot(str(Path(folder) / f"annotate-{name}-390.png"))
     drv.set_window_size(1400, 1000)

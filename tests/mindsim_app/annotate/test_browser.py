@@ -242,9 +242,10 @@ def test_each_issue_has_its_definition_at_hand(browser, site):
 
 
 def drafts_stored(browser) -> dict:
+    """The drafts of the rater whose link is open (other raters' drafts may share the tab's storage)."""
     return browser.execute_script(
-        "const k = Object.keys(sessionStorage).find(k => k.startsWith('mindsim-annotate-drafts:'));"
-        "return k ? JSON.parse(sessionStorage.getItem(k)) : {};")
+        "const k = 'mindsim-annotate-drafts:' + sessionStorage.getItem('mindsim-annotate-token');"
+        "return JSON.parse(sessionStorage.getItem(k) || '{}');")
 
 
 def asks_before_leaving(browser) -> bool:
@@ -317,5 +318,10 @@ def test_no_accessibility_violation_on_any_page(browser, site, width):
                 wait(lambda: browser.find_elements("css selector", ".msg.done"), "a turn marked done")
                 keys(browser, Keys.ESCAPE, "?")
                 assert axe_violations(browser) == [], task
+        # The page opened without a personal link says so, and is held to the same rules.
+        browser.execute_script("sessionStorage.clear()")
+        browser.get(f"{site.base}/")
+        wait(lambda: browser.find_element("id", "fatal"), "the no-link page")
+        assert axe_violations(browser) == [], ("no link", width)
     finally:
         at_width(browser, 1400, 1000)
