@@ -89,6 +89,16 @@ def at_width(drv: Any, width: int, height: int = 900) -> None:
     raise AssertionError(f"the viewport would not become {width} px wide (it is {inner})")
 
 
+def full_page(drv: Any, path: Path) -> None:
+    """A PNG of the whole page at the current viewport's layout, below the fold included (Chromium's own capture)."""
+    import base64
+
+    size = drv.execute_cdp_cmd("Page.getLayoutMetrics", {})["cssContentSize"]
+    shot = drv.execute_cdp_cmd("Page.captureScreenshot", {"format": "png", "captureBeyondViewport": True, "clip": {
+        "x": 0, "y": 0, "width": drv.execute_script("return window.innerWidth"), "height": size["height"], "scale": 1}})
+    Path(path).write_bytes(base64.b64decode(shot["data"]))
+
+
 def free_port() -> int:
     with socket.socket() as s:
         s.bind(("127.0.0.1", 0))

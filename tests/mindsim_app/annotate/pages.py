@@ -14,7 +14,7 @@ from pathlib import Path
 from typing import Any, Callable, Iterator
 
 from annotfakes import write_real, write_run
-from browser import at_width, serve_app
+from browser import at_width, full_page, serve_app
 from serving import tokens
 from mindsimkit.mindsim_app.annotate.samplers import (sample_mhqr, sample_patientact_profiles, sample_patientact_sessions,
                                                       sample_realism)
@@ -101,12 +101,8 @@ def shot(drv: Any, name: str) -> None:
     Path(folder).mkdir(parents=True, exist_ok=True)
     drv.set_window_size(1400, 1350)
     drv.save_screenshot(str(Path(folder) / f"annotate-{name}.png"))
-    at_width(drv, 390)
-    # The conversation box is at most 60 % of the window high: it grows with the window, so the window is made as tall
-    # as the page a few times over until the page stops growing.
-    for _ in range(4):
-        full = drv.execute_script("return document.documentElement.scrollHeight")
-        at_width(drv, 390, min(full + 20, 6000))
-    drv.execute_script("window.scrollTo(0, 0)")
-    drv.save_screenshot(str(Path(folder) / f"annotate-{name}-390.png"))
+    # The whole page as a 390 x 844 phone lays it out (the conversation box keeps its 60 % of that screen), captured
+    # beyond the screen by the browser itself.
+    at_width(drv, 390, 844)
+    full_page(drv, Path(folder) / f"annotate-{name}-390.png")
     drv.set_window_size(1400, 1000)
