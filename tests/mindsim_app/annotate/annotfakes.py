@@ -27,6 +27,20 @@ def formulation(pid: str) -> dict[str, Any]:
                                         "response_of_self": "withdraws"}]}
 
 
+def profile(pid: str, n: int) -> dict[str, Any]:
+    """A whole profile row (the raters read the identification card, made from the whole profile)."""
+    from mindsimkit.profilegen.testing import make_profiles
+
+    from mindsimkit.profilegen.schemas import Predisposing
+
+    p = make_profiles(len(SEEDS), 0)[n]
+    # A label that is not a seed word ("anxious temperament" would name a seed: the real sampler counts those).
+    f = p.formulation.model_copy(update={"predisposing": [Predisposing(label="emotional_neglect",
+                                                                       history=f"At 9 nobody at home asked how {pid} was.")]})
+    return p.model_copy(update={"profile_id": pid, "formulation": f,
+                                "case_summary": f"{pid}: 34, works nights, lives alone."}).model_dump(mode="json")
+
+
 def _padded(text: str, chars: int) -> str:
     """`text` followed by numbered sentences up to `chars` characters (no padding when `chars` is 0)."""
     k = 0
@@ -68,8 +82,8 @@ def write_run(root: Path, turns: int = 6, prompt_chars: int = 0, patient_chars: 
     (root / "judgments").mkdir()
     pq.write_table(pa.Table.from_pylist(judgments), root / "judgments" / "judgments.parquet")
     (root / "profiles").mkdir()
-    pq.write_table(pa.Table.from_pylist([{"profile_id": pid, "case_summary": f"{pid}: 34, works nights, lives alone."}
-                                         for pid in SEEDS]), root / "profiles" / "profiles.parquet")
+    pq.write_table(pa.Table.from_pylist([profile(pid, i) for i, pid in enumerate(SEEDS)]),
+                   root / "profiles" / "profiles.parquet")
     return record_as_stages(root)
 
 
