@@ -72,6 +72,12 @@ class PatientActConfig(BaseModel):
     context_turns: int = Field(4, ge=1, le=30, description="Recent exchanges shown to the appraisal steps")
     step_max_tokens: int | None = Field(320, ge=32, description="Token budget of one reaction/behaviour/resistance/trust answer")
     decomposition_max_tokens: int | None = Field(7000, ge=256, description="Token budget of the profile decomposition")
+    # 18: the most pieces a MindSim-shaped profile holds (`decompose.max_pieces`), so those stay one call as before;
+    # a PatientAct-shaped profile (impact list, split predisposing factors) holds up to 26 and takes two.
+    decomposition_chunk: int = Field(
+        18, ge=1, le=64,
+        description="Most profile pieces one decomposition call answers for; a profile with more is decomposed in "
+        "several calls of near-equal size, each shown the whole profile (bounds the decomposition's answer)")
     step_attempts: int | None = Field(None, ge=1, le=10, description="Attempts per structured step (default: the role's)")
     # How the authors' public code differs from ours (docs/patientact.md; the `patientact-reference` preset sets them).
     frame: Literal["chat", "session"] = Field(

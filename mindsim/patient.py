@@ -86,6 +86,12 @@ class Patient:
             ToolSpec.from_model("add_todo", ADD_DESCRIPTION, TodoAdd),
         ]
 
+    @property
+    def tools(self) -> list[ToolSpec]:
+        """Every tool this patient is offered in a session: `commit_move`, and the agenda tools unless
+        `max_todo_calls` is 0 (then they are never sent)."""
+        return [self.commit_tool, *(self.todo_tools if self.config.max_todo_calls else [])]
+
     def open(self, opening_message: str, rejected_openings: list[RejectedMessage] = ()) -> PatientTurn:
         """Turn 0: the scenario's opening message, written before the counsellor has said anything (already
         checked as speech when the scenario was written; its rejected drafts come along)."""

@@ -221,6 +221,10 @@ class SessionRecord(_Row):
         "mindsim", description="Patient engine (or variant, ENGINE:ARM) that played the patient: a registered name"
     )
     patientact: PatientActSession | None = Field(None, description="PatientAct engine state (None for MindSim)")
+    # Absent (not null) for engines whose patient calls no tools, so their checkpoints and rows are unchanged.
+    patient_tools: str | None = Field(
+        None, exclude_if=lambda t: t is None,
+        description="JSON list of the tool definitions (OpenAI format) the patient was offered; absent when it had none")
     baseline: BaselineSession | None = Field(None, description="Baseline engine state (Patient-Psi, MindEval; None otherwise)")
     scenario_drafts: int = Field(
         1, ge=1, description="Drafts the scenario writer needed for this session's scenario (1 = the first was kept)")

@@ -112,6 +112,6 @@ def patientact_patient(talk: Any) -> PatientActPatient:
 def decompose_settings(config: SimulationConfig) -> dict[str, Any]:
     """The recipe's settings for `decompose` / `decomposition_record`."""
     pa = config.patientact
-    return {"max_tokens": pa.decomposition_max_tokens, "max_attempts": pa.step_attempts,
+    return {"max_tokens": pa.decomposition_max_tokens, "max_attempts": pa.step_attempts, "chunk": pa.decomposition_chunk,
             "with_formulation": pa.psych_formulation, "formulation_max_tokens": pa.formulation_max_tokens,
             "screen": pa.psych_screen, "screen_max_tokens": pa.psych_screen_max_tokens}
