@@ -420,6 +420,7 @@ def _finish(out: Path, engines, config: SimulationConfig, seed: int, profiles: l
         | {n: counsellor_client(engines, c).describe() for n, c in zip(counsellors, config.counsellors)},
         usage=engines.ledger.summary(),
         config=config.model_dump(mode="json"),
+        preset_overrides=config.preset_notes(),
         runner=runner,
     )
     layout = RunLayout(out)
