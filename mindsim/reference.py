@@ -1,5 +1,5 @@
-"""The `mindeval2-reference` preset's data and draws: MindSim run as the MindEval2 authors' public code runs it
-(SWORDHealth/mind-eval: `config/moves.yaml`, `config/archetypes.yaml`, `config/episode.yaml`, `arc.py`).
+"""The `mindeval2-reference` preset's data and draws: MindSim with the settings and data of the MindEval2 authors'
+public code (SWORDHealth/mind-eval: `config/moves.yaml`, `config/archetypes.yaml`, `config/episode.yaml`, `arc.py`).
 
 What the preset changes is data under `mindsim/data/presets/mindeval2-reference/` (named in
 `mindsim/data/presets.yaml`); this module reads it and holds the few rules that differ in kind from ours: the
