@@ -25,7 +25,7 @@ from rich.console import Console
 PIPE_WIDTH = 320
 
 
-def _is_tty(stream: TextIO | None) -> bool:
+def is_tty(stream: TextIO | None) -> bool:
     try:
         return bool(stream is not None and stream.isatty())
     except (AttributeError, ValueError):  # closed or exotic streams
@@ -33,7 +33,7 @@ def _is_tty(stream: TextIO | None) -> bool:
 
 
 def _console(stderr: bool) -> Console:
-    if _is_tty(sys.stderr if stderr else sys.stdout):
+    if is_tty(sys.stderr if stderr else sys.stdout):
         return Console(stderr=stderr)
     # stderr=True (not file=sys.stderr): rich looks the stream up at print time, so output still goes
     # wherever sys.stderr points then (pytest's capture, typer's CliRunner).

@@ -55,6 +55,30 @@ def library_logs_to(log_dir: Path | None, *, verbose: bool = False) -> Iterator[
         handler.close()
 
 
+@contextmanager
+def root_logger_kept() -> Iterator[None]:
+    """Give the root logger back as it was once the block ends.
+
+    distilabel's pipeline replaces the root logger's handlers with a `QueueHandler` feeding its worker-log
+    listener, and closes that queue when the run ends without taking the handler off. Any record that reached
+    the root logger afterwards (matplotlib's "generated new fontManager" on a machine's first plot, for one)
+    made `logging` print a `--- Logging error ---` traceback about a closed queue in the middle of a job.
+    """
+    root = logging.getLogger()
+    handlers, level = root.handlers[:], root.level
+    try:
+        yield
+    finally:
+        added = [h for h in root.handlers if h not in handlers]
+        root.handlers[:] = handlers
+        root.setLevel(level)
+        for handler in added:
+            try:
+                handler.close()
+            except Exception:  # noqa: BLE001 - it is already detached; a failed close must not end the job
+                pass
+
+
 def _quiet_distilabel(path: Path):
     """distilabel's `setup_logging` always builds a terminal RichHandler for the queue that collects its
     worker processes' records, and offers no switch; give it a file handler in that place instead."""

@@ -28,6 +28,7 @@ from mindsimkit.mindcore.distilabel_llm import MindcoreLLM
 from mindsimkit.mindcore.errors import EngineError, StructuredOutputError, TransportError
 from mindsimkit.mindcore.io import CheckpointDir
 from mindsimkit.mindcore.layout import ProfilesFolder
+from mindsimkit.mindcore.logs import root_logger_kept
 from mindsimkit.mindcore.runner import Tally, progress_bar
 from mindsimkit.mindcore.runners import LocalRunner, Runner
 from mindsimkit.mindcore.types import CallRecord
@@ -230,7 +231,8 @@ def run_distilabel(engines: Any, rows: list[AnchoredRow], cfg: Any, prov: Proven
     pipeline = runner.distilabel_pipeline(
         build_pipeline(engines, todo, cfg, prov, checkpoint_dir, replicas=runner.profile_replicas))
     watch = CheckpointWatch(todo, cfg.max_revisions, prov, Path(checkpoint_dir))
-    distiset = watch.run(lambda: pipeline.run(use_cache=False))
+    with root_logger_kept():
+        distiset = watch.run(lambda: pipeline.run(use_cache=False))
     got: dict[str, Outcome] = dict(done)
     for record in distiset["default"]["train"] if distiset else []:
         if record.get("outcome"):
