@@ -17,7 +17,7 @@ from mindsimkit.mindcore.config import RoleSpec
 from mindsimkit.mindcore.types import UsageLedger
 from mindsimkit.mindsim.config import SimulationConfig
 from mindsimkit.mindsim.patient import Counsellor
-from openai_stub import Reply, openai_stub  # noqa: F401  (the fixture)
+from openai_stub import OpenAIStub, Reply
 
 BLOCKS = [{"type": "thinking", "thinking": "they want direction", "signature": "sig-1"}]
 
@@ -32,8 +32,15 @@ def test_the_reply_message_s_reasoning_fields_are_read_and_vllm_s_reasoning_is_r
     assert reasoning_of({"content": "hi"}) == {}
 
 
-def _talk(stub, spec: RoleSpec, config: SimulationConfig, turns: int = 3) -> list[str]:
-    """`turns` counsellor replies over HTTP, the patient's words in between; returns the replies."""
+def _talk(behaviour, spec: RoleSpec, config: SimulationConfig, turns: int = 3):
+    """`turns` counsellor replies over HTTP to a stub server playing `behaviour`, the patient's words in between:
+    the replies, the counsellor, and every request body the server got."""
+    with OpenAIStub(behaviour) as stub:
+        said, counsellor = _converse(stub, spec, config, turns)
+    return said, counsellor, stub.requests
+
+
+def _converse(stub, spec: RoleSpec, config: SimulationConfig, turns: int):
     backend = OpenAIBackend("stub", base_url=stub.base_url, default_model="c", kind="openai")
     client = RoleClient("counsellor", backend, spec, "c", UsageLedger())
     counsellor = Counsellor(client=client, config=config, history=[{"role": "system", "content": "be brief"}])
@@ -60,35 +67,33 @@ def _thinking_server(body: dict[str, Any]) -> Reply:
 
 
 @pytest.mark.parametrize("where", ["preset", "role"])
-def test_with_return_reasoning_every_later_body_carries_the_counsellors_earlier_reasoning(openai_stub, where):
-    stub = openai_stub(_thinking_server)
+def test_with_return_reasoning_every_later_body_carries_the_counsellors_earlier_reasoning(where):
     config = SimulationConfig.from_section({"preset": "mindeval2-reference"} if where == "preset" else {})
     spec = RoleSpec(engine="stub", return_reasoning=True if where == "role" else None)
-    said, counsellor = _talk(stub, spec, config)
+    said, counsellor, bodies = _talk(_thinking_server, spec, config)
     assert said == ["reply 0", "reply 1", "reply 2"]
-    first, second, third = (b["messages"] for b in stub.requests)
+    first, second, third = (b["messages"] for b in bodies)
     assert not any(m["role"] == "assistant" for m in first)
     assert [m for m in second if m["role"] == "assistant"] == [
         {"role": "assistant", "content": "reply 0", "reasoning_content": "thought 0"}]
     assert [m for m in third if m["role"] == "assistant"] == [
         {"role": "assistant", "content": "reply 0", "reasoning_content": "thought 0"},
         {"role": "assistant", "content": "reply 1", "reasoning_content": "thought 1", "thinking_blocks": BLOCKS}]
-    assert "return_reasoning" not in stub.requests[0]  # a switch of ours, never a body field
+    assert "return_reasoning" not in bodies[0]  # a switch of ours, never a body field
     assert [f.reasoning for f in counsellor.flags] == [
         {"reasoning_content": "thought 0"}, {"reasoning_content": "thought 1", "thinking_blocks": BLOCKS},
         {"reasoning_content": "thought 2"}]
 
 
-def test_without_it_the_bodies_carry_words_only_and_the_reasoning_is_still_kept(openai_stub):
-    stub = openai_stub(_thinking_server)
-    _, counsellor = _talk(stub, RoleSpec(engine="stub"), SimulationConfig())
-    for body in stub.requests:
+def test_without_it_the_bodies_carry_words_only_and_the_reasoning_is_still_kept():
+    _, counsellor, bodies = _talk(_thinking_server, RoleSpec(engine="stub"), SimulationConfig())
+    for body in bodies:
         assert all(set(m) == {"role", "content"} for m in body["messages"])
     assert [bool(f.reasoning) for f in counsellor.flags] == [True, True, True]
 
 
-def test_a_server_that_returns_no_reasoning_gets_plain_turns_back_under_the_preset(openai_stub):
-    stub = openai_stub(lambda body: Reply(content="plain"))
-    _, counsellor = _talk(stub, RoleSpec(engine="stub"), SimulationConfig.from_section({"preset": "mindeval2-reference"}))
-    assert all(set(m) == {"role", "content"} for m in stub.requests[-1]["messages"])
+def test_a_server_that_returns_no_reasoning_gets_plain_turns_back_under_the_preset():
+    preset = SimulationConfig.from_section({"preset": "mindeval2-reference"})
+    _, counsellor, bodies = _talk(lambda body: Reply(content="plain"), RoleSpec(engine="stub"), preset)
+    assert all(set(m) == {"role", "content"} for m in bodies[-1]["messages"])
     assert [f.reasoning for f in counsellor.flags] == [None, None, None]
