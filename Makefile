@@ -3,8 +3,11 @@ PY ?= python3
 OUT ?= out/quickstart
 
 # The interpreter's own pip installs; an environment made by `uv venv` has none, and then uv installs into it.
+# --no-compile: pip byte-compiles every module of every package it installs (~1.2 GB here), most of which a run never
+# imports; Python compiles what it imports on first use instead (as uv does by default). Side by side on one loaded
+# machine this halved the install (docs/performance.md, "The first run on a fresh machine").
 HAS_PIP := $(shell $(PY) -m pip --version >/dev/null 2>&1 && echo yes)
-PIP_INSTALL = $(if $(HAS_PIP),$(PY) -m pip install -q,uv pip install -q --python $(PY))
+PIP_INSTALL = $(if $(HAS_PIP),$(PY) -m pip install -q --no-compile,uv pip install -q --python $(PY))
 PIP_UNINSTALL = $(if $(HAS_PIP),$(PY) -m pip uninstall -q -y,uv pip uninstall -q --python $(PY))
 
 # What `make install` adds to the toolkit: the test extra by default; the quickstart needs none of it (Ray, the

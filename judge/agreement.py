@@ -25,8 +25,9 @@ from mindsimkit.mindcore.io import atomic_write_json, atomic_write_text, read_js
 from mindsimkit.mindcore.layout import JudgmentsFolder, RunLayout
 from mindsimkit.mindcore.recipe import format_validation_error
 from mindsimkit.mindcore.runlog import read_table, remake
-from mindsimkit.judge import stats
+from mindsimkit.judge import stats, tradeoff
 from mindsimkit.judge.rubric import severity_id
+from mindsimkit.judge.significance import issue_tests
 
 BOOTSTRAP_DRAWS = 2000
 
@@ -478,21 +479,35 @@ def compute(annotations: list[Annotation], judges: dict[str, JudgeView], vocab: 
         report["ranking"] = {"skipped": f"counsellor unknown for {len(missing)} sessions (give --key or --judgments)"}
     else:
         report["ranking"] = stats.ranking_block(annotations, judges, counsellor_of, vocab.weights, draws, seed)
+    if len(judges) >= 2:
+        f1 = {n: v["issues"]["pooled"]["f1"] for n, v in report["judges"].items()}
+        report["issue_tests"] = issue_tests(annotations, judges, list(vocab.issues), f1, draws=draws, seed=seed)
     return report
 
 
 def run_agreement(annotation_files: list[Path], *, judgments: Optional[Path] = None, key: Optional[Path] = None,
                   out: Path = Path("agreement"), draws: int = BOOTSTRAP_DRAWS, seed: int = 0,
-                  rubric: Optional[Path] = None) -> dict[str, Any]:
-    """Read, check, compute, and write `agreement.json` and `agreement.md` into `out`."""
+                  rubric: Optional[Path] = None, costs: Optional[Path] = None) -> dict[str, Any]:
+    """Read, check, compute, and write `agreement.json` and `agreement.md` into `out` (and Figure 2's plot when
+    the judges' cost per query is known: `costs`, else the judge run's report.json beside its judgments)."""
     vocab = load_vocabulary(rubric)
     annotations = read_annotations(annotation_files, vocab, load_key(key))
     judges = read_judgments(judgments, vocab) if judgments is not None else {}
+    if costs is None and judgments is not None:
+        beside = judgments_path(judgments).parent / "report.json"
+        costs = beside if beside.is_file() else None
+    cost_rows = tradeoff.read_costs(costs) if costs is not None else {}
     check_coverage(annotations, judges)
     report = compute(annotations, judges, vocab, draws=draws, seed=seed)
     report["inputs"] = {"annotations": [str(p) for p in annotation_files],
-                        "judgments": str(judgments) if judgments else None, "key": str(key) if key else None}
+                        "judgments": str(judgments) if judgments else None, "key": str(key) if key else None,
+                        "costs": str(costs) if costs else None}
     out = Path(out)
+    if judges:
+        report["cost_tradeoff"] = tradeoff.points(report, cost_rows)
+        if report["cost_tradeoff"]["drawn"]:
+            tradeoff.plot(report["cost_tradeoff"], out / tradeoff.PLOT)
+            report["plots"] = [tradeoff.PLOT]
     atomic_write_json(out / "agreement.json", report)
     atomic_write_text(out / "agreement.md", render(report))
     return report
@@ -505,6 +520,36 @@ def _f(x: Any, digits: int = 2) -> str:
 def _table(head: list[str], rows: list[list[Any]]) -> list[str]:
     return ["| " + " | ".join(head) + " |", "|" + "---|" * len(head)] + \
            ["| " + " | ".join(_f(c) for c in r) + " |" for r in rows] + [""]
+
+
+def _issue_tests_md(t: dict[str, Any]) -> list[str]:
+    """The paired tests of pooled issue recall and F1 between judges (judge/significance.py)."""
+    def pval(p: Optional[float]) -> str:
+        return "—" if p is None else ("< 0.001" if p < 0.001 else f"{p:.3f}")
+
+    def cell(m: Optional[dict[str, Any]]) -> str:
+        if not m or m["difference"] is None:
+            return "—"
+        iv = m["interval"]
+        return f"{m['difference']:+.3f}" + (f" [{iv[0]:+.3f}, {iv[1]:+.3f}]" if iv else "") + f", p {pval(m['p'])}"
+
+    lines = ["## Is one judge's pooled issue recall or F1 lower than another's? (cf. §3.4, Table 10)", "",
+             f"Differences first − second on the annotations both judged; interval and two-sided p from "
+             f"{t['draws']} paired bootstrap resamples of excerpts (seed {t['seed']}); McNemar: exact test on the "
+             "annotated (annotation, issue) pairs one judge finds and the other misses. Definitions: "
+             "docs/judge-agreement.md.", ""]
+    rows = [[" / ".join(p["judges"]), p["annotations"], cell(p["recall"]),
+             "—" if not p["mcnemar_recall"] else f"{p['mcnemar_recall']['only_first']} vs "
+             f"{p['mcnemar_recall']['only_second']}, p {pval(p['mcnemar_recall']['p'])}",
+             cell(p["precision"]), cell(p["f1"])] for p in t["pairs"]]
+    lines += _table(["first / second", "annotations", "Δ pooled recall", "McNemar (recall)", "Δ pooled precision",
+                     "Δ pooled F1"], rows)
+    if "best_f1" in t:
+        lower = t["significantly_lower_than_best"]
+        said = "; ".join(f"{n} ({', '.join(ms)})" for n, ms in sorted(lower.items())) or "none"
+        lines += [f"Highest pooled F1: {t['best_f1']}. Significantly lower than it (p < {t['alpha']}, bootstrap): "
+                  f"{said}.", ""]
+    return lines
 
 
 def render(report: dict[str, Any]) -> str:
@@ -552,6 +597,10 @@ def render(report: dict[str, Any]) -> str:
         lines += [f"{n}: pooled P / R / F1 {_f(ji['pooled']['precision'])} / {_f(ji['pooled']['recall'])} / "
                   f"{_f(ji['pooled']['f1'])}; macro F1 {_f(ji['macro_f1'])}; pooled F1 on annotations rated "
                   + ", ".join(f"{lv} {_f(v['f1'])}" for lv, v in ji["pooled_by_annotated_level"].items()) + ".", ""]
+    if report.get("issue_tests"):
+        lines += _issue_tests_md(report["issue_tests"])
+    if report.get("cost_tradeoff"):
+        lines += tradeoff.markdown(report["cost_tradeoff"])
     rk = report["ranking"]
     lines += ["## Counsellor ranking (cf. Table 3; MHQR, lower is better)", ""]
     if "skipped" in rk:

@@ -269,13 +269,16 @@ def agreement_cmd(
     judgments: Optional[Path] = typer.Option(None, "--judgments", help="RUN_DIR/judgments (or its parquet file)"),
     key: Optional[Path] = typer.Option(None, "--key", help="Key file of the sample, when annotations name excerpt ids"),
     out: Path = typer.Option(Path("agreement"), "--out", help="Folder for agreement.json and agreement.md"),
-    draws: int = typer.Option(2000, "--draws", help="Bootstrap resamples for ranking stability"),
+    draws: int = typer.Option(2000, "--draws", help="Bootstrap resamples for ranking stability and the judge tests"),
     seed: int = typer.Option(0, "--seed", help="Bootstrap seed"),
+    costs: Optional[Path] = typer.Option(None, "--costs", help="A judge run's judgments/report.json with the priced "
+                                         "cost table, for Figure 2 (default: the one beside --judgments)"),
 ) -> None:
-    """Agreement of annotators with each other and with the judge (MindEval2 Tables 2, 3, 7, 9, 10)."""
+    """Agreement of annotators with each other and with the judge (MindEval2 Tables 2, 3, 7, 9, 10), paired tests
+    of the judges' pooled issue recall and F1 (§3.4), and agreement against cost per query (Figure 2)."""
     from mindsimkit.judge.agreement import run_agreement
 
-    report = run_agreement(annotations, judgments=judgments, key=key, out=out, draws=draws, seed=seed)
+    report = run_agreement(annotations, judgments=judgments, key=key, out=out, draws=draws, seed=seed, costs=costs)
     ia = report["inter_annotator"]["severity"]
     typer.echo(f"{report['counts']['annotations']} annotations, {len(report['counts']['annotators'])} annotators; "
                f"mean pairwise κ_w {_r(ia['mean_pairwise_kappa_w'])}")
@@ -284,7 +287,12 @@ def agreement_cmd(
         r = report["ranking"].get("judges", {}).get(name, {})
         typer.echo(f"  {name}: accuracy {_r(s['accuracy'])}, macro F1 {_r(s['macro_f1'])}, κ_w {_r(s['kappa_w'])}, "
                    f"ranking τ_b {_r(r.get('tau_b'))}")
-    typer.echo(f"wrote {out / 'agreement.json'} and {out / 'agreement.md'}")
+    lower = (report.get("issue_tests") or {}).get("significantly_lower_than_best")
+    if lower is not None:
+        typer.echo(f"  pooled issue recall/F1 significantly below {report['issue_tests']['best_f1']} (p < 0.05): "
+                   + (", ".join(f"{n} ({'/'.join(ms)})" for n, ms in sorted(lower.items())) or "none"))
+    typer.echo(f"wrote {out / 'agreement.json'} and {out / 'agreement.md'}"
+               + (f" and {out / report['plots'][0]}" if report.get("plots") else ""))
 
 
 def _r(x: Any) -> str:

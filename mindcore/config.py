@@ -88,7 +88,7 @@ def deep_merge(base: dict[str, Any], extra: dict[str, Any]) -> dict[str, Any]:
 class RequestOptions(_Strict):
     """What a role (or a counsellor binding) sends to a real model beyond sampling: reasoning, the thinking
     switch of chat-template servers, the name of the output-budget field, fields to leave out, and a raw
-    `extra_body`. Field names are OpenAI's where it has one; README "Engines" tabulates what each one sends."""
+    `extra_body`. Field names are OpenAI's where it has one; docs/engines.md says what each one sends."""
 
     reasoning_effort: ReasoningEffort | None = Field(
         None, description="Sent as `reasoning_effort` (OpenAI reasoning models; vLLM passes it to chat templates "

@@ -86,6 +86,10 @@ class PatientActConfig(BaseModel):
         "attachment rules (ours); 'direction': the step picks one of five directions, applied as named, bounded")
     trust_sees_reply: bool = Field(
         True, description="The trust step sees the client's reply (ours) or only the exchange up to the counsellor's message")
+    no_dm_profile: Literal["whole", "reference"] = Field(
+        "whole", description="What the w/o DM arm's patient prompt holds: 'whole' = the full profile (the paper's "
+        "ablation); 'reference' = what the authors' code renders: the full arm's sections without the counsellor "
+        "pattern, and the other sections' headings with nothing under them")
 
 
 PSI_STYLES = ("plain", "upset", "verbose", "reserved", "tangent", "pleasing")

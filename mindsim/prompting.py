@@ -236,7 +236,7 @@ def load_harness_text() -> HarnessText:
     path = resources.files("mindsimkit.mindsim") / "data" / "harness_text.yaml"
     try:
         data = HarnessText.model_validate(yamlio.safe_load(path.read_text(encoding="utf-8")))
-        data.syntax_re, data.label_re  # compile now, so a bad pattern is a config error here
+        _ = data.syntax_re, data.label_re  # compile now, so a bad pattern is a config error here
     except Exception as exc:
         raise ConfigError(f"mindsim/data/harness_text.yaml is invalid: {exc}") from exc
     missing = set(data.reask_notes) ^ {"blank", "tool_call", "json", "tool_syntax", "cut_off"}

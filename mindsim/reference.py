@@ -5,8 +5,9 @@ What the preset changes is data under `mindsim/data/presets/mindeval2-reference/
 `mindsim/data/presets.yaml`); this module reads it and holds the few rules that differ in kind from ours: the
 concealment level opens after a drawn number of sessions (a dwell draw per level) rather than by a coin per
 follow-up, gaps are not rounded to whole hours, the first hour is drawn from bands, the time line names a part of
-the day and the previous session and says the gap in approximate words, and the day and time are the patient's only. Every draw has its own random
-stream per (patient, session, quantity), as in the reference, so adding a session never moves an earlier draw.
+the day and the previous session and says the gap in approximate words, and the day and time are the patient's
+only. Every draw has its own random stream per (patient, session, quantity), as in the reference, so adding a
+session never moves an earlier draw.
 Pure: no LLM. Used only when `cfg.preset_for("mindsim") == PRESET`.
 """
 
@@ -24,9 +25,11 @@ from mindsimkit.mindcore import yamlio
 from mindsimkit.mindcore.errors import ConfigError
 from mindsimkit.mindsim import presets
 from mindsimkit.mindsim.config import SimulationConfig
-from mindsimkit.mindsim.schedule import WEEKDAYS, ConcealmentLevels, EventCategory, GapBucket, Schedule, SessionPlan
+from mindsimkit.mindsim.schedule import (WEEKDAYS, ConcealmentLevels, EventCategory, GapBucket, Schedule, SessionPlan,
+                                         first_session_given)
 from mindsimkit.mindsim.schedule import draw_schedule as draw_our_schedule
 from mindsimkit.profilegen.moves import Vocabulary, build_vocabulary, load_vocabulary
+from mindsimkit.profilegen.schemas import FirstSession
 
 PRESET = "mindeval2-reference"
 NEVER = "never"
@@ -181,24 +184,29 @@ def part_of_day(data: ReferenceSchedule, hour: float) -> str:
     return next(p.name for p in data.parts_of_day if h < p.before)
 
 
-def patient_schedule(patient_id: str, seed: int, config: SimulationConfig) -> Schedule:
+def patient_schedule(patient_id: str, seed: int, config: SimulationConfig,
+                     first: FirstSession | None = None) -> Schedule:
     """The schedule a patient's arcs are played on. One per patient, met by every counsellor and every patient
     engine so their sessions stay paired: a recipe that runs MindSim under this preset draws it as the authors'
-    code does, every other recipe from our priors."""
+    code does, every other recipe from our priors. `first`: the profile's fixed first session, if it has one."""
     if config.preset_for("mindsim") == PRESET:
-        return draw_schedule(patient_id, seed, config)
-    return draw_our_schedule(patient_id, seed, config)
+        return draw_schedule(patient_id, seed, config, first)
+    return draw_our_schedule(patient_id, seed, config, first)
 
 
-def draw_schedule(patient_id: str, seed: int, config: SimulationConfig) -> Schedule:
-    """The schedule of one patient under the preset. Same (patient_id, seed, config) → identical schedule."""
+def draw_schedule(patient_id: str, seed: int, config: SimulationConfig, first: FirstSession | None = None) -> Schedule:
+    """The schedule of one patient under the preset. Same (patient_id, seed, config) → identical schedule. A
+    profile with a fixed first session (`first`) starts concealment at its level and plays session 1 with its
+    emotion, as the reference plays a released member's knobs (`draw_shape`); the other draws keep their streams."""
     data = load_schedule()
     conc = data.concealment
+    given = first_session_given(first, conc.levels, data.emotions, patient_id)
 
     def stream(what: str) -> random.Random:
         return _stream(seed, patient_id, what)
 
-    levels = concealment_levels(conc, _pick(stream("level"), conc.start_weights), config.sessions,
+    start = given.concealment if given is not None else _pick(stream("level"), conc.start_weights)
+    levels = concealment_levels(conc, start, config.sessions,
                                 lambda step, dist: _pick(stream(f"dwell|{step}"), dist))
     day = WEEKDAYS.index(_pick(stream("weekday"), data.weekday_weights))
     hours = stream("hour")
@@ -226,7 +234,8 @@ def draw_schedule(patient_id: str, seed: int, config: SimulationConfig) -> Sched
                 else data.time_lines.later.format(now=now, gap=words, then=then))
         plans.append(SessionPlan(
             index=i, gap_hours=gap, gap_words=words, event_category=category, beat=beat,
-            emotion=_pick(stream(f"emotion|{i}"), data.emotions), concealment=levels[i],
+            emotion=given.emotion if given is not None and not i else _pick(stream(f"emotion|{i}"), data.emotions),
+            concealment=levels[i],
             max_depth=conc.max_depth[levels[i]], hours_since_start=elapsed, weekday=weekday, hour=hour,
             time_text=line, patient_only_time=data.patient_only_time,
         ))

@@ -36,7 +36,7 @@ from mindsimkit.mindsim.prompting import (
     transcript_text,
 )
 from mindsimkit.mindsim.schedule import SessionPlan
-from mindsimkit.profilegen.schemas import Profile
+from mindsimkit.profilegen.schemas import GivenSituation, Profile
 
 FIRST_TEMPLATE = "scenario/first.jinja2"
 NEXT_TEMPLATE = "scenario/next.jinja2"
@@ -46,20 +46,25 @@ OPENING_MAX_CHARS = 200
 
 
 class Scenario(BaseModel):
-    """What brings the patient to one session."""
+    """What brings the patient to one session.
+
+    The limits here are those of a stored scenario, wide enough for a situation a profile file gives verbatim
+    (the MindEval2 authors' released members: events of ~1,400 characters, five behaviours, four checkpoints,
+    openings up to the 2,000 characters their hygiene check allows). What our writer may write is bounded by
+    `_ScenarioDraft` below, which keeps the narrower limits its schema has always had."""
 
     model_config = ConfigDict(extra="forbid")
-    event: str = Field(min_length=1, max_length=500, description="What has happened recently, 2-4 concrete sentences")
+    event: str = Field(min_length=1, max_length=4000, description="What has happened recently, 2-4 concrete sentences")
     automatic_thoughts: list[str] = Field(
-        min_length=2, max_length=4, description="2-4 first-person thoughts, one clause each"
+        min_length=1, max_length=12, description="2-4 first-person thoughts, one clause each"
     )
-    behaviors: list[str] = Field(min_length=2, max_length=4, description="2-4 things the patient did")
-    physical: list[str] = Field(default_factory=list, max_length=3, description="0-3 bodily signs")
+    behaviors: list[str] = Field(min_length=1, max_length=12, description="2-4 things the patient did")
+    physical: list[str] = Field(default_factory=list, max_length=12, description="0-3 bodily signs")
     opening_message: str = Field(
-        min_length=1, max_length=OPENING_MAX_CHARS, description="The literal first message typed into the chat"
+        min_length=1, max_length=2000, description="The literal first message typed into the chat"
     )
-    goal: str = Field(min_length=1, max_length=200, description="What the patient wants from this conversation")
-    checkpoints: list[str] = Field(min_length=1, max_length=3, description="1-3 short concrete topic phrases")
+    goal: str = Field(min_length=1, max_length=1000, description="What the patient wants from this conversation")
+    checkpoints: list[str] = Field(max_length=4, description="1-3 short concrete topic phrases")
     # Drafts the writer needed (1 = first draft kept); not a field, so stored scenarios keep their shape.
     _drafts: int = PrivateAttr(1)
 
@@ -86,6 +91,12 @@ def _clip_items(items: list[str], limit: int) -> list[str]:
 
 class _ScenarioDraft(Scenario):
     """The schema sent to the writer: list items carry a maxLength so a small model cannot loop in one."""
+
+    event: str = Field(min_length=1, max_length=500, description="What has happened recently, 2-4 concrete sentences")
+    opening_message: str = Field(
+        min_length=1, max_length=OPENING_MAX_CHARS, description="The literal first message typed into the chat"
+    )
+    goal: str = Field(min_length=1, max_length=200, description="What the patient wants from this conversation")
 
     automatic_thoughts: list[str] = Field(
         min_length=2, max_length=4, json_schema_extra={"items": {"type": "string", "minLength": 3, "maxLength": 120}},
@@ -145,6 +156,11 @@ def draft_model(scale: float = 1.0) -> type[_ScenarioDraft]:
     return create_model("_ScenarioDraft", __base__=_ScenarioDraft, **spec)
 
 
+def given_scenario(situation: GivenSituation) -> Scenario:
+    """A situation a profile file gives (`Profile.first_session`), as the session plays it: verbatim."""
+    return Scenario.model_validate(situation.model_dump(exclude={"situation_id"}))
+
+
 class BlankItems(StructuredOutputError):
     """A scenario whose lists held only blank items: re-drafted within the bound, then a failed turn."""
 
@@ -186,6 +202,8 @@ async def _draft(client, messages, max_tokens: int | None, scale: float = 1.0, a
     for key, limit in ITEM_LIMITS.items():
         data[key] = _clip_items(data[key], _scaled(limit, scale))
     try:
+        # The writer's own minimum counts, not the stored scenario's (which a given situation may go below).
+        draft_model(scale).model_validate(data)
         return Scenario.model_validate(data), draft.model_dump_json()
     except ValidationError as exc:  # blank list items stripped below a minimum count
         raise BlankItems(

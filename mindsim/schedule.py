@@ -12,12 +12,14 @@ import hashlib
 import random
 from functools import lru_cache
 from importlib import resources
+from typing import Iterable
 
 from pydantic import BaseModel, ConfigDict, Field
 
-from mindsimkit.mindcore.errors import ConfigError
+from mindsimkit.mindcore.errors import ConfigError, InputError
 from mindsimkit.mindcore import yamlio
 from mindsimkit.mindsim.config import SimulationConfig
+from mindsimkit.profilegen.schemas import FirstSession
 
 WEEKDAYS = ("Monday", "Tuesday", "Wednesday", "Thursday", "Friday", "Saturday", "Sunday")
 
@@ -145,13 +147,32 @@ def _gap(rng: random.Random, data: ScheduleData, lo: float, hi: float) -> float:
     return float(round(rng.uniform(max(b.low, lo), min(b.high, hi))))
 
 
-def draw_schedule(patient_id: str, seed: int, config: SimulationConfig) -> Schedule:
+def first_session_given(first: FirstSession | None, levels: list[str], emotions: Iterable[str],
+                        patient_id: str) -> FirstSession | None:
+    """A profile's fixed first session, checked against the schedule's concealment levels and emotions."""
+    if first is None:
+        return None
+    if first.concealment not in levels:
+        raise InputError(f"profile {patient_id}: first_session.concealment '{first.concealment}' is not a level of "
+                         f"the schedule ({', '.join(levels)})")
+    if first.emotion not in set(emotions):
+        raise InputError(f"profile {patient_id}: first_session.emotion '{first.emotion}' is not an emotion of the "
+                         f"schedule ({', '.join(emotions)})")
+    return first
+
+
+def draw_schedule(patient_id: str, seed: int, config: SimulationConfig, first: FirstSession | None = None) -> Schedule:
     """The schedule of one patient, drawn from our priors. Same (patient_id, seed, config) → identical schedule.
-    (`mindsim.reference.patient_schedule` picks between this and the `mindeval2-reference` preset's.)"""
+    `first`: a profile's fixed first session, whose concealment and emotion session 1 takes (drawn as usual, then
+    replaced, so every other draw stays what it would be). (`mindsim.reference.patient_schedule` picks between
+    this and the `mindeval2-reference` preset's.)"""
     data = load_schedule_data()
     rng = _rng(seed, patient_id)
     conc = data.concealment
+    given = first_session_given(first, conc.levels, data.emotions, patient_id)
     level = conc.levels.index(_pick(rng, conc.start_weights))
+    if given is not None:
+        level = conc.levels.index(given.concealment)
     day = WEEKDAYS.index(_pick(rng, data.weekday_weights))
     hour = int(_pick(rng, data.hour_weights))
     elapsed = 0.0
@@ -167,6 +188,8 @@ def draw_schedule(patient_id: str, seed: int, config: SimulationConfig) -> Sched
                 level = min(level + 1, len(conc.levels) - 1)
             elapsed += gap
         emotion = _pick(rng, data.emotions)
+        if i == 0 and given is not None:
+            emotion = given.emotion
         total = hour + elapsed
         plans.append(
             SessionPlan(

@@ -56,6 +56,7 @@ from mindsimkit.mindsim.scenario import (
     NEXT_TEMPLATE,
     Scenario,
     first_scenario,
+    given_scenario,
     next_scenario,
 )
 from mindsimkit.mindsim.schedule import Schedule, SessionPlan
@@ -88,7 +89,7 @@ async def converse(arc: Arc, inp: SessionInput) -> Talk:
     seen = inp.counsellor_sees
     c_prompt = (counsellor_system_prompt(plan, seen, greets) if config.counsellor_template == COUNSELLOR_TEMPLATE
                 else render(config.counsellor_template, time_context=plan.counsellor_time_context,
-                            memory=format_log(seen), opening_greeting=greets))
+                            memory=format_log(seen), opening_greeting=greets, session_index=plan.index))
     patient = arc.engine.engine.participant(TalkStart(arc, inp, sid, agenda, config))
     p_prompt = patient.history[0]["content"]
     counsellor = Counsellor(client=arc.roles.counsellor, config=config, history=[{"role": "system", "content": c_prompt}])
@@ -160,7 +161,7 @@ async def finish_session(talk: Talk, *, rewrite_memory: bool = True) -> SessionR
         engines=arc.roles.describe(),
         prompts=template_hashes(
             [*engine.prompt_names(), config.counsellor_template,
-             FIRST_TEMPLATE if plan.index == 0 else _next_template(config, engine.name),
+             *_scenario_templates(arc.profile, plan, config, engine.name),
              MEMORY_TEMPLATE]
         ),
         archetype=arc.profile.style.archetype,
@@ -208,6 +209,14 @@ async def first_scenario_record(
     done = load(key)
     if done is not None:
         return done
+    if profile.first_session is not None:
+        # A profile file that fixes session 1 (an imported MindEval2 member): its situation is played verbatim, as
+        # the reference plays its profile file's; no writer is called.
+        given = profile.first_session.situation
+        record = ScenarioRecord(patient_id=profile.profile_id, seed=seed, scenario=given_scenario(given),
+                                engine={"given": "profile", "situation_id": given.situation_id,
+                                        "source": profile.imported_from}, prompt={})
+        return await _kept(save(record))
     scenario, bad = await first_scenario(
         client, profile, plan, config.scenario_max_tokens, config.max_message_retries, config.scenario_scale
     )
@@ -310,6 +319,13 @@ def _reference_inputs(arc: Arc, plan: SessionPlan, memory: list[str]) -> dict[st
     this writer the formulation its patient prompt shows, which holds no core belief)."""
     return {"memory": format_log(memory) if memory else None, "brief": arc.profile.case_summary,
             "conduct": session_conduct(arc.profile, arc.vocab, plan), "template": NEXT_REFERENCE_TEMPLATE}
+
+
+def _scenario_templates(profile: Profile, plan: SessionPlan, config: SimulationConfig, engine: str) -> list[str]:
+    """The template that wrote this session's scenario; none for a first session the profile gave."""
+    if plan.index:
+        return [_next_template(config, engine)]
+    return [] if profile.first_session is not None else [FIRST_TEMPLATE]
 
 
 def _next_template(config: SimulationConfig, engine: str) -> str:

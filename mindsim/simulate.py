@@ -103,6 +103,19 @@ def check_profiles(profiles: list[Profile]) -> None:
             )
 
 
+def check_layers(profiles: list[Profile], engines: list[str]) -> None:
+    """An imported profile (no persona, demographics, anchor, structured formulation or screen) can be played by
+    MindSim only; an engine that reads those parts refuses it here, before any model call."""
+    bare = [p for p in profiles if not p.layered]
+    if bare:
+        more = f" (and {len(bare) - 1} more)" if len(bare) > 1 else ""
+        raise InputError(
+            f"profile {bare[0].profile_id}{more} came from {bare[0].imported_from or 'another source'} and has no "
+            f"persona, anchor or structured formulation, which patient engine(s) {', '.join(engines)} read; "
+            "simulate it with `simulation.patient_engine: mindsim` only"
+        )
+
+
 def check_unique(ids: list[str]) -> None:
     """Every patient needs its own id: its checkpoints and sessions are keyed by it."""
     repeated = sorted(i for i, n in Counter(ids).items() if n > 1)
@@ -271,7 +284,7 @@ async def simulate_shard(
         """One patient: its shared first scenario (and each preparing engine's shared preparation, e.g.
         PatientAct's decomposition), then its arc with every counsellor under every patient engine, once per
         trial (every trial shares the schedule, the first scenario and the preparation)."""
-        schedule = patient_schedule(p.profile_id, seed, config)
+        schedule = patient_schedule(p.profile_id, seed, config, p.first_session)
         try:
             first = await first_scenario_record(
                 p, schedule.sessions[0], shared["first_scenario_writer"], config, seed=seed,
@@ -364,7 +377,10 @@ def _prepare(profiles: Iterable[Profile], config: SimulationConfig, out: Path) -
     holds anyway is used as it is (packing it would only add a copy)."""
     patients: list[Patient] = []
     keep = (lambda p: p) if isinstance(profiles, Sequence) else PackedProfile.of
-    checks = [check_profiles, *(e.check_profiles for e in engines_of(config.patient_engines))]
+    engines = engines_of(config.patient_engines)
+    layered = [e.name for e in engines if e.reads_layers]
+    checks = [check_profiles, *([lambda chunk: check_layers(chunk, layered)] if layered else []),
+              *(e.check_profiles for e in engines)]
     chosen = select_profiles(profiles, config)
     while chunk := list(itertools.islice(chosen, CHECK_ROWS)):
         for check in checks:

@@ -25,7 +25,7 @@ app = typer.Typer(
 )
 engines_app = typer.Typer(help="Inspect and test the engines a recipe names.", no_args_is_help=True)
 app.add_typer(engines_app, name="engines")
-patientact_app = typer.Typer(help="PatientAct evaluation (the profile side of Table 1).", no_args_is_help=True)
+patientact_app = typer.Typer(help="PatientAct evaluation (the profile side of Table 1) and profile cards (Fig. 2).", no_args_is_help=True)
 app.add_typer(patientact_app, name="patientact")
 
 err = err_console()
@@ -167,6 +167,38 @@ def patientact_profile_eval_cmd(
         typer.echo(f"  {label}: {path}")
 
 
+@patientact_app.command("profile-card")
+def patientact_profile_card_cmd(
+    run_dir: Path = typer.Argument(..., help="Run folder simulated with the patientact engine (profiles/, sessions/decompositions/)"),
+    patient: Optional[list[str]] = typer.Option(None, "--patient", help="Profile id (repeat for several; default: all)"),
+    out: Optional[Path] = typer.Option(None, "--out", help="Markdown file to write (default: print)"),
+    blind: bool = typer.Option(False, "--blind", help="As the identification task shows it: no core belief, no seeds"),
+) -> None:
+    """PatientAct Fig. 2: a profile as one card (demographics, the 5P problem formulation, the psychological
+    formulation, the seeds), in Markdown, from a run's profiles and their decompositions."""
+    from mindsimkit.mindcore.errors import InputError
+    from mindsimkit.mindcore.io import atomic_write_text
+    from mindsimkit.mindsim.patientact.card import card_markdown, profile_card
+    from mindsimkit.mindsim_app.patientact_profile_eval import load_run
+
+    pairs = load_run(run_dir)
+    known = {p.profile_id for p, _ in pairs}
+    unknown = sorted(set(patient or ()) - known)
+    if unknown:
+        raise InputError(f"--patient {', '.join(unknown)}: not among the decomposed profiles of {run_dir} "
+                         f"({', '.join(sorted(known))})")
+    cards = [card_markdown(profile_card(p, d.formulation, blind=blind,
+                                        seeds={"attachment style": d.psych.attachment, "core belief theme": d.psych.theme}),
+                           title=f"Profile {p.profile_id}")
+             for p, d in pairs if not patient or p.profile_id in patient]
+    text = "\n".join(cards)
+    if out is None:
+        typer.echo(text, nl=False)
+        return
+    atomic_write_text(out, text)
+    typer.echo(f"wrote {len(cards)} profile card(s) to {out}")
+
+
 def _mount_stage_commands() -> None:
     """Stage packages own their command functions; the CLI only mounts them."""
     from mindsimkit.judge.cli import app as judge_app
@@ -174,6 +206,7 @@ def _mount_stage_commands() -> None:
     from mindsimkit.mindsim_app.annotate.cli import app as annotate_app
     from mindsimkit.mindsim_app.annotate.cli import realism_app
     from mindsimkit.mindsim_app.export import export_app
+    from mindsimkit.mindsim_app.imports.cli import app as import_app
     from mindsimkit.mindsim_app.publish import publish_cmd
     from mindsimkit.mindsim_app.report.cli import report_cmd
     from mindsimkit.mindsim_app.simulate_cli import simulate_cmd
@@ -191,6 +224,8 @@ def _mount_stage_commands() -> None:
     app.add_typer(annotate_app, name="annotate", help="Human evaluation: blinded samples, a local annotation page, export.")
     app.add_typer(realism_app, name="realism", help="Human realism ratings (MindEval2 Tables 4 and 13).")
     app.add_typer(ablate_app, name="ablate", help="Ablations of a finished run: `ablate memory` (MindEval2 Figure 11).")
+    app.add_typer(import_app, name="import", help="Read the MindEval authors' released files (members, realism "
+                                                  "study, v1 ratings) into the toolkit's files.")
 
 
 def _is_usage_error(exc: BaseException) -> bool:

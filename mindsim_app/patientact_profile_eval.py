@@ -65,7 +65,7 @@ def load_run(run_dir: Path) -> list[tuple[Any, Decomposition]]:
 async def judge_diversity(client: Any, pairs: list[tuple[Any, Decomposition]], max_tokens: int | None = None) -> dict[str, Any]:
     div = rubrics().diversity
     content = render(DIVERSITY_TEMPLATE, question=div.question, anchors=div.anchors,
-                     profiles=[(p.profile_id, profile_view(p)[:DIVERSITY_CHARS]) for p, _ in pairs])
+                     profiles=[(p.profile_id, profile_view(p, d.formulation)[:DIVERSITY_CHARS]) for p, d in pairs])
     answer, error, kind = await ask(client, content, diversity_model(), schema_name="patientact_diversity",
                                     max_tokens=max_tokens)
     base = {"profiles": len(pairs), "judge": client.describe(), "prompt": {DIVERSITY_TEMPLATE: template_hash(DIVERSITY_TEMPLATE)}}

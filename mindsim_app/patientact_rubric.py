@@ -21,7 +21,7 @@ from mindsimkit.judge.patientact import (  # noqa: F401 - re-exported: the stati
 from mindsimkit.judge.patientact import answer_model as _answer_model
 from mindsimkit.judge.patientact import system_label as _system_label
 from mindsimkit.mindcore.prompts import render, template_hash
-from mindsimkit.mindsim.patientact.data import attachment_prior, theme_map
+from mindsimkit.mindsim.patientact.data import identification
 from mindsimkit.mindsim.records import SessionRecord
 from mindsimkit.profilegen.schemas import Profile
 
@@ -29,20 +29,18 @@ from mindsimkit.profilegen.schemas import Profile
 def answer_model(part: str) -> type[BaseModel]:
     """The judge's answer schema for `part`, with this package's identification options for the profile."""
     if part == "profile":
-        return _answer_model("profile", list(attachment_prior().weights), list(theme_map().themes))
+        ident = identification()
+        return _answer_model("profile", list(ident.attachment), list(ident.theme))
     return _answer_model(part)
 
 
-PROFILE_VIEW = "patientact/profile_view.jinja2"
+def profile_view(profile: Profile, formulation: Any = None) -> str:
+    """The profile as the identification task shows it, to the judge and to the raters alike
+    (`mindsim.patientact.card`, blind): no core belief, whose cluster maps one to one onto the theme the judge
+    identifies, and the paper's profiles have no core-belief field; no seed named."""
+    from mindsimkit.mindsim.patientact.card import card_markdown, profile_card
 
-
-def profile_view(profile: Profile) -> str:
-    """The profile without its core belief: the writer brief names the belief's cluster, which maps one to one
-    onto the theme the judge identifies (issue 32), and the paper's profiles have no core-belief field."""
-    from mindsimkit.profilegen.render import LIVING
-
-    return render(PROFILE_VIEW, persona=profile.persona, demographics=profile.demographics, f=profile.formulation,
-                  living=LIVING[profile.demographics.living_situation])
+    return card_markdown(profile_card(profile, formulation, blind=True))
 
 
 def system_label(record: SessionRecord) -> str:
@@ -53,12 +51,13 @@ def system_label(record: SessionRecord) -> str:
 async def judge_profile(client: Any, profile: Profile, decomposition: Any, *, system: str = "patientact",
                         max_tokens: int | None = None) -> Judgment:
     """Score a profile (with its PatientAct formulation when there is one) and ask for the identification
-    task; the attachment style and theme are never shown to the judge by name, nor the core belief whose
-    cluster gives the theme away (`profile_view`)."""
+    task over the annotators' options (`identification.yaml`, not the texts the formulation was written from);
+    the judge reads the profile exactly as the raters do (`profile_view`)."""
     part = rubrics().profile
+    ident = identification()
     content = render(PROFILE_TEMPLATE, instructions=part.instructions, dimensions=part.dimensions,
-                     writer_brief=profile_view(profile), formulation=decomposition.formulation,
-                     attachments=attachment_prior().descriptions, themes=theme_map().themes)
+                     profile_text=profile_view(profile, decomposition.formulation),
+                     attachments=ident.attachment, themes=ident.theme)
     answer, error, kind = await ask(client, content, answer_model("profile"), schema_name="patientact_profile",
                                     max_tokens=max_tokens)
     scores, reasons = split("profile", answer)
@@ -67,6 +66,5 @@ async def judge_profile(client: Any, profile: Profile, decomposition: Any, *, sy
                     ok=answer is not None, error=error, error_kind=kind, scores=scores, reasons=reasons,
                     predicted=predicted,
                     truth={"attachment": decomposition.psych.attachment, "theme": decomposition.psych.theme},
-                    judge=client.describe(), prompt={PROFILE_TEMPLATE: template_hash(PROFILE_TEMPLATE),
-                                                     PROFILE_VIEW: template_hash(PROFILE_VIEW)},
+                    judge=client.describe(), prompt={PROFILE_TEMPLATE: template_hash(PROFILE_TEMPLATE)},
                     rubric_version=rubrics().version)

@@ -15,9 +15,11 @@ to the current vocabulary version.
 from __future__ import annotations
 
 import warnings
-from typing import Any, Literal
+from typing import Any, Literal, NamedTuple
 
 from pydantic import BaseModel, ConfigDict, Field, model_serializer
+
+from mindsimkit.mindcore.errors import InputError
 
 AgeBand = Literal["18-24", "25-34", "35-44", "45-54", "55-64", "65+"]
 AGE_BANDS: tuple[str, ...] = AgeBand.__args__  # type: ignore[attr-defined]
@@ -230,22 +232,86 @@ class Provenance(_Row):
     shape: ProfileShape = Field(default_factory=ProfileShape, description="Text and fault limits the profile was written with.")
 
 
+class GivenSituation(_Row):
+    """A first session's situation as a profile file gives it (MindEval2's released members carry one each): the
+    simulator plays it verbatim instead of writing one (`mindsim.scenario.Scenario` has the same fields)."""
+
+    situation_id: str = Field(description="The source's id of the situation.")
+    event: str = Field(min_length=1, description="What has happened recently.")
+    automatic_thoughts: list[str] = Field(description="First-person thoughts.")
+    behaviors: list[str] = Field(description="Things the patient did.")
+    physical: list[str] = Field(default_factory=list, description="Bodily signs.")
+    opening_message: str = Field(min_length=1, description="The patient's first message, spoken verbatim.")
+    goal: str = Field(min_length=1, description="What the patient wants from this conversation.")
+    checkpoints: list[str] = Field(default_factory=list, description="Topics the patient means to get to.")
+
+
+class FirstSession(_Row):
+    """What a profile file fixes for the first session: its situation, and the concealment level and emotion the
+    situation was written for (the schedule takes them for session 1 instead of drawing them)."""
+
+    concealment: str = Field(description="Concealment level of session 1 (mindsim/data/style.yaml names).")
+    emotion: str = Field(description="Emotion closest to the surface in session 1 (mindsim/data/style.yaml names).")
+    situation: GivenSituation = Field(description="The situation the patient brings to session 1.")
+
+
+def _absent(value: Any) -> bool:
+    return value is None
+
+
 class Profile(_Row):
-    """One simulated patient: a row of profiles/profiles.parquet."""
+    """One simulated patient: a row of profiles/profiles.parquet.
+
+    A profile this toolkit writes has every part. A profile imported from another source (`imported_from`; today
+    the MindEval2 authors' released members, `mindsim import mindeval2-profiles`) has the simulator's contract
+    (id, case summary, writer brief, style, goal, pool flags) and the first session it was released with, but no
+    persona, demographics, anchor, structured formulation or screen: the source does not hold them, and none is
+    invented. Only MindSim plays such a profile; the other patient engines refuse it before any model call."""
 
     profile_id: str = Field(description="Stable id of the profile (derived from persona id and seed).")
-    persona: Persona = Field(description="Persona fields from the source record.")
-    demographics: Demographics = Field(description="Derived demographic attributes.")
-    anchor: Anchor = Field(description="Clinical anchor.")
-    formulation: Formulation = Field(description="5P formulation with core belief and QoL.")
+    # The five parts an imported profile lacks: absent from its row (not null), so generated rows are unchanged.
+    persona: Persona | None = Field(None, exclude_if=_absent, description="Persona fields from the source record.")
+    demographics: Demographics | None = Field(None, exclude_if=_absent, description="Derived demographic attributes.")
+    anchor: Anchor | None = Field(None, exclude_if=_absent, description="Clinical anchor.")
+    formulation: Formulation | None = Field(None, exclude_if=_absent,
+                                            description="5P formulation with core belief and QoL.")
     style: Style = Field(description="Conversational style.")
-    goal: str = Field(max_length=240, description="Overarching goal (copy of the presenting goal).")
+    # 600: an imported profile's goal is its source's sentence, longer than our writer's 240 (Presenting.goal).
+    goal: str = Field(max_length=600, description="Overarching goal (copy of the presenting goal).")
     case_summary: str = Field(description="What the patient prompt shows; core belief withheld.")
     writer_brief: str = Field(description="Full formulation incl. core belief, for the scenario writer.")
-    screen: Screen = Field(description="Screening outcome.")
+    screen: Screen | None = Field(None, exclude_if=_absent, description="Screening outcome.")
     in_pool: bool = Field(False, description="Selected into the validation pool.")
     in_benchmark: bool = Field(False, description="Selected into the benchmark subset of the pool.")
     provenance: Provenance = Field(description="Engines, prompts, seed and toolkit version.")
+    first_session: FirstSession | None = Field(
+        None, exclude_if=_absent,
+        description="Session 1 as the source fixes it (situation, concealment, emotion); None: drawn and written")
+    imported_from: str | None = Field(
+        None, exclude_if=_absent, description="Where an imported profile came from (file, its sha256, the record)")
+
+    @property
+    def layered(self) -> bool:
+        """True when the profile has every part this toolkit writes (False for an imported one)."""
+        return None not in (self.persona, self.demographics, self.anchor, self.formulation, self.screen)
+
+    def written(self) -> "WrittenParts":
+        """The parts this toolkit writes, for code that needs them (PatientAct, the baselines, profile cards). An
+        imported profile has none: a clear error instead of an AttributeError on None deep inside a stage."""
+        if self.persona is None or self.demographics is None or self.anchor is None or self.formulation is None:
+            raise InputError(f"profile {self.profile_id} was imported ({self.imported_from or 'no source named'}) "
+                             "without a persona, demographics, anchor or 5P formulation; only the MindSim patient "
+                             "plays such a profile")
+        return WrittenParts(self.persona, self.demographics, self.anchor, self.formulation)
+
+
+class WrittenParts(NamedTuple):
+    """A generated profile's persona, demographics, anchor and formulation, none of them None."""
+
+    persona: Persona
+    demographics: Demographics
+    anchor: Anchor
+    formulation: Formulation
 
 
 # Stage rows: each stage takes the previous one's rows and returns its own.

@@ -4,7 +4,7 @@ captured as pipes, the case's folder as working directory); a starting interpret
 time (issue 31). `CONSOLE_CASES`, help, success, Ctrl-C and publishing (whose Hub settings are read at import) run
 the installed console script in a subprocess, as users and CI run it.
 
-The contract (README, under the Stages table): 0 success; 2 bad input, configuration or usage; 1 an
+The contract (docs/commands.md, "Exit codes and errors"): 0 success; 2 bad input, configuration or usage; 1 an
 engine failed at run time or a stage finished with failed arcs / failed engines; 130 Ctrl-C. A failure
 prints ONE error line on stderr that names the file (or option, or engine) at fault. Every subprocess
 runs with COLUMNS=40 and the files live under pytest's temporary directory, so a long path and a
@@ -41,8 +41,9 @@ for extra in (TESTS, TESTS / "mindsim"):
 
 from openai_stub import after_probe, OpenAIStub, Reply, always_status, always_text, by_model, from_responder, openai_stub  # noqa: E402,F401
 from restamp import header
+from cli_streams import mindsim_script, without_progress  # noqa: E402
 
-MINDSIM = shutil.which("mindsim")
+MINDSIM = mindsim_script()
 # Table cases also run through the installed console script: the entry point, typer's usage errors, a file error.
 CONSOLE_CASES = ["run/missing", "profiles/bad-option", "reference/malformed", "unknown-command", "run/out-is-a-file",
                  "run/ray-unreachable"]
@@ -94,7 +95,7 @@ def mindsim_here(*args: object, cwd: Path) -> subprocess.CompletedProcess:
 def error_line(proc: subprocess.CompletedProcess, *, only_line: bool = True) -> str:
     """The one error line on stderr. `only_line`: nothing else may be on stderr at all (commands whose
     stages print progress rules there, like `run`, pass False)."""
-    lines = [ln for ln in proc.stderr.splitlines() if ln.strip()]
+    lines = [ln for ln in without_progress(proc.stderr).splitlines() if ln.strip()]
     errors = [ln for ln in lines if ln.startswith(("error:", "engine error:"))]
     assert len(errors) == 1, f"expected one error line, got stderr:\n{proc.stderr}"
     if only_line:
@@ -342,7 +343,7 @@ def _tree(root: Path) -> dict[str, bytes | None]:
 
 def test_success_exits_0_with_a_quiet_stderr(files: Files):
     proc = mindsim("validate", "reference", files.good, "--out", files.root / "r.parquet", cwd=files.root)
-    assert proc.returncode == 0 and proc.stderr.strip() == "", proc.stderr
+    assert proc.returncode == 0 and without_progress(proc.stderr).strip() == "", proc.stderr
     assert f"wrote {files.root / 'r.parquet'}" in proc.stdout  # the path stays whole on a narrow width
 
 
@@ -391,7 +392,7 @@ def test_engines_check_with_a_failing_engine_exits_1(behaviour, problem, openai_
 def test_engines_check_with_a_working_engine_exits_0(openai_stub, tmp_path):
     stub = openai_stub(always_text('{"mood": "fine", "calm": true}'))
     proc = mindsim_here("engines", "check", _stub_recipe(tmp_path / "r.yaml", stub, []), cwd=tmp_path)
-    assert proc.returncode == 0 and proc.stderr.strip() == "", proc.stderr
+    assert proc.returncode == 0 and without_progress(proc.stderr).strip() == "", proc.stderr
 
 
 def test_simulate_with_failed_arcs_exits_1(openai_stub, tmp_path):

@@ -58,6 +58,9 @@ class PatientEngine:
     prepares: ClassVar[bool] = False
     # Session ids without the engine in their key: the engine's run folders predate patient engines.
     legacy_session_ids: ClassVar[bool] = False
+    # True when the engine reads a profile's persona, demographics, anchor or structured formulation, which an
+    # imported profile lacks (`Profile.layered`): such profiles are refused before any model call.
+    reads_layers: ClassVar[bool] = True
 
     # -- one session -------------------------------------------------------------------------------------
     def participant(self, talk: "TalkStart") -> Participant:

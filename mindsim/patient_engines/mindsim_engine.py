@@ -58,6 +58,8 @@ class MindSimEngine(PatientEngine):
     name = "mindsim"
     description = "MindEval2/MindSim's patient: a move committed through commit_move before every reply"
     legacy_session_ids = True
+    # Style, case summary, writer brief and goal are all it reads: it plays imported profiles too.
+    reads_layers = False
 
     def participant(self, talk: TalkStart) -> Any:
         from mindsimkit.mindsim.patient import Patient

@@ -1,6 +1,6 @@
 """PatientAct's knowledge as typed data: reactions, behaviours and resistance patterns (App. C.1–C.3), the
 trust scale and update rules (§3.3.4, App. C.4), the attachment prior (App. A), our core-belief cluster →
-theme map, the retrieval lexicon and the ablation arms (Table 4). All live in `mindsim/data/patientact/`; this module only loads and
+theme map, the identification task's options (App. D.1), the retrieval lexicon and the ablation arms (Table 4). All live in `mindsim/data/patientact/`; this module only loads and
 checks them, so a broken file stops the run with the file named. A preset may put its own file in place of
 `trust.yaml` or `step_rules.yaml` (`mindsim/data/presets.yaml`, files under `mindsim/data/presets/`)."""
 
@@ -181,6 +181,15 @@ class ThemeMap(_Frozen):
         return self
 
 
+class Identification(_Frozen):
+    """The identification task's options (Table 1, App. D.1): what raters and the profile judge choose from."""
+
+    source: str
+    version: str
+    attachment: dict[str, str] = Field(min_length=2, description="Attachment style → the option's description")
+    theme: dict[str, str] = Field(min_length=2, description="Core-belief theme → the option's description")
+
+
 class Lexicon(_Frozen):
     source: str
     version: str
@@ -257,6 +266,23 @@ def attachment_prior() -> AttachmentPrior:
 @lru_cache(maxsize=1)
 def theme_map() -> ThemeMap:
     return _load("core_belief_themes.yaml", ThemeMap)
+
+
+@lru_cache(maxsize=1)
+def identification() -> Identification:
+    """The options of the identification task, checked to name exactly the seeds' styles and themes and to share
+    no text with what the formulation is written from."""
+    ident = _load("identification.yaml", Identification)
+    where = f"mindsim/{DATA_DIR}/identification.yaml"
+    for name, options, written in (("attachment", ident.attachment, attachment_prior().descriptions),
+                                   ("theme", ident.theme, theme_map().themes)):
+        if set(options) != set(written):
+            raise ConfigError(f"{where}: `{name}` must name exactly {sorted(written)}")
+        same = [k for k in options if options[k].strip().lower() == written[k].strip().lower()]
+        if same:
+            raise ConfigError(f"{where}: `{name}` options {same} repeat the text the formulation is written from; "
+                              "word the annotators' option differently")
+    return ident
 
 
 @lru_cache(maxsize=1)

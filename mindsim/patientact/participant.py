@@ -136,6 +136,7 @@ class PatientActPatient:
     trust: float
     history: list[dict[str, Any]]
     appraiser_system: str
+    step_inputs: dict[str, Any] = field(default_factory=dict)
     session_items: list[MemoryItem] = field(default_factory=list)
     matcher: Any = None
     tokens: TokenCount = field(default_factory=TokenCount)
@@ -205,8 +206,11 @@ class PatientActPatient:
             pattern = await self._step("resistance", ctx, behaviour="resistance")
             why["resistance"] = pattern.why
         signal = self._signal(g, reaction, behaviour, pattern)
-        self.history.append({"role": "user", "content": f"{counsellor_text}\n\n{signal}"})
-        said = await self._message()
+        # The signal lives one turn: the history keeps the counsellor's plain words, and only the request for
+        # this reply carries the signal. Were it stored, items retrieved at a higher trust would stay in view
+        # after trust fell (the authors' code appends it to a copy of the history, as here).
+        self.history.append({"role": "user", "content": counsellor_text})
+        said = await self._message(signal)
         message = said.text
         self.exchange += [("Counsellor", counsellor_text), ("Client", message)]
         # The authors' trust step reads the conversation as it stood before the reply (`trust_sees_reply` off).
@@ -250,7 +254,7 @@ class PatientActPatient:
             "activated": [(self.item(i).type, self.item(i).content) for i in g.retrieved],
             "blocked": [self.item(i).topic for i in g.blocked],
             "held": conditions(**self._flags(g), trust=self.trust, preset=self.preset),
-            "expects": s.therapist_expects, "rules": [], "streak": 0,
+            "expects": s.therapist_expects, "rules": [], "streak": 0, **self.step_inputs,
             "reaction": None, "intensity": None, "behaviour": None, "reply": None,
         }
 
@@ -287,15 +291,18 @@ class PatientActPatient:
             reaction=r, intensity=reaction.intensity if reaction else "", behaviour=b, pattern=p,
             activated=[(self.item(i).type, self.item(i).content) for i in g.retrieved],
             blocked=[self.item(i).topic for i in g.blocked],
-            trust_text=trust_rules(self.preset).level_text(self.trust),
+            trust_text=trust_rules(self.preset).level_text(self.trust), pipeline=self.config.patientact.pipeline,
         )
 
-    async def _message(self) -> Speech:
-        """The reply, re-asked (bounded, counted) while it is not speech. The signal is already in the last
-        user message, so a re-ask appends its note after it and keeps the signal."""
+    async def _message(self, signal: str) -> Speech:
+        """The reply, re-asked (bounded, counted) while it is not speech: the request is the history with this
+        turn's signal after the counsellor's last message; a re-ask appends its note after that and keeps the
+        signal."""
+        last = self.history[-1]
+        request = [*self.history[:-1], {**last, "content": f"{last['content']}\n\n{signal}"}]
         said = await speech_reply(
-            self.client, self.history,
-            lambda note: [*self.history, {"role": "user", "content": f"[harness note] {note}"}],
+            self.client, request,
+            lambda note: [*request, {"role": "user", "content": f"[harness note] {note}"}],
             config=self.config, tokens=self.tokens)
         self.history.append({"role": "assistant", "content": said.text})
         return said

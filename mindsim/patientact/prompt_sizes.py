@@ -7,8 +7,8 @@ shipped sample with the largest 5P formulation (at the recipe's `profiles.text_s
 psychological formulation, so the most profile
 pieces (`decompose.max_pieces`), each an item with its topic and five tags at their length limits; every item
 activated and every topic blocked in the same step (a real turn splits them); the recent conversation at
-`patientact.context_turns` exchanges of replies at their budgets; and, when the recipe runs the w/o DM arm,
-the full profile in the appraiser's system prompt.
+`patientact.context_turns` exchanges of replies at their budgets. The appraiser's system prompt holds no
+profile in any arm (the w/o DM arm's full profile is in the patient's prompt only).
 
 - profile_decomposer: the decomposition call (the psychological formulation's call is smaller: it is the
   profile alone);
@@ -98,11 +98,12 @@ def appraiser_prompt(inp: Any, sz: Any) -> PromptSize:
     from mindsimkit.mindsim.patientact.data import preset_of, step_rules
     from mindsimkit.mindsim.patientact.participant import STEP_TEMPLATE
     from mindsimkit.mindsim.patientact.session import appraiser_prompt as appraiser_system
+    from mindsimkit.mindsim.patientact.session import step_inputs
 
     w = _worst(inp, sz)
     tax, rules, d = w["tax"], w["rules"], w["decomposition"]
-    system = max(sz(appraiser_system(w["profile"], w["vocab"], d, cfg)) for cfg in _arm_configs(inp, w["config"]))
-    ctx = {
+    system = max(sz(appraiser_system(cfg)) for cfg in _arm_configs(inp, w["config"]))
+    ctx = {**step_inputs(w["profile"], d, w["config"]),
         "recent": w["recent"], "counsellor": w["counsellor"], "reply": w["reply"], "trust": f"{rules.minimum:.2f}",
         "trust_text": max(rules.levels.values(), key=len), "activated": [(i.type, i.content) for i in d.items],
         "blocked": [i.topic for i in d.items], "held": ALL_RULES, "rules": ALL_RULES, "streak": 9,

@@ -1,16 +1,17 @@
 """Building a PatientAct patient for one session: its two system prompts, rendered once per session and kept
 byte-identical for it (NOTES §2, prefix cache) — the patient's (the static layer as the paper's client prompt
 has it, the style knobs, the time, the scenario's event and agenda as context, the running memory) and the
-appraiser's (static layer, psychological seed, coping, the taxonomies and the trust scale) — and the session's
-own items (the scenario's automatic thoughts, behaviours and bodily signs, `participant.session_items`), which
-reach the patient only through the trust gate, never through its prompt.
+appraiser's (the taxonomies and the trust scale only: each step is given its own share of the client in its
+user message, `step_inputs`, PatientAct Figs. 10-14) — and the session's own items (the scenario's automatic
+thoughts, behaviours and bodily signs, `participant.session_items`), which reach the patient only through the
+trust gate, never through its prompt.
 
 The schedule's concealment level is not a prompt line here, unlike MindSim's patient: it shifts the session's
 starting trust instead (`trust.yaml` `concealment_offset`), so concealment acts through the same gate as trust.
-The archetype's move lists are not used either: behaviour selection takes their place; the archetype's text
-stays, as a description of how this person copes. Without the dynamic memory layer ("w/o DM", Table 4) the
-full profile — the 5P writer brief, the psychological formulation and the scenario's thoughts, behaviours and
-bodily signs — goes into both system prompts and nothing is retrieved per turn.
+The archetype is not used: behaviour selection takes the place of its move lists. Without the dynamic memory
+layer ("w/o DM", Table 4) the full profile — the 5P writer brief, the psychological formulation and the
+scenario's thoughts, behaviours and bodily signs — goes into the patient's system prompt and nothing is
+retrieved per turn; the steps see what they see in every arm.
 """
 
 from __future__ import annotations
@@ -21,13 +22,12 @@ from mindsimkit.mindcore.prompts import render
 from mindsimkit.mindsim.agenda import Agenda
 from mindsimkit.mindsim.config import SimulationConfig
 from mindsimkit.mindsim.memory import format_log
-from mindsimkit.mindsim.patientact.data import attachment_prior, preset_of, taxonomy, theme_map, trust_rules
+from mindsimkit.mindsim.patientact.data import attachment_prior, preset_of, taxonomy, trust_rules
 from mindsimkit.mindsim.patientact.decompose import Decomposition
 from mindsimkit.mindsim.patientact.matcher import MATCHER_TEMPLATE
 from mindsimkit.mindsim.patientact.participant import SIGNAL_TEMPLATE, STEP_TEMPLATE, PatientActPatient, session_items
 from mindsimkit.mindsim.prompting import load_style_data, style_knob
 from mindsimkit.mindsim.schedule import SessionPlan
-from mindsimkit.profilegen.moves import Vocabulary
 from mindsimkit.profilegen.schemas import Profile
 
 PA_PATIENT_TEMPLATE = "patientact/patient_system.jinja2"
@@ -38,14 +38,17 @@ PA_MATCHER_TEMPLATE = MATCHER_TEMPLATE
 FULL_PROFILE_TEMPLATE = "patientact/full_profile.jinja2"
 
 
-def full_profile(profile: Profile, decomposition: Decomposition) -> str:
-    """The whole profile as "w/o DM" puts it in the prompt: the 5P writer brief and the psychological formulation."""
-    return render(FULL_PROFILE_TEMPLATE, writer_brief=profile.writer_brief, formulation=decomposition.formulation)
+def full_profile(profile: Profile, decomposition: Decomposition, mode: str = "whole") -> str:
+    """The whole profile as "w/o DM" puts it in the prompt: the 5P writer brief and the psychological formulation
+    (`mode: reference`: the empty sections the authors' code renders there)."""
+    return render(FULL_PROFILE_TEMPLATE, writer_brief=profile.writer_brief, formulation=decomposition.formulation,
+                  reference=mode == "reference")
 
 
 def patient_prompt(profile: Profile, plan: SessionPlan, scenario: Any, agenda: Agenda, memory: list[str],
                    decomposition: Decomposition, config: SimulationConfig) -> str:
     data = load_style_data()
+    pa = config.patientact
     s = profile.style
     pid = profile.profile_id
     reg = style_knob(data.register, s.register, "register", pid)
@@ -58,27 +61,35 @@ def patient_prompt(profile: Profile, plan: SessionPlan, scenario: Any, agenda: A
     return render(
         PA_PATIENT_TEMPLATE,
         style_rule=reg.rule, style_examples=reg.examples, static=decomposition.static,
-        full_profile=None if config.patientact.dynamic_memory else full_profile(profile, decomposition),
+        full_profile=None if pa.dynamic_memory else full_profile(profile, decomposition, pa.no_dm_profile),
+        # The authors' w/o DM prompt has no counsellor pattern (their full arm's has).
+        no_counsellor_pattern=not pa.dynamic_memory and pa.no_dm_profile == "reference",
         counsellor_opens=config.opening == "counsellor", frame=config.patientact.frame, knob_lines=knob_lines, time_context=plan.time_context, situation=scenario, agenda_goal=scenario.goal,
         agenda_checkpoints=[i.text for i in agenda.items], memory_text=format_log(memory),
     )
 
 
-def appraiser_prompt(profile: Profile, vocab: Vocabulary, decomposition: Decomposition, config: SimulationConfig) -> str:
+def appraiser_prompt(config: SimulationConfig) -> str:
+    """The steps' shared system prompt: the taxonomies and the trust scale, nothing of the client (each step is
+    given its own share of the client's material in its user message, `step_inputs`)."""
     tax = taxonomy()
     rules = trust_rules(preset_of(config))
-    psych = decomposition.psych
-    coping = list(decomposition.static.coping) or [p.label.replace("_", " ") for p in profile.formulation.perpetuating]
     return render(
-        PA_APPRAISER_TEMPLATE,
-        static=decomposition.static, attachment=psych.attachment,
-        attachment_text=attachment_prior().descriptions[psych.attachment],
-        leaning=rules.attachment[psych.attachment].leaning, theme=psych.theme, theme_text=theme_map().themes[psych.theme],
-        archetype_text=vocab.archetype(profile.style.archetype).text, coping=coping,
-        full_profile=None if config.patientact.dynamic_memory else full_profile(profile, decomposition),
-        reactions=tax.reactions, intensities=tax.intensities, behaviours=tax.behaviours,
+        PA_APPRAISER_TEMPLATE, reactions=tax.reactions, intensities=tax.intensities, behaviours=tax.behaviours,
         patterns=tax.resistance_patterns, levels=[(f"{lv:.1f}", rules.levels[f"{lv:.1f}"]) for lv in rules.scale],
     )
+
+
+def step_inputs(profile: Profile, decomposition: Decomposition, config: SimulationConfig) -> dict[str, Any]:
+    """What of the client the steps are given beyond the conversation and the retrieved items (PatientAct
+    Figs. 11-14): the coping patterns (behaviour, resistance; the 5P coping labels when there is no
+    psychological formulation) and the attachment style with how its trust moves (trust). Neither the core-belief
+    theme nor the rest of the static layer: the paper gives no step either."""
+    psych = decomposition.psych
+    coping = list(decomposition.static.coping) or [p.label.replace("_", " ") for p in profile.written().formulation.perpetuating]
+    return {"coping": coping, "attachment": psych.attachment,
+            "attachment_text": attachment_prior().descriptions[psych.attachment],
+            "leaning": trust_rules(preset_of(config)).attachment[psych.attachment].leaning}
 
 
 def patientact_patient(talk: Any) -> PatientActPatient:
@@ -92,7 +103,7 @@ def patientact_patient(talk: Any) -> PatientActPatient:
     return PatientActPatient(
         client=arc.roles.patient, appraiser=arc.roles.get("appraiser"), decomposition=decomposition, config=config,
         trust=inp.carried, history=[{"role": "system", "content": system}],
-        appraiser_system=appraiser_prompt(profile, arc.vocab, decomposition, config),
+        appraiser_system=appraiser_prompt(config), step_inputs=step_inputs(profile, decomposition, config),
         session_items=session_items(inp.scenario) if config.patientact.dynamic_memory else [],
         matcher=(arc.roles.extra.get("matcher") or arc.roles.get("appraiser")) if config.patientact.retrieval == "llm" else None,
     )

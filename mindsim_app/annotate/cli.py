@@ -269,7 +269,8 @@ def ls_ratings_cmd(
 
 @realism_app.command("report")
 def realism_report_cmd(
-    inputs: list[Path] = typer.Argument(..., help="Realism task folders (with --key) or realism_ratings.jsonl files"),
+    inputs: list[Path] = typer.Argument(..., help="Realism task folders (with --key), realism_ratings.jsonl files, or "
+                                        "the MindEval2 authors' member_realism_annotations.json as downloaded"),
     out: Path = typer.Option(Path("realism_report"), "--out", help="Folder for realism_report.json and .md"),
     key: Optional[Path] = typer.Option(None, "--key", help="TASK.key.json (for task folders)"),
     draws: int = typer.Option(2000, "--draws", help="Bootstrap resamples of patients"),

@@ -191,10 +191,12 @@ def _realism() -> Protocol:
 
 
 def identification_options() -> tuple[dict[str, str], dict[str, str]]:
-    """Attachment style → description, core-belief theme → description (PatientAct App. D.1 picks)."""
-    from mindsimkit.mindsim.patientact.data import attachment_prior, theme_map
+    """Attachment style → description, core-belief theme → description (PatientAct App. D.1 picks): the
+    annotators' options, the same the profile judge is given, not the texts the formulation is written from."""
+    from mindsimkit.mindsim.patientact.data import identification
 
-    return dict(attachment_prior().descriptions), dict(theme_map().themes)
+    ident = identification()
+    return dict(ident.attachment), dict(ident.theme)
 
 
 # The option lists a rubric's picks may name (`picks[].options`): the application's vocabularies.

@@ -23,7 +23,7 @@ from typing import Any, Iterable, Optional, Sequence
 import numpy as np
 
 from mindsimkit.mindcore.errors import InputError
-from mindsimkit.mindcore.io import atomic_write_json, atomic_write_text, read_jsonl
+from mindsimkit.mindcore.io import atomic_write_json, atomic_write_jsonl, atomic_write_text, read_jsonl
 from mindsimkit.judge.alpha import alpha
 from mindsimkit.judge.rubrics import strict_point
 from mindsimkit.mindsim_app.annotate.protocol import protocol_data, realism_reasons
@@ -252,12 +252,19 @@ def plot(rep: dict[str, Any], path: Path) -> Path:
 
 def run_report(inputs: Sequence[Path], out: Path, key: Optional[Path] = None, draws: int = DRAWS,
                seed: int = 0) -> dict[str, Any]:
-    """Inputs are realism task folders (exported here with `key`) or realism_ratings.jsonl files."""
+    """Inputs are realism task folders (exported here with `key`), realism_ratings.jsonl files, or the MindEval2
+    authors' released `member_realism_annotations.json` (a `.json` file: converted here first, as `mindsim import
+    mindeval2-realism` converts it)."""
     from mindsimkit.mindsim_app.annotate.export import export_task
 
     files = []
     for p in map(Path, inputs):
-        if p.is_dir():
+        if p.suffix.lower() == ".json":
+            from mindsimkit.mindsim_app.imports.realism import read_release, realism_lines
+
+            lines = realism_lines(read_release(p)["items"])
+            files.append(atomic_write_jsonl(Path(out) / "import" / f"{p.stem}.realism_ratings.jsonl", lines))
+        elif p.is_dir():
             if key is None:
                 raise InputError(f"{p}: a task folder needs --key TASK.key.json to know systems and patients")
             files.append(Path(export_task(p, Path(out) / "export" / p.name, key)["files"]["realism_ratings"]))

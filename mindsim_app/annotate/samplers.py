@@ -36,6 +36,7 @@ from mindsimkit.mindcore.manifest import verify_run
 from mindsimkit.mindsim_app.annotate import tasks, units
 from mindsimkit.mindsim_app.annotate.protocol import DIVERSITY
 from mindsimkit.mindsim_app.annotate.tasks import Design, Header
+from mindsimkit.profilegen.schemas import Profile
 
 
 # -- MHQR ---------------------------------------------------------------------------------------------------
@@ -306,31 +307,15 @@ def _maybe_json(v: Any) -> Any:
     return v
 
 
-def profile_sections(profile: dict[str, Any], formulation: Optional[dict[str, Any]]) -> list[dict[str, Any]]:
-    """What a rater reads of a profile: the case summary (the profile's text made to be shown, core belief
-    withheld) and PatientAct's psychological formulation. Never the attachment style or theme by name, nor the
-    writer brief, which states the core belief the theme is mapped from."""
-    out = [{"title": "The person", "lines": [profile["case_summary"]]}]
-    f = formulation or {}
-    for title, field in (("Rules they live by", "intermediate_beliefs"), ("Thoughts in hard moments", "automatic_thoughts"),
-                         ("What sets it off", "triggers"), ("How they cope", "coping_patterns")):
-        if f.get(field):
-            out.append({"title": title, "lines": list(f[field])})
-    if f.get("emotional_range"):
-        out.append({"title": "Emotional range", "lines": [f["emotional_range"]]})
-    pats = list(f.get("interpersonal_patterns") or [])
-    if f.get("therapist_pattern"):
-        pats.append({"domain": "a counsellor", **f["therapist_pattern"]})
-    lines = [f"With {p.get('domain')}: wants {p.get('wish')}; expects {p.get('response_of_other')}; "
-             f"then {p.get('response_of_self')}" for p in pats]
-    if lines:
-        out.append({"title": "In relationships", "lines": lines})
-    return out
+def profile_sections(profile: Profile, formulation: Optional[dict[str, Any]]) -> list[dict[str, Any]]:
+    """What a rater reads of a profile: the identification task's card (`mindsim.patientact.card`, blind), the
+    text the profile judge reads too. Never the attachment style or theme by name, nor the core belief the theme
+    is mapped from."""
+    from mindsimkit.mindsim.patientact.card import profile_card
+    from mindsimkit.profilegen.psych import PsychFormulation
 
-
-class _ProfileText(BaseModel):
-    profile_id: str
-    case_summary: str | None = None
+    psych = PsychFormulation.model_validate(formulation) if formulation else None
+    return [s.as_dict() for s in profile_card(profile, psych, blind=True)]
 
 
 class _PatientActState(BaseModel):
@@ -349,7 +334,7 @@ def load_profiles(runs: Sequence[Path]) -> list[dict[str, Any]]:
             if not p.is_file():
                 raise InputError(f"{p} not found: give the --out folder of a `mindsim run` with the PatientAct engine")
         verify_run(run, needs=["profiles", "simulation"])
-        profiles = {r.profile_id: r.model_dump() for r in layout.profiles.rows(_ProfileText)}
+        profiles = {r.profile_id: r for r in layout.profiles.rows(Profile)}
         states = layout.sessions.rows(_PatientActState)
         if all(r.patientact is None for r in states):
             raise InputError(f"{spath}: no PatientAct sessions (no patientact state); the profile protocol needs "

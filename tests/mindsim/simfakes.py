@@ -109,3 +109,15 @@ class SimResponder:
         return {"name": "commit_move", "arguments": {
             "move": move, "secondary_move": None, "end_conversation": user_turns >= self.end_after,
             "reasoning": "I don't want to get into it yet."}}
+
+
+class ReferenceResponder(SimResponder):
+    """SimResponder committing from the preset's move enum (its own picks know only our vocabulary)."""
+
+    def _commit(self, req, schema, system):
+        enum = json.loads(schema)["properties"]["arguments"]["properties"]["move"]["enum"]
+        turns = sum(m["role"] == "user" and not m["content"].startswith("[") for m in req.messages)
+        return {"name": "commit_move", "arguments": {
+            "move": enum[(turns * 7) % len(enum)] if enum[(turns * 7) % len(enum)] not in (
+                "minimize", "share", "go_deeper") else "answer_question",
+            "secondary_move": None, "end_conversation": False, "reasoning": "I don't want to get into it yet."}}

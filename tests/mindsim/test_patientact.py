@@ -176,10 +176,28 @@ def test_item_above_trust_never_reaches_any_prompt_and_blocked_item_is_named_as_
     assert work_turn.withheld == ["m2"] and work_turn.blocked == [] and "work" not in work_turn.signal.split("(")[-1]
     sleep_turn = rec.turns[1].patientact
     assert sleep_turn.retrieved == ["m1"] and SLEEP in sleep_turn.signal
-    # The signal rides with the counsellor's message on the patient side only.
-    assert rec.patient_messages[2]["content"].endswith(sleep_turn.signal)
+    # The signal rides with the counsellor's message on the patient side only, in that turn's request alone.
+    replies = [r for r in backend.requests if r.role == "patient"]
+    assert replies[0].messages[-1]["content"].endswith(sleep_turn.signal)
+    assert rec.patient_messages[2]["content"] == rec.counsellor_messages[2]["content"]
     assert all("[inner state]" not in m["content"] for m in rec.counsellor_messages)
     assert all("[inner state]" not in m["content"] for m in rec.transcript())
+
+
+def test_an_item_retrieved_at_high_trust_is_out_of_view_once_trust_falls():
+    """Signals live one turn: what the gate let through at 4.0 is not in any later request once trust is lower."""
+    from test_patientact_rules import Says
+
+    rec, backend, _ = run(Says(["Can you tell me about your father?", "How have you been sleeping?"],
+                               trust=["fall_significant", "unchanged"]), trust_start=4.0, turn_cap=4)
+    first, second = rec.turns[1].patientact, rec.turns[2].patientact
+    assert first.retrieved == ["m3"] and FATHER in first.signal and second.trust_before == 3.5
+    replies = [r for r in backend.requests if r.role == "patient"]
+    assert FATHER in replies[0].messages[-1]["content"]
+    after = backend.requests[backend.requests.index(replies[0]) + 1:]
+    assert after and all(FATHER not in _content(r) for r in after)
+    assert all("[inner state]" not in m["content"] for m in rec.patient_messages[1:])
+    assert sum("[inner state]" in m["content"] for m in replies[1].messages[1:]) == 1
 
 
 def test_item_is_retrieved_once_trust_reaches_its_level():
@@ -254,7 +272,7 @@ def test_without_trust_gating_relevant_items_are_all_retrieved_and_nothing_else_
         assert (a.patientact.reaction, a.patientact.behaviour, a.patientact.trust_after) == (
             b.patientact.reaction, b.patientact.behaviour, b.patientact.trust_after)
     assert _names(fb) == _names(ob)
-    assert FATHER in off.patient_messages[4]["content"]
+    assert FATHER in off.turns[2].patientact.signal
     assert full.patient_system_prompt == off.patient_system_prompt
 
 
@@ -268,8 +286,10 @@ def test_without_dynamic_memory_the_whole_profile_is_in_the_system_prompt_and_no
              PSYCH["triggers"][0], SCENARIO["automatic_thoughts"][0], SCENARIO["behaviors"][0]]
     for text in whole:
         assert text in off.patient_system_prompt and text not in full.patient_system_prompt, text
-    for text in whole[:4]:
-        assert text in off.patientact.appraiser_system_prompt
+    # The steps see what they see in every arm: w/o DM changes the patient's prompt alone.
+    assert off.patientact.appraiser_system_prompt == full.patientact.appraiser_system_prompt
+    for text in whole:
+        assert not any(text in _content(r) for r in ob.requests if r.role == "patient_appraiser"), text
     assert all(not (t.patientact.relevant or t.patientact.retrieved or t.patientact.blocked) for t in off.turns)
     assert _names(fb) == _names(ob)
 
@@ -277,6 +297,12 @@ def test_without_dynamic_memory_the_whole_profile_is_in_the_system_prompt_and_no
 def test_without_the_pipeline_no_reaction_behaviour_or_resistance_steps_run():
     full, fb, _ = run(PAResponder())
     off, ob, _ = run(PAResponder(), pipeline=False)
+    # One switch: w/o Pipe's signal keeps the content (items, the blocked note) and no behaviour cue, trust
+    # level included.
+    for t in off.turns[1:]:
+        assert "How much you trust" not in t.patientact.signal and "deflect" not in t.patientact.signal
+    assert all("How much you trust" in t.patientact.signal for t in full.turns[1:])
+    assert "not ready to share (family history)" in off.turns[2].patientact.signal
     assert {"Reaction", "Behaviour", "Resistance"} <= set(_names(fb))
     assert set(_names(ob)) == {"TrustChange"}
     for a, b in zip(full.turns[1:], off.turns[1:]):
@@ -444,9 +470,12 @@ def test_a_patientact_recipe_runs_through_the_simulator_and_a_failing_arc_is_cou
     from mindsimkit.mindsim.simulate import run_simulation
 
     class OneBad(PAResponder):
-        """p2's trust step never fits: its arc fails, p1's does not."""
+        """p2's trust step never fits: its arc fails, p1's does not. p2's patient (whose prompt holds its
+        occupation) says the marker, so the trust step, which sees the reply and not the profile, can tell."""
 
         def __call__(self, req):
+            if req.role == "patient" and "marker two" in _content(req):
+                return "marker two here."
             if req.schema_name == "TrustChange" and "marker two" in _content(req):
                 return {"change": "soar"}
             return super().__call__(req)
@@ -467,15 +496,22 @@ def test_a_patientact_recipe_runs_through_the_simulator_and_a_failing_arc_is_cou
     assert all(t["patientact"]["trust_after"] is not None for r in rows for t in r["turns"])
 
 
+def roles_of(recipe):
+    return {k: v.model_dump() for k, v in recipe.roles.items()}
+
+
 def test_reproduction_recipe_and_its_counsellor_prompt():
     from pathlib import Path
 
+    from mindsimkit.mindcore.prompts import render
     from mindsimkit.mindcore.recipe import load_recipe
 
     r = load_recipe(Path(__file__).resolve().parents[2] / "recipes" / "patientact_paper.yaml")
     s = r.section("simulation", SimulationConfig)
     assert (s.sessions, s.turn_cap, s.opening) == (1, 15, "counsellor")
-    assert s.patient_engines == ["patientact", "patientact:no_tg", "patientact:no_dm", "patientact:no_pipe"]
+    # Table 2's built baseline beside Table 4's arms, in one run.
+    assert s.patient_engines == ["patientact", "patientact:no_tg", "patientact:no_dm", "patientact:no_pipe", "patient_psi"]
+    assert roles_of(r)["baseline_mapper"]["engine"] == roles_of(r)["profile_decomposer"]["engine"]
     pa = s.patientact
     assert pa.trust_gating and pa.dynamic_memory and pa.pipeline and not pa.allow_end
     assert not pa.concealment_offset and not pa.carry_trust and pa.retrieval == "llm"
@@ -499,6 +535,13 @@ def test_reproduction_recipe_and_its_counsellor_prompt():
                  "stock phrases", "accept it", "You speak first"):
         assert rule in prompt, rule
     assert rec.ended_by == "turn_cap" and s.counsellor_template in rec.prompts
+    # Fig. 8: an initial session with a new client; no medium, no time, no earlier sessions in a first session.
+    assert "an initial session with a new client" in prompt and "text chat" not in prompt
+    assert "# When this is" not in prompt and "# Earlier sessions" not in prompt
+    later = render(s.counsellor_template, time_context="Tuesday evening", memory="- talked about sleep",
+                   opening_greeting=False, session_index=1)
+    assert "# When this is\nTuesday evening" in later and "- talked about sleep" in later
+    assert "initial session" not in later and "You speak first" not in later
 
 
 def test_the_behaviour_step_may_end_the_session():
@@ -536,7 +579,8 @@ def test_psych_formulation_needs_a_therapist_pattern_and_feeds_the_decomposition
     assert stored.formulation.therapist_pattern.wish == "to be taken seriously"
     assert stored.static.therapist_wish == "to be taken seriously"
     assert "patientact/psych_formulation.jinja2" in stored.prompt
-    assert "keeps busy and jokes it off" in recs[0].patientact.appraiser_system_prompt
+    behaviour = next(r for r in backend.requests if r.schema_name == "Behaviour")
+    assert "- keeps busy and jokes it off" in behaviour.messages[-1]["content"]
     # Switched off: one call, no formulation.
     recs, backend = _arc(PAResponder(), {}, sessions=1, psych_formulation=False)
     assert not any(r.schema_name == "PsychFormulation" for r in backend.requests)

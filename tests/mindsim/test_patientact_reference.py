@@ -156,6 +156,37 @@ def test_the_client_prompt_frames_a_therapy_session_without_the_chat_rules():
     assert "AI counsellor" in ours.patient_system_prompt and "Self-harm" in ours.patient_system_prompt
 
 
+def test_the_session_frame_drops_the_chat_style_and_keeps_the_shared_scaffolding():
+    rec, _ = run(Direct())
+    ours, _ = run(PAResponder(), preset="ours")
+    for text in ("Messages from you look like these", "# How you talk"):
+        assert text not in rec.patient_system_prompt and text in ours.patient_system_prompt, text
+    for text in ("# When this is", "# What has been happening", "# What you want from this conversation",
+                 "# What you remember"):
+        assert text in rec.patient_system_prompt and text in ours.patient_system_prompt, text
+
+
+def test_w_o_dm_renders_as_each_side_does():
+    """Ours (the paper's ablation): the whole profile under a plain heading that invites nothing. The preset: what
+    the authors' code renders, the sections of the full arm without the counsellor pattern and the other
+    sections' headings with nothing under them."""
+    from mindsimkit.profilegen.psych import PsychFormulation
+    from test_patientact import PSYCH
+
+    decomp = decomposition().model_copy(update={"formulation": PsychFormulation(**PSYCH)})
+    ours, _ = run(PAResponder(), preset="ours", decomp=decomp, dynamic_memory=False)
+    ref, _ = run(Direct(), decomp=decomp, dynamic_memory=False)
+    o, r = ours.patient_system_prompt, ref.patient_system_prompt
+    assert "## More about you" in o and "whenever you like" not in o and "draw on" not in o
+    assert PSYCH["intermediate_beliefs"][0] in o and make_profile("p1").writer_brief in o
+    assert "## You and the counsellor" in o and "## You and the counsellor" not in r
+    for text in (PSYCH["intermediate_beliefs"][0], PSYCH["triggers"][0], make_profile("p1").writer_brief):
+        assert text not in r, text
+    for heading in ("What made you vulnerable:", "Rules you live by:", "What sets it off:", "Your relationships:"):
+        assert f"{heading}\n" in r, heading
+    assert "no_dm_profile" in ref.patientact.switches and ref.patientact.switches["no_dm_profile"] == "reference"
+
+
 def test_a_run_with_the_preset_and_small_overrides_writes_every_session(tmp_path):
     config = SimulationConfig.from_section({
         "patient_engine": ["patientact", "patientact:no_pipe"], "preset": REF, "sessions": 2, "turn_cap": 2})
@@ -200,14 +231,18 @@ def test_the_four_arms_inputs_differ_only_in_their_switch(tmp_path, preset):
         for prompt in ("patient_system_prompt",):
             mine, theirs = r[prompt], full[prompt]
             if switch == "dynamic_memory":
-                # w/o DM only adds (the whole profile); every line of the full arm's prompt is there, in order.
+                # w/o DM only adds (the whole profile, or under the preset the reference's empty sections, without
+                # its counsellor pattern); every other line of the full arm's prompt is there, in order.
+                kept = [line for line in theirs.splitlines()
+                        if preset == "ours" or not re.match(r"(## You and the counsellor|- What you want|- What you "
+                                                            r"expect|- How you react)", line)]
                 lines = iter(mine.splitlines())
-                assert all(any(line == m for m in lines) for line in theirs.splitlines()), arm
-                assert len(mine) > len(theirs)
+                assert all(any(line == m for m in lines) for line in kept), arm
+                assert len(mine) > len(theirs) if preset == "ours" else "## You and the counsellor" not in mine
             else:
                 assert mine == theirs, arm
         ap, fp = r["patientact"]["appraiser_system_prompt"], full["patientact"]["appraiser_system_prompt"]
-        assert ap == fp if switch != "dynamic_memory" else ap.startswith(fp.split("# Reactions")[0].rstrip()[:200])
+        assert ap == fp, arm  # the steps' prompt holds no profile, so no arm changes it
     # The name-bearing persona and the cultural background reach every arm, not only w/o DM.
     persona = make_profile("p1").persona
     for r in rows.values():

@@ -261,3 +261,42 @@ def test_turn_cap_one_is_a_greeting_and_one_reply_and_needs_the_counsellor_to_op
         SimulationConfig.from_section({"turn_cap": 1})
     with pytest.raises(ConfigError, match="turn_cap"):
         SimulationConfig.from_section({"turn_cap": 0, "opening": "counsellor"})
+
+
+# -- what each step sees ------------------------------------------------------------------------------------
+
+def test_each_step_sees_what_its_figure_gives_it():
+    """PatientAct Figs. 10-14: reaction sees the conversation and the retrieved items; behaviour and resistance
+    also the reaction, trust and coping; trust the exchange, trust, attachment and the client's expectation of a
+    counsellor. No step sees the rest of the static layer, the core-belief theme or the coping archetype."""
+    from mindsimkit.mindsim.patientact.data import theme_map
+    from mindsimkit.profilegen.moves import load_vocabulary
+    from test_patientact import STATIC, SLEEP
+
+    profile = make_profile("p1")
+    rec, backend, _ = run(Says(["How have you been sleeping lately?"]), turn_cap=2)
+    steps = {name: _steps(backend, name)[0] for name in ("Reaction", "Behaviour", "Resistance", "TrustChange")}
+    system = rec.patientact.appraiser_system_prompt
+    attachment = rec.patientact.attachment
+    theme_text = theme_map().themes[rec.patientact.theme]
+    archetype = load_vocabulary().archetype(profile.style.archetype).text
+    coping = "- " + STATIC["coping"][0]
+    private = [STATIC["current_concern"], STATIC["precipitating"], STATIC["protective"][0], STATIC["emotional_range"],
+               STATIC["demographics"], theme_text, archetype]
+    for text in private:
+        assert text not in system and not any(text in step for step in steps.values()), text
+    assert all(a not in system for a in attachment_prior().descriptions.values())
+    # reaction: the conversation and the retrieved item, nothing else of the client
+    assert "How have you been sleeping" in steps["Reaction"] and SLEEP in steps["Reaction"]
+    assert coping not in steps["Reaction"] and "trust in the counsellor" not in steps["Reaction"]
+    assert attachment not in steps["Reaction"]
+    # behaviour and resistance: plus reaction, trust and coping
+    for name in ("Behaviour", "Resistance"):
+        assert coping in steps[name] and "trust in the counsellor: 2.50" in steps[name], name
+        assert "The client's reaction: challenged (moderate)" in steps[name]
+        assert "attachment style" not in steps[name] and STATIC["therapist_expects"] not in steps[name]
+    # trust: attachment, how its trust moves, the expected response; not coping nor the retrieved items
+    leaning = trust_rules().attachment[attachment].leaning
+    assert f"attachment style: {attachment}." in steps["TrustChange"] and leaning in steps["TrustChange"]
+    assert STATIC["therapist_expects"] in steps["TrustChange"]
+    assert coping not in steps["TrustChange"] and SLEEP not in steps["TrustChange"]

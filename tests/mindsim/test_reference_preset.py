@@ -26,7 +26,7 @@ from mindsimkit.mindsim.reference import patient_schedule as draw_schedule  # wh
 from mindsimkit.mindsim.schedule import WEEKDAYS
 from mindsimkit.mindsim.simulate import run_simulation
 from mindsimkit.profilegen.moves import load_vocabulary
-from simfakes import SimResponder, make_profile
+from simfakes import ReferenceResponder, SimResponder, make_profile
 
 PRESET = "mindeval2-reference"
 REF_CLASSES = {
@@ -200,18 +200,6 @@ def test_the_preset_fills_thirty_counsellor_replies_and_the_untimed_counsellor_b
 # -- a whole run on the fake engine ----------------------------------------------------------------------------------
 
 ROLES = {"default": RoleSpec(engine="fake", seed=11)}
-
-
-class ReferenceResponder(SimResponder):
-    """SimResponder committing from the preset's move enum (its own picks know only our vocabulary)."""
-
-    def _commit(self, req, schema, system):
-        enum = json.loads(schema)["properties"]["arguments"]["properties"]["move"]["enum"]
-        turns = sum(m["role"] == "user" and not m["content"].startswith("[") for m in req.messages)
-        return {"name": "commit_move", "arguments": {
-            "move": enum[(turns * 7) % len(enum)] if enum[(turns * 7) % len(enum)] not in (
-                "minimize", "share", "go_deeper") else "answer_question",
-            "secondary_move": None, "end_conversation": False, "reasoning": "I don't want to get into it yet."}}
 
 
 def run(out: Path, **over):

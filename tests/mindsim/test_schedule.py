@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import pytest
+
 from mindsimkit.mindsim.config import SimulationConfig
 from mindsimkit.mindsim.schedule import draw_schedule, format_gap, load_schedule_data
 
@@ -53,3 +55,37 @@ def test_format_gap():
     assert format_gap(9) == "9 hours"
     assert format_gap(24) == "1 day"
     assert format_gap(77) == "3 days and 5 hours"
+
+
+def test_a_profiles_first_session_fixes_session_one_and_moves_no_other_draw():
+    """An imported member's knobs set session 1's concealment and emotion (the reference's `draw_shape`); under our
+    schedule and the preset's every other draw is what it would have been, and the level only opens from there."""
+    from mindsimkit.mindcore.errors import InputError
+    from mindsimkit.mindsim.reference import patient_schedule
+    from mindsimkit.profilegen.schemas import FirstSession, GivenSituation
+
+    situation = GivenSituation(
+        situation_id="s", event="e", automatic_thoughts=["t"], behaviors=["b"], opening_message="hi", goal="g"
+    )
+    first = FirstSession(concealment="closed", emotion="happiness", situation=situation)
+    for preset in ("ours", "mindeval2-reference"):
+        cfg = SimulationConfig.from_section({"preset": preset, "sessions": 4})
+        for i in range(40):
+            free, fixed = patient_schedule(f"p{i}", 2, cfg), patient_schedule(f"p{i}", 2, cfg, first)
+            one = fixed.sessions[0]
+            assert (one.concealment, one.emotion) == ("closed", "happiness")
+            for a, b in zip(free.sessions, fixed.sessions, strict=True):
+                assert (a.gap_hours, a.event_category, a.weekday, a.hour) == (
+                    b.gap_hours,
+                    b.event_category,
+                    b.weekday,
+                    b.hour,
+                )
+            assert [p.emotion for p in free.sessions[1:]] == [p.emotion for p in fixed.sessions[1:]]
+            levels = ["closed", "guarded", "open"]
+            assert all(
+                levels.index(x.concealment) <= levels.index(y.concealment)
+                for x, y in zip(fixed.sessions, fixed.sessions[1:], strict=False)
+            )
+        with pytest.raises(InputError, match="profile p1: first_session.emotion 'joy'"):
+            patient_schedule("p1", 2, cfg, first.model_copy(update={"emotion": "joy"}))

@@ -21,6 +21,8 @@ for folder in (SIM_TESTS, JUDGE_TESTS, APP_TESTS):
     if str(folder) not in sys.path:
         sys.path.insert(0, str(folder))
 
+from cli_streams import mindsim_script  # noqa: E402
+
 
 # -- the kill-and-resume run: the one run of the embedded suite apart from the study run ----------------------
 
@@ -28,7 +30,7 @@ for folder in (SIM_TESTS, JUDGE_TESTS, APP_TESTS):
 def mindsim_cli(*args: object, env: dict[str, str], timeout: float = 900) -> subprocess.CompletedProcess:
     """The installed `mindsim` console script, as a user runs it, in `env` (`quick_recipes.attached_env`: its
     embedded engine is the suite's running server)."""
-    exe = shutil.which("mindsim")
+    exe = mindsim_script()
     assert exe, "the `mindsim` console script is not on PATH; install the package (make install)"
     return subprocess.run([exe, *map(str, args)], capture_output=True, text=True, timeout=timeout, env=env)
 
@@ -74,7 +76,7 @@ def two_counsellor_run(study_run, embedded_engines, tmp_path_factory) -> dict:
     profile_marks = stamps(out / "profiles" / "checkpoints")
 
     env = attached_env(embedded_engines)
-    exe = shutil.which("mindsim")
+    exe = mindsim_script()
     kill_when([exe, "run", str(recipe), "--out", str(out)], lambda: any(p.exists() for p in first), timeout_s=900,
               env=env)
     kept = {p.name: p.read_bytes() for p in ck.glob("*.json")}

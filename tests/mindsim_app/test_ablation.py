@@ -210,11 +210,13 @@ def test_paired_difference_arithmetic_on_constructed_judgments():
 
 def test_bad_input_is_exit_2_with_one_line(tmp_path, capsys):
     run = make_run(tmp_path)
+    capsys.readouterr()  # the fake run's own progress lines
     assert main(["ablate", "memory", str(run), "--counsellor", "nobody"]) == 2
     msg = capsys.readouterr().err.strip()
     assert "nobody" in msg and "counsellor:b" in msg and len(msg.splitlines()) == 1
     assert not (run / "ablations").exists()
     one = make_run(tmp_path / "one", sessions=1)
+    capsys.readouterr()
     assert main(["ablate", "memory", str(one), "--counsellor", "counsellor"]) == 2
     msg = capsys.readouterr().err.strip()
     assert "sessions 2+" in msg and len(msg.splitlines()) == 1

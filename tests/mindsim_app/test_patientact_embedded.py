@@ -32,7 +32,6 @@ OFF = {"patientact:no_tg": "trust_gating", "patientact:no_dm": "dynamic_memory",
 
 def test_sessions_obey_the_engine_rules(study_run):
     out = study_run
-    info = json.loads((out / "run.json").read_text())
     # Whatever the model wrote: each arc wrote its sessions or is counted as failed and kept the ones it finished;
     # the dataset is exactly the checkpointed sessions.
     every, ssum = check_arc_ledger(out, sessions=2)

@@ -158,3 +158,96 @@ def test_profile_eval_without_decompositions_is_one_input_error(tmp_path):
 
     (tmp_path / "empty").mkdir()
     assert main(["patientact", "profile-eval", str(tmp_path / "empty")]) == 2
+
+
+def _sentences(text: str) -> set[str]:
+    import re
+
+    return {s.strip().lower() for s in re.split(r"[.;]", text) if len(s.strip()) > 12}
+
+
+def test_the_identification_options_are_not_the_texts_the_formulation_is_written_from():
+    """Table 1: raters and the judge choose among annotator descriptions (App. D.1); the formulation writer is
+    conditioned on other texts, so an echo of the seed's wording cannot be matched string for string."""
+    from mindsimkit.mindsim.patientact.data import attachment_prior, identification, theme_map
+    from mindsimkit.mindsim_app.annotate.protocol import identification_options
+    from mindsimkit.profilegen.psych import psych_messages
+
+    ident = identification()
+    written = {**attachment_prior().descriptions, **theme_map().themes}
+    options = {**ident.attachment, **ident.theme}
+    assert set(options) == set(written)
+    for key, text in options.items():
+        assert not _sentences(text) & _sentences(written[key]), key
+    # The formulation prompt carries the writer's text; the judge and the rating page the options.
+    d = decomposition()
+    att, theme = d.psych.attachment, d.psych.theme
+    writer = psych_messages(make_profile("p1"), att, attachment_prior().descriptions[att], theme,
+                            theme_map().themes[theme])[0]["content"]
+    assert written[att] in writer and ident.attachment[att] not in writer
+    dims = {x.id for x in rubrics().profile.dimensions}
+    ans = {**{f"{k}_reason": "ok" for k in dims}, **dict.fromkeys(dims, 4), "attachment": att, "theme": theme}
+    backend = FakeBackend(lambda req: ans)
+    with Engines.with_backend(backend) as engines:
+        asyncio.run(judge_profile(engines.role("judge"), make_profile("p1"), d))
+    prompt = backend.requests[0].messages[0]["content"]
+    assert all(t in prompt for t in options.values()) and not any(t in prompt for t in written.values())
+    assert identification_options() == (dict(ident.attachment), dict(ident.theme))
+
+
+def test_the_judge_and_the_raters_read_the_same_profile_text():
+    from mindsimkit.mindsim_app.annotate.samplers import profile_sections
+    from mindsimkit.profilegen.psych import PsychFormulation
+    from test_patientact import PSYCH
+
+    d = decomposition().model_copy(update={"formulation": PsychFormulation(**PSYCH)})
+    profile = make_profile("p1")
+    dims = {x.id for x in rubrics().profile.dimensions}
+    ans = {**{f"{k}_reason": "ok" for k in dims}, **dict.fromkeys(dims, 4), "attachment": d.psych.attachment,
+           "theme": d.psych.theme}
+    backend = FakeBackend(lambda req: ans)
+    with Engines.with_backend(backend) as engines:
+        asyncio.run(judge_profile(engines.role("judge"), profile, d))
+    judge_sees = backend.requests[0].messages[0]["content"].split("# The profile\n", 1)[1].split("# How to rate")[0]
+    raters_see = profile_sections(profile, d.formulation.model_dump(mode="json"))
+    from mindsimkit.mindsim.patientact.card import Section, card_markdown
+
+    assert judge_sees.strip() == card_markdown([Section(s["title"], tuple(s["lines"])) for s in raters_see]).strip()
+    for line in (PSYCH["intermediate_beliefs"][0], PSYCH["triggers"][0], profile.formulation.presenting.summary,
+                 profile.persona.persona, "Wish: to be taken seriously"):
+        assert line in judge_sees, line
+    assert profile.formulation.core_belief.belief not in judge_sees
+
+
+def test_profile_card_command_renders_figure_two_from_a_run(tmp_path):
+    import json
+    import subprocess
+
+    from mindsimkit.profilegen.dataset import write_profiles
+    from mindsimkit.profilegen.psych import PsychFormulation
+    from test_patientact import PSYCH
+
+    run_dir = tmp_path / "run"
+    profile = make_profile("p1")
+    write_profiles([profile], run_dir / "profiles")
+    d = decomposition().model_copy(update={"formulation": PsychFormulation(**PSYCH)})
+    folder = run_dir / "sessions" / "decompositions"
+    folder.mkdir(parents=True)
+    (folder / "p1-0.json").write_text(json.dumps(d.model_dump(mode="json")))
+    out = tmp_path / "cards.md"
+    done = subprocess.run(["mindsim", "patientact", "profile-card", str(run_dir), "--out", str(out)],
+                          capture_output=True, text=True)
+    assert done.returncode == 0, done.stderr
+    card = out.read_text()
+    for heading in ("# Profile p1", "## Demographics", "## Presenting problem", "## Precipitating factors",
+                    "## Predisposing factors", "## Perpetuating factors", "## Protective factors", "## Core belief",
+                    "## Intermediate beliefs", "## Automatic thoughts", "## Triggers", "## Coping patterns",
+                    "## Emotional range", "## Interpersonal pattern: the counsellor", "## Seed attributes"):
+        assert heading in card, heading
+    assert f"Attachment style: {d.psych.attachment}" in card and profile.formulation.core_belief.belief in card
+    blind = subprocess.run(["mindsim", "patientact", "profile-card", str(run_dir), "--blind"], capture_output=True,
+                           text=True)
+    assert blind.returncode == 0 and "## Core belief" not in blind.stdout and "Seed attributes" not in blind.stdout
+    bad = subprocess.run(["mindsim", "patientact", "profile-card", str(run_dir), "--patient", "nobody"],
+                         capture_output=True, text=True)
+    assert bad.returncode != 0 and "error:" in bad.stderr and "nobody" in bad.stderr

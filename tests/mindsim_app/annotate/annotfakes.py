@@ -27,6 +27,20 @@ def formulation(pid: str) -> dict[str, Any]:
                                         "response_of_self": "withdraws"}]}
 
 
+def profile(pid: str, n: int) -> dict[str, Any]:
+    """A whole profile row (the raters read the identification card, made from the whole profile)."""
+    from mindsimkit.profilegen.testing import make_profiles
+
+    from mindsimkit.profilegen.schemas import Predisposing
+
+    p = make_profiles(len(SEEDS), 0)[n]
+    # A label that is not a seed word ("anxious temperament" would name a seed: the real sampler counts those).
+    f = p.formulation.model_copy(update={"predisposing": [Predisposing(label="emotional_neglect",
+                                                                       history=f"At 9 nobody at home asked how {pid} was.")]})
+    return p.model_copy(update={"profile_id": pid, "formulation": f,
+                                "case_summary": f"{pid}: 34, works nights, lives alone."}).model_dump(mode="json")
+
+
 def messages(sid: str, turns: int) -> list[dict[str, str]]:
     msgs = [{"role": "system", "content": f"You are a counsellor.\n## Memory\n- nothing yet ({sid})"}]
     for k in range(turns):
@@ -58,8 +72,8 @@ def write_run(root: Path, turns: int = 6) -> Path:
     (root / "judgments").mkdir()
     pq.write_table(pa.Table.from_pylist(judgments), root / "judgments" / "judgments.parquet")
     (root / "profiles").mkdir()
-    pq.write_table(pa.Table.from_pylist([{"profile_id": pid, "case_summary": f"{pid}: 34, works nights, lives alone."}
-                                         for pid in SEEDS]), root / "profiles" / "profiles.parquet")
+    pq.write_table(pa.Table.from_pylist([profile(pid, i) for i, pid in enumerate(SEEDS)]),
+                   root / "profiles" / "profiles.parquet")
     return record_as_stages(root)
 
 

@@ -1,0 +1,98 @@
+"""A PatientAct profile as one card (PatientAct Fig. 2): demographics, the 5P problem formulation (presenting
+problem, precipitating, predisposing, perpetuating, protective) and the psychological formulation (intermediate beliefs, automatic thoughts, triggers, coping,
+emotional range, relationship patterns, the counsellor's first).
+
+One rendering serves three readers, so they read the same text:
+- the profile judge and the human raters of the identification task (`blind=True`, §4.1, Table 1): without
+  the core belief, whose cluster names the theme they are asked to find, and without the seeds;
+- a person looking at a profile (`mindsim patientact profile-card`): everything, the seeds named as Fig. 2's
+  caption names them.
+Pure: a profile and its formulation in, titled sections out (`Section`), Markdown from them (`card_markdown`).
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from typing import Any, Optional
+
+from mindsimkit.profilegen.schemas import Profile
+
+
+@dataclass(frozen=True)
+class Section:
+    """One titled block of the card: its lines (one bullet each when there are several)."""
+
+    title: str
+    lines: tuple[str, ...]
+
+    def as_dict(self) -> dict[str, Any]:
+        return {"title": self.title, "lines": list(self.lines)}
+
+
+def _words(label: str) -> str:
+    return label.replace("_", " ")
+
+
+def demographics_line(profile: Profile) -> str:
+    from mindsimkit.profilegen.render import LIVING
+
+    p, d = profile.written().persona, profile.written().demographics
+    return (f"Age {p.age}, {d.gender}, {_words(d.relationship)}, {_words(d.employment)} "
+            f"({_words(p.occupation)}), living {LIVING[d.living_situation]}.")
+
+
+def _problem(profile: Profile, blind: bool) -> list[Section]:
+    f = profile.written().formulation
+    # Our profiles carry no impact list and no psychological / social split of the predisposing factors
+    # (docs/patientact.md, "What still differs"): the card shows the sections they have.
+    presenting = [f"Situation: {f.presenting.summary}", f"Goal: {f.presenting.goal}"]
+    out = [Section("Presenting problem", tuple(presenting))]
+    out.append(Section("Precipitating factors",
+                       (f"{f.precipitating.when}: {_words(f.precipitating.label)}. {f.precipitating.what_changed}",)))
+    out.append(Section("Predisposing factors", tuple(f"{_words(p.label)}: {p.history}" for p in f.predisposing)))
+    out.append(Section("Perpetuating factors", tuple(f"{_words(p.label)}: {p.situation}" for p in f.perpetuating)))
+    out.append(Section("Protective factors", tuple(f"{_words(p.label)}: {p.detail}" for p in f.protective)))
+    if not blind:
+        out.append(Section("Core belief", (f"{f.core_belief.belief} ({f.core_belief.history})",)))
+    return out
+
+
+def _psychological(formulation: Any) -> list[Section]:
+    if formulation is None:
+        return []
+    f = formulation
+    out = [Section(title, tuple(getattr(f, name))) for title, name in (
+        ("Intermediate beliefs", "intermediate_beliefs"), ("Automatic thoughts", "automatic_thoughts"),
+        ("Triggers", "triggers"), ("Coping patterns", "coping_patterns")) if getattr(f, name)]
+    out.append(Section("Emotional range", (f.emotional_range,)))
+    tp = f.therapist_pattern
+    out.append(Section("Interpersonal pattern: the counsellor",
+                       (f"Wish: {tp.wish}", f"Expected response: {tp.response_of_other}", f"Reaction: {tp.response_of_self}")))
+    for p in f.interpersonal_patterns:
+        out.append(Section(f"Interpersonal pattern: {p.domain}",
+                           (f"Wish: {p.wish}", f"Expected response: {p.response_of_other}", f"Reaction: {p.response_of_self}")))
+    return out
+
+
+def profile_card(profile: Profile, formulation: Any = None, *, blind: bool = True,
+                 seeds: Optional[dict[str, str]] = None) -> list[Section]:
+    """The card's sections. `blind`: as the identification task shows it (no core belief, no seeds);
+    otherwise the whole profile, with `seeds` (attachment, theme) named when given."""
+    persona = profile.written().persona
+    who = [persona.persona.strip(), demographics_line(profile)]
+    if persona.cultural_background.strip():
+        who.append(f"Cultural background: {persona.cultural_background.strip()}")
+    out = [Section("Demographics", tuple(x for x in who if x))]
+    out += _problem(profile, blind)
+    out += _psychological(formulation)
+    if seeds and not blind:
+        out.append(Section("Seed attributes", tuple(f"{k.replace('_', ' ').capitalize()}: {v}" for k, v in seeds.items())))
+    return out
+
+
+def card_markdown(sections: list[Section], title: Optional[str] = None) -> str:
+    """The sections as Markdown: `## Title`, one line alone as a paragraph, several as bullets."""
+    parts = [f"# {title}", ""] if title else []
+    for s in sections:
+        parts += [f"## {s.title}", *(s.lines if len(s.lines) == 1 else [f"- {x}" for x in s.lines]), ""]
+    return "\n".join(parts).rstrip() + "\n"
