@@ -35,7 +35,8 @@ class Agenda(BaseModel):
     model_config = ConfigDict(extra="forbid")
     items: list[AgendaItem] = Field(default_factory=list, description="Items in order of creation")
     brief: dict[str, str] | None = Field(
-        None, description="Plain agenda: the word each answer is (done, added, duplicate, unnamed); None: ours")
+        None, description="Plain agenda: the word each answer is (done, added, duplicate, unnamed); None: ours"
+    )
 
     @classmethod
     def from_checkpoints(cls, checkpoints: list[str], brief: dict[str, str] | None = None) -> "Agenda":

@@ -18,8 +18,7 @@ from mindsimkit.mindcore import yamlio
 from mindsimkit.mindcore.config import deep_merge
 from mindsimkit.mindcore.errors import ConfigError
 
-__all__ = ["OURS", "Override", "Preset", "apply_settings", "check_names", "data_file", "names", "overrides",
-           "table"]
+__all__ = ["OURS", "Override", "Preset", "apply_settings", "check_names", "data_file", "names", "overrides", "table"]
 
 OURS = "ours"
 TABLE = "presets.yaml"
@@ -137,10 +136,15 @@ class Override(BaseModel):
     recipe_value: Any
 
     def note(self) -> str:
-        ours = (f"{self.recipe_field} {self.recipe_value}" if self.recipe_field == self.field
-                else f"{self.recipe_field} {self.recipe_value} (in place of {self.field})")
-        return (f"simulation.preset {self.preset}: the recipe's {ours} is used, not the preset's {self.field} "
-                f"{self.preset_value}")
+        ours = (
+            f"{self.recipe_field} {self.recipe_value}"
+            if self.recipe_field == self.field
+            else f"{self.recipe_field} {self.recipe_value} (in place of {self.field})"
+        )
+        return (
+            f"simulation.preset {self.preset}: the recipe's {ours} is used, not the preset's {self.field} "
+            f"{self.preset_value}"
+        )
 
 
 def _lookup(section: dict[str, Any], dotted: str) -> tuple[bool, Any]:
@@ -169,8 +173,15 @@ def overrides(section: dict[str, Any]) -> list[Override]:
             for other in sorted(_group(leaf)):
                 given, mine = _lookup(section, f"{head}.{other}" if head else other)
                 if given and (other != leaf or mine != value):
-                    found.append(Override(preset=name, field=field, preset_value=value,
-                                          recipe_field=f"{head}.{other}" if head else other, recipe_value=mine))
+                    found.append(
+                        Override(
+                            preset=name,
+                            field=field,
+                            preset_value=value,
+                            recipe_field=f"{head}.{other}" if head else other,
+                            recipe_value=mine,
+                        )
+                    )
     return found
 
 
