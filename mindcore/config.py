@@ -70,7 +70,7 @@ _RESERVED_BODY = frozenset({"model", "messages", "stream", "response_format", "t
 # folders made before these options existed still resume.
 REQUEST_OPTION_DEFAULTS: dict[str, Any] = {
     "reasoning_effort": None, "thinking": None, "thinking_key": "enable_thinking", "token_param": None,
-    "omit": [], "extra_body": None, "reasoning_budget": None, "timeout_s": None,
+    "omit": [], "extra_body": None, "reasoning_budget": None, "timeout_s": None, "return_reasoning": None,
 }
 
 
@@ -113,6 +113,11 @@ class RequestOptions(_Strict):
         None, ge=0, description="Tokens added to every output budget of this role for its reasoning (a reasoning "
         "model's max_completion_tokens / a thinking model's max_tokens count the thinking too)")
     timeout_s: float | None = Field(None, gt=0, description="Per-request timeout of this role (default: the engine's)")
+    return_reasoning: bool | None = Field(
+        None, description="Send the role's own earlier reasoning back with its earlier replies, as the server "
+        "returned it (reasoning_content, thinking_blocks, reasoning_items, reasoning_details): the chat templates "
+        "of Kimi, GLM and Qwen render an earlier turn's reasoning. Read by the simulator's counsellors; unset: "
+        "the run's `simulation.return_reasoning`. Never a body field of its own")
 
     @model_validator(mode="after")
     def _options_consistent(self) -> "RequestOptions":

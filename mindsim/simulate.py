@@ -440,6 +440,7 @@ def finish_simulation(out: Path, config: SimulationConfig, seed: int, patients: 
         engines=engines,
         usage=usage,
         config=config.model_dump(mode="json"),
+        preset_overrides=config.preset_notes(),
         runner=runner,
     )
     layout = RunLayout(out)
