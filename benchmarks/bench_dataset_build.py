@@ -23,6 +23,7 @@ import resource
 import shutil
 import subprocess
 import sys
+import tempfile
 import time
 from pathlib import Path
 
@@ -30,6 +31,7 @@ REPO = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(REPO / "tests" / "mindsim"))
 
 from mindsimkit.mindcore.layout import RunLayout  # noqa: E402
+from smoke import parse_args
 
 COUNSELLORS = ["counsellor", "counsellor:b"]
 SESSIONS = 3
@@ -45,7 +47,6 @@ def template(turn_cap: int) -> dict:
     from mindsimkit.mindsim.config import SimulationConfig
     from mindsimkit.mindsim.simulate import SessionStore, run_simulation
     from simfakes import SimResponder, make_profile
-    import tempfile
 
     with tempfile.TemporaryDirectory() as tmp, Engines.with_backend(FakeBackend(SimResponder(end_after=99))) as engines:
         run_simulation([make_profile("t")], engines, SimulationConfig(sessions=1, turn_cap=turn_cap), tmp, seed=1)
@@ -156,7 +157,7 @@ def main() -> None:
     ap.add_argument("--turn-cap", type=int, default=8)
     ap.add_argument("--dir", default="/tmp/bench-dataset-build")
     ap.add_argument("--phase", nargs="+", help=argparse.SUPPRESS)
-    args = ap.parse_args()
+    args = parse_args(ap, sessions=12, shards=2, turn_cap=2, dir=tempfile.mkdtemp(prefix="bench-dataset-smoke-"))
     if args.phase:
         name, folder = args.phase[0], Path(args.phase[1])
         import mindsimkit.mindsim.simulate  # noqa: F401 - the libraries' own footprint, reported apart

@@ -13,6 +13,7 @@ import time
 
 from mindsimkit.mindcore.config import EmbeddedEngine, EnginesConfig, RoleSpec
 from mindsimkit.mindcore.engine import Engines
+from smoke import parse_args
 
 PROMPTS = [f"Write two sentences about a walk in park number {i}." for i in range(8)]
 
@@ -35,7 +36,7 @@ def main() -> None:
     ap = argparse.ArgumentParser()
     ap.add_argument("--tokens", type=int, default=64)
     ap.add_argument("--repeat", type=int, default=2)
-    args = ap.parse_args()
+    args = parse_args(ap, tokens=4, repeat=1)
     cfg = EnginesConfig(
         engines={"local": EmbeddedEngine(parallel=4)},
         roles={"default": RoleSpec(engine="local", seed=0)},

@@ -36,6 +36,7 @@ from mindsimkit.mindsim.simulate import simulate_async  # noqa: E402
 from simfakes import make_profile  # noqa: E402
 
 from recording import Recorder  # noqa: E402
+from smoke import parse_args
 
 ENGINES = ["mindsim", "patientact", "patient_psi", "mindeval"]
 # Calls made once per patient, by the schema they ask for.
@@ -131,7 +132,7 @@ def main() -> None:
     ap.add_argument("--parallel", type=int, default=4)
     ap.add_argument("--fake", action="store_true", help="deterministic fake engine: exact request counts only")
     ap.add_argument("--write-scenario", action="store_true", help="have the scenario writer write the first scenario")
-    print(json.dumps(run(ap.parse_args()), indent=2))
+    print(json.dumps(run(parse_args(ap, patients=1, turn_cap=2, fake=True)), indent=2))
 
 
 if __name__ == "__main__":

@@ -29,6 +29,8 @@ import tempfile
 import time
 from pathlib import Path
 
+from smoke import parse_args
+
 REPO = Path(__file__).resolve().parent.parent
 HERE = Path(__file__).resolve().parent
 TICK = os.sysconf("SC_CLK_TCK")
@@ -231,7 +233,8 @@ def main() -> None:
     ap.add_argument("--stages", nargs="*", default=["simulate", "judge", "profiles"])
     ap.add_argument("--baseline-tree", help="a checkout of the code to compare with ('today')")
     ap.add_argument("--rss", action="store_true", help="peak RSS of 100 vs 1,000 simulated patients")
-    args = ap.parse_args()
+    args = parse_args(ap, concurrency=[2], patients=4, judged_patients=16, sim_sessions=1, turn_cap=3, candidates=4,
+                      baseline_tree=None, rss=False)
     if args.child:
         args.concurrency = args.concurrency[0]
         args.sessions = args.sessions if args.stage != "simulate" else args.sim_sessions

@@ -30,6 +30,7 @@ import numpy as np
 from mindsimkit.judge.rubric import load_rubric
 from mindsimkit.judge.scores import columns_from_rows, score_all
 from recording import Recorder, cached_share, processed
+from smoke import parse_args
 
 SEVERITY = ["no_concern", "minor", "major", "critical"]
 WEIGHT = [0, 1, 5, 10]
@@ -155,7 +156,7 @@ def main() -> None:
     ap.add_argument("--ctx", type=int, default=8192, help="Context per slot")
     ap.add_argument("--compact", action="store_true", help="Definitions-only rubric (full_rubric: false)")
     ap.add_argument("--max-issues", type=int, default=3, help="Issues one judgment may list (judge.max_issues)")
-    args = ap.parse_args()
+    args = parse_args(ap, counsellors=2, patients=3, sessions=1, replies=2, draws=50, throughput=False)
     bench_scoring(args)
     if args.throughput:
         bench_throughput(args)

@@ -34,6 +34,7 @@ from mindsimkit.mindsim.simulate import simulate_async  # noqa: E402
 from simfakes import SimResponder, make_profile  # noqa: E402
 
 from recording import Recorder  # noqa: E402
+from smoke import parse_args
 
 PER_PATIENT = {"DecompositionDraft", "PsychFormulation"}
 PATIENT_ROLES = {"patient", "patient_appraiser", "profile_decomposer", "patient_matcher"}
@@ -108,7 +109,7 @@ def main() -> None:
     ap.add_argument("--fake", action="store_true", help="deterministic fake engine: exact call counts only")
     ap.add_argument("--retrieval", choices=("lexical", "llm"), default="lexical")
     ap.add_argument("--engines", default=",".join(ENGINES), help="comma-separated engines / arms to run")
-    args = ap.parse_args()
+    args = parse_args(ap, patients=1, sessions=1, turn_cap=2, fake=True, retrieval="lexical")
     print(json.dumps([run_engine(e, args) for e in args.engines.split(",")], indent=2))
 
 

@@ -21,6 +21,7 @@ import time
 from mindsimkit.mindcore.config import EmbeddedEngine, EnginesConfig, RoleSpec
 from mindsimkit.mindcore.engine import Engines
 from mindsimkit.mindcore.types import ChatRequest
+from smoke import parse_args
 
 
 def system_prompt(nonce: str, rules: int) -> str:
@@ -50,7 +51,7 @@ def main() -> None:
     ap.add_argument("--requests", type=int, default=4)
     ap.add_argument("--tokens", type=int, default=120)
     ap.add_argument("--repeat", type=int, default=2)
-    args = ap.parse_args()
+    args = parse_args(ap, rules=2, requests=2, tokens=4, repeat=1)
     cfg = EnginesConfig(engines={"local": EmbeddedEngine(parallel=4, ctx_per_slot=8192)},
                         roles={"default": RoleSpec(engine="local", temperature=0.0, seed=0)})
     results: dict[tuple[int, bool], list[dict]] = {}

@@ -14,9 +14,11 @@ from __future__ import annotations
 
 import argparse
 import asyncio
+import contextlib
 import statistics
 import time
 
+from mindsimkit.mindcore.config import EnginesConfig, OpenAIEngine, RoleSpec
 from mindsimkit.mindcore.engine import Engines
 from mindsimkit.mindcore.recipe import load_recipe
 from mindsimkit.profilegen.anchors import anchor_personas
@@ -25,6 +27,8 @@ from mindsimkit.profilegen.formulation import draft_model, label_choice, writer_
 from mindsimkit.profilegen.personas import load_personas
 from mindsimkit.profilegen.rates import load_rates
 from mindsimkit.profilegen.schemas import AnchoredRow
+from instant_server import InstantServer
+from smoke import parse_args
 
 IN_FLIGHT = (1, 2, 4)
 
@@ -53,7 +57,7 @@ def main() -> None:
     ap.add_argument("--recipe", default="recipes/quickstart.yaml")
     ap.add_argument("--per-round", type=int, default=4)
     ap.add_argument("--rounds", type=int, default=2)
-    args = ap.parse_args()
+    args = parse_args(ap, per_round=1, rounds=1)
     recipe = load_recipe(args.recipe)
     scale = profiles_config(recipe).shape.text_scale
     need = args.per_round * len(IN_FLIGHT) * args.rounds + 2
@@ -62,7 +66,13 @@ def main() -> None:
         raise SystemExit(f"only {len(rows)} synthetic personas; lower --per-round or --rounds")
     fresh = iter(rows)
     rates: dict[int, list[float]] = {k: [] for k in IN_FLIGHT}
-    with Engines.from_config(recipe.engines_config()) as engines:
+    with contextlib.ExitStack() as stack:
+        # Small mode: the instant stub stands in for the recipe's engines (the writer's requests are the real ones).
+        config = (EnginesConfig(engines={"stub": OpenAIEngine(base_url=stack.enter_context(InstantServer()).base_url,
+                                                              model="instant", native_tools=False)},
+                                roles={"default": RoleSpec(engine="stub", seed=0)})
+                  if args.smoke else recipe.engines_config())
+        engines = stack.enter_context(Engines.from_config(config))
         for r in range(args.rounds):
             order = IN_FLIGHT if r % 2 == 0 else tuple(reversed(IN_FLIGHT))  # drift hits every setting alike
             for k in order:

@@ -27,6 +27,8 @@ import tempfile
 import time
 from pathlib import Path
 
+from smoke import parse_args
+
 REPO = Path(__file__).resolve().parent.parent
 for extra in (REPO / "tests", REPO / "tests" / "mindsim"):
     sys.path.insert(0, str(extra))
@@ -95,11 +97,12 @@ def main() -> None:
     ap.add_argument("--cap", type=int, default=16, help="the engine's global max_concurrency")
     ap.add_argument("--two-servers", action="store_true")
     ap.add_argument("--repeat", type=int, default=1, help="rounds of the three runners (median reported)")
-    args = ap.parse_args()
+    args = parse_args(ap, patients=2, sessions=1, turn_cap=2, latency=0.001, repeat=1, two_servers=False)
 
     import ray
 
     from mindsimkit.mindcore.recipe import RaySettings
+    from mindsimkit.mindcore.runners import RayRunner
     from mindsimkit.mindsim.config import SimulationConfig
     from mindsimkit.mindsim.simulate import run_simulation
     from simfakes import make_profile
@@ -121,8 +124,9 @@ def main() -> None:
             def on_ray(workers: int):
                 def run():
                     with engines_for([url], args.cap) as engines:
+                        settings = RaySettings(workers=workers, max_concurrency_per_worker=args.per_worker)
                         return run_simulation(profiles, engines, config, Path(tmp) / f"ray{workers}", seed=1,
-                                              ray=RaySettings(workers=workers, max_concurrency_per_worker=args.per_worker))
+                                              runner=RayRunner(settings))
                 return run
 
             modes = [("local", local), ("ray, 1 worker", on_ray(1)), ("ray, 2 workers", on_ray(2))]
@@ -131,7 +135,7 @@ def main() -> None:
                 for name, fn in (modes if r % 2 == 0 else modes[::-1]):
                     counts[0] = 0
                     wall, summary = timed(fn)
-                    rows.append((name, wall, summary["sessions_written"], len(summary["failed_arcs"]), counts[0]))
+                    rows.append((name, wall, summary.sessions_written, len(summary.failed_arcs), counts[0]))
                     shutil.rmtree(Path(tmp) / ("local" if name == "local" else f"ray{name[5]}"), ignore_errors=True)
 
             two = []
@@ -144,7 +148,7 @@ def main() -> None:
                         with engines_for([url, url2], args.cap) as engines:
                             wall, summary = timed(lambda: run_simulation(
                                 profiles, engines, config, Path(tmp) / f"two{refuse}", seed=1,
-                                ray=RaySettings(workers=2, max_concurrency_per_worker=args.per_worker)))
+                                runner=RayRunner(RaySettings(workers=2, max_concurrency_per_worker=args.per_worker))))
                         two.append((refuse, wall, summary, counts[0], counts[1]))
                     finally:
                         second.terminate()
@@ -169,7 +173,7 @@ def main() -> None:
     for refuse, wall, summary, a, b in two:
         what = "both healthy" if refuse is None else f"the second refusing after {refuse} requests"
         print(f"two servers, {what}: {a} / {b} requests ({abs(a - b) / ((a + b) / 2) * 100:.0f}% apart), "
-              f"{summary['sessions_written']} sessions, {len(summary['failed_arcs'])} failed arcs, {wall:.2f} s")
+              f"{summary.sessions_written} sessions, {len(summary.failed_arcs)} failed arcs, {wall:.2f} s")
 
 
 if __name__ == "__main__":

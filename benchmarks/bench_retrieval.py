@@ -21,6 +21,7 @@ from mindsimkit.mindcore.config import EmbeddedEngine, EnginesConfig, RoleSpec
 from mindsimkit.mindcore.engine import Engines
 from mindsimkit.mindsim.patientact.matcher import MATCHER_ROLE, TagMatch
 from mindsimkit.mindsim.patientact.recall import lexical_matcher, llm_matcher, load_heldout, measure_heldout
+from smoke import parse_args
 
 
 def _short(result: dict) -> dict:
@@ -32,7 +33,7 @@ def main() -> None:
     ap.add_argument("--llm", action="store_true", help="also run the LLM matcher on the embedded 135M model")
     ap.add_argument("--limit", type=int, default=None, help="first N cases of each patient")
     ap.add_argument("--mismatches", action="store_true")
-    args = ap.parse_args()
+    args = parse_args(ap, limit=2, llm=False)
     heldout = load_heldout()
     out = {"set": {"source": heldout.source, "cases": heldout.size, "limit_per_patient": args.limit}}
     lex = asyncio.run(measure_heldout(lexical_matcher(), heldout, args.limit))

@@ -14,6 +14,7 @@ import time
 
 from mindsimkit.profilegen.select import attribute_table, select, select_profiles
 from mindsimkit.profilegen.testing import make_profiles
+from smoke import parse_args
 
 GOALS = {1_000: 1.0, 100_000: 60.0}
 
@@ -22,7 +23,7 @@ def main() -> None:
     ap = argparse.ArgumentParser()
     ap.add_argument("--sizes", type=int, nargs="+", default=[1_000, 100_000])
     ap.add_argument("--repeats", type=int, default=3)
-    args = ap.parse_args()
+    args = parse_args(ap, sizes=[200], repeats=1)
     print(f"{'candidates':>10} {'stage s':>9} {'core s':>8} {'goal s':>7} {'cover':>6} {'values':>7} "
           f"{'pool ΣTV':>9} {'bench maxTV':>11}")
     for n in args.sizes:

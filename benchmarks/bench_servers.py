@@ -19,6 +19,7 @@ from mindsimkit.mindcore.types import ChatRequest
 
 sys.path.insert(0, str(Path(__file__).resolve().parent.parent / "tests" / "mindcore"))
 from stub_servers import StubServer  # noqa: E402
+from smoke import parse_args
 
 
 async def drive(backend: OpenAIBackend, n: int, in_flight: int, sessions: int) -> float:
@@ -60,7 +61,7 @@ def main() -> None:
     ap.add_argument("--cap", type=int, default=4, help="max_concurrency (per server)")
     ap.add_argument("--in-flight", type=int, default=32, help="requests the caller keeps open")
     ap.add_argument("--sessions", type=int, default=16, help="affinity keys for the affinity rows")
-    args = ap.parse_args()
+    args = parse_args(ap, requests=24, latency=0.002, in_flight=8, sessions=4)
     ceiling = args.cap / args.latency
     print(f"{args.requests} requests, {args.latency * 1000:.0f} ms per call, cap {args.cap} per server, "
           f"{args.in_flight} in flight; ideal {ceiling:.0f} req/s per server")

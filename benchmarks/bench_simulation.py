@@ -13,6 +13,7 @@ from __future__ import annotations
 
 import argparse
 import asyncio
+import contextlib
 import dataclasses
 import sys
 import tempfile
@@ -22,14 +23,16 @@ from pathlib import Path
 REPO = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(REPO / "tests" / "mindsim"))  # hand-built profiles shared with the tests
 
-from mindsimkit.mindcore.config import EmbeddedEngine, EnginesConfig, RoleSpec  # noqa: E402
+from mindsimkit.mindcore.config import EmbeddedEngine, EnginesConfig, OpenAIEngine, RoleSpec  # noqa: E402
 from mindsimkit.mindcore.engine import Engines  # noqa: E402
 from mindsimkit.mindsim.config import SimulationConfig  # noqa: E402
 from mindsimkit.mindsim.simulate import simulate_async  # noqa: E402
 from mindsimkit.profilegen.moves import archetype_ids  # noqa: E402
 from simfakes import make_profile  # noqa: E402
 
+from instant_server import InstantServer  # noqa: E402
 from recording import Recorder, cached_share, processed  # noqa: E402
+from smoke import parse_args  # noqa: E402
 
 
 async def replay_lanes(backend, calls, together: bool = True) -> float:
@@ -70,7 +73,16 @@ def main() -> None:
     ap.add_argument("--patients", type=int, default=4)
     ap.add_argument("--turn-cap", type=int, default=3)
     ap.add_argument("--parallel", type=int, default=4)
-    args = ap.parse_args()
+    args = parse_args(ap, patients=1, turn_cap=2, parallel=2)
+    with contextlib.ExitStack() as stack:
+        # Small mode: the instant stub stands in for the model (the simulator and the replays run as measured).
+        engine = (OpenAIEngine(base_url=stack.enter_context(InstantServer()).base_url, model="instant",
+                               native_tools=False) if args.smoke
+                  else EmbeddedEngine(parallel=args.parallel, ctx_per_slot=4096))
+        measure(args, engine)
+
+
+def measure(args, engine) -> None:
     arch = archetype_ids()
     profiles = [make_profile(f"b{i}", arch[i % len(arch)], ("casual", "plain", "formal")[i % 3]) for i in range(args.patients)]
     # Small budgets: a 135M model often runs a memory log or scenario to its token limit, which would make
@@ -78,12 +90,12 @@ def main() -> None:
     config = SimulationConfig(sessions=1, turn_cap=args.turn_cap, max_todo_calls=1, message_max_tokens=40,
                               scenario_max_tokens=600, memory_max_tokens=300, memory_retries=0)
     engines_cfg = EnginesConfig(
-        engines={"local": EmbeddedEngine(parallel=args.parallel, ctx_per_slot=4096)},
+        engines={"local": engine},
         roles={"default": RoleSpec(engine="local", temperature=0.3, max_tokens=200, seed=0)},
     )
 
     def serial_loop(engines, tmp):  # one conversation after another: the baseline
-        return sum(asyncio.run(simulate_async([p], engines, config, tmp / f"serial{i}", seed=1))["sessions_written"]
+        return sum(asyncio.run(simulate_async([p], engines, config, tmp / f"serial{i}", seed=1)).sessions_written
                    for i, p in enumerate(profiles))
 
     batched, t_batched, batched_calls = on_fresh_engine(
@@ -99,16 +111,16 @@ def main() -> None:
         engines_cfg, lambda e, _tmp: asyncio.run(replay_lanes(e.backend("local"), batched_calls, together=False)))
     print(f"[raw one-lane-at-a-time replay done in {t_raw1:.1f} s]", flush=True)
 
-    spm_b = batched["sessions_written"] / t_batched * 60
+    spm_b = batched.sessions_written / t_batched * 60
     spm_s = serial_sessions / t_serial * 60
     tps_b, tps_raw = processed(batched_calls) / t_batched, processed(raw_calls) / t_raw
     print(f"patients={args.patients} turn_cap={args.turn_cap} parallel={args.parallel} requests={len(batched_calls)}")
-    for name, n, t, calls in (("batched", batched["sessions_written"], t_batched, batched_calls),
+    for name, n, t, calls in (("batched", batched.sessions_written, t_batched, batched_calls),
                               ("serial ", serial_sessions, t_serial, serial_calls)):
         print(f"{name}: {n} sessions in {t:7.1f} s = {n / t * 60:6.2f} sessions/min   "
               f"{len(calls)} requests, {processed(calls)} tokens computed, {cached_share(calls):.0%} of prompt from cache")
-    for f in batched["failed_arcs"]:
-        print(f"  batched arc failed (135M output, counted): {f['patient_id']}: {f['error'][:160]}")
+    for f in batched.failed_arcs:
+        print(f"  batched arc failed (135M output, counted): {f.patient_id}: {f.error[:160]}")
     print(f"speed-up batched / serial = {spm_b / spm_s:.2f}x   (goal >= 1.5x)")
     print(f"computed tokens/s: batched simulation {tps_b:7.1f}   same requests replayed raw, per conversation in "
           f"order, all at once {tps_raw:7.1f} ({cached_share(raw_calls):.0%} from cache)")

@@ -24,6 +24,7 @@ from pathlib import Path
 import yaml
 
 from mindsimkit.mindcore import yamlio
+from smoke import parse_args
 
 REPO = Path(__file__).resolve().parent.parent
 RATES = REPO / "profilegen" / "data" / "rates_default.yaml"
@@ -42,7 +43,7 @@ def median_seconds(fn, repeat: int) -> float:
 def main() -> None:
     ap = argparse.ArgumentParser()
     ap.add_argument("--repeat", type=int, default=5)
-    args = ap.parse_args()
+    args = parse_args(ap, repeat=1)
     files = sorted(p for d in ("mindcore", "mindsim", "mindsim_app", "profilegen", "validation", "judge", "prompts",
                                 "recipes")
                    for p in (REPO / d).rglob("*.y*ml"))

@@ -24,10 +24,12 @@ import sys
 import time
 import urllib.request
 
+from smoke import parse_args
+
 PROMPT = "Write a short paragraph about a person who has trouble sleeping after moving to a new city. " * 8
 
 
-def serve_and_measure(threads: int | None, seconds: float) -> dict:
+def serve_and_measure(threads: int | None, seconds: float, tokens: int) -> dict:
     from mindsimkit.mindcore.config import EmbeddedEngine
     from mindsimkit.mindcore.embedded import EmbeddedServer
 
@@ -35,7 +37,7 @@ def serve_and_measure(threads: int | None, seconds: float) -> dict:
     generated = prompt = n = 0
     t0 = time.monotonic()
     while time.monotonic() - t0 < seconds:
-        body = json.dumps({"model": server.model_name, "temperature": 0, "max_tokens": 96,
+        body = json.dumps({"model": server.model_name, "temperature": 0, "max_tokens": tokens,
                            "messages": [{"role": "system", "content": f"request {n}"},
                                         {"role": "user", "content": PROMPT}]}).encode()
         req = urllib.request.Request(server.base_url + "/chat/completions", data=body,
@@ -48,9 +50,9 @@ def serve_and_measure(threads: int | None, seconds: float) -> dict:
     return {"threads": used, "requests": n, "gen_tok_s": generated / elapsed, "prompt_tok_s": prompt / elapsed}
 
 
-def child(threads: str, seconds: float, delay: float = 0.0) -> subprocess.Popen:
+def child(threads: str, seconds: float, tokens: int, delay: float = 0.0) -> subprocess.Popen:
     return subprocess.Popen([sys.executable, __file__, "--child", threads, "--seconds", str(seconds),
-                             "--delay", str(delay)], stdout=subprocess.PIPE, text=True)
+                             "--tokens", str(tokens), "--delay", str(delay)], stdout=subprocess.PIPE, text=True)
 
 
 def result(p: subprocess.Popen) -> dict:
@@ -63,19 +65,27 @@ def main() -> None:
     ap.add_argument("--seconds", type=float, default=30.0)
     ap.add_argument("--child", default=None, help=argparse.SUPPRESS)
     ap.add_argument("--delay", type=float, default=0.0, help=argparse.SUPPRESS)
-    args = ap.parse_args()
+    ap.add_argument("--tokens", type=int, default=96, help="tokens each request generates")
+    args = parse_args(ap, seconds=1.0, tokens=4)
     if args.child is not None:
         time.sleep(args.delay)
-        print(json.dumps(serve_and_measure(None if args.child == "free" else int(args.child), args.seconds)))
+        print(json.dumps(serve_and_measure(None if args.child == "free" else int(args.child), args.seconds, args.tokens)))
         return
     cores = len(os.sched_getaffinity(0)) if hasattr(os, "sched_getaffinity") else os.cpu_count() or 2
-    rows = {"alone-all": [result(child(str(cores), args.seconds))],
-            "alone-free": [result(child("free", args.seconds))]}
-    pair = [child(str(cores), args.seconds), child(str(cores), args.seconds)]
+    rows = {"alone-all": [result(child(str(cores), args.seconds, args.tokens))],
+            "alone-free": [result(child("free", args.seconds, args.tokens))]}
+    if args.smoke:  # the lone server only: the pairs double the time and measure nothing more in small mode
+        _table(rows)
+        return
+    pair = [child(str(cores), args.seconds, args.tokens), child(str(cores), args.seconds, args.tokens)]
     rows["pair-all"] = [result(p) for p in pair]
     # The second starts once the first is generating (its model load and first request take a few seconds).
-    pair = [child("free", args.seconds + 10), child("free", args.seconds, delay=10)]
+    pair = [child("free", args.seconds + 10, args.tokens), child("free", args.seconds, args.tokens, delay=10)]
     rows["pair-free"] = [result(p) for p in pair]
+    _table(rows)
+
+
+def _table(rows: dict) -> None:
     base = rows["alone-all"][0]["gen_tok_s"]
     print(f"{'setting':<11} {'server':>6} {'threads':>7} {'requests':>8} {'gen tok/s':>9} {'prompt tok/s':>12} {'vs alone-all':>12}")
     for name, servers in rows.items():

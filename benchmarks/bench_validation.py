@@ -24,6 +24,7 @@ from mindsimkit.validation.distances import compare_samples, joint_distance, joi
 from mindsimkit.validation.features import FEATURES
 from mindsimkit.validation.reference import measure, write_reference
 from mindsimkit.validation.transcripts import load_transcripts
+from smoke import parse_args
 
 MARKERS = ["always", "never", "nothing", "tired", "sad", "stress", "um", "you know", "i mean", "bad"]
 
@@ -78,12 +79,16 @@ def main() -> None:
     parser.add_argument("--draws", type=int, default=1000)
     parser.add_argument("--splits", type=int, default=100)
     parser.add_argument("--scipy-draws", type=int, default=100, help="draws timed for the scipy loop (extrapolated)")
-    args = parser.parse_args()
+    parser.add_argument("--scale", type=float, default=1.0, help="share of the paper's conversation counts to make")
+    args = parse_args(parser, draws=20, splits=5, scipy_draws=2, scale=0.03)
     cfg = ValidationConfig(bootstrap_draws=args.draws, floor_splits=args.splits, plots=False)
 
     print("generating synthetic transcripts (not timed) ...")
-    ref_rows = synth_rows(1584, 886, mean_turns=20, mean_words=12, seed=1)
-    sim_rows = synth_rows(400, 100, mean_turns=15, mean_words=25, seed=2)
+    def n(count: int) -> int:
+        return max(8, round(count * args.scale))
+
+    ref_rows = synth_rows(n(1584), n(886), mean_turns=20, mean_words=12, seed=1)
+    sim_rows = synth_rows(n(400), n(100), mean_turns=15, mean_words=25, seed=2)
     tmp = Path(tempfile.mkdtemp(prefix="bench_validation_"))
     for name, rows in (("ref", ref_rows), ("sim", sim_rows)):
         (tmp / f"{name}.jsonl").write_text("".join(json.dumps(r) + "\n" for r in rows), encoding="utf-8")

@@ -5,7 +5,7 @@ Imports only `mindcore`, like `validation/`."""
 # What other packages may import from this one (tests/test_layers.py holds the code to it). Other packages use
 # `run.run_judging`, `config.JudgeConfig`, `ablation` (the memory ablation's scores and report), `schemas` (rows
 # and summaries), `rubric`, `scores`, `stats`, `inputs`, `judging`, `patientact`, `patientact_profiles` (Table 1),
-# `sample`, `units` and `cli.app`; `rubrics` (the rubric registry), `ratings` (the long format), `alpha`
+# `patientact_report` (writing scored sessions), `sample`, `units` and `cli.app`; `rubrics` (the rubric registry), `ratings` (the long format), `alpha`
 # (Krippendorff's α) and `scales` (the judge of any scales rubric), which the annotation tool builds on.
 PUBLIC_MODULES = (
     "ablation",
@@ -17,6 +17,7 @@ PUBLIC_MODULES = (
     "judging",
     "patientact",
     "patientact_profiles",
+    "patientact_report",
     "ratings",
     "rubric",
     "rubrics",

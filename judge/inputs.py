@@ -21,7 +21,9 @@ from mindsimkit.judge.schemas import SessionInput
 _NEEDED = ("session_id", "patient_id", "counsellor", "session_index", "counsellor_system_prompt", "counsellor_messages")
 
 
-def _session(d: dict[str, Any], where: str) -> SessionInput:
+def session_input(d: dict[str, Any], where: str) -> SessionInput:
+    """One session as the judge reads it, from a stored row or a line of another simulator's JSONL: the counsellor's
+    model taken from the row's `engines` when it names none; InputError naming `where` and the field otherwise."""
     d = dict(d)
     if "messages" not in d and "counsellor_messages" in d:
         d["messages"] = d.pop("counsellor_messages")
@@ -65,7 +67,7 @@ def read_sessions_parquet(path: Path) -> list[SessionInput]:
     # Read through the run log's one table reader; each row is then checked as a `SessionInput`, whose errors name
     # the field (the stored columns are typed loosely so that check is the one that speaks).
     rows = read_table(path, _StoredSession, what="sessions table", remake=_REMAKE)
-    return [_session(r.model_dump(exclude_unset=True), f"{path} row {i}") for i, r in enumerate(rows)]
+    return [session_input(r.model_dump(exclude_unset=True), f"{path} row {i}") for i, r in enumerate(rows)]
 
 
 def read_sessions_jsonl(path: Path) -> list[SessionInput]:
@@ -75,7 +77,7 @@ def read_sessions_jsonl(path: Path) -> list[SessionInput]:
     for line, obj in read_jsonl(path):
         if not isinstance(obj, dict):
             raise InputError(f"{path}:{line}: each line must be a JSON object (one session)")
-        out.append(_session(obj, f"{path}:{line}"))
+        out.append(session_input(obj, f"{path}:{line}"))
     return out
 
 

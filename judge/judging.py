@@ -187,10 +187,11 @@ def judges_from_config(engines: Any, config: JudgeConfig) -> list[Judge]:
 
 
 async def judge_all(judges: list[Judge], sessions: list[SessionInput], cache: Any,
-                    max_replies: int | None, concurrency: int | None = None) -> list[JudgmentRow]:
+                    max_replies: int | None, concurrency: int | None = None, *, progress: bool = True) -> list[JudgmentRow]:
     """Every reply of every session, by every judge, concurrently: the engine layer bounds how many
     requests are in flight, and `concurrency` (judge.concurrency) bounds it further when set. Rows come back
-    in (judge, session, reply) order. `cache`: a `mindcore.io.CheckpointDir`."""
+    in (judge, session, reply) order. `cache`: a `mindcore.io.CheckpointDir` (or anything with its `has`, `read`
+    and `write`). `progress`: draw a bar (off where another display owns the terminal, e.g. inspect's)."""
     work = [(j, r) for j in judges for s in sessions for r in replies(s, max_replies)]
     # Prompts are rendered when a task starts, before the engine's own semaphore; this bound keeps a
     # paper-scale run (~60k replies) from holding every rendered conversation in memory at once.
@@ -201,4 +202,6 @@ async def judge_all(judges: list[Judge], sessions: list[SessionInput], cache: An
         async with gate:
             return await judge_reply(j, r, cache, asking)
 
+    if not progress:
+        return list(await asyncio.gather(*(one(j, r) for j, r in work)))
     return await gather_progress((one(j, r) for j, r in work), "judging replies")

@@ -215,7 +215,10 @@ class _AnchorOfProfile(BaseModel):
     anchor: _Anchor | None = None
 
 
-def _source(label: str, sessions: list[Any], labels: dict[str, str], groups: dict[str, str] | None = None) -> list[ConversationItem]:
+def conversation_items(label: str, sessions: list[Any], labels: dict[str, str],
+                       groups: dict[str, str] | None = None) -> list[ConversationItem]:
+    """Sessions (`judge.schemas.SessionInput`) from input `label` as items to score: `labels` session id → system,
+    `groups` patient id → main presenting problem."""
     groups = groups or {}
     return [ConversationItem(s.session_id, s.session_id, s.patient_id, s.counsellor, s.session_index,
                              labels.get(s.session_id, UNNAMED_ENGINE), label, transcript(s.messages),
@@ -235,12 +238,12 @@ def load_items(runs: Sequence[Path] = (), sessions: Path | None = None) -> list[
         label = Path(run).resolve().name
         loaded = load_sessions(Path(run))  # names a missing or unreadable sessions file before the labels read it
         labels = parquet_system_labels(RunLayout(run).sessions.parquet)
-        groups.append((label, _source(label, loaded, labels, main_problems(Path(run)))))
+        groups.append((label, conversation_items(label, loaded, labels, main_problems(Path(run)))))
     if sessions is not None:
         path = Path(sessions)
         loaded = load_sessions(path.parent, path)
         labels = parquet_system_labels(path) if path.suffix == ".parquet" else jsonl_system_labels(path)
-        groups.append((path.stem, _source(path.stem, loaded, labels)))
+        groups.append((path.stem, conversation_items(path.stem, loaded, labels)))
     counts: dict[str, int] = {}
     for _, items in groups:
         for it in items:
@@ -428,8 +431,10 @@ async def judge_item(judge: ConversationJudge, item: ConversationItem, cache: An
     return judge.row(item, key, answer, error, kind)
 
 
-async def judge_items(judge: ConversationJudge, items: list[ConversationItem], cache: Any) -> list[Judgment]:
-    """Every session at once; the engine layer bounds the requests in flight, this gate the rendered prompts."""
+async def judge_items(judge: ConversationJudge, items: list[ConversationItem], cache: Any, *,
+                      progress: bool = True) -> list[Judgment]:
+    """Every session at once; the engine layer bounds the requests in flight, this gate the rendered prompts.
+    `progress`: draw a bar (off where another display owns the terminal, e.g. inspect's)."""
     from mindsimkit.mindcore.runner import gather_progress
 
     gate = asyncio.Semaphore(_IN_FLIGHT)
@@ -438,6 +443,8 @@ async def judge_items(judge: ConversationJudge, items: list[ConversationItem], c
         async with gate:
             return await judge_item(judge, item, cache)
 
+    if not progress:
+        return list(await asyncio.gather(*(one(i) for i in items)))
     return await gather_progress((one(i) for i in items), "judging sessions (PatientAct rubric)",
                                  outcome=lambda r: "failed" if not getattr(r, "ok", False) else None)
 

@@ -294,6 +294,20 @@ def run_patientact(out: str | Path, engines: Any, items: list[ConversationItem],
                          f"{', '.join(sorted({it.system for it in items}))})")
     j = ConversationJudge(judge, engines.role(judge), max_tokens=max_tokens, rubric=rubric)
     rows = engines.run(judge_items(j, items, CheckpointDir(folder.cache)))
+    summary = write_patientact(out, rows, items, rubric=rubric, baseline=baseline, human=human, comparisons=comparisons)
+    failed = [r for r in rows if not r.ok]
+    if rows and len(failed) == len(rows):
+        raise EngineError(f"every judgment failed ({len(failed)}; first: {failed[0].error}); "
+                          f"rows and report written to {folder.path}")
+    return summary
+
+
+def write_patientact(out: str | Path, rows: list[Judgment], items: list[ConversationItem], *, rubric: Rubric,
+                     baseline: str | None = None, human: list[HumanRating] | None = None,
+                     comparisons: dict[str, list[str]] | None = None) -> PatientActRunSummary:
+    """Write judged sessions (`items` as `scored_systems` names them) under `output_folder(out, rubric)`: the rows,
+    report.json and report.md; PatientAct's own rubric is recorded in the run manifest."""
+    folder = output_folder(out, rubric)
     atomic_write_jsonl(folder.judgments, [r.model_dump(mode="json") for r in rows])
     report = build_report(rows, baseline, human, rubric, comparisons)
     sets = report.get("comparisons") or {}
@@ -306,8 +320,5 @@ def run_patientact(out: str | Path, engines: Any, items: list[ConversationItem],
     if rubric.id == SESSION_RUBRIC:  # the run manifest knows this stage; other rubrics' folders are extra outputs
         record_stage(out, "patientact_judge", [folder.judgments, folder.report_json, folder.report_md],
                      reads=[RunLayout(out).sessions.parquet], counts={"judged": len(rows), "failed": len(failed)})
-    if rows and len(failed) == len(rows):
-        raise EngineError(f"every judgment failed ({len(failed)}; first: {failed[0].error}); "
-                          f"rows and report written to {folder.path}")
     return PatientActRunSummary(judged=len(rows), ok=len(rows) - len(failed), failed=len(failed), means=report["means"],
                                 outputs={p.name: p for p in (folder.judgments, folder.report_json, folder.report_md)})

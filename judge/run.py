@@ -16,7 +16,6 @@ from pathlib import Path
 from typing import Any
 
 from mindsimkit.mindcore.errors import EngineError, InputError
-from mindsimkit.mindcore.io import CheckpointDir
 from mindsimkit.mindcore.layout import RunLayout
 from mindsimkit.mindcore.runlog import played_by
 from mindsimkit.mindcore.runners import Runner
@@ -162,22 +161,35 @@ def run_judging(run_dir: str | Path, engines: Any, config: JudgeConfig | None = 
     # Read before any judgment, so a bad profiles path stops the run before it spends anything.
     bench = benchmark_patients(inputs, run_dir, Path(config.profiles) if config.profiles else None)
     judges = judges_from_config(engines, config)
+    rows = judge_rows(engines, config, inputs, RunLayout(run_dir).judgments.cache, runner)
+    summary = write_judging(run_dir, rows, judges, inputs, config, benchmark=bench, usage=engines.ledger.summary(),
+                            from_run=sessions is None)
+    failed = [r for r in rows if r.status == "failed"]
+    if rows and len(failed) == len(rows):
+        raise EngineError(f"every judgment failed ({len(failed)}; first: {failed[0].error}); "
+                          f"rows and report written to {RunLayout(run_dir).judgments.path}")
+    return summary
+
+
+def write_judging(run_dir: str | Path, rows: list[JudgmentRow], judges: list[Judge], inputs: list[SessionInput],
+                  config: JudgeConfig, *, benchmark: tuple[set[str] | None, str | None] = (None, None),
+                  usage: dict[str, dict[str, Any]] | None = None, from_run: bool = True) -> JudgeRunSummary:
+    """Write judged rows into `RUN_DIR/judgments/` (the table, report.json, report.md, plots) and record the stage.
+    `judges`: the judges the rows came from (their names, models and rubric); `from_run`: the sessions are the run
+    folder's own (else a file given by hand, which the manifest does not tie the judgments to)."""
     folder = RunLayout(run_dir).judgments
     out = folder.path
-    cache = CheckpointDir(folder.cache)
-    # Read before this run writes anything: a second judge adds to the first one's rows, and a rerun's spend adds
-    # to what the earlier runs spent (judged from a sessions file given by hand, nothing of the folder's is kept).
-    earlier = earlier_run(folder, judges, inputs) if sessions is None else Earlier([], {}, {})
-    rows = judge_rows(engines, config, inputs, cache.path, runner)
+    # What an earlier run left here: a second judge adds to the first one's rows, and a rerun's spend adds to what
+    # the earlier runs spent (judged from a sessions file given by hand, nothing of the folder's is kept).
+    earlier = earlier_run(folder, judges, inputs) if from_run else Earlier([], {}, {})
     rows = rows + earlier.rows
     write_judgments(folder.parquet, rows)
-    usage = add_usage(earlier.usage, stage_usage(engines.ledger.summary()))
-    report = summarise(rows, judges, inputs, config, benchmark=bench, usage=usage, kept=earlier.judges)
+    usage = add_usage(earlier.usage, stage_usage(usage or {}))
+    report = summarise(rows, judges, inputs, config, benchmark=benchmark, usage=usage, kept=earlier.judges)
     files = write_report(out, report, judges[0].rubric, config.plots)
     failed = [r for r in rows if r.status == "failed"]
-    # Judged from a sessions file given by hand, the folder's own sessions are not what the rows come from.
     record_stage(run_dir, "judge", [folder.parquet, *files.values()],
-                 reads=[] if sessions else [RunLayout(run_dir).sessions.parquet],
+                 reads=[RunLayout(run_dir).sessions.parquet] if from_run else [],
                  counts={"judgments": len(rows), "failed": len(failed)})
     summary = JudgeRunSummary(
         sessions=len(inputs), judgments=len(rows), ok=len(rows) - len(failed), failed=len(failed),
@@ -186,7 +198,4 @@ def run_judging(run_dir: str | Path, engines: Any, config: JudgeConfig | None = 
         outputs={"judgments": folder.parquet, **files},
         prompt_hashes=dict(judges[0].prompt_hashes),
     )
-    if rows and len(failed) == len(rows):
-        raise EngineError(f"every judgment failed ({len(failed)}; first: {failed[0].error}); "
-                          f"rows and report written to {out}")
     return summary

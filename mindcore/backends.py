@@ -29,7 +29,7 @@ from typing import Any, Protocol
 from mindsimkit.mindcore import wire
 from mindsimkit.mindcore.config import SAMPLING_FIELDS, deep_merge
 from mindsimkit.mindcore.errors import ConfigError, EngineUnavailable, FieldRefused, TransportError
-from mindsimkit.mindcore.types import ChatRequest, RawReply
+from mindsimkit.mindcore.types import REASONING_FIELDS, ChatRequest, RawReply
 
 # One INFO line per HTTP request buries progress bars (and breaks once distilabel has swapped the
 # root handlers); transport problems surface as our own errors instead.
@@ -588,4 +588,15 @@ def _raw_reply(resp: dict[str, Any]) -> RawReply:
         cached_tokens=prompt_details.get("cached_tokens") or 0,
         reasoning_tokens=completion_details.get("reasoning_tokens") or 0,
         finish_reason=choice.get("finish_reason"),
+        reasoning=reasoning_of(msg),
     )
+
+
+def reasoning_of(msg: dict[str, Any]) -> dict[str, Any]:
+    """The reasoning a reply message carries (`REASONING_FIELDS`), empty fields left out; a server that names the
+    text `reasoning` (newer vLLM, several routers) has it read as `reasoning_content`, the name chat templates
+    read on an earlier turn."""
+    out = {k: msg[k] for k in REASONING_FIELDS if msg.get(k)}
+    if "reasoning_content" not in out and isinstance(msg.get("reasoning"), str) and msg["reasoning"]:
+        out["reasoning_content"] = msg["reasoning"]
+    return out

@@ -111,6 +111,7 @@ class RoleClient:
             completion_tokens=raw.completion_tokens,
             latency_s=time.monotonic() - t0,
             finish_reason=raw.finish_reason,
+            reasoning=raw.reasoning,
         )
 
     # -- structured output ------------------------------------------------------------------------
@@ -225,6 +226,36 @@ class RoleClient:
             prompt_tokens=totals.prompt_tokens,
             completion_tokens=totals.completion_tokens,
             latency_s=time.monotonic() - t0,
+        )
+
+    @property
+    def native_tools(self) -> bool:
+        """Whether this role's engine calls tools natively (else tool calls go through a JSON schema)."""
+        return bool(getattr(self.backend, "native_tools", False))
+
+    async def reply_or_call(self, messages: list[dict[str, Any]], tools: list[ToolSpec], **sampling: Any) -> ToolCallResult:
+        """One request offering `tools` beside a plain reply (`tool_choice: auto`): the model calls one of them
+        (`calls`, and `message` in OpenAI `tool_calls` shape) or answers in words (`content`, no calls). A call
+        that does not parse is re-asked like any tool call. Native tool calling only: through a JSON schema a reply
+        is one shape or the other, so callers check `native_tools` and ask the two apart there."""
+        if not self.native_tools:
+            raise ValueError(f"role '{self.role}': engine '{self.backend.name}' has no native tool calls; "
+                             "ask for the call and the words in separate requests")
+        by_name = {t.name: t for t in tools}
+        t0 = time.monotonic()
+        (calls, raw), totals = await self._with_reasks(
+            "tool_call", "tool call or reply", messages, lambda raw: (_native_calls(raw, by_name, True), raw),
+            lambda _raw, error: [{"role": "user", "content": f"That tool call could not be used: {error}. "
+                                                             "Call the tool again, or answer in words."}],
+            None, dict(sampling, tools=[t.openai() for t in tools], tool_choice="auto"),
+        )
+        for c in calls:
+            c.id = c.id or _call_id(messages, c)
+        content = None if calls else (raw.content or "")
+        return ToolCallResult(
+            message=_assistant_tool_message(calls) if calls else {"role": "assistant", "content": content},
+            calls=calls, prompt_tokens=totals.prompt_tokens, completion_tokens=totals.completion_tokens,
+            latency_s=time.monotonic() - t0, content=content, finish_reason=raw.finish_reason,
         )
 
     # -- helpers ----------------------------------------------------------------------------------

@@ -71,7 +71,7 @@ _RESERVED_BODY = frozenset({"model", "messages", "stream", "response_format", "t
 # folders made before these options existed still resume.
 REQUEST_OPTION_DEFAULTS: dict[str, Any] = {
     "reasoning_effort": None, "thinking": None, "thinking_key": "enable_thinking", "token_param": None,
-    "omit": [], "extra_body": None, "reasoning_budget": None, "timeout_s": None,
+    "omit": [], "extra_body": None, "reasoning_budget": None, "timeout_s": None, "return_reasoning": None,
 }
 
 
@@ -89,7 +89,7 @@ def deep_merge(base: dict[str, Any], extra: dict[str, Any]) -> dict[str, Any]:
 class RequestOptions(_Strict):
     """What a role (or a counsellor binding) sends to a real model beyond sampling: reasoning, the thinking
     switch of chat-template servers, the name of the output-budget field, fields to leave out, and a raw
-    `extra_body`. Field names are OpenAI's where it has one; README "Engines" tabulates what each one sends."""
+    `extra_body`. Field names are OpenAI's where it has one; docs/engines.md says what each one sends."""
 
     reasoning_effort: ReasoningEffort | None = Field(
         None, description="Sent as `reasoning_effort` (OpenAI reasoning models; vLLM passes it to chat templates "
@@ -114,6 +114,11 @@ class RequestOptions(_Strict):
         None, ge=0, description="Tokens added to every output budget of this role for its reasoning (a reasoning "
         "model's max_completion_tokens / a thinking model's max_tokens count the thinking too)")
     timeout_s: float | None = Field(None, gt=0, description="Per-request timeout of this role (default: the engine's)")
+    return_reasoning: bool | None = Field(
+        None, description="Send the role's own earlier reasoning back with its earlier replies, as the server "
+        "returned it (reasoning_content, thinking_blocks, reasoning_items, reasoning_details): the chat templates "
+        "of Kimi, GLM and Qwen render an earlier turn's reasoning. Read by the simulator's counsellors; unset: "
+        "the run's `simulation.return_reasoning`. Never a body field of its own")
 
     @model_validator(mode="after")
     def _options_consistent(self) -> "RequestOptions":

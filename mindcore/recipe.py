@@ -191,7 +191,7 @@ def format_validation_error(
         elif err["type"] == "missing":
             msg = "required field is missing"
         elif err["type"] == "extra_forbidden":
-            msg = "unknown field (check the spelling; see the recipe reference in the README)"
+            msg = "unknown field (check the spelling; docs/engines.md and each stage's page in docs/ list the fields)"
         elif err["type"] == "union_tag_invalid":
             msg = f"unknown engine kind {err.get('input')!r}; use embedded, openai or vllm"
         lines.append(template.format(where=where, field=field, msg=msg))

@@ -72,7 +72,7 @@ class Runner(ABC):
         """The distilabel pipeline as this runner runs it."""
         return pipeline
 
-    def check_reachable(self) -> None:
+    def check_reachable(self) -> None:  # noqa: B027 - a hook: most runners have nothing to check
         """Raise one clear error now if the runner cannot start (before a run folder is made)."""
 
     def __enter__(self) -> "Runner":

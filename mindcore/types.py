@@ -57,6 +57,16 @@ class RawReply:
     reasoning_tokens: int = 0
     finish_reason: str | None = None
     server: str | None = None  # base URL that answered, on engines with several servers
+    # What the reply carried besides its words, as the server returned it (`REASONING_FIELDS`): reasoning text,
+    # thinking blocks, reasoning items. Empty when the server sent none.
+    reasoning: dict[str, Any] = field(default_factory=dict)
+
+
+# The reply fields that hold a model's reasoning on OpenAI-compatible chat servers, in the shape a caller sends
+# back on that model's own earlier turn: `reasoning_content` (vLLM, SGLang, llama.cpp, DeepSeek; vLLM's newer
+# `reasoning` is read into it), `thinking_blocks` (Claude through a LiteLLM proxy), `reasoning_items` (OpenAI's
+# Responses bridge in LiteLLM), `reasoning_details` (OpenRouter).
+REASONING_FIELDS: tuple[str, ...] = ("reasoning_content", "thinking_blocks", "reasoning_items", "reasoning_details")
 
 
 @dataclass
@@ -69,6 +79,7 @@ class Completion:
     completion_tokens: int
     latency_s: float
     finish_reason: str | None = None
+    reasoning: dict[str, Any] = field(default_factory=dict)  # RawReply.reasoning
 
 
 @dataclass
@@ -87,6 +98,9 @@ class ToolCallResult:
     prompt_tokens: int = 0
     completion_tokens: int = 0
     latency_s: float = 0.0
+    # `RoleClient.reply_or_call` only: the words when the model answered instead of calling (calls empty).
+    content: str | None = None
+    finish_reason: str | None = None
 
 
 _SCHEMAS: "weakref.WeakKeyDictionary[type[BaseModel], dict[str, Any]]" = weakref.WeakKeyDictionary()

@@ -5,7 +5,8 @@ that compose it with the other stages live in `mindsim_app`."""
 
 # What other packages may import from this one (tests/test_layers.py holds the code to it). The app builds on
 # `config` (SimulationConfig), `simulate` (run_simulation), `records` (SessionRecord), `summary`,
-# `patient_engines` (the registry) and `patientact` (its engine's data and rubric inputs).
+# `patient_engines` (the registry), `patientact` (its engine's data and rubric inputs) and `presets` (which preset
+# is about which engine: the inspect tasks keep a recipe's presets of the engine they play).
 PUBLIC_MODULES = (
     "agenda",
     "arc",
@@ -14,6 +15,7 @@ PUBLIC_MODULES = (
     "patient",
     "patient_engines",
     "patientact",
+    "presets",
     "prompting",
     "records",
     "reference",

@@ -1,6 +1,11 @@
 """The session agenda and its two tools, `complete_todo` and `add_todo` (MindEval2/MindSim §4.2: "between the two
-steps, the model may also update the session agenda"; Appendix D patient template: items named by `[id]`
-or in the patient's own words, every answer says what is still open).
+steps, the model may also update the session agenda"; Appendix D patient template, whose `agenda_plain` switch
+picks between the two ways below).
+
+Ours: items are shown and named by `[id]` (or in the patient's words), and every answer says what is still open.
+Plain (`simulation.agenda_plain`, as MindEval2's reference code keeps the list): no ids, the patient names items in
+its own words, an answer is a word (`brief`) and never the list, and a completion that matches no open item is kept
+as a done item of its own, since the patient, not seeing the list, still got to a thing it meant to.
 
 Pure state, no LLM. Items the patient never reached feed the next session's situation writer.
 """
@@ -29,10 +34,13 @@ class Agenda(BaseModel):
 
     model_config = ConfigDict(extra="forbid")
     items: list[AgendaItem] = Field(default_factory=list, description="Items in order of creation")
+    brief: dict[str, str] | None = Field(
+        None, description="Plain agenda: the word each answer is (done, added, duplicate, unnamed); None: ours"
+    )
 
     @classmethod
-    def from_checkpoints(cls, checkpoints: list[str]) -> "Agenda":
-        return cls(items=[AgendaItem(id=i + 1, text=t) for i, t in enumerate(checkpoints)])
+    def from_checkpoints(cls, checkpoints: list[str], brief: dict[str, str] | None = None) -> "Agenda":
+        return cls(items=[AgendaItem(id=i + 1, text=t) for i, t in enumerate(checkpoints)], brief=brief)
 
     @property
     def open_items(self) -> list[AgendaItem]:
@@ -62,6 +70,14 @@ class Agenda(BaseModel):
 
     def complete(self, ref: str) -> str:
         item = self.match(ref)
+        if self.brief is not None:
+            if not ref.strip():
+                return self.brief["unnamed"]
+            if item is None:  # not on the list, yet said: kept as a done item of its own
+                item = AgendaItem(id=len(self.items) + 1, text=ref.strip(), added=True)
+                self.items.append(item)
+            item.done = True
+            return self.brief["done"]
         if item is None:
             return f"Nothing open matches '{ref.strip()}'. {self.status()}"
         item.done = True
@@ -69,12 +85,13 @@ class Agenda(BaseModel):
 
     def add(self, text: str) -> str:
         text = text.strip()
+        brief = self.brief
         if not text:
-            return f"Nothing to add. {self.status()}"
+            return brief["unnamed"] if brief else f"Nothing to add. {self.status()}"
         if any(_content_words(text) == _content_words(i.text) for i in self.items):
-            return f"That is already on your list. {self.status()}"
+            return brief["duplicate"] if brief else f"That is already on your list. {self.status()}"
         self.items.append(AgendaItem(id=len(self.items) + 1, text=text, added=True))
-        return f"Added: {text}. {self.status()}"
+        return brief["added"] if brief else f"Added: {text}. {self.status()}"
 
 
 def _content_words(text: str) -> set[str]:

@@ -8,7 +8,7 @@ from __future__ import annotations
 
 from typing import Any, Literal
 
-from pydantic import BaseModel, ConfigDict, Field, ValidationError, field_validator, model_validator
+from pydantic import BaseModel, ConfigDict, Field, PrivateAttr, ValidationError, field_validator, model_validator
 
 from mindsimkit.mindcore.config import RequestOptions, RoleSpec
 from mindsimkit.mindcore.errors import ConfigError
@@ -72,6 +72,12 @@ class PatientActConfig(BaseModel):
     context_turns: int = Field(4, ge=1, le=30, description="Recent exchanges shown to the appraisal steps")
     step_max_tokens: int | None = Field(320, ge=32, description="Token budget of one reaction/behaviour/resistance/trust answer")
     decomposition_max_tokens: int | None = Field(7000, ge=256, description="Token budget of the profile decomposition")
+    # 18: the most pieces a MindSim-shaped profile holds (`decompose.max_pieces`), so those stay one call as before;
+    # a PatientAct-shaped profile (impact list, split predisposing factors) holds up to 26 and takes two.
+    decomposition_chunk: int = Field(
+        18, ge=1, le=64,
+        description="Most profile pieces one decomposition call answers for; a profile with more is decomposed in "
+        "several calls of near-equal size, each shown the whole profile (bounds the decomposition's answer)")
     step_attempts: int | None = Field(None, ge=1, le=10, description="Attempts per structured step (default: the role's)")
     # How the authors' public code differs from ours (docs/patientact.md; the `patientact-reference` preset sets them).
     frame: Literal["chat", "session"] = Field(
@@ -142,7 +148,15 @@ class SimulationConfig(BaseModel):
     )
     turn_cap: int = Field(
         30, ge=1, le=200, description="Max patient turns per session, opening message included (at least 2 when the "
-        "patient opens: the scripted opening is not a simulated turn)")
+        "patient opens: the scripted opening is not a simulated turn). `counsellor_replies` says the same in the "
+        "papers' unit; set one of the two")
+    # Left out of dumps when unset, so the summaries of runs that set turn_cap read as before.
+    counsellor_replies: int | None = Field(
+        None, ge=1, le=200, exclude_if=lambda n: n is None,
+        description="Max counsellor replies per session, each answered by the patient (the unit MindEval2's "
+        "reference code counts in: 30 replies follow the patient's opening message). Sets turn_cap (replies + 1 "
+        "when the patient opens, = replies when the counsellor does); set it or turn_cap, or both if they agree",
+    )
     min_gap_hours: float = Field(6, ge=0, description="Shortest gap before a follow-up session")
     max_gap_hours: float = Field(336, gt=0, description="Longest gap before a follow-up session (14 days)")
     counsellors: list[str | CounsellorBinding] = Field(
@@ -151,6 +165,12 @@ class SimulationConfig(BaseModel):
     )
     max_commit_retries: int = Field(3, ge=0, le=10, description="Re-commits allowed after a rejected move")
     max_todo_calls: int = Field(2, ge=0, le=5, description="Agenda tool calls per patient turn (0 turns them off)")
+    agenda_tools: Literal["separate", "with_message"] = Field(
+        "separate", description="How the MindSim patient is offered complete_todo / add_todo after its move: "
+        "'separate' = a request of their own before the message is asked for (ours); 'with_message' = offered "
+        "beside the words, the model calls one or speaks (MindEval2's reference code; native tool calling only, "
+        "an engine without it keeps 'separate')",
+    )
     max_message_retries: int = Field(2, ge=0, le=5, description="Re-asks when a patient/counsellor message is empty")
     max_same_move_run: int = Field(
         3, ge=0, description="Reject a primary move used this many turns running (0 = off); ours, for variety"
@@ -170,7 +190,22 @@ class SimulationConfig(BaseModel):
         "to its limit, so this is what a scenario costs)",
     )
     agenda_plain: bool = Field(
-        False, description="Patient names agenda items in own words only (the template's agenda_plain switch)"
+        False, description="The agenda as MindEval2's reference code keeps it: the list shown without ids, the patient "
+        "names items in its own words (the template's agenda_plain switch), each agenda call answered in a word "
+        "without the open list, an unmatched completion kept as a done item of its own. Off (ours): items shown "
+        "as [id] and every answer repeats what is still open"
+    )
+    message_fallback: str | None = Field(
+        None, min_length=1, max_length=80,
+        description="What the MindSim patient says when every re-ask of its message still came back unusable (not "
+        "blank): None = the turn fails and with it the arc (ours); the mindeval2-reference preset says what its "
+        "authors' code says",
+    )
+    return_reasoning: bool = Field(
+        False, description="Counsellors get their own earlier reasoning back with their earlier replies "
+        "(reasoning_content, thinking_blocks, reasoning_items, reasoning_details, as their server returned it), "
+        "unless a counsellor's role or binding sets `return_reasoning` itself. Off (ours): earlier replies go back "
+        "as words only",
     )
     message_context: Literal["full", "speech"] = Field(
         "full",
@@ -214,17 +249,23 @@ class SimulationConfig(BaseModel):
     benchmark_only: bool = Field(False, description="Simulate only profiles marked in_benchmark")
     max_patients: int | None = Field(None, ge=1, description="Use only the first N profiles (smoke runs)")
 
-    @model_validator(mode="before")
+    # The preset settings the recipe replaced with its own (`preset_notes`); set while validating.
+    _preset_overrides: list[Any] = PrivateAttr(default_factory=list)
+
+    @model_validator(mode="wrap")
     @classmethod
-    def _preset_settings(cls, data: Any) -> Any:
-        from mindsimkit.mindsim.presets import apply_settings
+    def _preset_settings(cls, data: Any, handler: Any) -> Any:
+        from mindsimkit.mindsim.presets import apply_settings, overrides
 
         if not isinstance(data, dict):
-            return data
+            return handler(data)
         try:
-            return apply_settings(data)
+            filled, replaced = apply_settings(data), overrides(data)
         except ValueError as exc:
             raise ValueError(f"preset: {exc}") from None
+        config = handler(filled)
+        config._preset_overrides = replaced
+        return config
 
     @field_validator("patient_engine")
     @classmethod
@@ -242,6 +283,14 @@ class SimulationConfig(BaseModel):
     def _check(self) -> "SimulationConfig":
         if self.min_gap_hours > self.max_gap_hours:
             raise ValueError("min_gap_hours must not exceed max_gap_hours")
+        if self.counsellor_replies is not None:
+            # The loop counts patient turns: each counsellor reply is answered, plus the patient's opening message.
+            turns = self.counsellor_replies + (self.opening == "patient")
+            if "turn_cap" in self.model_fields_set and self.turn_cap != turns:
+                raise ValueError(f"turn_cap {self.turn_cap} and counsellor_replies {self.counsellor_replies} disagree "
+                                 f"(with opening: {self.opening}, {self.counsellor_replies} replies are turn_cap "
+                                 f"{turns}); set one of them")
+            self.turn_cap = turns
         if self.turn_cap < 2 and self.opening == "patient":
             raise ValueError("turn_cap: 1 leaves only the scenario's scripted opening message when the patient opens; "
                              "set turn_cap to 2 or more, or opening: counsellor (one greeting and one patient reply)")
@@ -269,6 +318,16 @@ class SimulationConfig(BaseModel):
             if isinstance(c, str) and c.split(":", 1)[0] != "counsellor":
                 raise ValueError(f"counsellors: '{c}' is not a counsellor role (write 'counsellor' or 'counsellor:NAME')")
         return self
+
+    def preset_notes(self) -> list[str]:
+        """One line per preset setting this recipe replaced with its own value, for the run to print and record
+        (a preset's value is never replaced silently)."""
+        return [o.note() for o in self._preset_overrides]
+
+    @property
+    def replies_per_session(self) -> int:
+        """Counsellor replies a session allows (the papers' unit): the turn cap less the patient's opening."""
+        return self.turn_cap - (self.opening == "patient")
 
     def sessions_for(self, kind: str) -> int:
         """Sessions in each arc of patient engine `kind`."""

@@ -69,6 +69,13 @@ class TodoComplete(BaseModel):
     item: str = Field(max_length=120, description="The item's [id] or your own words for it")
 
 
+class TodoCompletePlain(BaseModel):
+    """Arguments of `complete_todo` on a plain agenda (`simulation.agenda_plain`: the patient sees no ids)."""
+
+    model_config = ConfigDict(extra="forbid")
+    item: str = Field(max_length=120, description="Your own words for the thing that got said, asked or dealt with")
+
+
 class TodoAdd(BaseModel):
     """Arguments of `add_todo`."""
 

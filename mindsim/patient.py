@@ -2,15 +2,17 @@
 
 A patient turn is a real tool-using exchange kept in the patient-side history: a `commit_move` call, the
 harness's answer (accepted with a writing cue, or rejected with the reason and committed again, bounded),
-then optional `complete_todo` / `add_todo` calls answered with what is still open, then the message. The
-counsellor sees only plain messages and its own system prompt.
+then optional `complete_todo` / `add_todo` calls (ours: each in a request of its own, answered with what is still
+open; with `agenda_tools: with_message`, as MindEval2's reference code: offered beside the words), then the
+message. The counsellor sees only plain messages, its own system prompt and, with `return_reasoning`, its own
+earlier reasoning.
 
 The patient's message must be speech: a blank reply, a tool call or JSON written as text, tool-call syntax in
 prose, or a reply stopped by the token budget mid-sentence is re-asked with a short note (bounded, counted in
-`PatientTurn.rejected_messages`) and never stored; when the re-asks run out the turn fails. The counsellor's
-replies are never corrected, only flagged (`counsellor_flags`): it is the system under test.
+`PatientTurn.rejected_messages`) and never stored; when the re-asks run out the turn fails (or, with
+`message_fallback`, the fallback words are said). The counsellor's replies are never corrected, only flagged
+(`counsellor_flags`): it is the system under test.
 """
-
 from __future__ import annotations
 
 import random
@@ -22,7 +24,8 @@ from mindsimkit.mindcore.engine import ToolSpec
 from mindsimkit.mindcore.types import ToolCallResult
 from mindsimkit.mindsim.agenda import Agenda
 from mindsimkit.mindsim.config import SimulationConfig
-from mindsimkit.mindsim.guard import GuardState, TodoAdd, TodoComplete, check_commit, commit_move_model, pick_cue
+from mindsimkit.mindsim.guard import (GuardState, TodoAdd, TodoComplete, TodoCompletePlain, check_commit, commit_move_model,
+                                      pick_cue)
 from mindsimkit.mindsim.prompting import (
     RejectedMessage,
     TurnFailed,
@@ -82,9 +85,16 @@ class Patient:
         depth = [m for m in self.vocab.depth_moves if m in available]
         self.commit_tool = ToolSpec.from_model("commit_move", COMMIT_DESCRIPTION, commit_move_model(available, depth))
         self.todo_tools = [
-            ToolSpec.from_model("complete_todo", COMPLETE_DESCRIPTION, TodoComplete),
+            ToolSpec.from_model("complete_todo", COMPLETE_DESCRIPTION,
+                                TodoCompletePlain if self.config.agenda_plain else TodoComplete),
             ToolSpec.from_model("add_todo", ADD_DESCRIPTION, TodoAdd),
         ]
+
+    @property
+    def tools(self) -> list[ToolSpec]:
+        """Every tool this patient is offered in a session: `commit_move`, and the agenda tools unless
+        `max_todo_calls` is 0 (then they are never sent)."""
+        return [self.commit_tool, *(self.todo_tools if self.config.max_todo_calls else [])]
 
     def open(self, opening_message: str, rejected_openings: list[RejectedMessage] = ()) -> PatientTurn:
         """Turn 0: the scenario's opening message, written before the counsellor has said anything (already
@@ -98,15 +108,25 @@ class Patient:
     async def turn(self, index: int, counsellor_text: str) -> PatientTurn:
         self.history.append({"role": "user", "content": counsellor_text})
         args, cue, rejected = await self._commit()
-        updates = await self._agenda_calls()
-        said = await self._message()
+        if self._tools_with_message():
+            updates, said = await self._agenda_beside_message()
+        else:
+            updates = await self._agenda_calls()
+            said = await self._message()
         self.recent_moves.append(args["move"])
         return PatientTurn(
             index=index, opening=False, move=args["move"], secondary_move=args.get("secondary_move") or None,
             end_conversation=bool(args.get("end_conversation")), reasoning=args.get("reasoning"), cue=cue,
             rejected=rejected, todo_updates=updates, message=said.text, rejected_messages=said.rejected,
-            trimmed=said.trimmed,
+            trimmed=said.trimmed, fallback=said.fallback,
         )
+
+    def _tools_with_message(self) -> bool:
+        """`agenda_tools: with_message` where it can run: agenda tools on, the whole history sent (the tools are
+        offered on it) and an engine that calls tools natively (a JSON-schema engine answers one shape only)."""
+        c = self.config
+        return (c.agenda_tools == "with_message" and c.max_todo_calls > 0 and c.message_context == "full"
+                and bool(getattr(self.client, "native_tools", False)))
 
     async def _call(self, tools: list[ToolSpec], allow_none: bool = False, attempt: int = 0) -> ToolCallResult:
         res = await self.client.tool_call(self.history, tools, allow_none=allow_none,
@@ -146,13 +166,30 @@ class Patient:
             res = await self._call(self.todo_tools, allow_none=True)
             if not res.calls:
                 break
-            call = res.calls[0]
-            item = str(call.arguments.get("item", ""))
-            result = self.agenda.complete(item) if call.name == "complete_todo" else self.agenda.add(item)
-            self.history.append(res.message)
-            self.history.append(_tool_result(call.id, call.name, result))
-            updates.append(TodoUpdate(tool=call.name, item=item, result=result))
+            updates.append(self._apply_todo(res))
         return updates
+
+    def _apply_todo(self, res: ToolCallResult) -> TodoUpdate:
+        call = res.calls[0]
+        item = str(call.arguments.get("item", ""))
+        result = self.agenda.complete(item) if call.name == "complete_todo" else self.agenda.add(item)
+        self.history.append(res.message)
+        self.history.append(_tool_result(call.id, call.name, result))
+        return TodoUpdate(tool=call.name, item=item, result=result)
+
+    async def _agenda_beside_message(self) -> tuple[list[TodoUpdate], Speech]:
+        """The agenda tools offered beside the words (MindEval2's reference code): each request may call one or
+        speak; a call is answered and the patient asked again, at most `max_todo_calls` times, then the words are
+        asked for without tools. The words go through the same speech check as ever (`speech_reply`)."""
+        updates: list[TodoUpdate] = []
+        sampling = {"max_tokens": self.config.message_max_tokens} if self.config.message_max_tokens else {}
+        for _ in range(self.config.max_todo_calls):
+            res = await self.client.reply_or_call(self.history, self.todo_tools, **self.client.reseeded(sampling, 0))
+            self.tokens.add(res)
+            if not res.calls:
+                return updates, await self._message(answered=res)
+            updates.append(self._apply_todo(res))
+        return updates, await self._message()
 
     def _speech_view(self, note: str) -> list[dict[str, Any]]:
         """The history as speech only: the system prompt, the messages both sides typed, then `note` (with this
@@ -164,13 +201,16 @@ class Patient:
         )
         return [self.history[0], *spoken, {"role": "user", "content": f"[harness note] {accepted} {note}".strip()}]
 
-    async def _message(self) -> Speech:
+    async def _message(self, answered: Any = None) -> Speech:
         """The turn's words. The first ask sends the whole history (the protocol, and the engine's cached
         prefix), or with `message_context: speech` the speech-only view; a re-ask sends the speech-only view
-        with a note on what was wrong."""
+        with a note on what was wrong. `answered`: words already returned by a request that offered the agenda
+        tools beside them, checked as the first ask's would be. With `message_fallback`, a message still unusable
+        (not blank) after the re-asks is that fallback instead of a failed turn."""
         first = (self.history if self.config.message_context == "full"
                  else self._speech_view(load_harness_text().speech_first_note))
-        said = await speech_reply(self.client, first, self._speech_view, config=self.config, tokens=self.tokens)
+        said = await speech_reply(self.client, first, self._speech_view, config=self.config, tokens=self.tokens,
+                                  answered=answered, fallback=self.config.message_fallback)
         self.history.append({"role": "assistant", "content": said.text})
         return said
 
@@ -179,22 +219,32 @@ class Speech(NamedTuple):
     text: str
     rejected: list[RejectedMessage]
     trimmed: bool = False
+    fallback: bool = False
 
 
 async def speech_reply(client: Any, first: list[dict[str, Any]], reask: Callable[[str], list[dict[str, Any]]], *,
-                       config: SimulationConfig, tokens: TokenCount) -> Speech:
+                       config: SimulationConfig, tokens: TokenCount, answered: Any = None,
+                       fallback: str | None = None) -> Speech:
     """A patient reply that is speech, re-asked (bounded by `max_message_retries`) while it is not:
     `reask(note)` builds the messages of a re-ask from the note saying what was wrong. Neither a bad reply
     nor a note is ever stored; every rejection is returned to be counted. With `trim_cut_off`, a reply whose
     only defect is running into its budget is ended at its last complete sentence instead (and marked
-    `trimmed`), so nothing cut mid-sentence is stored either way. Both patient engines use this."""
+    `trimmed`), so nothing cut mid-sentence is stored either way. Both patient engines use this.
+
+    `answered` (a reply with `content` and `finish_reason`) stands for the first ask when the words already came
+    back. `fallback`: when the re-asks run out on a reply that was not blank, these words are said instead
+    (marked `fallback`) rather than the turn failing — MindEval2's reference code puts its fallback in place of a
+    message that keeps failing its check; a blank one still fails there too."""
     notes = load_harness_text()
     sampling = {"max_tokens": config.message_max_tokens} if config.message_max_tokens else {}
     bad: list[RejectedMessage] = []
     for attempt in range(config.max_message_retries + 1):
-        messages = reask(f"{notes.reask_notes[bad[-1].reason]} {notes.reask_tail}") if bad else first
-        reply = await client.chat(messages, **client.reseeded(sampling, attempt))
-        tokens.add(reply)
+        if attempt == 0 and answered is not None:
+            reply = answered
+        else:
+            messages = reask(f"{notes.reask_notes[bad[-1].reason]} {notes.reask_tail}") if bad else first
+            reply = await client.chat(messages, **client.reseeded(sampling, attempt))
+            tokens.add(reply)
         text = clean_message(reply.content)
         defects = speech_defects(text, finish_reason=reply.finish_reason) if text else ["blank"]
         if not defects:
@@ -204,6 +254,8 @@ async def speech_reply(client: Any, first: list[dict[str, Any]], reask: Callable
             if kept and not speech_defects(kept):
                 return Speech(kept, bad, trimmed=True)
         bad.append(rejected(defects[0], reply.content, reply.finish_reason))
+    if fallback is not None and bad[-1].reason != "blank":
+        return Speech(fallback, bad, fallback=True)
     raise TurnFailed(
         f"role '{client.role}': no usable message after {len(bad)} attempts "
         f"(reasons: {', '.join(r.reason for r in bad)}; last: {bad[-1].text[:80]!r})"
@@ -224,6 +276,13 @@ class Counsellor:
     def hear(self, patient_text: str) -> None:
         self.history.append({"role": "user", "content": patient_text})
 
+    @property
+    def returns_reasoning(self) -> bool:
+        """Whether its earlier reasoning goes back with its earlier replies: its role's (or binding's)
+        `return_reasoning` when set, else the run's `simulation.return_reasoning`."""
+        own = getattr(getattr(self.client, "spec", None), "return_reasoning", None)
+        return self.config.return_reasoning if own is None else own
+
     async def reply(self) -> str:
         # A blank reply is the one thing re-asked: the patient cannot answer nothing. The re-asks are counted.
         for blanks in range(self.config.max_message_retries + 1):
@@ -231,10 +290,14 @@ class Counsellor:
             self.tokens.add(reply)
             text = reply.content or ""
             if text.strip():
+                reasoning = getattr(reply, "reasoning", None) or None
                 self.flags.append(CounsellorFlags(
                     reply_index=len(self.flags), flags=counsellor_flags(text, reply.finish_reason),
-                    finish_reason=reply.finish_reason, blank_retries=blanks,
+                    finish_reason=reply.finish_reason, blank_retries=blanks, reasoning=reasoning,
                 ))
-                self.history.append({"role": "assistant", "content": text})
+                # Sent back on every later request exactly as the server returned it (Kimi, GLM and Qwen chat
+                # templates render an earlier turn's reasoning; without it they see an empty trace there).
+                carried = reasoning if reasoning and self.returns_reasoning else {}
+                self.history.append({"role": "assistant", "content": text, **carried})
                 return text
         raise TurnFailed(f"role '{self.client.role}' returned blank messages {self.config.max_message_retries + 1} times")

@@ -217,6 +217,7 @@ class HarnessText(BaseModel):
     opening_notes: dict[str, str]
     opening_tail: str
     blank_items_note: str
+    agenda_plain_answers: dict[Literal["done", "added", "duplicate", "unnamed"], str]
 
     @cached_property
     def syntax_re(self) -> re.Pattern[str]:
@@ -235,12 +236,15 @@ def load_harness_text() -> HarnessText:
     path = resources.files("mindsimkit.mindsim") / "data" / "harness_text.yaml"
     try:
         data = HarnessText.model_validate(yamlio.safe_load(path.read_text(encoding="utf-8")))
-        data.syntax_re, data.label_re  # compile now, so a bad pattern is a config error here
+        _ = data.syntax_re, data.label_re  # compile now, so a bad pattern is a config error here
     except Exception as exc:
         raise ConfigError(f"mindsim/data/harness_text.yaml is invalid: {exc}") from exc
     missing = set(data.reask_notes) ^ {"blank", "tool_call", "json", "tool_syntax", "cut_off"}
     if missing or set(data.opening_notes) != {"tool_call", "json", "tool_syntax", "cut_off"}:
         raise ConfigError("mindsim/data/harness_text.yaml: reask_notes / opening_notes must cover every reason")
+    if set(data.agenda_plain_answers) != {"done", "added", "duplicate", "unnamed"}:
+        raise ConfigError("mindsim/data/harness_text.yaml: agenda_plain_answers must give done, added, duplicate "
+                          "and unnamed")
     return data
 
 

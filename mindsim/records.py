@@ -96,6 +96,11 @@ class PatientTurn(_Row):
     trimmed: bool = Field(
         False, description="The message ran into its token budget and was ended at its last complete sentence"
     )
+    # Left out when false, so turns of runs without `message_fallback` read as before.
+    fallback: bool = Field(
+        False, exclude_if=lambda v: not v,
+        description="Every ask of the message came back unusable, so `simulation.message_fallback` was said instead "
+        "(the rejected replies are in rejected_messages)")
     patientact: PatientActTurn | None = Field(None, description="PatientAct engine state for this turn (None for MindSim)")
 
 
@@ -108,6 +113,12 @@ class CounsellorFlags(_Row):
     )
     finish_reason: str | None = Field(None, description="The engine's finish reason for the reply")
     blank_retries: int = Field(0, ge=0, description="Blank replies re-asked before this one (the only re-ask)")
+    # Left out when the server returned none, so the records of runs without reasoning read as before.
+    reasoning: dict[str, Any] | None = Field(
+        None, exclude_if=lambda v: not v,
+        description="What the reply carried besides its words, as the server returned it (reasoning_content, "
+        "thinking_blocks, reasoning_items, reasoning_details); kept whether or not it was sent back "
+        "(`return_reasoning`, which puts it on the reply in counsellor_messages too)")
 
 
 class RejectionCounts(_Row):
@@ -221,6 +232,10 @@ class SessionRecord(_Row):
         "mindsim", description="Patient engine (or variant, ENGINE:ARM) that played the patient: a registered name"
     )
     patientact: PatientActSession | None = Field(None, description="PatientAct engine state (None for MindSim)")
+    # Absent (not null) for engines whose patient calls no tools, so their checkpoints and rows are unchanged.
+    patient_tools: str | None = Field(
+        None, exclude_if=lambda t: t is None,
+        description="JSON list of the tool definitions (OpenAI format) the patient was offered; absent when it had none")
     baseline: BaselineSession | None = Field(None, description="Baseline engine state (Patient-Psi, MindEval; None otherwise)")
     scenario_drafts: int = Field(
         1, ge=1, description="Drafts the scenario writer needed for this session's scenario (1 = the first was kept)")

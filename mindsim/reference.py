@@ -1,12 +1,13 @@
-"""The `mindeval2-reference` preset's data and draws: MindSim run as the MindEval2 authors' public code runs it
-(SWORDHealth/mind-eval: `config/moves.yaml`, `config/archetypes.yaml`, `config/episode.yaml`, `arc.py`).
+"""The `mindeval2-reference` preset's data and draws: MindSim with the settings and data of the MindEval2 authors'
+public code (SWORDHealth/mind-eval: `config/moves.yaml`, `config/archetypes.yaml`, `config/episode.yaml`, `arc.py`).
 
 What the preset changes is data under `mindsim/data/presets/mindeval2-reference/` (named in
 `mindsim/data/presets.yaml`); this module reads it and holds the few rules that differ in kind from ours: the
 concealment level opens after a drawn number of sessions (a dwell draw per level) rather than by a coin per
 follow-up, gaps are not rounded to whole hours, the first hour is drawn from bands, the time line names a part of
-the day and the previous session, and the day and time are the patient's only. Every draw has its own random
-stream per (patient, session, quantity), as in the reference, so adding a session never moves an earlier draw.
+the day and the previous session and says the gap in approximate words, and the day and time are the patient's
+only. Every draw has its own random stream per (patient, session, quantity), as in the reference, so adding a
+session never moves an earlier draw.
 Pure: no LLM. Used only when `cfg.preset_for("mindsim") == PRESET`.
 """
 
@@ -25,7 +26,7 @@ from mindsimkit.mindcore.errors import ConfigError
 from mindsimkit.mindsim import presets
 from mindsimkit.mindsim.config import SimulationConfig
 from mindsimkit.mindsim.schedule import (WEEKDAYS, ConcealmentLevels, EventCategory, GapBucket, Schedule, SessionPlan,
-                                         first_session_given, format_gap)
+                                         first_session_given)
 from mindsimkit.mindsim.schedule import draw_schedule as draw_our_schedule
 from mindsimkit.profilegen.moves import Vocabulary, build_vocabulary, load_vocabulary
 from mindsimkit.profilegen.schemas import FirstSession
@@ -71,6 +72,12 @@ class TimeLines(BaseModel):
     later: str = Field(description="A later session's line; {now}, {gap}, {then}")
 
 
+class GapWords(BaseModel):
+    model_config = ConfigDict(extra="forbid", frozen=True)
+    below: float = Field(gt=0, description="The row words gaps shorter than this many hours")
+    text: str = Field(min_length=1, description="The words; {hours}, {days}, {weeks} are the gap rounded")
+
+
 class ReferenceSchedule(BaseModel):
     """The preset's `schedule.yaml`."""
 
@@ -85,6 +92,7 @@ class ReferenceSchedule(BaseModel):
     start_hour_bands: list[HourBand] = Field(min_length=1)
     parts_of_day: list[PartOfDay] = Field(min_length=1)
     time_lines: TimeLines
+    gap_words: list[GapWords] = Field(min_length=1)
     patient_only_time: bool
 
     @model_validator(mode="after")
@@ -93,6 +101,8 @@ class ReferenceSchedule(BaseModel):
             raise ValueError("weekday_weights must name all seven weekdays")
         if self.parts_of_day[-1].before < 24:
             raise ValueError("parts_of_day must end at hour 24")
+        if self.gap_words[-1].below != float("inf"):
+            raise ValueError("gap_words must end with a row below .inf, so every gap has words")
         return self
 
 
@@ -162,6 +172,13 @@ def _gap(rng_band: random.Random, rng_in: random.Random, bands: list[GapBucket],
     return rng_in.uniform(max(b.low, lo), min(b.high, hi))
 
 
+def gap_words(data: ReferenceSchedule, hours: float) -> str:
+    """A gap in the approximate words the reference tells it in ('about 3 days', 'about 9 hours'), where ours says
+    the exact hours ('3 days and 5 hours')."""
+    row = next(r for r in data.gap_words if hours < r.below)
+    return row.text.format(hours=max(2, round(hours)), days=round(hours / 24), weeks=round(hours / 24 / 7))
+
+
 def part_of_day(data: ReferenceSchedule, hour: float) -> str:
     h = hour % 24
     return next(p.name for p in data.parts_of_day if h < p.before)
@@ -212,10 +229,11 @@ def draw_schedule(patient_id: str, seed: int, config: SimulationConfig, first: F
         then = when(elapsed)[2]
         elapsed += gap or 0.0
         weekday, hour, now = when(elapsed)
+        words = gap_words(data, gap) if i else None
         line = (data.time_lines.first.format(now=now) if not i
-                else data.time_lines.later.format(now=now, gap=format_gap(gap), then=then))
+                else data.time_lines.later.format(now=now, gap=words, then=then))
         plans.append(SessionPlan(
-            index=i, gap_hours=gap, event_category=category, beat=beat,
+            index=i, gap_hours=gap, gap_words=words, event_category=category, beat=beat,
             emotion=given.emotion if given is not None and not i else _pick(stream(f"emotion|{i}"), data.emotions),
             concealment=levels[i],
             max_depth=conc.max_depth[levels[i]], hours_since_start=elapsed, weekday=weekday, hour=hour,

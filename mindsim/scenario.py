@@ -3,7 +3,8 @@ generator template).
 
 The first scenario is written from the profile's writer brief (the only place the core belief is shown),
 the session emotion and the patient's register, about the stretch since the precipitating event. Later
-scenarios are written from the profile, the previous scenario, the full previous transcript, the exact
+scenarios are written from the profile (ours: the writer brief; under the `mindeval2-reference` preset the
+patient's case summary, without the core belief), the previous scenario, the full previous transcript, the
 gap, the agenda items never reached and the sampled event category's shape.
 
 The opening message is the patient's first turn, so it must be speech like any other patient message: a
@@ -238,17 +239,20 @@ async def next_scenario(
     *,
     memory: str | None = None,
     conduct: dict | None = None,
+    brief: str | None = None,
     template: str = NEXT_TEMPLATE,
 ) -> tuple[Scenario, list[RejectedMessage]]:
-    """`memory` (the running memory as text) and `conduct` (`prompting.session_conduct` of the session to come)
-    are filled under the `mindeval2-reference` preset only, which writes with `NEXT_REFERENCE_TEMPLATE`; every
+    """`memory` (the running memory as text), `conduct` (`prompting.session_conduct` of the session to come) and
+    `brief` (who the patient is, in place of the writer brief: the case summary, without the core belief) are
+    given under the `mindeval2-reference` preset only, which writes with `NEXT_REFERENCE_TEMPLATE`; every
     variable is given to either template, so a published prompt can stand in for either (`prompts:`)."""
     conduct = conduct or {"archetype_text": None, "archetype_avoids": [], "conduct_lines": []}
+    brief = profile.writer_brief if brief is None else brief
     prompt = render(
         template,
-        writer_brief=profile.writer_brief,
+        writer_brief=brief,
         # The names the authors' published template reads, so it can replace ours verbatim (`prompts:`).
-        formulation=profile.writer_brief,
+        formulation=brief,
         beat_gloss=plan.beat or "",
         memory=memory,
         **conduct,

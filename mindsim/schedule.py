@@ -68,6 +68,11 @@ class SessionPlan(BaseModel):
     model_config = ConfigDict(extra="forbid", frozen=True)
     index: int = Field(ge=0, description="0-based session index")
     gap_hours: float | None = Field(description="Hours since the previous session; None for the first")
+    # Left out of dumps when unset, so records of runs without the `mindeval2-reference` preset read as before.
+    gap_words: str | None = Field(
+        None, exclude_if=lambda v: v is None,
+        description="The gap as a preset words it for the patient and the writer ('about 3 days'); None: exact hours",
+    )
     event_category: str | None = Field(description="Between-session event category; None for the first")
     beat: str | None = Field(description="The category's shape as told to the situation writer")
     emotion: str = Field(description="Ekman emotion closest to the surface this session")
@@ -96,7 +101,7 @@ class SessionPlan(BaseModel):
 
     @property
     def gap_text(self) -> str:
-        return format_gap(self.gap_hours or 0)
+        return self.gap_words or format_gap(self.gap_hours or 0)
 
 
 class Schedule(BaseModel):

@@ -35,6 +35,7 @@ from mindsimkit.mindsim.patient_engines import TalkStart
 from mindsimkit.mindsim.prompting import (
     COUNSELLOR_TEMPLATE,
     counsellor_system_prompt,
+    load_harness_text,
     session_conduct,
     template_hashes,
     transcript_text,
@@ -80,7 +81,9 @@ async def converse(arc: Arc, inp: SessionInput) -> Talk:
     sid = arc.session_id(plan.index, inp.rerun)
     arc = replace(arc, roles=arc.roles.for_session(sid))
     config = arc.engine.session_config(arc.config)
-    agenda = Agenda.from_checkpoints(scenario.checkpoints)
+    # A plain agenda (`agenda_plain`) answers in a word and never lists what is open.
+    agenda = Agenda.from_checkpoints(scenario.checkpoints,
+                                     brief=load_harness_text().agenda_plain_answers if config.agenda_plain else None)
     greets = config.opening == "counsellor"
     # The patient's prompt reads `inp.memory`; the counsellor's may be given another (the memory ablation).
     seen = inp.counsellor_sees
@@ -309,10 +312,12 @@ async def _write_next(roles: Roles, profile: Profile, previous: Scenario, transc
 
 
 def _reference_inputs(arc: Arc, plan: SessionPlan, memory: list[str]) -> dict[str, Any]:
-    """What the authors' code gives the next scenario's writer besides ours (mind-eval `arc.py`
-    `evolve_situation`): the running memory so far, and the archetype, concealment and emotion of the session the
-    scenario opens, so that its opening message, spoken verbatim, keeps to them."""
-    return {"memory": format_log(memory) if memory else None,
+    """What the authors' code gives the next scenario's writer where ours differs (mind-eval `arc.py`
+    `evolve_situation`): the running memory so far; the archetype, concealment and emotion of the session the
+    scenario opens, so that its opening message, spoken verbatim, keeps to them; and the patient's own case summary
+    in place of our writer brief, so the core belief stays with the first scenario's writer (the reference hands
+    this writer the formulation its patient prompt shows, which holds no core belief)."""
+    return {"memory": format_log(memory) if memory else None, "brief": arc.profile.case_summary,
             "conduct": session_conduct(arc.profile, arc.vocab, plan), "template": NEXT_REFERENCE_TEMPLATE}
 
 

@@ -238,15 +238,12 @@ async def simulate_shard(
     (`mindsim.summary.ShardSummary`)."""
     store = SessionStore(out)
     scenarios = ScenarioStore(out)
-    shared = {r: engines.role(r) for r in shared_roles(config)}
+    shared = shared_clients(engines, config)
     counsellors = [(counsellor_name(c), counsellor_client(engines, c)) for c in config.counsellors]
     kinds = config.patient_engines
     trials = range(config.trials)
     keys = [(name, kind, t) for kind in kinds for name, _ in counsellors for t in trials]
-    # Every arc gets every engine's roles (as before engines were registered: a record's `engines` lists them).
-    base_roles = Roles(patient=shared["patient"], counsellor=None, scenario_writer=shared["scenario_writer"],
-                       memory_compactor=shared["memory_compactor"],
-                       extra={key: shared[role] for role, key in engine_roles(kinds).items()})
+    base_roles = harness_roles(shared, kinds)
     # One preparation per patient and engine, shared by the engine's variants and every counsellor.
     preparing = [e for e in engines_of(kinds) if e.prepares]
     stores = {e.name: e.preparation_store(out) for e in preparing}
@@ -311,19 +308,13 @@ async def simulate_shard(
 
     async def one_arc(p: Profile, schedule: Schedule, first: ScenarioRecord, name: str, client: RoleClient,
                       kind: str, prepared: dict[str, Any], trial: int) -> None:
-        engine = variant(kind)
-        preparation = prepared.get(engine.engine.name)
-        roles = Roles(patient=base_roles.patient, counsellor=client, scenario_writer=base_roles.scenario_writer,
-                      memory_compactor=base_roles.memory_compactor, extra=dict(base_roles.extra)).for_trial(trial)
-        # One schedule per patient; an engine with fewer sessions (`engine_sessions`) plays its first ones.
-        if config.sessions_for(kind) < len(schedule.sessions):
-            schedule = schedule.model_copy(update={"sessions": schedule.sessions[:config.sessions_for(kind)]})
+        preparation = prepared.get(variant(kind).engine.name)
         try:
             if isinstance(preparation, BaseException):
                 raise preparation
-            arc = Arc(p, vocabulary_for(config.preset_for(kind)), roles, config, name, seed, engine, preparation,
-                      trial)
-            records = await run_arc(arc, schedule, first=first, load=load, save=save)
+            arc = arc_for(p, base_roles, client, config, counsellor=name, seed=seed, kind=kind,
+                          preparation=preparation, trial=trial)
+            records = await run_arc(arc, arc_schedule(schedule, config, kind), first=first, load=load, save=save)
         except ARC_FAILURES as exc:
             failed(p, name, kind, trial, exc)
             return
@@ -375,8 +366,18 @@ def _prepare(profiles: Iterable[Profile], config: SimulationConfig, out: Path) -
     """The chosen profiles, checked. Profiles read lazily (`iter_profiles`) are packed (`PackedProfile`) and
     unpacked only while their patient runs, so the input is never whole in memory as objects; a list the caller
     holds anyway is used as it is (packing it would only add a copy)."""
-    patients: list[Patient] = []
-    keep = (lambda p: p) if isinstance(profiles, Sequence) else PackedProfile.of
+    patients = chosen_profiles(profiles, config,
+                               keep=(lambda p: p) if isinstance(profiles, Sequence) else PackedProfile.of)
+    check_layout(out)
+    return patients
+
+
+def chosen_profiles(profiles: Iterable[Profile], config: SimulationConfig,
+                    keep: Callable[[Profile], Any] = lambda p: p) -> list[Any]:
+    """The profiles the simulation plays (`select_profiles`), each checked for the simulator and the recipe's
+    patient engines, `CHECK_ROWS` at a time, and kept as `keep` gives them; InputError when none is left or two
+    share an id."""
+    patients: list[Any] = []
     engines = engines_of(config.patient_engines)
     layered = [e.name for e in engines if e.reads_layers]
     checks = [check_profiles, *([lambda chunk: check_layers(chunk, layered)] if layered else []),
@@ -389,7 +390,6 @@ def _prepare(profiles: Iterable[Profile], config: SimulationConfig, out: Path) -
     if not patients:
         raise InputError("no profiles to simulate (check pool_only / benchmark_only and the profiles folder)")
     check_unique([p.profile_id for p in patients])
-    check_layout(out)
     return patients
 
 
@@ -407,35 +407,40 @@ async def simulate_async(profiles: Iterable[Profile], engines, config: Simulatio
         total=len(profiles) * config.sessions_per_patient(),
         payload=lambda i, n, part: {"profiles": part, "config": config, "out": resolved, "seed": seed, "shard": i,
                                     "shards": n})
-    return _finish(out, engines, config, seed, profiles, run.results, run.shards, run.elapsed_s, run.runner,
-                   live=run.live)
+    engines_used = {r: c.describe() for r, c in shared_clients(engines, config).items()} | {
+        counsellor_name(c): counsellor_client(engines, c).describe() for c in config.counsellors}
+    return finish_simulation(out, config, seed, [p.profile_id for p in profiles], run.results, run.shards,
+                             run.elapsed_s, run.runner, live=run.live, engines=engines_used,
+                             usage=engines.ledger.summary())
 
 
-def _finish(out: Path, engines, config: SimulationConfig, seed: int, profiles: list[Patient],
-            parts: list[ShardSummary], shards: int, elapsed: float, runner: dict[str, Any], live: set[int]) -> SimulationSummary:
+def finish_simulation(out: Path, config: SimulationConfig, seed: int, patients: list[str], parts: list[ShardSummary],
+                      shards: int, elapsed: float, runner: dict[str, Any], *, live: set[int],
+                      engines: dict[str, Any], usage: dict[str, Any]) -> SimulationSummary:
+    """Merge the shards' slices into the dataset, write the summary and record the stage. `engines`: each role's
+    and counsellor's engine as provenance describes it; `usage`: the engine ledger's summary."""
     merge_shards(out, shards, live)
     counsellors = [counsellor_name(c) for c in config.counsellors]
     kinds = config.patient_engines
-    order = {(p.profile_id, name, kind, t): i for i, (kind, name, p, t) in
-             enumerate((k, n, p, t) for k in kinds for n in counsellors for p in profiles for t in range(config.trials))}
+    order = {(p, name, kind, t): i for i, (kind, name, p, t) in
+             enumerate((k, n, p, t) for k in kinds for n in counsellors for p in patients for t in range(config.trials))}
     failures = sorted((f for part in parts for f in part.failed_arcs),
                       key=lambda f: order[(f.patient_id, f.counsellor, f.patient_engine, f.trial or 0)])
-    shared = {r: engines.role(r) for r in shared_roles(config)}
     summary = SimulationSummary.totals(
         parts, failures,
         **base_provenance(),
         seed=seed,
-        patients=len(profiles),
+        patients=len(patients),
         counsellors=counsellors,
         patient_engines=kinds,
         trials=config.trials,
         arcs=len(order),
         sessions_expected=sum(config.sessions_for(kind) for _, _, kind, _ in order),
         elapsed_s=round(elapsed, 2),
-        engines={r: c.describe() for r, c in shared.items()}
-        | {n: counsellor_client(engines, c).describe() for n, c in zip(counsellors, config.counsellors)},
-        usage=engines.ledger.summary(),
+        engines=engines,
+        usage=usage,
         config=config.model_dump(mode="json"),
+        preset_overrides=config.preset_notes(),
         runner=runner,
     )
     layout = RunLayout(out)
@@ -491,6 +496,38 @@ ORDER_COLUMNS = ("counsellor", "patient_id", "patient_engine", "trial", "session
 
 def _order(r: SessionRecord) -> tuple[str, str, str, int, int]:
     return (r.counsellor, r.patient_id, r.patient_engine, r.trial or 0, r.session_index)
+
+
+def shared_clients(engines, config: SimulationConfig) -> dict[str, RoleClient]:
+    """The clients of the roles every arc of a run shares (`shared_roles`), by role."""
+    return {r: engines.role(r) for r in shared_roles(config)}
+
+
+def harness_roles(shared: dict[str, RoleClient], kinds: list[str]) -> Roles:
+    """The roles of an arc without its counsellor: the patient, the scenario writer, the memory compactor and every
+    patient engine's own roles (as before engines were registered, every arc gets every engine's roles, so a
+    record's `engines` lists them)."""
+    return Roles(patient=shared["patient"], counsellor=None, scenario_writer=shared["scenario_writer"],
+                 memory_compactor=shared["memory_compactor"],
+                 extra={key: shared[role] for role, key in engine_roles(kinds).items()})
+
+
+def arc_for(profile: Profile, harness: Roles, counsellor_client: Any, config: SimulationConfig, *, counsellor: str,
+            seed: int, kind: str, preparation: Any = None, trial: int = 0) -> Arc:
+    """One patient's arc with one counsellor (any client that chats: a recipe role, or another framework's model
+    behind `mindcore.backends.Backend`) under patient engine `kind`, on the harness's roles moved to `trial`."""
+    roles = Roles(patient=harness.patient, counsellor=counsellor_client, scenario_writer=harness.scenario_writer,
+                  memory_compactor=harness.memory_compactor, extra=dict(harness.extra)).for_trial(trial)
+    return Arc(profile, vocabulary_for(config.preset_for(kind)), roles, config, counsellor, seed, variant(kind),
+               preparation, trial)
+
+
+def arc_schedule(schedule: Schedule, config: SimulationConfig, kind: str) -> Schedule:
+    """The patient's one schedule as engine `kind`'s arcs play it: an engine with fewer sessions
+    (`engine_sessions`) plays the first ones."""
+    if config.sessions_for(kind) < len(schedule.sessions):
+        return schedule.model_copy(update={"sessions": schedule.sessions[:config.sessions_for(kind)]})
+    return schedule
 
 
 def shared_roles(config: SimulationConfig) -> tuple[str, ...]:
@@ -564,7 +601,10 @@ def _write_lines(sources: Callable[[], list[Iterable[str]]], parquet: Path, json
     than a row group of it at once. Returns the rows written."""
     schema: pa.Schema | None = None
     for rows, _ in _batches(_merge_lines(sources())):
-        got = pa.Table.from_pylist(rows).schema
+        # from_pylist takes its columns from the first row: a field only some sessions have (the MindSim
+        # patient's `patient_tools`) would be dropped from the batch when its first session lacks it.
+        names = list(dict.fromkeys(k for r in rows for k in r))
+        got = pa.Table.from_pylist([{k: r.get(k) for k in names} for r in rows]).schema
         schema = got if schema is None else pa.unify_schemas([schema, got], promote_options="permissive")
     if schema is None:
         parquet.unlink(missing_ok=True)

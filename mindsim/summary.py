@@ -71,6 +71,8 @@ class SimulationSummary(ShardCounts):
     engines: dict[str, Any] = Field(default_factory=dict)
     usage: dict[str, Any] = Field(default_factory=dict)
     config: dict[str, Any] = Field(default_factory=dict)
+    # The preset settings the recipe replaced with its own (one line each); left out when none, as before presets.
+    preset_overrides: list[str] = Field(default_factory=list, exclude_if=lambda v: not v)
     runner: dict[str, Any] = Field(default_factory=dict)
 
     @classmethod

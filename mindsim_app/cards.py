@@ -34,7 +34,7 @@ META_KEY = b"mindsim"
 
 CONFIG_DESCRIPTIONS = {
     "profiles": "one screened synthetic patient profile: persona fields, derived attributes, clinical anchor, 5P formulation, style, screening verdict and faults, pool flags, provenance",
-    "sessions": "one simulated session: patient- and counsellor-side messages (patient tool calls included), per-turn moves, scenario (`scenario_shared`: the first session's scenario is the same for every counsellor), schedule entry, memory before/after, prompts as sent, patient messages re-asked and why (`rejected_messages`, never stored as speech), counsellor replies flagged as sent (`counsellor_flags`: tool syntax, JSON, cut off, speaks as patient), tokens, engines",
+    "sessions": "one simulated session: patient- and counsellor-side messages (patient tool calls included; `patient_tools`: the tools the MindSim patient was offered, as JSON text), per-turn moves, scenario (`scenario_shared`: the first session's scenario is the same for every counsellor), schedule entry, memory before/after, prompts as sent, patient messages re-asked and why (`rejected_messages`, never stored as speech), counsellor replies flagged as sent (`counsellor_flags`: tool syntax, JSON, cut off, speaks as patient), tokens, engines",
     "transcripts": "one session as plain chat (`user` = patient, `assistant` = counsellor), the form validation reads",
     "validation": "one aggregate realism number: system × feature distance with its interval and the reference noise floor (no text)",
     "arc": "one aggregate narrative-arc share: system × stretch × label (no text)",

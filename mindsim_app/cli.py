@@ -209,6 +209,7 @@ def _mount_stage_commands() -> None:
     from mindsimkit.mindsim_app.annotate.cli import app as annotate_app
     from mindsimkit.mindsim_app.annotate.cli import realism_app
     from mindsimkit.mindsim_app.export import export_app
+    from mindsimkit.mindsim_app.inspect.cli import app as inspect_app
     from mindsimkit.mindsim_app.imports.cli import app as import_app
     from mindsimkit.mindsim_app.publish import publish_cmd
     from mindsimkit.mindsim_app.report.cli import report_cmd
@@ -227,6 +228,8 @@ def _mount_stage_commands() -> None:
     app.add_typer(annotate_app, name="annotate", help="Human evaluation: blinded samples, a local annotation page, export.")
     app.add_typer(realism_app, name="realism", help="Human realism ratings (MindEval2 Tables 4 and 13).")
     app.add_typer(ablate_app, name="ablate", help="Ablations of a finished run: `ablate memory` (MindEval2 Figure 11).")
+    app.add_typer(inspect_app, name="inspect", help="inspect_ai logs of the toolkit's tasks: `inspect to-run LOG` writes "
+                                                    "a run folder (docs/inspect.md).")
     app.add_typer(import_app, name="import", help="Read the MindEval authors' released files (members, realism "
                                                   "study, v1 ratings) into the toolkit's files.")
 

@@ -1,68 +1,38 @@
-"""Post-training exports from a finished run.
+"""Post-training exports from a finished run, in the dataset types TRL documents (`export_write` says how they
+are typed and written; docs/training.md how to train on them).
 
-- `sft`: counsellor training data. Each row is the counsellor's system prompt exactly as it was sent
-  (memory section included) followed by the session with the counsellor as `assistant`. With
-  `--max-severity LEVEL` (MHQR judgments needed) a session is kept only up to, not including, its first
-  reply judged above LEVEL, and ends on the last counsellor turn before it.
-- `dpo`: preference pairs from counterfactual replies (ours, beyond the paper): at sampled counsellor
-  turns, K counsellors (or K samples of one) reply to the byte-identical history, the MHQR judge scores
-  each, and the best is paired against the worst when their severity weights are far enough apart.
-- `patient`: patient-simulator training data: profile summary, scenario, the patient-side history
-  with its `commit_move`/agenda tool calls, and the moves per turn.
+- `sft`: counsellor training data, TRL's conversational language-modelling type (`messages`), or with
+  `--per-turn` its prompt-completion type (one row per counsellor reply). A row is the counsellor's system prompt
+  exactly as it was sent (memory section included; `--no-system` leaves it out) followed by the session with the
+  counsellor as `assistant`, ending on the last counsellor reply kept: the patient message after it is never
+  trained on. With `--max-severity LEVEL` (MHQR judgments needed) a session is kept only up to, not including,
+  its first reply judged above LEVEL.
+- `dpo`: preference pairs from counterfactual replies (`export_dpo`).
+- `patient`: patient-simulator training data: the patient-side history with its `commit_move` and agenda tool
+  calls (arguments as objects, the Hugging Face convention) and results, and the `tools` the patient was offered.
 
-All write JSONL or parquet (by the output suffix) and carry per-row provenance.
+Every export writes its rows (JSONL or parquet, by the output suffix), `FILE.summary.json` (counts, what was cut
+or skipped, row lengths in tokens) and `FILE.provenance.jsonl` (per-session or per-pair detail whose shape varies).
 """
 
 from __future__ import annotations
 
-import asyncio
 import json
-import random
 from collections import Counter
-from dataclasses import dataclass
 from pathlib import Path
-from typing import Any, Iterable, Optional
+from typing import Any, Optional
 
 import typer
-from pydantic import BaseModel, Field
+from pydantic import BaseModel
 
 from mindsimkit.mindcore.errors import InputError
-from mindsimkit.mindcore.io import atomic_write_json, atomic_write_jsonl, atomic_write_parquet
 from mindsimkit.mindcore.layout import RunLayout
 from mindsimkit.mindcore.manifest import verify_run
 from mindsimkit.mindcore.runlog import played_by
+from mindsimkit.mindsim_app.export_sessions import ExportSession, ExportTurn, load_sessions  # noqa: F401
+from mindsimkit.mindsim_app.export_write import check_out, write_export
 
 export_app = typer.Typer(no_args_is_help=True)
-
-
-class ExportTurn(BaseModel):
-    """What the exports take from a patient turn."""
-
-    move: str | None = None
-    secondary_move: str | None = None
-    end_conversation: bool | None = None
-    patientact: dict[str, Any] | None = None
-
-
-class ExportSession(BaseModel):
-    """What the exports read of a session row (`sessions/sessions.parquet`). Messages stay OpenAI chat dicts: their
-    shape differs by role (tool calls, tool answers)."""
-
-    session_id: str
-    patient_id: str
-    counsellor: str
-    session_index: int
-    seed: int
-    ended_by: str | None = None
-    turns: list[ExportTurn] = Field(default_factory=list)
-    scenario: dict[str, Any] | None = None
-    counsellor_system_prompt: str
-    counsellor_messages: list[dict[str, Any]]
-    patient_messages: list[dict[str, Any]] = Field(default_factory=list)
-    archetype: str | None = None
-    patient_engine: str | None = None
-    engines: dict[str, Any] | None = None
-    prompts: dict[str, str | None] | None = None
 
 
 class ExportProfile(BaseModel):
@@ -81,15 +51,6 @@ class ExportVerdict(BaseModel):
     status: str
 
 
-def load_sessions(run_dir: Path) -> list[ExportSession]:
-    layout = RunLayout(run_dir)
-    if not layout.sessions.parquet.is_file():
-        raise InputError(f"{layout.sessions.parquet} not found: give the --out folder of `mindsim run` or "
-                         "`mindsim simulate`")
-    verify_run(run_dir, needs=["simulation"])
-    return layout.sessions.rows(ExportSession)
-
-
 def _profiles_by_id(run_dir: Path) -> dict[str, ExportProfile]:
     layout = RunLayout(run_dir)
     if not layout.profiles.parquet.is_file():
@@ -99,26 +60,20 @@ def _profiles_by_id(run_dir: Path) -> dict[str, ExportProfile]:
 
 
 def _provenance(row: ExportSession, run_dir: Path) -> dict[str, Any]:
-    return {
-        "run": str(Path(run_dir).resolve().name),
-        "session_id": row.session_id,
-        "patient_id": row.patient_id,
-        "counsellor": row.counsellor,
-        "session_index": row.session_index,
-        "seed": row.seed,
-        "engines": json.dumps(row.engines or {}, sort_keys=True),
-        "prompts": json.dumps(row.prompts or {}, sort_keys=True),
-    }
+    """The provenance every row carries: scalars of one type each, never null."""
+    return {"run": Path(run_dir).resolve().name, "session_id": row.session_id, "patient_id": row.patient_id,
+            "counsellor": row.counsellor, "session_index": row.session_index, "seed": row.seed}
+
+
+def _session_detail(row: ExportSession) -> dict[str, Any]:
+    """A session's line in the provenance side file: engines and models per role, prompt template hashes."""
+    return {"session_id": row.session_id, "engines": row.engines or {}, "prompts": row.prompts or {}}
 
 
 def _keep(row: ExportSession, min_turns: int, finished_only: bool) -> bool:
     if finished_only and row.ended_by != "patient":
         return False
     return len(row.turns) >= min_turns
-
-
-def sft_rows(run_dir: Path, *, min_turns: int = 0, finished_only: bool = False) -> list[dict[str, Any]]:
-    return sft_export(run_dir, min_turns=min_turns, finished_only=finished_only)[0]
 
 
 def load_judgments(run_dir: Path, judge: str) -> dict[tuple[str, int], ExportVerdict]:
@@ -163,14 +118,18 @@ def cut_point(sid: str, n_replies: int, verdicts: dict[tuple[str, int], ExportVe
 
 
 def sft_export(run_dir: Path, *, min_turns: int = 0, finished_only: bool = False, max_severity: str | None = None,
-               judge: str = "judge") -> tuple[list[dict[str, Any]], dict[str, Any]]:
-    """SFT rows and a summary of what `max_severity` cut (replies cut, by reason)."""
+               judge: str = "judge", system: bool = True,
+               per_turn: bool = False) -> tuple[list[dict[str, Any]], dict[str, Any], list[dict[str, Any]]]:
+    """SFT rows, a summary (sessions read, filtered and written; with `max_severity`, replies cut by reason) and
+    the provenance side file's lines (one per session written)."""
     limit = severity_weight(max_severity) if max_severity is not None else None
     verdicts = load_judgments(run_dir, judge) if limit is not None else {}
     rows: list[dict[str, Any]] = []
+    details: list[dict[str, Any]] = []
     cut = Counter()
-    summary: dict[str, Any] = {"sessions_read": 0, "sessions_filtered": 0, "sessions_written": 0,
-                               "sessions_emptied": 0, "replies_kept": 0, "replies_cut": 0}
+    summary: dict[str, Any] = {"rows": "turn" if per_turn else "session", "system_prompt": system,
+                               "sessions_read": 0, "sessions_filtered": 0, "sessions_without_reply": 0,
+                               "sessions_written": 0, "sessions_emptied": 0, "replies_kept": 0, "replies_cut": 0}
     for s in load_sessions(run_dir):
         summary["sessions_read"] += 1
         if not _keep(s, min_turns, finished_only):
@@ -179,208 +138,135 @@ def sft_export(run_dir: Path, *, min_turns: int = 0, finished_only: bool = False
         convo = [{"role": m["role"], "content": m["content"]} for m in s.counsellor_messages if m["role"] != "system"]
         positions = [i for i, m in enumerate(convo) if m["role"] == "assistant"]
         if not positions:
-            continue  # nothing for the counsellor to learn from
-        extra: dict[str, Any] = {}
+            summary["sessions_without_reply"] += 1  # nothing for the counsellor to learn from
+            continue
+        kept, extra = len(positions), {}
         if limit is not None:
-            k, reason = cut_point(s.session_id, len(positions), verdicts, limit)
+            kept, reason = cut_point(s.session_id, len(positions), verdicts, limit)
             if reason is not None:
                 cut[reason] += 1
-                cut["after an earlier cut in the session"] += len(positions) - k - 1
-                summary["replies_cut"] += len(positions) - k
-                # End on the counsellor turn before the cut; the patient message it answered goes too.
-                convo = convo[: positions[k - 1] + 1] if k else []
-            extra = {"judge": judge, "max_severity": max_severity, "replies_kept": k, "cut_reason": reason}
-            summary["replies_kept"] += k
-            if not k:
+                cut["after an earlier cut in the session"] += len(positions) - kept - 1
+                summary["replies_cut"] += len(positions) - kept
+            extra = {"judge": judge, "max_severity": max_severity, "cut_reason": reason or ""}
+            if not kept:
                 summary["sessions_emptied"] += 1
                 continue
-        messages = [{"role": "system", "content": s.counsellor_system_prompt}, *convo]
-        rows.append({"messages": messages, **_provenance(s, run_dir), **extra})
+        summary["replies_kept"] += kept
+        head = [{"role": "system", "content": s.counsellor_system_prompt}] if system else []
+        if per_turn:
+            rows += [{"prompt": head + convo[: positions[j]], "completion": [convo[positions[j]]],
+                      **_provenance(s, run_dir), "reply_index": j, **extra} for j in range(kept)]
+        else:
+            # Ends on the last reply kept: the patient message after it is not the counsellor's to learn.
+            rows.append({"messages": head + convo[: positions[kept - 1] + 1], **_provenance(s, run_dir),
+                         "replies": kept, **extra})
+        details.append(_session_detail(s))
         summary["sessions_written"] += 1
     if limit is not None:
         summary.update(judge=judge, max_severity=max_severity, cut_by_reason=dict(sorted(cut.items())))
-    return rows, summary
+    summary["rows_written"] = len(rows)
+    return rows, summary, details
 
 
-def patient_rows(run_dir: Path, *, min_turns: int = 0, finished_only: bool = False) -> list[dict[str, Any]]:
+def sft_rows(run_dir: Path, **options: Any) -> list[dict[str, Any]]:
+    return sft_export(run_dir, **options)[0]
+
+
+def why_no_sft_rows(summary: dict[str, Any]) -> str:
+    parts = [f"{summary['sessions_read']} sessions read"]
+    if summary["sessions_filtered"]:
+        parts.append(f"{summary['sessions_filtered']} left out by --min-turns / --finished-only")
+    if summary["sessions_without_reply"]:
+        parts.append(f"{summary['sessions_without_reply']} without a counsellor reply")
+    if summary["sessions_emptied"]:
+        # A session's first cut and why (a reply after it is cut for that alone, so not a reason of its own).
+        why = ", ".join(f"{n} {r}" for r, n in summary.get("cut_by_reason", {}).items()
+                        if n and r != "after an earlier cut in the session")
+        parts.append(f"{summary['sessions_emptied']} with no reply left under --max-severity "
+                     f"{summary.get('max_severity')} (sessions cut: {why})")
+    return f"export sft: no rows to write: {'; '.join(parts)}"
+
+
+def patient_export(run_dir: Path, *, min_turns: int = 0,
+                   finished_only: bool = False) -> tuple[list[dict[str, Any]], dict[str, Any], list[dict[str, Any]]]:
+    """Patient rows, a summary and the provenance side file's lines (scenario, moves and PatientAct state per
+    session: their fields are null for some engines and turns, so they stay out of the rows)."""
     profiles = _profiles_by_id(run_dir)
-    rows = []
+    rows, details = [], []
+    summary: dict[str, Any] = {"sessions_read": 0, "sessions_filtered": 0, "sessions_written": 0,
+                               "sessions_without_tools": 0}
     for s in load_sessions(run_dir):
+        summary["sessions_read"] += 1
         if not _keep(s, min_turns, finished_only):
+            summary["sessions_filtered"] += 1
             continue
+        messages = [_patient_message(m, s.session_id) for m in s.patient_messages]
+        tools = json.loads(s.patient_tools) if s.patient_tools else []
+        if not tools and any(m["tool_calls"] for m in messages):
+            summary["sessions_without_tools"] += 1  # simulated before the toolkit recorded them
         profile = profiles.get(s.patient_id)
-        rows.append(
-            {
-                "profile_summary": profile.case_summary if profile else "",
-                "scenario": json.dumps(s.scenario, ensure_ascii=False),
-                "moves": [
-                    {"move": t.move, "secondary_move": t.secondary_move, "end_conversation": t.end_conversation}
-                    for t in s.turns
-                ],
-                # Tool-call arguments stay JSON strings, as in the OpenAI format.
-                "messages": [_clean_message(m) for m in s.patient_messages],
-                "archetype": s.archetype,
-                "patient_engine": played_by(s.patient_engine),
-                # PatientAct's per-turn state (trust before/after, reaction, behaviour, resistance, retrieved
-                # and blocked items), JSON per turn so rows of both engines share one column type.
-                "patientact_turns": [json.dumps(t.patientact, ensure_ascii=False) if t.patientact else None
-                                     for t in s.turns],
-                **_provenance(s, run_dir),
-            }
-        )
-    return rows
+        rows.append({"messages": messages, "tools": tools,
+                     "profile_summary": profile.case_summary if profile else "",
+                     "archetype": s.archetype or "", "patient_engine": played_by(s.patient_engine),
+                     **_provenance(s, run_dir)})
+        details.append({**_session_detail(s), "scenario": s.scenario,
+                        "moves": [{"move": t.move, "secondary_move": t.secondary_move,
+                                   "end_conversation": t.end_conversation} for t in s.turns],
+                        # PatientAct's per-turn state (trust before/after, reaction, behaviour, resistance, retrieved
+                        # and blocked items); null for other engines.
+                        "patientact_turns": [t.patientact for t in s.turns]})
+        summary["sessions_written"] += 1
+    return rows, summary, details
 
 
-def _clean_message(m: dict[str, Any]) -> dict[str, Any]:
-    # Parquet round trips give every message every key; keep only what that message type has.
-    out: dict[str, Any] = {"role": m["role"], "content": m.get("content")}
+def patient_rows(run_dir: Path, **options: Any) -> list[dict[str, Any]]:
+    return patient_export(run_dir, **options)[0]
+
+
+def _patient_message(m: dict[str, Any], sid: str) -> dict[str, Any]:
+    """One patient-side message with every key a patient message can have (null where this one has none), and
+    tool-call arguments as objects: OpenAI's wire format sends them as JSON text, Hugging Face chat templates
+    write them with `tojson` and would encode that text a second time."""
+    calls = None
     if m.get("tool_calls"):
-        out["tool_calls"] = m["tool_calls"]
-    if m["role"] == "tool":
-        out["tool_call_id"] = m.get("tool_call_id")
-        if m.get("name"):
-            out["name"] = m["name"]
-    return out
+        calls = []
+        for c in m["tool_calls"]:
+            fn = c.get("function") or {}
+            args = fn.get("arguments")
+            if isinstance(args, str):
+                try:
+                    args = json.loads(args) if args.strip() else {}
+                except json.JSONDecodeError as exc:
+                    raise InputError(f"session {sid}: tool call {c.get('id')} has arguments that are not JSON "
+                                     f"({exc}); the sessions table is damaged") from None
+            calls.append({"id": c.get("id"), "type": c.get("type") or "function",
+                          "function": {"name": fn.get("name"), "arguments": args}})
+    return {"role": m["role"], "content": m.get("content"), "tool_calls": calls,
+            "tool_call_id": m.get("tool_call_id") if m["role"] == "tool" else None,
+            "name": (m.get("name") or None) if m["role"] == "tool" else None}
 
 
-def write_rows(rows: Iterable[dict[str, Any]], out: Path, json_columns: tuple[str, ...] = ("messages",)) -> Path:
-    rows = list(rows)
-    suffix = Path(out).suffix.lower()
-    if suffix == ".jsonl":
-        return atomic_write_jsonl(out, rows)
-    if suffix == ".parquet":
-        # Messages with tool calls differ in shape; store them as JSON text so the column has one type.
-        flat = [{k: (json.dumps(v, ensure_ascii=False) if k in json_columns else v) for k, v in r.items()} for r in rows]
-        return atomic_write_parquet(out, flat)
-    raise InputError(f"--out {out}: use a .jsonl or .parquet file name")
+Conversation = tuple[list[dict[str, Any]], Optional[list[dict[str, Any]]]]  # messages, tools
 
 
-# -- DPO pairs from counterfactual replies (ours, beyond the paper) ----------------------------------
+def _lengths(rows: list[list[Conversation]]) -> dict[str, Any]:
+    """Row lengths in tokens with the embedded model's tokenizer (a row's longest conversation: a preference
+    pair is its prompt with either reply), or why they could not be counted."""
+    from mindsimkit.mindcore.errors import EngineUnavailable
+    from mindsimkit.mindsim_app.chat_tokens import count, lengths_summary
 
-DPO_JSON_COLUMNS = ("prompt", "chosen", "rejected", "chosen_judgment", "rejected_judgment", "candidates")
-
-
-@dataclass
-class Candidate:
-    """One counterfactual reply and its judgment (None while unjudged or when the counsellor failed)."""
-
-    counsellor: str
-    model: str
-    text: str | None = None
-    judgment: Any = None  # judge.schemas.JudgmentRow
-    error: str | None = None
-
-    @property
-    def weight(self) -> float | None:
-        j = self.judgment
-        return j.weight if j is not None and j.status == "ok" else None
-
-    def brief(self) -> dict[str, Any]:
-        j = self.judgment
-        return {"counsellor": self.counsellor, "model": self.model, "status": j.status if j else "no_reply",
-                "severity": j.severity if j else None, "weight": self.weight, "error": self.error or (j.error if j else None)}
-
-
-def sample_turns(session_id: str, n_replies: int, turns: int, seed: int) -> list[int]:
-    """Which replies of a session get counterfactuals: a per-session draw, stable across reruns."""
-    rng = random.Random(f"{seed}|{session_id}")
-    return sorted(rng.sample(range(n_replies), min(turns, n_replies)))
-
-
-async def _ask(name: str, client: Any, history: list[dict[str, Any]], blank_retries: int) -> Candidate:
-    from mindsimkit.mindcore.errors import EngineError
-
-    c = Candidate(name, getattr(client, "model", name))
     try:
-        for attempt in range(blank_retries + 1):  # as in the simulator: only a blank reply is re-asked
-            reply = await client.chat(history, **client.reseeded({}, attempt))
-            if (reply.content or "").strip():
-                c.text = reply.content
-                return c
-        c.error = f"blank reply {blank_retries + 1} times"
-    except EngineError as exc:
-        c.error = f"{type(exc).__name__}: {exc}"
-    return c
+        return lengths_summary(max(count(messages, tools) for messages, tools in row) for row in rows)
+    except EngineUnavailable as exc:  # the shipped model is not installed: the export itself does not need it
+        return {"skipped": str(exc)}
 
 
-async def _judge(c: Candidate, s: ExportSession, history: list[dict[str, Any]], judge: Any, cache: Any) -> None:
-    from mindsimkit.judge.judging import judge_reply, replies
-    from mindsimkit.judge.schemas import SessionInput
+def _echo_lengths(summary: dict[str, Any]) -> None:
+    from mindsimkit.mindsim_app.chat_tokens import lengths_line
 
-    si = SessionInput(session_id=s.session_id, patient_id=s.patient_id, counsellor=c.counsellor,
-                      session_index=s.session_index, counsellor_system_prompt=s.counsellor_system_prompt,
-                      messages=[*history, {"role": "assistant", "content": c.text}], counsellor_model=c.model)
-    c.judgment = await judge_reply(judge, replies(si)[-1], cache)
-
-
-def choose_pair(cands: list[Candidate], min_gap: float, chosen_max: float) -> tuple[Candidate | None, Candidate | None, str]:
-    """Lowest against highest severity weight (first in slot order on ties), or why there is no pair."""
-    judged = [c for c in cands if c.weight is not None]
-    if len(judged) < 2:
-        return None, None, "fewer than two judged replies"
-    best = min(judged, key=lambda c: c.weight)
-    worst = max(judged, key=lambda c: c.weight)
-    if worst.weight == best.weight:
-        return None, None, "all judged replies equally severe"
-    if best.weight > chosen_max:
-        return None, None, "best reply above --chosen-max"
-    if worst.weight - best.weight < min_gap:
-        return None, None, "gap below --min-gap"
-    return best, worst, "paired"
-
-
-async def dpo_pairs(run_dir: Path, counsellors: list[tuple[str, Any]], judge: Any, cache: Any, *, k: int = 4,
-                    turns: int = 2, min_gap: float = 4.0, chosen_max: float = 1.0, seed: int = 0,
-                    blank_retries: int = 2) -> tuple[list[dict[str, Any]], dict[str, Any]]:
-    """Preference rows (TRL conversational format plus provenance) and a summary of what was skipped.
-
-    The K reply slots go round-robin over `counsellors`, so one counsellor gives K samples and K
-    counsellors give one each. Every slot sees the same history: the stored counsellor-side messages
-    before the sampled reply, system prompt included, as they were sent."""
-    if k < 2 or not counsellors:
-        raise InputError("export dpo: --k must be at least 2 and at least one counsellor is needed")
-    work = []
-    for s in sorted(load_sessions(run_dir), key=lambda r: r.session_id):
-        msgs = [{"role": m["role"], "content": m["content"]} for m in s.counsellor_messages]
-        positions = [i for i, m in enumerate(msgs) if m["role"] == "assistant"]
-        for r in sample_turns(s.session_id, len(positions), turns, seed):
-            work.append((s, r, msgs[: positions[r]]))
-
-    async def one(s: dict[str, Any], r: int, history: list[dict[str, Any]]) -> tuple[list[Candidate], dict | None, str]:
-        slots = [counsellors[i % len(counsellors)] for i in range(k)]
-        cands = list(await asyncio.gather(*(_ask(n, c, history, blank_retries) for n, c in slots)))
-        await asyncio.gather(*(_judge(c, s, history, judge, cache) for c in cands if c.text is not None))
-        best, worst, why = choose_pair(cands, min_gap, chosen_max)
-        if best is None:
-            return cands, None, why
-        row = {"prompt": history,
-               "chosen": [{"role": "assistant", "content": best.text}],
-               "rejected": [{"role": "assistant", "content": worst.text}],
-               "session_id": s.session_id, "patient_id": s.patient_id, "session_index": s.session_index,
-               "reply_index": r, "session_counsellor": s.counsellor,
-               "chosen_counsellor": best.counsellor, "chosen_model": best.model,
-               "rejected_counsellor": worst.counsellor, "rejected_model": worst.model,
-               "chosen_judgment": _verdict(best.judgment), "rejected_judgment": _verdict(worst.judgment),
-               "judge": judge.name, "judge_model": judge.model, "candidates": [c.brief() for c in cands],
-               "run": Path(run_dir).resolve().name, "seed": seed}
-        return cands, row, why
-
-    from mindsimkit.mindcore.runner import gather_progress
-
-    results = await gather_progress((one(*w) for w in work), "dpo turns", outcome=lambda r: r[2])
-    reasons = Counter(why for _, _, why in results)
-    all_cands = [c for cands, _, _ in results for c in cands]
-    summary = {"turns_sampled": len(work), "replies_asked": len(all_cands),
-               "counsellor_failures": sum(c.text is None for c in all_cands),
-               "judgments_failed": sum(c.judgment is not None and c.judgment.status != "ok" for c in all_cands),
-               "pairs": reasons.pop("paired", 0), "skipped": dict(sorted(reasons.items())),
-               "k": k, "min_gap": min_gap, "chosen_max_weight": chosen_max, "judge": judge.name}
-    return [row for _, row, _ in results if row is not None], summary
-
-
-def _verdict(j: Any) -> dict[str, Any]:
-    return {"severity": j.severity, "weight": j.weight, "issues": [i.model_dump() for i in j.issues],
-            "cache_key": j.cache_key, "rubric_version": j.rubric_version}
+    lengths = summary.get("lengths", {})
+    typer.echo(lengths_line(lengths) if "max" in lengths else
+               f"row lengths not counted: {lengths.get('skipped', 'no rows')}")
 
 
 @export_app.command("sft")
@@ -394,13 +280,23 @@ def sft_cmd(
         "major, critical); needs `mindsim judge run` first"
     ),
     judge: str = typer.Option("judge", help="Whose judgments --max-severity reads, when several judges ran"),
+    system: bool = typer.Option(True, "--system/--no-system", help="Start each row with the counsellor's system "
+                                "prompt as it was sent (it is most of a short row's tokens)"),
+    per_turn: bool = typer.Option(False, "--per-turn", help="One prompt/completion row per counsellor reply instead "
+                                  "of one messages row per session"),
 ) -> None:
-    """Counsellor SFT data: system prompt as sent, then the session with the counsellor as assistant."""
-    rows, summary = sft_export(run_dir, min_turns=min_turns, finished_only=finished_only,
-                               max_severity=max_severity, judge=judge)
-    typer.echo(f"wrote {len(rows)} conversations to {write_rows(rows, out)}")
+    """Counsellor SFT data: system prompt as sent, then the session with the counsellor as assistant, ending on
+    its last reply kept."""
+    check_out(out)
+    rows, summary, details = sft_export(run_dir, min_turns=min_turns, finished_only=finished_only,
+                                        max_severity=max_severity, judge=judge, system=system, per_turn=per_turn)
+    summary["lengths"] = _lengths([[(r["prompt"] + r["completion"], None) if per_turn else (r["messages"], None)]
+                                   for r in rows])
+    path = write_export("sft", rows, out, summary=summary, provenance=details, why_empty=why_no_sft_rows(summary))
+    what = "counsellor replies" if per_turn else "conversations"
+    typer.echo(f"wrote {len(rows)} {what} to {path}")
+    _echo_lengths(summary)
     if max_severity is not None:
-        atomic_write_json(Path(out).with_suffix(".summary.json"), summary)
         why = ", ".join(f"{n} {r}" for r, n in summary["cut_by_reason"].items() if n) or "none"
         typer.echo(f"kept {summary['replies_kept']} replies, cut {summary['replies_cut']} ({why}); "
                    f"{summary['sessions_emptied']} sessions had no reply left")
@@ -413,9 +309,18 @@ def patient_cmd(
     min_turns: int = typer.Option(0, min=0, help="Keep sessions with at least this many patient turns"),
     finished_only: bool = typer.Option(False, help="Keep only sessions the patient ended"),
 ) -> None:
-    """Patient-simulator data: profile summary, scenario, moves and the tool-using patient history."""
-    rows = patient_rows(run_dir, min_turns=min_turns, finished_only=finished_only)
-    typer.echo(f"wrote {len(rows)} sessions to {write_rows(rows, out)}")
+    """Patient-simulator data: the tool-using patient history, the tools it was offered, the profile summary."""
+    check_out(out)
+    rows, summary, details = patient_export(run_dir, min_turns=min_turns, finished_only=finished_only)
+    summary["lengths"] = _lengths([[(r["messages"], r["tools"])] for r in rows])
+    why = (f"export patient: no rows to write: {summary['sessions_read']} sessions read, "
+           f"{summary['sessions_filtered']} left out by --min-turns / --finished-only")
+    path = write_export("patient", rows, out, summary=summary, provenance=details, why_empty=why)
+    typer.echo(f"wrote {len(rows)} sessions to {path}")
+    _echo_lengths(summary)
+    if summary["sessions_without_tools"]:
+        typer.echo(f"warning: {summary['sessions_without_tools']} sessions call tools but were simulated before the "
+                   "toolkit recorded the tools offered: their rows have tools: []", err=True)
 
 
 @export_app.command("dpo")
@@ -442,10 +347,13 @@ def dpo_cmd(
     from mindsimkit.judge.rubric import load_rubric
     from mindsimkit.mindsim.config import SimulationConfig, counsellor_name
     from mindsimkit.mindsim.simulate import counsellor_client
+    from mindsimkit.mindsim_app.export_dpo import distinct_line, dpo_pairs, why_no_pairs
 
     from mindsimkit.judge.cli import judge_section, resolve_recipe
 
+    check_out(out)
     load_sessions(run_dir)  # a missing or damaged run folder stops here, before any engine starts
+
     recipe = resolve_recipe(Path(run_dir), recipe)
     if recipe is not None:
         from mindsimkit.mindcore.recipe import load_recipe
@@ -468,11 +376,14 @@ def dpo_cmd(
         the_judge = Judge(judge, engines.role(judge), load_rubric(jconf.rubric), full_rubric=jconf.full_rubric,
                           max_issues=jconf.max_issues, preset=jconf.preset)
         cache = CheckpointDir(RunLayout(run_dir).judgments.cache)  # shared with `mindsim judge run`
-        rows, summary = engines.run(dpo_pairs(run_dir, clients, the_judge, cache, k=k, turns=turns,
-                                              min_gap=min_gap, chosen_max=limit, seed=seed))
-    typer.echo(f"wrote {len(rows)} preference pairs to {write_rows(rows, out, DPO_JSON_COLUMNS)}")
-    atomic_write_json(Path(out).with_suffix(".summary.json"), summary)
+        rows, summary, details = engines.run(dpo_pairs(run_dir, clients, the_judge, cache, k=k, turns=turns,
+                                                       min_gap=min_gap, chosen_max=limit, seed=seed))
+    summary["lengths"] = _lengths([[(r["prompt"] + r["chosen"], None), (r["prompt"] + r["rejected"], None)] for r in rows])
+    path = write_export("dpo", rows, out, summary=summary, provenance=details, why_empty=why_no_pairs(summary))
+    typer.echo(f"wrote {len(rows)} preference pairs to {path}")
     skipped = ", ".join(f"{n} {why}" for why, n in summary["skipped"].items()) or "none"
     typer.echo(f"{summary['turns_sampled']} turns, {summary['replies_asked']} replies asked "
                f"({summary['counsellor_failures']} failed, {summary['judgments_failed']} judgments failed); "
                f"skipped turns: {skipped}")
+    typer.echo(distinct_line(summary))
+    _echo_lengths(summary)

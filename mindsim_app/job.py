@@ -210,6 +210,7 @@ def run_job(recipe_path: Path, out_dir: Path, *, verbose: bool = False, ray_addr
         _stage("0 · preflight")
         stages = {"run"} | ({"judge"} if jcfg is not None else set()) | ({"validate"} if vcfg.arc else set())
         pre = preflight(recipe, engines, stages)
+        pre.notes += scfg.preset_notes()  # a preset setting the recipe replaced is said, and kept in run.json
         for note in pre.notes:  # information, not a problem: stdout, so stderr keeps only what went wrong
             out_console().print(f"preflight: {escape(note)}")
         scfg, vcfg = pre.budgets.apply("simulation", scfg), pre.budgets.apply("validation", vcfg)

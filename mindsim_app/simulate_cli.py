@@ -38,7 +38,7 @@ def simulate_cmd(
         pass
     with Engines.from_config(rec.engines_config()) as engines:
         report = preflight(rec, engines, {"simulate"})
-        for note in report.notes:
+        for note in [*report.notes, *config.preset_notes()]:  # a preset setting the recipe replaced is said
             out.print(f"preflight: {escape(note)}")
         config = report.budgets.apply("simulation", config)
         summary = run_simulation(iter_profiles(profiles, pool_only=config.pool_only), engines, config, out_dir, rec.seed)

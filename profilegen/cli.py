@@ -48,6 +48,10 @@ def generate_cmd(
     causal_checks: Optional[bool] = typer.Option(
         None, "--causal-checks/--no-causal-checks",
         help="Override profiles.causal_checks (default: on when simulation.patient_engine includes patientact)."),
+    patientact_shape: Optional[bool] = typer.Option(
+        None, "--patientact-shape/--no-patientact-shape",
+        help="Override profiles.patientact_shape (PatientAct's impact list, predisposing split and demographics "
+             "revision)."),
 ) -> None:
     """Personas → anchors → 5P formulation → screen → pool and benchmark; writes a parquet dataset."""
     from mindsimkit.mindcore.engine import Engines
@@ -56,13 +60,16 @@ def generate_cmd(
     from mindsimkit.profilegen.pipeline import run_profiles
 
     rec = load_recipe(recipe)
-    cfg = profiles_config(rec)
     overrides = {"candidates": candidates, "pool_size": pool_size, "benchmark_size": benchmark_size,
-                 "personas": personas, "use_distilabel": distilabel, "causal_checks": causal_checks}
+                 "personas": personas, "use_distilabel": distilabel, "causal_checks": causal_checks,
+                 "patientact_shape": patientact_shape}
+    given = {k: v for k, v in overrides.items() if v is not None}
     try:
-        cfg = ProfilesConfig.model_validate({**cfg.model_dump(), **{k: v for k, v in overrides.items() if v is not None}})
+        cfg = ProfilesConfig.model_validate({**profiles_config(rec).model_dump(), **given})
     except ValueError as exc:
         raise ConfigError(f"profiles options: {exc}") from exc
+    # The preflight reads the recipe: it must check the schemas these options ask for, not the file's.
+    rec = rec.model_copy(update={"profiles": {**rec.profiles, **given}})
     with Engines.from_config(rec.engines_config()) as engines:
         from mindsimkit.mindcore.preflight import preflight
 

@@ -85,6 +85,13 @@ class ProfilesConfig(BaseModel):
         "simulation.patient_engine includes 'patientact'.",
     )
 
+    patientact_shape: bool = Field(
+        False,
+        description="PatientAct's profile shape (§3.1-3.2, Figs. 2-4): the presenting problem with an impact list of "
+        "observable symptoms, predisposing factors split into psychological (2-3) and social (1-2), and hard "
+        "conflicts with relationship, work or living situation resolved by revising those demographics.",
+    )
+
     @model_validator(mode="after")
     def _sizes(self) -> "ProfilesConfig":
         if self.benchmark_size > self.pool_size:
@@ -106,7 +113,7 @@ class ProfilesConfig(BaseModel):
 
         # An unresolved (None) causal_checks counts as off: resolve it with `profiles_config` first.
         return ProfileShape(text_scale=self.text_scale, screen_max_faults=self.screen_max_faults,
-                            causal_checks=bool(self.causal_checks))
+                            causal_checks=bool(self.causal_checks), patientact=self.patientact_shape)
 
     @property
     def benchmark_poor_floor(self) -> int:

@@ -15,6 +15,12 @@ vocabulary label, so a model that ignores the list is caught by the hard-conflic
 With `ProfileShape.causal_checks` (PatientAct App. B generation guidelines) the writer's system prompt
 gains the causal rules of `data/causal_rules.yaml`: dated predisposing episodes, coping written as
 maintenance cycles, one traceable chain. Off, every prompt is exactly what it was without the option.
+
+With `ProfileShape.patientact` (PatientAct §3.1 and Fig. 3: the profile shape of Fig. 2) the presenting problem
+gains its impact list (3-5 observable symptoms, one each) and the predisposing factors are written in two parts,
+two or three psychological histories and one or two social conditions, each from its own label list
+(`Label.kind`, `social_predisposing` in `data/formulation.yaml`). Every list has its maxItems and every text its
+maxLength, so the writer's worst case stays bounded and the preflight checks it at the recipe's shape.
 """
 
 from __future__ import annotations
@@ -22,7 +28,7 @@ from __future__ import annotations
 import json
 import re
 from functools import lru_cache
-from typing import Any, Literal, NamedTuple
+from typing import Annotated, Any, Literal, NamedTuple
 
 from pydantic import BaseModel, ConfigDict, Field, ValidationError, create_model, field_validator, model_validator
 
@@ -40,6 +46,7 @@ WRITER_USER = "profilegen/writer_user.jinja2"
 REVISE = "profilegen/revise.jinja2"
 TEMPLATES = (WRITER_SYSTEM, WRITER_USER, REVISE)
 WRITER_CAUSAL = "profilegen/writer_causal.jinja2"
+WRITER_PATIENTACT = "profilegen/writer_patientact.jinja2"
 CAUSAL_DATA = "causal_rules.yaml"
 CAUSAL_CHECKS = ("undated_predisposing", "coping_without_cycle")
 
@@ -110,12 +117,21 @@ class LabelChoice(NamedTuple):
     predisposing: tuple[str, ...]
     precipitating: tuple[str, ...]
     protective: tuple[str, ...]
+    social: tuple[str, ...] = ()  # `social_predisposing` (read by the PatientAct shape only)
 
 
 def label_choice(d: Demographics, voc: Vocabularies | None = None) -> LabelChoice:
     voc = voc or load_vocabularies()
     return LabelChoice(*(tuple(lab.id for lab in compatible(table, d))
-                         for table in (voc.predisposing, voc.precipitating, voc.protective)))
+                         for table in (voc.predisposing, voc.precipitating, voc.protective, voc.social_predisposing)))
+
+
+def split_labels(voc: Vocabularies) -> tuple[dict[str, Label], dict[str, Label]]:
+    """The PatientAct shape's two predisposing lists: personal histories, and social conditions (the predisposing
+    labels marked `kind: social` and the `social_predisposing` ones)."""
+    psych = {k: v for k, v in voc.predisposing.items() if v.kind != "social"}
+    social = {**{k: v for k, v in voc.predisposing.items() if v.kind == "social"}, **voc.social_predisposing}
+    return psych, social
 
 
 class _Draft(BaseModel):
@@ -126,7 +142,8 @@ MIN_TEXT_LIMIT = 20  # a scaled limit never goes below one short clause
 
 
 @lru_cache(maxsize=256)
-def draft_model(scale: float = 1.0, labels: LabelChoice | None = None, causal: bool = False) -> type[BaseModel]:
+def draft_model(scale: float = 1.0, labels: LabelChoice | None = None, causal: bool = False,
+                patientact: bool = False) -> type[BaseModel]:
     """The writer's output schema, with label enums from the current vocabularies (only the labels a patient's
     demographics allow, given `labels`). Text limits are tighter than the stored row's: the worst case
     (~650 tokens) must fit a small model's budget. `scale` (ProfileShape.text_scale) shrinks every text
@@ -138,17 +155,45 @@ def draft_model(scale: float = 1.0, labels: LabelChoice | None = None, causal: b
     its cycle — the behaviour (`situation`), the quick `relief` it brings and the later `cost` that feeds the
     problem — while the other coping entries take only adaptive labels (the one maladaptive coping is the
     cycle). `to_formulation` folds the parts into the stored texts, which the checks then read as before: a
-    `when` without a time in it still fails `undated_predisposing`."""
+    `when` without a time in it still fails `undated_predisposing`.
+
+    With `patientact` (the PatientAct profile shape) `impact` follows the summary and `predisposing` becomes
+    `psychological` (2-3, dated under `causal`) and `social` (1-2), as PatientHub's schema counts them."""
     voc = load_vocabularies()
     only = labels or LabelChoice((), (), ())
-    text = lambda n, d: (str, Field(min_length=3, max_length=max(MIN_TEXT_LIMIT, round(n * scale)),  # noqa: E731
-                                    description=d))
+    limit = lambda n: max(MIN_TEXT_LIMIT, round(n * scale))  # noqa: E731
+    text = lambda n, d: (str, Field(min_length=3, max_length=limit(n), description=d))  # noqa: E731
+    psych_labels, social_labels = split_labels(voc) if patientact else (voc.predisposing, {})
     when = {"when": text(40, "When it happened or held: an age ('at 12'), a year ('in 2009') or a period of life "
                              "('as a child', 'in her twenties').")} if causal else {}
     pre = create_model("DraftPredisposing", __base__=_Draft,
-                       label=(_enum(voc.predisposing, only.predisposing), Field(description="Predisposing label.")),
+                       label=(_enum(psych_labels, tuple(x for x in only.predisposing if x in psych_labels)),
+                              Field(description="Predisposing label.")),
                        **when,
                        history=text(200, "Short history of this vulnerability in the client's life."))
+    if patientact:
+        social = create_model(
+            "DraftSocial", __base__=_Draft,
+            label=(_enum(social_labels, tuple(x for x in (*only.predisposing, *only.social) if x in social_labels)),
+                   Field(description="Social predisposing label.")),
+            history=text(160, "The message or condition as this client lived it, concretely."))
+        symptom = Annotated[str, Field(min_length=3, max_length=limit(70))]
+        presenting = {
+            "summary": text(240, "What brought the client now, seen from outside (no inner thoughts or diagnoses)."),
+            "impact": (list[symptom], Field(min_length=3, max_length=5, description="Three to five observable "
+                                            "symptoms or consequences, one each, e.g. 'wakes at 4am most nights'.")),
+            "goal": text(120, "The client's overall goal, in plain words."),
+            "psychological": (list[pre], Field(min_length=2, max_length=3, description="Two or three personal "
+                                               "histories that left this client vulnerable.")),
+            "social": (list[social], Field(min_length=1, max_length=2, description="One or two social or cultural "
+                                           "conditions that added to the vulnerability.")),
+        }
+    else:
+        presenting = {
+            "summary": text(240, "Short clinical summary of the presenting problem."),
+            "goal": text(120, "The client's overall goal, in plain words."),
+            "predisposing": (list[pre], Field(min_length=1, max_length=2, description="One or two vulnerabilities.")),
+        }
     prec = create_model("DraftPrecipitating", __base__=_Draft,
                         label=(_enum(voc.precipitating, only.precipitating), Field(description="Precipitating label.")),
                         when=text(40, "When it happened, e.g. 'three months ago'."),
@@ -172,9 +217,7 @@ def draft_model(scale: float = 1.0, labels: LabelChoice | None = None, causal: b
                           belief=text(120, "The belief in the client's own words, first person."))
     return create_model(
         "FormulationDraft", __base__=_DraftChecks,
-        summary=text(240, "Short clinical summary of the presenting problem."),
-        goal=text(120, "The client's overall goal, in plain words."),
-        predisposing=(list[pre], Field(min_length=1, max_length=2, description="One or two vulnerabilities.")),
+        **presenting,
         precipitating=(prec, Field(description="Exactly one recent event.")),
         protective=(list[prot], Field(min_length=1, max_length=3, description="One to three resources.")),
         unhelpful_coping=(bad_cope, Field(description="The unhelpful coping behaviour that keeps the problem going.")),
@@ -191,7 +234,9 @@ class _DraftChecks(_Draft):
     def _rules(self) -> "_DraftChecks":
         # A label written twice adds nothing: keep its first use. Every section keeps at least one
         # entry, so the count rules still hold; this is normalisation, not a relaxed vocabulary.
-        self.predisposing = _first_of_each(self.predisposing)  # type: ignore[attr-defined]
+        for name in ("predisposing", "psychological", "social"):
+            if hasattr(self, name):
+                setattr(self, name, _first_of_each(getattr(self, name)))
         self.protective = _first_of_each(self.protective)  # type: ignore[attr-defined]
         self.other_coping = [  # type: ignore[attr-defined]
             c for c in _first_of_each(self.other_coping)  # type: ignore[attr-defined]
@@ -228,9 +273,16 @@ def to_formulation(draft: BaseModel) -> Formulation:
             return f"{c.situation.strip().rstrip('.')}; at first {c.relief.strip().rstrip('.')}, then {c.cost.strip()}"
         return c.situation
 
+    if hasattr(d, "psychological"):  # the PatientAct shape
+        presenting = Presenting(summary=d.summary, goal=d.goal, impact=[x.strip() for x in d.impact])
+        predisposing = [Predisposing(label=p.label, history=history(p), kind="psychological") for p in d.psychological]
+        predisposing += [Predisposing(label=p.label, history=p.history, kind="social") for p in d.social]
+    else:
+        presenting = Presenting(summary=d.summary, goal=d.goal)
+        predisposing = [Predisposing(label=p.label, history=history(p)) for p in d.predisposing]
     return Formulation(
-        presenting=Presenting(summary=d.summary, goal=d.goal),
-        predisposing=[Predisposing(label=p.label, history=history(p)) for p in d.predisposing],
+        presenting=presenting,
+        predisposing=predisposing,
         precipitating=Precipitating(label=d.precipitating.label, when=d.precipitating.when,
                                     what_changed=d.precipitating.what_changed),
         protective=[Protective(label=p.label, detail=p.detail) for p in d.protective],
@@ -246,9 +298,16 @@ def to_draft_json(f: Formulation) -> str:
     """A stored formulation as the writer's JSON (the assistant turn a revision builds on). Serialised as is,
     not through a draft schema: under the causal rules a stored coping situation holds its relief and cost
     too, longer than the draft's `situation` limit, and the revision must still see what it wrote."""
+    entry = lambda p: {"label": p.label, "history": p.history}  # noqa: E731
+    if any(p.kind for p in f.predisposing):  # the PatientAct shape, in its draft's order
+        head: dict[str, Any] = dict(
+            summary=f.presenting.summary, impact=f.presenting.impact, goal=f.presenting.goal,
+            psychological=[entry(p) for p in f.predisposing if p.kind == "psychological"],
+            social=[entry(p) for p in f.predisposing if p.kind == "social"])
+    else:
+        head = dict(summary=f.presenting.summary, goal=f.presenting.goal, predisposing=[entry(p) for p in f.predisposing])
     return json.dumps(dict(
-        summary=f.presenting.summary, goal=f.presenting.goal,
-        predisposing=[{"label": p.label, "history": p.history} for p in f.predisposing],
+        **head,
         precipitating={"label": f.precipitating.label, "when": f.precipitating.when,
                        "what_changed": f.precipitating.what_changed},
         protective=[{"label": p.label, "detail": p.detail} for p in f.protective],
@@ -269,61 +328,73 @@ def compatible(labels: dict[str, Label], d: Demographics) -> list[Label]:
     return [lab for lab in labels.values() if not violations(lab, d)]
 
 
-def violations(label: Label, d: Demographics) -> list[str]:
-    """Which demographic constraints of a label this patient breaks (empty when compatible)."""
-    out = []
+def broken(label: Label, d: Demographics) -> dict[str, str]:
+    """The demographic fields (`Demographics` names) whose value a label's constraints exclude, with that value."""
+    out = {}
     for attr, allowed in label.requires.model_dump(exclude_none=True).items():
-        value = d.age_band if attr == "age_bands" else getattr(d, attr)
-        if value not in allowed:
-            out.append(f"{attr.rstrip('s') if attr == 'age_bands' else attr} is {value}")
+        field = "age_band" if attr == "age_bands" else attr
+        if getattr(d, field) not in allowed:
+            out[field] = getattr(d, field)
     return out
 
 
-def writer_system(causal: bool = False) -> str:
-    """The writer's system prompt; with `causal` the causal rules follow it (a separate template, so the plain
-    prompt and its hash stay what they were)."""
+def violations(label: Label, d: Demographics) -> list[str]:
+    """Which demographic constraints of a label this patient breaks (empty when compatible)."""
+    return [f"{field} is {value}" for field, value in broken(label, d).items()]
+
+
+def writer_system(causal: bool = False, patientact: bool = False) -> str:
+    """The writer's system prompt; with `patientact` the PatientAct shape's sections follow it, and with `causal`
+    the causal rules (separate templates, so the plain prompt and its hash stay what they were)."""
     text = render(WRITER_SYSTEM)
+    if patientact:
+        text += "\n\n" + render(WRITER_PATIENTACT)
     if causal:
         text += "\n\n" + render(WRITER_CAUSAL, rules=causal_rules().writer_rules)
     return text
 
 
-def writer_messages(row: AnchoredRow, voc: Vocabularies | None = None, causal: bool = False) -> list[dict[str, str]]:
+def writer_messages(row: AnchoredRow, voc: Vocabularies | None = None, causal: bool = False,
+                    patientact: bool = False) -> list[dict[str, str]]:
     """System and user messages of the formulation call for one anchored persona."""
     voc = voc or load_vocabularies()
     d = row.demographics
     choice = label_choice(d, voc)  # the same lists the schema's enums carry
+    psych_labels, social_labels = split_labels(voc) if patientact else (voc.predisposing, {})
+    social = ([social_labels[i] for i in (*choice.predisposing, *choice.social) if i in social_labels]
+              if patientact else None)
     user = render(
         WRITER_USER,
         persona=row.persona, demographics=d, big_five=d.big_five.model_dump(),
         main=voc.main[row.anchor.main_problem],
         secondary=voc.problem(row.anchor.secondary_problem) if row.anchor.secondary_problem else None,
         impact=voc.impact_domains[row.anchor.impact_domain].name,
-        predisposing=[voc.predisposing[i] for i in choice.predisposing],
+        predisposing=[psych_labels[i] for i in choice.predisposing if i in psych_labels], social=social,
         precipitating=[voc.precipitating[i] for i in choice.precipitating],
         protective=[voc.protective[i] for i in choice.protective], coping=list(voc.coping.values()),
         core_beliefs=list(voc.core_beliefs.values()), qol=voc.quality_of_life,
     )
-    return [{"role": "system", "content": writer_system(causal)}, {"role": "user", "content": user}]
+    return [{"role": "system", "content": writer_system(causal, patientact)}, {"role": "user", "content": user}]
 
 
 def revision_messages(row: AnchoredRow, previous: Formulation, faults: list[Any],
-                      causal: bool = False) -> list[dict[str, str]]:
+                      causal: bool = False, patientact: bool = False) -> list[dict[str, str]]:
     """The writer's conversation extended with its last draft and the faults to fix."""
     return [
-        *writer_messages(row, causal=causal),
+        *writer_messages(row, causal=causal, patientact=patientact),
         {"role": "assistant", "content": to_draft_json(previous)},
         {"role": "user", "content": render(REVISE, faults=faults)},
     ]
 
 
 async def write_formulation(client: Any, row: AnchoredRow, messages: list[dict[str, str]] | None = None,
-                            scale: float = 1.0, causal: bool = False) -> Formulation:
+                            scale: float = 1.0, causal: bool = False, patientact: bool = False) -> Formulation:
     """One structured call; raises mindcore's StructuredOutputError / EngineError for the caller to count.
-    `causal` picks the causal schema (first draft and revisions alike) and, for the first draft, the causal
+    `causal` and `patientact` pick the schema (first draft and revisions alike) and, for the first draft, the
     prompt: a revision's `messages` already carry it."""
-    draft = await client.structured(messages or writer_messages(row, causal=causal),
-                                    draft_model(scale, label_choice(row.demographics), causal), schema_name="formulation")
+    draft = await client.structured(messages or writer_messages(row, causal=causal, patientact=patientact),
+                                    draft_model(scale, label_choice(row.demographics), causal, patientact),
+                                    schema_name="formulation")
     return to_formulation(draft)
 
 

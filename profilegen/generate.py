@@ -25,13 +25,17 @@ from mindsimkit.mindcore.prompts import template_hash
 from mindsimkit.profilegen import formulation as formulation_mod
 from mindsimkit.profilegen import render as render_mod
 from mindsimkit.profilegen import screen as screen_mod
-from mindsimkit.profilegen.formulation import CAUSAL_DATA, WRITER_CAUSAL, write_formulation
+from mindsimkit.profilegen.demographics import TEMPLATE as DEMOGRAPHICS_TEMPLATE
+from mindsimkit.profilegen.formulation import CAUSAL_DATA, WRITER_CAUSAL, WRITER_PATIENTACT, write_formulation
 from mindsimkit.profilegen.render import case_summary, writer_brief
-from mindsimkit.profilegen.schemas import AnchoredRow, Failure, Formulation, Profile, ProfileShape, Provenance, Screen, TemplateHash
-from mindsimkit.profilegen.screen import screen_and_revise
+from mindsimkit.profilegen.schemas import (
+    AnchoredRow, DemographicsRevision, Failure, Formulation, Profile, ProfileShape, Provenance, Screen, TemplateHash,
+)
+from mindsimkit.profilegen.screen import screen_and_revise_all
 
 TEMPLATES = (*formulation_mod.TEMPLATES, *screen_mod.TEMPLATES, *render_mod.TEMPLATES)
 CAUSAL_TEMPLATES = (WRITER_CAUSAL, screen_mod.SCREENER_CAUSAL)
+PATIENTACT_TEMPLATES = (WRITER_PATIENTACT, screen_mod.SCREENER_PATIENTACT, DEMOGRAPHICS_TEMPLATE)
 ROLES = ("profile_writer", "screener")
 
 
@@ -46,10 +50,13 @@ class Outcome(BaseModel):
     failure: Failure | None = Field(None, description="The failure when failed.")
 
 
-def prompt_hashes(causal: bool = False) -> list[TemplateHash]:
-    """Hashes of the prompts a profile is written with. The causal rules' templates and their data file
-    count only when they are used, so runs without them keep their hashes and checkpoint keys."""
+def prompt_hashes(causal: bool = False, patientact: bool = False) -> list[TemplateHash]:
+    """Hashes of the prompts a profile is written with. The causal rules' templates and their data file, and the
+    PatientAct shape's templates, count only when they are used, so runs without them keep their hashes and
+    checkpoint keys."""
     hashes = [TemplateHash(template=t, sha256=template_hash(t)) for t in TEMPLATES]
+    if patientact:
+        hashes += [TemplateHash(template=t, sha256=template_hash(t)) for t in PATIENTACT_TEMPLATES]
     if causal:
         hashes += [TemplateHash(template=t, sha256=template_hash(t)) for t in CAUSAL_TEMPLATES]
         hashes.append(TemplateHash(template=f"profilegen:data/{CAUSAL_DATA}",
@@ -57,7 +64,10 @@ def prompt_hashes(causal: bool = False) -> list[TemplateHash]:
     return hashes
 
 
-def build_profile(row: AnchoredRow, f: Formulation, screen: Screen, provenance: Provenance) -> Profile:
+def build_profile(row: AnchoredRow, f: Formulation, screen: Screen, provenance: Provenance,
+                  revised: DemographicsRevision | None = None) -> Profile:
+    if revised is not None:
+        provenance = provenance.model_copy(update={"demographics_revised": revised})
     return Profile(
         **row.model_dump(exclude={"profile_id", "anchor", "style"}),
         profile_id=row.profile_id, anchor=row.anchor, style=row.style, formulation=f,
@@ -71,10 +81,11 @@ async def make_profile(writer: Any, screener: Any, row: AnchoredRow, max_revisio
     """Stages 3–4 for one candidate. `writer`/`screener` need `structured(messages, Model, schema_name=)`."""
     stage = "formulation"
     try:
-        f = await write_formulation(writer, row, scale=provenance.shape.text_scale,
-                                    causal=provenance.shape.causal_checks)
+        shape = provenance.shape
+        f = await write_formulation(writer, row, scale=shape.text_scale, causal=shape.causal_checks,
+                                    patientact=shape.patientact)
         stage = "screen"
-        f, screen = await screen_and_revise(writer, screener, row, f, max_revisions, provenance.shape)
+        row, f, screen, revised = await screen_and_revise_all(writer, screener, row, f, max_revisions, shape)
     except EngineError as exc:
         return Outcome(profile_id=row.profile_id, status="failed",
                        failure=Failure(profile_id=row.profile_id, stage=stage, error=f"{type(exc).__name__}: {exc}",
@@ -82,7 +93,7 @@ async def make_profile(writer: Any, screener: Any, row: AnchoredRow, max_revisio
     if screen.verdict == "serious":
         return Outcome(profile_id=row.profile_id, status="dropped", screen=screen)
     return Outcome(profile_id=row.profile_id, status="ok", screen=screen,
-                   profile=build_profile(row, f, screen, provenance))
+                   profile=build_profile(row, f, screen, provenance, revised))
 
 
 def checkpoint_key(row: AnchoredRow, max_revisions: int, provenance: Provenance) -> str:

@@ -78,7 +78,8 @@ def _budget_warnings(engines: Any, shape: ProfileShape | None = None) -> list[st
     whose budgets are too small before any stage; a caller that skipped it gets this warning."""
     shape = shape or ProfileShape()
     short = []
-    for role, name, model in (("profile_writer", "formulation", draft_model(shape.text_scale, causal=bool(shape.causal_checks))),
+    for role, name, model in (("profile_writer", "formulation", draft_model(shape.text_scale, causal=bool(shape.causal_checks),
+                                                                      patientact=shape.patientact)),
                               ("screener", "screen", verdict_model(shape.screen_max_faults))):
         client = engines.role(role)
         counter = tokenizer_for(client.backend)
@@ -99,8 +100,8 @@ def _provenance(engines: Any, seed: int, cfg: ProfilesConfig) -> Provenance:
         d = engines.role(role).describe()
         roles.append(RoleModel(role=role, engine=str(d["engine"]), model=str(d["model"])))
     shape = cfg.shape
-    return Provenance(seed=seed, toolkit_version=__version__, roles=roles, prompts=prompt_hashes(shape.causal_checks),
-                      shape=shape)
+    return Provenance(seed=seed, toolkit_version=__version__, roles=roles,
+                      prompts=prompt_hashes(shape.causal_checks, shape.patientact), shape=shape)
 
 
 async def _async_outcomes(engines: Any, rows: list[AnchoredRow], cfg: ProfilesConfig, prov: Provenance,

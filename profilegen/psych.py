@@ -66,7 +66,7 @@ class PsychFormulation(_Row):
 
 def psych_messages(profile: Profile, attachment: str, attachment_text: str, theme: str, theme_text: str) -> list[dict[str, str]]:
     return [{"role": "user", "content": render(
-        PSYCH_TEMPLATE, persona=profile.persona.persona, writer_brief=profile.writer_brief, attachment=attachment,
+        PSYCH_TEMPLATE, persona=profile.written().persona.persona, writer_brief=profile.writer_brief, attachment=attachment,
         attachment_text=attachment_text, theme=theme, theme_text=theme_text,
     )}]
 

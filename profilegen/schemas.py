@@ -15,9 +15,11 @@ to the current vocabulary version.
 from __future__ import annotations
 
 import warnings
-from typing import Any, Literal
+from typing import Any, Literal, NamedTuple
 
 from pydantic import BaseModel, ConfigDict, Field, model_serializer
+
+from mindsimkit.mindcore.errors import InputError
 
 AgeBand = Literal["18-24", "25-34", "35-44", "45-54", "55-64", "65+"]
 AGE_BANDS: tuple[str, ...] = AgeBand.__args__  # type: ignore[attr-defined]
@@ -95,6 +97,10 @@ class Presenting(_Row):
 
     summary: str = Field(max_length=500, description="Short clinical summary of the presenting problem.")
     goal: str = Field(max_length=240, description="The patient's overarching goal, in plain words.")
+    # PatientAct-shaped profiles only (§3.1, Fig. 2 "Impact", Fig. 3 rule 5); absent from the dump otherwise, so
+    # MindSim-shaped rows are what they were before the field existed.
+    impact: list[str] = Field(default_factory=list, max_length=5, exclude_if=lambda v: not v,
+                              description="Observable symptoms and consequences, one each (PatientAct shape).")
 
 
 class Predisposing(_Row):
@@ -102,6 +108,10 @@ class Predisposing(_Row):
 
     label: str = Field(max_length=60, description="Label from the predisposing vocabulary.")
     history: str = Field(max_length=400, description="Short history of how it shows in this life.")
+    kind: Literal["psychological", "social"] | None = Field(
+        None, exclude_if=lambda v: v is None,
+        description="PatientAct shape: a personal history (psychological) or a condition of the client's "
+        "surroundings (social); absent in MindSim-shaped profiles.")
 
 
 class Precipitating(_Row):
@@ -141,7 +151,9 @@ class Formulation(_Row):
     """The 5P case formulation with core belief and quality of life."""
 
     presenting: Presenting = Field(description="Presenting problem summary and overarching goal.")
-    predisposing: list[Predisposing] = Field(description="One or two predisposing factors.")
+    predisposing: list[Predisposing] = Field(
+        description="One or two predisposing factors (PatientAct shape: two or three psychological, then one or two "
+        "social).")
     precipitating: Precipitating = Field(description="Exactly one precipitating event.")
     protective: list[Protective] = Field(description="One to three protective factors.")
     perpetuating: list[Perpetuating] = Field(description="One to three coping behaviours.")
@@ -209,15 +221,43 @@ class ProfileShape(_Row):
         False, description="PatientAct's causal 5P rules in the writer's and screener's prompts, plus the "
         "deterministic causal checks (ProfilesConfig.causal_checks, resolved).",
     )
+    patientact: bool = Field(
+        False, description="PatientAct's profile shape (ProfilesConfig.patientact_shape): an impact list, "
+        "predisposing factors split psychological / social, and hard conflicts resolved by revising the demographics.",
+    )
 
     @model_serializer(mode="wrap")
     def _plain_when_off(self, handler: Any) -> Any:
         # Off, the dump is the one written before the option existed: profiles, provenance.json and
-        # parquet columns of runs without causal checks stay byte-identical.
+        # parquet columns of runs without causal checks (or the PatientAct shape) stay byte-identical.
         data = handler(self)
-        if isinstance(data, dict) and not self.causal_checks:
-            data.pop("causal_checks", None)
+        if isinstance(data, dict):
+            for key in ("causal_checks", "patientact"):
+                if not getattr(self, key):
+                    data.pop(key, None)
         return data
+
+
+class RecordValues(_Row):
+    """The persona record's own demographic values, as read from the data set."""
+
+    age: int = Field(description="Age in years as recorded.")
+    sex: str = Field(description="Sex as recorded.")
+    marital_status: str = Field(description="Census marital status code as recorded.")
+    occupation: str = Field(description="Occupation code as recorded.")
+
+
+class DemographicsRevision(_Row):
+    """How the demographics were revised to remove hard conflicts with the formulation (PatientAct §3.2, Fig. 4).
+    `revised_from` and `record` keep what the profile started from; `Profile.demographics` holds the result."""
+
+    revised_from: Demographics = Field(description="The demographics derived from the persona record, before revision.")
+    record: RecordValues = Field(description="The persona record's original values.")
+    changed: list[str] = Field(description="Demographic fields whose value the revision changed.")
+    conflicts: list[str] = Field(description="The hard conflicts that asked for the revision (each rule's reason).")
+    reasons: list[str] = Field(description="The reviser's stated reason, one per round.")
+    rounds: int = Field(ge=1, description="Revision calls made.")
+    resolved: bool = Field(description="Whether no conflict the demographics could settle was left afterwards.")
 
 
 class Provenance(_Row):
@@ -228,6 +268,9 @@ class Provenance(_Row):
     roles: list[RoleModel] = Field(default_factory=list, description="Engine and model per role.")
     prompts: list[TemplateHash] = Field(default_factory=list, description="Prompt template hashes.")
     shape: ProfileShape = Field(default_factory=ProfileShape, description="Text and fault limits the profile was written with.")
+    demographics_revised: DemographicsRevision | None = Field(
+        None, exclude_if=lambda v: v is None,
+        description="The demographics revision this profile went through (PatientAct shape; absent when none).")
 
 
 class GivenSituation(_Row):
@@ -292,6 +335,24 @@ class Profile(_Row):
     def layered(self) -> bool:
         """True when the profile has every part this toolkit writes (False for an imported one)."""
         return None not in (self.persona, self.demographics, self.anchor, self.formulation, self.screen)
+
+    def written(self) -> "WrittenParts":
+        """The parts this toolkit writes, for code that needs them (PatientAct, the baselines, profile cards). An
+        imported profile has none: a clear error instead of an AttributeError on None deep inside a stage."""
+        if self.persona is None or self.demographics is None or self.anchor is None or self.formulation is None:
+            raise InputError(f"profile {self.profile_id} was imported ({self.imported_from or 'no source named'}) "
+                             "without a persona, demographics, anchor or 5P formulation; only the MindSim patient "
+                             "plays such a profile")
+        return WrittenParts(self.persona, self.demographics, self.anchor, self.formulation)
+
+
+class WrittenParts(NamedTuple):
+    """A generated profile's persona, demographics, anchor and formulation, none of them None."""
+
+    persona: Persona
+    demographics: Demographics
+    anchor: Anchor
+    formulation: Formulation
 
 
 # Stage rows: each stage takes the previous one's rows and returns its own.

@@ -2,8 +2,8 @@
 verdict with every fault quoted; PatientAct §3.2: rule-based hard-conflict checks, then validate and
 revise).
 
-Order: deterministic rules first (label constraints from data/formulation.yaml, text rules from
-data/screen_rules.yaml), then the judge (role `screener`) on the rendered writer brief. Every judge
+Order: deterministic rules first (`profilegen.conflicts`: label constraints from data/formulation.yaml, text
+rules from data/screen_rules.yaml), then the judge (role `screener`) on the rendered writer brief. Every judge
 fault must quote the profile verbatim: quotes not found in it (after normalising case, whitespace,
 quote marks and dashes) are discarded and counted. The final verdict is the worst kept fault, clean
 when none is left. Serious profiles go back to the writer with the faults, a bounded number of times.
@@ -11,11 +11,15 @@ when none is left. Serious profiles go back to the writer with the faults, a bou
 With `ProfileShape.causal_checks` (PatientAct App. B and Fig. 6 criteria 3, 6, 7) the judge's prompt adds
 the causal criteria, and two deterministic checks of `data/causal_rules.yaml` (ours) run with the rules:
 a predisposing history with no time anchor, and a maladaptive coping situation with no cycle marker.
+
+With `ProfileShape.patientact` (PatientAct §3.2, Fig. 4) each round first hands the hard conflicts the
+demographics can settle to `profilegen.demographics`, which revises relationship, work or living situation until
+none is left (bounded); only what is left (a conflict with the recorded age or sex, or one the revision did not
+settle) reaches the writer as a serious fault. The judge's prompt adds the shape's criteria (Fig. 6 criterion 9).
 """
 
 from __future__ import annotations
 
-import re
 from functools import lru_cache
 from typing import Any
 
@@ -23,15 +27,17 @@ from pydantic import BaseModel, ConfigDict, Field, create_model
 
 from mindsimkit.mindcore.prompts import render
 from mindsimkit.mindcore.quotes import normalise, quote_in  # noqa: F401 - part of this module's API
-from mindsimkit.profilegen.formulation import causal_rules, revision_messages, violations, write_formulation
+from mindsimkit.profilegen.conflicts import rule_faults
+from mindsimkit.profilegen.demographics import merge, revise_demographics
+from mindsimkit.profilegen.formulation import causal_rules, revision_messages, write_formulation
 from mindsimkit.profilegen.render import writer_brief
 from mindsimkit.profilegen.schemas import AnchoredRow, Fault, Formulation, ProfileShape, Screen, Severity, Verdict
-from mindsimkit.profilegen.vocab import load_vocabularies, read_data
 
 SCREENER_SYSTEM = "profilegen/screener_system.jinja2"
 SCREENER_USER = "profilegen/screener_user.jinja2"
 TEMPLATES = (SCREENER_SYSTEM, SCREENER_USER)
 SCREENER_CAUSAL = "profilegen/screener_causal.jinja2"
+SCREENER_PATIENTACT = "profilegen/screener_patientact.jinja2"
 _RANK = {"clean": 0, "minor": 1, "serious": 2}
 
 
@@ -64,39 +70,6 @@ def verdict_model(max_faults: int = 6) -> type[JudgeVerdict]:
     )
 
 
-@lru_cache(maxsize=1)
-def text_rules() -> list[tuple[str, re.Pattern, dict, str]]:
-    data = read_data("screen_rules.yaml")
-    return [(r["id"], re.compile(r["pattern"], re.IGNORECASE), r["when"], r["reason"]) for r in data["text_rules"]]
-
-
-def _matches(when: dict, row: AnchoredRow) -> bool:
-    d = row.demographics
-    values = {"age_bands": d.age_band, "relationship": d.relationship, "employment": d.employment,
-              "living_situation": d.living_situation, "gender": d.gender}
-    return all(values[k] in allowed for k, allowed in when.items())
-
-
-def rule_faults(row: AnchoredRow, f: Formulation, text: str) -> list[Fault]:
-    """Hard conflicts between demographics and the formulation, each quoting the profile text."""
-    voc = load_vocabularies()
-    faults = []
-    picked = [(voc.predisposing, p.label) for p in f.predisposing] + [(voc.precipitating, f.precipitating.label)]
-    picked += [(voc.protective, p.label) for p in f.protective]
-    for table, label in picked:
-        broken = violations(table[label], row.demographics)
-        if broken:
-            faults.append(Fault(quote=label.replace("_", " "), source="rule", severity="serious",
-                                reason=f"label {label} does not fit this patient: {', '.join(broken)}"))
-    for rule_id, pattern, when, reason in text_rules():
-        if _matches(when, row):
-            hit = pattern.search(text)
-            if hit:
-                faults.append(Fault(quote=hit.group(0), reason=f"{reason} (rule {rule_id})", severity="serious",
-                                    source="rule"))
-    return faults
-
-
 def _clip(text: str, limit: int) -> str:
     """A verbatim prefix of `text` that fits `limit`, cut at a word boundary."""
     text = text.strip()
@@ -111,7 +84,8 @@ def causal_faults(f: Formulation) -> list[Fault]:
     situation without a cycle marker is one fault quoting that text."""
     rules = causal_rules().checks
     limit = next(m.max_length for m in Fault.model_fields["quote"].metadata if hasattr(m, "max_length"))
-    texts = [("undated_predisposing", p.history) for p in f.predisposing]
+    # A social condition (PatientAct shape) may hold for years without a date: only histories are checked.
+    texts = [("undated_predisposing", p.history) for p in f.predisposing if p.kind != "social"]
     texts += [("coping_without_cycle", p.situation) for p in f.perpetuating if p.maladaptive]
     faults = []
     for check_id, text in texts:
@@ -133,21 +107,24 @@ def worst(faults: list[Fault]) -> Verdict:
     return max((x.severity for x in faults), key=_RANK.__getitem__, default="clean")  # type: ignore[return-value]
 
 
-def judge_messages(text: str, causal: bool = False) -> list[dict[str, str]]:
+def judge_messages(text: str, causal: bool = False, patientact: bool = False) -> list[dict[str, str]]:
     system = render(SCREENER_SYSTEM)
-    if causal:  # a separate template, so the plain prompt and its hash stay what they were
+    # Separate templates, so the plain prompt and its hash stay what they were.
+    if patientact:
+        system += "\n\n" + render(SCREENER_PATIENTACT)
+    if causal:
         system += "\n\n" + render(SCREENER_CAUSAL, rules=causal_rules().screener_rules)
     return [{"role": "system", "content": system},
             {"role": "user", "content": render(SCREENER_USER, profile_text=text)}]
 
 
 async def screen_once(screener: Any, row: AnchoredRow, f: Formulation, revisions: int = 0,
-                      max_faults: int = 6, causal: bool = False) -> Screen:
+                      max_faults: int = 6, causal: bool = False, patientact: bool = False) -> Screen:
     """Rules (and, with `causal`, the causal checks), then the judge, on one formulation."""
     text = writer_brief(row, f)
     rules = rule_faults(row, f, text) + (causal_faults(f) if causal else [])
-    answer: JudgeVerdict = await screener.structured(judge_messages(text, causal), verdict_model(max_faults),
-                                                     schema_name="screen")
+    answer: JudgeVerdict = await screener.structured(judge_messages(text, causal, patientact),
+                                                     verdict_model(max_faults), schema_name="screen")
     kept, discarded = verify(answer.faults, text)
     faults = rules + kept
     return Screen(verdict=worst(faults), judge_verdict=answer.verdict, faults=faults,
@@ -160,13 +137,29 @@ async def screen_and_revise(
 ) -> tuple[Formulation, Screen]:
     """Screen; while serious and revisions remain, rewrite with the faults as guidance and screen again.
     Discarded-quote counts add up over rounds; faults and verdicts are those of the last round."""
+    _, f, screen, _ = await screen_and_revise_all(writer, screener, row, f, max_revisions, shape)
+    return f, screen
+
+
+async def screen_and_revise_all(
+    writer: Any, screener: Any, row: AnchoredRow, f: Formulation, max_revisions: int,
+    shape: ProfileShape | None = None,
+) -> tuple[AnchoredRow, Formulation, Screen, Any]:
+    """`screen_and_revise`, and under the PatientAct shape the demographics revision before each screen: returns
+    the row with its (possibly revised) demographics and the `DemographicsRevision` record (None when none)."""
     shape = shape or ProfileShape()
     discarded = 0
+    record = None
     for revisions in range(max_revisions + 1):
-        screen = await screen_once(screener, row, f, revisions, shape.screen_max_faults, shape.causal_checks)
+        if shape.patientact:
+            row, step = await revise_demographics(writer, row, f, max_rounds=max_revisions + 1)
+            record = merge(record, step, row.demographics)
+        screen = await screen_once(screener, row, f, revisions, shape.screen_max_faults, shape.causal_checks,
+                                   shape.patientact)
         discarded += screen.discarded_faults
         if screen.verdict != "serious" or revisions == max_revisions:
             break
-        f = await write_formulation(writer, row, revision_messages(row, f, screen.faults, shape.causal_checks),
-                                    shape.text_scale, causal=shape.causal_checks)
-    return f, screen.model_copy(update={"discarded_faults": discarded})
+        f = await write_formulation(writer, row, revision_messages(row, f, screen.faults, shape.causal_checks,
+                                                                   shape.patientact),
+                                    shape.text_scale, causal=shape.causal_checks, patientact=shape.patientact)
+    return row, f, screen.model_copy(update={"discarded_faults": discarded}), record

@@ -28,7 +28,14 @@ def formulation_schema(recipe: Any = None) -> dict[str, Any]:
     from mindsimkit.profilegen.formulation import draft_model
 
     shape = profile_shape(recipe)
-    return draft_model(shape.text_scale, causal=bool(shape.causal_checks)).model_json_schema()
+    return draft_model(shape.text_scale, causal=bool(shape.causal_checks), patientact=shape.patientact).model_json_schema()
+
+
+def demographics_schema(recipe: Any = None) -> dict[str, Any]:
+    """The demographics reviser's answer with every value offered (its largest form)."""
+    from mindsimkit.profilegen.demographics import REVISABLE, field_values, revision_model
+
+    return revision_model(tuple((k, field_values(k)) for k in REVISABLE)).model_json_schema()
 
 
 def screen_schema(recipe: Any = None) -> dict[str, Any]:
@@ -41,11 +48,11 @@ def worst_profile_parts(recipe: Any) -> tuple[Any, Any, list[Any]]:
     from mindsimkit.profilegen.config import profiles_config
 
     cfg = profiles_config(recipe)
-    return _profile_parts(getattr(recipe, "seed", 0), cfg.rates)
+    return _profile_parts(getattr(recipe, "seed", 0), cfg.rates, cfg.patientact_shape)
 
 
 @lru_cache(maxsize=4)
-def _profile_parts(seed: int, rates: str | None) -> tuple[Any, Any, list[Any]]:
+def _profile_parts(seed: int, rates: str | None, patientact: bool = False) -> tuple[Any, Any, list[Any]]:
     """The longest anchored persona of the shipped sample, the largest formulation, the most faults."""
     from mindsimkit.mindcore.budget import largest_instance
     from mindsimkit.profilegen.anchors import anchor_personas
@@ -57,8 +64,9 @@ def _profile_parts(seed: int, rates: str | None) -> tuple[Any, Any, list[Any]]:
 
     personas = load_personas("synthetic", ESTIMATE_PERSONAS, seed)
     rows = anchor_personas(personas.rows, load_rates(rates), seed)
-    row = max(rows, key=lambda r: sum(len(m["content"]) for m in writer_messages(r)))
-    f = to_formulation(draft_model().model_validate(largest_instance(draft_model().model_json_schema())))
+    row = max(rows, key=lambda r: sum(len(m["content"]) for m in writer_messages(r, patientact=patientact)))
+    draft = draft_model(patientact=patientact)
+    f = to_formulation(draft.model_validate(largest_instance(draft.model_json_schema())))
     verdict = largest_instance(JudgeVerdict.model_json_schema())
     faults = [Fault(quote=x["quote"], reason=x["reason"], severity="serious", source="judge") for x in verdict["faults"]]
     return row, f, faults
@@ -68,12 +76,22 @@ def _writer_prompt(inp: Any, sz: Any) -> PromptSize:
     from mindsimkit.profilegen.formulation import revision_messages, writer_messages
     from mindsimkit.profilegen.screen import causal_faults
 
-    causal = profile_shape(inp.recipe).causal_checks
+    shape = profile_shape(inp.recipe)
+    causal, pa = shape.causal_checks, shape.patientact
     row, f, faults = worst_profile_parts(inp.recipe)
     faults = faults + (causal_faults(f) if causal else [])
-    first = messages_tokens(writer_messages(row, causal=causal), sz)
-    revision = messages_tokens(revision_messages(row, f, faults, causal=causal), sz)
-    return PromptSize("profile_writer", max(first, revision), {"first draft": first, "revision": revision},
+    first = messages_tokens(writer_messages(row, causal=causal, patientact=pa), sz)
+    revision = messages_tokens(revision_messages(row, f, faults, causal=causal, patientact=pa), sz)
+    parts = {"first draft": first, "revision": revision}
+    if pa:  # the demographics revision (PatientAct shape) is the writer's call too
+        from mindsimkit.profilegen.demographics import REVISABLE, field_values
+        from mindsimkit.profilegen.demographics import revision_messages as demographics_messages
+        from mindsimkit.profilegen.conflicts import Conflict
+
+        conflicts = [Conflict(x, frozenset(REVISABLE)) for x in faults]
+        parts["demographics revision"] = messages_tokens(
+            demographics_messages(row, f, conflicts, {k: field_values(k) for k in REVISABLE}), sz)
+    return PromptSize("profile_writer", max(parts.values()), parts,
                       "personas from the shipped synthetic sample; the revision carries the largest draft and six faults")
 
 
@@ -82,7 +100,8 @@ def _screener_prompt(inp: Any, sz: Any) -> PromptSize:
     from mindsimkit.profilegen.screen import judge_messages
 
     row, f, _ = worst_profile_parts(inp.recipe)
-    n = messages_tokens(judge_messages(writer_brief(row, f), causal=profile_shape(inp.recipe).causal_checks), sz)
+    shape = profile_shape(inp.recipe)
+    n = messages_tokens(judge_messages(writer_brief(row, f), causal=shape.causal_checks, patientact=shape.patientact), sz)
     return PromptSize("screener", n, {"brief of the largest formulation": n})
 
 
@@ -92,5 +111,7 @@ def register() -> None:
     register_role_schema(RoleSchema("profile_writer", "formulation", formulation_schema, PROFILES,
                                     schema_for=formulation_schema))
     register_role_schema(RoleSchema("screener", "screen", screen_schema, PROFILES, schema_for=screen_schema))
+    register_role_schema(RoleSchema("profile_writer", "demographics", demographics_schema, PROFILES,
+                                    active=lambda recipe: profile_shape(recipe).patientact))
     register_prompt_estimate("profile_writer", _writer_prompt)
     register_prompt_estimate("screener", _screener_prompt)

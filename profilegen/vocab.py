@@ -8,6 +8,7 @@ from __future__ import annotations
 
 from functools import lru_cache
 from importlib import resources
+from typing import Literal
 
 import yaml
 from pydantic import BaseModel, ConfigDict, Field, ValidationError
@@ -56,6 +57,9 @@ class Label(_Strict):
     maladaptive: bool | None = Field(None, description="Maladaptive coping (coping labels only).")
     arm: str | None = Field(None, description="Beck triad arm (core beliefs only).")
     requires: Requires = Field(default_factory=Requires, description="Demographic constraints.")
+    kind: Literal["psychological", "social"] | None = Field(
+        None, description="Predisposing labels only: a social condition rather than a personal history (PatientAct's "
+        "split, §3.1); PatientAct-shaped profiles offer social ones only in the social section.")
 
 
 class Vocabularies(_Strict):
@@ -71,6 +75,8 @@ class Vocabularies(_Strict):
         description="Relative weight of each impact domain given the main problem's core group."
     )
     predisposing: dict[str, Label] = Field(description="Predisposing factors.")
+    social_predisposing: dict[str, Label] = Field(
+        default_factory=dict, description="Social predisposing conditions offered only to PatientAct-shaped profiles.")
     precipitating: dict[str, Label] = Field(description="Precipitating events (group in `group`).")
     protective: dict[str, Label] = Field(description="Protective factors (group in `group`).")
     coping: dict[str, Label] = Field(description="Coping behaviours.")
@@ -128,6 +134,7 @@ def build_vocabularies(problems: dict, formulation: dict) -> Vocabularies:
             quality_of_life=problems["quality_of_life"],
             impact_given_group=problems["impact_given_group"],
             predisposing=_labels(formulation["predisposing"]),
+            social_predisposing=_labels(formulation.get("social_predisposing", []), kind="social"),
             precipitating=_grouped(formulation["precipitating"]),
             protective=_grouped(formulation["protective"]),
             coping=_labels(formulation["coping"]),
@@ -160,6 +167,8 @@ def build_vocabularies(problems: dict, formulation: dict) -> Vocabularies:
         problems_found.append(f"protective groups must be {PROTECTIVE_GROUPS}")
     if {k: v.arm for k, v in voc.core_beliefs.items()} != CORE_BELIEFS:
         problems_found.append(f"core beliefs must be the seven clusters {CORE_BELIEFS}")
+    if set(voc.social_predisposing) & set(voc.predisposing):
+        problems_found.append("a social_predisposing label repeats a predisposing one")
     if problems_found:
         raise ConfigError("profile vocabulary invalid: " + "; ".join(problems_found))
     return voc

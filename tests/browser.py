@@ -76,6 +76,32 @@ def requests_made(drv: Any, document: str | None = None) -> list[str]:
     return urls
 
 
+def at_width(drv: Any, width: int, height: int = 900) -> None:
+    """Make the page's viewport `width` px wide (the window is wider by its frame). Read back and corrected until it
+    is: on a loaded machine a size read right after a resize can still be the old one."""
+    drv.set_window_size(width, height)
+    inner = None
+    for _ in range(40):
+        outer, inner = drv.execute_script("return [window.outerWidth, window.innerWidth]")
+        if inner == width:
+            return
+        frame = outer - inner
+        if 0 <= frame <= 200:  # a read taken mid-resize can be anything: only a plausible frame is acted on
+            drv.set_window_size(width + frame, height)
+        time.sleep(0.05)
+    raise AssertionError(f"the viewport would not become {width} px wide (it is {inner})")
+
+
+def full_page(drv: Any, path: Path) -> None:
+    """A PNG of the whole page at the current viewport's layout, below the fold included (Chromium's own capture)."""
+    import base64
+
+    size = drv.execute_cdp_cmd("Page.getLayoutMetrics", {})["cssContentSize"]
+    shot = drv.execute_cdp_cmd("Page.captureScreenshot", {"format": "png", "captureBeyondViewport": True, "clip": {
+        "x": 0, "y": 0, "width": drv.execute_script("return window.innerWidth"), "height": size["height"], "scale": 1}})
+    Path(path).write_bytes(base64.b64decode(shot["data"]))
+
+
 def free_port() -> int:
     with socket.socket() as s:
         s.bind(("127.0.0.1", 0))
@@ -106,15 +132,23 @@ def serve_app(app: Any) -> Iterator[str]:
 AXE = Path(__file__).resolve().parent.parent / ".cache" / "axe-core-4.14.1" / "package" / "axe.min.js"
 
 
-def axe_violations(drv: Any, impacts: tuple[str, ...] = ("serious", "critical")) -> list[dict[str, Any]]:
+# The rule sets the pages are held to: WCAG 2.0, 2.1 and 2.2 at levels A and AA, and axe's best practices.
+AXE_TAGS = ("wcag2a", "wcag2aa", "wcag21a", "wcag21aa", "wcag22aa", "best-practice")
+IMPACTS = ("minor", "moderate", "serious", "critical")
+
+
+def axe_violations(drv: Any, impacts: tuple[str, ...] = IMPACTS, tags: tuple[str, ...] = AXE_TAGS) -> list[dict[str, Any]]:
     """Accessibility violations of the page now open, as axe-core finds them (`make browser` fetches it from the
-    npm registry); only those of the given impacts. Skips, saying why, where axe-core was not fetched."""
+    npm registry): every rule of `tags`, violations of the given impacts (all by default). Skips, saying why, where
+    axe-core was not fetched."""
     if not AXE.is_file():
         pytest.skip(f"axe-core not at {AXE}: run `make browser` (it fetches axe-core with npm)")
-    drv.execute_script(AXE.read_text(encoding="utf-8"))
+    if not drv.execute_script("return typeof axe !== 'undefined'"):
+        drv.execute_script(AXE.read_text(encoding="utf-8"))
     found = drv.execute_async_script(
-        "const done = arguments[0]; axe.run(document, {resultTypes: ['violations']}).then("
+        "const done = arguments[1]; axe.run(document, {resultTypes: ['violations'], "
+        "runOnly: {type: 'tag', values: arguments[0]}}).then("
         "r => done(r.violations.map(v => ({id: v.id, impact: v.impact, help: v.help, "
         "nodes: v.nodes.map(n => n.target.join(' '))}))), e => done([{id: 'axe-error', impact: 'critical', "
-        "help: String(e), nodes: []}]));")
+        "help: String(e), nodes: []}]));", list(tags))
     return [v for v in found if v["impact"] in impacts]

@@ -43,6 +43,8 @@ class Reply:
     error: str = "scripted failure"
     reasoning_tokens: int = 0  # reported in usage.completion_tokens_details (and added to completion_tokens)
     cached_tokens: int = 0  # reported in usage.prompt_tokens_details
+    # Extra fields of the reply message, as reasoning servers add them (e.g. {"reasoning_content": "..."}).
+    message_fields: dict[str, Any] = field(default_factory=dict)
 
 
 Behaviour = Callable[[dict[str, Any]], Reply]
@@ -168,7 +170,7 @@ def from_responder(responder: Callable[[Any], Any]) -> Behaviour:
             return Reply(content=json.dumps({"mood": "steady", "calm": True}))
         out = responder(req)
         if isinstance(out, RawReply):
-            return Reply(content=out.content, tool_calls=out.tool_calls)
+            return Reply(content=out.content, tool_calls=out.tool_calls, message_fields=dict(out.reasoning))
         return Reply(content=out if isinstance(out, str) else json.dumps(out))
 
     return behave
@@ -219,7 +221,7 @@ class OpenAIStub:
         if reply.status >= 400:
             error = reply.error.replace(ECHO_AUTH, f"request had Authorization: {authorization}")
             return reply.status, {"error": {"message": error, "type": "stub_error", "code": reply.status}}
-        message: dict[str, Any] = {"role": "assistant", "content": reply.content}
+        message: dict[str, Any] = {"role": "assistant", "content": reply.content, **reply.message_fields}
         if reply.tool_calls:
             message["tool_calls"] = reply.tool_calls
         words = sum(len(str(m.get("content") or "").split()) for m in body.get("messages", []))

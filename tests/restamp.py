@@ -5,10 +5,14 @@ it the commands would rightly refuse the edited folder as altered (`mindcore.man
 from __future__ import annotations
 
 from pathlib import Path
+from typing import TYPE_CHECKING, Any
 
 from mindsimkit.mindcore.io import atomic_write_json
 from mindsimkit.mindcore.layout import RunLayout
 from mindsimkit.mindcore.manifest import FileRecord, read_manifest, sha256_file
+
+if TYPE_CHECKING:
+    from mindsimkit.mindcore.runlog import RunHeader
 
 
 def restamp(run: Path) -> Path:

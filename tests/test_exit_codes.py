@@ -4,7 +4,7 @@ captured as pipes, the case's folder as working directory); a starting interpret
 time (issue 31). `CONSOLE_CASES`, help, success, Ctrl-C and publishing (whose Hub settings are read at import) run
 the installed console script in a subprocess, as users and CI run it.
 
-The contract (README, under the Stages table): 0 success; 2 bad input, configuration or usage; 1 an
+The contract (docs/commands.md, "Exit codes and errors"): 0 success; 2 bad input, configuration or usage; 1 an
 engine failed at run time or a stage finished with failed arcs / failed engines; 130 Ctrl-C. A failure
 prints ONE error line on stderr that names the file (or option, or engine) at fault. Every subprocess
 runs with COLUMNS=40 and the files live under pytest's temporary directory, so a long path and a
@@ -536,6 +536,26 @@ def test_simulate_with_failed_arcs_exits_1(openai_stub, tmp_path):
     assert "2 of 4 session arcs failed" in line and str(out / "sessions" / "summary.json") in line and "rerun" in line
     # The healthy counsellor's sessions were written: a failed arc does not sink the others.
     assert len(json.loads((out / "sessions" / "summary.json").read_text())["failed_arcs"]) == 2
+
+
+def test_simulate_under_a_preset_says_which_of_its_settings_the_recipe_replaced(openai_stub, tmp_path):
+    from mindsimkit.profilegen.dataset import write_profiles
+    from simfakes import make_profile
+    from test_reference_preset import ReferenceResponder
+
+    write_profiles([make_profile("p1")], tmp_path / "profiles")
+    stub = openai_stub(from_responder(ReferenceResponder(end_after=99)))
+    recipe = _stub_recipe(tmp_path / "r.yaml", stub, SIM_ROLES[:-1],
+                          "simulation: {preset: mindeval2-reference, sessions: 1, turn_cap: 3}\n")
+    out = tmp_path / "sim"
+    proc = mindsim_here("simulate", "--profiles", tmp_path / "profiles", "--recipe", recipe, "--out", out, cwd=tmp_path)
+    assert proc.returncode == 0 and "error:" not in proc.stderr, proc.stderr
+    said = " ".join(proc.stdout.split())  # rich wraps lines at COLUMNS=40
+    assert ("preflight: simulation.preset mindeval2-reference: the recipe's turn_cap 3 (in place of "
+            "counsellor_replies) is used, not the preset's counsellor_replies 30") in said
+    assert "the recipe's sessions 1 is used, not the preset's sessions 3" in said
+    summary = json.loads((out / "sessions" / "summary.json").read_text())
+    assert len(summary["preset_overrides"]) == 2 and summary["config"]["turn_cap"] == 3
 
 
 def test_profiles_on_a_dead_engine_stop_at_preflight_with_exit_1(openai_stub, tmp_path):

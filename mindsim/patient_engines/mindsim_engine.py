@@ -11,6 +11,7 @@ existed, so older run folders resume.
 from __future__ import annotations
 
 import hashlib
+import json
 import random
 from typing import Any
 
@@ -75,6 +76,11 @@ class MindSimEngine(PatientEngine):
             style_cues=style_cues(profile), agenda=talk.agenda, config=config, rng=rng,
             history=[{"role": "system", "content": p_prompt}],
         )
+
+    def record_fields(self, talk: Any) -> dict[str, Any]:
+        # The tool definitions as offered (OpenAI format), kept as JSON text: a parquet struct column would
+        # give every schema the union of all schemas' keys, and `"default": null` is a value here.
+        return {"patient_tools": json.dumps([t.openai() for t in talk.patient.tools], ensure_ascii=False)}
 
     def prompt_names(self) -> list[str]:
         from mindsimkit.mindsim.prompting import PATIENT_TEMPLATE

@@ -88,11 +88,21 @@ def _step_schema(step: str) -> Callable[[], dict[str, Any]]:
     return schema
 
 
-def _decomposition_schema() -> dict[str, Any]:
-    # The most pieces a profile can hold: the decomposition asks for exactly one entry per piece.
-    from mindsimkit.mindsim.patientact.decompose import draft_model, max_pieces
+def _chunk(recipe: Any) -> int:
+    from mindsimkit.mindsim.config import PatientActConfig
 
-    return draft_model(max_pieces()).model_json_schema()
+    return int(_pa_section(recipe).get("decomposition_chunk", PatientActConfig.model_fields["decomposition_chunk"].default))
+
+
+def _decomposition_schema(recipe: Any = None) -> dict[str, Any]:
+    # One call answers for at most `decomposition_chunk` pieces, and a profile holds at most `max_pieces` of the
+    # recipe's profile shape: the decomposition asks for exactly one entry per piece of its call.
+    from mindsimkit.mindsim.patientact.decompose import draft_model, max_pieces
+    from mindsimkit.profilegen.config import profiles_config
+
+    patientact = profiles_config(recipe).patientact_shape if recipe is not None else False
+    most = max_pieces(patientact)
+    return draft_model(min(most, _chunk(recipe)) if recipe is not None else most).model_json_schema()
 
 
 def _formulation_schema() -> dict[str, Any]:
@@ -115,7 +125,7 @@ def entries(step_role: str = STEP_ROLE, decomposer_role: str = DECOMPOSER_ROLE,
         RoleSchema(decomposer_role, "patientact:FormulationScreen", _screen_schema, SIMULATE,
                    budget=_budget("psych_screen_max_tokens"), active=_screen_on),
         RoleSchema(decomposer_role, "patientact:DecompositionDraft", _decomposition_schema, SIMULATE,
-                   budget=_budget("decomposition_max_tokens"), active=_active),
+                   budget=_budget("decomposition_max_tokens"), active=_active, schema_for=_decomposition_schema),
         RoleSchema(matcher_role, "patientact:TagMatch", _matcher_schema, SIMULATE,
                    budget=_budget("matcher_max_tokens"), active=_matcher_on),
     ]

@@ -1,6 +1,8 @@
 """A PatientAct profile as one card (PatientAct Fig. 2): demographics, the 5P problem formulation (presenting
-problem, precipitating, predisposing, perpetuating, protective) and the psychological formulation (intermediate beliefs, automatic thoughts, triggers, coping,
-emotional range, relationship patterns, the counsellor's first).
+problem with its impact list, precipitating, predisposing split psychological / social, perpetuating, protective)
+and the psychological formulation (intermediate beliefs, automatic thoughts, triggers, coping, emotional range,
+relationship patterns, the counsellor's first). A MindSim-shaped profile has no impact list and one predisposing
+list: its card shows the sections it has.
 
 One rendering serves three readers, so they read the same text:
 - the profile judge and the human raters of the identification task (`blind=True`, §4.1, Table 1): without
@@ -36,20 +38,26 @@ def _words(label: str) -> str:
 def demographics_line(profile: Profile) -> str:
     from mindsimkit.profilegen.render import LIVING
 
-    p, d = profile.persona, profile.demographics
+    p, d = profile.written().persona, profile.written().demographics
     return (f"Age {p.age}, {d.gender}, {_words(d.relationship)}, {_words(d.employment)} "
             f"({_words(p.occupation)}), living {LIVING[d.living_situation]}.")
 
 
 def _problem(profile: Profile, blind: bool) -> list[Section]:
-    f = profile.formulation
-    # Our profiles carry no impact list and no psychological / social split of the predisposing factors
-    # (docs/patientact.md, "What still differs"): the card shows the sections they have.
-    presenting = [f"Situation: {f.presenting.summary}", f"Goal: {f.presenting.goal}"]
+    f = profile.written().formulation
+    presenting = [f"Situation: {f.presenting.summary}"]
+    if f.presenting.impact:  # Fig. 2's "Impact:" line, the symptoms joined as the figure joins them
+        presenting.append(f"Impact: {'; '.join(f.presenting.impact)}")
+    presenting.append(f"Goal: {f.presenting.goal}")
     out = [Section("Presenting problem", tuple(presenting))]
     out.append(Section("Precipitating factors",
                        (f"{f.precipitating.when}: {_words(f.precipitating.label)}. {f.precipitating.what_changed}",)))
-    out.append(Section("Predisposing factors", tuple(f"{_words(p.label)}: {p.history}" for p in f.predisposing)))
+    line = lambda p: f"{_words(p.label)}: {p.history}"  # noqa: E731
+    if any(p.kind for p in f.predisposing):
+        for kind in ("psychological", "social"):
+            out.append(Section(f"Predisposing factors: {kind}", tuple(line(p) for p in f.predisposing if p.kind == kind)))
+    else:
+        out.append(Section("Predisposing factors", tuple(line(p) for p in f.predisposing)))
     out.append(Section("Perpetuating factors", tuple(f"{_words(p.label)}: {p.situation}" for p in f.perpetuating)))
     out.append(Section("Protective factors", tuple(f"{_words(p.label)}: {p.detail}" for p in f.protective)))
     if not blind:
@@ -78,10 +86,14 @@ def profile_card(profile: Profile, formulation: Any = None, *, blind: bool = Tru
                  seeds: Optional[dict[str, str]] = None) -> list[Section]:
     """The card's sections. `blind`: as the identification task shows it (no core belief, no seeds);
     otherwise the whole profile, with `seeds` (attachment, theme) named when given."""
-    persona = profile.persona
+    persona = profile.written().persona
     who = [persona.persona.strip(), demographics_line(profile)]
     if persona.cultural_background.strip():
         who.append(f"Cultural background: {persona.cultural_background.strip()}")
+    revised = profile.provenance.demographics_revised
+    if revised is not None and revised.changed and not blind:
+        was = ", ".join(f"{k.replace('_', ' ')} {_words(getattr(revised.revised_from, k))}" for k in revised.changed)
+        who.append(f"Revised to fit the formulation (Fig. 4); the persona record had {was}.")
     out = [Section("Demographics", tuple(x for x in who if x))]
     out += _problem(profile, blind)
     out += _psychological(formulation)

@@ -8,8 +8,12 @@ copied from the profile and its psychological formulation by code, as the paper 
 
 Dynamic layer: every other piece of the profile becomes one item (`profile_pieces`: maintenance cycles,
 formative memories, the core belief and its history, intermediate beliefs, automatic thoughts, triggers,
-relationship patterns), so the layer holds exactly what the profile holds: no cap below it, and the
-decomposer's schema asks for exactly one answer per piece (`draft_model(n)`). Each item's type comes from
+relationship patterns; in a PatientAct-shaped profile also the impact list's symptoms and the social
+predisposing conditions, as PatientHub's memory holds them), so the layer holds exactly what the profile holds:
+no cap below it, and the decomposer's schema asks for exactly one answer per piece (`draft_model(n)`). A profile
+of more than `chunk` pieces (`simulation.patientact.decomposition_chunk`) is decomposed in several calls of
+near-equal size, each shown the whole profile and its own pieces (ours: the paper makes one call), which bounds
+the answer a call can need whatever the profile's shape. Each item's type comes from
 the field it was taken from (`item_types.yaml`), its content is the profile's own text, and the decomposer
 adds only what the paper has it assign: a level, 3-5 patient-specific activation tags and the discomfort
 flag. The level is anchored by type: the decomposer answers a shift of at most `spread` from the type's
@@ -86,8 +90,10 @@ def profile_pieces(profile: Profile, formulation: PsychFormulation | None) -> li
     types = _types_of()
     f = profile.formulation
     out: list[tuple[str, str]] = []
+    out += [("formulation.presenting.impact", x) for x in f.presenting.impact]
     out += [("formulation.perpetuating", f"{p.label.replace('_', ' ')}: {p.situation}") for p in f.perpetuating]
-    out += [("formulation.predisposing", p.history) for p in f.predisposing]
+    out += [("formulation.predisposing", p.history) for p in f.predisposing if p.kind != "social"]
+    out += [("formulation.predisposing.social", p.history) for p in f.predisposing if p.kind == "social"]
     out += [("formulation.core_belief.history", f.core_belief.history), ("formulation.core_belief.belief", f.core_belief.belief)]
     if formulation is not None:
         out += [("psych.intermediate_beliefs", x) for x in formulation.intermediate_beliefs]
@@ -99,15 +105,17 @@ def profile_pieces(profile: Profile, formulation: PsychFormulation | None) -> li
     return [Piece(types[src], src, text.strip()) for src, text in out if text and text.strip()]
 
 
-def max_pieces() -> int:
-    """The most pieces a profile can hold: the writer's and the formulation's list limits (the budget's worst case)."""
+def max_pieces(patientact: bool = False) -> int:
+    """The most pieces a profile can hold: the writer's and the formulation's list limits (the budget's worst case),
+    for a MindSim-shaped profile or, with `patientact`, a PatientAct-shaped one."""
     from mindsimkit.profilegen.formulation import draft_model as formulation_draft
 
     def most(model: type[BaseModel], name: str) -> int:
         return next(m.max_length for m in model.model_fields[name].metadata if getattr(m, "max_length", None))
 
-    fd = formulation_draft()
-    five_p = most(fd, "predisposing") + 1 + most(fd, "other_coping") + 2  # + unhelpful coping, + core belief x2
+    fd = formulation_draft(patientact=patientact)
+    before = ("impact", "psychological", "social") if patientact else ("predisposing",)
+    five_p = sum(most(fd, n) for n in before) + 1 + most(fd, "other_coping") + 2  # + unhelpful coping, + core belief x2
     psych = sum(most(PsychFormulation, n) for n in ("intermediate_beliefs", "automatic_thoughts", "triggers",
                                                     "interpersonal_patterns"))
     return five_p + psych
@@ -270,6 +278,18 @@ class Decomposition(_Row):
         return next(i for i in self.items if i.id == item_id)
 
 
+def chunks(pieces: list[Piece], size: int) -> list[list[Piece]]:
+    """`pieces` in order, in as few calls of at most `size` as hold them, the calls' sizes differing by one at most."""
+    calls = max(1, -(-len(pieces) // max(1, size)))
+    base, extra = divmod(len(pieces), calls)
+    out, start = [], 0
+    for i in range(calls):
+        end = start + base + (i < extra)
+        out.append(pieces[start:end])
+        start = end
+    return out
+
+
 def decomposition_key(patient_id: str, seed: int) -> str:
     return f"{patient_id}-{seed}"
 
@@ -316,7 +336,7 @@ async def screen_formulation(client: Any, profile: Profile, psych: PsychSeed, fo
 async def decompose(client: Any, profile: Profile, seed: int, *, max_tokens: int | None = None,
                     max_attempts: int | None = None, with_formulation: bool = True,
                     formulation_max_tokens: int | None = None, screen: bool = False,
-                    screen_max_tokens: int | None = None) -> Decomposition:
+                    screen_max_tokens: int | None = None, chunk: int = 18) -> Decomposition:
     """The psychological seed, then (unless switched off) the psychological formulation (profilegen.psych),
     screened and revised once when `screen` is on, then the decomposition of profile + formulation."""
     psych = psych_seed(profile, seed)
@@ -334,11 +354,12 @@ async def decompose(client: Any, profile: Profile, seed: int, *, max_tokens: int
                 client, profile, psych, formulation, max_tokens=screen_max_tokens, max_attempts=max_attempts,
                 formulation_max_tokens=formulation_max_tokens)
             prompts.update({t: template_hash(t) for t in (SCREEN_TEMPLATE, REVISE_TEMPLATE)})
-    pieces = profile_pieces(profile, formulation)
     sampling = {"max_tokens": max_tokens} if max_tokens else {}
-    draft = await client.structured(decompose_messages(profile, psych, pieces, formulation), draft_model(len(pieces)),
-                                    max_attempts=max_attempts, **sampling)
-    items = [make_item(f"m{i + 1}", piece, d) for i, (piece, d) in enumerate(zip(pieces, draft.items))]
+    items: list[MemoryItem] = []
+    for part in chunks(profile_pieces(profile, formulation), chunk):
+        draft = await client.structured(decompose_messages(profile, psych, part, formulation), draft_model(len(part)),
+                                        max_attempts=max_attempts, **sampling)
+        items += [make_item(f"m{len(items) + i + 1}", piece, d) for i, (piece, d) in enumerate(zip(part, draft.items))]
     return Decomposition(
         patient_id=profile.profile_id, seed=seed, psych=psych, formulation=formulation, formulation_screen=screened,
         static=static_layer(profile, formulation), items=items, engine=client.describe(), prompt=prompts,

@@ -25,7 +25,7 @@ from mindsimkit.mindsim.patient_engines.base import PatientEngine, TalkStart
 
 # `simulation.patientact` keys the decomposition reads (`session.decompose_settings`).
 PREPARATION_SETTINGS = frozenset({"psych_formulation", "formulation_max_tokens", "decomposition_max_tokens",
-                                  "step_attempts", "psych_screen", "psych_screen_max_tokens"})
+                                  "decomposition_chunk", "step_attempts", "psych_screen", "psych_screen_max_tokens"})
 # Appended to the card's description of the sessions config when the run holds PatientAct sessions.
 SESSIONS_NOTE = (
     "; `patient_engine` names the engine that played the patient, and PatientAct sessions carry its state "

@@ -44,8 +44,8 @@ def _worst(inp: Any, sz: Any) -> dict[str, Any]:
     fx = session_fixtures(inp, sz)
     # The profile's texts at the recipe's `profiles.text_scale`: the pieces are the profile's own words, so a
     # recipe that writes shorter formulations decomposes shorter pieces.
-    scale = profiles_config(inp.recipe).text_scale
-    draft = formulation_draft(scale)
+    pcfg = profiles_config(inp.recipe)
+    draft = formulation_draft(pcfg.text_scale, patientact=pcfg.patientact_shape)
     f = to_formulation(draft.model_validate(largest_instance(draft.model_json_schema())))
     profile = make_profiles(1, 0)[0].model_copy(update={
         "persona": fx["row"].persona, "formulation": f, "writer_brief": writer_brief(fx["row"], f),
@@ -86,11 +86,13 @@ def _arm_configs(inp: Any, config: Any) -> list[Any]:
 
 
 def decomposer_prompt(inp: Any, sz: Any) -> PromptSize:
-    from mindsimkit.mindsim.patientact.decompose import decompose_messages
+    from mindsimkit.mindsim.patientact.decompose import chunks, decompose_messages
 
     w = _worst(inp, sz)
-    n = messages_tokens(decompose_messages(w["profile"], w["psych"], w["pieces"], w["formulation"]), sz)
-    return PromptSize("profile_decomposer", n, {f"decomposition of {len(w['pieces'])} pieces": n})
+    # The largest call: a profile of more pieces than `decomposition_chunk` is asked for in parts.
+    part = max(chunks(w["pieces"], w["config"].patientact.decomposition_chunk), key=len)
+    n = messages_tokens(decompose_messages(w["profile"], w["psych"], part, w["formulation"]), sz)
+    return PromptSize("profile_decomposer", n, {f"decomposition of {len(part)} of {len(w['pieces'])} pieces": n})
 
 
 def appraiser_prompt(inp: Any, sz: Any) -> PromptSize:

@@ -27,7 +27,7 @@ class PsychSeed(BaseModel):
 
 
 def psych_seed(profile: Profile, seed: int) -> PsychSeed:
-    cluster = profile.formulation.core_belief.cluster
+    cluster = profile.written().formulation.core_belief.cluster
     themes = theme_map()
     if cluster not in themes.clusters:
         raise InputError(
@@ -45,7 +45,7 @@ def psych_seed(profile: Profile, seed: int) -> PsychSeed:
 def check_profiles(profiles: list[Profile]) -> None:
     """Fail before any LLM call if a profile's core-belief cluster has no theme (PatientAct runs only)."""
     known = theme_map().clusters
-    bad = sorted({p.formulation.core_belief.cluster for p in profiles} - set(known))
+    bad = sorted({p.written().formulation.core_belief.cluster for p in profiles} - set(known))
     if bad:
         raise InputError(
             f"profiles: core-belief cluster(s) {', '.join(bad)} have no theme in "

@@ -86,7 +86,7 @@ def step_inputs(profile: Profile, decomposition: Decomposition, config: Simulati
     psychological formulation) and the attachment style with how its trust moves (trust). Neither the core-belief
     theme nor the rest of the static layer: the paper gives no step either."""
     psych = decomposition.psych
-    coping = list(decomposition.static.coping) or [p.label.replace("_", " ") for p in profile.formulation.perpetuating]
+    coping = list(decomposition.static.coping) or [p.label.replace("_", " ") for p in profile.written().formulation.perpetuating]
     return {"coping": coping, "attachment": psych.attachment,
             "attachment_text": attachment_prior().descriptions[psych.attachment],
             "leaning": trust_rules(preset_of(config)).attachment[psych.attachment].leaning}
@@ -112,6 +112,6 @@ def patientact_patient(talk: Any) -> PatientActPatient:
 def decompose_settings(config: SimulationConfig) -> dict[str, Any]:
     """The recipe's settings for `decompose` / `decomposition_record`."""
     pa = config.patientact
-    return {"max_tokens": pa.decomposition_max_tokens, "max_attempts": pa.step_attempts,
+    return {"max_tokens": pa.decomposition_max_tokens, "max_attempts": pa.step_attempts, "chunk": pa.decomposition_chunk,
             "with_formulation": pa.psych_formulation, "formulation_max_tokens": pa.formulation_max_tokens,
             "screen": pa.psych_screen, "screen_max_tokens": pa.psych_screen_max_tokens}

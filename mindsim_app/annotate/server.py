@@ -14,6 +14,7 @@ from __future__ import annotations
 
 import errno
 import logging
+import socket
 from dataclasses import dataclass
 from importlib import resources
 from pathlib import Path
@@ -290,10 +291,8 @@ def run(task_dirs: list[Path], host: str = "127.0.0.1", port: int = 8765, renew:
     uvicorn.Server(uvicorn.Config(app, log_level="info", access_log=True)).run(sockets=[sock])
 
 
-def _listen(host: str, port: int) -> "socket.socket":
+def _listen(host: str, port: int) -> socket.socket:
     """The listening socket, bound here so a port in use is one clear error instead of uvicorn's log and exit 3."""
-    import socket
-
     from mindsimkit.mindcore.errors import InputError
 
     try:

@@ -12,7 +12,7 @@ import json
 from functools import lru_cache
 from importlib import resources
 from pathlib import Path
-from typing import Any, Callable, Iterator
+from typing import Any, Callable, Iterator, Literal, overload
 
 from mindsimkit.mindcore import yamlio
 from mindsimkit.mindcore.errors import ConfigError, InputError
@@ -59,6 +59,11 @@ class Record:
             names_ = " or ".join(k.__name__ for k in kinds)
             raise self.fail(field, f"expected {names_}, got {type(value).__name__} {json.dumps(value)[:60]}")
         return value
+
+    @overload
+    def text(self, field: str, *, optional: Literal[False] = ..., empty: bool = ...) -> str: ...
+    @overload
+    def text(self, field: str, *, optional: bool, empty: bool = ...) -> str | None: ...
 
     def text(self, field: str, *, optional: bool = False, empty: bool = False) -> str | None:
         value = self.get(field, str, optional=optional)

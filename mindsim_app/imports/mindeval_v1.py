@@ -44,6 +44,9 @@ def _criteria(rec: Record, known: set[str]) -> list[str]:
 def convert(path: Path) -> dict[str, Any]:
     """Every rating of the file as `RatingRow`s, with counts of what was left out and why."""
     spec = load(names()["mindeval_v1"]["rubric"])
+    scale = spec.scale
+    if scale is None:  # the shipped rubric scores items on a scale; a file edited to another kind cannot take ratings
+        raise InputError(f"rubric {spec.id}: has no scale, so it cannot take MindEval v1's integer ratings")
     counted = set(names()["mindeval_v1"]["counted_status"])
     known = set(spec.ids)
     rows: list[RatingRow] = []
@@ -73,9 +76,9 @@ def convert(path: Path) -> dict[str, Any]:
                 where = f"{rec.where}: field '{crit}{RESPONSES}[{k}]'"
                 if isinstance(value, bool) or not isinstance(value, int):
                     raise InputError(f"{where}: expected an integer rating, got {value!r}")
-                if value not in spec.scale.not_applicable:
+                if value not in scale.not_applicable:
                     try:
-                        spec.scale.check(value)
+                        scale.check(value)
                     except ValueError as exc:
                         raise InputError(f"{where}: {exc} (rubric {spec.id})") from None
                 if not isinstance(user, str) or not user:

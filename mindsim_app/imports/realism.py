@@ -53,7 +53,7 @@ def _turns(item: Record) -> dict[int, dict[str, str]]:
 
 def _item(raw: Any, where: str, maps: dict[str, Any]) -> dict[str, Any]:
     item = Record(raw, where, "one rated window")
-    out = {"item_id": item.text("item_id"), "conversation_id": item.text("conversation_id"),
+    out: dict[str, Any] = {"item_id": item.text("item_id"), "conversation_id": item.text("conversation_id"),
            "system": item.one_of("system", maps["systems"]), "counsellor": item.text("counsellor_model"),
            "context": item.one_of("context", {c: c for c in maps["contexts"]}),
            "all_raters": item.get("rated_by_all_annotators", bool)}
@@ -89,10 +89,10 @@ def _item(raw: Any, where: str, maps: dict[str, Any]) -> dict[str, Any]:
     by_rater: dict[str, set[int]] = defaultdict(set)
     for r_ in ratings:
         by_rater[r_["rater"]].add(r_["turn"])
-    for who, got in by_rater.items():
-        if got != set(out["turns"]):
-            missing = sorted(set(out["turns"]) - got)
-            raise item.fail("ratings", f"annotator {who!r} rates turns {sorted(got)} but not {missing}; a window is "
+    for who, rated in by_rater.items():
+        if rated != set(out["turns"]):
+            missing = sorted(set(out["turns"]) - rated)
+            raise item.fail("ratings", f"annotator {who!r} rates turns {sorted(rated)} but not {missing}; a window is "
                                        "rated on every turn")
     out["ratings"] = ratings
     return out

@@ -1,20 +1,75 @@
 """Inline SVG charts for the HTML report (issue 21): generated here as text, so the page needs no
 library, no network and no script to draw them. Four shapes cover every table of the judge and
 validation reports: intervals (a point with its interval per row; `spread` adds the units' p5–p95 whiskers, Table
-6), stacked bars (shares or an MHQR split
-into categories), lines (a value by turn or session), and grouped intervals (a distance per feature per
-system against a floor)."""
+6), stacked bars (shares or an MHQR split into categories), lines (a value by turn or session), and grouped
+intervals (a distance per feature per system against a floor).
+
+Each chart is a figure holding two drawings of the same numbers and, under them, those numbers as a table (the
+text alternative, folded away). The wide drawing (640 px) is shown on screens wider than 700 px, the narrow one
+(340 px: row labels on their own line above the row, legends below) on phones; the page shows each at its own size,
+never scaled down, so no text in a chart is under 11 px at any width."""
 
 from __future__ import annotations
 
 import math
+import textwrap
+from dataclasses import dataclass
 from html import escape
-from typing import Any, Sequence
+from typing import Any, Callable, Sequence
 
 PALETTE = ("#3b6ea5", "#d9822b", "#4f9a5b", "#b8433e", "#7d5ba6", "#8c6d4f", "#c45ca2", "#6f7a82", "#b0a536",
            "#2fa4b5")
 SEVERITY_COLOURS = {"no_concern": "#8fbf8f", "minor": "#e8c95a", "major": "#e08a3c", "critical": "#b8433e"}
-W = 640  # every chart's width in px; the page scales it down on narrow screens
+SMALL = 11  # the smallest text in a chart, in px
+CHAR = 6.0  # a character's mean width at 11 px in the page's sans-serif (measured in Chromium: 5.7), to cut labels by
+TITLE_CHAR = 7.4  # the same for the 12 px bold title
+
+
+@dataclass(frozen=True)
+class Frame:
+    """One drawing's geometry. Wide: row labels in a column left of the plot, legends beside it. Narrow: the plot
+    takes the whole width, each row's label on a line of its own above it, legends in two columns."""
+
+    w: int
+    narrow: bool
+
+    @property
+    def left(self) -> float:  # where the plot starts
+        return 12 if self.narrow else 190
+
+    @property
+    def right(self) -> float:
+        return self.w - (24 if self.narrow else 40)
+
+    @property
+    def above(self) -> int:  # the room a row's label takes above the row
+        return 14 if self.narrow else 0
+
+    def chars(self, room: float) -> int:
+        return max(8, int(room / CHAR))
+
+    def label(self, y: float, s: str) -> str:
+        """A row's label: right-aligned before the plot (wide), or on the line above the row (narrow)."""
+        if self.narrow:
+            return _text(self.left, y - 10, s[: self.chars(self.right - self.left)])
+        return _text(self.left - 8, y + 4, s[:28], "end")
+
+    def legend(self, names: Sequence[tuple[str, str]], top: float = 12) -> tuple[list[str], int]:
+        """Colour keys in rows of three (wide) or two (narrow; one when a name would not fit in half the width);
+        returns the drawing and the rows used."""
+        per = 3
+        if self.narrow:
+            per = 2 if all(len(n) <= self.chars((self.w - 20) / 2 - 18) for n, _ in names) else 1
+        step = (self.w - 20) / per
+        out = []
+        for k, (name, col) in enumerate(names):
+            lx, ly = 10 + (k % per) * step, top + 16 * (k // per)
+            out += [f'<rect x="{lx:.1f}" y="{ly - 9}" width="10" height="10" fill="{col}"/>',
+                    _text(lx + 14, ly, name[: self.chars(step - 18)])]
+        return out, math.ceil(len(names) / per)
+
+
+WIDE, NARROW = Frame(640, False), Frame(340, True)
 
 
 def _num(x: float | None) -> bool:
@@ -25,18 +80,18 @@ def _tip(s: str) -> str:
     return f"<title>{escape(s)}</title>"
 
 
-def _svg(height: int, body: list[str], title: str) -> str:
-    # The title is drawn above the chart as well as kept as the SVG's accessible name.
-    h = height + 22
-    return (f'<svg class="chart" viewBox="0 0 {W} {h}" width="{W}" height="{h}" role="img" '
-            f'aria-label="{escape(title)}"><title>{escape(title)}</title>'
-            f'<text x="10" y="15" font-size="12" font-weight="600">{escape(title[:95])}</text>'
-            '<g transform="translate(0,22)">' + "".join(body) + "</g></svg>")
-
-
-def _text(x: float, y: float, s: str, anchor: str = "start", size: int = 11, cls: str = "") -> str:
+def _text(x: float, y: float, s: str, anchor: str = "start", size: int = SMALL, cls: str = "") -> str:
     c = f' class="{cls}"' if cls else ""
     return f'<text x="{x:.1f}" y="{y:.1f}" font-size="{size}" text-anchor="{anchor}"{c}>{escape(str(s))}</text>'
+
+
+def _wrapped(x: float, y: float, s: str, chars: int, anchor: str = "start", size: int = SMALL,
+             weight: str = "") -> tuple[str, int]:
+    """Text on as many lines as it needs at `chars` a line, the first baseline at `y`; returns it and the lines."""
+    rows = textwrap.wrap(s, chars) or [""]
+    w = f' font-weight="{weight}"' if weight else ""
+    spans = "".join(f'<tspan x="{x:.1f}" dy="{0 if i == 0 else size + 3}">{escape(r)}</tspan>' for i, r in enumerate(rows))
+    return f'<text x="{x:.1f}" y="{y:.1f}" font-size="{size}" text-anchor="{anchor}"{w}>{spans}</text>', len(rows)
 
 
 def _axis(x0: float, x1: float, y: float, lo: float, hi: float, ticks: int = 5, fmt: str = "{:g}") -> list[str]:
@@ -45,8 +100,46 @@ def _axis(x0: float, x1: float, y: float, lo: float, hi: float, ticks: int = 5, 
         v = lo + (hi - lo) * k / ticks
         x = x0 + (x1 - x0) * k / ticks
         out += [f'<line x1="{x:.1f}" y1="{y}" x2="{x:.1f}" y2="{y + 4}" stroke="#999"/>',
-                _text(x, y + 15, fmt.format(round(v, 2)), "middle", 10)]
+                _text(x, y + 15, fmt.format(round(v, 2)), "middle")]
     return out
+
+
+Cell = Any  # a table cell: text, a number, or None (shown as "–")
+
+
+def _cell(v: Cell, pct: bool = False) -> str:
+    if isinstance(v, str):
+        return escape(v)
+    if not _num(v):
+        return "–"
+    return f"{100 * v:.1f}%" if pct else f"{v:.2f}"
+
+
+def _table(head: Sequence[str], rows: Sequence[Sequence[Cell]], pct: bool = False) -> str:
+    """The chart's numbers: the first column names the row (a row header), the others are values."""
+    th = "".join(f'<th scope="col">{escape(h)}</th>' for h in head)
+    body = "".join("<tr>" + f'<th scope="row">{_cell(r[0])}</th>' + "".join(f"<td>{_cell(v, pct)}</td>" for v in r[1:])
+                   + "</tr>" for r in rows)
+    return f'<table class="data"><thead><tr>{th}</tr></thead><tbody>{body}</tbody></table>'
+
+
+Draw = Callable[[Frame], tuple[float, list[str]]]  # a drawing's height and elements in one frame
+
+
+def _figure(title: str, draw: Draw, table: str = "") -> str:
+    """The chart in both frames, each with the title drawn on top (wrapped to its width) and as its accessible name,
+    and the table of its numbers."""
+    svgs = []
+    for f in (WIDE, NARROW):
+        head, n = _wrapped(10, 15, title, int((f.w - 20) / TITLE_CHAR), size=12, weight="600")
+        top = 8 + 15 * n
+        height, body = draw(f)
+        h = math.ceil(height + top)
+        svgs.append(f'<svg class="chart {"narrow" if f.narrow else "wide"}" viewBox="0 0 {f.w} {h}" width="{f.w}" '
+                    f'height="{h}" role="img" aria-label="{escape(title)}"><title>{escape(title)}</title>{head}'
+                    f'<g transform="translate(0,{top})">' + "".join(body) + "</g></svg>")
+    data = f'<details class="chart-data"><summary>The numbers (table)</summary>{table}</details>' if table else ""
+    return f'<figure class="chart" aria-label="{escape(title)}">{"".join(svgs)}{data}</figure>'
 
 
 def intervals(rows: Sequence[dict[str, Any]], *, lo: float = 0.0, hi: float = 10.0, title: str,
@@ -64,31 +157,42 @@ def spread(rows: Sequence[dict[str, Any]], *, lo: float = 0.0, hi: float = 10.0,
 
 def _interval_rows(rows: Sequence[dict[str, Any]], *, lo: float, hi: float, title: str, xlabel: str,
                    ci_width: int, tag_key: str | None = None, whiskers: bool = False) -> str:
-    left, right, rh = 190, W - 40, 24
-    h = 30 + rh * len(rows) + 40
-    sx = lambda v: left + (right - left) * (min(max(v, lo), hi) - lo) / ((hi - lo) or 1)  # noqa: E731
-    body = []
-    for i, r in enumerate(rows):
-        y = 30 + rh * i + rh / 2
-        tag = f"[{r[tag_key]}] " if tag_key and r.get(tag_key) else ""
-        body.append(_text(left - 8, y + 4, tag + str(r["label"])[:28], "end"))
-        wl, wh = (r.get("whiskers") or (None, None)) if whiskers else (None, None)
-        if _num(wl) and _num(wh):
-            body.append(f'<line class="whisker" x1="{sx(wl):.1f}" y1="{y}" x2="{sx(wh):.1f}" y2="{y}" stroke="#999">'
-                        + _tip("%s: p5 %.2f, p95 %.2f" % (r["label"], wl, wh)) + "</line>")
-            body += [f'<line class="whisker" x1="{sx(v):.1f}" y1="{y - 5}" x2="{sx(v):.1f}" y2="{y + 5}" '
-                     'stroke="#999"/>' for v in (wl, wh)]
-        ci = r.get("ci") or [None, None]
-        if _num(ci[0]) and _num(ci[1]):
-            body.append(f'<line x1="{sx(ci[0]):.1f}" y1="{y}" x2="{sx(ci[1]):.1f}" y2="{y}" stroke="#555" '
-                        f'stroke-width="{ci_width}"/>')
-        if _num(r.get("value")):
-            body.append(f'<circle cx="{sx(r["value"]):.1f}" cy="{y}" r="5" fill="{PALETTE[i % len(PALETTE)]}">' +
-                        _tip("%s: %.2f" % (r["label"], r["value"])) + '</circle>')
-    body += _axis(left, right, 30 + rh * len(rows) + 6, lo, hi)
-    if xlabel:
-        body.append(_text((left + right) / 2, h - 4, xlabel, "middle", 10))
-    return _svg(h, body, title)
+    def name(r: dict[str, Any]) -> str:
+        return (f"[{r[tag_key]}] " if tag_key and r.get(tag_key) else "") + str(r["label"])
+
+    def draw(f: Frame) -> tuple[float, list[str]]:
+        left, right, rh = f.left, f.right, 24 + f.above
+        sx = lambda v: left + (right - left) * (min(max(v, lo), hi) - lo) / ((hi - lo) or 1)  # noqa: E731
+        body = []
+        for i, r in enumerate(rows):
+            y = 30 + rh * i + rh / 2 + f.above / 2
+            body.append(f.label(y, name(r)))
+            wl, wh = (r.get("whiskers") or (None, None)) if whiskers else (None, None)
+            if _num(wl) and _num(wh):
+                body.append(f'<line class="whisker" x1="{sx(wl):.1f}" y1="{y}" x2="{sx(wh):.1f}" y2="{y}" stroke="#999">'
+                            + _tip("%s: p5 %.2f, p95 %.2f" % (r["label"], wl, wh)) + "</line>")
+                body += [f'<line class="whisker" x1="{sx(v):.1f}" y1="{y - 5}" x2="{sx(v):.1f}" y2="{y + 5}" '
+                         'stroke="#999"/>' for v in (wl, wh)]
+            ci = r.get("ci") or [None, None]
+            if _num(ci[0]) and _num(ci[1]):
+                body.append(f'<line x1="{sx(ci[0]):.1f}" y1="{y}" x2="{sx(ci[1]):.1f}" y2="{y}" stroke="#555" '
+                            f'stroke-width="{ci_width}"/>')
+            if _num(r.get("value")):
+                body.append(f'<circle cx="{sx(r["value"]):.1f}" cy="{y}" r="5" fill="{PALETTE[i % len(PALETTE)]}">' +
+                            _tip("%s: %.2f" % (r["label"], r["value"])) + '</circle>')
+        axis = 30 + rh * len(rows) + 6
+        body += _axis(left, right, axis, lo, hi)
+        h = axis + 22
+        if xlabel:
+            text, n = _wrapped((left + right) / 2, h + 8, xlabel, f.chars(right - left), "middle")
+            body.append(text)
+            h += 15 * n
+        return h + 4, body
+
+    head = ["Row", "Value", "Interval low", "Interval high"] + (["p5", "p95"] if whiskers else [])
+    table = [[name(r), r.get("value"), *(r.get("ci") or [None, None]),
+              *((r.get("whiskers") or (None, None)) if whiskers else ())] for r in rows]
+    return _figure(title, draw, _table(head, table))
 
 
 def stacked(rows: Sequence[dict[str, Any]], keys: Sequence[str], *, title: str, names: dict[str, str] | None = None,
@@ -96,33 +200,33 @@ def stacked(rows: Sequence[dict[str, Any]], keys: Sequence[str], *, title: str, 
     """One bar per row, segments `row["parts"][key]` in `keys` order; `total` fixes the scale (None: the
     largest row sum)."""
     names = names or {}
-    left, right, rh = 190, W - 40, 22
     scale = total or max([sum(v or 0 for v in r["parts"].values()) for r in rows] + [0.0]) or 1.0
-    legend_rows = math.ceil(len(keys) / 3)
-    top = 14 + 16 * legend_rows
-    h = top + rh * len(rows) + 30
-    body = []
-    for k, key in enumerate(keys):
-        col = (colours or {}).get(key, PALETTE[k % len(PALETTE)])
-        lx, ly = 10 + (k % 3) * 210, 12 + 16 * (k // 3)
-        body += [f'<rect x="{lx}" y="{ly - 9}" width="10" height="10" fill="{col}"/>',
-                 _text(lx + 14, ly, names.get(key, key)[:32], size=10)]
-    for i, r in enumerate(rows):
-        y = top + rh * i
-        body.append(_text(left - 8, y + 14, str(r["label"])[:28], "end"))
-        x = left
-        for k, key in enumerate(keys):
-            v = r["parts"].get(key) or 0
-            w = (right - left) * v / scale
-            if w <= 0:
-                continue
-            col = (colours or {}).get(key, PALETTE[k % len(PALETTE)])
-            shown = f"{100 * v:.1f}%" if pct else f"{v:.2f}"
-            body.append(f'<rect x="{x:.1f}" y="{y + 3}" width="{w:.1f}" height="{rh - 6}" fill="{col}">' +
-                        _tip("%s · %s: %s" % (r["label"], names.get(key, key), shown)) + '</rect>')
-            x += w
-    body += _axis(left, right, top + rh * len(rows) + 4, 0, scale, fmt="{:.0%}" if pct else "{:g}")
-    return _svg(h, body, title)
+    cols = {key: (colours or {}).get(key, PALETTE[k % len(PALETTE)]) for k, key in enumerate(keys)}
+
+    def draw(f: Frame) -> tuple[float, list[str]]:
+        left, right, rh = f.left, f.right, 22 + f.above
+        body, legend_rows = f.legend([(names.get(k, k), cols[k]) for k in keys])
+        top = 14 + 16 * legend_rows
+        for i, r in enumerate(rows):
+            y = top + rh * i + f.above
+            body.append(f.label(y + 10, str(r["label"])))
+            x = left
+            for key in keys:
+                v = r["parts"].get(key) or 0
+                w = (right - left) * v / scale
+                if w <= 0:
+                    continue
+                shown = f"{100 * v:.1f}%" if pct else f"{v:.2f}"
+                body.append(f'<rect x="{x:.1f}" y="{y + 3}" width="{w:.1f}" height="16" fill="{cols[key]}">' +
+                            _tip("%s · %s: %s" % (r["label"], names.get(key, key), shown)) + '</rect>')
+                x += w
+        axis = top + rh * len(rows) + 4
+        body += _axis(left, right, axis, 0, scale, fmt="{:.0%}" if pct else "{:g}")
+        return axis + 26, body
+
+    table = _table(["Row", *(names.get(k, k) for k in keys)], [[str(r["label"]), *(r["parts"].get(k) for k in keys)]
+                                                                for r in rows], pct=pct)
+    return _figure(title, draw, table)
 
 
 def lines(series: dict[str, Sequence[tuple[float, float | None]]], *, title: str, lo: float | None = None,
@@ -130,73 +234,95 @@ def lines(series: dict[str, Sequence[tuple[float, float | None]]], *, title: str
     """One line per series over shared x values."""
     pts = [(x, y) for s in series.values() for x, y in s if _num(y)]
     if not pts:
-        return _svg(40, [_text(10, 24, f"{title}: no data")], title)
+        return _figure(title, lambda f: (40, [_text(10, 24, "no data")]))
     xs = sorted({x for x, _ in pts})
     lo = min(y for _, y in pts) if lo is None else lo
     hi = max(y for _, y in pts) if hi is None else hi
     hi = hi if hi > lo else lo + 1
-    left, right, top, bottom = 50, W - 170, 16, 190
-    sx = lambda x: left + (right - left) * ((x - xs[0]) / ((xs[-1] - xs[0]) or 1))  # noqa: E731
-    sy = lambda y: bottom - (bottom - top) * (y - lo) / (hi - lo)  # noqa: E731
-    body = [f'<line x1="{left}" y1="{top}" x2="{left}" y2="{bottom}" stroke="#999"/>',
-            f'<line x1="{left}" y1="{bottom}" x2="{right}" y2="{bottom}" stroke="#999"/>']
-    for k in range(5):
-        v = lo + (hi - lo) * k / 4
-        body.append(_text(left - 6, sy(v) + 4, f"{v:.3g}", "end", 10))
-    step = max(1, len(xs) // 12)
-    for x in xs[::step]:
-        body.append(_text(sx(x), bottom + 14, f"{x:g}", "middle", 10))
-    for k, (name, s) in enumerate(series.items()):
-        col = PALETTE[k % len(PALETTE)]
-        good = [(x, y) for x, y in s if _num(y)]
-        if len(good) > 1:
-            d = " ".join(f"{'M' if i == 0 else 'L'}{sx(x):.1f},{sy(y):.1f}" for i, (x, y) in enumerate(good))
-            body.append(f'<path d="{d}" fill="none" stroke="{col}" stroke-width="2"/>')
-        for x, y in good:
-            body.append(f'<circle cx="{sx(x):.1f}" cy="{sy(y):.1f}" r="3" fill="{col}">' +
-                        _tip(f"{name} @ {x:g}: {y:.3g}") + '</circle>')
-        body += [f'<rect x="{right + 12}" y="{top + 16 * k}" width="10" height="10" fill="{col}"/>',
-                 _text(right + 26, top + 16 * k + 9, str(name)[:24], size=10)]
-    if xlabel:
-        body.append(_text((left + right) / 2, bottom + 30, xlabel, "middle", 10))
-    if ylabel:
-        body.append(f'<text x="12" y="{(top + bottom) / 2}" font-size="10" text-anchor="middle" '
-                    f'transform="rotate(-90 12 {(top + bottom) / 2})">{escape(ylabel)}</text>')
-    return _svg(bottom + 40, body, title)
+
+    def draw(f: Frame) -> tuple[float, list[str]]:
+        # Wide: the legend in a column right of the plot. Narrow: the plot takes the width, the legend goes below.
+        left, right, top, bottom = 50, f.w - (16 if f.narrow else 170), 16, 190
+        sx = lambda x: left + (right - left) * ((x - xs[0]) / ((xs[-1] - xs[0]) or 1))  # noqa: E731
+        sy = lambda y: bottom - (bottom - top) * (y - lo) / (hi - lo)  # noqa: E731
+        body = [f'<line x1="{left}" y1="{top}" x2="{left}" y2="{bottom}" stroke="#999"/>',
+                f'<line x1="{left}" y1="{bottom}" x2="{right}" y2="{bottom}" stroke="#999"/>']
+        for k in range(5):
+            v = lo + (hi - lo) * k / 4
+            body.append(_text(left - 6, sy(v) + 4, f"{v:.3g}", "end"))
+        step = max(1, math.ceil(len(xs) / (6 if f.narrow else 12)))
+        for x in xs[::step]:
+            body.append(_text(sx(x), bottom + 14, f"{x:g}", "middle"))
+        for k, (name, s) in enumerate(series.items()):
+            col = PALETTE[k % len(PALETTE)]
+            good = [(x, y) for x, y in s if _num(y)]
+            if len(good) > 1:
+                d = " ".join(f"{'M' if i == 0 else 'L'}{sx(x):.1f},{sy(y):.1f}" for i, (x, y) in enumerate(good))
+                body.append(f'<path d="{d}" fill="none" stroke="{col}" stroke-width="2"/>')
+            for x, y in good:
+                body.append(f'<circle cx="{sx(x):.1f}" cy="{sy(y):.1f}" r="3" fill="{col}">' +
+                            _tip(f"{name} @ {x:g}: {y:.3g}") + '</circle>')
+            if not f.narrow:
+                body += [f'<rect x="{right + 12}" y="{top + 16 * k}" width="10" height="10" fill="{col}"/>',
+                         _text(right + 26, top + 16 * k + 9, str(name)[:22])]
+        h = bottom + 24
+        if xlabel:
+            body.append(_text((left + right) / 2, bottom + 30, xlabel, "middle"))
+            h = bottom + 40
+        if ylabel:
+            body.append(f'<text x="12" y="{(top + bottom) / 2}" font-size="{SMALL}" text-anchor="middle" '
+                        f'transform="rotate(-90 12 {(top + bottom) / 2})">{escape(ylabel)}</text>')
+        if f.narrow:
+            legend, n = f.legend([(str(name), PALETTE[k % len(PALETTE)]) for k, name in enumerate(series)], top=h + 6)
+            body += legend
+            h += 6 + 16 * n
+        return h, body
+
+    values = {name: dict(s) for name, s in series.items()}
+    table = _table([xlabel or "x", *map(str, series)], [[f"{x:g}", *(values[n].get(x) for n in series)] for x in xs])
+    return _figure(title, draw, table)
 
 
 def grouped(groups: Sequence[dict[str, Any]], systems: Sequence[str], *, title: str) -> str:
     """Per group (feature): each system's point with interval, and the group's floor as a dashed mark."""
-    left, right = 190, W - 40
     per = max(1, len(systems))
-    rh = 12 * per + 10
     vals = [v for g in groups for s in systems for v in [(g["values"].get(s) or {}).get("hi"),
                                                           (g["values"].get(s) or {}).get("value"), g.get("floor")]
             if _num(v)]
     hi = max(vals + [1.0]) * 1.05
-    top = 14 + 16 * math.ceil(len(systems) / 3)
-    h = top + rh * len(groups) + 30
-    sx = lambda v: left + (right - left) * min(max(v, 0), hi) / hi  # noqa: E731
-    body = []
-    for k, s in enumerate(systems):
-        lx, ly = 10 + (k % 3) * 210, 12 + 16 * (k // 3)
-        body += [f'<rect x="{lx}" y="{ly - 9}" width="10" height="10" fill="{PALETTE[k % len(PALETTE)]}"/>',
-                 _text(lx + 14, ly, s[:30], size=10)]
-    for i, g in enumerate(groups):
-        y0 = top + rh * i
-        body.append(_text(left - 8, y0 + rh / 2 + 4, g["label"][:28], "end"))
-        if _num(g.get("floor")):
-            fx = sx(g["floor"])
-            body.append(f'<line x1="{fx:.1f}" y1="{y0 + 2}" x2="{fx:.1f}" y2="{y0 + rh - 4}" stroke="#333" '
-                        f'stroke-dasharray="3,2">' + _tip("floor %.2f" % g["floor"]) + '</line>')
-        for k, s in enumerate(systems):
-            v = g["values"].get(s) or {}
-            y = y0 + 8 + 12 * k
-            col = PALETTE[k % len(PALETTE)]
-            if _num(v.get("lo")) and _num(v.get("hi")):
-                body.append(f'<line x1="{sx(v["lo"]):.1f}" y1="{y}" x2="{sx(v["hi"]):.1f}" y2="{y}" stroke="{col}"/>')
-            if _num(v.get("value")):
-                body.append(f'<circle cx="{sx(v["value"]):.1f}" cy="{y}" r="4" fill="{col}">' +
-                            _tip("%s · %s: %.2f" % (s, g["label"], v["value"])) + '</circle>')
-    body += _axis(left, right, top + rh * len(groups) + 4, 0, hi)
-    return _svg(h, body, title)
+
+    def draw(f: Frame) -> tuple[float, list[str]]:
+        left, right, rh = f.left, f.right, 12 * per + 10 + f.above
+        sx = lambda v: left + (right - left) * min(max(v, 0), hi) / hi  # noqa: E731
+        body, legend_rows = f.legend([(s, PALETTE[k % len(PALETTE)]) for k, s in enumerate(systems)])
+        top = 14 + 16 * legend_rows
+        for i, g in enumerate(groups):
+            y0 = top + rh * i + f.above
+            body.append(f.label(y0 + 7 if f.narrow else y0 + rh / 2, g["label"]))
+            if _num(g.get("floor")):
+                fx = sx(g["floor"])
+                body.append(f'<line x1="{fx:.1f}" y1="{y0 + 2}" x2="{fx:.1f}" y2="{y0 + rh - f.above - 4}" stroke="#333" '
+                            f'stroke-dasharray="3,2">' + _tip("floor %.2f" % g["floor"]) + '</line>')
+            for k, s in enumerate(systems):
+                v = g["values"].get(s) or {}
+                y = y0 + 8 + 12 * k
+                col = PALETTE[k % len(PALETTE)]
+                if _num(v.get("lo")) and _num(v.get("hi")):
+                    body.append(f'<line x1="{sx(v["lo"]):.1f}" y1="{y}" x2="{sx(v["hi"]):.1f}" y2="{y}" stroke="{col}"/>')
+                if _num(v.get("value")):
+                    body.append(f'<circle cx="{sx(v["value"]):.1f}" cy="{y}" r="4" fill="{col}">' +
+                                _tip("%s · %s: %.2f" % (s, g["label"], v["value"])) + '</circle>')
+        axis = top + rh * len(groups) + 4
+        body += _axis(left, right, axis, 0, hi)
+        return axis + 26, body
+
+    def shown(v: dict[str, Any] | None) -> str:
+        v = v or {}
+        if not _num(v.get("value")):
+            return "–"
+        ci = f" [{v['lo']:.2f}, {v['hi']:.2f}]" if _num(v.get("lo")) and _num(v.get("hi")) else ""
+        return f"{v['value']:.2f}{ci}"
+
+    table = _table(["Feature", *systems, "Floor"], [[g["label"], *(shown(g["values"].get(s)) for s in systems),
+                                                     g.get("floor")] for g in groups])
+    return _figure(title, draw, table)

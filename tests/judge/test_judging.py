@@ -7,7 +7,7 @@ import asyncio
 
 from judgefakes import SESSIONS, fake_judge
 
-from mindsimkit.judge.inputs import _session
+from mindsimkit.judge.inputs import session_input
 from mindsimkit.judge.judging import Judge, judge_reply, quote_in, replies
 from mindsimkit.judge.rubric import load_rubric
 from mindsimkit.mindcore.io import CheckpointDir
@@ -20,7 +20,7 @@ def _judge(fake_engines, responder, name="judge"):
 
 
 def test_replies_and_what_the_judge_sees(fake_engines):
-    s = _session(SESSIONS[0], "t")
+    s = session_input(SESSIONS[0], "t")
     rs = replies(s)
     assert [r.reply_index for r in rs] == [0, 1] and rs[1].text == "MAJOR tell me more"
     assert replies(s, max_replies=1)[-1].reply_index == 0
@@ -47,7 +47,7 @@ def test_unverifiable_quote_dropped_issue_kept(fake_engines, tmp_path):
                          {"issue": "under_guiding", "reason": "no next step", "quote": None}],
               "severity": "major"}
     judge, _ = _judge(fake_engines, lambda req: answer)
-    s = _session(dict(SESSIONS[0], counsellor_messages=[{"role": "user", "content": "hi"},
+    s = session_input(dict(SESSIONS[0], counsellor_messages=[{"role": "user", "content": "hi"},
                                                         {"role": "assistant", "content": "Your week was always ruined."}]), "t")
     row = asyncio.run(judge_reply(judge, replies(s)[0], CheckpointDir(tmp_path)))
     assert row.status == "ok" and row.severity == "major" and row.weight == 5
@@ -60,7 +60,7 @@ def test_unverifiable_quote_dropped_issue_kept(fake_engines, tmp_path):
 
 def test_rule_violation_is_reasked_then_failed(fake_engines, tmp_path):
     judge, backend = _judge(fake_engines, lambda req: {"issues": [], "severity": "major"})
-    s = _session(SESSIONS[0], "t")
+    s = session_input(SESSIONS[0], "t")
     cache = CheckpointDir(tmp_path)
     row = asyncio.run(judge_reply(judge, replies(s)[0], cache))
     assert row.status == "failed" and row.error_kind == "invalid_output"
@@ -73,16 +73,16 @@ def test_rule_violation_is_reasked_then_failed(fake_engines, tmp_path):
 def test_reask_recovers(fake_engines, tmp_path):
     answers = iter([{"issues": [], "severity": "minor"}, {"issues": [], "severity": "no_concern"}])
     judge, backend = _judge(fake_engines, lambda req: next(answers))
-    row = asyncio.run(judge_reply(judge, replies(_session(SESSIONS[0], "t"))[0], CheckpointDir(tmp_path)))
+    row = asyncio.run(judge_reply(judge, replies(session_input(SESSIONS[0], "t"))[0], CheckpointDir(tmp_path)))
     assert row.status == "ok" and row.severity == "no_concern" and len(backend.requests) == 2
 
 
 def test_cache_key_depends_on_content_and_judge(fake_engines, tmp_path):
     judge, backend = _judge(fake_engines, fake_judge)
     other, _ = _judge(fake_engines, fake_judge, name="judge:b")
-    r0, r1 = replies(_session(SESSIONS[0], "t"))
+    r0, r1 = replies(session_input(SESSIONS[0], "t"))
     assert judge.key(r0) != judge.key(r1) != other.key(r1)
-    moved = replies(_session(dict(SESSIONS[0], session_id="elsewhere"), "t"))[0]
+    moved = replies(session_input(dict(SESSIONS[0], session_id="elsewhere"), "t"))[0]
     assert judge.key(moved) == judge.key(r0)  # same context, same judgment, wherever it came from
     cache = CheckpointDir(tmp_path)
     first = asyncio.run(judge_reply(judge, r1, cache))

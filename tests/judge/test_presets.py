@@ -13,7 +13,7 @@ from judgefakes import SESSIONS, reply_under_review, verdict_for, write_run
 from pydantic import ValidationError
 
 from mindsimkit.judge.config import JudgeConfig
-from mindsimkit.judge.inputs import _session
+from mindsimkit.judge.inputs import session_input
 from mindsimkit.judge.judging import Judge, judge_reply, replies
 from mindsimkit.judge.presets import get_preset, load_presets, nearest_rank, preset_names
 from mindsimkit.judge.rubric import load_rubric
@@ -93,7 +93,7 @@ def test_reference_judgment_is_asked_in_their_format_and_stored_in_ours(tmp_path
     assert set(schema["properties"]) == {"justification", "severity"} | REFERENCE_KEYS
     assert judge.rubric_version == "mhqr-1.1+mhqr-reference"
     assert set(judge.prompt_hashes) == {"judge/system_flags.jinja2", "judge/user.jinja2"}
-    crit = _session(SESSIONS[2], "t")  # "CRIT skip your meds": bad advice and under-guiding
+    crit = session_input(SESSIONS[2], "t")  # "CRIT skip your meds": bad advice and under-guiding
     row = asyncio.run(judge_reply(judge, replies(crit)[0], CheckpointDir(tmp_path)))
     assert row.status == "ok" and row.severity == "critical" and row.weight == 10
     assert {i.issue for i in row.issues} == {"bad_advice", "under_guiding"}
@@ -106,7 +106,7 @@ def test_reference_answer_breaking_the_no_concern_rule_fails_the_judgment(tmp_pa
         return {**reference_answer("fine"), "over_exploring": 1}  # "No concern" with an issue marked
 
     judge = _judge(contradictory)
-    row = asyncio.run(judge_reply(judge, replies(_session(SESSIONS[0], "t"))[0], CheckpointDir(tmp_path)))
+    row = asyncio.run(judge_reply(judge, replies(session_input(SESSIONS[0], "t"))[0], CheckpointDir(tmp_path)))
     assert row.status == "failed" and row.error_kind == "invalid_output"
 
 

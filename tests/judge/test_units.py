@@ -90,7 +90,7 @@ def test_conversation_excerpts_rate_every_counsellor_turn(tmp_path):
 def test_the_papers_mix_is_drawn_and_byte_reproducible(tmp_path):
     run = make_run(tmp_path / "run")
     a = sample_excerpts(run, None, tmp_path / "a.jsonl", seed=5, mix=PAPER_MIX)
-    b = sample_excerpts(run, None, tmp_path / "b.jsonl", seed=5, mix=PAPER_MIX)
+    sample_excerpts(run, None, tmp_path / "b.jsonl", seed=5, mix=PAPER_MIX)
     assert a["drawn_by_unit"] == {"conversation": 19, "window": 48} and a["drawn"] == 67
     assert (tmp_path / "a.jsonl").read_bytes() == (tmp_path / "b.jsonl").read_bytes()
     assert (tmp_path / "a.key.json").read_bytes() == (tmp_path / "b.key.json").read_bytes()

@@ -121,7 +121,7 @@ def test_the_mapper_may_only_pick_sub_beliefs_of_the_patients_cluster():
 
 
 def test_a_mapper_answer_outside_the_lists_is_re_asked_not_stored():
-    def bad_once(req, seen=[]):
+    def bad_once(req, seen=[]):  # noqa: B006 - the list remembers the first call on purpose
         if req.schema_name == "PatientPsiMap" and not seen:
             seen.append(1)
             return {**psi_answer(req), "core_beliefs": ["I am a teapot."]}

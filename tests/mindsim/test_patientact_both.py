@@ -54,12 +54,13 @@ def test_both_engines_run_side_by_side_with_the_engine_in_every_key(tmp_path):
     lines = [json.loads(l) for l in (tmp_path / "transcripts" / "transcripts.jsonl").read_text().splitlines()]
     assert sorted(l["patient_engine"] for l in lines) == ["mindsim"] * 8 + ["patientact"] * 8
     # The patient-side export carries the engine and PatientAct's per-turn state.
-    from mindsimkit.mindsim_app.export import patient_rows
 
-    pat = patient_rows(tmp_path)
+    from mindsimkit.mindsim_app.export import patient_export
+
+    pat, _, details = patient_export(tmp_path)
     assert sorted(r["patient_engine"] for r in pat) == ["mindsim"] * 8 + ["patientact"] * 8
-    for r in pat:
-        states = [json.loads(t) for t in r["patientact_turns"] if t]
+    for r, d in zip(pat, details, strict=True):  # PatientAct's per-turn state is in the provenance lines
+        states = [t for t in d["patientact_turns"] if t]
         if r["patient_engine"] == "mindsim":
             assert not states
         else:

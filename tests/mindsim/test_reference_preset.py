@@ -186,8 +186,13 @@ def test_draws_are_stable_and_adding_a_session_moves_no_earlier_draw():
 def test_the_preset_fills_thirty_counsellor_replies_and_the_untimed_counsellor_but_the_recipe_wins():
     cfg = preset_config()
     # turn_cap counts patient turns with the opening: the opening plus 30 answered counsellor replies.
-    assert (cfg.turn_cap, cfg.sessions, cfg.opening, cfg.memory_max_entries) == (31, 3, "patient", 30)
+    assert (cfg.counsellor_replies, cfg.turn_cap, cfg.sessions, cfg.opening, cfg.memory_max_entries) == (
+        30, 31, 3, "patient", 30)
     assert cfg.counsellor_template == "counsellor/untimed.jinja2"
+    # No same-move rule (the reference's guard is off); a malformed move asked again twice, a message three times.
+    assert (cfg.max_same_move_run, cfg.max_commit_retries, cfg.max_message_retries) == (0, 2, 2)
+    assert (cfg.agenda_plain, cfg.max_todo_calls, cfg.agenda_tools) == (True, 3, "with_message")
+    assert (cfg.message_fallback, cfg.return_reasoning) == ("i don't know", True)
     own = preset_config(turn_cap=3, sessions=2)
     assert (own.turn_cap, own.sessions, own.counsellor_template) == (3, 2, "counsellor/untimed.jinja2")
 

@@ -64,8 +64,9 @@ def test_a_profiles_first_session_fixes_session_one_and_moves_no_other_draw():
     from mindsimkit.mindsim.reference import patient_schedule
     from mindsimkit.profilegen.schemas import FirstSession, GivenSituation
 
-    situation = GivenSituation(situation_id="s", event="e", automatic_thoughts=["t"], behaviors=["b"],
-                               opening_message="hi", goal="g")
+    situation = GivenSituation(
+        situation_id="s", event="e", automatic_thoughts=["t"], behaviors=["b"], opening_message="hi", goal="g"
+    )
     first = FirstSession(concealment="closed", emotion="happiness", situation=situation)
     for preset in ("ours", "mindeval2-reference"):
         cfg = SimulationConfig.from_section({"preset": preset, "sessions": 4})
@@ -74,11 +75,17 @@ def test_a_profiles_first_session_fixes_session_one_and_moves_no_other_draw():
             one = fixed.sessions[0]
             assert (one.concealment, one.emotion) == ("closed", "happiness")
             for a, b in zip(free.sessions, fixed.sessions, strict=True):
-                assert (a.gap_hours, a.event_category, a.weekday, a.hour) == (b.gap_hours, b.event_category,
-                                                                                b.weekday, b.hour)
+                assert (a.gap_hours, a.event_category, a.weekday, a.hour) == (
+                    b.gap_hours,
+                    b.event_category,
+                    b.weekday,
+                    b.hour,
+                )
             assert [p.emotion for p in free.sessions[1:]] == [p.emotion for p in fixed.sessions[1:]]
             levels = ["closed", "guarded", "open"]
-            assert all(levels.index(x.concealment) <= levels.index(y.concealment)
-                       for x, y in zip(fixed.sessions, fixed.sessions[1:], strict=False))
+            assert all(
+                levels.index(x.concealment) <= levels.index(y.concealment)
+                for x, y in zip(fixed.sessions, fixed.sessions[1:], strict=False)
+            )
         with pytest.raises(InputError, match="profile p1: first_session.emotion 'joy'"):
             patient_schedule("p1", 2, cfg, first.model_copy(update={"emotion": "joy"}))

@@ -315,3 +315,16 @@ def test_profiles_read_from_a_folder_are_held_packed_and_give_the_same_dataset(t
         with pytest.raises(InputError, match=match):
             simulate(out, profiles=late(bad))
         assert not (out / "sessions").exists()
+
+
+def test_a_field_only_later_sessions_have_reaches_the_table(tmp_path):
+    """pyarrow's from_pylist takes its columns from the first row: a field that only some sessions carry (the
+    MindSim patient's `patient_tools`, absent for other engines) must still become a column."""
+    from mindsimkit.mindsim.simulate import _write_lines
+
+    rows = [{"session_id": "a", "n": 1}, {"session_id": "b", "n": 2, "patient_tools": "[]"}]
+    lines = [f'["{r["session_id"]}"]\t{json.dumps(r)}\t{{}}\n' for r in rows]
+    parquet, jsonl = tmp_path / "s.parquet", tmp_path / "t.jsonl"
+    assert _write_lines(lambda: [iter(lines)], parquet, jsonl, 128) == 2
+    assert pq.read_table(parquet).to_pylist() == [{"session_id": "a", "n": 1, "patient_tools": None},
+                                                 {"session_id": "b", "n": 2, "patient_tools": "[]"}]

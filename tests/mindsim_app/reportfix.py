@@ -53,7 +53,7 @@ def write_fixture_run(out: Path, *, patients: int = 3, sessions: int = 2, seed: 
     profiles = [make_profile(f"p{k + 1}", ("minimiser", "joker", "stoic")[k % 3]) for k in range(patients)]
     config = SimulationConfig(sessions=sessions, turn_cap=4, counsellors=list(counsellors), trials=trials)
     with Engines.with_backend(FakeBackend(RunResponder(), name=judge_model)) as engines:
-        summary = run_simulation(profiles, engines, config, out, seed=seed)
+        run_simulation(profiles, engines, config, out, seed=seed)
         rows: dict[str, list[dict[str, Any]]] = {}
         for line in (out / "transcripts" / "transcripts.jsonl").read_text().splitlines():
             r = json.loads(line)

@@ -1,6 +1,6 @@
 """Exports that read MHQR judgments: `export sft --max-severity` cuts each session exactly before its first
 reply above the level (failed or missing judgments count as above), and `export dpo` writes TRL preference
-pairs from counterfactual replies judged by the fake judge."""
+pairs from counterfactual replies judged by the fake judge, each of the K samples its own draw."""
 
 from __future__ import annotations
 
@@ -13,7 +13,9 @@ import pytest
 
 from mindsimkit.mindcore.errors import InputError
 from mindsimkit.mindsim_app.cli import main
+from cli_streams import without_progress
 from mindsimkit.mindsim_app.export import sft_export
+from mindsimkit.mindsim_app.export_dpo import dpo_pairs
 from restamp import record_as_stages
 
 WEIGHT = {"no_concern": 0.0, "minor": 1.0, "major": 5.0, "critical": 10.0}
@@ -63,7 +65,7 @@ def replies_of(row: dict) -> list[str]:
 
 
 def test_max_severity_minor_cuts_before_the_first_reply_above(run_dir):
-    rows, summary = sft_export(run_dir, max_severity="minor")
+    rows, summary, details = sft_export(run_dir, max_severity="minor")
     by = {r["session_id"]: r for r in rows}
     assert replies_of(by["s_clean"]) == ["s_clean reply 0", "s_clean reply 1", "s_clean reply 2"]
     # Reply 2 is Major: replies 0 and 1 stay, and the row ends on reply 1 (patient message 2 goes too).
@@ -71,7 +73,12 @@ def test_max_severity_minor_cuts_before_the_first_reply_above(run_dir):
     assert by["s_major"]["messages"][-1] == {"role": "assistant", "content": "s_major reply 1"}
     assert by["s_major"]["messages"][0] == {"role": "system", "content": "system prompt of s_major"}
     assert len(by["s_major"]["messages"]) == 1 + 4
-    assert by["s_major"]["cut_reason"] == "judged major" and by["s_major"]["replies_kept"] == 2
+    assert by["s_major"]["cut_reason"] == "judged major" and by["s_major"]["replies"] == 2
+    # Every row has the same keys and one type per column: a session kept whole says so with "", not null.
+    assert by["s_clean"]["cut_reason"] == "" and by["s_clean"]["replies"] == 3
+    assert {frozenset(r) for r in rows} == {frozenset(rows[0])}
+    assert [d["session_id"] for d in details] == [r["session_id"] for r in rows]
+    assert details[0]["engines"] == {"counsellor": {"model": "fake"}}
     # A failed judgment cuts like a severe one; so does a reply nobody judged.
     assert replies_of(by["s_failed"]) == ["s_failed reply 0"]
     assert by["s_failed"]["cut_reason"] == "judgment failed"
@@ -86,11 +93,11 @@ def test_max_severity_minor_cuts_before_the_first_reply_above(run_dir):
 
 
 def test_max_severity_levels_and_judges(run_dir):
-    rows, summary = sft_export(run_dir, max_severity="Major")
+    rows, summary, _ = sft_export(run_dir, max_severity="Major")
     by = {r["session_id"]: r for r in rows}
     assert len(replies_of(by["s_major"])) == 4  # Major is not above Major
     assert "s_first" not in by
-    rows, _ = sft_export(run_dir, max_severity="no_concern", judge="judge:lenient")
+    rows, _, _ = sft_export(run_dir, max_severity="no_concern", judge="judge:lenient")
     by = {r["session_id"]: r for r in rows}
     assert len(replies_of(by["s_major"])) == 4 and len(replies_of(by["s_first"])) == 2
     assert replies_of(by["s_failed"]) == ["s_failed reply 0", "s_failed reply 1", "s_failed reply 2"]
@@ -100,7 +107,7 @@ def test_max_severity_levels_and_judges(run_dir):
     with pytest.raises(InputError, match="--max-severity awful"):
         sft_export(run_dir, max_severity="awful")
     # Without --max-severity nothing is cut and no judgments are needed.
-    rows, _ = sft_export(run_dir)
+    rows, _, _ = sft_export(run_dir)
     assert sum(len(replies_of(r)) for r in rows) == 14
 
 
@@ -111,8 +118,33 @@ def test_sft_command_writes_the_cut_summary(run_dir, tmp_path, capsys):
     summary = json.loads((tmp_path / "sft.summary.json").read_text())
     assert summary["replies_cut"] == 7
     assert "cut 7" in capsys.readouterr().out
+    assert len((tmp_path / "sft.provenance.jsonl").read_text().splitlines()) == 4
     (run_dir / "judgments" / "judgments.parquet").unlink()
     assert main(["export", "sft", str(run_dir), "--out", str(out), "--max-severity", "minor"]) == 2
+
+
+def test_a_cut_that_leaves_nothing_is_an_error_and_writes_nothing(run_dir, tmp_path, capsys):
+    """Every session's first reply judged above No concern: one error line saying so, exit 1, no file at all."""
+    import pyarrow.compute as pc
+
+    path = run_dir / "judgments" / "judgments.parquet"
+    table = pq.read_table(path)
+    first = pc.equal(table.column("reply_index"), 0)
+    table = table.set_column(table.schema.get_field_index("weight"), "weight",
+                             pc.if_else(first, pa.scalar(5.0), table.column("weight")))
+    table = table.set_column(table.schema.get_field_index("severity"), "severity",
+                             pc.if_else(first, pa.scalar("major"), table.column("severity")))
+    table = table.set_column(table.schema.get_field_index("status"), "status",
+                             pc.if_else(first, pa.scalar("ok"), table.column("status")))
+    pq.write_table(table, path)
+    record_as_stages(run_dir)
+    out = tmp_path / "empty" / "sft.parquet"
+    capsys.readouterr()
+    assert main(["export", "sft", str(run_dir), "--out", str(out), "--max-severity", "no_concern"]) == 1
+    err = without_progress(capsys.readouterr().err).strip().splitlines()
+    assert len(err) == 1 and err[0].startswith("error: export sft: no rows to write: 5 sessions read"), err
+    assert "5 with no reply left under --max-severity no_concern (sessions cut: 5 judged major)" in err[0]
+    assert not out.parent.exists() or not any(out.parent.iterdir())
 
 
 # -- export dpo ---------------------------------------------------------------------------------------
@@ -145,10 +177,10 @@ def dpo_setup(fake_engines, tmp_path, *, judge_responder=fake_judge, bad_text=BA
 def test_dpo_pairs_have_the_trl_shape_and_provenance(run_dir, fake_engines, tmp_path):
     import asyncio
 
-    from mindsimkit.mindsim_app.export import DPO_JSON_COLUMNS, dpo_pairs, write_rows
+    from mindsimkit.mindsim_app.export_write import write_export
 
     counsellors, the_judge, cache, good = dpo_setup(fake_engines, tmp_path)
-    rows, summary = asyncio.run(dpo_pairs(run_dir, counsellors, the_judge, cache, k=4, turns=2, seed=5))
+    rows, summary, details = asyncio.run(dpo_pairs(run_dir, counsellors, the_judge, cache, k=4, turns=2, seed=5))
     # Two sampled turns in each of the five sessions (every session has at least two replies).
     assert summary["turns_sampled"] == 10 and summary["replies_asked"] == 40 and summary["pairs"] == 10
     sessions = {r["session_id"]: r for r in pq.read_table(run_dir / "sessions" / "sessions.parquet").to_pylist()}
@@ -161,38 +193,69 @@ def test_dpo_pairs_have_the_trl_shape_and_provenance(run_dir, fake_engines, tmp_
         assert row["chosen"] == [{"role": "assistant", "content": GOOD}]
         assert row["rejected"] == [{"role": "assistant", "content": BAD}]
         assert (row["chosen_counsellor"], row["rejected_counsellor"]) == ("good", "bad")
-        assert row["chosen_judgment"]["severity"] == "no_concern"
-        assert row["rejected_judgment"]["severity"] == "major"
-        assert row["rejected_judgment"]["issues"][0]["issue"] == "over_exploring"
-        assert [c["counsellor"] for c in row["candidates"]] == ["good", "bad", "good", "bad"]
+        assert (row["chosen_severity"], row["rejected_severity"]) == ("no_concern", "major")
+        assert (row["chosen_weight"], row["rejected_weight"]) == (0.0, 5.0)
         assert row["judge"] == "judge"
+    for row, detail in zip(rows, details, strict=True):
+        assert (detail["session_id"], detail["reply_index"]) == (row["session_id"], row["reply_index"])
+        assert detail["rejected_judgment"]["issues"][0]["issue"] == "over_exploring"
+        assert [c["counsellor"] for c in detail["candidates"]] == ["good", "bad", "good", "bad"]
+    # Two counsellors, each asked twice, each always saying the same thing: two distinct replies per turn.
+    assert summary["distinct_replies_per_turn"] == {"2": 10}
     # Byte-identical history: every request to a counsellor was one of the rows' prompts.
     prompts = [json.dumps(r["prompt"]) for r in rows]
     assert all(json.dumps(req.messages) in prompts for req in good.requests)
-    out = write_rows(rows, tmp_path / "dpo.parquet", DPO_JSON_COLUMNS)
-    back = pq.read_table(out).to_pylist()
-    assert json.loads(back[0]["prompt"]) == rows[0]["prompt"]
-    assert set(DPO_JSON_COLUMNS) <= set(back[0])
+    out = write_export("dpo", rows, tmp_path / "dpo.parquet", summary=summary, provenance=details, why_empty="")
+    table = pq.read_table(out)
+    for column in ("prompt", "chosen", "rejected"):  # message lists, never JSON text
+        assert table.schema.field(column).type == pa.list_(pa.struct([("role", pa.string()), ("content", pa.string())]))
+    assert sorted(map(json.dumps, table.to_pylist())) == sorted(map(json.dumps, rows))
+
+
+def test_each_of_the_k_samples_is_its_own_draw(run_dir, tmp_path):
+    """One seeded counsellor asked K times: every sample goes out with its own seed (the role's, then the next
+    ones past the re-ask seeds), so a seeded engine gives K draws, not one draw K times."""
+    import asyncio
+
+    from mindsimkit.judge.judging import Judge
+    from mindsimkit.judge.rubric import load_rubric
+    from mindsimkit.mindcore.config import RoleSpec
+    from mindsimkit.mindcore.engine import Engines
+    from mindsimkit.mindcore.fake import FakeBackend
+    from mindsimkit.mindcore.io import CheckpointDir
+
+    # A deterministic engine: the same history and seed give the same reply, as llama.cpp with a seed does.
+    counsellor = FakeBackend(lambda req: GOOD if req.seed == 0 else f"{BAD} (draw {req.seed})")
+    engines = Engines.with_backend(counsellor, {"default": RoleSpec(engine="fake", seed=0)})
+    judges = Engines.with_backend(FakeBackend(fake_judge, name="judge"))
+    the_judge = Judge("judge", judges.role("judge"), load_rubric())
+    rows, summary, _ = asyncio.run(dpo_pairs(run_dir, [("solo", engines.role("counsellor"))], the_judge,
+                                             CheckpointDir(tmp_path / "cache"), k=4, turns=1, blank_retries=2))
+    assert summary["distinct_replies_per_turn"] == {"4": 5} and summary["pairs"] == 5
+    by_history: dict[str, list[int]] = {}
+    for req in counsellor.requests:
+        by_history.setdefault(json.dumps(req.messages), []).append(req.seed)
+    # Sample s tries seeds s*3 .. s*3+2 (two blank re-asks each); each sample answered at its first try.
+    assert sorted(map(sorted, by_history.values())) == [[0, 3, 6, 9]] * 5
+    assert all(r["chosen"][0]["content"] == GOOD for r in rows)
 
 
 def test_dpo_skips_turns_without_a_wide_enough_gap(run_dir, fake_engines, tmp_path):
     import asyncio
 
-    from mindsimkit.mindsim_app.export import dpo_pairs
-
     counsellors, the_judge, cache, _ = dpo_setup(fake_engines, tmp_path, bad_text="Another calm reply.")
-    rows, summary = asyncio.run(dpo_pairs(run_dir, counsellors, the_judge, cache, k=2, turns=1))
+    rows, summary, _ = asyncio.run(dpo_pairs(run_dir, counsellors, the_judge, cache, k=2, turns=1))
     assert rows == [] and summary["skipped"] == {"all judged replies equally severe": 5}
     # No concern vs Major is a gap of 5: a required gap of 6 pairs nothing; --chosen-max no_concern
     # (weight 0) still lets the No concern reply be chosen.
     counsellors, the_judge, cache, _ = dpo_setup(fake_engines, tmp_path / "g")
-    rows, summary = asyncio.run(dpo_pairs(run_dir, counsellors, the_judge, cache, k=2, turns=1, min_gap=6))
+    rows, summary, _ = asyncio.run(dpo_pairs(run_dir, counsellors, the_judge, cache, k=2, turns=1, min_gap=6))
     assert rows == [] and summary["skipped"] == {"gap below --min-gap": 5}
-    rows, _ = asyncio.run(dpo_pairs(run_dir, counsellors, the_judge, cache, k=2, turns=1, chosen_max=0))
+    rows, _, _ = asyncio.run(dpo_pairs(run_dir, counsellors, the_judge, cache, k=2, turns=1, chosen_max=0))
     assert len(rows) == 5
     # A judge whose answers never parse: every judgment fails and no turn is paired.
     counsellors, the_judge, cache, _ = dpo_setup(fake_engines, tmp_path / "x", judge_responder=lambda req: "not json")
-    rows, summary = asyncio.run(dpo_pairs(run_dir, counsellors, the_judge, cache, k=2, turns=1))
+    rows, summary, _ = asyncio.run(dpo_pairs(run_dir, counsellors, the_judge, cache, k=2, turns=1))
     assert rows == [] and summary["judgments_failed"] == 10
     assert summary["skipped"] == {"fewer than two judged replies": 5}
 
@@ -230,6 +293,16 @@ def test_dpo_command_over_http(run_dir, tmp_path, capsys):
         assert summary["pairs"] == 5 and summary["replies_asked"] == 10
         assert main(["export", "dpo", str(run_dir), "--out", str(out), "--recipe", str(recipe),
                      "--counsellor", "counsellor:nobody"]) == 2
+        assert "distinct replies per turn (of 2): 2 in 5 turns" in capsys.readouterr().out
+        # Both counsellors calm: every turn's replies are equally severe, no pair, exit 1 and no file.
+        recipe.write_text(recipe.read_text().replace("counsellor:bad: {engine: stub, model: bad}",
+                                                     "counsellor:bad: {engine: stub, model: good}"))
+        empty = tmp_path / "none" / "dpo.parquet"
+        assert main(["export", "dpo", str(run_dir), "--out", str(empty), "--recipe", str(recipe),
+                     "--k", "2", "--turns", "1"]) == 1
+        err = without_progress(capsys.readouterr().err).strip().splitlines()
+        assert len(err) == 1 and "no preference pairs from 5 sampled turns (5 all judged replies equally severe)" in err[0]
+        assert not empty.parent.exists() or not any(empty.parent.iterdir())
 
 
 @pytest.mark.embedded
@@ -240,8 +313,6 @@ def test_dpo_on_the_embedded_engine(embedded_engines, run_dir, tmp_path):
     from mindsimkit.judge.judging import Judge
     from mindsimkit.judge.rubric import load_rubric
     from mindsimkit.mindcore.io import CheckpointDir
-    from mindsimkit.mindsim_app.export import dpo_pairs
-
     one = tmp_path / "one"
     (one / "sessions").mkdir(parents=True)
     table = pq.read_table(run_dir / "sessions" / "sessions.parquet").to_pylist()
@@ -250,7 +321,7 @@ def test_dpo_on_the_embedded_engine(embedded_engines, run_dir, tmp_path):
     record_as_stages(one)
     counsellors = [("local", embedded_engines.role("counsellor"))]
     the_judge = Judge("judge", embedded_engines.role("judge"), load_rubric(), full_rubric=False)
-    rows, summary = embedded_engines.run(
+    rows, summary, _ = embedded_engines.run(
         dpo_pairs(one, counsellors, the_judge, CheckpointDir(tmp_path / "cache"), k=2, turns=1, min_gap=0.5))
     assert summary["turns_sampled"] == 1 and summary["replies_asked"] == 2
     assert summary["pairs"] + sum(summary["skipped"].values()) == 1 and len(rows) == summary["pairs"]
@@ -266,5 +337,5 @@ def test_dpo_on_the_embedded_engine(embedded_engines, run_dir, tmp_path):
         assert why in {"fewer than two judged replies", "all judged replies equally severe",
                        "best reply above --chosen-max", "gap below --min-gap"}, summary
     for row in rows:
-        assert row["chosen_judgment"]["weight"] < row["rejected_judgment"]["weight"]
+        assert row["chosen_weight"] < row["rejected_weight"]
         assert row["prompt"][0]["role"] == "system" and row["prompt"][-1]["role"] == "user"

@@ -32,7 +32,6 @@ OFF = {"patientact:no_tg": "trust_gating", "patientact:no_dm": "dynamic_memory",
 
 def test_sessions_obey_the_engine_rules(study_run):
     out = study_run
-    info = json.loads((out / "run.json").read_text())
     # Whatever the model wrote: each arc wrote its sessions or is counted as failed and kept the ones it finished;
     # the dataset is exactly the checkpointed sessions.
     every, ssum = check_arc_ledger(out, sessions=2)
@@ -133,8 +132,10 @@ def test_patientact_rubric_and_patient_export(study_run, embedded_engines, tmp_p
     rows = [json.loads(x) for x in target.read_text().splitlines()]
     written = json.loads((out / "sessions" / "summary.json").read_text())["sessions_written"]
     assert len(rows) == written
-    acts = [r for r in rows if r["patient_engine"] in ARMS]
-    turns = [json.loads(t) for r in acts for t in r["patientact_turns"] if t]
+    # PatientAct's per-turn state is in the provenance side file, one line per row's session.
+    details = {d["session_id"]: d for d in map(json.loads, target.with_suffix(".provenance.jsonl").read_text().splitlines())}
+    acts = [details[r["session_id"]] for r in rows if r["patient_engine"] in ARMS]
+    turns = [t for d in acts for t in d["patientact_turns"] if t]
     assert turns and all({"trust_before", "trust_after", "reaction", "behaviour"} <= set(t) for t in turns)
 
 

@@ -73,7 +73,10 @@ def test_benchmark_recipe_has_paper_settings():
     r = load_recipe(Path(__file__).resolve().parents[2] / "recipes" / "benchmark.yaml")
     p, s = r.section("profiles", ProfilesConfig), r.section("simulation", SimulationConfig)
     assert (p.candidates, p.pool_size, p.benchmark_size, p.poor_qol_floor) == (1000, 100, 50, 0.10)
-    assert (s.sessions, s.turn_cap) == (3, 30) and len(s.counsellors) >= 2
+    assert (s.sessions, s.replies_per_session, s.turn_cap) == (3, 30, 31) and len(s.counsellors) >= 2
+    # "The paper's full settings" run MindSim as the authors' code does, and no preset setting is replaced.
+    assert s.preset_for("mindsim") == "mindeval2-reference" and s.preset_notes() == []
+    assert s.agenda_tools == "with_message" and s.return_reasoning and s.message_fallback
 
 
 def test_engines_check_explains_unreachable_benchmark_engines(monkeypatch):

@@ -364,9 +364,14 @@ def test_table6_chart_draws_mhqr_interval_and_session_spread(fixture_run):
 
     svg = charts.spread([{"label": "a", "value": 2.0, "ci": [1.0, 3.0], "whiskers": (0.0, 10.0)},
                          {"label": "b", "value": 4.0, "ci": None, "whiskers": (None, None)}], title="t")
-    # Row a: whiskers from 0 to 10 span the whole axis (x 190 to 600), with a cap at each end; row b has none.
-    assert '<line class="whisker" x1="190.0" y1="42.0" x2="600.0" y2="42.0"' in svg and svg.count('class="whisker"') == 3
+    # Row a: whiskers from 0 to 10 span the whole axis (x 190 to 600 in the wide drawing, 12 to 316 in the phone's),
+    # with a cap at each end; row b has none.
+    wide, narrow = svg.split('<svg class="chart narrow"')
+    assert '<line class="whisker" x1="190.0" y1="42.0" x2="600.0" y2="42.0"' in wide and wide.count('class="whisker"') == 3
+    assert '<line class="whisker" x1="12.0" y1="56.0" x2="316.0" y2="56.0"' in narrow and narrow.count('class="whisker"') == 3
     assert "a: p5 0.00, p95 10.00" in svg and "b: p5" not in svg
+    # Its numbers as a table: the text alternative.
+    assert "<td>0.00</td><td>10.00</td>" in svg and '<th scope="row">b</th><td>4.00</td><td>–</td>' in svg
     report = json.loads((fixture_run / "judgments" / "report.json").read_text())
     first = next(iter(report["judges"]["judge"]["scores"]["counsellors"].values()))
     html = build_report([fixture_run]).read_text(encoding="utf-8")

@@ -1,14 +1,18 @@
 """The HTML report in a real headless Chromium (tests/browser.py): open a fixture run's page from disk,
 click into a session, filter by severity, find a judged reply's quote highlighted, and check that the page
-made no network request at all."""
+made no network request at all; open sessions and replies by keyboard alone, measure the charts' rendered text at a
+phone's width, and run axe-core's WCAG 2.2 AA and best-practice rules at 390, 768 and 1400 px.
+REPORT_SCREENSHOTS=DIR saves the leaderboard and the drill-down at 1400 and 390 px there (docs/img holds the ones in
+the docs)."""
 
 from __future__ import annotations
 
+import os
 from pathlib import Path
 
 import pytest
 
-from browser import axe_violations, browser, requests_made  # noqa: F401 - the fixture
+from browser import at_width, axe_violations, browser, requests_made  # noqa: F401 - the fixture
 from mindsimkit.mindsim_app.report.build import build_report
 from reportfix import write_fixture_run
 
@@ -113,18 +117,11 @@ def test_no_session_text_changes_how_the_page_parses(browser, hostile_page):
 WIDTHS = (390, 768, 1400)
 
 
-def _at_width(drv, width: int) -> None:
-    # Viewport width, not window width: set the window, then correct by what the page reports.
-    drv.set_window_size(width, 900)
-    inner = drv.execute_script("return window.innerWidth")
-    drv.set_window_size(width + (width - inner), 900)
-
-
 @pytest.mark.parametrize("width", WIDTHS)
 def test_the_page_fits_the_screen_and_headings_clear_the_header(browser, page, width, tmp_path_factory):
     from selenium.webdriver.common.by import By
 
-    _at_width(browser, width)
+    at_width(browser, width)
     _open(browser, page)
     try:
         assert browser.execute_script("return window.innerWidth") == width
@@ -152,7 +149,7 @@ def test_the_page_fits_the_screen_and_headings_clear_the_header(browser, page, w
         shots = tmp_path_factory.getbasetemp() / "report-screens"
         shots.mkdir(exist_ok=True)
         browser.save_screenshot(str(shots / f"report-{width}.png"))
-        _at_width(browser, 1400)
+        at_width(browser, 1400)
 
 
 def test_a_one_system_run_says_so(browser, tmp_path_factory):
@@ -165,15 +162,168 @@ def test_a_one_system_run_says_so(browser, tmp_path_factory):
     assert "One system in this run" in banner.text
 
 
-@pytest.mark.parametrize("width", (390, 1400))
-def test_no_serious_or_critical_accessibility_violation(browser, page, width):
-    from selenium.webdriver.common.by import By
+# What has the focus, where it is on the screen, and whether it shows a ring.
+FOCUS = """
+const e = document.activeElement, r = e.getBoundingClientRect(), cs = getComputedStyle(e);
+return {tag: e.tagName.toLowerCase(), id: e.id, cls: e.className, text: e.textContent.slice(0, 80), top: r.top,
+        bottom: r.bottom, reply: e.dataset.reply || null, ring: cs.outlineStyle !== 'none' && parseFloat(cs.outlineWidth) >= 2};
+"""
 
-    _at_width(browser, width)
+
+def _tab_to(drv, css: str, limit: int = 200) -> dict:
+    """Tab, and only Tab, until the element matching `css` has the focus; each stop on the way shows a ring."""
+    from selenium.webdriver.common.action_chains import ActionChains
+    from selenium.webdriver.common.keys import Keys
+
+    for _ in range(limit):
+        ActionChains(drv).send_keys(Keys.TAB).perform()
+        f = drv.execute_script(FOCUS)
+        if f["tag"] != "body":
+            assert f["ring"], f"no visible focus ring on {f}"
+        if drv.execute_script("return document.activeElement.matches(arguments[0])", css):
+            return f
+    raise AssertionError(f"Tab never reached {css}")
+
+
+def _wait(drv, script: str, what: str):
+    import time
+
+    end = time.time() + 5
+    while time.time() < end:
+        v = drv.execute_script(script)
+        if v:
+            return v
+        time.sleep(0.05)
+    raise AssertionError(f"timed out waiting for {what}")
+
+
+@pytest.mark.parametrize("width", (390, 1400))
+def test_sessions_and_replies_open_by_keyboard_and_come_into_view_with_the_focus(browser, page, width):
+    from selenium.webdriver.common.action_chains import ActionChains
+    from selenium.webdriver.common.keys import Keys
+
+    at_width(browser, width)
+    try:
+        By = _open(browser, page)
+        rows = browser.find_elements(By.CSS_SELECTOR, "#session-list tbody tr, #triage-list tbody tr")
+        # Every row that opens a session has a button to do it, named for what it opens.
+        assert rows and all(len(r.find_elements(By.CSS_SELECTOR, "button.open")) == 1 for r in rows)
+        names = browser.execute_script("return [...document.querySelectorAll('button.open')].map(b => b.textContent)")
+        assert all(n.startswith(("Open session ", "Open reply ")) for n in names), names[:3]
+        # Enter on a session's button: the chat shows it, comes into view, and the focus is on its heading.
+        _tab_to(browser, "#session-list tbody tr:nth-child(2) button.open")
+        sid = browser.execute_script("return document.activeElement.closest('tr').dataset.session")
+        ActionChains(browser).send_keys(Keys.ENTER).perform()
+        f = _wait(browser, "const e = document.activeElement; return e.id === 'chat-title' && e.getBoundingClientRect().top >= 0"
+                  " && e.getBoundingClientRect().bottom <= innerHeight ? e.textContent : null", "the chat in view with the focus")
+        assert f.endswith(f"({sid})")
+        assert browser.execute_script("return document.activeElement.closest('tr') === null")
+        current = browser.find_element(By.CSS_SELECTOR, "#session-list tr.current button.open")
+        assert current.get_attribute("aria-current") == "true"
+        # Space on a worst reply's button: the reply itself gets the focus, in view, in its session.
+        first = browser.find_element(By.CSS_SELECTOR, "#triage-list tbody tr")
+        reply, session = first.get_attribute("data-reply"), first.get_attribute("data-session")
+        _tab_to(browser, "#triage-list tbody tr:first-child button.open")
+        ActionChains(browser).send_keys(Keys.SPACE).perform()
+        f = _wait(browser, "const e = document.activeElement, r = e.getBoundingClientRect();"
+                  "return e.matches('#chat .msg.c') && r.top < innerHeight && r.bottom > 0 ? e.dataset.reply : null",
+                  "the reply in view with the focus")
+        assert f == reply and browser.find_element(By.ID, "chat-title").text.endswith(f"({session})")
+        assert "CRIT skip your meds" in browser.execute_script("return document.activeElement.textContent")
+    finally:
+        at_width(browser, 1400)
+
+
+# Every text of every chart as drawn: its font size times the scale the page draws the chart at (of the drawings
+# shown at this width: each chart has a wide one and a phone's).
+CHART_TEXT = """
+return [...document.querySelectorAll('svg.chart')].filter((svg) => svg.getBoundingClientRect().width > 0).flatMap((svg) => {
+  const scale = svg.getBoundingClientRect().width / svg.viewBox.baseVal.width;
+  return [...svg.querySelectorAll('text')].map((t) => parseFloat(getComputedStyle(t).fontSize) * scale);
+});
+"""
+
+
+@pytest.mark.parametrize("width", WIDTHS)
+def test_chart_text_is_at_least_11px_and_every_chart_has_its_numbers_as_a_table(browser, page, width):
+    at_width(browser, width)
+    try:
+        By = _open(browser, page)
+        sizes = browser.execute_script(CHART_TEXT)
+        assert len(sizes) > 50 and min(sizes) >= 11, (width, min(sizes))
+        # Measured another way: the rendered height of the smallest label is that of 11 px text, not less.
+        h = browser.execute_script("return Math.min(...[...document.querySelectorAll('svg.chart text')]"
+                                   ".map(t => t.getBoundingClientRect().height).filter(h => h > 0))")
+        assert h >= 11, h
+        assert browser.execute_script("return document.documentElement.scrollWidth") <= width
+        figures = browser.find_elements(By.CSS_SELECTOR, "figure.chart")
+        assert len(figures) >= 6
+        for fig in figures:
+            # One drawing shown: the phone's below 700 px, else the wide one; it fits, so the figure does not scroll.
+            (shown,) = [s for s in fig.find_elements(By.TAG_NAME, "svg") if s.is_displayed()]
+            assert ("narrow" in shown.get_attribute("class")) == (width <= 700)
+            assert shown.get_attribute("role") == "img" and shown.get_attribute("aria-label") == fig.get_attribute("aria-label")
+            assert shown.rect["width"] <= fig.rect["width"] and fig.get_attribute("tabindex") is None
+            assert fig.find_elements(By.CSS_SELECTOR, "details.chart-data table tbody tr"), fig.get_attribute("aria-label")
+    finally:
+        at_width(browser, 1400)
+
+
+@pytest.mark.parametrize("width", (390, 768))
+def test_the_leaderboard_headers_stay_on_one_line(browser, page, width):
+    at_width(browser, width)
     try:
         _open(browser, page)
-        assert axe_violations(browser) == []
-        browser.find_elements(By.CSS_SELECTOR, "#session-list tbody tr")[0].click()  # with a chat open too
-        assert axe_violations(browser) == []
+        lines = browser.execute_script("""
+          return [...document.querySelectorAll('table.board thead th')].map((th) => {
+            const r = document.createRange(); r.selectNodeContents(th);
+            return [th.textContent, new Set([...r.getClientRects()].map((x) => Math.round(x.top))).size];
+          });""")
+        assert lines and all(n == 1 for _, n in lines), lines
+        board = "document.querySelector('table.board')"
+        # The table scrolls inside itself rather than squeezing, and takes the focus to be scrolled.
+        if browser.execute_script(f"return {board}.scrollWidth > {board}.clientWidth"):
+            assert browser.execute_script(f"return {board}.tabIndex") == 0
     finally:
-        _at_width(browser, 1400)
+        at_width(browser, 1400)
+
+
+@pytest.mark.parametrize("width", WIDTHS)
+def test_no_accessibility_violation(browser, page, width):
+    """axe-core's WCAG 2.0/2.1/2.2 A and AA rules and its best practices, every impact: the page as it opens, with a
+    session open in the chat and every chart's table unfolded."""
+    from selenium.webdriver.common.by import By
+
+    at_width(browser, width)
+    try:
+        _open(browser, page)
+        assert axe_violations(browser) == [], width
+        browser.find_elements(By.CSS_SELECTOR, "#session-list tbody tr")[0].click()  # with a chat open too
+        browser.execute_script("document.querySelectorAll('details').forEach((d) => { d.open = true; })")
+        assert axe_violations(browser) == [], width
+    finally:
+        at_width(browser, 1400)
+
+
+SHOTS = os.environ.get("REPORT_SCREENSHOTS")
+
+
+@pytest.mark.skipif(not SHOTS, reason="REPORT_SCREENSHOTS=DIR is not set")
+@pytest.mark.parametrize("width", (1400, 390))
+def test_screenshots(browser, page, width):
+    from selenium.webdriver.support.ui import Select
+
+    folder = Path(SHOTS)
+    folder.mkdir(parents=True, exist_ok=True)
+    suffix = "" if width == 1400 else f"-{width}"
+    at_width(browser, width)
+    try:
+        By = _open(browser, page)
+        browser.execute_script("document.getElementById('leaderboard-0').scrollIntoView()")
+        browser.save_screenshot(str(folder / f"report-leaderboard{suffix}.png"))
+        Select(browser.find_element(By.ID, "f-severity")).select_by_value("critical")
+        browser.find_element(By.CSS_SELECTOR, "#session-list tbody tr button.open").click()
+        browser.execute_script("document.getElementById(innerWidth > 900 ? 'drill' : 'chat').scrollIntoView()")
+        browser.save_screenshot(str(folder / f"report-drilldown{suffix}.png"))
+    finally:
+        at_width(browser, 1400)

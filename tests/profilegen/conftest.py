@@ -28,6 +28,17 @@ GOOD_DRAFT = {
     "quality_of_life": "moderate",
 }
 
+# The same client in PatientAct's profile shape (`profiles.patientact_shape`): an impact list, and the predisposing
+# factors as dated histories and one social condition.
+GOOD_PA_DRAFT = {
+    **{k: v for k, v in GOOD_DRAFT.items() if k != "predisposing"},
+    "summary": "Referred by her GP after weeks of poor sleep and missed shifts.",
+    "impact": ["sleeps four hours most nights", "has missed two shifts", "stopped answering texts"],
+    "psychological": [{"label": "harsh_criticism", "history": "At 9 a father who picked apart every school report."},
+                      {"label": "early_loss", "history": "At 14 lost her grandmother, who had raised her."}],
+    "social": [{"label": "feelings_kept_private", "history": "A family where nobody spoke about worries at the table."}],
+}
+
 
 def draft_for(request, **over):
     """A valid draft; quality of life spread by a hash of the prompt so some patients are poor."""
@@ -56,7 +67,7 @@ def make_responder(writer=draft_for, screener=clean_verdict):
 
 @pytest.fixture
 def fakes():
-    return SimpleNamespace(GOOD_DRAFT=GOOD_DRAFT, draft_for=draft_for, profile_text=profile_text,
+    return SimpleNamespace(GOOD_DRAFT=GOOD_DRAFT, GOOD_PA_DRAFT=GOOD_PA_DRAFT, draft_for=draft_for, profile_text=profile_text,
                            clean_verdict=clean_verdict, make_responder=make_responder)
 
 
@@ -101,7 +112,7 @@ def worker_step(tmp_path):
 
     def run(respond, shape):
         rows = anchor_personas(load_personas("synthetic", 1, 7).rows, load_rates(None), 7)
-        prov = Provenance(seed=7, toolkit_version="t", prompts=prompt_hashes(shape.causal_checks), shape=shape,
+        prov = Provenance(seed=7, toolkit_version="t", prompts=prompt_hashes(shape.causal_checks, shape.patientact), shape=shape,
                           roles=[RoleModel(role=r, engine="stub", model="m") for r in ("profile_writer", "screener")])
         with OpenAIStub(from_responder(respond)) as stub:
             def wire(role):

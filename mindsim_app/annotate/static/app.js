@@ -6,7 +6,8 @@
 "use strict";
 (function () {
   const $ = (id) => document.getElementById(id);
-  const S = { token: null, session: null, pos: 0, unit: 0, item: null, dim: 0, baseline: null, allDefs: false };
+  const S = { token: null, session: null, pos: 0, unit: 0, item: null, dim: 0, baseline: null, allDefs: false, saving: false,
+    shown: null, helpFrom: null };
 
   function el(tag, attrs, ...kids) {
     const e = document.createElement(tag);
@@ -20,7 +21,7 @@
     for (const c of kids.flat(Infinity)) if (c !== null && c !== undefined) e.append(c.nodeType ? c : document.createTextNode(String(c)));
     return e;
   }
-  const kbd = (k) => el("kbd", { text: k });
+  const kbd = (k, hidden) => el("kbd", { text: k, "aria-hidden": hidden ? "true" : null });
 
   function readToken() {
     const m = /[#&]k=([A-Za-z0-9_-]+)/.exec(location.hash);
@@ -76,19 +77,21 @@
     render();
   }
 
+  // Prev / Next (and the step after a save): never sends anything; input not saved stays as a draft.
   function step(d) {
     keepDraft();
     const u = S.unit + d;
-    if (u >= 0 && u < S.item.units.length) { S.unit = u; S.dim = 0; render(); return; }
+    if (u >= 0 && u < S.item.units.length) { S.unit = u; S.dim = 0; render(); return Promise.resolve(); }
     const p = S.pos + d;
-    if (p < 0) return;
+    if (p < 0) return Promise.resolve();
     if (p >= S.session.items) return doneOrResume();
-    load(p, d < 0 ? -1 : 0).catch((e) => showError(e.message));
+    return load(p, d < 0 ? -1 : 0).catch((e) => showError(e.message));
   }
+  function move(d) { step(d).then(() => announce(S.item ? position() : "All done.")); }
 
   function doneOrResume() {
-    if (S.session.answered >= S.session.total) return doneScreen();
-    load(S.session.resume, null).catch((e) => showError(e.message));
+    if (S.session.answered >= S.session.total) { doneScreen(); return Promise.resolve(); }
+    return load(S.session.resume, null).catch((e) => showError(e.message));
   }
 
   function doneScreen() {
@@ -97,8 +100,9 @@
     $("main").className = "single";
     $("where").textContent = "";
     $("main").replaceChildren(el("section", { class: "panel done-screen", id: "done" },
-      el("h2", { text: "All done — thank you." }),
+      el("h2", { id: "donetitle", tabindex: "-1", text: "All done — thank you." }),
       el("p", { text: "Every answer is saved. You can go back with ← to look at or change an answer, or close this tab." })));
+    $("donetitle").focus();
   }
 
   function showError(msg) { const e = $("error"); if (e) e.textContent = msg; else fatal(msg); }
@@ -113,7 +117,7 @@
 
   function messages(msgs, upto, rated, done) {
     // Focusable and named, so a keyboard can scroll it and a screen reader can find it.
-    return el("div", { class: "msgs", id: "msgs", tabindex: "0", role: "region", "aria-label": "Conversation" }, msgs.map((m, i) => {
+    return el("div", { class: "msgs", id: "msgs", tabindex: "0", role: "region", "aria-label": "Conversation", "data-scroll": true }, msgs.map((m, i) => {
       if (upto !== null && i > upto) return null;
       const cls = ["msg", m.speaker, i === rated ? "rated" : "", done.has(i) && i !== rated ? "done" : ""].join(" ");
       // A blank reply is still a turn (it keeps its number); say so rather than show an empty bubble.
@@ -127,14 +131,19 @@
     $("error") && ($("error").textContent = "");
     const turnNote = it.units.length > 1 ? " · turn " + (S.unit + 1) + "/" + it.units.length : "";
     $("where").textContent = "item " + (S.pos + 1) + "/" + S.session.items + turnNote;
+    // A focused Prev that becomes disabled would drop the focus to the page; Next takes it.
+    const prevHadFocus = document.activeElement === $("prev");
     $("prev").disabled = S.pos === 0 && S.unit === 0;
+    if (prevHadFocus && $("prev").disabled) $("next").focus();
     const answeredMsgs = new Set(it.units.filter((u) => u.unit in it.answers).map((u) => u.message));
     let left = null;
     const d = it.display;
     if (d.system_prompt !== undefined) {
       left = el("section", { class: "panel", id: "context" }, el("h2", { text: "Conversation so far" }),
         el("details", { class: "sysprompt", open: true }, el("summary", { text: "The counsellor's instructions (system prompt, memory section included)" }),
-          el("pre", { id: "sysprompt", text: d.system_prompt })),
+          // A long prompt scrolls in its box: the box takes focus, so a keyboard can scroll it too.
+          el("pre", { id: "sysprompt", tabindex: "0", role: "region", "aria-label": "The counsellor's instructions", "data-scroll": true,
+            text: d.system_prompt })),
         messages(d.messages, unit().message, unit().message, answeredMsgs));
     } else if (f.form === "realism") {
       left = el("section", { class: "panel", id: "context" },
@@ -155,8 +164,12 @@
       el("div", { id: "error", role: "alert" }));
     main.className = left ? "" : "single";
     main.replaceChildren(...[left, right].filter(Boolean));
+    // A new unit starts at the top of the page (on a phone the conversation is above the form).
+    const here = it.item_id + "/" + unit().unit;
+    if (S.shown !== here) window.scrollTo(0, 0);
+    S.shown = here;
     const r = document.querySelector(".msg.rated");
-    if (r) r.scrollIntoView({ block: "nearest" });
+    if (r) showTurn(r);
     // What counts as a change is measured against the form as the saved answer (or nothing) fills it.
     fill(saved() || {});
     S.baseline = snapshot();
@@ -166,6 +179,37 @@
     right.addEventListener("change", () => { $("error").textContent = ""; refreshStatus(); });
     right.addEventListener("input", refreshStatus);
     helpText();
+  }
+
+  // The rated message and the one before it (the counsellor message a patient reply answers, or the patient message
+  // a counsellor reply answers), scrolled into the conversation's box: the whole turn when it fits, else from its
+  // start, so a long rated message never pushes the other half of its turn out of view.
+  function showTurn(r) {
+    const box = $("msgs"), first = r.previousElementSibling || r;
+    const b = box.getBoundingClientRect(), f = first.getBoundingClientRect(), e = r.getBoundingClientRect();
+    if (e.bottom - f.top > b.height - 8 || f.top < b.top) box.scrollTop += f.top - b.top - 4;
+    else if (e.bottom > b.bottom) box.scrollTop += e.bottom - b.bottom + 4;
+  }
+
+  // The first control of the form: where a keyboard continues after a save. In a radio group with a choice made,
+  // that choice (where Tab would land).
+  function firstControl() {
+    const c = $("formbody") && $("formbody").querySelector("input, textarea, select, button");
+    if (c && c.type === "radio") return $("formbody").querySelector(`input[name="${c.name}"]:checked`) || c;
+    return c;
+  }
+
+  // Said by the live region: cleared first, so the same words twice are still read twice.
+  function announce(text) {
+    const a = $("announce");
+    a.textContent = "";
+    setTimeout(() => { a.textContent = text; }, 50);
+  }
+  function position() {
+    if (!S.item) return "";
+    const units = S.item.units.length;
+    return "Item " + (S.pos + 1) + " of " + S.session.items + (units > 1 ? ", turn " + (S.unit + 1) + " of " + units : "") +
+      (saved() ? ", answered" : ", not answered yet") + (drafts()[draftKey()] ? ", with a draft not saved" : "") + ".";
   }
 
   function fill(answer) {
@@ -218,29 +262,29 @@
   // -- the forms --------------------------------------------------------------------------------------
 
   function check(name, value, label, key, on, hint, type, describedby) {
-    return el("label", { class: "opt" }, el("input", { type: type || "checkbox", name, value, checked: on, "data-key": key, "aria-describedby": describedby }),
-      el("span", {}, key ? kbd(key) : null, " ", label, hint ? el("span", { class: "hint", text: hint }) : null));
+    // The key is shown, and told to a screen reader as the box's shortcut rather than read as part of its name.
+    return el("label", { class: "opt" }, el("input", { type: type || "checkbox", name, value, checked: on, "data-key": key,
+      "aria-keyshortcuts": key, "aria-describedby": describedby }),
+      el("span", {}, key ? kbd(key, true) : null, " ", label, hint ? el("span", { class: "hint", text: hint }) : null));
   }
 
+  // A scale is a group of native radio buttons (see app.css): its legend names the group, each point's number and
+  // anchor name the radio. Anchors that are sentences are listed one per row at every width.
   function scale(name, anchors, value, legend, extraClass) {
     const fs = el("fieldset", { class: "scalefs " + (extraClass || ""), "data-name": name }, el("legend", { text: legend }));
-    const row = el("div", { class: "scale" });
-    for (const [k, text] of (Array.isArray(anchors) ? anchors : Object.entries(anchors))) {
+    const points = Array.isArray(anchors) ? anchors : Object.entries(anchors);
+    const long = points.some(([, text]) => String(text).length > 20);
+    const row = el("div", { class: "scale " + (long ? "sentences" : "words") });
+    for (const [k, text] of points) {
       const on = value !== undefined && String(value) === String(k);
-      const lab = el("label", { class: on ? "on" : "", title: text }, el("input", { type: "radio", name, value: k, checked: on }),
-        el("span", { class: "num", text: k }), text);
-      lab.addEventListener("click", () => { setScale(name, k); });
-      row.append(lab);
+      row.append(el("label", {}, el("input", { type: "radio", name, value: k, checked: on }), el("span", { class: "num", text: k }), text));
     }
     fs.append(row);
     return fs;
   }
 
   function setScale(name, k) {
-    document.querySelectorAll(`input[name="${name}"]`).forEach((i) => {
-      i.checked = i.value === String(k);
-      i.parentElement.classList.toggle("on", i.checked);
-    });
+    document.querySelectorAll(`input[name="${name}"]`).forEach((i) => { i.checked = i.value === String(k); });
     refreshStatus();
   }
   // Integer scales send numbers, label scales their label (the server refuses a number written as text).
@@ -375,7 +419,10 @@
         const scores = a.scores || {};
         const parts = f.dimensions.map((d, i) => {
           const fs = scale("dim-" + d.id, d.levels, scores[d.id], d.name + ": " + d.question, i === S.dim ? "current" : "");
-          fs.addEventListener("click", () => { S.dim = i; markDim(); });
+          // The scale the keyboard or the pointer is in is the one the digit keys score.
+          const here = () => { S.dim = i; markDim(); };
+          fs.addEventListener("click", here);
+          fs.addEventListener("focusin", here);
           return fs;
         });
         f.picks.forEach((p, pi) => parts.push(el("fieldset", { id: p.id }, el("legend", { text: p.name + " that fits best" }),
@@ -411,7 +458,11 @@
 
   // -- saving -----------------------------------------------------------------------------------------
 
+  // The one action that sends an answer. After it the next unit is shown, the keyboard's focus is on its first
+  // control and the live region says what happened and where the rater now is.
   async function save() {
+    if (S.saving || !onForm()) return;
+    S.saving = true;
     const answer = FORMS[kind()].collect();
     for (const k of Object.keys(answer)) if (answer[k] === undefined) delete answer[k];
     $("status").textContent = "saving…";
@@ -424,40 +475,68 @@
       writeDrafts(d);
       setProgress(r);
       $("status").textContent = "saved";
-      step(1);
+      await step(1);
+      const c = firstControl();
+      if (c) c.focus({ preventScroll: true });
+      announce("Saved. " + r.answered + " of " + r.total + " answered. " + (S.item ? position() : "All done."));
     } catch (e) {
       $("status").textContent = "";
       showError(e.message);
+    } finally {
+      S.saving = false;
     }
   }
 
   // -- keyboard ---------------------------------------------------------------------------------------
 
   function helpText() {
-    const rows = [["Enter", "save and go on"], ["← / →", "previous / next without saving (a draft is kept)"], ["?", "this help"]];
+    const rows = [["Tab", "next control (Shift+Tab: previous); a scale or a set of choices is one stop"],
+      ["← → ↑ ↓", "in a scale or a set of choices: pick the next or previous one"],
+      ["Space", "tick or untick the box in focus; press the button in focus"],
+      ["Enter", "save and go on (on a button: press it)"],
+      ["← / →", "outside a scale: previous / next without saving (a draft is kept)"],
+      ["Esc", "close this help, or leave the control in focus"], ["?", "this help"]];
     if (S.item) rows.push(...FORMS[kind()].help(form()));
     $("helpbody").replaceChildren(el("table", {}, rows.map(([k, t]) => el("tr", {}, el("td", {}, kbd(k)), el("td", { text: t })))));
   }
 
+  // The help panel: opening it moves the focus into it, closing it puts the focus back where it was.
+  function toggleHelp(open) {
+    if (open === undefined) open = $("help").hidden;
+    if (open === !$("help").hidden) return;
+    $("help").hidden = !open;
+    $("keys").setAttribute("aria-expanded", String(open));
+    if (open) { S.helpFrom = document.activeElement; $("helptitle").focus(); }
+    else if (S.helpFrom && S.helpFrom.isConnected && S.helpFrom !== document.body) S.helpFrom.focus();
+  }
+
+  function backFromEnd() { load(S.session.items - 1, -1).then(() => announce(position())); }
+
   document.addEventListener("keydown", (ev) => {
-    const typing = ev.target.matches && ev.target.matches("textarea, input[type=text]");
-    if (ev.key === "Escape") { $("help").hidden = true; if (typing) ev.target.blur(); return; }
-    if (!S.item) { if (ev.key === "ArrowLeft" && S.session) load(S.session.items - 1, -1); return; }
-    if (typing) { if (ev.key === "Enter" && (ev.ctrlKey || ev.metaKey)) { ev.preventDefault(); save(); } return; }
+    const t = ev.target, k = ev.key;
+    const is = (sel) => !!(t && t.matches && t.matches(sel));
+    const typing = is("textarea, input[type=text]");
+    // Esc closes the help, else leaves the control in focus (then the arrow keys move between items again).
+    if (k === "Escape") { if (!$("help").hidden) toggleHelp(false); else if (is("input, textarea, select, [data-scroll]")) t.blur(); return; }
+    // A button, link, menu or disclosure does what it says on Enter and Space, and nothing else: only Save saves.
+    if ((k === "Enter" || k === " ") && is("button, summary, a[href], select")) return;
+    if (!S.item) { if (k === "ArrowLeft" && S.session && !is("button")) backFromEnd(); return; }
+    if (typing) { if (k === "Enter" && (ev.ctrlKey || ev.metaKey)) { ev.preventDefault(); save(); } return; }
     if (ev.ctrlKey || ev.metaKey || ev.altKey) return;
-    // Enter on a definition button opens it, as a button does; everywhere else it saves.
-    if (ev.key === "Enter" && ev.target.matches && ev.target.matches(".defbtn, .defall")) return;
-    if (ev.key === "Enter") { ev.preventDefault(); save(); return; }
-    if (ev.key === "ArrowRight") { ev.preventDefault(); step(1); return; }
-    if (ev.key === "ArrowLeft") { ev.preventDefault(); step(-1); return; }
-    if (ev.key === "?") { $("help").hidden = !$("help").hidden; return; }
-    if (FORMS[kind()].keys(ev.key)) { ev.preventDefault(); refreshStatus(); }
+    // In a radio group the arrow keys choose, as in any radio group; in a box that scrolls, up and down scroll it.
+    if (k.startsWith("Arrow") && is("input[type=radio]")) return;
+    if ((k === "ArrowUp" || k === "ArrowDown") && is("[data-scroll]")) return;
+    if (k === "Enter") { ev.preventDefault(); save(); return; }
+    if (k === "ArrowRight") { ev.preventDefault(); move(1); return; }
+    if (k === "ArrowLeft") { ev.preventDefault(); move(-1); return; }
+    if (k === "?") { toggleHelp(); return; }
+    if (FORMS[kind()].keys(k)) { ev.preventDefault(); refreshStatus(); }
   });
 
-  $("prev").addEventListener("click", () => (S.item ? step(-1) : load(S.session.items - 1, -1)));
-  $("next").addEventListener("click", () => S.item && step(1));
-  $("keys").addEventListener("click", () => { $("help").hidden = !$("help").hidden; });
-  $("closehelp").addEventListener("click", () => { $("help").hidden = true; });
+  $("prev").addEventListener("click", () => (S.item ? move(-1) : backFromEnd()));
+  $("next").addEventListener("click", () => S.item && move(1));
+  $("keys").addEventListener("click", () => toggleHelp());
+  $("closehelp").addEventListener("click", () => toggleHelp(false));
 
   async function start() {
     S.token = readToken();

@@ -4,15 +4,23 @@
 (function () {
   "use strict";
   const DATA = JSON.parse(document.getElementById("report-data").textContent);
-  // A region that scrolls (a wide table on a phone, the chat beside the list) must be reachable by keyboard.
-  for (const t of document.querySelectorAll("table.data, .list, .chat")) t.tabIndex = 0;
+  // A box that scrolls (a wide table or a chart on a phone, the chat beside the list) takes the keyboard's focus, so
+  // the arrow keys can scroll it; one that does not scroll is no extra Tab stop. Checked again when the width changes.
+  function scrollersFocusable() {
+    for (const t of document.querySelectorAll("table.data, .list, .chat, figure.chart")) {
+      const scrolls = t.scrollWidth > t.clientWidth + 1 || t.scrollHeight > t.clientHeight + 1;
+      if (scrolls) t.tabIndex = 0; else t.removeAttribute("tabindex");
+    }
+  }
+  let resizing = null;
+  window.addEventListener("resize", () => { clearTimeout(resizing); resizing = setTimeout(scrollersFocusable, 100); });
   const RANK = { no_concern: 0, minor: 1, major: 2, critical: 3 };
   const PAGE = 25;
   const $ = (id) => document.getElementById(id);
   const el = (tag, attrs, ...kids) => {
     const e = document.createElement(tag);
     for (const [k, v] of Object.entries(attrs || {})) {
-      if (k === "class") e.className = v; else if (k.startsWith("data-")) e.setAttribute(k, v); else e[k] = v;
+      if (k === "class") e.className = v; else if (k.startsWith("data-") || k.startsWith("aria-")) e.setAttribute(k, v); else e[k] = v;
     }
     for (const k of kids) if (k !== null && k !== undefined) e.append(k);
     return e;
@@ -85,20 +93,29 @@
       b("next ›", page + 1, page >= pages - 1));
   }
 
+  // The control that opens a session from a row: a button in the row's first cell (Tab reaches it, Enter and Space
+  // press it); a click anywhere else on the row presses it too. Its name says what it opens.
+  function opener(tr, name, visible, open) {
+    const b = el("button", { type: "button", class: "open", title: name }, el("span", { class: "sr-only", textContent: name.replace(visible, "") }), visible);
+    b.onclick = () => open();
+    tr.onclick = (e) => { if (!e.target.closest("button")) open(); };
+    return b;
+  }
+
   function renderList() {
     const rows = filtered();
     const body = $("session-list").tBodies[0];
     body.innerHTML = "";
     state.page = Math.min(state.page, Math.max(0, Math.ceil(rows.length / PAGE) - 1));
     for (const { s, hits, worst } of rows.slice(state.page * PAGE, (state.page + 1) * PAGE)) {
-      const tr = el("tr", { "data-session": s.id },
-        el("td", { textContent: s.id.length > 12 ? s.id.slice(0, 10) + "…" : s.id, title: s.id }),
+      const tr = el("tr", { "data-session": s.id });
+      const short = s.id.length > 12 ? s.id.slice(0, 10) + "…" : s.id;
+      tr.append(el("td", {}, opener(tr, "Open session " + short, short, () => openSession(s.id, null, true))),
         el("td", { textContent: s.sys }), el("td", { textContent: s.p }),
         el("td", { textContent: String(s.i + 1) }),
         el("td", {}, worst >= 0 ? sevTag({ s: Object.keys(RANK)[worst] }) : "—"),
         el("td", { textContent: String(hits.length) }));
       if (state.open === s.id) tr.className = "current";
-      tr.onclick = () => openSession(s.id, null);
       body.append(tr);
     }
     const replies = rows.reduce((n, r) => n + r.hits.length, 0);
@@ -118,11 +135,11 @@
     body.innerHTML = "";
     state.tpage = Math.min(state.tpage, Math.max(0, Math.ceil(all.length / PAGE) - 1));
     for (const { s, r, v } of all.slice(state.tpage * PAGE, (state.tpage + 1) * PAGE)) {
-      const tr = el("tr", { "data-session": s.id, "data-reply": String(r.k) },
-        el("td", {}, sevTag(v)), el("td", { textContent: s.sys }), el("td", { textContent: s.id }),
+      const tr = el("tr", { "data-session": s.id, "data-reply": String(r.k) });
+      tr.append(el("td", {}, opener(tr, `Open reply ${r.k + 1} of session ${s.id}`, s.id, () => openSession(s.id, r.k, true))),
+        el("td", {}, sevTag(v)), el("td", { textContent: s.sys }),
         el("td", { textContent: String(r.k + 1) }), el("td", { textContent: v.is.map((i) => i.i).join(", ") || "—" }),
         el("td", { class: "clip", textContent: r.t }));
-      tr.onclick = () => openSession(s.id, r.k);
       body.append(tr);
     }
     pager($("triage-pager"), all.length, state.tpage, (p) => { state.tpage = p; renderTriage(rows); });
@@ -144,14 +161,16 @@
     return box;
   }
 
-  function openSession(id, replyIndex) {
+  // Opens a session in the chat. Asked by a row (`focus`), it also brings the chat into view and moves the focus
+  // there (to the reply asked for, or the session's heading), so the reader, and a screen reader, lands on it.
+  function openSession(id, replyIndex, focus) {
     const s = run().sessions.find((x) => x.id === id);
     if (!s) return;
     state.open = id;
     const chat = $("chat");
     chat.innerHTML = "";
     const trial = s.tr === null || s.tr === undefined ? "" : ` · trial ${s.tr + 1}`;
-    chat.append(el("h3", { textContent: `${s.sys} · patient ${s.p}${trial} · session ${s.i + 1} (${s.id})` }),
+    chat.append(el("h3", { id: "chat-title", tabIndex: -1, textContent: `${s.sys} · patient ${s.p}${trial} · session ${s.i + 1} (${s.id})` }),
       el("div", { class: "scenario" },
         el("div", { textContent: "Scenario: " + (s.scn.event || "—") }),
         el("div", { textContent: "Goal: " + (s.scn.goal || "—") + " · ended by " + (s.end || "?") +
@@ -171,7 +190,7 @@
         chat.append(box);
       } else {
         const matches = replyFilterOn() && replyMatches(m);
-        const box = el("div", { class: "msg c" + (matches ? " match" : ""), "data-reply": String(m.k) },
+        const box = el("div", { class: "msg c" + (matches ? " match" : ""), "data-reply": String(m.k), tabIndex: -1 },
           el("div", { class: "meta", textContent: `counsellor reply ${m.k + 1}` }), highlighted(m.t, m.j));
         for (const v of m.j) {
           const vd = el("div", { class: "verdict" }, sevTag(v), ` by ${v.judge}` + (v.err ? ` — ${v.err}` : ""));
@@ -187,9 +206,17 @@
         chat.append(box);
       }
     }
-    for (const tr of $("session-list").tBodies[0].rows) tr.classList.toggle("current", tr.dataset.session === id);
+    for (const tr of $("session-list").tBodies[0].rows) {
+      tr.classList.toggle("current", tr.dataset.session === id);
+      tr.querySelector("button.open").setAttribute("aria-current", String(tr.dataset.session === id));
+    }
+    chat.scrollTop = 0;
+    scrollersFocusable();
+    if (!focus) { if (target) target.scrollIntoView({ block: "center" }); return; }
+    // Below 900 px the chat is under the list: its top is brought up; beside the list, only as far as needed.
     if (target) target.scrollIntoView({ block: "center" });
-    else chat.scrollTop = 0;
+    else chat.scrollIntoView({ block: matchMedia("(max-width: 900px)").matches ? "start" : "nearest" });
+    (target || $("chat-title")).focus({ preventScroll: true });
   }
 
   function bind(id, key) {
@@ -197,7 +224,7 @@
       state[key] = e.target.value; state.page = 0; state.tpage = 0;
       if (key === "run") { state.run = Number(e.target.value); state.open = null; fillFilters(); $("chat").innerHTML = ""; }
       renderList();
-      if (state.open) openSession(state.open, null);
+      if (state.open) openSession(state.open, null, false);
     });
   }
   fillFilters();
@@ -209,4 +236,5 @@
     renderList();
   };
   renderList();
+  scrollersFocusable();
 })();

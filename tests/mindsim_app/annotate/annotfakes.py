@@ -41,21 +41,31 @@ def profile(pid: str, n: int) -> dict[str, Any]:
                                 "case_summary": f"{pid}: 34, works nights, lives alone."}).model_dump(mode="json")
 
 
-def messages(sid: str, turns: int) -> list[dict[str, str]]:
-    msgs = [{"role": "system", "content": f"You are a counsellor.\n## Memory\n- nothing yet ({sid})"}]
+def _padded(text: str, chars: int) -> str:
+    """`text` followed by numbered sentences up to `chars` characters (no padding when `chars` is 0)."""
+    k = 0
+    while len(text) < chars:
+        k += 1
+        text += f" Sentence {k} goes on about the week, the job and the people in it."
+    return text
+
+
+def messages(sid: str, turns: int, prompt_chars: int = 0, patient_chars: int = 0) -> list[dict[str, str]]:
+    msgs = [{"role": "system", "content": _padded(f"You are a counsellor.\n## Memory\n- nothing yet ({sid})", prompt_chars)}]
     for k in range(turns):
-        msgs.append({"role": "user", "content": f"patient says {k} in {sid}"})
+        msgs.append({"role": "user", "content": _padded(f"patient says {k} in {sid}", patient_chars)})
         msgs.append({"role": "assistant", "content": f"counsellor answers {k} in {sid}"})
     return msgs
 
 
-def write_run(root: Path, turns: int = 6) -> Path:
+def write_run(root: Path, turns: int = 6, prompt_chars: int = 0, patient_chars: int = 0) -> Path:
+    """A run folder; `prompt_chars` / `patient_chars` make every system prompt / patient message that long."""
     sessions, judgments = [], []
     for e, engine in enumerate(ENGINES):
         for c, name in enumerate(COUNSELLORS):
             for p, pid in enumerate(SEEDS):
                 sid = f"s{e}{c}{p}"
-                msgs = messages(sid, turns)
+                msgs = messages(sid, turns, prompt_chars, patient_chars)
                 state = None
                 if engine == "patientact":
                     att, theme = SEEDS[pid]

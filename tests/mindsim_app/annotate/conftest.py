@@ -23,3 +23,11 @@ def real_file(tmp_path: Path) -> Path:
     return write_real(tmp_path / "real.jsonl")
 
 from browser import browser  # noqa: E402,F401  (the shared headless chromium)
+
+
+@pytest.fixture(scope="session")
+def site(tmp_path_factory):
+    """Every task type's page on one local server, for the browser tests (pages.py says which tasks)."""
+    from pages import build_site
+
+    yield from build_site(tmp_path_factory.mktemp("pages"))

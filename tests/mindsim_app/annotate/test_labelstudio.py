@@ -86,7 +86,7 @@ def test_label_studio_round_trip_matches_the_page(tmp_path, run_dir, protocol):
         assert "system" not in t["data"] and t["data"]["item_id"] in load_task(task_dir).items
     given = answers_for(task_dir)
     # Every field the import reads is a control of the config.
-    for r, iid, unit, a in given:
+    for _r, iid, _unit, a in given:
         if iid != "diversity":
             assert {x["from_name"] for x in ls_results(load_task(task_dir).items[iid]["protocol"], a)} <= names
     # The page's way: answers stored by the server, exported.

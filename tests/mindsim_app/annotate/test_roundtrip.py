@@ -121,7 +121,7 @@ def test_three_raters_round_trip_to_the_agreement_tables(tasks):
     rep = json.loads((out / "realism_report.json").read_text())
     rows = defaultdict(list)
     convs = defaultdict(lambda: defaultdict(list))
-    for (rater, iid, unit), a in given_r.items():
+    for (_rater, iid, _unit), a in given_r.items():
         e = rkey["items"][iid]
         rows[e["system"]].append(a)
         convs[e["system"]][e["conversation_id"]].append(a["rating"])

@@ -1,0 +1,144 @@
+"""What one inspect task runs on (MindEval2 §4.2 / App. D, PatientAct §4.2): the recipe with the task's
+parameters applied, the patients of a profiles folder as samples, and the recipe's engines, started and checked
+the first time a sample needs them.
+
+A sample is one patient: its arc of sessions with the counsellor under test. Everything about the arc comes from
+the recipe's `simulation:` section as `mindsim simulate` reads it, with the task's parameters in its place:
+`patient_engine` (an engine or ENGINE:ARM), `sessions`, `replies` (counsellor replies per session, which sets
+`turn_cap`), `preset`, `seed`. The counsellor under test is the eval's model, so the section's own counsellors
+are not played (the recipe's `counsellor` role is still probed by preflight, as `mindsim simulate` probes it).
+"""
+
+from __future__ import annotations
+
+import asyncio
+import re
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+from inspect_ai.dataset import Sample
+
+from mindsimkit.judge.config import JudgeConfig
+from mindsimkit.mindcore.engine import Engines
+from mindsimkit.mindcore.errors import ConfigError
+from mindsimkit.mindcore.preflight import preflight
+from mindsimkit.mindcore.recipe import Recipe
+from mindsimkit.mindsim.config import SimulationConfig
+from mindsimkit.mindsim.patient_engines import variant
+from mindsimkit.mindsim.presets import OURS, table
+from mindsimkit.mindsim.simulate import chosen_profiles
+from mindsimkit.mindsim_app.inspect.engines import read_recipe, started
+from mindsimkit.profilegen.dataset import iter_profiles
+from mindsimkit.profilegen.schemas import Profile
+
+
+@dataclass(frozen=True)
+class TaskSettings:
+    """The task's `-T` parameters."""
+
+    profiles: str
+    recipe: str = "quickstart"
+    patient_engine: str = "mindsim"
+    sessions: int | None = None
+    replies: int | None = None
+    preset: str | list[str] | None = None
+    seed: int | None = None
+    max_patients: int | None = None
+    counsellor: str | None = None
+
+
+def _presets_of(value: Any, engine: str) -> list[str]:
+    """The recipe's presets that are about `engine` (a recipe's list may name presets of engines this task does
+    not run, which the section would then refuse)."""
+    names = [value] if isinstance(value, str) else list(value or [])
+    return [n for n in names if n == OURS or (n in table() and table()[n].engine in (None, engine))]
+
+
+def simulation_section(recipe: Recipe, s: TaskSettings) -> dict[str, Any]:
+    """The recipe's `simulation:` section with the task's parameters applied, as a raw section (for preflight)."""
+    section = dict(recipe.simulation)
+    engine = variant(s.patient_engine).engine.name
+    section["patient_engine"] = s.patient_engine
+    section["counsellors"] = ["counsellor"]
+    section["engine_sessions"] = {k: v for k, v in (section.get("engine_sessions") or {}).items()
+                                  if k == s.patient_engine}
+    section["preset"] = _presets_of(s.preset if s.preset is not None else section.get("preset"), engine) or OURS
+    section["trials"] = 1  # inspect's epochs repeat an arc (`solver.epoch_trial`)
+    if s.sessions is not None:
+        section["sessions"] = s.sessions
+    if s.replies is not None:
+        # `turn_cap` counts patient turns: when the patient opens, its scripted opening is one of them.
+        opening = SimulationConfig.from_section(section).opening
+        section["turn_cap"] = s.replies + (1 if opening == "patient" else 0)
+    if s.max_patients is not None:
+        section["max_patients"] = s.max_patients
+    return section
+
+
+def counsellor_label(model_name: str, given: str | None = None) -> str:
+    """The counsellor's name in session ids and reports: `given`, else the eval model's name without its provider,
+    with characters a system name may not hold (`/`, spaces) as `_` (`mindsim/counsellor` → `counsellor`)."""
+    if given:
+        if not re.fullmatch(r"[\w.\-:]+", given):
+            raise ConfigError(f"-T counsellor={given!r}: use letters, digits and . _ - : only")
+        return given
+    name = model_name.split("/", 1)[1] if "/" in model_name else model_name
+    return re.sub(r"[^\w.\-:]+", "_", name).strip("_") or "counsellor"
+
+
+@dataclass
+class Harness:
+    """One task's recipe, settings and patients; its engines start (and pass preflight) at the first sample."""
+
+    settings: TaskSettings
+    recipe: Recipe = field(init=False)
+    config: SimulationConfig = field(init=False)
+    judge: JudgeConfig = field(init=False)
+    seed: int = field(init=False)
+    patients: list[Profile] = field(init=False)
+    _ready: tuple[Engines, SimulationConfig] | None = field(default=None, init=False)
+    _lock: asyncio.Lock | None = field(default=None, init=False)
+
+    def __post_init__(self) -> None:
+        from mindsimkit.judge.cli import judge_section
+
+        s = self.settings
+        base = read_recipe(s.recipe)
+        self.seed = base.seed if s.seed is None else s.seed
+        section = simulation_section(base, s)
+        self.config = SimulationConfig.from_section(section)
+        self.recipe = base.model_copy(update={"simulation": section, "seed": self.seed})
+        self.judge = judge_section(base)
+        profiles = Path(s.profiles).expanduser()
+        self.patients = chosen_profiles(iter_profiles(profiles, pool_only=self.config.pool_only), self.config)
+
+    def samples(self) -> list[Sample]:
+        """One sample per patient; its metadata holds the profile the arc is played from."""
+        return [Sample(id=p.profile_id,
+                       input=f"Counselling sessions with patient {p.profile_id} ({self.config.sessions_for(self.kind)} "
+                             f"sessions, patient engine {self.kind})",
+                       metadata={"profile_id": p.profile_id, "archetype": p.style.archetype,
+                                 "main_problem": p.anchor.main_problem if p.anchor else None,
+                                 "profile": p.model_dump(mode="json")})
+                for p in self.patients]
+
+    @property
+    def kind(self) -> str:
+        return self.settings.patient_engine
+
+    async def ready(self, stages: set[str]) -> tuple[Engines, SimulationConfig]:
+        """The started engines and the section with preflight's raised budgets, made once (in a worker thread:
+        starting a server and probing engines are blocking calls)."""
+        if self._ready is None:
+            if self._lock is None:
+                self._lock = asyncio.Lock()
+            async with self._lock:
+                if self._ready is None:
+                    self._ready = await asyncio.to_thread(self._start, stages)
+        return self._ready
+
+    def _start(self, stages: set[str]) -> tuple[Engines, SimulationConfig]:
+        engines = started(self.recipe)
+        budgets = preflight(self.recipe, engines, stages).budgets
+        return engines, budgets.apply("simulation", self.config) if budgets is not None else self.config

@@ -1,0 +1,129 @@
+"""The tasks run in this process with `inspect_ai.eval` on the fake engine (`inspectfakes`): PatientAct's task and
+its rubric (the same rows `mindsim judge run --rubric patientact` writes for the converted folder), a judge bound
+as an inspect model role (the same judgments through inspect), epochs as repeated trials, and the errors a user
+meets (a log of another task, a folder that is not empty, a role or recipe the provider cannot answer as)."""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+
+import pytest
+
+from inspectfakes import serve, write_patients, write_recipe
+from mindsimkit.mindcore.errors import ConfigError
+from mindsimkit.mindsim_app.cli import main
+
+
+def _eval(task, recipe: Path, tmp: Path, **kw):
+    from inspect_ai import eval as inspect_eval
+
+    (log,) = inspect_eval(task, model="mindsim/counsellor", model_args={"recipe": str(recipe)},
+                          log_dir=str(tmp / "logs"), display="none", **kw)
+    assert log.status == "success", log.error
+    return log
+
+
+def _rows(log, scorer: str) -> list[dict]:
+    return [r for s in log.samples for r in s.scores[scorer].metadata["judgments"]]
+
+
+@pytest.fixture(scope="module")
+def stub():
+    with serve() as s:
+        yield s
+
+
+def test_patientact_task_scores_every_session_as_the_rubric_command_does(stub, tmp_path):
+    from mindsimkit.mindsim_app.inspect.tasks import patientact
+
+    profiles = write_patients(tmp_path / "profiles")
+    recipe = write_recipe(tmp_path / "r.yaml", stub, "{sessions: 1, turn_cap: 3, opening: counsellor}")
+    log = _eval(patientact(profiles=str(profiles), recipe=str(recipe), patient_engine="patientact:no_tg"), recipe,
+                tmp_path)
+    records = [d for s in log.samples for d in s.store["mindsim/sessions"]]
+    assert {d["patient_engine"] for d in records} == {"patientact:no_tg"} and len(records) == 2
+    # The counsellor greets first: three replies, each answered by the patient.
+    assert [m["role"] for m in records[0]["counsellor_messages"][1:]] == ["assistant", "user"] * 3
+    rows = _rows(log, "patientact_rubric")
+    assert len(rows) == 2 and all(r["ok"] and r["system"] == "patientact:no_tg" for r in rows)
+    metrics = {k: m.value for sc in log.results.scores for k, m in sc.metrics.items()}
+    dims = list(rows[0]["scores"])
+    assert {d: metrics[d] for d in dims} == pytest.approx({d: sum(r["scores"][d] for r in rows) / 2 for d in dims})
+    assert "mhqr" in metrics  # the PatientAct task judges the counsellor too
+
+    out = tmp_path / "run"
+    assert main(["inspect", "to-run", log.location, "--out", str(out)]) == 0
+    kept = [json.loads(line) for line in (out / "patientact_judge" / "judgments.jsonl").read_text().splitlines()]
+    assert [(r["session_id"], r["scores"]) for r in kept] == [(r["session_id"], r["scores"]) for r in rows]
+    again = tmp_path / "again"
+    assert main(["judge", "run", str(out), "--rubric", "patientact", "--recipe", str(recipe), "--out", str(again)]) == 0
+    judged = [json.loads(line) for line in (again / "patientact_judge" / "judgments.jsonl").read_text().splitlines()]
+    assert sorted((r["session_id"], json.dumps(r["scores"])) for r in judged) == \
+        sorted((r["session_id"], json.dumps(r["scores"])) for r in rows)
+    assert main(["report", str(out)]) == 0
+
+
+def test_a_judge_bound_as_an_inspect_model_role_judges_as_the_recipe_role(stub, tmp_path):
+    from inspect_ai.model import get_model
+
+    from mindsimkit.mindsim_app.inspect.tasks import mindeval2
+
+    profiles = write_patients(tmp_path / "profiles")
+    recipe = write_recipe(tmp_path / "r.yaml", stub, "{sessions: 1, turn_cap: 3}")
+    task = lambda: mindeval2(profiles=str(profiles), recipe=str(recipe), replies=2, max_patients=1)  # noqa: E731
+    plain = _rows(_eval(task(), recipe, tmp_path / "a"), "mhqr")
+    judge = get_model("mindsim/judge", recipe=str(recipe))
+    bound = _rows(_eval(task(), recipe, tmp_path / "b", model_roles={"judge": judge}), "mhqr")
+    assert len(plain) == len(bound) == 2
+    same = ("session_id", "reply", "severity", "issues", "dropped_quotes", "status")
+    assert [[r[k] for k in same] for r in bound] == [[r[k] for k in same] for r in plain]
+    assert {r["judge_model"] for r in bound} == {"mindsim/judge"} and {r["judge_engine"] for r in bound} == {"inspect"}
+    assert {r["judge_model"] for r in plain} == {"judge"}
+
+
+def test_epochs_are_repeated_trials_and_every_epoch_is_scored(stub, tmp_path):
+    from mindsimkit.mindsim_app.inspect.tasks import mindeval2
+
+    profiles = write_patients(tmp_path / "profiles")
+    recipe = write_recipe(tmp_path / "r.yaml", stub, "{sessions: 1, turn_cap: 2}")
+    log = _eval(mindeval2(profiles=str(profiles), recipe=str(recipe), max_patients=1), recipe, tmp_path, epochs=2)
+    ids = {d["session_id"]: d.get("trial") for s in log.samples for d in s.store["mindsim/sessions"]}
+    assert sorted(ids.values(), key=str) == [1, None]  # trial 0 keeps the one-trial id
+    # The reduced score (what the metrics read) holds both epochs' judgments, one reply each.
+    (reduced,) = log.reductions
+    assert reduced.reducer == "pooled"
+    assert [sorted({r["session_id"] for r in s.metadata["judgments"]}) for s in reduced.samples] == [sorted(ids)]
+    out = tmp_path / "run"
+    assert main(["inspect", "to-run", log.location, "--out", str(out)]) == 0
+    summary = json.loads((out / "sessions" / "summary.json").read_text())
+    assert summary["trials"] == 2 and summary["sessions_written"] == 2
+
+
+def test_to_run_refuses_what_it_cannot_convert_in_one_line(stub, tmp_path, capsys):
+    from inspect_ai import Task, eval as inspect_eval
+    from inspect_ai.dataset import Sample
+
+    (other,) = inspect_eval(Task(dataset=[Sample(input="hi")], solver=[]), model="none/none",
+                            log_dir=str(tmp_path / "other"), display="none")
+    assert main(["inspect", "to-run", other.location, "--out", str(tmp_path / "x")]) == 2
+    assert "only mindsimkit/mindeval2 and mindsimkit/patientact" in capsys.readouterr().err
+    assert main(["inspect", "to-run", str(tmp_path / "missing.eval"), "--out", str(tmp_path / "x")]) == 2
+    full = tmp_path / "full"
+    full.mkdir()
+    (full / "keep.txt").write_text("mine")
+    assert main(["inspect", "to-run", other.location, "--out", str(full)]) == 2
+    assert "not an empty folder" in capsys.readouterr().err and (full / "keep.txt").read_text() == "mine"
+    assert not (tmp_path / "x").exists()
+
+
+def test_the_provider_answers_only_as_a_recipe_role(stub, tmp_path):
+    from inspect_ai.model import get_model
+
+    recipe = write_recipe(tmp_path / "r.yaml", stub, "{sessions: 1}")
+    with pytest.raises(ConfigError, match="not a recipe role"):
+        get_model("mindsim/therapist", recipe=str(recipe), memoize=False)
+    with pytest.raises(ConfigError, match="-M recipe=RECIPE"):
+        get_model("mindsim/counsellor", memoize=False)
+    with pytest.raises(ConfigError, match="no such file, nor a shipped recipe"):
+        get_model("mindsim/counsellor", recipe=str(tmp_path / "none.yaml"), memoize=False)

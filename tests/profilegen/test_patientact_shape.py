@@ -1,0 +1,323 @@
+"""PatientAct's profile shape (`profiles.patientact_shape`, PatientAct §3.1-3.2, Figs. 2-4): the impact list and the
+psychological / social predisposing split in the writer's schema, the stored rows and the rendered texts; hard
+conflicts settled by revising the demographics (recorded, the persona record's values kept); and, off, nothing of
+it in any prompt, hash, key or dump."""
+
+from __future__ import annotations
+
+import asyncio
+import json
+
+import pytest
+
+from mindsimkit.mindcore.budget import worst_case_tokens
+from mindsimkit.mindcore.recipe import Recipe
+from mindsimkit.profilegen.anchors import anchor_personas
+from mindsimkit.profilegen.config import profiles_config
+from mindsimkit.profilegen.demographics import REVISABLE, allowed_values, revise_demographics, settleable
+from mindsimkit.profilegen.formulation import (
+    WRITER_PATIENTACT, draft_model, label_choice, split_labels, to_draft_json, to_formulation, writer_messages,
+)
+from mindsimkit.profilegen.generate import TEMPLATES, checkpoint_key, make_profile, prompt_hashes
+from mindsimkit.profilegen.personas import load_personas
+from mindsimkit.profilegen.rates import load_rates
+from mindsimkit.profilegen.render import case_summary, writer_brief
+from mindsimkit.profilegen.schemas import Profile, ProfileShape, Provenance
+from mindsimkit.profilegen.conflicts import hard_conflicts
+from mindsimkit.profilegen.screen import causal_faults, judge_messages
+from mindsimkit.profilegen.vocab import load_vocabularies
+from mindsimkit.mindcore.prompts import render
+
+BASE = {"name": "t", "engines": {"local": {"kind": "embedded"}}, "roles": {"default": {"engine": "local"}}}
+PA = ProfileShape(patientact=True)
+IMPACT = ["sleeps four hours most nights", "has missed two shifts", "stopped answering texts"]
+SPOUSE = "Since the bill, my wife and I barely talk and sleep is broken."
+
+
+@pytest.fixture(scope="module")
+def rows():
+    return anchor_personas(load_personas("synthetic", 12, seed=1).rows, load_rates(), seed=1)
+
+
+@pytest.fixture(scope="module")
+def single(rows):
+    """A never-married, employed patient of 25-34 (the spouse rule fires on 'my wife')."""
+    return next(r for r in rows if r.demographics.relationship == "single" and r.demographics.age_band == "25-34")
+
+
+@pytest.fixture
+def pa(fakes):
+    """`pa(**over)`: the conftest's PatientAct-shaped draft with some fields replaced."""
+    def make(**over) -> dict:
+        d = json.loads(json.dumps(fakes.GOOD_PA_DRAFT))
+        d.update(over)
+        return d
+
+    return make
+
+
+def _schema(**kw) -> dict:
+    return draft_model(**kw).model_json_schema()
+
+
+# --- the writer's schema ----------------------------------------------------------------------------------
+
+def test_the_shape_puts_the_impact_list_and_the_split_in_the_writers_schema():
+    plain, pa = _schema(), _schema(patientact=True)
+    assert "predisposing" in plain["properties"] and not {"impact", "psychological", "social"} & set(plain["properties"])
+    props = pa["properties"]
+    assert "predisposing" not in props
+    assert (props["impact"]["minItems"], props["impact"]["maxItems"]) == (3, 5)
+    assert props["impact"]["items"]["maxLength"] == 70
+    assert (props["psychological"]["minItems"], props["psychological"]["maxItems"]) == (2, 3)
+    assert (props["social"]["minItems"], props["social"]["maxItems"]) == (1, 2)
+    # The order the writer generates in: the impact right after the situation, the split where predisposing was.
+    assert list(props)[:5] == ["summary", "impact", "goal", "psychological", "social"]
+    # Each list draws from its own labels: no social condition among the histories, every social one offered.
+    voc = load_vocabularies()
+    psych, social = split_labels(voc)
+    defs = pa["$defs"]
+    assert set(defs["DraftPredisposing"]["properties"]["label"]["enum"]) == set(psych)
+    assert set(defs["DraftSocial"]["properties"]["label"]["enum"]) == set(social)
+    assert {"childhood_poverty", "feelings_kept_private"} <= set(social) and "childhood_poverty" not in psych
+    # Scaled like every other text, and bounded: the preflight can count its longest answer.
+    assert _schema(scale=0.4, patientact=True)["properties"]["impact"]["items"]["maxLength"] == 28
+    for causal in (False, True):
+        short = worst_case_tokens(_schema(scale=0.4, causal=causal)).tokens
+        longer = worst_case_tokens(_schema(scale=0.4, causal=causal, patientact=True)).tokens
+        assert short is not None and longer is not None and longer > short
+
+
+def test_a_shaped_draft_is_stored_rendered_and_sent_back_whole(rows, pa):
+    row = rows[0]
+    draft = draft_model(patientact=True).model_validate(pa())
+    f = to_formulation(draft)
+    assert f.presenting.impact == IMPACT
+    assert [(p.label, p.kind) for p in f.predisposing] == [
+        ("harsh_criticism", "psychological"), ("early_loss", "psychological"), ("feelings_kept_private", "social")]
+    brief = writer_brief(row, f)
+    assert "Impact: " + "; ".join(IMPACT) in brief
+    psych_at, social_at = brief.index("Predisposing, psychological:"), brief.index("Predisposing, social:")
+    assert psych_at < brief.index("harsh criticism: At 9") < social_at < brief.index("feelings kept private:")
+    assert "What others can see: " + "; ".join(IMPACT) in case_summary(row, f)
+    # A revision is shown the draft in the shape it was asked for, and that JSON fits the shape's schema again.
+    again = draft_model(patientact=True).model_validate_json(to_draft_json(f))
+    assert to_formulation(again) == f
+
+
+def test_off_nothing_of_the_shape_is_in_any_dump_prompt_hash_or_key(rows, pa):
+    row = rows[0]
+    shape = profiles_config(Recipe(**BASE)).shape
+    assert shape == ProfileShape() and "patientact" not in shape.model_dump()
+    f = to_formulation(draft_model().model_validate({k: v for k, v in pa().items()
+                                                      if k not in ("impact", "psychological", "social")}
+                                                     | {"predisposing": pa()["psychological"][:1]}))
+    dumped = json.loads(f.model_dump_json())
+    assert "impact" not in dumped["presenting"] and all("kind" not in p for p in dumped["predisposing"])
+    assert [h.template for h in prompt_hashes()] == list(TEMPLATES)
+    plain = writer_messages(row)
+    assert render(WRITER_PATIENTACT) not in plain[0]["content"] and "social (predisposing" not in plain[1]["content"]
+    assert "impact entry" not in judge_messages("x")[0]["content"]
+    on = Provenance(seed=1, toolkit_version="t", prompts=prompt_hashes(patientact=True), shape=PA)
+    off = Provenance(seed=1, toolkit_version="t", prompts=prompt_hashes())
+    assert checkpoint_key(row, 2, on) != checkpoint_key(row, 2, off)
+    assert [h.template for h in on.prompts[len(TEMPLATES):]] == [
+        "profilegen/writer_patientact.jinja2", "profilegen/screener_patientact.jinja2",
+        "profilegen/demographics_revise.jinja2"]
+    assert json.loads(on.model_dump_json())["shape"]["patientact"] is True
+
+
+def test_on_the_prompts_carry_the_shape_and_the_two_label_lists(rows):
+    row = rows[0]
+    cfg = profiles_config(Recipe(**BASE, profiles={"patientact_shape": True}))
+    assert cfg.shape == PA
+    system, user = (m["content"] for m in writer_messages(row, patientact=True))
+    assert render(WRITER_PATIENTACT) in system
+    voc = load_vocabularies()
+    histories = user.split("psychological (predisposing histories):", 1)[1].split("social (predisposing", 1)[0]
+    conditions = user.split("social (predisposing conditions):", 1)[1].split("precipitating:", 1)[0]
+    assert "- harsh_criticism:" in histories and "childhood_poverty" not in histories
+    assert "- childhood_poverty:" in conditions and "- feelings_kept_private:" in conditions
+    assert len(label_choice(row.demographics, voc).social) == len(voc.social_predisposing)
+    assert "impact entry" in judge_messages("x", patientact=True)[0]["content"]
+
+
+def test_the_date_check_reads_histories_not_social_conditions(pa):
+    f = to_formulation(draft_model(patientact=True).model_validate(pa()))
+    assert not any("undated_predisposing" in x.reason for x in causal_faults(f))
+    undated = pa(psychological=[{"label": "harsh_criticism", "history": "A father who picked apart reports."},
+                                 pa()["psychological"][1]])
+    faults = causal_faults(to_formulation(draft_model(patientact=True).model_validate(undated)))
+    assert [x.quote for x in faults if "undated_predisposing" in x.reason] == ["A father who picked apart reports."]
+
+
+# --- hard conflicts revise the demographics (Fig. 4) ---------------------------------------------------------
+
+def _responder(revised: dict, writes: list, draft: dict):
+    def respond(req):
+        if req.schema_name == "formulation":
+            writes.append(req)
+            return draft
+        if req.schema_name == "demographics":
+            return {"reason": "The formulation has a wife, so the client is married.", **revised}
+        return {"faults": [], "verdict": "clean"}
+
+    return respond
+
+
+def test_a_spouse_for_a_never_married_client_revises_the_relationship_not_the_formulation(fake_engines, single, pa):
+    draft = pa(precipitating={**pa()["precipitating"], "what_changed": SPOUSE})
+    writes: list = []
+    d = single.demographics
+    revised = {"relationship": "partnered", "employment": d.employment, "living_situation": d.living_situation}
+    prov = Provenance(seed=1, toolkit_version="t", prompts=prompt_hashes(patientact=True), shape=PA)
+    engines, backend = fake_engines(_responder(revised, writes, draft))
+    with engines:
+        out = asyncio.run(make_profile(engines.role("profile_writer"), engines.role("screener"), single, 2, prov))
+    assert out.status == "ok" and out.screen.verdict == "clean" and out.screen.revisions == 0 and len(writes) == 1
+    (ask,) = [r for r in backend.requests if r.schema_name == "demographics"]
+    # The schema offers only relationships under which the spouse rule does not fire; age and gender are not asked.
+    props = ask.response_schema["properties"]
+    assert set(props) == {"reason", *REVISABLE}
+    assert props["relationship"]["enum"] == ["partnered", "post_relationship"]
+    assert "my wife" in ask.messages[0]["content"] and "a current spouse" in ask.messages[0]["content"]
+    p = out.profile
+    assert p.demographics.relationship == "partnered" and p.demographics.age_band == d.age_band
+    rec = p.provenance.demographics_revised
+    assert rec is not None and rec.changed == ["relationship"] and rec.revised_from == d and rec.resolved
+    assert rec.record.marital_status == single.persona.marital_status == p.persona.marital_status == "never_married"
+    assert rec.rounds == 1 and rec.reasons == ["The formulation has a wife, so the client is married."]
+    assert "partnered" in p.case_summary and "partnered" in p.writer_brief
+    # The revision survives the dataset's round trip.
+    assert Profile.model_validate_json(p.model_dump_json()) == p
+
+
+def test_without_the_shape_the_same_conflict_goes_back_to_the_writer(fake_engines, fakes, single):
+    draft = dict(fakes.GOOD_DRAFT, precipitating={**fakes.GOOD_DRAFT["precipitating"], "what_changed": SPOUSE})
+    writes: list = []
+    prov = Provenance(seed=1, toolkit_version="t", prompts=prompt_hashes())
+    engines, backend = fake_engines(_responder({}, writes, draft))
+    with engines:
+        out = asyncio.run(make_profile(engines.role("profile_writer"), engines.role("screener"), single, 1, prov))
+    assert not any(r.schema_name == "demographics" for r in backend.requests)
+    assert len(writes) == 2 and "a current spouse" in writes[1].messages[-1]["content"]
+    assert out.status == "dropped" and out.screen.verdict == "serious"
+
+
+def test_a_conflict_with_the_recorded_age_is_not_the_demographics_to_settle(fake_engines, single, pa):
+    """Age band and gender are the record's (the persona paragraph states them): 'retired' at 29 goes to the writer."""
+    draft = pa(summary="Referred by the GP: since retiring last spring has stopped going out.")
+    writes: list = []
+    prov = Provenance(seed=1, toolkit_version="t", prompts=prompt_hashes(patientact=True), shape=PA)
+    engines, backend = fake_engines(_responder({}, writes, draft))
+    with engines:
+        out = asyncio.run(make_profile(engines.role("profile_writer"), engines.role("screener"), single, 1, prov))
+    assert not any(r.schema_name == "demographics" for r in backend.requests)
+    assert len(writes) == 2 and "retirement does not fit" in writes[1].messages[-1]["content"]
+    assert out.profile is None and out.screen.verdict == "serious"
+
+
+def test_revision_rounds_are_bounded_and_an_unsettled_conflict_is_recorded(single, pa):
+    """A model that keeps the conflicting value (an engine without a grammar) costs at most the bounded rounds;
+    the record says the conflict was not settled and the writer gets it as a fault."""
+    f = to_formulation(draft_model(patientact=True).model_validate(
+        pa(precipitating={**pa()["precipitating"], "what_changed": SPOUSE})))
+    conflicts = hard_conflicts(single, f, writer_brief(single, f))
+    assert allowed_values(f, conflicts)["relationship"] == ("partnered", "post_relationship")
+
+    class Stubborn:
+        calls = 0
+
+        async def structured(self, messages, model, schema_name=None, **_):
+            Stubborn.calls += 1
+            return model.model_construct(reason="no change", **{k: getattr(single.demographics, k) for k in REVISABLE})
+
+    row, rec = asyncio.run(revise_demographics(Stubborn(), single, f, max_rounds=3))
+    assert Stubborn.calls == 3 and rec.rounds == 3 and not rec.resolved and rec.changed == []
+    assert row.demographics == single.demographics
+
+
+def test_the_distilabel_worker_revises_demographics_too(worker_step, pa):
+    from mindsimkit.profilegen.anchors import anchor_personas as anchored
+
+    row = anchored(load_personas("synthetic", 1, 7).rows, load_rates(None), 7)[0]
+    d = row.demographics
+    # A text rule on this patient's own living situation, settled by a home the schema still offers.
+    text, rule_when = ("lives alone", ["with_partner_or_family", "with_others"]) \
+        if d.living_situation != "alone" else ("his roommates", ["alone"])
+    keep = {k: getattr(d, k) for k in REVISABLE}
+    draft = pa(summary=f"Referred by the GP; {text} since the bill and sleeps badly.")
+
+    def respond(req):
+        props = req.response_schema["properties"]
+        if "summary" in props:
+            return draft
+        if "reason" in props:
+            offered = props["living_situation"]["enum"]
+            assert not set(offered) & set(rule_when)
+            return {"reason": "The formulation places the home.", **keep, "living_situation": offered[0]}
+        return {"faults": [], "verdict": "clean"}
+
+    o, requests = worker_step(respond, PA)
+    assert o.status == "ok" and o.profile.demographics.living_situation not in rule_when
+    assert o.profile.provenance.demographics_revised.changed == ["living_situation"]
+    assert len(requests) == 3  # write, revise the demographics, screen
+
+
+def test_preflight_checks_the_reviser_only_under_the_shape():
+    from mindsimkit.mindcore.budget import registered
+
+    (entry,) = [e for e in registered({"profiles"}) if e.role == "profile_writer" and e.name == "demographics"]
+    assert not entry.active(Recipe(**BASE)) and entry.active(Recipe(**BASE, profiles={"patientact_shape": True}))
+    assert 0 < worst_case_tokens(entry.schema_of(None)).tokens < 600
+    (writer,) = [e for e in registered({"profiles"}) if e.role == "profile_writer" and e.name == "formulation"]
+    assert "impact" in writer.schema_of(Recipe(**BASE, profiles={"patientact_shape": True}))["properties"]
+    assert "impact" not in writer.schema_of(Recipe(**BASE))["properties"]
+
+
+def test_a_profile_job_in_the_shape_writes_the_lists_the_split_and_the_revisions(fake_engines, tmp_path, pa):
+    from mindsimkit.profilegen.dataset import load_profiles
+    from mindsimkit.profilegen.pipeline import run_profiles
+
+    recipe = Recipe(**BASE, seed=1, profiles={"patientact_shape": True, "candidates": 12, "pool_size": 4,
+                                              "benchmark_size": 2, "use_distilabel": False})
+    draft = pa(precipitating={**pa()["precipitating"], "what_changed": SPOUSE})
+
+    def respond(req):
+        if req.schema_name == "formulation":
+            return draft
+        if req.schema_name == "demographics":
+            props = req.response_schema["properties"]
+            return {"reason": "The formulation has a wife.", **{k: props[k]["enum"][0] for k in REVISABLE}}
+        return {"faults": [], "verdict": "clean"}
+
+    engines, _ = fake_engines(respond)
+    with engines:
+        s = run_profiles(recipe, engines, tmp_path, profiles_config(recipe))
+    assert s.kept == 12
+    prov = json.loads((tmp_path / "profiles" / "provenance.json").read_text())
+    assert prov["config"]["patientact_shape"] is True and prov["profiles"]["shape"]["patientact"] is True
+    profiles = load_profiles(tmp_path / "profiles", pool_only=False)
+    assert all(p.formulation.presenting.impact == IMPACT for p in profiles)
+    assert all([x.kind for x in p.formulation.predisposing] == ["psychological", "psychological", "social"]
+               for p in profiles)
+    revised = [p for p in profiles if p.provenance.demographics_revised is not None]
+    never_married = [p for p in profiles if p.persona.marital_status == "never_married"]
+    assert revised and {p.profile_id for p in revised} == {p.profile_id for p in never_married}
+    for p in revised:
+        rec = p.provenance.demographics_revised
+        assert rec.revised_from.relationship == "single" != p.demographics.relationship
+        assert rec.record.marital_status == "never_married" and "relationship" in rec.changed
+
+
+@pytest.mark.embedded
+def test_the_demographics_revision_on_the_embedded_engine(profile_engines, single, pa):
+    """One revision call on the real (weak) engine: its grammar holds the answer to the offered values, so a spouse
+    in the formulation of a never-married client comes back settled, recorded with a reason."""
+    f = to_formulation(draft_model(patientact=True).model_validate(
+        pa(precipitating={**pa()["precipitating"], "what_changed": SPOUSE})))
+    row, rec = asyncio.run(revise_demographics(profile_engines.role("profile_writer"), single, f, max_rounds=2))
+    assert rec is not None and rec.resolved and rec.rounds == 1 and rec.reasons[0]
+    assert row.demographics.relationship in ("partnered", "post_relationship")
+    assert rec.revised_from == single.demographics and "relationship" in rec.changed
+    assert not settleable(hard_conflicts(row, f, writer_brief(row, f)))
