@@ -125,7 +125,7 @@ def benchmark_patients(sessions: list[SessionInput], run_dir: Path | None,
     # folder is, so judging a copied or moved run again from the cache is no change to it.
     own = run_dir is not None and profiles is None
     return {r.profile_id for r in rows if r.in_benchmark}, (
-        f"RUN/{path.relative_to(run_dir).as_posix()}" if own else str(path))
+        f"RUN/{path.relative_to(run_dir).as_posix()}" if own and run_dir is not None else str(path))
 
 
 class _BenchmarkMark(BaseModel):

@@ -30,20 +30,24 @@ def _no_duplicate_keys(loader: Any, node: yaml.MappingNode, deep: bool = False) 
             break
         if first is not None:
             raise ConstructorError(
-                f"while reading the mapping that starts at line {node.start_mark.line + 1}", node.start_mark,
+                f"while reading the mapping that starts at line {node.start_mark.line + 1}",
+                node.start_mark,
                 f"the key {key!r} is given twice (first at line {first.line + 1}); keep one of them",
-                key_node.start_mark)
+                key_node.start_mark,
+            )
         seen[key] = key_node.start_mark
-    return yaml.SafeLoader.construct_mapping(loader, node, deep=deep)
+    mapping: dict[Any, Any] = yaml.SafeLoader.construct_mapping(loader, node, deep=deep)
+    return mapping
 
 
-class _PureLoader(yaml.SafeLoader):
+class _PureLoader(yaml.SafeLoader):  # type: ignore[misc]
     construct_mapping = _no_duplicate_keys  # type: ignore[assignment]
 
 
 _FAST_BASE = getattr(yaml, "CSafeLoader", None)
 _FAST: Any = None
 if _FAST_BASE is not None:
+
     class _FastLoader(_FAST_BASE):  # type: ignore[misc, valid-type]
         construct_mapping = _no_duplicate_keys  # type: ignore[assignment]
 
