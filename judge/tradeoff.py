@@ -90,7 +90,9 @@ def markdown(tradeoff: dict[str, Any]) -> list[str]:
     lines = ["## Agreement against cost per query (cf. Figure 2)", ""]
     if not tradeoff["drawn"]:
         return lines + [f"Not drawn: {tradeoff['not_drawn']}.", ""]
-    f = lambda x, nd=3: "—" if x is None else f"{x:.{nd}f}"  # noqa: E731
+    def f(x: float | None, nd: int = 3) -> str:
+        return "—" if x is None else f"{x:.{nd}f}"
+
     lines += ["| judge | model | cost per query (list) | severity macro F1 | ranking stability |", "|---|---|---|---|---|"]
     for p in tradeoff["judges"]:
         lines.append(f"| {p['judge']} | {p['model'] or '—'} | {f(p['list_cost_per_query'], 5)} | "

@@ -11,7 +11,7 @@ from __future__ import annotations
 import logging
 from contextlib import contextmanager
 from pathlib import Path
-from typing import Iterator
+from typing import Any, Callable, Iterator
 
 from mindsimkit.mindcore.redact import scrub
 
@@ -89,7 +89,7 @@ def root_logger_kept() -> Iterator[None]:
                 pass
 
 
-def _quiet_distilabel(path: Path):
+def _quiet_distilabel(path: Path) -> Callable[[], None]:
     """distilabel's `setup_logging` always builds a terminal RichHandler for the queue that collects its
     worker processes' records, and offers no switch; give it a file handler in that place instead."""
     try:
@@ -101,7 +101,7 @@ def _quiet_distilabel(path: Path):
     plain_tracebacks()  # distilabel's import installs tracebacks that print every local variable
     original = dl_logging.RichHandler
 
-    def to_file(*_args, **_kwargs) -> logging.Handler:
+    def to_file(*_args: Any, **_kwargs: Any) -> logging.Handler:
         return _file_handler(path)
 
     dl_logging.RichHandler = to_file  # type: ignore[assignment]
@@ -112,7 +112,7 @@ def _quiet_distilabel(path: Path):
     return restore
 
 
-def _quiet_datasets():
+def _quiet_datasets() -> Callable[[], None]:
     try:
         from datasets.utils import logging as ds_logging
     except ImportError:

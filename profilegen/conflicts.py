@@ -19,12 +19,12 @@ from mindsimkit.profilegen.vocab import load_vocabularies, read_data
 
 
 @lru_cache(maxsize=1)
-def text_rules() -> list[tuple[str, re.Pattern, dict, str]]:
+def text_rules() -> list[tuple[str, re.Pattern[str], dict[str, Any], str]]:
     data = read_data("screen_rules.yaml")
     return [(r["id"], re.compile(r["pattern"], re.IGNORECASE), r["when"], r["reason"]) for r in data["text_rules"]]
 
 
-def _matches(when: dict, row: AnchoredRow) -> bool:
+def _matches(when: dict[str, Any], row: AnchoredRow) -> bool:
     d = row.demographics
     values = {"age_bands": d.age_band, "relationship": d.relationship, "employment": d.employment,
               "living_situation": d.living_situation, "gender": d.gender}

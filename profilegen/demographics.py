@@ -36,7 +36,8 @@ REVISABLE = ("relationship", "employment", "living_situation")
 
 
 def field_values(field: str) -> tuple[str, ...]:
-    return Demographics.model_fields[field].annotation.__args__  # type: ignore[union-attr]
+    values: tuple[str, ...] = Demographics.model_fields[field].annotation.__args__  # type: ignore[union-attr]
+    return values
 
 
 def settleable(conflicts: list[Conflict]) -> list[Conflict]:

@@ -52,7 +52,9 @@ def _problem(profile: Profile, blind: bool) -> list[Section]:
     out = [Section("Presenting problem", tuple(presenting))]
     out.append(Section("Precipitating factors",
                        (f"{f.precipitating.when}: {_words(f.precipitating.label)}. {f.precipitating.what_changed}",)))
-    line = lambda p: f"{_words(p.label)}: {p.history}"  # noqa: E731
+    def line(p: Any) -> str:
+        return f"{_words(p.label)}: {p.history}"
+
     if any(p.kind for p in f.predisposing):
         for kind in ("psychological", "social"):
             out.append(Section(f"Predisposing factors: {kind}", tuple(line(p) for p in f.predisposing if p.kind == kind)))

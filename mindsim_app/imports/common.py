@@ -26,7 +26,8 @@ def names() -> dict[str, Any]:
     """The name maps of `data/mindeval_releases.yaml`."""
     try:
         text = (resources.files("mindsimkit.mindsim_app.imports") / "data" / NAMES_FILE).read_text(encoding="utf-8")
-        return yamlio.safe_load(text)
+        loaded: dict[str, Any] = yamlio.safe_load(text)
+        return loaded
     except Exception as exc:
         raise ConfigError(f"mindsim_app/imports/data/{NAMES_FILE} is unreadable: {exc}") from exc
 
@@ -69,7 +70,7 @@ class Record:
         value = self.get(field, str, optional=optional)
         if value is not None and not empty and not value.strip():
             raise self.fail(field, "empty text")
-        return value
+        return value  # type: ignore[no-any-return]  # get() checked it is a str
 
     def texts(self, field: str, *, optional: bool = False) -> list[str]:
         value = self.get(field, list, optional=optional) or []

@@ -68,7 +68,8 @@ def inline_refs(schema: dict[str, Any]) -> dict[str, Any]:
             return [walk(v, depth + 1) for v in node]
         return node
 
-    return walk(schema)
+    walked: dict[str, Any] = walk(schema)
+    return walked
 
 
 def generate_config(req: ChatRequest) -> GenerateConfig:

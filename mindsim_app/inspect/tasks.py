@@ -11,6 +11,8 @@ every session on PatientAct's rubric (its Tables 2 and 4), and on MHQR too unles
 
 from __future__ import annotations
 
+from typing import Any
+
 from inspect_ai import Epochs, Task, task
 
 from mindsimkit.mindsim_app.inspect.harness import Harness, TaskSettings
@@ -71,6 +73,6 @@ def patientact(profiles: str, recipe: str = "quickstart", patient_engine: str = 
     return _task(Harness(_settings(locals())), with_mhqr=mhqr, with_patientact=True)
 
 
-def _settings(params: dict) -> TaskSettings:
+def _settings(params: dict[str, Any]) -> TaskSettings:
     """The task's parameters that are settings of the arc (all but the choice of scorers)."""
     return TaskSettings(**{k: v for k, v in params.items() if k in TaskSettings.__dataclass_fields__})
