@@ -14,6 +14,7 @@ from pathlib import Path
 import pyarrow as pa
 import pyarrow.parquet as pq
 import pytest
+from cli_streams import mindsim_script
 from judgefakes import recipe_for, session
 
 from mindsimkit import judge
@@ -346,7 +347,7 @@ def test_judge_package_imports_neither_mindsim_nor_profilegen():
 # -- the console script ---------------------------------------------------------------------------------------
 
 def _mindsim(*args: str) -> subprocess.CompletedProcess:
-    return subprocess.run(["mindsim", "judge", "run", "--rubric", "patientact", *args], capture_output=True,
+    return subprocess.run([mindsim_script() or "mindsim", "judge", "run", "--rubric", "patientact", *args], capture_output=True,
                           text=True, timeout=120)
 
 

@@ -10,6 +10,7 @@ import subprocess
 from pathlib import Path
 
 import pytest
+from cli_streams import mindsim_script
 from judgefakes import SESSIONS, fake_judge, judge_stub, judged, recipe_for, verdict_for, write_run
 
 from mindsimkit.judge.config import JudgeConfig
@@ -141,7 +142,7 @@ def test_missing_sessions_is_a_user_error(tmp_path):
 
 
 def _mindsim(*args: str) -> subprocess.CompletedProcess:
-    return subprocess.run(["mindsim", "judge", "run", *args], capture_output=True, text=True, timeout=120)
+    return subprocess.run([mindsim_script() or "mindsim", "judge", "run", *args], capture_output=True, text=True, timeout=120)
 
 
 def test_console_script_runs_and_exit_codes(run_dir, tmp_path):

@@ -9,6 +9,8 @@ import asyncio
 import pyarrow as pa
 import pyarrow.parquet as pq
 
+from cli_streams import mindsim_script
+
 from mindsimkit.judge.patientact import parquet_system_labels
 from mindsimkit.mindcore.engine import Engines
 from mindsimkit.mindcore.fake import FakeBackend
@@ -235,7 +237,7 @@ def test_profile_card_command_renders_figure_two_from_a_run(tmp_path):
     folder.mkdir(parents=True)
     (folder / "p1-0.json").write_text(json.dumps(d.model_dump(mode="json")))
     out = tmp_path / "cards.md"
-    done = subprocess.run(["mindsim", "patientact", "profile-card", str(run_dir), "--out", str(out)],
+    done = subprocess.run([mindsim_script() or "mindsim", "patientact", "profile-card", str(run_dir), "--out", str(out)],
                           capture_output=True, text=True)
     assert done.returncode == 0, done.stderr
     card = out.read_text()
@@ -245,9 +247,9 @@ def test_profile_card_command_renders_figure_two_from_a_run(tmp_path):
                     "## Emotional range", "## Interpersonal pattern: the counsellor", "## Seed attributes"):
         assert heading in card, heading
     assert f"Attachment style: {d.psych.attachment}" in card and profile.formulation.core_belief.belief in card
-    blind = subprocess.run(["mindsim", "patientact", "profile-card", str(run_dir), "--blind"], capture_output=True,
+    blind = subprocess.run([mindsim_script() or "mindsim", "patientact", "profile-card", str(run_dir), "--blind"], capture_output=True,
                            text=True)
     assert blind.returncode == 0 and "## Core belief" not in blind.stdout and "Seed attributes" not in blind.stdout
-    bad = subprocess.run(["mindsim", "patientact", "profile-card", str(run_dir), "--patient", "nobody"],
+    bad = subprocess.run([mindsim_script() or "mindsim", "patientact", "profile-card", str(run_dir), "--patient", "nobody"],
                          capture_output=True, text=True)
     assert bad.returncode != 0 and "error:" in bad.stderr and "nobody" in bad.stderr
