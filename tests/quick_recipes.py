@@ -2,7 +2,7 @@
 study recipe built on it that every embedded test shares (`study_recipe`).
 
 The test size keeps every quickstart setting and changes only how many patients there are: two candidate profiles
-for a pool of one. On 2 cores an embedded run's time is its tokens, and the quickstart's four candidates and two
+for a pool of one. On 2 cores an embedded run's time is its tokens, and the quickstart's three candidates and two
 pool patients are half of what the whole embedded suite spends; the tests need one patient with a two-session arc
 (memory and trust carry from one session into the next). Every run that resumes the shared run's profiles builds
 its recipe from `quick_recipe()`, so their profile settings, and so their checkpoint keys, are the same."""
