@@ -17,7 +17,10 @@ than unrolled DAG steps because a revision is needed only for the few serious ro
 import asyncio
 import json
 import os
+import signal
 import threading
+from collections.abc import Iterator
+from contextlib import contextmanager
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
@@ -207,6 +210,28 @@ class CheckpointWatch:
             self._poll(tally)
 
 
+@contextmanager
+def children_die_on_sigterm() -> Iterator[None]:
+    """SIGTERM at its default (the process ends) while distilabel's local pipeline forks its processes; the
+    handler that was there comes back afterwards.
+
+    The pipeline ends its worker pool with `Pool.terminate`, which holds the pool's task-queue lock and counts on
+    SIGTERM to end every worker still waiting on it. A forked worker inherits the parent's Python handlers: after
+    `ray.init` (the Ray runner, or a Ray test earlier in the same process) that is Ray's, which does not end a
+    forked copy, so the worker waited on the lock for ever and the job hung at the end of the profile stage (seen
+    once in the test suite, 2026-12-05). Signal handlers can be set from the main thread only; elsewhere the
+    block runs as it is."""
+    if threading.current_thread() is not threading.main_thread():
+        yield
+        return
+    previous = signal.signal(signal.SIGTERM, signal.SIG_DFL)
+    try:
+        yield
+    finally:
+        if previous is not None:  # None: a handler set outside Python, which Python cannot put back
+            signal.signal(signal.SIGTERM, previous)
+
+
 def run_distilabel(engines: Any, rows: list[AnchoredRow], cfg: Any, prov: Provenance,
                    checkpoint_dir: Path, *, runner: Runner | None = None) -> list[Outcome]:
     """Run stages 3–4 through distilabel; rows distilabel lost come back as counted failures.
@@ -231,7 +256,7 @@ def run_distilabel(engines: Any, rows: list[AnchoredRow], cfg: Any, prov: Proven
     pipeline = runner.distilabel_pipeline(
         build_pipeline(engines, todo, cfg, prov, checkpoint_dir, replicas=runner.profile_replicas))
     watch = CheckpointWatch(todo, cfg.max_revisions, prov, Path(checkpoint_dir))
-    with root_logger_kept():
+    with root_logger_kept(), children_die_on_sigterm():
         distiset = watch.run(lambda: pipeline.run(use_cache=False))
     got: dict[str, Outcome] = dict(done)
     for record in distiset["default"]["train"] if distiset else []:
