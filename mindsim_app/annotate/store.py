@@ -11,7 +11,6 @@ from __future__ import annotations
 
 import hashlib
 import json
-import os
 import secrets
 import sqlite3
 import threading
@@ -19,6 +18,7 @@ from datetime import datetime, timezone
 from pathlib import Path
 from typing import Any, Iterator, Optional
 
+from mindsimkit.mindcore.io import atomic_writer
 from mindsimkit.mindsim_app.annotate.tasks import ANSWERS_FILE, LINKS_FILE
 
 SCHEMA = """
@@ -124,14 +124,10 @@ def read_answers(task_dir: Path) -> list[dict[str, Any]]:
 def write_links(path: Path, links: dict[str, str]) -> Path:
     """The links file, created readable by its owner only (it holds the tokens)."""
     path = Path(path)
-    tmp = path.with_name(path.name + ".tmp")
-    fd = os.open(tmp, os.O_WRONLY | os.O_CREAT | os.O_TRUNC, 0o600)
-    with os.fdopen(fd, "w", encoding="utf-8") as f:
+    with atomic_writer(path, "w", private=True) as f:
         f.write("# Personal annotation links: send each rater their own line only. Anyone holding a link can answer as that rater.\n")
         for r, url in sorted(links.items()):
             f.write(f"{r}\t{url}\n")
-    os.chmod(tmp, 0o600)
-    os.replace(tmp, path)
     return path
 
 
