@@ -55,7 +55,7 @@ def scrub(text: str) -> str:
         if value in text:
             text = text.replace(value, MASK)
     if "@" in text:
-        text = _USERINFO.sub(lambda m: m.group("scheme") + MASK + "@", text)
+        text = url_without_userinfo(text)
     lowered = text.lower()
     if "authorization" in lowered:
         text = _AUTH.sub(lambda m: m.group(1) + MASK, text)
@@ -70,11 +70,11 @@ def scrub_data(value: Any) -> Any:
         return scrub(value)
     if isinstance(value, dict):
         return {scrub_data(k): scrub_data(v) for k, v in value.items()}
-    if isinstance(value, (list, tuple)):
-        return type(value)(scrub_data(v) for v in value) if isinstance(value, list) else [scrub_data(v) for v in value]
+    if isinstance(value, (list, tuple)):  # a tuple comes back as a list, as JSON would have it
+        return [scrub_data(v) for v in value]
     return value
 
 
 def url_without_userinfo(url: str) -> str:
-    """A URL as it may be shown: its user part masked."""
+    """A URL as it may be shown (or any text holding URLs): every user part masked."""
     return _USERINFO.sub(lambda m: m.group("scheme") + MASK + "@", url)
