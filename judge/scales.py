@@ -13,11 +13,10 @@ import jinja2
 from pydantic import BaseModel, ConfigDict, Field, create_model
 
 from mindsimkit.mindcore.errors import ConfigError
-from mindsimkit.mindcore.prompts import read_text_file, render, render_problem, template_hash, template_source
+from mindsimkit.mindcore.prompts import (read_text_file, render, render_problem, sandboxed, template_hash,
+                                         template_source)
+from mindsimkit.mindcore.sandbox import check_source, render_bounded
 from mindsimkit.judge.rubrics import Rubric, point_type
-
-_ENV = dict(undefined=jinja2.StrictUndefined, trim_blocks=True, lstrip_blocks=True, keep_trailing_newline=False,
-            autoescape=False)
 
 
 def judgeable(rubric: Rubric, unit: str | None = None) -> Rubric:
@@ -89,17 +88,31 @@ def _beside_source(rubric: Rubric) -> str | None:
     if not source.strip():
         raise ConfigError(f"rubric {rubric.path}: judge.template {rubric.judge.template} is empty; every unit would "
                           "be judged on an empty prompt. Give it the text of the judge's prompt")
-    return source if path is not None else None
+    if path is None:
+        return None
+    _checked(rubric, source, f"rubric {rubric.path}: judge.template {path}")
+    return source
+
+
+def _checked(rubric: Rubric, source: str, where: str) -> str:
+    """`source` once the sandbox's static check passed (a shared rubric's template may not reach Python internals)."""
+    try:
+        check_source(sandboxed(), source, where)
+    except jinja2.TemplateSyntaxError as exc:
+        raise ConfigError(f"rubric {rubric.path}: judge.template {rubric.judge.template}: "
+                          f"{render_problem(exc)}") from None
+    return source
 
 
 def _beside_env(rubric: Rubric) -> jinja2.Environment:
     """Jinja for a template beside the rubric: `{% include %}` / `{% import %}` reach files in the rubric's own
     folder only (the same rule as the template itself), never anything else on the machine."""
     def load(name: str) -> str:
-        return read_text_file(rubric.beside(name if name.startswith(("./", "/")) else f"./{name}",
-                                            f"judge.template include {name!r}"), f"rubric {rubric.path}: include")
+        path = rubric.beside(name if name.startswith(("./", "/")) else f"./{name}", f"judge.template include {name!r}")
+        return _checked(rubric, read_text_file(path, f"rubric {rubric.path}: include"),
+                        f"rubric {rubric.path}: judge.template include {path}")
 
-    return jinja2.Environment(loader=jinja2.FunctionLoader(load), **_ENV)
+    return sandboxed(jinja2.FunctionLoader(load))
 
 
 def prompt(rubric: Rubric, **variables: Any) -> str:
@@ -111,7 +124,7 @@ def prompt(rubric: Rubric, **variables: Any) -> str:
     if source is None:
         return render(rubric.judge.template, **parts)
     try:
-        return _beside_env(rubric).from_string(source).render(**parts).strip()
+        return render_bounded(_beside_env(rubric).from_string(source), parts).strip()
     except ConfigError:
         raise
     except Exception as exc:  # noqa: BLE001 - anything raised while rendering is the template's problem

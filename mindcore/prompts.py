@@ -26,6 +26,7 @@ from jinja2 import meta
 from mindsimkit.mindcore import NAMESPACE
 from mindsimkit.mindcore.errors import ConfigError
 from mindsimkit.mindcore import yamlio
+from mindsimkit.mindcore.sandbox import PromptSandbox, check_source, render_bounded
 
 _ENV_OPTIONS: dict[str, Any] = dict(
     undefined=jinja2.StrictUndefined, trim_blocks=True, lstrip_blocks=True, keep_trailing_newline=False,
@@ -105,12 +106,17 @@ def _source(package: str, name: str) -> str:
 
 @lru_cache(maxsize=None)
 def _env(package: str) -> jinja2.Environment:
-    return jinja2.Environment(loader=jinja2.FunctionLoader(lambda n: _source(package, n)), **_ENV_OPTIONS)
+    return sandboxed(jinja2.FunctionLoader(lambda n: _source(package, n)))
+
+
+def sandboxed(loader: jinja2.BaseLoader | None = None) -> jinja2.Environment:
+    """The environment every template of the toolkit renders in, shipped or the user's (`mindcore.sandbox`)."""
+    return PromptSandbox(loader=loader, **_ENV_OPTIONS)
 
 
 def render_resource(package: str, name: str, **variables) -> str:
     try:
-        return _env(package).get_template(name).render(**variables).strip()
+        return render_bounded(_env(package).get_template(name), variables).strip()
     except ConfigError:
         raise
     except Exception as exc:  # noqa: BLE001 - whatever a template raises while rendering, it is the template's
@@ -161,9 +167,10 @@ def shipped_templates() -> list[str]:
 
 
 def variables_of(source: str, where: str = "template") -> set[str]:
-    """The variables a template reads from its caller (Jinja's undeclared names)."""
+    """The variables a template reads from its caller (Jinja's undeclared names). A template that reaches for
+    Python internals is refused here, at load, whether or not that line would ever render (`check_source`)."""
     try:
-        return set(meta.find_undeclared_variables(jinja2.Environment(**_ENV_OPTIONS).parse(source)))
+        return set(meta.find_undeclared_variables(check_source(sandboxed(), source, where)))
     except jinja2.TemplateSyntaxError as exc:
         raise ConfigError(f"{where}:{exc.lineno}: not a valid Jinja template ({exc.message})") from exc
 
