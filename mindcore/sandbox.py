@@ -285,7 +285,6 @@ def check_source(env: jinja2.Environment, source: str, where: str) -> nodes.Temp
     found = internals_read(tree)
     if found:
         line, what = found[0]
-        raise ConfigError(f"{where}:{line}: reads {what}, an internal of Python, not a value the toolkit gives; "
-                            "templates render in a sandbox and may read only their variables (docs/prompts.md); "
-                            "remove it")
+        raise ConfigError(f"{where}:{line}: {what}; templates render in a sandbox and may read only the values "
+                          "they are given, never a name that starts with '_' (docs/prompts.md): remove it")
     return tree

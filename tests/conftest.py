@@ -4,6 +4,7 @@ the one study run on it that the embedded tests share."""
 
 from __future__ import annotations
 
+import os
 import sys
 from pathlib import Path
 
@@ -19,6 +20,34 @@ sys.path.insert(0, str(Path(__file__).resolve().parent))
 from quick_recipes import SUITE_ENGINE, engines_for  # noqa: E402
 SHARED = REPO.parent / "shared"
 STUDY_RUNS = 3
+
+
+# Shipped templates that some test rendered both in the sandbox and in plain Jinja (`_sandbox_changes_no_shipped_text`).
+RENDERED_BOTH_WAYS: set[str] = set()
+
+
+@pytest.fixture(autouse=True)
+def _sandbox_changes_no_shipped_text(monkeypatch):
+    """Every template any test renders (on that test's real context) is rendered a second time by plain,
+    unsandboxed Jinja with the same options and must come out byte-identical: the sandbox limits what a template
+    may do, never what a shipped one says."""
+    import jinja2
+
+    from mindsimkit.mindcore import prompts
+
+    sandboxed, plain = prompts.render_bounded, {}
+
+    def both_ways(template, variables):
+        text = sandboxed(template, variables)
+        loader = template.environment.loader
+        if template.name and loader is not None:
+            env = plain.setdefault(id(loader), jinja2.Environment(loader=loader, **prompts._ENV_OPTIONS))
+            assert env.get_template(template.name).render(**variables) == text, (
+                f"{template.name} renders differently in the sandbox")
+            RENDERED_BOTH_WAYS.add(template.name)
+        return text
+
+    monkeypatch.setattr(prompts, "render_bounded", both_ways)
 
 
 # The fixtures that start the real embedded engine; every other engine-backed fixture builds on one of them.
@@ -42,6 +71,9 @@ def pytest_sessionfinish(session, exitstatus):
     process (a job or command whose engine did not match the suite's) fails the run, naming the count."""
     from mindsimkit.mindcore.embedded import server_stats
 
+    record = os.environ.get("MINDSIM_RENDERED_BOTH_WAYS")  # tests/mindcore/test_template_sandbox.py reads it
+    if record:
+        Path(record).write_text("\n".join(sorted(RENDERED_BOTH_WAYS)), encoding="utf-8")
     stats = server_stats()
     if stats["started"] > 1 or stats["peak_live"] > 1:
         session.exitstatus = pytest.ExitCode.TESTS_FAILED
