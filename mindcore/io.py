@@ -15,6 +15,7 @@ from __future__ import annotations
 import asyncio
 import errno
 import functools
+import hashlib
 import json
 import os
 import tempfile
@@ -28,6 +29,7 @@ from typing import IO, Any, Callable, Iterable, Iterator
 import pyarrow as pa
 import pyarrow.parquet as pq
 
+from mindsimkit.mindcore.errors import InputError
 from mindsimkit.mindcore.redact import scrub
 
 
@@ -232,6 +234,48 @@ def read_jsonl(path: str | os.PathLike) -> Iterator[tuple[int, Any]]:
             yield i, obj
 
 
+MAX_NAME_BYTES = 200  # below every common file system's 255, with room for a suffix and the writer's temp name
+
+
+def file_name(value: Any, field: str, where: str) -> str:
+    """`value`, a name read from an input file (a member id, a unit id, a rater, a task name), as ONE file name.
+    Files people download from anywhere name the files the toolkit writes; a name with a separator, `..`, a
+    control character (a newline included), no characters or too many would write elsewhere, or fail as an
+    internal error. Anything of the kind is one InputError naming `field` and `where` (the file and row)."""
+    problem = _name_problem(value)
+    if problem is None:
+        return str(value)
+    shown = repr(value) if not isinstance(value, str) or len(value) <= 60 else f"{value[:40]!r}... ({len(value)} characters)"
+    raise InputError(f"{where}: field '{field}': {shown} {problem}; it names a file, so it must be one name of at most "
+                     f"{MAX_NAME_BYTES} bytes with no '/', '\\', control characters, and not '.' or '..': fix it in "
+                     "the file")
+
+
+def _name_problem(value: Any) -> str | None:
+    if not isinstance(value, str):
+        return "is not text"
+    if not value.strip():
+        return "is empty"
+    if value in (".", ".."):
+        return "is a path step, not a name"
+    if "/" in value or "\\" in value:
+        return "holds a path separator"
+    if any(ord(c) < 32 or ord(c) == 127 for c in value):
+        return "holds a control character (a newline, tab or the like)"
+    if len(value.encode("utf-8")) > MAX_NAME_BYTES:
+        return f"is {len(value.encode('utf-8'))} bytes long"
+    return None
+
+
+def confined_path(root: str | os.PathLike, name: Any, *, field: str, where: str, suffix: str = "") -> Path:
+    """`root / (name + suffix)` for a `name` read from an input file: checked by `file_name`, and the result
+    checked to lie directly inside `root` (the one way such a name becomes a path, for every writer)."""
+    path = Path(root) / f"{file_name(name, field, where)}{suffix}"
+    if Path(os.path.normpath(path)).parent != Path(os.path.normpath(root)):
+        raise InputError(f"{where}: field '{field}': {name!r} would name a file outside {root}; fix it in the file")
+    return path
+
+
 def check_out_folder(path: str | os.PathLike, option: str = "--out") -> Path:
     """An output folder the command may create or resume: refused (InputError) when it, or a folder above
     it, is a file; checked before any work, so nothing is spent on a run that cannot be written."""
@@ -305,6 +349,11 @@ class CheckpointDir:
 
     def _file(self, key: str) -> Path:
         safe = "".join(c if c.isalnum() or c in "-_." else "_" for c in key)
+        if len(safe.encode("utf-8")) > MAX_NAME_BYTES:
+            # Keys hold ids from input files (a profile id): a long one keeps a readable head and a digest of the
+            # whole, so it is still one file name the file system takes, distinct per key.
+            digest = hashlib.sha256(key.encode("utf-8")).hexdigest()[:16]
+            safe = f"{safe.encode('utf-8')[:120].decode('utf-8', 'ignore')}-{digest}"
         return self.path / f"{safe}.json"
 
     def has(self, key: str) -> bool:

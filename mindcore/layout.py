@@ -108,7 +108,10 @@ class ProfilesFolder(_Folder):
     stage = "profiles"
 
     def case_summary(self, profile_id: str) -> Path:
-        return self.case_summaries / f"{profile_id}.md"
+        from mindsimkit.mindcore.io import confined_path
+
+        return confined_path(self.case_summaries, profile_id, field="profile_id", where=f"profiles of {self.path}",
+                             suffix=".md")
 
     def rows(self, model: "type[M]") -> "list[M]":
         """`profiles.parquet` as `model` rows (only the model's fields are read)."""

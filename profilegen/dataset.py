@@ -36,9 +36,10 @@ def resolve_parquet(folder: str | Path) -> Path:
 def write_profiles(profiles: list[Profile], folder: str | Path) -> Path:
     """Write profiles and their rendered case summaries into `folder`; returns the parquet path."""
     layout = ProfilesFolder(Path(folder))
+    summaries = [layout.case_summary(p.profile_id) for p in profiles]  # every id checked before anything is written
     out = atomic_write_parquet(layout.parquet, [p.model_dump(mode="json") for p in profiles])
-    for p in profiles:
-        atomic_write_text(layout.case_summary(p.profile_id), p.case_summary + "\n")
+    for p, path in zip(profiles, summaries):
+        atomic_write_text(path, p.case_summary + "\n")
     return out
 
 

@@ -28,6 +28,7 @@ from pydantic import ValidationError
 
 from mindsimkit.mindcore import __version__
 from mindsimkit.mindcore.errors import ConfigError, InputError
+from mindsimkit.mindcore.io import file_name
 from mindsimkit.mindsim.reference import PRESET, vocabulary_for
 from mindsimkit.mindsim.scenario import given_scenario
 from mindsimkit.mindsim_app.imports.common import Record, file_sha256, jsonl_records, names, unique
@@ -93,7 +94,7 @@ def member(rec: Record, line: int, sha: str, archetypes: dict[str, str]) -> Prof
                                             "importer reads MindEval2's, whose lines hold member_id, formulation, "
                                             "knobs, archetype and situation")
     _only(rec, FIELDS)
-    member_id = rec.text("member_id")
+    member_id = file_name(rec.text("member_id"), "member_id", rec.where)  # it names the case summary's file
     formulation = rec.text("formulation")
     knobs = rec.child("knobs", "the member's five knobs")
     _only(knobs, KNOBS)

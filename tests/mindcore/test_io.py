@@ -199,3 +199,41 @@ def test_checkpoints_written_off_the_loop_are_whole_and_all_there_after_a_kill(t
         assert d.read(k)["i"] == int(k[1:])  # whole: a partial file never gets a final name
     assert not [k for k in keys if not (tmp_path / f"{k}.json").stat().st_size > 5000]
     assert all(d.write_once(k, {"i": -1}) is False for k in keys) and d.duplicates == len(keys)
+
+
+# -- names from input files ----------------------------------------------------------------------------------------
+@pytest.mark.parametrize("name, problem", [
+    ("", "is empty"), ("  ", "is empty"), (".", "path step"), ("..", "path step"), ("a/b", "path separator"),
+    ("../x", "path separator"), ("/etc/x", "path separator"), ("a\\b", "path separator"), ("a\nb", "control"),
+    ("a\x00b", "control"), ("a\tb", "control"), ("\u00e9" * 101, "202 bytes"), (7, "is not text"),
+], ids=["empty", "blank", "dot", "dotdot", "slash", "dotdot-slash", "absolute", "backslash", "newline", "nul", "tab",
+        "long-utf8", "number"])
+def test_a_name_from_an_input_file_that_is_not_one_file_name_is_one_input_error(name, problem):
+    from mindsimkit.mindcore.errors import InputError
+    from mindsimkit.mindcore.io import file_name
+
+    with pytest.raises(InputError, match=problem) as caught:
+        file_name(name, "unit_id", "ratings.jsonl:4")
+    line = str(caught.value)
+    assert line.startswith("ratings.jsonl:4: field 'unit_id': ") and "\n" not in line
+
+
+def test_confined_paths_stay_directly_inside_their_folder(tmp_path):
+    from mindsimkit.mindcore.errors import InputError
+    from mindsimkit.mindcore.io import confined_path, file_name
+
+    assert file_name("m9001.v2 \u00e9", "member_id", "x") == "m9001.v2 \u00e9"
+    assert confined_path(tmp_path, "m1", field="member_id", where="x", suffix=".md") == tmp_path / "m1.md"
+    with pytest.raises(InputError, match="path separator"):
+        confined_path(tmp_path, "../m1", field="member_id", where="x")
+
+
+def test_a_checkpoint_key_longer_than_a_file_name_is_still_written_and_found(tmp_path):
+    from mindsimkit.mindcore.io import CheckpointDir
+
+    cache = CheckpointDir(tmp_path)
+    long_a, long_b = "p" * 400 + "a", "p" * 400 + "b"
+    cache.write(long_a, {"v": 1})
+    cache.write(long_b, {"v": 2})
+    assert cache.has(long_a) and cache.has(long_b) and len(list(tmp_path.glob("*.json"))) == 2
+    assert all(len(p.name.encode()) <= 255 for p in tmp_path.iterdir())

@@ -206,6 +206,29 @@ def test_a_repeated_member_is_refused(tmp_path):
             f"{src}:2: member_id 'm1' repeats the one at {src}:1")
 
 
+@pytest.mark.parametrize("member_id, problem", [
+    ("../../PRB_escape1", "holds a path separator"),
+    ("/tmp/PRB_escape2", "holds a path separator"),
+    ("PRB\nescape3", "holds a control character"),
+    ("..", "is a path step"),
+    ("x" * 300, "is 300 bytes long"),
+], ids=["dotdot", "absolute", "newline", "dotdot-alone", "longer-than-a-file-name"])
+def test_a_member_id_that_is_not_one_file_name_is_refused_and_nothing_is_written(tmp_path, member_id, problem):
+    """A downloaded members file names the case-summary files: an id must not write outside --out (or fail late as
+    an internal error). The third member is the bad one, so two good ones would be written first were it not
+    checked before any write."""
+    work = tmp_path / "a" / "b"
+    work.mkdir(parents=True)
+    src = write_jsonl(work / "profiles.jsonl", [member("m1"), member("m2"), member(member_id)])
+    out = work / "members"
+    before = {p for p in tmp_path.rglob("*")}
+    proc = mindsim("import", "mindeval2-profiles", src, "--out", out, cwd=work)
+    refused(proc, f"{src}:3: field 'member_id'", problem, "names a file")
+    assert "internal error" not in proc.stderr and "Traceback" not in proc.stderr
+    assert not out.exists() and {p for p in tmp_path.rglob("*")} == before
+    assert not list(Path("/tmp").glob("PRB_escape*"))
+
+
 def _recipe(path: Path, base_url: str, roles: list[str], extra: str) -> Path:
     lines = [f"  {r!r}: {{engine: stub, model: {r!r}}}" for r in roles]
     path.write_text(f"name: stub\nseed: 3\nengines:\n  stub: {{kind: openai, base_url: '{base_url}', model: m, "
