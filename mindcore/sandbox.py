@@ -47,8 +47,24 @@ _SIZED = "mindsim_sized"  # the filter every `~` join and `{% set %}` block is p
 
 # Types whose methods a template may call: plain data and Jinja's own helpers. Anything else the toolkit passes in
 # (pydantic rows, dataclasses) shows its fields only.
-_PLAIN = (str, bytes, int, float, bool, list, tuple, dict, set, frozenset, type(None), LoopContext, Cycler,
-          Joiner, Namespace, Undefined)
+_PLAIN = (
+    str,
+    bytes,
+    int,
+    float,
+    bool,
+    list,
+    tuple,
+    dict,
+    set,
+    frozenset,
+    type(None),
+    LoopContext,
+    Cycler,
+    Joiner,
+    Namespace,
+    Undefined,
+)
 
 
 class TemplateLimit(SecurityError):
@@ -70,24 +86,31 @@ def _tick(n: int = 1) -> None:
         return
     budget.steps -= n
     if budget.steps < 0:
-        raise TemplateLimit(f"the template ran more than {MAX_STEPS:,} loop steps and calls; templates are bounded "
-                            "(docs/prompts.md): shorten its loops")
+        raise TemplateLimit(
+            f"the template ran more than {MAX_STEPS:,} loop steps and calls; templates are bounded "
+            "(docs/prompts.md): shorten its loops"
+        )
     if budget.steps % 1024 == 0 and time.monotonic() > budget.deadline:
-        raise TemplateLimit(f"the template ran longer than {MAX_SECONDS:g} s; templates are bounded "
-                            "(docs/prompts.md): shorten its loops")
+        raise TemplateLimit(
+            f"the template ran longer than {MAX_SECONDS:g} s; templates are bounded "
+            "(docs/prompts.md): shorten its loops"
+        )
 
 
 def _sized(value: Any, what: str = "the template built a value") -> Any:
     if isinstance(value, (str, list, tuple, dict)) and len(value) > MAX_OUTPUT:
-        raise TemplateLimit(f"{what} of {len(value):,} characters or items, over the {MAX_OUTPUT:,} a template may "
-                            "build (docs/prompts.md)")
+        raise TemplateLimit(
+            f"{what} of {len(value):,} characters or items, over the {MAX_OUTPUT:,} a template may "
+            "build (docs/prompts.md)"
+        )
     return value
 
 
 def _argument(value: Any, what: str) -> None:
     if isinstance(value, int) and not isinstance(value, bool) and abs(value) > MAX_ARGUMENT:
-        raise TemplateLimit(f"{what} is given {value:,}, over the {MAX_ARGUMENT:,} a template may pass "
-                            "(docs/prompts.md)")
+        raise TemplateLimit(
+            f"{what} is given {value:,}, over the {MAX_ARGUMENT:,} a template may pass (docs/prompts.md)"
+        )
 
 
 def _range(*args: int) -> range:
@@ -95,8 +118,9 @@ def _range(*args: int) -> range:
     try:
         return safe_range(*args)
     except OverflowError:
-        raise TemplateLimit(f"range{args} has more than {MAX_RANGE:,} numbers, the most a template may loop over "
-                            "(docs/prompts.md)") from None
+        raise TemplateLimit(
+            f"range{args} has more than {MAX_RANGE:,} numbers, the most a template may loop over (docs/prompts.md)"
+        ) from None
 
 
 def _counted(iterable: Iterable[Any]) -> Iterator[Any]:
@@ -141,8 +165,10 @@ def _replace_size(text: Any, old: Any, new: Any, count: Any = -1) -> None:
 
 def _sized_length(n: int) -> None:
     if n > MAX_OUTPUT:
-        raise TemplateLimit(f"the template would build a value of {n:,} characters or items, over the {MAX_OUTPUT:,} a "
-                            "template may build (docs/prompts.md)")
+        raise TemplateLimit(
+            f"the template would build a value of {n:,} characters or items, over the {MAX_OUTPUT:,} a "
+            "template may build (docs/prompts.md)"
+        )
 
 
 def _bounded_filter(name: str, func: Callable[..., Any]) -> Callable[..., Any]:
@@ -231,8 +257,13 @@ class PromptSandbox(ImmutableSandboxedEnvironment):
                 if isinstance(seq, (str, list, tuple)) and isinstance(n, int):
                     _sized_length(len(seq) * n)
         elif operator == "**":
-            if isinstance(left, int) and isinstance(right, int) and right > 0 and abs(left) > 1 and (
-                    right * abs(left).bit_length() > _MAX_POWER_BITS):
+            if (
+                isinstance(left, int)
+                and isinstance(right, int)
+                and right > 0
+                and abs(left) > 1
+                and (right * abs(left).bit_length() > _MAX_POWER_BITS)
+            ):
                 raise TemplateLimit(f"{left} ** {right} is too large a number for a template (docs/prompts.md)")
         elif operator == "%" and isinstance(left, str):
             _check_percent(left)
@@ -249,8 +280,10 @@ def render_bounded(template: jinja2.Template, variables: dict[str, Any]) -> str:
         for chunk in template.generate(**variables):
             size += len(chunk)
             if size > MAX_OUTPUT:
-                raise TemplateLimit(f"the rendered text passed {MAX_OUTPUT:,} characters; templates are bounded "
-                                    "(docs/prompts.md): shorten its loops")
+                raise TemplateLimit(
+                    f"the rendered text passed {MAX_OUTPUT:,} characters; templates are bounded "
+                    "(docs/prompts.md): shorten its loops"
+                )
             parts.append(chunk)
         return "".join(parts)
     finally:
@@ -266,8 +299,12 @@ def internals_read(tree: nodes.Template) -> list[tuple[int, str]]:
     for node in tree.find_all((nodes.Getattr, nodes.Getitem, nodes.Filter)):
         if isinstance(node, nodes.Getattr) and node.attr.startswith("_"):
             found.append((node.lineno, f"reads .{node.attr}, a Python internal"))
-        elif isinstance(node, nodes.Getitem) and isinstance(node.arg, nodes.Const) and isinstance(
-                node.arg.value, str) and node.arg.value.startswith("_"):
+        elif (
+            isinstance(node, nodes.Getitem)
+            and isinstance(node.arg, nodes.Const)
+            and isinstance(node.arg.value, str)
+            and node.arg.value.startswith("_")
+        ):
             found.append((node.lineno, f"reads [{node.arg.value!r}], a Python internal"))
         elif isinstance(node, nodes.Filter) and node.name == "attr":
             arg = node.args[0] if node.args else None
@@ -285,6 +322,8 @@ def check_source(env: jinja2.Environment, source: str, where: str) -> nodes.Temp
     found = internals_read(tree)
     if found:
         line, what = found[0]
-        raise ConfigError(f"{where}:{line}: {what}; templates render in a sandbox and may read only the values "
-                          "they are given, never a name that starts with '_' (docs/prompts.md): remove it")
+        raise ConfigError(
+            f"{where}:{line}: {what}; templates render in a sandbox and may read only the values "
+            "they are given, never a name that starts with '_' (docs/prompts.md): remove it"
+        )
     return tree
