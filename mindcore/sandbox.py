@@ -256,18 +256,23 @@ class PromptSandbox(ImmutableSandboxedEnvironment):
             for seq, n in ((left, right), (right, left)):
                 if isinstance(seq, (str, list, tuple)) and isinstance(n, int):
                     _sized_length(len(seq) * n)
+            if _integers(left, right) and left.bit_length() + right.bit_length() > _MAX_POWER_BITS:
+                raise TemplateLimit(f"'{operator}' would make too large a number for a template (docs/prompts.md)")
         elif operator == "**":
             if (
-                isinstance(left, int)
-                and isinstance(right, int)
+                _integers(left, right)
                 and right > 0
                 and abs(left) > 1
                 and (right * abs(left).bit_length() > _MAX_POWER_BITS)
             ):
-                raise TemplateLimit(f"{left} ** {right} is too large a number for a template (docs/prompts.md)")
+                raise TemplateLimit(f"'{operator}' would make too large a number for a template (docs/prompts.md)")
         elif operator == "%" and isinstance(left, str):
             _check_percent(left)
         return _sized(super().call_binop(context, operator, left, right), f"'{operator}' built a value")
+
+
+def _integers(*values: Any) -> bool:
+    return all(isinstance(v, int) and not isinstance(v, bool) for v in values)
 
 
 def render_bounded(template: jinja2.Template, variables: dict[str, Any]) -> str:

@@ -160,8 +160,10 @@ def test_objects_the_toolkit_passes_show_their_fields_not_their_methods():
     ("{{ '%999999999s' % 'x' }}", "'%' format"),
     ("{{ '{:>999999999}'.format(1) }}", "'{}' format"),
     ("{{ 7 ** 99999999 }}", "too large a number"),
+    ("{% set ns = namespace(n=3) %}{% for i in range(40) %}{% set ns.n = ns.n * ns.n %}{% endfor %}",
+     "too large a number"),
 ], ids=["range", "nested-loops", "repeat", "output", "doubling-join", "doubling-block", "doubling-list", "replace",
-        "center-filter", "ljust-method", "percent-width", "format-width", "power"])
+        "center-filter", "ljust-method", "percent-width", "format-width", "power", "squaring"])
 def test_a_template_that_would_run_long_or_build_a_huge_value_stops_with_one_line(source, said):
     with pytest.raises(TemplateLimit, match=said):
         render_bounded(sandboxed().from_string(source), {})
