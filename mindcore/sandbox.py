@@ -40,7 +40,7 @@ MAX_OUTPUT = 2_000_000  # characters: a rendered prompt, or any string or list b
 MAX_STEPS = 1_000_000  # loop iterations plus calls in one render
 MAX_SECONDS = 10.0  # wall time of one render
 MAX_ARGUMENT = 10_000  # largest number given to a call or filter (a width, a count); `range` has Jinja's own cap
-_MAX_POWER_BITS = 100_000  # `a ** b` results wider than this are refused before Python computes them
+_MAX_POWER_BITS = 100_000  # `a ** b` and `a * b` of integers wider than this are refused before Python computes them
 
 _COUNTED = "mindsim_counted"  # the filter every `for` loop's iterable is passed through (see `_Bounds`)
 _SIZED = "mindsim_sized"  # the filter every `~` join and `{% set %}` block is passed through
