@@ -149,8 +149,11 @@ def _with_replies(ctx: _Ctx, replies: int) -> EstimateInputs:
     from mindsimkit.mindsim.stage_sizes import simulation
 
     s = simulation(ctx.inp)
-    section = {**(getattr(ctx.recipe, "simulation", None) or {}), "counsellor_replies": replies,
-               "turn_cap": replies + (s.opening == "patient")}
+    section = {
+        **(getattr(ctx.recipe, "simulation", None) or {}),
+        "counsellor_replies": replies,
+        "turn_cap": replies + (s.opening == "patient"),
+    }
     recipe = ctx.recipe.model_copy(update={"simulation": section})
     return EstimateInputs(recipe, ctx.config, ctx.report, ctx.inp.counsellor_max_tokens)
 
@@ -171,8 +174,11 @@ def _schemas(ctx: _Ctx, role: str, name: str | None = None) -> list[Any]:
     from mindsimkit.mindcore.config import role_base
 
     base = role_base(role)
-    return [e for e in registered() if e.role in (role, base) and (name is None or e.name == name)
-            and (e.active is None or e.active(ctx.recipe))]
+    return [
+        e
+        for e in registered()
+        if e.role in (role, base) and (name is None or e.name == name) and (e.active is None or e.active(ctx.recipe))
+    ]
 
 
 def _answer(ctx: _Ctx, role: str, name: str | None = None) -> float:
@@ -193,8 +199,11 @@ def _budget(ctx: _Ctx, role: str, name: str | None = None) -> int:
     """The most one answer of `role` may spend (schema budget as preflight fitted it, else the role's max_tokens)."""
     from mindsimkit.mindcore.config import role_base
 
-    values = [ln.budget for ln in ctx.report.lines if ln.role in (role, role_base(role)) and ln.budget is not None
-              and (name is None or ln.schema == name)]
+    values = [
+        ln.budget
+        for ln in ctx.report.lines
+        if ln.role in (role, role_base(role)) and ln.budget is not None and (name is None or ln.schema == name)
+    ]
     if values:
         return max(values)
     return ctx.spec(role).max_tokens or ASSUMED_UNBOUNDED_REPLY
@@ -205,15 +214,43 @@ def _thinking(ctx: _Ctx, role: str) -> tuple[float, int]:
     return ctx.a.reasoning_fill * rb, rb
 
 
-def structured(ctx: _Ctx, role: str, n: float, n_worst: float, prompt: float, prompt_worst: float, *,
-               name: str | None = None, attempts: int | None = None, cached: float = 0.0) -> Calls:
+def structured(
+    ctx: _Ctx,
+    role: str,
+    n: float,
+    n_worst: float,
+    prompt: float,
+    prompt_worst: float,
+    *,
+    name: str | None = None,
+    attempts: int | None = None,
+    cached: float = 0.0,
+) -> Calls:
     think, think_worst = _thinking(ctx, role)
-    return Calls(n, n_worst, prompt, prompt_worst, _answer(ctx, role, name) + think, _budget(ctx, role, name) + think_worst,
-                 attempts=attempts or ctx.spec(role).max_attempts, cached=cached, retry_share=ctx.a.structured_retry_share)
+    return Calls(
+        n,
+        n_worst,
+        prompt,
+        prompt_worst,
+        _answer(ctx, role, name) + think,
+        _budget(ctx, role, name) + think_worst,
+        attempts=attempts or ctx.spec(role).max_attempts,
+        cached=cached,
+        retry_share=ctx.a.structured_retry_share,
+    )
 
 
-def plain(ctx: _Ctx, role: str, bound: int, n: float, n_worst: float, prompt: float, prompt_worst: float, *,
-          cached: float = 0.0) -> Calls:
+def plain(
+    ctx: _Ctx,
+    role: str,
+    bound: int,
+    n: float,
+    n_worst: float,
+    prompt: float,
+    prompt_worst: float,
+    *,
+    cached: float = 0.0,
+) -> Calls:
     think, think_worst = _thinking(ctx, role)
     return Calls(n, n_worst, prompt, prompt_worst, ctx.a.reply_fill * bound + think, bound + think_worst, cached=cached)
 
@@ -221,7 +258,7 @@ def plain(ctx: _Ctx, role: str, bound: int, n: float, n_worst: float, prompt: fl
 def _retries(share: float, most: int) -> tuple[float, int]:
     """Expected and worst asks of something each ask of which fails at `share`, re-asked up to `most` more times
     (the first ask, plus one more for each failure in a row: a geometric sum)."""
-    return sum(share ** k for k in range(most + 1)), 1 + most
+    return sum(share**k for k in range(most + 1)), 1 + most
 
 
 # -- the stages -------------------------------------------------------------------------------------------------
@@ -230,14 +267,17 @@ def _profiles(ctx: _Ctx) -> None:
 
     cfg = profiles_config(ctx.recipe)
     # A draft still serious after a revision is revised again, up to max_revisions: a geometric sum.
-    drafts = cfg.candidates * sum(ctx.a.serious_share ** k for k in range(cfg.max_revisions + 1))
+    drafts = cfg.candidates * sum(ctx.a.serious_share**k for k in range(cfg.max_revisions + 1))
     drafts_worst = cfg.candidates * (1 + cfg.max_revisions)
     writer = _estimate(ctx, "profile_writer")
     first = float(writer.parts.get("first draft", writer.tokens)) if writer else 0.0
     revision = float(writer.parts.get("revision", writer.tokens)) if writer else 0.0
     mean_prompt = (cfg.candidates * first + (drafts - cfg.candidates) * revision) / drafts
-    ctx.add("profiles", "profile_writer", structured(ctx, "profile_writer", drafts, drafts_worst, mean_prompt,
-                                                     max(first, revision), name="formulation"))
+    ctx.add(
+        "profiles",
+        "profile_writer",
+        structured(ctx, "profile_writer", drafts, drafts_worst, mean_prompt, max(first, revision), name="formulation"),
+    )
     screen = _estimate(ctx, "screener")
     size = float(screen.tokens) if screen else 0.0
     ctx.add("profiles", "screener", structured(ctx, "screener", drafts, drafts_worst, size, size, name="screen"))
@@ -265,8 +305,11 @@ def _simulate(ctx: _Ctx) -> None:
     mem = _estimate(ctx, "memory_compactor")
     scen_t, first_t = float(scen.tokens if scen else 0), float(first.tokens if first else 0)
     mem_first = float(mem.parts.get("first ask", mem.tokens)) if mem else 0.0
-    ctx.add("simulate", "first_scenario_writer",
-            structured(ctx, "first_scenario_writer", patients, patients, first_t, first_t, name="Scenario"))
+    ctx.add(
+        "simulate",
+        "first_scenario_writer",
+        structured(ctx, "first_scenario_writer", patients, patients, first_t, first_t, name="Scenario"),
+    )
     sessions = 0
     for kind in s.patient_engines:
         n_s = s.sessions_for(kind)
@@ -274,14 +317,27 @@ def _simulate(ctx: _Ctx) -> None:
         sessions += sessions_k
         later = arcs_per_kind * (n_s - 1)
         if later:
-            ctx.add("simulate", "scenario_writer",
-                    structured(ctx, "scenario_writer", later, later, scen_t, scen_t, name="Scenario"))
+            ctx.add(
+                "simulate",
+                "scenario_writer",
+                structured(ctx, "scenario_writer", later, later, scen_t, scen_t, name="Scenario"),
+            )
         rewrites = arcs_per_kind * (n_s - (0 if s.final_memory else 1))
         if rewrites:
             asks, asks_worst = _retries(ctx.a.memory_reask_share, s.memory_retries)
-            ctx.add("simulate", "memory_compactor",
-                    plain(ctx, "memory_compactor", memory_bound(ctx.inp), rewrites * asks, rewrites * asks_worst,
-                          mem_first, float(mem.tokens if mem else 0)))
+            ctx.add(
+                "simulate",
+                "memory_compactor",
+                plain(
+                    ctx,
+                    "memory_compactor",
+                    memory_bound(ctx.inp),
+                    rewrites * asks,
+                    rewrites * asks_worst,
+                    mem_first,
+                    float(mem.tokens if mem else 0),
+                ),
+            )
         turns = sessions_k * replies
         _patient_turns(ctx, s, kind, turns, sessions_k, (p_mean, p_last), patients, message_bound(ctx.inp))
     for c in dict.fromkeys(couns):
@@ -290,13 +346,17 @@ def _simulate(ctx: _Ctx) -> None:
         bound = ctx.inp.counsellor_max_tokens.get(c) or ctx.spec(c).max_tokens or ASSUMED_UNBOUNDED_REPLY
         # Each request's prompt is the one before it plus one exchange: all but the last is a cached prefix.
         cached = n * c_mean - sessions * share * c_last
-        note = None if (ctx.spec(c).max_tokens or ctx.inp.counsellor_max_tokens.get(c)) else \
-            f"no max_tokens: replies assumed {ASSUMED_UNBOUNDED_REPLY} tokens"
+        note = (
+            None
+            if (ctx.spec(c).max_tokens or ctx.inp.counsellor_max_tokens.get(c))
+            else f"no max_tokens: replies assumed {ASSUMED_UNBOUNDED_REPLY} tokens"
+        )
         ctx.add("simulate", c, plain(ctx, c, bound, n, n, c_mean, c_last, cached=max(cached, 0.0)), note)
 
 
-def _patient_turns(ctx: _Ctx, s: Any, kind: str, turns: float, sessions: float, sizes: tuple[float, float],
-                   patients: int, bound: int) -> None:
+def _patient_turns(
+    ctx: _Ctx, s: Any, kind: str, turns: float, sessions: float, sizes: tuple[float, float], patients: int, bound: int
+) -> None:
     """The patient engine's own calls over `turns` patient turns: each engine asks differently."""
     from mindsimkit.mindsim.patient_engines import variant
 
@@ -307,24 +367,38 @@ def _patient_turns(ctx: _Ctx, s: Any, kind: str, turns: float, sessions: float, 
     # The patient's requests extend one history over the session: each but the last is a prefix of the next.
     per_turn = msg + (_mindsim_calls(ctx, s)[0] if base == "mindsim" else 0.0)
     cached = max(turns * per_turn * p_mean - sessions * p_last, 0.0)
-    ctx.add("simulate", "patient", plain(ctx, "patient", bound, turns * msg, turns * msg_worst, p_mean, p_last,
-                                         cached=cached))
+    ctx.add(
+        "simulate",
+        "patient",
+        plain(ctx, "patient", bound, turns * msg, turns * msg_worst, p_mean, p_last, cached=cached),
+    )
     if base == "mindsim":
         (commit, commit_worst), todo = _mindsim_calls(ctx, s)[1:]
-        ctx.add("simulate", "patient", structured(ctx, "patient", turns * commit, turns * commit_worst, p_mean, p_last,
-                                                  name="tool_choice:commit_move"))
+        ctx.add(
+            "simulate",
+            "patient",
+            structured(
+                ctx, "patient", turns * commit, turns * commit_worst, p_mean, p_last, name="tool_choice:commit_move"
+            ),
+        )
         if todo:
-            ctx.add("simulate", "patient", structured(ctx, "patient", turns * todo, turns * todo, p_mean, p_last,
-                                                      name="tool_choice:agenda"))
+            ctx.add(
+                "simulate",
+                "patient",
+                structured(ctx, "patient", turns * todo, turns * todo, p_mean, p_last, name="tool_choice:agenda"),
+            )
     elif base == "patientact":
         _patientact(ctx, s, v, turns, patients)
     elif ctx.config.roles.get("baseline_mapper") is not None or _schemas(ctx, "baseline_mapper"):
         mapper = _estimate(ctx, "baseline_mapper")
         size = float(mapper.tokens if mapper else 0)
         attempts = s.baselines.mapper_attempts or ctx.spec("baseline_mapper").max_attempts
-        ctx.add("simulate", "baseline_mapper", structured(ctx, "baseline_mapper", patients, patients, size, size,
-                                                          attempts=attempts),
-                "one mapping per patient and baseline")
+        ctx.add(
+            "simulate",
+            "baseline_mapper",
+            structured(ctx, "baseline_mapper", patients, patients, size, size, attempts=attempts),
+            "one mapping per patient and baseline",
+        )
 
 
 def _mindsim_calls(ctx: _Ctx, s: Any) -> tuple[float, tuple[float, int], int]:
@@ -339,22 +413,30 @@ def _patientact(ctx: _Ctx, s: Any, v: Any, turns: float, patients: int) -> None:
     steps_worst = (3 if pa.pipeline else 0) + 1
     appraiser = _estimate(ctx, "patient_appraiser")
     size = float(appraiser.tokens if appraiser else 0)
-    ctx.add("simulate", "patient_appraiser",
-            structured(ctx, "patient_appraiser", turns * steps, turns * steps_worst, size, size,
-                       attempts=pa.step_attempts))
+    ctx.add(
+        "simulate",
+        "patient_appraiser",
+        structured(ctx, "patient_appraiser", turns * steps, turns * steps_worst, size, size, attempts=pa.step_attempts),
+    )
     if pa.dynamic_memory and pa.retrieval == "llm":
         match = _estimate(ctx, "patient_matcher")
         m = float(match.tokens if match else 0)
-        ctx.add("simulate", "patient_matcher", structured(ctx, "patient_matcher", turns, turns, m, m,
-                                                          attempts=pa.step_attempts))
+        ctx.add(
+            "simulate",
+            "patient_matcher",
+            structured(ctx, "patient_matcher", turns, turns, m, m, attempts=pa.step_attempts),
+        )
     key = ("simulate", "profile_decomposer")
     if key not in ctx.loads:  # one decomposition per patient, shared by every arm
         dec = _estimate(ctx, "profile_decomposer")
         d = float(dec.tokens if dec else 0)
         calls = _decomposer_calls(ctx, pa)
-        ctx.add("simulate", "profile_decomposer", structured(ctx, "profile_decomposer", patients * calls,
-                                                             patients * calls, d, d, attempts=pa.step_attempts),
-                "one decomposition per patient, shared by every arm")
+        ctx.add(
+            "simulate",
+            "profile_decomposer",
+            structured(ctx, "profile_decomposer", patients * calls, patients * calls, d, d, attempts=pa.step_attempts),
+            "one decomposition per patient, shared by every arm",
+        )
 
 
 def _decomposer_calls(ctx: _Ctx, pa: Any) -> int:
@@ -363,8 +445,11 @@ def _decomposer_calls(ctx: _Ctx, pa: Any) -> int:
     from mindsimkit.profilegen.config import profiles_config
 
     pieces = max_pieces(profiles_config(ctx.recipe).patientact_shape)
-    return (math.ceil(pieces / pa.decomposition_chunk) + (1 if pa.psych_formulation else 0)
-            + (2 if pa.psych_formulation and pa.psych_screen else 0))
+    return (
+        math.ceil(pieces / pa.decomposition_chunk)
+        + (1 if pa.psych_formulation else 0)
+        + (2 if pa.psych_formulation and pa.psych_screen else 0)
+    )
 
 
 def _validate(ctx: _Ctx) -> None:
@@ -383,8 +468,12 @@ def _validate(ctx: _Ctx) -> None:
     est = _estimate(ctx, "labeller")
     size = float(est.tokens if est else 0)
     system = ctx.sz(render(SYSTEM_TEMPLATE))
-    ctx.add("validate", "labeller", structured(ctx, "labeller", n, n, size, size, cached=max(n - 1, 0) * system),
-            "the labeller's instructions are the same for every request")
+    ctx.add(
+        "validate",
+        "labeller",
+        structured(ctx, "labeller", n, n, size, size, cached=max(n - 1, 0) * system),
+        "the labeller's instructions are the same for every request",
+    )
 
 
 def _sessions(ctx: _Ctx, s: Any) -> float:
@@ -406,8 +495,12 @@ def _judge(ctx: _Ctx) -> None:
     # Within a session each judgment's prompt holds the one before it; the rubric is the same in every session.
     cached = max(n * mean - sessions * last + max(sessions - 1, 0) * rubric, 0.0)
     for judge in cfg.judges:
-        ctx.add("judge", judge, structured(ctx, judge, n, n, mean, last, name="mhqr_judgment", cached=cached),
-                "every counsellor reply judged" + (f" (at most {cfg.max_replies} a session)" if cfg.max_replies else ""))
+        ctx.add(
+            "judge",
+            judge,
+            structured(ctx, judge, n, n, mean, last, name="mhqr_judgment", cached=cached),
+            "every counsellor reply judged" + (f" (at most {cfg.max_replies} a session)" if cfg.max_replies else ""),
+        )
 
 
 def _rubric_tokens(ctx: _Ctx, cfg: Any) -> float:
@@ -416,17 +509,32 @@ def _rubric_tokens(ctx: _Ctx, cfg: Any) -> float:
     from mindsimkit.judge.rubric import load_rubric
     from mindsimkit.judge.schemas import SessionInput
 
-    judge = Judge("judge", None, load_rubric(cfg.rubric), full_rubric=cfg.full_rubric, max_issues=cfg.max_issues,
-                  preset=cfg.preset)
-    session = SessionInput(session_id="s", patient_id="p", counsellor="c", session_index=1,
-                           counsellor_system_prompt="", messages=[{"role": "user", "content": "hello"},
-                                                                  {"role": "assistant", "content": "hello"}])
+    judge = Judge(
+        "judge",
+        None,
+        load_rubric(cfg.rubric),
+        full_rubric=cfg.full_rubric,
+        max_issues=cfg.max_issues,
+        preset=cfg.preset,
+    )
+    session = SessionInput(
+        session_id="s",
+        patient_id="p",
+        counsellor="c",
+        session_index=1,
+        counsellor_system_prompt="",
+        messages=[{"role": "user", "content": "hello"}, {"role": "assistant", "content": "hello"}],
+    )
     messages = judge.messages(replies(session)[-1])
     return float(sum(ctx.sz(str(m.get("content") or "")) for m in messages if m.get("role") == "system"))
 
 
-STAGE_COUNTS: dict[str, Callable[[_Ctx], None]] = {"profiles": _profiles, "simulate": _simulate,
-                                                   "validate": _validate, "judge": _judge}
+STAGE_COUNTS: dict[str, Callable[[_Ctx], None]] = {
+    "profiles": _profiles,
+    "simulate": _simulate,
+    "validate": _validate,
+    "judge": _judge,
+}
 
 
 # -- the plan ---------------------------------------------------------------------------------------------------
@@ -438,9 +546,15 @@ def job_stages(recipe: Any) -> set[str]:
     return {"run"} | ({"judge"} if recipe.judge is not None else set()) | ({"validate"} if vcfg.arc else set())
 
 
-def role_loads(recipe: Any, *, counsellors: int | None = None, measured: dict[str, float] | None = None,
-               measured_from: str | None = None, assumptions: Assumptions | None = None,
-               notes: list[str] | None = None) -> list[RoleLoad]:
+def role_loads(
+    recipe: Any,
+    *,
+    counsellors: int | None = None,
+    measured: dict[str, float] | None = None,
+    measured_from: str | None = None,
+    assumptions: Assumptions | None = None,
+    notes: list[str] | None = None,
+) -> list[RoleLoad]:
     """Every role's expected and worst-case work for `mindsim run RECIPE`, in stage order. `counsellors` plans
     for that many counsellors under test (the recipe's list cycled or cut)."""
     from mindsimkit.mindcore.engine import Engines
@@ -452,8 +566,19 @@ def role_loads(recipe: Any, *, counsellors: int | None = None, measured: dict[st
     uses = stage_roles(recipe, Engines(config), stages)
     specs = {u.label: u.spec for u in uses if u.spec is not None}
     inp = EstimateInputs(recipe, config, report, {u.label: u.max_tokens for u in uses if u.role == "counsellor"})
-    ctx = _Ctx(recipe, config, report, inp, Sizer(), assumptions or load_assumptions(), specs, measured or {},
-               measured_from, {}, counsellors)
+    ctx = _Ctx(
+        recipe,
+        config,
+        report,
+        inp,
+        Sizer(),
+        assumptions or load_assumptions(),
+        specs,
+        measured or {},
+        measured_from,
+        {},
+        counsellors,
+    )
     for name in ("profiles", "simulate", "validate", "judge"):
         if name in expand_stages(stages):
             STAGE_COUNTS[name](ctx)
@@ -470,8 +595,10 @@ def _fit(recipe: Any, config: EnginesConfig, stages: set[str], notes: list[str])
         return fit_budgets(recipe, config, stages)
     except ConfigError as exc:
         first = str(exc).splitlines()[1].strip() if len(str(exc).splitlines()) > 1 else str(exc)
-        notes.append("budgets planned as the recipe sets them: by the byte bound, without the engines' tokenizers, "
-                     f"preflight would refuse some ({first[:160]}…); the run's preflight counts with the tokenizers")
+        notes.append(
+            "budgets planned as the recipe sets them: by the byte bound, without the engines' tokenizers, "
+            f"preflight would refuse some ({first[:160]}…); the run's preflight counts with the tokenizers"
+        )
         return BudgetReport()
 
 
@@ -499,10 +626,14 @@ class Plan(BaseModel):
     unknown: list[str] = Field(default_factory=list, description="One line per figure the plan cannot give")
     notes: list[str] = Field(default_factory=list)
     assumptions: dict[str, float] = Field(default_factory=dict)
-    sources: dict[str, str] = Field(default_factory=dict, description="Where prices, throughput and completions came from")
+    sources: dict[str, str] = Field(
+        default_factory=dict, description="Where prices, throughput and completions came from"
+    )
 
 
-PRICES_HINT = "add it under judge.prices in the recipe or to a --prices file (role or model → input, output, cached_input)"
+PRICES_HINT = (
+    "add it under judge.prices in the recipe or to a --prices file (role or model → input, output, cached_input)"
+)
 
 
 def load_prices(recipe: Any, path: Path | None = None) -> dict[str, Any]:
@@ -518,18 +649,23 @@ def load_prices(recipe: Any, path: Path | None = None) -> dict[str, Any]:
     try:
         data = safe_load(Path(path).read_text(encoding="utf-8"))
     except (OSError, UnicodeDecodeError, yaml.YAMLError) as exc:
-        raise InputError(f"{path}: not a readable YAML prices file ({type(exc).__name__}); give a YAML mapping of "
-                         "role or model name → input, output, cached_input (docs/plan.md)") from None
+        raise InputError(
+            f"{path}: not a readable YAML prices file ({type(exc).__name__}); give a YAML mapping of "
+            "role or model name → input, output, cached_input (docs/plan.md)"
+        ) from None
     data = data.get("prices", data) if isinstance(data, dict) else data
     if not isinstance(data, dict):
-        raise InputError(f"{path}: expected a mapping of role or model name → {{input, output, cached_input}}; "
-                         "see docs/plan.md")
+        raise InputError(
+            f"{path}: expected a mapping of role or model name → {{input, output, cached_input}}; see docs/plan.md"
+        )
     for name, value in data.items():
         try:
             prices[str(name)] = Price.model_validate(value)
         except ValueError as exc:
-            raise InputError(f"{path}: price '{name}' is not input/output/cached_input per million tokens "
-                             f"({str(exc).splitlines()[-1].strip()}); see docs/plan.md") from None
+            raise InputError(
+                f"{path}: price '{name}' is not input/output/cached_input per million tokens "
+                f"({str(exc).splitlines()[-1].strip()}); see docs/plan.md"
+            ) from None
     return prices
 
 
@@ -542,7 +678,9 @@ def _price(row: PlanRow, prices: dict[str, Any]) -> bool:
         return False
     uncached = row.prompt_tokens - row.cached_tokens
     row.price_key = key
-    row.cost = (uncached * price.input + row.cached_tokens * price.cached_input + row.completion_tokens * price.output) / PER
+    row.cost = (
+        uncached * price.input + row.cached_tokens * price.cached_input + row.completion_tokens * price.output
+    ) / PER
     row.cost_worst = (row.prompt_tokens_worst * price.input + row.completion_tokens_worst * price.output) / PER
     return True
 
@@ -553,17 +691,23 @@ def _unpriced(rows: list[PlanRow]) -> list[str]:
     for r in rows:
         if r.cost is None:
             by_model.setdefault(r.model, []).append(r.role)
-    return [f"no price for role{'s' if len(roles) > 1 else ''} {', '.join(dict.fromkeys(roles))} (model {model}); "
-            f"{PRICES_HINT}" for model, roles in by_model.items()]
+    return [
+        f"no price for role{'s' if len(roles) > 1 else ''} {', '.join(dict.fromkeys(roles))} (model {model}); "
+        f"{PRICES_HINT}"
+        for model, roles in by_model.items()
+    ]
 
 
 def _time(row: PlanRow, rate: Any) -> None:
     """Seconds of this role's work on its engine: prefill of the prompt a cache cannot serve plus generation, at the
     engine's measured rates, divided by the servers the work is spread over."""
     uncached = row.prompt_tokens - row.cached_tokens
-    row.time_s = (uncached / rate.prompt_tokens_per_s + row.completion_tokens / rate.completion_tokens_per_s) / row.servers
-    row.time_s_worst = (row.prompt_tokens_worst / rate.prompt_tokens_per_s
-                        + row.completion_tokens_worst / rate.completion_tokens_per_s) / row.servers
+    row.time_s = (
+        uncached / rate.prompt_tokens_per_s + row.completion_tokens / rate.completion_tokens_per_s
+    ) / row.servers
+    row.time_s_worst = (
+        row.prompt_tokens_worst / rate.prompt_tokens_per_s + row.completion_tokens_worst / rate.completion_tokens_per_s
+    ) / row.servers
 
 
 def read_measured(run_dir: Path) -> dict[str, float]:
@@ -580,8 +724,14 @@ def read_measured(run_dir: Path) -> dict[str, float]:
     return out
 
 
-def make_plan(recipe: Any, *, counsellors: int | None = None, prices: dict[str, Any] | None = None,
-              rates: dict[str, Any] | None = None, from_run: Path | None = None) -> Plan:
+def make_plan(
+    recipe: Any,
+    *,
+    counsellors: int | None = None,
+    prices: dict[str, Any] | None = None,
+    rates: dict[str, Any] | None = None,
+    from_run: Path | None = None,
+) -> Plan:
     """The plan of `mindsim run RECIPE`: every role's load, its cost at `prices` and its time at the recorded
     throughput (`rates`: engine key → `Throughput`; default the user's record)."""
     from mindsimkit.mindsim_app.throughput import engine_key, load_records, record_path, servers_of
@@ -589,8 +739,14 @@ def make_plan(recipe: Any, *, counsellors: int | None = None, prices: dict[str, 
     measured = read_measured(from_run) if from_run else {}
     assumptions = load_assumptions()
     notes: list[str] = []
-    loads = role_loads(recipe, counsellors=counsellors, measured=measured,
-                       measured_from=str(from_run) if from_run else None, assumptions=assumptions, notes=notes)
+    loads = role_loads(
+        recipe,
+        counsellors=counsellors,
+        measured=measured,
+        measured_from=str(from_run) if from_run else None,
+        assumptions=assumptions,
+        notes=notes,
+    )
     prices = load_prices(recipe) if prices is None else prices
     rates = load_records() if rates is None else rates
     config = recipe.engines_config()
@@ -606,19 +762,35 @@ def make_plan(recipe: Any, *, counsellors: int | None = None, prices: dict[str, 
         for r in mine:
             if rate is not None:
                 _time(r, rate)
-        engines[name] = {"kind": spec.kind, "servers": servers_of(spec), "key": engine_key(spec),
-                         "throughput": rate.model_dump() if rate is not None else None,
-                         "time_s": sum(r.time_s or 0 for r in mine) if rate is not None else None}
+        engines[name] = {
+            "kind": spec.kind,
+            "servers": servers_of(spec),
+            "key": engine_key(spec),
+            "throughput": rate.model_dump() if rate is not None else None,
+            "time_s": sum(r.time_s or 0 for r in mine) if rate is not None else None,
+        }
         if rate is None:
-            unknown.append(f"no throughput for engine {name} ({spec.kind}, {engine_key(spec).split('|')[1]}); "
-                           f"measure it with `mindsim engines check RECIPE --measure-throughput` (recorded in "
-                           f"{record_path()})")
-    return Plan(recipe=str(getattr(recipe, "name", "")), stages=sorted(dict.fromkeys(r.stage for r in rows)),
-                counsellors=_counsellor_count(recipe, counsellors), rows=rows, engines=engines,
-                totals=_totals(rows, engines), unknown=unknown, notes=notes, assumptions=assumptions.model_dump(),
-                sources={"prices": "recipe judge.prices" + (" and --prices" if prices else ""),
-                         "throughput": str(record_path()),
-                         "completions": f"measured means of {from_run}" if from_run else "each role's bounds"})
+            unknown.append(
+                f"no throughput for engine {name} ({spec.kind}, {engine_key(spec).split('|')[1]}); "
+                f"measure it with `mindsim engines check RECIPE --measure-throughput` (recorded in "
+                f"{record_path()})"
+            )
+    return Plan(
+        recipe=str(getattr(recipe, "name", "")),
+        stages=sorted(dict.fromkeys(r.stage for r in rows)),
+        counsellors=_counsellor_count(recipe, counsellors),
+        rows=rows,
+        engines=engines,
+        totals=_totals(rows, engines),
+        unknown=unknown,
+        notes=notes,
+        assumptions=assumptions.model_dump(),
+        sources={
+            "prices": "recipe judge.prices" + (" and --prices" if prices else ""),
+            "throughput": str(record_path()),
+            "completions": f"measured means of {from_run}" if from_run else "each role's bounds",
+        },
+    )
 
 
 def _counsellor_count(recipe: Any, counsellors: int | None) -> int:
@@ -629,9 +801,18 @@ def _counsellor_count(recipe: Any, counsellors: int | None) -> int:
 
 def _totals(rows: list[PlanRow], engines: dict[str, dict[str, Any]]) -> dict[str, Any]:
     """Sums over roles; wall time adds the stages, each as long as its busiest engine (engines work side by side)."""
-    sums = {k: sum(getattr(r, k) for r in rows) for k in ("requests", "requests_worst", "prompt_tokens",
-                                                          "prompt_tokens_worst", "completion_tokens",
-                                                          "completion_tokens_worst", "cached_tokens")}
+    sums = {
+        k: sum(getattr(r, k) for r in rows)
+        for k in (
+            "requests",
+            "requests_worst",
+            "prompt_tokens",
+            "prompt_tokens_worst",
+            "completion_tokens",
+            "completion_tokens_worst",
+            "cached_tokens",
+        )
+    }
     priced = all(r.cost is not None for r in rows)
     timed = all(r.time_s is not None for r in rows)
     wall = wall_worst = 0.0
@@ -640,10 +821,14 @@ def _totals(rows: list[PlanRow], engines: dict[str, dict[str, Any]]) -> dict[str
         if timed:
             wall += max(sum(r.time_s or 0 for r in mine if r.engine == e) for e in {r.engine for r in mine})
             wall_worst += max(sum(r.time_s_worst or 0 for r in mine if r.engine == e) for e in {r.engine for r in mine})
-    return {**sums, "cost": sum(r.cost or 0 for r in rows) if priced else None,
-            "cost_worst": sum(r.cost_worst or 0 for r in rows) if priced else None,
-            "cost_known_part": sum(r.cost or 0 for r in rows if r.cost is not None),
-            "wall_s": wall if timed else None, "wall_s_worst": wall_worst if timed else None}
+    return {
+        **sums,
+        "cost": sum(r.cost or 0 for r in rows) if priced else None,
+        "cost_worst": sum(r.cost_worst or 0 for r in rows) if priced else None,
+        "cost_known_part": sum(r.cost or 0 for r in rows if r.cost is not None),
+        "wall_s": wall if timed else None,
+        "wall_s_worst": wall_worst if timed else None,
+    }
 
 
 # -- plan beside actual -----------------------------------------------------------------------------------------
@@ -654,8 +839,9 @@ def _ratio(actual: float | None, planned: float | None) -> float | None:
     return actual / planned if actual is not None and planned else None
 
 
-def plan_vs_actual(plan: dict[str, Any], usage: dict[str, dict[str, Any]], stage_seconds: dict[str, float],
-                   prices: dict[str, Any]) -> dict[str, Any]:
+def plan_vs_actual(
+    plan: dict[str, Any], usage: dict[str, dict[str, Any]], stage_seconds: dict[str, float], prices: dict[str, Any]
+) -> dict[str, Any]:
     """Per role, the plan's expected requests, tokens and cost beside what the run's ledger recorded (requests are
     the ledger's attempts), and per stage the planned wall time beside the measured one; each with actual/planned."""
     from mindsimkit.judge.costs import cost_row, stage_usage
@@ -673,19 +859,36 @@ def plan_vs_actual(plan: dict[str, Any], usage: dict[str, dict[str, Any]], stage
         u = actual.get(role)
         a = None
         if u is not None:
-            a = {"requests": u.get("attempts") or u.get("calls") or 0, "prompt_tokens": u.get("prompt_tokens") or 0,
-                 "completion_tokens": u.get("completion_tokens") or 0, "cached_tokens": u.get("cached_tokens") or 0,
-                 "cost": cost_row(role, u, prices)["cost"]}
-        roles.append({"role": role, "stages": p["stages"] if p else [], "planned": p and {k: p[k] for k in COMPARED},
-                      "actual": a, "ratio": {k: _ratio(a[k] if a else None, p[k] if p else None) for k in COMPARED}})
+            a = {
+                "requests": u.get("attempts") or u.get("calls") or 0,
+                "prompt_tokens": u.get("prompt_tokens") or 0,
+                "completion_tokens": u.get("completion_tokens") or 0,
+                "cached_tokens": u.get("cached_tokens") or 0,
+                "cost": cost_row(role, u, prices)["cost"],
+            }
+        roles.append(
+            {
+                "role": role,
+                "stages": p["stages"] if p else [],
+                "planned": p and {k: p[k] for k in COMPARED},
+                "actual": a,
+                "ratio": {k: _ratio(a[k] if a else None, p[k] if p else None) for k in COMPARED},
+            }
+        )
     stages = []
     for stage in plan.get("stages", []):
         rows = [r for r in plan.get("rows", []) if r["stage"] == stage]
         timed = all(r.get("time_s") is not None for r in rows)
-        want = max(sum(r["time_s"] for r in rows if r["engine"] == e) for e in {r["engine"] for r in rows}) \
-            if rows and timed else None
+        want = (
+            max(sum(r["time_s"] for r in rows if r["engine"] == e) for e in {r["engine"] for r in rows})
+            if rows and timed
+            else None
+        )
         got = stage_seconds.get(stage)
         stages.append({"stage": stage, "planned_s": want, "actual_s": got, "ratio": _ratio(got, want)})
-    return {"roles": roles, "stages": stages,
-            "note": "planned: the expected value; requests are HTTP requests (retries inside a structured call "
-                    "included); a ratio is actual / planned"}
+    return {
+        "roles": roles,
+        "stages": stages,
+        "note": "planned: the expected value; requests are HTTP requests (retries inside a structured call "
+        "included); a ratio is actual / planned",
+    }

@@ -77,8 +77,10 @@ def load_records(path: Path | None = None) -> dict[str, Throughput]:
         data = json.loads(path.read_text(encoding="utf-8"))
         return {k: Throughput.model_validate(v) for k, v in (data.get("engines") or {}).items()}
     except (OSError, ValueError, AttributeError) as exc:
-        raise InputError(f"{path}: not a throughput record ({type(exc).__name__}); delete it and measure again "
-                         "with `mindsim engines check RECIPE --measure-throughput`") from exc
+        raise InputError(
+            f"{path}: not a throughput record ({type(exc).__name__}); delete it and measure again "
+            "with `mindsim engines check RECIPE --measure-throughput`"
+        ) from exc
 
 
 def save_record(key: str, value: Throughput, path: Path | None = None) -> Path:
@@ -95,8 +97,11 @@ async def _burst(client: Any, messages: list[dict[str, Any]], n: int, max_tokens
     await asyncio.gather(*(client.chat(messages, max_tokens=max_tokens, seed=i) for i in range(n)))
     wall = time.monotonic() - t0
     after = client.ledger.totals()
-    return (after["prompt_tokens"] - before["prompt_tokens"],
-            after["completion_tokens"] - before["completion_tokens"], wall)
+    return (
+        after["prompt_tokens"] - before["prompt_tokens"],
+        after["completion_tokens"] - before["completion_tokens"],
+        wall,
+    )
 
 
 def measure_engine(engines: Any, name: str) -> Throughput:
@@ -107,8 +112,7 @@ def measure_engine(engines: Any, name: str) -> Throughput:
     spec = engines.config.engines[name]
     n = max(1, min(int(getattr(backend, "max_concurrency", 1) or 1), MAX_BURST))
     model = getattr(backend, "default_model", None) or name
-    client = RoleClient(f"{name}:__throughput", backend, RoleSpec(engine=name, temperature=0.0), model,
-                        engines.ledger)
+    client = RoleClient(f"{name}:__throughput", backend, RoleSpec(engine=name, temperature=0.0), model, engines.ledger)
     long = [{"role": "user", "content": fill_text(PREFILL_CHARS) + "\nReply with one word."}]
     short = [{"role": "user", "content": "Tell a short story about a lighthouse keeper."}]
 
@@ -117,11 +121,17 @@ def measure_engine(engines: Any, name: str) -> Throughput:
 
     (p_tokens, _, p_wall), (_, c_tokens, c_wall) = asyncio.run(both())
     if p_tokens <= 0 or c_tokens <= 0:
-        raise InputError(f"engine '{name}' reported no token usage, so its throughput cannot be measured; "
-                         "a server that omits `usage` cannot be planned in hours")
-    return Throughput(prompt_tokens_per_s=p_tokens / p_wall, completion_tokens_per_s=c_tokens / c_wall,
-                      concurrency=n, measured_at=time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime()),
-                      model=str(spec.model_path if isinstance(spec, EmbeddedEngine) else spec.model))
+        raise InputError(
+            f"engine '{name}' reported no token usage, so its throughput cannot be measured; "
+            "a server that omits `usage` cannot be planned in hours"
+        )
+    return Throughput(
+        prompt_tokens_per_s=p_tokens / p_wall,
+        completion_tokens_per_s=c_tokens / c_wall,
+        concurrency=n,
+        measured_at=time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime()),
+        model=str(spec.model_path if isinstance(spec, EmbeddedEngine) else spec.model),
+    )
 
 
 def measure_all(config: EnginesConfig, names: list[str] | None = None) -> dict[str, tuple[str, Throughput]]:

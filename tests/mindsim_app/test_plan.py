@@ -21,23 +21,42 @@ REPO = Path(__file__).resolve().parents[2]
 MINDSIM = Path(sys.executable).with_name("mindsim")
 
 # Round shares so the expected counts can be worked out by hand below.
-HAND = Assumptions(serious_share=0.5, structured_retry_share=0.0, commit_reject_share=0.0, message_reask_share=0.5,
-                   resistance_share=0.0, memory_reask_share=0.0, reply_fill=1.0, structured_fill=1.0,
-                   reasoning_fill=0.5)
+HAND = Assumptions(
+    serious_share=0.5,
+    structured_retry_share=0.0,
+    commit_reject_share=0.0,
+    message_reask_share=0.5,
+    resistance_share=0.0,
+    memory_reask_share=0.0,
+    reply_fill=1.0,
+    structured_fill=1.0,
+    reasoning_fill=0.5,
+)
 
 
 def tiny(tmp_path: Path, **over) -> Path:
     recipe = {
-        "name": "tiny", "seed": 0,
+        "name": "tiny",
+        "seed": 0,
         "engines": {"api": {"kind": "vllm", "model": "m", "port": 8000, "max_concurrency": 4}},
-        "roles": {"default": {"engine": "api", "max_tokens": 9000},
-                  "counsellor": {"engine": "api", "max_tokens": 100},
-                  "counsellor:b": {"engine": "api", "max_tokens": 100, "reasoning_budget": 50},
-                  "judge": {"engine": "api", "max_tokens": 9000}},
+        "roles": {
+            "default": {"engine": "api", "max_tokens": 9000},
+            "counsellor": {"engine": "api", "max_tokens": 100},
+            "counsellor:b": {"engine": "api", "max_tokens": 100, "reasoning_budget": 50},
+            "judge": {"engine": "api", "max_tokens": 9000},
+        },
         "profiles": {"personas": "synthetic", "candidates": 4, "pool_size": 2, "benchmark_size": 1, "max_revisions": 1},
-        "simulation": {"sessions": 3, "turn_cap": 4, "counsellors": ["counsellor", "counsellor:b"],
-                       "max_message_retries": 2, "max_commit_retries": 1, "max_todo_calls": 1, "final_memory": True,
-                       "memory_retries": 0, "message_max_tokens": 80},
+        "simulation": {
+            "sessions": 3,
+            "turn_cap": 4,
+            "counsellors": ["counsellor", "counsellor:b"],
+            "max_message_retries": 2,
+            "max_commit_retries": 1,
+            "max_todo_calls": 1,
+            "final_memory": True,
+            "memory_retries": 0,
+            "message_max_tokens": 80,
+        },
         "validation": {"arc": True},
         "judge": {"judges": ["judge"], "prices": {"judge": {"input": 1.0, "output": 2.0, "cached_input": 0.5}}},
     }
@@ -95,25 +114,45 @@ def test_counsellors_option_and_turns_scale_the_counts(tmp_path):
 
 def test_money_and_hours_from_given_prices_and_rates(tmp_path):
     recipe = load_recipe(tiny(tmp_path))
-    prices = {"judge": __import__("mindsimkit.judge.costs", fromlist=["Price"]).Price(input=1.0, output=2.0,
-                                                                                       cached_input=0.5)}
-    rate = Throughput(prompt_tokens_per_s=1000.0, completion_tokens_per_s=100.0, concurrency=4,
-                      measured_at="2026-12-06T00:00:00Z", model="m")
+    prices = {
+        "judge": __import__("mindsimkit.judge.costs", fromlist=["Price"]).Price(input=1.0, output=2.0, cached_input=0.5)
+    }
+    rate = Throughput(
+        prompt_tokens_per_s=1000.0,
+        completion_tokens_per_s=100.0,
+        concurrency=4,
+        measured_at="2026-12-06T00:00:00Z",
+        model="m",
+    )
     key = engine_key(recipe.engines_config().engines["api"])
     plan = make_plan(recipe, prices=prices, rates={key: rate})
     judge = next(r for r in plan.rows if r.role == "judge")
-    assert judge.cost == pytest.approx(((judge.prompt_tokens - judge.cached_tokens) * 1.0 + judge.cached_tokens * 0.5
-                                        + judge.completion_tokens * 2.0) / 1e6)
+    assert judge.cost == pytest.approx(
+        ((judge.prompt_tokens - judge.cached_tokens) * 1.0 + judge.cached_tokens * 0.5 + judge.completion_tokens * 2.0)
+        / 1e6
+    )
     assert judge.cost_worst == pytest.approx((judge.prompt_tokens_worst + 2 * judge.completion_tokens_worst) / 1e6)
-    assert judge.time_s == pytest.approx((judge.prompt_tokens - judge.cached_tokens) / 1000
-                                         + judge.completion_tokens / 100)
+    assert judge.time_s == pytest.approx(
+        (judge.prompt_tokens - judge.cached_tokens) / 1000 + judge.completion_tokens / 100
+    )
     # Only the judge is priced: the total is unknown, and the plan says which roles lack a price.
     assert plan.totals["cost"] is None
     assert any(line.startswith("no price for roles profile_writer") for line in plan.unknown)
     assert not any("throughput" in line for line in plan.unknown)
     # Spread over two servers, every role's time halves.
-    two = load_recipe(tiny(tmp_path, engines={"api": {"kind": "vllm", "model": "m", "max_concurrency": 4, "servers": [
-        {"host": "10.0.0.1", "port": 8000}, {"host": "10.0.0.2", "port": 8000}]}}))
+    two = load_recipe(
+        tiny(
+            tmp_path,
+            engines={
+                "api": {
+                    "kind": "vllm",
+                    "model": "m",
+                    "max_concurrency": 4,
+                    "servers": [{"host": "10.0.0.1", "port": 8000}, {"host": "10.0.0.2", "port": 8000}],
+                }
+            },
+        )
+    )
     key2 = engine_key(two.engines_config().engines["api"])
     split = make_plan(two, prices=prices, rates={key2: rate})
     assert next(r for r in split.rows if r.role == "judge").time_s == pytest.approx(judge.time_s / 2)
