@@ -14,12 +14,12 @@ from mindsimkit.mindcore.console import out_console
 
 
 def _n(x: float | None) -> str:
-    """A count as people read it: 1,234 / 12.3k / 4.56M / 7.8G."""
+    """A count as people read it: 1,234 / 12.3k / 4.56M / 7.8G (exact below ten thousand)."""
     if x is None:
         return "unknown"
-    for div, unit in ((1e9, "G"), (1e6, "M"), (1e3, "k")):
-        if abs(x) >= div * 10:
-            return f"{x / div:,.1f}{unit}"
+    for above, div, unit in ((1e9, 1e9, "G"), (1e6, 1e6, "M"), (1e4, 1e3, "k")):
+        if abs(x) >= above:
+            return f"{x / div:,.{1 if unit == 'k' else 2}f}{unit}"
     return f"{x:,.0f}" if abs(x) >= 10 or x == int(x) else f"{x:.1f}"
 
 

@@ -232,3 +232,25 @@ def test_the_run_keeps_its_plan_and_sets_it_beside_the_actual(fake_run):
     assert all(s["actual_s"] > 0 for s in stages.values())
     html = (fake_run / "report.html").read_text()
     assert 'id="plan-roles-0"' in html and "profile_writer" in html
+
+
+def test_measured_throughput_is_recorded_and_read_by_the_plan(tmp_path, monkeypatch):
+    from mindsimkit.mindcore.engine import Engines
+    from mindsimkit.mindcore.fake import FakeBackend
+    from mindsimkit.mindsim_app.throughput import load_records, measure_engine, record_path, save_record
+
+    monkeypatch.setenv("MINDSIM_CACHE", str(tmp_path / "cache"))
+    with Engines.with_backend(FakeBackend(lambda req: "a b c d", max_concurrency=3)) as engines:
+        name = next(iter(engines.config.engines))
+        rate = measure_engine(engines, name)
+    # Three requests in flight, each reporting its words as tokens: positive rates, nothing left in the run's ledger
+    # under a stage role.
+    assert rate.concurrency == 3 and rate.prompt_tokens_per_s > 0 and rate.completion_tokens_per_s > 0
+    recipe = load_recipe(tiny(tmp_path))
+    key = engine_key(recipe.engines_config().engines["api"])
+    save_record(key, rate)
+    assert record_path() == tmp_path / "cache" / "throughput.json"
+    assert load_records()[key] == rate
+    plan = make_plan(recipe)
+    assert all(r.time_s is not None and r.time_s > 0 for r in plan.rows)
+    assert plan.totals["wall_s"] > 0 and not any("throughput" in u for u in plan.unknown)
