@@ -112,6 +112,22 @@ class _Ctx:
         given = [counsellor_name(c) for c in s.counsellors]
         return [given[i % len(given)] for i in range(self.counsellors)] if self.counsellors else given
 
+    def simulation(self, inp: EstimateInputs | None = None) -> Any:
+        """The recipe's simulation section as the estimates read it: validated, with the settings preflight raised."""
+        from mindsimkit.mindsim.config import SimulationConfig
+
+        inp = inp or self.inp
+        scfg = SimulationConfig.from_section(getattr(inp.recipe, "simulation", None))
+        return scfg.model_copy(update=inp.report.section_overrides.get("simulation", {}))
+
+    def bound(self, role: str) -> int:
+        """A reply bound the stage sets itself (patient messages, memory rewrites), as preflight's context check
+        reads it."""
+        from mindsimkit.mindcore.stages import output_bound
+
+        found = output_bound(role)
+        return found(self.inp) if found is not None else self.spec(role).max_tokens or ASSUMED_UNBOUNDED_REPLY
+
     def spec(self, label: str) -> RoleSpec:
         return self.specs.get(label) or self.config.role_spec(label)
 
@@ -146,9 +162,7 @@ def _estimate(ctx: _Ctx, role: str, inp: EstimateInputs | None = None) -> Prompt
 
 def _with_replies(ctx: _Ctx, replies: int) -> EstimateInputs:
     """The estimate inputs of the same recipe with sessions of `replies` counsellor replies (the turn cap to match)."""
-    from mindsimkit.mindsim.stage_sizes import simulation
-
-    s = simulation(ctx.inp)
+    s = ctx.simulation()
     section = {
         **(getattr(ctx.recipe, "simulation", None) or {}),
         "counsellor_replies": replies,
@@ -292,9 +306,7 @@ def _patients(ctx: _Ctx, s: Any) -> int:
 
 
 def _simulate(ctx: _Ctx) -> None:
-    from mindsimkit.mindsim.stage_sizes import memory_bound, message_bound, simulation
-
-    s = simulation(ctx.inp)
+    s = ctx.simulation()
     patients, replies, couns = _patients(ctx, s), s.replies_per_session, ctx.counsellor_labels(s)
     arcs_per_kind = patients * len(couns) * s.trials
     # The patient and counsellor prompts grow every turn; the scenario writer and the memory read a whole session.
@@ -331,7 +343,7 @@ def _simulate(ctx: _Ctx) -> None:
                 plain(
                     ctx,
                     "memory_compactor",
-                    memory_bound(ctx.inp),
+                    ctx.bound("memory_compactor"),
                     rewrites * asks,
                     rewrites * asks_worst,
                     mem_first,
@@ -339,7 +351,7 @@ def _simulate(ctx: _Ctx) -> None:
                 ),
             )
         turns = sessions_k * replies
-        _patient_turns(ctx, s, kind, turns, sessions_k, (p_mean, p_last), patients, message_bound(ctx.inp))
+        _patient_turns(ctx, s, kind, turns, sessions_k, (p_mean, p_last), patients, ctx.bound("patient"))
     for c in dict.fromkeys(couns):
         share = couns.count(c) / len(couns)
         n = sessions * share * replies
@@ -454,14 +466,13 @@ def _decomposer_calls(ctx: _Ctx, pa: Any) -> int:
 
 def _validate(ctx: _Ctx) -> None:
     from mindsimkit.mindcore.prompts import render
-    from mindsimkit.mindsim.stage_sizes import simulation
     from mindsimkit.validation.arc import SYSTEM_TEMPLATE
 
     from mindsimkit.validation.config import ValidationConfig
 
     if not ValidationConfig.model_validate(getattr(ctx.recipe, "validation", None) or {}).arc:
         return  # without the arc labels validation asks no model
-    s = simulation(ctx.inp)
+    s = ctx.simulation()
     # One label per non-empty patient message, the scripted opening included.
     per_session = s.replies_per_session + (s.opening == "patient")
     n = _sessions(ctx, s) * per_session
@@ -483,9 +494,8 @@ def _sessions(ctx: _Ctx, s: Any) -> float:
 
 def _judge(ctx: _Ctx) -> None:
     from mindsimkit.judge.config import JudgeConfig
-    from mindsimkit.mindsim.stage_sizes import simulation
 
-    s = simulation(ctx.inp)
+    s = ctx.simulation()
     cfg = JudgeConfig.model_validate(getattr(ctx.recipe, "judge", None) or {})
     replies = min(s.replies_per_session, cfg.max_replies) if cfg.max_replies else s.replies_per_session
     sessions = _sessions(ctx, s)
