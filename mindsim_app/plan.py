@@ -379,10 +379,13 @@ def _patient_turns(
     # The patient's requests extend one history over the session: each but the last is a prefix of the next.
     per_turn = msg + (_mindsim_calls(ctx, s)[0] if base == "mindsim" else 0.0)
     cached = max(turns * per_turn * p_mean - sessions * p_last, 0.0)
+    # Sized by the registered patient estimate, MindSim's: its tool-call turns make it the largest patient prompt.
+    note = None if base == "mindsim" else f"{kind}'s messages sized as MindSim's patient prompt (an upper estimate)"
     ctx.add(
         "simulate",
         "patient",
         plain(ctx, "patient", bound, turns * msg, turns * msg_worst, p_mean, p_last, cached=cached),
+        note,
     )
     if base == "mindsim":
         (commit, commit_worst), todo = _mindsim_calls(ctx, s)[1:]
@@ -401,7 +404,7 @@ def _patient_turns(
             )
     elif base == "patientact":
         _patientact(ctx, s, v, turns, patients)
-    elif ctx.config.roles.get("baseline_mapper") is not None or _schemas(ctx, "baseline_mapper"):
+    elif "baseline_mapper" in v.engine.roles:
         mapper = _estimate(ctx, "baseline_mapper")
         size = float(mapper.tokens if mapper else 0)
         attempts = s.baselines.mapper_attempts or ctx.spec("baseline_mapper").max_attempts
@@ -473,9 +476,13 @@ def _validate(ctx: _Ctx) -> None:
     if not ValidationConfig.model_validate(getattr(ctx.recipe, "validation", None) or {}).arc:
         return  # without the arc labels validation asks no model
     s = ctx.simulation()
-    # One label per non-empty patient message, the scripted opening included.
-    per_session = s.replies_per_session + (s.opening == "patient")
-    n = _sessions(ctx, s) * per_session
+    # One label per patient message, the scripted opening included. Labels are cached by request content, and the
+    # first session's opening is the patient's first scenario, the same in every arc of that patient (every
+    # counsellor, engine and trial) with nothing before it: one request per patient labels it for all of them.
+    sessions = _sessions(ctx, s)
+    arcs = _patients(ctx, s) * len(ctx.counsellor_labels(s)) * s.trials * len(s.patient_engines)
+    openings = (_patients(ctx, s) + sessions - arcs) if s.opening == "patient" else 0
+    n = sessions * s.replies_per_session + openings
     est = _estimate(ctx, "labeller")
     size = float(est.tokens if est else 0)
     system = ctx.sz(render(SYSTEM_TEMPLATE))

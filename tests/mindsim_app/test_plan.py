@@ -87,8 +87,10 @@ def test_counts_of_a_tiny_recipe_match_the_hand_computed_ones(tmp_path):
     patient = loads["simulate", "patient"]
     assert patient.requests == pytest.approx(36 * 1.75 + 36 + 36)
     assert patient.requests_worst == 36 * 3 + 36 * 2 * 3 + 36 * 3
-    # Validation labels every patient message (the opening too): 12 sessions × 4; the judge every reply: 12 × 3.
-    assert loads["validate", "labeller"].requests == 48
+    # Validation labels every patient message: 12 sessions × 3 turns, and the openings, of which the first session's
+    # is the patient's first scenario in all its arcs (one cached label per patient): 2 + 4 arcs × 2 later sessions.
+    # The judge reads every reply: 12 × 3.
+    assert loads["validate", "labeller"].requests == 36 + 2 + 8
     assert loads["judge", "judge"].requests == 36
     # Replies bounded at 100 tokens; the reasoning counsellor adds half its 50-token budget (all of it at worst).
     assert loads["simulate", "counsellor"].completion_tokens == 18 * 100
