@@ -459,9 +459,10 @@ def _decomposer_calls(ctx: _Ctx, pa: Any) -> int:
     from mindsimkit.mindsim.patientact.decompose import max_pieces
     from mindsimkit.profilegen.config import profiles_config
 
-    pieces = max_pieces(profiles_config(ctx.recipe).patientact_shape)
+    pieces: int = max_pieces(profiles_config(ctx.recipe).patientact_shape)
+    chunk: int = pa.decomposition_chunk
     return (
-        math.ceil(pieces / pa.decomposition_chunk)
+        math.ceil(pieces / chunk)
         + (1 if pa.psych_formulation else 0)
         + (2 if pa.psych_formulation and pa.psych_screen else 0)
     )
@@ -496,7 +497,7 @@ def _validate(ctx: _Ctx) -> None:
 
 def _sessions(ctx: _Ctx, s: Any) -> float:
     couns = len(ctx.counsellor_labels(s))
-    return sum(_patients(ctx, s) * couns * s.trials * s.sessions_for(k) for k in s.patient_engines)
+    return float(sum(_patients(ctx, s) * couns * s.trials * s.sessions_for(k) for k in s.patient_engines))
 
 
 def _judge(ctx: _Ctx) -> None:
@@ -694,10 +695,9 @@ def _price(row: PlanRow, prices: dict[str, Any]) -> bool:
     if price is None:
         return False
     uncached = row.prompt_tokens - row.cached_tokens
+    cached_price = price.input if price.cached_input is None else price.cached_input
     row.price_key = key
-    row.cost = (
-        uncached * price.input + row.cached_tokens * price.cached_input + row.completion_tokens * price.output
-    ) / PER
+    row.cost = (uncached * price.input + row.cached_tokens * cached_price + row.completion_tokens * price.output) / PER
     row.cost_worst = (row.prompt_tokens_worst * price.input + row.completion_tokens_worst * price.output) / PER
     return True
 
