@@ -746,11 +746,13 @@ def make_plan(
     *,
     counsellors: int | None = None,
     prices: dict[str, Any] | None = None,
+    prices_file: Path | None = None,
     rates: dict[str, Any] | None = None,
     from_run: Path | None = None,
 ) -> Plan:
-    """The plan of `mindsim run RECIPE`: every role's load, its cost at `prices` and its time at the recorded
-    throughput (`rates`: engine key → `Throughput`; default the user's record)."""
+    """The plan of `mindsim run RECIPE`: every role's load, its cost at `prices` (default: the recipe's
+    `judge.prices` with `prices_file` over them) and its time at the recorded throughput (`rates`: engine key →
+    `Throughput`; default the user's record)."""
     from mindsimkit.mindsim_app.throughput import engine_key, load_records, record_path, servers_of
 
     measured = read_measured(from_run) if from_run else {}
@@ -764,7 +766,7 @@ def make_plan(
         assumptions=assumptions,
         notes=notes,
     )
-    prices = load_prices(recipe) if prices is None else prices
+    prices = load_prices(recipe, prices_file) if prices is None else prices
     rates = load_records() if rates is None else rates
     config = recipe.engines_config()
     rows = [PlanRow(**load.model_dump(), servers=servers_of(config.engines[load.engine])) for load in loads]
@@ -803,7 +805,7 @@ def make_plan(
         notes=notes,
         assumptions=assumptions.model_dump(),
         sources={
-            "prices": "recipe judge.prices" + (" and --prices" if prices else ""),
+            "prices": "the recipe's judge.prices" + (f" and {prices_file}" if prices_file else ""),
             "throughput": str(record_path()),
             "completions": f"measured means of {from_run}" if from_run else "each role's bounds",
         },

@@ -142,7 +142,7 @@ def plan_cmd(
         from mindsimkit.mindsim_app.throughput import measure_all
 
         measure_all(loaded.engines_config())
-    plan = make_plan(loaded, counsellors=counsellors, prices=table, from_run=from_run)
+    plan = make_plan(loaded, counsellors=counsellors, prices=table, prices_file=prices, from_run=from_run)
     console = out_console()
     if as_json:
         console.print_json(json.dumps(plan.model_dump(), default=str))

@@ -256,3 +256,13 @@ def test_measured_throughput_is_recorded_and_read_by_the_plan(tmp_path, monkeypa
     plan = make_plan(recipe)
     assert all(r.time_s is not None and r.time_s > 0 for r in plan.rows)
     assert plan.totals["wall_s"] > 0 and not any("throughput" in u for u in plan.unknown)
+
+
+def test_a_finished_run_gives_its_measured_completion_lengths(fake_run):
+    info = json.loads((fake_run / "run.json").read_text())
+    plan = make_plan(load_recipe(fake_run.parent / "r.yaml"), from_run=fake_run)
+    judge = next(r for r in plan.rows if r.role == "judge")
+    used = info["usage"]["judge"]
+    assert judge.completion_from == f"run {fake_run}"
+    assert judge.completion_tokens / judge.requests == pytest.approx(used["completion_tokens"] / used["attempts"])
+    assert plan.sources["completions"] == f"measured means of {fake_run}"
