@@ -6,13 +6,15 @@ Imports only `mindcore`, like `validation/`."""
 # `run.run_judging`, `config.JudgeConfig`, `ablation` (the memory ablation's scores and report), `schemas` (rows
 # and summaries), `rubric`, `scores`, `stats`, `inputs`, `judging`, `patientact`, `patientact_profiles` (Table 1),
 # `patientact_report` (writing scored sessions), `sample`, `units` and `cli.app`; `rubrics` (the rubric registry), `ratings` (the long format), `alpha`
-# (Krippendorff's α) and `scales` (the judge of any scales rubric), which the annotation tool builds on.
+# (Krippendorff's α) and `scales` (the judge of any scales rubric), which the annotation tool builds on; `costs`
+# (prices and what usage costs at them), by which `mindsim plan` prices every role as the judge's table does.
 PUBLIC_MODULES = (
     "ablation",
     "agreement",
     "alpha",
     "cli",
     "config",
+    "costs",
     "inputs",
     "judging",
     "patientact",

@@ -41,6 +41,7 @@ PUBLIC_MODULES = (
     "systems",
     "types",
     "vllm_serve",
+    "yamlio",
 )
 
 __version__ = "0.1.0"

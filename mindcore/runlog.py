@@ -191,6 +191,10 @@ class RunHeader(BaseModel):
     engine_backends: dict[str, Any] = Field(default_factory=dict)
     preflight: list[str] = Field(default_factory=list)
     usage: dict[str, Any] = Field(default_factory=dict)
+    plan: dict[str, Any] | None = Field(None, description="`mindsim plan`'s figures for this run, written at its start")
+    plan_vs_actual: dict[str, Any] | None = Field(
+        None, description="Per role the plan's expected requests, tokens and cost beside the usage, per stage the "
+        "planned and measured wall time, each with actual / planned")
     persona_source: str | None = None
     rates_note: str | None = None
     prompt_hashes: dict[str, str | None] = Field(default_factory=dict)

@@ -78,6 +78,9 @@ def run_cmd(
 @engines_app.command("check")
 def engines_check_cmd(
     recipe: Optional[Path] = typer.Argument(None, help="Recipe YAML; default: the embedded engine only"),
+    measure_throughput: bool = typer.Option(
+        False, "--measure-throughput", help="Also measure each engine's prompt and completion tokens per second at "
+        "its concurrency and record them for `mindsim plan` (docs/plan.md)"),
 ) -> None:
     """Ping every engine the recipe names: model, latency and a structured-output round trip."""
     from mindsimkit.mindcore.config import EnginesConfig
@@ -125,6 +128,20 @@ def engines_check_cmd(
     if bad:
         # Something the user fixes in the recipe or environment is exit 2; an engine that is down is exit 1.
         raise typer.Exit(2 if any(h.problem_kind == "config" for h in bad) else 1)
+    if measure_throughput:
+        _measure_throughput(config)
+
+
+def _measure_throughput(config: Any) -> None:
+    from mindsimkit.mindsim_app.throughput import measure_all, record_path
+
+    table = Table(title=f"Throughput per server (recorded in {escape(str(record_path()))})")
+    for col in ("engine", "in flight", "prompt tok/s", "completion tok/s"):
+        table.add_column(col)
+    for name, (_, rate) in measure_all(config).items():
+        table.add_row(name, str(rate.concurrency), f"{rate.prompt_tokens_per_s:,.0f}",
+                      f"{rate.completion_tokens_per_s:,.0f}")
+    out.print(table)
 
 
 def _counsellor_bindings(recipe: Any) -> dict[str, Any]:
@@ -211,6 +228,7 @@ def _mount_stage_commands() -> None:
     from mindsimkit.mindsim_app.export import export_app
     from mindsimkit.mindsim_app.inspect.cli import app as inspect_app
     from mindsimkit.mindsim_app.imports.cli import app as import_app
+    from mindsimkit.mindsim_app.plan_cli import plan_cmd
     from mindsimkit.mindsim_app.publish import publish_cmd
     from mindsimkit.mindsim_app.report.cli import report_cmd
     from mindsimkit.mindsim_app.simulate_cli import simulate_cmd
@@ -220,6 +238,7 @@ def _mount_stage_commands() -> None:
 
     app.add_typer(profiles_app, name="profiles", help="Generate, screen and select patient profiles.")
     app.command("simulate")(simulate_cmd)
+    app.command("plan")(plan_cmd)
     app.add_typer(validate_app, name="validate", help="Realism validation against reference statistics.")
     app.command("publish")(publish_cmd)
     app.command("report")(report_cmd)

@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import hashlib
 import json
+import time
 import uuid
 from collections import defaultdict
 from contextlib import nullcontext
@@ -214,22 +215,50 @@ def run_job(recipe_path: Path, out_dir: Path, *, verbose: bool = False, ray_addr
         for note in pre.notes:  # information, not a problem: stdout, so stderr keeps only what went wrong
             out_console().print(f"preflight: {escape(note)}")
         scfg, vcfg = pre.budgets.apply("simulation", scfg), pre.budgets.apply("validation", vcfg)
-        info = _open_run(out_dir, recipe)
+        info = _with_plan(out_dir, recipe, _open_run(out_dir, recipe))
+        seconds: dict[str, float] = {}
         with library_logs_to(layout.logs, verbose=verbose), runner:
-            psum, ssum, jsum = _stages(recipe, engines, out_dir, pcfg, scfg, vcfg, jcfg, runner)
+            psum, ssum, jsum = _stages(recipe, engines, out_dir, pcfg, scfg, vcfg, jcfg, runner, seconds)
         roles = engines.describe()
         backends = {name: engines.backend(name).describe() for name in recipe.engines}
         usage = engines.ledger.summary()
     return _finish(recipe, recipe_path, out_dir, info, runner, psum, ssum, jsum, pcfg, scfg, vcfg, jcfg, ocfg,
-                   pre, roles, backends, usage, verbose)
+                   pre, roles, backends, usage, verbose, seconds)
+
+
+def _plan_vs_actual(recipe: Recipe, plan: dict[str, Any] | None, usage: Any,
+                    seconds: dict[str, float]) -> dict[str, Any] | None:
+    from mindsimkit.mindsim_app.plan import load_prices, plan_vs_actual
+
+    return plan_vs_actual(plan, usage, seconds, load_prices(recipe)) if plan else None
+
+
+def _with_plan(out_dir: Path, recipe: Recipe, info: RunHeader) -> RunHeader:
+    """run.json with the plan of this run (`mindsim plan`), written before the first request so that the end of the
+    run can set what it spent beside what was expected."""
+    from mindsimkit.mindsim_app.plan import make_plan
+
+    try:
+        plan = make_plan(recipe).model_dump()
+    except Exception as exc:  # the plan informs; it never stops the run it plans
+        console.print(f"[yellow]warning:[/] no plan in run.json ({escape(type(exc).__name__)}: "
+                      f"{escape(str(exc)[:200])}); `mindsim plan RECIPE` shows the same figures")
+        return info
+    info = info.model_copy(update={"plan": plan})
+    RunLayout(out_dir).write_header(info)
+    return info
 
 
 def _stages(recipe: Recipe, engines: Engines, out_dir: Path, pcfg: Any, scfg: SimulationConfig,
-            vcfg: ValidationConfig, jcfg: JudgeConfig | None, runner: Any) -> tuple[Any, Any, Any]:
-    """Stages 1–8 in the job's order; returns the profile, simulation and judge summaries."""
+            vcfg: ValidationConfig, jcfg: JudgeConfig | None, runner: Any,
+            seconds: dict[str, float]) -> tuple[Any, Any, Any]:
+    """Stages 1–8 in the job's order; returns the profile, simulation and judge summaries. `seconds` gets each
+    stage's wall time under the plan's stage names."""
     layout = RunLayout(out_dir)
     _stage("1–5 · profiles")
+    t0 = time.monotonic()
     psum = run_profiles(recipe, engines, out_dir, pcfg, runner=runner)
+    seconds["profiles"] = time.monotonic() - t0
     pfail = [f.model_dump() for f in layout.profiles.failure_rows(Failure)]
     raise_if_all_failed("profiles", pfail, attempted=psum.candidates)
     if psum.candidates and not psum.kept:
@@ -238,28 +267,35 @@ def _stages(recipe: Recipe, engines: Engines, out_dir: Path, pcfg: Any, scfg: Si
     # Read as the simulation packs them: the pool is never whole in memory as objects (issue 35).
     profiles = iter_profiles(layout.profiles.path, pool_only=scfg.pool_only)
     _stage("6 · multi-session simulation")
+    t0 = time.monotonic()
     ssum = run_simulation(profiles, engines, scfg, out_dir, recipe.seed, runner=runner)
+    seconds["simulate"] = time.monotonic() - t0
     failed_arcs = [f.model_dump() for f in ssum.failed_arcs]
     raise_if_all_failed("simulation", failed_arcs, attempted=ssum.arcs)
     if failed_arcs and not ssum.sessions_written:
         _nothing_left("simulation", failed_arcs, f"all {ssum.arcs} arcs failed before any session finished")
     _stage("7 · validation")
     sims = _sims_by_counsellor(layout)
+    t0 = time.monotonic()
     compare(vcfg.reference, sims, layout.validation.path, vcfg, engines=engines if vcfg.arc else None,
             runner=runner)
+    seconds["validate"] = time.monotonic() - t0
     record_stage(out_dir, "validation", [layout.validation.report_json, layout.validation.report_md,
                                          *layout.validation.plots()],
                  reads=[layout.transcripts], counts={"systems": len(sims)})
     jsum = None
     if jcfg is not None:
         _stage("8 · MHQR judge")
+        t0 = time.monotonic()
         jsum = run_judging(out_dir, engines, jcfg, runner=runner)
+        seconds["judge"] = time.monotonic() - t0
     return psum, ssum, jsum
 
 
 def _finish(recipe: Recipe, recipe_path: Path, out_dir: Path, info: RunHeader, runner: Any, psum: Any, ssum: Any,
             jsum: Any, pcfg: Any, scfg: SimulationConfig, vcfg: ValidationConfig, jcfg: JudgeConfig | None,
-            ocfg: OutputConfig, pre: Any, roles: Any, backends: Any, usage: Any, verbose: bool) -> JobSummary:
+            ocfg: OutputConfig, pre: Any, roles: Any, backends: Any, usage: Any, verbose: bool,
+            seconds: dict[str, float] | None = None) -> JobSummary:
     """run.json, the run's manifest record, the dataset folder and the page, once every stage has finished."""
     layout = RunLayout(out_dir)
     runner_info = {"name": runner.name, "profiles": psum.runner, "simulation": ssum.runner}
@@ -276,6 +312,7 @@ def _finish(recipe: Recipe, recipe_path: Path, out_dir: Path, info: RunHeader, r
             "engine_backends": backends,
             "preflight": pre.lines(),
             "usage": usage,
+            "plan_vs_actual": _plan_vs_actual(recipe, info.plan, usage, seconds or {}),
             "persona_source": "mindsim's shipped synthetic persona sample (Nemotron-Personas-USA schema, not NVIDIA data)"
             if psum.persona_source == "synthetic"
             else psum.persona_source,

@@ -437,6 +437,15 @@ CASES.update({
     "export-dpo/missing": Case(lambda f: ["export", "dpo", f.root / "no-run", "--out", f.root / "x.jsonl"], 2,
                                lambda f: str(f.root / "no-run")),
 })
+# mindsim plan: writes nothing, so every case checks only the code and the line
+CASES.update({
+    "plan/missing": Case(lambda f: ["plan", f.recipe_missing], 2, lambda f: str(f.recipe_missing), out=NOWHERE),
+    "plan/wrong-field": Case(lambda f: ["plan", f.recipe_typo], 2, lambda f: "simulation.sesions", out=NOWHERE),
+    "plan/bad-prices": Case(lambda f: ["plan", f.recipe_ok, "--prices", f.recipe_malformed], 2,
+                            lambda f: str(f.recipe_malformed), out=NOWHERE),
+    "plan/no-run": Case(lambda f: ["plan", f.recipe_ok, "--from-run", f.root / "no-run"], 2,
+                        lambda f: "--from-run", out=NOWHERE),
+})
 CONSOLE_CASES += ["run/base-url-0", "run/key-pasted-as-variable", "judge-run/template-dotdot", "judge-alpha/csv-digits",
                   "run/duplicate-key", "labelstudio-ratings/numbers"]
 

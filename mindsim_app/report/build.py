@@ -143,6 +143,7 @@ def run_context(run: RunData, draws: int = 20000) -> dict[str, Any]:
         _validation_charts(run.validation), "health": h, "health_charts": _health_charts(h),
         "versions": versions(run), "patientact": run.patientact, "drill": drilldown(run, boards),
         "gate": (run.info.release_gate if run.info else None) or None, "partial": run.partial,
+        "plan": run.info.plan_vs_actual if run.info else None,
     }
 
 

@@ -1,0 +1,913 @@
+"""`mindsim plan RECIPE`: what a recipe will ask of its engines before the first request — requests, prompt and
+completion tokens, the share a prefix cache can serve, money and hours, per stage and per role.
+
+Nothing here is a second copy of the toolkit's sizing: the roles are those the stages register
+(`mindcore.stages.stage_roles`), the budgets are the ones preflight fits (`mindcore.budget_fit.fit_budgets`, with
+the byte bound since no engine is asked for its tokenizer), and every prompt size comes from the estimate each
+stage registered for preflight's context check (`mindcore.budget.prompt_estimator`), evaluated at the first and the
+last turn of a session so that the mean over a session's turns is their midpoint (a session's prompts grow by the
+same pieces each turn). What is counted per stage is the recipe's own arithmetic: candidates and revisions,
+patients × counsellors × trials × sessions × counsellor replies, every reply judged.
+
+Two figures per count: the worst case takes every retry, revision and budget in full; the expected value takes the
+shares in `mindsim_app/data/plan_assumptions.yaml`, never fitted to a run. Requests are HTTP requests (the ledger's
+`attempts`): a structured call refused by its validator is asked again inside the same call.
+"""
+
+from __future__ import annotations
+
+import json
+import math
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any, Callable
+
+import yaml
+from pydantic import BaseModel, ConfigDict, Field
+
+from mindsimkit.mindcore.budget import PromptSize, Sizer, largest_instance, prompt_estimator, registered
+from mindsimkit.mindcore.budget_fit import ASSUMED_UNBOUNDED_REPLY, BudgetReport, EstimateInputs, fit_budgets
+from mindsimkit.mindcore.config import EnginesConfig, RoleSpec
+from mindsimkit.mindcore.stages import expand_stages
+
+ASSUMPTIONS = Path(__file__).resolve().parent / "data" / "plan_assumptions.yaml"
+
+
+class Assumptions(BaseModel):
+    """The shares the expected value takes where the recipe gives only a bound."""
+
+    model_config = ConfigDict(extra="forbid")
+    serious_share: float = Field(ge=0, le=1)
+    structured_retry_share: float = Field(ge=0, le=1)
+    commit_reject_share: float = Field(ge=0, le=1)
+    message_reask_share: float = Field(ge=0, le=1)
+    resistance_share: float = Field(ge=0, le=1)
+    memory_reask_share: float = Field(ge=0, le=1)
+    reply_fill: float = Field(ge=0, le=1)
+    structured_fill: float = Field(ge=0, le=1)
+    reasoning_fill: float = Field(ge=0, le=1)
+
+
+def load_assumptions(path: Path = ASSUMPTIONS) -> Assumptions:
+    data = yaml.safe_load(path.read_text(encoding="utf-8"))
+    return Assumptions.model_validate({**data["rates"], **data["lengths"]})
+
+
+class RoleLoad(BaseModel):
+    """One role's work in one stage: expected and worst-case totals over the whole run."""
+
+    stage: str
+    role: str
+    engine: str
+    model: str | None = None
+    requests: float = 0.0
+    requests_worst: float = 0.0
+    prompt_tokens: float = 0.0
+    prompt_tokens_worst: float = 0.0
+    completion_tokens: float = 0.0
+    completion_tokens_worst: float = 0.0
+    cached_tokens: float = Field(0.0, description="Expected prompt tokens an earlier request already sent as a prefix")
+    completion_from: str = Field("bounds", description="bounds, or the run whose measured means were used")
+    notes: list[str] = Field(default_factory=list)
+
+    @property
+    def cached_share(self) -> float | None:
+        return self.cached_tokens / self.prompt_tokens if self.prompt_tokens else None
+
+
+@dataclass
+class Calls:
+    """`n` calls of one kind (`n_worst` at worst), each asked up to `attempts` times, with per-request sizes."""
+
+    n: float
+    n_worst: float
+    prompt: float
+    prompt_worst: float
+    completion: float
+    completion_worst: float
+    attempts: int = 1
+    cached: float = 0.0  # over all n calls
+    retry_share: float = 0.0
+
+
+@dataclass
+class _Ctx:
+    recipe: Any
+    config: EnginesConfig
+    report: BudgetReport
+    inp: EstimateInputs
+    sz: Sizer
+    a: Assumptions
+    specs: dict[str, RoleSpec]
+    measured: dict[str, float]  # role → completion tokens per request a finished run measured
+    measured_from: str | None
+    loads: dict[tuple[str, str], RoleLoad]
+    counsellors: int | None = None  # plan for this many counsellors under test instead of the recipe's
+
+    def counsellor_labels(self, s: Any) -> list[str]:
+        """The counsellors planned for: the recipe's, cycled or cut to `counsellors` (each planned as the one it
+        repeats, under that one's name)."""
+        from mindsimkit.mindsim.config import counsellor_name
+
+        given = [counsellor_name(c) for c in s.counsellors]
+        return [given[i % len(given)] for i in range(self.counsellors)] if self.counsellors else given
+
+    def simulation(self, inp: EstimateInputs | None = None) -> Any:
+        """The recipe's simulation section as the estimates read it: validated, with the settings preflight raised."""
+        from mindsimkit.mindsim.config import SimulationConfig
+
+        inp = inp or self.inp
+        scfg = SimulationConfig.from_section(getattr(inp.recipe, "simulation", None))
+        return scfg.model_copy(update=inp.report.section_overrides.get("simulation", {}))
+
+    def bound(self, role: str) -> int:
+        """A reply bound the stage sets itself (patient messages, memory rewrites), as preflight's context check
+        reads it."""
+        from mindsimkit.mindcore.stages import output_bound
+
+        found = output_bound(role)
+        return found(self.inp) if found is not None else self.spec(role).max_tokens or ASSUMED_UNBOUNDED_REPLY
+
+    def spec(self, label: str) -> RoleSpec:
+        return self.specs.get(label) or self.config.role_spec(label)
+
+    def add(self, stage: str, label: str, calls: Calls, note: str | None = None) -> None:
+        spec = self.spec(label)
+        load = self.loads.get((stage, label))
+        if load is None:
+            engine = self.config.engines.get(spec.engine)
+            model = spec.model or getattr(engine, "model", None) or getattr(engine, "model_path", None) or spec.engine
+            load = self.loads[(stage, label)] = RoleLoad(stage=stage, role=label, engine=spec.engine, model=model)
+        reqs = calls.n * (1 + calls.retry_share * (calls.attempts - 1))
+        worst = calls.n_worst * calls.attempts
+        completion = calls.completion
+        if label in self.measured:
+            completion, load.completion_from = self.measured[label], f"run {self.measured_from}"
+        load.requests += reqs
+        load.requests_worst += worst
+        load.prompt_tokens += reqs * calls.prompt
+        load.prompt_tokens_worst += worst * calls.prompt_worst
+        load.completion_tokens += reqs * completion
+        load.completion_tokens_worst += worst * calls.completion_worst
+        load.cached_tokens += calls.cached
+        if note and note not in load.notes:
+            load.notes.append(note)
+
+
+# -- sizes ------------------------------------------------------------------------------------------------------
+def _estimate(ctx: _Ctx, role: str, inp: EstimateInputs | None = None) -> PromptSize | None:
+    est = prompt_estimator(role)
+    return est(inp or ctx.inp, ctx.sz) if est is not None else None
+
+
+def _with_replies(ctx: _Ctx, replies: int) -> EstimateInputs:
+    """The estimate inputs of the same recipe with sessions of `replies` counsellor replies (the turn cap to match)."""
+    s = ctx.simulation()
+    section = {
+        **(getattr(ctx.recipe, "simulation", None) or {}),
+        "counsellor_replies": replies,
+        "turn_cap": replies + (s.opening == "patient"),
+    }
+    recipe = ctx.recipe.model_copy(update={"simulation": section})
+    return EstimateInputs(recipe, ctx.config, ctx.report, ctx.inp.counsellor_max_tokens)
+
+
+def _growing(ctx: _Ctx, role: str, replies: int) -> tuple[float, float]:
+    """A role whose prompt grows by the same pieces every turn: its mean prompt over a session's `replies` requests
+    (the midpoint of its first and last) and its last, largest one."""
+    last = _estimate(ctx, role)
+    if last is None:
+        return 0.0, 0.0
+    if replies <= 1:
+        return float(last.tokens), float(last.tokens)
+    first = _estimate(ctx, role, _with_replies(ctx, 1))
+    return ((first.tokens if first else last.tokens) + last.tokens) / 2, float(last.tokens)
+
+
+def _schemas(ctx: _Ctx, role: str, name: str | None = None) -> list[Any]:
+    from mindsimkit.mindcore.config import role_base
+
+    base = role_base(role)
+    return [
+        e
+        for e in registered()
+        if e.role in (role, base) and (name is None or e.name == name) and (e.active is None or e.active(ctx.recipe))
+    ]
+
+
+def _answer(ctx: _Ctx, role: str, name: str | None = None) -> float:
+    """Expected tokens of a structured answer: the mean of the role's schemas' largest instances (strings at their
+    maxLength), counted as prompts are, times `structured_fill`."""
+    sizes = []
+    for entry in _schemas(ctx, role, name):
+        try:
+            sizes.append(ctx.sz(json.dumps(largest_instance(entry.schema_of(ctx.recipe)), ensure_ascii=False)) + 1)
+        except ValueError:  # an unbounded schema has no largest instance: its budget stands in
+            continue
+    if not sizes:
+        return float(_budget(ctx, role, name))
+    return ctx.a.structured_fill * sum(sizes) / len(sizes)
+
+
+def _budget(ctx: _Ctx, role: str, name: str | None = None) -> int:
+    """The most one answer of `role` may spend (schema budget as preflight fitted it, else the role's max_tokens)."""
+    from mindsimkit.mindcore.config import role_base
+
+    values = [
+        ln.budget
+        for ln in ctx.report.lines
+        if ln.role in (role, role_base(role)) and ln.budget is not None and (name is None or ln.schema == name)
+    ]
+    if values:
+        return max(values)
+    return ctx.spec(role).max_tokens or ASSUMED_UNBOUNDED_REPLY
+
+
+def _thinking(ctx: _Ctx, role: str) -> tuple[float, int]:
+    rb = ctx.spec(role).reasoning_budget or 0
+    return ctx.a.reasoning_fill * rb, rb
+
+
+def structured(
+    ctx: _Ctx,
+    role: str,
+    n: float,
+    n_worst: float,
+    prompt: float,
+    prompt_worst: float,
+    *,
+    name: str | None = None,
+    attempts: int | None = None,
+    cached: float = 0.0,
+) -> Calls:
+    think, think_worst = _thinking(ctx, role)
+    return Calls(
+        n,
+        n_worst,
+        prompt,
+        prompt_worst,
+        _answer(ctx, role, name) + think,
+        _budget(ctx, role, name) + think_worst,
+        attempts=attempts or ctx.spec(role).max_attempts,
+        cached=cached,
+        retry_share=ctx.a.structured_retry_share,
+    )
+
+
+def plain(
+    ctx: _Ctx,
+    role: str,
+    bound: int,
+    n: float,
+    n_worst: float,
+    prompt: float,
+    prompt_worst: float,
+    *,
+    cached: float = 0.0,
+) -> Calls:
+    think, think_worst = _thinking(ctx, role)
+    return Calls(n, n_worst, prompt, prompt_worst, ctx.a.reply_fill * bound + think, bound + think_worst, cached=cached)
+
+
+def _retries(share: float, most: int) -> tuple[float, int]:
+    """Expected and worst asks of something each ask of which fails at `share`, re-asked up to `most` more times
+    (the first ask, plus one more for each failure in a row: a geometric sum)."""
+    return sum(share**k for k in range(most + 1)), 1 + most
+
+
+# -- the stages -------------------------------------------------------------------------------------------------
+def _profiles(ctx: _Ctx) -> None:
+    from mindsimkit.profilegen.config import profiles_config
+
+    cfg = profiles_config(ctx.recipe)
+    # A draft still serious after a revision is revised again, up to max_revisions: a geometric sum.
+    drafts = cfg.candidates * sum(ctx.a.serious_share**k for k in range(cfg.max_revisions + 1))
+    drafts_worst = cfg.candidates * (1 + cfg.max_revisions)
+    writer = _estimate(ctx, "profile_writer")
+    first = float(writer.parts.get("first draft", writer.tokens)) if writer else 0.0
+    revision = float(writer.parts.get("revision", writer.tokens)) if writer else 0.0
+    mean_prompt = (cfg.candidates * first + (drafts - cfg.candidates) * revision) / drafts
+    ctx.add(
+        "profiles",
+        "profile_writer",
+        structured(ctx, "profile_writer", drafts, drafts_worst, mean_prompt, max(first, revision), name="formulation"),
+    )
+    screen = _estimate(ctx, "screener")
+    size = float(screen.tokens) if screen else 0.0
+    ctx.add("profiles", "screener", structured(ctx, "screener", drafts, drafts_worst, size, size, name="screen"))
+
+
+def _patients(ctx: _Ctx, s: Any) -> int:
+    from mindsimkit.profilegen.config import profiles_config
+
+    cfg = profiles_config(ctx.recipe)
+    n = cfg.benchmark_size if s.benchmark_only else cfg.pool_size
+    return min(n, s.max_patients) if s.max_patients else n
+
+
+def _simulate(ctx: _Ctx) -> None:
+    s = ctx.simulation()
+    patients, replies, couns = _patients(ctx, s), s.replies_per_session, ctx.counsellor_labels(s)
+    arcs_per_kind = patients * len(couns) * s.trials
+    # The patient and counsellor prompts grow every turn; the scenario writer and the memory read a whole session.
+    c_mean, c_last = _growing(ctx, "counsellor", replies)
+    p_mean, p_last = _growing(ctx, "patient", replies)
+    scen = _estimate(ctx, "scenario_writer")
+    first = _estimate(ctx, "first_scenario_writer")
+    mem = _estimate(ctx, "memory_compactor")
+    scen_t, first_t = float(scen.tokens if scen else 0), float(first.tokens if first else 0)
+    mem_first = float(mem.parts.get("first ask", mem.tokens)) if mem else 0.0
+    ctx.add(
+        "simulate",
+        "first_scenario_writer",
+        structured(ctx, "first_scenario_writer", patients, patients, first_t, first_t, name="Scenario"),
+    )
+    sessions = 0
+    for kind in s.patient_engines:
+        n_s = s.sessions_for(kind)
+        sessions_k = arcs_per_kind * n_s
+        sessions += sessions_k
+        later = arcs_per_kind * (n_s - 1)
+        if later:
+            ctx.add(
+                "simulate",
+                "scenario_writer",
+                structured(ctx, "scenario_writer", later, later, scen_t, scen_t, name="Scenario"),
+            )
+        rewrites = arcs_per_kind * (n_s - (0 if s.final_memory else 1))
+        if rewrites:
+            asks, asks_worst = _retries(ctx.a.memory_reask_share, s.memory_retries)
+            ctx.add(
+                "simulate",
+                "memory_compactor",
+                plain(
+                    ctx,
+                    "memory_compactor",
+                    ctx.bound("memory_compactor"),
+                    rewrites * asks,
+                    rewrites * asks_worst,
+                    mem_first,
+                    float(mem.tokens if mem else 0),
+                ),
+            )
+        turns = sessions_k * replies
+        _patient_turns(ctx, s, kind, turns, sessions_k, (p_mean, p_last), patients, ctx.bound("patient"))
+    for c in dict.fromkeys(couns):
+        share = couns.count(c) / len(couns)
+        n = sessions * share * replies
+        bound = ctx.inp.counsellor_max_tokens.get(c) or ctx.spec(c).max_tokens or ASSUMED_UNBOUNDED_REPLY
+        # Each request's prompt is the one before it plus one exchange: all but the last is a cached prefix.
+        cached = n * c_mean - sessions * share * c_last
+        note = (
+            None
+            if (ctx.spec(c).max_tokens or ctx.inp.counsellor_max_tokens.get(c))
+            else f"no max_tokens: replies assumed {ASSUMED_UNBOUNDED_REPLY} tokens"
+        )
+        ctx.add("simulate", c, plain(ctx, c, bound, n, n, c_mean, c_last, cached=max(cached, 0.0)), note)
+
+
+def _patient_turns(
+    ctx: _Ctx, s: Any, kind: str, turns: float, sessions: float, sizes: tuple[float, float], patients: int, bound: int
+) -> None:
+    """The patient engine's own calls over `turns` patient turns: each engine asks differently."""
+    from mindsimkit.mindsim.patient_engines import variant
+
+    v = variant(kind)
+    base = v.engine.name
+    msg, msg_worst = _retries(ctx.a.message_reask_share, s.max_message_retries)
+    p_mean, p_last = sizes
+    # The patient's requests extend one history over the session: each but the last is a prefix of the next.
+    per_turn = msg + (_mindsim_calls(ctx, s)[0] if base == "mindsim" else 0.0)
+    cached = max(turns * per_turn * p_mean - sessions * p_last, 0.0)
+    # Sized by the registered patient estimate, MindSim's: its tool-call turns make it the largest patient prompt.
+    note = None if base == "mindsim" else f"{kind}'s messages sized as MindSim's patient prompt (an upper estimate)"
+    ctx.add(
+        "simulate",
+        "patient",
+        plain(ctx, "patient", bound, turns * msg, turns * msg_worst, p_mean, p_last, cached=cached),
+        note,
+    )
+    if base == "mindsim":
+        (commit, commit_worst), todo = _mindsim_calls(ctx, s)[1:]
+        ctx.add(
+            "simulate",
+            "patient",
+            structured(
+                ctx, "patient", turns * commit, turns * commit_worst, p_mean, p_last, name="tool_choice:commit_move"
+            ),
+        )
+        if todo:
+            ctx.add(
+                "simulate",
+                "patient",
+                structured(ctx, "patient", turns * todo, turns * todo, p_mean, p_last, name="tool_choice:agenda"),
+            )
+    elif base == "patientact":
+        _patientact(ctx, s, v, turns, patients)
+    elif "baseline_mapper" in v.engine.roles:
+        mapper = _estimate(ctx, "baseline_mapper")
+        size = float(mapper.tokens if mapper else 0)
+        attempts = s.baselines.mapper_attempts or ctx.spec("baseline_mapper").max_attempts
+        ctx.add(
+            "simulate",
+            "baseline_mapper",
+            structured(ctx, "baseline_mapper", patients, patients, size, size, attempts=attempts),
+            "one mapping per patient and baseline",
+        )
+
+
+def _mindsim_calls(ctx: _Ctx, s: Any) -> tuple[float, tuple[float, int], int]:
+    """MindSim's tool calls per turn: commits (re-asked when the guard turns a move back) and agenda calls."""
+    commit = _retries(ctx.a.commit_reject_share, s.max_commit_retries)
+    return commit[0] + s.max_todo_calls, commit, s.max_todo_calls
+
+
+def _patientact(ctx: _Ctx, s: Any, v: Any, turns: float, patients: int) -> None:
+    pa = s.patientact.model_copy(update=dict(v.settings))
+    steps = (2 + ctx.a.resistance_share if pa.pipeline else 0.0) + 1  # reaction, behaviour, (resistance), trust
+    steps_worst = (3 if pa.pipeline else 0) + 1
+    appraiser = _estimate(ctx, "patient_appraiser")
+    size = float(appraiser.tokens if appraiser else 0)
+    ctx.add(
+        "simulate",
+        "patient_appraiser",
+        structured(ctx, "patient_appraiser", turns * steps, turns * steps_worst, size, size, attempts=pa.step_attempts),
+    )
+    if pa.dynamic_memory and pa.retrieval == "llm":
+        match = _estimate(ctx, "patient_matcher")
+        m = float(match.tokens if match else 0)
+        ctx.add(
+            "simulate",
+            "patient_matcher",
+            structured(ctx, "patient_matcher", turns, turns, m, m, attempts=pa.step_attempts),
+        )
+    key = ("simulate", "profile_decomposer")
+    if key not in ctx.loads:  # one decomposition per patient, shared by every arm
+        dec = _estimate(ctx, "profile_decomposer")
+        d = float(dec.tokens if dec else 0)
+        calls = _decomposer_calls(ctx, pa)
+        ctx.add(
+            "simulate",
+            "profile_decomposer",
+            structured(ctx, "profile_decomposer", patients * calls, patients * calls, d, d, attempts=pa.step_attempts),
+            "one decomposition per patient, shared by every arm",
+        )
+
+
+def _decomposer_calls(ctx: _Ctx, pa: Any) -> int:
+    """The decomposition's chunks of profile pieces, plus the psychological formulation and its screen."""
+    from mindsimkit.mindsim.patientact.decompose import max_pieces
+    from mindsimkit.profilegen.config import profiles_config
+
+    pieces: int = max_pieces(profiles_config(ctx.recipe).patientact_shape)
+    chunk: int = pa.decomposition_chunk
+    return (
+        math.ceil(pieces / chunk)
+        + (1 if pa.psych_formulation else 0)
+        + (2 if pa.psych_formulation and pa.psych_screen else 0)
+    )
+
+
+def _validate(ctx: _Ctx) -> None:
+    from mindsimkit.mindcore.prompts import render
+    from mindsimkit.validation.arc import SYSTEM_TEMPLATE
+
+    from mindsimkit.validation.config import ValidationConfig
+
+    if not ValidationConfig.model_validate(getattr(ctx.recipe, "validation", None) or {}).arc:
+        return  # without the arc labels validation asks no model
+    s = ctx.simulation()
+    # One label per patient message, the scripted opening included. Labels are cached by request content, and the
+    # first session's opening is the patient's first scenario, the same in every arc of that patient (every
+    # counsellor, engine and trial) with nothing before it: one request per patient labels it for all of them.
+    sessions = _sessions(ctx, s)
+    arcs = _patients(ctx, s) * len(ctx.counsellor_labels(s)) * s.trials * len(s.patient_engines)
+    openings = (_patients(ctx, s) + sessions - arcs) if s.opening == "patient" else 0
+    n = sessions * s.replies_per_session + openings
+    est = _estimate(ctx, "labeller")
+    size = float(est.tokens if est else 0)
+    system = ctx.sz(render(SYSTEM_TEMPLATE))
+    ctx.add(
+        "validate",
+        "labeller",
+        structured(ctx, "labeller", n, n, size, size, cached=max(n - 1, 0) * system),
+        "the labeller's instructions are the same for every request",
+    )
+
+
+def _sessions(ctx: _Ctx, s: Any) -> float:
+    couns = len(ctx.counsellor_labels(s))
+    return float(sum(_patients(ctx, s) * couns * s.trials * s.sessions_for(k) for k in s.patient_engines))
+
+
+def _judge(ctx: _Ctx) -> None:
+    from mindsimkit.judge.config import JudgeConfig
+
+    s = ctx.simulation()
+    cfg = JudgeConfig.model_validate(getattr(ctx.recipe, "judge", None) or {})
+    replies = min(s.replies_per_session, cfg.max_replies) if cfg.max_replies else s.replies_per_session
+    sessions = _sessions(ctx, s)
+    mean, last = _growing(ctx, "judge", replies)
+    rubric = _rubric_tokens(ctx, cfg)
+    n = sessions * replies
+    # Within a session each judgment's prompt holds the one before it; the rubric is the same in every session.
+    cached = max(n * mean - sessions * last + max(sessions - 1, 0) * rubric, 0.0)
+    for judge in cfg.judges:
+        ctx.add(
+            "judge",
+            judge,
+            structured(ctx, judge, n, n, mean, last, name="mhqr_judgment", cached=cached),
+            "every counsellor reply judged" + (f" (at most {cfg.max_replies} a session)" if cfg.max_replies else ""),
+        )
+
+
+def _rubric_tokens(ctx: _Ctx, cfg: Any) -> float:
+    """The judge's instructions (its system message), which every judgment repeats."""
+    from mindsimkit.judge.judging import Judge, replies
+    from mindsimkit.judge.rubric import load_rubric
+    from mindsimkit.judge.schemas import SessionInput
+
+    judge = Judge(
+        "judge",
+        None,
+        load_rubric(cfg.rubric),
+        full_rubric=cfg.full_rubric,
+        max_issues=cfg.max_issues,
+        preset=cfg.preset,
+    )
+    session = SessionInput(
+        session_id="s",
+        patient_id="p",
+        counsellor="c",
+        session_index=1,
+        counsellor_system_prompt="",
+        messages=[{"role": "user", "content": "hello"}, {"role": "assistant", "content": "hello"}],
+    )
+    messages = judge.messages(replies(session)[-1])
+    return float(sum(ctx.sz(str(m.get("content") or "")) for m in messages if m.get("role") == "system"))
+
+
+STAGE_COUNTS: dict[str, Callable[[_Ctx], None]] = {
+    "profiles": _profiles,
+    "simulate": _simulate,
+    "validate": _validate,
+    "judge": _judge,
+}
+
+
+# -- the plan ---------------------------------------------------------------------------------------------------
+def job_stages(recipe: Any) -> set[str]:
+    """The stages `mindsim run` runs for this recipe (as the job decides them)."""
+    from mindsimkit.validation.config import ValidationConfig
+
+    vcfg = recipe.section("validation", ValidationConfig)
+    return {"run"} | ({"judge"} if recipe.judge is not None else set()) | ({"validate"} if vcfg.arc else set())
+
+
+def role_loads(
+    recipe: Any,
+    *,
+    counsellors: int | None = None,
+    measured: dict[str, float] | None = None,
+    measured_from: str | None = None,
+    assumptions: Assumptions | None = None,
+    notes: list[str] | None = None,
+) -> list[RoleLoad]:
+    """Every role's expected and worst-case work for `mindsim run RECIPE`, in stage order. `counsellors` plans
+    for that many counsellors under test (the recipe's list cycled or cut)."""
+    from mindsimkit.mindcore.engine import Engines
+    from mindsimkit.mindcore.stages import stage_roles
+
+    config = recipe.engines_config()
+    stages = job_stages(recipe)
+    report = _fit(recipe, config, stages, notes if notes is not None else [])
+    uses = stage_roles(recipe, Engines(config), stages)
+    specs = {u.label: u.spec for u in uses if u.spec is not None}
+    inp = EstimateInputs(recipe, config, report, {u.label: u.max_tokens for u in uses if u.role == "counsellor"})
+    ctx = _Ctx(
+        recipe,
+        config,
+        report,
+        inp,
+        Sizer(),
+        assumptions or load_assumptions(),
+        specs,
+        measured or {},
+        measured_from,
+        {},
+        counsellors,
+    )
+    for name in ("profiles", "simulate", "validate", "judge"):
+        if name in expand_stages(stages):
+            STAGE_COUNTS[name](ctx)
+    return list(ctx.loads.values())
+
+
+def _fit(recipe: Any, config: EnginesConfig, stages: set[str], notes: list[str]) -> BudgetReport:
+    """The budgets as preflight fits them, counted by the byte bound since no engine is asked for its tokenizer.
+    A recipe whose budgets fit only by an engine's own tokenizer is planned at the budgets it sets, and the plan
+    says so: preflight decides with the tokenizer when the run starts."""
+    from mindsimkit.mindcore.errors import ConfigError
+
+    try:
+        return fit_budgets(recipe, config, stages)
+    except ConfigError as exc:
+        first = str(exc).splitlines()[1].strip() if len(str(exc).splitlines()) > 1 else str(exc)
+        notes.append(
+            "budgets planned as the recipe sets them: by the byte bound, without the engines' tokenizers, "
+            f"preflight would refuse some ({first[:160]}…); the run's preflight counts with the tokenizers"
+        )
+        return BudgetReport()
+
+
+# -- money and hours --------------------------------------------------------------------------------------------
+class PlanRow(RoleLoad):
+    """A role's load with its money and time; None where a figure is unknown (then `unknown` says why)."""
+
+    cost: float | None = None
+    cost_worst: float | None = None
+    price_key: str | None = None
+    time_s: float | None = None
+    time_s_worst: float | None = None
+    servers: int = 1
+
+
+class Plan(BaseModel):
+    """`mindsim plan`'s answer, as `--json` prints it and run.json keeps it (`plan`)."""
+
+    recipe: str
+    stages: list[str]
+    counsellors: int
+    rows: list[PlanRow]
+    engines: dict[str, dict[str, Any]] = Field(default_factory=dict, description="Engine → servers, throughput, time")
+    totals: dict[str, Any] = Field(default_factory=dict)
+    unknown: list[str] = Field(default_factory=list, description="One line per figure the plan cannot give")
+    notes: list[str] = Field(default_factory=list)
+    assumptions: dict[str, float] = Field(default_factory=dict)
+    sources: dict[str, str] = Field(
+        default_factory=dict, description="Where prices, throughput and completions came from"
+    )
+
+
+PRICES_HINT = (
+    "add it under judge.prices in the recipe or to a --prices file (role or model → input, output, cached_input)"
+)
+
+
+def load_prices(recipe: Any, path: Path | None = None) -> dict[str, Any]:
+    """The recipe's `judge.prices`, with a `--prices` file's entries over them (a role or model name each)."""
+    from mindsimkit.judge.config import JudgeConfig
+    from mindsimkit.judge.costs import Price
+    from mindsimkit.mindcore.errors import InputError
+    from mindsimkit.mindcore.yamlio import safe_load
+
+    prices = dict(JudgeConfig.model_validate(getattr(recipe, "judge", None) or {}).prices)
+    if path is None:
+        return prices
+    try:
+        data = safe_load(Path(path).read_text(encoding="utf-8"))
+    except (OSError, UnicodeDecodeError, yaml.YAMLError) as exc:
+        raise InputError(
+            f"{path}: not a readable YAML prices file ({type(exc).__name__}); give a YAML mapping of "
+            "role or model name → input, output, cached_input (docs/plan.md)"
+        ) from None
+    data = data.get("prices", data) if isinstance(data, dict) else data
+    if not isinstance(data, dict):
+        raise InputError(
+            f"{path}: expected a mapping of role or model name → {{input, output, cached_input}}; see docs/plan.md"
+        )
+    for name, value in data.items():
+        try:
+            prices[str(name)] = Price.model_validate(value)
+        except ValueError as exc:
+            raise InputError(
+                f"{path}: price '{name}' is not input/output/cached_input per million tokens "
+                f"({str(exc).splitlines()[-1].strip()}); see docs/plan.md"
+            ) from None
+    return prices
+
+
+def _price(row: PlanRow, prices: dict[str, Any]) -> bool:
+    """Fill the row's cost; False when it has no price."""
+    from mindsimkit.judge.costs import PER, price_for
+
+    price, key = price_for(row.role, row.model, prices)
+    if price is None:
+        return False
+    uncached = row.prompt_tokens - row.cached_tokens
+    cached_price = price.input if price.cached_input is None else price.cached_input
+    row.price_key = key
+    row.cost = (uncached * price.input + row.cached_tokens * cached_price + row.completion_tokens * price.output) / PER
+    row.cost_worst = (row.prompt_tokens_worst * price.input + row.completion_tokens_worst * price.output) / PER
+    return True
+
+
+def _unpriced(rows: list[PlanRow]) -> list[str]:
+    """One line per model without a price, naming the roles that use it."""
+    by_model: dict[str | None, list[str]] = {}
+    for r in rows:
+        if r.cost is None:
+            by_model.setdefault(r.model, []).append(r.role)
+    return [
+        f"no price for role{'s' if len(roles) > 1 else ''} {', '.join(dict.fromkeys(roles))} (model {model}); "
+        f"{PRICES_HINT}"
+        for model, roles in by_model.items()
+    ]
+
+
+def _time(row: PlanRow, rate: Any) -> None:
+    """Seconds of this role's work on its engine: prefill of the prompt a cache cannot serve plus generation, at the
+    engine's measured rates, divided by the servers the work is spread over."""
+    uncached = row.prompt_tokens - row.cached_tokens
+    row.time_s = (
+        uncached / rate.prompt_tokens_per_s + row.completion_tokens / rate.completion_tokens_per_s
+    ) / row.servers
+    row.time_s_worst = (
+        row.prompt_tokens_worst / rate.prompt_tokens_per_s + row.completion_tokens_worst / rate.completion_tokens_per_s
+    ) / row.servers
+
+
+def read_measured(run_dir: Path) -> dict[str, float]:
+    """Completion tokens per request per role, as a finished run's run.json recorded them."""
+    from mindsimkit.judge.costs import stage_usage
+    from mindsimkit.mindcore.layout import RunLayout
+
+    info = RunLayout(run_dir).header()
+    out = {}
+    for role, u in stage_usage(info.usage).items():
+        asked = u.get("attempts") or u.get("calls") or 0
+        if asked:
+            out[role] = (u.get("completion_tokens") or 0) / asked
+    return out
+
+
+def make_plan(
+    recipe: Any,
+    *,
+    counsellors: int | None = None,
+    prices: dict[str, Any] | None = None,
+    prices_file: Path | None = None,
+    rates: dict[str, Any] | None = None,
+    from_run: Path | None = None,
+) -> Plan:
+    """The plan of `mindsim run RECIPE`: every role's load, its cost at `prices` (default: the recipe's
+    `judge.prices` with `prices_file` over them) and its time at the recorded throughput (`rates`: engine key →
+    `Throughput`; default the user's record)."""
+    from mindsimkit.mindsim_app.throughput import engine_key, load_records, record_path, servers_of
+
+    measured = read_measured(from_run) if from_run else {}
+    assumptions = load_assumptions()
+    notes: list[str] = []
+    loads = role_loads(
+        recipe,
+        counsellors=counsellors,
+        measured=measured,
+        measured_from=str(from_run) if from_run else None,
+        assumptions=assumptions,
+        notes=notes,
+    )
+    prices = load_prices(recipe, prices_file) if prices is None else prices
+    rates = load_records() if rates is None else rates
+    config = recipe.engines_config()
+    rows = [PlanRow(**load.model_dump(), servers=servers_of(config.engines[load.engine])) for load in loads]
+    for row in rows:
+        _price(row, prices)
+    unknown = _unpriced(rows)
+    engines: dict[str, dict[str, Any]] = {}
+    for name in dict.fromkeys(r.engine for r in rows):
+        spec = config.engines[name]
+        rate = rates.get(engine_key(spec))
+        mine = [r for r in rows if r.engine == name]
+        for r in mine:
+            if rate is not None:
+                _time(r, rate)
+        engines[name] = {
+            "kind": spec.kind,
+            "servers": servers_of(spec),
+            "key": engine_key(spec),
+            "throughput": rate.model_dump() if rate is not None else None,
+            "time_s": sum(r.time_s or 0 for r in mine) if rate is not None else None,
+        }
+        if rate is None:
+            unknown.append(
+                f"no throughput for engine {name} ({spec.kind}, {engine_key(spec).split('|')[1]}); "
+                f"measure it with `mindsim engines check RECIPE --measure-throughput` (recorded in "
+                f"{record_path()})"
+            )
+    return Plan(
+        recipe=str(getattr(recipe, "name", "")),
+        stages=sorted(dict.fromkeys(r.stage for r in rows)),
+        counsellors=_counsellor_count(recipe, counsellors),
+        rows=rows,
+        engines=engines,
+        totals=_totals(rows, engines),
+        unknown=unknown,
+        notes=notes,
+        assumptions=assumptions.model_dump(),
+        sources={
+            "prices": "the recipe's judge.prices" + (f" and {prices_file}" if prices_file else ""),
+            "throughput": str(record_path()),
+            "completions": f"measured means of {from_run}" if from_run else "each role's bounds",
+        },
+    )
+
+
+def _counsellor_count(recipe: Any, counsellors: int | None) -> int:
+    from mindsimkit.mindsim.config import SimulationConfig
+
+    return counsellors or len(SimulationConfig.from_section(getattr(recipe, "simulation", None)).counsellors)
+
+
+def _totals(rows: list[PlanRow], engines: dict[str, dict[str, Any]]) -> dict[str, Any]:
+    """Sums over roles; wall time adds the stages, each as long as its busiest engine (engines work side by side)."""
+    sums = {
+        k: sum(getattr(r, k) for r in rows)
+        for k in (
+            "requests",
+            "requests_worst",
+            "prompt_tokens",
+            "prompt_tokens_worst",
+            "completion_tokens",
+            "completion_tokens_worst",
+            "cached_tokens",
+        )
+    }
+    priced = all(r.cost is not None for r in rows)
+    timed = all(r.time_s is not None for r in rows)
+    wall = wall_worst = 0.0
+    for stage in dict.fromkeys(r.stage for r in rows):
+        mine = [r for r in rows if r.stage == stage]
+        if timed:
+            wall += max(sum(r.time_s or 0 for r in mine if r.engine == e) for e in {r.engine for r in mine})
+            wall_worst += max(sum(r.time_s_worst or 0 for r in mine if r.engine == e) for e in {r.engine for r in mine})
+    return {
+        **sums,
+        "cost": sum(r.cost or 0 for r in rows) if priced else None,
+        "cost_worst": sum(r.cost_worst or 0 for r in rows) if priced else None,
+        "cost_known_part": sum(r.cost or 0 for r in rows if r.cost is not None),
+        "wall_s": wall if timed else None,
+        "wall_s_worst": wall_worst if timed else None,
+    }
+
+
+# -- plan beside actual -----------------------------------------------------------------------------------------
+COMPARED = ("requests", "prompt_tokens", "completion_tokens", "cached_tokens", "cost")
+
+
+def _ratio(actual: float | None, planned: float | None) -> float | None:
+    return actual / planned if actual is not None and planned else None
+
+
+def plan_vs_actual(
+    plan: dict[str, Any], usage: dict[str, dict[str, Any]], stage_seconds: dict[str, float], prices: dict[str, Any]
+) -> dict[str, Any]:
+    """Per role, the plan's expected requests, tokens and cost beside what the run's ledger recorded (requests are
+    the ledger's attempts), and per stage the planned wall time beside the measured one; each with actual/planned."""
+    from mindsimkit.judge.costs import cost_row, stage_usage
+
+    actual = stage_usage(usage)
+    planned: dict[str, dict[str, Any]] = {}
+    for row in plan.get("rows", []):
+        mine = planned.setdefault(row["role"], {k: 0.0 for k in COMPARED} | {"stages": []})
+        for k in COMPARED:
+            mine[k] = None if mine[k] is None or row.get(k) is None else mine[k] + row[k]
+        mine["stages"].append(row["stage"])
+    roles = []
+    for role in [*planned, *(r for r in actual if r not in planned)]:
+        p = planned.get(role)
+        u = actual.get(role)
+        a = None
+        if u is not None:
+            a = {
+                "requests": u.get("attempts") or u.get("calls") or 0,
+                "prompt_tokens": u.get("prompt_tokens") or 0,
+                "completion_tokens": u.get("completion_tokens") or 0,
+                "cached_tokens": u.get("cached_tokens") or 0,
+                "cost": cost_row(role, u, prices)["cost"],
+            }
+        roles.append(
+            {
+                "role": role,
+                "stages": p["stages"] if p else [],
+                "planned": p and {k: p[k] for k in COMPARED},
+                "actual": a,
+                "ratio": {k: _ratio(a[k] if a else None, p[k] if p else None) for k in COMPARED},
+            }
+        )
+    stages = []
+    for stage in plan.get("stages", []):
+        rows = [r for r in plan.get("rows", []) if r["stage"] == stage]
+        timed = all(r.get("time_s") is not None for r in rows)
+        want = (
+            max(sum(r["time_s"] for r in rows if r["engine"] == e) for e in {r["engine"] for r in rows})
+            if rows and timed
+            else None
+        )
+        got = stage_seconds.get(stage)
+        stages.append({"stage": stage, "planned_s": want, "actual_s": got, "ratio": _ratio(got, want)})
+    return {
+        "roles": roles,
+        "stages": stages,
+        "note": "planned: the expected value; requests are HTTP requests (retries inside a structured call "
+        "included); a ratio is actual / planned",
+    }

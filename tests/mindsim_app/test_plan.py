@@ -1,0 +1,268 @@
+"""`mindsim plan`: the counts on a tiny recipe worked out by hand, money and hours from given prices and rates,
+"unknown" where a figure is missing, every shipped recipe through the console script, and the plan in run.json and
+the HTML report of a fake-engine run."""
+
+from __future__ import annotations
+
+import json
+import resource
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+import yaml
+
+from mindsimkit.mindcore.recipe import load_recipe
+from mindsimkit.mindsim_app.plan import Assumptions, make_plan, role_loads
+from mindsimkit.mindsim_app.throughput import Throughput, engine_key
+
+REPO = Path(__file__).resolve().parents[2]
+MINDSIM = Path(sys.executable).with_name("mindsim")
+
+# Round shares so the expected counts can be worked out by hand below.
+HAND = Assumptions(
+    serious_share=0.5,
+    structured_retry_share=0.0,
+    commit_reject_share=0.0,
+    message_reask_share=0.5,
+    resistance_share=0.0,
+    memory_reask_share=0.0,
+    reply_fill=1.0,
+    structured_fill=1.0,
+    reasoning_fill=0.5,
+)
+
+
+def tiny(tmp_path: Path, **over) -> Path:
+    recipe = {
+        "name": "tiny",
+        "seed": 0,
+        "engines": {"api": {"kind": "vllm", "model": "m", "port": 8000, "max_concurrency": 4}},
+        "roles": {
+            "default": {"engine": "api", "max_tokens": 9000},
+            "counsellor": {"engine": "api", "max_tokens": 100},
+            "counsellor:b": {"engine": "api", "max_tokens": 100, "reasoning_budget": 50},
+            "judge": {"engine": "api", "max_tokens": 9000},
+        },
+        "profiles": {"personas": "synthetic", "candidates": 4, "pool_size": 2, "benchmark_size": 1, "max_revisions": 1},
+        "simulation": {
+            "sessions": 3,
+            "turn_cap": 4,
+            "counsellors": ["counsellor", "counsellor:b"],
+            "max_message_retries": 2,
+            "max_commit_retries": 1,
+            "max_todo_calls": 1,
+            "final_memory": True,
+            "memory_retries": 0,
+            "message_max_tokens": 80,
+        },
+        "validation": {"arc": True},
+        "judge": {"judges": ["judge"], "prices": {"judge": {"input": 1.0, "output": 2.0, "cached_input": 0.5}}},
+    }
+    for key, value in over.items():
+        recipe[key] = {**recipe.get(key, {}), **value} if isinstance(value, dict) else value
+    path = tmp_path / "tiny.yaml"
+    path.write_text(yaml.safe_dump(recipe, sort_keys=False))
+    return path
+
+
+def by_role(loads):
+    return {(x.stage, x.role): x for x in loads}
+
+
+def test_counts_of_a_tiny_recipe_match_the_hand_computed_ones(tmp_path):
+    loads = by_role(role_loads(load_recipe(tiny(tmp_path)), assumptions=HAND))
+    # Profiles: 4 candidates, half serious and revised once: 4 + 2 drafts; at worst 8, each asked 3 times.
+    for role in ("profile_writer", "screener"):
+        assert loads["profiles", role].requests == pytest.approx(6)
+        assert loads["profiles", role].requests_worst == 8 * 3
+    # 2 pool patients × 2 counsellors = 4 arcs of 3 sessions; a patient opening and 3 counsellor replies a session.
+    assert loads["simulate", "counsellor"].requests == 2 * 3 * 3
+    assert loads["simulate", "counsellor:b"].requests == 2 * 3 * 3
+    assert loads["simulate", "first_scenario_writer"].requests == 2
+    assert loads["simulate", "scenario_writer"].requests == 4 * 2
+    assert loads["simulate", "memory_compactor"].requests == 4 * 3  # final_memory: every session rewrites
+    # 36 patient turns: a message (re-asked at half, twice at most: 1 + .5 + .25), one commit, one agenda call.
+    patient = loads["simulate", "patient"]
+    assert patient.requests == pytest.approx(36 * 1.75 + 36 + 36)
+    assert patient.requests_worst == 36 * 3 + 36 * 2 * 3 + 36 * 3
+    # Validation labels every patient message: 12 sessions × 3 turns, and the openings, of which the first session's
+    # is the patient's first scenario in all its arcs (one cached label per patient): 2 + 4 arcs × 2 later sessions.
+    # The judge reads every reply: 12 × 3.
+    assert loads["validate", "labeller"].requests == 36 + 2 + 8
+    assert loads["judge", "judge"].requests == 36
+    # Replies bounded at 100 tokens; the reasoning counsellor adds half its 50-token budget (all of it at worst).
+    assert loads["simulate", "counsellor"].completion_tokens == 18 * 100
+    assert loads["simulate", "counsellor:b"].completion_tokens == 18 * 125
+    assert loads["simulate", "counsellor:b"].completion_tokens_worst == 18 * 150
+    assert patient.completion_tokens_worst > patient.completion_tokens > 0
+
+
+def test_counsellors_option_and_turns_scale_the_counts(tmp_path):
+    base = by_role(role_loads(load_recipe(tiny(tmp_path)), assumptions=HAND))
+    three = by_role(role_loads(load_recipe(tiny(tmp_path)), assumptions=HAND, counsellors=3))
+    # A third counsellor repeats the first: its requests go to that role, and the judge reads its replies too.
+    assert three["simulate", "counsellor"].requests == 2 * base["simulate", "counsellor"].requests
+    assert three["judge", "judge"].requests == pytest.approx(1.5 * base["judge", "judge"].requests)
+    one = by_role(role_loads(load_recipe(tiny(tmp_path, simulation={"turn_cap": 2})), assumptions=HAND))
+    # One reply a session: nothing of the counsellor's prompt was sent before; with three, the earlier ones were.
+    assert one["simulate", "counsellor"].cached_tokens == 0
+    many = base["simulate", "counsellor"]
+    assert 0 < many.cached_tokens < many.prompt_tokens
+    # A session's prompts grow: the mean request is smaller than the largest one the worst case takes.
+    assert many.prompt_tokens < many.prompt_tokens_worst
+
+
+def test_money_and_hours_from_given_prices_and_rates(tmp_path):
+    recipe = load_recipe(tiny(tmp_path))
+    prices = {
+        "judge": __import__("mindsimkit.judge.costs", fromlist=["Price"]).Price(input=1.0, output=2.0, cached_input=0.5)
+    }
+    rate = Throughput(
+        prompt_tokens_per_s=1000.0,
+        completion_tokens_per_s=100.0,
+        concurrency=4,
+        measured_at="2026-12-06T00:00:00Z",
+        model="m",
+    )
+    key = engine_key(recipe.engines_config().engines["api"])
+    plan = make_plan(recipe, prices=prices, rates={key: rate})
+    judge = next(r for r in plan.rows if r.role == "judge")
+    assert judge.cost == pytest.approx(
+        ((judge.prompt_tokens - judge.cached_tokens) * 1.0 + judge.cached_tokens * 0.5 + judge.completion_tokens * 2.0)
+        / 1e6
+    )
+    assert judge.cost_worst == pytest.approx((judge.prompt_tokens_worst + 2 * judge.completion_tokens_worst) / 1e6)
+    assert judge.time_s == pytest.approx(
+        (judge.prompt_tokens - judge.cached_tokens) / 1000 + judge.completion_tokens / 100
+    )
+    # Only the judge is priced: the total is unknown, and the plan says which roles lack a price.
+    assert plan.totals["cost"] is None
+    assert any(line.startswith("no price for roles profile_writer") for line in plan.unknown)
+    assert not any("throughput" in line for line in plan.unknown)
+    # Spread over two servers, every role's time halves.
+    two = load_recipe(
+        tiny(
+            tmp_path,
+            engines={
+                "api": {
+                    "kind": "vllm",
+                    "model": "m",
+                    "max_concurrency": 4,
+                    "servers": [{"host": "10.0.0.1", "port": 8000}, {"host": "10.0.0.2", "port": 8000}],
+                }
+            },
+        )
+    )
+    key2 = engine_key(two.engines_config().engines["api"])
+    split = make_plan(two, prices=prices, rates={key2: rate})
+    assert next(r for r in split.rows if r.role == "judge").time_s == pytest.approx(judge.time_s / 2)
+    assert split.totals["wall_s"] == pytest.approx(plan.totals["wall_s"] / 2)
+
+
+def _cli(*args, env=None) -> tuple[subprocess.CompletedProcess, float]:
+    before = resource.getrusage(resource.RUSAGE_CHILDREN)
+    proc = subprocess.run([str(MINDSIM), *map(str, args)], capture_output=True, text=True, env=env, timeout=120)
+    after = resource.getrusage(resource.RUSAGE_CHILDREN)
+    return proc, (after.ru_utime - before.ru_utime) + (after.ru_stime - before.ru_stime)
+
+
+@pytest.mark.parametrize("recipe", sorted(p.name for p in (REPO / "recipes").glob("*.yaml")))
+def test_every_shipped_recipe_plans_through_the_cli(recipe, tmp_path, monkeypatch):
+    import os
+
+    env = {**os.environ, "MINDSIM_CACHE": str(tmp_path / "cache")}
+    proc, cpu_s = _cli("plan", REPO / "recipes" / recipe, "--json", env=env)
+    assert proc.returncode == 0, proc.stderr
+    # CPU seconds, not wall: the suite's machine is shared, and the plan itself must not take 5 s of work.
+    assert cpu_s < 5, cpu_s
+    plan = json.loads(proc.stdout)
+    assert plan["rows"] and all(r["requests"] > 0 for r in plan["rows"])
+    assert plan["totals"]["requests_worst"] >= plan["totals"]["requests"]
+    # No throughput recorded in this cache: every engine's time is unknown, and said to be.
+    assert all(e["time_s"] is None for e in plan["engines"].values())
+    assert len([u for u in plan["unknown"] if u.startswith("no throughput for engine")]) == len(plan["engines"])
+
+
+def test_missing_price_is_an_unknown_line_not_zero(tmp_path):
+    import os
+
+    env = {**os.environ, "MINDSIM_CACHE": str(tmp_path / "cache")}
+    proc, _ = _cli("plan", tiny(tmp_path), env=env)
+    assert proc.returncode == 0, proc.stderr
+    out = " ".join(proc.stdout.split())
+    assert "unknown: no price for roles profile_writer, screener" in out
+    assert "(model m); add it under judge.prices" in out
+    assert "unknown: no throughput for engine api" in out
+    prices = tmp_path / "prices.yaml"
+    prices.write_text("m: {input: 0.1, output: 0.4}\n")
+    proc, _ = _cli("plan", tiny(tmp_path), "--prices", prices, "--json", env=env)
+    plan = json.loads(proc.stdout)
+    assert not [u for u in plan["unknown"] if u.startswith("no price")]
+    assert plan["totals"]["cost"] > 0
+
+
+def test_a_bad_prices_file_is_one_error_line(tmp_path):
+    bad = tmp_path / "prices.yaml"
+    bad.write_text("judge: {input: cheap}\n")
+    proc, _ = _cli("plan", tiny(tmp_path), "--prices", bad)
+    assert proc.returncode == 2
+    assert proc.stderr.startswith("error: ") and "price 'judge'" in proc.stderr and "Traceback" not in proc.stderr
+
+
+@pytest.fixture(scope="module")
+def fake_run(tmp_path_factory):
+    sys.path.insert(0, str(Path(__file__).parent))
+    from fakejob import write_fake_job
+
+    return write_fake_job(tmp_path_factory.mktemp("planjob"))
+
+
+def test_the_run_keeps_its_plan_and_sets_it_beside_the_actual(fake_run):
+    info = json.loads((fake_run / "run.json").read_text())
+    assert info["plan"]["rows"] and info["plan"]["recipe"] == "layouttest"
+    compared = {r["role"]: r for r in info["plan_vs_actual"]["roles"]}
+    for role in ("profile_writer", "screener", "counsellor", "patient", "labeller", "judge"):
+        row = compared[role]
+        assert row["actual"]["requests"] > 0 and row["planned"]["requests"] > 0
+        assert row["ratio"]["requests"] == pytest.approx(row["actual"]["requests"] / row["planned"]["requests"])
+    # The fake engine's screener calls every draft clean, so no revision: fewer writer requests than expected.
+    assert compared["profile_writer"]["actual"]["requests"] == 4
+    stages = {s["stage"]: s for s in info["plan_vs_actual"]["stages"]}
+    assert set(stages) == {"profiles", "simulate", "validate", "judge"}
+    assert all(s["actual_s"] > 0 for s in stages.values())
+    html = (fake_run / "report.html").read_text()
+    assert 'id="plan-roles-0"' in html and "profile_writer" in html
+
+
+def test_measured_throughput_is_recorded_and_read_by_the_plan(tmp_path, monkeypatch):
+    from mindsimkit.mindcore.engine import Engines
+    from mindsimkit.mindcore.fake import FakeBackend
+    from mindsimkit.mindsim_app.throughput import load_records, measure_engine, record_path, save_record
+
+    monkeypatch.setenv("MINDSIM_CACHE", str(tmp_path / "cache"))
+    with Engines.with_backend(FakeBackend(lambda req: "a b c d", max_concurrency=3)) as engines:
+        name = next(iter(engines.config.engines))
+        rate = measure_engine(engines, name)
+    # Three requests in flight, each reporting its words as tokens: positive rates, nothing left in the run's ledger
+    # under a stage role.
+    assert rate.concurrency == 3 and rate.prompt_tokens_per_s > 0 and rate.completion_tokens_per_s > 0
+    recipe = load_recipe(tiny(tmp_path))
+    key = engine_key(recipe.engines_config().engines["api"])
+    save_record(key, rate)
+    assert record_path() == tmp_path / "cache" / "throughput.json"
+    assert load_records()[key] == rate
+    plan = make_plan(recipe)
+    assert all(r.time_s is not None and r.time_s > 0 for r in plan.rows)
+    assert plan.totals["wall_s"] > 0 and not any("throughput" in u for u in plan.unknown)
+
+
+def test_a_finished_run_gives_its_measured_completion_lengths(fake_run):
+    info = json.loads((fake_run / "run.json").read_text())
+    plan = make_plan(load_recipe(fake_run.parent / "r.yaml"), from_run=fake_run)
+    judge = next(r for r in plan.rows if r.role == "judge")
+    used = info["usage"]["judge"]
+    assert judge.completion_from == f"run {fake_run}"
+    assert judge.completion_tokens / judge.requests == pytest.approx(used["completion_tokens"] / used["attempts"])
+    assert plan.sources["completions"] == f"measured means of {fake_run}"
