@@ -24,7 +24,7 @@ for extra in (TESTS, TESTS / "mindsim", TESTS / "judge", TESTS / "mindsim_app" /
         sys.path.insert(0, str(extra))
 
 from openai_stub import after_probe, always_status, openai_stub  # noqa: E402,F401
-from test_exit_codes import SIM_ROLES, _stub_recipe, error_line, mindsim_here  # noqa: E402
+from test_exit_codes import _stub_recipe, error_line, mindsim_here  # noqa: E402
 
 # Reserved characters in it, so that percent-encoding and JSON escaping change it.
 KEY = "sk-mindsimtest-Zq8/fake+KEY=1234567890"
@@ -36,8 +36,14 @@ PROFILES = "profiles: {personas: synthetic, candidates: 2, pool_size: 1, benchma
 def shapes(secret: str) -> set[str]:
     """Every shape of `secret` a server, a library or a careless writer may put it in."""
     quoted = urllib.parse.quote(secret, safe="")
-    found = {secret, quoted, urllib.parse.quote_plus(secret), json.dumps(secret)[1:-1].replace("/", "\\/"),
-             re.sub("%[0-9A-F]{2}", lambda m: m.group().lower(), quoted), urllib.parse.quote(quoted, safe="")}
+    found = {
+        secret,
+        quoted,
+        urllib.parse.quote_plus(secret),
+        json.dumps(secret)[1:-1].replace("/", "\\/"),
+        re.sub("%[0-9A-F]{2}", lambda m: m.group().lower(), quoted),
+        urllib.parse.quote(quoted, safe=""),
+    }
     for lead in (b"", b"u", b"us"):
         encoded = base64.b64encode(lead + secret.encode()).decode()
         middle = encoded[4:-4]  # the characters that hold the secret's bits only, at this offset
@@ -114,8 +120,11 @@ def test_run_and_judge_run_with_an_engine_echoing_the_key_encoded_write_it_nowhe
     nowhere([key], judged, judged_run)
 
 
-@pytest.mark.parametrize("where", ["?api-key={}", "?key={}", "?token={}&api-version=2024-06-01", "?q={}", "#{}"],
-                         ids=["api-key", "key", "token", "any-name", "fragment"])
+@pytest.mark.parametrize(
+    "where",
+    ["?api-key={}", "?key={}", "?token={}&api-version=2024-06-01", "?q={}", "#{}"],
+    ids=["api-key", "key", "token", "any-name", "fragment"],
+)
 def test_a_key_in_the_engine_urls_query_or_fragment_is_shown_nowhere(where, openai_stub, tmp_path):
     """The key written into the URL itself (no variable to look it up by): masked by the parameter's name, or by its
     shape, in the engines table, the error lines and everything `run` writes."""
@@ -132,12 +141,15 @@ def test_a_key_in_the_engine_urls_query_or_fragment_is_shown_nowhere(where, open
     nowhere([KEY], run, *[p for p in [tmp_path / "o"] if p.exists()])
 
 
-@pytest.mark.parametrize("pasted", ["a3f9c0e17b2d4e8f9a0b1c2d3e4f5a6b", "k7p2x9m4q8w3z6v1t5r0"],
-                         ids=["hex", "lower-alnum"])
+@pytest.mark.parametrize(
+    "pasted", ["a3f9c0e17b2d4e8f9a0b1c2d3e4f5a6b", "k7p2x9m4q8w3z6v1t5r0"], ids=["hex", "lower-alnum"]
+)
 def test_a_key_pasted_into_api_key_env_is_refused_without_echoing_it(pasted, tmp_path):
     recipe = tmp_path / "r.yaml"
-    recipe.write_text(f"name: x\nengines:\n  e: {{kind: openai, base_url: 'http://127.0.0.1:9/v1', model: m, "
-                      f"api_key_env: {pasted}}}\nroles:\n  default: {{engine: e}}\n")
+    recipe.write_text(
+        f"name: x\nengines:\n  e: {{kind: openai, base_url: 'http://127.0.0.1:9/v1', model: m, "
+        f"api_key_env: {pasted}}}\nroles:\n  default: {{engine: e}}\n"
+    )
     for args in (["engines", "check", recipe], ["run", recipe, "--out", tmp_path / "o"]):
         proc = mindsim_here(*args, cwd=tmp_path)
         assert proc.returncode == 2, proc.stderr
@@ -154,8 +166,10 @@ def test_a_vllm_host_with_a_password_is_not_repeated_in_the_serve_hint(tmp_path)
         s.bind(("127.0.0.1", 0))
         port = s.getsockname()[1]
     recipe = tmp_path / "r.yaml"
-    recipe.write_text(f"name: x\nengines:\n  g: {{kind: vllm, model: m, host: 'admin:{PASSWORD}@127.0.0.1', "
-                      f"port: {port}}}\nroles:\n  default: {{engine: g}}\n")
+    recipe.write_text(
+        f"name: x\nengines:\n  g: {{kind: vllm, model: m, host: 'admin:{PASSWORD}@127.0.0.1', "
+        f"port: {port}}}\nroles:\n  default: {{engine: g}}\n"
+    )
     proc = mindsim_here("engines", "check", recipe, cwd=tmp_path)
     assert proc.returncode in (1, 2), proc.stderr
     assert "vllm serve m --host 127.0.0.1" in " ".join((proc.stdout + proc.stderr).split())
@@ -167,8 +181,9 @@ def test_the_distilabel_cache_stores_no_credential_of_the_engine_url(openai_stub
     URL's user part stays out, as everywhere else (and the key the engine echoes)."""
     stub = openai_stub(after_probe(always_status(400, ENCODED_ECHO)))
     url = stub.base_url.replace("http://", f"http://user:{PASSWORD}@")
-    recipe = _keyed(tmp_path / "r.yaml", stub, [], PROFILES.replace("use_distilabel: false", "use_distilabel: true"),
-                    url=url)
+    recipe = _keyed(
+        tmp_path / "r.yaml", stub, [], PROFILES.replace("use_distilabel: false", "use_distilabel: true"), url=url
+    )
     proc = mindsim_here("run", recipe, "--out", tmp_path / "o", cwd=tmp_path)
     assert proc.returncode == 1, proc.stderr
     cache = tmp_path / "o" / "profiles" / "distilabel_cache"
@@ -195,8 +210,9 @@ def test_the_annotation_servers_log_holds_no_token_even_from_a_query_string(tmp_
         base = f"http://127.0.0.1:{port}"
         # A link copied by hand with the token as a query value, sent with and without the header.
         assert requests.get(f"{base}/api/session?k={token}", timeout=10).status_code == 401
-        got = requests.get(f"{base}/api/session?k={token}&x=1", headers={"Authorization": f"Bearer {token}"},
-                           timeout=10)
+        got = requests.get(
+            f"{base}/api/session?k={token}&x=1", headers={"Authorization": f"Bearer {token}"}, timeout=10
+        )
         assert got.status_code == 200
         requests.get(f"{base}/?token={token}", timeout=10)
     finally:
