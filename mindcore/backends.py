@@ -235,18 +235,18 @@ class OpenAIBackend:
         return sum(s.cap for s in self.servers)
 
     def describe(self) -> dict[str, Any]:
-        # Never include the key itself: only the name of the variable that holds it.
+        # Never include the key itself: only the name of the variable that holds it (and URLs as shown).
         out = {
             "engine": self.name,
             "kind": self.kind,
-            "base_url": self.base_url,
+            "base_url": shown_url(self.base_url),
             "model": self.default_model,
             "api_key_env": self.api_key_env,
             "native_tools": self.native_tools,
             "structured_mode": self.structured_mode,
         }
         if len(self.servers) > 1:
-            out["base_urls"] = list(self.base_urls)
+            out["base_urls"] = [shown_url(u) for u in self.base_urls]
         if self.attached:
             out["attached"] = self.attached
         return out
@@ -254,7 +254,7 @@ class OpenAIBackend:
     def server_stats(self) -> dict[str, dict[str, int]]:
         """Per-server counters of this process: requests sent, ok, errors, 429s, times taken out."""
         with self._lock:
-            return {s.url: dict(s.stats) for s in self.servers}
+            return {shown_url(s.url): dict(s.stats) for s in self.servers}
 
     def _api_key(self) -> str:
         if not self.api_key_env:

@@ -108,8 +108,8 @@ def _char_forms(c: str) -> str:
         forms.append(r"\\/")
     if c in "\"\\":
         forms.append(re.escape("\\" + c))
-    if ord(c) < 128:
-        forms.append(rf"\\u00[{ord(c) >> 4:X}{ord(c) >> 4:x}][{ord(c) & 15:X}{ord(c) & 15:x}]")
+    if ord(c) < 0x10000:
+        forms.append(r"\\u" + "".join(f"[{d.upper()}{d}]" for d in f"{ord(c):04x}"))
     return "(?:" + "|".join(forms) + ")"
 
 
