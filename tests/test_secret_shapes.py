@@ -24,7 +24,7 @@ for extra in (TESTS, TESTS / "mindsim", TESTS / "judge", TESTS / "mindsim_app" /
         sys.path.insert(0, str(extra))
 
 from openai_stub import after_probe, always_status, openai_stub  # noqa: E402,F401
-from test_exit_codes import _stub_recipe, error_line, mindsim_here  # noqa: E402
+from test_exit_codes import SIM_ROLES, _stub_recipe, error_line, mindsim_here  # noqa: E402
 
 # Reserved characters in it, so that percent-encoding and JSON escaping change it.
 KEY = "sk-mindsimtest-Zq8/fake+KEY=1234567890"
@@ -96,13 +96,17 @@ def test_engines_check_with_an_engine_echoing_the_key_encoded_shows_no_shape_of_
     nowhere([key], proc)
 
 
-def test_run_and_judge_run_with_an_engine_echoing_the_key_encoded_write_it_nowhere(openai_stub, key, tmp_path):
+def test_run_profiles_simulate_and_judge_run_with_an_engine_echoing_the_key_encoded_write_it_nowhere(
+    openai_stub, key, tmp_path
+):
     """The echo also quotes the header inside quotes: masking it must leave `profiles/failures.jsonl` readable, so
     a second `run` on the same folder reaches the same engine error instead of refusing its own file."""
     from judgefakes import write_run
+    from mindsimkit.profilegen.dataset import write_profiles
+    from simfakes import make_profile
 
     stub = openai_stub(after_probe(always_status(400, ENCODED_ECHO)))
-    recipe = _keyed(tmp_path / "r.yaml", stub, [], PROFILES)
+    recipe = _keyed(tmp_path / "r.yaml", stub, SIM_ROLES, PROFILES + "simulation: {sessions: 1, turn_cap: 3}\n")
     for attempt in range(2):
         stub.behaviour = after_probe(always_status(400, ENCODED_ECHO))
         proc = mindsim_here("run", recipe, "--out", tmp_path / "o", cwd=tmp_path)
@@ -112,6 +116,19 @@ def test_run_and_judge_run_with_an_engine_echoing_the_key_encoded_write_it_nowhe
     failures = tmp_path / "o" / "profiles" / "failures.jsonl"
     rows = [json.loads(line) for line in failures.read_text().splitlines()]
     assert rows and all("Authorization: ***" in json.dumps(r) for r in rows)
+
+    stub.behaviour = after_probe(always_status(400, ENCODED_ECHO))
+    profiles = mindsim_here("profiles", recipe, "--out", tmp_path / "p", cwd=tmp_path)
+    assert profiles.returncode == 1, profiles.stderr
+    nowhere([key], profiles, tmp_path / "p")
+
+    write_profiles([make_profile("p1")], tmp_path / "pool")
+    stub.behaviour = after_probe(always_status(400, ENCODED_ECHO))
+    simulate = mindsim_here(
+        "simulate", "--profiles", tmp_path / "pool", "--recipe", recipe, "--out", tmp_path / "s", cwd=tmp_path
+    )
+    assert simulate.returncode == 1, simulate.stderr
+    nowhere([key], simulate, tmp_path / "s")
 
     judged_run = write_run(tmp_path / "judged")
     stub.behaviour = after_probe(always_status(400, ENCODED_ECHO))
