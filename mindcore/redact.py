@@ -56,8 +56,6 @@ _URL_FRAGMENT = re.compile(r"(?P<head>\b[A-Za-z][A-Za-z0-9+.\-]*://[^\s#\"'<>]*#
 _KEY_SHAPES = re.compile(r"^(sk|hf|gsk|xai|ghp|gho|ghs|github_pat|glpat|csk|nvapi)[-_](?:[A-Za-z0-9]+[-_])*[A-Za-z0-9]{8,}"
                          r"|^AIza[0-9A-Za-z_-]{20,}")
 _B64_CHARS = frozenset("ABCDEFGHIJKLMNOPQRSTUVWXYZabcdefghijklmnopqrstuvwxyz0123456789+/-_")
-# Characters percent-encoding leaves as they are: a key made of these alone reads the same encoded.
-_UNRESERVED = frozenset("ABCDEFGHIJKLMNOPQRSTUVWXYZabcdefghijklmnopqrstuvwxyz0123456789-._~")
 
 
 def watch(names: Iterable[str | None]) -> None:
@@ -134,6 +132,7 @@ def _matchers(values: tuple[str, ...]) -> tuple[re.Pattern[str] | None, tuple[st
     if not values:
         return None, (), ()
     pattern = re.compile("|".join("".join(_char_forms(c) for c in v) for v in values))
+    # The longest run each value keeps whole under percent-encoding (its unreserved characters).
     pieces = tuple(max(re.split(r"[^A-Za-z0-9\-._~]", v), key=len) for v in values)
     cores = tuple(sorted({c for v in values for c in _base64_cores(v)}, key=len, reverse=True))
     return pattern, pieces, cores
@@ -219,18 +218,8 @@ def url_without_userinfo(url: str) -> str:
 
 
 def shown_url(url: str) -> str:
-    """An engine's URL as every table and message shows it: user part masked, credential query values (by name,
-    or by shape) masked, and any fragment masked (a fragment is never sent to a server, so one in an engine's URL
-    can only be something pasted there)."""
-    from urllib.parse import urlsplit, urlunsplit
-
-    url = scrub(url)
-    try:
-        parts = urlsplit(url)
-    except ValueError:
-        return url
-    query = "&".join(
-        f"{name}={MASK}" if sep and looks_like_key(value) else pair
-        for pair in parts.query.split("&") if pair or parts.query
-        for name, sep, value in [pair.partition("=")])
-    return urlunsplit(parts._replace(query=query, fragment=MASK if parts.fragment else ""))
+    """An engine's URL as every table and message shows it: scrubbed (user part, credential query values by name or
+    by shape) and its fragment masked whatever it holds: a fragment is never sent to a server, so one in an
+    engine's URL can only be something pasted there."""
+    head, hash_sign, fragment = scrub(url).partition("#")
+    return head + hash_sign + (MASK if fragment else "")
