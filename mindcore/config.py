@@ -187,7 +187,7 @@ class _ServerPool(_Strict):
 def check_url(url: str, where: str = "") -> str:
     """An engine's URL: http(s), with a host, parseable (a port that is a number, brackets that close). Refused
     at load, so a typo never reaches a request (where it once failed as a traceback). The message shows the URL
-    with its user part masked: a key pasted there is not printed."""
+    as `redact.shown_url` shows it: a key pasted into it is not printed."""
     from urllib.parse import urlsplit
 
     from mindsimkit.mindcore.redact import shown_url
