@@ -29,6 +29,7 @@ from typing import Any, Protocol
 from mindsimkit.mindcore import wire
 from mindsimkit.mindcore.config import SAMPLING_FIELDS, deep_merge
 from mindsimkit.mindcore.errors import ConfigError, EngineUnavailable, FieldRefused, TransportError
+from mindsimkit.mindcore.redact import shown_url
 from mindsimkit.mindcore.types import REASONING_FIELDS, ChatRequest, RawReply
 
 # One INFO line per HTTP request buries progress bars (and breaks once distilabel has swapped the
@@ -234,18 +235,18 @@ class OpenAIBackend:
         return sum(s.cap for s in self.servers)
 
     def describe(self) -> dict[str, Any]:
-        # Never include the key itself: only the name of the variable that holds it.
+        # Never include the key itself: only the name of the variable that holds it (and URLs as shown).
         out = {
             "engine": self.name,
             "kind": self.kind,
-            "base_url": self.base_url,
+            "base_url": shown_url(self.base_url),
             "model": self.default_model,
             "api_key_env": self.api_key_env,
             "native_tools": self.native_tools,
             "structured_mode": self.structured_mode,
         }
         if len(self.servers) > 1:
-            out["base_urls"] = list(self.base_urls)
+            out["base_urls"] = [shown_url(u) for u in self.base_urls]
         if self.attached:
             out["attached"] = self.attached
         return out
@@ -253,7 +254,7 @@ class OpenAIBackend:
     def server_stats(self) -> dict[str, dict[str, int]]:
         """Per-server counters of this process: requests sent, ok, errors, 429s, times taken out."""
         with self._lock:
-            return {s.url: dict(s.stats) for s in self.servers}
+            return {shown_url(s.url): dict(s.stats) for s in self.servers}
 
     def _api_key(self) -> str:
         if not self.api_key_env:
@@ -453,7 +454,7 @@ class OpenAIBackend:
                 limit = self.max_retries if timed_out else 1
                 self._server_failed(server, what)
                 failure = TransportError(
-                    f"engine '{self.name}' at {server.url}: {what} after {attempt + 1} tries "
+                    f"engine '{self.name}' at {shown_url(server.url)}: {what} after {attempt + 1} tries "
                     f"({exc.__class__.__name__}). Is the server running? Check "
                     f"engines.{self.name}.base_url / port, or run `mindsim engines check`."
                 )
@@ -461,7 +462,7 @@ class OpenAIBackend:
             except wire.BadReply as exc:
                 # A 2xx that is not a chat completion: the server is broken, as with a 5xx.
                 self._server_failed(server, "no chat completion")
-                failure = TransportError(f"engine '{self.name}' at {server.url}: answered without a chat completion "
+                failure = TransportError(f"engine '{self.name}' at {shown_url(server.url)}: answered without a chat completion "
                                          f"after {attempt + 1} tries: {_short(exc)}")
                 failure.__cause__ = exc
             except wire.HTTPStatusError as exc:
@@ -473,12 +474,12 @@ class OpenAIBackend:
                     self._server_failed(server, f"HTTP {status}")
                 elif status in (401, 403):
                     raise EngineUnavailable(
-                        f"engine '{self.name}' at {server.url} refused the API key "
+                        f"engine '{self.name}' at {shown_url(server.url)} refused the API key "
                         f"(HTTP {status}); check the variable named by engines.{self.name}.api_key_env"
                     ) from exc
                 elif status == 404:
                     raise EngineUnavailable(
-                        f"engine '{self.name}': {server.url} answered 404 for model "
+                        f"engine '{self.name}': {shown_url(server.url)} answered 404 for model "
                         f"'{model}' — check base_url (usually ends in /v1) and the model name"
                     ) from exc
                 elif status == 400:
@@ -489,9 +490,9 @@ class OpenAIBackend:
                     ) from exc
                 else:  # another 4xx: the request, not the server, so no retry
                     raise TransportError(
-                        f"engine '{self.name}' at {server.url}: HTTP {status}: {_short(exc)}") from exc
+                        f"engine '{self.name}' at {shown_url(server.url)}: HTTP {status}: {_short(exc)}") from exc
                 failure = TransportError(
-                    f"engine '{self.name}' at {server.url}: HTTP {status} after "
+                    f"engine '{self.name}' at {shown_url(server.url)}: HTTP {status} after "
                     f"{attempt + 1} tries: {_short(exc)}"
                 )
                 failure.__cause__ = exc

@@ -58,6 +58,7 @@ from dataclasses import dataclass, field
 from typing import Any, Callable
 
 from mindsimkit.mindcore.errors import TransportError
+from mindsimkit.mindcore.redact import shown_url
 
 TokenCounter = Callable[[str], int]
 
@@ -322,7 +323,7 @@ class ServerTokenizer:
                 n = data.get("count")
                 self._cache[text] = int(n) if isinstance(n, int) else len(data["tokens"])
             except (OSError, ValueError, KeyError, TypeError) as exc:
-                raise TransportError(f"tokenizer at {self.url} stopped answering ({exc}); is the server still up?") from exc
+                raise TransportError(f"tokenizer at {shown_url(self.url)} stopped answering ({exc}); is the server still up?") from exc
         return self._cache[text]
 
 

@@ -187,12 +187,12 @@ class _ServerPool(_Strict):
 def check_url(url: str, where: str = "") -> str:
     """An engine's URL: http(s), with a host, parseable (a port that is a number, brackets that close). Refused
     at load, so a typo never reaches a request (where it once failed as a traceback). The message shows the URL
-    with its user part masked: a key pasted there is not printed."""
+    as `redact.shown_url` shows it: a key pasted into it is not printed."""
     from urllib.parse import urlsplit
 
-    from mindsimkit.mindcore.redact import url_without_userinfo
+    from mindsimkit.mindcore.redact import shown_url
 
-    shown = url_without_userinfo(url)
+    shown = shown_url(url)
     where = f"{where}: " if where else ""
     try:
         parts = urlsplit(url)
@@ -217,23 +217,14 @@ def _check_urls(urls: list[str], where: str) -> list[str]:
 
 # An environment variable's NAME; a recipe never holds the key itself.
 _ENV_NAME = re.compile(r"[A-Za-z_][A-Za-z0-9_]{0,127}")
-# How API keys commonly begin (OpenAI, Anthropic, Hugging Face, Groq, xAI, Google, GitHub, …): such a value is a key
-# pasted in the wrong place even when it happens to be a valid variable name.
-_KEY_SHAPES = re.compile(r"^(sk|hf|gsk|xai|ghp|gho|ghs|github_pat|glpat|csk|nvapi)[-_][A-Za-z0-9]{8,}|^AIza[0-9A-Za-z_-]{20,}")
-
-
-def _random_looking(value: str) -> bool:
-    # Long and mixing upper case, lower case and digits: the shape of a key, not of a variable name.
-    return len(value) >= 24 and any(c.isupper() for c in value) and any(c.islower() for c in value) and \
-        any(c.isdigit() for c in value)
-
-
 def check_key_env(value: str | None) -> str | None:
     """`api_key_env` names a variable; a value that is not a name (or looks like a key) is refused without being
     shown, since it may be the key itself."""
+    from mindsimkit.mindcore.redact import looks_like_key
+
     if value is None:
         return None
-    if not _ENV_NAME.fullmatch(value) or _KEY_SHAPES.match(value) or _random_looking(value):
+    if not _ENV_NAME.fullmatch(value) or looks_like_key(value):
         raise PydanticCustomError(
             "api_key_env", "not the NAME of an environment variable (the value is not shown: it may be a key); "
                            "put the key in a variable (`export MY_API_KEY=...`) and write api_key_env: MY_API_KEY")

@@ -13,7 +13,7 @@ import logging
 from typing import Any, Optional
 
 from distilabel.models.llms.base import AsyncLLM
-from pydantic import BaseModel, PrivateAttr
+from pydantic import BaseModel, PrivateAttr, field_serializer
 
 from mindsimkit.mindcore.backends import OpenAIBackend
 from mindsimkit.mindcore.client import RoleClient
@@ -21,6 +21,7 @@ from mindsimkit.mindcore.config import RoleSpec
 from mindsimkit.mindcore.console import plain_tracebacks
 from mindsimkit.mindcore.errors import EngineError
 from mindsimkit.mindcore.prompts import install_overrides
+from mindsimkit.mindcore.redact import scrub_data, shown_url
 from mindsimkit.mindcore.types import UsageLedger
 
 # distilabel's import (above) installed rich tracebacks that print every local variable: undo it.
@@ -51,6 +52,18 @@ class MindcoreLLM(AsyncLLM):
     _backend: Any = PrivateAttr(default=None)
     _spec: Any = PrivateAttr(default=None)
     _output: Any = PrivateAttr(default=None)
+
+    @field_serializer("wire")
+    def _wire_as_stored(self, wire: dict[str, Any]) -> dict[str, Any]:
+        # distilabel writes every step's dump to its cache folder (pipeline.yaml) and hashes it for the cache's
+        # name: what goes there shows the servers as a table would, with no user part, key or token. The worker
+        # still gets the real URLs: it receives the object itself (pickled), never this dump.
+        shown = dict(scrub_data(wire))
+        if wire.get("base_url"):
+            shown["base_url"] = shown_url(wire["base_url"])
+        if wire.get("base_urls"):
+            shown["base_urls"] = [shown_url(u) for u in wire["base_urls"]]
+        return shown
 
     def load(self) -> None:
         super().load()

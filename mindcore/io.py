@@ -30,7 +30,7 @@ import pyarrow as pa
 import pyarrow.parquet as pq
 
 from mindsimkit.mindcore.errors import InputError
-from mindsimkit.mindcore.redact import scrub
+from mindsimkit.mindcore.redact import scrub, scrub_data
 
 
 # Checkpoint writes at once: fsyncs of different files overlap in the kernel (the journal commits them together).
@@ -145,8 +145,14 @@ def atomic_write_json_if_changed(path: str | os.PathLike, obj: Any, *, volatile:
 
 
 def atomic_write_jsonl(path: str | os.PathLike, rows: Iterable[Any]) -> Path:
-    lines = [json.dumps(r, ensure_ascii=False, default=str) for r in rows]
-    return atomic_write_text(path, "\n".join(lines) + ("\n" if lines else ""))
+    """One JSON document per line, each scrubbed of secrets as data before it is serialised."""
+    return atomic_write_bytes(path, "".join(jsonl_line(r) for r in rows).encode("utf-8"))
+
+
+def jsonl_line(row: Any) -> str:
+    """`row` as one JSONL line (newline included), its strings scrubbed of secrets before serialising: masking the
+    serialised line instead could cut a JSON escape in half and leave a row its reader refuses."""
+    return json.dumps(_plain(row), ensure_ascii=False, default=str) + "\n"
 
 
 def atomic_write_parquet(path: str | os.PathLike, rows: list[dict[str, Any]] | pa.Table) -> Path:
@@ -197,9 +203,14 @@ def publish_bytes_once(path: str | os.PathLike, data: bytes) -> bool:
         Path(tmp).unlink(missing_ok=True)
 
 
+def _plain(obj: Any) -> Any:
+    """`obj` as the JSON types it will be written as (`default=str` for the rest), every string scrubbed of
+    secrets: a key quoted by an engine's error, or a URL's user part, never reaches a report or checkpoint."""
+    return scrub_data(json.loads(json.dumps(obj, ensure_ascii=False, default=str)))
+
+
 def _json_bytes(obj: Any) -> bytes:
-    # Scrubbed as text: a key quoted by an engine's error, or a URL's user part, never reaches a report or checkpoint.
-    return (scrub(json.dumps(obj, indent=2, ensure_ascii=False, sort_keys=True, default=str)) + "\n").encode("utf-8")
+    return (json.dumps(_plain(obj), indent=2, ensure_ascii=False, sort_keys=True) + "\n").encode("utf-8")
 
 
 def write_json_once(path: str | os.PathLike, obj: Any) -> bool:

@@ -23,7 +23,13 @@ def serve_command(spec: VLLMEngine) -> list[str]:
 
 
 def serve_command_text(spec: VLLMEngine) -> str:
-    return shlex.join(serve_command(spec))
+    """The command as a hint shows it: a host written with a user part (`user:password@gpu-box`) appears as the
+    bare host `vllm serve` listens on, and every other word is scrubbed like any printed line."""
+    from mindsimkit.mindcore.redact import scrub
+
+    words = serve_command(spec)
+    words[words.index("--host") + 1] = spec.host.rpartition("@")[2]
+    return scrub(shlex.join(words))
 
 
 def health_ok(spec: VLLMEngine, timeout_s: float = 2.0) -> bool:

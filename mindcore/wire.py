@@ -22,6 +22,8 @@ from typing import Any
 
 import httpcore
 
+from mindsimkit.mindcore.redact import shown_url
+
 try:  # ~5x faster than json for request bodies of a few tens of KB
     import orjson
 
@@ -82,7 +84,7 @@ class ServerLink:
     def __init__(self, base_url: str, api_key: str, timeout_s: float, keepalive_s: float = 60.0):
         url = urllib.parse.urlsplit(base_url.rstrip("/") + "/chat/completions")
         if url.scheme not in ("http", "https") or not url.hostname:
-            raise ValueError(f"not an http(s) URL: {base_url}")
+            raise ValueError(f"not an http(s) URL: {shown_url(base_url)}")
         port = url.port or (443 if url.scheme == "https" else 80)
         self._origin = httpcore.Origin(url.scheme.encode(), url.hostname.encode(), port)
         self._url = httpcore.URL(url.geturl().encode())

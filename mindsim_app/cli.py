@@ -89,7 +89,7 @@ def engines_check_cmd(
     loaded = load_recipe(recipe) if recipe else None
     config = loaded.engines_config() if loaded else EnginesConfig()
     from mindsimkit.mindcore.engine_health import check_engines
-    from mindsimkit.mindcore.redact import url_without_userinfo
+    from mindsimkit.mindcore.redact import shown_url
 
 
     results = check_engines(config, _counsellor_bindings(loaded))
@@ -100,7 +100,7 @@ def engines_check_cmd(
         table.add_row(
             h.engine,
             h.kind,
-            url_without_userinfo(h.base_url),  # masked before the table sizes its columns
+            shown_url(h.base_url),  # masked before the table sizes its columns
             h.model,
             "[green]ok[/]" if h.ok else "[red]unreachable[/]",
             f"{h.latency_s:.2f}s" if h.latency_s is not None else "-",

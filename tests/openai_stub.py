@@ -23,8 +23,10 @@ Loopback only; nothing here opens a port beyond 127.0.0.1.
 
 from __future__ import annotations
 
+import base64
 import json
 import threading
+import urllib.parse
 import uuid
 from dataclasses import dataclass, field
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
@@ -53,6 +55,10 @@ Behaviour = Callable[[dict[str, Any]], Reply]
 # In a `Reply.error`, replaced by the request's Authorization header: a server whose error body echoes what it was
 # sent (some proxies do), to check that no key reaches what the toolkit prints or writes.
 ECHO_AUTH = "{authorization}"
+# The same header as other servers echo it: percent-encoded (as a query string or a logged URL would carry it),
+# and base64 (as a proxy that logs headers encoded might).
+ECHO_AUTH_URLENCODED = "{authorization_urlencoded}"
+ECHO_AUTH_BASE64 = "{authorization_base64}"
 
 
 def always_status(status: int, error: str = "scripted failure") -> Behaviour:
@@ -219,7 +225,9 @@ class OpenAIStub:
         except Exception as exc:  # a broken behaviour shows up as a 500 naming it, not a hung client
             reply = Reply(status=500, error=f"stub behaviour raised {type(exc).__name__}: {exc}")
         if reply.status >= 400:
-            error = reply.error.replace(ECHO_AUTH, f"request had Authorization: {authorization}")
+            error = reply.error.replace(ECHO_AUTH, f"request had Authorization: {authorization}").replace(
+                ECHO_AUTH_URLENCODED, "request had authorization=" + urllib.parse.quote(authorization, safe="")
+            ).replace(ECHO_AUTH_BASE64, "request header (base64): " + base64.b64encode(authorization.encode()).decode())
             return reply.status, {"error": {"message": error, "type": "stub_error", "code": reply.status}}
         message: dict[str, Any] = {"role": "assistant", "content": reply.content, **reply.message_fields}
         if reply.tool_calls:

@@ -14,6 +14,7 @@ from __future__ import annotations
 
 import errno
 import logging
+import re
 import socket
 from dataclasses import dataclass
 from importlib import resources
@@ -31,6 +32,9 @@ from mindsimkit.mindsim_app.annotate.store import Store, links_path, token_hash,
 from mindsimkit.mindsim_app.annotate.tasks import ITEM_ID, Task, load_task
 
 log = logging.getLogger("mindsim.annotate")
+# A query parameter and its value in a logged path: the page sends nothing in a query, so any value there (a
+# token pasted into a link by hand) is masked.
+_QUERY_VALUE = re.compile(r"([?&;][^=&#\s\"]*=)[^&#\s\"]*")
 STATIC = ("index.html", "app.js", "app.css")
 LOCAL_HOSTS = {"127.0.0.1", "localhost", "::1"}
 
@@ -271,8 +275,9 @@ def is_local(host: str) -> bool:
 
 def run(task_dirs: list[Path], host: str = "127.0.0.1", port: int = 8765, renew: bool = False,
         links_file: Optional[Path] = None, echo: Any = print) -> None:
-    """Issue missing links, then serve until interrupted. Access log lines never hold a token (they are
-    not in URLs); the links go to the links file only."""
+    """Issue missing links, then serve until interrupted. Access log lines never hold a token: the links keep
+    it out of request lines, and a query string (where a hand-made link might put it) is logged with its values
+    masked. The links go to the links file only."""
     import uvicorn
 
     for d in task_dirs:
@@ -288,7 +293,23 @@ def run(task_dirs: list[Path], host: str = "127.0.0.1", port: int = 8765, renew:
              f"rater links are in {path} (send each rater only their own line)")
     echo(f"serving on http://{shown_host}:{port}/ (Ctrl+C stops; answers are saved as they are given)")
     logging.basicConfig(level=logging.INFO, format="%(asctime)s %(message)s")
-    uvicorn.Server(uvicorn.Config(app, log_level="info", access_log=True)).run(sockets=[sock])
+    config = uvicorn.Config(app, log_level="info", access_log=True)  # (sets uvicorn's loggers up)
+    for name in ("uvicorn.access", "uvicorn.error"):
+        logging.getLogger(name).addFilter(_no_query_values)
+    uvicorn.Server(config).run(sockets=[sock])
+
+
+def _no_query_values(record: logging.LogRecord) -> bool:
+    """A log record with every query value in it masked, and scrubbed like any line the toolkit writes."""
+    from mindsimkit.mindcore.redact import scrub
+
+    def masked(value: Any) -> Any:
+        return scrub(_QUERY_VALUE.sub(r"\1***", value)) if isinstance(value, str) else value
+
+    if isinstance(record.args, tuple):
+        record.args = tuple(masked(a) for a in record.args)
+    record.msg = masked(record.msg)
+    return True
 
 
 def _listen(host: str, port: int) -> socket.socket:

@@ -17,6 +17,7 @@ import jinja2
 
 from mindsimkit.mindcore.errors import UserError
 from mindsimkit.mindcore.io import atomic_write_text
+from mindsimkit.mindcore.redact import scrub_data
 from mindsimkit.mindsim_app.report import charts
 from mindsimkit.mindsim_app.report.drilldown import drilldown
 from mindsimkit.mindsim_app.report.health import health
@@ -165,7 +166,8 @@ _SCRIPT_SAFE = str.maketrans({"<": "\\u003c", ">": "\\u003e", "&": "\\u0026", "\
 
 
 def _blob(data: Any) -> str:
-    return json.dumps(data, ensure_ascii=False, separators=(",", ":"), allow_nan=False,
+    # Scrubbed as data before it becomes JSON text, so masking never cuts one of its escapes in half.
+    return json.dumps(scrub_data(data), ensure_ascii=False, separators=(",", ":"), allow_nan=False,
                       default=str).translate(_SCRIPT_SAFE)
 
 
