@@ -207,6 +207,12 @@ class SimulationConfig(BaseModel):
         "unless a counsellor's role or binding sets `return_reasoning` itself. Off (ours): earlier replies go back "
         "as words only",
     )
+    split_inline_reasoning: bool = Field(
+        True, description="Reasoning a counsellor writes into its reply's text (<think>…</think> and the other tag "
+        "pairs in mindsim/data/harness_text.yaml) is split off before the patient and the judge see the reply and "
+        "kept apart in the session row (counsellor_flags[].inline_reasoning), as MindEval2's reference code splits "
+        "it; a reply that is only reasoning is re-asked like a blank one. Off: the reply goes on exactly as written",
+    )
     message_context: Literal["full", "speech"] = Field(
         "full",
         description="What the MindSim patient sees when it writes its message: 'full' = the whole turn with its "

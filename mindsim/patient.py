@@ -34,6 +34,7 @@ from mindsimkit.mindsim.prompting import (
     load_harness_text,
     rejected,
     speech_defects,
+    split_inline_reasoning,
 )
 from mindsimkit.mindsim.records import CounsellorFlags, PatientTurn, RejectedCommit, TodoUpdate
 from mindsimkit.profilegen.moves import Vocabulary
@@ -288,12 +289,17 @@ class Counsellor:
         for blanks in range(self.config.max_message_retries + 1):
             reply = await self.client.chat(self.history, **self.client.reseeded({}, blanks))
             self.tokens.add(reply)
-            text = reply.content or ""
+            text, inline = reply.content or "", None
+            if self.config.split_inline_reasoning:
+                # The patient and the judge meet the counsellor's words, as a person would; a reply that is
+                # all reasoning (cut off before it spoke) is as empty to them as a blank one.
+                text, inline = split_inline_reasoning(text)
             if text.strip():
                 reasoning = getattr(reply, "reasoning", None) or None
                 self.flags.append(CounsellorFlags(
                     reply_index=len(self.flags), flags=counsellor_flags(text, reply.finish_reason),
                     finish_reason=reply.finish_reason, blank_retries=blanks, reasoning=reasoning,
+                    inline_reasoning=inline,
                 ))
                 # Sent back on every later request exactly as the server returned it (Kimi, GLM and Qwen chat
                 # templates render an earlier turn's reasoning; without it they see an empty trace there).
