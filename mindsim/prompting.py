@@ -98,8 +98,10 @@ def style_cues(profile: Profile) -> list[str]:
 
 
 class ExampleTurns(list):
-    """The register's example turns: a list to our template, and as text (`{{ style_examples }}`) the bracketed
-    turns the MindEval2 authors' published patient prompt prints in one line, so that prompt renders verbatim."""
+    """The register's example turns: a list to our template, and as text (`{{ style_examples }}`) the turns in
+    brackets on one line, which is how a template that prints the variable whole (the MindEval2 authors' published
+    patient prompt does) shows them. The bracket format is our reading of that prompt, not checked against their
+    code's output."""
 
     def __str__(self) -> str:
         return " ".join(f"[ {turn} ]" for turn in self)
@@ -152,7 +154,7 @@ def patient_system_prompt(
         depth_moves=[m for m in vocab.depth_moves if m not in arch.removed_ids],
         agenda_plain=agenda_plain,
         style_examples=ExampleTurns(reg.examples),
-        # Not read by our template; given so the authors' published patient prompt can be used verbatim.
+        # Not read by our template; given so the authors' published patient prompt file can be used unchanged.
         verbosity_line=verbosity_line,
         secondary_note=None,
         formulation=profile.case_summary,
