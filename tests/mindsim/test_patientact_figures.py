@@ -1,0 +1,65 @@
+"""What each PatientAct prompt is given, figure by figure (PatientAct App. B): the decomposer sees the profile and
+its pieces only (Fig. 7), therapy-specific items can be anchored at the scale's top (Fig. 7's 4.0), the behaviour and
+resistance steps see the blocked note but no retrieved item texts (Figs. 11-12), and the paper recipe's w/o DM arm
+holds the whole profile (Table 4)."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+from mindsimkit.mindcore.prompts import render
+from mindsimkit.mindcore.recipe import load_recipe
+from mindsimkit.mindsim.config import SimulationConfig
+from mindsimkit.mindsim.patientact.data import attachment_prior, item_types, step_rules, taxonomy, theme_map, trust_rules
+from mindsimkit.mindsim.patientact.decompose import DraftItem, Piece, decompose_messages, make_item
+from mindsimkit.mindsim.patientact.participant import STEP_TEMPLATE
+from mindsimkit.mindsim.patientact.seed import psych_seed
+from simfakes import make_profile
+
+ITEM_TEXT = "Dad left the week of her tenth birthday and never called."
+
+
+def test_the_decomposer_sees_the_profile_and_its_pieces_but_not_the_attachment_style_or_theme():
+    profile = make_profile("p1")
+    psych = psych_seed(profile, 3)
+    [message] = decompose_messages(profile, psych, [Piece("memory", "formulation.predisposing", ITEM_TEXT)])
+    text = message["content"]
+    assert ITEM_TEXT in text and profile.writer_brief.strip()[:60] in text
+    assert attachment_prior().descriptions[psych.attachment] not in text
+    assert theme_map().themes[psych.theme] not in text and "attachment style" not in text
+
+
+def test_a_therapy_specific_item_can_reach_the_top_of_the_scale_and_other_triggers_cannot():
+    top = trust_rules().maximum
+    piece = Piece("trigger", "psych.triggers", "Being asked what is really wrong after a dismissed disclosure.")
+    draft = lambda category: DraftItem(topic="the sessions", shift=0.5, tags=["direct questions", "being dismissed", "saying it aloud"],  # noqa: E731
+                                       category=category)
+    assert make_item("m1", piece, draft("therapy_trigger")).level == top == 4.0
+    assert make_item("m2", piece, draft("shame_or_trauma")).level == item_types().types["trigger"].anchor + 0.5 < top
+    assert make_item("m3", piece, draft("therapy_trigger").model_copy(update={"shift": -0.5})).level == 3.5
+
+
+def _step(step: str) -> str:
+    tax = taxonomy()
+    return render(STEP_TEMPLATE, step=step, recent=[("Counsellor", "Hello."), ("Client", "hi")],
+                  counsellor="What happened with your father?", trust="2.50", trust_text="session start",
+                  coping=["goes quiet"], activated=[("memory", ITEM_TEXT)], blocked=["family history"],
+                  held=["blocked"], rules=["blocked"], streak=0, reaction="fear", intensity="high", behaviour=None,
+                  recent_behaviours=[], options=tax.ids("reactions"), srules=step_rules(None), criteria={},
+                  default_criterion="", by_direction=False, expects="", reply=None)
+
+
+def test_the_behaviour_and_resistance_steps_get_the_blocked_note_not_the_retrieved_items():
+    reaction, behaviour, resistance = _step("reaction"), _step("behaviour"), _step("resistance")
+    assert ITEM_TEXT in reaction and "family history" in reaction  # Fig. 10: items by type, the sensitive area
+    for text in (behaviour, resistance):
+        assert ITEM_TEXT not in text and "family history" not in text
+    assert "not ready to talk about" in behaviour and "brought up by this message" in behaviour  # Fig. 11
+    assert "sensitive content the client is not ready to share" in resistance  # Fig. 12
+
+
+def test_the_paper_recipes_without_dm_arm_holds_the_whole_profile_with_the_counsellor_pattern():
+    recipe = load_recipe(Path(__file__).resolve().parents[2] / "recipes" / "patientact_paper.yaml")
+    cfg = recipe.section("simulation", SimulationConfig)
+    assert cfg.patientact.no_dm_profile == "whole"  # the paper's w/o DM; the preset's own value is the reference's
+    assert any("no_dm_profile" in note for note in cfg.preset_notes())  # said at preflight, never silent
