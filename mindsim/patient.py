@@ -284,10 +284,17 @@ class Counsellor:
         own = getattr(getattr(self.client, "spec", None), "return_reasoning", None)
         return self.config.return_reasoning if own is None else own
 
-    async def reply(self) -> str:
+    async def reply(self, note: str | None = None) -> str:
+        """The counsellor's next reply. `note` (a session note such as the wrap-up reminder) goes after the
+        patient's last message on this request only: the stored history, and so the transcript, keep the
+        patient's words as they were said."""
+        sent = self.history
+        if note:
+            last = self.history[-1]
+            sent = [*self.history[:-1], {**last, "content": f"{last.get('content') or ''}\n\n{note}".lstrip()}]
         # A blank reply is the one thing re-asked: the patient cannot answer nothing. The re-asks are counted.
         for blanks in range(self.config.max_message_retries + 1):
-            reply = await self.client.chat(self.history, **self.client.reseeded({}, blanks))
+            reply = await self.client.chat(sent, **self.client.reseeded({}, blanks))
             self.tokens.add(reply)
             text, inline = reply.content or "", None
             if self.config.split_inline_reasoning:

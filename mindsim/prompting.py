@@ -221,6 +221,7 @@ class HarnessText(BaseModel):
     blank_items_note: str
     agenda_plain_answers: dict[Literal["done", "added", "duplicate", "unnamed"], str]
     inline_reasoning_tags: list[tuple[str, str]] = Field(min_length=1)
+    wrap_up_note: str = Field(min_length=1)
 
     @cached_property
     def syntax_re(self) -> re.Pattern[str]:

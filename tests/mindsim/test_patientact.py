@@ -115,7 +115,11 @@ class PAResponder:
         if name == "Behaviour":
             turns = self.seen[name]
             b = self.behaviour if isinstance(self.behaviour, str) else self.behaviour[(turns - 1) % len(self.behaviour)]
-            return {"why": "not ready", "behaviour": b, "end_conversation": turns >= self.end_after}
+            out = {"why": "not ready", "behaviour": b, "end_conversation": turns >= self.end_after}
+            # Without `allow_end` the schema offers no way out, and an answer must fit the schema it was given.
+            if "end_conversation" not in ((req.response_schema or {}).get("properties") or {}):
+                out.pop("end_conversation")
+            return out
         if name == "Resistance":
             return {"why": "I shut down", "pattern": "minimal_talk"}
         if name == "TrustChange":

@@ -39,14 +39,18 @@ def test_a_therapy_specific_item_can_reach_the_top_of_the_scale_and_other_trigge
     assert make_item("m3", piece, draft("therapy_trigger").model_copy(update={"shift": -0.5})).level == 3.5
 
 
-def _step(step: str) -> str:
+def _values(step: str) -> dict:
     tax = taxonomy()
-    return render(STEP_TEMPLATE, step=step, recent=[("Counsellor", "Hello."), ("Client", "hi")],
+    return dict(step=step, recent=[("Counsellor", "Hello."), ("Client", "hi")],
                   counsellor="What happened with your father?", trust="2.50", trust_text="session start",
                   coping=["goes quiet"], activated=[("memory", ITEM_TEXT)], blocked=["family history"],
                   held=["blocked"], rules=["blocked"], streak=0, reaction="fear", intensity="high", behaviour=None,
                   recent_behaviours=[], options=tax.ids("reactions"), srules=step_rules(None), criteria={},
-                  default_criterion="", by_direction=False, expects="", reply=None)
+                  default_criterion="", by_direction=False, expects="", reply=None, allow_end=True)
+
+
+def _step(step: str) -> str:
+    return render(STEP_TEMPLATE, **_values(step))
 
 
 def test_the_behaviour_and_resistance_steps_get_the_blocked_note_not_the_retrieved_items():
@@ -63,3 +67,58 @@ def test_the_paper_recipes_without_dm_arm_holds_the_whole_profile_with_the_couns
     cfg = recipe.section("simulation", SimulationConfig)
     assert cfg.patientact.no_dm_profile == "whole"  # the paper's w/o DM; the preset's own value is the reference's
     assert any("no_dm_profile" in note for note in cfg.preset_notes())  # said at preflight, never silent
+
+
+def test_without_allow_end_the_behaviour_step_is_not_offered_a_way_out():
+    from mindsimkit.mindsim.patientact.participant import step_models
+
+    assert "end_conversation" in step_models(allow_end=True)["behaviour"].model_json_schema()["properties"]
+    assert "end_conversation" not in step_models(allow_end=False)["behaviour"].model_json_schema()["properties"]
+    assert "end_conversation" not in render(STEP_TEMPLATE, **{**_values("behaviour"), "allow_end": False})
+
+
+def test_the_restored_appendix_d2_anchors_say_what_the_paper_says():
+    from mindsimkit.judge.rubrics import load
+
+    items = {i.id: i for i in load("patientact").items}
+    ea, br = items["emotional_authenticity"].anchors, items["behavioural_realism"].anchors
+    assert "whatever the counsellor says" in ea[1] and "for no reason" in ea[1]  # EA-1: flat, or unexplained
+    assert "sudden" in ea[2] and "unconnected" in ea[2]  # EA-2: abrupt, exaggerated or disconnected shifts
+    assert "textbook" in br[3] and "real person" in br[3]  # BR-3: mixed
+    assert "from the inside" in br[4]  # BR-4: a first-person narrative
+
+
+def test_the_first_scenario_writer_gets_the_frame_every_engine_of_the_run_plays():
+    from mindsimkit.mindsim.scenario import FIRST_TEMPLATE
+
+    def frame(**section):
+        return SimulationConfig.from_section(section).scenario_frame
+
+    paper = {"patient_engine": ["patientact", "patientact:no_dm", "patient_psi"], "preset": "patientact-reference"}
+    assert frame(**paper) == "session"  # the preset's frame: session
+    assert frame(**{**paper, "patient_engine": ["patientact", "mindsim"]}) == "chat"  # MindSim plays the app
+    assert frame(patient_engine="patientact") == "chat"  # ours: the app frame
+    values = dict(writer_brief="A brief.", goal="Feel steadier.", time_context="Tuesday evening.", emotion="tired",
+                  register_lines=["types in lowercase"])
+    session, chat = render(FIRST_TEMPLATE, frame="session", **values), render(FIRST_TEMPLATE, frame="chat", **values)
+    assert "first session with a counsellor" in session and "the app" not in session and "types in lowercase" not in session
+    assert "AI counsellor" in chat and "opening the app" in chat and "types in lowercase" in chat
+
+
+def test_the_reference_wrap_up_note_reaches_the_last_two_counsellor_requests_only():
+    """PatientHub's therapy session tells the therapist, with each of the last two client messages, how many turns
+    are left: under the preset the counsellor's last two requests carry that note; the stored conversation, which
+    the patient and the judge read, never does."""
+    from test_patientact_reference import Direct, run
+
+    assert SimulationConfig.from_section({"preset": "patientact-reference", "patient_engine": "patientact"}
+                                         ).wrap_up_reminder == 2
+    assert SimulationConfig().wrap_up_reminder == 0
+    rec, backend = run(Direct(), turn_cap=5)
+    asked = [r.messages for r in backend.requests if r.role == "counsellor"]
+    assert len(asked) == 4  # opening by the patient, then 4 counsellor replies
+    noted = [i for i, m in enumerate(asked) if "replies left in this session" in (m[-1]["content"] or "")]
+    assert noted == [2, 3]
+    assert "2 of your replies left" in asked[2][-1]["content"] and "1 of your replies left" in asked[3][-1]["content"]
+    assert not any("replies left" in (m.get("content") or "") for m in rec.counsellor_messages)
+    assert not any("replies left" in (m.get("content") or "") for m in rec.patient_messages)
