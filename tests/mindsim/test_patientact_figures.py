@@ -122,3 +122,14 @@ def test_the_reference_wrap_up_note_reaches_the_last_two_counsellor_requests_onl
     assert "2 of your replies left" in asked[2][-1]["content"] and "1 of your replies left" in asked[3][-1]["content"]
     assert not any("replies left" in (m.get("content") or "") for m in rec.counsellor_messages)
     assert not any("replies left" in (m.get("content") or "") for m in rec.patient_messages)
+
+
+def test_the_relationship_patterns_are_asked_for_in_third_person_clinical_voice():
+    """Fig. 5: the interpersonal patterns, the counsellor's included, are written about the client in the third
+    person, as a clinician notes them."""
+    from mindsimkit.profilegen.psych import psych_messages
+
+    [message] = psych_messages(make_profile("p1"), "avoidant", "keeps distance", "unlovable", "not worth love")
+    text = message["content"]
+    assert "third person" in text and "never in the client's own voice" in text
+    assert text.index("third person") > text.index("`interpersonal_patterns`")
