@@ -36,8 +36,9 @@ from mindsimkit.mindcore.config import (
     VLLMEngine,
 )
 from mindsimkit.mindcore.engine import Engines
-from mindsimkit.mindcore.errors import FieldRefused, MindsimError, UserError
+from mindsimkit.mindcore.errors import FieldRefused, MindsimError, StructuredOutputError, UserError
 from mindsimkit.mindcore.redact import shown_url
+from mindsimkit.mindcore.types import ToolSpec
 from mindsimkit.mindcore.vllm_serve import serve_command_text
 
 
@@ -46,6 +47,13 @@ class _Probe(BaseModel):
 
     mood: str = Field(..., max_length=20, description="one word")
     calm: bool
+
+
+class _ToolProbe(BaseModel):
+    mood: str = Field(..., max_length=20, description="one word")
+
+
+_TOOL_PROBE = ToolSpec("record_mood", "Record the speaker's mood in one word.", _ToolProbe)
 
 
 @dataclass
@@ -94,6 +102,11 @@ class EngineHealth:
     context_source: str = ""
     tokenizer: bool = False
     accepted: list[RoleAcceptance] = field(default_factory=list)
+    # One forced tool call, sent where a role calls tools on an engine that declares native tool calls:
+    # "native" (a real tool call came back), "text" (words or a JSON-looking text came back instead), or ""
+    # (not asked: no tool-calling role here, or the engine answers tool calls through a JSON schema).
+    tool_call: str = ""
+    tool_call_sample: str = ""
 
 
 def _hints(spec: Any) -> list[str]:
@@ -197,11 +210,13 @@ def _probe_spec(name: str, budget: int, roles: dict[str, RoleSpec]) -> RoleSpec:
 
 async def aprobe_engine(engines: Engines, name: str, spec: Any, models: list[str] | None = None,
                         structured: bool = True, roles: dict[str, RoleSpec] | None = None,
-                        probe_roles: str = "options") -> EngineHealth:
+                        probe_roles: str = "options", tool_roles: list[str] | None = None) -> EngineHealth:
     """Probe one started engine. `models` are the model ids the recipe uses on it (checked against
     the server's list where it has one; the embedded server serves one file whatever the name).
     `roles` (label → spec) are the roles and counsellors on this engine; `probe_roles` says which of
-    them get their own request (`"options"`: those that set request options; `"all"`; `"none"`)."""
+    them get their own request (`"options"`: those that set request options; `"all"`; `"none"`). `tool_roles`
+    are the roles that call tools here: on an engine that declares native tool calls, the first one's settings
+    send one forced tool call (`EngineHealth.tool_call` says what came back)."""
     backend = engines.backend(name)
     base_url = getattr(backend, "base_url", "")  # in-process test backends have none: nothing to ask
     h = EngineHealth(engine=name, kind=getattr(backend, "kind", spec.kind), base_url=base_url,
@@ -235,6 +250,8 @@ async def aprobe_engine(engines: Engines, name: str, spec: Any, models: list[str
     if probe_roles != "none":
         chosen = {r: s for r, s in roles.items() if probe_roles == "all" or has_options(s)}
         await _probe_roles(engines, h, backend, chosen)
+    if tool_roles and getattr(backend, "native_tools", False):
+        await _probe_tool_call(engines, h, backend, roles.get(tool_roles[0]) or _probe_spec(name, budget, roles))
     _describe_server(h, name, spec, backend, models or [h.model])
     return h
 
@@ -282,6 +299,56 @@ async def _probe_roles(engines: Engines, h: EngineHealth, backend: Any, roles: d
         h.accepted.append(row)
 
 
+async def _probe_tool_call(engines: Engines, h: EngineHealth, backend: Any, spec: RoleSpec) -> None:
+    """One request that must be answered with a call of a small tool (`tool_choice: required`), with the
+    tool-calling role's own settings. A server started without a tool parser answers in words, or writes the
+    call out as text: both come back with no `tool_calls`."""
+    model = spec.model or getattr(backend, "default_model", None) or h.engine
+    client = RoleClient(f"{spec.engine}:__tool_probe", backend, spec.model_copy(update={"max_attempts": 1}), model,
+                        engines.ledger)
+    messages = [{"role": "user", "content": "I feel calm today. Record my mood with the tool."}]
+    try:
+        res = await client.tool_call(messages, [_TOOL_PROBE], max_attempts=1, max_tokens=64)
+        h.tool_call, h.tool_call_sample = "native", json.dumps(res.calls[0].arguments)[:60]
+    except StructuredOutputError as exc:
+        h.tool_call, h.tool_call_sample = "text", (exc.raw or "").strip()[:60]
+
+
+@dataclass
+class ToolPath:
+    """How one tool-calling role's calls travel on its engine, and what preflight makes of it."""
+
+    role: str
+    engine: str
+    path: str  # "native" | "json-schema"
+    problem: str = ""  # a configuration problem: the run must not start
+    note: str = ""  # said at preflight and kept in run.json
+
+
+def tool_path(role: str, mode: str, engine: str, declared: bool, h: EngineHealth) -> ToolPath:
+    """The verdict on `role`'s tool calls (`mode` "native" or "any", as `RoleUse.tools`) on `engine`, whose entry
+    `declared` native tool calls, from what its forced tool call brought back (`h.tool_call`)."""
+    fix = (f"serve it with tool calling on (vLLM: --enable-auto-tool-choice --tool-call-parser <the parser for the "
+           f"model's tool-call format>), or set engines.{engine}.native_tools: false")
+    if not declared:
+        note = (f"role '{role}' sends its tool calls as JSON-schema answers on engine '{engine}' (native_tools: "
+                "false)")
+        if mode == "native":
+            note += ("; the mindeval2-reference preset's patient commits its moves through real tool calls: set "
+                     f"engines.{engine}.native_tools: true on a server that parses them")
+        return ToolPath(role, engine, "json-schema", note=note)
+    if h.tool_call == "text":
+        said = f" ({h.tool_call_sample!r})" if h.tool_call_sample else ""
+        if mode == "native":
+            return ToolPath(role, engine, "native", problem=(
+                f"engine '{engine}' answered a forced tool call with text{said}; the mindeval2-reference preset "
+                f"needs real tool calls for role '{role}': {fix}"))
+        return ToolPath(role, engine, "json-schema", note=(
+            f"engine '{engine}' declares native tool calls but answered a forced one with text{said}: role "
+            f"'{role}' sends its tool calls as JSON-schema answers in this run instead; {fix}"))
+    return ToolPath(role, engine, "native")
+
+
 def _describe_server(h: EngineHealth, name: str, spec: Any, backend: Any, models: list[str]) -> None:
     key_env = getattr(spec, "api_key_env", None)
     lens: dict[str, int] = {}
@@ -301,8 +368,8 @@ def _describe_server(h: EngineHealth, name: str, spec: Any, backend: Any, models
 
 def probe_started(engines: Engines, name: str, spec: Any, models: list[str] | None = None,
                   structured: bool = True, roles: dict[str, RoleSpec] | None = None,
-                  probe_roles: str = "options") -> EngineHealth:
-    return engines.run(aprobe_engine(engines, name, spec, models, structured, roles, probe_roles))
+                  probe_roles: str = "options", tool_roles: list[str] | None = None) -> EngineHealth:
+    return engines.run(aprobe_engine(engines, name, spec, models, structured, roles, probe_roles, tool_roles))
 
 
 def models_per_engine(config: EnginesConfig) -> dict[str, list[str]]:
@@ -314,10 +381,12 @@ def models_per_engine(config: EnginesConfig) -> dict[str, list[str]]:
     return {k: [m for m in dict.fromkeys(v) if m] for k, v in out.items()}
 
 
-def check_engines(config: EnginesConfig, bindings: dict[str, RoleSpec] | None = None) -> list[EngineHealth]:
+def check_engines(config: EnginesConfig, bindings: dict[str, RoleSpec] | None = None,
+                  tool_roles: list[str] | None = None) -> list[EngineHealth]:
     """Start (if needed) and probe each engine independently: one broken engine does not hide the rest.
     Every role on an engine (and every counsellor binding in `bindings`, label → spec) gets its own
-    request, so the report says what each model accepted."""
+    request, so the report says what each model accepted; the engine of each role in `tool_roles` is also
+    sent one forced tool call where it declares native tool calls."""
     results: list[EngineHealth] = []
     models = models_per_engine(config)
     for name, spec in config.engines.items():
@@ -325,6 +394,9 @@ def check_engines(config: EnginesConfig, bindings: dict[str, RoleSpec] | None = 
         on_engine.update({label: s for label, s in (bindings or {}).items() if s.engine == name})
         models.setdefault(name, []).extend(s.model for s in on_engine.values()
                                            if s.model and s.model not in models.get(name, []))
+        tooled = [r for r in tool_roles or [] if _bound_engine(config, r) == name]
+        for r in tooled:
+            on_engine.setdefault(r, config.role_spec(r))
         single = EnginesConfig.model_construct(
             engines={name: spec}, roles={"default": RoleSpec(engine=name), **on_engine})
         if problem := missing_key(name, spec):
@@ -333,10 +405,17 @@ def check_engines(config: EnginesConfig, bindings: dict[str, RoleSpec] | None = 
         try:
             with Engines.from_config(single) as engines:
                 results.append(probe_started(engines, name, spec, models.get(name), roles=on_engine,
-                                             probe_roles="all"))
+                                             probe_roles="all", tool_roles=tooled))
         except MindsimError as exc:
             results.append(_unstarted(name, spec, str(exc).splitlines()[0], _classify(exc)))
     return results
+
+
+def _bound_engine(config: EnginesConfig, role: str) -> str | None:
+    try:
+        return config.role_spec(role).engine
+    except KeyError:
+        return None
 
 
 def _unstarted(name: str, spec: Any, problem: str, kind: str) -> EngineHealth:

@@ -35,7 +35,7 @@ from typing import Any, Iterable
 
 from mindsimkit.mindcore.budget import PromptSize, Sizer, prompt_estimator, registered, tokenizer_for
 from mindsimkit.mindcore.budget_fit import BudgetReport, EstimateInputs, fit_budgets
-from mindsimkit.mindcore.engine_health import EngineHealth, probe_started
+from mindsimkit.mindcore.engine_health import EngineHealth, ToolPath, probe_started, tool_path
 from mindsimkit.mindcore.errors import ConfigError, EngineError
 from mindsimkit.mindcore.stages import RoleUse, expand_stages, output_bound, stage_roles
 # Error classes that say the infrastructure failed, not the model's answer (as failures.jsonl and the
@@ -75,6 +75,11 @@ class PreflightReport:
     budgets: BudgetReport | None = None
     contexts: list[ContextCheck] = field(default_factory=list)
     notes: list[str] = field(default_factory=list)
+    tool_paths: list[ToolPath] = field(default_factory=list)
+
+    def tool_calls(self) -> dict[str, str]:
+        """Role → how its tool calls travel in this run ("native" or "json-schema"), for run.json."""
+        return {t.role: t.path for t in self.tool_paths}
 
     def lines(self) -> list[str]:
         """What preflight found, one line each, for the console and the run record."""
@@ -209,15 +214,26 @@ def preflight(recipe: Any, engines: Any, stages: set[str]) -> PreflightReport:
     structured_roles = {e.role for e in registered(expand_stages(set(stages))) if e.active is None or e.active(recipe)}
     needs_json = {u.engine for u in uses if u.role in structured_roles}
     # Roles that set request options (reasoning, thinking, token field, omit, extra_body) get their own probe.
+    tooled = [u for u in uses if u.tools]
     health = [probe_started(engines, name, engines.config.engines[name], models[name], structured=name in needs_json,
-                            roles={u.label: u.spec for u in uses if u.engine == name and u.spec is not None})
+                            roles={u.label: u.spec for u in uses if u.engine == name and u.spec is not None},
+                            tool_roles=[u.label for u in tooled if u.engine == name])
               for name in models]
     _raise_problems(health)
     by_name = {h.engine: h for h in health}
+    paths = [tool_path(u.label, u.tools, u.engine, bool(getattr(engines.backend(u.engine), "native_tools", False)),
+                       by_name[u.engine]) for u in tooled]
+    if refused := [t.problem for t in paths if t.problem]:
+        raise ConfigError("preflight: " + "\n  ".join(refused))
+    for t in paths:
+        if t.path == "json-schema" and getattr(engines.backend(t.engine), "native_tools", False):
+            # The engine said it parses tool calls and did not: this run asks for them through a JSON schema.
+            engines.backend(t.engine).native_tools = False
     counters = {name: tok for name in models if (tok := tokenizer_for(engines.backend(name))) is not None}
     budgets = fit_budgets(recipe, engines.config, set(stages), counters)
     contexts = check_contexts(recipe, engines, uses, by_name, budgets, counters)
-    report = PreflightReport(sorted(expand_stages(set(stages))), uses, health, budgets, contexts, list(budgets.notes))
+    report = PreflightReport(sorted(expand_stages(set(stages))), uses, health, budgets, contexts,
+                             [*(t.note for t in paths if t.note), *budgets.notes], paths)
     # One note per engine and reason, not one per role: a server that reports no context size would
     # otherwise print a line for every role on it.
     unchecked: dict[tuple[str, str], list[str]] = {}

@@ -40,6 +40,9 @@ class RoleUse:
     max_tokens: int | None
     binding: bool = False  # a counsellor given as engine + model in `simulation.counsellors`
     spec: Any = None  # its RoleSpec: what its requests carry (preflight probes it when it sets request options)
+    # How the role asks for tool calls: "" none; "any" native where the engine declares it, else through a JSON
+    # schema; "native" only as real tool calls (a preset that reproduces a paper's tool-call protocol).
+    tools: str = ""
 
     @property
     def reasoning_budget(self) -> int:

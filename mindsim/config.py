@@ -207,6 +207,18 @@ class SimulationConfig(BaseModel):
         "unless a counsellor's role or binding sets `return_reasoning` itself. Off (ours): earlier replies go back "
         "as words only",
     )
+    wrap_up_reminder: int = Field(
+        0, ge=0, le=10,
+        description="The last N counsellor replies of a session are asked with a note of how many replies are left "
+        "and to start wrapping up, on that request only (never stored, never seen by the patient or the judge); "
+        "0 = no note (ours). The patientact-reference preset sets 2, as its authors' therapy session does",
+    )
+    split_inline_reasoning: bool = Field(
+        True, description="Reasoning a counsellor writes into its reply's text (<think>…</think> and the other tag "
+        "pairs in mindsim/data/harness_text.yaml) is split off before the patient and the judge see the reply and "
+        "kept apart in the session row (counsellor_flags[].inline_reasoning), as MindEval2's reference code splits "
+        "it; a reply that is only reasoning is re-asked like a blank one. Off: the reply goes on exactly as written",
+    )
     message_context: Literal["full", "speech"] = Field(
         "full",
         description="What the MindSim patient sees when it writes its message: 'full' = the whole turn with its "
@@ -357,6 +369,18 @@ class SimulationConfig(BaseModel):
         from mindsimkit.mindsim.engine_names import split
 
         return {base: self.preset_for(base) for base in dict.fromkeys(split(e)[0] for e in self.patient_engines)}
+
+    @property
+    def scenario_frame(self) -> str:
+        """How the first-scenario writer frames the first meeting: "session" (a counselling session, spoken) when
+        PatientAct's `frame: session` is set and every patient engine of the run plays a client in a therapy
+        session (PatientAct and its arms, Patient-Psi), else "chat" (a first conversation in an app, typed). The
+        first scenario is shared by every engine of a run, so one engine in the app frame keeps it."""
+        from mindsimkit.mindsim.engine_names import split
+
+        session_engines = {"patientact", "patient_psi"}
+        in_session = all(split(e)[0] in session_engines for e in self.patient_engines)
+        return "session" if self.patientact.frame == "session" and in_session else "chat"
 
     @property
     def patient_engines(self) -> list[str]:

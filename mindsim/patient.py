@@ -34,6 +34,7 @@ from mindsimkit.mindsim.prompting import (
     load_harness_text,
     rejected,
     speech_defects,
+    split_inline_reasoning,
 )
 from mindsimkit.mindsim.records import CounsellorFlags, PatientTurn, RejectedCommit, TodoUpdate
 from mindsimkit.profilegen.moves import Vocabulary
@@ -283,17 +284,29 @@ class Counsellor:
         own = getattr(getattr(self.client, "spec", None), "return_reasoning", None)
         return self.config.return_reasoning if own is None else own
 
-    async def reply(self) -> str:
+    async def reply(self, note: str | None = None) -> str:
+        """The counsellor's next reply. `note` (a session note such as the wrap-up reminder) goes after the
+        patient's last message on this request only: the stored history, and so the transcript, keep the
+        patient's words as they were said."""
+        sent = self.history
+        if note:
+            last = self.history[-1]
+            sent = [*self.history[:-1], {**last, "content": f"{last.get('content') or ''}\n\n{note}".lstrip()}]
         # A blank reply is the one thing re-asked: the patient cannot answer nothing. The re-asks are counted.
         for blanks in range(self.config.max_message_retries + 1):
-            reply = await self.client.chat(self.history, **self.client.reseeded({}, blanks))
+            reply = await self.client.chat(sent, **self.client.reseeded({}, blanks))
             self.tokens.add(reply)
-            text = reply.content or ""
+            text, inline = reply.content or "", None
+            if self.config.split_inline_reasoning:
+                # The patient and the judge meet the counsellor's words, as a person would; a reply that is
+                # all reasoning (cut off before it spoke) is as empty to them as a blank one.
+                text, inline = split_inline_reasoning(text)
             if text.strip():
                 reasoning = getattr(reply, "reasoning", None) or None
                 self.flags.append(CounsellorFlags(
                     reply_index=len(self.flags), flags=counsellor_flags(text, reply.finish_reason),
                     finish_reason=reply.finish_reason, blank_retries=blanks, reasoning=reasoning,
+                    inline_reasoning=inline,
                 ))
                 # Sent back on every later request exactly as the server returned it (Kimi, GLM and Qwen chat
                 # templates render an earlier turn's reasoning; without it they see an empty trace there).

@@ -98,8 +98,10 @@ def style_cues(profile: Profile) -> list[str]:
 
 
 class ExampleTurns(list):
-    """The register's example turns: a list to our template, and as text (`{{ style_examples }}`) the bracketed
-    turns the MindEval2 authors' published patient prompt prints in one line, so that prompt renders verbatim."""
+    """The register's example turns: a list to our template, and as text (`{{ style_examples }}`) the turns in
+    brackets on one line, which is how a template that prints the variable whole (the MindEval2 authors' published
+    patient prompt does) shows them. The bracket format is our reading of that prompt, not checked against their
+    code's output."""
 
     def __str__(self) -> str:
         return " ".join(f"[ {turn} ]" for turn in self)
@@ -152,7 +154,7 @@ def patient_system_prompt(
         depth_moves=[m for m in vocab.depth_moves if m not in arch.removed_ids],
         agenda_plain=agenda_plain,
         style_examples=ExampleTurns(reg.examples),
-        # Not read by our template; given so the authors' published patient prompt can be used verbatim.
+        # Not read by our template; given so the authors' published patient prompt file can be used unchanged.
         verbosity_line=verbosity_line,
         secondary_note=None,
         formulation=profile.case_summary,
@@ -218,6 +220,8 @@ class HarnessText(BaseModel):
     opening_tail: str
     blank_items_note: str
     agenda_plain_answers: dict[Literal["done", "added", "duplicate", "unnamed"], str]
+    inline_reasoning_tags: list[tuple[str, str]] = Field(min_length=1)
+    wrap_up_note: str = Field(min_length=1)
 
     @cached_property
     def syntax_re(self) -> re.Pattern[str]:
@@ -307,6 +311,31 @@ def speech_defects(text: str, *, finish_reason: str | None = None, max_chars: in
     if limited and not ends_sentence(body):
         out.append("cut_off")
     return out
+
+
+def split_inline_reasoning(text: str) -> tuple[str, str | None]:
+    """`text` without the reasoning blocks a model wrote inline, and those blocks' contents (None when there were
+    none). Three shapes per tag pair: whole blocks anywhere; a closing tag with no opening one (a chat template
+    that puts the opening tag in the prompt), where everything before it was reasoning; an opening tag never
+    closed (a reply cut off while still reasoning), where everything from it on was."""
+    found: list[str] = []
+    for opening, closing in load_harness_text().inline_reasoning_tags:
+        o, c = re.escape(opening), re.escape(closing)
+        if not re.search(f"{o}|{c}", text, re.IGNORECASE):
+            continue
+        block = re.compile(f"{o}(.*?){c}", re.IGNORECASE | re.DOTALL)
+        found += [m.group(1) for m in block.finditer(text)]
+        text = block.sub("", text)
+        orphan_close = list(re.finditer(c, text, re.IGNORECASE))
+        if orphan_close:
+            found.insert(0, text[: orphan_close[-1].start()])
+            text = text[orphan_close[-1].end():]
+        orphan_open = re.search(o, text, re.IGNORECASE)
+        if orphan_open:
+            found.append(text[orphan_open.end():])
+            text = text[: orphan_open.start()]
+    kept = [f.strip() for f in found if f.strip()]
+    return (text.strip(), "\n\n".join(kept)) if found else (text, None)
 
 
 def counsellor_flags(text: str, finish_reason: str | None = None) -> list[str]:

@@ -120,6 +120,11 @@ class CounsellorFlags(_Row):
         "thinking_blocks, reasoning_items, reasoning_details); kept whether or not it was sent back "
         "(`return_reasoning`, which puts it on the reply in counsellor_messages too)")
 
+    inline_reasoning: str | None = Field(
+        None, exclude_if=lambda v: v is None,
+        description="Reasoning the counsellor wrote inside its reply's text, split off before the patient and the "
+        "judge saw the reply (`simulation.split_inline_reasoning`); never sent back to the counsellor")
+
 
 class RejectionCounts(_Row):
     """Rejected patient messages by reason (fixed fields, so the parquet column has one type)."""

@@ -213,10 +213,12 @@ async def _draft(client, messages, max_tokens: int | None, scale: float = 1.0, a
 
 
 async def first_scenario(
-    client, profile: Profile, plan: SessionPlan, max_tokens: int | None = None, retries: int = 2, scale: float = 1.0
+    client, profile: Profile, plan: SessionPlan, max_tokens: int | None = None, retries: int = 2, scale: float = 1.0,
+    frame: str = "chat",
 ) -> tuple[Scenario, list[RejectedMessage]]:
     prompt = render(
         FIRST_TEMPLATE,
+        frame=frame,
         writer_brief=profile.writer_brief,
         goal=profile.goal,
         time_context=plan.time_context,

@@ -106,7 +106,7 @@ async def converse(arc: Arc, inp: SessionInput) -> Talk:
         turns = [patient.open(scenario.opening_message, list(inp.rejected_openings))]
         counsellor.hear(scenario.opening_message)
     while len(turns) < config.turn_cap and ended_by != "patient":
-        said = await counsellor.reply()
+        said = await counsellor.reply(wrap_up_note(config, len(counsellor.flags)))
         turn = await patient.turn(len(turns), said)
         turns.append(turn)
         counsellor.hear(turn.message)
@@ -115,6 +115,15 @@ async def converse(arc: Arc, inp: SessionInput) -> Talk:
             break
     return Talk(sid=sid, arc=arc, inp=inp, config=config, patient=patient, counsellor=counsellor, agenda=agenda,
                 turns=turns, ended_by=ended_by, p_prompt=p_prompt, c_prompt=c_prompt)
+
+
+def wrap_up_note(config: SimulationConfig, replied: int) -> str | None:
+    """The session note for the counsellor's next reply when it is one of the last `wrap_up_reminder` of the
+    session (`replied` replies already given), else None."""
+    left = config.replies_per_session - replied
+    if not config.wrap_up_reminder or not 0 < left <= config.wrap_up_reminder:
+        return None
+    return load_harness_text().wrap_up_note.format(left=left)
 
 
 async def finish_session(talk: Talk, *, rewrite_memory: bool = True) -> SessionRecord:
@@ -218,7 +227,8 @@ async def first_scenario_record(
                                         "source": profile.imported_from}, prompt={})
         return await _kept(save(record))
     scenario, bad = await first_scenario(
-        client, profile, plan, config.scenario_max_tokens, config.max_message_retries, config.scenario_scale
+        client, profile, plan, config.scenario_max_tokens, config.max_message_retries, config.scenario_scale,
+        frame=config.scenario_frame,
     )
     record = ScenarioRecord(
         patient_id=profile.profile_id, seed=seed, scenario=scenario, rejected_openings=bad,

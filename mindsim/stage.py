@@ -30,12 +30,24 @@ def _scenario_schema(recipe: Any = None) -> dict[str, Any]:
     return draft_model(float(scale)).model_json_schema()
 
 
+def tool_roles(scfg: Any) -> dict[str, str]:
+    """The simulation's tool-calling roles and how they must call (`RoleUse.tools`). The MindSim patient commits
+    each move through a tool call; the paper credits that call itself for the patient's steerability (MindEval2
+    §4.2) and its authors' preflight refuses a patient that answers one with text, so under their preset only a
+    real tool call will do."""
+    if not any(e.split(":")[0] == "mindsim" for e in scfg.patient_engines):
+        return {}
+    presets = [scfg.preset] if isinstance(scfg.preset, str) else scfg.preset
+    return {"patient": "native" if "mindeval2-reference" in presets else "any"}
+
+
 def simulate_roles(recipe: Any, engines: Any) -> list[RoleUse]:
     from mindsimkit.mindsim.config import CounsellorBinding, SimulationConfig
 
     # The first-scenario writer is listed even when unbound: preflight then shows which binding it takes.
     uses = [role_use(engines, r) for r in ("first_scenario_writer", "scenario_writer", "patient", "memory_compactor")]
     scfg = SimulationConfig.from_section(getattr(recipe, "simulation", None))
+    uses[2].tools = tool_roles(scfg).get("patient", "")
     # The recipe's patient engines' own roles (PatientAct: its steps and decomposition; `simulate.shared_roles`).
     uses += [role_use(engines, r) for r in engine_roles(scfg.patient_engines)]
     for c in scfg.counsellors:

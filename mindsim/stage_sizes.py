@@ -108,7 +108,8 @@ def _scenario_systems(inp: Any, sz: Any) -> tuple[str, str]:
                                  max(style.emotion.values(), key=len)] if ref else []}
     lines = [max((r.register_line for r in reg.values()), key=len),
              max((v.line for v in fx["style"].verbosity.values()), key=len)]
-    first = render(FIRST_TEMPLATE, writer_brief=fx["brief"], goal=fx["f"].presenting.goal,
+    # The chat frame is the longer one (it lists the register's lines): the estimate bounds both.
+    first = render(FIRST_TEMPLATE, frame="chat", writer_brief=fx["brief"], goal=fx["f"].presenting.goal,
                    time_context=fx["plan"].time_context, emotion=fx["plan"].emotion, register_lines=lines)
     nxt = render(NEXT_TEMPLATE, writer_brief=fx["brief"], prev_situation=fx["scenario"].as_text(),
                  transcript=transcript_text(fx["transcript"]), now_line=fx["plan"].time_context,

@@ -92,9 +92,10 @@ def engines_check_cmd(
     from mindsimkit.mindcore.redact import shown_url
 
 
-    results = check_engines(config, _counsellor_bindings(loaded))
+    tooled = _tool_roles(loaded)
+    results = check_engines(config, _counsellor_bindings(loaded), list(tooled))
     table = Table(title=f"Engines in {recipe or 'default config'}")
-    for col in ("engine", "kind", "endpoint", "model", "reply", "latency", "structured"):
+    for col in ("engine", "kind", "endpoint", "model", "reply", "latency", "structured", "tool call"):
         table.add_column(col, overflow="fold")
     for h in results:
         table.add_row(
@@ -105,8 +106,15 @@ def engines_check_cmd(
             "[green]ok[/]" if h.ok else "[red]unreachable[/]",
             f"{h.latency_s:.2f}s" if h.latency_s is not None else "-",
             (f"[green]ok[/] {h.structured_latency_s:.2f}s" if h.structured_ok else "[red]failed[/]"),
+            {"native": "[green]native[/]", "text": "[red]text[/]"}.get(h.tool_call, "-"),
         )
     out.print(table)
+    for t in _tool_paths(tooled, config, results):
+        if t.note:
+            out.print(f"tool calls: {escape(t.note)}")
+        if t.problem and not any(h.engine == t.engine and h.problem for h in results):
+            by = next(h for h in results if h.engine == t.engine)
+            by.problem, by.problem_kind, by.hints = t.problem, "config", []
     accepted = [(h, a) for h in results for a in h.accepted]
     if accepted:
         # What each role sends and whether its model took it: the place to see a refused field.
@@ -142,6 +150,29 @@ def _measure_throughput(config: Any) -> None:
         table.add_row(name, str(rate.concurrency), f"{rate.prompt_tokens_per_s:,.0f}",
                       f"{rate.completion_tokens_per_s:,.0f}")
     out.print(table)
+
+
+def _tool_roles(recipe: Any) -> dict[str, str]:
+    """The recipe's tool-calling roles and how they must call (`mindsim.stage.tool_roles`)."""
+    from mindsimkit.mindsim.config import SimulationConfig
+    from mindsimkit.mindsim.stage import tool_roles
+
+    return tool_roles(SimulationConfig.from_section(getattr(recipe, "simulation", None))) if recipe else {}
+
+
+def _tool_paths(tooled: dict[str, str], config: Any, results: list[Any]) -> list[Any]:
+    from mindsimkit.mindcore.engine_health import tool_path
+
+    out = []
+    for role, mode in tooled.items():
+        try:
+            engine = config.role_spec(role).engine
+        except KeyError:
+            continue
+        h = next((h for h in results if h.engine == engine), None)
+        if h is not None and h.ok:
+            out.append(tool_path(role, mode, engine, bool(getattr(config.engines[engine], "native_tools", False)), h))
+    return out
 
 
 def _counsellor_bindings(recipe: Any) -> dict[str, Any]:

@@ -311,6 +311,7 @@ def _finish(recipe: Recipe, recipe_path: Path, out_dir: Path, info: RunHeader, r
             "engines": roles,
             "engine_backends": backends,
             "preflight": pre.lines(),
+            "tool_calls": pre.tool_calls(),
             "usage": usage,
             "plan_vs_actual": _plan_vs_actual(recipe, info.plan, usage, seconds or {}),
             "persona_source": "mindsim's shipped synthetic persona sample (Nemotron-Personas-USA schema, not NVIDIA data)"

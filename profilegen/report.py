@@ -10,7 +10,7 @@ from rich.console import Console
 from rich.table import Table
 
 from mindsimkit.mindcore.console import out_console
-from mindsimkit.profilegen.rates import Rates
+from mindsimkit.profilegen.rates import NONE, Rates
 from mindsimkit.profilegen.schemas import Profile
 from mindsimkit.profilegen.select import ATTRIBUTES, FILL_ATTRIBUTES
 
@@ -30,6 +30,51 @@ def main_problem_target(population: list[Profile], rates: Rates) -> dict[str, fl
         for problem, prob in rates.main_probs(band, gender).items():
             target[problem] += 100 * prob * n / total
     return dict(target)
+
+
+def present_target(population: list[Profile], rates: Rates) -> dict[str, float]:
+    """Expected % for whom each problem is present, as the main problem or the secondary one (MindEval2 Table 16's
+    "Present"), under the rates, for the population's age × gender mix."""
+    mix = Counter((p.demographics.age_band, p.demographics.gender) for p in population)
+    total = sum(mix.values()) or 1
+    target: Counter = Counter()
+    for (band, gender), n in mix.items():
+        for main, prob in rates.main_probs(band, gender).items():
+            target[main] += 100 * prob * n / total
+            for second, q in rates.secondary_probs(main, band, gender).items():
+                if second not in (main, NONE):
+                    target[second] += 100 * prob * q * n / total
+    return dict(target)
+
+
+def _present(profiles: list[Profile]) -> Counter:
+    n = max(len(profiles), 1)
+    counts: Counter = Counter(v for p in profiles
+                              for v in {p.anchor.main_problem, p.anchor.secondary_problem} - {None})
+    return Counter({k: 100 * c / n for k, c in counts.items()})
+
+
+PROBLEM_HEADERS = ("problem", "main: target %", "main: pool %", "main: benchmark %", "present: target %",
+                   "present: pool %", "present: benchmark %")
+
+
+def problem_rows(population: list[Profile], rates: Rates | None = None) -> list[tuple[str, ...]]:
+    """Per presenting problem, as MindEval2 Table 16 reports it: the share of patients for whom it is the main
+    problem and for whom it is present (main or secondary), target against the pool and the benchmark."""
+    pool = [p for p in population if p.in_pool]
+    bench = [p for p in population if p.in_benchmark]
+    main_t = main_problem_target(population, rates) if rates else {}
+    present_t = present_target(population, rates) if rates else {}
+    main_pool, main_bench = _shares(pool, "main_problem"), _shares(bench, "main_problem")
+    pres_pool, pres_bench = _present(pool), _present(bench)
+    problems = sorted(set(main_t) | set(present_t) | set(_present(population)),
+                      key=lambda k: (-present_t.get(k, 0.0), k))
+
+    def pct(table: dict[str, float], key: str, known: bool = True) -> str:
+        return f"{table.get(key, 0.0):.1f}" if known else ""
+
+    return [(k, pct(main_t, k, bool(rates)), pct(main_pool, k), pct(main_bench, k), pct(present_t, k, bool(rates)),
+             pct(pres_pool, k), pct(pres_bench, k)) for k in problems]
 
 
 def table_rows(population: list[Profile], rates: Rates | None = None) -> list[tuple[str, str, str, str, str, str]]:
@@ -60,6 +105,16 @@ def markdown(population: list[Profile], rates: Rates | None = None) -> str:
         "|" + "---|" * len(HEADERS),
     ]
     lines += ["| " + " | ".join(r) + " |" for r in table_rows(population, rates)]
+    lines += [
+        "",
+        "Presenting problems as MindEval2 Table 16 reports them: main = % of patients for whom it is the main problem; "
+        "present = % for whom it is the main or the secondary problem. Target: expected % under the rates file for "
+        "the clean population's age and gender mix.",
+        "",
+        "| " + " | ".join(PROBLEM_HEADERS) + " |",
+        "|" + "---|" * len(PROBLEM_HEADERS),
+    ]
+    lines += ["| " + " | ".join(r) + " |" for r in problem_rows(population, rates)]
     return "\n".join(lines) + "\n"
 
 

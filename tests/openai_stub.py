@@ -96,6 +96,20 @@ def probe_answers(body: dict[str, Any]) -> Reply:
     return Reply(content=json.dumps({"mood": "steady", "calm": True}) if schema else "Hello.")
 
 
+def tool_calling(inner: Behaviour) -> Behaviour:
+    """A server with a tool parser (vLLM's --enable-auto-tool-choice): a request offering tools is answered with a
+    call of the first one, arguments filled from its schema's required string fields; anything else as `inner`."""
+    def behave(body: dict[str, Any]) -> Reply:
+        tools = body.get("tools") or []
+        if not tools:
+            return inner(body)
+        fn = tools[0]["function"]
+        args = {k: "calm" for k in (fn.get("parameters") or {}).get("required", [])}
+        return Reply(tool_calls=[{"id": "call_1", "type": "function",
+                                  "function": {"name": fn["name"], "arguments": json.dumps(args)}}])
+    return behave
+
+
 def _refuse(message: str) -> Reply:
     return Reply(status=400, error=message)
 

@@ -154,6 +154,19 @@ class ItemTypes(_Frozen):
     types: dict[str, ItemType] = Field(min_length=1)
     generic_tags: list[str] = Field(default_factory=list, description="Tags too generic to be patient-specific")
     discomfort_categories: dict[str, bool] = Field(min_length=2)
+    category_anchors: dict[str, float] = Field(
+        default_factory=dict, description="Discomfort category → the level an item of it is anchored at instead of "
+        "its type's (PatientAct Fig. 7 puts therapy-specific vulnerability at 4.0)")
+
+    @model_validator(mode="after")
+    def _known_categories(self) -> "ItemTypes":
+        if unknown := set(self.category_anchors) - set(self.discomfort_categories):
+            raise ValueError(f"category_anchors names unknown categories: {sorted(unknown)}")
+        return self
+
+    def anchor(self, item_type: str, category: str) -> float:
+        """The level an item of this type and discomfort category starts from, before the decomposer's shift."""
+        return self.category_anchors.get(category, self.types[item_type].anchor)
 
     def shifts(self, step: float) -> list[float]:
         n = round(self.spread / step)

@@ -220,7 +220,8 @@ class MemoryItem(_Row):
     source: str = Field(description="The profile field it came from")
     content: str = Field(min_length=1, description="The profile's own text")
     topic: str = Field(min_length=1, max_length=40, description="Neutral label of the area")
-    level: float = Field(description="Least trust at which it is shared (the type's anchor + the decomposer's shift)")
+    level: float = Field(description="Least trust at which it is shared (the type's anchor, or its discomfort "
+                         "category's where item_types.yaml gives one, + the decomposer's shift)")
     tags: list[Tag] = Field(min_length=1, max_length=5, description="Activation tags")
     tags_from_content: int = Field(0, ge=0, exclude_if=lambda n: n == 0,
                                    description="Tags added from the item's own words because the decomposer gave "
@@ -233,7 +234,7 @@ def make_item(item_id: str, piece: Piece, draft: DraftItem) -> MemoryItem:
     from mindsimkit.mindsim.patientact.retrieval import content_tags
 
     types, rules = item_types(), trust_rules()
-    level = min(rules.maximum, max(rules.minimum, types.types[piece.type].anchor + draft.shift))
+    level = min(rules.maximum, max(rules.minimum, types.anchor(piece.type, draft.category) + draft.shift))
     tags = list(draft.tags)
     have = {t.lower() for t in tags}
     extra = [w for w in content_tags(piece.content) if w not in have][:max(0, MIN_TAGS - len(tags))]
@@ -302,14 +303,10 @@ def decompose_messages(profile: Profile, psych: PsychSeed, pieces: list[Piece],
         formulation=formulation,
         writer_brief=profile.writer_brief,
         persona=profile.persona.persona,
-        attachment=psych.attachment,
-        attachment_text=attachment_prior().descriptions[psych.attachment],
-        theme=psych.theme,
-        theme_text=theme_map().themes[psych.theme],
         levels=[(f"{lv:.1f}", rules.levels[f"{lv:.1f}"]) for lv in rules.scale],
         pieces=[(i + 1, p.type, f"{types.types[p.type].anchor:.1f}", p.content) for i, p in enumerate(pieces)],
         types=types.types, shifts=types.shifts(rules.level_step),
-        categories=types.discomfort_categories,
+        categories=types.discomfort_categories, category_anchors=types.category_anchors,
     )}]
 
 

@@ -55,9 +55,12 @@ def _choice(name: str, fields: dict[str, tuple[list[str], str]], extra: dict[str
     return create_model(name, __config__=ConfigDict(extra="forbid"), **spec)
 
 
-def step_models(preset: str | None = None, trust_update: str = "criterion") -> dict[str, type[BaseModel]]:
+def step_models(preset: str | None = None, trust_update: str = "criterion",
+                allow_end: bool = True) -> dict[str, type[BaseModel]]:
     """The four steps' answer schemas. Under `trust_update: direction` (the authors' code) the trust step names
-    only the change, one of five directions; under `criterion` (ours) it names the criterion first."""
+    only the change, one of five directions; under `criterion` (ours) it names the criterion first. Without
+    `allow_end` the behaviour step is not offered `end_conversation`: a field whose answer is thrown away would
+    only invite the model to spend a decision on leaving."""
     tax, rules = taxonomy(), trust_rules(preset)
     trust_fields = {"change": (list(rules.changes), "How this exchange moved trust")}
     if trust_update == "criterion":
@@ -70,7 +73,8 @@ def step_models(preset: str | None = None, trust_update: str = "criterion") -> d
         }),
         "behaviour": _choice(
             "Behaviour", {"behaviour": (tax.ids("behaviours"), "What the client does next")},
-            {"end_conversation": (bool, Field(description="True only if the client leaves after this message"))},
+            {"end_conversation": (bool, Field(description="True only if the client leaves after this message"))}
+            if allow_end else None,
         ),
         "resistance": _choice("Resistance", {"pattern": (tax.ids("resistance_patterns"), "The form resistance takes")}),
         "trust": _choice("TrustChange", trust_fields),
@@ -146,7 +150,7 @@ class PatientActPatient:
 
     def __post_init__(self) -> None:
         self.preset = preset_of(self.config)
-        self.models = step_models(self.preset, self.config.patientact.trust_update)
+        self.models = step_models(self.preset, self.config.patientact.trust_update, self.config.patientact.allow_end)
 
     @property
     def items(self) -> list[MemoryItem]:
@@ -199,7 +203,7 @@ class PatientActPatient:
                                          streak=trailing_therapeutic(self.recent_behaviours, self.preset),
                                          last_behaviour=self.recent_behaviours[-1] if self.recent_behaviours else None)
             why["behaviour"] = behaviour.why
-            end = behaviour.end_conversation and pa.allow_end
+            end = bool(getattr(behaviour, "end_conversation", False)) and pa.allow_end
             self.recent_behaviours.append(behaviour.behaviour)
         pattern = None
         if behaviour is not None and behaviour.behaviour == "resistance":
@@ -266,7 +270,8 @@ class PatientActPatient:
         }[step]
         values = {**ctx, **extra, "step": step, "options": options, "srules": srules, "criteria": trules.criteria,
                   "default_criterion": trules.default_criterion,
-                  "by_direction": self.config.patientact.trust_update == "direction"}
+                  "by_direction": self.config.patientact.trust_update == "direction",
+                  "allow_end": self.config.patientact.allow_end}
         values.setdefault("recent_behaviours", [])
         messages = [
             {"role": "system", "content": self.appraiser_system},

@@ -64,7 +64,8 @@ def patient_prompt(profile: Profile, plan: SessionPlan, scenario: Any, agenda: A
         full_profile=None if pa.dynamic_memory else full_profile(profile, decomposition, pa.no_dm_profile),
         # The authors' w/o DM prompt has no counsellor pattern (their full arm's has).
         no_counsellor_pattern=not pa.dynamic_memory and pa.no_dm_profile == "reference",
-        counsellor_opens=config.opening == "counsellor", frame=config.patientact.frame, knob_lines=knob_lines, time_context=plan.time_context, situation=scenario, agenda_goal=scenario.goal,
+        counsellor_opens=config.opening == "counsellor", frame=config.patientact.frame, pipeline=pa.pipeline,
+        knob_lines=knob_lines, time_context=plan.time_context, situation=scenario, agenda_goal=scenario.goal,
         agenda_checkpoints=[i.text for i in agenda.items], memory_text=format_log(memory),
     )
 

@@ -44,9 +44,11 @@ def _judge_charts(board: dict[str, Any], category_names: dict[str, str]) -> dict
                                  tag_key="group"),
         # MindEval2 Table 6 as one figure: MHQR, its patient-bootstrap interval and the p5-p95 of session scores.
         "table6": charts.spread([{"label": r["system"], "value": r["mhqr"], "ci": r["ci95"],
-                                  "whiskers": (r.get("p5"), r.get("p95"))} for r in rows],
-                                title=f"Table 6: MHQR, 95% interval and p5–p95 of session scores, judge {board['judge']}",
-                                xlabel="dot MHQR · thick bar 95% patient bootstrap · whiskers p5–p95 of session MHQR"),
+                                  "whiskers": (r.get("p5"), r.get("p95")), "box": (r.get("p25"), r.get("p75"))}
+                                 for r in rows],
+                                title=f"Table 6: MHQR, 95% interval and session scores, judge {board['judge']}",
+                                xlabel="dot MHQR · thick bar 95% patient bootstrap · box p25–p75 and whiskers p5–p95 "
+                                       "of session MHQR"),
         "severity": charts.stacked([{"label": r["system"], "parts": r["severity_share"]} for r in rows], SEVERITIES,
                                    title="Share of replies at each severity", names=SEVERITY_NAMES,
                                    colours=charts.SEVERITY_COLOURS),
@@ -55,6 +57,11 @@ def _judge_charts(board: dict[str, Any], category_names: dict[str, str]) -> dict
     out["categories"] = charts.stacked([{"label": r["system"], "parts": r["by_category"]} for r in rows], cats,
                                        title="MHQR allocated to issue categories (bars add up to the MHQR)",
                                        names=category_names, total=None, pct=False)
+    if first_later := _first_later_rows(board.get("first_later"), [r["system"] for r in rows]):
+        # MindEval2 Figure 5: where each counsellor's MHQR sits, first session against the later ones.
+        out["first_later"] = charts.stacked(first_later, cats, title="MHQR allocated to issue categories, first "
+                                            "session against later sessions", names=category_names, total=None,
+                                            pct=False)
     turn = (board["by_turn"] or {}).get("counsellors") or {}
     out["by_turn"] = charts.lines({n: [(int(p), v["mean_weight"]) for p, v in sorted(t["positions"].items(),
                                                                                      key=lambda kv: int(kv[0]))]
@@ -72,6 +79,19 @@ def _judge_charts(board: dict[str, Any], category_names: dict[str, str]) -> dict
                                       for n, e in sess.items()}, title="MHQR by session of the arc", lo=0, hi=10,
                                      xlabel="session", ylabel="MHQR")
     return out
+
+
+def _first_later_rows(shares: dict[str, Any] | None, systems: list[str]) -> list[dict[str, Any]]:
+    """Two bars per counsellor (first session, later sessions) of `judge.analyses.shares_by_session`, in
+    leaderboard order; none when the run has one session per arc."""
+    per = (shares or {}).get("counsellors") or {}
+    rows = []
+    for n in [s for s in systems if s in per] + sorted(set(per) - set(systems)):
+        if not per[n].get("later"):
+            continue
+        rows += [{"label": f"{n} · {when}", "parts": per[n][when].get("category_mhqr") or {}}
+                 for when in ("first", "later")]
+    return rows
 
 
 def _validation_charts(v: ValidationReport | None) -> dict[str, str]:
@@ -107,6 +127,13 @@ def _health_charts(h: dict[str, Any]) -> dict[str, str]:
                                    title="Share of concealing moves by patient turn", lo=0, hi=1,
                                    xlabel="patient turn", ylabel="share"),
     }
+    lengths = h.get("session_lengths") or {}
+    if lengths:
+        out["lengths"] = charts.spread(
+            [{"label": n, "value": x["mean"], "box": (x["p25"], x["p75"]), "whiskers": (x["p5"], x["p95"])}
+             for n, x in lengths.items()], lo=0, hi=max(x["longest"] for x in lengths.values()) or 1,
+            title="Session length in counsellor replies (MindEval2 Figure 8)",
+            xlabel="dot mean · box p25–p75 · whiskers p5–p95 of the sessions' counsellor replies")
     if any(t.get("resistance") is not None for turns in bt.values() for t in turns.values()):
         pa = {s: turns for s, turns in bt.items() if any(t.get("resistance") is not None for t in turns.values())}
         out["resistance"] = charts.lines({s: [(k, t.get("resistance")) for k, t in turns.items()] for s, turns in pa.items()},

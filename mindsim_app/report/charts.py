@@ -149,14 +149,15 @@ def intervals(rows: Sequence[dict[str, Any]], *, lo: float = 0.0, hi: float = 10
 
 
 def spread(rows: Sequence[dict[str, Any]], *, lo: float = 0.0, hi: float = 10.0, title: str, xlabel: str = "") -> str:
-    """MindEval2 Table 6's figure: per row a point `value`, its interval `ci` as a thick bar and the spread of the
-    row's units `whiskers` (p5, p95) as a thin line with caps, so a narrow interval over a wide spread reads as
-    such."""
+    """MindEval2 Table 6's figure: per row a point `value`, its interval `ci` as a thick bar, the middle half of the
+    row's units `box` (p25, p75) as an open box and their spread `whiskers` (p5, p95) as a thin line with caps, so
+    a narrow interval over a wide spread reads as such. Any of them may be absent."""
     return _interval_rows(rows, lo=lo, hi=hi, title=title, xlabel=xlabel, ci_width=5, whiskers=True)
 
 
 def _interval_rows(rows: Sequence[dict[str, Any]], *, lo: float, hi: float, title: str, xlabel: str,
                    ci_width: int, tag_key: str | None = None, whiskers: bool = False) -> str:
+    boxed = whiskers and any(r.get("box") for r in rows)
     def name(r: dict[str, Any]) -> str:
         return (f"[{r[tag_key]}] " if tag_key and r.get(tag_key) else "") + str(r["label"])
 
@@ -173,6 +174,11 @@ def _interval_rows(rows: Sequence[dict[str, Any]], *, lo: float, hi: float, titl
                             + _tip("%s: p5 %.2f, p95 %.2f" % (r["label"], wl, wh)) + "</line>")
                 body += [f'<line class="whisker" x1="{sx(v):.1f}" y1="{y - 5}" x2="{sx(v):.1f}" y2="{y + 5}" '
                          'stroke="#999"/>' for v in (wl, wh)]
+            bl, bh = (r.get("box") or (None, None)) if whiskers else (None, None)
+            if _num(bl) and _num(bh):
+                body.append(f'<rect class="box" x="{sx(bl):.1f}" y="{y - 7}" width="{max(sx(bh) - sx(bl), 1):.1f}" '
+                            'height="14" fill="none" stroke="#777">' + _tip("%s: p25 %.2f, p75 %.2f" % (r["label"], bl, bh))
+                            + "</rect>")
             ci = r.get("ci") or [None, None]
             if _num(ci[0]) and _num(ci[1]):
                 body.append(f'<line x1="{sx(ci[0]):.1f}" y1="{y}" x2="{sx(ci[1]):.1f}" y2="{y}" stroke="#555" '
@@ -189,9 +195,11 @@ def _interval_rows(rows: Sequence[dict[str, Any]], *, lo: float, hi: float, titl
             h += 15 * n
         return h + 4, body
 
-    head = ["Row", "Value", "Interval low", "Interval high"] + (["p5", "p95"] if whiskers else [])
+    head = ["Row", "Value", "Interval low", "Interval high"] + (["p5", "p95"] if whiskers else []) + \
+        (["p25", "p75"] if boxed else [])
     table = [[name(r), r.get("value"), *(r.get("ci") or [None, None]),
-              *((r.get("whiskers") or (None, None)) if whiskers else ())] for r in rows]
+              *((r.get("whiskers") or (None, None)) if whiskers else ()),
+              *((r.get("box") or (None, None)) if boxed else ())] for r in rows]
     return _figure(title, draw, _table(head, table))
 
 

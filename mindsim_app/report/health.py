@@ -85,6 +85,26 @@ def by_turn(sessions: list[SessionView], by_engine: bool) -> dict[str, dict[int,
     return out
 
 
+def session_lengths(sessions: list[SessionView], by_engine: bool) -> dict[str, dict[str, Any]]:
+    """system → how long its sessions ran, in counsellor replies (MindEval2 Figure 8; the paper caps a session at 30):
+    sessions, mean, the quartiles, p5 and p95 (numpy's linear interpolation), the longest, and how many ended
+    before the cap because the patient left."""
+    import numpy as np
+
+    per: dict[str, list[int]] = defaultdict(list)
+    left: Counter = Counter()
+    for s in sessions:
+        sysname = system_of(s, by_engine)
+        per[sysname].append(sum(m.get("role") == "assistant" for m in s.counsellor_messages))
+        left[sysname] += s.ended_by == "patient"
+    out = {}
+    for sysname, n in sorted(per.items()):
+        q = np.percentile(n, [5, 25, 50, 75, 95])
+        out[sysname] = {"sessions": len(n), "mean": float(np.mean(n)), "longest": max(n), "ended_by_patient":
+                        left[sysname], **{f"p{p}": float(x) for p, x in zip((5, 25, 50, 75, 95), q)}}
+    return out
+
+
 def _norm(text: str) -> str:
     return re.sub(r"\W+", " ", text.casefold()).strip()
 
@@ -191,6 +211,7 @@ def health(run: Any, by_engine: bool) -> dict[str, Any]:
     fails = failures(run)
     return {
         "surface": surf, "by_turn": by_turn(run.sessions, by_engine),
+        "session_lengths": session_lengths(run.sessions, by_engine),
         "validation": run.validation, "warnings": warnings(run, surf), "failures": fails,
         "failures_by_side": dict(Counter(f["side"] for f in fails)),
         "counts": summary.counts(),

@@ -69,6 +69,15 @@ def session_scores(rows: Iterable[JudgmentRow], judge: str,
     return {k: sum(ws) / len(ws) for k, ws in sessions.items()}
 
 
+def session_quartiles(rows: Iterable[JudgmentRow], judge: str, by_engine: bool) -> dict[str, tuple[float, float]]:
+    """system → (p25, p75) of its session MHQR scores, with the same interpolation as the judge's p5 and p95
+    (numpy's linear): the box of MindEval2 Table 6's session-score plot."""
+    per: dict[str, list[float]] = defaultdict(list)
+    for (system, *_rest), score in session_scores(rows, judge, by_engine).items():
+        per[system].append(score)
+    return {s: (float(np.percentile(v, 25)), float(np.percentile(v, 75))) for s, v in per.items()}
+
+
 def trial_scores(rows: Iterable[JudgmentRow], judge: str, by_engine: bool) -> dict[str, dict[int, float]]:
     """system → trial → that trial's MHQR (the mean of its sessions' MHQR, as the judge's MHQR over all)."""
     per: dict[str, dict[int, list[float]]] = defaultdict(lambda: defaultdict(list))
@@ -188,12 +197,14 @@ def leaderboard(judge_report: JudgeReport | None, judgments: list[JudgmentRow], 
         means = patient_means(judgments, name, by_engine)
         pairs = pairwise(means, ranking, draws=draws, seed=int(judge_report.config.get("seed") or 0))
         groups = clusters(ranking, pairs, alpha)
+        quartiles = session_quartiles(judgments, name, by_engine)
         rows = []
         for n in ranking:
             c = sc.counsellors[n]
             shares = sc.shares.get(n) or {}
             rows.append({
                 "system": n, "mhqr": c.mhqr, "ci95": list(c.ci95) if c.ci95 else None, "p5": c.p5, "p95": c.p95,
+                "p25": quartiles.get(n, (None, None))[0], "p75": quartiles.get(n, (None, None))[1],
                 "patients": c.patients,
                 "sessions": c.sessions, "replies": c.replies, "by_category": c.by_category,
                 "severity_share": shares.get("severity_share", {}),
@@ -211,5 +222,6 @@ def leaderboard(judge_report: JudgeReport | None, judgments: list[JudgmentRow], 
         boards.append({"judge": name, "model": j.model, "engine": j.engine, "ok": j.ok,
                        "failed": j.failed, "rows": rows, "pairs": pairs, "alpha": alpha, "trials": trials,
                        "by_turn": sc.by_turn, "by_session": sc.by_session,
+                       "first_later": ((j.model_extra or {}).get("analyses") or {}).get("shares_by_session"),
                        "dropped_quotes": j.dropped_quotes})
     return boards

@@ -115,7 +115,11 @@ class PAResponder:
         if name == "Behaviour":
             turns = self.seen[name]
             b = self.behaviour if isinstance(self.behaviour, str) else self.behaviour[(turns - 1) % len(self.behaviour)]
-            return {"why": "not ready", "behaviour": b, "end_conversation": turns >= self.end_after}
+            out = {"why": "not ready", "behaviour": b, "end_conversation": turns >= self.end_after}
+            # Without `allow_end` the schema offers no way out, and an answer must fit the schema it was given.
+            if "end_conversation" not in ((req.response_schema or {}).get("properties") or {}):
+                out.pop("end_conversation")
+            return out
         if name == "Resistance":
             return {"why": "I shut down", "pattern": "minimal_talk"}
         if name == "TrustChange":
@@ -310,7 +314,12 @@ def test_without_the_pipeline_no_reaction_behaviour_or_resistance_steps_run():
         assert (a.patientact.relevant, a.patientact.retrieved, a.patientact.blocked) == (
             b.patientact.relevant, b.patientact.retrieved, b.patientact.blocked)
         assert b.patientact.trust_after == a.patientact.trust_after
-    assert full.patient_system_prompt == off.patient_system_prompt
+    # The shared prompt differs only in how it explains the note: without the steps it carries no reaction or
+    # inclination, so the prompt says nothing of them nor of steering away (PatientAct Table 4's w/o Pipe).
+    assert "steer away" in full.patient_system_prompt and "steer away" not in off.patient_system_prompt
+    assert "inclined to act" not in off.patient_system_prompt
+    kept = [ln for ln in full.patient_system_prompt.splitlines() if not ln.startswith("Each counsellor message")]
+    assert kept == [ln for ln in off.patient_system_prompt.splitlines() if not ln.startswith("Each counsellor message")]
 
 
 def test_resistance_pattern_only_follows_resistance():

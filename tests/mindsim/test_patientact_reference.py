@@ -239,6 +239,11 @@ def test_the_four_arms_inputs_differ_only_in_their_switch(tmp_path, preset):
                 lines = iter(mine.splitlines())
                 assert all(any(line == m for m in lines) for line in kept), arm
                 assert len(mine) > len(theirs) if preset == "ours" else "## You and the counsellor" not in mine
+            elif switch == "pipeline":
+                # w/o Pipe explains the note without reactions, inclinations or steering away; nothing else differs.
+                def rest(text):
+                    return [ln for ln in text.splitlines() if not ln.startswith("Each counsellor message")]
+                assert rest(mine) == rest(theirs) and "steer away" in theirs and "steer away" not in mine, arm
             else:
                 assert mine == theirs, arm
         ap, fp = r["patientact"]["appraiser_system_prompt"], full["patientact"]["appraiser_system_prompt"]

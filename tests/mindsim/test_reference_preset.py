@@ -306,7 +306,11 @@ def test_templates_reading_the_papers_variables_are_accepted_and_render_under_th
     for name, names in PAPER_VARIABLES.items():
         body = "\n".join(f"{v}: {{{{ {v} }}}}" for v in names)
         if name == "patient/system.jinja2":
-            body += "\n{% if secondary_note %}note{% endif %} {{ situation.event }}"
+            # The scenario's fields as their template reads them, each a real attribute of ours.
+            body += ("\n{% if secondary_note %}note{% endif %} {{ situation.event }}"
+                     "{% for t in situation.automatic_thoughts %}{{ t }}{% endfor %}"
+                     "{% for b in situation.behaviors %}{{ b }}{% endfor %}"
+                     "{% if situation.physical %}{% for p in situation.physical %}{{ p }}{% endfor %}{% endif %}")
         path = tmp_path / name.replace("/", "_")
         path.write_text(body, encoding="utf-8")
         files[name] = str(path)

@@ -77,6 +77,14 @@ def test_benchmark_recipe_has_paper_settings():
     # "The paper's full settings" run MindSim as the authors' code does, and no preset setting is replaced.
     assert s.preset_for("mindsim") == "mindeval2-reference" and s.preset_notes() == []
     assert s.agenda_tools == "with_message" and s.return_reasoning and s.message_fallback
+    # The patient's engine calls tools natively, so commit_move and the agenda tools travel as real tool calls (the
+    # agenda tools beside the words need them), and its serve line turns vLLM's tool calling on.
+    from mindsimkit.mindcore.vllm_serve import serve_command
+
+    patient = r.engines_config().engines[r.engines_config().role_spec("patient").engine]
+    assert patient.native_tools
+    cmd = serve_command(patient)
+    assert "--enable-auto-tool-choice" in cmd and cmd[cmd.index("--tool-call-parser") + 1]
 
 
 def test_engines_check_explains_unreachable_benchmark_engines(monkeypatch):
@@ -109,14 +117,15 @@ def test_benchmark_recipe_passes_preflight_against_reasoning_and_thinking_stubs(
     recipe's reasoning effort and thinking switch in the fields those servers read."""
     from mindsimkit.mindcore.engine import Engines
     from mindsimkit.mindcore.preflight import preflight
-    from openai_stub import OpenAIStub, hosted_reasoning, probe_answers, template_thinking
+    from openai_stub import OpenAIStub, hosted_reasoning, probe_answers, template_thinking, tool_calling
 
     monkeypatch.setenv("OPENAI_API_KEY", "test-key-not-secret")
     monkeypatch.setenv("ANTHROPIC_API_KEY", "test-key-not-secret")
     r = load_recipe(BENCHMARK)
     models = [getattr(e, "model", "") for e in r.engines.values()] + [s.model for s in r.roles.values() if s.model]
     hosted = OpenAIStub(hosted_reasoning(probe_answers)).serve(*models)
-    served = OpenAIStub(template_thinking(probe_answers, variables=("thinking",))).serve(*models)
+    # vLLM served as the recipe's comments say: thinking read by the chat template, tool calls parsed.
+    served = OpenAIStub(tool_calling(template_thinking(probe_answers, variables=("thinking",)))).serve(*models)
     plain = OpenAIStub(probe_answers).serve(*models)  # Anthropic's endpoint takes max_tokens and a temperature
     with hosted, served, plain:
         port = int(served.base_url.rsplit(":", 1)[1].split("/")[0])
@@ -136,6 +145,7 @@ def test_benchmark_recipe_passes_preflight_against_reasoning_and_thinking_stubs(
     line = next(b for b in report.budgets.lines if b.role == "judge")
     assert line.action == "ok" and line.budget == 8192
     assert {h.engine for h in report.engines if h.accepted} >= {"openai", "patient"}
+    assert report.tool_calls() == {"patient": "native"}  # commit_move goes out as a real tool call
     assert all(a.ok for h in report.engines for a in h.accepted)
     assert any(ln.startswith("request judge on openai (gpt-6.1-sol): ") and "reasoning_effort=high" in ln
                and ln.endswith("accepted") for ln in report.lines())

@@ -375,5 +375,37 @@ def test_table6_chart_draws_mhqr_interval_and_session_spread(fixture_run):
     report = json.loads((fixture_run / "judgments" / "report.json").read_text())
     first = next(iter(report["judges"]["judge"]["scores"]["counsellors"].values()))
     html = build_report([fixture_run]).read_text(encoding="utf-8")
-    assert "Table 6: MHQR, 95% interval and p5–p95 of session scores" in html
+    assert "Table 6: MHQR, 95% interval and session scores" in html
     assert "p5 %.2f, p95 %.2f" % (first["p5"], first["p95"]) in html
+
+
+def test_table6_box_first_later_and_session_length_charts_carry_the_runs_numbers(fixture_run):
+    """Table 6's session-score box (p25–p75), Figure 5 (category MHQR, first session against later ones) and Figure 8
+    (session length in counsellor replies), each computed from the run's own rows and drawn on the page."""
+    from mindsimkit.mindsim_app.report import charts
+
+    svg = charts.spread([{"label": "a", "value": 2.0, "box": (1.0, 4.0), "whiskers": (0.0, 10.0)}], title="t")
+    assert svg.count('<rect class="box"') == 2 and "a: p25 1.00, p75 4.00" in svg  # wide and phone drawings
+
+    run = load_run(fixture_run)
+    board = ranking.leaderboard(run.judge_report, run.judgments)[0]
+    scores = ranking.session_scores(run.judgments, "judge", False)
+    worse = sorted(v for (system, *_), v in scores.items() if system == "counsellor:worse")
+    row = next(r for r in board["rows"] if r["system"] == "counsellor:worse")
+    assert (row["p25"], row["p75"]) == (pytest.approx(float(np.percentile(worse, 25))),
+                                        pytest.approx(float(np.percentile(worse, 75))))
+
+    from mindsimkit.mindsim_app.report.health import session_lengths
+
+    lengths = session_lengths(run.sessions, by_engine=False)
+    replies = [sum(m["role"] == "assistant" for m in s.counsellor_messages) for s in run.sessions
+               if s.counsellor == "counsellor"]
+    assert lengths["counsellor"]["sessions"] == len(replies) == 12
+    assert lengths["counsellor"]["mean"] == pytest.approx(np.mean(replies))
+
+    html = build_report([fixture_run]).read_text(encoding="utf-8")
+    assert "Session length in counsellor replies (MindEval2 Figure 8)" in html
+    assert "MHQR allocated to issue categories, first session against later sessions" in html
+    assert "counsellor:worse · first" in html and "counsellor:worse · later" in html
+    later = board["first_later"]["counsellors"]["counsellor:worse"]["later"]["category_mhqr"]
+    assert abs(sum(later.values()) - board["first_later"]["counsellors"]["counsellor:worse"]["later"]["mhqr"]) < 1e-9
