@@ -113,6 +113,7 @@ def appraiser_prompt(inp: Any, sz: Any) -> PromptSize:
         "intensity": max(tax.intensities, key=len), "recent_behaviours": w["recent_behaviours"],
         "srules": step_rules(preset_of(w["config"])), "criteria": rules.criteria,
         "default_criterion": rules.default_criterion, "by_direction": False, "last_behaviour": "resistance",
+        "allow_end": True,  # the longer behaviour prompt: it also explains `end_conversation`
     }
     options = {"reaction": tax.ids("reactions"), "behaviour": tax.ids("behaviours"),
                "resistance": tax.ids("resistance_patterns"), "trust": list(rules.changes)}
