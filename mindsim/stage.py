@@ -36,6 +36,7 @@ def simulate_roles(recipe: Any, engines: Any) -> list[RoleUse]:
     # The first-scenario writer is listed even when unbound: preflight then shows which binding it takes.
     uses = [role_use(engines, r) for r in ("first_scenario_writer", "scenario_writer", "patient", "memory_compactor")]
     scfg = SimulationConfig.from_section(getattr(recipe, "simulation", None))
+    engines.config.check_bound([c for c in scfg.counsellors if isinstance(c, str)], "simulation.counsellors")
     # The recipe's patient engines' own roles (PatientAct: its steps and decomposition; `simulate.shared_roles`).
     uses += [role_use(engines, r) for r in engine_roles(scfg.patient_engines)]
     for c in scfg.counsellors:
