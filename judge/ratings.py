@@ -148,7 +148,7 @@ def _csv_records(path: Path) -> Iterable[tuple[int, dict[str, Any], bool]]:
             yield n, {k: (v if v != "" else None) for k, v in rec.items()}, True
     except csv.Error as exc:
         if "unexpected end of data" in str(exc):
-            raise InputError(f"{path}:{reader.line_num}: a quoted cell is still open where the file ends, as in a "
+            raise InputError(f"{path}:{reader.line_num + 1}: a quoted cell is still open where the file ends, as in a "
                              "file cut off mid-row; close the quote (or fetch the whole file)") from None
         # csv raises before it counts the line it was reading.
         raise InputError(f"{path}:{reader.line_num + 1}: not CSV this reader accepts ({exc}); a cell holds at most "

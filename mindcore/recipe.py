@@ -228,7 +228,11 @@ def load_recipe(path: str | Path) -> Recipe:
     except ValidationError as exc:
         raise ConfigError(format_validation_error(exc, str(path))) from exc
     recipe.path = str(path)
-    recipe.engines_config()  # cross-checks roles against engines now, before any stage runs
+    engines = recipe.engines_config()  # cross-checks roles against engines now, before any stage runs
+    for section, key in (("simulation", "counsellors"), ("judge", "judges")):
+        named = (getattr(recipe, section) or {}).get(key)
+        if isinstance(named, list):  # (a section's own model checks the list's shape when its stage runs)
+            engines.check_bound([n for n in named if isinstance(n, str)], f"{path}: {section}.{key}")
     # Checked now (exit 2 before any engine starts) and installed for this process: one recipe per command,
     # so the recipe loaded last is the one whose prompts render. A recipe without `prompts:` restores the shipped set.
     recipe._overrides = load_overrides(recipe.prompts, path.parent, str(path))
