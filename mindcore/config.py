@@ -345,7 +345,8 @@ class VLLMEngine(_ServerPool):
     @model_validator(mode="after")
     def _servers_or_host_port(self) -> "VLLMEngine":
         if self.servers is None:
-            check_url(self.base_url, "host")
+            if not self.host.isascii():
+                check_url(self.base_url, "host")
             return self
         if {"host", "port"} & self.model_fields_set:
             raise ValueError("give either host/port (one server) or servers (several), not both")

@@ -166,12 +166,15 @@ def _results(results: list[dict[str, Any]], where: str) -> dict[str, dict[str, A
     twice, is refused: reading past it would count a rating as missing, or keep one of two answers."""
     by: dict[str, dict[str, Any]] = {}
     for i, r in enumerate(results):
+        if r.get("type") == "relation":  # links two regions: no control, no value
+            continue
         name, value = r.get("from_name"), r.get("value")
         if not isinstance(name, str) or not isinstance(value, dict) or not value:
             raise InputError(f"{where}: result {i} has no {'from_name' if not isinstance(name, str) else 'value'}; "
                              "export the project as Label Studio 'JSON' (each result names its control and holds "
                              "its value)")
-        if name in by:
+        # (A per-region control repeats its name once per region; only a whole-item answer given twice is ambiguous.)
+        if name in by and {"choices", "rating"} & set(value) & set(by[name]):
             raise InputError(f"{where}: control {name!r} is answered twice in one annotation; keep one result")
         choices = value.get("choices")
         if choices is not None and (not isinstance(choices, list) or not all(isinstance(c, str) for c in choices)):
