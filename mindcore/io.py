@@ -224,8 +224,12 @@ def _refuse_duplicates(pairs: list[tuple[str, Any]]) -> dict[str, Any]:
 
 def loads_strict(text: str | bytes) -> Any:
     """`json.loads` for files given to the toolkit: an object with a repeated key is refused (`DuplicateKey`, a
-    ValueError) instead of read as its last value."""
-    return json.loads(text, object_pairs_hook=_refuse_duplicates)
+    ValueError) instead of read as its last value, and nesting deeper than Python's stack is a ValueError too."""
+    try:
+        return json.loads(text, object_pairs_hook=_refuse_duplicates)
+    except RecursionError:
+        raise ValueError("nested deeper than this reader follows (lists or objects inside each other thousands "
+                         "of times)") from None
 
 
 def read_json_file(path: str | os.PathLike, what: str) -> Any:

@@ -1,7 +1,7 @@
 """Inputs the toolkit cannot read exactly are refused, through the CLI, in one line that names the file, row or field
 (the exit-code contract of tests/test_exit_codes.py: exit 2, one `error:` line, no traceback, nothing written):
-seeds out of range or written as text, a non-ASCII host, an output under /proc, ratings files cut short or with a
-repeated key or column or a numeric rater, Label Studio exports whose results are malformed, importer JSON with a
+seeds out of range or written as text, a non-ASCII host, an output under /proc, JSON or YAML nested past Python's
+stack, ratings files cut short or with a repeated key or column or a numeric rater, Label Studio exports whose results are malformed, importer JSON with a
 repeated key, and recipe cross-checks (pool and candidates, max_tokens and a known context, named roles unbound).
 The inspect tasks refuse a bad `-T` argument before any work, in one line inspect prints without a traceback."""
 
@@ -76,6 +76,10 @@ class Files:
         self.realism_dup = _write(r / "realism.json", b'{"items": [], "items": []}')
         self.members_dup = _write(r / "members.jsonl", b'{"member_id": "a", "member_id": "b"}\n')
         self.key_dup = _write(r / "s.key.json", b'{"excerpts": {}, "excerpts": {}}')
+        deep = 100_000
+        self.deep_jsonl = _write(r / "deep.jsonl", b'{"a":' * deep + b"1" + b"}" * deep + b"\n")
+        self.deep_json = _write(r / "deep.json", b"[" * deep + b"]" * deep)
+        self.deep_yaml = _write(r / "deep.yaml", b"name: " + b"[" * deep + b"]" * deep + b"\n")
         self.annotations = _write(r / "ann.jsonl", b'{"excerpt_id": "e1", "annotator": "a", "severity": "none"}\n')
 
 
@@ -133,6 +137,15 @@ CASES = {
                                    lambda f: f"{f.realism_dup}: the key 'items' is given twice in one object"),
     "import-profiles/dup-key": Case(lambda f: ["import", "mindeval2-profiles", f.members_dup, "--out", f.root / "o"], 2,
                                     lambda f: f"{f.members_dup}:1: the key 'member_id' is given twice in one object"),
+    "judge-alpha/deep-json": Case(lambda f: ["judge", "alpha", f.deep_jsonl, "--rubric", "mindeval_v1_human", "--out", f.root / "a"],
+                                  2, lambda f: f"{f.deep_jsonl}:1: not JSON this reader accepts (nested deeper than"),
+    "labelstudio-ratings/deep-json": Case(lambda f: ["annotate", "labelstudio", "ratings", f.deep_json, "--rubric",
+                                                     "mindeval_v1_human", "--out", f.root / "o"], 2,
+                                          lambda f: f"{f.deep_json}: not a Label Studio JSON export (nested deeper than"),
+    "import-realism/deep-json": Case(lambda f: ["import", "mindeval2-realism", f.deep_json, "--out", f.root / "o"], 2,
+                                     lambda f: f"{f.deep_json}: not JSON this reader accepts (nested deeper than"),
+    "engines/deep-yaml": Case(lambda f: ["engines", "check", f.deep_yaml], 2,
+                              lambda f: f"{f.deep_yaml}: not valid YAML (nested deeper than", out=NOWHERE),
     "judge-agreement/key-dup-key": Case(lambda f: ["judge", "agreement", "--annotations", f.annotations, "--key", f.key_dup], 2,
                                         lambda f: f"{f.key_dup}: the key 'excerpts' is given twice in one object",
                                         out=lambda f: f.root / "agreement"),
