@@ -57,6 +57,8 @@ def role_chain(role: str) -> list[str]:
 # stage instead of here).
 SEED_MAX = 2**32 - 1
 Seed = Annotated[int, Field(ge=0, le=SEED_MAX, strict=True)]
+# Above any model's output: a larger budget is a typo, and would reach the server as a number it cannot take.
+MAX_OUTPUT_TOKENS = 1_048_576
 
 
 class _Strict(BaseModel):
@@ -118,7 +120,7 @@ class RequestOptions(_Strict):
         None, description="Extra JSON fields merged into every request body (e.g. provider routing); merged key "
         "by key with the structured_outputs and chat_template_kwargs the toolkit sends")
     reasoning_budget: int | None = Field(
-        None, ge=0, description="Tokens added to every output budget of this role for its reasoning (a reasoning "
+        None, ge=0, le=MAX_OUTPUT_TOKENS, description="Tokens added to every output budget of this role for its reasoning (a reasoning "
         "model's max_completion_tokens / a thinking model's max_tokens count the thinking too)")
     timeout_s: float | None = Field(None, gt=0, description="Per-request timeout of this role (default: the engine's)")
     return_reasoning: bool | None = Field(
@@ -379,7 +381,7 @@ class RoleSpec(RequestOptions):
     model: str | None = Field(None, description="Overrides the engine's default model")
     temperature: float | None = Field(None, ge=0, le=2)
     top_p: float | None = Field(None, gt=0, le=1)
-    max_tokens: int | None = Field(None, ge=1)
+    max_tokens: int | None = Field(None, ge=1, le=MAX_OUTPUT_TOKENS)
     seed: Seed | None = None
     frequency_penalty: float | None = Field(
         None, ge=-2, le=2, description="OpenAI-style penalty on tokens by how often they appeared (curbs looping)"

@@ -19,6 +19,9 @@ from mindsimkit.mindcore.runlog import DEFAULT_ENGINE
 if TYPE_CHECKING:
     from mindsimkit.profilegen.schemas import ProfileShape
 
+# Profiles one run may ask for: a thousand times the paper's 1,000 candidates; more is a typo.
+MAX_COUNT = 1_000_000
+
 
 class ProfilesConfig(BaseModel):
     """Settings of the profile stages. Every field has a default; unknown keys are errors."""
@@ -41,9 +44,9 @@ class ProfilesConfig(BaseModel):
                              "(OWNER/NAME); give a parquet/JSONL path, a Hub id, or 'synthetic'")
         return v
 
-    candidates: int = Field(1000, ge=1, description="How many adult personas to turn into candidate profiles.")
-    pool_size: int = Field(100, ge=1, description="Size of the validation pool selected from clean profiles.")
-    benchmark_size: int = Field(50, ge=0, description="Size of the benchmark subset of the pool.")
+    candidates: int = Field(1000, ge=1, le=MAX_COUNT, description="How many adult personas to turn into candidate profiles.")
+    pool_size: int = Field(100, ge=1, le=MAX_COUNT, description="Size of the validation pool selected from clean profiles.")
+    benchmark_size: int = Field(50, ge=0, le=MAX_COUNT, description="Size of the benchmark subset of the pool.")
     poor_qol_floor: float = Field(
         0.10, ge=0, le=1, description="Minimum share of poor-quality-of-life patients in the pool."
     )

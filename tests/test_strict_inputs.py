@@ -50,6 +50,8 @@ class Files:
             "seed-negative": _recipe("seed: -1\n"), "seed-huge": _recipe("seed: 99999999999999999999\n"),
             "seed-text": _recipe("seed: '5'\n"), "role-seed-huge": _recipe(roles="  patient: {engine: r, seed: 4294967296}\n"),
             "host-non-ascii": _recipe(url="http://ex\u00e4mple.com/v1"),
+            "candidates-huge": _recipe("profiles: {candidates: 100000000000000000000}\n"),
+            "max-tokens-huge": _recipe(roles="  judge: {engine: r, max_tokens: 100000000000000000000}\n"),
             "pool-over-candidates": _recipe("profiles: {candidates: 3, pool_size: 5, benchmark_size: 2}\n"),
             "counsellor-unbound": _recipe("simulation: {counsellors: [counsellor, 'counsellor:ghost']}\n"),
             "judge-unbound": _recipe("judge: {judges: ['judge:ghost']}\n"),
@@ -92,6 +94,10 @@ CASES = {
     "run/seed-huge": Case(lambda f: _run(f, "seed-huge"), 2, lambda f: "seed: Input should be less than or equal to 4294967295"),
     "run/seed-text": Case(lambda f: _run(f, "seed-text"), 2, lambda f: "seed: '5' is text; write the number without quotes"),
     "run/role-seed-huge": Case(lambda f: _run(f, "role-seed-huge"), 2, lambda f: "roles.patient.seed"),
+    "run/candidates-huge": Case(lambda f: _run(f, "candidates-huge"), 2,
+                                lambda f: "profiles.candidates: Input should be less than or equal to 1000000"),
+    "run/max-tokens-huge": Case(lambda f: _run(f, "max-tokens-huge"), 2,
+                                lambda f: "roles.judge.max_tokens: Input should be less than or equal to 1048576"),
     "run/host-non-ascii": Case(lambda f: _run(f, "host-non-ascii"), 2, lambda f: "engines.r.base_url: 'http://ex\u00e4mple.com/v1' "
                                "holds characters outside ASCII; write the host in its xn-- form (the host 'ex\u00e4mple.com' is "
                                "written 'xn--exmple-cua.com')"),
