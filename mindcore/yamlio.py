@@ -66,5 +66,6 @@ def safe_load(text: str) -> Any:
         return yaml.load(text, Loader=_PureLoader)  # noqa: S506 - a subclass of SafeLoader
     except RecursionError:
         # Python's stack ends before the nesting does: no file a person writes is this deep.
-        raise yaml.YAMLError("nested deeper than this reader follows (lists or mappings inside each other "
-                             "thousands of times)") from None
+        raise yaml.YAMLError(
+            "nested deeper than this reader follows (lists or mappings inside each other thousands of times)"
+        ) from None

@@ -93,10 +93,8 @@ def check_settings(s: "TaskSettings") -> None:
     if not s.profiles.strip() or not Path(s.profiles).expanduser().is_dir():
         raise TaskArgumentError(f"-T profiles={s.profiles!r}: not a folder; give the folder `mindsim profiles` wrote "
                                 "(it holds profiles.parquet)")
-    from mindsimkit.mindsim.engine_names import check
-
     try:
-        check(s.patient_engine)
+        variant(s.patient_engine)
     except UserError as exc:
         raise TaskArgumentError(f"-T patient_engine={s.patient_engine!r}: "
                                 f"{str(exc).removeprefix('simulation.patient_engine: ')}") from None
