@@ -10,7 +10,6 @@ rows; nothing calls a model. Definitions (pooled annotation, units, failed judgm
 
 from __future__ import annotations
 
-import json
 from collections import defaultdict
 from dataclasses import dataclass, field
 from itertools import combinations
@@ -21,7 +20,7 @@ import numpy as np
 from pydantic import BaseModel, ConfigDict, Field, ValidationError
 
 from mindsimkit.mindcore.errors import ConfigError, InputError
-from mindsimkit.mindcore.io import atomic_write_json, atomic_write_text, read_jsonl
+from mindsimkit.mindcore.io import atomic_write_json, atomic_write_text, read_json_file, read_jsonl
 from mindsimkit.mindcore.layout import JudgmentsFolder, RunLayout
 from mindsimkit.mindcore.recipe import format_validation_error
 from mindsimkit.mindcore.runlog import read_table, remake
@@ -117,10 +116,10 @@ def load_key(path: Optional[Path]) -> dict[str, dict[str, Any]]:
         return {}
     if not Path(path).is_file():
         raise InputError(f"key file {path} not found; `mindsim judge sample` writes it as FILE.key.json")
+    data = read_json_file(path, "the sample key file `mindsim judge sample` wrote (FILE.key.json)")
     try:
-        data = json.loads(Path(path).read_text(encoding="utf-8"))
         return dict(data["excerpts"])
-    except (ValueError, KeyError, TypeError) as exc:  # ValueError: not JSON, or not UTF-8 text at all
+    except (ValueError, KeyError, TypeError) as exc:
         raise InputError(f"{path}: not a sample key file (a JSON object with an 'excerpts' map): "
                          f"{type(exc).__name__}") from exc
 

@@ -118,6 +118,7 @@ def run_cmd(
         config = JudgeConfig.model_validate({**base.model_dump(), **changes})
     except ValidationError as exc:
         raise ConfigError(format_validation_error(exc, "mindsim judge run options")) from exc
+    engines_cfg.check_bound(config.judges, "--judge" if judge else "judge.judges")
     from mindsimkit.mindcore.layout import RunLayout
     from mindsimkit.mindcore.manifest import verify_run
 
@@ -308,10 +309,11 @@ def alpha_cmd(
 ) -> None:
     """Krippendorff's α per rubric item at the rubric's level of measurement: on every pairable value, and on
     the units every rater rated (both labelled)."""
-    from mindsimkit.mindcore.io import atomic_write_json, atomic_write_text
+    from mindsimkit.mindcore.io import atomic_write_json, atomic_write_text, check_out_folder
     from mindsimkit.judge.ratings import alpha_md, alpha_report, read_ratings
     from mindsimkit.judge.rubrics import load
 
+    check_out_folder(out)
     spec = load(rubric)
     rep = alpha_report(read_ratings(ratings, spec), spec)
     typer.echo(f"{rep['ratings']} ratings, {len(rep['raters'])} raters, {rep['units']} units "

@@ -6,7 +6,7 @@ from __future__ import annotations
 from pydantic import BaseModel, ConfigDict, Field, field_validator
 
 from mindsimkit.judge.costs import Price
-from mindsimkit.mindcore.config import EmbeddedEngine, EnginesConfig, RoleSpec, role_base
+from mindsimkit.mindcore.config import EmbeddedEngine, EnginesConfig, RoleSpec, Seed, role_base
 
 
 class JudgeConfig(BaseModel):
@@ -20,7 +20,7 @@ class JudgeConfig(BaseModel):
         min_length=1,
     )
     bootstrap_draws: int = Field(2000, ge=100, le=100_000, description="Patient-bootstrap draws for intervals")
-    seed: int = Field(0, description="Seed of the bootstrap draws")
+    seed: Seed = Field(0, description="Seed of the bootstrap draws (0 to 2**32-1)")
     max_replies: int | None = Field(
         None, ge=1, description="Judge at most this many replies per session (the first ones); default all"
     )

@@ -178,9 +178,10 @@ def judges_from_config(engines: Any, config: JudgeConfig) -> list[Judge]:
     """One `Judge` per configured judge role, all on the configured rubric (the local and the Ray path
     build them the same way)."""
     rubric = load_rubric(config.rubric)
+    engines.config.check_bound(config.judges, "judge.judges")
     out = []
     for name in config.judges:
-        # An unbound role falls back to `default`; with no default, Engines raises a ConfigError naming it.
+        # Plain `judge` unbound falls back to `default`; with no default, Engines raises a ConfigError naming it.
         out.append(Judge(name, engines.role(name), rubric, full_rubric=config.full_rubric,
                          max_issues=config.max_issues, preset=config.preset))
     return out

@@ -41,6 +41,13 @@ def _id(v: Any) -> Any:
     return str(v) if isinstance(v, int) else v
 
 
+def _name(v: Any) -> Any:
+    # A rater is a name: 7 and "7" would be one rater read two ways, so a JSON number is refused, not converted.
+    if isinstance(v, (int, float)):
+        raise ValueError(f"{v!r} is a JSON number; write the rater's id as a string (\"{v}\")")
+    return v
+
+
 class RatingRow(BaseModel):
     """One rater's value for one item of one rated unit."""
 
@@ -52,7 +59,8 @@ class RatingRow(BaseModel):
     system: Optional[str] = Field(None, description="What produced the unit (optional)")
     patient: Optional[str] = Field(None, description="The patient of the unit (optional)")
 
-    _ids = field_validator("item", "unit", "rater", "system", "patient", mode="before")(classmethod(lambda cls, v: _id(v)))
+    _ids = field_validator("item", "unit", "system", "patient", mode="before")(classmethod(lambda cls, v: _id(v)))
+    _rater = field_validator("rater", mode="before")(classmethod(lambda cls, v: _name(v)))
 
     @field_validator("value", mode="before")
     @classmethod
@@ -102,9 +110,18 @@ def _csv_records(path: Path) -> Iterable[tuple[int, dict[str, Any], bool]]:
     except UnicodeDecodeError as exc:
         line = data[: exc.start].count(b"\n") + 1
         raise InputError(f"{path}:{line}: not UTF-8 text (byte {exc.start + 1}); save the file as UTF-8 CSV") from None
-    reader = csv.DictReader(io.StringIO(text, newline=""), restval=_SHORT)
+    # A file cut off in its last row (a copy that stopped, a full disk) can end in a bare comma: that row's last
+    # cell would read as a missing rating. Written files end rows with a line break; a missing value then is meant.
+    last = text.count("\n") + (not text.endswith("\n")) if text.strip() else 0
+    cut_short = bool(text) and not text.endswith(("\n", "\r")) and text.rstrip("\r\n").endswith(",")
+    # strict: a quoted cell the file ends inside is an error, not a value cut short.
+    reader = csv.DictReader(io.StringIO(text, newline=""), restval=_SHORT, strict=True)
     try:
         head = reader.fieldnames or []
+        twice = sorted({c for c in head if head.count(c) > 1})
+        if twice:
+            raise InputError(f"{path}:1: column {twice[0]!r} appears twice in the header, so only one of its "
+                             "cells could be read; keep one")
         missing = [c for c in REQUIRED if c not in head]
         if missing:
             raise InputError(f"{path}:1: header lacks column {', '.join(missing)}; the long format's columns are "
@@ -124,8 +141,15 @@ def _csv_records(path: Path) -> Iterable[tuple[int, dict[str, Any], bool]]:
             if long is not None:
                 raise InputError(f"{path}:{n}: the {long} cell holds {len(rec[long]):,} characters, more than "
                                  f"{CELL_MAX:,}; not a rating")
+            if n == last and cut_short:
+                raise InputError(f"{path}:{n}: the last row ends in an empty cell with no line break after it, as "
+                                 "a file cut off mid-row does; end the file with a line break if that value is "
+                                 "really missing")
             yield n, {k: (v if v != "" else None) for k, v in rec.items()}, True
     except csv.Error as exc:
+        if "unexpected end of data" in str(exc):
+            raise InputError(f"{path}:{reader.line_num + 1}: a quoted cell is still open where the file ends, as in a "
+                             "file cut off mid-row; close the quote (or fetch the whole file)") from None
         # csv raises before it counts the line it was reading.
         raise InputError(f"{path}:{reader.line_num + 1}: not CSV this reader accepts ({exc}); a cell holds at most "
                          f"{CELL_MAX:,} characters") from None

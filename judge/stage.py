@@ -56,10 +56,14 @@ def _judge_prompt(inp: Any, sz: Any) -> PromptSize | None:
     return PromptSize("judge", n, {"rubric, counsellor prompt and the longest session": n}, inp.reply_bound()[1])
 
 
+def _judge_roles(recipe: Any, engines: Any) -> list[Any]:
+    engines.config.check_bound(judge_config(recipe).judges, "judge.judges")
+    return [role_use(engines, "judge")]
+
+
 def register() -> None:
-    judge_roles = lambda recipe, engines: [role_use(engines, "judge")]  # noqa: E731
-    register_stage(Stage("judge", judge_roles))
-    register_stage(Stage("judge_patientact", judge_roles))
+    register_stage(Stage("judge", _judge_roles))
+    register_stage(Stage("judge_patientact", _judge_roles))
     register_role_schema(RoleSchema("judge", "mhqr_judgment", mhqr_schema, frozenset({"judge"}), schema_for=mhqr_schema))
     # `mindsim judge run --rubric patientact`: one answer per session on PatientAct's 5 dimensions.
     register_role_schema(RoleSchema("judge", "patientact_conversation", patientact_conversation_schema,

@@ -52,6 +52,15 @@ def role_chain(role: str) -> list[str]:
     return chain
 
 
+# A seed as numpy's and the servers' generators take it: an unsigned 32-bit integer, written as a number (a
+# quoted '5' would be a different recipe hash for the same draws, and a negative or larger value fails deep in a
+# stage instead of here).
+SEED_MAX = 2**32 - 1
+Seed = Annotated[int, Field(ge=0, le=SEED_MAX, strict=True)]
+# Above any model's output: a larger budget is a typo, and would reach the server as a number it cannot take.
+MAX_OUTPUT_TOKENS = 1_048_576
+
+
 class _Strict(BaseModel):
     model_config = ConfigDict(extra="forbid")
 
@@ -111,7 +120,7 @@ class RequestOptions(_Strict):
         None, description="Extra JSON fields merged into every request body (e.g. provider routing); merged key "
         "by key with the structured_outputs and chat_template_kwargs the toolkit sends")
     reasoning_budget: int | None = Field(
-        None, ge=0, description="Tokens added to every output budget of this role for its reasoning (a reasoning "
+        None, ge=0, le=MAX_OUTPUT_TOKENS, description="Tokens added to every output budget of this role for its reasoning (a reasoning "
         "model's max_completion_tokens / a thinking model's max_tokens count the thinking too)")
     timeout_s: float | None = Field(None, gt=0, description="Per-request timeout of this role (default: the engine's)")
     return_reasoning: bool | None = Field(
@@ -199,6 +208,15 @@ def check_url(url: str, where: str = "") -> str:
         parts.port  # noqa: B018 - raises ValueError on a port that is not a number in range
     except ValueError as exc:
         raise ValueError(f"{where}{shown!r} is not a URL ({exc}); write e.g. http://127.0.0.1:8000/v1") from None
+    if not url.isascii():
+        # httpx and urllib would fail on it far from the recipe; the IDNA form of the host is what goes on the wire.
+        host = parts.hostname or ""
+        try:
+            hint = f" (the host {host!r} is written {host.encode('idna').decode()!r})" if not host.isascii() else ""
+        except UnicodeError:
+            hint = ""
+        raise ValueError(f"{where}{shown!r} holds characters outside ASCII; write the host in its xn-- form"
+                         f"{hint} and percent-encode the rest")
     if parts.scheme not in ("http", "https") or not parts.hostname or any(c.isspace() for c in url):
         raise ValueError(f"{where}{shown!r} is not an http(s) URL with a host; write e.g. "
                          "http://127.0.0.1:8000/v1 or https://api.openai.com/v1")
@@ -320,6 +338,8 @@ class VLLMEngine(_ServerPool):
     @model_validator(mode="after")
     def _servers_or_host_port(self) -> "VLLMEngine":
         if self.servers is None:
+            if not self.host.isascii():
+                check_url(self.base_url, "host")
             return self
         if {"host", "port"} & self.model_fields_set:
             raise ValueError("give either host/port (one server) or servers (several), not both")
@@ -352,8 +372,8 @@ class RoleSpec(RequestOptions):
     model: str | None = Field(None, description="Overrides the engine's default model")
     temperature: float | None = Field(None, ge=0, le=2)
     top_p: float | None = Field(None, gt=0, le=1)
-    max_tokens: int | None = Field(None, ge=1)
-    seed: int | None = None
+    max_tokens: int | None = Field(None, ge=1, le=MAX_OUTPUT_TOKENS)
+    seed: Seed | None = None
     frequency_penalty: float | None = Field(
         None, ge=-2, le=2, description="OpenAI-style penalty on tokens by how often they appeared (curbs looping)"
     )
@@ -363,6 +383,21 @@ class RoleSpec(RequestOptions):
         "structured output or tool calls, whose JSON may contain them)"
     )
     max_attempts: int = Field(3, ge=1, le=10, description="Asks per structured call before it counts as failed")
+
+
+def known_context(engine: Any) -> tuple[int, str] | None:
+    """The tokens one request can hold on `engine` when the recipe itself says (the embedded engine's slot, a
+    `--max-model-len` in a vLLM engine's serve_args), with where it says it; None when only the server knows."""
+    if isinstance(engine, EmbeddedEngine):
+        return engine.ctx_per_slot, "ctx_per_slot"
+    if isinstance(engine, VLLMEngine):
+        args = engine.serve_args
+        for i, arg in enumerate(args):
+            value = arg.split("=", 1)[1] if arg.startswith("--max-model-len=") else (
+                args[i + 1] if arg == "--max-model-len" and i + 1 < len(args) else None)
+            if value is not None and value.isdigit():
+                return int(value), "--max-model-len in serve_args"
+    return None
 
 
 class EnginesConfig(_Strict):
@@ -379,6 +414,14 @@ class EnginesConfig(_Strict):
                 raise ValueError(
                     f"roles.{role}.engine: unknown engine '{spec.engine}' (engines defined: {known})"
                 )
+        for role, spec in self.roles.items():
+            context = known_context(self.engines[spec.engine])
+            output = (spec.max_tokens or 0) + (spec.reasoning_budget or 0)
+            if context is not None and output > context[0]:
+                raise ValueError(f"roles.{role}.max_tokens: {spec.max_tokens}"
+                                 f"{f' + reasoning_budget {spec.reasoning_budget}' if spec.reasoning_budget else ''} "
+                                 f"is more than the {context[0]} tokens engine '{spec.engine}' holds in one request "
+                                 f"({context[1]}), prompt not counted; lower it or raise the engine's context")
         for role in self.roles:
             if role != "default" and role_base(role) not in ROLES:
                 raise ValueError(
@@ -392,6 +435,18 @@ class EnginesConfig(_Strict):
             if key in self.roles:
                 return self.roles[key]
         raise KeyError(role)
+
+    def check_bound(self, names: list[str], where: str) -> None:
+        """Roles a command or section names one by one (`counsellor:NAME`, `judge:NAME`) must each have their own
+        `roles:` entry: falling back to `counsellor` / `judge` / `default` would run another model under that
+        name. The plain role names keep their fallback."""
+        from mindsimkit.mindcore.errors import ConfigError
+
+        unbound = [n for n in names if ":" in n and n not in self.roles]
+        if unbound:
+            raise ConfigError(f"{where}: {', '.join(map(repr, unbound))} {'is' if len(unbound) == 1 else 'are'} not "
+                              f"bound in the recipe's roles (bound: {', '.join(self.roles) or 'none'}); add "
+                              f"roles.{unbound[0]}: {{engine: ...}} or name a bound role")
 
     def bound_as(self, role: str) -> str | None:
         """The `roles:` key whose binding `role` uses (see `role_chain`), or None when none does."""

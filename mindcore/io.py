@@ -218,9 +218,57 @@ def write_json_once(path: str | os.PathLike, obj: Any) -> bool:
     return publish_bytes_once(path, _json_bytes(obj))
 
 
+class DuplicateKey(ValueError):
+    """A JSON object gives one key twice: `json` keeps the last silently, so which value was meant is unknown."""
+
+    def __init__(self, key: str):
+        super().__init__(f"the key {key!r} is given twice in one object; keep one")
+        self.key = key
+
+
+def _refuse_duplicates(pairs: list[tuple[str, Any]]) -> dict[str, Any]:
+    obj: dict[str, Any] = {}
+    for key, value in pairs:
+        if key in obj:
+            raise DuplicateKey(key)
+        obj[key] = value
+    return obj
+
+
+def loads_strict(text: str | bytes) -> Any:
+    """`json.loads` for files given to the toolkit: an object with a repeated key is refused (`DuplicateKey`, a
+    ValueError) instead of read as its last value, and nesting deeper than Python's stack is a ValueError too."""
+    try:
+        return json.loads(text, object_pairs_hook=_refuse_duplicates)
+    except RecursionError:
+        raise ValueError("nested deeper than this reader follows (lists or objects inside each other thousands "
+                         "of times)") from None
+
+
+def read_json_file(path: str | os.PathLike, what: str) -> Any:
+    """A whole-file JSON document given to the toolkit (`what` says what it should be, for the error line): a
+    missing file, text that is not UTF-8 or not JSON, and a repeated key are `InputError`s naming the file."""
+    from mindsimkit.mindcore.errors import InputError
+
+    path = Path(path)
+    if not path.is_file():
+        raise InputError(f"{path} not found; give the path of {what}")
+    try:
+        return loads_strict(path.read_bytes().decode("utf-8-sig"))
+    except UnicodeDecodeError as exc:
+        raise InputError(f"{path}: not UTF-8 text (byte {exc.start + 1}); give {what}") from None
+    except json.JSONDecodeError as exc:
+        raise InputError(f"{path}: not valid JSON ({exc.msg} at line {exc.lineno}, column {exc.colno}); give "
+                         f"{what}") from None
+    except DuplicateKey as exc:
+        raise InputError(f"{path}: {exc}") from None
+    except ValueError as exc:  # e.g. an integer of more digits than Python converts
+        raise InputError(f"{path}: not JSON this reader accepts ({exc})") from None
+
+
 def read_jsonl(path: str | os.PathLike) -> Iterator[tuple[int, Any]]:
-    """Yield (line number, parsed object); blank lines are skipped. A missing, binary or non-UTF-8 file
-    and a line that is not JSON are `InputError`s naming the file and line."""
+    """Yield (line number, parsed object); blank lines are skipped. A missing, binary or non-UTF-8 file, a line
+    that is not JSON and an object with a repeated key are `InputError`s naming the file and line."""
     from mindsimkit.mindcore.errors import InputError
 
     if not Path(path).is_file():
@@ -237,9 +285,11 @@ def read_jsonl(path: str | os.PathLike) -> Iterator[tuple[int, Any]]:
             if not line.strip():
                 continue
             try:
-                obj = json.loads(line)
+                obj = loads_strict(line)
             except json.JSONDecodeError as exc:
                 raise InputError(f"{path}:{i}: not valid JSON ({exc.msg} at column {exc.colno})") from exc
+            except DuplicateKey as exc:
+                raise InputError(f"{path}:{i}: {exc}") from None
             except ValueError as exc:  # e.g. an integer of more digits than Python converts (4,300)
                 raise InputError(f"{path}:{i}: not JSON this reader accepts ({exc})") from exc
             yield i, obj
@@ -287,12 +337,32 @@ def confined_path(root: str | os.PathLike, name: Any, *, field: str, where: str,
     return path
 
 
+# Kernel views, not storage: a file cannot be created in them, and the OS says only "no such file".
+PSEUDO_FILESYSTEMS = (Path("/proc"), Path("/sys"))
+
+
+def pseudo_filesystem(path: str | os.PathLike) -> Path | None:
+    """The kernel filesystem (/proc, /sys) `path` lies in, or None for an ordinary path."""
+    real = Path(os.path.abspath(path))
+    return next((root for root in PSEUDO_FILESYSTEMS if real.is_relative_to(root)), None)
+
+
+def _refuse_pseudo(path: Path, option: str) -> None:
+    from mindsimkit.mindcore.errors import InputError
+
+    root = pseudo_filesystem(path)
+    if root is not None:
+        raise InputError(f"{option} {path}: inside {root}, a kernel filesystem where no file can be written; "
+                         "give a path on a disk")
+
+
 def check_out_folder(path: str | os.PathLike, option: str = "--out") -> Path:
     """An output folder the command may create or resume: refused (InputError) when it, or a folder above
     it, is a file; checked before any work, so nothing is spent on a run that cannot be written."""
     from mindsimkit.mindcore.errors import InputError
 
     path = Path(path)
+    _refuse_pseudo(path, option)
     for p in (path, *path.parents):
         if p.exists():
             if not p.is_dir():
@@ -307,6 +377,7 @@ def check_out_file(path: str | os.PathLike, option: str = "--out") -> Path:
     from mindsimkit.mindcore.errors import InputError
 
     path = Path(path)
+    _refuse_pseudo(path, option)
     if path.is_dir():
         raise InputError(f"{option} {path}: a folder, not a file; give the file to write (e.g. {path / 'report.html'})")
     for p in path.parents:

@@ -11,7 +11,7 @@ from typing import Any, Literal, TypeVar
 import yaml
 from pydantic import BaseModel, ConfigDict, Field, PrivateAttr, ValidationError, field_validator
 
-from mindsimkit.mindcore.config import REQUEST_OPTION_DEFAULTS, EnginesConfig, EngineSpec, RoleSpec
+from mindsimkit.mindcore.config import REQUEST_OPTION_DEFAULTS, EnginesConfig, EngineSpec, RoleSpec, Seed
 from mindsimkit.mindcore.errors import ConfigError
 from mindsimkit.mindcore.prompts import install_overrides, load_overrides
 from mindsimkit.mindcore import redact, yamlio
@@ -88,7 +88,7 @@ class Recipe(BaseModel):
 
     name: str = Field(..., description="Short name recorded in provenance")
     description: str = ""
-    seed: int = Field(0, description="Master seed; every stage derives its own from it")
+    seed: Seed = Field(0, description="Master seed (0 to 2**32-1); every stage derives its own from it")
     engines: dict[str, EngineSpec] = Field(..., description="Engines by name")
     roles: dict[str, RoleSpec] = Field(..., description="Role → engine binding and sampling")
     profiles: dict[str, Any] = Field(default_factory=dict)
@@ -155,7 +155,8 @@ class Recipe(BaseModel):
         try:
             return EnginesConfig(engines=self.engines, roles=self.roles)
         except ValidationError as exc:
-            raise ConfigError(format_validation_error(exc, self.path or "recipe")) from exc
+            # Only the cross-checks can fail here (the fields were checked with the recipe); they name their field.
+            raise ConfigError(format_validation_error(exc, self.path or "recipe", line="{where}: {msg}")) from exc
 
     def section(self, name: str, model: type[C]) -> C:
         """Validate one stage section with that stage's config model; errors name `section.field`."""
@@ -192,6 +193,8 @@ def format_validation_error(
             msg = "required field is missing"
         elif err["type"] == "extra_forbidden":
             msg = "unknown field (check the spelling; docs/engines.md and each stage's page in docs/ list the fields)"
+        elif err["type"] == "int_type" and isinstance(err.get("input"), str) and err["input"].strip().lstrip("+-").isdigit():
+            msg = f"{err['input']!r} is text; write the number without quotes"
         elif err["type"] == "union_tag_invalid":
             msg = f"unknown engine kind {err.get('input')!r}; use embedded, openai or vllm"
         lines.append(template.format(where=where, field=field, msg=msg))
@@ -225,7 +228,11 @@ def load_recipe(path: str | Path) -> Recipe:
     except ValidationError as exc:
         raise ConfigError(format_validation_error(exc, str(path))) from exc
     recipe.path = str(path)
-    recipe.engines_config()  # cross-checks roles against engines now, before any stage runs
+    engines = recipe.engines_config()  # cross-checks roles against engines now, before any stage runs
+    for section, key in (("simulation", "counsellors"), ("judge", "judges")):
+        named = (getattr(recipe, section) or {}).get(key)
+        if isinstance(named, list):  # (a section's own model checks the list's shape when its stage runs)
+            engines.check_bound([n for n in named if isinstance(n, str)], f"{path}: {section}.{key}")
     # Checked now (exit 2 before any engine starts) and installed for this process: one recipe per command,
     # so the recipe loaded last is the one whose prompts render. A recipe without `prompts:` restores the shipped set.
     recipe._overrides = load_overrides(recipe.prompts, path.parent, str(path))

@@ -57,9 +57,15 @@ if _FAST_BASE is not None:
 def safe_load(text: str) -> Any:
     """`yaml.safe_load(text)`, through libyaml when available, refusing duplicate keys; raises `yaml.YAMLError`
     (with the line of the problem) as the pure loader does."""
-    if _FAST is not None:
-        try:
-            return yaml.load(text, Loader=_FAST)  # noqa: S506 - a subclass of CSafeLoader, the safe loader's libyaml build
-        except yaml.YAMLError:
-            pass
-    return yaml.load(text, Loader=_PureLoader)  # noqa: S506 - a subclass of SafeLoader
+    try:
+        if _FAST is not None:
+            try:
+                return yaml.load(text, Loader=_FAST)  # noqa: S506 - a subclass of CSafeLoader, the safe loader's libyaml build
+            except yaml.YAMLError:
+                pass
+        return yaml.load(text, Loader=_PureLoader)  # noqa: S506 - a subclass of SafeLoader
+    except RecursionError:
+        # Python's stack ends before the nesting does: no file a person writes is this deep.
+        raise yaml.YAMLError(
+            "nested deeper than this reader follows (lists or mappings inside each other thousands of times)"
+        ) from None

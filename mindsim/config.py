@@ -259,7 +259,7 @@ class SimulationConfig(BaseModel):
     baselines: BaselinesConfig = Field(default_factory=BaselinesConfig, description="Patient-Psi and MindEval engine settings")
     pool_only: bool = Field(True, description="Simulate only profiles marked in_pool")
     benchmark_only: bool = Field(False, description="Simulate only profiles marked in_benchmark")
-    max_patients: int | None = Field(None, ge=1, description="Use only the first N profiles (smoke runs)")
+    max_patients: int | None = Field(None, ge=1, le=1_000_000, description="Use only the first N profiles (smoke runs)")
 
     # The preset settings the recipe replaced with its own (`preset_notes`); set while validating.
     _preset_overrides: list[Any] = PrivateAttr(default_factory=list)

@@ -48,6 +48,7 @@ def simulate_roles(recipe: Any, engines: Any) -> list[RoleUse]:
     uses = [role_use(engines, r) for r in ("first_scenario_writer", "scenario_writer", "patient", "memory_compactor")]
     scfg = SimulationConfig.from_section(getattr(recipe, "simulation", None))
     uses[2].tools = tool_roles(scfg).get("patient", "")
+    engines.config.check_bound([c for c in scfg.counsellors if isinstance(c, str)], "simulation.counsellors")
     # The recipe's patient engines' own roles (PatientAct: its steps and decomposition; `simulate.shared_roles`).
     uses += [role_use(engines, r) for r in engine_roles(scfg.patient_engines)]
     for c in scfg.counsellors:

@@ -210,7 +210,9 @@ def patientact_profile_eval_cmd(
     load_run(run_dir)  # bad input stops here, before any engine starts
     recipe_path = resolve_recipe(run_dir, recipe)
     r = load_recipe(recipe_path) if recipe_path is not None else None
-    with Engines.from_config(r.engines_config() if r is not None else default_engines_config()) as engines:
+    engines_cfg = r.engines_config() if r is not None else default_engines_config()
+    engines_cfg.check_bound([judge], "--judge")
+    with Engines.from_config(engines_cfg) as engines:
         summary = profile_eval(run_dir, engines, out=out, judge=judge, human=human, diversity=diversity,
                                max_tokens=max_tokens)
     typer.echo(f"judged {summary['profiles']} profiles on the PatientAct profile rubric: {summary['ok']} ok")
@@ -314,6 +316,14 @@ def _path_problem(exc: OSError) -> str:
     return f"{where}: a file where a folder is needed; give another path, or move the file away"
 
 
+def _in_pseudo_filesystem(exc: OSError) -> bool:
+    # A command that writes its output without `check_out_*` meets /proc only when it writes; a missing file
+    # anywhere else is not the user's path and stays an internal error.
+    from mindsimkit.mindcore.io import pseudo_filesystem
+
+    return isinstance(exc.filename, str) and pseudo_filesystem(exc.filename) is not None
+
+
 def _error(prefix: str, message: object) -> None:
     """The one error line: scrubbed of secrets by the console, never wrapped (mindcore.console)."""
     err.print(f"[red]{prefix}[/] {escape(one_line(message))}")
@@ -358,6 +368,12 @@ def main(argv: list[str] | None = None) -> int:
     except MindsimError as exc:
         _error("error:", exc)
         return 1
+    except FileNotFoundError as exc:
+        if not _in_pseudo_filesystem(exc):
+            return _unexpected(exc)
+        _error("error:", f"{exc.filename}: inside a kernel filesystem (/proc, /sys) where no file can be written; "
+                         "give an output path on a disk")
+        return 2
     except (FileExistsError, NotADirectoryError, IsADirectoryError, PermissionError) as exc:
         # A path the user gave is the wrong kind or not theirs to write: bad input, not a crash.
         _error("error:", _path_problem(exc))

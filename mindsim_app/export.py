@@ -370,6 +370,8 @@ def dpo_cmd(
                              f"({', '.join(counsellor_name(b) for b in bindings)})")
         bindings = [b for b in bindings if counsellor_name(b) in counsellor]
     limit = severity_weight(chosen_max, "--chosen-max")
+    engines_cfg.check_bound([judge], "--judge")
+    engines_cfg.check_bound([b for b in bindings if isinstance(b, str)], "simulation.counsellors")
 
     with Engines.from_config(engines_cfg) as engines:
         clients = [(counsellor_name(b), counsellor_client(engines, b)) for b in bindings]

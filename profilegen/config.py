@@ -13,10 +13,14 @@ from typing import TYPE_CHECKING, Any, Literal
 
 from pydantic import BaseModel, ConfigDict, Field, field_validator, model_validator
 
+from mindsimkit.mindcore.config import Seed
 from mindsimkit.mindcore.runlog import DEFAULT_ENGINE
 
 if TYPE_CHECKING:
     from mindsimkit.profilegen.schemas import ProfileShape
+
+# Profiles one run may ask for: a thousand times the paper's 1,000 candidates; more is a typo.
+MAX_COUNT = 1_000_000
 
 
 class ProfilesConfig(BaseModel):
@@ -40,9 +44,9 @@ class ProfilesConfig(BaseModel):
                              "(OWNER/NAME); give a parquet/JSONL path, a Hub id, or 'synthetic'")
         return v
 
-    candidates: int = Field(1000, ge=1, description="How many adult personas to turn into candidate profiles.")
-    pool_size: int = Field(100, ge=1, description="Size of the validation pool selected from clean profiles.")
-    benchmark_size: int = Field(50, ge=0, description="Size of the benchmark subset of the pool.")
+    candidates: int = Field(1000, ge=1, le=MAX_COUNT, description="How many adult personas to turn into candidate profiles.")
+    pool_size: int = Field(100, ge=1, le=MAX_COUNT, description="Size of the validation pool selected from clean profiles.")
+    benchmark_size: int = Field(50, ge=0, le=MAX_COUNT, description="Size of the benchmark subset of the pool.")
     poor_qol_floor: float = Field(
         0.10, ge=0, le=1, description="Minimum share of poor-quality-of-life patients in the pool."
     )
@@ -65,7 +69,7 @@ class ProfilesConfig(BaseModel):
     rates: Path | None = Field(
         None, description="Rates file (see `mindsim profiles fit-rates`); empty = the shipped illustrative prior."
     )
-    seed: int | None = Field(None, description="Seed of the profile stages; empty = the recipe's seed.")
+    seed: Seed | None = Field(None, description="Seed of the profile stages (0 to 2**32-1); empty = the recipe's seed.")
     concurrency: int = Field(
         8, ge=1, le=256, description="Profiles in flight at once (the engine's own limit still applies)."
     )
@@ -94,6 +98,10 @@ class ProfilesConfig(BaseModel):
 
     @model_validator(mode="after")
     def _sizes(self) -> "ProfilesConfig":
+        # Only a pool the recipe asks for: the default pool (100) over a few candidates means "every candidate".
+        if "pool_size" in self.model_fields_set and self.pool_size > self.candidates:
+            raise ValueError(f"pool_size ({self.pool_size}) must not exceed candidates ({self.candidates}): the pool is "
+                             "chosen from the candidates; raise candidates or lower pool_size")
         if self.benchmark_size > self.pool_size:
             raise ValueError(f"benchmark_size ({self.benchmark_size}) must not exceed pool_size ({self.pool_size})")
         if self.benchmark_poor_qol is not None:

@@ -11,6 +11,8 @@ from pathlib import Path
 
 from pydantic import BaseModel, ConfigDict, Field
 
+from mindsimkit.mindcore.config import Seed
+
 SHIPPED_REFERENCE = "data/mibot_reference.parquet"
 
 
@@ -54,7 +56,7 @@ class ValidationConfig(BaseModel):
     )
     mtld_threshold: float = Field(0.72, gt=0.0, lt=1.0, description="MTLD factor threshold (TTR) for lexicalrichness")
     markers: str | None = Field(None, description="Marker-list YAML replacing validation/data/markers.yaml")
-    seed: int = Field(0, description="Seed for bootstrap draws and floor splits")
+    seed: Seed = Field(0, description="Seed for bootstrap draws and floor splits (0 to 2**32-1)")
     arc: bool = Field(False, description="Label patient turns P/T/C/F with the `labeller` role and report arc shares")
     arc_context_messages: int = Field(4, ge=0, le=20, description="Preceding messages shown to the labeller per turn")
     arc_stretches: int = Field(5, ge=1, le=20, description="Equal stretches each conversation is split into")

@@ -16,13 +16,12 @@ Studio users after the raters. Answers are checked against the protocol as the s
 
 from __future__ import annotations
 
-import json
 from pathlib import Path
 from typing import Any, Iterable
 from xml.sax.saxutils import quoteattr
 
 from mindsimkit.mindcore.errors import InputError
-from mindsimkit.mindcore.io import atomic_write_json, atomic_write_text
+from mindsimkit.mindcore.io import DuplicateKey, atomic_write_json, atomic_write_text, loads_strict
 from mindsimkit.judge.ratings import Ratings, cell_value, counted_out
 from mindsimkit.judge.rubrics import Rubric
 from mindsimkit.mindsim_app.annotate.protocol import DIVERSITY, for_task, protocol, realism_reasons, rubric_of
@@ -162,13 +161,42 @@ def _rater(completed_by: Any, where: str) -> str:
     return text.split("@", 1)[0] if "@" in text else text
 
 
-def _results(results: list[dict[str, Any]]) -> dict[str, dict[str, Any]]:
-    return {r["from_name"]: r["value"] for r in results if "from_name" in r and isinstance(r.get("value"), dict)}
+def _results(results: list[dict[str, Any]], where: str) -> dict[str, dict[str, Any]]:
+    """Each control's value by control name. A result without its control or its value, or a control answered
+    twice, is refused: reading past it would count a rating as missing, or keep one of two answers."""
+    by: dict[str, dict[str, Any]] = {}
+    for i, r in enumerate(results):
+        if r.get("type") == "relation":  # links two regions: no control, no value
+            continue
+        name, value = r.get("from_name"), r.get("value")
+        if not isinstance(name, str) or not isinstance(value, dict) or not value:
+            raise InputError(f"{where}: result {i} has no {'from_name' if not isinstance(name, str) else 'value'}; "
+                             "export the project as Label Studio 'JSON' (each result names its control and holds "
+                             "its value)")
+        # (A per-region control repeats its name once per region; only a whole-item answer given twice is ambiguous.)
+        if name in by and {"choices", "rating"} & set(value) & set(by[name]):
+            raise InputError(f"{where}: control {name!r} is answered twice in one annotation; keep one result")
+        choices = value.get("choices")
+        if choices is not None and (not isinstance(choices, list) or not all(isinstance(c, str) for c in choices)):
+            raise InputError(f"{where}: control {name!r}: 'choices' is a {type(choices).__name__}, not a list of "
+                             "the chosen labels; export the project as Label Studio 'JSON'")
+        by[name] = value
+    return by
 
 
-def _answer(form: dict[str, Any], results: list[dict[str, Any]], rubric: Any = None) -> dict[str, Any]:
+def _one_choice(by: dict[str, dict[str, Any]], name: str, where: str) -> str | None:
+    """The one label picked on a single-choice control (None when none was)."""
+    picked = (by.get(name) or {}).get("choices") or []
+    if len(picked) > 1:
+        raise InputError(f"{where}: control {name!r} takes one choice and holds {len(picked)} "
+                         f"({', '.join(map(repr, picked[:4]))}); set the control to choice=\"single\" and "
+                         "re-annotate, or keep one")
+    return picked[0] if picked else None
+
+
+def _answer(form: dict[str, Any], results: list[dict[str, Any]], where: str, rubric: Any = None) -> dict[str, Any]:
     """Label Studio results as the answer the page would have sent for `form` (then checked like it)."""
-    by = _results(results)
+    by = _results(results, where)
 
     def choices(name: str) -> list[str]:
         return list((by.get(name) or {}).get("choices") or [])
@@ -184,8 +212,7 @@ def _answer(form: dict[str, Any], results: list[dict[str, Any]], rubric: Any = N
     out: dict[str, Any] = {}
     kind = form["form"]
     if kind == "mhqr":
-        sev = choices("severity")
-        out = {"severity": sev[0] if sev else None, "issues": choices("issues"), "quote": text("quote")}
+        out = {"severity": _one_choice(by, "severity", where), "issues": choices("issues"), "quote": text("quote")}
     elif kind == "realism":
         groups = realism_reasons()
         other = {g: text(f"{g}_other_text") for g in groups if text(f"{g}_other_text")}
@@ -193,30 +220,31 @@ def _answer(form: dict[str, Any], results: list[dict[str, Any]], rubric: Any = N
     elif kind == "closing":
         out = {"rating": rating("rating")}
     else:
-        out = {"scores": {d: v for d, v in ((d["id"], _scale_value(form, d["id"], by, rubric)) for d in form["dimensions"])
-                          if v is not None}}
+        out = {"scores": {d: v for d, v in ((d["id"], _scale_value(form, d["id"], by, where, rubric))
+                                            for d in form["dimensions"]) if v is not None}}
         for pick in form["picks"]:
-            c = choices(pick["id"])
-            out[pick["id"]] = c[0] if c else None
+            out[pick["id"]] = _one_choice(by, pick["id"], where)
     out["comment"] = text("comment")
     return {k: v for k, v in out.items() if v is not None}
 
 
-def _scale_value(form: dict[str, Any], name: str, by: dict[str, dict[str, Any]], rubric: Any) -> Any:
+def _scale_value(form: dict[str, Any], name: str, by: dict[str, dict[str, Any]], where: str, rubric: Any) -> Any:
     """An item's value: the stars of a Rating control, or the chosen point of a Choices control (text in Label
     Studio, read with the long format's rule for untyped cells)."""
     v = by.get(name) or {}
     if "rating" in v:
         return v["rating"]
-    picked = v.get("choices") or []
-    if not picked:
+    picked = _one_choice(by, name, where)
+    if picked is None:
         return None
-    return cell_value(picked[0], rubric) if rubric is not None else picked[0]
+    return cell_value(picked, rubric) if rubric is not None else picked
 
 
 def _load_export(export: Path) -> list[Any]:
     try:
-        data = json.loads(Path(export).read_text(encoding="utf-8"))
+        data = loads_strict(Path(export).read_bytes().decode("utf-8-sig"))
+    except DuplicateKey as exc:
+        raise InputError(f"{export}: {exc}") from None
     except (OSError, ValueError) as exc:
         raise InputError(f"{export}: not a Label Studio JSON export ({exc})") from exc
     if not isinstance(data, list):
@@ -238,6 +266,9 @@ def _data(t: Any, where: str) -> dict[str, Any]:
 
 def _annotations(t: Any, where: str, seen: dict[tuple[str, str, str], str], item: str, unit: str) -> Iterable[tuple[str, dict[str, Any]]]:
     """(rater, annotation) of one exported task; cancelled ones skipped, a rater twice on one unit refused."""
+    if "annotations" not in t:
+        raise InputError(f"{where}: no 'annotations' field, so not a task of Label Studio's 'JSON' export (JSON-MIN "
+                         "and CSV exports leave out who rated); export the project as 'JSON'")
     found = t.get("annotations") or []
     if not isinstance(found, list) or not all(isinstance(a, dict) for a in found):
         raise InputError(f"{where}: 'annotations' is not a list of annotation objects; export the project as Label "
@@ -249,6 +280,9 @@ def _annotations(t: Any, where: str, seen: dict[tuple[str, str, str], str], item
         if a.get("was_cancelled"):
             continue
         rater = _rater(a.get("completed_by"), where)
+        if not a.get("result"):
+            raise InputError(f"{where}: the annotation by {rater} holds no result (nothing answered, yet not "
+                             "skipped); answer it in Label Studio, or delete that annotation before exporting")
         k = (rater, item, unit)
         if k in seen:
             raise InputError(f"{where}: {rater} annotated item {item} unit {unit} twice (also {seen[k]}); keep one")
@@ -272,7 +306,7 @@ def import_labelstudio(task_dir: Path, export: Path) -> list[dict[str, Any]]:
         form = for_task(task, it["protocol"]).form
         rubric = rubric_of(task, it["protocol"]) if form["form"] == "scales" else None
         for rater, a in _annotations(t, where, seen, iid, unit):
-            answers.append({"rater": rater, "item_id": iid, "unit": unit, "answer": _answer(form, a.get("result") or [], rubric),
+            answers.append({"rater": rater, "item_id": iid, "unit": unit, "answer": _answer(form, a.get("result") or [], where, rubric),
                             "answered_at": a.get("updated_at") or a.get("created_at"), "revision": 1})
     if not answers:
         raise InputError(f"{export}: no annotations")
@@ -309,10 +343,10 @@ def import_ratings(export: Path, rubric: Rubric) -> Ratings:
         system = next((str(d[f]) for f in SYSTEM_FIELDS if d.get(f)), None)
         patient = next((str(d[f]) for f in PATIENT_FIELDS if d.get(f)), None)
         for rater, a in _annotations(t, where, seen, "*", unit):
-            by = _results(a.get("result") or [])
+            by = _results(a.get("result") or [], where)
             found = [name for name in by if name in items]
             for name in found:
-                raw = _scale_value(form, name, by, rubric)
+                raw = _scale_value(form, name, by, where, rubric)
                 if counted_out(raw, rubric, out):
                     continue
                 try:

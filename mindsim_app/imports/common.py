@@ -16,7 +16,7 @@ from typing import Any, Callable, Iterator, Literal, overload
 
 from mindsimkit.mindcore import yamlio
 from mindsimkit.mindcore.errors import ConfigError, InputError
-from mindsimkit.mindcore.io import read_jsonl
+from mindsimkit.mindcore.io import read_json_file, read_jsonl
 
 NAMES_FILE = "mindeval_releases.yaml"
 
@@ -97,16 +97,9 @@ def jsonl_records(path: Path) -> Iterator[tuple[int, Record]]:
 
 
 def json_file(path: Path) -> Any:
-    """A whole-file JSON document (a missing, binary or broken file is an `InputError` naming it)."""
-    path = Path(path)
-    if not path.is_file():
-        raise InputError(f"{path} not found; give the path of the file you downloaded")
-    try:
-        return json.loads(path.read_bytes().decode("utf-8-sig"))
-    except UnicodeDecodeError as exc:
-        raise InputError(f"{path}: not UTF-8 text (byte {exc.start + 1}); is this the JSON file of the release?") from exc
-    except json.JSONDecodeError as exc:
-        raise InputError(f"{path}: not valid JSON ({exc.msg} at line {exc.lineno}, column {exc.colno})") from exc
+    """A whole-file JSON document (a missing, binary or broken file, or a repeated key, is an `InputError` naming
+    it)."""
+    return read_json_file(path, "the JSON file of the release you downloaded")
 
 
 def unique(ids: list[tuple[str, str]], what: str) -> None:

@@ -17,11 +17,13 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
+from inspect_ai._util.error import PrerequisiteError
 from inspect_ai.dataset import Sample
 
 from mindsimkit.judge.config import JudgeConfig
 from mindsimkit.mindcore.engine import Engines
-from mindsimkit.mindcore.errors import ConfigError
+from mindsimkit.mindcore.config import SEED_MAX
+from mindsimkit.mindcore.errors import ConfigError, UserError
 from mindsimkit.mindcore.preflight import preflight
 from mindsimkit.mindcore.recipe import Recipe
 from mindsimkit.mindsim.config import SimulationConfig
@@ -46,6 +48,57 @@ class TaskSettings:
     seed: int | None = None
     max_patients: int | None = None
     counsellor: str | None = None
+
+
+class TaskArgumentError(ConfigError, PrerequisiteError):
+    """A task argument (`-T`) the task cannot run with: a toolkit error whose one line inspect's command line
+    prints as it is, since inspect prints a PrerequisiteError's message without a traceback (any other
+    exception from a task function is printed with its whole traceback)."""
+
+    def __init__(self, message: str) -> None:
+        from rich.markup import escape
+
+        ConfigError.__init__(self, message)
+        # inspect prints it with rich's print: brackets in a path or value must not read as markup.
+        self.message = escape(f"error: {self}")
+
+
+# Counts a task argument may hold: (least, most); None for no bound beyond the recipe section's own.
+_COUNTS: dict[str, tuple[int, int | None]] = {
+    "sessions": (1, None), "replies": (1, None), "max_patients": (1, None), "seed": (0, SEED_MAX)}
+
+
+def _check_type(name: str, value: Any, kinds: tuple[type, ...], what: str) -> None:
+    # inspect reads `-T` values as YAML: `-T sessions=two` arrives as text, `-T seed=true` as a boolean.
+    if value is None or (isinstance(value, kinds) and not (isinstance(value, bool) and bool not in kinds)):
+        return
+    raise TaskArgumentError(f"-T {name}={value!r}: {type(value).__name__}, not {what}")
+
+
+def check_settings(s: "TaskSettings") -> None:
+    """Every `-T` argument checked before any file is read or engine started; TaskArgumentError names the first
+    one at fault and how to write it."""
+    for name in ("profiles", "recipe", "patient_engine", "counsellor"):
+        _check_type(name, getattr(s, name), (str,), "text")
+    for name, (least, most) in _COUNTS.items():
+        value = getattr(s, name)
+        _check_type(name, value, (int,), "a whole number")
+        if value is not None and (value < least or (most is not None and value > most)):
+            span = f"from {least} to {most}" if most is not None else f"{least} or more"
+            raise TaskArgumentError(f"-T {name}={value}: out of range; give a whole number {span}")
+    preset = s.preset
+    if preset is not None and not (isinstance(preset, str) or
+                                   (isinstance(preset, list) and all(isinstance(p, str) for p in preset))):
+        raise TaskArgumentError(f"-T preset={preset!r}: give a preset name or a list of names")
+    if not s.profiles.strip() or not Path(s.profiles).expanduser().is_dir():
+        raise TaskArgumentError(f"-T profiles={s.profiles!r}: not a folder; give the folder `mindsim profiles` wrote "
+                                "(it holds profiles.parquet)")
+    try:
+        variant(s.patient_engine)
+    except UserError as exc:
+        raise TaskArgumentError(f"-T patient_engine={s.patient_engine!r}: "
+                                f"{str(exc).removeprefix('simulation.patient_engine: ')}") from None
+    counsellor_label("", s.counsellor)
 
 
 def _presets_of(value: Any, engine: str) -> list[str]:
@@ -81,7 +134,7 @@ def counsellor_label(model_name: str, given: str | None = None) -> str:
     with characters a system name may not hold (`/`, spaces) as `_` (`mindsim/counsellor` → `counsellor`)."""
     if given:
         if not re.fullmatch(r"[\w.\-:]+", given):
-            raise ConfigError(f"-T counsellor={given!r}: use letters, digits and . _ - : only")
+            raise TaskArgumentError(f"-T counsellor={given!r}: use letters, digits and . _ - : only")
         return given
     name = model_name.split("/", 1)[1] if "/" in model_name else model_name
     return re.sub(r"[^\w.\-:]+", "_", name).strip("_") or "counsellor"
@@ -101,6 +154,16 @@ class Harness:
     _lock: asyncio.Lock | None = field(default=None, init=False)
 
     def __post_init__(self) -> None:
+        check_settings(self.settings)
+        try:
+            self._load()
+        except TaskArgumentError:
+            raise
+        except UserError as exc:
+            # The recipe, its section with the task's arguments, or the profiles: the same line `mindsim` prints.
+            raise TaskArgumentError(str(exc)) from None
+
+    def _load(self) -> None:
         from mindsimkit.judge.cli import judge_section
 
         s = self.settings

@@ -15,7 +15,7 @@ from typing import Any
 
 from inspect_ai import Epochs, Task, task
 
-from mindsimkit.mindsim_app.inspect.harness import Harness, TaskSettings
+from mindsimkit.mindsim_app.inspect.harness import Harness, TaskArgumentError, TaskSettings
 from mindsimkit.mindsim_app.inspect.scorers import mhqr, patientact_rubric, pooled
 from mindsimkit.mindsim_app.inspect.solver import patient_arc
 
@@ -70,6 +70,8 @@ def patientact(profiles: str, recipe: str = "quickstart", patient_engine: str = 
         preset: Simulation preset, e.g. patientact-reference (default: the recipe's).
         mhqr: Also judge every counsellor reply on the MHQR rubric.
     """
+    if not isinstance(mhqr, bool):
+        raise TaskArgumentError(f"-T mhqr={mhqr!r}: give true or false")
     return _task(Harness(_settings(locals())), with_mhqr=mhqr, with_patientact=True)
 
 

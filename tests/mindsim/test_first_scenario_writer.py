@@ -72,7 +72,8 @@ def test_unbound_first_writer_falls_back_to_scenario_writer_not_default(tmp_path
 
 
 def test_preflight_lists_and_budgets_the_first_writer():
-    r = Recipe(name="t", engines={"local": {"kind": "embedded"}, "other": {"kind": "embedded"}},
+    r = Recipe(name="t", engines={"local": {"kind": "embedded", "ctx_per_slot": 16384},
+                                    "other": {"kind": "embedded", "ctx_per_slot": 16384}},
                roles={"default": {"engine": "local", "max_tokens": 9000},
                       "first_scenario_writer": {"engine": "other", "max_tokens": 9000}})
     cfg = r.engines_config()

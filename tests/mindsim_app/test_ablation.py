@@ -30,7 +30,7 @@ NO_MEMORY = "There have been no earlier sessions with this patient."
 RECIPE = """
 name: ablation-test
 engines: {local: {kind: embedded}}
-roles: {default: {engine: local}}
+roles: {default: {engine: local}, "counsellor:b": {engine: local}}
 simulation: {sessions: SESSIONS, turn_cap: 3, counsellors: [counsellor, "counsellor:b"], trials: TRIALS}
 judge: {bootstrap_draws: 200, plots: true}
 """
@@ -51,7 +51,7 @@ class Play(SimResponder):
 
 
 def _engines(backend: FakeBackend) -> Engines:
-    return Engines.with_backend(backend, roles={"default": RoleSpec(engine="fake")})
+    return Engines.with_backend(backend, roles={"default": RoleSpec(engine="fake"), "counsellor:b": RoleSpec(engine="fake")})
 
 
 def make_run(root: Path, sessions: int = 3, trials: int = 1) -> Path:

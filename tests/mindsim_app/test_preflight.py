@@ -46,7 +46,7 @@ def _screen() -> dict:
 
 # -- budgets --------------------------------------------------------------------------------------
 def test_small_budget_is_refused_naming_role_schema_setting_and_minimum():
-    r = _recipe({"default": {"engine": "local", "max_tokens": 5000}, "screener": {"engine": "local", "max_tokens": 900}})
+    r = _recipe({"default": {"engine": "local", "max_tokens": 4000}, "screener": {"engine": "local", "max_tokens": 900}})
     with pytest.raises(ConfigError) as info:
         fit_budgets(r, r.engines_config(), {"profiles"})
     msg = str(info.value)

@@ -11,7 +11,7 @@ import pytest
 import yaml
 
 from inspectfakes import write_patients
-from mindsimkit.mindcore.errors import ConfigError, InputError, TransportError
+from mindsimkit.mindcore.errors import ConfigError, TransportError
 from mindsimkit.mindcore.types import ChatRequest, model_schema
 from mindsimkit.mindsim_app.inspect.backend import InspectBackend, generate_config, inline_refs
 from mindsimkit.mindsim_app.inspect.harness import Harness, TaskSettings, counsellor_label, simulation_section
@@ -50,7 +50,7 @@ def test_a_harness_reads_the_patients_and_refuses_a_bad_folder_or_recipe(tmp_pat
     h = Harness(TaskSettings(profiles=str(profiles), recipe="quickstart", sessions=1, max_patients=1, seed=9))
     assert [s.id for s in h.samples()] == ["p1"] and h.seed == 9 and h.config.sessions == 1
     assert h.samples()[0].metadata["profile"]["profile_id"] == "p1"
-    with pytest.raises(InputError):
+    with pytest.raises(ConfigError, match="not a folder"):  # a task argument: checked before anything is read
         Harness(TaskSettings(profiles=str(tmp_path / "nowhere")))
     with pytest.raises(ConfigError, match="nor a shipped recipe"):
         Harness(TaskSettings(profiles=str(profiles), recipe="no-such-recipe"))
