@@ -25,12 +25,24 @@ PRIORS = "priors.json"
 WHAT = "PatientAct situations"
 
 # The scaffold attributes the authors' generator samples; a priors file must give a distribution for each.
-SCAFFOLD_ATTRIBUTES = ("age_group", "biological_sex", "ethnicity", "occupation_type", "core_belief_theme",
-                       "attachment_style")
+SCAFFOLD_ATTRIBUTES = (
+    "age_group",
+    "biological_sex",
+    "ethnicity",
+    "occupation_type",
+    "core_belief_theme",
+    "attachment_style",
+)
 # The validator's checks read the whole outline; the writer reads only the first two (and the populations note
 # for a child or an older adult), so every field is required here.
-OUTLINE_LISTS = ("key_characteristics", "important_notes", "contraindications", "differential_considerations",
-                 "special_populations", "red_flags")
+OUTLINE_LISTS = (
+    "key_characteristics",
+    "important_notes",
+    "contraindications",
+    "differential_considerations",
+    "special_populations",
+    "red_flags",
+)
 SEVERITIES = ("mild", "moderate", "severe")
 
 
@@ -130,8 +142,10 @@ def _load(path: Path, what: str) -> Any:
     try:
         return json.loads(path.read_text(encoding="utf-8"))
     except FileNotFoundError:
-        raise InputError(f"{path} not found; the folder is not a complete `mindsim import patientact-situations` "
-                         "output: import the files again") from None
+        raise InputError(
+            f"{path} not found; the folder is not a complete `mindsim import patientact-situations` "
+            "output: import the files again"
+        ) from None
     except (OSError, UnicodeDecodeError, json.JSONDecodeError) as exc:
         raise InputError(f"{path}: unreadable {what} ({exc}); import the files again") from exc
 
@@ -141,21 +155,26 @@ def read_inputs(folder: str | Path) -> PatientActInputs:
     folder = Path(folder)
     record = _load(folder / RECORD, "import record")
     if not isinstance(record, dict) or record.get("what") != WHAT or not isinstance(record.get("files"), dict):
-        raise InputError(f"{folder / RECORD}: not the record of `mindsim import patientact-situations`; give the "
-                         "folder that command wrote")
+        raise InputError(
+            f"{folder / RECORD}: not the record of `mindsim import patientact-situations`; give the "
+            "folder that command wrote"
+        )
     files: dict[str, Any] = record["files"]
     try:
         rows = [json.loads(line) for line in (folder / SITUATIONS).read_text(encoding="utf-8").splitlines() if line]
-        data = {"situations": rows,
-                "outlines": _load(folder / OUTLINES, "outlines") if "outlines" in files else None,
-                "priors": _load(folder / PRIORS, "priors") if "priors" in files else None}
+        data = {
+            "situations": rows,
+            "outlines": _load(folder / OUTLINES, "outlines") if "outlines" in files else None,
+            "priors": _load(folder / PRIORS, "priors") if "priors" in files else None,
+        }
         return PatientActInputs.model_validate(data)
     except FileNotFoundError:
         raise InputError(f"{folder / SITUATIONS} not found; import the files again") from None
     except (OSError, UnicodeDecodeError, json.JSONDecodeError, ValidationError) as exc:
         first = str(exc).splitlines()[0] if not isinstance(exc, ValidationError) else _first(exc)
-        raise InputError(f"{folder}: the imported PatientAct inputs do not read back ({first}); import the files "
-                         "again") from exc
+        raise InputError(
+            f"{folder}: the imported PatientAct inputs do not read back ({first}); import the files again"
+        ) from exc
 
 
 def _first(exc: ValidationError) -> str:
