@@ -17,6 +17,7 @@ PUBLIC_MODULES = (
     "dataset",
     "formulation",  # `draft_model`: PatientAct's decomposition budget reads the writer schema's list limits
     "moves",
+    "patientact_inputs",  # the typed reader of `mindsim import patientact-situations`'s folder
     "pipeline",
     "psych",
     "render",

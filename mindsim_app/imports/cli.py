@@ -91,3 +91,50 @@ def v1_cmd(
             {"ratings": len(got["rows"]), "raters": got["raters"], "conversations": got["conversations"],
              "skipped_by_status": got["skipped_by_status"], "rubric": got["rubric"]},
             {"ratings": path})
+
+
+@app.command("patientact-situations")
+def patientact_cmd(
+    file: Path = typer.Argument(..., help="PatientHub's data/seeds/patientAct.json as downloaded"),
+    outlines: Path | None = typer.Option(None, "--outlines",
+                                         help="data/resources/PatientAct/disease_outlines.json (each situation's "
+                                              "disease key must have one)"),
+    priors: Path | None = typer.Option(None, "--priors", help="data/resources/PatientAct/attribute_priors.json"),
+    disease_priors: Path | None = typer.Option(None, "--disease-priors",
+                                               help="data/resources/PatientAct/disease_priors.json (needs --priors)"),
+    out: Path = typer.Option(..., "--out", help="Folder for situations.jsonl, outlines.json, priors.json and "
+                                                "import.json (read by the profile stage)"),
+) -> None:
+    """The PatientAct authors' clinical situations, disease outlines and attribute priors (PatientHub, downloaded
+    by you) → a folder of situations, outlines and priors in the toolkit's shape that the profile stage reads."""
+    from mindsimkit.mindcore.io import atomic_write_json, atomic_write_jsonl, check_out_folder
+    from mindsimkit.mindsim_app.imports.common import file_sha256
+    from mindsimkit.mindsim_app.imports.patientact import convert
+    from mindsimkit.profilegen import patientact_inputs as pi
+
+    check_out_folder(out)
+    got = convert(file, outlines, priors, disease_priors)
+    out.mkdir(parents=True, exist_ok=True)
+    # A finished import is the one its import.json lists: that record goes last, so a folder whose writing was cut
+    # short still reads as the previous import (or as none).
+    files = {"situations": atomic_write_jsonl(out / pi.SITUATIONS, (s.model_dump() for s in got["situations"]))}
+    if got["outlines"] is not None:
+        files["outlines"] = atomic_write_json(out / pi.OUTLINES, {k: v.model_dump() for k, v in got["outlines"].items()})
+    if got["priors"] is not None:
+        files["priors"] = atomic_write_json(out / pi.PRIORS, got["priors"].model_dump(by_alias=True))
+    sources = {"situations": file, "outlines": outlines, "priors": priors, "disease priors": disease_priors}
+    record = {"what": pi.WHAT,
+              "sources": {k: {"path": str(p), "sha256": file_sha256(p)} for k, p in sources.items() if p is not None},
+              "situations": len(got["situations"]), "disease_keys": got["disease_keys"],
+              "outlines": len(got["outlines"] or {}),
+              "disease_priors": sorted(got["priors"].by_disease) if got["priors"] is not None else [],
+              "files": {k: str(v) for k, v in files.items()}}
+    atomic_write_json(out / pi.RECORD, record)
+    for name in (pi.OUTLINES, pi.PRIORS):
+        if not any(Path(v).name == name for v in files.values()):
+            (out / name).unlink(missing_ok=True)  # left by an earlier import that had it; this one has none
+    typer.echo(f"imported {len(got['situations'])} situations over {len(got['disease_keys'])} disease keys, "
+               f"{record['outlines']} outlines, {'priors' if priors else 'no priors'} into {out}")
+    for label, path in files.items():
+        typer.echo(f"  {label}: {path}")
+    typer.echo(f"  import record: {out / pi.RECORD}")
