@@ -36,6 +36,7 @@ PUBLIC_MODULES = (
     "runlog",
     "runner",
     "runners",
+    "sandbox",
     "shards",
     "stages",
     "systems",

@@ -49,13 +49,19 @@ def present_target(population: list[Profile], rates: Rates) -> dict[str, float]:
 
 def _present(profiles: list[Profile]) -> Counter:
     n = max(len(profiles), 1)
-    counts: Counter = Counter(v for p in profiles
-                              for v in {p.anchor.main_problem, p.anchor.secondary_problem} - {None})
+    counts: Counter = Counter(v for p in profiles for v in {p.anchor.main_problem, p.anchor.secondary_problem} - {None})
     return Counter({k: 100 * c / n for k, c in counts.items()})
 
 
-PROBLEM_HEADERS = ("problem", "main: target %", "main: pool %", "main: benchmark %", "present: target %",
-                   "present: pool %", "present: benchmark %")
+PROBLEM_HEADERS = (
+    "problem",
+    "main: target %",
+    "main: pool %",
+    "main: benchmark %",
+    "present: target %",
+    "present: pool %",
+    "present: benchmark %",
+)
 
 
 def problem_rows(population: list[Profile], rates: Rates | None = None) -> list[tuple[str, ...]]:
@@ -67,14 +73,25 @@ def problem_rows(population: list[Profile], rates: Rates | None = None) -> list[
     present_t = present_target(population, rates) if rates else {}
     main_pool, main_bench = _shares(pool, "main_problem"), _shares(bench, "main_problem")
     pres_pool, pres_bench = _present(pool), _present(bench)
-    problems = sorted(set(main_t) | set(present_t) | set(_present(population)),
-                      key=lambda k: (-present_t.get(k, 0.0), k))
+    problems = sorted(
+        set(main_t) | set(present_t) | set(_present(population)), key=lambda k: (-present_t.get(k, 0.0), k)
+    )
 
     def pct(table: dict[str, float], key: str, known: bool = True) -> str:
         return f"{table.get(key, 0.0):.1f}" if known else ""
 
-    return [(k, pct(main_t, k, bool(rates)), pct(main_pool, k), pct(main_bench, k), pct(present_t, k, bool(rates)),
-             pct(pres_pool, k), pct(pres_bench, k)) for k in problems]
+    return [
+        (
+            k,
+            pct(main_t, k, bool(rates)),
+            pct(main_pool, k),
+            pct(main_bench, k),
+            pct(present_t, k, bool(rates)),
+            pct(pres_pool, k),
+            pct(pres_bench, k),
+        )
+        for k in problems
+    ]
 
 
 def table_rows(population: list[Profile], rates: Rates | None = None) -> list[tuple[str, str, str, str, str, str]]:
