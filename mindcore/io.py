@@ -209,27 +209,25 @@ def read_jsonl(path: str | os.PathLike) -> Iterator[tuple[int, Any]]:
     """Yield (line number, parsed object); blank lines are skipped. A missing, binary or non-UTF-8 file
     and a line that is not JSON are `InputError`s naming the file and line."""
     from mindsimkit.mindcore.errors import InputError
+    from mindsimkit.mindcore.inputs import input_lines, loads_json
 
-    if not Path(path).is_file():
-        raise InputError(f"{path} not found; give the path of a JSONL file (one JSON object per line)")
-    with open(path, "rb") as f:
-        for i, raw in enumerate(f, start=1):
-            if b"\x00" in raw:
-                raise InputError(f"{path}:{i}: binary data, not a JSONL text file")
-            try:
-                line = raw.decode("utf-8-sig" if i == 1 else "utf-8")
-            except UnicodeDecodeError as exc:
-                raise InputError(f"{path}:{i}: not UTF-8 text (byte {exc.start + 1} of the line); "
-                                 "save the file as UTF-8") from exc
-            if not line.strip():
-                continue
-            try:
-                obj = json.loads(line)
-            except json.JSONDecodeError as exc:
-                raise InputError(f"{path}:{i}: not valid JSON ({exc.msg} at column {exc.colno})") from exc
-            except ValueError as exc:  # e.g. an integer of more digits than Python converts (4,300)
-                raise InputError(f"{path}:{i}: not JSON this reader accepts ({exc})") from exc
-            yield i, obj
+    for i, raw in input_lines(path, "JSONL file", hint="give the path of a JSONL file (one JSON object per line)"):
+        if b"\x00" in raw:
+            raise InputError(f"{path}:{i}: binary data, not a JSONL text file")
+        try:
+            line = raw.decode("utf-8-sig" if i == 1 else "utf-8")
+        except UnicodeDecodeError as exc:
+            raise InputError(f"{path}:{i}: not UTF-8 text (byte {exc.start + 1} of the line); "
+                             "save the file as UTF-8") from exc
+        if not line.strip():
+            continue
+        try:
+            obj = loads_json(line, f"{path}:{i}")
+        except json.JSONDecodeError as exc:
+            raise InputError(f"{path}:{i}: not valid JSON ({exc.msg} at column {exc.colno})") from exc
+        except ValueError as exc:  # e.g. an integer of more digits than Python converts (4,300)
+            raise InputError(f"{path}:{i}: not JSON this reader accepts ({exc})") from exc
+        yield i, obj
 
 
 def check_out_folder(path: str | os.PathLike, option: str = "--out") -> Path:

@@ -16,12 +16,12 @@ Studio users after the raters. Answers are checked against the protocol as the s
 
 from __future__ import annotations
 
-import json
 from pathlib import Path
 from typing import Any, Iterable
 from xml.sax.saxutils import quoteattr
 
 from mindsimkit.mindcore.errors import InputError
+from mindsimkit.mindcore.inputs import loads_json, read_input_text
 from mindsimkit.mindcore.io import atomic_write_json, atomic_write_text
 from mindsimkit.judge.ratings import Ratings, cell_value, counted_out
 from mindsimkit.judge.rubrics import Rubric
@@ -215,9 +215,10 @@ def _scale_value(form: dict[str, Any], name: str, by: dict[str, dict[str, Any]],
 
 
 def _load_export(export: Path) -> list[Any]:
+    text = read_input_text(export, "Label Studio export")
     try:
-        data = json.loads(Path(export).read_text(encoding="utf-8"))
-    except (OSError, ValueError) as exc:
+        data = loads_json(text, str(export))
+    except ValueError as exc:
         raise InputError(f"{export}: not a Label Studio JSON export ({exc})") from exc
     if not isinstance(data, list):
         raise InputError(f"{export}: expected a JSON list of tasks (Label Studio's 'JSON' export)")

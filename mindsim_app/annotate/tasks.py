@@ -28,6 +28,7 @@ from typing import Any, Optional, Sequence
 from pydantic import BaseModel, ConfigDict, Field
 
 from mindsimkit.mindcore.errors import InputError
+from mindsimkit.mindcore.inputs import loads_json, read_input_text
 from mindsimkit.mindcore.io import atomic_write_bytes, read_jsonl
 
 FORMAT = "mindsim-annotate/1"
@@ -210,9 +211,8 @@ def load_task(task_dir: Path) -> Task:
 
 
 def load_key(path: Path) -> dict[str, Any]:
-    if not Path(path).is_file():
-        raise InputError(f"key file {path} not found; the sampler writes it beside the task folder as TASK.key.json")
+    text = read_input_text(path, "key file", hint="the sampler writes it beside the task folder as TASK.key.json")
     try:
-        return json.loads(Path(path).read_text(encoding="utf-8"))
+        return loads_json(text, str(path))
     except ValueError as exc:
         raise InputError(f"{path}: not a key file ({exc})") from exc

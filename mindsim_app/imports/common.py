@@ -16,6 +16,7 @@ from typing import Any, Callable, Iterator, Literal, overload
 
 from mindsimkit.mindcore import yamlio
 from mindsimkit.mindcore.errors import ConfigError, InputError
+from mindsimkit.mindcore.inputs import loads_json, read_input_bytes
 from mindsimkit.mindcore.io import read_jsonl
 
 NAMES_FILE = "mindeval_releases.yaml"
@@ -99,10 +100,9 @@ def jsonl_records(path: Path) -> Iterator[tuple[int, Record]]:
 def json_file(path: Path) -> Any:
     """A whole-file JSON document (a missing, binary or broken file is an `InputError` naming it)."""
     path = Path(path)
-    if not path.is_file():
-        raise InputError(f"{path} not found; give the path of the file you downloaded")
+    data = read_input_bytes(path, "file", hint="give the path of the file you downloaded")
     try:
-        return json.loads(path.read_bytes().decode("utf-8-sig"))
+        return loads_json(data.decode("utf-8-sig"), str(path))
     except UnicodeDecodeError as exc:
         raise InputError(f"{path}: not UTF-8 text (byte {exc.start + 1}); is this the JSON file of the release?") from exc
     except json.JSONDecodeError as exc:
