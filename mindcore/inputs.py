@@ -53,10 +53,11 @@ def check_input(path: str | os.PathLike[str], what: str = "input file", *,
     return path
 
 
-def read_input_bytes(path: str | os.PathLike[str], what: str = "input file", max_bytes: int = MAX_DOCUMENT_BYTES, *,
+def read_input_bytes(path: str | os.PathLike[str], what: str = "input file", max_bytes: int | None = None, *,
                      error: type[UserError] = InputError, hint: str = "") -> bytes:
-    """The whole file, refused before reading when it is larger than `max_bytes` (and never more than that read,
-    should it grow meanwhile)."""
+    """The whole file, refused when it is larger than `max_bytes` (default `MAX_DOCUMENT_BYTES`); never more than
+    that is read, whatever the file claims or becomes meanwhile."""
+    max_bytes = MAX_DOCUMENT_BYTES if max_bytes is None else max_bytes
     path = check_input(path, what, error=error, hint=hint)
     try:
         with open(path, "rb") as fh:
@@ -69,7 +70,7 @@ def read_input_bytes(path: str | os.PathLike[str], what: str = "input file", max
     return data
 
 
-def read_input_text(path: str | os.PathLike[str], what: str = "input file", max_bytes: int = MAX_DOCUMENT_BYTES, *,
+def read_input_text(path: str | os.PathLike[str], what: str = "input file", max_bytes: int | None = None, *,
                     error: type[UserError] = InputError, hint: str = "") -> str:
     """`read_input_bytes` decoded as UTF-8 (a byte-order mark dropped); binary data or another encoding is
     `error` naming the line."""
@@ -84,10 +85,11 @@ def read_input_text(path: str | os.PathLike[str], what: str = "input file", max_
         raise error(f"{what} {path}:{line}: not UTF-8 text (byte {exc.start + 1}); save the file as UTF-8") from None
 
 
-def input_lines(path: str | os.PathLike[str], what: str = "input file", max_line_bytes: int = MAX_LINE_BYTES, *,
+def input_lines(path: str | os.PathLike[str], what: str = "input file", max_line_bytes: int | None = None, *,
                 error: type[UserError] = InputError, hint: str = "") -> Iterator[tuple[int, bytes]]:
-    """(line number, raw bytes) of each line, refusing a line longer than `max_line_bytes` when it gets there
-    (a file of one endless line is not read into memory whole)."""
+    """(line number, raw bytes) of each line, refusing a line longer than `max_line_bytes` (default
+    `MAX_LINE_BYTES`) when it gets there: a file of one endless line is not read into memory whole."""
+    max_line_bytes = MAX_LINE_BYTES if max_line_bytes is None else max_line_bytes
     path = check_input(path, what, error=error, hint=hint)
     with open(path, "rb") as fh:
         n = 0
