@@ -463,8 +463,7 @@ class OpenAIBackend:
                 return reply
             except (*wire.TIMEOUTS, *wire.NETWORK_ERRORS) as exc:
                 timed_out = isinstance(exc, wire.TIMEOUTS)
-                what = _timeout_text(exc, request.timeout_s or self.timeout_s, self.connect_timeout_s, self.name) \
-                    if timed_out else "could not connect"
+                what = _timeout_text(exc, request, self) if timed_out else "could not connect"
                 # A refused connection will not fix itself in seconds: retry once, then stop.
                 limit = (0 if PROBING.get() else self.max_retries) if timed_out else 1
                 self._server_failed(server, what)
@@ -562,12 +561,16 @@ class _InFlight:
 IN_FLIGHT = _InFlight()
 
 
-def _timeout_text(exc: BaseException, total_s: float, connect_s: float, engine: str) -> str:
+def _timeout_text(exc: BaseException, request: ChatRequest, backend: "OpenAIBackend") -> str:
+    """Which timeout ran out, and the setting that holds it."""
+    total = request.timeout_s or backend.timeout_s
+    setting = "the role's timeout_s" if request.timeout_s else f"engines.{backend.name}.timeout_s"
     if isinstance(exc, wire.TotalTimeout):
-        return f"did not answer within {total_s:g} s (engines.{engine}.timeout_s)"
+        return f"did not answer within {total:g} s ({setting})"
     if isinstance(exc, httpcore.ConnectTimeout):
-        return f"did not take the connection within {min(connect_s, total_s):g} s (engines.{engine}.connect_timeout_s)"
-    return "timed out"
+        return (f"did not take the connection within {min(backend.connect_timeout_s, total):g} s "
+                f"(engines.{backend.name}.connect_timeout_s)")
+    return f"timed out ({setting}: {total:g} s)"
 
 
 def _backoff(attempt: int) -> float:
