@@ -27,16 +27,22 @@ MAX_LINE_BYTES = 64 * MIB
 # Arrays and objects inside one another in one JSON document: real files use fewer than 20.
 MAX_JSON_DEPTH = 100
 
-_KINDS = ((stat.S_ISDIR, "a folder"), (stat.S_ISCHR, "a character device"), (stat.S_ISBLK, "a block device"),
-          (stat.S_ISFIFO, "a named pipe (FIFO)"), (stat.S_ISSOCK, "a socket"))
+_KINDS = (
+    (stat.S_ISDIR, "a folder"),
+    (stat.S_ISCHR, "a character device"),
+    (stat.S_ISBLK, "a block device"),
+    (stat.S_ISFIFO, "a named pipe (FIFO)"),
+    (stat.S_ISSOCK, "a socket"),
+)
 
 
 def _size(n: int) -> str:
     return f"{n / MIB:g} MiB" if n >= MIB else f"{n} bytes"
 
 
-def check_input(path: str | os.PathLike[str], what: str = "input file", *,
-                error: type[UserError] = InputError, hint: str = "") -> Path:
+def check_input(
+    path: str | os.PathLike[str], what: str = "input file", *, error: type[UserError] = InputError, hint: str = ""
+) -> Path:
     """`path` if it is a regular file (links followed); else `error` naming it and what it is. Only `stat` is
     called: opening a FIFO would block until something writes to it."""
     path = Path(path)
@@ -53,8 +59,14 @@ def check_input(path: str | os.PathLike[str], what: str = "input file", *,
     return path
 
 
-def read_input_bytes(path: str | os.PathLike[str], what: str = "input file", max_bytes: int | None = None, *,
-                     error: type[UserError] = InputError, hint: str = "") -> bytes:
+def read_input_bytes(
+    path: str | os.PathLike[str],
+    what: str = "input file",
+    max_bytes: int | None = None,
+    *,
+    error: type[UserError] = InputError,
+    hint: str = "",
+) -> bytes:
     """The whole file, refused when it is larger than `max_bytes` (default `MAX_DOCUMENT_BYTES`); never more than
     that is read, whatever the file claims or becomes meanwhile."""
     max_bytes = MAX_DOCUMENT_BYTES if max_bytes is None else max_bytes
@@ -65,13 +77,21 @@ def read_input_bytes(path: str | os.PathLike[str], what: str = "input file", max
     except OSError as exc:
         raise error(f"{what} {path} cannot be read ({exc.strerror or type(exc).__name__})") from None
     if len(data) > max_bytes:
-        raise error(f"{what} {path} is larger than {_size(max_bytes)}, more than any such file holds; "
-                    "check that it is the right file")
+        raise error(
+            f"{what} {path} is larger than {_size(max_bytes)}, more than any such file holds; "
+            "check that it is the right file"
+        )
     return data
 
 
-def read_input_text(path: str | os.PathLike[str], what: str = "input file", max_bytes: int | None = None, *,
-                    error: type[UserError] = InputError, hint: str = "") -> str:
+def read_input_text(
+    path: str | os.PathLike[str],
+    what: str = "input file",
+    max_bytes: int | None = None,
+    *,
+    error: type[UserError] = InputError,
+    hint: str = "",
+) -> str:
     """`read_input_bytes` decoded as UTF-8 (a byte-order mark dropped); binary data or another encoding is
     `error` naming the line."""
     data = read_input_bytes(path, what, max_bytes, error=error, hint=hint)
@@ -85,8 +105,14 @@ def read_input_text(path: str | os.PathLike[str], what: str = "input file", max_
         raise error(f"{what} {path}:{line}: not UTF-8 text (byte {exc.start + 1}); save the file as UTF-8") from None
 
 
-def input_lines(path: str | os.PathLike[str], what: str = "input file", max_line_bytes: int | None = None, *,
-                error: type[UserError] = InputError, hint: str = "") -> Iterator[tuple[int, bytes]]:
+def input_lines(
+    path: str | os.PathLike[str],
+    what: str = "input file",
+    max_line_bytes: int | None = None,
+    *,
+    error: type[UserError] = InputError,
+    hint: str = "",
+) -> Iterator[tuple[int, bytes]]:
     """(line number, raw bytes) of each line, refusing a line longer than `max_line_bytes` (default
     `MAX_LINE_BYTES`) when it gets there: a file of one endless line is not read into memory whole."""
     max_line_bytes = MAX_LINE_BYTES if max_line_bytes is None else max_line_bytes
@@ -96,8 +122,10 @@ def input_lines(path: str | os.PathLike[str], what: str = "input file", max_line
         while raw := fh.readline(max_line_bytes + 1):
             n += 1
             if len(raw) > max_line_bytes and not raw.endswith(b"\n"):
-                raise error(f"{what} {path}:{n}: a line longer than {_size(max_line_bytes)}; one record per line "
-                            "is far shorter, so this is not a JSONL file of this kind")
+                raise error(
+                    f"{what} {path}:{n}: a line longer than {_size(max_line_bytes)}; one record per line "
+                    "is far shorter, so this is not a JSONL file of this kind"
+                )
             yield n, raw
 
 
@@ -117,16 +145,18 @@ def json_depth(obj: Any) -> int:
     return deepest
 
 
-def loads_json(text: str | bytes, where: str, max_depth: int = MAX_JSON_DEPTH, *,
-               error: type[UserError] = InputError) -> Any:
+def loads_json(
+    text: str | bytes, where: str, max_depth: int = MAX_JSON_DEPTH, *, error: type[UserError] = InputError
+) -> Any:
     """`json.loads(text)`, with nesting deeper than `max_depth` refused as `error` at `where` (Python's parser
     recurses, so very deep nesting otherwise ends in a RecursionError). `json.JSONDecodeError` passes through
     for the caller to word."""
     try:
         obj = json.loads(text)
     except RecursionError:
-        raise error(f"{where}: JSON nested deeper than {max_depth} levels; no file of this kind nests so "
-                    "deep") from None
+        raise error(
+            f"{where}: JSON nested deeper than {max_depth} levels; no file of this kind nests so deep"
+        ) from None
     if json_depth(obj) > max_depth:
         raise error(f"{where}: JSON nested deeper than {max_depth} levels; no file of this kind nests so deep")
     return obj

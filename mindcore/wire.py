@@ -53,10 +53,6 @@ class TotalTimeout(httpcore.TimeoutException):
     alone never fire on a server that sends one byte a second, so the total is enforced around the exchange."""
 
 
-class ReplyTooLarge(httpcore.ProtocolError):
-    """A reply body over `MAX_REPLY_BYTES`."""
-
-
 # What the SDK counted as a retryable network failure, kept apart from a timeout (see OpenAIBackend._send).
 NETWORK_ERRORS = (httpcore.NetworkError, httpcore.ProtocolError, httpcore.ProxyError, httpcore.UnsupportedProtocol,
                   OSError)
@@ -76,6 +72,10 @@ class HTTPStatusError(Exception):
 
 class BadReply(Exception):
     """A 2xx answer that is not a chat completion (not JSON, or no choices)."""
+
+
+class ReplyTooLarge(BadReply):
+    """A reply body over `MAX_REPLY_BYTES` (or a smaller bound the caller set): broken, whatever its status."""
 
 
 @functools.lru_cache(maxsize=1)

@@ -67,8 +67,9 @@ def safe_load(text: str) -> Any:
     try:
         data = _load(text)
     except RecursionError:
-        raise TooLarge(f"the document nests deeper than Python can read (more than {MAX_DEPTH} levels is refused); "
-                       "flatten it") from None
+        raise TooLarge(
+            f"the document nests deeper than Python can read (more than {MAX_DEPTH} levels is refused); flatten it"
+        ) from None
     check_size(data)
     return data
 
@@ -82,7 +83,7 @@ def _load(text: str) -> Any:
     return yaml.load(text, Loader=_PureLoader)  # noqa: S506 - a subclass of SafeLoader
 
 
-class TooLarge(yaml.YAMLError):
+class TooLarge(yaml.YAMLError):  # type: ignore[misc]
     """A document whose aliases expand it beyond `MAX_VALUES`, that refers to itself, or nests beyond `MAX_DEPTH`."""
 
     def __init__(self, problem: str):
@@ -111,16 +112,17 @@ def check_size(data: Any) -> int:
             size[key] = 1 + len(items) + sum(size[id(c)] - 1 for c in nested)
             depth[key] = 1 + max((depth[id(c)] for c in nested), default=0)
             if size[key] > MAX_VALUES:
-                raise TooLarge(f"aliases (*name) expand the document to more than {MAX_VALUES:,} values; "
-                               "write the values out, or use fewer aliases")
+                raise TooLarge(
+                    f"aliases (*name) expand the document to more than {MAX_VALUES:,} values; "
+                    "write the values out, or use fewer aliases"
+                )
             if depth[key] > MAX_DEPTH:
                 raise TooLarge(f"the document nests more than {MAX_DEPTH} levels deep; flatten it")
             continue
         if key in size:
             continue
         if key in open_:
-            raise TooLarge("an alias (*name) refers to a value that contains it, so the value never ends; "
-                           "write it out")
+            raise TooLarge("an alias (*name) refers to a value that contains it, so the value never ends; write it out")
         open_.add(key)
         stack.append((node, True))
         stack.extend((c, False) for c in nested if id(c) not in size)

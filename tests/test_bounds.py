@@ -36,8 +36,7 @@ ENV.pop("FORCE_COLOR", None)
 def mindsim(*args: object, cwd: Path, timeout: float = 90) -> tuple[subprocess.CompletedProcess, float]:
     assert MINDSIM, "the `mindsim` console script is not installed (make install)"
     t0 = time.monotonic()
-    proc = subprocess.run([MINDSIM, *map(str, args)], cwd=cwd, env=ENV, capture_output=True, text=True,
-                          timeout=timeout)
+    proc = subprocess.run([MINDSIM, *map(str, args)], cwd=cwd, env=ENV, capture_output=True, text=True, timeout=timeout)
     return proc, time.monotonic() - t0
 
 
@@ -82,8 +81,10 @@ class HostileServer:
                     while not self._stop.wait(0.05):
                         conn.sendall(b" ")
                 elif self.mode == "429":
-                    conn.sendall(b"HTTP/1.1 429 Too Many Requests\r\nRetry-After: 100000\r\nContent-Type: "
-                                 b"application/json\r\nContent-Length: 2\r\n\r\n{}")
+                    conn.sendall(
+                        b"HTTP/1.1 429 Too Many Requests\r\nRetry-After: 100000\r\nContent-Type: "
+                        b"application/json\r\nContent-Length: 2\r\n\r\n{}"
+                    )
         except OSError:
             pass
         finally:
@@ -111,13 +112,19 @@ def _recipe(path: Path, base_url: str, engine_extra: str = "") -> Path:
     path.write_text(
         "name: hostile\nseed: 3\nengines:\n"
         f"  stub: {{kind: openai, base_url: '{base_url}', model: m, native_tools: false, timeout_s: 1.5, "
-        f"connect_timeout_s: 1{engine_extra}}}\nroles:\n  default: {{engine: stub}}\n")
+        f"connect_timeout_s: 1{engine_extra}}}\nroles:\n  default: {{engine: stub}}\n"
+    )
     return path
 
 
-@pytest.mark.parametrize("mode, says", [("silent", "did not answer within 1.5 s (engines.stub.timeout_s)"),
-                                        ("drip", "did not answer within 1.5 s (engines.stub.timeout_s)"),
-                                        ("429", "HTTP 429")])
+@pytest.mark.parametrize(
+    "mode, says",
+    [
+        ("silent", "did not answer within 1.5 s (engines.stub.timeout_s)"),
+        ("drip", "did not answer within 1.5 s (engines.stub.timeout_s)"),
+        ("429", "HTTP 429"),
+    ],
+)
 def test_engines_check_ends_in_its_bound_on_a_hostile_server(mode, says, hostile, tmp_path):
     server = hostile(mode)
     extra = ", max_retry_after_s: 0.5" if mode == "429" else ""
@@ -134,8 +141,7 @@ def test_engines_check_ends_in_its_bound_on_a_hostile_server(mode, says, hostile
 
 def test_run_stops_in_preflight_on_a_silent_engine(hostile, tmp_path):
     server = hostile("silent")
-    proc, wall = mindsim("run", _recipe(tmp_path / "r.yaml", server.base_url), "--out", tmp_path / "out",
-                         cwd=tmp_path)
+    proc, wall = mindsim("run", _recipe(tmp_path / "r.yaml", server.base_url), "--out", tmp_path / "out", cwd=tmp_path)
     assert proc.returncode == 1, proc.stderr
     assert "did not answer within 1.5 s" in proc.stderr and "engine 'stub'" in proc.stderr
     assert wall < 40, f"run took {wall:.0f} s"
@@ -186,8 +192,9 @@ def test_progress_lines_name_the_engine_waited_on():
     finally:
         IN_FLIGHT.end(token)
     running = [ln for ln in stream.getvalue().splitlines() if " running, " in ln]
-    assert running and all("waiting on engine 'slow' at http://127.0.0.1:9/v1 (1 request, the oldest" in ln
-                           for ln in running), stream.getvalue()
+    assert running and all(
+        "waiting on engine 'slow' at http://127.0.0.1:9/v1 (1 request, the oldest" in ln for ln in running
+    ), stream.getvalue()
     assert without_progress(stream.getvalue()) == ""
     assert IN_FLIGHT.waiting_on() == ""
 
@@ -224,8 +231,14 @@ print(json.dumps(out))
 
 
 def _drive(cases: dict[str, list[str]], cwd: Path) -> dict[str, dict]:
-    proc = subprocess.run([sys.executable, "-c", _DRIVER, json.dumps(cases)], cwd=cwd, env=ENV,
-                          capture_output=True, text=True, timeout=120)
+    proc = subprocess.run(
+        [sys.executable, "-c", _DRIVER, json.dumps(cases)],
+        cwd=cwd,
+        env=ENV,
+        capture_output=True,
+        text=True,
+        timeout=120,
+    )
     assert proc.returncode == 0, proc.stderr
     return json.loads(proc.stdout.splitlines()[-1])
 
@@ -246,24 +259,48 @@ def test_dev_zero_and_a_fifo_are_refused_as_any_input(tmp_path):
     assert not (tmp_path / "imported").exists() and not (tmp_path / "ref.parquet").exists()
 
 
-BILLION_LAUGHS = "\n".join(
-    ["name: laughs", "seed: 1", "engines:", "  e: {kind: openai, base_url: 'http://127.0.0.1:9/v1', model: m}",
-     "roles:", "  default:", "    engine: e", "    extra_body:", "      l0: &l0 [lol, lol, lol, lol, lol, lol, lol, lol, lol]"]
-    + [f"      l{i}: &l{i} [{', '.join([f'*l{i - 1}'] * 9)}]" for i in range(1, 10)]) + "\n"
+BILLION_LAUGHS = (
+    "\n".join(
+        [
+            "name: laughs",
+            "seed: 1",
+            "engines:",
+            "  e: {kind: openai, base_url: 'http://127.0.0.1:9/v1', model: m}",
+            "roles:",
+            "  default:",
+            "    engine: e",
+            "    extra_body:",
+            "      l0: &l0 [lol, lol, lol, lol, lol, lol, lol, lol, lol]",
+        ]
+        + [f"      l{i}: &l{i} [{', '.join([f'*l{i - 1}'] * 9)}]" for i in range(1, 10)]
+    )
+    + "\n"
+)
 
 
 def test_an_alias_bomb_and_a_huge_name_are_refused_before_any_engine(tmp_path):
     (tmp_path / "laughs.yaml").write_text(BILLION_LAUGHS)
     (tmp_path / "loop.yaml").write_text(BILLION_LAUGHS.split("    extra_body:")[0] + "    stop: &me [a, *me]\n")
-    (tmp_path / "name.yaml").write_text(BILLION_LAUGHS.split("seed")[0].replace("laughs", "x" * 1_000_000) +
-                                        "engines:\n  e: {kind: openai, base_url: 'http://127.0.0.1:9/v1', model: m}\n"
-                                        "roles:\n  default: {engine: e}\n")
-    got = _drive({"laughs": ["engines", "check", "laughs.yaml"], "loop": ["engines", "check", "loop.yaml"],
-                  "name": ["engines", "check", "name.yaml"],
-                  "run": ["run", "laughs.yaml", "--out", "out"]}, tmp_path)
-    for name, says in [("laughs", "aliases (*name) expand the document to more than 1,000,000 values"),
-                       ("loop", "refers to a value that contains it"), ("name", "name: String should have at most 200"),
-                       ("run", "aliases (*name) expand")]:
+    (tmp_path / "name.yaml").write_text(
+        BILLION_LAUGHS.split("seed")[0].replace("laughs", "x" * 1_000_000)
+        + "engines:\n  e: {kind: openai, base_url: 'http://127.0.0.1:9/v1', model: m}\n"
+        "roles:\n  default: {engine: e}\n"
+    )
+    got = _drive(
+        {
+            "laughs": ["engines", "check", "laughs.yaml"],
+            "loop": ["engines", "check", "loop.yaml"],
+            "name": ["engines", "check", "name.yaml"],
+            "run": ["run", "laughs.yaml", "--out", "out"],
+        },
+        tmp_path,
+    )
+    for name, says in [
+        ("laughs", "aliases (*name) expand the document to more than 1,000,000 values"),
+        ("loop", "refers to a value that contains it"),
+        ("name", "name: String should have at most 200"),
+        ("run", "aliases (*name) expand"),
+    ]:
         line = error_line(subprocess.CompletedProcess([], got[name]["rc"], "", got[name]["stderr"]))
         assert got[name]["rc"] == 2 and says in line and len(line) < 400, (name, line)
         assert got[name]["s"] < 5, f"{name}: refused after {got[name]['s']:.1f} s"
@@ -274,9 +311,22 @@ def test_deeply_nested_json_is_one_line(tmp_path):
     deep = "[" * 100_000 + "]" * 100_000
     (tmp_path / "ratings.jsonl").write_text(deep + "\n")
     (tmp_path / "export.json").write_text(deep)
-    got = _drive({"ratings": ["judge", "alpha", "ratings.jsonl", "--rubric", "mindeval_v1_human"],
-                  "labelstudio": ["annotate", "labelstudio", "ratings", "export.json", "--rubric", "mhqr",
-                                  "--out", "r.jsonl"]}, tmp_path)
+    got = _drive(
+        {
+            "ratings": ["judge", "alpha", "ratings.jsonl", "--rubric", "mindeval_v1_human"],
+            "labelstudio": [
+                "annotate",
+                "labelstudio",
+                "ratings",
+                "export.json",
+                "--rubric",
+                "mhqr",
+                "--out",
+                "r.jsonl",
+            ],
+        },
+        tmp_path,
+    )
     for name, res in got.items():
         line = error_line(subprocess.CompletedProcess([], res["rc"], "", res["stderr"]))
         assert res["rc"] == 2 and "nested deeper than 100 levels" in line, (name, line)
@@ -299,9 +349,14 @@ def test_an_endless_line_and_an_oversized_file_are_refused(tmp_path, monkeypatch
 
 
 def test_count_options_are_checked_before_any_work(tmp_path):
-    got = _drive({"dpo": ["export", "dpo", "no-such-run", "--out", "pairs.jsonl", "--k", "100000"],
-                  "windows": ["annotate", "sample", "realism", "--out", "task", "--n", "4", "--windows", "1,5000"],
-                  "draws": ["realism", "report", "x.jsonl", "--draws", "100000000"]}, tmp_path)
+    got = _drive(
+        {
+            "dpo": ["export", "dpo", "no-such-run", "--out", "pairs.jsonl", "--k", "100000"],
+            "windows": ["annotate", "sample", "realism", "--out", "task", "--n", "4", "--windows", "1,5000"],
+            "draws": ["realism", "report", "x.jsonl", "--draws", "100000000"],
+        },
+        tmp_path,
+    )
     for name, says in [("dpo", "--k"), ("windows", "--windows"), ("draws", "--draws")]:
         line = error_line(subprocess.CompletedProcess([], got[name]["rc"], "", got[name]["stderr"]))
         assert got[name]["rc"] == 2 and says in line, (name, line)
