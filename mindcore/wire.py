@@ -95,6 +95,13 @@ def _proxy_for(url: urllib.parse.SplitResult) -> str | None:
     return proxy
 
 
+def _host(url: urllib.parse.SplitResult) -> bytes:
+    """The Host header of `url`: its host, with the port unless it is the scheme's default."""
+    port = url.port or (443 if url.scheme == "https" else 80)
+    default = (url.scheme == "https" and port == 443) or (url.scheme == "http" and port == 80)
+    return (url.hostname if default else f"{url.hostname}:{port}").encode()  # type: ignore[union-attr]
+
+
 class ServerLink:
     """Keep-alive connections to one server for one event loop; `post_json` sends one request."""
 
@@ -109,9 +116,7 @@ class ServerLink:
         self.timeout_s = timeout_s
         self.connect_timeout_s = connect_timeout_s
         self.keepalive_s = keepalive_s
-        default = (url.scheme == "https" and port == 443) or (url.scheme == "http" and port == 80)
-        host = url.hostname if default else f"{url.hostname}:{port}"
-        self._headers = [(b"host", host.encode()), (b"authorization", f"Bearer {api_key}".encode()),
+        self._headers = [(b"host", _host(url)), (b"authorization", f"Bearer {api_key}".encode()),
                          (b"content-type", b"application/json"), (b"accept", b"application/json"),
                          (b"user-agent", _USER_AGENT)]
         self._ssl = _ssl_context() if url.scheme == "https" else None
@@ -206,10 +211,7 @@ async def get_json(url: str, *, api_key: str | None = None, timeout_s: float = 1
     parts = urllib.parse.urlsplit(url)
     if parts.scheme not in ("http", "https") or not parts.hostname:
         raise ValueError(f"not an http(s) URL: {url}")
-    port = parts.port or (443 if parts.scheme == "https" else 80)
-    default = (parts.scheme == "https" and port == 443) or (parts.scheme == "http" and port == 80)
-    host = parts.hostname if default else f"{parts.hostname}:{port}"
-    headers = [(b"host", host.encode()), (b"accept", b"application/json"), (b"user-agent", _USER_AGENT)]
+    headers = [(b"host", _host(parts)), (b"accept", b"application/json"), (b"user-agent", _USER_AGENT)]
     if api_key:
         headers.append((b"authorization", f"Bearer {api_key}".encode()))
     content = b""
