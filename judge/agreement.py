@@ -10,7 +10,6 @@ rows; nothing calls a model. Definitions (pooled annotation, units, failed judgm
 
 from __future__ import annotations
 
-import json
 from collections import defaultdict
 from dataclasses import dataclass, field
 from itertools import combinations
@@ -21,6 +20,7 @@ import numpy as np
 from pydantic import BaseModel, ConfigDict, Field, ValidationError
 
 from mindsimkit.mindcore.errors import ConfigError, InputError
+from mindsimkit.mindcore.inputs import loads_json, read_input_bytes
 from mindsimkit.mindcore.io import atomic_write_json, atomic_write_text, read_jsonl
 from mindsimkit.mindcore.layout import JudgmentsFolder, RunLayout
 from mindsimkit.mindcore.recipe import format_validation_error
@@ -115,10 +115,9 @@ class Annotation:
 def load_key(path: Optional[Path]) -> dict[str, dict[str, Any]]:
     if path is None:
         return {}
-    if not Path(path).is_file():
-        raise InputError(f"key file {path} not found; `mindsim judge sample` writes it as FILE.key.json")
+    text = read_input_bytes(path, "key file", hint="`mindsim judge sample` writes it as FILE.key.json")
     try:
-        data = json.loads(Path(path).read_text(encoding="utf-8"))
+        data = loads_json(text, str(path))
         return dict(data["excerpts"])
     except (ValueError, KeyError, TypeError) as exc:  # ValueError: not JSON, or not UTF-8 text at all
         raise InputError(f"{path}: not a sample key file (a JSON object with an 'excerpts' map): "

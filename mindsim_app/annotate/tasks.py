@@ -191,8 +191,8 @@ def load_task(task_dir: Path) -> Task:
     if not head_path.is_file():
         raise InputError(f"{task_dir}: not a task folder (no {TASK_FILE}); make one with `mindsim annotate sample …`")
     try:
-        header = Header.model_validate(json.loads(head_path.read_text(encoding="utf-8")))
-        assignments = json.loads((task_dir / ASSIGN_FILE).read_text(encoding="utf-8"))
+        header = Header.model_validate(loads_json(read_input_text(head_path, "task file"), str(head_path)))
+        assignments = loads_json(read_input_text(task_dir / ASSIGN_FILE, "task file"), str(task_dir / ASSIGN_FILE))
     except (OSError, ValueError) as exc:
         raise InputError(f"{task_dir}: broken task files ({str(exc).splitlines()[0]}); sample it again") from exc
     items: dict[str, dict[str, Any]] = {}
