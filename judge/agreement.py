@@ -114,8 +114,6 @@ class Annotation:
 def load_key(path: Optional[Path]) -> dict[str, dict[str, Any]]:
     if path is None:
         return {}
-    if not Path(path).is_file():
-        raise InputError(f"key file {path} not found; `mindsim judge sample` writes it as FILE.key.json")
     data = read_json_file(path, "the sample key file `mindsim judge sample` wrote (FILE.key.json)")
     try:
         return dict(data["excerpts"])

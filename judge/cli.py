@@ -51,8 +51,8 @@ def run_cmd(
     sessions: Optional[Path] = typer.Option(None, help="Sessions from another simulator: JSONL (or parquet) "
                                                        "with the fields in docs/judge.md"),
     judge: Optional[list[str]] = typer.Option(None, "--judge", help="Judge role to use (repeat); overrides judge.judges"),
-    max_replies: Optional[int] = typer.Option(None, help="Judge only the first N replies of each session"),
-    draws: Optional[int] = typer.Option(None, help="Bootstrap draws (default 2000)"),
+    max_replies: Optional[int] = typer.Option(None, min=1, max=100_000, help="Judge only the first N replies of each session"),
+    draws: Optional[int] = typer.Option(None, min=1, max=100_000, help="Bootstrap draws (default 2000)"),
     seed: Optional[int] = typer.Option(None, help="Bootstrap seed"),
     no_plots: bool = typer.Option(False, "--no-plots", help="Skip the PNG plots"),
     profiles: Optional[Path] = typer.Option(None, "--profiles", help="Profiles folder or parquet whose in_benchmark "
@@ -70,7 +70,7 @@ def run_cmd(
                                          "scores {dimension: value}, or the long format (CSV/JSONL item, unit, rater, value)"),
     out: Optional[Path] = typer.Option(None, "--out", help="[scales rubrics] Where patientact_judge/ (or "
                                        "rubric_judge/ID/) goes (default: the first run folder)"),
-    max_tokens: Optional[int] = typer.Option(None, "--max-tokens", min=1, help="[scales rubrics] Output budget of one "
+    max_tokens: Optional[int] = typer.Option(None, "--max-tokens", min=1, max=1_000_000, help="[scales rubrics] Output budget of one "
                                                                                "judgment (default: the role's)"),
 ) -> None:
     """Judge every counsellor reply against the MHQR rubric (or, with a scales rubric such as patientact,
@@ -221,15 +221,15 @@ class MixName(str, Enum):
 def sample_cmd(
     run_dir: Path = typer.Argument(..., help="Run folder (sessions/sessions.parquet; judgments/ used for strata if present)"),
     out: Path = typer.Option(..., "--out", help="Excerpt file (JSONL) to give to the annotators"),
-    n: Optional[int] = typer.Option(None, "--n", help="Number of excerpts of --unit to draw"),
+    n: Optional[int] = typer.Option(None, "--n", min=1, max=100_000, help="Number of excerpts of --unit to draw"),
     unit: UnitName = typer.Option(UnitName.reply, "--unit", help="reply: one counsellor reply; window: five consecutive "
                                   "counsellor turns; conversation: every counsellor turn of a session"),
     mix: Optional[MixName] = typer.Option(None, "--mix", help="paper: the paper's mix, 19 conversations and 48 windows "
                                           "(MindEval2 §3.4)"),
-    conversations: Optional[int] = typer.Option(None, "--conversations", min=0, help="Whole conversations to draw "
+    conversations: Optional[int] = typer.Option(None, "--conversations", min=0, max=100_000, help="Whole conversations to draw "
                                                 "(a mix, with --windows / --replies)"),
-    windows: Optional[int] = typer.Option(None, "--windows", min=0, help="Five-turn windows to draw (a mix)"),
-    replies: Optional[int] = typer.Option(None, "--replies", min=0, help="Single replies to draw (a mix)"),
+    windows: Optional[int] = typer.Option(None, "--windows", min=0, max=100_000, help="Five-turn windows to draw (a mix)"),
+    replies: Optional[int] = typer.Option(None, "--replies", min=0, max=100_000, help="Single replies to draw (a mix)"),
     seed: int = typer.Option(0, "--seed", help="Seed of the draw, the shuffle and the system codes"),
     key: Optional[Path] = typer.Option(None, "--key", help="Where the un-blinding key goes (default FILE.key.json)"),
     judge: Optional[str] = typer.Option(None, "--judge", help="Whose severities stratify the draw, when several judges ran"),
@@ -270,7 +270,7 @@ def agreement_cmd(
     judgments: Optional[Path] = typer.Option(None, "--judgments", help="RUN_DIR/judgments (or its parquet file)"),
     key: Optional[Path] = typer.Option(None, "--key", help="Key file of the sample, when annotations name excerpt ids"),
     out: Path = typer.Option(Path("agreement"), "--out", help="Folder for agreement.json and agreement.md"),
-    draws: int = typer.Option(2000, "--draws", help="Bootstrap resamples for ranking stability and the judge tests"),
+    draws: int = typer.Option(2000, "--draws", min=1, max=100_000, help="Bootstrap resamples for ranking stability and the judge tests"),
     seed: int = typer.Option(0, "--seed", help="Bootstrap seed"),
     costs: Optional[Path] = typer.Option(None, "--costs", help="A judge run's judgments/report.json with the priced "
                                          "cost table, for Figure 2 (default: the one beside --judgments)"),

@@ -25,6 +25,7 @@ from typing import Any, Iterable, Optional, Sequence
 from pydantic import BaseModel, ConfigDict, Field, ValidationError, field_validator
 
 from mindsimkit.mindcore.errors import InputError
+from mindsimkit.mindcore.inputs import check_input, read_input_bytes
 from mindsimkit.mindcore.io import read_jsonl
 from mindsimkit.judge.alpha import Agreement, agreement
 from mindsimkit.judge.rubrics import Point, Rubric, strict_point
@@ -101,7 +102,7 @@ def _records(path: Path) -> Iterable[tuple[int, dict[str, Any], bool]]:
 
 
 def _csv_records(path: Path) -> Iterable[tuple[int, dict[str, Any], bool]]:
-    data = path.read_bytes()
+    data = read_input_bytes(path, "ratings file")
     if b"\x00" in data:
         line = data[: data.index(b"\x00")].count(b"\n") + 1
         raise InputError(f"{path}:{line}: a NUL byte, so binary data, not a CSV text file; save the ratings as UTF-8 CSV")
@@ -188,8 +189,7 @@ def read_ratings(paths: Sequence[Path], rubric: Rubric) -> Ratings:
     out = Ratings([])
     seen: dict[tuple[str, str, str], str] = {}
     for path in map(Path, paths):
-        if not path.is_file():
-            raise InputError(f"{path}: ratings file not found")
+        check_input(path, "ratings file")
         out.sources.append(str(path))
         for n, rec, from_csv in _records(path):
             where = f"{path}:{n}"

@@ -11,6 +11,7 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
+import contextvars
 import datetime
 import email.utils
 import hashlib
@@ -25,6 +26,8 @@ import urllib.parse
 from collections import OrderedDict
 from dataclasses import dataclass, field
 from typing import Any, Protocol
+
+import httpcore
 
 from mindsimkit.mindcore import wire
 from mindsimkit.mindcore.config import SAMPLING_FIELDS, deep_merge
@@ -42,9 +45,12 @@ log = logging.getLogger(__name__)
 # Sessions remembered for server affinity; the oldest are forgotten first (a forgotten session just
 # gets a fresh least-busy pick).
 _AFFINITY_KEYS = 100_000
-# A Retry-After longer than this is treated as this long: the run keeps probing instead of sleeping
-# for an hour on one header.
-_MAX_RETRY_AFTER_S = 300.0
+# A Retry-After longer than this is treated as this long (engines.<name>.max_retry_after_s overrides): the run
+# keeps probing instead of sleeping for a day on one header, and the worst case of a request stays known.
+MAX_RETRY_AFTER_S = 60.0
+# Set while an engine is being probed (`engines check`, the preflight): a probe that timed out is not sent again,
+# so a server that never answers is reported after one timeout instead of after every retry of every probe.
+PROBING: contextvars.ContextVar[bool] = contextvars.ContextVar("mindsim_probing", default=False)
 # OpenAI's reasoning families (o1, o3, o4-mini, gpt-5 and later, optionally behind an "openai/" router
 # prefix) refuse `max_tokens` and take `max_completion_tokens`; see `token_field`.
 _OPENAI_REASONING_MODEL = re.compile(r"^(?:openai/)?(?:o[1-9](?:-|$)|gpt-(?:[5-9]|[1-9]\d)(?:[.\-]|$))", re.I)
@@ -193,6 +199,8 @@ class OpenAIBackend:
         token_param: str = "auto",
         serial_prefix_chars: int = 0,
         attached: str | None = None,
+        connect_timeout_s: float = wire.CONNECT_TIMEOUT_S,
+        max_retry_after_s: float = MAX_RETRY_AFTER_S,
     ) -> None:
         urls = list(base_urls or ([base_url] if base_url else []))
         if not urls or (base_url and base_urls and [base_url] != urls[:1]):
@@ -208,6 +216,8 @@ class OpenAIBackend:
         self.api_key_env = api_key_env
         self.max_concurrency = max_concurrency
         self.timeout_s = timeout_s
+        self.connect_timeout_s = connect_timeout_s
+        self.max_retry_after_s = max_retry_after_s
         self.native_tools = native_tools
         self.structured_mode = structured_mode
         self.strict_schema = strict_schema
@@ -272,7 +282,8 @@ class OpenAIBackend:
         state = self._per_loop.get(id(loop))
         if state is None:
             key = self._api_key()
-            state = [(wire.ServerLink(s.url, key, self.timeout_s), asyncio.Semaphore(max(1, s.cap)))
+            state = [(wire.ServerLink(s.url, key, self.timeout_s, connect_timeout_s=self.connect_timeout_s),
+                      asyncio.Semaphore(max(1, s.cap)))
                      for s in self.servers]
             self._retired.extend(link for per in self._per_loop.values() for link, _ in per)
             self._per_loop = {id(loop): state}
@@ -416,7 +427,7 @@ class OpenAIBackend:
 
     def _rate_limited(self, server: _Server, exc: wire.HTTPStatusError, attempt: int) -> float:
         wait = _retry_after(exc.headers)
-        wait = _backoff(attempt) if wait is None else min(wait, _MAX_RETRY_AFTER_S)
+        wait = _backoff(attempt) if wait is None else min(wait, self.max_retry_after_s)
         with self._lock:
             server.stats["rate_limited"] += 1
             server.wait_until = max(server.wait_until, time.monotonic() + wait)
@@ -442,16 +453,20 @@ class OpenAIBackend:
             rate_limited = False
             try:
                 async with sem:
-                    resp = await link.post_json(data, request.timeout_s)
+                    token = IN_FLIGHT.start(self.name, server.url)
+                    try:
+                        resp = await link.post_json(data, request.timeout_s)
+                    finally:
+                        IN_FLIGHT.end(token)
                 reply = _raw_reply(resp)
                 self._server_ok(server)
                 reply.server = server.url
                 return reply
             except (*wire.TIMEOUTS, *wire.NETWORK_ERRORS) as exc:
                 timed_out = isinstance(exc, wire.TIMEOUTS)
-                what = "timed out" if timed_out else "could not connect"
+                what = _timeout_text(exc, request, self) if timed_out else "could not connect"
                 # A refused connection will not fix itself in seconds: retry once, then stop.
-                limit = self.max_retries if timed_out else 1
+                limit = (0 if PROBING.get() else self.max_retries) if timed_out else 1
                 self._server_failed(server, what)
                 failure = TransportError(
                     f"engine '{self.name}' at {shown_url(server.url)}: {what} after {attempt + 1} tries "
@@ -508,6 +523,55 @@ class OpenAIBackend:
             if not rate_limited:
                 # (A 429 already set that server's wait window, which `_acquire` honours.)
                 await asyncio.sleep(_backoff(attempt))
+
+
+class _InFlight:
+    """Requests on the wire in this process, by engine and server, for progress lines that say who a job is
+    waiting on (`waiting_on`)."""
+
+    def __init__(self) -> None:
+        self._lock = threading.Lock()
+        self._started: dict[int, tuple[str, str, float]] = {}
+        self._next = 0
+
+    def start(self, engine: str, url: str) -> int:
+        with self._lock:
+            self._next += 1
+            self._started[self._next] = (engine, url, time.monotonic())
+            return self._next
+
+    def end(self, token: int) -> None:
+        with self._lock:
+            self._started.pop(token, None)
+
+    def waiting_on(self, min_age_s: float = 0.0) -> str:
+        """`engine 'x' at URL (3 requests, the oldest 42 s)` per server with a request older than `min_age_s`,
+        the longest wait first; '' when none."""
+        now = time.monotonic()
+        with self._lock:
+            rows = list(self._started.values())
+        per: dict[tuple[str, str], list[float]] = {}
+        for engine, url, t0 in rows:
+            per.setdefault((engine, url), []).append(now - t0)
+        shown = sorted(((max(ages), len(ages), engine, url) for (engine, url), ages in per.items()
+                        if max(ages) >= min_age_s), reverse=True)
+        return "; ".join(f"engine '{engine}' at {url} ({n} request{'s' if n > 1 else ''}, the oldest {age:.0f} s)"
+                         for age, n, engine, url in shown)
+
+
+IN_FLIGHT = _InFlight()
+
+
+def _timeout_text(exc: BaseException, request: ChatRequest, backend: "OpenAIBackend") -> str:
+    """Which timeout ran out, and the setting that holds it."""
+    total = request.timeout_s or backend.timeout_s
+    setting = "the role's timeout_s" if request.timeout_s else f"engines.{backend.name}.timeout_s"
+    if isinstance(exc, wire.TotalTimeout):
+        return f"did not answer within {total:g} s ({setting})"
+    if isinstance(exc, httpcore.ConnectTimeout):
+        return (f"did not take the connection within {min(backend.connect_timeout_s, total):g} s "
+                f"(engines.{backend.name}.connect_timeout_s)")
+    return f"timed out ({setting}: {total:g} s)"
 
 
 def _backoff(attempt: int) -> float:

@@ -52,11 +52,10 @@ from __future__ import annotations
 import json
 import math
 import os
-import urllib.error
-import urllib.request
 from dataclasses import dataclass, field
 from typing import Any, Callable
 
+from mindsimkit.mindcore import wire
 from mindsimkit.mindcore.errors import TransportError
 from mindsimkit.mindcore.redact import shown_url
 
@@ -298,12 +297,12 @@ class ServerTokenizer:
         body = {"content": text, "prompt": text, "add_special": False, "add_special_tokens": False}
         if self.model:
             body["model"] = self.model
-        headers = {"Content-Type": "application/json"}
-        if self.api_key:
-            headers["Authorization"] = f"Bearer {self.api_key}"
-        req = urllib.request.Request(self.url, data=json.dumps(body).encode(), headers=headers, method="POST")
-        with urllib.request.urlopen(req, timeout=self.timeout_s) as resp:
-            return json.loads(resp.read())
+        # Bounded in total, not per read: a server that drips its answer cannot hold a job's preflight.
+        data = wire.get_json_blocking(self.url, api_key=self.api_key, timeout_s=self.timeout_s, method="POST",
+                                      body=body)
+        if not isinstance(data, dict):
+            raise ValueError(f"{self.url} did not answer a JSON object")
+        return data
 
     def available(self) -> bool:
         if self._ok is None:
@@ -312,7 +311,7 @@ class ServerTokenizer:
                 self._ok = isinstance(data.get("tokens"), list) or isinstance(data.get("count"), int)
                 if isinstance(data.get("max_model_len"), int):
                     self.max_model_len = data["max_model_len"]
-            except (OSError, ValueError, urllib.error.HTTPError):
+            except wire.GET_ERRORS:
                 self._ok = False
         return self._ok
 
@@ -322,7 +321,7 @@ class ServerTokenizer:
                 data = self._post(text)
                 n = data.get("count")
                 self._cache[text] = int(n) if isinstance(n, int) else len(data["tokens"])
-            except (OSError, ValueError, KeyError, TypeError) as exc:
+            except (*wire.GET_ERRORS, KeyError, TypeError) as exc:
                 raise TransportError(f"tokenizer at {shown_url(self.url)} stopped answering ({exc}); is the server still up?") from exc
         return self._cache[text]
 

@@ -173,7 +173,7 @@ class EmbeddedEngine(_Strict):
     ctx_per_slot: int = Field(4096, ge=512, description="Context tokens available to each slot")
     threads: int | None = Field(None, ge=1, description="CPU threads; default: the cores not kept busy by other "
                                                           "work when the server starts (at least one)")
-    timeout_s: float = Field(600.0, gt=0, description="Per-request timeout in seconds")
+    timeout_s: float = Field(600.0, gt=0, le=86400, description="Seconds one request may take in all")
     native_tools: bool = Field(
         False, description="SmolLM2's template cannot force tool calls, so tools go through a JSON schema"
     )
@@ -191,6 +191,12 @@ class _ServerPool(_Strict):
         3, ge=1, le=100, description="Connection errors / timeouts / 5xx in a row that take a server out of rotation"
     )
     cooldown_s: float = Field(30.0, gt=0, description="Seconds a failing server stays out before it is tried again")
+    connect_timeout_s: float = Field(
+        10.0, gt=0, le=600, description="Seconds to open a connection to a server (TCP, TLS, proxy); capped by timeout_s"
+    )
+    max_retry_after_s: float = Field(
+        60.0, ge=0, le=3600, description="A 429's Retry-After longer than this many seconds is waited as this long"
+    )
 
 
 def check_url(url: str, where: str = "") -> str:
@@ -267,7 +273,8 @@ class OpenAIEngine(_ServerPool):
         None, description="NAME of the environment variable holding the key (never the key itself)"
     )
     max_concurrency: int = Field(8, ge=1, le=1024, description="Requests in flight at once")
-    timeout_s: float = Field(120.0, gt=0)
+    timeout_s: float = Field(120.0, gt=0, le=86400, description="Seconds one request may take in all (connect, "
+                             "send, wait, read the whole reply), however slowly the server sends")
     native_tools: bool = Field(True, description="Server supports `tools`/`tool_choice`")
     token_param: TokenParam = Field(
         "auto", description="Field the output budget is sent in for roles that do not say: auto = "
@@ -325,7 +332,8 @@ class VLLMEngine(_ServerPool):
     api_key_env: str | None = Field(
         None, description="NAME of the environment variable holding the key (never the key itself)")
     max_concurrency: int = Field(32, ge=1, le=4096)
-    timeout_s: float = Field(300.0, gt=0)
+    timeout_s: float = Field(300.0, gt=0, le=86400, description="Seconds one request may take in all (connect, "
+                             "send, wait, read the whole reply), however slowly the server sends")
     startup_timeout_s: float = Field(900.0, gt=0)
     native_tools: bool = Field(
         False, description="True only if served with --enable-auto-tool-choice and a tool parser"

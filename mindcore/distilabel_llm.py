@@ -84,6 +84,8 @@ class MindcoreLLM(AsyncLLM):
             api_key_env=w.get("api_key_env"),
             max_concurrency=w.get("max_concurrency", 4),
             timeout_s=w.get("timeout_s", 120.0),
+            connect_timeout_s=w.get("connect_timeout_s", 10.0),
+            max_retry_after_s=w.get("max_retry_after_s", 60.0),
             native_tools=w.get("native_tools", False),
             structured_mode=w.get("structured_mode", "json_schema"),
             strict_schema=w.get("strict_schema", False),

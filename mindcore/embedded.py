@@ -16,18 +16,16 @@ from __future__ import annotations
 import atexit
 import hashlib
 import importlib.util
-import http.client
-import json
 import os
 import socket
 import threading
 import time
-import urllib.request
 from contextlib import contextmanager
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Iterator
 
+from mindsimkit.mindcore import wire
 from mindsimkit.mindcore.config import EmbeddedEngine
 from mindsimkit.mindcore.errors import EngineUnavailable
 from mindsimkit.mindcore.redact import shown_url
@@ -216,11 +214,10 @@ class EmbeddedServer:
         deadline = time.monotonic() + timeout_s
         url = f"http://127.0.0.1:{self.port}/health"
         while time.monotonic() < deadline:
-            try:
-                with urllib.request.urlopen(url, timeout=2) as r:
-                    if r.status == 200:
-                        return
-            except OSError:
+            try:  # bounded in total, so the deadline holds whatever the port answers
+                wire.get_json_blocking(url, timeout_s=min(2.0, max(0.1, deadline - time.monotonic())))
+                return
+            except wire.GET_ERRORS:
                 pass
             time.sleep(0.1)
         self.stop()
@@ -277,10 +274,9 @@ def _attach(url: str, spec: EmbeddedEngine) -> EmbeddedLease:
         raise EngineUnavailable(f"{ATTACH_ENV}={shown_url(url)}: give the server's base URL ending in /v1 "
                                 "(e.g. http://127.0.0.1:8080/v1), or unset it to start an embedded server")
     want = served_model_path(spec).name
-    try:
-        with urllib.request.urlopen(base + "/models", timeout=5) as r:
-            listed = json.load(r)
-    except (OSError, ValueError, http.client.HTTPException) as exc:
+    try:  # bounded in total: a server that drips its answer cannot hold the start-up
+        listed = wire.get_json_blocking(base + "/models", timeout_s=5.0)
+    except wire.GET_ERRORS as exc:
         # (HTTPException: something answers, but not HTTP, e.g. an SSH or database banner)
         raise EngineUnavailable(f"{ATTACH_ENV}={shown_url(url)}: no server answers there ({type(exc).__name__}); start "
                                 "it again, or unset the variable to start an embedded server") from None

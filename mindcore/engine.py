@@ -75,7 +75,8 @@ class Engines:
         else:
             raise ConfigError(f"engines.{name}: unsupported engine kind {type(spec).__name__}")
         if isinstance(spec, (VLLMEngine, OpenAIEngine)):
-            pool = {"failure_limit": spec.failure_limit, "cooldown_s": spec.cooldown_s}
+            pool = {"failure_limit": spec.failure_limit, "cooldown_s": spec.cooldown_s,
+                    "connect_timeout_s": spec.connect_timeout_s, "max_retry_after_s": spec.max_retry_after_s}
         return OpenAIBackend(
             name,
             base_urls=urls,
@@ -169,6 +170,8 @@ class Engines:
             "api_key_env": b.api_key_env,
             "max_concurrency": b.max_concurrency,
             "timeout_s": b.timeout_s,
+            "connect_timeout_s": b.connect_timeout_s,
+            "max_retry_after_s": b.max_retry_after_s,
             "native_tools": b.native_tools,
             "structured_mode": b.structured_mode,
             "strict_schema": b.strict_schema,

@@ -17,13 +17,13 @@ from __future__ import annotations
 import json
 import os
 import time
-import urllib.error
-import urllib.request
 from dataclasses import dataclass, field
 from typing import Any
 
 from pydantic import BaseModel, Field
 
+from mindsimkit.mindcore import wire
+from mindsimkit.mindcore.backends import PROBING
 from mindsimkit.mindcore.budget import tokenizer_for, worst_case_tokens
 from mindsimkit.mindcore.client import RoleClient
 from mindsimkit.mindcore.config import (
@@ -135,11 +135,9 @@ def missing_key(name: str, spec: Any) -> str:
 
 
 def _get_json(url: str, key_env: str | None, timeout_s: float = 10.0) -> Any:
-    headers = {}
-    if key_env and os.environ.get(key_env):
-        headers["Authorization"] = f"Bearer {os.environ[key_env]}"
-    with urllib.request.urlopen(urllib.request.Request(url, headers=headers), timeout=timeout_s) as resp:
-        return json.loads(resp.read())
+    # Bounded in total (not per read): a server that drips its answer cannot hold the check.
+    key = os.environ.get(key_env) if key_env else None
+    return wire.get_json_blocking(url, api_key=key or None, timeout_s=timeout_s)
 
 
 def _server_root(base_url: str) -> str:
@@ -152,7 +150,7 @@ def listed_models(base_url: str, key_env: str | None) -> tuple[list[str] | None,
     (None, {}) when the server does not list models."""
     try:
         data = _get_json(base_url.rstrip("/") + "/models", key_env)
-    except (OSError, ValueError, urllib.error.HTTPError):
+    except wire.GET_ERRORS:
         return None, {}
     rows = data.get("data") if isinstance(data, dict) else None
     if not isinstance(rows, list):
@@ -174,7 +172,7 @@ def slot_context(name: str, spec: Any, base_url: str, model: str, lens: dict[str
         n = (props.get("default_generation_settings") or {}).get("n_ctx")
         if isinstance(n, int) and n > 0:
             return n, "n_ctx from llama.cpp /props"
-    except (OSError, ValueError, urllib.error.HTTPError):
+    except wire.GET_ERRORS:
         pass
     return None, "the server reports no context size (no max_model_len in /v1/models): check skipped"
 
@@ -229,6 +227,8 @@ async def aprobe_engine(engines: Engines, name: str, spec: Any, models: list[str
     # The probe's own budget is its schema's worst case: a cut-off probe would blame a healthy engine.
     budget = worst_case_tokens(_Probe.model_json_schema()).tokens
     engines.config.roles[probe_role] = _probe_spec(name, budget, roles)
+    # Each probe is sent once on a timeout: the check reports a silent server after one timeout_s.
+    probing = PROBING.set(True)
     try:
         client = engines.role(probe_role)
         t0 = time.monotonic()
@@ -247,11 +247,20 @@ async def aprobe_engine(engines: Engines, name: str, spec: Any, models: list[str
         return h
     finally:
         del engines.config.roles[probe_role]
+        PROBING.reset(probing)
     if probe_roles != "none":
         chosen = {r: s for r, s in roles.items() if probe_roles == "all" or has_options(s)}
-        await _probe_roles(engines, h, backend, chosen)
+        probing = PROBING.set(True)
+        try:
+            await _probe_roles(engines, h, backend, chosen)
+        finally:
+            PROBING.reset(probing)
     if tool_roles and getattr(backend, "native_tools", False):
-        await _probe_tool_call(engines, h, backend, roles.get(tool_roles[0]) or _probe_spec(name, budget, roles))
+        probing = PROBING.set(True)
+        try:
+            await _probe_tool_call(engines, h, backend, roles.get(tool_roles[0]) or _probe_spec(name, budget, roles))
+        finally:
+            PROBING.reset(probing)
     _describe_server(h, name, spec, backend, models or [h.model])
     return h
 
@@ -312,6 +321,10 @@ async def _probe_tool_call(engines: Engines, h: EngineHealth, backend: Any, spec
         h.tool_call, h.tool_call_sample = "native", json.dumps(res.calls[0].arguments)[:60]
     except StructuredOutputError as exc:
         h.tool_call, h.tool_call_sample = "text", (exc.raw or "").strip()[:60]
+    except MindsimError as exc:  # refused or unanswered: the engine's problem, said as the role probes say theirs
+        if not h.problem:
+            h.problem = f"forced tool call on engine '{h.engine}': {str(exc).splitlines()[0]}"
+            h.problem_kind = _classify(exc)
 
 
 @dataclass

@@ -30,6 +30,7 @@ import pyarrow as pa
 import pyarrow.parquet as pq
 
 from mindsimkit.mindcore.errors import InputError
+from mindsimkit.mindcore.inputs import DuplicateKey  # noqa: F401 - readers of JSON documents catch it from here
 from mindsimkit.mindcore.redact import scrub, scrub_data
 
 
@@ -218,28 +219,13 @@ def write_json_once(path: str | os.PathLike, obj: Any) -> bool:
     return publish_bytes_once(path, _json_bytes(obj))
 
 
-class DuplicateKey(ValueError):
-    """A JSON object gives one key twice: `json` keeps the last silently, so which value was meant is unknown."""
-
-    def __init__(self, key: str):
-        super().__init__(f"the key {key!r} is given twice in one object; keep one")
-        self.key = key
-
-
-def _refuse_duplicates(pairs: list[tuple[str, Any]]) -> dict[str, Any]:
-    obj: dict[str, Any] = {}
-    for key, value in pairs:
-        if key in obj:
-            raise DuplicateKey(key)
-        obj[key] = value
-    return obj
-
-
 def loads_strict(text: str | bytes) -> Any:
     """`json.loads` for files given to the toolkit: an object with a repeated key is refused (`DuplicateKey`, a
     ValueError) instead of read as its last value, and nesting deeper than Python's stack is a ValueError too."""
+    from mindsimkit.mindcore.inputs import refuse_duplicates
+
     try:
-        return json.loads(text, object_pairs_hook=_refuse_duplicates)
+        return json.loads(text, object_pairs_hook=refuse_duplicates)
     except RecursionError:
         raise ValueError("nested deeper than this reader follows (lists or objects inside each other thousands "
                          "of times)") from None
@@ -247,21 +233,19 @@ def loads_strict(text: str | bytes) -> Any:
 
 def read_json_file(path: str | os.PathLike, what: str) -> Any:
     """A whole-file JSON document given to the toolkit (`what` says what it should be, for the error line): a
-    missing file, text that is not UTF-8 or not JSON, and a repeated key are `InputError`s naming the file."""
-    from mindsimkit.mindcore.errors import InputError
+    missing file or one that is not a regular file or too large (`mindcore.inputs`), text that is not UTF-8 or not
+    JSON, a repeated key and nesting past the bound are `InputError`s naming the file."""
+    from mindsimkit.mindcore.inputs import loads_json, read_input_bytes
 
     path = Path(path)
-    if not path.is_file():
-        raise InputError(f"{path} not found; give the path of {what}")
+    data = read_input_bytes(path, "JSON file", hint=f"give the path of {what}")
     try:
-        return loads_strict(path.read_bytes().decode("utf-8-sig"))
+        return loads_json(data.decode("utf-8-sig"), str(path))
     except UnicodeDecodeError as exc:
         raise InputError(f"{path}: not UTF-8 text (byte {exc.start + 1}); give {what}") from None
     except json.JSONDecodeError as exc:
         raise InputError(f"{path}: not valid JSON ({exc.msg} at line {exc.lineno}, column {exc.colno}); give "
                          f"{what}") from None
-    except DuplicateKey as exc:
-        raise InputError(f"{path}: {exc}") from None
     except ValueError as exc:  # e.g. an integer of more digits than Python converts
         raise InputError(f"{path}: not JSON this reader accepts ({exc})") from None
 
@@ -270,29 +254,25 @@ def read_jsonl(path: str | os.PathLike) -> Iterator[tuple[int, Any]]:
     """Yield (line number, parsed object); blank lines are skipped. A missing, binary or non-UTF-8 file, a line
     that is not JSON and an object with a repeated key are `InputError`s naming the file and line."""
     from mindsimkit.mindcore.errors import InputError
+    from mindsimkit.mindcore.inputs import input_lines, loads_json
 
-    if not Path(path).is_file():
-        raise InputError(f"{path} not found; give the path of a JSONL file (one JSON object per line)")
-    with open(path, "rb") as f:
-        for i, raw in enumerate(f, start=1):
-            if b"\x00" in raw:
-                raise InputError(f"{path}:{i}: binary data, not a JSONL text file")
-            try:
-                line = raw.decode("utf-8-sig" if i == 1 else "utf-8")
-            except UnicodeDecodeError as exc:
-                raise InputError(f"{path}:{i}: not UTF-8 text (byte {exc.start + 1} of the line); "
-                                 "save the file as UTF-8") from exc
-            if not line.strip():
-                continue
-            try:
-                obj = loads_strict(line)
-            except json.JSONDecodeError as exc:
-                raise InputError(f"{path}:{i}: not valid JSON ({exc.msg} at column {exc.colno})") from exc
-            except DuplicateKey as exc:
-                raise InputError(f"{path}:{i}: {exc}") from None
-            except ValueError as exc:  # e.g. an integer of more digits than Python converts (4,300)
-                raise InputError(f"{path}:{i}: not JSON this reader accepts ({exc})") from exc
-            yield i, obj
+    for i, raw in input_lines(path, "JSONL file", hint="give the path of a JSONL file (one JSON object per line)"):
+        if b"\x00" in raw:
+            raise InputError(f"{path}:{i}: binary data, not a JSONL text file")
+        try:
+            line = raw.decode("utf-8-sig" if i == 1 else "utf-8")
+        except UnicodeDecodeError as exc:
+            raise InputError(f"{path}:{i}: not UTF-8 text (byte {exc.start + 1} of the line); "
+                             "save the file as UTF-8") from exc
+        if not line.strip():
+            continue
+        try:
+            obj = loads_json(line, f"{path}:{i}")
+        except json.JSONDecodeError as exc:
+            raise InputError(f"{path}:{i}: not valid JSON ({exc.msg} at column {exc.colno})") from exc
+        except ValueError as exc:  # e.g. an integer of more digits than Python converts (4,300)
+            raise InputError(f"{path}:{i}: not JSON this reader accepts ({exc})") from exc
+        yield i, obj
 
 
 MAX_NAME_BYTES = 200  # below every common file system's 255, with room for a suffix and the writer's temp name

@@ -71,8 +71,10 @@ def _shipped_source(package: str, name: str) -> str:
 
 def read_text_file(path: Path, what: str) -> str:
     """A template or rubric file as text: unreadable, binary or non-UTF-8 is one ConfigError naming it."""
+    from mindsimkit.mindcore.inputs import MAX_CONFIG_BYTES, read_input_bytes
+
     try:
-        data = Path(path).read_bytes()
+        data = read_input_bytes(path, f"{what}:", MAX_CONFIG_BYTES, error=ConfigError)
     except OSError as exc:
         raise ConfigError(f"{what}: {path} cannot be read ({exc.strerror or type(exc).__name__})") from None
     if b"\x00" in data:

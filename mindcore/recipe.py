@@ -12,6 +12,7 @@ import yaml
 from pydantic import BaseModel, ConfigDict, Field, PrivateAttr, ValidationError, field_validator
 
 from mindsimkit.mindcore.config import REQUEST_OPTION_DEFAULTS, EnginesConfig, EngineSpec, RoleSpec, Seed
+from mindsimkit.mindcore.inputs import MAX_CONFIG_BYTES, check_input, read_input_bytes
 from mindsimkit.mindcore.errors import ConfigError
 from mindsimkit.mindcore.prompts import install_overrides, load_overrides
 from mindsimkit.mindcore import redact, yamlio
@@ -86,8 +87,8 @@ def ray_endpoint(address: str | None, where: str = "ray.address") -> tuple[str, 
 class Recipe(BaseModel):
     model_config = ConfigDict(extra="forbid")
 
-    name: str = Field(..., description="Short name recorded in provenance")
-    description: str = ""
+    name: str = Field(..., min_length=1, max_length=200, description="Short name recorded in provenance")
+    description: str = Field("", max_length=20_000)
     seed: Seed = Field(0, description="Master seed (0 to 2**32-1); every stage derives its own from it")
     engines: dict[str, EngineSpec] = Field(..., description="Engines by name")
     roles: dict[str, RoleSpec] = Field(..., description="Role → engine binding and sampling")
@@ -203,10 +204,10 @@ def format_validation_error(
 
 def load_recipe(path: str | Path) -> Recipe:
     path = Path(path)
-    if not path.is_file():
-        raise ConfigError(f"recipe {path} not found; give a path such as recipes/quickstart.yaml")
+    check_input(path, "recipe", error=ConfigError, hint="give a path such as recipes/quickstart.yaml")
+    data_bytes = read_input_bytes(path, "recipe", MAX_CONFIG_BYTES, error=ConfigError)
     try:
-        text = path.read_text(encoding="utf-8")
+        text = data_bytes.decode("utf-8")
     except UnicodeDecodeError as exc:
         raise ConfigError(f"{path}: not a UTF-8 text file (byte {exc.start + 1}); a recipe is YAML text") from exc
     if "\x00" in text:

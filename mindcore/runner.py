@@ -15,6 +15,7 @@ from rich.progress import (
     BarColumn, MofNCompleteColumn, Progress, TaskID, TextColumn, TimeElapsedColumn, TimeRemainingColumn,
 )
 
+from mindsimkit.mindcore.backends import IN_FLIGHT
 from mindsimkit.mindcore.console import is_tty
 
 T = TypeVar("T")
@@ -99,8 +100,11 @@ class LoggedProgress(Progress):
         while not self._halt.wait(self.interval_s):
             with self._lock:
                 running = [t for t in self._tasks if t not in self._ended]
+            # Who the job is waiting on, once a request has been out for a whole interval: a silent or slow
+            # engine is named in the log instead of the job just looking stuck.
+            waiting = IN_FLIGHT.waiting_on(self.interval_s)
             for task_id in running:
-                self._write(self.line(task_id, "running"))
+                self._write(self.line(task_id, "running") + (f", waiting on {waiting}" if waiting else ""))
 
     def start(self) -> None:
         super().start()

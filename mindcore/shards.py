@@ -201,7 +201,8 @@ def engine_wire(engines: Any) -> dict[str, dict[str, Any]]:
                       "api_key_env": b.api_key_env, "max_concurrency": b.max_concurrency, "timeout_s": b.timeout_s,
                       "native_tools": b.native_tools, "structured_mode": b.structured_mode,
                       "strict_schema": b.strict_schema, "kind": b.kind, "failure_limit": b.failure_limit,
-                      "cooldown_s": b.cooldown_s, "token_param": b.token_param}
+                      "cooldown_s": b.cooldown_s, "token_param": b.token_param,
+                      "connect_timeout_s": b.connect_timeout_s, "max_retry_after_s": b.max_retry_after_s}
     return wire
 
 

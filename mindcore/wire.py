@@ -14,8 +14,10 @@ server (as the SDK honoured them), that server's requests go through httpcore's 
 
 from __future__ import annotations
 
+import asyncio
 import functools
 import ssl
+import threading
 import urllib.parse
 import urllib.request
 from typing import Any
@@ -40,6 +42,19 @@ except ImportError:  # pragma: no cover - orjson is a dependency; kept for a tri
     loads = json.loads
 
 _USER_AGENT = b"mindsim"
+# Seconds to open a connection (TCP, TLS, proxy) when the engine does not say: a host that does not take the
+# connection in this long is down or unreachable, and saying so beats waiting out the whole request timeout.
+CONNECT_TIMEOUT_S = 10.0
+# The most a reply body may hold. A chat completion is a few hundred kB at the very most; a server that sends more
+# is broken or hostile, and reading it would fill memory before any timeout fires.
+MAX_REPLY_BYTES = 64 * 1024 * 1024
+
+
+class TotalTimeout(httpcore.TimeoutException):
+    """The whole exchange (connect, send, headers, body) took longer than the request's timeout. Read timeouts
+    alone never fire on a server that sends one byte a second, so the total is enforced around the exchange."""
+
+
 # What the SDK counted as a retryable network failure, kept apart from a timeout (see OpenAIBackend._send).
 NETWORK_ERRORS = (httpcore.NetworkError, httpcore.ProtocolError, httpcore.ProxyError, httpcore.UnsupportedProtocol,
                   OSError)
@@ -61,6 +76,10 @@ class BadReply(Exception):
     """A 2xx answer that is not a chat completion (not JSON, or no choices)."""
 
 
+class ReplyTooLarge(BadReply):
+    """A reply body over `MAX_REPLY_BYTES` (or a smaller bound the caller set): broken, whatever its status."""
+
+
 @functools.lru_cache(maxsize=1)
 def _ssl_context() -> ssl.SSLContext:
     # Honours SSL_CERT_FILE / SSL_CERT_DIR as the SDK's httpx client did; built once per process (forked
@@ -78,10 +97,18 @@ def _proxy_for(url: urllib.parse.SplitResult) -> str | None:
     return proxy
 
 
+def _host(url: urllib.parse.SplitResult) -> bytes:
+    """The Host header of `url`: its host, with the port unless it is the scheme's default."""
+    port = url.port or (443 if url.scheme == "https" else 80)
+    default = (url.scheme == "https" and port == 443) or (url.scheme == "http" and port == 80)
+    return (url.hostname if default else f"{url.hostname}:{port}").encode()  # type: ignore[union-attr]
+
+
 class ServerLink:
     """Keep-alive connections to one server for one event loop; `post_json` sends one request."""
 
-    def __init__(self, base_url: str, api_key: str, timeout_s: float, keepalive_s: float = 60.0):
+    def __init__(self, base_url: str, api_key: str, timeout_s: float, keepalive_s: float = 60.0,
+                 connect_timeout_s: float = CONNECT_TIMEOUT_S):
         url = urllib.parse.urlsplit(base_url.rstrip("/") + "/chat/completions")
         if url.scheme not in ("http", "https") or not url.hostname:
             raise ValueError(f"not an http(s) URL: {shown_url(base_url)}")
@@ -89,10 +116,9 @@ class ServerLink:
         self._origin = httpcore.Origin(url.scheme.encode(), url.hostname.encode(), port)
         self._url = httpcore.URL(url.geturl().encode())
         self.timeout_s = timeout_s
+        self.connect_timeout_s = connect_timeout_s
         self.keepalive_s = keepalive_s
-        default = (url.scheme == "https" and port == 443) or (url.scheme == "http" and port == 80)
-        host = url.hostname if default else f"{url.hostname}:{port}"
-        self._headers = [(b"host", host.encode()), (b"authorization", f"Bearer {api_key}".encode()),
+        self._headers = [(b"host", _host(url)), (b"authorization", f"Bearer {api_key}".encode()),
                          (b"content-type", b"application/json"), (b"accept", b"application/json"),
                          (b"user-agent", _USER_AGENT)]
         self._ssl = _ssl_context() if url.scheme == "https" else None
@@ -115,11 +141,18 @@ class ServerLink:
 
     async def post_json(self, body: bytes, timeout_s: float | None = None) -> dict[str, Any]:
         """POST `body` (JSON bytes) to the server's chat completions: the decoded reply, or `HTTPStatusError`,
-        `BadReply`, or a network error / timeout (`NETWORK_ERRORS`, `TIMEOUTS`)."""
+        `BadReply`, or a network error / timeout (`NETWORK_ERRORS`, `TIMEOUTS`). `timeout_s` bounds the whole
+        exchange, however slowly the server sends (`TotalTimeout`)."""
         t = timeout_s if timeout_s is not None else self.timeout_s
+        try:
+            return await asyncio.wait_for(self._post(body, t), t)
+        except TimeoutError:
+            raise TotalTimeout(f"no complete answer within {t:g} s") from None
+
+    async def _post(self, body: bytes, t: float) -> dict[str, Any]:
         request = httpcore.Request(
             b"POST", self._url, headers=[*self._headers, (b"content-length", str(len(body)).encode())], content=body,
-            extensions={"timeout": {"connect": t, "read": t, "write": t, "pool": t}},
+            extensions={"timeout": _timeouts(t, self.connect_timeout_s)},
         )
         if self._proxy is not None:
             return _decoded(*await _exchange(self._proxy, request))
@@ -152,12 +185,81 @@ class ServerLink:
             await self._proxy.aclose()
 
 
-async def _exchange(handler: Any, request: httpcore.Request) -> tuple[httpcore.Response, bytes]:
+def _timeouts(total_s: float, connect_s: float) -> dict[str, float]:
+    return {"connect": min(connect_s, total_s), "read": total_s, "write": total_s, "pool": total_s}
+
+
+async def _exchange(handler: Any, request: httpcore.Request,
+                    max_bytes: int = MAX_REPLY_BYTES) -> tuple[httpcore.Response, bytes]:
     response = await handler.handle_async_request(request)
     try:
-        return response, await response.aread()
+        chunks, size = [], 0
+        async for chunk in response.aiter_stream():
+            size += len(chunk)
+            if size > max_bytes:
+                raise ReplyTooLarge(f"the reply body is over {max_bytes} bytes")
+            chunks.append(chunk)
+        return response, b"".join(chunks)
     finally:
         await response.aclose()
+
+
+async def get_json(url: str, *, api_key: str | None = None, timeout_s: float = 10.0,
+                   connect_timeout_s: float = CONNECT_TIMEOUT_S, method: str = "GET", body: Any = None,
+                   max_bytes: int = 8 * 1024 * 1024) -> Any:
+    """One request outside chat completions (`/models`, `/props`, `/tokenize`, `/health`): the decoded JSON
+    body. `timeout_s` bounds the whole exchange (`TotalTimeout`); a status of 300 or more raises
+    `HTTPStatusError`, a body that is not JSON `BadReply`, network failures as `post_json`."""
+    parts = urllib.parse.urlsplit(url)
+    if parts.scheme not in ("http", "https") or not parts.hostname:
+        raise ValueError(f"not an http(s) URL: {url}")
+    headers = [(b"host", _host(parts)), (b"accept", b"application/json"), (b"user-agent", _USER_AGENT)]
+    if api_key:
+        headers.append((b"authorization", f"Bearer {api_key}".encode()))
+    content = b""
+    if body is not None:
+        content = dumps(body)
+        headers += [(b"content-type", b"application/json"), (b"content-length", str(len(content)).encode())]
+    ssl_context = _ssl_context() if parts.scheme == "https" else None
+    proxy = _proxy_for(parts)
+    pool: Any = (httpcore.AsyncHTTPProxy(proxy_url=proxy, ssl_context=ssl_context or _ssl_context()) if proxy
+                 else httpcore.AsyncConnectionPool(ssl_context=ssl_context, max_connections=1))
+    request = httpcore.Request(method.encode(), url.encode(), headers=headers, content=content,
+                               extensions={"timeout": _timeouts(timeout_s, connect_timeout_s)})
+    try:
+        async with pool:
+            response, data = await asyncio.wait_for(_exchange(pool, request, max_bytes), timeout_s)
+    except TimeoutError:
+        raise TotalTimeout(f"no complete answer within {timeout_s:g} s") from None
+    if response.status >= 300:
+        raise HTTPStatusError(response.status, {}, data[:300].decode("utf-8", "replace"))
+    try:
+        return loads(data)
+    except ValueError:
+        raise BadReply(f"HTTP {response.status} with a body that is not JSON: {data[:120]!r}") from None
+
+
+# Everything `get_json` raises for a server that is down, slow, broken or not what was expected.
+GET_ERRORS = (*NETWORK_ERRORS, *TIMEOUTS, HTTPStatusError, BadReply, ValueError)
+
+
+def get_json_blocking(url: str, **kwargs: Any) -> Any:
+    """`get_json` for code that is not async, callable from inside a running event loop too: it runs on its own
+    loop in a helper thread, which ends within the timeout because `get_json` does."""
+    outcome: dict[str, Any] = {}
+
+    def run() -> None:
+        try:
+            outcome["value"] = asyncio.run(get_json(url, **kwargs))
+        except BaseException as exc:  # noqa: BLE001 - handed to the calling thread, raised there
+            outcome["error"] = exc
+
+    worker = threading.Thread(target=run, name="mindsim-http", daemon=True)
+    worker.start()
+    worker.join()
+    if "error" in outcome:
+        raise outcome["error"]
+    return outcome.get("value")
 
 
 def _decoded(response: httpcore.Response, content: bytes) -> dict[str, Any]:

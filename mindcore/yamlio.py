@@ -17,6 +17,12 @@ from typing import Any
 import yaml
 from yaml.constructor import ConstructorError
 
+# Values a document may hold once its aliases are written out: a recipe or rubric holds a few thousand, the
+# largest shipped data file about 20,000.
+MAX_VALUES = 1_000_000
+# Mappings and lists inside one another.
+MAX_DEPTH = 100
+
 
 def _no_duplicate_keys(loader: Any, node: yaml.MappingNode, deep: bool = False) -> dict[Any, Any]:
     seen: dict[Any, Any] = {}
@@ -55,17 +61,69 @@ if _FAST_BASE is not None:
 
 
 def safe_load(text: str) -> Any:
-    """`yaml.safe_load(text)`, through libyaml when available, refusing duplicate keys; raises `yaml.YAMLError`
-    (with the line of the problem) as the pure loader does."""
+    """`yaml.safe_load(text)`, through libyaml when available, refusing duplicate keys, documents that aliases
+    expand past `MAX_VALUES` values or that nest deeper than `MAX_DEPTH`; raises `yaml.YAMLError` (with the
+    line of the problem where there is one) as the pure loader does."""
     try:
-        if _FAST is not None:
-            try:
-                return yaml.load(text, Loader=_FAST)  # noqa: S506 - a subclass of CSafeLoader, the safe loader's libyaml build
-            except yaml.YAMLError:
-                pass
-        return yaml.load(text, Loader=_PureLoader)  # noqa: S506 - a subclass of SafeLoader
+        data = _load(text)
     except RecursionError:
-        # Python's stack ends before the nesting does: no file a person writes is this deep.
-        raise yaml.YAMLError(
-            "nested deeper than this reader follows (lists or mappings inside each other thousands of times)"
+        raise TooLarge(
+            f"the document nests deeper than Python can read (more than {MAX_DEPTH} levels is refused); flatten it"
         ) from None
+    check_size(data)
+    return data
+
+
+def _load(text: str) -> Any:
+    if _FAST is not None:
+        try:
+            return yaml.load(text, Loader=_FAST)  # noqa: S506 - a subclass of CSafeLoader, the safe loader's libyaml build
+        except yaml.YAMLError:
+            pass
+    return yaml.load(text, Loader=_PureLoader)  # noqa: S506 - a subclass of SafeLoader
+
+
+class TooLarge(yaml.YAMLError):  # type: ignore[misc]
+    """A document whose aliases expand it beyond `MAX_VALUES`, that refers to itself, or nests beyond `MAX_DEPTH`."""
+
+    def __init__(self, problem: str):
+        super().__init__(problem)
+        self.problem = problem
+
+
+def check_size(data: Any) -> int:
+    """Values `data` holds once every alias is written out (the loader shares aliased values instead of copying
+    them, so a small file can stand for billions: whatever walks it — validation, a request body — would not
+    end). `TooLarge` past `MAX_VALUES` or `MAX_DEPTH`, or for a value that contains itself. Linear in the
+    distinct values, whatever they expand to."""
+    size: dict[int, int] = {}
+    depth: dict[int, int] = {}
+    open_: set[int] = set()
+    stack: list[tuple[Any, bool]] = [(data, False)]
+    while stack:
+        node, children_done = stack.pop()
+        if not isinstance(node, (dict, list)):
+            continue
+        key = id(node)
+        items = list(node.keys()) + list(node.values()) if isinstance(node, dict) else node
+        nested = [c for c in items if isinstance(c, (dict, list))]
+        if children_done:
+            open_.discard(key)
+            size[key] = 1 + len(items) + sum(size[id(c)] - 1 for c in nested)
+            depth[key] = 1 + max((depth[id(c)] for c in nested), default=0)
+            if size[key] > MAX_VALUES:
+                raise TooLarge(
+                    f"aliases (*name) expand the document to more than {MAX_VALUES:,} values; "
+                    "write the values out, or use fewer aliases"
+                )
+            if depth[key] > MAX_DEPTH:
+                raise TooLarge(f"the document nests more than {MAX_DEPTH} levels deep; flatten it")
+            continue
+        if key in size:
+            continue
+        if key in open_:
+            raise TooLarge("an alias (*name) refers to a value that contains it, so the value never ends; write it out")
+        open_.add(key)
+        stack.append((node, True))
+        stack.extend((c, False) for c in nested if id(c) not in size)
+    return size.get(id(data), 1)

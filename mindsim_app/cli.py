@@ -194,7 +194,7 @@ def patientact_profile_eval_cmd(
     human: Optional[Path] = typer.Option(None, "--human", help="patientact_profile_human.jsonl (mindsim annotate export)"),
     diversity: Optional[Path] = typer.Option(None, "--diversity", help="patientact_diversity.jsonl (mindsim annotate export)"),
     out: Optional[Path] = typer.Option(None, "--out", help="Folder for patientact_profile_eval/ (default RUN_DIR)"),
-    max_tokens: Optional[int] = typer.Option(None, "--max-tokens", help="Token budget of one judge answer"),
+    max_tokens: Optional[int] = typer.Option(None, "--max-tokens", min=1, max=1_000_000, help="Token budget of one judge answer"),
 ) -> None:
     """PatientAct Table 1: the four profile dimensions (mean ± sd), attachment / core-belief identification
     accuracy against chance, diversity, and with --human / --diversity the raters' means, α and κ."""

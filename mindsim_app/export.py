@@ -330,8 +330,8 @@ def dpo_cmd(
     recipe: Optional[Path] = typer.Option(
         None, "--recipe", help="Recipe naming the counsellors (simulation.counsellors) and the judge role; "
         "default: the recipe run.json records, else the embedded engine for both"),
-    k: int = typer.Option(4, "--k", min=2, help="Replies asked per sampled turn, round-robin over the counsellors"),
-    turns: int = typer.Option(2, "--turns", min=1, help="Counsellor turns sampled per session"),
+    k: int = typer.Option(4, "--k", min=2, max=16, help="Replies asked per sampled turn, round-robin over the counsellors"),
+    turns: int = typer.Option(2, "--turns", min=1, max=100, help="Counsellor turns sampled per session"),
     min_gap: float = typer.Option(4.0, "--min-gap", min=0.0, help="Least severity-weight gap between rejected and chosen"),
     chosen_max: str = typer.Option("minor", "--chosen-max", help="Most severe level a chosen reply may have"),
     counsellor: Optional[list[str]] = typer.Option(

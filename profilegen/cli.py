@@ -39,9 +39,9 @@ console = out_console()
 def generate_cmd(
     recipe: Path = typer.Argument(..., help="Recipe YAML with engines, roles and a profiles: section."),
     out: Path = typer.Option(..., "--out", help="Run folder; profiles go to OUT/profiles/ (rerun resumes)."),
-    candidates: Optional[int] = typer.Option(None, help="Override profiles.candidates."),
-    pool_size: Optional[int] = typer.Option(None, help="Override profiles.pool_size."),
-    benchmark_size: Optional[int] = typer.Option(None, help="Override profiles.benchmark_size."),
+    candidates: Optional[int] = typer.Option(None, min=1, max=100_000, help="Override profiles.candidates."),
+    pool_size: Optional[int] = typer.Option(None, min=1, max=100_000, help="Override profiles.pool_size."),
+    benchmark_size: Optional[int] = typer.Option(None, min=0, max=100_000, help="Override profiles.benchmark_size."),
     personas: Optional[str] = typer.Option(None, help="Override profiles.personas (path, Hub id or 'synthetic')."),
     distilabel: Optional[bool] = typer.Option(None, "--distilabel/--no-distilabel",
                                               help="Override profiles.use_distilabel."),

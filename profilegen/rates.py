@@ -19,6 +19,7 @@ import yaml
 from pydantic import BaseModel, ConfigDict, Field, ValidationError
 
 from mindsimkit.mindcore.errors import ConfigError, InputError
+from mindsimkit.mindcore.inputs import MAX_CONFIG_BYTES, read_input_text
 from mindsimkit.mindcore import yamlio
 from mindsimkit.profilegen.schemas import AGE_BANDS
 from mindsimkit.profilegen.vocab import Vocabularies, load_vocabularies
@@ -104,10 +105,7 @@ def load_rates(path: str | Path | None = None) -> Rates:
         text = (resources.files("mindsimkit.profilegen") / "data" / DEFAULT_RATES).read_text(encoding="utf-8")
         where = f"profilegen/data/{DEFAULT_RATES}"
     else:
-        try:
-            text = Path(path).read_text(encoding="utf-8")
-        except OSError as exc:
-            raise ConfigError(f"cannot read rates file {path}: {exc}") from exc
+        text = read_input_text(path, "rates file", MAX_CONFIG_BYTES, error=ConfigError)
         where = str(path)
     try:
         rates = Rates.model_validate(yamlio.safe_load(text))

@@ -10,7 +10,7 @@ import sys
 from pathlib import Path
 
 PROGRESS_LINE = re.compile(r"^\[\d\d:\d\d:\d\d\] progress: .+: \d+(/\d+)? (started|running|done|stopped), "
-                           r"\d+:\d\d:\d\d elapsed$")
+                           r"\d+:\d\d:\d\d elapsed(, waiting on .+)?$")
 
 
 def without_progress(text: str) -> str:

@@ -25,6 +25,7 @@ import pyarrow.parquet as pq
 import yaml
 
 from mindsimkit.mindcore.errors import InputError
+from mindsimkit.mindcore.inputs import MAX_CONFIG_BYTES, check_input, read_input_bytes
 from mindsimkit.mindcore.io import atomic_write_parquet
 from mindsimkit.mindcore.provenance import base_provenance
 from mindsimkit.mindcore import yamlio
@@ -63,10 +64,9 @@ def load_lexicon(config: ValidationConfig) -> MarkerLexicon:
     if not config.markers:
         return default_lexicon()
     path = Path(config.markers)
-    if not path.is_file():
-        raise InputError(f"validation.markers: {path} not found; give a marker YAML like validation/data/markers.yaml")
+    check_input(path, "validation.markers:", hint="give a marker YAML like validation/data/markers.yaml")
     try:
-        data = yamlio.safe_load(path.read_text(encoding="utf-8"))
+        data = yamlio.safe_load(read_input_bytes(path, "validation.markers:", MAX_CONFIG_BYTES).decode("utf-8"))
     except UnicodeDecodeError as exc:
         raise InputError(f"validation.markers: {path} is not UTF-8 text (byte 0x{exc.object[exc.start]:02x} at offset {exc.start}); save it as UTF-8 YAML") from None
     except yaml.YAMLError as exc:
@@ -160,8 +160,7 @@ def reference_provenance(source: Any, config: ValidationConfig, *, attribution: 
 def load_reference(path: str | Path) -> Measured:
     """Read an artifact written by `write_reference`; anything else fails with what and how to fix."""
     path = Path(path)
-    if not path.is_file():
-        raise InputError(f"reference artifact {path} not found; build one with `mindsim validate reference TRANSCRIPTS --out {path}`")
+    check_input(path, "reference artifact", hint=f"build one with `mindsim validate reference TRANSCRIPTS --out {path}`")
     if path.stat().st_size == 0:
         raise InputError(f"{path}: empty file, not a reference artifact; build one with `mindsim validate reference`")
     try:

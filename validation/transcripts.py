@@ -19,6 +19,7 @@ from typing import Any
 from pydantic import BaseModel, Field
 
 from mindsimkit.mindcore.errors import InputError
+from mindsimkit.mindcore.inputs import input_lines, loads_json
 
 # Accepted spellings of the two key fields; chat exports disagree on them (MIBot uses
 # `conversation_id`, our simulator `id`).
@@ -172,19 +173,18 @@ def _decode_line(raw: bytes, path: Path, lineno: int) -> str:
 
 def _iter_jsonl(path: Path) -> Iterable[tuple[Any, str]]:
     # Bytes in, decoded per line: a decoding error then names its line instead of ending in a traceback.
-    with path.open("rb") as fh:
-        for lineno, raw in enumerate(fh, start=1):
-            line = _decode_line(raw, path, lineno)
-            if not line.strip():
-                continue
-            where = f"{path} line {lineno}"
-            try:
-                yield json.loads(line), where
-            except json.JSONDecodeError as exc:
-                raise InputError(
-                    f"{where}: not valid JSON ({exc.msg} at column {exc.colno}); "
-                    f"each line must hold one whole conversation object"
-                ) from None
+    for lineno, raw in input_lines(path, "transcripts", hint="pass a chat JSONL file or a saved dataset folder"):
+        line = _decode_line(raw, path, lineno)
+        if not line.strip():
+            continue
+        where = f"{path} line {lineno}"
+        try:
+            yield loads_json(line, where), where
+        except json.JSONDecodeError as exc:
+            raise InputError(
+                f"{where}: not valid JSON ({exc.msg} at column {exc.colno}); "
+                f"each line must hold one whole conversation object"
+            ) from None
 
 
 def _iter_dataset(obj: Any, label: str) -> Iterable[tuple[Any, str]]:

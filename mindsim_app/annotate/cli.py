@@ -26,9 +26,9 @@ app.add_typer(sample_app, name="sample")
 app.add_typer(labelstudio_app, name="labelstudio")
 
 RATERS = typer.Option(None, "--raters", help="Rater ids, comma-separated (or --n-raters)")
-N_RATERS = typer.Option(None, "--n-raters", help="Number of raters, named R1…Rn")
-K = typer.Option(3, "--k", help="Raters per item")
-ALL = typer.Option(0, "--all-raters", help="Items rated by every rater (agreement subset)")
+N_RATERS = typer.Option(None, "--n-raters", min=1, max=1000, help="Number of raters, named R1…Rn")
+K = typer.Option(3, "--k", min=1, max=100, help="Raters per item")
+ALL = typer.Option(0, "--all-raters", min=0, max=100_000, help="Items rated by every rater (agreement subset)")
 SEED = typer.Option(0, "--seed", help="Seed of the draw, the shuffles, ids and codes")
 KEY = typer.Option(None, "--key", help="Where the key goes (default: TASK.key.json beside the task folder)")
 # The whole-session samplers' inputs (`patientact-sessions` and `sessions`).
@@ -60,7 +60,7 @@ def _said(s: dict) -> None:
 def sample_mhqr_cmd(
     out: Path = typer.Option(..., "--out", help="Task folder to create"),
     run_dir: Optional[Path] = typer.Argument(None, help="Run folder to draw from (with --n)"),
-    n: Optional[int] = typer.Option(None, "--n", help="Excerpts of --unit to draw from RUN_DIR"),
+    n: Optional[int] = typer.Option(None, "--n", min=1, max=100_000, help="Excerpts of --unit to draw from RUN_DIR"),
     unit: str = typer.Option("reply", "--unit", help="reply | window (five counsellor turns) | conversation"),
     mix: Optional[str] = typer.Option(None, "--mix", help="paper: 19 conversations and 48 windows (MindEval2 §3.4); "
                                                           "for other mixes draw with `mindsim judge sample` and give --excerpts"),
@@ -92,14 +92,14 @@ def sample_mhqr_cmd(
 @sample_app.command("realism")
 def sample_realism_cmd(
     out: Path = typer.Option(..., "--out", help="Task folder to create"),
-    n: int = typer.Option(..., "--n", help="Windows to draw, even over systems"),
+    n: int = typer.Option(..., "--n", min=1, max=100_000, help="Windows to draw, even over systems"),
     run: Optional[list[str]] = typer.Option(None, "--run", help="[NAME=]run folder (repeat)"),
     sessions: Optional[list[str]] = typer.Option(None, "--sessions", help="[NAME=]another simulator's sessions JSONL (repeat)"),
     real: Optional[list[str]] = typer.Option(None, "--real", help="[NAME=]real conversations, chat JSONL (repeat; "
                                                                   "the task is then marked never-publish)"),
     windows: str = typer.Option("1,5,9", "--windows", help="Window sizes in turns, taken in turn"),
     first_sessions: bool = typer.Option(False, "--first-sessions", help="Only first sessions (the paper's sample)"),
-    max_turns: Optional[int] = typer.Option(None, "--max-turns", help="Only the first N patient turns of each conversation"),
+    max_turns: Optional[int] = typer.Option(None, "--max-turns", min=1, max=10_000, help="Only the first N patient turns of each conversation"),
     patient_role: str = typer.Option("user", "--patient-role", help="Role of the patient in --real files"),
     raters: Optional[str] = RATERS, n_raters: Optional[int] = N_RATERS, k: int = K, all_raters: int = ALL,
     seed: int = SEED, key: Optional[Path] = KEY,
@@ -112,6 +112,8 @@ def sample_realism_cmd(
         sizes = [int(w) for w in windows.split(",") if w.strip()]
     except ValueError:
         raise InputError(f"--windows {windows}: give turn counts like 1,5,9") from None
+    if not sizes or len(sizes) > 20 or not all(1 <= w <= 100 for w in sizes):
+        raise InputError(f"--windows {windows}: give 1 to 20 window sizes of 1 to 100 turns, like 1,5,9")
     s = sample_realism(out, _design(raters, n_raters, k, all_raters), n=n, runs=run or [], sessions=sessions or [],
                        real=real or [], windows=sizes, seed=seed, first_sessions=first_sessions, max_turns=max_turns,
                        patient_role=patient_role, key=key)
@@ -162,7 +164,7 @@ def _sample_sessions(out: Path, run: Optional[list[Path]], sessions: Optional[Pa
 def sample_profiles_cmd(
     out: Path = typer.Option(..., "--out", help="Task folder to create"),
     run: list[Path] = typer.Option(..., "--run", help="Run folder with PatientAct sessions (repeat)"),
-    n: Optional[int] = typer.Option(None, "--n", help="Profiles to draw (default all)"),
+    n: Optional[int] = typer.Option(None, "--n", min=1, max=100_000, help="Profiles to draw (default all)"),
     raters: Optional[str] = RATERS, n_raters: Optional[int] = N_RATERS, k: int = K, all_raters: int = ALL,
     seed: int = SEED, key: Optional[Path] = KEY,
 ) -> None:
@@ -273,7 +275,7 @@ def realism_report_cmd(
                                         "the MindEval2 authors' member_realism_annotations.json as downloaded"),
     out: Path = typer.Option(Path("realism_report"), "--out", help="Folder for realism_report.json and .md"),
     key: Optional[Path] = typer.Option(None, "--key", help="TASK.key.json (for task folders)"),
-    draws: int = typer.Option(2000, "--draws", help="Bootstrap resamples of patients"),
+    draws: int = typer.Option(2000, "--draws", min=1, max=100_000, help="Bootstrap resamples of patients"),
     seed: int = typer.Option(0, "--seed", help="Bootstrap seed"),
 ) -> None:
     """Table 4 (per system: means, share ≤ 3, share with no reason, reason shares) and Table 13 (ordinal

@@ -21,7 +21,8 @@ from typing import Any, Iterable
 from xml.sax.saxutils import quoteattr
 
 from mindsimkit.mindcore.errors import InputError
-from mindsimkit.mindcore.io import DuplicateKey, atomic_write_json, atomic_write_text, loads_strict
+from mindsimkit.mindcore.inputs import loads_json, read_input_text
+from mindsimkit.mindcore.io import atomic_write_json, atomic_write_text
 from mindsimkit.judge.ratings import Ratings, cell_value, counted_out
 from mindsimkit.judge.rubrics import Rubric
 from mindsimkit.mindsim_app.annotate.protocol import DIVERSITY, for_task, protocol, realism_reasons, rubric_of
@@ -241,11 +242,10 @@ def _scale_value(form: dict[str, Any], name: str, by: dict[str, dict[str, Any]],
 
 
 def _load_export(export: Path) -> list[Any]:
+    text = read_input_text(export, "Label Studio export")
     try:
-        data = loads_strict(Path(export).read_bytes().decode("utf-8-sig"))
-    except DuplicateKey as exc:
-        raise InputError(f"{export}: {exc}") from None
-    except (OSError, ValueError) as exc:
+        data = loads_json(text, str(export))
+    except ValueError as exc:
         raise InputError(f"{export}: not a Label Studio JSON export ({exc})") from exc
     if not isinstance(data, list):
         raise InputError(f"{export}: expected a JSON list of tasks (Label Studio's 'JSON' export)")

@@ -28,6 +28,7 @@ from typing import Any, Optional, Sequence
 from pydantic import BaseModel, ConfigDict, Field
 
 from mindsimkit.mindcore.errors import InputError
+from mindsimkit.mindcore.inputs import loads_json, read_input_text
 from mindsimkit.mindcore.io import atomic_write_bytes, read_jsonl
 
 FORMAT = "mindsim-annotate/1"
@@ -190,8 +191,8 @@ def load_task(task_dir: Path) -> Task:
     if not head_path.is_file():
         raise InputError(f"{task_dir}: not a task folder (no {TASK_FILE}); make one with `mindsim annotate sample …`")
     try:
-        header = Header.model_validate(json.loads(head_path.read_text(encoding="utf-8")))
-        assignments = json.loads((task_dir / ASSIGN_FILE).read_text(encoding="utf-8"))
+        header = Header.model_validate(loads_json(read_input_text(head_path, "task file"), str(head_path)))
+        assignments = loads_json(read_input_text(task_dir / ASSIGN_FILE, "task file"), str(task_dir / ASSIGN_FILE))
     except (OSError, ValueError) as exc:
         raise InputError(f"{task_dir}: broken task files ({str(exc).splitlines()[0]}); sample it again") from exc
     items: dict[str, dict[str, Any]] = {}
@@ -210,9 +211,8 @@ def load_task(task_dir: Path) -> Task:
 
 
 def load_key(path: Path) -> dict[str, Any]:
-    if not Path(path).is_file():
-        raise InputError(f"key file {path} not found; the sampler writes it beside the task folder as TASK.key.json")
+    text = read_input_text(path, "key file", hint="the sampler writes it beside the task folder as TASK.key.json")
     try:
-        return json.loads(Path(path).read_text(encoding="utf-8"))
+        return loads_json(text, str(path))
     except ValueError as exc:
         raise InputError(f"{path}: not a key file ({exc})") from exc

@@ -33,7 +33,8 @@ def start(tasks: list[Path], port: int, log: Path) -> subprocess.Popen:
         try:
             requests.get(f"http://127.0.0.1:{port}/", timeout=1)
             return p
-        except requests.ConnectionError:
+        # The port is bound before the app is built: a request queued then waits for uvicorn and may time out.
+        except (requests.ConnectionError, requests.Timeout):
             time.sleep(0.1)
     p.kill()
     raise RuntimeError("server did not start")
