@@ -1,7 +1,7 @@
 """A run folder is the run's own: outputs of other commands never replace its files, its manifest never points
 outside it, its dataset holds no link, one job at a time writes it, and Ctrl-C stops a job at a safe point with
 exit 130 and one `interrupted` line, after which the same command resumes. Every case goes through the installed
-console script, as a user runs it; the jobs run on the fake engine over HTTP (`openai_stub`), slowed down while
+console script, as a user runs it; the jobs run on the fake engine over HTTP (`openai_stub`), held back while
 the test needs them mid-work."""
 
 from __future__ import annotations
@@ -20,7 +20,7 @@ from typing import Any
 import pytest
 
 from cli_streams import mindsim_script, without_progress
-from fakejob import _recipe, _responder, write_fake_job
+from fakejob import ROLES, _responder, write_fake_job
 from openai_stub import OpenAIStub, Reply, from_responder
 
 MINDSIM = mindsim_script()
@@ -139,34 +139,49 @@ def test_a_symlink_inside_the_dataset_folder_is_refused(what, run, tmp_path):
 # ---------------------------------------------------------------- one job at a time, and Ctrl-C
 
 
-class Slow:
-    """The fake engine over HTTP, each answer held back while `slow` is set, so a command is mid-work when the
-    test signals it. `answered` counts the answers given (the preflight's probe included)."""
+class Held:
+    """The fake engine over HTTP answering its first `free` requests (the preflight's probe included), then holding
+    every request until `release` is set: a command is certainly mid-work when the test signals it. Every other
+    plain counsellor reply carries the fake judge's MAJOR marker, so counterfactual replies differ in severity."""
 
     def __init__(self, tmp: Path) -> None:
-        self.slow = threading.Event()
-        self.slow.set()
-        self.answered = 0
+        self.free = 10**6
+        self.release = threading.Event()
+        self.received = 0
+        lock = threading.Lock()
         respond = from_responder(_responder())
 
         def behave(body: dict[str, Any]) -> Reply:
-            if self.slow.is_set():
-                time.sleep(0.5)
-            self.answered += 1
+            with lock:
+                self.received += 1
+                n = self.received
+            if n > self.free:
+                self.release.wait(120)
+            if body.get("model") == "counsellor" and not body.get("response_format") and not body.get("tools"):
+                return Reply(content="MAJOR tell me more about that." if n % 2 else "That sounds hard.")
             return respond(body)
-
-        self.stub = OpenAIStub(behave).__enter__()
-        self.recipe = _recipe(tmp / "r.yaml", self.stub)
+        self.stub = OpenAIStub(behave).__enter__().serve(*ROLES)
+        # A small job (one patient, one session): the test runs it twice.
+        self.recipe = tmp / "r.yaml"
+        self.recipe.write_text(
+            f"name: guard\nseed: 3\nengines:\n  stub: {{kind: openai, base_url: '{self.stub.base_url}', model: m, "
+            "native_tools: false, max_concurrency: 4}\nroles:\n  default: {engine: stub}\n"
+            + "".join(f"  {r!r}: {{engine: stub, model: {r!r}}}\n" for r in ROLES)
+            + "profiles: {personas: synthetic, candidates: 2, pool_size: 1, benchmark_size: 1, "
+            "pool_verdicts: [clean, minor], causal_checks: false}\n"
+            "simulation: {sessions: 1, turn_cap: 2, counsellors: [counsellor], patient_engine: [mindsim]}\n"
+            "validation: {bootstrap_draws: 20, floor_splits: 5}\njudge: {bootstrap_draws: 100}\n")
 
     def close(self) -> None:
         self.stub.__exit__(None, None, None)
 
 
 @pytest.fixture
-def slow(tmp_path):
-    s = Slow(tmp_path)
-    yield s
-    s.close()
+def held(tmp_path):
+    h = Held(tmp_path)
+    yield h
+    h.release.set()
+    h.close()
 
 
 def start(*args: object, cwd: Path) -> subprocess.Popen:
@@ -178,17 +193,22 @@ def start(*args: object, cwd: Path) -> subprocess.Popen:
                             preexec_fn=lambda: signal.signal(signal.SIGINT, signal.SIG_IGN))
 
 
-def wait_mid_work(proc: subprocess.Popen, slow: Slow, answers: int) -> None:
+def wait_mid_work(proc: subprocess.Popen, held: Held, free: int) -> None:
+    """Until the command waits on a held request (its first `free` ones answered)."""
+    held.free = free
     deadline = time.monotonic() + 120
-    while slow.answered < answers and proc.poll() is None and time.monotonic() < deadline:
+    while held.received <= free and proc.poll() is None and time.monotonic() < deadline:
         time.sleep(0.05)
     assert proc.poll() is None, proc.communicate()[1]
-    assert slow.answered >= answers, "the command never reached its engine calls"
+    assert held.received > free, "the command never reached its engine calls"
 
 
-def ctrl_c(proc: subprocess.Popen, signum: int = signal.SIGINT) -> str:
+def ctrl_c(proc: subprocess.Popen, held: Held, signum: int = signal.SIGINT) -> str:
+    """Signal the process group as a terminal does; the engine answers again from then on (a step that finishes
+    its batch before stopping gets its replies)."""
     try:
         os.killpg(proc.pid, signum)
+        held.release.set()
         _, stderr = proc.communicate(timeout=90)
     finally:
         if proc.poll() is None:
@@ -201,30 +221,29 @@ def ctrl_c(proc: subprocess.Popen, signum: int = signal.SIGINT) -> str:
     return stderr
 
 
-def test_a_second_job_on_a_locked_run_is_refused_and_ctrl_c_then_resume_finishes_the_run(slow, tmp_path):
+def test_a_second_job_on_a_locked_run_is_refused_and_ctrl_c_then_resume_finishes_the_run(held, tmp_path):
     out = tmp_path / "o"
-    first = start("run", slow.recipe, "--out", out, cwd=tmp_path)
-    wait_mid_work(first, slow, answers=6)
-    second = mindsim("run", slow.recipe, "--out", out, cwd=tmp_path)
+    first = start("run", held.recipe, "--out", out, cwd=tmp_path)
+    wait_mid_work(first, held, free=6)
+    second = mindsim("run", held.recipe, "--out", out, cwd=tmp_path)
     assert second.returncode == 2, second.stderr
     line = one_error(second)
     assert f"pid {first.pid}" in line and "mindsim run" in line and str(out) in line, line
     # Every other writer of the folder waits its turn too.
-    judge = mindsim("judge", "run", out, "--recipe", slow.recipe, cwd=tmp_path)
-    assert judge.returncode == 2 and f"pid {first.pid}" in one_error(judge)
-    ctrl_c(first)
-    slow.slow.clear()
-    again = mindsim("run", slow.recipe, "--out", out, cwd=tmp_path, timeout=300)
+    profiles = mindsim("profiles", held.recipe, "--out", out, cwd=tmp_path)
+    assert profiles.returncode == 2 and f"pid {first.pid}" in one_error(profiles)
+    ctrl_c(first, held)
+    again = mindsim("run", held.recipe, "--out", out, cwd=tmp_path, timeout=300)
     assert again.returncode == 0, again.stderr
     assert json.loads((out / "run.json").read_text())["status"] == "finished"
     assert not (out / ".mindsim.lock").exists()
 
 
-def test_sigterm_stops_the_simulator_like_ctrl_c(slow, tmp_path, finished):
+def test_sigterm_stops_the_simulator_like_ctrl_c(held, tmp_path, finished):
     prof = Path(shutil.copytree(finished / "profiles", tmp_path / "p" / "profiles"))
-    proc = start("simulate", "--profiles", prof, "--recipe", slow.recipe, "--out", tmp_path / "s", cwd=tmp_path)
-    wait_mid_work(proc, slow, answers=4)
-    ctrl_c(proc, signal.SIGTERM)
+    proc = start("simulate", "--profiles", prof, "--recipe", held.recipe, "--out", tmp_path / "s", cwd=tmp_path)
+    wait_mid_work(proc, held, free=4)
+    ctrl_c(proc, held, signal.SIGTERM)
 
 
 @pytest.mark.parametrize("command", [
@@ -232,14 +251,15 @@ def test_sigterm_stops_the_simulator_like_ctrl_c(slow, tmp_path, finished):
     lambda r, t, recipe: ["export", "dpo", r, "--recipe", recipe, "--out", t / "dpo.jsonl", "--k", "2", "--turns", "1",
                           "--min-gap", "0"],
 ], ids=["judge-run", "export-dpo"])
-def test_ctrl_c_stops_a_long_command_with_exit_130_and_a_rerun_finishes(command, slow, run, tmp_path):
-    shutil.rmtree(run / "judgments" / "cache")  # so the judge calls its engine again
-    argv = command(run, tmp_path, slow.recipe)
+def test_ctrl_c_stops_a_long_command_with_exit_130_and_a_rerun_finishes(command, held, run, tmp_path):
+    cache = run / "judgments" / "cache"
+    shutil.rmtree(cache)  # so the judge calls its engine again
+    argv = command(run, tmp_path, held.recipe)
     proc = start(*argv, cwd=tmp_path)
-    wait_mid_work(proc, slow, answers=4)
-    ctrl_c(proc)
-    slow.slow.clear()
+    wait_mid_work(proc, held, free=8)
+    ctrl_c(proc, held)
+    if argv[0] == "judge":
+        assert list(cache.rglob("*.json")), "nothing finished before Ctrl-C was checkpointed"
     again = mindsim(*argv, cwd=tmp_path)
-    assert again.returncode in (0, 2), again.stderr  # export dpo: 2 when no pair passes the gap, said in one line
-    if again.returncode == 2:
-        assert "no" in one_error(again)
+    assert again.returncode == 0, again.stderr
+    assert "wrote 0 " not in again.stdout
