@@ -41,7 +41,7 @@ OWNED = _owned_names()
 
 def is_run_folder(path: Path) -> bool:
     layout = RunLayout(path)
-    return layout.run_json.is_file() or layout.manifest.is_file()
+    return bool(layout.run_json.is_file() or layout.manifest.is_file())
 
 
 def owning_run(path: str | os.PathLike[str]) -> Path | None:
