@@ -38,7 +38,7 @@ from typing import Any
 from urllib.parse import quote
 
 ROOT = Path(__file__).resolve().parents[1]
-for extra in (ROOT / "tests", ROOT / "tests" / "judge", ROOT / "tests" / "mindsim_app"):
+for extra in (ROOT / "tests", ROOT / "tests" / "judge", ROOT / "tests" / "mindsim", ROOT / "tests" / "mindsim_app"):
     sys.path.insert(0, str(extra))
 
 from smoke import parse_args  # noqa: E402
@@ -167,6 +167,13 @@ def _members_escaping(ctx: Ctx) -> None:
     write_jsonl(ctx.inputs / "profiles.jsonl", [member("../../PRB_escape1")])
 
 
+def _profiles(ctx: Ctx) -> None:
+    from mindsimkit.profilegen.dataset import write_profiles
+    from simfakes import make_profile
+
+    write_profiles([make_profile("p1")], ctx.inputs / "profiles")
+
+
 def _no_request_holds_the_environment(ctx: Ctx, _proc: subprocess.CompletedProcess[str]) -> str | None:
     sent = [json.dumps(r) for r in (ctx.stub.requests if ctx.stub else [])]
     return f"a request body held {KEY_VAR}" if any(KEY_VAR in s for s in sent) else None
@@ -206,8 +213,8 @@ PROBES: list[Probe] = [
     Probe("dev-zero-input", lambda c: ["validate", "reference", "/dev/zero", "--out", c.out / "ref.parquet"], 2,
           bound_s=5, owner="size bounds"),
     Probe("inspect-sessions-negative", lambda c: ["eval", "mindsimkit/mindeval2", "-T", "sessions=-1", "-T",
-                                                  f"recipe={c.recipe}", "--log-dir", c.out / "logs"],
-          "nonzero", stub="ok", program="inspect", owner="inspect args"),
+                                                  f"profiles={c.inputs / 'profiles'}", "-T", f"recipe={c.recipe}", "--log-dir", c.out / "logs"],
+          "nonzero", stub="ok", setup=_profiles, program="inspect", owner="inspect args"),
 ]
 
 
