@@ -214,7 +214,8 @@ PROBES: list[Probe] = [
           bound_s=5, owner="size bounds"),
     Probe("inspect-sessions-negative", lambda c: ["eval", "mindsimkit/mindeval2", "-T", "sessions=-1", "-T",
                                                   f"profiles={c.inputs / 'profiles'}", "-T", f"recipe={c.recipe}", "--log-dir", c.out / "logs"],
-          "nonzero", stub="ok", setup=_profiles, program="inspect", owner="inspect args"),
+          "nonzero", stub="ok", setup=_profiles, program="inspect", owner="inspect args", one_line=False,
+          check=lambda c, p: None if "sessions" in p.stderr else "the argument at fault is not named"),
 ]
 
 
