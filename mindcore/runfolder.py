@@ -41,7 +41,10 @@ OWNED = _owned_names()
 
 def is_run_folder(path: Path) -> bool:
     layout = RunLayout(path)
-    return bool(layout.run_json.is_file() or layout.manifest.is_file())
+    try:
+        return bool(layout.run_json.is_file() or layout.manifest.is_file())
+    except OSError:  # a folder above the output the user may not list (e.g. another user's home) holds no run of theirs
+        return False
 
 
 def owning_run(path: str | os.PathLike[str]) -> Path | None:
@@ -66,8 +69,9 @@ def refuse_run_file(path: str | os.PathLike[str], option: str, *, allow: Iterabl
     top = resolved.relative_to(run).parts[0]
     if top not in OWNED:
         return
+    where = "is" if resolved == run / top else "inside"
     raise InputError(
-        f"{option} {path}: inside {run / top}, which the run {run} owns (its stages write and check it); "
+        f"{option} {path}: {where} {run / top}, which the run {run} owns (its stages write and check it); "
         f"write it outside the run's own files, e.g. {run / 'exports' / resolved.name}"
     )
 
