@@ -121,13 +121,14 @@ def run_cmd(
     engines_cfg.check_bound(config.judges, "--judge" if judge else "judge.judges")
     from mindsimkit.mindcore.layout import RunLayout
     from mindsimkit.mindcore.manifest import verify_run
+    from mindsimkit.mindcore.runfolder import run_lock
 
     if sessions is None and RunLayout(run_dir).sessions.parquet.is_file():
         # The sessions it judges are intact; its own judgments may be missing (this remakes them).
         verify_run(run_dir, needs=["simulation"], whole=False)
     inputs = load_sessions(run_dir, sessions)  # bad input stops here, before any engine starts
     benchmark_patients(inputs, run_dir, Path(config.profiles) if config.profiles else None)
-    with Engines.from_config(engines_cfg) as engines:
+    with run_lock(run_dir), Engines.from_config(engines_cfg) as engines:
         preflight(r, engines, {"judge"})
         summary = run_judging(run_dir, engines, config, inputs=inputs)
     typer.echo(f"judged {summary.judgments} replies of {summary.sessions} sessions: {summary.ok} ok, "
@@ -169,6 +170,8 @@ def _run_scales(spec, run_dir: Optional[Path], runs: list[Path], sessions: Optio
     from mindsimkit.judge.patientact import SESSION_RUBRIC, load_human, load_items
     from mindsimkit.judge.patientact_report import run_patientact
     from mindsimkit.judge.scales import judgeable
+    from mindsimkit.mindcore.io import check_out_folder
+    from mindsimkit.mindcore.runfolder import run_lock
 
     if spec.unit == "profile" and spec.judge is not None:
         raise ConfigError(f"rubric {spec.id} rates profiles: run it with `mindsim patientact profile-eval RUN`")
@@ -189,10 +192,11 @@ def _run_scales(spec, run_dir: Optional[Path], runs: list[Path], sessions: Optio
             typer.echo(f"warning: {len(unknown)} rated items are not among the sessions judged here (first: "
                        f"{unknown[0]!r}); they count for agreement among the raters, not against the judge", err=True)
     target = out or (folders[0] if folders else sessions.parent)
+    check_out_folder(target)
     recipe_path = resolve_recipe(folders[0], recipe) if folders else recipe
     r = load_recipe(recipe_path) if recipe_path is not None else None
     engines_cfg = r.engines_config() if r is not None else default_engines_config()
-    with Engines.from_config(engines_cfg) as engines:
+    with run_lock(target), Engines.from_config(engines_cfg) as engines:
         preflight(r, engines, {"judge_patientact"})
         summary = run_patientact(target, engines, items, judge=role, baseline=baseline,
                                  human=ratings, max_tokens=max_tokens, rubric=spec, comparisons=comparisons)
@@ -252,9 +256,13 @@ def sample_cmd(
     if chosen is None and n is None:
         raise ConfigError("mindsim judge sample: give --n N (with --unit), or a mix: --mix paper, or "
                           "--conversations N --windows M")
+    from mindsimkit.judge.sample import key_path_for
+    from mindsimkit.mindcore.io import check_out_file
     from mindsimkit.mindcore.layout import RunLayout
     from mindsimkit.mindcore.manifest import verify_run
 
+    check_out_file(out)
+    check_out_file(key or key_path_for(out), "--key")
     if RunLayout(run_dir).sessions.parquet.is_file():
         verify_run(run_dir, needs=["simulation"], optional=["judge"])  # judgments, when there, set the strata
     s = sample_excerpts(run_dir, n, out, seed=seed, key=key, judge=judge, unit=unit.value, mix=chosen, real=real)
@@ -278,7 +286,9 @@ def agreement_cmd(
     """Agreement of annotators with each other and with the judge (MindEval2 Tables 2, 3, 7, 9, 10), paired tests
     of the judges' pooled issue recall and F1 (§3.4), and agreement against cost per query (Figure 2)."""
     from mindsimkit.judge.agreement import run_agreement
+    from mindsimkit.mindcore.io import check_out_folder
 
+    check_out_folder(out)
     report = run_agreement(annotations, judgments=judgments, key=key, out=out, draws=draws, seed=seed, costs=costs)
     ia = report["inter_annotator"]["severity"]
     typer.echo(f"{report['counts']['annotations']} annotations, {len(report['counts']['annotators'])} annotators; "

@@ -336,13 +336,17 @@ def _refuse_pseudo(path: Path, option: str) -> None:
                          "give a path on a disk")
 
 
-def check_out_folder(path: str | os.PathLike, option: str = "--out") -> Path:
+def check_out_folder(path: str | os.PathLike, option: str = "--out", *, allow: Iterable[str | os.PathLike] = ()) -> Path:
     """An output folder the command may create or resume: refused (InputError) when it, or a folder above
-    it, is a file; checked before any work, so nothing is spent on a run that cannot be written."""
+    it, is a file, or when it lies inside what a run folder owns (`mindcore.runfolder.refuse_run_file`; `allow`:
+    the paths there the command itself writes); checked before any work, so nothing is spent on a run that
+    cannot be written."""
     from mindsimkit.mindcore.errors import InputError
+    from mindsimkit.mindcore.runfolder import refuse_run_file
 
     path = Path(path)
     _refuse_pseudo(path, option)
+    refuse_run_file(path, option, allow=allow)
     for p in (path, *path.parents):
         if p.exists():
             if not p.is_dir():
@@ -352,12 +356,15 @@ def check_out_folder(path: str | os.PathLike, option: str = "--out") -> Path:
     return path
 
 
-def check_out_file(path: str | os.PathLike, option: str = "--out") -> Path:
-    """An output file: refused when it names a folder or sits below a file."""
+def check_out_file(path: str | os.PathLike, option: str = "--out", *, allow: Iterable[str | os.PathLike] = ()) -> Path:
+    """An output file (of any output option: `--out`, `--key`, …): refused when it names a folder, sits below a
+    file, or would replace a file a run folder owns (`mindcore.runfolder.refuse_run_file`)."""
     from mindsimkit.mindcore.errors import InputError
+    from mindsimkit.mindcore.runfolder import refuse_run_file
 
     path = Path(path)
     _refuse_pseudo(path, option)
+    refuse_run_file(path, option, allow=allow)
     if path.is_dir():
         raise InputError(f"{option} {path}: a folder, not a file; give the file to write (e.g. {path / 'report.html'})")
     for p in path.parents:

@@ -24,10 +24,10 @@ import datetime as dt
 import hashlib
 import threading
 from dataclasses import dataclass, field
-from pathlib import Path
+from pathlib import Path, PurePosixPath
 from typing import Iterable, Literal
 
-from pydantic import BaseModel, ConfigDict, ValidationError
+from pydantic import BaseModel, ConfigDict, ValidationError, field_validator
 
 from mindsimkit.mindcore.errors import InputError
 from mindsimkit.mindcore.runlog import REMAKE, remake
@@ -39,11 +39,25 @@ FORMAT = 1
 # What to run to (re)make each stage's files; RUN stands for the folder.
 
 
+def inside_run(rel: str) -> str:
+    """A manifest entry names a file of its own run: a relative path with no `..`. The manifest is read from a
+    folder that may come from anywhere, and every reader opens and hashes what it lists."""
+    pure = PurePosixPath(rel)
+    if not rel or pure.is_absolute() or ".." in pure.parts or "\\" in rel or "\x00" in rel:
+        raise ValueError(f"entry {rel!r} points outside the run folder (manifest paths are relative, without '..')")
+    return rel
+
+
 class FileRecord(BaseModel):
     model_config = ConfigDict(extra="forbid")
     path: str  # inside the run folder, with /
     bytes: int
     sha256: str
+
+    @field_validator("path")
+    @classmethod
+    def _inside(cls, v: str) -> str:
+        return inside_run(v)
 
 
 class StageRecord(BaseModel):
@@ -55,6 +69,13 @@ class StageRecord(BaseModel):
     # Files of earlier stages this stage was made from, path → sha256 as it read them.
     reads: dict[str, str] = {}
     counts: dict[str, int] = {}
+
+    @field_validator("reads")
+    @classmethod
+    def _reads_inside(cls, v: dict[str, str]) -> dict[str, str]:
+        for rel in v:
+            inside_run(rel)
+        return v
 
 
 class RunManifest(BaseModel):
@@ -194,6 +215,11 @@ def check_run(run_dir: str | Path, needs: Iterable[str] = (), *, optional: Itera
     for stage, record in recorded:
         for rec in record.files:
             rel, path = rec.path, run_dir / rec.path
+            if not path.resolve().is_relative_to(run_dir.resolve()):
+                # A symlink out of the folder: what it points at is not the stage's file, whatever its digest.
+                check.problems.append(f"{path}: a link to {path.resolve()}, outside the run folder (the {stage} "
+                                      f"stage wrote a file here); {_fix(stage, run_dir)}")
+                continue
             if not path.is_file():
                 check.problems.append(f"{path}: missing (the {stage} stage wrote it); {_fix(stage, run_dir)}")
                 continue
@@ -218,7 +244,8 @@ def check_run(run_dir: str | Path, needs: Iterable[str] = (), *, optional: Itera
 def _digest_now(run_dir: Path, rel: str, known: dict[str, str | None]) -> str | None:
     if rel not in known:
         path = run_dir / rel
-        known[rel] = sha256_file(path) if path.is_file() else None
+        inside = path.resolve().is_relative_to(run_dir.resolve())
+        known[rel] = sha256_file(path) if inside and path.is_file() else None
     return known[rel]
 
 

@@ -244,7 +244,13 @@ def ablate_memory_cmd(
 ) -> None:
     """Rerun sessions 2+ without the counsellor's memory (the patient keeps its own), judge them with the
     running memory in the prompt and report the paired MHQR change per counsellor (MindEval2 Figure 11)."""
-    summary = ablate_memory(run_dir, counsellors, recipe=recipe, out_dir=out_dir)
+    from mindsimkit.mindcore.io import check_out_folder
+    from mindsimkit.mindcore.runfolder import run_lock
+
+    default = RunLayout(run_dir).memory_ablation.path
+    check_out_folder(out_dir or default, allow=[default])
+    with run_lock(run_dir):
+        summary = ablate_memory(run_dir, counsellors, recipe=recipe, out_dir=out_dir)
     for judge, r in summary["report"]["judges"].items():
         for name, e in r["counsellors"].items():
             lo, hi = e["ci95"]

@@ -3,12 +3,15 @@
 
 from __future__ import annotations
 
+import contextlib
 import errno
 import os
+import signal
 import sys
+import threading
 import warnings
 from pathlib import Path
-from typing import Any, Optional
+from typing import Any, Iterator, Optional
 
 import typer
 from rich.markup import escape
@@ -54,10 +57,12 @@ def run_cmd(
     # run_job loads it again and checks every section.
     load_recipe(recipe)
     check_out_folder(out_dir)
+    from mindsimkit.mindcore.runfolder import run_lock
     from mindsimkit.mindsim_app.job import run_job
 
     # Passed only when given, so a stand-in run_job with the older signature (tests/mindsim_app/test_cli.py) still fits.
-    summary = run_job(recipe, out_dir, verbose=verbose, **({"ray_address": ray_address} if ray_address else {}))
+    with run_lock(out_dir):
+        summary = run_job(recipe, out_dir, verbose=verbose, **({"ray_address": ray_address} if ray_address else {}))
     table = Table(title="Outputs", show_header=True)
     table.add_column("what")
     table.add_column("where", overflow="fold")
@@ -207,6 +212,9 @@ def patientact_profile_eval_cmd(
 
     if judge != "judge" and not judge.startswith("judge:"):
         raise ConfigError(f"--judge {judge}: not a judge role; write 'judge' or 'judge:NAME'")
+    from mindsimkit.mindcore.io import check_out_folder
+
+    check_out_folder(out or run_dir)
     load_run(run_dir)  # bad input stops here, before any engine starts
     recipe_path = resolve_recipe(run_dir, recipe)
     r = load_recipe(recipe_path) if recipe_path is not None else None
@@ -230,10 +238,12 @@ def patientact_profile_card_cmd(
     """PatientAct Fig. 2: a profile as one card (demographics, the 5P problem formulation, the psychological
     formulation, the seeds), in Markdown, from a run's profiles and their decompositions."""
     from mindsimkit.mindcore.errors import InputError
-    from mindsimkit.mindcore.io import atomic_write_text
+    from mindsimkit.mindcore.io import atomic_write_text, check_out_file
     from mindsimkit.mindsim.patientact.card import card_markdown, profile_card
     from mindsimkit.mindsim_app.patientact_profile_eval import load_run
 
+    if out is not None:
+        check_out_file(out)
     pairs = load_run(run_dir)
     known = {p.profile_id for p, _ in pairs}
     unknown = sorted(set(patient or ()) - known)
@@ -343,6 +353,33 @@ def _unexpected(exc: BaseException) -> int:
     return 1
 
 
+def _as_ctrl_c(signum: int, frame: Any) -> None:
+    """SIGTERM does what Ctrl-C does: whatever handles SIGINT now (asyncio cancelling its main task, the profile
+    stage stopping its pipeline, or Python's KeyboardInterrupt) stops the command at its next safe point."""
+    handler = signal.getsignal(signal.SIGINT)
+    if callable(handler):
+        handler(signal.SIGINT, frame)
+    else:
+        raise KeyboardInterrupt
+
+
+@contextlib.contextmanager
+def _interruptible() -> Iterator[None]:
+    """Ctrl-C and SIGTERM interrupt the command (exit 130), also when it was started with SIGINT ignored (a
+    background job of a shell script, a supervisor): a job that cannot be stopped cleanly is killed instead, and a
+    kill skips the line that says what to do. The handlers that were there come back afterwards, so `main` called
+    inside another program leaves its signals as they were. Handlers can be set from the main thread only."""
+    if threading.current_thread() is not threading.main_thread():
+        yield
+        return
+    before = signal.signal(signal.SIGINT, signal.default_int_handler), signal.signal(signal.SIGTERM, _as_ctrl_c)
+    try:
+        yield
+    finally:
+        for signum, handler in zip((signal.SIGINT, signal.SIGTERM), before):
+            signal.signal(signum, handler if handler is not None else signal.SIG_DFL)
+
+
 def main(argv: list[str] | None = None) -> int:
     """Run a command and return its exit code (the console script's `sys.exit` uses it).
 
@@ -358,7 +395,8 @@ def main(argv: list[str] | None = None) -> int:
         _mount_stage_commands()
         # standalone_mode=False: typer returns typer.Exit codes (and 130 for Ctrl-C inside a command)
         # instead of exiting; dropping this value once made every failing command exit 0.
-        code = app(args=argv, standalone_mode=False, prog_name="mindsim")
+        with _interruptible():
+            code = app(args=argv, standalone_mode=False, prog_name="mindsim")
     except UserError as exc:
         _error("error:", exc)
         return 2

@@ -24,7 +24,7 @@ from typing import Any, Iterator
 import pyarrow as pa
 
 from mindsimkit.mindcore.errors import InputError, MindsimError
-from mindsimkit.mindcore.io import atomic_write_json, atomic_write_jsonl, atomic_writer
+from mindsimkit.mindcore.io import atomic_write_json, atomic_write_jsonl, atomic_writer, check_out_file
 
 SUFFIXES = (".jsonl", ".parquet")
 
@@ -54,6 +54,8 @@ def check_out(out: Path) -> Path:
     """Refuse an output name the writer cannot write, before any work (an engine run, for `export dpo`)."""
     if Path(out).suffix.lower() not in SUFFIXES:
         raise InputError(f"--out {out}: use a .jsonl or .parquet file name")
+    for path in (out, *side_paths(out)):
+        check_out_file(path, "--out")
     return Path(out)
 
 

@@ -98,9 +98,24 @@ def _strings(value: Any) -> Iterable[str]:
             yield from _strings(v)
 
 
+def refuse_links(folder: Path) -> None:
+    """A symbolic link in (or as) a dataset folder is refused by name: an upload follows it, so a link to a folder
+    or file anywhere on the machine would publish whatever it points at under the dataset's name."""
+    folder = Path(folder)
+    links = [folder] if folder.is_symlink() else []
+    for root, dirs, files in os.walk(folder):  # does not descend into linked folders, but lists them in dirs
+        links += [Path(root) / n for n in (*dirs, *files) if (Path(root) / n).is_symlink()]
+    if links:
+        more = f" (and {len(links) - 1} more)" if len(links) > 1 else ""
+        raise PublishRefused(f"{links[0]}{more}: a symbolic link in the dataset folder {folder}; a dataset holds the "
+                             "files mindsim wrote, not links: remove it and rebuild the folder with `mindsim publish "
+                             "RUN --dry-run`")
+
+
 def check_folder(folder: Path, reference_transcripts: Iterable[Path] = ()) -> dict[str, Any]:
     """Raise `PublishRefused` naming every problem; return the manifest when the folder is clean."""
     folder = Path(folder)
+    refuse_links(folder)
     mpath = folder / MANIFEST
     if not mpath.is_file():
         raise PublishRefused(f"{folder}: no {MANIFEST}; only dataset folders written by mindsim can be published")
@@ -239,6 +254,8 @@ def resolve_folder(path: Path, repo_id: str | None = None, *, force: bool = Fals
 def _no_foreign_files(dataset: Path) -> None:
     """The dataset folder is rebuilt whole from the run; a file someone put there would vanish with it, so one the
     folder's manifest does not list is refused by name instead of deleted without a word."""
+    if dataset.is_symlink() or dataset.is_dir():
+        refuse_links(dataset)
     if not dataset.is_dir():
         return
     try:

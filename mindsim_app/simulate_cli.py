@@ -29,14 +29,17 @@ def simulate_cmd(
     from mindsimkit.mindcore.preflight import preflight
     from mindsimkit.mindsim.simulate import run_simulation
     from mindsimkit.profilegen.dataset import iter_profiles
+    from mindsimkit.mindcore.io import check_out_folder
+    from mindsimkit.mindcore.runfolder import run_lock
 
+    check_out_folder(out_dir)
     rec = load_recipe(recipe)
     config = rec.section("simulation", SimulationConfig)
     # Every row is checked before any engine starts (a model can take a minute to load); the run then reads the
     # file again as it packs it, so the pool is never whole in memory as objects (issue 35).
     for _ in iter_profiles(profiles, pool_only=config.pool_only):
         pass
-    with Engines.from_config(rec.engines_config()) as engines:
+    with run_lock(out_dir), Engines.from_config(rec.engines_config()) as engines:
         report = preflight(rec, engines, {"simulate"})
         for note in [*report.notes, *config.preset_notes()]:  # a preset setting the recipe replaced is said
             out.print(f"preflight: {escape(note)}")

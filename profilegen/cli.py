@@ -58,7 +58,10 @@ def generate_cmd(
     from mindsimkit.mindcore.recipe import load_recipe
     from mindsimkit.profilegen.config import ProfilesConfig, profiles_config
     from mindsimkit.profilegen.pipeline import run_profiles
+    from mindsimkit.mindcore.io import check_out_folder
+    from mindsimkit.mindcore.runfolder import run_lock
 
+    check_out_folder(out)
     rec = load_recipe(recipe)
     overrides = {"candidates": candidates, "pool_size": pool_size, "benchmark_size": benchmark_size,
                  "personas": personas, "use_distilabel": distilabel, "causal_checks": causal_checks,
@@ -70,7 +73,7 @@ def generate_cmd(
         raise ConfigError(f"profiles options: {exc}") from exc
     # The preflight reads the recipe: it must check the schemas these options ask for, not the file's.
     rec = rec.model_copy(update={"profiles": {**rec.profiles, **given}})
-    with Engines.from_config(rec.engines_config()) as engines:
+    with run_lock(out), Engines.from_config(rec.engines_config()) as engines:
         from mindsimkit.mindcore.preflight import preflight
 
         for note in preflight(rec, engines, {"profiles"}).notes:
@@ -97,9 +100,10 @@ def fit_rates_cmd(
     strength: float = typer.Option(20.0, min=0.0, help="Pseudo-count pulling sparse cells toward their margins."),
 ) -> None:
     """Fit P(main | age band, gender) and P(secondary | main, age band, gender) from annotated patients."""
-    from mindsimkit.mindcore.io import atomic_write_text
+    from mindsimkit.mindcore.io import atomic_write_text, check_out_file
     from mindsimkit.profilegen.rates import dump_rates, fit_rates, read_table
 
+    check_out_file(out)
     rows = read_table(table)
     rates = fit_rates(rows, strength=strength, where=str(table))
     atomic_write_text(out, dump_rates(rates))

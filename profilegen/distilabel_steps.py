@@ -232,6 +232,36 @@ def children_die_on_sigterm() -> Iterator[None]:
             signal.signal(signal.SIGTERM, previous)
 
 
+@contextmanager
+def ctrl_c_stops(pipeline: Any) -> Iterator[None]:
+    """Ctrl-C during `pipeline.run` stops the pipeline, then raises KeyboardInterrupt once it has returned.
+
+    distilabel installs its own SIGINT handler when a pipeline runs: it stops the pipeline and `run` returns what
+    was done as if it were everything (the job then counted the rest as failed profiles and exited 1), and the
+    handler stays for the rest of the process (every later Ctrl-C did nothing). Here its handler is ours, the
+    interrupt is raised once the workers have stopped, and the handler that was there comes back. A second
+    Ctrl-C does not wait for the pipeline. Signal handlers can be set from the main thread only."""
+    if threading.current_thread() is not threading.main_thread():
+        yield
+        return
+    previous = signal.getsignal(signal.SIGINT)
+    pressed: list[int] = []
+
+    def stop(signum: int, frame: Any) -> None:
+        pressed.append(signum)
+        if len(pressed) > 1:
+            raise KeyboardInterrupt
+        pipeline._stop()
+
+    pipeline._handle_keyboard_interrupt = lambda: signal.signal(signal.SIGINT, stop)
+    try:
+        yield
+    finally:
+        signal.signal(signal.SIGINT, previous if previous is not None else signal.default_int_handler)
+    if pressed:
+        raise KeyboardInterrupt
+
+
 def run_distilabel(engines: Any, rows: list[AnchoredRow], cfg: Any, prov: Provenance,
                    checkpoint_dir: Path, *, runner: Runner | None = None) -> list[Outcome]:
     """Run stages 3–4 through distilabel; rows distilabel lost come back as counted failures.
@@ -256,7 +286,7 @@ def run_distilabel(engines: Any, rows: list[AnchoredRow], cfg: Any, prov: Proven
     pipeline = runner.distilabel_pipeline(
         build_pipeline(engines, todo, cfg, prov, checkpoint_dir, replicas=runner.profile_replicas))
     watch = CheckpointWatch(todo, cfg.max_revisions, prov, Path(checkpoint_dir))
-    with root_logger_kept(), children_die_on_sigterm():
+    with root_logger_kept(), children_die_on_sigterm(), ctrl_c_stops(pipeline):
         distiset = watch.run(lambda: pipeline.run(use_cache=False))
     got: dict[str, Outcome] = dict(done)
     for record in distiset["default"]["train"] if distiset else []:

@@ -15,6 +15,7 @@ from rich.markup import escape
 from mindsimkit.mindcore.console import err_console, one_line
 from mindsimkit.mindcore.errors import ConfigError, UserError
 from mindsimkit.mindcore.layout import ValidationFolder
+from mindsimkit.mindcore.io import check_out_file
 from mindsimkit.validation.config import ValidationConfig
 
 app = typer.Typer(help="Realism validation: surface-feature distances and narrative arcs against a reference.", no_args_is_help=True)
@@ -77,6 +78,7 @@ def reference_cmd(
     if not str(out).endswith(".parquet"):
         _fail(ConfigError(f"--out {out}: the artifact is a parquet file; name it *.parquet"))
     try:
+        check_out_file(out)
         config, engines_cfg = _config(recipe, arc=arc, patient_role=patient_role, min_patient_turns=min_patient_turns)
         with _engines(config, engines_cfg) as engines:
             measured = build_reference(transcripts, out, config, engines=engines, attribution=attribution, name=name)

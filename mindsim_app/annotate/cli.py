@@ -193,6 +193,10 @@ def serve_cmd(
 
     if links is not None and len(tasks) > 1:
         raise InputError("--links: one file per task; serve one task, or let each task keep TASK/rater-links.txt")
+    if links is not None:
+        from mindsimkit.mindcore.io import check_out_file
+
+        check_out_file(links, "--links")
     if not server.is_local(host):
         typer.echo(f"warning: listening on {host}: anyone who can reach it and holds a link can answer, and the "
                    "page is plain http; prefer 127.0.0.1 with an SSH tunnel", err=True)
@@ -209,6 +213,9 @@ def export_cmd(
     `realism report` read."""
     from mindsimkit.mindsim_app.annotate.export import export_task
 
+    from mindsimkit.mindcore.io import check_out_folder
+
+    check_out_folder(out)
     s = export_task(task, out, key)
     typer.echo(f"exported {s['answers']} answers of {len(s['raters'])} raters ({s['protocol']})")
     for label, path in s["files"].items():
@@ -225,6 +232,9 @@ def ls_export_cmd(
     """Label Studio tasks (one per rated unit, blinded) and the labeling config of the task's protocol."""
     from mindsimkit.mindsim_app.annotate.labelstudio import export_labelstudio
 
+    from mindsimkit.mindcore.io import check_out_folder
+
+    check_out_folder(out)
     s = export_labelstudio(task, out)
     typer.echo(f"wrote {s['tasks']} Label Studio tasks to {s['tasks_file']} and the labeling config to {s['config_file']}")
 
@@ -240,6 +250,9 @@ def ls_import_cmd(
     from mindsimkit.mindsim_app.annotate.export import export_task
     from mindsimkit.mindsim_app.annotate.labelstudio import import_labelstudio
 
+    from mindsimkit.mindcore.io import check_out_folder
+
+    check_out_folder(out)
     answers = import_labelstudio(task, export)
     s = export_task(task, out, key, answers=answers, source=str(export))
     typer.echo(f"imported {s['answers']} answers of {len(s['raters'])} raters from {export}")
@@ -261,6 +274,9 @@ def ls_ratings_cmd(
     from mindsimkit.mindcore.io import atomic_write_jsonl
     from mindsimkit.mindsim_app.annotate.labelstudio import import_ratings
 
+    from mindsimkit.mindcore.io import check_out_folder
+
+    check_out_folder(out)
     spec = load(rubric)
     got = import_ratings(export, spec)
     path = atomic_write_jsonl(out / "ratings.jsonl", write_rows(got.rows))
@@ -282,6 +298,9 @@ def realism_report_cmd(
     Krippendorff's α overall and pairwise, within one point), with patient-bootstrap intervals."""
     from mindsimkit.mindsim_app.annotate.realism_report import run_report
 
+    from mindsimkit.mindcore.io import check_out_folder
+
+    check_out_folder(out)
     rep = run_report(inputs, out, key, draws, seed)
     for s, t in rep["table4"].items():
         typer.echo(f"  {s}: mean per turn {t['mean_turn']:.2f}, per conversation {t['mean_conversation']:.2f}, "

@@ -29,7 +29,7 @@ from pydantic import BaseModel, ConfigDict, Field
 
 from mindsimkit.mindcore.errors import InputError
 from mindsimkit.mindcore.inputs import loads_json, read_input_text
-from mindsimkit.mindcore.io import atomic_write_bytes, read_jsonl
+from mindsimkit.mindcore.io import atomic_write_bytes, check_out_file, check_out_folder, read_jsonl
 
 FORMAT = "mindsim-annotate/1"
 TASK_FILE, ITEMS_FILE, ASSIGN_FILE = "task.json", "items.jsonl", "assignments.json"
@@ -170,6 +170,8 @@ def write_task(task_dir: Path, header: Header, items: list[dict[str, Any]], assi
     key_path = Path(key_path) if key_path else key_path_for(task_dir)
     if key_path.resolve().is_relative_to(task_dir.resolve()):
         raise InputError(f"--key {key_path}: the key un-blinds the items; write it outside the task folder {task_dir}")
+    check_out_folder(task_dir)
+    check_out_file(key_path, "--key")
     if (task_dir / ANSWERS_FILE).exists():
         raise InputError(f"{task_dir} already holds answers ({ANSWERS_FILE}); sample into a new folder")
     head = header.model_dump(mode="json")

@@ -23,9 +23,11 @@ def report_cmd(
     """One self-contained HTML report: leaderboard with significance groups, every judge and validation
     table as charts, a drill-down into every session, simulator health and versions. No network needed."""
     from mindsimkit.mindcore.io import check_out_file
+    from mindsimkit.mindcore.layout import RunLayout
     from mindsimkit.mindsim_app.report.build import build_report
 
     if out is not None:
-        check_out_file(out)
+        # A run's own page is this command's to write; any other file of a run is not.
+        check_out_file(out, allow=[RunLayout(r).report_html for r in runs])
     path = build_report(runs, out, allow_mixed=allow_mixed, allow_partial=allow_partial)
     out_console().print(f"report: {path} ({path.stat().st_size / 1024:.0f} KiB)")
