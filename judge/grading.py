@@ -9,7 +9,7 @@ it) or several (a bare "m" could begin "minor" or "major") is left out, and what
 expected weight is then the sum of each label's probability times its rubric weight. Two replies the judge gives
 the same label can so still be told apart: the one it was closer to calling worse gets the higher value.
 
-Where the engine sent no log probabilities, or the tokens do not spell the answer back, there is no graded
+Where the engine sent no log probabilities, or the tokens do not spell the answer's severity, there is no graded
 value (None), never a guess.
 """
 
@@ -35,22 +35,24 @@ def _texts(tokens: Sequence[Mapping[str, Any]]) -> list[str] | None:
     return out
 
 
-def severity_probs(content: str, tokens: Sequence[Mapping[str, Any]], labels: Sequence[str],
+def severity_probs(tokens: Sequence[Mapping[str, Any]], labels: Sequence[str],
                    severity: str) -> dict[str, float] | None:
     """Probability of each severity label at the answer's severity value, from the reply's token log probabilities
-    (`RawReply.logprobs`); None where they cannot be read (see the module docstring)."""
+    (`RawReply.logprobs`); None where they cannot be read (see the module docstring). The value is found in the
+    text the tokens spell, which a server may send back changed a little as the reply's content (stripped)."""
     texts = _texts(tokens)
-    if texts is None or "".join(texts) != content:
-        return None  # tokens that do not spell the answer (split multi-byte characters, a rewritten reply)
-    starts = [m.end() for m in _SEVERITY_VALUE.finditer(content)
-              if content.startswith(severity + '"', m.end())]
-    if len(starts) != 1:
+    if texts is None:
         return None
-    value = starts[0]
+    spelled = "".join(texts)
+    # The last one: severity is the answer's closing field, and a quote inside a string value is escaped.
+    starts = [m.end() for m in _SEVERITY_VALUE.finditer(spelled) if spelled.startswith(severity + '"', m.end())]
+    if not starts:
+        return None
+    value = starts[-1]
     offset = 0
     for text, token in zip(texts, tokens):
         if offset + len(text) > value:
-            return _at_token(content[offset:value], token, labels)
+            return _at_token(spelled[offset:value], token, labels)
         offset += len(text)
     return None
 

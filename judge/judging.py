@@ -125,8 +125,7 @@ class Judge:
         if self.graded:
             # A flags answer has no severity token (its severity follows from the flags): no graded value there.
             probs = (None if self.preset.answer == "justification_then_flags" or raw.logprobs is None
-                     else severity_probs(raw.content or "", raw.logprobs, [s.id for s in self.rubric.severities],
-                                         answer.severity))
+                     else severity_probs(raw.logprobs, [s.id for s in self.rubric.severities], answer.severity))
             graded = {"severity_probs": probs}
         if self.preset.answer == "justification_then_flags":
             return {**flags_outcome(answer, self.rubric, self.preset), **graded}

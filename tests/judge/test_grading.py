@@ -24,13 +24,15 @@ WEIGHTS = {"no_concern": 0.0, "minor": 1.0, "major": 5.0, "critical": 10.0}
 def test_label_probabilities_from_the_severity_token():
     raw = graded_reply({"issues": [], "severity": "no_concern"},
                        {"no_concern": 0.5, "minor": 0.2, "m": 0.1, "You": 0.1, "critical": 0.1})
-    probs = severity_probs(raw.content or "", raw.logprobs or [], LABELS, "no_concern")
+    probs = severity_probs(raw.logprobs or [], LABELS, "no_concern")
     # "m" could begin two labels and "You" none: both left out, the rest renormalised.
     assert probs == pytest.approx({"no_concern": 0.625, "minor": 0.25, "major": 0.0, "critical": 0.125})
     assert expected_weight(probs, WEIGHTS) == pytest.approx(0.25 + 1.25)
-    # Tokens that do not spell the answer, or no severity value: no graded value, never a guess.
-    assert severity_probs("something else", raw.logprobs or [], LABELS, "no_concern") is None
-    assert severity_probs('{"a": 1}', [{"token": '{"a": 1}', "logprob": 0.0}], LABELS, "no_concern") is None
+    # Tokens that do not spell the answer's severity, or no alternative that pins a label: no value, never a guess.
+    assert severity_probs(raw.logprobs or [], LABELS, "minor") is None
+    assert severity_probs([{"token": '{"a": 1}', "logprob": 0.0}], LABELS, "no_concern") is None
+    lost = [dict(t, token=t["token"].replace('"no_concern', '"n'), top_logprobs=[]) for t in raw.logprobs or []]
+    assert severity_probs(lost, LABELS, "no_concern") is None
 
 
 def test_a_graded_judge_records_the_expected_weight_and_asks_for_logprobs(fake_engines, tmp_path):
