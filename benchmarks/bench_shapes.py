@@ -63,9 +63,17 @@ def recipe_for(shape: str) -> dict[str, Any]:
     if shape == "patientact_paper":
         paper = _load("patientact_paper.yaml")
         embedded = quick["engines"]["local"]
-        return {**paper, "engines": {name: embedded for name in paper["engines"]},
-                "profiles": {**paper["profiles"], "personas": "synthetic", "candidates": 2, "pool_size": 1,
-                             "benchmark_size": 1}}
+        return {
+            **paper,
+            "engines": {name: embedded for name in paper["engines"]},
+            "profiles": {
+                **paper["profiles"],
+                "personas": "synthetic",
+                "candidates": 2,
+                "pool_size": 1,
+                "benchmark_size": 1,
+            },
+        }
     raise ValueError(f"unknown shape {shape!r}; choose from {', '.join(SHAPES)}")
 
 
@@ -78,8 +86,10 @@ def on_stub(recipe: dict[str, Any], url: str) -> dict[str, Any]:
 def commands(shape: str, recipe: Path, out: Path) -> list[list[str]]:
     mindsim = shutil.which("mindsim", path=str(Path(sys.executable).parent)) or "mindsim"
     if shape == "profiles_simulate":
-        return [[mindsim, "profiles", str(recipe), "--out", str(out)],
-                [mindsim, "simulate", "--profiles", str(out), "--recipe", str(recipe), "--out", str(out)]]
+        return [
+            [mindsim, "profiles", str(recipe), "--out", str(out)],
+            [mindsim, "simulate", "--profiles", str(out), "--recipe", str(recipe), "--out", str(out)],
+        ]
     return [[mindsim, "run", str(recipe), "--out", str(out)]]
 
 
@@ -101,8 +111,10 @@ def one_run(shape: str, recipe: dict[str, Any], folder: Path, env: dict[str, str
 def report(shape: str, runs: list[dict[str, Any]]) -> str:
     done = [r for r in runs if r["ok"]]
     times = [r["seconds"] for r in runs]
-    line = (f"{shape:18} {len(done)}/{len(runs)} completed; wall s: median {statistics.median(times):.0f}, "
-            f"min {min(times):.0f}, max {max(times):.0f}")
+    line = (
+        f"{shape:18} {len(done)}/{len(runs)} completed; wall s: median {statistics.median(times):.0f}, "
+        f"min {min(times):.0f}, max {max(times):.0f}"
+    )
     fails = [f"    run {i + 1}: exit {r['exit']}: {r['error']}" for i, r in enumerate(runs) if not r["ok"]]
     return "\n".join([line, *fails])
 
@@ -151,9 +163,11 @@ def run_all(args: argparse.Namespace, root: Path, env: dict[str, str], server: A
             results[shape] = []
             for i in range(args.runs):
                 results[shape].append(one_run(shape, recipe, root / shape / f"run{i + 1}", env))
-                print(f"{shape} run {i + 1}/{args.runs}: "
-                      f"{'ok' if results[shape][-1]['ok'] else 'failed'} ({results[shape][-1]['seconds']:.0f} s)",
-                      flush=True)
+                print(
+                    f"{shape} run {i + 1}/{args.runs}: "
+                    f"{'ok' if results[shape][-1]['ok'] else 'failed'} ({results[shape][-1]['seconds']:.0f} s)",
+                    flush=True,
+                )
     finally:
         if args.keep is None:
             shutil.rmtree(root, ignore_errors=True)

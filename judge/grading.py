@@ -35,8 +35,9 @@ def _texts(tokens: Sequence[Mapping[str, Any]]) -> list[str] | None:
     return out
 
 
-def severity_probs(tokens: Sequence[Mapping[str, Any]], labels: Sequence[str],
-                   severity: str) -> dict[str, float] | None:
+def severity_probs(
+    tokens: Sequence[Mapping[str, Any]], labels: Sequence[str], severity: str
+) -> dict[str, float] | None:
     """Probability of each severity label at the answer's severity value, from the reply's token log probabilities
     (`RawReply.logprobs`); None where they cannot be read (see the module docstring). The value is found in the
     text the tokens spell, which a server may send back changed a little as the reply's content (stripped)."""
@@ -59,8 +60,11 @@ def severity_probs(tokens: Sequence[Mapping[str, Any]], labels: Sequence[str],
 
 def _at_token(before: str, token: Mapping[str, Any], labels: Sequence[str]) -> dict[str, float] | None:
     """Label probabilities at one token position; `before`: the part of the token that precedes the value."""
-    alternatives = {str(a.get("token")): float(a["logprob"]) for a in token.get("top_logprobs") or []
-                    if isinstance(a, dict) and isinstance(a.get("logprob"), (int, float))}
+    alternatives = {
+        str(a.get("token")): float(a["logprob"])
+        for a in token.get("top_logprobs") or []
+        if isinstance(a, dict) and isinstance(a.get("logprob"), (int, float))
+    }
     # The sampled token is always one of the alternatives, even where the server listed it apart.
     if isinstance(token.get("logprob"), (int, float)):
         alternatives.setdefault(str(token["token"]), float(token["logprob"]))
@@ -68,7 +72,7 @@ def _at_token(before: str, token: Mapping[str, Any], labels: Sequence[str]) -> d
     for text, logprob in alternatives.items():
         if not text.startswith(before) or math.isinf(logprob):
             continue
-        rest = text[len(before):]
+        rest = text[len(before) :]
         if not rest:
             continue  # a token that ends where the value starts says nothing about it
         fits = [lab for lab in labels if lab.startswith(rest) or rest.startswith(lab + '"')]

@@ -22,8 +22,10 @@ WEIGHTS = {"no_concern": 0.0, "minor": 1.0, "major": 5.0, "critical": 10.0}
 
 
 def test_label_probabilities_from_the_severity_token():
-    raw = graded_reply({"issues": [], "severity": "no_concern"},
-                       {"no_concern": 0.5, "minor": 0.2, "m": 0.1, "You": 0.1, "critical": 0.1})
+    raw = graded_reply(
+        {"issues": [], "severity": "no_concern"},
+        {"no_concern": 0.5, "minor": 0.2, "m": 0.1, "You": 0.1, "critical": 0.1},
+    )
     probs = severity_probs(raw.logprobs or [], LABELS, "no_concern")
     # "m" could begin two labels and "You" none: both left out, the rest renormalised.
     assert probs == pytest.approx({"no_concern": 0.625, "minor": 0.25, "major": 0.0, "critical": 0.125})
