@@ -106,7 +106,8 @@ def test_a_draft_cut_off_at_its_length_limit_is_re_asked_with_a_growing_repeat_p
     backend = FakeBackend(writer)
     plan = draw_schedule("p1", 0, SimulationConfig(sessions=1)).sessions[0]
     with Engines.with_backend(backend) as engines:
-        scenario, rejected = asyncio.run(first_scenario(engines.role("scenario_writer"), make_profile(), plan, 500,
-                                                        retries=5))
+        scenario, rejected = asyncio.run(
+            first_scenario(engines.role("scenario_writer"), make_profile(), plan, 500, retries=5)
+        )
     assert [r.reason for r in rejected] == ["cut_off", "cut_off"] and scenario.drafts == 3
     assert [r.frequency_penalty for r in backend.requests] == [None, pytest.approx(0.6), pytest.approx(1.0)]
