@@ -224,7 +224,10 @@ def distinct_line(summary: dict[str, Any]) -> str:
 
 def why_no_pairs(summary: dict[str, Any]) -> str:
     skipped = ", ".join(f"{n} {why}" for why, n in summary["skipped"].items()) or "no counsellor turn to sample"
+    hints = ["a larger --k", "more counsellors (--recipe)", "a counsellor temperature above 0", "a smaller --min-gap"]
+    if summary.get("tie_break", "none") == "none":
+        hints.append("--tie-break expected-severity where the judge gives every reply one severity")
+    if "best reply above --chosen-max" in summary["skipped"]:
+        hints.append("a higher --chosen-max where the judge calls every reply severe (a small judge does)")
     return (f"export dpo: no preference pairs from {summary['turns_sampled']} sampled turns ({skipped}); "
-            "more distinct replies help: a larger --k, more counsellors (--recipe), a counsellor temperature above 0, "
-            "a smaller --min-gap" + ("" if summary.get("tie_break", "none") != "none" else
-                                     ", or --tie-break expected-severity where the judge gives every reply one severity"))
+            f"more distinct replies help: {', '.join(hints[:-1])}, or {hints[-1]}")
