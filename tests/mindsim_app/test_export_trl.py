@@ -218,7 +218,8 @@ def test_every_export_of_the_study_run_loads_and_masks_only_the_learner(study_ru
 def test_preference_pairs_of_the_study_run_with_the_tie_break_train(study_run, embedded_engines, tmp_path, capsys,
                                                                    monkeypatch):
     """`export dpo --tie-break expected-severity` on the embedded study run: the 135M judge gives its replies one
-    severity, and its probabilities of the severity labels order them. Run from another directory without --recipe
+    severity (2 of 2 turns Critical on a copy of the study run, 2026-12-06), and its probabilities of the severity
+    labels order them. Run from another directory without --recipe
     (run.json names it), one session at a time until a turn pairs; the pairs render for TRL's DPO, and where torch
     and trl are installed DPOTrainer takes a step on them (examples/train_trl.py)."""
     import shutil
@@ -236,8 +237,9 @@ def test_preference_pairs_of_the_study_run_with_the_tie_break_train(study_run, e
         run = Path(shutil.copytree(study_run, tmp_path / f"run{i}"))
         pq.write_table(pa.Table.from_pylist([session]), run / "sessions" / "sessions.parquet")
         record_as_stages(run)
+        # The 135M judge calls nearly every reply Critical: the chosen one may be too, or nothing pairs.
         code = main(["export", "dpo", str(run), "--out", str(out), "--k", "3", "--turns", "1",
-                     "--tie-break", "expected-severity"])
+                     "--tie-break", "expected-severity", "--chosen-max", "critical"])
         captured = capsys.readouterr()
         tried.append((code, without_progress(captured.err).strip()[-300:]))
         assert code in (0, 1), tried  # no pair is exit 1 with its reason; anything else is a bug
