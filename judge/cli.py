@@ -36,10 +36,15 @@ def resolve_recipe(run_dir: Path, recipe: Optional[Path]) -> Optional[Path]:
     recipe_run = layout.header().recipe
     if recipe_run is None:  # a run still in its first stages names no recipe yet
         return None
-    recorded = recipe_run.path
-    if not Path(recorded).is_file():
-        raise ConfigError(f"{run_json} names recipe {recorded}, which is not there from here; pass --recipe PATH")
-    return Path(recorded)
+    recorded = Path(recipe_run.path)
+    # Runs record the recipe's absolute path. Older ones recorded it as typed, relative to where `mindsim run` was
+    # started: usually a folder above the run folder, so those are tried after the current directory.
+    tries = [recorded] if recorded.is_absolute() else [recorded, *(up / recorded for up in Path(run_dir).resolve().parents)]
+    for path in tries:
+        if path.is_file():
+            return path
+    raise ConfigError(f"{run_json} names recipe {recorded}, which is not there from here nor from a folder above the "
+                      "run folder; pass --recipe PATH")
 
 
 @app.command("run")

@@ -37,6 +37,10 @@ class JudgeConfig(BaseModel):
         "checked quotes) or 'mhqr-reference' (the authors' reference answer: justification, then each issue 0/1; "
         "its report adds their session summary: mean, p99, incident shares)",
     )
+    expected_severity: bool = Field(
+        False, description="Also record each judgment's expected severity weight from the judge's token log "
+        "probabilities (judgments' expected_weight; needs an engine that returns logprobs). MHQR does not use it"
+    )
     plots: bool = Field(True, description="Write the PNG plots")
     concurrency: int | None = Field(
         None, ge=1, description="Replies judged at once (default: as many as the engine allows). Every judgment "

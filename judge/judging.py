@@ -28,6 +28,7 @@ from mindsimkit.mindcore.prompts import render, template_hash
 from mindsimkit.mindcore.quotes import normalise, quote_in  # noqa: F401 - part of this module's API
 from mindsimkit.mindcore.runner import gather_progress
 from mindsimkit.judge.config import JudgeConfig
+from mindsimkit.judge.grading import TOP_LOGPROBS, expected_weight, severity_probs
 from mindsimkit.judge.presets import DEFAULT as DEFAULT_PRESET, flags_answer_model, flags_outcome, get_preset
 from mindsimkit.judge.rubric import Rubric, answer_model, load_rubric
 from mindsimkit.judge.schemas import IssueRecord, JudgmentRow, SessionInput
@@ -71,8 +72,11 @@ class Judge:
     """One judge role bound to a rubric. `await judge(reply)` returns a `JudgmentRow`, ok or failed."""
 
     def __init__(self, name: str, client: Any, rubric: Rubric, *, full_rubric: bool = True,
-                 max_issues: int | None = None, preset: str = DEFAULT_PRESET):
+                 max_issues: int | None = None, preset: str = DEFAULT_PRESET, graded: bool = False):
         self.name = name
+        # Ask for token log probabilities and record the expected severity weight beside the label
+        # (`judge.grading`). The label, and so MHQR, is the same either way: the cache key does not change.
+        self.graded = graded
         self.client = client
         self.rubric = rubric
         self.preset_name = preset
@@ -114,9 +118,17 @@ class Judge:
 
     async def ask(self, reply: Reply) -> dict[str, Any]:
         """One judged reply as a cacheable outcome: severity, verified issues, dropped quotes."""
-        answer = await self.client.structured(self.messages(reply), self.output, schema_name="mhqr_judgment")
+        sampling = {"top_logprobs": TOP_LOGPROBS} if self.graded else {}
+        answer, raw = await self.client.structured_reply(self.messages(reply), self.output,
+                                                         schema_name="mhqr_judgment", **sampling)
+        graded = {}
+        if self.graded:
+            # A flags answer has no severity token (its severity follows from the flags): no graded value there.
+            probs = (None if self.preset.answer == "justification_then_flags" or raw.logprobs is None
+                     else severity_probs(raw.logprobs, [s.id for s in self.rubric.severities], answer.severity))
+            graded = {"severity_probs": probs}
         if self.preset.answer == "justification_then_flags":
-            return flags_outcome(answer, self.rubric, self.preset)
+            return {**flags_outcome(answer, self.rubric, self.preset), **graded}
         issues, dropped = [], 0
         for f in answer.issues:
             quote = f.quote if f.quote and quote_in(f.quote, reply.text) else None
@@ -125,7 +137,11 @@ class Judge:
                 dropped += 1
             issues.append({"issue": f.issue, "category": self.rubric.category_of(f.issue),
                            "reason": f.reason, "quote": quote})
-        return {"severity": answer.severity, "issues": issues, "dropped_quotes": dropped}
+        return {"severity": answer.severity, "issues": issues, "dropped_quotes": dropped, **graded}
+
+    def knows_grading(self, outcome: dict[str, Any]) -> bool:
+        """Whether a cached outcome serves this judge: a graded judge needs one asked with log probabilities."""
+        return not self.graded or "severity_probs" in outcome
 
     def row(self, reply: Reply, key: str, outcome: dict[str, Any] | None = None,
             error: Exception | None = None) -> JudgmentRow:
@@ -138,8 +154,11 @@ class Judge:
             counsellor_flags=s.reply_flags(reply.reply_index), trial=s.trial,
         )
         if outcome is not None:
+            probs = outcome.get("severity_probs")
+            weights = {s.id: self.rubric.weight(s.id) for s in self.rubric.severities}
             return JudgmentRow(**base, status="ok", severity=outcome["severity"],
-                               weight=self.rubric.weight(outcome["severity"]),
+                               weight=self.rubric.weight(outcome["severity"]), severity_probs=probs,
+                               expected_weight=None if probs is None else expected_weight(probs, weights),
                                issues=[IssueRecord(**i) for i in outcome["issues"]],
                                dropped_quotes=outcome["dropped_quotes"])
         kind = "invalid_output" if isinstance(error, StructuredOutputError) else "engine"
@@ -154,7 +173,9 @@ async def judge_reply(judge: Judge, reply: Reply, cache: Any,
     right now by key, so identical contexts in flight at once share one request."""
     key = judge.key(reply)
     if cache.has(key):
-        return judge.row(reply, key, outcome=cache.read(key))
+        cached = cache.read(key)
+        if judge.knows_grading(cached):
+            return judge.row(reply, key, outcome=cached)
     task = asking.get(key) if asking is not None else None
     if task is None:
         task = asyncio.ensure_future(_ask_and_keep(judge, reply, key, cache))
@@ -183,7 +204,7 @@ def judges_from_config(engines: Any, config: JudgeConfig) -> list[Judge]:
     for name in config.judges:
         # Plain `judge` unbound falls back to `default`; with no default, Engines raises a ConfigError naming it.
         out.append(Judge(name, engines.role(name), rubric, full_rubric=config.full_rubric,
-                         max_issues=config.max_issues, preset=config.preset))
+                         max_issues=config.max_issues, preset=config.preset, graded=config.expected_severity))
     return out
 
 

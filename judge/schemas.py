@@ -99,6 +99,13 @@ class JudgmentRow(_Row):
     judge_engine: str = Field(description="Engine the judge role called")
     severity: Severity | None = Field(None, description="Turn-level severity; null when the judgment failed")
     weight: float | None = Field(None, description="Severity weight (0/1/5/10); null when failed")
+    expected_weight: float | None = Field(
+        None, description="Expected severity weight under the judge's probabilities of the severity labels (from "
+        "token log probabilities, judge.grading); null where not asked for or the engine sent none. Not part of MHQR"
+    )
+    severity_probs: dict[str, float] | None = Field(
+        None, description="The judge's probability of each severity label behind expected_weight; null as it is"
+    )
     issues: list[IssueRecord] = Field(default_factory=list, description="Flagged issues")
     dropped_quotes: int = Field(0, ge=0, description="Quotes the judge gave that were not found in the reply")
     status: Status = Field(description="ok, or failed (then error is set)")
@@ -119,6 +126,12 @@ class JudgmentRow(_Row):
         # The parquet column is JSON text (a parquet map reads back as pairs): `write_judgments`.
         return json.loads(value or "{}") if isinstance(value, str) else value
 
+    @field_validator("severity_probs", mode="before")
+    @classmethod
+    def _probs_as_text(cls, value: Any) -> Any:
+        # JSON text in the parquet file, like prompt_hashes.
+        return json.loads(value) if isinstance(value, str) else value
+
     @field_validator("counsellor_flags", mode="before")
     @classmethod
     def _absent_in_older_files(cls, value: Any) -> Any:
@@ -138,6 +151,8 @@ JUDGMENT_SCHEMA = pa.schema([
     ("rubric_version", pa.string()), ("prompt_hashes", pa.string()), ("cache_key", pa.string()),
     ("patient_engine", pa.string()), ("counsellor_flags", pa.list_(pa.string())),
 ])
+# Only in files where a judge was asked for graded severities.
+GRADED_FIELDS = [pa.field("expected_weight", pa.float64()), pa.field("severity_probs", pa.string())]
 
 
 def write_judgments(path: str | Path, rows: list[JudgmentRow]) -> Path:
@@ -146,10 +161,18 @@ def write_judgments(path: str | Path, rows: list[JudgmentRow]) -> Path:
     for r in rows:
         d = r.model_dump(mode="json")
         d["prompt_hashes"] = json.dumps(d["prompt_hashes"], sort_keys=True)
+        if d["severity_probs"] is not None:
+            d["severity_probs"] = json.dumps(d["severity_probs"], sort_keys=True)
         data.append(d)
     # The trial column only where a session has one: files of one-trial runs keep their columns.
     schema = JUDGMENT_SCHEMA.append(pa.field("trial", pa.int64())) if any(r.trial is not None for r in rows) \
         else JUDGMENT_SCHEMA
+    if any(r.severity_probs is not None for r in rows):
+        for f in GRADED_FIELDS:
+            schema = schema.append(f)
+    else:
+        for d in data:
+            del d["expected_weight"], d["severity_probs"]
     return atomic_write_parquet(path, pa.Table.from_pylist(data, schema=schema))
 
 

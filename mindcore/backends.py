@@ -326,6 +326,9 @@ class OpenAIBackend:
             kw[self.token_field(req)] = req.max_tokens
         if req.reasoning_effort is not None:
             kw["reasoning_effort"] = req.reasoning_effort
+        if req.top_logprobs is not None:
+            kw["logprobs"] = True
+            kw["top_logprobs"] = req.top_logprobs
         extra = dict(req.extra_body or {})
         if req.thinking is not None:
             extra = deep_merge(extra, {"chat_template_kwargs": {req.thinking_key: req.thinking}})
@@ -654,7 +657,16 @@ def _raw_reply(resp: dict[str, Any]) -> RawReply:
         reasoning_tokens=completion_details.get("reasoning_tokens") or 0,
         finish_reason=choice.get("finish_reason"),
         reasoning=reasoning_of(msg),
+        logprobs=_token_logprobs(choice),
     )
+
+
+def _token_logprobs(choice: dict[str, Any]) -> list[dict[str, Any]] | None:
+    """The per-token log probabilities of a choice, or None where the server sent none (or a shape it is not)."""
+    content = (choice.get("logprobs") or {}).get("content") if isinstance(choice.get("logprobs"), dict) else None
+    if not isinstance(content, list) or not all(isinstance(t, dict) and "token" in t for t in content):
+        return None
+    return content
 
 
 def reasoning_of(msg: dict[str, Any]) -> dict[str, Any]:

@@ -126,12 +126,27 @@ class RoleClient:
     ) -> M:
         """Ask for JSON fitting `output`; re-ask with the validation error until it fits or the
         attempts run out, then raise `StructuredOutputError` (recorded as a failed call)."""
+        obj, _ = await self.structured_reply(messages, output, max_attempts=max_attempts, schema_name=schema_name,
+                                             **sampling)
+        return obj
+
+    async def structured_reply(
+        self,
+        messages: list[dict[str, Any]],
+        output: type[M],
+        *,
+        max_attempts: int | None = None,
+        schema_name: str | None = None,
+        **sampling: Any,
+    ) -> tuple[M, RawReply]:
+        """`structured`, with the reply it was parsed from: its text and, where the request asked for them
+        (`top_logprobs=N`), the token log probabilities (`RawReply.logprobs`); usage sums every attempt."""
         schema = model_schema(output)
         name = schema_name or output.__name__
-        obj, _ = await self._ask_json(
+        obj, totals = await self._ask_json(
             "structured", messages, schema, name, lambda text: output.model_validate_json(text), max_attempts, sampling
         )
-        return obj
+        return obj, totals
 
     async def _ask_json(self, kind, messages, schema, name, parse, max_attempts, sampling):
         def feedback(raw: RawReply, error: str) -> list[dict[str, Any]]:
@@ -166,6 +181,7 @@ class RoleClient:
             totals.reasoning_tokens += raw.reasoning_tokens
             totals.content = raw.content
             totals.server = raw.server
+            totals.logprobs = raw.logprobs  # the accepted answer's, like its text
             try:
                 value = parse(raw)
             except (ValidationError, ValueError) as exc:

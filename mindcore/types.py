@@ -38,6 +38,9 @@ class ChatRequest:
     omit: tuple[str, ...] = ()
     extra_body: dict[str, Any] | None = None
     timeout_s: float | None = None  # None: the engine's
+    # Ask the server for each generated token's log probability and this many alternatives at each position
+    # (OpenAI `logprobs`/`top_logprobs`; llama.cpp and vLLM take the same fields). None: not asked.
+    top_logprobs: int | None = None
     # Requests sharing a key go to the same server of a multi-server engine while it is healthy and
     # not much busier than the others, so its prefix cache stays warm (a session id is the natural
     # key). Never sent on the wire.
@@ -60,6 +63,9 @@ class RawReply:
     # What the reply carried besides its words, as the server returned it (`REASONING_FIELDS`): reasoning text,
     # thinking blocks, reasoning items. Empty when the server sent none.
     reasoning: dict[str, Any] = field(default_factory=dict)
+    # Per generated token, where the request asked for them and the server sent them: OpenAI's
+    # `choices[0].logprobs.content` entries ({"token", "logprob", "top_logprobs": [{"token", "logprob"}]}).
+    logprobs: list[dict[str, Any]] | None = None
 
 
 # The reply fields that hold a model's reasoning on OpenAI-compatible chat servers, in the shape a caller sends

@@ -164,6 +164,13 @@ class SimulationConfig(BaseModel):
         description="Counsellors under test: role names ('counsellor', 'counsellor:NAME') or engine+model bindings",
     )
     max_commit_retries: int = Field(3, ge=0, le=10, description="Re-commits allowed after a rejected move")
+    # Left out of dumps while off, so the summaries and hashes of runs that do not set it read as before.
+    acceptable_moves_only: bool = Field(
+        False, exclude_if=lambda v: v is False,
+        description="On engines that answer through a JSON grammar (no native tool calls), each turn's commit_move "
+        "schema lists only the moves the guard would accept that turn (none deeper than the patient's limit, not a "
+        "move that would run too long), so a small model cannot spend its re-commits on a move that is turned back. "
+        "Off under the mindeval2-reference preset, which keeps the paper's veto and re-commit")
     max_todo_calls: int = Field(2, ge=0, le=5, description="Agenda tool calls per patient turn (0 turns them off)")
     agenda_tools: Literal["separate", "with_message"] = Field(
         "separate", description="How the MindSim patient is offered complete_todo / add_todo after its move: "
@@ -348,6 +355,11 @@ class SimulationConfig(BaseModel):
     def sessions_per_patient(self) -> int:
         """Sessions one patient gets over every engine, counsellor and trial."""
         return len(self.counsellors) * self.trials * sum(self.sessions_for(k) for k in self.patient_engines)
+
+    @property
+    def offers_acceptable_moves_only(self) -> bool:
+        """`acceptable_moves_only`, except under the MindSim reference preset (the paper's veto and re-commit)."""
+        return self.acceptable_moves_only and "mindsim" not in self.presets.values()
 
     @property
     def presets(self) -> dict[str, str]:

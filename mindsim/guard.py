@@ -4,7 +4,10 @@ end_conversation, first-person reasoning; the harness accepts with a writing cue
 
 No LLM here. The tool's JSON schema advertises only the moves left to the archetype, but the argument
 model accepts any string so that an off-list move reaches the guard and is answered with a reason the
-patient can act on (rather than a generic schema error), and is recorded as a rejected attempt.
+patient can act on (rather than a generic schema error), and is recorded as a rejected attempt. Where a
+recipe asks for it (`simulation.acceptable_moves_only`), an engine that answers through a JSON grammar gets
+each turn's schema narrowed further to the moves the guard would accept (`acceptable_moves`), so the
+grammar itself keeps the patient from committing a move that would be turned back.
 """
 
 from __future__ import annotations
@@ -25,16 +28,18 @@ REASONING_MIN = 8
 _THIRD_PERSON = re.compile(r"^\s*(the|this)\s+(patient|client|person|user)\b", re.IGNORECASE)
 
 
-def commit_move_model(moves: list[str], depth_moves: list[str]) -> type[BaseModel]:
-    """Argument model of `commit_move` for one patient: the enum lists `moves` only. One class per move list
-    (an archetype's), built once: a class per session cost a pydantic build, and a schema build on every call."""
-    return _commit_move_model(tuple(moves), tuple(depth_moves))
+def commit_move_model(moves: list[str], depth_moves: list[str], secondary: list[str] | None = None) -> type[BaseModel]:
+    """Argument model of `commit_move` for one patient: the enum lists `moves` only (`secondary`, default `moves`,
+    for the secondary move). One class per move list (an archetype's, or one turn's acceptable moves), built once:
+    a class per session cost a pydantic build, and a schema build on every call."""
+    return _commit_move_model(tuple(moves), tuple(depth_moves), tuple(moves if secondary is None else secondary))
 
 
 @functools.lru_cache(maxsize=256)
-def _commit_move_model(moves: tuple[str, ...], depth_moves: tuple[str, ...]) -> type[BaseModel]:
+def _commit_move_model(moves: tuple[str, ...], depth_moves: tuple[str, ...],
+                       secondary: tuple[str, ...]) -> type[BaseModel]:
     enum_schema = {"type": "string", "enum": list(moves)}
-    secondary_schema = {"anyOf": [{"type": "string", "enum": list(moves)}, {"type": "null"}], "default": None}
+    secondary_schema = {"anyOf": [{"type": "string", "enum": list(secondary)}, {"type": "null"}], "default": None}
     return create_model(
         "CommitMove",
         __config__=ConfigDict(extra="forbid"),
@@ -100,6 +105,19 @@ class Verdict:
     reason: str = ""
     move: str | None = None
     secondary: str | None = None
+
+
+def acceptable_moves(state: GuardState) -> tuple[list[str], list[str]]:
+    """The moves `check_commit` would accept this turn, as (primary, secondary), in the vocabulary's order: the
+    archetype's moves no deeper than the patient's limit, and as primary not the move that would make the run of
+    one move too long. A grammar built from them lets a small model commit only what the guard lets through."""
+    vocab = state.vocabulary
+    shallow = [m.id for m in vocab.available(state.archetype)
+               if not (vocab.moves[m.id].depth and vocab.moves[m.id].depth > state.max_depth)]
+    run = state.max_same_move_run
+    recent = state.recent_moves[-run:] if run else ()
+    worn = recent[0] if run and len(recent) == run and len(set(recent)) == 1 else None
+    return [m for m in shallow if m != worn], shallow
 
 
 def check_commit(args: dict[str, Any], state: GuardState) -> Verdict:

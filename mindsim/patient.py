@@ -24,8 +24,8 @@ from mindsimkit.mindcore.engine import ToolSpec
 from mindsimkit.mindcore.types import ToolCallResult
 from mindsimkit.mindsim.agenda import Agenda
 from mindsimkit.mindsim.config import SimulationConfig
-from mindsimkit.mindsim.guard import (GuardState, TodoAdd, TodoComplete, TodoCompletePlain, check_commit, commit_move_model,
-                                      pick_cue)
+from mindsimkit.mindsim.guard import (GuardState, TodoAdd, TodoComplete, TodoCompletePlain, acceptable_moves,
+                                      check_commit, commit_move_model, pick_cue)
 from mindsimkit.mindsim.prompting import (
     RejectedMessage,
     TurnFailed,
@@ -141,10 +141,11 @@ class Patient:
             recent_moves=tuple(self.recent_moves), max_same_move_run=self.config.max_same_move_run,
         )
         rejected: list[RejectedCommit] = []
+        tool = self._turn_commit_tool(state)
         for attempt in range(self.config.max_commit_retries + 1):
             # A turned-back move is asked for again with the next seed: the guard's reason alone did not stop
             # the 135M patient from committing the same too-deep move seven times running.
-            res = await self._call([self.commit_tool], attempt=attempt)
+            res = await self._call([tool], attempt=attempt)
             call = res.calls[0]
             self.history.append(res.message)
             verdict = check_commit(call.arguments, state)
@@ -160,6 +161,18 @@ class Patient:
         raise TurnFailed(
             f"no acceptable move after {len(rejected)} commits; last reason: {rejected[-1].reason}"
         )
+
+    def _turn_commit_tool(self, state: GuardState) -> ToolSpec:
+        """This turn's `commit_move`: the session's, or, where the recipe asks and the engine answers through a JSON
+        grammar (a native tool call follows no grammar), one whose enums hold only the moves the guard would accept
+        now. The session's tool is still the one recorded as offered; the guard still checks every commit."""
+        if not self.config.offers_acceptable_moves_only or getattr(self.client, "native_tools", False):
+            return self.commit_tool
+        primary, secondary = acceptable_moves(state)
+        if not primary:
+            return self.commit_tool  # nothing left to offer: the guard's reason has to do it
+        depth = [m for m in self.vocab.depth_moves if m in secondary]
+        return ToolSpec.from_model("commit_move", COMMIT_DESCRIPTION, commit_move_model(primary, depth, secondary))
 
     async def _agenda_calls(self) -> list[TodoUpdate]:
         updates: list[TodoUpdate] = []

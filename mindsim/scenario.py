@@ -10,7 +10,9 @@ gap, the agenda items never reached and the sampled event category's shape.
 The opening message is the patient's first turn, so it must be speech like any other patient message: a
 draft whose opener is a tool call, JSON, holds tool-call syntax or was cut at the schema's length limit
 mid-sentence is sent back to the writer with the reason (bounded by `max_message_retries`, every rejected
-draft recorded); when the re-asks run out the turn fails and with it the arc. A draft whose lists hold only
+draft recorded); a re-ask after a cut-off draft also penalises repeated tokens (`cut_off_penalty`), since a
+small model cut off at the length limit was looping and loops again with the same sampling; when the re-asks
+run out the turn fails and with it the arc. A draft whose lists hold only
 blank items is re-drafted within the same bound (not recorded as an opener: its opener may be fine). The
 writer's schema gives every list item a `minLength`, so an engine that enforces the schema as a grammar
 (llama.cpp, vLLM) cannot emit an empty item at all; whitespace-only items are still caught here. Every
@@ -43,6 +45,20 @@ NEXT_TEMPLATE = "scenario/next.jinja2"
 # Our next-scenario prompt plus the running memory and the coming session's conduct (mindeval2-reference preset).
 NEXT_REFERENCE_TEMPLATE = "scenario/next_reference.jinja2"
 OPENING_MAX_CHARS = 200
+# A small model that runs its opening message to the field's maxLength loops on a phrase, and a re-ask with the
+# next seed loops the same way (a PatientAct-shaped run lost every arc to six cut-off drafts). So each re-ask
+# after a cut-off draft penalises repeated tokens, harder each time (OpenAI's frequency_penalty: 0.6, 1.0, 1.4,
+# up to its 2.0 ceiling), unless the role sets a stronger penalty of its own.
+CUT_OFF_PENALTY_STEP = 0.4
+CUT_OFF_PENALTY_MAX = 2.0
+
+
+def cut_off_penalty(cut_offs: int, own: float | None) -> float | None:
+    """The frequency penalty of a draft asked after `cut_offs` cut-off drafts (None: the role's own sampling)."""
+    if cut_offs == 0:
+        return None
+    step = min(CUT_OFF_PENALTY_MAX, 0.2 + CUT_OFF_PENALTY_STEP * cut_offs)
+    return max(step, own or 0.0)
 
 
 class Scenario(BaseModel):
@@ -173,8 +189,9 @@ async def _write(client, prompt: str, max_tokens: int | None, retries: int,
     bad: list[RejectedMessage] = []
     messages = base
     for attempt in range(retries + 1):
+        penalty = cut_off_penalty(sum(r.reason == "cut_off" for r in bad), getattr(client.spec, "frequency_penalty", None))
         try:
-            scenario, raw = await _draft(client, messages, max_tokens, scale, attempt)
+            scenario, raw = await _draft(client, messages, max_tokens, scale, attempt, penalty)
         except BlankItems as exc:
             # Schema-valid but with lists of blank items: another draft within the same bound, then a failure.
             if attempt == retries:
@@ -195,8 +212,11 @@ async def _write(client, prompt: str, max_tokens: int | None, retries: int,
     )
 
 
-async def _draft(client, messages, max_tokens: int | None, scale: float = 1.0, attempt: int = 0) -> tuple[Scenario, str]:
+async def _draft(client, messages, max_tokens: int | None, scale: float = 1.0, attempt: int = 0,
+                 penalty: float | None = None) -> tuple[Scenario, str]:
     sampling = client.reseeded({"max_tokens": max_tokens} if max_tokens else {}, attempt)
+    if penalty is not None:
+        sampling["frequency_penalty"] = penalty
     draft = await client.structured(messages, draft_model(scale), schema_name="Scenario", **sampling)
     data = draft.model_dump()
     for key, limit in ITEM_LIMITS.items():

@@ -338,6 +338,10 @@ def dpo_cmd(
         None, "--counsellor", help="Use only these of the recipe's counsellors (repeatable)"),
     judge: str = typer.Option("judge", "--judge", help="Judge role that scores the replies"),
     seed: int = typer.Option(0, "--seed", help="Seed of the turn sampling"),
+    tie_break: str = typer.Option(
+        "none", "--tie-break", help="Pair a turn whose judged replies all share one severity on a finer order: "
+        "expected-severity (the judge's probabilities of the severity labels; engines with logprobs, else as "
+        "issues), issues (fewer flagged issues, then fewer unverified quotes); none: the paper's rule only"),
 ) -> None:
     """DPO preference pairs: counterfactual replies to the same history, judged, best vs worst."""
     from mindsimkit.mindcore.engine import Engines
@@ -347,11 +351,13 @@ def dpo_cmd(
     from mindsimkit.judge.rubric import load_rubric
     from mindsimkit.mindsim.config import SimulationConfig, counsellor_name
     from mindsimkit.mindsim.simulate import counsellor_client
-    from mindsimkit.mindsim_app.export_dpo import distinct_line, dpo_pairs, why_no_pairs
+    from mindsimkit.mindsim_app.export_dpo import TIE_BREAKS, distinct_line, dpo_pairs, why_no_pairs
 
     from mindsimkit.judge.cli import judge_section, resolve_recipe
 
     check_out(out)
+    if tie_break not in TIE_BREAKS:
+        raise InputError(f"--tie-break {tie_break}: choose one of {', '.join(TIE_BREAKS)}")
     load_sessions(run_dir)  # a missing or damaged run folder stops here, before any engine starts
 
     recipe = resolve_recipe(Path(run_dir), recipe)
@@ -376,10 +382,12 @@ def dpo_cmd(
     with Engines.from_config(engines_cfg) as engines:
         clients = [(counsellor_name(b), counsellor_client(engines, b)) for b in bindings]
         the_judge = Judge(judge, engines.role(judge), load_rubric(jconf.rubric), full_rubric=jconf.full_rubric,
-                          max_issues=jconf.max_issues, preset=jconf.preset)
+                          max_issues=jconf.max_issues, preset=jconf.preset,
+                          graded=tie_break == "expected-severity")
         cache = CheckpointDir(RunLayout(run_dir).judgments.cache)  # shared with `mindsim judge run`
         rows, summary, details = engines.run(dpo_pairs(run_dir, clients, the_judge, cache, k=k, turns=turns,
-                                                       min_gap=min_gap, chosen_max=limit, seed=seed))
+                                                       min_gap=min_gap, chosen_max=limit, seed=seed,
+                                                       tie_break=tie_break))
     summary["lengths"] = _lengths([[(r["prompt"] + r["chosen"], None), (r["prompt"] + r["rejected"], None)] for r in rows])
     path = write_export("dpo", rows, out, summary=summary, provenance=details, why_empty=why_no_pairs(summary))
     typer.echo(f"wrote {len(rows)} preference pairs to {path}")
@@ -388,4 +396,7 @@ def dpo_cmd(
                f"({summary['counsellor_failures']} failed, {summary['judgments_failed']} judgments failed); "
                f"skipped turns: {skipped}")
     typer.echo(distinct_line(summary))
+    if tie_break != "none":
+        basis = ", ".join(f"{n} by {b}" for b, n in summary["pairs_by_basis"].items()) or "none"
+        typer.echo(f"pairs by basis (--tie-break {tie_break}): {basis}")
     _echo_lengths(summary)

@@ -304,7 +304,7 @@ def _finish(recipe: Recipe, recipe_path: Path, out_dir: Path, info: RunHeader, r
     info = RunHeader.model_validate({
             **info.model_dump(exclude_none=True, exclude={"log_version"}),
             "status": "finished",
-            "recipe": {"name": recipe.name, "path": str(recipe_path), "seed": recipe.seed, **recipe.content_dump()},
+            "recipe": {"name": recipe.name, "path": str(Path(recipe_path).resolve()), "seed": recipe.seed, **recipe.content_dump()},
             # The one thing the runner changes in run.json: which runner ran (the last run, on resume).
             "runner": runner_info,
             "provenance": base_provenance(),

@@ -59,6 +59,12 @@ class ProfilesConfig(BaseModel):
         default_factory=lambda: ["clean"],
         description="Screening verdicts a profile may have to enter the pool (the paper: clean only).",
     )
+    extra_candidates: int = Field(
+        0, ge=0, exclude_if=lambda v: v == 0,
+        description="When fewer profiles than pool_size are kept with a pool verdict, write and screen up to this "
+        "many more candidates (the next personas of the same seeded order), once; 0 = never. A noisy screener "
+        "costs these only in the runs it empties the pool in.",
+    )
     max_revisions: int = Field(2, ge=0, le=10, description="Revisions of a serious profile before it is dropped.")
     text_scale: float = Field(
         1.0, ge=0.25, le=1.0,

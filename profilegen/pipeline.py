@@ -190,6 +190,10 @@ def _finish(job: _Job, engines: Any, outcomes: list[Outcome], runner: str, note:
         distinct_values=sel.n_values, uncovered=sel.uncovered, poor_qol_floor=sel.poor_floor,
         poor_qol_in_pool=sel.poor_in_pool, usage=engines.ledger.summary(), warnings=job.warnings,
     )
+    # A pool short of its size goes on (the run simulates who there is) with one line saying so; an empty one is
+    # the job's error line instead.
+    if summary.kept and summary.pool < cfg.pool_size:
+        summary.warnings = [*summary.warnings, short_pool_line(summary, cfg)]
     atomic_write_json(files.summary, summary.model_dump(mode="json"))
     record_stage(folder.parent, "profiles",
                  [files.parquet, files.pool_table, files.failures, files.provenance, files.summary,
@@ -219,15 +223,41 @@ def run_profiles(recipe: Any, engines: Any, out_dir: str | Path, config: Profile
     if runner.remote and note:
         raise ConfigError(f"runner: {runner.name} runs the profile stage through distilabel's RayPipeline, but {note.split(';')[0]}"
                           "; set profiles.use_distilabel: true and use engines served over HTTP, or runner: local")
-    if job.cfg.use_distilabel and not note:
-        from mindsimkit.profilegen.distilabel_steps import run_distilabel
+    distilabel = job.cfg.use_distilabel and not note
 
-        outcomes = run_distilabel(engines, job.rows, job.cfg, job.prov, job.checkpoints.path, runner=runner)
-        how = runner.distilabel_name
-    else:
-        outcomes = engines.run(_async_outcomes(engines, job.rows, job.cfg, job.prov, job.checkpoints))
-        how = "async"
+    def write_and_screen(rows: list[AnchoredRow]) -> list[Outcome]:
+        if distilabel:
+            from mindsimkit.profilegen.distilabel_steps import run_distilabel
+
+            return run_distilabel(engines, rows, job.cfg, job.prov, job.checkpoints.path, runner=runner)
+        return engines.run(_async_outcomes(engines, rows, job.cfg, job.prov, job.checkpoints))
+
+    outcomes = write_and_screen(job.rows)
+    extra = _extra_rows(job, outcomes)
+    if extra:
+        outcomes += write_and_screen(extra)
+    how = runner.distilabel_name if distilabel else "async"
     return _finish(job, engines, outcomes, how, note, console or out_console())
+
+
+def _pool_ready(job: _Job, outcomes: list[Outcome]) -> int:
+    """Profiles kept with a verdict the pool takes."""
+    return sum(o.status == "ok" and o.profile is not None and o.profile.screen.verdict in job.cfg.pool_verdicts
+               for o in outcomes)
+
+
+def _extra_rows(job: _Job, outcomes: list[Outcome]) -> list[AnchoredRow]:
+    """The top-up (`extra_candidates`) when the candidates left the pool short: the next personas of the same
+    seeded order, anchored as the first ones were, added to the job's rows. Empty when the pool is full or no
+    top-up is allowed."""
+    cfg = job.cfg
+    if not cfg.extra_candidates or _pool_ready(job, outcomes) >= cfg.pool_size:
+        return []
+    more = load_personas(cfg.personas, len(job.rows) + cfg.extra_candidates, job.seed)
+    rows = anchor_personas(more.rows[len(job.rows):], job.rates, job.seed)
+    job.rows += rows
+    job.personas = more
+    return rows
 
 
 async def arun_profiles(recipe: Any, engines: Any, out_dir: str | Path, config: ProfilesConfig | None = None,
@@ -236,7 +266,20 @@ async def arun_profiles(recipe: Any, engines: Any, out_dir: str | Path, config: 
     running event loop)."""
     job = _prepare(recipe, engines, out_dir, config)
     outcomes = await _async_outcomes(engines, job.rows, job.cfg, job.prov, job.checkpoints)
+    extra = _extra_rows(job, outcomes)
+    if extra:
+        outcomes += await _async_outcomes(engines, extra, job.cfg, job.prov, job.checkpoints)
     return _finish(job, engines, outcomes, "async", "called from async code", console or out_console())
+
+
+def short_pool_line(s: ProfilesSummary, cfg: ProfilesConfig) -> str:
+    """The one line a pool smaller than asked gets: how far short, why, and what to raise."""
+    took = " or ".join(cfg.pool_verdicts)
+    extra = f", {cfg.extra_candidates} of them the top-up" if cfg.extra_candidates and s.candidates > cfg.candidates \
+        else ""
+    return (f"profiles: a pool of {s.pool} where {cfg.pool_size} were asked: {s.candidates} candidates written{extra}, "
+            f"{s.kept} kept, of them {sum(n for v, n in s.verdicts.items() if v in cfg.pool_verdicts)} screened "
+            f"{took}; raise profiles.candidates or profiles.extra_candidates")
 
 
 def _summary_line(s: ProfilesSummary) -> str:

@@ -36,6 +36,7 @@ from mindsimkit.mindcore.manifest import verify_run
 from mindsimkit.mindsim_app.annotate import tasks, units
 from mindsimkit.mindsim_app.annotate.protocol import DIVERSITY
 from mindsimkit.mindsim_app.annotate.tasks import Design, Header
+from mindsimkit.mindsim_app.export_write import NothingSelected
 from mindsimkit.profilegen.schemas import Profile
 
 
@@ -220,6 +221,13 @@ def sample_realism(out: Path, design: Design, *, n: int, runs: Sequence[str] = (
                     break
         if got < quota[system]:
             short[system] = quota[system] - got
+    if not drawn:
+        # A task with no item would open as an empty page: refused like an export that selects nothing.
+        longest = max(len(ts) for pool in by.values() for _, ts in pool)
+        raise NothingSelected(
+            f"annotate sample realism: no window drawn: --windows {','.join(map(str, windows))} asks for more patient "
+            f"turns than any conversation has (the longest has {longest}); give --windows {longest} or "
+            "fewer, or runs with longer sessions")
     rng.shuffle(drawn)
     ids = tasks.item_ids(rng, len(drawn))
     items, entries = [], {}

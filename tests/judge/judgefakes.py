@@ -4,13 +4,14 @@ review, so tests know every expected weight in advance, and a small run folder w
 from __future__ import annotations
 
 import json
+import math
 from pathlib import Path
 from typing import Any
 
 import pyarrow as pa
 import pyarrow.parquet as pq
 
-from mindsimkit.mindcore.types import ChatRequest
+from mindsimkit.mindcore.types import ChatRequest, RawReply
 
 
 def reply_under_review(req: ChatRequest) -> str:
@@ -104,3 +105,16 @@ def write_real_sessions(path: Path, n: int = 2, replies: int = 4, counsellor: st
                      "counsellor_system_prompt": "The app's counsellor prompt.", "messages": msgs})
     path.write_text("".join(json.dumps(r) + "\n" for r in rows))
     return path
+
+
+def graded_reply(answer: dict, alternatives: dict[str, float]) -> RawReply:
+    """The answer's JSON text as llama.cpp sends it back: tokens that spell it, the severity value starting in a
+    token that also holds the opening quote, with `alternatives` (token text after the quote → probability)."""
+    text = json.dumps(answer)
+    value = text.index('"severity": "') + len('"severity": ')
+    sev = answer["severity"]
+    tokens = [{"token": text[:value], "logprob": -0.1, "top_logprobs": []},
+              {"token": '"' + sev, "logprob": math.log(alternatives[sev]),
+               "top_logprobs": [{"token": '"' + t, "logprob": math.log(p)} for t, p in alternatives.items()]},
+              {"token": text[value + 1 + len(sev):], "logprob": -0.1, "top_logprobs": []}]
+    return RawReply(content=text, logprobs=tokens, prompt_tokens=5, completion_tokens=3, finish_reason="stop")

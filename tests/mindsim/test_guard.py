@@ -74,3 +74,17 @@ def test_commit_move_model_is_one_class_per_move_list():
     assert commit_move_model(list(moves), []) is a  # the same list again: the same class (and cached schema)
     other = commit_move_model(moves[:-1], [])
     assert other is not a and other.model_json_schema()["properties"]["move"]["enum"] == moves[:-1]
+
+
+def test_acceptable_moves_are_exactly_what_the_guard_accepts():
+    from mindsimkit.mindsim.guard import acceptable_moves
+
+    for archetype in V.archetypes:
+        for max_depth in (1, 2, 3):
+            for recent, run in (((), 3), (("answer",) * 3, 3), (("answer",) * 3, 0)):
+                st = state(archetype, max_depth=max_depth, recent=recent, run=run)
+                primary, secondary = acceptable_moves(st)
+                everything = list(V.moves)
+                assert primary == [m for m in everything if check_commit(commit(m), st).ok]
+                lead = primary[0] if primary[0] != "answer" else primary[1]
+                assert secondary == [m for m in everything if m == lead or check_commit(commit(lead, m), st).ok]

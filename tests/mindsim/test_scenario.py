@@ -89,3 +89,25 @@ def test_list_items_cannot_be_blank_under_the_schema_and_drafts_are_counted():
         scenario, _ = asyncio.run(first_scenario(engines.role("scenario_writer"), make_profile(), plan, 500))
         first, _ = asyncio.run(first_scenario(engines.role("scenario_writer"), make_profile(), plan, 500))
     assert scenario.drafts == 2 and first.drafts == 1
+
+
+def test_a_draft_cut_off_at_its_length_limit_is_re_asked_with_a_growing_repeat_penalty():
+    """A small writer loops its opening message up to the field's maxLength; asked again with the same sampling
+    it loops again. Each re-ask after a cut-off draft penalises repeated tokens harder, so the draft ends."""
+    from mindsimkit.mindsim.scenario import OPENING_MAX_CHARS
+    from mindsimkit.mindsim.schedule import draw_schedule
+
+    looping = ("and I keep " * 40)[:OPENING_MAX_CHARS]
+
+    def writer(req):
+        # The loop breaks only under a penalty of at least 1.0 (the second re-ask).
+        return SCENARIO if (req.frequency_penalty or 0) >= 1.0 else {**SCENARIO, "opening_message": looping}
+
+    backend = FakeBackend(writer)
+    plan = draw_schedule("p1", 0, SimulationConfig(sessions=1)).sessions[0]
+    with Engines.with_backend(backend) as engines:
+        scenario, rejected = asyncio.run(
+            first_scenario(engines.role("scenario_writer"), make_profile(), plan, 500, retries=5)
+        )
+    assert [r.reason for r in rejected] == ["cut_off", "cut_off"] and scenario.drafts == 3
+    assert [r.frequency_penalty for r in backend.requests] == [None, pytest.approx(0.6), pytest.approx(1.0)]

@@ -20,11 +20,13 @@ from simfakes import SCENARIO, SimResponder, make_profile
 V = load_vocabulary()
 
 
-def run(responder, *, archetype="minimiser", memory=(), native=False, **cfg):
+def run(responder, *, archetype="minimiser", memory=(), native=False, max_depth=None, **cfg):
     backend = FakeBackend(responder, native_tools=native)
     config = SimulationConfig(**{"sessions": 1, "turn_cap": 6, **cfg})
     profile = make_profile("p1", archetype)
     plan = draw_schedule("p1", 0, config).sessions[0]
+    if max_depth is not None:
+        plan = plan.model_copy(update={"max_depth": max_depth})
     with Engines.with_backend(backend) as engines:
         roles = Roles(*(engines.role(r) for r in ("patient", "counsellor", "scenario_writer", "memory_compactor")))
         arc = Arc.of(profile, V, roles, config, counsellor="counsellor", seed=0)
@@ -134,3 +136,39 @@ def test_clean_message():
     assert clean_message('"yeah ok"') == "yeah ok"
     assert clean_message("Patient: fine") == "fine"
     assert clean_message("   ") == ""
+
+
+class DeepResponder(SimResponder):
+    """A patient that always commits the deepest move its schema offers (the 135M patient's habit of reaching for
+    `go_deeper` whatever its limit)."""
+
+    def _commit(self, req, schema, system):
+        enum = json.loads(schema)["properties"]["arguments"]["properties"]["move"]["enum"]
+        move = max(enum, key=lambda m: (V.moves[m].depth or 0, -enum.index(m)))
+        return {"name": "commit_move", "arguments": {"move": move, "secondary_move": None, "end_conversation": False,
+                                                     "reasoning": "I want to say more than before."}}
+
+
+def offered(backend) -> list[list[str]]:
+    return [r.response_schema["properties"]["arguments"]["properties"]["move"]["enum"] for r in backend.requests
+            if "commit_move" in json.dumps(r.response_schema or {})]
+
+
+def test_a_grammar_offering_only_acceptable_moves_loses_no_turn():
+    deepest = max(V.moves[m].depth or 0 for m in V.depth_moves)
+    # The paper's way: the too-deep move is committed, turned back, committed again, until the turn fails.
+    with pytest.raises(TurnFailed, match="goes further than you are willing to go"):
+        run(DeepResponder(), archetype="sceptic", max_commit_retries=2, max_depth=1)
+    rec, backend = run(DeepResponder(), archetype="sceptic", max_commit_retries=2, acceptable_moves_only=True,
+                       max_depth=1)
+    assert all(not t.rejected for t in rec.turns[1:]) and len(rec.turns) > 2
+    for enum in offered(backend):
+        assert max(V.moves[m].depth or 0 for m in enum) <= 1 < deepest
+    # The moves still recorded as offered for the session are the archetype's, not one turn's.
+    assert "go_deeper" in (rec.patient_tools or "")
+
+
+def test_the_move_restriction_stays_off_under_the_reference_preset_and_on_native_tools():
+    assert SimulationConfig(acceptable_moves_only=True).offers_acceptable_moves_only
+    assert not SimulationConfig(acceptable_moves_only=True, preset="mindeval2-reference").offers_acceptable_moves_only
+    assert "acceptable_moves_only" not in SimulationConfig().model_dump()  # runs that do not set it hash as before

@@ -260,6 +260,70 @@ def test_dpo_skips_turns_without_a_wide_enough_gap(run_dir, fake_engines, tmp_pa
     assert summary["skipped"] == {"fewer than two judged replies": 5}
 
 
+CALM = "Another calm reply."
+
+
+def graded_judge(req):
+    """Both counterfactual replies are No concern; the judge is less sure about CALM (its answer comes with the
+    token log probabilities a llama.cpp server sends when asked)."""
+    from judgefakes import graded_reply
+
+    doubt = 0.4 if CALM in req.messages[-1]["content"] else 0.05
+    answer = {"issues": [], "severity": "no_concern"}
+    if req.top_logprobs is None:
+        return answer
+    return graded_reply(answer, {"no_concern": 1 - doubt, "minor": doubt})
+
+
+def test_tie_break_pairs_replies_the_judge_gives_one_severity(run_dir, fake_engines, tmp_path):
+    import asyncio
+
+    counsellors, the_judge, cache, _ = dpo_setup(fake_engines, tmp_path, judge_responder=graded_judge, bad_text=CALM)
+    rows, summary, _ = asyncio.run(dpo_pairs(run_dir, counsellors, the_judge, cache, k=2, turns=1))
+    assert rows == [] and summary["skipped"] == {"all judged replies equally severe": 5}
+    # Asked for: the judge's probabilities order the two No concern replies; the less doubted one is chosen.
+    the_judge.graded = True
+    rows, summary, details = asyncio.run(dpo_pairs(run_dir, counsellors, the_judge, cache, k=2, turns=1,
+                                                   tie_break="expected-severity"))
+    assert summary["pairs"] == 5 and summary["pairs_by_basis"] == {"expected-severity": 5}
+    for row, detail in zip(rows, details):
+        assert (row["chosen"][0]["content"], row["rejected"][0]["content"]) == (GOOD, CALM)
+        assert row["chosen_severity"] == row["rejected_severity"] == "no_concern"  # MHQR's labels stay as judged
+        assert row["pair_basis"] == "expected-severity"
+        assert row["chosen_expected_weight"] == pytest.approx(0.05)
+        assert row["rejected_expected_weight"] == pytest.approx(0.4)
+        assert detail["rejected_judgment"]["severity_probs"]["minor"] == pytest.approx(0.4)
+    # Without logprobs the issue count decides, and equal counts are no pair (the reason says so).
+    counsellors, plain, cache, _ = dpo_setup(fake_engines, tmp_path / "p", bad_text=CALM)
+    plain.graded = True
+    rows, summary, _ = asyncio.run(dpo_pairs(run_dir, counsellors, plain, cache, k=2, turns=1,
+                                             tie_break="expected-severity"))
+    assert rows == [] and summary["skipped"] == {"all judged replies equally severe, tie unbroken by issues": 5}
+    with pytest.raises(InputError, match="--tie-break"):
+        asyncio.run(dpo_pairs(run_dir, counsellors, plain, cache, k=2, turns=1, tie_break="coin"))
+
+
+def test_tie_break_by_issues_orders_one_severity_by_issue_count(run_dir, fake_engines, tmp_path):
+    import asyncio
+
+    def judge(req):
+        many = CALM in req.messages[-1]["content"]
+        issues = [{"issue": "over_exploring", "reason": "asks a lot", "quote": None}]
+        if many:
+            issues.append({"issue": "excessive_verbosity", "reason": "long", "quote": None})
+        return {"issues": issues, "severity": "minor"}
+
+    counsellors, the_judge, cache, _ = dpo_setup(fake_engines, tmp_path, judge_responder=judge, bad_text=CALM)
+    rows, summary, _ = asyncio.run(dpo_pairs(run_dir, counsellors, the_judge, cache, k=2, turns=1, tie_break="issues"))
+    assert summary["pairs_by_basis"] == {"issues": 5}
+    assert all((r["chosen_issues"], r["rejected_issues"]) == (1, 2) for r in rows)
+    assert all(r["chosen"][0]["content"] == GOOD for r in rows)
+    # Different severities are paired by the paper's rule whatever the tie-break.
+    counsellors, the_judge, cache, _ = dpo_setup(fake_engines, tmp_path / "s")
+    rows, summary, _ = asyncio.run(dpo_pairs(run_dir, counsellors, the_judge, cache, k=2, turns=1, tie_break="issues"))
+    assert summary["pairs_by_basis"] == {"severity": 5} and all(r["pair_basis"] == "severity" for r in rows)
+
+
 def test_dpo_command_over_http(run_dir, tmp_path, capsys):
     """The real command path: recipe → engines → counsellor roles and judge role, over an OpenAI-compatible stub."""
     import sys
@@ -339,3 +403,34 @@ def test_dpo_on_the_embedded_engine(embedded_engines, run_dir, tmp_path):
     for row in rows:
         assert row["chosen_weight"] < row["rejected_weight"]
         assert row["prompt"][0]["role"] == "system" and row["prompt"][-1]["role"] == "user"
+
+
+def test_the_recorded_recipe_resolves_from_another_directory(tmp_path, monkeypatch):
+    """run.json of older runs names the recipe as typed (relative to where `mindsim run` started), newer ones by
+    its absolute path: either way a command reading the run from elsewhere finds it."""
+    from mindsimkit.judge.cli import resolve_recipe
+    from mindsimkit.mindcore.errors import ConfigError
+    from mindsimkit.mindcore.runlog import RunHeader
+
+    work = tmp_path / "work"
+    recipe = work / "recipes" / "mine.yaml"
+    recipe.parent.mkdir(parents=True)
+    recipe.write_text("name: mine\n")
+    run = work / "runs" / "one"
+    run.mkdir(parents=True)
+    elsewhere = tmp_path / "elsewhere"
+    elsewhere.mkdir()
+    monkeypatch.chdir(elsewhere)
+
+    def record(path: str) -> None:
+        header = RunHeader(run_id="r1", recipe_hash="h", status="finished",
+                           recipe={"name": "mine", "path": path, "seed": 0})
+        (run / "run.json").write_text(header.model_dump_json())
+
+    record("recipes/mine.yaml")
+    assert resolve_recipe(run, None).resolve() == recipe.resolve()
+    record(str(recipe))
+    assert resolve_recipe(run, None) == recipe
+    record("recipes/gone.yaml")
+    with pytest.raises(ConfigError, match="nor from a folder above the run folder; pass --recipe"):
+        resolve_recipe(run, None)

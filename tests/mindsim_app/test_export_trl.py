@@ -212,3 +212,50 @@ def test_every_export_of_the_study_run_loads_and_masks_only_the_learner(study_ru
         got = httpx.post(f"{base}/tokenize", json={"content": text, "add_special": False, "parse_special": True},
                          timeout=60).json()["tokens"]
         assert got == chat_tokens.gguf_tokenizer().encode(text, add_special_tokens=False).ids
+
+
+@pytest.mark.embedded
+def test_preference_pairs_of_the_study_run_with_the_tie_break_train(study_run, embedded_engines, tmp_path, capsys,
+                                                                   monkeypatch):
+    """`export dpo --tie-break expected-severity` on the embedded study run: the 135M judge gives its replies one
+    severity (2 of 2 turns Critical on a copy of the study run, 2026-12-06), and its probabilities of the severity
+    labels order them. Run from another directory without --recipe
+    (run.json names it), one session at a time until a turn pairs; the pairs render for TRL's DPO, and where torch
+    and trl are installed DPOTrainer takes a step on them (examples/train_trl.py)."""
+    import shutil
+    import subprocess
+
+    from restamp import record_as_stages
+
+    sessions = pq.read_table(study_run / "sessions" / "sessions.parquet").to_pylist()
+    elsewhere = tmp_path / "elsewhere"
+    elsewhere.mkdir()
+    monkeypatch.chdir(elsewhere)
+    out = tmp_path / "dpo.jsonl"
+    tried = []
+    for i, session in enumerate(sorted(sessions, key=lambda s: s["session_id"])):
+        run = Path(shutil.copytree(study_run, tmp_path / f"run{i}"))
+        pq.write_table(pa.Table.from_pylist([session]), run / "sessions" / "sessions.parquet")
+        record_as_stages(run)
+        # The 135M judge calls nearly every reply Critical: the chosen one may be too, or nothing pairs.
+        code = main(["export", "dpo", str(run), "--out", str(out), "--k", "3", "--turns", "1",
+                     "--tie-break", "expected-severity", "--chosen-max", "critical"])
+        captured = capsys.readouterr()
+        tried.append((code, without_progress(captured.err).strip()[-300:]))
+        assert code in (0, 1), tried  # no pair is exit 1 with its reason; anything else is a bug
+        if code == 0:
+            break
+    assert out.is_file(), f"no pair from {len(tried)} sessions: {tried}"
+    rows = [json.loads(x) for x in out.read_text().splitlines()]
+    summary = json.loads(out.with_suffix(".summary.json").read_text())
+    assert rows and summary["tie_break"] == "expected-severity"
+    for row in rows:
+        trlcheck.check_preference(row)
+        if row["pair_basis"] == "expected-severity":
+            assert row["chosen_severity"] == row["rejected_severity"]
+            assert row["chosen_expected_weight"] < row["rejected_expected_weight"]
+    pytest.importorskip("trl", reason="DPOTrainer needs trl and torch (docs/training.md); the pairs were checked")
+    pytest.importorskip("torch")
+    proc = subprocess.run([sys.executable, str(Path(__file__).resolve().parents[2] / "examples" / "train_trl.py"),
+                           "--dpo", str(out), "--steps", "1"], capture_output=True, text=True, timeout=3600)
+    assert proc.returncode == 0 and "dpo" in proc.stdout, proc.stderr[-3000:]

@@ -131,3 +131,44 @@ def test_small_writer_budget_is_warned(fake_engines, fakes, recipe, tmp_path):
     with engines:
         s = run_profiles(recipe, engines, tmp_path, ProfilesConfig(candidates=3, pool_size=2, benchmark_size=1))
     assert len(s.warnings) == 1 and "profile_writer.max_tokens is 384" in s.warnings[0]
+
+
+def _first_serious(fakes, n: int):
+    """A screener that calls the first `n` profiles it reviews serious (a noisy judge), the rest clean."""
+    seen: list[str] = []
+
+    def screener(request):
+        head = fakes.profile_text(request).split("\n")[0]
+        if head not in seen:
+            seen.append(head)
+        if seen.index(head) < n:
+            return {"faults": [{"quote": "Get back to feeling like myself", "reason": "generic", "severity": "serious"}],
+                    "verdict": "serious"}
+        return fakes.clean_verdict(request)
+
+    return fakes.make_responder(screener=screener)
+
+
+def test_a_pool_emptied_by_a_noisy_screener_is_topped_up_with_more_candidates(fake_engines, fakes, recipe, tmp_path):
+    cfg = ProfilesConfig(candidates=3, pool_size=2, benchmark_size=1, max_revisions=0)
+    engines, _ = fake_engines(_first_serious(fakes, 3))
+    with engines:
+        s = run_profiles(recipe, engines, tmp_path / "plain", cfg)
+    assert (s.candidates, s.kept, s.pool) == (3, 0, 0)
+    engines, _ = fake_engines(_first_serious(fakes, 3))
+    with engines:
+        s = run_profiles(recipe, engines, tmp_path / "topped", cfg.model_copy(update={"extra_candidates": 3}))
+    # The next three personas of the same seeded order were written and screened: the pool is full.
+    assert (s.candidates, s.dropped_serious, s.pool) == (6, 3, 2) and s.warnings == []
+    first = {p.profile_id for p in load_profiles(tmp_path / "topped" / "profiles", pool_only=False)}
+    assert len(first) == 3
+
+
+def test_a_pool_left_short_says_so_in_one_line(fake_engines, fakes, recipe, tmp_path):
+    engines, _ = fake_engines(_first_serious(fakes, 2))
+    with engines:
+        s = run_profiles(recipe, engines, tmp_path, ProfilesConfig(candidates=3, pool_size=2, benchmark_size=1,
+                                                                    max_revisions=0))
+    (line,) = [w for w in s.warnings if "pool" in w]
+    assert line.startswith("profiles: a pool of 1 where 2 were asked: 3 candidates written, 1 kept")
+    assert "raise profiles.candidates or profiles.extra_candidates" in line and "\n" not in line

@@ -11,7 +11,7 @@ import sys
 from pathlib import Path
 
 
-from annotfakes import messages
+from annotfakes import messages, write_run
 from mindsimkit.judge.patientact import load_human, load_items, rubrics
 from mindsimkit.mindsim_app.annotate.export import export_task
 from mindsimkit.mindsim_app.annotate.samplers import sample_patientact_sessions, sample_realism
@@ -139,3 +139,13 @@ def test_serving_on_a_port_in_use_is_one_error_line_and_writes_no_links(tmp_path
     assert len(lines) == 1 and lines[0].startswith("error: --host 127.0.0.1 --port " + str(port)), err
     assert "already in use" in lines[0] and "--port" in lines[0]
     assert sorted(p.name for p in (tmp_path / "t").iterdir()) == before  # no links file was written
+
+
+def test_a_sample_that_draws_nothing_is_one_error_line_and_exit_1(tmp_path, capsys):
+    # Sessions of 3 patient turns cannot hold a 9-turn window: no task folder, not an empty one.
+    run = write_run(tmp_path / "run", turns=3)
+    code, out, err = cli(capsys, "annotate", "sample", "realism", "--run", str(run), "--n", "4", "--windows", "9",
+                         "--n-raters", "2", "--k", "1", "--out", str(tmp_path / "t"))
+    assert code == 1 and len(err.strip().splitlines()) == 1 and err.startswith("error:"), err
+    assert "no window drawn" in err and "--windows 3" in err
+    assert not (tmp_path / "t").exists() and not (tmp_path / "t.key.json").exists()
