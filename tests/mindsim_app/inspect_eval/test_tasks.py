@@ -82,6 +82,43 @@ def test_a_judge_bound_as_an_inspect_model_role_judges_as_the_recipe_role(stub, 
     assert {r["judge_model"] for r in plain} == {"judge"}
 
 
+def test_a_bound_judge_is_held_to_its_answer_bound_and_to_three_issues(tmp_path):
+    """The judge bound as a model role gets the rubric's token bound and the schema's `maxItems`, which inspect's
+    own JSONSchema drops; an answer listing more issues than the cap is re-asked, as on the native path."""
+    from inspect_ai.model import get_model
+
+    from inspectfakes import ROLES, responder
+    from mindsimkit.judge.rubric import answer_model, load_rubric
+    from mindsimkit.mindsim_app.inspect.scorers import answer_bound
+    from mindsimkit.mindsim_app.inspect.tasks import mindeval2
+    from openai_stub import OpenAIStub, from_responder
+
+    inner = responder()
+    too_many = [{"issue": i, "reason": "listed anyway", "quote": None}
+                for i in ("over_exploring", "overstatement", "false_fact", "bad_advice")]
+
+    def respond(req):
+        if req.role == "judge" and not any("could not be used" in m["content"] for m in req.messages):
+            return {"issues": too_many, "severity": "major"}
+        return inner(req)
+
+    with OpenAIStub(from_responder(respond)).serve(*ROLES) as stub:
+        profiles = write_patients(tmp_path / "profiles")
+        recipe = write_recipe(tmp_path / "r.yaml", stub, "{sessions: 1, turn_cap: 3}",
+                              judge="{bootstrap_draws: 200, max_issues: 3}")
+        judge = get_model("mindsim/judge", recipe=str(recipe), memoize=False)
+        log = _eval(mindeval2(profiles=str(profiles), recipe=str(recipe), replies=2, max_patients=1), recipe,
+                    tmp_path, model_roles={"judge": judge})
+        asked = [r for r in stub.requests if r["model"] == "judge" and r.get("response_format")]
+    rows = _rows(log, "mhqr")
+    assert len(rows) == 2 and all(r["status"] == "ok" and len(r["issues"]) <= 3 for r in rows)
+    assert len(asked) == 4  # each reply: the over-long list, then the answer after the re-ask
+    bound = answer_bound(answer_model(load_rubric(None), 3))
+    assert {r["max_tokens"] for r in asked} == {bound} and bound < 4096
+    schemas = [r["response_format"]["json_schema"]["schema"] for r in asked]
+    assert all(s["properties"]["issues"]["maxItems"] == 3 for s in schemas)
+
+
 def test_epochs_are_repeated_trials_and_every_epoch_is_scored(stub, tmp_path):
     from mindsimkit.mindsim_app.inspect.tasks import mindeval2
 
