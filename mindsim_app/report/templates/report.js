@@ -12,6 +12,12 @@
       if (scrolls) t.tabIndex = 0; else t.removeAttribute("tabindex");
     }
   }
+  // The sticky header's height as --head (report.css: scroll-padding-top and the chat's sticky offset), kept current
+  // as the nav wraps at narrower widths.
+  const header = document.querySelector("header");
+  const headHeight = () => document.documentElement.style.setProperty("--head", header.getBoundingClientRect().height + "px");
+  headHeight();
+  if (window.ResizeObserver) new ResizeObserver(headHeight).observe(header);
   let resizing = null;
   window.addEventListener("resize", () => { clearTimeout(resizing); resizing = setTimeout(scrollersFocusable, 100); });
   const RANK = { no_concern: 0, minor: 1, major: 2, critical: 3 };
