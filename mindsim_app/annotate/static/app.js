@@ -185,6 +185,7 @@
       el("div", { id: "error", role: "alert" }));
     main.className = left ? "" : "single";
     main.replaceChildren(...[left, right].filter(Boolean));
+    contextFocusable();
     // A new unit starts at the top of the page (on a phone the conversation is above the form).
     const here = it.item_id + "/" + unit().unit;
     if (S.shown !== here) window.scrollTo(0, 0);
@@ -201,6 +202,22 @@
     right.addEventListener("input", refreshStatus);
     helpText();
   }
+
+  // Beside the form the context panel scrolls when it is taller than the window (app.css): then it takes the focus,
+  // so a keyboard can scroll it (up and down scroll a box with data-scroll). Checked again when the width changes.
+  function contextFocusable() {
+    const c = $("context");
+    if (!c) return;
+    if (c.scrollHeight > c.clientHeight + 1) {
+      Object.assign(c, { tabIndex: 0 });
+      c.dataset.scroll = "true";
+      c.setAttribute("aria-label", c.querySelector("h2").textContent);
+    } else {
+      c.removeAttribute("tabindex");
+      delete c.dataset.scroll;
+    }
+  }
+  window.addEventListener("resize", contextFocusable);
 
   // The rated message and the one before it (the counsellor message a patient reply answers, or the patient message
   // a counsellor reply answers), scrolled into the conversation's box: the whole turn when it fits, else from its
@@ -548,18 +565,32 @@
     if (!S.item) { if (k === "ArrowLeft" && S.session && !is("button")) backFromEnd(); return; }
     if (typing) { if (k === "Enter" && (ev.ctrlKey || ev.metaKey)) { ev.preventDefault(); save(); } return; }
     if (ev.ctrlKey || ev.metaKey || ev.altKey) return;
-    // In a radio group the keys are the group's: the arrows choose, as in any radio group, and the letter and digit
-    // shortcuts stay off (they would tick or score something other than the group in focus). Enter still saves and
-    // ? still opens the help.
-    if (is("input[type=radio]") && k !== "Enter" && k !== "?") return;
+    // In a radio group the keys are the group's: the arrows choose, as in any radio group, and a shortcut acts only
+    // when it picks in that group (a severity's digit, a scale's point); one that would tick or score another
+    // control stays off. Enter still saves, ? opens the help, Esc leaves the group (then every shortcut acts).
+    const inGroup = is("input[type=radio]");
+    if (inGroup && k !== "Enter" && k !== "?" && !ownKey(t, k)) return;
     // In a box that scrolls, up and down scroll it.
     if ((k === "ArrowUp" || k === "ArrowDown") && is("[data-scroll]")) return;
     if (k === "Enter") { ev.preventDefault(); save(); return; }
     if (k === "ArrowRight") { ev.preventDefault(); move(1); return; }
     if (k === "ArrowLeft") { ev.preventDefault(); move(-1); return; }
     if (k === "?") { toggleHelp(); return; }
-    if (FORMS[kind()].keys(k)) { ev.preventDefault(); refreshStatus(); }
+    if (FORMS[kind()].keys(k)) { ev.preventDefault(); refreshStatus(); if (inGroup) followChoice(t); }
   });
+
+  // Whether key `k` picks in the radio group of `radio`: one of the group's own keys, or a point of the scale in focus.
+  function ownKey(radio, k) {
+    if (/^[0-9]$/.test(k) && radio.closest("fieldset.scalefs")) return true;
+    return !!document.querySelector(`input[type=radio][name="${radio.name}"][data-key="${CSS.escape(k)}"]`);
+  }
+  // After a shortcut picked in a radio group the focus goes with the choice, as an arrow key would take it: to the
+  // point chosen, or, when the scales form moved on to the next scale, into that scale.
+  function followChoice(radio) {
+    const cur = kind() === "scales" ? document.querySelector("fieldset.scalefs.current") : null;
+    const name = cur ? cur.dataset.name : radio.name;
+    focusInView(document.querySelector(`input[name="${name}"]:checked`) || document.querySelector(`input[name="${name}"]`));
+  }
 
   $("prev").addEventListener("click", () => (S.item ? move(-1) : backFromEnd()));
   $("next").addEventListener("click", () => S.item && move(1));

@@ -18,6 +18,15 @@
   const headHeight = () => document.documentElement.style.setProperty("--head", header.getBoundingClientRect().height + "px");
   headHeight();
   if (window.ResizeObserver) new ResizeObserver(headHeight).observe(header);
+  // The browser scrolls what gets the focus into view, but not always wholly below the header (a table that scrolls
+  // sideways, on Shift+Tab): what is left hidden is brought the rest of the way (scroll-padding keeps it below).
+  document.addEventListener("focusin", (ev) => {
+    const t = ev.target;
+    if (!(t instanceof Element) || header.contains(t)) return;
+    const r = t.getBoundingClientRect();
+    const head = getComputedStyle(header).position === "sticky" ? header.getBoundingClientRect().bottom : 0;
+    if (r.top < head || r.bottom > innerHeight) t.scrollIntoView({ block: r.height > innerHeight - head ? "start" : "nearest" });
+  });
   let resizing = null;
   window.addEventListener("resize", () => { clearTimeout(resizing); resizing = setTimeout(scrollersFocusable, 100); });
   const RANK = { no_concern: 0, minor: 1, major: 2, critical: 3 };

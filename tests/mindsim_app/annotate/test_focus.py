@@ -2,7 +2,8 @@
 desktop widths, every stop of Tab and Shift+Tab and the control the focus moves to after Save is wholly in the window
 and below the sticky header. On the end screen ← goes back with the focus on a control, not on the page, and Next is
 off. Inside a radio group the shortcut keys stay off (the arrows are the group's), and no button's name carries its
-key hint. Rater F of the long MHQR task (4,000-character prompts: the form is far down a phone's page)."""
+key hint. Rater F: the long MHQR task (4,000-character prompts: the form is far down a phone's page), and an MHQR
+task of its own for the keys (its drafts are its own)."""
 
 from __future__ import annotations
 
@@ -55,14 +56,20 @@ def test_focus_stays_in_view_below_the_header_at_every_width(browser, site):
 def test_shortcuts_stay_off_in_a_radio_group_and_button_names_carry_no_key(browser, site):
     from selenium.webdriver.common.keys import Keys
 
-    open_page(browser, site.base, site.link("mhqr", "R2"))
+    open_page(browser, site.base, site.link("fo-keys", "F"))
     first = browser.find_element("css selector", "input[name=severity]")
     browser.execute_script("arguments[0].focus()", first)
-    keys(browser, "a", "3")  # outside the group these tick the first issue and pick the third severity
+    # In the severity group 'a' (the first issue's box) does nothing; '3' picks in the group, the focus going with it.
+    keys(browser, "a")
     assert browser.execute_script("return document.querySelectorAll('input[name=issue]:checked').length") == 0
-    assert browser.execute_script("return document.querySelector('input[name=severity]:checked')") is None
-    keys(browser, Keys.ARROW_DOWN)  # the arrows are the group's
-    assert browser.execute_script("return document.activeElement.value") != first.get_attribute("value")
+    keys(browser, "3")
+    third = browser.execute_script("return document.querySelectorAll('input[name=severity]')[2].value")
+    assert browser.execute_script("return [document.activeElement.value, document.activeElement.checked]") == [third, True]
+    keys(browser, Keys.ARROW_UP)  # the arrows are the group's
+    assert browser.execute_script("return document.activeElement.name") == "severity"
+    assert browser.execute_script("return document.activeElement.value") != third
+    keys(browser, Keys.ESCAPE, "a")  # out of the group, the shortcut acts
+    assert browser.execute_script("return document.querySelectorAll('input[name=issue]:checked').length") == 1
     # Accessible names (what a screen reader says): the visible key hints are hidden from it.
     names = browser.execute_script("""
       const name = (e) => e.getAttribute('aria-label') || [...e.childNodes].filter((n) => !(n.nodeType === 1 &&
