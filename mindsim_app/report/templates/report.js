@@ -22,7 +22,8 @@
   // sideways, on Shift+Tab): what is left hidden is brought the rest of the way (scroll-padding keeps it below).
   document.addEventListener("focusin", (ev) => {
     const t = ev.target;
-    if (!(t instanceof Element) || header.contains(t)) return;
+    // Keyboard focus only: a click's target is where the pointer is, and moving it mid-click would lose the click.
+    if (!(t instanceof Element) || header.contains(t) || !t.matches(":focus-visible")) return;
     const r = t.getBoundingClientRect();
     const head = getComputedStyle(header).position === "sticky" ? header.getBoundingClientRect().bottom : 0;
     if (r.top < head || r.bottom > innerHeight) t.scrollIntoView({ block: r.height > innerHeight - head ? "start" : "nearest" });
