@@ -27,8 +27,12 @@ def _free_port() -> int:
 def test_serve_answers_openai_requests_until_ctrl_c(own_embedded_server):
     mindsim = shutil.which("mindsim", path=str(Path(sys.executable).parent))
     port = _free_port()
-    proc = subprocess.Popen([mindsim, "serve", "--port", str(port), "--parallel", "1", "--ctx-per-slot", "1024"],
-                            stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+    proc = subprocess.Popen(
+        [mindsim, "serve", "--port", str(port), "--parallel", "1", "--ctx-per-slot", "1024"],
+        stdout=subprocess.PIPE,
+        stderr=subprocess.PIPE,
+        text=True,
+    )
     try:
         first = proc.stdout.readline()
         assert first.startswith("serving ") and f"http://127.0.0.1:{port}/v1" in first, first + proc.stderr.read()
@@ -36,8 +40,14 @@ def test_serve_answers_openai_requests_until_ctrl_c(own_embedded_server):
         with urllib.request.urlopen(f"{base}/models", timeout=30) as r:
             models = json.load(r)
         assert models["data"], models
-        body = json.dumps({"model": models["data"][0]["id"], "max_tokens": 8, "temperature": 0,
-                           "messages": [{"role": "user", "content": "Say hello."}]}).encode()
+        body = json.dumps(
+            {
+                "model": models["data"][0]["id"],
+                "max_tokens": 8,
+                "temperature": 0,
+                "messages": [{"role": "user", "content": "Say hello."}],
+            }
+        ).encode()
         req = urllib.request.Request(f"{base}/chat/completions", body, {"Content-Type": "application/json"})
         with urllib.request.urlopen(req, timeout=120) as r:
             reply = json.load(r)

@@ -7,8 +7,6 @@ task of its own for the keys (its drafts are its own)."""
 
 from __future__ import annotations
 
-import pytest
-
 from browser import focus_hidden, tab_through
 from pages import at_width, keys, open_page, wait, where
 
@@ -18,8 +16,10 @@ HEADER = "header#top"
 def _save_by_keyboard(drv) -> str:
     """Answer 'no concern' and press Enter on Save; returns where the page was."""
     before = where(drv)
-    drv.execute_script("document.querySelector('input[name=severity][value=no_concern]').click();"
-                       "document.getElementById('save').focus({preventScroll: true});")
+    drv.execute_script(
+        "document.querySelector('input[name=severity][value=no_concern]').click();"
+        "document.getElementById('save').focus({preventScroll: true});"
+    )
     keys(drv, "\ue007")  # Enter
     wait(lambda: where(drv) != before, "the next unit after Save")
     return before
@@ -45,8 +45,12 @@ def test_focus_stays_in_view_below_the_header_at_every_width(browser, site):
         assert browser.find_element("id", "next").get_attribute("disabled") is not None
         keys(browser, Keys.ARROW_LEFT)
         wait(lambda: where(browser).startswith("item 4/"), "back on the last item")
-        f = wait(lambda: browser.execute_script("return document.activeElement === document.body ? null : "
-                                                "document.activeElement.name"), "the focus on a control")
+        f = wait(
+            lambda: browser.execute_script(
+                "return document.activeElement === document.body ? null : document.activeElement.name"
+            ),
+            "the focus on a control",
+        )
         assert f == "severity" and focus_hidden(browser, HEADER) is None
         assert browser.find_element("id", "next").get_attribute("disabled") is None
     finally:
@@ -64,7 +68,10 @@ def test_shortcuts_stay_off_in_a_radio_group_and_button_names_carry_no_key(brows
     assert browser.execute_script("return document.querySelectorAll('input[name=issue]:checked').length") == 0
     keys(browser, "3")
     third = browser.execute_script("return document.querySelectorAll('input[name=severity]')[2].value")
-    assert browser.execute_script("return [document.activeElement.value, document.activeElement.checked]") == [third, True]
+    assert browser.execute_script("return [document.activeElement.value, document.activeElement.checked]") == [
+        third,
+        True,
+    ]
     keys(browser, Keys.ARROW_UP)  # the arrows are the group's
     assert browser.execute_script("return document.activeElement.name") == "severity"
     assert browser.execute_script("return document.activeElement.value") != third
