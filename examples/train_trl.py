@@ -13,7 +13,7 @@ export's summary (its longest row), so no row is cut.
 
 Needs torch, transformers, trl and accelerate, which the toolkit does not install (torch is several GB):
 
-    pip install torch transformers trl accelerate    # a CPU-only torch wheel is enough here
+    pip install torch transformers trl accelerate gguf    # a CPU-only torch wheel is enough here
     python examples/train_trl.py --sft out/sft.jsonl out/sft.parquet --dpo out/dpo.jsonl out/dpo.parquet \
         --patient out/patient.jsonl --steps 2
 
@@ -77,7 +77,7 @@ def load_rows(path: Path) -> Any:
 
 def longest_row(path: Path) -> int | None:
     """The export summary's longest row in tokens (SmolLM2's tokenizer and the same template as here)."""
-    summary = path.with_suffix(".summary.json")
+    summary = path.with_name(path.name + ".summary.json")
     if not summary.is_file():
         return None
     return json.loads(summary.read_text()).get("lengths", {}).get("max")

@@ -164,8 +164,9 @@ def free_cores(window_s: float = 0.5) -> int:
 class EmbeddedServer:
     """Start/stop one in-process llama.cpp server. Use as a context manager; also stopped at exit."""
 
-    def __init__(self, spec: EmbeddedEngine):
+    def __init__(self, spec: EmbeddedEngine, port: int | None = None):
         self.spec = spec
+        self.wanted_port = port  # None: a free port
         self.model_path = served_model_path(spec)
         if not self.model_path.is_file():
             raise EngineUnavailable(f"embedded engine: model file {self.model_path} does not exist")
@@ -199,11 +200,14 @@ class EmbeddedServer:
         params.use_jinja = True
         params.verbosity = -1
         for attempt in range(3):
-            params.port = self.port = free_port()
+            params.port = self.port = self.wanted_port or free_port()
             try:
                 self._server = xllamacpp.Server(params)
                 break
             except Exception as exc:  # a port race with another process: pick another port
+                if self.wanted_port:
+                    raise EngineUnavailable(f"embedded engine failed to start on port {self.wanted_port}: {exc}; "
+                                            "give another --port, or none for a free one") from exc
                 if attempt == 2:
                     raise EngineUnavailable(f"embedded engine failed to start: {exc}") from exc
         self._wait_healthy()

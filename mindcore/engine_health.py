@@ -113,7 +113,7 @@ def _hints(spec: Any) -> list[str]:
     if isinstance(spec, VLLMEngine):
         return [
             f"start the server on a GPU machine: {serve_command_text(spec)}",
-            "or set launch: true in the engine entry to let mindsim start it (needs `pip install 'mindsim[vllm]'`)",
+            "or set launch: true in the engine entry to let mindsim start it (needs `pip install 'mindsimkit[vllm]'`)",
         ]
     if isinstance(spec, OpenAIEngine):
         hints = [f"check that {shown_url(spec.base_url)} is reachable and serves model '{spec.model}'"]

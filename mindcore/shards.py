@@ -37,7 +37,7 @@ Report = Callable[[str], None]
 Work = Callable[[Any, Any, Report], Any]
 T = TypeVar("T")
 
-INSTALL_HINT = "install the Ray extra: pip install 'mindsim[ray]'"
+INSTALL_HINT = "install the Ray extra: pip install 'mindsimkit[ray]'"
 
 
 def stable_shard(key: str, shards: int) -> int:

@@ -53,7 +53,7 @@ class VLLMProcess:
         if shutil.which("vllm") is None:
             raise EngineUnavailable(
                 "engines: vllm.launch is true but `vllm` is not installed; install the extra with "
-                "`pip install 'mindsim[vllm]'` on a GPU machine, or start the server yourself: "
+                "`pip install 'mindsimkit[vllm]'` on a GPU machine, or start the server yourself: "
                 + serve_command_text(self.spec)
             )
         if self.spec.host not in ("127.0.0.1", "localhost"):

@@ -274,6 +274,7 @@ def _mount_stage_commands() -> None:
     from mindsimkit.mindsim_app.plan_cli import plan_cmd
     from mindsimkit.mindsim_app.publish import publish_cmd
     from mindsimkit.mindsim_app.report.cli import report_cmd
+    from mindsimkit.mindsim_app.serve import serve_cmd
     from mindsimkit.mindsim_app.simulate_cli import simulate_cmd
     from mindsimkit.profilegen.cli import app as profiles_app
 
@@ -285,6 +286,7 @@ def _mount_stage_commands() -> None:
     app.add_typer(validate_app, name="validate", help="Realism validation against reference statistics.")
     app.command("publish")(publish_cmd)
     app.command("report")(report_cmd)
+    app.command("serve")(serve_cmd)
     app.add_typer(judge_app, name="judge", help="MHQR: judge counsellor replies, sample for clinicians, agreement.")
     app.add_typer(export_app, name="export", help="Post-training exports (counsellor SFT, DPO pairs, patient data).")
     app.add_typer(annotate_app, name="annotate", help="Human evaluation: blinded samples, a local annotation page, export.")

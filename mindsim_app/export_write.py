@@ -60,9 +60,10 @@ def check_out(out: Path) -> Path:
 
 
 def side_paths(out: Path) -> tuple[Path, Path]:
-    """`FILE.summary.json` and `FILE.provenance.jsonl` beside `FILE.jsonl` / `FILE.parquet`."""
+    """`FILE.summary.json` and `FILE.provenance.jsonl` beside `FILE` (`x.jsonl` → `x.jsonl.summary.json`): named
+    after the whole file name, so the `.jsonl` and `.parquet` exports of one stem never share side files."""
     out = Path(out)
-    return out.with_suffix(".summary.json"), out.with_suffix(".provenance.jsonl")
+    return out.with_name(f"{out.name}.summary.json"), out.with_name(f"{out.name}.provenance.jsonl")
 
 
 def write_export(kind: str, rows: list[dict[str, Any]], out: Path, *, summary: dict[str, Any],

@@ -152,3 +152,49 @@ def axe_violations(drv: Any, impacts: tuple[str, ...] = IMPACTS, tags: tuple[str
         "nodes: v.nodes.map(n => n.target.join(' '))}))), e => done([{id: 'axe-error', impact: 'critical', "
         "help: String(e), nodes: []}]));", list(tags))
     return [v for v in found if v["impact"] in impacts]
+
+
+# Where the element in focus is against the sticky header and the window (WCAG 2.2 2.4.11, Focus Not Obscured): None
+# when the focus is on the page itself or inside the header; else its box, the header's bottom edge (0 when the header
+# is not sticky) and the window's height. A box taller than the room below the header need only start in it.
+FOCUS_PLACE = """
+const e = document.activeElement, hd = document.querySelector(arguments[0]);
+if (!e || e === document.body || e === document.documentElement || hd.contains(e)) return null;
+const r = e.getBoundingClientRect(), sticky = getComputedStyle(hd).position === 'sticky';
+return {what: e.id || e.getAttribute('name') || e.className || e.tagName, value: e.value || null, top: r.top,
+        bottom: r.bottom, head: sticky ? hd.getBoundingClientRect().bottom : 0, vh: innerHeight};
+"""
+
+
+def focus_hidden(drv: Any, header: str) -> str | None:
+    """Why the element in focus is not wholly in view below `header` (None when it is)."""
+    f = drv.execute_script(FOCUS_PLACE, header)
+    if f is None:
+        return None
+    room = f["vh"] - f["head"]
+    if f["top"] < f["head"] - 1:
+        return f"{f['what']} ({f['value']}) starts at y={f['top']:.0f}, under the header (bottom {f['head']:.0f})"
+    if f["bottom"] > f["vh"] + 1 and f["bottom"] - f["top"] <= room:
+        return f"{f['what']} ({f['value']}) ends at y={f['bottom']:.0f}, below the window ({f['vh']})"
+    if f["top"] >= f["vh"]:
+        return f"{f['what']} ({f['value']}) starts at y={f['top']:.0f}, below the window ({f['vh']})"
+    return None
+
+
+def tab_through(drv: Any, header: str, presses: int, back: bool = False) -> list[str]:
+    """Press Tab (Shift+Tab with `back`) `presses` times; every stop where the focus was hidden, said why."""
+    from selenium.webdriver.common.action_chains import ActionChains
+    from selenium.webdriver.common.keys import Keys
+
+    hidden = []
+    for _ in range(presses):
+        chain = ActionChains(drv)
+        if back:
+            chain.key_down(Keys.SHIFT).send_keys(Keys.TAB).key_up(Keys.SHIFT)
+        else:
+            chain.send_keys(Keys.TAB)
+        chain.perform()
+        why = focus_hidden(drv, header)
+        if why:
+            hidden.append(why)
+    return hidden

@@ -51,7 +51,8 @@ def _sandbox_changes_no_shipped_text(monkeypatch):
 
 
 # The fixtures that start the real embedded engine; every other engine-backed fixture builds on one of them.
-ENGINE_FIXTURES = {"embedded_engines", "study_run"}
+# `own_embedded_server`: the test starts a server of its own (`mindsim serve` in a subprocess).
+ENGINE_FIXTURES = {"embedded_engines", "study_run", "own_embedded_server"}
 
 
 def pytest_collection_modifyitems(config, items):
@@ -79,6 +80,17 @@ def pytest_sessionfinish(session, exitstatus):
         session.exitstatus = pytest.ExitCode.TESTS_FAILED
         print(f"\nembedded servers: {stats['started']} started, at most {stats['peak_live']} at once; the suite "
               "shares one (tests/conftest.py SUITE_ENGINE)", file=sys.stderr)
+
+
+@pytest.fixture
+def own_embedded_server():
+    """For a test that starts the real model in a server of its own (a subprocess): the shipped model file, which
+    must be there."""
+    from mindsimkit.mindcore.embedded import default_model_path
+
+    path = default_model_path()
+    assert path.is_file(), f"the shipped model is not installed: {path}"
+    return path
 
 
 @pytest.fixture(scope="session")

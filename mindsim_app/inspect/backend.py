@@ -11,7 +11,7 @@ own configuration (`--temperature`, `--max-tokens`, `-M …` on the command line
 from __future__ import annotations
 
 import copy
-from typing import Any
+from typing import Any, Optional
 
 from inspect_ai.model import (
     ChatMessage,
@@ -72,6 +72,21 @@ def inline_refs(schema: dict[str, Any]) -> dict[str, Any]:
     return walked
 
 
+class KeptSchema(JSONSchema):
+    """inspect's `JSONSchema` with the array bounds it has no field for. inspect-ai 0.3.285 drops `minItems` and
+    `maxItems` when it reads a schema, and the judge's issue list is capped by `maxItems`: without the cap a small
+    model behind a JSON grammar lists issues until its token budget cuts the answer off, and every judgment fails.
+    The subclass rides through inspect's config unchanged (inspect copies it, never re-reads it), so the provider
+    sends the schema the native path sends; the answer check enforces the cap as well, whatever the provider does."""
+
+    minItems: int | None = None
+    maxItems: int | None = None
+    items: Optional["KeptSchema"] = None  # type: ignore[assignment]
+    properties: dict[str, "KeptSchema"] | None = None  # type: ignore[assignment]
+    additionalProperties: Optional["KeptSchema"] | bool | None = None  # type: ignore[assignment]
+    anyOf: list["KeptSchema"] | None = None  # type: ignore[assignment]
+
+
 def generate_config(req: ChatRequest) -> GenerateConfig:
     """What this request itself sets; unset fields leave the model's configuration as the user gave it."""
     fields: dict[str, Any] = {"temperature": req.temperature, "top_p": req.top_p, "max_tokens": req.max_tokens,
@@ -79,7 +94,7 @@ def generate_config(req: ChatRequest) -> GenerateConfig:
                               "presence_penalty": req.presence_penalty}
     if req.response_schema is not None:
         fields["response_schema"] = ResponseSchema(
-            name=req.schema_name, json_schema=JSONSchema.model_validate(inline_refs(req.response_schema)))
+            name=req.schema_name, json_schema=KeptSchema.model_validate(inline_refs(req.response_schema)))
     return GenerateConfig(**{k: v for k, v in fields.items() if v is not None})
 
 
@@ -118,9 +133,11 @@ class InspectBackend:
         return {"engine": ENGINE, "kind": "inspect", "model": str(self.model)}
 
 
-def inspect_role(role: str, model: Model, ledger: Any) -> RoleClient:
+def inspect_role(role: str, model: Model, ledger: Any, max_tokens: int | None = None) -> RoleClient:
     """`role` (the counsellor under test, or a judge bound as an inspect model role) as a role client on `model`,
-    sampling as the model's own configuration says; its `describe()` records that configuration."""
+    sampling as the model's own configuration says; its `describe()` records that configuration. `max_tokens`:
+    the bound when the model's configuration sets none (a judge's longest possible answer)."""
     c = model.config
-    spec = RoleSpec(engine=ENGINE, temperature=c.temperature, top_p=c.top_p, max_tokens=c.max_tokens, seed=c.seed)
+    spec = RoleSpec(engine=ENGINE, temperature=c.temperature, top_p=c.top_p, max_tokens=c.max_tokens or max_tokens,
+                    seed=c.seed)
     return RoleClient(role, InspectBackend(model), spec, str(model), ledger)

@@ -12,6 +12,7 @@ are not played (the recipe's `counsellor` role is still probed by preflight, as 
 from __future__ import annotations
 
 import asyncio
+from concurrent.futures import ThreadPoolExecutor
 import re
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -19,11 +20,13 @@ from typing import Any
 
 from inspect_ai._util.error import PrerequisiteError
 from inspect_ai.dataset import Sample
+from inspect_ai.model import model_roles
+from inspect_ai.model._model import active_model
 
 from mindsimkit.judge.config import JudgeConfig
 from mindsimkit.mindcore.engine import Engines
 from mindsimkit.mindcore.config import SEED_MAX
-from mindsimkit.mindcore.errors import ConfigError, UserError
+from mindsimkit.mindcore.errors import ConfigError, EngineError, UserError
 from mindsimkit.mindcore.preflight import preflight
 from mindsimkit.mindcore.recipe import Recipe
 from mindsimkit.mindsim.config import SimulationConfig
@@ -150,6 +153,7 @@ class Harness:
     judge: JudgeConfig = field(init=False)
     seed: int = field(init=False)
     patients: list[Profile] = field(init=False)
+    roles: set[str] = field(default_factory=set, init=False)  # the model roles the task's scorers bind
     _ready: tuple[Engines, SimulationConfig] | None = field(default=None, init=False)
     _lock: asyncio.Lock | None = field(default=None, init=False)
 
@@ -193,6 +197,7 @@ class Harness:
     async def ready(self, stages: set[str]) -> tuple[Engines, SimulationConfig]:
         """The started engines and the section with preflight's raised budgets, made once (in a worker thread:
         starting a server and probing engines are blocking calls)."""
+        self.check_roles()
         if self._ready is None:
             if self._lock is None:
                 self._lock = asyncio.Lock()
@@ -200,6 +205,31 @@ class Harness:
                 if self._ready is None:
                     self._ready = await asyncio.to_thread(self._start, stages)
         return self._ready
+
+    def check_roles(self) -> None:
+        """Refuse model roles this task has no use for (`--model-role patient=…` would otherwise be ignored
+        without a word): one ConfigError line naming the roles it takes."""
+        unknown = sorted(set(model_roles()) - self.roles)
+        if unknown:
+            raise ConfigError(f"--model-role {', '.join(unknown)}: not a role this task binds to an inspect model; it "
+                              f"takes {', '.join(sorted(self.roles)) or 'none'} (the judges of the recipe's judge "
+                              "section); the patient and the other simulator roles are the recipe's (-T recipe=…)")
+
+    def start_now(self, stages: set[str]) -> None:
+        """Start the engines and run preflight now, while inspect builds the task, so that a recipe or engine
+        problem stops `inspect eval` before any sample with one line and exit 1 (inspect prints a
+        `PrerequisiteError` that way; an error inside a sample only marks the log's status). Done only inside an
+        eval (a task built in Python before `eval()` starts its engines at its first sample, when the model roles
+        are known)."""
+        if active_model() is None:
+            return
+        try:
+            self.check_roles()
+            # inspect builds tasks inside its event loop; starting and probing the engines runs a loop of its own.
+            with ThreadPoolExecutor(1) as pool:
+                self._ready = pool.submit(self._start, stages).result()
+        except (UserError, EngineError) as exc:
+            raise PrerequisiteError(f"error: {exc}") from exc
 
     def _start(self, stages: set[str]) -> tuple[Engines, SimulationConfig]:
         engines = started(self.recipe)

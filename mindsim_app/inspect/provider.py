@@ -16,7 +16,7 @@ from inspect_ai.tool import ToolChoice, ToolInfo
 
 from mindsimkit.mindcore.config import role_base, ROLES
 from mindsimkit.mindcore.errors import ConfigError
-from mindsimkit.mindsim_app.inspect.engines import read_recipe, started
+from mindsimkit.mindsim_app.inspect.engines import IN_PROVIDER, read_recipe, started
 
 # The finish reasons of the engine layer as inspect's stop reasons (the inverse of `backend.FINISH`).
 STOP: dict[str, StopReason] = {"stop": "stop", "length": "max_tokens", "tool_calls": "tool_calls",
@@ -65,7 +65,11 @@ class MindsimRoleAPI(ModelAPI):
                        config: GenerateConfig) -> ModelOutput:
         if tools:
             raise ValueError("the mindsim provider answers plain conversations; this call offers tools")
-        reply = await self.client.chat(plain_messages(input), **sampling(config))
+        token = IN_PROVIDER.set(True)
+        try:
+            reply = await self.client.chat(plain_messages(input), **sampling(config))
+        finally:
+            IN_PROVIDER.reset(token)
         output = ModelOutput.from_content(self.model_name, reply.content,
                                           stop_reason=STOP.get(reply.finish_reason or "stop", "unknown"))
         output.usage = ModelUsage(input_tokens=reply.prompt_tokens, output_tokens=reply.completion_tokens,

@@ -20,6 +20,7 @@ from statistics import mean
 from typing import Any
 
 from inspect_ai.model import model_roles
+from pydantic import BaseModel
 from inspect_ai.scorer import (
     Metric,
     SampleScore,
@@ -47,6 +48,7 @@ from mindsimkit.judge.patientact import (
 )
 from mindsimkit.judge.rubric import load_rubric
 from mindsimkit.judge.schemas import JudgmentRow
+from mindsimkit.mindcore.budget import worst_case_tokens
 from mindsimkit.judge.scores import columns_from_rows, counsellor_scores, reply_shares, session_table
 from mindsimkit.mindcore.runlog import played_by
 from mindsimkit.mindsim_app.inspect.backend import inspect_role
@@ -75,12 +77,24 @@ class MemoryCache:
         self._kept[key] = value
 
 
-def judge_client(engines: Any, role: str) -> Any:
-    """The client of judge role `role`: the inspect model bound to that role name, else the recipe's role."""
+def judge_client(engines: Any, role: str, answer: type[BaseModel]) -> Any:
+    """The client of judge role `role`: the inspect model bound to that role name, else the recipe's role. A bound
+    model without `--max-tokens` of its own is held to the longest answer `answer` admits (counted in bytes, which
+    no tokenizer exceeds), as preflight holds the recipe's judge: unbounded, a judge that loops never returns."""
     bound = model_roles().get(role)
     if isinstance(bound, list):
         bound = bound[0]
-    return engines.role(role) if bound is None else inspect_role(role, bound, engines.ledger)
+    if bound is None:
+        return engines.role(role)
+    return inspect_role(role, bound, engines.ledger, max_tokens=answer_bound(answer))
+
+
+def answer_bound(answer: type[BaseModel]) -> int:
+    """The token bound of a judge's answer: its schema's longest instance."""
+    worst = worst_case_tokens(answer.model_json_schema(), name=answer.__name__)
+    if worst.tokens is None:  # every judge schema bounds its strings and lists; a new one must too
+        raise ValueError(f"judge answer {answer.__name__} has unbounded parts: {', '.join(worst.unbounded)}")
+    return worst.tokens
 
 
 def judge_record(j: Judge) -> dict[str, Any]:
@@ -153,8 +167,10 @@ def mhqr(harness: Harness) -> Scorer:
         records = sessions_of(state)
         inputs = [session_input(r, f"sample {state.sample_id}") for r in records]
         rubric = load_rubric(config.rubric)
-        judges = [Judge(name, judge_client(engines, name), rubric, full_rubric=config.full_rubric,
-                        max_issues=config.max_issues, preset=config.preset) for name in config.judges]
+        judges = [Judge(name, None, rubric, full_rubric=config.full_rubric, max_issues=config.max_issues,
+                        preset=config.preset) for name in config.judges]
+        for j in judges:  # the client's bound follows from the answer the judge's preset and cap make
+            j.client = judge_client(engines, j.name, j.output)
         rows = await judge_all(judges, inputs, MemoryCache(), config.max_replies, config.concurrency, progress=False)
         primary = [r for r in rows if r.judge == judges[0].name]
         value = arc_mhqr(primary, rubric)
@@ -196,7 +212,8 @@ def patientact_rubric(harness: Harness) -> Scorer:
                   for r in records}
         group = (state.metadata or {}).get("main_problem")
         items = conversation_items(SOURCE, inputs, labels, {str(state.sample_id): group} if group else {})
-        judge = ConversationJudge("judge", judge_client(engines, "judge"))
+        judge = ConversationJudge("judge", None)
+        judge.client = judge_client(engines, "judge", judge.output)
         rows = await judge_items(judge, items, MemoryCache(), progress=False)
         ok = [r for r in rows if r.ok]
         value = {d: mean(r.scores[d] for r in ok) for d in judge.rubric.ids} if ok else float("nan")

@@ -17,17 +17,22 @@ from inspect_ai import Epochs, Task, task
 
 from mindsimkit.mindsim_app.inspect.harness import Harness, TaskArgumentError, TaskSettings
 from mindsimkit.mindsim_app.inspect.scorers import mhqr, patientact_rubric, pooled
-from mindsimkit.mindsim_app.inspect.solver import patient_arc
+from mindsimkit.mindsim_app.inspect.solver import JUDGE_ROLE, patient_arc
+from mindsimkit.mindsim_app.inspect.solver import stages as preflight_stages
 
 
 def _task(harness: Harness, with_mhqr: bool, with_patientact: bool) -> Task:
-    scorers, stages = [], []
+    scorers, stages, roles = [], [], set()
     if with_patientact:
         scorers.append(patientact_rubric(harness))
         stages.append("judge_patientact")
+        roles.add(JUDGE_ROLE)
     if with_mhqr:
         scorers.append(mhqr(harness))
         stages.append("judge")
+        roles.update(harness.judge.judges)
+    harness.roles = roles
+    harness.start_now(preflight_stages(harness, set(stages)))
     return Task(dataset=harness.samples(), solver=patient_arc(harness, tuple(stages)), scorer=scorers,
                 epochs=Epochs(1, pooled()),
                 metadata={"recipe": harness.recipe.name, "patient_engine": harness.kind, "seed": harness.seed})

@@ -39,6 +39,7 @@ from mindsimkit.mindsim.records import SessionRecord
 from mindsimkit.mindsim.simulate import SessionTally, ShardWriter, check_layout, finish_simulation
 from mindsimkit.mindsim.summary import FailedArc, ShardSummary
 from mindsimkit.mindsim_app.inspect.backend import ENGINE
+from mindsimkit.mindsim_app.inspect.engines import USAGE_PREFIX
 from mindsimkit.mindsim_app.inspect.scorers import CONFIG, JUDGES, ROWS, SOURCE
 from mindsimkit.mindsim_app.inspect.solver import RUN, SESSIONS, SIMULATION
 
@@ -156,6 +157,30 @@ def _usage(log: Any) -> dict[str, Any]:
     return {model: u.model_dump(exclude_none=True) for model, u in (log.stats.model_usage or {}).items()}
 
 
+def role_usage(log: Any) -> dict[str, dict[str, Any]]:
+    """The eval's tokens per role, in run.json's shape (`usage`: role → model, engine and token counts): the eval's
+    model is the counsellor, a model bound with `--model-role` is its role, and the recipe's roles are logged as
+    `mindsim/ROLE` (`engines.InspectLedger`)."""
+    bound = {str(m.model): role for role, m in (log.eval.model_roles or {}).items()}
+    out: dict[str, dict[str, Any]] = {}
+    for model, u in (log.stats.model_usage or {}).items():
+        if model == log.eval.model:
+            role = "counsellor"
+        elif model in bound:
+            role = bound[model]
+        else:
+            role = model.removeprefix(USAGE_PREFIX)
+        cached = u.input_tokens_cache_read or 0
+        row = out.setdefault(role, {"model": model, "engine": ENGINE if role in {"counsellor", *bound.values()}
+                                    else "recipe", "prompt_tokens": 0, "completion_tokens": 0, "cached_tokens": 0,
+                                    "reasoning_tokens": 0})
+        row["prompt_tokens"] += u.input_tokens + cached
+        row["completion_tokens"] += u.output_tokens
+        row["cached_tokens"] += cached
+        row["reasoning_tokens"] += u.reasoning_tokens or 0
+    return out
+
+
 def _write_mhqr(scores: list[Any], inputs: list[Any], out: Path) -> dict[str, Path]:
     meta = scores[0].metadata or {}
     config = JudgeConfig.model_validate(meta[CONFIG])
@@ -197,7 +222,8 @@ def _write_header(log: Any, log_path: Path, records: list[SessionRecord], config
     header = RunHeader(run_id=log.eval.eval_id[:16], recipe_hash=hashlib.sha256(content.encode()).hexdigest()[:16],
                        status="finished", recipe=RunRecipe(**recipe), runner={"kind": "inspect"},
                        provenance=provenance, engines=records[0].engines,
-                       presets=config.engine_presets(), prompt_hashes=dict(records[0].prompts))
+                       presets=config.engine_presets(), prompt_hashes=dict(records[0].prompts),
+                       usage=role_usage(log))
     layout = RunLayout(out)
     layout.write_header(header)
     record_stage(out, "run", [layout.run_json], reads=["simulation"])

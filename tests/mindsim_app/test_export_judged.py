@@ -115,12 +115,28 @@ def test_sft_command_writes_the_cut_summary(run_dir, tmp_path, capsys):
     out = tmp_path / "sft.jsonl"
     assert main(["export", "sft", str(run_dir), "--out", str(out), "--max-severity", "minor"]) == 0
     assert len(out.read_text().splitlines()) == 4
-    summary = json.loads((tmp_path / "sft.summary.json").read_text())
+    summary = json.loads((tmp_path / "sft.jsonl.summary.json").read_text())
     assert summary["replies_cut"] == 7
     assert "cut 7" in capsys.readouterr().out
-    assert len((tmp_path / "sft.provenance.jsonl").read_text().splitlines()) == 4
+    assert len((tmp_path / "sft.jsonl.provenance.jsonl").read_text().splitlines()) == 4
     (run_dir / "judgments" / "judgments.parquet").unlink()
     assert main(["export", "sft", str(run_dir), "--out", str(out), "--max-severity", "minor"]) == 2
+
+
+def test_jsonl_and_parquet_of_one_stem_keep_their_own_side_files(run_dir, tmp_path):
+    """`--out x.jsonl` then `--out x.parquet` (a different selection): each file's summary and provenance stay
+    its own, named after the whole file name."""
+    jsonl, parquet = tmp_path / "x.jsonl", tmp_path / "x.parquet"
+    assert main(["export", "sft", str(run_dir), "--out", str(jsonl), "--max-severity", "minor"]) == 0
+    assert main(["export", "sft", str(run_dir), "--out", str(parquet)]) == 0
+    cut = json.loads((tmp_path / "x.jsonl.summary.json").read_text())
+    whole = json.loads((tmp_path / "x.parquet.summary.json").read_text())
+    assert cut["replies_cut"] == 7 and whole["replies_cut"] == 0
+    assert cut["rows_written"] == len(jsonl.read_text().splitlines())
+    assert whole["rows_written"] == pq.read_table(parquet).num_rows
+    provenance = {p.name for p in tmp_path.glob("x.*.provenance.jsonl")}
+    assert provenance == {"x.jsonl.provenance.jsonl", "x.parquet.provenance.jsonl"}
+    assert not (tmp_path / "x.summary.json").exists()
 
 
 def test_a_cut_that_leaves_nothing_is_an_error_and_writes_nothing(run_dir, tmp_path, capsys):
@@ -353,7 +369,7 @@ def test_dpo_command_over_http(run_dir, tmp_path, capsys):
         rows = [json.loads(x) for x in out.read_text().splitlines()]
         assert len(rows) == 5
         assert {(r["chosen_model"], r["rejected_model"]) for r in rows} == {("good", "bad")}
-        summary = json.loads((tmp_path / "dpo.summary.json").read_text())
+        summary = json.loads((tmp_path / "dpo.jsonl.summary.json").read_text())
         assert summary["pairs"] == 5 and summary["replies_asked"] == 10
         assert main(["export", "dpo", str(run_dir), "--out", str(out), "--recipe", str(recipe),
                      "--counsellor", "counsellor:nobody"]) == 2

@@ -92,7 +92,7 @@ def check_exports(paths: dict[str, Path], cache: Path) -> dict[str, int]:
         if kind == "sft":
             # Rows end on the counsellor's last reply kept: no row trains on a patient turn after it.
             assert all(messages[-1]["role"] == "assistant" for messages, _ in rows)
-        summary = json.loads(path.with_suffix(".summary.json").read_text())
+        summary = json.loads(path.with_name(path.name + ".summary.json").read_text())
         if kind != "dpo":  # a pair's length is its longer reply's; checked on the fake pairs below
             assert summary["lengths"]["max"] == max(counts) and summary["lengths"]["rows"] == len(counts)
         checked[name] = len(counts)

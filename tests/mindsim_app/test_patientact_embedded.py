@@ -133,7 +133,7 @@ def test_patientact_rubric_and_patient_export(study_run, embedded_engines, tmp_p
     written = json.loads((out / "sessions" / "summary.json").read_text())["sessions_written"]
     assert len(rows) == written
     # PatientAct's per-turn state is in the provenance side file, one line per row's session.
-    details = {d["session_id"]: d for d in map(json.loads, target.with_suffix(".provenance.jsonl").read_text().splitlines())}
+    details = {d["session_id"]: d for d in map(json.loads, target.with_name(target.name + ".provenance.jsonl").read_text().splitlines())}
     acts = [details[r["session_id"]] for r in rows if r["patient_engine"] in ARMS]
     turns = [t for d in acts for t in d["patientact_turns"] if t]
     assert turns and all({"trust_before", "trust_after", "reaction", "behaviour"} <= set(t) for t in turns)

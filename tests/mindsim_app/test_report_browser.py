@@ -327,3 +327,47 @@ def test_screenshots(browser, page, width):
         browser.save_screenshot(str(folder / f"report-drilldown{suffix}.png"))
     finally:
         at_width(browser, 1400)
+
+
+@pytest.mark.parametrize("width", WIDTHS)
+def test_the_focus_is_never_under_the_header_or_off_the_window(browser, page, width):
+    """WCAG 2.2 2.4.11: every stop of Tab from the top of the page and from the drill-down's filters, and of
+    Shift+Tab back, is wholly in the window and below the sticky header."""
+    from browser import tab_through
+
+    at_width(browser, width, 900)
+    try:
+        _open(browser, page)
+        hidden = tab_through(browser, "header", 80)
+        assert hidden == [], (width, hidden)
+        hidden = tab_through(browser, "header", 80, back=True)
+        assert hidden == [], (width, hidden)
+        browser.execute_script("document.getElementById('f-run').focus()")
+        hidden = tab_through(browser, "header", 60)
+        assert hidden == [], (width, hidden)
+        hidden = tab_through(browser, "header", 90, back=True)
+        assert hidden == [], (width, hidden)
+    finally:
+        at_width(browser, 1400)
+
+
+def test_a_focused_matched_reply_looks_focused_and_the_filter_count_is_announced(browser, page):
+    from selenium.webdriver.support.ui import Select
+
+    By = _open(browser, page)
+    count = browser.find_element(By.ID, "match-count")
+    # The count is a polite live region: a screen reader hears the new count after each filter change.
+    assert (count.get_attribute("role"), count.get_attribute("aria-live")) == ("status", "polite")
+    before = count.text
+    Select(browser.find_element(By.ID, "f-severity")).select_by_value("critical")
+    assert count.text != before and "matching replies" in count.text
+    browser.find_elements(By.CSS_SELECTOR, "#session-list tbody tr button.open")[0].click()
+    look = ("const cs = getComputedStyle(arguments[0]); return [cs.outlineStyle, cs.outlineColor, cs.outlineWidth,"
+            " cs.boxShadow].join(' | ')")
+    matched = browser.find_elements(By.CSS_SELECTOR, "#chat .msg.c.match")
+    assert matched
+    resting = browser.execute_script(look, matched[0])
+    browser.execute_script("arguments[0].focus()", matched[0])
+    focused = browser.execute_script(look, matched[0])
+    assert browser.execute_script("return document.activeElement === arguments[0]", matched[0])
+    assert focused != resting and not focused.startswith("none"), (resting, focused)

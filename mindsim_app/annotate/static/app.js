@@ -23,6 +23,23 @@
   }
   const kbd = (k, hidden) => el("kbd", { text: k, "aria-hidden": hidden ? "true" : null });
 
+  // The sticky header's height as --top (app.css: the page's scroll-padding-top and the conversation's sticky offset),
+  // kept current as the header wraps: whatever the browser scrolls into view for the focus lands below the header.
+  function trackHeader() {
+    const h = $("top");
+    const set = () => document.documentElement.style.setProperty("--top", h.getBoundingClientRect().height + "px");
+    set();
+    if (window.ResizeObserver) new ResizeObserver(set).observe(h); else window.addEventListener("resize", set);
+  }
+
+  // The control in focus brought into view below the sticky header (scroll-padding-top), moving the page as little
+  // as it can: after a save the next unit's first control may be far down the page on a phone or a tablet.
+  function focusInView(c) {
+    if (!c) return;
+    c.focus({ preventScroll: true });
+    c.scrollIntoView({ block: "nearest" });
+  }
+
   function readToken() {
     const m = /[#&]k=([A-Za-z0-9_-]+)/.exec(location.hash);
     if (m) {
@@ -99,6 +116,9 @@
     S.item = null;
     $("main").className = "single";
     $("where").textContent = "";
+    // Nothing comes after the end: Next is off here (the focus, if it was on Next, goes to the heading below).
+    $("next").disabled = true;
+    $("prev").disabled = false;
     $("main").replaceChildren(el("section", { class: "panel done-screen", id: "done" },
       el("h2", { id: "donetitle", tabindex: "-1", text: "All done — thank you." }),
       el("p", { text: "Every answer is saved. You can go back with ← to look at or change an answer, or close this tab." })));
@@ -134,6 +154,7 @@
     // A focused Prev that becomes disabled would drop the focus to the page; Next takes it.
     const prevHadFocus = document.activeElement === $("prev");
     $("prev").disabled = S.pos === 0 && S.unit === 0;
+    $("next").disabled = false;
     if (prevHadFocus && $("prev").disabled) $("next").focus();
     const answeredMsgs = new Set(it.units.filter((u) => u.unit in it.answers).map((u) => u.message));
     let left = null;
@@ -159,11 +180,12 @@
       f.instructions ? el("p", { class: "instructions", text: f.instructions }) : null,
       it.units.length > 1 ? el("div", { class: "unitnote", text: "Rating turn " + (S.unit + 1) + " of " + it.units.length + " in this item (highlighted)." }) : null,
       el("div", { id: "formbody" }),
-      el("div", { class: "actions" }, el("button", { class: "save", id: "save", type: "button", onclick: save }, "Save ", kbd("Enter")),
+      el("div", { class: "actions" }, el("button", { class: "save", id: "save", type: "button", onclick: save, "aria-keyshortcuts": "Enter" }, "Save ", kbd("Enter", true)),
         el("span", { id: "status", text: saved() ? "saved" : "" })),
       el("div", { id: "error", role: "alert" }));
     main.className = left ? "" : "single";
     main.replaceChildren(...[left, right].filter(Boolean));
+    contextFocusable();
     // A new unit starts at the top of the page (on a phone the conversation is above the form).
     const here = it.item_id + "/" + unit().unit;
     if (S.shown !== here) window.scrollTo(0, 0);
@@ -180,6 +202,22 @@
     right.addEventListener("input", refreshStatus);
     helpText();
   }
+
+  // Beside the form the context panel scrolls when it is taller than the window (app.css): then it takes the focus,
+  // so a keyboard can scroll it (up and down scroll a box with data-scroll). Checked again when the width changes.
+  function contextFocusable() {
+    const c = $("context");
+    if (!c) return;
+    if (c.scrollHeight > c.clientHeight + 1) {
+      Object.assign(c, { tabIndex: 0 });
+      c.dataset.scroll = "true";
+      c.setAttribute("aria-label", c.querySelector("h2").textContent);
+    } else {
+      c.removeAttribute("tabindex");
+      delete c.dataset.scroll;
+    }
+  }
+  window.addEventListener("resize", contextFocusable);
 
   // The rated message and the one before it (the counsellor message a patient reply answers, or the patient message
   // a counsellor reply answers), scrolled into the conversation's box: the whole turn when it fits, else from its
@@ -476,8 +514,8 @@
       setProgress(r);
       $("status").textContent = "saved";
       await step(1);
-      const c = firstControl();
-      if (c) c.focus({ preventScroll: true });
+      // On the end screen the focus is on its heading already (doneScreen).
+      if (S.item) focusInView(firstControl());
       announce("Saved. " + r.answered + " of " + r.total + " answered. " + (S.item ? position() : "All done."));
     } catch (e) {
       $("status").textContent = "";
@@ -510,7 +548,11 @@
     else if (S.helpFrom && S.helpFrom.isConnected && S.helpFrom !== document.body) S.helpFrom.focus();
   }
 
-  function backFromEnd() { load(S.session.items - 1, -1).then(() => announce(position())); }
+  // ← on the end screen: back to the last unit, the focus on its first control (the heading it was on is gone).
+  function backFromEnd() {
+    load(S.session.items - 1, -1).then(() => { focusInView(firstControl()); announce(position()); })
+      .catch((e) => showError(e.message));
+  }
 
   document.addEventListener("keydown", (ev) => {
     const t = ev.target, k = ev.key;
@@ -523,18 +565,36 @@
     if (!S.item) { if (k === "ArrowLeft" && S.session && !is("button")) backFromEnd(); return; }
     if (typing) { if (k === "Enter" && (ev.ctrlKey || ev.metaKey)) { ev.preventDefault(); save(); } return; }
     if (ev.ctrlKey || ev.metaKey || ev.altKey) return;
-    // In a radio group the arrow keys choose, as in any radio group; in a box that scrolls, up and down scroll it.
-    if (k.startsWith("Arrow") && is("input[type=radio]")) return;
+    // In a radio group the keys are the group's: the arrows choose, as in any radio group, and a shortcut acts only
+    // when it picks in that group (a severity's digit, a scale's point); one that would tick or score another
+    // control stays off. Enter still saves, ? opens the help, Esc leaves the group (then every shortcut acts).
+    const inGroup = is("input[type=radio]");
+    if (inGroup && k !== "Enter" && k !== "?" && !ownKey(t, k)) return;
+    // In a box that scrolls, up and down scroll it.
     if ((k === "ArrowUp" || k === "ArrowDown") && is("[data-scroll]")) return;
     if (k === "Enter") { ev.preventDefault(); save(); return; }
     if (k === "ArrowRight") { ev.preventDefault(); move(1); return; }
     if (k === "ArrowLeft") { ev.preventDefault(); move(-1); return; }
     if (k === "?") { toggleHelp(); return; }
-    if (FORMS[kind()].keys(k)) { ev.preventDefault(); refreshStatus(); }
+    if (FORMS[kind()].keys(k)) { ev.preventDefault(); refreshStatus(); if (inGroup) followChoice(t); }
   });
+
+  // Whether key `k` picks in the radio group of `radio`: one of the group's own keys, or a point of the scale in focus.
+  function ownKey(radio, k) {
+    if (/^[0-9]$/.test(k) && radio.closest("fieldset.scalefs")) return true;
+    return !!document.querySelector(`input[type=radio][name="${radio.name}"][data-key="${CSS.escape(k)}"]`);
+  }
+  // After a shortcut picked in a radio group the focus goes with the choice, as an arrow key would take it: to the
+  // point chosen, or, when the scales form moved on to the next scale, into that scale.
+  function followChoice(radio) {
+    const cur = kind() === "scales" ? document.querySelector("fieldset.scalefs.current") : null;
+    const name = cur ? cur.dataset.name : radio.name;
+    focusInView(document.querySelector(`input[name="${name}"]:checked`) || document.querySelector(`input[name="${name}"]`));
+  }
 
   $("prev").addEventListener("click", () => (S.item ? move(-1) : backFromEnd()));
   $("next").addEventListener("click", () => S.item && move(1));
+  trackHeader();
   $("keys").addEventListener("click", () => toggleHelp());
   $("closehelp").addEventListener("click", () => toggleHelp(false));
 

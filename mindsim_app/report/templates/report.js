@@ -12,6 +12,22 @@
       if (scrolls) t.tabIndex = 0; else t.removeAttribute("tabindex");
     }
   }
+  // The sticky header's height as --head (report.css: scroll-padding-top and the chat's sticky offset), kept current
+  // as the nav wraps at narrower widths.
+  const header = document.querySelector("header");
+  const headHeight = () => document.documentElement.style.setProperty("--head", header.getBoundingClientRect().height + "px");
+  headHeight();
+  if (window.ResizeObserver) new ResizeObserver(headHeight).observe(header);
+  // The browser scrolls what gets the focus into view, but not always wholly below the header (a table that scrolls
+  // sideways, on Shift+Tab): what is left hidden is brought the rest of the way (scroll-padding keeps it below).
+  document.addEventListener("focusin", (ev) => {
+    const t = ev.target;
+    // Keyboard focus only: a click's target is where the pointer is, and moving it mid-click would lose the click.
+    if (!(t instanceof Element) || header.contains(t) || !t.matches(":focus-visible")) return;
+    const r = t.getBoundingClientRect();
+    const head = getComputedStyle(header).position === "sticky" ? header.getBoundingClientRect().bottom : 0;
+    if (r.top < head || r.bottom > innerHeight) t.scrollIntoView({ block: r.height > innerHeight - head ? "start" : "nearest" });
+  });
   let resizing = null;
   window.addEventListener("resize", () => { clearTimeout(resizing); resizing = setTimeout(scrollersFocusable, 100); });
   const RANK = { no_concern: 0, minor: 1, major: 2, critical: 3 };

@@ -3,7 +3,9 @@
 
 Tasks with raters R1 and R2: realism, mhqr, sessions (PatientAct), mindeval (the MindEval v1 rubric, 1-6),
 profiles (PatientAct), and mhqr-long / realism-long, whose every system prompt is 4,000 characters and every patient
-message 2,500. Tasks with the one rater K, each answered by keyboard alone: kb-<task> for the five task types."""
+message 2,500. Tasks with the one rater K, each answered by keyboard alone: kb-<task> for the five task types; and
+fo-mhqr (the long MHQR items) and fo-keys (MHQR) with the one rater F, whom the focus tests save through to the
+end screen and press keys as."""
 
 from __future__ import annotations
 
@@ -56,6 +58,9 @@ def build_site(root: Path) -> Iterator[Site]:
     keys = {t: _sample(t, root / t, two, run, real) for t in TASK_TYPES}
     keys.update({t: _sample(t.split("-")[0], root / t, two, long_run, None) for t in LONG})
     keys.update({"kb-" + t: _sample(t, root / ("kb-" + t), one, run, real) for t in TASK_TYPES})
+    # Rater F's long MHQR task: saved through to its end screen by the focus tests (test_focus.py).
+    keys["fo-mhqr"] = _sample("mhqr", root / "fo-mhqr", Design(raters=["F"], k=1, all_raters=0), long_run, None)
+    keys["fo-keys"] = _sample("mhqr", root / "fo-keys", Design(raters=["F"], k=1, all_raters=0), run, None)
     app = create_app([root / t for t in keys])
     for s in app.state.served:  # each task's rater-links.txt, read back by `Site.link`
         issue_links(s.task, s.store, "http://x")

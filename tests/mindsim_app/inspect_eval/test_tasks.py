@@ -82,6 +82,110 @@ def test_a_judge_bound_as_an_inspect_model_role_judges_as_the_recipe_role(stub, 
     assert {r["judge_model"] for r in plain} == {"judge"}
 
 
+def test_a_bound_judge_is_held_to_its_answer_bound_and_to_three_issues(tmp_path):
+    """The judge bound as a model role gets the rubric's token bound and the schema's `maxItems`, which inspect's
+    own JSONSchema drops; an answer listing more issues than the cap is re-asked, as on the native path."""
+    from inspect_ai.model import get_model
+
+    from inspectfakes import ROLES, responder
+    from mindsimkit.judge.rubric import answer_model, load_rubric
+    from mindsimkit.mindsim_app.inspect.scorers import answer_bound
+    from mindsimkit.mindsim_app.inspect.tasks import mindeval2
+    from openai_stub import OpenAIStub, from_responder
+
+    inner = responder()
+    too_many = [{"issue": i, "reason": "listed anyway", "quote": None}
+                for i in ("over_exploring", "overstatement", "false_fact", "bad_advice")]
+
+    def respond(req):
+        if req.role == "judge" and not any("could not be used" in m["content"] for m in req.messages):
+            return {"issues": too_many, "severity": "major"}
+        return inner(req)
+
+    with OpenAIStub(from_responder(respond)).serve(*ROLES) as stub:
+        profiles = write_patients(tmp_path / "profiles")
+        recipe = write_recipe(tmp_path / "r.yaml", stub, "{sessions: 1, turn_cap: 3}",
+                              judge="{bootstrap_draws: 200, max_issues: 3}")
+        judge = get_model("mindsim/judge", recipe=str(recipe), memoize=False)
+        log = _eval(mindeval2(profiles=str(profiles), recipe=str(recipe), replies=2, max_patients=1), recipe,
+                    tmp_path, model_roles={"judge": judge})
+        asked = [r for r in stub.requests if r["model"] == "judge" and r.get("response_format")]
+    rows = _rows(log, "mhqr")
+    assert len(rows) == 2 and all(r["status"] == "ok" and len(r["issues"]) <= 3 for r in rows)
+    assert len(asked) == 4  # each reply: the over-long list, then the answer after the re-ask
+    bound = answer_bound(answer_model(load_rubric(None), 3))
+    assert {r["max_tokens"] for r in asked} == {bound} and bound < 4096
+    schemas = [r["response_format"]["json_schema"]["schema"] for r in asked]
+    assert all(s["properties"]["issues"]["maxItems"] == 3 for s in schemas)
+
+
+def test_every_roles_usage_is_in_the_log_and_in_the_converted_run(stub, tmp_path):
+    """The recipe's roles (patient, scenario writer, judge, …) are counted beside the counsellor in the log's
+    model usage, each once, and `to-run` writes them into run.json's usage per role."""
+    from mindsimkit.mindsim_app.inspect.tasks import mindeval2
+
+    profiles = write_patients(tmp_path / "profiles")
+    recipe = write_recipe(tmp_path / "r.yaml", stub, "{sessions: 1, turn_cap: 3}")
+    log = _eval(mindeval2(profiles=str(profiles), recipe=str(recipe), replies=2, max_patients=1), recipe, tmp_path)
+    usage = log.stats.model_usage
+    for name in ("mindsim/counsellor", "mindsim/patient", "mindsim/first_scenario_writer", "mindsim/judge"):
+        assert usage[name].output_tokens > 0, (name, sorted(usage))
+    (sample,) = log.samples
+    assert {k: u.output_tokens for k, u in sample.model_usage.items()} == {k: u.output_tokens for k, u in usage.items()}
+    out = tmp_path / "run"
+    assert main(["inspect", "to-run", log.location, "--out", str(out)]) == 0
+    written = json.loads((out / "run.json").read_text())["usage"]
+    assert {"counsellor", "patient", "first_scenario_writer", "judge"} <= set(written)
+    assert written["patient"]["completion_tokens"] == usage["mindsim/patient"].output_tokens
+    assert written["judge"]["engine"] == "recipe" and written["counsellor"]["engine"] == "inspect"
+
+
+def test_a_model_role_the_task_does_not_take_is_refused(stub, tmp_path):
+    from inspect_ai import eval as inspect_eval
+    from inspect_ai.model import get_model
+
+    from mindsimkit.mindsim_app.inspect.tasks import mindeval2
+
+    profiles = write_patients(tmp_path / "profiles")
+    recipe = write_recipe(tmp_path / "r.yaml", stub, "{sessions: 1, turn_cap: 2}")
+    patient = get_model("mindsim/patient", recipe=str(recipe))
+    (log,) = inspect_eval(mindeval2(profiles=str(profiles), recipe=str(recipe), max_patients=1),
+                          model="mindsim/counsellor", model_args={"recipe": str(recipe)}, model_roles={"patient": patient},
+                          log_dir=str(tmp_path / "logs"), display="none")
+    assert log.status == "error"
+    assert "--model-role patient: not a role this task binds" in log.error.message
+    assert "it takes judge" in log.error.message
+
+
+def test_inspect_eval_stops_with_one_line_and_exit_1_on_a_bad_role_or_a_failed_preflight(stub, tmp_path):
+    """From the command line the task checks its roles and runs preflight while inspect builds it, so both stop
+    the eval before any sample, with one line and a nonzero exit."""
+    import os
+    import shutil
+    import subprocess
+    import sys
+
+    inspect = shutil.which("inspect", path=str(Path(sys.executable).parent))
+    profiles = write_patients(tmp_path / "profiles")
+    recipe = write_recipe(tmp_path / "r.yaml", stub, "{sessions: 1, turn_cap: 2}")
+    base = [inspect, "eval", "mindsimkit/mindeval2", "--model", "mindsim/counsellor", "-M", f"recipe={recipe}",
+            "-T", f"profiles={profiles}", "-T", f"recipe={recipe}", "--log-dir", str(tmp_path / "logs"),
+            "--display", "plain"]
+    env = {**os.environ, "NO_COLOR": "1"}
+    done = subprocess.run([*base, "--model-role", f"patient={{model: mindsim/patient, model_args: {{recipe: {recipe}}}}}"],
+                          capture_output=True, text=True, timeout=240, env=env)
+    said = done.stdout + done.stderr
+    assert done.returncode == 1 and "error: --model-role patient: not a role this task binds" in said
+    assert "Traceback" not in said
+    gone = write_recipe(tmp_path / "gone.yaml", stub, "{sessions: 1, turn_cap: 2}")
+    gone.write_text(gone.read_text().replace(stub.base_url, "http://127.0.0.1:9/v1"))
+    done = subprocess.run([*base[:-6], "-T", f"profiles={profiles}", "-T", f"recipe={gone}", "--log-dir",
+                           str(tmp_path / "logs2"), "--display", "plain"], capture_output=True, text=True, timeout=240,
+                          env=env)
+    said = done.stdout + done.stderr
+    assert done.returncode == 1 and "error: preflight" in said and "Traceback" not in said, said[-2000:]
+
+
 def test_epochs_are_repeated_trials_and_every_epoch_is_scored(stub, tmp_path):
     from mindsimkit.mindsim_app.inspect.tasks import mindeval2
 
