@@ -175,7 +175,7 @@ def _run_scales(spec, run_dir: Optional[Path], runs: list[Path], sessions: Optio
     from mindsimkit.judge.patientact import SESSION_RUBRIC, load_human, load_items
     from mindsimkit.judge.patientact_report import run_patientact
     from mindsimkit.judge.scales import judgeable
-    from mindsimkit.mindcore.io import check_out_folder
+    from mindsimkit.mindcore.outputs import check_out_folder
     from mindsimkit.mindcore.runfolder import run_lock
 
     if spec.unit == "profile" and spec.judge is not None:
@@ -262,7 +262,7 @@ def sample_cmd(
         raise ConfigError("mindsim judge sample: give --n N (with --unit), or a mix: --mix paper, or "
                           "--conversations N --windows M")
     from mindsimkit.judge.sample import key_path_for
-    from mindsimkit.mindcore.io import check_out_file
+    from mindsimkit.mindcore.outputs import check_out_file
     from mindsimkit.mindcore.layout import RunLayout
     from mindsimkit.mindcore.manifest import verify_run
 
@@ -291,7 +291,7 @@ def agreement_cmd(
     """Agreement of annotators with each other and with the judge (MindEval2 Tables 2, 3, 7, 9, 10), paired tests
     of the judges' pooled issue recall and F1 (§3.4), and agreement against cost per query (Figure 2)."""
     from mindsimkit.judge.agreement import run_agreement
-    from mindsimkit.mindcore.io import check_out_folder
+    from mindsimkit.mindcore.outputs import check_out_folder
 
     check_out_folder(out)
     report = run_agreement(annotations, judgments=judgments, key=key, out=out, draws=draws, seed=seed, costs=costs)
@@ -324,7 +324,8 @@ def alpha_cmd(
 ) -> None:
     """Krippendorff's α per rubric item at the rubric's level of measurement: on every pairable value, and on
     the units every rater rated (both labelled)."""
-    from mindsimkit.mindcore.io import atomic_write_json, atomic_write_text, check_out_folder
+    from mindsimkit.mindcore.io import atomic_write_json, atomic_write_text
+    from mindsimkit.mindcore.outputs import check_out_folder
     from mindsimkit.judge.ratings import alpha_md, alpha_report, read_ratings
     from mindsimkit.judge.rubrics import load
 

@@ -250,3 +250,9 @@ class RunLayout(_Folder):
         from mindsimkit.mindcore.runlog import write_header
 
         write_header(self.run_json, header)
+
+
+def run_file_names() -> frozenset[str]:
+    """The first path component of every file and folder `RunLayout` names at a run folder's top (run.json,
+    sessions, judgments, …): what a run owns there."""
+    return frozenset(v.name.split("/")[0] for v in vars(RunLayout).values() if isinstance(v, _Below))

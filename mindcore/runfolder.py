@@ -3,7 +3,7 @@
 `refuse_run_file`: an output option (`--out`, `--key`, …) of a command that is not the stage writing that path
 must not land on a file the run owns — its header, its manifest, its page, or anything inside a stage folder. A
 table replaced there would be taken for the stage's own work by every later reader (or refused by the manifest
-check with a misleading "changed after the stage wrote it"). `mindcore.io.check_out_file` and
+check with a misleading "changed after the stage wrote it"). `mindcore.outputs.check_out_file` and
 `check_out_folder` call it, so every command's output options are checked by the same rule.
 
 `run_lock`: one job at a time writes a run folder. The lock is an advisory `flock` on `RUN/.mindsim.lock`, which
@@ -24,14 +24,14 @@ from pathlib import Path
 from typing import IO, Iterable, Iterator
 
 from mindsimkit.mindcore.errors import InputError, UserError
-from mindsimkit.mindcore.layout import RunLayout, _Below
+from mindsimkit.mindcore.layout import RunLayout, run_file_names
 
 LOCK_NAME = ".mindsim.lock"
 
 
 def _owned_names() -> frozenset[str]:
     """The first path component of every path the layout names (run.json, sessions, judgments, …)."""
-    names = {v.name.split("/")[0] for v in vars(RunLayout).values() if isinstance(v, _Below)}
+    names = set(run_file_names())
     # Written by `judge run --rubric FILE` and `patientact profile-eval` beside the layout's own stage folders.
     return frozenset(names | {"rubric_judge", "patientact_profile_eval", LOCK_NAME})
 
@@ -56,10 +56,14 @@ def owning_run(path: str | os.PathLike[str]) -> Path | None:
     return None
 
 
-def refuse_run_file(path: str | os.PathLike[str], option: str, *, allow: Iterable[str | os.PathLike[str]] = ()) -> None:
+def refuse_run_file(
+    path: str | os.PathLike[str], option: str, *, allow: Iterable[str | os.PathLike[str]] = (), stage: str | None = None
+) -> None:
     """InputError when `path` (a file, or a folder the command fills) lies on what a run folder owns: its
     run.json, run_manifest.json, report.html, or anything inside one of its stage folders. `allow`: paths the
-    calling command itself writes there (`report --out RUN/report.html`)."""
+    calling command itself writes there (`report --out RUN/report.html`); `stage`: the run's top-level folder the
+    calling command is the stage of (`validate compare --out RUN/validation` reruns the run's validation, which the
+    manifest then records)."""
     resolved = Path(path).resolve()
     if any(resolved == Path(a).resolve() for a in allow):
         return
@@ -67,7 +71,7 @@ def refuse_run_file(path: str | os.PathLike[str], option: str, *, allow: Iterabl
     if run is None:
         return
     top = resolved.relative_to(run).parts[0]
-    if top not in OWNED:
+    if top not in OWNED or top == stage:
         return
     where = "is" if resolved == run / top else "inside"
     raise InputError(

@@ -359,7 +359,7 @@ class SimulationConfig(BaseModel):
     @property
     def offers_acceptable_moves_only(self) -> bool:
         """`acceptable_moves_only`, except under the MindSim reference preset (the paper's veto and re-commit)."""
-        return self.acceptable_moves_only and "mindsim" not in self.presets.values()
+        return self.acceptable_moves_only and "mindeval2-reference" not in self.presets
 
     @property
     def presets(self) -> dict[str, str]:
@@ -381,18 +381,6 @@ class SimulationConfig(BaseModel):
         from mindsimkit.mindsim.engine_names import split
 
         return {base: self.preset_for(base) for base in dict.fromkeys(split(e)[0] for e in self.patient_engines)}
-
-    @property
-    def scenario_frame(self) -> str:
-        """How the first-scenario writer frames the first meeting: "session" (a counselling session, spoken) when
-        PatientAct's `frame: session` is set and every patient engine of the run plays a client in a therapy
-        session (PatientAct and its arms, Patient-Psi), else "chat" (a first conversation in an app, typed). The
-        first scenario is shared by every engine of a run, so one engine in the app frame keeps it."""
-        from mindsimkit.mindsim.engine_names import split
-
-        session_engines = {"patientact", "patient_psi"}
-        in_session = all(split(e)[0] in session_engines for e in self.patient_engines)
-        return "session" if self.patientact.frame == "session" and in_session else "chat"
 
     @property
     def patient_engines(self) -> list[str]:

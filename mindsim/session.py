@@ -31,7 +31,7 @@ from mindsimkit.mindsim.arc import Arc, Roles, SessionInput, Talk
 from mindsimkit.mindsim.config import SimulationConfig
 from mindsimkit.mindsim.memory import compact_memory, format_log
 from mindsimkit.mindsim.patient import Counsellor
-from mindsimkit.mindsim.patient_engines import TalkStart
+from mindsimkit.mindsim.patient_engines import TalkStart, scenario_frame
 from mindsimkit.mindsim.prompting import (
     COUNSELLOR_TEMPLATE,
     counsellor_system_prompt,
@@ -228,7 +228,7 @@ async def first_scenario_record(
         return await _kept(save(record))
     scenario, bad = await first_scenario(
         client, profile, plan, config.scenario_max_tokens, config.max_message_retries, config.scenario_scale,
-        frame=config.scenario_frame,
+        frame=scenario_frame(config),
     )
     record = ScenarioRecord(
         patient_id=profile.profile_id, seed=seed, scenario=scenario, rejected_openings=bad,

@@ -35,10 +35,13 @@ def tool_roles(scfg: Any) -> dict[str, str]:
     each move through a tool call; the paper credits that call itself for the patient's steerability (MindEval2
     §4.2) and its authors' preflight refuses a patient that answers one with text, so under their preset only a
     real tool call will do."""
-    if not any(e.split(":")[0] == "mindsim" for e in scfg.patient_engines):
+    from mindsimkit.mindsim.patient_engines import engines_of
+
+    calling = [e for e in engines_of(scfg.patient_engines) if e.calls_tools]
+    if not calling:
         return {}
-    presets = [scfg.preset] if isinstance(scfg.preset, str) else scfg.preset
-    return {"patient": "native" if "mindeval2-reference" in presets else "any"}
+    native = any(scfg.preset_for(e.name) == "mindeval2-reference" for e in calling)
+    return {"patient": "native" if native else "any"}
 
 
 def simulate_roles(recipe: Any, engines: Any) -> list[RoleUse]:

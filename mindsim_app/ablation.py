@@ -244,7 +244,7 @@ def ablate_memory_cmd(
 ) -> None:
     """Rerun sessions 2+ without the counsellor's memory (the patient keeps its own), judge them with the
     running memory in the prompt and report the paired MHQR change per counsellor (MindEval2 Figure 11)."""
-    from mindsimkit.mindcore.io import check_out_folder
+    from mindsimkit.mindcore.outputs import check_out_folder
     from mindsimkit.mindcore.runfolder import run_lock
 
     default = RunLayout(run_dir).memory_ablation.path

@@ -50,7 +50,7 @@ def run_cmd(
 ) -> None:
     """Run the main job: profiles → screening → pool → multi-session simulation → validation → (MHQR judge) →
     dataset + card."""
-    from mindsimkit.mindcore.io import check_out_folder
+    from mindsimkit.mindcore.outputs import check_out_folder
     from mindsimkit.mindcore.recipe import load_recipe
 
     # A missing or unreadable recipe is reported before the job's seconds of library imports;
@@ -212,7 +212,7 @@ def patientact_profile_eval_cmd(
 
     if judge != "judge" and not judge.startswith("judge:"):
         raise ConfigError(f"--judge {judge}: not a judge role; write 'judge' or 'judge:NAME'")
-    from mindsimkit.mindcore.io import check_out_folder
+    from mindsimkit.mindcore.outputs import check_out_folder
 
     check_out_folder(out or run_dir)
     load_run(run_dir)  # bad input stops here, before any engine starts
@@ -238,7 +238,8 @@ def patientact_profile_card_cmd(
     """PatientAct Fig. 2: a profile as one card (demographics, the 5P problem formulation, the psychological
     formulation, the seeds), in Markdown, from a run's profiles and their decompositions."""
     from mindsimkit.mindcore.errors import InputError
-    from mindsimkit.mindcore.io import atomic_write_text, check_out_file
+    from mindsimkit.mindcore.io import atomic_write_text
+    from mindsimkit.mindcore.outputs import check_out_file
     from mindsimkit.mindsim.patientact.card import card_markdown, profile_card
     from mindsimkit.mindsim_app.patientact_profile_eval import load_run
 
@@ -331,7 +332,7 @@ def _path_problem(exc: OSError) -> str:
 def _in_pseudo_filesystem(exc: OSError) -> bool:
     # A command that writes its output without `check_out_*` meets /proc only when it writes; a missing file
     # anywhere else is not the user's path and stays an internal error.
-    from mindsimkit.mindcore.io import pseudo_filesystem
+    from mindsimkit.mindcore.outputs import pseudo_filesystem
 
     return isinstance(exc.filename, str) and pseudo_filesystem(exc.filename) is not None
 

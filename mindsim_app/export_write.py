@@ -24,7 +24,8 @@ from typing import Any, Iterator
 import pyarrow as pa
 
 from mindsimkit.mindcore.errors import InputError, MindsimError
-from mindsimkit.mindcore.io import atomic_write_json, atomic_write_jsonl, atomic_writer, check_out_file
+from mindsimkit.mindcore.io import atomic_write_json, atomic_write_jsonl, atomic_writer
+from mindsimkit.mindcore.outputs import check_out_file
 
 SUFFIXES = (".jsonl", ".parquet")
 

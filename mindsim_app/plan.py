@@ -373,21 +373,21 @@ def _patient_turns(
     from mindsimkit.mindsim.patient_engines import variant
 
     v = variant(kind)
-    base = v.engine.name
+    tools = v.engine.calls_tools  # MindSim's patient: commit_move (and agenda calls) every turn
     msg, msg_worst = _retries(ctx.a.message_reask_share, s.max_message_retries)
     p_mean, p_last = sizes
     # The patient's requests extend one history over the session: each but the last is a prefix of the next.
-    per_turn = msg + (_mindsim_calls(ctx, s)[0] if base == "mindsim" else 0.0)
+    per_turn = msg + (_mindsim_calls(ctx, s)[0] if tools else 0.0)
     cached = max(turns * per_turn * p_mean - sessions * p_last, 0.0)
     # Sized by the registered patient estimate, MindSim's: its tool-call turns make it the largest patient prompt.
-    note = None if base == "mindsim" else f"{kind}'s messages sized as MindSim's patient prompt (an upper estimate)"
+    note = None if tools else f"{kind}'s messages sized as MindSim's patient prompt (an upper estimate)"
     ctx.add(
         "simulate",
         "patient",
         plain(ctx, "patient", bound, turns * msg, turns * msg_worst, p_mean, p_last, cached=cached),
         note,
     )
-    if base == "mindsim":
+    if tools:
         (commit, commit_worst), todo = _mindsim_calls(ctx, s)[1:]
         ctx.add(
             "simulate",
@@ -402,7 +402,7 @@ def _patient_turns(
                 "patient",
                 structured(ctx, "patient", turns * todo, turns * todo, p_mean, p_last, name="tool_choice:agenda"),
             )
-    elif base == "patientact":
+    elif "patient_appraiser" in v.engine.roles:  # PatientAct's steps
         _patientact(ctx, s, v, turns, patients)
     elif "baseline_mapper" in v.engine.roles:
         mapper = _estimate(ctx, "baseline_mapper")

@@ -29,7 +29,7 @@ def simulate_cmd(
     from mindsimkit.mindcore.preflight import preflight
     from mindsimkit.mindsim.simulate import run_simulation
     from mindsimkit.profilegen.dataset import iter_profiles
-    from mindsimkit.mindcore.io import check_out_folder
+    from mindsimkit.mindcore.outputs import check_out_folder
     from mindsimkit.mindcore.runfolder import run_lock
 
     check_out_folder(out_dir)

@@ -58,7 +58,7 @@ def generate_cmd(
     from mindsimkit.mindcore.recipe import load_recipe
     from mindsimkit.profilegen.config import ProfilesConfig, profiles_config
     from mindsimkit.profilegen.pipeline import run_profiles
-    from mindsimkit.mindcore.io import check_out_folder
+    from mindsimkit.mindcore.outputs import check_out_folder
     from mindsimkit.mindcore.runfolder import run_lock
 
     check_out_folder(out)
@@ -68,7 +68,10 @@ def generate_cmd(
                  "patientact_shape": patientact_shape}
     given = {k: v for k, v in overrides.items() if v is not None}
     try:
-        cfg = ProfilesConfig.model_validate({**profiles_config(rec).model_dump(), **given})
+        # Only the fields the recipe or an option set are given again, so a cross-check that applies to set fields
+        # only (a pool larger than its candidates) sees the same fields the recipe's own load saw.
+        base = profiles_config(rec)
+        cfg = ProfilesConfig.model_validate({**base.model_dump(include=base.model_fields_set), **given})
     except ValueError as exc:
         raise ConfigError(f"profiles options: {exc}") from exc
     # The preflight reads the recipe: it must check the schemas these options ask for, not the file's.
@@ -100,7 +103,8 @@ def fit_rates_cmd(
     strength: float = typer.Option(20.0, min=0.0, help="Pseudo-count pulling sparse cells toward their margins."),
 ) -> None:
     """Fit P(main | age band, gender) and P(secondary | main, age band, gender) from annotated patients."""
-    from mindsimkit.mindcore.io import atomic_write_text, check_out_file
+    from mindsimkit.mindcore.io import atomic_write_text
+    from mindsimkit.mindcore.outputs import check_out_file
     from mindsimkit.profilegen.rates import dump_rates, fit_rates, read_table
 
     check_out_file(out)

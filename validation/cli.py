@@ -15,7 +15,7 @@ from rich.markup import escape
 from mindsimkit.mindcore.console import err_console, one_line
 from mindsimkit.mindcore.errors import ConfigError, UserError
 from mindsimkit.mindcore.layout import ValidationFolder
-from mindsimkit.mindcore.io import check_out_file
+from mindsimkit.mindcore.outputs import check_out_file
 from mindsimkit.validation.config import ValidationConfig
 
 app = typer.Typer(help="Realism validation: surface-feature distances and narrative arcs against a reference.", no_args_is_help=True)
@@ -139,13 +139,14 @@ def compare_cmd(
                                                    help="Compare only conversations with this counsellor (repeat)"),
 ) -> None:
     """Distances of each system to the reference, with intervals, the noise floor and arc shares."""
-    from mindsimkit.mindcore.io import check_out_folder
+    from mindsimkit.mindcore.outputs import check_out_folder
     from mindsimkit.mindcore.manifest import verify_file
     from mindsimkit.validation.compare import compare
 
     try:
         sims = _parse_sims(sim)
-        check_out_folder(out)
+        # Into a run's own validation folder is a rerun of that run's validation stage (docs/commands.md).
+        check_out_folder(out, stage="validation")
         for path in sims.values():
             verify_file(path)
         config, engines_cfg = _config(

@@ -150,6 +150,7 @@ class PatientPsiEngine(common.PromptedBaselineEngine, PatientEngine):
     description = "Patient-Psi (Wang et al. 2024): a CBT cognitive model and one of six conversational styles"
     what = "cognitive model"
     system_template, map_template = SYSTEM_TEMPLATE, MAP_TEMPLATE
+    session_client = True  # a CBT client in a therapy session
 
     def system_prompt(self, prep: Any, talk: Any) -> str:
         return system_prompt(prep, talk)

@@ -46,7 +46,7 @@ if TYPE_CHECKING:  # pragma: no cover - typing only
 
 __all__ = [
     "DEFAULT_ENGINE", "VARIANT_SEP", "Participant", "PatientEngine", "PreparationStore", "TalkStart", "Variant",
-    "engine_roles", "engines_of", "names", "recipe_runs", "recipe_variants", "register", "register_variant",
+    "engine_roles", "engines_of", "names", "recipe_runs", "recipe_variants", "register", "register_variant", "scenario_frame",
     "role_schemas", "unregister", "variant",
 ]
 
@@ -153,6 +153,15 @@ def engine_roles(variant_names: Iterable[str]) -> dict[str, str]:
     for e in engines_of(variant_names):
         out.update(e.roles)
     return out
+
+
+def scenario_frame(config: Any) -> str:
+    """How the first-scenario writer frames the first meeting: "session" (a counselling session, spoken) when
+    PatientAct's `frame: session` is set and every engine of the run plays a client in a session
+    (`PatientEngine.session_client`), else "chat" (a first conversation in an app, typed). The first scenario is
+    shared by every engine of a run, so one engine in the app frame keeps it."""
+    in_session = all(e.session_client for e in engines_of(config.patient_engines))
+    return "session" if config.patientact.frame == "session" and in_session else "chat"
 
 
 def recipe_variants(recipe: Any) -> list[Variant]:

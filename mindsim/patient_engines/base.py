@@ -61,6 +61,12 @@ class PatientEngine:
     # True when the engine reads a profile's persona, demographics, anchor or structured formulation, which an
     # imported profile lacks (`Profile.layered`): such profiles are refused before any model call.
     reads_layers: ClassVar[bool] = True
+    # True when the engine's `patient` role calls tools every turn (MindSim's commit_move): preflight checks how
+    # those calls travel on its engine (`mindsim.stage.tool_roles`).
+    calls_tools: ClassVar[bool] = False
+    # True when the engine plays a client in a counselling session rather than someone typing into an app, so a
+    # run of such engines only can have its first scenarios written for a session (`scenario_frame`).
+    session_client: ClassVar[bool] = False
 
     # -- one session -------------------------------------------------------------------------------------
     def participant(self, talk: "TalkStart") -> Participant:

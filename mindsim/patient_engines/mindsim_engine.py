@@ -61,6 +61,7 @@ class MindSimEngine(PatientEngine):
     legacy_session_ids = True
     # Style, case summary, writer brief and goal are all it reads: it plays imported profiles too.
     reads_layers = False
+    calls_tools = True
 
     def participant(self, talk: TalkStart) -> Any:
         from mindsimkit.mindsim.patient import Patient

@@ -42,6 +42,7 @@ class PatientActEngine(PatientEngine):
     settings_section = "patientact"
     preparation_settings = PREPARATION_SETTINGS
     prepares = True
+    session_client = True
 
     def participant(self, talk: TalkStart) -> Any:
         from mindsimkit.mindsim.patientact.session import patientact_patient

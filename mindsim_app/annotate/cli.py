@@ -194,7 +194,7 @@ def serve_cmd(
     if links is not None and len(tasks) > 1:
         raise InputError("--links: one file per task; serve one task, or let each task keep TASK/rater-links.txt")
     if links is not None:
-        from mindsimkit.mindcore.io import check_out_file
+        from mindsimkit.mindcore.outputs import check_out_file
 
         check_out_file(links, "--links")
     if not server.is_local(host):
@@ -213,7 +213,7 @@ def export_cmd(
     `realism report` read."""
     from mindsimkit.mindsim_app.annotate.export import export_task
 
-    from mindsimkit.mindcore.io import check_out_folder
+    from mindsimkit.mindcore.outputs import check_out_folder
 
     check_out_folder(out)
     s = export_task(task, out, key)
@@ -232,7 +232,7 @@ def ls_export_cmd(
     """Label Studio tasks (one per rated unit, blinded) and the labeling config of the task's protocol."""
     from mindsimkit.mindsim_app.annotate.labelstudio import export_labelstudio
 
-    from mindsimkit.mindcore.io import check_out_folder
+    from mindsimkit.mindcore.outputs import check_out_folder
 
     check_out_folder(out)
     s = export_labelstudio(task, out)
@@ -250,7 +250,7 @@ def ls_import_cmd(
     from mindsimkit.mindsim_app.annotate.export import export_task
     from mindsimkit.mindsim_app.annotate.labelstudio import import_labelstudio
 
-    from mindsimkit.mindcore.io import check_out_folder
+    from mindsimkit.mindcore.outputs import check_out_folder
 
     check_out_folder(out)
     answers = import_labelstudio(task, export)
@@ -274,7 +274,7 @@ def ls_ratings_cmd(
     from mindsimkit.mindcore.io import atomic_write_jsonl
     from mindsimkit.mindsim_app.annotate.labelstudio import import_ratings
 
-    from mindsimkit.mindcore.io import check_out_folder
+    from mindsimkit.mindcore.outputs import check_out_folder
 
     check_out_folder(out)
     spec = load(rubric)
@@ -298,7 +298,7 @@ def realism_report_cmd(
     Krippendorff's α overall and pairwise, within one point), with patient-bootstrap intervals."""
     from mindsimkit.mindsim_app.annotate.realism_report import run_report
 
-    from mindsimkit.mindcore.io import check_out_folder
+    from mindsimkit.mindcore.outputs import check_out_folder
 
     check_out_folder(out)
     rep = run_report(inputs, out, key, draws, seed)

@@ -29,7 +29,8 @@ from pydantic import BaseModel, ConfigDict, Field
 
 from mindsimkit.mindcore.errors import InputError
 from mindsimkit.mindcore.inputs import loads_json, read_input_text
-from mindsimkit.mindcore.io import atomic_write_bytes, check_out_file, check_out_folder, read_jsonl
+from mindsimkit.mindcore.io import atomic_write_bytes, read_jsonl
+from mindsimkit.mindcore.outputs import check_out_file, check_out_folder
 
 FORMAT = "mindsim-annotate/1"
 TASK_FILE, ITEMS_FILE, ASSIGN_FILE = "task.json", "items.jsonl", "assignments.json"

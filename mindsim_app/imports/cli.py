@@ -33,7 +33,7 @@ def profiles_cmd(
 ) -> None:
     """MindEval2's benchmark members (data/profiles.jsonl) → a profiles folder that `mindsim simulate` plays under
     `simulation.preset: mindeval2-reference`, each member's session-1 situation played verbatim."""
-    from mindsimkit.mindcore.io import check_out_folder
+    from mindsimkit.mindcore.outputs import check_out_folder
     from mindsimkit.mindsim_app.imports.profiles import convert
     from mindsimkit.profilegen.dataset import write_profiles
 
@@ -54,7 +54,8 @@ def realism_cmd(
 ) -> None:
     """MindEval2's realism study (data/member_realism_annotations.json) → realism_ratings.jsonl for `mindsim realism
     report` (Tables 4, 13) and the counsellor labels as mhqr_annotations.jsonl + key for `mindsim judge agreement`."""
-    from mindsimkit.mindcore.io import atomic_write_json, atomic_write_jsonl, check_out_folder
+    from mindsimkit.mindcore.io import atomic_write_json, atomic_write_jsonl
+    from mindsimkit.mindcore.outputs import check_out_folder
     from mindsimkit.mindsim_app.imports.realism import mhqr_lines, read_release, realism_lines, summary
 
     check_out_folder(out)
@@ -78,7 +79,8 @@ def v1_cmd(
     """MindEval v1's clinician ratings (data/human_annotations.jsonl) → ratings.jsonl in the long format, for
     `mindsim judge alpha ratings.jsonl --rubric mindeval_v1_human`."""
     from mindsimkit.judge.ratings import write_rows
-    from mindsimkit.mindcore.io import atomic_write_jsonl, check_out_folder
+    from mindsimkit.mindcore.io import atomic_write_jsonl
+    from mindsimkit.mindcore.outputs import check_out_folder
     from mindsimkit.mindsim_app.imports.mindeval_v1 import convert
 
     check_out_folder(out)
@@ -107,7 +109,8 @@ def patientact_cmd(
 ) -> None:
     """The PatientAct authors' clinical situations, disease outlines and attribute priors (PatientHub, downloaded
     by you) → a folder of situations, outlines and priors in the toolkit's shape that the profile stage reads."""
-    from mindsimkit.mindcore.io import atomic_write_json, atomic_write_jsonl, check_out_folder
+    from mindsimkit.mindcore.io import atomic_write_json, atomic_write_jsonl
+    from mindsimkit.mindcore.outputs import check_out_folder
     from mindsimkit.mindsim_app.imports.common import file_sha256
     from mindsimkit.mindsim_app.imports.patientact import convert
     from mindsimkit.profilegen import patientact_inputs as pi

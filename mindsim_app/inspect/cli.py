@@ -21,7 +21,7 @@ def to_run_cmd(
     """Write the log's sessions, judgments and run.json as a run folder that `mindsim report`, `validate compare`
     and the exports read. Nothing is simulated or judged again."""
     from mindsimkit.mindcore.errors import ConfigError
-    from mindsimkit.mindcore.io import check_out_folder
+    from mindsimkit.mindcore.outputs import check_out_folder
 
     check_out_folder(out)
     try:

@@ -22,7 +22,7 @@ def report_cmd(
 ) -> None:
     """One self-contained HTML report: leaderboard with significance groups, every judge and validation
     table as charts, a drill-down into every session, simulator health and versions. No network needed."""
-    from mindsimkit.mindcore.io import check_out_file
+    from mindsimkit.mindcore.outputs import check_out_file
     from mindsimkit.mindcore.layout import RunLayout
     from mindsimkit.mindsim_app.report.build import build_report
 

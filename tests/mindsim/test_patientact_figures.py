@@ -92,7 +92,9 @@ def test_the_first_scenario_writer_gets_the_frame_every_engine_of_the_run_plays(
     from mindsimkit.mindsim.scenario import FIRST_TEMPLATE
 
     def frame(**section):
-        return SimulationConfig.from_section(section).scenario_frame
+        from mindsimkit.mindsim.patient_engines import scenario_frame
+
+        return scenario_frame(SimulationConfig.from_section(section))
 
     paper = {"patient_engine": ["patientact", "patientact:no_dm", "patient_psi"], "preset": "patientact-reference"}
     assert frame(**paper) == "session"  # the preset's frame: session
