@@ -247,7 +247,7 @@ def test_preference_pairs_of_the_study_run_with_the_tie_break_train(study_run, e
             break
     assert out.is_file(), f"no pair from {len(tried)} sessions: {tried}"
     rows = [json.loads(x) for x in out.read_text().splitlines()]
-    summary = json.loads(out.with_suffix(".summary.json").read_text())
+    summary = json.loads(out.with_name(f"{out.name}.summary.json").read_text())  # side files are named per output
     assert rows and summary["tie_break"] == "expected-severity"
     for row in rows:
         trlcheck.check_preference(row)
