@@ -64,11 +64,12 @@ def run(finished, tmp_path) -> Path:
     (lambda r: ["judge", "sample", r, "--n", "2", "--out", r / "run.json"], "--out"),
     (lambda r: ["judge", "sample", r, "--n", "2", "--out", r.parent / "x.jsonl", "--key", r / "run_manifest.json"],
      "--key"),
+    # Into the run's own validation folder is that stage's rerun (test_stage_rerun.py); into another stage's is not.
     (lambda r: ["validate", "compare", "--sim", f"x={r / 'transcripts' / 'transcripts.jsonl'}", "--out",
-                r / "validation"], "--out"),
+                r / "judgments"], "--out"),
     (lambda r: ["export", "sft", r, "--out", r / "exports" / ".." / "profiles" / "profiles.parquet"], "--out"),
 ], ids=["sft-over-sessions", "patient-over-judgments", "sample-over-run-json", "key-over-manifest",
-        "validate-over-validation", "dotdot-into-profiles"])
+        "validate-over-judgments", "dotdot-into-profiles"])
 def test_an_output_over_a_file_the_run_owns_is_refused_and_the_run_is_unchanged(argv, option, run, tmp_path):
     before = digests(run)
     proc = mindsim(*argv(run), cwd=tmp_path)
