@@ -115,7 +115,7 @@ def _recipe(ctx: Ctx, extra: str = "") -> Path:
     path.parent.mkdir(parents=True, exist_ok=True)
     path.write_text(
         f"name: probe\nseed: 3\nengines:\n  stub: {{kind: openai, base_url: '{ctx.stub.base_url}', model: m, "
-        f"native_tools: false, api_key_env: {KEY_VAR}}}\nroles:\n  default: {{engine: stub}}\n"
+        f"native_tools: false, api_key_env: {KEY_VAR}, timeout_s: 15}}\nroles:\n  default: {{engine: stub}}\n"
         "profiles: {personas: synthetic, candidates: 2, pool_size: 1, benchmark_size: 1, use_distilabel: false}\n"
         + extra
     )
@@ -208,14 +208,16 @@ PROBES: list[Probe] = [
           2, setup=_members_escaping, owner="file names"),
     Probe("key-echoed-url-encoded", lambda c: ["engines", "check", c.recipe], "nonzero", stub="echo-key",
           owner="secrets"),
-    Probe("server-never-answers", lambda c: ["engines", "check", c.recipe], "nonzero", stub="never", bound_s=90,
+    # The probe recipe's engine has timeout_s 15: one probe request, sent once on a timeout (docs/engines.md).
+    Probe("server-never-answers", lambda c: ["engines", "check", c.recipe], "nonzero", stub="never", bound_s=60,
           owner="timeouts"),
     Probe("dev-zero-input", lambda c: ["validate", "reference", "/dev/zero", "--out", c.out / "ref.parquet"], 2,
           bound_s=5, owner="size bounds"),
     Probe("inspect-sessions-negative", lambda c: ["eval", "mindsimkit/mindeval2", "-T", "sessions=-1", "-T",
                                                   f"profiles={c.inputs / 'profiles'}", "-T", f"recipe={c.recipe}", "--log-dir", c.out / "logs"],
           "nonzero", stub="ok", setup=_profiles, program="inspect", owner="inspect args", one_line=False,
-          check=lambda c, p: None if "sessions" in p.stderr else "the argument at fault is not named"),
+          # inspect prints a task's refusal on stdout (its own choice), so both streams are read.
+          check=lambda c, p: None if "sessions" in p.stdout + p.stderr else "the argument at fault is not named"),
 ]
 
 
