@@ -30,7 +30,6 @@ import pyarrow as pa
 import pyarrow.parquet as pq
 
 from mindsimkit.mindcore.errors import InputError
-from mindsimkit.mindcore.inputs import DuplicateKey  # noqa: F401 - readers of JSON documents catch it from here
 from mindsimkit.mindcore.redact import scrub, scrub_data
 
 
@@ -217,18 +216,6 @@ def _json_bytes(obj: Any) -> bytes:
 def write_json_once(path: str | os.PathLike, obj: Any) -> bool:
     """`publish_bytes_once` for one JSON document (same formatting as `atomic_write_json`)."""
     return publish_bytes_once(path, _json_bytes(obj))
-
-
-def loads_strict(text: str | bytes) -> Any:
-    """`json.loads` for files given to the toolkit: an object with a repeated key is refused (`DuplicateKey`, a
-    ValueError) instead of read as its last value, and nesting deeper than Python's stack is a ValueError too."""
-    from mindsimkit.mindcore.inputs import refuse_duplicates
-
-    try:
-        return json.loads(text, object_pairs_hook=refuse_duplicates)
-    except RecursionError:
-        raise ValueError("nested deeper than this reader follows (lists or objects inside each other thousands "
-                         "of times)") from None
 
 
 def read_json_file(path: str | os.PathLike, what: str) -> Any:

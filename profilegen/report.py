@@ -118,21 +118,23 @@ def markdown(population: list[Profile], rates: Rates | None = None) -> str:
         "of patients. Target: expected % with that main problem under the rates file, for the clean "
         "population's age and gender mix.",
         "",
-        "| " + " | ".join(HEADERS) + " |",
-        "|" + "---|" * len(HEADERS),
-    ]
-    lines += ["| " + " | ".join(r) + " |" for r in table_rows(population, rates)]
-    lines += [
+        *_md_table(HEADERS, table_rows(population, rates)),
         "",
         "Presenting problems as MindEval2 Table 16 reports them: main = % of patients for whom it is the main problem; "
         "present = % for whom it is the main or the secondary problem. Target: expected % under the rates file for "
         "the clean population's age and gender mix.",
         "",
-        "| " + " | ".join(PROBLEM_HEADERS) + " |",
-        "|" + "---|" * len(PROBLEM_HEADERS),
+        *_md_table(PROBLEM_HEADERS, problem_rows(population, rates)),
     ]
-    lines += ["| " + " | ".join(r) + " |" for r in problem_rows(population, rates)]
     return "\n".join(lines) + "\n"
+
+
+def _md_table(headers: tuple[str, ...], rows: list[tuple[str, ...]]) -> list[str]:
+    return [
+        "| " + " | ".join(headers) + " |",
+        "|" + "---|" * len(headers),
+        *("| " + " | ".join(r) + " |" for r in rows),
+    ]
 
 
 def print_table(population: list[Profile], rates: Rates | None = None, console: Console | None = None) -> None:
