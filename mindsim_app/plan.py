@@ -43,6 +43,7 @@ class Assumptions(BaseModel):
     message_reask_share: float = Field(ge=0, le=1)
     resistance_share: float = Field(ge=0, le=1)
     memory_reask_share: float = Field(ge=0, le=1)
+    scenario_redraft_share: float = Field(ge=0, le=1)
     reply_fill: float = Field(ge=0, le=1)
     structured_fill: float = Field(ge=0, le=1)
     reasoning_fill: float = Field(ge=0, le=1)
@@ -317,10 +318,14 @@ def _simulate(ctx: _Ctx) -> None:
     mem = _estimate(ctx, "memory_compactor")
     scen_t, first_t = float(scen.tokens if scen else 0), float(first.tokens if first else 0)
     mem_first = float(mem.parts.get("first ask", mem.tokens)) if mem else 0.0
+    # A scenario whose opening is not speech is drafted again, each draft its own structured call.
+    drafts, drafts_worst = _retries(ctx.a.scenario_redraft_share, s.max_message_retries)
     ctx.add(
         "simulate",
         "first_scenario_writer",
-        structured(ctx, "first_scenario_writer", patients, patients, first_t, first_t, name="Scenario"),
+        structured(
+            ctx, "first_scenario_writer", patients * drafts, patients * drafts_worst, first_t, first_t, name="Scenario"
+        ),
     )
     sessions = 0
     for kind in s.patient_engines:
@@ -332,7 +337,9 @@ def _simulate(ctx: _Ctx) -> None:
             ctx.add(
                 "simulate",
                 "scenario_writer",
-                structured(ctx, "scenario_writer", later, later, scen_t, scen_t, name="Scenario"),
+                structured(
+                    ctx, "scenario_writer", later * drafts, later * drafts_worst, scen_t, scen_t, name="Scenario"
+                ),
             )
         rewrites = arcs_per_kind * (n_s - (0 if s.final_memory else 1))
         if rewrites:

@@ -94,8 +94,9 @@ def plan_lines(plan: Any) -> list[str]:
     )
     out.append(
         f"expected value assumes: {a['serious_share']:.0%} of drafts serious, commits turned back "
-        f"{a['commit_reject_share']:.0%}, messages re-asked {a['message_reask_share']:.0%}, replies at "
-        f"{a['reply_fill']:.0%} of their bound, structured answers at their schema's length limits, "
+        f"{a['commit_reject_share']:.0%}, messages re-asked {a['message_reask_share']:.0%}, scenarios "
+        f"drafted again {a['scenario_redraft_share']:.0%}, replies at {a['reply_fill']:.0%} of their bound, "
+        "structured answers at their schema's length limits, "
         f"{a['reasoning_fill']:.0%} of a reasoning budget spent (docs/plan.md)"
     )
     out.append(f"completions from {plan.sources['completions']}")
