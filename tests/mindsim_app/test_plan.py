@@ -269,3 +269,18 @@ def test_a_finished_run_gives_its_measured_completion_lengths(fake_run):
     assert judge.completion_from == f"run {fake_run}"
     assert judge.completion_tokens / judge.requests == pytest.approx(used["completion_tokens"] / used["attempts"])
     assert plan.sources["completions"] == f"measured means of {fake_run}"
+
+
+def test_the_embedded_engine_costs_no_money_and_says_so(tmp_path):
+    import os
+
+    env = {**os.environ, "MINDSIM_CACHE": str(tmp_path / "cache")}
+    proc, _ = _cli("plan", REPO / "recipes" / "quickstart.yaml", env=env)
+    assert proc.returncode == 0, proc.stderr
+    # Every role of the quickstart runs on the embedded engine: no price is asked for, and the cost is not "unknown".
+    assert "no price" not in proc.stdout and "none (local)" in proc.stdout
+    proc, _ = _cli("plan", REPO / "recipes" / "quickstart.yaml", "--json", env=env)
+    plan = json.loads(proc.stdout)
+    assert plan["totals"]["cost"] == 0 and all(r["price_key"].startswith("none: the embedded") for r in plan["rows"])
+    # Time stays unknown until throughput is measured: the machine's time is what a local run costs.
+    assert plan["totals"]["wall_s"] is None
