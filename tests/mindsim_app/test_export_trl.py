@@ -19,7 +19,7 @@ import pytest
 from mindsimkit.mindsim_app import chat_tokens
 from mindsimkit.mindsim_app.cli import main
 from cli_streams import without_progress
-from mindsimkit.mindsim_app.export_write import JSON, shapes_first, write_export
+from mindsimkit.mindsim_app.exports.write import JSON, shapes_first, write_export
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 import trlcheck  # noqa: E402
@@ -47,7 +47,7 @@ def fake_dpo(run: Path, folder: Path, fake_engines) -> dict[str, Path]:
     from test_export_judged import dpo_setup
 
     counsellors, the_judge, cache, _ = dpo_setup(fake_engines, folder)
-    from mindsimkit.mindsim_app.export_dpo import dpo_pairs
+    from mindsimkit.mindsim_app.exports.dpo import dpo_pairs
 
     rows, summary, details = asyncio.run(dpo_pairs(run, counsellors, the_judge, cache, k=2, turns=1))
     assert rows
