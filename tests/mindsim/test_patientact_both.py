@@ -1,4 +1,4 @@
-"""Both patient engines in one recipe (needs the simulator's per-engine loop: issue 11 integration). Every
+"""Both patient engines in one recipe (the simulator's per-engine loop). Every
 key carries the engine — session ids, checkpoints, failed-arc rows, transcripts — so nothing collides and
 each engine's arcs resume on their own."""
 

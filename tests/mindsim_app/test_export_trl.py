@@ -1,4 +1,4 @@
-"""Exports a trainer takes as they are (issue 44): every export, in both formats, loads with `datasets` into the
+"""Exports a trainer takes as they are: every export, in both formats, loads with `datasets` into the
 column types TRL documents (message lists, never JSON text; tool-call arguments and tool schemas as objects);
 each row rendered by transformers' `apply_chat_template` with the shipped ChatML template and the embedded
 model's tokenizer has exactly the counsellor's words (the patient's, for the patient export) in its assistant
@@ -197,7 +197,7 @@ def test_rows_are_written_with_the_nested_types(tmp_path):
 @pytest.mark.embedded
 def test_every_export_of_the_study_run_loads_and_masks_only_the_learner(study_run, embedded_engines, tmp_path,
                                                                        capsys, fake_engines):
-    """Item 7 of issue 44 on real output: the study run's exports (the preference pairs over its real histories,
+    """The same on real output: the study run's exports (the preference pairs over its real histories,
     with fake replies) load, render with only the learner's tokens in the mask, and the tokenizer built from the
     GGUF gives the ids the embedded llama.cpp server gives for the same text."""
     import httpx

@@ -36,7 +36,7 @@ def test_profile_judgment_and_identification_accuracy():
 
 
 def test_the_profile_judge_never_sees_the_core_belief_or_its_theme(tmp_path):
-    """Issue 32: the writer brief names the core belief's cluster ("Core belief (worthless, ...)"), which maps
+    """The writer brief names the core belief's cluster ("Core belief (worthless, ...)"), which maps
     one to one onto the theme the judge is asked to identify; the judge and the diversity call see a view
     without it, and every theme name appears only among the options."""
     from mindsimkit.mindsim.patientact.data import theme_map
