@@ -1,4 +1,4 @@
-"""Benchmark the sessions dataset build at release scale (issue 12): 100,000 fake sessions.
+"""Benchmark the sessions dataset build at release scale: 100,000 fake sessions.
 
 Before: the pre-issue-12 export, which re-read every session checkpoint at the end of the run, held
 all of them in memory, sorted them and wrote `sessions.parquet` + `transcripts.jsonl` in one go

@@ -1,4 +1,4 @@
-"""Cost of every patient engine side by side (issue 19): one run with `patient_engine: [mindsim, patientact,
+"""Cost of every patient engine side by side: one run with `patient_engine: [mindsim, patientact,
 patient_psi, mindeval]` on the same profiles, schedule, first scenario and counsellor, and the patient-side
 requests and tokens each engine spends per patient turn, plus what it spends once per patient (PatientAct's
 formulation and decomposition, the baselines' mapper call).

@@ -1,4 +1,4 @@
-"""What the harness itself costs per request (issue 35), measured against an instant OpenAI-compatible server.
+"""What the harness itself costs per request, measured against an instant OpenAI-compatible server.
 
     python benchmarks/bench_harness.py [--baseline-tree DIR] [--concurrency 1 16 64 256] [--rss]
 

@@ -1,4 +1,4 @@
-"""Benchmark the MHQR judge (issue 10, item 8).
+"""Benchmark the MHQR judge.
 
 Default: scoring and bootstrap at the paper's scale (MindEval2 §5.1: 18 counsellors × 50 patients × 3
 sessions, ~20 replies a session, 2,000 patient-bootstrap draws): seeded synthetic judgment rows go

@@ -1,4 +1,4 @@
-"""Cost of the PatientAct patient engine and its three ablation arms against the MindSim one (issues 11, 23): on
+"""Cost of the PatientAct patient engine and its three ablation arms against the MindSim one: on
 the same profiles, schedule and counsellor, the calls and tokens each engine or arm spends per patient turn,
 and the wall time of the run, side by side in one benchmark run. Each runs on a freshly started engine so none
 inherits another's prompt cache.

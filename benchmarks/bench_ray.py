@@ -1,4 +1,4 @@
-"""Benchmark the Ray runner against the local runner (issue 12), side by side in one run.
+"""Benchmark the Ray runner against the local runner, side by side in one run.
 
 The engine is a fake served over HTTP from its own process (the unit tests' `SimResponder` behind
 `tests/openai_stub.py`), with a fixed latency per call: I/O-bound like a remote model server, so

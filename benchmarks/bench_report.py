@@ -1,4 +1,4 @@
-"""Benchmark the HTML run report (issue 21): build a synthetic run folder of `--replies` judged counsellor
+"""Benchmark the HTML run report: build a synthetic run folder of `--replies` judged counsellor
 replies (default 10,000: 10 counsellors × 50 patients × 2 sessions × 10 replies), then time
 `build_report` and print the file's size; with `--browser` (needs chromium + chromedriver + selenium) also
 open it in headless Chromium and time the load, a severity filter and opening one session.

@@ -1,4 +1,4 @@
-"""Benchmark of profile selection (MindEval2 App. C "Screening and selection"; issue 3): pool of 100
+"""Benchmark of profile selection (MindEval2 App. C "Screening and selection"): pool of 100
 and benchmark subset of 50 from 1,000 and 100,000 synthetic clean profiles. Prints seconds for the
 whole stage (attribute extraction + cover + floor + fill + benchmark search) and for the core alone,
 next to the goals (1,000 → 100 under 1 s; 100,000 → 100 under 60 s on 2 cores).

@@ -1,4 +1,4 @@
-"""Benchmark the simulator on the embedded engine (issue 4): sessions per minute with all conversations
+"""Benchmark the simulator on the embedded engine: sessions per minute with all conversations
 batched vs a serial loop over the same patients, and how busy the engine was during the batched run
 compared with the same requests replayed raw (each conversation's requests in order, all conversations
 at once, no simulator in between: the engine's ceiling for that work). Each mode runs on a freshly

@@ -8,7 +8,7 @@ judge's ok rows (`judge.scores.Columns`):
   every counsellor).
 - `shares_by_session`: per session index, and first against later sessions, the share of replies
   flagged with each issue and with any issue of each category, and the MHQR allocated to each
-  category (Figure 5; paper: replies with a fidelity issue 7.6% → 17.2%).
+  category (Figure 5; paper: the share of replies with a fidelity issue goes from 7.6% to 17.2%).
 - `session_distribution`: quantiles of the session MHQR per counsellor and session index (Figure 10).
 - `without_flagged`: MHQR and ranking again without the replies the simulator flagged
   `speaks_as_patient` (§5.2: 5.8% of one counsellor's replies, 0.22 of its MHQR), with the weight those

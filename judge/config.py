@@ -34,7 +34,7 @@ class JudgeConfig(BaseModel):
     )
     preset: str = Field(
         "ours", description="Output-format preset (judge/data/presets.yaml): 'ours' (findings with reasons and "
-        "checked quotes) or 'mhqr-reference' (the authors' reference answer: justification, then each issue 0/1; "
+        "checked quotes) or 'mhqr-reference' (the authors' reference answer: justification, then 0/1 for each issue; "
         "its report adds their session summary: mean, p99, incident shares)",
     )
     expected_severity: bool = Field(

@@ -2,7 +2,7 @@
 its tables report: per-system means and Mann–Whitney U between systems (Tables 2 and 4), Spearman's ρ of
 the judge against human ratings and Krippendorff's α among the humans (Tables 1 and 3), identification
 accuracy (Table 1). `mindsim judge run --rubric patientact` runs the conversation part over any
-simulator's sessions; mindsim's profile step (`mindsim_app/patientact_rubric.py`) uses the profile part.
+simulator's sessions; mindsim's profile step (`mindsim_app/patientact_eval/rubric.py`) uses the profile part.
 
 A judge call is one structured answer per session (5 conversation dimensions, 1–5, each with a short
 reason written before its score) or per profile (4 dimensions plus the identification task). Rubric text

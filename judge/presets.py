@@ -1,4 +1,4 @@
-"""MHQR output-format presets (issue 32): which answer the judge is asked for and which extra summary the report
+"""MHQR output-format presets: which answer the judge is asked for and which extra summary the report
 gives, read from `judge/data/presets.yaml` and chosen with `judge.preset`. `ours` (the default) asks for findings
 with reasons and checked quotes; `mhqr-reference` asks for the authors' reference answer (SWORDHealth/mind-eval:
 a justification, one severity by name, every issue key 0 or 1, four keys spelled differently) and adds their

@@ -1,5 +1,5 @@
-"""Ratings from anywhere: the long format (one value per line) read against a rubric, and agreement per item
-(issue 33, parts 5 and 6).
+"""Ratings from anywhere: the long format (one value per line) read against a rubric, and agreement per item,
+so ratings made outside the toolkit (people, other tools) are checked and compared like the judge's.
 
 Columns: `item` (a rubric item id), `unit` (what was rated: a session, reply, window or profile id, as the
 rater's tool names it), `rater`, `value`, and optionally `system` and `patient`. CSV (a header line with those

@@ -1,4 +1,5 @@
-"""Rubrics as data: the rubric file format and the one registry every consumer reads (issue 33, part 4).
+"""Rubrics as data: the rubric file format and the one registry every consumer reads, so a new rubric is one file
+and no code.
 
 A rubric file (YAML) declares what is rated (`unit`: a counsellor reply, a window of turns, a whole
 conversation, or a profile), its items and their scale (an integer range or ordered labels, with an anchor for

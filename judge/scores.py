@@ -10,11 +10,11 @@ Pure functions of the rows: no model is called, so scores can be recomputed at a
   like the MHQR itself, so a counsellor's categories add up to its MHQR exactly.
 - Paired differences (counsellor vs counsellor, later session vs first) use the sessions both sides
   have for the same patient, with the same patient-level bootstrap.
-- Repeated trials (issue 21, `simulation.trials`): a session is keyed by its trial too, so two trials of one
+- Repeated trials (`simulation.trials`): a session is keyed by its trial too, so two trials of one
   patient's session are two sessions of the same counsellor (their MHQR pools, their patient resamples as one
   cluster), and pairs match trial k of one counsellor with trial k of the other. Rows without a trial are
   trial 0.
-- Patient engines (issue 11): a session is keyed by counsellor, patient engine, patient and index, so
+- Patient engines (`simulation.patient_engine`): a session is keyed by counsellor, patient engine, patient and index, so
   two engines' sessions of one patient are never merged, and pairs only match sessions of the same
   patient engine. When the rows hold more than one engine, the unit scored and ranked is the counsellor
   with one patient engine, named `engine/counsellor` as every report names a system (`mindcore.systems`);
@@ -90,7 +90,7 @@ def system_label(counsellor: str, engine: str | None, by_engine: bool) -> str:
 
 
 def _engine(r: Any) -> str:
-    # Optional: rows from before issue 11, or from simulators that do not say, have no engine.
+    # Optional: rows from before patient engines were named, or from simulators that do not say, have no engine.
     return (r.get("patient_engine") if isinstance(r, dict) else getattr(r, "patient_engine", None)) or ""
 
 

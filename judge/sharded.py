@@ -1,7 +1,7 @@
-"""MHQR judging as shards (issue 12, issue 33): the sessions grouped by a stable hash of the patient id, each
-shard judged by `judge.judging.judge_all` with its per-judgment cache (which is what makes a retried shard skip
-finished judgments), on whatever runner the job chose (`mindcore.runners`: this process, or Ray workers).
-judge/ does not import mindsim; docs/scale.md.
+"""MHQR judging as shards, so a large run spreads over workers and a retried shard redoes only its own part: the
+sessions grouped by a stable hash of the patient id, each shard judged by `judge.judging.judge_all` with its
+per-judgment cache (which is what makes a retried shard skip finished judgments), on whatever runner the job chose
+(`mindcore.runners`: this process, or Ray workers). judge/ does not import mindsim; docs/scale.md.
 """
 
 from __future__ import annotations

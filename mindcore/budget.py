@@ -1,5 +1,5 @@
 """Worst-case output tokens of a JSON schema, so a structured role's `max_tokens` can be checked
-against the longest answer its schema allows before any call is made (issue 9, item 5).
+against the longest answer its schema allows before any call is made.
 
 A grammar-constrained engine can only stop early, never late: if the budget covers the longest JSON
 the schema admits, no answer can be cut off mid-string. The bound is built from the schema alone:

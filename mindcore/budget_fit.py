@@ -1,5 +1,6 @@
 """Token budgets of the structured roles a job will call, checked against their schemas' worst case before
-any stage runs (issue 9, item 5; the bound itself is `mindcore.budget`).
+any stage runs, so a budget that can cut an answer off fails the job in seconds rather than hours in (the bound
+itself is `mindcore.budget`).
 
 The rule, per structured output of a role the job will call:
 - the effective budget is the stage setting that overrides the role's `max_tokens` for that call

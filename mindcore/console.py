@@ -1,4 +1,4 @@
-"""The one way the toolkit builds rich consoles (issue 9, item 8).
+"""The one way the toolkit builds rich consoles, so a line a user greps for reaches a pipe whole.
 
 Rich hard-wraps printed text at the console width, and when output is not a terminal that width is
 80 columns (or `$COLUMNS`): an error line holding a long path came out broken in two, and a test that

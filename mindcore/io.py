@@ -50,7 +50,7 @@ def _writer_pool() -> ThreadPoolExecutor:
 
 async def off_loop(write: Callable[..., Any], *args: Any) -> Any:
     """`write(*args)` in a checkpoint writer thread, awaited: the event loop keeps serving other requests while
-    the file is written and fsynced (on the loop, fsyncs were a quarter of the judge's wall time, issue 35).
+    the file is written and fsynced (on the loop, fsyncs were a quarter of the judge's wall time).
     The write is the same call as on the loop, so it stays atomic and create-if-absent; the caller goes on only
     once it is durable, so a kill loses nothing it was told was saved. A cancelled caller does not stop a write
     already started: it finishes whole, and a rerun finds it."""

@@ -1,4 +1,4 @@
-"""Where third-party libraries' log lines go (issue 9, item 7: a quiet, informative console).
+"""Where third-party libraries' log lines go, so the console stays quiet and shows what matters.
 
 distilabel logs every batch at INFO through a rich handler on the terminal, `datasets` draws its own
 progress bars, and httpx/openai log each request: ten minutes of that buried our own progress bars and

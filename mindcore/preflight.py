@@ -1,5 +1,6 @@
-"""Preflight: check every engine a job will use, once, before any stage runs (issue 9, item 2), and say
-plainly when a whole stage failed for an infrastructure reason anyway.
+"""Preflight: check every engine a job will use, once, before any stage runs, so a wrong key, address or model fails
+the job in seconds instead of after hours of work; and say plainly when a whole stage failed for an infrastructure
+reason anyway.
 
 `preflight(recipe, engines, stages)` — with the engines already started — does, in order:
 1. finds the roles the stages call, as each stage declared them (`mindcore.stages`: e.g. `profiles` calls

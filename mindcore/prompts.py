@@ -1,14 +1,14 @@
 """Render Jinja templates kept as package resources: prompts in the top-level `prompts/` folder,
 dataset cards in `cards/`. Undefined variables are errors, not blanks.
 
-Every prompt can be swapped for the user's own file (issue 18, item 2): a recipe's `prompts:` section maps
-a shipped template name to a Jinja file, checked here at recipe load (`load_overrides`: the name must be
-shipped, the file must exist and parse, and it may use only variables the shipped template uses) and
-installed process-wide (`install_overrides`). From then on `render(name)` and `template_hash(name)` read
-the override, so every stage and every recorded hash follow it without per-call-site changes. Workers in
-other processes get the installed set with their engines (`mindcore.shards`, `Engines.wire_spec`).
-`prompts/index.yaml` says which role each template serves; docs/prompts.md lists their variables
-(`prompts_table`, kept equal to the templates by a test).
+Every prompt can be swapped for the user's own file, so a study can change what a role is told without forking the
+package: a recipe's `prompts:` section maps a shipped template name to a Jinja file, checked here at recipe load
+(`load_overrides`: the name must be shipped, the file must exist and parse, and it may use only variables the
+shipped template uses) and installed process-wide (`install_overrides`). From then on `render(name)` and
+`template_hash(name)` read the override, so every stage and every recorded hash follow it without per-call-site
+changes. Workers in other processes get the installed set with their engines (`mindcore.shards`,
+`Engines.wire_spec`). `prompts/index.yaml` says which role each template serves; docs/prompts.md lists their
+variables (`prompts_table`, kept equal to the templates by a test).
 """
 
 from __future__ import annotations

@@ -297,7 +297,7 @@ def read_table(path: str | Path, model: type[M], *, what: str, remake: str) -> l
 
 # Rows decoded at a time by `iter_table`. Small on purpose: the simulator reads its profiles this way, and what a
 # batch allocates (Arrow's pool, then the rows' Python objects) stays in the process as fragments between what it
-# keeps; 64-row batches on one thread kept 5 MiB less than the whole file at 1,000 profiles (issue 35).
+# keeps; 64-row batches on one thread kept 5 MiB less than the whole file at 1,000 profiles.
 TABLE_BATCH_ROWS = 64
 
 
@@ -529,7 +529,7 @@ class JudgeReport(_Report):
     agreement, family flags, critical replies, failures and costs."""
 
     rubric: dict[str, Any] = Field(default_factory=dict, description="version and source")
-    preset: dict[str, Any] = Field(default_factory=dict, description="judge.preset: name and source (issue 32); "
+    preset: dict[str, Any] = Field(default_factory=dict, description="judge.preset: name and source; "
                                    "absent in reports from before presets, which all used 'ours'")
     config: dict[str, Any] = Field(default_factory=dict)
     prompt_hashes: dict[str, str] = Field(default_factory=dict)

@@ -1,4 +1,4 @@
-"""One name for every system a report compares (issue 17, item 4): the patient engine, or engine variant,
+"""One name for every system a report compares: the patient engine, or engine variant,
 that played the patient × the counsellor under test, written `ENGINE/COUNSELLOR` — e.g. `mindsim/counsellor`,
 `patientact:no_tg/counsellor:gpt`. Validation, both judges' reports, rankings, the HTML report and the card
 all build names here, so one system has one name across a run's outputs.

@@ -115,7 +115,7 @@ _SCHEMAS_LOCK = threading.Lock()
 
 def model_schema(model: type[BaseModel]) -> dict[str, Any]:
     """`model.model_json_schema()`, built once per model class: pydantic rebuilds it from scratch on every call,
-    which was 6-11% of the CPU of a simulated or judged request (issue 35). Shared by every request of that
+    which was 6-11% of the CPU of a simulated or judged request. Shared by every request of that
     model, so callers must not change it (build a new dict around it instead). Keyed weakly: a model class made
     for one row (a narrowed schema) is dropped with it."""
     schema = _SCHEMAS.get(model)
@@ -188,7 +188,7 @@ def _summed(rows: Iterable[dict[str, Any]], counters: tuple[str, ...] = _COUNTER
 class UsageLedger:
     """Token and latency accounting, summarised per role (and, inside each role, per server under `servers`).
     Each call is folded into running totals as it is added, keyed by role, engine, model, kind and server, so
-    the ledger's size does not grow with the calls of a run (issue 35: it kept every call, ~200 bytes each).
+    the ledger's size does not grow with the calls of a run (it used to keep every call, ~200 bytes each).
     Safe to use from threads. `completion_tokens` include the reasoning tokens, which are also counted apart
     (`reasoning_tokens`); `cached_tokens` are the part of `prompt_tokens` the server read from its prompt
     cache. Both stay 0 where the server does not report them."""

@@ -1,6 +1,6 @@
 """The HTTP under `OpenAIBackend`: one JSON POST to one OpenAI-compatible server, and nothing else.
 
-Why not the openai SDK: measured against an instant server (benchmarks/bench_harness.py, issue 35), the SDK
+Why not the openai SDK: measured against an instant server (benchmarks/bench_harness.py), the SDK
 spent more CPU per request than all of our own session logic — a typing-driven walk over every request body,
 reply parsing into its pydantic models — and its httpcore connection pool scans every connection for every
 request (quadratic at 64–256 in flight). Here the body is encoded once (orjson), the reply decoded once into

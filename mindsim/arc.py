@@ -1,4 +1,4 @@
-"""The values a patient's arc and its sessions are run from (issue 17, item 5; MindEval2/MindSim §4.2
+"""The values a patient's arc and its sessions are run from, the same for every patient engine (MindEval2/MindSim §4.2
 "Multi session"): `Roles` (the role clients), `Arc` (everything fixed for one patient × counsellor × patient
 engine: profile, vocabularies, roles, config, counsellor, seed, engine variant and the engine's per-patient
 preparation), `SessionInput` (what changes from one session to the next) and `Talk` (a session whose

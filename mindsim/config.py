@@ -142,7 +142,7 @@ class SimulationConfig(BaseModel):
     # Left out of dumps at 1, so the summaries of one-trial runs read as before trials existed.
     trials: int = Field(
         1, ge=1, le=50, exclude_if=lambda n: n == 1,
-        description="Ours (issue 21): run each arc this many times with the patient's and counsellor's sampling "
+        description="Ours: run each arc this many times with the patient's and counsellor's sampling "
         "seeds moved on per trial, schedule and first scenario shared, so the spread measures sampling noise "
         "(1 = one run, ids and files as before trials existed)",
     )

@@ -6,11 +6,12 @@ Both prompts are rendered once per session and kept byte-identical for the whole
 reuse the cached prefix (NOTES §2); per-turn state (writing cues, agenda answers) goes in as messages.
 Knob sentences and cues are data (`mindsim/data/style.yaml`).
 
-Also here: telling speech from harness text (issue 9). A simulated message that is a tool call, a JSON
-object, holds tool-call syntax or was cut off at a length limit mid-sentence is not speech. The patient's
-messages (opening messages included) are re-asked when they are like that; the counsellor's are stored as
-sent and flagged, because the counsellor is the system under test. The pattern lists are data
-(`mindsim/data/harness_text.yaml`); the rules are `speech_defects` and `counsellor_flags`.
+Also here: telling speech from harness text, so a tool call or a cut-off sentence never reaches the counsellor as
+the patient's words. A simulated message that is a tool call, a JSON object, holds tool-call syntax or was cut off
+at a length limit mid-sentence is not speech. The patient's messages (opening messages included) are re-asked when
+they are like that; the counsellor's are stored as sent and flagged, because the counsellor is the system under
+test. The pattern lists are data (`mindsim/data/harness_text.yaml`); the rules are `speech_defects` and
+`counsellor_flags`.
 """
 
 from __future__ import annotations

@@ -1,4 +1,4 @@
-"""Typed rows the simulator writes (MindEval2/MindSim §4.2; the sessions dataset of issue 4): one
+"""Typed rows the simulator writes (MindEval2/MindSim §4.2; the released sessions dataset is made of them): one
 `SessionRecord` per finished session with both sides' message lists in OpenAI chat format, one
 `PatientTurn` per patient turn (move, secondary move, end flag, reasoning, agenda updates, rejected
 attempts), the scenario, the schedule entry, memory before and after, prompts as sent, tokens and engines.

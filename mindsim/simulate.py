@@ -214,7 +214,7 @@ def select_profiles(profiles: Iterable[Profile], config: SimulationConfig) -> It
 
 # Patients in progress at once, per request the engines can have in flight: enough to keep every slot busy
 # (an arc waits on its own calls one after another), few enough that a run's memory does not grow with its
-# number of patients (each patient in progress holds its conversations; issue 35).
+# number of patients (each patient in progress holds its conversations).
 PATIENTS_PER_SLOT = 2
 
 
@@ -321,7 +321,7 @@ async def simulate_shard(
         keep(records)
 
     # `in_flight` workers taking patients in order, not a task per patient waiting on a semaphore: a task
-    # and its coroutine per waiting patient made the shard's memory grow with its patients (issue 35).
+    # and its coroutine per waiting patient made the shard's memory grow with its patients.
     queue = iter(profiles)
     errors: list[Exception] = []
 
@@ -358,7 +358,7 @@ async def _shard_work(engines, payload: dict[str, Any], report: Callable[[str], 
 
 
 # Profiles checked at a time while a run's input is read and packed: each batch's objects are freed before the
-# next, so few keep the memory they leave behind small (32: 2 MiB less than 256 at 1,000 profiles; issue 35).
+# next, so few keep the memory they leave behind small (32: 2 MiB less than 256 at 1,000 profiles).
 CHECK_ROWS = 32
 
 
@@ -656,7 +656,7 @@ class ShardWriter:
     folder beside the shard files) and leave memory, `MAX_RUNS` runs are merged into one (an external merge
     sort); `close` merges the runs into the shard's two files (replace-writes: a shard is rebuilt whole by
     every run of it, never appended to). Runs are text, not Arrow: a session becomes Arrow only in `close`,
-    a batch at a time, so a long shard's peak memory does not grow with its sessions (issue 35). A shard that
+    a batch at a time, so a long shard's peak memory does not grow with its sessions. A shard that
     never filled a run is written straight from memory. `row_group_size`: `DATASET_ROW_GROUP` for a shard
     that is the whole dataset (one shard), `SHARD_ROW_GROUP` where `merge_shards` merges several."""
 
@@ -809,7 +809,7 @@ class _RowGroups:
         while n:
             if self.table is None or self.pos >= self.table.num_rows:
                 # One thread: a row group here is 32 sessions, too small for Arrow's pool to speed up, and each
-                # pool thread's allocator keeps its own freed memory (peak RSS 45 MiB lower without; issue 35).
+                # pool thread's allocator keeps its own freed memory (peak RSS 45 MiB lower without).
                 t = self.f.read_row_group(self.group, use_threads=False)
                 # A shard whose schema differs (a null-typed field) goes through Python rows: Arrow's
                 # cast of a null child inside list<struct> builds an invalid array (pyarrow 26).

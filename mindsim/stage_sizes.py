@@ -1,5 +1,5 @@
 """Largest prompt of each simulator role, estimated before a run so preflight can check it fits the context
-one request can use (issue 9, item 2). Estimates, not bounds: prompts are rendered from the real templates,
+one request can use, before any call is spent. Estimates, not bounds: prompts are rendered from the real templates,
 with the longest persona of the shipped synthetic sample (`profilegen.stage.worst_profile_parts`), the largest
 instance of each schema (strings at `maxLength`, filled with English-like text) and replies at their token
 budgets, and counted with the engine's tokenizer where it serves one (else at 4 characters per token).

@@ -12,10 +12,10 @@ PUBLIC_MODULES = (
     "job",
     "cards",
     "publish",
-    "export",
+    "exports",
     "release",
     "report",
     "annotate",
-    "patientact_rubric",
+    "patientact_eval",
     "simulate_cli",
 )

@@ -30,8 +30,6 @@ app = typer.Typer(
 )
 engines_app = typer.Typer(help="Inspect and test the engines a recipe names.", no_args_is_help=True)
 app.add_typer(engines_app, name="engines")
-patientact_app = typer.Typer(help="PatientAct evaluation (the profile side of Table 1) and profile cards (Fig. 2).", no_args_is_help=True)
-app.add_typer(patientact_app, name="patientact")
 
 err = err_console()
 out = out_console()
@@ -191,86 +189,15 @@ def _counsellor_bindings(recipe: Any) -> dict[str, Any]:
     return {f"counsellor:{c.name}": c.role_spec() for c in scfg.counsellors if isinstance(c, CounsellorBinding)}
 
 
-@patientact_app.command("profile-eval")
-def patientact_profile_eval_cmd(
-    run_dir: Path = typer.Argument(..., help="Run folder simulated with the patientact engine (profiles/, sessions/decompositions/)"),
-    recipe: Optional[Path] = typer.Option(None, "--recipe", help="Recipe with the judge role (default: the run's)"),
-    judge: str = typer.Option("judge", "--judge", help="Judge role"),
-    human: Optional[Path] = typer.Option(None, "--human", help="patientact_profile_human.jsonl (mindsim annotate export)"),
-    diversity: Optional[Path] = typer.Option(None, "--diversity", help="patientact_diversity.jsonl (mindsim annotate export)"),
-    out: Optional[Path] = typer.Option(None, "--out", help="Folder for patientact_profile_eval/ (default RUN_DIR)"),
-    max_tokens: Optional[int] = typer.Option(None, "--max-tokens", min=1, max=1_000_000, help="Token budget of one judge answer"),
-) -> None:
-    """PatientAct Table 1: the four profile dimensions (mean ± sd), attachment / core-belief identification
-    accuracy against chance, diversity, and with --human / --diversity the raters' means, α and κ."""
-    from mindsimkit.judge.cli import resolve_recipe
-    from mindsimkit.judge.config import default_engines_config
-    from mindsimkit.mindcore.engine import Engines
-    from mindsimkit.mindcore.errors import ConfigError
-    from mindsimkit.mindcore.recipe import load_recipe
-    from mindsimkit.mindsim_app.patientact_profile_eval import load_run, profile_eval
-
-    if judge != "judge" and not judge.startswith("judge:"):
-        raise ConfigError(f"--judge {judge}: not a judge role; write 'judge' or 'judge:NAME'")
-    from mindsimkit.mindcore.outputs import check_out_folder
-
-    check_out_folder(out or run_dir)
-    load_run(run_dir)  # bad input stops here, before any engine starts
-    recipe_path = resolve_recipe(run_dir, recipe)
-    r = load_recipe(recipe_path) if recipe_path is not None else None
-    engines_cfg = r.engines_config() if r is not None else default_engines_config()
-    engines_cfg.check_bound([judge], "--judge")
-    with Engines.from_config(engines_cfg) as engines:
-        summary = profile_eval(run_dir, engines, out=out, judge=judge, human=human, diversity=diversity,
-                               max_tokens=max_tokens)
-    typer.echo(f"judged {summary['profiles']} profiles on the PatientAct profile rubric: {summary['ok']} ok")
-    for label, path in summary["outputs"].items():
-        typer.echo(f"  {label}: {path}")
-
-
-@patientact_app.command("profile-card")
-def patientact_profile_card_cmd(
-    run_dir: Path = typer.Argument(..., help="Run folder simulated with the patientact engine (profiles/, sessions/decompositions/)"),
-    patient: Optional[list[str]] = typer.Option(None, "--patient", help="Profile id (repeat for several; default: all)"),
-    out: Optional[Path] = typer.Option(None, "--out", help="Markdown file to write (default: print)"),
-    blind: bool = typer.Option(False, "--blind", help="As the identification task shows it: no core belief, no seeds"),
-) -> None:
-    """PatientAct Fig. 2: a profile as one card (demographics, the 5P problem formulation, the psychological
-    formulation, the seeds), in Markdown, from a run's profiles and their decompositions."""
-    from mindsimkit.mindcore.errors import InputError
-    from mindsimkit.mindcore.io import atomic_write_text
-    from mindsimkit.mindcore.outputs import check_out_file
-    from mindsimkit.mindsim.patientact.card import card_markdown, profile_card
-    from mindsimkit.mindsim_app.patientact_profile_eval import load_run
-
-    if out is not None:
-        check_out_file(out)
-    pairs = load_run(run_dir)
-    known = {p.profile_id for p, _ in pairs}
-    unknown = sorted(set(patient or ()) - known)
-    if unknown:
-        raise InputError(f"--patient {', '.join(unknown)}: not among the decomposed profiles of {run_dir} "
-                         f"({', '.join(sorted(known))})")
-    cards = [card_markdown(profile_card(p, d.formulation, blind=blind,
-                                        seeds={"attachment style": d.psych.attachment, "core belief theme": d.psych.theme}),
-                           title=f"Profile {p.profile_id}")
-             for p, d in pairs if not patient or p.profile_id in patient]
-    text = "\n".join(cards)
-    if out is None:
-        typer.echo(text, nl=False)
-        return
-    atomic_write_text(out, text)
-    typer.echo(f"wrote {len(cards)} profile card(s) to {out}")
-
-
 def _mount_stage_commands() -> None:
     """Stage packages own their command functions; the CLI only mounts them."""
     from mindsimkit.judge.cli import app as judge_app
     from mindsimkit.mindsim_app.ablation import ablate_app
     from mindsimkit.mindsim_app.annotate.cli import app as annotate_app
     from mindsimkit.mindsim_app.annotate.cli import realism_app
-    from mindsimkit.mindsim_app.export import export_app
+    from mindsimkit.mindsim_app.exports.cli import export_app
     from mindsimkit.mindsim_app.inspect.cli import app as inspect_app
+    from mindsimkit.mindsim_app.patientact_eval.cli import app as patientact_app
     from mindsimkit.mindsim_app.imports.cli import app as import_app
     from mindsimkit.mindsim_app.plan_cli import plan_cmd
     from mindsimkit.mindsim_app.publish import publish_cmd
@@ -288,6 +215,7 @@ def _mount_stage_commands() -> None:
     app.command("publish")(publish_cmd)
     app.command("report")(report_cmd)
     app.command("serve")(serve_cmd)
+    app.add_typer(patientact_app, name="patientact")
     app.add_typer(judge_app, name="judge", help="MHQR: judge counsellor replies, sample for clinicians, agreement.")
     app.add_typer(export_app, name="export", help="Post-training exports (counsellor SFT, DPO pairs, patient data).")
     app.add_typer(annotate_app, name="annotate", help="Human evaluation: blinded samples, a local annotation page, export.")

@@ -264,7 +264,7 @@ def _stages(recipe: Recipe, engines: Engines, out_dir: Path, pcfg: Any, scfg: Si
     if psum.candidates and not psum.kept:
         _nothing_left("profiles", pfail, f"every one of {psum.candidates} candidates failed or was dropped "
                                          f"as serious ({psum.dropped_serious} dropped)")
-    # Read as the simulation packs them: the pool is never whole in memory as objects (issue 35).
+    # Read as the simulation packs them: the pool is never whole in memory as objects.
     profiles = iter_profiles(layout.profiles.path, pool_only=scfg.pool_only)
     _stage("6 · multi-session simulation")
     t0 = time.monotonic()
@@ -355,7 +355,7 @@ def _finish(recipe: Recipe, recipe_path: Path, out_dir: Path, info: RunHeader, r
     record_stage(out_dir, "run", [layout.run_json], reads=["profiles", "simulation"])
     with library_logs_to(layout.logs, verbose=verbose):
         dataset = build_dataset_folder(out_dir, info)
-    # The one file a user opens first (issue 21); built from the files just written, so a rerun rebuilds it.
+    # The one file a user opens first; built from the files just written, so a rerun rebuilds it.
     from mindsimkit.mindsim_app.report.build import build_report
 
     try:

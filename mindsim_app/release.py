@@ -1,4 +1,4 @@
-"""The realism gate on publishing (issue 21, item 4; ours — no paper gates a release): the recipe's
+"""The realism gate on publishing (ours — no paper gates a release): the recipe's
 `release:` section sets limits on what the run's validation report measured, and `mindsim publish`
 refuses a run outside them (exit 1, one line per failed criterion) unless `--force`, which the card then
 states. The card always shows the gate and its outcome.

@@ -36,7 +36,7 @@ def simulate_cmd(
     rec = load_recipe(recipe)
     config = rec.section("simulation", SimulationConfig)
     # Every row is checked before any engine starts (a model can take a minute to load); the run then reads the
-    # file again as it packs it, so the pool is never whole in memory as objects (issue 35).
+    # file again as it packs it, so the pool is never whole in memory as objects.
     for _ in iter_profiles(profiles, pool_only=config.pool_only):
         pass
     with run_lock(out_dir), Engines.from_config(rec.engines_config()) as engines:

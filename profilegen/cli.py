@@ -1,4 +1,4 @@
-"""`mindsim profiles …` commands (issue 3 "Outputs and CLI"). The lead mounts `app` as
+"""`mindsim profiles …` commands. The lead mounts `app` as
 `mindsim profiles`; `mindsim_app.cli.main` maps UserError to exit code 2 and EngineError to 1.
 
     mindsim profiles RECIPE --out DIR            stages 1–5, writes DIR/profiles/ (resumes)

@@ -84,7 +84,7 @@ class ProfilesConfig(BaseModel):
     )
     # 256: distilabel spends a fixed ~0.2 s of CPU per batch (it caches the pipeline and its batch manager after
     # each one); at 64 rows that was ~0.4 ms per request more than the bare client, at 256 it is a quarter of it
-    # (benchmarks/bench_harness.py, issue 35). A batch also caps the rows in flight, and `concurrency` goes to 256.
+    # (benchmarks/bench_harness.py). A batch also caps the rows in flight, and `concurrency` goes to 256.
     distilabel_batch_size: int = Field(
         256, ge=1, description="distilabel batch size (large batches: its per-batch overhead is ~0.2 s of CPU)."
     )

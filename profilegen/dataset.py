@@ -61,7 +61,7 @@ def load_profiles(folder: str | Path, pool_only: bool = True) -> list[Profile]:
 
 class PackedProfile(NamedTuple):
     """A profile held as compressed JSON, for a run that keeps thousands while it works on a few at a time (the
-    simulator's patients, issue 35): 1.9 KiB for a model-written profile of ~5 KB of JSON whose objects take ~23
+    simulator's patients): 1.9 KiB for a model-written profile of ~5 KB of JSON whose objects take ~23
     KiB (zlib's fastest level: ~25 µs to pack, ~10 µs to unpack). `unpack()` gives back an equal `Profile`."""
 
     profile_id: str

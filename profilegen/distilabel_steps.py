@@ -1,5 +1,5 @@
-"""Stages 3–4 as a distilabel pipeline (issue 3: "runs 1–5 as a distilabel pipeline"), driving every
-LLM call through the mindcore adapter `mindcore.distilabel_llm.MindcoreLLM`.
+"""Stages 3–4 as a distilabel pipeline, driving every LLM call through the mindcore adapter
+`mindcore.distilabel_llm.MindcoreLLM`.
 
 Shape: `LoadDataFromDicts` (the anchored rows of stages 1–2, computed in the parent: no LLM, seeded)
 >> `WriteAndScreen` (one step that runs write → screen → revise for each row with the same code as

@@ -1,4 +1,4 @@
-"""The profile job: stages 1–5 end to end (MindEval2 §4.1 and Appendix C; issue 3 outputs).
+"""The profile job: stages 1–5 end to end (MindEval2 §4.1 and Appendix C).
 
 `run_profiles(recipe, engines, out_dir, config)` is synchronous (it drives its own event loop through
 `Engines.run`) and must be called from the main thread; `arun_profiles` is for async callers and

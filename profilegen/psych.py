@@ -1,4 +1,4 @@
-"""PatientAct's psychological formulation as a profile extension (PatientAct §3.2, App. B; issue 11 item 1):
+"""PatientAct's psychological formulation as a profile extension (PatientAct §3.2, App. B):
 intermediate beliefs, automatic thoughts, triggers, coping patterns, emotional range, and interpersonal
 patterns written as Core Conflictual Relationship Themes (Luborsky & Crits-Christoph 1998: the wish, how the
 other responds, how the self responds), one of them always with the therapist as the other person.

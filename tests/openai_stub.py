@@ -1,5 +1,5 @@
 """A scripted OpenAI-compatible server for tests that run the real `mindsim` command in a subprocess,
-where the in-process FakeBackend cannot reach (issue 9: exit codes of failing engines and arcs).
+where the in-process FakeBackend cannot reach (exit codes of failing engines and arcs).
 
 It listens on 127.0.0.1 on a free port, in a thread of the test process, and serves the two endpoints
 the toolkit uses: `GET /v1/models` and `POST /v1/chat/completions`. What a completion returns is a

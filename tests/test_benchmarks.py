@@ -1,5 +1,5 @@
 """Every script in benchmarks/ runs its small mode (`--smoke`, benchmarks/smoke.py) through the interpreter as a
-user runs it (issue 49): a change in a file format or an API breaks this test, not the benchmark a month later. A
+user runs it: a change in a file format or an API breaks this test, not the benchmark a month later. A
 new script without a small mode fails here too (argparse refuses `--smoke`). Nothing is timed: the small sizes
 make the printed numbers meaningless. The scripts that measure llama.cpp itself (bench_engine, bench_prefix_gate,
 bench_quant, bench_threads) start the embedded model at tiny sizes in their own process; the others run on the fake

@@ -1,5 +1,5 @@
 """Every `mindsim COMMAND [SUBCOMMAND]` the docs, the README and the recipes' comments name exists in the CLI
-(issue 32: a recipe once told users to run `mindsim validate run`, which never existed)."""
+(a recipe once told users to run `mindsim validate run`, which never existed)."""
 
 from __future__ import annotations
 

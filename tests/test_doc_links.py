@@ -1,4 +1,4 @@
-"""The README is a front page and the docs hold the reference (issue 49): the README stays short with the two
+"""The README is a front page and the docs hold the reference: the README stays short with the two
 commands first, and every relative link in the README, the docs and the changelog reaches a file that exists
 and, when it names a section (`page.md#section`), a heading of that page, so moving text between pages cannot
 leave a link behind."""

@@ -1,4 +1,4 @@
-"""No module asks which patient engine it holds (issue 17, item 3): outside the registry
+"""No module asks which patient engine it holds, so a new engine needs no change elsewhere: outside the registry
 (`mindsim/patient_engines/`), no Python code in the simulator, the app or `mindcore` compares a value with an engine or
 variant name, and no card template does. Engine-specific behaviour is a method of the engine instead."""
 

@@ -1,7 +1,7 @@
-"""Exit codes and error lines of every `mindsim` command (issue 9, items 1 and 8). The table runs each case
+"""Exit codes and error lines of every `mindsim` command. The table runs each case
 in-process through the CLI entry point the console script calls (`mindsim_app.cli.main`, stdout and stderr
 captured as pipes, the case's folder as working directory); a starting interpreter per case was most of this file's
-time (issue 31). `CONSOLE_CASES`, help, success, Ctrl-C and publishing (whose Hub settings are read at import) run
+time. `CONSOLE_CASES`, help, success, Ctrl-C and publishing (whose Hub settings are read at import) run
 the installed console script in a subprocess, as users and CI run it.
 
 The contract (docs/commands.md, "Exit codes and errors"): 0 success; 2 bad input, configuration or usage; 1 an
@@ -140,10 +140,10 @@ class Files:
         self.adir.mkdir()
         self.no_sessions_run = r / "run-without-sessions"
         self.no_sessions_run.mkdir()
-        # A run folder whose run.json a later mindsim wrote (issue 33: an unknown log version is refused, not half-read).
+        # A run folder whose run.json a later mindsim wrote: an unknown log version is refused, not half-read.
         self.run_newer = r / "newer-run"
         _write(self.run_newer / "run.json", json.dumps({"log_version": 99, "run_id": "x"}).encode())
-        # Rubric files and long-format ratings (issue 33): a rubric whose scale has no anchor for 6, a value off
+        # Rubric files and long-format ratings: a rubric whose scale has no anchor for 6, a value off
         # the scale, a column the format does not have.
         self.rubric_bad = _write(r / "bad-rubric.yaml", b"id: mine\nname: x\nversion: '1'\nsource: ours\n"
                                  b"unit: conversation\nscale: {min: 1, max: 6}\nitems:\n  - {id: warmth, name: W, "
@@ -152,10 +152,10 @@ class Files:
         self.ratings_column = _write(r / "wrong-column.csv", b"item,unit,rater,score\ncriterion_1,c1,ana,4\n")
         self.ratings_bool = _write(r / "bool-ratings.jsonl", b'{"item": "criterion_1", "unit": "c1", "rater": "ana", '
                                    b'"value": true}\n')
-        self._issue48(r)
+        self._hostile_inputs(r)
 
-    def _issue48(self, r: Path) -> None:
-        """Inputs of issue 48's probes: secrets in recipes, files a rubric or recipe reaches for outside its folder,
+    def _hostile_inputs(self, r: Path) -> None:
+        """Inputs of the hardening probes: secrets in recipes, files a rubric or recipe reaches for outside its folder,
         templates that fail, malformed ratings and Label Studio exports, duplicate keys."""
         engine = "engines:\n  remote: {kind: openai, base_url: 'BASE', model: m, api_key_env: KEYVAR}\nroles:\n  default: {engine: remote}\n"
         recipe = lambda base, var="MINDSIM_TEST_KEY": f"name: x\n{engine}".replace("BASE", base).replace("KEYVAR", var)  # noqa: E731
@@ -316,14 +316,14 @@ CASES = {
     "judge-run/bad-option": Case(lambda f: ["judge", "run", f.root, "--bogus"], 2, lambda f: "--bogus", out=lambda f: f.root / "judgments"),
     "judge-sample/missing": Case(lambda f: ["judge", "sample", f.root / "no-run", "--n", "3", "--out", f.root / "s.jsonl"], 2,
                                  lambda f: str(f.root / "no-run")),
-    # A folder no stage recorded cannot be checked, so it is refused before its files are read (issue 36).
+    # A folder no stage recorded cannot be checked, so it is refused before its files are read.
     "judge-sample/corrupt": Case(lambda f: ["judge", "sample", f.run_corrupt, "--n", "3", "--out", f.root / "s.jsonl"], 2,
                                  lambda f: f"{f.run_corrupt / 'run_manifest.json'}: missing"),
     "judge-agreement/missing": Case(lambda f: ["judge", "agreement", "--annotations", f.missing], 2, lambda f: str(f.missing), out=lambda f: f.root / "agreement"),
     "judge-agreement/malformed": Case(lambda f: ["judge", "agreement", "--annotations", f.malformed], 2, lambda f: str(f.malformed), out=lambda f: f.root / "agreement"),
     "judge-agreement/not-utf8": pytest.param(Case(lambda f: ["judge", "agreement", "--annotations", f.latin], 2, lambda f: str(f.latin), out=lambda f: f.root / "agreement")),
     "unknown-command": Case(lambda f: ["simulatee"], 2, lambda f: "simulatee", out=NOWHERE),
-    # Paths of the wrong kind (issue 36): refused before any work, nothing written beside them.
+    # Paths of the wrong kind: refused before any work, nothing written beside them.
     "run/out-is-a-file": Case(lambda f: ["run", f.recipe_ok, "--out", f.afile], 2, lambda f: f"--out {f.afile}: is a file", out=NOWHERE),
     "run/out-below-a-file": Case(lambda f: ["run", f.recipe_ok, "--out", f.afile / "o"], 2,
                                  lambda f: f"sits below the file {f.afile}", out=NOWHERE),
@@ -365,7 +365,7 @@ CASES = {
 }
 
 
-# Issue 48: secrets, files out of their folder, tracebacks, silent coercions, things written before the checks.
+# Hardening: secrets, files out of their folder, tracebacks, silent coercions, things written before the checks.
 FAKE_KEY = "sk-mindsimtest-Zq8fakeKEY1234567890"
 _RUBRIC_TEMPLATES = {
     "dotdot": ("../../../../../../etc/passwd", "resolves to /etc/passwd, outside"),
@@ -646,7 +646,7 @@ def test_run_with_failed_arcs_exits_1(openai_stub, tmp_path):
     line = error_line(proc, only_line=False)  # the job's stage rules also go to stderr
     assert "2 session arcs failed" in line and "rerun" in line and str(out / "sessions" / "summary.json") in line
     assert RunLayout(out).header().counts.failed_arcs == 2
-    # The job's page is written whatever failed, and names the failures with their side (issue 21).
+    # The job's page is written whatever failed, and names the failures with their side.
     page = (out / "report.html").read_text()
     assert "2 of 4 arcs failed" in page and "counsellor:broken" in page
     assert "engine: 2" in page  # HTTP 400 from the counsellor's server: the engine's, not the simulator's
@@ -748,10 +748,10 @@ def test_publish_refused_by_the_hub_exits_2(openai_stub, tmp_path):
     assert "hf_test_not_a_secret_000" not in proc.stderr + proc.stdout
 
 
-# ---------------------------------------------------------------- damaged run folders (issue 36)
+# ---------------------------------------------------------------- damaged run folders
 
 # A finished run on the fake engine (every stage, the dataset and the PatientAct rubric), copied and broken per case.
-# Each damage names the file a refusal must name, and the readers that read it (issue 48: a reader checks only the
+# Each damage names the file a refusal must name, and the readers that read it (a reader checks only the
 # stages it reads, so rerunning or damaging one stage leaves the others' readers working).
 ALL = frozenset({"report", "publish", "publish-dataset", "export-sft", "judge-sample", "annotate-sample"})
 READS_SESSIONS = ALL - {"publish-dataset"}  # the dataset folder holds its own copy of the sessions
@@ -857,7 +857,7 @@ def test_validate_compare_refuses_a_run_transcript_cut_at_a_line(finished_run, t
     assert not (tmp_path / "v").exists()
 
 
-# ---------------------------------------------------------------- issue 48: no key printed or written, anywhere
+# ---------------------------------------------------------------- no key printed or written, anywhere
 
 KEY_VAR = "MINDSIM_TEST_FAKE_KEY"
 
@@ -991,7 +991,7 @@ def test_an_unexpected_exception_is_one_line_without_locals(monkeypatch, fake_ke
     assert not (getattr(sys.excepthook, "__module__", "") or "").startswith("rich"), "distilabel's hook is still there"
 
 
-# ---------------------------------------------------------------- issue 48: environments and run-time checks
+# ---------------------------------------------------------------- environments and run-time checks
 
 
 def test_a_ray_address_that_answers_http_fails_within_the_timeout(files):

@@ -1,6 +1,7 @@
-"""Arc labelling as shards (issue 12, issue 33): conversations grouped by a stable hash of the patient id, each
-shard labelled by `validation.arc.label_conversations` on whatever runner the job chose (`mindcore.runners`: this
-process, or Ray workers). validation/ does not import mindsim.
+"""Arc labelling as shards, so a large run spreads over workers and a retried shard redoes only its own part:
+conversations grouped by a stable hash of the patient id, each shard labelled by
+`validation.arc.label_conversations` on whatever runner the job chose (`mindcore.runners`: this process, or Ray
+workers). validation/ does not import mindsim.
 
 The label cache stays content-keyed and resumable: every worker reads the main cache and every shard's
 file, and appends what it labels to its own shard file (no two processes append to one file); the driver

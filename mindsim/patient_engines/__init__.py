@@ -1,4 +1,5 @@
-"""Patient engines behind one interface, and the registry that names them (issue 17, item 3).
+"""Patient engines behind one interface, and the registry that names them, so no other module asks
+which engine it holds.
 
 A patient engine plays the patient of a session; the session loop, memory, scenarios and the record around it
 are the simulator's and the same for every engine (MindEval2/MindSim §4.2; PatientAct §3.3 plugs in here as

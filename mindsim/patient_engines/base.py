@@ -1,4 +1,4 @@
-"""The patient engine interface (issue 17, item 3): what every engine implements and what the session loop
+"""The patient engine interface: what every engine implements and what the session loop
 holds. Kept apart from the registry (`mindsim.patient_engines`) and the name table (`mindsim.engine_names`), so
 an engine module imports only this and the registry can load engines without any module importing it back.
 The full contract is documented in the package's docstring.

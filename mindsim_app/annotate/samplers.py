@@ -36,7 +36,7 @@ from mindsimkit.mindcore.manifest import verify_run
 from mindsimkit.mindsim_app.annotate import tasks, units
 from mindsimkit.mindsim_app.annotate.protocol import DIVERSITY
 from mindsimkit.mindsim_app.annotate.tasks import Design, Header
-from mindsimkit.mindsim_app.export_write import NothingSelected
+from mindsimkit.mindsim_app.exports.write import NothingSelected
 from mindsimkit.profilegen.schemas import Profile
 
 

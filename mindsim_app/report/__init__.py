@@ -1,4 +1,4 @@
-"""The run report (issue 21): one self-contained HTML file per run or per comparison of runs.
+"""The run report, so a run's results read on one page: one self-contained HTML file per run or per comparison of runs.
 
 Modules, one per concern: `load` (the run folder's paths and readers), `ranking` (leaderboard and
 significance clusters), `drilldown` (sessions as chats with their judgments), `health` (simulator health

@@ -1,5 +1,5 @@
 """`mindsim report RUN_DIR … [--out FILE]`: one self-contained HTML file per run, or one page comparing
-several runs (issue 21, items 1–2). Nothing on the page comes from the network: charts are inline SVG
+several runs. Nothing on the page comes from the network: charts are inline SVG
 drawn by `charts.py`, the page's script and style are inlined from `templates/`, the data the drill-down
 renders is one JSON blob in the page, and a Content-Security-Policy forbids every fetch.
 

@@ -1,4 +1,4 @@
-"""Inline SVG charts for the HTML report (issue 21): generated here as text, so the page needs no
+"""Inline SVG charts for the HTML report: generated here as text, so the page needs no
 library, no network and no script to draw them. Four shapes cover every table of the judge and
 validation reports: intervals (a point with its interval per row; `spread` adds the units' p5–p95 whiskers, Table
 6), stacked bars (shares or an MHQR split into categories), lines (a value by turn or session), and grouped

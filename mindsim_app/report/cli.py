@@ -1,4 +1,4 @@
-"""`mindsim report RUN_DIR … [--out FILE] [--allow-mixed]` (issue 21, items 1–2)."""
+"""`mindsim report RUN_DIR … [--out FILE] [--allow-mixed]`: the CLI of the HTML run report."""
 
 from __future__ import annotations
 

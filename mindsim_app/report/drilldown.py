@@ -1,4 +1,4 @@
-"""The drill-down data of the HTML report (issue 21, item 1): every session as a chat, each counsellor
+"""The drill-down data of the HTML report: every session as a chat, each counsellor
 reply with its judgments (severity, issues, reasons, the verified quote's position in the reply), the
 patient's committed moves and PatientAct state where present. It becomes one JSON blob the page renders
 lazily (a page of sessions or replies at a time), so a 10k-reply run stays usable.

@@ -1,4 +1,4 @@
-"""Simulator health for the HTML report (issue 21, item 1): the patient side next to the reference
+"""Simulator health for the HTML report: the patient side next to the reference
 (surface-feature distances against their noise floors, arc shares, from `validation/report.json`), what
 the transcripts show turn by turn (disclosure depth, concealing moves, PatientAct resistance and trust),
 re-asks, harness-text rejections and failed arcs, plain warnings when the patient side looks degenerate,

@@ -1,4 +1,4 @@
-"""Reading one run folder for the HTML report (issue 21): the only module of the report that touches the
+"""Reading one run folder for the HTML report: the only module of the report that touches the
 run folder, through its layout's typed readers (`mindcore.layout.RunLayout`, `mindcore.runlog`). Sessions come as
 `SessionView` rows, judgments as the judge's `JudgmentRow`s, the validation report and the summaries as their
 `mindcore.runlog` models; a stage that did not run (no judge section, no arc labels, no PatientAct rubric) is

@@ -1,4 +1,4 @@
-"""Leaderboard and significance clusters for the HTML report (issue 21, item 1; MindEval2 §3.3 for the
+"""Leaderboard and significance clusters for the HTML report (MindEval2 §3.3 for the
 MHQR itself). MHQR, its patient-bootstrap interval, severity shares and category allocation are read
 from `judgments/report.json` as the judge computed them; this module adds which systems cannot be told
 apart.
@@ -18,7 +18,7 @@ Method (ours; docs/report.md):
   differs from every better one, which then starts a new group). A pair with fewer than two shared
   patients cannot be told apart (no evidence is not a difference).
 
-Repeated trials (issue 21 item 3, `simulation.trials`): a trial's sessions are more sessions of the same system
+Repeated trials (`simulation.trials`): a trial's sessions are more sessions of the same system
 (in the per-patient score above, as in the judge's MHQR). Across trials the board adds, per system, the MHQR of
 each trial alone (mean session MHQR of that trial's sessions) with their mean and min–max, and per pair how
 often each system scored lower in a trial, set against the order of the overall MHQR (`flip_rates`).

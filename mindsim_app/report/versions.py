@@ -1,4 +1,4 @@
-"""The versions block of the HTML report and the rule for comparing runs (issue 21, items 1–2).
+"""The versions block of the HTML report and the rule for comparing runs.
 
 Two runs compare on one page only when what measures them is the same; what they are meant to differ in
 (counsellors, seeds, patients) may differ. `KEYS` defines "the same", each read from the run folder:

@@ -1,4 +1,4 @@
-"""Two patient engines in one judged run (issue 11): each counsellor is scored once per patient engine
+"""Two patient engines in one judged run: each counsellor is scored once per patient engine
 (`counsellor/engine`), sessions of different engines are never merged or paired, and a run of one
 engine keeps exactly today's labels, reports and cache keys."""
 

@@ -1,4 +1,4 @@
-"""Output-format presets (issue 32): `ours` stays the default; `mhqr-reference` asks for the authors' reference answer
+"""Output-format presets: `ours` stays the default; `mhqr-reference` asks for the authors' reference answer
 (justification, severity by name, every issue key 0/1 with four keys spelled their way), stores it in our ids, and
 adds their session summary (mean, nearest-rank p99, incident shares) to the report."""
 

@@ -1,4 +1,4 @@
-"""The quiet console of issue 9 item 7: library logs go to OUT/logs/, progress bars count outcomes."""
+"""A quiet console: library logs go to OUT/logs/, progress bars count outcomes."""
 
 from __future__ import annotations
 

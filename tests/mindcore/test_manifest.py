@@ -1,4 +1,4 @@
-"""The run folder's manifest (`mindcore.manifest`, issue 36): what each stage records, and what `check_run` /
+"""The run folder's manifest (`mindcore.manifest`): what each stage records, and what `check_run` /
 `verify_run` / `verify_file` find in a folder that was changed after."""
 
 from __future__ import annotations
@@ -130,7 +130,7 @@ def test_verify_file_checks_a_transcript_given_by_path(run, tmp_path):
         verify_file(run.transcripts)
 
 
-# -- Ray addresses (issue 36 item 2) ----------------------------------------------------------------------------
+# -- Ray addresses -----------------------------------------------------------------------------------------
 
 
 def test_a_ray_address_is_checked_before_anything_runs(tmp_path):

@@ -1,4 +1,4 @@
-"""Every prompt swappable (issue 18, item 2): a recipe's `prompts:` section points a shipped template at the
+"""Every prompt swappable: a recipe's `prompts:` section points a shipped template at the
 user's own Jinja file. Checked at load (unknown name, missing file, bad syntax, a variable the toolkit does not
 give → ConfigError, exit 2, before any engine starts); installed so `render` and `template_hash` use it in
 this process and in worker processes; its content goes into the recipe hash. docs/prompts.md's table of

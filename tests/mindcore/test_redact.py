@@ -1,4 +1,4 @@
-"""Secrets out of everything printed or written (`mindcore.redact`, issue 48 item 1): the scrubber, the checks
+"""Secrets out of everything printed or written (`mindcore.redact`): the scrubber, the checks
 at recipe load that keep a key out of the recipe, and the traceback hook distilabel installs."""
 
 from __future__ import annotations

@@ -1,4 +1,4 @@
-"""Per-role request options for real models (issue 18, item 1): what each option puts on the wire, the
+"""Per-role request options for real models: what each option puts on the wire, the
 automatic choice of the output-budget field, config errors for contradictory settings, and the round
 trip against stub servers that enforce a hosted reasoning model's rules and a chat-template server's
 `chat_template_kwargs`. Reasoning and cached tokens are counted apart in the ledger."""

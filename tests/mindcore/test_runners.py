@@ -1,4 +1,4 @@
-"""One runner interface (issue 33, item 3): a job chooses where its work runs once (`runner_for`), and no stage
+"""One runner interface: a job chooses where its work runs once (`runner_for`), and no stage
 asks which runner it holds."""
 
 from __future__ import annotations

@@ -1,4 +1,4 @@
-"""The engine layer's own HTTP (`mindcore.wire`, issue 35) against local stub servers: what reaches the server,
+"""The engine layer's own HTTP (`mindcore.wire`) against local stub servers: what reaches the server,
 keep-alive connections reused and recovered when the server dropped them, replies that are not chat
 completions, status codes outside the retry path, the API key kept out of every message, env proxies."""
 

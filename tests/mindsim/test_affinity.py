@@ -1,5 +1,5 @@
 """Every request of a session carries its session id as the affinity key, so an engine with several
-servers keeps the session on one server and the prefix cache serves its growing prompt (issue 12)."""
+servers keeps the session on one server and the prefix cache serves its growing prompt."""
 
 from __future__ import annotations
 

@@ -1,4 +1,4 @@
-"""A reasoning counsellor's own earlier reasoning on the wire (issue 45, item 6), against the scripted
+"""A reasoning counsellor's own earlier reasoning on the wire, against the scripted
 OpenAI-compatible server: what the server returns beside the words is read into the reply, kept per counsellor
 reply, and — with `return_reasoning`, on under the `mindeval2-reference` preset — is in the JSON body of every later
 request on that counsellor's own earlier turns, in the shape the server gave it (MindEval2's reference code sends

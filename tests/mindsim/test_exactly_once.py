@@ -1,4 +1,4 @@
-"""Checkpoints are written exactly once (issue 12): a retried worker racing its original never replaces a
+"""Checkpoints are written exactly once, whatever the runner: a retried worker racing its original never replaces a
 session or first scenario that later work may already be built on; its copy is discarded and counted."""
 
 from __future__ import annotations

@@ -1,4 +1,4 @@
-"""The first-scenario writer (issue 18, item 4; MindEval2 App. D "Session Scenarios"): every patient's shared
+"""The first-scenario writer (MindEval2 App. D "Session Scenarios"): every patient's shared
 first scenario is written by the `first_scenario_writer` role, later ones by `scenario_writer`; unbound, the
 first writer takes `scenario_writer`'s binding (not `default`'s). Preflight lists it and budgets its schema."""
 

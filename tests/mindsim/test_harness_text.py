@@ -1,4 +1,4 @@
-"""Harness text is never patient speech (issue 9 items 3-4): patient messages and opening messages that are
+"""Harness text is never patient speech: patient messages and opening messages that are
 tool calls, JSON, hold tool-call syntax or were cut off mid-sentence are re-asked and counted, never stored;
 counsellor replies with those defects are stored as sent and flagged (mindsim/patient.py, mindsim/scenario.py,
 mindsim/prompting.py, mindsim/data/harness_text.yaml)."""

@@ -1,4 +1,4 @@
-"""Both patient engines in one recipe (needs the simulator's per-engine loop: issue 11 integration). Every
+"""Both patient engines in one recipe (the simulator's per-engine loop). Every
 key carries the engine — session ids, checkpoints, failed-arc rows, transcripts — so nothing collides and
 each engine's arcs resume on their own."""
 
@@ -55,7 +55,7 @@ def test_both_engines_run_side_by_side_with_the_engine_in_every_key(tmp_path):
     assert sorted(l["patient_engine"] for l in lines) == ["mindsim"] * 8 + ["patientact"] * 8
     # The patient-side export carries the engine and PatientAct's per-turn state.
 
-    from mindsimkit.mindsim_app.export import patient_export
+    from mindsimkit.mindsim_app.exports.sft import patient_export
 
     pat, _, details = patient_export(tmp_path)
     assert sorted(r["patient_engine"] for r in pat) == ["mindsim"] * 8 + ["patientact"] * 8

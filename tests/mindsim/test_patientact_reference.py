@@ -1,4 +1,4 @@
-"""The `patientact-reference` preset (issue 32 items 1-2): PatientAct as the authors' public code runs it —
+"""The `patientact-reference` preset: PatientAct as the authors' public code runs it —
 trust from 2.5 each session, five trust directions applied as named, the matcher reading only the counsellor's
 latest message, the steps seeing the whole conversation, the extra behaviour rules, the therapy-session frame —
 and the four arms differing only in their switch. Fake engine throughout."""
@@ -283,7 +283,7 @@ def test_a_preset_data_file_that_is_missing_or_broken_stops_with_the_file_named(
 
 
 def test_the_formulation_is_screened_and_revised_once_when_it_fails():
-    """PatientAct Fig. 6 (issue 32): under the preset (or `psych_screen: true`) the formulation is screened; a
+    """PatientAct Fig. 6: under the preset (or `psych_screen: true`) the formulation is screened; a
     failing screen gets one revision that names its issues, and the record says so. Off by default."""
     from mindsimkit.mindsim.patientact.decompose import decompose
     from test_patientact import PSYCH

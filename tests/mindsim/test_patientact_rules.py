@@ -1,4 +1,4 @@
-"""PatientAct's decision rules and memory layer on the fake engine (PatientAct §3.3; issue 23 items 1-4):
+"""PatientAct's decision rules and memory layer on the fake engine (PatientAct §3.3):
 each rule, field and switch pinned by a test that fails without it — the reaction default and trigger /
 sensitive notes, the five behaviour rules, trust criteria with unchanged as default, the attachment rules,
 typed items in the reaction prompt and the signal, no trust-gated text by another path, the LLM matcher,

@@ -1,5 +1,5 @@
 """Three simulation knobs that make small-model runs cheaper without storing anything that is not speech
-(issue 9, quickstart time): `message_context: speech` (the first ask of a MindSim message shows the spoken
+(they shorten the quickstart): `message_context: speech` (the first ask of a MindSim message shows the spoken
 exchange, not the tool-call turns), `trim_cut_off` (a message that ran into its budget ends at its last
 complete sentence) and `final_memory: false` (no memory rewrite after an arc's last session)."""
 

@@ -1,5 +1,5 @@
-"""The Ray runner (issue 12): same outputs as the local runner, nothing lost or duplicated when a
-worker is killed mid-run, and a rerun after the driver is SIGKILLed resumes.
+"""The Ray runner, which spreads a large run over a cluster: same outputs as the local runner, nothing lost or
+duplicated when a worker is killed mid-run, and a rerun after the driver is SIGKILLed resumes.
 
 One local Ray cluster (2 CPUs) serves the whole module. The deterministic fake engine is the unit
 tests' `SimResponder` (and profilegen's fakes) behind `tests/openai_stub.py`: Ray workers are other

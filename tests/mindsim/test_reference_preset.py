@@ -1,4 +1,4 @@
-"""The `mindeval2-reference` preset (issue 32): MindSim run as the MindEval2 authors' public code runs it.
+"""The `mindeval2-reference` preset: MindSim run as the MindEval2 authors' public code runs it.
 
 Each test pins one rule the preset takes from SWORDHealth/mind-eval; the expected numbers and move lists are
 written out here from the reference (`config/moves.yaml`, `config/archetypes.yaml`, `config/episode.yaml`,

@@ -1,4 +1,4 @@
-"""What the `mindeval2-reference` preset reproduces beyond its data files (issue 45, items 4–6): session length in
+"""What the `mindeval2-reference` preset reproduces beyond its data files: session length in
 counsellor replies, the plain agenda with its tools beside the words, the fallback message, the later-scenario
 writer without the core belief, the reference's time-line wording and rupture beat, and the counsellor's own
 earlier reasoning sent back. Each expectation is the reference's (SWORDHealth/mind-eval `session.py`, `member.py`,

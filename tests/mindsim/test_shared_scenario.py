@@ -1,6 +1,6 @@
-"""Every counsellor meets each patient in the same first session (issue 10 item 4): the first scenario is
-written once per patient, checkpointed on its own before the arcs fan out, and reused by every arc and by
-reruns; later scenarios follow each arc's own history (mindsim/session.py, mindsim/simulate.py)."""
+"""Every counsellor meets each patient in the same first session, so counsellors are compared from the same opening:
+the first scenario is written once per patient, checkpointed on its own before the arcs fan out, and reused by every
+arc and by reruns; later scenarios follow each arc's own history (mindsim/session.py, mindsim/simulate.py)."""
 
 from __future__ import annotations
 

@@ -1,4 +1,4 @@
-"""Repeated trials (issue 21 item 3; mindsim/simulate.py, mindsim/arc.py, mindcore/client.py): `simulation.trials: N`
+"""Repeated trials (mindsim/simulate.py, mindsim/arc.py, mindcore/client.py): `simulation.trials: N`
 runs each arc N times with the patient's and counsellor's sampling seeds moved on per trial, while the schedule and
 the first scenario (written once per patient) are shared; one trial leaves every file and request as it was."""
 

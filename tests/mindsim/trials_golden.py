@@ -1,5 +1,5 @@
 """The fixed fake run that pins `simulation.trials: 1` to the simulator's output from before trials existed
-(issue 21 item 3): `fingerprint` hashes every checkpoint, the first scenarios, the transcript export, the
+(one trial must change nothing): `fingerprint` hashes every checkpoint, the first scenarios, the transcript export, the
 sessions table's rows and every request the engine received. `trials_golden.json` holds the fingerprint taken
 at the commit before trials were added.
 

@@ -1,4 +1,4 @@
-"""The memory ablation (issue 18, item 6; MindEval2 App. G.1 "Memory Ablation", Figure 11): `mindsim ablate
+"""The memory ablation (MindEval2 App. G.1 "Memory Ablation", Figure 11): `mindsim ablate
 memory` reruns sessions 2+ with the counsellor's memory section as in session 1 while the patient keeps its
 memory, each from its benchmark twin's schedule, scenario and memory; judges them with the twin's system prompt
 (running memory in it) and reports ablated − benchmark MHQR per counsellor, with a patient bootstrap and a split

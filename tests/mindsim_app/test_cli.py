@@ -36,7 +36,7 @@ def test_usage_error_exits_2(capsys):
     assert main(["run"]) == 2
 
 
-# ---- exit codes kept, one line, no wrapping (issue 9)
+# ---- exit codes kept, one line, no wrapping
 
 def test_typer_exit_codes_reach_the_caller(tmp_path, capsys):
     """A command that exits through typer.Exit used to return 0 from main (standalone_mode=False)."""

@@ -1,4 +1,4 @@
-"""The app reads patient engines through the registry (issue 17, item 3): a recipe naming a variant gets its
+"""The app reads patient engines through the registry: a recipe naming a variant gets its
 engine's budgets and roles in preflight, and the dataset card counts the variant and shows its engine's section."""
 
 from __future__ import annotations

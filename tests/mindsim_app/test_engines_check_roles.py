@@ -1,6 +1,6 @@
-"""`mindsim engines check` reports, per role and counsellor binding, the fields its requests carry and
-whether the model took them — or the server's refusal with the recipe change that fixes it (issue 18,
-item 1); a counsellor binding carries the same request options as a role."""
+"""`mindsim engines check` reports, per role and counsellor binding, the fields its requests carry and whether the
+model took them — or the server's refusal with the recipe change that fixes it; a counsellor binding carries the
+same request options as a role."""
 
 from __future__ import annotations
 

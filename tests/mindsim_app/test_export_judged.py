@@ -14,8 +14,8 @@ import pytest
 from mindsimkit.mindcore.errors import InputError
 from mindsimkit.mindsim_app.cli import main
 from cli_streams import without_progress
-from mindsimkit.mindsim_app.export import sft_export
-from mindsimkit.mindsim_app.export_dpo import dpo_pairs
+from mindsimkit.mindsim_app.exports.sft import sft_export
+from mindsimkit.mindsim_app.exports.dpo import dpo_pairs
 from restamp import record_as_stages
 
 WEIGHT = {"no_concern": 0.0, "minor": 1.0, "major": 5.0, "critical": 10.0}
@@ -193,7 +193,7 @@ def dpo_setup(fake_engines, tmp_path, *, judge_responder=fake_judge, bad_text=BA
 def test_dpo_pairs_have_the_trl_shape_and_provenance(run_dir, fake_engines, tmp_path):
     import asyncio
 
-    from mindsimkit.mindsim_app.export_write import write_export
+    from mindsimkit.mindsim_app.exports.write import write_export
 
     counsellors, the_judge, cache, good = dpo_setup(fake_engines, tmp_path)
     rows, summary, details = asyncio.run(dpo_pairs(run_dir, counsellors, the_judge, cache, k=4, turns=2, seed=5))

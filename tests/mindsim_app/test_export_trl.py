@@ -1,4 +1,4 @@
-"""Exports a trainer takes as they are (issue 44): every export, in both formats, loads with `datasets` into the
+"""Exports a trainer takes as they are: every export, in both formats, loads with `datasets` into the
 column types TRL documents (message lists, never JSON text; tool-call arguments and tool schemas as objects);
 each row rendered by transformers' `apply_chat_template` with the shipped ChatML template and the embedded
 model's tokenizer has exactly the counsellor's words (the patient's, for the patient export) in its assistant
@@ -19,7 +19,7 @@ import pytest
 from mindsimkit.mindsim_app import chat_tokens
 from mindsimkit.mindsim_app.cli import main
 from cli_streams import without_progress
-from mindsimkit.mindsim_app.export_write import JSON, shapes_first, write_export
+from mindsimkit.mindsim_app.exports.write import JSON, shapes_first, write_export
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 import trlcheck  # noqa: E402
@@ -47,7 +47,7 @@ def fake_dpo(run: Path, folder: Path, fake_engines) -> dict[str, Path]:
     from test_export_judged import dpo_setup
 
     counsellors, the_judge, cache, _ = dpo_setup(fake_engines, folder)
-    from mindsimkit.mindsim_app.export_dpo import dpo_pairs
+    from mindsimkit.mindsim_app.exports.dpo import dpo_pairs
 
     rows, summary, details = asyncio.run(dpo_pairs(run, counsellors, the_judge, cache, k=2, turns=1))
     assert rows
@@ -197,7 +197,7 @@ def test_rows_are_written_with_the_nested_types(tmp_path):
 @pytest.mark.embedded
 def test_every_export_of_the_study_run_loads_and_masks_only_the_learner(study_run, embedded_engines, tmp_path,
                                                                        capsys, fake_engines):
-    """Item 7 of issue 44 on real output: the study run's exports (the preference pairs over its real histories,
+    """The same on real output: the study run's exports (the preference pairs over its real histories,
     with fake replies) load, render with only the learner's tokens in the mask, and the tokenizer built from the
     GGUF gives the ids the embedded llama.cpp server gives for the same text."""
     import httpx

@@ -143,7 +143,7 @@ def test_killed_run_resumes_from_finished_work(two_counsellor_run):
 
 def test_exports_have_the_right_shape(run_dir):
     """The rows as built; loading and rendering them as a trainer does is tests/mindsim_app/test_export_trl.py."""
-    from mindsimkit.mindsim_app.export import patient_rows, sft_rows
+    from mindsimkit.mindsim_app.exports.sft import patient_rows, sft_rows
 
     sessions = {r["session_id"]: r for r in pq.read_table(run_dir / "sessions" / "sessions.parquet").to_pylist()}
     sft = sft_rows(run_dir)

@@ -1,4 +1,4 @@
-"""Issue 11 downstream of the simulator: token budgets by patient engine (the MindSim patient's tool
+"""Patient engines downstream of the simulator: token budgets by patient engine (the MindSim patient's tool
 schemas only when the recipe runs MindSim, PatientAct's steps only when it runs PatientAct), and the
 dataset card of a run holding PatientAct sessions (fields explained, counts computed from the rows)."""
 

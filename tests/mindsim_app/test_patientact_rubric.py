@@ -1,4 +1,4 @@
-"""PatientAct's profile evaluation (mindsim_app/patientact_rubric.py) on the fake engine, and the system label of
+"""PatientAct's profile evaluation (mindsim_app/patientact_eval/) on the fake engine, and the system label of
 real session records agreeing with what the judge reads from the parquet. The conversation rubric and the
 statistics are tested with the judge (tests/judge/test_patientact_rubric.py)."""
 
@@ -14,7 +14,7 @@ from cli_streams import mindsim_script
 from mindsimkit.judge.patientact import parquet_system_labels
 from mindsimkit.mindcore.engine import Engines
 from mindsimkit.mindcore.fake import FakeBackend
-from mindsimkit.mindsim_app.patientact_rubric import answer_model, identification_accuracy, judge_profile, rubrics, system_label
+from mindsimkit.mindsim_app.patientact_eval.rubric import answer_model, identification_accuracy, judge_profile, rubrics, system_label
 from simfakes import make_profile
 from test_patientact import PAResponder, decomposition, run
 
@@ -36,11 +36,11 @@ def test_profile_judgment_and_identification_accuracy():
 
 
 def test_the_profile_judge_never_sees_the_core_belief_or_its_theme(tmp_path):
-    """Issue 32: the writer brief names the core belief's cluster ("Core belief (worthless, ...)"), which maps
+    """The writer brief names the core belief's cluster ("Core belief (worthless, ...)"), which maps
     one to one onto the theme the judge is asked to identify; the judge and the diversity call see a view
     without it, and every theme name appears only among the options."""
     from mindsimkit.mindsim.patientact.data import theme_map
-    from mindsimkit.mindsim_app.patientact_profile_eval import judge_diversity
+    from mindsimkit.mindsim_app.patientact_eval.run import judge_diversity
 
     d = decomposition()
     base = make_profile("p1")

@@ -1,4 +1,4 @@
-"""The realism gate on publishing (mindsim_app/release.py, issue 21 item 4): each criterion passes and
+"""The realism gate on publishing (mindsim_app/release.py): each criterion passes and
 fails on a fixture run's own validation report, `mindsim publish` refuses outside the gate with exit 1 and
 one line per failed criterion, `--force` publishes and the card says so, and the card always shows the gate."""
 

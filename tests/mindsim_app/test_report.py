@@ -1,4 +1,4 @@
-"""The HTML run report (mindsim_app/report/, issue 21): significance groups on constructed data, the page
+"""The HTML run report (mindsim_app/report/): significance groups on constructed data, the page
 of a fixture run written by the stages' own code on the fake engine, the comparison of runs and its version
 refusal, and failure attribution. The browser tests are in test_report_browser.py."""
 

@@ -1,4 +1,4 @@
-"""Rerunning one stage on a finished run breaks nothing (issue 48, item 5): `mindsim judge run` served from its
+"""Rerunning one stage on a finished run breaks nothing: `mindsim judge run` served from its
 cache changes no byte any reader sees, a second judge adds to the first (and its usage to the first run's), and
 what a changed stage makes stale is refused only by the readers of the stale part, naming the one command that
 rebuilds it. The run is the fake-engine job of `fakejob.py` with a second judge role bound, its server kept up so

@@ -1,4 +1,4 @@
-"""Issue 33's done-when: a new rubric is one file. A 1–6 rubric written here as YAML, with no code, goes through
+"""A new rubric is one file. A 1–6 rubric written here as YAML, with no code, goes through
 the judge (fake engine), the annotation page (over HTTP), the Label Studio config and import, the export in the
 long format, and Krippendorff's α, which equals the `krippendorff` package on the exported ratings."""
 

@@ -2,7 +2,7 @@
 finished run, K counsellors (or K samples of one) reply to the byte-identical history, the MHQR judge
 (MindEval2 §5) scores each reply, and the best is paired against the worst when their severity weights are far
 enough apart. Rows are TRL's conversational preference type with an explicit prompt; the judgments and every
-candidate go to the provenance side file (`export_write`).
+candidate go to the provenance side file (`write`).
 
 Ties (`--tie-break`, off by default): a 135M judge gives every reply of a turn the same severity, and then the
 paper's rule pairs nothing. Where the user asks, a turn whose judged replies all share one severity is paired on a
@@ -156,7 +156,7 @@ async def dpo_pairs(run_dir: Path, counsellors: list[tuple[str, Any]], judge: An
     counsellors give one each. Every slot sees the same history: the stored counsellor-side messages
     before the sampled reply, system prompt included, as they were sent."""
     from mindsimkit.mindcore.runner import gather_progress
-    from mindsimkit.mindsim_app.export_sessions import load_sessions
+    from mindsimkit.mindsim_app.exports.sessions import load_sessions
 
     if k < 2 or not counsellors:
         raise InputError("export dpo: --k must be at least 2 and at least one counsellor is needed")

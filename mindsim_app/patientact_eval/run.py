@@ -1,7 +1,7 @@
 """`mindsim patientact profile-eval RUN_DIR`: PatientAct's profile evaluation (PatientAct §4.1, Table 1) for
 the profiles a run simulated with the PatientAct engine. Each profile that has a decomposition under
 `sessions/decompositions/` is judged once on the four profile dimensions and the identification task
-(`patientact_rubric.judge_profile`), one more call rates the diversity of the whole set, and the table is
+(`rubric.judge_profile`), one more call rates the diversity of the whole set, and the table is
 built by `judge.patientact_profiles.profile_report` together with the human ratings the annotation tool
 exports (`--human patientact_profile_human.jsonl`, `--diversity patientact_diversity.jsonl`). Writes
 `OUT/patientact_profile_eval/`: `judgments.jsonl`, `diversity.json`, `report.json`, `report.md`.
@@ -27,7 +27,7 @@ from mindsimkit.mindcore.io import atomic_write_json, atomic_write_jsonl, atomic
 from mindsimkit.mindcore.prompts import render, template_hash
 from mindsimkit.mindsim.patientact.data import attachment_prior
 from mindsimkit.mindsim.patientact.decompose import Decomposition
-from mindsimkit.mindsim_app.patientact_rubric import judge_profile, profile_view
+from mindsimkit.mindsim_app.patientact_eval.rubric import judge_profile, profile_view
 
 OUT_DIR = "patientact_profile_eval"
 DIVERSITY_TEMPLATE = "judge/patientact_diversity.jinja2"

@@ -1,5 +1,5 @@
 """The session rows the post-training exports read (`sessions/sessions.parquet` of a finished run), shared by
-`export` (SFT and patient rows) and `export_dpo` (preference pairs)."""
+`sft` (counsellor and patient rows) and `dpo` (preference pairs)."""
 
 from __future__ import annotations
 
