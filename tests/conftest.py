@@ -68,7 +68,7 @@ def pytest_collection_modifyitems(config, items):
 
 
 def pytest_sessionfinish(session, exitstatus):
-    """The suite's promise (issue 31): one embedded server for the whole run. A second one started in this
+    """The suite's promise, which keeps it fast: one embedded server for the whole run. A second one started in this
     process (a job or command whose engine did not match the suite's) fails the run, naming the count."""
     from mindsimkit.mindcore.embedded import server_stats
 

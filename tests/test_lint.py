@@ -1,4 +1,4 @@
-"""The linter and the type checker, as configured in pyproject.toml, pass on the tree (issue 49): `ruff check` on
+"""The linter and the type checker, as configured in pyproject.toml, pass on the tree: `ruff check` on
 every file, `ruff format --check` on the files listed as formatted, and mypy on the `mindsimkit` package (its
 baseline and strict tiers are in pyproject's [tool.mypy] sections). Each is skipped, saying why, only when the
 tool is not installed (`make install` installs both: they are in the `test` extra)."""

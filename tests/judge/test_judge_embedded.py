@@ -45,7 +45,7 @@ def test_every_reply_of_the_study_judged_or_counted(study_run):
 
 
 def test_judging_the_study_again_from_the_cache_leaves_every_reader_working(study_run, embedded_engines, tmp_path):
-    """Issue 48 on the real engine: `mindsim judge run` on the finished study is served from the cache; only the
+    """A judge rerun on the real engine: `mindsim judge run` on the finished study is served from the cache; only the
     judgments that failed (the 135M model often breaks the schema) are asked again, as documented. Judge usage is
     added to the job's, never replaced; with nothing failed no judgment file changes; and export, report and
     publish --dry-run still exit 0 afterwards."""

@@ -1,4 +1,4 @@
-"""Issue 18's smoke runs on the real embedded engine (SmolLM2-135M): the judge's report with two counsellors (the
+"""The ablation smoke runs on the real embedded engine (SmolLM2-135M): the judge's report with two counsellors (the
 kill-and-resume run, `two_counsellor_run`: the study's MindSim arc given a second counsellor) with every report table
 of the judge stage and the cost table with a price; and the memory ablation on the study run (`study_run`), started
 as `mindsim ablate memory` starts it, from the run's own recipe, on the suite's server: the second sessions of

@@ -1,4 +1,4 @@
-"""The papers' reference presets end to end on the real embedded engine (issue 32): the quickstart patient played
+"""The papers' reference presets end to end on the real embedded engine: the quickstart patient played
 by MindSim under `mindeval2-reference` and PatientAct under `patientact-reference`, judged under `mhqr-reference`
 (`preset_run`, tests/mindsim_app/conftest.py). run.json, the sessions, the judgments and the report all say which
 preset each part ran under, and what each preset changes shows in the rows."""

@@ -1,4 +1,4 @@
-"""Issue 19's realism study on the real embedded engine (SmolLM2-135M), on the suite's study run (`study_run`:
+"""The realism study on the real embedded engine (SmolLM2-135M), on the suite's study run (`study_run`:
 every patient engine on the same profile and first scenario, one patient turn per session, arc labelling on, the
 realism study's validation path). A 135M model's labels mean nothing; the test proves the study's path runs: one
 validation report with every engine as a system and arc shares for each. The two baselines' sessions are also
