@@ -102,10 +102,27 @@ def plan(cfg: ProfilesConfig, seed: int) -> _Plan:
         sid = situation_id(i, s)
         items.append((ChainInput(situation_id=sid, situation=s, outline=got.outline(s.disease_key)),
                       sample_scaffold(got.priors, s.disease_key, seed, sid)))
+    d_rounds, v_rounds = rounds(cfg)
+    return _Plan(inputs=items, folder=folder, demographics_rounds=d_rounds, validation_rounds=v_rounds)
+
+
+# The paper's count of situations (§4.1), what a plan assumes before the folder is imported.
+PAPER_SITUATIONS = 40
+
+
+def situation_count(cfg: ProfilesConfig) -> int:
+    """Situations of the imported folder, or the paper's 40 when it is not imported yet (for plans)."""
+    folder = cfg.situations.expanduser() if cfg.situations is not None else None
+    if folder is None or not (folder / "import.json").is_file():
+        return PAPER_SITUATIONS
+    return len(read_inputs(folder).situations)
+
+
+def rounds(cfg: ProfilesConfig) -> tuple[int, int]:
+    """The demographics and validation round limits: the recipe's, else the authors' (the data file)."""
     data = shape_data()
-    return _Plan(inputs=items, folder=folder,
-                 demographics_rounds=cfg.demographics_rounds or int(data["demographics_rounds"]),
-                 validation_rounds=cfg.validation_rounds or int(data["validation_rounds"]))
+    return (cfg.demographics_rounds or int(data["demographics_rounds"]),
+            cfg.validation_rounds or int(data["validation_rounds"]))
 
 
 def prompt_hashes() -> list[TemplateHash]:
