@@ -313,15 +313,21 @@ def _situation_profiles(ctx: _Ctx, cfg: Any) -> None:
     gens_worst = n * v_rounds
     writer, screen = _estimate(ctx, "profile_writer"), _estimate(ctx, "screener")
     parts = writer.parts if writer else {}
-    for name, key, each, most in (("situation_problem", "problem formulation", 1, 1),
-                                  ("situation_demographics", "demographics", 1, d_rounds),
-                                  ("situation_psych", "psychological formulation", 1, 1)):
+    for name, key, each, most in (
+        ("situation_problem", "problem formulation", 1, 1),
+        ("situation_demographics", "demographics", 1, d_rounds),
+        ("situation_psych", "psychological formulation", 1, 1),
+    ):
         size = float(parts.get(key, writer.tokens if writer else 0))
-        ctx.add("profiles", "profile_writer",
-                structured(ctx, "profile_writer", gens * each, gens_worst * most, size, size, name=name))
+        ctx.add(
+            "profiles",
+            "profile_writer",
+            structured(ctx, "profile_writer", gens * each, gens_worst * most, size, size, name=name),
+        )
     size = float(screen.tokens) if screen else 0.0
-    ctx.add("profiles", "screener",
-            structured(ctx, "screener", gens, gens_worst, size, size, name="situation_validation"))
+    ctx.add(
+        "profiles", "screener", structured(ctx, "screener", gens, gens_worst, size, size, name="situation_validation")
+    )
 
 
 def _patients(ctx: _Ctx, s: Any) -> int:

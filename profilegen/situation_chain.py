@@ -85,9 +85,12 @@ def check_priors(priors: Priors, where: str) -> None:
     """Every label the scaffold could draw for a closed attribute is one the profile schema admits; checked before
     any call, so a priors file with, say, a 'secure' attachment style stops the run instead of a later row."""
     data = shape_data()
-    allowed = {"age_group": set(data["age_groups"]), "biological_sex": set(data["genders"]),
-               "core_belief_theme": set(data["core_belief_themes"]),
-               "attachment_style": set(data["attachment_styles"])}
+    allowed = {
+        "age_group": set(data["age_groups"]),
+        "biological_sex": set(data["genders"]),
+        "core_belief_theme": set(data["core_belief_themes"]),
+        "attachment_style": set(data["attachment_styles"]),
+    }
     dists = [("global", priors.global_), *((f"disease {k!r}", o) for k, o in priors.by_disease.items())]
     for part, table in dists:
         for attr, ok in allowed.items():
@@ -96,7 +99,8 @@ def check_priors(priors: Priors, where: str) -> None:
             if bad:
                 raise InputError(
                     f"{where}: {part}: {attr} label {bad[0]!r} is not one the PatientAct profile admits "
-                    f"({', '.join(sorted(ok))}); fix the priors file and import it again")
+                    f"({', '.join(sorted(ok))}); fix the priors file and import it again"
+                )
 
 
 def sample_scaffold(priors: Priors, disease_key: str, seed: int, sid: str) -> Scaffold:
@@ -110,9 +114,15 @@ def sample_scaffold(priors: Priors, disease_key: str, seed: int, sid: str) -> Sc
 
     group = draw("age_group")
     low, high = priors.age_ranges[group]
-    return Scaffold(age_group=group, age_range=(low, high), gender=draw("biological_sex").lower(),
-                    ethnicity=draw("ethnicity"), occupation_type=draw("occupation_type"),
-                    core_belief_theme=draw("core_belief_theme"), attachment_style=draw("attachment_style"))
+    return Scaffold(
+        age_group=group,
+        age_range=(low, high),
+        gender=draw("biological_sex").lower(),
+        ethnicity=draw("ethnicity"),
+        occupation_type=draw("occupation_type"),
+        core_belief_theme=draw("core_belief_theme"),
+        attachment_style=draw("attachment_style"),
+    )
 
 
 # ---------------------------------------------------------------- the rule check
@@ -191,8 +201,12 @@ def _ask(template: str, guidance: list[str], **values: Any) -> list[dict[str, st
 
 
 def _scaffold_lines(s: Scaffold, *, seeds: bool) -> dict[str, str]:
-    lines = {"age_group": f"{s.age_group} ({s.age_range[0]}-{s.age_range[1]})", "gender": s.gender,
-             "ethnicity": s.ethnicity, "occupation_type": s.occupation_type}
+    lines = {
+        "age_group": f"{s.age_group} ({s.age_range[0]}-{s.age_range[1]})",
+        "gender": s.gender,
+        "ethnicity": s.ethnicity,
+        "occupation_type": s.occupation_type,
+    }
     if seeds:
         lines |= {"core_belief_theme": s.core_belief_theme, "attachment_style": s.attachment_style}
     return lines
@@ -201,43 +215,81 @@ def _scaffold_lines(s: Scaffold, *, seeds: bool) -> dict[str, str]:
 def problem_messages(inp: ChainInput, s: Scaffold, guidance: list[str]) -> list[dict[str, str]]:
     # The seed attributes stay out of the problem formulation's prompt, as in the authors' chain: they shape the
     # psychological formulation.
-    return _ask(PROBLEM, guidance, disease_key=inp.situation.disease_key,
-                outline=generation_outline(inp.outline, s.age_group), scaffold=_scaffold_lines(s, seeds=False),
-                situation=inp.situation.situation)
+    return _ask(
+        PROBLEM,
+        guidance,
+        disease_key=inp.situation.disease_key,
+        outline=generation_outline(inp.outline, s.age_group),
+        scaffold=_scaffold_lines(s, seeds=False),
+        situation=inp.situation.situation,
+    )
 
 
-def demographics_messages(inp: ChainInput, s: Scaffold, problem: ProblemFormulation,
-                          current: SituationDemographics | None, guidance: list[str]) -> list[dict[str, str]]:
+def demographics_messages(
+    inp: ChainInput,
+    s: Scaffold,
+    problem: ProblemFormulation,
+    current: SituationDemographics | None,
+    guidance: list[str],
+) -> list[dict[str, str]]:
     data = shape_data()
-    return _ask(DEMOGRAPHICS, guidance, disease_key=inp.situation.disease_key,
-                outline=generation_outline(inp.outline, s.age_group), scaffold=_scaffold_lines(s, seeds=True),
-                current=current.model_dump() if current else None, problem=problem.model_dump_json(indent=1),
-                age_groups=data["age_groups"], marital_statuses=data["marital_statuses"])
+    return _ask(
+        DEMOGRAPHICS,
+        guidance,
+        disease_key=inp.situation.disease_key,
+        outline=generation_outline(inp.outline, s.age_group),
+        scaffold=_scaffold_lines(s, seeds=True),
+        current=current.model_dump() if current else None,
+        problem=problem.model_dump_json(indent=1),
+        age_groups=data["age_groups"],
+        marital_statuses=data["marital_statuses"],
+    )
 
 
-def psych_messages(inp: ChainInput, s: Scaffold, d: SituationDemographics, problem: ProblemFormulation,
-                   guidance: list[str]) -> list[dict[str, str]]:
+def psych_messages(
+    inp: ChainInput, s: Scaffold, d: SituationDemographics, problem: ProblemFormulation, guidance: list[str]
+) -> list[dict[str, str]]:
     data = shape_data()
-    return _ask(PSYCH, guidance, disease_key=inp.situation.disease_key,
-                outline=generation_outline(inp.outline, d.age_group), demographics=d.model_dump(),
-                problem=problem.model_dump_json(indent=1), theme=s.core_belief_theme,
-                theme_text=data["core_belief_themes"][s.core_belief_theme]["text"], attachment=s.attachment_style,
-                attachment_text=data["attachment_styles"][s.attachment_style])
+    return _ask(
+        PSYCH,
+        guidance,
+        disease_key=inp.situation.disease_key,
+        outline=generation_outline(inp.outline, d.age_group),
+        demographics=d.model_dump(),
+        problem=problem.model_dump_json(indent=1),
+        theme=s.core_belief_theme,
+        theme_text=data["core_belief_themes"][s.core_belief_theme]["text"],
+        attachment=s.attachment_style,
+        attachment_text=data["attachment_styles"][s.attachment_style],
+    )
 
 
 def validation_messages(inp: ChainInput, profile: SituationProfile) -> list[dict[str, str]]:
     o = inp.outline
-    return _ask(VALIDATE, [], disease_key=inp.situation.disease_key,
-                outline=o.model_dump_json() if o else NO_OUTLINE, situation=inp.situation.situation,
-                profile=profile.model_dump_json(indent=1), contraindications=o.contraindications if o else [],
-                red_flags=o.red_flags if o else [])
+    return _ask(
+        VALIDATE,
+        [],
+        disease_key=inp.situation.disease_key,
+        outline=o.model_dump_json() if o else NO_OUTLINE,
+        situation=inp.situation.situation,
+        profile=profile.model_dump_json(indent=1),
+        contraindications=o.contraindications if o else [],
+        red_flags=o.red_flags if o else [],
+    )
 
 
 # ---------------------------------------------------------------- the steps
 
 
-async def complete_demographics(writer: Any, inp: ChainInput, s: Scaffold, problem: ProblemFormulation,
-                                guidance: list[str], rounds: int, stats: ChainStats) -> SituationDemographics:
+async def complete_demographics(
+    writer: Any,
+    inp: ChainInput,
+    s: Scaffold,
+    problem: ProblemFormulation,
+    guidance: list[str],
+    rounds: int,
+    stats: ChainStats,
+) -> SituationDemographics:
     """Fig. 4's loop. The first round is told the rule conflicts of the scaffold; each later round the issues the
     writer or the rules still found. Returns the last demographics, passed or not (a run-out is counted)."""
     text = inp.situation.situation + "\n" + problem.model_dump_json()
@@ -247,8 +299,10 @@ async def complete_demographics(writer: Any, inp: ChainInput, s: Scaffold, probl
     current: SituationDemographics | None = None
     for _ in range(rounds):
         answer: DemographicsCheck = await writer.structured(
-            demographics_messages(inp, s, problem, current, todo), DemographicsCheck,
-            schema_name="situation_demographics")
+            demographics_messages(inp, s, problem, current, todo),
+            DemographicsCheck,
+            schema_name="situation_demographics",
+        )
         stats.demographics_rounds += 1
         current = answer.demographics
         left = rule_conflicts(completed_values(current, s), text)
@@ -265,24 +319,40 @@ def _note(stats: ChainStats, conflicts: list[str]) -> None:
     stats.rule_conflicts += [c for c in conflicts if c not in stats.rule_conflicts]
 
 
-async def generate_once(writer: Any, inp: ChainInput, s: Scaffold, guidance: list[str], demographics_rounds: int,
-                        stats: ChainStats, progress: dict[str, str]) -> SituationProfile:
+async def generate_once(
+    writer: Any,
+    inp: ChainInput,
+    s: Scaffold,
+    guidance: list[str],
+    demographics_rounds: int,
+    stats: ChainStats,
+    progress: dict[str, str],
+) -> SituationProfile:
     """Figs. 3-5: one whole profile, every step told `guidance` (empty on the first generation)."""
     progress["step"] = "problem_formulation"
-    problem: ProblemFormulation = await writer.structured(problem_messages(inp, s, guidance), ProblemFormulation,
-                                                          schema_name="situation_problem")
+    problem: ProblemFormulation = await writer.structured(
+        problem_messages(inp, s, guidance), ProblemFormulation, schema_name="situation_problem"
+    )
     progress["step"] = "demographics"
     d = await complete_demographics(writer, inp, s, problem, guidance, demographics_rounds, stats)
     progress["step"] = "psychological_formulation"
-    psych: SituationPsych = await writer.structured(psych_messages(inp, s, d, problem, guidance), SituationPsych,
-                                                    schema_name="situation_psych")
+    psych: SituationPsych = await writer.structured(
+        psych_messages(inp, s, d, problem, guidance), SituationPsych, schema_name="situation_psych"
+    )
     stats.generations += 1
     return SituationProfile(demographics=d, problem_formulation=problem, psychological_formulation=psych)
 
 
-async def generate_situation_profile(writer: Any, validator: Any, inp: ChainInput, scaffold: Scaffold, *,
-                                     demographics_rounds: int, validation_rounds: int,
-                                     progress: dict[str, str] | None = None) -> SituationRecord:
+async def generate_situation_profile(
+    writer: Any,
+    validator: Any,
+    inp: ChainInput,
+    scaffold: Scaffold,
+    *,
+    demographics_rounds: int,
+    validation_rounds: int,
+    progress: dict[str, str] | None = None,
+) -> SituationRecord:
     """The whole chain for one situation (module docstring). `writer` and `validator` need
     `structured(messages, Model, schema_name=)`."""
     progress = progress if progress is not None else {}
@@ -292,22 +362,37 @@ async def generate_situation_profile(writer: Any, validator: Any, inp: ChainInpu
     for _ in range(validation_rounds):
         profile = await generate_once(writer, inp, scaffold, guidance, demographics_rounds, stats, progress)
         progress["step"] = "validation"
-        verdict: Validation = await validator.structured(validation_messages(inp, profile), Validation,
-                                                         schema_name="situation_validation")
+        verdict: Validation = await validator.structured(
+            validation_messages(inp, profile), Validation, schema_name="situation_validation"
+        )
         stats.validations.append(verdict)
         if verdict.passed:
             break
         guidance = list(verdict.revision_guidance or verdict.issues)
     assert profile is not None  # validation_rounds >= 1
     s = inp.situation
-    return SituationRecord(situation_id=inp.situation_id, disease_key=s.disease_key, topic=s.topic,
-                           situation=s.situation, outline_used=inp.outline is not None, scaffold=scaffold,
-                           profile=profile, stats=stats, passed=stats.passed)
+    return SituationRecord(
+        situation_id=inp.situation_id,
+        disease_key=s.disease_key,
+        topic=s.topic,
+        situation=s.situation,
+        outline_used=inp.outline is not None,
+        scaffold=scaffold,
+        profile=profile,
+        stats=stats,
+        passed=stats.passed,
+    )
 
 
 def brief(record: SituationRecord, *, full: bool) -> str:
     """The profile as text: without `full` what the patient prompt shows (no history, beliefs or patterns), with it
     the writer brief other prompts read."""
     p = record.profile
-    return render(BRIEF, d=p.demographics, p=p.problem_formulation, psych=p.psychological_formulation,
-                  scaffold=record.scaffold, full=full).strip()
+    return render(
+        BRIEF,
+        d=p.demographics,
+        p=p.problem_formulation,
+        psych=p.psychological_formulation,
+        scaffold=record.scaffold,
+        full=full,
+    ).strip()

@@ -11,9 +11,9 @@ Kept apart from `profilegen.schemas` (which holds `Profile` and imports this mod
 from __future__ import annotations
 
 from functools import lru_cache
-from typing import Annotated, Any, Literal
+from typing import Annotated, Any, Callable
 
-from pydantic import BaseModel, ConfigDict, Field, model_validator
+from pydantic import AfterValidator, BaseModel, ConfigDict, Field, WithJsonSchema, model_validator
 
 from mindsimkit.profilegen.vocab import read_data
 
@@ -26,19 +26,40 @@ def shape_data() -> dict[str, Any]:
     return read_data(DATA)
 
 
-def _span(name: str) -> dict[str, int]:
+def _span(name: str) -> Any:
+    """`min_length` and `max_length` of a list, from the data file (Any: unpacked into `Field`)."""
     low, high = shape_data()["limits"][name]
     return {"min_length": int(low), "max_length": int(high)}
+
+
+def _labels(key: str) -> list[str]:
+    return [str(x) for x in shape_data()[key]]
+
+
+def _one_of(key: str) -> Callable[[str], str]:
+    """A check that a value is one of the data file's labels under `key`; the labels come from data, so the type
+    is a checked string rather than a Literal, and the JSON schema still offers them as an enum (`_enum`)."""
+
+    def check(value: str) -> str:
+        if value not in _labels(key):
+            raise ValueError(f"expected one of {', '.join(_labels(key))}")
+        return value
+
+    return check
+
+
+def _enum(key: str) -> dict[str, Any]:
+    return {"type": "string", "enum": _labels(key)}
 
 
 _D = shape_data()
 Text = Annotated[str, Field(min_length=3, max_length=int(_D["text_max"]))]
 PsychLine = Annotated[str, Field(min_length=3, max_length=int(_D["psych_line_max"]))]
-AgeGroup = Literal[tuple(_D["age_groups"])]  # type: ignore[valid-type]
-Gender = Literal[tuple(_D["genders"])]  # type: ignore[valid-type]
-MaritalStatus = Literal[tuple(_D["marital_statuses"])]  # type: ignore[valid-type]
-Theme = Literal[tuple(_D["core_belief_themes"])]  # type: ignore[valid-type]
-Attachment = Literal[tuple(_D["attachment_styles"])]  # type: ignore[valid-type]
+AgeGroup = Annotated[str, AfterValidator(_one_of("age_groups")), WithJsonSchema(_enum("age_groups"))]
+Gender = Annotated[str, AfterValidator(_one_of("genders")), WithJsonSchema(_enum("genders"))]
+MaritalStatus = Annotated[str, AfterValidator(_one_of("marital_statuses")), WithJsonSchema(_enum("marital_statuses"))]
+Theme = Annotated[str, AfterValidator(_one_of("core_belief_themes")), WithJsonSchema(_enum("core_belief_themes"))]
+Attachment = Annotated[str, AfterValidator(_one_of("attachment_styles")), WithJsonSchema(_enum("attachment_styles"))]
 
 
 class _Row(BaseModel):
@@ -58,23 +79,30 @@ class Scaffold(_Row):
 
 
 class PresentingProblem(_Row):
-    situation: str = Field(min_length=3, max_length=int(_D["summary_max"]),
-                           description="What brought the client now, seen from outside (referral perspective).")
+    situation: str = Field(
+        min_length=3,
+        max_length=int(_D["summary_max"]),
+        description="What brought the client now, seen from outside (referral perspective).",
+    )
     impact: list[Text] = Field(**_span("impact"), description="Observable symptoms and consequences, one each.")
 
 
 class Predisposing(_Row):
-    psychological: list[Text] = Field(**_span("predisposing_psychological"),
-                                      description="Datable early experiences the client could recount.")
-    social: list[Text] = Field(**_span("predisposing_social"),
-                               description="Cultural messages or surroundings that added to the vulnerability.")
+    psychological: list[Text] = Field(
+        **_span("predisposing_psychological"), description="Datable early experiences the client could recount."
+    )
+    social: list[Text] = Field(
+        **_span("predisposing_social"), description="Cultural messages or surroundings that added to the vulnerability."
+    )
 
 
 class Perpetuating(_Row):
-    internal: list[Text] = Field(**_span("perpetuating_internal"),
-                                 description="Maintenance cycles, each showing how it feeds the problem back.")
-    external: list[Text] = Field(**_span("perpetuating_external"),
-                                 description="Stressors or relationships around the client that keep it going.")
+    internal: list[Text] = Field(
+        **_span("perpetuating_internal"), description="Maintenance cycles, each showing how it feeds the problem back."
+    )
+    external: list[Text] = Field(
+        **_span("perpetuating_external"), description="Stressors or relationships around the client that keep it going."
+    )
 
 
 class Protective(_Row):
@@ -88,8 +116,9 @@ class ProblemFormulation(_Row):
 
     presenting_problem: PresentingProblem
     goal: str = Field(min_length=3, max_length=240, description="What the client hopes to get from therapy, plainly.")
-    precipitating_factors: list[Text] = Field(**_span("precipitating"),
-                                              description="Recent events or changes that explain why help is sought now.")
+    precipitating_factors: list[Text] = Field(
+        **_span("precipitating"), description="Recent events or changes that explain why help is sought now."
+    )
     predisposing_factors: Predisposing
     perpetuating_factors: Perpetuating
     protective_factors: Protective
@@ -103,7 +132,9 @@ class SituationDemographics(_Row):
     age_group: AgeGroup
     occupation: str = Field(min_length=1, max_length=120, description="Job title or what the client does all day.")
     marital_status: MaritalStatus
-    cultural_background: str = Field(min_length=1, max_length=200, description="Ethnicity or culturally significant identities.")
+    cultural_background: str = Field(
+        min_length=1, max_length=200, description="Ethnicity or culturally significant identities."
+    )
 
 
 class _Judged(_Row):
@@ -133,8 +164,9 @@ class Validation(_Judged):
     """Fig. 6's answer."""
 
     rationale: str = Field(min_length=3, max_length=600, description="Why the profile passes or fails.")
-    revision_guidance: list[Text] = Field(default_factory=list, max_length=8,
-                                          description="What the writer should change, one instruction each.")
+    revision_guidance: list[Text] = Field(
+        default_factory=list, max_length=8, description="What the writer should change, one instruction each."
+    )
 
 
 class RelationPattern(_Row):
@@ -155,11 +187,13 @@ class SituationPsych(_Row):
     automatic_thoughts: list[PsychLine] = Field(**_span("automatic_thoughts"), description="Thoughts in distress.")
     triggers: list[PsychLine] = Field(**_span("triggers"), description="What sets distress off, one in therapy.")
     coping_patterns: list[PsychLine] = Field(**_span("coping_patterns"), description="Observable behaviour only.")
-    emotional_range: str = Field(min_length=3, max_length=int(_D["emotional_range_max"]),
-                                 description="Emotions easy and hard to reach.")
+    emotional_range: str = Field(
+        min_length=3, max_length=int(_D["emotional_range_max"]), description="Emotions easy and hard to reach."
+    )
     therapist_pattern: RelationPattern = Field(description="The pattern with the therapist as the other person.")
-    interpersonal_patterns: list[DomainPattern] = Field(**_span("interpersonal_others"),
-                                                        description="Patterns with people in the client's life.")
+    interpersonal_patterns: list[DomainPattern] = Field(
+        **_span("interpersonal_others"), description="Patterns with people in the client's life."
+    )
 
 
 class SituationProfile(_Row):
@@ -173,7 +207,9 @@ class SituationProfile(_Row):
 class ChainStats(_Row):
     """What the bounded loops did for one situation; a loop that ran out is recorded here, never dropped."""
 
-    rule_conflicts: list[str] = Field(default_factory=list, description="Rule conflicts found (every round, deduplicated).")
+    rule_conflicts: list[str] = Field(
+        default_factory=list, description="Rule conflicts found (every round, deduplicated)."
+    )
     demographics_rounds: int = Field(0, ge=0, description="Demographics calls made (all generations together).")
     demographics_unresolved: int = Field(0, ge=0, description="Generations whose demographics loop ran out.")
     generations: int = Field(0, ge=0, description="Whole-profile generations (the first plus each revision).")

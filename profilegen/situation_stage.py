@@ -90,18 +90,26 @@ def plan(cfg: ProfilesConfig, seed: int) -> _Plan:
         raise InputError("profiles.situations is empty; give the folder `mindsim import patientact-situations` wrote")
     folder = cfg.situations.expanduser()
     if not folder.is_dir():
-        raise InputError(f"profiles.situations: {folder} is not a folder; run `mindsim import patientact-situations "
-                         f"SITUATIONS.json --priors attribute_priors.json --out {folder}` first, or fix the path")
+        raise InputError(
+            f"profiles.situations: {folder} is not a folder; run `mindsim import patientact-situations "
+            f"SITUATIONS.json --priors attribute_priors.json --out {folder}` first, or fix the path"
+        )
     got = read_inputs(folder)
     if got.priors is None:
-        raise InputError(f"{folder}: imported without priors, and the scaffold is sampled from them; import again "
-                         "with --priors attribute_priors.json (and --disease-priors disease_priors.json)")
+        raise InputError(
+            f"{folder}: imported without priors, and the scaffold is sampled from them; import again "
+            "with --priors attribute_priors.json (and --disease-priors disease_priors.json)"
+        )
     check_priors(got.priors, str(folder))
     items = []
     for i, s in enumerate(got.situations):
         sid = situation_id(i, s)
-        items.append((ChainInput(situation_id=sid, situation=s, outline=got.outline(s.disease_key)),
-                      sample_scaffold(got.priors, s.disease_key, seed, sid)))
+        items.append(
+            (
+                ChainInput(situation_id=sid, situation=s, outline=got.outline(s.disease_key)),
+                sample_scaffold(got.priors, s.disease_key, seed, sid),
+            )
+        )
     d_rounds, v_rounds = rounds(cfg)
     return _Plan(inputs=items, folder=folder, demographics_rounds=d_rounds, validation_rounds=v_rounds)
 
@@ -121,44 +129,86 @@ def situation_count(cfg: ProfilesConfig) -> int:
 def rounds(cfg: ProfilesConfig) -> tuple[int, int]:
     """The demographics and validation round limits: the recipe's, else the authors' (the data file)."""
     data = shape_data()
-    return (cfg.demographics_rounds or int(data["demographics_rounds"]),
-            cfg.validation_rounds or int(data["validation_rounds"]))
+    return (
+        cfg.demographics_rounds or int(data["demographics_rounds"]),
+        cfg.validation_rounds or int(data["validation_rounds"]),
+    )
 
 
 def prompt_hashes() -> list[TemplateHash]:
-    return [*(TemplateHash(template=t, sha256=template_hash(t)) for t in TEMPLATES),
-            *(TemplateHash(template=f"profilegen:data/{f}", sha256=template_hash(f"data/{f}", package="profilegen"))
-              for f in DATA_FILES)]
+    return [
+        *(TemplateHash(template=t, sha256=template_hash(t)) for t in TEMPLATES),
+        *(
+            TemplateHash(template=f"profilegen:data/{f}", sha256=template_hash(f"data/{f}", package="profilegen"))
+            for f in DATA_FILES
+        ),
+    ]
 
 
 def provenance(engines: Any, seed: int) -> Provenance:
-    roles = [RoleModel(role=r, engine=str(d["engine"]), model=str(d["model"]))
-             for r in ROLES for d in [engines.role(r).describe()]]
-    return Provenance(seed=seed, toolkit_version=__version__, roles=roles, prompts=prompt_hashes(),
-                      shape=ProfileShape(patientact=True))
+    roles = [
+        RoleModel(role=r, engine=str(d["engine"]), model=str(d["model"]))
+        for r in ROLES
+        for d in [engines.role(r).describe()]
+    ]
+    return Provenance(
+        seed=seed,
+        toolkit_version=__version__,
+        roles=roles,
+        prompts=prompt_hashes(),
+        shape=ProfileShape(patientact=True),
+    )
 
 
 def checkpoint_key(inp: ChainInput, scaffold: Scaffold, rounds: tuple[int, int], prov: Provenance) -> str:
-    payload = json.dumps([inp.model_dump(mode="json"), scaffold.model_dump(mode="json"), list(rounds),
-                          prov.model_dump(mode="json", include={"seed", "roles", "prompts"})], sort_keys=True)
+    payload = json.dumps(
+        [
+            inp.model_dump(mode="json"),
+            scaffold.model_dump(mode="json"),
+            list(rounds),
+            prov.model_dump(mode="json", include={"seed", "roles", "prompts"}),
+        ],
+        sort_keys=True,
+    )
     return f"{inp.situation_id}-{hashlib.sha256(payload.encode()).hexdigest()[:10]}"
 
 
-async def one_situation(writer: Any, validator: Any, inp: ChainInput, scaffold: Scaffold, p: _Plan,
-                        prov: Provenance, checkpoints: CheckpointDir | None) -> SituationOutcome:
+async def one_situation(
+    writer: Any,
+    validator: Any,
+    inp: ChainInput,
+    scaffold: Scaffold,
+    p: _Plan,
+    prov: Provenance,
+    checkpoints: CheckpointDir | None,
+) -> SituationOutcome:
     rounds = (p.demographics_rounds, p.validation_rounds)
     key = checkpoint_key(inp, scaffold, rounds, prov)
     if checkpoints is not None and checkpoints.has(key):
         return SituationOutcome.model_validate(checkpoints.read(key))
     progress = {"step": "problem_formulation"}
     try:
-        record = await generate_situation_profile(writer, validator, inp, scaffold, demographics_rounds=rounds[0],
-                                                  validation_rounds=rounds[1], progress=progress)
+        record = await generate_situation_profile(
+            writer,
+            validator,
+            inp,
+            scaffold,
+            demographics_rounds=rounds[0],
+            validation_rounds=rounds[1],
+            progress=progress,
+        )
         outcome = SituationOutcome(situation_id=inp.situation_id, status="ok", record=record)
     except EngineError as exc:
-        outcome = SituationOutcome(situation_id=inp.situation_id, status="failed", failure=Failure(
-            profile_id=inp.situation_id, stage=progress["step"], error=f"{type(exc).__name__}: {exc}",
-            retry_on_rerun=not isinstance(exc, StructuredOutputError)))
+        outcome = SituationOutcome(
+            situation_id=inp.situation_id,
+            status="failed",
+            failure=Failure(
+                profile_id=inp.situation_id,
+                stage=progress["step"],
+                error=f"{type(exc).__name__}: {exc}",
+                retry_on_rerun=not isinstance(exc, StructuredOutputError),
+            ),
+        )
     if checkpoints is not None and not (outcome.failure and outcome.failure.retry_on_rerun):
         stored, _ = await off_loop(checkpoints.first_copy, key, outcome.model_dump(mode="json"))
         return SituationOutcome.model_validate(stored)
@@ -169,14 +219,22 @@ def to_profile(record: SituationRecord, seed: int, prov: Provenance) -> Profile:
     """A chain record as a row of profiles.parquet: the simulator's contract (id, case summary, writer brief,
     style, goal, pool flags) and the record itself; no persona parts, which this source does not have."""
     pid = "s-" + hashlib.sha256(f"{seed}:{record.situation_id}".encode()).hexdigest()[:12]
-    return Profile(profile_id=pid, style=style_for(record.situation_id, seed),
-                   goal=record.profile.problem_formulation.goal, case_summary=brief(record, full=False),
-                   writer_brief=brief(record, full=True), in_pool=True, in_benchmark=True, provenance=prov,
-                   situation_profile=record)
+    return Profile(
+        profile_id=pid,
+        style=style_for(record.situation_id, seed),
+        goal=record.profile.problem_formulation.goal,
+        case_summary=brief(record, full=False),
+        writer_brief=brief(record, full=True),
+        in_pool=True,
+        in_benchmark=True,
+        provenance=prov,
+        situation_profile=record,
+    )
 
 
-async def situation_outcomes(engines: Any, p: _Plan, prov: Provenance, checkpoints: CheckpointDir | None,
-                             concurrency: int) -> list[SituationOutcome]:
+async def situation_outcomes(
+    engines: Any, p: _Plan, prov: Provenance, checkpoints: CheckpointDir | None, concurrency: int
+) -> list[SituationOutcome]:
     writer, validator = engines.role("profile_writer"), engines.role("screener")
     gate = asyncio.Semaphore(concurrency)
 
@@ -184,50 +242,84 @@ async def situation_outcomes(engines: Any, p: _Plan, prov: Provenance, checkpoin
         async with gate:
             return await one_situation(writer, validator, inp, scaffold, p, prov, checkpoints)
 
-    return await gather_progress((one(i, s) for i, s in p.inputs),  # type: ignore[return-value]
-                                 "profiles: situation → formulation → validation",
-                                 outcome=lambda o: {"ok": "kept"}.get(o.status, o.status))
+    return await gather_progress(
+        (one(i, s) for i, s in p.inputs),  # type: ignore[return-value]
+        "profiles: situation → formulation → validation",
+        outcome=lambda o: {"ok": "kept"}.get(o.status, o.status),
+    )
 
 
 def stats(p: _Plan, outcomes: list[SituationOutcome]) -> SituationStats:
     recs = [o.record for o in outcomes if o.record is not None]
     return SituationStats(
-        folder=str(p.folder), situations=len(p.inputs), with_outline=sum(i.outline is not None for i, _ in p.inputs),
-        validated=sum(r.passed for r in recs), validation_failed=sum(not r.passed for r in recs),
+        folder=str(p.folder),
+        situations=len(p.inputs),
+        with_outline=sum(i.outline is not None for i, _ in p.inputs),
+        validated=sum(r.passed for r in recs),
+        validation_failed=sum(not r.passed for r in recs),
         revised=sum(r.stats.generations > 1 for r in recs),
         demographics_unresolved=sum(r.stats.demographics_unresolved for r in recs),
         with_rule_conflicts=sum(bool(r.stats.rule_conflicts) for r in recs),
-        failed=dict(Counter(o.failure.stage for o in outcomes if o.failure)))
+        failed=dict(Counter(o.failure.stage for o in outcomes if o.failure)),
+    )
 
 
-def write_outputs(out_dir: str | Path, p: _Plan, cfg: ProfilesConfig, seed: int, prov: Provenance,
-                  outcomes: list[SituationOutcome], engines: Any, recipe_name: str | None) -> tuple[Path, list[Profile]]:
-    folder = RunLayout(out_dir).profiles.path
+def write_outputs(
+    out_dir: str | Path,
+    p: _Plan,
+    cfg: ProfilesConfig,
+    seed: int,
+    prov: Provenance,
+    outcomes: list[SituationOutcome],
+    engines: Any,
+    recipe_name: str | None,
+) -> tuple[Path, list[Profile]]:
+    folder = RunLayout(Path(out_dir)).profiles.path
     files = ProfilesFolder(folder)
     kept = [to_profile(o.record, seed, prov) for o in outcomes if o.record is not None]
     write_profiles(kept, folder)
     atomic_write_jsonl(files.failures, [o.failure.model_dump() for o in outcomes if o.failure])
-    atomic_write_json(files.provenance, {
-        **base_provenance(), "recipe": recipe_name, "seed": seed, "config": cfg.model_dump(mode="json"),
-        "profiles": prov.model_dump(mode="json"), "engines": engines.describe(),
-    })
+    atomic_write_json(
+        files.provenance,
+        {
+            **base_provenance(),
+            "recipe": recipe_name,
+            "seed": seed,
+            "config": cfg.model_dump(mode="json"),
+            "profiles": prov.model_dump(mode="json"),
+            "engines": engines.describe(),
+        },
+    )
     return folder, kept
 
 
 def summary_line(s: SituationStats, kept: int, folder: Path) -> str:
     failed = sum(s.failed.values())
-    return (f"[bold]profiles[/bold] (situations): {s.situations} situations from {s.folder} ({s.with_outline} with an "
-            f"outline) → {kept} kept, {s.validated} validated, {s.validation_failed} kept after every validation "
-            f"round failed, {s.revised} revised, {s.demographics_unresolved} demographics loops ran out, {failed} "
-            f"failed {s.failed or ''} → {folder}")
+    return (
+        f"[bold]profiles[/bold] (situations): {s.situations} situations from {s.folder} ({s.with_outline} with an "
+        f"outline) → {kept} kept, {s.validated} validated, {s.validation_failed} kept after every validation "
+        f"round failed, {s.revised} revised, {s.demographics_unresolved} demographics loops ran out, {failed} "
+        f"failed {s.failed or ''} → {folder}"
+    )
 
 
 def finish_record(folder: Path, files: list[Path], s: SituationStats, kept: int, console: Console) -> None:
-    record_stage(folder.parent, "profiles", files,
-                 counts={"candidates": s.situations, "kept": kept, "pool": kept, "benchmark": kept,
-                         "failed": sum(s.failed.values())})
+    record_stage(
+        folder.parent,
+        "profiles",
+        files,
+        counts={
+            "candidates": s.situations,
+            "kept": kept,
+            "pool": kept,
+            "benchmark": kept,
+            "failed": sum(s.failed.values()),
+        },
+    )
     console.print(summary_line(s, kept, folder))
     if s.validation_failed:
-        console.print(f"[yellow]warning:[/yellow] profiles: {s.validation_failed} profile(s) never passed "
-                      "validation and were kept with their last verdict (profiles.validation_rounds bounds the "
-                      "rounds; each row's situation_profile.stats.validations has them)")
+        console.print(
+            f"[yellow]warning:[/yellow] profiles: {s.validation_failed} profile(s) never passed "
+            "validation and were kept with their last verdict (profiles.validation_rounds bounds the "
+            "rounds; each row's situation_profile.stats.validations has them)"
+        )

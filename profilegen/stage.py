@@ -8,12 +8,15 @@ point; `worst_profile_parts` is also what the simulator's estimates start from.
 from __future__ import annotations
 
 from functools import lru_cache
-from typing import Any
+from typing import Any, TypeVar
+
+from pydantic import BaseModel
 
 from mindsimkit.mindcore.budget import PromptSize, RoleSchema, messages_tokens, register_prompt_estimate, register_role_schema
 from mindsimkit.mindcore.stages import Stage, register_stage, role_use
 
 PROFILES = frozenset({"profiles"})
+M = TypeVar("M", bound=BaseModel)
 # Personas drawn from the shipped sample to find the longest prompt.
 ESTIMATE_PERSONAS = 40
 
@@ -90,7 +93,9 @@ def situation_prompts(recipe: Any, sz: Any) -> dict[str, int]:
     outlines = list((got.outlines or {}).values()) if got is not None else []
     outline = max(outlines, key=lambda o: len(o.model_dump_json())) if outlines else None
     inp = chain.ChainInput(situation_id="s", situation=longest, outline=outline)
-    big = lambda model: model.model_validate(largest_instance(model.model_json_schema()))  # noqa: E731
+    def big(model: type[M]) -> M:
+        return model.model_validate(largest_instance(model.model_json_schema()))
+
     problem, demo, psych = big(ss.ProblemFormulation), big(ss.SituationDemographics), big(ss.SituationPsych)
     guidance = largest_instance(ss.Validation.model_json_schema())["revision_guidance"]
     scaffold = ss.Scaffold(age_group="Elderly", age_range=(65, 120), gender="female", ethnicity="x" * 40,
@@ -156,9 +161,10 @@ def _situation_schema(name: str) -> Any:
     def schema() -> dict[str, Any]:
         from mindsimkit.profilegen import situation_schemas as ss
 
-        model = {"situation_problem": ss.ProblemFormulation, "situation_demographics": ss.DemographicsCheck,
-                 "situation_psych": ss.SituationPsych, "situation_validation": ss.Validation}[name]
-        return model.model_json_schema()
+        models: dict[str, type[BaseModel]] = {
+            "situation_problem": ss.ProblemFormulation, "situation_demographics": ss.DemographicsCheck,
+            "situation_psych": ss.SituationPsych, "situation_validation": ss.Validation}
+        return models[name].model_json_schema()
 
     return schema
 
@@ -166,7 +172,9 @@ def _situation_schema(name: str) -> Any:
 def register() -> None:
     register_stage(Stage("profiles", lambda recipe, engines: [role_use(engines, "profile_writer"),
                                                               role_use(engines, "screener")]))
-    personas = lambda recipe: not from_situations(recipe)  # noqa: E731
+    def personas(recipe: Any) -> bool:
+        return not from_situations(recipe)
+
     register_role_schema(RoleSchema("profile_writer", "formulation", formulation_schema, PROFILES,
                                     schema_for=formulation_schema, active=personas))
     register_role_schema(RoleSchema("screener", "screen", screen_schema, PROFILES, schema_for=screen_schema,

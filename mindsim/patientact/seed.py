@@ -53,8 +53,10 @@ def situation_seed(profile: Profile) -> PsychSeed:
     s = profile.situation_profile.scaffold
     theme = shape_data()["core_belief_themes"][s.core_belief_theme]["key"]
     if theme not in theme_map().themes:
-        raise InputError(f"profile {profile.profile_id}: core-belief theme '{theme}' (profilegen/data/"
-                         "situation_profile.yaml) is not in mindsim/data/patientact/core_belief_themes.yaml; add it")
+        raise InputError(
+            f"profile {profile.profile_id}: core-belief theme '{theme}' (profilegen/data/"
+            "situation_profile.yaml) is not in mindsim/data/patientact/core_belief_themes.yaml; add it"
+        )
     return PsychSeed(attachment=s.attachment_style, theme=theme, cluster=s.core_belief_theme)
 
 
@@ -64,8 +66,9 @@ def check_profiles(profiles: list[Profile]) -> None:
     for p in profiles:
         if p.situation_profile is not None:
             situation_seed(p)
-    bad = sorted({p.written().formulation.core_belief.cluster for p in profiles if p.situation_profile is None}
-                 - set(known))
+    bad = sorted(
+        {p.written().formulation.core_belief.cluster for p in profiles if p.situation_profile is None} - set(known)
+    )
     if bad:
         raise InputError(
             f"profiles: core-belief cluster(s) {', '.join(bad)} have no theme in "

@@ -51,8 +51,10 @@ def test_the_card_of_a_situation_profile_hides_the_seeds_when_blind(situation_pr
 
     p = situation_profiles[0]
     f = situation_formulation(p.situation_profile)
-    seeds = {"attachment": p.situation_profile.scaffold.attachment_style,
-             "theme": p.situation_profile.scaffold.core_belief_theme}
+    seeds = {
+        "attachment": p.situation_profile.scaffold.attachment_style,
+        "theme": p.situation_profile.scaffold.core_belief_theme,
+    }
     blind = card_markdown(profile_card(p, f, blind=True, seeds=seeds))
     full = card_markdown(profile_card(p, f, blind=False, seeds=seeds))
     assert PROBLEM["presenting_problem"]["impact"][0] in blind and "Interpersonal pattern: wife" in blind

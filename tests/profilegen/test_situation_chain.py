@@ -15,18 +15,32 @@ from typing import Any
 import pytest
 
 from mindsimkit.mindcore.errors import InputError
-from mindsimkit.mindcore.recipe import Recipe
 from mindsimkit.profilegen import situation_chain as chain
 from mindsimkit.profilegen.config import ProfilesConfig
 from mindsimkit.profilegen.patientact_inputs import Priors, read_inputs
 from mindsimkit.profilegen.situation_schemas import (
-    ChainStats, DemographicsCheck, ProblemFormulation, Scaffold, SituationProfile, SituationPsych, shape_data,
+    ChainStats,
+    DemographicsCheck,
+    ProblemFormulation,
+    Scaffold,
+    SituationProfile,
+    SituationPsych,
+    shape_data,
 )
 from mindsimkit.profilegen.situation_stage import plan
 from situation_fakes import (
-    DEMOGRAPHICS, PROBLEM, PSYCH, Scripted, demographics, import_situations, responder, situation_recipe, verdict,
+    DEMOGRAPHICS,
+    PROBLEM,
+    PSYCH,
+    Scripted,
+    demographics,
+    import_situations,
+    responder,
+    situation_recipe,
+    verdict,
 )
 from test_exit_codes import error_line, mindsim_here
+
 
 @pytest.fixture
 def imported(tmp_path) -> Path:
@@ -34,16 +48,24 @@ def imported(tmp_path) -> Path:
 
 
 def scaffold(**over: Any) -> Scaffold:
-    base = dict(age_group="Adult", age_range=(18, 64), gender="male", ethnicity="Hispanic",
-                occupation_type="Manual worker", core_belief_theme="I am worthless", attachment_style="avoidant")
+    base = dict(
+        age_group="Adult",
+        age_range=(18, 64),
+        gender="male",
+        ethnicity="Hispanic",
+        occupation_type="Manual worker",
+        core_belief_theme="I am worthless",
+        attachment_style="avoidant",
+    )
     return Scaffold(**{**base, **over})
 
 
 def item(imported: Path, index: int = 0, outline: bool = True) -> chain.ChainInput:
     got = read_inputs(imported)
     s = got.situations[index]
-    return chain.ChainInput(situation_id=chain.situation_id(index, s), situation=s,
-                            outline=got.outline(s.disease_key) if outline else None)
+    return chain.ChainInput(
+        situation_id=chain.situation_id(index, s), situation=s, outline=got.outline(s.disease_key) if outline else None
+    )
 
 
 def run(coro):
@@ -64,8 +86,9 @@ def test_the_list_sizes_are_the_data_files_and_reach_the_writers_schema():
         assert (psych[name]["minItems"], psych[name]["maxItems"]) == tuple(limits[name])
     assert "therapist_pattern" in SituationPsych.model_json_schema()["required"]
     with pytest.raises(ValueError, match="impact"):
-        ProblemFormulation.model_validate({**PROBLEM, "presenting_problem": {
-            **PROBLEM["presenting_problem"], "impact": ["only one symptom"]}})
+        ProblemFormulation.model_validate(
+            {**PROBLEM, "presenting_problem": {**PROBLEM["presenting_problem"], "impact": ["only one symptom"]}}
+        )
 
 
 def test_a_verdict_must_agree_with_its_issues():
@@ -107,8 +130,9 @@ def test_the_conflict_rules_fire_on_the_scaffold_and_the_text():
     fired = chain.rule_conflicts(child, "His wife says he drinks beer every night.")
     assert [c.rsplit("(rule ", 1)[1] for c in fired] == ["child_occupation)", "child_alcohol)", "child_adult_life)"]
     assert chain.rule_conflicts(chain.scaffold_values(scaffold()), "His wife says he drinks beer.") == []
-    assert chain.rule_conflicts(chain.scaffold_values(scaffold()), "Weeks after giving birth, postpartum") \
-        and not chain.rule_conflicts(chain.scaffold_values(scaffold(gender="female")), "postpartum")
+    assert chain.rule_conflicts(
+        chain.scaffold_values(scaffold()), "Weeks after giving birth, postpartum"
+    ) and not chain.rule_conflicts(chain.scaffold_values(scaffold(gender="female")), "postpartum")
     old = chain.scaffold_values(scaffold(age_group="Elderly", occupation_type="Student"))
     assert any("elderly_student" in c for c in chain.rule_conflicts(old, ""))
     # On completed demographics an occupation-type rule holds only while the occupation still names the type.
@@ -130,8 +154,9 @@ def test_a_pass_the_rules_contradict_is_not_taken_and_the_next_round_is_told_why
     writer = Scripted(responder(demo=lambda req: next(answers)))
     stats = ChainStats()
     problem = ProblemFormulation.model_validate(PROBLEM)
-    d = run(chain.complete_demographics(writer, inp, scaffold(age_group="Child", age_range=(6, 17)), problem, [], 5,
-                                        stats))
+    d = run(
+        chain.complete_demographics(writer, inp, scaffold(age_group="Child", age_range=(6, 17)), problem, [], 5, stats)
+    )
     assert d.age_group == "Adult" and stats.demographics_rounds == 2 and stats.demographics_unresolved == 0
     first, second = (text for name, text in writer.calls)
     assert "rule child_adult_life" in first and "none yet" in first
@@ -142,18 +167,27 @@ def test_a_pass_the_rules_contradict_is_not_taken_and_the_next_round_is_told_why
 def test_the_demographics_loop_is_bounded_and_a_run_out_is_counted(imported):
     writer = Scripted(responder(demo=lambda req: demographics(False, ["occupation cannot fit"], name="Last Try")))
     stats = ChainStats()
-    d = run(chain.complete_demographics(writer, item(imported), scaffold(), ProblemFormulation.model_validate(PROBLEM),
-                                        [], 4, stats))
+    d = run(
+        chain.complete_demographics(
+            writer, item(imported), scaffold(), ProblemFormulation.model_validate(PROBLEM), [], 4, stats
+        )
+    )
     assert len(writer.calls) == 4 and stats.demographics_unresolved == 1 and d.name == "Last Try"
     assert all("occupation cannot fit" in text for _, text in writer.calls[1:])
 
 
 def test_a_validator_that_never_passes_is_bounded_and_the_failure_kept_on_the_record(imported):
-    validator = Scripted(responder(validate=lambda req: verdict(False, ["the father episode is undated"],
-                                                                ["date the episode with the father"])))
+    validator = Scripted(
+        responder(
+            validate=lambda req: verdict(False, ["the father episode is undated"], ["date the episode with the father"])
+        )
+    )
     writer = Scripted(responder())
-    rec = run(chain.generate_situation_profile(writer, validator, item(imported), scaffold(), demographics_rounds=5,
-                                               validation_rounds=3))
+    rec = run(
+        chain.generate_situation_profile(
+            writer, validator, item(imported), scaffold(), demographics_rounds=5, validation_rounds=3
+        )
+    )
     assert not rec.passed and rec.stats.generations == 3 and len(rec.stats.validations) == 3
     problems = [text for name, text in writer.calls if name == "situation_problem"]
     assert "date the episode with the father" not in problems[0]
@@ -164,8 +198,11 @@ def test_a_validator_that_never_passes_is_bounded_and_the_failure_kept_on_the_re
 def test_a_passing_profile_stops_the_loop_and_the_guidance_falls_back_to_the_issues(imported):
     answers = iter([verdict(False, ["impact items are paragraphs"]), verdict(True)])
     writer, validator = Scripted(responder()), Scripted(responder(validate=lambda req: next(answers)))
-    rec = run(chain.generate_situation_profile(writer, validator, item(imported), scaffold(), demographics_rounds=5,
-                                               validation_rounds=3))
+    rec = run(
+        chain.generate_situation_profile(
+            writer, validator, item(imported), scaffold(), demographics_rounds=5, validation_rounds=3
+        )
+    )
     assert rec.passed and rec.stats.generations == 2
     assert "impact items are paragraphs" in [t for n, t in writer.calls if n == "situation_psych"][1]
 
@@ -180,8 +217,10 @@ def test_the_outline_gives_the_writer_its_picture_and_the_validator_its_contrain
     write = chain.problem_messages(inp, scaffold(), [])[0]["content"]
     assert outline.key_characteristics[0] in write and outline.contraindications[0] not in write
     assert outline.special_populations[0] not in write  # an adult's prompt
-    assert outline.special_populations[0] in chain.problem_messages(inp, scaffold(age_group="Child",
-                                                                                   age_range=(6, 17)), [])[0]["content"]
+    assert (
+        outline.special_populations[0]
+        in chain.problem_messages(inp, scaffold(age_group="Child", age_range=(6, 17)), [])[0]["content"]
+    )
     assert "I am worthless" not in write  # the seed attributes are the psychological formulation's
     assert outline.contraindications[0] not in chain.validation_messages(bare, profile)[0]["content"]
     assert chain.NO_OUTLINE in chain.validation_messages(bare, profile)[0]["content"]
@@ -235,8 +274,12 @@ def test_a_situation_profile_decomposes_with_its_own_formulation(fake_engines, i
         async def structured(self, messages, model, schema_name=None, **_):
             self.calls.append((schema_name or model.__name__, messages[-1]["content"]))
             n = model.model_json_schema()["properties"]["items"]["minItems"]
-            item = {"topic": "daily life", "shift": 0.0, "tags": ["work", "family", "sleep"],
-                    "category": "emotional_state"}
+            item = {
+                "topic": "daily life",
+                "shift": 0.0,
+                "tags": ["work", "family", "sleep"],
+                "category": "emotional_state",
+            }
             return model.model_validate({"items": [item] * n})
 
     d = Decomposer(responder())
@@ -254,9 +297,11 @@ def test_a_situation_profile_decomposes_with_its_own_formulation(fake_engines, i
 def test_a_bad_or_missing_situations_folder_is_one_error_line_and_exit_2(imported, tmp_path):
     def recipe_for(folder: Path) -> Path:
         path = tmp_path / f"r-{folder.name}.yaml"
-        path.write_text("name: s\nseed: 1\nengines:\n  remote: {kind: openai, base_url: 'http://127.0.0.1:9/v1', "
-                        "model: m}\nroles:\n  default: {engine: remote}\nprofiles:\n  source: patientact-situations\n"
-                        f"  situations: {folder}\n")
+        path.write_text(
+            "name: s\nseed: 1\nengines:\n  remote: {kind: openai, base_url: 'http://127.0.0.1:9/v1', "
+            "model: m}\nroles:\n  default: {engine: remote}\nprofiles:\n  source: patientact-situations\n"
+            f"  situations: {folder}\n"
+        )
         return path
 
     broken = tmp_path / "broken"
@@ -264,8 +309,9 @@ def test_a_bad_or_missing_situations_folder_is_one_error_line_and_exit_2(importe
     (broken / "situations.jsonl").write_text('{"disease_key": "depression", "topic": "x"}\n')
     proc = mindsim_here("profiles", "generate", recipe_for(broken), "--out", tmp_path / "o1", cwd=tmp_path)
     assert proc.returncode == 2 and str(broken) in error_line(proc)
-    proc = mindsim_here("profiles", "generate", recipe_for(tmp_path / "nowhere"), "--out", tmp_path / "o2",
-                        cwd=tmp_path)
+    proc = mindsim_here(
+        "profiles", "generate", recipe_for(tmp_path / "nowhere"), "--out", tmp_path / "o2", cwd=tmp_path
+    )
     assert proc.returncode == 2 and "mindsim import patientact-situations" in error_line(proc)
     assert not (tmp_path / "o1" / "profiles" / "profiles.parquet").exists()
 
@@ -285,8 +331,11 @@ def test_one_situation_through_the_whole_chain_on_the_embedded_engine(embedded_e
     inp, sc = p.inputs[0]
     with Engines.with_backend(embedded_engines.backend("local"), roles=roles) as engines:
         writer = engines.role("profile_writer")
-        rec = run(chain.generate_situation_profile(writer, engines.role("screener"), inp, sc, demographics_rounds=2,
-                                                   validation_rounds=1))
+        rec = run(
+            chain.generate_situation_profile(
+                writer, engines.role("screener"), inp, sc, demographics_rounds=2, validation_rounds=1
+            )
+        )
         profile = to_profile(rec, 0, provenance(engines, 0))
         got = run(decompose(engines.role("profile_decomposer"), profile, 0))
     assert rec.outline_used and rec.stats.generations == 1 and len(rec.stats.validations) == 1
