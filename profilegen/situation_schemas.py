@@ -138,7 +138,10 @@ class SituationDemographics(_Row):
 
 
 class _Judged(_Row):
-    """A pass/fail answer: a pass lists no issue and a fail lists at least one, as the authors' results require."""
+    """A pass/fail answer. A fail must name at least one issue (re-asked otherwise, as the authors' results refuse
+    it); a pass that still lists issues is read as a fail (the authors' results refuse it too, ours keeps it: an
+    answer naming a problem has not passed, and a grammar cannot rule the pair out, so a small model would spend
+    its re-asks on it)."""
 
     passed: bool
     issues: list[Text] = Field(default_factory=list, max_length=8, description="Concrete problems; empty when passed.")
@@ -146,7 +149,7 @@ class _Judged(_Row):
     @model_validator(mode="after")
     def _decided(self) -> "_Judged":
         if self.passed and self.issues:
-            raise ValueError("a passing answer lists no issues; set passed to false or empty the issues")
+            self.passed = False
         if not self.passed and not self.issues:
             raise ValueError("a failing answer must list at least one issue")
         return self
