@@ -59,3 +59,36 @@ def test_the_card_of_a_situation_profile_hides_the_seeds_when_blind(situation_pr
     full = card_markdown(profile_card(p, f, blind=False, seeds=seeds))
     assert PROBLEM["presenting_problem"]["impact"][0] in blind and "Interpersonal pattern: wife" in blind
     assert seeds["theme"] not in blind and seeds["theme"] in full
+
+
+def test_a_whole_run_from_imported_situations_writes_sessions_of_every_arm(tmp_path):
+    """`mindsim run`'s job on a recipe of recipes/patientact_situations.yaml's shape (situation source, PatientAct and
+    an arm), every role on the fake engine: profiles, sessions of both arms, the dataset card and the report."""
+    import yaml
+
+    from mindsimkit.mindsim_app.job import run_job
+
+    raw = {
+        "name": "situations",
+        "seed": 1,
+        "engines": {"local": {"kind": "embedded"}},
+        "roles": {"default": {"engine": "local"}},
+        "profiles": {"source": "patientact-situations", "situations": str(import_situations(tmp_path))},
+        "simulation": {"sessions": 1, "turn_cap": 2, "patient_engine": ["patientact", "patientact:no_dm"]},
+        "validation": {},
+        "output": {},
+        "release": {},
+    }
+    (tmp_path / "r.yaml").write_text(yaml.safe_dump(raw))
+    chain, pa = responder(), PAResponder()
+
+    def respond(req):
+        if req.schema_name == "_Probe":  # the preflight's engine check
+            return {"mood": "fine", "calm": True}
+        return chain(req) if (req.schema_name or "").startswith("situation_") else pa(req)
+
+    with Engines.with_backend(FakeBackend(respond, name="local")) as engines:
+        summary = run_job(tmp_path / "r.yaml", tmp_path / "out", engines=engines)
+    assert summary.info.status == "finished" and {"sessions", "dataset + card", "HTML report"} <= set(summary.outputs)
+    rows = pq.read_table(tmp_path / "out" / "sessions" / "sessions.parquet", columns=["patient_engine"]).to_pylist()
+    assert sorted(r["patient_engine"] for r in rows) == ["patientact"] * 3 + ["patientact:no_dm"] * 3
