@@ -92,3 +92,5 @@ def test_a_whole_run_from_imported_situations_writes_sessions_of_every_arm(tmp_p
     assert summary.info.status == "finished" and {"sessions", "dataset + card", "HTML report"} <= set(summary.outputs)
     rows = pq.read_table(tmp_path / "out" / "sessions" / "sessions.parquet", columns=["patient_engine"]).to_pylist()
     assert sorted(r["patient_engine"] for r in rows) == ["patientact"] * 3 + ["patientact:no_dm"] * 3
+    card = (tmp_path / "out" / "dataset" / "README.md").read_text()
+    assert "PatientAct authors' clinical situations" in card and "synthetic sample" not in card
