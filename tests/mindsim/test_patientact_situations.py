@@ -94,3 +94,11 @@ def test_a_whole_run_from_imported_situations_writes_sessions_of_every_arm(tmp_p
     assert sorted(r["patient_engine"] for r in rows) == ["patientact"] * 3 + ["patientact:no_dm"] * 3
     card = (tmp_path / "out" / "dataset" / "README.md").read_text()
     assert "PatientAct authors' clinical situations" in card and "synthetic sample" not in card
+
+
+def test_results_of_situation_profiles_group_by_disease_key(situation_profiles, tmp_path):
+    from mindsimkit.judge.patientact import main_problems
+    from mindsimkit.profilegen.dataset import write_profiles
+
+    write_profiles(situation_profiles, tmp_path / "grouped" / "profiles")
+    assert main_problems(tmp_path / "grouped") == {p.profile_id: "depression" for p in situation_profiles}
