@@ -196,13 +196,18 @@ def jsonl_system_labels(path: Path) -> dict[str, str]:
 
 
 def main_problems(run: Path) -> dict[str, str]:
-    """Patient id → main presenting problem from a run's `profiles/profiles.parquet` (PatientAct groups its
-    tables by disorder; our profiles carry a main presenting problem instead). Empty when the run has none."""
+    """Patient id → the group its results are reported in, from a run's `profiles/profiles.parquet`: a
+    situation-seeded profile's disease key (PatientAct groups its tables by disorder), else the main presenting
+    problem our persona profiles carry instead. Empty when the run has none."""
     folder = RunLayout(run).profiles
     if not folder.parquet.is_file():
         return {}
-    rows = folder.rows(_AnchorOfProfile)
-    return {r.profile_id: r.anchor.main_problem for r in rows if r.anchor and r.anchor.main_problem}
+    out = {}
+    for r in folder.rows(_AnchorOfProfile):
+        group = r.situation_profile.disease_key if r.situation_profile else r.anchor.main_problem if r.anchor else None
+        if group:
+            out[r.profile_id] = group
+    return out
 
 
 class _Anchor(BaseModel):
@@ -210,9 +215,15 @@ class _Anchor(BaseModel):
     main_problem: str | None = None
 
 
+class _Disease(BaseModel):
+    model_config = ConfigDict(extra="ignore")
+    disease_key: str | None = None
+
+
 class _AnchorOfProfile(BaseModel):
     profile_id: str
     anchor: _Anchor | None = None
+    situation_profile: _Disease | None = None
 
 
 def conversation_items(label: str, sessions: list[Any], labels: dict[str, str],

@@ -103,16 +103,24 @@ def check_profiles(profiles: list[Profile]) -> None:
             )
 
 
-def check_layers(profiles: list[Profile], engines: list[str]) -> None:
+def check_layers(profiles: list[Profile], engines: list[str], situation_engines: tuple[str, ...] = ()) -> None:
     """An imported profile (no persona, demographics, anchor, structured formulation or screen) can be played by
-    MindSim only; an engine that reads those parts refuses it here, before any model call."""
+    MindSim only, and a situation-seeded one also by the engines in `situation_engines`; an engine that reads those
+    parts refuses it here, before any model call."""
     bare = [p for p in profiles if not p.layered]
-    if bare:
+    if not bare:
+        return
+    refusing = [e for e in engines if e not in situation_engines] if all(p.situation_profile for p in bare) else engines
+    if refusing:
+        first = bare[0]
+        source = first.imported_from or ("the PatientAct situation chain" if first.situation_profile
+                                          else "another source")
         more = f" (and {len(bare) - 1} more)" if len(bare) > 1 else ""
+        playable = ", ".join(["mindsim", *situation_engines]) if first.situation_profile else "mindsim"
         raise InputError(
-            f"profile {bare[0].profile_id}{more} came from {bare[0].imported_from or 'another source'} and has no "
-            f"persona, anchor or structured formulation, which patient engine(s) {', '.join(engines)} read; "
-            "simulate it with `simulation.patient_engine: mindsim` only"
+            f"profile {first.profile_id}{more} came from {source} and has no "
+            f"persona, anchor or structured formulation, which patient engine(s) {', '.join(refusing)} read; "
+            f"simulate it with `simulation.patient_engine` among {playable} only"
         )
 
 
@@ -380,7 +388,8 @@ def chosen_profiles(profiles: Iterable[Profile], config: SimulationConfig,
     patients: list[Any] = []
     engines = engines_of(config.patient_engines)
     layered = [e.name for e in engines if e.reads_layers]
-    checks = [check_profiles, *([lambda chunk: check_layers(chunk, layered)] if layered else []),
+    situated = tuple(e.name for e in engines if e.reads_situations)
+    checks = [check_profiles, *([lambda chunk: check_layers(chunk, layered, situated)] if layered else []),
               *(e.check_profiles for e in engines)]
     chosen = select_profiles(profiles, config)
     while chunk := list(itertools.islice(chosen, CHECK_ROWS)):

@@ -241,6 +241,9 @@ def render_card(run_dir: Path, run_info: RunHeader, configs: list[DatasetConfig]
     ]
     if uses_nemotron:
         attributions.append("Personas: NVIDIA Nemotron-Personas-USA, CC BY 4.0 (nvidia/Nemotron-Personas-USA).")
+    elif str(run_info.persona_source or "").startswith("patientact-situations:"):
+        attributions.append("Profiles: generated from the PatientAct authors' clinical situations, disease outlines and "
+                            "attribute priors (Sahandfer/PatientHub, MIT), imported by the user; no persona data.")
     else:
         attributions.append("Personas: mindsim's own synthetic sample in the Nemotron-Personas-USA schema (not NVIDIA data).")
     engine_stats = patient_engine_stats(tables.get("sessions"))

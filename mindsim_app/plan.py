@@ -281,6 +281,9 @@ def _profiles(ctx: _Ctx) -> None:
     from mindsimkit.profilegen.config import profiles_config
 
     cfg = profiles_config(ctx.recipe)
+    if cfg.source == "patientact-situations":
+        _situation_profiles(ctx, cfg)
+        return
     # A draft still serious after a revision is revised again, up to max_revisions: a geometric sum.
     drafts = cfg.candidates * sum(ctx.a.serious_share**k for k in range(cfg.max_revisions + 1))
     drafts_worst = cfg.candidates * (1 + cfg.max_revisions)
@@ -298,10 +301,44 @@ def _profiles(ctx: _Ctx) -> None:
     ctx.add("profiles", "screener", structured(ctx, "screener", drafts, drafts_worst, size, size, name="screen"))
 
 
+def _situation_profiles(ctx: _Ctx, cfg: Any) -> None:
+    """The situation chain: per generation a problem formulation, demographics rounds (one expected, the recipe's
+    most in the worst case) and a psychological formulation, then one validation; a failed validation generates
+    again (expected at the screen's serious share, worst case every round)."""
+    from mindsimkit.profilegen.situation_stage import rounds, situation_count
+
+    n = situation_count(cfg)
+    d_rounds, v_rounds = rounds(cfg)
+    gens = n * sum(ctx.a.serious_share**k for k in range(v_rounds))
+    gens_worst = n * v_rounds
+    writer, screen = _estimate(ctx, "profile_writer"), _estimate(ctx, "screener")
+    parts = writer.parts if writer else {}
+    for name, key, each, most in (
+        ("situation_problem", "problem formulation", 1, 1),
+        ("situation_demographics", "demographics", 1, d_rounds),
+        ("situation_psych", "psychological formulation", 1, 1),
+    ):
+        size = float(parts.get(key, writer.tokens if writer else 0))
+        ctx.add(
+            "profiles",
+            "profile_writer",
+            structured(ctx, "profile_writer", gens * each, gens_worst * most, size, size, name=name),
+        )
+    size = float(screen.tokens) if screen else 0.0
+    ctx.add(
+        "profiles", "screener", structured(ctx, "screener", gens, gens_worst, size, size, name="situation_validation")
+    )
+
+
 def _patients(ctx: _Ctx, s: Any) -> int:
     from mindsimkit.profilegen.config import profiles_config
 
     cfg = profiles_config(ctx.recipe)
+    if cfg.source == "patientact-situations":  # every situation is one patient, in the pool and the benchmark
+        from mindsimkit.profilegen.situation_stage import situation_count
+
+        n = situation_count(cfg)
+        return min(n, s.max_patients) if s.max_patients else n
     n = cfg.benchmark_size if s.benchmark_only else cfg.pool_size
     return min(n, s.max_patients) if s.max_patients else n
 

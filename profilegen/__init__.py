@@ -22,6 +22,7 @@ PUBLIC_MODULES = (
     "psych",
     "render",
     "schemas",
+    "situation_schemas",  # a situation-seeded profile's record, read by PatientAct's decomposition
     "stage",
     "testing",
     "vocab",

@@ -49,8 +49,14 @@ def sample_anchor(row: PersonaRow, rates: Rates, seed: int) -> Anchor:
 
 
 def sample_style(row: PersonaRow, seed: int) -> Style:
+    return style_for(row.persona.persona_id, seed)
+
+
+def style_for(key: str, seed: int) -> Style:
+    """The conversational style of the patient keyed `key` (a persona id, or a situation id for a
+    situation-seeded profile), drawn from its own stream."""
     w = style_weights()
-    rng = rng_for(seed, row.persona.persona_id, "style")
+    rng = rng_for(seed, key, "style")
     archetypes = archetype_ids()
     return Style(
         register=choice(rng, w["register"]),

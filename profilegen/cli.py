@@ -74,6 +74,11 @@ def generate_cmd(
         cfg = ProfilesConfig.model_validate({**base.model_dump(include=base.model_fields_set), **given})
     except ValueError as exc:
         raise ConfigError(f"profiles options: {exc}") from exc
+    if cfg.source == "patientact-situations":
+        from mindsimkit.profilegen.situation_stage import plan
+
+        # A bad imported folder is its one error line before any engine is started or checked.
+        plan(cfg, cfg.seed if cfg.seed is not None else rec.seed)
     # The preflight reads the recipe: it must check the schemas these options ask for, not the file's.
     rec = rec.model_copy(update={"profiles": {**rec.profiles, **given}})
     with run_lock(out), Engines.from_config(rec.engines_config()) as engines:

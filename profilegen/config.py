@@ -44,6 +44,38 @@ class ProfilesConfig(BaseModel):
                              "(OWNER/NAME); give a parquet/JSONL path, a Hub id, or 'synthetic'")
         return v
 
+    source: Literal["personas", "patientact-situations"] = Field(
+        "personas", exclude_if=lambda v: v == "personas",
+        description="Where profiles come from: 'personas' (written from persona records, the MindEval2 stages) or "
+        "'patientact-situations' (PatientAct's chain seeded by the clinical situations of `situations`).",
+    )
+    situations: Path | None = Field(
+        None, exclude_if=lambda v: v is None,
+        description="The folder `mindsim import patientact-situations` wrote (source: patientact-situations).",
+    )
+    demographics_rounds: int | None = Field(
+        None, ge=1, le=10, exclude_if=lambda v: v is None,
+        description="Situation source: most demographics completion rounds per generation; empty = the authors' "
+        "5 (profilegen/data/situation_profile.yaml).",
+    )
+    validation_rounds: int | None = Field(
+        None, ge=1, le=10, exclude_if=lambda v: v is None,
+        description="Situation source: most generate-and-validate rounds per situation; empty = the authors' 3.",
+    )
+
+    @model_validator(mode="after")
+    def _situations_folder(self) -> "ProfilesConfig":
+        # The folder itself is read when the stage starts (`situation_stage.plan`): a recipe that names one not yet
+        # imported still plans.
+        if self.source == "patientact-situations":
+            if self.situations is None:
+                raise ValueError("source 'patientact-situations' needs profiles.situations: the folder "
+                                 "`mindsim import patientact-situations` wrote")
+        elif self.situations is not None:
+            raise ValueError("profiles.situations is read only with source: patientact-situations; set the source "
+                             "or remove it")
+        return self
+
     candidates: int = Field(1000, ge=1, le=MAX_COUNT, description="How many adult personas to turn into candidate profiles.")
     pool_size: int = Field(100, ge=1, le=MAX_COUNT, description="Size of the validation pool selected from clean profiles.")
     benchmark_size: int = Field(50, ge=0, le=MAX_COUNT, description="Size of the benchmark subset of the pool.")

@@ -43,6 +43,7 @@ from mindsimkit.profilegen.rates import load_rates
 from mindsimkit.profilegen.schemas import AnchoredRow, ProfileShape, Provenance, RoleModel
 from mindsimkit.profilegen.screen import verdict_model
 from mindsimkit.profilegen.select import select_profiles
+from mindsimkit.profilegen import situation_stage as sstage
 
 
 class ProfilesSummary(BaseModel):
@@ -70,6 +71,9 @@ class ProfilesSummary(BaseModel):
     poor_qol_in_pool: int = Field(description="Poor-QoL patients the pool holds.")
     usage: dict[str, Any] = Field(default_factory=dict, description="Token and latency ledger per role.")
     warnings: list[str] = Field(default_factory=list, description="Setup problems worth fixing before a real run.")
+    situations: sstage.SituationStats | None = Field(
+        None, exclude_if=lambda v: v is None,
+        description="The situation source's chain counts (profiles.source: patientact-situations).")
 
 
 def _budget_warnings(engines: Any, shape: ProfileShape | None = None) -> list[str]:
@@ -141,12 +145,16 @@ class _Job(BaseModel):
     warnings: list[str]
 
 
+def _config(recipe: Any, config: ProfilesConfig | None) -> ProfilesConfig:
+    if config is None:
+        return profiles_config(recipe)
+    # handed in with causal_checks still empty: resolved against this recipe's patient engines
+    return resolve_causal_checks(config, getattr(recipe, "simulation", None))
+
+
 def _prepare(recipe: Any, engines: Any, out_dir: str | Path, config: ProfilesConfig | None) -> _Job:
     """Stages 1–2 (no LLM) and the run's provenance."""
-    if config is None:
-        cfg = profiles_config(recipe)
-    else:  # handed in with causal_checks still empty: resolved against this recipe's patient engines
-        cfg = resolve_causal_checks(config, getattr(recipe, "simulation", None))
+    cfg = _config(recipe, config)
     seed = cfg.seed if cfg.seed is not None else recipe.seed
     folder = RunLayout(out_dir).profiles.path
     personas = load_personas(cfg.personas, cfg.candidates, seed)
@@ -216,6 +224,11 @@ def run_profiles(recipe: Any, engines: Any, out_dir: str | Path, config: Profile
     RayPipeline with `ray.profile_replicas` step replicas), which needs `use_distilabel` and, for a runner whose
     work runs in other processes, engines they can reach over HTTP."""
     runner = runner or LocalRunner()
+    cfg = _config(recipe, config)
+    if cfg.source == sstage.SOURCE:
+        # The situation chain runs on the plain async path: its steps depend on each other's answers, which a
+        # distilabel step graph of independent rows does not express.
+        return _situation_job(recipe, engines, out_dir, cfg, console or out_console(), engines.run)
     job = _prepare(recipe, engines, out_dir, config)
     for w in job.warnings:
         (console or out_console()).print(f"[yellow]warning:[/yellow] {w}")
@@ -264,6 +277,11 @@ async def arun_profiles(recipe: Any, engines: Any, out_dir: str | Path, config: 
                         console: Console | None = None) -> ProfilesSummary:
     """`run_profiles` for async callers: always the plain async path (distilabel cannot run inside a
     running event loop)."""
+    cfg = _config(recipe, config)
+    if cfg.source == sstage.SOURCE:
+        p, seed, prov, checkpoints = _situation_plan(recipe, engines, out_dir, cfg)
+        outcomes = await sstage.situation_outcomes(engines, p, prov, checkpoints, cfg.concurrency)
+        return _situation_finish(recipe, engines, out_dir, cfg, p, seed, prov, outcomes, console or out_console())
     job = _prepare(recipe, engines, out_dir, config)
     outcomes = await _async_outcomes(engines, job.rows, job.cfg, job.prov, job.checkpoints)
     extra = _extra_rows(job, outcomes)
@@ -291,3 +309,40 @@ def _summary_line(s: ProfilesSummary) -> str:
         f"pool {s.pool} (cover {s.cover_size} for {s.distinct_values} values, poor QoL {s.poor_qol_in_pool}/"
         f"{s.poor_qol_floor}), benchmark {s.benchmark} → {s.folder}"
     )
+
+
+def _situation_plan(recipe: Any, engines: Any, out_dir: str | Path,
+                    cfg: ProfilesConfig) -> tuple[Any, int, Provenance, CheckpointDir]:
+    seed = cfg.seed if cfg.seed is not None else recipe.seed
+    p = sstage.plan(cfg, seed)  # every input error before anything is written
+    checkpoints = CheckpointDir(ProfilesFolder(RunLayout(out_dir).profiles.path).checkpoints)
+    return p, seed, sstage.provenance(engines, seed), checkpoints
+
+
+def _situation_job(recipe: Any, engines: Any, out_dir: str | Path, cfg: ProfilesConfig, console: Console,
+                   run: Any) -> ProfilesSummary:
+    p, seed, prov, checkpoints = _situation_plan(recipe, engines, out_dir, cfg)
+    outcomes = run(sstage.situation_outcomes(engines, p, prov, checkpoints, cfg.concurrency))
+    return _situation_finish(recipe, engines, out_dir, cfg, p, seed, prov, outcomes, console)
+
+
+def _situation_finish(recipe: Any, engines: Any, out_dir: str | Path, cfg: ProfilesConfig, p: Any, seed: int,
+                      prov: Provenance, outcomes: list[Any], console: Console) -> ProfilesSummary:
+    """The situation source's files and its summary in the profile stage's shape (every kept profile is in the
+    pool and the benchmark; the chain's own counts under `situations`)."""
+    folder, kept = sstage.write_outputs(out_dir, p, cfg, seed, prov, outcomes, engines,
+                                            getattr(recipe, "name", None))
+    files = ProfilesFolder(folder)
+    st = sstage.stats(p, outcomes)
+    summary = ProfilesSummary(
+        folder=str(folder), runner="async", runner_note="the situation chain runs on the plain async path",
+        persona_source=f"{sstage.SOURCE}:{p.folder}", personas_read=st.situations, skipped_under_18=0,
+        candidates=st.situations, failed=st.failed, dropped_serious=0,
+        verdicts={"validated": st.validated, "validation_failed": st.validation_failed}, revised=st.revised,
+        discarded_quotes=0, kept=len(kept), pool=len(kept), benchmark=len(kept), cover_size=0, distinct_values=0,
+        uncovered=[], poor_qol_floor=0, poor_qol_in_pool=0, usage=engines.ledger.summary(), situations=st,
+    )
+    atomic_write_json(files.summary, summary.model_dump(mode="json"))
+    sstage.finish_record(folder, [files.parquet, files.failures, files.provenance, files.summary,
+                                      *(files.case_summary(x.profile_id) for x in kept)], st, len(kept), console)
+    return summary

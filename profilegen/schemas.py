@@ -20,6 +20,7 @@ from typing import Any, Literal, NamedTuple
 from pydantic import BaseModel, ConfigDict, Field, model_serializer
 
 from mindsimkit.mindcore.errors import InputError
+from mindsimkit.profilegen.situation_schemas import SituationRecord
 
 AgeBand = Literal["18-24", "25-34", "35-44", "45-54", "55-64", "65+"]
 AGE_BANDS: tuple[str, ...] = AgeBand.__args__  # type: ignore[attr-defined]
@@ -330,6 +331,10 @@ class Profile(_Row):
         description="Session 1 as the source fixes it (situation, concealment, emotion); None: drawn and written")
     imported_from: str | None = Field(
         None, exclude_if=_absent, description="Where an imported profile came from (file, its sha256, the record)")
+    situation_profile: SituationRecord | None = Field(
+        None, exclude_if=_absent,
+        description="A situation-seeded PatientAct profile (profiles.source: patientact-situations): the situation, "
+        "scaffold, generated profile and what the chain's loops did; the five persona parts are then absent")
 
     @property
     def layered(self) -> bool:

@@ -8,12 +8,15 @@ point; `worst_profile_parts` is also what the simulator's estimates start from.
 from __future__ import annotations
 
 from functools import lru_cache
-from typing import Any
+from typing import Any, TypeVar
+
+from pydantic import BaseModel
 
 from mindsimkit.mindcore.budget import PromptSize, RoleSchema, messages_tokens, register_prompt_estimate, register_role_schema
 from mindsimkit.mindcore.stages import Stage, register_stage, role_use
 
 PROFILES = frozenset({"profiles"})
+M = TypeVar("M", bound=BaseModel)
 # Personas drawn from the shipped sample to find the longest prompt.
 ESTIMATE_PERSONAS = 40
 
@@ -72,10 +75,49 @@ def _profile_parts(seed: int, rates: str | None, patientact: bool = False) -> tu
     return row, f, faults
 
 
+def situation_prompts(recipe: Any, sz: Any) -> dict[str, int]:
+    """The situation chain's prompts at their largest: every answer a prompt carries at its schema's limits, the
+    longest situation and outline of the imported folder (when it is already imported), an older client (whose
+    prompt adds the outline's populations note) and the validator's guidance at its most."""
+    from mindsimkit.mindcore.budget import largest_instance
+    from mindsimkit.profilegen import situation_chain as chain
+    from mindsimkit.profilegen import situation_schemas as ss
+    from mindsimkit.profilegen.config import profiles_config
+    from mindsimkit.profilegen.patientact_inputs import Situation, read_inputs
+
+    cfg = profiles_config(recipe)
+    folder = cfg.situations.expanduser() if cfg.situations is not None else None
+    got = read_inputs(folder) if folder is not None and folder.is_dir() else None
+    situations = got.situations if got is not None else [Situation(disease_key="d", topic="t", situation="s")]
+    longest = max(situations, key=lambda x: len(x.situation))
+    outlines = list((got.outlines or {}).values()) if got is not None else []
+    outline = max(outlines, key=lambda o: len(o.model_dump_json())) if outlines else None
+    inp = chain.ChainInput(situation_id="s", situation=longest, outline=outline)
+    def big(model: type[M]) -> M:
+        return model.model_validate(largest_instance(model.model_json_schema()))
+
+    problem, demo, psych = big(ss.ProblemFormulation), big(ss.SituationDemographics), big(ss.SituationPsych)
+    guidance = largest_instance(ss.Validation.model_json_schema())["revision_guidance"]
+    scaffold = ss.Scaffold(age_group="Elderly", age_range=(65, 120), gender="female", ethnicity="x" * 40,
+                           occupation_type="x" * 40, core_belief_theme=max(ss.shape_data()["core_belief_themes"], key=len),
+                           attachment_style=max(ss.shape_data()["attachment_styles"], key=len))
+    profile = ss.SituationProfile(demographics=demo, problem_formulation=problem, psychological_formulation=psych)
+    return {
+        "problem formulation": messages_tokens(chain.problem_messages(inp, scaffold, guidance), sz),
+        "demographics": messages_tokens(chain.demographics_messages(inp, scaffold, problem, demo, guidance), sz),
+        "psychological formulation": messages_tokens(chain.psych_messages(inp, scaffold, demo, problem, guidance), sz),
+        "validation": messages_tokens(chain.validation_messages(inp, profile), sz),
+    }
+
+
 def _writer_prompt(inp: Any, sz: Any) -> PromptSize:
     from mindsimkit.profilegen.formulation import revision_messages, writer_messages
     from mindsimkit.profilegen.screen import causal_faults
 
+    if from_situations(inp.recipe):
+        parts = {k: v for k, v in situation_prompts(inp.recipe, sz).items() if k != "validation"}
+        return PromptSize("profile_writer", max(parts.values()), parts,
+                          "the situation chain's prompts with every answer they carry at its schema's limits")
     shape = profile_shape(inp.recipe)
     causal, pa = shape.causal_checks, shape.patientact
     row, f, faults = worst_profile_parts(inp.recipe)
@@ -99,19 +141,48 @@ def _screener_prompt(inp: Any, sz: Any) -> PromptSize:
     from mindsimkit.profilegen.render import writer_brief
     from mindsimkit.profilegen.screen import judge_messages
 
+    if from_situations(inp.recipe):
+        n = situation_prompts(inp.recipe, sz)["validation"]
+        return PromptSize("screener", n, {"validation of the largest profile": n})
     row, f, _ = worst_profile_parts(inp.recipe)
     shape = profile_shape(inp.recipe)
     n = messages_tokens(judge_messages(writer_brief(row, f), causal=shape.causal_checks, patientact=shape.patientact), sz)
     return PromptSize("screener", n, {"brief of the largest formulation": n})
 
 
+def from_situations(recipe: Any) -> bool:
+    """Whether the recipe's profiles come from PatientAct situations (`profiles.source`), not personas."""
+    from mindsimkit.profilegen.config import profiles_config
+
+    return recipe is not None and profiles_config(recipe).source == "patientact-situations"
+
+
+def _situation_schema(name: str) -> Any:
+    def schema() -> dict[str, Any]:
+        from mindsimkit.profilegen import situation_schemas as ss
+
+        models: dict[str, type[BaseModel]] = {
+            "situation_problem": ss.ProblemFormulation, "situation_demographics": ss.DemographicsCheck,
+            "situation_psych": ss.SituationPsych, "situation_validation": ss.Validation}
+        return models[name].model_json_schema()
+
+    return schema
+
+
 def register() -> None:
     register_stage(Stage("profiles", lambda recipe, engines: [role_use(engines, "profile_writer"),
                                                               role_use(engines, "screener")]))
+    def personas(recipe: Any) -> bool:
+        return not from_situations(recipe)
+
     register_role_schema(RoleSchema("profile_writer", "formulation", formulation_schema, PROFILES,
-                                    schema_for=formulation_schema))
-    register_role_schema(RoleSchema("screener", "screen", screen_schema, PROFILES, schema_for=screen_schema))
+                                    schema_for=formulation_schema, active=personas))
+    register_role_schema(RoleSchema("screener", "screen", screen_schema, PROFILES, schema_for=screen_schema,
+                                    active=personas))
     register_role_schema(RoleSchema("profile_writer", "demographics", demographics_schema, PROFILES,
-                                    active=lambda recipe: profile_shape(recipe).patientact))
+                                    active=lambda recipe: personas(recipe) and profile_shape(recipe).patientact))
+    for role, name in (("profile_writer", "situation_problem"), ("profile_writer", "situation_demographics"),
+                       ("profile_writer", "situation_psych"), ("screener", "situation_validation")):
+        register_role_schema(RoleSchema(role, name, _situation_schema(name), PROFILES, active=from_situations))
     register_prompt_estimate("profile_writer", _writer_prompt)
     register_prompt_estimate("screener", _screener_prompt)

@@ -61,6 +61,9 @@ class PatientEngine:
     # True when the engine reads a profile's persona, demographics, anchor or structured formulation, which an
     # imported profile lacks (`Profile.layered`): such profiles are refused before any model call.
     reads_layers: ClassVar[bool] = True
+    # True when the engine also plays a situation-seeded PatientAct profile (`Profile.situation_profile`), which has
+    # none of those parts but its own record of them.
+    reads_situations: ClassVar[bool] = False
     # True when the engine's `patient` role calls tools every turn (MindSim's commit_move): preflight checks how
     # those calls travel on its engine (`mindsim.stage.tool_roles`).
     calls_tools: ClassVar[bool] = False

@@ -18,6 +18,7 @@ from dataclasses import dataclass
 from typing import Any, Optional
 
 from mindsimkit.profilegen.schemas import Profile
+from mindsimkit.profilegen.situation_schemas import SituationRecord
 
 
 @dataclass(frozen=True)
@@ -84,10 +85,35 @@ def _psychological(formulation: Any) -> list[Section]:
     return out
 
 
+def _situation_card(record: SituationRecord) -> list[Section]:
+    """A situation-seeded profile's demographics and 5P sections: the authors' lists as they stand (Fig. 2). Its
+    core belief is the scaffold's theme, a seed, so a blind card hides it with the seeds."""
+    d, pf = record.profile.demographics, record.profile.problem_formulation
+    lo, hi = record.scaffold.age_range
+    who = (f"{d.name}: {d.age_group.lower()} ({lo}-{hi}), {d.gender}, {d.marital_status}, {d.occupation}.",
+           f"Cultural background: {d.cultural_background}")
+    return [
+        Section("Demographics", who),
+        Section("Presenting problem", (f"Situation: {pf.presenting_problem.situation}",
+                                       f"Impact: {'; '.join(pf.presenting_problem.impact)}", f"Goal: {pf.goal}")),
+        Section("Precipitating factors", tuple(pf.precipitating_factors)),
+        Section("Predisposing factors: psychological", tuple(pf.predisposing_factors.psychological)),
+        Section("Predisposing factors: social", tuple(pf.predisposing_factors.social)),
+        Section("Perpetuating factors", (*pf.perpetuating_factors.internal, *pf.perpetuating_factors.external)),
+        Section("Protective factors", (*pf.protective_factors.internal, *pf.protective_factors.external)),
+    ]
+
+
 def profile_card(profile: Profile, formulation: Any = None, *, blind: bool = True,
                  seeds: Optional[dict[str, str]] = None) -> list[Section]:
     """The card's sections. `blind`: as the identification task shows it (no core belief, no seeds);
     otherwise the whole profile, with `seeds` (attachment, theme) named when given."""
+    if profile.situation_profile is not None:
+        out = _situation_card(profile.situation_profile) + _psychological(formulation)
+        if seeds and not blind:
+            out.append(Section("Seed attributes",
+                               tuple(f"{k.replace('_', ' ').capitalize()}: {v}" for k, v in seeds.items())))
+        return out
     persona = profile.written().persona
     who = [persona.persona.strip(), demographics_line(profile)]
     if persona.cultural_background.strip():

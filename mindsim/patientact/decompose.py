@@ -43,6 +43,7 @@ from mindsimkit.mindsim.patientact.data import attachment_prior, item_types, the
 from mindsimkit.mindsim.patientact.seed import PsychSeed, psych_seed
 from mindsimkit.profilegen.psych import PSYCH_TEMPLATE, PsychFormulation, formulate_psych, psych_messages
 from mindsimkit.profilegen.schemas import Profile
+from mindsimkit.profilegen.situation_schemas import SituationRecord
 
 DECOMPOSE_TEMPLATE = "patientact/decompose.jinja2"
 SCREEN_TEMPLATE = "patientact/psych_screen.jinja2"
@@ -85,9 +86,24 @@ def _types_of() -> dict[str, str]:
     return {src: name for name, t in item_types().types.items() for src in t.sources}
 
 
+def situation_pieces(record: SituationRecord) -> list[tuple[str, str]]:
+    """A situation-seeded profile's pieces: the fields the authors' memory takes from the 5P part (impact,
+    perpetuating cycles inside and around the client, psychological and social predisposing factors), each under
+    the source field of ours it corresponds to (`item_types.yaml`); the core belief is the scaffold's theme, held
+    by the seed, not a piece."""
+    pf = record.profile.problem_formulation
+    out = [("formulation.presenting.impact", x) for x in pf.presenting_problem.impact]
+    out += [("formulation.perpetuating", x) for x in (*pf.perpetuating_factors.internal, *pf.perpetuating_factors.external)]
+    out += [("formulation.predisposing", x) for x in pf.predisposing_factors.psychological]
+    out += [("formulation.predisposing.social", x) for x in pf.predisposing_factors.social]
+    return out
+
+
 def profile_pieces(profile: Profile, formulation: PsychFormulation | None) -> list[Piece]:
     """Every piece of the profile that the static layer does not carry, in a fixed order."""
     types = _types_of()
+    if profile.situation_profile is not None:
+        return _typed(types, situation_pieces(profile.situation_profile) + _psych_pieces(formulation))
     f = profile.formulation
     out: list[tuple[str, str]] = []
     out += [("formulation.presenting.impact", x) for x in f.presenting.impact]
@@ -95,13 +111,22 @@ def profile_pieces(profile: Profile, formulation: PsychFormulation | None) -> li
     out += [("formulation.predisposing", p.history) for p in f.predisposing if p.kind != "social"]
     out += [("formulation.predisposing.social", p.history) for p in f.predisposing if p.kind == "social"]
     out += [("formulation.core_belief.history", f.core_belief.history), ("formulation.core_belief.belief", f.core_belief.belief)]
-    if formulation is not None:
-        out += [("psych.intermediate_beliefs", x) for x in formulation.intermediate_beliefs]
-        out += [("psych.automatic_thoughts", x) for x in formulation.automatic_thoughts]
-        out += [("psych.triggers", x) for x in formulation.triggers]
-        out += [("psych.interpersonal_patterns",
-                 f"With {p.domain}: wants {p.wish}; expects {p.response_of_other}; then {p.response_of_self}")
-                for p in formulation.interpersonal_patterns]
+    return _typed(types, out + _psych_pieces(formulation))
+
+
+def _psych_pieces(formulation: PsychFormulation | None) -> list[tuple[str, str]]:
+    if formulation is None:
+        return []
+    out = [("psych.intermediate_beliefs", x) for x in formulation.intermediate_beliefs]
+    out += [("psych.automatic_thoughts", x) for x in formulation.automatic_thoughts]
+    out += [("psych.triggers", x) for x in formulation.triggers]
+    out += [("psych.interpersonal_patterns",
+             f"With {p.domain}: wants {p.wish}; expects {p.response_of_other}; then {p.response_of_self}")
+            for p in formulation.interpersonal_patterns]
+    return out
+
+
+def _typed(types: dict[str, str], out: list[tuple[str, str]]) -> list[Piece]:
     return [Piece(types[src], src, text.strip()) for src, text in out if text and text.strip()]
 
 
@@ -121,7 +146,30 @@ def max_pieces(patientact: bool = False) -> int:
     return five_p + psych
 
 
+def situation_static(record: SituationRecord, formulation: PsychFormulation) -> StaticLayer:
+    """The static layer of a situation-seeded profile: its completed demographics and the 5P parts the client
+    prompt carries (why now, what set it off, strengths inside and around the client)."""
+    d, pf = record.profile.demographics, record.profile.problem_formulation
+    tp = formulation.therapist_pattern
+    return StaticLayer(
+        demographics=f"{d.name}: {d.age_group.lower()} ({record.scaffold.age_range[0]}-{record.scaffold.age_range[1]}), "
+                     f"{d.gender}; {d.occupation}; {d.marital_status}",
+        cultural_background=d.cultural_background, current_concern=pf.presenting_problem.situation,
+        precipitating="; ".join(pf.precipitating_factors),
+        protective=[*pf.protective_factors.internal, *pf.protective_factors.external],
+        coping=list(formulation.coping_patterns), emotional_range=formulation.emotional_range,
+        therapist_wish=tp.wish, therapist_expects=tp.response_of_other, therapist_reaction=tp.response_of_self,
+    )
+
+
+def situation_formulation(record: SituationRecord) -> PsychFormulation:
+    """The chain's psychological formulation as the patient's: the same fields, list sizes within its limits."""
+    return PsychFormulation.model_validate(record.profile.psychological_formulation.model_dump())
+
+
 def static_layer(profile: Profile, formulation: PsychFormulation | None) -> StaticLayer:
+    if profile.situation_profile is not None:
+        return situation_static(profile.situation_profile, formulation or situation_formulation(profile.situation_profile))
     p, d, f = profile.persona, profile.demographics, profile.formulation
     demographics = (f"{p.age}, {d.gender}; {p.occupation.replace('_', ' ')} ({d.employment.replace('_', ' ')}); "
                     f"{d.relationship.replace('_', ' ')}, {d.living_situation.replace('_', ' ')}")
@@ -302,7 +350,8 @@ def decompose_messages(profile: Profile, psych: PsychSeed, pieces: list[Piece],
         DECOMPOSE_TEMPLATE,
         formulation=formulation,
         writer_brief=profile.writer_brief,
-        persona=profile.persona.persona,
+        # A situation-seeded profile has no persona record: its case summary opens with who the client is.
+        persona=profile.persona.persona if profile.persona is not None else profile.case_summary,
         levels=[(f"{lv:.1f}", rules.levels[f"{lv:.1f}"]) for lv in rules.scale],
         pieces=[(i + 1, p.type, f"{types.types[p.type].anchor:.1f}", p.content) for i, p in enumerate(pieces)],
         types=types.types, shifts=types.shifts(rules.level_step),
@@ -340,7 +389,11 @@ async def decompose(client: Any, profile: Profile, seed: int, *, max_tokens: int
     formulation = None
     screened = None
     prompts = {DECOMPOSE_TEMPLATE: template_hash(DECOMPOSE_TEMPLATE)}
-    if with_formulation:
+    if profile.situation_profile is not None:
+        # The chain wrote and validated this profile's formulation (Figs. 5-6) from its own scaffold: it is used as
+        # is, whatever `with_formulation` and `screen` say for profiles written from personas.
+        formulation = situation_formulation(profile.situation_profile)
+    elif with_formulation:
         formulation = await formulate_psych(
             client, profile, psych.attachment, attachment_prior().descriptions[psych.attachment], psych.theme,
             theme_map().themes[psych.theme], max_tokens=formulation_max_tokens, max_attempts=max_attempts,

@@ -43,6 +43,7 @@ class PatientActEngine(PatientEngine):
     preparation_settings = PREPARATION_SETTINGS
     prepares = True
     session_client = True
+    reads_situations = True
 
     def participant(self, talk: TalkStart) -> Any:
         from mindsimkit.mindsim.patientact.session import patientact_patient

@@ -27,6 +27,8 @@ class PsychSeed(BaseModel):
 
 
 def psych_seed(profile: Profile, seed: int) -> PsychSeed:
+    if profile.situation_profile is not None:
+        return situation_seed(profile)
     cluster = profile.written().formulation.core_belief.cluster
     themes = theme_map()
     if cluster not in themes.clusters:
@@ -42,10 +44,31 @@ def psych_seed(profile: Profile, seed: int) -> PsychSeed:
     return PsychSeed(attachment=attachment, theme=themes.clusters[cluster], cluster=cluster)
 
 
+def situation_seed(profile: Profile) -> PsychSeed:
+    """A situation-seeded profile's seed is its sampled scaffold's (the chain wrote its formulation from it): the
+    theme by the key `profilegen/data/situation_profile.yaml` gives the authors' label, `cluster` the label itself."""
+    from mindsimkit.profilegen.situation_schemas import shape_data
+
+    assert profile.situation_profile is not None
+    s = profile.situation_profile.scaffold
+    theme = shape_data()["core_belief_themes"][s.core_belief_theme]["key"]
+    if theme not in theme_map().themes:
+        raise InputError(
+            f"profile {profile.profile_id}: core-belief theme '{theme}' (profilegen/data/"
+            "situation_profile.yaml) is not in mindsim/data/patientact/core_belief_themes.yaml; add it"
+        )
+    return PsychSeed(attachment=s.attachment_style, theme=theme, cluster=s.core_belief_theme)
+
+
 def check_profiles(profiles: list[Profile]) -> None:
     """Fail before any LLM call if a profile's core-belief cluster has no theme (PatientAct runs only)."""
     known = theme_map().clusters
-    bad = sorted({p.written().formulation.core_belief.cluster for p in profiles} - set(known))
+    for p in profiles:
+        if p.situation_profile is not None:
+            situation_seed(p)
+    bad = sorted(
+        {p.written().formulation.core_belief.cluster for p in profiles if p.situation_profile is None} - set(known)
+    )
     if bad:
         raise InputError(
             f"profiles: core-belief cluster(s) {', '.join(bad)} have no theme in "

@@ -1,0 +1,104 @@
+"""A situation-seeded PatientAct profile in the simulator: the PatientAct engine plays it from the chain's own
+formulation and scaffold (no second formulation call), and an engine that reads the persona parts refuses it
+before any model call."""
+
+from __future__ import annotations
+
+import pyarrow.parquet as pq
+import pytest
+
+from mindsimkit.mindcore.engine import Engines
+from mindsimkit.mindcore.errors import InputError
+from mindsimkit.mindcore.fake import FakeBackend
+from mindsimkit.mindsim.config import SimulationConfig
+from mindsimkit.mindsim.patientact.card import card_markdown, profile_card
+from mindsimkit.mindsim.simulate import chosen_profiles, run_simulation
+from mindsimkit.profilegen.dataset import iter_profiles
+from mindsimkit.profilegen.pipeline import run_profiles
+from situation_fakes import PROBLEM, import_situations, responder, situation_recipe
+from test_patientact import PAResponder
+
+
+@pytest.fixture
+def situation_profiles(tmp_path):
+    with Engines.with_backend(FakeBackend(responder())) as engines:
+        run_profiles(situation_recipe(import_situations(tmp_path)), engines, tmp_path / "run")
+    return list(iter_profiles(tmp_path / "run" / "profiles"))
+
+
+def test_patientact_plays_a_situation_profile_from_its_own_formulation(situation_profiles, tmp_path):
+    profile = situation_profiles[0]
+    pa = PAResponder()
+    config = SimulationConfig(sessions=1, turn_cap=3, patient_engine="patientact")
+    with Engines.with_backend(FakeBackend(pa)) as engines:
+        summary = run_simulation([profile], engines, config, tmp_path / "sim", seed=1)
+    assert summary.sessions_written == 1 and not summary.failed_arcs
+    row = pq.read_table(tmp_path / "sim" / "sessions" / "sessions.parquet").to_pylist()[0]
+    scaffold = profile.situation_profile.scaffold
+    assert row["patientact"]["attachment"] == scaffold.attachment_style
+    assert "PsychFormulation" not in pa.seen and pa.seen["DecompositionDraft"] >= 1
+
+
+def test_an_engine_that_reads_persona_parts_refuses_a_situation_profile(situation_profiles):
+    config = SimulationConfig(sessions=1, patient_engine=["patientact", "patient_psi"])
+    with pytest.raises(InputError, match=r"situation chain .* patient_psi read; .* among mindsim, patientact"):
+        chosen_profiles(situation_profiles, config)
+    assert len(chosen_profiles(situation_profiles, SimulationConfig(patient_engine="patientact"))) == 3
+
+
+def test_the_card_of_a_situation_profile_hides_the_seeds_when_blind(situation_profiles):
+    from mindsimkit.mindsim.patientact.decompose import situation_formulation
+
+    p = situation_profiles[0]
+    f = situation_formulation(p.situation_profile)
+    seeds = {
+        "attachment": p.situation_profile.scaffold.attachment_style,
+        "theme": p.situation_profile.scaffold.core_belief_theme,
+    }
+    blind = card_markdown(profile_card(p, f, blind=True, seeds=seeds))
+    full = card_markdown(profile_card(p, f, blind=False, seeds=seeds))
+    assert PROBLEM["presenting_problem"]["impact"][0] in blind and "Interpersonal pattern: wife" in blind
+    assert seeds["theme"] not in blind and seeds["theme"] in full
+
+
+def test_a_whole_run_from_imported_situations_writes_sessions_of_every_arm(tmp_path):
+    """`mindsim run`'s job on a recipe of recipes/patientact_situations.yaml's shape (situation source, PatientAct and
+    an arm), every role on the fake engine: profiles, sessions of both arms, the dataset card and the report."""
+    import yaml
+
+    from mindsimkit.mindsim_app.job import run_job
+
+    raw = {
+        "name": "situations",
+        "seed": 1,
+        "engines": {"local": {"kind": "embedded"}},
+        "roles": {"default": {"engine": "local"}},
+        "profiles": {"source": "patientact-situations", "situations": str(import_situations(tmp_path))},
+        "simulation": {"sessions": 1, "turn_cap": 2, "patient_engine": ["patientact", "patientact:no_dm"]},
+        "validation": {},
+        "output": {},
+        "release": {},
+    }
+    (tmp_path / "r.yaml").write_text(yaml.safe_dump(raw))
+    chain, pa = responder(), PAResponder()
+
+    def respond(req):
+        if req.schema_name == "_Probe":  # the preflight's engine check
+            return {"mood": "fine", "calm": True}
+        return chain(req) if (req.schema_name or "").startswith("situation_") else pa(req)
+
+    with Engines.with_backend(FakeBackend(respond, name="local")) as engines:
+        summary = run_job(tmp_path / "r.yaml", tmp_path / "out", engines=engines)
+    assert summary.info.status == "finished" and {"sessions", "dataset + card", "HTML report"} <= set(summary.outputs)
+    rows = pq.read_table(tmp_path / "out" / "sessions" / "sessions.parquet", columns=["patient_engine"]).to_pylist()
+    assert sorted(r["patient_engine"] for r in rows) == ["patientact"] * 3 + ["patientact:no_dm"] * 3
+    card = (tmp_path / "out" / "dataset" / "README.md").read_text()
+    assert "PatientAct authors' clinical situations" in card and "synthetic sample" not in card
+
+
+def test_results_of_situation_profiles_group_by_disease_key(situation_profiles, tmp_path):
+    from mindsimkit.judge.patientact import main_problems
+    from mindsimkit.profilegen.dataset import write_profiles
+
+    write_profiles(situation_profiles, tmp_path / "grouped" / "profiles")
+    assert main_problems(tmp_path / "grouped") == {p.profile_id: "depression" for p in situation_profiles}
