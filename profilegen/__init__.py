@@ -23,6 +23,7 @@ PUBLIC_MODULES = (
     "render",
     "schemas",
     "situation_schemas",  # a situation-seeded profile's record, read by PatientAct's decomposition
+    "situation_stage",  # the chain's calls per situation, which `mindsim plan` counts
     "stage",
     "testing",
     "vocab",
