@@ -317,3 +317,13 @@ def test_requests_without_tools_stay_on_the_chat_endpoint():
     backend = _backend(link)
     reply = _run(backend, lambda: backend.complete(ChatRequest(role="r", model="smol", messages=HISTORY[:2])))
     assert reply.content == "Hi." and link.sent[0][0] == "" and "messages" in link.sent[0][1]
+
+
+def test_the_preflight_records_which_parser_read_the_forced_call():
+    from mindsimkit.mindcore.engine_health import EngineHealth, tool_path
+
+    h = EngineHealth("local", "embedded", "http://127.0.0.1:9/v1", "smol", ok=True, tool_call="native")
+    assert tool_path("patient", "native", "local", True, h, "template").path == "native-template"
+    assert tool_path("patient", "native", "local", True, h).path == "native"
+    h.tool_call = "text"  # the template path's call did not parse either: the preset still refuses it
+    assert tool_path("patient", "native", "local", True, h, "template").problem
