@@ -29,7 +29,7 @@ from typing import Any, Protocol
 
 import httpcore
 
-from mindsimkit.mindcore import wire
+from mindsimkit.mindcore import tool_template, wire
 from mindsimkit.mindcore.config import SAMPLING_FIELDS, deep_merge
 from mindsimkit.mindcore.errors import ConfigError, EngineUnavailable, FieldRefused, TransportError
 from mindsimkit.mindcore.redact import shown_url
@@ -92,6 +92,12 @@ def refusal_hint(message: str, sent: dict[str, Any]) -> str:
         hints.append("remove thinking from the role, or fix thinking_key to the variable this model's chat "
                      "template reads")
     return "; ".join(hints)
+
+
+def tool_parser_for(kind: str) -> str:
+    """Who reads an engine kind's tool calls out of the model's text (`OpenAIBackend.tool_parser`): the embedded
+    llama.cpp's chat endpoint parses them but does not force one, so the backend does both there."""
+    return "template" if kind == "embedded" else "server"
 
 
 def json_keys(body: dict[str, Any]) -> set[str]:
@@ -176,6 +182,10 @@ class OpenAIBackend:
     - `serial_prefix_chars` (the embedded engine): requests whose first message (with the tools, which a
       template renders before it) is at least this long and the same are sent one at a time (`_PrefixGate`);
       0, for servers that share cached prefixes across requests (vLLM) or hosted APIs, sends them as they come.
+    - `tool_parser` says who turns a model's tool calls into `tool_calls` where `native_tools` is on: "server"
+      (vLLM's or an API's own tool-call parser reads the chat request's `tools`), or "template" (the embedded
+      engine, whose chat endpoint does not force a call: the backend renders the tools itself and asks the raw
+      completion endpoint under a schema, `mindcore.tool_template`).
     """
 
     def __init__(
@@ -219,6 +229,7 @@ class OpenAIBackend:
         self.connect_timeout_s = connect_timeout_s
         self.max_retry_after_s = max_retry_after_s
         self.native_tools = native_tools
+        self.tool_parser = tool_parser_for(kind)
         self.structured_mode = structured_mode
         self.strict_schema = strict_schema
         self.max_retries = max_retries
@@ -255,6 +266,8 @@ class OpenAIBackend:
             "native_tools": self.native_tools,
             "structured_mode": self.structured_mode,
         }
+        if self.native_tools:
+            out["tool_parser"] = self.tool_parser
         if len(self.servers) > 1:
             out["base_urls"] = [shown_url(u) for u in self.base_urls]
         if self.attached:
@@ -441,11 +454,65 @@ class OpenAIBackend:
         state = self._loop_state()
         body = self.body(request)
         async with self._gates[id(asyncio.get_running_loop())].hold(self._prefix_key(body)):
+            if request.tools and self.native_tools and self.tool_parser == "template":
+                return await self._complete_by_template(request, state, body["model"])
             # Encoded once, whichever server and however many tries it takes.
             return await self._send(request, state, body["model"], wire.dumps(body))
 
+    # -- tool calls the backend parses itself (`tool_parser: template`) ---------------------------------------
+    async def _complete_by_template(self, request: ChatRequest, state: list[tuple[wire.ServerLink, asyncio.Semaphore]],
+                                    model: str) -> RawReply:
+        """`request` answered as a tool-calling chat server would, through the raw completion endpoint: the prompt
+        rendered with the tools template, a required call opened with its tag and held to the calls' schema, a free
+        answer that opens a call asked again from the tag under that schema; the calls parsed into `tool_calls`."""
+        tools = request.tools or []
+        forced = tool_template.forced_name(request.tool_choice, tools)
+        prompt = tool_template.render_prompt(request.messages, tools)
+        if forced is not None:
+            return await self._template_call(request, state, model, prompt, "", forced)
+        free = await self._send(request, state, model, wire.dumps(self._completion_body(request, model, prompt)),
+                                endpoint="completions")
+        head, opened = tool_template.split_at_call(free.content or "")
+        if request.tool_choice == "none" or not opened:
+            return free
+        reply = await self._template_call(request, state, model, prompt, head, "")
+        reply.prompt_tokens += free.prompt_tokens
+        reply.completion_tokens += free.completion_tokens
+        reply.cached_tokens += free.cached_tokens
+        return reply
+
+    async def _template_call(self, request: ChatRequest, state: list[tuple[wire.ServerLink, asyncio.Semaphore]],
+                             model: str, prompt: str, head: str, only: str) -> RawReply:
+        """One call written after `head` (the words before it), its object held to the schema of the offered tools
+        (or of the one named `only`)."""
+        tools = request.tools or []
+        opened = head + tool_template.CALL_PREFIX
+        body = self._completion_body(request, model, prompt + opened)
+        body["json_schema"] = tool_template.call_schema(tools, only)
+        reply = await self._send(request, state, model, wire.dumps(body), endpoint="completions")
+        # A call cut off at the output budget keeps its open tag and no close: parsed as the broken block it is.
+        closing = "" if reply.finish_reason == "length" else "\n" + tool_template.CLOSE_TAG
+        parsed = tool_template.parse_calls(opened + (reply.content or "") + closing, tools)
+        reply.content, reply.tool_calls, reply.tool_call_error = parsed.content, parsed.calls, parsed.error
+        if parsed.calls and not parsed.error:
+            reply.finish_reason = "tool_calls"
+        return reply
+
+    def _completion_body(self, req: ChatRequest, model: str, prompt: str) -> dict[str, Any]:
+        """The raw completion request for `req` with its prompt already rendered: its sampling fields and output
+        budget, the role's extra_body merged as on the chat path."""
+        body: dict[str, Any] = {"model": model, "prompt": prompt}
+        for key in SAMPLING_FIELDS:
+            value = getattr(req, key)
+            if value is not None and key not in req.omit:
+                body[key] = value
+        if req.max_tokens is not None:
+            body["max_tokens"] = req.max_tokens
+        body.update(req.extra_body or {})
+        return body
+
     async def _send(self, request: ChatRequest, state: list[tuple[wire.ServerLink, asyncio.Semaphore]],
-                    model: str, data: bytes) -> RawReply:
+                    model: str, data: bytes, endpoint: str = "") -> RawReply:
         attempt = 0  # failures charged to this request's retry budget
         tried: set[int] = set()
         while True:
@@ -458,10 +525,10 @@ class OpenAIBackend:
                 async with sem:
                     token = IN_FLIGHT.start(self.name, server.url)
                     try:
-                        resp = await link.post_json(data, request.timeout_s)
+                        resp = await link.post_json(data, request.timeout_s, endpoint)
                     finally:
                         IN_FLIGHT.end(token)
-                reply = _raw_reply(resp)
+                reply = _text_reply(resp) if endpoint == "completions" else _raw_reply(resp)
                 self._server_ok(server)
                 reply.server = server.url
                 return reply
@@ -658,6 +725,25 @@ def _raw_reply(resp: dict[str, Any]) -> RawReply:
         finish_reason=choice.get("finish_reason"),
         reasoning=reasoning_of(msg),
         logprobs=_token_logprobs(choice),
+    )
+
+
+def _text_reply(resp: dict[str, Any]) -> RawReply:
+    """A raw completion (`/completions`) read as a reply whose content is the generated text."""
+    try:
+        choice = resp["choices"][0]
+        text = choice["text"]
+    except (KeyError, IndexError, TypeError) as exc:
+        raise wire.BadReply(f"not a text completion ({type(exc).__name__}: {exc})") from None
+    if not isinstance(text, str):
+        raise wire.BadReply("not a text completion (its text is not a string)")
+    usage = resp.get("usage") or {}
+    return RawReply(
+        content=text,
+        prompt_tokens=usage.get("prompt_tokens") or 0,
+        completion_tokens=usage.get("completion_tokens") or 0,
+        cached_tokens=(usage.get("prompt_tokens_details") or {}).get("cached_tokens") or 0,
+        finish_reason=choice.get("finish_reason"),
     )
 
 

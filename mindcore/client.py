@@ -339,6 +339,8 @@ def _validated_call(by_name: dict[str, ToolSpec], name: str, arguments: Any, cal
 
 
 def _native_calls(raw: RawReply, by_name: dict[str, ToolSpec], allow_none: bool) -> list[ToolCall]:
+    if raw.tool_call_error:
+        raise ValueError(raw.tool_call_error)
     # One call per step keeps the patient protocol simple; extra parallel calls are ignored.
     calls = [_validated_call(by_name, tc["function"]["name"], tc["function"].get("arguments"), tc.get("id") or "")
              for tc in raw.tool_calls[:1]]

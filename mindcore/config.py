@@ -177,7 +177,9 @@ class EmbeddedEngine(_Strict):
                                                           "work when the server starts (at least one)")
     timeout_s: float = Field(600.0, gt=0, le=86400, description="Seconds one request may take in all")
     native_tools: bool = Field(
-        False, description="SmolLM2's template cannot force tool calls, so tools go through a JSON schema"
+        False, description="Native tool calls (OpenAI tools / tool_calls) that the toolkit renders with a tools "
+        "template and parses itself (llama.cpp's chat endpoint does not force a call); false: tool calls go "
+        "through a JSON schema"
     )
     serial_prefix_chars: int = Field(
         4000, ge=0, description="Requests opening with the same system prompt of at least this many characters are "

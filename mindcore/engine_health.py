@@ -333,14 +333,16 @@ class ToolPath:
 
     role: str
     engine: str
-    path: str  # "native" | "json-schema"
+    path: str  # "native" | "native-template" | "json-schema"
     problem: str = ""  # a configuration problem: the run must not start
     note: str = ""  # said at preflight and kept in run.json
 
 
-def tool_path(role: str, mode: str, engine: str, declared: bool, h: EngineHealth) -> ToolPath:
+def tool_path(role: str, mode: str, engine: str, declared: bool, h: EngineHealth, parser: str = "server") -> ToolPath:
     """The verdict on `role`'s tool calls (`mode` "native" or "any", as `RoleUse.tools`) on `engine`, whose entry
-    `declared` native tool calls, from what its forced tool call brought back (`h.tool_call`)."""
+    `declared` native tool calls, from what its forced tool call brought back (`h.tool_call`). `parser` is the
+    engine's `tool_parser`: native calls the backend reads itself from a template are recorded as
+    "native-template"."""
     fix = (f"serve it with tool calling on (vLLM: --enable-auto-tool-choice --tool-call-parser <the parser for the "
            f"model's tool-call format>), or set engines.{engine}.native_tools: false")
     if not declared:
@@ -359,7 +361,7 @@ def tool_path(role: str, mode: str, engine: str, declared: bool, h: EngineHealth
         return ToolPath(role, engine, "json-schema", note=(
             f"engine '{engine}' declares native tool calls but answered a forced one with text{said}: role "
             f"'{role}' sends its tool calls as JSON-schema answers in this run instead; {fix}"))
-    return ToolPath(role, engine, "native")
+    return ToolPath(role, engine, "native-template" if parser == "template" else "native")
 
 
 def _describe_server(h: EngineHealth, name: str, spec: Any, backend: Any, models: list[str]) -> None:

@@ -79,7 +79,8 @@ class PreflightReport:
     tool_paths: list[ToolPath] = field(default_factory=list)
 
     def tool_calls(self) -> dict[str, str]:
-        """Role → how its tool calls travel in this run ("native" or "json-schema"), for run.json."""
+        """Role → how its tool calls travel in this run ("native", "native-template" or "json-schema"), for
+        run.json."""
         return {t.role: t.path for t in self.tool_paths}
 
     def lines(self) -> list[str]:
@@ -223,7 +224,7 @@ def preflight(recipe: Any, engines: Any, stages: set[str]) -> PreflightReport:
     _raise_problems(health)
     by_name = {h.engine: h for h in health}
     paths = [tool_path(u.label, u.tools, u.engine, bool(getattr(engines.backend(u.engine), "native_tools", False)),
-                       by_name[u.engine]) for u in tooled]
+                       by_name[u.engine], getattr(engines.backend(u.engine), "tool_parser", "server")) for u in tooled]
     if refused := [t.problem for t in paths if t.problem]:
         raise ConfigError("preflight: " + "\n  ".join(refused))
     for t in paths:

@@ -191,8 +191,10 @@ class RunHeader(BaseModel):
     engine_backends: dict[str, Any] = Field(default_factory=dict)
     preflight: list[str] = Field(default_factory=list)
     tool_calls: dict[str, str] = Field(
-        default_factory=dict, description="Tool-calling role → how its calls travelled: 'native' tool calls, or "
-        "'json-schema' answers (an engine without native tool calls, or one that answered a forced call with text)")
+        default_factory=dict, description="Tool-calling role → how its calls travelled: 'native' tool calls (the "
+        "server parsed them), 'native-template' (native tool calls the toolkit rendered and parsed itself: the "
+        "embedded engine), or 'json-schema' answers (an engine without native tool calls, or one that answered a "
+        "forced call with text)")
     usage: dict[str, Any] = Field(default_factory=dict)
     plan: dict[str, Any] | None = Field(None, description="`mindsim plan`'s figures for this run, written at its start")
     plan_vs_actual: dict[str, Any] | None = Field(

@@ -66,6 +66,9 @@ class RawReply:
     # Per generated token, where the request asked for them and the server sent them: OpenAI's
     # `choices[0].logprobs.content` entries ({"token", "logprob", "top_logprobs": [{"token", "logprob"}]}).
     logprobs: list[dict[str, Any]] | None = None
+    # Where the backend read the tool calls out of the text itself (`tool_parser: template`): what was wrong with a
+    # call block that did not parse ('' when none was wrong). The client re-asks as for any unusable call.
+    tool_call_error: str = ""
 
 
 # The reply fields that hold a model's reasoning on OpenAI-compatible chat servers, in the shape a caller sends

@@ -109,7 +109,8 @@ class ServerLink:
 
     def __init__(self, base_url: str, api_key: str, timeout_s: float, keepalive_s: float = 60.0,
                  connect_timeout_s: float = CONNECT_TIMEOUT_S):
-        url = urllib.parse.urlsplit(base_url.rstrip("/") + "/chat/completions")
+        self._base = base_url.rstrip("/")
+        url = urllib.parse.urlsplit(self._base + "/chat/completions")
         if url.scheme not in ("http", "https") or not url.hostname:
             raise ValueError(f"not an http(s) URL: {shown_url(base_url)}")
         port = url.port or (443 if url.scheme == "https" else 80)
@@ -139,19 +140,21 @@ class ServerLink:
     def _new(self) -> httpcore.AsyncHTTPConnection:
         return httpcore.AsyncHTTPConnection(self._origin, ssl_context=self._ssl, keepalive_expiry=self.keepalive_s)
 
-    async def post_json(self, body: bytes, timeout_s: float | None = None) -> dict[str, Any]:
-        """POST `body` (JSON bytes) to the server's chat completions: the decoded reply, or `HTTPStatusError`,
-        `BadReply`, or a network error / timeout (`NETWORK_ERRORS`, `TIMEOUTS`). `timeout_s` bounds the whole
-        exchange, however slowly the server sends (`TotalTimeout`)."""
+    async def post_json(self, body: bytes, timeout_s: float | None = None, endpoint: str = "") -> dict[str, Any]:
+        """POST `body` (JSON bytes) to the server's chat completions (or to `endpoint`, a path below the base URL,
+        e.g. "completions"): the decoded reply, or `HTTPStatusError`, `BadReply`, or a network error / timeout
+        (`NETWORK_ERRORS`, `TIMEOUTS`). `timeout_s` bounds the whole exchange, however slowly the server sends
+        (`TotalTimeout`)."""
         t = timeout_s if timeout_s is not None else self.timeout_s
+        url = httpcore.URL(f"{self._base}/{endpoint}".encode()) if endpoint else self._url
         try:
-            return await asyncio.wait_for(self._post(body, t), t)
+            return await asyncio.wait_for(self._post(body, t, url), t)
         except TimeoutError:
             raise TotalTimeout(f"no complete answer within {t:g} s") from None
 
-    async def _post(self, body: bytes, t: float) -> dict[str, Any]:
+    async def _post(self, body: bytes, t: float, url: httpcore.URL) -> dict[str, Any]:
         request = httpcore.Request(
-            b"POST", self._url, headers=[*self._headers, (b"content-length", str(len(body)).encode())], content=body,
+            b"POST", url, headers=[*self._headers, (b"content-length", str(len(body)).encode())], content=body,
             extensions={"timeout": _timeouts(t, self.connect_timeout_s)},
         )
         if self._proxy is not None:

@@ -164,6 +164,7 @@ def _tool_roles(recipe: Any) -> dict[str, str]:
 
 
 def _tool_paths(tooled: dict[str, str], config: Any, results: list[Any]) -> list[Any]:
+    from mindsimkit.mindcore.backends import tool_parser_for
     from mindsimkit.mindcore.engine_health import tool_path
 
     out = []
@@ -174,7 +175,9 @@ def _tool_paths(tooled: dict[str, str], config: Any, results: list[Any]) -> list
             continue
         h = next((h for h in results if h.engine == engine), None)
         if h is not None and h.ok:
-            out.append(tool_path(role, mode, engine, bool(getattr(config.engines[engine], "native_tools", False)), h))
+            spec = config.engines[engine]
+            out.append(tool_path(role, mode, engine, bool(getattr(spec, "native_tools", False)), h,
+                                 tool_parser_for(getattr(spec, "kind", ""))))
     return out
 
 

@@ -2,8 +2,8 @@
 scripted OpenAI-compatible server (the OpenAI backend, real HTTP bodies), the server answering tool calls as a
 `vllm serve --enable-auto-tool-choice` would. Every patient request offers `commit_move` as a tool, the patient's
 earlier calls go back as `tool_calls` with their `tool` results, the agenda tools ride beside the words, and no
-tool call is ever sent or stored as JSON text. (The embedded model cannot answer a forced tool call natively, so this
-path is checked over HTTP; docs/engines.md.)"""
+tool call is ever sent or stored as JSON text. (The server-parsed path, over HTTP; the embedded engine's own template
+path runs a whole arc in test_native_tools_embedded.py.)"""
 
 from __future__ import annotations
 
