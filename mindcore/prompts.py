@@ -28,7 +28,7 @@ from mindsimkit.mindcore.errors import ConfigError
 from mindsimkit.mindcore import yamlio
 from mindsimkit.mindcore.sandbox import PromptSandbox, check_source, render_bounded
 
-_ENV_OPTIONS: dict[str, Any] = dict(
+ENV_OPTIONS: dict[str, Any] = dict(
     undefined=jinja2.StrictUndefined, trim_blocks=True, lstrip_blocks=True, keep_trailing_newline=False,
     autoescape=False,
 )
@@ -113,7 +113,7 @@ def _env(package: str) -> jinja2.Environment:
 
 def sandboxed(loader: jinja2.BaseLoader | None = None) -> jinja2.Environment:
     """The environment every template of the toolkit renders in, shipped or the user's (`mindcore.sandbox`)."""
-    return PromptSandbox(loader=loader, **_ENV_OPTIONS)
+    return PromptSandbox(loader=loader, **ENV_OPTIONS)
 
 
 def render_resource(package: str, name: str, **variables) -> str:

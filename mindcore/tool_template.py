@@ -25,7 +25,7 @@ from typing import Any
 
 import jinja2
 
-from mindsimkit.mindcore.prompts import _ENV_OPTIONS
+from mindsimkit.mindcore.prompts import ENV_OPTIONS
 from mindsimkit.mindcore.sandbox import PromptSandbox, render_bounded
 
 TEMPLATE_NAME = "tools_chatml.jinja2"
@@ -43,7 +43,7 @@ def _tojson(value: Any) -> str:
 
 @lru_cache(maxsize=1)
 def _template() -> jinja2.Template:
-    env = PromptSandbox(**_ENV_OPTIONS)
+    env = PromptSandbox(**ENV_OPTIONS)
     env.filters["tojson"] = _tojson
     source = (resources.files("mindsimkit.mindcore") / "data" / TEMPLATE_NAME).read_text(encoding="utf-8")
     return env.from_string(source)

@@ -41,7 +41,7 @@ def _sandbox_changes_no_shipped_text(monkeypatch):
         text = sandboxed(template, variables)
         loader = template.environment.loader
         if template.name and loader is not None:
-            env = plain.setdefault(id(loader), jinja2.Environment(loader=loader, **prompts._ENV_OPTIONS))
+            env = plain.setdefault(id(loader), jinja2.Environment(loader=loader, **prompts.ENV_OPTIONS))
             assert env.get_template(template.name).render(**variables) == text, (
                 f"{template.name} renders differently in the sandbox")
             RENDERED_BOTH_WAYS.add(template.name)
