@@ -26,6 +26,12 @@ def shape_data() -> dict[str, Any]:
     return read_data(DATA)
 
 
+def theme_key(record: "SituationRecord") -> str:
+    """The short key (`unlovable`, `worthless`, `helpless`) of the record's sampled core-belief theme, which the
+    engines' own data files use."""
+    return str(shape_data()["core_belief_themes"][record.scaffold.core_belief_theme]["key"])
+
+
 def _span(name: str) -> Any:
     """`min_length` and `max_length` of a list, from the data file (Any: unpacked into `Field`)."""
     low, high = shape_data()["limits"][name]

@@ -26,6 +26,7 @@ from mindsimkit.mindcore.prompts import render, template_hash
 from mindsimkit.mindsim.baselines import common
 from mindsimkit.mindsim.engine_names import recipe_runs
 from mindsimkit.mindsim.patient_engines.base import PatientEngine
+from mindsimkit.profilegen.situation_schemas import theme_key
 
 NAME = "patient_psi"
 SYSTEM_TEMPLATE = "baselines/patient_psi_system.jinja2"
@@ -100,8 +101,42 @@ def _coping(profile: Any) -> list[str]:
     return out
 
 
+def cluster_of(profile: Any) -> str:
+    """The key the cluster mapping is read by: the 5P core-belief cluster, or, for a situation-seeded profile, its
+    sampled core-belief theme (unlovable, worthless, helpless: Patient-Psi's own three categories)."""
+    if profile.situation_profile is not None:
+        return theme_key(profile.situation_profile)
+    return str(profile.formulation.core_belief.cluster)
+
+
+def situation_fields(record: Any) -> dict[str, Any]:
+    """The same fields from a situation-seeded profile: its predisposing histories and conditions and what set the
+    problem off (history), and its observable coping patterns."""
+    pf, psych = record.profile.problem_formulation, record.profile.psychological_formulation
+    history = [*pf.predisposing_factors.psychological, *pf.predisposing_factors.social]
+    history.append("What set off the current difficulties: " + "; ".join(x.rstrip(".") for x in pf.precipitating_factors))
+    return {
+        "history": " ".join(h.strip() for h in history if h.strip()),
+        "category": category(theme_key(record)),
+        "coping_strategies": [c.rstrip(".") for c in psych.coping_patterns],
+    }
+
+
+def persona_text(profile: Any) -> str:
+    """Who the client is, for the mapper: the persona record, or a situation-seeded profile's demographics and
+    situation (it has no persona)."""
+    if profile.situation_profile is None:
+        return str(profile.persona.persona)
+    record = profile.situation_profile
+    d = record.profile.demographics
+    return (f"{d.name}, {d.gender}, {d.age_group.lower()} ({record.scaffold.age_range[0]}-{record.scaffold.age_range[1]}), "
+            f"{d.occupation}, {d.marital_status}; {d.cultural_background}. {record.situation}")
+
+
 def fixed_fields(profile: Any) -> dict[str, Any]:
     """The cognitive-model fields our profile carries, rendered without a model."""
+    if profile.situation_profile is not None:
+        return situation_fields(profile.situation_profile)
     f = profile.formulation
     history = [p.history for p in f.predisposing] + [f.core_belief.history]
     history.append(f"What set off the current difficulties ({f.precipitating.when}): {f.precipitating.what_changed}")
@@ -113,9 +148,9 @@ def fixed_fields(profile: Any) -> dict[str, Any]:
 
 
 def map_messages(profile: Any, fixed: dict[str, Any]) -> list[dict[str, str]]:
-    cluster = profile.formulation.core_belief.cluster
+    cluster = cluster_of(profile)
     return [{"role": "user", "content": render(
-        MAP_TEMPLATE, persona=profile.persona.persona, writer_brief=profile.writer_brief,
+        MAP_TEMPLATE, persona=persona_text(profile), writer_brief=profile.writer_brief,
         history=fixed["history"], category=fixed["category"], candidates=candidates(cluster),
         coping=fixed["coping_strategies"], emotions=data()["emotions"],
     )}]
@@ -124,7 +159,7 @@ def map_messages(profile: Any, fixed: dict[str, Any]) -> list[dict[str, str]]:
 async def cognitive_model(profile: Any, seed: int, client: Any, config: Any) -> common.BaselinePreparation:
     """The patient's Patient-Psi cognitive model: our fields, the mapper's, and the drawn style."""
     fixed = fixed_fields(profile)
-    options = candidates(profile.formulation.core_belief.cluster)
+    options = candidates(cluster_of(profile))
     mapped = await common.map_fields(client, map_messages(profile, fixed), map_model(options), config)
     style = common.draw(profile.profile_id, seed, "patient_psi_style", config.baselines.psi_styles)
     filled = mapped.model_dump()
@@ -151,6 +186,7 @@ class PatientPsiEngine(common.PromptedBaselineEngine, PatientEngine):
     what = "cognitive model"
     system_template, map_template = SYSTEM_TEMPLATE, MAP_TEMPLATE
     session_client = True  # a CBT client in a therapy session
+    reads_situations = True  # PatientAct's Table 2 runs it on the situation-seeded profiles (`situation_fields`)
 
     def system_prompt(self, prep: Any, talk: Any) -> str:
         return system_prompt(prep, talk)
@@ -165,7 +201,7 @@ class PatientPsiEngine(common.PromptedBaselineEngine, PatientEngine):
         from mindsimkit.mindcore.errors import InputError
 
         known = data()["clusters"]
-        bad = sorted({p.formulation.core_belief.cluster for p in profiles} - set(known))
+        bad = sorted({cluster_of(p) for p in profiles} - set(known))
         if bad:
             raise InputError(f"profiles: core-belief cluster(s) {', '.join(bad)} have no Patient-Psi category; add them "
                              "to mindsim/data/baselines/patient_psi.yaml `clusters` or drop patient_psi from "

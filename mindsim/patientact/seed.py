@@ -47,11 +47,11 @@ def psych_seed(profile: Profile, seed: int) -> PsychSeed:
 def situation_seed(profile: Profile) -> PsychSeed:
     """A situation-seeded profile's seed is its sampled scaffold's (the chain wrote its formulation from it): the
     theme by the key `profilegen/data/situation_profile.yaml` gives the authors' label, `cluster` the label itself."""
-    from mindsimkit.profilegen.situation_schemas import shape_data
+    from mindsimkit.profilegen.situation_schemas import theme_key
 
     assert profile.situation_profile is not None
     s = profile.situation_profile.scaffold
-    theme = shape_data()["core_belief_themes"][s.core_belief_theme]["key"]
+    theme = theme_key(profile.situation_profile)
     if theme not in theme_map().themes:
         raise InputError(
             f"profile {profile.profile_id}: core-belief theme '{theme}' (profilegen/data/"

@@ -1,5 +1,6 @@
 """A situation-seeded PatientAct profile in the simulator: the PatientAct engine plays it from the chain's own
-formulation and scaffold (no second formulation call), and an engine that reads the persona parts refuses it
+formulation and scaffold (no second formulation call), Patient-Psi from the fields its cognitive model takes
+(PatientAct's Table 2 runs both on the same situations), and an engine that reads the persona parts refuses it
 before any model call."""
 
 from __future__ import annotations
@@ -40,10 +41,43 @@ def test_patientact_plays_a_situation_profile_from_its_own_formulation(situation
 
 
 def test_an_engine_that_reads_persona_parts_refuses_a_situation_profile(situation_profiles):
-    config = SimulationConfig(sessions=1, patient_engine=["patientact", "patient_psi"])
-    with pytest.raises(InputError, match=r"situation chain .* patient_psi read; .* among mindsim, patientact"):
+    config = SimulationConfig(sessions=1, patient_engine=["patientact", "mindeval"])
+    with pytest.raises(InputError, match=r"situation chain .* mindeval read; .* among mindsim, .*patientact"):
         chosen_profiles(situation_profiles, config)
-    assert len(chosen_profiles(situation_profiles, SimulationConfig(patient_engine="patientact"))) == 3
+    both = SimulationConfig(patient_engine=["patientact", "patient_psi"])
+    assert len(chosen_profiles(situation_profiles, both)) == 3
+
+
+def test_patient_psi_maps_a_situation_profile_from_its_theme_history_and_coping(situation_profiles, tmp_path):
+    from test_baselines import responder as baseline_responder
+
+    from mindsimkit.mindsim.baselines import patient_psi
+
+    profile = situation_profiles[0]
+    record = profile.situation_profile
+    fixed = patient_psi.fixed_fields(profile)
+    # The theme sampled for the situation is Patient-Psi's category; history and coping are the chain's own texts.
+    assert fixed["category"] == patient_psi.category(patient_psi.cluster_of(profile))
+    assert record.profile.problem_formulation.predisposing_factors.psychological[0].strip() in fixed["history"]
+    assert fixed["coping_strategies"] == [c.rstrip(".") for c in record.profile.psychological_formulation.coping_patterns]
+    seen = []
+
+    def respond(req):
+        seen.append(req)
+        return baseline_responder(req)
+
+    config = SimulationConfig(sessions=1, turn_cap=3, patient_engine="patient_psi")
+    with Engines.with_backend(FakeBackend(respond)) as engines:
+        summary = run_simulation([profile], engines, config, tmp_path / "sim", seed=1)
+    assert summary.sessions_written == 1 and not summary.failed_arcs
+    mapping = next(r for r in seen if r.schema_name == "PatientPsiMap")
+    prompt = mapping.messages[-1]["content"]
+    # No persona record: the mapper reads the situation and the generated demographics instead.
+    assert record.situation[:40] in prompt and record.profile.demographics.name in prompt
+    allowed = set(patient_psi.candidates(patient_psi.cluster_of(profile)))
+    assert set(mapping.response_schema["properties"]["core_beliefs"]["items"]["enum"]) == allowed
+    row = pq.read_table(tmp_path / "sim" / "sessions" / "sessions.parquet").to_pylist()[0]
+    assert row["patient_engine"] == "patient_psi"
 
 
 def test_the_card_of_a_situation_profile_hides_the_seeds_when_blind(situation_profiles):
