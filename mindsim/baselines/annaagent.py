@@ -159,11 +159,6 @@ def modulator_prompt(inp: Any, sz: Any) -> PromptSize:
     return PromptSize(MODULATOR_ROLE, max(parts.values()), parts)
 
 
-def map_prompt_tokens(profile: Any, sz: Any) -> int:
-    """The mapper call's prompt on `profile` (the simulator's mapper estimate takes the largest baseline's)."""
-    return messages_tokens(map_messages(profile, fixed_fields(profile)), sz)
-
-
 class AnnaAgentEngine(common.PromptedBaselineEngine, PatientEngine):
     name = NAME
     description = "AnnaAgent (Wang et al. 2025): emotion modulation, a complaint chain and multi-session memory"
@@ -209,6 +204,9 @@ class AnnaAgentEngine(common.PromptedBaselineEngine, PatientEngine):
     def prompt_names(self) -> list[str]:
         return [SYSTEM_TEMPLATE, MAP_TEMPLATE, seeker.REMINDER_TEMPLATE, seeker.EMOTION_TEMPLATE,
                 seeker.COMPLAINT_TEMPLATE, seeker.CHECK_TEMPLATE, seeker.RECALL_TEMPLATE]
+
+    def mapper_prompt_tokens(self, profile: Any, sz: Any) -> int | None:
+        return messages_tokens(map_messages(profile, fixed_fields(profile)), sz)
 
     def role_schemas(self) -> list[RoleSchema]:
         step = _budget("anna_max_tokens")
