@@ -44,8 +44,13 @@ def fixed_fields(profile: Any) -> dict[str, Any]:
     """The seeker's profile fields our profile carries, rendered without a model."""
     persona, demo, presenting = profile.persona, profile.demographics, profile.formulation.presenting
     symptoms = " ".join([presenting.summary.strip(), *(f"{i.rstrip('.')}." for i in presenting.impact)])
-    return {"age": str(persona.age), "gender": _words(demo.gender), "marital_status": _words(demo.relationship),
-            "occupation": _words(persona.occupation), "symptoms": symptoms}
+    return {
+        "age": str(persona.age),
+        "gender": _words(demo.gender),
+        "marital_status": _words(demo.relationship),
+        "occupation": _words(persona.occupation),
+        "symptoms": symptoms,
+    }
 
 
 def _bounds() -> tuple[dict[str, int], dict[str, int], dict[str, int]]:
@@ -57,21 +62,48 @@ def map_model() -> type[BaseModel]:
     """What the mapper writes; the list lengths are the data file's."""
     statements, style, chain = _bounds()
     return create_model(
-        "AnnaAgentMap", __config__=ConfigDict(extra="forbid"),
+        "AnnaAgentMap",
+        __config__=ConfigDict(extra="forbid"),
         status=(str, Field(min_length=20, max_length=500, description="How the client is doing now, in 2-4 sentences")),
-        statements=(list[Line], Field(min_length=statements["min"], max_length=statements["max"],
-                                      description="Things the client might say in a session")),
-        style=(list[Trait], Field(min_length=style["min"], max_length=style["max"], description="How the client talks")),
-        complaint_chain=(list[Line], Field(min_length=chain["min_stages"], max_length=chain["max_stages"],
-                                           description="The chief complaint's stages, first as brought, in order")),
+        statements=(
+            list[Line],
+            Field(
+                min_length=statements["min"],
+                max_length=statements["max"],
+                description="Things the client might say in a session",
+            ),
+        ),
+        style=(
+            list[Trait],
+            Field(min_length=style["min"], max_length=style["max"], description="How the client talks"),
+        ),
+        complaint_chain=(
+            list[Line],
+            Field(
+                min_length=chain["min_stages"],
+                max_length=chain["max_stages"],
+                description="The chief complaint's stages, first as brought, in order",
+            ),
+        ),
     )
 
 
 def map_messages(profile: Any, fixed: dict[str, Any]) -> list[dict[str, str]]:
     statements, style, chain = _bounds()
-    return [{"role": "user", "content": render(
-        MAP_TEMPLATE, persona=profile.persona.persona, writer_brief=profile.writer_brief, statements=statements,
-        style=style, chain=chain, **fixed)}]
+    return [
+        {
+            "role": "user",
+            "content": render(
+                MAP_TEMPLATE,
+                persona=profile.persona.persona,
+                writer_brief=profile.writer_brief,
+                statements=statements,
+                style=style,
+                chain=chain,
+                **fixed,
+            ),
+        }
+    ]
 
 
 async def seeker_profile(profile: Any, seed: int, client: Any, config: Any) -> common.BaselinePreparation:
@@ -79,20 +111,30 @@ async def seeker_profile(profile: Any, seed: int, client: Any, config: Any) -> c
     fixed = fixed_fields(profile)
     b = config.baselines
     sampling = {"max_tokens": b.anna_map_max_tokens} if b.anna_map_max_tokens else {}
-    mapped = await client.structured(map_messages(profile, fixed), map_model(), max_attempts=b.mapper_attempts,
-                                     **sampling)
+    mapped = await client.structured(
+        map_messages(profile, fixed), map_model(), max_attempts=b.mapper_attempts, **sampling
+    )
     filled = mapped.model_dump()
     return common.BaselinePreparation(
-        engine=NAME, patient_id=profile.profile_id, seed=seed, profile={**fixed, **filled}, filled=sorted(filled),
-        mapper=client.describe(), prompt={MAP_TEMPLATE: template_hash(MAP_TEMPLATE)},
+        engine=NAME,
+        patient_id=profile.profile_id,
+        seed=seed,
+        profile={**fixed, **filled},
+        filled=sorted(filled),
+        mapper=client.describe(),
+        prompt={MAP_TEMPLATE: template_hash(MAP_TEMPLATE)},
     )
 
 
 def system_prompt(prep: common.BaselinePreparation, talk: Any) -> str:
     """The session's system prompt: the profile, the session's situation (its scenario) and the role's rules.
     The running memory is not in it: earlier sessions reach the seeker only through recall."""
-    return render(SYSTEM_TEMPLATE, profile=prep.profile, situation=talk.inp.scenario.event,
-                  time_context=talk.inp.plan.time_context)
+    return render(
+        SYSTEM_TEMPLATE,
+        profile=prep.profile,
+        situation=talk.inp.scenario.event,
+        time_context=talk.inp.plan.time_context,
+    )
 
 
 @dataclass(frozen=True)
@@ -108,15 +150,16 @@ def earlier_of(carried: Carried | None, memory: list[str]) -> seeker.Earlier | N
 
     if carried is None:
         return None
-    return seeker.Earlier(carried.session_index, seeker.conversation_text(carried.exchange),
-                          format_log(memory) if memory else "")
+    return seeker.Earlier(
+        carried.session_index, seeker.conversation_text(carried.exchange), format_log(memory) if memory else ""
+    )
 
 
 def _budget(key: str) -> Any:
     def budget(recipe: Any) -> StageBudget:
         from mindsimkit.mindsim.config import BaselinesConfig
 
-        section = ((getattr(recipe, "simulation", None) or {}).get("baselines") or {})
+        section = (getattr(recipe, "simulation", None) or {}).get("baselines") or {}
         explicit = key in section
         value = section[key] if explicit else BaselinesConfig.model_fields[key].default
         return StageBudget(value, f"simulation.baselines.{key}", explicit)
@@ -135,8 +178,14 @@ def worst_profile(inp: Any, sz: Any) -> dict[str, Any]:
     fx = session_fixtures(inp, sz)
     presenting = fx["f"].presenting
     mapped = largest_instance(map_model().model_json_schema())
-    return {"age": "100", "gender": "prefer not to say", "marital_status": "separated or divorced",
-            "occupation": fill_text(60), "symptoms": " ".join([presenting.summary, *presenting.impact]), **mapped}
+    return {
+        "age": "100",
+        "gender": "prefer not to say",
+        "marital_status": "separated or divorced",
+        "occupation": fill_text(60),
+        "symptoms": " ".join([presenting.summary, *presenting.impact]),
+        **mapped,
+    }
 
 
 def modulator_prompt(inp: Any, sz: Any) -> PromptSize:
@@ -178,10 +227,15 @@ class AnnaAgentEngine(common.PromptedBaselineEngine, PatientEngine):
         if prep is None or prep.engine != self.name:
             raise ValueError("an AnnaAgent session needs the patient's seeker profile (its preparation)")
         return seeker.AnnaAgentPatient(
-            client=talk.arc.roles.patient, modulator=talk.arc.roles.get(MODULATOR_KEY), config=talk.config,
-            history=[{"role": "system", "content": self.system_prompt(prep, talk)}], profile=prep.profile,
-            chain=list(prep.profile["complaint_chain"]), rng=mech.session_rng(talk.sid),
-            earlier=earlier_of(talk.inp.carried, talk.inp.memory))
+            client=talk.arc.roles.patient,
+            modulator=talk.arc.roles.get(MODULATOR_KEY),
+            config=talk.config,
+            history=[{"role": "system", "content": self.system_prompt(prep, talk)}],
+            profile=prep.profile,
+            chain=list(prep.profile["complaint_chain"]),
+            rng=mech.session_rng(talk.sid),
+            earlier=earlier_of(talk.inp.carried, talk.inp.memory),
+        )
 
     def carry(self, plan: Any, previous: Any, config: Any) -> Carried | None:
         # PatientHub starts every session at the chain's first stage; what carries over is the memory.
@@ -195,15 +249,29 @@ class AnnaAgentEngine(common.PromptedBaselineEngine, PatientEngine):
         patient = talk.patient
         states = patient.states
         earlier = patient.earlier
-        return {**super().record_fields(talk), "annaagent": AnnaAgentSession(
-            complaint_chain=patient.chain, stage_start=patient.stage_start, stage_end=patient.stage,
-            earlier_session=earlier.session_index if earlier else None,
-            emotions=dict(Counter(s.emotion for s in states)), perturbed=sum(s.perturbed for s in states),
-            memory_used=sum(s.memory_used for s in states))}
+        return {
+            **super().record_fields(talk),
+            "annaagent": AnnaAgentSession(
+                complaint_chain=patient.chain,
+                stage_start=patient.stage_start,
+                stage_end=patient.stage,
+                earlier_session=earlier.session_index if earlier else None,
+                emotions=dict(Counter(s.emotion for s in states)),
+                perturbed=sum(s.perturbed for s in states),
+                memory_used=sum(s.memory_used for s in states),
+            ),
+        }
 
     def prompt_names(self) -> list[str]:
-        return [SYSTEM_TEMPLATE, MAP_TEMPLATE, seeker.REMINDER_TEMPLATE, seeker.EMOTION_TEMPLATE,
-                seeker.COMPLAINT_TEMPLATE, seeker.CHECK_TEMPLATE, seeker.RECALL_TEMPLATE]
+        return [
+            SYSTEM_TEMPLATE,
+            MAP_TEMPLATE,
+            seeker.REMINDER_TEMPLATE,
+            seeker.EMOTION_TEMPLATE,
+            seeker.COMPLAINT_TEMPLATE,
+            seeker.CHECK_TEMPLATE,
+            seeker.RECALL_TEMPLATE,
+        ]
 
     def mapper_prompt_tokens(self, profile: Any, sz: Any) -> int | None:
         return messages_tokens(map_messages(profile, fixed_fields(profile)), sz)
@@ -211,14 +279,38 @@ class AnnaAgentEngine(common.PromptedBaselineEngine, PatientEngine):
     def role_schemas(self) -> list[RoleSchema]:
         step = _budget("anna_max_tokens")
         return [
-            RoleSchema(common.MAPPER_ROLE, "annaagent:AnnaAgentMap", lambda: map_model().model_json_schema(),
-                       common.SIMULATE, budget=_budget("anna_map_max_tokens"), active=_active),
-            RoleSchema(MODULATOR_ROLE, "annaagent:AnnaEmotion", lambda: seeker.emotion_model().model_json_schema(),
-                       common.SIMULATE, budget=step, active=_active),
-            RoleSchema(MODULATOR_ROLE, "annaagent:ComplaintSwitch", seeker.ComplaintSwitch.model_json_schema,
-                       common.SIMULATE, budget=step, active=_active),
-            RoleSchema(MODULATOR_ROLE, "annaagent:MemoryCheck", seeker.MemoryCheck.model_json_schema,
-                       common.SIMULATE, budget=step, active=_active),
+            RoleSchema(
+                common.MAPPER_ROLE,
+                "annaagent:AnnaAgentMap",
+                lambda: map_model().model_json_schema(),
+                common.SIMULATE,
+                budget=_budget("anna_map_max_tokens"),
+                active=_active,
+            ),
+            RoleSchema(
+                MODULATOR_ROLE,
+                "annaagent:AnnaEmotion",
+                lambda: seeker.emotion_model().model_json_schema(),
+                common.SIMULATE,
+                budget=step,
+                active=_active,
+            ),
+            RoleSchema(
+                MODULATOR_ROLE,
+                "annaagent:ComplaintSwitch",
+                seeker.ComplaintSwitch.model_json_schema,
+                common.SIMULATE,
+                budget=step,
+                active=_active,
+            ),
+            RoleSchema(
+                MODULATOR_ROLE,
+                "annaagent:MemoryCheck",
+                seeker.MemoryCheck.model_json_schema,
+                common.SIMULATE,
+                budget=step,
+                active=_active,
+            ),
         ]
 
     def prompt_estimates(self) -> dict[str, Any]:
@@ -236,12 +328,14 @@ class AnnaAgentEngine(common.PromptedBaselineEngine, PatientEngine):
         return {
             "record_fields": True,
             "sessions_note": "; AnnaAgent sessions carry its seeker profile (`baseline`), its complaint chain "
-                             "(`annaagent`) and per turn its emotion, stage and memory use (`turns[].annaagent`)",
+            "(`annaagent`) and per turn its emotion, stage and memory use (`turns[].annaagent`)",
             "attribution": "Sessions played by the AnnaAgent engine follow the AnnaAgent design (Wang et al. 2025): "
-                           "emotion modulation over GoEmotions, a complaint chain and multi-session memory, in our "
-                           "own prompts.",
+            "emotion modulation over GoEmotions, a complaint chain and multi-session memory, in our "
+            "own prompts.",
             "annaagent_turns": len(turns),
-            "emotion_share": [(e, n, n / len(turns)) for e, n in sorted(emotions.items(), key=lambda kv: (-kv[1], kv[0]))],
+            "emotion_share": [
+                (e, n, n / len(turns)) for e, n in sorted(emotions.items(), key=lambda kv: (-kv[1], kv[0]))
+            ],
             "perturbed": sum(t["perturbed"] for t in turns),
             "stages_moved": sum(s["stage_end"] - s["stage_start"] for s in sessions),
             "memory_checked": len(checked),

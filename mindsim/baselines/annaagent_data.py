@@ -48,8 +48,12 @@ class Taxonomy:
     def transition_weights(self, emotion: str) -> dict[str, int]:
         """Each possible outcome of a perturbation of `emotion`, with its weight."""
         row = self.distances[self.group_of(emotion)]
-        return {e: self.weights[row[group]] for group, members in self.groups.items() for e in members
-                if self.keep_current or e != emotion}
+        return {
+            e: self.weights[row[group]]
+            for group, members in self.groups.items()
+            for e in members
+            if self.keep_current or e != emotion
+        }
 
     def perturbs(self, rng: random.Random) -> bool:
         return rng.randint(self.low, self.high) > self.above
@@ -88,10 +92,15 @@ def data() -> dict[str, Any]:
 def taxonomy() -> Taxonomy:
     d = data()
     p = d["perturbation"]
-    return Taxonomy(groups={g: list(m) for g, m in d["emotions"].items()},
-                    distances={g: dict(r) for g, r in d["distances"].items()},
-                    weights={int(k): int(v) for k, v in d["distance_weights"].items()},
-                    low=int(p["low"]), high=int(p["high"]), above=int(p["above"]), keep_current=bool(d["keep_current"]))
+    return Taxonomy(
+        groups={g: list(m) for g, m in d["emotions"].items()},
+        distances={g: dict(r) for g, r in d["distances"].items()},
+        weights={int(k): int(v) for k, v in d["distance_weights"].items()},
+        low=int(p["low"]),
+        high=int(p["high"]),
+        above=int(p["above"]),
+        keep_current=bool(d["keep_current"]),
+    )
 
 
 def session_rng(session_id: str) -> random.Random:

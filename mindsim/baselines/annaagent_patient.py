@@ -17,7 +17,7 @@ from __future__ import annotations
 import asyncio
 import random
 from dataclasses import dataclass, field
-from typing import Any, Literal
+from typing import Any, Literal, Sequence
 
 from pydantic import BaseModel, ConfigDict, Field, create_model
 
@@ -48,9 +48,10 @@ class MemoryCheck(BaseModel):
 
 def emotion_model() -> type[BaseModel]:
     """The emotion answer: one label of the taxonomy (an enum, so an answer cannot leave it)."""
-    emotions = tuple(mech.taxonomy().emotions)
-    return create_model("AnnaEmotion", __config__=ConfigDict(extra="forbid"),
-                        emotion=(Literal[emotions], Field(description="The client's most likely emotion next")))
+    # A Literal built from the data file's labels: a runtime type, which the checker cannot follow.
+    label: Any = Literal[tuple(mech.taxonomy().emotions)]
+    field: Any = (label, Field(description="The client's most likely emotion next"))
+    return create_model("AnnaEmotion", __config__=ConfigDict(extra="forbid"), emotion=field)
 
 
 def conversation_text(exchange: list[dict[str, Any]]) -> str:
@@ -59,13 +60,29 @@ def conversation_text(exchange: list[dict[str, Any]]) -> str:
 
 
 def emotion_messages(profile: dict[str, Any], conversation: str) -> list[dict[str, str]]:
-    return [{"role": "user", "content": render(EMOTION_TEMPLATE, profile=profile, conversation=conversation,
-                                               emotions=mech.taxonomy().emotions)}]
+    return [
+        {
+            "role": "user",
+            "content": render(
+                EMOTION_TEMPLATE, profile=profile, conversation=conversation, emotions=mech.taxonomy().emotions
+            ),
+        }
+    ]
 
 
 def switch_messages(chain: list[str], stage: int, conversation: str) -> list[dict[str, str]]:
-    return [{"role": "user", "content": render(COMPLAINT_TEMPLATE, chain=chain, stage=stage,
-                                               current=mech.complaint_at(chain, stage), conversation=conversation)}]
+    return [
+        {
+            "role": "user",
+            "content": render(
+                COMPLAINT_TEMPLATE,
+                chain=chain,
+                stage=stage,
+                current=mech.complaint_at(chain, stage),
+                conversation=conversation,
+            ),
+        }
+    ]
 
 
 def check_messages(message: str) -> list[dict[str, str]]:
@@ -106,11 +123,20 @@ class AnnaAgentPatient:
     def __post_init__(self) -> None:
         self.stage_start = self.stage
 
-    def open(self, opening_message: str, rejected_openings: list[RejectedMessage] = ()) -> PatientTurn:
+    def open(self, opening_message: str, rejected_openings: Sequence[RejectedMessage] = ()) -> PatientTurn:
         self.history.append({"role": "assistant", "content": opening_message})
         self.exchange.append({"role": "user", "content": opening_message})
-        return PatientTurn(index=0, opening=True, move=None, secondary_move=None, end_conversation=False,
-                           reasoning=None, cue=None, message=opening_message, rejected_messages=list(rejected_openings))
+        return PatientTurn(
+            index=0,
+            opening=True,
+            move=None,
+            secondary_move=None,
+            end_conversation=False,
+            reasoning=None,
+            cue=None,
+            message=opening_message,
+            rejected_messages=list(rejected_openings),
+        )
 
     async def _structured(self, what: str, messages: list[dict[str, str]], model: type[BaseModel]) -> Any:
         b = self.config.baselines
@@ -141,7 +167,8 @@ class AnnaAgentPatient:
         inferred, switch, needs = await asyncio.gather(
             self._structured("emotion inference", emotion_messages(self.profile, before), emotion_model()),
             self._structured("complaint switch", switch_messages(self.chain, self.stage, before), ComplaintSwitch),
-            self._needs_earlier(counsellor_text))
+            self._needs_earlier(counsellor_text),
+        )
         mood = mech.modulate(inferred.emotion, self.rng)
         self.stage = mech.stage_after(self.stage, switch.recognised)
         complaint = mech.complaint_at(self.chain, self.stage)
@@ -150,16 +177,36 @@ class AnnaAgentPatient:
         self.history.append({"role": "user", "content": f"{counsellor_text}\n\n{note}"})
         self.exchange.append({"role": "assistant", "content": counsellor_text})
         said = await speech_reply(
-            self.client, self.history,
+            self.client,
+            self.history,
             lambda n: [*self.history, {"role": "user", "content": f"[harness note] {n}"}],
-            config=self.config, tokens=self.tokens)
+            config=self.config,
+            tokens=self.tokens,
+        )
         self.history.append({"role": "assistant", "content": said.text})
         self.exchange.append({"role": "user", "content": said.text})
-        state = AnnaAgentTurn(inferred_emotion=mood.inferred, emotion=mood.emotion, perturbed=mood.perturbed,
-                              stage=self.stage, stage_moved=switch.recognised, complaint=complaint,
-                              memory_checked=self.earlier is not None, memory_used=recalled is not None,
-                              recalled=recalled)
+        state = AnnaAgentTurn(
+            inferred_emotion=mood.inferred,
+            emotion=mood.emotion,
+            perturbed=mood.perturbed,
+            stage=self.stage,
+            stage_moved=switch.recognised,
+            complaint=complaint,
+            memory_checked=self.earlier is not None,
+            memory_used=recalled is not None,
+            recalled=recalled,
+        )
         self.states.append(state)
-        return PatientTurn(index=index, opening=False, move=None, secondary_move=None, end_conversation=False,
-                           reasoning=None, cue=None, message=said.text, rejected_messages=said.rejected,
-                           trimmed=said.trimmed, annaagent=state)
+        return PatientTurn(
+            index=index,
+            opening=False,
+            move=None,
+            secondary_move=None,
+            end_conversation=False,
+            reasoning=None,
+            cue=None,
+            message=said.text,
+            rejected_messages=said.rejected,
+            trimmed=said.trimmed,
+            annaagent=state,
+        )

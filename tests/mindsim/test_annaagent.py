@@ -21,11 +21,18 @@ from mindsimkit.mindsim.config import BaselinesConfig, SimulationConfig
 from mindsimkit.mindsim.patient_engines import engine_roles, role_schemas, variant
 from simfakes import SimResponder, make_profile
 
-CHAIN = ["My friend cancelled on me again.", "I wonder whether she values me.", "Maybe I push people away.",
-         "I feel alone with all of it."]
-MAP_ANSWER = {"status": "Low mood most days, sleeping badly, still going to work but withdrawn at home.",
-              "statements": ["I don't know why I'm even here.", "It's fine, really."],
-              "style": ["guarded", "self-critical", "short answers"], "complaint_chain": CHAIN}
+CHAIN = [
+    "My friend cancelled on me again.",
+    "I wonder whether she values me.",
+    "Maybe I push people away.",
+    "I feel alone with all of it.",
+]
+MAP_ANSWER = {
+    "status": "Low mood most days, sleeping badly, still going to work but withdrawn at home.",
+    "statements": ["I don't know why I'm even here.", "It's fine, really."],
+    "style": ["guarded", "self-critical", "short answers"],
+    "complaint_chain": CHAIN,
+}
 RECALLED = "Last time I said the job rejections made me feel useless."
 
 
@@ -69,12 +76,15 @@ def test_the_taxonomy_is_goemotions_in_four_groups():
     assert tax.group_of("grief") == "negative" and tax.group_of("surprise") == "positive"
 
 
-@pytest.mark.parametrize("emotion,by_group", [
-    ("sadness", {"negative": 10, "ambiguous": 5, "neutral": 2, "positive": 1}),
-    ("neutral", {"negative": 2, "ambiguous": 5, "neutral": 10, "positive": 5}),
-    ("confusion", {"negative": 5, "ambiguous": 10, "neutral": 5, "positive": 2}),
-    ("joy", {"negative": 1, "ambiguous": 2, "neutral": 5, "positive": 10}),
-])
+@pytest.mark.parametrize(
+    "emotion,by_group",
+    [
+        ("sadness", {"negative": 10, "ambiguous": 5, "neutral": 2, "positive": 1}),
+        ("neutral", {"negative": 2, "ambiguous": 5, "neutral": 10, "positive": 5}),
+        ("confusion", {"negative": 5, "ambiguous": 10, "neutral": 5, "positive": 2}),
+        ("joy", {"negative": 1, "ambiguous": 2, "neutral": 5, "positive": 10}),
+    ],
+)
 def test_transition_weights_fall_with_the_distance_between_groups(emotion, by_group):
     tax = mech.taxonomy()
     weights = tax.transition_weights(emotion)
@@ -87,7 +97,8 @@ def test_perturbation_is_seeded_per_session_and_follows_the_weights():
     a, b = mech.session_rng("s_1"), mech.session_rng("s_1")
     assert [mech.modulate("sadness", a) for _ in range(50)] == [mech.modulate("sadness", b) for _ in range(50)]
     assert [mech.modulate("sadness", mech.session_rng("s_2")) for _ in range(50)] != [
-        mech.modulate("sadness", mech.session_rng("s_1")) for _ in range(50)]
+        mech.modulate("sadness", mech.session_rng("s_1")) for _ in range(50)
+    ]
     rng = mech.session_rng("many")
     draws = [mech.modulate("sadness", rng) for _ in range(40000)]
     perturbed = [d for d in draws if d.perturbed]
@@ -112,13 +123,24 @@ def test_the_seeker_profile_is_ours_where_we_have_it_and_the_mappers_elsewhere()
     with Engines.with_backend(backend) as engines:
         from mindsimkit.mindsim.arc import Roles
 
-        roles = Roles(patient=engines.role("patient"), counsellor=None, scenario_writer=None, memory_compactor=None,
-                      extra={"mapper": engines.role("baseline_mapper")})
-        prep = engines.run(variant("annaagent").engine.prepare(p, 0, roles, SimulationConfig(patient_engine="annaagent")))
+        roles = Roles(
+            patient=engines.role("patient"),
+            counsellor=None,
+            scenario_writer=None,
+            memory_compactor=None,
+            extra={"mapper": engines.role("baseline_mapper")},
+        )
+        prep = engines.run(
+            variant("annaagent").engine.prepare(p, 0, roles, SimulationConfig(patient_engine="annaagent"))
+        )
     fixed = annaagent.fixed_fields(p)
-    assert fixed == {"age": str(p.persona.age), "gender": p.demographics.gender.replace("_", " "),
-                     "marital_status": p.demographics.relationship.replace("_", " "),
-                     "occupation": p.persona.occupation.replace("_", " "), "symptoms": "Low mood since a redundancy."}
+    assert fixed == {
+        "age": str(p.persona.age),
+        "gender": p.demographics.gender.replace("_", " "),
+        "marital_status": p.demographics.relationship.replace("_", " "),
+        "occupation": p.persona.occupation.replace("_", " "),
+        "symptoms": "Low mood since a redundancy.",
+    }
     assert prep.engine == "annaagent" and prep.filled == ["complaint_chain", "statements", "status", "style"]
     assert prep.profile["complaint_chain"] == CHAIN and prep.profile["age"] == fixed["age"]
     (req,) = backend.requests
@@ -139,8 +161,13 @@ def test_a_chain_shorter_than_three_stages_is_re_asked_not_stored():
     with Engines.with_backend(backend) as engines:
         from mindsimkit.mindsim.arc import Roles
 
-        roles = Roles(patient=engines.role("patient"), counsellor=None, scenario_writer=None, memory_compactor=None,
-                      extra={"mapper": engines.role("baseline_mapper")})
+        roles = Roles(
+            patient=engines.role("patient"),
+            counsellor=None,
+            scenario_writer=None,
+            memory_compactor=None,
+            extra={"mapper": engines.role("baseline_mapper")},
+        )
         prep = engines.run(variant("annaagent").engine.prepare(make_profile(), 0, roles, SimulationConfig()))
     assert len(backend.requests) == 2 and prep.profile["complaint_chain"] == CHAIN
 
@@ -218,16 +245,22 @@ def test_the_patient_export_carries_the_per_turn_state(tmp_path):
 
 # -- roles, budgets, preflight --------------------------------------------------------------------------------
 def test_the_modulator_role_falls_back_to_the_patients_binding():
-    cfg = EnginesConfig(engines={"e": {"kind": "openai", "base_url": "http://x/v1", "model": "d"}},
-                        roles={"default": RoleSpec(engine="e", model="d"), "patient": RoleSpec(engine="e", model="p")})
+    cfg = EnginesConfig(
+        engines={"e": {"kind": "openai", "base_url": "http://x/v1", "model": "d"}},
+        roles={"default": RoleSpec(engine="e", model="d"), "patient": RoleSpec(engine="e", model="p")},
+    )
     assert Engines(cfg).role_spec("annaagent_modulator").model == "p"
     assert engine_roles(["annaagent"]) == {"baseline_mapper": "mapper", "annaagent_modulator": "modulator"}
 
 
 def test_budgets_are_registered_and_the_defaults_hold_the_worst_answers():
     entries = {e.name: e for e in role_schemas() if e.name.startswith("annaagent:")}
-    assert set(entries) == {"annaagent:AnnaAgentMap", "annaagent:AnnaEmotion", "annaagent:ComplaintSwitch",
-                            "annaagent:MemoryCheck"}
+    assert set(entries) == {
+        "annaagent:AnnaAgentMap",
+        "annaagent:AnnaEmotion",
+        "annaagent:ComplaintSwitch",
+        "annaagent:MemoryCheck",
+    }
 
     class R:
         simulation = {"patient_engine": ["mindsim", "annaagent"], "baselines": {"anna_max_tokens": 300}}
@@ -251,3 +284,24 @@ def test_the_session_record_keeps_the_preparation_for_a_resumed_arc(tmp_path):
     record = SessionRecord.model_validate(rows[0])
     prep = variant("annaagent").engine.stored_preparation(record)
     assert prep.profile["complaint_chain"] == CHAIN and json.dumps(prep.profile)
+
+
+def test_the_card_lists_the_emotions_the_replies_were_written_in(tmp_path):
+    from restamp import header
+
+    from mindsimkit.mindcore.provenance import base_provenance
+    from mindsimkit.mindsim_app.cards import build_dataset_folder
+
+    _, rows, _ = run(tmp_path, AnnaResponder(emotion="nervousness"), sessions=2, turn_cap=3)
+    section = variant("annaagent").engine.card_section(rows)
+    turns = [t["annaagent"] for r in rows for t in r["turns"][1:]]
+    written = Counter(t["emotion"] for t in turns)
+    assert section["annaagent_turns"] == 4 and section["stages_moved"] == 2
+    assert (section["memory_checked"], section["memory_used"]) == (2, 2)
+    assert section["perturbed"] == sum(t["perturbed"] for t in turns)
+    info = {"run_id": "a01", "recipe": {"name": "t", "seed": 3}, "provenance": base_provenance()}
+    card = (build_dataset_folder(tmp_path, header(info), tmp_path / "dataset") / "README.md").read_text()
+    part = card.split("### Patient engines")[1].split("### Screening verdicts")[0]
+    assert "AnnaAgent emotions over its 4 client turns" in part
+    for emotion, n in written.items():
+        assert f"| {emotion} | {n} | {100 * n / 4:.1f}% |" in part
