@@ -223,7 +223,6 @@ class AnnaAgentSession(_Row):
     stage_start: int = Field(ge=1, description="Stage the session started at")
     stage_end: int = Field(ge=1, description="Stage after the last turn's switch check")
     earlier_session: int | None = Field(None, description="0-based index of the previous session its memory held (None in a first session)")
-    emotions: dict[str, int] = Field(default_factory=dict, description="Client turns per emotion the replies were written in")
     perturbed: int = Field(0, ge=0, description="Turns whose emotion the seeded draw replaced")
     memory_used: int = Field(0, ge=0, description="Turns given earlier-session memory")
 

@@ -41,11 +41,12 @@ def _words(code: str) -> str:
 
 
 def fixed_fields(profile: Any) -> dict[str, Any]:
-    """The seeker's profile fields our profile carries, rendered without a model."""
+    """The seeker's profile fields our profile carries, rendered without a model. `age` stays a number: every
+    baseline's preparation shares one column of the sessions table, where MindEval's age is a number too."""
     persona, demo, presenting = profile.persona, profile.demographics, profile.formulation.presenting
     symptoms = " ".join([presenting.summary.strip(), *(f"{i.rstrip('.')}." for i in presenting.impact)])
     return {
-        "age": str(persona.age),
+        "age": persona.age,
         "gender": _words(demo.gender),
         "marital_status": _words(demo.relationship),
         "occupation": _words(persona.occupation),
@@ -179,7 +180,7 @@ def worst_profile(inp: Any, sz: Any) -> dict[str, Any]:
     presenting = fx["f"].presenting
     mapped = largest_instance(map_model().model_json_schema())
     return {
-        "age": "100",
+        "age": 100,
         "gender": "prefer not to say",
         "marital_status": "separated or divorced",
         "occupation": fill_text(60),
@@ -242,8 +243,6 @@ class AnnaAgentEngine(common.PromptedBaselineEngine, PatientEngine):
         return None if previous is None else Carried(previous.session_index, previous.transcript())
 
     def record_fields(self, talk: Any) -> dict[str, Any]:
-        from collections import Counter
-
         from mindsimkit.mindsim.records import AnnaAgentSession
 
         patient = talk.patient
@@ -256,7 +255,6 @@ class AnnaAgentEngine(common.PromptedBaselineEngine, PatientEngine):
                 stage_start=patient.stage_start,
                 stage_end=patient.stage,
                 earlier_session=earlier.session_index if earlier else None,
-                emotions=dict(Counter(s.emotion for s in states)),
                 perturbed=sum(s.perturbed for s in states),
                 memory_used=sum(s.memory_used for s in states),
             ),

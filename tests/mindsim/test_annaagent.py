@@ -135,7 +135,7 @@ def test_the_seeker_profile_is_ours_where_we_have_it_and_the_mappers_elsewhere()
         )
     fixed = annaagent.fixed_fields(p)
     assert fixed == {
-        "age": str(p.persona.age),
+        "age": p.persona.age,
         "gender": p.demographics.gender.replace("_", " "),
         "marital_status": p.demographics.relationship.replace("_", " "),
         "occupation": p.persona.occupation.replace("_", " "),
@@ -305,3 +305,28 @@ def test_the_card_lists_the_emotions_the_replies_were_written_in(tmp_path):
     assert "AnnaAgent emotions over its 4 client turns" in part
     for emotion, n in written.items():
         assert f"| {emotion} | {n} | {100 * n / 4:.1f}% |" in part
+
+
+def test_annaagent_beside_every_other_engine_writes_one_sessions_table(tmp_path):
+    """Every baseline's preparation shares the `baseline` column: AnnaAgent's fields must not clash in type with
+    MindEval's or Patient-Psi's (a string age beside MindEval's number broke the table on the embedded engine)."""
+    from test_baselines import responder as others
+
+    anna = AnnaResponder()
+    engines_all = ["mindsim", "patientact", "patient_psi", "mindeval", "annaagent"]
+    config = SimulationConfig(sessions=1, turn_cap=2, patient_engine=engines_all)
+
+    def both(req):
+        return (
+            anna(req)
+            if req.schema_name.startswith(("Anna", "Complaint", "Memory")) or (req.role == "annaagent_modulator")
+            else others(req)
+        )
+
+    with Engines.with_backend(FakeBackend(both)) as engines:
+        summary = simulate.run_simulation([make_profile("p1")], engines, config, tmp_path, seed=0)
+    assert summary.sessions_written == 5 and not summary.failed_arcs
+    rows = pq.read_table(tmp_path / "sessions" / "sessions.parquet").to_pylist()
+    (r,) = [r for r in rows if r["patient_engine"] == "annaagent"]
+    assert r["baseline"]["preparation"]["profile"]["complaint_chain"] == CHAIN
+    assert r["turns"][1]["annaagent"]["complaint"] == CHAIN[0]
