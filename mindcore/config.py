@@ -32,12 +32,15 @@ ROLES: tuple[str, ...] = (
     "patient_matcher",
     # The baseline patient engines (Patient-Psi, MindEval): fills the baseline profile fields ours do not carry.
     "baseline_mapper",
+    # AnnaAgent's per-turn control calls: emotion inference, complaint switch, memory check and recall.
+    "annaagent_modulator",
 )
 # A role the recipe leaves unbound takes another role's binding before `default`'s: the first-scenario writer
 # is the scenario writer unless the recipe gives it its own model, so older recipes write both as before; the
 # baseline mapper works on the patient's model (MindEval2 App. E fills those fields with one model for every
-# baseline).
-ROLE_FALLBACKS: dict[str, str] = {"first_scenario_writer": "scenario_writer", "baseline_mapper": "patient"}
+# baseline), and so does AnnaAgent's modulator (PatientHub sends its control calls to the client's own model).
+ROLE_FALLBACKS: dict[str, str] = {"first_scenario_writer": "scenario_writer", "baseline_mapper": "patient",
+                                  "annaagent_modulator": "patient"}
 
 
 def role_chain(role: str) -> list[str]:

@@ -102,7 +102,7 @@ PSI_STYLES = ("plain", "upset", "verbose", "reserved", "tangent", "pleasing")
 
 
 class BaselinesConfig(BaseModel):
-    """Settings of the baseline patient engines (Patient-Psi, MindEval; docs/baselines.md)."""
+    """Settings of the baseline patient engines (Patient-Psi, MindEval, AnnaAgent; docs/baselines.md)."""
 
     model_config = ConfigDict(extra="forbid")
     psi_styles: list[Literal[PSI_STYLES]] = Field(  # type: ignore[valid-type]
@@ -113,6 +113,17 @@ class BaselinesConfig(BaseModel):
         1500, ge=128, description="Token budget of the baseline_mapper's one structured call per patient and baseline"
     )
     mapper_attempts: int | None = Field(None, ge=1, le=10, description="Attempts of that call (default: the role's)")
+    anna_map_max_tokens: int | None = Field(
+        4096, ge=128, description="AnnaAgent: token budget of its one baseline_mapper call per patient (the seeker "
+        "profile with its complaint chain is longer than the other baselines' mappings)")
+    anna_attempts: int = Field(
+        3, ge=1, le=10,
+        description="AnnaAgent: attempts of each per-turn modulator call (emotion, complaint switch, memory check, "
+        "recall) while its answer is invalid; when they run out the turn fails and the arc is counted as failed")
+    anna_max_tokens: int | None = Field(
+        256, ge=32, description="AnnaAgent: token budget of each structured modulator call (emotion, switch, check)")
+    anna_recall_max_tokens: int | None = Field(
+        400, ge=32, description="AnnaAgent: token budget of the recall call (earlier-session memory, plain text)")
 
     @field_validator("psi_styles")
     @classmethod
@@ -247,7 +258,8 @@ class SimulationConfig(BaseModel):
     patient_engine: str | list[str] = Field(
         DEFAULT_ENGINE,
         description="Patient engine(s) or variants (ENGINE:ARM, e.g. 'patientact:no_tg'), as registered in "
-        "mindsim.patient_engines: 'mindsim', 'patientact', its arms, the baselines 'patient_psi' and 'mindeval', "
+        "mindsim.patient_engines: 'mindsim', 'patientact', its arms, the baselines 'patient_psi', 'mindeval' and "
+        "'annaagent', "
         "or a list to compare them",
     )
     counsellor_template: str = Field(
@@ -263,7 +275,7 @@ class SimulationConfig(BaseModel):
         "a preset fills in settings the recipe leaves unset and replaces the engine's data files (docs/simulator.md)",
     )
     patientact: PatientActConfig = Field(default_factory=PatientActConfig, description="PatientAct engine settings")
-    baselines: BaselinesConfig = Field(default_factory=BaselinesConfig, description="Patient-Psi and MindEval engine settings")
+    baselines: BaselinesConfig = Field(default_factory=BaselinesConfig, description="Patient-Psi, MindEval and AnnaAgent engine settings")
     pool_only: bool = Field(True, description="Simulate only profiles marked in_pool")
     benchmark_only: bool = Field(False, description="Simulate only profiles marked in_benchmark")
     max_patients: int | None = Field(None, ge=1, le=1_000_000, description="Use only the first N profiles (smoke runs)")

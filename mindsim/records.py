@@ -7,7 +7,9 @@ reply defects (`counsellor_flags`, stored, never corrected), and `ScenarioRecord
 patient's first scenario, written once and shared by every counsellor. Sessions played by the PatientAct
 engine (docs/patientact.md) carry its state: `PatientActSession` per session (trust at both ends, switches,
 decomposition) and `PatientActTurn` per turn (trust before / after, reaction, behaviour, resistance pattern,
-retrieved and blocked items, the signal).
+retrieved and blocked items, the signal). Sessions played by the AnnaAgent baseline carry its state:
+`AnnaAgentSession` per session (the complaint chain, where it started and ended) and `AnnaAgentTurn` per turn
+(inferred and modulated emotion, complaint stage, whether earlier-session memory was asked for and given).
 """
 
 from __future__ import annotations
@@ -22,7 +24,7 @@ from mindsimkit.mindsim.scenario import Scenario
 from mindsimkit.mindsim.schedule import SessionPlan
 
 __all__ = [
-    "AgendaState", "BaselineSession", "CounsellorFlags", "MemoryUpdate", "PatientActSession", "PatientActTurn", "PatientTurn", "RejectedCommit", "RejectedMessage",
+    "AgendaState", "AnnaAgentSession", "AnnaAgentTurn", "BaselineSession", "CounsellorFlags", "MemoryUpdate", "PatientActSession", "PatientActTurn", "PatientTurn", "RejectedCommit", "RejectedMessage",
     "RejectionCounts", "ScenarioRecord", "SessionRecord", "TodoUpdate", "Tokens", "session_id",
 ]
 
@@ -76,6 +78,20 @@ class PatientActTurn(_Row):
     why: StepReasons = Field(default_factory=lambda: StepReasons(), description="The steps' short reasons")
 
 
+class AnnaAgentTurn(_Row):
+    """What the AnnaAgent baseline decided on one client turn (docs/baselines.md): kept on the client side only."""
+
+    inferred_emotion: str = Field(description="The emotion the modulator model inferred (GoEmotions label)")
+    emotion: str = Field(description="The emotion the reply was written in (the inferred one unless perturbed)")
+    perturbed: bool = Field(description="Whether the seeded draw replaced the inferred emotion")
+    stage: int = Field(ge=1, description="Complaint-chain stage the reply was written at (1-based)")
+    stage_moved: bool = Field(description="Whether the switch check moved the chain on this turn")
+    complaint: str = Field(description="The chief complaint of that stage (the last stage's once past the end)")
+    memory_checked: bool = Field(description="Whether the memory check was asked (only after a first session)")
+    memory_used: bool = Field(description="Whether the check said the message needs earlier sessions, so recall was given")
+    recalled: str | None = Field(None, description="What recall returned from earlier sessions (None when not used)")
+
+
 class PatientTurn(_Row):
     """One patient turn: the committed move and the words that realise it."""
 
@@ -102,6 +118,8 @@ class PatientTurn(_Row):
         description="Every ask of the message came back unusable, so `simulation.message_fallback` was said instead "
         "(the rejected replies are in rejected_messages)")
     patientact: PatientActTurn | None = Field(None, description="PatientAct engine state for this turn (None for MindSim)")
+    annaagent: AnnaAgentTurn | None = Field(
+        None, description="AnnaAgent state for this turn (None for other engines and for an opening message)")
 
 
 class CounsellorFlags(_Row):
@@ -191,10 +209,22 @@ class BaselineSession(_Row):
     its prompt was filled from, which of its fields the mapper wrote, and Patient-Psi's drawn style. The
     preparation is kept whole so a resumed arc reuses it instead of mapping again."""
 
-    engine: str = Field(description="The baseline engine: patient_psi or mindeval")
+    engine: str = Field(description="The baseline engine: patient_psi, mindeval or annaagent")
     style: str | None = Field(None, description="Patient-Psi's conversational style drawn for this patient (None for MindEval)")
     filled: list[str] = Field(description="Baseline profile fields the baseline_mapper wrote (the rest come from our profile)")
     preparation: dict[str, Any] = Field(description="The per-patient preparation used (the baseline profile and its provenance)")
+
+
+class AnnaAgentSession(_Row):
+    """The AnnaAgent baseline's per-session state: its complaint chain, the stages it started and ended at, and
+    which earlier session its memory held (the per-patient preparation is in `baseline`)."""
+
+    complaint_chain: list[str] = Field(description="The complaint chain, stage 1 first")
+    stage_start: int = Field(ge=1, description="Stage the session started at")
+    stage_end: int = Field(ge=1, description="Stage after the last turn's switch check")
+    earlier_session: int | None = Field(None, description="0-based index of the previous session its memory held (None in a first session)")
+    perturbed: int = Field(0, ge=0, description="Turns whose emotion the seeded draw replaced")
+    memory_used: int = Field(0, ge=0, description="Turns given earlier-session memory")
 
 
 class SessionRecord(_Row):
@@ -241,7 +271,8 @@ class SessionRecord(_Row):
     patient_tools: str | None = Field(
         None, exclude_if=lambda t: t is None,
         description="JSON list of the tool definitions (OpenAI format) the patient was offered; absent when it had none")
-    baseline: BaselineSession | None = Field(None, description="Baseline engine state (Patient-Psi, MindEval; None otherwise)")
+    baseline: BaselineSession | None = Field(None, description="Baseline engine state (Patient-Psi, MindEval, AnnaAgent; None otherwise)")
+    annaagent: AnnaAgentSession | None = Field(None, description="AnnaAgent state (None for other engines)")
     scenario_drafts: int = Field(
         1, ge=1, description="Drafts the scenario writer needed for this session's scenario (1 = the first was kept)")
     # Absent (not null) on one-trial runs, so their checkpoints and rows are those of runs before trials existed.

@@ -458,6 +458,32 @@ def _patient_turns(
             structured(ctx, "baseline_mapper", patients, patients, size, size, attempts=attempts),
             "one mapping per patient and baseline",
         )
+    if "annaagent_modulator" in v.engine.roles:  # AnnaAgent's per-turn control calls
+        _annaagent(ctx, s, kind, turns)
+
+
+def _annaagent(ctx: _Ctx, s: Any, kind: str, turns: float) -> None:
+    """Every client turn asks the emotion and the complaint switch; a turn after the arc's first session also
+    asks the memory check, and its recall (plain text) is counted as if every such check said yes."""
+    n_s = s.sessions_for(kind)
+    later = turns * (n_s - 1) / n_s
+    est = _estimate(ctx, "annaagent_modulator")
+    size = float(est.tokens if est else 0)
+    attempts = s.baselines.anna_attempts
+    ctx.add(
+        "simulate",
+        "annaagent_modulator",
+        structured(ctx, "annaagent_modulator", 2 * turns + later, 2 * turns + later, size, size, attempts=attempts),
+        "emotion and complaint switch every client turn, the memory check after a first session",
+    )
+    if later:
+        bound = s.baselines.anna_recall_max_tokens or ctx.bound("annaagent_modulator")
+        ctx.add(
+            "simulate",
+            "annaagent_modulator",
+            plain(ctx, "annaagent_modulator", bound, later, later * attempts, size, size),
+            "recall counted on every turn after a first session (an upper estimate)",
+        )
 
 
 def _mindsim_calls(ctx: _Ctx, s: Any) -> tuple[float, tuple[float, int], int]:

@@ -20,6 +20,7 @@ class ExportTurn(BaseModel):
     secondary_move: str | None = None
     end_conversation: bool | None = None
     patientact: dict[str, Any] | None = None
+    annaagent: dict[str, Any] | None = None
 
 
 class ExportSession(BaseModel):

@@ -182,8 +182,8 @@ def why_no_sft_rows(summary: dict[str, Any]) -> str:
 
 def patient_export(run_dir: Path, *, min_turns: int = 0,
                    finished_only: bool = False) -> tuple[list[dict[str, Any]], dict[str, Any], list[dict[str, Any]]]:
-    """Patient rows, a summary and the provenance side file's lines (scenario, moves and PatientAct state per
-    session: their fields are null for some engines and turns, so they stay out of the rows)."""
+    """Patient rows, a summary and the provenance side file's lines (scenario, moves, PatientAct and AnnaAgent
+    state per session: their fields are null for some engines and turns, so they stay out of the rows)."""
     profiles = _profiles_by_id(run_dir)
     rows, details = [], []
     summary: dict[str, Any] = {"sessions_read": 0, "sessions_filtered": 0, "sessions_written": 0,
@@ -207,7 +207,10 @@ def patient_export(run_dir: Path, *, min_turns: int = 0,
                                    "end_conversation": t.end_conversation} for t in s.turns],
                         # PatientAct's per-turn state (trust before/after, reaction, behaviour, resistance, retrieved
                         # and blocked items); null for other engines.
-                        "patientact_turns": [t.patientact for t in s.turns]})
+                        "patientact_turns": [t.patientact for t in s.turns],
+                        # AnnaAgent's per-turn state (emotion inferred and written in, complaint stage, memory
+                        # check and recall); null for other engines and for an opening message.
+                        "annaagent_turns": [t.annaagent for t in s.turns]})
         summary["sessions_written"] += 1
     return rows, summary, details
 

@@ -518,8 +518,9 @@ def test_reproduction_recipe_and_its_counsellor_prompt():
     r = load_recipe(Path(__file__).resolve().parents[2] / "recipes" / "patientact_paper.yaml")
     s = r.section("simulation", SimulationConfig)
     assert (s.sessions, s.turn_cap, s.opening) == (1, 15, "counsellor")
-    # Table 2's built baseline beside Table 4's arms, in one run.
-    assert s.patient_engines == ["patientact", "patientact:no_tg", "patientact:no_dm", "patientact:no_pipe", "patient_psi"]
+    # Table 2's built baselines beside Table 4's arms, in one run.
+    assert s.patient_engines == ["patientact", "patientact:no_tg", "patientact:no_dm", "patientact:no_pipe", "patient_psi",
+                                 "annaagent"]
     assert roles_of(r)["baseline_mapper"]["engine"] == roles_of(r)["profile_decomposer"]["engine"]
     pa = s.patientact
     assert pa.trust_gating and pa.dynamic_memory and pa.pipeline and not pa.allow_end

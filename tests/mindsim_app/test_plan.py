@@ -102,6 +102,16 @@ def test_counts_of_a_tiny_recipe_match_the_hand_computed_ones(tmp_path):
     assert patient.completion_tokens_worst > patient.completion_tokens > 0
 
 
+def test_annaagent_counts_its_modulator_calls_per_client_turn(tmp_path):
+    recipe = tiny(tmp_path, simulation={"patient_engine": "annaagent"})
+    loads = by_role(role_loads(load_recipe(recipe), assumptions=HAND))
+    # 4 arcs of 3 sessions, 3 client turns each: 36 turns ask the emotion and the switch, the 24 after an arc's
+    # first session also ask the memory check, and their recall is counted as if every check said yes.
+    modulator = loads["simulate", "annaagent_modulator"]
+    assert modulator.requests == pytest.approx(2 * 36 + 24 + 24)
+    assert loads["simulate", "baseline_mapper"].requests == 2  # one seeker profile per patient
+
+
 def test_counsellors_option_and_turns_scale_the_counts(tmp_path):
     base = by_role(role_loads(load_recipe(tiny(tmp_path)), assumptions=HAND))
     three = by_role(role_loads(load_recipe(tiny(tmp_path)), assumptions=HAND, counsellors=3))

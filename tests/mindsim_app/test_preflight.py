@@ -275,6 +275,24 @@ def test_a_recipe_with_the_baselines_checks_the_mappers_budget_and_prompt():
     assert checked["baseline_mapper"].fits and set(checked["baseline_mapper"].prompt.parts) == {"patient_psi", "mindeval"}
 
 
+def test_a_recipe_with_annaagent_checks_its_mapping_and_its_modulator_prompt():
+    sim = {"turn_cap": 4, "message_max_tokens": 200, "patient_engine": ["mindsim", "annaagent"]}
+    with _VLLMLike("m", 1_000_000) as srv:
+        r = _served_recipe(srv.base_url, "m", simulation=sim)
+        with Engines.from_config(r.engines_config()) as engines:
+            report = preflight(r, engines, {"simulate"})
+    lines = {ln.schema: ln for ln in report.budgets.lines if ln.schema.startswith("annaagent:")}
+    # The three modulator answers share one setting, so the fit reports the largest of them.
+    assert "annaagent:AnnaAgentMap" in lines and {ln.role for ln in lines.values()} == {"baseline_mapper",
+                                                                                       "annaagent_modulator"}
+    assert all(ln.budget >= ln.worst_case for ln in lines.values())
+    checked = {c.role: c for c in report.contexts}
+    assert "annaagent" in checked["baseline_mapper"].prompt.parts
+    modulator = checked["annaagent_modulator"]
+    assert modulator.fits and set(modulator.prompt.parts) == {"emotion inference", "complaint switch", "memory check",
+                                                              "recall"}
+
+
 def _patientact_contexts(engines_listed: list[str], context: int = 1_000_000, **patientact) -> dict:
     sim = {"turn_cap": 4, "message_max_tokens": 200, "patient_engine": engines_listed,
            "patientact": {"retrieval": "llm", **patientact}}

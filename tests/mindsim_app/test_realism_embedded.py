@@ -58,5 +58,25 @@ def check_baseline_record(r: dict) -> None:
     if r["patient_engine"] == "patient_psi":
         assert b["style"] in PSI_STYLES and b["preparation"]["profile"]["name"] in prompt
         assert all(s in prompt for s in b["preparation"]["profile"]["core_beliefs"])
-    else:
+    elif r["patient_engine"] == "mindeval":
         assert f"- Depressive symptoms: {b['preparation']['profile']['depressive_symptoms']}" in prompt
+    else:  # AnnaAgent: the mapper's statements and style are in the seeker's prompt
+        profile = b["preparation"]["profile"]
+        assert all(s in prompt for s in profile["statements"] + profile["style"])
+
+
+def test_the_annaagent_session_carries_its_per_turn_state(study_run):
+    """AnnaAgent on real output: its seeker profile from the mapper, and on its client turn the emotion the modulator
+    inferred (a GoEmotions label), the complaint stage and the memory check (not asked in a first session)."""
+    from mindsimkit.mindsim.baselines.annaagent_data import taxonomy
+
+    rows = pq.read_table(study_run / "sessions" / "sessions.parquet").to_pylist()
+    (r,) = [r for r in rows if r["patient_engine"] == "annaagent"]
+    check_baseline_record(r)
+    chain = r["annaagent"]["complaint_chain"]
+    assert 3 <= len(chain) <= 7 and r["annaagent"]["earlier_session"] is None
+    state = r["turns"][1]["annaagent"]
+    assert state["inferred_emotion"] in taxonomy().emotions and state["emotion"] in taxonomy().emotions
+    assert state["stage"] in (1, 2) and state["complaint"] == chain[state["stage"] - 1]
+    assert not state["memory_checked"] and not state["memory_used"]
+    assert r["engines"]["modulator"]["model"].startswith("SmolLM2")
