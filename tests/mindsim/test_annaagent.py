@@ -234,7 +234,7 @@ def test_an_emotion_outside_the_taxonomy_is_re_asked_then_the_arc_fails_counted(
 
 
 def test_the_patient_export_carries_the_per_turn_state(tmp_path):
-    from mindsimkit.mindsim_app.export import patient_export
+    from mindsimkit.mindsim_app.exports.sft import patient_export
 
     run(tmp_path, AnnaResponder())
     _, _, details = patient_export(tmp_path)
