@@ -43,6 +43,8 @@ def _words(code: str) -> str:
 def fixed_fields(profile: Any) -> dict[str, Any]:
     """The seeker's profile fields our profile carries, rendered without a model. `age` stays a number: every
     baseline's preparation shares one column of the sessions table, where MindEval's age is a number too."""
+    if profile.situation_profile is not None:
+        return situation_fields(profile.situation_profile)
     persona, demo, presenting = profile.persona, profile.demographics, profile.formulation.presenting
     symptoms = " ".join([presenting.summary.strip(), *(f"{i.rstrip('.')}." for i in presenting.impact)])
     return {
@@ -51,6 +53,21 @@ def fixed_fields(profile: Any) -> dict[str, Any]:
         "marital_status": _words(demo.relationship),
         "occupation": _words(persona.occupation),
         "symptoms": symptoms,
+    }
+
+
+def situation_fields(record: Any) -> dict[str, Any]:
+    """The same fields from a situation-seeded profile (PatientAct's Table 2 runs AnnaAgent on the paper's
+    situations): the scaffold's age range (its middle year), the generated demographics, and the situation with the
+    presenting problem's observable impact as the symptoms."""
+    d, (low, high) = record.profile.demographics, record.scaffold.age_range
+    impact = record.profile.problem_formulation.presenting_problem.impact
+    return {
+        "age": (low + high) // 2,
+        "gender": _words(d.gender),
+        "marital_status": _words(d.marital_status),
+        "occupation": d.occupation,
+        "symptoms": " ".join([record.situation.strip(), *(f"{i.rstrip('.')}." for i in impact)]),
     }
 
 
@@ -96,7 +113,7 @@ def map_messages(profile: Any, fixed: dict[str, Any]) -> list[dict[str, str]]:
             "role": "user",
             "content": render(
                 MAP_TEMPLATE,
-                persona=profile.persona.persona,
+                persona=common.who(profile),
                 writer_brief=profile.writer_brief,
                 statements=statements,
                 style=style,
@@ -216,6 +233,7 @@ class AnnaAgentEngine(common.PromptedBaselineEngine, PatientEngine):
     system_template, map_template = SYSTEM_TEMPLATE, MAP_TEMPLATE
     roles = {common.MAPPER_ROLE: common.MAPPER_KEY, MODULATOR_ROLE: MODULATOR_KEY}
     session_client = True  # a seeker in a counselling session
+    reads_situations = True  # PatientAct's Table 2 runs it on the situation-seeded profiles (`situation_fields`)
 
     def system_prompt(self, prep: Any, talk: Any) -> str:
         return system_prompt(prep, talk)

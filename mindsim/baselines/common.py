@@ -53,6 +53,17 @@ def load_data(name: str) -> dict[str, Any]:
     return data
 
 
+def who(profile: Any) -> str:
+    """Who the client is, for a baseline's mapper: the persona record, or, for a situation-seeded profile (which has
+    none), its generated demographics and the clinical situation it was seeded with."""
+    if profile.situation_profile is None:
+        return str(profile.persona.persona)
+    record = profile.situation_profile
+    d, (low, high) = record.profile.demographics, record.scaffold.age_range
+    return (f"{d.name}, {d.gender}, {d.age_group.lower()} ({low}-{high}), {d.occupation}, {d.marital_status}; "
+            f"{d.cultural_background}. {record.situation}")
+
+
 def draw(profile_id: str, seed: int, what: str, options: list[str]) -> str:
     """One uniform, seeded draw per patient: the same (patient, seed) always gets the same option, whatever
     else the run holds (a hash, not a shared random stream)."""

@@ -122,17 +122,6 @@ def situation_fields(record: Any) -> dict[str, Any]:
     }
 
 
-def persona_text(profile: Any) -> str:
-    """Who the client is, for the mapper: the persona record, or a situation-seeded profile's demographics and
-    situation (it has no persona)."""
-    if profile.situation_profile is None:
-        return str(profile.persona.persona)
-    record = profile.situation_profile
-    d = record.profile.demographics
-    return (f"{d.name}, {d.gender}, {d.age_group.lower()} ({record.scaffold.age_range[0]}-{record.scaffold.age_range[1]}), "
-            f"{d.occupation}, {d.marital_status}; {d.cultural_background}. {record.situation}")
-
-
 def fixed_fields(profile: Any) -> dict[str, Any]:
     """The cognitive-model fields our profile carries, rendered without a model."""
     if profile.situation_profile is not None:
@@ -150,7 +139,7 @@ def fixed_fields(profile: Any) -> dict[str, Any]:
 def map_messages(profile: Any, fixed: dict[str, Any]) -> list[dict[str, str]]:
     cluster = cluster_of(profile)
     return [{"role": "user", "content": render(
-        MAP_TEMPLATE, persona=persona_text(profile), writer_brief=profile.writer_brief,
+        MAP_TEMPLATE, persona=common.who(profile), writer_brief=profile.writer_brief,
         history=fixed["history"], category=fixed["category"], candidates=candidates(cluster),
         coping=fixed["coping_strategies"], emotions=data()["emotions"],
     )}]

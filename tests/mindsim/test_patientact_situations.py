@@ -136,3 +136,31 @@ def test_results_of_situation_profiles_group_by_disease_key(situation_profiles, 
 
     write_profiles(situation_profiles, tmp_path / "grouped" / "profiles")
     assert main_problems(tmp_path / "grouped") == {p.profile_id: "depression" for p in situation_profiles}
+
+
+def test_annaagent_maps_a_situation_profile_from_its_demographics_and_impact(situation_profiles, tmp_path):
+    from test_annaagent import AnnaResponder
+
+    from mindsimkit.mindsim.baselines import annaagent
+
+    profile = situation_profiles[0]
+    record = profile.situation_profile
+    fixed = annaagent.fixed_fields(profile)
+    low, high = record.scaffold.age_range
+    assert low <= fixed["age"] <= high and isinstance(fixed["age"], int)
+    assert fixed["occupation"] == record.profile.demographics.occupation
+    impact = record.profile.problem_formulation.presenting_problem.impact
+    assert record.situation.strip() in fixed["symptoms"] and impact[0].rstrip(".") in fixed["symptoms"]
+    anna = AnnaResponder()
+    seen = []
+
+    def respond(req):
+        seen.append(req)
+        return anna(req)
+
+    config = SimulationConfig(sessions=1, turn_cap=3, patient_engine="annaagent")
+    with Engines.with_backend(FakeBackend(respond)) as engines:
+        summary = run_simulation([profile], engines, config, tmp_path / "sim", seed=1)
+    assert summary.sessions_written == 1 and not summary.failed_arcs
+    prompt = next(r for r in seen if r.schema_name == "AnnaAgentMap").messages[-1]["content"]
+    assert record.profile.demographics.name in prompt and record.situation[:40] in prompt
