@@ -32,12 +32,15 @@ ROLES: tuple[str, ...] = (
     "patient_matcher",
     # The baseline patient engines (Patient-Psi, MindEval): fills the baseline profile fields ours do not carry.
     "baseline_mapper",
+    # ConsistentMI's per-turn structured questions (topic, motivation check, action weights, grounding item).
+    "consistentmi_tracker",
 )
 # A role the recipe leaves unbound takes another role's binding before `default`'s: the first-scenario writer
 # is the scenario writer unless the recipe gives it its own model, so older recipes write both as before; the
 # baseline mapper works on the patient's model (MindEval2 App. E fills those fields with one model for every
-# baseline).
-ROLE_FALLBACKS: dict[str, str] = {"first_scenario_writer": "scenario_writer", "baseline_mapper": "patient"}
+# baseline), and so does ConsistentMI's tracker (PatientHub asks each of its questions of the client's model).
+ROLE_FALLBACKS: dict[str, str] = {"first_scenario_writer": "scenario_writer", "baseline_mapper": "patient",
+                                  "consistentmi_tracker": "patient"}
 
 
 def role_chain(role: str) -> list[str]:

@@ -22,7 +22,7 @@ from mindsimkit.mindsim.scenario import Scenario
 from mindsimkit.mindsim.schedule import SessionPlan
 
 __all__ = [
-    "AgendaState", "BaselineSession", "CounsellorFlags", "MemoryUpdate", "PatientActSession", "PatientActTurn", "PatientTurn", "RejectedCommit", "RejectedMessage",
+    "AgendaState", "BaselineSession", "ConsistentMITurn", "CounsellorFlags", "MemoryUpdate", "PatientActSession", "PatientActTurn", "PatientTurn", "RejectedCommit", "RejectedMessage",
     "RejectionCounts", "ScenarioRecord", "SessionRecord", "TodoUpdate", "Tokens", "session_id",
 ]
 
@@ -76,6 +76,24 @@ class PatientActTurn(_Row):
     why: StepReasons = Field(default_factory=lambda: StepReasons(), description="The steps' short reasons")
 
 
+class ConsistentMITurn(_Row):
+    """What the ConsistentMI engine tracked on one patient turn (docs/baselines.md "ConsistentMI")."""
+
+    stage: str = Field(description="Stage of change the reply was written in (or `motivated`, the one-turn state)")
+    stage_after: str = Field(description="Stage the next turn starts from")
+    receptivity: float = Field(description="The client's receptivity (1-5)")
+    topic: str | None = Field(None, description="Topic the counsellor's message was placed on (None: no motivation chain)")
+    engagement: int | None = Field(None, description="Engagement with the counsellor's topic, 1-4 (None: not tracked)")
+    off_topic: int = Field(0, description="Off-topic turns counted so far")
+    motivated: bool | None = Field(None, description="The motivation check's answer (None: not asked this turn)")
+    # JSON text: a parquet struct column would give every turn the union of every stage's actions.
+    weights: str | None = Field(None, description="JSON object: the action weights drawn from, after constraints "
+                                "(None when the action was forced)")
+    action: str = Field(description="The dialogue action the reply carries out")
+    grounding: str | None = Field(None, description="The persona, belief or plan the reply was grounded in")
+    instruction: str = Field(description="The private instruction appended to the counsellor's message for this reply")
+
+
 class PatientTurn(_Row):
     """One patient turn: the committed move and the words that realise it."""
 
@@ -102,6 +120,9 @@ class PatientTurn(_Row):
         description="Every ask of the message came back unusable, so `simulation.message_fallback` was said instead "
         "(the rejected replies are in rejected_messages)")
     patientact: PatientActTurn | None = Field(None, description="PatientAct engine state for this turn (None for MindSim)")
+    # Absent (not null) on other engines' turns, so their checkpoints and rows are unchanged.
+    consistentmi: ConsistentMITurn | None = Field(
+        None, exclude_if=lambda v: v is None, description="ConsistentMI engine state for this turn (other engines: absent)")
 
 
 class CounsellorFlags(_Row):
@@ -191,10 +212,18 @@ class BaselineSession(_Row):
     its prompt was filled from, which of its fields the mapper wrote, and Patient-Psi's drawn style. The
     preparation is kept whole so a resumed arc reuses it instead of mapping again."""
 
-    engine: str = Field(description="The baseline engine: patient_psi or mindeval")
+    engine: str = Field(description="The baseline engine: patient_psi, mindeval or consistentmi")
     style: str | None = Field(None, description="Patient-Psi's conversational style drawn for this patient (None for MindEval)")
     filled: list[str] = Field(description="Baseline profile fields the baseline_mapper wrote (the rest come from our profile)")
     preparation: dict[str, Any] = Field(description="The per-patient preparation used (the baseline profile and its provenance)")
+    # ConsistentMI only; absent for the other baselines, so their rows are unchanged.
+    stage_start: str | None = Field(None, exclude_if=lambda v: v is None,
+                                    description="ConsistentMI: the stage of change the session started in")
+    stage_end: str | None = Field(None, exclude_if=lambda v: v is None,
+                                  description="ConsistentMI: the stage the session ended in (the next one's start)")
+    left: dict[str, list[str]] | None = Field(
+        None, exclude_if=lambda v: v is None,
+        description="ConsistentMI: the beliefs and plans not yet used up at the session's end (carried to the next)")
 
 
 class SessionRecord(_Row):

@@ -212,12 +212,12 @@ def longest_session(inp: Any, sz: Any) -> tuple[str, list[dict[str, str]]]:
 def mapper_prompt(inp: Any, sz: Any) -> PromptSize:
     """The baseline mapper's largest prompt: each baseline's mapping call on the worst-case profile (Patient-Psi
     with a self cluster, whose candidate list is a whole category)."""
-    from mindsimkit.mindsim.baselines import mindeval, patient_psi
+    from mindsimkit.mindsim.baselines import consistentmi, mindeval, patient_psi
     from mindsimkit.profilegen.testing import make_profiles
 
     fx = session_fixtures(inp, sz)
     f = fx["f"].model_copy(update={"core_belief": fx["f"].core_belief.model_copy(update={"cluster": "helpless"})})
     profile = make_profiles(1, 0)[0].model_copy(update={
         "persona": fx["row"].persona, "formulation": f, "writer_brief": fx["brief"], "case_summary": fx["summary"]})
-    parts = {m.NAME: messages_tokens(m.map_messages(profile, m.fixed_fields(profile)), sz) for m in (patient_psi, mindeval)}
+    parts = {m.NAME: messages_tokens(m.map_messages(profile, m.fixed_fields(profile)), sz) for m in (patient_psi, mindeval, consistentmi)}
     return PromptSize("baseline_mapper", max(parts.values()), parts)
