@@ -127,7 +127,7 @@ class ConsistentMIConfig(BaseModel):
 
     model_config = ConfigDict(extra="forbid")
     tracker_max_tokens: int | None = Field(
-        400, ge=64, description="Token budget of one structured answer of the consistentmi_tracker role (topic, "
+        512, ge=64, description="Token budget of one structured answer of the consistentmi_tracker role (topic, "
         "motivation check, action weights, grounding item)")
     tracker_attempts: int | None = Field(None, ge=1, le=10, description="Attempts per tracker call (default: the role's); "
                                          "a turn whose call never fits fails, counted with the arc")

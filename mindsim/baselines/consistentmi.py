@@ -32,7 +32,7 @@ import json
 import random
 from dataclasses import dataclass, field
 from functools import lru_cache
-from typing import Any, Literal, Sequence
+from typing import Annotated, Any, Literal, Sequence
 
 from pydantic import BaseModel, ConfigDict, Field, create_model
 
@@ -54,7 +54,7 @@ INSTRUCTION_TEMPLATE = "baselines/consistentmi_instruction.jinja2"
 TRACKER_ROLE = "consistentmi_tracker"
 TRACKER_KEY = "tracker"  # its key in Roles.extra and SessionRecord.engines
 LISTS = ("personas", "beliefs", "plans")
-Line = Field(min_length=3, max_length=200)
+Line = Annotated[str, Field(min_length=3, max_length=140)]
 
 
 # -- the tables ----------------------------------------------------------------------------------------------
@@ -260,10 +260,10 @@ def map_model() -> type[BaseModel]:
         "ConsistentMIMap", __config__=ConfigDict(extra="forbid"),
         behavior=(str, Field(min_length=3, max_length=80, description="The behaviour to change, a short noun phrase")),
         goal=(str, Field(min_length=3, max_length=120, description="The change the counsellor works towards")),
-        beliefs=(list[str], Field(min_length=2, max_length=5, description="Second-person beliefs that keep the behaviour going")),
-        plans=(list[str], Field(min_length=0, max_length=2, description="Second-person first steps the client could accept")),
+        beliefs=(list[Line], Field(min_length=2, max_length=4, description="Second-person beliefs that keep the behaviour going")),
+        plans=(list[Line], Field(min_length=0, max_length=2, description="Second-person first steps the client could accept")),
         motivation_topic=(Literal[tuple(tables().motivation_topics())], Field(description="The topic that would move the client")),
-        motivation=(str, Field(min_length=10, max_length=240, description="Second person: why that topic would move them")),
+        motivation=(str, Field(min_length=10, max_length=200, description="Second person: why that topic would move them")),
     )
 
 
@@ -502,7 +502,7 @@ def tracker_prompt(inp: Any, sz: Any) -> PromptSize:
     parts = {
         "topic": messages_tokens(tracker_messages("topic", message=counsellor, topics=list(t.links)), sz),
         "motivation": messages_tokens(tracker_messages("motivation", context=context, goal=fill_text(120),
-                                                       motivation=fill_text(240)), sz),
+                                                       motivation=fill_text(200)), sz),
         "weights": messages_tokens(tracker_messages("weights", context=context, stage=stage, stage_text=t.stages[stage],
                                                     actions=[(a, t.action_text[a]) for a in t.actions[stage]]), sz),
         "grounding": messages_tokens(tracker_messages("grounding", message=counsellor, items=items,
@@ -523,6 +523,9 @@ class ConsistentMIEngine(common.PromptedBaselineEngine, PatientEngine):
 
     def system_prompt(self, prep: Any, talk: Any) -> str:
         return system_prompt(prep, talk)
+
+    def mapper_messages(self, profile: Any) -> list[dict[str, str]]:
+        return map_messages(profile, fixed_fields(profile))
 
     def build(self, profile: Any, seed: int, client: Any, config: Any) -> Any:
         return client_profile(profile, seed, client, config)

@@ -223,7 +223,7 @@ def test_mapper_budgets_are_registered_per_baseline_and_the_default_fits_the_wor
     from mindsimkit.mindsim.config import BaselinesConfig
 
     entries = {e.name: e for e in role_schemas() if e.role == "baseline_mapper"}
-    assert set(entries) == {"patient_psi:PatientPsiMap", "mindeval:MindEvalMap"}
+    assert set(entries) == {"patient_psi:PatientPsiMap", "mindeval:MindEvalMap", "consistentmi:ConsistentMIMap"}
 
     class R:
         simulation = {"patient_engine": ["mindsim", "mindeval"], "baselines": {"mapper_max_tokens": 2000}}
