@@ -520,6 +520,10 @@ class ConsistentMIEngine(common.PromptedBaselineEngine, PatientEngine):
     roles = {common.MAPPER_ROLE: common.MAPPER_KEY, TRACKER_ROLE: TRACKER_KEY}
     settings_section = NAME
     session_client = True  # a client in a counselling session
+    # Tracker calls per patient turn for `mindsim plan`: the topic and the action weights nearly every turn, a
+    # grounding pick on most questions, the motivation check only on the motivation topic (expected); all four
+    # at most (a turn on the motivation topic whose check says no, then weights and a grounding pick).
+    tracker_calls = (3.0, 4)
 
     def system_prompt(self, prep: Any, talk: Any) -> str:
         return system_prompt(prep, talk)
