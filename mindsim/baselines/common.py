@@ -20,7 +20,7 @@ from dataclasses import dataclass, field
 from functools import lru_cache
 from importlib import resources
 from pathlib import Path
-from typing import Any, Callable
+from typing import Any, Callable, ClassVar, Mapping
 
 from pydantic import BaseModel, ConfigDict, Field, ValidationError
 
@@ -194,7 +194,7 @@ class PromptedBaselineEngine:
     system_template: str
     map_template: str
     # Both call the one mapper role once per patient, before their sessions.
-    roles = {MAPPER_ROLE: MAPPER_KEY}
+    roles: ClassVar[Mapping[str, str]] = {MAPPER_ROLE: MAPPER_KEY}
     prepares = True
 
     def participant(self, talk: Any) -> Any:

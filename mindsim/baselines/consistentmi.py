@@ -32,7 +32,7 @@ import json
 import random
 from dataclasses import dataclass, field
 from functools import lru_cache
-from typing import Annotated, Any, Literal, Sequence
+from typing import Annotated, Any, ClassVar, Literal, Mapping, Sequence
 
 from pydantic import BaseModel, ConfigDict, Field, create_model
 
@@ -119,14 +119,23 @@ def tables() -> Tables:
     try:
         topics = d["topics"]
         t = Tables(
-            stages=dict(d["stages"]), motivated=d["motivated_stage"], first_stage=d["first_stage"],
-            actions={k: list(v) for k, v in d["actions"].items()}, forced=dict(d["forced"]),
-            terminate_after=int(d["terminate_after"]), action_text=dict(d["action_text"]),
-            grounding=dict(d["grounding"]), needs=dict(d["needs"]), fallback_action=d["fallback_action"],
+            stages=dict(d["stages"]),
+            motivated=d["motivated_stage"],
+            first_stage=d["first_stage"],
+            actions={k: list(v) for k, v in d["actions"].items()},
+            forced=dict(d["forced"]),
+            terminate_after=int(d["terminate_after"]),
+            action_text=dict(d["action_text"]),
+            grounding=dict(d["grounding"]),
+            needs=dict(d["needs"]),
+            fallback_action=d["fallback_action"],
             bands=[Band(b["band"], b["below"], dict(b["weights"])) for b in d["receptivity_bands"]],
-            prior_stage=d["prior_stage"], receptivity={k: float(v) for k, v in d["receptivity"].items()},
-            engagement=dict(d["engagement"]), chain_length=int(d["chain_length"]),
-            off_topic_after=int(d["off_topic_after"]), reset_at_most=float(d["reset_at_most"]),
+            prior_stage=d["prior_stage"],
+            receptivity={k: float(v) for k, v in d["receptivity"].items()},
+            engagement=dict(d["engagement"]),
+            chain_length=int(d["chain_length"]),
+            off_topic_after=int(d["off_topic_after"]),
+            reset_at_most=float(d["reset_at_most"]),
             context_messages=int(d["context_messages"]),
             links={k: {n: float(w) for n, w in (v.get("links") or {}).items()} for k, v in topics.items()},
             parents={k: v.get("parent") for k, v in topics.items()},
@@ -234,17 +243,25 @@ def fixed_fields(profile: Any) -> dict[str, Any]:
     factors), and the starting receptivity (our frustration_reactivity, `receptivity` in the data file)."""
     f = profile.written().formulation
     if not f.perpetuating:
-        raise InputError(f"profile {profile.profile_id}: no perpetuating (coping) behaviour for ConsistentMI to target; "
-                         "drop consistentmi from simulation.patient_engine for it")
+        raise InputError(
+            f"profile {profile.profile_id}: no perpetuating (coping) behaviour for ConsistentMI to target; "
+            "drop consistentmi from simulation.patient_engine for it"
+        )
     target = next((p for p in f.perpetuating if p.maladaptive), f.perpetuating[0])
-    personas = [f.presenting.summary, *f.presenting.impact,
-                f"{f.precipitating.what_changed.rstrip('.')} ({f.precipitating.when}).",
-                *(p.history for p in f.predisposing), *(p.detail for p in f.protective)]
+    personas = [
+        f.presenting.summary,
+        *f.presenting.impact,
+        f"{f.precipitating.what_changed.rstrip('.')} ({f.precipitating.when}).",
+        *(p.history for p in f.predisposing),
+        *(p.detail for p in f.protective),
+    ]
     reactivity = profile.style.frustration_reactivity
     table = tables().receptivity
     if reactivity not in table:
-        raise InputError(f"profile {profile.profile_id}: frustration_reactivity '{reactivity}' has no receptivity in "
-                         f"mindsim/data/baselines/consistentmi.yaml (known: {', '.join(table)})")
+        raise InputError(
+            f"profile {profile.profile_id}: frustration_reactivity '{reactivity}' has no receptivity in "
+            f"mindsim/data/baselines/consistentmi.yaml (known: {', '.join(table)})"
+        )
     return {
         "target": f"{_coping(target.label)}: {target.situation.rstrip('.')}",
         "personas": [p.strip() for p in personas if p and p.strip()],
@@ -253,25 +270,53 @@ def fixed_fields(profile: Any) -> dict[str, Any]:
     }
 
 
+def one_of(options: list[str]) -> Any:
+    """A closed set as a schema enum (the answer cannot leave it; one that does is re-asked)."""
+    return Literal[tuple(options)]
+
+
 def map_model() -> type[BaseModel]:
     """What the mapper writes: the behaviour and the aim in ConsistentMI's terms, the sustaining beliefs, the
     acceptable plans, and the motivation (one topic of the graph with a full chain, and a sentence)."""
     return create_model(
-        "ConsistentMIMap", __config__=ConfigDict(extra="forbid"),
+        "ConsistentMIMap",
+        __config__=ConfigDict(extra="forbid"),
         behavior=(str, Field(min_length=3, max_length=80, description="The behaviour to change, a short noun phrase")),
         goal=(str, Field(min_length=3, max_length=120, description="The change the counsellor works towards")),
-        beliefs=(list[Line], Field(min_length=2, max_length=4, description="Second-person beliefs that keep the behaviour going")),
-        plans=(list[Line], Field(min_length=0, max_length=2, description="Second-person first steps the client could accept")),
-        motivation_topic=(Literal[tuple(tables().motivation_topics())], Field(description="The topic that would move the client")),
-        motivation=(str, Field(min_length=10, max_length=200, description="Second person: why that topic would move them")),
+        beliefs=(
+            list[Line],
+            Field(min_length=2, max_length=4, description="Second-person beliefs that keep the behaviour going"),
+        ),
+        plans=(
+            list[Line],
+            Field(min_length=0, max_length=2, description="Second-person first steps the client could accept"),
+        ),
+        motivation_topic=(
+            one_of(tables().motivation_topics()),
+            Field(description="The topic that would move the client"),
+        ),
+        motivation=(
+            str,
+            Field(min_length=10, max_length=200, description="Second person: why that topic would move them"),
+        ),
     )
 
 
 def map_messages(profile: Any, fixed: dict[str, Any]) -> list[dict[str, str]]:
-    return [{"role": "user", "content": render(
-        MAP_TEMPLATE, persona=profile.written().persona.persona, writer_brief=profile.writer_brief, goal=profile.goal,
-        target=fixed["target"], personas=fixed["personas"], topics=tables().motivation_topics(),
-    )}]
+    return [
+        {
+            "role": "user",
+            "content": render(
+                MAP_TEMPLATE,
+                persona=profile.written().persona.persona,
+                writer_brief=profile.writer_brief,
+                goal=profile.goal,
+                target=fixed["target"],
+                personas=fixed["personas"],
+                topics=tables().motivation_topics(),
+            ),
+        }
+    ]
 
 
 async def client_profile(profile: Any, seed: int, client: Any, config: Any) -> common.BaselinePreparation:
@@ -280,9 +325,13 @@ async def client_profile(profile: Any, seed: int, client: Any, config: Any) -> c
     mapped = (await common.map_fields(client, map_messages(profile, fixed), map_model(), config)).model_dump()
     chain = tables().chain(mapped["motivation_topic"])
     return common.BaselinePreparation(
-        engine=NAME, patient_id=profile.profile_id, seed=seed,
-        profile={**fixed, **mapped, "motivation_chain": chain}, filled=sorted(mapped),
-        mapper=client.describe(), prompt={MAP_TEMPLATE: template_hash(MAP_TEMPLATE)},
+        engine=NAME,
+        patient_id=profile.profile_id,
+        seed=seed,
+        profile={**fixed, **mapped, "motivation_chain": chain},
+        filled=sorted(mapped),
+        mapper=client.describe(),
+        prompt={MAP_TEMPLATE: template_hash(MAP_TEMPLATE)},
     )
 
 
@@ -294,19 +343,26 @@ class MotivationCheck(BaseModel):
 
 
 def topic_model() -> type[BaseModel]:
-    return create_model("ConsistentMITopic", __config__=ConfigDict(extra="forbid"),
-                        topic=(Literal[tuple(tables().links)], Field(description="The topic the message is about")))
+    return create_model(
+        "ConsistentMITopic",
+        __config__=ConfigDict(extra="forbid"),
+        topic=(one_of(list(tables().links)), Field(description="The topic the message is about")),
+    )
 
 
 def weights_model(stage: str) -> type[BaseModel]:
-    fields: dict[str, Any] = {a: (int, Field(ge=0, le=100, description=tables().action_text[a]))
-                              for a in tables().actions[stage]}
+    fields: dict[str, Any] = {
+        a: (int, Field(ge=0, le=100, description=tables().action_text[a])) for a in tables().actions[stage]
+    }
     return create_model(f"ConsistentMIWeights_{stage}", __config__=ConfigDict(extra="forbid"), **fields)
 
 
 def grounding_model(n: int) -> type[BaseModel]:
-    return create_model("ConsistentMIGrounding", __config__=ConfigDict(extra="forbid"),
-                        item=(int, Field(ge=0, le=n, description="Number of the first item that fits; 0 if none")))
+    return create_model(
+        "ConsistentMIGrounding",
+        __config__=ConfigDict(extra="forbid"),
+        item=(int, Field(ge=0, le=n, description="Number of the first item that fits; 0 if none")),
+    )
 
 
 def tracker_messages(task: str, **values: Any) -> list[dict[str, str]]:
@@ -339,8 +395,17 @@ class ConsistentMIPatient:
     def open(self, opening_message: str, rejected_openings: Sequence[RejectedMessage] = ()) -> PatientTurn:
         self.history.append({"role": "assistant", "content": opening_message})
         self.exchange.append(("Client", opening_message))
-        return PatientTurn(index=0, opening=True, move=None, secondary_move=None, end_conversation=False,
-                           reasoning=None, cue=None, message=opening_message, rejected_messages=list(rejected_openings))
+        return PatientTurn(
+            index=0,
+            opening=True,
+            move=None,
+            secondary_move=None,
+            end_conversation=False,
+            reasoning=None,
+            cue=None,
+            message=opening_message,
+            rejected_messages=list(rejected_openings),
+        )
 
     async def turn(self, index: int, counsellor_text: str) -> PatientTurn:
         t = tables()
@@ -365,24 +430,43 @@ class ConsistentMIPatient:
         self.exchange.append(("Client", said.text))
         end = action == t.forced["off_topic"] and bool(self.config.consistentmi.end_on_terminate)
         state = ConsistentMITurn(
-            stage=stage, stage_after=self.stage, receptivity=self.client_fields["receptivity"], topic=topic,
-            engagement=engagement, off_topic=self.off_topic, motivated=motivated,
-            weights=json.dumps(weights) if weights else None, action=action,
-            grounding=grounding, instruction=instruction)
-        return PatientTurn(index=index, opening=False, move=None, secondary_move=None, end_conversation=end,
-                           reasoning=None, cue=None, message=said.text, rejected_messages=said.rejected,
-                           trimmed=said.trimmed, consistentmi=state)
+            stage=stage,
+            stage_after=self.stage,
+            receptivity=self.client_fields["receptivity"],
+            topic=topic,
+            engagement=engagement,
+            off_topic=self.off_topic,
+            motivated=motivated,
+            weights=json.dumps(weights) if weights else None,
+            action=action,
+            grounding=grounding,
+            instruction=instruction,
+        )
+        return PatientTurn(
+            index=index,
+            opening=False,
+            move=None,
+            secondary_move=None,
+            end_conversation=end,
+            reasoning=None,
+            cue=None,
+            message=said.text,
+            rejected_messages=said.rejected,
+            trimmed=said.trimmed,
+            consistentmi=state,
+        )
 
     # -- steps -----------------------------------------------------------------------------------------------
     def _context(self) -> list[tuple[str, str]]:
-        return self.exchange[-tables().context_messages:]
+        return self.exchange[-tables().context_messages :]
 
     async def _ask(self, task: str, model: type[BaseModel], **values: Any) -> Any:
         c = self.config.consistentmi
         sampling = {"max_tokens": c.tracker_max_tokens} if c.tracker_max_tokens else {}
         try:
-            return await self.tracker.structured(tracker_messages(task, **values), model,
-                                                 max_attempts=c.tracker_attempts, **sampling)
+            return await self.tracker.structured(
+                tracker_messages(task, **values), model, max_attempts=c.tracker_attempts, **sampling
+            )
         except StructuredOutputError as exc:
             raise TurnFailed(f"consistentmi {task}: {exc}") from exc
 
@@ -400,8 +484,13 @@ class ConsistentMIPatient:
         elif engagement == t.engagement["beyond"] and self.counsellor_messages > t.off_topic_after:
             self.off_topic += 1
         if engagement == t.engagement["match"]:
-            check = await self._ask("motivation", MotivationCheck, context=self._context(),
-                                    goal=self.client_fields["goal"], motivation=self.client_fields["motivation"])
+            check = await self._ask(
+                "motivation",
+                MotivationCheck,
+                context=self._context(),
+                goal=self.client_fields["goal"],
+                motivation=self.client_fields["motivation"],
+            )
             motivated = bool(check.answer)
             if motivated:
                 self.stage = t.motivated
@@ -409,9 +498,14 @@ class ConsistentMIPatient:
 
     async def _weights(self, stage: str) -> dict[str, int]:
         t = tables()
-        answer = await self._ask("weights", weights_model(stage), context=self._context(), stage=stage,
-                                 stage_text=t.stages[stage],
-                                 actions=[(a, t.action_text[a]) for a in t.actions[stage]])
+        answer = await self._ask(
+            "weights",
+            weights_model(stage),
+            context=self._context(),
+            stage=stage,
+            stage_text=t.stages[stage],
+            actions=[(a, t.action_text[a]) for a in t.actions[stage]],
+        )
         weights = {a: int(getattr(answer, a)) for a in t.actions[stage]}
         if stage == t.prior_stage:
             prior = t.band(self.client_fields["receptivity"]).weights
@@ -424,7 +518,13 @@ class ConsistentMIPatient:
         spec = tables().grounding.get(action)
         if spec is None:
             return None
-        items = self.beliefs if spec["list"] == "beliefs" else self.plans if spec["list"] == "plans" else self.lists["personas"]
+        items = (
+            self.beliefs
+            if spec["list"] == "beliefs"
+            else self.plans
+            if spec["list"] == "plans"
+            else self.lists["personas"]
+        )
         if not items:
             return None
         if spec["list"] == "plans":
@@ -432,8 +532,15 @@ class ConsistentMIPatient:
         elif "?" not in counsellor_text:
             return None
         else:
-            pick = (await self._ask("grounding", grounding_model(len(items)), message=counsellor_text,
-                                    action=tables().action_text[action], items=items)).item
+            pick = (
+                await self._ask(
+                    "grounding",
+                    grounding_model(len(items)),
+                    message=counsellor_text,
+                    action=tables().action_text[action],
+                    items=items,
+                )
+            ).item
             chosen = items[pick - 1] if pick else self.rng.choice(items)
         if spec["consume"]:
             items.remove(chosen)
@@ -443,12 +550,21 @@ class ConsistentMIPatient:
         t = tables()
         f = self.client_fields
         chain = f["motivation_chain"]
-        return render(INSTRUCTION_TEMPLATE, stage=stage, motivated=stage == t.motivated,
-                      engage_stage=stage in (t.prior_stage, t.motivated), stage_text=t.stages.get(stage, ""),
-                      behavior=f["behavior"], goal=f["goal"], action_text=t.action_text[action],
-                      engagement=engagement if len(chain) >= t.chain_length else None, chain=chain,
-                      motivation=f["motivation"], grounding=grounding,
-                      is_plan=t.grounding.get(action, {}).get("list") == "plans")
+        return render(
+            INSTRUCTION_TEMPLATE,
+            stage=stage,
+            motivated=stage == t.motivated,
+            engage_stage=stage in (t.prior_stage, t.motivated),
+            stage_text=t.stages.get(stage, ""),
+            behavior=f["behavior"],
+            goal=f["goal"],
+            action_text=t.action_text[action],
+            engagement=engagement if len(chain) >= t.chain_length else None,
+            chain=chain,
+            motivation=f["motivation"],
+            grounding=grounding,
+            is_plan=t.grounding.get(action, {}).get("list") == "plans",
+        )
 
     async def _reply(self, counsellor_text: str, instruction: str) -> Any:
         """The reply, re-asked (bounded, counted) while it is not speech. The instruction rides on this one request;
@@ -456,16 +572,26 @@ class ConsistentMIPatient:
         self.history.append({"role": "user", "content": counsellor_text})
         request = [*self.history[:-1], {"role": "user", "content": f"{counsellor_text}\n\n{instruction}"}]
         said = await speech_reply(
-            self.client, request, lambda note: [*request, {"role": "user", "content": f"[harness note] {note}"}],
-            config=self.config, tokens=self.tokens)
+            self.client,
+            request,
+            lambda note: [*request, {"role": "user", "content": f"[harness note] {note}"}],
+            config=self.config,
+            tokens=self.tokens,
+        )
         self.history.append({"role": "assistant", "content": said.text})
         return said
 
 
 def system_prompt(prep: common.BaselinePreparation, talk: Any) -> str:
     f = prep.profile
-    return render(SYSTEM_TEMPLATE, behavior=f["behavior"], goal=f["goal"], personas=f["personas"],
-                  beliefs=f["beliefs"], **common.session_context(talk))
+    return render(
+        SYSTEM_TEMPLATE,
+        behavior=f["behavior"],
+        goal=f["goal"],
+        personas=f["personas"],
+        beliefs=f["beliefs"],
+        **common.session_context(talk),
+    )
 
 
 # -- budgets and prompt sizes ------------------------------------------------------------------------------
@@ -485,8 +611,12 @@ def tracker_budget(recipe: Any) -> StageBudget:
 def tracker_schemas() -> dict[str, type[BaseModel]]:
     t = tables()
     most = max(len(t.action_text), 16)
-    return {"ConsistentMITopic": topic_model(), "MotivationCheck": MotivationCheck,
-            **{f"ConsistentMIWeights_{s}": weights_model(s) for s in t.stages}, "ConsistentMIGrounding": grounding_model(most)}
+    return {
+        "ConsistentMITopic": topic_model(),
+        "MotivationCheck": MotivationCheck,
+        **{f"ConsistentMIWeights_{s}": weights_model(s) for s in t.stages},
+        "ConsistentMIGrounding": grounding_model(most),
+    }
 
 
 def tracker_prompt(inp: Any, sz: Any) -> PromptSize:
@@ -496,17 +626,30 @@ def tracker_prompt(inp: Any, sz: Any) -> PromptSize:
 
     t = tables()
     patient, counsellor = sz.text_of_tokens(message_bound(inp)), sz.text_of_tokens(inp.reply_bound()[0])
-    context = [("Counsellor" if i % 2 else "Client", counsellor if i % 2 else patient) for i in range(t.context_messages)]
+    context = [
+        ("Counsellor" if i % 2 else "Client", counsellor if i % 2 else patient) for i in range(t.context_messages)
+    ]
     items = [fill_text(500)] * 13  # summary, five impacts, the event, three histories, three resources
     stage = max(t.stages, key=lambda s: sum(len(t.action_text[a]) for a in t.actions[s]))
     parts = {
         "topic": messages_tokens(tracker_messages("topic", message=counsellor, topics=list(t.links)), sz),
-        "motivation": messages_tokens(tracker_messages("motivation", context=context, goal=fill_text(120),
-                                                       motivation=fill_text(200)), sz),
-        "weights": messages_tokens(tracker_messages("weights", context=context, stage=stage, stage_text=t.stages[stage],
-                                                    actions=[(a, t.action_text[a]) for a in t.actions[stage]]), sz),
-        "grounding": messages_tokens(tracker_messages("grounding", message=counsellor, items=items,
-                                                      action=max(t.action_text.values(), key=len)), sz),
+        "motivation": messages_tokens(
+            tracker_messages("motivation", context=context, goal=fill_text(120), motivation=fill_text(200)), sz
+        ),
+        "weights": messages_tokens(
+            tracker_messages(
+                "weights",
+                context=context,
+                stage=stage,
+                stage_text=t.stages[stage],
+                actions=[(a, t.action_text[a]) for a in t.actions[stage]],
+            ),
+            sz,
+        ),
+        "grounding": messages_tokens(
+            tracker_messages("grounding", message=counsellor, items=items, action=max(t.action_text.values(), key=len)),
+            sz,
+        ),
     }
     return PromptSize(TRACKER_ROLE, max(parts.values()), parts)
 
@@ -517,7 +660,7 @@ class ConsistentMIEngine(common.PromptedBaselineEngine, PatientEngine):
     description = "ConsistentMI (Yang et al. 2025): stage-of-change tracking and per-turn MI action selection"
     what = "client profile"
     system_template, map_template = SYSTEM_TEMPLATE, MAP_TEMPLATE
-    roles = {common.MAPPER_ROLE: common.MAPPER_KEY, TRACKER_ROLE: TRACKER_KEY}
+    roles: ClassVar[Mapping[str, str]] = {common.MAPPER_ROLE: common.MAPPER_KEY, TRACKER_ROLE: TRACKER_KEY}
     settings_section = NAME
     session_client = True  # a client in a counselling session
     # Tracker calls per patient turn for `mindsim plan`: the topic and the action weights nearly every turn, a
@@ -541,26 +684,43 @@ class ConsistentMIEngine(common.PromptedBaselineEngine, PatientEngine):
         start = talk.inp.carried or {}
         f = prep.profile
         return ConsistentMIPatient(
-            client=talk.arc.roles.patient, tracker=talk.arc.roles.get(TRACKER_KEY), config=talk.config,
-            history=[{"role": "system", "content": system_prompt(prep, talk)}], client_fields=f,
-            stage=start.get("stage", f["stage"]), beliefs=list(start.get("beliefs", f["beliefs"])),
-            plans=list(start.get("plans", f["plans"])), rng=session_rng(talk.sid))
+            client=talk.arc.roles.patient,
+            tracker=talk.arc.roles.get(TRACKER_KEY),
+            config=talk.config,
+            history=[{"role": "system", "content": system_prompt(prep, talk)}],
+            client_fields=f,
+            stage=start.get("stage", f["stage"]),
+            beliefs=list(start.get("beliefs", f["beliefs"])),
+            plans=list(start.get("plans", f["plans"])),
+            rng=session_rng(talk.sid),
+        )
 
     def carry(self, plan: Any, previous: Any, config: Any) -> dict[str, Any] | None:
         """The stage, beliefs and plans the previous session ended with (None: start from the client profile)."""
         b = previous.baseline if previous is not None else None
         if not config.consistentmi.carry_state or b is None or b.stage_end is None or b.left is None:
             return None
-        return {"stage": b.stage_end, "beliefs": list(b.left.get("beliefs", [])), "plans": list(b.left.get("plans", []))}
+        return {
+            "stage": b.stage_end,
+            "beliefs": list(b.left.get("beliefs", [])),
+            "plans": list(b.left.get("plans", [])),
+        }
 
     def record_fields(self, talk: Any) -> dict[str, Any]:
         from mindsimkit.mindsim.records import BaselineSession
 
         prep, patient = talk.arc.preparation, talk.patient
         start = (talk.inp.carried or {}).get("stage", prep.profile["stage"])
-        return {"baseline": BaselineSession(
-            engine=self.name, filled=prep.filled, preparation=prep.model_dump(mode="json"), stage_start=start,
-            stage_end=patient.stage, left={"beliefs": list(patient.beliefs), "plans": list(patient.plans)})}
+        return {
+            "baseline": BaselineSession(
+                engine=self.name,
+                filled=prep.filled,
+                preparation=prep.model_dump(mode="json"),
+                stage_start=start,
+                stage_end=patient.stage,
+                left={"beliefs": list(patient.beliefs), "plans": list(patient.plans)},
+            )
+        }
 
     def prompt_names(self) -> list[str]:
         return [SYSTEM_TEMPLATE, MAP_TEMPLATE, TRACKER_TEMPLATE, INSTRUCTION_TEMPLATE]
@@ -573,11 +733,28 @@ class ConsistentMIEngine(common.PromptedBaselineEngine, PatientEngine):
         def active(recipe: Any) -> bool:
             return recipe_runs(recipe, NAME)
 
-        mapper = RoleSchema(common.MAPPER_ROLE, "consistentmi:ConsistentMIMap", lambda: map_model().model_json_schema(),
-                            common.SIMULATE, budget=common.mapper_budget, active=active)
-        return [mapper, *(RoleSchema(TRACKER_ROLE, f"consistentmi:{n}", (lambda m=m: m.model_json_schema()),
-                                     common.SIMULATE, budget=tracker_budget, active=active)
-                          for n, m in tracker_schemas().items())]
+        mapper = RoleSchema(
+            common.MAPPER_ROLE,
+            "consistentmi:ConsistentMIMap",
+            lambda: map_model().model_json_schema(),
+            common.SIMULATE,
+            budget=common.mapper_budget,
+            active=active,
+        )
+        return [
+            mapper,
+            *(
+                RoleSchema(
+                    TRACKER_ROLE,
+                    f"consistentmi:{n}",
+                    m.model_json_schema,
+                    common.SIMULATE,
+                    budget=tracker_budget,
+                    active=active,
+                )
+                for n, m in tracker_schemas().items()
+            ),
+        ]
 
     def prompt_estimates(self) -> dict[str, Any]:
         return {TRACKER_ROLE: tracker_prompt}
@@ -587,14 +764,16 @@ class ConsistentMIEngine(common.PromptedBaselineEngine, PatientEngine):
         from collections import Counter
 
         states = common.card_rows(rows, NAME)
-        actions = Counter(t["consistentmi"]["action"] for r in rows for t in r.get("turns") or [] if t.get("consistentmi"))
+        actions = Counter(
+            t["consistentmi"]["action"] for r in rows for t in r.get("turns") or [] if t.get("consistentmi")
+        )
         ends = Counter(s.get("stage_end") for s in states)
         return {
             "record_fields": True,
             "sessions_note": "; ConsistentMI sessions carry their client profile and stages (`baseline`) and each "
-                             "patient turn its stage, topic, engagement and action (`turns[].consistentmi`)",
+            "patient turn its stage, topic, engagement and action (`turns[].consistentmi`)",
             "attribution": "Sessions played by the ConsistentMI engine follow the ConsistentMI design (Yang et al. 2025) "
-                           "as PatientHub runs it: stage-of-change tracking and per-turn MI action selection, in our own prompts.",
+            "as PatientHub runs it: stage-of-change tracking and per-turn MI action selection, in our own prompts.",
             "patients": len({(s["preparation"]["patient_id"], s["preparation"]["seed"]) for s in states}),
             "stage_end": sorted(ends.items(), key=lambda kv: (-kv[1], str(kv[0]))),
             "actions": sorted(actions.items(), key=lambda kv: (-kv[1], kv[0])),

@@ -29,10 +29,12 @@ from mindsimkit.profilegen.moves import load_vocabulary
 from simfakes import SCENARIO, SimResponder, make_profile
 
 MAP_ANSWER = {
-    "behavior": "skipping football", "goal": "going back to football on Sundays",
+    "behavior": "skipping football",
+    "goal": "going back to football on Sundays",
     "beliefs": ["You believe resting at home is what helps.", "You think nobody there misses you."],
     "plans": ["You could text the captain about Sunday."],
-    "motivation_topic": "Career Break", "motivation": "You are motivated by getting back into work before the gap shows.",
+    "motivation_topic": "Career Break",
+    "motivation": "You are motivated by getting back into work before the gap shows.",
 }
 
 
@@ -40,8 +42,13 @@ class Script:
     """Answers the tracker from per-call scripts (topic, motivation check, the stage's one weighted action,
     grounding item) and every other role as the simulator's fake does."""
 
-    def __init__(self, topics: list[str] | None = None, motivated: list[bool] | None = None,
-                 actions: dict[str, str] | None = None, item: int = 1):
+    def __init__(
+        self,
+        topics: list[str] | None = None,
+        motivated: list[bool] | None = None,
+        actions: dict[str, str] | None = None,
+        item: int = 1,
+    ):
         self.topics = list(topics or ["Career Break"])
         self.motivated = list(motivated or [False])
         self.actions = actions or {"contemplation": "hesitate", "preparation": "plan", "precontemplation": "deny"}
@@ -69,8 +76,13 @@ def prepare(profile: Any = None, backend: Any = None, config: Any = None) -> tup
     backend = backend or FakeBackend(Script())
     config = config or SimulationConfig(patient_engine="consistentmi")
     with Engines.with_backend(backend) as engines:
-        roles = Roles(patient=engines.role("patient"), counsellor=None, scenario_writer=None, memory_compactor=None,
-                      extra={"mapper": engines.role("baseline_mapper")})
+        roles = Roles(
+            patient=engines.role("patient"),
+            counsellor=None,
+            scenario_writer=None,
+            memory_compactor=None,
+            extra={"mapper": engines.role("baseline_mapper")},
+        )
         prep = engines.run(variant("consistentmi").engine.prepare(profile or make_profile(), 0, roles, config))
     return prep, backend
 
@@ -84,8 +96,13 @@ def play(script: Script, messages: list[str], config: Any = None, carried: Any =
     plan = draw_schedule(profile.profile_id, 0, config).sessions[0]
     turns = []
     with Engines.with_backend(backend) as engines:
-        roles = Roles(patient=engines.role("patient"), counsellor=None, scenario_writer=None, memory_compactor=None,
-                      extra={"tracker": engines.role("consistentmi_tracker")})
+        roles = Roles(
+            patient=engines.role("patient"),
+            counsellor=None,
+            scenario_writer=None,
+            memory_compactor=None,
+            extra={"tracker": engines.role("consistentmi_tracker")},
+        )
         arc = Arc(profile, load_vocabulary(), roles, config, "counsellor", 0, variant("consistentmi"), prep)
         inp = SessionInput(plan=plan, scenario=Scenario.model_validate(SCENARIO), memory=[], carried=carried)
         patient = variant("consistentmi").engine.participant(TalkStart(arc, inp, "s1", None, config))
@@ -112,8 +129,10 @@ def test_the_topic_graph_gives_chains_distances_and_engagement_as_patienthub_doe
     assert cmi.distance("Maternal Health", "Sexual Health") == float("inf")
 
 
-@pytest.mark.parametrize("receptivity,band", [(1.0, "very_low"), (1.99, "very_low"), (2.0, "low"), (3.4, "medium"),
-                                              (4.0, "high"), (5.0, "very_high")])
+@pytest.mark.parametrize(
+    "receptivity,band",
+    [(1.0, "very_low"), (1.99, "very_low"), (2.0, "low"), (3.4, "medium"), (4.0, "high"), (5.0, "very_high")],
+)
 def test_receptivity_falls_in_its_band(receptivity, band):
     assert cmi.tables().band(receptivity).band == band
 
@@ -146,8 +165,12 @@ def test_our_profile_feeds_the_client_fields_and_the_mapper_writes_the_rest():
     p = make_profile()
     fixed = cmi.fixed_fields(p)
     assert "Skips football with friends" in fixed["target"]
-    assert fixed["personas"] == ["Low mood since a redundancy.", "No routine now (two months ago).",
-                                 "A critical father.", "Sister texts daily."]
+    assert fixed["personas"] == [
+        "Low mood since a redundancy.",
+        "No routine now (two months ago).",
+        "A critical father.",
+        "Sister texts daily.",
+    ]
     assert fixed["receptivity"] == 3.0 and fixed["stage"] == "precontemplation"
     prep, backend = prepare(p)
     (req,) = [q for q in backend.requests if q.schema_name == "ConsistentMIMap"]
@@ -186,7 +209,12 @@ def test_hitting_the_motivation_moves_precontemplation_through_contemplation_to_
     states = [t.consistentmi for t in turns[1:]]
     assert turns[0].consistentmi is None  # the scenario's opening message decides nothing
     # 1: on the motivation topic, the check says yes: the client acknowledges, then contemplates.
-    assert (states[0].stage, states[0].action, states[0].engagement, states[0].motivated) == ("motivated", "acknowledge", 4, True)
+    assert (states[0].stage, states[0].action, states[0].engagement, states[0].motivated) == (
+        "motivated",
+        "acknowledge",
+        4,
+        True,
+    )
     assert states[0].stage_after == "contemplation" and states[0].weights is None
     assert "onto something: Career Break" in states[0].instruction
     # 2-3: contemplating, it hesitates on each sustaining belief in turn and uses it up.
@@ -227,8 +255,10 @@ def test_five_off_topic_turns_after_the_early_ones_make_a_precontemplation_clien
 
 
 def test_grounding_needs_a_question_and_falls_back_to_a_seeded_pick():
-    turns, _, backend = play(Script(topics=["Economy"], actions={"precontemplation": "downplay"}, item=0),
-                             ["Work has been on your mind.", "What keeps you at home?"])
+    turns, _, backend = play(
+        Script(topics=["Economy"], actions={"precontemplation": "downplay"}, item=0),
+        ["Work has been on your mind.", "What keeps you at home?"],
+    )
     assert turns[1].consistentmi.grounding is None  # no question: nothing to ground
     assert turns[2].consistentmi.grounding in MAP_ANSWER["beliefs"]  # none fitted: one drawn, not used up
     assert sum(q.schema_name == "ConsistentMIGrounding" for q in backend.requests) == 1
@@ -262,7 +292,9 @@ def test_a_two_session_arc_carries_the_stage_and_records_every_turns_state(tmp_p
     with Engines.with_backend(backend) as engines:
         summary = simulate.run_simulation([make_profile("p1")], engines, config, tmp_path, seed=0)
     assert summary.sessions_written == 2 and not summary.failed_arcs
-    rows = sorted(pq.read_table(tmp_path / "sessions" / "sessions.parquet").to_pylist(), key=lambda r: r["session_index"])
+    rows = sorted(
+        pq.read_table(tmp_path / "sessions" / "sessions.parquet").to_pylist(), key=lambda r: r["session_index"]
+    )
     first, second = (r["baseline"] for r in rows)
     assert (first["stage_start"], first["stage_end"]) == ("precontemplation", "contemplation")
     assert first["left"] == {"beliefs": [], "plans": MAP_ANSWER["plans"]}
@@ -277,7 +309,9 @@ def test_a_two_session_arc_carries_the_stage_and_records_every_turns_state(tmp_p
     for line in lines:
         assert [s["turn"] for s in line["patient_states"]] == [1, 2, 3]
         assert {"stage", "topic", "engagement", "action", "receptivity"} <= set(line["patient_states"][0])
-    fresh = SimulationConfig(sessions=2, turn_cap=4, patient_engine=["consistentmi"], consistentmi={"carry_state": False})
+    fresh = SimulationConfig(
+        sessions=2, turn_cap=4, patient_engine=["consistentmi"], consistentmi={"carry_state": False}
+    )
     with Engines.with_backend(FakeBackend(Script(topics=["Economy"]))) as engines:
         simulate.run_simulation([make_profile("p1")], engines, fresh, tmp_path / "fresh", seed=0)
     rows = pq.read_table(tmp_path / "fresh" / "sessions" / "sessions.parquet").to_pylist()
@@ -297,8 +331,10 @@ def test_other_engines_rows_and_transcripts_carry_no_consistentmi_fields(tmp_pat
 
 # -- wiring ----------------------------------------------------------------------------------------------------
 def test_the_tracker_role_falls_back_to_the_patient_and_its_budgets_fit_the_worst_case():
-    cfg = EnginesConfig(engines={"e": {"kind": "openai", "base_url": "http://x/v1", "model": "d"}},
-                        roles={"default": RoleSpec(engine="e", model="d"), "patient": RoleSpec(engine="e", model="p")})
+    cfg = EnginesConfig(
+        engines={"e": {"kind": "openai", "base_url": "http://x/v1", "model": "d"}},
+        roles={"default": RoleSpec(engine="e", model="d"), "patient": RoleSpec(engine="e", model="p")},
+    )
     assert Engines(cfg).role_spec("consistentmi_tracker").model == "p"
     assert engine_roles(["consistentmi"]) == {"baseline_mapper": "mapper", "consistentmi_tracker": "tracker"}
     entries = {e.name: e for e in role_schemas() if e.name.startswith("consistentmi:")}
@@ -319,3 +355,18 @@ def test_the_tracker_role_falls_back_to_the_patient_and_its_budgets_fit_the_wors
         if e.role == "consistentmi_tracker":
             assert worst_case_tokens(e.schema()).tokens <= default, name
     assert set(variant("consistentmi").engine.prompt_estimates()) == {"consistentmi_tracker"}
+
+
+def test_the_card_section_counts_end_stages_and_actions_from_the_rows(tmp_path):
+    config = SimulationConfig(
+        sessions=1, turn_cap=4, patient_engine=["consistentmi"], counsellors=["counsellor", "counsellor:b"]
+    )
+    with Engines.with_backend(FakeBackend(Script(topics=["Career Break", "Economy"], motivated=[True]))) as engines:
+        simulate.run_simulation([make_profile("p1")], engines, config, tmp_path, seed=0)
+    rows = pq.read_table(tmp_path / "sessions" / "sessions.parquet").to_pylist()
+    section = variant("consistentmi").engine.card_section(rows)
+    assert section["record_fields"] and section["patients"] == 1
+    actions = [t["consistentmi"]["action"] for r in rows for t in r["turns"][1:]]
+    assert dict(section["actions"]) == {a: actions.count(a) for a in set(actions)}
+    ends = [r["baseline"]["stage_end"] for r in rows]
+    assert dict(section["stage_end"]) == {e: ends.count(e) for e in set(ends)} and len(ends) == 2
