@@ -370,3 +370,14 @@ def test_the_card_section_counts_end_stages_and_actions_from_the_rows(tmp_path):
     assert dict(section["actions"]) == {a: actions.count(a) for a in set(actions)}
     ends = [r["baseline"]["stage_end"] for r in rows]
     assert dict(section["stage_end"]) == {e: ends.count(e) for e in set(ends)} and len(ends) == 2
+    # The dataset card explains its fields and shows the counts.
+    from restamp import header
+
+    from mindsimkit.mindcore.provenance import base_provenance
+    from mindsimkit.mindsim_app.cards import build_dataset_folder
+
+    info = {"run_id": "c01", "recipe": {"name": "t", "seed": 0}, "provenance": base_provenance()}
+    card = (build_dataset_folder(tmp_path, header(info), tmp_path / "dataset") / "README.md").read_text()
+    assert "`turns[].consistentmi`" in card and "`stage_end`" in card and "ConsistentMI baseline patient" in card
+    for action in set(actions):
+        assert f"| {action} | {actions.count(action)} |" in card
