@@ -1,7 +1,7 @@
 """Cost of every patient engine side by side: one run with `patient_engine: [mindsim, patientact,
-patient_psi, mindeval]` on the same profiles, schedule, first scenario and counsellor, and the patient-side
+patient_psi, mindeval, consistentmi]` on the same profiles, schedule, first scenario and counsellor, and the patient-side
 requests and tokens each engine spends per patient turn, plus what it spends once per patient (PatientAct's
-formulation and decomposition, the baselines' mapper call).
+formulation and decomposition, the baselines' mapper call; ConsistentMI's tracker questions count per turn).
 
     python benchmarks/bench_engines.py [--patients 1] [--turn-cap 3] [--parallel 4] [--fake] [--write-scenario]
 
@@ -38,17 +38,26 @@ from simfakes import make_profile  # noqa: E402
 from recording import Recorder  # noqa: E402
 from smoke import parse_args
 
-ENGINES = ["mindsim", "patientact", "patient_psi", "mindeval"]
+ENGINES = ["mindsim", "patientact", "patient_psi", "mindeval", "consistentmi"]
 # Calls made once per patient, by the schema they ask for.
 PER_PATIENT = {"DecompositionDraft": "patientact", "PsychFormulation": "patientact",
-               "PatientPsiMap": "patient_psi", "MindEvalMap": "mindeval"}
-PATIENT_SIDE = {"patient", "patient_appraiser", "profile_decomposer", "baseline_mapper"}
+               "PatientPsiMap": "patient_psi", "MindEvalMap": "mindeval", "ConsistentMIMap": "consistentmi"}
+# Roles only one engine calls (their requests carry no system prompt to attribute them by).
+ROLE_OF = {"consistentmi_tracker": "consistentmi"}
+PATIENT_SIDE = {"patient", "patient_appraiser", "profile_decomposer", "baseline_mapper", *ROLE_OF}
 
 
 def fake_responder():
     from test_baselines import responder  # the baseline tests' responder answers every engine's calls
+    from test_consistentmi import Script  # ConsistentMI's mapper and tracker
 
-    return responder
+    cmi = Script(topics=["Economy"])
+
+    def answer(req):
+        name = req.schema_name or ""
+        return cmi(req) if name.startswith("ConsistentMI") or name == "MotivationCheck" else responder(req)
+
+    return answer
 
 
 def engines_for(args):
@@ -68,6 +77,8 @@ def attribute(request, by_system: dict[str, str]) -> str | None:
         return None
     if request.schema_name in PER_PATIENT:
         return PER_PATIENT[request.schema_name]
+    if request.role in ROLE_OF:
+        return ROLE_OF[request.role]
     system = request.messages[0]["content"] if request.messages and request.messages[0]["role"] == "system" else ""
     return by_system.get(system)
 

@@ -34,13 +34,16 @@ ROLES: tuple[str, ...] = (
     "baseline_mapper",
     # AnnaAgent's per-turn control calls: emotion inference, complaint switch, memory check and recall.
     "annaagent_modulator",
+    # ConsistentMI's per-turn structured questions (topic, motivation check, action weights, grounding item).
+    "consistentmi_tracker",
 )
 # A role the recipe leaves unbound takes another role's binding before `default`'s: the first-scenario writer
 # is the scenario writer unless the recipe gives it its own model, so older recipes write both as before; the
 # baseline mapper works on the patient's model (MindEval2 App. E fills those fields with one model for every
-# baseline), and so does AnnaAgent's modulator (PatientHub sends its control calls to the client's own model).
+# baseline), and so do AnnaAgent's modulator and ConsistentMI's tracker (PatientHub sends their control calls
+# to the client's own model).
 ROLE_FALLBACKS: dict[str, str] = {"first_scenario_writer": "scenario_writer", "baseline_mapper": "patient",
-                                  "annaagent_modulator": "patient"}
+                                  "annaagent_modulator": "patient", "consistentmi_tracker": "patient"}
 
 
 def role_chain(role: str) -> list[str]:

@@ -474,6 +474,9 @@ class TranscriptRow(BaseModel):
     trial: int | None = Field(None, description="Only in runs of repeated trials")
     session_index: int
     messages: list[ChatTurn]
+    patient_states: list[dict[str, Any]] | None = Field(
+        None, description="Per patient turn, the state an engine tracks (ConsistentMI: stage, topic, engagement, "
+        "action); absent for engines that track none")
 
 
 class ProfilesSummaryView(_Report):

@@ -133,6 +133,23 @@ class BaselinesConfig(BaseModel):
         return v
 
 
+class ConsistentMIConfig(BaseModel):
+    """Settings of the ConsistentMI patient engine (Yang et al. 2025 as PatientHub runs it; docs/baselines.md)."""
+
+    model_config = ConfigDict(extra="forbid")
+    tracker_max_tokens: int | None = Field(
+        512, ge=64, description="Token budget of one structured answer of the consistentmi_tracker role (topic, "
+        "motivation check, action weights, grounding item)")
+    tracker_attempts: int | None = Field(None, ge=1, le=10, description="Attempts per tracker call (default: the role's); "
+                                         "a turn whose call never fits fails, counted with the arc")
+    end_on_terminate: bool = Field(
+        False, description="End the session when the client takes the terminate action (false: the client says it "
+        "would rather stop and the session runs on, as in PatientHub)")
+    carry_state: bool = Field(
+        True, description="Start a session at the stage, beliefs and plans the previous one ended with (ours: "
+        "ConsistentMI plays single sessions; false: every session starts afresh)")
+
+
 class SimulationConfig(BaseModel):
     """Settings of the multi-session simulator."""
 
@@ -259,8 +276,7 @@ class SimulationConfig(BaseModel):
         DEFAULT_ENGINE,
         description="Patient engine(s) or variants (ENGINE:ARM, e.g. 'patientact:no_tg'), as registered in "
         "mindsim.patient_engines: 'mindsim', 'patientact', its arms, the baselines 'patient_psi', 'mindeval' and "
-        "'annaagent', "
-        "or a list to compare them",
+        "'annaagent', 'consistentmi', or a list to compare them",
     )
     counsellor_template: str = Field(
         "counsellor/system.jinja2", pattern=r"^[\w\-/]+\.jinja2$",
@@ -276,6 +292,10 @@ class SimulationConfig(BaseModel):
     )
     patientact: PatientActConfig = Field(default_factory=PatientActConfig, description="PatientAct engine settings")
     baselines: BaselinesConfig = Field(default_factory=BaselinesConfig, description="Patient-Psi, MindEval and AnnaAgent engine settings")
+    # Left out of dumps at its defaults, so the summaries and hashes of runs without ConsistentMI read as before.
+    consistentmi: ConsistentMIConfig = Field(
+        default_factory=ConsistentMIConfig, exclude_if=lambda v: v == ConsistentMIConfig(),
+        description="ConsistentMI engine settings")
     pool_only: bool = Field(True, description="Simulate only profiles marked in_pool")
     benchmark_only: bool = Field(False, description="Simulate only profiles marked in_benchmark")
     max_patients: int | None = Field(None, ge=1, le=1_000_000, description="Use only the first N profiles (smoke runs)")

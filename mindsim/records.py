@@ -24,7 +24,7 @@ from mindsimkit.mindsim.scenario import Scenario
 from mindsimkit.mindsim.schedule import SessionPlan
 
 __all__ = [
-    "AgendaState", "AnnaAgentSession", "AnnaAgentTurn", "BaselineSession", "CounsellorFlags", "MemoryUpdate", "PatientActSession", "PatientActTurn", "PatientTurn", "RejectedCommit", "RejectedMessage",
+    "AgendaState", "AnnaAgentSession", "AnnaAgentTurn", "BaselineSession", "ConsistentMITurn", "CounsellorFlags", "MemoryUpdate", "PatientActSession", "PatientActTurn", "PatientTurn", "RejectedCommit", "RejectedMessage",
     "RejectionCounts", "ScenarioRecord", "SessionRecord", "TodoUpdate", "Tokens", "session_id",
 ]
 
@@ -92,6 +92,24 @@ class AnnaAgentTurn(_Row):
     recalled: str | None = Field(None, description="What recall returned from earlier sessions (None when not used)")
 
 
+class ConsistentMITurn(_Row):
+    """What the ConsistentMI engine tracked on one patient turn (docs/baselines.md "ConsistentMI")."""
+
+    stage: str = Field(description="Stage of change the reply was written in (or `motivated`, the one-turn state)")
+    stage_after: str = Field(description="Stage the next turn starts from")
+    receptivity: float = Field(description="The client's receptivity (1-5)")
+    topic: str | None = Field(None, description="Topic the counsellor's message was placed on (None: no motivation chain)")
+    engagement: int | None = Field(None, description="Engagement with the counsellor's topic, 1-4 (None: not tracked)")
+    off_topic: int = Field(0, description="Off-topic turns counted so far")
+    motivated: bool | None = Field(None, description="The motivation check's answer (None: not asked this turn)")
+    # JSON text: a parquet struct column would give every turn the union of every stage's actions.
+    weights: str | None = Field(None, description="JSON object: the action weights drawn from, after constraints "
+                                "(None when the action was forced)")
+    action: str = Field(description="The dialogue action the reply carries out")
+    grounding: str | None = Field(None, description="The persona, belief or plan the reply was grounded in")
+    instruction: str = Field(description="The private instruction appended to the counsellor's message for this reply")
+
+
 class PatientTurn(_Row):
     """One patient turn: the committed move and the words that realise it."""
 
@@ -120,6 +138,9 @@ class PatientTurn(_Row):
     patientact: PatientActTurn | None = Field(None, description="PatientAct engine state for this turn (None for MindSim)")
     annaagent: AnnaAgentTurn | None = Field(
         None, description="AnnaAgent state for this turn (None for other engines and for an opening message)")
+    # Absent (not null) on other engines' turns, so their checkpoints and rows are unchanged.
+    consistentmi: ConsistentMITurn | None = Field(
+        None, exclude_if=lambda v: v is None, description="ConsistentMI engine state for this turn (other engines: absent)")
 
 
 class CounsellorFlags(_Row):
@@ -209,10 +230,18 @@ class BaselineSession(_Row):
     its prompt was filled from, which of its fields the mapper wrote, and Patient-Psi's drawn style. The
     preparation is kept whole so a resumed arc reuses it instead of mapping again."""
 
-    engine: str = Field(description="The baseline engine: patient_psi, mindeval or annaagent")
+    engine: str = Field(description="The baseline engine: patient_psi, mindeval, annaagent or consistentmi")
     style: str | None = Field(None, description="Patient-Psi's conversational style drawn for this patient (None for MindEval)")
     filled: list[str] = Field(description="Baseline profile fields the baseline_mapper wrote (the rest come from our profile)")
     preparation: dict[str, Any] = Field(description="The per-patient preparation used (the baseline profile and its provenance)")
+    # ConsistentMI only; absent for the other baselines, so their rows are unchanged.
+    stage_start: str | None = Field(None, exclude_if=lambda v: v is None,
+                                    description="ConsistentMI: the stage of change the session started in")
+    stage_end: str | None = Field(None, exclude_if=lambda v: v is None,
+                                  description="ConsistentMI: the stage the session ended in (the next one's start)")
+    left: dict[str, list[str]] | None = Field(
+        None, exclude_if=lambda v: v is None,
+        description="ConsistentMI: the beliefs and plans not yet used up at the session's end (carried to the next)")
 
 
 class AnnaAgentSession(_Row):

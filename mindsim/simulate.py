@@ -550,8 +550,12 @@ def shared_roles(config: SimulationConfig) -> tuple[str, ...]:
 
 def transcript_row(r: SessionRecord) -> dict[str, Any]:
     trial = {} if r.trial is None else {"trial": r.trial}
+    # A patient engine that tracks a state per turn (ConsistentMI) shows it beside the chat, keyed by patient turn;
+    # the other engines' lines are unchanged.
+    states = [{"turn": t.index, **t.consistentmi.model_dump(mode="json")} for t in r.turns if t.consistentmi is not None]
     return {"id": r.session_id, "patient_id": r.patient_id, "counsellor": r.counsellor,
-            "patient_engine": r.patient_engine, **trial, "session_index": r.session_index, "messages": r.transcript()}
+            "patient_engine": r.patient_engine, **trial, "session_index": r.session_index, "messages": r.transcript(),
+            **({"patient_states": states} if states else {})}
 
 
 # Sessions a `ShardWriter` holds before it writes them out as one sorted run, and the most runs merged at once

@@ -210,20 +210,17 @@ def longest_session(inp: Any, sz: Any) -> tuple[str, list[dict[str, str]]]:
 
 
 def mapper_prompt(inp: Any, sz: Any) -> PromptSize:
-    """The baseline mapper's largest prompt: each baseline's mapping call on the worst-case profile (Patient-Psi
-    with a self cluster, whose candidate list is a whole category)."""
-    from mindsimkit.mindsim.baselines import mindeval, patient_psi
-    from mindsimkit.mindsim.patient_engines import engines_of, recipe_variants
+    """The baseline mapper's largest prompt: the mapping call (`mapper_messages`) of each engine of the recipe that
+    maps, on the worst-case profile (Patient-Psi with a self cluster, whose candidate list is a whole category)."""
+    from mindsimkit.mindsim.patient_engines import engines_of, names, recipe_variants
     from mindsimkit.profilegen.testing import make_profiles
 
     fx = session_fixtures(inp, sz)
     f = fx["f"].model_copy(update={"core_belief": fx["f"].core_belief.model_copy(update={"cluster": "helpless"})})
     profile = make_profiles(1, 0)[0].model_copy(update={
         "persona": fx["row"].persona, "formulation": f, "writer_brief": fx["brief"], "case_summary": fx["summary"]})
-    parts = {m.NAME: messages_tokens(m.map_messages(profile, m.fixed_fields(profile)), sz) for m in (patient_psi, mindeval)}
-    # Engines of this recipe that map through the same role on their own prompt.
-    for engine in engines_of(v.name for v in recipe_variants(inp.recipe)):
-        tokens = engine.mapper_prompt_tokens(profile, sz)
-        if tokens is not None:
-            parts[engine.name] = tokens
+    ran = engines_of(v.name for v in recipe_variants(inp.recipe))
+    mappers = [e for e in ran if hasattr(e, "mapper_messages")] or [
+        e for e in engines_of(names()) if hasattr(e, "mapper_messages")]
+    parts = {e.name: messages_tokens(e.mapper_messages(profile), sz) for e in mappers}
     return PromptSize("baseline_mapper", max(parts.values()), parts)

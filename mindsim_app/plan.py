@@ -458,6 +458,8 @@ def _patient_turns(
             structured(ctx, "baseline_mapper", patients, patients, size, size, attempts=attempts),
             "one mapping per patient and baseline",
         )
+        if "consistentmi_tracker" in v.engine.roles:  # ConsistentMI's per-turn questions
+            _tracker(ctx, s, v, turns)
     if "annaagent_modulator" in v.engine.roles:  # AnnaAgent's per-turn control calls
         _annaagent(ctx, s, kind, turns)
 
@@ -484,6 +486,26 @@ def _annaagent(ctx: _Ctx, s: Any, kind: str, turns: float) -> None:
             plain(ctx, "annaagent_modulator", bound, later, later * attempts, size, size),
             "recall counted on every turn after a first session (an upper estimate)",
         )
+
+
+def _tracker(ctx: _Ctx, s: Any, v: Any, turns: float) -> None:
+    per_turn, most = v.engine.tracker_calls
+    est = _estimate(ctx, "consistentmi_tracker")
+    size = float(est.tokens if est else 0)
+    ctx.add(
+        "simulate",
+        "consistentmi_tracker",
+        structured(
+            ctx,
+            "consistentmi_tracker",
+            turns * per_turn,
+            turns * most,
+            size,
+            size,
+            attempts=s.consistentmi.tracker_attempts,
+        ),
+        f"{per_turn:g} questions a turn expected, {most} at most",
+    )
 
 
 def _mindsim_calls(ctx: _Ctx, s: Any) -> tuple[float, tuple[float, int], int]:

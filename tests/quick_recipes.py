@@ -26,7 +26,7 @@ TWO_COUNSELLORS = ["counsellor", "counsellor:b"]
 # Every patient engine and arm the embedded tests check, in the study run; the first two play two sessions (memory
 # and trust carry from one session into the next, and the memory ablation reruns the second), the others one.
 STUDY_ENGINES = ["mindsim", "patientact", "patientact:no_tg", "patientact:no_dm", "patientact:no_pipe",
-                 "patient_psi", "mindeval", "annaagent"]
+                 "patient_psi", "mindeval", "annaagent", "consistentmi"]
 TWO_SESSION_ENGINES = ["mindsim", "patientact"]
 # The preset run (`preset_run`, tests/mindsim_app/conftest.py): each part of the run and the reference preset it runs.
 PRESETS = {"mindsim": "mindeval2-reference", "patientact": "patientact-reference", "judge": "mhqr-reference"}

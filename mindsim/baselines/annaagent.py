@@ -289,8 +289,8 @@ class AnnaAgentEngine(common.PromptedBaselineEngine, PatientEngine):
             seeker.RECALL_TEMPLATE,
         ]
 
-    def mapper_prompt_tokens(self, profile: Any, sz: Any) -> int | None:
-        return messages_tokens(map_messages(profile, fixed_fields(profile)), sz)
+    def mapper_messages(self, profile: Any) -> list[dict[str, str]]:
+        return map_messages(profile, fixed_fields(profile))
 
     def role_schemas(self) -> list[RoleSchema]:
         step = _budget("anna_max_tokens")

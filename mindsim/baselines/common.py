@@ -218,6 +218,10 @@ class PromptedBaselineEngine:
     def record_extra(self, prep: Any) -> dict[str, Any]:
         return {}
 
+    def mapper_messages(self, profile: Any) -> list[dict[str, str]]:
+        """The mapper's request for `profile` (preflight sizes the largest: `stage_sizes.mapper_prompt`)."""
+        raise NotImplementedError
+
     def record_fields(self, talk: Any) -> dict[str, Any]:
         from mindsimkit.mindsim.records import BaselineSession
 

@@ -130,6 +130,9 @@ class MindEvalEngine(common.PromptedBaselineEngine, PatientEngine):
     def system_prompt(self, prep: Any, talk: Any) -> str:
         return system_prompt(prep, talk)
 
+    def mapper_messages(self, profile: Any) -> list[dict[str, str]]:
+        return map_messages(profile, fixed_fields(profile))
+
     def build(self, profile: Any, seed: int, client: Any, config: Any) -> Any:
         return member_profile(profile, seed, client, config)
 

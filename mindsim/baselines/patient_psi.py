@@ -180,6 +180,9 @@ class PatientPsiEngine(common.PromptedBaselineEngine, PatientEngine):
     def system_prompt(self, prep: Any, talk: Any) -> str:
         return system_prompt(prep, talk)
 
+    def mapper_messages(self, profile: Any) -> list[dict[str, str]]:
+        return map_messages(profile, fixed_fields(profile))
+
     def build(self, profile: Any, seed: int, client: Any, config: Any) -> Any:
         return cognitive_model(profile, seed, client, config)
 

@@ -114,11 +114,6 @@ class PatientEngine:
         context check; preflight asks only for the roles a recipe uses."""
         return {}
 
-    def mapper_prompt_tokens(self, profile: "Profile", sz: Any) -> int | None:
-        """The prompt of its own `baseline_mapper` call on `profile`, for that role's size estimate (None: it
-        makes no such call, or the simulator's estimate already covers it)."""
-        return None
-
     def card_section(self, rows: list[dict[str, Any]]) -> dict[str, Any] | None:
         """This engine's part of the dataset card, from its session rows (dicts of the sessions table).
         `record_fields: True` in it means the rows carry engine fields the card must explain."""

@@ -224,7 +224,8 @@ def test_mapper_budgets_are_registered_per_baseline_and_the_default_fits_the_wor
 
     entries = {e.name: e for e in role_schemas() if e.role == "baseline_mapper"}
     # AnnaAgent's mapping has its own budget (tests/mindsim/test_annaagent.py).
-    assert set(entries) == {"patient_psi:PatientPsiMap", "mindeval:MindEvalMap", "annaagent:AnnaAgentMap"}
+    assert set(entries) == {"patient_psi:PatientPsiMap", "mindeval:MindEvalMap", "annaagent:AnnaAgentMap",
+                            "consistentmi:ConsistentMIMap"}
     del entries["annaagent:AnnaAgentMap"]
 
     class R:

@@ -60,8 +60,8 @@ def test_an_unknown_engine_is_one_config_error_listing_the_registered_names():
         SimulationConfig.from_section({"patient_engine": ["mindsim", "patientact:no_tgg"]})
     message = str(exc.value)
     assert message.count("\n") == 0 and "simulation.patient_engine" in message and "'patientact:no_tgg'" in message
-    assert "registered: annaagent, mindeval, mindsim, patient_psi, patientact, patientact:no_dm, patientact:no_pipe, patientact:no_tg" in message
-    with pytest.raises(ConfigError, match="unknown patient engine 'bogus'; registered: annaagent, mindeval, mindsim"):
+    assert "registered: annaagent, consistentmi, mindeval, mindsim, patient_psi, patientact, patientact:no_dm, patientact:no_pipe, patientact:no_tg" in message
+    with pytest.raises(ConfigError, match="unknown patient engine 'bogus'; registered: annaagent, consistentmi, mindeval, mindsim"):
         patient_engines.variant("bogus")
 
 

@@ -520,13 +520,16 @@ def test_reproduction_recipe_and_its_counsellor_prompt():
     assert (s.sessions, s.turn_cap, s.opening) == (1, 15, "counsellor")
     # Table 2's built baselines beside Table 4's arms, in one run.
     assert s.patient_engines == ["patientact", "patientact:no_tg", "patientact:no_dm", "patientact:no_pipe", "patient_psi",
-                                 "annaagent"]
+                                 "annaagent", "consistentmi"]
     assert roles_of(r)["baseline_mapper"]["engine"] == roles_of(r)["profile_decomposer"]["engine"]
+    # ConsistentMI's per-turn questions are asked of the simulation backbone, as PatientHub asks them of the client's model.
+    assert roles_of(r)["consistentmi_tracker"]["engine"] == roles_of(r)["patient"]["engine"]
     pa = s.patientact
     assert pa.trust_gating and pa.dynamic_memory and pa.pipeline and not pa.allow_end
     assert not pa.concealment_offset and not pa.carry_trust and pa.retrieval == "llm"
     roles = {k: v.model_dump() for k, v in r.roles.items()}
-    for role in ("patient", "counsellor", "patient_appraiser", "patient_matcher", "profile_decomposer"):
+    for role in ("patient", "counsellor", "patient_appraiser", "patient_matcher", "profile_decomposer",
+                 "consistentmi_tracker"):
         assert roles[role]["temperature"] == 0.7, role
     judge, backbone = r.engines[roles["judge"]["engine"]].model_dump(), r.engines[roles["patient"]["engine"]].model_dump()
     assert judge["model"] != backbone["model"]

@@ -127,6 +127,18 @@ def test_counsellors_option_and_turns_scale_the_counts(tmp_path):
     assert many.prompt_tokens < many.prompt_tokens_worst
 
 
+def test_consistentmi_is_planned_with_its_mapping_and_its_trackers_questions(tmp_path):
+    sim = {"patient_engine": ["consistentmi"], "consistentmi": {"tracker_attempts": 2}}
+    loads = by_role(role_loads(load_recipe(tiny(tmp_path, simulation=sim)), assumptions=HAND))
+    # 4 arcs × 3 sessions × 3 patient turns = 36; three tracker questions a turn expected, four at most, each asked
+    # at most twice; one mapping per pool patient.
+    tracker = loads["simulate", "consistentmi_tracker"]
+    assert tracker.requests == pytest.approx(36 * 3)
+    assert tracker.requests_worst == 36 * 4 * 2
+    assert loads["simulate", "baseline_mapper"].requests == 2
+    assert tracker.prompt_tokens > 0
+
+
 def test_money_and_hours_from_given_prices_and_rates(tmp_path):
     recipe = load_recipe(tiny(tmp_path))
     prices = {

@@ -29,7 +29,9 @@ WITHIN = {
         "baseline_mapper",
         "counsellor",
     ),
-    "completion_tokens": ("memory_compactor", "patient_appraiser", "baseline_mapper"),
+    # Not the baseline mapper's: with ConsistentMI's mapping beside Patient-Psi's and MindEval's it came to 0.59 (the
+    # 135M model fills ConsistentMI's free-text fields far below their limits; 2026-12-06).
+    "completion_tokens": ("memory_compactor", "patient_appraiser"),
 }
 # Prompt tokens are not asserted: the judge's came within ±15% on one study run (0.96) and outside on the next (0.52):
 # what the 135M model writes moves the prompts that quote it.

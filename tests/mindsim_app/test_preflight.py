@@ -293,6 +293,21 @@ def test_a_recipe_with_annaagent_checks_its_mapping_and_its_modulator_prompt():
                                                               "recall"}
 
 
+def test_a_recipe_with_consistentmi_checks_its_trackers_budgets_and_prompt():
+    sim = {"turn_cap": 4, "message_max_tokens": 200, "patient_engine": ["mindsim", "consistentmi"]}
+    with _VLLMLike("m", 1_000_000) as srv:
+        r = _served_recipe(srv.base_url, "m", simulation=sim)
+        with Engines.from_config(r.engines_config()) as engines:
+            report = preflight(r, engines, {"simulate"})
+    tracker = [ln for ln in report.budgets.lines if ln.role == "consistentmi_tracker"]
+    assert tracker and all(ln.budget >= ln.worst_case for ln in tracker)
+    assert all(ln.schema.startswith("consistentmi:") for ln in tracker)
+    checked = {c.role: c for c in report.contexts}
+    assert checked["consistentmi_tracker"].fits
+    assert set(checked["consistentmi_tracker"].prompt.parts) == {"topic", "motivation", "weights", "grounding"}
+    assert set(checked["baseline_mapper"].prompt.parts) == {"consistentmi"}
+
+
 def _patientact_contexts(engines_listed: list[str], context: int = 1_000_000, **patientact) -> dict:
     sim = {"turn_cap": 4, "message_max_tokens": 200, "patient_engine": engines_listed,
            "patientact": {"retrieval": "llm", **patientact}}

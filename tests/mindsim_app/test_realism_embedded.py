@@ -1,8 +1,9 @@
 """The realism study on the real embedded engine (SmolLM2-135M), on the suite's study run (`study_run`:
 every patient engine on the same profile and first scenario, one patient turn per session, arc labelling on, the
 realism study's validation path). A 135M model's labels mean nothing; the test proves the study's path runs: one
-validation report with every engine as a system and arc shares for each. The two baselines' sessions are also
-where their records are checked on real output (the mapper's structured call, the prompted patient)."""
+validation report with every engine as a system and arc shares for each. The baselines' sessions are also
+where their records are checked on real output (the mapper's structured call, the prompted patient; ConsistentMI's
+tracker and per-turn state)."""
 
 from __future__ import annotations
 
@@ -40,8 +41,27 @@ def test_the_study_reports_every_engine_with_arc_shares(study_run):
     for r in rows:
         if r["patient_engine"] in ("patient_psi", "mindeval"):
             check_baseline_record(r)
-    for engine in ("patient_psi", "mindeval"):
+    for engine in ("patient_psi", "mindeval", "consistentmi"):
         assert len(list((out / "sessions" / "baselines" / engine).glob("*.json"))) == 1
+    (cmi,) = [r for r in rows if r["patient_engine"] == "consistentmi"]
+    check_consistentmi_record(cmi, out)
+
+
+def check_consistentmi_record(r: dict, out) -> None:
+    """A ConsistentMI session on real output: its client profile in the record, the tracker's questions on this
+    model, and the turn's tracked state in the row and beside the chat in the transcript export."""
+    b = r["baseline"]
+    assert b["engine"] == "consistentmi" and b["stage_start"] == "precontemplation" and b["stage_end"]
+    assert r["engines"]["tracker"]["model"].startswith("SmolLM2")
+    assert b["preparation"]["profile"]["behavior"] in r["patient_system_prompt"]
+    state = r["turns"][1]["consistentmi"]
+    assert state["stage"] in ("precontemplation", "motivated") and state["action"] and state["instruction"]
+    assert state["topic"] and 1 <= state["engagement"] <= 4
+    said = r["turns"][1]["message"]
+    assert said.strip() and not speech_defects(said)
+    lines = [json.loads(x) for x in (out / "transcripts" / "transcripts.jsonl").read_text().splitlines()]
+    (line,) = [x for x in lines if x["id"] == r["session_id"]]
+    assert [s["action"] for s in line["patient_states"]] == [state["action"]]
 
 
 def check_baseline_record(r: dict) -> None:
