@@ -241,6 +241,9 @@ def fixed_fields(profile: Any) -> dict[str, Any]:
     maladaptive coping behaviour, else the first one), the second-person facts ConsistentMI calls personas (our
     presenting problem, its impact, the precipitating event, the predisposing histories and the protective
     factors), and the starting receptivity (our frustration_reactivity, `receptivity` in the data file)."""
+    if profile.situation_profile is not None:
+        target, personas = _situation_parts(profile.situation_profile)
+        return {**_client_state(profile), "target": target, "personas": personas}
     f = profile.written().formulation
     if not f.perpetuating:
         raise InputError(
@@ -255,6 +258,15 @@ def fixed_fields(profile: Any) -> dict[str, Any]:
         *(p.history for p in f.predisposing),
         *(p.detail for p in f.protective),
     ]
+    return {
+        **_client_state(profile),
+        "target": f"{_coping(target.label)}: {target.situation.rstrip('.')}",
+        "personas": [p.strip() for p in personas if p and p.strip()],
+    }
+
+
+def _client_state(profile: Any) -> dict[str, Any]:
+    """The starting receptivity (from the profile's conversational style) and stage."""
     reactivity = profile.style.frustration_reactivity
     table = tables().receptivity
     if reactivity not in table:
@@ -262,12 +274,25 @@ def fixed_fields(profile: Any) -> dict[str, Any]:
             f"profile {profile.profile_id}: frustration_reactivity '{reactivity}' has no receptivity in "
             f"mindsim/data/baselines/consistentmi.yaml (known: {', '.join(table)})"
         )
-    return {
-        "target": f"{_coping(target.label)}: {target.situation.rstrip('.')}",
-        "personas": [p.strip() for p in personas if p and p.strip()],
-        "receptivity": table[reactivity],
-        "stage": tables().first_stage,
-    }
+    return {"receptivity": table[reactivity], "stage": tables().first_stage}
+
+
+def _situation_parts(record: Any) -> tuple[str, list[str]]:
+    """A situation-seeded profile's behaviour to change (its first internal perpetuating factor: the loop the client
+    keeps up) and its facts (the situation, its impact, what set it off, the predisposing histories and conditions,
+    the protective factors); PatientAct's Table 2 runs ConsistentMI on the paper's situations."""
+    pf = record.profile.problem_formulation
+    personas = [
+        record.situation,
+        *pf.presenting_problem.impact,
+        *pf.precipitating_factors,
+        *pf.predisposing_factors.psychological,
+        *pf.predisposing_factors.social,
+        *pf.protective_factors.internal,
+        *pf.protective_factors.external,
+    ]
+    target = pf.perpetuating_factors.internal[0].strip().rstrip(".")
+    return target, [p.strip() for p in personas if p and p.strip()]
 
 
 def one_of(options: list[str]) -> Any:
@@ -308,7 +333,7 @@ def map_messages(profile: Any, fixed: dict[str, Any]) -> list[dict[str, str]]:
             "role": "user",
             "content": render(
                 MAP_TEMPLATE,
-                persona=profile.written().persona.persona,
+                persona=common.who(profile),
                 writer_brief=profile.writer_brief,
                 goal=profile.goal,
                 target=fixed["target"],
@@ -663,6 +688,7 @@ class ConsistentMIEngine(common.PromptedBaselineEngine, PatientEngine):
     roles: ClassVar[Mapping[str, str]] = {common.MAPPER_ROLE: common.MAPPER_KEY, TRACKER_ROLE: TRACKER_KEY}
     settings_section = NAME
     session_client = True  # a client in a counselling session
+    reads_situations = True  # PatientAct's Table 2 runs it on the situation-seeded profiles (`_situation_parts`)
     # Tracker calls per patient turn for `mindsim plan`: the topic and the action weights nearly every turn, a
     # grounding pick on most questions, the motivation check only on the motivation topic (expected); all four
     # at most (a turn on the motivation topic whose check says no, then weights and a grounding pick).

@@ -164,3 +164,35 @@ def test_annaagent_maps_a_situation_profile_from_its_demographics_and_impact(sit
     assert summary.sessions_written == 1 and not summary.failed_arcs
     prompt = next(r for r in seen if r.schema_name == "AnnaAgentMap").messages[-1]["content"]
     assert record.profile.demographics.name in prompt and record.situation[:40] in prompt
+
+
+def test_consistentmi_maps_a_situation_profile_from_its_perpetuating_loop_and_facts(situation_profiles, tmp_path):
+    from test_consistentmi import Script
+
+    from mindsimkit.mindsim.baselines import consistentmi
+
+    profile = situation_profiles[0]
+    pf = profile.situation_profile.profile.problem_formulation
+    fixed = consistentmi.fixed_fields(profile)
+    # The behaviour to change is the client's own maintenance loop; the facts are the situation profile's.
+    assert fixed["target"] == pf.perpetuating_factors.internal[0].strip().rstrip(".")
+    assert profile.situation_profile.situation.strip() in fixed["personas"]
+    assert pf.protective_factors.external[0].strip() in fixed["personas"]
+    script = Script()
+    seen = []
+
+    def respond(req):
+        seen.append(req)
+        return script(req)
+
+    config = SimulationConfig(sessions=1, turn_cap=3, patient_engine="consistentmi")
+    with Engines.with_backend(FakeBackend(respond)) as engines:
+        summary = run_simulation([profile], engines, config, tmp_path / "sim", seed=1)
+    assert summary.sessions_written == 1 and not summary.failed_arcs
+    prompt = next(r for r in seen if r.schema_name == "ConsistentMIMap").messages[-1]["content"]
+    assert profile.situation_profile.profile.demographics.name in prompt
+
+
+def test_all_four_table_2_systems_play_the_same_situation_profiles(situation_profiles):
+    config = SimulationConfig(patient_engine=["patientact", "patient_psi", "annaagent", "consistentmi"])
+    assert len(chosen_profiles(situation_profiles, config)) == len(situation_profiles)
