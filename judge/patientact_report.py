@@ -177,40 +177,98 @@ def _f(x: Any, digits: int = 2) -> str:
     return "—" if not isinstance(x, (int, float)) else f"{x:.{digits}f}"
 
 
-def report_md(report: dict[str, Any]) -> str:
+def _columns(report: dict[str, Any]) -> tuple[list[str], dict[str, Any] | None, dict[str, Any], str]:
     dims = report["rubric"]["dimensions"]
     h = report.get("human")
     hmeans = h.get("means", {}) if h else {}
     head = " | ".join(f"{d} (judge) | {d} (human)" if h else d for d in dims)
-    title = report["rubric"].get("name", "PatientAct rubric")
-    lines = [f"# {title} (v{report['rubric']['version']})", "",
-             f"Judge: {report['judge'].get('model', '?')} on {report['judge'].get('engine', '?')}; "
-             f"{report['judged']} sessions judged.", "",
-             f"## Mean score per system ({report['rubric'].get('scale', '1-5')})", "",
+    return dims, h, hmeans, head
+
+
+def _means_md(report: dict[str, Any]) -> list[str]:
+    dims, h, hmeans, head = _columns(report)
+    lines = [f"## Mean score per system ({report['rubric'].get('scale', '1-5')})", "",
              "| system | sessions | failed | " + head + " |",
              "|---|---|---|" + "---|" * (len(dims) * (2 if h else 1))]
     for s, n in sorted(report["sessions_by_system"].items()):
         m, hm = report["means"].get(s, {}), hmeans.get(s, {})
         cells = [f"{_f(m.get(d))} | {_f(hm.get(d))}" if h else _f(m.get(d)) for d in dims]
         lines.append(f"| {s} | {n} | {report['failed'].get(s, 0)} | " + " | ".join(cells) + " |")
+    return lines
+
+
+def _sets(report: dict[str, Any]) -> dict[str, Any]:
     sets = report.get("comparisons") or {}
     if not sets:  # no set of two systems: every system compared (older reports have only this)
         sets = {"all systems": {"systems": sorted(report["sessions_by_system"]),
                                 "best_vs_second": report.get("best_vs_second", {})}}
+    return dict(sets)
+
+
+def _comparison_md(report: dict[str, Any], name: str, block: dict[str, Any]) -> list[str]:
+    dims, h, hmeans, head = _columns(report)
     hsets = (h.get("comparisons") or {"all systems": h.get("best_vs_second", {})}) if h else {}
-    for name, block in sets.items():
-        marks, hmarks = block.get("best_vs_second", {}), hsets.get(name, {})
-        members = block.get("systems", [])
-        lines += ["", f"## Comparison `{name}`: {', '.join(members)}", "",
-                  f"`*`: rated significantly higher than the second-best system of this set on that column (one-sided "
-                  f"Mann–Whitney U, p < {report.get('alpha', 0.05)}; one-sided is our reading of the paper's marks).", "",
-                  "| system | " + head + " |", "|---|" + "---|" * (len(dims) * (2 if h else 1))]
-        for s in members:
-            m, hm = report["means"].get(s, {}), hmeans.get(s, {})
-            cells = [f"{_marked(m.get(d), d, s, marks)} | {_marked(hm.get(d), d, s, hmarks)}" if h
-                     else _marked(m.get(d), d, s, marks) for d in dims]
-            lines.append(f"| {s} | " + " | ".join(cells) + " |")
-        lines += _best_rows("judge", marks, dims) + (_best_rows("human", hmarks, dims) if h else [])
+    marks, hmarks = block.get("best_vs_second", {}), hsets.get(name, {})
+    members = block.get("systems", [])
+    lines = [f"## Comparison `{name}`: {', '.join(members)}", "",
+             f"`*`: rated significantly higher than the second-best system of this set on that column (one-sided "
+             f"Mann–Whitney U, p < {report.get('alpha', 0.05)}; one-sided is our reading of the paper's marks).", "",
+             "| system | " + head + " |", "|---|" + "---|" * (len(dims) * (2 if h else 1))]
+    for s in members:
+        m, hm = report["means"].get(s, {}), hmeans.get(s, {})
+        cells = [f"{_marked(m.get(d), d, s, marks)} | {_marked(hm.get(d), d, s, hmarks)}" if h
+                 else _marked(m.get(d), d, s, marks) for d in dims]
+        lines.append(f"| {s} | " + " | ".join(cells) + " |")
+    return lines + _best_rows("judge", marks, dims) + (_best_rows("human", hmarks, dims) if h else [])
+
+
+def _agreement_md(report: dict[str, Any]) -> list[str]:
+    dims, h, _, _ = _columns(report)
+    if not h:
+        return []
+    rho = h["spearman_judge_vs_mean_human"]
+    lines = [f"## Agreement with human ratings ({len(h['raters'])} raters, {h['items']} items)", "",
+             f"α: Krippendorff's α among the raters, {h.get('alpha_level', 'ordinal')}, on every pairable rating; "
+             "the all-rater subset keeps only the items every rater rated.", "",
+             "| dimension | α (pairable) | α (all-rater subset, items) | Spearman's ρ (judge vs mean human) | n |",
+             "|---|---|---|---|---|"]
+    for d in dims:
+        a = h["krippendorff_alpha"].get(d)
+        sub = (h.get("krippendorff_alpha_all_rater_subset") or {}).get(d) or {}
+        r = rho.get(d, {}) if "error" not in rho else {}
+        lines.append(f"| {d} | {_f(a, 3) if not isinstance(a, dict) else a['error']} | "
+                     f"{_f(sub.get('alpha'), 3)} ({sub.get('items', 0)}) | {_f(r.get('rho'), 3)} | {r.get('n', '—')} |")
+    if "error" in rho:
+        lines.append(f"\nSpearman's ρ not computed: {rho['error']}")
+    if h["items_not_judged"]:
+        lines.append(f"\n{len(h['items_not_judged'])} rated items are not among the judged sessions.")
+    return lines
+
+
+def _case_md(report: dict[str, Any]) -> list[str]:
+    case = report.get("case_study") or {}
+    if not case.get("systems"):
+        return []
+    lines = [f"## Case study (Table 5): patient {case['patient_id']}, first session", "",
+             "Moments by position in the session (early, middle, late; ours): the counsellor's message and the "
+             "client's answer.", ""]
+    for s, c in case["systems"].items():
+        lines.append(f"### {s} ({c['client_turns']} client turns)")
+        for moment, e in c["excerpts"].items():
+            lines += [f"- {moment}, turn {e['turn']}: counsellor: \"{e['counsellor'] or '—'}\" — "
+                      f"client: \"{e['client']}\""]
+        lines.append("")
+    return lines
+
+
+def report_md(report: dict[str, Any]) -> str:
+    dims = report["rubric"]["dimensions"]
+    title = report["rubric"].get("name", "PatientAct rubric")
+    lines = [f"# {title} (v{report['rubric']['version']})", "",
+             f"Judge: {report['judge'].get('model', '?')} on {report['judge'].get('engine', '?')}; "
+             f"{report['judged']} sessions judged.", ""] + _means_md(report)
+    for name, block in _sets(report).items():
+        lines += [""] + _comparison_md(report, name, block)
     by_group = report.get("means_by_group") or {}
     if by_group:
         lines += ["", "## Mean score per main presenting problem (judge; the paper groups by disorder)", "",
@@ -234,39 +292,48 @@ def report_md(report: dict[str, Any]) -> str:
             cells = [t["error"]] + [""] * (len(dims) - 1) if "error" in t else [
                 f"U={_f(t[d]['U'], 1)}, p={_f(t[d]['p'], 3)}" for d in dims]
             lines.append(f"| {s} | " + " | ".join(cells) + " |")
-    if h:
-        rho = h["spearman_judge_vs_mean_human"]
-        lines += ["", f"## Agreement with human ratings ({len(h['raters'])} raters, {h['items']} items)", "",
-                  f"α: Krippendorff's α among the raters, {h.get('alpha_level', 'ordinal')}, on every pairable rating; "
-                  "the all-rater subset keeps only the items every rater rated.", "",
-                  "| dimension | α (pairable) | α (all-rater subset, items) | Spearman's ρ (judge vs mean human) | n |",
-                  "|---|---|---|---|---|"]
-        for d in dims:
-            a = h["krippendorff_alpha"].get(d)
-            sub = (h.get("krippendorff_alpha_all_rater_subset") or {}).get(d) or {}
-            r = rho.get(d, {}) if "error" not in rho else {}
-            lines.append(f"| {d} | {_f(a, 3) if not isinstance(a, dict) else a['error']} | "
-                         f"{_f(sub.get('alpha'), 3)} ({sub.get('items', 0)}) | {_f(r.get('rho'), 3)} | {r.get('n', '—')} |")
-        if "error" in rho:
-            lines.append(f"\nSpearman's ρ not computed: {rho['error']}")
-        if h["items_not_judged"]:
-            lines.append(f"\n{len(h['items_not_judged'])} rated items are not among the judged sessions.")
-    case = report.get("case_study") or {}
-    if case.get("systems"):
-        lines += ["", f"## Case study (Table 5): patient {case['patient_id']}, first session", "",
-                  "Moments by position in the session (early, middle, late; ours): the counsellor's message and the "
-                  "client's answer.", ""]
-        for s, c in case["systems"].items():
-            lines.append(f"### {s} ({c['client_turns']} client turns)")
-            for moment, e in c["excerpts"].items():
-                lines += [f"- {moment}, turn {e['turn']}: counsellor: \"{e['counsellor'] or '—'}\" — "
-                          f"client: \"{e['client']}\""]
-            lines.append("")
+    agreement = _agreement_md(report)
+    lines += ([""] + agreement) if agreement else []
+    case = _case_md(report)
+    lines += ([""] + case) if case else []
     if report["failed_rows"]:
         lines += ["", f"## Failed judgments ({len(report['failed_rows'])})", ""]
         lines += [f"- {f['item_id']} ({f['system']}, {f['error_kind']}): {(f['error'] or '')[:200]}"
                   for f in report["failed_rows"]]
     return "\n".join(lines) + "\n"
+
+
+# The paper's tables, each from the report one judge run writes: the comparison sets `comparison_sets` names
+# (Table 2: PatientAct beside the other simulators; Table 4: the full framework beside its arms), the agreement
+# with the raters (Table 3; needs the run judged with --human), and the case study (Table 5).
+PAPER_TABLES = {2: "simulators", 3: "agreement", 4: "ablation", 5: "case study"}
+
+
+def table_md(report: dict[str, Any], table: int) -> str:
+    """One of the paper's Tables 2-5 from a PatientAct judge report, as Markdown. Raises InputError naming what the
+    run lacks when the report has no such table."""
+    if table not in PAPER_TABLES:
+        raise InputError(f"table {table}: PatientAct's judge report has Tables {', '.join(map(str, PAPER_TABLES))}")
+    if table in (2, 4):
+        prefix = PAPER_TABLES[table]
+        found = {n: b for n, b in _sets(report).items() if n == prefix or n.startswith(prefix + "/")}
+        if not found:
+            need = ("the full patientact engine and at least one other simulator (patient_psi, annaagent, "
+                    "consistentmi, mindeval or mindsim)" if table == 2 else
+                    "the full patientact engine and at least one of its arms (patientact:no_tg, :no_dm, :no_pipe)")
+            raise InputError(f"no Table {table} in this report: its sessions need {need} in "
+                             "simulation.patient_engine; simulate and judge them again")
+        lines = [f"# PatientAct Table {table}", ""]
+        for name, block in found.items():
+            lines += _comparison_md(report, name, block) + [""]
+        return "\n".join(lines)
+    body = _agreement_md(report) if table == 3 else _case_md(report)
+    if not body:
+        why = ("the run was judged without human ratings: judge it again with --human FILE (the `mindsim annotate "
+               "export` of the PatientAct session ratings)" if table == 3 else
+               "no patient was played by two systems of a comparison set")
+        raise InputError(f"no Table {table} in this report: {why}")
+    return "\n".join([f"# PatientAct Table {table}", "", *body]) + "\n"
 
 
 def output_folder(out: str | Path, rubric: Rubric) -> PatientActJudgeFolder:

@@ -107,3 +107,33 @@ def patientact_profile_card_cmd(
         return
     atomic_write_text(out, text)
     typer.echo(f"wrote {len(cards)} profile card(s) to {out}")
+
+
+@app.command("table")
+def patientact_table_cmd(
+    table: int = typer.Argument(..., help="2 (simulators), 3 (agreement with raters), 4 (ablation) or 5 (case study)"),
+    run_dir: Path = typer.Argument(..., help="Run folder judged with `mindsim judge run --rubric patientact`"),
+    out: Optional[Path] = typer.Option(None, "--out", help="Also write the table to this Markdown file"),
+) -> None:
+    """PatientAct's Tables 2-5, one at a time, from the run's PatientAct judge report (patientact_judge/report.json):
+    Table 2 compares PatientAct with the other simulators, Table 4 with its arms (both with the significance
+    marks), Table 3 is the judge's agreement with the raters (a run judged with --human), Table 5 the case study."""
+    from mindsimkit.judge.patientact_report import table_md
+    from mindsimkit.mindcore.errors import InputError
+    from mindsimkit.mindcore.inputs import loads_json, read_input_text
+    from mindsimkit.mindcore.io import atomic_write_text
+    from mindsimkit.mindcore.layout import RunLayout
+    from mindsimkit.mindcore.outputs import check_out_file
+
+    path = RunLayout(run_dir).patientact_judge.report_json
+    if not path.is_file():
+        raise InputError(
+            f"{path}: no PatientAct judge report; judge the run first: mindsim judge run --rubric patientact {run_dir}"
+        )
+    if out is not None:
+        check_out_file(out)
+    report = loads_json(read_input_text(path), str(path))
+    text = table_md(report, table)
+    typer.echo(text, nl=False)
+    if out is not None:
+        atomic_write_text(out, text)
