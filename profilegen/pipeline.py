@@ -113,7 +113,7 @@ async def _async_outcomes(engines: Any, rows: list[AnchoredRow], cfg: ProfilesCo
         async with gate:
             return await make_profile_checkpointed(writer, screener, row, cfg.max_revisions, prov, checkpoints)
 
-    return await gather_progress((one(r) for r in rows), "profiles: write → screen",  # type: ignore[return-value]
+    return await gather_progress((one(r) for r in rows), "profiles: write → screen",
                                  outcome=lambda o: {"ok": "kept"}.get(o.status, o.status))
 
 
