@@ -24,7 +24,7 @@ import time
 from concurrent.futures import ThreadPoolExecutor
 from contextlib import contextmanager
 from pathlib import Path
-from typing import IO, Any, Callable, Iterable, Iterator
+from typing import IO, Any, Callable, Iterable, Iterator, TypeVar
 
 import pyarrow as pa
 import pyarrow.parquet as pq
@@ -48,7 +48,10 @@ def _writer_pool() -> ThreadPoolExecutor:
         return _writers[1]
 
 
-async def off_loop(write: Callable[..., Any], *args: Any) -> Any:
+T = TypeVar("T")
+
+
+async def off_loop(write: Callable[..., T], *args: Any) -> T:
     """`write(*args)` in a checkpoint writer thread, awaited: the event loop keeps serving other requests while
     the file is written and fsynced (on the loop, fsyncs were a quarter of the judge's wall time, issue 35).
     The write is the same call as on the loop, so it stays atomic and create-if-absent; the caller goes on only

@@ -122,6 +122,10 @@ class BaselinesConfig(BaseModel):
         return v
 
 
+def _default_counsellors() -> list[str | CounsellorBinding]:
+    return ["counsellor"]
+
+
 class SimulationConfig(BaseModel):
     """Settings of the multi-session simulator."""
 
@@ -160,7 +164,7 @@ class SimulationConfig(BaseModel):
     min_gap_hours: float = Field(6, ge=0, description="Shortest gap before a follow-up session")
     max_gap_hours: float = Field(336, gt=0, description="Longest gap before a follow-up session (14 days)")
     counsellors: list[str | CounsellorBinding] = Field(
-        default_factory=lambda: ["counsellor"],
+        default_factory=_default_counsellors,
         description="Counsellors under test: role names ('counsellor', 'counsellor:NAME') or engine+model bindings",
     )
     max_commit_retries: int = Field(3, ge=0, le=10, description="Re-commits allowed after a rejected move")

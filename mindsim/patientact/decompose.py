@@ -88,7 +88,7 @@ def _types_of() -> dict[str, str]:
 def profile_pieces(profile: Profile, formulation: PsychFormulation | None) -> list[Piece]:
     """Every piece of the profile that the static layer does not carry, in a fixed order."""
     types = _types_of()
-    f = profile.formulation
+    f = profile.written().formulation
     out: list[tuple[str, str]] = []
     out += [("formulation.presenting.impact", x) for x in f.presenting.impact]
     out += [("formulation.perpetuating", f"{p.label.replace('_', ' ')}: {p.situation}") for p in f.perpetuating]
@@ -111,7 +111,8 @@ def max_pieces(patientact: bool = False) -> int:
     from mindsimkit.profilegen.formulation import draft_model as formulation_draft
 
     def most(model: type[BaseModel], name: str) -> int:
-        return next(m.max_length for m in model.model_fields[name].metadata if getattr(m, "max_length", None))
+        longest: int = next(m.max_length for m in model.model_fields[name].metadata if getattr(m, "max_length", None))
+        return longest
 
     fd = formulation_draft(patientact=patientact)
     before = ("impact", "psychological", "social") if patientact else ("predisposing",)
@@ -122,7 +123,7 @@ def max_pieces(patientact: bool = False) -> int:
 
 
 def static_layer(profile: Profile, formulation: PsychFormulation | None) -> StaticLayer:
-    p, d, f = profile.persona, profile.demographics, profile.formulation
+    p, d, _, f = profile.written()
     demographics = (f"{p.age}, {d.gender}; {p.occupation.replace('_', ' ')} ({d.employment.replace('_', ' ')}); "
                     f"{d.relationship.replace('_', ' ')}, {d.living_situation.replace('_', ' ')}")
     tp = formulation.therapist_pattern if formulation is not None else None
@@ -183,7 +184,12 @@ class DraftItem(_Row):
         # JSON-schema grammar cannot enforce uniqueness). Fewer than MIN_TAGS distinct ones are topped up from
         # the piece's own words when the item is made (`make_item`, counted on the item).
         seen: set[str] = set()
-        tags = [t for t in tags if not (t.lower() in seen or seen.add(t.lower()))]
+        distinct = []
+        for t in tags:
+            if t.lower() not in seen:
+                seen.add(t.lower())
+                distinct.append(t)
+        tags = distinct
         generic = sorted({t for t in tags if t.lower() in set(item_types().generic_tags)})
         if generic:
             raise ValueError(f"tags {generic} fit any client; use topics specific to this one (their people, places, events)")
@@ -302,7 +308,7 @@ def decompose_messages(profile: Profile, psych: PsychSeed, pieces: list[Piece],
         DECOMPOSE_TEMPLATE,
         formulation=formulation,
         writer_brief=profile.writer_brief,
-        persona=profile.persona.persona,
+        persona=profile.written().persona.persona,
         levels=[(f"{lv:.1f}", rules.levels[f"{lv:.1f}"]) for lv in rules.scale],
         pieces=[(i + 1, p.type, f"{types.types[p.type].anchor:.1f}", p.content) for i, p in enumerate(pieces)],
         types=types.types, shifts=types.shifts(rules.level_step),
@@ -381,7 +387,7 @@ class DecompositionStore:
     rerun meets the same inner material."""
 
     def __init__(self, out_dir: str | Path):
-        self.dir = CheckpointDir(RunLayout(out_dir).sessions.decompositions)
+        self.dir = CheckpointDir(RunLayout(Path(out_dir)).sessions.decompositions)
 
     def load(self, key: str) -> Decomposition | None:
         if not self.dir.has(key):
