@@ -105,9 +105,9 @@ def _change_from_first(b: Sessions, name: str, draws: int, seed: int) -> dict[st
     def arc(i: int) -> tuple[str, str, int]:  # a later session pairs with the first session of its own trial
         return str(b.patient[i]), str(b.patient_engine[i]), int(tr[i])
 
-    first = {arc(i): b.mhqr[i] for i in np.flatnonzero(mine & (b.session_index == 0))}
+    first = {arc(i): b.mhqr[i] for i in np.flatnonzero(mine & (b.session_index == 0)).tolist()}
     later = [(f"{b.patient[i]}|{b.patient_engine[i]}", b.mhqr[i] - first[arc(i)])
-             for i in np.flatnonzero(mine & (b.session_index > 0)) if arc(i) in first]
+             for i in np.flatnonzero(mine & (b.session_index > 0)).tolist() if arc(i) in first]
     if not later:
         return None
     pats = np.array([p for p, _ in later], dtype=object).astype(str)

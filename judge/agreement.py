@@ -14,7 +14,7 @@ from collections import defaultdict
 from dataclasses import dataclass, field
 from itertools import combinations
 from pathlib import Path
-from typing import Any, Iterable, Optional
+from typing import Any, Iterable, Mapping, Optional
 
 import numpy as np
 from pydantic import BaseModel, ConfigDict, Field, ValidationError
@@ -150,7 +150,7 @@ def read_annotations(paths: Iterable[Path], vocab: Vocabulary, key: dict[str, di
     """Annotation lines, flat or as filled-in excerpt lines; every excerpt an annotator rated must be
     rated on all its turns (one unit = one excerpt x one annotator)."""
     out: list[Annotation] = []
-    seen: dict[tuple, str] = {}
+    seen: dict[tuple[Any, ...], str] = {}
     for path in paths:
         if not Path(path).is_file():
             raise InputError(f"annotations file {path} not found")
@@ -274,10 +274,11 @@ def read_judgments(path: Path, vocab: Vocabulary) -> dict[str, JudgeView]:
     for i, r in enumerate(rows):
         where = f"{file} row {i}"
         missing = [c for c in ("session_id", "reply_index", "judge", "status") if getattr(r, c) is None]
-        if missing:
+        judge, session_id, reply_index = r.judge, r.session_id, r.reply_index
+        if missing or judge is None or session_id is None or reply_index is None:
             raise InputError(f"{where}: missing {', '.join(missing)}")
-        v = views.setdefault(r.judge, JudgeView(r.judge, str(r.judge_model or r.model or "")))
-        reply = (r.session_id, r.reply_index)
+        v = views.setdefault(judge, JudgeView(judge, str(r.judge_model or r.model or "")))
+        reply = (session_id, reply_index)
         ok = r.status == "ok"
         v.level[reply] = vocab.level(r.severity, where) if ok else -1
         v.issues[reply] = frozenset(vocab.issue(x.issue, where) for x in (r.issues or [])) if ok else frozenset()
@@ -297,7 +298,11 @@ def check_coverage(annotations: list[Annotation], judges: dict[str, JudgeView]) 
 # -- statistics -------------------------------------------------------------------------------------
 
 
-def _by_reply(annotations: list[Annotation]) -> dict[tuple[str, int], dict[str, Annotation]]:
+# Reply → annotator → that annotator's annotation of the reply.
+ByReply = dict[tuple[str, int], dict[str, Annotation]]
+
+
+def _by_reply(annotations: list[Annotation]) -> ByReply:
     out: dict[tuple[str, int], dict[str, Annotation]] = defaultdict(dict)
     for a in annotations:
         out[a.reply][a.annotator] = a
@@ -313,7 +318,7 @@ def _unit_summary(levels: list[int], how: str) -> int:
     return max(levels) if how == "max" else stats.mode_level(levels)
 
 
-def _conversation_w(pairs_by_session: dict[str, tuple[list[int], list[int]]]) -> dict[str, Optional[float]]:
+def _conversation_w(pairs_by_session: Mapping[Any, tuple[list[int], list[int]]]) -> dict[str, Optional[float]]:
     """Two-rater Kendall's W of the maximum and of the mode severity per session (Table 7, 'Conv. W')."""
     out: dict[str, Optional[float]] = {}
     for how in ("max", "mode"):
@@ -323,10 +328,13 @@ def _conversation_w(pairs_by_session: dict[str, tuple[list[int], list[int]]]) ->
     return out
 
 
-def inter_annotator(by_reply, annotators: list[str], vocab: Vocabulary) -> dict[str, Any]:
+def inter_annotator(by_reply: ByReply, annotators: list[str], vocab: Vocabulary) -> dict[str, Any]:
     """Table 2 (severity) and Table 9 (issues) among annotators."""
     n_levels = len(vocab.levels)
-    pairs, dist, conv, issue_pairs = [], defaultdict(int), [], defaultdict(list)
+    pairs: list[dict[str, Any]] = []
+    dist: dict[int, int] = defaultdict(int)
+    conv: list[dict[str, Optional[float]]] = []
+    issue_pairs: dict[str, list[tuple[float, Optional[float]]]] = defaultdict(list)
     for a, b in combinations(annotators, 2):
         shared = sorted(r for r, d in by_reply.items() if a in d and b in d)
         if not shared:
@@ -365,7 +373,7 @@ def inter_annotator(by_reply, annotators: list[str], vocab: Vocabulary) -> dict[
         "kendall_w_turn": turn_w,
         "conversation_w": {h: _mean(c[h] for c in conv) for h in ("max", "mode")},
     }
-    issues = {}
+    issues: dict[str, dict[str, Any]] = {}
     for issue, cat in vocab.issues.items():
         counts = [[sum(issue in by_reply[r][a].issues for a in annotators),
                    sum(issue not in by_reply[r][a].issues for a in annotators)] for r in complete]
@@ -383,9 +391,9 @@ def inter_annotator(by_reply, annotators: list[str], vocab: Vocabulary) -> dict[
                             "fleiss_kappa": _mean(v["fleiss_kappa"] for v in issues.values())}}
 
 
-def pooled(by_reply) -> dict[tuple[str, int], tuple[int, frozenset[str]]]:
+def pooled(by_reply: ByReply) -> dict[tuple[str, int], tuple[int, frozenset[str]]]:
     """Per reply: upper-median severity and the issues at least half of its annotators flag."""
-    out = {}
+    out: dict[tuple[str, int], tuple[int, frozenset[str]]] = {}
     for r, d in by_reply.items():
         votes: dict[str, int] = defaultdict(int)
         for a in d.values():
@@ -396,7 +404,7 @@ def pooled(by_reply) -> dict[tuple[str, int], tuple[int, frozenset[str]]]:
     return out
 
 
-def judge_severity(j: JudgeView, annotations: list[Annotation], by_reply, vocab: Vocabulary) -> dict[str, Any]:
+def judge_severity(j: JudgeView, annotations: list[Annotation], by_reply: ByReply, vocab: Vocabulary) -> dict[str, Any]:
     """Table 7 for one judge: every annotation is one comparison."""
     n_levels = len(vocab.levels)
     gold = [a.level for a in annotations]
@@ -424,7 +432,7 @@ def judge_severity(j: JudgeView, annotations: list[Annotation], by_reply, vocab:
     return out
 
 
-def judge_issues(j: JudgeView, annotations: list[Annotation], by_reply, vocab: Vocabulary) -> dict[str, Any]:
+def judge_issues(j: JudgeView, annotations: list[Annotation], by_reply: ByReply, vocab: Vocabulary) -> dict[str, Any]:
     """Table 10 for one judge: every (annotation, issue) is one binary decision."""
     ok = [a for a in annotations if j.level[a.reply] >= 0]
     per = {}

@@ -26,18 +26,22 @@ def _distances(domain: np.ndarray, n_v: np.ndarray, level: Level) -> np.ndarray:
     """δ² between every two values of the (ordered) domain; ordinal distances use the marginal counts."""
     a, b = domain[:, None], domain[None, :]
     if level == "nominal":
-        return (a != b).astype(float)
+        nominal: np.ndarray = (a != b).astype(float)
+        return nominal
     if level == "interval":
-        return (a - b) ** 2
+        interval: np.ndarray = (a - b) ** 2
+        return interval
     if level == "ratio":
         s = a + b
-        return np.divide(a - b, s, out=np.zeros(np.broadcast(a, b).shape), where=s != 0) ** 2
+        ratio: np.ndarray = np.divide(a - b, s, out=np.zeros(np.broadcast(a, b).shape), where=s != 0) ** 2
+        return ratio
     # ordinal: the mass between two ranks, their own half-masses excluded, squared
     cum = np.concatenate([[0.0], np.cumsum(n_v)])
     i = np.arange(len(domain))
     lo, hi = np.minimum(i[:, None], i[None, :]), np.maximum(i[:, None], i[None, :])
     between = cum[hi + 1] - cum[lo]
-    return (between - (n_v[lo] + n_v[hi]) / 2) ** 2
+    ordinal: np.ndarray = (between - (n_v[lo] + n_v[hi]) / 2) ** 2
+    return ordinal
 
 
 def alpha(data: Sequence[Sequence[Optional[float]]] | np.ndarray, level: Level = "ordinal",

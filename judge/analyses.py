@@ -153,14 +153,14 @@ def shares_by_session(c: Columns, rubric: Rubric) -> dict[str, Any]:
     row_k2, ses_k2 = twice(row_k), twice(ses_k)
     mats = (twice(by_issue), twice(by_cat), twice(s.mhqr)[:, None], twice(s.by_category))
 
-    def tally(row_code: np.ndarray, ses_code: np.ndarray, groups: int) -> tuple:
+    def tally(row_code: np.ndarray, ses_code: np.ndarray, groups: int) -> tuple[np.ndarray, ...]:
         n, si = _grouped(row_code, groups, mats[0])
         _, sc = _grouped(row_code, groups, mats[1])
         ns, mh = _grouped(ses_code, groups, mats[2])
         _, alloc = _grouped(ses_code, groups, mats[3])
         return n, si, sc, ns, mh[:, 0], alloc
 
-    def group(st: tuple, g: int) -> dict[str, Any]:
+    def group(st: tuple[np.ndarray, ...], g: int) -> dict[str, Any]:
         n, si, sc, ns, mh, alloc = st
         return {"replies": int(n[g]), "sessions": int(ns[g]),
                 "issue_share": {i: float(si[g, j] / n[g]) for j, i in enumerate(issues)} if n[g] else {},

@@ -5,9 +5,12 @@ from __future__ import annotations
 
 from enum import Enum
 from pathlib import Path
-from typing import Any, Optional
+from typing import TYPE_CHECKING, Any, Optional, Sequence
 
 import typer
+
+if TYPE_CHECKING:
+    from mindsimkit.judge.rubrics import Rubric
 
 app = typer.Typer(help="MHQR: judge counsellor replies, sample excerpts for clinicians, measure agreement.",
                   no_args_is_help=True)
@@ -145,7 +148,7 @@ def run_cmd(
         typer.echo(f"  {label}: {path}")
 
 
-def _comparisons(compare: list[str]) -> Optional[dict[str, list[str]]]:
+def _comparisons(compare: Sequence[str]) -> Optional[dict[str, list[str]]]:
     """`--compare NAME=SYSTEM,SYSTEM` options as named sets (None: the default sets)."""
     from mindsimkit.mindcore.errors import ConfigError
 
@@ -162,13 +165,13 @@ def _comparisons(compare: list[str]) -> Optional[dict[str, list[str]]]:
     return out
 
 
-def _run_scales(spec, run_dir: Optional[Path], runs: list[Path], sessions: Optional[Path], recipe: Optional[Path],
+def _run_scales(spec: Rubric, run_dir: Optional[Path], runs: list[Path], sessions: Optional[Path], recipe: Optional[Path],
                 judge: Optional[list[str]], baseline: Optional[str], human: Optional[Path], out: Optional[Path],
-                max_tokens: Optional[int], compare: list[str] = ()) -> None:
+                max_tokens: Optional[int], compare: Sequence[str] = ()) -> None:
     """A scales rubric (PatientAct's, MindEval v1's, a user file): the run folders and/or sessions file, one
     judge role, the per-system report."""
     from mindsimkit.mindcore.engine import Engines
-    from mindsimkit.mindcore.errors import ConfigError
+    from mindsimkit.mindcore.errors import ConfigError, InputError
     from mindsimkit.mindcore.preflight import preflight
     from mindsimkit.mindcore.recipe import load_recipe
     from mindsimkit.judge.config import default_engines_config
@@ -196,7 +199,12 @@ def _run_scales(spec, run_dir: Optional[Path], runs: list[Path], sessions: Optio
         if unknown:  # external ratings may cover more than this run; said, not refused
             typer.echo(f"warning: {len(unknown)} rated items are not among the sessions judged here (first: "
                        f"{unknown[0]!r}); they count for agreement among the raters, not against the judge", err=True)
-    target = out or (folders[0] if folders else sessions.parent)
+    if out is not None or folders:
+        target = out or folders[0]
+    elif sessions is not None:
+        target = sessions.parent
+    else:  # load_items refused this already
+        raise InputError("no sessions given; name run folders (RUN_DIR, --run DIR) or --sessions FILE")
     check_out_folder(target)
     recipe_path = resolve_recipe(folders[0], recipe) if folders else recipe
     r = load_recipe(recipe_path) if recipe_path is not None else None

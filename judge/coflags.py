@@ -56,7 +56,7 @@ def coflag_groups(c: Columns, rubric: Rubric) -> dict[str, Any]:
     out: dict[str, Any] = {}
     for name, m in _units(c):
         n, weight = int(m.sum()), float(c.weight[m].sum())
-        groups = []
+        groups: list[dict[str, Any]] = []
         for g in np.unique(code[m & (code > 0)]):
             sel = m & (code == g)
             groups.append({"categories": [k for j, k in enumerate(cats) if g >> j & 1],
@@ -65,7 +65,7 @@ def coflag_groups(c: Columns, rubric: Rubric) -> dict[str, Any]:
         groups.sort(key=lambda e: (-e["replies"], e["categories"]))
         flagged = by_issue[m]
         counts = flagged.sum(axis=0)
-        pairs = []
+        pairs: list[dict[str, Any]] = []
         for a, b in combinations(range(len(issues)), 2):
             both = int((flagged[:, a] & flagged[:, b]).sum())
             if both:

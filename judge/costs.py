@@ -64,7 +64,8 @@ def cost_row(role: str, usage: dict[str, Any], prices: dict[str, Price]) -> dict
     if price is None:
         return {**row, "list_cost": None, "cost": None, "list_cost_per_query": None, "cost_per_query": None}
     list_cost = (prompt * price.input + completion * price.output) / PER
-    cost = ((prompt - cached) * price.input + cached * price.cached_input + completion * price.output) / PER
+    cached_price = price.input if price.cached_input is None else price.cached_input
+    cost = ((prompt - cached) * price.input + cached * cached_price + completion * price.output) / PER
     return {**row, "list_cost": list_cost, "cost": cost,
             "list_cost_per_query": list_cost / calls if calls else None,
             "cost_per_query": cost / calls if calls else None}

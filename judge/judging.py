@@ -101,7 +101,8 @@ class Judge:
 
     @property
     def model(self) -> str:
-        return self.client.model
+        model: str = self.client.model
+        return model
 
     def messages(self, reply: Reply) -> list[dict[str, str]]:
         user = render(USER_TEMPLATE, counsellor_system_prompt=reply.session.counsellor_system_prompt,

@@ -42,7 +42,7 @@ from mindsimkit.judge import rubrics as registry
 from mindsimkit.judge import scales
 from mindsimkit.judge.alpha import alpha as _alpha
 from mindsimkit.judge.inputs import load_sessions
-from mindsimkit.judge.rubrics import Closing, Item, Rubric, strict_point
+from mindsimkit.judge.rubrics import Closing, Item, Point, Rubric, strict_point
 
 CONVERSATION_TEMPLATE = "judge/patientact_conversation.jinja2"
 PROFILE_TEMPLATE = "judge/patientact_profile.jinja2"
@@ -85,9 +85,12 @@ class Rubrics:
 def rubrics() -> Rubrics:
     """PatientAct's two rubric files (judge/data/rubrics/patientact_session.yaml, patientact_profile.yaml)."""
     conv, prof = registry.load(SESSION_RUBRIC), registry.load(PROFILE_RUBRIC)
+    diversity = prof.judge_spec.closing
+    if diversity is None:
+        raise ConfigError(f"rubric {prof.id} ({prof.path}): judge.closing (the diversity question) is missing")
     return Rubrics(source=conv.source, version=conv.version,
-                   conversation=RubricPart(conv, conv.judge.instructions, conv.items, conv.judge.notes),
-                   profile=RubricPart(prof, prof.judge.instructions, prof.items), diversity=prof.judge.closing)
+                   conversation=RubricPart(conv, conv.judge_spec.instructions, conv.items, conv.judge_spec.notes),
+                   profile=RubricPart(prof, prof.judge_spec.instructions, prof.items), diversity=diversity)
 
 
 def answer_model(part: str, attachments: Sequence[str] = (), themes: Sequence[str] = ()) -> type[BaseModel]:
@@ -321,26 +324,27 @@ def load_human(path: Path, rubric: Rubric | Sequence[str] | None = None) -> list
             grouped.setdefault((r.unit, r.rater), {})[r.item] = r.value
         return [HumanRating(item_id=u, rater=w, scores=sc) for (u, w), sc in grouped.items()]
     dims = rubric.ids
-    out, seen = [], set()
+    out: list[HumanRating] = []
+    seen: set[tuple[str, str]] = set()
     for line, obj in read_jsonl(path):
         try:
-            r = HumanRating.model_validate(obj)
+            rating = HumanRating.model_validate(obj)
         except ValidationError as exc:
             problem = format_validation_error(exc, f"{path}:{line}", limit=1, top="(line)", plain=True)
             raise InputError(f"{problem} (each line: item_id, rater, scores {{dimension: "
-                             f"{rubric.scale.describe()}}}; or the long format: item, unit, rater, value)") from exc
-        for d, v in r.scores.items():
+                             f"{rubric.rating_scale.describe()}}}; or the long format: item, unit, rater, value)") from exc
+        for d, v in rating.scores.items():
             if d not in dims:
                 raise InputError(f"{path}:{line}: scores.{d}: not a dimension of rubric {rubric.id}; dimensions are "
                                  f"{', '.join(dims)}")
             try:
-                rubric.scale.check(v)
+                rubric.rating_scale.check(v)
             except ValueError as exc:
                 raise InputError(f"{path}:{line}: scores.{d}: {exc}") from None
-        if (r.item_id, r.rater) in seen:
-            raise InputError(f"{path}:{line}: rater {r.rater!r} rates item {r.item_id!r} twice")
-        seen.add((r.item_id, r.rater))
-        out.append(r)
+        if (rating.item_id, rating.rater) in seen:
+            raise InputError(f"{path}:{line}: rater {rating.rater!r} rates item {rating.item_id!r} twice")
+        seen.add((rating.item_id, rating.rater))
+        out.append(rating)
     if not out:
         raise InputError(f"{path}: no human ratings in the file")
     return out
@@ -357,11 +361,14 @@ def mean_human(ratings: Iterable[HumanRating]) -> dict[str, dict[str, float]]:
     acc: dict[str, dict[str, list[int]]] = {}
     for r in ratings:
         for d, v in r.scores.items():
+            if isinstance(v, str):
+                raise InputError(f"human ratings: item {r.item_id}, {d}: {v!r} is a label; a mean needs an integer "
+                                 "scale")
             acc.setdefault(r.item_id, {}).setdefault(d, []).append(v)
     return {i: {d: mean(v) for d, v in ds.items()} for i, ds in acc.items()}
 
 
-def rating_matrix(ratings: Iterable[HumanRating], dim: str) -> list[list[int | None]]:
+def rating_matrix(ratings: Iterable[HumanRating], dim: str) -> list[list[Point | None]]:
     """Raters × items for one dimension (None = not rated), the shape Krippendorff's α takes."""
     ratings = [r for r in ratings if dim in r.scores]
     raters = sorted({r.rater for r in ratings})
@@ -546,9 +553,8 @@ def comparison_sets(systems: Iterable[str]) -> dict[str, list[str]]:
         by_counsellor.setdefault(counsellor, []).append(s)
     out: dict[str, list[str]] = {}
     for counsellor, names in sorted(by_counsellor.items()):
-        engine = lambda s: s.partition("/")[0]  # noqa: E731
-        full = [s for s in names if engine(s) == "patientact"]
-        arms = [s for s in names if engine(s).startswith(("patientact-no_", "patientact:no_"))]
+        full = [s for s in names if s.partition("/")[0] == "patientact"]
+        arms = [s for s in names if s.partition("/")[0].startswith(("patientact-no_", "patientact:no_"))]
         others = [s for s in names if s not in full and s not in arms]
         suffix = f"/{counsellor}" if counsellor else ""
         for name, members in (("simulators", full + others), ("ablation", full + arms)):

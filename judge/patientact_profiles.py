@@ -122,17 +122,18 @@ def _alpha(rows: Sequence[ProfileHuman], dim: str) -> Any:
         return {"error": "one rater only: α needs at least two"}
     cell = {(r.rater, r.item_id): r.scores[dim] for r in rows if dim in r.scores}
     try:
-        return round(krippendorff_alpha([[cell.get((a, i)) for i in items] for a in raters]), 3)
+        value = krippendorff_alpha([[cell.get((a, i)) for i in items] for a in raters])
+        return None if value is None else round(value, 3)
     except (InputError, ValueError, ZeroDivisionError) as exc:
         return {"error": str(exc)}
 
 
-def accuracy(pairs: Iterable[tuple[str, str]]) -> dict[str, Any]:
+def accuracy(pairs: Iterable[tuple[str, str | None]]) -> dict[str, Any]:
     p = list(pairs)
     return {"n": len(p), "accuracy": round(sum(a == b for a, b in p) / len(p), 3) if p else None}
 
 
-def confusion(pairs: Iterable[tuple[str, str]]) -> dict[str, Any]:
+def confusion(pairs: Iterable[tuple[str, str | None]]) -> dict[str, Any]:
     """The paper's error analysis (§4.1, after Table 1): for each true class, what it was identified as
     (truth → predicted → count), and the off-diagonal confusions, most frequent first."""
     table: dict[str, dict[str, int]] = {}

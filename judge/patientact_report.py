@@ -9,6 +9,7 @@ ratings: Spearman's ρ judge vs mean human and Krippendorff's α among the rater
 
 from __future__ import annotations
 
+from functools import partial
 from pathlib import Path
 from typing import Any, Callable
 
@@ -47,10 +48,11 @@ def human_agreement(rows: list[Judgment], human: list[HumanRating], rubric: Rubr
     rubric = rubric or registry.load(SESSION_RUBRIC)
     raters = sorted({r.rater for r in human})
     judged = {r.item_id for r in rows}
-    alpha, subset = {}, {}
-    domain = [rubric.scale.position(p) for p in rubric.scale.points]
+    alpha: dict[str, float | dict[str, str | None]] = {}
+    subset: dict[str, dict[str, Any]] = {}
+    domain = [rubric.rating_scale.position(p) for p in rubric.rating_scale.points]
     for d in rubric.ids:
-        cells = [(r.item_id, r.rater, rubric.scale.position(r.scores[d])) for r in human if d in r.scores]
+        cells = [(r.item_id, r.rater, rubric.rating_scale.position(r.scores[d])) for r in human if d in r.scores]
         if not cells:
             continue
         a = agreement(cells, rubric.level, domain)
@@ -126,17 +128,17 @@ def build_report(rows: list[Judgment], baseline: str | None = None, human: list[
     for r in rows:
         counts[r.system] = counts.get(r.system, 0) + 1
     others = sorted(s for s in counts if s != baseline)
-    tests = ({s: _attempt(lambda s=s: mann_whitney(rows, baseline, s)) for s in others}
+    tests = ({s: _attempt(partial(mann_whitney, rows, baseline, s)) for s in others}
              if baseline in counts else {})
     scores = judge_scores(rows)
     sets = dict(comparisons) if comparisons is not None else comparison_sets(counts)
     first = next(iter(sets.values()), None)
-    return json_safe({
+    report: dict[str, Any] = json_safe({
         "provenance": base_provenance(),
         "rubric": {"id": rubric.id, "name": rubric.name, "version": rubric.version, "source": rubric.source,
-                   "dimensions": rubric.ids, "scale": rubric.scale.describe(), "level": rubric.level},
+                   "dimensions": rubric.ids, "scale": rubric.rating_scale.describe(), "level": rubric.level},
         "judge": next((r.judge for r in rows), {}),
-        "prompt": next((r.prompt for r in rows if r.prompt), {rubric.judge.template: None}),
+        "prompt": next((r.prompt for r in rows if r.prompt), {rubric.judge_spec.template: None}),
         "judged": len(rows), "sessions_by_system": counts, "failed": failures(rows),
         "failed_rows": [{"item_id": r.item_id, "system": r.system, "error_kind": r.error_kind, "error": r.error}
                         for r in rows if not r.ok],
@@ -151,6 +153,7 @@ def build_report(rows: list[Judgment], baseline: str | None = None, human: list[
         "mann_whitney_baseline_greater": tests,
         "human": {**human_agreement(rows, human, rubric), **_human_block(rows, human, sets)} if human else None,
     })
+    return report
 
 
 def _marked(value: Any, dim: str, system: str, marks: dict[str, Any]) -> str:
@@ -340,7 +343,7 @@ def output_folder(out: str | Path, rubric: Rubric) -> PatientActJudgeFolder:
     """`OUT/patientact_judge/` for PatientAct's rubric (the run layout's stage folder); `OUT/rubric_judge/<id>/`,
     the same files, for any other scales rubric."""
     if rubric.id == SESSION_RUBRIC:
-        return RunLayout(out).patientact_judge
+        return RunLayout(Path(out)).patientact_judge
     return PatientActJudgeFolder(Path(out) / "rubric_judge" / rubric.id)
 
 
@@ -386,6 +389,6 @@ def write_patientact(out: str | Path, rows: list[Judgment], items: list[Conversa
     failed = [r for r in rows if not r.ok]
     if rubric.id == SESSION_RUBRIC:  # the run manifest knows this stage; other rubrics' folders are extra outputs
         record_stage(out, "patientact_judge", [folder.judgments, folder.report_json, folder.report_md],
-                     reads=[RunLayout(out).sessions.parquet], counts={"judged": len(rows), "failed": len(failed)})
+                     reads=[RunLayout(Path(out)).sessions.parquet], counts={"judged": len(rows), "failed": len(failed)})
     return PatientActRunSummary(judged=len(rows), ok=len(rows) - len(failed), failed=len(failed), means=report["means"],
                                 outputs={p.name: p for p in (folder.judgments, folder.report_json, folder.report_md)})

@@ -12,7 +12,7 @@ from __future__ import annotations
 
 from functools import lru_cache
 from importlib import resources
-from typing import Any, Literal
+from typing import Any, Callable, Literal
 
 import numpy as np
 import yaml
@@ -114,19 +114,25 @@ def flags_answer_model(rubric: Rubric, preset: Preset) -> type[BaseModel]:
 def _flags_model(keys: tuple[str, ...], severities: tuple[str, ...]) -> type[BaseModel]:
     none = severities[0]
 
-    def check(self):
+    def check(self: Any) -> Any:  # an instance of the class built below: its fields exist only at run time
         if (self.severity == none) != (not any(getattr(self, k) for k in keys)):
             raise ValueError(f"severity '{none}' is required when every issue is 0 and forbidden when one is 1")
         return self
 
-    flags = {k: (Literal[0, 1], Field(description=f"1 if the reply shows {k}, else 0")) for k in keys}
+    # Built from the rubric at run time, so these are values for pydantic, not types mypy can follow.
+    flag: Any = Literal[0, 1]
+    severity: Any = Literal[severities]
+    flags: dict[str, Any] = {k: (flag, Field(description=f"1 if the reply shows {k}, else 0")) for k in keys}
+    # pydantic's stub wants callables here; it takes (and documents) the decorated validator.
+    validators: dict[str, Callable[..., Any]] = {
+        "_no_concern_iff_no_issue": model_validator(mode="after")(check)}  # type: ignore[dict-item]
     return create_model(
         "MHQRFlagsJudgment",
         __config__=ConfigDict(extra="forbid"),
-        __validators__={"_no_concern_iff_no_issue": model_validator(mode="after")(check)},
+        __validators__=validators,
         justification=(str, Field(min_length=3, max_length=JUSTIFICATION_MAX,
                                   description="Why, in one or two sentences, before the verdict")),
-        severity=(Literal[severities], Field(description="One severity for the whole reply")),
+        severity=(severity, Field(description="One severity for the whole reply")),
         **flags,
     )
 
@@ -135,9 +141,10 @@ def flags_outcome(answer: BaseModel, rubric: Rubric, preset: Preset) -> dict[str
     """A flags answer as the judge's stored outcome, in our ids: each flagged issue carries the justification as its
     reason and no quote (the format asks for none, so nothing is dropped)."""
     by_name = {(s.name if preset.severity_labels else s.id): s.id for s in rubric.severities}
-    issues = [{"issue": i.id, "category": i.category, "reason": answer.justification, "quote": None}
-              for i in rubric.issues if getattr(answer, preset.key(i.id))]
-    return {"severity": by_name[answer.severity], "issues": issues, "dropped_quotes": 0}
+    values = dict(answer)  # the fields of a class built per rubric (`_flags_model`)
+    issues = [{"issue": i.id, "category": i.category, "reason": values["justification"], "quote": None}
+              for i in rubric.issues if values[preset.key(i.id)]]
+    return {"severity": by_name[values["severity"]], "issues": issues, "dropped_quotes": 0}
 
 
 def nearest_rank(values: np.ndarray, pct: float) -> float:

@@ -116,7 +116,9 @@ def _csv_records(path: Path) -> Iterable[tuple[int, dict[str, Any], bool]]:
     last = text.count("\n") + (not text.endswith("\n")) if text.strip() else 0
     cut_short = bool(text) and not text.endswith(("\n", "\r")) and text.rstrip("\r\n").endswith(",")
     # strict: a quoted cell the file ends inside is an error, not a value cut short.
-    reader = csv.DictReader(io.StringIO(text, newline=""), restval=_SHORT, strict=True)
+    # restval is stored as given: an object no cell can equal tells a short row from an empty cell, which typeshed's
+    # `str | None` cannot express.
+    reader = csv.DictReader(io.StringIO(text, newline=""), restval=_SHORT, strict=True)  # type: ignore[call-overload]
     try:
         head = reader.fieldnames or []
         twice = sorted({c for c in head if head.count(c) > 1})
@@ -161,7 +163,7 @@ def cell_value(text: Optional[str], rubric: Rubric) -> Any:
     own type: a plainly written integer becomes int on an integer scale; nothing else does."""
     if text is None:
         return None
-    if rubric.scale.numeric and _INT.match(text):
+    if rubric.rating_scale.numeric and _INT.match(text):
         # More digits than any scale has points is not a number worth converting (Python refuses past 4,300).
         return int(text) if len(text) <= 12 else text
     return text
@@ -174,7 +176,7 @@ def counted_out(raw: Any, rubric: Rubric, tally: Ratings) -> bool:
         tally.missing += 1
         return True
     point = strict_point(raw)
-    if point is not None and point in rubric.scale.not_applicable:
+    if point is not None and point in rubric.rating_scale.not_applicable:
         tally.not_applicable += 1
         return True
     return False
@@ -216,7 +218,7 @@ def read_ratings(paths: Sequence[Path], rubric: Rubric) -> Ratings:
             if counted_out(raw, rubric, out):
                 continue
             try:
-                value = rubric.scale.check(raw)
+                value = rubric.rating_scale.check(raw)
                 row = RatingRow.model_validate({**rec, "value": value})
             except ValueError as exc:
                 msg = exc.errors()[0]["msg"] if isinstance(exc, ValidationError) else str(exc)
@@ -242,10 +244,10 @@ def write_rows(rows: Iterable[RatingRow]) -> list[dict[str, Any]]:
 def item_agreement(rows: Sequence[RatingRow], rubric: Rubric) -> dict[str, Agreement]:
     """Per rubric item: Krippendorff's α at the rubric's level of measurement on every pairable value, and on
     the units every rater of the file rated (the all-rater subset some paper tables report)."""
-    domain = [rubric.scale.position(p) for p in rubric.scale.points]
+    domain = [rubric.rating_scale.position(p) for p in rubric.rating_scale.points]
     out = {}
     for item in rubric.ids:
-        cells = [(r.unit, r.rater, rubric.scale.position(r.value)) for r in rows if r.item == item]
+        cells = [(r.unit, r.rater, rubric.rating_scale.position(r.value)) for r in rows if r.item == item]
         if cells:
             out[item] = agreement(cells, rubric.level, domain)
     return out
@@ -260,7 +262,7 @@ def alpha_report(ratings: Ratings, rubric: Rubric) -> dict[str, Any]:
     rows = ratings.rows
     per = item_agreement(rows, rubric)
     return {
-        "rubric": {"id": rubric.id, "version": rubric.version, "level": rubric.level, "scale": rubric.scale.describe()},
+        "rubric": {"id": rubric.id, "version": rubric.version, "level": rubric.level, "scale": rubric.rating_scale.describe()},
         "sources": ratings.sources, "ratings": len(rows), "raters": raters_of(rows),
         "units": len({r.unit for r in rows}), "missing": ratings.missing, "not_applicable": ratings.not_applicable,
         "definitions": {
@@ -274,7 +276,9 @@ def alpha_report(ratings: Ratings, rubric: Rubric) -> dict[str, Any]:
 
 
 def alpha_md(rep: dict[str, Any]) -> str:
-    f = lambda x: "—" if x is None else f"{x:.3f}"  # noqa: E731
+    def f(x: float | None) -> str:
+        return "—" if x is None else f"{x:.3f}"
+
     lines = [f"# Agreement on rubric {rep['rubric']['id']} (v{rep['rubric']['version']})", "",
              f"{rep['ratings']} ratings by {len(rep['raters'])} raters on {rep['units']} units; "
              f"{rep['missing']} missing and {rep['not_applicable']} not-applicable values left out.", "",

@@ -8,7 +8,7 @@ from __future__ import annotations
 from functools import lru_cache
 from importlib import resources
 from pathlib import Path
-from typing import Literal
+from typing import Any, Callable, Literal
 
 import yaml
 from pydantic import BaseModel, ConfigDict, Field, ValidationError, create_model, model_validator
@@ -150,30 +150,41 @@ def answer_model(rubric: Rubric, max_issues: int | None = None) -> type[BaseMode
 @lru_cache(maxsize=None)
 def _answer_model(issue_ids: tuple[str, ...], severity_ids: tuple[str, ...], max_issues: int) -> type[BaseModel]:
     none_id = severity_ids[0]
+    # Built from the rubric at run time, so these are values for pydantic, not types mypy can follow.
+    issue: Any = Literal[issue_ids]
+    severity: Any = Literal[severity_ids]
 
     finding = create_model(
         "Finding",
         __config__=ConfigDict(extra="forbid"),
-        issue=(Literal[issue_ids], Field(description="Id of the clinical issue")),
+        issue=(issue, Field(description="Id of the clinical issue")),
         reason=(str, Field(min_length=3, max_length=REASON_MAX, description="Why, in one short sentence")),
         quote=(str | None, Field(None, max_length=QUOTE_MAX,
                                  description="Exact words copied from the reply; null for an omission")),
     )
 
-    def check(self):
+    def check(self: Any) -> Any:  # an instance of the class built below: its fields exist only at run time
         # An issue listed twice adds nothing: keep its first listing (a small model repeats itself; this
         # is normalisation, not a relaxed rubric — the severity rule below still holds).
         seen: set[str] = set()
-        self.issues = [f for f in self.issues if not (f.issue in seen or seen.add(f.issue))]
+        kept = []
+        for f in self.issues:
+            if f.issue not in seen:
+                seen.add(f.issue)
+                kept.append(f)
+        self.issues = kept
         if (self.severity == none_id) != (not self.issues):
             raise ValueError(f"severity '{none_id}' is required when no issue is listed and forbidden when one is")
         return self
 
+    # pydantic's stub wants callables here; it takes (and documents) the decorated validator.
+    validators: dict[str, Callable[..., Any]] = {
+        "_no_concern_iff_no_issue": model_validator(mode="after")(check)}  # type: ignore[dict-item]
     return create_model(
         "MHQRJudgment",
         __config__=ConfigDict(extra="forbid"),
-        __validators__={"_no_concern_iff_no_issue": model_validator(mode="after")(check)},
+        __validators__=validators,
         issues=(list[finding], Field(max_length=max_issues, description="Every clinical issue present"
                                      + ("" if max_issues == len(issue_ids) else f", the {max_issues} most serious at most"))),
-        severity=(Literal[severity_ids], Field(description="One severity for the whole reply")),
+        severity=(severity, Field(description="One severity for the whole reply")),
     )

@@ -74,7 +74,7 @@ class Scale(_Strict):
             raise ValueError("scale: give min and max (an integer range) or labels (ordered), not both")
         if ranged and (self.min is None or self.max is None or self.max <= self.min):
             raise ValueError("scale: min and max are both needed, with max above min")
-        if ranged and self.max - self.min > 100:
+        if self.min is not None and self.max is not None and self.max - self.min > 100:
             raise ValueError("scale: at most 101 integer points")
         if self.labels is not None and (len(self.labels) < 2 or len(set(self.labels)) != len(self.labels)):
             raise ValueError("scale: labels must be two or more distinct names")
@@ -94,14 +94,28 @@ class Scale(_Strict):
 
     @property
     def points(self) -> tuple[Point, ...]:
-        return self.labels if self.labels is not None else tuple(range(self.min, self.max + 1))
+        if self.labels is not None:
+            return self.labels
+        low, high = self._range()
+        return tuple(range(low, high + 1))
+
+    def _range(self) -> tuple[int, int]:
+        # The validator lets a scale be either ranged or labelled, so an unlabelled one has both ends.
+        if self.min is None or self.max is None:
+            raise ValueError("scale: an integer scale needs min and max")
+        return self.min, self.max
+
+    def _labels(self) -> tuple[str, ...]:
+        if self.labels is None:
+            raise ValueError(f"scale {self.describe()}: an integer scale has no labels")
+        return self.labels
 
     @property
     def numeric(self) -> bool:
         return self.labels is None
 
     def describe(self) -> str:
-        return f"{self.min}-{self.max}" if self.numeric else " < ".join(self.labels)
+        return " < ".join(self.labels) if self.labels is not None else f"{self.min}-{self.max}"
 
     def check(self, value: Any) -> Point:
         """The value as a point of this scale, or ValueError saying what the scale accepts."""
@@ -116,7 +130,7 @@ class Scale(_Strict):
 
     def position(self, value: Point) -> float:
         """The number agreement works on: the integer itself, or a label's rank (1 = lowest)."""
-        return float(value) if self.numeric else float(self.labels.index(value) + 1)
+        return float(value) if self.numeric else float(self._labels().index(value) + 1)
 
 
 def point_type(scale: Scale) -> Any:
@@ -211,9 +225,25 @@ class Rubric(_Strict):
     def ids(self) -> list[str]:
         return [i.id for i in self.items]
 
+    @property
+    def rating_scale(self) -> Scale:
+        """The scale of a `scales` rubric (its validator makes sure there is one)."""
+        if self.scale is None:
+            raise ConfigError(f"rubric {self.id}: a {self.kind} rubric has no scale to rate on")
+        return self.scale
+
+    @property
+    def judge_spec(self) -> JudgeSpec:
+        """The judge section; a rubric for human ratings only has none."""
+        if self.judge is None:
+            raise ConfigError(f"rubric {self.id} ({self.path}) has no judge: section (no prompt template); it is for "
+                              "human ratings only. Add judge: {template: judge/scales.jinja2} to judge with it")
+        return self.judge
+
     def anchors(self, item: Item) -> dict[Point, str]:
         """Every point's anchor for `item`: its own, else the scale's."""
-        return {p: item.anchors.get(p, self.scale.anchors.get(p, "")) for p in self.scale.points}
+        scale = self.rating_scale
+        return {p: item.anchors.get(p, scale.anchors.get(p, "")) for p in scale.points}
 
     def item(self, item_id: str) -> Item:
         for i in self.items:

@@ -42,6 +42,8 @@ def preset_summary(cols: Columns, rubric: Any, spec: Any) -> dict[str, Any]:
     if len(cols) == 0:
         return {}
     s = session_table(cols, rubric)
+    if s.worst is None:  # session_table always fills it; the field is optional for tables built elsewhere
+        raise ValueError("the session table has no worst reply weight per session")
     return session_summary(s.mhqr, s.worst, s.counsellor, rubric, spec)
 
 
@@ -118,11 +120,13 @@ def earlier_run(folder: Any, judges: list[Judge], inputs: list[SessionInput]) ->
     """The earlier run's `Earlier` (empty when there is none, or its files cannot be read: then its judgments
     are simply made again)."""
     report = _read_json(folder.report_json)
-    usage = report.get("usage") if isinstance(report.get("usage"), dict) else usage_from_costs(report.get("costs"))
+    stored = report.get("usage")
+    usage: dict[str, dict[str, Any]] = stored if isinstance(stored, dict) else usage_from_costs(report.get("costs"))
     names = {j.name for j in judges}
     version = judges[0].rubric_version if judges else None
     sessions = {s.session_id for s in inputs}
-    said = report.get("judges") if isinstance(report.get("judges"), dict) else {}
+    recorded = report.get("judges")
+    said: dict[str, Any] = recorded if isinstance(recorded, dict) else {}
     others = {n: {k: m.get(k) for k in ("model", "engine", "rubric_version", "role")} for n, m in said.items()
               if n not in names and isinstance(m, dict) and m.get("rubric_version") == version}
     rows: list[JudgmentRow] = []
@@ -177,7 +181,7 @@ def write_judging(run_dir: str | Path, rows: list[JudgmentRow], judges: list[Jud
     """Write judged rows into `RUN_DIR/judgments/` (the table, report.json, report.md, plots) and record the stage.
     `judges`: the judges the rows came from (their names, models and rubric); `from_run`: the sessions are the run
     folder's own (else a file given by hand, which the manifest does not tie the judgments to)."""
-    folder = RunLayout(run_dir).judgments
+    folder = RunLayout(Path(run_dir)).judgments
     out = folder.path
     # What an earlier run left here: a second judge adds to the first one's rows, and a rerun's spend adds to what
     # the earlier runs spent (judged from a sessions file given by hand, nothing of the folder's is kept).
@@ -189,7 +193,7 @@ def write_judging(run_dir: str | Path, rows: list[JudgmentRow], judges: list[Jud
     files = write_report(out, report, judges[0].rubric, config.plots)
     failed = [r for r in rows if r.status == "failed"]
     record_stage(run_dir, "judge", [folder.parquet, *files.values()],
-                 reads=[RunLayout(run_dir).sessions.parquet] if from_run else [],
+                 reads=[RunLayout(Path(run_dir)).sessions.parquet] if from_run else [],
                  counts={"judgments": len(rows), "failed": len(failed)})
     summary = JudgeRunSummary(
         sessions=len(inputs), judgments=len(rows), ok=len(rows) - len(failed), failed=len(failed),

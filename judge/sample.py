@@ -30,7 +30,7 @@ from mindsimkit.mindcore.exchange import spoken
 from mindsimkit.mindcore.systems import report_label, several
 from mindsimkit.judge.agreement import load_vocabulary
 from mindsimkit.judge.rubric import severity_id
-from mindsimkit.judge.units import (UNITS, WINDOW_TURNS, Choices, Excerpt, ExcerptAnnotation, KeyEntry, RatedTurn,
+from mindsimkit.judge.units import (UNITS, WINDOW_TURNS, Choices, Excerpt, ExcerptAnnotation, KeyEntry, RatedTurn, Unit,
                          TurnAnnotation)
 from mindsimkit.mindcore.errors import InputError
 from mindsimkit.mindcore.io import atomic_write_json, atomic_write_jsonl
@@ -208,10 +208,11 @@ def sample_excerpts(run_dir: Path, n: Optional[int], out: Path, *, seed: int = 0
     def stratum(sid: str, first: int, k: int) -> str:
         return _stratum([strata.get((sid, i), "unjudged") for i in range(first, first + k)], vocab.levels)
 
-    candidates: dict[str, list[Reply]] = {}
-    chosen: list[tuple[str, Reply]] = []
+    candidates: dict[Unit, list[Reply]] = {}
+    chosen: list[tuple[Unit, Reply]] = []
     used: set[str] = set()
-    for kind in [u for u in ("conversation", "window", "reply") if u in plan]:
+    kinds: tuple[Unit, ...] = ("conversation", "window", "reply")
+    for kind in [u for u in kinds if u in plan]:
         if kind == "conversation":
             pool = [Reply(sid, 0, unit_of[sid], stratum(sid, 0, c), c) for sid, c in counts.items() if c]
         elif kind == "window":

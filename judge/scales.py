@@ -26,9 +26,9 @@ def judgeable(rubric: Rubric, unit: str | None = None) -> Rubric:
     if rubric.judge is None:
         raise ConfigError(f"rubric {rubric.id} ({rubric.path}) has no judge: section (no prompt template); it is for "
                           "human ratings only. Add judge: {template: judge/scales.jinja2} to judge with it")
-    if not rubric.scale.numeric:
+    if not rubric.rating_scale.numeric:
         raise ConfigError(f"rubric {rubric.id}: the judge scores integer scales; a label scale "
-                          f"({rubric.scale.describe()}) is rated by people (annotation page, long ratings format)")
+                          f"({rubric.rating_scale.describe()}) is rated by people (annotation page, long ratings format)")
     if unit is not None and rubric.unit != unit:
         raise ConfigError(f"rubric {rubric.id} rates one {rubric.unit}; this judge rates one {unit} at a time")
     if unit == "conversation":
@@ -53,15 +53,15 @@ def answer_model(rubric: Rubric, options: Mapping[str, Sequence[str]] | None = N
     return _MODELS[key]
 
 
-_MODELS: dict[tuple[str, tuple], type[BaseModel]] = {}
+_MODELS: dict[tuple[str, tuple[tuple[str, str, tuple[str, ...]], ...]], type[BaseModel]] = {}
 
 
 def _answer_model(rubric: Rubric, picks: tuple[tuple[str, str, tuple[str, ...]], ...]) -> type[BaseModel]:
     spec: dict[str, Any] = {}
     for it in rubric.items:
-        spec[f"{it.id}_reason"] = (str, Field(max_length=rubric.judge.reason_max,
+        spec[f"{it.id}_reason"] = (str, Field(max_length=rubric.judge_spec.reason_max,
                                               description=f"One or two sentences on: {it.question}"))
-        spec[it.id] = (point_type(rubric.scale), Field(description=f"{it.name}, {rubric.scale.describe()}"))
+        spec[it.id] = (point_type(rubric.rating_scale), Field(description=f"{it.name}, {rubric.rating_scale.describe()}"))
     for pid, name, opts in picks:
         spec[pid] = (Literal[opts], Field(description=name))
     return create_model(f"{rubric.id.title().replace('_', '')}Judgment", __config__=ConfigDict(extra="forbid"), **spec)
@@ -74,10 +74,10 @@ def dimensions(rubric: Rubric) -> list[dict[str, Any]]:
 
 def _beside_source(rubric: Rubric) -> str | None:
     """The text of a judge template beside the rubric file (None: a shipped template under prompts/)."""
-    path = rubric.beside(rubric.judge.template, "judge.template")
+    path = rubric.beside(rubric.judge_spec.template, "judge.template")
     if path is None:
         try:
-            source = template_source(rubric.judge.template)
+            source = template_source(rubric.judge_spec.template)
         except ConfigError as exc:
             raise ConfigError(f"rubric {rubric.path}: judge.{exc}") from None
     else:
@@ -86,7 +86,7 @@ def _beside_source(rubric: Rubric) -> str | None:
                               "rubric file)")
         source = read_text_file(path, f"rubric {rubric.path}: judge.template")
     if not source.strip():
-        raise ConfigError(f"rubric {rubric.path}: judge.template {rubric.judge.template} is empty; every unit would "
+        raise ConfigError(f"rubric {rubric.path}: judge.template {rubric.judge_spec.template} is empty; every unit would "
                           "be judged on an empty prompt. Give it the text of the judge's prompt")
     if path is None:
         return None
@@ -99,7 +99,7 @@ def _checked(rubric: Rubric, source: str, where: str) -> str:
     try:
         check_source(sandboxed(), source, where)
     except jinja2.TemplateSyntaxError as exc:
-        raise ConfigError(f"rubric {rubric.path}: judge.template {rubric.judge.template}: "
+        raise ConfigError(f"rubric {rubric.path}: judge.template {rubric.judge_spec.template}: "
                           f"{render_problem(exc)}") from None
     return source
 
@@ -107,8 +107,10 @@ def _checked(rubric: Rubric, source: str, where: str) -> str:
 def _beside_env(rubric: Rubric) -> jinja2.Environment:
     """Jinja for a template beside the rubric: `{% include %}` / `{% import %}` reach files in the rubric's own
     folder only (the same rule as the template itself), never anything else on the machine."""
-    def load(name: str) -> str:
+    def load(name: str) -> str | None:
         path = rubric.beside(name if name.startswith(("./", "/")) else f"./{name}", f"judge.template include {name!r}")
+        if path is None:  # a rubric not read from a file has no folder to include from: jinja says not found
+            return None
         return _checked(rubric, read_text_file(path, f"rubric {rubric.path}: include"),
                         f"rubric {rubric.path}: judge.template include {path}")
 
@@ -118,17 +120,17 @@ def _beside_env(rubric: Rubric) -> jinja2.Environment:
 def prompt(rubric: Rubric, **variables: Any) -> str:
     """The rubric's judge prompt with the rubric's own parts filled in (instructions, dimensions, notes as
     `red_flags`, the scale) plus the caller's (`transcript`, profile fields, …)."""
-    parts = {"instructions": rubric.judge.instructions, "dimensions": dimensions(rubric),
-             "red_flags": list(rubric.judge.notes), "scale": rubric.scale.describe(), **variables}
+    parts = {"instructions": rubric.judge_spec.instructions, "dimensions": dimensions(rubric),
+             "red_flags": list(rubric.judge_spec.notes), "scale": rubric.rating_scale.describe(), **variables}
     source = _beside_source(rubric)
     if source is None:
-        return render(rubric.judge.template, **parts)
+        return render(rubric.judge_spec.template, **parts)
     try:
         return render_bounded(_beside_env(rubric).from_string(source), parts).strip()
     except ConfigError:
         raise
     except Exception as exc:  # noqa: BLE001 - anything raised while rendering is the template's problem
-        raise ConfigError(f"rubric {rubric.path}: judge.template {rubric.judge.template}: "
+        raise ConfigError(f"rubric {rubric.path}: judge.template {rubric.judge_spec.template}: "
                           f"{render_problem(exc)}") from None
 
 
@@ -138,5 +140,5 @@ def prompt_hashes(rubric: Rubric) -> dict[str, str]:
 
     source = _beside_source(rubric)
     if source is None:
-        return {rubric.judge.template: template_hash(rubric.judge.template)}
-    return {rubric.judge.template: hashlib.sha256(source.encode("utf-8")).hexdigest()[:16]}
+        return {rubric.judge_spec.template: template_hash(rubric.judge_spec.template)}
+    return {rubric.judge_spec.template: hashlib.sha256(source.encode("utf-8")).hexdigest()[:16]}

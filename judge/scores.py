@@ -27,7 +27,7 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 from functools import lru_cache
-from typing import Any, Iterable
+from typing import Any, Callable, Iterable
 
 import numpy as np
 
@@ -110,7 +110,7 @@ def columns_from_rows(rows: Iterable[Any], by_engine: bool | None = None) -> Col
     def get(r: Any, k: str) -> Any:
         return r[k] if isinstance(r, dict) else getattr(r, k)
 
-    cols: dict[str, list] = {k: [] for k in ("counsellor", "patient", "session_index", "reply_index", "weight",
+    cols: dict[str, list[Any]] = {k: [] for k in ("counsellor", "patient", "session_index", "reply_index", "weight",
                                              "severity", "patient_engine", "speaks_as_patient", "trial")}
     issue_row: list[int] = []
     issue: list[str] = []
@@ -186,6 +186,10 @@ def cluster_bootstrap(values: np.ndarray, clusters: np.ndarray, draws: int, seed
     return float(values.mean()), float(lo), float(hi)
 
 
+# The sessions a mask selects, as the tuples two masks are matched on (patient, engine, …).
+SessionKey = Callable[[np.ndarray], list[tuple[Any, ...]]]
+
+
 @dataclass
 class Sessions:
     """One entry per judged (counsellor, patient engine, patient, session): MHQR, reply count,
@@ -220,7 +224,7 @@ def session_table(c: Columns, rubric: Rubric) -> Sessions:
     sums = np.bincount(code, weights=c.weight, minlength=len(uniq))
     worst = np.zeros(len(uniq))
     np.maximum.at(worst, code, c.weight)
-    alloc = np.zeros((len(uniq), len(cats)))
+    alloc: np.ndarray = np.zeros((len(uniq), len(cats)))
     if len(c.issue):
         per_row = np.bincount(c.issue_row, minlength=len(c)).astype(np.float64)
         share = c.weight[c.issue_row] / per_row[c.issue_row]
@@ -291,7 +295,8 @@ def by_turn(c: Columns) -> dict[str, Any]:
             "counsellors": {str(n): table(c.counsellor == n) for n in np.unique(c.counsellor)}}
 
 
-def _pairs(s: Sessions, a_mask: np.ndarray, b_mask: np.ndarray, key_a, key_b) -> tuple[np.ndarray, np.ndarray]:
+def _pairs(s: Sessions, a_mask: np.ndarray, b_mask: np.ndarray, key_a: SessionKey,
+           key_b: SessionKey) -> tuple[np.ndarray, np.ndarray]:
     """Differences a − b over sessions matched by key, with the patient of each pair."""
     a = {k: v for k, v in zip(key_a(a_mask), s.mhqr[a_mask])}
     b = {k: v for k, v in zip(key_b(b_mask), s.mhqr[b_mask])}

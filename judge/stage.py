@@ -7,20 +7,24 @@ transcripts and does not import it. Found through the `mindsim.stages` entry poi
 
 from __future__ import annotations
 
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from mindsimkit.mindcore.budget import PromptSize, RoleSchema, messages_tokens, register_prompt_estimate, register_role_schema
 from mindsimkit.mindcore.stages import Stage, register_stage, role_use, sample
 
+if TYPE_CHECKING:
+    from mindsimkit.judge.config import JudgeConfig
+    from mindsimkit.judge.judging import Judge
 
-def judge_config(recipe: Any) -> Any:
+
+def judge_config(recipe: Any) -> JudgeConfig:
     """The recipe's judge section, or the defaults (`mindsim judge run` without a recipe)."""
     from mindsimkit.judge.config import JudgeConfig
 
     return JudgeConfig.model_validate(getattr(recipe, "judge", None) or {})
 
 
-def _judge(recipe: Any) -> Any:
+def _judge(recipe: Any) -> Judge:
     from mindsimkit.judge.judging import Judge
     from mindsimkit.judge.rubric import load_rubric
 

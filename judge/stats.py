@@ -15,7 +15,7 @@ from __future__ import annotations
 import math
 from collections import defaultdict
 from dataclasses import dataclass
-from typing import Any, Sequence
+from typing import Any, Callable, Sequence
 
 import numpy as np
 from scipy.stats import rankdata
@@ -44,7 +44,7 @@ def kendall_w(ratings: Sequence[Sequence[float]]) -> float:
     denom = m**2 * (n**3 - n) - m * ties
     if denom <= 0:
         return math.nan
-    return 12.0 * s / denom
+    return 12.0 * s / float(denom)
 
 
 def fleiss_kappa(counts: Sequence[Sequence[int]]) -> float:
@@ -186,7 +186,7 @@ class Units:
 
 
 def build_units(annotations: Sequence[Any], counsellor_of: dict[str, str], weights: Sequence[float]) -> Units:
-    replies: dict[tuple[str, str], list] = defaultdict(list)
+    replies: dict[tuple[str, str], list[tuple[str, int]]] = defaultdict(list)
     per_unit: dict[tuple[str, str], list[float]] = defaultdict(list)
     session_of: dict[tuple[str, str], str] = {}
     for a in annotations:
@@ -209,7 +209,8 @@ def judge_unit_scores(j: Any, units: Units, weights: Sequence[float]) -> dict[tu
     return out
 
 
-def counsellor_scores(unit_scores: dict[tuple[str, str], float], units: Units, keep=lambda u: True) -> dict[str, float]:
+def counsellor_scores(unit_scores: dict[tuple[str, str], float], units: Units,
+                      keep: Callable[[tuple[str, str]], bool] = lambda u: True) -> dict[str, float]:
     by: dict[str, list[float]] = defaultdict(list)
     for u, s in unit_scores.items():
         if keep(u):
@@ -222,7 +223,7 @@ def _same_ranking(a: dict[str, float], b: dict[str, float]) -> bool:
     return sorted(b) == names and ranks(a, names) == ranks(b, names)
 
 
-def bootstrap(units: Units, judges: dict[str, dict], draws: int, seed: int) -> dict[str, Any]:
+def bootstrap(units: Units, judges: dict[str, dict[tuple[str, str], float]], draws: int, seed: int) -> dict[str, Any]:
     """Resample excerpts (the units' first key; sessions when annotated without a sample) with replacement
     within each counsellor; per draw compare rankings.
 
@@ -232,7 +233,7 @@ def bootstrap(units: Units, judges: dict[str, dict], draws: int, seed: int) -> d
     names = sorted(set(units.counsellor.values()))
     full = counsellor_scores(units.score, units)
     scorers = {"annotators": units.score, **judges}
-    per_counsellor = {}
+    per_counsellor: dict[str, dict[str, np.ndarray]] = {}
     for c in names:
         sessions = sorted({u[0] for u, cc in units.counsellor.items() if cc == c})
         sums = {k: np.zeros(len(sessions)) for k in scorers}
@@ -251,7 +252,7 @@ def bootstrap(units: Units, judges: dict[str, dict], draws: int, seed: int) -> d
             per_counsellor[c][k] = np.where(n > 0, sums[k][idx].sum(axis=1) / np.maximum(n, 1), np.nan)
     def ranking(k: str, b: int) -> dict[str, float]:
         return {c: float(per_counsellor[c][k][b]) for c in names}
-    out = {"draws": draws, "seed": seed,
+    out: dict[str, Any] = {"draws": draws, "seed": seed,
            "annotators": float(np.mean([_same_ranking(ranking("annotators", b), full) for b in range(draws)]))}
     for k in judges:
         out[k] = float(np.mean([_same_ranking(ranking(k, b), ranking("annotators", b)) for b in range(draws)]))

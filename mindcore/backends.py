@@ -25,7 +25,7 @@ import time
 import urllib.parse
 from collections import OrderedDict
 from dataclasses import dataclass, field
-from typing import Any, Protocol
+from typing import Any, AsyncIterator, Protocol
 
 import httpcore
 
@@ -144,7 +144,7 @@ class _PrefixGate:
         self._locks: dict[str, list[Any]] = {}  # key -> [lock, requests holding or waiting for it]
 
     @contextlib.asynccontextmanager
-    async def hold(self, key: str | None):
+    async def hold(self, key: str | None) -> AsyncIterator[None]:
         if key is None:
             yield
             return
@@ -257,7 +257,7 @@ class OpenAIBackend:
 
     def describe(self) -> dict[str, Any]:
         # Never include the key itself: only the name of the variable that holds it (and URLs as shown).
-        out = {
+        out: dict[str, Any] = {
             "engine": self.name,
             "kind": self.kind,
             "base_url": shown_url(self.base_url),
@@ -645,7 +645,7 @@ def _timeout_text(exc: BaseException, request: ChatRequest, backend: "OpenAIBack
 
 
 def _backoff(attempt: int) -> float:
-    return min(8.0, 0.5 * 2 ** (attempt - 1)) * (0.75 + random.random() / 2)
+    return min(8.0, 0.5 * 2.0 ** (attempt - 1)) * (0.75 + random.random() / 2)
 
 
 def _retry_after(headers: Any) -> float | None:

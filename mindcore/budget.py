@@ -117,7 +117,8 @@ class _Walker:
         node: Any = self.root
         for part in ref[2:].split("/"):
             node = node[part.replace("~1", "/").replace("~0", "~")]
-        return node
+        target: dict[str, Any] = node  # pydantic's $refs name entries of $defs, each a schema object
+        return target
 
     def fail(self, path: str, why: str) -> _Unbounded:
         self.unbounded.append(f"{path or '(root)'}: {why}")

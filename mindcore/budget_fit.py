@@ -23,7 +23,7 @@ PatientAct's steps through `mindsim/patientact/budgets.py`), `validation/stage.p
 from __future__ import annotations
 
 from dataclasses import dataclass, field
-from typing import Any
+from typing import Any, Callable, Mapping
 
 from mindsimkit.mindcore.budget import StageBudget, TokenCounter, WorstCase, registered, worst_case_tokens
 from mindsimkit.mindcore.config import EnginesConfig, RoleSpec, role_chain
@@ -35,7 +35,7 @@ from mindsimkit.mindcore.stages import RUN_STAGES, expand_stages  # noqa: F401 -
 ASSUMED_UNBOUNDED_REPLY = 512
 
 
-def section_budget(section: str, key: str, default: int | None):
+def section_budget(section: str, key: str, default: int | None) -> Callable[[Any], StageBudget]:
     """A stage setting that overrides the role's `max_tokens` for one call (`RoleSchema.budget`)."""
     def budget(recipe: Any) -> StageBudget:
         values = getattr(recipe, section, None) or {}
@@ -114,7 +114,7 @@ def _raise_role(config: EnginesConfig, role: str, tokens: int) -> None:
 
 
 def fit_budgets(recipe: Any, config: EnginesConfig, stages: set[str],
-                counters: dict[str, TokenCounter] | None = None) -> BudgetReport:
+                counters: Mapping[str, TokenCounter] | None = None) -> BudgetReport:
     """Check every structured output `stages` will ask for. Raises ConfigError listing each budget
     below its worst case; raises unset budgets in place (`config.roles`, `section_overrides`).
     `counters` maps engine name → that engine's tokenizer; engines without one use the byte bound."""
@@ -141,6 +141,7 @@ def fit_budgets(recipe: Any, config: EnginesConfig, stages: set[str],
             worst[key] = (wc, override)
     for (role, _), (wc, override) in worst.items():
         assert wc.tokens is not None
+        budget: int | None
         if override is not None and override.value is not None:
             budget, setting, explicit = override.value, override.setting, override.explicit
         else:  # no stage setting, or one set to null: the call uses the role's own max_tokens
@@ -160,8 +161,8 @@ def fit_budgets(recipe: Any, config: EnginesConfig, stages: set[str],
         else:
             line.action, line.budget = "raised", wc.tokens
             if override is not None:
-                section, key = override.setting.split(".", 1)
-                report.section_overrides.setdefault(section, {})[key] = wc.tokens
+                section, field = override.setting.split(".", 1)
+                report.section_overrides.setdefault(section, {})[field] = wc.tokens
             else:
                 _raise_role(config, role, wc.tokens)
             report.notes.append(

@@ -10,7 +10,7 @@ import hashlib
 import json
 import re
 import time
-from typing import Any, TypeVar
+from typing import Any, Callable, TypeVar
 
 from pydantic import BaseModel, ValidationError
 
@@ -30,6 +30,7 @@ from mindsimkit.mindcore.types import (
 )
 
 M = TypeVar("M", bound=BaseModel)
+V = TypeVar("V")  # what a re-asked reply parses into
 
 # Seed step between repeated trials of one arc (`RoleClient.for_trial`): larger than any re-ask count.
 TRIAL_SEED_STRIDE = 1000
@@ -148,7 +149,9 @@ class RoleClient:
         )
         return obj, totals
 
-    async def _ask_json(self, kind, messages, schema, name, parse, max_attempts, sampling):
+    async def _ask_json(self, kind: str, messages: list[dict[str, Any]], schema: dict[str, Any], name: str,
+                        parse: Callable[[str], V], max_attempts: int | None,
+                        sampling: dict[str, Any]) -> tuple[V, RawReply]:
         def feedback(raw: RawReply, error: str) -> list[dict[str, Any]]:
             return [
                 {"role": "assistant", "content": raw.content or ""},
@@ -161,7 +164,9 @@ class RoleClient:
             dict(sampling, response_schema=schema, schema_name=name),
         )
 
-    async def _with_reasks(self, kind, what, messages, parse, feedback, max_attempts, request_kw):
+    async def _with_reasks(self, kind: str, what: str, messages: list[dict[str, Any]], parse: Callable[[RawReply], V],
+                           feedback: Callable[[RawReply, str], list[dict[str, Any]]], max_attempts: int | None,
+                           request_kw: dict[str, Any]) -> tuple[V, RawReply]:
         """The one bounded re-ask loop: send, parse, and on a parse error append `feedback` to the
         original messages and ask again. Usage sums every attempt; the ledger gets one record."""
         attempts = max_attempts or self.spec.max_attempts

@@ -418,10 +418,15 @@ def known_context(engine: Any) -> tuple[int, str] | None:
     return None
 
 
+def _default_engines() -> dict[str, EngineSpec]:
+    """A recipe without an `engines:` section runs everything on the embedded engine."""
+    return {"local": EmbeddedEngine()}
+
+
 class EnginesConfig(_Strict):
     """The `engines:` and `roles:` sections. Role `default` fills any role not named."""
 
-    engines: dict[str, EngineSpec] = Field(default_factory=lambda: {"local": EmbeddedEngine()})
+    engines: dict[str, EngineSpec] = Field(default_factory=_default_engines)
     roles: dict[str, RoleSpec] = Field(default_factory=lambda: {"default": RoleSpec(engine="local")})
 
     @model_validator(mode="after")

@@ -34,12 +34,12 @@ plain_tracebacks()
 STATISTICS = ("input_tokens", "output_tokens", "cached_tokens", "reasoning_tokens", "attempts", "latency_s", "errors")
 
 
-def _import_model(path: str):
+def _import_model(path: str) -> Any:
     module, _, name = path.partition(":")
     return getattr(importlib.import_module(module), name)
 
 
-class MindcoreLLM(AsyncLLM):
+class MindcoreLLM(AsyncLLM):  # type: ignore[misc]  # distilabel ships no type information
     """`wire`: from `Engines.wire_spec(role)`. `output_model`: optional "package.module:Model" — when
     set, every generation is that model's JSON (validated, re-asked on error) or None if it failed.
     `output_model` may also name a function that builds the model, called once in the worker with
@@ -105,7 +105,8 @@ class MindcoreLLM(AsyncLLM):
 
     @property
     def model_name(self) -> str:
-        return self.wire["model"]
+        model: str = self.wire["model"]
+        return model
 
     async def agenerate(  # type: ignore[override]
         self,

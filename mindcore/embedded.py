@@ -128,7 +128,8 @@ def served_model_path(spec: EmbeddedEngine) -> Path:
 def free_port() -> int:
     with socket.socket() as s:
         s.bind(("127.0.0.1", 0))
-        return s.getsockname()[1]
+        port: int = s.getsockname()[1]
+        return port
 
 
 def _cpu_jiffies() -> tuple[int, int] | None:
@@ -235,7 +236,7 @@ class EmbeddedServer:
     def __enter__(self) -> "EmbeddedServer":
         return self.start()
 
-    def __exit__(self, *exc) -> None:
+    def __exit__(self, *exc: object) -> None:
         self.stop()
 
 
@@ -257,11 +258,21 @@ class EmbeddedLease:
 
 
 _LOCK = threading.Lock()
-_LIVE: dict[tuple, list] = {}  # key -> [EmbeddedServer, engine sets using it]
+# What makes two embedded engines one server: the model file, slots, context per slot and threads.
+ServerKey = tuple[str, int, int, int | None]
+
+
+@dataclass
+class _Shared:
+    server: EmbeddedServer
+    users: int = 0  # engine sets using it
+
+
+_LIVE: dict[ServerKey, _Shared] = {}
 _STATS = {"started": 0, "peak_live": 0}
 
 
-def _key(spec: EmbeddedEngine, path: Path) -> tuple:
+def _key(spec: EmbeddedEngine, path: Path) -> ServerKey:
     return (str(path), spec.parallel, spec.ctx_per_slot, spec.threads)
 
 
@@ -317,15 +328,15 @@ def embedded_server(spec: EmbeddedEngine) -> Iterator[EmbeddedLease]:
         entry = _LIVE.get(key)
         if entry is None:
             server = EmbeddedServer(spec).start()
-            entry = _LIVE[key] = [server, 0]
+            entry = _LIVE[key] = _Shared(server)
             _STATS["started"] += 1
             _STATS["peak_live"] = max(_STATS["peak_live"], len(_LIVE))
-        entry[1] += 1
+        entry.users += 1
     try:
-        yield EmbeddedLease(entry[0].base_url, entry[0].model_name)
+        yield EmbeddedLease(entry.server.base_url, entry.server.model_name)
     finally:
         with _LOCK:
-            entry[1] -= 1
-            if not entry[1]:
+            entry.users -= 1
+            if not entry.users:
                 del _LIVE[key]
-                entry[0].stop()
+                entry.server.stop()

@@ -116,7 +116,8 @@ def _hints(spec: Any) -> list[str]:
             "or set launch: true in the engine entry to let mindsim start it (needs `pip install 'mindsimkit[vllm]'`)",
         ]
     if isinstance(spec, OpenAIEngine):
-        hints = [f"check that {shown_url(spec.base_url)} is reachable and serves model '{spec.model}'"]
+        where = ", ".join(shown_url(u) for u in ([spec.base_url] if spec.base_url else spec.base_urls or []))
+        hints = [f"check that {where} is reachable and serves model '{spec.model}'"]
         if spec.api_key_env and not os.environ.get(spec.api_key_env):
             hints.insert(0, f"environment variable {spec.api_key_env} is not set: export your API key in it")
         return hints
@@ -190,7 +191,7 @@ def has_options(spec: RoleSpec) -> bool:
     return any(v != REQUEST_OPTION_DEFAULTS[k] for k, v in dumped.items())
 
 
-def _probe_spec(name: str, budget: int, roles: dict[str, RoleSpec]) -> RoleSpec:
+def _probe_spec(name: str, budget: int | None, roles: dict[str, RoleSpec]) -> RoleSpec:
     """The basic probe's settings: plain (temperature 0) when no role on the engine sets request options;
     otherwise those of a role that does, preferring one that does not reason — a hosted reasoning model
     refuses a plain probe's temperature, and a thinking one needs room for its thinking."""
@@ -268,7 +269,8 @@ async def aprobe_engine(engines: Engines, name: str, spec: Any, models: list[str
 def _sent(backend: Any, client: RoleClient, messages: list[dict[str, Any]], max_tokens: int) -> dict[str, Any]:
     req = client.build_request(messages, max_tokens=max_tokens)
     if hasattr(backend, "sent_fields"):
-        return backend.sent_fields(req)
+        fields: dict[str, Any] = backend.sent_fields(req)
+        return fields
     # In-process backends have no wire: report the request's own fields the same way.
     out = {k: getattr(req, k) for k in SAMPLING_FIELDS if getattr(req, k) is not None and k not in req.omit}
     out["max_tokens"] = req.max_tokens
@@ -384,7 +386,9 @@ def _describe_server(h: EngineHealth, name: str, spec: Any, backend: Any, models
 def probe_started(engines: Engines, name: str, spec: Any, models: list[str] | None = None,
                   structured: bool = True, roles: dict[str, RoleSpec] | None = None,
                   probe_roles: str = "options", tool_roles: list[str] | None = None) -> EngineHealth:
-    return engines.run(aprobe_engine(engines, name, spec, models, structured, roles, probe_roles, tool_roles))
+    health: EngineHealth = engines.run(aprobe_engine(engines, name, spec, models, structured, roles, probe_roles,
+                                                     tool_roles))
+    return health
 
 
 def models_per_engine(config: EnginesConfig) -> dict[str, list[str]]:

@@ -48,7 +48,7 @@ def scripted(*replies: "str | dict[str, Any]") -> Responder:
     """A responder that returns the given replies in order, then repeats the last one."""
     queue = list(replies)
 
-    def respond(_req: ChatRequest):
+    def respond(_req: ChatRequest) -> "str | dict[str, Any]":
         return queue.pop(0) if len(queue) > 1 else queue[0]
 
     return respond

@@ -24,7 +24,7 @@ import time
 from concurrent.futures import ThreadPoolExecutor
 from contextlib import contextmanager
 from pathlib import Path
-from typing import IO, Any, Callable, Iterable, Iterator
+from typing import IO, Any, Callable, Iterable, Iterator, TypeVar
 
 import pyarrow as pa
 import pyarrow.parquet as pq
@@ -48,7 +48,10 @@ def _writer_pool() -> ThreadPoolExecutor:
         return _writers[1]
 
 
-async def off_loop(write: Callable[..., Any], *args: Any) -> Any:
+T = TypeVar("T")
+
+
+async def off_loop(write: Callable[..., T], *args: Any) -> T:
     """`write(*args)` in a checkpoint writer thread, awaited: the event loop keeps serving other requests while
     the file is written and fsynced (on the loop, fsyncs were a quarter of the judge's wall time).
     The write is the same call as on the loop, so it stays atomic and create-if-absent; the caller goes on only
@@ -65,7 +68,7 @@ def _umask_mode() -> int:
 
 
 @contextmanager
-def _replacing(path: str | os.PathLike, private: bool = False) -> Iterator[str]:
+def _replacing(path: str | os.PathLike[str], private: bool = False) -> Iterator[str]:
     """A temp file's name next to `path`; when the block finishes the temp file is renamed over `path`
     in one step (with the usual permissions, or the owner's only when `private`: mkstemp makes it 0600 from
     the start), and when it fails the temp file is removed."""
@@ -84,7 +87,7 @@ def _replacing(path: str | os.PathLike, private: bool = False) -> Iterator[str]:
         raise
 
 
-def raise_if_disk_full(exc: BaseException, path: str | os.PathLike) -> None:
+def raise_if_disk_full(exc: BaseException, path: str | os.PathLike[str]) -> None:
     """A full disk (or quota) while writing `path` is one error line naming it, not an OSError traceback."""
     if isinstance(exc, OSError) and exc.errno in (errno.ENOSPC, errno.EDQUOT):
         from mindsimkit.mindcore.errors import DiskFull
@@ -93,7 +96,7 @@ def raise_if_disk_full(exc: BaseException, path: str | os.PathLike) -> None:
                        "another folder) and rerun the same command, finished work is kept") from None
 
 
-def _atomic(path: str | os.PathLike, write: Callable[[str], None]) -> Path:
+def _atomic(path: str | os.PathLike[str], write: Callable[[str], None]) -> Path:
     """Write through `write(tmp_path)` next to `path`, then rename over it in one step."""
     with _replacing(path) as tmp:
         write(tmp)
@@ -101,32 +104,33 @@ def _atomic(path: str | os.PathLike, write: Callable[[str], None]) -> Path:
 
 
 @contextmanager
-def atomic_writer(path: str | os.PathLike, mode: str = "wb", *, private: bool = False) -> Iterator[IO[Any]]:
+def atomic_writer(path: str | os.PathLike[str], mode: str = "wb", *, private: bool = False) -> Iterator[IO[Any]]:
     """A file object (`mode` "w" is UTF-8 text, "wb" bytes) whose content appears under `path` only when
     the block finishes (replace semantics), for outputs streamed in pieces too large to hold at once.
     `private`: readable by its owner only (0600) from before the first byte is written (keys, tokens)."""
-    with _replacing(path, private) as tmp, open(tmp, mode, **({"encoding": "utf-8"} if "b" not in mode else {})) as f:
+    encoding = None if "b" in mode else "utf-8"
+    with _replacing(path, private) as tmp, open(tmp, mode, encoding=encoding) as f:
         yield f
         f.flush()
         os.fsync(f.fileno())
 
 
-def atomic_write_bytes(path: str | os.PathLike, data: bytes, *, private: bool = False) -> Path:
+def atomic_write_bytes(path: str | os.PathLike[str], data: bytes, *, private: bool = False) -> Path:
     with atomic_writer(path, "wb", private=private) as f:
         f.write(data)
     return Path(path)
 
 
-def atomic_write_text(path: str | os.PathLike, text: str) -> Path:
+def atomic_write_text(path: str | os.PathLike[str], text: str) -> Path:
     """`text` as UTF-8, scrubbed of secrets (`mindcore.redact`) like everything the toolkit writes as text."""
     return atomic_write_bytes(path, scrub(text).encode("utf-8"))
 
 
-def atomic_write_json(path: str | os.PathLike, obj: Any, *, private: bool = False) -> Path:
+def atomic_write_json(path: str | os.PathLike[str], obj: Any, *, private: bool = False) -> Path:
     return atomic_write_bytes(path, _json_bytes(obj), private=private)
 
 
-def atomic_write_json_if_changed(path: str | os.PathLike, obj: Any, *, volatile: tuple[str, ...] = ("provenance",)) -> bool:
+def atomic_write_json_if_changed(path: str | os.PathLike[str], obj: Any, *, volatile: tuple[str, ...] = ("provenance",)) -> bool:
     """`atomic_write_json`, unless `path` already holds the same document apart from its top-level `volatile` keys
     (when it was made, by which checkout): a stage rerun that reaches the same result leaves the file, and so its
     digest in the run manifest and everything built on it, as it was. True when the file was written."""
@@ -144,7 +148,7 @@ def atomic_write_json_if_changed(path: str | os.PathLike, obj: Any, *, volatile:
     return True
 
 
-def atomic_write_jsonl(path: str | os.PathLike, rows: Iterable[Any]) -> Path:
+def atomic_write_jsonl(path: str | os.PathLike[str], rows: Iterable[Any]) -> Path:
     """One JSON document per line, each scrubbed of secrets as data before it is serialised."""
     return atomic_write_bytes(path, "".join(jsonl_line(r) for r in rows).encode("utf-8"))
 
@@ -155,12 +159,12 @@ def jsonl_line(row: Any) -> str:
     return json.dumps(_plain(row), ensure_ascii=False, default=str) + "\n"
 
 
-def atomic_write_parquet(path: str | os.PathLike, rows: list[dict[str, Any]] | pa.Table) -> Path:
+def atomic_write_parquet(path: str | os.PathLike[str], rows: list[dict[str, Any]] | pa.Table) -> Path:
     table = rows if isinstance(rows, pa.Table) else pa.Table.from_pylist(rows)
     return _atomic(path, lambda tmp: pq.write_table(table, tmp))
 
 
-def publish_bytes_once(path: str | os.PathLike, data: bytes) -> bool:
+def publish_bytes_once(path: str | os.PathLike[str], data: bytes) -> bool:
     """Create `path` holding `data` only if no file is there yet; True if this call created it.
 
     The bytes go to a temp file in the same folder first (fsynced), then `os.link(tmp, path)`
@@ -213,12 +217,12 @@ def _json_bytes(obj: Any) -> bytes:
     return (json.dumps(_plain(obj), indent=2, ensure_ascii=False, sort_keys=True) + "\n").encode("utf-8")
 
 
-def write_json_once(path: str | os.PathLike, obj: Any) -> bool:
+def write_json_once(path: str | os.PathLike[str], obj: Any) -> bool:
     """`publish_bytes_once` for one JSON document (same formatting as `atomic_write_json`)."""
     return publish_bytes_once(path, _json_bytes(obj))
 
 
-def read_json_file(path: str | os.PathLike, what: str) -> Any:
+def read_json_file(path: str | os.PathLike[str], what: str) -> Any:
     """A whole-file JSON document given to the toolkit (`what` says what it should be, for the error line): a
     missing file or one that is not a regular file or too large (`mindcore.inputs`), text that is not UTF-8 or not
     JSON, a repeated key and nesting past the bound are `InputError`s naming the file."""
@@ -237,7 +241,7 @@ def read_json_file(path: str | os.PathLike, what: str) -> Any:
         raise InputError(f"{path}: not JSON this reader accepts ({exc})") from None
 
 
-def read_jsonl(path: str | os.PathLike) -> Iterator[tuple[int, Any]]:
+def read_jsonl(path: str | os.PathLike[str]) -> Iterator[tuple[int, Any]]:
     """Yield (line number, parsed object); blank lines are skipped. A missing, binary or non-UTF-8 file, a line
     that is not JSON and an object with a repeated key are `InputError`s naming the file and line."""
     from mindsimkit.mindcore.errors import InputError
@@ -295,7 +299,7 @@ def _name_problem(value: Any) -> str | None:
     return None
 
 
-def confined_path(root: str | os.PathLike, name: Any, *, field: str, where: str, suffix: str = "") -> Path:
+def confined_path(root: str | os.PathLike[str], name: Any, *, field: str, where: str, suffix: str = "") -> Path:
     """`root / (name + suffix)` for a `name` read from an input file: checked by `file_name`, and the result
     checked to lie directly inside `root` (the one way such a name becomes a path, for every writer)."""
     path = Path(root) / f"{file_name(name, field, where)}{suffix}"
@@ -317,7 +321,7 @@ def json_safe(obj: Any) -> Any:
     return obj
 
 
-def read_parquet_rows(path: str | os.PathLike, what: str = "parquet file") -> list[dict[str, Any]]:
+def read_parquet_rows(path: str | os.PathLike[str], what: str = "parquet file") -> list[dict[str, Any]]:
     """All rows of a parquet file; a file that is not parquet is an `InputError` naming it."""
     import pyarrow as pa
     import pyarrow.parquet as pq
@@ -325,7 +329,8 @@ def read_parquet_rows(path: str | os.PathLike, what: str = "parquet file") -> li
     from mindsimkit.mindcore.errors import InputError
 
     try:
-        return pq.read_table(path).to_pylist()
+        rows: list[dict[str, Any]] = pq.read_table(path).to_pylist()
+        return rows
     except (pa.ArrowException, OSError) as exc:
         raise InputError(f"{path}: not a readable {what} ({str(exc).splitlines()[0][:160]})") from exc
 
@@ -339,7 +344,7 @@ class CheckpointDir:
     results of work that may run twice, `overwrite` for files that are legitimately replaced.
     """
 
-    def __init__(self, path: str | os.PathLike):
+    def __init__(self, path: str | os.PathLike[str]):
         self.path = Path(path)
         self.path.mkdir(parents=True, exist_ok=True)
         self.duplicates = 0

@@ -28,7 +28,7 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 from pathlib import Path
-from typing import TYPE_CHECKING, Any, ClassVar, Generic, TypeVar, overload
+from typing import TYPE_CHECKING, Any, Callable, ClassVar, Generic, TypeVar, overload
 
 if TYPE_CHECKING:  # pragma: no cover - typing only
     from pydantic import BaseModel
@@ -42,7 +42,12 @@ class _Below(Generic[T]):
     """A class attribute naming a path below the folder: `parquet = _Below("profiles.parquet")` reads as
     `folder.path / "profiles.parquet"`; with `kind`, the path comes wrapped in that folder class."""
 
-    def __init__(self, name: str, kind: type[T] = Path, doc: str = "") -> None:  # type: ignore[assignment]
+    @overload
+    def __init__(self: "_Below[Path]", name: str, *, doc: str = "") -> None: ...
+    @overload
+    def __init__(self, name: str, kind: Callable[[Path], T], doc: str = "") -> None: ...
+
+    def __init__(self, name: str, kind: Callable[[Path], Any] = Path, doc: str = "") -> None:
         self.name, self.kind, self.__doc__ = name, kind, doc
 
     @overload

@@ -34,7 +34,7 @@ from mindsimkit.mindcore.runlog import REMAKE, remake
 from mindsimkit.mindcore.io import atomic_write_json
 from mindsimkit.mindcore.layout import RunLayout
 
-FORMAT = 1
+FORMAT: Literal[1] = 1
 
 # What to run to (re)make each stage's files; RUN stands for the folder.
 
@@ -143,7 +143,7 @@ def forget_stage(run_dir: str | Path, stage: str) -> None:
     with _LOCK:
         manifest = _readable(Path(run_dir))
         if manifest.stages.pop(stage, None) is not None:
-            atomic_write_json(RunLayout(run_dir).manifest, manifest.model_dump(mode="json"))
+            atomic_write_json(RunLayout(Path(run_dir)).manifest, manifest.model_dump(mode="json"))
 
 
 def _readable(run_dir: Path) -> RunManifest:

@@ -116,7 +116,7 @@ def sandboxed(loader: jinja2.BaseLoader | None = None) -> jinja2.Environment:
     return PromptSandbox(loader=loader, **ENV_OPTIONS)
 
 
-def render_resource(package: str, name: str, **variables) -> str:
+def render_resource(package: str, name: str, **variables: Any) -> str:
     try:
         return render_bounded(_env(package).get_template(name), variables).strip()
     except ConfigError:
@@ -140,7 +140,7 @@ def template_source(name: str) -> str:
     return _source("prompts", name)
 
 
-def render(name: str, **variables) -> str:
+def render(name: str, **variables: Any) -> str:
     """Render a prompt from `prompts/` (or the recipe's override of it), e.g. `render("patient/system.jinja2", ...)`."""
     return render_resource("prompts", name, **variables)
 
@@ -180,15 +180,16 @@ def variables_of(source: str, where: str = "template") -> set[str]:
 def shipped_variables(name: str) -> set[str]:
     """What the caller gives a shipped template: the variables it reads, plus those its index entry lists under
     `also_given` (given so a published prompt that reads them can replace it verbatim)."""
-    also = template_index().get(name, {}).get("also_given", []) if name.endswith(".jinja2") else []
+    also: list[str] = template_index().get(name, {}).get("also_given", []) if name.endswith(".jinja2") else []
     return variables_of(_shipped_source("prompts", name), f"prompts/{name}") | set(also)
 
 
 @lru_cache(maxsize=1)
-def template_index() -> dict[str, dict[str, str]]:
+def template_index() -> dict[str, dict[str, Any]]:
     """`prompts/index.yaml`: per shipped template, the role that sends it and what it asks for."""
     text = resources.files("mindsimkit.prompts").joinpath("index.yaml").read_text(encoding="utf-8")
-    return yamlio.safe_load(text)["templates"]
+    templates: dict[str, dict[str, Any]] = yamlio.safe_load(text)["templates"]
+    return templates
 
 
 def prompts_table() -> str:

@@ -6,7 +6,7 @@ from __future__ import annotations
 
 import re
 from pathlib import Path
-from typing import Any, Literal, TypeVar
+from typing import Any, Literal, Mapping, TypeVar
 
 import yaml
 from pydantic import BaseModel, ConfigDict, Field, PrivateAttr, ValidationError, field_validator
@@ -137,13 +137,13 @@ class Recipe(BaseModel):
             data.pop("prompts", None)
         return data
 
-    def with_runner(self, ray_address: str | None = None, env: dict[str, str] | None = None) -> "Recipe":
+    def with_runner(self, ray_address: str | None = None, env: Mapping[str, str] | None = None) -> "Recipe":
         """The runner this run uses: `--ray ADDRESS` first, then a RAY_ADDRESS in the environment (both
         choose Ray at that address), else the recipe's own `runner:`."""
         import os
 
-        env = os.environ if env is None else env
-        address = ray_address or env.get("RAY_ADDRESS") or None
+        environ: Mapping[str, str] = os.environ if env is None else env
+        address = ray_address or environ.get("RAY_ADDRESS") or None
         if address is None:
             return self
         ray_endpoint(address, "--ray" if ray_address else "RAY_ADDRESS")

@@ -141,7 +141,7 @@ class RunCounts(_Log):
             if label in out:
                 out[label] = str(getattr(self, name))
         # The flag counts carry the number of replies they are out of under "replies".
-        label = type(self).model_fields["counsellor_flags"].alias
+        label = type(self).model_fields["counsellor_flags"].alias or "counsellor_flags"
         flags = {k: v for k, v in self.counsellor_flags.items() if k != "replies"}
         out[label] = f"{_show(flags)} (of {self.counsellor_flags.get('replies', 0)} replies)"
         return out

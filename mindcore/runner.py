@@ -9,7 +9,7 @@ import sys
 import threading
 import time
 from collections import Counter
-from typing import Any, Awaitable, Callable, Iterable, TextIO, TypeVar
+from typing import Any, Awaitable, Callable, Iterable, Literal, TextIO, TypeVar, overload
 
 from rich.progress import (
     BarColumn, MofNCompleteColumn, Progress, TaskID, TextColumn, TimeElapsedColumn, TimeRemainingColumn,
@@ -142,10 +142,24 @@ class Tally:
                              description=f"{self.description} [{shown}]" if shown else self.description)
 
 
+@overload
+async def gather_progress(
+    coros: Iterable[Awaitable[T]], description: str, *, return_exceptions: Literal[False] = False,
+    outcome: Callable[[Any], str | None] | None = None,
+) -> list[T]: ...
+
+
+@overload
+async def gather_progress(
+    coros: Iterable[Awaitable[T]], description: str, *, return_exceptions: Literal[True],
+    outcome: Callable[[Any], str | None] | None = None,
+) -> list[T | BaseException]: ...
+
+
 async def gather_progress(
     coros: Iterable[Awaitable[T]], description: str, *, return_exceptions: bool = False,
     outcome: Callable[[Any], str | None] | None = None,
-) -> list[T | BaseException]:
+) -> list[T] | list[T | BaseException]:
     """Await all `coros` concurrently; results (or exceptions, if asked) come back in input order.
     `outcome(result_or_exception)` names a category to count on the bar (e.g. "failed")."""
     items = list(coros)

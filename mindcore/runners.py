@@ -137,7 +137,8 @@ class RayRunner(Runner):
 
     @property
     def profile_replicas(self) -> int:
-        return self.settings.profile_replicas
+        replicas: int = self.settings.profile_replicas
+        return replicas
 
     def distilabel_pipeline(self, pipeline: Any) -> Any:
         # The cluster is joined already, so RayPipeline uses it (it calls ray.init only when Ray is not up).

@@ -30,7 +30,8 @@ import jinja2
 from jinja2 import nodes
 from jinja2.runtime import Context, LoopContext, Undefined
 from jinja2.utils import Cycler, Joiner, Namespace
-from jinja2.sandbox import MAX_RANGE, ImmutableSandboxedEnvironment, SecurityError, safe_range
+from jinja2.exceptions import SecurityError
+from jinja2.sandbox import MAX_RANGE, ImmutableSandboxedEnvironment, safe_range
 from jinja2.utils import _PassArg  # how Jinja marks a filter that takes its context first
 from jinja2.visitor import NodeTransformer
 

@@ -219,10 +219,10 @@ def worker_engines(config: Any, wire: dict[str, dict[str, Any]], rank: int, work
                    limit: int | None = None) -> Any:
     """Engines inside worker `rank` of `workers`: the same roles and servers as the driver's, each
     server capped at this worker's share of its global `max_concurrency` (and at `limit`, if lower)."""
-    from mindsimkit.mindcore.backends import OpenAIBackend, worker_caps
+    from mindsimkit.mindcore.backends import Backend, OpenAIBackend, worker_caps
     from mindsimkit.mindcore.engine import Engines
 
-    backends = {}
+    backends: dict[str, Backend] = {}
     for name, w in wire.items():
         caps = worker_caps(w["max_concurrency"], workers, rank, len(w["base_urls"]))
         if limit is not None:

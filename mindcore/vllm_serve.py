@@ -35,7 +35,8 @@ def serve_command_text(spec: VLLMEngine) -> str:
 def health_ok(spec: VLLMEngine, timeout_s: float = 2.0) -> bool:
     try:
         with urllib.request.urlopen(f"http://{spec.host}:{spec.port}/health", timeout=timeout_s) as r:
-            return r.status == 200
+            status: int = r.status
+            return status == 200
     except OSError:
         return False
 
@@ -45,7 +46,7 @@ class VLLMProcess:
 
     def __init__(self, spec: VLLMEngine):
         self.spec = spec
-        self.proc: subprocess.Popen | None = None
+        self.proc: subprocess.Popen[bytes] | None = None
 
     def start(self) -> "VLLMProcess":
         if health_ok(self.spec):

@@ -39,7 +39,8 @@ except ImportError:  # pragma: no cover - orjson is a dependency; kept for a tri
     def dumps(obj: Any) -> bytes:
         return json.dumps(obj, ensure_ascii=False, separators=(",", ":")).encode("utf-8")
 
-    loads = json.loads
+    def loads(data: bytes | bytearray | memoryview[int] | str) -> Any:
+        return json.loads(bytes(data) if isinstance(data, memoryview) else data)
 
 _USER_AGENT = b"mindsim"
 # Seconds to open a connection (TCP, TLS, proxy) when the engine does not say: a host that does not take the

@@ -150,6 +150,10 @@ class ConsistentMIConfig(BaseModel):
         "ConsistentMI plays single sessions; false: every session starts afresh)")
 
 
+def _default_counsellors() -> list[str | CounsellorBinding]:
+    return ["counsellor"]
+
+
 class SimulationConfig(BaseModel):
     """Settings of the multi-session simulator."""
 
@@ -188,7 +192,7 @@ class SimulationConfig(BaseModel):
     min_gap_hours: float = Field(6, ge=0, description="Shortest gap before a follow-up session")
     max_gap_hours: float = Field(336, gt=0, description="Longest gap before a follow-up session (14 days)")
     counsellors: list[str | CounsellorBinding] = Field(
-        default_factory=lambda: ["counsellor"],
+        default_factory=_default_counsellors,
         description="Counsellors under test: role names ('counsellor', 'counsellor:NAME') or engine+model bindings",
     )
     max_commit_retries: int = Field(3, ge=0, le=10, description="Re-commits allowed after a rejected move")

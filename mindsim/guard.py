@@ -113,7 +113,7 @@ def acceptable_moves(state: GuardState) -> tuple[list[str], list[str]]:
     one move too long. A grammar built from them lets a small model commit only what the guard lets through."""
     vocab = state.vocabulary
     shallow = [m.id for m in vocab.available(state.archetype)
-               if not (vocab.moves[m.id].depth and vocab.moves[m.id].depth > state.max_depth)]
+               if not ((depth := vocab.moves[m.id].depth) and depth > state.max_depth)]
     run = state.max_same_move_run
     recent = state.recent_moves[-run:] if run else ()
     worn = recent[0] if run and len(recent) == run and len(set(recent)) == 1 else None
@@ -148,7 +148,7 @@ def check_commit(args: dict[str, Any], state: GuardState) -> Verdict:
     for name in (move, secondary):
         depth = vocab.moves[name].depth if name else None
         if depth and depth > state.max_depth:
-            allowed = [m for m in vocab.depth_moves if vocab.moves[m].depth <= state.max_depth]
+            allowed = [m for m in vocab.depth_moves if (vocab.moves[m].depth or 0) <= state.max_depth]
             return Verdict(
                 False,
                 f"`{name}` goes further than you are willing to go today. "

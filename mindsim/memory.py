@@ -14,8 +14,12 @@ from __future__ import annotations
 
 import re
 from dataclasses import dataclass, field
+from typing import TYPE_CHECKING
 
 from mindsimkit.mindcore.prompts import render
+
+if TYPE_CHECKING:
+    from mindsimkit.mindcore.client import RoleClient
 
 OPEN_TAG = "[open]"
 _BULLET = re.compile(r"^\s*(?:[-*•]|\d+[.)])\s+")
@@ -129,7 +133,7 @@ class MemoryResult:
 
 
 async def compact_memory(
-    client, prior: list[str], transcript: str, cap: int, retries: int, *, max_tokens: int | None = None
+    client: RoleClient, prior: list[str], transcript: str, cap: int, retries: int, *, max_tokens: int | None = None
 ) -> MemoryResult:
     """Rewrite the log to cover the session just ended; re-ask with the broken rules, then repair. Engine
     errors propagate to the caller."""

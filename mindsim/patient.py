@@ -18,7 +18,7 @@ from __future__ import annotations
 import random
 import re
 from dataclasses import dataclass, field
-from typing import Any, Callable, NamedTuple
+from typing import Any, Callable, NamedTuple, Sequence
 
 from mindsimkit.mindcore.engine import ToolSpec
 from mindsimkit.mindcore.types import ToolCallResult
@@ -97,7 +97,7 @@ class Patient:
         `max_todo_calls` is 0 (then they are never sent)."""
         return [self.commit_tool, *(self.todo_tools if self.config.max_todo_calls else [])]
 
-    def open(self, opening_message: str, rejected_openings: list[RejectedMessage] = ()) -> PatientTurn:
+    def open(self, opening_message: str, rejected_openings: Sequence[RejectedMessage] = ()) -> PatientTurn:
         """Turn 0: the scenario's opening message, written before the counsellor has said anything (already
         checked as speech when the scenario was written; its rejected drafts come along)."""
         self.history.append({"role": "assistant", "content": opening_message})
@@ -130,8 +130,8 @@ class Patient:
                 and bool(getattr(self.client, "native_tools", False)))
 
     async def _call(self, tools: list[ToolSpec], allow_none: bool = False, attempt: int = 0) -> ToolCallResult:
-        res = await self.client.tool_call(self.history, tools, allow_none=allow_none,
-                                          **self.client.reseeded({}, attempt))
+        res: ToolCallResult = await self.client.tool_call(self.history, tools, allow_none=allow_none,
+                                                          **self.client.reseeded({}, attempt))
         self.tokens.add(res)
         return res
 
@@ -149,7 +149,7 @@ class Patient:
             call = res.calls[0]
             self.history.append(res.message)
             verdict = check_commit(call.arguments, state)
-            if verdict.ok:
+            if verdict.ok and verdict.move is not None:  # an accepted commit always names its move
                 cue = pick_cue(self.vocab, verdict.move, self.style_cues, self.rng)
                 self.history.append(
                     _tool_result(call.id, "commit_move", f"Accepted: {verdict.move}. How to write it: {cue}.")

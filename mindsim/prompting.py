@@ -20,7 +20,7 @@ import json
 import re
 from functools import cached_property, lru_cache
 from importlib import resources
-from typing import Any, Literal
+from typing import Any, Literal, Mapping, TypeVar
 
 from pydantic import BaseModel, ConfigDict, Field
 
@@ -73,7 +73,10 @@ def load_style_data() -> StyleData:
         raise ConfigError(f"mindsim/data/style.yaml is invalid: {exc}") from exc
 
 
-def style_knob(table: dict[str, Any], value: str, knob: str, profile_id: str):
+V = TypeVar("V")
+
+
+def style_knob(table: Mapping[str, V], value: str, knob: str, profile_id: str) -> V:
     if value not in table:
         raise ConfigError(
             f"profile {profile_id}: style.{knob} '{value}' has no sentence in mindsim/data/style.yaml "
@@ -98,7 +101,7 @@ def style_cues(profile: Profile) -> list[str]:
     ]
 
 
-class ExampleTurns(list):
+class ExampleTurns(list[str]):
     """The register's example turns: a list to our template, and as text (`{{ style_examples }}`) the turns in
     brackets on one line, which is how a template that prints the variable whole (the MindEval2 authors' published
     patient prompt does) shows them. The bracket format is our reading of that prompt, not checked against their
@@ -220,7 +223,7 @@ class HarnessText(BaseModel):
     opening_notes: dict[str, str]
     opening_tail: str
     blank_items_note: str
-    agenda_plain_answers: dict[Literal["done", "added", "duplicate", "unnamed"], str]
+    agenda_plain_answers: dict[str, str]  # exactly done, added, duplicate and unnamed (checked on load)
     inline_reasoning_tags: list[tuple[str, str]] = Field(min_length=1)
     wrap_up_note: str = Field(min_length=1)
 

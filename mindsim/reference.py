@@ -211,10 +211,10 @@ def draw_schedule(patient_id: str, seed: int, config: SimulationConfig, first: F
     day = WEEKDAYS.index(_pick(stream("weekday"), data.weekday_weights))
     hours = stream("hour")
     band = hours.choices(data.start_hour_bands, weights=[b.weight for b in data.start_hour_bands], k=1)[0]
-    start = hours.uniform(band.low, band.high)
+    start_hour = hours.uniform(band.low, band.high)
 
     def when(elapsed: float) -> tuple[str, int, str]:
-        at = start + elapsed
+        at = start_hour + elapsed
         weekday = WEEKDAYS[(day + int(at // 24)) % 7]
         return weekday, int(at % 24), f"{weekday} {part_of_day(data, at)}"
 
@@ -229,7 +229,7 @@ def draw_schedule(patient_id: str, seed: int, config: SimulationConfig, first: F
         then = when(elapsed)[2]
         elapsed += gap or 0.0
         weekday, hour, now = when(elapsed)
-        words = gap_words(data, gap) if i else None
+        words = gap_words(data, gap) if gap is not None else None  # set on every session after the first
         line = (data.time_lines.first.format(now=now) if not i
                 else data.time_lines.later.format(now=now, gap=words, then=then))
         plans.append(SessionPlan(

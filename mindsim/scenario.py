@@ -22,6 +22,7 @@ scenario carries how many drafts it took (`drafts`), which the session and scena
 from __future__ import annotations
 
 from functools import lru_cache
+from typing import TYPE_CHECKING, Any
 
 from pydantic import BaseModel, ConfigDict, Field, PrivateAttr, ValidationError, create_model
 
@@ -39,6 +40,9 @@ from mindsimkit.mindsim.prompting import (
 )
 from mindsimkit.mindsim.schedule import SessionPlan
 from mindsimkit.profilegen.schemas import GivenSituation, Profile
+
+if TYPE_CHECKING:
+    from mindsimkit.mindcore.client import RoleClient
 
 FIRST_TEMPLATE = "scenario/first.jinja2"
 NEXT_TEMPLATE = "scenario/next.jinja2"
@@ -155,14 +159,14 @@ def draft_model(scale: float = 1.0) -> type[_ScenarioDraft]:
     # The opening message keeps its limit: it is the patient's first turn and must end on a whole sentence, and
     # a small model writes to the limit, so a shorter one was cut off draft after draft (an arc lost to six).
     fields = {name: _ScenarioDraft.model_fields[name] for name in ("event", "goal")}
-    spec: dict = {
+    spec: dict[str, Any] = {
         name: (str, Field(min_length=1, max_length=_scaled(f.metadata[-1].max_length, scale), description=f.description))
         for name, f in fields.items()
     }
     for name, limit in ITEM_LIMITS.items():
         f = _ScenarioDraft.model_fields[name]
         bounds = {m.__class__.__name__: m for m in f.metadata}
-        default = {"default_factory": list} if not f.is_required() else {}
+        default: dict[str, Any] = {"default_factory": list} if not f.is_required() else {}
         spec[name] = (list[str], Field(
             **default, description=f.description,
             min_length=getattr(bounds.get("MinLen"), "min_length", None), max_length=bounds["MaxLen"].max_length,
@@ -181,7 +185,7 @@ class BlankItems(StructuredOutputError):
     """A scenario whose lists held only blank items: re-drafted within the bound, then a failed turn."""
 
 
-async def _write(client, prompt: str, max_tokens: int | None, retries: int,
+async def _write(client: RoleClient, prompt: str, max_tokens: int | None, retries: int,
                  scale: float = 1.0) -> tuple[Scenario, list[RejectedMessage]]:
     """A scenario whose opening message is speech, and the drafts rejected on the way."""
     base = [{"role": "system", "content": prompt}, {"role": "user", "content": "Write the situation now, as JSON."}]
@@ -212,7 +216,7 @@ async def _write(client, prompt: str, max_tokens: int | None, retries: int,
     )
 
 
-async def _draft(client, messages, max_tokens: int | None, scale: float = 1.0, attempt: int = 0,
+async def _draft(client: RoleClient, messages: list[dict[str, Any]], max_tokens: int | None, scale: float = 1.0, attempt: int = 0,
                  penalty: float | None = None) -> tuple[Scenario, str]:
     sampling = client.reseeded({"max_tokens": max_tokens} if max_tokens else {}, attempt)
     if penalty is not None:
@@ -233,7 +237,7 @@ async def _draft(client, messages, max_tokens: int | None, scale: float = 1.0, a
 
 
 async def first_scenario(
-    client, profile: Profile, plan: SessionPlan, max_tokens: int | None = None, retries: int = 2, scale: float = 1.0,
+    client: RoleClient, profile: Profile, plan: SessionPlan, max_tokens: int | None = None, retries: int = 2, scale: float = 1.0,
     frame: str = "chat",
 ) -> tuple[Scenario, list[RejectedMessage]]:
     prompt = render(
@@ -249,7 +253,7 @@ async def first_scenario(
 
 
 async def next_scenario(
-    client,
+    client: RoleClient,
     profile: Profile,
     previous: Scenario,
     previous_transcript: list[dict[str, str]],
@@ -260,7 +264,7 @@ async def next_scenario(
     scale: float = 1.0,
     *,
     memory: str | None = None,
-    conduct: dict | None = None,
+    conduct: dict[str, Any] | None = None,
     brief: str | None = None,
     template: str = NEXT_TEMPLATE,
 ) -> tuple[Scenario, list[RejectedMessage]]:

@@ -12,7 +12,7 @@ import hashlib
 import random
 from functools import lru_cache
 from importlib import resources
-from typing import Iterable
+from typing import Iterable, Mapping, TypeVar
 
 from pydantic import BaseModel, ConfigDict, Field
 
@@ -134,7 +134,10 @@ def _rng(seed: int, patient_id: str) -> random.Random:
     return random.Random(int.from_bytes(digest[:8], "big"))
 
 
-def _pick(rng: random.Random, weights: dict) -> str:
+K = TypeVar("K")
+
+
+def _pick(rng: random.Random, weights: Mapping[K, float]) -> K:
     keys = list(weights)
     return rng.choices(keys, weights=[weights[k] for k in keys], k=1)[0]
 

@@ -23,7 +23,7 @@ from __future__ import annotations
 import asyncio
 import inspect
 from dataclasses import replace
-from typing import Any, Awaitable, Callable
+from typing import Any, Awaitable, Callable, TypeVar
 
 from mindsimkit.mindcore.prompts import render
 from mindsimkit.mindsim.agenda import Agenda
@@ -34,6 +34,7 @@ from mindsimkit.mindsim.patient import Counsellor
 from mindsimkit.mindsim.patient_engines import TalkStart, scenario_frame
 from mindsimkit.mindsim.prompting import (
     COUNSELLOR_TEMPLATE,
+    RejectedMessage,
     counsellor_system_prompt,
     load_harness_text,
     session_conduct,
@@ -262,13 +263,14 @@ async def run_arc(
     records: list[SessionRecord] = []
     # The next scenario reads the talk of the session before it but not its memory, so it is written while that
     # memory is rewritten (two independent calls that were on the arc's critical path one after the other).
-    upcoming: asyncio.Future | None = None
+    upcoming: asyncio.Future[tuple[Scenario, list[RejectedMessage]]] | None = None
     reference = config.preset_for(engine.name) == REFERENCE
     try:
         for i, plan in enumerate(sessions):
             done = load(arc.session_id(plan.index))
             if done is not None:
-                upcoming = await _dropped(upcoming)
+                await _dropped(upcoming)
+                upcoming = None
                 if done.trial != arc.record_trial:
                     # Trial 0 keeps the one-trial id: a checkpoint from before `trials` was raised (or lowered)
                     # is that trial's session, labelled as this run labels it.
@@ -305,7 +307,8 @@ async def run_arc(
                 finished = await finish_session(talk, rewrite_memory=config.final_memory or nxt is not None)
                 done = await _kept(save(finished))  # a duplicate another worker finished first is discarded
                 if done is not finished:
-                    upcoming = await _dropped(upcoming)  # written from our talk, not from the copy that was kept
+                    await _dropped(upcoming)  # written from our talk, not from the copy that was kept
+                    upcoming = None
             records.append(done)
             on_session()
     finally:
@@ -314,7 +317,8 @@ async def run_arc(
 
 
 async def _write_next(roles: Roles, profile: Profile, previous: Scenario, transcript: list[dict[str, str]],
-                      plan: SessionPlan, leftover: list[str], config: SimulationConfig, **reference: Any):
+                      plan: SessionPlan, leftover: list[str], config: SimulationConfig,
+                      **reference: Any) -> tuple[Scenario, list[RejectedMessage]]:
     return await next_scenario(
         roles.scenario_writer, profile, previous, transcript, plan, leftover,
         config.scenario_max_tokens, config.max_message_retries, config.scenario_scale, **reference,
@@ -343,13 +347,19 @@ def _next_template(config: SimulationConfig, engine: str) -> str:
     return NEXT_REFERENCE_TEMPLATE if config.preset_for(engine) == REFERENCE else NEXT_TEMPLATE
 
 
-async def _kept(saved: Any) -> Any:
+T = TypeVar("T")
+
+
+async def _kept(saved: T | Awaitable[T]) -> T:
     """What a `save` callback returned: the stored copy, or an awaitable of it (the runner's stores write their
     checkpoints in a writer thread, `mindcore.io.off_loop`, so the event loop keeps serving other sessions)."""
-    return await saved if inspect.isawaitable(saved) else saved
+    if inspect.isawaitable(saved):
+        kept: T = await saved
+        return kept
+    return saved
 
 
-async def _dropped(task: asyncio.Future | None) -> None:
+async def _dropped(task: asyncio.Future[Any] | None) -> None:
     """Cancel a next-scenario call whose result will not be used and wait until it has stopped."""
     if task is not None and not task.done():
         task.cancel()

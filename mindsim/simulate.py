@@ -28,7 +28,7 @@ import tempfile
 from collections import Counter
 from collections.abc import Sequence
 from pathlib import Path
-from typing import Any, Callable, Iterable, Iterator
+from typing import TYPE_CHECKING, Any, Callable, Generic, Iterable, Iterator, TypeVar
 
 import orjson
 import pyarrow as pa
@@ -44,7 +44,7 @@ from mindsimkit.mindcore.manifest import record_stage
 from mindsimkit.mindcore.provenance import base_provenance
 from mindsimkit.mindcore.runners import LocalRunner, Runner
 from mindsimkit.mindsim.config import CounsellorBinding, SimulationConfig, counsellor_name
-from mindsimkit.mindsim.patient import TurnFailed
+from mindsimkit.mindsim.prompting import TurnFailed
 from mindsimkit.mindsim.prompting import load_style_data
 from mindsimkit.mindsim.records import RejectionCounts, ScenarioRecord, SessionRecord, scenario_key, session_id
 from mindsimkit.mindsim.reference import patient_schedule, vocabulary_for
@@ -55,6 +55,9 @@ from mindsimkit.mindsim.summary import FailedArc, ShardSummary, SimulationSummar
 from mindsimkit.profilegen.dataset import PackedProfile, unpacked
 from mindsimkit.profilegen.moves import load_vocabulary
 from mindsimkit.profilegen.schemas import Profile
+
+if TYPE_CHECKING:
+    from mindsimkit.mindcore.engine import Engines
 
 # Rows per row group in a shard file, and so per shard held in memory by the merge (sessions are
 # tens of KB each: 64 shards x 32 rows is ~100 MB of rows in flight at most).
@@ -68,7 +71,7 @@ LAYOUT = {"simulator_layout": 2, "first_scenario": "shared per patient"}
 ARC_FAILURES = (TurnFailed, EngineError)
 
 
-def counsellor_client(engines, c: str | CounsellorBinding) -> RoleClient:
+def counsellor_client(engines: Engines, c: str | CounsellorBinding) -> RoleClient:
     """A role name goes through `Engines.role`; an engine+model binding gets its own client on that engine."""
     if isinstance(c, str):
         return engines.role(c)
@@ -132,19 +135,22 @@ def check_unique(ids: list[str]) -> None:
         raise InputError(f"profiles: duplicate profile_id values ({shown}); each patient needs its own id")
 
 
-class _RecordStore:
+R = TypeVar("R", SessionRecord, ScenarioRecord)
+
+
+class _RecordStore(Generic[R]):
     """Typed checkpoints in one folder, written exactly once: the first finished copy of a key wins and a
     late duplicate (a retried worker racing its original) is discarded and counted, never overwrites
     work that later sessions may already be built on. `save` returns the copy that counts."""
 
-    model: type[Any]
+    model: type[R]
     what: str
     fix: str
 
     def __init__(self, folder: Path):  # a `mindcore.layout.SessionsFolder` path
         self.dir = CheckpointDir(folder)
 
-    def load(self, key: str) -> Any:
+    def load(self, key: str) -> R | None:
         if not self.dir.has(key):
             return None
         try:
@@ -154,7 +160,7 @@ class _RecordStore:
                 f"checkpoint {self.dir.path / key}.json is not a {self.what} ({exc.__class__.__name__}); {self.fix}"
             ) from exc
 
-    def _keep(self, key: str, record: Any) -> Any:
+    def _keep(self, key: str, record: R) -> R:
         stored, won = self.dir.first_copy(key, record.model_dump(mode="json"))
         return record if won else self.model.model_validate(stored)
 
@@ -163,7 +169,7 @@ class _RecordStore:
         return self.dir.duplicates
 
 
-class SessionStore(_RecordStore):
+class SessionStore(_RecordStore[SessionRecord]):
     """Per-session durable checkpoints under `<out>/sessions/checkpoints/<session_id>.json`."""
 
     model, what, fix = SessionRecord, "session record", "delete it to re-simulate that session"
@@ -178,7 +184,7 @@ class SessionStore(_RecordStore):
         return [r for r in (self.load(k) for k in self.dir.keys()) if r is not None]
 
 
-class ScenarioStore(_RecordStore):
+class ScenarioStore(_RecordStore[ScenarioRecord]):
     """Each patient's first scenario under `<out>/sessions/scenarios/<patient_id>-<seed>.json`."""
 
     model, what = ScenarioRecord, "first-scenario record"
@@ -234,7 +240,7 @@ def patients_in_flight(clients: list[RoleClient], arcs_per_patient: int) -> int:
 
 
 async def simulate_shard(
-    profiles: list[Patient], engines, config: SimulationConfig, out: Path, seed: int, shard: int, shards: int,
+    profiles: list[Patient], engines: Engines, config: SimulationConfig, out: Path, seed: int, shard: int, shards: int,
     on_session: Callable[[str], None] = lambda _id: None,
 ) -> ShardSummary:
     """One shard of the patients (all of them on the local runner): every patient's shared first
@@ -359,7 +365,7 @@ async def simulate_shard(
     )
 
 
-async def _shard_work(engines, payload: dict[str, Any], report: Callable[[str], None]) -> ShardSummary:
+async def _shard_work(engines: Engines, payload: dict[str, Any], report: Callable[[str], None]) -> ShardSummary:
     """One shard of patients, wherever the runner runs it (`mindcore.runners`)."""
     return await simulate_shard(payload["profiles"], engines, payload["config"], Path(payload["out"]),
                                 payload["seed"], payload["shard"], payload["shards"], on_session=report)
@@ -402,23 +408,23 @@ def chosen_profiles(profiles: Iterable[Profile], config: SimulationConfig,
     return patients
 
 
-async def simulate_async(profiles: Iterable[Profile], engines, config: SimulationConfig, out_dir: str | Path, seed: int,
+async def simulate_async(profiles: Iterable[Profile], engines: Engines, config: SimulationConfig, out_dir: str | Path, seed: int,
                          *, runner: Runner | None = None) -> SimulationSummary:
     """`run_simulation` for async callers. Patients are sharded by a stable hash of their id (everything of one
     patient in one shard); the runner runs the shards (the local one: one shard, in this loop), each shard writing
     its slice of the dataset as it finishes."""
     runner = runner or LocalRunner()
     out = Path(out_dir)
-    profiles = _prepare(profiles, config, out)
+    patients = _prepare(profiles, config, out)
     resolved = str(out.resolve())
     run = await runner.map_shards(
-        _shard_work, profiles, key=lambda p: p.profile_id, engines=engines, description="simulating sessions",
-        total=len(profiles) * config.sessions_per_patient(),
+        _shard_work, patients, key=lambda p: p.profile_id, engines=engines, description="simulating sessions",
+        total=len(patients) * config.sessions_per_patient(),
         payload=lambda i, n, part: {"profiles": part, "config": config, "out": resolved, "seed": seed, "shard": i,
                                     "shards": n})
     engines_used = {r: c.describe() for r, c in shared_clients(engines, config).items()} | {
         counsellor_name(c): counsellor_client(engines, c).describe() for c in config.counsellors}
-    return finish_simulation(out, config, seed, [p.profile_id for p in profiles], run.results, run.shards,
+    return finish_simulation(out, config, seed, [p.profile_id for p in patients], run.results, run.shards,
                              run.elapsed_s, run.runner, live=run.live, engines=engines_used,
                              usage=engines.ledger.summary())
 
@@ -507,7 +513,7 @@ def _order(r: SessionRecord) -> tuple[str, str, str, int, int]:
     return (r.counsellor, r.patient_id, r.patient_engine, r.trial or 0, r.session_index)
 
 
-def shared_clients(engines, config: SimulationConfig) -> dict[str, RoleClient]:
+def shared_clients(engines: Engines, config: SimulationConfig) -> dict[str, RoleClient]:
     """The clients of the roles every arc of a run shares (`shared_roles`), by role."""
     return {r: engines.role(r) for r in shared_roles(config)}
 
@@ -575,8 +581,9 @@ def _run_line(r: SessionRecord) -> str:
             + json.dumps(transcript_row(r), ensure_ascii=False, default=str) + "\n")
 
 
-def _line_key(line: str) -> list:
-    return orjson.loads(line[:line.index("\t")])
+def _line_key(line: str) -> list[Any]:
+    key: list[Any] = orjson.loads(line[:line.index("\t")])
+    return key
 
 
 def _read_run(path: Path) -> Iterator[str]:
@@ -765,7 +772,8 @@ def merge_shards(out: Path, shards: int, live: set[int], batch_rows: int = 128) 
         for src, dst in zip(parts[0], (layout.sessions.parquet, layout.transcripts)):
             with open(src, "rb") as f, atomic_writer(dst, "wb") as sink:
                 shutil.copyfileobj(f, sink)
-        return pq.ParquetFile(layout.sessions.parquet).metadata.num_rows
+        rows: int = pq.ParquetFile(layout.sessions.parquet).metadata.num_rows
+        return rows
     return _merge_sorted(parts, layout.sessions.parquet, layout.transcripts, batch_rows=batch_rows)
 
 
@@ -779,7 +787,7 @@ def _merge_sorted(parts: list[tuple[Path, Path]], target: Path, transcripts: Pat
     # Files infer their own schema; a field that is null in every row of one file has type null
     # there. The permissive union promotes it to the type the other files saw.
     schema = pa.unify_schemas([f.schema_arrow for f in files], promote_options="permissive")
-    order = []
+    order: list[tuple[Any, ...]] = []
     for k, f in enumerate(files):
         present = [c for c in ORDER_COLUMNS if c in f.schema_arrow.names]
         keys = f.read(columns=present, use_threads=False).to_pydict()
@@ -834,7 +842,7 @@ class _RowGroups:
         return out
 
 
-def run_simulation(profiles: Iterable[Profile], engines, config: SimulationConfig, out_dir: str | Path, seed: int,
+def run_simulation(profiles: Iterable[Profile], engines: Engines, config: SimulationConfig, out_dir: str | Path, seed: int,
                    *, runner: Runner | None = None) -> SimulationSummary:
     """Simulate every arc and write `out_dir/sessions/` and `out_dir/transcripts/transcripts.jsonl`.
     `profiles`: a list, used as it is, or an iterable read lazily (`profilegen.dataset.iter_profiles`, as the CLI
@@ -844,4 +852,5 @@ def run_simulation(profiles: Iterable[Profile], engines, config: SimulationConfi
     Returns the run summary."""
     # engines.run closes this loop's HTTP clients before the loop goes away (a bare asyncio.run left them
     # to the garbage collector, which then logs "Event loop is closed" from a later loop).
-    return engines.run(simulate_async(profiles, engines, config, out_dir, seed, runner=runner))
+    summary: SimulationSummary = engines.run(simulate_async(profiles, engines, config, out_dir, seed, runner=runner))
+    return summary

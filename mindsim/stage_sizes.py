@@ -67,7 +67,9 @@ def session_fixtures(inp: Any, sz: Any) -> dict[str, Any]:
     style, sched = load_style_data(), load_schedule_data()
     vocab = vocabulary_for(s.preset_for("mindsim"))
     scenario = Scenario.model_validate(largest_instance(draft_model().model_json_schema()))
-    longest = lambda keys: max(keys, key=len)  # noqa: E731
+    def longest(keys: list[str]) -> str:
+        return max(keys, key=len)
+
     plan = SessionPlan(index=1, gap_hours=s.max_gap_hours, event_category=longest(list(sched.event_categories)),
                        beat=longest([c.beat for c in sched.event_categories.values()]),
                        emotion=max(style.emotion, key=lambda k: len(style.emotion[k])),
@@ -172,7 +174,8 @@ def patient_prompt(inp: Any, sz: Any) -> PromptSize:
 def replies(s: Any) -> int:
     """Patient turns the model writes in one session: every turn up to the cap but the scripted opening, which
     only a patient who speaks first has."""
-    return s.turn_cap - (s.opening == "patient")
+    turns: int = s.turn_cap - (s.opening == "patient")
+    return turns
 
 
 def counsellor_prompt(inp: Any, sz: Any) -> PromptSize:

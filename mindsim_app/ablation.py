@@ -162,7 +162,7 @@ def ablate_memory(run_dir: Path, counsellors: list[str], *, recipe: Path | None 
     write_judgments(folder.judgments.path / "ablated.parquet", ablated_rows)
     write_judgments(folder.judgments.path / "benchmark.parquet", bench_rows)
     rubric = judges[0].rubric
-    body = {
+    body: dict[str, Any] = {
         "ablation": ABLATION,
         "run": str(run_dir),
         "recipe": str(rec.path),

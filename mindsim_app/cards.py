@@ -225,7 +225,7 @@ def patient_engine_stats(sessions: pa.Table | None) -> dict[str, Any] | None:
     return {"sessions": dict(sorted(counts.items())), "sections": sections}
 
 
-def render_card(run_dir: Path, run_info: RunHeader, configs: list[DatasetConfig], images: list[dict], tables: dict[str, pa.Table]) -> str:
+def render_card(run_dir: Path, run_info: RunHeader, configs: list[DatasetConfig], images: list[dict[str, Any]], tables: dict[str, pa.Table]) -> str:
     # Counts include profiles dropped as serious, which are not rows of the profiles config.
     layout = RunLayout(run_dir)
     if run_info.recipe is None:

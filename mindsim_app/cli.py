@@ -60,7 +60,10 @@ def run_cmd(
 
     # Passed only when given, so a stand-in run_job with the older signature (tests/mindsim_app/test_cli.py) still fits.
     with run_lock(out_dir):
-        summary = run_job(recipe, out_dir, verbose=verbose, **({"ray_address": ray_address} if ray_address else {}))
+        if ray_address:
+            summary = run_job(recipe, out_dir, verbose=verbose, ray_address=ray_address)
+        else:
+            summary = run_job(recipe, out_dir, verbose=verbose)
     table = Table(title="Outputs", show_header=True)
     table.add_column("what")
     table.add_column("where", overflow="fold")
@@ -238,14 +241,16 @@ def _is_usage_error(exc: BaseException) -> bool:
 
 def _usage_error(exc: Exception) -> int:
     ctx = getattr(exc, "ctx", None)
+    # `_is_usage_error` checked that click's exit_code and format_message are there.
+    exit_code: int = getattr(exc, "exit_code", 2)
     if any(k.__name__ == "NoArgsIsHelpError" for k in type(exc).__mro__):
         # A bare group name asks for its help; click counts that as a usage error (exit 2).
         out.print(escape(ctx.get_help()) if ctx is not None else "")
-        return exc.exit_code  # type: ignore[attr-defined]
+        return exit_code
     where = f"; see `{ctx.command_path} --help`" if ctx is not None else ""
-    message = one_line(exc.format_message()).rstrip(".")  # type: ignore[attr-defined]
+    message = one_line(getattr(exc, "format_message", lambda: str(exc))()).rstrip(".")
     _error("error:", f"{message}{where}")
-    return exc.exit_code  # type: ignore[attr-defined]
+    return exit_code
 
 
 def _path_problem(exc: OSError) -> str:

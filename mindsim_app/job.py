@@ -199,7 +199,7 @@ def run_job(recipe_path: Path, out_dir: Path, *, verbose: bool = False, ray_addr
     recipe.section("release", ReleaseConfig)
     out_dir = Path(out_dir)
     layout = RunLayout(out_dir)
-    keys = {getattr(e, "api_key_env", None) for e in recipe.engines.values()} - {None}
+    keys = {k for e in recipe.engines.values() if (k := getattr(e, "api_key_env", None)) is not None}
     runner = runner_for(recipe, verbose=verbose, env=env_of(keys))
     runner.check_reachable()  # an unreachable cluster is named before the run folder is made
     _check_resume(out_dir, recipe)
@@ -214,7 +214,8 @@ def run_job(recipe_path: Path, out_dir: Path, *, verbose: bool = False, ray_addr
         pre.notes += scfg.preset_notes()  # a preset setting the recipe replaced is said, and kept in run.json
         for note in pre.notes:  # information, not a problem: stdout, so stderr keeps only what went wrong
             out_console().print(f"preflight: {escape(note)}")
-        scfg, vcfg = pre.budgets.apply("simulation", scfg), pre.budgets.apply("validation", vcfg)
+        if pre.budgets is not None:  # preflight always fits them
+            scfg, vcfg = pre.budgets.apply("simulation", scfg), pre.budgets.apply("validation", vcfg)
         info = _with_plan(out_dir, recipe, _open_run(out_dir, recipe))
         seconds: dict[str, float] = {}
         with library_logs_to(layout.logs, verbose=verbose), runner:

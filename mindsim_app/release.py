@@ -62,7 +62,7 @@ class ReleaseConfig(BaseModel):
                 and self.max_failed_arc_share is None)
 
 
-def _criterion(name: str, system: str | None, value: float | None, limit: float, ok: bool, detail: str) -> dict:
+def _criterion(name: str, system: str | None, value: float | None, limit: float, ok: bool, detail: str) -> dict[str, Any]:
     return {"criterion": name, "system": system, "value": value, "limit": limit, "ok": ok, "detail": detail}
 
 
@@ -89,29 +89,32 @@ def evaluate(run_dir: str | Path, config: ReleaseConfig) -> dict[str, Any]:
     if needs_validation and report is None:
         raise InputError(f"{vpath}: the recipe's release gate needs the run's validation report; rerun "
                          "`mindsim run` with the same --out (or drop the release: realism limits)")
-    systems = list(report.systems) if report else []
+    # Without limits that need it the report is not read: an empty one then gives no system to check.
+    found = report or ValidationReport(features=[], systems={})
+    systems = list(found.systems)
     if config.systems and report:
         missing = sorted(set(config.systems) - set(systems))
         if missing:
             raise InputError(f"release.systems: {', '.join(missing)} not in {vpath} (it has {', '.join(systems)})")
         systems = list(config.systems)
-    floor = report.floor if report else {}
+    floor = found.floor
     for s in systems:
         if config.max_index_over_floor is not None:
-            est = report.estimate(s, "index")
+            est = found.estimate(s, "index")
             idx = est.distance if est else None
-            ratio = idx / floor["index"] if idx is not None and floor.get("index") else None
+            index_floor = floor.get("index")
+            ratio = idx / index_floor if idx is not None and index_floor else None
             checks.append(_criterion("max_index_over_floor", s, ratio, config.max_index_over_floor,
                                      ratio is not None and ratio <= config.max_index_over_floor,
                                      f"realism index {idx if idx is None else round(idx, 3)} over floor "
-                                     f"{floor.get('index') and round(floor['index'], 3)}"))
+                                     f"{index_floor and round(index_floor, 3)}"))
         for f, limit in sorted(config.max_feature_distance.items()):
-            est = report.estimate(s, f)
+            est = found.estimate(s, f)
             d = est.distance if est else None
             checks.append(_criterion(f"max_feature_distance.{f}", s, d, limit, d is not None and d <= limit,
-                                     f"{report.feature_labels.get(f, f)} distance"))
+                                     f"{found.feature_labels.get(f, f)} distance"))
         if config.min_arc_agreement is not None:
-            arc = report.arc
+            arc = found.arc
             if s not in arc or "reference" not in arc:
                 checks.append(_criterion("min_arc_agreement", s, None, config.min_arc_agreement, False,
                                          "no arc labels in the validation report (set validation.arc: true)"))

@@ -43,7 +43,8 @@ def simulate_cmd(
         report = preflight(rec, engines, {"simulate"})
         for note in [*report.notes, *config.preset_notes()]:  # a preset setting the recipe replaced is said
             out.print(f"preflight: {escape(note)}")
-        config = report.budgets.apply("simulation", config)
+        if report.budgets is not None:  # preflight always fits them
+            config = report.budgets.apply("simulation", config)
         summary = run_simulation(iter_profiles(profiles, pool_only=config.pool_only), engines, config, out_dir, rec.seed)
     table = Table(title=f"Simulation → {out_dir}")
     table.add_column("what")

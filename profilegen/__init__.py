@@ -6,6 +6,8 @@ Stages, each usable alone: personas → clinical anchors → 5P formulation → 
 The stored row is `profilegen.schemas.Profile`; `profilegen.dataset.load_profiles` reads a dataset.
 """
 
+from typing import Any
+
 # What other packages may import from this one (tests/test_layers.py holds the code to it). Other packages use
 # `schemas.Profile`, `dataset.load_profiles`, `pipeline.run_profiles`, `config`, the vocabularies in `moves`,
 # the psychological formulation in `psych`, `render` and `cli.app`, the formulation vocabularies in `vocab` (the
@@ -32,7 +34,7 @@ PUBLIC_MODULES = (
 __all__ = ["Profile", "load_profiles"]
 
 
-def __getattr__(name: str):
+def __getattr__(name: str) -> Any:
     # Lazy so `import profilegen` stays cheap (no pyarrow import until a dataset is read).
     if name == "Profile":
         from mindsimkit.profilegen.schemas import Profile

@@ -11,7 +11,9 @@ from __future__ import annotations
 
 import hashlib
 from functools import lru_cache
+from typing import Any
 
+from mindsimkit.mindcore.errors import ConfigError
 from mindsimkit.profilegen.moves import archetype_ids
 from mindsimkit.profilegen.rates import NONE, Rates
 from mindsimkit.profilegen.rng import choice, rng_for
@@ -23,7 +25,7 @@ NO_WORK_DOMAIN = frozenset({"not_in_labour_force"})
 
 
 @lru_cache(maxsize=1)
-def style_weights() -> dict:
+def style_weights() -> dict[str, Any]:
     return read_data("style.yaml")
 
 
@@ -38,7 +40,10 @@ def sample_anchor(row: PersonaRow, rates: Rates, seed: int) -> Anchor:
     rng = rng_for(seed, row.persona.persona_id, "anchor")
     main = choice(rng, rates.main_probs(d.age_band, d.gender))
     secondary = choice(rng, rates.secondary_probs(main, d.age_band, d.gender))
-    weights = dict(voc.impact_given_group[voc.main[main].group])
+    group = voc.main[main].group
+    if group is None:  # the vocabulary gives every main problem a group
+        raise ConfigError(f"profilegen/data/problems.yaml: main problem {main!r} has no group")
+    weights = dict(voc.impact_given_group[group])
     if d.employment in NO_WORK_DOMAIN:
         weights.pop("work")
     return Anchor(

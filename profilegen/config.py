@@ -23,6 +23,10 @@ if TYPE_CHECKING:
 MAX_COUNT = 1_000_000
 
 
+def _clean_only() -> list[Literal["clean", "minor"]]:
+    return ["clean"]
+
+
 class ProfilesConfig(BaseModel):
     """Settings of the profile stages. Every field has a default; unknown keys are errors."""
 
@@ -88,7 +92,7 @@ class ProfilesConfig(BaseModel):
         "pool's floor (the paper: 10 of 100 in the pool, all 10 in the benchmark of 50, i.e. 20%).",
     )
     pool_verdicts: list[Literal["clean", "minor"]] = Field(
-        default_factory=lambda: ["clean"],
+        default_factory=_clean_only,
         description="Screening verdicts a profile may have to enter the pool (the paper: clean only).",
     )
     extra_candidates: int = Field(

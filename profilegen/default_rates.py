@@ -9,13 +9,14 @@ Rebuild: `python -m profilegen.default_rates`.
 from __future__ import annotations
 
 from pathlib import Path
+from typing import Any
 
 from mindsimkit.profilegen.rates import GENDERS, NONE, MainCell, Rates, SecondaryCell, check_rates, dump_rates
 from mindsimkit.profilegen.schemas import AGE_BANDS
 from mindsimkit.profilegen.vocab import load_vocabularies, read_data
 
 
-def _tilt(table: dict, label: str, key: str) -> float:
+def _tilt(table: dict[str, dict[str, float]], label: str, key: str) -> float:
     return float(table.get(label, {}).get(key, 1.0))
 
 
@@ -24,7 +25,7 @@ def _norm(weights: dict[str, float]) -> dict[str, float]:
     return {k: v / total for k, v in weights.items()}
 
 
-def build_default_rates(spec: dict | None = None) -> Rates:
+def build_default_rates(spec: dict[str, Any] | None = None) -> Rates:
     spec = spec or read_data("rates_prior_spec.yaml")
     voc = load_vocabularies()
     affinity = {(a, b): float(x) for a, b, x in spec["secondary_affinity"]}

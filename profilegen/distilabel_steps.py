@@ -22,10 +22,10 @@ import threading
 from collections.abc import Iterator
 from contextlib import contextmanager
 from pathlib import Path
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING, Any, TypeVar
 
 from distilabel.steps import LoadDataFromDicts, Step, StepInput
-from pydantic import Field
+from pydantic import BaseModel, Field
 
 from mindsimkit.mindcore.distilabel_llm import MindcoreLLM  # (restores plain tracebacks after distilabel's import)
 from mindsimkit.mindcore.errors import EngineError, StructuredOutputError, TransportError
@@ -40,6 +40,9 @@ from mindsimkit.profilegen.schemas import AnchoredRow, Failure, Provenance
 
 if TYPE_CHECKING:
     from distilabel.typing import StepOutput
+
+
+M = TypeVar("M", bound=BaseModel)
 
 # Schema factories: the recipe's profile shape (text limits, fault cap) is applied in the worker. The
 # shape's `causal_checks` (prompts, screen rules and the writer's causal schema) reaches the worker in the
@@ -57,8 +60,8 @@ class LLMClient:
         self.llm = llm
         self.calls: list[dict[str, Any]] = []
 
-    async def structured(self, messages: list[dict[str, Any]], output: type, *, schema_name: str | None = None,
-                         **_: Any) -> Any:
+    async def structured(self, messages: list[dict[str, Any]], output: type[M], *, schema_name: str | None = None,
+                         **_: Any) -> M:
         # The row's own schema (the writer's narrows its label enums per patient) is what the engine is asked for.
         out = await self.llm.agenerate(input=messages, output=output)
         stats = {k: v[0] for k, v in out["statistics"].items()}
@@ -83,7 +86,7 @@ def usage_records(calls: list[dict[str, Any]]) -> list[CallRecord]:
             for c in calls]
 
 
-class WriteAndScreen(Step):
+class WriteAndScreen(Step):  # type: ignore[misc]  # distilabel ships no type information
     """Formulate, screen and revise each anchored row; output one JSON `Outcome` per row."""
 
     writer: MindcoreLLM

@@ -28,7 +28,7 @@ from __future__ import annotations
 import json
 import re
 from functools import lru_cache
-from typing import Annotated, Any, Literal, NamedTuple
+from typing import TYPE_CHECKING, Annotated, Any, Literal, NamedTuple
 
 from pydantic import BaseModel, ConfigDict, Field, ValidationError, create_model, field_validator, model_validator
 
@@ -57,7 +57,7 @@ class CausalCheck(BaseModel):
     model_config = ConfigDict(extra="forbid", arbitrary_types_allowed=True)
     severity: Severity = Field(description="Severity of the fault a failing text raises.")
     reason: str = Field(min_length=3, max_length=240, description="Why the text is a fault; the writer reads it.")
-    patterns: list[re.Pattern] = Field(min_length=1, description="Case-insensitive regular expressions.")
+    patterns: list[re.Pattern[str]] = Field(min_length=1, description="Case-insensitive regular expressions.")
 
     @field_validator("patterns", mode="before")
     @classmethod
@@ -161,16 +161,21 @@ def draft_model(scale: float = 1.0, labels: LabelChoice | None = None, causal: b
     `psychological` (2-3, dated under `causal`) and `social` (1-2), as PatientHub's schema counts them."""
     voc = load_vocabularies()
     only = labels or LabelChoice((), (), ())
-    limit = lambda n: max(MIN_TEXT_LIMIT, round(n * scale))  # noqa: E731
-    text = lambda n, d: (str, Field(min_length=3, max_length=limit(n), description=d))  # noqa: E731
+    def limit(n: int) -> int:
+        return max(MIN_TEXT_LIMIT, round(n * scale))
+
+    def text(n: int, d: str) -> tuple[type[str], Any]:
+        return (str, Field(min_length=3, max_length=limit(n), description=d))
+
     psych_labels, social_labels = split_labels(voc) if patientact else (voc.predisposing, {})
-    when = {"when": text(40, "When it happened or held: an age ('at 12'), a year ('in 2009') or a period of life "
+    when: dict[str, Any] = {"when": text(40, "When it happened or held: an age ('at 12'), a year ('in 2009') or a period of life "
                              "('as a child', 'in her twenties').")} if causal else {}
-    pre = create_model("DraftPredisposing", __base__=_Draft,
-                       label=(_enum(psych_labels, tuple(x for x in only.predisposing if x in psych_labels)),
-                              Field(description="Predisposing label.")),
-                       **when,
-                       history=text(200, "Short history of this vulnerability in the client's life."))
+    pre_fields: dict[str, Any] = {
+        "label": (_enum(psych_labels, tuple(x for x in only.predisposing if x in psych_labels)),
+                  Field(description="Predisposing label.")),
+        **when,
+        "history": text(200, "Short history of this vulnerability in the client's life.")}
+    pre = create_model("DraftPredisposing", __base__=_Draft, **pre_fields)
     if patientact:
         social = create_model(
             "DraftSocial", __base__=_Draft,
@@ -178,7 +183,7 @@ def draft_model(scale: float = 1.0, labels: LabelChoice | None = None, causal: b
                    Field(description="Social predisposing label.")),
             history=text(160, "The message or condition as this client lived it, concretely."))
         symptom = Annotated[str, Field(min_length=3, max_length=limit(70))]
-        presenting = {
+        presenting: dict[str, Any] = {
             "summary": text(240, "What brought the client now, seen from outside (no inner thoughts or diagnoses)."),
             "impact": (list[symptom], Field(min_length=3, max_length=5, description="Three to five observable "
                                             "symptoms or consequences, one each, e.g. 'wakes at 4am most nights'.")),
@@ -206,7 +211,7 @@ def draft_model(scale: float = 1.0, labels: LabelChoice | None = None, causal: b
                         label=(_enum(helpful if causal else voc.coping), Field(description="Coping label.")),
                         situation=text(140, "The concrete situation in which it shows up."))
     unhelpful = {k: v for k, v in voc.coping.items() if v.maladaptive}
-    cycle = {"relief": text(80, "The quick relief it brings at first."),
+    cycle: dict[str, Any] = {"relief": text(80, "The quick relief it brings at first."),
              "cost": text(100, "The later cost that feeds the problem back.")} if causal else {}
     bad_cope = create_model("DraftUnhelpfulCoping", __base__=_Draft,
                             label=(_enum(unhelpful), Field(description="Unhelpful (maladaptive) coping label.")),
@@ -215,20 +220,25 @@ def draft_model(scale: float = 1.0, labels: LabelChoice | None = None, causal: b
                           cluster=(_enum(voc.core_beliefs), Field(description="Core-belief cluster.")),
                           history=text(200, "The history the belief is the conclusion of."),
                           belief=text(120, "The belief in the client's own words, first person."))
-    return create_model(
-        "FormulationDraft", __base__=_DraftChecks,
+    fields: dict[str, Any] = {
         **presenting,
-        precipitating=(prec, Field(description="Exactly one recent event.")),
-        protective=(list[prot], Field(min_length=1, max_length=3, description="One to three resources.")),
-        unhelpful_coping=(bad_cope, Field(description="The unhelpful coping behaviour that keeps the problem going.")),
-        other_coping=(list[cope], Field(max_length=2, description="Up to two more coping behaviours.")),
-        core_belief=(belief, Field(description="The core belief.")),
-        quality_of_life=(QualityOfLife, Field(description="Quality of life, decided last.")),
-    )
+        "precipitating": (prec, Field(description="Exactly one recent event.")),
+        "protective": (list[prot], Field(min_length=1, max_length=3, description="One to three resources.")),
+        "unhelpful_coping": (bad_cope, Field(description="The unhelpful coping behaviour that keeps the problem going.")),
+        "other_coping": (list[cope], Field(max_length=2, description="Up to two more coping behaviours.")),
+        "core_belief": (belief, Field(description="The core belief.")),
+        "quality_of_life": (QualityOfLife, Field(description="Quality of life, decided last.")),
+    }
+    return create_model("FormulationDraft", __base__=_DraftChecks, **fields)
 
 
 class _DraftChecks(_Draft):
     """Rules the JSON schema cannot state (it has no uniqueItems for objects)."""
+
+    if TYPE_CHECKING:  # fields every draft model built on this class has (`draft_model`), for mypy only
+        protective: list[Any]
+        other_coping: list[Any]
+        unhelpful_coping: Any
 
     @model_validator(mode="after")
     def _rules(self) -> "_DraftChecks":
@@ -237,11 +247,8 @@ class _DraftChecks(_Draft):
         for name in ("predisposing", "psychological", "social"):
             if hasattr(self, name):
                 setattr(self, name, _first_of_each(getattr(self, name)))
-        self.protective = _first_of_each(self.protective)  # type: ignore[attr-defined]
-        self.other_coping = [  # type: ignore[attr-defined]
-            c for c in _first_of_each(self.other_coping)  # type: ignore[attr-defined]
-            if c.label != self.unhelpful_coping.label  # type: ignore[attr-defined]
-        ]
+        self.protective = _first_of_each(self.protective)
+        self.other_coping = [c for c in _first_of_each(self.other_coping) if c.label != self.unhelpful_coping.label]
         return self
 
 
@@ -263,7 +270,7 @@ def to_formulation(draft: BaseModel) -> Formulation:
     def history(p: Any) -> str:
         # "at 9, a father who ..." (a colon would read as a clock time to the date check: "at 9:").
         if not getattr(p, "when", None):
-            return p.history
+            return str(p.history)
         h = p.history.strip()
         h = h[0].lower() + h[1:] if len(h) > 1 and h[1].islower() else h
         return f"{p.when.strip().rstrip(',:;.')}, {h}"
@@ -271,7 +278,7 @@ def to_formulation(draft: BaseModel) -> Formulation:
     def situation(c: Any) -> str:
         if getattr(c, "relief", None) and getattr(c, "cost", None):
             return f"{c.situation.strip().rstrip('.')}; at first {c.relief.strip().rstrip('.')}, then {c.cost.strip()}"
-        return c.situation
+        return str(c.situation)
 
     if hasattr(d, "psychological"):  # the PatientAct shape
         presenting = Presenting(summary=d.summary, goal=d.goal, impact=[x.strip() for x in d.impact])
@@ -298,7 +305,9 @@ def to_draft_json(f: Formulation) -> str:
     """A stored formulation as the writer's JSON (the assistant turn a revision builds on). Serialised as is,
     not through a draft schema: under the causal rules a stored coping situation holds its relief and cost
     too, longer than the draft's `situation` limit, and the revision must still see what it wrote."""
-    entry = lambda p: {"label": p.label, "history": p.history}  # noqa: E731
+    def entry(p: Predisposing) -> dict[str, str]:
+        return {"label": p.label, "history": p.history}
+
     if any(p.kind for p in f.predisposing):  # the PatientAct shape, in its draft's order
         head: dict[str, Any] = dict(
             summary=f.presenting.summary, impact=f.presenting.impact, goal=f.presenting.goal,
@@ -318,7 +327,7 @@ def to_draft_json(f: Formulation) -> str:
     ), ensure_ascii=False, separators=(",", ":"))
 
 
-def _others(f: Formulation) -> list:
+def _others(f: Formulation) -> list[Perpetuating]:
     first = next(i for i, c in enumerate(f.perpetuating) if c.maladaptive)
     return [c for i, c in enumerate(f.perpetuating) if i != first]
 

@@ -10,7 +10,7 @@ an archetype id from here; the simulator builds the `commit_move` enum and the p
 from __future__ import annotations
 
 from functools import lru_cache
-from typing import Literal
+from typing import Any, Literal
 
 from pydantic import BaseModel, ConfigDict, Field, ValidationError
 
@@ -104,7 +104,7 @@ class Vocabulary(BaseModel):
     @property
     def depth_moves(self) -> list[str]:
         """Depth moves ordered least to most."""
-        return [m.id for m in sorted((m for m in self.moves.values() if m.depth), key=lambda m: m.depth)]
+        return [m.id for m in sorted((m for m in self.moves.values() if m.depth), key=lambda m: m.depth or 0)]
 
     def archetype(self, archetype_id: str) -> Archetype:
         try:
@@ -120,7 +120,7 @@ class Vocabulary(BaseModel):
         return [m for m in self.moves.values() if m.id not in removed]
 
 
-def build_vocabulary(moves_data: dict, archetypes_data: dict) -> Vocabulary:
+def build_vocabulary(moves_data: dict[str, Any], archetypes_data: dict[str, Any]) -> Vocabulary:
     """Validate raw YAML data for both files and cross-check them; raise ConfigError naming the fault."""
     try:
         mf = _MovesFile.model_validate(moves_data)

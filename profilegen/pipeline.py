@@ -117,7 +117,7 @@ async def _async_outcomes(engines: Any, rows: list[AnchoredRow], cfg: ProfilesCo
         async with gate:
             return await make_profile_checkpointed(writer, screener, row, cfg.max_revisions, prov, checkpoints)
 
-    return await gather_progress((one(r) for r in rows), "profiles: write → screen",  # type: ignore[return-value]
+    return await gather_progress((one(r) for r in rows), "profiles: write → screen",
                                  outcome=lambda o: {"ok": "kept"}.get(o.status, o.status))
 
 
@@ -156,7 +156,7 @@ def _prepare(recipe: Any, engines: Any, out_dir: str | Path, config: ProfilesCon
     """Stages 1–2 (no LLM) and the run's provenance."""
     cfg = _config(recipe, config)
     seed = cfg.seed if cfg.seed is not None else recipe.seed
-    folder = RunLayout(out_dir).profiles.path
+    folder = RunLayout(Path(out_dir)).profiles.path
     personas = load_personas(cfg.personas, cfg.candidates, seed)
     rates = load_rates(cfg.rates)
     return _Job(cfg=cfg, seed=seed, folder=folder, checkpoints=CheckpointDir(ProfilesFolder(folder).checkpoints),
@@ -173,7 +173,7 @@ def _finish(job: _Job, engines: Any, outcomes: list[Outcome], runner: str, note:
     kept = [o.profile for o in outcomes if o.status == "ok" and o.profile is not None]
     # The paper selects from clean profiles only; `pool_verdicts` can widen that (a small model's
     # judge rarely says "clean"), and the card states which verdicts the pool came from.
-    clean = [p for p in kept if p.screen.verdict in job.cfg.pool_verdicts]
+    clean = [p for p in kept if p.screen is not None and p.screen.verdict in job.cfg.pool_verdicts]
     clean, sel = select_profiles(clean, cfg.pool_size, cfg.benchmark_size, cfg.poor_qol_floor, job.seed,
                                  benchmark_poor=cfg.benchmark_poor_floor)
     flagged = {p.profile_id: p for p in clean}
@@ -243,7 +243,8 @@ def run_profiles(recipe: Any, engines: Any, out_dir: str | Path, config: Profile
             from mindsimkit.profilegen.distilabel_steps import run_distilabel
 
             return run_distilabel(engines, rows, job.cfg, job.prov, job.checkpoints.path, runner=runner)
-        return engines.run(_async_outcomes(engines, rows, job.cfg, job.prov, job.checkpoints))
+        written: list[Outcome] = engines.run(_async_outcomes(engines, rows, job.cfg, job.prov, job.checkpoints))
+        return written
 
     outcomes = write_and_screen(job.rows)
     extra = _extra_rows(job, outcomes)
@@ -255,7 +256,8 @@ def run_profiles(recipe: Any, engines: Any, out_dir: str | Path, config: Profile
 
 def _pool_ready(job: _Job, outcomes: list[Outcome]) -> int:
     """Profiles kept with a verdict the pool takes."""
-    return sum(o.status == "ok" and o.profile is not None and o.profile.screen.verdict in job.cfg.pool_verdicts
+    return sum(o.status == "ok" and o.profile is not None and o.profile.screen is not None
+               and o.profile.screen.verdict in job.cfg.pool_verdicts
                for o in outcomes)
 
 

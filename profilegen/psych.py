@@ -10,12 +10,15 @@ hashes and cost. The attachment style and core-belief theme it is conditioned on
 
 from __future__ import annotations
 
-from typing import Annotated, Any
+from typing import TYPE_CHECKING, Annotated, Any
 
 from pydantic import BaseModel, ConfigDict, Field
 
 from mindsimkit.mindcore.prompts import render
 from mindsimkit.profilegen.schemas import Profile
+
+if TYPE_CHECKING:
+    from mindsimkit.mindcore.client import RoleClient
 
 PSYCH_TEMPLATE = "patientact/psych_formulation.jinja2"
 THERAPIST = "therapist"
@@ -71,8 +74,8 @@ def psych_messages(profile: Profile, attachment: str, attachment_text: str, them
     )}]
 
 
-async def formulate_psych(client: Any, profile: Profile, attachment: str, attachment_text: str, theme: str,
+async def formulate_psych(client: RoleClient, profile: Profile, attachment: str, attachment_text: str, theme: str,
                          theme_text: str, *, max_tokens: int | None = None, max_attempts: int | None = None) -> PsychFormulation:
-    sampling = {"max_tokens": max_tokens} if max_tokens else {}
+    sampling: dict[str, Any] = {"max_tokens": max_tokens} if max_tokens else {}
     return await client.structured(psych_messages(profile, attachment, attachment_text, theme, theme_text),
                                    PsychFormulation, max_attempts=max_attempts, **sampling)

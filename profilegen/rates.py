@@ -58,7 +58,7 @@ class Rates(BaseModel):
     def secondary_probs(self, main: str, band: str, gender: str) -> dict[str, float]:
         return self._index()[1][(main, band, gender)]
 
-    def _index(self) -> tuple[dict, dict]:
+    def _index(self) -> tuple[dict[tuple[str, str], dict[str, float]], dict[tuple[str, str, str], dict[str, float]]]:
         cached = self.__dict__.get("_idx")
         if cached is None:
             cached = (
@@ -119,7 +119,8 @@ def dump_rates(rates: Rates) -> str:
     data = rates.model_dump()
     for cell in [*data["main"], *data["secondary"]]:
         cell["probs"] = {k: round(v, 6) for k, v in cell["probs"].items() if round(v, 6) > 0}
-    return yaml.safe_dump(data, sort_keys=False, width=120, default_flow_style=None)
+    text: str = yaml.safe_dump(data, sort_keys=False, width=120, default_flow_style=None)
+    return text
 
 
 def read_table(path: str | Path) -> list[dict[str, Any]]:
@@ -156,7 +157,8 @@ def read_table(path: str | Path) -> list[dict[str, Any]]:
 
 
 def _normalise(x: np.ndarray) -> np.ndarray:
-    return x / x.sum(axis=-1, keepdims=True)
+    shares: np.ndarray = x / x.sum(axis=-1, keepdims=True)
+    return shares
 
 
 def fit_rates(rows: list[dict[str, Any]], strength: float = 20.0, where: str = "table") -> Rates:

@@ -7,6 +7,8 @@ clinical labels. Both are Jinja templates under prompts/profilegen/.
 
 from __future__ import annotations
 
+from typing import Any
+
 from mindsimkit.mindcore.prompts import render
 from mindsimkit.profilegen.schemas import AnchoredRow, Formulation
 from mindsimkit.profilegen.vocab import load_vocabularies
@@ -22,7 +24,7 @@ LIVING = {
 }
 
 
-def _common(row: AnchoredRow, f: Formulation) -> dict:
+def _common(row: AnchoredRow, f: Formulation) -> dict[str, Any]:
     return {"persona": row.persona, "demographics": row.demographics, "f": f,
             "living": LIVING[row.demographics.living_situation]}
 

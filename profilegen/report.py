@@ -4,7 +4,8 @@ markdown for the dataset card."""
 
 from __future__ import annotations
 
-from collections import Counter
+from collections import Counter, defaultdict
+from typing import Sequence
 
 from rich.console import Console
 from rich.table import Table
@@ -15,17 +16,18 @@ from mindsimkit.profilegen.schemas import Profile
 from mindsimkit.profilegen.select import ATTRIBUTES, FILL_ATTRIBUTES
 
 
-def _shares(profiles: list[Profile], attribute: str) -> Counter:
-    counts: Counter = Counter(v for p in profiles for v in ATTRIBUTES[attribute](p))
+def _shares(profiles: list[Profile], attribute: str) -> dict[str, float]:
+    """% of `profiles` per value of `attribute`; a value none of them has reads as 0."""
+    counts = Counter(v for p in profiles for v in ATTRIBUTES[attribute](p))
     n = max(len(profiles), 1)
-    return Counter({k: 100 * c / n for k, c in counts.items()})
+    return defaultdict(float, {k: 100 * c / n for k, c in counts.items()})
 
 
 def main_problem_target(population: list[Profile], rates: Rates) -> dict[str, float]:
     """Expected % with each main problem under the rates, for the population's age × gender mix."""
-    mix = Counter((p.demographics.age_band, p.demographics.gender) for p in population)
+    mix = Counter((p.written().demographics.age_band, p.written().demographics.gender) for p in population)
     total = sum(mix.values()) or 1
-    target: Counter = Counter()
+    target: dict[str, float] = defaultdict(float)
     for (band, gender), n in mix.items():
         for problem, prob in rates.main_probs(band, gender).items():
             target[problem] += 100 * prob * n / total
@@ -35,9 +37,9 @@ def main_problem_target(population: list[Profile], rates: Rates) -> dict[str, fl
 def present_target(population: list[Profile], rates: Rates) -> dict[str, float]:
     """Expected % for whom each problem is present, as the main problem or the secondary one (MindEval2 Table 16's
     "Present"), under the rates, for the population's age × gender mix."""
-    mix = Counter((p.demographics.age_band, p.demographics.gender) for p in population)
+    mix = Counter((p.written().demographics.age_band, p.written().demographics.gender) for p in population)
     total = sum(mix.values()) or 1
-    target: Counter = Counter()
+    target: dict[str, float] = defaultdict(float)
     for (band, gender), n in mix.items():
         for main, prob in rates.main_probs(band, gender).items():
             target[main] += 100 * prob * n / total
@@ -47,10 +49,15 @@ def present_target(population: list[Profile], rates: Rates) -> dict[str, float]:
     return dict(target)
 
 
-def _present(profiles: list[Profile]) -> Counter:
+def _present(profiles: list[Profile]) -> dict[str, float]:
     n = max(len(profiles), 1)
-    counts: Counter = Counter(v for p in profiles for v in {p.anchor.main_problem, p.anchor.secondary_problem} - {None})
-    return Counter({k: 100 * c / n for k, c in counts.items()})
+    counts = Counter(
+        v
+        for p in profiles
+        for v in {p.written().anchor.main_problem, p.written().anchor.secondary_problem}
+        if v is not None
+    )
+    return defaultdict(float, {k: 100 * c / n for k, c in counts.items()})
 
 
 PROBLEM_HEADERS = (
@@ -129,7 +136,7 @@ def markdown(population: list[Profile], rates: Rates | None = None) -> str:
     return "\n".join(lines) + "\n"
 
 
-def _md_table(headers: tuple[str, ...], rows: list[tuple[str, ...]]) -> list[str]:
+def _md_table(headers: tuple[str, ...], rows: Sequence[tuple[str, ...]]) -> list[str]:
     return [
         "| " + " | ".join(headers) + " |",
         "|" + "---|" * len(headers),

@@ -29,20 +29,20 @@ from mindsimkit.profilegen.schemas import Profile
 
 # Attribute extractors, declared once: cover uses all of them, fill and benchmark the marginal ones.
 ATTRIBUTES: dict[str, Callable[[Profile], list[str]]] = {
-    "gender": lambda p: [p.demographics.gender],
-    "age_band": lambda p: [p.demographics.age_band],
-    "relationship": lambda p: [p.demographics.relationship],
-    "employment": lambda p: [p.demographics.employment],
-    "living_situation": lambda p: [p.demographics.living_situation],
-    "main_problem": lambda p: [p.anchor.main_problem],
-    "secondary_problem": lambda p: [p.anchor.secondary_problem or "none"],
-    "impact_domain": lambda p: [p.anchor.impact_domain],
-    "quality_of_life": lambda p: [p.formulation.quality_of_life],
-    "predisposing": lambda p: [f.label for f in p.formulation.predisposing],
-    "precipitating": lambda p: [p.formulation.precipitating.label],
-    "protective": lambda p: [f.label for f in p.formulation.protective],
-    "perpetuating": lambda p: [f.label for f in p.formulation.perpetuating],
-    "core_belief": lambda p: [p.formulation.core_belief.cluster],
+    "gender": lambda p: [p.written().demographics.gender],
+    "age_band": lambda p: [p.written().demographics.age_band],
+    "relationship": lambda p: [p.written().demographics.relationship],
+    "employment": lambda p: [p.written().demographics.employment],
+    "living_situation": lambda p: [p.written().demographics.living_situation],
+    "main_problem": lambda p: [p.written().anchor.main_problem],
+    "secondary_problem": lambda p: [p.written().anchor.secondary_problem or "none"],
+    "impact_domain": lambda p: [p.written().anchor.impact_domain],
+    "quality_of_life": lambda p: [p.written().formulation.quality_of_life],
+    "predisposing": lambda p: [f.label for f in p.written().formulation.predisposing],
+    "precipitating": lambda p: [p.written().formulation.precipitating.label],
+    "protective": lambda p: [f.label for f in p.written().formulation.protective],
+    "perpetuating": lambda p: [f.label for f in p.written().formulation.perpetuating],
+    "core_belief": lambda p: [p.written().formulation.core_belief.cluster],
     "register": lambda p: [p.style.register],
     "verbosity": lambda p: [p.style.verbosity],
     "frustration_reactivity": lambda p: [p.style.frustration_reactivity],
@@ -84,12 +84,12 @@ class _Encoded:
         self.value_names: list[str] = []
         rows, cols = [], []
         for a, column in table.items():
-            index: dict[str, int] = {}
+            column_of: dict[str, int] = {}
             for i, vals in enumerate(column):
                 for v in vals:
-                    j = index.get(v)
+                    j = column_of.get(v)
                     if j is None:
-                        j = index[v] = len(self.value_names)
+                        j = column_of[v] = len(self.value_names)
                         self.value_names.append(f"{a}={v}")
                     rows.append(i)
                     cols.append(j)

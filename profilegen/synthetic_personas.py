@@ -13,6 +13,7 @@ import argparse
 import json
 import uuid as uuidlib
 from pathlib import Path
+from typing import Any
 
 import numpy as np
 
@@ -83,7 +84,7 @@ def _occupation(rng: np.random.Generator, age: int) -> str:
     return str(rng.choice(OCCUPATIONS))
 
 
-def persona_record(rng: np.random.Generator) -> dict:
+def persona_record(rng: np.random.Generator) -> dict[str, Any]:
     sex = "Female" if rng.random() < 0.51 else "Male"
     lo, hi = AGE_GROUPS[int(rng.choice(len(AGE_GROUPS), p=[share for _, share in AGE_GROUPS]))][0]
     age = int(rng.integers(lo, hi + 1))
@@ -123,7 +124,7 @@ def persona_record(rng: np.random.Generator) -> dict:
     }
 
 
-def generate(n: int, seed: int) -> list[dict]:
+def generate(n: int, seed: int) -> list[dict[str, Any]]:
     rng = np.random.default_rng(seed)
     return [persona_record(rng) for _ in range(n)]
 

@@ -8,7 +8,7 @@ from __future__ import annotations
 
 from functools import lru_cache
 from importlib import resources
-from typing import Literal
+from typing import Any, Literal
 
 import yaml
 from pydantic import BaseModel, ConfigDict, Field, ValidationError
@@ -91,7 +91,7 @@ class Vocabularies(_Strict):
         return self.main.get(pid) or self.secondary_only[pid]
 
 
-def _read(name: str) -> dict:
+def _read(name: str) -> dict[str, Any]:
     path = resources.files("mindsimkit.profilegen") / "data" / name
     try:
         data = yamlio.safe_load(path.read_text(encoding="utf-8"))
@@ -102,8 +102,8 @@ def _read(name: str) -> dict:
     return data
 
 
-def _labels(items: list[dict], **extra) -> dict[str, Label]:
-    out = {}
+def _labels(items: list[dict[str, Any]], **extra: Any) -> dict[str, Label]:
+    out: dict[str, Label] = {}
     for item in items:
         label = Label.model_validate({**item, **extra})
         if label.id in out:
@@ -112,7 +112,7 @@ def _labels(items: list[dict], **extra) -> dict[str, Label]:
     return out
 
 
-def _grouped(groups: dict[str, list[dict]]) -> dict[str, Label]:
+def _grouped(groups: dict[str, list[dict[str, Any]]]) -> dict[str, Label]:
     out: dict[str, Label] = {}
     for group, items in groups.items():
         for lid, label in _labels(items, group=group).items():
@@ -122,7 +122,7 @@ def _grouped(groups: dict[str, list[dict]]) -> dict[str, Label]:
     return out
 
 
-def build_vocabularies(problems: dict, formulation: dict) -> Vocabularies:
+def build_vocabularies(problems: dict[str, Any], formulation: dict[str, Any]) -> Vocabularies:
     """Validate raw YAML of both files; raise ConfigError naming every broken rule."""
     try:
         voc = Vocabularies(
@@ -180,6 +180,6 @@ def load_vocabularies() -> Vocabularies:
     return build_vocabularies(_read("problems.yaml"), _read("formulation.yaml"))
 
 
-def read_data(name: str) -> dict:
+def read_data(name: str) -> dict[str, Any]:
     """A YAML data file of this package (must carry source: and version:)."""
     return _read(name)

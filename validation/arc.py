@@ -17,7 +17,7 @@ import asyncio
 import hashlib
 import json
 from pathlib import Path
-from typing import Literal
+from typing import TYPE_CHECKING, Any, Literal
 
 import numpy as np
 from pydantic import BaseModel, Field
@@ -26,6 +26,9 @@ from mindsimkit.mindcore.errors import StructuredOutputError
 from mindsimkit.mindcore.prompts import render, template_hash
 from mindsimkit.mindcore.runner import gather_progress
 from mindsimkit.validation.transcripts import Conversation
+
+if TYPE_CHECKING:
+    from mindsimkit.mindcore.client import RoleClient
 
 LABELS: tuple[str, ...] = ("P", "T", "C", "F")
 LABEL_NAMES = {"P": "problem", "T": "transition", "C": "change talk", "F": "filler"}
@@ -115,7 +118,7 @@ class ArcResult(BaseModel):
 
 async def label_conversations(
     conversations: list[Conversation],
-    client,
+    client: RoleClient,
     *,
     patient_role: str,
     context_messages: int = 4,
@@ -150,7 +153,7 @@ async def label_conversations(
     return ArcResult(labels=labels, calls=len(todo), cached=cached, failed=failed)
 
 
-def label_conversations_sync(*args, **kwargs) -> ArcResult:
+def label_conversations_sync(*args: Any, **kwargs: Any) -> ArcResult:
     """`label_conversations` for callers outside an event loop."""
     return asyncio.run(label_conversations(*args, **kwargs))
 

@@ -7,7 +7,7 @@ from __future__ import annotations
 
 import contextlib
 from pathlib import Path
-from typing import Optional
+from typing import TYPE_CHECKING, Any, Iterator, Optional
 
 import typer
 from rich.markup import escape
@@ -18,11 +18,15 @@ from mindsimkit.mindcore.layout import ValidationFolder
 from mindsimkit.mindcore.outputs import check_out_file
 from mindsimkit.validation.config import ValidationConfig
 
+if TYPE_CHECKING:
+    from mindsimkit.mindcore.config import EnginesConfig
+    from mindsimkit.mindcore.engine import Engines
+
 app = typer.Typer(help="Realism validation: surface-feature distances and narrative arcs against a reference.", no_args_is_help=True)
 _err = err_console()
 
 
-def _config(recipe: Optional[Path], **overrides) -> tuple[ValidationConfig, object]:
+def _config(recipe: Optional[Path], **overrides: Any) -> tuple[ValidationConfig, EnginesConfig]:
     """The recipe's validation section (or defaults) with CLI overrides, and its engines config."""
     from mindsimkit.mindcore.config import EnginesConfig
     from mindsimkit.mindcore.recipe import load_recipe
@@ -40,7 +44,7 @@ def _config(recipe: Optional[Path], **overrides) -> tuple[ValidationConfig, obje
 
 
 @contextlib.contextmanager
-def _engines(config: ValidationConfig, engines_cfg):
+def _engines(config: ValidationConfig, engines_cfg: EnginesConfig) -> Iterator[Engines | None]:
     if not config.arc:
         yield None
         return
@@ -93,7 +97,7 @@ def reference_cmd(
     _fail_if_no_arc_label({measured.name: c}, out)
 
 
-def _fail_if_no_arc_label(counts: dict[str, dict], out: Path) -> None:
+def _fail_if_no_arc_label(counts: dict[str, dict[str, Any]], out: Path) -> None:
     """Exit 1 when arc labelling was asked for and not one turn of a source got a label: the labeller
     engine failed at run time (every answer invalid), which a CI gate must see. Some failed turns
     among good ones are counted in the output, exit 0."""
@@ -166,7 +170,9 @@ def compare_cmd(
             report = compare(None, sims, out, config, engines=engines)
     except UserError as exc:
         _fail(exc)
-    num = lambda x: "n/a" if x is None else f"{x:.3f}"  # noqa: E731 - undefined values are null
+    def num(x: float | None) -> str:  # undefined values are null
+        return "n/a" if x is None else f"{x:.3f}"
+
     for name, res in report["systems"].items():
         idx = res["index"]
         typer.echo(f"{name}: index {num(idx['distance'])} [{num(idx['ci'][0])}, {num(idx['ci'][1])}] (floor {num(report['floor'].get('index'))})")

@@ -9,14 +9,14 @@ from __future__ import annotations
 
 import asyncio
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any, Coroutine, TypeVar
 
 from mindsimkit.mindcore.errors import ConfigError, InputError
 from mindsimkit.mindcore.layout import ValidationFolder
 from mindsimkit.mindcore.prompts import template_hash
 from mindsimkit.mindcore.runners import Runner
 from mindsimkit.validation.arc import ROLE, SYSTEM_TEMPLATE, TURN_TEMPLATE, LabelCache, stretch_shares
-from mindsimkit.validation.config import ValidationConfig
+from mindsimkit.validation.config import SampleFilters, ValidationConfig
 from mindsimkit.validation.distances import compare_samples, joint_distance, joint_floor, noise_floor, system_seed
 from mindsimkit.validation.features import FEATURES
 from mindsimkit.validation.reference import Measured, load_reference, measure, reference_provenance, write_reference
@@ -24,8 +24,13 @@ from mindsimkit.validation.report import build_report, write_report
 from mindsimkit.validation.sharded import label_arcs
 from mindsimkit.validation.transcripts import load_transcripts
 
+if TYPE_CHECKING:
+    from mindsimkit.mindcore.engine import Engines
 
-def _run(coro):
+T = TypeVar("T")
+
+
+def _run(coro: Coroutine[Any, Any, T]) -> T:
     try:
         asyncio.get_running_loop()
     except RuntimeError:
@@ -34,7 +39,7 @@ def _run(coro):
     raise RuntimeError("called from inside an event loop: await the *_async variant instead")
 
 
-def _arc_info(engines, config: ValidationConfig) -> dict[str, Any]:
+def _arc_info(engines: Engines, config: ValidationConfig) -> dict[str, Any]:
     return {
         "labeller": engines.role(ROLE).describe(),
         "templates": {SYSTEM_TEMPLATE: template_hash(SYSTEM_TEMPLATE), TURN_TEMPLATE: template_hash(TURN_TEMPLATE)},
@@ -48,14 +53,14 @@ class FilteredOut(InputError):
 
 
 async def measure_source(
-    source: Any, name: str, config: ValidationConfig, *, engines=None, cache: LabelCache | None = None,
+    source: Any, name: str, config: ValidationConfig, *, engines: Engines | None = None, cache: LabelCache | None = None,
     runner: Runner | None = None, filtered: bool = False,
 ) -> Measured:
     """Measure one source: a reference artifact (.parquet) is loaded as is; transcripts (JSONL, saved
     dataset, rows) get features and, if `config.arc`, arc labels through `engines`. `filtered`: apply
     the config's sample filters (first sessions, patient-turn cap, counsellors), as compare does for
     the systems; the reference is never filtered."""
-    filters = config.filters() if filtered else {}
+    filters: SampleFilters = config.filters() if filtered else {}
     if isinstance(source, (str, Path)) and str(source).endswith(".parquet"):
         if filters:
             raise ConfigError(f"{name}: {source} is a numbers-only artifact and cannot be filtered by "
@@ -85,11 +90,11 @@ async def measure_source(
                 "validation.arc is on but no engines were given: pass engines= (the end-to-end job does), "
                 "or on the CLI give --recipe (or nothing, for the embedded engine)"
             )
-        settings = dict(patient_role=config.patient_role, context_messages=config.arc_context_messages,
-                        cache=cache, max_tokens=config.arc_max_tokens, description=f"arc labels: {name}")
-        arc = await label_arcs(transcripts.conversations, engines, runner, **settings)
+        arc = await label_arcs(transcripts.conversations, engines, runner, patient_role=config.patient_role,
+                               context_messages=config.arc_context_messages, cache=cache,
+                               max_tokens=config.arc_max_tokens, description=f"arc labels: {name}")
     measured = measure(transcripts, config, arc)
-    if arc is not None:
+    if arc is not None and engines is not None:
         measured.meta["arc"] = {**_arc_info(engines, config), "calls": arc.calls, "cached": arc.cached}
     return measured
 
@@ -99,7 +104,7 @@ async def build_reference_async(
     out: str | Path,
     config: ValidationConfig | None = None,
     *,
-    engines=None,
+    engines: Engines | None = None,
     attribution: str | None = None,
     name: str | None = None,
 ) -> Measured:
@@ -115,7 +120,7 @@ async def build_reference_async(
     return measured
 
 
-def build_reference(source: Any, out: str | Path, config: ValidationConfig | None = None, **kw) -> Measured:
+def build_reference(source: Any, out: str | Path, config: ValidationConfig | None = None, **kw: Any) -> Measured:
     return _run(build_reference_async(source, out, config, **kw))
 
 
@@ -148,7 +153,7 @@ async def compare_async(
     sims: dict[str, Any],
     out_dir: str | Path,
     config: ValidationConfig | None = None,
-    engines=None,
+    engines: Engines | None = None,
     runner: Runner | None = None,
 ) -> dict[str, Any]:
     """Compare each system in `sims` (name -> transcripts path, saved dataset, rows, or a reference
@@ -184,7 +189,7 @@ def compare(
     sims: dict[str, Any],
     out_dir: str | Path,
     config: ValidationConfig | None = None,
-    engines=None,
+    engines: Engines | None = None,
     runner: Runner | None = None,
 ) -> dict[str, Any]:
     """Synchronous `compare_async`; `engines` must be started (`with Engines.from_config(cfg) as e`)."""

@@ -8,6 +8,7 @@ from __future__ import annotations
 
 from importlib import resources
 from pathlib import Path
+from typing import TypedDict
 
 from pydantic import BaseModel, ConfigDict, Field
 
@@ -19,6 +20,14 @@ SHIPPED_REFERENCE = "data/mibot_reference.parquet"
 def shipped_reference_path() -> Path:
     """The reference artifact shipped with the package (MIBot v6.3A human turns, numbers only)."""
     return Path(str(resources.files("mindsimkit.validation").joinpath(SHIPPED_REFERENCE)))
+
+
+class SampleFilters(TypedDict, total=False):
+    """The sample filters a comparison applies to each system, only those that are set."""
+
+    first_sessions_only: bool
+    max_patient_turns: int
+    counsellors: list[str]
 
 
 class ValidationConfig(BaseModel):
@@ -66,11 +75,16 @@ class ValidationConfig(BaseModel):
     arc_max_tokens: int = Field(24, ge=8, le=512, description="Token budget of one label reply (a tiny JSON object)")
     plots: bool = Field(True, description="Write PNG plots next to the report")
 
-    def filters(self) -> dict[str, object]:
+    def filters(self) -> SampleFilters:
         """The sample filters that are set, by name (empty when the whole transcripts are compared)."""
-        return {k: v for k, v in {"first_sessions_only": self.first_sessions_only or None,
-                                  "max_patient_turns": self.max_patient_turns,
-                                  "counsellors": self.counsellors}.items() if v is not None}
+        out: SampleFilters = {}
+        if self.first_sessions_only:
+            out["first_sessions_only"] = True
+        if self.max_patient_turns is not None:
+            out["max_patient_turns"] = self.max_patient_turns
+        if self.counsellors is not None:
+            out["counsellors"] = self.counsellors
+        return out
 
     def reference_path(self) -> Path:
         return Path(self.reference) if self.reference else shipped_reference_path()

@@ -100,7 +100,8 @@ def weighted_std(x: np.ndarray, w: np.ndarray) -> np.ndarray:
         total = w.sum(axis=1)
         mean = (w @ x) / total
         var = (w @ (x * x)) / total - mean * mean
-    return np.sqrt(np.maximum(var, 0.0))
+    sd: np.ndarray = np.sqrt(np.maximum(var, 0.0))
+    return sd
 
 
 def patient_draws(rng: np.random.Generator, n_patients: int, n_draws: int) -> np.ndarray:
@@ -191,7 +192,8 @@ def noise_floor(
 
 def _standardise(values: np.ndarray, mean: np.ndarray, sd: np.ndarray) -> np.ndarray:
     complete = values[~np.isnan(values).any(axis=1)]
-    return (complete - mean) / np.where(sd > 0, sd, 1.0)
+    standardised: np.ndarray = (complete - mean) / np.where(sd > 0, sd, 1.0)
+    return standardised
 
 
 def joint_distance(ref_values: np.ndarray, sim_values: np.ndarray, *, scale_from: np.ndarray | None = None) -> float:

@@ -65,7 +65,7 @@ class MarkerFamily:
     words: frozenset[str]
     phrases: re.Pattern[str] | None
 
-    def count(self, lowered: str, runs: Counter) -> int:
+    def count(self, lowered: str, runs: Counter[str]) -> int:
         n = sum(runs[w] for w in self.words if w in runs)
         return n + (len(self.phrases.findall(lowered)) if self.phrases is not None else 0)
 

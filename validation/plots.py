@@ -13,12 +13,13 @@ import numpy as np
 from mindsimkit.mindcore.plots import pyplot, save_png
 from mindsimkit.validation.arc import LABEL_NAMES, LABELS
 from mindsimkit.validation.features import FEATURE_LABELS, FEATURES
+from mindsimkit.validation.reference import Measured
 
 plt = pyplot()  # this module is imported only to draw
 _COLORS = plt.get_cmap("tab10").colors
 
 
-def plot_distributions(ref, systems: dict, path: Path) -> Path:
+def plot_distributions(ref: Measured, systems: dict[str, Measured], path: Path) -> Path:
     """One panel per feature: density histograms over common bins (1st–99th percentile of all data)."""
     sides = {"reference": ref, **systems}
     fig, axes = plt.subplots(2, 4, figsize=(16, 7))
@@ -87,7 +88,7 @@ def plot_arc(report: dict[str, Any], path: Path) -> Path:
     return save_png(fig, path)
 
 
-def plot_all(report: dict[str, Any], ref, systems: dict, out_dir: Path) -> list[Path]:
+def plot_all(report: dict[str, Any], ref: Measured, systems: dict[str, Measured], out_dir: Path) -> list[Path]:
     paths = [plot_distributions(ref, systems, out_dir / "features.png"), plot_distances(report, out_dir / "distances.png")]
     if report["arc"]:
         paths.append(plot_arc(report, out_dir / "arc.png"))

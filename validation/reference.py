@@ -57,7 +57,8 @@ class Measured:
 
     @property
     def counts(self) -> dict[str, Any]:
-        return self.meta.get("counts", {})
+        counts: dict[str, Any] = self.meta.get("counts", {})
+        return counts
 
 
 def load_lexicon(config: ValidationConfig) -> MarkerLexicon:
@@ -144,7 +145,8 @@ def file_sha256(path: str | Path) -> str:
     return digest.hexdigest()
 
 
-def reference_provenance(source: Any, config: ValidationConfig, *, attribution: str | None, arc_info: dict | None) -> dict:
+def reference_provenance(source: Any, config: ValidationConfig, *, attribution: str | None,
+                         arc_info: dict[str, Any] | None) -> dict[str, Any]:
     """What an artifact records about where it came from; the source is named by file name and hash only."""
     prov = base_provenance()
     if isinstance(source, (str, Path)) and Path(source).is_file():

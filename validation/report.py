@@ -13,13 +13,14 @@ from mindsimkit.mindcore.runlog import ValidationReport
 from mindsimkit.validation.arc import LABEL_NAMES, LABELS
 from mindsimkit.validation.config import ValidationConfig
 from mindsimkit.validation.features import FEATURE_LABELS, FEATURES
+from mindsimkit.validation.reference import Measured
 
 # Settings that change feature values: a reference measured differently is not comparable.
 _COMPARABLE = ("mtld_threshold", "markers_version", "min_patient_turns")
 
 
-def _warnings(ref, systems, config: ValidationConfig) -> list[str]:
-    out = []
+def _warnings(ref: Measured, systems: dict[str, Measured], config: ValidationConfig) -> list[str]:
+    out: list[str] = []
     ref_settings = ref.meta.get("settings", {})
     for name, sim in systems.items():
         sim_settings = sim.meta.get("settings", {})
@@ -33,7 +34,8 @@ def _warnings(ref, systems, config: ValidationConfig) -> list[str]:
     return out
 
 
-def build_report(ref, systems: dict, distances: dict, arc: dict, config: ValidationConfig) -> dict[str, Any]:
+def build_report(ref: Measured, systems: dict[str, Measured], distances: dict[str, Any],
+                 arc: dict[str, dict[str, dict[str, float]]], config: ValidationConfig) -> dict[str, Any]:
     """The report.json structure (see docs/validation.md)."""
     sys_out = {}
     extra_warnings: list[str] = []
@@ -60,14 +62,15 @@ def build_report(ref, systems: dict, distances: dict, arc: dict, config: Validat
         "settings": config.model_dump(exclude={"arc_cache"}),
         "warnings": _warnings(ref, systems, config) + extra_warnings,
     }
-    return json_safe(report)
+    safe: dict[str, Any] = json_safe(report)
+    return safe
 
 
 def _fmt(x: float | None, digits: int = 2) -> str:
     return "–" if x is None else f"{x:.{digits}f}"
 
 
-def _cell(est: dict | float | None, best: bool) -> str:
+def _cell(est: dict[str, Any] | float | None, best: bool) -> str:
     if isinstance(est, dict):
         lo, hi = est["ci"]
         text = f"{_fmt(est['distance'])} [{_fmt(lo)}, {_fmt(hi)}]"
@@ -150,7 +153,7 @@ def to_markdown(report: dict[str, Any]) -> str:
     return "\n".join(lines) + "\n"
 
 
-def write_report(report: dict[str, Any], ref, systems: dict, out_dir: str | Path, *, plots: bool = True) -> Path:
+def write_report(report: dict[str, Any], ref: Measured, systems: dict[str, Measured], out_dir: str | Path, *, plots: bool = True) -> Path:
     out_dir = Path(out_dir)
     folder = ValidationFolder(out_dir)
     ValidationReport.model_validate(report)  # what the run log's readers expect, or fail here rather than later

@@ -61,7 +61,7 @@ async def label_arcs(conversations: list[Conversation], engines: Any, runner: Ru
     for (_, idx), part in zip(run.parts, run.results):
         for i, row in zip(idx, part.labels):
             labels[i] = row
-    if main is not None:
+    if main is not None and cache is not None:
         for path in _shard_files(main):
             for key, label in LabelCache(path).labels.items():
                 if key not in cache.labels:

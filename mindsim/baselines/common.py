@@ -20,7 +20,8 @@ from dataclasses import dataclass, field
 from functools import lru_cache
 from importlib import resources
 from pathlib import Path
-from typing import Any, Callable, ClassVar, Mapping
+from types import MappingProxyType
+from typing import Any, Callable, ClassVar, Mapping, Sequence
 
 from pydantic import BaseModel, ConfigDict, Field, ValidationError
 
@@ -148,7 +149,8 @@ async def map_fields(client: Any, messages: list[dict[str, str]], model: type[Ba
     and the patient's arcs of this baseline fail, counted, while other engines' arcs go on)."""
     b = config.baselines
     sampling = {"max_tokens": b.mapper_max_tokens} if b.mapper_max_tokens else {}
-    return await client.structured(messages, model, max_attempts=b.mapper_attempts, **sampling)
+    answer: BaseModel = await client.structured(messages, model, max_attempts=b.mapper_attempts, **sampling)
+    return answer
 
 
 @dataclass
@@ -160,7 +162,7 @@ class PromptedPatient:
     history: list[dict[str, Any]]
     tokens: TokenCount = field(default_factory=TokenCount)
 
-    def open(self, opening_message: str, rejected_openings: list[RejectedMessage] = ()) -> PatientTurn:
+    def open(self, opening_message: str, rejected_openings: Sequence[RejectedMessage] = ()) -> PatientTurn:
         self.history.append({"role": "assistant", "content": opening_message})
         return PatientTurn(index=0, opening=True, move=None, secondary_move=None, end_conversation=False,
                            reasoning=None, cue=None, message=opening_message, rejected_messages=list(rejected_openings))
@@ -201,12 +203,21 @@ class PromptedBaselineEngine:
     A subclass (also a `PatientEngine`) sets `name`, `what`, `system_template`, `map_template` and gives
     `system_prompt(prep, talk)` and `build(profile, seed, client, config)`."""
 
+    name: ClassVar[str]
+    description: ClassVar[str]
     what: str
     system_template: str
     map_template: str
     # Both call the one mapper role once per patient, before their sessions.
-    roles: ClassVar[Mapping[str, str]] = {MAPPER_ROLE: MAPPER_KEY}
-    prepares = True
+    roles: ClassVar[Mapping[str, str]] = MappingProxyType({MAPPER_ROLE: MAPPER_KEY})
+    prepares: ClassVar[bool] = True
+
+    def system_prompt(self, prep: Any, talk: Any) -> str:
+        raise NotImplementedError(f"{type(self).__name__} must say how its system prompt is written")
+
+    def build(self, profile: Any, seed: int, client: Any, config: Any) -> Any:
+        """The awaitable that makes one patient's preparation."""
+        raise NotImplementedError(f"{type(self).__name__} must say how its preparation is made")
 
     def participant(self, talk: Any) -> Any:
         prep = talk.arc.preparation

@@ -69,7 +69,7 @@ def _render(kind: str, value: str, pid: str) -> str:
     if value not in table:
         raise ConfigError(f"profile {pid}: {kind} '{value}' has no MindEval phrasing in mindsim/data/baselines/mindeval.yaml "
                           f"(known: {', '.join(table)})")
-    return table[value]
+    return str(table[value])
 
 
 def conversation_style(profile: Any) -> str:

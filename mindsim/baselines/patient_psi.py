@@ -54,14 +54,14 @@ def category(cluster: str) -> str:
     if cluster not in clusters:
         raise ConfigError(f"core-belief cluster '{cluster}' has no Patient-Psi category in "
                           f"mindsim/data/baselines/patient_psi.yaml (known: {', '.join(clusters)})")
-    return clusters[cluster]["category"]
+    return str(clusters[cluster]["category"])
 
 
 def candidates(cluster: str) -> list[str]:
     """The sub-beliefs the mapper may pick for a cluster: its own list, or its whole category's."""
-    spec = data()["clusters"][cluster] if cluster in data()["clusters"] else None
-    if spec is None:
+    if cluster not in data()["clusters"]:
         category(cluster)  # raises naming the fix
+    spec = data()["clusters"][cluster]
     return list(spec.get("candidates") or data()["categories"][spec["category"]])
 
 
@@ -72,14 +72,17 @@ def _once(values: list[str]) -> list[str]:
 
 def map_model(options: list[str]) -> type[BaseModel]:
     """What the mapper writes; the sub-beliefs and emotions are enums, so its answer cannot leave the lists."""
+    # The option lists come from data at run time, so these are values for pydantic, not types mypy can follow.
+    beliefs: Any = list[Literal[tuple(options)]]  # type: ignore[misc]
+    emotions: Any = list[Literal[tuple(data()["emotions"])]]  # type: ignore[misc]
     return create_model(
         "PatientPsiMap", __config__=ConfigDict(extra="forbid"),
         __validators__={"once": field_validator("core_beliefs", "emotions")(_once)},
         name=(str, Field(min_length=1, max_length=30, description="The client's first name (from the persona if it gives one)")),
-        core_beliefs=(list[Literal[tuple(options)]], Field(min_length=1, max_length=2, description="1-2 core beliefs that fit the case")),
+        core_beliefs=(beliefs, Field(min_length=1, max_length=2, description="1-2 core beliefs that fit the case")),
         intermediate_beliefs=(list[Line], Field(min_length=1, max_length=3, description="Rules, attitudes and assumptions ('If I ..., then ...')")),
         intermediate_beliefs_low=(list[Line], Field(min_length=1, max_length=2, description="The rules that take over when the client is at their lowest")),
-        emotions=(list[Literal[tuple(data()["emotions"])]], Field(min_length=1, max_length=3, description="1-3 emotions the client's hard moments bring")),
+        emotions=(emotions, Field(min_length=1, max_length=3, description="1-3 emotions the client's hard moments bring")),
     )
 
 

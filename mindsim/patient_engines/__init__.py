@@ -104,9 +104,13 @@ def register_variant(engine: str, arm: str, settings: Mapping[str, Any], descrip
     if shared:
         raise ValueError(f"variant '{engine}{VARIANT_SEP}{arm}' sets {', '.join(shared)}, which the engine's "
                          "per-patient preparation reads; its arms share one preparation, so they may not differ there")
+    from pydantic import BaseModel
+
     from mindsimkit.mindsim.config import SimulationConfig
 
     section = SimulationConfig.model_fields[base.settings_section].annotation
+    if not (isinstance(section, type) and issubclass(section, BaseModel)):
+        raise ValueError(f"engine '{engine}': simulation.{base.settings_section} is not a settings section")
     section.model_validate(dict(settings))  # a misspelt or mistyped switch fails at registration
     v = Variant(f"{engine}{VARIANT_SEP}{arm}", base, arm, MappingProxyType(dict(settings)), description)
     _VARIANTS[v.name] = v

@@ -27,7 +27,7 @@ class Participant(Protocol):
     history: list[dict[str, Any]]  # patient-side messages; history[0] is the system prompt as sent
     tokens: Any  # `.prompt` / `.completion` counts of its calls
 
-    def open(self, opening_message: str, rejected_openings: list[Any] = ()) -> "PatientTurn": ...
+    def open(self, opening_message: str, rejected_openings: Sequence[Any] = ()) -> "PatientTurn": ...
 
     async def turn(self, index: int, counsellor_text: str) -> "PatientTurn": ...
 
@@ -152,6 +152,8 @@ class Variant:
         if not self.settings:
             return config
         section_name = self.engine.settings_section
+        if section_name is None:  # `variant` refuses settings for an engine without a section
+            raise ValueError(f"variant '{self.name}': engine '{self.engine.name}' has no settings to vary")
         section = getattr(config, section_name)
         merged = type(section).model_validate({**section.model_dump(), **self.settings})
         return config.model_copy(update={section_name: merged})

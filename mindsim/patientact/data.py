@@ -8,7 +8,7 @@ from __future__ import annotations
 
 from functools import lru_cache
 from importlib import resources
-from typing import Any, Literal
+from typing import Any, Literal, TypeVar
 
 from pydantic import BaseModel, ConfigDict, Field, model_validator
 
@@ -52,7 +52,8 @@ class Taxonomy(_Frozen):
         return [t.id for t in getattr(self, name)]
 
     def term(self, name: str, term_id: str) -> Term:
-        return next(t for t in getattr(self, name) if t.id == term_id)
+        term: Term = next(t for t in getattr(self, name) if t.id == term_id)
+        return term
 
 
 class AttachmentRule(_Frozen):
@@ -212,7 +213,10 @@ class Lexicon(_Frozen):
     synonyms: dict[str, str] = Field(default_factory=dict)
 
 
-def _load(name: str, model: type[BaseModel], preset: str | None = None):
+M = TypeVar("M", bound=BaseModel)
+
+
+def _load(name: str, model: type[M], preset: str | None = None) -> M:
     """`name` from `mindsim/data/patientact/`, or the file a preset puts in its place (its `data` key is the
     file's stem: `trust`, `step_rules`)."""
     from mindsimkit.mindsim.presets import data_file

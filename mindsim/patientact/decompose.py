@@ -104,7 +104,7 @@ def profile_pieces(profile: Profile, formulation: PsychFormulation | None) -> li
     types = _types_of()
     if profile.situation_profile is not None:
         return _typed(types, situation_pieces(profile.situation_profile) + _psych_pieces(formulation))
-    f = profile.formulation
+    f = profile.written().formulation
     out: list[tuple[str, str]] = []
     out += [("formulation.presenting.impact", x) for x in f.presenting.impact]
     out += [("formulation.perpetuating", f"{p.label.replace('_', ' ')}: {p.situation}") for p in f.perpetuating]
@@ -136,7 +136,8 @@ def max_pieces(patientact: bool = False) -> int:
     from mindsimkit.profilegen.formulation import draft_model as formulation_draft
 
     def most(model: type[BaseModel], name: str) -> int:
-        return next(m.max_length for m in model.model_fields[name].metadata if getattr(m, "max_length", None))
+        longest: int = next(m.max_length for m in model.model_fields[name].metadata if getattr(m, "max_length", None))
+        return longest
 
     fd = formulation_draft(patientact=patientact)
     before = ("impact", "psychological", "social") if patientact else ("predisposing",)
@@ -170,7 +171,7 @@ def situation_formulation(record: SituationRecord) -> PsychFormulation:
 def static_layer(profile: Profile, formulation: PsychFormulation | None) -> StaticLayer:
     if profile.situation_profile is not None:
         return situation_static(profile.situation_profile, formulation or situation_formulation(profile.situation_profile))
-    p, d, f = profile.persona, profile.demographics, profile.formulation
+    p, d, _, f = profile.written()
     demographics = (f"{p.age}, {d.gender}; {p.occupation.replace('_', ' ')} ({d.employment.replace('_', ' ')}); "
                     f"{d.relationship.replace('_', ' ')}, {d.living_situation.replace('_', ' ')}")
     tp = formulation.therapist_pattern if formulation is not None else None
@@ -231,7 +232,12 @@ class DraftItem(_Row):
         # JSON-schema grammar cannot enforce uniqueness). Fewer than MIN_TAGS distinct ones are topped up from
         # the piece's own words when the item is made (`make_item`, counted on the item).
         seen: set[str] = set()
-        tags = [t for t in tags if not (t.lower() in seen or seen.add(t.lower()))]
+        distinct = []
+        for t in tags:
+            if t.lower() not in seen:
+                seen.add(t.lower())
+                distinct.append(t)
+        tags = distinct
         generic = sorted({t for t in tags if t.lower() in set(item_types().generic_tags)})
         if generic:
             raise ValueError(f"tags {generic} fit any client; use topics specific to this one (their people, places, events)")
@@ -434,7 +440,7 @@ class DecompositionStore:
     rerun meets the same inner material."""
 
     def __init__(self, out_dir: str | Path):
-        self.dir = CheckpointDir(RunLayout(out_dir).sessions.decompositions)
+        self.dir = CheckpointDir(RunLayout(Path(out_dir)).sessions.decompositions)
 
     def load(self, key: str) -> Decomposition | None:
         if not self.dir.has(key):

@@ -128,7 +128,9 @@ class PatientActEngine(PatientEngine):
         behaviours = Counter(st["behaviour"] for st in states if st.get("behaviour"))
         decided = sum(behaviours.values())
         ends = [r["patientact"] for r in rows if r.get("patientact")]
-        mean = lambda key: sum(e[key] for e in ends) / len(ends) if ends else None  # noqa: E731
+        def mean(key: str) -> float | None:
+            return sum(e[key] for e in ends) / len(ends) if ends else None
+
         return {
             "record_fields": True,
             "sessions_note": SESSIONS_NOTE,

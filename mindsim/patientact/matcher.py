@@ -36,11 +36,12 @@ class TagMatch(BaseModel):
 @lru_cache(maxsize=256)
 def match_model(tags: tuple[str, ...]) -> type[BaseModel]:
     """The answer schema for one patient: tags from its own list only (same schema name as `TagMatch`)."""
-    choice = Literal[tags] if tags else str  # type: ignore[valid-type]
+    # Built from the patient's tags at run time, so this is a value for pydantic, not a type mypy can follow.
+    tag_list: Any = list[Literal[tags]] if tags else list[str]  # type: ignore[valid-type]
     return create_model(
         "TagMatch", __config__=ConfigDict(extra="forbid"),
         why=(str, Field(max_length=200, description="One short sentence: what the message is about")),
-        tags=(list[choice], Field(max_length=MAX_TAGS, description="The listed tags the counsellor's message touches (may be empty)")),
+        tags=(tag_list, Field(max_length=MAX_TAGS, description="The listed tags the counsellor's message touches (may be empty)")),
     )
 
 

@@ -24,7 +24,7 @@ schema; when it never fits, the turn fails (`TurnFailed`) and the arc is counted
 from __future__ import annotations
 
 from dataclasses import dataclass, field
-from typing import Any, Literal
+from typing import Any, Literal, Sequence, TypedDict
 
 from pydantic import BaseModel, ConfigDict, Field, create_model
 
@@ -102,8 +102,16 @@ def same_run(behaviours: list[str]) -> int:
     return n
 
 
+class GateFlags(TypedDict):
+    """What the gate let through this turn, as the step rules read it."""
+
+    activated: bool
+    blocked: bool
+    trigger: bool
+
+
 def conditions(*, activated: bool, blocked: bool, trigger: bool, trust: float, reaction: str | None = None,
-               intensity: str | None = None, behaviours: list[str] = (), preset: str | None = None) -> list[str]:
+               intensity: str | None = None, behaviours: Sequence[str] = (), preset: str | None = None) -> list[str]:
     """The ids of the step rules that hold (step_rules.yaml; the template words each one)."""
     r = step_rules(preset)
     held = []
@@ -160,7 +168,7 @@ class PatientActPatient:
     def item(self, item_id: str) -> MemoryItem:
         return next(i for i in self.items if i.id == item_id)
 
-    def open(self, opening_message: str, rejected_openings: list[RejectedMessage] = ()) -> PatientTurn:
+    def open(self, opening_message: str, rejected_openings: Sequence[RejectedMessage] = ()) -> PatientTurn:
         self.history.append({"role": "assistant", "content": opening_message})
         self.exchange.append(("Client", opening_message))
         state = PatientActTurn(trust_before=self.trust, trust_after=self.trust)
@@ -224,7 +232,7 @@ class PatientActPatient:
         if pa.trust_update == "direction":
             self.trust, move = apply_change(self.trust, change.change, self.decomposition.psych.attachment, self.preset)
         else:
-            self.trust, move = update(self.trust, criterion, change.change, self.decomposition.psych.attachment,
+            self.trust, move = update(self.trust, change.criterion, change.change, self.decomposition.psych.attachment,
                                       self.moves, self.preset)
         self.moves.append(move)
         state = PatientActTurn(
@@ -246,7 +254,7 @@ class PatientActPatient:
         pa = self.config.patientact
         return list(self.exchange) if pa.step_context == "whole" else self.exchange[-pa.context_turns * 2:]
 
-    def _flags(self, g: Gate) -> dict[str, bool]:
+    def _flags(self, g: Gate) -> GateFlags:
         return {"activated": bool(g.retrieved), "blocked": bool(g.blocked),
                 "trigger": any(self.item(i).type == "trigger" for i in g.retrieved)}
 

@@ -54,9 +54,11 @@ def _worst(inp: Any, sz: Any) -> dict[str, Any]:
     # Without the psychological formulation (`patientact.psych_formulation: false`) its pieces do not exist.
     formulation = (PsychFormulation.model_validate(largest_instance(PsychFormulation.model_json_schema()))
                    if s.patientact.psych_formulation else None)
-    longest = lambda d: max(d, key=lambda k: len(d[k]))  # noqa: E731
+    def longest(d: dict[str, str]) -> str:
+        return max(d, key=lambda k: len(d[k]))
+
     psych = PsychSeed(attachment=longest(attachment_prior().descriptions), theme=longest(theme_map().themes),
-                      cluster=profile.formulation.core_belief.cluster)
+                      cluster=profile.written().formulation.core_belief.cluster)
     pieces = profile_pieces(profile, formulation)
     types, rules = item_types(), trust_rules(preset_of(s))
     category = max(types.discomfort_categories, key=len)
@@ -120,7 +122,7 @@ def appraiser_prompt(inp: Any, sz: Any) -> PromptSize:
     steps = {step: sz(render(STEP_TEMPLATE, **{**ctx, "step": step, "options": opts,
                                                "behaviour": "resistance" if step == "resistance" else None}))
              for step, opts in options.items()}
-    worst = max(steps, key=steps.get)
+    worst = max(steps, key=steps.__getitem__)
     overhead = messages_tokens([{"role": "system", "content": ""}, {"role": "user", "content": ""}], sz)
     total = system + steps[worst] + overhead
     return PromptSize("patient_appraiser", total, {"system prompt": system, f"{worst} step (largest)": steps[worst],

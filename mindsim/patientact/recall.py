@@ -91,7 +91,7 @@ def _score(pairs: list[tuple[str, set[str], set[str]]]) -> dict[str, Any]:
     }
 
 
-def measure(cases: RecallCases | None = None) -> dict:
+def measure(cases: RecallCases | None = None) -> dict[str, Any]:
     """The lexical matcher on the development cases."""
     cases = cases or load_cases()
     items = [_Item(id=i, tags=t) for i, t in cases.items.items()]
@@ -119,7 +119,7 @@ def llm_matcher(client: Any, **kw: Any) -> Matcher:
     return match
 
 
-async def measure_heldout(match: Matcher, heldout: Heldout | None = None, limit: int | None = None) -> dict:
+async def measure_heldout(match: Matcher, heldout: Heldout | None = None, limit: int | None = None) -> dict[str, Any]:
     """`match` on the held-out set (the first `limit` cases of each patient when given)."""
     heldout = heldout or load_heldout()
     pairs = []

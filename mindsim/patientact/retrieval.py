@@ -15,7 +15,7 @@ from __future__ import annotations
 
 import re
 from dataclasses import dataclass, field
-from typing import Iterable, Protocol
+from typing import Iterable, Protocol, Sequence
 
 from mindsimkit.mindsim.patientact.data import lexicon
 
@@ -77,12 +77,12 @@ def content_tags(text: str, most: int = 5) -> list[str]:
     return sorted(seen.values(), key=lambda w: (-len(w), w))[:most]
 
 
-def gate(items: list[Tagged], message: str, trust: float, *, trust_gating: bool = True) -> Gate:
+def gate(items: Sequence[Tagged], message: str, trust: float, *, trust_gating: bool = True) -> Gate:
     """Split the items relevant to `message` (lexical matcher) by trust."""
     return split(items, relevant(items, message), trust, trust_gating=trust_gating)
 
 
-def split(items: list[Tagged], relevant_ids: list[str], trust: float, *, trust_gating: bool = True) -> Gate:
+def split(items: Sequence[Tagged], relevant_ids: list[str], trust: float, *, trust_gating: bool = True) -> Gate:
     """Split the relevant items by trust. Without gating (an ablation) every relevant item is retrieved and
     nothing is blocked."""
     by_id = {it.id: it for it in items}

@@ -17,6 +17,8 @@ session starts at its baseline. Results are snapped to the 0.25 grid updates mov
 
 from __future__ import annotations
 
+from typing import Sequence
+
 from mindsimkit.mindsim.patientact.data import trust_rules
 from mindsimkit.mindsim.schedule import SessionPlan
 
@@ -40,7 +42,7 @@ def apply_change(trust: float, change: str, attachment: str, preset: str | None 
     return new, round(new - trust, 2)
 
 
-def update(trust: float, criterion: str, change: str, attachment: str, previous_moves: list[float] = (),
+def update(trust: float, criterion: str, change: str, attachment: str, previous_moves: Sequence[float] = (),
            preset: str | None = None) -> tuple[float, float]:
     """(new trust, the move made) after one exchange judged as `criterion` with the named `change`;
     `previous_moves` are this session's earlier moves, oldest first (the disorganized reversal reads them)."""
@@ -82,7 +84,9 @@ def session_start(plan: SessionPlan, previous: SessionPlan | None, carried: floa
     if previous is None or carried is None or not carry:
         return base
     r = trust_rules(preset)
-    off = (lambda p: r.concealment_offset.get(p.concealment, 0.0)) if concealment_offset else (lambda p: 0.0)
+    def off(p: SessionPlan) -> float:
+        return r.concealment_offset.get(p.concealment, 0.0) if concealment_offset else 0.0
+
     shifted = carried + off(plan) - off(previous)
     pull = drift_per_day * (plan.gap_hours or 0.0) / 24.0
     if shifted > base:

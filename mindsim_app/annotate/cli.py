@@ -5,9 +5,12 @@ the module it calls."""
 from __future__ import annotations
 
 from pathlib import Path
-from typing import Any, Optional
+from typing import TYPE_CHECKING, Any, Optional
 
 import typer
+
+if TYPE_CHECKING:
+    from mindsimkit.mindsim_app.annotate.tasks import Design
 
 app = typer.Typer(help="Human evaluation: blinded samples, a local annotation page, export to the agreement tables.",
                   no_args_is_help=True)
@@ -37,7 +40,7 @@ SESSION_FILE = typer.Option(None, "--sessions", help="Another simulator's sessio
 PER_SYSTEM = typer.Option(None, "--per-system", help="Sessions per system (default all)")
 
 
-def _design(raters: Optional[str], n_raters: Optional[int], k: int, all_raters: int):
+def _design(raters: Optional[str], n_raters: Optional[int], k: int, all_raters: int) -> Design:
     from mindsimkit.mindcore.errors import InputError
     from mindsimkit.mindsim_app.annotate.tasks import Design, parse_raters
 
@@ -49,7 +52,7 @@ def _design(raters: Optional[str], n_raters: Optional[int], k: int, all_raters: 
     return Design(raters=names, k=k, all_raters=all_raters)
 
 
-def _said(s: dict) -> None:
+def _said(s: dict[str, Any]) -> None:
     typer.echo(f"wrote task {s['task']}: {s['items']} items, {s['units']} rated units, {len(s['raters'])} raters; "
                f"key (keep it from the raters): {s['key']}")
     if s.get("real_text"):
@@ -306,7 +309,9 @@ def realism_report_cmd(
         typer.echo(f"  {s}: mean per turn {t['mean_turn']:.2f}, per conversation {t['mean_conversation']:.2f}, "
                    f"≤3 {100 * t['share_at_most_3']:.0f}%, no reason {100 * t['share_no_reason']:.0f}%")
     t13 = rep["table13"]
-    show = lambda a: "—" if a is None else f"{a:.2f}"  # noqa: E731
+    def show(a: float | None) -> str:
+        return "—" if a is None else f"{a:.2f}"
+
     typer.echo(f"  α (ordinal, all-rater subset, {t13['turns']} turns rated by all): {show(t13['alpha'])}; "
                f"α (ordinal, every pairable rating, {t13.get('turns_pairable', 0)} turns): {show(t13.get('alpha_pairable'))}")
     if t13.get("alpha_missing"):

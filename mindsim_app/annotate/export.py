@@ -77,14 +77,14 @@ def export_task(task_dir: Path, out: Path, key: Optional[Path] = None,
     incomplete: list[dict[str, Any]] = []
     if p == "realism":
         written["realism_ratings"] = str(atomic_write_jsonl(out / "realism_ratings.jsonl", realism_lines(task, rows, k)))
-    elif rubric.kind == "severity_issues":
+    elif rubric is not None and rubric.kind == "severity_issues":
         lines, incomplete = mhqr_lines(task, rows)
         written["mhqr_annotations"] = str(atomic_write_jsonl(out / "mhqr_annotations.jsonl", lines))
     else:
         written["ratings"] = str(atomic_write_jsonl(out / "ratings.jsonl", long_lines(task, rows, k)))
-    if p == "patientact_session":
+    if p == "patientact_session" and k is not None:  # refused above without a key
         written["patientact_human"] = str(atomic_write_jsonl(out / "patientact_human.jsonl", session_lines(rows, k)))
-    elif p == "patientact_profile":
+    elif p == "patientact_profile" and k is not None:
         prof, div = profile_lines(rows, k)
         written["patientact_profile_human"] = str(atomic_write_jsonl(out / "patientact_profile_human.jsonl", prof))
         written["patientact_diversity"] = str(atomic_write_jsonl(out / "patientact_diversity.jsonl", div))
@@ -163,8 +163,9 @@ def session_lines(rows: list[dict[str, Any]], key: dict[str, Any]) -> list[dict[
 
 
 def profile_lines(rows: list[dict[str, Any]], key: dict[str, Any]) -> tuple[list[dict[str, Any]], list[dict[str, Any]]]:
-    prof, div = [], []
-    rated = defaultdict(int)
+    prof: list[dict[str, Any]] = []
+    div: list[dict[str, Any]] = []
+    rated: dict[str, int] = defaultdict(int)
     for a in rows:
         if a["item_id"] != DIVERSITY:
             rated[a["rater"]] += 1

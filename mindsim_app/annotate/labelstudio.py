@@ -300,7 +300,7 @@ def import_labelstudio(task_dir: Path, export: Path) -> list[dict[str, Any]]:
         d = _data(t, where)
         iid, unit = d.get("item_id"), str(d.get("unit", ""))
         it = task.items.get(iid) if isinstance(iid, str) else None
-        if it is None:
+        if it is None or not isinstance(iid, str):
             raise InputError(f"{where}: item {iid!r} is not in task {task_dir}; import the export of this task's "
                              "tasks.json, or read tasks made elsewhere with `labelstudio ratings --rubric`")
         form = for_task(task, it["protocol"]).form
@@ -350,7 +350,7 @@ def import_ratings(export: Path, rubric: Rubric) -> Ratings:
                 if counted_out(raw, rubric, out):
                     continue
                 try:
-                    out.rows.append(RatingRow(item=name, unit=unit, rater=rater, value=rubric.scale.check(raw),
+                    out.rows.append(RatingRow(item=name, unit=unit, rater=rater, value=rubric.rating_scale.check(raw),
                                               system=system, patient=patient))
                 except ValueError as exc:
                     raise InputError(f"{where}: {rater} on {name}: {exc}") from None

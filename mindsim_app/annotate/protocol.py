@@ -16,7 +16,7 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 from functools import lru_cache
 from importlib import resources
-from typing import Annotated, Any, Literal, Optional
+from typing import Annotated, Any, Callable, Literal, Optional
 
 import yaml
 from pydantic import BaseModel, BeforeValidator, ConfigDict, Field, ValidationError, create_model, model_validator
@@ -39,7 +39,8 @@ class AnswerError(ValueError):
 def protocol_data() -> dict[str, Any]:
     try:
         text = (resources.files("mindsimkit.mindsim_app.annotate") / "data" / "protocols.yaml").read_text(encoding="utf-8")
-        return yamlio.safe_load(text)
+        data: dict[str, Any] = yamlio.safe_load(text)
+        return data
     except (OSError, yaml.YAMLError) as exc:
         raise ConfigError(f"mindsim_app/annotate/data/protocols.yaml is unreadable: {exc}") from exc
 
@@ -74,10 +75,25 @@ class Protocol:
 # -- severity and issues (MHQR) ----------------------------------------------------------------------
 
 
+# The answer models are built per rubric at run time, so their field types are values for pydantic (Any to mypy).
+def _literal(values: tuple[Any, ...]) -> Any:
+    return Literal[values]
+
+
+def _rating(points: tuple[int, ...]) -> Any:
+    return Annotated[_literal(points), BeforeValidator(_strict_rating(points))]
+
+
+def _validators(**checks: Callable[[Any], Any]) -> dict[str, Callable[..., Any]]:
+    """`create_model`'s validators, each run on the built model after its fields."""
+    # pydantic's stub wants callables here; it takes (and documents) the decorated validators.
+    return {name: model_validator(mode="after")(fn) for name, fn in checks.items()}  # type: ignore[misc]
+
+
 def _severity_issues(rubric: Rubric) -> Protocol:
     from mindsimkit.judge.rubric import load_rubric
 
-    body = rubric.beside(rubric.body) if rubric.id != "mhqr" else None
+    body = rubric.beside(rubric.body) if rubric.id != "mhqr" and rubric.body else None
     issues_rubric = load_rubric(str(body) if body else None)
     page = rubric.page
     levels = [s for s in sorted(issues_rubric.severities, key=lambda s: s.weight)]
@@ -101,8 +117,8 @@ def _severity_issues(rubric: Rubric) -> Protocol:
     quote_max = page.quote_max_chars or 600
     model = create_model(
         "MhqrAnswer", __base__=_Answer,
-        __validators__={"_check": model_validator(mode="after")(check)},
-        severity=(Literal[ids], Field(description="Severity level id")),
+        __validators__=_validators(_check=check),
+        severity=(_literal(ids), Field(description="Severity level id")),
         issues=(list[str], Field(default_factory=list, description="Issue ids present in the reply")),
         quote=_text(quote_max, "Words of the reply that show the issue"),
         comment=_text(page.comment_max_chars, "Free comment"),
@@ -162,10 +178,10 @@ def _realism() -> Protocol:
     limit = spec["other_max_chars"]
     model = create_model(
         "RealismAnswer", __base__=_Answer,
-        __validators__={"_check": model_validator(mode="after")(check)},
+        __validators__=_validators(_check=check),
         reasons=(list[str], Field(description="Reason ids ticked (form and content, each with other/none)")),
         other=(Optional[dict[str, str]], Field(None, description="Group id → the 'other' reason in words")),
-        rating=(Annotated[Literal[SCALE], BeforeValidator(_strict_rating(SCALE))],
+        rating=(_rating(SCALE),
                 Field(description="Was this written by a real person? 1 certainly not … 5 certainly yes")),
         comment=_text(spec["comment_max_chars"], "Free comment"),
     )
@@ -176,15 +192,14 @@ def _realism() -> Protocol:
                 raise ValueError(f"other.{g}: at most {limit} characters")
         return self
 
-    model = create_model("RealismAnswerChecked", __base__=model,
-                         __validators__={"_limit": model_validator(mode="after")(_limit)})
+    checked = create_model("RealismAnswerChecked", __base__=model, __validators__=_validators(_limit=_limit))
     form = {
         "protocol": "realism", "form": "realism", "title": spec["title"], "instructions": spec["instructions"].strip(),
         "question": spec["question"], "scale": {int(k): v for k, v in spec["scale"].items()},
         "groups": spec["groups"], "other_max_chars": limit, "comment_max_chars": spec["comment_max_chars"],
         "source": spec["source"],
     }
-    return Protocol("realism", form, model)
+    return Protocol("realism", form, checked)
 
 
 # -- scales (PatientAct, MindEval, user rubrics) ---------------------------------------------------------
@@ -215,16 +230,16 @@ def _pick_options(rubric: Rubric) -> dict[str, dict[str, str]]:
 
 
 def _scales(rubric: Rubric) -> Protocol:
-    page, scale = rubric.page, rubric.scale
+    page, scale = rubric.page, rubric.rating_scale
     point = point_type(scale)
-    scores = create_model(f"{_camel(rubric.id)}Scores", __base__=_Answer,
-                          **{i.id: (point, Field(description=f"{i.name}, {scale.describe()}")) for i in rubric.items})
+    items: dict[str, Any] = {i.id: (point, Field(description=f"{i.name}, {scale.describe()}")) for i in rubric.items}
+    scores = create_model(f"{_camel(rubric.id)}Scores", __base__=_Answer, **items)
     options = _pick_options(rubric)
-    picks = {p.id: (Literal[tuple(options[p.id])], Field(description=p.name)) for p in rubric.picks}
+    picks: dict[str, Any] = {p.id: (_literal(tuple(options[p.id])), Field(description=p.name)) for p in rubric.picks}
     model = create_model(f"{_camel(rubric.id)}Answer", __base__=_Answer,
                          scores=(scores, Field(description=f"Item id → {scale.describe()}")),
                          comment=_text(page.comment_max_chars, "Free comment"), **picks)
-    form = {"protocol": rubric.id, "form": "scales", "unit": rubric.unit, "title": page.title, "instructions": page.instructions.strip(),
+    form: dict[str, Any] = {"protocol": rubric.id, "form": "scales", "unit": rubric.unit, "title": page.title, "instructions": page.instructions.strip(),
             "numeric": scale.numeric, "points": list(scale.points),
             "dimensions": [{"id": i.id, "name": i.name, "question": i.question, "anchors": rubric.anchors(i),
                             "levels": [[p, t] for p, t in rubric.anchors(i).items()]} for i in rubric.items],
@@ -240,9 +255,11 @@ def _scales(rubric: Rubric) -> Protocol:
 def _closing(rubric: Rubric) -> Protocol:
     """The question asked once per rater after their items (PatientAct's diversity rating)."""
     c = rubric.page.closing
+    if c is None:
+        raise ConfigError(f"rubric {rubric.id}: page.closing (the question asked once per rater) is missing")
     points = tuple(sorted(c.anchors))
     model = create_model(f"{_camel(c.id)}Answer", __base__=_Answer,
-                         rating=(Annotated[Literal[points], BeforeValidator(_strict_rating(points))],
+                         rating=(_rating(points),
                                  Field(description=f"{c.title}, {points[0]}-{points[-1]}")),
                          comment=_text(rubric.page.comment_max_chars, "Free comment"))
     form = {"protocol": c.id, "form": "closing", "title": c.title, "question": c.question, "scale": dict(c.anchors)}

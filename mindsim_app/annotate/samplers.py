@@ -62,6 +62,8 @@ def sample_mhqr(out: Path, design: Design, *, run_dir: Optional[Path] = None, n:
             excerpts, excerpts_key = Path(tmp) / "excerpts.jsonl", Path(tmp) / "excerpts.key.json"
             sample_excerpts(run_dir, n, excerpts, seed=seed, key=excerpts_key, judge=judge, unit=unit, mix=mix,
                             real=list(real))
+        elif excerpts is None:  # refused above: neither a run folder nor excerpts
+            raise InputError("give a run folder (RUN_DIR with --n) or --excerpts FILE (from `mindsim judge sample`)")
         elif real:
             raise InputError("--real mixes real sessions into a draw from RUN_DIR; with --excerpts, draw them in "
                              "`mindsim judge sample --real` instead")
@@ -157,11 +159,11 @@ def load_sources(runs: Sequence[str] = (), sessions: Sequence[str] = (), real: S
     if not out:
         raise InputError("no conversations: give --run DIR, --sessions FILE or --real FILE")
     seen: set[tuple[str, str]] = set()
-    for s in out:
-        if (s.system, s.conversation_id) in seen:
-            raise InputError(f"conversation {s.conversation_id!r} of system {s.system!r} comes twice; "
+    for src in out:
+        if (src.system, src.conversation_id) in seen:
+            raise InputError(f"conversation {src.conversation_id!r} of system {src.system!r} comes twice; "
                              "name each input (NAME=PATH) or remove the duplicate")
-        seen.add((s.system, s.conversation_id))
+        seen.add((src.system, src.conversation_id))
     return sorted(out, key=lambda s: (s.system, s.conversation_id))
 
 
@@ -230,7 +232,8 @@ def sample_realism(out: Path, design: Design, *, n: int, runs: Sequence[str] = (
             "fewer, or runs with longer sessions")
     rng.shuffle(drawn)
     ids = tasks.item_ids(rng, len(drawn))
-    items, entries = [], {}
+    items: list[dict[str, Any]] = []
+    entries: dict[str, dict[str, Any]] = {}
     for iid, (system, c, start, size, ts) in zip(ids, drawn):
         msgs, us = units.window(ts, start, size)
         items.append({"item_id": iid, "protocol": "realism", "kind": "window", "system": codes[system],
@@ -286,7 +289,8 @@ def sample_patientact_sessions(out: Path, design: Design, *, runs: Sequence[Path
     rng.shuffle(chosen)
     ids = tasks.item_ids(rng, len(chosen))
     speaker = {"Client": "patient", "Counsellor": "counsellor"}
-    items, entries = [], {}
+    items: list[dict[str, Any]] = []
+    entries: dict[str, dict[str, Any]] = {}
     for iid, it in zip(ids, chosen):
         msgs = [{"speaker": speaker[s], "text": t} for s, t in it.transcript]
         items.append({"item_id": iid, "protocol": spec.id, "kind": "session", "system": codes[it.system],
@@ -372,7 +376,8 @@ def sample_patientact_profiles(out: Path, design: Design, *, runs: Sequence[Path
     rng.shuffle(pool)
     chosen = pool[:n] if n else pool
     ids = tasks.item_ids(rng, len(chosen))
-    items, entries = [], {}
+    items: list[dict[str, Any]] = []
+    entries: dict[str, dict[str, Any]] = {}
     for iid, p in zip(ids, chosen):
         items.append({"item_id": iid, "protocol": "patientact_profile", "kind": "profile", "system": "profile",
                       "display": {"sections": p["sections"]}, "units": [{"unit": "0"}]})

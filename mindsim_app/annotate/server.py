@@ -96,7 +96,8 @@ class _Guard:
 
     async def __call__(self, scope: dict[str, Any], receive: Any, send: Any) -> None:
         if scope["type"] != "http" or scope["method"] in ("GET", "HEAD", "OPTIONS"):
-            return await self.app(scope, receive, send)
+            await self.app(scope, receive, send)
+            return
         headers = {k.lower(): v for k, v in scope["headers"]}
         try:
             self.rater_of(headers.get(b"authorization", b"").decode("latin-1") or None)
@@ -123,7 +124,8 @@ class _Guard:
         async def replay() -> dict[str, Any]:
             nonlocal delivered
             if delivered:
-                return await receive()  # past the body: the app waits for a disconnect, as with the real stream
+                message: dict[str, Any] = await receive()  # past the body: the app waits for a disconnect,
+                return message  # as with the real stream
             delivered = True
             return {"type": "http.request", "body": body, "more_body": False}
 

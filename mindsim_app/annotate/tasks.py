@@ -216,6 +216,7 @@ def load_task(task_dir: Path) -> Task:
 def load_key(path: Path) -> dict[str, Any]:
     text = read_input_text(path, "key file", hint="the sampler writes it beside the task folder as TASK.key.json")
     try:
-        return loads_json(text, str(path))
+        key: dict[str, Any] = loads_json(text, str(path))
+        return key
     except ValueError as exc:
         raise InputError(f"{path}: not a key file ({exc})") from exc

@@ -27,7 +27,7 @@ import random
 from collections import Counter
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any, cast
+from typing import Any
 
 from mindsimkit.mindcore.errors import InputError
 
@@ -198,7 +198,7 @@ async def dpo_pairs(run_dir: Path, counsellors: list[tuple[str, Any]], judge: An
         return cands, (row, detail), "paired"
 
     # Without return_exceptions an exception propagates: every result is an Outcome.
-    results = cast(list[Outcome], await gather_progress((one(*w) for w in work), "dpo turns", outcome=lambda r: r[2]))
+    results = await gather_progress((one(*w) for w in work), "dpo turns", outcome=lambda r: r[2])
     reasons = Counter(why for _, _, why in results)
     all_cands = [c for cands, _, _ in results for c in cands]
     distinct = Counter(len({c.text for c in cands if c.text is not None}) for cands, _, _ in results)

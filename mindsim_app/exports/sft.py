@@ -119,7 +119,7 @@ def sft_export(run_dir: Path, *, min_turns: int = 0, finished_only: bool = False
     verdicts = load_judgments(run_dir, judge) if limit is not None else {}
     rows: list[dict[str, Any]] = []
     details: list[dict[str, Any]] = []
-    cut = Counter()
+    cut: Counter[str] = Counter()
     summary: dict[str, Any] = {"rows": "turn" if per_turn else "session", "system_prompt": system,
                                "sessions_read": 0, "sessions_filtered": 0, "sessions_without_reply": 0,
                                "sessions_written": 0, "sessions_emptied": 0, "replies_kept": 0, "replies_cut": 0}

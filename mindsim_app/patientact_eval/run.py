@@ -13,7 +13,7 @@ import json
 from pathlib import Path
 from typing import Any, Literal
 
-from pydantic import ConfigDict, Field, create_model
+from pydantic import BaseModel, ConfigDict, Field, create_model
 
 from mindsimkit.judge.patientact import Judgment, ask, rubrics
 from mindsimkit.judge.patientact_profiles import (
@@ -36,7 +36,7 @@ DIVERSITY_TEMPLATE = "judge/patientact_diversity.jinja2"
 DIVERSITY_CHARS = 1200
 
 
-def diversity_model():
+def diversity_model() -> type[BaseModel]:
     return create_model("PatientActDiversity", __config__=ConfigDict(extra="forbid"),
                         reason=(str, Field(max_length=400, description="One or two sentences")),
                         rating=(Literal[1, 2, 3, 4, 5], Field(description="Diversity, 1-5")))
@@ -74,7 +74,8 @@ async def judge_diversity(client: Any, pairs: list[tuple[Any, Decomposition]], m
     return {**base, "rating": answer["rating"], "reason": answer["reason"]}
 
 
-async def _judge_all(client: Any, pairs, max_tokens):
+async def _judge_all(client: Any, pairs: list[tuple[Any, Decomposition]],
+                     max_tokens: int | None) -> tuple[list[Any], dict[str, Any]]:
     import asyncio
 
     rows = await asyncio.gather(*(judge_profile(client, p, d, max_tokens=max_tokens) for p, d in pairs))

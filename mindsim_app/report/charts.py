@@ -15,7 +15,7 @@ import math
 import textwrap
 from dataclasses import dataclass
 from html import escape
-from typing import Any, Callable, Sequence
+from typing import Any, Callable, Sequence, TypeGuard
 
 PALETTE = ("#3b6ea5", "#d9822b", "#4f9a5b", "#b8433e", "#7d5ba6", "#8c6d4f", "#c45ca2", "#6f7a82", "#b0a536",
            "#2fa4b5")
@@ -72,7 +72,7 @@ class Frame:
 WIDE, NARROW = Frame(640, False), Frame(340, True)
 
 
-def _num(x: float | None) -> bool:
+def _num(x: object) -> TypeGuard[float]:  # a number to draw: not missing, not NaN
     return x is not None and not (isinstance(x, float) and math.isnan(x))
 
 
@@ -163,7 +163,9 @@ def _interval_rows(rows: Sequence[dict[str, Any]], *, lo: float, hi: float, titl
 
     def draw(f: Frame) -> tuple[float, list[str]]:
         left, right, rh = f.left, f.right, 24 + f.above
-        sx = lambda v: left + (right - left) * (min(max(v, lo), hi) - lo) / ((hi - lo) or 1)  # noqa: E731
+        def sx(v: float) -> float:
+            return left + (right - left) * (min(max(v, lo), hi) - lo) / ((hi - lo) or 1)
+
         body = []
         for i, r in enumerate(rows):
             y = 30 + rh * i + rh / 2 + f.above / 2
@@ -244,19 +246,23 @@ def lines(series: dict[str, Sequence[tuple[float, float | None]]], *, title: str
     if not pts:
         return _figure(title, lambda f: (40, [_text(10, 24, "no data")]))
     xs = sorted({x for x, _ in pts})
-    lo = min(y for _, y in pts) if lo is None else lo
-    hi = max(y for _, y in pts) if hi is None else hi
-    hi = hi if hi > lo else lo + 1
+    low = min(y for _, y in pts) if lo is None else lo
+    high = max(y for _, y in pts) if hi is None else hi
+    high = high if high > low else low + 1
 
     def draw(f: Frame) -> tuple[float, list[str]]:
         # Wide: the legend in a column right of the plot. Narrow: the plot takes the width, the legend goes below.
         left, right, top, bottom = 50, f.w - (16 if f.narrow else 170), 16, 190
-        sx = lambda x: left + (right - left) * ((x - xs[0]) / ((xs[-1] - xs[0]) or 1))  # noqa: E731
-        sy = lambda y: bottom - (bottom - top) * (y - lo) / (hi - lo)  # noqa: E731
+        def sx(x: float) -> float:
+            return left + (right - left) * ((x - xs[0]) / ((xs[-1] - xs[0]) or 1))
+
+        def sy(y: float) -> float:
+            return bottom - (bottom - top) * (y - low) / (high - low)
+
         body = [f'<line x1="{left}" y1="{top}" x2="{left}" y2="{bottom}" stroke="#999"/>',
                 f'<line x1="{left}" y1="{bottom}" x2="{right}" y2="{bottom}" stroke="#999"/>']
         for k in range(5):
-            v = lo + (hi - lo) * k / 4
+            v = low + (high - low) * k / 4
             body.append(_text(left - 6, sy(v) + 4, f"{v:.3g}", "end"))
         step = max(1, math.ceil(len(xs) / (6 if f.narrow else 12)))
         for x in xs[::step]:
@@ -297,11 +303,13 @@ def grouped(groups: Sequence[dict[str, Any]], systems: Sequence[str], *, title: 
     vals = [v for g in groups for s in systems for v in [(g["values"].get(s) or {}).get("hi"),
                                                           (g["values"].get(s) or {}).get("value"), g.get("floor")]
             if _num(v)]
-    hi = max(vals + [1.0]) * 1.05
+    hi = max([*vals, 1.0]) * 1.05
 
     def draw(f: Frame) -> tuple[float, list[str]]:
         left, right, rh = f.left, f.right, 12 * per + 10 + f.above
-        sx = lambda v: left + (right - left) * min(max(v, 0), hi) / hi  # noqa: E731
+        def sx(v: float) -> float:
+            return left + (right - left) * min(max(v, 0), hi) / hi
+
         body, legend_rows = f.legend([(s, PALETTE[k % len(PALETTE)]) for k, s in enumerate(systems)])
         top = 14 + 16 * legend_rows
         for i, g in enumerate(groups):

@@ -28,7 +28,8 @@ _ROLE = re.compile(r"role '([a-z_]+)(?::[^']*)?'")
 
 @lru_cache(maxsize=1)
 def rules() -> dict[str, Any]:
-    return yamlio.safe_load(RULES.read_text(encoding="utf-8"))
+    loaded: dict[str, Any] = yamlio.safe_load(RULES.read_text(encoding="utf-8"))
+    return loaded
 
 
 def attribute(error: str | None, role: str | None = None) -> str:
@@ -42,7 +43,7 @@ def attribute(error: str | None, role: str | None = None) -> str:
     role = (m.group(1) if m else role) or ""
     for side, roles in r["attribution"].items():
         if role.split(":")[0] in roles:
-            return side
+            return str(side)
     # The simulator's own failures (a move the guard kept turning back, blank scenario items) are the patient
     # side's when no role is named: the counsellor's replies are stored as sent and never fail an arc.
     return "patient side"
@@ -92,7 +93,7 @@ def session_lengths(sessions: list[SessionView], by_engine: bool) -> dict[str, d
     import numpy as np
 
     per: dict[str, list[int]] = defaultdict(list)
-    left: Counter = Counter()
+    left: Counter[str] = Counter()
     for s in sessions:
         sysname = system_of(s, by_engine)
         per[sysname].append(sum(m.get("role") == "assistant" for m in s.counsellor_messages))
@@ -153,7 +154,7 @@ def failures(run: Any) -> list[dict[str, Any]]:
         kind = str(f.kind or f.error_kind or "")
         out.append({"stage": "profiles", "what": f"profile {f.profile_id or f.persona_id or '?'}",
                     "error": err, "side": "engine" if "engine" in kind else attribute(err, "profile_writer")})
-    flags = Counter()
+    flags: Counter[str] = Counter()
     for s in run.sessions:
         for f in s.counsellor_flags or []:
             flags.update(f.flags)
@@ -171,20 +172,25 @@ def warnings(run: Any, surf: dict[str, dict[str, Any]]) -> list[str]:
     for name in v.systems:
         est = v.estimate(name, "index")
         idx = est.distance if est else None
-        if idx is not None and floor.get("index") and idx > w["index_over_floor"] * floor["index"]:
-            out.append(f"{name}: realism index {idx:.2f} is {idx / floor['index']:.1f}× its noise floor "
-                       f"({floor['index']:.2f}): the patient turns are far from the reference")
+        index_floor = floor.get("index")
+        if idx is not None and index_floor and idx > w["index_over_floor"] * index_floor:
+            out.append(f"{name}: realism index {idx:.2f} is {idx / index_floor:.1f}× its noise floor "
+                       f"({index_floor:.2f}): the patient turns are far from the reference")
         for f in v.features:
             est = v.estimate(name, f)
             d = est.distance if est else None
-            if d is not None and floor.get(f) and d > w["feature_over_floor"] * floor[f]:
-                out.append(f"{name}: {v.feature_labels.get(f, f)} distance {d:.2f} is {d / floor[f]:.1f}× its floor")
+            feature_floor = floor.get(f)
+            if d is not None and feature_floor and d > w["feature_over_floor"] * feature_floor:
+                out.append(f"{name}: {v.feature_labels.get(f, f)} distance {d:.2f} is {d / feature_floor:.1f}× its "
+                           "floor")
     for name, shares in v.arc.items():
-        totals: Counter = Counter()
+        totals: dict[str, float] = defaultdict(float)
         for row in shares.values():
-            totals.update({k: x for k, x in row.items() if x is not None})
+            for k, x in row.items():
+                if x is not None:
+                    totals[k] += x
         if totals and max(totals.values()) / max(1e-9, sum(totals.values())) > w["arc_label_share"]:
-            label = max(totals, key=totals.get)
+            label = max(totals, key=totals.__getitem__)
             out.append(f"{name}: almost every labelled turn is {v.arc_labels.get(label, label)} "
                        "(the arc does not move)")
     for name, s in surf.items():

@@ -152,7 +152,7 @@ def holm(pvalues: list[float]) -> list[float]:
 def pairwise(means: dict[str, dict[str, float]], ranking: list[str], *, draws: int = 20000,
              seed: int = 0) -> list[dict[str, Any]]:
     """Every pair (a better-ranked than b): mean per-patient difference a − b, patients, raw and Holm p."""
-    pairs = []
+    pairs: list[dict[str, Any]] = []
     for i, a in enumerate(ranking):
         for b in ranking[i + 1:]:
             common = sorted(set(means.get(a, {})) & set(means.get(b, {})))
