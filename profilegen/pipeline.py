@@ -282,8 +282,8 @@ async def arun_profiles(recipe: Any, engines: Any, out_dir: str | Path, config: 
     cfg = _config(recipe, config)
     if cfg.source == sstage.SOURCE:
         p, seed, prov, checkpoints = _situation_plan(recipe, engines, out_dir, cfg)
-        outcomes = await sstage.situation_outcomes(engines, p, prov, checkpoints, cfg.concurrency)
-        return _situation_finish(recipe, engines, out_dir, cfg, p, seed, prov, outcomes, console or out_console())
+        done = await sstage.situation_outcomes(engines, p, prov, checkpoints, cfg.concurrency)
+        return _situation_finish(recipe, engines, out_dir, cfg, p, seed, prov, done, console or out_console())
     job = _prepare(recipe, engines, out_dir, config)
     outcomes = await _async_outcomes(engines, job.rows, job.cfg, job.prov, job.checkpoints)
     extra = _extra_rows(job, outcomes)
@@ -317,7 +317,7 @@ def _situation_plan(recipe: Any, engines: Any, out_dir: str | Path,
                     cfg: ProfilesConfig) -> tuple[Any, int, Provenance, CheckpointDir]:
     seed = cfg.seed if cfg.seed is not None else recipe.seed
     p = sstage.plan(cfg, seed)  # every input error before anything is written
-    checkpoints = CheckpointDir(ProfilesFolder(RunLayout(out_dir).profiles.path).checkpoints)
+    checkpoints = CheckpointDir(ProfilesFolder(RunLayout(Path(out_dir)).profiles.path).checkpoints)
     return p, seed, sstage.provenance(engines, seed), checkpoints
 
 
