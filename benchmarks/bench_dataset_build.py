@@ -63,8 +63,13 @@ def clone(text: str, i: int) -> dict:
     patient, counsellor = f"p{pid:06d}", COUNSELLORS[c]
     # Every message of every copy made distinct, or parquet would compress the copies to nothing.
     row = json.loads(text.replace('"content": "', f'"content": "[{i}] '))
-    return {**row, "patient_id": patient, "counsellor": counsellor, "session_index": k,
-            "session_id": session_id(patient, counsellor, k, row["seed"])}
+    return {
+        **row,
+        "patient_id": patient,
+        "counsellor": counsellor,
+        "session_index": k,
+        "session_id": session_id(patient, counsellor, k, row["seed"]),
+    }
 
 
 def clones(base: dict, n: int):
@@ -94,9 +99,19 @@ def rebuild_from_checkpoints(out: Path, store, patient_ids: set[str], counsellor
     rows = [r.model_dump(mode="json") for r in records]
     if rows:
         atomic_write_parquet(RunLayout(out).sessions.parquet, rows)
-    atomic_write_jsonl(RunLayout(out).transcripts, [
-        {"id": r.session_id, "patient_id": r.patient_id, "counsellor": r.counsellor,
-         "session_index": r.session_index, "messages": r.transcript()} for r in records])
+    atomic_write_jsonl(
+        RunLayout(out).transcripts,
+        [
+            {
+                "id": r.session_id,
+                "patient_id": r.patient_id,
+                "counsellor": r.counsellor,
+                "session_index": r.session_index,
+                "messages": r.transcript(),
+            }
+            for r in records
+        ],
+    )
     return records
 
 
@@ -130,8 +145,12 @@ def phase_shards(folder: Path, n: int, shards: int, turn_cap: int) -> dict:
         took = time.perf_counter() - t0
         total, slowest = total + took, max(slowest, took)
         del records
-    return {"shards": len(by_shard), "write_s_total": total, "write_s_slowest_shard": slowest,
-            "largest_shard_rows": max(len(v) for v in by_shard.values())}
+    return {
+        "shards": len(by_shard),
+        "write_s_total": total,
+        "write_s_slowest_shard": slowest,
+        "largest_shard_rows": max(len(v) for v in by_shard.values()),
+    }
 
 
 def phase_merge(folder: Path, shards: int) -> dict:
@@ -163,10 +182,12 @@ def main() -> None:
         import mindsimkit.mindsim.simulate  # noqa: F401 - the libraries' own footprint, reported apart
 
         import_peak = _peak_mib()
-        result = {"generate": lambda: phase_generate(folder, args.sessions, args.turn_cap),
-                  "before": lambda: phase_before(folder, args.sessions),
-                  "shards": lambda: phase_shards(folder, args.sessions, args.shards, args.turn_cap),
-                  "merge": lambda: phase_merge(folder, args.shards)}[name]()
+        result = {
+            "generate": lambda: phase_generate(folder, args.sessions, args.turn_cap),
+            "before": lambda: phase_before(folder, args.sessions),
+            "shards": lambda: phase_shards(folder, args.sessions, args.shards, args.turn_cap),
+            "merge": lambda: phase_merge(folder, args.shards),
+        }[name]()
         print(json.dumps({**result, "peak_rss_mib": _peak_mib(), "rss_after_imports_mib": import_peak}))
         return
     folder = Path(args.dir)
@@ -179,12 +200,18 @@ def main() -> None:
     RunLayout(folder).sessions.parquet.unlink()
     shards = run_phase("shards", str(folder), *common)
     merge = run_phase("merge", str(folder), *common)
-    print(f"before (re-read every checkpoint at the end): {before['wall_s']:.1f} s, peak RSS "
-          f"{before['peak_rss_mib']:.0f} MiB ({before['rows']} rows, parquet {size / 2**20:.0f} MiB)")
-    print(f"after, in the workers ({shards['shards']} shards): {shards['write_s_total']:.1f} s in total, slowest shard "
-          f"{shards['write_s_slowest_shard']:.2f} s ({shards['largest_shard_rows']} rows)")
-    print(f"after, on the driver (streaming merge): {merge['wall_s']:.1f} s, peak RSS {merge['peak_rss_mib']:.0f} MiB "
-          f"({merge['rows']} rows; {merge['rss_after_imports_mib']:.0f} MiB after imports)")
+    print(
+        f"before (re-read every checkpoint at the end): {before['wall_s']:.1f} s, peak RSS "
+        f"{before['peak_rss_mib']:.0f} MiB ({before['rows']} rows, parquet {size / 2**20:.0f} MiB)"
+    )
+    print(
+        f"after, in the workers ({shards['shards']} shards): {shards['write_s_total']:.1f} s in total, slowest shard "
+        f"{shards['write_s_slowest_shard']:.2f} s ({shards['largest_shard_rows']} rows)"
+    )
+    print(
+        f"after, on the driver (streaming merge): {merge['wall_s']:.1f} s, peak RSS {merge['peak_rss_mib']:.0f} MiB "
+        f"({merge['rows']} rows; {merge['rss_after_imports_mib']:.0f} MiB after imports)"
+    )
     shutil.rmtree(folder, ignore_errors=True)
 
 

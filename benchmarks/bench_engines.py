@@ -40,8 +40,13 @@ from smoke import parse_args
 
 ENGINES = ["mindsim", "patientact", "patient_psi", "mindeval", "consistentmi"]
 # Calls made once per patient, by the schema they ask for.
-PER_PATIENT = {"DecompositionDraft": "patientact", "PsychFormulation": "patientact",
-               "PatientPsiMap": "patient_psi", "MindEvalMap": "mindeval", "ConsistentMIMap": "consistentmi"}
+PER_PATIENT = {
+    "DecompositionDraft": "patientact",
+    "PsychFormulation": "patientact",
+    "PatientPsiMap": "patient_psi",
+    "MindEvalMap": "mindeval",
+    "ConsistentMIMap": "consistentmi",
+}
 # Roles only one engine calls (their requests carry no system prompt to attribute them by).
 ROLE_OF = {"consistentmi_tracker": "consistentmi"}
 PATIENT_SIDE = {"patient", "patient_appraiser", "profile_decomposer", "baseline_mapper", *ROLE_OF}
@@ -63,12 +68,23 @@ def fake_responder():
 def engines_for(args):
     if args.fake:
         return Engines.with_backend(FakeBackend(fake_responder()))
-    return Engines.from_config(EnginesConfig(
-        engines={"local": EmbeddedEngine(parallel=args.parallel, ctx_per_slot=8192)},
-        roles={"default": RoleSpec(engine="local", temperature=0.7, max_tokens=256, seed=0),
-               "patient": RoleSpec(engine="local", temperature=1.0, max_tokens=500, seed=0, stop=["\n"],
-                                   frequency_penalty=0.6, max_attempts=5)},
-    ))
+    return Engines.from_config(
+        EnginesConfig(
+            engines={"local": EmbeddedEngine(parallel=args.parallel, ctx_per_slot=8192)},
+            roles={
+                "default": RoleSpec(engine="local", temperature=0.7, max_tokens=256, seed=0),
+                "patient": RoleSpec(
+                    engine="local",
+                    temperature=1.0,
+                    max_tokens=500,
+                    seed=0,
+                    stop=["\n"],
+                    frequency_penalty=0.6,
+                    max_attempts=5,
+                ),
+            },
+        )
+    )
 
 
 def attribute(request, by_system: dict[str, str]) -> str | None:
@@ -84,9 +100,18 @@ def attribute(request, by_system: dict[str, str]) -> str | None:
 
 
 def run(args) -> dict:
-    config = SimulationConfig(sessions=1, turn_cap=args.turn_cap, patient_engine=ENGINES, max_todo_calls=1,
-                              message_max_tokens=120, max_message_retries=3, scenario_max_tokens=2550,
-                              scenario_scale=0.3, final_memory=False, trim_cut_off=True)
+    config = SimulationConfig(
+        sessions=1,
+        turn_cap=args.turn_cap,
+        patient_engine=ENGINES,
+        max_todo_calls=1,
+        message_max_tokens=120,
+        max_message_retries=3,
+        scenario_max_tokens=2550,
+        scenario_scale=0.3,
+        final_memory=False,
+        trim_cut_off=True,
+    )
     profiles = [make_profile(f"b{i}", "minimiser", "casual") for i in range(args.patients)]
     with engines_for(args) as engines, tempfile.TemporaryDirectory() as tmp:
         rec = Recorder(next(iter(engines._backends.values())))
@@ -97,8 +122,15 @@ def run(args) -> dict:
             from simfakes import SCENARIO
 
             for p in profiles:
-                ScenarioStore(Path(tmp)).save(ScenarioRecord(patient_id=p.profile_id, seed=0, engine={}, prompt={},
-                                                             scenario=Scenario.model_validate(SCENARIO)))
+                ScenarioStore(Path(tmp)).save(
+                    ScenarioRecord(
+                        patient_id=p.profile_id,
+                        seed=0,
+                        engine={},
+                        prompt={},
+                        scenario=Scenario.model_validate(SCENARIO),
+                    )
+                )
         t0 = time.monotonic()
         summary = asyncio.run(simulate_async(profiles, engines, config, tmp, seed=0))
         wall = time.monotonic() - t0
@@ -122,18 +154,26 @@ def run(args) -> dict:
     out = []
     for engine in ENGINES:
         n, calls = turns[engine], per_turn[engine]
-        out.append({
-            "engine": engine, "patient_turns": n,
-            "requests_per_turn": round(len(calls) / n, 2) if n else None,
-            "prompt_tokens_per_turn": round(sum(r.prompt_tokens for r in calls) / n) if n else None,
-            "completion_tokens_per_turn": round(sum(r.completion_tokens for r in calls) / n) if n else None,
-            "per_patient_requests": len(once[engine]),
-            "per_patient_tokens": sum(r.prompt_tokens + r.completion_tokens for r in once[engine]),
-        })
-    return {"engines": out, "sessions_written": summary.sessions_written,
-            "failed_arcs": [(f.patient_engine, f.error[:120]) for f in summary.failed_arcs],
-            "unattributed_patient_side_requests": unattributed, "all_requests": len(rec.calls),
-            "wall_s": round(wall, 1), "fake": args.fake}
+        out.append(
+            {
+                "engine": engine,
+                "patient_turns": n,
+                "requests_per_turn": round(len(calls) / n, 2) if n else None,
+                "prompt_tokens_per_turn": round(sum(r.prompt_tokens for r in calls) / n) if n else None,
+                "completion_tokens_per_turn": round(sum(r.completion_tokens for r in calls) / n) if n else None,
+                "per_patient_requests": len(once[engine]),
+                "per_patient_tokens": sum(r.prompt_tokens + r.completion_tokens for r in once[engine]),
+            }
+        )
+    return {
+        "engines": out,
+        "sessions_written": summary.sessions_written,
+        "failed_arcs": [(f.patient_engine, f.error[:120]) for f in summary.failed_arcs],
+        "unattributed_patient_side_requests": unattributed,
+        "all_requests": len(rec.calls),
+        "wall_s": round(wall, 1),
+        "fake": args.fake,
+    }
 
 
 def main() -> None:

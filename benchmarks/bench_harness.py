@@ -57,15 +57,19 @@ def _code(name: str):
 
 def _engines(url: str, concurrency: int):
     c = _code("mindcore.config")
-    cfg = c.EnginesConfig(engines={"instant": c.OpenAIEngine(base_url=url, model="instant",
-                                                             max_concurrency=concurrency, native_tools=False)},
-                          roles={"default": c.RoleSpec(engine="instant", max_tokens=400, seed=7)})
+    cfg = c.EnginesConfig(
+        engines={
+            "instant": c.OpenAIEngine(base_url=url, model="instant", max_concurrency=concurrency, native_tools=False)
+        },
+        roles={"default": c.RoleSpec(engine="instant", max_tokens=400, seed=7)},
+    )
     return _code("mindcore.engine").Engines.from_config(cfg)
 
 
 def _sim_config(sessions: int, turn_cap: int):
-    return _code("mindsim.config").SimulationConfig(sessions=sessions, turn_cap=turn_cap, max_todo_calls=1,
-                                                    final_memory=False)
+    return _code("mindsim.config").SimulationConfig(
+        sessions=sessions, turn_cap=turn_cap, max_todo_calls=1, final_memory=False
+    )
 
 
 def _rss_mib(field: str = "VmRSS") -> float:
@@ -82,7 +86,9 @@ def child(args: argparse.Namespace) -> None:
     if args.stage == "bare":
         _bare(args)
     elif args.stage == "pool":
-        _code("profilegen.dataset").write_profiles(_code("profilegen.testing").make_profiles(args.patients, seed=3), out)
+        _code("profilegen.dataset").write_profiles(
+            _code("profilegen.testing").make_profiles(args.patients, seed=3), out
+        )
     elif args.stage == "simulate":
         simulate = _code("mindsim.simulate")
         dataset = _code("profilegen.dataset")
@@ -101,25 +107,45 @@ def child(args: argparse.Namespace) -> None:
         inputs = _code("judge.inputs").load_sessions(Path(args.sessions))
         with _engines(args.url, args.concurrency) as engines:
             cfg = _code("judge.config").JudgeConfig(concurrency=args.concurrency)
-            engines.run(judging.judge_all(judging.judges_from_config(engines, cfg), inputs,
-                                          _code("mindcore.io").CheckpointDir(out / "cache"), cfg.max_replies,
-                                          cfg.concurrency))
+            engines.run(
+                judging.judge_all(
+                    judging.judges_from_config(engines, cfg),
+                    inputs,
+                    _code("mindcore.io").CheckpointDir(out / "cache"),
+                    cfg.max_replies,
+                    cfg.concurrency,
+                )
+            )
     elif args.stage == "profiles":
-        recipe = {"name": "bench", "seed": 5,
-                  "engines": {"instant": {"kind": "openai", "base_url": args.url, "model": "instant",
-                                          "max_concurrency": args.concurrency, "native_tools": False}},
-                  "roles": {"default": {"engine": "instant", "max_tokens": 2000, "seed": 7}},
-                  "profiles": {"candidates": args.patients, "pool_size": 2, "benchmark_size": 1, "concurrency":
-                               args.concurrency, "use_distilabel": True,
-                               **({"distilabel_batch_size": args.batch} if args.batch else {})}}
+        recipe = {
+            "name": "bench",
+            "seed": 5,
+            "engines": {
+                "instant": {
+                    "kind": "openai",
+                    "base_url": args.url,
+                    "model": "instant",
+                    "max_concurrency": args.concurrency,
+                    "native_tools": False,
+                }
+            },
+            "roles": {"default": {"engine": "instant", "max_tokens": 2000, "seed": 7}},
+            "profiles": {
+                "candidates": args.patients,
+                "pool_size": 2,
+                "benchmark_size": 1,
+                "concurrency": args.concurrency,
+                "use_distilabel": True,
+                **({"distilabel_batch_size": args.batch} if args.batch else {}),
+            },
+        }
         path = out / "recipe.json"
         out.mkdir(parents=True, exist_ok=True)
         path.write_text(json.dumps(recipe))
         r = _code("mindcore.recipe").load_recipe(path)
         with _code("mindcore.engine").Engines.from_config(r.engines_config()) as engines:
             _code("profilegen.pipeline").run_profiles(r, engines, out)
-    print(json.dumps({"maxrss_mib": _rss_mib("VmHWM"),
-                      "start_rss_mib": locals().get("started", 0.0)}), flush=True)
+    print(json.dumps({"maxrss_mib": _rss_mib("VmHWM"), "start_rss_mib": locals().get("started", 0.0)}), flush=True)
 
 
 def _bare(args: argparse.Namespace) -> None:
@@ -128,8 +154,22 @@ def _bare(args: argparse.Namespace) -> None:
 
     import openai
 
-    known = {"model", "messages", "temperature", "top_p", "max_tokens", "max_completion_tokens", "seed", "stop",
-             "frequency_penalty", "presence_penalty", "response_format", "tools", "tool_choice", "reasoning_effort"}
+    known = {
+        "model",
+        "messages",
+        "temperature",
+        "top_p",
+        "max_tokens",
+        "max_completion_tokens",
+        "seed",
+        "stop",
+        "frequency_penalty",
+        "presence_penalty",
+        "response_format",
+        "tools",
+        "tool_choice",
+        "reasoning_effort",
+    }
     bodies = [json.loads(line) for line in Path(args.bodies).read_text().splitlines()]
 
     async def main() -> None:
@@ -212,12 +252,23 @@ def measure(cmd: list[str], env: dict[str, str], server, record: Path | None = N
         if not coarse or not server.requests - start_count:
             raise SystemExit(f"{cmd[2:6]}: too few requests to measure")
         total = sum(last_cpu.values())
-        window = {"t0": started, "c0": 0.0, "n0": 0, "t1": time.monotonic(), "c1": total,
-                  "n1": server.requests - start_count}
+        window = {
+            "t0": started,
+            "c0": 0.0,
+            "n0": 0,
+            "t1": time.monotonic(),
+            "c1": total,
+            "n1": server.requests - start_count,
+        }
     reqs = window["n1"] - window["n0"]
     info = json.loads(out.strip().splitlines()[-1]) if out.strip() else {}
-    return {"requests": reqs, "total_requests": server.requests - start_count, "req_s": reqs / (window["t1"] - window["t0"]),
-            "cpu_ms": 1000 * (window["c1"] - window["c0"]) / reqs, **info}
+    return {
+        "requests": reqs,
+        "total_requests": server.requests - start_count,
+        "req_s": reqs / (window["t1"] - window["t0"]),
+        "cpu_ms": 1000 * (window["c1"] - window["c0"]) / reqs,
+        **info,
+    }
 
 
 def main() -> None:
@@ -239,8 +290,17 @@ def main() -> None:
     ap.add_argument("--stages", nargs="*", default=["simulate", "judge", "profiles"])
     ap.add_argument("--baseline-tree", help="a checkout of the code to compare with ('today')")
     ap.add_argument("--rss", action="store_true", help="peak RSS of 100 vs 1,000 simulated patients")
-    args = parse_args(ap, concurrency=[2], patients=4, judged_patients=16, sim_sessions=1, turn_cap=3, candidates=4,
-                      baseline_tree=None, rss=False)
+    args = parse_args(
+        ap,
+        concurrency=[2],
+        patients=4,
+        judged_patients=16,
+        sim_sessions=1,
+        turn_cap=3,
+        candidates=4,
+        baseline_tree=None,
+        rss=False,
+    )
     if args.child:
         args.concurrency = args.concurrency[0]
         args.sessions = args.sessions if args.stage != "simulate" else args.sim_sessions
@@ -254,14 +314,26 @@ def main() -> None:
     print(f"load average at start: {os.getloadavg()}", flush=True)
     rows = []
     with InstantServer() as server:
+
         def env_for(tree: Path) -> dict[str, str]:
             # The measured code comes from `tree` (this file's own imports are only the stub's).
             return {**os.environ, "PYTHONPATH": str(tree), "BENCH_TREE": str(tree), "TERM": "dumb"}
 
         def run(tree: str, stage: str, c: int, record: Path | None = None, **extra) -> dict:
             out = work / f"{tree}-{stage}-{c}-{time.monotonic_ns()}"
-            cmd = [sys.executable, __file__, "--child", "--stage", stage, "--url", server.base_url, "--out", str(out),
-                   "--concurrency", str(c)]
+            cmd = [
+                sys.executable,
+                __file__,
+                "--child",
+                "--stage",
+                stage,
+                "--url",
+                server.base_url,
+                "--out",
+                str(out),
+                "--concurrency",
+                str(c),
+            ]
             for k, v in extra.items():
                 cmd += [f"--{k.replace('_', '-')}", str(v)]
             got = measure(cmd, env_for(trees[tree]), server, record, coarse=args.smoke)
@@ -272,14 +344,24 @@ def main() -> None:
         for c in args.concurrency:
             for stage in args.stages:
                 # Enough patients that every request slot has a conversation to serve.
-                extra = {"simulate": {"patients": max(args.patients, c), "sessions_per_patient": args.sim_sessions,
-                                      "turn_cap": args.turn_cap},
-                         "profiles": {"patients": args.candidates, **({"batch": args.batch} if args.batch else {})}
-                         }.get(stage, {})
+                extra = {
+                    "simulate": {
+                        "patients": max(args.patients, c),
+                        "sessions_per_patient": args.sim_sessions,
+                        "turn_cap": args.turn_cap,
+                    },
+                    "profiles": {"patients": args.candidates, **({"batch": args.batch} if args.batch else {})},
+                }.get(stage, {})
                 if stage == "judge":
                     if sessions_dir is None:
-                        sessions_dir = run("now", "simulate", 64, patients=args.judged_patients, turn_cap=args.turn_cap,
-                                           sessions_per_patient=args.sim_sessions)["out"]
+                        sessions_dir = run(
+                            "now",
+                            "simulate",
+                            64,
+                            patients=args.judged_patients,
+                            turn_cap=args.turn_cap,
+                            sessions_per_patient=args.sim_sessions,
+                        )["out"]
                     extra = {"sessions": sessions_dir}
                 bodies = work / f"bodies-{stage}-{c}.jsonl"
                 results = {}
@@ -289,53 +371,98 @@ def main() -> None:
                 rows.append((stage, c, results))
                 _print_row(stage, c, results, flush=True)
         if args.rss:
-            print(f"\npeak RSS, simulation ({args.sim_sessions} sessions, turn cap {args.turn_cap}, concurrency 64):",
-                  flush=True)
+            print(
+                f"\npeak RSS, simulation ({args.sim_sessions} sessions, turn cap {args.turn_cap}, concurrency 64):",
+                flush=True,
+            )
             # Each size's profiles written once as a profiles folder, by the code measured as "now".
             pools = {}
             for n in (100, 1000):
                 pools[n] = work / f"pool-{n}"
-                subprocess.run([sys.executable, __file__, "--child", "--stage", "pool", "--out", str(pools[n]),
-                                "--patients", str(n)], env=env_for(REPO), check=True, stdout=subprocess.DEVNULL)
-            for source, label in (("folder", "read from a profiles folder, as `mindsim simulate` reads them"),
-                                  ("list", "built in memory by the caller and handed in as a list")):
+                subprocess.run(
+                    [
+                        sys.executable,
+                        __file__,
+                        "--child",
+                        "--stage",
+                        "pool",
+                        "--out",
+                        str(pools[n]),
+                        "--patients",
+                        str(n),
+                    ],
+                    env=env_for(REPO),
+                    check=True,
+                    stdout=subprocess.DEVNULL,
+                )
+            for source, label in (
+                ("folder", "read from a profiles folder, as `mindsim simulate` reads them"),
+                ("list", "built in memory by the caller and handed in as a list"),
+            ):
                 print(f"  profiles {label}:", flush=True)
                 for tree in trees:
-                    got = {n: run(tree, "simulate", 64, patients=n, sessions_per_patient=args.sim_sessions,
-                                  turn_cap=args.turn_cap, **({"pool": pools[n]} if source == "folder" else {}))
-                           for n in (100, 1000)}
+                    got = {
+                        n: run(
+                            tree,
+                            "simulate",
+                            64,
+                            patients=n,
+                            sessions_per_patient=args.sim_sessions,
+                            turn_cap=args.turn_cap,
+                            **({"pool": pools[n]} if source == "folder" else {}),
+                        )
+                        for n in (100, 1000)
+                    }
                     peak = {n: g["maxrss_mib"] for n, g in got.items()}
-                    print(f"  {tree:6s} 100 patients {peak[100]:7.1f} MiB (run started at {got[100]['start_rss_mib']:.1f})"
-                          f"   1,000 patients {peak[1000]:7.1f} MiB (started at {got[1000]['start_rss_mib']:.1f})   "
-                          f"ratio {peak[1000] / peak[100]:.3f}   (+{(peak[1000] - peak[100]) / 900 * 1024:.0f} KiB/patient)",
-                          flush=True)
+                    print(
+                        f"  {tree:6s} 100 patients {peak[100]:7.1f} MiB (run started at {got[100]['start_rss_mib']:.1f})"
+                        f"   1,000 patients {peak[1000]:7.1f} MiB (started at {got[1000]['start_rss_mib']:.1f})   "
+                        f"ratio {peak[1000] / peak[100]:.3f}   (+{(peak[1000] - peak[100]) / 900 * 1024:.0f} KiB/patient)",
+                        flush=True,
+                    )
                     # The run's own memory: above what the child held before it (imports, engines, the input profiles).
                     own = {n: g["maxrss_mib"] - g["start_rss_mib"] for n, g in got.items()}
-                    print(f"  {tree:6s} above the start: {own[100]:.1f} and {own[1000]:.1f} MiB, "
-                          f"ratio {own[1000] / own[100]:.3f}", flush=True)
+                    print(
+                        f"  {tree:6s} above the start: {own[100]:.1f} and {own[1000]:.1f} MiB, "
+                        f"ratio {own[1000] / own[100]:.3f}",
+                        flush=True,
+                    )
     print(f"load average at end: {os.getloadavg()}")
     _summary(rows, trees)
 
 
 def _print_row(stage: str, c: int, r: dict, flush: bool = False) -> None:
     now, bare = r["now"], r["bare"]
-    line = (f"{stage:9s} c={c:<4d} now {now['req_s']:7.0f} req/s {now['cpu_ms']:6.2f} ms/req | bare SDK "
-            f"{bare['req_s']:7.0f} req/s {bare['cpu_ms']:6.2f} ms/req | now/bare CPU {now['cpu_ms'] / bare['cpu_ms']:.2f}x")
+    line = (
+        f"{stage:9s} c={c:<4d} now {now['req_s']:7.0f} req/s {now['cpu_ms']:6.2f} ms/req | bare SDK "
+        f"{bare['req_s']:7.0f} req/s {bare['cpu_ms']:6.2f} ms/req | now/bare CPU {now['cpu_ms'] / bare['cpu_ms']:.2f}x"
+    )
     if "today" in r:
         t = r["today"]
-        line += (f" | today {t['req_s']:6.0f} req/s {t['cpu_ms']:6.2f} ms/req, today/bare {t['cpu_ms'] / bare['cpu_ms']:.2f}x,"
-                 f" now/today CPU {now['cpu_ms'] / t['cpu_ms']:.2f}x, req/s {now['req_s'] / t['req_s']:.2f}x")
+        line += (
+            f" | today {t['req_s']:6.0f} req/s {t['cpu_ms']:6.2f} ms/req, today/bare {t['cpu_ms'] / bare['cpu_ms']:.2f}x,"
+            f" now/today CPU {now['cpu_ms'] / t['cpu_ms']:.2f}x, req/s {now['req_s'] / t['req_s']:.2f}x"
+        )
     print(line + f"  [{now['requests']} requests]", flush=flush)
 
 
 def _summary(rows: list, trees: dict) -> None:
-    print("\n| stage | in flight | req/s now | CPU ms/req now | bare SDK ms/req | now/bare | "
-          + ("today ms/req | now/today | " if "today" in trees else "") + "workers per 1,000 req/s now |")
+    print(
+        "\n| stage | in flight | req/s now | CPU ms/req now | bare SDK ms/req | now/bare | "
+        + ("today ms/req | now/today | " if "today" in trees else "")
+        + "workers per 1,000 req/s now |"
+    )
     print("|---|---|---|---|---|---|" + ("---|---|" if "today" in trees else "") + "---|")
     for stage, c, r in rows:
         now, bare = r["now"], r["bare"]
-        cells = [stage, str(c), f"{now['req_s']:.0f}", f"{now['cpu_ms']:.2f}", f"{bare['cpu_ms']:.2f}",
-                 f"{now['cpu_ms'] / bare['cpu_ms']:.2f}×"]
+        cells = [
+            stage,
+            str(c),
+            f"{now['req_s']:.0f}",
+            f"{now['cpu_ms']:.2f}",
+            f"{bare['cpu_ms']:.2f}",
+            f"{now['cpu_ms'] / bare['cpu_ms']:.2f}×",
+        ]
         if "today" in r:
             cells += [f"{r['today']['cpu_ms']:.2f}", f"{now['cpu_ms'] / r['today']['cpu_ms']:.2f}×"]
         # A worker process is one core: it completes 1000 / cpu_ms requests a second at most.

@@ -51,10 +51,23 @@ def synthetic_rows(counsellors: int, patients: int, sessions: int, replies: int,
                 sev = rng.choice(4, size=replies, p=p)
                 for t in range(replies):
                     k = int(sev[t])
-                    issues = [] if k == 0 else [{"issue": i} for i in rng.choice(ids, size=rng.integers(1, 4), replace=False)]
-                    rows.append({"status": "ok", "counsellor": f"counsellor-{c:02d}", "patient_id": f"p{pt:03d}",
-                                 "session_index": s, "reply_index": t, "weight": WEIGHT[k], "severity": SEVERITY[k],
-                                 "issues": issues})
+                    issues = (
+                        []
+                        if k == 0
+                        else [{"issue": i} for i in rng.choice(ids, size=rng.integers(1, 4), replace=False)]
+                    )
+                    rows.append(
+                        {
+                            "status": "ok",
+                            "counsellor": f"counsellor-{c:02d}",
+                            "patient_id": f"p{pt:03d}",
+                            "session_index": s,
+                            "reply_index": t,
+                            "weight": WEIGHT[k],
+                            "severity": SEVERITY[k],
+                            "issues": issues,
+                        }
+                    )
     return rows
 
 
@@ -68,33 +81,53 @@ def bench_scoring(args: argparse.Namespace) -> None:
     scores = score_all(cols, rubric, draws=args.draws, seed=0)
     t2 = time.perf_counter()
     n_pairs = len(scores["paired"])
-    print(f"{len(rows):,} judged replies ({args.counsellors} counsellors × {args.patients} patients × "
-          f"{args.sessions} sessions × {args.replies} replies), {args.draws:,} bootstrap draws, {n_pairs} counsellor pairs")
-    print(f"rows -> columns {t1 - t0:.3f} s   scores + bootstrap {t2 - t1:.3f} s   total {t2 - t0:.3f} s   (goal < 1 s)")
+    print(
+        f"{len(rows):,} judged replies ({args.counsellors} counsellors × {args.patients} patients × "
+        f"{args.sessions} sessions × {args.replies} replies), {args.draws:,} bootstrap draws, {n_pairs} counsellor pairs"
+    )
+    print(
+        f"rows -> columns {t1 - t0:.3f} s   scores + bootstrap {t2 - t1:.3f} s   total {t2 - t0:.3f} s   (goal < 1 s)"
+    )
 
 
 # -- throughput on the embedded engine ------------------------------------------------------------
 
+
 def tp_sessions(n: int, replies: int):
     from mindsimkit.judge.schemas import SessionInput
 
-    lines = [("I keep lying awake going over everything I said at work.",
-              "That sounds exhausting. What goes through your mind when you're lying there?"),
-             ("Mostly that my boss thinks I'm useless. She didn't even look at me today.",
-              "She clearly doesn't value you. Have you thought about quitting?"),
-             ("Maybe. I don't know. I just want to sleep properly again.",
-              "Let's try something tonight: write tomorrow's worries on paper an hour before bed, then put it away."),
-             ("I could try that. I usually just scroll on my phone.",
-              "That's a good plan. How did your week go otherwise?")]
+    lines = [
+        (
+            "I keep lying awake going over everything I said at work.",
+            "That sounds exhausting. What goes through your mind when you're lying there?",
+        ),
+        (
+            "Mostly that my boss thinks I'm useless. She didn't even look at me today.",
+            "She clearly doesn't value you. Have you thought about quitting?",
+        ),
+        (
+            "Maybe. I don't know. I just want to sleep properly again.",
+            "Let's try something tonight: write tomorrow's worries on paper an hour before bed, then put it away.",
+        ),
+        ("I could try that. I usually just scroll on my phone.", "That's a good plan. How did your week go otherwise?"),
+    ]
     out = []
     for s in range(n):
         msgs = []
         for k in range(replies):
             patient, counsellor = lines[k % len(lines)]
             msgs += [{"role": "user", "content": patient}, {"role": "assistant", "content": counsellor}]
-        out.append(SessionInput(session_id=f"b{s}", patient_id=f"p{s}", counsellor="bench", session_index=0,
-                                counsellor_system_prompt="You are a warm, concise counsellor in a mobile chat app. "
-                                                         "Memory: no earlier sessions.", messages=msgs))
+        out.append(
+            SessionInput(
+                session_id=f"b{s}",
+                patient_id=f"p{s}",
+                counsellor="bench",
+                session_index=0,
+                counsellor_system_prompt="You are a warm, concise counsellor in a mobile chat app. "
+                "Memory: no earlier sessions.",
+                messages=msgs,
+            )
+        )
     return out
 
 
@@ -111,19 +144,25 @@ def bench_throughput(args: argparse.Namespace) -> None:
     # The budget is the answer schema's longest possible answer, as the preflight would set it: a smaller
     # one cuts a long judgment mid-string and turns it into a failed row.
     budget = worst_case_tokens(answer_model(load_rubric(), args.max_issues).model_json_schema()).tokens
-    cfg = EnginesConfig(engines={"local": EmbeddedEngine(parallel=args.parallel, ctx_per_slot=args.ctx)},
-                        roles={"default": RoleSpec(engine="local", temperature=0.0, max_tokens=budget, seed=0)})
+    cfg = EnginesConfig(
+        engines={"local": EmbeddedEngine(parallel=args.parallel, ctx_per_slot=args.ctx)},
+        roles={"default": RoleSpec(engine="local", temperature=0.0, max_tokens=budget, seed=0)},
+    )
     sessions = tp_sessions(args.tp_sessions, args.tp_replies)
     with Engines.from_config(cfg) as engines, tempfile.TemporaryDirectory() as tmp:
         rec = Recorder(engines.backend("local"))
-        judge = Judge("judge", engines.role("judge"), load_rubric(), full_rubric=not args.compact,
-                      max_issues=args.max_issues)
+        judge = Judge(
+            "judge", engines.role("judge"), load_rubric(), full_rubric=not args.compact, max_issues=args.max_issues
+        )
         t0 = time.perf_counter()
         rows = engines.run(judge_all([judge], sessions, CheckpointDir(Path(tmp)), None))
         t_judge = time.perf_counter() - t0
     ok = sum(r.status == "ok" for r in rows)
-    print(f"[judged {len(rows)} replies in {t_judge:.1f} s: {ok} ok, {len(rows) - ok} failed; "
-          f"{len(rec.calls)} requests incl. re-asks]", flush=True)
+    print(
+        f"[judged {len(rows)} replies in {t_judge:.1f} s: {ok} ok, {len(rows) - ok} failed; "
+        f"{len(rec.calls)} requests incl. re-asks]",
+        flush=True,
+    )
 
     with Engines.from_config(cfg) as engines:
         backend = engines.backend("local")
@@ -136,10 +175,14 @@ def bench_throughput(args: argparse.Namespace) -> None:
         engines.run(replay())
         t_raw = time.perf_counter() - t0
     tps_j, tps_r = processed(rec.calls) / t_judge, processed(raw.calls) / t_raw
-    print(f"computed tokens/s: judge {tps_j:.1f}   same requests replayed raw, all at once {tps_r:.1f}   "
-          f"judge vs raw = {tps_j / tps_r:.0%}")
-    print(f"prompt tokens {sum(r.prompt_tokens for *_, r in rec.calls):,}, of which served from the prefix cache "
-          f"during judging {cached_share(rec.calls):.0%}")
+    print(
+        f"computed tokens/s: judge {tps_j:.1f}   same requests replayed raw, all at once {tps_r:.1f}   "
+        f"judge vs raw = {tps_j / tps_r:.0%}"
+    )
+    print(
+        f"prompt tokens {sum(r.prompt_tokens for *_, r in rec.calls):,}, of which served from the prefix cache "
+        f"during judging {cached_share(rec.calls):.0%}"
+    )
 
 
 def main() -> None:

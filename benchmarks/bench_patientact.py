@@ -38,8 +38,15 @@ from smoke import parse_args
 
 PER_PATIENT = {"DecompositionDraft", "PsychFormulation"}
 PATIENT_ROLES = {"patient", "patient_appraiser", "profile_decomposer", "patient_matcher"}
-STEPS = {"DecompositionDraft": "decomposition", "PsychFormulation": "formulation", "Reaction": "reaction", "Behaviour": "behaviour",
-         "Resistance": "resistance", "TrustChange": "trust", "TagMatch": "matcher"}
+STEPS = {
+    "DecompositionDraft": "decomposition",
+    "PsychFormulation": "formulation",
+    "Reaction": "reaction",
+    "Behaviour": "behaviour",
+    "Resistance": "resistance",
+    "TrustChange": "trust",
+    "TagMatch": "matcher",
+}
 ENGINES = ("mindsim", "patientact", "patientact:no_tg", "patientact:no_dm", "patientact:no_pipe")
 
 
@@ -60,20 +67,39 @@ def fake_responder():
 
 
 def run_engine(engine: str, args) -> dict:
-    config = SimulationConfig(sessions=args.sessions, turn_cap=args.turn_cap, patient_engine=engine,
-                              max_todo_calls=1, message_max_tokens=120, max_message_retries=3,
-                              scenario_max_tokens=2550, memory_max_tokens=300, memory_retries=0,
-                              patientact={"retrieval": args.retrieval})
+    config = SimulationConfig(
+        sessions=args.sessions,
+        turn_cap=args.turn_cap,
+        patient_engine=engine,
+        max_todo_calls=1,
+        message_max_tokens=120,
+        max_message_retries=3,
+        scenario_max_tokens=2550,
+        memory_max_tokens=300,
+        memory_retries=0,
+        patientact={"retrieval": args.retrieval},
+    )
     profiles = [make_profile(f"b{i}", "minimiser", "casual") for i in range(args.patients)]
     if args.fake:
         engines_ctx = Engines.with_backend(FakeBackend(fake_responder()))
     else:
-        engines_ctx = Engines.from_config(EnginesConfig(
-            engines={"local": EmbeddedEngine(parallel=args.parallel, ctx_per_slot=8192)},
-            roles={"default": RoleSpec(engine="local", temperature=0.7, max_tokens=256, seed=0),
-                   "patient": RoleSpec(engine="local", temperature=1.0, max_tokens=500, seed=0, stop=["\n"],
-                                       frequency_penalty=0.6, max_attempts=5)},
-        ))
+        engines_ctx = Engines.from_config(
+            EnginesConfig(
+                engines={"local": EmbeddedEngine(parallel=args.parallel, ctx_per_slot=8192)},
+                roles={
+                    "default": RoleSpec(engine="local", temperature=0.7, max_tokens=256, seed=0),
+                    "patient": RoleSpec(
+                        engine="local",
+                        temperature=1.0,
+                        max_tokens=500,
+                        seed=0,
+                        stop=["\n"],
+                        frequency_penalty=0.6,
+                        max_attempts=5,
+                    ),
+                },
+            )
+        )
     with engines_ctx as engines, tempfile.TemporaryDirectory() as tmp:
         rec = Recorder(next(iter(engines._backends.values())))
         t0 = time.monotonic()
@@ -87,15 +113,20 @@ def run_engine(engine: str, args) -> dict:
     per_turn = [(q, r) for q, r in patient if q.schema_name not in PER_PATIENT]
     per_patient = [(q, r) for q, r in patient if q.schema_name in PER_PATIENT]
     return {
-        "engine": engine, "sessions_written": summary.sessions_written, "failed_arcs": len(summary.failed_arcs),
+        "engine": engine,
+        "sessions_written": summary.sessions_written,
+        "failed_arcs": len(summary.failed_arcs),
         "patient_turns": turns,
         "patient_requests_per_turn": round(len(per_turn) / turns, 2) if turns else None,
         "patient_prompt_tokens_per_turn": round(sum(r.prompt_tokens for _, r in per_turn) / turns) if turns else None,
-        "patient_completion_tokens_per_turn": round(sum(r.completion_tokens for _, r in per_turn) / turns) if turns else None,
+        "patient_completion_tokens_per_turn": round(sum(r.completion_tokens for _, r in per_turn) / turns)
+        if turns
+        else None,
         "patient_requests_by_kind": dict(kinds),
         "per_patient_requests": len(per_patient),
         "per_patient_tokens": sum(r.prompt_tokens + r.completion_tokens for _, r in per_patient),
-        "all_requests": len(rec.calls), "wall_s": round(wall, 1),
+        "all_requests": len(rec.calls),
+        "wall_s": round(wall, 1),
         "patient_turns_per_min": round(turns / wall * 60, 1) if wall and turns else None,
     }
 

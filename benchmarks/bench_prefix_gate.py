@@ -25,7 +25,9 @@ from smoke import parse_args
 
 
 def system_prompt(nonce: str, rules: int) -> str:
-    body = " ".join(f"Rule {i}: a reply that ignores what the client said about topic {i} is an issue." for i in range(rules))
+    body = " ".join(
+        f"Rule {i}: a reply that ignores what the client said about topic {i} is an issue." for i in range(rules)
+    )
     return f"Review {nonce}. You judge counsellor replies. {body}"
 
 
@@ -34,15 +36,27 @@ async def group(backend, system: str, requests: int, in_flight: int, tokens: int
 
     async def one(i: int):
         async with sem:
-            return await backend.complete(ChatRequest(
-                role="judge", model=backend.default_model, temperature=0.0, max_tokens=tokens, seed=0,
-                messages=[{"role": "system", "content": system},
-                          {"role": "user", "content": f"Reply {i}: tell me more about your week."}]))
+            return await backend.complete(
+                ChatRequest(
+                    role="judge",
+                    model=backend.default_model,
+                    temperature=0.0,
+                    max_tokens=tokens,
+                    seed=0,
+                    messages=[
+                        {"role": "system", "content": system},
+                        {"role": "user", "content": f"Reply {i}: tell me more about your week."},
+                    ],
+                )
+            )
 
     t0 = time.perf_counter()
     replies = await asyncio.gather(*(one(i) for i in range(requests)))
-    return {"wall": time.perf_counter() - t0, "prompt": sum(r.prompt_tokens for r in replies),
-            "cached": sum(r.cached_tokens or 0 for r in replies)}
+    return {
+        "wall": time.perf_counter() - t0,
+        "prompt": sum(r.prompt_tokens for r in replies),
+        "cached": sum(r.cached_tokens or 0 for r in replies),
+    }
 
 
 def main() -> None:
@@ -52,8 +66,10 @@ def main() -> None:
     ap.add_argument("--tokens", type=int, default=120)
     ap.add_argument("--repeat", type=int, default=2)
     args = parse_args(ap, rules=2, requests=2, tokens=4, repeat=1)
-    cfg = EnginesConfig(engines={"local": EmbeddedEngine(parallel=4, ctx_per_slot=8192)},
-                        roles={"default": RoleSpec(engine="local", temperature=0.0, seed=0)})
+    cfg = EnginesConfig(
+        engines={"local": EmbeddedEngine(parallel=4, ctx_per_slot=8192)},
+        roles={"default": RoleSpec(engine="local", temperature=0.0, seed=0)},
+    )
     results: dict[tuple[int, bool], list[dict]] = {}
     with Engines.from_config(cfg) as engines:
         backend = engines.backend("local")
@@ -61,14 +77,18 @@ def main() -> None:
         n = 0
         for rep in range(args.repeat):
             for in_flight in (2, 4):
-                for gated in ((True, False) if rep % 2 == 0 else (False, True)):  # interleaved: drift hits both
+                for gated in (True, False) if rep % 2 == 0 else (False, True):  # interleaved: drift hits both
                     backend.serial_prefix_chars = on if gated else 0
                     n += 1
-                    r = engines.run(group(backend, system_prompt(f"#{n}", args.rules), args.requests, in_flight,
-                                          args.tokens))
+                    r = engines.run(
+                        group(backend, system_prompt(f"#{n}", args.rules), args.requests, in_flight, args.tokens)
+                    )
                     results.setdefault((in_flight, gated), []).append(r)
-                    print(f"  in flight {in_flight}, gate {'on ' if gated else 'off'}: {r['wall']:6.1f} s, "
-                          f"{r['prompt']} prompt tokens, {r['cached']} from the cache", flush=True)
+                    print(
+                        f"  in flight {in_flight}, gate {'on ' if gated else 'off'}: {r['wall']:6.1f} s, "
+                        f"{r['prompt']} prompt tokens, {r['cached']} from the cache",
+                        flush=True,
+                    )
     print(f"\n{args.requests} requests per group, one ~{args.rules * 23}-token system prompt, {args.tokens} tokens out")
     print("| in flight | gate off (s) | gate on (s) | on/off | prompt tokens from the cache, off → on |")
     print("|---|---|---|---|---|")

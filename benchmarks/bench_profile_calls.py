@@ -33,16 +33,23 @@ from smoke import parse_args
 IN_FLIGHT = (1, 2, 4)
 
 
-async def writes(engines: Engines, rows: list[AnchoredRow], in_flight: int, scale: float,
-                 schema: bool = True) -> tuple[float, int]:
+async def writes(
+    engines: Engines, rows: list[AnchoredRow], in_flight: int, scale: float, schema: bool = True
+) -> tuple[float, int]:
     """Wall seconds and generated tokens for one formulation request per row, `in_flight` at a time. The raw
     backend is called (no re-asks) so every setting does exactly one request per row."""
     client = engines.role("profile_writer")
     gate = asyncio.Semaphore(in_flight)
 
     async def one(row: AnchoredRow) -> int:
-        kw = ({"response_schema": draft_model(scale, label_choice(row.demographics)).model_json_schema(),
-               "schema_name": "formulation"} if schema else {})
+        kw = (
+            {
+                "response_schema": draft_model(scale, label_choice(row.demographics)).model_json_schema(),
+                "schema_name": "formulation",
+            }
+            if schema
+            else {}
+        )
         async with gate:
             raw = await client.backend.complete(client.build_request(writer_messages(row), **kw))
         return raw.completion_tokens
@@ -68,10 +75,18 @@ def main() -> None:
     rates: dict[int, list[float]] = {k: [] for k in IN_FLIGHT}
     with contextlib.ExitStack() as stack:
         # Small mode: the instant stub stands in for the recipe's engines (the writer's requests are the real ones).
-        config = (EnginesConfig(engines={"stub": OpenAIEngine(base_url=stack.enter_context(InstantServer()).base_url,
-                                                              model="instant", native_tools=False)},
-                                roles={"default": RoleSpec(engine="stub", seed=0)})
-                  if args.smoke else recipe.engines_config())
+        config = (
+            EnginesConfig(
+                engines={
+                    "stub": OpenAIEngine(
+                        base_url=stack.enter_context(InstantServer()).base_url, model="instant", native_tools=False
+                    )
+                },
+                roles={"default": RoleSpec(engine="stub", seed=0)},
+            )
+            if args.smoke
+            else recipe.engines_config()
+        )
         engines = stack.enter_context(Engines.from_config(config))
         for r in range(args.rounds):
             order = IN_FLIGHT if r % 2 == 0 else tuple(reversed(IN_FLIGHT))  # drift hits every setting alike
@@ -90,8 +105,10 @@ def main() -> None:
         print(f"{k:>9}  {med:>14.1f}  {med / base:>5.2f}x")
     with_g = statistics.median(t / s for s, t in grammar[0::2])
     without = statistics.median(t / s for s, t in grammar[1::2])
-    print(f"\nsingle stream, cached prompt: {with_g:.1f} tok/s with the schema grammar, {without:.1f} without "
-          f"({with_g / without:.2f}x)")
+    print(
+        f"\nsingle stream, cached prompt: {with_g:.1f} tok/s with the schema grammar, {without:.1f} without "
+        f"({with_g / without:.2f}x)"
+    )
 
 
 if __name__ == "__main__":

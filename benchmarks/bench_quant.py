@@ -28,10 +28,17 @@ from smoke import parse_args
 
 
 def ask(port: int, system: str, user: str, tokens: int) -> dict:
-    body = {"messages": [{"role": "system", "content": system}, {"role": "user", "content": user}],
-            "max_tokens": tokens, "temperature": 0.0, "cache_prompt": False}
-    req = urllib.request.Request(f"http://127.0.0.1:{port}/v1/chat/completions", data=json.dumps(body).encode(),
-                                 headers={"Content-Type": "application/json"})
+    body = {
+        "messages": [{"role": "system", "content": system}, {"role": "user", "content": user}],
+        "max_tokens": tokens,
+        "temperature": 0.0,
+        "cache_prompt": False,
+    }
+    req = urllib.request.Request(
+        f"http://127.0.0.1:{port}/v1/chat/completions",
+        data=json.dumps(body).encode(),
+        headers={"Content-Type": "application/json"},
+    )
     with urllib.request.urlopen(req, timeout=600) as r:
         return json.loads(r.read())
 
@@ -47,13 +54,18 @@ def main() -> None:
     except ImportError:
         sys.exit("bench_quant needs the gguf package: pip install gguf")
     system = "You are a client in counselling. " + " ".join(
-        f"Fact {i}: on day {i} you walked to shop number {i} and felt tired." for i in range(args.words))
+        f"Fact {i}: on day {i} you walked to shop number {i} and felt tired." for i in range(args.words)
+    )
     shipped = default_model_path()
     with tempfile.TemporaryDirectory() as tmp:
         # Small mode: the shipped file against the encoding the embedded engine serves (Q8_0) only.
-        models = {"q4_1 (shipped)": shipped,
-                  **{q: reencode(shipped, Path(tmp) / f"{q}.gguf", q) for q in (("q8_0",) if args.smoke
-                                                                              else ("q8_0", "q4_0"))}}
+        models = {
+            "q4_1 (shipped)": shipped,
+            **{
+                q: reencode(shipped, Path(tmp) / f"{q}.gguf", q)
+                for q in (("q8_0",) if args.smoke else ("q8_0", "q4_0"))
+            },
+        }
         pp: dict[str, list[float]] = {m: [] for m in models}
         tg: dict[str, list[float]] = {m: [] for m in models}
         answers: dict[str, list[str]] = {m: [] for m in models}
@@ -66,16 +78,22 @@ def main() -> None:
                     tg[name].append(d["timings"]["predicted_per_second"])
                     prompt_n = d["timings"]["prompt_n"]
                     if rep == 0:
-                        answers[name] = [ask(server.port, "Answer in one sentence.", f"Name a fruit that is number {i}.",
-                                             24)["choices"][0]["message"]["content"] for i in range(args.agree)]
+                        answers[name] = [
+                            ask(server.port, "Answer in one sentence.", f"Name a fruit that is number {i}.", 24)[
+                                "choices"
+                            ][0]["message"]["content"]
+                            for i in range(args.agree)
+                        ]
     base = "q4_1 (shipped)"
     print(f"prompt of {prompt_n} tokens, evaluated from scratch; median of {args.repeat} runs per model")
     print(f"{'model':16} {'prompt tok/s':>12} {'ratio':>6} {'gen tok/s':>10} {'ratio':>6} {'same greedy answer':>19}")
     for name in models:
         p, g = statistics.median(pp[name]), statistics.median(tg[name])
         same = sum(a == b for a, b in zip(answers[name], answers[base]))
-        print(f"{name:16} {p:12.0f} {p / statistics.median(pp[base]):6.2f} {g:10.1f} "
-              f"{g / statistics.median(tg[base]):6.2f} {same:>12}/{len(answers[base])}")
+        print(
+            f"{name:16} {p:12.0f} {p / statistics.median(pp[base]):6.2f} {g:10.1f} "
+            f"{g / statistics.median(tg[base]):6.2f} {same:>12}/{len(answers[base])}"
+        )
 
 
 if __name__ == "__main__":

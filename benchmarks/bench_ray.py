@@ -74,11 +74,16 @@ def engines_for(urls: list[str], cap: int):
     from mindsimkit.mindcore.config import EnginesConfig, OpenAIEngine, RoleSpec
     from mindsimkit.mindcore.engine import Engines
 
-    return Engines.from_config(EnginesConfig(
-        engines={"fake": OpenAIEngine(base_urls=urls, model="m", native_tools=False, max_concurrency=cap,
-                                      failure_limit=2, cooldown_s=600)},
-        roles={"default": RoleSpec(engine="fake"), **{r: RoleSpec(engine="fake", model=r) for r in ROLES}},
-    ))
+    return Engines.from_config(
+        EnginesConfig(
+            engines={
+                "fake": OpenAIEngine(
+                    base_urls=urls, model="m", native_tools=False, max_concurrency=cap, failure_limit=2, cooldown_s=600
+                )
+            },
+            roles={"default": RoleSpec(engine="fake"), **{r: RoleSpec(engine="fake", model=r) for r in ROLES}},
+        )
+    )
 
 
 def timed(fn) -> tuple[float, dict]:
@@ -116,6 +121,7 @@ def main() -> None:
     rows = []
     try:
         with tempfile.TemporaryDirectory() as tmp:
+
             def local():
                 # The local process is one worker: its client-side limit is the per-worker limit.
                 with engines_for([url], args.per_worker) as engines:
@@ -125,14 +131,16 @@ def main() -> None:
                 def run():
                     with engines_for([url], args.cap) as engines:
                         settings = RaySettings(workers=workers, max_concurrency_per_worker=args.per_worker)
-                        return run_simulation(profiles, engines, config, Path(tmp) / f"ray{workers}", seed=1,
-                                              runner=RayRunner(settings))
+                        return run_simulation(
+                            profiles, engines, config, Path(tmp) / f"ray{workers}", seed=1, runner=RayRunner(settings)
+                        )
+
                 return run
 
             modes = [("local", local), ("ray, 1 worker", on_ray(1)), ("ray, 2 workers", on_ray(2))]
             # Rounds alternate the order (a shared machine's load drifts); each runner's median counts.
             for r in range(args.repeat):
-                for name, fn in (modes if r % 2 == 0 else modes[::-1]):
+                for name, fn in modes if r % 2 == 0 else modes[::-1]:
                     counts[0] = 0
                     wall, summary = timed(fn)
                     rows.append((name, wall, summary.sessions_written, len(summary.failed_arcs), counts[0]))
@@ -146,9 +154,18 @@ def main() -> None:
                     second, url2 = start_server(args.latency, counts, 1, refuse_after=refuse)
                     try:
                         with engines_for([url, url2], args.cap) as engines:
-                            wall, summary = timed(lambda: run_simulation(
-                                profiles, engines, config, Path(tmp) / f"two{refuse}", seed=1,
-                                runner=RayRunner(RaySettings(workers=2, max_concurrency_per_worker=args.per_worker))))
+                            wall, summary = timed(
+                                lambda: run_simulation(
+                                    profiles,
+                                    engines,
+                                    config,
+                                    Path(tmp) / f"two{refuse}",
+                                    seed=1,
+                                    runner=RayRunner(
+                                        RaySettings(workers=2, max_concurrency_per_worker=args.per_worker)
+                                    ),
+                                )
+                            )
                         two.append((refuse, wall, summary, counts[0], counts[1]))
                     finally:
                         second.terminate()
@@ -156,9 +173,11 @@ def main() -> None:
         ray.shutdown()
         server.terminate()
 
-    print(f"workload: {len(profiles)} patients x {len(config.counsellors)} counsellor x {config.sessions} sessions "
-          f"(turn cap {config.turn_cap}) = {arcs} arcs; {args.latency * 1000:.0f} ms per call; "
-          f"{args.per_worker} in flight per worker, global cap {args.cap}")
+    print(
+        f"workload: {len(profiles)} patients x {len(config.counsellors)} counsellor x {config.sessions} sessions "
+        f"(turn cap {config.turn_cap}) = {arcs} arcs; {args.latency * 1000:.0f} ms per call; "
+        f"{args.per_worker} in flight per worker, global cap {args.cap}"
+    )
     print(f"{'runner':<16}{'wall s':>8}{'sessions':>10}{'failed arcs':>13}{'calls':>8}{'sessions/min':>14}")
     for name, wall, written, failed, calls in rows:
         print(f"{name:<16}{wall:>8.2f}{written:>10}{failed:>13}{calls:>8}{written / wall * 60:>14.1f}")
@@ -172,8 +191,10 @@ def main() -> None:
     print(f"Ray overhead per arc (1 worker vs local): {(walls['ray, 1 worker'] - walls['local']) / arcs * 1000:.0f} ms")
     for refuse, wall, summary, a, b in two:
         what = "both healthy" if refuse is None else f"the second refusing after {refuse} requests"
-        print(f"two servers, {what}: {a} / {b} requests ({abs(a - b) / ((a + b) / 2) * 100:.0f}% apart), "
-              f"{summary.sessions_written} sessions, {len(summary.failed_arcs)} failed arcs, {wall:.2f} s")
+        print(
+            f"two servers, {what}: {a} / {b} requests ({abs(a - b) / ((a + b) / 2) * 100:.0f}% apart), "
+            f"{summary.sessions_written} sessions, {len(summary.failed_arcs)} failed arcs, {wall:.2f} s"
+        )
 
 
 if __name__ == "__main__":

@@ -28,8 +28,10 @@ sys.path.insert(0, str(ROOT))
 
 from smoke import parse_args
 
-WORDS = ("okay so I guess the week was hard and I kept thinking about work my sister called but I did not "
-         "answer it feels like nothing changes and I am tired of trying").split()
+WORDS = (
+    "okay so I guess the week was hard and I kept thinking about work my sister called but I did not "
+    "answer it feels like nothing changes and I am tired of trying"
+).split()
 
 
 def _text(rng, n: int) -> str:
@@ -75,22 +77,50 @@ def write_run(out: Path, counsellors: int, patients: int, sessions: int, replies
                     # The opening is the scenario's opening message, which is at most 200 characters.
                     said = _text(rng, int(rng.integers(8, 20 if t == 0 else 40)))
                     msgs.append({"role": "user", "content": said})
-                    turns.append({**(opening if t == 0 else turn), "index": t, "message": said,
-                                  **({} if t == 0 else {"move": str(rng.choice(moves))})})
+                    turns.append(
+                        {
+                            **(opening if t == 0 else turn),
+                            "index": t,
+                            "message": said,
+                            **({} if t == 0 else {"move": str(rng.choice(moves))}),
+                        }
+                    )
                     msgs.append({"role": "assistant", "content": _text(rng, int(rng.integers(20, 70)))})
                 patient = f"p{pt:03d}"
-                records.append(SessionRecord.model_validate({
-                    **base, "session_id": session_id(patient, name, s, base["seed"]), "patient_id": patient,
-                    "counsellor": name, "session_index": s, "counsellor_messages": msgs, "turns": turns,
-                    "scenario": {**base["scenario"], "event": _text(rng, 20), "opening_message": msgs[1]["content"]},
-                    "scenario_shared": s == 0}))
+                records.append(
+                    SessionRecord.model_validate(
+                        {
+                            **base,
+                            "session_id": session_id(patient, name, s, base["seed"]),
+                            "patient_id": patient,
+                            "counsellor": name,
+                            "session_index": s,
+                            "counsellor_messages": msgs,
+                            "turns": turns,
+                            "scenario": {
+                                **base["scenario"],
+                                "event": _text(rng, 20),
+                                "opening_message": msgs[1]["content"],
+                            },
+                            "scenario_shared": s == 0,
+                        }
+                    )
+                )
     write_shard(out, 0, 1, records)
     written = merge_shards(out, 1, {0})
-    SimulationSummary(seed=base["seed"], counsellors=names, patient_engines=["mindsim"], patients=patients,
-                      arcs=counsellors * patients, sessions_written=written, sessions_expected=len(records),
-                      elapsed_s=0.0).write(layout.sessions.summary)
-    record_stage(out, "simulation", [layout.sessions.parquet, layout.transcripts, layout.sessions.summary],
-                 reads=["profiles"])
+    SimulationSummary(
+        seed=base["seed"],
+        counsellors=names,
+        patient_engines=["mindsim"],
+        patients=patients,
+        arcs=counsellors * patients,
+        sessions_written=written,
+        sessions_expected=len(records),
+        elapsed_s=0.0,
+    ).write(layout.sessions.summary)
+    record_stage(
+        out, "simulation", [layout.sessions.parquet, layout.transcripts, layout.sessions.summary], reads=["profiles"]
+    )
 
     # The judge's verdicts are drawn (worse counsellors draw worse severities); the rest is the judge's own code.
     config = JudgeConfig(bootstrap_draws=2000, plots=False)
@@ -106,18 +136,36 @@ def write_run(out: Path, counsellors: int, patients: int, sessions: int, replies
         replies_said = [m["content"] for m in s.messages if m["role"] == "assistant"]
         for k, reply in enumerate(replies_said):
             severity = int(rng.choice(4, p=p / p.sum()))
-            chosen = [] if severity == 0 else [issues[i] for i in rng.choice(len(issues), size=int(rng.integers(1, 3)),
-                                                                            replace=False)]
+            chosen = (
+                []
+                if severity == 0
+                else [issues[i] for i in rng.choice(len(issues), size=int(rng.integers(1, 3)), replace=False)]
+            )
             words = reply.split()
-            rows.append(JudgmentRow(
-                session_id=s.session_id, patient_id=s.patient_id, counsellor=s.counsellor,
-                session_index=s.session_index, reply_index=k, reply=reply, judge=judge.name, judge_model=judge.model,
-                judge_engine=judge.client.engine_name, severity=rubric.severities[severity].id,
-                weight=float(rubric.severities[severity].weight),
-                issues=[IssueRecord(issue=i, category=c, reason="synthetic reason", quote=" ".join(words[2:6]))
-                        for i, c in chosen],
-                status="ok", rubric_version=rubric.version, prompt_hashes=judge.prompt_hashes,
-                cache_key=f"{s.session_id}-{k}", patient_engine=s.patient_engine))
+            rows.append(
+                JudgmentRow(
+                    session_id=s.session_id,
+                    patient_id=s.patient_id,
+                    counsellor=s.counsellor,
+                    session_index=s.session_index,
+                    reply_index=k,
+                    reply=reply,
+                    judge=judge.name,
+                    judge_model=judge.model,
+                    judge_engine=judge.client.engine_name,
+                    severity=rubric.severities[severity].id,
+                    weight=float(rubric.severities[severity].weight),
+                    issues=[
+                        IssueRecord(issue=i, category=c, reason="synthetic reason", quote=" ".join(words[2:6]))
+                        for i, c in chosen
+                    ],
+                    status="ok",
+                    rubric_version=rubric.version,
+                    prompt_hashes=judge.prompt_hashes,
+                    cache_key=f"{s.session_id}-{k}",
+                    patient_engine=s.patient_engine,
+                )
+            )
     write_judgments(layout.judgments.parquet, rows)
     files = write_report(layout.judgments.path, summarise(rows, judges, inputs, config), rubric, plots=False)
     record_stage(out, "judge", [layout.judgments.parquet, *files.values()], reads=["simulation"])
@@ -125,9 +173,15 @@ def write_run(out: Path, counsellors: int, patients: int, sessions: int, replies
     validate(out)
     v = layout.validation
     record_stage(out, "validation", [v.report_json, v.report_md, *v.plots()], reads=["simulation"])
-    layout.write_header(RunHeader(
-        run_id="bench", recipe_hash="bench", status="finished", provenance=base_provenance(),
-        recipe=RunRecipe(name="bench", path="bench.yaml", seed=seed)))
+    layout.write_header(
+        RunHeader(
+            run_id="bench",
+            recipe_hash="bench",
+            status="finished",
+            provenance=base_provenance(),
+            recipe=RunRecipe(name="bench", path="bench.yaml", seed=seed),
+        )
+    )
     record_stage(out, "run", [layout.run_json], reads=["profiles", "simulation"])
     return len(rows)
 
@@ -140,8 +194,9 @@ def validate(out: Path) -> None:
     for line in (out / "transcripts" / "transcripts.jsonl").read_text().splitlines():
         r = json.loads(line)
         rows.setdefault(f"mindsim/{r['counsellor']}", []).append(r)
-    compare(None, rows, out / "validation", ValidationConfig(bootstrap_draws=50, floor_splits=20, joint=False,
-                                                             plots=False))
+    compare(
+        None, rows, out / "validation", ValidationConfig(bootstrap_draws=50, floor_splits=20, joint=False, plots=False)
+    )
 
 
 def browser(page: Path) -> dict[str, float]:
@@ -164,8 +219,10 @@ def browser(page: Path) -> dict[str, float]:
         drv.get(page.as_uri())
         drv.find_element(By.CSS_SELECTOR, "#session-list tbody tr")
         load = time.perf_counter() - t0
-        nav = drv.execute_script("const t = performance.timing; return [t.domContentLoadedEventEnd - t.navigationStart,"
-                                 " t.loadEventEnd - t.navigationStart]")
+        nav = drv.execute_script(
+            "const t = performance.timing; return [t.domContentLoadedEventEnd - t.navigationStart,"
+            " t.loadEventEnd - t.navigationStart]"
+        )
         t0 = time.perf_counter()
         Select(drv.find_element(By.ID, "f-severity")).select_by_value("critical")
         drv.find_element(By.CSS_SELECTOR, "#session-list tbody tr")
@@ -174,8 +231,13 @@ def browser(page: Path) -> dict[str, float]:
         drv.find_element(By.CSS_SELECTOR, "#session-list tbody tr").click()
         drv.find_element(By.CSS_SELECTOR, "#chat .msg.c")
         open_s = time.perf_counter() - t0
-        return {"load_s (until the first page of sessions is on screen)": load, "domContentLoaded_s": nav[0] / 1000,
-                "load_event_s": nav[1] / 1000, "severity_filter_s": filt, "open_session_s": open_s}
+        return {
+            "load_s (until the first page of sessions is on screen)": load,
+            "domContentLoaded_s": nav[0] / 1000,
+            "load_event_s": nav[1] / 1000,
+            "severity_filter_s": filt,
+            "open_session_s": open_s,
+        }
     finally:
         drv.quit()
 
@@ -194,8 +256,10 @@ def main() -> None:
         run = Path(tmp) / "run"
         t0 = time.perf_counter()
         n = write_run(run, args.counsellors, args.patients, args.sessions, args.replies_per_session)
-        print(f"synthetic run: {n} judged replies, {args.counsellors} counsellors × {args.patients} patients × "
-              f"{args.sessions} sessions (written in {time.perf_counter() - t0:.1f} s)")
+        print(
+            f"synthetic run: {n} judged replies, {args.counsellors} counsellors × {args.patients} patients × "
+            f"{args.sessions} sessions (written in {time.perf_counter() - t0:.1f} s)"
+        )
         t0 = time.perf_counter()
         page = build_report([run])
         built = time.perf_counter() - t0

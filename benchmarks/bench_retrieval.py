@@ -42,11 +42,15 @@ def main() -> None:
         from mindsimkit.mindcore.budget import worst_case_tokens
 
         budget = worst_case_tokens(TagMatch.model_json_schema()).tokens
-        cfg = EnginesConfig(engines={"local": EmbeddedEngine(parallel=2, ctx_per_slot=4096)},
-                            roles={"default": RoleSpec(engine="local", temperature=0.0, max_tokens=budget, seed=0)})
+        cfg = EnginesConfig(
+            engines={"local": EmbeddedEngine(parallel=2, ctx_per_slot=4096)},
+            roles={"default": RoleSpec(engine="local", temperature=0.0, max_tokens=budget, seed=0)},
+        )
         with Engines.from_config(cfg) as engines:
             t0 = time.monotonic()
-            res = engines.run(measure_heldout(llm_matcher(engines.role(MATCHER_ROLE), max_tokens=budget), heldout, args.limit))
+            res = engines.run(
+                measure_heldout(llm_matcher(engines.role(MATCHER_ROLE), max_tokens=budget), heldout, args.limit)
+            )
             res["wall_s"] = round(time.monotonic() - t0, 1)
         out["llm_135m"] = res if args.mismatches else _short(res)
         out["llm_135m"]["caveat"] = "SmolLM2-135M: a floor for the plumbing, not a real model's matcher"

@@ -24,8 +24,10 @@ def main() -> None:
     ap.add_argument("--sizes", type=int, nargs="+", default=[1_000, 100_000])
     ap.add_argument("--repeats", type=int, default=3)
     args = parse_args(ap, sizes=[200], repeats=1)
-    print(f"{'candidates':>10} {'stage s':>9} {'core s':>8} {'goal s':>7} {'cover':>6} {'values':>7} "
-          f"{'pool ΣTV':>9} {'bench maxTV':>11}")
+    print(
+        f"{'candidates':>10} {'stage s':>9} {'core s':>8} {'goal s':>7} {'cover':>6} {'values':>7} "
+        f"{'pool ΣTV':>9} {'bench maxTV':>11}"
+    )
     for n in args.sizes:
         t0 = time.perf_counter()
         profiles = make_profiles(n, seed=0, poor_share=0.02)
@@ -39,10 +41,12 @@ def main() -> None:
             t0 = time.perf_counter()
             select(table, 100, 50, 0.10, seed=r)
             core.append(time.perf_counter() - t0)
-        print(f"{n:>10} {statistics.median(stage):>9.3f} {statistics.median(core):>8.3f} "
-              f"{GOALS.get(n, float('nan')):>7.1f} {sel.cover_size:>6} {sel.n_values:>7} "
-              f"{sel.fill_trace[-1] / 100:>9.3f} {max(sel.benchmark_tv.values()):>11.3f}"
-              f"   (building {n} synthetic profiles took {build:.1f} s, not counted)")
+        print(
+            f"{n:>10} {statistics.median(stage):>9.3f} {statistics.median(core):>8.3f} "
+            f"{GOALS.get(n, float('nan')):>7.1f} {sel.cover_size:>6} {sel.n_values:>7} "
+            f"{sel.fill_trace[-1] / 100:>9.3f} {max(sel.benchmark_tv.values()):>11.3f}"
+            f"   (building {n} synthetic profiles took {build:.1f} s, not counted)"
+        )
 
 
 if __name__ == "__main__":

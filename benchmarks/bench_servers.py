@@ -27,8 +27,7 @@ async def drive(backend: OpenAIBackend, n: int, in_flight: int, sessions: int) -
 
     async def one(i: int) -> None:
         key = f"session-{i % sessions}" if sessions else None
-        req = ChatRequest(role="bench", model="m", messages=[{"role": "user", "content": f"message {i}"}],
-                          affinity=key)
+        req = ChatRequest(role="bench", model="m", messages=[{"role": "user", "content": f"message {i}"}], affinity=key)
         async with sem:
             await backend.complete(req)
 
@@ -41,14 +40,22 @@ async def drive(backend: OpenAIBackend, n: int, in_flight: int, sessions: int) -
 
 
 def measure(servers: int, args: argparse.Namespace, sessions: int) -> dict:
-    stubs = [StubServer(f"s{i}", latency_s=args.latency, max_requests=args.requests + 10).start()
-             for i in range(servers)]
+    stubs = [
+        StubServer(f"s{i}", latency_s=args.latency, max_requests=args.requests + 10).start() for i in range(servers)
+    ]
     try:
-        backend = OpenAIBackend("bench", base_urls=[s.base_url for s in stubs], default_model="m",
-                                max_concurrency=args.cap, timeout_s=30.0)
+        backend = OpenAIBackend(
+            "bench", base_urls=[s.base_url for s in stubs], default_model="m", max_concurrency=args.cap, timeout_s=30.0
+        )
         wall = asyncio.run(drive(backend, args.requests, args.in_flight, sessions))
-        return {"servers": servers, "sessions": sessions, "wall_s": wall, "rps": args.requests / wall,
-                "split": [s.served() for s in stubs], "peak": [s.max_in_flight for s in stubs]}
+        return {
+            "servers": servers,
+            "sessions": sessions,
+            "wall_s": wall,
+            "rps": args.requests / wall,
+            "split": [s.served() for s in stubs],
+            "peak": [s.max_in_flight for s in stubs],
+        }
     finally:
         for s in stubs:
             s.stop()
@@ -63,8 +70,10 @@ def main() -> None:
     ap.add_argument("--sessions", type=int, default=16, help="affinity keys for the affinity rows")
     args = parse_args(ap, requests=24, latency=0.002, in_flight=8, sessions=4)
     ceiling = args.cap / args.latency
-    print(f"{args.requests} requests, {args.latency * 1000:.0f} ms per call, cap {args.cap} per server, "
-          f"{args.in_flight} in flight; ideal {ceiling:.0f} req/s per server")
+    print(
+        f"{args.requests} requests, {args.latency * 1000:.0f} ms per call, cap {args.cap} per server, "
+        f"{args.in_flight} in flight; ideal {ceiling:.0f} req/s per server"
+    )
     print(f"{'servers':>7} {'affinity':>9} {'wall s':>7} {'req/s':>7} {'vs 1':>5}  split (peak in flight)")
     base = None
     for servers, sessions in ((1, 0), (2, 0), (2, args.sessions)):

@@ -76,59 +76,83 @@ def main() -> None:
     args = parse_args(ap, patients=1, turn_cap=2, parallel=2)
     with contextlib.ExitStack() as stack:
         # Small mode: the instant stub stands in for the model (the simulator and the replays run as measured).
-        engine = (OpenAIEngine(base_url=stack.enter_context(InstantServer()).base_url, model="instant",
-                               native_tools=False) if args.smoke
-                  else EmbeddedEngine(parallel=args.parallel, ctx_per_slot=4096))
+        engine = (
+            OpenAIEngine(base_url=stack.enter_context(InstantServer()).base_url, model="instant", native_tools=False)
+            if args.smoke
+            else EmbeddedEngine(parallel=args.parallel, ctx_per_slot=4096)
+        )
         measure(args, engine)
 
 
 def measure(args, engine) -> None:
     arch = archetype_ids()
-    profiles = [make_profile(f"b{i}", arch[i % len(arch)], ("casual", "plain", "formal")[i % 3]) for i in range(args.patients)]
+    profiles = [
+        make_profile(f"b{i}", arch[i % len(arch)], ("casual", "plain", "formal")[i % 3]) for i in range(args.patients)
+    ]
     # Small budgets: a 135M model often runs a memory log or scenario to its token limit, which would make
     # the benchmark measure looping rather than the harness.
-    config = SimulationConfig(sessions=1, turn_cap=args.turn_cap, max_todo_calls=1, message_max_tokens=40,
-                              scenario_max_tokens=600, memory_max_tokens=300, memory_retries=0)
+    config = SimulationConfig(
+        sessions=1,
+        turn_cap=args.turn_cap,
+        max_todo_calls=1,
+        message_max_tokens=40,
+        scenario_max_tokens=600,
+        memory_max_tokens=300,
+        memory_retries=0,
+    )
     engines_cfg = EnginesConfig(
         engines={"local": engine},
         roles={"default": RoleSpec(engine="local", temperature=0.3, max_tokens=200, seed=0)},
     )
 
     def serial_loop(engines, tmp):  # one conversation after another: the baseline
-        return sum(asyncio.run(simulate_async([p], engines, config, tmp / f"serial{i}", seed=1)).sessions_written
-                   for i, p in enumerate(profiles))
+        return sum(
+            asyncio.run(simulate_async([p], engines, config, tmp / f"serial{i}", seed=1)).sessions_written
+            for i, p in enumerate(profiles)
+        )
 
     batched, t_batched, batched_calls = on_fresh_engine(
-        engines_cfg, lambda e, tmp: asyncio.run(simulate_async(profiles, e, config, tmp / "batched", seed=1)))
+        engines_cfg, lambda e, tmp: asyncio.run(simulate_async(profiles, e, config, tmp / "batched", seed=1))
+    )
     print(f"[batched done in {t_batched:.1f} s, {len(batched_calls)} requests]", flush=True)
     serial_sessions, t_serial, serial_calls = on_fresh_engine(engines_cfg, serial_loop)
     print(f"[serial done in {t_serial:.1f} s, {len(serial_calls)} requests]", flush=True)
     _, t_raw, raw_calls = on_fresh_engine(
-        engines_cfg, lambda e, _tmp: asyncio.run(replay_lanes(e.backend("local"), batched_calls)))
+        engines_cfg, lambda e, _tmp: asyncio.run(replay_lanes(e.backend("local"), batched_calls))
+    )
     print(f"[raw replay done in {t_raw:.1f} s]", flush=True)
     # What concurrency buys on this engine at all, with no simulator: the same lanes one at a time.
     _, t_raw1, raw1_calls = on_fresh_engine(
-        engines_cfg, lambda e, _tmp: asyncio.run(replay_lanes(e.backend("local"), batched_calls, together=False)))
+        engines_cfg, lambda e, _tmp: asyncio.run(replay_lanes(e.backend("local"), batched_calls, together=False))
+    )
     print(f"[raw one-lane-at-a-time replay done in {t_raw1:.1f} s]", flush=True)
 
     spm_b = batched.sessions_written / t_batched * 60
     spm_s = serial_sessions / t_serial * 60
     tps_b, tps_raw = processed(batched_calls) / t_batched, processed(raw_calls) / t_raw
     print(f"patients={args.patients} turn_cap={args.turn_cap} parallel={args.parallel} requests={len(batched_calls)}")
-    for name, n, t, calls in (("batched", batched.sessions_written, t_batched, batched_calls),
-                              ("serial ", serial_sessions, t_serial, serial_calls)):
-        print(f"{name}: {n} sessions in {t:7.1f} s = {n / t * 60:6.2f} sessions/min   "
-              f"{len(calls)} requests, {processed(calls)} tokens computed, {cached_share(calls):.0%} of prompt from cache")
+    for name, n, t, calls in (
+        ("batched", batched.sessions_written, t_batched, batched_calls),
+        ("serial ", serial_sessions, t_serial, serial_calls),
+    ):
+        print(
+            f"{name}: {n} sessions in {t:7.1f} s = {n / t * 60:6.2f} sessions/min   "
+            f"{len(calls)} requests, {processed(calls)} tokens computed, {cached_share(calls):.0%} of prompt from cache"
+        )
     for f in batched.failed_arcs:
         print(f"  batched arc failed (135M output, counted): {f.patient_id}: {f.error[:160]}")
     print(f"speed-up batched / serial = {spm_b / spm_s:.2f}x   (goal >= 1.5x)")
-    print(f"computed tokens/s: batched simulation {tps_b:7.1f}   same requests replayed raw, per conversation in "
-          f"order, all at once {tps_raw:7.1f} ({cached_share(raw_calls):.0%} from cache)")
+    print(
+        f"computed tokens/s: batched simulation {tps_b:7.1f}   same requests replayed raw, per conversation in "
+        f"order, all at once {tps_raw:7.1f} ({cached_share(raw_calls):.0%} from cache)"
+    )
     print(f"engine busy vs raw concurrent = {tps_b / tps_raw:.0%}   (goal >= 90%)")
     tps_s, tps_raw1 = processed(serial_calls) / t_serial, processed(raw1_calls) / t_raw1
     print(f"computed tokens/s, batched / serial simulation = {tps_b / tps_s:.2f}x   (independent of failed arcs)")
-    print(f"the engine's own gain from concurrency (raw replay all lanes at once / one lane at a time) = "
-          f"{tps_raw / tps_raw1:.2f}x   — no harness can batch beyond this here")
+    print(
+        f"the engine's own gain from concurrency (raw replay all lanes at once / one lane at a time) = "
+        f"{tps_raw / tps_raw1:.2f}x   — no harness can batch beyond this here"
+    )
 
 
 if __name__ == "__main__":

@@ -44,9 +44,11 @@ def main() -> None:
     ap = argparse.ArgumentParser()
     ap.add_argument("--repeat", type=int, default=5)
     args = parse_args(ap, repeat=1)
-    files = sorted(p for d in ("mindcore", "mindsim", "mindsim_app", "profilegen", "validation", "judge", "prompts",
-                                "recipes")
-                   for p in (REPO / d).rglob("*.y*ml"))
+    files = sorted(
+        p
+        for d in ("mindcore", "mindsim", "mindsim_app", "profilegen", "validation", "judge", "prompts", "recipes")
+        for p in (REPO / d).rglob("*.y*ml")
+    )
     texts = [p.read_text(encoding="utf-8") for p in files]
     rates = RATES.read_text(encoding="utf-8")
 
@@ -69,7 +71,15 @@ def main() -> None:
         missing = Path(tmp) / "missing"
         calls = {
             "validate reference <missing>": ["validate", "reference", missing, "--out", Path(tmp) / "r.parquet"],
-            "validate compare <missing>": ["validate", "compare", missing, "--reference", missing, "--out", Path(tmp) / "c"],
+            "validate compare <missing>": [
+                "validate",
+                "compare",
+                missing,
+                "--reference",
+                missing,
+                "--out",
+                Path(tmp) / "c",
+            ],
             "run <missing recipe>": ["run", missing, "--out", Path(tmp) / "o"],
             "profiles <missing recipe>": ["profiles", missing, "--out", Path(tmp) / "p"],
         }

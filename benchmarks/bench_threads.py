@@ -37,11 +37,17 @@ def serve_and_measure(threads: int | None, seconds: float, tokens: int) -> dict:
     generated = prompt = n = 0
     t0 = time.monotonic()
     while time.monotonic() - t0 < seconds:
-        body = json.dumps({"model": server.model_name, "temperature": 0, "max_tokens": tokens,
-                           "messages": [{"role": "system", "content": f"request {n}"},
-                                        {"role": "user", "content": PROMPT}]}).encode()
-        req = urllib.request.Request(server.base_url + "/chat/completions", data=body,
-                                     headers={"Content-Type": "application/json"})
+        body = json.dumps(
+            {
+                "model": server.model_name,
+                "temperature": 0,
+                "max_tokens": tokens,
+                "messages": [{"role": "system", "content": f"request {n}"}, {"role": "user", "content": PROMPT}],
+            }
+        ).encode()
+        req = urllib.request.Request(
+            server.base_url + "/chat/completions", data=body, headers={"Content-Type": "application/json"}
+        )
         usage = json.loads(urllib.request.urlopen(req, timeout=900).read())["usage"]
         generated, prompt, n = generated + usage["completion_tokens"], prompt + usage["prompt_tokens"], n + 1
     elapsed = time.monotonic() - t0
@@ -51,8 +57,22 @@ def serve_and_measure(threads: int | None, seconds: float, tokens: int) -> dict:
 
 
 def child(threads: str, seconds: float, tokens: int, delay: float = 0.0) -> subprocess.Popen:
-    return subprocess.Popen([sys.executable, __file__, "--child", threads, "--seconds", str(seconds),
-                             "--tokens", str(tokens), "--delay", str(delay)], stdout=subprocess.PIPE, text=True)
+    return subprocess.Popen(
+        [
+            sys.executable,
+            __file__,
+            "--child",
+            threads,
+            "--seconds",
+            str(seconds),
+            "--tokens",
+            str(tokens),
+            "--delay",
+            str(delay),
+        ],
+        stdout=subprocess.PIPE,
+        text=True,
+    )
 
 
 def result(p: subprocess.Popen) -> dict:
@@ -69,11 +89,15 @@ def main() -> None:
     args = parse_args(ap, seconds=1.0, tokens=4)
     if args.child is not None:
         time.sleep(args.delay)
-        print(json.dumps(serve_and_measure(None if args.child == "free" else int(args.child), args.seconds, args.tokens)))
+        print(
+            json.dumps(serve_and_measure(None if args.child == "free" else int(args.child), args.seconds, args.tokens))
+        )
         return
     cores = len(os.sched_getaffinity(0)) if hasattr(os, "sched_getaffinity") else os.cpu_count() or 2
-    rows = {"alone-all": [result(child(str(cores), args.seconds, args.tokens))],
-            "alone-free": [result(child("free", args.seconds, args.tokens))]}
+    rows = {
+        "alone-all": [result(child(str(cores), args.seconds, args.tokens))],
+        "alone-free": [result(child("free", args.seconds, args.tokens))],
+    }
     if args.smoke:  # the lone server only: the pairs double the time and measure nothing more in small mode
         _table(rows)
         return
@@ -87,11 +111,15 @@ def main() -> None:
 
 def _table(rows: dict) -> None:
     base = rows["alone-all"][0]["gen_tok_s"]
-    print(f"{'setting':<11} {'server':>6} {'threads':>7} {'requests':>8} {'gen tok/s':>9} {'prompt tok/s':>12} {'vs alone-all':>12}")
+    print(
+        f"{'setting':<11} {'server':>6} {'threads':>7} {'requests':>8} {'gen tok/s':>9} {'prompt tok/s':>12} {'vs alone-all':>12}"
+    )
     for name, servers in rows.items():
         for k, r in enumerate(servers):
-            print(f"{name:<11} {k:>6} {r['threads']:>7} {r['requests']:>8} {r['gen_tok_s']:>9.1f} "
-                  f"{r['prompt_tok_s']:>12.1f} {r['gen_tok_s'] / base:>11.2f}x")
+            print(
+                f"{name:<11} {k:>6} {r['threads']:>7} {r['requests']:>8} {r['gen_tok_s']:>9.1f} "
+                f"{r['prompt_tok_s']:>12.1f} {r['gen_tok_s'] / base:>11.2f}x"
+            )
 
 
 if __name__ == "__main__":

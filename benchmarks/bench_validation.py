@@ -20,7 +20,14 @@ from scipy.stats import wasserstein_distance
 
 from mindsimkit.validation.compare import compare
 from mindsimkit.validation.config import ValidationConfig
-from mindsimkit.validation.distances import compare_samples, joint_distance, joint_floor, noise_floor, patient_draws, system_seed
+from mindsimkit.validation.distances import (
+    compare_samples,
+    joint_distance,
+    joint_floor,
+    noise_floor,
+    patient_draws,
+    system_seed,
+)
 from mindsimkit.validation.features import FEATURES
 from mindsimkit.validation.reference import measure, write_reference
 from mindsimkit.validation.transcripts import load_transcripts
@@ -84,6 +91,7 @@ def main() -> None:
     cfg = ValidationConfig(bootstrap_draws=args.draws, floor_splits=args.splits, plots=False)
 
     print("generating synthetic transcripts (not timed) ...")
+
     def n(count: int) -> int:
         return max(8, round(count * args.scale))
 
@@ -99,23 +107,51 @@ def main() -> None:
     ref = timed("features: reference", lambda: measure(ref_ts, cfg), t)
     sim_ts = timed("load simulated JSONL", lambda: load_transcripts(tmp / "sim.jsonl"), t)
     sim = timed("features: simulated", lambda: measure(sim_ts, cfg), t)
-    timed(f"noise floor ({args.splits} splits, 7 features)", lambda: noise_floor(ref.sample, FEATURES, splits=args.splits, quantile=0.95, seed=0), t)
-    timed(f"bootstrap ({args.draws} draws, 7 features)", lambda: compare_samples(ref.sample, sim.sample, FEATURES, draws=args.draws, level=0.95, seed=system_seed(0, "sim")), t)
+    timed(
+        f"noise floor ({args.splits} splits, 7 features)",
+        lambda: noise_floor(ref.sample, FEATURES, splits=args.splits, quantile=0.95, seed=0),
+        t,
+    )
+    timed(
+        f"bootstrap ({args.draws} draws, 7 features)",
+        lambda: compare_samples(
+            ref.sample, sim.sample, FEATURES, draws=args.draws, level=0.95, seed=system_seed(0, "sim")
+        ),
+        t,
+    )
     timed("joint OT distance (POT, exact)", lambda: joint_distance(ref.values, sim.values), t)
-    timed(f"joint floor ({cfg.joint_floor_splits} splits)", lambda: joint_floor(ref.sample, splits=cfg.joint_floor_splits, quantile=0.95, seed=0), t)
+    timed(
+        f"joint floor ({cfg.joint_floor_splits} splits)",
+        lambda: joint_floor(ref.sample, splits=cfg.joint_floor_splits, quantile=0.95, seed=0),
+        t,
+    )
     parts = sum(t.values())
     print(f"{'sum of parts':<42s} {parts:7.3f} s")
 
     write_reference(ref, tmp / "ref.parquet")
     e2e = {}
-    timed("compare() from artifact + sim JSONL, no plots", lambda: compare(tmp / "ref.parquet", {"sim": tmp / "sim.jsonl"}, tmp / "out", cfg), e2e)
-    timed("compare() same, with PNG plots", lambda: compare(tmp / "ref.parquet", {"sim": tmp / "sim.jsonl"}, tmp / "out2", cfg.model_copy(update={"plots": True})), e2e)
+    timed(
+        "compare() from artifact + sim JSONL, no plots",
+        lambda: compare(tmp / "ref.parquet", {"sim": tmp / "sim.jsonl"}, tmp / "out", cfg),
+        e2e,
+    )
+    timed(
+        "compare() same, with PNG plots",
+        lambda: compare(
+            tmp / "ref.parquet", {"sim": tmp / "sim.jsonl"}, tmp / "out2", cfg.model_copy(update={"plots": True})
+        ),
+        e2e,
+    )
 
     per_draw = scipy_bootstrap_seconds(ref.sample, sim.sample, args.scipy_draws, 0) / args.scipy_draws
     fast = t[f"bootstrap ({args.draws} draws, 7 features)"]
-    print(f"\nbootstrap, scipy per-draw loop: {per_draw * args.draws:.2f} s for {args.draws} draws "
-          f"(timed {args.scipy_draws}, extrapolated) vs batched {fast:.2f} s -> {per_draw * args.draws / fast:.1f}x")
-    print(f"goal: whole comparison < 5 s; end-to-end compare() without plots took {e2e['compare() from artifact + sim JSONL, no plots']:.2f} s")
+    print(
+        f"\nbootstrap, scipy per-draw loop: {per_draw * args.draws:.2f} s for {args.draws} draws "
+        f"(timed {args.scipy_draws}, extrapolated) vs batched {fast:.2f} s -> {per_draw * args.draws / fast:.1f}x"
+    )
+    print(
+        f"goal: whole comparison < 5 s; end-to-end compare() without plots took {e2e['compare() from artifact + sim JSONL, no plots']:.2f} s"
+    )
 
 
 if __name__ == "__main__":

@@ -20,8 +20,10 @@ from typing import Any
 
 import orjson
 
-_WORDS = ("I have been sleeping badly and work keeps piling up, so most evenings I just sit there feeling "
-          "tired and a bit lost about what to do next with all of it").split()
+_WORDS = (
+    "I have been sleeping badly and work keeps piling up, so most evenings I just sit there feeling "
+    "tired and a bit lost about what to do next with all of it"
+).split()
 
 
 def instance(schema: dict[str, Any], defs: dict[str, Any], rng: random.Random, depth: int = 0) -> Any:
@@ -74,23 +76,34 @@ def answer(body: dict[str, Any]) -> dict[str, Any]:
     rng = random.Random(orjson.dumps([len(body.get("messages") or []), body.get("seed")]))
     message: dict[str, Any] = {"role": "assistant", "content": None}
     finish = "stop"
-    schema = (((body.get("response_format") or {}).get("json_schema") or {}).get("schema")
-              or (body.get("structured_outputs") or {}).get("json"))
+    schema = ((body.get("response_format") or {}).get("json_schema") or {}).get("schema") or (
+        body.get("structured_outputs") or {}
+    ).get("json")
     if body.get("tools"):
         tool = body["tools"][0]["function"]
         params = tool.get("parameters") or {}
         args = instance(params, params.get("$defs") or {}, rng)
-        message["tool_calls"] = [{"id": f"call_{rng.getrandbits(48):012x}", "type": "function",
-                                  "function": {"name": tool["name"], "arguments": orjson.dumps(args).decode()}}]
+        message["tool_calls"] = [
+            {
+                "id": f"call_{rng.getrandbits(48):012x}",
+                "type": "function",
+                "function": {"name": tool["name"], "arguments": orjson.dumps(args).decode()},
+            }
+        ]
         finish = "tool_calls"
     elif schema:
         message["content"] = orjson.dumps(instance(schema, schema.get("$defs") or {}, rng)).decode()
     else:
         message["content"] = _text(rng, 20, 90) + "."
     prompt = sum(len(str(m.get("content") or "")) for m in body.get("messages") or []) // 4
-    return {"id": "chatcmpl-instant", "object": "chat.completion", "created": 0, "model": body.get("model", "m"),
-            "choices": [{"index": 0, "finish_reason": finish, "message": message}],
-            "usage": {"prompt_tokens": prompt, "completion_tokens": 12, "total_tokens": prompt + 12}}
+    return {
+        "id": "chatcmpl-instant",
+        "object": "chat.completion",
+        "created": 0,
+        "model": body.get("model", "m"),
+        "choices": [{"index": 0, "finish_reason": finish, "message": message}],
+        "usage": {"prompt_tokens": prompt, "completion_tokens": 12, "total_tokens": prompt + 12},
+    }
 
 
 class _Connection(asyncio.Protocol):
@@ -116,7 +129,7 @@ class _Connection(asyncio.Protocol):
                     length = int(value)
             if len(self.buf) < end + 4 + length:
                 return
-            body, self.buf = self.buf[end + 4:end + 4 + length], self.buf[end + 4 + length:]
+            body, self.buf = self.buf[end + 4 : end + 4 + length], self.buf[end + 4 + length :]
             method, path = head.split(" ", 2)[:2]
             self._respond(method, path, body)
 
@@ -132,8 +145,10 @@ class _Connection(asyncio.Protocol):
             status, payload = 404, {"error": {"message": f"no route {path}"}}
         data = orjson.dumps(payload)
         assert self.transport is not None
-        self.transport.write(b"HTTP/1.1 %d OK\r\ncontent-type: application/json\r\ncontent-length: %d\r\n\r\n%s"
-                             % (status, len(data), data))
+        self.transport.write(
+            b"HTTP/1.1 %d OK\r\ncontent-type: application/json\r\ncontent-length: %d\r\n\r\n%s"
+            % (status, len(data), data)
+        )
 
 
 class InstantServer:
@@ -162,7 +177,8 @@ class InstantServer:
         def serve() -> None:
             asyncio.set_event_loop(self._loop)
             srv = self._loop.run_until_complete(
-                self._loop.create_server(lambda: _Connection(self), "127.0.0.1", 0, backlog=1024))
+                self._loop.create_server(lambda: _Connection(self), "127.0.0.1", 0, backlog=1024)
+            )
             self.port = srv.sockets[0].getsockname()[1]
             self._ready.set()
             self._loop.run_forever()

@@ -134,8 +134,13 @@ def _run_folder(ctx: Ctx, manifest: dict[str, Any] | None = None) -> None:
 
 
 def _manifest_entry(path: str) -> Callable[[Ctx], None]:
-    record = {"written_utc": "2026-01-01T00:00:00+00:00", "toolkit_version": "0", "reads": {}, "counts": {},
-              "files": [{"path": path, "bytes": 1, "sha256": "0" * 64}]}
+    record = {
+        "written_utc": "2026-01-01T00:00:00+00:00",
+        "toolkit_version": "0",
+        "reads": {},
+        "counts": {},
+        "files": [{"path": path, "bytes": 1, "sha256": "0" * 64}],
+    }
     return lambda ctx: _run_folder(ctx, {"format": 1, "stages": {"simulation": record}})
 
 
@@ -158,7 +163,8 @@ def _rubric_reading_environ(ctx: Ctx) -> None:
     (folder / "rubric.yaml").write_text(
         "id: probe\nname: x\nversion: '1'\nsource: ours\nunit: conversation\nscale: {min: 1, max: 5}\nitems:\n"
         "  - {id: warmth, name: W, question: Q, anchors: {1: a, 2: b, 3: c, 4: d, 5: e}}\n"
-        "judge: {template: ./t.jinja2}\npage: {title: T}\n")
+        "judge: {template: ./t.jinja2}\npage: {title: T}\n"
+    )
 
 
 def _members_escaping(ctx: Ctx) -> None:
@@ -185,39 +191,125 @@ def _names_this_process(ctx: Ctx, proc: subprocess.CompletedProcess[str]) -> str
 
 PROBES: list[Probe] = [
     # -- a run's own files, its manifest, its dataset, its lock, Ctrl-C
-    Probe("out-over-run-table", lambda c: ["export", "sft", c.run, "--out", c.run / "sessions" / "sessions.parquet"], 2,
-          setup=_run_folder, smoke=True),
-    Probe("key-over-run-manifest", lambda c: ["judge", "sample", c.run, "--n", "1", "--out", c.out / "x.jsonl",
-                                              "--key", c.run / "run_manifest.json"], 2, setup=_run_folder, smoke=True),
-    Probe("out-dotdot-into-run", lambda c: ["export", "patient", c.run, "--out",
-                                            c.run / "exports" / ".." / "run_manifest.json.jsonl"], 2, setup=_run_folder),
-    Probe("manifest-entry-dotdot", lambda c: ["report", c.run, "--out", c.out / "r.html"], 2,
-          setup=_manifest_entry("../../outside.txt"), smoke=True),
-    Probe("manifest-entry-absolute", lambda c: ["export", "sft", c.run, "--out", c.out / "sft.jsonl"], 2,
-          setup=_manifest_entry("/etc/passwd")),
-    Probe("dataset-symlink", lambda c: ["publish", c.inputs / "dataset", "--repo-id", "probe/x", "--dry-run"], 2,
-          setup=_dataset_with_link, smoke=True),
-    Probe("lock-held", lambda c: ["run", c.recipe, "--out", c.out], 2, stub="ok", holds_lock=True,
-          check=_names_this_process, smoke=True),
+    Probe(
+        "out-over-run-table",
+        lambda c: ["export", "sft", c.run, "--out", c.run / "sessions" / "sessions.parquet"],
+        2,
+        setup=_run_folder,
+        smoke=True,
+    ),
+    Probe(
+        "key-over-run-manifest",
+        lambda c: [
+            "judge",
+            "sample",
+            c.run,
+            "--n",
+            "1",
+            "--out",
+            c.out / "x.jsonl",
+            "--key",
+            c.run / "run_manifest.json",
+        ],
+        2,
+        setup=_run_folder,
+        smoke=True,
+    ),
+    Probe(
+        "out-dotdot-into-run",
+        lambda c: ["export", "patient", c.run, "--out", c.run / "exports" / ".." / "run_manifest.json.jsonl"],
+        2,
+        setup=_run_folder,
+    ),
+    Probe(
+        "manifest-entry-dotdot",
+        lambda c: ["report", c.run, "--out", c.out / "r.html"],
+        2,
+        setup=_manifest_entry("../../outside.txt"),
+        smoke=True,
+    ),
+    Probe(
+        "manifest-entry-absolute",
+        lambda c: ["export", "sft", c.run, "--out", c.out / "sft.jsonl"],
+        2,
+        setup=_manifest_entry("/etc/passwd"),
+    ),
+    Probe(
+        "dataset-symlink",
+        lambda c: ["publish", c.inputs / "dataset", "--repo-id", "probe/x", "--dry-run"],
+        2,
+        setup=_dataset_with_link,
+        smoke=True,
+    ),
+    Probe(
+        "lock-held",
+        lambda c: ["run", c.recipe, "--out", c.out],
+        2,
+        stub="ok",
+        holds_lock=True,
+        check=_names_this_process,
+        smoke=True,
+    ),
     Probe("ctrl-c-profiles", lambda c: ["profiles", c.recipe, "--out", c.out], 130, stub="slow", interrupt_after=4),
     # -- other branches' classes: these may fail until those fixes are merged
-    Probe("template-reads-environ", lambda c: ["judge", "run", c.run, "--rubric", c.inputs / "rubric" / "rubric.yaml",
-                                               "--recipe", c.recipe], 2, stub="ok", setup=_rubric_reading_environ,
-          check=_no_request_holds_the_environment, owner="templates"),
-    Probe("member-id-escape", lambda c: ["import", "mindeval2-profiles", c.inputs / "profiles.jsonl", "--out", c.out],
-          2, setup=_members_escaping, owner="file names"),
-    Probe("key-echoed-url-encoded", lambda c: ["engines", "check", c.recipe], "nonzero", stub="echo-key",
-          owner="secrets"),
+    Probe(
+        "template-reads-environ",
+        lambda c: ["judge", "run", c.run, "--rubric", c.inputs / "rubric" / "rubric.yaml", "--recipe", c.recipe],
+        2,
+        stub="ok",
+        setup=_rubric_reading_environ,
+        check=_no_request_holds_the_environment,
+        owner="templates",
+    ),
+    Probe(
+        "member-id-escape",
+        lambda c: ["import", "mindeval2-profiles", c.inputs / "profiles.jsonl", "--out", c.out],
+        2,
+        setup=_members_escaping,
+        owner="file names",
+    ),
+    Probe(
+        "key-echoed-url-encoded", lambda c: ["engines", "check", c.recipe], "nonzero", stub="echo-key", owner="secrets"
+    ),
     # The probe recipe's engine has timeout_s 15: one probe request, sent once on a timeout (docs/engines.md).
-    Probe("server-never-answers", lambda c: ["engines", "check", c.recipe], "nonzero", stub="never", bound_s=60,
-          owner="timeouts"),
-    Probe("dev-zero-input", lambda c: ["validate", "reference", "/dev/zero", "--out", c.out / "ref.parquet"], 2,
-          bound_s=5, owner="size bounds"),
-    Probe("inspect-sessions-negative", lambda c: ["eval", "mindsimkit/mindeval2", "-T", "sessions=-1", "-T",
-                                                  f"profiles={c.inputs / 'profiles'}", "-T", f"recipe={c.recipe}", "--log-dir", c.out / "logs"],
-          "nonzero", stub="ok", setup=_profiles, program="inspect", owner="inspect args", one_line=False,
-          # inspect prints a task's refusal on stdout (its own choice), so both streams are read.
-          check=lambda c, p: None if "sessions" in p.stdout + p.stderr else "the argument at fault is not named"),
+    Probe(
+        "server-never-answers",
+        lambda c: ["engines", "check", c.recipe],
+        "nonzero",
+        stub="never",
+        bound_s=60,
+        owner="timeouts",
+    ),
+    Probe(
+        "dev-zero-input",
+        lambda c: ["validate", "reference", "/dev/zero", "--out", c.out / "ref.parquet"],
+        2,
+        bound_s=5,
+        owner="size bounds",
+    ),
+    Probe(
+        "inspect-sessions-negative",
+        lambda c: [
+            "eval",
+            "mindsimkit/mindeval2",
+            "-T",
+            "sessions=-1",
+            "-T",
+            f"profiles={c.inputs / 'profiles'}",
+            "-T",
+            f"recipe={c.recipe}",
+            "--log-dir",
+            c.out / "logs",
+        ],
+        "nonzero",
+        stub="ok",
+        setup=_profiles,
+        program="inspect",
+        owner="inspect args",
+        one_line=False,
+        # inspect prints a task's refusal on stdout (its own choice), so both streams are read.
+        check=lambda c, p: None if "sessions" in p.stdout + p.stderr else "the argument at fault is not named",
+    ),
 ]
 
 
@@ -259,8 +351,11 @@ def _program(name: str) -> str:
 
 def _wait(proc: subprocess.Popen[str], probe: Probe, ctx: Ctx, started: float) -> tuple[str, str, bool]:
     if probe.interrupt_after is not None:
-        while (len(ctx.stub.requests) < probe.interrupt_after and proc.poll() is None
-               and time.monotonic() - started < probe.bound_s):
+        while (
+            len(ctx.stub.requests) < probe.interrupt_after
+            and proc.poll() is None
+            and time.monotonic() - started < probe.bound_s
+        ):
             time.sleep(0.05)
         if proc.poll() is None:
             os.killpg(proc.pid, signal.SIGINT)
@@ -295,8 +390,15 @@ def run_probe(probe: Probe) -> Result:
         before = _files(ctx.root)
         env = {**os.environ, KEY_VAR: FAKE_KEY, "COLUMNS": "200", "NO_COLOR": "1"}
         started = time.monotonic()
-        proc = subprocess.Popen([_program(probe.program), *map(str, probe.argv(ctx))], cwd=ctx.root, env=env,
-                                stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True, start_new_session=True)
+        proc = subprocess.Popen(
+            [_program(probe.program), *map(str, probe.argv(ctx))],
+            cwd=ctx.root,
+            env=env,
+            stdout=subprocess.PIPE,
+            stderr=subprocess.PIPE,
+            text=True,
+            start_new_session=True,
+        )
         out, err, timed_out = _wait(proc, probe, ctx, started)
         seconds = time.monotonic() - started
         done = subprocess.CompletedProcess(proc.args, proc.returncode, out, err)
@@ -305,7 +407,12 @@ def run_probe(probe: Probe) -> Result:
         problems = result.problems
         if timed_out:
             problems.append(f"still running after {probe.bound_s:.0f} s")
-        elif probe.expect == "nonzero" and proc.returncode == 0 or probe.expect != "nonzero" and proc.returncode != probe.expect:
+        elif (
+            probe.expect == "nonzero"
+            and proc.returncode == 0
+            or probe.expect != "nonzero"
+            and proc.returncode != probe.expect
+        ):
             problems.append(f"exit {proc.returncode}, expected {probe.expect}")
         if "Traceback" in err:
             problems.append("a traceback on stderr")
@@ -344,20 +451,27 @@ def main() -> int:
     chosen = [p for p in PROBES if (not args.smoke or p.smoke) and (not args.only or p.name in args.only)]
     unknown = set(args.only) - {p.name for p in PROBES}
     if unknown:
-        print(f"error: --only {', '.join(sorted(unknown))}: no such probe ({', '.join(p.name for p in PROBES)})",
-              file=sys.stderr)
+        print(
+            f"error: --only {', '.join(sorted(unknown))}: no such probe ({', '.join(p.name for p in PROBES)})",
+            file=sys.stderr,
+        )
         return 2
     results = []
     for probe in chosen:
         results.append(run_probe(probe))
         r = results[-1]
-        print(f"{'pass' if r.ok else 'FAIL'}  {probe.name}: exit {r.got} in {r.seconds:.1f} s"
-              + ("" if r.ok else " — " + "; ".join(r.problems)), flush=True)
+        print(
+            f"{'pass' if r.ok else 'FAIL'}  {probe.name}: exit {r.got} in {r.seconds:.1f} s"
+            + ("" if r.ok else " — " + "; ".join(r.problems)),
+            flush=True,
+        )
     width = max(len(p.name) for p in chosen) if chosen else 5
     print(f"\n{'probe':<{width}}  {'owner':<12}  {'expected':>8}  {'got':>7}  pass")
     for r in results:
-        print(f"{r.probe.name:<{width}}  {r.probe.owner:<12}  {str(r.probe.expect):>8}  {r.got:>7}  "
-              f"{'yes' if r.ok else 'NO'}")
+        print(
+            f"{r.probe.name:<{width}}  {r.probe.owner:<12}  {str(r.probe.expect):>8}  {r.got:>7}  "
+            f"{'yes' if r.ok else 'NO'}"
+        )
     failed = [r for r in results if not r.ok]
     print(f"\n{len(results) - len(failed)} of {len(results)} probes hold")
     return 1 if failed else 0

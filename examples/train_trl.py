@@ -85,14 +85,28 @@ def longest_row(path: Path) -> int | None:
 
 def report(kind: str, path: Path, rows: int, max_length: int | None, trainer: Any, note: str, seconds: float) -> None:
     losses = [f"{h['loss']:.3f}" for h in trainer.state.log_history if "loss" in h]
-    print(f"{kind:7} {path.name:16} rows={rows:<3} max_length={max_length} {note}; "
-          f"loss per step: {' '.join(losses)} ({seconds:.0f} s)", flush=True)
+    print(
+        f"{kind:7} {path.name:16} rows={rows:<3} max_length={max_length} {note}; "
+        f"loss per step: {' '.join(losses)} ({seconds:.0f} s)",
+        flush=True,
+    )
 
 
 def common(out: str, steps: int, max_length: int | None) -> dict[str, Any]:
-    return dict(output_dir=out, max_steps=steps, per_device_train_batch_size=1, learning_rate=1e-5, logging_steps=1,
-                save_strategy="no", report_to=[], use_cpu=True, seed=0, max_length=max_length,
-                dataloader_num_workers=0, disable_tqdm=True)
+    return dict(
+        output_dir=out,
+        max_steps=steps,
+        per_device_train_batch_size=1,
+        learning_rate=1e-5,
+        logging_steps=1,
+        save_strategy="no",
+        report_to=[],
+        use_cpu=True,
+        seed=0,
+        max_length=max_length,
+        dataloader_num_workers=0,
+        disable_tqdm=True,
+    )
 
 
 def train_sft(model: Any, tokenizer: Any, path: Path, steps: int, out: str, kind: str = "sft") -> None:
@@ -110,8 +124,7 @@ def train_sft(model: Any, tokenizer: Any, path: Path, steps: int, out: str, kind
     total = sum(len(r["input_ids"]) for r in trainer.train_dataset)
     start = time.time()
     trainer.train()
-    note = (f"loss on {trained} of {total} tokens "
-            f"({'assistant mask' if conversational else 'completion only'})")
+    note = f"loss on {trained} of {total} tokens ({'assistant mask' if conversational else 'completion only'})"
     report(kind, path, len(rows), max_length, trainer, note, time.time() - start)
 
 
@@ -125,8 +138,9 @@ def train_dpo(model: Any, reference: Any, tokenizer: Any, path: Path, steps: int
     start = time.time()
     trainer.train()
     margins = [f"{h['rewards/margins']:.3f}" for h in trainer.state.log_history if "rewards/margins" in h]
-    report("dpo", path, len(rows), max_length, trainer, f"reward margin per step: {' '.join(margins)}",
-           time.time() - start)
+    report(
+        "dpo", path, len(rows), max_length, trainer, f"reward margin per step: {' '.join(margins)}", time.time() - start
+    )
 
 
 def main() -> None:
@@ -149,9 +163,12 @@ def main() -> None:
     start = time.time()
     model, tokenizer = load_model()
     reference = copy.deepcopy(model).eval() if a.dpo else None  # DPO's frozen reference: the model as loaded
-    print(f"torch {torch.__version__}, transformers {transformers.__version__}, trl {trl.__version__}; "
-          f"{GGUF} loaded in {time.time() - start:.0f} s, {sum(p.numel() for p in model.parameters()) / 1e6:.0f}M "
-          "parameters (float32, CPU)", flush=True)
+    print(
+        f"torch {torch.__version__}, transformers {transformers.__version__}, trl {trl.__version__}; "
+        f"{GGUF} loaded in {time.time() - start:.0f} s, {sum(p.numel() for p in model.parameters()) / 1e6:.0f}M "
+        "parameters (float32, CPU)",
+        flush=True,
+    )
     with tempfile.TemporaryDirectory() as out:
         for path in a.sft:
             train_sft(model, tokenizer, path, a.steps, out)

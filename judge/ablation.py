@@ -38,8 +38,10 @@ def _keyed(s: Sessions, mask: np.ndarray) -> dict[tuple[str, str, str, int, int]
     """(counsellor, patient, engine, session index, trial) -> session row. With `simulation.trials` > 1 a rerun
     pairs with its own trial's twin; the trials of one patient stay one bootstrap cluster (`pats` below)."""
     tr = _trials(s)
-    return {(str(s.counsellor[i]), str(s.patient[i]), str(s.patient_engine[i]), int(s.session_index[i]),
-             int(tr[i])): int(i) for i in np.flatnonzero(mask)}
+    return {
+        (str(s.counsellor[i]), str(s.patient[i]), str(s.patient_engine[i]), int(s.session_index[i]), int(tr[i])): int(i)
+        for i in np.flatnonzero(mask)
+    }
 
 
 def _interval(d: np.ndarray, pats: np.ndarray, draws: int, seed: int) -> dict[str, Any]:
@@ -47,8 +49,9 @@ def _interval(d: np.ndarray, pats: np.ndarray, draws: int, seed: int) -> dict[st
     return {"mean_diff": mean, "ci95": [lo, hi]}
 
 
-def paired_ablation(ablated: Iterable[Any], benchmark: Iterable[Any], rubric: Rubric, *, draws: int,
-                    seed: int) -> dict[str, Any]:
+def paired_ablation(
+    ablated: Iterable[Any], benchmark: Iterable[Any], rubric: Rubric, *, draws: int, seed: int
+) -> dict[str, Any]:
     """Ablated − benchmark MHQR per counsellor (and over all), on the sessions both sides have. `ablated` and
     `benchmark` are one judge's `JudgmentRow`s (or their dicts); failed rows are left out by `columns_from_rows`.
     Benchmark rows of session indexes the ablation did not rerun (the first session) only feed
@@ -66,10 +69,16 @@ def paired_ablation(ablated: Iterable[Any], benchmark: Iterable[Any], rubric: Ru
         ib = np.array([kb[k] for k in keys], dtype=np.int64)
         pats = np.array([f"{k[1]}|{k[2]}" for k in keys], dtype=object).astype(str)
         d = a.mhqr[ia] - b.mhqr[ib]
-        out = {**_interval(d, pats, draws, seed), "pairs": len(keys), "patients": int(len(np.unique(pats))),
-               "ablated_mhqr": float(a.mhqr[ia].mean()), "benchmark_mhqr": float(b.mhqr[ib].mean())}
-        out["by_category"] = {cat: _interval(a.by_category[ia, j] - b.by_category[ib, j], pats, draws, seed)
-                              for j, cat in enumerate(cats)}
+        out = {
+            **_interval(d, pats, draws, seed),
+            "pairs": len(keys),
+            "patients": int(len(np.unique(pats))),
+            "ablated_mhqr": float(a.mhqr[ia].mean()),
+            "benchmark_mhqr": float(b.mhqr[ib].mean()),
+        }
+        out["by_category"] = {
+            cat: _interval(a.by_category[ia, j] - b.by_category[ib, j], pats, draws, seed) for j, cat in enumerate(cats)
+        }
         by_index = sorted({k[3] for k in keys})
         if len(by_index) > 1:
             out["by_session"] = {}
@@ -106,8 +115,11 @@ def _change_from_first(b: Sessions, name: str, draws: int, seed: int) -> dict[st
         return str(b.patient[i]), str(b.patient_engine[i]), int(tr[i])
 
     first = {arc(i): b.mhqr[i] for i in np.flatnonzero(mine & (b.session_index == 0)).tolist()}
-    later = [(f"{b.patient[i]}|{b.patient_engine[i]}", b.mhqr[i] - first[arc(i)])
-             for i in np.flatnonzero(mine & (b.session_index > 0)).tolist() if arc(i) in first]
+    later = [
+        (f"{b.patient[i]}|{b.patient_engine[i]}", b.mhqr[i] - first[arc(i)])
+        for i in np.flatnonzero(mine & (b.session_index > 0)).tolist()
+        if arc(i) in first
+    ]
     if not later:
         return None
     pats = np.array([p for p, _ in later], dtype=object).astype(str)
@@ -115,6 +127,7 @@ def _change_from_first(b: Sessions, name: str, draws: int, seed: int) -> dict[st
 
 
 # -- output ---------------------------------------------------------------------------------------------------
+
 
 def _f(x: Any) -> str:
     return "–" if x is None or (isinstance(x, float) and np.isnan(x)) else f"{x:+.2f}"
@@ -127,26 +140,41 @@ def _ci(e: dict[str, Any]) -> str:
 
 def markdown(report: dict[str, Any], rubric: Rubric) -> str:
     names = {c.id: c.name for c in rubric.categories}
-    lines = ["# Memory ablation (MindEval2 App. G.1, Figure 11)", "",
-             "Sessions 2+ rerun with the counsellor's memory section as in session 1 (no earlier sessions) while the "
-             "patient keeps its memory, each from its benchmark twin's scenario, schedule and running memory; judged "
-             "with the running memory in the counsellor's prompt, as the twin was. Differences are ablated − "
-             "benchmark MHQR over the same patient's same session (positive: worse without memory), with 95% "
-             "patient-bootstrap intervals.", ""]
+    lines = [
+        "# Memory ablation (MindEval2 App. G.1, Figure 11)",
+        "",
+        "Sessions 2+ rerun with the counsellor's memory section as in session 1 (no earlier sessions) while the "
+        "patient keeps its memory, each from its benchmark twin's scenario, schedule and running memory; judged "
+        "with the running memory in the counsellor's prompt, as the twin was. Differences are ablated − "
+        "benchmark MHQR over the same patient's same session (positive: worse without memory), with 95% "
+        "patient-bootstrap intervals.",
+        "",
+    ]
     for judge, r in report["judges"].items():
         lines += [f"## Judge `{judge}`", ""]
         if r["overall"]:
-            lines += [f"All counsellors: {_ci(r['overall'])} over {r['overall']['pairs']} paired sessions of "
-                      f"{r['overall']['patients']} patients.", ""]
-        lines += ["| counsellor | benchmark MHQR | ablated MHQR | ablated − benchmark | pairs | benchmark later − first |",
-                  "|---|---|---|---|---|---|"]
+            lines += [
+                f"All counsellors: {_ci(r['overall'])} over {r['overall']['pairs']} paired sessions of "
+                f"{r['overall']['patients']} patients.",
+                "",
+            ]
+        lines += [
+            "| counsellor | benchmark MHQR | ablated MHQR | ablated − benchmark | pairs | benchmark later − first |",
+            "|---|---|---|---|---|---|",
+        ]
         for name, e in r["counsellors"].items():
             ch = e.get("benchmark_change_from_first")
-            lines.append(f"| {name} | {e['benchmark_mhqr']:.2f} | {e['ablated_mhqr']:.2f} | {_ci(e)} | {e['pairs']} | "
-                         f"{_ci(ch) if ch else '–'} |")
-        lines += ["", "By issue category (allocated MHQR, ablated − benchmark; the categories add up to the total):", "",
-                  "| counsellor | " + " | ".join(names.get(c, c) for c in r["categories"]) + " |",
-                  "|---|" + "---|" * len(r["categories"])]
+            lines.append(
+                f"| {name} | {e['benchmark_mhqr']:.2f} | {e['ablated_mhqr']:.2f} | {_ci(e)} | {e['pairs']} | "
+                f"{_ci(ch) if ch else '–'} |"
+            )
+        lines += [
+            "",
+            "By issue category (allocated MHQR, ablated − benchmark; the categories add up to the total):",
+            "",
+            "| counsellor | " + " | ".join(names.get(c, c) for c in r["categories"]) + " |",
+            "|---|" + "---|" * len(r["categories"]),
+        ]
         rows = [*r["counsellors"].items(), *([("all", r["overall"])] if r["overall"] else [])]
         for name, e in rows:
             lines.append(f"| {name} | " + " | ".join(_ci(e["by_category"][c]) for c in r["categories"]) + " |")

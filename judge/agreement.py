@@ -33,7 +33,7 @@ BOOTSTRAP_DRAWS = 2000
 DEFINITIONS = {
     "reply": "one counsellor reply: (session_id, reply_index), reply_index counting the session's counsellor replies from 0",
     "unit": "one excerpt x one annotator, every counsellor turn of the excerpt rated (the paper's 'excerpt and "
-            "annotator'); annotations by session and reply without a sample key: one session x one annotator",
+    "annotator'); annotations by session and reply without a sample key: one session x one annotator",
     "pooled_severity": "per reply, the median of its annotators' severities; with an even count the more severe middle level",
     "pooled_issues": "per reply, the issues flagged by at least half of its annotators",
     "mhqr": "mean severity weight of a unit's replies; a counsellor's MHQR is the mean over its units",
@@ -62,8 +62,10 @@ class Vocabulary:
     def issue(self, raw: Any, where: str) -> str:
         key = severity_id(raw)
         if key not in self.issues:
-            raise InputError(f"{where}: unknown issue {raw!r}; issue ids are listed in judge/data/rubric.yaml: "
-                             f"{', '.join(sorted(self.issues))}")
+            raise InputError(
+                f"{where}: unknown issue {raw!r}; issue ids are listed in judge/data/rubric.yaml: "
+                f"{', '.join(sorted(self.issues))}"
+            )
         return key
 
 
@@ -76,8 +78,9 @@ def load_vocabulary(path: Optional[Path] = None) -> Vocabulary:
     except ConfigError as exc:
         raise InputError(str(exc)) from exc
     sev = sorted(rubric.severities, key=lambda s: s.weight)
-    return Vocabulary(tuple(s.id for s in sev), tuple(float(s.weight) for s in sev),
-                      {i.id: i.category for i in rubric.issues})
+    return Vocabulary(
+        tuple(s.id for s in sev), tuple(float(s.weight) for s in sev), {i.id: i.category for i in rubric.issues}
+    )
 
 
 # -- inputs -----------------------------------------------------------------------------------------
@@ -118,8 +121,9 @@ def load_key(path: Optional[Path]) -> dict[str, dict[str, Any]]:
     try:
         return dict(data["excerpts"])
     except (ValueError, KeyError, TypeError) as exc:
-        raise InputError(f"{path}: not a sample key file (a JSON object with an 'excerpts' map): "
-                         f"{type(exc).__name__}") from exc
+        raise InputError(
+            f"{path}: not a sample key file (a JSON object with an 'excerpts' map): {type(exc).__name__}"
+        ) from exc
 
 
 def _lines(obj: dict[str, Any], where: str) -> list[dict[str, Any]]:
@@ -131,7 +135,9 @@ def _lines(obj: dict[str, Any], where: str) -> list[dict[str, Any]]:
         return [obj]
     base = {k: v for k, v in obj.items() if k in ("excerpt_id", "session_id", "reply_index")}
     turns = ann.get("turns")
-    single = isinstance(turns, list) and len(turns) == 1 and isinstance(turns[0], dict) and turns[0].get("severity") is None
+    single = (
+        isinstance(turns, list) and len(turns) == 1 and isinstance(turns[0], dict) and turns[0].get("severity") is None
+    )
     if not isinstance(turns, list) or (single and ann.get("severity") is not None):
         # A single-reply excerpt filled in on `annotation` itself, as before multi-turn units.
         return [{**base, **{k: v for k, v in ann.items() if k != "turns"}}]
@@ -140,10 +146,20 @@ def _lines(obj: dict[str, Any], where: str) -> list[dict[str, Any]]:
         return []
     if len(rated) != len(turns):
         missing = [str(t.get("turn_id")) for t in turns if not isinstance(t, dict) or t.get("severity") is None]
-        raise InputError(f"{where}: excerpt {obj.get('excerpt_id')!r}: {len(missing)} of its {len(turns)} turns have no "
-                         f"severity ({', '.join(missing)}); a unit is rated on every turn: rate them or drop the line")
-    return [{**base, "annotator": ann.get("annotator"), "turn_id": t.get("turn_id"), "severity": t["severity"],
-             "issues": t.get("issues") or []} for t in rated]
+        raise InputError(
+            f"{where}: excerpt {obj.get('excerpt_id')!r}: {len(missing)} of its {len(turns)} turns have no "
+            f"severity ({', '.join(missing)}); a unit is rated on every turn: rate them or drop the line"
+        )
+    return [
+        {
+            **base,
+            "annotator": ann.get("annotator"),
+            "turn_id": t.get("turn_id"),
+            "severity": t["severity"],
+            "issues": t.get("issues") or [],
+        }
+        for t in rated
+    ]
 
 
 def read_annotations(paths: Iterable[Path], vocab: Vocabulary, key: dict[str, dict[str, Any]]) -> list[Annotation]:
@@ -162,11 +178,21 @@ def read_annotations(paths: Iterable[Path], vocab: Vocabulary, key: dict[str, di
                 try:
                     line = AnnotationLine.model_validate(flat)
                 except ValidationError as exc:
-                    raise InputError(format_validation_error(exc, where, limit=1, top="", plain=True,
-                                                             line="{where}: field '{field}': {msg}")) from None
+                    raise InputError(
+                        format_validation_error(
+                            exc, where, limit=1, top="", plain=True, line="{where}: field '{field}': {msg}"
+                        )
+                    ) from None
                 reply, counsellor, unit = _locate(line, key, where)
-                a = Annotation(reply, line.annotator, vocab.level(line.severity, where),
-                               frozenset(vocab.issue(i, where) for i in line.issues), counsellor, where, unit)
+                a = Annotation(
+                    reply,
+                    line.annotator,
+                    vocab.level(line.severity, where),
+                    frozenset(vocab.issue(i, where) for i in line.issues),
+                    counsellor,
+                    where,
+                    unit,
+                )
                 dup = (a.reply, a.annotator)
                 if dup in seen:
                     raise InputError(f"{where}: annotator {a.annotator!r} already annotated this reply at {seen[dup]}")
@@ -194,11 +220,15 @@ def _check_units_complete(annotations: list[Annotation], key: dict[str, dict[str
         want = _rated(key[eid])
         if set(want) != got:
             missing = [p + 1 for p, i in enumerate(want) if i not in got]
-            raise InputError(f"{first[(eid, who)]}: annotator {who!r} rated {len(got)} of the {len(want)} turns of "
-                             f"excerpt {eid!r} (missing positions {missing}); a unit is rated on every turn")
+            raise InputError(
+                f"{first[(eid, who)]}: annotator {who!r} rated {len(got)} of the {len(want)} turns of "
+                f"excerpt {eid!r} (missing positions {missing}); a unit is rated on every turn"
+            )
 
 
-def _locate(line: AnnotationLine, key: dict[str, dict[str, Any]], where: str) -> tuple[tuple[str, int], Optional[str], str]:
+def _locate(
+    line: AnnotationLine, key: dict[str, dict[str, Any]], where: str
+) -> tuple[tuple[str, int], Optional[str], str]:
     """(session, reply), counsellor if known, and the unit id: the excerpt, or the session."""
     if line.excerpt_id is not None:
         if not key:
@@ -210,7 +240,9 @@ def _locate(line: AnnotationLine, key: dict[str, dict[str, Any]], where: str) ->
         ids = entry.get("turn_ids") or [f"{line.excerpt_id}.{k + 1}" for k in range(len(rated))]
         if line.turn_id is not None:
             if line.turn_id not in ids:
-                raise InputError(f"{where}: turn_id {line.turn_id!r} is not a rated turn of excerpt {line.excerpt_id!r}")
+                raise InputError(
+                    f"{where}: turn_id {line.turn_id!r} is not a rated turn of excerpt {line.excerpt_id!r}"
+                )
             pos = ids.index(line.turn_id)
         elif line.turn is not None:
             if line.turn > len(rated):
@@ -219,7 +251,9 @@ def _locate(line: AnnotationLine, key: dict[str, dict[str, Any]], where: str) ->
         elif len(rated) == 1:
             pos = 0
         else:
-            raise InputError(f"{where}: excerpt {line.excerpt_id!r} has {len(rated)} rated turns; give turn_id or turn (1-based)")
+            raise InputError(
+                f"{where}: excerpt {line.excerpt_id!r} has {len(rated)} rated turns; give turn_id or turn (1-based)"
+            )
         return (entry["session_id"], rated[pos]), entry.get("counsellor"), line.excerpt_id
     if line.session_id is None or line.reply_index is None:
         raise InputError(f"{where}: give excerpt_id, or session_id and reply_index")
@@ -291,8 +325,10 @@ def check_coverage(annotations: list[Annotation], judges: dict[str, JudgeView]) 
     for a in annotations:
         for j in judges.values():
             if a.reply not in j.level:
-                raise InputError(f"{a.where}: reply {a.reply[1]} of session {a.reply[0]} has no judgment by "
-                                 f"'{j.name}'; judge those sessions first or drop the line")
+                raise InputError(
+                    f"{a.where}: reply {a.reply[1]} of session {a.reply[0]} has no judgment by "
+                    f"'{j.name}'; judge those sessions first or drop the line"
+                )
 
 
 # -- statistics -------------------------------------------------------------------------------------
@@ -343,9 +379,15 @@ def inter_annotator(by_reply: ByReply, annotators: list[str], vocab: Vocabulary)
         lb = [by_reply[r][b].level for r in shared]
         for x, y in zip(la, lb):
             dist[abs(x - y)] += 1
-        pairs.append({"annotators": [a, b], "replies": len(shared),
-                      "exact": float(np.mean(np.equal(la, lb))), "within_one": stats.within_one(la, lb),
-                      "kappa_w": stats.weighted_kappa(la, lb, n_levels)})
+        pairs.append(
+            {
+                "annotators": [a, b],
+                "replies": len(shared),
+                "exact": float(np.mean(np.equal(la, lb))),
+                "within_one": stats.within_one(la, lb),
+                "kappa_w": stats.weighted_kappa(la, lb, n_levels),
+            }
+        )
         # A conversation-level pair is one unit of each annotator over the same excerpt.
         units: dict[tuple[str, str], tuple[list[int], list[int]]] = defaultdict(lambda: ([], []))
         for r, x, y in zip(shared, la, lb):
@@ -375,8 +417,13 @@ def inter_annotator(by_reply: ByReply, annotators: list[str], vocab: Vocabulary)
     }
     issues: dict[str, dict[str, Any]] = {}
     for issue, cat in vocab.issues.items():
-        counts = [[sum(issue in by_reply[r][a].issues for a in annotators),
-                   sum(issue not in by_reply[r][a].issues for a in annotators)] for r in complete]
+        counts = [
+            [
+                sum(issue in by_reply[r][a].issues for a in annotators),
+                sum(issue not in by_reply[r][a].issues for a in annotators),
+            ]
+            for r in complete
+        ]
         flagged = any(issue in x.issues for d in by_reply.values() for x in d.values())
         fleiss = stats.defined(stats.fleiss_kappa(counts)) if complete and len(annotators) >= 2 and flagged else None
         issues[issue] = {
@@ -386,9 +433,14 @@ def inter_annotator(by_reply: ByReply, annotators: list[str], vocab: Vocabulary)
             "mean_cohen_kappa": _mean(k for _, k in issue_pairs[issue]) if flagged else None,
             "fleiss_kappa": fleiss,
         }
-    return {"severity": severity, "issues": issues,
-            "issue_means": {"mean_cohen_kappa": _mean(v["mean_cohen_kappa"] for v in issues.values()),
-                            "fleiss_kappa": _mean(v["fleiss_kappa"] for v in issues.values())}}
+    return {
+        "severity": severity,
+        "issues": issues,
+        "issue_means": {
+            "mean_cohen_kappa": _mean(v["mean_cohen_kappa"] for v in issues.values()),
+            "fleiss_kappa": _mean(v["fleiss_kappa"] for v in issues.values()),
+        },
+    }
 
 
 def pooled(by_reply: ByReply) -> dict[tuple[str, int], tuple[int, frozenset[str]]]:
@@ -399,8 +451,10 @@ def pooled(by_reply: ByReply) -> dict[tuple[str, int], tuple[int, frozenset[str]
         for a in d.values():
             for i in a.issues:
                 votes[i] += 1
-        out[r] = (stats.upper_median([a.level for a in d.values()]),
-                  frozenset(i for i, n in votes.items() if 2 * n >= len(d)))
+        out[r] = (
+            stats.upper_median([a.level for a in d.values()]),
+            frozenset(i for i, n in votes.items() if 2 * n >= len(d)),
+        )
     return out
 
 
@@ -415,14 +469,17 @@ def judge_severity(j: JudgeView, annotations: list[Annotation], by_reply: ByRepl
     out["within_one"] = stats.within_one(gold, pred)
     out["kappa_w"] = stats.weighted_kappa([g for g, _, _ in ok], [p for _, p, _ in ok], n_levels)
     out["kappa_w_by_annotator"] = {
-        name: stats.weighted_kappa([g for g, _, a in ok if a.annotator == name],
-                                   [p for _, p, a in ok if a.annotator == name], n_levels)
+        name: stats.weighted_kappa(
+            [g for g, _, a in ok if a.annotator == name], [p for _, p, a in ok if a.annotator == name], n_levels
+        )
         for name in sorted({a.annotator for a in annotations})
     }
     pool = pooled(by_reply)
     replies = sorted(r for r in pool if j.level[r] >= 0)
     out["kappa_w_pooled"] = stats.weighted_kappa([pool[r][0] for r in replies], [j.level[r] for r in replies], n_levels)
-    out["kendall_w_turn"] = stats.defined(stats.kendall_w([[g for g, _, _ in ok], [p for _, p, _ in ok]])) if len(ok) >= 2 else None
+    out["kendall_w_turn"] = (
+        stats.defined(stats.kendall_w([[g for g, _, _ in ok], [p for _, p, _ in ok]])) if len(ok) >= 2 else None
+    )
     units: dict[tuple[str, str], tuple[list[int], list[int]]] = defaultdict(lambda: ([], []))
     for g, p, a in ok:
         units[(a.unit, a.annotator)][0].append(g)
@@ -440,8 +497,9 @@ def judge_issues(j: JudgeView, annotations: list[Annotation], by_reply: ByReply,
     replies = sorted(r for r in pool if j.level[r] >= 0)
     for issue in vocab.issues:
         row = stats.prf([issue in a.issues for a in ok], [issue in j.issues[a.reply] for a in ok])
-        row["kappa_vs_pooled"] = stats.binary_kappa([issue in pool[r][1] for r in replies],
-                                                    [issue in j.issues[r] for r in replies])
+        row["kappa_vs_pooled"] = stats.binary_kappa(
+            [issue in pool[r][1] for r in replies], [issue in j.issues[r] for r in replies]
+        )
         per[issue] = row
 
     def pooled_prf(subset: list[Annotation]) -> dict[str, Any]:
@@ -450,31 +508,47 @@ def judge_issues(j: JudgeView, annotations: list[Annotation], by_reply: ByReply,
         return {"annotations": len(subset), **stats.prf(g, p)}
 
     by_level = {lvl: pooled_prf([a for a in ok if a.level == k]) for k, lvl in enumerate(vocab.levels)}
-    return {"per_issue": per, "pooled": pooled_prf(ok),
-            "macro_f1": _mean(v["f1"] for v in per.values() if v["gold"]),
-            "pooled_by_annotated_level": by_level}
+    return {
+        "per_issue": per,
+        "pooled": pooled_prf(ok),
+        "macro_f1": _mean(v["f1"] for v in per.values() if v["gold"]),
+        "pooled_by_annotated_level": by_level,
+    }
 
 
 # -- the report -------------------------------------------------------------------------------------
 
 
-def compute(annotations: list[Annotation], judges: dict[str, JudgeView], vocab: Vocabulary, *,
-            draws: int = BOOTSTRAP_DRAWS, seed: int = 0) -> dict[str, Any]:
+def compute(
+    annotations: list[Annotation],
+    judges: dict[str, JudgeView],
+    vocab: Vocabulary,
+    *,
+    draws: int = BOOTSTRAP_DRAWS,
+    seed: int = 0,
+) -> dict[str, Any]:
     by_reply = _by_reply(annotations)
     annotators = sorted({a.annotator for a in annotations})
     report: dict[str, Any] = {
         "definitions": DEFINITIONS,
         "severity_levels": dict(zip(vocab.levels, vocab.weights)),
-        "counts": {"annotations": len(annotations), "replies": len(by_reply), "annotators": annotators,
-                   "sessions": len({r[0] for r in by_reply}), "excerpts": len({a.unit for a in annotations}),
-                   "units": len({(a.unit, a.annotator) for a in annotations})},
+        "counts": {
+            "annotations": len(annotations),
+            "replies": len(by_reply),
+            "annotators": annotators,
+            "sessions": len({r[0] for r in by_reply}),
+            "excerpts": len({a.unit for a in annotations}),
+            "units": len({(a.unit, a.annotator) for a in annotations}),
+        },
         "inter_annotator": inter_annotator(by_reply, annotators, vocab),
         "judges": {},
     }
     for name, j in sorted(judges.items()):
-        report["judges"][name] = {"model": j.model,
-                                  "severity": judge_severity(j, annotations, by_reply, vocab),
-                                  "issues": judge_issues(j, annotations, by_reply, vocab)}
+        report["judges"][name] = {
+            "model": j.model,
+            "severity": judge_severity(j, annotations, by_reply, vocab),
+            "issues": judge_issues(j, annotations, by_reply, vocab),
+        }
     counsellor_of = {a.reply[0]: a.counsellor for a in annotations if a.counsellor}
     for j in judges.values():
         for r, c in j.counsellor.items():
@@ -490,9 +564,17 @@ def compute(annotations: list[Annotation], judges: dict[str, JudgeView], vocab: 
     return report
 
 
-def run_agreement(annotation_files: list[Path], *, judgments: Optional[Path] = None, key: Optional[Path] = None,
-                  out: Path = Path("agreement"), draws: int = BOOTSTRAP_DRAWS, seed: int = 0,
-                  rubric: Optional[Path] = None, costs: Optional[Path] = None) -> dict[str, Any]:
+def run_agreement(
+    annotation_files: list[Path],
+    *,
+    judgments: Optional[Path] = None,
+    key: Optional[Path] = None,
+    out: Path = Path("agreement"),
+    draws: int = BOOTSTRAP_DRAWS,
+    seed: int = 0,
+    rubric: Optional[Path] = None,
+    costs: Optional[Path] = None,
+) -> dict[str, Any]:
     """Read, check, compute, and write `agreement.json` and `agreement.md` into `out` (and Figure 2's plot when
     the judges' cost per query is known: `costs`, else the judge run's report.json beside its judgments)."""
     vocab = load_vocabulary(rubric)
@@ -504,9 +586,12 @@ def run_agreement(annotation_files: list[Path], *, judgments: Optional[Path] = N
     cost_rows = tradeoff.read_costs(costs) if costs is not None else {}
     check_coverage(annotations, judges)
     report = compute(annotations, judges, vocab, draws=draws, seed=seed)
-    report["inputs"] = {"annotations": [str(p) for p in annotation_files],
-                        "judgments": str(judgments) if judgments else None, "key": str(key) if key else None,
-                        "costs": str(costs) if costs else None}
+    report["inputs"] = {
+        "annotations": [str(p) for p in annotation_files],
+        "judgments": str(judgments) if judgments else None,
+        "key": str(key) if key else None,
+        "costs": str(costs) if costs else None,
+    }
     out = Path(out)
     if judges:
         report["cost_tradeoff"] = tradeoff.points(report, cost_rows)
@@ -523,12 +608,16 @@ def _f(x: Any, digits: int = 2) -> str:
 
 
 def _table(head: list[str], rows: list[list[Any]]) -> list[str]:
-    return ["| " + " | ".join(head) + " |", "|" + "---|" * len(head)] + \
-           ["| " + " | ".join(_f(c) for c in r) + " |" for r in rows] + [""]
+    return (
+        ["| " + " | ".join(head) + " |", "|" + "---|" * len(head)]
+        + ["| " + " | ".join(_f(c) for c in r) + " |" for r in rows]
+        + [""]
+    )
 
 
 def _issue_tests_md(t: dict[str, Any]) -> list[str]:
     """The paired tests of pooled issue recall and F1 between judges (judge/significance.py)."""
+
     def pval(p: Optional[float]) -> str:
         return "—" if p is None else ("< 0.001" if p < 0.001 else f"{p:.3f}")
 
@@ -538,22 +627,40 @@ def _issue_tests_md(t: dict[str, Any]) -> list[str]:
         iv = m["interval"]
         return f"{m['difference']:+.3f}" + (f" [{iv[0]:+.3f}, {iv[1]:+.3f}]" if iv else "") + f", p {pval(m['p'])}"
 
-    lines = ["## Is one judge's pooled issue recall or F1 lower than another's? (cf. §3.4, Table 10)", "",
-             f"Differences first − second on the annotations both judged; interval and two-sided p from "
-             f"{t['draws']} paired bootstrap resamples of excerpts (seed {t['seed']}); McNemar: exact test on the "
-             "annotated (annotation, issue) pairs one judge finds and the other misses. Definitions: "
-             "docs/judge-agreement.md.", ""]
-    rows = [[" / ".join(p["judges"]), p["annotations"], cell(p["recall"]),
-             "—" if not p["mcnemar_recall"] else f"{p['mcnemar_recall']['only_first']} vs "
-             f"{p['mcnemar_recall']['only_second']}, p {pval(p['mcnemar_recall']['p'])}",
-             cell(p["precision"]), cell(p["f1"])] for p in t["pairs"]]
-    lines += _table(["first / second", "annotations", "Δ pooled recall", "McNemar (recall)", "Δ pooled precision",
-                     "Δ pooled F1"], rows)
+    lines = [
+        "## Is one judge's pooled issue recall or F1 lower than another's? (cf. §3.4, Table 10)",
+        "",
+        f"Differences first − second on the annotations both judged; interval and two-sided p from "
+        f"{t['draws']} paired bootstrap resamples of excerpts (seed {t['seed']}); McNemar: exact test on the "
+        "annotated (annotation, issue) pairs one judge finds and the other misses. Definitions: "
+        "docs/judge-agreement.md.",
+        "",
+    ]
+    rows = [
+        [
+            " / ".join(p["judges"]),
+            p["annotations"],
+            cell(p["recall"]),
+            "—"
+            if not p["mcnemar_recall"]
+            else f"{p['mcnemar_recall']['only_first']} vs "
+            f"{p['mcnemar_recall']['only_second']}, p {pval(p['mcnemar_recall']['p'])}",
+            cell(p["precision"]),
+            cell(p["f1"]),
+        ]
+        for p in t["pairs"]
+    ]
+    lines += _table(
+        ["first / second", "annotations", "Δ pooled recall", "McNemar (recall)", "Δ pooled precision", "Δ pooled F1"],
+        rows,
+    )
     if "best_f1" in t:
         lower = t["significantly_lower_than_best"]
         said = "; ".join(f"{n} ({', '.join(ms)})" for n, ms in sorted(lower.items())) or "none"
-        lines += [f"Highest pooled F1: {t['best_f1']}. Significantly lower than it (p < {t['alpha']}, bootstrap): "
-                  f"{said}.", ""]
+        lines += [
+            f"Highest pooled F1: {t['best_f1']}. Significantly lower than it (p < {t['alpha']}, bootstrap): {said}.",
+            "",
+        ]
     return lines
 
 
@@ -561,28 +668,63 @@ def render(report: dict[str, Any]) -> str:
     """agreement.md: the same numbers as agreement.json, laid out like the paper's tables."""
     levels = list(report["severity_levels"])
     c = report["counts"]
-    lines = ["# MHQR agreement with clinicians", "",
-             f"{c['annotations']} annotations of {c['replies']} replies in {c['sessions']} sessions "
-             f"({c.get('excerpts', c['sessions'])} excerpts, {c.get('units', '–')} units of excerpt × annotator) by "
-             f"{len(c['annotators'])} annotators ({', '.join(c['annotators'])}). Definitions: docs/judge-agreement.md.", ""]
+    lines = [
+        "# MHQR agreement with clinicians",
+        "",
+        f"{c['annotations']} annotations of {c['replies']} replies in {c['sessions']} sessions "
+        f"({c.get('excerpts', c['sessions'])} excerpts, {c.get('units', '–')} units of excerpt × annotator) by "
+        f"{len(c['annotators'])} annotators ({', '.join(c['annotators'])}). Definitions: docs/judge-agreement.md.",
+        "",
+    ]
     ia = report["inter_annotator"]["severity"]
     lines += ["## Inter-annotator agreement on severity (cf. MindEval2 Table 2)", ""]
-    lines += _table(["pair", "replies", "exact", "within 1", "κ_w"],
-                    [[" / ".join(p["annotators"]), p["replies"], p["exact"], p["within_one"], p["kappa_w"]] for p in ia["pairs"]]
-                    + [["all", ia["replies_with_several_annotators"], ia["exact"], ia["within_one"], ia["mean_pairwise_kappa_w"]]])
-    lines += [f"Kendall's W (tie-corrected, {ia['replies_annotated_by_all']} replies annotated by all): "
-              f"{_f(ia['kendall_w_turn'])}; conversation W (max / mode, mean over pairs): "
-              f"{_f(ia['conversation_w']['max'])} / {_f(ia['conversation_w']['mode'])}.", ""]
+    lines += _table(
+        ["pair", "replies", "exact", "within 1", "κ_w"],
+        [[" / ".join(p["annotators"]), p["replies"], p["exact"], p["within_one"], p["kappa_w"]] for p in ia["pairs"]]
+        + [["all", ia["replies_with_several_annotators"], ia["exact"], ia["within_one"], ia["mean_pairwise_kappa_w"]]],
+    )
+    lines += [
+        f"Kendall's W (tie-corrected, {ia['replies_annotated_by_all']} replies annotated by all): "
+        f"{_f(ia['kendall_w_turn'])}; conversation W (max / mode, mean over pairs): "
+        f"{_f(ia['conversation_w']['max'])} / {_f(ia['conversation_w']['mode'])}.",
+        "",
+    ]
     if report["judges"]:
         lines += ["## Judge severity agreement with the annotations (cf. Table 7)", ""]
         rows = []
         for n, j in report["judges"].items():
             s = j["severity"]
-            rows.append([n, s["accuracy"], *[s["f1"][lv] for lv in levels], s["macro_f1"], s["kappa_w"],
-                         s["kappa_w_pooled"], s["within_one"], s["kendall_w_turn"],
-                         s["conversation_w"]["max"], s["conversation_w"]["mode"], s["failed"]])
-        lines += _table(["judge", "acc.", *[f"F1 {lv}" for lv in levels], "macro F1", "κ_w", "κ_w pooled",
-                         "within 1", "W turn", "conv. W max", "conv. W mode", "failed"], rows)
+            rows.append(
+                [
+                    n,
+                    s["accuracy"],
+                    *[s["f1"][lv] for lv in levels],
+                    s["macro_f1"],
+                    s["kappa_w"],
+                    s["kappa_w_pooled"],
+                    s["within_one"],
+                    s["kendall_w_turn"],
+                    s["conversation_w"]["max"],
+                    s["conversation_w"]["mode"],
+                    s["failed"],
+                ]
+            )
+        lines += _table(
+            [
+                "judge",
+                "acc.",
+                *[f"F1 {lv}" for lv in levels],
+                "macro F1",
+                "κ_w",
+                "κ_w pooled",
+                "within 1",
+                "W turn",
+                "conv. W max",
+                "conv. W mode",
+                "failed",
+            ],
+            rows,
+        )
     iss = report["inter_annotator"]["issues"]
     lines += ["## Per-issue agreement (cf. Tables 9 and 10)", ""]
     head = ["issue", "category", "observed", "mean Cohen κ", "Fleiss κ"]
@@ -599,9 +741,13 @@ def render(report: dict[str, Any]) -> str:
     lines += _table(head, rows)
     for n in judge_names:
         ji = report["judges"][n]["issues"]
-        lines += [f"{n}: pooled P / R / F1 {_f(ji['pooled']['precision'])} / {_f(ji['pooled']['recall'])} / "
-                  f"{_f(ji['pooled']['f1'])}; macro F1 {_f(ji['macro_f1'])}; pooled F1 on annotations rated "
-                  + ", ".join(f"{lv} {_f(v['f1'])}" for lv, v in ji["pooled_by_annotated_level"].items()) + ".", ""]
+        lines += [
+            f"{n}: pooled P / R / F1 {_f(ji['pooled']['precision'])} / {_f(ji['pooled']['recall'])} / "
+            f"{_f(ji['pooled']['f1'])}; macro F1 {_f(ji['macro_f1'])}; pooled F1 on annotations rated "
+            + ", ".join(f"{lv} {_f(v['f1'])}" for lv, v in ji["pooled_by_annotated_level"].items())
+            + ".",
+            "",
+        ]
     if report.get("issue_tests"):
         lines += _issue_tests_md(report["issue_tests"])
     if report.get("cost_tradeoff"):
@@ -612,13 +758,20 @@ def render(report: dict[str, Any]) -> str:
         lines += [f"Skipped: {rk['skipped']}.", ""]
         return "\n".join(lines)
     names = list(rk["pooled"])
-    rows = [["annotators (pooled)", *[rk["pooled"][x] for x in names], "", "", rk.get("bootstrap", {}).get("annotators")]]
+    rows = [
+        ["annotators (pooled)", *[rk["pooled"][x] for x in names], "", "", rk.get("bootstrap", {}).get("annotators")]
+    ]
     for a, v in rk["annotators"].items():
         rows.append([a, *[v["scores"].get(x) for x in names], v["tau_b_vs_pooled"], "", None])
     for n, v in rk["judges"].items():
-        rows.append([n, *[v["scores"].get(x) for x in names], v["tau_b"], f"{v['matched']}/{v['of']}", v.get("bootstrap")])
+        rows.append(
+            [n, *[v["scores"].get(x) for x in names], v["tau_b"], f"{v['matched']}/{v['of']}", v.get("bootstrap")]
+        )
     lines += _table(["scored by", *names, "τ_b", "matched", "bootstrap"], rows)
     if "bootstrap" in rk:
-        lines += [f"Bootstrap: {rk['bootstrap']['draws']} resamples of excerpts (units without a sample: sessions) within each counsellor "
-                  f"(seed {rk['bootstrap']['seed']}).", ""]
+        lines += [
+            f"Bootstrap: {rk['bootstrap']['draws']} resamples of excerpts (units without a sample: sessions) within each counsellor "
+            f"(seed {rk['bootstrap']['seed']}).",
+            "",
+        ]
     return "\n".join(lines)

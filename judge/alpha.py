@@ -44,15 +44,21 @@ def _distances(domain: np.ndarray, n_v: np.ndarray, level: Level) -> np.ndarray:
     return ordinal
 
 
-def alpha(data: Sequence[Sequence[Optional[float]]] | np.ndarray, level: Level = "ordinal",
-          domain: Optional[Sequence[float]] = None) -> Optional[float]:
+def alpha(
+    data: Sequence[Sequence[Optional[float]]] | np.ndarray,
+    level: Level = "ordinal",
+    domain: Optional[Sequence[float]] = None,
+) -> Optional[float]:
     """α of a raters × units matrix (None or NaN = not rated). `domain`: the ordered values the scale allows
     (default: those that occur; for the ordinal level an unused value changes nothing). None when α is
     undefined: fewer than two pairable values, or no disagreement is possible (one value only)."""
     if level not in LEVELS:
         raise ValueError(f"level of measurement {level!r}: use one of {', '.join(LEVELS)}")
-    m = np.array([[np.nan if v is None else v for v in row] for row in data], dtype=float) \
-        if not isinstance(data, np.ndarray) else data.astype(float)
+    m = (
+        np.array([[np.nan if v is None else v for v in row] for row in data], dtype=float)
+        if not isinstance(data, np.ndarray)
+        else data.astype(float)
+    )
     if m.ndim != 2 or m.size == 0:
         return None
     present = ~np.isnan(m)
@@ -93,25 +99,41 @@ class Agreement:
     reason: Optional[str] = None  # why α is missing, in words, when it is
 
     def as_dict(self) -> dict[str, object]:
-        return {"level": self.level, "alpha_pairable": self.pairable, "units_pairable": self.pairable_units,
-                "alpha_all_rater_subset": self.all_rater_subset, "units_all_rater_subset": self.subset_units,
-                "raters": self.raters, **({"reason": self.reason} if self.reason else {})}
+        return {
+            "level": self.level,
+            "alpha_pairable": self.pairable,
+            "units_pairable": self.pairable_units,
+            "alpha_all_rater_subset": self.all_rater_subset,
+            "units_all_rater_subset": self.subset_units,
+            "raters": self.raters,
+            **({"reason": self.reason} if self.reason else {}),
+        }
 
 
-def agreement(cells: Iterable[tuple[str, str, float]], level: Level,
-              domain: Optional[Sequence[float]] = None) -> Agreement:
+def agreement(
+    cells: Iterable[tuple[str, str, float]], level: Level, domain: Optional[Sequence[float]] = None
+) -> Agreement:
     """From (unit, rater, value) triples: α on every pairable value, and α on the units every rater rated."""
     by_unit: dict[str, dict[str, float]] = {}
     for unit, rater, value in cells:
         by_unit.setdefault(unit, {})[rater] = value
     raters = sorted({r for d in by_unit.values() for r in d})
     units = sorted(by_unit)
-    matrix = np.array([[by_unit[u].get(r, np.nan) for u in units] for r in raters], dtype=float).reshape(len(raters), len(units))
+    matrix = np.array([[by_unit[u].get(r, np.nan) for u in units] for r in raters], dtype=float).reshape(
+        len(raters), len(units)
+    )
     pairable = [u for u in units if len(by_unit[u]) >= 2]
     full = [u for u in units if len(by_unit[u]) == len(raters)]
     if len(raters) < 2:
-        return Agreement(level, None, 0, None, 0, len(raters),
-                         f"one rater only ({raters[0] if raters else 'none'}): α compares raters, it needs two or more")
+        return Agreement(
+            level,
+            None,
+            0,
+            None,
+            0,
+            len(raters),
+            f"one rater only ({raters[0] if raters else 'none'}): α compares raters, it needs two or more",
+        )
     if not pairable:
         return Agreement(level, None, 0, None, 0, len(raters), "no unit was rated by two raters")
     a = alpha(matrix, level, domain)

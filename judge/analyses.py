@@ -66,8 +66,11 @@ def _grouped(code: np.ndarray, groups: int, matrix: np.ndarray) -> tuple[np.ndar
     """Replies per group and flagged replies per group and column, in one pass per column (paper scale:
     ~60k replies × 18 counsellors × 16 buckets must not loop over masks)."""
     n = np.bincount(code, minlength=groups)
-    sums = np.stack([np.bincount(code, weights=matrix[:, j], minlength=groups) for j in range(matrix.shape[1])],
-                    axis=1) if matrix.shape[1] else np.zeros((groups, 0))
+    sums = (
+        np.stack([np.bincount(code, weights=matrix[:, j], minlength=groups) for j in range(matrix.shape[1])], axis=1)
+        if matrix.shape[1]
+        else np.zeros((groups, 0))
+    )
     return n, sums
 
 
@@ -87,8 +90,11 @@ def issue_by_turn(c: Columns, rubric: Rubric) -> dict[str, Any]:
         _, sc = _grouped(code, units * nb, by_cat)
         out = []
         for u in range(units):
-            t: dict[str, Any] = {"replies": {}, "issue_share": {i: {} for i in issues},
-                                 "category_share": {k: {} for k in cats}}
+            t: dict[str, Any] = {
+                "replies": {},
+                "issue_share": {i: {} for i in issues},
+                "category_share": {k: {} for k in cats},
+            }
             for b, label in enumerate(labels):
                 g = u * nb + b
                 if not n[g]:
@@ -105,9 +111,12 @@ def issue_by_turn(c: Columns, rubric: Rubric) -> dict[str, Any]:
     for name, (lo, hi) in TURN_POINTS.items():
         m = (turn >= lo) & (turn <= hi)
         points[name] = {"replies": int(m.sum()), "issue_share": _shares(m, by_issue, issues)}
-    return {"buckets": labels, "all": tables(bucket, 1)[0],
-            "counsellors": dict(zip((str(x) for x in names), tables(cc * nb + bucket, len(names)))),
-            "points": points}
+    return {
+        "buckets": labels,
+        "all": tables(bucket, 1)[0],
+        "counsellors": dict(zip((str(x) for x in names), tables(cc * nb + bucket, len(names)))),
+        "points": points,
+    }
 
 
 def early_vs_late(c: Columns) -> dict[str, Any]:
@@ -119,13 +128,24 @@ def early_vs_late(c: Columns) -> dict[str, Any]:
         late = unit & (turn >= LATE[0]) & (turn <= LATE[1])
         a = float(c.weight[e].mean()) if e.any() else None
         b = float(c.weight[late].mean()) if late.any() else None
-        return {"early": a, "late": b, "early_replies": int(e.sum()), "late_replies": int(late.sum()),
-                "change": None if a is None or b is None else b - a}
+        return {
+            "early": a,
+            "late": b,
+            "early_replies": int(e.sum()),
+            "late_replies": int(late.sum()),
+            "change": None if a is None or b is None else b - a,
+        }
 
     per = {str(n): row(c.counsellor == n) for n in np.unique(c.counsellor)}
     changes = [v["change"] for v in per.values() if v["change"] is not None]
-    return {"early_turns": list(EARLY), "late_turns": list(LATE), "all": row(np.ones(len(c), dtype=bool)),
-            "counsellors": per, "rises_for": sum(x > 0 for x in changes), "of": len(changes)}
+    return {
+        "early_turns": list(EARLY),
+        "late_turns": list(LATE),
+        "all": row(np.ones(len(c), dtype=bool)),
+        "counsellors": per,
+        "rises_for": sum(x > 0 for x in changes),
+        "of": len(changes),
+    }
 
 
 def shares_by_session(c: Columns, rubric: Rubric) -> dict[str, Any]:
@@ -162,11 +182,14 @@ def shares_by_session(c: Columns, rubric: Rubric) -> dict[str, Any]:
 
     def group(st: tuple[np.ndarray, ...], g: int) -> dict[str, Any]:
         n, si, sc, ns, mh, alloc = st
-        return {"replies": int(n[g]), "sessions": int(ns[g]),
-                "issue_share": {i: float(si[g, j] / n[g]) for j, i in enumerate(issues)} if n[g] else {},
-                "category_share": {k: float(sc[g, j] / n[g]) for j, k in enumerate(cats)} if n[g] else {},
-                "category_mhqr": {k: float(alloc[g, j] / ns[g]) for j, k in enumerate(cats)} if ns[g] else {},
-                "mhqr": float(mh[g] / ns[g]) if ns[g] else None}
+        return {
+            "replies": int(n[g]),
+            "sessions": int(ns[g]),
+            "issue_share": {i: float(si[g, j] / n[g]) for j, i in enumerate(issues)} if n[g] else {},
+            "category_share": {k: float(sc[g, j] / n[g]) for j, k in enumerate(cats)} if n[g] else {},
+            "category_mhqr": {k: float(alloc[g, j] / ns[g]) for j, k in enumerate(cats)} if ns[g] else {},
+            "mhqr": float(mh[g] / ns[g]) if ns[g] else None,
+        }
 
     per_index = tally(rows_u * nk + row_k2, ses_u * nk + ses_k2, units * nk)
     later_r, later_s = (row_k2 != pos[first]).astype(np.int64), (ses_k2 != pos[first]).astype(np.int64)
@@ -174,11 +197,13 @@ def shares_by_session(c: Columns, rubric: Rubric) -> dict[str, Any]:
 
     def unit(u: int) -> dict[str, Any]:
         present = [k for k in idx if per_index[0][u * nk + pos[k]]]
-        return {"by_index": {k: group(per_index, u * nk + pos[k]) for k in present},
-                "first": group(split, u * 2), "later": group(split, u * 2 + 1) if split[0][u * 2 + 1] else None}
+        return {
+            "by_index": {k: group(per_index, u * nk + pos[k]) for k in present},
+            "first": group(split, u * 2),
+            "later": group(split, u * 2 + 1) if split[0][u * 2 + 1] else None,
+        }
 
-    return {"first_session_index": first, "all": unit(0),
-            "counsellors": {n: unit(u + 1) for u, n in enumerate(names)}}
+    return {"first_session_index": first, "all": unit(0), "counsellors": {n: unit(u + 1) for u, n in enumerate(names)}}
 
 
 QUANTILES = (5, 25, 50, 75, 95)
@@ -194,9 +219,12 @@ def session_distribution(c: Columns, rubric: Rubric) -> dict[str, Any]:
         for k in np.unique(s.session_index[s.counsellor == n]):
             v = s.mhqr[(s.counsellor == n) & (s.session_index == k)]
             q = np.percentile(v, QUANTILES)
-            per[int(k)] = {"sessions": int(len(v)), "mean": float(v.mean()),
-                           **{f"p{p}": float(x) for p, x in zip(QUANTILES, q)},
-                           "values": [float(x) for x in np.sort(v)]}
+            per[int(k)] = {
+                "sessions": int(len(v)),
+                "mean": float(v.mean()),
+                **{f"p{p}": float(x) for p, x in zip(QUANTILES, q)},
+                "values": [float(x) for x in np.sort(v)],
+            }
         out[str(n)] = per
     return out
 
@@ -209,12 +237,17 @@ def _compare(full: dict[str, dict[str, Any]], other: dict[str, dict[str, Any]]) 
     a = {n: v["mhqr"] for n, v in full.items()}
     b = {n: v["mhqr"] for n, v in other.items()}
     common = sorted(set(a) & set(b))
-    return {"ranking": _ranking(other), "same_ranking": _ranking({n: full[n] for n in common}) == _ranking(
-        {n: other[n] for n in common}), "tau_b": stats.tau_b(a, b), "compared": len(common)}
+    return {
+        "ranking": _ranking(other),
+        "same_ranking": _ranking({n: full[n] for n in common}) == _ranking({n: other[n] for n in common}),
+        "tau_b": stats.tau_b(a, b),
+        "compared": len(common),
+    }
 
 
-def without_flagged(c: Columns, rubric: Rubric, full: dict[str, dict[str, Any]], *, draws: int,
-                    seed: int) -> dict[str, Any]:
+def without_flagged(
+    c: Columns, rubric: Rubric, full: dict[str, dict[str, Any]], *, draws: int, seed: int
+) -> dict[str, Any]:
     """MHQR and ranking without the replies flagged `speaks_as_patient`, against `full` (the counsellor
     scores on every reply). `contribution` is those replies' share of the MHQR: their weight divided by
     their session's reply count, averaged over sessions like the MHQR itself."""
@@ -225,28 +258,45 @@ def without_flagged(c: Columns, rubric: Rubric, full: dict[str, dict[str, Any]],
     per: dict[str, Any] = {}
     for n in np.unique(c.counsellor):
         m = c.counsellor == n
-        per[str(n)] = {"replies": int(m.sum()), "mhqr": full.get(str(n), {}).get("mhqr"), "flagged": int(flagged[m].sum()),
-                       "flagged_share": float(flagged[m].mean()),
-                       "contribution": float(contrib.mhqr[s.counsellor == n].mean())}
+        per[str(n)] = {
+            "replies": int(m.sum()),
+            "mhqr": full.get(str(n), {}).get("mhqr"),
+            "flagged": int(flagged[m].sum()),
+            "flagged_share": float(flagged[m].mean()),
+            "contribution": float(contrib.mhqr[s.counsellor == n].mean()),
+        }
     kept = c.subset(~flagged)
     if not flagged.any():
-        return {"flag": "speaks_as_patient", "flagged": 0, "counsellors": per,
-                "skipped": "no reply is flagged speaks_as_patient (or the sessions carry no counsellor_flags)"}
+        return {
+            "flag": "speaks_as_patient",
+            "flagged": 0,
+            "counsellors": per,
+            "skipped": "no reply is flagged speaks_as_patient (or the sessions carry no counsellor_flags)",
+        }
     scores = counsellor_scores(session_table(kept, rubric), draws=draws, seed=seed) if len(kept) else {}
     for n, v in scores.items():
         per[n].update({"mhqr_without": v["mhqr"], "ci95_without": v["ci95"]})
-    return {"flag": "speaks_as_patient", "flagged": int(flagged.sum()), "counsellors": per,
-            **_compare(full, scores)}
+    return {"flag": "speaks_as_patient", "flagged": int(flagged.sum()), "counsellors": per, **_compare(full, scores)}
 
 
-def subset_ranking(c: Columns, rubric: Rubric, full: dict[str, dict[str, Any]], subset: set[str] | None, *,
-                   draws: int, seed: int, source: str | None = None) -> dict[str, Any]:
+def subset_ranking(
+    c: Columns,
+    rubric: Rubric,
+    full: dict[str, dict[str, Any]],
+    subset: set[str] | None,
+    *,
+    draws: int,
+    seed: int,
+    source: str | None = None,
+) -> dict[str, Any]:
     """Counsellor MHQR on the sessions of the benchmark patients against the full pool, and Kendall's
     τ_b between the two rankings. Skipped, with the reason, when membership is unknown or the subset is
     empty or the whole pool."""
     if subset is None:
-        return {"skipped": "benchmark membership unknown: no in_benchmark column in the sessions and no "
-                           "profiles file (judge.profiles, or RUN_DIR/profiles/profiles.parquet)"}
+        return {
+            "skipped": "benchmark membership unknown: no in_benchmark column in the sessions and no "
+            "profiles file (judge.profiles, or RUN_DIR/profiles/profiles.parquet)"
+        }
     patients = set(np.unique(c.patient).tolist())
     inside = patients & subset
     base = {"source": source, "patients": len(patients), "benchmark_patients": len(inside)}
@@ -256,14 +306,24 @@ def subset_ranking(c: Columns, rubric: Rubric, full: dict[str, dict[str, Any]], 
         return {**base, "skipped": "every judged patient is in the benchmark subset: nothing to compare"}
     m = np.isin(c.patient, sorted(inside))
     scores = counsellor_scores(session_table(c.subset(m), rubric), draws=draws, seed=seed)
-    return {**base, "full": {n: v["mhqr"] for n, v in full.items()},
-            "benchmark": {n: {"mhqr": v["mhqr"], "ci95": v["ci95"], "sessions": v["sessions"]}
-                          for n, v in scores.items()},
-            **_compare(full, scores)}
+    return {
+        **base,
+        "full": {n: v["mhqr"] for n, v in full.items()},
+        "benchmark": {n: {"mhqr": v["mhqr"], "ci95": v["ci95"], "sessions": v["sessions"]} for n, v in scores.items()},
+        **_compare(full, scores),
+    }
 
 
-def analyses(c: Columns, rubric: Rubric, full: dict[str, dict[str, Any]], *, draws: int, seed: int,
-             benchmark: set[str] | None = None, benchmark_source: str | None = None) -> dict[str, Any]:
+def analyses(
+    c: Columns,
+    rubric: Rubric,
+    full: dict[str, dict[str, Any]],
+    *,
+    draws: int,
+    seed: int,
+    benchmark: set[str] | None = None,
+    benchmark_source: str | None = None,
+) -> dict[str, Any]:
     """Every analysis of this module for one judge, JSON-ready (`judge.coflags.coflag_analyses` adds its own)."""
     if len(c) == 0:
         return {}
@@ -273,6 +333,5 @@ def analyses(c: Columns, rubric: Rubric, full: dict[str, dict[str, Any]], *, dra
         "shares_by_session": shares_by_session(c, rubric),
         "session_distribution": session_distribution(c, rubric),
         "without_speaks_as_patient": without_flagged(c, rubric, full, draws=draws, seed=seed),
-        "benchmark_subset": subset_ranking(c, rubric, full, benchmark, draws=draws, seed=seed,
-                                           source=benchmark_source),
+        "benchmark_subset": subset_ranking(c, rubric, full, benchmark, draws=draws, seed=seed, source=benchmark_source),
     }

@@ -37,9 +37,10 @@ def category_shares(c: Columns, rubric: Rubric, full: dict[str, dict[str, Any]])
     out: dict[str, Any] = {}
     for name, m in _units(c):
         n = int(m.sum())
-        entry: dict[str, Any] = {"replies": n,
-                                 "flagged_share": {k: float(by_cat[m, j].mean()) if n else 0.0
-                                                   for j, k in enumerate(cats)}}
+        entry: dict[str, Any] = {
+            "replies": n,
+            "flagged_share": {k: float(by_cat[m, j].mean()) if n else 0.0 for j, k in enumerate(cats)},
+        }
         s = full.get(name)
         if s is not None:
             entry["mhqr_share"] = {k: (s["by_category"][k] / s["mhqr"] if s["mhqr"] else 0.0) for k in cats}
@@ -59,9 +60,14 @@ def coflag_groups(c: Columns, rubric: Rubric) -> dict[str, Any]:
         groups: list[dict[str, Any]] = []
         for g in np.unique(code[m & (code > 0)]):
             sel = m & (code == g)
-            groups.append({"categories": [k for j, k in enumerate(cats) if g >> j & 1],
-                           "replies": int(sel.sum()), "reply_share": float(sel.sum() / n),
-                           "weight_share": float(c.weight[sel].sum() / weight) if weight else 0.0})
+            groups.append(
+                {
+                    "categories": [k for j, k in enumerate(cats) if g >> j & 1],
+                    "replies": int(sel.sum()),
+                    "reply_share": float(sel.sum() / n),
+                    "weight_share": float(c.weight[sel].sum() / weight) if weight else 0.0,
+                }
+            )
         groups.sort(key=lambda e: (-e["replies"], e["categories"]))
         flagged = by_issue[m]
         counts = flagged.sum(axis=0)
@@ -70,11 +76,20 @@ def coflag_groups(c: Columns, rubric: Rubric) -> dict[str, Any]:
             both = int((flagged[:, a] & flagged[:, b]).sum())
             if both:
                 first, second = (a, b) if counts[a] >= counts[b] else (b, a)
-                pairs.append({"issues": [issues[first], issues[second]], "replies": both,
-                              "share_of_first": float(both / counts[first])})
+                pairs.append(
+                    {
+                        "issues": [issues[first], issues[second]],
+                        "replies": both,
+                        "share_of_first": float(both / counts[first]),
+                    }
+                )
         pairs.sort(key=lambda e: (-e["replies"], e["issues"]))
-        out[name] = {"replies": n, "flagged_replies": int((code[m] > 0).sum()), "groups": groups,
-                     "pairs": pairs[:TOP_PAIRS]}
+        out[name] = {
+            "replies": n,
+            "flagged_replies": int((code[m] > 0).sum()),
+            "groups": groups,
+            "pairs": pairs[:TOP_PAIRS],
+        }
     return out
 
 

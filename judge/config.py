@@ -29,32 +29,40 @@ class JudgeConfig(BaseModel):
     )
     rubric: str | None = Field(None, description="Another rubric file of the same shape; default the shipped one")
     max_issues: int | None = Field(
-        None, ge=1, description="Most issues one judgment may list (default: all of the rubric's). The longest "
-        "possible answer grows with it (~570 tokens an issue); a small-context model needs a cap"
+        None,
+        ge=1,
+        description="Most issues one judgment may list (default: all of the rubric's). The longest "
+        "possible answer grows with it (~570 tokens an issue); a small-context model needs a cap",
     )
     preset: str = Field(
-        "ours", description="Output-format preset (judge/data/presets.yaml): 'ours' (findings with reasons and "
+        "ours",
+        description="Output-format preset (judge/data/presets.yaml): 'ours' (findings with reasons and "
         "checked quotes) or 'mhqr-reference' (the authors' reference answer: justification, then 0/1 for each issue; "
         "its report adds their session summary: mean, p99, incident shares)",
     )
     expected_severity: bool = Field(
-        False, description="Also record each judgment's expected severity weight from the judge's token log "
-        "probabilities (judgments' expected_weight; needs an engine that returns logprobs). MHQR does not use it"
+        False,
+        description="Also record each judgment's expected severity weight from the judge's token log "
+        "probabilities (judgments' expected_weight; needs an engine that returns logprobs). MHQR does not use it",
     )
     plots: bool = Field(True, description="Write the PNG plots")
     concurrency: int | None = Field(
-        None, ge=1, description="Replies judged at once (default: as many as the engine allows). Every judgment "
+        None,
+        ge=1,
+        description="Replies judged at once (default: as many as the engine allows). Every judgment "
         "starts with the same long rubric prompt; a server that caches prompts per slot (llama.cpp) evaluates it "
         "once per slot it lands on, so on a small CPU server a low number saves that work",
     )
 
     prices: dict[str, Price] = Field(
-        default_factory=dict, description="List prices per million tokens for the report's cost table (MindEval2 "
+        default_factory=dict,
+        description="List prices per million tokens for the report's cost table (MindEval2 "
         "Table 8), keyed by role name (judge, judge:NAME, patient, ...) or model name; role wins. Each: input, "
         "output, cached_input (default: input)",
     )
     profiles: str | None = Field(
-        None, description="Profiles folder or parquet whose in_benchmark column names the benchmark subset "
+        None,
+        description="Profiles folder or parquet whose in_benchmark column names the benchmark subset "
         "(default: RUN_DIR/profiles/profiles.parquet when there; the sessions' own in_benchmark column wins)",
     )
 

@@ -56,9 +56,16 @@ def cost_row(role: str, usage: dict[str, Any], prices: dict[str, Price]) -> dict
     reasoning = int(usage.get("reasoning_tokens") or 0)
     price, key = price_for(role, usage.get("model"), prices)
     row: dict[str, Any] = {
-        "role": role, "model": usage.get("model"), "engine": usage.get("engine"), "calls": calls,
-        "input_tokens": prompt, "cached_tokens": cached, "output_tokens": completion, "reasoning_tokens": reasoning,
-        "cached_share": cached / prompt if prompt else None, "price_key": key,
+        "role": role,
+        "model": usage.get("model"),
+        "engine": usage.get("engine"),
+        "calls": calls,
+        "input_tokens": prompt,
+        "cached_tokens": cached,
+        "output_tokens": completion,
+        "reasoning_tokens": reasoning,
+        "cached_share": cached / prompt if prompt else None,
+        "price_key": key,
         "price": price.model_dump() if price else None,
     }
     if price is None:
@@ -66,9 +73,13 @@ def cost_row(role: str, usage: dict[str, Any], prices: dict[str, Price]) -> dict
     list_cost = (prompt * price.input + completion * price.output) / PER
     cached_price = price.input if price.cached_input is None else price.cached_input
     cost = ((prompt - cached) * price.input + cached * cached_price + completion * price.output) / PER
-    return {**row, "list_cost": list_cost, "cost": cost,
-            "list_cost_per_query": list_cost / calls if calls else None,
-            "cost_per_query": cost / calls if calls else None}
+    return {
+        **row,
+        "list_cost": list_cost,
+        "cost": cost,
+        "list_cost_per_query": list_cost / calls if calls else None,
+        "cost_per_query": cost / calls if calls else None,
+    }
 
 
 def cost_table(usage: dict[str, dict[str, Any]], prices: dict[str, Price], judges: list[str]) -> dict[str, Any]:
@@ -79,20 +90,33 @@ def cost_table(usage: dict[str, dict[str, Any]], prices: dict[str, Price], judge
     priced = [r for r in rows if r["cost"] is not None]
     return {
         "rows": rows,
-        "total": {"calls": sum(r["calls"] for r in priced), "list_cost": sum(r["list_cost"] for r in priced),
-                  "cost": sum(r["cost"] for r in priced)},
-        "judges_total": {"calls": sum(r["calls"] for r in priced if r["judge"]),
-                         "list_cost": sum(r["list_cost"] for r in priced if r["judge"]),
-                         "cost": sum(r["cost"] for r in priced if r["judge"])},
+        "total": {
+            "calls": sum(r["calls"] for r in priced),
+            "list_cost": sum(r["list_cost"] for r in priced),
+            "cost": sum(r["cost"] for r in priced),
+        },
+        "judges_total": {
+            "calls": sum(r["calls"] for r in priced if r["judge"]),
+            "list_cost": sum(r["list_cost"] for r in priced if r["judge"]),
+            "cost": sum(r["cost"] for r in priced if r["judge"]),
+        },
         "unpriced": [r["role"] for r in rows if r["cost"] is None and r["calls"]],
         "note": "Usage summed over every run of this stage on this folder: judgments read from the cache cost "
-                "nothing and are not counted again. output_tokens include reasoning_tokens (OpenAI convention).",
+        "nothing and are not counted again. output_tokens include reasoning_tokens (OpenAI convention).",
     }
 
 
 # The per-role counters that add up across runs (the engine ledger's, `mindcore.types.UsageLedger.summary`).
-USAGE_COUNTERS = ("calls", "failed", "attempts", "prompt_tokens", "completion_tokens", "cached_tokens",
-                  "reasoning_tokens", "latency_s")
+USAGE_COUNTERS = (
+    "calls",
+    "failed",
+    "attempts",
+    "prompt_tokens",
+    "completion_tokens",
+    "cached_tokens",
+    "reasoning_tokens",
+    "latency_s",
+)
 # The preflight's health probes run as their own roles; they check the engine, they are not the stage's work.
 PROBE_ROLE_MARK = ":__check_"
 
@@ -125,9 +149,13 @@ def usage_from_costs(costs: Any) -> dict[str, dict[str, Any]]:
     out: dict[str, dict[str, Any]] = {}
     for r in rows if isinstance(rows, list) else []:
         if isinstance(r, dict) and isinstance(r.get("role"), str) and PROBE_ROLE_MARK not in r["role"]:
-            out[r["role"]] = {"calls": int(r.get("calls") or 0), "prompt_tokens": int(r.get("input_tokens") or 0),
-                              "completion_tokens": int(r.get("output_tokens") or 0),
-                              "cached_tokens": int(r.get("cached_tokens") or 0),
-                              "reasoning_tokens": int(r.get("reasoning_tokens") or 0),
-                              "engine": r.get("engine"), "model": r.get("model")}
+            out[r["role"]] = {
+                "calls": int(r.get("calls") or 0),
+                "prompt_tokens": int(r.get("input_tokens") or 0),
+                "completion_tokens": int(r.get("output_tokens") or 0),
+                "cached_tokens": int(r.get("cached_tokens") or 0),
+                "reasoning_tokens": int(r.get("reasoning_tokens") or 0),
+                "engine": r.get("engine"),
+                "model": r.get("model"),
+            }
     return out

@@ -97,12 +97,15 @@ def load_sessions(run_dir: Path, sessions: Path | None = None) -> list[SessionIn
         if r.session_id in seen:
             raise InputError(f"{src}: session_id {r.session_id!r} appears twice; ids must be unique")
         seen.add(r.session_id)
-    return sorted(rows, key=lambda r: (r.counsellor, r.patient_engine or "", r.patient_id, r.trial or 0, r.session_index,
-                                       r.session_id))
+    return sorted(
+        rows,
+        key=lambda r: (r.counsellor, r.patient_engine or "", r.patient_id, r.trial or 0, r.session_index, r.session_id),
+    )
 
 
-def benchmark_patients(sessions: list[SessionInput], run_dir: Path | None,
-                       profiles: Path | None = None) -> tuple[set[str] | None, str | None]:
+def benchmark_patients(
+    sessions: list[SessionInput], run_dir: Path | None, profiles: Path | None = None
+) -> tuple[set[str] | None, str | None]:
     """The patients of the benchmark subset (MindEval2 App. G "Pool") and where that came from:
     the sessions' own `in_benchmark` when any session carries it; else the profiles table read as plain
     data (`profile_id`, `in_benchmark` columns; the judge does not import the profile generator): the
@@ -113,19 +116,26 @@ def benchmark_patients(sessions: list[SessionInput], run_dir: Path | None,
         path = Path(profiles)
         path = ProfilesFolder(path).parquet if path.is_dir() else path
         if not path.is_file():
-            raise InputError(f"judge.profiles {profiles}: no profiles.parquet there; give the folder written "
-                             "by `mindsim profiles` (or drop the setting)")
+            raise InputError(
+                f"judge.profiles {profiles}: no profiles.parquet there; give the folder written "
+                "by `mindsim profiles` (or drop the setting)"
+            )
     elif run_dir is not None and RunLayout(run_dir).profiles.parquet.is_file():
         path = RunLayout(run_dir).profiles.parquet
     else:
         return None, None
-    rows = read_table(path, _BenchmarkMark, what="profiles table (profile_id, in_benchmark)",
-                      remake="give the profiles folder of the same run (judge.profiles)")
+    rows = read_table(
+        path,
+        _BenchmarkMark,
+        what="profiles table (profile_id, in_benchmark)",
+        remake="give the profiles folder of the same run (judge.profiles)",
+    )
     # The run's own table is named inside the run (RUN/profiles/…): a report then reads the same wherever the
     # folder is, so judging a copied or moved run again from the cache is no change to it.
     own = run_dir is not None and profiles is None
     return {r.profile_id for r in rows if r.in_benchmark}, (
-        f"RUN/{path.relative_to(run_dir).as_posix()}" if own and run_dir is not None else str(path))
+        f"RUN/{path.relative_to(run_dir).as_posix()}" if own and run_dir is not None else str(path)
+    )
 
 
 class _BenchmarkMark(BaseModel):

@@ -71,8 +71,17 @@ def replies(session: SessionInput, max_replies: int | None = None) -> list[Reply
 class Judge:
     """One judge role bound to a rubric. `await judge(reply)` returns a `JudgmentRow`, ok or failed."""
 
-    def __init__(self, name: str, client: Any, rubric: Rubric, *, full_rubric: bool = True,
-                 max_issues: int | None = None, preset: str = DEFAULT_PRESET, graded: bool = False):
+    def __init__(
+        self,
+        name: str,
+        client: Any,
+        rubric: Rubric,
+        *,
+        full_rubric: bool = True,
+        max_issues: int | None = None,
+        preset: str = DEFAULT_PRESET,
+        graded: bool = False,
+    ):
         self.name = name
         # Ask for token log probabilities and record the expected severity weight beside the label
         # (`judge.grading`). The label, and so MHQR, is the same either way: the cache key does not change.
@@ -87,15 +96,21 @@ class Judge:
         capped = not flags and max_issues is not None and max_issues < len(rubric.issues)
         # The version names every departure from the full rubric and the default format, so cached judgments
         # never mix them.
-        self.rubric_version = (rubric.version + ("" if full_rubric else "+compact")
-                               + (f"+max{max_issues}issues" if capped else "")
-                               + ("" if preset == DEFAULT_PRESET else f"+{preset}"))
+        self.rubric_version = (
+            rubric.version
+            + ("" if full_rubric else "+compact")
+            + (f"+max{max_issues}issues" if capped else "")
+            + ("" if preset == DEFAULT_PRESET else f"+{preset}")
+        )
         self.templates = (self.preset.template, USER_TEMPLATE)
-        self.system = render(self.preset.template, rubric=rubric, full=full_rubric,
-                             categories={c.id: c.name for c in rubric.categories},
-                             keys={i.id: self.preset.key(i.id) for i in rubric.issues},
-                             severities={s.id: s.name if self.preset.severity_labels else s.id
-                                         for s in rubric.severities})
+        self.system = render(
+            self.preset.template,
+            rubric=rubric,
+            full=full_rubric,
+            categories={c.id: c.name for c in rubric.categories},
+            keys={i.id: self.preset.key(i.id) for i in rubric.issues},
+            severities={s.id: s.name if self.preset.severity_labels else s.id for s in rubric.severities},
+        )
         self.prompt_hashes = {t: template_hash(t) for t in self.templates}
         self.output = flags_answer_model(rubric, self.preset) if flags else answer_model(rubric, max_issues)
 
@@ -105,28 +120,44 @@ class Judge:
         return model
 
     def messages(self, reply: Reply) -> list[dict[str, str]]:
-        user = render(USER_TEMPLATE, counsellor_system_prompt=reply.session.counsellor_system_prompt,
-                      transcript=[{"speaker": s, "text": t} for s, t in reply.transcript],
-                      reply_number=reply.reply_index + 1)
+        user = render(
+            USER_TEMPLATE,
+            counsellor_system_prompt=reply.session.counsellor_system_prompt,
+            transcript=[{"speaker": s, "text": t} for s, t in reply.transcript],
+            reply_number=reply.reply_index + 1,
+        )
         return [{"role": "system", "content": self.system}, {"role": "user", "content": user}]
 
     def key(self, reply: Reply) -> str:
         """Content key: the same judge and model on the same rubric, prompts and context give the
         same judgment, whichever run or session id it came from."""
-        blob = json.dumps([self.name, self.model, self.rubric_version, self.prompt_hashes,
-                           reply.session.counsellor_system_prompt, reply.transcript], ensure_ascii=False)
+        blob = json.dumps(
+            [
+                self.name,
+                self.model,
+                self.rubric_version,
+                self.prompt_hashes,
+                reply.session.counsellor_system_prompt,
+                reply.transcript,
+            ],
+            ensure_ascii=False,
+        )
         return "j_" + hashlib.sha256(blob.encode("utf-8")).hexdigest()[:32]
 
     async def ask(self, reply: Reply) -> dict[str, Any]:
         """One judged reply as a cacheable outcome: severity, verified issues, dropped quotes."""
         sampling = {"top_logprobs": TOP_LOGPROBS} if self.graded else {}
-        answer, raw = await self.client.structured_reply(self.messages(reply), self.output,
-                                                         schema_name="mhqr_judgment", **sampling)
+        answer, raw = await self.client.structured_reply(
+            self.messages(reply), self.output, schema_name="mhqr_judgment", **sampling
+        )
         graded = {}
         if self.graded:
             # A flags answer has no severity token (its severity follows from the flags): no graded value there.
-            probs = (None if self.preset.answer == "justification_then_flags" or raw.logprobs is None
-                     else severity_probs(raw.logprobs, [s.id for s in self.rubric.severities], answer.severity))
+            probs = (
+                None
+                if self.preset.answer == "justification_then_flags" or raw.logprobs is None
+                else severity_probs(raw.logprobs, [s.id for s in self.rubric.severities], answer.severity)
+            )
             graded = {"severity_probs": probs}
         if self.preset.answer == "justification_then_flags":
             return {**flags_outcome(answer, self.rubric, self.preset), **graded}
@@ -136,38 +167,57 @@ class Judge:
             needs = self.rubric.issue(f.issue).evidence == "quote"
             if (f.quote and quote is None) or (needs and not f.quote):
                 dropped += 1
-            issues.append({"issue": f.issue, "category": self.rubric.category_of(f.issue),
-                           "reason": f.reason, "quote": quote})
+            issues.append(
+                {"issue": f.issue, "category": self.rubric.category_of(f.issue), "reason": f.reason, "quote": quote}
+            )
         return {"severity": answer.severity, "issues": issues, "dropped_quotes": dropped, **graded}
 
     def knows_grading(self, outcome: dict[str, Any]) -> bool:
         """Whether a cached outcome serves this judge: a graded judge needs one asked with log probabilities."""
         return not self.graded or "severity_probs" in outcome
 
-    def row(self, reply: Reply, key: str, outcome: dict[str, Any] | None = None,
-            error: Exception | None = None) -> JudgmentRow:
+    def row(
+        self, reply: Reply, key: str, outcome: dict[str, Any] | None = None, error: Exception | None = None
+    ) -> JudgmentRow:
         s = reply.session
         base = dict(
-            session_id=s.session_id, patient_id=s.patient_id, counsellor=s.counsellor, patient_engine=s.patient_engine,
-            counsellor_model=s.counsellor_model, session_index=s.session_index, reply_index=reply.reply_index,
-            reply=reply.text, judge=self.name, judge_model=self.model, judge_engine=self.client.engine_name,
-            rubric_version=self.rubric_version, prompt_hashes=self.prompt_hashes, cache_key=key,
-            counsellor_flags=s.reply_flags(reply.reply_index), trial=s.trial,
+            session_id=s.session_id,
+            patient_id=s.patient_id,
+            counsellor=s.counsellor,
+            patient_engine=s.patient_engine,
+            counsellor_model=s.counsellor_model,
+            session_index=s.session_index,
+            reply_index=reply.reply_index,
+            reply=reply.text,
+            judge=self.name,
+            judge_model=self.model,
+            judge_engine=self.client.engine_name,
+            rubric_version=self.rubric_version,
+            prompt_hashes=self.prompt_hashes,
+            cache_key=key,
+            counsellor_flags=s.reply_flags(reply.reply_index),
+            trial=s.trial,
         )
         if outcome is not None:
             probs = outcome.get("severity_probs")
             weights = {s.id: self.rubric.weight(s.id) for s in self.rubric.severities}
-            return JudgmentRow(**base, status="ok", severity=outcome["severity"],
-                               weight=self.rubric.weight(outcome["severity"]), severity_probs=probs,
-                               expected_weight=None if probs is None else expected_weight(probs, weights),
-                               issues=[IssueRecord(**i) for i in outcome["issues"]],
-                               dropped_quotes=outcome["dropped_quotes"])
+            return JudgmentRow(
+                **base,
+                status="ok",
+                severity=outcome["severity"],
+                weight=self.rubric.weight(outcome["severity"]),
+                severity_probs=probs,
+                expected_weight=None if probs is None else expected_weight(probs, weights),
+                issues=[IssueRecord(**i) for i in outcome["issues"]],
+                dropped_quotes=outcome["dropped_quotes"],
+            )
         kind = "invalid_output" if isinstance(error, StructuredOutputError) else "engine"
         return JudgmentRow(**base, status="failed", error=f"{type(error).__name__}: {error}"[:2000], error_kind=kind)
 
 
-async def judge_reply(judge: Judge, reply: Reply, cache: Any,
-                      asking: dict[str, "asyncio.Future[dict[str, Any]]"] | None = None) -> JudgmentRow:
+async def judge_reply(
+    judge: Judge, reply: Reply, cache: Any, asking: dict[str, "asyncio.Future[dict[str, Any]]"] | None = None
+) -> JudgmentRow:
     """Cached outcome if this exact judgment was made before (no request); else ask, checkpoint an
     ok outcome, and turn an engine failure into a failed row. Failures are not cached: a rerun
     tries them again. `asking` (shared by concurrent callers, see `judge_all`): judgments being asked
@@ -204,13 +254,29 @@ def judges_from_config(engines: Any, config: JudgeConfig) -> list[Judge]:
     out = []
     for name in config.judges:
         # Plain `judge` unbound falls back to `default`; with no default, Engines raises a ConfigError naming it.
-        out.append(Judge(name, engines.role(name), rubric, full_rubric=config.full_rubric,
-                         max_issues=config.max_issues, preset=config.preset, graded=config.expected_severity))
+        out.append(
+            Judge(
+                name,
+                engines.role(name),
+                rubric,
+                full_rubric=config.full_rubric,
+                max_issues=config.max_issues,
+                preset=config.preset,
+                graded=config.expected_severity,
+            )
+        )
     return out
 
 
-async def judge_all(judges: list[Judge], sessions: list[SessionInput], cache: Any,
-                    max_replies: int | None, concurrency: int | None = None, *, progress: bool = True) -> list[JudgmentRow]:
+async def judge_all(
+    judges: list[Judge],
+    sessions: list[SessionInput],
+    cache: Any,
+    max_replies: int | None,
+    concurrency: int | None = None,
+    *,
+    progress: bool = True,
+) -> list[JudgmentRow]:
     """Every reply of every session, by every judge, concurrently: the engine layer bounds how many
     requests are in flight, and `concurrency` (judge.concurrency) bounds it further when set. Rows come back
     in (judge, session, reply) order. `cache`: a `mindcore.io.CheckpointDir` (or anything with its `has`, `read`

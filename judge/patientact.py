@@ -88,9 +88,13 @@ def rubrics() -> Rubrics:
     diversity = prof.judge_spec.closing
     if diversity is None:
         raise ConfigError(f"rubric {prof.id} ({prof.path}): judge.closing (the diversity question) is missing")
-    return Rubrics(source=conv.source, version=conv.version,
-                   conversation=RubricPart(conv, conv.judge_spec.instructions, conv.items, conv.judge_spec.notes),
-                   profile=RubricPart(prof, prof.judge_spec.instructions, prof.items), diversity=diversity)
+    return Rubrics(
+        source=conv.source,
+        version=conv.version,
+        conversation=RubricPart(conv, conv.judge_spec.instructions, conv.items, conv.judge_spec.notes),
+        profile=RubricPart(prof, prof.judge_spec.instructions, prof.items),
+        diversity=diversity,
+    )
 
 
 def answer_model(part: str, attachments: Sequence[str] = (), themes: Sequence[str] = ()) -> type[BaseModel]:
@@ -99,8 +103,9 @@ def answer_model(part: str, attachments: Sequence[str] = (), themes: Sequence[st
     if part == "profile" and not (attachments and themes):
         raise ConfigError("the profile rubric needs the attachment styles and themes to choose from")
     rubric = getattr(rubrics(), part).rubric
-    return scales.answer_model(rubric, {"patientact_attachment": attachments, "patientact_theme": themes}
-                               if part == "profile" else None)
+    return scales.answer_model(
+        rubric, {"patientact_attachment": attachments, "patientact_theme": themes} if part == "profile" else None
+    )
 
 
 class Judgment(BaseModel):
@@ -111,7 +116,9 @@ class Judgment(BaseModel):
     kind: Literal["conversation", "profile"]
     item_id: str = Field(description="Session id (prefixed with its input's name when ids collide), or profile id")
     patient_id: str
-    system: str = Field(description="What is compared: the patient engine with its ablations, e.g. 'patientact-no_pipeline'")
+    system: str = Field(
+        description="What is compared: the patient engine with its ablations, e.g. 'patientact-no_pipeline'"
+    )
     ok: bool
     error: str | None = None
     error_kind: Literal["invalid_output", "engine"] | None = Field(None, description="Class of failure when not ok")
@@ -127,11 +134,14 @@ class Judgment(BaseModel):
     judge: dict[str, Any] = Field(default_factory=dict, description="The judge's engine, model and sampling")
     prompt: dict[str, str] = Field(default_factory=dict, description="Prompt template → hash")
     rubric_version: str | None = None
-    rubric: str | None = Field(None, description="Rubric id (judge/rubrics.py); None in rows written before rubric files")
+    rubric: str | None = Field(
+        None, description="Rubric id (judge/rubrics.py); None in rows written before rubric files"
+    )
     cache_key: str | None = Field(None, description="Content key of the judgment (judge, model, prompt)")
 
 
 # -- inputs: sessions of any simulator, labelled by system ------------------------------------------------
+
 
 def _maybe_json(v: Any) -> Any:
     if isinstance(v, str):
@@ -193,8 +203,9 @@ def jsonl_system_labels(path: Path) -> dict[str, str]:
     for _, obj in read_jsonl(path):
         if isinstance(obj, dict) and "session_id" in obj:
             system = obj.get("system")
-            out[str(obj["session_id"])] = (str(system) if system else
-                                           system_label(obj.get("patient_engine"), obj.get("patientact")))
+            out[str(obj["session_id"])] = (
+                str(system) if system else system_label(obj.get("patient_engine"), obj.get("patientact"))
+            )
     return out
 
 
@@ -229,14 +240,26 @@ class _AnchorOfProfile(BaseModel):
     situation_profile: _Disease | None = None
 
 
-def conversation_items(label: str, sessions: list[Any], labels: dict[str, str],
-                       groups: dict[str, str] | None = None) -> list[ConversationItem]:
+def conversation_items(
+    label: str, sessions: list[Any], labels: dict[str, str], groups: dict[str, str] | None = None
+) -> list[ConversationItem]:
     """Sessions (`judge.schemas.SessionInput`) from input `label` as items to score: `labels` session id → system,
     `groups` patient id → main presenting problem."""
     groups = groups or {}
-    return [ConversationItem(s.session_id, s.session_id, s.patient_id, s.counsellor, s.session_index,
-                             labels.get(s.session_id, UNNAMED_ENGINE), label, transcript(s.messages),
-                             groups.get(s.patient_id)) for s in sessions]
+    return [
+        ConversationItem(
+            s.session_id,
+            s.session_id,
+            s.patient_id,
+            s.counsellor,
+            s.session_index,
+            labels.get(s.session_id, UNNAMED_ENGINE),
+            label,
+            transcript(s.messages),
+            groups.get(s.patient_id),
+        )
+        for s in sessions
+    ]
 
 
 def load_items(runs: Sequence[Path] = (), sessions: Path | None = None) -> list[ConversationItem]:
@@ -265,8 +288,10 @@ def load_items(runs: Sequence[Path] = (), sessions: Path | None = None) -> list[
     if any(n > 1 for n in counts.values()):
         names = [g for g, _ in groups]
         if len(set(names)) != len(names):
-            raise InputError(f"inputs {', '.join(names)}: two have the same name and share session ids; "
-                             "give each run folder a distinct name")
+            raise InputError(
+                f"inputs {', '.join(names)}: two have the same name and share session ids; "
+                "give each run folder a distinct name"
+            )
     out = []
     for label, items in groups:
         for it in items:
@@ -287,6 +312,7 @@ def scored_systems(items: list[ConversationItem]) -> list[ConversationItem]:
 
 
 # -- human ratings -----------------------------------------------------------------------------------------
+
 
 class HumanRating(BaseModel):
     """One rater's scores for one item: a line of the `--human` JSONL file (or one unit × rater of the long format)."""
@@ -331,12 +357,16 @@ def load_human(path: Path, rubric: Rubric | Sequence[str] | None = None) -> list
             rating = HumanRating.model_validate(obj)
         except ValidationError as exc:
             problem = format_validation_error(exc, f"{path}:{line}", limit=1, top="(line)", plain=True)
-            raise InputError(f"{problem} (each line: item_id, rater, scores {{dimension: "
-                             f"{rubric.rating_scale.describe()}}}; or the long format: item, unit, rater, value)") from exc
+            raise InputError(
+                f"{problem} (each line: item_id, rater, scores {{dimension: "
+                f"{rubric.rating_scale.describe()}}}; or the long format: item, unit, rater, value)"
+            ) from exc
         for d, v in rating.scores.items():
             if d not in dims:
-                raise InputError(f"{path}:{line}: scores.{d}: not a dimension of rubric {rubric.id}; dimensions are "
-                                 f"{', '.join(dims)}")
+                raise InputError(
+                    f"{path}:{line}: scores.{d}: not a dimension of rubric {rubric.id}; dimensions are "
+                    f"{', '.join(dims)}"
+                )
             try:
                 rubric.rating_scale.check(v)
             except ValueError as exc:
@@ -362,8 +392,9 @@ def mean_human(ratings: Iterable[HumanRating]) -> dict[str, dict[str, float]]:
     for r in ratings:
         for d, v in r.scores.items():
             if isinstance(v, str):
-                raise InputError(f"human ratings: item {r.item_id}, {d}: {v!r} is a label; a mean needs an integer "
-                                 "scale")
+                raise InputError(
+                    f"human ratings: item {r.item_id}, {d}: {v!r} is a label; a mean needs an integer scale"
+                )
             acc.setdefault(r.item_id, {}).setdefault(d, []).append(v)
     return {i: {d: mean(v) for d, v in ds.items()} for i, ds in acc.items()}
 
@@ -379,13 +410,16 @@ def rating_matrix(ratings: Iterable[HumanRating], dim: str) -> list[list[Point |
 
 # -- the judge call ------------------------------------------------------------------------------------------
 
-async def ask(client: Any, content: str, output: type[BaseModel], *, schema_name: str,
-              max_tokens: int | None = None) -> tuple[dict[str, Any] | None, str | None, str | None]:
+
+async def ask(
+    client: Any, content: str, output: type[BaseModel], *, schema_name: str, max_tokens: int | None = None
+) -> tuple[dict[str, Any] | None, str | None, str | None]:
     """(answer, None, None), or (None, error, kind) when the output never fit or the engine failed."""
     sampling = {"max_tokens": max_tokens} if max_tokens else {}
     try:
-        out = await client.structured([{"role": "user", "content": content}], output, schema_name=schema_name,
-                                      **sampling)
+        out = await client.structured(
+            [{"role": "user", "content": content}], output, schema_name=schema_name, **sampling
+        )
     except EngineError as exc:
         kind = "invalid_output" if isinstance(exc, StructuredOutputError) else "engine"
         return None, f"{type(exc).__name__}: {exc}"[:2000], kind
@@ -421,18 +455,41 @@ class ConversationJudge:
 
     def key(self, content: str) -> str:
         """Same judge role and model on the same prompt: same judgment, whichever run it came from."""
-        blob = json.dumps([self.name, self.client.model, self.rubric.version, self.max_tokens, content], ensure_ascii=False)
+        blob = json.dumps(
+            [self.name, self.client.model, self.rubric.version, self.max_tokens, content], ensure_ascii=False
+        )
         return "pa_" + hashlib.sha256(blob.encode("utf-8")).hexdigest()[:32]
 
-    def row(self, item: ConversationItem, key: str, answer: dict[str, Any] | None, error: str | None = None,
-            kind: str | None = None) -> Judgment:
+    def row(
+        self,
+        item: ConversationItem,
+        key: str,
+        answer: dict[str, Any] | None,
+        error: str | None = None,
+        kind: str | None = None,
+    ) -> Judgment:
         scores, reasons = split(self.rubric, answer)
-        return Judgment(kind="conversation", item_id=item.item_id, session_id=item.session_id,
-                        patient_id=item.patient_id, counsellor=item.counsellor, session_index=item.session_index,
-                        source=item.source, system=item.system, group=item.group, ok=answer is not None, error=error,
-                        error_kind=kind,
-                        scores=scores, reasons=reasons, judge=self.describe(),
-                        prompt=self.prompt, rubric_version=self.rubric.version, rubric=self.rubric.id, cache_key=key)
+        return Judgment(
+            kind="conversation",
+            item_id=item.item_id,
+            session_id=item.session_id,
+            patient_id=item.patient_id,
+            counsellor=item.counsellor,
+            session_index=item.session_index,
+            source=item.source,
+            system=item.system,
+            group=item.group,
+            ok=answer is not None,
+            error=error,
+            error_kind=kind,
+            scores=scores,
+            reasons=reasons,
+            judge=self.describe(),
+            prompt=self.prompt,
+            rubric_version=self.rubric.version,
+            rubric=self.rubric.id,
+            cache_key=key,
+        )
 
 
 async def judge_item(judge: ConversationJudge, item: ConversationItem, cache: Any) -> Judgment:
@@ -442,15 +499,17 @@ async def judge_item(judge: ConversationJudge, item: ConversationItem, cache: An
     key = judge.key(content)
     if cache.has(key):
         return judge.row(item, key, cache.read(key))
-    answer, error, kind = await ask(judge.client, content, judge.output, schema_name=judge.schema_name,
-                                    max_tokens=judge.max_tokens)
+    answer, error, kind = await ask(
+        judge.client, content, judge.output, schema_name=judge.schema_name, max_tokens=judge.max_tokens
+    )
     if answer is not None:
         cache.write(key, answer)
     return judge.row(item, key, answer, error, kind)
 
 
-async def judge_items(judge: ConversationJudge, items: list[ConversationItem], cache: Any, *,
-                      progress: bool = True) -> list[Judgment]:
+async def judge_items(
+    judge: ConversationJudge, items: list[ConversationItem], cache: Any, *, progress: bool = True
+) -> list[Judgment]:
     """Every session at once; the engine layer bounds the requests in flight, this gate the rendered prompts.
     `progress`: draw a bar (off where another display owns the terminal, e.g. inspect's)."""
     from mindsimkit.mindcore.runner import gather_progress
@@ -463,11 +522,15 @@ async def judge_items(judge: ConversationJudge, items: list[ConversationItem], c
 
     if not progress:
         return list(await asyncio.gather(*(one(i) for i in items)))
-    return await gather_progress((one(i) for i in items), "judging sessions (PatientAct rubric)",
-                                 outcome=lambda r: "failed" if not getattr(r, "ok", False) else None)
+    return await gather_progress(
+        (one(i) for i in items),
+        "judging sessions (PatientAct rubric)",
+        outcome=lambda r: "failed" if not getattr(r, "ok", False) else None,
+    )
 
 
 # -- statistics over stored rows -------------------------------------------------------------------------
+
 
 def _ok(rows: Iterable[Judgment]) -> list[Judgment]:
     return [r for r in rows if r.ok]
@@ -497,7 +560,9 @@ def mann_whitney(rows: Iterable[Judgment], a: str, b: str, alternative: str = "g
     rows = _ok(rows)
     xa, xb = [r for r in rows if r.system == a], [r for r in rows if r.system == b]
     if not xa or not xb:
-        raise InputError(f"Mann–Whitney U needs judged rows of both systems; found {len(xa)} of '{a}', {len(xb)} of '{b}'")
+        raise InputError(
+            f"Mann–Whitney U needs judged rows of both systems; found {len(xa)} of '{a}', {len(xb)} of '{b}'"
+        )
     out = {}
     for d in xa[0].scores:
         res = mannwhitneyu([r.scores[d] for r in xa], [r.scores[d] for r in xb], alternative=alternative)
@@ -506,7 +571,9 @@ def mann_whitney(rows: Iterable[Judgment], a: str, b: str, alternative: str = "g
 
 
 def _paired(judge: Iterable[Judgment], human: dict[str, dict[str, float]], dim: str) -> tuple[list[float], list[float]]:
-    pairs = [(r.scores[dim], human[r.item_id][dim]) for r in _ok(judge) if r.item_id in human and dim in human[r.item_id]]
+    pairs = [
+        (r.scores[dim], human[r.item_id][dim]) for r in _ok(judge) if r.item_id in human and dim in human[r.item_id]
+    ]
     return [p[0] for p in pairs], [p[1] for p in pairs]
 
 
@@ -523,7 +590,9 @@ def spearman(judge: Iterable[Judgment], human: dict[str, dict[str, float]]) -> d
         if not x:
             continue  # humans did not rate this dimension
         if len(x) < 3:
-            raise InputError(f"Spearman's rho for '{d}' needs at least 3 items rated by both judge and humans; found {len(x)}")
+            raise InputError(
+                f"Spearman's rho for '{d}' needs at least 3 items rated by both judge and humans; found {len(x)}"
+            )
         res = spearmanr(x, y)
         out[d] = {"rho": float(res.statistic), "p": float(res.pvalue), "n": len(x)}
     if not out:
@@ -563,8 +632,9 @@ def comparison_sets(systems: Iterable[str]) -> dict[str, list[str]]:
     return out
 
 
-def best_vs_second(scores: dict[str, dict[str, list[float]]], alpha: float = 0.05,
-                   systems: Sequence[str] | None = None) -> dict[str, dict[str, Any]]:
+def best_vs_second(
+    scores: dict[str, dict[str, list[float]]], alpha: float = 0.05, systems: Sequence[str] | None = None
+) -> dict[str, dict[str, Any]]:
     """Per dimension, the paper's significance mark (Tables 2 and 4): is the best system (highest mean) rated
     higher than the second best? One-sided Mann–Whitney U (the one-sidedness is our reading of "significantly
     higher"). `scores`: system → dimension → scores (one per judged session, or per rated item). `systems`: the
@@ -575,8 +645,10 @@ def best_vs_second(scores: dict[str, dict[str, list[float]]], alpha: float = 0.0
     if systems is not None:
         missing = sorted(set(systems) - set(scores))
         if missing:
-            raise InputError(f"best vs second: no scores for {', '.join(missing)} (systems scored: "
-                             f"{', '.join(sorted(scores)) or 'none'})")
+            raise InputError(
+                f"best vs second: no scores for {', '.join(missing)} (systems scored: "
+                f"{', '.join(sorted(scores)) or 'none'})"
+            )
         scores = {s: scores[s] for s in systems}
     dims = sorted({d for per in scores.values() for d in per})
     means = {s: {d: mean(v) for d, v in per.items() if v} for s, per in scores.items()}
@@ -591,8 +663,15 @@ def best_vs_second(scores: dict[str, dict[str, list[float]]], alpha: float = 0.0
         try:
             res = mannwhitneyu(xa, xb, alternative="greater")
             p = float(res.pvalue)
-            out[d] = {"best": best, "second": second, "U": float(res.statistic), "p": p, "n_best": len(xa),
-                      "n_second": len(xb), "significant": bool(p < alpha)}
+            out[d] = {
+                "best": best,
+                "second": second,
+                "U": float(res.statistic),
+                "p": p,
+                "n_best": len(xa),
+                "n_second": len(xb),
+                "significant": bool(p < alpha),
+            }
         except ValueError as exc:
             out[d] = {"best": best, "second": second, "error": str(exc)}
     return out

@@ -60,7 +60,9 @@ def _read(path: Path, model: type[BaseModel], what: str) -> list[Any]:
         except ValidationError as exc:
             err = exc.errors()[0]
             loc = ".".join(str(p) for p in err["loc"]) or "(line)"
-            raise InputError(f"{path}:{line}: {loc}: {err['msg']} (see docs/human-evaluation.md for the {what} format)") from exc
+            raise InputError(
+                f"{path}:{line}: {loc}: {err['msg']} (see docs/human-evaluation.md for the {what} format)"
+            ) from exc
     if not out:
         raise InputError(f"{path}: no {what} lines in the file")
     return out
@@ -72,8 +74,10 @@ def load_profile_human(path: Path) -> list[ProfileHuman]:
     for r in rows:
         bad = {d: v for d, v in r.scores.items() if d not in dims or v not in SCALE}
         if bad:
-            raise InputError(f"{path}: rater {r.rater} on {r.item_id}: scores {bad} not allowed; dimensions are "
-                             f"{', '.join(sorted(dims))}, scores 1-5")
+            raise InputError(
+                f"{path}: rater {r.rater} on {r.item_id}: scores {bad} not allowed; dimensions are "
+                f"{', '.join(sorted(dims))}, scores 1-5"
+            )
     return rows
 
 
@@ -142,14 +146,22 @@ def confusion(pairs: Iterable[tuple[str, str | None]]) -> dict[str, Any]:
             continue
         table.setdefault(truth, {}).setdefault(predicted, 0)
         table[truth][predicted] += 1
-    errors = sorted(((t, p, n) for t, row in table.items() for p, n in row.items() if p != t), key=lambda e: (-e[2], e[0], e[1]))
-    return {"matrix": {t: dict(sorted(row.items())) for t, row in sorted(table.items())},
-            "errors": [{"truth": t, "predicted": p, "count": n, "of": sum(table[t].values())} for t, p, n in errors]}
+    errors = sorted(
+        ((t, p, n) for t, row in table.items() for p, n in row.items() if p != t), key=lambda e: (-e[2], e[0], e[1])
+    )
+    return {
+        "matrix": {t: dict(sorted(row.items())) for t, row in sorted(table.items())},
+        "errors": [{"truth": t, "predicted": p, "count": n, "of": sum(table[t].values())} for t, p, n in errors],
+    }
 
 
-def profile_report(judge_rows: Sequence[Judgment], human: Sequence[ProfileHuman] = (),
-                   diversity_human: Sequence[DiversityRating] = (), diversity_judge: dict[str, Any] | None = None,
-                   attachment_prior: dict[str, float] | None = None) -> dict[str, Any]:
+def profile_report(
+    judge_rows: Sequence[Judgment],
+    human: Sequence[ProfileHuman] = (),
+    diversity_human: Sequence[DiversityRating] = (),
+    diversity_judge: dict[str, Any] | None = None,
+    attachment_prior: dict[str, float] | None = None,
+) -> dict[str, Any]:
     """Table 1 as data: per dimension judge and human mean ± sd (α among humans), per pick accuracy of judge
     and humans against the chance rates (κ among humans), and the diversity ratings."""
     dims = rubrics().profile.ids
@@ -157,10 +169,13 @@ def profile_report(judge_rows: Sequence[Judgment], human: Sequence[ProfileHuman]
     truths = {r.item_id: r.truth for r in judge_rows if r.truth}
     truths.update({h.item_id: h.truth for h in human if h.truth and h.item_id not in truths})
     report: dict[str, Any] = {
-        "profiles": len({r.item_id for r in judge_rows}), "judged_ok": len(ok),
+        "profiles": len({r.item_id for r in judge_rows}),
+        "judged_ok": len(ok),
         "failed": [{"item_id": r.item_id, "error": r.error} for r in judge_rows if not r.ok],
-        "dimensions": {}, "identification": {},
-        "human_raters": sorted({h.rater for h in human}), "human_items": len({h.item_id for h in human}),
+        "dimensions": {},
+        "identification": {},
+        "human_raters": sorted({h.rater for h in human}),
+        "human_items": len({h.item_id for h in human}),
     }
     for d in dims:
         row = {"judge": mean_sd(r.scores[d] for r in ok if d in r.scores)}
@@ -169,20 +184,31 @@ def profile_report(judge_rows: Sequence[Judgment], human: Sequence[ProfileHuman]
             row["krippendorff_alpha"] = _alpha(human, d)
         report["dimensions"][d] = row
     for pick in PICKS:
-        row = {"chance": chance([t[pick] for t in truths.values() if pick in t],
-                                attachment_prior if pick == "attachment" else None),
-               "judge": accuracy((r.predicted[pick], r.truth[pick]) for r in ok if pick in r.predicted and pick in r.truth)}
-        row["judge_confusion"] = confusion((r.predicted[pick], r.truth[pick]) for r in ok
-                                           if pick in r.predicted and pick in r.truth)
+        row = {
+            "chance": chance(
+                [t[pick] for t in truths.values() if pick in t], attachment_prior if pick == "attachment" else None
+            ),
+            "judge": accuracy(
+                (r.predicted[pick], r.truth[pick]) for r in ok if pick in r.predicted and pick in r.truth
+            ),
+        }
+        row["judge_confusion"] = confusion(
+            (r.predicted[pick], r.truth[pick]) for r in ok if pick in r.predicted and pick in r.truth
+        )
         if human:
-            pairs = [(h.predicted[pick], h.truth.get(pick) or truths.get(h.item_id, {}).get(pick))
-                     for h in human if pick in h.predicted]
+            pairs = [
+                (h.predicted[pick], h.truth.get(pick) or truths.get(h.item_id, {}).get(pick))
+                for h in human
+                if pick in h.predicted
+            ]
             row["human"] = accuracy(pairs)
             row["human_confusion"] = confusion(pairs)
             row["fleiss_kappa"] = pick_kappa(human, pick)
         report["identification"][pick] = row
-    report["diversity"] = {"judge": diversity_judge,
-                           "human": mean_sd(r.rating for r in diversity_human) if diversity_human else None}
+    report["diversity"] = {
+        "judge": diversity_judge,
+        "human": mean_sd(r.rating for r in diversity_human) if diversity_human else None,
+    }
     return report
 
 
@@ -198,39 +224,59 @@ def _ms(m: dict[str, Any] | None) -> str:
 
 def profile_report_md(rep: dict[str, Any]) -> str:
     human = bool(rep["human_raters"])
-    lines = ["# PatientAct profile evaluation (Table 1)", "",
-             f"{rep['profiles']} profiles, {rep['judged_ok']} judged; "
-             f"{len(rep['human_raters'])} human raters on {rep['human_items']} profiles.", "",
-             "| dimension | judge (mean ± sd) |" + (" human (mean ± sd) | Krippendorff's α |" if human else ""),
-             "|---|---|" + ("---|---|" if human else "")]
+    lines = [
+        "# PatientAct profile evaluation (Table 1)",
+        "",
+        f"{rep['profiles']} profiles, {rep['judged_ok']} judged; "
+        f"{len(rep['human_raters'])} human raters on {rep['human_items']} profiles.",
+        "",
+        "| dimension | judge (mean ± sd) |" + (" human (mean ± sd) | Krippendorff's α |" if human else ""),
+        "|---|---|" + ("---|---|" if human else ""),
+    ]
     for d, row in rep["dimensions"].items():
         cells = [_ms(row["judge"])]
         if human:
             a = row["krippendorff_alpha"]
             cells += [_ms(row["human"]), a["error"] if isinstance(a, dict) else _f(a, 3)]
         lines.append(f"| {d} | " + " | ".join(cells) + " |")
-    lines += ["", "| identification | judge accuracy |" + (" human accuracy | Fleiss' κ |" if human else "")
-              + " chance (sample majority) | chance (prior) |", "|---|---|" + ("---|---|" if human else "") + "---|---|"]
+    lines += [
+        "",
+        "| identification | judge accuracy |"
+        + (" human accuracy | Fleiss' κ |" if human else "")
+        + " chance (sample majority) | chance (prior) |",
+        "|---|---|" + ("---|---|" if human else "") + "---|---|",
+    ]
     for pick, row in rep["identification"].items():
         c = row["chance"]
         cells = [_f(row["judge"]["accuracy"], 3)]
         if human:
             k = row["fleiss_kappa"]
             cells += [_f(row["human"]["accuracy"], 3), k.get("error") or _f(k.get("kappa"), 3)]
-        cells += [f"{_f(c['sample']['rate'], 3)} ({c['sample']['class']})" if "sample" in c else "—",
-                  f"{_f(c['prior']['rate'], 3)} ({c['prior']['class']})" if "prior" in c else "—"]
+        cells += [
+            f"{_f(c['sample']['rate'], 3)} ({c['sample']['class']})" if "sample" in c else "—",
+            f"{_f(c['prior']['rate'], 3)} ({c['prior']['class']})" if "prior" in c else "—",
+        ]
         lines.append(f"| {pick} | " + " | ".join(cells) + " |")
     for pick, row in rep["identification"].items():
         for who in ("human", "judge"):
             errs = (row.get(f"{who}_confusion") or {}).get("errors") or []
             if errs:
-                lines += ["", f"Error analysis, {pick} ({who}): " + "; ".join(
-                    f"{e['truth']} taken for {e['predicted']} {e['count']} of {e['of']}" for e in errs[:5]) + "."]
+                lines += [
+                    "",
+                    f"Error analysis, {pick} ({who}): "
+                    + "; ".join(f"{e['truth']} taken for {e['predicted']} {e['count']} of {e['of']}" for e in errs[:5])
+                    + ".",
+                ]
     div = rep["diversity"]
     j = div.get("judge") or {}
-    lines += ["", f"Diversity (1–5): judge {_f(j.get('rating'), 0) if j else '—'}"
-              + (f" ({j['error']})" if j.get("error") else "") + f"; humans {_ms(div.get('human'))}."]
+    lines += [
+        "",
+        f"Diversity (1–5): judge {_f(j.get('rating'), 0) if j else '—'}"
+        + (f" ({j['error']})" if j.get("error") else "")
+        + f"; humans {_ms(div.get('human'))}.",
+    ]
     if rep["failed"]:
-        lines += ["", f"Failed judgments: {len(rep['failed'])}"] + [f"- {f['item_id']}: {(f['error'] or '')[:200]}"
-                                                                    for f in rep["failed"]]
+        lines += ["", f"Failed judgments: {len(rep['failed'])}"] + [
+            f"- {f['item_id']}: {(f['error'] or '')[:200]}" for f in rep["failed"]
+        ]
     return "\n".join(lines) + "\n"

@@ -35,7 +35,8 @@ class _Strict(BaseModel):
 class SessionSummary(_Strict):
     percentile: float = Field(gt=0, le=100, description="Nearest-rank percentile of session scores to report")
     incidents: dict[str, str] = Field(
-        default_factory=dict, description="Name -> severity id: share of sessions whose worst reply is at least it")
+        default_factory=dict, description="Name -> severity id: share of sessions whose worst reply is at least it"
+    )
 
 
 class Preset(_Strict):
@@ -63,9 +64,15 @@ class Preset(_Strict):
         keys = [self.key(i) for i in ids]
         sev = {s.id for s in rubric.severities}
         bad_levels = sorted(set((self.session_summary.incidents if self.session_summary else {}).values()) - sev)
-        problem = (f"renames issues the rubric lacks: {unknown}" if unknown else
-                   "two issues end up with the same key" if len(set(keys)) != len(keys) else
-                   f"incident levels are not severities of the rubric: {bad_levels}" if bad_levels else None)
+        problem = (
+            f"renames issues the rubric lacks: {unknown}"
+            if unknown
+            else "two issues end up with the same key"
+            if len(set(keys)) != len(keys)
+            else f"incident levels are not severities of the rubric: {bad_levels}"
+            if bad_levels
+            else None
+        )
         if problem:
             raise ConfigError(f"judge.preset {name!r} ({where()}) {problem}; fix the preset or choose another rubric")
 
@@ -124,14 +131,19 @@ def _flags_model(keys: tuple[str, ...], severities: tuple[str, ...]) -> type[Bas
     severity: Any = Literal[severities]
     flags: dict[str, Any] = {k: (flag, Field(description=f"1 if the reply shows {k}, else 0")) for k in keys}
     # pydantic's stub wants callables here; it takes (and documents) the decorated validator.
-    validators: dict[str, Callable[..., Any]] = {
-        "_no_concern_iff_no_issue": model_validator(mode="after")(check)}  # type: ignore[dict-item]
+    validators: dict[str, Callable[..., Any]] = {"_no_concern_iff_no_issue": model_validator(mode="after")(check)}  # type: ignore[dict-item]
     return create_model(
         "MHQRFlagsJudgment",
         __config__=ConfigDict(extra="forbid"),
         __validators__=validators,
-        justification=(str, Field(min_length=3, max_length=JUSTIFICATION_MAX,
-                                  description="Why, in one or two sentences, before the verdict")),
+        justification=(
+            str,
+            Field(
+                min_length=3,
+                max_length=JUSTIFICATION_MAX,
+                description="Why, in one or two sentences, before the verdict",
+            ),
+        ),
         severity=(severity, Field(description="One severity for the whole reply")),
         **flags,
     )
@@ -142,8 +154,11 @@ def flags_outcome(answer: BaseModel, rubric: Rubric, preset: Preset) -> dict[str
     reason and no quote (the format asks for none, so nothing is dropped)."""
     by_name = {(s.name if preset.severity_labels else s.id): s.id for s in rubric.severities}
     values = dict(answer)  # the fields of a class built per rubric (`_flags_model`)
-    issues = [{"issue": i.id, "category": i.category, "reason": values["justification"], "quote": None}
-              for i in rubric.issues if values[preset.key(i.id)]]
+    issues = [
+        {"issue": i.id, "category": i.category, "reason": values["justification"], "quote": None}
+        for i in rubric.issues
+        if values[preset.key(i.id)]
+    ]
     return {"severity": by_name[values["severity"]], "issues": issues, "dropped_quotes": 0}
 
 
@@ -155,8 +170,9 @@ def nearest_rank(values: np.ndarray, pct: float) -> float:
     return float(ordered[rank - 1])
 
 
-def session_summary(mhqr: np.ndarray, worst: np.ndarray, counsellor: np.ndarray, rubric: Rubric,
-                    spec: SessionSummary) -> dict[str, dict[str, Any]]:
+def session_summary(
+    mhqr: np.ndarray, worst: np.ndarray, counsellor: np.ndarray, rubric: Rubric, spec: SessionSummary
+) -> dict[str, dict[str, Any]]:
     """Per counsellor, over its sessions (each counts once, however long): the mean of the session scores, their
     nearest-rank percentile, and per incident the share of sessions whose worst reply weighs at least that level.
     `mhqr`/`worst`: each session's mean and highest reply weight."""
@@ -164,7 +180,8 @@ def session_summary(mhqr: np.ndarray, worst: np.ndarray, counsellor: np.ndarray,
     for name in np.unique(counsellor):
         m = counsellor == name
         out[str(name)] = {
-            "sessions": int(m.sum()), "mean": float(mhqr[m].mean()),
+            "sessions": int(m.sum()),
+            "mean": float(mhqr[m].mean()),
             f"p{spec.percentile:g}": nearest_rank(mhqr[m], spec.percentile),
             "incidents": {k: float((worst[m] >= rubric.weight(level)).mean()) for k, level in spec.incidents.items()},
         }

@@ -56,6 +56,7 @@ def family_flags(judge_models: dict[str, str], counsellor_models: dict[str, str 
         jf = model_family(jm)
         for counsellor, cm in sorted(counsellor_models.items()):
             if jf and model_family(cm) == jf:
-                flags.append({"judge": judge, "judge_model": jm, "counsellor": counsellor,
-                              "counsellor_model": cm, "family": jf})
+                flags.append(
+                    {"judge": judge, "judge_model": jm, "counsellor": counsellor, "counsellor_model": cm, "family": jf}
+                )
     return flags

@@ -45,7 +45,7 @@ def _id(v: Any) -> Any:
 def _name(v: Any) -> Any:
     # A rater is a name: 7 and "7" would be one rater read two ways, so a JSON number is refused, not converted.
     if isinstance(v, (int, float)):
-        raise ValueError(f"{v!r} is a JSON number; write the rater's id as a string (\"{v}\")")
+        raise ValueError(f'{v!r} is a JSON number; write the rater\'s id as a string ("{v}")')
     return v
 
 
@@ -105,7 +105,9 @@ def _csv_records(path: Path) -> Iterable[tuple[int, dict[str, Any], bool]]:
     data = read_input_bytes(path, "ratings file")
     if b"\x00" in data:
         line = data[: data.index(b"\x00")].count(b"\n") + 1
-        raise InputError(f"{path}:{line}: a NUL byte, so binary data, not a CSV text file; save the ratings as UTF-8 CSV")
+        raise InputError(
+            f"{path}:{line}: a NUL byte, so binary data, not a CSV text file; save the ratings as UTF-8 CSV"
+        )
     try:
         text = data.decode("utf-8-sig")  # a byte-order mark (Excel's "CSV UTF-8") is not part of the first column
     except UnicodeDecodeError as exc:
@@ -123,39 +125,54 @@ def _csv_records(path: Path) -> Iterable[tuple[int, dict[str, Any], bool]]:
         head = reader.fieldnames or []
         twice = sorted({c for c in head if head.count(c) > 1})
         if twice:
-            raise InputError(f"{path}:1: column {twice[0]!r} appears twice in the header, so only one of its "
-                             "cells could be read; keep one")
+            raise InputError(
+                f"{path}:1: column {twice[0]!r} appears twice in the header, so only one of its "
+                "cells could be read; keep one"
+            )
         missing = [c for c in REQUIRED if c not in head]
         if missing:
-            raise InputError(f"{path}:1: header lacks column {', '.join(missing)}; the long format's columns are "
-                             f"{', '.join(COLUMNS)} (system and patient optional)")
+            raise InputError(
+                f"{path}:1: header lacks column {', '.join(missing)}; the long format's columns are "
+                f"{', '.join(COLUMNS)} (system and patient optional)"
+            )
         extra = [c for c in head if c not in COLUMNS]
         if extra:
-            raise InputError(f"{path}:1: unknown column {extra[0]!r}; the long format's columns are "
-                             f"{', '.join(COLUMNS)}")
+            raise InputError(
+                f"{path}:1: unknown column {extra[0]!r}; the long format's columns are {', '.join(COLUMNS)}"
+            )
         for rec in reader:
             n = reader.line_num
             if None in rec:
                 raise InputError(f"{path}:{n}: more cells than header columns")
             if any(v is _SHORT for v in rec.values()):
-                raise InputError(f"{path}:{n}: fewer cells than header columns ({', '.join(head)}); write an empty "
-                                 "cell for a missing value")
+                raise InputError(
+                    f"{path}:{n}: fewer cells than header columns ({', '.join(head)}); write an empty "
+                    "cell for a missing value"
+                )
             long = next((k for k, v in rec.items() if len(v) > CELL_MAX), None)
             if long is not None:
-                raise InputError(f"{path}:{n}: the {long} cell holds {len(rec[long]):,} characters, more than "
-                                 f"{CELL_MAX:,}; not a rating")
+                raise InputError(
+                    f"{path}:{n}: the {long} cell holds {len(rec[long]):,} characters, more than "
+                    f"{CELL_MAX:,}; not a rating"
+                )
             if n == last and cut_short:
-                raise InputError(f"{path}:{n}: the last row ends in an empty cell with no line break after it, as "
-                                 "a file cut off mid-row does; end the file with a line break if that value is "
-                                 "really missing")
+                raise InputError(
+                    f"{path}:{n}: the last row ends in an empty cell with no line break after it, as "
+                    "a file cut off mid-row does; end the file with a line break if that value is "
+                    "really missing"
+                )
             yield n, {k: (v if v != "" else None) for k, v in rec.items()}, True
     except csv.Error as exc:
         if "unexpected end of data" in str(exc):
-            raise InputError(f"{path}:{reader.line_num + 1}: a quoted cell is still open where the file ends, as in a "
-                             "file cut off mid-row; close the quote (or fetch the whole file)") from None
+            raise InputError(
+                f"{path}:{reader.line_num + 1}: a quoted cell is still open where the file ends, as in a "
+                "file cut off mid-row; close the quote (or fetch the whole file)"
+            ) from None
         # csv raises before it counts the line it was reading.
-        raise InputError(f"{path}:{reader.line_num + 1}: not CSV this reader accepts ({exc}); a cell holds at most "
-                         f"{CELL_MAX:,} characters") from None
+        raise InputError(
+            f"{path}:{reader.line_num + 1}: not CSV this reader accepts ({exc}); a cell holds at most "
+            f"{CELL_MAX:,} characters"
+        ) from None
 
 
 def cell_value(text: Optional[str], rubric: Rubric) -> Any:
@@ -185,8 +202,10 @@ def counted_out(raw: Any, rubric: Rubric, tally: Ratings) -> bool:
 def read_ratings(paths: Sequence[Path], rubric: Rubric) -> Ratings:
     """Every rating of the files, checked against `rubric` (items, scale) before any statistic."""
     if rubric.kind != "scales":
-        raise InputError(f"rubric {rubric.id}: the long format holds values of a scales rubric; MHQR annotations "
-                         "go to `mindsim judge agreement`")
+        raise InputError(
+            f"rubric {rubric.id}: the long format holds values of a scales rubric; MHQR annotations "
+            "go to `mindsim judge agreement`"
+        )
     items = set(rubric.ids)
     out = Ratings([])
     seen: dict[tuple[str, str, str], str] = {}
@@ -205,15 +224,21 @@ def read_ratings(paths: Sequence[Path], rubric: Rubric) -> Ratings:
                 ids = RatingRow.model_validate({**rec, "value": 1})
             except ValidationError as exc:
                 first = exc.errors()[0]
-                raise InputError(f"{where}: {'.'.join(str(p) for p in first['loc'])}: "
-                                 f"{first['msg'].removeprefix('Value error, ')} (rubric {rubric.id})") from None
+                raise InputError(
+                    f"{where}: {'.'.join(str(p) for p in first['loc'])}: "
+                    f"{first['msg'].removeprefix('Value error, ')} (rubric {rubric.id})"
+                ) from None
             if ids.item not in items:
-                raise InputError(f"{where}: item {_shown(ids.item)} is not an item of rubric {rubric.id}; its items "
-                                 f"are {', '.join(rubric.ids)}")
+                raise InputError(
+                    f"{where}: item {_shown(ids.item)} is not an item of rubric {rubric.id}; its items "
+                    f"are {', '.join(rubric.ids)}"
+                )
             k = (ids.item, ids.unit, ids.rater)
             if k in seen:
-                raise InputError(f"{where}: rater {_shown(ids.rater)} rates item {ids.item!r} of unit "
-                                 f"{_shown(ids.unit)} twice (also {seen[k]}); keep one")
+                raise InputError(
+                    f"{where}: rater {_shown(ids.rater)} rates item {ids.item!r} of unit "
+                    f"{_shown(ids.unit)} twice (also {seen[k]}); keep one"
+                )
             seen[k] = where
             if counted_out(raw, rubric, out):
                 continue
@@ -226,8 +251,11 @@ def read_ratings(paths: Sequence[Path], rubric: Rubric) -> Ratings:
                 raise InputError(f"{where}: {loc}: {msg.removeprefix('Value error, ')} (rubric {rubric.id})") from None
             out.rows.append(row)
     if not out.rows:
-        raise InputError(f"no ratings in {', '.join(map(str, paths))} (only missing values)" if out.missing
-                         or out.not_applicable else f"no ratings in {', '.join(map(str, paths))}")
+        raise InputError(
+            f"no ratings in {', '.join(map(str, paths))} (only missing values)"
+            if out.missing or out.not_applicable
+            else f"no ratings in {', '.join(map(str, paths))}"
+        )
     return out
 
 
@@ -262,14 +290,23 @@ def alpha_report(ratings: Ratings, rubric: Rubric) -> dict[str, Any]:
     rows = ratings.rows
     per = item_agreement(rows, rubric)
     return {
-        "rubric": {"id": rubric.id, "version": rubric.version, "level": rubric.level, "scale": rubric.rating_scale.describe()},
-        "sources": ratings.sources, "ratings": len(rows), "raters": raters_of(rows),
-        "units": len({r.unit for r in rows}), "missing": ratings.missing, "not_applicable": ratings.not_applicable,
+        "rubric": {
+            "id": rubric.id,
+            "version": rubric.version,
+            "level": rubric.level,
+            "scale": rubric.rating_scale.describe(),
+        },
+        "sources": ratings.sources,
+        "ratings": len(rows),
+        "raters": raters_of(rows),
+        "units": len({r.unit for r in rows}),
+        "missing": ratings.missing,
+        "not_applicable": ratings.not_applicable,
         "definitions": {
             "alpha_pairable": f"Krippendorff's alpha ({rubric.level}) on every value that has a partner: units rated by "
-                              "two or more raters, whoever they are; units with one value drop out",
+            "two or more raters, whoever they are; units with one value drop out",
             "alpha_all_rater_subset": "the same alpha on the units every rater of the file rated (as tables that "
-                                      "restrict agreement to a shared subset report it)",
+            "restrict agreement to a shared subset report it)",
         },
         "items": {item: a.as_dict() for item, a in per.items()},
     }
@@ -279,13 +316,21 @@ def alpha_md(rep: dict[str, Any]) -> str:
     def f(x: float | None) -> str:
         return "—" if x is None else f"{x:.3f}"
 
-    lines = [f"# Agreement on rubric {rep['rubric']['id']} (v{rep['rubric']['version']})", "",
-             f"{rep['ratings']} ratings by {len(rep['raters'])} raters on {rep['units']} units; "
-             f"{rep['missing']} missing and {rep['not_applicable']} not-applicable values left out.", "",
-             f"- α (pairable): {rep['definitions']['alpha_pairable']}.",
-             f"- α (all-rater subset): {rep['definitions']['alpha_all_rater_subset']}.", "",
-             "| item | α (pairable) | units | α (all-rater subset) | units | note |", "|---|---|---|---|---|---|"]
+    lines = [
+        f"# Agreement on rubric {rep['rubric']['id']} (v{rep['rubric']['version']})",
+        "",
+        f"{rep['ratings']} ratings by {len(rep['raters'])} raters on {rep['units']} units; "
+        f"{rep['missing']} missing and {rep['not_applicable']} not-applicable values left out.",
+        "",
+        f"- α (pairable): {rep['definitions']['alpha_pairable']}.",
+        f"- α (all-rater subset): {rep['definitions']['alpha_all_rater_subset']}.",
+        "",
+        "| item | α (pairable) | units | α (all-rater subset) | units | note |",
+        "|---|---|---|---|---|---|",
+    ]
     for item, a in rep["items"].items():
-        lines.append(f"| {item} | {f(a['alpha_pairable'])} | {a['units_pairable']} | {f(a['alpha_all_rater_subset'])} | "
-                     f"{a['units_all_rater_subset']} | {a.get('reason', '')} |")
+        lines.append(
+            f"| {item} | {f(a['alpha_pairable'])} | {a['units_pairable']} | {f(a['alpha_all_rater_subset'])} | "
+            f"{a['units_all_rater_subset']} | {a.get('reason', '')} |"
+        )
     return "\n".join(lines) + "\n"

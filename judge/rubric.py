@@ -120,22 +120,27 @@ def load_rubric(path: str | None = None) -> Rubric:
     """The shipped rubric, or another file of the same shape (for a revised rubric version)."""
     where = path or f"judge/data/{RUBRIC_FILE}"
     if path and not Path(path).is_file():
-        raise ConfigError(f"rubric {where}: no such file; give the path of a rubric file of the shape of "
-                          "judge/data/rubric.yaml, or leave judge.rubric out for the shipped one")
-    text = read_text_file(Path(path) if path else Path(str(resources.files("mindsimkit.judge") / "data" / RUBRIC_FILE)),
-                          "rubric")
+        raise ConfigError(
+            f"rubric {where}: no such file; give the path of a rubric file of the shape of "
+            "judge/data/rubric.yaml, or leave judge.rubric out for the shipped one"
+        )
+    text = read_text_file(
+        Path(path) if path else Path(str(resources.files("mindsimkit.judge") / "data" / RUBRIC_FILE)), "rubric"
+    )
     try:
         return Rubric.model_validate(yamlio.safe_load(text))
     except yaml.YAMLError as exc:
         mark = getattr(exc, "problem_mark", None)
         line = f" line {mark.line + 1}:" if mark is not None else ""
-        raise ConfigError(f"rubric {where}:{line} not valid YAML ({getattr(exc, 'problem', None) or exc}); "
-                          "see judge/data/rubric.yaml") from exc
+        raise ConfigError(
+            f"rubric {where}:{line} not valid YAML ({getattr(exc, 'problem', None) or exc}); see judge/data/rubric.yaml"
+        ) from exc
     except ValidationError as exc:
         first = exc.errors()[0]
         loc = ".".join(str(p) for p in first["loc"]) or "(top level)"
-        raise ConfigError(f"rubric {where}: invalid ({loc}: {first['msg'].removeprefix('Value error, ')}); see "
-                          "judge/data/rubric.yaml") from exc
+        raise ConfigError(
+            f"rubric {where}: invalid ({loc}: {first['msg'].removeprefix('Value error, ')}); see judge/data/rubric.yaml"
+        ) from exc
 
 
 def answer_model(rubric: Rubric, max_issues: int | None = None) -> type[BaseModel]:
@@ -159,8 +164,10 @@ def _answer_model(issue_ids: tuple[str, ...], severity_ids: tuple[str, ...], max
         __config__=ConfigDict(extra="forbid"),
         issue=(issue, Field(description="Id of the clinical issue")),
         reason=(str, Field(min_length=3, max_length=REASON_MAX, description="Why, in one short sentence")),
-        quote=(str | None, Field(None, max_length=QUOTE_MAX,
-                                 description="Exact words copied from the reply; null for an omission")),
+        quote=(
+            str | None,
+            Field(None, max_length=QUOTE_MAX, description="Exact words copied from the reply; null for an omission"),
+        ),
     )
 
     def check(self: Any) -> Any:  # an instance of the class built below: its fields exist only at run time
@@ -178,13 +185,18 @@ def _answer_model(issue_ids: tuple[str, ...], severity_ids: tuple[str, ...], max
         return self
 
     # pydantic's stub wants callables here; it takes (and documents) the decorated validator.
-    validators: dict[str, Callable[..., Any]] = {
-        "_no_concern_iff_no_issue": model_validator(mode="after")(check)}  # type: ignore[dict-item]
+    validators: dict[str, Callable[..., Any]] = {"_no_concern_iff_no_issue": model_validator(mode="after")(check)}  # type: ignore[dict-item]
     return create_model(
         "MHQRJudgment",
         __config__=ConfigDict(extra="forbid"),
         __validators__=validators,
-        issues=(list[finding], Field(max_length=max_issues, description="Every clinical issue present"
-                                     + ("" if max_issues == len(issue_ids) else f", the {max_issues} most serious at most"))),
+        issues=(
+            list[finding],
+            Field(
+                max_length=max_issues,
+                description="Every clinical issue present"
+                + ("" if max_issues == len(issue_ids) else f", the {max_issues} most serious at most"),
+            ),
+        ),
         severity=(severity, Field(description="One severity for the whole reply")),
     )

@@ -26,7 +26,16 @@ from pathlib import Path
 from typing import Annotated, Any, Literal, Optional, Union
 
 import yaml
-from pydantic import BaseModel, BeforeValidator, ConfigDict, Field, StrictInt, StrictStr, ValidationError, model_validator
+from pydantic import (
+    BaseModel,
+    BeforeValidator,
+    ConfigDict,
+    Field,
+    StrictInt,
+    StrictStr,
+    ValidationError,
+    model_validator,
+)
 
 from mindsimkit.mindcore.errors import ConfigError
 from mindsimkit.mindcore import yamlio
@@ -63,8 +72,12 @@ class Scale(_Strict):
 
     min: Optional[StrictInt] = Field(None, description="Lowest integer point (with max)")
     max: Optional[StrictInt] = Field(None, description="Highest integer point (with min)")
-    labels: Optional[tuple[StrictStr, ...]] = Field(None, description="Ordered label points, lowest first (instead of min/max)")
-    anchors: dict[StrictPoint, StrictStr] = Field(default_factory=dict, description="Default anchor per point, for items without their own")
+    labels: Optional[tuple[StrictStr, ...]] = Field(
+        None, description="Ordered label points, lowest first (instead of min/max)"
+    )
+    anchors: dict[StrictPoint, StrictStr] = Field(
+        default_factory=dict, description="Default anchor per point, for items without their own"
+    )
     not_applicable: tuple[StrictPoint, ...] = Field((), description="Values that mean 'not rated'; imported as missing")
 
     @model_validator(mode="after")
@@ -88,8 +101,10 @@ class Scale(_Strict):
         # one as "not rated" would never match a value: say so instead of ignoring it.
         texts = [p for p in self.not_applicable if ranged and isinstance(p, str) and p.strip().lstrip("+-").isdigit()]
         if texts:
-            raise ValueError(f"scale: not_applicable value {texts[0]!r} is a number written as text; on an integer "
-                             f"scale write it as a number ({texts[0].strip()})")
+            raise ValueError(
+                f"scale: not_applicable value {texts[0]!r} is a number written as text; on an integer "
+                f"scale write it as a number ({texts[0].strip()})"
+            )
         return self
 
     @property
@@ -124,8 +139,10 @@ class Scale(_Strict):
             kind = "an integer" if self.numeric else "a label"
             shown = repr(value)
             shown = shown if len(shown) <= 40 else f"{shown[:30]}… ({len(shown):,} characters)"
-            raise ValueError(f"value {shown} is not on the scale {self.describe()} ({kind}; booleans and numbers "
-                             "written as text are refused)")
+            raise ValueError(
+                f"value {shown} is not on the scale {self.describe()} ({kind}; booleans and numbers "
+                "written as text are refused)"
+            )
         return v
 
     def position(self, value: Point) -> float:
@@ -143,7 +160,9 @@ class Item(_Strict):
     id: StrictStr = Field(pattern=ID, description="Item id: lower case, digits, underscores")
     name: StrictStr = Field(min_length=1)
     question: StrictStr = Field(min_length=1, description="What the item asks, for raters and the judge")
-    anchors: dict[StrictPoint, StrictStr] = Field(default_factory=dict, description="What each point means for this item")
+    anchors: dict[StrictPoint, StrictStr] = Field(
+        default_factory=dict, description="What each point means for this item"
+    )
 
 
 class Pick(_Strict):
@@ -164,8 +183,10 @@ class Closing(_Strict):
 
 
 class JudgeSpec(_Strict):
-    template: str = Field(description="Jinja prompt: a name under prompts/ (judge/scales.jinja2), or a file "
-                                      "relative to the rubric file (./my_prompt.jinja2)")
+    template: str = Field(
+        description="Jinja prompt: a name under prompts/ (judge/scales.jinja2), or a file "
+        "relative to the rubric file (./my_prompt.jinja2)"
+    )
     instructions: str = ""
     notes: tuple[str, ...] = Field((), description="Extra points the prompt lists (e.g. PatientAct's red flags)")
     reason_max: int = Field(300, ge=20, description="Longest reason per item, in characters")
@@ -213,8 +234,10 @@ class Rubric(_Strict):
                     raise ValueError(f"item {it.id}: anchor for {extra[0]!r}, which is not a point of the scale")
                 missing = [p for p in self.scale.points if p not in it.anchors and p not in self.scale.anchors]
                 if missing:
-                    raise ValueError(f"item {it.id}: no anchor for point {missing[0]!r} (give it in the item's "
-                                     "anchors or the scale's)")
+                    raise ValueError(
+                        f"item {it.id}: no anchor for point {missing[0]!r} (give it in the item's "
+                        "anchors or the scale's)"
+                    )
             if self.level in ("interval", "ratio") and not self.scale.numeric:
                 raise ValueError(f"level {self.level}: needs an integer scale; label scales are nominal or ordinal")
         elif self.body is None:
@@ -236,8 +259,10 @@ class Rubric(_Strict):
     def judge_spec(self) -> JudgeSpec:
         """The judge section; a rubric for human ratings only has none."""
         if self.judge is None:
-            raise ConfigError(f"rubric {self.id} ({self.path}) has no judge: section (no prompt template); it is for "
-                              "human ratings only. Add judge: {template: judge/scales.jinja2} to judge with it")
+            raise ConfigError(
+                f"rubric {self.id} ({self.path}) has no judge: section (no prompt template); it is for "
+                "human ratings only. Add judge: {template: judge/scales.jinja2} to judge with it"
+            )
         return self.judge
 
     def anchors(self, item: Item) -> dict[Point, str]:
@@ -269,8 +294,10 @@ def _parse(text: str, where: str, path: Optional[str] = None) -> Rubric:
     except yaml.YAMLError as exc:
         mark = getattr(exc, "problem_mark", None)
         line = f" line {mark.line + 1}:" if mark is not None else ""
-        raise ConfigError(f"rubric {where}:{line} not valid YAML ({getattr(exc, 'problem', None) or str(exc).splitlines()[0]}); "
-                          "see the format in docs/judge.md") from exc
+        raise ConfigError(
+            f"rubric {where}:{line} not valid YAML ({getattr(exc, 'problem', None) or str(exc).splitlines()[0]}); "
+            "see the format in docs/judge.md"
+        ) from exc
     if not isinstance(data, dict):
         raise ConfigError(f"rubric {where}: expected a mapping of rubric fields; see the format in docs/judge.md")
     try:
@@ -326,8 +353,10 @@ def load(ref: str | Path) -> Rubric:
         if not p.is_file():
             raise ConfigError(f"rubric {text}: no such file; give a rubric id ({', '.join(names())}) or a YAML file")
         return _from_file(str(p.resolve()), p.stat().st_mtime)
-    raise ConfigError(f"rubric {text!r}: not a built-in rubric ({', '.join(names())}) and not a file; give an id "
-                      "or a path to a rubric YAML file")
+    raise ConfigError(
+        f"rubric {text!r}: not a built-in rubric ({', '.join(names())}) and not a file; give an id "
+        "or a path to a rubric YAML file"
+    )
 
 
 def carried(rubric: Rubric) -> dict[str, str]:

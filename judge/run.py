@@ -31,8 +31,14 @@ from mindsimkit.judge.rankings import family_flags, judge_agreement
 from mindsimkit.judge.report import critical_rows, failure_rows, write_report
 from mindsimkit.judge.presets import get_preset, session_summary
 from mindsimkit.judge.rubric import load_rubric
-from mindsimkit.judge.schemas import (JudgeRanking, JudgeRunSummary, JudgmentRow, SessionInput, read_judgments,
-                                     write_judgments)
+from mindsimkit.judge.schemas import (
+    JudgeRanking,
+    JudgeRunSummary,
+    JudgmentRow,
+    SessionInput,
+    read_judgments,
+    write_judgments,
+)
 from mindsimkit.judge.sharded import judge_rows
 from mindsimkit.judge.scores import Columns, columns_from_rows, score_all, session_table
 
@@ -47,10 +53,16 @@ def preset_summary(cols: Columns, rubric: Any, spec: Any) -> dict[str, Any]:
     return session_summary(s.mhqr, s.worst, s.counsellor, rubric, spec)
 
 
-def summarise(rows: list[JudgmentRow], judges: list[Judge], sessions: list[SessionInput],
-              config: JudgeConfig, *, benchmark: tuple[set[str] | None, str | None] = (None, None),
-              usage: dict[str, dict[str, Any]] | None = None,
-              kept: dict[str, dict[str, Any]] | None = None) -> dict[str, Any]:
+def summarise(
+    rows: list[JudgmentRow],
+    judges: list[Judge],
+    sessions: list[SessionInput],
+    config: JudgeConfig,
+    *,
+    benchmark: tuple[set[str] | None, str | None] = (None, None),
+    usage: dict[str, dict[str, Any]] | None = None,
+    kept: dict[str, dict[str, Any]] | None = None,
+) -> dict[str, Any]:
     """report.json's content. `benchmark`: the benchmark patients and where they came from
     (`judge.inputs.benchmark_patients`); `usage`: the engine ledger's summary per role, for the cost table (summed
     over the stage's runs, `add_usage`); `kept`: judges an earlier run of this folder judged with and this one did
@@ -60,8 +72,15 @@ def summarise(rows: list[JudgmentRow], judges: list[Judge], sessions: list[Sessi
     # Decided once from the sessions, so every judge ranks the same units whatever its failures.
     engines = sorted({played_by(s.patient_engine, ours=False) for s in sessions})
     by_engine = len(engines) > 1
-    about = {j.name: {"model": j.model, "engine": j.client.engine_name, "rubric_version": j.rubric_version,
-                      "role": j.client.describe()} for j in judges}
+    about = {
+        j.name: {
+            "model": j.model,
+            "engine": j.client.engine_name,
+            "rubric_version": j.rubric_version,
+            "role": j.client.describe(),
+        }
+        for j in judges
+    }
     about.update({n: meta for n, meta in (kept or {}).items() if n not in about})
     by_judge: dict[str, dict[str, Any]] = {}
     for name, meta in about.items():
@@ -69,7 +88,9 @@ def summarise(rows: list[JudgmentRow], judges: list[Judge], sessions: list[Sessi
         failed = [r for r in mine if r.status == "failed"]
         by_judge[name] = {
             **meta,
-            "rows": len(mine), "ok": len(mine) - len(failed), "failed": len(failed),
+            "rows": len(mine),
+            "ok": len(mine) - len(failed),
+            "failed": len(failed),
             "failed_by_kind": dict(Counter(r.error_kind or "unknown" for r in failed)),
             "dropped_quotes": sum(r.dropped_quotes for r in mine),
         }
@@ -79,8 +100,15 @@ def summarise(rows: list[JudgmentRow], judges: list[Judge], sessions: list[Sessi
         if preset.session_summary is not None:
             by_judge[name]["preset_summary"] = preset_summary(cols, rubric, preset.session_summary)
         by_judge[name]["analyses"] = {
-            **analyses(cols, rubric, scores["counsellors"], draws=config.bootstrap_draws, seed=config.seed,
-                       benchmark=benchmark[0], benchmark_source=benchmark[1]),
+            **analyses(
+                cols,
+                rubric,
+                scores["counsellors"],
+                draws=config.bootstrap_draws,
+                seed=config.seed,
+                benchmark=benchmark[0],
+                benchmark_source=benchmark[1],
+            ),
             **coflag_analyses(cols, rubric, scores["counsellors"]),
         }
     counsellor_models: dict[str, str | None] = {}
@@ -127,8 +155,11 @@ def earlier_run(folder: Any, judges: list[Judge], inputs: list[SessionInput]) ->
     sessions = {s.session_id for s in inputs}
     recorded = report.get("judges")
     said: dict[str, Any] = recorded if isinstance(recorded, dict) else {}
-    others = {n: {k: m.get(k) for k in ("model", "engine", "rubric_version", "role")} for n, m in said.items()
-              if n not in names and isinstance(m, dict) and m.get("rubric_version") == version}
+    others = {
+        n: {k: m.get(k) for k in ("model", "engine", "rubric_version", "role")}
+        for n, m in said.items()
+        if n not in names and isinstance(m, dict) and m.get("rubric_version") == version
+    }
     rows: list[JudgmentRow] = []
     if others and folder.parquet.is_file():
         try:
@@ -149,9 +180,15 @@ def _read_json(path: Path) -> dict[str, Any]:
     return data if isinstance(data, dict) else {}
 
 
-def run_judging(run_dir: str | Path, engines: Any, config: JudgeConfig | None = None, *,
-                sessions: str | Path | None = None, inputs: list[SessionInput] | None = None,
-                runner: Runner | None = None) -> JudgeRunSummary:
+def run_judging(
+    run_dir: str | Path,
+    engines: Any,
+    config: JudgeConfig | None = None,
+    *,
+    sessions: str | Path | None = None,
+    inputs: list[SessionInput] | None = None,
+    runner: Runner | None = None,
+) -> JudgeRunSummary:
     """Judge, score and report one run. `engines` must be started. Returns a summary: counts and
     output paths. Raises EngineError (after writing every output) when every judgment failed:
     unreachable engine or output that never fit the schema, both engine-side. `inputs`: sessions
@@ -166,18 +203,36 @@ def run_judging(run_dir: str | Path, engines: Any, config: JudgeConfig | None = 
     bench = benchmark_patients(inputs, run_dir, Path(config.profiles) if config.profiles else None)
     judges = judges_from_config(engines, config)
     rows = judge_rows(engines, config, inputs, RunLayout(run_dir).judgments.cache, runner)
-    summary = write_judging(run_dir, rows, judges, inputs, config, benchmark=bench, usage=engines.ledger.summary(),
-                            from_run=sessions is None)
+    summary = write_judging(
+        run_dir,
+        rows,
+        judges,
+        inputs,
+        config,
+        benchmark=bench,
+        usage=engines.ledger.summary(),
+        from_run=sessions is None,
+    )
     failed = [r for r in rows if r.status == "failed"]
     if rows and len(failed) == len(rows):
-        raise EngineError(f"every judgment failed ({len(failed)}; first: {failed[0].error}); "
-                          f"rows and report written to {RunLayout(run_dir).judgments.path}")
+        raise EngineError(
+            f"every judgment failed ({len(failed)}; first: {failed[0].error}); "
+            f"rows and report written to {RunLayout(run_dir).judgments.path}"
+        )
     return summary
 
 
-def write_judging(run_dir: str | Path, rows: list[JudgmentRow], judges: list[Judge], inputs: list[SessionInput],
-                  config: JudgeConfig, *, benchmark: tuple[set[str] | None, str | None] = (None, None),
-                  usage: dict[str, dict[str, Any]] | None = None, from_run: bool = True) -> JudgeRunSummary:
+def write_judging(
+    run_dir: str | Path,
+    rows: list[JudgmentRow],
+    judges: list[Judge],
+    inputs: list[SessionInput],
+    config: JudgeConfig,
+    *,
+    benchmark: tuple[set[str] | None, str | None] = (None, None),
+    usage: dict[str, dict[str, Any]] | None = None,
+    from_run: bool = True,
+) -> JudgeRunSummary:
     """Write judged rows into `RUN_DIR/judgments/` (the table, report.json, report.md, plots) and record the stage.
     `judges`: the judges the rows came from (their names, models and rubric); `from_run`: the sessions are the run
     folder's own (else a file given by hand, which the manifest does not tie the judgments to)."""
@@ -192,12 +247,20 @@ def write_judging(run_dir: str | Path, rows: list[JudgmentRow], judges: list[Jud
     report = summarise(rows, judges, inputs, config, benchmark=benchmark, usage=usage, kept=earlier.judges)
     files = write_report(out, report, judges[0].rubric, config.plots)
     failed = [r for r in rows if r.status == "failed"]
-    record_stage(run_dir, "judge", [folder.parquet, *files.values()],
-                 reads=[RunLayout(Path(run_dir)).sessions.parquet] if from_run else [],
-                 counts={"judgments": len(rows), "failed": len(failed)})
+    record_stage(
+        run_dir,
+        "judge",
+        [folder.parquet, *files.values()],
+        reads=[RunLayout(Path(run_dir)).sessions.parquet] if from_run else [],
+        counts={"judgments": len(rows), "failed": len(failed)},
+    )
     summary = JudgeRunSummary(
-        sessions=len(inputs), judgments=len(rows), ok=len(rows) - len(failed), failed=len(failed),
-        critical=len(report["critical_replies"]), dropped_quotes=sum(r.dropped_quotes for r in rows),
+        sessions=len(inputs),
+        judgments=len(rows),
+        ok=len(rows) - len(failed),
+        failed=len(failed),
+        critical=len(report["critical_replies"]),
+        dropped_quotes=sum(r.dropped_quotes for r in rows),
         judges={n: JudgeRanking(model=j["model"], ranking=j["scores"]["ranking"]) for n, j in report["judges"].items()},
         outputs={"judgments": folder.parquet, **files},
         prompt_hashes=dict(judges[0].prompt_hashes),

@@ -30,11 +30,21 @@ from mindsimkit.mindcore.exchange import spoken
 from mindsimkit.mindcore.systems import report_label, several
 from mindsimkit.judge.agreement import load_vocabulary
 from mindsimkit.judge.rubric import severity_id
-from mindsimkit.judge.units import (UNITS, WINDOW_TURNS, Choices, Excerpt, ExcerptAnnotation, KeyEntry, RatedTurn, Unit,
-                         TurnAnnotation)
+from mindsimkit.judge.units import (
+    UNITS,
+    WINDOW_TURNS,
+    Choices,
+    Excerpt,
+    ExcerptAnnotation,
+    KeyEntry,
+    RatedTurn,
+    Unit,
+    TurnAnnotation,
+)
 from mindsimkit.mindcore.errors import InputError
 from mindsimkit.mindcore.io import atomic_write_json, atomic_write_jsonl
 from mindsimkit.mindcore.layout import RunLayout
+
 
 class SampledSession(BaseModel):
     """The columns of a run's sessions the sample reads (`patient_engine` is absent in older runs and in other
@@ -88,15 +98,22 @@ def load_real(paths: list[Path], simulated: dict[str, SampledSession]) -> dict[s
     out: dict[str, SampledSession] = {}
     for path in paths:
         if not Path(path).is_file():
-            raise InputError(f"--real {path}: not found; give a JSONL file of real sessions (docs/judge.md \"Input\")")
+            raise InputError(f'--real {path}: not found; give a JSONL file of real sessions (docs/judge.md "Input")')
         for s in read_sessions_jsonl(Path(path)):
             if s.session_id in simulated or s.session_id in out:
-                raise InputError(f"--real {path}: session_id {s.session_id!r} is already a session of the sample; "
-                                 "give every real session an id of its own")
+                raise InputError(
+                    f"--real {path}: session_id {s.session_id!r} is already a session of the sample; "
+                    "give every real session an id of its own"
+                )
             out[s.session_id] = SampledSession(
-                session_id=s.session_id, patient_id=s.patient_id, counsellor=s.counsellor,
-                session_index=s.session_index, counsellor_system_prompt=s.counsellor_system_prompt,
-                counsellor_messages=s.messages, patient_engine=REAL)
+                session_id=s.session_id,
+                patient_id=s.patient_id,
+                counsellor=s.counsellor,
+                session_index=s.session_index,
+                counsellor_system_prompt=s.counsellor_system_prompt,
+                counsellor_messages=s.messages,
+                patient_engine=REAL,
+            )
     return out
 
 
@@ -121,8 +138,11 @@ def judged_strata(run_dir: Path, judge: Optional[str]) -> tuple[Optional[str], d
             raise InputError(f"{path} holds judges {', '.join(names)}; choose one with --judge")
     elif judge not in names:
         raise InputError(f"--judge {judge}: {path} holds judges {', '.join(names) or '(none)'}")
-    return judge, {(r.session_id, r.reply_index): (severity_id(r.severity) if r.status == "ok" else "failed")
-                   for r in rows if r.judge == judge}
+    return judge, {
+        (r.session_id, r.reply_index): (severity_id(r.severity) if r.status == "ok" else "failed")
+        for r in rows
+        if r.judge == judge
+    }
 
 
 def allocate(n: int, sizes: dict[str, int], order: list[str]) -> dict[str, int]:
@@ -181,9 +201,19 @@ def _mix(unit: str, n: Optional[int], mix: Optional[dict[str, int]]) -> dict[str
     return {unit: n}
 
 
-def sample_excerpts(run_dir: Path, n: Optional[int], out: Path, *, seed: int = 0, key: Optional[Path] = None,
-                    judge: Optional[str] = None, rubric: Optional[Path] = None, unit: str = "reply",
-                    mix: Optional[dict[str, int]] = None, real: Optional[list[Path]] = None) -> dict[str, Any]:
+def sample_excerpts(
+    run_dir: Path,
+    n: Optional[int],
+    out: Path,
+    *,
+    seed: int = 0,
+    key: Optional[Path] = None,
+    judge: Optional[str] = None,
+    rubric: Optional[Path] = None,
+    unit: str = "reply",
+    mix: Optional[dict[str, int]] = None,
+    real: Optional[list[Path]] = None,
+) -> dict[str, Any]:
     """Write the excerpt file (`judge.units.Excerpt` rows) and its key; return the key's summary part.
     `n` excerpts of one `unit`, or `mix` = {unit: count} (the paper's: `judge.units.PAPER_MIX`).
     Conversations are drawn first, then windows from other sessions (one per session), then replies
@@ -223,16 +253,26 @@ def sample_excerpts(run_dir: Path, n: Optional[int], out: Path, *, seed: int = 0
                     start = rng.randrange(c - WINDOW_TURNS + 1)
                     pool.append(Reply(sid, start, unit_of[sid], stratum(sid, start, WINDOW_TURNS), WINDOW_TURNS))
         else:
-            pool = [Reply(sid, k, unit_of[sid], strata.get((sid, k), "unjudged"))
-                    for sid, c in counts.items() if sid not in used for k in range(c)]
+            pool = [
+                Reply(sid, k, unit_of[sid], strata.get((sid, k), "unjudged"))
+                for sid, c in counts.items()
+                if sid not in used
+                for k in range(c)
+            ]
         if not pool:
-            need = f"sessions with at least {WINDOW_TURNS} counsellor replies" if kind == "window" else "counsellor replies"
+            need = (
+                f"sessions with at least {WINDOW_TURNS} counsellor replies"
+                if kind == "window"
+                else "counsellor replies"
+            )
             raise InputError(f"{run_dir}: no {need} left to draw {kind} excerpts from")
         if len(pool) < plan[kind]:
             # Fewer excerpts than asked would leave the study short without a word: say so instead.
             asked = f"--n {plan[kind]}" if mix is None else f"the mix's {plan[kind]} {kind}s"
-            raise InputError(f"{asked}: {run_dir} holds only {len(pool)} {kind} excerpt{'s' if len(pool) != 1 else ''} "
-                             f"that can be drawn (no counsellor turn in two excerpts); ask for at most {len(pool)}")
+            raise InputError(
+                f"{asked}: {run_dir} holds only {len(pool)} {kind} excerpt{'s' if len(pool) != 1 else ''} "
+                f"that can be drawn (no counsellor turn in two excerpts); ask for at most {len(pool)}"
+            )
         candidates[kind] = pool
         drawn = draw(pool, plan[kind], rng, vocab.levels)
         used.update(r.session_id for r in drawn)
@@ -251,22 +291,38 @@ def sample_excerpts(run_dir: Path, n: Optional[int], out: Path, *, seed: int = 0
         ids.add(eid)
         s = sessions[r.session_id]
         messages = _up_to_reply(conversation(s), r.reply_index + r.replies - 1)
-        at = [i for i, m in enumerate(messages) if m["role"] == "assistant"][r.reply_index:]
+        at = [i for i, m in enumerate(messages) if m["role"] == "assistant"][r.reply_index :]
         rate = [RatedTurn(turn_id=f"{eid}.{k + 1}", position=k + 1, message_index=i) for k, i in enumerate(at)]
-        excerpts.append(Excerpt(
-            excerpt_id=eid, unit=kind, system=system_of[r.counsellor], system_prompt=s.counsellor_system_prompt,
-            messages=messages, rate=rate, choices=choices,
-            annotation=ExcerptAnnotation(turns=[TurnAnnotation(turn_id=t.turn_id) for t in rate]),
-        ).model_dump(mode="json"))
+        excerpts.append(
+            Excerpt(
+                excerpt_id=eid,
+                unit=kind,
+                system=system_of[r.counsellor],
+                system_prompt=s.counsellor_system_prompt,
+                messages=messages,
+                rate=rate,
+                choices=choices,
+                annotation=ExcerptAnnotation(turns=[TurnAnnotation(turn_id=t.turn_id) for t in rate]),
+            ).model_dump(mode="json")
+        )
         entries[eid] = KeyEntry(
-            unit=kind, session_id=r.session_id, reply_indices=list(range(r.reply_index, r.reply_index + r.replies)),
-            turn_ids=[t.turn_id for t in rate], reply_index=r.reply_index, counsellor=s.counsellor,
-            patient_engine=s.patient_engine, system_unit=r.counsellor, patient_id=s.patient_id,
-            session_index=s.session_index, judged_severity=r.stratum,
+            unit=kind,
+            session_id=r.session_id,
+            reply_indices=list(range(r.reply_index, r.reply_index + r.replies)),
+            turn_ids=[t.turn_id for t in rate],
+            reply_index=r.reply_index,
+            counsellor=s.counsellor,
+            patient_engine=s.patient_engine,
+            system_unit=r.counsellor,
+            patient_id=s.patient_id,
+            session_index=s.session_index,
+            judged_severity=r.stratum,
         ).model_dump(mode="json")
     by_unit: dict[str, Any] = {}
     for kind, pool in candidates.items():
-        table: dict[str, dict[str, dict[str, int]]] = defaultdict(lambda: defaultdict(lambda: {"available": 0, "drawn": 0}))
+        table: dict[str, dict[str, dict[str, int]]] = defaultdict(
+            lambda: defaultdict(lambda: {"available": 0, "drawn": 0})
+        )
         for r in pool:
             table[r.counsellor][r.stratum]["available"] += 1
         for k, r in chosen:
@@ -274,11 +330,20 @@ def sample_excerpts(run_dir: Path, n: Optional[int], out: Path, *, seed: int = 0
                 table[r.counsellor][r.stratum]["drawn"] += 1
         by_unit[kind] = {c: dict(v) for c, v in sorted(table.items())}
     drawn_by_unit = {k: sum(1 for x, _ in chosen if x == k) for k in plan}
-    summary = {"run_dir": str(run_dir), "seed": seed, "requested": plan, "drawn": len(chosen),
-               "real_sessions": len(real_sessions), "real_excerpts": sum(r.session_id in real_sessions for _, r in chosen),
-               "drawn_by_unit": drawn_by_unit, "rated_turns": sum(r.replies for _, r in chosen), "judge": judge,
-               "systems": {code: name for name, code in system_of.items()},
-               **({"strata": by_unit[next(iter(plan))]} if len(plan) == 1 else {}), "strata_by_unit": by_unit}
+    summary = {
+        "run_dir": str(run_dir),
+        "seed": seed,
+        "requested": plan,
+        "drawn": len(chosen),
+        "real_sessions": len(real_sessions),
+        "real_excerpts": sum(r.session_id in real_sessions for _, r in chosen),
+        "drawn_by_unit": drawn_by_unit,
+        "rated_turns": sum(r.replies for _, r in chosen),
+        "judge": judge,
+        "systems": {code: name for name, code in system_of.items()},
+        **({"strata": by_unit[next(iter(plan))]} if len(plan) == 1 else {}),
+        "strata_by_unit": by_unit,
+    }
     atomic_write_jsonl(out, excerpts)
     atomic_write_json(key, {**summary, "excerpts": entries}, private=True)  # it un-blinds the excerpts
     return {**summary, "out": str(out), "key": str(key)}

@@ -13,8 +13,14 @@ import jinja2
 from pydantic import BaseModel, ConfigDict, Field, create_model
 
 from mindsimkit.mindcore.errors import ConfigError
-from mindsimkit.mindcore.prompts import (read_text_file, render, render_problem, sandboxed, template_hash,
-                                         template_source)
+from mindsimkit.mindcore.prompts import (
+    read_text_file,
+    render,
+    render_problem,
+    sandboxed,
+    template_hash,
+    template_source,
+)
 from mindsimkit.mindcore.sandbox import check_source, render_bounded
 from mindsimkit.judge.rubrics import Rubric, point_type
 
@@ -22,13 +28,19 @@ from mindsimkit.judge.rubrics import Rubric, point_type
 def judgeable(rubric: Rubric, unit: str | None = None) -> Rubric:
     """The rubric, or one ConfigError saying why this judge cannot score it."""
     if rubric.kind != "scales":
-        raise ConfigError(f"rubric {rubric.id}: a {rubric.kind} rubric is judged by the MHQR judge, not the scales judge")
+        raise ConfigError(
+            f"rubric {rubric.id}: a {rubric.kind} rubric is judged by the MHQR judge, not the scales judge"
+        )
     if rubric.judge is None:
-        raise ConfigError(f"rubric {rubric.id} ({rubric.path}) has no judge: section (no prompt template); it is for "
-                          "human ratings only. Add judge: {template: judge/scales.jinja2} to judge with it")
+        raise ConfigError(
+            f"rubric {rubric.id} ({rubric.path}) has no judge: section (no prompt template); it is for "
+            "human ratings only. Add judge: {template: judge/scales.jinja2} to judge with it"
+        )
     if not rubric.rating_scale.numeric:
-        raise ConfigError(f"rubric {rubric.id}: the judge scores integer scales; a label scale "
-                          f"({rubric.rating_scale.describe()}) is rated by people (annotation page, long ratings format)")
+        raise ConfigError(
+            f"rubric {rubric.id}: the judge scores integer scales; a label scale "
+            f"({rubric.rating_scale.describe()}) is rated by people (annotation page, long ratings format)"
+        )
     if unit is not None and rubric.unit != unit:
         raise ConfigError(f"rubric {rubric.id} rates one {rubric.unit}; this judge rates one {unit} at a time")
     if unit == "conversation":
@@ -59,9 +71,14 @@ _MODELS: dict[tuple[str, tuple[tuple[str, str, tuple[str, ...]], ...]], type[Bas
 def _answer_model(rubric: Rubric, picks: tuple[tuple[str, str, tuple[str, ...]], ...]) -> type[BaseModel]:
     spec: dict[str, Any] = {}
     for it in rubric.items:
-        spec[f"{it.id}_reason"] = (str, Field(max_length=rubric.judge_spec.reason_max,
-                                              description=f"One or two sentences on: {it.question}"))
-        spec[it.id] = (point_type(rubric.rating_scale), Field(description=f"{it.name}, {rubric.rating_scale.describe()}"))
+        spec[f"{it.id}_reason"] = (
+            str,
+            Field(max_length=rubric.judge_spec.reason_max, description=f"One or two sentences on: {it.question}"),
+        )
+        spec[it.id] = (
+            point_type(rubric.rating_scale),
+            Field(description=f"{it.name}, {rubric.rating_scale.describe()}"),
+        )
     for pid, name, opts in picks:
         spec[pid] = (Literal[opts], Field(description=name))
     return create_model(f"{rubric.id.title().replace('_', '')}Judgment", __config__=ConfigDict(extra="forbid"), **spec)
@@ -69,7 +86,9 @@ def _answer_model(rubric: Rubric, picks: tuple[tuple[str, str, tuple[str, ...]],
 
 def dimensions(rubric: Rubric) -> list[dict[str, Any]]:
     """The items as the prompt templates read them: id, name, question and every point's anchor."""
-    return [{"id": it.id, "name": it.name, "question": it.question, "anchors": rubric.anchors(it)} for it in rubric.items]
+    return [
+        {"id": it.id, "name": it.name, "question": it.question, "anchors": rubric.anchors(it)} for it in rubric.items
+    ]
 
 
 def _beside_source(rubric: Rubric) -> str | None:
@@ -82,12 +101,15 @@ def _beside_source(rubric: Rubric) -> str | None:
             raise ConfigError(f"rubric {rubric.path}: judge.{exc}") from None
     else:
         if not path.is_file():
-            raise ConfigError(f"rubric {rubric.path}: judge.template: {path} not found (paths are relative to the "
-                              "rubric file)")
+            raise ConfigError(
+                f"rubric {rubric.path}: judge.template: {path} not found (paths are relative to the rubric file)"
+            )
         source = read_text_file(path, f"rubric {rubric.path}: judge.template")
     if not source.strip():
-        raise ConfigError(f"rubric {rubric.path}: judge.template {rubric.judge_spec.template} is empty; every unit would "
-                          "be judged on an empty prompt. Give it the text of the judge's prompt")
+        raise ConfigError(
+            f"rubric {rubric.path}: judge.template {rubric.judge_spec.template} is empty; every unit would "
+            "be judged on an empty prompt. Give it the text of the judge's prompt"
+        )
     if path is None:
         return None
     _checked(rubric, source, f"rubric {rubric.path}: judge.template {path}")
@@ -99,20 +121,25 @@ def _checked(rubric: Rubric, source: str, where: str) -> str:
     try:
         check_source(sandboxed(), source, where)
     except jinja2.TemplateSyntaxError as exc:
-        raise ConfigError(f"rubric {rubric.path}: judge.template {rubric.judge_spec.template}: "
-                          f"{render_problem(exc)}") from None
+        raise ConfigError(
+            f"rubric {rubric.path}: judge.template {rubric.judge_spec.template}: {render_problem(exc)}"
+        ) from None
     return source
 
 
 def _beside_env(rubric: Rubric) -> jinja2.Environment:
     """Jinja for a template beside the rubric: `{% include %}` / `{% import %}` reach files in the rubric's own
     folder only (the same rule as the template itself), never anything else on the machine."""
+
     def load(name: str) -> str | None:
         path = rubric.beside(name if name.startswith(("./", "/")) else f"./{name}", f"judge.template include {name!r}")
         if path is None:  # a rubric not read from a file has no folder to include from: jinja says not found
             return None
-        return _checked(rubric, read_text_file(path, f"rubric {rubric.path}: include"),
-                        f"rubric {rubric.path}: judge.template include {path}")
+        return _checked(
+            rubric,
+            read_text_file(path, f"rubric {rubric.path}: include"),
+            f"rubric {rubric.path}: judge.template include {path}",
+        )
 
     return sandboxed(jinja2.FunctionLoader(load))
 
@@ -120,8 +147,13 @@ def _beside_env(rubric: Rubric) -> jinja2.Environment:
 def prompt(rubric: Rubric, **variables: Any) -> str:
     """The rubric's judge prompt with the rubric's own parts filled in (instructions, dimensions, notes as
     `red_flags`, the scale) plus the caller's (`transcript`, profile fields, …)."""
-    parts = {"instructions": rubric.judge_spec.instructions, "dimensions": dimensions(rubric),
-             "red_flags": list(rubric.judge_spec.notes), "scale": rubric.rating_scale.describe(), **variables}
+    parts = {
+        "instructions": rubric.judge_spec.instructions,
+        "dimensions": dimensions(rubric),
+        "red_flags": list(rubric.judge_spec.notes),
+        "scale": rubric.rating_scale.describe(),
+        **variables,
+    }
     source = _beside_source(rubric)
     if source is None:
         return render(rubric.judge_spec.template, **parts)
@@ -130,8 +162,9 @@ def prompt(rubric: Rubric, **variables: Any) -> str:
     except ConfigError:
         raise
     except Exception as exc:  # noqa: BLE001 - anything raised while rendering is the template's problem
-        raise ConfigError(f"rubric {rubric.path}: judge.template {rubric.judge_spec.template}: "
-                          f"{render_problem(exc)}") from None
+        raise ConfigError(
+            f"rubric {rubric.path}: judge.template {rubric.judge_spec.template}: {render_problem(exc)}"
+        ) from None
 
 
 def prompt_hashes(rubric: Rubric) -> dict[str, str]:

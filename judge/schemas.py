@@ -46,19 +46,23 @@ class SessionInput(_Row):
     )
     counsellor_model: str | None = Field(None, description="Model behind the counsellor, if known (family check)")
     patient_engine: str | None = Field(
-        None, description="Patient engine that played the patient (mindsim, patientact, ...), if the simulator says; "
-        "with several in one input each counsellor is scored once per engine"
+        None,
+        description="Patient engine that played the patient (mindsim, patientact, ...), if the simulator says; "
+        "with several in one input each counsellor is scored once per engine",
     )
     counsellor_flags: list[ReplyFlags] = Field(
-        default_factory=list, description="Defects the simulator flagged per reply (speaks_as_patient: the "
-        "counsellor wrote the patient's lines); the report re-ranks without those replies"
+        default_factory=list,
+        description="Defects the simulator flagged per reply (speaks_as_patient: the "
+        "counsellor wrote the patient's lines); the report re-ranks without those replies",
     )
     in_benchmark: bool | None = Field(
         None, description="Whether the patient is in the benchmark subset of the pool, if the simulator says"
     )
     trial: int | None = Field(
-        None, ge=0, description="Repeated trial of the session's arc (`simulation.trials`), if the simulator ran "
-        "several: the trials' sessions are sessions of the same counsellor"
+        None,
+        ge=0,
+        description="Repeated trial of the session's arc (`simulation.trials`), if the simulator ran "
+        "several: the trials' sessions are sessions of the same counsellor",
     )
 
     def reply_flags(self, reply_index: int) -> list[str]:
@@ -100,8 +104,9 @@ class JudgmentRow(_Row):
     severity: Severity | None = Field(None, description="Turn-level severity; null when the judgment failed")
     weight: float | None = Field(None, description="Severity weight (0/1/5/10); null when failed")
     expected_weight: float | None = Field(
-        None, description="Expected severity weight under the judge's probabilities of the severity labels (from "
-        "token log probabilities, judge.grading); null where not asked for or the engine sent none. Not part of MHQR"
+        None,
+        description="Expected severity weight under the judge's probabilities of the severity labels (from "
+        "token log probabilities, judge.grading); null where not asked for or the engine sent none. Not part of MHQR",
     )
     severity_probs: dict[str, float] | None = Field(
         None, description="The judge's probability of each severity label behind expected_weight; null as it is"
@@ -116,7 +121,8 @@ class JudgmentRow(_Row):
     cache_key: str = Field(description="Content key of the judgment (judge, model, rubric, prompts, context)")
     patient_engine: str | None = Field(None, description="Patient engine of the session, when its input names one")
     counsellor_flags: list[str] = Field(
-        default_factory=list, description="The simulator's defect flags on this reply (from the session), e.g. speaks_as_patient"
+        default_factory=list,
+        description="The simulator's defect flags on this reply (from the session), e.g. speaks_as_patient",
     )
     trial: int | None = Field(None, ge=0, description="Repeated trial of the session, when its input names one")
 
@@ -138,19 +144,35 @@ class JudgmentRow(_Row):
         return value or []
 
 
-_ISSUE = pa.struct([("issue", pa.string()), ("category", pa.string()), ("reason", pa.string()),
-                    ("quote", pa.string())])
+_ISSUE = pa.struct([("issue", pa.string()), ("category", pa.string()), ("reason", pa.string()), ("quote", pa.string())])
 
 # Explicit schema: a batch where no reply has an issue must still give `issues` its struct type.
-JUDGMENT_SCHEMA = pa.schema([
-    ("session_id", pa.string()), ("patient_id", pa.string()), ("counsellor", pa.string()),
-    ("counsellor_model", pa.string()), ("session_index", pa.int64()), ("reply_index", pa.int64()),
-    ("reply", pa.string()), ("judge", pa.string()), ("judge_model", pa.string()), ("judge_engine", pa.string()),
-    ("severity", pa.string()), ("weight", pa.float64()), ("issues", pa.list_(_ISSUE)),
-    ("dropped_quotes", pa.int64()), ("status", pa.string()), ("error", pa.string()), ("error_kind", pa.string()),
-    ("rubric_version", pa.string()), ("prompt_hashes", pa.string()), ("cache_key", pa.string()),
-    ("patient_engine", pa.string()), ("counsellor_flags", pa.list_(pa.string())),
-])
+JUDGMENT_SCHEMA = pa.schema(
+    [
+        ("session_id", pa.string()),
+        ("patient_id", pa.string()),
+        ("counsellor", pa.string()),
+        ("counsellor_model", pa.string()),
+        ("session_index", pa.int64()),
+        ("reply_index", pa.int64()),
+        ("reply", pa.string()),
+        ("judge", pa.string()),
+        ("judge_model", pa.string()),
+        ("judge_engine", pa.string()),
+        ("severity", pa.string()),
+        ("weight", pa.float64()),
+        ("issues", pa.list_(_ISSUE)),
+        ("dropped_quotes", pa.int64()),
+        ("status", pa.string()),
+        ("error", pa.string()),
+        ("error_kind", pa.string()),
+        ("rubric_version", pa.string()),
+        ("prompt_hashes", pa.string()),
+        ("cache_key", pa.string()),
+        ("patient_engine", pa.string()),
+        ("counsellor_flags", pa.list_(pa.string())),
+    ]
+)
 # Only in files where a judge was asked for graded severities.
 GRADED_FIELDS = [pa.field("expected_weight", pa.float64()), pa.field("severity_probs", pa.string())]
 
@@ -165,8 +187,11 @@ def write_judgments(path: str | Path, rows: list[JudgmentRow]) -> Path:
             d["severity_probs"] = json.dumps(d["severity_probs"], sort_keys=True)
         data.append(d)
     # The trial column only where a session has one: files of one-trial runs keep their columns.
-    schema = JUDGMENT_SCHEMA.append(pa.field("trial", pa.int64())) if any(r.trial is not None for r in rows) \
+    schema = (
+        JUDGMENT_SCHEMA.append(pa.field("trial", pa.int64()))
+        if any(r.trial is not None for r in rows)
         else JUDGMENT_SCHEMA
+    )
     if any(r.severity_probs is not None for r in rows):
         for f in GRADED_FIELDS:
             schema = schema.append(f)

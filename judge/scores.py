@@ -70,10 +70,16 @@ class Columns:
         new_index = np.cumsum(mask) - 1
         keep_issue = mask[self.issue_row] if len(self.issue_row) else np.zeros(0, bool)
         return Columns(
-            counsellor=self.counsellor[mask], patient=self.patient[mask], session_index=self.session_index[mask],
-            reply_index=self.reply_index[mask], weight=self.weight[mask], severity=self.severity[mask],
-            issue_row=new_index[self.issue_row[keep_issue]].astype(np.int64), issue=self.issue[keep_issue],
-            patient_engine=self.patient_engine[mask], systems=self.systems,
+            counsellor=self.counsellor[mask],
+            patient=self.patient[mask],
+            session_index=self.session_index[mask],
+            reply_index=self.reply_index[mask],
+            weight=self.weight[mask],
+            severity=self.severity[mask],
+            issue_row=new_index[self.issue_row[keep_issue]].astype(np.int64),
+            issue=self.issue[keep_issue],
+            patient_engine=self.patient_engine[mask],
+            systems=self.systems,
             speaks_as_patient=None if self.speaks_as_patient is None else self.speaks_as_patient[mask],
             trial=None if self.trial is None else self.trial[mask],
         )
@@ -110,8 +116,20 @@ def columns_from_rows(rows: Iterable[Any], by_engine: bool | None = None) -> Col
     def get(r: Any, k: str) -> Any:
         return r[k] if isinstance(r, dict) else getattr(r, k)
 
-    cols: dict[str, list[Any]] = {k: [] for k in ("counsellor", "patient", "session_index", "reply_index", "weight",
-                                             "severity", "patient_engine", "speaks_as_patient", "trial")}
+    cols: dict[str, list[Any]] = {
+        k: []
+        for k in (
+            "counsellor",
+            "patient",
+            "session_index",
+            "reply_index",
+            "weight",
+            "severity",
+            "patient_engine",
+            "speaks_as_patient",
+            "trial",
+        )
+    }
     issue_row: list[int] = []
     issue: list[str] = []
     systems: dict[str, dict[str, str]] = {}
@@ -174,8 +192,9 @@ def bootstrap_means(values: np.ndarray, clusters: np.ndarray, draws: int, seed: 
     return (m @ sums) / (m @ counts)
 
 
-def cluster_bootstrap(values: np.ndarray, clusters: np.ndarray, draws: int, seed: int,
-                      level: float = 0.95) -> tuple[float, float, float]:
+def cluster_bootstrap(
+    values: np.ndarray, clusters: np.ndarray, draws: int, seed: int, level: float = 0.95
+) -> tuple[float, float, float]:
     """Mean of `values` and its percentile interval over patient-resampled means."""
     values = np.asarray(values, dtype=np.float64)
     if values.size == 0:
@@ -232,9 +251,16 @@ def session_table(c: Columns, rubric: Rubric) -> Sessions:
         flat = np.bincount(code[c.issue_row] * len(cats) + cat, weights=share, minlength=len(uniq) * len(cats))
         alloc = flat.reshape(len(uniq), len(cats))
     return Sessions(
-        counsellor=c.counsellor[first], patient=c.patient[first], session_index=c.session_index[first],
-        mhqr=sums / np.maximum(n, 1), replies=n.astype(np.int64), by_category=alloc / np.maximum(n, 1)[:, None],
-        categories=cats, patient_engine=c.patient_engine[first], trial=tr[first], worst=worst,
+        counsellor=c.counsellor[first],
+        patient=c.patient[first],
+        session_index=c.session_index[first],
+        mhqr=sums / np.maximum(n, 1),
+        replies=n.astype(np.int64),
+        by_category=alloc / np.maximum(n, 1)[:, None],
+        categories=cats,
+        patient_engine=c.patient_engine[first],
+        trial=tr[first],
+        worst=worst,
     )
 
 
@@ -247,8 +273,13 @@ def counsellor_scores(s: Sessions, *, draws: int, seed: int) -> dict[str, dict[s
         mean, lo, hi = cluster_bootstrap(s.mhqr[m], s.patient[m], draws, seed)
         p5, p95 = np.percentile(s.mhqr[m], [5, 95])
         out[str(name)] = {
-            "mhqr": mean, "ci95": [lo, hi], "p5": float(p5), "p95": float(p95),
-            "sessions": int(m.sum()), "patients": int(len(np.unique(s.patient[m]))), "replies": int(s.replies[m].sum()),
+            "mhqr": mean,
+            "ci95": [lo, hi],
+            "p5": float(p5),
+            "p95": float(p95),
+            "sessions": int(m.sum()),
+            "patients": int(len(np.unique(s.patient[m]))),
+            "replies": int(s.replies[m].sum()),
             "by_category": {cat: float(v) for cat, v in zip(s.categories, s.by_category[m].mean(axis=0))},
         }
     return out
@@ -260,8 +291,9 @@ def reply_shares(c: Columns, rubric: Rubric) -> dict[str, dict[str, Any]]:
     issue_ids = [i.id for i in rubric.issues]
     names, cc = np.unique(c.counsellor, return_inverse=True)
     ic = np.fromiter((issue_ids.index(i) for i in c.issue), dtype=np.int64, count=len(c.issue))
-    flagged = np.bincount(cc[c.issue_row] * len(issue_ids) + ic,
-                          minlength=len(names) * len(issue_ids)).reshape(len(names), len(issue_ids))
+    flagged = np.bincount(cc[c.issue_row] * len(issue_ids) + ic, minlength=len(names) * len(issue_ids)).reshape(
+        len(names), len(issue_ids)
+    )
     totals = np.bincount(cc, minlength=len(names))
     for k, name in enumerate(names):
         m = cc == k
@@ -291,12 +323,15 @@ def by_turn(c: Columns) -> dict[str, Any]:
                 buckets[_bucket_label(lo, hi)] = {"mean_weight": float(w[b].mean()), "replies": int(b.sum())}
         return {"positions": pos, "buckets": buckets}
 
-    return {"all": table(np.ones(len(c), bool)),
-            "counsellors": {str(n): table(c.counsellor == n) for n in np.unique(c.counsellor)}}
+    return {
+        "all": table(np.ones(len(c), bool)),
+        "counsellors": {str(n): table(c.counsellor == n) for n in np.unique(c.counsellor)},
+    }
 
 
-def _pairs(s: Sessions, a_mask: np.ndarray, b_mask: np.ndarray, key_a: SessionKey,
-           key_b: SessionKey) -> tuple[np.ndarray, np.ndarray]:
+def _pairs(
+    s: Sessions, a_mask: np.ndarray, b_mask: np.ndarray, key_a: SessionKey, key_b: SessionKey
+) -> tuple[np.ndarray, np.ndarray]:
     """Differences a − b over sessions matched by key, with the patient of each pair."""
     a = {k: v for k, v in zip(key_a(a_mask), s.mhqr[a_mask])}
     b = {k: v for k, v in zip(key_b(b_mask), s.mhqr[b_mask])}
@@ -320,7 +355,7 @@ def paired_counsellors(s: Sessions, *, draws: int, seed: int) -> list[dict[str, 
     key = lambda m: list(zip(s.patient[m], s.patient_engine[m], s.session_index[m].tolist(), trial[m].tolist()))  # noqa: E731
     out = []
     for i, a in enumerate(names):
-        for b in names[i + 1:]:
+        for b in names[i + 1 :]:
             d, pats = _pairs(s, s.counsellor == a, s.counsellor == b, key, key)
             if len(d):
                 out.append({"a": a, "b": b, **_summary(d, pats, draws, seed)})

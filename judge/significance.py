@@ -43,9 +43,11 @@ def _counts(annotations: Sequence[Any], judge: Any, issues: Sequence[str], units
 
 def _metrics(tp: np.ndarray, pred: np.ndarray, gold: np.ndarray) -> dict[str, np.ndarray]:
     with np.errstate(divide="ignore", invalid="ignore"):
-        return {"recall": np.where(gold > 0, tp / gold, np.nan),
-                "precision": np.where(pred > 0, tp / pred, np.nan),
-                "f1": np.where(pred + gold > 0, 2 * tp / (pred + gold), np.nan)}
+        return {
+            "recall": np.where(gold > 0, tp / gold, np.nan),
+            "precision": np.where(pred > 0, tp / pred, np.nan),
+            "f1": np.where(pred + gold > 0, 2 * tp / (pred + gold), np.nan),
+        }
 
 
 def _p(diffs: np.ndarray) -> float | None:
@@ -69,12 +71,12 @@ def mcnemar_recall(annotations: Sequence[Any], a: Any, b: Any, issues: Sequence[
             only_a += hit_a and not hit_b
             only_b += hit_b and not hit_a
     n = only_a + only_b
-    return {"only_first": only_a, "only_second": only_b,
-            "p": float(binomtest(only_a, n, 0.5).pvalue) if n else 1.0}
+    return {"only_first": only_a, "only_second": only_b, "p": float(binomtest(only_a, n, 0.5).pvalue) if n else 1.0}
 
 
-def compare_pair(annotations: Sequence[Any], a: Any, b: Any, issues: Sequence[str], draws: int,
-                 rng: np.random.Generator) -> dict[str, Any]:
+def compare_pair(
+    annotations: Sequence[Any], a: Any, b: Any, issues: Sequence[str], draws: int, rng: np.random.Generator
+) -> dict[str, Any]:
     """Judge `a` against judge `b` on the annotations both judged (a failed judgment by either drops the
     annotation from this pair): each metric's difference a - b, its bootstrap interval and p-value."""
     both = [x for x in annotations if a.level[x.reply] >= 0 and b.level[x.reply] >= 0]
@@ -83,27 +85,41 @@ def compare_pair(annotations: Sequence[Any], a: Any, b: Any, issues: Sequence[st
     if not units:
         return {**out, **{m: None for m in METRICS}, "mcnemar_recall": None}
     ca, cb = _counts(both, a, issues, units), _counts(both, b, issues, units)
-    weights = np.vstack([np.ones(len(units)), rng.multinomial(len(units), np.full(len(units), 1 / len(units)),
-                                                                size=draws)])
+    weights = np.vstack(
+        [np.ones(len(units)), rng.multinomial(len(units), np.full(len(units), 1 / len(units)), size=draws)]
+    )
     ma, mb = _metrics(*(weights @ ca).T), _metrics(*(weights @ cb).T)
     for m in METRICS:
         diff = ma[m] - mb[m]
         point = None if np.isnan(diff[0]) else float(diff[0])
-        out[m] = {"first": None if np.isnan(ma[m][0]) else float(ma[m][0]),
-                  "second": None if np.isnan(mb[m][0]) else float(mb[m][0]),
-                  "difference": point, "interval": _interval(diff[1:]), "p": _p(diff[1:]) if point is not None else None}
+        out[m] = {
+            "first": None if np.isnan(ma[m][0]) else float(ma[m][0]),
+            "second": None if np.isnan(mb[m][0]) else float(mb[m][0]),
+            "difference": point,
+            "interval": _interval(diff[1:]),
+            "p": _p(diff[1:]) if point is not None else None,
+        }
     out["mcnemar_recall"] = mcnemar_recall(both, a, b, issues)
     return out
 
 
-def issue_tests(annotations: Sequence[Any], judges: dict[str, Any], issues: Sequence[str], pooled_f1: dict[str, Any],
-                *, draws: int, seed: int) -> dict[str, Any]:
+def issue_tests(
+    annotations: Sequence[Any],
+    judges: dict[str, Any],
+    issues: Sequence[str],
+    pooled_f1: dict[str, Any],
+    *,
+    draws: int,
+    seed: int,
+) -> dict[str, Any]:
     """Every pair of judges compared; and, against the judge with the highest pooled F1 (`pooled_f1`, each judge's
     own Table 10 figure), the judges whose pooled recall or F1 is lower at p < 0.05 on the bootstrap."""
     rng = np.random.default_rng(seed)
     names = sorted(judges)
-    pairs = [{"judges": [x, y], **compare_pair(annotations, judges[x], judges[y], issues, draws, rng)}
-             for x, y in combinations(names, 2)]
+    pairs = [
+        {"judges": [x, y], **compare_pair(annotations, judges[x], judges[y], issues, draws, rng)}
+        for x, y in combinations(names, 2)
+    ]
     out: dict[str, Any] = {"draws": draws, "seed": seed, "unit": "excerpt", "alpha": ALPHA, "pairs": pairs}
     scored = {n: f for n, f in pooled_f1.items() if f is not None}
     if not scored:
@@ -115,8 +131,15 @@ def issue_tests(annotations: Sequence[Any], judges: dict[str, Any], issues: Sequ
             continue
         other = p["judges"][1 - p["judges"].index(best)]
         sign = 1 if p["judges"][0] == best else -1  # differences are first - second; read them as best - other
-        worse = [m for m in ("recall", "f1") if p[m] and p[m]["difference"] is not None
-                 and sign * p[m]["difference"] > 0 and p[m]["p"] is not None and p[m]["p"] < ALPHA]
+        worse = [
+            m
+            for m in ("recall", "f1")
+            if p[m]
+            and p[m]["difference"] is not None
+            and sign * p[m]["difference"] > 0
+            and p[m]["p"] is not None
+            and p[m]["p"] < ALPHA
+        ]
         if worse:
             lower[other] = worse
     out["best_f1"] = best

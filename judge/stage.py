@@ -9,7 +9,13 @@ from __future__ import annotations
 
 from typing import TYPE_CHECKING, Any
 
-from mindsimkit.mindcore.budget import PromptSize, RoleSchema, messages_tokens, register_prompt_estimate, register_role_schema
+from mindsimkit.mindcore.budget import (
+    PromptSize,
+    RoleSchema,
+    messages_tokens,
+    register_prompt_estimate,
+    register_role_schema,
+)
 from mindsimkit.mindcore.stages import Stage, register_stage, role_use, sample
 
 if TYPE_CHECKING:
@@ -29,8 +35,14 @@ def _judge(recipe: Any) -> Judge:
     from mindsimkit.judge.rubric import load_rubric
 
     cfg = judge_config(recipe)
-    return Judge("judge", None, load_rubric(cfg.rubric), full_rubric=cfg.full_rubric, max_issues=cfg.max_issues,
-                 preset=cfg.preset)
+    return Judge(
+        "judge",
+        None,
+        load_rubric(cfg.rubric),
+        full_rubric=cfg.full_rubric,
+        max_issues=cfg.max_issues,
+        preset=cfg.preset,
+    )
 
 
 def mhqr_schema(recipe: Any = None) -> dict[str, Any]:
@@ -53,8 +65,14 @@ def _judge_prompt(inp: Any, sz: Any) -> PromptSize | None:
         return None
     # The last reply of the longest session the simulator can write is the judge's largest prompt.
     system_prompt, exchange = longest(inp, sz)
-    session = SessionInput(session_id="s", patient_id="p", counsellor="c", session_index=1,
-                           counsellor_system_prompt=system_prompt, messages=exchange)
+    session = SessionInput(
+        session_id="s",
+        patient_id="p",
+        counsellor="c",
+        session_index=1,
+        counsellor_system_prompt=system_prompt,
+        messages=exchange,
+    )
     judge = _judge(inp.recipe)
     n = messages_tokens(judge.messages(replies(session)[-1]), sz)
     return PromptSize("judge", n, {"rubric, counsellor prompt and the longest session": n}, inp.reply_bound()[1])
@@ -68,8 +86,11 @@ def _judge_roles(recipe: Any, engines: Any) -> list[Any]:
 def register() -> None:
     register_stage(Stage("judge", _judge_roles))
     register_stage(Stage("judge_patientact", _judge_roles))
-    register_role_schema(RoleSchema("judge", "mhqr_judgment", mhqr_schema, frozenset({"judge"}), schema_for=mhqr_schema))
+    register_role_schema(
+        RoleSchema("judge", "mhqr_judgment", mhqr_schema, frozenset({"judge"}), schema_for=mhqr_schema)
+    )
     # `mindsim judge run --rubric patientact`: one answer per session on PatientAct's 5 dimensions.
-    register_role_schema(RoleSchema("judge", "patientact_conversation", patientact_conversation_schema,
-                                    frozenset({"judge_patientact"})))
+    register_role_schema(
+        RoleSchema("judge", "patientact_conversation", patientact_conversation_schema, frozenset({"judge_patientact"}))
+    )
     register_prompt_estimate("judge", _judge_prompt)

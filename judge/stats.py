@@ -195,8 +195,11 @@ def build_units(annotations: Sequence[Any], counsellor_of: dict[str, str], weigh
         replies[u].append(a.reply)
         per_unit[u].append(weights[a.level])
         session_of[u] = a.reply[0]
-    return Units({u: counsellor_of[session_of[u]] for u in replies}, dict(replies),
-                 {u: float(np.mean(w)) for u, w in per_unit.items()})
+    return Units(
+        {u: counsellor_of[session_of[u]] for u in replies},
+        dict(replies),
+        {u: float(np.mean(w)) for u, w in per_unit.items()},
+    )
 
 
 def judge_unit_scores(j: Any, units: Units, weights: Sequence[float]) -> dict[tuple[str, str], float]:
@@ -209,8 +212,9 @@ def judge_unit_scores(j: Any, units: Units, weights: Sequence[float]) -> dict[tu
     return out
 
 
-def counsellor_scores(unit_scores: dict[tuple[str, str], float], units: Units,
-                      keep: Callable[[tuple[str, str]], bool] = lambda u: True) -> dict[str, float]:
+def counsellor_scores(
+    unit_scores: dict[tuple[str, str], float], units: Units, keep: Callable[[tuple[str, str]], bool] = lambda u: True
+) -> dict[str, float]:
     by: dict[str, list[float]] = defaultdict(list)
     for u, s in unit_scores.items():
         if keep(u):
@@ -250,17 +254,28 @@ def bootstrap(units: Units, judges: dict[str, dict[tuple[str, str], float]], dra
             n = counts[k][idx].sum(axis=1)
             # A draw holding no unit the judge could score has no score: NaN never equals a ranking.
             per_counsellor[c][k] = np.where(n > 0, sums[k][idx].sum(axis=1) / np.maximum(n, 1), np.nan)
+
     def ranking(k: str, b: int) -> dict[str, float]:
         return {c: float(per_counsellor[c][k][b]) for c in names}
-    out: dict[str, Any] = {"draws": draws, "seed": seed,
-           "annotators": float(np.mean([_same_ranking(ranking("annotators", b), full) for b in range(draws)]))}
+
+    out: dict[str, Any] = {
+        "draws": draws,
+        "seed": seed,
+        "annotators": float(np.mean([_same_ranking(ranking("annotators", b), full) for b in range(draws)])),
+    }
     for k in judges:
         out[k] = float(np.mean([_same_ranking(ranking(k, b), ranking("annotators", b)) for b in range(draws)]))
     return out
 
 
-def ranking_block(annotations: Sequence[Any], judges: dict[str, Any], counsellor_of: dict[str, str],
-                  weights: Sequence[float], draws: int, seed: int) -> dict[str, Any]:
+def ranking_block(
+    annotations: Sequence[Any],
+    judges: dict[str, Any],
+    counsellor_of: dict[str, str],
+    weights: Sequence[float],
+    draws: int,
+    seed: int,
+) -> dict[str, Any]:
     """Table 3: MHQR per counsellor from the pooled annotators, each annotator and each judge on the same
     units; τ_b, reproduced annotator rankings and bootstrap stability."""
     units = build_units(annotations, counsellor_of, weights)
@@ -280,8 +295,13 @@ def ranking_block(annotations: Sequence[Any], judges: dict[str, Any], counsellor
             same = len(own) >= 2 and _same_ranking(theirs, own)
             matched += same
             per[name] = {"tau_b": tau_b(theirs, own), "reproduced": same}
-        out["judges"][n] = {"scores": js, "tau_b": tau_b(js, pooled_scores), "matched": matched,
-                            "of": len(annotators), "per_annotator": per}
+        out["judges"][n] = {
+            "scores": js,
+            "tau_b": tau_b(js, pooled_scores),
+            "matched": matched,
+            "of": len(annotators),
+            "per_annotator": per,
+        }
     if len(pooled_scores) >= 2 and draws > 0:
         boot = bootstrap(units, judge_units, draws, seed)
         out["bootstrap"] = boot

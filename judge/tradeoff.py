@@ -27,11 +27,14 @@ def read_costs(path: Path) -> dict[str, Optional[float]]:
         rows = data["costs"]["rows"]
         return {str(r["role"]): r.get("list_cost_per_query") for r in rows}
     except FileNotFoundError:
-        raise InputError(f"--costs {path}: not found; give RUN_DIR/judgments/report.json written by `mindsim judge "
-                         "run`") from None
+        raise InputError(
+            f"--costs {path}: not found; give RUN_DIR/judgments/report.json written by `mindsim judge run`"
+        ) from None
     except (ValueError, KeyError, TypeError) as exc:
-        raise InputError(f"--costs {path}: no cost table (`costs.rows` with `role` and `list_cost_per_query`), "
-                         f"{type(exc).__name__}; give RUN_DIR/judgments/report.json written by `mindsim judge run`") from None
+        raise InputError(
+            f"--costs {path}: no cost table (`costs.rows` with `role` and `list_cost_per_query`), "
+            f"{type(exc).__name__}; give RUN_DIR/judgments/report.json written by `mindsim judge run`"
+        ) from None
 
 
 def points(report: dict[str, Any], costs: dict[str, Optional[float]]) -> dict[str, Any]:
@@ -40,18 +43,30 @@ def points(report: dict[str, Any], costs: dict[str, Optional[float]]) -> dict[st
     ranking = report.get("ranking") or {}
     judges = []
     for name, j in report["judges"].items():
-        judges.append({"judge": name, "model": j.get("model"), "list_cost_per_query": costs.get(name),
-                       "severity_macro_f1": j["severity"].get("macro_f1"),
-                       "ranking_stability": (ranking.get("judges") or {}).get(name, {}).get("bootstrap")})
+        judges.append(
+            {
+                "judge": name,
+                "model": j.get("model"),
+                "list_cost_per_query": costs.get(name),
+                "severity_macro_f1": j["severity"].get("macro_f1"),
+                "ranking_stability": (ranking.get("judges") or {}).get(name, {}).get("bootstrap"),
+            }
+        )
     drawable = [p for p in judges if p["list_cost_per_query"] is not None and p["severity_macro_f1"] is not None]
     why = None
     if not judges:
         why = "no judge: give --judgments"
     elif not drawable:
-        why = ("no judge has a list cost per query: price the judge roles under judge.prices and give that run's "
-               "judgments/report.json (--costs)")
-    return {"judges": judges, "annotators_stability": (ranking.get("bootstrap") or {}).get("annotators"),
-            "drawn": bool(drawable), "not_drawn": why}
+        why = (
+            "no judge has a list cost per query: price the judge roles under judge.prices and give that run's "
+            "judgments/report.json (--costs)"
+        )
+    return {
+        "judges": judges,
+        "annotators_stability": (ranking.get("bootstrap") or {}).get("annotators"),
+        "drawn": bool(drawable),
+        "not_drawn": why,
+    }
 
 
 def plot(tradeoff: dict[str, Any], path: Path) -> Path:
@@ -61,16 +76,24 @@ def plot(tradeoff: dict[str, Any], path: Path) -> Path:
     plt = pyplot()
     pts = [p for p in tradeoff["judges"] if p["list_cost_per_query"] is not None]
     fig, axes = plt.subplots(1, 2, figsize=(11, 4))
-    for ax, key, label in ((axes[0], "severity_macro_f1", "severity macro F1"),
-                           (axes[1], "ranking_stability", "ranking stability (share of bootstrap draws)")):
+    for ax, key, label in (
+        (axes[0], "severity_macro_f1", "severity macro F1"),
+        (axes[1], "ranking_stability", "ranking stability (share of bootstrap draws)"),
+    ):
         shown = [p for p in pts if p[key] is not None]
         for k, p in enumerate(shown):
             ax.scatter(p["list_cost_per_query"], p[key], color=f"C{k}", s=40, zorder=3)
-            ax.annotate(p["judge"], (p["list_cost_per_query"], p[key]), textcoords="offset points", xytext=(6, 4),
-                        fontsize=8)
+            ax.annotate(
+                p["judge"], (p["list_cost_per_query"], p[key]), textcoords="offset points", xytext=(6, 4), fontsize=8
+            )
         if key == "ranking_stability" and tradeoff.get("annotators_stability") is not None:
-            ax.axhline(tradeoff["annotators_stability"], color="grey", linestyle="--", linewidth=1,
-                       label="annotators' own stability")
+            ax.axhline(
+                tradeoff["annotators_stability"],
+                color="grey",
+                linestyle="--",
+                linewidth=1,
+                label="annotators' own stability",
+            )
             ax.legend(fontsize=8, loc="lower right")
         if shown:
             ax.set_xscale("log")
@@ -90,13 +113,19 @@ def markdown(tradeoff: dict[str, Any]) -> list[str]:
     lines = ["## Agreement against cost per query (cf. Figure 2)", ""]
     if not tradeoff["drawn"]:
         return lines + [f"Not drawn: {tradeoff['not_drawn']}.", ""]
+
     def f(x: float | None, nd: int = 3) -> str:
         return "—" if x is None else f"{x:.{nd}f}"
 
-    lines += ["| judge | model | cost per query (list) | severity macro F1 | ranking stability |", "|---|---|---|---|---|"]
+    lines += [
+        "| judge | model | cost per query (list) | severity macro F1 | ranking stability |",
+        "|---|---|---|---|---|",
+    ]
     for p in tradeoff["judges"]:
-        lines.append(f"| {p['judge']} | {p['model'] or '—'} | {f(p['list_cost_per_query'], 5)} | "
-                     f"{f(p['severity_macro_f1'])} | {f(p['ranking_stability'])} |")
+        lines.append(
+            f"| {p['judge']} | {p['model'] or '—'} | {f(p['list_cost_per_query'], 5)} | "
+            f"{f(p['severity_macro_f1'])} | {f(p['ranking_stability'])} |"
+        )
     if tradeoff.get("annotators_stability") is not None:
         lines += ["", f"Annotators' own ranking stability: {f(tradeoff['annotators_stability'])} (dashed line)."]
     return lines + ["", f"![Figure 2: agreement against cost]({PLOT})", ""]

@@ -73,8 +73,10 @@ class Excerpt(_Row):
     unit: Unit = Field(description="reply, window (five consecutive counsellor turns) or conversation")
     system: str = Field(description="Blinded system code (S1, S2, ...); the key maps it back")
     system_prompt: str = Field(description="The counsellor's system prompt exactly as sent (memory section included)")
-    messages: list[ExcerptMessage] = Field(description="Shown in order: the conversation before the rated turns, "
-                                                       "then the rated turns and the patient messages between them")
+    messages: list[ExcerptMessage] = Field(
+        description="Shown in order: the conversation before the rated turns, "
+        "then the rated turns and the patient messages between them"
+    )
     rate: list[RatedTurn] = Field(min_length=1, description="The counsellor turns to rate, every one of them")
     choices: Choices
     annotation: ExcerptAnnotation = Field(description="Empty in the file; the annotator fills one entry per turn")
@@ -97,8 +99,11 @@ class KeyEntry(_Row):
     reply_index: int = Field(description="The first rated reply (for readers of single-reply keys)")
     counsellor: str
     patient_engine: Optional[str] = None
-    system_unit: str = Field(description="What was balanced and blinded: counsellor, or engine/counsellor (mindcore.systems)")
+    system_unit: str = Field(
+        description="What was balanced and blinded: counsellor, or engine/counsellor (mindcore.systems)"
+    )
     patient_id: str
     session_index: int
-    judged_severity: str = Field(description="The stratum drawn from: the most severe judged level of the rated "
-                                             "turns, failed, or unjudged")
+    judged_severity: str = Field(
+        description="The stratum drawn from: the most severe judged level of the rated turns, failed, or unjudged"
+    )

@@ -89,8 +89,9 @@ def refusal_hint(message: str, sent: dict[str, Any]) -> str:
     if "reasoning_effort" in sent and "reasoning" in text:
         hints.append("remove reasoning_effort from the role (this model takes none, or not that value)")
     if "chat_template_kwargs" in json_keys(sent) and ("chat_template" in text or "thinking" in text):
-        hints.append("remove thinking from the role, or fix thinking_key to the variable this model's chat "
-                     "template reads")
+        hints.append(
+            "remove thinking from the role, or fix thinking_key to the variable this model's chat template reads"
+        )
     return "; ".join(hints)
 
 
@@ -295,9 +296,13 @@ class OpenAIBackend:
         state = self._per_loop.get(id(loop))
         if state is None:
             key = self._api_key()
-            state = [(wire.ServerLink(s.url, key, self.timeout_s, connect_timeout_s=self.connect_timeout_s),
-                      asyncio.Semaphore(max(1, s.cap)))
-                     for s in self.servers]
+            state = [
+                (
+                    wire.ServerLink(s.url, key, self.timeout_s, connect_timeout_s=self.connect_timeout_s),
+                    asyncio.Semaphore(max(1, s.cap)),
+                )
+                for s in self.servers
+            ]
             self._retired.extend(link for per in self._per_loop.values() for link, _ in per)
             self._per_loop = {id(loop): state}
             self._gates = {id(loop): _PrefixGate()}
@@ -323,8 +328,9 @@ class OpenAIBackend:
 
     def token_field(self, req: ChatRequest) -> str:
         """The field `req`'s output budget is sent in (the role's token_param, else the engine's)."""
-        return token_field(req.token_param or self.token_param, self.kind, self.base_url,
-                           req.model or self.default_model)
+        return token_field(
+            req.token_param or self.token_param, self.kind, self.base_url, req.model or self.default_model
+        )
 
     def body(self, req: ChatRequest) -> dict[str, Any]:
         """The JSON body `req` goes out as: model, messages, the sampling fields not omitted, the output budget
@@ -430,7 +436,11 @@ class OpenAIBackend:
             server.stats["taken_out"] += 1
         log.warning(
             "engine '%s': server %s taken out of rotation for %.0fs after %d failures in a row (last: %s)",
-            self.name, server.url, self.cooldown_s, server.failures_in_row, what,
+            self.name,
+            server.url,
+            self.cooldown_s,
+            server.failures_in_row,
+            what,
         )
 
     def _server_ok(self, server: _Server) -> None:
@@ -460,8 +470,9 @@ class OpenAIBackend:
             return await self._send(request, state, body["model"], wire.dumps(body))
 
     # -- tool calls the backend parses itself (`tool_parser: template`) ---------------------------------------
-    async def _complete_by_template(self, request: ChatRequest, state: list[tuple[wire.ServerLink, asyncio.Semaphore]],
-                                    model: str) -> RawReply:
+    async def _complete_by_template(
+        self, request: ChatRequest, state: list[tuple[wire.ServerLink, asyncio.Semaphore]], model: str
+    ) -> RawReply:
         """`request` answered as a tool-calling chat server would, through the raw completion endpoint: the prompt
         rendered with the tools template, a required call opened with its tag and held to the calls' schema, a free
         answer that opens a call asked again from the tag under that schema; the calls parsed into `tool_calls`."""
@@ -470,8 +481,9 @@ class OpenAIBackend:
         prompt = tool_template.render_prompt(request.messages, tools)
         if forced is not None:
             return await self._template_call(request, state, model, prompt, "", forced)
-        free = await self._send(request, state, model, wire.dumps(self._completion_body(request, model, prompt)),
-                                endpoint="completions")
+        free = await self._send(
+            request, state, model, wire.dumps(self._completion_body(request, model, prompt)), endpoint="completions"
+        )
         head, opened = tool_template.split_at_call(free.content or "")
         if request.tool_choice == "none" or not opened:
             return free
@@ -481,8 +493,15 @@ class OpenAIBackend:
         reply.cached_tokens += free.cached_tokens
         return reply
 
-    async def _template_call(self, request: ChatRequest, state: list[tuple[wire.ServerLink, asyncio.Semaphore]],
-                             model: str, prompt: str, head: str, only: str) -> RawReply:
+    async def _template_call(
+        self,
+        request: ChatRequest,
+        state: list[tuple[wire.ServerLink, asyncio.Semaphore]],
+        model: str,
+        prompt: str,
+        head: str,
+        only: str,
+    ) -> RawReply:
         """One call written after `head` (the words before it), its object held to the schema of the offered tools
         (or of the one named `only`)."""
         tools = request.tools or []
@@ -511,8 +530,14 @@ class OpenAIBackend:
         body.update(req.extra_body or {})
         return body
 
-    async def _send(self, request: ChatRequest, state: list[tuple[wire.ServerLink, asyncio.Semaphore]],
-                    model: str, data: bytes, endpoint: str = "") -> RawReply:
+    async def _send(
+        self,
+        request: ChatRequest,
+        state: list[tuple[wire.ServerLink, asyncio.Semaphore]],
+        model: str,
+        data: bytes,
+        endpoint: str = "",
+    ) -> RawReply:
         attempt = 0  # failures charged to this request's retry budget
         tried: set[int] = set()
         while True:
@@ -547,8 +572,10 @@ class OpenAIBackend:
             except wire.BadReply as exc:
                 # A 2xx that is not a chat completion: the server is broken, as with a 5xx.
                 self._server_failed(server, "no chat completion")
-                failure = TransportError(f"engine '{self.name}' at {shown_url(server.url)}: answered without a chat completion "
-                                         f"after {attempt + 1} tries: {_short(exc)}")
+                failure = TransportError(
+                    f"engine '{self.name}' at {shown_url(server.url)}: answered without a chat completion "
+                    f"after {attempt + 1} tries: {_short(exc)}"
+                )
                 failure.__cause__ = exc
             except wire.HTTPStatusError as exc:
                 status = exc.status
@@ -575,7 +602,8 @@ class OpenAIBackend:
                     ) from exc
                 else:  # another 4xx: the request, not the server, so no retry
                     raise TransportError(
-                        f"engine '{self.name}' at {shown_url(server.url)}: HTTP {status}: {_short(exc)}") from exc
+                        f"engine '{self.name}' at {shown_url(server.url)}: HTTP {status}: {_short(exc)}"
+                    ) from exc
                 failure = TransportError(
                     f"engine '{self.name}' at {shown_url(server.url)}: HTTP {status} after "
                     f"{attempt + 1} tries: {_short(exc)}"
@@ -623,10 +651,14 @@ class _InFlight:
         per: dict[tuple[str, str], list[float]] = {}
         for engine, url, t0 in rows:
             per.setdefault((engine, url), []).append(now - t0)
-        shown = sorted(((max(ages), len(ages), engine, url) for (engine, url), ages in per.items()
-                        if max(ages) >= min_age_s), reverse=True)
-        return "; ".join(f"engine '{engine}' at {url} ({n} request{'s' if n > 1 else ''}, the oldest {age:.0f} s)"
-                         for age, n, engine, url in shown)
+        shown = sorted(
+            ((max(ages), len(ages), engine, url) for (engine, url), ages in per.items() if max(ages) >= min_age_s),
+            reverse=True,
+        )
+        return "; ".join(
+            f"engine '{engine}' at {url} ({n} request{'s' if n > 1 else ''}, the oldest {age:.0f} s)"
+            for age, n, engine, url in shown
+        )
 
 
 IN_FLIGHT = _InFlight()
@@ -639,8 +671,10 @@ def _timeout_text(exc: BaseException, request: ChatRequest, backend: "OpenAIBack
     if isinstance(exc, wire.TotalTimeout):
         return f"did not answer within {total:g} s ({setting})"
     if isinstance(exc, httpcore.ConnectTimeout):
-        return (f"did not take the connection within {min(backend.connect_timeout_s, total):g} s "
-                f"(engines.{backend.name}.connect_timeout_s)")
+        return (
+            f"did not take the connection within {min(backend.connect_timeout_s, total):g} s "
+            f"(engines.{backend.name}.connect_timeout_s)"
+        )
     return f"timed out ({setting}: {total:g} s)"
 
 
@@ -686,8 +720,10 @@ def worker_caps(cap: int, workers: int, worker: int, servers: int = 1) -> list[i
     that case oversubscribes by at most one request per such worker (see docs/scale.md).
     """
     if cap < 1 or workers < 1 or servers < 1 or not 0 <= worker < workers:
-        raise ValueError(f"worker_caps: need cap, workers, servers >= 1 and 0 <= worker < workers "
-                         f"(got cap={cap}, workers={workers}, worker={worker}, servers={servers})")
+        raise ValueError(
+            f"worker_caps: need cap, workers, servers >= 1 and 0 <= worker < workers "
+            f"(got cap={cap}, workers={workers}, worker={worker}, servers={servers})"
+        )
     base, extra = divmod(cap, workers)
     caps = [base + (1 if (worker - j * extra) % workers < extra else 0) for j in range(servers)]
     if not any(caps):
@@ -705,8 +741,11 @@ def _raw_reply(resp: dict[str, Any]) -> RawReply:
         choice = resp["choices"][0]
         msg = choice["message"]
         calls = [
-            {"id": tc.get("id"), "type": "function",
-             "function": {"name": tc["function"]["name"], "arguments": tc["function"].get("arguments")}}
+            {
+                "id": tc.get("id"),
+                "type": "function",
+                "function": {"name": tc["function"]["name"], "arguments": tc["function"].get("arguments")},
+            }
             for tc in msg.get("tool_calls") or []
         ]
     except (KeyError, IndexError, TypeError, AttributeError) as exc:

@@ -204,8 +204,9 @@ def _bounded_range(s: dict[str, Any]) -> bool:
     return lo in s and hi in s
 
 
-def worst_case_tokens(schema: dict[str, Any], *, name: str = "output", count: TokenCounter | None = None,
-                      counted_with: str | None = None) -> WorstCase:
+def worst_case_tokens(
+    schema: dict[str, Any], *, name: str = "output", count: TokenCounter | None = None, counted_with: str | None = None
+) -> WorstCase:
     """The longest answer `schema` admits, in tokens (see the module docstring for the rules)."""
     walker = _Walker(schema, count or byte_counter)
     try:
@@ -217,8 +218,10 @@ def worst_case_tokens(schema: dict[str, Any], *, name: str = "output", count: To
 
 
 # -- a largest instance, for prompt-size estimates ---------------------------------------------
-FILLER = ("She has not slept well since the move and keeps going over the argument with her brother, "
-          "telling herself it will pass once work calms down. ")
+FILLER = (
+    "She has not slept well since the move and keeps going over the argument with her brother, "
+    "telling herself it will pass once work calms down. "
+)
 
 
 def fill_text(chars: int, filler: str = FILLER) -> str:
@@ -283,8 +286,7 @@ class ServerTokenizer:
     """`POST /tokenize` on an OpenAI-compatible server's root: llama.cpp takes `content`, vLLM takes
     `prompt` (and also reports `max_model_len`). Counts are cached; `available()` probes once."""
 
-    def __init__(self, base_url: str, *, model: str | None = None, api_key: str | None = None,
-                 timeout_s: float = 10.0):
+    def __init__(self, base_url: str, *, model: str | None = None, api_key: str | None = None, timeout_s: float = 10.0):
         root = base_url.rstrip("/")
         self.url = (root[: -len("/v1")] if root.endswith("/v1") else root) + "/tokenize"
         self.model = model
@@ -299,8 +301,9 @@ class ServerTokenizer:
         if self.model:
             body["model"] = self.model
         # Bounded in total, not per read: a server that drips its answer cannot hold a job's preflight.
-        data = wire.get_json_blocking(self.url, api_key=self.api_key, timeout_s=self.timeout_s, method="POST",
-                                      body=body)
+        data = wire.get_json_blocking(
+            self.url, api_key=self.api_key, timeout_s=self.timeout_s, method="POST", body=body
+        )
         if not isinstance(data, dict):
             raise ValueError(f"{self.url} did not answer a JSON object")
         return data
@@ -323,7 +326,9 @@ class ServerTokenizer:
                 n = data.get("count")
                 self._cache[text] = int(n) if isinstance(n, int) else len(data["tokens"])
             except (*wire.GET_ERRORS, KeyError, TypeError) as exc:
-                raise TransportError(f"tokenizer at {shown_url(self.url)} stopped answering ({exc}); is the server still up?") from exc
+                raise TransportError(
+                    f"tokenizer at {shown_url(self.url)} stopped answering ({exc}); is the server still up?"
+                ) from exc
         return self._cache[text]
 
 
@@ -336,8 +341,11 @@ def tokenizer_for(backend: Any) -> "ServerTokenizer | None":
     if cached is not None and cached[0] is backend:
         return cached[1]
     key_env = getattr(backend, "api_key_env", None)
-    tok = ServerTokenizer(backend.base_url, model=getattr(backend, "default_model", None),
-                          api_key=os.environ.get(key_env) if key_env else None)
+    tok = ServerTokenizer(
+        backend.base_url,
+        model=getattr(backend, "default_model", None),
+        api_key=os.environ.get(key_env) if key_env else None,
+    )
     result = tok if tok.available() else None
     _TOKENIZERS[id(backend)] = (backend, result)
     return result

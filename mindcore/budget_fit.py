@@ -37,6 +37,7 @@ ASSUMED_UNBOUNDED_REPLY = 512
 
 def section_budget(section: str, key: str, default: int | None) -> Callable[[Any], StageBudget]:
     """A stage setting that overrides the role's `max_tokens` for one call (`RoleSchema.budget`)."""
+
     def budget(recipe: Any) -> StageBudget:
         values = getattr(recipe, section, None) or {}
         explicit = key in values
@@ -91,8 +92,9 @@ class EstimateInputs:
         """Longest counsellor reply in tokens, and a note when one is unbounded."""
         values = list(self.counsellor_max_tokens.values()) or [self.role_max("counsellor")]
         if any(v is None for v in values):
-            return ASSUMED_UNBOUNDED_REPLY, (f"a counsellor has no max_tokens; its replies are assumed "
-                                             f"{ASSUMED_UNBOUNDED_REPLY} tokens")
+            return ASSUMED_UNBOUNDED_REPLY, (
+                f"a counsellor has no max_tokens; its replies are assumed {ASSUMED_UNBOUNDED_REPLY} tokens"
+            )
         return max(v for v in values if v is not None), ""
 
 
@@ -113,8 +115,9 @@ def _raise_role(config: EnginesConfig, role: str, tokens: int) -> None:
     config.roles[role] = RoleSpec(**{**base.model_dump(), "max_tokens": tokens})
 
 
-def fit_budgets(recipe: Any, config: EnginesConfig, stages: set[str],
-                counters: Mapping[str, TokenCounter] | None = None) -> BudgetReport:
+def fit_budgets(
+    recipe: Any, config: EnginesConfig, stages: set[str], counters: Mapping[str, TokenCounter] | None = None
+) -> BudgetReport:
     """Check every structured output `stages` will ask for. Raises ConfigError listing each budget
     below its worst case; raises unset budgets in place (`config.roles`, `section_overrides`).
     `counters` maps engine name → that engine's tokenizer; engines without one use the byte bound."""
@@ -127,15 +130,21 @@ def fit_budgets(recipe: Any, config: EnginesConfig, stages: set[str],
             continue
         engine = config.role_spec(entry.role).engine
         counter = counters.get(engine)
-        wc = worst_case_tokens(entry.schema_of(recipe), name=entry.name, count=counter,
-                               counted_with=f"{engine} tokenizer" if counter else "bytes")
+        wc = worst_case_tokens(
+            entry.schema_of(recipe),
+            name=entry.name,
+            count=counter,
+            counted_with=f"{engine} tokenizer" if counter else "bytes",
+        )
         override = entry.budget(recipe) if entry.budget else None
         key = (entry.role, override.setting if override else "role")
         prev = worst.get(key)
         if wc.tokens is None:
             report.lines.append(BudgetLine(entry.role, entry.name, None, None, "", "unbounded", wc.counted_with))
-            report.notes.append(f"{entry.role}: schema '{entry.name}' has no worst case ({'; '.join(wc.unbounded)}); "
-                                "its budget cannot be checked and a long answer may be cut off")
+            report.notes.append(
+                f"{entry.role}: schema '{entry.name}' has no worst case ({'; '.join(wc.unbounded)}); "
+                "its budget cannot be checked and a long answer may be cut off"
+            )
             continue
         if prev is None or (prev[0].tokens or 0) < wc.tokens:
             worst[key] = (wc, override)
@@ -171,6 +180,7 @@ def fit_budgets(recipe: Any, config: EnginesConfig, stages: set[str],
             )
         report.lines.append(line)
     if problems:
-        raise ConfigError("token budgets too small for their schemas (answers would be cut off):\n  "
-                          + "\n  ".join(problems))
+        raise ConfigError(
+            "token budgets too small for their schemas (answers would be cut off):\n  " + "\n  ".join(problems)
+        )
     return report

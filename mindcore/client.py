@@ -41,8 +41,9 @@ _FENCE = re.compile(r"^```(?:json)?\s*|\s*```$", re.MULTILINE)
 class RoleClient:
     """One role bound to one backend with that role's model and sampling settings."""
 
-    def __init__(self, role: str, backend: Backend, spec: RoleSpec, model: str, ledger: UsageLedger,
-                 affinity: str | None = None):
+    def __init__(
+        self, role: str, backend: Backend, spec: RoleSpec, model: str, ledger: UsageLedger, affinity: str | None = None
+    ):
         self.role = role
         self.backend = backend
         self.spec = spec
@@ -79,11 +80,13 @@ class RoleClient:
             "top_p": spec.top_p,
             "max_tokens": spec.max_tokens,
             "seed": spec.seed,
-            **{k: v for k in ("frequency_penalty", "presence_penalty", "stop")
-               if (v := getattr(spec, k)) is not None},
+            **{k: v for k in ("frequency_penalty", "presence_penalty", "stop") if (v := getattr(spec, k)) is not None},
             # Request options only where set, so provenance of runs without them reads as before.
-            **{k: v for k, v in spec.model_dump(include=set(REQUEST_OPTION_DEFAULTS)).items()
-               if v != REQUEST_OPTION_DEFAULTS[k]},
+            **{
+                k: v
+                for k, v in spec.model_dump(include=set(REQUEST_OPTION_DEFAULTS)).items()
+                if v != REQUEST_OPTION_DEFAULTS[k]
+            },
             # Named only when it is not the historical max_tokens (rows of older runs keep their shape).
             **({"token_field": field} if (field := self._token_field()) not in (None, "max_tokens") else {}),
         }
@@ -127,8 +130,9 @@ class RoleClient:
     ) -> M:
         """Ask for JSON fitting `output`; re-ask with the validation error until it fits or the
         attempts run out, then raise `StructuredOutputError` (recorded as a failed call)."""
-        obj, _ = await self.structured_reply(messages, output, max_attempts=max_attempts, schema_name=schema_name,
-                                             **sampling)
+        obj, _ = await self.structured_reply(
+            messages, output, max_attempts=max_attempts, schema_name=schema_name, **sampling
+        )
         return obj
 
     async def structured_reply(
@@ -149,24 +153,46 @@ class RoleClient:
         )
         return obj, totals
 
-    async def _ask_json(self, kind: str, messages: list[dict[str, Any]], schema: dict[str, Any], name: str,
-                        parse: Callable[[str], V], max_attempts: int | None,
-                        sampling: dict[str, Any]) -> tuple[V, RawReply]:
+    async def _ask_json(
+        self,
+        kind: str,
+        messages: list[dict[str, Any]],
+        schema: dict[str, Any],
+        name: str,
+        parse: Callable[[str], V],
+        max_attempts: int | None,
+        sampling: dict[str, Any],
+    ) -> tuple[V, RawReply]:
         def feedback(raw: RawReply, error: str) -> list[dict[str, Any]]:
             return [
                 {"role": "assistant", "content": raw.content or ""},
-                {"role": "user", "content": f"That reply could not be used: {error}. "
-                                            "Answer again with JSON only, matching the schema exactly."},
+                {
+                    "role": "user",
+                    "content": f"That reply could not be used: {error}. "
+                    "Answer again with JSON only, matching the schema exactly.",
+                },
             ]
 
         return await self._with_reasks(
-            kind, name, messages, lambda raw: parse(_strip_fences(raw.content or "")), feedback, max_attempts,
+            kind,
+            name,
+            messages,
+            lambda raw: parse(_strip_fences(raw.content or "")),
+            feedback,
+            max_attempts,
             dict(sampling, response_schema=schema, schema_name=name),
         )
 
-    async def _with_reasks(self, kind: str, what: str, messages: list[dict[str, Any]], parse: Callable[[RawReply], V],
-                           feedback: Callable[[RawReply, str], list[dict[str, Any]]], max_attempts: int | None,
-                           request_kw: dict[str, Any]) -> tuple[V, RawReply]:
+    async def _with_reasks(
+        self,
+        kind: str,
+        what: str,
+        messages: list[dict[str, Any]],
+        parse: Callable[[RawReply], V],
+        feedback: Callable[[RawReply, str], list[dict[str, Any]]],
+        max_attempts: int | None,
+        request_kw: dict[str, Any],
+    ) -> tuple[V, RawReply]:
         """The one bounded re-ask loop: send, parse, and on a parse error append `feedback` to the
         original messages and ask again. Usage sums every attempt; the ledger gets one record."""
         attempts = max_attempts or self.spec.max_attempts
@@ -221,13 +247,18 @@ class RoleClient:
         t0 = time.monotonic()
         if self.backend.native_tools:
             calls, totals = await self._with_reasks(
-                "tool_call", "tool call", messages, lambda raw: _native_calls(raw, by_name, allow_none),
-                lambda _raw, error: [{"role": "user", "content": f"That tool call could not be used: {error}. "
-                                                                 "Call the tool again."}],
+                "tool_call",
+                "tool call",
+                messages,
+                lambda raw: _native_calls(raw, by_name, allow_none),
+                lambda _raw, error: [
+                    {"role": "user", "content": f"That tool call could not be used: {error}. Call the tool again."}
+                ],
                 max_attempts,
                 dict(sampling, tools=[t.openai() for t in tools], tool_choice="auto" if allow_none else "required"),
             )
         else:
+
             def parse(text: str) -> list[ToolCall]:
                 data = json.loads(text)
                 if not isinstance(data, dict) or "name" not in data:
@@ -237,7 +268,13 @@ class RoleClient:
                 return [_validated_call(by_name, data["name"], data.get("arguments") or {}, "")]
 
             calls, totals = await self._ask_json(
-                "tool_call", messages, tool_choice_schema(tools, allow_none), "tool_choice", parse, max_attempts, sampling
+                "tool_call",
+                messages,
+                tool_choice_schema(tools, allow_none),
+                "tool_choice",
+                parse,
+                max_attempts,
+                sampling,
             )
         for c in calls:
             c.id = c.id or _call_id(messages, c)
@@ -254,29 +291,45 @@ class RoleClient:
         """Whether this role's engine calls tools natively (else tool calls go through a JSON schema)."""
         return bool(getattr(self.backend, "native_tools", False))
 
-    async def reply_or_call(self, messages: list[dict[str, Any]], tools: list[ToolSpec], **sampling: Any) -> ToolCallResult:
+    async def reply_or_call(
+        self, messages: list[dict[str, Any]], tools: list[ToolSpec], **sampling: Any
+    ) -> ToolCallResult:
         """One request offering `tools` beside a plain reply (`tool_choice: auto`): the model calls one of them
         (`calls`, and `message` in OpenAI `tool_calls` shape) or answers in words (`content`, no calls). A call
         that does not parse is re-asked like any tool call. Native tool calling only: through a JSON schema a reply
         is one shape or the other, so callers check `native_tools` and ask the two apart there."""
         if not self.native_tools:
-            raise ValueError(f"role '{self.role}': engine '{self.backend.name}' has no native tool calls; "
-                             "ask for the call and the words in separate requests")
+            raise ValueError(
+                f"role '{self.role}': engine '{self.backend.name}' has no native tool calls; "
+                "ask for the call and the words in separate requests"
+            )
         by_name = {t.name: t for t in tools}
         t0 = time.monotonic()
         (calls, raw), totals = await self._with_reasks(
-            "tool_call", "tool call or reply", messages, lambda raw: (_native_calls(raw, by_name, True), raw),
-            lambda _raw, error: [{"role": "user", "content": f"That tool call could not be used: {error}. "
-                                                             "Call the tool again, or answer in words."}],
-            None, dict(sampling, tools=[t.openai() for t in tools], tool_choice="auto"),
+            "tool_call",
+            "tool call or reply",
+            messages,
+            lambda raw: (_native_calls(raw, by_name, True), raw),
+            lambda _raw, error: [
+                {
+                    "role": "user",
+                    "content": f"That tool call could not be used: {error}. Call the tool again, or answer in words.",
+                }
+            ],
+            None,
+            dict(sampling, tools=[t.openai() for t in tools], tool_choice="auto"),
         )
         for c in calls:
             c.id = c.id or _call_id(messages, c)
         content = None if calls else (raw.content or "")
         return ToolCallResult(
             message=_assistant_tool_message(calls) if calls else {"role": "assistant", "content": content},
-            calls=calls, prompt_tokens=totals.prompt_tokens, completion_tokens=totals.completion_tokens,
-            latency_s=time.monotonic() - t0, content=content, finish_reason=raw.finish_reason,
+            calls=calls,
+            prompt_tokens=totals.prompt_tokens,
+            completion_tokens=totals.completion_tokens,
+            latency_s=time.monotonic() - t0,
+            content=content,
+            finish_reason=raw.finish_reason,
         )
 
     # -- helpers ----------------------------------------------------------------------------------
@@ -338,8 +391,11 @@ def _validated_call(by_name: dict[str, ToolSpec], name: str, arguments: Any, cal
     tool = by_name.get(name)
     if tool is None:
         raise ValueError(f"unknown tool '{name}' (allowed: {', '.join(by_name)})")
-    args = (tool.parameters.model_validate_json(arguments or "{}") if isinstance(arguments, str)
-            else tool.parameters.model_validate(arguments))
+    args = (
+        tool.parameters.model_validate_json(arguments or "{}")
+        if isinstance(arguments, str)
+        else tool.parameters.model_validate(arguments)
+    )
     return ToolCall(id=call_id, name=tool.name, arguments=args.model_dump(mode="json"))
 
 
@@ -347,8 +403,10 @@ def _native_calls(raw: RawReply, by_name: dict[str, ToolSpec], allow_none: bool)
     if raw.tool_call_error:
         raise ValueError(raw.tool_call_error)
     # One call per step keeps the patient protocol simple; extra parallel calls are ignored.
-    calls = [_validated_call(by_name, tc["function"]["name"], tc["function"].get("arguments"), tc.get("id") or "")
-             for tc in raw.tool_calls[:1]]
+    calls = [
+        _validated_call(by_name, tc["function"]["name"], tc["function"].get("arguments"), tc.get("id") or "")
+        for tc in raw.tool_calls[:1]
+    ]
     if not calls and not allow_none:
         raise ValueError("no tool was called; a tool call is required here")
     return calls
@@ -400,9 +458,7 @@ def _tool_choice_schema(tools: tuple[ToolSpec, ...], allow_none: bool) -> dict[s
 
 def _call_id(messages: list[dict[str, Any]], call: ToolCall) -> str:
     # Content-derived ids keep reruns byte-identical, which checkpoint ids rely on.
-    h = hashlib.sha1(
-        json.dumps([len(messages), call.name, call.arguments], sort_keys=True).encode()
-    ).hexdigest()[:12]
+    h = hashlib.sha1(json.dumps([len(messages), call.name, call.arguments], sort_keys=True).encode()).hexdigest()[:12]
     return f"call_{h}"
 
 

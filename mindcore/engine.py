@@ -10,7 +10,15 @@ from typing import Any
 
 from mindsimkit.mindcore.backends import Backend, OpenAIBackend
 from mindsimkit.mindcore.client import RoleClient
-from mindsimkit.mindcore.config import ROLES, EmbeddedEngine, EnginesConfig, OpenAIEngine, RoleSpec, VLLMEngine, role_chain
+from mindsimkit.mindcore.config import (
+    ROLES,
+    EmbeddedEngine,
+    EnginesConfig,
+    OpenAIEngine,
+    RoleSpec,
+    VLLMEngine,
+    role_chain,
+)
 from mindsimkit.mindcore.embedded import embedded_server
 from mindsimkit.mindcore.errors import ConfigError
 from mindsimkit.mindcore.prompts import snapshot
@@ -75,8 +83,12 @@ class Engines:
         else:
             raise ConfigError(f"engines.{name}: unsupported engine kind {type(spec).__name__}")
         if isinstance(spec, (VLLMEngine, OpenAIEngine)):
-            pool = {"failure_limit": spec.failure_limit, "cooldown_s": spec.cooldown_s,
-                    "connect_timeout_s": spec.connect_timeout_s, "max_retry_after_s": spec.max_retry_after_s}
+            pool = {
+                "failure_limit": spec.failure_limit,
+                "cooldown_s": spec.cooldown_s,
+                "connect_timeout_s": spec.connect_timeout_s,
+                "max_retry_after_s": spec.max_retry_after_s,
+            }
         return OpenAIBackend(
             name,
             base_urls=urls,
@@ -185,4 +197,3 @@ class Engines:
         """Engines and models per role, for provenance (never a key)."""
         roles = sorted({*self.config.roles} - {"default"} | set(ROLES))
         return {r: self.role(r).describe() for r in roles} if self._backends else {}
-

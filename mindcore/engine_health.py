@@ -130,8 +130,10 @@ def missing_key(name: str, spec: Any) -> str:
     """The configuration problem when the engine's key variable is named but unset, else ''."""
     var = getattr(spec, "api_key_env", None)
     if var and not os.environ.get(var):
-        return (f"engines.{name}.api_key_env: environment variable {var} is not set; "
-                f"export your API key in it (`export {var}=...`) before running")
+        return (
+            f"engines.{name}.api_key_env: environment variable {var} is not set; "
+            f"export your API key in it (`export {var}=...`) before running"
+        )
     return ""
 
 
@@ -157,8 +159,11 @@ def listed_models(base_url: str, key_env: str | None) -> tuple[list[str] | None,
     if not isinstance(rows, list):
         return None, {}
     ids = [str(r.get("id")) for r in rows if isinstance(r, dict) and r.get("id")]
-    lens = {str(r["id"]): int(r["max_model_len"]) for r in rows
-            if isinstance(r, dict) and r.get("id") and isinstance(r.get("max_model_len"), int)}
+    lens = {
+        str(r["id"]): int(r["max_model_len"])
+        for r in rows
+        if isinstance(r, dict) and r.get("id") and isinstance(r.get("max_model_len"), int)
+    }
     return ids, lens
 
 
@@ -203,13 +208,21 @@ def _probe_spec(name: str, budget: int | None, roles: dict[str, RoleSpec]) -> Ro
         return RoleSpec(engine=name, temperature=0.0 if sends else None, max_tokens=budget, max_attempts=2)
     plain = [s for s in optioned if not s.reasoning_effort and not s.thinking and not s.reasoning_budget]
     base = (plain or optioned)[0]
-    return base.model_copy(update={"engine": name, "model": None, "max_tokens": budget, "max_attempts": 2,
-                                   "stop": None})
+    return base.model_copy(
+        update={"engine": name, "model": None, "max_tokens": budget, "max_attempts": 2, "stop": None}
+    )
 
 
-async def aprobe_engine(engines: Engines, name: str, spec: Any, models: list[str] | None = None,
-                        structured: bool = True, roles: dict[str, RoleSpec] | None = None,
-                        probe_roles: str = "options", tool_roles: list[str] | None = None) -> EngineHealth:
+async def aprobe_engine(
+    engines: Engines,
+    name: str,
+    spec: Any,
+    models: list[str] | None = None,
+    structured: bool = True,
+    roles: dict[str, RoleSpec] | None = None,
+    probe_roles: str = "options",
+    tool_roles: list[str] | None = None,
+) -> EngineHealth:
     """Probe one started engine. `models` are the model ids the recipe uses on it (checked against
     the server's list where it has one; the embedded server serves one file whatever the name).
     `roles` (label → spec) are the roles and counsellors on this engine; `probe_roles` says which of
@@ -218,8 +231,12 @@ async def aprobe_engine(engines: Engines, name: str, spec: Any, models: list[str
     send one forced tool call (`EngineHealth.tool_call` says what came back)."""
     backend = engines.backend(name)
     base_url = getattr(backend, "base_url", "")  # in-process test backends have none: nothing to ask
-    h = EngineHealth(engine=name, kind=getattr(backend, "kind", spec.kind), base_url=base_url,
-                     model=getattr(backend, "default_model", None) or getattr(spec, "model", None) or "default")
+    h = EngineHealth(
+        engine=name,
+        kind=getattr(backend, "kind", spec.kind),
+        base_url=base_url,
+        model=getattr(backend, "default_model", None) or getattr(spec, "model", None) or "default",
+    )
     if problem := missing_key(name, spec):
         h.problem, h.problem_kind, h.hints = problem, "config", _hints(spec)
         return h
@@ -315,8 +332,9 @@ async def _probe_tool_call(engines: Engines, h: EngineHealth, backend: Any, spec
     tool-calling role's own settings. A server started without a tool parser answers in words, or writes the
     call out as text: both come back with no `tool_calls`."""
     model = spec.model or getattr(backend, "default_model", None) or h.engine
-    client = RoleClient(f"{spec.engine}:__tool_probe", backend, spec.model_copy(update={"max_attempts": 1}), model,
-                        engines.ledger)
+    client = RoleClient(
+        f"{spec.engine}:__tool_probe", backend, spec.model_copy(update={"max_attempts": 1}), model, engines.ledger
+    )
     messages = [{"role": "user", "content": "I feel calm today. Record my mood with the tool."}]
     try:
         res = await client.tool_call(messages, [_TOOL_PROBE], max_attempts=1, max_tokens=64)
@@ -345,24 +363,39 @@ def tool_path(role: str, mode: str, engine: str, declared: bool, h: EngineHealth
     `declared` native tool calls, from what its forced tool call brought back (`h.tool_call`). `parser` is the
     engine's `tool_parser`: native calls the backend reads itself from a template are recorded as
     "native-template"."""
-    fix = (f"serve it with tool calling on (vLLM: --enable-auto-tool-choice --tool-call-parser <the parser for the "
-           f"model's tool-call format>), or set engines.{engine}.native_tools: false")
+    fix = (
+        f"serve it with tool calling on (vLLM: --enable-auto-tool-choice --tool-call-parser <the parser for the "
+        f"model's tool-call format>), or set engines.{engine}.native_tools: false"
+    )
     if not declared:
-        note = (f"role '{role}' sends its tool calls as JSON-schema answers on engine '{engine}' (native_tools: "
-                "false)")
+        note = f"role '{role}' sends its tool calls as JSON-schema answers on engine '{engine}' (native_tools: false)"
         if mode == "native":
-            note += ("; the mindeval2-reference preset's patient commits its moves through real tool calls: set "
-                     f"engines.{engine}.native_tools: true on a server that parses them")
+            note += (
+                "; the mindeval2-reference preset's patient commits its moves through real tool calls: set "
+                f"engines.{engine}.native_tools: true on a server that parses them"
+            )
         return ToolPath(role, engine, "json-schema", note=note)
     if h.tool_call == "text":
         said = f" ({h.tool_call_sample!r})" if h.tool_call_sample else ""
         if mode == "native":
-            return ToolPath(role, engine, "native", problem=(
-                f"engine '{engine}' answered a forced tool call with text{said}; the mindeval2-reference preset "
-                f"needs real tool calls for role '{role}': {fix}"))
-        return ToolPath(role, engine, "json-schema", note=(
-            f"engine '{engine}' declares native tool calls but answered a forced one with text{said}: role "
-            f"'{role}' sends its tool calls as JSON-schema answers in this run instead; {fix}"))
+            return ToolPath(
+                role,
+                engine,
+                "native",
+                problem=(
+                    f"engine '{engine}' answered a forced tool call with text{said}; the mindeval2-reference preset "
+                    f"needs real tool calls for role '{role}': {fix}"
+                ),
+            )
+        return ToolPath(
+            role,
+            engine,
+            "json-schema",
+            note=(
+                f"engine '{engine}' declares native tool calls but answered a forced one with text{said}: role "
+                f"'{role}' sends its tool calls as JSON-schema answers in this run instead; {fix}"
+            ),
+        )
     return ToolPath(role, engine, "native-template" if parser == "template" else "native")
 
 
@@ -376,18 +409,28 @@ def _describe_server(h: EngineHealth, name: str, spec: Any, backend: Any, models
             if h.missing_models:
                 shown = ", ".join(h.models_listed[:8]) + (" …" if len(h.models_listed) > 8 else "")
                 h.problem_kind = "config"
-                h.problem = (f"engine '{name}' at {shown_url(h.base_url)} does not list model(s) "
-                             f"{', '.join(h.missing_models)} (it lists: {shown or 'nothing'}); fix engines.{name}.model "
-                             "or the role's model")
+                h.problem = (
+                    f"engine '{name}' at {shown_url(h.base_url)} does not list model(s) "
+                    f"{', '.join(h.missing_models)} (it lists: {shown or 'nothing'}); fix engines.{name}.model "
+                    "or the role's model"
+                )
     h.context_tokens, h.context_source = slot_context(name, spec, h.base_url, models[0] if models else h.model, lens)
     h.tokenizer = tokenizer_for(backend) is not None
 
 
-def probe_started(engines: Engines, name: str, spec: Any, models: list[str] | None = None,
-                  structured: bool = True, roles: dict[str, RoleSpec] | None = None,
-                  probe_roles: str = "options", tool_roles: list[str] | None = None) -> EngineHealth:
-    health: EngineHealth = engines.run(aprobe_engine(engines, name, spec, models, structured, roles, probe_roles,
-                                                     tool_roles))
+def probe_started(
+    engines: Engines,
+    name: str,
+    spec: Any,
+    models: list[str] | None = None,
+    structured: bool = True,
+    roles: dict[str, RoleSpec] | None = None,
+    probe_roles: str = "options",
+    tool_roles: list[str] | None = None,
+) -> EngineHealth:
+    health: EngineHealth = engines.run(
+        aprobe_engine(engines, name, spec, models, structured, roles, probe_roles, tool_roles)
+    )
     return health
 
 
@@ -400,8 +443,9 @@ def models_per_engine(config: EnginesConfig) -> dict[str, list[str]]:
     return {k: [m for m in dict.fromkeys(v) if m] for k, v in out.items()}
 
 
-def check_engines(config: EnginesConfig, bindings: dict[str, RoleSpec] | None = None,
-                  tool_roles: list[str] | None = None) -> list[EngineHealth]:
+def check_engines(
+    config: EnginesConfig, bindings: dict[str, RoleSpec] | None = None, tool_roles: list[str] | None = None
+) -> list[EngineHealth]:
     """Start (if needed) and probe each engine independently: one broken engine does not hide the rest.
     Every role on an engine (and every counsellor binding in `bindings`, label → spec) gets its own
     request, so the report says what each model accepted; the engine of each role in `tool_roles` is also
@@ -411,20 +455,25 @@ def check_engines(config: EnginesConfig, bindings: dict[str, RoleSpec] | None = 
     for name, spec in config.engines.items():
         on_engine = {r: s for r, s in config.roles.items() if s.engine == name}
         on_engine.update({label: s for label, s in (bindings or {}).items() if s.engine == name})
-        models.setdefault(name, []).extend(s.model for s in on_engine.values()
-                                           if s.model and s.model not in models.get(name, []))
+        models.setdefault(name, []).extend(
+            s.model for s in on_engine.values() if s.model and s.model not in models.get(name, [])
+        )
         tooled = [r for r in tool_roles or [] if _bound_engine(config, r) == name]
         for r in tooled:
             on_engine.setdefault(r, config.role_spec(r))
         single = EnginesConfig.model_construct(
-            engines={name: spec}, roles={"default": RoleSpec(engine=name), **on_engine})
+            engines={name: spec}, roles={"default": RoleSpec(engine=name), **on_engine}
+        )
         if problem := missing_key(name, spec):
             results.append(_unstarted(name, spec, problem, "config"))
             continue
         try:
             with Engines.from_config(single) as engines:
-                results.append(probe_started(engines, name, spec, models.get(name), roles=on_engine,
-                                             probe_roles="all", tool_roles=tooled))
+                results.append(
+                    probe_started(
+                        engines, name, spec, models.get(name), roles=on_engine, probe_roles="all", tool_roles=tooled
+                    )
+                )
         except MindsimError as exc:
             results.append(_unstarted(name, spec, str(exc).splitlines()[0], _classify(exc)))
     return results

@@ -92,8 +92,10 @@ def raise_if_disk_full(exc: BaseException, path: str | os.PathLike[str]) -> None
     if isinstance(exc, OSError) and exc.errno in (errno.ENOSPC, errno.EDQUOT):
         from mindsimkit.mindcore.errors import DiskFull
 
-        raise DiskFull(f"{path}: no space left on the device while writing it; free some space (or write to "
-                       "another folder) and rerun the same command, finished work is kept") from None
+        raise DiskFull(
+            f"{path}: no space left on the device while writing it; free some space (or write to "
+            "another folder) and rerun the same command, finished work is kept"
+        ) from None
 
 
 def _atomic(path: str | os.PathLike[str], write: Callable[[str], None]) -> Path:
@@ -130,7 +132,9 @@ def atomic_write_json(path: str | os.PathLike[str], obj: Any, *, private: bool =
     return atomic_write_bytes(path, _json_bytes(obj), private=private)
 
 
-def atomic_write_json_if_changed(path: str | os.PathLike[str], obj: Any, *, volatile: tuple[str, ...] = ("provenance",)) -> bool:
+def atomic_write_json_if_changed(
+    path: str | os.PathLike[str], obj: Any, *, volatile: tuple[str, ...] = ("provenance",)
+) -> bool:
     """`atomic_write_json`, unless `path` already holds the same document apart from its top-level `volatile` keys
     (when it was made, by which checkout): a stage rerun that reaches the same result leaves the file, and so its
     digest in the run manifest and everything built on it, as it was. True when the file was written."""
@@ -141,8 +145,12 @@ def atomic_write_json_if_changed(path: str | os.PathLike[str], obj: Any, *, vola
         except (OSError, ValueError):
             old = None
         new = json.loads(_json_bytes(obj))  # as it would read back: JSON types, secrets scrubbed
-        if isinstance(old, dict) and isinstance(new, dict) and \
-                {k: v for k, v in old.items() if k not in volatile} == {k: v for k, v in new.items() if k not in volatile}:
+        if (
+            isinstance(old, dict)
+            and isinstance(new, dict)
+            and {k: v for k, v in old.items() if k not in volatile}
+            == {k: v for k, v in new.items() if k not in volatile}
+        ):
             return False
     atomic_write_json(path, obj)
     return True
@@ -235,8 +243,9 @@ def read_json_file(path: str | os.PathLike[str], what: str) -> Any:
     except UnicodeDecodeError as exc:
         raise InputError(f"{path}: not UTF-8 text (byte {exc.start + 1}); give {what}") from None
     except json.JSONDecodeError as exc:
-        raise InputError(f"{path}: not valid JSON ({exc.msg} at line {exc.lineno}, column {exc.colno}); give "
-                         f"{what}") from None
+        raise InputError(
+            f"{path}: not valid JSON ({exc.msg} at line {exc.lineno}, column {exc.colno}); give {what}"
+        ) from None
     except ValueError as exc:  # e.g. an integer of more digits than Python converts
         raise InputError(f"{path}: not JSON this reader accepts ({exc})") from None
 
@@ -253,8 +262,9 @@ def read_jsonl(path: str | os.PathLike[str]) -> Iterator[tuple[int, Any]]:
         try:
             line = raw.decode("utf-8-sig" if i == 1 else "utf-8")
         except UnicodeDecodeError as exc:
-            raise InputError(f"{path}:{i}: not UTF-8 text (byte {exc.start + 1} of the line); "
-                             "save the file as UTF-8") from exc
+            raise InputError(
+                f"{path}:{i}: not UTF-8 text (byte {exc.start + 1} of the line); save the file as UTF-8"
+            ) from exc
         if not line.strip():
             continue
         try:
@@ -277,10 +287,16 @@ def file_name(value: Any, field: str, where: str) -> str:
     problem = _name_problem(value)
     if problem is None:
         return str(value)
-    shown = repr(value) if not isinstance(value, str) or len(value) <= 60 else f"{value[:40]!r}... ({len(value)} characters)"
-    raise InputError(f"{where}: field '{field}': {shown} {problem}; it names a file, so it must be one name of at most "
-                     f"{MAX_NAME_BYTES} bytes with no '/', '\\', control characters, and not '.' or '..': fix it in "
-                     "the file")
+    shown = (
+        repr(value)
+        if not isinstance(value, str) or len(value) <= 60
+        else f"{value[:40]!r}... ({len(value)} characters)"
+    )
+    raise InputError(
+        f"{where}: field '{field}': {shown} {problem}; it names a file, so it must be one name of at most "
+        f"{MAX_NAME_BYTES} bytes with no '/', '\\', control characters, and not '.' or '..': fix it in "
+        "the file"
+    )
 
 
 def _name_problem(value: Any) -> str | None:

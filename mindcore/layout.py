@@ -104,7 +104,9 @@ class ProfilesFolder(_Folder):
     parquet = _Below("profiles.parquet")
     case_summaries = _Below("case_summaries", doc="One rendered case summary per profile, `<profile_id>.md`.")
     checkpoints = _Below("checkpoints")
-    distilabel_cache = _Below("distilabel_cache", doc="distilabel's own pipeline cache (the checkpoints resume the job).")
+    distilabel_cache = _Below(
+        "distilabel_cache", doc="distilabel's own pipeline cache (the checkpoints resume the job)."
+    )
     pool_table = _Below("pool_table.md")
     summary = _Below("summary.json")
     failures = _Below("failures.jsonl")
@@ -115,8 +117,9 @@ class ProfilesFolder(_Folder):
     def case_summary(self, profile_id: str) -> Path:
         from mindsimkit.mindcore.io import confined_path
 
-        return confined_path(self.case_summaries, profile_id, field="profile_id", where=f"profiles of {self.path}",
-                             suffix=".md")
+        return confined_path(
+            self.case_summaries, profile_id, field="profile_id", where=f"profiles of {self.path}", suffix=".md"
+        )
 
     def rows(self, model: "type[M]") -> "list[M]":
         """`profiles.parquet` as `model` rows (only the model's fields are read)."""
@@ -139,9 +142,13 @@ class SessionsFolder(_Folder):
 
     checkpoints = _Below("checkpoints", doc="One finished session per file, `<session_id>.json`.")
     scenarios = _Below("scenarios", doc="Each patient's shared first scenario, `<patient_id>-<seed>.json`.")
-    decompositions = _Below("decompositions", doc="Each PatientAct patient's decomposition, `<patient_id>-<seed>.json`.")
+    decompositions = _Below(
+        "decompositions", doc="Each PatientAct patient's decomposition, `<patient_id>-<seed>.json`."
+    )
     shards = _Below("shards")
-    layout_marker = _Below("layout.json", doc="Which simulator layout wrote the checkpoints (`mindsim.simulate.check_layout`).")
+    layout_marker = _Below(
+        "layout.json", doc="Which simulator layout wrote the checkpoints (`mindsim.simulate.check_layout`)."
+    )
     parquet = _Below("sessions.parquet")
     summary = _Below("summary.json")
 
@@ -242,8 +249,9 @@ class RunLayout(_Folder):
         """`transcripts/transcripts.jsonl`, typed (`mindcore.runlog.TranscriptRow`)."""
         from mindsimkit.mindcore.runlog import TranscriptRow, read_jsonl_rows, remake
 
-        return read_jsonl_rows(self.transcripts, TranscriptRow, what="transcript",
-                               remake=remake("simulation", self.path))
+        return read_jsonl_rows(
+            self.transcripts, TranscriptRow, what="transcript", remake=remake("simulation", self.path)
+        )
 
     def header(self) -> "RunHeader":
         """`run.json`, typed (`mindcore.runlog.RunHeader`); one `InputError` line when missing or unreadable."""

@@ -16,7 +16,15 @@ from typing import Any, Callable, Iterator
 from mindsimkit.mindcore.redact import scrub
 
 LIBRARY_LOGGERS = (
-    "distilabel", "datasets", "huggingface_hub", "httpx", "httpcore", "openai", "fsspec", "filelock", "urllib3",
+    "distilabel",
+    "datasets",
+    "huggingface_hub",
+    "httpx",
+    "httpcore",
+    "openai",
+    "fsspec",
+    "filelock",
+    "urllib3",
 )
 _FORMAT = "[%(asctime)s] %(levelname)-8s %(name)s: %(message)s"
 

@@ -111,12 +111,20 @@ def read_manifest(run_dir: Path) -> RunManifest | None:
         return RunManifest.model_validate_json(path.read_bytes())
     except (ValidationError, ValueError) as exc:
         first = exc.errors()[0]["msg"] if isinstance(exc, ValidationError) else str(exc).splitlines()[0]
-        raise InputError(f"{path}: not a mindsim run manifest ({first}); it is written by the stages, not by hand: "
-                         f"rerun the command that made the folder to rewrite it") from None
+        raise InputError(
+            f"{path}: not a mindsim run manifest ({first}); it is written by the stages, not by hand: "
+            f"rerun the command that made the folder to rewrite it"
+        ) from None
 
 
-def record_stage(run_dir: str | Path, stage: str, files: Iterable[Path], *, reads: Iterable[str | Path] = (),
-                 counts: dict[str, int] | None = None) -> None:
+def record_stage(
+    run_dir: str | Path,
+    stage: str,
+    files: Iterable[Path],
+    *,
+    reads: Iterable[str | Path] = (),
+    counts: dict[str, int] | None = None,
+) -> None:
     """Record `stage` as finished with `files` (those that exist; paths inside the run folder). `reads`: what it
     was made from, with the digests those files have now: a stage name (every file that stage recorded) or a file
     of the run folder (that file alone, so an edit of a file the stage never opened does not make it stale)."""
@@ -124,17 +132,33 @@ def record_stage(run_dir: str | Path, stage: str, files: Iterable[Path], *, read
 
     run_dir = Path(run_dir)
     root = run_dir.resolve()
-    listed = [FileRecord(path=f.resolve().relative_to(root).as_posix(), bytes=f.stat().st_size, sha256=sha256_file(f))
-              for f in dict.fromkeys(Path(f) for f in files) if f.is_file()]
+    listed = [
+        FileRecord(path=f.resolve().relative_to(root).as_posix(), bytes=f.stat().st_size, sha256=sha256_file(f))
+        for f in dict.fromkeys(Path(f) for f in files)
+        if f.is_file()
+    ]
     with _LOCK:
         manifest = _readable(run_dir)
-        upstream = {rec.path: rec.sha256 for s in reads if isinstance(s, str) and s in manifest.stages
-                    for rec in manifest.stages[s].files}
-        upstream.update({Path(f).resolve().relative_to(root).as_posix(): sha256_file(Path(f))
-                         for f in reads if isinstance(f, Path) and Path(f).is_file()})
+        upstream = {
+            rec.path: rec.sha256
+            for s in reads
+            if isinstance(s, str) and s in manifest.stages
+            for rec in manifest.stages[s].files
+        }
+        upstream.update(
+            {
+                Path(f).resolve().relative_to(root).as_posix(): sha256_file(Path(f))
+                for f in reads
+                if isinstance(f, Path) and Path(f).is_file()
+            }
+        )
         manifest.stages[stage] = StageRecord(
             written_utc=dt.datetime.now(dt.timezone.utc).isoformat(timespec="seconds"),
-            toolkit_version=__version__, files=listed, reads=upstream, counts=dict(counts or {}))
+            toolkit_version=__version__,
+            files=listed,
+            reads=upstream,
+            counts=dict(counts or {}),
+        )
         atomic_write_json(RunLayout(run_dir).manifest, manifest.model_dump(mode="json"))
 
 
@@ -173,8 +197,9 @@ class RunCheck:
 RUN_STAGES = ("profiles", "simulation", "validation", "judge", "patientact_judge", "run")
 
 
-def check_run(run_dir: str | Path, needs: Iterable[str] = (), *, optional: Iterable[str] = (),
-              whole: bool = True) -> RunCheck:
+def check_run(
+    run_dir: str | Path, needs: Iterable[str] = (), *, optional: Iterable[str] = (), whole: bool = True
+) -> RunCheck:
     """Every stage in `needs` recorded; its files, and those of the `optional` stages the folder has, present and
     unchanged and made from the files their upstream stages hold now; with `whole`, the run finished and the
     folder has a manifest. Stages the reader does not read are not looked at. Problems are full sentences naming
@@ -196,20 +221,25 @@ def check_run(run_dir: str | Path, needs: Iterable[str] = (), *, optional: Itera
         check.problems.append(str(exc))
     if status not in (None, "finished"):
         check.in_progress = True
-        check.problems.append(f"{layout.run_json}: the run has not finished (status {status!r}: still running, or "
-                              f"stopped); {_fix('run', run_dir)}")
+        check.problems.append(
+            f"{layout.run_json}: the run has not finished (status {status!r}: still running, or "
+            f"stopped); {_fix('run', run_dir)}"
+        )
     if manifest is None:
         if not whole:  # a stage reading its inputs from a folder made by other means: nothing recorded to check
             return check
         check.problems.append(
             f"{layout.manifest}: missing, so what the folder holds cannot be checked (a folder written before "
             f"mindsim recorded its stages, or one whose first stage has not finished); "
-            f"{_fix(next(iter(needs), 'run'), run_dir)} to record it")
+            f"{_fix(next(iter(needs), 'run'), run_dir)} to record it"
+        )
         return check
     for stage in needs:
         if stage not in manifest.stages:
-            check.problems.append(f"{run_dir}: the {stage} stage has not finished here (not in {layout.manifest.name}); "
-                                  f"{_fix(stage, run_dir)}")
+            check.problems.append(
+                f"{run_dir}: the {stage} stage has not finished here (not in {layout.manifest.name}); "
+                f"{_fix(stage, run_dir)}"
+            )
     recorded = [(s, r) for s, r in manifest.in_order() if s in reads]
     current: dict[str, str | None] = {}
     for stage, record in recorded:
@@ -217,8 +247,10 @@ def check_run(run_dir: str | Path, needs: Iterable[str] = (), *, optional: Itera
             rel, path = rec.path, run_dir / rec.path
             if not path.resolve().is_relative_to(run_dir.resolve()):
                 # A symlink out of the folder: what it points at is not the stage's file, whatever its digest.
-                check.problems.append(f"{path}: a link to {path.resolve()}, outside the run folder (the {stage} "
-                                      f"stage wrote a file here); {_fix(stage, run_dir)}")
+                check.problems.append(
+                    f"{path}: a link to {path.resolve()}, outside the run folder (the {stage} "
+                    f"stage wrote a file here); {_fix(stage, run_dir)}"
+                )
                 continue
             if not path.is_file():
                 check.problems.append(f"{path}: missing (the {stage} stage wrote it); {_fix(stage, run_dir)}")
@@ -227,17 +259,22 @@ def check_run(run_dir: str | Path, needs: Iterable[str] = (), *, optional: Itera
             digest = sha256_file(path) if size == rec.bytes else None
             if digest != rec.sha256:
                 what = f"{size} bytes, {rec.bytes} written" if size != rec.bytes else "same size, other content"
-                check.problems.append(f"{path}: changed after the {stage} stage wrote it ({what}); "
-                                      f"{_fix(stage, run_dir)}")
+                check.problems.append(
+                    f"{path}: changed after the {stage} stage wrote it ({what}); {_fix(stage, run_dir)}"
+                )
                 continue
             current[rel] = digest
     for stage, record in recorded:
         # An upstream file the reader does not read itself is hashed only here; one that is gone is the problem of
         # the readers of its own stage, not a sign that this stage is out of date.
-        stale = [rel for rel, digest in record.reads.items() if _digest_now(run_dir, rel, current) not in (None, digest)]
+        stale = [
+            rel for rel, digest in record.reads.items() if _digest_now(run_dir, rel, current) not in (None, digest)
+        ]
         if stale:
-            check.problems.append(f"{run_dir / stale[0]}: rewritten after the {stage} stage read it, so that stage's "
-                                  f"files are out of date; {_fix(stage, run_dir)}")
+            check.problems.append(
+                f"{run_dir / stale[0]}: rewritten after the {stage} stage read it, so that stage's "
+                f"files are out of date; {_fix(stage, run_dir)}"
+            )
     return check
 
 
@@ -249,14 +286,21 @@ def _digest_now(run_dir: Path, rel: str, known: dict[str, str | None]) -> str | 
     return known[rel]
 
 
-def verify_run(run_dir: str | Path, needs: Iterable[str] = (), *, optional: Iterable[str] = (), whole: bool = True,
-               allow_partial: bool = False) -> RunCheck:
+def verify_run(
+    run_dir: str | Path,
+    needs: Iterable[str] = (),
+    *,
+    optional: Iterable[str] = (),
+    whole: bool = True,
+    allow_partial: bool = False,
+) -> RunCheck:
     """`check_run`, refusing (InputError, exit 2) with the first problem unless `allow_partial`."""
     check = check_run(run_dir, needs, optional=optional, whole=whole)
     if check.problems and not allow_partial:
         more = len(check.problems) - 1
-        raise InputError(check.problems[0] + (f" ({more} more problem{'s' if more != 1 else ''} in this folder)"
-                                              if more else ""))
+        raise InputError(
+            check.problems[0] + (f" ({more} more problem{'s' if more != 1 else ''} in this folder)" if more else "")
+        )
     return check
 
 
@@ -282,8 +326,13 @@ def verify_file(path: str | Path) -> None:
         rel = path.relative_to(run).as_posix()
         for stage, record in manifest.in_order() if manifest else []:
             rec = next((r for r in record.files if r.path == rel), None)
-            if rec is not None and path.is_file() and (path.stat().st_size != rec.bytes or sha256_file(path) != rec.sha256):
-                raise InputError(f"{path}: changed after the {stage} stage of {run} wrote it (its run_manifest.json lists "
-                                 f"{rec.bytes} bytes, the file has {path.stat().st_size}); {_fix(stage, run)}")
+            if (
+                rec is not None
+                and path.is_file()
+                and (path.stat().st_size != rec.bytes or sha256_file(path) != rec.sha256)
+            ):
+                raise InputError(
+                    f"{path}: changed after the {stage} stage of {run} wrote it (its run_manifest.json lists "
+                    f"{rec.bytes} bytes, the file has {path.stat().st_size}); {_fix(stage, run)}"
+                )
         return
-

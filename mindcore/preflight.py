@@ -39,10 +39,21 @@ from mindsimkit.mindcore.budget_fit import BudgetReport, EstimateInputs, fit_bud
 from mindsimkit.mindcore.engine_health import EngineHealth, ToolPath, probe_started, tool_path
 from mindsimkit.mindcore.errors import ConfigError, EngineError
 from mindsimkit.mindcore.stages import RoleUse, expand_stages, output_bound, stage_roles
+
 # Error classes that say the infrastructure failed, not the model's answer (as failures.jsonl and the
 # sessions summary record them: the exception's class name).
-INFRA_ERRORS = frozenset({"TransportError", "EngineUnavailable", "EngineUnreachable", "ConfigError",
-                          "APIConnectionError", "APITimeoutError", "ConnectionError", "TimeoutError"})
+INFRA_ERRORS = frozenset(
+    {
+        "TransportError",
+        "EngineUnavailable",
+        "EngineUnreachable",
+        "ConfigError",
+        "APIConnectionError",
+        "APITimeoutError",
+        "ConnectionError",
+        "TimeoutError",
+    }
+)
 
 
 class EngineUnreachable(EngineError):
@@ -89,19 +100,28 @@ class PreflightReport:
         for h in self.engines:
             ctx = f"{h.context_tokens} context ({h.context_source})" if h.context_tokens else "context unknown"
             json_ok = "structured ok" if h.structured_ok else "chat only (no structured role)"
-            out.append(f"engine {h.engine} ({h.kind}, {h.model}): answers in {h.latency_s or 0:.2f}s, "
-                       f"{json_ok}, {ctx}, tokenizer {'yes' if h.tokenizer else 'no (byte bound)'}")
+            out.append(
+                f"engine {h.engine} ({h.kind}, {h.model}): answers in {h.latency_s or 0:.2f}s, "
+                f"{json_ok}, {ctx}, tokenizer {'yes' if h.tokenizer else 'no (byte bound)'}"
+            )
             # Roles with request options were sent their own probe: say what went out (run.json keeps it).
-            out.extend(f"request {a.role} on {h.engine} ({a.model}): {a.sent_text()} — "
-                       f"{'accepted' if a.ok else 'refused: ' + a.problem}" for a in h.accepted)
-        for b in (self.budgets.lines if self.budgets else []):
+            out.extend(
+                f"request {a.role} on {h.engine} ({a.model}): {a.sent_text()} — "
+                f"{'accepted' if a.ok else 'refused: ' + a.problem}"
+                for a in h.accepted
+            )
+        for b in self.budgets.lines if self.budgets else []:
             if b.worst_case is not None:  # unbounded schemas are in the notes
-                out.append(f"budget {b.role}/{b.schema}: worst case {b.worst_case} ≤ {b.setting} = {b.budget} "
-                           f"({b.action}, {b.counted_with})")
+                out.append(
+                    f"budget {b.role}/{b.schema}: worst case {b.worst_case} ≤ {b.setting} = {b.budget} "
+                    f"({b.action}, {b.counted_with})"
+                )
         for c in self.contexts:
             if c.fits is not None:  # unchecked ones are in the notes
-                out.append(f"context {c.label_text()}: ~{c.prompt.tokens if c.prompt else 0} prompt + "
-                           f"{c.output_tokens or 0} output ≤ {c.context_tokens}" + (f" ({c.note})" if c.note else ""))
+                out.append(
+                    f"context {c.label_text()}: ~{c.prompt.tokens if c.prompt else 0} prompt + "
+                    f"{c.output_tokens or 0} output ≤ {c.context_tokens}" + (f" ({c.note})" if c.note else "")
+                )
         return out + self.notes
 
 
@@ -155,11 +175,18 @@ def _answer_budget(uses: list[RoleUse], engines: Any, report: BudgetReport, inp:
     return max(values) if values else None
 
 
-def check_contexts(recipe: Any, engines: Any, uses: list[RoleUse], health: dict[str, EngineHealth],
-                   report: BudgetReport, counters: dict[str, Any]) -> list[ContextCheck]:
+def check_contexts(
+    recipe: Any,
+    engines: Any,
+    uses: list[RoleUse],
+    health: dict[str, EngineHealth],
+    report: BudgetReport,
+    counters: dict[str, Any],
+) -> list[ContextCheck]:
     """Largest prompt + output budget against each role's context; ConfigError naming each overflow."""
-    inp = EstimateInputs(recipe, engines.config, report,
-                         {u.label: u.max_tokens for u in uses if u.role == "counsellor"})
+    inp = EstimateInputs(
+        recipe, engines.config, report, {u.label: u.max_tokens for u in uses if u.role == "counsellor"}
+    )
     groups: dict[tuple[str, str], list[RoleUse]] = {}
     for use in uses:
         groups.setdefault((use.role, use.engine), []).append(use)
@@ -173,23 +200,38 @@ def check_contexts(recipe: Any, engines: Any, uses: list[RoleUse], health: dict[
             continue
         size = estimator(inp, Sizer(counters.get(engine)))
         if size is None:  # the estimate needs a stage that is not installed (e.g. the judge without a simulator)
-            checks.append(ContextCheck(role, engine, None, None, h.context_tokens, h.context_source, None,
-                                       "no worst-case input registered for this role's prompt"))
+            checks.append(
+                ContextCheck(
+                    role,
+                    engine,
+                    None,
+                    None,
+                    h.context_tokens,
+                    h.context_source,
+                    None,
+                    "no worst-case input registered for this role's prompt",
+                )
+            )
             continue
         out = _output_budget(group, engines, report, inp)
         total = (size.tokens if size else 0) + (out or 0)
         note = size.note if size else ""
         if out is None:
             note = "; ".join(x for x in (note, "no max_tokens: a reply may use the rest of the context") if x)
-        checks.append(ContextCheck(role, engine, size, out, h.context_tokens, h.context_source,
-                                   total <= h.context_tokens, note))
+        checks.append(
+            ContextCheck(role, engine, size, out, h.context_tokens, h.context_source, total <= h.context_tokens, note)
+        )
     over = [c for c in checks if c.fits is False]
     if over:
-        raise ConfigError("preflight: prompts larger than the context a request can use:\n  " + "\n  ".join(
-            f"role '{c.role}' on engine '{c.engine}': largest prompt ~{c.prompt.tokens if c.prompt else 0} tokens "
-            f"({', '.join(f'{k} {v}' for k, v in (c.prompt.parts if c.prompt else {}).items())}) + output "
-            f"{c.output_tokens or 0} > {c.context_tokens} ({c.context_source}); {_context_fix(recipe, c, report)}"
-            for c in over))
+        raise ConfigError(
+            "preflight: prompts larger than the context a request can use:\n  "
+            + "\n  ".join(
+                f"role '{c.role}' on engine '{c.engine}': largest prompt ~{c.prompt.tokens if c.prompt else 0} tokens "
+                f"({', '.join(f'{k} {v}' for k, v in (c.prompt.parts if c.prompt else {}).items())}) + output "
+                f"{c.output_tokens or 0} > {c.context_tokens} ({c.context_source}); {_context_fix(recipe, c, report)}"
+                for c in over
+            )
+        )
     return checks
 
 
@@ -197,14 +239,20 @@ def _context_fix(recipe: Any, c: ContextCheck, report: BudgetReport) -> str:
     spec = recipe.engines.get(c.engine) if hasattr(recipe, "engines") else None
     need = (c.prompt.tokens if c.prompt else 0) + (c.output_tokens or 0)
     # An output budget above its schema's longest answer is context spent on nothing: say which one and by how much.
-    slack = "".join(f", or lower {ln.setting} from {ln.budget} to its schema's longest answer ({ln.worst_case})"
-                    for ln in report.lines
-                    if ln.role == c.role and ln.budget and ln.worst_case and ln.budget > ln.worst_case)
+    slack = "".join(
+        f", or lower {ln.setting} from {ln.budget} to its schema's longest answer ({ln.worst_case})"
+        for ln in report.lines
+        if ln.role == c.role and ln.budget and ln.worst_case and ln.budget > ln.worst_case
+    )
     if getattr(spec, "kind", "") == "embedded":
-        return (f"raise engines.{c.engine}.ctx_per_slot to at least {need}{slack}, or lower simulation.turn_cap and "
-                "the reply budgets")
-    return (f"serve the model with a longer context (vLLM: --max-model-len){slack}, or lower simulation.turn_cap "
-            "and the reply budgets")
+        return (
+            f"raise engines.{c.engine}.ctx_per_slot to at least {need}{slack}, or lower simulation.turn_cap and "
+            "the reply budgets"
+        )
+    return (
+        f"serve the model with a longer context (vLLM: --max-model-len){slack}, or lower simulation.turn_cap "
+        "and the reply budgets"
+    )
 
 
 def preflight(recipe: Any, engines: Any, stages: set[str]) -> PreflightReport:
@@ -217,14 +265,31 @@ def preflight(recipe: Any, engines: Any, stages: set[str]) -> PreflightReport:
     needs_json = {u.engine for u in uses if u.role in structured_roles}
     # Roles that set request options (reasoning, thinking, token field, omit, extra_body) get their own probe.
     tooled = [u for u in uses if u.tools]
-    health = [probe_started(engines, name, engines.config.engines[name], models[name], structured=name in needs_json,
-                            roles={u.label: u.spec for u in uses if u.engine == name and u.spec is not None},
-                            tool_roles=[u.label for u in tooled if u.engine == name])
-              for name in models]
+    health = [
+        probe_started(
+            engines,
+            name,
+            engines.config.engines[name],
+            models[name],
+            structured=name in needs_json,
+            roles={u.label: u.spec for u in uses if u.engine == name and u.spec is not None},
+            tool_roles=[u.label for u in tooled if u.engine == name],
+        )
+        for name in models
+    ]
     _raise_problems(health)
     by_name = {h.engine: h for h in health}
-    paths = [tool_path(u.label, u.tools, u.engine, bool(getattr(engines.backend(u.engine), "native_tools", False)),
-                       by_name[u.engine], getattr(engines.backend(u.engine), "tool_parser", "server")) for u in tooled]
+    paths = [
+        tool_path(
+            u.label,
+            u.tools,
+            u.engine,
+            bool(getattr(engines.backend(u.engine), "native_tools", False)),
+            by_name[u.engine],
+            getattr(engines.backend(u.engine), "tool_parser", "server"),
+        )
+        for u in tooled
+    ]
     if refused := [t.problem for t in paths if t.problem]:
         raise ConfigError("preflight: " + "\n  ".join(refused))
     for t in paths:
@@ -234,8 +299,15 @@ def preflight(recipe: Any, engines: Any, stages: set[str]) -> PreflightReport:
     counters = {name: tok for name in models if (tok := tokenizer_for(engines.backend(name))) is not None}
     budgets = fit_budgets(recipe, engines.config, set(stages), counters)
     contexts = check_contexts(recipe, engines, uses, by_name, budgets, counters)
-    report = PreflightReport(sorted(expand_stages(set(stages))), uses, health, budgets, contexts,
-                             [*(t.note for t in paths if t.note), *budgets.notes], paths)
+    report = PreflightReport(
+        sorted(expand_stages(set(stages))),
+        uses,
+        health,
+        budgets,
+        contexts,
+        [*(t.note for t in paths if t.note), *budgets.notes],
+        paths,
+    )
     # One note per engine and reason, not one per role: a server that reports no context size would
     # otherwise print a line for every role on it.
     unchecked: dict[tuple[str, str], list[str]] = {}
@@ -243,8 +315,10 @@ def preflight(recipe: Any, engines: Any, stages: set[str]) -> PreflightReport:
         if c.fits is None:
             unchecked.setdefault((c.engine, c.note), []).append(c.role)
     for (engine, note), roles in unchecked.items():
-        report.notes.append(f"context of role{'s' if len(roles) > 1 else ''} {', '.join(roles)} on engine "
-                            f"'{engine}' not checked: {note}")
+        report.notes.append(
+            f"context of role{'s' if len(roles) > 1 else ''} {', '.join(roles)} on engine "
+            f"'{engine}' not checked: {note}"
+        )
     return report
 
 

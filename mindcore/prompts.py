@@ -29,7 +29,10 @@ from mindsimkit.mindcore import yamlio
 from mindsimkit.mindcore.sandbox import PromptSandbox, check_source, render_bounded
 
 ENV_OPTIONS: dict[str, Any] = dict(
-    undefined=jinja2.StrictUndefined, trim_blocks=True, lstrip_blocks=True, keep_trailing_newline=False,
+    undefined=jinja2.StrictUndefined,
+    trim_blocks=True,
+    lstrip_blocks=True,
+    keep_trailing_newline=False,
     autoescape=False,
 )
 
@@ -57,8 +60,10 @@ def _shipped_source(package: str, name: str) -> str:
     # A template name is a path inside the package folder: a shared rubric naming `judge/../../../etc/passwd`
     # would otherwise have any readable file rendered and sent to a model as its prompt.
     if name.startswith("/") or "\\" in name or any(p in ("", ".", "..") for p in parts):
-        raise ConfigError(f"template '{name}': not a name under {package}/ (no '..', no absolute path); give a "
-                          f"shipped template such as judge/scales.jinja2, or a file beside your rubric as ./NAME")
+        raise ConfigError(
+            f"template '{name}': not a name under {package}/ (no '..', no absolute path); give a "
+            f"shipped template such as judge/scales.jinja2, or a file beside your rubric as ./NAME"
+        )
     node = root
     for part in parts:
         node = node / part
@@ -93,9 +98,11 @@ def file_inside(name: str, folder: str | Path, what: str) -> Path:
     root = Path(folder).resolve()
     real = (raw if raw.is_absolute() else root / raw).resolve()
     if not real.is_relative_to(root):
-        raise ConfigError(f"{what}: {name} resolves to {real}, outside {root}; the files it names must sit in "
-                          "that folder (no '..' out of it, no absolute path elsewhere, no link pointing out): "
-                          "copy the file there")
+        raise ConfigError(
+            f"{what}: {name} resolves to {real}, outside {root}; the files it names must sit in "
+            "that folder (no '..' out of it, no absolute path elsewhere, no link pointing out): "
+            "copy the file there"
+        )
     return real
 
 
@@ -122,8 +129,11 @@ def render_resource(package: str, name: str, **variables: Any) -> str:
     except ConfigError:
         raise
     except Exception as exc:  # noqa: BLE001 - whatever a template raises while rendering, it is the template's
-        where = f"{_OVERRIDES[name].path} (standing in for {package}/{name})" if (
-            package == "prompts" and name in _OVERRIDES) else f"{package}/{name}"
+        where = (
+            f"{_OVERRIDES[name].path} (standing in for {package}/{name})"
+            if (package == "prompts" and name in _OVERRIDES)
+            else f"{package}/{name}"
+        )
         raise ConfigError(f"template '{where}': {render_problem(exc)}") from exc
 
 
@@ -131,8 +141,12 @@ def render_problem(exc: BaseException) -> str:
     """What went wrong inside a template, in one phrase (its line when Jinja knows it)."""
     line = getattr(exc, "lineno", None)
     return (f"line {line}: " if line else "") + (
-        f"{exc.message}" if isinstance(exc, jinja2.TemplateSyntaxError) and exc.message else
-        f"{type(exc).__name__}: {exc}" if not isinstance(exc, jinja2.TemplateError) else str(exc) or type(exc).__name__)
+        f"{exc.message}"
+        if isinstance(exc, jinja2.TemplateSyntaxError) and exc.message
+        else f"{type(exc).__name__}: {exc}"
+        if not isinstance(exc, jinja2.TemplateError)
+        else str(exc) or type(exc).__name__
+    )
 
 
 def template_source(name: str) -> str:
@@ -214,10 +228,15 @@ def load_overrides(mapping: dict[str, str], base_dir: str | Path, where: str = "
     for name, file in mapping.items():
         key = f"{where}: prompts.{name}"
         if name not in shipped:
-            close = [s for s in sorted(shipped) if s.split("/")[-1] == name.split("/")[-1] or s.startswith(
-                name.split("/")[0] + "/")][:6]
-            problems.append(f"{key}: no shipped template of that name (e.g. {', '.join(close or sorted(shipped)[:4])};"
-                            " docs/prompts.md lists them all)")
+            close = [
+                s
+                for s in sorted(shipped)
+                if s.split("/")[-1] == name.split("/")[-1] or s.startswith(name.split("/")[0] + "/")
+            ][:6]
+            problems.append(
+                f"{key}: no shipped template of that name (e.g. {', '.join(close or sorted(shipped)[:4])};"
+                " docs/prompts.md lists them all)"
+            )
             continue
         try:
             path = file_inside(file, base_dir, key)
@@ -243,8 +262,10 @@ def load_overrides(mapping: dict[str, str], base_dir: str | Path, where: str = "
         given = shipped_variables(name)
         unknown = sorted(used - given)
         if unknown:
-            problems.append(f"{key}: {path} uses {', '.join(unknown)}, which the toolkit does not give this template "
-                            f"(it gives: {', '.join(sorted(given)) or 'nothing'}; see docs/prompts.md)")
+            problems.append(
+                f"{key}: {path} uses {', '.join(unknown)}, which the toolkit does not give this template "
+                f"(it gives: {', '.join(sorted(given)) or 'nothing'}; see docs/prompts.md)"
+            )
             continue
         out[name] = PromptOverride(name, str(path), text, _digest(text))
     if problems:

@@ -21,7 +21,11 @@ def git_revision() -> dict[str, Any]:
         dirty = bool(
             subprocess.run(
                 ["git", "status", "--porcelain", "--untracked-files=no"],
-                cwd=root, capture_output=True, text=True, timeout=5, check=True,
+                cwd=root,
+                capture_output=True,
+                text=True,
+                timeout=5,
+                check=True,
             ).stdout.strip()
         )
         return {"git_revision": rev, "git_dirty": dirty}

@@ -33,25 +33,43 @@ class RaySettings(BaseModel):
 
     model_config = ConfigDict(extra="forbid")
     address: str | None = Field(
-        None, description="Cluster to join (`auto`, `ray://host:10001`, host:port); default: RAY_ADDRESS, else a "
-                          "local Ray started for this run")
+        None,
+        description="Cluster to join (`auto`, `ray://host:10001`, host:port); default: RAY_ADDRESS, else a "
+        "local Ray started for this run",
+    )
     workers: int | None = Field(
-        None, ge=1, le=4096, description="Simulation workers (Ray actors) at once; default: the cluster's CPUs "
-                                         "divided by cpus_per_worker")
+        None,
+        ge=1,
+        le=4096,
+        description="Simulation workers (Ray actors) at once; default: the cluster's CPUs divided by cpus_per_worker",
+    )
     cpus_per_worker: float = Field(1.0, gt=0, le=256, description="CPUs Ray reserves for each worker")
     shards_per_worker: int = Field(
-        4, ge=1, le=1000, description="Patient shards per worker: more, smaller shards finish (and reach the "
-                                      "dataset) sooner and lose less to a killed worker")
+        4,
+        ge=1,
+        le=1000,
+        description="Patient shards per worker: more, smaller shards finish (and reach the "
+        "dataset) sooner and lose less to a killed worker",
+    )
     max_concurrency_per_worker: int | None = Field(
-        None, ge=1, le=4096, description="Most requests one worker keeps in flight on each server, when that is "
-                                         "below its share of the engine's max_concurrency (e.g. to bound a "
-                                         "worker's memory); the engine cap stays global either way")
+        None,
+        ge=1,
+        le=4096,
+        description="Most requests one worker keeps in flight on each server, when that is "
+        "below its share of the engine's max_concurrency (e.g. to bound a "
+        "worker's memory); the engine cap stays global either way",
+    )
     max_retries: int = Field(3, ge=0, le=100, description="Times a killed worker's shard is retried")
     profile_replicas: int = Field(
-        2, ge=1, le=256, description="Replicas of the profile step in distilabel's RayPipeline")
+        2, ge=1, le=256, description="Replicas of the profile step in distilabel's RayPipeline"
+    )
     connect_timeout_s: float = Field(
-        30.0, gt=0, le=3600, description="Seconds to wait for the cluster at `address` to answer before the run "
-                                         "stops with an error (Ray's own client would keep retrying)")
+        30.0,
+        gt=0,
+        le=3600,
+        description="Seconds to wait for the cluster at `address` to answer before the run "
+        "stops with an error (Ray's own client would keep retrying)",
+    )
 
     @field_validator("address")
     @classmethod
@@ -62,8 +80,10 @@ class RaySettings(BaseModel):
 
 
 _RAY_ADDRESS = re.compile(r"(?:ray://)?(\[[0-9A-Fa-f:.]+\]|[A-Za-z0-9._-]+):(\d{1,5})")
-_RAY_FORMS = ("not a Ray address; write auto, HOST:PORT (the head's GCS port, usually 6379), ray://HOST:10001 "
-              "(Ray Client) or local")
+_RAY_FORMS = (
+    "not a Ray address; write auto, HOST:PORT (the head's GCS port, usually 6379), ray://HOST:10001 "
+    "(Ray Client) or local"
+)
 
 
 def _ray_endpoint(address: str | None) -> tuple[str, int] | None | bool:
@@ -100,14 +120,19 @@ class Recipe(BaseModel):
     )
     output: dict[str, Any] = Field(default_factory=dict)
     release: dict[str, Any] = Field(
-        default_factory=dict, description="Realism gate `mindsim publish` checks (validated by mindsim_app.release)")
+        default_factory=dict, description="Realism gate `mindsim publish` checks (validated by mindsim_app.release)"
+    )
     runner: Literal["local", "ray"] = Field(
-        "local", description="Where the work runs: this process, or a Ray cluster (`--ray ADDRESS` and "
-                             "RAY_ADDRESS also choose ray). The outputs are the same either way")
+        "local",
+        description="Where the work runs: this process, or a Ray cluster (`--ray ADDRESS` and "
+        "RAY_ADDRESS also choose ray). The outputs are the same either way",
+    )
     ray: RaySettings = Field(default_factory=RaySettings, description="Ray runner settings")
     prompts: dict[str, str] = Field(
-        default_factory=dict, description="Shipped prompt template → your own Jinja file (relative to the recipe's "
-        "folder) with the same variables; see docs/prompts.md")
+        default_factory=dict,
+        description="Shipped prompt template → your own Jinja file (relative to the recipe's "
+        "folder) with the same variables; see docs/prompts.md",
+    )
     path: str | None = Field(None, exclude=True)
     # The files behind `prompts:`, read and checked at load (`mindcore.prompts.load_overrides`).
     _overrides: dict[str, Any] = PrivateAttr(default_factory=dict)
@@ -131,8 +156,10 @@ class Recipe(BaseModel):
                 del engine["token_param"]
         # A swapped prompt is part of what the run makes: its content, not just its path, goes in the hash.
         if data.get("prompts"):
-            data["prompts"] = {name: {"path": file, "sha256": o.sha256 if (o := self._overrides.get(name)) else None}
-                               for name, file in data["prompts"].items()}
+            data["prompts"] = {
+                name: {"path": file, "sha256": o.sha256 if (o := self._overrides.get(name)) else None}
+                for name, file in data["prompts"].items()
+            }
         else:
             data.pop("prompts", None)
         return data
@@ -168,8 +195,15 @@ class Recipe(BaseModel):
 
 
 def format_validation_error(
-    exc: ValidationError, where: str | None = None, prefix: str | None = None, *, limit: int | None = None,
-    sep: str = "\n", top: str = "(top level)", plain: bool = False, line: str | None = None,
+    exc: ValidationError,
+    where: str | None = None,
+    prefix: str | None = None,
+    *,
+    limit: int | None = None,
+    sep: str = "\n",
+    top: str = "(top level)",
+    plain: bool = False,
+    line: str | None = None,
 ) -> str:
     """A pydantic error as readable text, one problem per line (the one formatter of the toolkit).
 
@@ -194,7 +228,11 @@ def format_validation_error(
             msg = "required field is missing"
         elif err["type"] == "extra_forbidden":
             msg = "unknown field (check the spelling; docs/engines.md and each stage's page in docs/ list the fields)"
-        elif err["type"] == "int_type" and isinstance(err.get("input"), str) and err["input"].strip().lstrip("+-").isdigit():
+        elif (
+            err["type"] == "int_type"
+            and isinstance(err.get("input"), str)
+            and err["input"].strip().lstrip("+-").isdigit()
+        ):
             msg = f"{err['input']!r} is text; write the number without quotes"
         elif err["type"] == "union_tag_invalid":
             msg = f"unknown engine kind {err.get('input')!r}; use embedded, openai or vllm"
@@ -222,8 +260,11 @@ def load_recipe(path: str | Path) -> Recipe:
         raise ConfigError(f"{path}: a recipe is a YAML mapping with name, engines and roles")
     # The key variables are watched from here on, before anything could print or write their values.
     engines = data.get("engines")
-    redact.watch(e.get("api_key_env") for e in (engines.values() if isinstance(engines, dict) else ())
-                 if isinstance(e, dict) and isinstance(e.get("api_key_env"), str))
+    redact.watch(
+        e.get("api_key_env")
+        for e in (engines.values() if isinstance(engines, dict) else ())
+        if isinstance(e, dict) and isinstance(e.get("api_key_env"), str)
+    )
     try:
         recipe = Recipe.model_validate(data)
     except ValidationError as exc:
@@ -251,6 +292,8 @@ def _rubric_inside(recipe: Recipe, path: Path) -> None:
     real = Path(rubric).expanduser().resolve()
     folder = path.parent.resolve()
     if not real.is_relative_to(folder):
-        raise ConfigError(f"{path}: judge.rubric: {rubric} resolves to {real}, outside the recipe's folder {folder}; "
-                          "a file sent to a model must sit beside the recipe (no '..' out of it, no absolute path "
-                          "elsewhere, no link pointing out): copy it there")
+        raise ConfigError(
+            f"{path}: judge.rubric: {rubric} resolves to {real}, outside the recipe's folder {folder}; "
+            "a file sent to a model must sit beside the recipe (no '..' out of it, no absolute path "
+            "elsewhere, no link pointing out): copy it there"
+        )

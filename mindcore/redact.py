@@ -41,20 +41,25 @@ _USERINFO = re.compile(r"(?P<scheme>\b[A-Za-z][A-Za-z0-9+.\-]*://)[^\s/@'\"<>\[\
 # `Authorization: Bearer x`, `"authorization": "Bearer x"`, `Authorization=Basic x`: the value up to the end of
 # the token (and a scheme word before it), whatever quoting the echoing server used. A backslash ends the value:
 # inside a JSON string it starts the escape of the closing quote, which must stay whole.
-_AUTH = re.compile(r"(?i)(\bauthorization\b[\"']?\s*(?:[:=]|%3a|%3d)\s*[\"']?)"
-                   r"(?:(?:bearer|basic|token)(?:\s+|%20|\+))?[^\s\"',;}\]\\&]+")
+_AUTH = re.compile(
+    r"(?i)(\bauthorization\b[\"']?\s*(?:[:=]|%3a|%3d)\s*[\"']?)"
+    r"(?:(?:bearer|basic|token)(?:\s+|%20|\+))?[^\s\"',;}\]\\&]+"
+)
 _BEARER = re.compile(r"(?i)(?<![a-z])(bearer)(?:\s+|%20|\+)[A-Za-z0-9._~+/=%\-]{4,}")
 # Query (or fragment) parameters whose value is a credential by name: API keys, OAuth tokens, SAS signatures,
 # passwords. The annotation server's own link parameter `k` is one too.
 _SECRET_PARAM = re.compile(
     r"(?i)(?P<lead>[?&#;](?:k|sig|code|auth|pwd|[\w.\-]*(?:key|token|secret|passw|signature|credential)[\w.\-]*)=)"
-    r"(?P<value>[^&#\s\"'<>\\]+)")
+    r"(?P<value>[^&#\s\"'<>\\]+)"
+)
 # Any parameter: its value is masked when it has the shape of a key, whatever the parameter is called.
 _ANY_PARAM = re.compile(r"(?P<lead>[?&#;][\w.\-]+=)(?P<value>[^&#\s\"'<>\\]+)")
 _URL_FRAGMENT = re.compile(r"(?P<head>\b[A-Za-z][A-Za-z0-9+.\-]*://[^\s#\"'<>]*#)(?P<fragment>[^\s\"'<>\\]+)")
 # How API keys commonly begin (OpenAI, Anthropic, Hugging Face, Groq, xAI, Google, GitHub, …).
-_KEY_SHAPES = re.compile(r"^(sk|hf|gsk|xai|ghp|gho|ghs|github_pat|glpat|csk|nvapi)[-_](?:[A-Za-z0-9]+[-_])*[A-Za-z0-9]{8,}"
-                         r"|^AIza[0-9A-Za-z_-]{20,}")
+_KEY_SHAPES = re.compile(
+    r"^(sk|hf|gsk|xai|ghp|gho|ghs|github_pat|glpat|csk|nvapi)[-_](?:[A-Za-z0-9]+[-_])*[A-Za-z0-9]{8,}"
+    r"|^AIza[0-9A-Za-z_-]{20,}"
+)
 _B64_CHARS = frozenset("ABCDEFGHIJKLMNOPQRSTUVWXYZabcdefghijklmnopqrstuvwxyz0123456789+/-_")
 
 
@@ -104,7 +109,7 @@ def _char_forms(c: str) -> str:
         forms.append(r"\+")
     if c == "/":
         forms.append(r"\\/")
-    if c in "\"\\":
+    if c in '"\\':
         forms.append(re.escape("\\" + c))
     if ord(c) < 0x10000:
         forms.append(r"\\u" + "".join(f"[{d.upper()}{d}]" for d in f"{ord(c):04x}"))
@@ -119,7 +124,7 @@ def _base64_cores(value: str) -> set[str]:
     cores: set[str] = set()
     for offset, skip in ((0, 0), (1, 2), (2, 3)):
         text = base64.b64encode(b"\0" * offset + raw).decode("ascii")
-        core = text[skip:((offset + len(raw)) * 8) // 6]
+        core = text[skip : ((offset + len(raw)) * 8) // 6]
         if len(core) >= MIN_SECRET:
             cores.update({core, core.translate(str.maketrans("+/", "-_"))})
     return cores
@@ -193,11 +198,13 @@ def _mask_url_parts(text: str) -> str:
         text = url_without_userinfo(text)
     if "=" in text:
         text = _SECRET_PARAM.sub(lambda m: m.group("lead") + MASK, text)
-        text = _ANY_PARAM.sub(lambda m: m.group("lead") + (MASK if looks_like_key(m.group("value")) else m.group("value")),
-                              text)
+        text = _ANY_PARAM.sub(
+            lambda m: m.group("lead") + (MASK if looks_like_key(m.group("value")) else m.group("value")), text
+        )
     if "#" in text:
         text = _URL_FRAGMENT.sub(
-            lambda m: m.group("head") + (MASK if looks_like_key(m.group("fragment")) else m.group("fragment")), text)
+            lambda m: m.group("head") + (MASK if looks_like_key(m.group("fragment")) else m.group("fragment")), text
+        )
     return text
 
 

@@ -45,8 +45,11 @@ class _Log(BaseModel):
 
     def labelled(self) -> dict[str, Any]:
         """Label → value, as the dataset card lists them (fields left unset are left out)."""
-        return {f.alias or name: _show(getattr(self, name)) for name, f in type(self).model_fields.items()
-                if getattr(self, name) is not None}
+        return {
+            f.alias or name: _show(getattr(self, name))
+            for name, f in type(self).model_fields.items()
+            if getattr(self, name) is not None
+        }
 
 
 def _show(value: Any) -> Any:
@@ -108,8 +111,11 @@ class RunCounts(_Log):
     pool_benchmark: Pair = Field(alias="pool / benchmark patients")
     pool_verdicts: list[str] = Field(alias="pool drawn from verdicts")
     sessions: Pair = Field(alias="sessions written / expected")
-    trials: int | None = Field(None, alias="repeated trials per arc (simulation.trials)",
-                               description="Only with repeated trials, so one-trial cards read as before")
+    trials: int | None = Field(
+        None,
+        alias="repeated trials per arc (simulation.trials)",
+        description="Only with repeated trials, so one-trial cards read as before",
+    )
     failed_arcs: int = Field(alias="failed arcs")
     ended_by_patient: int = Field(alias="sessions the patient ended")
     rejected_commits: int = Field(alias="rejected move commits")
@@ -128,8 +134,12 @@ class RunCounts(_Log):
             for key in ("pool drawn from verdicts", "pool_verdicts"):
                 if isinstance(data.get(key), str):
                     data[key] = [v.strip() for v in data[key].split(",") if v.strip()]
-            for key in ("patient messages re-asked (not stored), by reason", "rejected_messages",
-                        "counsellor replies flagged (stored as sent), by flag", "counsellor_flags"):
+            for key in (
+                "patient messages re-asked (not stored), by reason",
+                "rejected_messages",
+                "counsellor replies flagged (stored as sent), by flag",
+                "counsellor_flags",
+            ):
                 if key in data:
                     data[key] = _reasons(data[key])
         return data
@@ -191,23 +201,29 @@ class RunHeader(BaseModel):
     engine_backends: dict[str, Any] = Field(default_factory=dict)
     preflight: list[str] = Field(default_factory=list)
     tool_calls: dict[str, str] = Field(
-        default_factory=dict, description="Tool-calling role → how its calls travelled: 'native' tool calls (the "
+        default_factory=dict,
+        description="Tool-calling role → how its calls travelled: 'native' tool calls (the "
         "server parsed them), 'native-template' (native tool calls the toolkit rendered and parsed itself: the "
         "embedded engine), or 'json-schema' answers (an engine without native tool calls, or one that answered a "
-        "forced call with text)")
+        "forced call with text)",
+    )
     usage: dict[str, Any] = Field(default_factory=dict)
     plan: dict[str, Any] | None = Field(None, description="`mindsim plan`'s figures for this run, written at its start")
     plan_vs_actual: dict[str, Any] | None = Field(
-        None, description="Per role the plan's expected requests, tokens and cost beside the usage, per stage the "
-        "planned and measured wall time, each with actual / planned")
+        None,
+        description="Per role the plan's expected requests, tokens and cost beside the usage, per stage the "
+        "planned and measured wall time, each with actual / planned",
+    )
     persona_source: str | None = None
     rates_note: str | None = None
     prompt_hashes: dict[str, str | None] = Field(default_factory=dict)
     prompt_overrides: dict[str, dict[str, str]] = Field(default_factory=dict)
     schedule_settings: ScheduleSettings | None = None
     presets: dict[str, str] = Field(
-        default_factory=dict, description="Patient engine (and `judge`) → the preset it ran under ('ours' or a "
-        "paper's reference); empty in headers written before presets existed (all 'ours')")
+        default_factory=dict,
+        description="Patient engine (and `judge`) → the preset it ran under ('ours' or a "
+        "paper's reference); empty in headers written before presets existed (all 'ours')",
+    )
     counts: RunCounts | None = None
     pool_verdicts: list[str] = Field(default_factory=lambda: ["clean"])
     reference_is_mibot: bool = False
@@ -240,15 +256,19 @@ def read_header(path: str | Path) -> RunHeader:
     data = _json_object(path, "run header", "rerun `mindsim run` with the same recipe and --out to rewrite it")
     version = data.get("log_version", 1)
     if isinstance(version, int) and version > LOG_VERSION:
-        raise InputError(f"{path}: written by a newer mindsim (run log version {version}; this one reads up to "
-                         f"{LOG_VERSION}); upgrade mindsim to read it")
+        raise InputError(
+            f"{path}: written by a newer mindsim (run log version {version}; this one reads up to "
+            f"{LOG_VERSION}); upgrade mindsim to read it"
+        )
     try:
         return RunHeader.model_validate(data)
     except ValidationError as exc:
         first = exc.errors()[0]
         where = ".".join(str(p) for p in first["loc"]) or "(top level)"
-        raise InputError(f"{path}: not a run header this mindsim reads ({where}: {first['msg']}); rerun `mindsim run` "
-                         "with the same recipe and --out to rewrite it") from None
+        raise InputError(
+            f"{path}: not a run header this mindsim reads ({where}: {first['msg']}); rerun `mindsim run` "
+            "with the same recipe and --out to rewrite it"
+        ) from None
 
 
 def write_header(path: str | Path, header: RunHeader) -> None:
@@ -275,6 +295,7 @@ REMAKE = {
 
 def remake(stage: str, run_dir: str | Path) -> str:
     return REMAKE.get(stage, "rerun the command that made the folder").replace("RUN", str(run_dir))
+
 
 M = TypeVar("M", bound=BaseModel)
 
@@ -333,8 +354,11 @@ def iter_table(path: str | Path, model: type[M], *, what: str, remake: str, whol
         n = 0
         columns = [c for c in wanted if c in names]
         try:
-            batches = (file.read(columns=columns).to_batches() if whole else
-                       file.iter_batches(batch_size=TABLE_BATCH_ROWS, columns=columns, use_threads=False))
+            batches = (
+                file.read(columns=columns).to_batches()
+                if whole
+                else file.iter_batches(batch_size=TABLE_BATCH_ROWS, columns=columns, use_threads=False)
+            )
             for batch in batches:
                 for row in batch.to_pylist():
                     yield f"row {n}", row
@@ -406,7 +430,9 @@ class ValidationReport(_Report):
     systems: dict[str, dict[str, Estimate | float | None]]
     floor: dict[str, float | None] = Field(default_factory=dict)
     counts: dict[str, dict[str, int]] = Field(default_factory=dict)
-    arc: dict[str, dict[str, dict[str, float | None]]] = Field(default_factory=dict, description="system → stretch → label → share")
+    arc: dict[str, dict[str, dict[str, float | None]]] = Field(
+        default_factory=dict, description="system → stretch → label → share"
+    )
     arc_labels: dict[str, Any] = Field(default_factory=dict)
     reference: dict[str, Any] = Field(default_factory=dict)
     settings: dict[str, Any] = Field(default_factory=dict)
@@ -452,8 +478,16 @@ class SimulationSummaryView(_Report):
 
     def counts(self) -> dict[str, int]:
         """The run's simulation counts that were recorded, by name (the report's health table)."""
-        names = ("arcs", "sessions_expected", "sessions_written", "ended_by_patient", "rejected_commits",
-                 "messages_trimmed", "memory_repaired", "scenario_drafts")
+        names = (
+            "arcs",
+            "sessions_expected",
+            "sessions_written",
+            "ended_by_patient",
+            "rejected_commits",
+            "messages_trimmed",
+            "memory_repaired",
+            "scenario_drafts",
+        )
         return {n: getattr(self, n) for n in names if getattr(self, n) is not None}
 
 
@@ -475,8 +509,10 @@ class TranscriptRow(BaseModel):
     session_index: int
     messages: list[ChatTurn]
     patient_states: list[dict[str, Any]] | None = Field(
-        None, description="Per patient turn, the state an engine tracks (ConsistentMI: stage, topic, engagement, "
-        "action); absent for engines that track none")
+        None,
+        description="Per patient turn, the state an engine tracks (ConsistentMI: stage, topic, engagement, "
+        "action); absent for engines that track none",
+    )
 
 
 class ProfilesSummaryView(_Report):
@@ -534,8 +570,10 @@ class JudgeReport(_Report):
     agreement, family flags, critical replies, failures and costs."""
 
     rubric: dict[str, Any] = Field(default_factory=dict, description="version and source")
-    preset: dict[str, Any] = Field(default_factory=dict, description="judge.preset: name and source; "
-                                   "absent in reports from before presets, which all used 'ours'")
+    preset: dict[str, Any] = Field(
+        default_factory=dict,
+        description="judge.preset: name and source; absent in reports from before presets, which all used 'ours'",
+    )
     config: dict[str, Any] = Field(default_factory=dict)
     prompt_hashes: dict[str, str] = Field(default_factory=dict)
     provenance: dict[str, Any] = Field(default_factory=dict)
@@ -546,8 +584,11 @@ class JudgeReport(_Report):
     family_flags: list[Any] = Field(default_factory=list)
     critical_replies: list[Any] = Field(default_factory=list)
     failures: list[Any] = Field(default_factory=list)
-    usage: dict[str, Any] = Field(default_factory=dict, description="Engine usage per role, summed over every run of "
-                                  "the stage on this folder (absent in reports from before it was kept)")
+    usage: dict[str, Any] = Field(
+        default_factory=dict,
+        description="Engine usage per role, summed over every run of "
+        "the stage on this folder (absent in reports from before it was kept)",
+    )
     costs: dict[str, Any] = Field(default_factory=dict)
     patient_engines: list[str] | None = None
 

@@ -12,7 +12,13 @@ from collections import Counter
 from typing import Any, Awaitable, Callable, Iterable, Literal, TextIO, TypeVar, overload
 
 from rich.progress import (
-    BarColumn, MofNCompleteColumn, Progress, TaskID, TextColumn, TimeElapsedColumn, TimeRemainingColumn,
+    BarColumn,
+    MofNCompleteColumn,
+    Progress,
+    TaskID,
+    TextColumn,
+    TimeElapsedColumn,
+    TimeRemainingColumn,
 )
 
 from mindsimkit.mindcore.backends import IN_FLIGHT
@@ -30,8 +36,13 @@ def progress_bar(transient: bool = False) -> Progress:
     file, CI, `2>err.log`) nothing live can be drawn there, so each task also writes plain lines to stderr:
     when it starts, every `LOG_INTERVAL_S` seconds while it runs (`MINDSIM_PROGRESS_INTERVAL_S` overrides),
     and when it ends."""
-    columns = (TextColumn("[bold]{task.description}"), BarColumn(), MofNCompleteColumn(), TimeElapsedColumn(),
-               TimeRemainingColumn())
+    columns = (
+        TextColumn("[bold]{task.description}"),
+        BarColumn(),
+        MofNCompleteColumn(),
+        TimeElapsedColumn(),
+        TimeRemainingColumn(),
+    )
     if is_tty(sys.stderr):
         return Progress(*columns, transient=transient)
     interval = float(os.environ.get("MINDSIM_PROGRESS_INTERVAL_S") or LOG_INTERVAL_S)
@@ -49,8 +60,7 @@ class LoggedProgress(Progress):
     from a start line per task, a ticker thread every `interval_s`, and an end line when a task completes or the
     progress stops."""
 
-    def __init__(self, *columns: Any, interval_s: float = LOG_INTERVAL_S, stream: TextIO | None = None,
-                 **kwargs: Any):
+    def __init__(self, *columns: Any, interval_s: float = LOG_INTERVAL_S, stream: TextIO | None = None, **kwargs: Any):
         super().__init__(*columns, **kwargs)
         self.interval_s = interval_s
         self._stream = stream
@@ -62,8 +72,10 @@ class LoggedProgress(Progress):
     def line(self, task_id: TaskID, event: str) -> str:
         task = self._tasks[task_id]
         total = f"/{int(task.total)}" if task.total is not None else ""
-        return (f"[{time.strftime('%H:%M:%S')}] progress: {task.description}: {int(task.completed)}{total} "
-                f"{event}, {_clock(task.elapsed)} elapsed")
+        return (
+            f"[{time.strftime('%H:%M:%S')}] progress: {task.description}: {int(task.completed)}{total} "
+            f"{event}, {_clock(task.elapsed)} elapsed"
+        )
 
     def _write(self, text: str) -> None:
         stream = self._stream or sys.stderr  # looked up now: pytest and CliRunner swap sys.stderr
@@ -138,26 +150,36 @@ class Tally:
         if outcome:
             self.counts[outcome] += 1
         shown = " · ".join(f"{k} {v}" for k, v in sorted(self.counts.items()))
-        self.progress.update(self.task, advance=advance,
-                             description=f"{self.description} [{shown}]" if shown else self.description)
+        self.progress.update(
+            self.task, advance=advance, description=f"{self.description} [{shown}]" if shown else self.description
+        )
 
 
 @overload
 async def gather_progress(
-    coros: Iterable[Awaitable[T]], description: str, *, return_exceptions: Literal[False] = False,
+    coros: Iterable[Awaitable[T]],
+    description: str,
+    *,
+    return_exceptions: Literal[False] = False,
     outcome: Callable[[Any], str | None] | None = None,
 ) -> list[T]: ...
 
 
 @overload
 async def gather_progress(
-    coros: Iterable[Awaitable[T]], description: str, *, return_exceptions: Literal[True],
+    coros: Iterable[Awaitable[T]],
+    description: str,
+    *,
+    return_exceptions: Literal[True],
     outcome: Callable[[Any], str | None] | None = None,
 ) -> list[T | BaseException]: ...
 
 
 async def gather_progress(
-    coros: Iterable[Awaitable[T]], description: str, *, return_exceptions: bool = False,
+    coros: Iterable[Awaitable[T]],
+    description: str,
+    *,
+    return_exceptions: bool = False,
     outcome: Callable[[Any], str | None] | None = None,
 ) -> list[T] | list[T | BaseException]:
     """Await all `coros` concurrently; results (or exceptions, if asked) come back in input order.

@@ -57,9 +57,18 @@ class Runner(ABC):
     distilabel_name: ClassVar[str] = "distilabel"
 
     @abstractmethod
-    async def map_shards(self, work: ShardWork, items: Sequence[T], *, key: Callable[[T], str],
-                         payload: Callable[[int, int, list[T]], Any], engines: Any, description: str, total: int,
-                         progress: bool = True) -> ShardResults:
+    async def map_shards(
+        self,
+        work: ShardWork,
+        items: Sequence[T],
+        *,
+        key: Callable[[T], str],
+        payload: Callable[[int, int, list[T]], Any],
+        engines: Any,
+        description: str,
+        total: int,
+        progress: bool = True,
+    ) -> ShardResults:
         """Run `work` over `items` grouped by `key`. `total` items feed the progress bar through `report(key)`;
         `progress=False` when the work draws its own bar in this process (judge, arc labels)."""
 
@@ -87,9 +96,18 @@ class LocalRunner(Runner):
 
     name = "local"
 
-    async def map_shards(self, work: ShardWork, items: Sequence[T], *, key: Callable[[T], str],
-                         payload: Callable[[int, int, list[T]], Any], engines: Any, description: str, total: int,
-                         progress: bool = True) -> ShardResults:
+    async def map_shards(
+        self,
+        work: ShardWork,
+        items: Sequence[T],
+        *,
+        key: Callable[[T], str],
+        payload: Callable[[int, int, list[T]], Any],
+        engines: Any,
+        description: str,
+        total: int,
+        progress: bool = True,
+    ) -> ShardResults:
         from mindsimkit.mindcore.runner import progress_bar
 
         items = list(items)
@@ -116,24 +134,54 @@ class RayRunner(Runner):
     remote = True
     distilabel_name = "distilabel-ray"
 
-    def __init__(self, settings: Any, *, verbose: bool = False, env: dict[str, str] | None = None,
-                 on_workers: Callable[[list[Any]], None] | None = None):
+    def __init__(
+        self,
+        settings: Any,
+        *,
+        verbose: bool = False,
+        env: dict[str, str] | None = None,
+        on_workers: Callable[[list[Any]], None] | None = None,
+    ):
         self.settings = settings
         self.on_workers = on_workers
-        self.session = RaySession(settings.address, verbose=verbose, env=env,
-                                  connect_timeout_s=settings.connect_timeout_s)
+        self.session = RaySession(
+            settings.address, verbose=verbose, env=env, connect_timeout_s=settings.connect_timeout_s
+        )
 
-    async def map_shards(self, work: ShardWork, items: Sequence[T], *, key: Callable[[T], str],
-                         payload: Callable[[int, int, list[T]], Any], engines: Any, description: str, total: int,
-                         progress: bool = True) -> ShardResults:
+    async def map_shards(
+        self,
+        work: ShardWork,
+        items: Sequence[T],
+        *,
+        key: Callable[[T], str],
+        payload: Callable[[int, int, list[T]], Any],
+        engines: Any,
+        description: str,
+        total: int,
+        progress: bool = True,
+    ) -> ShardResults:
         plan = plan_shards(list(items), key, self.settings)
         payloads = [payload(i, plan.shards, part) for i, part in plan.parts]
         # run_shards blocks on Ray; a thread keeps the caller's loop (and its clients) alive meanwhile.
         run = await asyncio.to_thread(
-            run_shards, functools.partial(_in_worker, work), payloads, engines, self.settings,
-            workers=plan.workers, description=description, total=total, on_workers=self.on_workers)
-        return ShardResults(run.results, plan.shards, run.workers, run.elapsed_s, list(plan.parts),
-                            {"runner": "ray", "workers": run.workers, "shards": plan.shards})
+            run_shards,
+            functools.partial(_in_worker, work),
+            payloads,
+            engines,
+            self.settings,
+            workers=plan.workers,
+            description=description,
+            total=total,
+            on_workers=self.on_workers,
+        )
+        return ShardResults(
+            run.results,
+            plan.shards,
+            run.workers,
+            run.elapsed_s,
+            list(plan.parts),
+            {"runner": "ray", "workers": run.workers, "shards": plan.shards},
+        )
 
     @property
     def profile_replicas(self) -> int:

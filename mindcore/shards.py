@@ -86,8 +86,14 @@ class RaySession:
     Ray for this process when neither is set; a Ray started here is stopped on exit. A Ray the caller
     already initialised (tests, notebooks) is used as it is and left running."""
 
-    def __init__(self, address: str | None = None, *, verbose: bool = False, env: dict[str, str] | None = None,
-                 connect_timeout_s: float = 30.0):
+    def __init__(
+        self,
+        address: str | None = None,
+        *,
+        verbose: bool = False,
+        env: dict[str, str] | None = None,
+        connect_timeout_s: float = 30.0,
+    ):
         self.address = None if address in (None, "", "local") else address
         self.connect_timeout_s = connect_timeout_s
         self.verbose = verbose
@@ -103,12 +109,18 @@ class RaySession:
             # (nothing there) and this bounds a port that answers but is not Ray.
             os.environ.setdefault("RAY_gcs_rpc_server_reconnect_timeout_s", str(max(1, round(self.connect_timeout_s))))
             try:
-                ray.init(address=self.address, log_to_driver=self.verbose, include_dashboard=False,
-                         configure_logging=self.verbose,
-                         runtime_env={"env_vars": self.env} if self.env else None)
+                ray.init(
+                    address=self.address,
+                    log_to_driver=self.verbose,
+                    include_dashboard=False,
+                    configure_logging=self.verbose,
+                    runtime_env={"env_vars": self.env} if self.env else None,
+                )
             except ConnectionError as exc:
-                raise EngineError(f"Ray cluster at {self.address or os.environ.get('RAY_ADDRESS')}: cannot connect "
-                                  f"({exc}); start it with `ray start --head` or fix --ray / RAY_ADDRESS") from exc
+                raise EngineError(
+                    f"Ray cluster at {self.address or os.environ.get('RAY_ADDRESS')}: cannot connect "
+                    f"({exc}); start it with `ray start --head` or fix --ray / RAY_ADDRESS"
+                ) from exc
             self.started = True
         return self
 
@@ -126,23 +138,32 @@ class RaySession:
         if endpoint is None:
             return
         if str(address).startswith("ray://") and importlib.util.find_spec("grpc") is None:
-            raise ConfigError(f"Ray address {address}: a ray:// address goes through Ray Client, which is not installed; "
-                              "`pip install 'ray[client]'`, or give the head's GCS address HOST:6379 instead")
+            raise ConfigError(
+                f"Ray address {address}: a ray:// address goes through Ray Client, which is not installed; "
+                "`pip install 'ray[client]'`, or give the head's GCS address HOST:6379 instead"
+            )
         deadline = time.monotonic() + self.connect_timeout_s
-        check = (f"check the address and that the cluster is up (`ray status --address {endpoint[0]}:{endpoint[1]}` "
-                 "on one of its machines), or raise ray.connect_timeout_s")
+        check = (
+            f"check the address and that the cluster is up (`ray status --address {endpoint[0]}:{endpoint[1]}` "
+            "on one of its machines), or raise ray.connect_timeout_s"
+        )
         try:
             conn = socket.create_connection(endpoint, timeout=self.connect_timeout_s)
         except OSError as exc:
-            why = (f"nothing answered within {self.connect_timeout_s:g} s" if isinstance(exc, TimeoutError)
-                   else (exc.strerror or type(exc).__name__).lower())
+            why = (
+                f"nothing answered within {self.connect_timeout_s:g} s"
+                if isinstance(exc, TimeoutError)
+                else (exc.strerror or type(exc).__name__).lower()
+            )
             raise EngineError(f"Ray cluster at {address}: cannot connect ({why}); {check}") from None
         with conn:
             answer = _grpc_greeting(conn, max(0.1, deadline - time.monotonic()))
         if answer is not True:
-            raise EngineError(f"Ray cluster at {address}: the port answers but is not a Ray head ({answer}); give the "
-                              f"head's GCS port (usually 6379) or ray://HOST:10001 — not the dashboard (8265) or "
-                              f"another server; {check}")
+            raise EngineError(
+                f"Ray cluster at {address}: the port answers but is not a Ray head ({answer}); give the "
+                f"head's GCS port (usually 6379) or ray://HOST:10001 — not the dashboard (8265) or "
+                f"another server; {check}"
+            )
 
     def __exit__(self, *exc: Any) -> None:
         if self.started:
@@ -196,13 +217,24 @@ def engine_wire(engines: Any) -> dict[str, dict[str, Any]]:
         if not isinstance(b, OpenAIBackend):
             raise ConfigError(
                 f"engines.{name}: the Ray runner's workers reach engines over HTTP, and this one lives inside "
-                f"the driver process ({getattr(b, 'kind', type(b).__name__)}); use an OpenAI-compatible server")
-        wire[name] = {"base_urls": list(b.base_urls), "default_model": b.default_model,
-                      "api_key_env": b.api_key_env, "max_concurrency": b.max_concurrency, "timeout_s": b.timeout_s,
-                      "native_tools": b.native_tools, "structured_mode": b.structured_mode,
-                      "strict_schema": b.strict_schema, "kind": b.kind, "failure_limit": b.failure_limit,
-                      "cooldown_s": b.cooldown_s, "token_param": b.token_param,
-                      "connect_timeout_s": b.connect_timeout_s, "max_retry_after_s": b.max_retry_after_s}
+                f"the driver process ({getattr(b, 'kind', type(b).__name__)}); use an OpenAI-compatible server"
+            )
+        wire[name] = {
+            "base_urls": list(b.base_urls),
+            "default_model": b.default_model,
+            "api_key_env": b.api_key_env,
+            "max_concurrency": b.max_concurrency,
+            "timeout_s": b.timeout_s,
+            "native_tools": b.native_tools,
+            "structured_mode": b.structured_mode,
+            "strict_schema": b.strict_schema,
+            "kind": b.kind,
+            "failure_limit": b.failure_limit,
+            "cooldown_s": b.cooldown_s,
+            "token_param": b.token_param,
+            "connect_timeout_s": b.connect_timeout_s,
+            "max_retry_after_s": b.max_retry_after_s,
+        }
     return wire
 
 
@@ -215,8 +247,9 @@ def env_of(names: set[str]) -> dict[str, str]:
     return {n: os.environ[n] for n in sorted(names) if n in os.environ}
 
 
-def worker_engines(config: Any, wire: dict[str, dict[str, Any]], rank: int, workers: int,
-                   limit: int | None = None) -> Any:
+def worker_engines(
+    config: Any, wire: dict[str, dict[str, Any]], rank: int, workers: int, limit: int | None = None
+) -> Any:
     """Engines inside worker `rank` of `workers`: the same roles and servers as the driver's, each
     server capped at this worker's share of its global `max_concurrency` (and at `limit`, if lower)."""
     from mindsimkit.mindcore.backends import Backend, OpenAIBackend, worker_caps
@@ -246,8 +279,16 @@ class _Progress:
 
 
 class _Worker:
-    def __init__(self, config: Any, wire: dict[str, dict[str, Any]], rank: int, workers: int, progress: str,
-                 limit: int | None = None, prompts: dict[str, dict[str, str]] | None = None):
+    def __init__(
+        self,
+        config: Any,
+        wire: dict[str, dict[str, Any]],
+        rank: int,
+        workers: int,
+        progress: str,
+        limit: int | None = None,
+        prompts: dict[str, dict[str, str]] | None = None,
+    ):
         from mindsimkit.mindcore.prompts import install_overrides
 
         # The recipe's swapped prompts, as text: a worker on another machine may not have the files.
@@ -324,15 +365,18 @@ def run_shards(
     progress_name = f"mindsim-progress-{uuid.uuid4().hex[:12]}"
     progress = ray.remote(_Progress).options(num_cpus=0, name=progress_name).remote()
     worker_cls = ray.remote(_Worker).options(
-        num_cpus=cpus_per_worker, max_restarts=max_retries, max_task_retries=max_retries,
+        num_cpus=cpus_per_worker,
+        max_restarts=max_retries,
+        max_task_retries=max_retries,
         runtime_env={"env_vars": env} if env else None,
     )
     from mindsimkit.mindcore.prompts import snapshot
 
     prompts = snapshot()
-    actors = [worker_cls.remote(engines.config, wire, rank, n, progress_name, settings.max_concurrency_per_worker,
-                                prompts)
-              for rank in range(n)]
+    actors = [
+        worker_cls.remote(engines.config, wire, rank, n, progress_name, settings.max_concurrency_per_worker, prompts)
+        for rank in range(n)
+    ]
     if on_workers is not None:
         on_workers(actors)
     results: list[Any] = [None] * len(payloads)
@@ -360,7 +404,8 @@ def run_shards(
                         raise EngineError(
                             f"{description}: shard {i} lost its worker more than {max_retries} times "
                             f"(ray.max_retries); finished items are checkpointed, rerun the same command to resume "
-                            f"({str(exc).splitlines()[0][:200]})") from exc
+                            f"({str(exc).splitlines()[0][:200]})"
+                        ) from exc
                     except ray.exceptions.RayTaskError as exc:
                         raise exc.as_instanceof_cause() from None
                     engines.ledger.absorb(usage)

@@ -113,7 +113,9 @@ def stage(name: str) -> Stage:
 def stage_roles(recipe: Any, engines: Any, stages: set[str]) -> list[RoleUse]:
     """The roles `stages` call for this recipe, in stage order, each stage's as it declares them."""
     wanted = expand_stages(stages) - {"run"}
-    order = sorted(wanted, key=lambda n: (_PIPELINE_ORDER.index(n) if n in _PIPELINE_ORDER else len(_PIPELINE_ORDER), n))
+    order = sorted(
+        wanted, key=lambda n: (_PIPELINE_ORDER.index(n) if n in _PIPELINE_ORDER else len(_PIPELINE_ORDER), n)
+    )
     return [use for name in order for use in stage(name).roles(recipe, engines)]
 
 

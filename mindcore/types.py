@@ -171,11 +171,26 @@ class CallRecord:
 
 # What the ledger counts per (role, engine, model, kind, server); `latency_s` is summed unrounded and rounded
 # when shown.
-_COUNTERS = ("calls", "failed", "attempts", "prompt_tokens", "completion_tokens", "cached_tokens", "reasoning_tokens",
-             "latency_s")
+_COUNTERS = (
+    "calls",
+    "failed",
+    "attempts",
+    "prompt_tokens",
+    "completion_tokens",
+    "cached_tokens",
+    "reasoning_tokens",
+    "latency_s",
+)
 _KEY = ("role", "engine", "model", "kind", "server")
-_SERVER_COUNTERS = ("calls", "failed", "prompt_tokens", "completion_tokens", "cached_tokens", "reasoning_tokens",
-                    "latency_s")
+_SERVER_COUNTERS = (
+    "calls",
+    "failed",
+    "prompt_tokens",
+    "completion_tokens",
+    "cached_tokens",
+    "reasoning_tokens",
+    "latency_s",
+)
 
 
 def _summed(rows: Iterable[dict[str, Any]], counters: tuple[str, ...] = _COUNTERS) -> dict[str, Any]:
@@ -202,11 +217,19 @@ class UsageLedger:
         self.started = time.monotonic()
 
     def add(self, record: CallRecord) -> None:
-        self._fold((record.role, record.engine, record.model, record.kind, record.server),
-                   {"calls": 1, "failed": 0 if record.ok else 1, "attempts": record.attempts,
-                    "prompt_tokens": record.prompt_tokens, "completion_tokens": record.completion_tokens,
-                    "cached_tokens": record.cached_tokens, "reasoning_tokens": record.reasoning_tokens,
-                    "latency_s": record.latency_s})
+        self._fold(
+            (record.role, record.engine, record.model, record.kind, record.server),
+            {
+                "calls": 1,
+                "failed": 0 if record.ok else 1,
+                "attempts": record.attempts,
+                "prompt_tokens": record.prompt_tokens,
+                "completion_tokens": record.completion_tokens,
+                "cached_tokens": record.cached_tokens,
+                "reasoning_tokens": record.reasoning_tokens,
+                "latency_s": record.latency_s,
+            },
+        )
 
     def absorb(self, rows: Iterable[dict[str, Any]]) -> None:
         """Add another ledger's `rows()` (a worker's calls, on the driver)."""
@@ -227,8 +250,9 @@ class UsageLedger:
 
     def totals(self, role: str | None = None, kind: str | None = None) -> dict[str, Any]:
         """Counters summed over every call, or over one role's and/or one kind's."""
-        return _summed(r for r in self.rows()
-                       if (role is None or r["role"] == role) and (kind is None or r["kind"] == kind))
+        return _summed(
+            r for r in self.rows() if (role is None or r["role"] == role) and (kind is None or r["kind"] == kind)
+        )
 
     def summary(self) -> dict[str, dict[str, Any]]:
         rows = self.rows()

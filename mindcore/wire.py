@@ -42,6 +42,7 @@ except ImportError:  # pragma: no cover - orjson is a dependency; kept for a tri
     def loads(data: bytes | bytearray | memoryview[int] | str) -> Any:
         return json.loads(bytes(data) if isinstance(data, memoryview) else data)
 
+
 _USER_AGENT = b"mindsim"
 # Seconds to open a connection (TCP, TLS, proxy) when the engine does not say: a host that does not take the
 # connection in this long is down or unreachable, and saying so beats waiting out the whole request timeout.
@@ -57,8 +58,13 @@ class TotalTimeout(httpcore.TimeoutException):
 
 
 # What the SDK counted as a retryable network failure, kept apart from a timeout (see OpenAIBackend._send).
-NETWORK_ERRORS = (httpcore.NetworkError, httpcore.ProtocolError, httpcore.ProxyError, httpcore.UnsupportedProtocol,
-                  OSError)
+NETWORK_ERRORS = (
+    httpcore.NetworkError,
+    httpcore.ProtocolError,
+    httpcore.ProxyError,
+    httpcore.UnsupportedProtocol,
+    OSError,
+)
 TIMEOUTS = (httpcore.TimeoutException,)
 
 
@@ -108,8 +114,14 @@ def _host(url: urllib.parse.SplitResult) -> bytes:
 class ServerLink:
     """Keep-alive connections to one server for one event loop; `post_json` sends one request."""
 
-    def __init__(self, base_url: str, api_key: str, timeout_s: float, keepalive_s: float = 60.0,
-                 connect_timeout_s: float = CONNECT_TIMEOUT_S):
+    def __init__(
+        self,
+        base_url: str,
+        api_key: str,
+        timeout_s: float,
+        keepalive_s: float = 60.0,
+        connect_timeout_s: float = CONNECT_TIMEOUT_S,
+    ):
         self._base = base_url.rstrip("/")
         url = urllib.parse.urlsplit(self._base + "/chat/completions")
         if url.scheme not in ("http", "https") or not url.hostname:
@@ -120,14 +132,23 @@ class ServerLink:
         self.timeout_s = timeout_s
         self.connect_timeout_s = connect_timeout_s
         self.keepalive_s = keepalive_s
-        self._headers = [(b"host", _host(url)), (b"authorization", f"Bearer {api_key}".encode()),
-                         (b"content-type", b"application/json"), (b"accept", b"application/json"),
-                         (b"user-agent", _USER_AGENT)]
+        self._headers = [
+            (b"host", _host(url)),
+            (b"authorization", f"Bearer {api_key}".encode()),
+            (b"content-type", b"application/json"),
+            (b"accept", b"application/json"),
+            (b"user-agent", _USER_AGENT),
+        ]
         self._ssl = _ssl_context() if url.scheme == "https" else None
         self._idle: list[httpcore.AsyncHTTPConnection] = []
         proxy = _proxy_for(url)
-        self._proxy = (httpcore.AsyncHTTPProxy(proxy_url=proxy, ssl_context=self._ssl or _ssl_context(),
-                                               keepalive_expiry=keepalive_s) if proxy else None)
+        self._proxy = (
+            httpcore.AsyncHTTPProxy(
+                proxy_url=proxy, ssl_context=self._ssl or _ssl_context(), keepalive_expiry=keepalive_s
+            )
+            if proxy
+            else None
+        )
 
     async def _connection(self) -> tuple[httpcore.AsyncHTTPConnection, bool]:
         """(connection, reused): the most recently used idle one still open, else a new one."""
@@ -155,7 +176,10 @@ class ServerLink:
 
     async def _post(self, body: bytes, t: float, url: httpcore.URL) -> dict[str, Any]:
         request = httpcore.Request(
-            b"POST", url, headers=[*self._headers, (b"content-length", str(len(body)).encode())], content=body,
+            b"POST",
+            url,
+            headers=[*self._headers, (b"content-length", str(len(body)).encode())],
+            content=body,
             extensions={"timeout": _timeouts(t, self.connect_timeout_s)},
         )
         if self._proxy is not None:
@@ -193,8 +217,9 @@ def _timeouts(total_s: float, connect_s: float) -> dict[str, float]:
     return {"connect": min(connect_s, total_s), "read": total_s, "write": total_s, "pool": total_s}
 
 
-async def _exchange(handler: Any, request: httpcore.Request,
-                    max_bytes: int = MAX_REPLY_BYTES) -> tuple[httpcore.Response, bytes]:
+async def _exchange(
+    handler: Any, request: httpcore.Request, max_bytes: int = MAX_REPLY_BYTES
+) -> tuple[httpcore.Response, bytes]:
     response = await handler.handle_async_request(request)
     try:
         chunks, size = [], 0
@@ -208,9 +233,16 @@ async def _exchange(handler: Any, request: httpcore.Request,
         await response.aclose()
 
 
-async def get_json(url: str, *, api_key: str | None = None, timeout_s: float = 10.0,
-                   connect_timeout_s: float = CONNECT_TIMEOUT_S, method: str = "GET", body: Any = None,
-                   max_bytes: int = 8 * 1024 * 1024) -> Any:
+async def get_json(
+    url: str,
+    *,
+    api_key: str | None = None,
+    timeout_s: float = 10.0,
+    connect_timeout_s: float = CONNECT_TIMEOUT_S,
+    method: str = "GET",
+    body: Any = None,
+    max_bytes: int = 8 * 1024 * 1024,
+) -> Any:
     """One request outside chat completions (`/models`, `/props`, `/tokenize`, `/health`): the decoded JSON
     body. `timeout_s` bounds the whole exchange (`TotalTimeout`); a status of 300 or more raises
     `HTTPStatusError`, a body that is not JSON `BadReply`, network failures as `post_json`."""
@@ -226,10 +258,18 @@ async def get_json(url: str, *, api_key: str | None = None, timeout_s: float = 1
         headers += [(b"content-type", b"application/json"), (b"content-length", str(len(content)).encode())]
     ssl_context = _ssl_context() if parts.scheme == "https" else None
     proxy = _proxy_for(parts)
-    pool: Any = (httpcore.AsyncHTTPProxy(proxy_url=proxy, ssl_context=ssl_context or _ssl_context()) if proxy
-                 else httpcore.AsyncConnectionPool(ssl_context=ssl_context, max_connections=1))
-    request = httpcore.Request(method.encode(), url.encode(), headers=headers, content=content,
-                               extensions={"timeout": _timeouts(timeout_s, connect_timeout_s)})
+    pool: Any = (
+        httpcore.AsyncHTTPProxy(proxy_url=proxy, ssl_context=ssl_context or _ssl_context())
+        if proxy
+        else httpcore.AsyncConnectionPool(ssl_context=ssl_context, max_connections=1)
+    )
+    request = httpcore.Request(
+        method.encode(),
+        url.encode(),
+        headers=headers,
+        content=content,
+        extensions={"timeout": _timeouts(timeout_s, connect_timeout_s)},
+    )
     try:
         async with pool:
             response, data = await asyncio.wait_for(_exchange(pool, request, max_bytes), timeout_s)
@@ -282,4 +322,3 @@ def _decoded(response: httpcore.Response, content: bytes) -> dict[str, Any]:
     if not isinstance(data, dict) or not isinstance(data.get("choices"), list) or not data["choices"]:
         raise BadReply(f"HTTP {status} without choices: {str(data)[:160]}")
     return data
-

@@ -46,12 +46,17 @@ class Roles:
     def for_session(self, sid: str) -> "Roles":
         """Every client bound to one session id, so a multi-server engine keeps the session on one server
         (its prefix cache then serves each turn's growing prompt). Clients without affinity stay as given."""
+
         def bind(client: Any) -> Any:
             return client.with_affinity(sid) if hasattr(client, "with_affinity") else client
 
-        return Roles(patient=bind(self.patient), counsellor=bind(self.counsellor),
-                     scenario_writer=bind(self.scenario_writer), memory_compactor=bind(self.memory_compactor),
-                     extra={k: bind(c) for k, c in self.extra.items()})
+        return Roles(
+            patient=bind(self.patient),
+            counsellor=bind(self.counsellor),
+            scenario_writer=bind(self.scenario_writer),
+            memory_compactor=bind(self.memory_compactor),
+            extra={k: bind(c) for k, c in self.extra.items()},
+        )
 
     def for_trial(self, trial: int) -> "Roles":
         """The roles of repeated trial `trial`: the patient's (its engine's own roles included) and the
@@ -63,9 +68,13 @@ class Roles:
         def moved(client: Any) -> Any:
             return client.for_trial(trial) if hasattr(client, "for_trial") else client
 
-        return Roles(patient=moved(self.patient), counsellor=moved(self.counsellor),
-                     scenario_writer=self.scenario_writer, memory_compactor=self.memory_compactor,
-                     extra={k: moved(c) for k, c in self.extra.items()})
+        return Roles(
+            patient=moved(self.patient),
+            counsellor=moved(self.counsellor),
+            scenario_writer=self.scenario_writer,
+            memory_compactor=self.memory_compactor,
+            extra={k: moved(c) for k, c in self.extra.items()},
+        )
 
     def describe(self) -> dict[str, dict[str, Any]]:
         out = {
@@ -97,8 +106,18 @@ class Arc:
     trial: int = 0
 
     @classmethod
-    def of(cls, profile: "Profile", vocab: "Vocabulary", roles: Roles, config: SimulationConfig, *,
-           counsellor: str, seed: int, engine: str | None = None, preparation: Any = None) -> "Arc":
+    def of(
+        cls,
+        profile: "Profile",
+        vocab: "Vocabulary",
+        roles: Roles,
+        config: SimulationConfig,
+        *,
+        counsellor: str,
+        seed: int,
+        engine: str | None = None,
+        preparation: Any = None,
+    ) -> "Arc":
         """An arc with its engine looked up by name. `engine` defaults to the recipe's one engine (a recipe
         listing several must name it per arc)."""
         from mindsimkit.mindsim.patient_engines import variant
@@ -113,8 +132,9 @@ class Arc:
     def session_id(self, index: int, rerun: str | None = None) -> str:
         """The session's id; `rerun` names an ablation that reruns it (`SessionInput.rerun`), so a rerun and
         its twin never share an id."""
-        return session_id(self.profile.profile_id, self.counsellor, index, self.seed, self.engine.name, self.trial,
-                          rerun)
+        return session_id(
+            self.profile.profile_id, self.counsellor, index, self.seed, self.engine.name, self.trial, rerun
+        )
 
     @property
     def record_trial(self) -> int | None:

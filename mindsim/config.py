@@ -29,8 +29,13 @@ class CounsellorBinding(RequestOptions):
 
     def role_spec(self) -> RoleSpec:
         """The binding as a role's settings (what its client sends)."""
-        return RoleSpec(engine=self.engine, model=self.model, temperature=self.temperature, max_tokens=self.max_tokens,
-                        **self.model_dump(include=set(RequestOptions.model_fields)))
+        return RoleSpec(
+            engine=self.engine,
+            model=self.model,
+            temperature=self.temperature,
+            max_tokens=self.max_tokens,
+            **self.model_dump(include=set(RequestOptions.model_fields)),
+        )
 
 
 class PatientActConfig(BaseModel):
@@ -38,7 +43,9 @@ class PatientActConfig(BaseModel):
     are the paper's ablations (Table 4): each turns off exactly one mechanism."""
 
     model_config = ConfigDict(extra="forbid")
-    trust_gating: bool = Field(True, description="Gate memory items by trust (off = 'w/o TG': relevant items always retrieved)")
+    trust_gating: bool = Field(
+        True, description="Gate memory items by trust (off = 'w/o TG': relevant items always retrieved)"
+    )
     dynamic_memory: bool = Field(
         True, description="Dynamic memory layer (off = 'w/o DM': every item in the system prompt, no retrieval)"
     )
@@ -48,16 +55,21 @@ class PatientActConfig(BaseModel):
     psych_formulation: bool = Field(
         True, description="Write PatientAct's psychological formulation (beliefs, triggers, CCRT) before decomposing"
     )
-    formulation_max_tokens: int | None = Field(4300, ge=256, description="Token budget of the psychological formulation")
+    formulation_max_tokens: int | None = Field(
+        4300, ge=256, description="Token budget of the psychological formulation"
+    )
     psych_screen: bool = Field(
-        False, description="Screen the psychological formulation against the paper's validation criteria (Fig. 6) and "
-        "revise it once when it fails (off: not screened, as before; on in the patientact-reference preset)")
+        False,
+        description="Screen the psychological formulation against the paper's validation criteria (Fig. 6) and "
+        "revise it once when it fails (off: not screened, as before; on in the patientact-reference preset)",
+    )
     psych_screen_max_tokens: int | None = Field(900, ge=64, description="Token budget of the formulation's screen")
     trust_drift_per_day: float = Field(
         0.0, ge=0, le=4, description="Ours: trust drifts toward the session baseline by this much per day of gap"
     )
     concealment_offset: bool = Field(
-        True, description="Ours: the schedule's concealment shifts a session's starting trust (off: every baseline is 2.5)"
+        True,
+        description="Ours: the schedule's concealment shifts a session's starting trust (off: every baseline is 2.5)",
     )
     carry_trust: bool = Field(
         True, description="Ours: a session starts from the previous session's final trust (off: from its baseline)"
@@ -70,32 +82,49 @@ class PatientActConfig(BaseModel):
         True, description="The behaviour step may end the session (off: sessions run to the turn cap, as in the paper)"
     )
     context_turns: int = Field(4, ge=1, le=30, description="Recent exchanges shown to the appraisal steps")
-    step_max_tokens: int | None = Field(320, ge=32, description="Token budget of one reaction/behaviour/resistance/trust answer")
+    step_max_tokens: int | None = Field(
+        320, ge=32, description="Token budget of one reaction/behaviour/resistance/trust answer"
+    )
     decomposition_max_tokens: int | None = Field(7000, ge=256, description="Token budget of the profile decomposition")
     # 18: the most pieces a MindSim-shaped profile holds (`decompose.max_pieces`), so those stay one call as before;
     # a PatientAct-shaped profile (impact list, split predisposing factors) holds up to 26 and takes two.
     decomposition_chunk: int = Field(
-        18, ge=1, le=64,
+        18,
+        ge=1,
+        le=64,
         description="Most profile pieces one decomposition call answers for; a profile with more is decomposed in "
-        "several calls of near-equal size, each shown the whole profile (bounds the decomposition's answer)")
-    step_attempts: int | None = Field(None, ge=1, le=10, description="Attempts per structured step (default: the role's)")
+        "several calls of near-equal size, each shown the whole profile (bounds the decomposition's answer)",
+    )
+    step_attempts: int | None = Field(
+        None, ge=1, le=10, description="Attempts per structured step (default: the role's)"
+    )
     # How the authors' public code differs from ours (docs/patientact.md; the `patientact-reference` preset sets them).
     frame: Literal["chat", "session"] = Field(
-        "chat", description="The patient prompt's setting: 'chat' = typing to an AI counsellor on a phone (ours, as "
-        "the MindSim patient); 'session' = attending a therapy session, 1-3 sentences unless activated (the paper's)")
+        "chat",
+        description="The patient prompt's setting: 'chat' = typing to an AI counsellor on a phone (ours, as "
+        "the MindSim patient); 'session' = attending a therapy session, 1-3 sentences unless activated (the paper's)",
+    )
     step_context: Literal["recent", "whole"] = Field(
-        "recent", description="What the steps see: the last `context_turns` exchanges (ours) or the whole conversation")
+        "recent", description="What the steps see: the last `context_turns` exchanges (ours) or the whole conversation"
+    )
     matcher_context: Literal["recent", "message"] = Field(
-        "recent", description="What the LLM matcher sees: recent exchanges and the message (ours) or the message only")
+        "recent", description="What the LLM matcher sees: recent exchanges and the message (ours) or the message only"
+    )
     trust_update: Literal["criterion", "direction"] = Field(
-        "criterion", description="'criterion': the step names a criterion and code enforces its direction and the "
-        "attachment rules (ours); 'direction': the step picks one of five directions, applied as named, bounded")
+        "criterion",
+        description="'criterion': the step names a criterion and code enforces its direction and the "
+        "attachment rules (ours); 'direction': the step picks one of five directions, applied as named, bounded",
+    )
     trust_sees_reply: bool = Field(
-        True, description="The trust step sees the client's reply (ours) or only the exchange up to the counsellor's message")
+        True,
+        description="The trust step sees the client's reply (ours) or only the exchange up to the counsellor's message",
+    )
     no_dm_profile: Literal["whole", "reference"] = Field(
-        "whole", description="What the w/o DM arm's patient prompt holds: 'whole' = the full profile (the paper's "
+        "whole",
+        description="What the w/o DM arm's patient prompt holds: 'whole' = the full profile (the paper's "
         "ablation); 'reference' = what the authors' code renders: the full arm's sections without the counsellor "
-        "pattern, and the other sections' headings with nothing under them")
+        "pattern, and the other sections' headings with nothing under them",
+    )
 
 
 PSI_STYLES = ("plain", "upset", "verbose", "reserved", "tangent", "pleasing")
@@ -106,7 +135,8 @@ class BaselinesConfig(BaseModel):
 
     model_config = ConfigDict(extra="forbid")
     psi_styles: list[Literal[PSI_STYLES]] = Field(  # type: ignore[valid-type]
-        default_factory=lambda: list(PSI_STYLES), min_length=1,
+        default_factory=lambda: list(PSI_STYLES),
+        min_length=1,
         description="Patient-Psi conversational styles drawn from, uniformly and seeded per patient (default: all six)",
     )
     mapper_max_tokens: int | None = Field(
@@ -114,16 +144,24 @@ class BaselinesConfig(BaseModel):
     )
     mapper_attempts: int | None = Field(None, ge=1, le=10, description="Attempts of that call (default: the role's)")
     anna_map_max_tokens: int | None = Field(
-        4096, ge=128, description="AnnaAgent: token budget of its one baseline_mapper call per patient (the seeker "
-        "profile with its complaint chain is longer than the other baselines' mappings)")
+        4096,
+        ge=128,
+        description="AnnaAgent: token budget of its one baseline_mapper call per patient (the seeker "
+        "profile with its complaint chain is longer than the other baselines' mappings)",
+    )
     anna_attempts: int = Field(
-        3, ge=1, le=10,
+        3,
+        ge=1,
+        le=10,
         description="AnnaAgent: attempts of each per-turn modulator call (emotion, complaint switch, memory check, "
-        "recall) while its answer is invalid; when they run out the turn fails and the arc is counted as failed")
+        "recall) while its answer is invalid; when they run out the turn fails and the arc is counted as failed",
+    )
     anna_max_tokens: int | None = Field(
-        256, ge=32, description="AnnaAgent: token budget of each structured modulator call (emotion, switch, check)")
+        256, ge=32, description="AnnaAgent: token budget of each structured modulator call (emotion, switch, check)"
+    )
     anna_recall_max_tokens: int | None = Field(
-        400, ge=32, description="AnnaAgent: token budget of the recall call (earlier-session memory, plain text)")
+        400, ge=32, description="AnnaAgent: token budget of the recall call (earlier-session memory, plain text)"
+    )
 
     @field_validator("psi_styles")
     @classmethod
@@ -138,16 +176,28 @@ class ConsistentMIConfig(BaseModel):
 
     model_config = ConfigDict(extra="forbid")
     tracker_max_tokens: int | None = Field(
-        512, ge=64, description="Token budget of one structured answer of the consistentmi_tracker role (topic, "
-        "motivation check, action weights, grounding item)")
-    tracker_attempts: int | None = Field(None, ge=1, le=10, description="Attempts per tracker call (default: the role's); "
-                                         "a turn whose call never fits fails, counted with the arc")
+        512,
+        ge=64,
+        description="Token budget of one structured answer of the consistentmi_tracker role (topic, "
+        "motivation check, action weights, grounding item)",
+    )
+    tracker_attempts: int | None = Field(
+        None,
+        ge=1,
+        le=10,
+        description="Attempts per tracker call (default: the role's); "
+        "a turn whose call never fits fails, counted with the arc",
+    )
     end_on_terminate: bool = Field(
-        False, description="End the session when the client takes the terminate action (false: the client says it "
-        "would rather stop and the session runs on, as in PatientHub)")
+        False,
+        description="End the session when the client takes the terminate action (false: the client says it "
+        "would rather stop and the session runs on, as in PatientHub)",
+    )
     carry_state: bool = Field(
-        True, description="Start a session at the stage, beliefs and plans the previous one ended with (ours: "
-        "ConsistentMI plays single sessions; false: every session starts afresh)")
+        True,
+        description="Start a session at the stage, beliefs and plans the previous one ended with (ours: "
+        "ConsistentMI plays single sessions; false: every session starts afresh)",
+    )
 
 
 def _default_counsellors() -> list[str | CounsellorBinding]:
@@ -162,29 +212,41 @@ class SimulationConfig(BaseModel):
     sessions: int = Field(3, ge=1, le=20, description="Sessions per patient (the paper: 3)")
     # Left out of dumps when empty, so summaries of runs without it read as before.
     engine_sessions: dict[str, int] = Field(
-        default_factory=dict, exclude_if=lambda d: not d,
+        default_factory=dict,
+        exclude_if=lambda d: not d,
         description="Ours: fewer sessions for some of `patient_engine` (ENGINE or ENGINE:ARM -> 1..sessions), e.g. "
         "the single-session baselines (Patient-Psi, MindEval v1) and PatientAct's one-session arms beside "
         "multi-session MindSim arcs in one run",
     )
     opening: Literal["patient", "counsellor"] = Field(
-        "patient", description="Who speaks first: the patient's scenario opening message (MindSim), or a counsellor "
-        "greeting the patient answers (PatientAct §4.2); every engine"
+        "patient",
+        description="Who speaks first: the patient's scenario opening message (MindSim), or a counsellor "
+        "greeting the patient answers (PatientAct §4.2); every engine",
     )
     # Left out of dumps at 1, so the summaries of one-trial runs read as before trials existed.
     trials: int = Field(
-        1, ge=1, le=50, exclude_if=lambda n: n == 1,
+        1,
+        ge=1,
+        le=50,
+        exclude_if=lambda n: n == 1,
         description="Ours: run each arc this many times with the patient's and counsellor's sampling "
         "seeds moved on per trial, schedule and first scenario shared, so the spread measures sampling noise "
         "(1 = one run, ids and files as before trials existed)",
     )
     turn_cap: int = Field(
-        30, ge=1, le=200, description="Max patient turns per session, opening message included (at least 2 when the "
+        30,
+        ge=1,
+        le=200,
+        description="Max patient turns per session, opening message included (at least 2 when the "
         "patient opens: the scripted opening is not a simulated turn). `counsellor_replies` says the same in the "
-        "papers' unit; set one of the two")
+        "papers' unit; set one of the two",
+    )
     # Left out of dumps when unset, so the summaries of runs that set turn_cap read as before.
     counsellor_replies: int | None = Field(
-        None, ge=1, le=200, exclude_if=lambda n: n is None,
+        None,
+        ge=1,
+        le=200,
+        exclude_if=lambda n: n is None,
         description="Max counsellor replies per session, each answered by the patient (the unit MindEval2's "
         "reference code counts in: 30 replies follow the patient's opening message). Sets turn_cap (replies + 1 "
         "when the patient opens, = replies when the counsellor does); set it or turn_cap, or both if they agree",
@@ -198,14 +260,17 @@ class SimulationConfig(BaseModel):
     max_commit_retries: int = Field(3, ge=0, le=10, description="Re-commits allowed after a rejected move")
     # Left out of dumps while off, so the summaries and hashes of runs that do not set it read as before.
     acceptable_moves_only: bool = Field(
-        False, exclude_if=lambda v: v is False,
+        False,
+        exclude_if=lambda v: v is False,
         description="On engines that answer through a JSON grammar (no native tool calls), each turn's commit_move "
         "schema lists only the moves the guard would accept that turn (none deeper than the patient's limit, not a "
         "move that would run too long), so a small model cannot spend its re-commits on a move that is turned back. "
-        "Off under the mindeval2-reference preset, which keeps the paper's veto and re-commit")
+        "Off under the mindeval2-reference preset, which keeps the paper's veto and re-commit",
+    )
     max_todo_calls: int = Field(2, ge=0, le=5, description="Agenda tool calls per patient turn (0 turns them off)")
     agenda_tools: Literal["separate", "with_message"] = Field(
-        "separate", description="How the MindSim patient is offered complete_todo / add_todo after its move: "
+        "separate",
+        description="How the MindSim patient is offered complete_todo / add_todo after its move: "
         "'separate' = a request of their own before the message is asked for (ours); 'with_message' = offered "
         "beside the words, the model calls one or speaks (MindEval2's reference code; native tool calling only, "
         "an engine without it keeps 'separate')",
@@ -224,36 +289,45 @@ class SimulationConfig(BaseModel):
     )
     memory_max_tokens: int | None = Field(1200, ge=64, description="Token budget of one memory rewrite")
     scenario_scale: float = Field(
-        1.0, ge=0.25, le=1.0,
+        1.0,
+        ge=0.25,
+        le=1.0,
         description="Scale on the scenario writer's text limits (1 = full; ours: small models write every field "
         "to its limit, so this is what a scenario costs)",
     )
     agenda_plain: bool = Field(
-        False, description="The agenda as MindEval2's reference code keeps it: the list shown without ids, the patient "
+        False,
+        description="The agenda as MindEval2's reference code keeps it: the list shown without ids, the patient "
         "names items in its own words (the template's agenda_plain switch), each agenda call answered in a word "
         "without the open list, an unmatched completion kept as a done item of its own. Off (ours): items shown "
-        "as [id] and every answer repeats what is still open"
+        "as [id] and every answer repeats what is still open",
     )
     message_fallback: str | None = Field(
-        None, min_length=1, max_length=80,
+        None,
+        min_length=1,
+        max_length=80,
         description="What the MindSim patient says when every re-ask of its message still came back unusable (not "
         "blank): None = the turn fails and with it the arc (ours); the mindeval2-reference preset says what its "
         "authors' code says",
     )
     return_reasoning: bool = Field(
-        False, description="Counsellors get their own earlier reasoning back with their earlier replies "
+        False,
+        description="Counsellors get their own earlier reasoning back with their earlier replies "
         "(reasoning_content, thinking_blocks, reasoning_items, reasoning_details, as their server returned it), "
         "unless a counsellor's role or binding sets `return_reasoning` itself. Off (ours): earlier replies go back "
         "as words only",
     )
     wrap_up_reminder: int = Field(
-        0, ge=0, le=10,
+        0,
+        ge=0,
+        le=10,
         description="The last N counsellor replies of a session are asked with a note of how many replies are left "
         "and to start wrapping up, on that request only (never stored, never seen by the patient or the judge); "
         "0 = no note (ours). The patientact-reference preset sets 2, as its authors' therapy session does",
     )
     split_inline_reasoning: bool = Field(
-        True, description="Reasoning a counsellor writes into its reply's text (<think>…</think> and the other tag "
+        True,
+        description="Reasoning a counsellor writes into its reply's text (<think>…</think> and the other tag "
         "pairs in mindsim/data/harness_text.yaml) is split off before the patient and the judge see the reply and "
         "kept apart in the session row (counsellor_flags[].inline_reasoning), as MindEval2's reference code splits "
         "it; a reply that is only reasoning is re-asked like a blank one. Off: the reply goes on exactly as written",
@@ -283,23 +357,29 @@ class SimulationConfig(BaseModel):
         "'annaagent', 'consistentmi', or a list to compare them",
     )
     counsellor_template: str = Field(
-        "counsellor/system.jinja2", pattern=r"^[\w\-/]+\.jinja2$",
+        "counsellor/system.jinja2",
+        pattern=r"^[\w\-/]+\.jinja2$",
         description="Which shipped counsellor system prompt under prompts/ (variables: time_context, memory); the "
         "recipe's top-level `prompts:` replaces a template's content with your own file (docs/prompts.md)",
     )
     # Left out of dumps when it is the default, so the summaries and hashes of runs without presets read as before.
     preset: str | list[str] = Field(
-        "ours", exclude_if=lambda v: v in ("ours", ["ours"], []),
+        "ours",
+        exclude_if=lambda v: v in ("ours", ["ours"], []),
         description="A named preset per engine (mindsim/data/presets.yaml): 'ours' (default), "
         "'mindeval2-reference' (MindSim as the MindEval2 authors' code runs it), 'patientact-reference', or a list; "
         "a preset fills in settings the recipe leaves unset and replaces the engine's data files (docs/simulator.md)",
     )
     patientact: PatientActConfig = Field(default_factory=PatientActConfig, description="PatientAct engine settings")
-    baselines: BaselinesConfig = Field(default_factory=BaselinesConfig, description="Patient-Psi, MindEval and AnnaAgent engine settings")
+    baselines: BaselinesConfig = Field(
+        default_factory=BaselinesConfig, description="Patient-Psi, MindEval and AnnaAgent engine settings"
+    )
     # Left out of dumps at its defaults, so the summaries and hashes of runs without ConsistentMI read as before.
     consistentmi: ConsistentMIConfig = Field(
-        default_factory=ConsistentMIConfig, exclude_if=lambda v: v == ConsistentMIConfig(),
-        description="ConsistentMI engine settings")
+        default_factory=ConsistentMIConfig,
+        exclude_if=lambda v: v == ConsistentMIConfig(),
+        description="ConsistentMI engine settings",
+    )
     pool_only: bool = Field(True, description="Simulate only profiles marked in_pool")
     benchmark_only: bool = Field(False, description="Simulate only profiles marked in_benchmark")
     max_patients: int | None = Field(None, ge=1, le=1_000_000, description="Use only the first N profiles (smoke runs)")
@@ -342,13 +422,17 @@ class SimulationConfig(BaseModel):
             # The loop counts patient turns: each counsellor reply is answered, plus the patient's opening message.
             turns = self.counsellor_replies + (self.opening == "patient")
             if "turn_cap" in self.model_fields_set and self.turn_cap != turns:
-                raise ValueError(f"turn_cap {self.turn_cap} and counsellor_replies {self.counsellor_replies} disagree "
-                                 f"(with opening: {self.opening}, {self.counsellor_replies} replies are turn_cap "
-                                 f"{turns}); set one of them")
+                raise ValueError(
+                    f"turn_cap {self.turn_cap} and counsellor_replies {self.counsellor_replies} disagree "
+                    f"(with opening: {self.opening}, {self.counsellor_replies} replies are turn_cap "
+                    f"{turns}); set one of them"
+                )
             self.turn_cap = turns
         if self.turn_cap < 2 and self.opening == "patient":
-            raise ValueError("turn_cap: 1 leaves only the scenario's scripted opening message when the patient opens; "
-                             "set turn_cap to 2 or more, or opening: counsellor (one greeting and one patient reply)")
+            raise ValueError(
+                "turn_cap: 1 leaves only the scenario's scripted opening message when the patient opens; "
+                "set turn_cap to 2 or more, or opening: counsellor (one greeting and one patient reply)"
+            )
         names = [counsellor_name(c) for c in self.counsellors]
         if not names:
             raise ValueError("counsellors: name at least one counsellor")
@@ -367,11 +451,15 @@ class SimulationConfig(BaseModel):
         run = {split(e)[0] for e in engines}
         for name, engine in self.presets.items():
             if engine not in run:
-                raise ValueError(f"preset: '{name}' is a preset of engine '{engine}', which patient_engine does not "
-                                 f"run ({', '.join(engines)}); add the engine or drop the preset")
+                raise ValueError(
+                    f"preset: '{name}' is a preset of engine '{engine}', which patient_engine does not "
+                    f"run ({', '.join(engines)}); add the engine or drop the preset"
+                )
         for c in self.counsellors:
             if isinstance(c, str) and c.split(":", 1)[0] != "counsellor":
-                raise ValueError(f"counsellors: '{c}' is not a counsellor role (write 'counsellor' or 'counsellor:NAME')")
+                raise ValueError(
+                    f"counsellors: '{c}' is not a counsellor role (write 'counsellor' or 'counsellor:NAME')"
+                )
         return self
 
     def preset_notes(self) -> list[str]:

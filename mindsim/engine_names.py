@@ -20,8 +20,20 @@ from mindsimkit.mindcore import yamlio
 from mindsimkit.mindcore.errors import ConfigError
 from mindsimkit.mindcore.runlog import DEFAULT_ENGINE
 
-__all__ = ["DEFAULT_ENGINE", "VARIANT_SEP", "Arm", "EngineEntry", "add", "builtin", "check", "known", "raw_names",
-           "recipe_runs", "remove", "split"]
+__all__ = [
+    "DEFAULT_ENGINE",
+    "VARIANT_SEP",
+    "Arm",
+    "EngineEntry",
+    "add",
+    "builtin",
+    "check",
+    "known",
+    "raw_names",
+    "recipe_runs",
+    "remove",
+    "split",
+]
 
 VARIANT_SEP = ":"
 ENGINE_NAME = re.compile(r"^[a-z][a-z0-9_\-]*$")
@@ -35,7 +47,9 @@ class _Frozen(BaseModel):
 
 class Arm(_Frozen):
     description: str = Field(min_length=1)
-    settings: dict[str, bool | int | float | str] = Field(min_length=1, description="Overrides of the engine's settings section")
+    settings: dict[str, bool | int | float | str] = Field(
+        min_length=1, description="Overrides of the engine's settings section"
+    )
 
 
 class _ArmsFile(_Frozen):
@@ -105,8 +119,10 @@ def known() -> list[str]:
 def check(name: str) -> str:
     """`name` if it is a known engine or arm; ConfigError listing the known names otherwise."""
     if name not in known():
-        raise ConfigError(f"simulation.patient_engine: unknown patient engine '{name}'; registered: "
-                          f"{', '.join(known())} (an engine's variants are written ENGINE{VARIANT_SEP}ARM)")
+        raise ConfigError(
+            f"simulation.patient_engine: unknown patient engine '{name}'; registered: "
+            f"{', '.join(known())} (an engine's variants are written ENGINE{VARIANT_SEP}ARM)"
+        )
     return name
 
 

@@ -36,8 +36,9 @@ def commit_move_model(moves: list[str], depth_moves: list[str], secondary: list[
 
 
 @functools.lru_cache(maxsize=256)
-def _commit_move_model(moves: tuple[str, ...], depth_moves: tuple[str, ...],
-                       secondary: tuple[str, ...]) -> type[BaseModel]:
+def _commit_move_model(
+    moves: tuple[str, ...], depth_moves: tuple[str, ...], secondary: tuple[str, ...]
+) -> type[BaseModel]:
     enum_schema = {"type": "string", "enum": list(moves)}
     secondary_schema = {"anyOf": [{"type": "string", "enum": list(secondary)}, {"type": "null"}], "default": None}
     return create_model(
@@ -62,7 +63,11 @@ def _commit_move_model(moves: tuple[str, ...], depth_moves: tuple[str, ...],
             str,
             # minLength lets a grammar-constrained engine rule out the empty reasoning the guard would reject
             # (the quickstart's 135M patient lost an arc to four empty ones in a row).
-            Field(min_length=REASONING_MIN, max_length=REASONING_MAX, description="A sentence or two, first person: why this move"),
+            Field(
+                min_length=REASONING_MIN,
+                max_length=REASONING_MAX,
+                description="A sentence or two, first person: why this move",
+            ),
         ),
     )
 
@@ -112,8 +117,11 @@ def acceptable_moves(state: GuardState) -> tuple[list[str], list[str]]:
     archetype's moves no deeper than the patient's limit, and as primary not the move that would make the run of
     one move too long. A grammar built from them lets a small model commit only what the guard lets through."""
     vocab = state.vocabulary
-    shallow = [m.id for m in vocab.available(state.archetype)
-               if not ((depth := vocab.moves[m.id].depth) and depth > state.max_depth)]
+    shallow = [
+        m.id
+        for m in vocab.available(state.archetype)
+        if not ((depth := vocab.moves[m.id].depth) and depth > state.max_depth)
+    ]
     run = state.max_same_move_run
     recent = state.recent_moves[-run:] if run else ()
     worn = recent[0] if run and len(recent) == run and len(set(recent)) == 1 else None
@@ -160,7 +168,9 @@ def check_commit(args: dict[str, Any], state: GuardState) -> Verdict:
         return Verdict(False, "The reasoning describes you from outside. Say it as yourself, with 'I'.")
     run = state.max_same_move_run
     if run and len(state.recent_moves) >= run and all(m == move for m in state.recent_moves[-run:]):
-        return Verdict(False, f"You have done `{move}` {run} turns running. People do not; pick what else this turn does.")
+        return Verdict(
+            False, f"You have done `{move}` {run} turns running. People do not; pick what else this turn does."
+        )
     return Verdict(True, move=move, secondary=secondary)
 
 

@@ -100,9 +100,7 @@ def repair_log(prior: list[str], new: list[str], cap: int) -> list[str]:
     entries kept unless an addition reads as their rewrite, then the model's valid new entries, cut to the cap by
     dropping the newest additions first and then the oldest untagged prior entries."""
     kept = set(new)
-    additions = [
-        e for e in dict.fromkeys(new) if e not in prior and _PATIENT.search(e) and len(e) <= ENTRY_MAX_CHARS
-    ]
+    additions = [e for e in dict.fromkeys(new) if e not in prior and _PATIENT.search(e) and len(e) <= ENTRY_MAX_CHARS]
     base = [e for e in prior if not is_open(e) or e in kept or not any(_similar(e, a) for a in additions)]
     room = max(cap - len(base), 0)
     log = base + additions[:room]
@@ -137,14 +135,14 @@ async def compact_memory(
 ) -> MemoryResult:
     """Rewrite the log to cover the session just ended; re-ask with the broken rules, then repair. Engine
     errors propagate to the caller."""
-    prompt = render(
-        "memory/compact.jinja2", prior_log=format_log(prior), transcript=transcript, max_entries=cap
-    )
+    prompt = render("memory/compact.jinja2", prior_log=format_log(prior), transcript=transcript, max_entries=cap)
     messages = [{"role": "system", "content": prompt}, {"role": "user", "content": "Write the updated log now."}]
     problems: list[str] = []
     new: list[str] = []
     for attempt in range(1, retries + 2):
-        reply = await client.chat(messages, **client.reseeded({"max_tokens": max_tokens} if max_tokens else {}, attempt - 1))
+        reply = await client.chat(
+            messages, **client.reseeded({"max_tokens": max_tokens} if max_tokens else {}, attempt - 1)
+        )
         new = parse_log(finished_lines(reply.content, reply.finish_reason))
         check = check_log(prior, new, cap)
         if check.ok and (new or not transcript):

@@ -13,6 +13,7 @@ prose, or a reply stopped by the token budget mid-sentence is re-asked with a sh
 `message_fallback`, the fallback words are said). The counsellor's replies are never corrected, only flagged
 (`counsellor_flags`): it is the system under test.
 """
+
 from __future__ import annotations
 
 import random
@@ -24,8 +25,16 @@ from mindsimkit.mindcore.engine import ToolSpec
 from mindsimkit.mindcore.types import ToolCallResult
 from mindsimkit.mindsim.agenda import Agenda
 from mindsimkit.mindsim.config import SimulationConfig
-from mindsimkit.mindsim.guard import (GuardState, TodoAdd, TodoComplete, TodoCompletePlain, acceptable_moves,
-                                      check_commit, commit_move_model, pick_cue)
+from mindsimkit.mindsim.guard import (
+    GuardState,
+    TodoAdd,
+    TodoComplete,
+    TodoCompletePlain,
+    acceptable_moves,
+    check_commit,
+    commit_move_model,
+    pick_cue,
+)
 from mindsimkit.mindsim.prompting import (
     RejectedMessage,
     TurnFailed,
@@ -86,8 +95,9 @@ class Patient:
         depth = [m for m in self.vocab.depth_moves if m in available]
         self.commit_tool = ToolSpec.from_model("commit_move", COMMIT_DESCRIPTION, commit_move_model(available, depth))
         self.todo_tools = [
-            ToolSpec.from_model("complete_todo", COMPLETE_DESCRIPTION,
-                                TodoCompletePlain if self.config.agenda_plain else TodoComplete),
+            ToolSpec.from_model(
+                "complete_todo", COMPLETE_DESCRIPTION, TodoCompletePlain if self.config.agenda_plain else TodoComplete
+            ),
             ToolSpec.from_model("add_todo", ADD_DESCRIPTION, TodoAdd),
         ]
 
@@ -102,8 +112,15 @@ class Patient:
         checked as speech when the scenario was written; its rejected drafts come along)."""
         self.history.append({"role": "assistant", "content": opening_message})
         return PatientTurn(
-            index=0, opening=True, move=None, secondary_move=None, end_conversation=False,
-            reasoning=None, cue=None, message=opening_message, rejected_messages=list(rejected_openings),
+            index=0,
+            opening=True,
+            move=None,
+            secondary_move=None,
+            end_conversation=False,
+            reasoning=None,
+            cue=None,
+            message=opening_message,
+            rejected_messages=list(rejected_openings),
         )
 
     async def turn(self, index: int, counsellor_text: str) -> PatientTurn:
@@ -116,29 +133,46 @@ class Patient:
             said = await self._message()
         self.recent_moves.append(args["move"])
         return PatientTurn(
-            index=index, opening=False, move=args["move"], secondary_move=args.get("secondary_move") or None,
-            end_conversation=bool(args.get("end_conversation")), reasoning=args.get("reasoning"), cue=cue,
-            rejected=rejected, todo_updates=updates, message=said.text, rejected_messages=said.rejected,
-            trimmed=said.trimmed, fallback=said.fallback,
+            index=index,
+            opening=False,
+            move=args["move"],
+            secondary_move=args.get("secondary_move") or None,
+            end_conversation=bool(args.get("end_conversation")),
+            reasoning=args.get("reasoning"),
+            cue=cue,
+            rejected=rejected,
+            todo_updates=updates,
+            message=said.text,
+            rejected_messages=said.rejected,
+            trimmed=said.trimmed,
+            fallback=said.fallback,
         )
 
     def _tools_with_message(self) -> bool:
         """`agenda_tools: with_message` where it can run: agenda tools on, the whole history sent (the tools are
         offered on it) and an engine that calls tools natively (a JSON-schema engine answers one shape only)."""
         c = self.config
-        return (c.agenda_tools == "with_message" and c.max_todo_calls > 0 and c.message_context == "full"
-                and bool(getattr(self.client, "native_tools", False)))
+        return (
+            c.agenda_tools == "with_message"
+            and c.max_todo_calls > 0
+            and c.message_context == "full"
+            and bool(getattr(self.client, "native_tools", False))
+        )
 
     async def _call(self, tools: list[ToolSpec], allow_none: bool = False, attempt: int = 0) -> ToolCallResult:
-        res: ToolCallResult = await self.client.tool_call(self.history, tools, allow_none=allow_none,
-                                                          **self.client.reseeded({}, attempt))
+        res: ToolCallResult = await self.client.tool_call(
+            self.history, tools, allow_none=allow_none, **self.client.reseeded({}, attempt)
+        )
         self.tokens.add(res)
         return res
 
     async def _commit(self) -> tuple[dict[str, Any], str, list[RejectedCommit]]:
         state = GuardState(
-            vocabulary=self.vocab, archetype=self.archetype, max_depth=self.max_depth,
-            recent_moves=tuple(self.recent_moves), max_same_move_run=self.config.max_same_move_run,
+            vocabulary=self.vocab,
+            archetype=self.archetype,
+            max_depth=self.max_depth,
+            recent_moves=tuple(self.recent_moves),
+            max_same_move_run=self.config.max_same_move_run,
         )
         rejected: list[RejectedCommit] = []
         tool = self._turn_commit_tool(state)
@@ -158,9 +192,7 @@ class Patient:
                 return args, cue, rejected
             rejected.append(RejectedCommit(arguments=call.arguments, reason=verdict.reason))
             self.history.append(_tool_result(call.id, "commit_move", f"Not accepted: {verdict.reason}"))
-        raise TurnFailed(
-            f"no acceptable move after {len(rejected)} commits; last reason: {rejected[-1].reason}"
-        )
+        raise TurnFailed(f"no acceptable move after {len(rejected)} commits; last reason: {rejected[-1].reason}")
 
     def _turn_commit_tool(self, state: GuardState) -> ToolSpec:
         """This turn's `commit_move`: the session's, or, where the recipe asks and the engine answers through a JSON
@@ -221,10 +253,20 @@ class Patient:
         with a note on what was wrong. `answered`: words already returned by a request that offered the agenda
         tools beside them, checked as the first ask's would be. With `message_fallback`, a message still unusable
         (not blank) after the re-asks is that fallback instead of a failed turn."""
-        first = (self.history if self.config.message_context == "full"
-                 else self._speech_view(load_harness_text().speech_first_note))
-        said = await speech_reply(self.client, first, self._speech_view, config=self.config, tokens=self.tokens,
-                                  answered=answered, fallback=self.config.message_fallback)
+        first = (
+            self.history
+            if self.config.message_context == "full"
+            else self._speech_view(load_harness_text().speech_first_note)
+        )
+        said = await speech_reply(
+            self.client,
+            first,
+            self._speech_view,
+            config=self.config,
+            tokens=self.tokens,
+            answered=answered,
+            fallback=self.config.message_fallback,
+        )
         self.history.append({"role": "assistant", "content": said.text})
         return said
 
@@ -236,9 +278,16 @@ class Speech(NamedTuple):
     fallback: bool = False
 
 
-async def speech_reply(client: Any, first: list[dict[str, Any]], reask: Callable[[str], list[dict[str, Any]]], *,
-                       config: SimulationConfig, tokens: TokenCount, answered: Any = None,
-                       fallback: str | None = None) -> Speech:
+async def speech_reply(
+    client: Any,
+    first: list[dict[str, Any]],
+    reask: Callable[[str], list[dict[str, Any]]],
+    *,
+    config: SimulationConfig,
+    tokens: TokenCount,
+    answered: Any = None,
+    fallback: str | None = None,
+) -> Speech:
     """A patient reply that is speech, re-asked (bounded by `max_message_retries`) while it is not:
     `reask(note)` builds the messages of a re-ask from the note saying what was wrong. Neither a bad reply
     nor a note is ever stored; every rejection is returned to be counted. With `trim_cut_off`, a reply whose
@@ -316,14 +365,21 @@ class Counsellor:
                 text, inline = split_inline_reasoning(text)
             if text.strip():
                 reasoning = getattr(reply, "reasoning", None) or None
-                self.flags.append(CounsellorFlags(
-                    reply_index=len(self.flags), flags=counsellor_flags(text, reply.finish_reason),
-                    finish_reason=reply.finish_reason, blank_retries=blanks, reasoning=reasoning,
-                    inline_reasoning=inline,
-                ))
+                self.flags.append(
+                    CounsellorFlags(
+                        reply_index=len(self.flags),
+                        flags=counsellor_flags(text, reply.finish_reason),
+                        finish_reason=reply.finish_reason,
+                        blank_retries=blanks,
+                        reasoning=reasoning,
+                        inline_reasoning=inline,
+                    )
+                )
                 # Sent back on every later request exactly as the server returned it (Kimi, GLM and Qwen chat
                 # templates render an earlier turn's reasoning; without it they see an empty trace there).
                 carried = reasoning if reasoning and self.returns_reasoning else {}
                 self.history.append({"role": "assistant", "content": text, **carried})
                 return text
-        raise TurnFailed(f"role '{self.client.role}' returned blank messages {self.config.max_message_retries + 1} times")
+        raise TurnFailed(
+            f"role '{self.client.role}' returned blank messages {self.config.max_message_retries + 1} times"
+        )

@@ -121,8 +121,10 @@ def session_conduct(profile: Profile, vocab: Vocabulary, plan: SessionPlan) -> d
     return {
         "archetype_text": arch.text,
         "archetype_avoids": arch.never_lines,
-        "conduct_lines": [style_knob(data.concealment, plan.concealment, "concealment", pid).line,
-                          style_knob(data.emotion, plan.emotion, "emotion", pid)],
+        "conduct_lines": [
+            style_knob(data.concealment, plan.concealment, "concealment", pid).line,
+            style_knob(data.emotion, plan.emotion, "emotion", pid),
+        ],
     }
 
 
@@ -174,8 +176,12 @@ def patient_system_prompt(
 
 
 def counsellor_system_prompt(plan: SessionPlan, memory: list[str], opening_greeting: bool = False) -> str:
-    return render(COUNSELLOR_TEMPLATE, time_context=plan.counsellor_time_context, memory=format_log(memory),
-                  opening_greeting=opening_greeting)
+    return render(
+        COUNSELLOR_TEMPLATE,
+        time_context=plan.counsellor_time_context,
+        memory=format_log(memory),
+        opening_greeting=opening_greeting,
+    )
 
 
 def transcript_text(messages: list[dict[str, str]]) -> str:
@@ -189,6 +195,7 @@ def template_hashes(names: list[str]) -> dict[str, str]:
 
 
 # -- speech vs harness text ---------------------------------------------------------------------------
+
 
 class TurnFailed(MindsimError):
     """A turn could not be produced within its bounded retries; the session counts as failed."""
@@ -251,8 +258,9 @@ def load_harness_text() -> HarnessText:
     if missing or set(data.opening_notes) != {"tool_call", "json", "tool_syntax", "cut_off"}:
         raise ConfigError("mindsim/data/harness_text.yaml: reask_notes / opening_notes must cover every reason")
     if set(data.agenda_plain_answers) != {"done", "added", "duplicate", "unnamed"}:
-        raise ConfigError("mindsim/data/harness_text.yaml: agenda_plain_answers must give done, added, duplicate "
-                          "and unnamed")
+        raise ConfigError(
+            "mindsim/data/harness_text.yaml: agenda_plain_answers must give done, added, duplicate and unnamed"
+        )
     return data
 
 
@@ -333,10 +341,10 @@ def split_inline_reasoning(text: str) -> tuple[str, str | None]:
         orphan_close = list(re.finditer(c, text, re.IGNORECASE))
         if orphan_close:
             found.insert(0, text[: orphan_close[-1].start()])
-            text = text[orphan_close[-1].end():]
+            text = text[orphan_close[-1].end() :]
         orphan_open = re.search(o, text, re.IGNORECASE)
         if orphan_open:
-            found.append(text[orphan_open.end():])
+            found.append(text[orphan_open.end() :])
             text = text[: orphan_open.start()]
     kept = [f.strip() for f in found if f.strip()]
     return (text.strip(), "\n\n".join(kept)) if found else (text, None)

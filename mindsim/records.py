@@ -24,8 +24,24 @@ from mindsimkit.mindsim.scenario import Scenario
 from mindsimkit.mindsim.schedule import SessionPlan
 
 __all__ = [
-    "AgendaState", "AnnaAgentSession", "AnnaAgentTurn", "BaselineSession", "ConsistentMITurn", "CounsellorFlags", "MemoryUpdate", "PatientActSession", "PatientActTurn", "PatientTurn", "RejectedCommit", "RejectedMessage",
-    "RejectionCounts", "ScenarioRecord", "SessionRecord", "TodoUpdate", "Tokens", "session_id",
+    "AgendaState",
+    "AnnaAgentSession",
+    "AnnaAgentTurn",
+    "BaselineSession",
+    "ConsistentMITurn",
+    "CounsellorFlags",
+    "MemoryUpdate",
+    "PatientActSession",
+    "PatientActTurn",
+    "PatientTurn",
+    "RejectedCommit",
+    "RejectedMessage",
+    "RejectionCounts",
+    "ScenarioRecord",
+    "SessionRecord",
+    "TodoUpdate",
+    "Tokens",
+    "session_id",
 ]
 
 
@@ -65,16 +81,28 @@ class PatientActTurn(_Row):
     trust_after: float = Field(ge=1.0, le=4.0, description="Trust after this exchange (the next turn's trust)")
     trust_change: str | None = Field(None, description="The change the trust step named (before attachment caps)")
     trust_criterion: str | None = Field(None, description="The criterion the trust step named (trust.yaml criteria)")
-    rules: list[str] = Field(default_factory=list, description="Step decision rules that held this turn (step_rules.yaml)")
+    rules: list[str] = Field(
+        default_factory=list, description="Step decision rules that held this turn (step_rules.yaml)"
+    )
     reaction: str | None = Field(None, description="Reaction (App. C.1); None on the opening or without the pipeline")
     intensity: str | None = Field(None, description="Reaction intensity: low, moderate or high")
     behaviour: str | None = Field(None, description="Behaviour (App. C.2); None on the opening or without the pipeline")
-    resistance_pattern: str | None = Field(None, description="Resistance pattern (App. C.3) when the behaviour is resistance")
+    resistance_pattern: str | None = Field(
+        None, description="Resistance pattern (App. C.3) when the behaviour is resistance"
+    )
     relevant: list[str] = Field(default_factory=list, description="Memory items whose tags matched the message")
-    retrieved: list[str] = Field(default_factory=list, description="Relevant items trust allowed (content given to the patient)")
-    blocked: list[str] = Field(default_factory=list, description="Relevant discomfort items above trust (named as pressure only)")
-    withheld: list[str] = Field(default_factory=list, description="Relevant items above trust without discomfort (not shown)")
-    signal: str | None = Field(None, description="The private note appended to the counsellor's message on the patient side")
+    retrieved: list[str] = Field(
+        default_factory=list, description="Relevant items trust allowed (content given to the patient)"
+    )
+    blocked: list[str] = Field(
+        default_factory=list, description="Relevant discomfort items above trust (named as pressure only)"
+    )
+    withheld: list[str] = Field(
+        default_factory=list, description="Relevant items above trust without discomfort (not shown)"
+    )
+    signal: str | None = Field(
+        None, description="The private note appended to the counsellor's message on the patient side"
+    )
     why: StepReasons = Field(default_factory=lambda: StepReasons(), description="The steps' short reasons")
 
 
@@ -88,7 +116,9 @@ class AnnaAgentTurn(_Row):
     stage_moved: bool = Field(description="Whether the switch check moved the chain on this turn")
     complaint: str = Field(description="The chief complaint of that stage (the last stage's once past the end)")
     memory_checked: bool = Field(description="Whether the memory check was asked (only after a first session)")
-    memory_used: bool = Field(description="Whether the check said the message needs earlier sessions, so recall was given")
+    memory_used: bool = Field(
+        description="Whether the check said the message needs earlier sessions, so recall was given"
+    )
     recalled: str | None = Field(None, description="What recall returned from earlier sessions (None when not used)")
 
 
@@ -98,13 +128,17 @@ class ConsistentMITurn(_Row):
     stage: str = Field(description="Stage of change the reply was written in (or `motivated`, the one-turn state)")
     stage_after: str = Field(description="Stage the next turn starts from")
     receptivity: float = Field(description="The client's receptivity (1-5)")
-    topic: str | None = Field(None, description="Topic the counsellor's message was placed on (None: no motivation chain)")
+    topic: str | None = Field(
+        None, description="Topic the counsellor's message was placed on (None: no motivation chain)"
+    )
     engagement: int | None = Field(None, description="Engagement with the counsellor's topic, 1-4 (None: not tracked)")
     off_topic: int = Field(0, description="Off-topic turns counted so far")
     motivated: bool | None = Field(None, description="The motivation check's answer (None: not asked this turn)")
     # JSON text: a parquet struct column would give every turn the union of every stage's actions.
-    weights: str | None = Field(None, description="JSON object: the action weights drawn from, after constraints "
-                                "(None when the action was forced)")
+    weights: str | None = Field(
+        None,
+        description="JSON object: the action weights drawn from, after constraints (None when the action was forced)",
+    )
     action: str = Field(description="The dialogue action the reply carries out")
     grounding: str | None = Field(None, description="The persona, belief or plan the reply was grounded in")
     instruction: str = Field(description="The private instruction appended to the counsellor's message for this reply")
@@ -132,21 +166,31 @@ class PatientTurn(_Row):
     )
     # Left out when false, so turns of runs without `message_fallback` read as before.
     fallback: bool = Field(
-        False, exclude_if=lambda v: not v,
+        False,
+        exclude_if=lambda v: not v,
         description="Every ask of the message came back unusable, so `simulation.message_fallback` was said instead "
-        "(the rejected replies are in rejected_messages)")
-    patientact: PatientActTurn | None = Field(None, description="PatientAct engine state for this turn (None for MindSim)")
+        "(the rejected replies are in rejected_messages)",
+    )
+    patientact: PatientActTurn | None = Field(
+        None, description="PatientAct engine state for this turn (None for MindSim)"
+    )
     annaagent: AnnaAgentTurn | None = Field(
-        None, description="AnnaAgent state for this turn (None for other engines and for an opening message)")
+        None, description="AnnaAgent state for this turn (None for other engines and for an opening message)"
+    )
     # Absent (not null) on other engines' turns, so their checkpoints and rows are unchanged.
     consistentmi: ConsistentMITurn | None = Field(
-        None, exclude_if=lambda v: v is None, description="ConsistentMI engine state for this turn (other engines: absent)")
+        None,
+        exclude_if=lambda v: v is None,
+        description="ConsistentMI engine state for this turn (other engines: absent)",
+    )
 
 
 class CounsellorFlags(_Row):
     """Defects of one counsellor reply, which is stored exactly as sent (the counsellor is under test)."""
 
-    reply_index: int = Field(ge=0, description="0-based counsellor reply in the session (it answers patient turn reply_index)")
+    reply_index: int = Field(
+        ge=0, description="0-based counsellor reply in the session (it answers patient turn reply_index)"
+    )
     flags: list[CounsellorFlag] = Field(
         default_factory=list, description="tool_call, json, tool_syntax, cut_off, speaks_as_patient; empty when clean"
     )
@@ -154,15 +198,19 @@ class CounsellorFlags(_Row):
     blank_retries: int = Field(0, ge=0, description="Blank replies re-asked before this one (the only re-ask)")
     # Left out when the server returned none, so the records of runs without reasoning read as before.
     reasoning: dict[str, Any] | None = Field(
-        None, exclude_if=lambda v: not v,
+        None,
+        exclude_if=lambda v: not v,
         description="What the reply carried besides its words, as the server returned it (reasoning_content, "
         "thinking_blocks, reasoning_items, reasoning_details); kept whether or not it was sent back "
-        "(`return_reasoning`, which puts it on the reply in counsellor_messages too)")
+        "(`return_reasoning`, which puts it on the reply in counsellor_messages too)",
+    )
 
     inline_reasoning: str | None = Field(
-        None, exclude_if=lambda v: v is None,
+        None,
+        exclude_if=lambda v: v is None,
         description="Reasoning the counsellor wrote inside its reply's text, split off before the patient and the "
-        "judge saw the reply (`simulation.split_inline_reasoning`); never sent back to the counsellor")
+        "judge saw the reply (`simulation.split_inline_reasoning`); never sent back to the counsellor",
+    )
 
 
 class RejectionCounts(_Row):
@@ -231,17 +279,29 @@ class BaselineSession(_Row):
     preparation is kept whole so a resumed arc reuses it instead of mapping again."""
 
     engine: str = Field(description="The baseline engine: patient_psi, mindeval, annaagent or consistentmi")
-    style: str | None = Field(None, description="Patient-Psi's conversational style drawn for this patient (None for MindEval)")
-    filled: list[str] = Field(description="Baseline profile fields the baseline_mapper wrote (the rest come from our profile)")
-    preparation: dict[str, Any] = Field(description="The per-patient preparation used (the baseline profile and its provenance)")
+    style: str | None = Field(
+        None, description="Patient-Psi's conversational style drawn for this patient (None for MindEval)"
+    )
+    filled: list[str] = Field(
+        description="Baseline profile fields the baseline_mapper wrote (the rest come from our profile)"
+    )
+    preparation: dict[str, Any] = Field(
+        description="The per-patient preparation used (the baseline profile and its provenance)"
+    )
     # ConsistentMI only; absent for the other baselines, so their rows are unchanged.
-    stage_start: str | None = Field(None, exclude_if=lambda v: v is None,
-                                    description="ConsistentMI: the stage of change the session started in")
-    stage_end: str | None = Field(None, exclude_if=lambda v: v is None,
-                                  description="ConsistentMI: the stage the session ended in (the next one's start)")
+    stage_start: str | None = Field(
+        None, exclude_if=lambda v: v is None, description="ConsistentMI: the stage of change the session started in"
+    )
+    stage_end: str | None = Field(
+        None,
+        exclude_if=lambda v: v is None,
+        description="ConsistentMI: the stage the session ended in (the next one's start)",
+    )
     left: dict[str, list[str]] | None = Field(
-        None, exclude_if=lambda v: v is None,
-        description="ConsistentMI: the beliefs and plans not yet used up at the session's end (carried to the next)")
+        None,
+        exclude_if=lambda v: v is None,
+        description="ConsistentMI: the beliefs and plans not yet used up at the session's end (carried to the next)",
+    )
 
 
 class AnnaAgentSession(_Row):
@@ -251,7 +311,9 @@ class AnnaAgentSession(_Row):
     complaint_chain: list[str] = Field(description="The complaint chain, stage 1 first")
     stage_start: int = Field(ge=1, description="Stage the session started at")
     stage_end: int = Field(ge=1, description="Stage after the last turn's switch check")
-    earlier_session: int | None = Field(None, description="0-based index of the previous session its memory held (None in a first session)")
+    earlier_session: int | None = Field(
+        None, description="0-based index of the previous session its memory held (None in a first session)"
+    )
     perturbed: int = Field(0, ge=0, description="Turns whose emotion the seeded draw replaced")
     memory_used: int = Field(0, ge=0, description="Turns given earlier-session memory")
 
@@ -298,23 +360,36 @@ class SessionRecord(_Row):
     patientact: PatientActSession | None = Field(None, description="PatientAct engine state (None for MindSim)")
     # Absent (not null) for engines whose patient calls no tools, so their checkpoints and rows are unchanged.
     patient_tools: str | None = Field(
-        None, exclude_if=lambda t: t is None,
-        description="JSON list of the tool definitions (OpenAI format) the patient was offered; absent when it had none")
-    baseline: BaselineSession | None = Field(None, description="Baseline engine state (Patient-Psi, MindEval, AnnaAgent; None otherwise)")
+        None,
+        exclude_if=lambda t: t is None,
+        description="JSON list of the tool definitions (OpenAI format) the patient was offered; absent when it had none",
+    )
+    baseline: BaselineSession | None = Field(
+        None, description="Baseline engine state (Patient-Psi, MindEval, AnnaAgent; None otherwise)"
+    )
     annaagent: AnnaAgentSession | None = Field(None, description="AnnaAgent state (None for other engines)")
     scenario_drafts: int = Field(
-        1, ge=1, description="Drafts the scenario writer needed for this session's scenario (1 = the first was kept)")
+        1, ge=1, description="Drafts the scenario writer needed for this session's scenario (1 = the first was kept)"
+    )
     # Absent (not null) on one-trial runs, so their checkpoints and rows are those of runs before trials existed.
     trial: int | None = Field(
-        None, ge=0, exclude_if=lambda t: t is None,
-        description="0-based repeated trial of the arc (`simulation.trials` > 1); absent on one-trial runs")
+        None,
+        ge=0,
+        exclude_if=lambda t: t is None,
+        description="0-based repeated trial of the arc (`simulation.trials` > 1); absent on one-trial runs",
+    )
     # Absent (not null) unless an ablation reran the session, as `trial`.
     counsellor_memory: list[str] | None = Field(
-        None, exclude_if=lambda m: m is None, description="The memory the counsellor's system prompt showed when it was not memory_before (the "
-        "memory ablation: []); None: both sides saw memory_before"
+        None,
+        exclude_if=lambda m: m is None,
+        description="The memory the counsellor's system prompt showed when it was not memory_before (the "
+        "memory ablation: []); None: both sides saw memory_before",
     )
-    rerun: str | None = Field(None, exclude_if=lambda r: r is None,
-                              description="The ablation that reran this session (e.g. no_counsellor_memory)")
+    rerun: str | None = Field(
+        None,
+        exclude_if=lambda r: r is None,
+        description="The ablation that reran this session (e.g. no_counsellor_memory)",
+    )
 
     def transcript(self) -> list[dict[str, str]]:
         """The plain exchange (patient = user), as validation reads it."""
@@ -345,8 +420,15 @@ def scenario_key(patient_id: str, seed: int) -> str:
     return f"{patient_id}-{seed}"
 
 
-def session_id(patient_id: str, counsellor: str, index: int, seed: int, engine: str | None = None,
-               trial: int = 0, rerun: str | None = None) -> str:
+def session_id(
+    patient_id: str,
+    counsellor: str,
+    index: int,
+    seed: int,
+    engine: str | None = None,
+    trial: int = 0,
+    rerun: str | None = None,
+) -> str:
     """Content-derived id of a session; `engine` is a registered patient engine or variant name (default: the
     default engine). An engine whose run folders predate patient engines (MindSim) keeps the old key, so they
     resume; any other engine or variant is part of the key (`Variant.session_key`). A repeated trial after the

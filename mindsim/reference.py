@@ -25,8 +25,15 @@ from mindsimkit.mindcore import yamlio
 from mindsimkit.mindcore.errors import ConfigError
 from mindsimkit.mindsim import presets
 from mindsimkit.mindsim.config import SimulationConfig
-from mindsimkit.mindsim.schedule import (WEEKDAYS, ConcealmentLevels, EventCategory, GapBucket, Schedule, SessionPlan,
-                                         first_session_given)
+from mindsimkit.mindsim.schedule import (
+    WEEKDAYS,
+    ConcealmentLevels,
+    EventCategory,
+    GapBucket,
+    Schedule,
+    SessionPlan,
+    first_session_given,
+)
 from mindsimkit.mindsim.schedule import draw_schedule as draw_our_schedule
 from mindsimkit.profilegen.moves import Vocabulary, build_vocabulary, load_vocabulary
 from mindsimkit.profilegen.schemas import FirstSession
@@ -61,8 +68,10 @@ class DwellConcealment(ConcealmentLevels):
         for level, dist in self.dwell.items():
             bad = [k for k in dist if k != NEVER and not (k.isdigit() and int(k) >= 1)]
             if bad or abs(sum(dist.values()) - 1) > 1e-6:
-                raise ValueError(f"concealment dwell.{level}: keys are session counts ≥ 1 or '{NEVER}', "
-                                 f"probabilities summing to 1 (got {dist})")
+                raise ValueError(
+                    f"concealment dwell.{level}: keys are session counts ≥ 1 or '{NEVER}', "
+                    f"probabilities summing to 1 (got {dist})"
+                )
         return self
 
 
@@ -184,8 +193,9 @@ def part_of_day(data: ReferenceSchedule, hour: float) -> str:
     return next(p.name for p in data.parts_of_day if h < p.before)
 
 
-def patient_schedule(patient_id: str, seed: int, config: SimulationConfig,
-                     first: FirstSession | None = None) -> Schedule:
+def patient_schedule(
+    patient_id: str, seed: int, config: SimulationConfig, first: FirstSession | None = None
+) -> Schedule:
     """The schedule a patient's arcs are played on. One per patient, met by every counsellor and every patient
     engine so their sessions stay paired: a recipe that runs MindSim under this preset draws it as the authors'
     code does, every other recipe from our priors. `first`: the profile's fixed first session, if it has one."""
@@ -206,8 +216,7 @@ def draw_schedule(patient_id: str, seed: int, config: SimulationConfig, first: F
         return _stream(seed, patient_id, what)
 
     start = given.concealment if given is not None else _pick(stream("level"), conc.start_weights)
-    levels = concealment_levels(conc, start, config.sessions,
-                                lambda step, dist: _pick(stream(f"dwell|{step}"), dist))
+    levels = concealment_levels(conc, start, config.sessions, lambda step, dist: _pick(stream(f"dwell|{step}"), dist))
     day = WEEKDAYS.index(_pick(stream("weekday"), data.weekday_weights))
     hours = stream("hour")
     band = hours.choices(data.start_hour_bands, weights=[b.weight for b in data.start_hour_bands], k=1)[0]
@@ -222,21 +231,35 @@ def draw_schedule(patient_id: str, seed: int, config: SimulationConfig, first: F
     for i in range(config.sessions):
         gap = category = beat = None
         if i:
-            gap = _gap(stream(f"gap_band|{i}"), stream(f"gap|{i}"), data.gap_hours,
-                       config.min_gap_hours, config.max_gap_hours)
+            gap = _gap(
+                stream(f"gap_band|{i}"), stream(f"gap|{i}"), data.gap_hours, config.min_gap_hours, config.max_gap_hours
+            )
             category = _pick(stream(f"event|{i}"), {k: v.weight for k, v in data.event_categories.items()})
             beat = data.event_categories[category].beat
         then = when(elapsed)[2]
         elapsed += gap or 0.0
         weekday, hour, now = when(elapsed)
         words = gap_words(data, gap) if gap is not None else None  # set on every session after the first
-        line = (data.time_lines.first.format(now=now) if not i
-                else data.time_lines.later.format(now=now, gap=words, then=then))
-        plans.append(SessionPlan(
-            index=i, gap_hours=gap, gap_words=words, event_category=category, beat=beat,
-            emotion=given.emotion if given is not None and not i else _pick(stream(f"emotion|{i}"), data.emotions),
-            concealment=levels[i],
-            max_depth=conc.max_depth[levels[i]], hours_since_start=elapsed, weekday=weekday, hour=hour,
-            time_text=line, patient_only_time=data.patient_only_time,
-        ))
+        line = (
+            data.time_lines.first.format(now=now)
+            if not i
+            else data.time_lines.later.format(now=now, gap=words, then=then)
+        )
+        plans.append(
+            SessionPlan(
+                index=i,
+                gap_hours=gap,
+                gap_words=words,
+                event_category=category,
+                beat=beat,
+                emotion=given.emotion if given is not None and not i else _pick(stream(f"emotion|{i}"), data.emotions),
+                concealment=levels[i],
+                max_depth=conc.max_depth[levels[i]],
+                hours_since_start=elapsed,
+                weekday=weekday,
+                hour=hour,
+                time_text=line,
+                patient_only_time=data.patient_only_time,
+            )
+        )
     return Schedule(patient_id=patient_id, seed=seed, sessions=plans)

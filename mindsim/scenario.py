@@ -101,7 +101,11 @@ class Scenario(BaseModel):
         lines = [self.event, "Thoughts: " + "; ".join(self.automatic_thoughts), "Did: " + "; ".join(self.behaviors)]
         if self.physical:
             lines.append("Body: " + "; ".join(self.physical))
-        lines += [f"Opened with: {self.opening_message}", f"Wanted: {self.goal}", "Meant to get to: " + "; ".join(self.checkpoints)]
+        lines += [
+            f"Opened with: {self.opening_message}",
+            f"Wanted: {self.goal}",
+            "Meant to get to: " + "; ".join(self.checkpoints),
+        ]
         return "\n".join(lines)
 
 
@@ -119,19 +123,27 @@ class _ScenarioDraft(Scenario):
     goal: str = Field(min_length=1, max_length=200, description="What the patient wants from this conversation")
 
     automatic_thoughts: list[str] = Field(
-        min_length=2, max_length=4, json_schema_extra={"items": {"type": "string", "minLength": 3, "maxLength": 120}},
+        min_length=2,
+        max_length=4,
+        json_schema_extra={"items": {"type": "string", "minLength": 3, "maxLength": 120}},
         description="2-4 first-person thoughts, one clause each",
     )
     behaviors: list[str] = Field(
-        min_length=2, max_length=4, json_schema_extra={"items": {"type": "string", "minLength": 3, "maxLength": 120}},
+        min_length=2,
+        max_length=4,
+        json_schema_extra={"items": {"type": "string", "minLength": 3, "maxLength": 120}},
         description="2-4 things the patient did",
     )
     physical: list[str] = Field(
-        default_factory=list, max_length=3, json_schema_extra={"items": {"type": "string", "minLength": 3, "maxLength": 80}},
+        default_factory=list,
+        max_length=3,
+        json_schema_extra={"items": {"type": "string", "minLength": 3, "maxLength": 80}},
         description="0-3 bodily signs",
     )
     checkpoints: list[str] = Field(
-        min_length=1, max_length=3, json_schema_extra={"items": {"type": "string", "minLength": 3, "maxLength": 50}},
+        min_length=1,
+        max_length=3,
+        json_schema_extra={"items": {"type": "string", "minLength": 3, "maxLength": 50}},
         description="1-3 short concrete topic phrases",
     )
 
@@ -160,19 +172,28 @@ def draft_model(scale: float = 1.0) -> type[_ScenarioDraft]:
     # a small model writes to the limit, so a shorter one was cut off draft after draft (an arc lost to six).
     fields = {name: _ScenarioDraft.model_fields[name] for name in ("event", "goal")}
     spec: dict[str, Any] = {
-        name: (str, Field(min_length=1, max_length=_scaled(f.metadata[-1].max_length, scale), description=f.description))
+        name: (
+            str,
+            Field(min_length=1, max_length=_scaled(f.metadata[-1].max_length, scale), description=f.description),
+        )
         for name, f in fields.items()
     }
     for name, limit in ITEM_LIMITS.items():
         f = _ScenarioDraft.model_fields[name]
         bounds = {m.__class__.__name__: m for m in f.metadata}
         default: dict[str, Any] = {"default_factory": list} if not f.is_required() else {}
-        spec[name] = (list[str], Field(
-            **default, description=f.description,
-            min_length=getattr(bounds.get("MinLen"), "min_length", None), max_length=bounds["MaxLen"].max_length,
-            json_schema_extra={"items": {"type": "string", "minLength": MIN_ITEM_CHARS,
-                                         "maxLength": _scaled(limit, scale)}},
-        ))
+        spec[name] = (
+            list[str],
+            Field(
+                **default,
+                description=f.description,
+                min_length=getattr(bounds.get("MinLen"), "min_length", None),
+                max_length=bounds["MaxLen"].max_length,
+                json_schema_extra={
+                    "items": {"type": "string", "minLength": MIN_ITEM_CHARS, "maxLength": _scaled(limit, scale)}
+                },
+            ),
+        )
     return create_model("_ScenarioDraft", __base__=_ScenarioDraft, **spec)
 
 
@@ -185,39 +206,54 @@ class BlankItems(StructuredOutputError):
     """A scenario whose lists held only blank items: re-drafted within the bound, then a failed turn."""
 
 
-async def _write(client: RoleClient, prompt: str, max_tokens: int | None, retries: int,
-                 scale: float = 1.0) -> tuple[Scenario, list[RejectedMessage]]:
+async def _write(
+    client: RoleClient, prompt: str, max_tokens: int | None, retries: int, scale: float = 1.0
+) -> tuple[Scenario, list[RejectedMessage]]:
     """A scenario whose opening message is speech, and the drafts rejected on the way."""
     base = [{"role": "system", "content": prompt}, {"role": "user", "content": "Write the situation now, as JSON."}]
     notes = load_harness_text()
     bad: list[RejectedMessage] = []
     messages = base
     for attempt in range(retries + 1):
-        penalty = cut_off_penalty(sum(r.reason == "cut_off" for r in bad), getattr(client.spec, "frequency_penalty", None))
+        penalty = cut_off_penalty(
+            sum(r.reason == "cut_off" for r in bad), getattr(client.spec, "frequency_penalty", None)
+        )
         try:
             scenario, raw = await _draft(client, messages, max_tokens, scale, attempt, penalty)
         except BlankItems as exc:
             # Schema-valid but with lists of blank items: another draft within the same bound, then a failure.
             if attempt == retries:
                 raise
-            messages = [*base, {"role": "assistant", "content": exc.raw or ""},
-                        {"role": "user", "content": notes.blank_items_note}]
+            messages = [
+                *base,
+                {"role": "assistant", "content": exc.raw or ""},
+                {"role": "user", "content": notes.blank_items_note},
+            ]
             continue
         defects = speech_defects(scenario.opening_message, max_chars=OPENING_MAX_CHARS)
         if not defects:
             return scenario.with_drafts(attempt + 1), bad
         bad.append(rejected(defects[0], scenario.opening_message))
         note = notes.opening_notes[defects[0]] + " " + notes.opening_tail
-        messages = [*base, {"role": "assistant", "content": raw},
-                    {"role": "user", "content": note.format(max_chars=OPENING_MAX_CHARS)}]
+        messages = [
+            *base,
+            {"role": "assistant", "content": raw},
+            {"role": "user", "content": note.format(max_chars=OPENING_MAX_CHARS)},
+        ]
     raise TurnFailed(
         f"role '{client.role}': no usable opening message after {len(bad)} scenario drafts "
         f"(reasons: {', '.join(r.reason for r in bad)}; last: {bad[-1].text[:80]!r})"
     )
 
 
-async def _draft(client: RoleClient, messages: list[dict[str, Any]], max_tokens: int | None, scale: float = 1.0, attempt: int = 0,
-                 penalty: float | None = None) -> tuple[Scenario, str]:
+async def _draft(
+    client: RoleClient,
+    messages: list[dict[str, Any]],
+    max_tokens: int | None,
+    scale: float = 1.0,
+    attempt: int = 0,
+    penalty: float | None = None,
+) -> tuple[Scenario, str]:
     sampling = client.reseeded({"max_tokens": max_tokens} if max_tokens else {}, attempt)
     if penalty is not None:
         sampling["frequency_penalty"] = penalty
@@ -232,12 +268,19 @@ async def _draft(client: RoleClient, messages: list[dict[str, Any]], max_tokens:
     except ValidationError as exc:  # blank list items stripped below a minimum count
         raise BlankItems(
             f"scenario writer returned blank items: {format_validation_error(exc, limit=1, plain=True, line='{msg}')}",
-            attempts=1, last_error=str(exc)[:300], raw=draft.model_dump_json(),
+            attempts=1,
+            last_error=str(exc)[:300],
+            raw=draft.model_dump_json(),
         ) from exc
 
 
 async def first_scenario(
-    client: RoleClient, profile: Profile, plan: SessionPlan, max_tokens: int | None = None, retries: int = 2, scale: float = 1.0,
+    client: RoleClient,
+    profile: Profile,
+    plan: SessionPlan,
+    max_tokens: int | None = None,
+    retries: int = 2,
+    scale: float = 1.0,
     frame: str = "chat",
 ) -> tuple[Scenario, list[RejectedMessage]]:
     prompt = render(

@@ -70,7 +70,8 @@ class SessionPlan(BaseModel):
     gap_hours: float | None = Field(description="Hours since the previous session; None for the first")
     # Left out of dumps when unset, so records of runs without the `mindeval2-reference` preset read as before.
     gap_words: str | None = Field(
-        None, exclude_if=lambda v: v is None,
+        None,
+        exclude_if=lambda v: v is None,
         description="The gap as a preset words it for the patient and the writer ('about 3 days'); None: exact hours",
     )
     event_category: str | None = Field(description="Between-session event category; None for the first")
@@ -83,11 +84,14 @@ class SessionPlan(BaseModel):
     hour: int = Field(ge=0, le=23, description="Local hour the session starts")
     # Both left out of dumps when unset, so records of runs without the `mindeval2-reference` preset read as before.
     time_text: str | None = Field(
-        None, exclude_if=lambda v: v is None,
+        None,
+        exclude_if=lambda v: v is None,
         description="The time line as a preset words it (mindeval2-reference: part of day, and the last session)",
     )
     patient_only_time: bool = Field(
-        False, exclude_if=lambda v: not v, description="True: the counsellor's prompt is not told the day and time",
+        False,
+        exclude_if=lambda v: not v,
+        description="True: the counsellor's prompt is not told the day and time",
     )
 
     @property
@@ -150,17 +154,22 @@ def _gap(rng: random.Random, data: ScheduleData, lo: float, hi: float) -> float:
     return float(round(rng.uniform(max(b.low, lo), min(b.high, hi))))
 
 
-def first_session_given(first: FirstSession | None, levels: list[str], emotions: Iterable[str],
-                        patient_id: str) -> FirstSession | None:
+def first_session_given(
+    first: FirstSession | None, levels: list[str], emotions: Iterable[str], patient_id: str
+) -> FirstSession | None:
     """A profile's fixed first session, checked against the schedule's concealment levels and emotions."""
     if first is None:
         return None
     if first.concealment not in levels:
-        raise InputError(f"profile {patient_id}: first_session.concealment '{first.concealment}' is not a level of "
-                         f"the schedule ({', '.join(levels)})")
+        raise InputError(
+            f"profile {patient_id}: first_session.concealment '{first.concealment}' is not a level of "
+            f"the schedule ({', '.join(levels)})"
+        )
     if first.emotion not in set(emotions):
-        raise InputError(f"profile {patient_id}: first_session.emotion '{first.emotion}' is not an emotion of the "
-                         f"schedule ({', '.join(emotions)})")
+        raise InputError(
+            f"profile {patient_id}: first_session.emotion '{first.emotion}' is not an emotion of the "
+            f"schedule ({', '.join(emotions)})"
+        )
     return first
 
 

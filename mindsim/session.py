@@ -63,8 +63,18 @@ from mindsimkit.mindsim.scenario import (
 from mindsimkit.mindsim.schedule import Schedule, SessionPlan
 from mindsimkit.profilegen.schemas import Profile
 
-__all__ = ["Arc", "Roles", "SessionInput", "Talk", "converse", "finish_session", "first_scenario_record", "rerun_input",
-           "run_arc", "run_session"]
+__all__ = [
+    "Arc",
+    "Roles",
+    "SessionInput",
+    "Talk",
+    "converse",
+    "finish_session",
+    "first_scenario_record",
+    "rerun_input",
+    "run_arc",
+    "run_session",
+]
 
 MEMORY_TEMPLATE = "memory/compact.jinja2"
 
@@ -83,17 +93,28 @@ async def converse(arc: Arc, inp: SessionInput) -> Talk:
     arc = replace(arc, roles=arc.roles.for_session(sid))
     config = arc.engine.session_config(arc.config)
     # A plain agenda (`agenda_plain`) answers in a word and never lists what is open.
-    agenda = Agenda.from_checkpoints(scenario.checkpoints,
-                                     brief=load_harness_text().agenda_plain_answers if config.agenda_plain else None)
+    agenda = Agenda.from_checkpoints(
+        scenario.checkpoints, brief=load_harness_text().agenda_plain_answers if config.agenda_plain else None
+    )
     greets = config.opening == "counsellor"
     # The patient's prompt reads `inp.memory`; the counsellor's may be given another (the memory ablation).
     seen = inp.counsellor_sees
-    c_prompt = (counsellor_system_prompt(plan, seen, greets) if config.counsellor_template == COUNSELLOR_TEMPLATE
-                else render(config.counsellor_template, time_context=plan.counsellor_time_context,
-                            memory=format_log(seen), opening_greeting=greets, session_index=plan.index))
+    c_prompt = (
+        counsellor_system_prompt(plan, seen, greets)
+        if config.counsellor_template == COUNSELLOR_TEMPLATE
+        else render(
+            config.counsellor_template,
+            time_context=plan.counsellor_time_context,
+            memory=format_log(seen),
+            opening_greeting=greets,
+            session_index=plan.index,
+        )
+    )
     patient = arc.engine.engine.participant(TalkStart(arc, inp, sid, agenda, config))
     p_prompt = patient.history[0]["content"]
-    counsellor = Counsellor(client=arc.roles.counsellor, config=config, history=[{"role": "system", "content": c_prompt}])
+    counsellor = Counsellor(
+        client=arc.roles.counsellor, config=config, history=[{"role": "system", "content": c_prompt}]
+    )
 
     ended_by = "turn_cap"
     if config.opening == "counsellor":
@@ -114,8 +135,19 @@ async def converse(arc: Arc, inp: SessionInput) -> Talk:
         if turn.end_conversation:
             ended_by = "patient"
             break
-    return Talk(sid=sid, arc=arc, inp=inp, config=config, patient=patient, counsellor=counsellor, agenda=agenda,
-                turns=turns, ended_by=ended_by, p_prompt=p_prompt, c_prompt=c_prompt)
+    return Talk(
+        sid=sid,
+        arc=arc,
+        inp=inp,
+        config=config,
+        patient=patient,
+        counsellor=counsellor,
+        agenda=agenda,
+        turns=turns,
+        ended_by=ended_by,
+        p_prompt=p_prompt,
+        c_prompt=c_prompt,
+    )
 
 
 def wrap_up_note(config: SimulationConfig, replied: int) -> str | None:
@@ -135,10 +167,17 @@ async def finish_session(talk: Talk, *, rewrite_memory: bool = True) -> SessionR
     if rewrite_memory:
         # An engine failure here propagates: the session is not saved and the arc fails (retried on rerun).
         mem = await compact_memory(
-            arc.roles.memory_compactor, memory, transcript_text(exchange), config.memory_max_entries,
-            config.memory_retries, max_tokens=config.memory_max_tokens,
+            arc.roles.memory_compactor,
+            memory,
+            transcript_text(exchange),
+            config.memory_max_entries,
+            config.memory_retries,
+            max_tokens=config.memory_max_tokens,
         )
-        memory_after, update = mem.entries, MemoryUpdate(attempts=mem.attempts, repaired=mem.repaired, problems=mem.problems)
+        memory_after, update = (
+            mem.entries,
+            MemoryUpdate(attempts=mem.attempts, repaired=mem.repaired, problems=mem.problems),
+        )
     else:
         memory_after, update = list(memory), MemoryUpdate(attempts=0, repaired=False, problems=[], skipped=True)
     engine = arc.engine.engine
@@ -165,14 +204,19 @@ async def finish_session(talk: Talk, *, rewrite_memory: bool = True) -> SessionR
         patient_system_prompt=talk.p_prompt,
         counsellor_system_prompt=talk.c_prompt,
         tokens=Tokens(
-            patient_prompt=patient.tokens.prompt, patient_completion=patient.tokens.completion,
-            counsellor_prompt=counsellor.tokens.prompt, counsellor_completion=counsellor.tokens.completion,
+            patient_prompt=patient.tokens.prompt,
+            patient_completion=patient.tokens.completion,
+            counsellor_prompt=counsellor.tokens.prompt,
+            counsellor_completion=counsellor.tokens.completion,
         ),
         engines=arc.roles.describe(),
         prompts=template_hashes(
-            [*engine.prompt_names(), config.counsellor_template,
-             *_scenario_templates(arc.profile, plan, config, engine.name),
-             MEMORY_TEMPLATE]
+            [
+                *engine.prompt_names(),
+                config.counsellor_template,
+                *_scenario_templates(arc.profile, plan, config, engine.name),
+                MEMORY_TEMPLATE,
+            ]
         ),
         archetype=arc.profile.style.archetype,
         vocabulary_version=arc.vocab.version,
@@ -188,17 +232,22 @@ async def finish_session(talk: Talk, *, rewrite_memory: bool = True) -> SessionR
     )
 
 
-def rerun_input(twin: SessionRecord, previous: SessionRecord | None, arc: Arc, *, rerun: str,
-                counsellor_memory: list[str] | None) -> SessionInput:
+def rerun_input(
+    twin: SessionRecord, previous: SessionRecord | None, arc: Arc, *, rerun: str, counsellor_memory: list[str] | None
+) -> SessionInput:
     """The start of a rerun of `twin` that differs from it only where the ablation says (`counsellor_memory`):
     the twin's schedule entry, scenario (with the openers it rejected), running memory, and the engine state
     carried from the twin's own previous session (`previous`, from the same run)."""
     config = arc.engine.session_config(arc.config)
     return SessionInput(
-        plan=twin.schedule, scenario=twin.scenario.with_drafts(twin.scenario_drafts), memory=list(twin.memory_before),
+        plan=twin.schedule,
+        scenario=twin.scenario.with_drafts(twin.scenario_drafts),
+        memory=list(twin.memory_before),
         rejected_openings=list(twin.turns[0].rejected_messages) if twin.turns else [],
-        scenario_shared=twin.scenario_shared, carried=arc.engine.engine.carry(twin.schedule, previous, config),
-        counsellor_memory=counsellor_memory, rerun=rerun,
+        scenario_shared=twin.scenario_shared,
+        carried=arc.engine.engine.carry(twin.schedule, previous, config),
+        counsellor_memory=counsellor_memory,
+        rerun=rerun,
     )
 
 
@@ -223,17 +272,31 @@ async def first_scenario_record(
         # A profile file that fixes session 1 (an imported MindEval2 member): its situation is played verbatim, as
         # the reference plays its profile file's; no writer is called.
         given = profile.first_session.situation
-        record = ScenarioRecord(patient_id=profile.profile_id, seed=seed, scenario=given_scenario(given),
-                                engine={"given": "profile", "situation_id": given.situation_id,
-                                        "source": profile.imported_from}, prompt={})
+        record = ScenarioRecord(
+            patient_id=profile.profile_id,
+            seed=seed,
+            scenario=given_scenario(given),
+            engine={"given": "profile", "situation_id": given.situation_id, "source": profile.imported_from},
+            prompt={},
+        )
         return await _kept(save(record))
     scenario, bad = await first_scenario(
-        client, profile, plan, config.scenario_max_tokens, config.max_message_retries, config.scenario_scale,
+        client,
+        profile,
+        plan,
+        config.scenario_max_tokens,
+        config.max_message_retries,
+        config.scenario_scale,
         frame=scenario_frame(config),
     )
     record = ScenarioRecord(
-        patient_id=profile.profile_id, seed=seed, scenario=scenario, rejected_openings=bad,
-        engine=client.describe(), prompt=template_hashes([FIRST_TEMPLATE]), scenario_drafts=scenario.drafts,
+        patient_id=profile.profile_id,
+        seed=seed,
+        scenario=scenario,
+        rejected_openings=bad,
+        engine=client.describe(),
+        prompt=template_hashes([FIRST_TEMPLATE]),
+        scenario_drafts=scenario.drafts,
     )
     return await _kept(save(record))  # the first finished copy, if another worker wrote this patient's scenario first
 
@@ -288,13 +351,24 @@ async def run_arc(
                     scenario, bad = await upcoming
                     upcoming = None
                 else:
-                    scenario, bad = await _write_next(roles, profile, prev.scenario, prev.transcript(),
-                                                      plan, prev.agenda.open, config,
-                                                      **(_reference_inputs(arc, plan, prev.memory_after)
-                                                         if reference else {}))
-                inp = SessionInput(plan=plan, scenario=scenario, memory=prev.memory_after if prev else [],
-                                   rejected_openings=bad, scenario_shared=prev is None,
-                                   carried=engine.carry(plan, prev, session_config))
+                    scenario, bad = await _write_next(
+                        roles,
+                        profile,
+                        prev.scenario,
+                        prev.transcript(),
+                        plan,
+                        prev.agenda.open,
+                        config,
+                        **(_reference_inputs(arc, plan, prev.memory_after) if reference else {}),
+                    )
+                inp = SessionInput(
+                    plan=plan,
+                    scenario=scenario,
+                    memory=prev.memory_after if prev else [],
+                    rejected_openings=bad,
+                    scenario_shared=prev is None,
+                    carried=engine.carry(plan, prev, session_config),
+                )
                 talk = await converse(arc, inp)
                 nxt = sessions[i + 1] if i + 1 < len(sessions) else None
                 # Under the mindeval2-reference preset the writer reads the memory this session leaves, so it
@@ -316,12 +390,27 @@ async def run_arc(
     return records
 
 
-async def _write_next(roles: Roles, profile: Profile, previous: Scenario, transcript: list[dict[str, str]],
-                      plan: SessionPlan, leftover: list[str], config: SimulationConfig,
-                      **reference: Any) -> tuple[Scenario, list[RejectedMessage]]:
+async def _write_next(
+    roles: Roles,
+    profile: Profile,
+    previous: Scenario,
+    transcript: list[dict[str, str]],
+    plan: SessionPlan,
+    leftover: list[str],
+    config: SimulationConfig,
+    **reference: Any,
+) -> tuple[Scenario, list[RejectedMessage]]:
     return await next_scenario(
-        roles.scenario_writer, profile, previous, transcript, plan, leftover,
-        config.scenario_max_tokens, config.max_message_retries, config.scenario_scale, **reference,
+        roles.scenario_writer,
+        profile,
+        previous,
+        transcript,
+        plan,
+        leftover,
+        config.scenario_max_tokens,
+        config.max_message_retries,
+        config.scenario_scale,
+        **reference,
     )
 
 
@@ -331,8 +420,12 @@ def _reference_inputs(arc: Arc, plan: SessionPlan, memory: list[str]) -> dict[st
     scenario opens, so that its opening message, spoken verbatim, keeps to them; and the patient's own case summary
     in place of our writer brief, so the core belief stays with the first scenario's writer (the reference hands
     this writer the formulation its patient prompt shows, which holds no core belief)."""
-    return {"memory": format_log(memory) if memory else None, "brief": arc.profile.case_summary,
-            "conduct": session_conduct(arc.profile, arc.vocab, plan), "template": NEXT_REFERENCE_TEMPLATE}
+    return {
+        "memory": format_log(memory) if memory else None,
+        "brief": arc.profile.case_summary,
+        "conduct": session_conduct(arc.profile, arc.vocab, plan),
+        "template": NEXT_REFERENCE_TEMPLATE,
+    }
 
 
 def _scenario_templates(profile: Profile, plan: SessionPlan, config: SimulationConfig, engine: str) -> list[str]:

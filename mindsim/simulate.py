@@ -95,8 +95,11 @@ def check_profiles(profiles: list[Profile]) -> None:
         problems = []
         if s.archetype not in vocab.archetypes:
             problems.append(f"archetype '{s.archetype}'")
-        for knob, table in (("register", style.register), ("verbosity", style.verbosity),
-                            ("frustration_reactivity", style.frustration_reactivity)):
+        for knob, table in (
+            ("register", style.register),
+            ("verbosity", style.verbosity),
+            ("frustration_reactivity", style.frustration_reactivity),
+        ):
             if getattr(s, knob) not in table:
                 problems.append(f"{knob} '{getattr(s, knob)}'")
         if problems:
@@ -116,8 +119,9 @@ def check_layers(profiles: list[Profile], engines: list[str], situation_engines:
     refusing = [e for e in engines if e not in situation_engines] if all(p.situation_profile for p in bare) else engines
     if refusing:
         first = bare[0]
-        source = first.imported_from or ("the PatientAct situation chain" if first.situation_profile
-                                          else "another source")
+        source = first.imported_from or (
+            "the PatientAct situation chain" if first.situation_profile else "another source"
+        )
         more = f" (and {len(bare) - 1} more)" if len(bare) > 1 else ""
         playable = ", ".join(["mindsim", *situation_engines]) if first.situation_profile else "mindsim"
         raise InputError(
@@ -209,8 +213,7 @@ def check_layout(out: Path) -> None:
         if found == LAYOUT:
             return
         raise InputError(
-            f"{marker}: this run folder was made by a different simulator layout ({found}); "
-            "use a new --out folder"
+            f"{marker}: this run folder was made by a different simulator layout ({found}); use a new --out folder"
         )
     ckpts = sessions.checkpoints
     if ckpts.is_dir() and any(ckpts.glob("*.json")):
@@ -240,7 +243,13 @@ def patients_in_flight(clients: list[RoleClient], arcs_per_patient: int) -> int:
 
 
 async def simulate_shard(
-    profiles: list[Patient], engines: Engines, config: SimulationConfig, out: Path, seed: int, shard: int, shards: int,
+    profiles: list[Patient],
+    engines: Engines,
+    config: SimulationConfig,
+    out: Path,
+    seed: int,
+    shard: int,
+    shards: int,
     on_session: Callable[[str], None] = lambda _id: None,
 ) -> ShardSummary:
     """One shard of the patients (all of them on the local runner): every patient's shared first
@@ -283,13 +292,27 @@ async def simulate_shard(
             tally.add(r)
 
     def failed(p: Profile, name: str, kind: str, t: int, exc: BaseException) -> None:
-        failures.append(FailedArc(patient_id=p.profile_id, counsellor=name, patient_engine=kind,
-                                  error=f"{type(exc).__name__}: {exc}", trial=t if config.trials > 1 else None))
+        failures.append(
+            FailedArc(
+                patient_id=p.profile_id,
+                counsellor=name,
+                patient_engine=kind,
+                error=f"{type(exc).__name__}: {exc}",
+                trial=t if config.trials > 1 else None,
+            )
+        )
         # The sessions this arc finished before it failed stay in the dataset, as on any rerun.
         label = {"trial": t if config.trials > 1 else None}
-        keep([r.model_copy(update=label) for r in
-              (store.load(session_id(p.profile_id, name, i, seed, kind, t)) for i in range(config.sessions_for(kind)))
-              if r is not None])
+        keep(
+            [
+                r.model_copy(update=label)
+                for r in (
+                    store.load(session_id(p.profile_id, name, i, seed, kind, t))
+                    for i in range(config.sessions_for(kind))
+                )
+                if r is not None
+            ]
+        )
 
     async def patient_arcs(p: Profile) -> None:
         """One patient: its shared first scenario (and each preparing engine's shared preparation, e.g.
@@ -298,8 +321,13 @@ async def simulate_shard(
         schedule = patient_schedule(p.profile_id, seed, config, p.first_session)
         try:
             first = await first_scenario_record(
-                p, schedule.sessions[0], shared["first_scenario_writer"], config, seed=seed,
-                load=scenarios.load, save=lambda r: off_loop(scenarios.save, r),
+                p,
+                schedule.sessions[0],
+                shared["first_scenario_writer"],
+                config,
+                seed=seed,
+                load=scenarios.load,
+                save=lambda r: off_loop(scenarios.save, r),
             )
         except ARC_FAILURES as exc:
             for key in keys:
@@ -312,22 +340,43 @@ async def simulate_shard(
             except ARC_FAILURES as exc:
                 prepared[engine.name] = exc  # only this engine's arcs of this patient fail; the others still run
         results = await asyncio.gather(
-            *(one_arc(p, schedule, first, name, client, kind, prepared, t)
-              for kind in kinds for name, client in counsellors for t in trials),
+            *(
+                one_arc(p, schedule, first, name, client, kind, prepared, t)
+                for kind in kinds
+                for name, client in counsellors
+                for t in trials
+            ),
             return_exceptions=True,
         )
         for res in results:
             if isinstance(res, BaseException):
                 raise res
 
-    async def one_arc(p: Profile, schedule: Schedule, first: ScenarioRecord, name: str, client: RoleClient,
-                      kind: str, prepared: dict[str, Any], trial: int) -> None:
+    async def one_arc(
+        p: Profile,
+        schedule: Schedule,
+        first: ScenarioRecord,
+        name: str,
+        client: RoleClient,
+        kind: str,
+        prepared: dict[str, Any],
+        trial: int,
+    ) -> None:
         preparation = prepared.get(variant(kind).engine.name)
         try:
             if isinstance(preparation, BaseException):
                 raise preparation
-            arc = arc_for(p, base_roles, client, config, counsellor=name, seed=seed, kind=kind,
-                          preparation=preparation, trial=trial)
+            arc = arc_for(
+                p,
+                base_roles,
+                client,
+                config,
+                counsellor=name,
+                seed=seed,
+                kind=kind,
+                preparation=preparation,
+                trial=trial,
+            )
             records = await run_arc(arc, arc_schedule(schedule, config, kind), first=first, load=load, save=save)
         except ARC_FAILURES as exc:
             failed(p, name, kind, trial, exc)
@@ -359,7 +408,8 @@ async def simulate_shard(
         arcs=len(profiles) * len(keys),
         failed_arcs=failures,
         sessions_written=writer.rows,
-        duplicate_checkpoints_discarded=store.duplicates + scenarios.duplicates
+        duplicate_checkpoints_discarded=store.duplicates
+        + scenarios.duplicates
         + sum(s.duplicates for s in stores.values() if s is not None),
         **tally.counts(),
     )
@@ -367,8 +417,16 @@ async def simulate_shard(
 
 async def _shard_work(engines: Engines, payload: dict[str, Any], report: Callable[[str], None]) -> ShardSummary:
     """One shard of patients, wherever the runner runs it (`mindcore.runners`)."""
-    return await simulate_shard(payload["profiles"], engines, payload["config"], Path(payload["out"]),
-                                payload["seed"], payload["shard"], payload["shards"], on_session=report)
+    return await simulate_shard(
+        payload["profiles"],
+        engines,
+        payload["config"],
+        Path(payload["out"]),
+        payload["seed"],
+        payload["shard"],
+        payload["shards"],
+        on_session=report,
+    )
 
 
 # Profiles checked at a time while a run's input is read and packed: each batch's objects are freed before the
@@ -380,14 +438,16 @@ def _prepare(profiles: Iterable[Profile], config: SimulationConfig, out: Path) -
     """The chosen profiles, checked. Profiles read lazily (`iter_profiles`) are packed (`PackedProfile`) and
     unpacked only while their patient runs, so the input is never whole in memory as objects; a list the caller
     holds anyway is used as it is (packing it would only add a copy)."""
-    patients = chosen_profiles(profiles, config,
-                               keep=(lambda p: p) if isinstance(profiles, Sequence) else PackedProfile.of)
+    patients = chosen_profiles(
+        profiles, config, keep=(lambda p: p) if isinstance(profiles, Sequence) else PackedProfile.of
+    )
     check_layout(out)
     return patients
 
 
-def chosen_profiles(profiles: Iterable[Profile], config: SimulationConfig,
-                    keep: Callable[[Profile], Any] = lambda p: p) -> list[Any]:
+def chosen_profiles(
+    profiles: Iterable[Profile], config: SimulationConfig, keep: Callable[[Profile], Any] = lambda p: p
+) -> list[Any]:
     """The profiles the simulation plays (`select_profiles`), each checked for the simulator and the recipe's
     patient engines, `CHECK_ROWS` at a time, and kept as `keep` gives them; InputError when none is left or two
     share an id."""
@@ -395,8 +455,11 @@ def chosen_profiles(profiles: Iterable[Profile], config: SimulationConfig,
     engines = engines_of(config.patient_engines)
     layered = [e.name for e in engines if e.reads_layers]
     situated = tuple(e.name for e in engines if e.reads_situations)
-    checks = [check_profiles, *([lambda chunk: check_layers(chunk, layered, situated)] if layered else []),
-              *(e.check_profiles for e in engines)]
+    checks = [
+        check_profiles,
+        *([lambda chunk: check_layers(chunk, layered, situated)] if layered else []),
+        *(e.check_profiles for e in engines),
+    ]
     chosen = select_profiles(profiles, config)
     while chunk := list(itertools.islice(chosen, CHECK_ROWS)):
         for check in checks:
@@ -408,8 +471,15 @@ def chosen_profiles(profiles: Iterable[Profile], config: SimulationConfig,
     return patients
 
 
-async def simulate_async(profiles: Iterable[Profile], engines: Engines, config: SimulationConfig, out_dir: str | Path, seed: int,
-                         *, runner: Runner | None = None) -> SimulationSummary:
+async def simulate_async(
+    profiles: Iterable[Profile],
+    engines: Engines,
+    config: SimulationConfig,
+    out_dir: str | Path,
+    seed: int,
+    *,
+    runner: Runner | None = None,
+) -> SimulationSummary:
     """`run_simulation` for async callers. Patients are sharded by a stable hash of their id (everything of one
     patient in one shard); the runner runs the shards (the local one: one shard, in this loop), each shard writing
     its slice of the dataset as it finishes."""
@@ -418,31 +488,71 @@ async def simulate_async(profiles: Iterable[Profile], engines: Engines, config: 
     patients = _prepare(profiles, config, out)
     resolved = str(out.resolve())
     run = await runner.map_shards(
-        _shard_work, patients, key=lambda p: p.profile_id, engines=engines, description="simulating sessions",
+        _shard_work,
+        patients,
+        key=lambda p: p.profile_id,
+        engines=engines,
+        description="simulating sessions",
         total=len(patients) * config.sessions_per_patient(),
-        payload=lambda i, n, part: {"profiles": part, "config": config, "out": resolved, "seed": seed, "shard": i,
-                                    "shards": n})
+        payload=lambda i, n, part: {
+            "profiles": part,
+            "config": config,
+            "out": resolved,
+            "seed": seed,
+            "shard": i,
+            "shards": n,
+        },
+    )
     engines_used = {r: c.describe() for r, c in shared_clients(engines, config).items()} | {
-        counsellor_name(c): counsellor_client(engines, c).describe() for c in config.counsellors}
-    return finish_simulation(out, config, seed, [p.profile_id for p in patients], run.results, run.shards,
-                             run.elapsed_s, run.runner, live=run.live, engines=engines_used,
-                             usage=engines.ledger.summary())
+        counsellor_name(c): counsellor_client(engines, c).describe() for c in config.counsellors
+    }
+    return finish_simulation(
+        out,
+        config,
+        seed,
+        [p.profile_id for p in patients],
+        run.results,
+        run.shards,
+        run.elapsed_s,
+        run.runner,
+        live=run.live,
+        engines=engines_used,
+        usage=engines.ledger.summary(),
+    )
 
 
-def finish_simulation(out: Path, config: SimulationConfig, seed: int, patients: list[str], parts: list[ShardSummary],
-                      shards: int, elapsed: float, runner: dict[str, Any], *, live: set[int],
-                      engines: dict[str, Any], usage: dict[str, Any]) -> SimulationSummary:
+def finish_simulation(
+    out: Path,
+    config: SimulationConfig,
+    seed: int,
+    patients: list[str],
+    parts: list[ShardSummary],
+    shards: int,
+    elapsed: float,
+    runner: dict[str, Any],
+    *,
+    live: set[int],
+    engines: dict[str, Any],
+    usage: dict[str, Any],
+) -> SimulationSummary:
     """Merge the shards' slices into the dataset, write the summary and record the stage. `engines`: each role's
     and counsellor's engine as provenance describes it; `usage`: the engine ledger's summary."""
     merge_shards(out, shards, live)
     counsellors = [counsellor_name(c) for c in config.counsellors]
     kinds = config.patient_engines
-    order = {(p, name, kind, t): i for i, (kind, name, p, t) in
-             enumerate((k, n, p, t) for k in kinds for n in counsellors for p in patients for t in range(config.trials))}
-    failures = sorted((f for part in parts for f in part.failed_arcs),
-                      key=lambda f: order[(f.patient_id, f.counsellor, f.patient_engine, f.trial or 0)])
+    order = {
+        (p, name, kind, t): i
+        for i, (kind, name, p, t) in enumerate(
+            (k, n, p, t) for k in kinds for n in counsellors for p in patients for t in range(config.trials)
+        )
+    }
+    failures = sorted(
+        (f for part in parts for f in part.failed_arcs),
+        key=lambda f: order[(f.patient_id, f.counsellor, f.patient_engine, f.trial or 0)],
+    )
     summary = SimulationSummary.totals(
-        parts, failures,
+        parts,
+        failures,
         **base_provenance(),
         seed=seed,
         patients=len(patients),
@@ -460,9 +570,17 @@ def finish_simulation(out: Path, config: SimulationConfig, seed: int, patients: 
     )
     layout = RunLayout(out)
     summary.write(layout.sessions.summary)
-    record_stage(out, "simulation", [layout.sessions.parquet, layout.transcripts, layout.sessions.summary],
-                 reads=[layout.profiles.parquet], counts={"sessions": summary.sessions_written, "expected": summary.sessions_expected,
-                                             "failed_arcs": len(summary.failed_arcs)})
+    record_stage(
+        out,
+        "simulation",
+        [layout.sessions.parquet, layout.transcripts, layout.sessions.summary],
+        reads=[layout.profiles.parquet],
+        counts={
+            "sessions": summary.sessions_written,
+            "expected": summary.sessions_expected,
+            "failed_arcs": len(summary.failed_arcs),
+        },
+    )
     return summary
 
 
@@ -498,11 +616,16 @@ class SessionTally:
 
     def counts(self) -> dict[str, Any]:
         """The `ShardCounts` fields it keeps (rejected messages by reason, counsellor replies by flag)."""
-        return {"ended_by_patient": self.ended_by_patient, "memory_repaired": self.memory_repaired,
-                "memory_skipped": self.memory_skipped, "messages_trimmed": self.messages_trimmed,
-                "rejected_commits": self.rejected_commits, "scenario_drafts": self.scenario_drafts,
-                "rejected_messages": RejectionCounts.model_validate(self._rejected).model_dump(mode="json"),
-                "counsellor_flags": dict(self._flags)}
+        return {
+            "ended_by_patient": self.ended_by_patient,
+            "memory_repaired": self.memory_repaired,
+            "memory_skipped": self.memory_skipped,
+            "messages_trimmed": self.messages_trimmed,
+            "rejected_commits": self.rejected_commits,
+            "scenario_drafts": self.scenario_drafts,
+            "rejected_messages": RejectionCounts.model_validate(self._rejected).model_dump(mode="json"),
+            "counsellor_flags": dict(self._flags),
+        }
 
 
 # The dataset's order; a one-trial run's rows carry no trial and sort as before trials existed.
@@ -522,26 +645,54 @@ def harness_roles(shared: dict[str, RoleClient], kinds: list[str]) -> Roles:
     """The roles of an arc without its counsellor: the patient, the scenario writer, the memory compactor and every
     patient engine's own roles (as before engines were registered, every arc gets every engine's roles, so a
     record's `engines` lists them)."""
-    return Roles(patient=shared["patient"], counsellor=None, scenario_writer=shared["scenario_writer"],
-                 memory_compactor=shared["memory_compactor"],
-                 extra={key: shared[role] for role, key in engine_roles(kinds).items()})
+    return Roles(
+        patient=shared["patient"],
+        counsellor=None,
+        scenario_writer=shared["scenario_writer"],
+        memory_compactor=shared["memory_compactor"],
+        extra={key: shared[role] for role, key in engine_roles(kinds).items()},
+    )
 
 
-def arc_for(profile: Profile, harness: Roles, counsellor_client: Any, config: SimulationConfig, *, counsellor: str,
-            seed: int, kind: str, preparation: Any = None, trial: int = 0) -> Arc:
+def arc_for(
+    profile: Profile,
+    harness: Roles,
+    counsellor_client: Any,
+    config: SimulationConfig,
+    *,
+    counsellor: str,
+    seed: int,
+    kind: str,
+    preparation: Any = None,
+    trial: int = 0,
+) -> Arc:
     """One patient's arc with one counsellor (any client that chats: a recipe role, or another framework's model
     behind `mindcore.backends.Backend`) under patient engine `kind`, on the harness's roles moved to `trial`."""
-    roles = Roles(patient=harness.patient, counsellor=counsellor_client, scenario_writer=harness.scenario_writer,
-                  memory_compactor=harness.memory_compactor, extra=dict(harness.extra)).for_trial(trial)
-    return Arc(profile, vocabulary_for(config.preset_for(kind)), roles, config, counsellor, seed, variant(kind),
-               preparation, trial)
+    roles = Roles(
+        patient=harness.patient,
+        counsellor=counsellor_client,
+        scenario_writer=harness.scenario_writer,
+        memory_compactor=harness.memory_compactor,
+        extra=dict(harness.extra),
+    ).for_trial(trial)
+    return Arc(
+        profile,
+        vocabulary_for(config.preset_for(kind)),
+        roles,
+        config,
+        counsellor,
+        seed,
+        variant(kind),
+        preparation,
+        trial,
+    )
 
 
 def arc_schedule(schedule: Schedule, config: SimulationConfig, kind: str) -> Schedule:
     """The patient's one schedule as engine `kind`'s arcs play it: an engine with fewer sessions
     (`engine_sessions`) plays the first ones."""
     if config.sessions_for(kind) < len(schedule.sessions):
-        return schedule.model_copy(update={"sessions": schedule.sessions[:config.sessions_for(kind)]})
+        return schedule.model_copy(update={"sessions": schedule.sessions[: config.sessions_for(kind)]})
     return schedule
 
 
@@ -550,18 +701,32 @@ def shared_roles(config: SimulationConfig) -> tuple[str, ...]:
     `first_scenario_writer` falling back to `scenario_writer`'s binding), then the recipe's patient engines'
     own (PatientAct: its appraiser for the
     structured steps and its decomposer; `PatientEngine.roles`)."""
-    return ("patient", "first_scenario_writer", "scenario_writer", "memory_compactor",
-            *engine_roles(config.patient_engines))
+    return (
+        "patient",
+        "first_scenario_writer",
+        "scenario_writer",
+        "memory_compactor",
+        *engine_roles(config.patient_engines),
+    )
 
 
 def transcript_row(r: SessionRecord) -> dict[str, Any]:
     trial = {} if r.trial is None else {"trial": r.trial}
     # A patient engine that tracks a state per turn (ConsistentMI) shows it beside the chat, keyed by patient turn;
     # the other engines' lines are unchanged.
-    states = [{"turn": t.index, **t.consistentmi.model_dump(mode="json")} for t in r.turns if t.consistentmi is not None]
-    return {"id": r.session_id, "patient_id": r.patient_id, "counsellor": r.counsellor,
-            "patient_engine": r.patient_engine, **trial, "session_index": r.session_index, "messages": r.transcript(),
-            **({"patient_states": states} if states else {})}
+    states = [
+        {"turn": t.index, **t.consistentmi.model_dump(mode="json")} for t in r.turns if t.consistentmi is not None
+    ]
+    return {
+        "id": r.session_id,
+        "patient_id": r.patient_id,
+        "counsellor": r.counsellor,
+        "patient_engine": r.patient_engine,
+        **trial,
+        "session_index": r.session_index,
+        "messages": r.transcript(),
+        **({"patient_states": states} if states else {}),
+    }
 
 
 # Sessions a `ShardWriter` holds before it writes them out as one sorted run, and the most runs merged at once
@@ -577,12 +742,18 @@ DATASET_ROW_GROUP = 128
 def _run_line(r: SessionRecord) -> str:
     """A session as one line of a sorted run: its order key, the record and its transcript row, as JSON
     separated by tabs (JSON text never holds a raw tab). The transcript is encoded as the export writes it."""
-    return (orjson.dumps(_order(r)).decode() + "\t" + r.model_dump_json() + "\t"
-            + json.dumps(transcript_row(r), ensure_ascii=False, default=str) + "\n")
+    return (
+        orjson.dumps(_order(r)).decode()
+        + "\t"
+        + r.model_dump_json()
+        + "\t"
+        + json.dumps(transcript_row(r), ensure_ascii=False, default=str)
+        + "\n"
+    )
 
 
 def _line_key(line: str) -> list[Any]:
-    key: list[Any] = orjson.loads(line[:line.index("\t")])
+    key: list[Any] = orjson.loads(line[: line.index("\t")])
     return key
 
 
@@ -724,8 +895,12 @@ class ShardWriter:
     def close(self) -> None:
         held = sorted(self._held, key=_order)
         runs = self._runs
-        _write_lines(lambda: [*(_read_run(r) for r in runs), (_run_line(r) for r in held)],
-                     self.parquet, self.jsonl, self.row_group_size)
+        _write_lines(
+            lambda: [*(_read_run(r) for r in runs), (_run_line(r) for r in held)],
+            self.parquet,
+            self.jsonl,
+            self.row_group_size,
+        )
         self.discard()
 
     def discard(self) -> None:
@@ -777,8 +952,14 @@ def merge_shards(out: Path, shards: int, live: set[int], batch_rows: int = 128) 
     return _merge_sorted(parts, layout.sessions.parquet, layout.transcripts, batch_rows=batch_rows)
 
 
-def _merge_sorted(parts: list[tuple[Path, Path]], target: Path, transcripts: Path, *, batch_rows: int = 128,
-                  row_group_size: int | None = None) -> int:
+def _merge_sorted(
+    parts: list[tuple[Path, Path]],
+    target: Path,
+    transcripts: Path,
+    *,
+    batch_rows: int = 128,
+    row_group_size: int | None = None,
+) -> int:
     """Merge files each in the dataset's order (a parquet file and its transcripts, line for line) into one
     pair in that order. Streaming: the order comes from the key columns (a few bytes per session), the rows
     move as Arrow slices, never as Python objects, and memory holds one row group per file, not the dataset.
@@ -793,8 +974,16 @@ def _merge_sorted(parts: list[tuple[Path, Path]], target: Path, transcripts: Pat
         keys = f.read(columns=present, use_threads=False).to_pydict()
         n = f.metadata.num_rows
         trial = [t or 0 for t in keys["trial"]] if "trial" in keys else itertools.repeat(0, n)
-        order.extend(zip(keys["counsellor"], keys["patient_id"], keys["patient_engine"], trial, keys["session_index"],
-                         itertools.repeat(k)))
+        order.extend(
+            zip(
+                keys["counsellor"],
+                keys["patient_id"],
+                keys["patient_engine"],
+                trial,
+                keys["session_index"],
+                itertools.repeat(k),
+            )
+        )
     order.sort()
     cursors = [_RowGroups(f, schema) for f in files]
     lines = [open(jsonl, encoding="utf-8") for _, jsonl in parts]
@@ -834,7 +1023,9 @@ class _RowGroups:
                 t = self.f.read_row_group(self.group, use_threads=False)
                 # A shard whose schema differs (a null-typed field) goes through Python rows: Arrow's
                 # cast of a null child inside list<struct> builds an invalid array (pyarrow 26).
-                self.table = t if t.schema.equals(self.schema) else pa.Table.from_pylist(t.to_pylist(), schema=self.schema)
+                self.table = (
+                    t if t.schema.equals(self.schema) else pa.Table.from_pylist(t.to_pylist(), schema=self.schema)
+                )
                 self.group, self.pos = self.group + 1, 0
             m = min(n, self.table.num_rows - self.pos)
             out.append(self.table.slice(self.pos, m))
@@ -842,8 +1033,15 @@ class _RowGroups:
         return out
 
 
-def run_simulation(profiles: Iterable[Profile], engines: Engines, config: SimulationConfig, out_dir: str | Path, seed: int,
-                   *, runner: Runner | None = None) -> SimulationSummary:
+def run_simulation(
+    profiles: Iterable[Profile],
+    engines: Engines,
+    config: SimulationConfig,
+    out_dir: str | Path,
+    seed: int,
+    *,
+    runner: Runner | None = None,
+) -> SimulationSummary:
     """Simulate every arc and write `out_dir/sessions/` and `out_dir/transcripts/transcripts.jsonl`.
     `profiles`: a list, used as it is, or an iterable read lazily (`profilegen.dataset.iter_profiles`, as the CLI
     and the main job read the pool), whose profiles are held packed and decoded only while their patient runs.

@@ -57,10 +57,13 @@ def simulate_roles(recipe: Any, engines: Any) -> list[RoleUse]:
     for c in scfg.counsellors:
         if isinstance(c, CounsellorBinding):
             if c.engine not in engines.config.engines:
-                raise ConfigError(f"simulation.counsellors: '{c.name}' names engine '{c.engine}', which is not "
-                                  f"in the recipe's engines ({', '.join(sorted(engines.config.engines))})")
-            uses.append(RoleUse(f"counsellor:{c.name}", "counsellor", c.engine, c.model, c.max_tokens, True,
-                                c.role_spec()))
+                raise ConfigError(
+                    f"simulation.counsellors: '{c.name}' names engine '{c.engine}', which is not "
+                    f"in the recipe's engines ({', '.join(sorted(engines.config.engines))})"
+                )
+            uses.append(
+                RoleUse(f"counsellor:{c.name}", "counsellor", c.engine, c.model, c.max_tokens, True, c.role_spec())
+            )
         else:  # a role name (`counsellor`, `counsellor_b`, …): that role's binding, checked as a counsellor
             spec = engines.role_spec(c)
             uses.append(RoleUse(c, "counsellor", spec.engine, spec.model, spec.max_tokens, spec=spec))
@@ -75,9 +78,17 @@ def register() -> None:
     scen_default = SimulationConfig.model_fields["scenario_max_tokens"].default
     for entry in (
         # Both scenario writers answer the same schema under the same stage budget (simulation.scenario_max_tokens).
-        *(RoleSchema(role, "Scenario", _scenario_schema, SIMULATE,
-                     budget=section_budget("simulation", "scenario_max_tokens", scen_default), schema_for=_scenario_schema)
-          for role in ("first_scenario_writer", "scenario_writer")),
+        *(
+            RoleSchema(
+                role,
+                "Scenario",
+                _scenario_schema,
+                SIMULATE,
+                budget=section_budget("simulation", "scenario_max_tokens", scen_default),
+                schema_for=_scenario_schema,
+            )
+            for role in ("first_scenario_writer", "scenario_writer")
+        ),
         # Each patient engine's own structured outputs (MindSim: commit_move and the agenda tools; PatientAct: its
         # steps and decomposition), each active only when the recipe runs that engine or one of its variants.
         *engine_role_schemas(),
@@ -85,9 +96,14 @@ def register() -> None:
         register_role_schema(entry)
     register_output_bound("patient", stage_sizes.message_bound)
     register_output_bound("memory_compactor", stage_sizes.memory_bound)
-    for role, estimate in (("first_scenario_writer", stage_sizes.first_scenario_prompt),
-                           ("scenario_writer", stage_sizes.scenario_prompt), ("patient", stage_sizes.patient_prompt),
-                           ("counsellor", stage_sizes.counsellor_prompt), ("memory_compactor", stage_sizes.memory_prompt),
-                           ("baseline_mapper", stage_sizes.mapper_prompt), *engine_prompt_estimates().items()):
+    for role, estimate in (
+        ("first_scenario_writer", stage_sizes.first_scenario_prompt),
+        ("scenario_writer", stage_sizes.scenario_prompt),
+        ("patient", stage_sizes.patient_prompt),
+        ("counsellor", stage_sizes.counsellor_prompt),
+        ("memory_compactor", stage_sizes.memory_prompt),
+        ("baseline_mapper", stage_sizes.mapper_prompt),
+        *engine_prompt_estimates().items(),
+    ):
         register_prompt_estimate(role, estimate)
     register_sample("longest_session", stage_sizes.longest_session)

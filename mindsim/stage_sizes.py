@@ -67,14 +67,22 @@ def session_fixtures(inp: Any, sz: Any) -> dict[str, Any]:
     style, sched = load_style_data(), load_schedule_data()
     vocab = vocabulary_for(s.preset_for("mindsim"))
     scenario = Scenario.model_validate(largest_instance(draft_model().model_json_schema()))
+
     def longest(keys: list[str]) -> str:
         return max(keys, key=len)
 
-    plan = SessionPlan(index=1, gap_hours=s.max_gap_hours, event_category=longest(list(sched.event_categories)),
-                       beat=longest([c.beat for c in sched.event_categories.values()]),
-                       emotion=max(style.emotion, key=lambda k: len(style.emotion[k])),
-                       concealment=max(style.concealment, key=lambda k: len(style.concealment[k].line)),
-                       max_depth=3, hours_since_start=0, weekday="Wednesday", hour=12)
+    plan = SessionPlan(
+        index=1,
+        gap_hours=s.max_gap_hours,
+        event_category=longest(list(sched.event_categories)),
+        beat=longest([c.beat for c in sched.event_categories.values()]),
+        emotion=max(style.emotion, key=lambda k: len(style.emotion[k])),
+        concealment=max(style.concealment, key=lambda k: len(style.concealment[k].line)),
+        max_depth=3,
+        hours_since_start=0,
+        weekday="Wednesday",
+        hour=12,
+    )
     patient_msg, counsellor_msg = sz.text_of_tokens(message_bound(inp)), sz.text_of_tokens(inp.reply_bound()[0])
     # A counsellor's greeting opens the session when it speaks first; else the patient's scripted opening does.
     transcript = [{"role": "assistant", "content": counsellor_msg}] if s.opening == "counsellor" else []
@@ -82,10 +90,20 @@ def session_fixtures(inp: Any, sz: Any) -> dict[str, Any]:
     for _ in range(s.turn_cap - 1):
         transcript += [{"role": "assistant", "content": counsellor_msg}, {"role": "user", "content": patient_msg}]
     added = [fill_text(120)] * (min(ASSUMED_ADDED_ITEMS, replies(s) * s.max_todo_calls))
-    return {"row": row, "f": f, "brief": writer_brief(row, f), "summary": case_summary(row, f), "scenario": scenario,
-            "plan": plan, "style": style, "vocab": vocab, "transcript": transcript, "added": added,
-            "agenda": Agenda.from_checkpoints(list(scenario.checkpoints) + added),
-            "memory": [sz.text_of_tokens(memory_bound(inp))]}
+    return {
+        "row": row,
+        "f": f,
+        "brief": writer_brief(row, f),
+        "summary": case_summary(row, f),
+        "scenario": scenario,
+        "plan": plan,
+        "style": style,
+        "vocab": vocab,
+        "transcript": transcript,
+        "added": added,
+        "agenda": Agenda.from_checkpoints(list(scenario.checkpoints) + added),
+        "memory": [sz.text_of_tokens(memory_bound(inp))],
+    }
 
 
 def _scenario_systems(inp: Any, sz: Any) -> tuple[str, str]:
@@ -103,21 +121,47 @@ def _scenario_systems(inp: Any, sz: Any) -> tuple[str, str]:
     # session's conduct (mindsim/session.py `_write_next`): sized at their longest.
     ref = simulation(inp).preset_for("mindsim") == PRESET
     vocab, style = fx["vocab"], fx["style"]
-    conduct = {"archetype_text": max((a.text for a in vocab.archetypes.values()), key=len) if ref else None,
-               "archetype_avoids": max((a.never_lines for a in vocab.archetypes.values()), key=lambda n: len(" ".join(n)))
-               if ref else [],
-               "conduct_lines": [max((c.line for c in style.concealment.values()), key=len),
-                                 max(style.emotion.values(), key=len)] if ref else []}
-    lines = [max((r.register_line for r in reg.values()), key=len),
-             max((v.line for v in fx["style"].verbosity.values()), key=len)]
+    conduct = {
+        "archetype_text": max((a.text for a in vocab.archetypes.values()), key=len) if ref else None,
+        "archetype_avoids": max((a.never_lines for a in vocab.archetypes.values()), key=lambda n: len(" ".join(n)))
+        if ref
+        else [],
+        "conduct_lines": [
+            max((c.line for c in style.concealment.values()), key=len),
+            max(style.emotion.values(), key=len),
+        ]
+        if ref
+        else [],
+    }
+    lines = [
+        max((r.register_line for r in reg.values()), key=len),
+        max((v.line for v in fx["style"].verbosity.values()), key=len),
+    ]
     # The chat frame is the longer one (it lists the register's lines): the estimate bounds both.
-    first = render(FIRST_TEMPLATE, frame="chat", writer_brief=fx["brief"], goal=fx["f"].presenting.goal,
-                   time_context=fx["plan"].time_context, emotion=fx["plan"].emotion, register_lines=lines)
-    nxt = render(NEXT_TEMPLATE, writer_brief=fx["brief"], prev_situation=fx["scenario"].as_text(),
-                 transcript=transcript_text(fx["transcript"]), now_line=fx["plan"].time_context,
-                 gap=fx["plan"].gap_text, leftover_todos=list(fx["scenario"].checkpoints) + fx["added"],
-                 beat=fx["plan"].beat, register_lines=lines, formulation=fx["brief"], beat_gloss=fx["plan"].beat,
-                 memory=format_log(fx["memory"]) if ref else None, **conduct)
+    first = render(
+        FIRST_TEMPLATE,
+        frame="chat",
+        writer_brief=fx["brief"],
+        goal=fx["f"].presenting.goal,
+        time_context=fx["plan"].time_context,
+        emotion=fx["plan"].emotion,
+        register_lines=lines,
+    )
+    nxt = render(
+        NEXT_TEMPLATE,
+        writer_brief=fx["brief"],
+        prev_situation=fx["scenario"].as_text(),
+        transcript=transcript_text(fx["transcript"]),
+        now_line=fx["plan"].time_context,
+        gap=fx["plan"].gap_text,
+        leftover_todos=list(fx["scenario"].checkpoints) + fx["added"],
+        beat=fx["plan"].beat,
+        register_lines=lines,
+        formulation=fx["brief"],
+        beat_gloss=fx["plan"].beat,
+        memory=format_log(fx["memory"]) if ref else None,
+        **conduct,
+    )
     return first, nxt
 
 
@@ -148,27 +192,45 @@ def patient_prompt(inp: Any, sz: Any) -> PromptSize:
     s, vocab = simulation(inp), fx["vocab"]
     arch = max(vocab.archetypes, key=lambda a: len(vocab.available(a)))
     base = make_profiles(1, 0)[0]
-    profile = base.model_copy(update={"case_summary": fx["summary"],
-                                      "style": base.style.model_copy(update={"archetype": arch})})
-    system = sz(patient_system_prompt(profile, vocab, fx["plan"], fx["scenario"], fx["agenda"], fx["memory"],
-                                      agenda_plain=s.agenda_plain)) + MESSAGE_OVERHEAD
+    profile = base.model_copy(
+        update={"case_summary": fx["summary"], "style": base.style.model_copy(update={"archetype": arch})}
+    )
+    system = (
+        sz(
+            patient_system_prompt(
+                profile, vocab, fx["plan"], fx["scenario"], fx["agenda"], fx["memory"], agenda_plain=s.agenda_plain
+            )
+        )
+        + MESSAGE_OVERHEAD
+    )
     commit = sz(json.dumps(largest_instance(commit_tool_schema(s.preset_for("mindsim"))), ensure_ascii=False))
     todo = sz(json.dumps(largest_instance(agenda_tool_schema()), ensure_ascii=False))
     cue = max((c for m in vocab.moves.values() for c in m.cues), key=len)
     never = max((r.never for a in vocab.archetypes.values() for r in a.removed), key=len)
     longest_move = max(vocab.moves, key=len)
-    result = max(sz(f"Accepted: {longest_move}. How to write it: {cue}; {cue}."),
-                 sz(f"Not accepted: `{longest_move}` is not something you do. {never} Pick another move from your list."))
+    result = max(
+        sz(f"Accepted: {longest_move}. How to write it: {cue}; {cue}."),
+        sz(f"Not accepted: `{longest_move}` is not something you do. {never} Pick another move from your list."),
+    )
     listed = list(fx["scenario"].checkpoints) + [fill_text(120)] * ASSUMED_ADDED_ITEMS
     status = sz("Marked done: " + Agenda.from_checkpoints(listed).status())
     reply, note = inp.reply_bound()
     commits = 1 + min(1, s.max_commit_retries)
-    per_turn = (reply + commits * (commit + result) + s.max_todo_calls * (todo + status)
-                + message_bound(inp) + MESSAGE_OVERHEAD * (2 + 2 * commits + 2 * s.max_todo_calls))
+    per_turn = (
+        reply
+        + commits * (commit + result)
+        + s.max_todo_calls * (todo + status)
+        + message_bound(inp)
+        + MESSAGE_OVERHEAD * (2 + 2 * commits + 2 * s.max_todo_calls)
+    )
     turns = replies(s)
     growth = turns * per_turn
-    return PromptSize("patient", system + growth, {"system prompt": system, "first turn": per_turn,
-                                                   f"growth over {turns} turns": growth}, note)
+    return PromptSize(
+        "patient",
+        system + growth,
+        {"system prompt": system, "first turn": per_turn, f"growth over {turns} turns": growth},
+        note,
+    )
 
 
 def replies(s: Any) -> int:
@@ -184,8 +246,9 @@ def counsellor_prompt(inp: Any, sz: Any) -> PromptSize:
     fx = session_fixtures(inp, sz)
     system = sz(counsellor_system_prompt(fx["plan"], fx["memory"])) + MESSAGE_OVERHEAD
     history = messages_tokens(fx["transcript"][:-1], sz) + sz(fx["transcript"][-1]["content"])
-    return PromptSize("counsellor", system + history, {"system prompt": system, "exchange": history},
-                      inp.reply_bound()[1])
+    return PromptSize(
+        "counsellor", system + history, {"system prompt": system, "exchange": history}, inp.reply_bound()[1]
+    )
 
 
 def memory_prompt(inp: Any, sz: Any) -> PromptSize:
@@ -195,9 +258,15 @@ def memory_prompt(inp: Any, sz: Any) -> PromptSize:
 
     fx = session_fixtures(inp, sz)
     s = simulation(inp)
-    prompt = render("memory/compact.jinja2", prior_log=format_log(fx["memory"]),
-                    transcript=transcript_text(fx["transcript"]), max_entries=s.memory_max_entries)
-    base = messages_tokens([{"role": "system", "content": prompt}, {"role": "user", "content": "Write the updated log now."}], sz)
+    prompt = render(
+        "memory/compact.jinja2",
+        prior_log=format_log(fx["memory"]),
+        transcript=transcript_text(fx["transcript"]),
+        max_entries=s.memory_max_entries,
+    )
+    base = messages_tokens(
+        [{"role": "system", "content": prompt}, {"role": "user", "content": "Write the updated log now."}], sz
+    )
     retry = (memory_bound(inp) + 120 + 2 * MESSAGE_OVERHEAD) if s.memory_retries else 0
     return PromptSize("memory_compactor", base + retry, {"first ask": base, "re-ask adds": retry})
 
@@ -220,10 +289,17 @@ def mapper_prompt(inp: Any, sz: Any) -> PromptSize:
 
     fx = session_fixtures(inp, sz)
     f = fx["f"].model_copy(update={"core_belief": fx["f"].core_belief.model_copy(update={"cluster": "helpless"})})
-    profile = make_profiles(1, 0)[0].model_copy(update={
-        "persona": fx["row"].persona, "formulation": f, "writer_brief": fx["brief"], "case_summary": fx["summary"]})
+    profile = make_profiles(1, 0)[0].model_copy(
+        update={
+            "persona": fx["row"].persona,
+            "formulation": f,
+            "writer_brief": fx["brief"],
+            "case_summary": fx["summary"],
+        }
+    )
     ran = engines_of(v.name for v in recipe_variants(inp.recipe))
     mappers = [e for e in ran if hasattr(e, "mapper_messages")] or [
-        e for e in engines_of(names()) if hasattr(e, "mapper_messages")]
+        e for e in engines_of(names()) if hasattr(e, "mapper_messages")
+    ]
     parts = {e.name: messages_tokens(e.mapper_messages(profile), sz) for e in mappers}
     return PromptSize("baseline_mapper", max(parts.values()), parts)

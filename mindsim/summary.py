@@ -22,8 +22,12 @@ class FailedArc(BaseModel):
     counsellor: str
     patient_engine: str
     error: str = Field(description="'ErrorClass: message'")
-    trial: int | None = Field(None, ge=0, exclude_if=lambda t: t is None,
-                              description="The arc's repeated trial (`simulation.trials` > 1); absent otherwise")
+    trial: int | None = Field(
+        None,
+        ge=0,
+        exclude_if=lambda t: t is None,
+        description="The arc's repeated trial (`simulation.trials` > 1); absent otherwise",
+    )
 
 
 class ShardCounts(BaseModel):

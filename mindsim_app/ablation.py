@@ -47,28 +47,36 @@ def twins_of(run_dir: Path, counsellors: list[str]) -> tuple[list[Any], dict[str
 
     folder = RunLayout(run_dir).sessions.checkpoints
     if not folder.is_dir() or not any(folder.glob("*.json")):
-        raise InputError(f"{run_dir}: no finished sessions under {folder}; give the folder of a finished "
-                         "`mindsim run` or `mindsim simulate`")
+        raise InputError(
+            f"{run_dir}: no finished sessions under {folder}; give the folder of a finished "
+            "`mindsim run` or `mindsim simulate`"
+        )
     records = SessionStore(run_dir).all()
     known = sorted({r.counsellor for r in records})
     unknown = [c for c in counsellors if c not in known]
     if unknown:
-        raise InputError(f"--counsellor {', '.join(unknown)}: not a counsellor of {run_dir} (its sessions have "
-                         f"{', '.join(known)})")
+        raise InputError(
+            f"--counsellor {', '.join(unknown)}: not a counsellor of {run_dir} (its sessions have {', '.join(known)})"
+        )
     mine = [r for r in records if r.counsellor in counsellors and r.rerun is None]
-    twins = sorted((r for r in mine if r.session_index >= 1),
-                   key=lambda r: (r.counsellor, r.patient_id, r.patient_engine, r.trial or 0, r.session_index))
+    twins = sorted(
+        (r for r in mine if r.session_index >= 1),
+        key=lambda r: (r.counsellor, r.patient_id, r.patient_engine, r.trial or 0, r.session_index),
+    )
     if not twins:
-        raise InputError(f"{run_dir}: {', '.join(counsellors)} have only first sessions; the memory ablation reruns "
-                         "sessions 2+ (a run with simulation.sessions of 2 or more)")
+        raise InputError(
+            f"{run_dir}: {', '.join(counsellors)} have only first sessions; the memory ablation reruns "
+            "sessions 2+ (a run with simulation.sessions of 2 or more)"
+        )
     return twins, {r.session_id: r for r in mine}
 
 
 def _previous(by_id: dict[str, Any], twin: Any) -> Any:
     from mindsimkit.mindsim.records import session_id
 
-    sid = session_id(twin.patient_id, twin.counsellor, twin.session_index - 1, twin.seed, twin.patient_engine,
-                     twin.trial or 0)
+    sid = session_id(
+        twin.patient_id, twin.counsellor, twin.session_index - 1, twin.seed, twin.patient_engine, twin.trial or 0
+    )
     return by_id.get(sid)
 
 
@@ -77,11 +85,16 @@ def judge_input(record: Any, system_prompt: str) -> Any:
     from mindsimkit.judge.schemas import SessionInput
 
     return SessionInput(
-        session_id=record.session_id, patient_id=record.patient_id, counsellor=record.counsellor,
-        session_index=record.session_index, counsellor_system_prompt=system_prompt,
-        messages=record.counsellor_messages, patient_engine=record.patient_engine,
+        session_id=record.session_id,
+        patient_id=record.patient_id,
+        counsellor=record.counsellor,
+        session_index=record.session_index,
+        counsellor_system_prompt=system_prompt,
+        messages=record.counsellor_messages,
+        patient_engine=record.patient_engine,
         counsellor_model=(record.engines.get("counsellor") or {}).get("model"),
-        counsellor_flags=[f.model_dump() for f in record.counsellor_flags], trial=record.trial,
+        counsellor_flags=[f.model_dump() for f in record.counsellor_flags],
+        trial=record.trial,
     )
 
 
@@ -99,8 +112,14 @@ def _recipe_path(run_dir: Path, given: Path | None) -> Path:
     return Path(path)
 
 
-def ablate_memory(run_dir: Path, counsellors: list[str], *, recipe: Path | None = None,
-                  out_dir: Path | None = None, engines: Any = None) -> dict[str, Any]:
+def ablate_memory(
+    run_dir: Path,
+    counsellors: list[str],
+    *,
+    recipe: Path | None = None,
+    out_dir: Path | None = None,
+    engines: Any = None,
+) -> dict[str, Any]:
     """Rerun, judge and report the memory ablation. Returns a summary (counts, failures, output paths).
     `engines`: started engines to use instead of starting the recipe's (tests pass a fake engine)."""
     from contextlib import nullcontext
@@ -128,8 +147,10 @@ def ablate_memory(run_dir: Path, counsellors: list[str], *, recipe: Path | None 
     bindings = {counsellor_name(c): c for c in scfg.counsellors}
     missing = [c for c in counsellors if c not in bindings]
     if missing:
-        raise ConfigError(f"{rec.path}: simulation.counsellors does not bind {', '.join(missing)}; pass the recipe "
-                          "the run was made with (--recipe)")
+        raise ConfigError(
+            f"{rec.path}: simulation.counsellors does not bind {', '.join(missing)}; pass the recipe "
+            "the run was made with (--recipe)"
+        )
     profiles_dir = RunLayout(run_dir).profiles.path
     profiles = {p.profile_id: p for p in load_profiles(profiles_dir, pool_only=False)}
     absent = sorted({t.patient_id for t in twins} - set(profiles))
@@ -138,7 +159,7 @@ def ablate_memory(run_dir: Path, counsellors: list[str], *, recipe: Path | None 
     folder = MemoryAblationFolder(Path(out_dir) if out_dir else RunLayout(run_dir).memory_ablation.path)
     store = SessionStore(folder.path)
 
-    with (nullcontext(engines) if engines is not None else Engines.from_config(rec.engines_config())) as engines:
+    with nullcontext(engines) if engines is not None else Engines.from_config(rec.engines_config()) as engines:
         report = preflight(rec, engines, {"simulate", "judge"})
         config = report.budgets.apply("simulation", scfg) if report.budgets else scfg
         clients = {c: counsellor_client(engines, bindings.get(c, c)) for c in counsellors}
@@ -150,15 +171,32 @@ def ablate_memory(run_dir: Path, counsellors: list[str], *, recipe: Path | None 
         ablated_inputs = [judge_input(r, t.counsellor_system_prompt) for r, t in pairs]
         atomic_write_jsonl(folder.judge_inputs, [s.model_dump(mode="json") for s in ablated_inputs])
         # The twins, and their arcs' first sessions (the benchmark's own change from session 1), as the run judged them.
-        firsts = [r for r in by_id.values() if r.session_index == 0 and any(
-            r.patient_id == t.patient_id and r.counsellor == t.counsellor and r.patient_engine == t.patient_engine
-            and r.trial == t.trial for t in twins)]
+        firsts = [
+            r
+            for r in by_id.values()
+            if r.session_index == 0
+            and any(
+                r.patient_id == t.patient_id
+                and r.counsellor == t.counsellor
+                and r.patient_engine == t.patient_engine
+                and r.trial == t.trial
+                for t in twins
+            )
+        ]
         bench_inputs = [judge_input(r, r.counsellor_system_prompt) for r in [*firsts, *(t for _, t in pairs)]]
         judges = judges_from_config(engines, jcfg)
-        ablated_rows = engines.run(judge_all(judges, ablated_inputs, CheckpointDir(folder.judgments.cache),
-                                             jcfg.max_replies, jcfg.concurrency))
-        bench_rows = engines.run(judge_all(judges, bench_inputs, CheckpointDir(RunLayout(run_dir).judgments.cache),
-                                           jcfg.max_replies, jcfg.concurrency))
+        ablated_rows = engines.run(
+            judge_all(judges, ablated_inputs, CheckpointDir(folder.judgments.cache), jcfg.max_replies, jcfg.concurrency)
+        )
+        bench_rows = engines.run(
+            judge_all(
+                judges,
+                bench_inputs,
+                CheckpointDir(RunLayout(run_dir).judgments.cache),
+                jcfg.max_replies,
+                jcfg.concurrency,
+            )
+        )
     write_judgments(folder.judgments.path / "ablated.parquet", ablated_rows)
     write_judgments(folder.judgments.path / "benchmark.parquet", bench_rows)
     rubric = judges[0].rubric
@@ -168,30 +206,51 @@ def ablate_memory(run_dir: Path, counsellors: list[str], *, recipe: Path | None 
         "recipe": str(rec.path),
         "counsellors": counsellors,
         "start": "each rerun starts from its benchmark twin's schedule entry, scenario, running memory and "
-                 "patient-engine state; only the counsellor's memory section differs (empty, as in session 1)",
+        "patient-engine state; only the counsellor's memory section differs (empty, as in session 1)",
         "judged_with": "the twin's counsellor system prompt (running memory included), written to judge_inputs.jsonl",
         "sessions": {"to_rerun": len(twins), "rerun": len(reruns), "failed": len(failures)},
-        "judgments": {"ablated_failed": sum(r.status == "failed" for r in ablated_rows),
-                      "benchmark_failed": sum(r.status == "failed" for r in bench_rows)},
+        "judgments": {
+            "ablated_failed": sum(r.status == "failed" for r in ablated_rows),
+            "benchmark_failed": sum(r.status == "failed" for r in bench_rows),
+        },
         "failures": failures,
-        "judges": {j.name: paired_ablation([r for r in ablated_rows if r.judge == j.name],
-                                           [r for r in bench_rows if r.judge == j.name], rubric,
-                                           draws=jcfg.bootstrap_draws, seed=jcfg.seed) for j in judges},
+        "judges": {
+            j.name: paired_ablation(
+                [r for r in ablated_rows if r.judge == j.name],
+                [r for r in bench_rows if r.judge == j.name],
+                rubric,
+                draws=jcfg.bootstrap_draws,
+                seed=jcfg.seed,
+            )
+            for j in judges
+        },
     }
     files = write(folder.path, body, rubric, jcfg.plots)
-    return {**body["sessions"], "failures": failures, "outputs": {**files, "judge inputs": folder.judge_inputs},
-            "report": body}
+    return {
+        **body["sessions"],
+        "failures": failures,
+        "outputs": {**files, "judge inputs": folder.judge_inputs},
+        "report": body,
+    }
 
 
 def _twin_id(rerun: Any) -> str:
     from mindsimkit.mindsim.records import session_id
 
-    return session_id(rerun.patient_id, rerun.counsellor, rerun.session_index, rerun.seed, rerun.patient_engine,
-                      rerun.trial or 0)
+    return session_id(
+        rerun.patient_id, rerun.counsellor, rerun.session_index, rerun.seed, rerun.patient_engine, rerun.trial or 0
+    )
 
 
-async def _rerun_all(twins: list[Any], by_id: dict[str, Any], profiles: dict[str, Any], engines: Any,
-                     config: Any, clients: dict[str, Any], store: Any) -> list[Any]:
+async def _rerun_all(
+    twins: list[Any],
+    by_id: dict[str, Any],
+    profiles: dict[str, Any],
+    engines: Any,
+    config: Any,
+    clients: dict[str, Any],
+    store: Any,
+) -> list[Any]:
     """Every rerun at once (the engines bound what is in flight). A finished rerun is loaded, not asked again; a
     rerun that fails is a failure entry (not saved, tried again on the next run), never a missing row."""
     from mindsimkit.mindsim.arc import Arc, Roles
@@ -209,9 +268,13 @@ async def _rerun_all(twins: list[Any], by_id: dict[str, Any], profiles: dict[str
         # A repeated trial's rerun plays under its trial's sampling seeds and ids, as its twin did
         # (`simulation.trials` > 1); trial 0 is the one-trial case.
         trial = twin.trial or 0
-        roles = Roles(patient=shared["patient"], counsellor=clients[twin.counsellor],
-                      scenario_writer=shared["scenario_writer"], memory_compactor=shared["memory_compactor"],
-                      extra=dict(extra)).for_trial(trial)
+        roles = Roles(
+            patient=shared["patient"],
+            counsellor=clients[twin.counsellor],
+            scenario_writer=shared["scenario_writer"],
+            memory_compactor=shared["memory_compactor"],
+            extra=dict(extra),
+        ).for_trial(trial)
         vocab = vocabulary_for(config.preset_for(twin.patient_engine))
         arc = Arc(profiles[twin.patient_id], vocab, roles, config, twin.counsellor, twin.seed, engine, trial=trial)
         sid = arc.session_id(twin.session_index, ABLATION)
@@ -228,8 +291,13 @@ async def _rerun_all(twins: list[Any], by_id: dict[str, Any], profiles: dict[str
             # Nothing reads a rerun's memory: the next rerun starts from the benchmark's.
             return store.save(await finish_session(talk, rewrite_memory=False))
         except ARC_FAILURES as exc:
-            return {"session": twin.session_id, "counsellor": twin.counsellor, "patient_id": twin.patient_id,
-                    "session_index": twin.session_index, "error": f"{type(exc).__name__}: {exc}"[:500]}
+            return {
+                "session": twin.session_id,
+                "counsellor": twin.counsellor,
+                "patient_id": twin.patient_id,
+                "session_index": twin.session_index,
+                "error": f"{type(exc).__name__}: {exc}"[:500],
+            }
 
     return list(await asyncio.gather(*(one(t) for t in twins)))
 
@@ -239,8 +307,9 @@ def ablate_memory_cmd(
     run_dir: Path = typer.Argument(..., help="A finished run folder (`mindsim run … --out RUN_DIR`)"),
     counsellors: list[str] = typer.Option(..., "--counsellor", help="Counsellor to rerun (repeat for several)"),
     recipe: Optional[Path] = typer.Option(None, "--recipe", help="Recipe for engines and judge (default: the run's)"),
-    out_dir: Optional[Path] = typer.Option(None, "--out", help="Output folder (default RUN_DIR/ablations/memory); "
-                                                               "rerunning with the same folder resumes"),
+    out_dir: Optional[Path] = typer.Option(
+        None, "--out", help="Output folder (default RUN_DIR/ablations/memory); rerunning with the same folder resumes"
+    ),
 ) -> None:
     """Rerun sessions 2+ without the counsellor's memory (the patient keeps its own), judge them with the
     running memory in the prompt and report the paired MHQR change per counsellor (MindEval2 Figure 11)."""
@@ -254,12 +323,16 @@ def ablate_memory_cmd(
     for judge, r in summary["report"]["judges"].items():
         for name, e in r["counsellors"].items():
             lo, hi = e["ci95"]
-            out.print(f"{escape(judge)} · {escape(name)}: ablated − benchmark MHQR {e['mean_diff']:+.2f} "
-                      f"[{lo:+.2f}, {hi:+.2f}] over {e['pairs']} sessions")
+            out.print(
+                f"{escape(judge)} · {escape(name)}: ablated − benchmark MHQR {e['mean_diff']:+.2f} "
+                f"[{lo:+.2f}, {hi:+.2f}] over {e['pairs']} sessions"
+            )
     for what, where in summary["outputs"].items():
         out.print(f"{escape(what)}: {escape(str(where))}")
     failed = summary["failures"]
     if failed:
-        err.print(f"[red]error:[/] {len(failed)} of {summary['to_rerun']} reruns failed (listed in "
-                  f"{escape(str(summary['outputs']['report.md']))}); rerun the same command to retry them")
+        err.print(
+            f"[red]error:[/] {len(failed)} of {summary['to_rerun']} reruns failed (listed in "
+            f"{escape(str(summary['outputs']['report.md']))}); rerun the same command to retry them"
+        )
         raise typer.Exit(1)

@@ -40,6 +40,8 @@ CONFIG_DESCRIPTIONS = {
     "arc": "one aggregate narrative-arc share: system × stretch × label (no text)",
     "judgments": "one MHQR judgment of one counsellor reply by one judge: flagged clinical issues with reasons and verified quotes, severity and its weight, rubric version, prompt hashes",
 }
+
+
 @dataclass
 class DatasetConfig:
     name: str
@@ -70,19 +72,43 @@ def _validation_tables(report: ValidationReport) -> tuple[pa.Table, pa.Table | N
             if est is None:
                 continue
             lo, hi = est.ci or (None, None)
-            rows.append({"system": system, "metric": feature, "distance": est.distance, "ci_low": lo, "ci_high": hi,
-                         "floor": report.floor.get(feature)})
+            rows.append(
+                {
+                    "system": system,
+                    "metric": feature,
+                    "distance": est.distance,
+                    "ci_low": lo,
+                    "ci_high": hi,
+                    "floor": report.floor.get(feature),
+                }
+            )
         if report.joint(system) is not None:
-            rows.append({"system": system, "metric": "joint", "distance": report.joint(system), "ci_low": None,
-                         "ci_high": None, "floor": report.floor.get("joint")})
+            rows.append(
+                {
+                    "system": system,
+                    "metric": "joint",
+                    "distance": report.joint(system),
+                    "ci_low": None,
+                    "ci_high": None,
+                    "floor": report.floor.get("joint"),
+                }
+            )
     arc_rows = [
         {"system": system, "stretch": int(k), "label": label, "share": share}
         for system, stretches in report.arc.items()
         for k, shares in stretches.items()
         for label, share in shares.items()
     ]
-    schema = pa.schema([("system", pa.string()), ("metric", pa.string()), ("distance", pa.float64()),
-                        ("ci_low", pa.float64()), ("ci_high", pa.float64()), ("floor", pa.float64())])
+    schema = pa.schema(
+        [
+            ("system", pa.string()),
+            ("metric", pa.string()),
+            ("distance", pa.float64()),
+            ("ci_low", pa.float64()),
+            ("ci_high", pa.float64()),
+            ("floor", pa.float64()),
+        ]
+    )
     return pa.Table.from_pylist(rows, schema=schema), (pa.Table.from_pylist(arc_rows) if arc_rows else None)
 
 
@@ -171,9 +197,13 @@ def build_dataset_folder(run_dir: Path, run_info: RunHeader, dest: Path | None =
     staging.rename(dest)
     shutil.rmtree(old, ignore_errors=True)
     if dest.resolve() == layout.dataset.resolve():
-        record_stage(run_dir, "dataset", [p for p in dest.rglob("*") if p.is_file()],
-                     reads=["profiles", "simulation", "validation", "judge", "run"],
-                     counts={c.name: c.rows for c in configs})
+        record_stage(
+            run_dir,
+            "dataset",
+            [p for p in dest.rglob("*") if p.is_file()],
+            reads=["profiles", "simulation", "validation", "judge", "run"],
+            counts={c.name: c.rows for c in configs},
+        )
     return dest
 
 
@@ -225,7 +255,13 @@ def patient_engine_stats(sessions: pa.Table | None) -> dict[str, Any] | None:
     return {"sessions": dict(sorted(counts.items())), "sections": sections}
 
 
-def render_card(run_dir: Path, run_info: RunHeader, configs: list[DatasetConfig], images: list[dict[str, Any]], tables: dict[str, pa.Table]) -> str:
+def render_card(
+    run_dir: Path,
+    run_info: RunHeader,
+    configs: list[DatasetConfig],
+    images: list[dict[str, Any]],
+    tables: dict[str, pa.Table],
+) -> str:
     # Counts include profiles dropped as serious, which are not rows of the profiles config.
     layout = RunLayout(run_dir)
     if run_info.recipe is None:
@@ -242,10 +278,14 @@ def render_card(run_dir: Path, run_info: RunHeader, configs: list[DatasetConfig]
     if uses_nemotron:
         attributions.append("Personas: NVIDIA Nemotron-Personas-USA, CC BY 4.0 (nvidia/Nemotron-Personas-USA).")
     elif str(run_info.persona_source or "").startswith("patientact-situations:"):
-        attributions.append("Profiles: generated from the PatientAct authors' clinical situations, disease outlines and "
-                            "attribute priors (Sahandfer/PatientHub, MIT), imported by the user; no persona data.")
+        attributions.append(
+            "Profiles: generated from the PatientAct authors' clinical situations, disease outlines and "
+            "attribute priors (Sahandfer/PatientHub, MIT), imported by the user; no persona data."
+        )
     else:
-        attributions.append("Personas: mindsim's own synthetic sample in the Nemotron-Personas-USA schema (not NVIDIA data).")
+        attributions.append(
+            "Personas: mindsim's own synthetic sample in the Nemotron-Personas-USA schema (not NVIDIA data)."
+        )
     engine_stats = patient_engine_stats(tables.get("sessions"))
     if engine_stats is not None:
         attributions.extend(sec["attribution"] for sec in engine_stats["sections"].values() if sec.get("attribution"))

@@ -62,7 +62,7 @@ def read_gguf_metadata(path: Path, prefix: str = "tokenizer.") -> dict[str, Any]
             nonlocal pos
             (n,) = struct.unpack_from("<Q", buf, pos)
             pos += 8 + n
-            return buf[pos - n:pos].decode("utf-8", errors="replace")
+            return buf[pos - n : pos].decode("utf-8", errors="replace")
 
         def value(kind: int) -> Any:
             nonlocal pos
@@ -107,20 +107,27 @@ def gguf_tokenizer(path: Path | None = None) -> Any:
     if kind != "gpt2":
         raise InputError(f"{path}: tokenizer type {kind!r}; token counts read byte-level BPE (gpt2) vocabularies only")
     tokens, kinds = meta["tokenizer.ggml.tokens"], meta.get("tokenizer.ggml.token_type") or []
-    bpe = models.BPE(vocab={t: i for i, t in enumerate(tokens)},
-                     merges=[tuple(m.split(" ", 1)) for m in meta["tokenizer.ggml.merges"]])
+    bpe = models.BPE(
+        vocab={t: i for i, t in enumerate(tokens)},
+        merges=[tuple(m.split(" ", 1)) for m in meta["tokenizer.ggml.merges"]],
+    )
     tok = Tokenizer(bpe)
     byte_level = pre_tokenizers.ByteLevel(add_prefix_space=False, use_regex=True)
-    tok.pre_tokenizer = (pre_tokenizers.Sequence([pre_tokenizers.Digits(individual_digits=True), byte_level])
-                         if pre in _DIGITS_APART else byte_level)
+    tok.pre_tokenizer = (
+        pre_tokenizers.Sequence([pre_tokenizers.Digits(individual_digits=True), byte_level])
+        if pre in _DIGITS_APART
+        else byte_level
+    )
     tok.decoder = decoders.ByteLevel()
-    tok.add_special_tokens([AddedToken(t, special=True, normalized=False)
-                            for t, k in zip(tokens, kinds) if k == _CONTROL])
+    tok.add_special_tokens(
+        [AddedToken(t, special=True, normalized=False) for t, k in zip(tokens, kinds) if k == _CONTROL]
+    )
     return tok
 
 
-def _tojson(x: Any, ensure_ascii: bool = False, indent: int | None = None, separators: Any = None,
-            sort_keys: bool = False) -> str:
+def _tojson(
+    x: Any, ensure_ascii: bool = False, indent: int | None = None, separators: Any = None, sort_keys: bool = False
+) -> str:
     # transformers' own `tojson` for chat templates: plain json.dumps, no HTML escaping (jinja2's escapes <, >, &).
     return json.dumps(x, ensure_ascii=ensure_ascii, indent=indent, separators=separators, sort_keys=sort_keys)
 
@@ -152,11 +159,17 @@ def _compiled(source: str) -> Any:
     return env.from_string(source)
 
 
-def render(messages: list[dict[str, Any]], tools: list[dict[str, Any]] | None = None, *,
-           add_generation_prompt: bool = False, template: str | None = None) -> str:
+def render(
+    messages: list[dict[str, Any]],
+    tools: list[dict[str, Any]] | None = None,
+    *,
+    add_generation_prompt: bool = False,
+    template: str | None = None,
+) -> str:
     """`messages` (and `tools`) as the template writes them for the model."""
-    text: str = _compiled(template or template_text()).render(messages=messages, tools=tools or None,
-                                                              add_generation_prompt=add_generation_prompt)
+    text: str = _compiled(template or template_text()).render(
+        messages=messages, tools=tools or None, add_generation_prompt=add_generation_prompt
+    )
     return text
 
 
@@ -172,14 +185,22 @@ def lengths_summary(counts: Iterable[int]) -> dict[str, Any]:
     if not xs:
         return {}
     p95 = xs[max(0, math.ceil(0.95 * len(xs)) - 1)]
-    return {"tokenizer": "SmolLM2-135M-Instruct (the shipped GGUF)", "template": TEMPLATE_NAME, "rows": len(xs),
-            "max": xs[-1], "p95": p95, "mean": round(sum(xs) / len(xs), 1),
-            "rows_longer_than": {str(n): sum(x > n for x in xs) for n in LENGTHS}}
+    return {
+        "tokenizer": "SmolLM2-135M-Instruct (the shipped GGUF)",
+        "template": TEMPLATE_NAME,
+        "rows": len(xs),
+        "max": xs[-1],
+        "p95": p95,
+        "mean": round(sum(xs) / len(xs), 1),
+        "rows_longer_than": {str(n): sum(x > n for x in xs) for n in LENGTHS},
+    }
 
 
 def lengths_line(summary: dict[str, Any]) -> str:
     """One line for the terminal: what `max_length` keeps every row whole."""
     over = summary["rows_longer_than"]["1024"]
-    return (f"rows are {summary['max']} tokens at most (p95 {summary['p95']}, SmolLM2 tokenizer, shipped template): "
-            f"set the trainer's max_length to at least {summary['max']}"
-            + (f"; TRL's default 1024 would truncate {over} of {summary['rows']}" if over else ""))
+    return (
+        f"rows are {summary['max']} tokens at most (p95 {summary['p95']}, SmolLM2 tokenizer, shipped template): "
+        f"set the trainer's max_length to at least {summary['max']}"
+        + (f"; TRL's default 1024 would truncate {over} of {summary['rows']}" if over else "")
+    )

@@ -39,12 +39,18 @@ out = out_console()
 def run_cmd(
     recipe: Path = typer.Argument(..., help="Recipe YAML, e.g. recipes/quickstart.yaml"),
     out_dir: Path = typer.Option(..., "--out", help="Output folder; rerunning with the same folder resumes"),
-    verbose: bool = typer.Option(False, "--verbose", help="Show distilabel's and datasets' own logs on the "
-                                                          "terminal instead of writing them to OUT/logs/"),
+    verbose: bool = typer.Option(
+        False,
+        "--verbose",
+        help="Show distilabel's and datasets' own logs on the terminal instead of writing them to OUT/logs/",
+    ),
     ray_address: Optional[str] = typer.Option(
-        None, "--ray", metavar="ADDRESS",
+        None,
+        "--ray",
+        metavar="ADDRESS",
         help="Run on this Ray cluster (`auto`, host:port, ray://host:10001; `local` starts one here); RAY_ADDRESS "
-             "does the same. Outputs, checkpoints and resume are the same as a local run (docs/scale.md)"),
+        "does the same. Outputs, checkpoints and resume are the same as a local run (docs/scale.md)",
+    ),
 ) -> None:
     """Run the main job: profiles → screening → pool → multi-session simulation → validation → (MHQR judge) →
     dataset + card."""
@@ -85,8 +91,11 @@ def run_cmd(
 def engines_check_cmd(
     recipe: Optional[Path] = typer.Argument(None, help="Recipe YAML; default: the embedded engine only"),
     measure_throughput: bool = typer.Option(
-        False, "--measure-throughput", help="Also measure each engine's prompt and completion tokens per second at "
-        "its concurrency and record them for `mindsim plan` (docs/plan.md)"),
+        False,
+        "--measure-throughput",
+        help="Also measure each engine's prompt and completion tokens per second at "
+        "its concurrency and record them for `mindsim plan` (docs/plan.md)",
+    ),
 ) -> None:
     """Ping every engine the recipe names: model, latency and a structured-output round trip."""
     from mindsimkit.mindcore.config import EnginesConfig
@@ -96,7 +105,6 @@ def engines_check_cmd(
     config = loaded.engines_config() if loaded else EnginesConfig()
     from mindsimkit.mindcore.engine_health import check_engines
     from mindsimkit.mindcore.redact import shown_url
-
 
     tooled = _tool_roles(loaded)
     results = check_engines(config, _counsellor_bindings(loaded), list(tooled))
@@ -128,8 +136,11 @@ def engines_check_cmd(
         for col in ("role", "engine", "model", "sent", "accepted"):
             roles.add_column(col, overflow="fold")
         for h, a in accepted:
-            verdict = "[green]yes[/]" if a.ok else f"[red]no[/]: {escape(a.problem)}" + (
-                f" — {escape(a.hint)}" if a.hint else "")
+            verdict = (
+                "[green]yes[/]"
+                if a.ok
+                else f"[red]no[/]: {escape(a.problem)}" + (f" — {escape(a.hint)}" if a.hint else "")
+            )
             roles.add_row(a.role, h.engine, a.model, escape(a.sent_text()), verdict)
         out.print(roles)
     # A listed problem (e.g. the model is not served) counts even when the chat itself answered.
@@ -153,8 +164,9 @@ def _measure_throughput(config: Any) -> None:
     for col in ("engine", "in flight", "prompt tok/s", "completion tok/s"):
         table.add_column(col)
     for name, (_, rate) in measure_all(config).items():
-        table.add_row(name, str(rate.concurrency), f"{rate.prompt_tokens_per_s:,.0f}",
-                      f"{rate.completion_tokens_per_s:,.0f}")
+        table.add_row(
+            name, str(rate.concurrency), f"{rate.prompt_tokens_per_s:,.0f}", f"{rate.completion_tokens_per_s:,.0f}"
+        )
     out.print(table)
 
 
@@ -179,8 +191,16 @@ def _tool_paths(tooled: dict[str, str], config: Any, results: list[Any]) -> list
         h = next((h for h in results if h.engine == engine), None)
         if h is not None and h.ok:
             spec = config.engines[engine]
-            out.append(tool_path(role, mode, engine, bool(getattr(spec, "native_tools", False)), h,
-                                 tool_parser_for(getattr(spec, "kind", ""))))
+            out.append(
+                tool_path(
+                    role,
+                    mode,
+                    engine,
+                    bool(getattr(spec, "native_tools", False)),
+                    h,
+                    tool_parser_for(getattr(spec, "kind", "")),
+                )
+            )
     return out
 
 
@@ -224,13 +244,21 @@ def _mount_stage_commands() -> None:
     app.add_typer(patientact_app, name="patientact")
     app.add_typer(judge_app, name="judge", help="MHQR: judge counsellor replies, sample for clinicians, agreement.")
     app.add_typer(export_app, name="export", help="Post-training exports (counsellor SFT, DPO pairs, patient data).")
-    app.add_typer(annotate_app, name="annotate", help="Human evaluation: blinded samples, a local annotation page, export.")
+    app.add_typer(
+        annotate_app, name="annotate", help="Human evaluation: blinded samples, a local annotation page, export."
+    )
     app.add_typer(realism_app, name="realism", help="Human realism ratings (MindEval2 Tables 4 and 13).")
     app.add_typer(ablate_app, name="ablate", help="Ablations of a finished run: `ablate memory` (MindEval2 Figure 11).")
-    app.add_typer(inspect_app, name="inspect", help="inspect_ai logs of the toolkit's tasks: `inspect to-run LOG` writes "
-                                                    "a run folder (docs/inspect.md).")
-    app.add_typer(import_app, name="import", help="Read the MindEval authors' released files (members, realism "
-                                                  "study, v1 ratings) into the toolkit's files.")
+    app.add_typer(
+        inspect_app,
+        name="inspect",
+        help="inspect_ai logs of the toolkit's tasks: `inspect to-run LOG` writes a run folder (docs/inspect.md).",
+    )
+    app.add_typer(
+        import_app,
+        name="import",
+        help="Read the MindEval authors' released files (members, realism study, v1 ratings) into the toolkit's files.",
+    )
 
 
 def _is_usage_error(exc: BaseException) -> bool:
@@ -287,8 +315,11 @@ def _unexpected(exc: BaseException) -> int:
         from mindsimkit.mindcore.redact import scrub
 
         sys.stderr.write(scrub("".join(traceback.format_exception(exc))))
-    _error("error:", f"internal error ({type(exc).__name__}: {exc}); this is a mindsim bug, please report it "
-                     "with the command you ran (MINDSIM_TRACEBACK=1 shows where it happened)")
+    _error(
+        "error:",
+        f"internal error ({type(exc).__name__}: {exc}); this is a mindsim bug, please report it "
+        "with the command you ran (MINDSIM_TRACEBACK=1 shows where it happened)",
+    )
     return 1
 
 
@@ -348,8 +379,11 @@ def main(argv: list[str] | None = None) -> int:
     except FileNotFoundError as exc:
         if not _in_pseudo_filesystem(exc):
             return _unexpected(exc)
-        _error("error:", f"{exc.filename}: inside a kernel filesystem (/proc, /sys) where no file can be written; "
-                         "give an output path on a disk")
+        _error(
+            "error:",
+            f"{exc.filename}: inside a kernel filesystem (/proc, /sys) where no file can be written; "
+            "give an output path on a disk",
+        )
         return 2
     except (FileExistsError, NotADirectoryError, IsADirectoryError, PermissionError) as exc:
         # A path the user gave is the wrong kind or not theirs to write: bad input, not a crash.
@@ -371,8 +405,11 @@ def main(argv: list[str] | None = None) -> int:
             err.print("[red]error:[/] aborted")
             return 1
         if isinstance(exc, OSError) and exc.errno in (errno.ENOSPC, errno.EDQUOT):
-            _error("error:", f"{exc.filename or 'an output'}: no space left on the device; free some space and "
-                             "rerun the same command, finished work is kept")
+            _error(
+                "error:",
+                f"{exc.filename or 'an output'}: no space left on the device; free some space and "
+                "rerun the same command, finished work is kept",
+            )
             return 1
         return _unexpected(exc)
     finally:

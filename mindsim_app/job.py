@@ -123,7 +123,9 @@ def _sims_by_counsellor(layout: RunLayout) -> dict[str, list[dict[str, Any]]]:
     for row in layout.transcript_rows():
         by[system_name(played_by(row.patient_engine), row.counsellor)].append(row.model_dump(exclude_unset=True))
     if not by:
-        raise InputError(f"{layout.transcripts}: no finished sessions to validate (see sessions/summary.json for failures)")
+        raise InputError(
+            f"{layout.transcripts}: no finished sessions to validate (see sessions/summary.json for failures)"
+        )
     return dict(by)
 
 
@@ -177,12 +179,20 @@ def _stage(title: str) -> None:
 def _nothing_left(stage: str, failures: list[dict[str, Any]], what: str) -> None:
     """A stage that left nothing for the next one failed at run time (exit 1), whatever the error
     class: saying "no profiles to simulate" would blame the user's input for the engine's output."""
-    raise EngineError(f"{stage}: {what} {failure_summary(failures)}. The engine's answers are the cause: check the "
-                      "model behind each role (`mindsim engines check RECIPE`) and rerun the same command to resume")
+    raise EngineError(
+        f"{stage}: {what} {failure_summary(failures)}. The engine's answers are the cause: check the "
+        "model behind each role (`mindsim engines check RECIPE`) and rerun the same command to resume"
+    )
 
 
-def run_job(recipe_path: Path, out_dir: Path, *, verbose: bool = False, ray_address: str | None = None,
-            engines: Engines | None = None) -> JobSummary:
+def run_job(
+    recipe_path: Path,
+    out_dir: Path,
+    *,
+    verbose: bool = False,
+    ray_address: str | None = None,
+    engines: Engines | None = None,
+) -> JobSummary:
     """`verbose` leaves distilabel's and datasets' own logs on the terminal; otherwise they go to
     `OUT/logs/` and the terminal shows one progress bar per stage. `ray_address` (or RAY_ADDRESS)
     runs the profile and simulation stages on that Ray cluster, whatever the recipe's `runner:` says.
@@ -223,12 +233,32 @@ def run_job(recipe_path: Path, out_dir: Path, *, verbose: bool = False, ray_addr
         roles = engines.describe()
         backends = {name: engines.backend(name).describe() for name in recipe.engines}
         usage = engines.ledger.summary()
-    return _finish(recipe, recipe_path, out_dir, info, runner, psum, ssum, jsum, pcfg, scfg, vcfg, jcfg, ocfg,
-                   pre, roles, backends, usage, verbose, seconds)
+    return _finish(
+        recipe,
+        recipe_path,
+        out_dir,
+        info,
+        runner,
+        psum,
+        ssum,
+        jsum,
+        pcfg,
+        scfg,
+        vcfg,
+        jcfg,
+        ocfg,
+        pre,
+        roles,
+        backends,
+        usage,
+        verbose,
+        seconds,
+    )
 
 
-def _plan_vs_actual(recipe: Recipe, plan: dict[str, Any] | None, usage: Any,
-                    seconds: dict[str, float]) -> dict[str, Any] | None:
+def _plan_vs_actual(
+    recipe: Recipe, plan: dict[str, Any] | None, usage: Any, seconds: dict[str, float]
+) -> dict[str, Any] | None:
     from mindsimkit.mindsim_app.plan import load_prices, plan_vs_actual
 
     return plan_vs_actual(plan, usage, seconds, load_prices(recipe)) if plan else None
@@ -242,17 +272,27 @@ def _with_plan(out_dir: Path, recipe: Recipe, info: RunHeader) -> RunHeader:
     try:
         plan = make_plan(recipe).model_dump()
     except Exception as exc:  # the plan informs; it never stops the run it plans
-        console.print(f"[yellow]warning:[/] no plan in run.json ({escape(type(exc).__name__)}: "
-                      f"{escape(str(exc)[:200])}); `mindsim plan RECIPE` shows the same figures")
+        console.print(
+            f"[yellow]warning:[/] no plan in run.json ({escape(type(exc).__name__)}: "
+            f"{escape(str(exc)[:200])}); `mindsim plan RECIPE` shows the same figures"
+        )
         return info
     info = info.model_copy(update={"plan": plan})
     RunLayout(out_dir).write_header(info)
     return info
 
 
-def _stages(recipe: Recipe, engines: Engines, out_dir: Path, pcfg: Any, scfg: SimulationConfig,
-            vcfg: ValidationConfig, jcfg: JudgeConfig | None, runner: Any,
-            seconds: dict[str, float]) -> tuple[Any, Any, Any]:
+def _stages(
+    recipe: Recipe,
+    engines: Engines,
+    out_dir: Path,
+    pcfg: Any,
+    scfg: SimulationConfig,
+    vcfg: ValidationConfig,
+    jcfg: JudgeConfig | None,
+    runner: Any,
+    seconds: dict[str, float],
+) -> tuple[Any, Any, Any]:
     """Stages 1–8 in the job's order; returns the profile, simulation and judge summaries. `seconds` gets each
     stage's wall time under the plan's stage names."""
     layout = RunLayout(out_dir)
@@ -263,8 +303,12 @@ def _stages(recipe: Recipe, engines: Engines, out_dir: Path, pcfg: Any, scfg: Si
     pfail = [f.model_dump() for f in layout.profiles.failure_rows(Failure)]
     raise_if_all_failed("profiles", pfail, attempted=psum.candidates)
     if psum.candidates and not psum.kept:
-        _nothing_left("profiles", pfail, f"every one of {psum.candidates} candidates failed or was dropped "
-                                         f"as serious ({psum.dropped_serious} dropped)")
+        _nothing_left(
+            "profiles",
+            pfail,
+            f"every one of {psum.candidates} candidates failed or was dropped "
+            f"as serious ({psum.dropped_serious} dropped)",
+        )
     # Read as the simulation packs them: the pool is never whole in memory as objects.
     profiles = iter_profiles(layout.profiles.path, pool_only=scfg.pool_only)
     _stage("6 · multi-session simulation")
@@ -278,12 +322,15 @@ def _stages(recipe: Recipe, engines: Engines, out_dir: Path, pcfg: Any, scfg: Si
     _stage("7 · validation")
     sims = _sims_by_counsellor(layout)
     t0 = time.monotonic()
-    compare(vcfg.reference, sims, layout.validation.path, vcfg, engines=engines if vcfg.arc else None,
-            runner=runner)
+    compare(vcfg.reference, sims, layout.validation.path, vcfg, engines=engines if vcfg.arc else None, runner=runner)
     seconds["validate"] = time.monotonic() - t0
-    record_stage(out_dir, "validation", [layout.validation.report_json, layout.validation.report_md,
-                                         *layout.validation.plots()],
-                 reads=[layout.transcripts], counts={"systems": len(sims)})
+    record_stage(
+        out_dir,
+        "validation",
+        [layout.validation.report_json, layout.validation.report_md, *layout.validation.plots()],
+        reads=[layout.transcripts],
+        counts={"systems": len(sims)},
+    )
     jsum = None
     if jcfg is not None:
         _stage("8 · MHQR judge")
@@ -293,19 +340,42 @@ def _stages(recipe: Recipe, engines: Engines, out_dir: Path, pcfg: Any, scfg: Si
     return psum, ssum, jsum
 
 
-def _finish(recipe: Recipe, recipe_path: Path, out_dir: Path, info: RunHeader, runner: Any, psum: Any, ssum: Any,
-            jsum: Any, pcfg: Any, scfg: SimulationConfig, vcfg: ValidationConfig, jcfg: JudgeConfig | None,
-            ocfg: OutputConfig, pre: Any, roles: Any, backends: Any, usage: Any, verbose: bool,
-            seconds: dict[str, float] | None = None) -> JobSummary:
+def _finish(
+    recipe: Recipe,
+    recipe_path: Path,
+    out_dir: Path,
+    info: RunHeader,
+    runner: Any,
+    psum: Any,
+    ssum: Any,
+    jsum: Any,
+    pcfg: Any,
+    scfg: SimulationConfig,
+    vcfg: ValidationConfig,
+    jcfg: JudgeConfig | None,
+    ocfg: OutputConfig,
+    pre: Any,
+    roles: Any,
+    backends: Any,
+    usage: Any,
+    verbose: bool,
+    seconds: dict[str, float] | None = None,
+) -> JobSummary:
     """run.json, the run's manifest record, the dataset folder and the page, once every stage has finished."""
     layout = RunLayout(out_dir)
     runner_info = {"name": runner.name, "profiles": psum.runner, "simulation": ssum.runner}
 
     reference_is_mibot = vcfg.reference_path().resolve() == shipped_reference_path().resolve()
-    info = RunHeader.model_validate({
+    info = RunHeader.model_validate(
+        {
             **info.model_dump(exclude_none=True, exclude={"log_version"}),
             "status": "finished",
-            "recipe": {"name": recipe.name, "path": str(Path(recipe_path).resolve()), "seed": recipe.seed, **recipe.content_dump()},
+            "recipe": {
+                "name": recipe.name,
+                "path": str(Path(recipe_path).resolve()),
+                "seed": recipe.seed,
+                **recipe.content_dump(),
+            },
             # The one thing the runner changes in run.json: which runner ran (the last run, on resume).
             "runner": runner_info,
             "provenance": base_provenance(),
@@ -323,22 +393,34 @@ def _finish(recipe: Recipe, recipe_path: Path, out_dir: Path, info: RunHeader, r
             else f"fitted rates from {pcfg.rates}",
             "prompt_hashes": {**_prompt_hashes(out_dir, vcfg.arc), **(jsum.prompt_hashes if jsum else {})},
             # Templates the recipe swapped for its own files (`prompts:`): which file, and its hash as the rows record it.
-            "prompt_overrides": {name: {"path": o.path, "sha256": o.sha256}
-                                 for name, o in sorted(recipe.prompt_overrides.items())},
+            "prompt_overrides": {
+                name: {"path": o.path, "sha256": o.sha256} for name, o in sorted(recipe.prompt_overrides.items())
+            },
             "schedule_settings": ScheduleSettings(
-                sessions=scfg.sessions, turn_cap=scfg.turn_cap,
-                gap_hours=f"{scfg.min_gap_hours:g}–{scfg.max_gap_hours:g}", counsellors=list(ssum.counsellors),
-                memory_cap=scfg.memory_max_entries, seed=recipe.seed,
+                sessions=scfg.sessions,
+                turn_cap=scfg.turn_cap,
+                gap_hours=f"{scfg.min_gap_hours:g}–{scfg.max_gap_hours:g}",
+                counsellors=list(ssum.counsellors),
+                memory_cap=scfg.memory_max_entries,
+                seed=recipe.seed,
             ),
             "presets": {**scfg.engine_presets(), **({"judge": jcfg.preset} if jcfg is not None else {})},
             "counts": RunCounts(
-                personas_read=psum.personas_read, under_18_skipped=psum.skipped_under_18, candidates=psum.candidates,
-                kept=psum.kept, dropped_serious=psum.dropped_serious, profile_failures=sum(psum.failed.values()),
-                pool_benchmark=Pair(first=psum.pool, second=psum.benchmark), pool_verdicts=list(pcfg.pool_verdicts),
+                personas_read=psum.personas_read,
+                under_18_skipped=psum.skipped_under_18,
+                candidates=psum.candidates,
+                kept=psum.kept,
+                dropped_serious=psum.dropped_serious,
+                profile_failures=sum(psum.failed.values()),
+                pool_benchmark=Pair(first=psum.pool, second=psum.benchmark),
+                pool_verdicts=list(pcfg.pool_verdicts),
                 sessions=Pair(first=ssum.sessions_written, second=ssum.sessions_expected),
-                trials=ssum.trials if ssum.trials > 1 else None, failed_arcs=len(ssum.failed_arcs),
-                ended_by_patient=ssum.ended_by_patient, rejected_commits=ssum.rejected_commits,
-                rejected_messages=dict(ssum.rejected_messages), messages_trimmed=ssum.messages_trimmed,
+                trials=ssum.trials if ssum.trials > 1 else None,
+                failed_arcs=len(ssum.failed_arcs),
+                ended_by_patient=ssum.ended_by_patient,
+                rejected_commits=ssum.rejected_commits,
+                rejected_messages=dict(ssum.rejected_messages),
+                messages_trimmed=ssum.messages_trimmed,
                 scenario_drafts=Pair(first=ssum.scenario_drafts, second=ssum.sessions_written),
                 counsellor_flags=dict(ssum.counsellor_flags),
                 judged=Pair(first=jsum.ok, second=jsum.failed) if jsum else None,
@@ -349,7 +431,8 @@ def _finish(recipe: Recipe, recipe_path: Path, out_dir: Path, info: RunHeader, r
             "notices": [str(shipped_reference_path().with_name("MIBOT_NOTICE.md"))] if reference_is_mibot else [],
             "pretty_name": ocfg.pretty_name,
             "repo_id": ocfg.repo_id,
-    })
+        }
+    )
     # The gate as it stands at the end of the run; `mindsim publish` evaluates it again before any upload.
     info = info.model_copy(update={"release_gate": gate_for_run(out_dir, info)})
     layout.write_header(info)
@@ -362,8 +445,10 @@ def _finish(recipe: Recipe, recipe_path: Path, out_dir: Path, info: RunHeader, r
     try:
         report = build_report([out_dir])
     except Exception as exc:  # every output above is written; the page can be rebuilt with `mindsim report`
-        console.print(f"[yellow]warning:[/] report.html not written ({escape(type(exc).__name__)}: "
-                      f"{escape(str(exc)[:200])}); rebuild it with `mindsim report {escape(str(out_dir))}`")
+        console.print(
+            f"[yellow]warning:[/] report.html not written ({escape(type(exc).__name__)}: "
+            f"{escape(str(exc)[:200])}); rebuild it with `mindsim report {escape(str(out_dir))}`"
+        )
         report = layout.report_html
     outputs = {
         "profiles": layout.profiles.parquet,
@@ -377,5 +462,10 @@ def _finish(recipe: Recipe, recipe_path: Path, out_dir: Path, info: RunHeader, r
         "HTML report": report,
         "provenance": layout.run_json,
     }
-    return JobSummary(run_id=info.run_id, outputs={k: v for k, v in outputs.items() if v.exists()}, info=info,
-                      simulation=ssum, profiles=psum)
+    return JobSummary(
+        run_id=info.run_id,
+        outputs={k: v for k, v in outputs.items() if v.exists()},
+        info=info,
+        simulation=ssum,
+        profiles=psum,
+    )

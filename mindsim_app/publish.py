@@ -64,8 +64,16 @@ def _is_network_failure(exc: BaseException) -> bool:
         status = _status(e)
         if status is not None:
             return status >= 500 or status in (408, 429)
-        if isinstance(e, (httpx.TransportError, requests.exceptions.ConnectionError, requests.exceptions.Timeout,
-                          ConnectionError, TimeoutError)):
+        if isinstance(
+            e,
+            (
+                httpx.TransportError,
+                requests.exceptions.ConnectionError,
+                requests.exceptions.Timeout,
+                ConnectionError,
+                TimeoutError,
+            ),
+        ):
             return True
         e = e.__cause__ or e.__context__
     return False
@@ -107,9 +115,11 @@ def refuse_links(folder: Path) -> None:
         links += [Path(root) / n for n in (*dirs, *files) if (Path(root) / n).is_symlink()]
     if links:
         more = f" (and {len(links) - 1} more)" if len(links) > 1 else ""
-        raise PublishRefused(f"{links[0]}{more}: a symbolic link in the dataset folder {folder}; a dataset holds the "
-                             "files mindsim wrote, not links: remove it and rebuild the folder with `mindsim publish "
-                             "RUN --dry-run`")
+        raise PublishRefused(
+            f"{links[0]}{more}: a symbolic link in the dataset folder {folder}; a dataset holds the "
+            "files mindsim wrote, not links: remove it and rebuild the folder with `mindsim publish "
+            "RUN --dry-run`"
+        )
 
 
 def check_folder(folder: Path, reference_transcripts: Iterable[Path] = ()) -> dict[str, Any]:
@@ -122,8 +132,10 @@ def check_folder(folder: Path, reference_transcripts: Iterable[Path] = ()) -> di
     try:
         manifest = json.loads(mpath.read_text(encoding="utf-8"))
     except (UnicodeDecodeError, json.JSONDecodeError) as exc:
-        raise PublishRefused(f"{mpath}: not a readable manifest ({exc.__class__.__name__}); rebuild the folder with "
-                             "`mindsim run` (rerun with the same --out) instead of editing it") from exc
+        raise PublishRefused(
+            f"{mpath}: not a readable manifest ({exc.__class__.__name__}); rebuild the folder with "
+            "`mindsim run` (rerun with the same --out) instead of editing it"
+        ) from exc
     if not isinstance(manifest, dict):
         raise PublishRefused(f"{mpath}: not a mindsim manifest (expected a JSON object)")
     run_id = manifest.get("run_id")
@@ -207,10 +219,15 @@ def _refuse_annotation_task(path: Path) -> None:
         header = json.loads(task.read_text(encoding="utf-8"))
     except (UnicodeDecodeError, json.JSONDecodeError):
         header = {}
-    why = ("it holds real conversation text and is marked never-publish" if isinstance(header, dict)
-           and header.get("publish") == "never" else "annotation tasks and their answers are not datasets")
-    raise PublishRefused(f"{path}: an annotation task folder ({TASK_FILE}); {why}. Publish the run folder the "
-                         "task was sampled from instead")
+    why = (
+        "it holds real conversation text and is marked never-publish"
+        if isinstance(header, dict) and header.get("publish") == "never"
+        else "annotation tasks and their answers are not datasets"
+    )
+    raise PublishRefused(
+        f"{path}: an annotation task folder ({TASK_FILE}); {why}. Publish the run folder the "
+        "task was sampled from instead"
+    )
 
 
 def _is_run(path: Path) -> bool:
@@ -237,8 +254,10 @@ def resolve_folder(path: Path, repo_id: str | None = None, *, force: bool = Fals
             verify_run(parent.path, needs=["run", "dataset"])
             gate = _gate(parent.path, parent.header(), force)
             if gate["forced"]:
-                raise UserError(f"{path}: --force outside the release gate needs the run folder, so the rebuilt card "
-                                f"can say so; publish {parent.path} instead")
+                raise UserError(
+                    f"{path}: --force outside the release gate needs the run folder, so the rebuilt card "
+                    f"can say so; publish {parent.path} instead"
+                )
         return path
     if _is_run(path):
         # Every stage the dataset is built from intact (a damaged folder would otherwise be published as whatever
@@ -262,12 +281,17 @@ def _no_foreign_files(dataset: Path) -> None:
         listed = set(json.loads((dataset / MANIFEST).read_text(encoding="utf-8")).get("files", {}))
     except (OSError, ValueError, AttributeError):
         listed = set()
-    foreign = sorted(p for p in dataset.rglob("*") if p.is_file() and p.name != MANIFEST
-                     and p.relative_to(dataset).as_posix() not in listed)
+    foreign = sorted(
+        p
+        for p in dataset.rglob("*")
+        if p.is_file() and p.name != MANIFEST and p.relative_to(dataset).as_posix() not in listed
+    )
     if foreign:
         more = f" (and {len(foreign) - 1} more)" if len(foreign) > 1 else ""
-        raise InputError(f"{foreign[0]}{more}: not written by mindsim, and {dataset} is rebuilt from the run before "
-                         "it is checked or uploaded, which would delete it; move it out of the dataset folder")
+        raise InputError(
+            f"{foreign[0]}{more}: not written by mindsim, and {dataset} is rebuilt from the run before "
+            "it is checked or uploaded, which would delete it; move it out of the dataset folder"
+        )
 
 
 # What a push makes identical to the folder (files there that the folder lacks are deleted in the same
@@ -281,14 +305,19 @@ def push(folder: Path, repo_id: str, *, private: bool, endpoint: str | None = No
 
     token = os.environ.get("HF_TOKEN")
     if not token:
-        raise UserError("HF_TOKEN is not set: export a Hugging Face write token in HF_TOKEN (it is read from there only)")
+        raise UserError(
+            "HF_TOKEN is not set: export a Hugging Face write token in HF_TOKEN (it is read from there only)"
+        )
     api = HfApi(endpoint=endpoint or os.environ.get("HF_ENDPOINT") or None, token=token)
     try:
         api.create_repo(repo_id, repo_type="dataset", private=private, exist_ok=True)
         # Data and plot files are named by content hash, so a new version of the dataset uploads new
         # names; without deleting what this folder no longer has, old rows would linger in the repo.
         info = api.upload_folder(
-            folder_path=str(folder), repo_id=repo_id, repo_type="dataset", commit_message="Upload mindsim dataset",
+            folder_path=str(folder),
+            repo_id=repo_id,
+            repo_type="dataset",
+            commit_message="Upload mindsim dataset",
             delete_patterns=list(REPLACED_ON_PUSH),
         )
     except Exception as exc:  # never let a library message that might echo headers reach the screen
@@ -312,8 +341,9 @@ def publish_cmd(
     reference_transcripts: Optional[list[Path]] = typer.Option(
         None, "--reference-transcripts", help="Chat JSONL whose messages must not appear in the upload (repeatable)"
     ),
-    force: bool = typer.Option(False, "--force", help="Publish although the run is outside the recipe's release "
-                                                      "gate (the card then says so)"),
+    force: bool = typer.Option(
+        False, "--force", help="Publish although the run is outside the recipe's release gate (the card then says so)"
+    ),
 ) -> None:
     """Publish a run's dataset (parquet per config + card) to the Hugging Face Hub."""
     if not re.fullmatch(r"[\w.-]+/[\w.-]+", repo_id):
@@ -327,15 +357,19 @@ def publish_cmd(
 
         for line in exc.lines:  # one line per failed criterion, so a CI log shows each
             err_console().print(f"[red]error:[/] {escape(line)}")
-        err_console().print("[red]error:[/] refusing to publish outside the release gate; fix the run or pass --force "
-                            "(the card will say so)")
+        err_console().print(
+            "[red]error:[/] refusing to publish outside the release gate; fix the run or pass --force "
+            "(the card will say so)"
+        )
         raise typer.Exit(1) from None
     manifest = check_folder(dataset, reference_transcripts or [])
     rows = check_loads(dataset, manifest)
     for name, n in rows.items():
         console.print(f"  config [bold]{name}[/]: {n} rows load")
     if dry_run:
-        console.print(f"dry run: {dataset} is exactly what would be uploaded to {repo_id} ({len(manifest['files']) + 1} files)")
+        console.print(
+            f"dry run: {dataset} is exactly what would be uploaded to {repo_id} ({len(manifest['files']) + 1} files)"
+        )
         return
     url = push(dataset, repo_id, private=private)
     console.print(f"pushed to {url}")

@@ -38,9 +38,11 @@ class ReleaseConfig(BaseModel):
     model_config = ConfigDict(extra="forbid")
     max_index_over_floor: float | None = Field(None, gt=0, description="Largest realism index / its noise floor")
     max_feature_distance: dict[str, float] = Field(
-        default_factory=dict, description="Feature id → largest distance to the reference (reference SDs)")
+        default_factory=dict, description="Feature id → largest distance to the reference (reference SDs)"
+    )
     min_arc_agreement: float | None = Field(
-        None, ge=0, le=1, description="Smallest 1 − TV distance of arc-label shares to the reference")
+        None, ge=0, le=1, description="Smallest 1 − TV distance of arc-label shares to the reference"
+    )
     max_failed_arc_share: float | None = Field(None, ge=0, le=1, description="Largest share of failed arcs")
     systems: list[str] | None = Field(None, description="Validated systems the gate applies to (default: all)")
 
@@ -58,11 +60,17 @@ class ReleaseConfig(BaseModel):
         return v
 
     def is_empty(self) -> bool:
-        return (self.max_index_over_floor is None and not self.max_feature_distance and self.min_arc_agreement is None
-                and self.max_failed_arc_share is None)
+        return (
+            self.max_index_over_floor is None
+            and not self.max_feature_distance
+            and self.min_arc_agreement is None
+            and self.max_failed_arc_share is None
+        )
 
 
-def _criterion(name: str, system: str | None, value: float | None, limit: float, ok: bool, detail: str) -> dict[str, Any]:
+def _criterion(
+    name: str, system: str | None, value: float | None, limit: float, ok: bool, detail: str
+) -> dict[str, Any]:
     return {"criterion": name, "system": system, "value": value, "limit": limit, "ok": ok, "detail": detail}
 
 
@@ -83,12 +91,15 @@ def evaluate(run_dir: str | Path, config: ReleaseConfig) -> dict[str, Any]:
         return {"set": False, "passed": True, "checks": [], "config": config.model_dump()}
     layout = RunLayout(run_dir)
     vpath = layout.validation.report_json
-    needs_validation = config.max_index_over_floor is not None or config.max_feature_distance or \
-        config.min_arc_agreement is not None
+    needs_validation = (
+        config.max_index_over_floor is not None or config.max_feature_distance or config.min_arc_agreement is not None
+    )
     report = layout.validation.report(ValidationReport) if needs_validation else None
     if needs_validation and report is None:
-        raise InputError(f"{vpath}: the recipe's release gate needs the run's validation report; rerun "
-                         "`mindsim run` with the same --out (or drop the release: realism limits)")
+        raise InputError(
+            f"{vpath}: the recipe's release gate needs the run's validation report; rerun "
+            "`mindsim run` with the same --out (or drop the release: realism limits)"
+        )
     # Without limits that need it the report is not read: an empty one then gives no system to check.
     found = report or ValidationReport(features=[], systems={})
     systems = list(found.systems)
@@ -104,32 +115,70 @@ def evaluate(run_dir: str | Path, config: ReleaseConfig) -> dict[str, Any]:
             idx = est.distance if est else None
             index_floor = floor.get("index")
             ratio = idx / index_floor if idx is not None and index_floor else None
-            checks.append(_criterion("max_index_over_floor", s, ratio, config.max_index_over_floor,
-                                     ratio is not None and ratio <= config.max_index_over_floor,
-                                     f"realism index {idx if idx is None else round(idx, 3)} over floor "
-                                     f"{index_floor and round(index_floor, 3)}"))
+            checks.append(
+                _criterion(
+                    "max_index_over_floor",
+                    s,
+                    ratio,
+                    config.max_index_over_floor,
+                    ratio is not None and ratio <= config.max_index_over_floor,
+                    f"realism index {idx if idx is None else round(idx, 3)} over floor "
+                    f"{index_floor and round(index_floor, 3)}",
+                )
+            )
         for f, limit in sorted(config.max_feature_distance.items()):
             est = found.estimate(s, f)
             d = est.distance if est else None
-            checks.append(_criterion(f"max_feature_distance.{f}", s, d, limit, d is not None and d <= limit,
-                                     f"{found.feature_labels.get(f, f)} distance"))
+            checks.append(
+                _criterion(
+                    f"max_feature_distance.{f}",
+                    s,
+                    d,
+                    limit,
+                    d is not None and d <= limit,
+                    f"{found.feature_labels.get(f, f)} distance",
+                )
+            )
         if config.min_arc_agreement is not None:
             arc = found.arc
             if s not in arc or "reference" not in arc:
-                checks.append(_criterion("min_arc_agreement", s, None, config.min_arc_agreement, False,
-                                         "no arc labels in the validation report (set validation.arc: true)"))
+                checks.append(
+                    _criterion(
+                        "min_arc_agreement",
+                        s,
+                        None,
+                        config.min_arc_agreement,
+                        False,
+                        "no arc labels in the validation report (set validation.arc: true)",
+                    )
+                )
             else:
                 a, r = _pooled(arc[s]), _pooled(arc["reference"])
                 agree = 1 - 0.5 * sum(abs(a.get(k, 0) - r.get(k, 0)) for k in set(a) | set(r))
-                checks.append(_criterion("min_arc_agreement", s, agree, config.min_arc_agreement,
-                                         agree >= config.min_arc_agreement, "arc-label shares vs the reference"))
+                checks.append(
+                    _criterion(
+                        "min_arc_agreement",
+                        s,
+                        agree,
+                        config.min_arc_agreement,
+                        agree >= config.min_arc_agreement,
+                        "arc-label shares vs the reference",
+                    )
+                )
     if config.max_failed_arc_share is not None:
         summary = layout.sessions.read_summary(SimulationSummaryView) or SimulationSummaryView()
         arcs, failed = summary.arcs, len(summary.failed_arcs)
         share = failed / arcs if arcs else None
-        checks.append(_criterion("max_failed_arc_share", None, share, config.max_failed_arc_share,
-                                 share is not None and share <= config.max_failed_arc_share,
-                                 f"{failed} of {arcs} arcs failed"))
+        checks.append(
+            _criterion(
+                "max_failed_arc_share",
+                None,
+                share,
+                config.max_failed_arc_share,
+                share is not None and share <= config.max_failed_arc_share,
+                f"{failed} of {arcs} arcs failed",
+            )
+        )
     return {"set": True, "passed": all(c["ok"] for c in checks), "checks": checks, "config": config.model_dump()}
 
 
@@ -152,8 +201,9 @@ def outcome(result: dict[str, Any], forced: bool = False) -> str:
     bad = sum(not c["ok"] for c in result["checks"])
     if not bad:
         return f"passed ({n} criteria)"
-    return (f"FAILED {bad} of {n} criteria — published anyway with --force" if forced
-            else f"failed {bad} of {n} criteria")
+    return (
+        f"FAILED {bad} of {n} criteria — published anyway with --force" if forced else f"failed {bad} of {n} criteria"
+    )
 
 
 def gate_for_run(run_dir: Path, info: "RunHeader", forced: bool = False) -> dict[str, Any]:
@@ -166,6 +216,8 @@ def gate_for_run(run_dir: Path, info: "RunHeader", forced: bool = False) -> dict
     try:
         cfg = ReleaseConfig.model_validate((info.recipe.model_dump() if info.recipe else {}).get("release") or {})
     except ValidationError as exc:
-        raise ConfigError(format_validation_error(exc, str(RunLayout(run_dir).run_json), prefix="recipe.release")) from exc
+        raise ConfigError(
+            format_validation_error(exc, str(RunLayout(run_dir).run_json), prefix="recipe.release")
+        ) from exc
     result = evaluate(run_dir, cfg)
     return {**result, "forced": bool(forced and not result["passed"]), "outcome": outcome(result, forced)}

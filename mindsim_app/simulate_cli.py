@@ -18,7 +18,9 @@ err = err_console()
 
 
 def simulate_cmd(
-    profiles: Path = typer.Option(..., "--profiles", help="Folder written by `mindsim profiles` (holds profiles.parquet)"),
+    profiles: Path = typer.Option(
+        ..., "--profiles", help="Folder written by `mindsim profiles` (holds profiles.parquet)"
+    ),
     recipe: Path = typer.Option(..., "--recipe", help="Recipe YAML naming engines, roles and the simulation section"),
     out_dir: Path = typer.Option(..., "--out", help="Output folder; rerunning with the same folder resumes"),
 ) -> None:
@@ -45,12 +47,22 @@ def simulate_cmd(
             out.print(f"preflight: {escape(note)}")
         if report.budgets is not None:  # preflight always fits them
             config = report.budgets.apply("simulation", config)
-        summary = run_simulation(iter_profiles(profiles, pool_only=config.pool_only), engines, config, out_dir, rec.seed)
+        summary = run_simulation(
+            iter_profiles(profiles, pool_only=config.pool_only), engines, config, out_dir, rec.seed
+        )
     table = Table(title=f"Simulation → {out_dir}")
     table.add_column("what")
     table.add_column("value", justify="right")
-    for key in ("patients", "arcs", "sessions_expected", "sessions_written", "ended_by_patient",
-                "rejected_commits", "memory_repaired", "elapsed_s"):
+    for key in (
+        "patients",
+        "arcs",
+        "sessions_expected",
+        "sessions_written",
+        "ended_by_patient",
+        "rejected_commits",
+        "memory_repaired",
+        "elapsed_s",
+    ):
         table.add_row(key, str(getattr(summary, key)))
     if summary.trials > 1:
         table.add_row("trials", str(summary.trials))

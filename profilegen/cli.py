@@ -30,8 +30,12 @@ class _DefaultGenerate(TyperGroup):
         return super().parse_args(ctx, args)
 
 
-app = typer.Typer(cls=_DefaultGenerate, no_args_is_help=True, add_completion=False,
-                  help="Generate, screen and select patient profiles.")
+app = typer.Typer(
+    cls=_DefaultGenerate,
+    no_args_is_help=True,
+    add_completion=False,
+    help="Generate, screen and select patient profiles.",
+)
 console = out_console()
 
 
@@ -43,15 +47,20 @@ def generate_cmd(
     pool_size: Optional[int] = typer.Option(None, min=1, max=100_000, help="Override profiles.pool_size."),
     benchmark_size: Optional[int] = typer.Option(None, min=0, max=100_000, help="Override profiles.benchmark_size."),
     personas: Optional[str] = typer.Option(None, help="Override profiles.personas (path, Hub id or 'synthetic')."),
-    distilabel: Optional[bool] = typer.Option(None, "--distilabel/--no-distilabel",
-                                              help="Override profiles.use_distilabel."),
+    distilabel: Optional[bool] = typer.Option(
+        None, "--distilabel/--no-distilabel", help="Override profiles.use_distilabel."
+    ),
     causal_checks: Optional[bool] = typer.Option(
-        None, "--causal-checks/--no-causal-checks",
-        help="Override profiles.causal_checks (default: on when simulation.patient_engine includes patientact)."),
+        None,
+        "--causal-checks/--no-causal-checks",
+        help="Override profiles.causal_checks (default: on when simulation.patient_engine includes patientact).",
+    ),
     patientact_shape: Optional[bool] = typer.Option(
-        None, "--patientact-shape/--no-patientact-shape",
+        None,
+        "--patientact-shape/--no-patientact-shape",
         help="Override profiles.patientact_shape (PatientAct's impact list, predisposing split and demographics "
-             "revision)."),
+        "revision).",
+    ),
 ) -> None:
     """Personas → anchors → 5P formulation → screen → pool and benchmark; writes a parquet dataset."""
     from mindsimkit.mindcore.engine import Engines
@@ -63,9 +72,15 @@ def generate_cmd(
 
     check_out_folder(out)
     rec = load_recipe(recipe)
-    overrides = {"candidates": candidates, "pool_size": pool_size, "benchmark_size": benchmark_size,
-                 "personas": personas, "use_distilabel": distilabel, "causal_checks": causal_checks,
-                 "patientact_shape": patientact_shape}
+    overrides = {
+        "candidates": candidates,
+        "pool_size": pool_size,
+        "benchmark_size": benchmark_size,
+        "personas": personas,
+        "use_distilabel": distilabel,
+        "causal_checks": causal_checks,
+        "patientact_shape": patientact_shape,
+    }
     given = {k: v for k, v in overrides.items() if v is not None}
     try:
         # Only the fields the recipe or an option set are given again, so a cross-check that applies to set fields
@@ -102,8 +117,9 @@ def generate_cmd(
 
 @app.command("fit-rates")
 def fit_rates_cmd(
-    table: Path = typer.Argument(..., help="Annotated patients: CSV/TSV/JSONL/parquet with age_band, gender, "
-                                           "main, secondary (empty = none)."),
+    table: Path = typer.Argument(
+        ..., help="Annotated patients: CSV/TSV/JSONL/parquet with age_band, gender, main, secondary (empty = none)."
+    ),
     out: Path = typer.Option(..., "--out", help="Rates YAML to write (use it as profiles.rates)."),
     strength: float = typer.Option(20.0, min=0.0, help="Pseudo-count pulling sparse cells toward their margins."),
 ) -> None:
@@ -117,5 +133,6 @@ def fit_rates_cmd(
     rates = fit_rates(rows, strength=strength, where=str(table))
     atomic_write_text(out, dump_rates(rates))
     empty = sum(1 for r in rows if not r.get("secondary"))
-    console.print(f"fitted rates from {len(rows)} patients ({100 * empty / len(rows):.1f}% with no secondary "
-                  f"problem) → {out}")
+    console.print(
+        f"fitted rates from {len(rows)} patients ({100 * empty / len(rows):.1f}% with no secondary problem) → {out}"
+    )

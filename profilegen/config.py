@@ -37,6 +37,7 @@ class ProfilesConfig(BaseModel):
         description="Persona source: 'synthetic' (the shipped sample), a local parquet/JSONL file or folder "
         "in the Nemotron-Personas-USA schema, or a Hub id such as 'nvidia/Nemotron-Personas-USA'.",
     )
+
     @field_validator("personas")
     @classmethod
     def _source_exists(cls, v: str) -> str:
@@ -44,26 +45,36 @@ class ProfilesConfig(BaseModel):
         # id (OWNER/NAME) is opened when the stage runs.
         hub = "/" in v and not v.startswith((".", "/", "~"))
         if v not in ("", "synthetic") and not hub and not Path(v).expanduser().exists():
-            raise ValueError(f"persona source '{v}' is neither an existing file/folder nor a Hub dataset id "
-                             "(OWNER/NAME); give a parquet/JSONL path, a Hub id, or 'synthetic'")
+            raise ValueError(
+                f"persona source '{v}' is neither an existing file/folder nor a Hub dataset id "
+                "(OWNER/NAME); give a parquet/JSONL path, a Hub id, or 'synthetic'"
+            )
         return v
 
     source: Literal["personas", "patientact-situations"] = Field(
-        "personas", exclude_if=lambda v: v == "personas",
+        "personas",
+        exclude_if=lambda v: v == "personas",
         description="Where profiles come from: 'personas' (written from persona records, the MindEval2 stages) or "
         "'patientact-situations' (PatientAct's chain seeded by the clinical situations of `situations`).",
     )
     situations: Path | None = Field(
-        None, exclude_if=lambda v: v is None,
+        None,
+        exclude_if=lambda v: v is None,
         description="The folder `mindsim import patientact-situations` wrote (source: patientact-situations).",
     )
     demographics_rounds: int | None = Field(
-        None, ge=1, le=10, exclude_if=lambda v: v is None,
+        None,
+        ge=1,
+        le=10,
+        exclude_if=lambda v: v is None,
         description="Situation source: most demographics completion rounds per generation; empty = the authors' "
         "5 (profilegen/data/situation_profile.yaml).",
     )
     validation_rounds: int | None = Field(
-        None, ge=1, le=10, exclude_if=lambda v: v is None,
+        None,
+        ge=1,
+        le=10,
+        exclude_if=lambda v: v is None,
         description="Situation source: most generate-and-validate rounds per situation; empty = the authors' 3.",
     )
 
@@ -73,21 +84,29 @@ class ProfilesConfig(BaseModel):
         # imported still plans.
         if self.source == "patientact-situations":
             if self.situations is None:
-                raise ValueError("source 'patientact-situations' needs profiles.situations: the folder "
-                                 "`mindsim import patientact-situations` wrote")
+                raise ValueError(
+                    "source 'patientact-situations' needs profiles.situations: the folder "
+                    "`mindsim import patientact-situations` wrote"
+                )
         elif self.situations is not None:
-            raise ValueError("profiles.situations is read only with source: patientact-situations; set the source "
-                             "or remove it")
+            raise ValueError(
+                "profiles.situations is read only with source: patientact-situations; set the source or remove it"
+            )
         return self
 
-    candidates: int = Field(1000, ge=1, le=MAX_COUNT, description="How many adult personas to turn into candidate profiles.")
-    pool_size: int = Field(100, ge=1, le=MAX_COUNT, description="Size of the validation pool selected from clean profiles.")
+    candidates: int = Field(
+        1000, ge=1, le=MAX_COUNT, description="How many adult personas to turn into candidate profiles."
+    )
+    pool_size: int = Field(
+        100, ge=1, le=MAX_COUNT, description="Size of the validation pool selected from clean profiles."
+    )
     benchmark_size: int = Field(50, ge=0, le=MAX_COUNT, description="Size of the benchmark subset of the pool.")
     poor_qol_floor: float = Field(
         0.10, ge=0, le=1, description="Minimum share of poor-quality-of-life patients in the pool."
     )
     benchmark_poor_qol: int | None = Field(
-        None, ge=0,
+        None,
+        ge=0,
         description="Poor-quality-of-life patients the benchmark subset must hold; empty = every patient of the "
         "pool's floor (the paper: 10 of 100 in the pool, all 10 in the benchmark of 50, i.e. 20%).",
     )
@@ -96,14 +115,18 @@ class ProfilesConfig(BaseModel):
         description="Screening verdicts a profile may have to enter the pool (the paper: clean only).",
     )
     extra_candidates: int = Field(
-        0, ge=0, exclude_if=lambda v: v == 0,
+        0,
+        ge=0,
+        exclude_if=lambda v: v == 0,
         description="When fewer profiles than pool_size are kept with a pool verdict, write and screen up to this "
         "many more candidates (the next personas of the same seeded order), once; 0 = never. A noisy screener "
         "costs these only in the runs it empties the pool in.",
     )
     max_revisions: int = Field(2, ge=0, le=10, description="Revisions of a serious profile before it is dropped.")
     text_scale: float = Field(
-        1.0, ge=0.25, le=1.0,
+        1.0,
+        ge=0.25,
+        le=1.0,
         description="Scale on the writer's text limits (1 = full; small models fill every field to its limit, "
         "so this is what a profile costs to write).",
     )
@@ -142,8 +165,10 @@ class ProfilesConfig(BaseModel):
     def _sizes(self) -> "ProfilesConfig":
         # Only a pool the recipe asks for: the default pool (100) over a few candidates means "every candidate".
         if "pool_size" in self.model_fields_set and self.pool_size > self.candidates:
-            raise ValueError(f"pool_size ({self.pool_size}) must not exceed candidates ({self.candidates}): the pool is "
-                             "chosen from the candidates; raise candidates or lower pool_size")
+            raise ValueError(
+                f"pool_size ({self.pool_size}) must not exceed candidates ({self.candidates}): the pool is "
+                "chosen from the candidates; raise candidates or lower pool_size"
+            )
         if self.benchmark_size > self.pool_size:
             raise ValueError(f"benchmark_size ({self.benchmark_size}) must not exceed pool_size ({self.pool_size})")
         if self.benchmark_poor_qol is not None:
@@ -162,8 +187,12 @@ class ProfilesConfig(BaseModel):
         from mindsimkit.profilegen.schemas import ProfileShape
 
         # An unresolved (None) causal_checks counts as off: resolve it with `profiles_config` first.
-        return ProfileShape(text_scale=self.text_scale, screen_max_faults=self.screen_max_faults,
-                            causal_checks=bool(self.causal_checks), patientact=self.patientact_shape)
+        return ProfileShape(
+            text_scale=self.text_scale,
+            screen_max_faults=self.screen_max_faults,
+            causal_checks=bool(self.causal_checks),
+            patientact=self.patientact_shape,
+        )
 
     @property
     def benchmark_poor_floor(self) -> int:

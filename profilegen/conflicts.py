@@ -26,8 +26,13 @@ def text_rules() -> list[tuple[str, re.Pattern[str], dict[str, Any], str]]:
 
 def _matches(when: dict[str, Any], row: AnchoredRow) -> bool:
     d = row.demographics
-    values = {"age_bands": d.age_band, "relationship": d.relationship, "employment": d.employment,
-              "living_situation": d.living_situation, "gender": d.gender}
+    values = {
+        "age_bands": d.age_band,
+        "relationship": d.relationship,
+        "employment": d.employment,
+        "living_situation": d.living_situation,
+        "gender": d.gender,
+    }
     return all(values[k] in allowed for k, allowed in when.items())
 
 
@@ -54,16 +59,31 @@ def hard_conflicts(row: AnchoredRow, f: Formulation, text: str) -> list[Conflict
         bad = broken(label, row.demographics)
         if bad:
             why = ", ".join(f"{k} is {v}" for k, v in bad.items())
-            out.append(Conflict(Fault(quote=label.id.replace("_", " "), source="rule", severity="serious",
-                                      reason=f"label {label.id} does not fit this patient: {why}"), frozenset(bad)))
+            out.append(
+                Conflict(
+                    Fault(
+                        quote=label.id.replace("_", " "),
+                        source="rule",
+                        severity="serious",
+                        reason=f"label {label.id} does not fit this patient: {why}",
+                    ),
+                    frozenset(bad),
+                )
+            )
     for rule_id, pattern, when, reason in text_rules():
         if _matches(when, row):
             hit = pattern.search(text)
             if hit:
                 named = {"age_band" if k == "age_bands" else k: frozenset(v) for k, v in when.items()}
-                out.append(Conflict(Fault(quote=hit.group(0), reason=f"{reason} (rule {rule_id})",
-                                          severity="serious", source="rule"), frozenset(named),
-                                    named if len(named) == 1 else {}))
+                out.append(
+                    Conflict(
+                        Fault(
+                            quote=hit.group(0), reason=f"{reason} (rule {rule_id})", severity="serious", source="rule"
+                        ),
+                        frozenset(named),
+                        named if len(named) == 1 else {},
+                    )
+                )
     return out
 
 

@@ -27,10 +27,7 @@ def resolve_parquet(folder: str | Path) -> Path:
         if candidate.is_file() and candidate.suffix == ".parquet":
             return candidate
     name = ProfilesFolder(folder).parquet.name
-    raise InputError(
-        f"No {name} under {folder}: pass the folder written by `mindsim profiles` "
-        f"(it contains {name})."
-    )
+    raise InputError(f"No {name} under {folder}: pass the folder written by `mindsim profiles` (it contains {name}).")
 
 
 def write_profiles(profiles: list[Profile], folder: str | Path) -> Path:
@@ -48,9 +45,13 @@ def iter_profiles(folder: str | Path, pool_only: bool = True) -> Iterator[Profil
     validation pool unless `pool_only=False`. A missing or unreadable file fails here, a bad row when reached."""
     from mindsimkit.mindcore.runlog import iter_table
 
-    rows = iter_table(resolve_parquet(folder), Profile, what="profiles table",
-                      remake="write it again with `mindsim profiles` or `mindsim run` (a file of another toolkit "
-                             "version cannot be read)")
+    rows = iter_table(
+        resolve_parquet(folder),
+        Profile,
+        what="profiles table",
+        remake="write it again with `mindsim profiles` or `mindsim run` (a file of another toolkit "
+        "version cannot be read)",
+    )
     return (p for p in rows if p.in_pool) if pool_only else rows
 
 

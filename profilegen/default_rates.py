@@ -32,17 +32,30 @@ def build_default_rates(spec: dict[str, Any] | None = None) -> Rates:
     main_cells, sec_cells = [], []
     for band in AGE_BANDS:
         for gender in GENDERS:
-            main_cells.append(MainCell(age_band=band, gender=gender, probs=_norm({
-                m: spec["main_base"][m] * _tilt(spec["main_age_multipliers"], m, band)
-                * _tilt(spec["main_gender_multipliers"], m, gender)
-                for m in voc.main
-            })))
+            main_cells.append(
+                MainCell(
+                    age_band=band,
+                    gender=gender,
+                    probs=_norm(
+                        {
+                            m: spec["main_base"][m]
+                            * _tilt(spec["main_age_multipliers"], m, band)
+                            * _tilt(spec["main_gender_multipliers"], m, gender)
+                            for m in voc.main
+                        }
+                    ),
+                )
+            )
             for main in voc.main:
-                weights = _norm({
-                    s: spec["secondary_base"][s] * _tilt(spec["secondary_age_multipliers"], s, band)
-                    * affinity.get((main, s), 1.0)
-                    for s in voc.secondary if s != main
-                })
+                weights = _norm(
+                    {
+                        s: spec["secondary_base"][s]
+                        * _tilt(spec["secondary_age_multipliers"], s, band)
+                        * affinity.get((main, s), 1.0)
+                        for s in voc.secondary
+                        if s != main
+                    }
+                )
                 probs = {s: p * (1 - spec["none_share"]) for s, p in weights.items()}
                 probs[NONE] = spec["none_share"]
                 sec_cells.append(SecondaryCell(main=main, age_band=band, gender=gender, probs=probs))

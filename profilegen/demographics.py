@@ -27,7 +27,11 @@ from pydantic import BaseModel, ConfigDict, Field, create_model
 from mindsimkit.mindcore.prompts import render
 from mindsimkit.profilegen.render import LIVING, writer_brief
 from mindsimkit.profilegen.schemas import (
-    AnchoredRow, Demographics, DemographicsRevision, Formulation, RecordValues,
+    AnchoredRow,
+    Demographics,
+    DemographicsRevision,
+    Formulation,
+    RecordValues,
 )
 from mindsimkit.profilegen.conflicts import Conflict, hard_conflicts, picked_labels
 
@@ -71,20 +75,38 @@ class _Draft(BaseModel):
 def revision_model(allowed: tuple[tuple[str, tuple[str, ...]], ...]) -> type[BaseModel]:
     """The reviser's answer: one sentence of reason first, then every revisable field from its allowed values."""
     fields: dict[str, Any] = {
-        "reason": (str, Field(min_length=3, max_length=200,
-                              description="One sentence: which fact of the formulation the new values make fit.")),
+        "reason": (
+            str,
+            Field(
+                min_length=3,
+                max_length=200,
+                description="One sentence: which fact of the formulation the new values make fit.",
+            ),
+        ),
     }
     for name, values in allowed:
         fields[name] = (Literal[values], Field(description=f"The client's {name.replace('_', ' ')}."))  # type: ignore[valid-type]
     return create_model("DemographicsDraft", __base__=_Draft, **fields)
 
 
-def revision_messages(row: AnchoredRow, f: Formulation, conflicts: list[Conflict],
-                      allowed: dict[str, tuple[str, ...]]) -> list[dict[str, str]]:
+def revision_messages(
+    row: AnchoredRow, f: Formulation, conflicts: list[Conflict], allowed: dict[str, tuple[str, ...]]
+) -> list[dict[str, str]]:
     d = row.demographics
-    return [{"role": "user", "content": render(
-        TEMPLATE, persona=row.persona, demographics=d, living=LIVING[d.living_situation],
-        profile=writer_brief(row, f), conflicts=[c.fault for c in conflicts], allowed=allowed)}]
+    return [
+        {
+            "role": "user",
+            "content": render(
+                TEMPLATE,
+                persona=row.persona,
+                demographics=d,
+                living=LIVING[d.living_situation],
+                profile=writer_brief(row, f),
+                conflicts=[c.fault for c in conflicts],
+                allowed=allowed,
+            ),
+        }
+    ]
 
 
 def _record(row: AnchoredRow) -> RecordValues:
@@ -92,8 +114,9 @@ def _record(row: AnchoredRow) -> RecordValues:
     return RecordValues(age=p.age, sex=p.sex, marital_status=p.marital_status, occupation=p.occupation)
 
 
-async def revise_demographics(writer: Any, row: AnchoredRow, f: Formulation,
-                              max_rounds: int) -> tuple[AnchoredRow, DemographicsRevision | None]:
+async def revise_demographics(
+    writer: Any, row: AnchoredRow, f: Formulation, max_rounds: int
+) -> tuple[AnchoredRow, DemographicsRevision | None]:
     """Revise the row's demographics until no conflict they can settle is left, at most `max_rounds` calls; the
     row (revised or not) and what was done (None when nothing was). Engine errors propagate to the caller, who
     counts them as it counts the writer's."""
@@ -106,31 +129,46 @@ async def revise_demographics(writer: Any, row: AnchoredRow, f: Formulation,
         allowed = allowed_values(f, todo) if todo else None
         if allowed is None:
             break
-        draft: Any = await writer.structured(revision_messages(row, f, todo, allowed),
-                                             revision_model(tuple(allowed.items())), schema_name="demographics")
+        draft: Any = await writer.structured(
+            revision_messages(row, f, todo, allowed), revision_model(tuple(allowed.items())), schema_name="demographics"
+        )
         rounds += 1
         conflicts += [c.fault.reason for c in todo if c.fault.reason not in conflicts]
         reasons.append(draft.reason.strip())
-        row = row.model_copy(update={"demographics": row.demographics.model_copy(
-            update={k: getattr(draft, k) for k in REVISABLE})})
+        row = row.model_copy(
+            update={"demographics": row.demographics.model_copy(update={k: getattr(draft, k) for k in REVISABLE})}
+        )
     if not rounds:
         return row, None
     left = settleable(hard_conflicts(row, f, writer_brief(row, f)))
-    return row, DemographicsRevision(revised_from=start, record=_record(row), changed=_changed(start, row.demographics),
-                                     conflicts=conflicts, reasons=reasons, rounds=rounds, resolved=not left)
+    return row, DemographicsRevision(
+        revised_from=start,
+        record=_record(row),
+        changed=_changed(start, row.demographics),
+        conflicts=conflicts,
+        reasons=reasons,
+        rounds=rounds,
+        resolved=not left,
+    )
 
 
 def _changed(before: Demographics, after: Demographics) -> list[str]:
     return [k for k in REVISABLE if getattr(before, k) != getattr(after, k)]
 
 
-def merge(done: DemographicsRevision | None, step: DemographicsRevision | None,
-          now: Demographics) -> DemographicsRevision | None:
+def merge(
+    done: DemographicsRevision | None, step: DemographicsRevision | None, now: Demographics
+) -> DemographicsRevision | None:
     """One record for every round of a profile: the demographics before the first revision, what differs from
     them now, every conflict and reason, and whether the last revision settled what it could."""
     if done is None or step is None:
         return done or step
-    return done.model_copy(update={
-        "changed": _changed(done.revised_from, now), "rounds": done.rounds + step.rounds,
-        "conflicts": done.conflicts + [c for c in step.conflicts if c not in done.conflicts],
-        "reasons": done.reasons + step.reasons, "resolved": step.resolved})
+    return done.model_copy(
+        update={
+            "changed": _changed(done.revised_from, now),
+            "rounds": done.rounds + step.rounds,
+            "conflicts": done.conflicts + [c for c in step.conflicts if c not in done.conflicts],
+            "reasons": done.reasons + step.reasons,
+            "resolved": step.resolved,
+        }
+    )

@@ -60,14 +60,22 @@ class LLMClient:
         self.llm = llm
         self.calls: list[dict[str, Any]] = []
 
-    async def structured(self, messages: list[dict[str, Any]], output: type[M], *, schema_name: str | None = None,
-                         **_: Any) -> M:
+    async def structured(
+        self, messages: list[dict[str, Any]], output: type[M], *, schema_name: str | None = None, **_: Any
+    ) -> M:
         # The row's own schema (the writer's narrows its label enums per patient) is what the engine is asked for.
         out = await self.llm.agenerate(input=messages, output=output)
         stats = {k: v[0] for k, v in out["statistics"].items()}
         text = out["generations"][0]
-        self.calls.append({"role": self.llm.wire["role"], "engine": self.llm.wire["engine"],
-                           "model": self.llm.wire["model"], "ok": text is not None, **stats})
+        self.calls.append(
+            {
+                "role": self.llm.wire["role"],
+                "engine": self.llm.wire["engine"],
+                "model": self.llm.wire["model"],
+                "ok": text is not None,
+                **stats,
+            }
+        )
         if text is None:
             # The engine layer's message already names the role, engine, model and cause.
             kind, _, message = stats["errors"].partition(": ")
@@ -79,11 +87,22 @@ class LLMClient:
 
 def usage_records(calls: list[dict[str, Any]]) -> list[CallRecord]:
     """A worker row's calls as the parent ledger's records."""
-    return [CallRecord(role=c["role"], engine=c["engine"], model=c["model"], kind="structured", ok=c["ok"],
-                       prompt_tokens=c["input_tokens"], completion_tokens=c["output_tokens"],
-                       cached_tokens=c["cached_tokens"], reasoning_tokens=c.get("reasoning_tokens", 0),
-                       latency_s=c["latency_s"], attempts=c["attempts"])
-            for c in calls]
+    return [
+        CallRecord(
+            role=c["role"],
+            engine=c["engine"],
+            model=c["model"],
+            kind="structured",
+            ok=c["ok"],
+            prompt_tokens=c["input_tokens"],
+            completion_tokens=c["output_tokens"],
+            cached_tokens=c["cached_tokens"],
+            reasoning_tokens=c.get("reasoning_tokens", 0),
+            latency_s=c["latency_s"],
+            attempts=c["attempts"],
+        )
+        for c in calls
+    ]
 
 
 class WriteAndScreen(Step):  # type: ignore[misc]  # distilabel ships no type information
@@ -118,13 +137,21 @@ class WriteAndScreen(Step):  # type: ignore[misc]  # distilabel ships no type in
             writer, screener = LLMClient(self.writer), LLMClient(self.screener)
             async with gate:
                 try:
-                    outcome = await make_profile_checkpointed(writer, screener, row, self.max_revisions, prov,
-                                                              checkpoints)
+                    outcome = await make_profile_checkpointed(
+                        writer, screener, row, self.max_revisions, prov, checkpoints
+                    )
                 except Exception as exc:  # noqa: BLE001 - one bad row must not blank the batch
                     # Not checkpointed (the error escaped the per-patient code), so a rerun retries it.
-                    outcome = Outcome(profile_id=row.profile_id, status="failed", failure=Failure(
-                        profile_id=row.profile_id, stage="distilabel", error=f"{type(exc).__name__}: {exc}",
-                        retry_on_rerun=True))
+                    outcome = Outcome(
+                        profile_id=row.profile_id,
+                        status="failed",
+                        failure=Failure(
+                            profile_id=row.profile_id,
+                            stage="distilabel",
+                            error=f"{type(exc).__name__}: {exc}",
+                            retry_on_rerun=True,
+                        ),
+                    )
             return outcome, writer.calls + screener.calls
 
         async def batch() -> list[tuple[Outcome, list[dict[str, Any]]]]:
@@ -132,8 +159,10 @@ class WriteAndScreen(Step):  # type: ignore[misc]  # distilabel ships no type in
             return list(await asyncio.gather(*(one(item, gate) for item in inputs)))
 
         results = asyncio.run(batch())
-        yield [{**item, "outcome": o.model_dump_json(), "usage": json.dumps(calls)}
-               for item, (o, calls) in zip(inputs, results)]
+        yield [
+            {**item, "outcome": o.model_dump_json(), "usage": json.dumps(calls)}
+            for item, (o, calls) in zip(inputs, results)
+        ]
 
 
 def _cache_dir(checkpoint_dir: str | Path) -> Path:
@@ -141,8 +170,9 @@ def _cache_dir(checkpoint_dir: str | Path) -> Path:
     return ProfilesFolder(Path(checkpoint_dir).parent).distilabel_cache
 
 
-def build_pipeline(engines: Any, rows: list[AnchoredRow], cfg: Any, prov: Provenance, checkpoint_dir: Path,
-                   replicas: int = 1) -> Any:
+def build_pipeline(
+    engines: Any, rows: list[AnchoredRow], cfg: Any, prov: Provenance, checkpoint_dir: Path, replicas: int = 1
+) -> Any:
     """The distilabel pipeline for stages 3–4 (not run). With `replicas` > 1 (the Ray runner), the
     step runs as that many copies; batches are cut so every copy gets rows, and each copy keeps
     `concurrency / replicas` rows in flight, so the run as a whole still holds `concurrency` rows
@@ -154,16 +184,26 @@ def build_pipeline(engines: Any, rows: list[AnchoredRow], cfg: Any, prov: Proven
     if replicas > 1:
         batch = max(1, min(batch, -(-len(rows) // replicas)))
     with Pipeline(name="mindsim-profiles", cache_dir=str(_cache_dir(checkpoint_dir))) as pipeline:
-        load = LoadDataFromDicts(name="anchored_rows", data=[{"row": r.model_dump_json()} for r in rows],
-                                 batch_size=batch)
+        load = LoadDataFromDicts(
+            name="anchored_rows", data=[{"row": r.model_dump_json()} for r in rows], batch_size=batch
+        )
         work = WriteAndScreen(
             name="write_and_screen",
-            writer=MindcoreLLM(wire=engines.wire_spec("profile_writer"), output_model=WRITER_OUTPUT,
-                               output_args={"scale": prov.shape.text_scale}),
-            screener=MindcoreLLM(wire=engines.wire_spec("screener"), output_model=SCREENER_OUTPUT,
-                                 output_args={"max_faults": prov.shape.screen_max_faults}),
-            max_revisions=cfg.max_revisions, checkpoint_dir=str(checkpoint_dir), provenance=prov.model_dump_json(),
-            concurrency=max(1, cfg.concurrency // replicas), input_batch_size=batch,
+            writer=MindcoreLLM(
+                wire=engines.wire_spec("profile_writer"),
+                output_model=WRITER_OUTPUT,
+                output_args={"scale": prov.shape.text_scale},
+            ),
+            screener=MindcoreLLM(
+                wire=engines.wire_spec("screener"),
+                output_model=SCREENER_OUTPUT,
+                output_args={"max_faults": prov.shape.screen_max_faults},
+            ),
+            max_revisions=cfg.max_revisions,
+            checkpoint_dir=str(checkpoint_dir),
+            provenance=prov.model_dump_json(),
+            concurrency=max(1, cfg.concurrency // replicas),
+            input_batch_size=batch,
             resources=StepResources(replicas=replicas),
         )
         load >> work
@@ -175,8 +215,14 @@ class CheckpointWatch:
     cannot reach the parent's bar, but each finished row lands as a checkpoint file under a key the parent
     can compute, so a thread in the parent watches for those files and counts their outcomes."""
 
-    def __init__(self, rows: list[AnchoredRow], max_revisions: int, prov: Provenance, checkpoint_dir: Path,
-                 interval_s: float = 0.5):
+    def __init__(
+        self,
+        rows: list[AnchoredRow],
+        max_revisions: int,
+        prov: Provenance,
+        checkpoint_dir: Path,
+        interval_s: float = 0.5,
+    ):
         from mindsimkit.profilegen.generate import checkpoint_key
 
         self.pending = {checkpoint_key(r, max_revisions, prov) for r in rows}
@@ -197,8 +243,9 @@ class CheckpointWatch:
 
     def run(self, fn: Any) -> Any:
         with progress_bar() as progress:
-            tally = Tally(progress, progress.add_task("profiles: write → screen", total=self.total),
-                          "profiles: write → screen")
+            tally = Tally(
+                progress, progress.add_task("profiles: write → screen", total=self.total), "profiles: write → screen"
+            )
             thread = threading.Thread(target=self._loop, args=(tally,), daemon=True)
             thread.start()
             try:
@@ -265,8 +312,15 @@ def ctrl_c_stops(pipeline: Any) -> Iterator[None]:
         raise KeyboardInterrupt
 
 
-def run_distilabel(engines: Any, rows: list[AnchoredRow], cfg: Any, prov: Provenance,
-                   checkpoint_dir: Path, *, runner: Runner | None = None) -> list[Outcome]:
+def run_distilabel(
+    engines: Any,
+    rows: list[AnchoredRow],
+    cfg: Any,
+    prov: Provenance,
+    checkpoint_dir: Path,
+    *,
+    runner: Runner | None = None,
+) -> list[Outcome]:
     """Run stages 3–4 through distilabel; rows distilabel lost come back as counted failures.
     The runner (`mindcore.runners`, entered by the caller) says how the pipeline runs: in this process, or
     distilabel's `RayPipeline` on the joined cluster with `runner.profile_replicas` replicas of the step. The
@@ -287,7 +341,8 @@ def run_distilabel(engines: Any, rows: list[AnchoredRow], cfg: Any, prov: Proven
         return [done[r.profile_id] for r in rows]
     os.environ.setdefault("DISTILABEL_CACHE_DIR", str(_cache_dir(checkpoint_dir)))
     pipeline = runner.distilabel_pipeline(
-        build_pipeline(engines, todo, cfg, prov, checkpoint_dir, replicas=runner.profile_replicas))
+        build_pipeline(engines, todo, cfg, prov, checkpoint_dir, replicas=runner.profile_replicas)
+    )
     watch = CheckpointWatch(todo, cfg.max_revisions, prov, Path(checkpoint_dir))
     with root_logger_kept(), children_die_on_sigterm(), ctrl_c_stops(pipeline):
         distiset = watch.run(lambda: pipeline.run(use_cache=False))
@@ -300,7 +355,13 @@ def run_distilabel(engines: Any, rows: list[AnchoredRow], cfg: Any, prov: Proven
             for rec in usage_records(json.loads(record.get("usage") or "[]")):
                 engines.ledger.add(rec)
     return [
-        got.get(r.profile_id) or Outcome(profile_id=r.profile_id, status="failed", failure=Failure(
-            profile_id=r.profile_id, stage="distilabel", error="distilabel returned no output for this row"))
+        got.get(r.profile_id)
+        or Outcome(
+            profile_id=r.profile_id,
+            status="failed",
+            failure=Failure(
+                profile_id=r.profile_id, stage="distilabel", error="distilabel returned no output for this row"
+            ),
+        )
         for r in rows
     ]

@@ -36,8 +36,17 @@ from mindsimkit.mindcore.errors import ConfigError
 from mindsimkit.mindcore.prompts import render
 from mindsimkit.mindcore.recipe import format_validation_error
 from mindsimkit.profilegen.schemas import (
-    AnchoredRow, CoreBelief, Demographics, Formulation, Perpetuating, Precipitating, Predisposing, Presenting,
-    Protective, QualityOfLife, Severity,
+    AnchoredRow,
+    CoreBelief,
+    Demographics,
+    Formulation,
+    Perpetuating,
+    Precipitating,
+    Predisposing,
+    Presenting,
+    Protective,
+    QualityOfLife,
+    Severity,
 )
 from mindsimkit.profilegen.vocab import Label, Vocabularies, load_vocabularies, read_data
 
@@ -99,8 +108,10 @@ def causal_rules() -> CausalRules:
     try:
         return CausalRules.model_validate(read_data(CAUSAL_DATA))
     except ValidationError as exc:
-        raise ConfigError(f"profilegen/data/{CAUSAL_DATA} is invalid ({exc.error_count()} problems: "
-                          f"{format_validation_error(exc, limit=1, plain=True)}); fix the file") from exc
+        raise ConfigError(
+            f"profilegen/data/{CAUSAL_DATA} is invalid ({exc.error_count()} problems: "
+            f"{format_validation_error(exc, limit=1, plain=True)}); fix the file"
+        ) from exc
 
 
 def _enum(labels: dict[str, Label], only: tuple[str, ...] | None = None) -> Any:
@@ -122,8 +133,12 @@ class LabelChoice(NamedTuple):
 
 def label_choice(d: Demographics, voc: Vocabularies | None = None) -> LabelChoice:
     voc = voc or load_vocabularies()
-    return LabelChoice(*(tuple(lab.id for lab in compatible(table, d))
-                         for table in (voc.predisposing, voc.precipitating, voc.protective, voc.social_predisposing)))
+    return LabelChoice(
+        *(
+            tuple(lab.id for lab in compatible(table, d))
+            for table in (voc.predisposing, voc.precipitating, voc.protective, voc.social_predisposing)
+        )
+    )
 
 
 def split_labels(voc: Vocabularies) -> tuple[dict[str, Label], dict[str, Label]]:
@@ -142,8 +157,9 @@ MIN_TEXT_LIMIT = 20  # a scaled limit never goes below one short clause
 
 
 @lru_cache(maxsize=256)
-def draft_model(scale: float = 1.0, labels: LabelChoice | None = None, causal: bool = False,
-                patientact: bool = False) -> type[BaseModel]:
+def draft_model(
+    scale: float = 1.0, labels: LabelChoice | None = None, causal: bool = False, patientact: bool = False
+) -> type[BaseModel]:
     """The writer's output schema, with label enums from the current vocabularies (only the labels a patient's
     demographics allow, given `labels`). Text limits are tighter than the stored row's: the worst case
     (~650 tokens) must fit a small model's budget. `scale` (ProfileShape.text_scale) shrinks every text
@@ -161,6 +177,7 @@ def draft_model(scale: float = 1.0, labels: LabelChoice | None = None, causal: b
     `psychological` (2-3, dated under `causal`) and `social` (1-2), as PatientHub's schema counts them."""
     voc = load_vocabularies()
     only = labels or LabelChoice((), (), ())
+
     def limit(n: int) -> int:
         return max(MIN_TEXT_LIMIT, round(n * scale))
 
@@ -168,30 +185,65 @@ def draft_model(scale: float = 1.0, labels: LabelChoice | None = None, causal: b
         return (str, Field(min_length=3, max_length=limit(n), description=d))
 
     psych_labels, social_labels = split_labels(voc) if patientact else (voc.predisposing, {})
-    when: dict[str, Any] = {"when": text(40, "When it happened or held: an age ('at 12'), a year ('in 2009') or a period of life "
-                             "('as a child', 'in her twenties').")} if causal else {}
+    when: dict[str, Any] = (
+        {
+            "when": text(
+                40,
+                "When it happened or held: an age ('at 12'), a year ('in 2009') or a period of life "
+                "('as a child', 'in her twenties').",
+            )
+        }
+        if causal
+        else {}
+    )
     pre_fields: dict[str, Any] = {
-        "label": (_enum(psych_labels, tuple(x for x in only.predisposing if x in psych_labels)),
-                  Field(description="Predisposing label.")),
+        "label": (
+            _enum(psych_labels, tuple(x for x in only.predisposing if x in psych_labels)),
+            Field(description="Predisposing label."),
+        ),
         **when,
-        "history": text(200, "Short history of this vulnerability in the client's life.")}
+        "history": text(200, "Short history of this vulnerability in the client's life."),
+    }
     pre = create_model("DraftPredisposing", __base__=_Draft, **pre_fields)
     if patientact:
         social = create_model(
-            "DraftSocial", __base__=_Draft,
-            label=(_enum(social_labels, tuple(x for x in (*only.predisposing, *only.social) if x in social_labels)),
-                   Field(description="Social predisposing label.")),
-            history=text(160, "The message or condition as this client lived it, concretely."))
+            "DraftSocial",
+            __base__=_Draft,
+            label=(
+                _enum(social_labels, tuple(x for x in (*only.predisposing, *only.social) if x in social_labels)),
+                Field(description="Social predisposing label."),
+            ),
+            history=text(160, "The message or condition as this client lived it, concretely."),
+        )
         symptom = Annotated[str, Field(min_length=3, max_length=limit(70))]
         presenting: dict[str, Any] = {
             "summary": text(240, "What brought the client now, seen from outside (no inner thoughts or diagnoses)."),
-            "impact": (list[symptom], Field(min_length=3, max_length=5, description="Three to five observable "
-                                            "symptoms or consequences, one each, e.g. 'wakes at 4am most nights'.")),
+            "impact": (
+                list[symptom],
+                Field(
+                    min_length=3,
+                    max_length=5,
+                    description="Three to five observable "
+                    "symptoms or consequences, one each, e.g. 'wakes at 4am most nights'.",
+                ),
+            ),
             "goal": text(120, "The client's overall goal, in plain words."),
-            "psychological": (list[pre], Field(min_length=2, max_length=3, description="Two or three personal "
-                                               "histories that left this client vulnerable.")),
-            "social": (list[social], Field(min_length=1, max_length=2, description="One or two social or cultural "
-                                           "conditions that added to the vulnerability.")),
+            "psychological": (
+                list[pre],
+                Field(
+                    min_length=2,
+                    max_length=3,
+                    description="Two or three personal histories that left this client vulnerable.",
+                ),
+            ),
+            "social": (
+                list[social],
+                Field(
+                    min_length=1,
+                    max_length=2,
+                    description="One or two social or cultural conditions that added to the vulnerability.",
+                ),
+            ),
         }
     else:
         presenting = {
@@ -199,32 +251,57 @@ def draft_model(scale: float = 1.0, labels: LabelChoice | None = None, causal: b
             "goal": text(120, "The client's overall goal, in plain words."),
             "predisposing": (list[pre], Field(min_length=1, max_length=2, description="One or two vulnerabilities.")),
         }
-    prec = create_model("DraftPrecipitating", __base__=_Draft,
-                        label=(_enum(voc.precipitating, only.precipitating), Field(description="Precipitating label.")),
-                        when=text(40, "When it happened, e.g. 'three months ago'."),
-                        what_changed=text(200, "What happened and what changed afterwards."))
-    prot = create_model("DraftProtective", __base__=_Draft,
-                        label=(_enum(voc.protective, only.protective), Field(description="Protective label.")),
-                        detail=text(140, "How it shows up for this client."))
+    prec = create_model(
+        "DraftPrecipitating",
+        __base__=_Draft,
+        label=(_enum(voc.precipitating, only.precipitating), Field(description="Precipitating label.")),
+        when=text(40, "When it happened, e.g. 'three months ago'."),
+        what_changed=text(200, "What happened and what changed afterwards."),
+    )
+    prot = create_model(
+        "DraftProtective",
+        __base__=_Draft,
+        label=(_enum(voc.protective, only.protective), Field(description="Protective label.")),
+        detail=text(140, "How it shows up for this client."),
+    )
     helpful = {k: v for k, v in voc.coping.items() if not v.maladaptive}
-    cope = create_model("DraftCoping", __base__=_Draft,
-                        label=(_enum(helpful if causal else voc.coping), Field(description="Coping label.")),
-                        situation=text(140, "The concrete situation in which it shows up."))
+    cope = create_model(
+        "DraftCoping",
+        __base__=_Draft,
+        label=(_enum(helpful if causal else voc.coping), Field(description="Coping label.")),
+        situation=text(140, "The concrete situation in which it shows up."),
+    )
     unhelpful = {k: v for k, v in voc.coping.items() if v.maladaptive}
-    cycle: dict[str, Any] = {"relief": text(80, "The quick relief it brings at first."),
-             "cost": text(100, "The later cost that feeds the problem back.")} if causal else {}
-    bad_cope = create_model("DraftUnhelpfulCoping", __base__=_Draft,
-                            label=(_enum(unhelpful), Field(description="Unhelpful (maladaptive) coping label.")),
-                            situation=text(140, "The concrete situation in which it shows up."), **cycle)
-    belief = create_model("DraftCoreBelief", __base__=_Draft,
-                          cluster=(_enum(voc.core_beliefs), Field(description="Core-belief cluster.")),
-                          history=text(200, "The history the belief is the conclusion of."),
-                          belief=text(120, "The belief in the client's own words, first person."))
+    cycle: dict[str, Any] = (
+        {
+            "relief": text(80, "The quick relief it brings at first."),
+            "cost": text(100, "The later cost that feeds the problem back."),
+        }
+        if causal
+        else {}
+    )
+    bad_cope = create_model(
+        "DraftUnhelpfulCoping",
+        __base__=_Draft,
+        label=(_enum(unhelpful), Field(description="Unhelpful (maladaptive) coping label.")),
+        situation=text(140, "The concrete situation in which it shows up."),
+        **cycle,
+    )
+    belief = create_model(
+        "DraftCoreBelief",
+        __base__=_Draft,
+        cluster=(_enum(voc.core_beliefs), Field(description="Core-belief cluster.")),
+        history=text(200, "The history the belief is the conclusion of."),
+        belief=text(120, "The belief in the client's own words, first person."),
+    )
     fields: dict[str, Any] = {
         **presenting,
         "precipitating": (prec, Field(description="Exactly one recent event.")),
         "protective": (list[prot], Field(min_length=1, max_length=3, description="One to three resources.")),
-        "unhelpful_coping": (bad_cope, Field(description="The unhelpful coping behaviour that keeps the problem going.")),
+        "unhelpful_coping": (
+            bad_cope,
+            Field(description="The unhelpful coping behaviour that keeps the problem going."),
+        ),
         "other_coping": (list[cope], Field(max_length=2, description="Up to two more coping behaviours.")),
         "core_belief": (belief, Field(description="The core belief.")),
         "quality_of_life": (QualityOfLife, Field(description="Quality of life, decided last.")),
@@ -290,13 +367,20 @@ def to_formulation(draft: BaseModel) -> Formulation:
     return Formulation(
         presenting=presenting,
         predisposing=predisposing,
-        precipitating=Precipitating(label=d.precipitating.label, when=d.precipitating.when,
-                                    what_changed=d.precipitating.what_changed),
+        precipitating=Precipitating(
+            label=d.precipitating.label, when=d.precipitating.when, what_changed=d.precipitating.what_changed
+        ),
         protective=[Protective(label=p.label, detail=p.detail) for p in d.protective],
-        perpetuating=[Perpetuating(label=c.label, situation=situation(c), maladaptive=bool(voc.coping[c.label].maladaptive))
-                      for c in [d.unhelpful_coping, *d.other_coping]],
-        core_belief=CoreBelief(cluster=d.core_belief.cluster, arm=voc.core_beliefs[d.core_belief.cluster].arm or "",
-                               history=d.core_belief.history, belief=d.core_belief.belief),
+        perpetuating=[
+            Perpetuating(label=c.label, situation=situation(c), maladaptive=bool(voc.coping[c.label].maladaptive))
+            for c in [d.unhelpful_coping, *d.other_coping]
+        ],
+        core_belief=CoreBelief(
+            cluster=d.core_belief.cluster,
+            arm=voc.core_beliefs[d.core_belief.cluster].arm or "",
+            history=d.core_belief.history,
+            belief=d.core_belief.belief,
+        ),
         quality_of_life=d.quality_of_life,
     )
 
@@ -305,26 +389,45 @@ def to_draft_json(f: Formulation) -> str:
     """A stored formulation as the writer's JSON (the assistant turn a revision builds on). Serialised as is,
     not through a draft schema: under the causal rules a stored coping situation holds its relief and cost
     too, longer than the draft's `situation` limit, and the revision must still see what it wrote."""
+
     def entry(p: Predisposing) -> dict[str, str]:
         return {"label": p.label, "history": p.history}
 
     if any(p.kind for p in f.predisposing):  # the PatientAct shape, in its draft's order
         head: dict[str, Any] = dict(
-            summary=f.presenting.summary, impact=f.presenting.impact, goal=f.presenting.goal,
+            summary=f.presenting.summary,
+            impact=f.presenting.impact,
+            goal=f.presenting.goal,
             psychological=[entry(p) for p in f.predisposing if p.kind == "psychological"],
-            social=[entry(p) for p in f.predisposing if p.kind == "social"])
+            social=[entry(p) for p in f.predisposing if p.kind == "social"],
+        )
     else:
-        head = dict(summary=f.presenting.summary, goal=f.presenting.goal, predisposing=[entry(p) for p in f.predisposing])
-    return json.dumps(dict(
-        **head,
-        precipitating={"label": f.precipitating.label, "when": f.precipitating.when,
-                       "what_changed": f.precipitating.what_changed},
-        protective=[{"label": p.label, "detail": p.detail} for p in f.protective],
-        unhelpful_coping=next({"label": c.label, "situation": c.situation} for c in f.perpetuating if c.maladaptive),
-        other_coping=[{"label": c.label, "situation": c.situation} for c in _others(f)],
-        core_belief={"cluster": f.core_belief.cluster, "history": f.core_belief.history, "belief": f.core_belief.belief},
-        quality_of_life=f.quality_of_life,
-    ), ensure_ascii=False, separators=(",", ":"))
+        head = dict(
+            summary=f.presenting.summary, goal=f.presenting.goal, predisposing=[entry(p) for p in f.predisposing]
+        )
+    return json.dumps(
+        dict(
+            **head,
+            precipitating={
+                "label": f.precipitating.label,
+                "when": f.precipitating.when,
+                "what_changed": f.precipitating.what_changed,
+            },
+            protective=[{"label": p.label, "detail": p.detail} for p in f.protective],
+            unhelpful_coping=next(
+                {"label": c.label, "situation": c.situation} for c in f.perpetuating if c.maladaptive
+            ),
+            other_coping=[{"label": c.label, "situation": c.situation} for c in _others(f)],
+            core_belief={
+                "cluster": f.core_belief.cluster,
+                "history": f.core_belief.history,
+                "belief": f.core_belief.belief,
+            },
+            quality_of_life=f.quality_of_life,
+        ),
+        ensure_ascii=False,
+        separators=(",", ":"),
+    )
 
 
 def _others(f: Formulation) -> list[Perpetuating]:
@@ -363,31 +466,39 @@ def writer_system(causal: bool = False, patientact: bool = False) -> str:
     return text
 
 
-def writer_messages(row: AnchoredRow, voc: Vocabularies | None = None, causal: bool = False,
-                    patientact: bool = False) -> list[dict[str, str]]:
+def writer_messages(
+    row: AnchoredRow, voc: Vocabularies | None = None, causal: bool = False, patientact: bool = False
+) -> list[dict[str, str]]:
     """System and user messages of the formulation call for one anchored persona."""
     voc = voc or load_vocabularies()
     d = row.demographics
     choice = label_choice(d, voc)  # the same lists the schema's enums carry
     psych_labels, social_labels = split_labels(voc) if patientact else (voc.predisposing, {})
-    social = ([social_labels[i] for i in (*choice.predisposing, *choice.social) if i in social_labels]
-              if patientact else None)
+    social = (
+        [social_labels[i] for i in (*choice.predisposing, *choice.social) if i in social_labels] if patientact else None
+    )
     user = render(
         WRITER_USER,
-        persona=row.persona, demographics=d, big_five=d.big_five.model_dump(),
+        persona=row.persona,
+        demographics=d,
+        big_five=d.big_five.model_dump(),
         main=voc.main[row.anchor.main_problem],
         secondary=voc.problem(row.anchor.secondary_problem) if row.anchor.secondary_problem else None,
         impact=voc.impact_domains[row.anchor.impact_domain].name,
-        predisposing=[psych_labels[i] for i in choice.predisposing if i in psych_labels], social=social,
+        predisposing=[psych_labels[i] for i in choice.predisposing if i in psych_labels],
+        social=social,
         precipitating=[voc.precipitating[i] for i in choice.precipitating],
-        protective=[voc.protective[i] for i in choice.protective], coping=list(voc.coping.values()),
-        core_beliefs=list(voc.core_beliefs.values()), qol=voc.quality_of_life,
+        protective=[voc.protective[i] for i in choice.protective],
+        coping=list(voc.coping.values()),
+        core_beliefs=list(voc.core_beliefs.values()),
+        qol=voc.quality_of_life,
     )
     return [{"role": "system", "content": writer_system(causal, patientact)}, {"role": "user", "content": user}]
 
 
-def revision_messages(row: AnchoredRow, previous: Formulation, faults: list[Any],
-                      causal: bool = False, patientact: bool = False) -> list[dict[str, str]]:
+def revision_messages(
+    row: AnchoredRow, previous: Formulation, faults: list[Any], causal: bool = False, patientact: bool = False
+) -> list[dict[str, str]]:
     """The writer's conversation extended with its last draft and the faults to fix."""
     return [
         *writer_messages(row, causal=causal, patientact=patientact),
@@ -396,14 +507,22 @@ def revision_messages(row: AnchoredRow, previous: Formulation, faults: list[Any]
     ]
 
 
-async def write_formulation(client: Any, row: AnchoredRow, messages: list[dict[str, str]] | None = None,
-                            scale: float = 1.0, causal: bool = False, patientact: bool = False) -> Formulation:
+async def write_formulation(
+    client: Any,
+    row: AnchoredRow,
+    messages: list[dict[str, str]] | None = None,
+    scale: float = 1.0,
+    causal: bool = False,
+    patientact: bool = False,
+) -> Formulation:
     """One structured call; raises mindcore's StructuredOutputError / EngineError for the caller to count.
     `causal` and `patientact` pick the schema (first draft and revisions alike) and, for the first draft, the
     prompt: a revision's `messages` already carry it."""
-    draft = await client.structured(messages or writer_messages(row, causal=causal, patientact=patientact),
-                                    draft_model(scale, label_choice(row.demographics), causal, patientact),
-                                    schema_name="formulation")
+    draft = await client.structured(
+        messages or writer_messages(row, causal=causal, patientact=patientact),
+        draft_model(scale, label_choice(row.demographics), causal, patientact),
+        schema_name="formulation",
+    )
     return to_formulation(draft)
 
 

@@ -29,7 +29,15 @@ from mindsimkit.profilegen.demographics import TEMPLATE as DEMOGRAPHICS_TEMPLATE
 from mindsimkit.profilegen.formulation import CAUSAL_DATA, WRITER_CAUSAL, WRITER_PATIENTACT, write_formulation
 from mindsimkit.profilegen.render import case_summary, writer_brief
 from mindsimkit.profilegen.schemas import (
-    AnchoredRow, DemographicsRevision, Failure, Formulation, Profile, ProfileShape, Provenance, Screen, TemplateHash,
+    AnchoredRow,
+    DemographicsRevision,
+    Failure,
+    Formulation,
+    Profile,
+    ProfileShape,
+    Provenance,
+    Screen,
+    TemplateHash,
 )
 from mindsimkit.profilegen.screen import screen_and_revise_all
 
@@ -59,54 +67,90 @@ def prompt_hashes(causal: bool = False, patientact: bool = False) -> list[Templa
         hashes += [TemplateHash(template=t, sha256=template_hash(t)) for t in PATIENTACT_TEMPLATES]
     if causal:
         hashes += [TemplateHash(template=t, sha256=template_hash(t)) for t in CAUSAL_TEMPLATES]
-        hashes.append(TemplateHash(template=f"profilegen:data/{CAUSAL_DATA}",
-                                   sha256=template_hash(f"data/{CAUSAL_DATA}", package="profilegen")))
+        hashes.append(
+            TemplateHash(
+                template=f"profilegen:data/{CAUSAL_DATA}",
+                sha256=template_hash(f"data/{CAUSAL_DATA}", package="profilegen"),
+            )
+        )
     return hashes
 
 
-def build_profile(row: AnchoredRow, f: Formulation, screen: Screen, provenance: Provenance,
-                  revised: DemographicsRevision | None = None) -> Profile:
+def build_profile(
+    row: AnchoredRow,
+    f: Formulation,
+    screen: Screen,
+    provenance: Provenance,
+    revised: DemographicsRevision | None = None,
+) -> Profile:
     if revised is not None:
         provenance = provenance.model_copy(update={"demographics_revised": revised})
     return Profile(
         **row.model_dump(exclude={"profile_id", "anchor", "style"}),
-        profile_id=row.profile_id, anchor=row.anchor, style=row.style, formulation=f,
-        goal=f.presenting.goal, case_summary=case_summary(row, f), writer_brief=writer_brief(row, f),
-        screen=screen, provenance=provenance,
+        profile_id=row.profile_id,
+        anchor=row.anchor,
+        style=row.style,
+        formulation=f,
+        goal=f.presenting.goal,
+        case_summary=case_summary(row, f),
+        writer_brief=writer_brief(row, f),
+        screen=screen,
+        provenance=provenance,
     )
 
 
-async def make_profile(writer: Any, screener: Any, row: AnchoredRow, max_revisions: int,
-                       provenance: Provenance) -> Outcome:
+async def make_profile(
+    writer: Any, screener: Any, row: AnchoredRow, max_revisions: int, provenance: Provenance
+) -> Outcome:
     """Stages 3–4 for one candidate. `writer`/`screener` need `structured(messages, Model, schema_name=)`."""
     stage = "formulation"
     try:
         shape = provenance.shape
-        f = await write_formulation(writer, row, scale=shape.text_scale, causal=shape.causal_checks,
-                                    patientact=shape.patientact)
+        f = await write_formulation(
+            writer, row, scale=shape.text_scale, causal=shape.causal_checks, patientact=shape.patientact
+        )
         stage = "screen"
         row, f, screen, revised = await screen_and_revise_all(writer, screener, row, f, max_revisions, shape)
     except EngineError as exc:
-        return Outcome(profile_id=row.profile_id, status="failed",
-                       failure=Failure(profile_id=row.profile_id, stage=stage, error=f"{type(exc).__name__}: {exc}",
-                                       retry_on_rerun=not isinstance(exc, StructuredOutputError)))
+        return Outcome(
+            profile_id=row.profile_id,
+            status="failed",
+            failure=Failure(
+                profile_id=row.profile_id,
+                stage=stage,
+                error=f"{type(exc).__name__}: {exc}",
+                retry_on_rerun=not isinstance(exc, StructuredOutputError),
+            ),
+        )
     if screen.verdict == "serious":
         return Outcome(profile_id=row.profile_id, status="dropped", screen=screen)
-    return Outcome(profile_id=row.profile_id, status="ok", screen=screen,
-                   profile=build_profile(row, f, screen, provenance, revised))
+    return Outcome(
+        profile_id=row.profile_id,
+        status="ok",
+        screen=screen,
+        profile=build_profile(row, f, screen, provenance, revised),
+    )
 
 
 def checkpoint_key(row: AnchoredRow, max_revisions: int, provenance: Provenance) -> str:
     """Content-derived: the row, the prompts, the models per role, the revision budget and, when it is not
     the full one, the shape (so checkpoints written before shapes existed still match)."""
     include = {"roles", "prompts"} | ({"shape"} if provenance.shape != ProfileShape() else set())
-    payload = json.dumps([row.model_dump(mode="json"), max_revisions,
-                          provenance.model_dump(mode="json", include=include)], sort_keys=True)
+    payload = json.dumps(
+        [row.model_dump(mode="json"), max_revisions, provenance.model_dump(mode="json", include=include)],
+        sort_keys=True,
+    )
     return f"{row.profile_id}-{hashlib.sha256(payload.encode()).hexdigest()[:10]}"
 
 
-async def make_profile_checkpointed(writer: Any, screener: Any, row: AnchoredRow, max_revisions: int,
-                                    provenance: Provenance, checkpoints: CheckpointDir | None) -> Outcome:
+async def make_profile_checkpointed(
+    writer: Any,
+    screener: Any,
+    row: AnchoredRow,
+    max_revisions: int,
+    provenance: Provenance,
+    checkpoints: CheckpointDir | None,
+) -> Outcome:
     key = checkpoint_key(row, max_revisions, provenance)
     if checkpoints is not None and checkpoints.has(key):
         return Outcome.model_validate(checkpoints.read(key))

@@ -162,8 +162,9 @@ def build_vocabulary(moves_data: dict[str, Any], archetypes_data: dict[str, Any]
         problems.append(f"from_ours maps to unknown archetypes {unknown_targets}")
     if problems:
         raise ConfigError("move/archetype vocabulary invalid: " + "; ".join(problems))
-    return Vocabulary(moves=moves, archetypes=archetypes, version=f"{mf.version}+{af.version}",
-                      aliases=dict(af.from_ours))
+    return Vocabulary(
+        moves=moves, archetypes=archetypes, version=f"{mf.version}+{af.version}", aliases=dict(af.from_ours)
+    )
 
 
 @lru_cache(maxsize=1)

@@ -31,9 +31,19 @@ SYNTHETIC = "synthetic"
 SYNTHETIC_FILE = "synthetic_personas.jsonl"
 # The columns this stage reads; the other Nemotron columns are allowed and ignored.
 REQUIRED_COLUMNS = (
-    "uuid", "persona", "professional_persona", "cultural_background", "hobbies_and_interests",
-    "career_goals_and_ambitions", "sex", "age", "marital_status", "education_level", "occupation",
-    "city", "state",
+    "uuid",
+    "persona",
+    "professional_persona",
+    "cultural_background",
+    "hobbies_and_interests",
+    "career_goals_and_ambitions",
+    "sex",
+    "age",
+    "marital_status",
+    "education_level",
+    "occupation",
+    "city",
+    "state",
 )
 STREAM_BUFFER = 10_000
 
@@ -133,8 +143,7 @@ def derive(record: dict[str, Any], seed: int, source: str) -> PersonaRow | None:
         persona_id=uid,
         age=age,
         source=source,
-        **{c: "" if record.get(c) is None else str(record[c]) for c in REQUIRED_COLUMNS
-           if c not in ("uuid", "age")},
+        **{c: "" if record.get(c) is None else str(record[c]) for c in REQUIRED_COLUMNS if c not in ("uuid", "age")},
     )
     demographics = Demographics(
         age_band=band,

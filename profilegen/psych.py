@@ -33,27 +33,41 @@ class TherapistCCRT(_Row):
     """The relationship theme with a therapist as the other person."""
 
     wish: str = Field(min_length=3, max_length=160, description="What the client wants from a counsellor")
-    response_of_other: str = Field(min_length=3, max_length=160, description="How the client expects a counsellor to respond")
+    response_of_other: str = Field(
+        min_length=3, max_length=160, description="How the client expects a counsellor to respond"
+    )
     response_of_self: str = Field(min_length=3, max_length=160, description="What the client then feels and does")
 
 
 class CCRT(_Row):
     """One interpersonal pattern as a Core Conflictual Relationship Theme."""
 
-    domain: str = Field(min_length=3, max_length=40, description="Who the other person is: partner, parent, boss, friends ...")
+    domain: str = Field(
+        min_length=3, max_length=40, description="Who the other person is: partner, parent, boss, friends ..."
+    )
     wish: str = Field(min_length=3, max_length=160, description="What the client wants from them")
-    response_of_other: str = Field(min_length=3, max_length=160, description="How the client expects or experiences them responding")
+    response_of_other: str = Field(
+        min_length=3, max_length=160, description="How the client expects or experiences them responding"
+    )
     response_of_self: str = Field(min_length=3, max_length=160, description="What the client then feels and does")
 
 
 class PsychFormulation(_Row):
     """The psychological formulation PatientAct adds to the 5P profile."""
 
-    intermediate_beliefs: list[Line] = Field(min_length=1, max_length=3, description="Rules and assumptions ('If I ..., then ...')")
-    automatic_thoughts: list[Line] = Field(min_length=1, max_length=3, description="Thoughts that pop up in hard moments, in the client's words")
+    intermediate_beliefs: list[Line] = Field(
+        min_length=1, max_length=3, description="Rules and assumptions ('If I ..., then ...')"
+    )
+    automatic_thoughts: list[Line] = Field(
+        min_length=1, max_length=3, description="Thoughts that pop up in hard moments, in the client's words"
+    )
     triggers: list[Line] = Field(min_length=1, max_length=3, description="Situations that set the problem off")
-    coping_patterns: list[Line] = Field(min_length=1, max_length=3, description="What the client does to cope, helpful or not")
-    emotional_range: str = Field(min_length=3, max_length=240, description="Feelings that come easily and feelings held down")
+    coping_patterns: list[Line] = Field(
+        min_length=1, max_length=3, description="What the client does to cope, helpful or not"
+    )
+    emotional_range: str = Field(
+        min_length=3, max_length=240, description="Feelings that come easily and feelings held down"
+    )
     # The therapist theme is its own required field, not a rule over a list: a grammar-constrained engine then
     # cannot leave it out (as with profilegen.formulation's `unhelpful_coping`).
     therapist_pattern: TherapistCCRT = Field(description="How the client is likely to relate to a counsellor")
@@ -67,15 +81,40 @@ class PsychFormulation(_Row):
         return [*self.interpersonal_patterns, CCRT(domain=THERAPIST, **self.therapist_pattern.model_dump())]
 
 
-def psych_messages(profile: Profile, attachment: str, attachment_text: str, theme: str, theme_text: str) -> list[dict[str, str]]:
-    return [{"role": "user", "content": render(
-        PSYCH_TEMPLATE, persona=profile.written().persona.persona, writer_brief=profile.writer_brief, attachment=attachment,
-        attachment_text=attachment_text, theme=theme, theme_text=theme_text,
-    )}]
+def psych_messages(
+    profile: Profile, attachment: str, attachment_text: str, theme: str, theme_text: str
+) -> list[dict[str, str]]:
+    return [
+        {
+            "role": "user",
+            "content": render(
+                PSYCH_TEMPLATE,
+                persona=profile.written().persona.persona,
+                writer_brief=profile.writer_brief,
+                attachment=attachment,
+                attachment_text=attachment_text,
+                theme=theme,
+                theme_text=theme_text,
+            ),
+        }
+    ]
 
 
-async def formulate_psych(client: RoleClient, profile: Profile, attachment: str, attachment_text: str, theme: str,
-                         theme_text: str, *, max_tokens: int | None = None, max_attempts: int | None = None) -> PsychFormulation:
+async def formulate_psych(
+    client: RoleClient,
+    profile: Profile,
+    attachment: str,
+    attachment_text: str,
+    theme: str,
+    theme_text: str,
+    *,
+    max_tokens: int | None = None,
+    max_attempts: int | None = None,
+) -> PsychFormulation:
     sampling: dict[str, Any] = {"max_tokens": max_tokens} if max_tokens else {}
-    return await client.structured(psych_messages(profile, attachment, attachment_text, theme, theme_text),
-                                   PsychFormulation, max_attempts=max_attempts, **sampling)
+    return await client.structured(
+        psych_messages(profile, attachment, attachment_text, theme, theme_text),
+        PsychFormulation,
+        max_attempts=max_attempts,
+        **sampling,
+    )

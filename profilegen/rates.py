@@ -139,7 +139,9 @@ def read_table(path: str | Path) -> list[dict[str, Any]]:
             with path.open(encoding="utf-8-sig", newline="") as fh:
                 rows = list(csv.DictReader(fh, delimiter="\t" if path.suffix == ".tsv" else ","))
         except UnicodeDecodeError as exc:
-            raise InputError(f"annotation table {path}: not UTF-8 text (byte {exc.start + 1}); save it as UTF-8") from exc
+            raise InputError(
+                f"annotation table {path}: not UTF-8 text (byte {exc.start + 1}); save it as UTF-8"
+            ) from exc
         except csv.Error as exc:
             raise InputError(f"annotation table {path}: not a readable {path.suffix[1:].upper()} file ({exc})") from exc
         if any("\x00" in str(v) for r in rows[:50] for v in r.values()):
@@ -200,12 +202,19 @@ def fit_rates(rows: list[dict[str, Any]], strength: float = 20.0, where: str = "
         fitted_from=len(rows),
         main=[
             MainCell(age_band=b, gender=g, probs=dict(zip(mains, p_main[bi[b], gi[g]].tolist())))
-            for b in AGE_BANDS for g in GENDERS
+            for b in AGE_BANDS
+            for g in GENDERS
         ],
         secondary=[
-            SecondaryCell(main=m, age_band=b, gender=g,
-                          probs={s: p for s, p in zip(secs, p_sec[mi[m], bi[b], gi[g]].tolist()) if p > 0})
-            for m in mains for b in AGE_BANDS for g in GENDERS
+            SecondaryCell(
+                main=m,
+                age_band=b,
+                gender=g,
+                probs={s: p for s, p in zip(secs, p_sec[mi[m], bi[b], gi[g]].tolist()) if p > 0},
+            )
+            for m in mains
+            for b in AGE_BANDS
+            for g in GENDERS
         ],
     )
     return check_rates(rates, voc, where)

@@ -25,8 +25,12 @@ LIVING = {
 
 
 def _common(row: AnchoredRow, f: Formulation) -> dict[str, Any]:
-    return {"persona": row.persona, "demographics": row.demographics, "f": f,
-            "living": LIVING[row.demographics.living_situation]}
+    return {
+        "persona": row.persona,
+        "demographics": row.demographics,
+        "f": f,
+        "living": LIVING[row.demographics.living_situation],
+    }
 
 
 def writer_brief(row: AnchoredRow, f: Formulation) -> str:
@@ -34,7 +38,8 @@ def writer_brief(row: AnchoredRow, f: Formulation) -> str:
     voc = load_vocabularies()
     sec = row.anchor.secondary_problem
     return render(
-        WRITER_BRIEF, **_common(row, f),
+        WRITER_BRIEF,
+        **_common(row, f),
         main_name=voc.main[row.anchor.main_problem].name,
         secondary_name=voc.problem(sec).name if sec else None,
         impact_name=voc.impact_domains[row.anchor.impact_domain].name,

@@ -77,9 +77,7 @@ class Demographics(_Row):
     gender: Gender = Field(description="Gender read from the recorded sex.")
     relationship: Relationship = Field(description="Relationship status from marital status.")
     employment: Employment = Field(description="Employment status from occupation and age.")
-    living_situation: LivingSituation = Field(
-        description="Living situation sampled given marital status and age band."
-    )
+    living_situation: LivingSituation = Field(description="Living situation sampled given marital status and age band.")
     big_five: BigFive = Field(description="Big Five trait levels.")
 
 
@@ -100,8 +98,12 @@ class Presenting(_Row):
     goal: str = Field(max_length=240, description="The patient's overarching goal, in plain words.")
     # PatientAct-shaped profiles only (§3.1, Fig. 2 "Impact", Fig. 3 rule 5); absent from the dump otherwise, so
     # MindSim-shaped rows are what they were before the field existed.
-    impact: list[str] = Field(default_factory=list, max_length=5, exclude_if=lambda v: not v,
-                              description="Observable symptoms and consequences, one each (PatientAct shape).")
+    impact: list[str] = Field(
+        default_factory=list,
+        max_length=5,
+        exclude_if=lambda v: not v,
+        description="Observable symptoms and consequences, one each (PatientAct shape).",
+    )
 
 
 class Predisposing(_Row):
@@ -110,9 +112,11 @@ class Predisposing(_Row):
     label: str = Field(max_length=60, description="Label from the predisposing vocabulary.")
     history: str = Field(max_length=400, description="Short history of how it shows in this life.")
     kind: Literal["psychological", "social"] | None = Field(
-        None, exclude_if=lambda v: v is None,
+        None,
+        exclude_if=lambda v: v is None,
         description="PatientAct shape: a personal history (psychological) or a condition of the client's "
-        "surroundings (social); absent in MindSim-shaped profiles.")
+        "surroundings (social); absent in MindSim-shaped profiles.",
+    )
 
 
 class Precipitating(_Row):
@@ -154,7 +158,8 @@ class Formulation(_Row):
     presenting: Presenting = Field(description="Presenting problem summary and overarching goal.")
     predisposing: list[Predisposing] = Field(
         description="One or two predisposing factors (PatientAct shape: two or three psychological, then one or two "
-        "social).")
+        "social)."
+    )
     precipitating: Precipitating = Field(description="Exactly one precipitating event.")
     protective: list[Protective] = Field(description="One to three protective factors.")
     perpetuating: list[Perpetuating] = Field(description="One to three coping behaviours.")
@@ -206,8 +211,9 @@ class RoleModel(_Row):
 class TemplateHash(_Row):
     """A prompt template and the hash of its text when the row was made."""
 
-    template: str = Field(description="Template path under prompts/, or `package:path` of a data file whose "
-                                      "text goes into a prompt.")
+    template: str = Field(
+        description="Template path under prompts/, or `package:path` of a data file whose text goes into a prompt."
+    )
     sha256: str = Field(description="Hash of the template text.")
 
 
@@ -219,11 +225,13 @@ class ProfileShape(_Row):
     text_scale: float = Field(1.0, ge=0.25, le=1.0, description="Scale on every text limit of the writer's schema.")
     screen_max_faults: int = Field(6, ge=1, le=6, description="Most faults the screener may list per verdict.")
     causal_checks: bool = Field(
-        False, description="PatientAct's causal 5P rules in the writer's and screener's prompts, plus the "
+        False,
+        description="PatientAct's causal 5P rules in the writer's and screener's prompts, plus the "
         "deterministic causal checks (ProfilesConfig.causal_checks, resolved).",
     )
     patientact: bool = Field(
-        False, description="PatientAct's profile shape (ProfilesConfig.patientact_shape): an impact list, "
+        False,
+        description="PatientAct's profile shape (ProfilesConfig.patientact_shape): an impact list, "
         "predisposing factors split psychological / social, and hard conflicts resolved by revising the demographics.",
     )
 
@@ -268,10 +276,14 @@ class Provenance(_Row):
     toolkit_version: str = Field(description="mindsim version.")
     roles: list[RoleModel] = Field(default_factory=list, description="Engine and model per role.")
     prompts: list[TemplateHash] = Field(default_factory=list, description="Prompt template hashes.")
-    shape: ProfileShape = Field(default_factory=ProfileShape, description="Text and fault limits the profile was written with.")
+    shape: ProfileShape = Field(
+        default_factory=ProfileShape, description="Text and fault limits the profile was written with."
+    )
     demographics_revised: DemographicsRevision | None = Field(
-        None, exclude_if=lambda v: v is None,
-        description="The demographics revision this profile went through (PatientAct shape; absent when none).")
+        None,
+        exclude_if=lambda v: v is None,
+        description="The demographics revision this profile went through (PatientAct shape; absent when none).",
+    )
 
 
 class GivenSituation(_Row):
@@ -315,8 +327,9 @@ class Profile(_Row):
     persona: Persona | None = Field(None, exclude_if=_absent, description="Persona fields from the source record.")
     demographics: Demographics | None = Field(None, exclude_if=_absent, description="Derived demographic attributes.")
     anchor: Anchor | None = Field(None, exclude_if=_absent, description="Clinical anchor.")
-    formulation: Formulation | None = Field(None, exclude_if=_absent,
-                                            description="5P formulation with core belief and QoL.")
+    formulation: Formulation | None = Field(
+        None, exclude_if=_absent, description="5P formulation with core belief and QoL."
+    )
     style: Style = Field(description="Conversational style.")
     # 600: an imported profile's goal is its source's sentence, longer than our writer's 240 (Presenting.goal).
     goal: str = Field(max_length=600, description="Overarching goal (copy of the presenting goal).")
@@ -327,14 +340,19 @@ class Profile(_Row):
     in_benchmark: bool = Field(False, description="Selected into the benchmark subset of the pool.")
     provenance: Provenance = Field(description="Engines, prompts, seed and toolkit version.")
     first_session: FirstSession | None = Field(
-        None, exclude_if=_absent,
-        description="Session 1 as the source fixes it (situation, concealment, emotion); None: drawn and written")
+        None,
+        exclude_if=_absent,
+        description="Session 1 as the source fixes it (situation, concealment, emotion); None: drawn and written",
+    )
     imported_from: str | None = Field(
-        None, exclude_if=_absent, description="Where an imported profile came from (file, its sha256, the record)")
+        None, exclude_if=_absent, description="Where an imported profile came from (file, its sha256, the record)"
+    )
     situation_profile: SituationRecord | None = Field(
-        None, exclude_if=_absent,
+        None,
+        exclude_if=_absent,
         description="A situation-seeded PatientAct profile (profiles.source: patientact-situations): the situation, "
-        "scaffold, generated profile and what the chain's loops did; the five persona parts are then absent")
+        "scaffold, generated profile and what the chain's loops did; the five persona parts are then absent",
+    )
 
     @property
     def layered(self) -> bool:
@@ -345,9 +363,11 @@ class Profile(_Row):
         """The parts this toolkit writes, for code that needs them (PatientAct, the baselines, profile cards). An
         imported profile has none: a clear error instead of an AttributeError on None deep inside a stage."""
         if self.persona is None or self.demographics is None or self.anchor is None or self.formulation is None:
-            raise InputError(f"profile {self.profile_id} was imported ({self.imported_from or 'no source named'}) "
-                             "without a persona, demographics, anchor or 5P formulation; only the MindSim patient "
-                             "plays such a profile")
+            raise InputError(
+                f"profile {self.profile_id} was imported ({self.imported_from or 'no source named'}) "
+                "without a persona, demographics, anchor or 5P formulation; only the MindSim patient "
+                "plays such a profile"
+            )
         return WrittenParts(self.persona, self.demographics, self.anchor, self.formulation)
 
 

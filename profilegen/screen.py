@@ -65,7 +65,8 @@ def verdict_model(max_faults: int = 6) -> type[JudgeVerdict]:
     if max_faults == 6:
         return JudgeVerdict
     return create_model(  # same name: the schema name sent to the engine does not change with the cap
-        "JudgeVerdict", __base__=JudgeVerdict,
+        "JudgeVerdict",
+        __base__=JudgeVerdict,
         faults=(list[JudgeFault], Field(max_length=max_faults, description="Every fault found, each with a quote.")),
     )
 
@@ -76,7 +77,7 @@ def _clip(text: str, limit: int) -> str:
     if len(text) <= limit:
         return text
     cut = text[:limit]
-    return cut[:cut.rfind(" ")] if " " in cut else cut
+    return cut[: cut.rfind(" ")] if " " in cut else cut
 
 
 def causal_faults(f: Formulation) -> list[Fault]:
@@ -91,15 +92,24 @@ def causal_faults(f: Formulation) -> list[Fault]:
     for check_id, text in texts:
         check = rules[check_id]
         if not check.passes(text):
-            faults.append(Fault(quote=_clip(text, limit), reason=f"{check.reason} (rule {check_id})",
-                                severity=check.severity, source="rule"))
+            faults.append(
+                Fault(
+                    quote=_clip(text, limit),
+                    reason=f"{check.reason} (rule {check_id})",
+                    severity=check.severity,
+                    source="rule",
+                )
+            )
     return faults
 
 
 def verify(faults: list[JudgeFault], text: str) -> tuple[list[Fault], int]:
     """Judge faults whose quote is really in the profile, and how many were discarded."""
-    kept = [Fault(quote=x.quote, reason=x.reason, severity=x.severity, source="judge")
-            for x in faults if quote_in(x.quote, text)]
+    kept = [
+        Fault(quote=x.quote, reason=x.reason, severity=x.severity, source="judge")
+        for x in faults
+        if quote_in(x.quote, text)
+    ]
     return kept, len(faults) - len(kept)
 
 
@@ -114,25 +124,44 @@ def judge_messages(text: str, causal: bool = False, patientact: bool = False) ->
         system += "\n\n" + render(SCREENER_PATIENTACT)
     if causal:
         system += "\n\n" + render(SCREENER_CAUSAL, rules=causal_rules().screener_rules)
-    return [{"role": "system", "content": system},
-            {"role": "user", "content": render(SCREENER_USER, profile_text=text)}]
+    return [
+        {"role": "system", "content": system},
+        {"role": "user", "content": render(SCREENER_USER, profile_text=text)},
+    ]
 
 
-async def screen_once(screener: Any, row: AnchoredRow, f: Formulation, revisions: int = 0,
-                      max_faults: int = 6, causal: bool = False, patientact: bool = False) -> Screen:
+async def screen_once(
+    screener: Any,
+    row: AnchoredRow,
+    f: Formulation,
+    revisions: int = 0,
+    max_faults: int = 6,
+    causal: bool = False,
+    patientact: bool = False,
+) -> Screen:
     """Rules (and, with `causal`, the causal checks), then the judge, on one formulation."""
     text = writer_brief(row, f)
     rules = rule_faults(row, f, text) + (causal_faults(f) if causal else [])
-    answer: JudgeVerdict = await screener.structured(judge_messages(text, causal, patientact),
-                                                     verdict_model(max_faults), schema_name="screen")
+    answer: JudgeVerdict = await screener.structured(
+        judge_messages(text, causal, patientact), verdict_model(max_faults), schema_name="screen"
+    )
     kept, discarded = verify(answer.faults, text)
     faults = rules + kept
-    return Screen(verdict=worst(faults), judge_verdict=answer.verdict, faults=faults,
-                  discarded_faults=discarded, revisions=revisions)
+    return Screen(
+        verdict=worst(faults),
+        judge_verdict=answer.verdict,
+        faults=faults,
+        discarded_faults=discarded,
+        revisions=revisions,
+    )
 
 
 async def screen_and_revise(
-    writer: Any, screener: Any, row: AnchoredRow, f: Formulation, max_revisions: int,
+    writer: Any,
+    screener: Any,
+    row: AnchoredRow,
+    f: Formulation,
+    max_revisions: int,
     shape: ProfileShape | None = None,
 ) -> tuple[Formulation, Screen]:
     """Screen; while serious and revisions remain, rewrite with the faults as guidance and screen again.
@@ -142,7 +171,11 @@ async def screen_and_revise(
 
 
 async def screen_and_revise_all(
-    writer: Any, screener: Any, row: AnchoredRow, f: Formulation, max_revisions: int,
+    writer: Any,
+    screener: Any,
+    row: AnchoredRow,
+    f: Formulation,
+    max_revisions: int,
     shape: ProfileShape | None = None,
 ) -> tuple[AnchoredRow, Formulation, Screen, Any]:
     """`screen_and_revise`, and under the PatientAct shape the demographics revision before each screen: returns
@@ -154,12 +187,18 @@ async def screen_and_revise_all(
         if shape.patientact:
             row, step = await revise_demographics(writer, row, f, max_rounds=max_revisions + 1)
             record = merge(record, step, row.demographics)
-        screen = await screen_once(screener, row, f, revisions, shape.screen_max_faults, shape.causal_checks,
-                                   shape.patientact)
+        screen = await screen_once(
+            screener, row, f, revisions, shape.screen_max_faults, shape.causal_checks, shape.patientact
+        )
         discarded += screen.discarded_faults
         if screen.verdict != "serious" or revisions == max_revisions:
             break
-        f = await write_formulation(writer, row, revision_messages(row, f, screen.faults, shape.causal_checks,
-                                                                   shape.patientact),
-                                    shape.text_scale, causal=shape.causal_checks, patientact=shape.patientact)
+        f = await write_formulation(
+            writer,
+            row,
+            revision_messages(row, f, screen.faults, shape.causal_checks, shape.patientact),
+            shape.text_scale,
+            causal=shape.causal_checks,
+            patientact=shape.patientact,
+        )
     return row, f, screen.model_copy(update={"discarded_faults": discarded}), record

@@ -49,7 +49,13 @@ ATTRIBUTES: dict[str, Callable[[Profile], list[str]]] = {
     "archetype": lambda p: [p.style.archetype],
 }
 FILL_ATTRIBUTES = (
-    "gender", "age_band", "main_problem", "employment", "living_situation", "relationship", "quality_of_life",
+    "gender",
+    "age_band",
+    "main_problem",
+    "employment",
+    "living_situation",
+    "relationship",
+    "quality_of_life",
 )
 QOL, POOR = "quality_of_life", "poor"
 
@@ -121,8 +127,14 @@ def _set_cover(enc: _Encoded, limit: int, priority: np.ndarray) -> tuple[list[in
 
 
 def _fill(
-    enc: _Encoded, attrs: tuple[str, ...], target: dict[str, np.ndarray], size: int, chosen: list[int],
-    priority: np.ndarray, allowed: np.ndarray, n_add: int,
+    enc: _Encoded,
+    attrs: tuple[str, ...],
+    target: dict[str, np.ndarray],
+    size: int,
+    chosen: list[int],
+    priority: np.ndarray,
+    allowed: np.ndarray,
+    n_add: int,
 ) -> list[float]:
     """Add `n_add` candidates from `allowed` to `chosen` (in place); return the deficit after each."""
     taken = np.zeros(enc.n, dtype=bool)
@@ -155,10 +167,12 @@ def _fill(
 
 
 def _deficit(enc: _Encoded, attrs: tuple[str, ...], target: dict[str, np.ndarray], size: int, idx: list[int]) -> float:
-    return float(sum(
-        np.clip(size * target[a] - np.bincount(enc.codes[a][idx], minlength=len(enc.levels[a])), 0, None).sum()
-        for a in attrs
-    ))
+    return float(
+        sum(
+            np.clip(size * target[a] - np.bincount(enc.codes[a][idx], minlength=len(enc.levels[a])), 0, None).sum()
+            for a in attrs
+        )
+    )
 
 
 def _tv(enc: _Encoded, attrs: tuple[str, ...], idx: list[int], ref: dict[str, np.ndarray]) -> dict[str, float]:
@@ -166,8 +180,13 @@ def _tv(enc: _Encoded, attrs: tuple[str, ...], idx: list[int], ref: dict[str, np
 
 
 def _swap_search(
-    enc: _Encoded, attrs: tuple[str, ...], pool: list[int], subset: list[int], ref: dict[str, np.ndarray],
-    poor_floor: int, max_rounds: int = 500,
+    enc: _Encoded,
+    attrs: tuple[str, ...],
+    pool: list[int],
+    subset: list[int],
+    ref: dict[str, np.ndarray],
+    poor_floor: int,
+    max_rounds: int = 500,
 ) -> list[int]:
     """Best-improvement swaps between subset and the rest of the pool on (max TV, sum TV)."""
     subset = list(subset)
@@ -205,8 +224,13 @@ def _swap_search(
 
 
 def select(
-    table: dict[str, list[list[str]]], pool_size: int, benchmark_size: int, poor_floor_rate: float,
-    seed: int, fill_attributes: tuple[str, ...] = FILL_ATTRIBUTES, benchmark_poor: int | None = None,
+    table: dict[str, list[list[str]]],
+    pool_size: int,
+    benchmark_size: int,
+    poor_floor_rate: float,
+    seed: int,
+    fill_attributes: tuple[str, ...] = FILL_ATTRIBUTES,
+    benchmark_poor: int | None = None,
 ) -> Selection:
     """`benchmark_poor`: poor-QoL patients the benchmark must hold; None = the pool's whole floor."""
     """Run (a)–(d) on an attribute table (attribute → per-candidate list of values)."""
@@ -223,10 +247,26 @@ def select(
         is_poor = enc.codes[QOL] == enc.levels[QOL].index(POOR)
         missing = poor_floor - int(is_poor[chosen].sum())
         if missing > 0:
-            trace += _fill(enc, fill_attributes, population, pool_size, chosen, priority, is_poor,
-                           min(missing, pool_size - len(chosen)))
-    trace += _fill(enc, fill_attributes, population, pool_size, chosen, priority,
-                   np.ones(enc.n, dtype=bool), pool_size - len(chosen))
+            trace += _fill(
+                enc,
+                fill_attributes,
+                population,
+                pool_size,
+                chosen,
+                priority,
+                is_poor,
+                min(missing, pool_size - len(chosen)),
+            )
+    trace += _fill(
+        enc,
+        fill_attributes,
+        population,
+        pool_size,
+        chosen,
+        priority,
+        np.ones(enc.n, dtype=bool),
+        pool_size - len(chosen),
+    )
     poor_in_pool = int(sum(1 for i in chosen if QOL in enc.levels and enc.levels[QOL][enc.codes[QOL][i]] == POOR))
     bench_floor = min(poor_floor, benchmark_size) if benchmark_poor is None else benchmark_poor
     benchmark = _benchmark(enc, fill_attributes, chosen, benchmark_size, bench_floor, priority)
@@ -240,7 +280,8 @@ def select(
         poor_in_pool=poor_in_pool,
         fill_trace=trace,
         benchmark_tv=_tv(enc, fill_attributes, benchmark, {a: enc.shares(a, chosen) for a in fill_attributes})
-        if benchmark else {},
+        if benchmark
+        else {},
     )
 
 
@@ -270,14 +311,19 @@ def attribute_table(profiles: list[Profile], attributes: tuple[str, ...] | None 
 
 
 def select_profiles(
-    profiles: list[Profile], pool_size: int, benchmark_size: int, poor_floor_rate: float, seed: int,
+    profiles: list[Profile],
+    pool_size: int,
+    benchmark_size: int,
+    poor_floor_rate: float,
+    seed: int,
     benchmark_poor: int | None = None,
 ) -> tuple[list[Profile], Selection]:
     """Stage 5 on clean profiles: returns them with `in_pool` / `in_benchmark` set, and the selection."""
     if not profiles:
         return [], Selection([], [], 0, 0, [], 0, 0)
-    sel = select(attribute_table(profiles), pool_size, benchmark_size, poor_floor_rate, seed,
-                 benchmark_poor=benchmark_poor)
+    sel = select(
+        attribute_table(profiles), pool_size, benchmark_size, poor_floor_rate, seed, benchmark_poor=benchmark_poor
+    )
     pool, bench = set(sel.pool), set(sel.benchmark)
     out = [p.model_copy(update={"in_pool": i in pool, "in_benchmark": i in bench}) for i, p in enumerate(profiles)]
     return out, sel

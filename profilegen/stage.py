@@ -12,7 +12,13 @@ from typing import Any, TypeVar
 
 from pydantic import BaseModel
 
-from mindsimkit.mindcore.budget import PromptSize, RoleSchema, messages_tokens, register_prompt_estimate, register_role_schema
+from mindsimkit.mindcore.budget import (
+    PromptSize,
+    RoleSchema,
+    messages_tokens,
+    register_prompt_estimate,
+    register_role_schema,
+)
 from mindsimkit.mindcore.stages import Stage, register_stage, role_use
 
 PROFILES = frozenset({"profiles"})
@@ -31,7 +37,9 @@ def formulation_schema(recipe: Any = None) -> dict[str, Any]:
     from mindsimkit.profilegen.formulation import draft_model
 
     shape = profile_shape(recipe)
-    return draft_model(shape.text_scale, causal=bool(shape.causal_checks), patientact=shape.patientact).model_json_schema()
+    return draft_model(
+        shape.text_scale, causal=bool(shape.causal_checks), patientact=shape.patientact
+    ).model_json_schema()
 
 
 def demographics_schema(recipe: Any = None) -> dict[str, Any]:
@@ -71,7 +79,9 @@ def _profile_parts(seed: int, rates: str | None, patientact: bool = False) -> tu
     draft = draft_model(patientact=patientact)
     f = to_formulation(draft.model_validate(largest_instance(draft.model_json_schema())))
     verdict = largest_instance(JudgeVerdict.model_json_schema())
-    faults = [Fault(quote=x["quote"], reason=x["reason"], severity="serious", source="judge") for x in verdict["faults"]]
+    faults = [
+        Fault(quote=x["quote"], reason=x["reason"], severity="serious", source="judge") for x in verdict["faults"]
+    ]
     return row, f, faults
 
 
@@ -93,14 +103,21 @@ def situation_prompts(recipe: Any, sz: Any) -> dict[str, int]:
     outlines = list((got.outlines or {}).values()) if got is not None else []
     outline = max(outlines, key=lambda o: len(o.model_dump_json())) if outlines else None
     inp = chain.ChainInput(situation_id="s", situation=longest, outline=outline)
+
     def big(model: type[M]) -> M:
         return model.model_validate(largest_instance(model.model_json_schema()))
 
     problem, demo, psych = big(ss.ProblemFormulation), big(ss.SituationDemographics), big(ss.SituationPsych)
     guidance = largest_instance(ss.Validation.model_json_schema())["revision_guidance"]
-    scaffold = ss.Scaffold(age_group="Elderly", age_range=(65, 120), gender="female", ethnicity="x" * 40,
-                           occupation_type="x" * 40, core_belief_theme=max(ss.shape_data()["core_belief_themes"], key=len),
-                           attachment_style=max(ss.shape_data()["attachment_styles"], key=len))
+    scaffold = ss.Scaffold(
+        age_group="Elderly",
+        age_range=(65, 120),
+        gender="female",
+        ethnicity="x" * 40,
+        occupation_type="x" * 40,
+        core_belief_theme=max(ss.shape_data()["core_belief_themes"], key=len),
+        attachment_style=max(ss.shape_data()["attachment_styles"], key=len),
+    )
     profile = ss.SituationProfile(demographics=demo, problem_formulation=problem, psychological_formulation=psych)
     return {
         "problem formulation": messages_tokens(chain.problem_messages(inp, scaffold, guidance), sz),
@@ -116,8 +133,12 @@ def _writer_prompt(inp: Any, sz: Any) -> PromptSize:
 
     if from_situations(inp.recipe):
         parts = {k: v for k, v in situation_prompts(inp.recipe, sz).items() if k != "validation"}
-        return PromptSize("profile_writer", max(parts.values()), parts,
-                          "the situation chain's prompts with every answer they carry at its schema's limits")
+        return PromptSize(
+            "profile_writer",
+            max(parts.values()),
+            parts,
+            "the situation chain's prompts with every answer they carry at its schema's limits",
+        )
     shape = profile_shape(inp.recipe)
     causal, pa = shape.causal_checks, shape.patientact
     row, f, faults = worst_profile_parts(inp.recipe)
@@ -132,9 +153,14 @@ def _writer_prompt(inp: Any, sz: Any) -> PromptSize:
 
         conflicts = [Conflict(x, frozenset(REVISABLE)) for x in faults]
         parts["demographics revision"] = messages_tokens(
-            demographics_messages(row, f, conflicts, {k: field_values(k) for k in REVISABLE}), sz)
-    return PromptSize("profile_writer", max(parts.values()), parts,
-                      "personas from the shipped synthetic sample; the revision carries the largest draft and six faults")
+            demographics_messages(row, f, conflicts, {k: field_values(k) for k in REVISABLE}), sz
+        )
+    return PromptSize(
+        "profile_writer",
+        max(parts.values()),
+        parts,
+        "personas from the shipped synthetic sample; the revision carries the largest draft and six faults",
+    )
 
 
 def _screener_prompt(inp: Any, sz: Any) -> PromptSize:
@@ -146,7 +172,9 @@ def _screener_prompt(inp: Any, sz: Any) -> PromptSize:
         return PromptSize("screener", n, {"validation of the largest profile": n})
     row, f, _ = worst_profile_parts(inp.recipe)
     shape = profile_shape(inp.recipe)
-    n = messages_tokens(judge_messages(writer_brief(row, f), causal=shape.causal_checks, patientact=shape.patientact), sz)
+    n = messages_tokens(
+        judge_messages(writer_brief(row, f), causal=shape.causal_checks, patientact=shape.patientact), sz
+    )
     return PromptSize("screener", n, {"brief of the largest formulation": n})
 
 
@@ -162,27 +190,52 @@ def _situation_schema(name: str) -> Any:
         from mindsimkit.profilegen import situation_schemas as ss
 
         models: dict[str, type[BaseModel]] = {
-            "situation_problem": ss.ProblemFormulation, "situation_demographics": ss.DemographicsCheck,
-            "situation_psych": ss.SituationPsych, "situation_validation": ss.Validation}
+            "situation_problem": ss.ProblemFormulation,
+            "situation_demographics": ss.DemographicsCheck,
+            "situation_psych": ss.SituationPsych,
+            "situation_validation": ss.Validation,
+        }
         return models[name].model_json_schema()
 
     return schema
 
 
 def register() -> None:
-    register_stage(Stage("profiles", lambda recipe, engines: [role_use(engines, "profile_writer"),
-                                                              role_use(engines, "screener")]))
+    register_stage(
+        Stage("profiles", lambda recipe, engines: [role_use(engines, "profile_writer"), role_use(engines, "screener")])
+    )
+
     def personas(recipe: Any) -> bool:
         return not from_situations(recipe)
 
-    register_role_schema(RoleSchema("profile_writer", "formulation", formulation_schema, PROFILES,
-                                    schema_for=formulation_schema, active=personas))
-    register_role_schema(RoleSchema("screener", "screen", screen_schema, PROFILES, schema_for=screen_schema,
-                                    active=personas))
-    register_role_schema(RoleSchema("profile_writer", "demographics", demographics_schema, PROFILES,
-                                    active=lambda recipe: personas(recipe) and profile_shape(recipe).patientact))
-    for role, name in (("profile_writer", "situation_problem"), ("profile_writer", "situation_demographics"),
-                       ("profile_writer", "situation_psych"), ("screener", "situation_validation")):
+    register_role_schema(
+        RoleSchema(
+            "profile_writer",
+            "formulation",
+            formulation_schema,
+            PROFILES,
+            schema_for=formulation_schema,
+            active=personas,
+        )
+    )
+    register_role_schema(
+        RoleSchema("screener", "screen", screen_schema, PROFILES, schema_for=screen_schema, active=personas)
+    )
+    register_role_schema(
+        RoleSchema(
+            "profile_writer",
+            "demographics",
+            demographics_schema,
+            PROFILES,
+            active=lambda recipe: personas(recipe) and profile_shape(recipe).patientact,
+        )
+    )
+    for role, name in (
+        ("profile_writer", "situation_problem"),
+        ("profile_writer", "situation_demographics"),
+        ("profile_writer", "situation_psych"),
+        ("screener", "situation_validation"),
+    ):
         register_role_schema(RoleSchema(role, name, _situation_schema(name), PROFILES, active=from_situations))
     register_prompt_estimate("profile_writer", _writer_prompt)
     register_prompt_estimate("screener", _screener_prompt)

@@ -18,50 +18,213 @@ from typing import Any
 import numpy as np
 
 NAMES = {
-    "Female": ["Maria", "Linda", "Aisha", "Jennifer", "Mei", "Rosa", "Tanya", "Grace", "Emily", "Keisha",
-               "Priya", "Hannah", "Carmen", "Sofia", "Denise", "Olivia", "Nadia", "Brenda"],
-    "Male": ["James", "Carlos", "Michael", "Wei", "Darnell", "Robert", "Luis", "Ahmed", "Kevin", "Tyler",
-             "Joseph", "Raj", "Brandon", "Marcus", "Daniel", "Hector", "Samuel", "Trevor"],
+    "Female": [
+        "Maria",
+        "Linda",
+        "Aisha",
+        "Jennifer",
+        "Mei",
+        "Rosa",
+        "Tanya",
+        "Grace",
+        "Emily",
+        "Keisha",
+        "Priya",
+        "Hannah",
+        "Carmen",
+        "Sofia",
+        "Denise",
+        "Olivia",
+        "Nadia",
+        "Brenda",
+    ],
+    "Male": [
+        "James",
+        "Carlos",
+        "Michael",
+        "Wei",
+        "Darnell",
+        "Robert",
+        "Luis",
+        "Ahmed",
+        "Kevin",
+        "Tyler",
+        "Joseph",
+        "Raj",
+        "Brandon",
+        "Marcus",
+        "Daniel",
+        "Hector",
+        "Samuel",
+        "Trevor",
+    ],
 }
-SURNAMES = ["Garcia", "Johnson", "Nguyen", "Smith", "Patel", "Williams", "Brown", "Lopez", "Kim", "Davis",
-            "Martinez", "Okafor", "Miller", "Chen", "Wilson", "Hernandez", "Jackson", "Rivera"]
-PLACES = [("Columbus", "OH", "43215"), ("Tucson", "AZ", "85701"), ("Fresno", "CA", "93721"),
-          ("Atlanta", "GA", "30303"), ("Spokane", "WA", "99201"), ("El Paso", "TX", "79901"),
-          ("Dayton", "OH", "45402"), ("Albany", "NY", "12207"), ("Mobile", "AL", "36602"),
-          ("Madison", "WI", "53703"), ("Raleigh", "NC", "27601"), ("Des Moines", "IA", "50309"),
-          ("Newark", "NJ", "07102"), ("Boise", "ID", "83702"), ("Tulsa", "OK", "74103")]
-OCCUPATIONS = ["registered_nurse", "retail_salesperson", "cashier", "software_developer", "truck_driver",
-               "elementary_school_teacher", "construction_laborer", "customer_service_representative",
-               "accountant", "cook", "janitor", "office_clerk", "electrician", "home_health_aide",
-               "police_officer", "hairdresser", "warehouse_worker", "marketing_manager", "mechanic",
-               "waiter", "pharmacist", "social_worker", "bus_driver", "receptionist", "farmworker",
-               "graduate_student", "unemployed"]
-EDUCATION = ["less_than_9th", "9th_12th_no_diploma", "high_school", "some_college", "associates",
-             "bachelors", "graduate"]
+SURNAMES = [
+    "Garcia",
+    "Johnson",
+    "Nguyen",
+    "Smith",
+    "Patel",
+    "Williams",
+    "Brown",
+    "Lopez",
+    "Kim",
+    "Davis",
+    "Martinez",
+    "Okafor",
+    "Miller",
+    "Chen",
+    "Wilson",
+    "Hernandez",
+    "Jackson",
+    "Rivera",
+]
+PLACES = [
+    ("Columbus", "OH", "43215"),
+    ("Tucson", "AZ", "85701"),
+    ("Fresno", "CA", "93721"),
+    ("Atlanta", "GA", "30303"),
+    ("Spokane", "WA", "99201"),
+    ("El Paso", "TX", "79901"),
+    ("Dayton", "OH", "45402"),
+    ("Albany", "NY", "12207"),
+    ("Mobile", "AL", "36602"),
+    ("Madison", "WI", "53703"),
+    ("Raleigh", "NC", "27601"),
+    ("Des Moines", "IA", "50309"),
+    ("Newark", "NJ", "07102"),
+    ("Boise", "ID", "83702"),
+    ("Tulsa", "OK", "74103"),
+]
+OCCUPATIONS = [
+    "registered_nurse",
+    "retail_salesperson",
+    "cashier",
+    "software_developer",
+    "truck_driver",
+    "elementary_school_teacher",
+    "construction_laborer",
+    "customer_service_representative",
+    "accountant",
+    "cook",
+    "janitor",
+    "office_clerk",
+    "electrician",
+    "home_health_aide",
+    "police_officer",
+    "hairdresser",
+    "warehouse_worker",
+    "marketing_manager",
+    "mechanic",
+    "waiter",
+    "pharmacist",
+    "social_worker",
+    "bus_driver",
+    "receptionist",
+    "farmworker",
+    "graduate_student",
+    "unemployed",
+]
+EDUCATION = [
+    "less_than_9th",
+    "9th_12th_no_diploma",
+    "high_school",
+    "some_college",
+    "associates",
+    "bachelors",
+    "graduate",
+]
 EDUCATION_P = [0.04, 0.06, 0.27, 0.20, 0.09, 0.22, 0.12]
 FIELDS = ["business", "education", "engineering", "arts_humanities", "health", "stem", "social_sciences"]
-HOBBIES = ["gardening", "fishing", "baking", "hiking", "video games", "church choir", "woodworking",
-           "knitting", "basketball", "reading mysteries", "photography", "cooking for friends",
-           "watching football", "volunteering at the food bank", "running", "salsa dancing"]
-SKILLS = ["budgeting", "fixing cars", "organizing events", "customer care", "spreadsheets", "carpentry",
-          "first aid", "teaching children", "public speaking", "bilingual Spanish", "cooking", "sewing"]
-BACKGROUNDS = ["Mexican American family in the Southwest", "Black family with roots in the rural South",
-               "Irish and German Catholic Midwestern family", "Vietnamese refugee family",
-               "Puerto Rican family in the Northeast", "Punjabi Sikh immigrant family",
-               "white working-class Appalachian family", "Korean American family",
-               "Nigerian immigrant family", "Polish American family in the Rust Belt"]
-SPORTS = ["follows the local baseball team", "plays pickup basketball", "walks every morning",
-          "coaches youth soccer", "rarely watches sports"]
-ARTS = ["sings along to old soul records", "paints watercolours", "reads poetry at the library",
-        "rarely visits museums", "loves mariachi"]
-TRAVEL = ["road trips to national parks", "visiting family back home", "rarely travels",
-          "cheap weekend trips", "dreams of seeing Japan"]
-CULINARY = ["cooks big Sunday dinners", "lives on takeout", "bakes bread", "grills in the summer",
-            "keeps family recipes"]
-GOALS = ["wants to get a promotion", "hopes to open a small business", "wants to retire comfortably",
-         "wants to finish a degree", "hopes to buy a house", "wants steadier hours"]
-AGE_GROUPS = [((16, 17), 0.03), ((18, 24), 0.12), ((25, 34), 0.17), ((35, 44), 0.16), ((45, 54), 0.15),
-              ((55, 64), 0.16), ((65, 90), 0.21)]
+HOBBIES = [
+    "gardening",
+    "fishing",
+    "baking",
+    "hiking",
+    "video games",
+    "church choir",
+    "woodworking",
+    "knitting",
+    "basketball",
+    "reading mysteries",
+    "photography",
+    "cooking for friends",
+    "watching football",
+    "volunteering at the food bank",
+    "running",
+    "salsa dancing",
+]
+SKILLS = [
+    "budgeting",
+    "fixing cars",
+    "organizing events",
+    "customer care",
+    "spreadsheets",
+    "carpentry",
+    "first aid",
+    "teaching children",
+    "public speaking",
+    "bilingual Spanish",
+    "cooking",
+    "sewing",
+]
+BACKGROUNDS = [
+    "Mexican American family in the Southwest",
+    "Black family with roots in the rural South",
+    "Irish and German Catholic Midwestern family",
+    "Vietnamese refugee family",
+    "Puerto Rican family in the Northeast",
+    "Punjabi Sikh immigrant family",
+    "white working-class Appalachian family",
+    "Korean American family",
+    "Nigerian immigrant family",
+    "Polish American family in the Rust Belt",
+]
+SPORTS = [
+    "follows the local baseball team",
+    "plays pickup basketball",
+    "walks every morning",
+    "coaches youth soccer",
+    "rarely watches sports",
+]
+ARTS = [
+    "sings along to old soul records",
+    "paints watercolours",
+    "reads poetry at the library",
+    "rarely visits museums",
+    "loves mariachi",
+]
+TRAVEL = [
+    "road trips to national parks",
+    "visiting family back home",
+    "rarely travels",
+    "cheap weekend trips",
+    "dreams of seeing Japan",
+]
+CULINARY = [
+    "cooks big Sunday dinners",
+    "lives on takeout",
+    "bakes bread",
+    "grills in the summer",
+    "keeps family recipes",
+]
+GOALS = [
+    "wants to get a promotion",
+    "hopes to open a small business",
+    "wants to retire comfortably",
+    "wants to finish a degree",
+    "hopes to buy a house",
+    "wants steadier hours",
+]
+AGE_GROUPS = [
+    ((16, 17), 0.03),
+    ((18, 24), 0.12),
+    ((25, 34), 0.17),
+    ((35, 44), 0.16),
+    ((45, 54), 0.15),
+    ((55, 64), 0.16),
+    ((65, 90), 0.21),
+]
 
 
 def _marital(rng: np.random.Generator, age: int) -> str:

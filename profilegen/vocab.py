@@ -18,16 +18,35 @@ from mindsimkit.mindcore import yamlio
 
 CORE_GROUPS = ("mood_and_emotions", "wellbeing_and_functioning", "interpersonal", "personal_growth")
 SKINNER_FAMILIES = (
-    "problem_solving", "information_seeking", "helplessness", "escape", "self_reliance",
-    "support_seeking", "delegation", "social_isolation", "accommodation", "negotiation",
-    "submission", "opposition",
+    "problem_solving",
+    "information_seeking",
+    "helplessness",
+    "escape",
+    "self_reliance",
+    "support_seeking",
+    "delegation",
+    "social_isolation",
+    "accommodation",
+    "negotiation",
+    "submission",
+    "opposition",
 )
 PROTECTIVE_GROUPS = (
-    "connectedness", "hope_and_optimism", "identity", "meaning", "empowerment", "practical_footing",
+    "connectedness",
+    "hope_and_optimism",
+    "identity",
+    "meaning",
+    "empowerment",
+    "practical_footing",
 )
 CORE_BELIEFS = {
-    "helpless": "self", "unlovable": "self", "worthless": "self",
-    "unsafe": "world", "exploitative": "world", "unchangeable": "future", "futile": "future",
+    "helpless": "self",
+    "unlovable": "self",
+    "worthless": "self",
+    "unsafe": "world",
+    "exploitative": "world",
+    "unchangeable": "future",
+    "futile": "future",
 }
 N_MAIN, N_SECONDARY_ONLY, N_DOMAINS = 16, 5, 5
 
@@ -58,8 +77,10 @@ class Label(_Strict):
     arm: str | None = Field(None, description="Beck triad arm (core beliefs only).")
     requires: Requires = Field(default_factory=Requires, description="Demographic constraints.")
     kind: Literal["psychological", "social"] | None = Field(
-        None, description="Predisposing labels only: a social condition rather than a personal history (PatientAct's "
-        "split, §3.1); PatientAct-shaped profiles offer social ones only in the social section.")
+        None,
+        description="Predisposing labels only: a social condition rather than a personal history (PatientAct's "
+        "split, §3.1); PatientAct-shaped profiles offer social ones only in the social section.",
+    )
 
 
 class Vocabularies(_Strict):
@@ -76,7 +97,8 @@ class Vocabularies(_Strict):
     )
     predisposing: dict[str, Label] = Field(description="Predisposing factors.")
     social_predisposing: dict[str, Label] = Field(
-        default_factory=dict, description="Social predisposing conditions offered only to PatientAct-shaped profiles.")
+        default_factory=dict, description="Social predisposing conditions offered only to PatientAct-shaped profiles."
+    )
     precipitating: dict[str, Label] = Field(description="Precipitating events (group in `group`).")
     protective: dict[str, Label] = Field(description="Protective factors (group in `group`).")
     coping: dict[str, Label] = Field(description="Coping behaviours.")

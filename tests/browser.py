@@ -20,15 +20,25 @@ from typing import Any, Iterator, Optional
 
 import pytest
 
-CHROMIUM_FLAGS = ["--headless", "--no-sandbox", "--disable-gpu", "--disable-dev-shm-usage", "--no-first-run",
-                  "--disable-background-networking", "--disable-component-update", "--disable-sync",
-                  "--window-size=1400,1000"]
+CHROMIUM_FLAGS = [
+    "--headless",
+    "--no-sandbox",
+    "--disable-gpu",
+    "--disable-dev-shm-usage",
+    "--no-first-run",
+    "--disable-background-networking",
+    "--disable-component-update",
+    "--disable-sync",
+    "--window-size=1400,1000",
+]
 SKIP = "no browser for page tests: install Debian's chromium and chromium-driver (`make browser` as root) and selenium"
 
 
 def find_browser() -> Optional[tuple[str, str]]:
     chromium = shutil.which("chromium") or shutil.which("chromium-browser")
-    driver = shutil.which("chromedriver") or (("/usr/bin/chromedriver") if Path("/usr/bin/chromedriver").exists() else None)
+    driver = shutil.which("chromedriver") or (
+        ("/usr/bin/chromedriver") if Path("/usr/bin/chromedriver").exists() else None
+    )
     return (chromium, driver) if chromium and driver else None
 
 
@@ -97,8 +107,20 @@ def full_page(drv: Any, path: Path) -> None:
     import base64
 
     size = drv.execute_cdp_cmd("Page.getLayoutMetrics", {})["cssContentSize"]
-    shot = drv.execute_cdp_cmd("Page.captureScreenshot", {"format": "png", "captureBeyondViewport": True, "clip": {
-        "x": 0, "y": 0, "width": drv.execute_script("return window.innerWidth"), "height": size["height"], "scale": 1}})
+    shot = drv.execute_cdp_cmd(
+        "Page.captureScreenshot",
+        {
+            "format": "png",
+            "captureBeyondViewport": True,
+            "clip": {
+                "x": 0,
+                "y": 0,
+                "width": drv.execute_script("return window.innerWidth"),
+                "height": size["height"],
+                "scale": 1,
+            },
+        },
+    )
     Path(path).write_bytes(base64.b64decode(shot["data"]))
 
 
@@ -137,7 +159,9 @@ AXE_TAGS = ("wcag2a", "wcag2aa", "wcag21a", "wcag21aa", "wcag22aa", "best-practi
 IMPACTS = ("minor", "moderate", "serious", "critical")
 
 
-def axe_violations(drv: Any, impacts: tuple[str, ...] = IMPACTS, tags: tuple[str, ...] = AXE_TAGS) -> list[dict[str, Any]]:
+def axe_violations(
+    drv: Any, impacts: tuple[str, ...] = IMPACTS, tags: tuple[str, ...] = AXE_TAGS
+) -> list[dict[str, Any]]:
     """Accessibility violations of the page now open, as axe-core finds them (`make browser` fetches it from the
     npm registry): every rule of `tags`, violations of the given impacts (all by default). Skips, saying why, where
     axe-core was not fetched."""
@@ -150,7 +174,9 @@ def axe_violations(drv: Any, impacts: tuple[str, ...] = IMPACTS, tags: tuple[str
         "runOnly: {type: 'tag', values: arguments[0]}}).then("
         "r => done(r.violations.map(v => ({id: v.id, impact: v.impact, help: v.help, "
         "nodes: v.nodes.map(n => n.target.join(' '))}))), e => done([{id: 'axe-error', impact: 'critical', "
-        "help: String(e), nodes: []}]));", list(tags))
+        "help: String(e), nodes: []}]));",
+        list(tags),
+    )
     return [v for v in found if v["impact"] in impacts]
 
 

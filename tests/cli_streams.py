@@ -9,8 +9,10 @@ import shutil
 import sys
 from pathlib import Path
 
-PROGRESS_LINE = re.compile(r"^\[\d\d:\d\d:\d\d\] progress: .+: \d+(/\d+)? (started|running|done|stopped), "
-                           r"\d+:\d\d:\d\d elapsed(, waiting on .+)?$")
+PROGRESS_LINE = re.compile(
+    r"^\[\d\d:\d\d:\d\d\] progress: .+: \d+(/\d+)? (started|running|done|stopped), "
+    r"\d+:\d\d:\d\d elapsed(, waiting on .+)?$"
+)
 
 
 def without_progress(text: str) -> str:

@@ -18,6 +18,7 @@ REPO = Path(__file__).resolve().parent.parent
 # Test helpers shared across packages (openai_stub.py) are imported by module name from any test folder.
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 from quick_recipes import SUITE_ENGINE, engines_for  # noqa: E402
+
 SHARED = REPO.parent / "shared"
 STUDY_RUNS = 3
 
@@ -43,7 +44,8 @@ def _sandbox_changes_no_shipped_text(monkeypatch):
         if template.name and loader is not None:
             env = plain.setdefault(id(loader), jinja2.Environment(loader=loader, **prompts.ENV_OPTIONS))
             assert env.get_template(template.name).render(**variables) == text, (
-                f"{template.name} renders differently in the sandbox")
+                f"{template.name} renders differently in the sandbox"
+            )
             RENDERED_BOTH_WAYS.add(template.name)
         return text
 
@@ -58,11 +60,17 @@ ENGINE_FIXTURES = {"embedded_engines", "study_run", "own_embedded_server"}
 def pytest_collection_modifyitems(config, items):
     """`-m "not embedded"` is the fast suite: a test marked `embedded` must start the engine (else it leaves the
     fast suite for nothing) and a test that starts it must be marked (else the fast suite pays for it)."""
-    wrong = [f"{item.nodeid}: {'marked embedded but starts no engine' if marked else 'starts the engine unmarked'}"
-             for item in items
-             for marked, starts in [(item.get_closest_marker("embedded") is not None,
-                                     bool(ENGINE_FIXTURES & set(getattr(item, "fixturenames", ()))))]
-             if marked != starts]
+    wrong = [
+        f"{item.nodeid}: {'marked embedded but starts no engine' if marked else 'starts the engine unmarked'}"
+        for item in items
+        for marked, starts in [
+            (
+                item.get_closest_marker("embedded") is not None,
+                bool(ENGINE_FIXTURES & set(getattr(item, "fixturenames", ()))),
+            )
+        ]
+        if marked != starts
+    ]
     if wrong:
         raise pytest.UsageError("embedded marker out of step with the engine fixtures:\n" + "\n".join(wrong))
 
@@ -78,8 +86,11 @@ def pytest_sessionfinish(session, exitstatus):
     stats = server_stats()
     if stats["started"] > 1 or stats["peak_live"] > 1:
         session.exitstatus = pytest.ExitCode.TESTS_FAILED
-        print(f"\nembedded servers: {stats['started']} started, at most {stats['peak_live']} at once; the suite "
-              "shares one (tests/conftest.py SUITE_ENGINE)", file=sys.stderr)
+        print(
+            f"\nembedded servers: {stats['started']} started, at most {stats['peak_live']} at once; the suite "
+            "shares one (tests/conftest.py SUITE_ENGINE)",
+            file=sys.stderr,
+        )
 
 
 @pytest.fixture
@@ -100,8 +111,10 @@ def embedded_engines():
     instead of starting a second server; in this process every engine set of the same spec shares it."""
     cfg = EnginesConfig(
         engines={"local": SUITE_ENGINE},
-        roles={"default": RoleSpec(engine="local", temperature=0.3, max_tokens=256, seed=0),
-               "counsellor": RoleSpec(engine="local", temperature=0.3, max_tokens=96, seed=0)},
+        roles={
+            "default": RoleSpec(engine="local", temperature=0.3, max_tokens=256, seed=0),
+            "counsellor": RoleSpec(engine="local", temperature=0.3, max_tokens=96, seed=0),
+        },
     )
     with Engines.from_config(cfg) as engines:
         yield engines
@@ -114,8 +127,14 @@ def study_run(embedded_engines, tmp_path_factory) -> Path:
     server and shared by every test that inspects real output. Its recipe is `recipe.yaml` beside the returned run
     folder."""
     import pyarrow.parquet as pq
-    from quick_recipes import (STUDY_ENGINES, TWO_SESSION_ENGINES, keep_first_attempt, pool_ids, study_recipe,
-                               write_recipe)
+    from quick_recipes import (
+        STUDY_ENGINES,
+        TWO_SESSION_ENGINES,
+        keep_first_attempt,
+        pool_ids,
+        study_recipe,
+        write_recipe,
+    )
 
     from mindsimkit.mindcore.errors import EngineError
     from mindsimkit.mindsim_app.job import run_job
@@ -143,8 +162,9 @@ def study_run(embedded_engines, tmp_path_factory) -> Path:
             if fresh:
                 keep_first_attempt(out)
         assert summary.info.status == "finished"
-        rows = pq.read_table(out / "sessions" / "sessions.parquet",
-                             columns=["patient_engine", "session_index"]).to_pylist()
+        rows = pq.read_table(
+            out / "sessions" / "sessions.parquet", columns=["patient_engine", "session_index"]
+        ).to_pylist()
         second = {r["patient_engine"] for r in rows if r["session_index"] == 1}
         if {r["patient_engine"] for r in rows} == set(STUDY_ENGINES) and second == set(TWO_SESSION_ENGINES):
             break

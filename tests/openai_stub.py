@@ -91,22 +91,28 @@ def after_probe(behaviour: Behaviour, probe_calls: int = 2) -> Behaviour:
 def probe_answers(body: dict[str, Any]) -> Reply:
     """Answers a preflight probe as a working model would, whichever way the schema came: OpenAI's
     `response_format` or vLLM's `structured_outputs`."""
-    schema = ((body.get("response_format") or {}).get("json_schema") or {}).get("schema") \
-        or (body.get("structured_outputs") or {}).get("json")
+    schema = ((body.get("response_format") or {}).get("json_schema") or {}).get("schema") or (
+        body.get("structured_outputs") or {}
+    ).get("json")
     return Reply(content=json.dumps({"mood": "steady", "calm": True}) if schema else "Hello.")
 
 
 def tool_calling(inner: Behaviour) -> Behaviour:
     """A server with a tool parser (vLLM's --enable-auto-tool-choice): a request offering tools is answered with a
     call of the first one, arguments filled from its schema's required string fields; anything else as `inner`."""
+
     def behave(body: dict[str, Any]) -> Reply:
         tools = body.get("tools") or []
         if not tools:
             return inner(body)
         fn = tools[0]["function"]
         args = {k: "calm" for k in (fn.get("parameters") or {}).get("required", [])}
-        return Reply(tool_calls=[{"id": "call_1", "type": "function",
-                                  "function": {"name": fn["name"], "arguments": json.dumps(args)}}])
+        return Reply(
+            tool_calls=[
+                {"id": "call_1", "type": "function", "function": {"name": fn["name"], "arguments": json.dumps(args)}}
+            ]
+        )
+
     return behave
 
 
@@ -114,20 +120,29 @@ def _refuse(message: str) -> Reply:
     return Reply(status=400, error=message)
 
 
-def hosted_reasoning(inner: Behaviour, *, reasoning_tokens: int = 40, cached_tokens: int = 8,
-                     efforts: tuple[str, ...] = ("none", "minimal", "low", "medium", "high", "xhigh")) -> Behaviour:
+def hosted_reasoning(
+    inner: Behaviour,
+    *,
+    reasoning_tokens: int = 40,
+    cached_tokens: int = 8,
+    efforts: tuple[str, ...] = ("none", "minimal", "low", "medium", "high", "xhigh"),
+) -> Behaviour:
     """Rules of OpenAI's reasoning models as its API states them: `max_tokens` is refused (they take
     `max_completion_tokens`); temperature and top_p are refused unless at their default of 1; an unknown
     `reasoning_effort` is refused. Each answer reports reasoning and cached prompt tokens."""
 
     def behave(body: dict[str, Any]) -> Reply:
         if "max_tokens" in body:
-            return _refuse("Unsupported parameter: 'max_tokens' is not supported with this model. "
-                           "Use 'max_completion_tokens' instead.")
+            return _refuse(
+                "Unsupported parameter: 'max_tokens' is not supported with this model. "
+                "Use 'max_completion_tokens' instead."
+            )
         for key in ("temperature", "top_p"):
             if key in body and body[key] != 1:
-                return _refuse(f"Unsupported value: '{key}' does not support {body[key]} with this model. "
-                               "Only the default (1) value is supported.")
+                return _refuse(
+                    f"Unsupported value: '{key}' does not support {body[key]} with this model. "
+                    "Only the default (1) value is supported."
+                )
         effort = body.get("reasoning_effort")
         if effort is not None and effort not in efforts:
             return _refuse(f"Invalid value for 'reasoning_effort': {effort!r}.")
@@ -140,8 +155,9 @@ def hosted_reasoning(inner: Behaviour, *, reasoning_tokens: int = 40, cached_tok
     return behave
 
 
-def template_thinking(inner: Behaviour, *, variables: tuple[str, ...] = ("enable_thinking",),
-                      reasoning_tokens: int = 25) -> Behaviour:
+def template_thinking(
+    inner: Behaviour, *, variables: tuple[str, ...] = ("enable_thinking",), reasoning_tokens: int = 25
+) -> Behaviour:
     """A vLLM-like server whose chat template reads `variables` from `chat_template_kwargs`: anything
     else there, or a kwargs that is not a mapping, is refused with HTTP 400 (as a strict template check
     would); with the switch on, each answer reports reasoning tokens."""
@@ -239,17 +255,26 @@ class OpenAIStub:
         except Exception as exc:  # a broken behaviour shows up as a 500 naming it, not a hung client
             reply = Reply(status=500, error=f"stub behaviour raised {type(exc).__name__}: {exc}")
         if reply.status >= 400:
-            error = reply.error.replace(ECHO_AUTH, f"request had Authorization: {authorization}").replace(
-                ECHO_AUTH_URLENCODED, "request had authorization=" + urllib.parse.quote(authorization, safe="")
-            ).replace(ECHO_AUTH_BASE64, "request header (base64): " + base64.b64encode(authorization.encode()).decode())
+            error = (
+                reply.error.replace(ECHO_AUTH, f"request had Authorization: {authorization}")
+                .replace(
+                    ECHO_AUTH_URLENCODED, "request had authorization=" + urllib.parse.quote(authorization, safe="")
+                )
+                .replace(
+                    ECHO_AUTH_BASE64, "request header (base64): " + base64.b64encode(authorization.encode()).decode()
+                )
+            )
             return reply.status, {"error": {"message": error, "type": "stub_error", "code": reply.status}}
         message: dict[str, Any] = {"role": "assistant", "content": reply.content, **reply.message_fields}
         if reply.tool_calls:
             message["tool_calls"] = reply.tool_calls
         words = sum(len(str(m.get("content") or "").split()) for m in body.get("messages", []))
         completion = len(str(reply.content or "").split()) + reply.reasoning_tokens
-        usage: dict[str, Any] = {"prompt_tokens": words, "completion_tokens": completion,
-                                 "total_tokens": words + completion}
+        usage: dict[str, Any] = {
+            "prompt_tokens": words,
+            "completion_tokens": completion,
+            "total_tokens": words + completion,
+        }
         if reply.reasoning_tokens:
             usage["completion_tokens_details"] = {"reasoning_tokens": reply.reasoning_tokens}
         if reply.cached_tokens:
@@ -259,8 +284,9 @@ class OpenAIStub:
             "object": "chat.completion",
             "created": 0,
             "model": body.get("model") or self.model,
-            "choices": [{"index": 0, "message": message,
-                         "finish_reason": "tool_calls" if reply.tool_calls else "stop"}],
+            "choices": [
+                {"index": 0, "message": message, "finish_reason": "tool_calls" if reply.tool_calls else "stop"}
+            ],
             "usage": usage,
         }
 
@@ -270,7 +296,9 @@ class OpenAIStub:
 
     def _no_route(self, handler: BaseHTTPRequestHandler) -> str:
         said = f"no route {handler.path}"
-        return said + (f" (request had Authorization: {handler.headers.get('Authorization')})" if self.echo_auth else "")
+        return said + (
+            f" (request had Authorization: {handler.headers.get('Authorization')})" if self.echo_auth else ""
+        )
 
     def _handler(self) -> type[BaseHTTPRequestHandler]:
         stub = self
@@ -291,8 +319,13 @@ class OpenAIStub:
 
             def do_GET(self) -> None:
                 if self.path.rstrip("/").endswith("/v1/models"):
-                    self._send(200, {"object": "list", "data": [{"id": m, "object": "model", "owned_by": "stub"}
-                                                                for m in stub.models]})
+                    self._send(
+                        200,
+                        {
+                            "object": "list",
+                            "data": [{"id": m, "object": "model", "owned_by": "stub"} for m in stub.models],
+                        },
+                    )
                 else:
                     self._send(404, {"error": {"message": stub._no_route(self)}})
 

@@ -25,8 +25,17 @@ TEST_SIZE = {"candidates": 2, "pool_size": 1, "benchmark_size": 1}
 TWO_COUNSELLORS = ["counsellor", "counsellor:b"]
 # Every patient engine and arm the embedded tests check, in the study run; the first two play two sessions (memory
 # and trust carry from one session into the next, and the memory ablation reruns the second), the others one.
-STUDY_ENGINES = ["mindsim", "patientact", "patientact:no_tg", "patientact:no_dm", "patientact:no_pipe",
-                 "patient_psi", "mindeval", "annaagent", "consistentmi"]
+STUDY_ENGINES = [
+    "mindsim",
+    "patientact",
+    "patientact:no_tg",
+    "patientact:no_dm",
+    "patientact:no_pipe",
+    "patient_psi",
+    "mindeval",
+    "annaagent",
+    "consistentmi",
+]
 TWO_SESSION_ENGINES = ["mindsim", "patientact"]
 # The preset run (`preset_run`, tests/mindsim_app/conftest.py): each part of the run and the reference preset it runs.
 PRESETS = {"mindsim": "mindeval2-reference", "patientact": "patientact-reference", "judge": "mhqr-reference"}
@@ -60,9 +69,13 @@ def study_recipe() -> dict[str, Any]:
     raw["description"] = "The embedded test suite's shared study: every patient engine on one quickstart patient."
     raw["profiles"]["causal_checks"] = False
     sim = raw["simulation"]
-    sim.update(patient_engine=STUDY_ENGINES, sessions=2, max_patients=1,
-               engine_sessions={e: 1 for e in STUDY_ENGINES if e not in TWO_SESSION_ENGINES},
-               patientact={**sim.get("patientact", {}), "psych_formulation": False})
+    sim.update(
+        patient_engine=STUDY_ENGINES,
+        sessions=2,
+        max_patients=1,
+        engine_sessions={e: 1 for e in STUDY_ENGINES if e not in TWO_SESSION_ENGINES},
+        patientact={**sim.get("patientact", {}), "psych_formulation": False},
+    )
     raw["validation"] = {**raw["validation"], "arc": True, "bootstrap_draws": 200, "floor_splits": 20}
     return raw
 

@@ -39,8 +39,16 @@ def record_as_stages(run: Path) -> Path:
     layout = RunLayout(run)
     v, j, pa = layout.validation, layout.judgments, layout.patientact_judge
     stages = {
-        "profiles": ([layout.profiles.parquet, layout.profiles.summary, layout.profiles.pool_table,
-                      layout.profiles.failures, layout.profiles.provenance], []),
+        "profiles": (
+            [
+                layout.profiles.parquet,
+                layout.profiles.summary,
+                layout.profiles.pool_table,
+                layout.profiles.failures,
+                layout.profiles.provenance,
+            ],
+            [],
+        ),
         "simulation": ([layout.sessions.parquet, layout.transcripts, layout.sessions.summary], ["profiles"]),
         "validation": ([v.report_json, v.report_md, *v.plots()], ["simulation"]),
         "judge": ([j.parquet, j.report_json, j.report_md, *j.plots()], ["simulation"]),

@@ -34,8 +34,12 @@ def unknown_commands(text: str, tree: dict[str, set[str]]) -> list[str]:
         if top not in tree:
             continue  # prose ("mindsim runs ..."), not a command
         subs = tree[top]
-        arg = len(words) < 2 or words[1].startswith("-") or any(c in words[1] for c in "/.=[]{}<>…|") \
+        arg = (
+            len(words) < 2
+            or words[1].startswith("-")
+            or any(c in words[1] for c in "/.=[]{}<>…|")
             or words[1].isupper()
+        )
         if subs and not arg and words[1] not in subs:
             bad.append(f"mindsim {top} {words[1]}")
     return bad

@@ -55,8 +55,7 @@ def template_comparisons(text: str, known: set[str]) -> list[str]:
 def _offending(path: Path, known: set[str]) -> list[tuple[int, str]]:
     rel = str(path.relative_to(REPO))
     lines = path.read_text(encoding="utf-8").splitlines()
-    return [(n, name) for n, name in comparisons("\n".join(lines), known)
-            if (rel, lines[n - 1].strip()) not in ALLOWED]
+    return [(n, name) for n, name in comparisons("\n".join(lines), known) if (rel, lines[n - 1].strip()) not in ALLOWED]
 
 
 @pytest.mark.parametrize("package", SCANNED)
@@ -76,19 +75,30 @@ def test_every_allowed_exception_is_still_there():
 @pytest.mark.parametrize("folder", TEMPLATES)
 def test_no_engine_name_comparison_in_templates(folder):
     known = engine_names()
-    offenders = {str(p.relative_to(REPO)): hits for p in sorted((REPO / folder).rglob("*.jinja2"))
-                 if (hits := template_comparisons(p.read_text(encoding="utf-8"), known))}
+    offenders = {
+        str(p.relative_to(REPO)): hits
+        for p in sorted((REPO / folder).rglob("*.jinja2"))
+        if (hits := template_comparisons(p.read_text(encoding="utf-8"), known))
+    }
     assert offenders == {}
 
 
 def test_the_scanners_catch_each_form():
     known = engine_names()
-    code = ('if kind == "patientact": pass\n'
-            'if "mindsim" in kinds: pass\n'
-            'if e not in ("mindsim", "patientact:no_tg"): pass\n'
-            'match e:\n    case "patientact":\n        pass\n'
-            'x = {"patientact": 1}["patientact"]\n')
-    assert comparisons(code, known) == [(1, "patientact"), (2, "mindsim"), (3, "mindsim"), (3, "patientact:no_tg"),
-                                        (5, "patientact")]
-    assert template_comparisons('{% if "mindsim" in engines %}\n"mindsim" in prose\n{{ a if e == "patientact" }}', known) \
-        == ['"mindsim" in', '== "patientact"']
+    code = (
+        'if kind == "patientact": pass\n'
+        'if "mindsim" in kinds: pass\n'
+        'if e not in ("mindsim", "patientact:no_tg"): pass\n'
+        'match e:\n    case "patientact":\n        pass\n'
+        'x = {"patientact": 1}["patientact"]\n'
+    )
+    assert comparisons(code, known) == [
+        (1, "patientact"),
+        (2, "mindsim"),
+        (3, "mindsim"),
+        (3, "patientact:no_tg"),
+        (5, "patientact"),
+    ]
+    assert template_comparisons(
+        '{% if "mindsim" in engines %}\n"mindsim" in prose\n{{ a if e == "patientact" }}', known
+    ) == ['"mindsim" in', '== "patientact"']

@@ -26,7 +26,9 @@ pytestmark = pytest.mark.embedded
 
 REPO = Path(__file__).resolve().parent.parent
 OUR_FOLDERS = ["mindcore", "profilegen", "mindsim", "mindsim_app", "validation", "judge", "prompts", "cards", "recipes"]
-NOT_SOURCE = shutil.ignore_patterns(".git", ".cache", "out", "build", "dist", "*.egg-info", "__pycache__", ".pytest_cache")
+NOT_SOURCE = shutil.ignore_patterns(
+    ".git", ".cache", "out", "build", "dist", "*.egg-info", "__pycache__", ".pytest_cache"
+)
 
 
 def _run(cmd: list, cwd: Path, env: dict | None = None, timeout: int = 600) -> subprocess.CompletedProcess:
@@ -80,9 +82,15 @@ def _check_from_outside(bin_dir: Path, where: Path, embedded_engines) -> None:
     """The environment's own `mindsim` passes the quickstart's engines check, importing the toolkit from `where`
     and none of the folders as top-level names."""
     outside = bin_dir.parent  # not the checkout: its folders must not be importable from the working directory
-    probe = _run([bin_dir / "python", "-c",
-                  "import importlib.util, mindsimkit; print(mindsimkit.__file__); "
-                  f"print([n for n in {OUR_FOLDERS!r} if importlib.util.find_spec(n)])"], cwd=outside)
+    probe = _run(
+        [
+            bin_dir / "python",
+            "-c",
+            "import importlib.util, mindsimkit; print(mindsimkit.__file__); "
+            f"print([n for n in {OUR_FOLDERS!r} if importlib.util.find_spec(n)])",
+        ],
+        cwd=outside,
+    )
     assert probe.returncode == 0, probe.stderr
     origin, top_level = probe.stdout.splitlines()
     assert Path(origin).resolve().is_relative_to(where.resolve()), origin
@@ -120,9 +128,13 @@ def test_the_wheel_holds_one_namespace_and_its_command_runs(wheel, tmp_path, emb
     tops = {n.split("/", 1)[0] for n in names}
     assert tops == {"mindsimkit", wheel.name.split("-py3")[0] + ".dist-info"}, tops
     # Data ships: prompt templates, the simulator's tables, the annotation page, the card template.
-    for needed in ("mindsimkit/prompts/index.yaml", "mindsimkit/mindsim/data/patient_engines.yaml",
-                   "mindsimkit/mindsim_app/annotate/static/index.html", "mindsimkit/recipes/quickstart.yaml",
-                   "mindsimkit/judge/data/rubric.yaml"):
+    for needed in (
+        "mindsimkit/prompts/index.yaml",
+        "mindsimkit/mindsim/data/patient_engines.yaml",
+        "mindsimkit/mindsim_app/annotate/static/index.html",
+        "mindsimkit/recipes/quickstart.yaml",
+        "mindsimkit/judge/data/rubric.yaml",
+    ):
         assert needed in names, needed
 
     bin_dir = _venv(tmp_path / "venv", maker)

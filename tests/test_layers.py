@@ -48,14 +48,17 @@ def imported_roots(path: Path) -> set[str]:
 def test_each_package_imports_only_the_layers_below(package):
     modules = sorted(p for p in (REPO / package).rglob("*.py") if p not in ENTRY_POINTS)
     assert len(modules) >= 5  # the scan really sees the package
-    offenders = {str(p.relative_to(REPO)): sorted((imported_roots(p) & OURS) - ALLOWED[package] - {package})
-                 for p in modules}
+    offenders = {
+        str(p.relative_to(REPO)): sorted((imported_roots(p) & OURS) - ALLOWED[package] - {package}) for p in modules
+    }
     assert {k: v for k, v in offenders.items() if v} == {}
 
 
 def test_scanner_catches_a_forbidden_import(tmp_path):
     bad = tmp_path / "bad.py"
-    bad.write_text("def f():\n    from mindsimkit.mindsim_app.cli import main\n    import mindsimkit.profilegen.schemas\n")
+    bad.write_text(
+        "def f():\n    from mindsimkit.mindsim_app.cli import main\n    import mindsimkit.profilegen.schemas\n"
+    )
     assert imported_roots(bad) & OURS == {"mindsim_app", "profilegen"}
 
 
@@ -73,8 +76,13 @@ def test_other_packages_import_only_what_a_package_exports():
     offenders = []
     for package, path in _package_modules():
         for node in ast.walk(ast.parse(path.read_text(encoding="utf-8"))):
-            names = ([node.module] if isinstance(node, ast.ImportFrom) and node.module and node.level == 0
-                     else [a.name for a in node.names] if isinstance(node, ast.Import) else [])
+            names = (
+                [node.module]
+                if isinstance(node, ast.ImportFrom) and node.module and node.level == 0
+                else [a.name for a in node.names]
+                if isinstance(node, ast.Import)
+                else []
+            )
             for name in map(local, names):
                 top, _, rest = name.partition(".")
                 if top in public and top != package and rest and rest.split(".")[0] not in public[top]:
@@ -86,13 +94,25 @@ def test_no_private_name_crosses_a_module_boundary():
     offenders = []
     for _, path in _package_modules():
         for node in ast.walk(ast.parse(path.read_text(encoding="utf-8"))):
-            if isinstance(node, ast.ImportFrom) and node.module and node.level == 0 \
-                    and local(node.module).split(".")[0] in OURS:
-                offenders += [f"{path.relative_to(REPO)}:{node.lineno} imports {node.module}.{a.name}"
-                              for a in node.names if a.name.startswith("_") and not a.name.startswith("__")]
+            if (
+                isinstance(node, ast.ImportFrom)
+                and node.module
+                and node.level == 0
+                and local(node.module).split(".")[0] in OURS
+            ):
+                offenders += [
+                    f"{path.relative_to(REPO)}:{node.lineno} imports {node.module}.{a.name}"
+                    for a in node.names
+                    if a.name.startswith("_") and not a.name.startswith("__")
+                ]
             # `module._name` on an imported module (attributes of self/cls and of a module's own classes aside).
-            if isinstance(node, ast.Attribute) and isinstance(node.value, ast.Name) and node.attr.startswith("_") \
-                    and not node.attr.startswith("__") and node.value.id in _imported_modules(path):
+            if (
+                isinstance(node, ast.Attribute)
+                and isinstance(node.value, ast.Name)
+                and node.attr.startswith("_")
+                and not node.attr.startswith("__")
+                and node.value.id in _imported_modules(path)
+            ):
                 offenders.append(f"{path.relative_to(REPO)}:{node.lineno} uses {node.value.id}.{node.attr}")
     assert offenders == []
 
@@ -101,12 +121,16 @@ def _imported_modules(path: Path) -> set[str]:
     """Local names bound to one of our modules by an import in `path`."""
     names = set()
     for node in ast.walk(ast.parse(path.read_text(encoding="utf-8"))):
-        if isinstance(node, ast.ImportFrom) and node.module and (
-                node.module == NS or local(node.module).split(".")[0] in OURS):
+        if (
+            isinstance(node, ast.ImportFrom)
+            and node.module
+            and (node.module == NS or local(node.module).split(".")[0] in OURS)
+        ):
             names |= {a.asname or a.name for a in node.names if a.name[:1].islower()}
         elif isinstance(node, ast.Import):
-            names |= {a.asname or local(a.name).split(".")[0] for a in node.names
-                      if local(a.name).split(".")[0] in OURS}
+            names |= {
+                a.asname or local(a.name).split(".")[0] for a in node.names if local(a.name).split(".")[0] in OURS
+            }
     return names
 
 
@@ -205,8 +229,9 @@ def test_cycle_scan_catches_a_function_level_circle(tmp_path):
     (pkg / "a.py").write_text("def f():\n    from pkg.sub.b import g\n")
     (pkg / "sub" / "__init__.py").write_text("from pkg.sub.c import h\n")
     (pkg / "sub" / "b.py").write_text("g = 1\n")
-    (pkg / "sub" / "c.py").write_text("from typing import TYPE_CHECKING\nif TYPE_CHECKING:\n    import pkg.a\n"
-                                      "def h():\n    from .. import a\n")
+    (pkg / "sub" / "c.py").write_text(
+        "from typing import TYPE_CHECKING\nif TYPE_CHECKING:\n    import pkg.a\ndef h():\n    from .. import a\n"
+    )
     graph = module_graph(tmp_path, "pkg")
     assert graph["pkg.a"] == {"pkg.sub.b", "pkg.sub"}  # importing pkg.sub.b runs pkg.sub's __init__ too
     assert cycles(graph) == [["pkg.a", "pkg.sub", "pkg.sub.c"]]
@@ -221,8 +246,13 @@ def bare_imports(path: Path) -> list[str]:
     """Imports in `path` that name one of our folders at the top level instead of through the namespace."""
     found = []
     for node in ast.walk(ast.parse(path.read_text(encoding="utf-8"), filename=str(path))):
-        names = ([a.name for a in node.names] if isinstance(node, ast.Import)
-                 else [node.module] if isinstance(node, ast.ImportFrom) and node.module and node.level == 0 else [])
+        names = (
+            [a.name for a in node.names]
+            if isinstance(node, ast.Import)
+            else [node.module]
+            if isinstance(node, ast.ImportFrom) and node.module and node.level == 0
+            else []
+        )
         found += [f"{path.relative_to(REPO)}:{node.lineno} {n}" for n in names if n.split(".")[0] in TOP_LEVEL]
     return found
 

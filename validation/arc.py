@@ -65,7 +65,10 @@ def turn_requests(conv: Conversation, *, patient_role: str, context_messages: in
             continue
         before = visible[max(0, i - context_messages) : i] if context_messages else []
         context = [
-            {"speaker": "Patient" if m.role == patient_role else "Counsellor", "text": _clip(m.content, MAX_CONTEXT_CHARS)}
+            {
+                "speaker": "Patient" if m.role == patient_role else "Counsellor",
+                "text": _clip(m.content, MAX_CONTEXT_CHARS),
+            }
             for m in before
             if m.content.strip()
         ]
@@ -77,7 +80,11 @@ def turn_requests(conv: Conversation, *, patient_role: str, context_messages: in
 def request_key(messages: list[dict[str, str]], model: str) -> str:
     """Content hash of one labelling request: same prompt, same model -> same key."""
     payload = json.dumps(
-        {"model": model, "templates": [template_hash(SYSTEM_TEMPLATE), template_hash(TURN_TEMPLATE)], "messages": messages},
+        {
+            "model": model,
+            "templates": [template_hash(SYSTEM_TEMPLATE), template_hash(TURN_TEMPLATE)],
+            "messages": messages,
+        },
         sort_keys=True,
         ensure_ascii=False,
     )
@@ -145,8 +152,13 @@ async def label_conversations(
         cache.add(key, answer.label)
         return answer.label
 
-    results = await gather_progress([one(k, m) for k, m in todo.items()], description,
-                                    outcome=lambda lab: lab if lab is not None else "failed") if todo else []
+    results = (
+        await gather_progress(
+            [one(k, m) for k, m in todo.items()], description, outcome=lambda lab: lab if lab is not None else "failed"
+        )
+        if todo
+        else []
+    )
     fresh = dict(zip(todo, results))
     labels = [[cache.labels.get(k, fresh.get(k)) for k in ks] for ks in keys]
     failed = sum(1 for row in labels for lab in row if lab is None)

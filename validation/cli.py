@@ -22,7 +22,9 @@ if TYPE_CHECKING:
     from mindsimkit.mindcore.config import EnginesConfig
     from mindsimkit.mindcore.engine import Engines
 
-app = typer.Typer(help="Realism validation: surface-feature distances and narrative arcs against a reference.", no_args_is_help=True)
+app = typer.Typer(
+    help="Realism validation: surface-feature distances and narrative arcs against a reference.", no_args_is_help=True
+)
 _err = err_console()
 
 
@@ -92,7 +94,11 @@ def reference_cmd(
     typer.echo(
         f"wrote {out}: {c['conversations_used']} conversations, {c['patients']} patients, "
         f"{c['patient_turns']} patient turns ({c['skipped_no_patient_turn']} skipped without a patient turn)"
-        + (f"; arc labels: {c.get('arc_labelled_turns', 0)} ok, {c.get('arc_failed_turns', 0)} failed" if config.arc else "")
+        + (
+            f"; arc labels: {c.get('arc_labelled_turns', 0)} ok, {c.get('arc_failed_turns', 0)} failed"
+            if config.arc
+            else ""
+        )
     )
     _fail_if_no_arc_label({measured.name: c}, out)
 
@@ -116,7 +122,9 @@ def _parse_sims(sims: list[str]) -> dict[str, str]:
     for item in sims:
         name, sep, path = item.partition("=")
         if not sep or not name.strip() or not path.strip():
-            raise ConfigError(f"--sim {item!r}: write it as NAME=PATH, e.g. --sim mindsim=out/transcripts/transcripts.jsonl")
+            raise ConfigError(
+                f"--sim {item!r}: write it as NAME=PATH, e.g. --sim mindsim=out/transcripts/transcripts.jsonl"
+            )
         if name in out:
             raise ConfigError(f"--sim: the name {name!r} is given twice; names label report columns and must differ")
         out[name.strip()] = path.strip()
@@ -125,22 +133,29 @@ def _parse_sims(sims: list[str]) -> dict[str, str]:
 
 @app.command("compare")
 def compare_cmd(
-    sim: list[str] = typer.Option(..., "--sim", help="NAME=PATH of transcripts (JSONL, dataset folder) or an artifact; repeat"),
+    sim: list[str] = typer.Option(
+        ..., "--sim", help="NAME=PATH of transcripts (JSONL, dataset folder) or an artifact; repeat"
+    ),
     out: Path = typer.Option(..., "--out", help="Folder for report.json, report.md and PNGs"),
     reference: Optional[Path] = typer.Option(None, help="Reference artifact (default: the shipped MIBot one)"),
     arc: Optional[bool] = typer.Option(None, "--arc/--no-arc", help="Label systems' patient turns and compare arcs"),
     recipe: Optional[Path] = typer.Option(None, help="Recipe whose engines/roles and validation section to use"),
     patient_role: Optional[str] = typer.Option(None, help="Role of the patient in the transcripts (default user)"),
     draws: Optional[int] = typer.Option(None, min=1, max=100_000, help="Bootstrap draws (default 1000)"),
-    splits: Optional[int] = typer.Option(None, min=1, max=10_000, help="Reference halvings for the noise floor (default 100)"),
+    splits: Optional[int] = typer.Option(
+        None, min=1, max=10_000, help="Reference halvings for the noise floor (default 100)"
+    ),
     seed: Optional[int] = typer.Option(None, help="Seed of draws and splits"),
     no_plots: bool = typer.Option(False, "--no-plots", help="Skip the PNG plots"),
-    first_sessions: Optional[bool] = typer.Option(None, "--first-sessions/--all-sessions",
-                                                  help="Compare only each patient's first session (the paper's sample)"),
-    max_patient_turns: Optional[int] = typer.Option(None, "--max-patient-turns",
-                                                    help="Cut each conversation after its N-th patient turn (paper: 15)"),
-    counsellor: Optional[list[str]] = typer.Option(None, "--counsellor",
-                                                   help="Compare only conversations with this counsellor (repeat)"),
+    first_sessions: Optional[bool] = typer.Option(
+        None, "--first-sessions/--all-sessions", help="Compare only each patient's first session (the paper's sample)"
+    ),
+    max_patient_turns: Optional[int] = typer.Option(
+        None, "--max-patient-turns", help="Cut each conversation after its N-th patient turn (paper: 15)"
+    ),
+    counsellor: Optional[list[str]] = typer.Option(
+        None, "--counsellor", help="Compare only conversations with this counsellor (repeat)"
+    ),
 ) -> None:
     """Distances of each system to the reference, with intervals, the noise floor and arc shares."""
     from mindsimkit.mindcore.outputs import check_out_folder
@@ -170,12 +185,15 @@ def compare_cmd(
             report = compare(None, sims, out, config, engines=engines)
     except UserError as exc:
         _fail(exc)
+
     def num(x: float | None) -> str:  # undefined values are null
         return "n/a" if x is None else f"{x:.3f}"
 
     for name, res in report["systems"].items():
         idx = res["index"]
-        typer.echo(f"{name}: index {num(idx['distance'])} [{num(idx['ci'][0])}, {num(idx['ci'][1])}] (floor {num(report['floor'].get('index'))})")
+        typer.echo(
+            f"{name}: index {num(idx['distance'])} [{num(idx['ci'][0])}, {num(idx['ci'][1])}] (floor {num(report['floor'].get('index'))})"
+        )
     for warning in report["warnings"]:
         _err.print(f"[yellow]warning:[/yellow] {escape(one_line(warning))}")
     folder = ValidationFolder(out)
@@ -193,8 +211,13 @@ def _record_in_run(out: Path, folder: ValidationFolder, systems: int) -> None:
 
     run = RunLayout(Path(out).parent)
     if run.manifest.is_file() and run.validation.path.resolve() == Path(out).resolve():
-        record_stage(run.path, "validation", [folder.report_json, folder.report_md, *folder.plots()],
-                     reads=[run.transcripts], counts={"systems": systems})
+        record_stage(
+            run.path,
+            "validation",
+            [folder.report_json, folder.report_md, *folder.plots()],
+            reads=[run.transcripts],
+            counts={"systems": systems},
+        )
 
 
 if __name__ == "__main__":

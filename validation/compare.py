@@ -53,8 +53,14 @@ class FilteredOut(InputError):
 
 
 async def measure_source(
-    source: Any, name: str, config: ValidationConfig, *, engines: Engines | None = None, cache: LabelCache | None = None,
-    runner: Runner | None = None, filtered: bool = False,
+    source: Any,
+    name: str,
+    config: ValidationConfig,
+    *,
+    engines: Engines | None = None,
+    cache: LabelCache | None = None,
+    runner: Runner | None = None,
+    filtered: bool = False,
 ) -> Measured:
     """Measure one source: a reference artifact (.parquet) is loaded as is; transcripts (JSONL, saved
     dataset, rows) get features and, if `config.arc`, arc labels through `engines`. `filtered`: apply
@@ -63,21 +69,29 @@ async def measure_source(
     filters: SampleFilters = config.filters() if filtered else {}
     if isinstance(source, (str, Path)) and str(source).endswith(".parquet"):
         if filters:
-            raise ConfigError(f"{name}: {source} is a numbers-only artifact and cannot be filtered by "
-                              f"{', '.join(filters)}; give that system's transcripts instead")
+            raise ConfigError(
+                f"{name}: {source} is a numbers-only artifact and cannot be filtered by "
+                f"{', '.join(filters)}; give that system's transcripts instead"
+            )
         measured = load_reference(source)
         measured.name = name
         return measured
     transcripts = load_transcripts(
-        source, patient_role=config.patient_role, name=name, min_patient_turns=config.min_patient_turns,
-        first_sessions_only=bool(filters.get("first_sessions_only")), max_patient_turns=filters.get("max_patient_turns"),
+        source,
+        patient_role=config.patient_role,
+        name=name,
+        min_patient_turns=config.min_patient_turns,
+        first_sessions_only=bool(filters.get("first_sessions_only")),
+        max_patient_turns=filters.get("max_patient_turns"),
         counsellors=filters.get("counsellors"),
     )
     if not transcripts.conversations and filters:
         c = transcripts.counts(config.patient_role)
-        raise FilteredOut(f"{name}: no conversation left after the filters {filters} ({transcripts.read} read, "
-                          f"{c['skipped_later_session']} later sessions, {c['skipped_other_counsellor']} other "
-                          f"counsellors, {c['skipped_too_short']} too short)")
+        raise FilteredOut(
+            f"{name}: no conversation left after the filters {filters} ({transcripts.read} read, "
+            f"{c['skipped_later_session']} later sessions, {c['skipped_other_counsellor']} other "
+            f"counsellors, {c['skipped_too_short']} too short)"
+        )
     if not transcripts.conversations:
         raise InputError(
             f"{name}: no conversation has a patient turn with role '{config.patient_role}' "
@@ -90,9 +104,16 @@ async def measure_source(
                 "validation.arc is on but no engines were given: pass engines= (the end-to-end job does), "
                 "or on the CLI give --recipe (or nothing, for the embedded engine)"
             )
-        arc = await label_arcs(transcripts.conversations, engines, runner, patient_role=config.patient_role,
-                               context_messages=config.arc_context_messages, cache=cache,
-                               max_tokens=config.arc_max_tokens, description=f"arc labels: {name}")
+        arc = await label_arcs(
+            transcripts.conversations,
+            engines,
+            runner,
+            patient_role=config.patient_role,
+            context_messages=config.arc_context_messages,
+            cache=cache,
+            max_tokens=config.arc_max_tokens,
+            description=f"arc labels: {name}",
+        )
     measured = measure(transcripts, config, arc)
     if arc is not None and engines is not None:
         measured.meta["arc"] = {**_arc_info(engines, config), "calls": arc.calls, "cached": arc.cached}
@@ -169,14 +190,20 @@ async def compare_async(
     dropped: list[str] = []
     for name, src in sims.items():
         try:
-            systems[name] = await measure_source(src, name, config, engines=engines, cache=cache, runner=runner, filtered=True)
+            systems[name] = await measure_source(
+                src, name, config, engines=engines, cache=cache, runner=runner, filtered=True
+            )
         except FilteredOut as exc:
             # With a counsellor filter the job's other per-counsellor systems are empty on purpose.
             dropped.append(str(exc))
     if not systems:
         raise InputError("every system is empty after the filters: " + "; ".join(dropped))
     distances = _distances(ref, systems, config)
-    arc = {name: stretch_shares(m.arc_counts) for name, m in {"reference": ref, **systems}.items() if m.arc_counts is not None}
+    arc = {
+        name: stretch_shares(m.arc_counts)
+        for name, m in {"reference": ref, **systems}.items()
+        if m.arc_counts is not None
+    }
     report = build_report(ref, systems, distances, arc, config)
     report["filters"] = config.filters()
     report["warnings"] += [f"dropped from the comparison: {d}" for d in dropped]
@@ -194,4 +221,3 @@ def compare(
 ) -> dict[str, Any]:
     """Synchronous `compare_async`; `engines` must be started (`with Engines.from_config(cfg) as e`)."""
     return _run(compare_async(reference_artifact, sims, out_dir, config, engines, runner))
-

@@ -36,7 +36,8 @@ class ValidationConfig(BaseModel):
     model_config = ConfigDict(extra="forbid")
 
     reference: str | None = Field(
-        None, description="Reference artifact (.parquet from `mindsim validate reference`); default: the shipped MIBot one"
+        None,
+        description="Reference artifact (.parquet from `mindsim validate reference`); default: the shipped MIBot one",
     )
     patient_role: str = Field("user", min_length=1, description="Chat role that is the patient in the transcripts")
     min_patient_turns: int = Field(
@@ -48,17 +49,23 @@ class ValidationConfig(BaseModel):
         False, description="Compare only each patient's first session (transcripts need session_index)"
     )
     max_patient_turns: int | None = Field(
-        None, ge=1, description="Keep each conversation only up to its N-th patient turn (the paper: 15), as if "
-        "the session had been capped there; default: whole conversations"
+        None,
+        ge=1,
+        description="Keep each conversation only up to its N-th patient turn (the paper: 15), as if "
+        "the session had been capped there; default: whole conversations",
     )
     counsellors: list[str] | None = Field(
-        None, min_length=1, description="Compare only conversations with these counsellors (transcripts need "
-        "counsellor); a system left with none is dropped with a warning"
+        None,
+        min_length=1,
+        description="Compare only conversations with these counsellors (transcripts need "
+        "counsellor); a system left with none is dropped with a warning",
     )
     bootstrap_draws: int = Field(1000, ge=10, le=100_000, description="Patient-level bootstrap replicates")
     ci_level: float = Field(0.95, gt=0.5, lt=1.0, description="Coverage of the percentile intervals")
     floor_splits: int = Field(100, ge=2, le=100_000, description="Random halvings of the reference for the noise floor")
-    floor_quantile: float = Field(0.95, gt=0.0, lt=1.0, description="Quantile of the split distances reported as the floor")
+    floor_quantile: float = Field(
+        0.95, gt=0.0, lt=1.0, description="Quantile of the split distances reported as the floor"
+    )
     joint: bool = Field(True, description="Also compute the joint OT distance over the standardised 7-feature vectors")
     joint_floor_splits: int = Field(
         10, ge=0, le=1000, description="Halvings for the joint distance's own floor (exact OT per split; 0 = skip)"

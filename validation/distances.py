@@ -152,7 +152,9 @@ def compare_samples(
     ones_sim = np.ones((1, sim.n_patients))
     point = _feature_distances(ref, sim, ones_ref, ones_sim)[0]
     rng = np.random.default_rng(seed)
-    boot = _feature_distances(ref, sim, patient_draws(rng, ref.n_patients, draws), patient_draws(rng, sim.n_patients, draws))
+    boot = _feature_distances(
+        ref, sim, patient_draws(rng, ref.n_patients, draws), patient_draws(rng, sim.n_patients, draws)
+    )
     # The index averages the features defined on the full samples; a draw in which one of them is
     # undefined is left out of the index interval rather than averaged over fewer features.
     defined = ~np.isnan(point)
@@ -161,7 +163,9 @@ def compare_samples(
         features={
             name: Estimate(distance=float(point[f]), ci=_interval(boot[:, f], level)) for f, name in enumerate(features)
         },
-        index=Estimate(distance=float(point[defined].mean()) if defined.any() else float("nan"), ci=_interval(index_draws, level)),
+        index=Estimate(
+            distance=float(point[defined].mean()) if defined.any() else float("nan"), ci=_interval(index_draws, level)
+        ),
         undefined=[name for f, name in enumerate(features) if not defined[f]],
     )
 

@@ -46,7 +46,11 @@ FEATURE_LABELS: dict[str, str] = {
     "depressive_per_1k": "Depressive / 1k tok",
     "non_fluency_per_1k": "Non-fluency / 1k tok",
 }
-MARKER_FEATURES = {"absolutist": "absolutist_per_1k", "depressive": "depressive_per_1k", "non_fluency": "non_fluency_per_1k"}
+MARKER_FEATURES = {
+    "absolutist": "absolutist_per_1k",
+    "depressive": "depressive_per_1k",
+    "non_fluency": "non_fluency_per_1k",
+}
 
 # A sentence ends at a run of terminal punctuation followed by whitespace or the end, or at a line
 # break (chat users often end a thought with Enter instead of a full stop).

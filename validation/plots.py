@@ -30,8 +30,15 @@ def plot_distributions(ref: Measured, systems: dict[str, Measured], path: Path) 
         bins = np.linspace(lo, hi if hi > lo else lo + 1.0, 30)
         for i, (name, col) in enumerate(columns.items()):
             if col.size:
-                ax.hist(np.clip(col, lo, hi), bins=bins, density=True, histtype="step", linewidth=2 if i == 0 else 1.4,
-                        color="black" if i == 0 else _COLORS[(i - 1) % 10], label=name)
+                ax.hist(
+                    np.clip(col, lo, hi),
+                    bins=bins,
+                    density=True,
+                    histtype="step",
+                    linewidth=2 if i == 0 else 1.4,
+                    color="black" if i == 0 else _COLORS[(i - 1) % 10],
+                    label=name,
+                )
         ax.set_title(FEATURE_LABELS[feature])
         ax.set_yticks([])
     axes.flat[-1].axis("off")
@@ -89,7 +96,10 @@ def plot_arc(report: dict[str, Any], path: Path) -> Path:
 
 
 def plot_all(report: dict[str, Any], ref: Measured, systems: dict[str, Measured], out_dir: Path) -> list[Path]:
-    paths = [plot_distributions(ref, systems, out_dir / "features.png"), plot_distances(report, out_dir / "distances.png")]
+    paths = [
+        plot_distributions(ref, systems, out_dir / "features.png"),
+        plot_distances(report, out_dir / "distances.png"),
+    ]
     if report["arc"]:
         paths.append(plot_arc(report, out_dir / "arc.png"))
     return paths

@@ -69,7 +69,9 @@ def load_lexicon(config: ValidationConfig) -> MarkerLexicon:
     try:
         data = yamlio.safe_load(read_input_bytes(path, "validation.markers:", MAX_CONFIG_BYTES).decode("utf-8"))
     except UnicodeDecodeError as exc:
-        raise InputError(f"validation.markers: {path} is not UTF-8 text (byte 0x{exc.object[exc.start]:02x} at offset {exc.start}); save it as UTF-8 YAML") from None
+        raise InputError(
+            f"validation.markers: {path} is not UTF-8 text (byte 0x{exc.object[exc.start]:02x} at offset {exc.start}); save it as UTF-8 YAML"
+        ) from None
     except yaml.YAMLError as exc:
         raise InputError(f"validation.markers: {path} is not valid YAML ({' '.join(str(exc).split())})") from None
     return parse_lexicon(data, str(path))
@@ -103,7 +105,9 @@ def measure(transcripts: TranscriptSet, config: ValidationConfig, arc: ArcResult
         counts["arc_failed_turns"] = arc.failed
     return Measured(
         name=transcripts.name,
-        values=np.array([[getattr(r, f) for f in FEATURES] for r in rows], dtype=float).reshape(len(rows), len(FEATURES)),
+        values=np.array([[getattr(r, f) for f in FEATURES] for r in rows], dtype=float).reshape(
+            len(rows), len(FEATURES)
+        ),
         patients=np.array([r.patient_index for r in rows], dtype=np.int64),
         patient_turns=np.array([r.patient_turns for r in rows], dtype=np.int64),
         arc_counts=arc_counts,
@@ -145,8 +149,9 @@ def file_sha256(path: str | Path) -> str:
     return digest.hexdigest()
 
 
-def reference_provenance(source: Any, config: ValidationConfig, *, attribution: str | None,
-                         arc_info: dict[str, Any] | None) -> dict[str, Any]:
+def reference_provenance(
+    source: Any, config: ValidationConfig, *, attribution: str | None, arc_info: dict[str, Any] | None
+) -> dict[str, Any]:
     """What an artifact records about where it came from; the source is named by file name and hash only."""
     prov = base_provenance()
     if isinstance(source, (str, Path)) and Path(source).is_file():
@@ -162,7 +167,9 @@ def reference_provenance(source: Any, config: ValidationConfig, *, attribution: 
 def load_reference(path: str | Path) -> Measured:
     """Read an artifact written by `write_reference`; anything else fails with what and how to fix."""
     path = Path(path)
-    check_input(path, "reference artifact", hint=f"build one with `mindsim validate reference TRANSCRIPTS --out {path}`")
+    check_input(
+        path, "reference artifact", hint=f"build one with `mindsim validate reference TRANSCRIPTS --out {path}`"
+    )
     if path.stat().st_size == 0:
         raise InputError(f"{path}: empty file, not a reference artifact; build one with `mindsim validate reference`")
     try:
@@ -180,9 +187,13 @@ def load_reference(path: str | Path) -> Measured:
     if not isinstance(meta, dict):
         meta = {"kind": None}
     if meta.get("kind") != KIND:
-        raise InputError(f"{path}: not a mindsim reference artifact (no '{META_KEY.decode()}' metadata); build it with `mindsim validate reference`")
+        raise InputError(
+            f"{path}: not a mindsim reference artifact (no '{META_KEY.decode()}' metadata); build it with `mindsim validate reference`"
+        )
     if meta.get("format_version", 0) > FORMAT_VERSION:
-        raise InputError(f"{path}: artifact format {meta['format_version']} is newer than this toolkit reads ({FORMAT_VERSION}); upgrade mindsim")
+        raise InputError(
+            f"{path}: artifact format {meta['format_version']} is newer than this toolkit reads ({FORMAT_VERSION}); upgrade mindsim"
+        )
     missing = [c for c in ("patient_index", "patient_turns", *FEATURES) if c not in table.column_names]
     if missing:
         raise InputError(f"{path}: artifact lacks columns {missing}; rebuild it with this toolkit")
@@ -191,7 +202,8 @@ def load_reference(path: str | Path) -> Measured:
     stretches = sorted({int(c.split("_")[1][1:]) for c in table.column_names if c.startswith("arc_s")})
     if stretches:
         arc_counts = np.stack(
-            [np.column_stack([table.column(_arc_column(k, lab)).to_numpy() for lab in LABELS]) for k in stretches], axis=1
+            [np.column_stack([table.column(_arc_column(k, lab)).to_numpy() for lab in LABELS]) for k in stretches],
+            axis=1,
         )
     meta.pop("kind", None)
     meta.pop("format_version", None)

@@ -34,8 +34,13 @@ def _warnings(ref: Measured, systems: dict[str, Measured], config: ValidationCon
     return out
 
 
-def build_report(ref: Measured, systems: dict[str, Measured], distances: dict[str, Any],
-                 arc: dict[str, dict[str, dict[str, float]]], config: ValidationConfig) -> dict[str, Any]:
+def build_report(
+    ref: Measured,
+    systems: dict[str, Measured],
+    distances: dict[str, Any],
+    arc: dict[str, dict[str, dict[str, float]]],
+    config: ValidationConfig,
+) -> dict[str, Any]:
     """The report.json structure (see docs/validation.md)."""
     sys_out = {}
     extra_warnings: list[str] = []
@@ -45,7 +50,9 @@ def build_report(ref: Measured, systems: dict[str, Measured], distances: dict[st
         entry["joint"] = res.joint
         sys_out[name] = entry
         if res.undefined:
-            extra_warnings.append(f"{name}: {', '.join(res.undefined)} undefined (reference SD 0 or no values); left out of the index")
+            extra_warnings.append(
+                f"{name}: {', '.join(res.undefined)} undefined (reference SD 0 or no values); left out of the index"
+            )
     report = {
         "features": list(FEATURES),
         "feature_labels": FEATURE_LABELS,
@@ -102,7 +109,11 @@ def arc_tables(report: dict[str, Any]) -> list[str]:
         lines += [f"**{name}** (share of labelled patient turns, %)", "", "| Stretch | " + " | ".join(LABELS) + " |"]
         lines.append("|---" * (len(LABELS) + 1) + "|")
         for k, row in shares.items():
-            lines.append(f"| {int(k) + 1} | " + " | ".join(_fmt(None if row[l] is None else 100 * row[l], 0) for l in LABELS) + " |")
+            lines.append(
+                f"| {int(k) + 1} | "
+                + " | ".join(_fmt(None if row[l] is None else 100 * row[l], 0) for l in LABELS)
+                + " |"
+            )
         lines.append("")
     return lines
 
@@ -121,11 +132,12 @@ def to_markdown(report: dict[str, Any]) -> str:
         lines += ["", f"Reference attribution: {attribution}"]
     filters = report.get("filters") or {}
     if filters:
-        said = {"first_sessions_only": "first sessions only",
-                "max_patient_turns": f"each conversation cut after patient turn {filters.get('max_patient_turns')}",
-                "counsellors": "counsellors " + ", ".join(filters.get("counsellors") or [])}
-        lines += ["", "Systems' sample (the reference is never filtered): "
-                  + "; ".join(said[k] for k in filters) + "."]
+        said = {
+            "first_sessions_only": "first sessions only",
+            "max_patient_turns": f"each conversation cut after patient turn {filters.get('max_patient_turns')}",
+            "counsellors": "counsellors " + ", ".join(filters.get("counsellors") or []),
+        }
+        lines += ["", "Systems' sample (the reference is never filtered): " + "; ".join(said[k] for k in filters) + "."]
     lines += [
         "",
         "## Surface-feature distances",
@@ -140,9 +152,20 @@ def to_markdown(report: dict[str, Any]) -> str:
         "",
     ]
     if report["arc"]:
-        lines += ["## Narrative arc", "", "P problem, T transition, C change talk, F filler; stretches are equal fifths of each conversation's patient turns.", "", *arc_tables(report)]
-    lines += ["## Counts", "", "| Source | Conversations | Patients | Patient turns | Skipped (no patient turn) | "
-              "Skipped (later session) | Skipped (other counsellor) | Cut at max turns |", "|---|---|---|---|---|---|---|---|"]
+        lines += [
+            "## Narrative arc",
+            "",
+            "P problem, T transition, C change talk, F filler; stretches are equal fifths of each conversation's patient turns.",
+            "",
+            *arc_tables(report),
+        ]
+    lines += [
+        "## Counts",
+        "",
+        "| Source | Conversations | Patients | Patient turns | Skipped (no patient turn) | "
+        "Skipped (later session) | Skipped (other counsellor) | Cut at max turns |",
+        "|---|---|---|---|---|---|---|---|",
+    ]
     for name, c in report["counts"].items():
         lines.append(
             f"| {name} | {c.get('conversations_used')} | {c.get('patients')} | {c.get('patient_turns')} | {c.get('skipped_no_patient_turn', 0)} | "
@@ -153,7 +176,9 @@ def to_markdown(report: dict[str, Any]) -> str:
     return "\n".join(lines) + "\n"
 
 
-def write_report(report: dict[str, Any], ref: Measured, systems: dict[str, Measured], out_dir: str | Path, *, plots: bool = True) -> Path:
+def write_report(
+    report: dict[str, Any], ref: Measured, systems: dict[str, Measured], out_dir: str | Path, *, plots: bool = True
+) -> Path:
     out_dir = Path(out_dir)
     folder = ValidationFolder(out_dir)
     ValidationReport.model_validate(report)  # what the run log's readers expect, or fail here rather than later

@@ -35,8 +35,12 @@ async def _label_shard(engines: Any, payload: dict[str, Any], report: Callable[[
         cache = LabelCache(main.with_name(f"{main.stem}.shard-{payload['shard']}.jsonl"))
         _load_all(cache, main)
     result = await label_conversations(
-        payload["conversations"], engines.role(ROLE), patient_role=payload["patient_role"],
-        context_messages=payload["context_messages"], cache=cache, max_tokens=payload["max_tokens"],
+        payload["conversations"],
+        engines.role(ROLE),
+        patient_role=payload["patient_role"],
+        context_messages=payload["context_messages"],
+        cache=cache,
+        max_tokens=payload["max_tokens"],
         description=payload["description"],
     )
     for c in payload["conversations"]:
@@ -44,19 +48,38 @@ async def _label_shard(engines: Any, payload: dict[str, Any], report: Callable[[
     return result
 
 
-async def label_arcs(conversations: list[Conversation], engines: Any, runner: Runner | None = None, *,
-                     cache: LabelCache | None, patient_role: str, context_messages: int, max_tokens: int,
-                     description: str) -> ArcResult:
+async def label_arcs(
+    conversations: list[Conversation],
+    engines: Any,
+    runner: Runner | None = None,
+    *,
+    cache: LabelCache | None,
+    patient_role: str,
+    context_messages: int,
+    max_tokens: int,
+    description: str,
+) -> ArcResult:
     """Labels in conversation order, then patient turn, whatever the runner. With a cache file (which must be on a
     filesystem every worker shares) each shard appends to a file of its own and the files are folded into the main
     cache at the end, so no two processes append to one file and the next run reads one file."""
     main = cache.path.resolve() if cache is not None and cache.path is not None else None
-    common = {"cache": str(main) if main else None, "patient_role": patient_role, "context_messages": context_messages,
-              "max_tokens": max_tokens, "description": description}
+    common = {
+        "cache": str(main) if main else None,
+        "patient_role": patient_role,
+        "context_messages": context_messages,
+        "max_tokens": max_tokens,
+        "description": description,
+    }
     run = await (runner or LocalRunner()).map_shards(
-        _label_shard, range(len(conversations)), key=lambda i: conversations[i].patient_id, engines=engines,
-        description=description, total=len(conversations), progress=False,  # label_conversations draws its bar
-        payload=lambda k, n, idx: {**common, "shard": k, "conversations": [conversations[i] for i in idx]})
+        _label_shard,
+        range(len(conversations)),
+        key=lambda i: conversations[i].patient_id,
+        engines=engines,
+        description=description,
+        total=len(conversations),
+        progress=False,  # label_conversations draws its bar
+        payload=lambda k, n, idx: {**common, "shard": k, "conversations": [conversations[i] for i in idx]},
+    )
     labels: list[list[str | None]] = [[] for _ in conversations]
     for (_, idx), part in zip(run.parts, run.results):
         for i, row in zip(idx, part.labels):
@@ -67,5 +90,9 @@ async def label_arcs(conversations: list[Conversation], engines: Any, runner: Ru
                 if key not in cache.labels:
                     cache.add(key, label)
             path.unlink()
-    return ArcResult(labels=labels, calls=sum(p.calls for p in run.results),
-                     cached=sum(p.cached for p in run.results), failed=sum(p.failed for p in run.results))
+    return ArcResult(
+        labels=labels,
+        calls=sum(p.calls for p in run.results),
+        cached=sum(p.cached for p in run.results),
+        failed=sum(p.failed for p in run.results),
+    )

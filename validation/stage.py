@@ -7,7 +7,13 @@ from __future__ import annotations
 
 from typing import Any
 
-from mindsimkit.mindcore.budget import PromptSize, RoleSchema, messages_tokens, register_prompt_estimate, register_role_schema
+from mindsimkit.mindcore.budget import (
+    PromptSize,
+    RoleSchema,
+    messages_tokens,
+    register_prompt_estimate,
+    register_role_schema,
+)
 from mindsimkit.mindcore.budget_fit import section_budget
 from mindsimkit.mindcore.stages import Stage, register_stage, role_use
 
@@ -38,8 +44,19 @@ def _labeller_prompt(inp: Any, sz: Any) -> PromptSize:
 def register() -> None:
     from mindsimkit.validation.config import ValidationConfig
 
-    register_stage(Stage("validate", lambda recipe, engines: [role_use(engines, "labeller")] if _arc_on(recipe) else []))
-    register_role_schema(RoleSchema(
-        "labeller", "ArcLabel", _arc_schema, frozenset({"validate"}), active=_arc_on,
-        budget=section_budget("validation", "arc_max_tokens", ValidationConfig.model_fields["arc_max_tokens"].default)))
+    register_stage(
+        Stage("validate", lambda recipe, engines: [role_use(engines, "labeller")] if _arc_on(recipe) else [])
+    )
+    register_role_schema(
+        RoleSchema(
+            "labeller",
+            "ArcLabel",
+            _arc_schema,
+            frozenset({"validate"}),
+            active=_arc_on,
+            budget=section_budget(
+                "validation", "arc_max_tokens", ValidationConfig.model_fields["arc_max_tokens"].default
+            ),
+        )
+    )
     register_prompt_estimate("labeller", _labeller_prompt)

@@ -44,8 +44,11 @@ class Conversation(BaseModel):
     session_index: int | None = Field(None, ge=0, description="0-based session of the patient's arc, if known.")
     counsellor: str | None = Field(None, description="Counsellor the conversation was held with, if known.")
     trial: int | None = Field(
-        None, ge=0, description="Repeated trial of the arc (mindsim `simulation.trials`), if known: trials are more "
-        "conversations of the same patient and system, resampled with the patient")
+        None,
+        ge=0,
+        description="Repeated trial of the arc (mindsim `simulation.trials`), if known: trials are more "
+        "conversations of the same patient and system, resampled with the patient",
+    )
 
     def patient_turn_indices(self, patient_role: str) -> list[int]:
         """Indices into `messages` of the patient's non-empty turns."""
@@ -214,8 +217,14 @@ def _iter_source(source: Any, label: str) -> Iterable[tuple[Any, str]]:
 
 
 def load_transcripts(
-    source: Any, *, patient_role: str = "user", name: str | None = None, min_patient_turns: int = 1,
-    first_sessions_only: bool = False, max_patient_turns: int | None = None, counsellors: list[str] | None = None,
+    source: Any,
+    *,
+    patient_role: str = "user",
+    name: str | None = None,
+    min_patient_turns: int = 1,
+    first_sessions_only: bool = False,
+    max_patient_turns: int | None = None,
+    counsellors: list[str] | None = None,
 ) -> TranscriptSet:
     """Read conversations from a JSONL path, a saved dataset folder, a `datasets.Dataset` or a list
     of dicts / `Conversation`s. Malformed records raise `InputError` naming the line or row; so do an
@@ -238,15 +247,19 @@ def load_transcripts(
         roles.update(m.role for m in conv.messages if m.content.strip())
         if first_sessions_only:
             if conv.session_index is None:
-                raise InputError(f"{where}: first_sessions_only needs session_index on every conversation (0 = first); "
-                                 "add it or drop --first-sessions")
+                raise InputError(
+                    f"{where}: first_sessions_only needs session_index on every conversation (0 = first); "
+                    "add it or drop --first-sessions"
+                )
             if conv.session_index != 0:
                 later += 1
                 continue
         if wanted is not None:
             if conv.counsellor is None:
-                raise InputError(f"{where}: the counsellors filter needs a counsellor field on every conversation; "
-                                 "add it or drop --counsellor")
+                raise InputError(
+                    f"{where}: the counsellors filter needs a counsellor field on every conversation; "
+                    "add it or drop --counsellor"
+                )
             if conv.counsellor not in wanted:
                 other += 1
                 continue
@@ -261,7 +274,9 @@ def load_transcripts(
         else:
             kept.append(conv)
     if read == 0:
-        raise InputError(f"{origin}: no conversations (the source is empty); give transcripts with one conversation per line")
+        raise InputError(
+            f"{origin}: no conversations (the source is empty); give transcripts with one conversation per line"
+        )
     if no_patient and no_patient == read - later - other:
         seen = ", ".join(sorted(roles)) or "none with text"
         raise InputError(

@@ -61,8 +61,10 @@ def who(profile: Any) -> str:
         return str(profile.persona.persona)
     record = profile.situation_profile
     d, (low, high) = record.profile.demographics, record.scaffold.age_range
-    return (f"{d.name}, {d.gender}, {d.age_group.lower()} ({low}-{high}), {d.occupation}, {d.marital_status}; "
-            f"{d.cultural_background}. {record.situation}")
+    return (
+        f"{d.name}, {d.gender}, {d.age_group.lower()} ({low}-{high}), {d.occupation}, {d.marital_status}; "
+        f"{d.cultural_background}. {record.situation}"
+    )
 
 
 def draw(profile_id: str, seed: int, what: str, options: list[str]) -> str:
@@ -108,12 +110,16 @@ class BaselineStore:
                 f"({exc.__class__.__name__}); use a new --out folder (arcs already run used the stored one)"
             ) from exc
         if prep.engine != self.engine:
-            raise InputError(f"checkpoint {self.dir.path / key}.json belongs to engine '{prep.engine}', not "
-                             f"'{self.engine}'; use a new --out folder")
+            raise InputError(
+                f"checkpoint {self.dir.path / key}.json belongs to engine '{prep.engine}', not "
+                f"'{self.engine}'; use a new --out folder"
+            )
         return prep
 
     def save(self, record: BaselinePreparation) -> BaselinePreparation:
-        stored, won = self.dir.first_copy(preparation_key(record.patient_id, record.seed), record.model_dump(mode="json"))
+        stored, won = self.dir.first_copy(
+            preparation_key(record.patient_id, record.seed), record.model_dump(mode="json")
+        )
         return record if won else BaselinePreparation.model_validate(stored)
 
     @property
@@ -121,8 +127,9 @@ class BaselineStore:
         return self.dir.duplicates
 
 
-async def prepared(profile: Any, seed: int, store: BaselineStore | None,
-                   make: Callable[[], Any]) -> BaselinePreparation:
+async def prepared(
+    profile: Any, seed: int, store: BaselineStore | None, make: Callable[[], Any]
+) -> BaselinePreparation:
     """The stored preparation, or `await make()` saved to `store` (the first finished copy wins)."""
     if store is not None:
         done = store.load(preparation_key(profile.profile_id, seed))
@@ -138,7 +145,7 @@ def mapper_budget(recipe: Any) -> Any:
     from mindsimkit.mindcore.budget import StageBudget
     from mindsimkit.mindsim.config import BaselinesConfig
 
-    section = ((getattr(recipe, "simulation", None) or {}).get("baselines") or {})
+    section = (getattr(recipe, "simulation", None) or {}).get("baselines") or {}
     explicit = "mapper_max_tokens" in section
     value = section["mapper_max_tokens"] if explicit else BaselinesConfig.model_fields["mapper_max_tokens"].default
     return StageBudget(value, "simulation.baselines.mapper_max_tokens", explicit)
@@ -164,20 +171,41 @@ class PromptedPatient:
 
     def open(self, opening_message: str, rejected_openings: Sequence[RejectedMessage] = ()) -> PatientTurn:
         self.history.append({"role": "assistant", "content": opening_message})
-        return PatientTurn(index=0, opening=True, move=None, secondary_move=None, end_conversation=False,
-                           reasoning=None, cue=None, message=opening_message, rejected_messages=list(rejected_openings))
+        return PatientTurn(
+            index=0,
+            opening=True,
+            move=None,
+            secondary_move=None,
+            end_conversation=False,
+            reasoning=None,
+            cue=None,
+            message=opening_message,
+            rejected_messages=list(rejected_openings),
+        )
 
     async def turn(self, index: int, counsellor_text: str) -> PatientTurn:
         self.history.append({"role": "user", "content": counsellor_text})
         said = await speech_reply(
-            self.client, self.history,
+            self.client,
+            self.history,
             lambda note: [*self.history, {"role": "user", "content": f"[harness note] {note}"}],
-            config=self.config, tokens=self.tokens)
+            config=self.config,
+            tokens=self.tokens,
+        )
         self.history.append({"role": "assistant", "content": said.text})
         # Neither baseline has a way to leave: its sessions run to the turn cap.
-        return PatientTurn(index=index, opening=False, move=None, secondary_move=None, end_conversation=False,
-                           reasoning=None, cue=None, message=said.text, rejected_messages=said.rejected,
-                           trimmed=said.trimmed)
+        return PatientTurn(
+            index=index,
+            opening=False,
+            move=None,
+            secondary_move=None,
+            end_conversation=False,
+            reasoning=None,
+            cue=None,
+            message=said.text,
+            rejected_messages=said.rejected,
+            trimmed=said.trimmed,
+        )
 
 
 def session_context(talk: Any) -> dict[str, Any]:
@@ -189,8 +217,12 @@ def session_context(talk: Any) -> dict[str, Any]:
 
     inp = talk.inp
     scenario = inp.scenario
-    return {"today": scenario.event, "opening": scenario.opening_message, "time_context": inp.plan.time_context,
-            "memory_text": format_log(inp.memory) if inp.memory else ""}
+    return {
+        "today": scenario.event,
+        "opening": scenario.opening_message,
+        "time_context": inp.plan.time_context,
+        "memory_text": format_log(inp.memory) if inp.memory else "",
+    }
 
 
 def card_rows(rows: list[dict[str, Any]], engine: str) -> list[dict[str, Any]]:
@@ -222,9 +254,14 @@ class PromptedBaselineEngine:
     def participant(self, talk: Any) -> Any:
         prep = talk.arc.preparation
         if prep is None or prep.engine != self.name:
-            raise ValueError(f"a {self.description.split(' (')[0]} session needs the patient's {self.what} (its preparation)")
-        return PromptedPatient(client=talk.arc.roles.patient, config=talk.config,
-                               history=[{"role": "system", "content": self.system_prompt(prep, talk)}])
+            raise ValueError(
+                f"a {self.description.split(' (')[0]} session needs the patient's {self.what} (its preparation)"
+            )
+        return PromptedPatient(
+            client=talk.arc.roles.patient,
+            config=talk.config,
+            history=[{"role": "system", "content": self.system_prompt(prep, talk)}],
+        )
 
     def record_extra(self, prep: Any) -> dict[str, Any]:
         return {}
@@ -237,8 +274,14 @@ class PromptedBaselineEngine:
         from mindsimkit.mindsim.records import BaselineSession
 
         prep = talk.arc.preparation
-        return {"baseline": BaselineSession(engine=self.name, **self.record_extra(prep), filled=prep.filled,
-                                            preparation=prep.model_dump(mode="json"))}
+        return {
+            "baseline": BaselineSession(
+                engine=self.name,
+                **self.record_extra(prep),
+                filled=prep.filled,
+                preparation=prep.model_dump(mode="json"),
+            )
+        }
 
     def prompt_names(self) -> list[str]:
         return [self.system_template, self.map_template]

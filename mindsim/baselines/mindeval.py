@@ -47,7 +47,8 @@ def map_model() -> type[BaseModel]:
         return (Literal[tuple(d[key])], Field(description=desc))
 
     return create_model(
-        "MindEvalMap", __config__=ConfigDict(extra="forbid"),
+        "MindEvalMap",
+        __config__=ConfigDict(extra="forbid"),
         name=short(30, "First name (from the persona if it gives one)"),
         sexual_orientation=one_of("sexual_orientations", "Sexual orientation"),
         race=one_of("races", "Race or ethnicity, as closest in this list"),
@@ -67,8 +68,10 @@ def map_model() -> type[BaseModel]:
 def _render(kind: str, value: str, pid: str) -> str:
     table = data()["render"][kind]
     if value not in table:
-        raise ConfigError(f"profile {pid}: {kind} '{value}' has no MindEval phrasing in mindsim/data/baselines/mindeval.yaml "
-                          f"(known: {', '.join(table)})")
+        raise ConfigError(
+            f"profile {pid}: {kind} '{value}' has no MindEval phrasing in mindsim/data/baselines/mindeval.yaml "
+            f"(known: {', '.join(table)})"
+        )
     return str(table[value])
 
 
@@ -79,8 +82,12 @@ def conversation_style(profile: Any) -> str:
     from mindsimkit.mindsim.prompting import load_style_data, style_knob
 
     s, pid, st = profile.style, profile.profile_id, load_style_data()
-    return " ".join([style_knob(st.verbosity, s.verbosity, "verbosity", pid).line,
-                     style_knob(st.frustration_reactivity, s.frustration_reactivity, "frustration_reactivity", pid).line])
+    return " ".join(
+        [
+            style_knob(st.verbosity, s.verbosity, "verbosity", pid).line,
+            style_knob(st.frustration_reactivity, s.frustration_reactivity, "frustration_reactivity", pid).line,
+        ]
+    )
 
 
 def fixed_fields(profile: Any) -> dict[str, Any]:
@@ -104,16 +111,27 @@ def fixed_fields(profile: Any) -> dict[str, Any]:
 
 
 def map_messages(profile: Any, fixed: dict[str, Any]) -> list[dict[str, str]]:
-    return [{"role": "user", "content": render(MAP_TEMPLATE, persona=profile.persona.persona,
-                                               writer_brief=profile.writer_brief, fixed=fixed)}]
+    return [
+        {
+            "role": "user",
+            "content": render(
+                MAP_TEMPLATE, persona=profile.persona.persona, writer_brief=profile.writer_brief, fixed=fixed
+            ),
+        }
+    ]
 
 
 async def member_profile(profile: Any, seed: int, client: Any, config: Any) -> common.BaselinePreparation:
     fixed = fixed_fields(profile)
     mapped = (await common.map_fields(client, map_messages(profile, fixed), map_model(), config)).model_dump()
     return common.BaselinePreparation(
-        engine=NAME, patient_id=profile.profile_id, seed=seed, profile={**fixed, **mapped}, filled=sorted(mapped),
-        mapper=client.describe(), prompt={MAP_TEMPLATE: template_hash(MAP_TEMPLATE)},
+        engine=NAME,
+        patient_id=profile.profile_id,
+        seed=seed,
+        profile={**fixed, **mapped},
+        filled=sorted(mapped),
+        mapper=client.describe(),
+        prompt={MAP_TEMPLATE: template_hash(MAP_TEMPLATE)},
     )
 
 
@@ -143,27 +161,40 @@ class MindEvalEngine(common.PromptedBaselineEngine, PatientEngine):
             try:
                 fixed_fields(p)
             except ConfigError as exc:
-                raise InputError(f"{exc}; add the phrasing there or drop mindeval from simulation.patient_engine") from exc
+                raise InputError(
+                    f"{exc}; add the phrasing there or drop mindeval from simulation.patient_engine"
+                ) from exc
 
     def role_schemas(self) -> list[RoleSchema]:
-        return [RoleSchema(common.MAPPER_ROLE, "mindeval:MindEvalMap", lambda: map_model().model_json_schema(),
-                           common.SIMULATE, budget=common.mapper_budget, active=lambda recipe: recipe_runs(recipe, NAME))]
+        return [
+            RoleSchema(
+                common.MAPPER_ROLE,
+                "mindeval:MindEvalMap",
+                lambda: map_model().model_json_schema(),
+                common.SIMULATE,
+                budget=common.mapper_budget,
+                active=lambda recipe: recipe_runs(recipe, NAME),
+            )
+        ]
 
     def card_section(self, rows: list[dict[str, Any]]) -> dict[str, Any]:
         """Its patients by the symptom levels the mapper gave them."""
         from collections import Counter
 
         states = common.card_rows(rows, NAME)
-        per_patient = {(r["preparation"]["patient_id"], r["preparation"]["seed"]): r["preparation"]["profile"]
-                       for r in states}
+        per_patient = {
+            (r["preparation"]["patient_id"], r["preparation"]["seed"]): r["preparation"]["profile"] for r in states
+        }
         levels = Counter((m.get("depressive_symptoms"), m.get("anxious_symptoms")) for m in per_patient.values())
         return {
             "record_fields": True,
             "sessions_note": "; MindEval sessions carry their member profile (`baseline`)",
             "attribution": "Sessions played by the MindEval engine follow the MindEval patient design (Pombal et al. "
-                           "2025): a member profile, backstory and goal, in our own prompt.",
+            "2025): a member profile, backstory and goal, in our own prompt.",
             "patients": len(per_patient),
-            "symptom_levels": [(dep, anx, n) for (dep, anx), n in sorted(levels.items(), key=lambda kv: (-kv[1], kv[0]))],
+            "symptom_levels": [
+                (dep, anx, n) for (dep, anx), n in sorted(levels.items(), key=lambda kv: (-kv[1], kv[0]))
+            ],
         }
 
 

@@ -39,12 +39,16 @@ def data() -> dict[str, Any]:
     cats = d["categories"]
     for cluster, spec in d["clusters"].items():
         if spec["category"] not in cats:
-            raise ConfigError(f"mindsim/data/baselines/patient_psi.yaml: cluster '{cluster}' names unknown category "
-                              f"'{spec['category']}' (known: {', '.join(cats)})")
+            raise ConfigError(
+                f"mindsim/data/baselines/patient_psi.yaml: cluster '{cluster}' names unknown category "
+                f"'{spec['category']}' (known: {', '.join(cats)})"
+            )
         stray = set(spec.get("candidates") or []) - set(cats[spec["category"]])
         if stray:
-            raise ConfigError(f"mindsim/data/baselines/patient_psi.yaml: cluster '{cluster}' lists sub-beliefs not in "
-                              f"category '{spec['category']}': {sorted(stray)}")
+            raise ConfigError(
+                f"mindsim/data/baselines/patient_psi.yaml: cluster '{cluster}' lists sub-beliefs not in "
+                f"category '{spec['category']}': {sorted(stray)}"
+            )
     return d
 
 
@@ -52,8 +56,10 @@ def category(cluster: str) -> str:
     """Patient-Psi's core-belief category for one of our seven clusters."""
     clusters = data()["clusters"]
     if cluster not in clusters:
-        raise ConfigError(f"core-belief cluster '{cluster}' has no Patient-Psi category in "
-                          f"mindsim/data/baselines/patient_psi.yaml (known: {', '.join(clusters)})")
+        raise ConfigError(
+            f"core-belief cluster '{cluster}' has no Patient-Psi category in "
+            f"mindsim/data/baselines/patient_psi.yaml (known: {', '.join(clusters)})"
+        )
     return str(clusters[cluster]["category"])
 
 
@@ -76,13 +82,30 @@ def map_model(options: list[str]) -> type[BaseModel]:
     beliefs: Any = list[Literal[tuple(options)]]  # type: ignore[misc]
     emotions: Any = list[Literal[tuple(data()["emotions"])]]  # type: ignore[misc]
     return create_model(
-        "PatientPsiMap", __config__=ConfigDict(extra="forbid"),
+        "PatientPsiMap",
+        __config__=ConfigDict(extra="forbid"),
         __validators__={"once": field_validator("core_beliefs", "emotions")(_once)},
-        name=(str, Field(min_length=1, max_length=30, description="The client's first name (from the persona if it gives one)")),
+        name=(
+            str,
+            Field(
+                min_length=1, max_length=30, description="The client's first name (from the persona if it gives one)"
+            ),
+        ),
         core_beliefs=(beliefs, Field(min_length=1, max_length=2, description="1-2 core beliefs that fit the case")),
-        intermediate_beliefs=(list[Line], Field(min_length=1, max_length=3, description="Rules, attitudes and assumptions ('If I ..., then ...')")),
-        intermediate_beliefs_low=(list[Line], Field(min_length=1, max_length=2, description="The rules that take over when the client is at their lowest")),
-        emotions=(emotions, Field(min_length=1, max_length=3, description="1-3 emotions the client's hard moments bring")),
+        intermediate_beliefs=(
+            list[Line],
+            Field(min_length=1, max_length=3, description="Rules, attitudes and assumptions ('If I ..., then ...')"),
+        ),
+        intermediate_beliefs_low=(
+            list[Line],
+            Field(
+                min_length=1, max_length=2, description="The rules that take over when the client is at their lowest"
+            ),
+        ),
+        emotions=(
+            emotions,
+            Field(min_length=1, max_length=3, description="1-3 emotions the client's hard moments bring"),
+        ),
     )
 
 
@@ -117,7 +140,9 @@ def situation_fields(record: Any) -> dict[str, Any]:
     problem off (history), and its observable coping patterns."""
     pf, psych = record.profile.problem_formulation, record.profile.psychological_formulation
     history = [*pf.predisposing_factors.psychological, *pf.predisposing_factors.social]
-    history.append("What set off the current difficulties: " + "; ".join(x.rstrip(".") for x in pf.precipitating_factors))
+    history.append(
+        "What set off the current difficulties: " + "; ".join(x.rstrip(".") for x in pf.precipitating_factors)
+    )
     return {
         "history": " ".join(h.strip() for h in history if h.strip()),
         "category": category(theme_key(record)),
@@ -141,11 +166,21 @@ def fixed_fields(profile: Any) -> dict[str, Any]:
 
 def map_messages(profile: Any, fixed: dict[str, Any]) -> list[dict[str, str]]:
     cluster = cluster_of(profile)
-    return [{"role": "user", "content": render(
-        MAP_TEMPLATE, persona=common.who(profile), writer_brief=profile.writer_brief,
-        history=fixed["history"], category=fixed["category"], candidates=candidates(cluster),
-        coping=fixed["coping_strategies"], emotions=data()["emotions"],
-    )}]
+    return [
+        {
+            "role": "user",
+            "content": render(
+                MAP_TEMPLATE,
+                persona=common.who(profile),
+                writer_brief=profile.writer_brief,
+                history=fixed["history"],
+                category=fixed["category"],
+                candidates=candidates(cluster),
+                coping=fixed["coping_strategies"],
+                emotions=data()["emotions"],
+            ),
+        }
+    ]
 
 
 async def cognitive_model(profile: Any, seed: int, client: Any, config: Any) -> common.BaselinePreparation:
@@ -156,8 +191,14 @@ async def cognitive_model(profile: Any, seed: int, client: Any, config: Any) -> 
     style = common.draw(profile.profile_id, seed, "patient_psi_style", config.baselines.psi_styles)
     filled = mapped.model_dump()
     return common.BaselinePreparation(
-        engine=NAME, patient_id=profile.profile_id, seed=seed, profile={**fixed, **filled}, filled=sorted(filled),
-        style=style, mapper=client.describe(), prompt={MAP_TEMPLATE: template_hash(MAP_TEMPLATE)},
+        engine=NAME,
+        patient_id=profile.profile_id,
+        seed=seed,
+        profile={**fixed, **filled},
+        filled=sorted(filled),
+        style=style,
+        mapper=client.describe(),
+        prompt={MAP_TEMPLATE: template_hash(MAP_TEMPLATE)},
     )
 
 
@@ -165,11 +206,19 @@ def system_prompt(prep: common.BaselinePreparation, talk: Any) -> str:
     """The session's system prompt: the cognitive model, the scenario's situation triad, the style."""
     scenario = talk.inp.scenario
     if prep.style not in data()["styles"]:
-        raise ConfigError(f"Patient-Psi preparation of {prep.patient_id}: style '{prep.style}' is not one of "
-                          f"{', '.join(data()['styles'])}; use a new --out folder")
-    return render(SYSTEM_TEMPLATE, cm=prep.profile, style=prep.style,
-                  situation=scenario.event, automatic_thoughts=scenario.automatic_thoughts,
-                  behaviours=scenario.behaviors, **common.session_context(talk))
+        raise ConfigError(
+            f"Patient-Psi preparation of {prep.patient_id}: style '{prep.style}' is not one of "
+            f"{', '.join(data()['styles'])}; use a new --out folder"
+        )
+    return render(
+        SYSTEM_TEMPLATE,
+        cm=prep.profile,
+        style=prep.style,
+        situation=scenario.event,
+        automatic_thoughts=scenario.automatic_thoughts,
+        behaviours=scenario.behaviors,
+        **common.session_context(talk),
+    )
 
 
 class PatientPsiEngine(common.PromptedBaselineEngine, PatientEngine):
@@ -198,13 +247,23 @@ class PatientPsiEngine(common.PromptedBaselineEngine, PatientEngine):
         known = data()["clusters"]
         bad = sorted({cluster_of(p) for p in profiles} - set(known))
         if bad:
-            raise InputError(f"profiles: core-belief cluster(s) {', '.join(bad)} have no Patient-Psi category; add them "
-                             "to mindsim/data/baselines/patient_psi.yaml `clusters` or drop patient_psi from "
-                             "simulation.patient_engine")
+            raise InputError(
+                f"profiles: core-belief cluster(s) {', '.join(bad)} have no Patient-Psi category; add them "
+                "to mindsim/data/baselines/patient_psi.yaml `clusters` or drop patient_psi from "
+                "simulation.patient_engine"
+            )
 
     def role_schemas(self) -> list[RoleSchema]:
-        return [RoleSchema(common.MAPPER_ROLE, "patient_psi:PatientPsiMap", widest_map_schema, common.SIMULATE,
-                           budget=common.mapper_budget, active=lambda recipe: recipe_runs(recipe, NAME))]
+        return [
+            RoleSchema(
+                common.MAPPER_ROLE,
+                "patient_psi:PatientPsiMap",
+                widest_map_schema,
+                common.SIMULATE,
+                budget=common.mapper_budget,
+                active=lambda recipe: recipe_runs(recipe, NAME),
+            )
+        ]
 
     def card_section(self, rows: list[dict[str, Any]]) -> dict[str, Any]:
         """How many of its patients got each conversational style (one draw per patient and seed)."""
@@ -217,9 +276,11 @@ class PatientPsiEngine(common.PromptedBaselineEngine, PatientEngine):
             "record_fields": True,
             "sessions_note": "; Patient-Psi sessions carry their cognitive model and drawn style (`baseline`)",
             "attribution": "Sessions played by the Patient-Psi engine follow the Patient-Psi design (Wang et al. 2024): "
-                           "a CBT cognitive conceptualisation and one of six conversational styles, in our own prompt.",
+            "a CBT cognitive conceptualisation and one of six conversational styles, in our own prompt.",
             "patients": len(per_patient),
-            "style_share": [(s, n, n / len(per_patient)) for s, n in sorted(styles.items(), key=lambda kv: (-kv[1], kv[0]))],
+            "style_share": [
+                (s, n, n / len(per_patient)) for s, n in sorted(styles.items(), key=lambda kv: (-kv[1], kv[0]))
+            ],
         }
 
 

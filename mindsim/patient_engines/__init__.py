@@ -46,9 +46,24 @@ if TYPE_CHECKING:  # pragma: no cover - typing only
     from mindsimkit.mindcore.budget import RoleSchema
 
 __all__ = [
-    "DEFAULT_ENGINE", "VARIANT_SEP", "Participant", "PatientEngine", "PreparationStore", "TalkStart", "Variant",
-    "engine_roles", "engines_of", "names", "recipe_runs", "recipe_variants", "register", "register_variant", "scenario_frame",
-    "role_schemas", "unregister", "variant",
+    "DEFAULT_ENGINE",
+    "VARIANT_SEP",
+    "Participant",
+    "PatientEngine",
+    "PreparationStore",
+    "TalkStart",
+    "Variant",
+    "engine_roles",
+    "engines_of",
+    "names",
+    "recipe_runs",
+    "recipe_variants",
+    "register",
+    "register_variant",
+    "scenario_frame",
+    "role_schemas",
+    "unregister",
+    "variant",
 ]
 
 _ENGINES: dict[str, PatientEngine] = {}
@@ -66,8 +81,10 @@ def _ensure() -> None:
         module, _, attr = entry.impl.partition(":")
         engine = getattr(importlib.import_module(module), attr)
         if engine.name != name:
-            raise ConfigError(f"mindsim/data/{engine_names.TABLE}: '{name}' names {entry.impl}, whose engine is "
-                              f"called '{engine.name}'")
+            raise ConfigError(
+                f"mindsim/data/{engine_names.TABLE}: '{name}' names {entry.impl}, whose engine is "
+                f"called '{engine.name}'"
+            )
         _add(engine)
         for arm, spec in engine_names.arms_of(name).items():
             register_variant(name, arm, spec.settings, spec.description)
@@ -102,8 +119,10 @@ def register_variant(engine: str, arm: str, settings: Mapping[str, Any], descrip
         raise ValueError(f"variant '{engine}{VARIANT_SEP}{arm}': engine '{engine}' has no settings to vary")
     shared = sorted(set(settings) & base.preparation_settings)
     if shared:
-        raise ValueError(f"variant '{engine}{VARIANT_SEP}{arm}' sets {', '.join(shared)}, which the engine's "
-                         "per-patient preparation reads; its arms share one preparation, so they may not differ there")
+        raise ValueError(
+            f"variant '{engine}{VARIANT_SEP}{arm}' sets {', '.join(shared)}, which the engine's "
+            "per-patient preparation reads; its arms share one preparation, so they may not differ there"
+        )
     from pydantic import BaseModel
 
     from mindsimkit.mindsim.config import SimulationConfig
@@ -138,8 +157,10 @@ def variant(name: str) -> Variant:
     _ensure()
     found = _VARIANTS.get(name)
     if found is None:
-        raise ConfigError(f"simulation.patient_engine: unknown patient engine '{name}'; registered: "
-                          f"{', '.join(names())} (an engine's variants are written ENGINE{VARIANT_SEP}ARM)")
+        raise ConfigError(
+            f"simulation.patient_engine: unknown patient engine '{name}'; registered: "
+            f"{', '.join(names())} (an engine's variants are written ENGINE{VARIANT_SEP}ARM)"
+        )
     return found
 
 

@@ -92,8 +92,14 @@ class PatientEngine:
         """Where a run folder keeps this engine's per-patient preparation (None: nothing to checkpoint)."""
         return None
 
-    async def prepare(self, profile: "Profile", seed: int, roles: "Roles", config: "SimulationConfig",
-                      store: PreparationStore | None = None) -> Any:
+    async def prepare(
+        self,
+        profile: "Profile",
+        seed: int,
+        roles: "Roles",
+        config: "SimulationConfig",
+        store: PreparationStore | None = None,
+    ) -> Any:
         """The patient's preparation, from `store` when it holds it, else made (and saved there)."""
         return None
 

@@ -40,8 +40,10 @@ def agenda_tool_schema() -> dict[str, Any]:
     from mindsimkit.mindsim.guard import TodoAdd, TodoComplete
     from mindsimkit.mindsim.patient import ADD_DESCRIPTION, COMPLETE_DESCRIPTION
 
-    tools = [ToolSpec.from_model("complete_todo", COMPLETE_DESCRIPTION, TodoComplete),
-             ToolSpec.from_model("add_todo", ADD_DESCRIPTION, TodoAdd)]
+    tools = [
+        ToolSpec.from_model("complete_todo", COMPLETE_DESCRIPTION, TodoComplete),
+        ToolSpec.from_model("add_todo", ADD_DESCRIPTION, TodoAdd),
+    ]
     return tool_choice_schema(tools, True)
 
 
@@ -69,12 +71,19 @@ class MindSimEngine(PatientEngine):
 
         arc, inp, config = talk.arc, talk.inp, talk.config
         profile, plan = arc.profile, inp.plan
-        p_prompt = patient_system_prompt(profile, arc.vocab, plan, inp.scenario, talk.agenda, inp.memory,
-                                         agenda_plain=config.agenda_plain)
+        p_prompt = patient_system_prompt(
+            profile, arc.vocab, plan, inp.scenario, talk.agenda, inp.memory, agenda_plain=config.agenda_plain
+        )
         rng = random.Random(int.from_bytes(hashlib.sha256(talk.sid.encode()).digest()[:8], "big"))
         return Patient(
-            client=arc.roles.patient, vocab=arc.vocab, archetype=profile.style.archetype, max_depth=plan.max_depth,
-            style_cues=style_cues(profile), agenda=talk.agenda, config=config, rng=rng,
+            client=arc.roles.patient,
+            vocab=arc.vocab,
+            archetype=profile.style.archetype,
+            max_depth=plan.max_depth,
+            style_cues=style_cues(profile),
+            agenda=talk.agenda,
+            config=config,
+            rng=rng,
             history=[{"role": "system", "content": p_prompt}],
         )
 
@@ -94,8 +103,14 @@ class MindSimEngine(PatientEngine):
             return recipe_runs(recipe, self.name)
 
         return [
-            RoleSchema("patient", "tool_choice:commit_move", commit_tool_schema, SIMULATE, active=active,
-                       schema_for=lambda recipe: commit_tool_schema(_preset(recipe))),
+            RoleSchema(
+                "patient",
+                "tool_choice:commit_move",
+                commit_tool_schema,
+                SIMULATE,
+                active=active,
+                schema_for=lambda recipe: commit_tool_schema(_preset(recipe)),
+            ),
             RoleSchema("patient", "tool_choice:agenda", agenda_tool_schema, SIMULATE, active=active),
         ]
 

@@ -91,7 +91,9 @@ def _step_schema(step: str) -> Callable[[], dict[str, Any]]:
 def _chunk(recipe: Any) -> int:
     from mindsimkit.mindsim.config import PatientActConfig
 
-    return int(_pa_section(recipe).get("decomposition_chunk", PatientActConfig.model_fields["decomposition_chunk"].default))
+    return int(
+        _pa_section(recipe).get("decomposition_chunk", PatientActConfig.model_fields["decomposition_chunk"].default)
+    )
 
 
 def _decomposition_schema(recipe: Any = None) -> dict[str, Any]:
@@ -111,21 +113,53 @@ def _formulation_schema() -> dict[str, Any]:
     return PsychFormulation.model_json_schema()
 
 
-def entries(step_role: str = STEP_ROLE, decomposer_role: str = DECOMPOSER_ROLE,
-            matcher_role: str = MATCHER_ROLE) -> list[RoleSchema]:
+def entries(
+    step_role: str = STEP_ROLE, decomposer_role: str = DECOMPOSER_ROLE, matcher_role: str = MATCHER_ROLE
+) -> list[RoleSchema]:
     steps = [
-        RoleSchema(step_role, f"patientact:{name}", _step_schema(name), SIMULATE,
-                   budget=_budget("step_max_tokens"), active=_active)
+        RoleSchema(
+            step_role,
+            f"patientact:{name}",
+            _step_schema(name),
+            SIMULATE,
+            budget=_budget("step_max_tokens"),
+            active=_active,
+        )
         for name in ("reaction", "behaviour", "resistance", "trust")
     ]
     return [
         *steps,
-        RoleSchema(decomposer_role, "patientact:PsychFormulation", _formulation_schema, SIMULATE,
-                   budget=_budget("formulation_max_tokens"), active=_formulation_on),
-        RoleSchema(decomposer_role, "patientact:FormulationScreen", _screen_schema, SIMULATE,
-                   budget=_budget("psych_screen_max_tokens"), active=_screen_on),
-        RoleSchema(decomposer_role, "patientact:DecompositionDraft", _decomposition_schema, SIMULATE,
-                   budget=_budget("decomposition_max_tokens"), active=_active, schema_for=_decomposition_schema),
-        RoleSchema(matcher_role, "patientact:TagMatch", _matcher_schema, SIMULATE,
-                   budget=_budget("matcher_max_tokens"), active=_matcher_on),
+        RoleSchema(
+            decomposer_role,
+            "patientact:PsychFormulation",
+            _formulation_schema,
+            SIMULATE,
+            budget=_budget("formulation_max_tokens"),
+            active=_formulation_on,
+        ),
+        RoleSchema(
+            decomposer_role,
+            "patientact:FormulationScreen",
+            _screen_schema,
+            SIMULATE,
+            budget=_budget("psych_screen_max_tokens"),
+            active=_screen_on,
+        ),
+        RoleSchema(
+            decomposer_role,
+            "patientact:DecompositionDraft",
+            _decomposition_schema,
+            SIMULATE,
+            budget=_budget("decomposition_max_tokens"),
+            active=_active,
+            schema_for=_decomposition_schema,
+        ),
+        RoleSchema(
+            matcher_role,
+            "patientact:TagMatch",
+            _matcher_schema,
+            SIMULATE,
+            budget=_budget("matcher_max_tokens"),
+            active=_matcher_on,
+        ),
     ]

@@ -40,8 +40,10 @@ def demographics_line(profile: Profile) -> str:
     from mindsimkit.profilegen.render import LIVING
 
     p, d = profile.written().persona, profile.written().demographics
-    return (f"Age {p.age}, {d.gender}, {_words(d.relationship)}, {_words(d.employment)} "
-            f"({_words(p.occupation)}), living {LIVING[d.living_situation]}.")
+    return (
+        f"Age {p.age}, {d.gender}, {_words(d.relationship)}, {_words(d.employment)} "
+        f"({_words(p.occupation)}), living {LIVING[d.living_situation]}."
+    )
 
 
 def _problem(profile: Profile, blind: bool) -> list[Section]:
@@ -51,14 +53,21 @@ def _problem(profile: Profile, blind: bool) -> list[Section]:
         presenting.append(f"Impact: {'; '.join(f.presenting.impact)}")
     presenting.append(f"Goal: {f.presenting.goal}")
     out = [Section("Presenting problem", tuple(presenting))]
-    out.append(Section("Precipitating factors",
-                       (f"{f.precipitating.when}: {_words(f.precipitating.label)}. {f.precipitating.what_changed}",)))
+    out.append(
+        Section(
+            "Precipitating factors",
+            (f"{f.precipitating.when}: {_words(f.precipitating.label)}. {f.precipitating.what_changed}",),
+        )
+    )
+
     def line(p: Any) -> str:
         return f"{_words(p.label)}: {p.history}"
 
     if any(p.kind for p in f.predisposing):
         for kind in ("psychological", "social"):
-            out.append(Section(f"Predisposing factors: {kind}", tuple(line(p) for p in f.predisposing if p.kind == kind)))
+            out.append(
+                Section(f"Predisposing factors: {kind}", tuple(line(p) for p in f.predisposing if p.kind == kind))
+            )
     else:
         out.append(Section("Predisposing factors", tuple(line(p) for p in f.predisposing)))
     out.append(Section("Perpetuating factors", tuple(f"{_words(p.label)}: {p.situation}" for p in f.perpetuating)))
@@ -72,16 +81,31 @@ def _psychological(formulation: Any) -> list[Section]:
     if formulation is None:
         return []
     f = formulation
-    out = [Section(title, tuple(getattr(f, name))) for title, name in (
-        ("Intermediate beliefs", "intermediate_beliefs"), ("Automatic thoughts", "automatic_thoughts"),
-        ("Triggers", "triggers"), ("Coping patterns", "coping_patterns")) if getattr(f, name)]
+    out = [
+        Section(title, tuple(getattr(f, name)))
+        for title, name in (
+            ("Intermediate beliefs", "intermediate_beliefs"),
+            ("Automatic thoughts", "automatic_thoughts"),
+            ("Triggers", "triggers"),
+            ("Coping patterns", "coping_patterns"),
+        )
+        if getattr(f, name)
+    ]
     out.append(Section("Emotional range", (f.emotional_range,)))
     tp = f.therapist_pattern
-    out.append(Section("Interpersonal pattern: the counsellor",
-                       (f"Wish: {tp.wish}", f"Expected response: {tp.response_of_other}", f"Reaction: {tp.response_of_self}")))
+    out.append(
+        Section(
+            "Interpersonal pattern: the counsellor",
+            (f"Wish: {tp.wish}", f"Expected response: {tp.response_of_other}", f"Reaction: {tp.response_of_self}"),
+        )
+    )
     for p in f.interpersonal_patterns:
-        out.append(Section(f"Interpersonal pattern: {p.domain}",
-                           (f"Wish: {p.wish}", f"Expected response: {p.response_of_other}", f"Reaction: {p.response_of_self}")))
+        out.append(
+            Section(
+                f"Interpersonal pattern: {p.domain}",
+                (f"Wish: {p.wish}", f"Expected response: {p.response_of_other}", f"Reaction: {p.response_of_self}"),
+            )
+        )
     return out
 
 
@@ -90,12 +114,20 @@ def _situation_card(record: SituationRecord) -> list[Section]:
     core belief is the scaffold's theme, a seed, so a blind card hides it with the seeds."""
     d, pf = record.profile.demographics, record.profile.problem_formulation
     lo, hi = record.scaffold.age_range
-    who = (f"{d.name}: {d.age_group.lower()} ({lo}-{hi}), {d.gender}, {d.marital_status}, {d.occupation}.",
-           f"Cultural background: {d.cultural_background}")
+    who = (
+        f"{d.name}: {d.age_group.lower()} ({lo}-{hi}), {d.gender}, {d.marital_status}, {d.occupation}.",
+        f"Cultural background: {d.cultural_background}",
+    )
     return [
         Section("Demographics", who),
-        Section("Presenting problem", (f"Situation: {pf.presenting_problem.situation}",
-                                       f"Impact: {'; '.join(pf.presenting_problem.impact)}", f"Goal: {pf.goal}")),
+        Section(
+            "Presenting problem",
+            (
+                f"Situation: {pf.presenting_problem.situation}",
+                f"Impact: {'; '.join(pf.presenting_problem.impact)}",
+                f"Goal: {pf.goal}",
+            ),
+        ),
         Section("Precipitating factors", tuple(pf.precipitating_factors)),
         Section("Predisposing factors: psychological", tuple(pf.predisposing_factors.psychological)),
         Section("Predisposing factors: social", tuple(pf.predisposing_factors.social)),
@@ -104,15 +136,17 @@ def _situation_card(record: SituationRecord) -> list[Section]:
     ]
 
 
-def profile_card(profile: Profile, formulation: Any = None, *, blind: bool = True,
-                 seeds: Optional[dict[str, str]] = None) -> list[Section]:
+def profile_card(
+    profile: Profile, formulation: Any = None, *, blind: bool = True, seeds: Optional[dict[str, str]] = None
+) -> list[Section]:
     """The card's sections. `blind`: as the identification task shows it (no core belief, no seeds);
     otherwise the whole profile, with `seeds` (attachment, theme) named when given."""
     if profile.situation_profile is not None:
         out = _situation_card(profile.situation_profile) + _psychological(formulation)
         if seeds and not blind:
-            out.append(Section("Seed attributes",
-                               tuple(f"{k.replace('_', ' ').capitalize()}: {v}" for k, v in seeds.items())))
+            out.append(
+                Section("Seed attributes", tuple(f"{k.replace('_', ' ').capitalize()}: {v}" for k, v in seeds.items()))
+            )
         return out
     persona = profile.written().persona
     who = [persona.persona.strip(), demographics_line(profile)]
@@ -126,7 +160,9 @@ def profile_card(profile: Profile, formulation: Any = None, *, blind: bool = Tru
     out += _problem(profile, blind)
     out += _psychological(formulation)
     if seeds and not blind:
-        out.append(Section("Seed attributes", tuple(f"{k.replace('_', ' ').capitalize()}: {v}" for k, v in seeds.items())))
+        out.append(
+            Section("Seed attributes", tuple(f"{k.replace('_', ' ').capitalize()}: {v}" for k, v in seeds.items()))
+        )
     return out
 
 

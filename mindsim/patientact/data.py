@@ -60,7 +60,9 @@ class AttachmentRule(_Frozen):
     max_rise: float = Field(ge=0, description="Largest rise one exchange may give")
     max_fall: float = Field(ge=0, description="Largest fall one exchange may give")
     floor_fall: dict[str, float] = Field(default_factory=dict, description="Criterion -> least fall it causes")
-    reverse_after_rises: int = Field(0, ge=0, description="After this many rises in a row the next rise reverses (0: never)")
+    reverse_after_rises: int = Field(
+        0, ge=0, description="After this many rises in a row the next rise reverses (0: never)"
+    )
     reversal: float = Field(0.0, le=0, description="The move a reversed rise makes")
     leaning: str = Field(min_length=1, description="How this style's trust moves (told to the trust step)")
 
@@ -93,7 +95,9 @@ class TrustRules(_Frozen):
         for style, rule in self.attachment.items():
             unknown = set(rule.floor_fall) - set(self.criteria["lower"])
             if unknown:
-                raise ValueError(f"attachment.{style}.floor_fall names criteria that do not lower trust: {sorted(unknown)}")
+                raise ValueError(
+                    f"attachment.{style}.floor_fall names criteria that do not lower trust: {sorted(unknown)}"
+                )
         if sorted({abs(v) for v in self.changes.values()}) != [0.0, 0.25, 0.5]:
             raise ValueError("changes must be 0, ±0.25 and ±0.5 (PatientAct §3.3.4)")
         if [float(k) for k in self.levels] != self.scale:
@@ -135,9 +139,11 @@ class StepRules(_Frozen):
     nothing_activated_behaviours: list[str] = Field(min_length=1)
     recent_behaviours: int = Field(4, ge=1, le=10, description="How many of the latest behaviours the step is shown")
     same_behaviour_run: int = Field(
-        0, ge=0, description="Tell the step to avoid a behaviour that would make this many in a row (0: no such rule)")
+        0, ge=0, description="Tell the step to avoid a behaviour that would make this many in a row (0: no such rule)"
+    )
     neutral_or_low: bool = Field(
-        False, description="Also lean to the nothing-activated behaviours at any neutral or low-intensity reaction")
+        False, description="Also lean to the nothing-activated behaviours at any neutral or low-intensity reaction"
+    )
 
 
 class ItemType(_Frozen):
@@ -156,8 +162,10 @@ class ItemTypes(_Frozen):
     generic_tags: list[str] = Field(default_factory=list, description="Tags too generic to be patient-specific")
     discomfort_categories: dict[str, bool] = Field(min_length=2)
     category_anchors: dict[str, float] = Field(
-        default_factory=dict, description="Discomfort category → the level an item of it is anchored at instead of "
-        "its type's (PatientAct Fig. 7 puts therapy-specific vulnerability at 4.0)")
+        default_factory=dict,
+        description="Discomfort category → the level an item of it is anchored at instead of "
+        "its type's (PatientAct Fig. 7 puts therapy-specific vulnerability at 4.0)",
+    )
 
     @model_validator(mode="after")
     def _known_categories(self) -> "ItemTypes":
@@ -271,7 +279,9 @@ def item_types() -> ItemTypes:
     scale = trust_rules().scale
     for name, t in types.types.items():
         if t.anchor not in scale:
-            raise ConfigError(f"mindsim/{DATA_DIR}/item_types.yaml: {name}'s anchor {t.anchor} is not on the trust scale")
+            raise ConfigError(
+                f"mindsim/{DATA_DIR}/item_types.yaml: {name}'s anchor {t.anchor} is not on the trust scale"
+            )
     return types
 
 
@@ -291,19 +301,21 @@ def identification() -> Identification:
     no text with what the formulation is written from."""
     ident = _load("identification.yaml", Identification)
     where = f"mindsim/{DATA_DIR}/identification.yaml"
-    for name, options, written in (("attachment", ident.attachment, attachment_prior().descriptions),
-                                   ("theme", ident.theme, theme_map().themes)):
+    for name, options, written in (
+        ("attachment", ident.attachment, attachment_prior().descriptions),
+        ("theme", ident.theme, theme_map().themes),
+    ):
         if set(options) != set(written):
             raise ConfigError(f"{where}: `{name}` must name exactly {sorted(written)}")
         same = [k for k in options if options[k].strip().lower() == written[k].strip().lower()]
         if same:
-            raise ConfigError(f"{where}: `{name}` options {same} repeat the text the formulation is written from; "
-                              "word the annotators' option differently")
+            raise ConfigError(
+                f"{where}: `{name}` options {same} repeat the text the formulation is written from; "
+                "word the annotators' option differently"
+            )
     return ident
 
 
 @lru_cache(maxsize=1)
 def lexicon() -> Lexicon:
     return _load("retrieval.yaml", Lexicon)
-
-

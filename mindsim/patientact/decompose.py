@@ -66,7 +66,9 @@ class StaticLayer(_Row):
     precipitating: str = Field(min_length=1, description="What triggered it: the recent event and when")
     protective: list[str] = Field(default_factory=list, description="Strengths and supports")
     coping: list[str] = Field(default_factory=list, description="Coping patterns (observable)")
-    emotional_range: str | None = Field(None, description="Emotions the client reaches easily or not (psych formulation)")
+    emotional_range: str | None = Field(
+        None, description="Emotions the client reaches easily or not (psych formulation)"
+    )
     therapist_wish: str | None = Field(None, description="What they want from the therapist (therapist CCRT)")
     therapist_expects: str | None = Field(None, description="What they expect from the therapist")
     therapist_reaction: str | None = Field(None, description="How they react")
@@ -93,7 +95,9 @@ def situation_pieces(record: SituationRecord) -> list[tuple[str, str]]:
     by the seed, not a piece."""
     pf = record.profile.problem_formulation
     out = [("formulation.presenting.impact", x) for x in pf.presenting_problem.impact]
-    out += [("formulation.perpetuating", x) for x in (*pf.perpetuating_factors.internal, *pf.perpetuating_factors.external)]
+    out += [
+        ("formulation.perpetuating", x) for x in (*pf.perpetuating_factors.internal, *pf.perpetuating_factors.external)
+    ]
     out += [("formulation.predisposing", x) for x in pf.predisposing_factors.psychological]
     out += [("formulation.predisposing.social", x) for x in pf.predisposing_factors.social]
     return out
@@ -110,7 +114,10 @@ def profile_pieces(profile: Profile, formulation: PsychFormulation | None) -> li
     out += [("formulation.perpetuating", f"{p.label.replace('_', ' ')}: {p.situation}") for p in f.perpetuating]
     out += [("formulation.predisposing", p.history) for p in f.predisposing if p.kind != "social"]
     out += [("formulation.predisposing.social", p.history) for p in f.predisposing if p.kind == "social"]
-    out += [("formulation.core_belief.history", f.core_belief.history), ("formulation.core_belief.belief", f.core_belief.belief)]
+    out += [
+        ("formulation.core_belief.history", f.core_belief.history),
+        ("formulation.core_belief.belief", f.core_belief.belief),
+    ]
     return _typed(types, out + _psych_pieces(formulation))
 
 
@@ -120,9 +127,13 @@ def _psych_pieces(formulation: PsychFormulation | None) -> list[tuple[str, str]]
     out = [("psych.intermediate_beliefs", x) for x in formulation.intermediate_beliefs]
     out += [("psych.automatic_thoughts", x) for x in formulation.automatic_thoughts]
     out += [("psych.triggers", x) for x in formulation.triggers]
-    out += [("psych.interpersonal_patterns",
-             f"With {p.domain}: wants {p.wish}; expects {p.response_of_other}; then {p.response_of_self}")
-            for p in formulation.interpersonal_patterns]
+    out += [
+        (
+            "psych.interpersonal_patterns",
+            f"With {p.domain}: wants {p.wish}; expects {p.response_of_other}; then {p.response_of_self}",
+        )
+        for p in formulation.interpersonal_patterns
+    ]
     return out
 
 
@@ -142,8 +153,10 @@ def max_pieces(patientact: bool = False) -> int:
     fd = formulation_draft(patientact=patientact)
     before = ("impact", "psychological", "social") if patientact else ("predisposing",)
     five_p = sum(most(fd, n) for n in before) + 1 + most(fd, "other_coping") + 2  # + unhelpful coping, + core belief x2
-    psych = sum(most(PsychFormulation, n) for n in ("intermediate_beliefs", "automatic_thoughts", "triggers",
-                                                    "interpersonal_patterns"))
+    psych = sum(
+        most(PsychFormulation, n)
+        for n in ("intermediate_beliefs", "automatic_thoughts", "triggers", "interpersonal_patterns")
+    )
     return five_p + psych
 
 
@@ -154,12 +167,16 @@ def situation_static(record: SituationRecord, formulation: PsychFormulation) -> 
     tp = formulation.therapist_pattern
     return StaticLayer(
         demographics=f"{d.name}: {d.age_group.lower()} ({record.scaffold.age_range[0]}-{record.scaffold.age_range[1]}), "
-                     f"{d.gender}; {d.occupation}; {d.marital_status}",
-        cultural_background=d.cultural_background, current_concern=pf.presenting_problem.situation,
+        f"{d.gender}; {d.occupation}; {d.marital_status}",
+        cultural_background=d.cultural_background,
+        current_concern=pf.presenting_problem.situation,
         precipitating="; ".join(pf.precipitating_factors),
         protective=[*pf.protective_factors.internal, *pf.protective_factors.external],
-        coping=list(formulation.coping_patterns), emotional_range=formulation.emotional_range,
-        therapist_wish=tp.wish, therapist_expects=tp.response_of_other, therapist_reaction=tp.response_of_self,
+        coping=list(formulation.coping_patterns),
+        emotional_range=formulation.emotional_range,
+        therapist_wish=tp.wish,
+        therapist_expects=tp.response_of_other,
+        therapist_reaction=tp.response_of_self,
     )
 
 
@@ -170,19 +187,26 @@ def situation_formulation(record: SituationRecord) -> PsychFormulation:
 
 def static_layer(profile: Profile, formulation: PsychFormulation | None) -> StaticLayer:
     if profile.situation_profile is not None:
-        return situation_static(profile.situation_profile, formulation or situation_formulation(profile.situation_profile))
+        return situation_static(
+            profile.situation_profile, formulation or situation_formulation(profile.situation_profile)
+        )
     p, d, _, f = profile.written()
-    demographics = (f"{p.age}, {d.gender}; {p.occupation.replace('_', ' ')} ({d.employment.replace('_', ' ')}); "
-                    f"{d.relationship.replace('_', ' ')}, {d.living_situation.replace('_', ' ')}")
+    demographics = (
+        f"{p.age}, {d.gender}; {p.occupation.replace('_', ' ')} ({d.employment.replace('_', ' ')}); "
+        f"{d.relationship.replace('_', ' ')}, {d.living_situation.replace('_', ' ')}"
+    )
     tp = formulation.therapist_pattern if formulation is not None else None
     return StaticLayer(
-        demographics=demographics, persona=p.persona.strip() or None,
-        cultural_background=p.cultural_background.strip() or None, current_concern=f.presenting.summary,
+        demographics=demographics,
+        persona=p.persona.strip() or None,
+        cultural_background=p.cultural_background.strip() or None,
+        current_concern=f.presenting.summary,
         precipitating=f"{f.precipitating.when}: {f.precipitating.what_changed}",
         protective=[x.detail for x in f.protective],
         coping=list(formulation.coping_patterns) if formulation is not None else [],
         emotional_range=formulation.emotional_range if formulation is not None else None,
-        therapist_wish=tp.wish if tp else None, therapist_expects=tp.response_of_other if tp else None,
+        therapist_wish=tp.wish if tp else None,
+        therapist_expects=tp.response_of_other if tp else None,
         therapist_reaction=tp.response_of_self if tp else None,
     )
 
@@ -199,13 +223,24 @@ MIN_TAGS = 3
 class DraftItem(_Row):
     """What the decomposer assigns to one piece (Fig. 7): the rest of the item is the profile's own text."""
 
-    topic: str = Field(min_length=1, max_length=40, description="A neutral label of the area (e.g. 'family history'), revealing nothing")
-    shift: float = Field(description="Move from the type's anchored level: 0 keeps it; -0.5 easier to share, 0.5 harder",
-                         json_schema_extra=_shift_schema)
-    tags: list[Tag] = Field(min_length=3, max_length=5,
-                            description="3-5 topics a counsellor might raise that make it relevant, specific to this client")
-    category: str = Field(description="What kind of content it is (decides whether pushing on it early unsettles the client)",
-                          json_schema_extra=lambda s: s.update(enum=list(item_types().discomfort_categories)))
+    topic: str = Field(
+        min_length=1,
+        max_length=40,
+        description="A neutral label of the area (e.g. 'family history'), revealing nothing",
+    )
+    shift: float = Field(
+        description="Move from the type's anchored level: 0 keeps it; -0.5 easier to share, 0.5 harder",
+        json_schema_extra=_shift_schema,
+    )
+    tags: list[Tag] = Field(
+        min_length=3,
+        max_length=5,
+        description="3-5 topics a counsellor might raise that make it relevant, specific to this client",
+    )
+    category: str = Field(
+        description="What kind of content it is (decides whether pushing on it early unsettles the client)",
+        json_schema_extra=lambda s: s.update(enum=list(item_types().discomfort_categories)),
+    )
 
     @field_validator("shift")
     @classmethod
@@ -240,7 +275,9 @@ class DraftItem(_Row):
         tags = distinct
         generic = sorted({t for t in tags if t.lower() in set(item_types().generic_tags)})
         if generic:
-            raise ValueError(f"tags {generic} fit any client; use topics specific to this one (their people, places, events)")
+            raise ValueError(
+                f"tags {generic} fit any client; use topics specific to this one (their people, places, events)"
+            )
         return tags
 
     @field_validator("topic")
@@ -261,25 +298,37 @@ class DecompositionDraft(_Row):
 def draft_model(n: int) -> type[DecompositionDraft]:
     """The schema for a profile of `n` pieces: exactly `n` entries (same schema name for every n)."""
     return create_model(
-        "DecompositionDraft", __base__=DecompositionDraft,
-        items=(list[DraftItem], Field(min_length=n, max_length=n, description=f"Exactly {n} entries, one per numbered piece, in order")),
+        "DecompositionDraft",
+        __base__=DecompositionDraft,
+        items=(
+            list[DraftItem],
+            Field(min_length=n, max_length=n, description=f"Exactly {n} entries, one per numbered piece, in order"),
+        ),
     )
 
 
 class MemoryItem(_Row):
     """One dynamic-layer item: surfaces only when relevant and when trust allows."""
 
-    id: str = Field(description="Item id within the decomposition (m1, m2, ...; s1, ... for a session's scenario items)")
+    id: str = Field(
+        description="Item id within the decomposition (m1, m2, ...; s1, ... for a session's scenario items)"
+    )
     type: str = Field(description="Item type (item_types.yaml), from the profile field it came from")
     source: str = Field(description="The profile field it came from")
     content: str = Field(min_length=1, description="The profile's own text")
     topic: str = Field(min_length=1, max_length=40, description="Neutral label of the area")
-    level: float = Field(description="Least trust at which it is shared (the type's anchor, or its discomfort "
-                         "category's where item_types.yaml gives one, + the decomposer's shift)")
+    level: float = Field(
+        description="Least trust at which it is shared (the type's anchor, or its discomfort "
+        "category's where item_types.yaml gives one, + the decomposer's shift)"
+    )
     tags: list[Tag] = Field(min_length=1, max_length=5, description="Activation tags")
-    tags_from_content: int = Field(0, ge=0, exclude_if=lambda n: n == 0,
-                                   description="Tags added from the item's own words because the decomposer gave "
-                                               "fewer than three distinct ones (ours); absent when none")
+    tags_from_content: int = Field(
+        0,
+        ge=0,
+        exclude_if=lambda n: n == 0,
+        description="Tags added from the item's own words because the decomposer gave "
+        "fewer than three distinct ones (ours); absent when none",
+    )
     category: str = Field(description="Discomfort category")
     discomfort: bool = Field(description="Whether approaching it before trust allows visibly unsettles the patient")
 
@@ -291,10 +340,19 @@ def make_item(item_id: str, piece: Piece, draft: DraftItem) -> MemoryItem:
     level = min(rules.maximum, max(rules.minimum, types.anchor(piece.type, draft.category) + draft.shift))
     tags = list(draft.tags)
     have = {t.lower() for t in tags}
-    extra = [w for w in content_tags(piece.content) if w not in have][:max(0, MIN_TAGS - len(tags))]
-    return MemoryItem(id=item_id, type=piece.type, source=piece.source, content=piece.content, topic=draft.topic,
-                      level=round(level, 1), tags=tags + extra, tags_from_content=len(extra), category=draft.category,
-                      discomfort=types.discomfort_categories[draft.category])
+    extra = [w for w in content_tags(piece.content) if w not in have][: max(0, MIN_TAGS - len(tags))]
+    return MemoryItem(
+        id=item_id,
+        type=piece.type,
+        source=piece.source,
+        content=piece.content,
+        topic=draft.topic,
+        level=round(level, 1),
+        tags=tags + extra,
+        tags_from_content=len(extra),
+        category=draft.category,
+        discomfort=types.discomfort_categories[draft.category],
+    )
 
 
 Issue = Annotated[str, Field(min_length=3, max_length=160)]
@@ -304,7 +362,9 @@ class FormulationScreen(_Row):
     """The screen's verdict on a psychological formulation (PatientAct Fig. 6, the criteria that concern it)."""
 
     passed: bool = Field(description="True when every listed criterion holds")
-    issues: list[Issue] = Field(default_factory=list, max_length=5, description="Each real problem, one sentence, what to change")
+    issues: list[Issue] = Field(
+        default_factory=list, max_length=5, description="Each real problem, one sentence, what to change"
+    )
 
 
 class ScreenRecord(_Row):
@@ -323,7 +383,9 @@ class Decomposition(_Row):
     formulation: PsychFormulation | None = Field(
         None, description="The psychological formulation the decomposition was made from (None when switched off)"
     )
-    formulation_screen: ScreenRecord | None = Field(None, description="The formulation's screen (None when not screened)")
+    formulation_screen: ScreenRecord | None = Field(
+        None, description="The formulation's screen (None when not screened)"
+    )
     static: StaticLayer = Field(description="The always-present layer")
     items: list[MemoryItem] = Field(description="The dynamic layer: one item per profile piece")
     engine: dict[str, Any] = Field(default_factory=dict, description="The decomposer's engine, model and sampling")
@@ -349,46 +411,81 @@ def decomposition_key(patient_id: str, seed: int) -> str:
     return f"{patient_id}-{seed}"
 
 
-def decompose_messages(profile: Profile, psych: PsychSeed, pieces: list[Piece],
-                       formulation: PsychFormulation | None = None) -> list[dict[str, str]]:
+def decompose_messages(
+    profile: Profile, psych: PsychSeed, pieces: list[Piece], formulation: PsychFormulation | None = None
+) -> list[dict[str, str]]:
     rules, types = trust_rules(), item_types()
-    return [{"role": "user", "content": render(
-        DECOMPOSE_TEMPLATE,
-        formulation=formulation,
-        writer_brief=profile.writer_brief,
-        # A situation-seeded profile has no persona record: its case summary opens with who the client is.
-        persona=profile.persona.persona if profile.persona is not None else profile.case_summary,
-        levels=[(f"{lv:.1f}", rules.levels[f"{lv:.1f}"]) for lv in rules.scale],
-        pieces=[(i + 1, p.type, f"{types.types[p.type].anchor:.1f}", p.content) for i, p in enumerate(pieces)],
-        types=types.types, shifts=types.shifts(rules.level_step),
-        categories=types.discomfort_categories, category_anchors=types.category_anchors,
-    )}]
+    return [
+        {
+            "role": "user",
+            "content": render(
+                DECOMPOSE_TEMPLATE,
+                formulation=formulation,
+                writer_brief=profile.writer_brief,
+                # A situation-seeded profile has no persona record: its case summary opens with who the client is.
+                persona=profile.persona.persona if profile.persona is not None else profile.case_summary,
+                levels=[(f"{lv:.1f}", rules.levels[f"{lv:.1f}"]) for lv in rules.scale],
+                pieces=[(i + 1, p.type, f"{types.types[p.type].anchor:.1f}", p.content) for i, p in enumerate(pieces)],
+                types=types.types,
+                shifts=types.shifts(rules.level_step),
+                categories=types.discomfort_categories,
+                category_anchors=types.category_anchors,
+            ),
+        }
+    ]
 
 
-async def screen_formulation(client: Any, profile: Profile, psych: PsychSeed, formulation: PsychFormulation, *,
-                             max_tokens: int | None = None, max_attempts: int | None = None,
-                             formulation_max_tokens: int | None = None) -> tuple[PsychFormulation, ScreenRecord]:
+async def screen_formulation(
+    client: Any,
+    profile: Profile,
+    psych: PsychSeed,
+    formulation: PsychFormulation,
+    *,
+    max_tokens: int | None = None,
+    max_attempts: int | None = None,
+    formulation_max_tokens: int | None = None,
+) -> tuple[PsychFormulation, ScreenRecord]:
     """Screen the formulation (PatientAct Fig. 6); when it fails, ask once for a revision that names the issues
     and keep that one (ours: one revision, as the profile screen's bounded loop)."""
-    texts = dict(attachment=psych.attachment, attachment_text=attachment_prior().descriptions[psych.attachment],
-                 theme=psych.theme, theme_text=theme_map().themes[psych.theme])
-    ask = [{"role": "user", "content": render(SCREEN_TEMPLATE, writer_brief=profile.writer_brief,
-                                              formulation=formulation, **texts)}]
+    texts = dict(
+        attachment=psych.attachment,
+        attachment_text=attachment_prior().descriptions[psych.attachment],
+        theme=psych.theme,
+        theme_text=theme_map().themes[psych.theme],
+    )
+    ask = [
+        {
+            "role": "user",
+            "content": render(SCREEN_TEMPLATE, writer_brief=profile.writer_brief, formulation=formulation, **texts),
+        }
+    ]
     sampling = {"max_tokens": max_tokens} if max_tokens else {}
     verdict = await client.structured(ask, FormulationScreen, max_attempts=max_attempts, **sampling)
     if verdict.passed or not verdict.issues:
         return formulation, ScreenRecord(first=verdict)
-    again = [*psych_messages(profile, **texts), {"role": "assistant", "content": formulation.model_dump_json()},
-             {"role": "user", "content": render(REVISE_TEMPLATE, issues=verdict.issues)}]
+    again = [
+        *psych_messages(profile, **texts),
+        {"role": "assistant", "content": formulation.model_dump_json()},
+        {"role": "user", "content": render(REVISE_TEMPLATE, issues=verdict.issues)},
+    ]
     sampling = {"max_tokens": formulation_max_tokens} if formulation_max_tokens else {}
     revised = await client.structured(again, PsychFormulation, max_attempts=max_attempts, **sampling)
     return revised, ScreenRecord(first=verdict, revised=True)
 
 
-async def decompose(client: Any, profile: Profile, seed: int, *, max_tokens: int | None = None,
-                    max_attempts: int | None = None, with_formulation: bool = True,
-                    formulation_max_tokens: int | None = None, screen: bool = False,
-                    screen_max_tokens: int | None = None, chunk: int = 18) -> Decomposition:
+async def decompose(
+    client: Any,
+    profile: Profile,
+    seed: int,
+    *,
+    max_tokens: int | None = None,
+    max_attempts: int | None = None,
+    with_formulation: bool = True,
+    formulation_max_tokens: int | None = None,
+    screen: bool = False,
+    screen_max_tokens: int | None = None,
+    chunk: int = 18,
+) -> Decomposition:
     """The psychological seed, then (unless switched off) the psychological formulation (profilegen.psych),
     screened and revised once when `screen` is on, then the decomposition of profile + formulation."""
     psych = psych_seed(profile, seed)
@@ -401,30 +498,58 @@ async def decompose(client: Any, profile: Profile, seed: int, *, max_tokens: int
         formulation = situation_formulation(profile.situation_profile)
     elif with_formulation:
         formulation = await formulate_psych(
-            client, profile, psych.attachment, attachment_prior().descriptions[psych.attachment], psych.theme,
-            theme_map().themes[psych.theme], max_tokens=formulation_max_tokens, max_attempts=max_attempts,
+            client,
+            profile,
+            psych.attachment,
+            attachment_prior().descriptions[psych.attachment],
+            psych.theme,
+            theme_map().themes[psych.theme],
+            max_tokens=formulation_max_tokens,
+            max_attempts=max_attempts,
         )
         prompts[PSYCH_TEMPLATE] = template_hash(PSYCH_TEMPLATE)
         if screen:
             formulation, screened = await screen_formulation(
-                client, profile, psych, formulation, max_tokens=screen_max_tokens, max_attempts=max_attempts,
-                formulation_max_tokens=formulation_max_tokens)
+                client,
+                profile,
+                psych,
+                formulation,
+                max_tokens=screen_max_tokens,
+                max_attempts=max_attempts,
+                formulation_max_tokens=formulation_max_tokens,
+            )
             prompts.update({t: template_hash(t) for t in (SCREEN_TEMPLATE, REVISE_TEMPLATE)})
     sampling = {"max_tokens": max_tokens} if max_tokens else {}
     items: list[MemoryItem] = []
     for part in chunks(profile_pieces(profile, formulation), chunk):
-        draft = await client.structured(decompose_messages(profile, psych, part, formulation), draft_model(len(part)),
-                                        max_attempts=max_attempts, **sampling)
+        draft = await client.structured(
+            decompose_messages(profile, psych, part, formulation),
+            draft_model(len(part)),
+            max_attempts=max_attempts,
+            **sampling,
+        )
         items += [make_item(f"m{len(items) + i + 1}", piece, d) for i, (piece, d) in enumerate(zip(part, draft.items))]
     return Decomposition(
-        patient_id=profile.profile_id, seed=seed, psych=psych, formulation=formulation, formulation_screen=screened,
-        static=static_layer(profile, formulation), items=items, engine=client.describe(), prompt=prompts,
+        patient_id=profile.profile_id,
+        seed=seed,
+        psych=psych,
+        formulation=formulation,
+        formulation_screen=screened,
+        static=static_layer(profile, formulation),
+        items=items,
+        engine=client.describe(),
+        prompt=prompts,
     )
 
 
 async def decomposition_record(
-    profile: Profile, client: Any, seed: int, *,
-    load: Callable[[str], Decomposition | None], save: Callable[[Decomposition], Decomposition], **kw: Any,
+    profile: Profile,
+    client: Any,
+    seed: int,
+    *,
+    load: Callable[[str], Decomposition | None],
+    save: Callable[[Decomposition], Decomposition],
+    **kw: Any,
 ) -> Decomposition:
     """The patient's decomposition from its checkpoint, or made once and checkpointed before any arc uses it
     (`kw` as for `decompose`)."""
@@ -454,7 +579,9 @@ class DecompositionStore:
             ) from exc
 
     def save(self, record: Decomposition) -> Decomposition:
-        stored, won = self.dir.first_copy(decomposition_key(record.patient_id, record.seed), record.model_dump(mode="json"))
+        stored, won = self.dir.first_copy(
+            decomposition_key(record.patient_id, record.seed), record.model_dump(mode="json")
+        )
         return record if won else Decomposition.model_validate(stored)
 
     @property

@@ -24,15 +24,26 @@ from mindsimkit.mindsim.patientact import NAME
 from mindsimkit.mindsim.patient_engines.base import PatientEngine, TalkStart
 
 # `simulation.patientact` keys the decomposition reads (`session.decompose_settings`).
-PREPARATION_SETTINGS = frozenset({"psych_formulation", "formulation_max_tokens", "decomposition_max_tokens",
-                                  "decomposition_chunk", "step_attempts", "psych_screen", "psych_screen_max_tokens"})
+PREPARATION_SETTINGS = frozenset(
+    {
+        "psych_formulation",
+        "formulation_max_tokens",
+        "decomposition_max_tokens",
+        "decomposition_chunk",
+        "step_attempts",
+        "psych_screen",
+        "psych_screen_max_tokens",
+    }
+)
 # Appended to the card's description of the sessions config when the run holds PatientAct sessions.
 SESSIONS_NOTE = (
     "; `patient_engine` names the engine that played the patient, and PatientAct sessions carry its state "
     "(`patientact` per session, `turns[].patientact` per patient turn; see Patient engine fields below)"
 )
-ATTRIBUTION = ("Sessions played by the PatientAct engine follow the PatientAct design (trust-gated "
-               "memory, reaction → behaviour → resistance steps, attachment-shaped trust updates).")
+ATTRIBUTION = (
+    "Sessions played by the PatientAct engine follow the PatientAct design (trust-gated "
+    "memory, reaction → behaviour → resistance steps, attachment-shaped trust updates)."
+)
 
 
 class PatientActEngine(PatientEngine):
@@ -56,12 +67,17 @@ class PatientActEngine(PatientEngine):
         from mindsimkit.mindsim.records import PatientActSession
 
         decomposition, patient = talk.arc.preparation, talk.patient
-        return {"patientact": PatientActSession(
-            attachment=decomposition.psych.attachment, theme=decomposition.psych.theme,
-            trust_start=talk.inp.carried, trust_end=patient.trust,
-            switches=talk.config.patientact.model_dump(mode="json"),
-            appraiser_system_prompt=patient.appraiser_system, decomposition=decomposition.model_dump(mode="json"),
-        )}
+        return {
+            "patientact": PatientActSession(
+                attachment=decomposition.psych.attachment,
+                theme=decomposition.psych.theme,
+                trust_start=talk.inp.carried,
+                trust_end=patient.trust,
+                switches=talk.config.patientact.model_dump(mode="json"),
+                appraiser_system_prompt=patient.appraiser_system,
+                decomposition=decomposition.model_dump(mode="json"),
+            )
+        }
 
     def prompt_names(self) -> list[str]:
         from mindsimkit.mindsim.patientact.session import (
@@ -73,8 +89,14 @@ class PatientActEngine(PatientEngine):
             PA_STEP_TEMPLATE,
         )
 
-        return [PA_PATIENT_TEMPLATE, PA_APPRAISER_TEMPLATE, PA_STEP_TEMPLATE, PA_SIGNAL_TEMPLATE, PA_MATCHER_TEMPLATE,
-                FULL_PROFILE_TEMPLATE]
+        return [
+            PA_PATIENT_TEMPLATE,
+            PA_APPRAISER_TEMPLATE,
+            PA_STEP_TEMPLATE,
+            PA_SIGNAL_TEMPLATE,
+            PA_MATCHER_TEMPLATE,
+            FULL_PROFILE_TEMPLATE,
+        ]
 
     def carry(self, plan: Any, previous: Any, config: Any) -> float:
         from mindsimkit.mindsim.patientact.data import preset_of
@@ -82,8 +104,15 @@ class PatientActEngine(PatientEngine):
 
         carried = previous.patientact.trust_end if previous is not None and previous.patientact is not None else None
         pa = config.patientact
-        return session_start(plan, previous.schedule if previous else None, carried, pa.trust_drift_per_day,
-                             concealment_offset=pa.concealment_offset, carry=pa.carry_trust, preset=preset_of(config))
+        return session_start(
+            plan,
+            previous.schedule if previous else None,
+            carried,
+            pa.trust_drift_per_day,
+            concealment_offset=pa.concealment_offset,
+            carry=pa.carry_trust,
+            preset=preset_of(config),
+        )
 
     def preparation_store(self, out: Any) -> Any:
         from mindsimkit.mindsim.patientact.decompose import DecompositionStore
@@ -97,8 +126,9 @@ class PatientActEngine(PatientEngine):
         client = roles.get("decomposer")
         if store is None:
             return await decompose(client, profile, seed, **decompose_settings(config))
-        return await decomposition_record(profile, client, seed, load=store.load, save=store.save,
-                                          **decompose_settings(config))
+        return await decomposition_record(
+            profile, client, seed, load=store.load, save=store.save, **decompose_settings(config)
+        )
 
     def stored_preparation(self, record: Any) -> Any:
         from mindsimkit.mindsim.patientact.decompose import Decomposition
@@ -128,6 +158,7 @@ class PatientActEngine(PatientEngine):
         behaviours = Counter(st["behaviour"] for st in states if st.get("behaviour"))
         decided = sum(behaviours.values())
         ends = [r["patientact"] for r in rows if r.get("patientact")]
+
         def mean(key: str) -> float | None:
             return sum(e[key] for e in ends) / len(ends) if ends else None
 
@@ -137,7 +168,9 @@ class PatientActEngine(PatientEngine):
             "attribution": ATTRIBUTION,
             "patientact_turns": len(states),
             "turns_with_behaviour": decided,
-            "behaviour_share": [(b, n, n / decided) for b, n in sorted(behaviours.items(), key=lambda kv: (-kv[1], kv[0]))],
+            "behaviour_share": [
+                (b, n, n / decided) for b, n in sorted(behaviours.items(), key=lambda kv: (-kv[1], kv[0]))
+            ],
             "trust_start": mean("trust_start"),
             "trust_end": mean("trust_end"),
             "trust_sessions": len(ends),

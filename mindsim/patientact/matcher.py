@@ -30,7 +30,8 @@ class TagMatch(BaseModel):
     model_config = ConfigDict(extra="forbid")
     why: str = Field(max_length=200, description="One short sentence: what the message is about")
     tags: list[Annotated[str, Field(max_length=TAG_CHARS)]] = Field(
-        max_length=MAX_TAGS, description="The listed tags the counsellor's message touches (may be empty)")
+        max_length=MAX_TAGS, description="The listed tags the counsellor's message touches (may be empty)"
+    )
 
 
 @lru_cache(maxsize=256)
@@ -39,9 +40,13 @@ def match_model(tags: tuple[str, ...]) -> type[BaseModel]:
     # Built from the patient's tags at run time, so this is a value for pydantic, not a type mypy can follow.
     tag_list: Any = list[Literal[tags]] if tags else list[str]  # type: ignore[valid-type]
     return create_model(
-        "TagMatch", __config__=ConfigDict(extra="forbid"),
+        "TagMatch",
+        __config__=ConfigDict(extra="forbid"),
         why=(str, Field(max_length=200, description="One short sentence: what the message is about")),
-        tags=(tag_list, Field(max_length=MAX_TAGS, description="The listed tags the counsellor's message touches (may be empty)")),
+        tags=(
+            tag_list,
+            Field(max_length=MAX_TAGS, description="The listed tags the counsellor's message touches (may be empty)"),
+        ),
     )
 
 
@@ -57,16 +62,24 @@ def matcher_messages(recent: list[tuple[str, str]], message: str, tags: tuple[st
     return [{"role": "user", "content": render(MATCHER_TEMPLATE, recent=recent, message=message, tags=tags)}]
 
 
-async def match(client: Any, items: list[Any], recent: list[tuple[str, str]], message: str, *,
-                max_tokens: int | None = None, max_attempts: int | None = None) -> tuple[list[str], str]:
+async def match(
+    client: Any,
+    items: list[Any],
+    recent: list[tuple[str, str]],
+    message: str,
+    *,
+    max_tokens: int | None = None,
+    max_attempts: int | None = None,
+) -> tuple[list[str], str]:
     """(ids of the items any of whose tags the matcher named, in item order; its reason)."""
     tags = all_tags(items)
     if not tags:
         return [], ""
     sampling = {"max_tokens": max_tokens} if max_tokens else {}
     try:
-        out = await client.structured(matcher_messages(recent, message, tags), match_model(tags),
-                                      max_attempts=max_attempts, **sampling)
+        out = await client.structured(
+            matcher_messages(recent, message, tags), match_model(tags), max_attempts=max_attempts, **sampling
+        )
     except StructuredOutputError as exc:
         raise TurnFailed(f"patientact matcher: {exc}") from exc
     named = set(out.tags)

@@ -45,7 +45,9 @@ SIGNAL_TEMPLATE = "patientact/signal.jinja2"
 WHY = (str, Field(max_length=200, description="One short sentence: why, from the client's side"))
 
 
-def _choice(name: str, fields: dict[str, tuple[list[str], str]], extra: dict[str, Any] | None = None) -> type[BaseModel]:
+def _choice(
+    name: str, fields: dict[str, tuple[list[str], str]], extra: dict[str, Any] | None = None
+) -> type[BaseModel]:
     """A pydantic model whose fields are enums built from the taxonomy data (`why` first, so a model reasons
     before it picks)."""
     spec: dict[str, Any] = {"why": WHY}
@@ -55,8 +57,9 @@ def _choice(name: str, fields: dict[str, tuple[list[str], str]], extra: dict[str
     return create_model(name, __config__=ConfigDict(extra="forbid"), **spec)
 
 
-def step_models(preset: str | None = None, trust_update: str = "criterion",
-                allow_end: bool = True) -> dict[str, type[BaseModel]]:
+def step_models(
+    preset: str | None = None, trust_update: str = "criterion", allow_end: bool = True
+) -> dict[str, type[BaseModel]]:
     """The four steps' answer schemas. Under `trust_update: direction` (the authors' code) the trust step names
     only the change, one of five directions; under `criterion` (ours) it names the criterion first. Without
     `allow_end` the behaviour step is not offered `end_conversation`: a field whose answer is thrown away would
@@ -64,17 +67,24 @@ def step_models(preset: str | None = None, trust_update: str = "criterion",
     tax, rules = taxonomy(), trust_rules(preset)
     trust_fields = {"change": (list(rules.changes), "How this exchange moved trust")}
     if trust_update == "criterion":
-        trust_fields = {"criterion": (rules.criterion_ids, "The one listed description that fits the counsellor's last message"),
-                        **trust_fields}
+        trust_fields = {
+            "criterion": (rules.criterion_ids, "The one listed description that fits the counsellor's last message"),
+            **trust_fields,
+        }
     return {
-        "reaction": _choice("Reaction", {
-            "reaction": (tax.ids("reactions"), "What the client feels at the counsellor's message"),
-            "intensity": (tax.intensities, "How strongly"),
-        }),
+        "reaction": _choice(
+            "Reaction",
+            {
+                "reaction": (tax.ids("reactions"), "What the client feels at the counsellor's message"),
+                "intensity": (tax.intensities, "How strongly"),
+            },
+        ),
         "behaviour": _choice(
-            "Behaviour", {"behaviour": (tax.ids("behaviours"), "What the client does next")},
+            "Behaviour",
+            {"behaviour": (tax.ids("behaviours"), "What the client does next")},
             {"end_conversation": (bool, Field(description="True only if the client leaves after this message"))}
-            if allow_end else None,
+            if allow_end
+            else None,
         ),
         "resistance": _choice("Resistance", {"pattern": (tax.ids("resistance_patterns"), "The form resistance takes")}),
         "trust": _choice("TrustChange", trust_fields),
@@ -110,8 +120,17 @@ class GateFlags(TypedDict):
     trigger: bool
 
 
-def conditions(*, activated: bool, blocked: bool, trigger: bool, trust: float, reaction: str | None = None,
-               intensity: str | None = None, behaviours: Sequence[str] = (), preset: str | None = None) -> list[str]:
+def conditions(
+    *,
+    activated: bool,
+    blocked: bool,
+    trigger: bool,
+    trust: float,
+    reaction: str | None = None,
+    intensity: str | None = None,
+    behaviours: Sequence[str] = (),
+    preset: str | None = None,
+) -> list[str]:
     """The ids of the step rules that hold (step_rules.yaml; the template words each one)."""
     r = step_rules(preset)
     held = []
@@ -173,8 +192,16 @@ class PatientActPatient:
         self.exchange.append(("Client", opening_message))
         state = PatientActTurn(trust_before=self.trust, trust_after=self.trust)
         return PatientTurn(
-            index=0, opening=True, move=None, secondary_move=None, end_conversation=False, reasoning=None, cue=None,
-            message=opening_message, rejected_messages=list(rejected_openings), patientact=state,
+            index=0,
+            opening=True,
+            move=None,
+            secondary_move=None,
+            end_conversation=False,
+            reasoning=None,
+            cue=None,
+            message=opening_message,
+            rejected_messages=list(rejected_openings),
+            patientact=state,
         )
 
     async def _gate(self, counsellor_text: str, why: dict[str, str]) -> Gate:
@@ -185,8 +212,14 @@ class PatientActPatient:
         if pa.retrieval == "llm":
             # The authors' matcher reads the counsellor's latest message alone (`matcher_context: message`).
             recent = self._recent() if pa.matcher_context == "recent" else []
-            ids, why["matcher"] = await match(self.matcher or self.appraiser, items, recent, counsellor_text,
-                                              max_tokens=pa.matcher_max_tokens, max_attempts=pa.step_attempts)
+            ids, why["matcher"] = await match(
+                self.matcher or self.appraiser,
+                items,
+                recent,
+                counsellor_text,
+                max_tokens=pa.matcher_max_tokens,
+                max_attempts=pa.step_attempts,
+            )
         else:
             ids = relevant(items, counsellor_text)
         return split(items, ids, self.trust, trust_gating=pa.trust_gating)
@@ -204,12 +237,23 @@ class PatientActPatient:
             reaction = await self._step("reaction", ctx)
             why["reaction"] = reaction.why
             ctx.update(reaction=reaction.reaction, intensity=reaction.intensity)
-            held = conditions(**self._flags(g), trust=self.trust, reaction=reaction.reaction,
-                              intensity=reaction.intensity, behaviours=self.recent_behaviours, preset=self.preset)
+            held = conditions(
+                **self._flags(g),
+                trust=self.trust,
+                reaction=reaction.reaction,
+                intensity=reaction.intensity,
+                behaviours=self.recent_behaviours,
+                preset=self.preset,
+            )
             shown = step_rules(self.preset).recent_behaviours
-            behaviour = await self._step("behaviour", ctx, rules=held, recent_behaviours=self.recent_behaviours[-shown:],
-                                         streak=trailing_therapeutic(self.recent_behaviours, self.preset),
-                                         last_behaviour=self.recent_behaviours[-1] if self.recent_behaviours else None)
+            behaviour = await self._step(
+                "behaviour",
+                ctx,
+                rules=held,
+                recent_behaviours=self.recent_behaviours[-shown:],
+                streak=trailing_therapeutic(self.recent_behaviours, self.preset),
+                last_behaviour=self.recent_behaviours[-1] if self.recent_behaviours else None,
+            )
             why["behaviour"] = behaviour.why
             end = bool(getattr(behaviour, "end_conversation", False)) and pa.allow_end
             self.recent_behaviours.append(behaviour.behaviour)
@@ -232,54 +276,98 @@ class PatientActPatient:
         if pa.trust_update == "direction":
             self.trust, move = apply_change(self.trust, change.change, self.decomposition.psych.attachment, self.preset)
         else:
-            self.trust, move = update(self.trust, change.criterion, change.change, self.decomposition.psych.attachment,
-                                      self.moves, self.preset)
+            self.trust, move = update(
+                self.trust,
+                change.criterion,
+                change.change,
+                self.decomposition.psych.attachment,
+                self.moves,
+                self.preset,
+            )
         self.moves.append(move)
         state = PatientActTurn(
-            trust_before=trust_before, trust_after=self.trust, trust_change=change.change,
-            trust_criterion=criterion, rules=held,
-            reaction=reaction.reaction if reaction else None, intensity=reaction.intensity if reaction else None,
-            behaviour=behaviour.behaviour if behaviour else None, resistance_pattern=pattern.pattern if pattern else None,
-            relevant=g.relevant, retrieved=g.retrieved, blocked=g.blocked, withheld=g.withheld, signal=signal,
+            trust_before=trust_before,
+            trust_after=self.trust,
+            trust_change=change.change,
+            trust_criterion=criterion,
+            rules=held,
+            reaction=reaction.reaction if reaction else None,
+            intensity=reaction.intensity if reaction else None,
+            behaviour=behaviour.behaviour if behaviour else None,
+            resistance_pattern=pattern.pattern if pattern else None,
+            relevant=g.relevant,
+            retrieved=g.retrieved,
+            blocked=g.blocked,
+            withheld=g.withheld,
+            signal=signal,
             why=StepReasons(**why),
         )
         return PatientTurn(
-            index=index, opening=False, move=None, secondary_move=None, end_conversation=end, reasoning=None, cue=None,
-            message=message, rejected_messages=said.rejected, trimmed=said.trimmed, patientact=state,
+            index=index,
+            opening=False,
+            move=None,
+            secondary_move=None,
+            end_conversation=end,
+            reasoning=None,
+            cue=None,
+            message=message,
+            rejected_messages=said.rejected,
+            trimmed=said.trimmed,
+            patientact=state,
         )
 
     # -- steps ------------------------------------------------------------------------------------------
     def _recent(self) -> list[tuple[str, str]]:
         """The exchanges the steps see: the last `context_turns` (ours) or the whole conversation so far."""
         pa = self.config.patientact
-        return list(self.exchange) if pa.step_context == "whole" else self.exchange[-pa.context_turns * 2:]
+        return list(self.exchange) if pa.step_context == "whole" else self.exchange[-pa.context_turns * 2 :]
 
     def _flags(self, g: Gate) -> GateFlags:
-        return {"activated": bool(g.retrieved), "blocked": bool(g.blocked),
-                "trigger": any(self.item(i).type == "trigger" for i in g.retrieved)}
+        return {
+            "activated": bool(g.retrieved),
+            "blocked": bool(g.blocked),
+            "trigger": any(self.item(i).type == "trigger" for i in g.retrieved),
+        }
 
     def _context(self, counsellor_text: str, g: Gate) -> dict[str, Any]:
         s = self.decomposition.static
         return {
-            "recent": self._recent(), "counsellor": counsellor_text, "trust": f"{self.trust:.2f}",
+            "recent": self._recent(),
+            "counsellor": counsellor_text,
+            "trust": f"{self.trust:.2f}",
             "trust_text": trust_rules(self.preset).level_text(self.trust),
             "activated": [(self.item(i).type, self.item(i).content) for i in g.retrieved],
             "blocked": [self.item(i).topic for i in g.blocked],
             "held": conditions(**self._flags(g), trust=self.trust, preset=self.preset),
-            "expects": s.therapist_expects, "rules": [], "streak": 0, **self.step_inputs,
-            "reaction": None, "intensity": None, "behaviour": None, "reply": None,
+            "expects": s.therapist_expects,
+            "rules": [],
+            "streak": 0,
+            **self.step_inputs,
+            "reaction": None,
+            "intensity": None,
+            "behaviour": None,
+            "reply": None,
         }
 
     async def _step(self, step: str, ctx: dict[str, Any], **extra: Any) -> Any:
         tax, trules, srules = taxonomy(), trust_rules(self.preset), step_rules(self.preset)
         options = {
-            "reaction": tax.ids("reactions"), "behaviour": tax.ids("behaviours"),
-            "resistance": tax.ids("resistance_patterns"), "trust": list(trules.changes),
+            "reaction": tax.ids("reactions"),
+            "behaviour": tax.ids("behaviours"),
+            "resistance": tax.ids("resistance_patterns"),
+            "trust": list(trules.changes),
         }[step]
-        values = {**ctx, **extra, "step": step, "options": options, "srules": srules, "criteria": trules.criteria,
-                  "default_criterion": trules.default_criterion,
-                  "by_direction": self.config.patientact.trust_update == "direction",
-                  "allow_end": self.config.patientact.allow_end}
+        values = {
+            **ctx,
+            **extra,
+            "step": step,
+            "options": options,
+            "srules": srules,
+            "criteria": trules.criteria,
+            "default_criterion": trules.default_criterion,
+            "by_direction": self.config.patientact.trust_update == "direction",
+            "allow_end": self.config.patientact.allow_end,
+        }
         values.setdefault("recent_behaviours", [])
         messages = [
             {"role": "system", "content": self.appraiser_system},
@@ -288,7 +376,9 @@ class PatientActPatient:
         pa = self.config.patientact
         sampling = {"max_tokens": pa.step_max_tokens} if pa.step_max_tokens else {}
         try:
-            out = await self.appraiser.structured(messages, self.models[step], max_attempts=pa.step_attempts, **sampling)
+            out = await self.appraiser.structured(
+                messages, self.models[step], max_attempts=pa.step_attempts, **sampling
+            )
         except StructuredOutputError as exc:
             raise TurnFailed(f"patientact {step} step: {exc}") from exc
         # A structured answer carries no usage: the steps' tokens are in the run's ledger, by role.
@@ -301,10 +391,14 @@ class PatientActPatient:
         p = tax.term("resistance_patterns", pattern.pattern) if pattern else None
         return render(
             SIGNAL_TEMPLATE,
-            reaction=r, intensity=reaction.intensity if reaction else "", behaviour=b, pattern=p,
+            reaction=r,
+            intensity=reaction.intensity if reaction else "",
+            behaviour=b,
+            pattern=p,
             activated=[(self.item(i).type, self.item(i).content) for i in g.retrieved],
             blocked=[self.item(i).topic for i in g.blocked],
-            trust_text=trust_rules(self.preset).level_text(self.trust), pipeline=self.config.patientact.pipeline,
+            trust_text=trust_rules(self.preset).level_text(self.trust),
+            pipeline=self.config.patientact.pipeline,
         )
 
     async def _message(self, signal: str) -> Speech:
@@ -314,9 +408,12 @@ class PatientActPatient:
         last = self.history[-1]
         request = [*self.history[:-1], {**last, "content": f"{last['content']}\n\n{signal}"}]
         said = await speech_reply(
-            self.client, request,
+            self.client,
+            request,
             lambda note: [*request, {"role": "user", "content": f"[harness note] {note}"}],
-            config=self.config, tokens=self.tokens)
+            config=self.config,
+            tokens=self.tokens,
+        )
         self.history.append({"role": "assistant", "content": said.text})
         return said
 
@@ -328,16 +425,34 @@ def session_items(scenario: Any) -> list[MemoryItem]:
     from mindsimkit.mindsim.patientact.retrieval import content_tags
 
     types = item_types()
-    kinds = [("thought", "scenario.automatic_thoughts", "emotional_state", "a thought about it", scenario.automatic_thoughts),
-             ("symptom", "scenario.physical", "physical_symptom", "how the body reacts", scenario.physical),
-             ("behaviour", "scenario.behaviors", "behaviour_change", "what they did", scenario.behaviors)]
+    kinds = [
+        (
+            "thought",
+            "scenario.automatic_thoughts",
+            "emotional_state",
+            "a thought about it",
+            scenario.automatic_thoughts,
+        ),
+        ("symptom", "scenario.physical", "physical_symptom", "how the body reacts", scenario.physical),
+        ("behaviour", "scenario.behaviors", "behaviour_change", "what they did", scenario.behaviors),
+    ]
     out: list[MemoryItem] = []
     for kind, source, category, topic, texts in kinds:
         for text in texts:
             tags = content_tags(text)
             if not text.strip() or not tags:
                 continue
-            out.append(MemoryItem(id=f"s{len(out) + 1}", type=kind, source=source, content=text.strip(), topic=topic,
-                                  level=types.types[kind].anchor, tags=tags, category=category,
-                                  discomfort=types.discomfort_categories[category]))
+            out.append(
+                MemoryItem(
+                    id=f"s{len(out) + 1}",
+                    type=kind,
+                    source=source,
+                    content=text.strip(),
+                    topic=topic,
+                    level=types.types[kind].anchor,
+                    tags=tags,
+                    category=category,
+                    discomfort=types.discomfort_categories[category],
+                )
+            )
     return out

@@ -25,12 +25,28 @@ from mindsimkit.mindcore.budget import PromptSize, fill_text, largest_instance, 
 # Behaviours the behaviour step lists as the client's recent ones (participant.turn passes the last four).
 RECENT_BEHAVIOURS = 4
 # Every rule id the step template words (participant.conditions); all held at once, for the longest prompt.
-ALL_RULES = ["nothing_activated", "trigger", "blocked", "nothing_activated_neutral", "high_intensity_low_trust",
-             "positive_moderate", "pullback", "neutral_or_low", "same_run"]
+ALL_RULES = [
+    "nothing_activated",
+    "trigger",
+    "blocked",
+    "nothing_activated_neutral",
+    "high_intensity_low_trust",
+    "positive_moderate",
+    "pullback",
+    "neutral_or_low",
+    "same_run",
+]
 
 
 def _worst(inp: Any, sz: Any) -> dict[str, Any]:
-    from mindsimkit.mindsim.patientact.data import attachment_prior, item_types, preset_of, taxonomy, theme_map, trust_rules
+    from mindsimkit.mindsim.patientact.data import (
+        attachment_prior,
+        item_types,
+        preset_of,
+        taxonomy,
+        theme_map,
+        trust_rules,
+    )
     from mindsimkit.mindsim.patientact.decompose import Decomposition, MemoryItem, profile_pieces, static_layer
     from mindsimkit.mindsim.patientact.seed import PsychSeed
     from mindsimkit.mindsim.stage_sizes import message_bound, session_fixtures, simulation
@@ -47,35 +63,75 @@ def _worst(inp: Any, sz: Any) -> dict[str, Any]:
     pcfg = profiles_config(inp.recipe)
     draft = formulation_draft(pcfg.text_scale, patientact=pcfg.patientact_shape)
     f = to_formulation(draft.model_validate(largest_instance(draft.model_json_schema())))
-    profile = make_profiles(1, 0)[0].model_copy(update={
-        "persona": fx["row"].persona, "formulation": f, "writer_brief": writer_brief(fx["row"], f),
-        "case_summary": case_summary(fx["row"], f)})
+    profile = make_profiles(1, 0)[0].model_copy(
+        update={
+            "persona": fx["row"].persona,
+            "formulation": f,
+            "writer_brief": writer_brief(fx["row"], f),
+            "case_summary": case_summary(fx["row"], f),
+        }
+    )
     s = simulation(inp)
     # Without the psychological formulation (`patientact.psych_formulation: false`) its pieces do not exist.
-    formulation = (PsychFormulation.model_validate(largest_instance(PsychFormulation.model_json_schema()))
-                   if s.patientact.psych_formulation else None)
+    formulation = (
+        PsychFormulation.model_validate(largest_instance(PsychFormulation.model_json_schema()))
+        if s.patientact.psych_formulation
+        else None
+    )
+
     def longest(d: dict[str, str]) -> str:
         return max(d, key=lambda k: len(d[k]))
 
-    psych = PsychSeed(attachment=longest(attachment_prior().descriptions), theme=longest(theme_map().themes),
-                      cluster=profile.written().formulation.core_belief.cluster)
+    psych = PsychSeed(
+        attachment=longest(attachment_prior().descriptions),
+        theme=longest(theme_map().themes),
+        cluster=profile.written().formulation.core_belief.cluster,
+    )
     pieces = profile_pieces(profile, formulation)
     types, rules = item_types(), trust_rules(preset_of(s))
     category = max(types.discomfort_categories, key=len)
-    items = [MemoryItem(id=f"m{i + 1}", type=p.type, source=p.source, content=p.content, topic=fill_text(40),
-                        level=rules.maximum, tags=[fill_text(30)] * 5, category=category, discomfort=True)
-             for i, p in enumerate(pieces)]
-    decomposition = Decomposition(patient_id=profile.profile_id, seed=0, psych=psych, formulation=formulation,
-                                  static=static_layer(profile, formulation), items=items)
+    items = [
+        MemoryItem(
+            id=f"m{i + 1}",
+            type=p.type,
+            source=p.source,
+            content=p.content,
+            topic=fill_text(40),
+            level=rules.maximum,
+            tags=[fill_text(30)] * 5,
+            category=category,
+            discomfort=True,
+        )
+        for i, p in enumerate(pieces)
+    ]
+    decomposition = Decomposition(
+        patient_id=profile.profile_id,
+        seed=0,
+        psych=psych,
+        formulation=formulation,
+        static=static_layer(profile, formulation),
+        items=items,
+    )
     patient_msg, counsellor_msg = sz.text_of_tokens(message_bound(inp)), sz.text_of_tokens(inp.reply_bound()[0])
     # The whole conversation under `step_context: whole` (the authors' setting): every exchange the cap allows.
     shown = s.turn_cap if s.patientact.step_context == "whole" else s.patientact.context_turns
     recent = [("Counsellor", counsellor_msg), ("Client", patient_msg)] * shown
     tax = taxonomy()
-    return {"profile": profile, "vocab": fx["vocab"], "psych": psych, "formulation": formulation, "pieces": pieces,
-            "decomposition": decomposition, "config": s, "recent": recent, "counsellor": counsellor_msg,
-            "reply": patient_msg, "tax": tax, "rules": rules,
-            "recent_behaviours": sorted(tax.ids("behaviours"), key=len)[-RECENT_BEHAVIOURS:]}
+    return {
+        "profile": profile,
+        "vocab": fx["vocab"],
+        "psych": psych,
+        "formulation": formulation,
+        "pieces": pieces,
+        "decomposition": decomposition,
+        "config": s,
+        "recent": recent,
+        "counsellor": counsellor_msg,
+        "reply": patient_msg,
+        "tax": tax,
+        "rules": rules,
+        "recent_behaviours": sorted(tax.ids("behaviours"), key=len)[-RECENT_BEHAVIOURS:],
+    }
 
 
 def _arm_configs(inp: Any, config: Any) -> list[Any]:
@@ -107,26 +163,52 @@ def appraiser_prompt(inp: Any, sz: Any) -> PromptSize:
     w = _worst(inp, sz)
     tax, rules, d = w["tax"], w["rules"], w["decomposition"]
     system = max(sz(appraiser_system(cfg)) for cfg in _arm_configs(inp, w["config"]))
-    ctx = {**step_inputs(w["profile"], d, w["config"]),
-        "recent": w["recent"], "counsellor": w["counsellor"], "reply": w["reply"], "trust": f"{rules.minimum:.2f}",
-        "trust_text": max(rules.levels.values(), key=len), "activated": [(i.type, i.content) for i in d.items],
-        "blocked": [i.topic for i in d.items], "held": ALL_RULES, "rules": ALL_RULES, "streak": 9,
-        "expects": d.static.therapist_expects, "reaction": max(tax.ids("reactions"), key=len),
-        "intensity": max(tax.intensities, key=len), "recent_behaviours": w["recent_behaviours"],
-        "srules": step_rules(preset_of(w["config"])), "criteria": rules.criteria,
-        "default_criterion": rules.default_criterion, "by_direction": False, "last_behaviour": "resistance",
+    ctx = {
+        **step_inputs(w["profile"], d, w["config"]),
+        "recent": w["recent"],
+        "counsellor": w["counsellor"],
+        "reply": w["reply"],
+        "trust": f"{rules.minimum:.2f}",
+        "trust_text": max(rules.levels.values(), key=len),
+        "activated": [(i.type, i.content) for i in d.items],
+        "blocked": [i.topic for i in d.items],
+        "held": ALL_RULES,
+        "rules": ALL_RULES,
+        "streak": 9,
+        "expects": d.static.therapist_expects,
+        "reaction": max(tax.ids("reactions"), key=len),
+        "intensity": max(tax.intensities, key=len),
+        "recent_behaviours": w["recent_behaviours"],
+        "srules": step_rules(preset_of(w["config"])),
+        "criteria": rules.criteria,
+        "default_criterion": rules.default_criterion,
+        "by_direction": False,
+        "last_behaviour": "resistance",
         "allow_end": True,  # the longer behaviour prompt: it also explains `end_conversation`
     }
-    options = {"reaction": tax.ids("reactions"), "behaviour": tax.ids("behaviours"),
-               "resistance": tax.ids("resistance_patterns"), "trust": list(rules.changes)}
-    steps = {step: sz(render(STEP_TEMPLATE, **{**ctx, "step": step, "options": opts,
-                                               "behaviour": "resistance" if step == "resistance" else None}))
-             for step, opts in options.items()}
+    options = {
+        "reaction": tax.ids("reactions"),
+        "behaviour": tax.ids("behaviours"),
+        "resistance": tax.ids("resistance_patterns"),
+        "trust": list(rules.changes),
+    }
+    steps = {
+        step: sz(
+            render(
+                STEP_TEMPLATE,
+                **{**ctx, "step": step, "options": opts, "behaviour": "resistance" if step == "resistance" else None},
+            )
+        )
+        for step, opts in options.items()
+    }
     worst = max(steps, key=steps.__getitem__)
     overhead = messages_tokens([{"role": "system", "content": ""}, {"role": "user", "content": ""}], sz)
     total = system + steps[worst] + overhead
-    return PromptSize("patient_appraiser", total, {"system prompt": system, f"{worst} step (largest)": steps[worst],
-                                                   "message overhead": overhead})
+    return PromptSize(
+        "patient_appraiser",
+        total,
+        {"system prompt": system, f"{worst} step (largest)": steps[worst], "message overhead": overhead},
+    )
 
 
 def matcher_prompt(inp: Any, sz: Any) -> PromptSize:
@@ -134,13 +216,18 @@ def matcher_prompt(inp: Any, sz: Any) -> PromptSize:
 
     w = _worst(inp, sz)
     # Every item's tags, distinct (all_tags dedupes), so each stand-in tag is made unique.
-    items = [i.model_copy(update={"tags": [f"{n}{i.id}{t}"[:30] for n, t in enumerate(i.tags)]})
-             for i in w["decomposition"].items]
+    items = [
+        i.model_copy(update={"tags": [f"{n}{i.id}{t}"[:30] for n, t in enumerate(i.tags)]})
+        for i in w["decomposition"].items
+    ]
     tags = all_tags(items)
     recent = w["recent"] if w["config"].patientact.matcher_context == "recent" else []
     n = messages_tokens(matcher_messages(recent, w["counsellor"], tags), sz)
     return PromptSize("patient_matcher", n, {f"{len(tags)} tags and the recent conversation": n})
 
 
-ESTIMATES = {"profile_decomposer": decomposer_prompt, "patient_appraiser": appraiser_prompt,
-             "patient_matcher": matcher_prompt}
+ESTIMATES = {
+    "profile_decomposer": decomposer_prompt,
+    "patient_appraiser": appraiser_prompt,
+    "patient_matcher": matcher_prompt,
+}

@@ -68,7 +68,9 @@ class _Item:
 
 
 def _data(name: str) -> Any:
-    return yamlio.safe_load(resources.files("mindsimkit.mindsim").joinpath(f"data/patientact/{name}").read_text(encoding="utf-8"))
+    return yamlio.safe_load(
+        resources.files("mindsimkit.mindsim").joinpath(f"data/patientact/{name}").read_text(encoding="utf-8")
+    )
 
 
 def load_cases() -> RecallCases:
@@ -84,7 +86,9 @@ def _score(pairs: list[tuple[str, set[str], set[str]]]) -> dict[str, Any]:
     expected = sum(len(want) for _, want, _ in pairs)
     found = sum(len(got) for _, _, got in pairs)
     return {
-        "cases": len(pairs), "expected_items": expected, "found_items": found,
+        "cases": len(pairs),
+        "expected_items": expected,
+        "found_items": found,
         "recall": round(hits / expected, 3) if expected else 1.0,
         "precision": round(hits / found, 3) if found else 1.0,
         "mismatches": [{"message": m, "expected": sorted(w), "got": sorted(g)} for m, w, g in pairs if w != g],
@@ -133,5 +137,8 @@ async def measure_heldout(match: Matcher, heldout: Heldout | None = None, limit:
 if __name__ == "__main__":
     import asyncio
 
-    print(json.dumps({"development": measure(), "heldout_lexical": asyncio.run(measure_heldout(lexical_matcher()))},
-                     indent=2))
+    print(
+        json.dumps(
+            {"development": measure(), "heldout_lexical": asyncio.run(measure_heldout(lexical_matcher()))}, indent=2
+        )
+    )

@@ -41,12 +41,23 @@ FULL_PROFILE_TEMPLATE = "patientact/full_profile.jinja2"
 def full_profile(profile: Profile, decomposition: Decomposition, mode: str = "whole") -> str:
     """The whole profile as "w/o DM" puts it in the prompt: the 5P writer brief and the psychological formulation
     (`mode: reference`: the empty sections the authors' code renders there)."""
-    return render(FULL_PROFILE_TEMPLATE, writer_brief=profile.writer_brief, formulation=decomposition.formulation,
-                  reference=mode == "reference")
+    return render(
+        FULL_PROFILE_TEMPLATE,
+        writer_brief=profile.writer_brief,
+        formulation=decomposition.formulation,
+        reference=mode == "reference",
+    )
 
 
-def patient_prompt(profile: Profile, plan: SessionPlan, scenario: Any, agenda: Agenda, memory: list[str],
-                   decomposition: Decomposition, config: SimulationConfig) -> str:
+def patient_prompt(
+    profile: Profile,
+    plan: SessionPlan,
+    scenario: Any,
+    agenda: Agenda,
+    memory: list[str],
+    decomposition: Decomposition,
+    config: SimulationConfig,
+) -> str:
     data = load_style_data()
     pa = config.patientact
     s = profile.style
@@ -60,13 +71,21 @@ def patient_prompt(profile: Profile, plan: SessionPlan, scenario: Any, agenda: A
     ]
     return render(
         PA_PATIENT_TEMPLATE,
-        style_rule=reg.rule, style_examples=reg.examples, static=decomposition.static,
+        style_rule=reg.rule,
+        style_examples=reg.examples,
+        static=decomposition.static,
         full_profile=None if pa.dynamic_memory else full_profile(profile, decomposition, pa.no_dm_profile),
         # The authors' w/o DM prompt has no counsellor pattern (their full arm's has).
         no_counsellor_pattern=not pa.dynamic_memory and pa.no_dm_profile == "reference",
-        counsellor_opens=config.opening == "counsellor", frame=config.patientact.frame, pipeline=pa.pipeline,
-        knob_lines=knob_lines, time_context=plan.time_context, situation=scenario, agenda_goal=scenario.goal,
-        agenda_checkpoints=[i.text for i in agenda.items], memory_text=format_log(memory),
+        counsellor_opens=config.opening == "counsellor",
+        frame=config.patientact.frame,
+        pipeline=pa.pipeline,
+        knob_lines=knob_lines,
+        time_context=plan.time_context,
+        situation=scenario,
+        agenda_goal=scenario.goal,
+        agenda_checkpoints=[i.text for i in agenda.items],
+        memory_text=format_log(memory),
     )
 
 
@@ -76,8 +95,12 @@ def appraiser_prompt(config: SimulationConfig) -> str:
     tax = taxonomy()
     rules = trust_rules(preset_of(config))
     return render(
-        PA_APPRAISER_TEMPLATE, reactions=tax.reactions, intensities=tax.intensities, behaviours=tax.behaviours,
-        patterns=tax.resistance_patterns, levels=[(f"{lv:.1f}", rules.levels[f"{lv:.1f}"]) for lv in rules.scale],
+        PA_APPRAISER_TEMPLATE,
+        reactions=tax.reactions,
+        intensities=tax.intensities,
+        behaviours=tax.behaviours,
+        patterns=tax.resistance_patterns,
+        levels=[(f"{lv:.1f}", rules.levels[f"{lv:.1f}"]) for lv in rules.scale],
     )
 
 
@@ -87,10 +110,15 @@ def step_inputs(profile: Profile, decomposition: Decomposition, config: Simulati
     psychological formulation) and the attachment style with how its trust moves (trust). Neither the core-belief
     theme nor the rest of the static layer: the paper gives no step either."""
     psych = decomposition.psych
-    coping = list(decomposition.static.coping) or [p.label.replace("_", " ") for p in profile.written().formulation.perpetuating]
-    return {"coping": coping, "attachment": psych.attachment,
-            "attachment_text": attachment_prior().descriptions[psych.attachment],
-            "leaning": trust_rules(preset_of(config)).attachment[psych.attachment].leaning}
+    coping = list(decomposition.static.coping) or [
+        p.label.replace("_", " ") for p in profile.written().formulation.perpetuating
+    ]
+    return {
+        "coping": coping,
+        "attachment": psych.attachment,
+        "attachment_text": attachment_prior().descriptions[psych.attachment],
+        "leaning": trust_rules(preset_of(config)).attachment[psych.attachment].leaning,
+    }
 
 
 def patientact_patient(talk: Any) -> PatientActPatient:
@@ -102,17 +130,30 @@ def patientact_patient(talk: Any) -> PatientActPatient:
         raise ValueError(f"decomposition of {decomposition.patient_id} given to {profile.profile_id}")
     system = patient_prompt(profile, inp.plan, inp.scenario, talk.agenda, inp.memory, decomposition, config)
     return PatientActPatient(
-        client=arc.roles.patient, appraiser=arc.roles.get("appraiser"), decomposition=decomposition, config=config,
-        trust=inp.carried, history=[{"role": "system", "content": system}],
-        appraiser_system=appraiser_prompt(config), step_inputs=step_inputs(profile, decomposition, config),
+        client=arc.roles.patient,
+        appraiser=arc.roles.get("appraiser"),
+        decomposition=decomposition,
+        config=config,
+        trust=inp.carried,
+        history=[{"role": "system", "content": system}],
+        appraiser_system=appraiser_prompt(config),
+        step_inputs=step_inputs(profile, decomposition, config),
         session_items=session_items(inp.scenario) if config.patientact.dynamic_memory else [],
-        matcher=(arc.roles.extra.get("matcher") or arc.roles.get("appraiser")) if config.patientact.retrieval == "llm" else None,
+        matcher=(arc.roles.extra.get("matcher") or arc.roles.get("appraiser"))
+        if config.patientact.retrieval == "llm"
+        else None,
     )
 
 
 def decompose_settings(config: SimulationConfig) -> dict[str, Any]:
     """The recipe's settings for `decompose` / `decomposition_record`."""
     pa = config.patientact
-    return {"max_tokens": pa.decomposition_max_tokens, "max_attempts": pa.step_attempts, "chunk": pa.decomposition_chunk,
-            "with_formulation": pa.psych_formulation, "formulation_max_tokens": pa.formulation_max_tokens,
-            "screen": pa.psych_screen, "screen_max_tokens": pa.psych_screen_max_tokens}
+    return {
+        "max_tokens": pa.decomposition_max_tokens,
+        "max_attempts": pa.step_attempts,
+        "chunk": pa.decomposition_chunk,
+        "with_formulation": pa.psych_formulation,
+        "formulation_max_tokens": pa.formulation_max_tokens,
+        "screen": pa.psych_screen,
+        "screen_max_tokens": pa.psych_screen_max_tokens,
+    }

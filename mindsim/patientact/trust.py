@@ -42,8 +42,14 @@ def apply_change(trust: float, change: str, attachment: str, preset: str | None 
     return new, round(new - trust, 2)
 
 
-def update(trust: float, criterion: str, change: str, attachment: str, previous_moves: Sequence[float] = (),
-           preset: str | None = None) -> tuple[float, float]:
+def update(
+    trust: float,
+    criterion: str,
+    change: str,
+    attachment: str,
+    previous_moves: Sequence[float] = (),
+    preset: str | None = None,
+) -> tuple[float, float]:
     """(new trust, the move made) after one exchange judged as `criterion` with the named `change`;
     `previous_moves` are this session's earlier moves, oldest first (the disorganized reversal reads them)."""
     r = trust_rules(preset)
@@ -75,8 +81,16 @@ def baseline(plan: SessionPlan, concealment_offset: bool = True, preset: str | N
     return snap(r.start + (r.concealment_offset.get(plan.concealment, 0.0) if concealment_offset else 0.0), preset)
 
 
-def session_start(plan: SessionPlan, previous: SessionPlan | None, carried: float | None, drift_per_day: float,
-                  *, concealment_offset: bool = True, carry: bool = True, preset: str | None = None) -> float:
+def session_start(
+    plan: SessionPlan,
+    previous: SessionPlan | None,
+    carried: float | None,
+    drift_per_day: float,
+    *,
+    concealment_offset: bool = True,
+    carry: bool = True,
+    preset: str | None = None,
+) -> float:
     """Starting trust of the session `plan`; `carried` is the previous session's final trust. With
     `concealment_offset` off every baseline is the scale's start (2.5); with `carry` off every session
     starts at its baseline (the paper's single-session setting)."""
@@ -84,6 +98,7 @@ def session_start(plan: SessionPlan, previous: SessionPlan | None, carried: floa
     if previous is None or carried is None or not carry:
         return base
     r = trust_rules(preset)
+
     def off(p: SessionPlan) -> float:
         return r.concealment_offset.get(p.concealment, 0.0) if concealment_offset else 0.0
 

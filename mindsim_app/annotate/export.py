@@ -37,7 +37,9 @@ from mindsimkit.mindsim_app.annotate.store import read_answers
 from mindsimkit.mindsim_app.annotate.tasks import Task, load_key, load_task
 
 
-def checked_answers(task: Task, answers: Iterable[dict[str, Any]], where: str, any_rater: bool = False) -> list[dict[str, Any]]:
+def checked_answers(
+    task: Task, answers: Iterable[dict[str, Any]], where: str, any_rater: bool = False
+) -> list[dict[str, Any]]:
     """Answers that name an item and unit of the task and fit the protocol (imports are checked like the
     server's). Raters must be the task's, except for imports (`any_rater`), whose tool assigns its own."""
     out = []
@@ -57,14 +59,23 @@ def checked_answers(task: Task, answers: Iterable[dict[str, Any]], where: str, a
     return sorted(out, key=lambda a: (a["rater"], a["item_id"], a["unit"]))
 
 
-def export_task(task_dir: Path, out: Path, key: Optional[Path] = None,
-                answers: Optional[list[dict[str, Any]]] = None, source: Optional[str] = None) -> dict[str, Any]:
+def export_task(
+    task_dir: Path,
+    out: Path,
+    key: Optional[Path] = None,
+    answers: Optional[list[dict[str, Any]]] = None,
+    source: Optional[str] = None,
+) -> dict[str, Any]:
     """Write the export files for one task; `answers` (e.g. from Label Studio) replace the stored ones."""
     task = load_task(task_dir)
     where = source or str(Path(task_dir) / "answers.sqlite")
-    rows = checked_answers(task, read_answers(task_dir) if answers is None else answers, where, any_rater=answers is not None)
+    rows = checked_answers(
+        task, read_answers(task_dir) if answers is None else answers, where, any_rater=answers is not None
+    )
     if not rows:
-        raise InputError(f"{where}: no answers yet; serve the task (`mindsim annotate serve {task_dir}`) and let raters answer")
+        raise InputError(
+            f"{where}: no answers yet; serve the task (`mindsim annotate serve {task_dir}`) and let raters answer"
+        )
     k = load_key(key) if key else None
     p = task.protocol
     if p == "patientact_session" and k is None:
@@ -76,7 +87,9 @@ def export_task(task_dir: Path, out: Path, key: Optional[Path] = None,
     written = {"answers": str(atomic_write_jsonl(out / "answers.jsonl", rows))}
     incomplete: list[dict[str, Any]] = []
     if p == "realism":
-        written["realism_ratings"] = str(atomic_write_jsonl(out / "realism_ratings.jsonl", realism_lines(task, rows, k)))
+        written["realism_ratings"] = str(
+            atomic_write_jsonl(out / "realism_ratings.jsonl", realism_lines(task, rows, k))
+        )
     elif rubric is not None and rubric.kind == "severity_issues":
         lines, incomplete = mhqr_lines(task, rows)
         written["mhqr_annotations"] = str(atomic_write_jsonl(out / "mhqr_annotations.jsonl", lines))
@@ -88,14 +101,23 @@ def export_task(task_dir: Path, out: Path, key: Optional[Path] = None,
         prof, div = profile_lines(rows, k)
         written["patientact_profile_human"] = str(atomic_write_jsonl(out / "patientact_profile_human.jsonl", prof))
         written["patientact_diversity"] = str(atomic_write_jsonl(out / "patientact_diversity.jsonl", div))
-        written["patientact_profile_summary"] = str(atomic_write_json(out / "patientact_profile_summary.json",
-                                                                      profile_summary(prof, div)))
+        written["patientact_profile_summary"] = str(
+            atomic_write_json(out / "patientact_profile_summary.json", profile_summary(prof, div))
+        )
     per_rater = {}
     for r in sorted(set(task.assignments) | {a["rater"] for a in rows}):
         total = sum(len(task.items[i]["units"]) for i in task.assignments.get(r, []))
         per_rater[r] = {"answered": sum(1 for a in rows if a["rater"] == r), "assigned": total}
-    summary = {"task": str(task_dir), "protocol": p, "answers": len(rows), "raters": per_rater, "files": written,
-               "source": where, "publish": task.header.publish, "incomplete_excerpts": incomplete}
+    summary = {
+        "task": str(task_dir),
+        "protocol": p,
+        "answers": len(rows),
+        "raters": per_rater,
+        "files": written,
+        "source": where,
+        "publish": task.header.publish,
+        "incomplete_excerpts": incomplete,
+    }
     atomic_write_json(out / "export.json", summary)
     return summary
 
@@ -117,8 +139,16 @@ def long_lines(task: Task, rows: list[dict[str, Any]], key: Optional[dict[str, A
         if len(it["units"]) > 1:
             unit = f"{unit}#{a['unit']}"
         for item, value in a["answer"]["scores"].items():
-            out.append({"item": item, "unit": unit, "rater": a["rater"], "value": value,
-                        **({"system": system} if system else {}), **({"patient": patient} if patient else {})})
+            out.append(
+                {
+                    "item": item,
+                    "unit": unit,
+                    "rater": a["rater"],
+                    "value": value,
+                    **({"system": system} if system else {}),
+                    **({"patient": patient} if patient else {}),
+                }
+            )
     return out
 
 
@@ -138,8 +168,14 @@ def mhqr_lines(task: Task, rows: list[dict[str, Any]]) -> tuple[list[dict[str, A
         if (a["rater"], a["item_id"]) in skip:
             continue
         u = unit[(a["item_id"], a["unit"])]
-        lines.append({"excerpt_id": u["excerpt_id"], **({"turn_id": u["turn_id"]} if "turn_id" in u else {}),
-                      "annotator": a["rater"], **a["answer"]})
+        lines.append(
+            {
+                "excerpt_id": u["excerpt_id"],
+                **({"turn_id": u["turn_id"]} if "turn_id" in u else {}),
+                "annotator": a["rater"],
+                **a["answer"],
+            }
+        )
     return lines, incomplete
 
 
@@ -147,19 +183,31 @@ def realism_lines(task: Task, rows: list[dict[str, Any]], key: Optional[dict[str
     turn = {(i, u["unit"]): u["turn"] for i, it in task.items.items() for u in it["units"]}
     out = []
     for a in rows:
-        line = {"item_id": a["item_id"], "unit": a["unit"], "turn": turn[(a["item_id"], a["unit"])], "rater": a["rater"],
-                **a["answer"]}
+        line = {
+            "item_id": a["item_id"],
+            "unit": a["unit"],
+            "turn": turn[(a["item_id"], a["unit"])],
+            "rater": a["rater"],
+            **a["answer"],
+        }
         if key is not None:
             e = key["items"][a["item_id"]]
-            line.update(system=e["system"], conversation_id=e["conversation_id"], patient_id=e["patient_id"],
-                        real=e["real"], window=e["window"])
+            line.update(
+                system=e["system"],
+                conversation_id=e["conversation_id"],
+                patient_id=e["patient_id"],
+                real=e["real"],
+                window=e["window"],
+            )
         out.append(line)
     return out
 
 
 def session_lines(rows: list[dict[str, Any]], key: dict[str, Any]) -> list[dict[str, Any]]:
-    return [{"item_id": key["items"][a["item_id"]]["judge_item_id"], "rater": a["rater"], "scores": a["answer"]["scores"]}
-            for a in rows]
+    return [
+        {"item_id": key["items"][a["item_id"]]["judge_item_id"], "rater": a["rater"], "scores": a["answer"]["scores"]}
+        for a in rows
+    ]
 
 
 def profile_lines(rows: list[dict[str, Any]], key: dict[str, Any]) -> tuple[list[dict[str, Any]], list[dict[str, Any]]]:
@@ -171,13 +219,26 @@ def profile_lines(rows: list[dict[str, Any]], key: dict[str, Any]) -> tuple[list
             rated[a["rater"]] += 1
     for a in rows:
         if a["item_id"] == DIVERSITY:
-            div.append({"rater": a["rater"], "rating": a["answer"]["rating"], "profiles": rated[a["rater"]],
-                        **({"comment": a["answer"]["comment"]} if "comment" in a["answer"] else {})})
+            div.append(
+                {
+                    "rater": a["rater"],
+                    "rating": a["answer"]["rating"],
+                    "profiles": rated[a["rater"]],
+                    **({"comment": a["answer"]["comment"]} if "comment" in a["answer"] else {}),
+                }
+            )
             continue
         e = key["items"][a["item_id"]]
-        prof.append({"item_id": e["profile_id"], "rater": a["rater"], "scores": a["answer"]["scores"],
-                     "predicted": {"attachment": a["answer"]["attachment"], "theme": a["answer"]["theme"]},
-                     "truth": e["truth"], "source": e["source"]})
+        prof.append(
+            {
+                "item_id": e["profile_id"],
+                "rater": a["rater"],
+                "scores": a["answer"]["scores"],
+                "predicted": {"attachment": a["answer"]["attachment"], "theme": a["answer"]["theme"]},
+                "truth": e["truth"],
+                "source": e["source"],
+            }
+        )
     return prof, div
 
 
@@ -201,9 +262,10 @@ def profile_summary(prof: list[dict[str, Any]], div: list[dict[str, Any]]) -> di
         matrix = [[cell[(r, i)]["scores"][d] if (r, i) in cell else None for i in items] for r in raters]
         shared = sum(1 for i in items if sum((r, i) in cell for r in raters) >= 2)
         distinct = {p["scores"][d] for p in prof}  # α is undefined when every rating is the same
-        out["dimensions"][d] = {**_mean_sd([p["scores"][d] for p in prof]),
-                                "alpha": krippendorff_alpha(matrix) if shared >= 2 and len(raters) >= 2
-                                and len(distinct) > 1 else None}
+        out["dimensions"][d] = {
+            **_mean_sd([p["scores"][d] for p in prof]),
+            "alpha": krippendorff_alpha(matrix) if shared >= 2 and len(raters) >= 2 and len(distinct) > 1 else None,
+        }
     for what in ("attachment", "theme"):
         hits = [p["predicted"][what] == p["truth"][what] for p in prof]
         cats = sorted({p["predicted"][what] for p in prof} | {p["truth"][what] for p in prof})
@@ -214,8 +276,12 @@ def profile_summary(prof: list[dict[str, Any]], div: list[dict[str, Any]]) -> di
         k = max(set(sizes), key=sizes.count) if sizes else 0  # Fleiss' κ needs one rater count: the usual one
         counts = [[v.count(c) for c in cats] for v in by_item.values() if len(v) == k]
         kappa = float(fleiss_kappa(counts)) if k >= 2 and len(counts) >= 2 else None
-        out["identification"][what] = {"accuracy": float(np.mean(hits)) if hits else None, "judgments": len(hits),
-                                       "fleiss_kappa": None if kappa is None or np.isnan(kappa) else kappa,
-                                       "kappa_items": len(counts), "kappa_raters_per_item": k}
+        out["identification"][what] = {
+            "accuracy": float(np.mean(hits)) if hits else None,
+            "judgments": len(hits),
+            "fleiss_kappa": None if kappa is None or np.isnan(kappa) else kappa,
+            "kappa_items": len(counts),
+            "kappa_raters_per_item": k,
+        }
     out["diversity"] = _mean_sd([d["rating"] for d in div])
     return out

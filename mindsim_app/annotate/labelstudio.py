@@ -55,8 +55,12 @@ def _rating(name: str, to: str, top: int = 5) -> str:
 def _stars(points: list[Any]) -> bool:
     """Label Studio's Rating control gives 1..N stars: it fits an integer scale from 1 to at most 10 points;
     any other scale (labels, a 0 or a negative point, long ranges) is asked with Choices."""
-    return all(isinstance(p, int) for p in points) and points[0] == 1 and points == list(range(1, len(points) + 1)) \
+    return (
+        all(isinstance(p, int) for p in points)
+        and points[0] == 1
+        and points == list(range(1, len(points) + 1))
         and len(points) <= 10
+    )
 
 
 def config(protocol_name: str, task: Any = None) -> str:
@@ -65,9 +69,13 @@ def config(protocol_name: str, task: Any = None) -> str:
     f = p.form
     parts = ["<View>\n"]
     if f["form"] == "closing":
-        parts += [_header(f["question"]), '  <Text name="note" value="$note"/>\n',
-                  _header(" · ".join(f"{k} {v}" for k, v in f["scale"].items())), _rating("rating", "note", max(f["scale"])),
-                  _textarea("comment", "note", 2000)]
+        parts += [
+            _header(f["question"]),
+            '  <Text name="note" value="$note"/>\n',
+            _header(" · ".join(f"{k} {v}" for k, v in f["scale"].items())),
+            _rating("rating", "note", max(f["scale"])),
+            _textarea("comment", "note", 2000),
+        ]
         return "".join(parts) + "</View>\n"
     parts.append(_header(f["title"]))
     if f.get("instructions"):
@@ -79,33 +87,55 @@ def config(protocol_name: str, task: Any = None) -> str:
         parts += ['  <Paragraphs name="profile" value="$profile" nameKey="author" textKey="text"/>\n']
         to = "profile"
     else:
-        parts += ['  <Paragraphs name="dialogue" value="$messages" layout="dialogue" nameKey="author" textKey="text"/>\n']
+        parts += [
+            '  <Paragraphs name="dialogue" value="$messages" layout="dialogue" nameKey="author" textKey="text"/>\n'
+        ]
         to = "dialogue"
     if f["form"] in ("mhqr", "realism"):
         parts += [_header("Rate this reply"), '  <Text name="rated" value="$rated"/>\n']
         to = "rated"
     if f["form"] == "mhqr":
         parts.append(_choices("severity", to, [(s["id"], s["name"]) for s in f["severities"]], False))
-        parts.append(_choices("issues", to, [(i["id"], f"{c['name']}: {i['name']}") for c in f["categories"]
-                                             for i in c["issues"]], True, required=False))
+        parts.append(
+            _choices(
+                "issues",
+                to,
+                [(i["id"], f"{c['name']}: {i['name']}") for c in f["categories"] for i in c["issues"]],
+                True,
+                required=False,
+            )
+        )
         parts += [_header("Quote (optional)"), _textarea("quote", to, f["quote_max_chars"])]
     elif f["form"] == "realism":
         for g in f["groups"]:
-            opts = [(r["id"], r["name"]) for r in g["reasons"]] + [(f"{g['id']}_other", "Other"), (f"{g['id']}_none", "None")]
-            parts += [_header(f"1. {g['name']} reasons"), _choices(g["id"], to, opts, True),
-                      _textarea(f"{g['id']}_other_text", to, f["other_max_chars"])]
-        parts += [_header("2. " + f["question"] + " (" + ", ".join(f"{k} {v}" for k, v in f["scale"].items()) + ")"),
-                  _rating("rating", to)]
+            opts = [(r["id"], r["name"]) for r in g["reasons"]] + [
+                (f"{g['id']}_other", "Other"),
+                (f"{g['id']}_none", "None"),
+            ]
+            parts += [
+                _header(f"1. {g['name']} reasons"),
+                _choices(g["id"], to, opts, True),
+                _textarea(f"{g['id']}_other_text", to, f["other_max_chars"]),
+            ]
+        parts += [
+            _header("2. " + f["question"] + " (" + ", ".join(f"{k} {v}" for k, v in f["scale"].items()) + ")"),
+            _rating("rating", to),
+        ]
     else:
         stars = _stars(f["points"])
         for d in f["dimensions"]:
             anchors = "; ".join(f"{k}: {v}" for k, v in d["levels"])
             parts += [_header(f"{d['name']}: {d['question']}"), _header(anchors, small=True)]
-            parts.append(_rating(d["id"], to, len(f["points"])) if stars else
-                         _choices(d["id"], to, [(str(k), v) for k, v in d["levels"]], False))
+            parts.append(
+                _rating(d["id"], to, len(f["points"]))
+                if stars
+                else _choices(d["id"], to, [(str(k), v) for k, v in d["levels"]], False)
+            )
         for pick in f["picks"]:
-            parts += [_header(f"{pick['name']} that fits best"),
-                      _choices(pick["id"], to, [(o["id"], o["text"]) for o in pick["options"]], False)]
+            parts += [
+                _header(f"{pick['name']} that fits best"),
+                _choices(pick["id"], to, [(o["id"], o["text"]) for o in pick["options"]], False),
+            ]
     parts += [_header("Comment (optional)"), _textarea("comment", to, f["comment_max_chars"]), "</View>\n"]
     return "".join(parts)
 
@@ -134,8 +164,13 @@ def export_labelstudio(task_dir: Path, out: Path) -> dict[str, Any]:
             if "sections" in d:
                 data["profile"] = [{"author": s["title"], "text": "\n".join(s["lines"])} for s in d["sections"]]
             else:
-                data["messages"] = [{"author": _author(m["speaker"]) + (" ◀ rate this" if i == u.get("message") else ""),
-                                     "text": m["text"]} for i, m in enumerate(msgs)]
+                data["messages"] = [
+                    {
+                        "author": _author(m["speaker"]) + (" ◀ rate this" if i == u.get("message") else ""),
+                        "text": m["text"],
+                    }
+                    for i, m in enumerate(msgs)
+                ]
             if "message" in u:
                 data["rated"] = msgs[u["message"]]["text"]
             tasks.append({"data": data})
@@ -145,8 +180,17 @@ def export_labelstudio(task_dir: Path, out: Path) -> dict[str, Any]:
     atomic_write_text(out / "config.xml", config(task.protocol, task))
     result = {"tasks": n, "tasks_file": str(out / "tasks.json"), "config_file": str(out / "config.xml")}
     if DIVERSITY in task.items:
-        div = [{"data": {"item_id": DIVERSITY, "unit": "0", "assigned": r,
-                         "note": f"For {r}: answer once, after rating all your profiles."}} for r in task.assignments]
+        div = [
+            {
+                "data": {
+                    "item_id": DIVERSITY,
+                    "unit": "0",
+                    "assigned": r,
+                    "note": f"For {r}: answer once, after rating all your profiles.",
+                }
+            }
+            for r in task.assignments
+        ]
         atomic_write_json(out / "diversity" / "tasks.json", div)
         atomic_write_text(out / "diversity" / "config.xml", config(DIVERSITY, task))
         result["diversity_tasks_file"] = str(out / "diversity" / "tasks.json")
@@ -171,16 +215,20 @@ def _results(results: list[dict[str, Any]], where: str) -> dict[str, dict[str, A
             continue
         name, value = r.get("from_name"), r.get("value")
         if not isinstance(name, str) or not isinstance(value, dict) or not value:
-            raise InputError(f"{where}: result {i} has no {'from_name' if not isinstance(name, str) else 'value'}; "
-                             "export the project as Label Studio 'JSON' (each result names its control and holds "
-                             "its value)")
+            raise InputError(
+                f"{where}: result {i} has no {'from_name' if not isinstance(name, str) else 'value'}; "
+                "export the project as Label Studio 'JSON' (each result names its control and holds "
+                "its value)"
+            )
         # (A per-region control repeats its name once per region; only a whole-item answer given twice is ambiguous.)
         if name in by and {"choices", "rating"} & set(value) & set(by[name]):
             raise InputError(f"{where}: control {name!r} is answered twice in one annotation; keep one result")
         choices = value.get("choices")
         if choices is not None and (not isinstance(choices, list) or not all(isinstance(c, str) for c in choices)):
-            raise InputError(f"{where}: control {name!r}: 'choices' is a {type(choices).__name__}, not a list of "
-                             "the chosen labels; export the project as Label Studio 'JSON'")
+            raise InputError(
+                f"{where}: control {name!r}: 'choices' is a {type(choices).__name__}, not a list of "
+                "the chosen labels; export the project as Label Studio 'JSON'"
+            )
         by[name] = value
     return by
 
@@ -189,9 +237,11 @@ def _one_choice(by: dict[str, dict[str, Any]], name: str, where: str) -> str | N
     """The one label picked on a single-choice control (None when none was)."""
     picked = (by.get(name) or {}).get("choices") or []
     if len(picked) > 1:
-        raise InputError(f"{where}: control {name!r} takes one choice and holds {len(picked)} "
-                         f"({', '.join(map(repr, picked[:4]))}); set the control to choice=\"single\" and "
-                         "re-annotate, or keep one")
+        raise InputError(
+            f"{where}: control {name!r} takes one choice and holds {len(picked)} "
+            f'({", ".join(map(repr, picked[:4]))}); set the control to choice="single" and '
+            "re-annotate, or keep one"
+        )
     return picked[0] if picked else None
 
 
@@ -221,8 +271,13 @@ def _answer(form: dict[str, Any], results: list[dict[str, Any]], where: str, rub
     elif kind == "closing":
         out = {"rating": rating("rating")}
     else:
-        out = {"scores": {d: v for d, v in ((d["id"], _scale_value(form, d["id"], by, where, rubric))
-                                            for d in form["dimensions"]) if v is not None}}
+        out = {
+            "scores": {
+                d: v
+                for d, v in ((d["id"], _scale_value(form, d["id"], by, where, rubric)) for d in form["dimensions"])
+                if v is not None
+            }
+        }
         for pick in form["picks"]:
             out[pick["id"]] = _one_choice(by, pick["id"], where)
     out["comment"] = text("comment")
@@ -255,34 +310,47 @@ def _load_export(export: Path) -> list[Any]:
 def _data(t: Any, where: str) -> dict[str, Any]:
     """An exported task's `data`, after checking the task has the shape Label Studio exports."""
     if not isinstance(t, dict):
-        raise InputError(f"{where}: a {type(t).__name__}, not a task object; export the project as Label Studio "
-                         "'JSON' (a list of task objects with data and annotations)")
+        raise InputError(
+            f"{where}: a {type(t).__name__}, not a task object; export the project as Label Studio "
+            "'JSON' (a list of task objects with data and annotations)"
+        )
     d = t.get("data")
     if d is not None and not isinstance(d, dict):
-        raise InputError(f"{where}: 'data' is a {type(d).__name__}, not an object of the task's fields; export the "
-                         "project as Label Studio 'JSON'")
+        raise InputError(
+            f"{where}: 'data' is a {type(d).__name__}, not an object of the task's fields; export the "
+            "project as Label Studio 'JSON'"
+        )
     return d or {}
 
 
-def _annotations(t: Any, where: str, seen: dict[tuple[str, str, str], str], item: str, unit: str) -> Iterable[tuple[str, dict[str, Any]]]:
+def _annotations(
+    t: Any, where: str, seen: dict[tuple[str, str, str], str], item: str, unit: str
+) -> Iterable[tuple[str, dict[str, Any]]]:
     """(rater, annotation) of one exported task; cancelled ones skipped, a rater twice on one unit refused."""
     if "annotations" not in t:
-        raise InputError(f"{where}: no 'annotations' field, so not a task of Label Studio's 'JSON' export (JSON-MIN "
-                         "and CSV exports leave out who rated); export the project as 'JSON'")
+        raise InputError(
+            f"{where}: no 'annotations' field, so not a task of Label Studio's 'JSON' export (JSON-MIN "
+            "and CSV exports leave out who rated); export the project as 'JSON'"
+        )
     found = t.get("annotations") or []
     if not isinstance(found, list) or not all(isinstance(a, dict) for a in found):
-        raise InputError(f"{where}: 'annotations' is not a list of annotation objects; export the project as Label "
-                         "Studio 'JSON'")
+        raise InputError(
+            f"{where}: 'annotations' is not a list of annotation objects; export the project as Label Studio 'JSON'"
+        )
     for a in found:
         if not isinstance(a.get("result") or [], list) or not all(isinstance(r, dict) for r in a.get("result") or []):
-            raise InputError(f"{where}: an annotation's 'result' is not a list of result objects; export the project "
-                             "as Label Studio 'JSON'")
+            raise InputError(
+                f"{where}: an annotation's 'result' is not a list of result objects; export the project "
+                "as Label Studio 'JSON'"
+            )
         if a.get("was_cancelled"):
             continue
         rater = _rater(a.get("completed_by"), where)
         if not a.get("result"):
-            raise InputError(f"{where}: the annotation by {rater} holds no result (nothing answered, yet not "
-                             "skipped); answer it in Label Studio, or delete that annotation before exporting")
+            raise InputError(
+                f"{where}: the annotation by {rater} holds no result (nothing answered, yet not "
+                "skipped); answer it in Label Studio, or delete that annotation before exporting"
+            )
         k = (rater, item, unit)
         if k in seen:
             raise InputError(f"{where}: {rater} annotated item {item} unit {unit} twice (also {seen[k]}); keep one")
@@ -301,13 +369,23 @@ def import_labelstudio(task_dir: Path, export: Path) -> list[dict[str, Any]]:
         iid, unit = d.get("item_id"), str(d.get("unit", ""))
         it = task.items.get(iid) if isinstance(iid, str) else None
         if it is None or not isinstance(iid, str):
-            raise InputError(f"{where}: item {iid!r} is not in task {task_dir}; import the export of this task's "
-                             "tasks.json, or read tasks made elsewhere with `labelstudio ratings --rubric`")
+            raise InputError(
+                f"{where}: item {iid!r} is not in task {task_dir}; import the export of this task's "
+                "tasks.json, or read tasks made elsewhere with `labelstudio ratings --rubric`"
+            )
         form = for_task(task, it["protocol"]).form
         rubric = rubric_of(task, it["protocol"]) if form["form"] == "scales" else None
         for rater, a in _annotations(t, where, seen, iid, unit):
-            answers.append({"rater": rater, "item_id": iid, "unit": unit, "answer": _answer(form, a.get("result") or [], where, rubric),
-                            "answered_at": a.get("updated_at") or a.get("created_at"), "revision": 1})
+            answers.append(
+                {
+                    "rater": rater,
+                    "item_id": iid,
+                    "unit": unit,
+                    "answer": _answer(form, a.get("result") or [], where, rubric),
+                    "answered_at": a.get("updated_at") or a.get("created_at"),
+                    "revision": 1,
+                }
+            )
     if not answers:
         raise InputError(f"{export}: no annotations")
     return answers
@@ -337,8 +415,10 @@ def import_ratings(export: Path, rubric: Rubric) -> Ratings:
         unit = next((d[f] for f in UNIT_FIELDS if d.get(f) not in (None, "")), None)
         unit = unit if unit is not None else t.get("id")
         if unit is None or isinstance(unit, (bool, dict, list)):
-            raise InputError(f"{where}: no id for the rated unit; give the task data one of {', '.join(UNIT_FIELDS)} "
-                             "(or export with Label Studio's task ids)")
+            raise InputError(
+                f"{where}: no id for the rated unit; give the task data one of {', '.join(UNIT_FIELDS)} "
+                "(or export with Label Studio's task ids)"
+            )
         unit = str(unit) + (f"#{d['unit']}" if str(d.get("unit", "0")) != "0" and "item_id" in d else "")
         system = next((str(d[f]) for f in SYSTEM_FIELDS if d.get(f)), None)
         patient = next((str(d[f]) for f in PATIENT_FIELDS if d.get(f)), None)
@@ -350,11 +430,21 @@ def import_ratings(export: Path, rubric: Rubric) -> Ratings:
                 if counted_out(raw, rubric, out):
                     continue
                 try:
-                    out.rows.append(RatingRow(item=name, unit=unit, rater=rater, value=rubric.rating_scale.check(raw),
-                                              system=system, patient=patient))
+                    out.rows.append(
+                        RatingRow(
+                            item=name,
+                            unit=unit,
+                            rater=rater,
+                            value=rubric.rating_scale.check(raw),
+                            system=system,
+                            patient=patient,
+                        )
+                    )
                 except ValueError as exc:
                     raise InputError(f"{where}: {rater} on {name}: {exc}") from None
     if not out.rows:
-        raise InputError(f"{export}: no ratings of rubric {rubric.id}'s items ({', '.join(rubric.ids)}); name the "
-                         "labeling config's controls after them")
+        raise InputError(
+            f"{export}: no ratings of rubric {rubric.id}'s items ({', '.join(rubric.ids)}); name the "
+            "labeling config's controls after them"
+        )
     return out

@@ -38,7 +38,9 @@ class AnswerError(ValueError):
 @lru_cache(maxsize=1)
 def protocol_data() -> dict[str, Any]:
     try:
-        text = (resources.files("mindsimkit.mindsim_app.annotate") / "data" / "protocols.yaml").read_text(encoding="utf-8")
+        text = (resources.files("mindsimkit.mindsim_app.annotate") / "data" / "protocols.yaml").read_text(
+            encoding="utf-8"
+        )
         data: dict[str, Any] = yamlio.safe_load(text)
         return data
     except (OSError, yaml.YAMLError) as exc:
@@ -116,7 +118,8 @@ def _severity_issues(rubric: Rubric) -> Protocol:
 
     quote_max = page.quote_max_chars or 600
     model = create_model(
-        "MhqrAnswer", __base__=_Answer,
+        "MhqrAnswer",
+        __base__=_Answer,
         __validators__=_validators(_check=check),
         severity=(_literal(ids), Field(description="Severity level id")),
         issues=(list[str], Field(default_factory=list, description="Issue ids present in the reply")),
@@ -125,13 +128,28 @@ def _severity_issues(rubric: Rubric) -> Protocol:
     )
     cats = {c.id: c.name for c in issues_rubric.categories}
     form = {
-        "protocol": rubric.id, "form": "mhqr", "unit": rubric.unit, "title": page.title, "instructions": page.instructions.strip(),
+        "protocol": rubric.id,
+        "form": "mhqr",
+        "unit": rubric.unit,
+        "title": page.title,
+        "instructions": page.instructions.strip(),
         "severities": [{"id": s.id, "name": s.name, "definition": s.definition} for s in levels],
-        "categories": [{"id": c, "name": cats[c],
-                        "issues": [{"id": i.id, "name": i.name, "definition": i.definition}
-                                   for i in issues_rubric.issues if i.category == c]} for c in cats],
-        "quote_max_chars": quote_max, "comment_max_chars": page.comment_max_chars,
-        "source": rubric.source, "rubric_version": issues_rubric.version,
+        "categories": [
+            {
+                "id": c,
+                "name": cats[c],
+                "issues": [
+                    {"id": i.id, "name": i.name, "definition": i.definition}
+                    for i in issues_rubric.issues
+                    if i.category == c
+                ],
+            }
+            for c in cats
+        ],
+        "quote_max_chars": quote_max,
+        "comment_max_chars": page.comment_max_chars,
+        "source": rubric.source,
+        "rubric_version": issues_rubric.version,
     }
     return Protocol(rubric.id, form, model)
 
@@ -141,8 +159,10 @@ def _severity_issues(rubric: Rubric) -> Protocol:
 
 def realism_reasons() -> dict[str, list[str]]:
     """Group id → every reason id of the group, its `other` and `none` included."""
-    return {g["id"]: [r["id"] for r in g["reasons"]] + [f"{g['id']}_other", f"{g['id']}_none"]
-            for g in protocol_data()["realism"]["groups"]}
+    return {
+        g["id"]: [r["id"] for r in g["reasons"]] + [f"{g['id']}_other", f"{g['id']}_none"]
+        for g in protocol_data()["realism"]["groups"]
+    }
 
 
 def _realism() -> Protocol:
@@ -177,12 +197,15 @@ def _realism() -> Protocol:
 
     limit = spec["other_max_chars"]
     model = create_model(
-        "RealismAnswer", __base__=_Answer,
+        "RealismAnswer",
+        __base__=_Answer,
         __validators__=_validators(_check=check),
         reasons=(list[str], Field(description="Reason ids ticked (form and content, each with other/none)")),
         other=(Optional[dict[str, str]], Field(None, description="Group id → the 'other' reason in words")),
-        rating=(_rating(SCALE),
-                Field(description="Was this written by a real person? 1 certainly not … 5 certainly yes")),
+        rating=(
+            _rating(SCALE),
+            Field(description="Was this written by a real person? 1 certainly not … 5 certainly yes"),
+        ),
         comment=_text(spec["comment_max_chars"], "Free comment"),
     )
 
@@ -194,9 +217,15 @@ def _realism() -> Protocol:
 
     checked = create_model("RealismAnswerChecked", __base__=model, __validators__=_validators(_limit=_limit))
     form = {
-        "protocol": "realism", "form": "realism", "title": spec["title"], "instructions": spec["instructions"].strip(),
-        "question": spec["question"], "scale": {int(k): v for k, v in spec["scale"].items()},
-        "groups": spec["groups"], "other_max_chars": limit, "comment_max_chars": spec["comment_max_chars"],
+        "protocol": "realism",
+        "form": "realism",
+        "title": spec["title"],
+        "instructions": spec["instructions"].strip(),
+        "question": spec["question"],
+        "scale": {int(k): v for k, v in spec["scale"].items()},
+        "groups": spec["groups"],
+        "other_max_chars": limit,
+        "comment_max_chars": spec["comment_max_chars"],
         "source": spec["source"],
     }
     return Protocol("realism", form, checked)
@@ -224,8 +253,10 @@ PICK_OPTIONS = {
 def _pick_options(rubric: Rubric) -> dict[str, dict[str, str]]:
     unknown = [p.options for p in rubric.picks if p.options not in PICK_OPTIONS]
     if unknown:
-        raise ConfigError(f"rubric {rubric.id}: pick options {unknown[0]!r} are not known here; known lists: "
-                          f"{', '.join(PICK_OPTIONS)}")
+        raise ConfigError(
+            f"rubric {rubric.id}: pick options {unknown[0]!r} are not known here; known lists: "
+            f"{', '.join(PICK_OPTIONS)}"
+        )
     return {p.id: PICK_OPTIONS[p.options]() for p in rubric.picks}
 
 
@@ -236,19 +267,46 @@ def _scales(rubric: Rubric) -> Protocol:
     scores = create_model(f"{_camel(rubric.id)}Scores", __base__=_Answer, **items)
     options = _pick_options(rubric)
     picks: dict[str, Any] = {p.id: (_literal(tuple(options[p.id])), Field(description=p.name)) for p in rubric.picks}
-    model = create_model(f"{_camel(rubric.id)}Answer", __base__=_Answer,
-                         scores=(scores, Field(description=f"Item id → {scale.describe()}")),
-                         comment=_text(page.comment_max_chars, "Free comment"), **picks)
-    form: dict[str, Any] = {"protocol": rubric.id, "form": "scales", "unit": rubric.unit, "title": page.title, "instructions": page.instructions.strip(),
-            "numeric": scale.numeric, "points": list(scale.points),
-            "dimensions": [{"id": i.id, "name": i.name, "question": i.question, "anchors": rubric.anchors(i),
-                            "levels": [[p, t] for p, t in rubric.anchors(i).items()]} for i in rubric.items],
-            "picks": [{"id": p.id, "name": p.name, "options": [{"id": k, "text": v} for k, v in options[p.id].items()]}
-                      for p in rubric.picks],
-            "comment_max_chars": page.comment_max_chars, "source": rubric.source, "rubric_version": rubric.version}
+    model = create_model(
+        f"{_camel(rubric.id)}Answer",
+        __base__=_Answer,
+        scores=(scores, Field(description=f"Item id → {scale.describe()}")),
+        comment=_text(page.comment_max_chars, "Free comment"),
+        **picks,
+    )
+    form: dict[str, Any] = {
+        "protocol": rubric.id,
+        "form": "scales",
+        "unit": rubric.unit,
+        "title": page.title,
+        "instructions": page.instructions.strip(),
+        "numeric": scale.numeric,
+        "points": list(scale.points),
+        "dimensions": [
+            {
+                "id": i.id,
+                "name": i.name,
+                "question": i.question,
+                "anchors": rubric.anchors(i),
+                "levels": [[p, t] for p, t in rubric.anchors(i).items()],
+            }
+            for i in rubric.items
+        ],
+        "picks": [
+            {"id": p.id, "name": p.name, "options": [{"id": k, "text": v} for k, v in options[p.id].items()]}
+            for p in rubric.picks
+        ],
+        "comment_max_chars": page.comment_max_chars,
+        "source": rubric.source,
+        "rubric_version": rubric.version,
+    }
     if page.closing is not None:
-        form["closing"] = {"id": page.closing.id, "title": page.closing.title, "question": page.closing.question,
-                           "scale": dict(page.closing.anchors)}
+        form["closing"] = {
+            "id": page.closing.id,
+            "title": page.closing.title,
+            "question": page.closing.question,
+            "scale": dict(page.closing.anchors),
+        }
     return Protocol(rubric.id, form, model)
 
 
@@ -258,10 +316,12 @@ def _closing(rubric: Rubric) -> Protocol:
     if c is None:
         raise ConfigError(f"rubric {rubric.id}: page.closing (the question asked once per rater) is missing")
     points = tuple(sorted(c.anchors))
-    model = create_model(f"{_camel(c.id)}Answer", __base__=_Answer,
-                         rating=(_rating(points),
-                                 Field(description=f"{c.title}, {points[0]}-{points[-1]}")),
-                         comment=_text(rubric.page.comment_max_chars, "Free comment"))
+    model = create_model(
+        f"{_camel(c.id)}Answer",
+        __base__=_Answer,
+        rating=(_rating(points), Field(description=f"{c.title}, {points[0]}-{points[-1]}")),
+        comment=_text(rubric.page.comment_max_chars, "Free comment"),
+    )
     form = {"protocol": c.id, "form": "closing", "title": c.title, "question": c.question, "scale": dict(c.anchors)}
     return Protocol(c.id, form, model)
 
@@ -271,6 +331,7 @@ def _strict_rating(points: tuple[int, ...]) -> Any:
         if strict_point(v) not in points or isinstance(v, str):
             raise ValueError(f"rating {v!r} is not one of {', '.join(map(str, points))} (an integer)")
         return v
+
     return check
 
 
@@ -302,8 +363,10 @@ def _build(name: str, rubric: Optional[Rubric]) -> Protocol:
         try:
             rubric = registry.load(name)
         except ConfigError:
-            raise ConfigError(f"unknown protocol {name!r}; protocols are realism and the rubrics "
-                              f"{', '.join(registry.names())} (or the rubric file a task folder carries)") from None
+            raise ConfigError(
+                f"unknown protocol {name!r}; protocols are realism and the rubrics "
+                f"{', '.join(registry.names())} (or the rubric file a task folder carries)"
+            ) from None
     return BUILDERS[rubric.kind](rubric)
 
 

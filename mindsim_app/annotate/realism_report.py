@@ -38,7 +38,7 @@ DEFINITIONS = {
     "reason_shares": "per reason, the share of ratings that tick it",
     "alpha": "ordinal Krippendorff's alpha over the turns rated by every rater (the all-rater subset, as the paper)",
     "alpha_pairable": "ordinal Krippendorff's alpha on every pairable rating: each turn rated by two or more raters "
-                      "counts, whoever rated it; turns with one rating drop out",
+    "counts, whoever rated it; turns with one rating drop out",
     "within_one": "share of those turns whose highest and lowest rating differ by at most one point",
     "interval": "2.5th-97.5th percentile over bootstrap resamples of patients",
 }
@@ -56,8 +56,11 @@ def read_ratings(paths: Sequence[Path]) -> list[dict[str, Any]]:
     for path in paths:
         for line, r in read_jsonl(path):
             where = f"{path}:{line}"
-            missing = [f for f in ("item_id", "unit", "rater", "rating", "reasons", "system", "conversation_id", "patient_id")
-                       if f not in r]
+            missing = [
+                f
+                for f in ("item_id", "unit", "rater", "rating", "reasons", "system", "conversation_id", "patient_id")
+                if f not in r
+            ]
             if missing:
                 hint = " (export with --key TASK.key.json)" if "system" in missing else ""
                 raise InputError(f"{where}: missing {', '.join(missing)}{hint}")
@@ -83,8 +86,10 @@ def table4(rows: list[dict[str, Any]]) -> dict[str, Any]:
         by_conv[(r["system"], r["conversation_id"])].append(r["rating"])
     none_only = [set(r["reasons"]) <= {g + "_none" for g in realism_reasons()} for r in rows]
     return {
-        "ratings": len(rows), "turns": len({(r["item_id"], str(r["unit"])) for r in rows}),
-        "conversations": len(by_conv), "patients": len({r["patient_id"] for r in rows}),
+        "ratings": len(rows),
+        "turns": len({(r["item_id"], str(r["unit"])) for r in rows}),
+        "conversations": len(by_conv),
+        "patients": len({r["patient_id"] for r in rows}),
         "mean_turn": float(ratings.mean()),
         "mean_conversation": float(np.mean([np.mean(v) for v in by_conv.values()])),
         "share_at_most_3": float(np.mean(ratings <= 3)),
@@ -100,9 +105,17 @@ def table13(rows: list[dict[str, Any]]) -> dict[str, Any]:
         by_turn[(r["item_id"], str(r["unit"]))][r["rater"]] = r["rating"]
     full = sorted(t for t, d in by_turn.items() if len(d) == len(raters))
     pairable = sorted(t for t, d in by_turn.items() if len(d) >= 2)
-    out: dict[str, Any] = {"raters": raters, "turns": len(full),
-                           "items": len({t[0] for t in full}), "alpha": None, "pairwise": [], "within_one": None, "exact": None,
-                           "alpha_pairable": None, "turns_pairable": len(pairable)}
+    out: dict[str, Any] = {
+        "raters": raters,
+        "turns": len(full),
+        "items": len({t[0] for t in full}),
+        "alpha": None,
+        "pairwise": [],
+        "within_one": None,
+        "exact": None,
+        "alpha_pairable": None,
+        "turns_pairable": len(pairable),
+    }
     if len(raters) < 2:
         out["alpha_missing"] = f"one rater only ({', '.join(raters)}): α compares raters, it needs two or more"
         return out
@@ -153,8 +166,10 @@ def report(rows: list[dict[str, Any]], draws: int = DRAWS, seed: int = 0) -> dic
         sub = [r for r in rows if r["system"] == s]
         point = table4(sub)
         boot = [table4(_resample(sub, rng)) for _ in range(draws)]
-        point["intervals"] = {k: _interval(b[k] for b in boot)
-                              for k in ("mean_turn", "mean_conversation", "share_at_most_3", "share_no_reason")}
+        point["intervals"] = {
+            k: _interval(b[k] for b in boot)
+            for k in ("mean_turn", "mean_conversation", "share_at_most_3", "share_no_reason")
+        }
         t4[s] = point
     t13 = table13(rows)
     raters = t13["raters"]
@@ -164,10 +179,17 @@ def report(rows: list[dict[str, Any]], draws: int = DRAWS, seed: int = 0) -> dic
     full_rows = [r for r in rows if len(by_turn[(r["item_id"], str(r["unit"]))]) == len(raters)]
     if t13["alpha"] is not None:
         boot13 = [table13(_resample(full_rows, rng)) for _ in range(draws)]
-        t13["intervals"] = {"alpha": _interval(b["alpha"] for b in boot13),
-                            "within_one": _interval(b["within_one"] for b in boot13)}
-    return {"definitions": DEFINITIONS, "bootstrap": {"draws": draws, "seed": seed, "unit": "patient"},
-            "scale": protocol_data()["realism"]["scale"], "table4": t4, "table13": t13}
+        t13["intervals"] = {
+            "alpha": _interval(b["alpha"] for b in boot13),
+            "within_one": _interval(b["within_one"] for b in boot13),
+        }
+    return {
+        "definitions": DEFINITIONS,
+        "bootstrap": {"draws": draws, "seed": seed, "unit": "patient"},
+        "scale": protocol_data()["realism"]["scale"],
+        "table4": t4,
+        "table13": t13,
+    }
 
 
 def _f(x: Any, pct: bool = False) -> str:
@@ -181,32 +203,50 @@ def _ci(iv: Optional[list[float]], pct: bool = False) -> str:
 
 
 def render(rep: dict[str, Any]) -> str:
-    lines = ["# Human realism ratings (cf. MindEval2 Tables 4 and 13)", "",
-             f"Intervals: {rep['bootstrap']['draws']} bootstrap resamples of patients (seed {rep['bootstrap']['seed']}). "
-             "Definitions: docs/human-evaluation.md.", "",
-             "## Table 4: ratings per system", "",
-             "| system | ratings | conversations | mean per turn | mean per conversation | ≤ 3 | no reason |",
-             "|---|---|---|---|---|---|---|"]
+    lines = [
+        "# Human realism ratings (cf. MindEval2 Tables 4 and 13)",
+        "",
+        f"Intervals: {rep['bootstrap']['draws']} bootstrap resamples of patients (seed {rep['bootstrap']['seed']}). "
+        "Definitions: docs/human-evaluation.md.",
+        "",
+        "## Table 4: ratings per system",
+        "",
+        "| system | ratings | conversations | mean per turn | mean per conversation | ≤ 3 | no reason |",
+        "|---|---|---|---|---|---|---|",
+    ]
     for s, t in rep["table4"].items():
         iv = t["intervals"]
-        lines.append(f"| {s} | {t['ratings']} | {t['conversations']} | {_f(t['mean_turn'])}{_ci(iv['mean_turn'])} | "
-                     f"{_f(t['mean_conversation'])}{_ci(iv['mean_conversation'])} | "
-                     f"{_f(t['share_at_most_3'], True)}{_ci(iv['share_at_most_3'], True)} | "
-                     f"{_f(t['share_no_reason'], True)}{_ci(iv['share_no_reason'], True)} |")
+        lines.append(
+            f"| {s} | {t['ratings']} | {t['conversations']} | {_f(t['mean_turn'])}{_ci(iv['mean_turn'])} | "
+            f"{_f(t['mean_conversation'])}{_ci(iv['mean_conversation'])} | "
+            f"{_f(t['share_at_most_3'], True)}{_ci(iv['share_at_most_3'], True)} | "
+            f"{_f(t['share_no_reason'], True)}{_ci(iv['share_no_reason'], True)} |"
+        )
     reasons = [r for rs in realism_reasons().values() for r in rs]
-    lines += ["", "Reason shares (share of ratings ticking each reason):", "",
-              "| system | " + " | ".join(reasons) + " |", "|---|" + "---|" * len(reasons)]
+    lines += [
+        "",
+        "Reason shares (share of ratings ticking each reason):",
+        "",
+        "| system | " + " | ".join(reasons) + " |",
+        "|---|" + "---|" * len(reasons),
+    ]
     for s, t in rep["table4"].items():
         lines.append(f"| {s} | " + " | ".join(_f(t["reason_shares"][r], True) for r in reasons) + " |")
     t = rep["table13"]
-    lines += ["", "## Table 13: agreement on the rating", "",
-              f"{t['turns']} turns ({t['items']} items) rated by all {len(t['raters'])} raters ({', '.join(t['raters'])}).", "",
-              *([f"α is missing: {t['alpha_missing']}.", ""] if t.get("alpha_missing") else []),
-              "| measure | value |", "|---|---|",
-              f"| ordinal Krippendorff's α, all-rater subset (the paper's) | {_f(t['alpha'])}{_ci((t.get('intervals') or {}).get('alpha'))} |",
-              f"| ordinal Krippendorff's α, every pairable rating ({t.get('turns_pairable', 0)} turns) | {_f(t.get('alpha_pairable'))} |",
-              f"| all ratings within one point | {_f(t['within_one'], True)}{_ci((t.get('intervals') or {}).get('within_one'), True)} |",
-              f"| all ratings equal | {_f(t['exact'], True)} |"]
+    lines += [
+        "",
+        "## Table 13: agreement on the rating",
+        "",
+        f"{t['turns']} turns ({t['items']} items) rated by all {len(t['raters'])} raters ({', '.join(t['raters'])}).",
+        "",
+        *([f"α is missing: {t['alpha_missing']}.", ""] if t.get("alpha_missing") else []),
+        "| measure | value |",
+        "|---|---|",
+        f"| ordinal Krippendorff's α, all-rater subset (the paper's) | {_f(t['alpha'])}{_ci((t.get('intervals') or {}).get('alpha'))} |",
+        f"| ordinal Krippendorff's α, every pairable rating ({t.get('turns_pairable', 0)} turns) | {_f(t.get('alpha_pairable'))} |",
+        f"| all ratings within one point | {_f(t['within_one'], True)}{_ci((t.get('intervals') or {}).get('within_one'), True)} |",
+        f"| all ratings equal | {_f(t['exact'], True)} |",
+    ]
     for p in t["pairwise"]:
         lines.append(f"| α {p['raters'][0]} / {p['raters'][1]} ({p['turns']} turns) | {_f(p['alpha'])} |")
     if rep.get("plot"):
@@ -225,8 +265,9 @@ def plot(rep: dict[str, Any], path: Path) -> Path:
     plt = pyplot()
     systems = list(rep["table4"])
     reasons = [r for rs in realism_reasons().values() for r in rs if not r.endswith("_none")]
-    fig, (left, right) = plt.subplots(1, 2, figsize=(13, 0.6 * max(len(systems), 3) + 2.2),
-                                      gridspec_kw={"width_ratios": [1, 1.6]})
+    fig, (left, right) = plt.subplots(
+        1, 2, figsize=(13, 0.6 * max(len(systems), 3) + 2.2), gridspec_kw={"width_ratios": [1, 1.6]}
+    )
     y = np.arange(len(systems))
     for k, (key, label) in enumerate((("mean_turn", "per turn"), ("mean_conversation", "per conversation"))):
         vals = [rep["table4"][s][key] for s in systems]
@@ -250,8 +291,9 @@ def plot(rep: dict[str, Any], path: Path) -> Path:
     return save_png(fig, path)
 
 
-def run_report(inputs: Sequence[Path], out: Path, key: Optional[Path] = None, draws: int = DRAWS,
-               seed: int = 0) -> dict[str, Any]:
+def run_report(
+    inputs: Sequence[Path], out: Path, key: Optional[Path] = None, draws: int = DRAWS, seed: int = 0
+) -> dict[str, Any]:
     """Inputs are realism task folders (exported here with `key`), realism_ratings.jsonl files, or the MindEval2
     authors' released `member_realism_annotations.json` (a `.json` file: converted here first, as `mindsim import
     mindeval2-realism` converts it)."""

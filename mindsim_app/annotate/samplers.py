@@ -43,15 +43,28 @@ from mindsimkit.profilegen.schemas import Profile
 # -- MHQR ---------------------------------------------------------------------------------------------------
 
 
-def sample_mhqr(out: Path, design: Design, *, run_dir: Optional[Path] = None, n: Optional[int] = None,
-                excerpts: Optional[Path] = None, excerpts_key: Optional[Path] = None, seed: int = 0,
-                judge: Optional[str] = None, key: Optional[Path] = None, unit: str = "reply",
-                mix: Optional[dict[str, int]] = None, real: Sequence[Path] = ()) -> dict[str, Any]:
+def sample_mhqr(
+    out: Path,
+    design: Design,
+    *,
+    run_dir: Optional[Path] = None,
+    n: Optional[int] = None,
+    excerpts: Optional[Path] = None,
+    excerpts_key: Optional[Path] = None,
+    seed: int = 0,
+    judge: Optional[str] = None,
+    key: Optional[Path] = None,
+    unit: str = "reply",
+    mix: Optional[dict[str, int]] = None,
+    real: Sequence[Path] = (),
+) -> dict[str, Any]:
     """A task of MHQR units, from a run folder (drawn here by the judge's sampler: `n` excerpts of `unit`,
     or a `mix`, with `real` sessions mixed in when given) or an excerpt file it wrote. A task holding real
     sessions' text is marked never-publish, as the realism task is."""
     if (run_dir is None) == (excerpts is None):
-        raise InputError("give a run folder (RUN_DIR with --n) or --excerpts FILE (from `mindsim judge sample`), not both")
+        raise InputError(
+            "give a run folder (RUN_DIR with --n) or --excerpts FILE (from `mindsim judge sample`), not both"
+        )
     with tempfile.TemporaryDirectory() as tmp:
         if run_dir is not None:
             from mindsimkit.judge.sample import sample_excerpts
@@ -60,13 +73,16 @@ def sample_mhqr(out: Path, design: Design, *, run_dir: Optional[Path] = None, n:
                 raise InputError("--n (with --unit) or --mix paper: how many excerpts to draw from the run")
             _intact(Path(run_dir), RunLayout(run_dir).sessions.parquet)
             excerpts, excerpts_key = Path(tmp) / "excerpts.jsonl", Path(tmp) / "excerpts.key.json"
-            sample_excerpts(run_dir, n, excerpts, seed=seed, key=excerpts_key, judge=judge, unit=unit, mix=mix,
-                            real=list(real))
+            sample_excerpts(
+                run_dir, n, excerpts, seed=seed, key=excerpts_key, judge=judge, unit=unit, mix=mix, real=list(real)
+            )
         elif excerpts is None:  # refused above: neither a run folder nor excerpts
             raise InputError("give a run folder (RUN_DIR with --n) or --excerpts FILE (from `mindsim judge sample`)")
         elif real:
-            raise InputError("--real mixes real sessions into a draw from RUN_DIR; with --excerpts, draw them in "
-                             "`mindsim judge sample --real` instead")
+            raise InputError(
+                "--real mixes real sessions into a draw from RUN_DIR; with --excerpts, draw them in "
+                "`mindsim judge sample --real` instead"
+            )
         excerpts_key = Path(excerpts_key) if excerpts_key else Path(excerpts).with_suffix(".key.json")
         rows = [obj for _, obj in read_jsonl(excerpts)]
         judge_key = tasks.load_key(excerpts_key)
@@ -76,22 +92,46 @@ def sample_mhqr(out: Path, design: Design, *, run_dir: Optional[Path] = None, n:
     entries = judge_key.get("excerpts") or {}
     missing = [it.item_id for it in items if it.item_id not in entries]
     if missing:
-        raise InputError(f"{excerpts_key}: excerpt {missing[0]!r} is not in the key; give the key written with the excerpts")
+        raise InputError(
+            f"{excerpts_key}: excerpt {missing[0]!r} is not in the key; give the key written with the excerpts"
+        )
     rng = random.Random(seed)
-    out_items = [{"item_id": it.item_id, "protocol": "mhqr", "kind": it.unit, "system": it.system,
-                  "display": {"system_prompt": it.system_prompt, "messages": it.messages}, "units": it.units}
-                 for it in items]
+    out_items = [
+        {
+            "item_id": it.item_id,
+            "protocol": "mhqr",
+            "kind": it.unit,
+            "system": it.system,
+            "display": {"system_prompt": it.system_prompt, "messages": it.messages},
+            "units": it.units,
+        }
+        for it in items
+    ]
     assignments = tasks.assign([it.item_id for it in items], design, rng, {it.item_id: it.system for it in items})
     # Real text can come from this draw or from an excerpt file drawn with `judge sample --real`: the key says.
     real_text = any(e.get("patient_engine") == "real" for e in (entries[it.item_id] for it in items))
-    header = Header(protocol="mhqr", seed=seed, items=len(items), units=sum(len(it.units) for it in items),
-                    design=design, real_text=real_text, publish="never" if real_text else "allowed",
-                    notice=tasks.REAL_TEXT_NOTICE if real_text else None,
-                    sampler={"n": n, "unit": None if mix else unit, "mix": mix})
-    key_body = {"systems": judge_key.get("systems", {}), "excerpts": {it.item_id: entries[it.item_id] for it in items},
-                "judge_sample": {k: v for k, v in judge_key.items() if k not in ("excerpts",)},
-                "inputs": {"run_dir": str(run_dir) if run_dir else None, "judge": judge,
-                           "excerpts": None if run_dir else str(excerpts), "real": [str(p) for p in real]}}
+    header = Header(
+        protocol="mhqr",
+        seed=seed,
+        items=len(items),
+        units=sum(len(it.units) for it in items),
+        design=design,
+        real_text=real_text,
+        publish="never" if real_text else "allowed",
+        notice=tasks.REAL_TEXT_NOTICE if real_text else None,
+        sampler={"n": n, "unit": None if mix else unit, "mix": mix},
+    )
+    key_body = {
+        "systems": judge_key.get("systems", {}),
+        "excerpts": {it.item_id: entries[it.item_id] for it in items},
+        "judge_sample": {k: v for k, v in judge_key.items() if k not in ("excerpts",)},
+        "inputs": {
+            "run_dir": str(run_dir) if run_dir else None,
+            "judge": judge,
+            "excerpts": None if run_dir else str(excerpts),
+            "real": [str(p) for p in real],
+        },
+    }
     return tasks.write_task(out, header, out_items, assignments, key_body, key)
 
 
@@ -124,8 +164,9 @@ def _named(spec: str) -> tuple[Optional[str], Path]:
     return None, Path(spec)
 
 
-def load_sources(runs: Sequence[str] = (), sessions: Sequence[str] = (), real: Sequence[str] = (),
-                 patient_role: str = "user") -> list[Source]:
+def load_sources(
+    runs: Sequence[str] = (), sessions: Sequence[str] = (), real: Sequence[str] = (), patient_role: str = "user"
+) -> list[Source]:
     """Conversations of run folders, other simulators' session files and real chat JSONL, labelled by system:
     the name given as NAME=PATH, else the patient engine (with PatientAct ablations), else `real`."""
     from mindsimkit.judge.inputs import load_sessions
@@ -140,14 +181,32 @@ def load_sources(runs: Sequence[str] = (), sessions: Sequence[str] = (), real: S
         _intact(path, parquet)
         labels = parquet_system_labels(parquet) if parquet.is_file() else {}
         for s in load_sessions(path):
-            out.append(Source(name or labels.get(s.session_id, "mindsim"), s.session_id, s.patient_id, s.session_index,
-                              str(path), False, units.shown(s.messages)))
+            out.append(
+                Source(
+                    name or labels.get(s.session_id, "mindsim"),
+                    s.session_id,
+                    s.patient_id,
+                    s.session_index,
+                    str(path),
+                    False,
+                    units.shown(s.messages),
+                )
+            )
     for spec in sessions:
         name, path = _named(spec)
         labels = parquet_system_labels(path) if path.suffix == ".parquet" else jsonl_system_labels(path)
         for s in load_sessions(path.parent, path):
-            out.append(Source(name or labels.get(s.session_id) or path.stem, s.session_id, s.patient_id, s.session_index,
-                              str(path), False, units.shown(s.messages)))
+            out.append(
+                Source(
+                    name or labels.get(s.session_id) or path.stem,
+                    s.session_id,
+                    s.patient_id,
+                    s.session_index,
+                    str(path),
+                    False,
+                    units.shown(s.messages),
+                )
+            )
     for spec in real:
         from mindsimkit.validation.transcripts import load_transcripts
 
@@ -161,8 +220,10 @@ def load_sources(runs: Sequence[str] = (), sessions: Sequence[str] = (), real: S
     seen: set[tuple[str, str]] = set()
     for src in out:
         if (src.system, src.conversation_id) in seen:
-            raise InputError(f"conversation {src.conversation_id!r} of system {src.system!r} comes twice; "
-                             "name each input (NAME=PATH) or remove the duplicate")
+            raise InputError(
+                f"conversation {src.conversation_id!r} of system {src.system!r} comes twice; "
+                "name each input (NAME=PATH) or remove the duplicate"
+            )
         seen.add((src.system, src.conversation_id))
     return sorted(out, key=lambda s: (s.system, s.conversation_id))
 
@@ -179,10 +240,21 @@ def _quotas(n: int, systems: list[str], rng: random.Random) -> dict[str, int]:
 # -- realism ------------------------------------------------------------------------------------------------
 
 
-def sample_realism(out: Path, design: Design, *, n: int, runs: Sequence[str] = (), sessions: Sequence[str] = (),
-                   real: Sequence[str] = (), windows: Sequence[int] = (1, 5, 9), seed: int = 0,
-                   first_sessions: bool = False, max_turns: Optional[int] = None, patient_role: str = "user",
-                   key: Optional[Path] = None) -> dict[str, Any]:
+def sample_realism(
+    out: Path,
+    design: Design,
+    *,
+    n: int,
+    runs: Sequence[str] = (),
+    sessions: Sequence[str] = (),
+    real: Sequence[str] = (),
+    windows: Sequence[int] = (1, 5, 9),
+    seed: int = 0,
+    first_sessions: bool = False,
+    max_turns: Optional[int] = None,
+    patient_role: str = "user",
+    key: Optional[Path] = None,
+) -> dict[str, Any]:
     """`n` windows, even over systems; inside a system the window sizes take turns."""
     if n < 1:
         raise InputError(f"--n {n}: draw at least one window")
@@ -213,8 +285,11 @@ def sample_realism(out: Path, design: Design, *, n: int, runs: Sequence[str] = (
             size = windows[j % len(windows)]
             for step in range(len(pool)):
                 c, ts = pool[(j + step) % len(pool)]
-                free = [s for s in range(len(ts) - size + 1)
-                        if all(s + size <= a or s >= b for a, b in taken[c.conversation_id])]
+                free = [
+                    s
+                    for s in range(len(ts) - size + 1)
+                    if all(s + size <= a or s >= b for a, b in taken[c.conversation_id])
+                ]
                 if free:
                     start = rng.choice(free)
                     taken[c.conversation_id].append((start, start + size))
@@ -229,28 +304,57 @@ def sample_realism(out: Path, design: Design, *, n: int, runs: Sequence[str] = (
         raise NothingSelected(
             f"annotate sample realism: no window drawn: --windows {','.join(map(str, windows))} asks for more patient "
             f"turns than any conversation has (the longest has {longest}); give --windows {longest} or "
-            "fewer, or runs with longer sessions")
+            "fewer, or runs with longer sessions"
+        )
     rng.shuffle(drawn)
     ids = tasks.item_ids(rng, len(drawn))
     items: list[dict[str, Any]] = []
     entries: dict[str, dict[str, Any]] = {}
     for iid, (system, c, start, size, ts) in zip(ids, drawn):
         msgs, us = units.window(ts, start, size)
-        items.append({"item_id": iid, "protocol": "realism", "kind": "window", "system": codes[system],
-                      "display": {"messages": msgs, "window": size}, "units": us})
-        entries[iid] = {"system": system, "code": codes[system], "conversation_id": c.conversation_id,
-                        "patient_id": c.patient_id, "session_index": c.session_index, "source": c.origin,
-                        "real": c.real, "window": size, "turns": [u["turn"] for u in us]}
+        items.append(
+            {
+                "item_id": iid,
+                "protocol": "realism",
+                "kind": "window",
+                "system": codes[system],
+                "display": {"messages": msgs, "window": size},
+                "units": us,
+            }
+        )
+        entries[iid] = {
+            "system": system,
+            "code": codes[system],
+            "conversation_id": c.conversation_id,
+            "patient_id": c.patient_id,
+            "session_index": c.session_index,
+            "source": c.origin,
+            "real": c.real,
+            "window": size,
+            "turns": [u["turn"] for u in us],
+        }
     real_text = any(e["real"] for e in entries.values())
     assignments = tasks.assign(ids, design, rng, {i["item_id"]: i["system"] for i in items})
-    header = Header(protocol="realism", seed=seed, items=len(items), units=sum(len(i["units"]) for i in items),
-                    design=design, real_text=real_text, publish="never" if real_text else "allowed",
-                    notice=tasks.REAL_TEXT_NOTICE if real_text else None,
-                    sampler={"n": n, "windows": list(windows), "first_sessions": first_sessions, "max_turns": max_turns})
+    header = Header(
+        protocol="realism",
+        seed=seed,
+        items=len(items),
+        units=sum(len(i["units"]) for i in items),
+        design=design,
+        real_text=real_text,
+        publish="never" if real_text else "allowed",
+        notice=tasks.REAL_TEXT_NOTICE if real_text else None,
+        sampler={"n": n, "windows": list(windows), "first_sessions": first_sessions, "max_turns": max_turns},
+    )
     # Input names and paths can name a system, so they go to the key, not to the served folder.
-    summary = {"systems": {code: name for name, code in codes.items()}, "requested": n, "drawn": len(items),
-               "short": short, "real_systems": sorted({e["system"] for e in entries.values() if e["real"]}),
-               "inputs": {"runs": list(runs), "sessions": list(sessions), "real": list(real)}}
+    summary = {
+        "systems": {code: name for name, code in codes.items()},
+        "requested": n,
+        "drawn": len(items),
+        "short": short,
+        "real_systems": sorted({e["system"] for e in entries.values() if e["real"]}),
+        "inputs": {"runs": list(runs), "sessions": list(sessions), "real": list(real)},
+    }
     written = tasks.write_task(out, header, items, assignments, {**summary, "items": entries}, key)
     return {**written, **{k: summary[k] for k in ("requested", "drawn", "short")}, "systems": len(codes)}
 
@@ -258,9 +362,17 @@ def sample_realism(out: Path, design: Design, *, n: int, runs: Sequence[str] = (
 # -- PatientAct sessions ------------------------------------------------------------------------------------
 
 
-def sample_patientact_sessions(out: Path, design: Design, *, runs: Sequence[Path] = (), sessions: Optional[Path] = None,
-                               per_system: Optional[int] = None, seed: int = 0,
-                               key: Optional[Path] = None, rubric: Any = "patientact_session") -> dict[str, Any]:
+def sample_patientact_sessions(
+    out: Path,
+    design: Design,
+    *,
+    runs: Sequence[Path] = (),
+    sessions: Optional[Path] = None,
+    per_system: Optional[int] = None,
+    seed: int = 0,
+    key: Optional[Path] = None,
+    rubric: Any = "patientact_session",
+) -> dict[str, Any]:
     """Whole sessions, `per_system` of each system (all when not given), rated on a conversation rubric
     (PatientAct's five scales by default; any rubric id or file of unit `conversation`)."""
     from mindsimkit.judge import rubrics as registry
@@ -268,8 +380,9 @@ def sample_patientact_sessions(out: Path, design: Design, *, runs: Sequence[Path
 
     spec = rubric if isinstance(rubric, registry.Rubric) else registry.load(rubric)
     if spec.unit != "conversation":
-        raise InputError(f"--rubric {spec.id}: it rates one {spec.unit}; whole sessions need a rubric of unit "
-                         "conversation")
+        raise InputError(
+            f"--rubric {spec.id}: it rates one {spec.unit}; whole sessions need a rubric of unit conversation"
+        )
 
     for r in runs:
         _intact(Path(r), RunLayout(r).sessions.parquet)
@@ -283,7 +396,7 @@ def sample_patientact_sessions(out: Path, design: Design, *, runs: Sequence[Path
     for system in sorted(by):
         pool = list(by[system])
         rng.shuffle(pool)
-        chosen += pool[: per_system] if per_system else pool
+        chosen += pool[:per_system] if per_system else pool
     if not chosen:
         raise InputError("no sessions to rate")
     rng.shuffle(chosen)
@@ -293,17 +406,42 @@ def sample_patientact_sessions(out: Path, design: Design, *, runs: Sequence[Path
     entries: dict[str, dict[str, Any]] = {}
     for iid, it in zip(ids, chosen):
         msgs = [{"speaker": speaker[s], "text": t} for s, t in it.transcript]
-        items.append({"item_id": iid, "protocol": spec.id, "kind": "session", "system": codes[it.system],
-                      "display": {"messages": msgs}, "units": [{"unit": "0"}]})
-        entries[iid] = {"judge_item_id": it.item_id, "session_id": it.session_id, "system": it.system,
-                        "code": codes[it.system], "patient_id": it.patient_id, "counsellor": it.counsellor,
-                        "session_index": it.session_index, "source": it.source}
+        items.append(
+            {
+                "item_id": iid,
+                "protocol": spec.id,
+                "kind": "session",
+                "system": codes[it.system],
+                "display": {"messages": msgs},
+                "units": [{"unit": "0"}],
+            }
+        )
+        entries[iid] = {
+            "judge_item_id": it.item_id,
+            "session_id": it.session_id,
+            "system": it.system,
+            "code": codes[it.system],
+            "patient_id": it.patient_id,
+            "counsellor": it.counsellor,
+            "session_index": it.session_index,
+            "source": it.source,
+        }
     assignments = tasks.assign(ids, design, rng, {i["item_id"]: i["system"] for i in items})
     own = None if registry.builtin().get(spec.id) == spec else registry.carried(spec)
-    header = Header(protocol=spec.id, seed=seed, items=len(items), units=len(items), design=design,
-                    sampler={"per_system": per_system}, rubric=own)
-    key_body = {"systems": {c: s for s, c in codes.items()}, "items": entries,
-                "inputs": {"runs": [str(r) for r in runs], "sessions": str(sessions) if sessions else None}}
+    header = Header(
+        protocol=spec.id,
+        seed=seed,
+        items=len(items),
+        units=len(items),
+        design=design,
+        sampler={"per_system": per_system},
+        rubric=own,
+    )
+    key_body = {
+        "systems": {c: s for s, c in codes.items()},
+        "items": entries,
+        "inputs": {"runs": [str(r) for r in runs], "sessions": str(sessions) if sessions else None},
+    }
     return {**tasks.write_task(out, header, items, assignments, key_body, key), "systems": len(codes)}
 
 
@@ -349,8 +487,10 @@ def load_profiles(runs: Sequence[Path]) -> list[dict[str, Any]]:
         profiles = {r.profile_id: r for r in layout.profiles.rows(Profile)}
         states = layout.sessions.rows(_PatientActState)
         if all(r.patientact is None for r in states):
-            raise InputError(f"{spath}: no PatientAct sessions (no patientact state); the profile protocol needs "
-                             "the psychological seed of simulation.patient_engine: patientact")
+            raise InputError(
+                f"{spath}: no PatientAct sessions (no patientact state); the profile protocol needs "
+                "the psychological seed of simulation.patient_engine: patientact"
+            )
         seeds: dict[str, dict[str, Any]] = {}
         for r in states:
             state = _maybe_json(r.patientact)
@@ -359,15 +499,29 @@ def load_profiles(runs: Sequence[Path]) -> list[dict[str, Any]]:
         for pid in sorted(set(seeds) & set(profiles)):
             st = seeds[pid]
             dec = _maybe_json(st.get("decomposition")) or {}
-            out.append({"profile_id": pid, "source": str(run), "attachment": st["attachment"], "theme": st["theme"],
-                        "sections": profile_sections(profiles[pid], _maybe_json(dec.get("formulation")))})
+            out.append(
+                {
+                    "profile_id": pid,
+                    "source": str(run),
+                    "attachment": st["attachment"],
+                    "theme": st["theme"],
+                    "sections": profile_sections(profiles[pid], _maybe_json(dec.get("formulation"))),
+                }
+            )
     if not out:
         raise InputError("no profile with a PatientAct seed in " + ", ".join(map(str, runs)))
     return out
 
 
-def sample_patientact_profiles(out: Path, design: Design, *, runs: Sequence[Path], n: Optional[int] = None,
-                               seed: int = 0, key: Optional[Path] = None) -> dict[str, Any]:
+def sample_patientact_profiles(
+    out: Path,
+    design: Design,
+    *,
+    runs: Sequence[Path],
+    n: Optional[int] = None,
+    seed: int = 0,
+    key: Optional[Path] = None,
+) -> dict[str, Any]:
     """`n` profiles (all when not given) for the four scales and the two picks; every rater ends with the
     diversity rating."""
     found = load_profiles(runs)
@@ -379,19 +533,39 @@ def sample_patientact_profiles(out: Path, design: Design, *, runs: Sequence[Path
     items: list[dict[str, Any]] = []
     entries: dict[str, dict[str, Any]] = {}
     for iid, p in zip(ids, chosen):
-        items.append({"item_id": iid, "protocol": "patientact_profile", "kind": "profile", "system": "profile",
-                      "display": {"sections": p["sections"]}, "units": [{"unit": "0"}]})
-        entries[iid] = {"profile_id": p["profile_id"], "source": p["source"],
-                        "truth": {"attachment": p["attachment"], "theme": p["theme"]}}
+        items.append(
+            {
+                "item_id": iid,
+                "protocol": "patientact_profile",
+                "kind": "profile",
+                "system": "profile",
+                "display": {"sections": p["sections"]},
+                "units": [{"unit": "0"}],
+            }
+        )
+        entries[iid] = {
+            "profile_id": p["profile_id"],
+            "source": p["source"],
+            "truth": {"attachment": p["attachment"], "theme": p["theme"]},
+        }
     assignments = tasks.assign(ids, design, rng)
     # PatientAct App. D.1: the diversity question comes once, after all of a rater's profiles.
-    items.append({"item_id": DIVERSITY, "protocol": DIVERSITY, "kind": DIVERSITY, "system": "profile",
-                  "display": {}, "units": [{"unit": "0"}]})
+    items.append(
+        {
+            "item_id": DIVERSITY,
+            "protocol": DIVERSITY,
+            "kind": DIVERSITY,
+            "system": "profile",
+            "display": {},
+            "units": [{"unit": "0"}],
+        }
+    )
     for r in assignments:
         assignments[r].append(DIVERSITY)
     seen_words = _seed_words_shown(items[:-1], entries)
-    header = Header(protocol="patientact_profile", seed=seed, items=len(items), units=len(items), design=design,
-                    sampler={"n": n})
+    header = Header(
+        protocol="patientact_profile", seed=seed, items=len(items), units=len(items), design=design, sampler={"n": n}
+    )
     key_body = {"items": entries, "seed_words_shown": seen_words, "inputs": {"runs": [str(r) for r in runs]}}
     return {**tasks.write_task(out, header, items, assignments, key_body, key), "seed_words_shown": seen_words}
 

@@ -56,8 +56,9 @@ def _static(name: str) -> Path:
     return Path(str(resources.files("mindsimkit.mindsim_app.annotate") / "static" / name))
 
 
-def issue_links(task: Task, store: Store, base_url: str, renew: bool = False,
-                links_file: Optional[Path] = None) -> tuple[Path, int]:
+def issue_links(
+    task: Task, store: Store, base_url: str, renew: bool = False, links_file: Optional[Path] = None
+) -> tuple[Path, int]:
     """Tokens for raters without one (or all, `renew`); the links file keeps the others' tokens, every link
     pointing at `base_url`, the host and port actually served (a link written for another port would not open)."""
     path = Path(links_file) if links_file else links_path(task.root)
@@ -77,8 +78,11 @@ def issue_links(task: Task, store: Store, base_url: str, renew: bool = False,
 
 
 def _read_links(path: Path) -> dict[str, str]:
-    return dict(line.split("\t", 1) for line in path.read_text(encoding="utf-8").splitlines()
-                if line and not line.startswith("#") and "\t" in line)
+    return dict(
+        line.split("\t", 1)
+        for line in path.read_text(encoding="utf-8").splitlines()
+        if line and not line.startswith("#") and "\t" in line
+    )
 
 
 # An answer is a few hundred bytes; a body many times that is refused before it is read.
@@ -136,9 +140,17 @@ async def _reply(send: Any, status: int, error: str) -> None:
     import json
 
     body = json.dumps({"error": error}).encode()
-    await send({"type": "http.response.start", "status": status,
-                "headers": [(b"content-type", b"application/json"), (b"content-length", str(len(body)).encode()),
-                            (b"cache-control", b"no-store")]})
+    await send(
+        {
+            "type": "http.response.start",
+            "status": status,
+            "headers": [
+                (b"content-type", b"application/json"),
+                (b"content-length", str(len(body)).encode()),
+                (b"cache-control", b"no-store"),
+            ],
+        }
+    )
     await send({"type": "http.response.body", "body": body})
 
 
@@ -152,8 +164,9 @@ def checked_task(task_dir: Path) -> Task:
         try:
             for_task(t, name)
         except ConfigError as exc:
-            raise InputError(f"{task_dir}: its items cannot be shown ({exc}); sample the task again with a valid "
-                             "rubric") from None
+            raise InputError(
+                f"{task_dir}: its items cannot be shown ({exc}); sample the task again with a valid rubric"
+            ) from None
     return t
 
 
@@ -169,8 +182,10 @@ def create_app(task_dirs: list[Path]) -> FastAPI:
     async def _headers(request: Request, call_next: Any) -> Any:
         # The page loads only its own files and sends no referrer: conversation text cannot pull in anything.
         response = await call_next(request)
-        response.headers["Content-Security-Policy"] = ("default-src 'self'; script-src 'self'; style-src 'self'; "
-                                                       "img-src 'self'; connect-src 'self'; frame-ancestors 'none'")
+        response.headers["Content-Security-Policy"] = (
+            "default-src 'self'; script-src 'self'; style-src 'self'; "
+            "img-src 'self'; connect-src 'self'; frame-ancestors 'none'"
+        )
         response.headers["X-Content-Type-Options"] = "nosniff"
         response.headers["Referrer-Policy"] = "no-referrer"
         response.headers["Cache-Control"] = "no-store"
@@ -196,8 +211,10 @@ def create_app(task_dirs: list[Path]) -> FastAPI:
         units = queue_units(s, rater)
         answered = sum(1 for x in units if x in done)
         queue = s.task.assignments[rater]
-        resume = next((p for p, i in enumerate(queue)
-                       if any((i, u["unit"]) not in done for u in s.task.items[i]["units"])), len(queue))
+        resume = next(
+            (p for p, i in enumerate(queue) if any((i, u["unit"]) not in done for u in s.task.items[i]["units"])),
+            len(queue),
+        )
         return {"answered": answered, "total": len(units), "items": len(queue), "resume": resume}
 
     @app.get("/", response_class=HTMLResponse)
@@ -218,9 +235,18 @@ def create_app(task_dirs: list[Path]) -> FastAPI:
     @app.get("/api/session")
     def session(authorization: Optional[str] = Header(None)) -> dict[str, Any]:
         s, rater = who(authorization)
-        forms = {p: for_task(s.task, p).form for p in sorted({s.task.items[i]["protocol"] for i in s.task.assignments[rater]})}
-        return {"rater": rater, "task": s.task.root.name, "protocol": s.task.protocol, "forms": forms,
-                "notice": s.task.header.notice, **progress(s, rater)}
+        forms = {
+            p: for_task(s.task, p).form
+            for p in sorted({s.task.items[i]["protocol"] for i in s.task.assignments[rater]})
+        }
+        return {
+            "rater": rater,
+            "task": s.task.root.name,
+            "protocol": s.task.protocol,
+            "forms": forms,
+            "notice": s.task.header.notice,
+            **progress(s, rater),
+        }
 
     @app.get("/api/item/{pos}")
     def item(pos: int, authorization: Optional[str] = Header(None)) -> dict[str, Any]:
@@ -231,11 +257,18 @@ def create_app(task_dirs: list[Path]) -> FastAPI:
         it = s.task.items[queue[pos]]
         done = s.store.answers_of(rater)
         # What the page may show: never the system code or anything from the key.
-        return {"pos": pos, "item_id": it["item_id"], "protocol": it["protocol"], "kind": it["kind"],
-                "display": it["display"], "units": it["units"],
-                "answers": {u["unit"]: done[(it["item_id"], u["unit"])] for u in it["units"]
-                            if (it["item_id"], u["unit"]) in done},
-                **progress(s, rater)}
+        return {
+            "pos": pos,
+            "item_id": it["item_id"],
+            "protocol": it["protocol"],
+            "kind": it["kind"],
+            "display": it["display"],
+            "units": it["units"],
+            "answers": {
+                u["unit"]: done[(it["item_id"], u["unit"])] for u in it["units"] if (it["item_id"], u["unit"]) in done
+            },
+            **progress(s, rater),
+        }
 
     @app.post("/api/answer")
     def answer(body: AnswerIn, authorization: Optional[str] = Header(None)) -> dict[str, Any]:
@@ -250,8 +283,14 @@ def create_app(task_dirs: list[Path]) -> FastAPI:
         except AnswerError as exc:
             raise HTTPException(422, str(exc)) from None
         rev = s.store.save(rater, body.item_id, body.unit, clean)
-        log.info("answer saved: task %s rater %s item %s unit %s revision %d", s.task.root.name, rater,
-                 body.item_id, body.unit, rev)
+        log.info(
+            "answer saved: task %s rater %s item %s unit %s revision %d",
+            s.task.root.name,
+            rater,
+            body.item_id,
+            body.unit,
+            rev,
+        )
         return {"saved": True, "revision": rev, **progress(s, rater)}
 
     @app.exception_handler(StarletteHTTPException)
@@ -275,8 +314,14 @@ def is_local(host: str) -> bool:
     return host in LOCAL_HOSTS
 
 
-def run(task_dirs: list[Path], host: str = "127.0.0.1", port: int = 8765, renew: bool = False,
-        links_file: Optional[Path] = None, echo: Any = print) -> None:
+def run(
+    task_dirs: list[Path],
+    host: str = "127.0.0.1",
+    port: int = 8765,
+    renew: bool = False,
+    links_file: Optional[Path] = None,
+    echo: Any = print,
+) -> None:
     """Issue missing links, then serve until interrupted. Access log lines never hold a token: the links keep
     it out of request lines, and a query string (where a hand-made link might put it) is logged with its values
     masked. The links go to the links file only."""
@@ -289,10 +334,14 @@ def run(task_dirs: list[Path], host: str = "127.0.0.1", port: int = 8765, renew:
     port = sock.getsockname()[1]  # --port 0 asks the system for a free one; the links name the real one
     shown_host = f"[{host}]" if ":" in host else host
     for s in app.state.served:
-        path, n = issue_links(s.task, s.store, f"http://{shown_host}:{port}", renew, links_file if len(task_dirs) == 1 else None)
+        path, n = issue_links(
+            s.task, s.store, f"http://{shown_host}:{port}", renew, links_file if len(task_dirs) == 1 else None
+        )
         made = f"{n} new" if n else "no new"
-        echo(f"{s.task.root.name} ({s.task.protocol}, {len(s.task.assignments)} raters): {made} links; "
-             f"rater links are in {path} (send each rater only their own line)")
+        echo(
+            f"{s.task.root.name} ({s.task.protocol}, {len(s.task.assignments)} raters): {made} links; "
+            f"rater links are in {path} (send each rater only their own line)"
+        )
     echo(f"serving on http://{shown_host}:{port}/ (Ctrl+C stops; answers are saved as they are given)")
     logging.basicConfig(level=logging.INFO, format="%(asctime)s %(message)s")
     config = uvicorn.Config(app, log_level="info", access_log=True)  # (sets uvicorn's loggers up)
@@ -321,8 +370,10 @@ def _listen(host: str, port: int) -> socket.socket:
     try:
         infos = socket.getaddrinfo(host, port, type=socket.SOCK_STREAM, flags=socket.AI_PASSIVE)
     except socket.gaierror as exc:
-        raise InputError(f"--host {host}: not an address of this machine ({exc.strerror}); use 127.0.0.1 or an "
-                         "address `ip addr` lists") from None
+        raise InputError(
+            f"--host {host}: not an address of this machine ({exc.strerror}); use 127.0.0.1 or an "
+            "address `ip addr` lists"
+        ) from None
     family, _, _, _, address = infos[0]
     sock = socket.socket(family, socket.SOCK_STREAM)
     sock.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
@@ -332,9 +383,14 @@ def _listen(host: str, port: int) -> socket.socket:
     except OSError as exc:
         sock.close()
         taken = exc.errno == errno.EADDRINUSE
-        raise InputError(f"--host {host} --port {port}: " + ("the port is already in use (another `mindsim annotate "
-                         "serve` or program listens there); choose another --port, or stop that program"
-                         if taken else f"cannot listen there ({(exc.strerror or str(exc)).lower()}); choose another "
-                         "--host or --port")) from None
+        raise InputError(
+            f"--host {host} --port {port}: "
+            + (
+                "the port is already in use (another `mindsim annotate "
+                "serve` or program listens there); choose another --port, or stop that program"
+                if taken
+                else f"cannot listen there ({(exc.strerror or str(exc)).lower()}); choose another --host or --port"
+            )
+        ) from None
     sock.set_inheritable(True)
     return sock

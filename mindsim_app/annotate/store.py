@@ -72,9 +72,11 @@ class Store:
                 if r in have and not renew:
                     continue
                 tok = secrets.token_urlsafe(24)
-                self._db.execute("INSERT INTO raters VALUES (?, ?, ?) ON CONFLICT(rater) DO UPDATE SET "
-                                 "token_sha256 = excluded.token_sha256, issued_at = excluded.issued_at",
-                                 (r, token_hash(tok), _now()))
+                self._db.execute(
+                    "INSERT INTO raters VALUES (?, ?, ?) ON CONFLICT(rater) DO UPDATE SET "
+                    "token_sha256 = excluded.token_sha256, issued_at = excluded.issued_at",
+                    (r, token_hash(tok), _now()),
+                )
                 out[r] = tok
             self._db.execute("COMMIT")
         return out
@@ -88,9 +90,11 @@ class Store:
             self._db.execute(
                 "INSERT INTO answers VALUES (?, ?, ?, ?, ?, 1) ON CONFLICT(rater, item_id, unit) DO UPDATE SET "
                 "answer = excluded.answer, answered_at = excluded.answered_at, revision = answers.revision + 1",
-                (rater, item_id, unit, blob, _now()))
-            (rev,) = self._db.execute("SELECT revision FROM answers WHERE rater = ? AND item_id = ? AND unit = ?",
-                                      (rater, item_id, unit)).fetchone()
+                (rater, item_id, unit, blob, _now()),
+            )
+            (rev,) = self._db.execute(
+                "SELECT revision FROM answers WHERE rater = ? AND item_id = ? AND unit = ?", (rater, item_id, unit)
+            ).fetchone()
         return int(rev)
 
     def answers_of(self, rater: str) -> dict[tuple[str, str], dict[str, Any]]:
@@ -100,8 +104,9 @@ class Store:
 
     def all_answers(self) -> Iterator[dict[str, Any]]:
         with self._lock:
-            rows = self._db.execute("SELECT rater, item_id, unit, answer, answered_at, revision FROM answers "
-                                    "ORDER BY rater, item_id, unit").fetchall()
+            rows = self._db.execute(
+                "SELECT rater, item_id, unit, answer, answered_at, revision FROM answers ORDER BY rater, item_id, unit"
+            ).fetchall()
         for r, i, u, a, t, rev in rows:
             yield {"rater": r, "item_id": i, "unit": u, "answer": json.loads(a), "answered_at": t, "revision": rev}
 
@@ -113,19 +118,24 @@ def read_answers(task_dir: Path) -> list[dict[str, Any]]:
         return []
     db = sqlite3.connect(f"file:{path}?mode=ro", uri=True)
     try:
-        rows = db.execute("SELECT rater, item_id, unit, answer, answered_at, revision FROM answers "
-                          "ORDER BY rater, item_id, unit").fetchall()
+        rows = db.execute(
+            "SELECT rater, item_id, unit, answer, answered_at, revision FROM answers ORDER BY rater, item_id, unit"
+        ).fetchall()
     finally:
         db.close()
-    return [{"rater": r, "item_id": i, "unit": u, "answer": json.loads(a), "answered_at": t, "revision": rev}
-            for r, i, u, a, t, rev in rows]
+    return [
+        {"rater": r, "item_id": i, "unit": u, "answer": json.loads(a), "answered_at": t, "revision": rev}
+        for r, i, u, a, t, rev in rows
+    ]
 
 
 def write_links(path: Path, links: dict[str, str]) -> Path:
     """The links file, created readable by its owner only (it holds the tokens)."""
     path = Path(path)
     with atomic_writer(path, "w", private=True) as f:
-        f.write("# Personal annotation links: send each rater their own line only. Anyone holding a link can answer as that rater.\n")
+        f.write(
+            "# Personal annotation links: send each rater their own line only. Anyone holding a link can answer as that rater.\n"
+        )
         for r, url in sorted(links.items()):
             f.write(f"{r}\t{url}\n")
     return path

@@ -38,8 +38,10 @@ ANSWERS_FILE, LINKS_FILE = "answers.sqlite", "rater-links.txt"
 # Item ids and rater ids are plain tokens: the server looks them up in memory and never builds a path from them.
 ITEM_ID = re.compile(r"^[A-Za-z0-9_-]{1,64}$")
 RATER_ID = re.compile(r"^[A-Za-z0-9_-]{1,32}$")
-REAL_TEXT_NOTICE = ("This task holds real conversation text supplied by the user. Keep it on the machines of the "
-                    "study; never publish, upload or share it.")
+REAL_TEXT_NOTICE = (
+    "This task holds real conversation text supplied by the user. Keep it on the machines of the "
+    "study; never publish, upload or share it."
+)
 
 
 class Design(BaseModel):
@@ -61,8 +63,11 @@ class Header(BaseModel):
     publish: str = Field("allowed", description="'never' when the items hold real conversation text")
     notice: Optional[str] = None
     sampler: dict[str, Any] = Field(default_factory=dict, description="The sampler's options")
-    rubric: Optional[dict[str, Any]] = Field(None, description="A user rubric file's content, when the protocol is one "
-                                             "(the folder travels without the file; built-ins come from the registry)")
+    rubric: Optional[dict[str, Any]] = Field(
+        None,
+        description="A user rubric file's content, when the protocol is one "
+        "(the folder travels without the file; built-ins come from the registry)",
+    )
 
 
 @dataclass(frozen=True)
@@ -117,8 +122,9 @@ def parse_raters(raters: Optional[str], n: Optional[int]) -> list[str]:
     return [f"R{i + 1}" for i in range(n)]
 
 
-def assign(items: Sequence[str], design: Design, rng: random.Random,
-           strata: Optional[dict[str, str]] = None) -> dict[str, list[str]]:
+def assign(
+    items: Sequence[str], design: Design, rng: random.Random, strata: Optional[dict[str, str]] = None
+) -> dict[str, list[str]]:
     """Rater → items. The first `design.all_raters` items (drawn evenly over `strata`, e.g. systems) go to
     every rater; each other item to the `k` least-loaded raters, ties broken by the seeded generator. Each
     rater's queue is then shuffled on its own, so raters do not see items in the same order."""
@@ -164,8 +170,14 @@ def _dumps(obj: Any) -> bytes:
     return (json.dumps(obj, ensure_ascii=False, indent=1, sort_keys=True) + "\n").encode("utf-8")
 
 
-def write_task(task_dir: Path, header: Header, items: list[dict[str, Any]], assignments: dict[str, list[str]],
-               key: dict[str, Any], key_path: Optional[Path] = None) -> dict[str, Any]:
+def write_task(
+    task_dir: Path,
+    header: Header,
+    items: list[dict[str, Any]],
+    assignments: dict[str, list[str]],
+    key: dict[str, Any],
+    key_path: Optional[Path] = None,
+) -> dict[str, Any]:
     """Write the task folder and the key apart. Refuses to overwrite a folder that already holds answers."""
     task_dir = Path(task_dir)
     key_path = Path(key_path) if key_path else key_path_for(task_dir)
@@ -181,11 +193,18 @@ def write_task(task_dir: Path, header: Header, items: list[dict[str, Any]], assi
     atomic_write_bytes(task_dir / ITEMS_FILE, ("\n".join(lines) + "\n").encode("utf-8"))
     atomic_write_bytes(task_dir / ASSIGN_FILE, _dumps(assignments))
     # The key un-blinds the raters' items: its owner's eyes only, like the links file.
-    atomic_write_bytes(key_path, _dumps({"task": task_dir.name, "protocol": header.protocol, "seed": header.seed, **key}),
-                       private=True)
+    atomic_write_bytes(
+        key_path, _dumps({"task": task_dir.name, "protocol": header.protocol, "seed": header.seed, **key}), private=True
+    )
     atomic_write_bytes(task_dir / TASK_FILE, _dumps(head))  # last: a folder with task.json is complete
-    return {"task": str(task_dir), "key": str(key_path), "items": header.items, "units": header.units,
-            "raters": header.design.raters, "real_text": header.real_text}
+    return {
+        "task": str(task_dir),
+        "key": str(key_path),
+        "items": header.items,
+        "units": header.units,
+        "raters": header.design.raters,
+        "real_text": header.real_text,
+    }
 
 
 def load_task(task_dir: Path) -> Task:

@@ -26,8 +26,10 @@ def shown(messages: Iterable[dict[str, Any]], patient_role: str = "user") -> lis
     """Chat messages as the page shows them: speaker `patient` or `counsellor`, text. Which messages count is
     `mindcore.exchange.spoken`'s rule, so turn k here is turn k in the judge, the report and the samples: a blank
     reply is still a turn (the page shows it as blank) rather than shifting every later turn's number."""
-    return [{"speaker": "patient" if role == patient_role else "counsellor", "text": text}
-            for role, text in spoken(messages)]
+    return [
+        {"speaker": "patient" if role == patient_role else "counsellor", "text": text}
+        for role, text in spoken(messages)
+    ]
 
 
 @dataclass(frozen=True)
@@ -54,8 +56,14 @@ def mhqr_items(rows: Sequence[dict[str, Any]], where: str) -> list[MhqrItem]:
             i = t["message_index"]
             if not 0 <= i < len(msgs) or msgs[i].get("role") != "assistant":
                 raise InputError(f"{where}: excerpt {eid}: rated turn {k + 1} is not a counsellor message")
-            units.append({"unit": str(k), "message": i, "excerpt_id": eid,
-                          **({"turn_id": t["turn_id"]} if t.get("turn_id") else {})})
+            units.append(
+                {
+                    "unit": str(k),
+                    "message": i,
+                    "excerpt_id": eid,
+                    **({"turn_id": t["turn_id"]} if t.get("turn_id") else {}),
+                }
+            )
         shown_msgs = [{"speaker": SPEAKER.get(m["role"], m["role"]), "text": m["content"]} for m in msgs]
         items.append(MhqrItem(eid, row.get("unit", "reply"), row["system"], row["system_prompt"], shown_msgs, units))
     return items
@@ -84,7 +92,7 @@ def window(ts: Sequence[Turn], start: int, size: int) -> tuple[list[dict[str, st
     """Messages and units of the window of `size` turns from turn `start`: every patient reply is a unit."""
     msgs: list[dict[str, str]] = []
     units = []
-    for k, t in enumerate(ts[start:start + size]):
+    for k, t in enumerate(ts[start : start + size]):
         if t.counsellor is not None:
             msgs.append({"speaker": "counsellor", "text": t.counsellor})
         msgs.append({"speaker": "patient", "text": t.patient})

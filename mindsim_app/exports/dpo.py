@@ -54,9 +54,15 @@ class Candidate:
 
     def brief(self) -> dict[str, Any]:
         j = self.judgment
-        return {"counsellor": self.counsellor, "model": self.model, "status": j.status if j else "no_reply",
-                "severity": j.severity if j else None, "weight": self.weight,
-                "expected_weight": j.expected_weight if j else None, "error": self.error or (j.error if j else None)}
+        return {
+            "counsellor": self.counsellor,
+            "model": self.model,
+            "status": j.status if j else "no_reply",
+            "severity": j.severity if j else None,
+            "weight": self.weight,
+            "expected_weight": j.expected_weight if j else None,
+            "error": self.error or (j.error if j else None),
+        }
 
 
 # A turn's candidates, its row and provenance line when paired, and the outcome ("paired" or why not).
@@ -90,9 +96,15 @@ async def _judge(c: Candidate, s: Any, history: list[dict[str, Any]], judge: Any
     from mindsimkit.judge.judging import judge_reply, replies
     from mindsimkit.judge.schemas import SessionInput
 
-    si = SessionInput(session_id=s.session_id, patient_id=s.patient_id, counsellor=c.counsellor,
-                      session_index=s.session_index, counsellor_system_prompt=s.counsellor_system_prompt,
-                      messages=[*history, {"role": "assistant", "content": c.text}], counsellor_model=c.model)
+    si = SessionInput(
+        session_id=s.session_id,
+        patient_id=s.patient_id,
+        counsellor=c.counsellor,
+        session_index=s.session_index,
+        counsellor_system_prompt=s.counsellor_system_prompt,
+        messages=[*history, {"role": "assistant", "content": c.text}],
+        counsellor_model=c.model,
+    )
     c.judgment = await judge_reply(judge, replies(si)[-1], cache)
 
 
@@ -111,8 +123,9 @@ def tie_order(judged: list[Candidate], tie_break: str) -> tuple[str, list[tuple[
     return "issues", [tuple(float(x) for x in c.issue_order) for c in judged]
 
 
-def choose_pair(cands: list[Candidate], min_gap: float, chosen_max: float,
-                tie_break: str = "none") -> tuple[Candidate, Candidate, str] | str:
+def choose_pair(
+    cands: list[Candidate], min_gap: float, chosen_max: float, tie_break: str = "none"
+) -> tuple[Candidate, Candidate, str] | str:
     """Lowest against highest severity weight (first in slot order on ties), the basis of the pair ("severity", or
     the tie-break's order when every judged reply has one severity), or why there is no pair."""
     judged = [c for c in cands if c.weight is not None]
@@ -140,15 +153,32 @@ def choose_pair(cands: list[Candidate], min_gap: float, chosen_max: float,
 
 
 def _verdict(j: Any) -> dict[str, Any]:
-    return {"severity": j.severity, "weight": j.weight, "expected_weight": j.expected_weight,
-            "severity_probs": j.severity_probs, "issues": [i.model_dump() for i in j.issues],
-            "dropped_quotes": j.dropped_quotes, "cache_key": j.cache_key, "rubric_version": j.rubric_version}
+    return {
+        "severity": j.severity,
+        "weight": j.weight,
+        "expected_weight": j.expected_weight,
+        "severity_probs": j.severity_probs,
+        "issues": [i.model_dump() for i in j.issues],
+        "dropped_quotes": j.dropped_quotes,
+        "cache_key": j.cache_key,
+        "rubric_version": j.rubric_version,
+    }
 
 
-async def dpo_pairs(run_dir: Path, counsellors: list[tuple[str, Any]], judge: Any, cache: Any, *, k: int = 4,
-                    turns: int = 2, min_gap: float = 4.0, chosen_max: float = 1.0, seed: int = 0,
-                    blank_retries: int = 2, tie_break: str = "none",
-                    ) -> tuple[list[dict[str, Any]], dict[str, Any], list[dict[str, Any]]]:
+async def dpo_pairs(
+    run_dir: Path,
+    counsellors: list[tuple[str, Any]],
+    judge: Any,
+    cache: Any,
+    *,
+    k: int = 4,
+    turns: int = 2,
+    min_gap: float = 4.0,
+    chosen_max: float = 1.0,
+    seed: int = 0,
+    blank_retries: int = 2,
+    tie_break: str = "none",
+) -> tuple[list[dict[str, Any]], dict[str, Any], list[dict[str, Any]]]:
     """Preference rows (TRL's conversational preference type with typed provenance scalars), a summary of what
     was asked, drawn and skipped, and each row's provenance (its two judgments and every candidate).
 
@@ -172,29 +202,51 @@ async def dpo_pairs(run_dir: Path, counsellors: list[tuple[str, Any]], judge: An
 
     async def one(s: Any, r: int, history: list[dict[str, Any]]) -> Outcome:
         n = len(counsellors)
-        cands = list(await asyncio.gather(*(_ask(*counsellors[i % n], history, blank_retries, i // n)
-                                            for i in range(k))))
+        cands = list(
+            await asyncio.gather(*(_ask(*counsellors[i % n], history, blank_retries, i // n) for i in range(k)))
+        )
         await asyncio.gather(*(_judge(c, s, history, judge, cache) for c in cands if c.text is not None))
         pair = choose_pair(cands, min_gap, chosen_max, tie_break)
         if isinstance(pair, str):
             return cands, None, pair
         best, worst, basis = pair
-        row = {"prompt": history,
-               "chosen": [{"role": "assistant", "content": best.text}],
-               "rejected": [{"role": "assistant", "content": worst.text}],
-               "run": run, "session_id": s.session_id, "patient_id": s.patient_id, "session_index": s.session_index,
-               "reply_index": r, "session_counsellor": s.counsellor,
-               "chosen_counsellor": best.counsellor, "chosen_model": best.model,
-               "chosen_severity": best.judgment.severity, "chosen_weight": float(best.weight or 0.0),
-               "rejected_counsellor": worst.counsellor, "rejected_model": worst.model,
-               "rejected_severity": worst.judgment.severity, "rejected_weight": float(worst.weight or 0.0),
-               "judge": judge.name, "judge_model": str(judge.model), "seed": seed}
+        row = {
+            "prompt": history,
+            "chosen": [{"role": "assistant", "content": best.text}],
+            "rejected": [{"role": "assistant", "content": worst.text}],
+            "run": run,
+            "session_id": s.session_id,
+            "patient_id": s.patient_id,
+            "session_index": s.session_index,
+            "reply_index": r,
+            "session_counsellor": s.counsellor,
+            "chosen_counsellor": best.counsellor,
+            "chosen_model": best.model,
+            "chosen_severity": best.judgment.severity,
+            "chosen_weight": float(best.weight or 0.0),
+            "rejected_counsellor": worst.counsellor,
+            "rejected_model": worst.model,
+            "rejected_severity": worst.judgment.severity,
+            "rejected_weight": float(worst.weight or 0.0),
+            "judge": judge.name,
+            "judge_model": str(judge.model),
+            "seed": seed,
+        }
         if tie_break != "none":  # rows of the paper's rule keep their columns
-            row.update(pair_basis=basis, chosen_expected_weight=best.judgment.expected_weight,
-                       rejected_expected_weight=worst.judgment.expected_weight,
-                       chosen_issues=len(best.judgment.issues), rejected_issues=len(worst.judgment.issues))
-        detail = {"session_id": s.session_id, "reply_index": r, "chosen_judgment": _verdict(best.judgment),
-                  "rejected_judgment": _verdict(worst.judgment), "candidates": [c.brief() for c in cands]}
+            row.update(
+                pair_basis=basis,
+                chosen_expected_weight=best.judgment.expected_weight,
+                rejected_expected_weight=worst.judgment.expected_weight,
+                chosen_issues=len(best.judgment.issues),
+                rejected_issues=len(worst.judgment.issues),
+            )
+        detail = {
+            "session_id": s.session_id,
+            "reply_index": r,
+            "chosen_judgment": _verdict(best.judgment),
+            "rejected_judgment": _verdict(worst.judgment),
+            "candidates": [c.brief() for c in cands],
+        }
         return cands, (row, detail), "paired"
 
     # Without return_exceptions an exception propagates: every result is an Outcome.
@@ -202,23 +254,37 @@ async def dpo_pairs(run_dir: Path, counsellors: list[tuple[str, Any]], judge: An
     reasons = Counter(why for _, _, why in results)
     all_cands = [c for cands, _, _ in results for c in cands]
     distinct = Counter(len({c.text for c in cands if c.text is not None}) for cands, _, _ in results)
-    summary = {"turns_sampled": len(work), "replies_asked": len(all_cands),
-               "counsellor_failures": sum(c.text is None for c in all_cands),
-               "judgments_failed": sum(c.judgment is not None and c.judgment.status != "ok" for c in all_cands),
-               "distinct_replies_per_turn": {str(n): t for n, t in sorted(distinct.items())},
-               "pairs": reasons.pop("paired", 0), "skipped": dict(sorted(reasons.items())),
-               "k": k, "min_gap": min_gap, "chosen_max_weight": chosen_max, "judge": judge.name,
-               "tie_break": tie_break, "pairs_by_basis": dict(sorted(Counter(
-                   pair[0]["pair_basis"] for _, pair, _ in results if pair is not None and "pair_basis" in pair[0]
-               ).items()))}
+    summary = {
+        "turns_sampled": len(work),
+        "replies_asked": len(all_cands),
+        "counsellor_failures": sum(c.text is None for c in all_cands),
+        "judgments_failed": sum(c.judgment is not None and c.judgment.status != "ok" for c in all_cands),
+        "distinct_replies_per_turn": {str(n): t for n, t in sorted(distinct.items())},
+        "pairs": reasons.pop("paired", 0),
+        "skipped": dict(sorted(reasons.items())),
+        "k": k,
+        "min_gap": min_gap,
+        "chosen_max_weight": chosen_max,
+        "judge": judge.name,
+        "tie_break": tie_break,
+        "pairs_by_basis": dict(
+            sorted(
+                Counter(
+                    pair[0]["pair_basis"] for _, pair, _ in results if pair is not None and "pair_basis" in pair[0]
+                ).items()
+            )
+        ),
+    }
     kept = [pair for _, pair, _ in results if pair is not None]
     return [row for row, _ in kept], summary, [detail for _, detail in kept]
 
 
 def distinct_line(summary: dict[str, Any]) -> str:
     """'distinct replies per turn (of K): 4 in 3 turns, 2 in 1 turn'."""
-    parts = [f"{n} in {t} turn{'s' if t != 1 else ''}"
-             for n, t in sorted(summary["distinct_replies_per_turn"].items(), key=lambda kv: -int(kv[0]))]
+    parts = [
+        f"{n} in {t} turn{'s' if t != 1 else ''}"
+        for n, t in sorted(summary["distinct_replies_per_turn"].items(), key=lambda kv: -int(kv[0]))
+    ]
     return f"distinct replies per turn (of {summary['k']}): {', '.join(parts) or 'none'}"
 
 
@@ -229,5 +295,7 @@ def why_no_pairs(summary: dict[str, Any]) -> str:
         hints.append("--tie-break expected-severity where the judge gives every reply one severity")
     if "best reply above --chosen-max" in summary["skipped"]:
         hints.append("a higher --chosen-max where the judge calls every reply severe (a small judge does)")
-    return (f"export dpo: no preference pairs from {summary['turns_sampled']} sampled turns ({skipped}); "
-            f"more distinct replies help: {', '.join(hints[:-1])}, or {hints[-1]}")
+    return (
+        f"export dpo: no preference pairs from {summary['turns_sampled']} sampled turns ({skipped}); "
+        f"more distinct replies help: {', '.join(hints[:-1])}, or {hints[-1]}"
+    )

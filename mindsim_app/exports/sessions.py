@@ -48,9 +48,8 @@ class ExportSession(BaseModel):
 def load_sessions(run_dir: Path) -> list[ExportSession]:
     layout = RunLayout(run_dir)
     if not layout.sessions.parquet.is_file():
-        raise InputError(f"{layout.sessions.parquet} not found: give the --out folder of `mindsim run` or "
-                         "`mindsim simulate`")
+        raise InputError(
+            f"{layout.sessions.parquet} not found: give the --out folder of `mindsim run` or `mindsim simulate`"
+        )
     verify_run(run_dir, needs=["simulation"])
     return layout.sessions.rows(ExportSession)
-
-

@@ -54,8 +54,14 @@ def _profiles_by_id(run_dir: Path) -> dict[str, ExportProfile]:
 
 def _provenance(row: ExportSession, run_dir: Path) -> dict[str, Any]:
     """The provenance every row carries: scalars of one type each, never null."""
-    return {"run": Path(run_dir).resolve().name, "session_id": row.session_id, "patient_id": row.patient_id,
-            "counsellor": row.counsellor, "session_index": row.session_index, "seed": row.seed}
+    return {
+        "run": Path(run_dir).resolve().name,
+        "session_id": row.session_id,
+        "patient_id": row.patient_id,
+        "counsellor": row.counsellor,
+        "session_index": row.session_index,
+        "seed": row.seed,
+    }
 
 
 def _session_detail(row: ExportSession) -> dict[str, Any]:
@@ -74,13 +80,17 @@ def load_judgments(run_dir: Path, judge: str) -> dict[tuple[str, int], ExportVer
     layout = RunLayout(run_dir)
     path = layout.judgments.parquet
     if not path.is_file():
-        raise InputError(f"{path} not found: --max-severity needs MHQR judgments; run `mindsim judge run {run_dir}` first")
+        raise InputError(
+            f"{path} not found: --max-severity needs MHQR judgments; run `mindsim judge run {run_dir}` first"
+        )
     verify_run(run_dir, needs=["judge"])
     rows = layout.judgments.rows(ExportVerdict)
     mine = {(r.session_id, r.reply_index): r for r in rows if r.judge == judge}
     if not mine:
         names = sorted({r.judge for r in rows})
-        raise InputError(f"{path}: no judgments by '{judge}'; choose one of {', '.join(names) or '(none)'} with --judge")
+        raise InputError(
+            f"{path}: no judgments by '{judge}'; choose one of {', '.join(names) or '(none)'} with --judge"
+        )
     return mine
 
 
@@ -96,7 +106,9 @@ def severity_weight(level: str, option: str = "--max-severity") -> float:
     return weights[key]
 
 
-def cut_point(sid: str, n_replies: int, verdicts: dict[tuple[str, int], ExportVerdict], limit: float) -> tuple[int, str | None]:
+def cut_point(
+    sid: str, n_replies: int, verdicts: dict[tuple[str, int], ExportVerdict], limit: float
+) -> tuple[int, str | None]:
     """Index of the first reply to drop and why; (n_replies, None) when every reply passes. A failed
     or missing judgment counts as above any level: an unvouched reply is not training data."""
     for k in range(n_replies):
@@ -110,9 +122,16 @@ def cut_point(sid: str, n_replies: int, verdicts: dict[tuple[str, int], ExportVe
     return n_replies, None
 
 
-def sft_export(run_dir: Path, *, min_turns: int = 0, finished_only: bool = False, max_severity: str | None = None,
-               judge: str = "judge", system: bool = True,
-               per_turn: bool = False) -> tuple[list[dict[str, Any]], dict[str, Any], list[dict[str, Any]]]:
+def sft_export(
+    run_dir: Path,
+    *,
+    min_turns: int = 0,
+    finished_only: bool = False,
+    max_severity: str | None = None,
+    judge: str = "judge",
+    system: bool = True,
+    per_turn: bool = False,
+) -> tuple[list[dict[str, Any]], dict[str, Any], list[dict[str, Any]]]:
     """SFT rows, a summary (sessions read, filtered and written; with `max_severity`, replies cut by reason) and
     the provenance side file's lines (one per session written)."""
     limit = severity_weight(max_severity) if max_severity is not None else None
@@ -120,9 +139,17 @@ def sft_export(run_dir: Path, *, min_turns: int = 0, finished_only: bool = False
     rows: list[dict[str, Any]] = []
     details: list[dict[str, Any]] = []
     cut: Counter[str] = Counter()
-    summary: dict[str, Any] = {"rows": "turn" if per_turn else "session", "system_prompt": system,
-                               "sessions_read": 0, "sessions_filtered": 0, "sessions_without_reply": 0,
-                               "sessions_written": 0, "sessions_emptied": 0, "replies_kept": 0, "replies_cut": 0}
+    summary: dict[str, Any] = {
+        "rows": "turn" if per_turn else "session",
+        "system_prompt": system,
+        "sessions_read": 0,
+        "sessions_filtered": 0,
+        "sessions_without_reply": 0,
+        "sessions_written": 0,
+        "sessions_emptied": 0,
+        "replies_kept": 0,
+        "replies_cut": 0,
+    }
     for s in load_sessions(run_dir):
         summary["sessions_read"] += 1
         if not _keep(s, min_turns, finished_only):
@@ -147,12 +174,26 @@ def sft_export(run_dir: Path, *, min_turns: int = 0, finished_only: bool = False
         summary["replies_kept"] += kept
         head = [{"role": "system", "content": s.counsellor_system_prompt}] if system else []
         if per_turn:
-            rows += [{"prompt": head + convo[: positions[j]], "completion": [convo[positions[j]]],
-                      **_provenance(s, run_dir), "reply_index": j, **extra} for j in range(kept)]
+            rows += [
+                {
+                    "prompt": head + convo[: positions[j]],
+                    "completion": [convo[positions[j]]],
+                    **_provenance(s, run_dir),
+                    "reply_index": j,
+                    **extra,
+                }
+                for j in range(kept)
+            ]
         else:
             # Ends on the last reply kept: the patient message after it is not the counsellor's to learn.
-            rows.append({"messages": head + convo[: positions[kept - 1] + 1], **_provenance(s, run_dir),
-                         "replies": kept, **extra})
+            rows.append(
+                {
+                    "messages": head + convo[: positions[kept - 1] + 1],
+                    **_provenance(s, run_dir),
+                    "replies": kept,
+                    **extra,
+                }
+            )
         details.append(_session_detail(s))
         summary["sessions_written"] += 1
     if limit is not None:
@@ -173,21 +214,31 @@ def why_no_sft_rows(summary: dict[str, Any]) -> str:
         parts.append(f"{summary['sessions_without_reply']} without a counsellor reply")
     if summary["sessions_emptied"]:
         # A session's first cut and why (a reply after it is cut for that alone, so not a reason of its own).
-        why = ", ".join(f"{n} {r}" for r, n in summary.get("cut_by_reason", {}).items()
-                        if n and r != "after an earlier cut in the session")
-        parts.append(f"{summary['sessions_emptied']} with no reply left under --max-severity "
-                     f"{summary.get('max_severity')} (sessions cut: {why})")
+        why = ", ".join(
+            f"{n} {r}"
+            for r, n in summary.get("cut_by_reason", {}).items()
+            if n and r != "after an earlier cut in the session"
+        )
+        parts.append(
+            f"{summary['sessions_emptied']} with no reply left under --max-severity "
+            f"{summary.get('max_severity')} (sessions cut: {why})"
+        )
     return f"export sft: no rows to write: {'; '.join(parts)}"
 
 
-def patient_export(run_dir: Path, *, min_turns: int = 0,
-                   finished_only: bool = False) -> tuple[list[dict[str, Any]], dict[str, Any], list[dict[str, Any]]]:
+def patient_export(
+    run_dir: Path, *, min_turns: int = 0, finished_only: bool = False
+) -> tuple[list[dict[str, Any]], dict[str, Any], list[dict[str, Any]]]:
     """Patient rows, a summary and the provenance side file's lines (scenario, moves, PatientAct and AnnaAgent
     state per session: their fields are null for some engines and turns, so they stay out of the rows)."""
     profiles = _profiles_by_id(run_dir)
     rows, details = [], []
-    summary: dict[str, Any] = {"sessions_read": 0, "sessions_filtered": 0, "sessions_written": 0,
-                               "sessions_without_tools": 0}
+    summary: dict[str, Any] = {
+        "sessions_read": 0,
+        "sessions_filtered": 0,
+        "sessions_written": 0,
+        "sessions_without_tools": 0,
+    }
     for s in load_sessions(run_dir):
         summary["sessions_read"] += 1
         if not _keep(s, min_turns, finished_only):
@@ -198,19 +249,32 @@ def patient_export(run_dir: Path, *, min_turns: int = 0,
         if not tools and any(m["tool_calls"] for m in messages):
             summary["sessions_without_tools"] += 1  # simulated before the toolkit recorded them
         profile = profiles.get(s.patient_id)
-        rows.append({"messages": messages, "tools": tools,
-                     "profile_summary": profile.case_summary if profile else "",
-                     "archetype": s.archetype or "", "patient_engine": played_by(s.patient_engine),
-                     **_provenance(s, run_dir)})
-        details.append({**_session_detail(s), "scenario": s.scenario,
-                        "moves": [{"move": t.move, "secondary_move": t.secondary_move,
-                                   "end_conversation": t.end_conversation} for t in s.turns],
-                        # PatientAct's per-turn state (trust before/after, reaction, behaviour, resistance, retrieved
-                        # and blocked items); null for other engines.
-                        "patientact_turns": [t.patientact for t in s.turns],
-                        # AnnaAgent's per-turn state (emotion inferred and written in, complaint stage, memory
-                        # check and recall); null for other engines and for an opening message.
-                        "annaagent_turns": [t.annaagent for t in s.turns]})
+        rows.append(
+            {
+                "messages": messages,
+                "tools": tools,
+                "profile_summary": profile.case_summary if profile else "",
+                "archetype": s.archetype or "",
+                "patient_engine": played_by(s.patient_engine),
+                **_provenance(s, run_dir),
+            }
+        )
+        details.append(
+            {
+                **_session_detail(s),
+                "scenario": s.scenario,
+                "moves": [
+                    {"move": t.move, "secondary_move": t.secondary_move, "end_conversation": t.end_conversation}
+                    for t in s.turns
+                ],
+                # PatientAct's per-turn state (trust before/after, reaction, behaviour, resistance, retrieved
+                # and blocked items); null for other engines.
+                "patientact_turns": [t.patientact for t in s.turns],
+                # AnnaAgent's per-turn state (emotion inferred and written in, complaint stage, memory
+                # check and recall); null for other engines and for an opening message.
+                "annaagent_turns": [t.annaagent for t in s.turns],
+            }
+        )
         summary["sessions_written"] += 1
     return rows, summary, details
 
@@ -233,10 +297,21 @@ def _patient_message(m: dict[str, Any], sid: str) -> dict[str, Any]:
                 try:
                     args = json.loads(args) if args.strip() else {}
                 except json.JSONDecodeError as exc:
-                    raise InputError(f"session {sid}: tool call {c.get('id')} has arguments that are not JSON "
-                                     f"({exc}); the sessions table is damaged") from None
-            calls.append({"id": c.get("id"), "type": c.get("type") or "function",
-                          "function": {"name": fn.get("name"), "arguments": args}})
-    return {"role": m["role"], "content": m.get("content"), "tool_calls": calls,
-            "tool_call_id": m.get("tool_call_id") if m["role"] == "tool" else None,
-            "name": (m.get("name") or None) if m["role"] == "tool" else None}
+                    raise InputError(
+                        f"session {sid}: tool call {c.get('id')} has arguments that are not JSON "
+                        f"({exc}); the sessions table is damaged"
+                    ) from None
+            calls.append(
+                {
+                    "id": c.get("id"),
+                    "type": c.get("type") or "function",
+                    "function": {"name": fn.get("name"), "arguments": args},
+                }
+            )
+    return {
+        "role": m["role"],
+        "content": m.get("content"),
+        "tool_calls": calls,
+        "tool_call_id": m.get("tool_call_id") if m["role"] == "tool" else None,
+        "name": (m.get("name") or None) if m["role"] == "tool" else None,
+    }

@@ -34,11 +34,21 @@ MESSAGE = pa.struct([("role", pa.string()), ("content", pa.string())])
 FUNCTION_CALL = pa.struct([("name", pa.string()), ("arguments", JSON)])
 TOOL_CALL = pa.struct([("id", pa.string()), ("type", pa.string()), ("function", FUNCTION_CALL)])
 # Every patient message has every key (null where its kind has none), as rows loaded with `datasets` have them.
-TOOL_MESSAGE = pa.struct([("role", pa.string()), ("content", pa.string()), ("tool_calls", pa.list_(TOOL_CALL)),
-                          ("tool_call_id", pa.string()), ("name", pa.string())])
-TOOL = pa.struct([("type", pa.string()), ("function", pa.struct([("name", pa.string()),
-                                                                 ("description", pa.string()),
-                                                                 ("parameters", JSON)]))])
+TOOL_MESSAGE = pa.struct(
+    [
+        ("role", pa.string()),
+        ("content", pa.string()),
+        ("tool_calls", pa.list_(TOOL_CALL)),
+        ("tool_call_id", pa.string()),
+        ("name", pa.string()),
+    ]
+)
+TOOL = pa.struct(
+    [
+        ("type", pa.string()),
+        ("function", pa.struct([("name", pa.string()), ("description", pa.string()), ("parameters", JSON)])),
+    ]
+)
 # The nested columns of each export; every other column is a scalar typed from its values.
 COLUMNS: dict[str, dict[str, pa.DataType]] = {
     "sft": {"messages": pa.list_(MESSAGE), "prompt": pa.list_(MESSAGE), "completion": pa.list_(MESSAGE)},
@@ -67,8 +77,15 @@ def side_paths(out: Path) -> tuple[Path, Path]:
     return out.with_name(f"{out.name}.summary.json"), out.with_name(f"{out.name}.provenance.jsonl")
 
 
-def write_export(kind: str, rows: list[dict[str, Any]], out: Path, *, summary: dict[str, Any],
-                 provenance: list[dict[str, Any]], why_empty: str) -> Path:
+def write_export(
+    kind: str,
+    rows: list[dict[str, Any]],
+    out: Path,
+    *,
+    summary: dict[str, Any],
+    provenance: list[dict[str, Any]],
+    why_empty: str,
+) -> Path:
     """The rows (`.jsonl` or `.parquet` by `out`'s suffix), the summary and the provenance side file; with no
     row, `NothingSelected(why_empty)` and nothing written."""
     out = check_out(out)

@@ -33,11 +33,16 @@ def _criteria(rec: Record, known: set[str]) -> list[str]:
         if crit in known:
             found.append(crit)
         elif crit.startswith("criterion"):
-            raise rec.fail(key, f"criterion {crit!r} is not an item of rubric mindeval_v1_human "
-                                f"({', '.join(sorted(known))}); add it to judge/data/rubrics/mindeval_v1_human.yaml")
+            raise rec.fail(
+                key,
+                f"criterion {crit!r} is not an item of rubric mindeval_v1_human "
+                f"({', '.join(sorted(known))}); add it to judge/data/rubrics/mindeval_v1_human.yaml",
+            )
     if not found:
-        raise InputError(f"{rec.where}: no criterion responses (fields like 'criterion_1.responses'); is this "
-                         "MindEval v1's data/human_annotations.jsonl?")
+        raise InputError(
+            f"{rec.where}: no criterion responses (fields like 'criterion_1.responses'); is this "
+            "MindEval v1's data/human_annotations.jsonl?"
+        )
     return found
 
 
@@ -67,8 +72,11 @@ def convert(path: Path) -> dict[str, Any]:
             users = rec.get(crit + RESPONSES + ".users", list)
             status = rec.get(crit + RESPONSES + ".status", list, optional=True) or ["submitted"] * len(values)
             if not len(values) == len(users) == len(status):
-                raise rec.fail(crit + RESPONSES, f"{len(values)} values, {len(users)} users and {len(status)} "
-                                                 "statuses; the three lists must run in parallel")
+                raise rec.fail(
+                    crit + RESPONSES,
+                    f"{len(values)} values, {len(users)} users and {len(status)} "
+                    "statuses; the three lists must run in parallel",
+                )
             for k, (value, user, state) in enumerate(zip(values, users, status, strict=True)):
                 if state not in counted:
                     skipped[str(state)] = skipped.get(str(state), 0) + 1
@@ -87,5 +95,10 @@ def convert(path: Path) -> dict[str, Any]:
     if not rows:
         raise InputError(f"{path}: no ratings (every response was left out or the file is empty)")
     unique(ids, "conversation id")
-    return {"rows": rows, "conversations": conversations, "skipped_by_status": skipped,
-            "raters": sorted({r.rater for r in rows}), "rubric": spec.id}
+    return {
+        "rows": rows,
+        "conversations": conversations,
+        "skipped_by_status": skipped,
+        "raters": sorted({r.rater for r in rows}),
+        "rubric": spec.id,
+    }

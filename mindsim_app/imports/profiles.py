@@ -37,8 +37,16 @@ from mindsimkit.profilegen.schemas import FirstSession, GivenSituation, Profile,
 SOURCE = "SWORDHealth/mind-eval data/profiles.jsonl"
 FIELDS = ("member_id", "formulation", "knobs", "archetype", "situation")
 KNOBS = ("concealment_propensity", "frustration_reactivity", "session_affect", "verbosity", "writing_style")
-SITUATION = ("situation_id", "event", "automatic_thoughts", "behaviors", "physical", "opening_message", "goal",
-             "checkpoints")
+SITUATION = (
+    "situation_id",
+    "event",
+    "automatic_thoughts",
+    "behaviors",
+    "physical",
+    "opening_message",
+    "goal",
+    "checkpoints",
+)
 
 
 def archetype_map() -> dict[str, str]:
@@ -46,16 +54,19 @@ def archetype_map() -> dict[str, str]:
     ours_to_theirs = vocabulary_for(PRESET).aliases
     inverse = {theirs: ours for ours, theirs in ours_to_theirs.items()}
     if len(inverse) != len(ours_to_theirs):
-        raise ConfigError(f"the {PRESET} preset's archetypes.yaml from_ours map is not one to one; an imported "
-                          "archetype could not be read back")
+        raise ConfigError(
+            f"the {PRESET} preset's archetypes.yaml from_ours map is not one to one; an imported "
+            "archetype could not be read back"
+        )
     return inverse
 
 
 def _only(rec: Record, allowed: tuple[str, ...]) -> None:
     extra = [k for k in rec.obj if k not in allowed]
     if extra:
-        raise rec.fail(extra[0], f"not a field of the release's schema ({', '.join(allowed)}); this importer would "
-                                 "leave it unread")
+        raise rec.fail(
+            extra[0], f"not a field of the release's schema ({', '.join(allowed)}); this importer would leave it unread"
+        )
 
 
 def goal_of(formulation: str) -> str:
@@ -63,7 +74,7 @@ def goal_of(formulation: str) -> str:
     label = names()["profiles"]["goal_line"]
     for line in formulation.splitlines():
         if line.strip().startswith(label):
-            return line.strip()[len(label):].strip()
+            return line.strip()[len(label) :].strip()
     return ""
 
 
@@ -72,10 +83,16 @@ def _situation(rec: Record) -> GivenSituation:
     goal = rec.text("goal", optional=True)
     if not goal:
         raise rec.fail("goal", "missing or empty; the simulator's agenda starts from the situation's goal")
-    data = {"situation_id": rec.text("situation_id"), "event": rec.text("event"),
-            "automatic_thoughts": rec.texts("automatic_thoughts"), "behaviors": rec.texts("behaviors"),
-            "physical": rec.texts("physical", optional=True), "opening_message": rec.text("opening_message"),
-            "goal": goal, "checkpoints": rec.texts("checkpoints", optional=True)}
+    data = {
+        "situation_id": rec.text("situation_id"),
+        "event": rec.text("event"),
+        "automatic_thoughts": rec.texts("automatic_thoughts"),
+        "behaviors": rec.texts("behaviors"),
+        "physical": rec.texts("physical", optional=True),
+        "opening_message": rec.text("opening_message"),
+        "goal": goal,
+        "checkpoints": rec.texts("checkpoints", optional=True),
+    }
     try:
         situation = GivenSituation.model_validate(data)
         given_scenario(situation)  # within what a stored scenario holds
@@ -90,9 +107,12 @@ def member(rec: Record, line: int, sha: str, archetypes: dict[str, str]) -> Prof
     """One line of the release as a profile; an `InputError` names the line and field that does not fit."""
     maps = names()["profiles"]
     if "member_attributes" in rec.obj and "knobs" not in rec.obj:
-        raise rec.fail("member_attributes", "this is MindEval v1's profiles.jsonl (attributes and a narrative); the "
-                                            "importer reads MindEval2's, whose lines hold member_id, formulation, "
-                                            "knobs, archetype and situation")
+        raise rec.fail(
+            "member_attributes",
+            "this is MindEval v1's profiles.jsonl (attributes and a narrative); the "
+            "importer reads MindEval2's, whose lines hold member_id, formulation, "
+            "knobs, archetype and situation",
+        )
     _only(rec, FIELDS)
     member_id = file_name(rec.text("member_id"), "member_id", rec.where)  # it names the case summary's file
     formulation = rec.text("formulation")
@@ -103,26 +123,44 @@ def member(rec: Record, line: int, sha: str, archetypes: dict[str, str]) -> Prof
         raise knobs.fail(missing[0], "missing; a released member has all five knobs")
     theirs = rec.get("archetype", str, optional=True)
     if theirs is None:
-        raise rec.fail("archetype", "null; the preset plays one of the reference's sixteen archetypes, so a member "
-                                    "without one cannot be imported")
+        raise rec.fail(
+            "archetype",
+            "null; the preset plays one of the reference's sixteen archetypes, so a member "
+            "without one cannot be imported",
+        )
     if theirs not in archetypes:
-        raise rec.fail("archetype", f"unknown archetype {theirs!r}; the {PRESET} preset knows "
-                                    f"{', '.join(sorted(archetypes))}")
+        raise rec.fail(
+            "archetype", f"unknown archetype {theirs!r}; the {PRESET} preset knows {', '.join(sorted(archetypes))}"
+        )
     goal = goal_of(formulation)
     if len(goal) > Profile.model_fields["goal"].metadata[-1].max_length:
-        raise rec.fail("formulation", f"its goal sentence has {len(goal)} characters; a profile's goal holds at most "
-                                      f"{Profile.model_fields['goal'].metadata[-1].max_length}")
-    style = Style(register=knobs.one_of("writing_style", maps["writing_style"]),
-                  verbosity=knobs.one_of("verbosity", maps["verbosity"]),
-                  frustration_reactivity=knobs.one_of("frustration_reactivity", maps["frustration_reactivity"]),
-                  archetype=archetypes[theirs])
-    first = FirstSession(concealment=knobs.one_of("concealment_propensity", maps["concealment_propensity"]),
-                         emotion=knobs.one_of("session_affect", maps["session_affect"]),
-                         situation=_situation(rec.child("situation", "the member's session-1 situation")))
+        raise rec.fail(
+            "formulation",
+            f"its goal sentence has {len(goal)} characters; a profile's goal holds at most "
+            f"{Profile.model_fields['goal'].metadata[-1].max_length}",
+        )
+    style = Style(
+        register=knobs.one_of("writing_style", maps["writing_style"]),
+        verbosity=knobs.one_of("verbosity", maps["verbosity"]),
+        frustration_reactivity=knobs.one_of("frustration_reactivity", maps["frustration_reactivity"]),
+        archetype=archetypes[theirs],
+    )
+    first = FirstSession(
+        concealment=knobs.one_of("concealment_propensity", maps["concealment_propensity"]),
+        emotion=knobs.one_of("session_affect", maps["session_affect"]),
+        situation=_situation(rec.child("situation", "the member's session-1 situation")),
+    )
     return Profile(
-        profile_id=member_id, style=style, goal=goal, case_summary=formulation, writer_brief=formulation,
-        in_pool=True, in_benchmark=True, provenance=Provenance(seed=0, toolkit_version=__version__),
-        first_session=first, imported_from=f"{SOURCE} (sha256 {sha[:12]}), line {line}, member {member_id}",
+        profile_id=member_id,
+        style=style,
+        goal=goal,
+        case_summary=formulation,
+        writer_brief=formulation,
+        in_pool=True,
+        in_benchmark=True,
+        provenance=Provenance(seed=0, toolkit_version=__version__),
+        first_session=first,
+        imported_from=f"{SOURCE} (sha256 {sha[:12]}), line {line}, member {member_id}",
     )
 
 
@@ -142,7 +180,14 @@ def convert(path: Path) -> dict[str, Any]:
     archetypes_used: dict[str, int] = {}
     for p in profiles:
         archetypes_used[p.style.archetype] = archetypes_used.get(p.style.archetype, 0) + 1
-    return {"profiles": profiles, "sha256": sha, "members": len(profiles),
-            "archetypes": {f"{theirs} (ours: {ours})": archetypes_used.get(ours, 0)
-                           for theirs, ours in sorted(archetypes.items()) if archetypes_used.get(ours)},
-            "longest_formulation_chars": max(len(p.case_summary) for p in profiles)}
+    return {
+        "profiles": profiles,
+        "sha256": sha,
+        "members": len(profiles),
+        "archetypes": {
+            f"{theirs} (ours: {ours})": archetypes_used.get(ours, 0)
+            for theirs, ours in sorted(archetypes.items())
+            if archetypes_used.get(ours)
+        },
+        "longest_formulation_chars": max(len(p.case_summary) for p in profiles),
+    }

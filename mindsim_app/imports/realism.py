@@ -53,10 +53,14 @@ def _turns(item: Record) -> dict[int, dict[str, str]]:
 
 def _item(raw: Any, where: str, maps: dict[str, Any]) -> dict[str, Any]:
     item = Record(raw, where, "one rated window")
-    out: dict[str, Any] = {"item_id": item.text("item_id"), "conversation_id": item.text("conversation_id"),
-           "system": item.one_of("system", maps["systems"]), "counsellor": item.text("counsellor_model"),
-           "context": item.one_of("context", {c: c for c in maps["contexts"]}),
-           "all_raters": item.get("rated_by_all_annotators", bool)}
+    out: dict[str, Any] = {
+        "item_id": item.text("item_id"),
+        "conversation_id": item.text("conversation_id"),
+        "system": item.one_of("system", maps["systems"]),
+        "counsellor": item.text("counsellor_model"),
+        "context": item.one_of("context", {c: c for c in maps["contexts"]}),
+        "all_raters": item.get("rated_by_all_annotators", bool),
+    }
     window = item.child("source_window", "the window's place in its conversation")
     first = window.get("first_member_turn", int)
     if first < 2:
@@ -81,9 +85,16 @@ def _item(raw: Any, where: str, maps: dict[str, Any]) -> dict[str, Any]:
         for group in ("form", "content"):
             got = _map_issues(r, f"{group}_issues", maps[f"{group}_issues"])
             reasons += got or [f"{group}_none"]
-        ratings.append({"rater": who, "turn": turn, "rating": rating, "reasons": reasons,
-                        "severity": r.one_of("counsellor_severity", maps["counsellor_severity"]),
-                        "issues": _map_issues(r, "counsellor_issues", maps["counsellor_issues"])})
+        ratings.append(
+            {
+                "rater": who,
+                "turn": turn,
+                "rating": rating,
+                "reasons": reasons,
+                "severity": r.one_of("counsellor_severity", maps["counsellor_severity"]),
+                "issues": _map_issues(r, "counsellor_issues", maps["counsellor_issues"]),
+            }
+        )
     if not ratings:
         raise item.fail("ratings", "empty; a released window has at least one rating")
     by_rater: dict[str, set[int]] = defaultdict(set)
@@ -92,8 +103,10 @@ def _item(raw: Any, where: str, maps: dict[str, Any]) -> dict[str, Any]:
     for who, rated in by_rater.items():
         if rated != set(out["turns"]):
             missing = sorted(set(out["turns"]) - rated)
-            raise item.fail("ratings", f"annotator {who!r} rates turns {sorted(rated)} but not {missing}; a window is "
-                                       "rated on every turn")
+            raise item.fail(
+                "ratings",
+                f"annotator {who!r} rates turns {sorted(rated)} but not {missing}; a window is rated on every turn",
+            )
     out["ratings"] = ratings
     return out
 
@@ -113,23 +126,54 @@ def read_release(path: Path) -> dict[str, Any]:
 
 def realism_lines(items: list[dict[str, Any]]) -> list[dict[str, Any]]:
     """One line per rating, as `mindsim annotate export` writes realism ratings with the key."""
-    return [{"item_id": it["item_id"], "unit": r["turn"], "turn": r["turn"], "rater": r["rater"],
-             "rating": r["rating"], "reasons": r["reasons"], "other": {}, "system": it["system"],
-             "conversation_id": it["conversation_id"], "patient_id": it["conversation_id"],
-             "window": len(it["turns"]), "counsellor": it["counsellor"], "real": False}
-            for it in items for r in it["ratings"]]
+    return [
+        {
+            "item_id": it["item_id"],
+            "unit": r["turn"],
+            "turn": r["turn"],
+            "rater": r["rater"],
+            "rating": r["rating"],
+            "reasons": r["reasons"],
+            "other": {},
+            "system": it["system"],
+            "conversation_id": it["conversation_id"],
+            "patient_id": it["conversation_id"],
+            "window": len(it["turns"]),
+            "counsellor": it["counsellor"],
+            "real": False,
+        }
+        for it in items
+        for r in it["ratings"]
+    ]
 
 
 def mhqr_lines(items: list[dict[str, Any]]) -> tuple[list[dict[str, Any]], dict[str, Any]]:
     """The counsellor labels as `judge agreement` annotation lines, and the key that places them."""
-    lines = [{"excerpt_id": it["item_id"], "turn": r["turn"], "annotator": r["rater"], "severity": r["severity"],
-              "issues": r["issues"]} for it in items for r in it["ratings"]]
-    key = {"excerpts": {it["item_id"]: {"session_id": it["item_id"], "counsellor": it["counsellor"],
-                                        "reply_indices": [t - 1 for t in sorted(it["turns"])],
-                                        "conversation_id": it["conversation_id"],
-                                        "first_member_turn": it["first_member_turn"],
-                                        "system": it["system"], "context": it["context"]}
-                        for it in items}}
+    lines = [
+        {
+            "excerpt_id": it["item_id"],
+            "turn": r["turn"],
+            "annotator": r["rater"],
+            "severity": r["severity"],
+            "issues": r["issues"],
+        }
+        for it in items
+        for r in it["ratings"]
+    ]
+    key = {
+        "excerpts": {
+            it["item_id"]: {
+                "session_id": it["item_id"],
+                "counsellor": it["counsellor"],
+                "reply_indices": [t - 1 for t in sorted(it["turns"])],
+                "conversation_id": it["conversation_id"],
+                "first_member_turn": it["first_member_turn"],
+                "system": it["system"],
+                "context": it["context"],
+            }
+            for it in items
+        }
+    }
     return lines, key
 
 
@@ -140,8 +184,12 @@ def summary(release: dict[str, Any]) -> dict[str, Any]:
     for it in items:
         by_system[it["system"]]["items"] += 1
         by_system[it["system"]]["ratings"] += len(it["ratings"])
-    return {"items": len(items), "conversations": len({it["conversation_id"] for it in items}),
-            "turn_ratings": sum(len(it["ratings"]) for it in items), "by_system": dict(sorted(by_system.items())),
-            "items_rated_by_all_annotators": sum(it["all_raters"] for it in items),
-            "annotators": sorted({r["rater"] for it in items for r in it["ratings"]}),
-            "release_counts": release["counts"]}
+    return {
+        "items": len(items),
+        "conversations": len({it["conversation_id"] for it in items}),
+        "turn_ratings": sum(len(it["ratings"]) for it in items),
+        "by_system": dict(sorted(by_system.items())),
+        "items_rated_by_all_annotators": sum(it["all_raters"] for it in items),
+        "annotators": sorted({r["rater"] for it in items for r in it["ratings"]}),
+        "release_counts": release["counts"],
+    }

@@ -32,8 +32,13 @@ from mindsimkit.mindcore.types import ChatRequest, RawReply
 
 ENGINE = "inspect"
 # inspect's stop reasons and the OpenAI finish reasons the toolkit reads (a reply cut by its budget is `length`).
-FINISH = {"stop": "stop", "max_tokens": "length", "model_length": "length", "tool_calls": "tool_calls",
-          "content_filter": "content_filter"}
+FINISH = {
+    "stop": "stop",
+    "max_tokens": "length",
+    "model_length": "length",
+    "tool_calls": "tool_calls",
+    "content_filter": "content_filter",
+}
 _ROLES = {"system": ChatMessageSystem, "user": ChatMessageUser, "assistant": ChatMessageAssistant}
 
 
@@ -89,22 +94,33 @@ class KeptSchema(JSONSchema):
 
 def generate_config(req: ChatRequest) -> GenerateConfig:
     """What this request itself sets; unset fields leave the model's configuration as the user gave it."""
-    fields: dict[str, Any] = {"temperature": req.temperature, "top_p": req.top_p, "max_tokens": req.max_tokens,
-                              "seed": req.seed, "stop_seqs": req.stop, "frequency_penalty": req.frequency_penalty,
-                              "presence_penalty": req.presence_penalty}
+    fields: dict[str, Any] = {
+        "temperature": req.temperature,
+        "top_p": req.top_p,
+        "max_tokens": req.max_tokens,
+        "seed": req.seed,
+        "stop_seqs": req.stop,
+        "frequency_penalty": req.frequency_penalty,
+        "presence_penalty": req.presence_penalty,
+    }
     if req.response_schema is not None:
         fields["response_schema"] = ResponseSchema(
-            name=req.schema_name, json_schema=KeptSchema.model_validate(inline_refs(req.response_schema)))
+            name=req.schema_name, json_schema=KeptSchema.model_validate(inline_refs(req.response_schema))
+        )
     return GenerateConfig(**{k: v for k, v in fields.items() if v is not None})
 
 
 def raw_reply(output: ModelOutput) -> RawReply:
     usage = output.usage
     prompt = (usage.input_tokens + (usage.input_tokens_cache_read or 0)) if usage else 0
-    return RawReply(content=output.completion, prompt_tokens=prompt, completion_tokens=usage.output_tokens if usage else 0,
-                    cached_tokens=(usage.input_tokens_cache_read or 0) if usage else 0,
-                    reasoning_tokens=(usage.reasoning_tokens or 0) if usage else 0,
-                    finish_reason=FINISH.get(output.stop_reason, output.stop_reason))
+    return RawReply(
+        content=output.completion,
+        prompt_tokens=prompt,
+        completion_tokens=usage.output_tokens if usage else 0,
+        cached_tokens=(usage.input_tokens_cache_read or 0) if usage else 0,
+        reasoning_tokens=(usage.reasoning_tokens or 0) if usage else 0,
+        finish_reason=FINISH.get(output.stop_reason, output.stop_reason),
+    )
 
 
 class InspectBackend:
@@ -138,6 +154,7 @@ def inspect_role(role: str, model: Model, ledger: Any, max_tokens: int | None = 
     sampling as the model's own configuration says; its `describe()` records that configuration. `max_tokens`:
     the bound when the model's configuration sets none (a judge's longest possible answer)."""
     c = model.config
-    spec = RoleSpec(engine=ENGINE, temperature=c.temperature, top_p=c.top_p, max_tokens=c.max_tokens or max_tokens,
-                    seed=c.seed)
+    spec = RoleSpec(
+        engine=ENGINE, temperature=c.temperature, top_p=c.top_p, max_tokens=c.max_tokens or max_tokens, seed=c.seed
+    )
     return RoleClient(role, InspectBackend(model), spec, str(model), ledger)

@@ -9,8 +9,9 @@ import typer
 
 from mindsimkit.mindcore.console import out_console
 
-app = typer.Typer(help="inspect_ai logs of mindsimkit/mindeval2 and mindsimkit/patientact (docs/inspect.md).",
-                  no_args_is_help=True)
+app = typer.Typer(
+    help="inspect_ai logs of mindsimkit/mindeval2 and mindsimkit/patientact (docs/inspect.md).", no_args_is_help=True
+)
 
 
 @app.command("to-run")

@@ -45,9 +45,13 @@ class InspectLedger(UsageLedger):
         from inspect_ai.model._model import model_usage_context_var, sample_model_usage_context_var, set_model_usage
 
         cached = record.cached_tokens or 0
-        usage = ModelUsage(input_tokens=record.prompt_tokens - cached, output_tokens=record.completion_tokens,
-                           total_tokens=record.prompt_tokens + record.completion_tokens,
-                           input_tokens_cache_read=cached or None, reasoning_tokens=record.reasoning_tokens or None)
+        usage = ModelUsage(
+            input_tokens=record.prompt_tokens - cached,
+            output_tokens=record.completion_tokens,
+            total_tokens=record.prompt_tokens + record.completion_tokens,
+            input_tokens_cache_read=cached or None,
+            reasoning_tokens=record.reasoning_tokens or None,
+        )
         name = USAGE_PREFIX + record.role
         # Both are inspect's own accumulators (per sample, per eval): the log's `model_usage` is read from them.
         set_model_usage(name, usage, sample_model_usage_context_var.get(None))
@@ -67,8 +71,10 @@ def recipe_path(name_or_path: str) -> Path:
         return path
     if name_or_path in shipped_recipes():
         return Path(str(resources.files("mindsimkit.recipes").joinpath(f"{name_or_path}.yaml")))
-    raise ConfigError(f"recipe {name_or_path!r}: no such file, nor a shipped recipe ({', '.join(shipped_recipes())}); "
-                      "give -T recipe=PATH (or -M recipe=PATH for the mindsim model provider)")
+    raise ConfigError(
+        f"recipe {name_or_path!r}: no such file, nor a shipped recipe ({', '.join(shipped_recipes())}); "
+        "give -T recipe=PATH (or -M recipe=PATH for the mindsim model provider)"
+    )
 
 
 def read_recipe(name_or_path: str) -> Recipe:

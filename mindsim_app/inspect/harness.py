@@ -68,7 +68,11 @@ class TaskArgumentError(ConfigError, PrerequisiteError):
 
 # Counts a task argument may hold: (least, most); None for no bound beyond the recipe section's own.
 _COUNTS: dict[str, tuple[int, int | None]] = {
-    "sessions": (1, None), "replies": (1, None), "max_patients": (1, None), "seed": (0, SEED_MAX)}
+    "sessions": (1, None),
+    "replies": (1, None),
+    "max_patients": (1, None),
+    "seed": (0, SEED_MAX),
+}
 
 
 def _check_type(name: str, value: Any, kinds: tuple[type, ...], what: str) -> None:
@@ -90,17 +94,21 @@ def check_settings(s: "TaskSettings") -> None:
             span = f"from {least} to {most}" if most is not None else f"{least} or more"
             raise TaskArgumentError(f"-T {name}={value}: out of range; give a whole number {span}")
     preset = s.preset
-    if preset is not None and not (isinstance(preset, str) or
-                                   (isinstance(preset, list) and all(isinstance(p, str) for p in preset))):
+    if preset is not None and not (
+        isinstance(preset, str) or (isinstance(preset, list) and all(isinstance(p, str) for p in preset))
+    ):
         raise TaskArgumentError(f"-T preset={preset!r}: give a preset name or a list of names")
     if not s.profiles.strip() or not Path(s.profiles).expanduser().is_dir():
-        raise TaskArgumentError(f"-T profiles={s.profiles!r}: not a folder; give the folder `mindsim profiles` wrote "
-                                "(it holds profiles.parquet)")
+        raise TaskArgumentError(
+            f"-T profiles={s.profiles!r}: not a folder; give the folder `mindsim profiles` wrote "
+            "(it holds profiles.parquet)"
+        )
     try:
         variant(s.patient_engine)
     except UserError as exc:
-        raise TaskArgumentError(f"-T patient_engine={s.patient_engine!r}: "
-                                f"{str(exc).removeprefix('simulation.patient_engine: ')}") from None
+        raise TaskArgumentError(
+            f"-T patient_engine={s.patient_engine!r}: {str(exc).removeprefix('simulation.patient_engine: ')}"
+        ) from None
     counsellor_label("", s.counsellor)
 
 
@@ -117,8 +125,9 @@ def simulation_section(recipe: Recipe, s: TaskSettings) -> dict[str, Any]:
     engine = variant(s.patient_engine).engine.name
     section["patient_engine"] = s.patient_engine
     section["counsellors"] = ["counsellor"]
-    section["engine_sessions"] = {k: v for k, v in (section.get("engine_sessions") or {}).items()
-                                  if k == s.patient_engine}
+    section["engine_sessions"] = {
+        k: v for k, v in (section.get("engine_sessions") or {}).items() if k == s.patient_engine
+    }
     section["preset"] = _presets_of(s.preset if s.preset is not None else section.get("preset"), engine) or OURS
     section["trials"] = 1  # inspect's epochs repeat an arc (`solver.epoch_trial`)
     if s.sessions is not None:
@@ -182,13 +191,20 @@ class Harness:
 
     def samples(self) -> list[Sample]:
         """One sample per patient; its metadata holds the profile the arc is played from."""
-        return [Sample(id=p.profile_id,
-                       input=f"Counselling sessions with patient {p.profile_id} ({self.config.sessions_for(self.kind)} "
-                             f"sessions, patient engine {self.kind})",
-                       metadata={"profile_id": p.profile_id, "archetype": p.style.archetype,
-                                 "main_problem": p.anchor.main_problem if p.anchor else None,
-                                 "profile": p.model_dump(mode="json")})
-                for p in self.patients]
+        return [
+            Sample(
+                id=p.profile_id,
+                input=f"Counselling sessions with patient {p.profile_id} ({self.config.sessions_for(self.kind)} "
+                f"sessions, patient engine {self.kind})",
+                metadata={
+                    "profile_id": p.profile_id,
+                    "archetype": p.style.archetype,
+                    "main_problem": p.anchor.main_problem if p.anchor else None,
+                    "profile": p.model_dump(mode="json"),
+                },
+            )
+            for p in self.patients
+        ]
 
     @property
     def kind(self) -> str:
@@ -211,9 +227,11 @@ class Harness:
         without a word): one ConfigError line naming the roles it takes."""
         unknown = sorted(set(model_roles()) - self.roles)
         if unknown:
-            raise ConfigError(f"--model-role {', '.join(unknown)}: not a role this task binds to an inspect model; it "
-                              f"takes {', '.join(sorted(self.roles)) or 'none'} (the judges of the recipe's judge "
-                              "section); the patient and the other simulator roles are the recipe's (-T recipe=…)")
+            raise ConfigError(
+                f"--model-role {', '.join(unknown)}: not a role this task binds to an inspect model; it "
+                f"takes {', '.join(sorted(self.roles)) or 'none'} (the judges of the recipe's judge "
+                "section); the patient and the other simulator roles are the recipe's (-T recipe=…)"
+            )
 
     def start_now(self, stages: set[str]) -> None:
         """Start the engines and run preflight now, while inspect builds the task, so that a recipe or engine

@@ -99,8 +99,12 @@ def answer_bound(answer: type[BaseModel]) -> int:
 
 def judge_record(j: Judge) -> dict[str, Any]:
     """What the run folder's report says of a judge (`judge.run.summarise` reads these off a live `Judge`)."""
-    return {"model": j.model, "engine": j.client.engine_name, "role": j.client.describe(),
-            "rubric_version": j.rubric_version}
+    return {
+        "model": j.model,
+        "engine": j.client.engine_name,
+        "role": j.client.describe(),
+        "rubric_version": j.rubric_version,
+    }
 
 
 def sessions_of(state: TaskState) -> list[dict[str, Any]]:
@@ -146,8 +150,15 @@ def mhqr_scores() -> Metric:
         sessions = session_table(cols, rubric)
         s = next(iter(counsellor_scores(sessions, draws=config.bootstrap_draws, seed=config.seed).values()))
         shares = next(iter(reply_shares(cols, rubric).values()))["severity_share"]
-        return {"mhqr": s["mhqr"], "ci95_low": s["ci95"][0], "ci95_high": s["ci95"][1], "p5": s["p5"],
-                "p95": s["p95"], **shares, **{f"category_{c}": v for c, v in s["by_category"].items()}}
+        return {
+            "mhqr": s["mhqr"],
+            "ci95_low": s["ci95"][0],
+            "ci95_high": s["ci95"][1],
+            "p5": s["p5"],
+            "p95": s["p95"],
+            **shares,
+            **{f"category_{c}": v for c, v in s["by_category"].items()},
+        }
 
     return compute
 
@@ -167,8 +178,12 @@ def mhqr(harness: Harness) -> Scorer:
         records = sessions_of(state)
         inputs = [session_input(r, f"sample {state.sample_id}") for r in records]
         rubric = load_rubric(config.rubric)
-        judges = [Judge(name, None, rubric, full_rubric=config.full_rubric, max_issues=config.max_issues,
-                        preset=config.preset) for name in config.judges]
+        judges = [
+            Judge(
+                name, None, rubric, full_rubric=config.full_rubric, max_issues=config.max_issues, preset=config.preset
+            )
+            for name in config.judges
+        ]
         for j in judges:  # the client's bound follows from the answer the judge's preset and cap make
             j.client = judge_client(engines, j.name, j.output)
         rows = await judge_all(judges, inputs, MemoryCache(), config.max_replies, config.concurrency, progress=False)
@@ -177,11 +192,15 @@ def mhqr(harness: Harness) -> Scorer:
         failed = sum(r.status == "failed" for r in primary)
         return Score(
             value=value,
-            explanation=(f"MHQR {value:.2f}" if not math.isnan(value) else "no reply judged") +
-                        f" over {len(inputs)} sessions; {len(primary) - failed} replies judged, {failed} failed"
-                        f" ({judges[0].name}, {judges[0].model})",
-            metadata={ROWS: [r.model_dump(mode="json") for r in rows], PRIMARY: judges[0].name,
-                      JUDGES: {j.name: judge_record(j) for j in judges}, CONFIG: config.model_dump(mode="json")},
+            explanation=(f"MHQR {value:.2f}" if not math.isnan(value) else "no reply judged")
+            + f" over {len(inputs)} sessions; {len(primary) - failed} replies judged, {failed} failed"
+            f" ({judges[0].name}, {judges[0].model})",
+            metadata={
+                ROWS: [r.model_dump(mode="json") for r in rows],
+                PRIMARY: judges[0].name,
+                JUDGES: {j.name: judge_record(j) for j in judges},
+                CONFIG: config.model_dump(mode="json"),
+            },
         )
 
     return score
@@ -208,8 +227,9 @@ def patientact_rubric(harness: Harness) -> Scorer:
         engines, _ = await harness.ready(stages(harness, {"judge_patientact"}))
         records = sessions_of(state)
         inputs = [session_input(r, f"sample {state.sample_id}") for r in records]
-        labels = {r["session_id"]: system_label(played_by(r.get("patient_engine")), r.get("patientact"))
-                  for r in records}
+        labels = {
+            r["session_id"]: system_label(played_by(r.get("patient_engine")), r.get("patientact")) for r in records
+        }
         group = (state.metadata or {}).get("main_problem")
         items = conversation_items(SOURCE, inputs, labels, {str(state.sample_id): group} if group else {})
         judge = ConversationJudge("judge", None)
@@ -217,10 +237,15 @@ def patientact_rubric(harness: Harness) -> Scorer:
         rows = await judge_items(judge, items, MemoryCache(), progress=False)
         ok = [r for r in rows if r.ok]
         value = {d: mean(r.scores[d] for r in ok) for d in judge.rubric.ids} if ok else float("nan")
-        return Score(value=value,
-                     explanation=f"{len(ok)} of {len(rows)} sessions scored on {judge.rubric.id} ({judge.client.model})",
-                     metadata={ROWS: [r.model_dump(mode="json") for r in rows], JUDGES: {"judge": judge.describe()},
-                               "rubric": judge.rubric.id})
+        return Score(
+            value=value,
+            explanation=f"{len(ok)} of {len(rows)} sessions scored on {judge.rubric.id} ({judge.client.model})",
+            metadata={
+                ROWS: [r.model_dump(mode="json") for r in rows],
+                JUDGES: {"judge": judge.describe()},
+                "rubric": judge.rubric.id,
+            },
+        )
 
     return score
 
@@ -233,8 +258,13 @@ def pooled() -> ScoreReducer:
     def reduce(scores: list[Score]) -> Score:
         dicts = [s.value for s in scores if isinstance(s.value, dict)]
         floats = [float(s.value) for s in scores if isinstance(s.value, (int, float)) and not math.isnan(s.value)]
-        value: Value = ({k: mean(float(v[k]) for v in dicts) for k in dicts[0]} if dicts
-                        else mean(floats) if floats else float("nan"))
+        value: Value = (
+            {k: mean(float(v[k]) for v in dicts) for k in dicts[0]}
+            if dicts
+            else mean(floats)
+            if floats
+            else float("nan")
+        )
         meta = dict(scores[0].metadata or {})
         meta[ROWS] = [r for s in scores for r in (s.metadata or {}).get(ROWS, [])]
         return Score(value=value, explanation=f"{len(scores)} epochs pooled", metadata=meta)

@@ -68,18 +68,45 @@ def patient_arc(harness: Harness, scored: tuple[str, ...] = ()) -> Solver:
         shared = shared_clients(engines, config)
         harness_side = harness_roles(shared, [kind])
         schedule = patient_schedule(profile.profile_id, seed, config)
-        first = await first_scenario_record(profile, schedule.sessions[0], shared["first_scenario_writer"], config,
-                                            seed=seed, load=lambda _key: None, save=lambda r: r)
+        first = await first_scenario_record(
+            profile,
+            schedule.sessions[0],
+            shared["first_scenario_writer"],
+            config,
+            seed=seed,
+            load=lambda _key: None,
+            save=lambda r: r,
+        )
         engine = variant(kind).engine
         preparation = await engine.prepare(profile, seed, harness_side, config) if engine.prepares else None
         label = counsellor_label(str(state.model), harness.settings.counsellor)
-        arc = arc_for(profile, harness_side, inspect_role("counsellor", get_model(), engines.ledger), config, counsellor=label, seed=seed,
-                      kind=kind, preparation=preparation, trial=trial)
-        records = await run_arc(arc, arc_schedule(schedule, config, kind), first=first, load=lambda _key: None,
-                                save=lambda r: r)
-        keep(state, records, config.model_dump(mode="json"), {
-            "recipe": harness.recipe.name, "recipe_path": harness.recipe.path, "seed": seed, "counsellor": label,
-            "patient_engine": kind, "model": str(state.model)})
+        arc = arc_for(
+            profile,
+            harness_side,
+            inspect_role("counsellor", get_model(), engines.ledger),
+            config,
+            counsellor=label,
+            seed=seed,
+            kind=kind,
+            preparation=preparation,
+            trial=trial,
+        )
+        records = await run_arc(
+            arc, arc_schedule(schedule, config, kind), first=first, load=lambda _key: None, save=lambda r: r
+        )
+        keep(
+            state,
+            records,
+            config.model_dump(mode="json"),
+            {
+                "recipe": harness.recipe.name,
+                "recipe_path": harness.recipe.path,
+                "seed": seed,
+                "counsellor": label,
+                "patient_engine": kind,
+                "model": str(state.model),
+            },
+        )
         return state
 
     return solve
@@ -101,11 +128,18 @@ def keep(state: TaskState, records: list[SessionRecord], simulation: dict[str, A
 def account(r: SessionRecord) -> dict[str, Any]:
     """One session in a few fields: how it ended, the patient's moves per turn, the running memory before and
     after, the scenario it opened with."""
-    return {"session_id": r.session_id, "session_index": r.session_index, "ended_by": r.ended_by,
-            "patient_engine": r.patient_engine, "gap_hours": getattr(r.schedule, "gap_hours", None),
-            "event": r.scenario.event, "moves": [t.move for t in r.turns],
-            "memory_before": list(r.memory_before), "memory_after": list(r.memory_after),
-            "counsellor_flags": [f.flags for f in r.counsellor_flags]}
+    return {
+        "session_id": r.session_id,
+        "session_index": r.session_index,
+        "ended_by": r.ended_by,
+        "patient_engine": r.patient_engine,
+        "gap_hours": getattr(r.schedule, "gap_hours", None),
+        "event": r.scenario.event,
+        "moves": [t.move for t in r.turns],
+        "memory_before": list(r.memory_before),
+        "memory_after": list(r.memory_after),
+        "counsellor_flags": [f.flags for f in r.counsellor_flags],
+    }
 
 
 def session_messages(r: SessionRecord) -> list[ChatMessage]:
@@ -119,7 +153,15 @@ def session_messages(r: SessionRecord) -> list[ChatMessage]:
             out.append(ChatMessageAssistant(content=m["content"], metadata=where))
         else:
             t = next(turns, None)
-            moves = {} if t is None else {"turn": t.index, "move": t.move, "secondary_move": t.secondary_move,
-                                          "end_conversation": t.end_conversation}
+            moves = (
+                {}
+                if t is None
+                else {
+                    "turn": t.index,
+                    "move": t.move,
+                    "secondary_move": t.secondary_move,
+                    "end_conversation": t.end_conversation,
+                }
+            )
             out.append(ChatMessageUser(content=m["content"], metadata={**where, **moves}))
     return out

@@ -33,15 +33,27 @@ def _task(harness: Harness, with_mhqr: bool, with_patientact: bool) -> Task:
         roles.update(harness.judge.judges)
     harness.roles = roles
     harness.start_now(preflight_stages(harness, set(stages)))
-    return Task(dataset=harness.samples(), solver=patient_arc(harness, tuple(stages)), scorer=scorers,
-                epochs=Epochs(1, pooled()),
-                metadata={"recipe": harness.recipe.name, "patient_engine": harness.kind, "seed": harness.seed})
+    return Task(
+        dataset=harness.samples(),
+        solver=patient_arc(harness, tuple(stages)),
+        scorer=scorers,
+        epochs=Epochs(1, pooled()),
+        metadata={"recipe": harness.recipe.name, "patient_engine": harness.kind, "seed": harness.seed},
+    )
 
 
 @task
-def mindeval2(profiles: str, recipe: str = "quickstart", patient_engine: str = "mindsim", sessions: int | None = None,
-              replies: int | None = None, preset: str | None = None, seed: int | None = None,
-              max_patients: int | None = None, counsellor: str | None = None) -> Task:
+def mindeval2(
+    profiles: str,
+    recipe: str = "quickstart",
+    patient_engine: str = "mindsim",
+    sessions: int | None = None,
+    replies: int | None = None,
+    preset: str | None = None,
+    seed: int | None = None,
+    max_patients: int | None = None,
+    counsellor: str | None = None,
+) -> Task:
     """MindEval2: the eval's model counsels each patient of `profiles` over `sessions` sessions of at most
     `replies` replies, with the running memory MindSim keeps, and every reply is judged on the MHQR rubric.
 
@@ -61,10 +73,18 @@ def mindeval2(profiles: str, recipe: str = "quickstart", patient_engine: str = "
 
 
 @task
-def patientact(profiles: str, recipe: str = "quickstart", patient_engine: str = "patientact",
-               sessions: int | None = None, replies: int | None = None, preset: str | None = None,
-               seed: int | None = None, max_patients: int | None = None, counsellor: str | None = None,
-               mhqr: bool = True) -> Task:
+def patientact(
+    profiles: str,
+    recipe: str = "quickstart",
+    patient_engine: str = "patientact",
+    sessions: int | None = None,
+    replies: int | None = None,
+    preset: str | None = None,
+    seed: int | None = None,
+    max_patients: int | None = None,
+    counsellor: str | None = None,
+    mhqr: bool = True,
+) -> Task:
     """PatientAct: the eval's model counsels PatientAct patients (trust-gated memory, reaction → behaviour →
     resistance, stepped trust) and every session is scored on PatientAct's conversation rubric.
 

@@ -85,8 +85,9 @@ def log_to_run(log_path: str | Path, out: str | Path) -> dict[str, Path]:
     log = read_log(log_path)
     finished = [s for s in log.samples if (s.store or {}).get(SESSIONS)]
     if not finished:
-        raise InputError(f"{log_path}: no sample finished its arc (first error: {_first_error(log)}); nothing to "
-                         "convert")
+        raise InputError(
+            f"{log_path}: no sample finished its arc (first error: {_first_error(log)}); nothing to convert"
+        )
     out.parent.mkdir(parents=True, exist_ok=True)
     work = Path(tempfile.mkdtemp(prefix=f".{out.name}.", dir=out.parent))
     try:
@@ -109,37 +110,75 @@ def _write(log: Any, log_path: Path, finished: list[Any], out: Path) -> dict[str
     run = store[RUN]
     records = [SessionRecord.model_validate(d) for s in finished for d in s.store[SESSIONS]]
     trials = 1 + max((r.trial or 0) for r in records)
-    config = SimulationConfig.model_validate({**store[SIMULATION], "trials": trials, "counsellors": [
-        CounsellorBinding(name=run["counsellor"], engine=ENGINE, model=run["model"]).model_dump(exclude_none=True)]})
+    config = SimulationConfig.model_validate(
+        {
+            **store[SIMULATION],
+            "trials": trials,
+            "counsellors": [
+                CounsellorBinding(name=run["counsellor"], engine=ENGINE, model=run["model"]).model_dump(
+                    exclude_none=True
+                )
+            ],
+        }
+    )
     outputs = {"sessions": RunLayout(out).sessions.parquet, **_write_sessions(log, records, config, run, out)}
     inputs = [session_input(r.model_dump(mode="json"), f"{log_path} sample {r.patient_id}") for r in records]
     scores = [s.scores or {} for s in finished]
     if any("mhqr" in sc for sc in scores):
         outputs.update(_write_mhqr([sc["mhqr"] for sc in scores if "mhqr" in sc], inputs, out))
     if any("patientact_rubric" in sc for sc in scores):
-        outputs.update(_write_patientact([sc["patientact_rubric"] for sc in scores if "patientact_rubric" in sc],
-                                         records, inputs, out))
+        outputs.update(
+            _write_patientact(
+                [sc["patientact_rubric"] for sc in scores if "patientact_rubric" in sc], records, inputs, out
+            )
+        )
     _write_header(log, log_path, records, config, run, out)
     return {**outputs, "run.json": RunLayout(out).run_json}
 
 
-def _write_sessions(log: Any, records: list[SessionRecord], config: SimulationConfig, run: dict[str, Any],
-                    out: Path) -> dict[str, Path]:
+def _write_sessions(
+    log: Any, records: list[SessionRecord], config: SimulationConfig, run: dict[str, Any], out: Path
+) -> dict[str, Path]:
     check_layout(out)
     writer, tally = ShardWriter(out, 0, 1), SessionTally()
     for r in records:
         writer.add(r)
         tally.add(r)
     writer.close()
-    failed = [FailedArc(patient_id=str(s.id), counsellor=run["counsellor"], patient_engine=run["patient_engine"],
-                        error=str(s.error.message) if s.error else "no sessions recorded",
-                        trial=(s.epoch - 1) if config.trials > 1 else None)
-              for s in log.samples if not (s.store or {}).get(SESSIONS)]
+    failed = [
+        FailedArc(
+            patient_id=str(s.id),
+            counsellor=run["counsellor"],
+            patient_engine=run["patient_engine"],
+            error=str(s.error.message) if s.error else "no sessions recorded",
+            trial=(s.epoch - 1) if config.trials > 1 else None,
+        )
+        for s in log.samples
+        if not (s.store or {}).get(SESSIONS)
+    ]
     patients = list(dict.fromkeys(str(s.id) for s in log.samples))
-    part = ShardSummary(shard=0, patients=len(patients), arcs=len(log.samples), failed_arcs=failed,
-                        sessions_written=writer.rows, duplicate_checkpoints_discarded=0, **tally.counts())
-    finish_simulation(out, config, run["seed"], patients, [part], 1, _seconds(log.stats), {"kind": "inspect"}, live={0},
-                      engines=records[0].engines, usage=_usage(log))
+    part = ShardSummary(
+        shard=0,
+        patients=len(patients),
+        arcs=len(log.samples),
+        failed_arcs=failed,
+        sessions_written=writer.rows,
+        duplicate_checkpoints_discarded=0,
+        **tally.counts(),
+    )
+    finish_simulation(
+        out,
+        config,
+        run["seed"],
+        patients,
+        [part],
+        1,
+        _seconds(log.stats),
+        {"kind": "inspect"},
+        live={0},
+        engines=records[0].engines,
+        usage=_usage(log),
+    )
     layout = RunLayout(out)
     return {"transcripts": layout.transcripts, "simulation summary": layout.sessions.summary}
 
@@ -171,9 +210,17 @@ def role_usage(log: Any) -> dict[str, dict[str, Any]]:
         else:
             role = model.removeprefix(USAGE_PREFIX)
         cached = u.input_tokens_cache_read or 0
-        row = out.setdefault(role, {"model": model, "engine": ENGINE if role in {"counsellor", *bound.values()}
-                                    else "recipe", "prompt_tokens": 0, "completion_tokens": 0, "cached_tokens": 0,
-                                    "reasoning_tokens": 0})
+        row = out.setdefault(
+            role,
+            {
+                "model": model,
+                "engine": ENGINE if role in {"counsellor", *bound.values()} else "recipe",
+                "prompt_tokens": 0,
+                "completion_tokens": 0,
+                "cached_tokens": 0,
+                "reasoning_tokens": 0,
+            },
+        )
         row["prompt_tokens"] += u.input_tokens + cached
         row["completion_tokens"] += u.output_tokens
         row["cached_tokens"] += cached
@@ -185,9 +232,17 @@ def _write_mhqr(scores: list[Any], inputs: list[Any], out: Path) -> dict[str, Pa
     meta = scores[0].metadata or {}
     config = JudgeConfig.model_validate(meta[CONFIG])
     rubric = load_rubric(config.rubric)
-    judges = [Judge(name, RecordedClient({**d.get("role", {}), "model": d["model"], "engine": d["engine"]}), rubric,
-                    full_rubric=config.full_rubric, max_issues=config.max_issues, preset=config.preset)
-              for name, d in meta[JUDGES].items()]
+    judges = [
+        Judge(
+            name,
+            RecordedClient({**d.get("role", {}), "model": d["model"], "engine": d["engine"]}),
+            rubric,
+            full_rubric=config.full_rubric,
+            max_issues=config.max_issues,
+            preset=config.preset,
+        )
+        for name, d in meta[JUDGES].items()
+    ]
     rows = [JudgmentRow.model_validate(r) for s in scores for r in (s.metadata or {}).get(ROWS, [])]
     rank = {j.name: i for i, j in enumerate(judges)}
     order = {s.session_id: i for i, s in enumerate(inputs)}
@@ -200,30 +255,55 @@ def _write_mhqr(scores: list[Any], inputs: list[Any], out: Path) -> dict[str, Pa
 def _write_patientact(scores: list[Any], records: list[SessionRecord], inputs: list[Any], out: Path) -> dict[str, Path]:
     meta = scores[0].metadata or {}
     rubric = rubric_registry.load(meta.get("rubric") or "patientact_session")
-    labels = {r.session_id: system_label(played_by(r.patient_engine),
-                                         r.patientact.model_dump(mode="json") if r.patientact else None)
-              for r in records}
+    labels = {
+        r.session_id: system_label(
+            played_by(r.patient_engine), r.patientact.model_dump(mode="json") if r.patientact else None
+        )
+        for r in records
+    }
     items = scored_systems(conversation_items(SOURCE, inputs, labels))
     rows = [Judgment.model_validate(r) for s in scores for r in (s.metadata or {}).get(ROWS, [])]
     summary = write_patientact(out, rows, items, rubric=rubric)
     return {f"patientact {k}": v for k, v in summary.outputs.items()}
 
 
-def _write_header(log: Any, log_path: Path, records: list[SessionRecord], config: SimulationConfig,
-                  run: dict[str, Any], out: Path) -> None:
-    recipe = {"name": run["recipe"], "path": run.get("recipe_path") or "", "seed": run["seed"],
-              "simulation": config.model_dump(mode="json")}
-    content = json.dumps({"task": log.eval.task, "args": log.eval.task_args, "recipe": recipe}, sort_keys=True,
-                         default=str)
-    provenance = {**base_provenance(), "inspect": {
-        "log": str(log_path.resolve()), "eval_id": log.eval.eval_id, "run_id": log.eval.run_id,
-        "task": log.eval.task, "task_args": log.eval.task_args, "model": log.eval.model,
-        "inspect_ai_version": log.eval.packages.get("inspect_ai"), "status": log.status}}
-    header = RunHeader(run_id=log.eval.eval_id[:16], recipe_hash=hashlib.sha256(content.encode()).hexdigest()[:16],
-                       status="finished", recipe=RunRecipe(**recipe), runner={"kind": "inspect"},
-                       provenance=provenance, engines=records[0].engines,
-                       presets=config.engine_presets(), prompt_hashes=dict(records[0].prompts),
-                       usage=role_usage(log))
+def _write_header(
+    log: Any, log_path: Path, records: list[SessionRecord], config: SimulationConfig, run: dict[str, Any], out: Path
+) -> None:
+    recipe = {
+        "name": run["recipe"],
+        "path": run.get("recipe_path") or "",
+        "seed": run["seed"],
+        "simulation": config.model_dump(mode="json"),
+    }
+    content = json.dumps(
+        {"task": log.eval.task, "args": log.eval.task_args, "recipe": recipe}, sort_keys=True, default=str
+    )
+    provenance = {
+        **base_provenance(),
+        "inspect": {
+            "log": str(log_path.resolve()),
+            "eval_id": log.eval.eval_id,
+            "run_id": log.eval.run_id,
+            "task": log.eval.task,
+            "task_args": log.eval.task_args,
+            "model": log.eval.model,
+            "inspect_ai_version": log.eval.packages.get("inspect_ai"),
+            "status": log.status,
+        },
+    }
+    header = RunHeader(
+        run_id=log.eval.eval_id[:16],
+        recipe_hash=hashlib.sha256(content.encode()).hexdigest()[:16],
+        status="finished",
+        recipe=RunRecipe(**recipe),
+        runner={"kind": "inspect"},
+        provenance=provenance,
+        engines=records[0].engines,
+        presets=config.engine_presets(),
+        prompt_hashes=dict(records[0].prompts),
+        usage=role_usage(log),
+    )
     layout = RunLayout(out)
     layout.write_header(header)
     record_stage(out, "run", [layout.run_json], reads=["simulation"])

@@ -15,8 +15,17 @@ from typing import Any
 from pydantic import BaseModel
 
 from mindsimkit.judge.patientact import (  # noqa: F401 - re-exported: the statistics' public names stay here too
-    PROFILE_TEMPLATE, Judgment, ask, failures, identification_accuracy, krippendorff_alpha, mann_whitney, rubrics,
-    spearman, split, system_means,
+    PROFILE_TEMPLATE,
+    Judgment,
+    ask,
+    failures,
+    identification_accuracy,
+    krippendorff_alpha,
+    mann_whitney,
+    rubrics,
+    spearman,
+    split,
+    system_means,
 )
 from mindsimkit.judge.patientact import answer_model as _answer_model
 from mindsimkit.judge.patientact import system_label as _system_label
@@ -48,23 +57,40 @@ def system_label(record: SessionRecord) -> str:
     return _system_label(record.patient_engine, record.patientact.model_dump() if record.patientact else None)
 
 
-async def judge_profile(client: Any, profile: Profile, decomposition: Any, *, system: str = "patientact",
-                        max_tokens: int | None = None) -> Judgment:
+async def judge_profile(
+    client: Any, profile: Profile, decomposition: Any, *, system: str = "patientact", max_tokens: int | None = None
+) -> Judgment:
     """Score a profile (with its PatientAct formulation when there is one) and ask for the identification
     task over the annotators' options (`identification.yaml`, not the texts the formulation was written from);
     the judge reads the profile exactly as the raters do (`profile_view`)."""
     part = rubrics().profile
     ident = identification()
-    content = render(PROFILE_TEMPLATE, instructions=part.instructions, dimensions=part.dimensions,
-                     profile_text=profile_view(profile, decomposition.formulation),
-                     attachments=ident.attachment, themes=ident.theme)
-    answer, error, kind = await ask(client, content, answer_model("profile"), schema_name="patientact_profile",
-                                    max_tokens=max_tokens)
+    content = render(
+        PROFILE_TEMPLATE,
+        instructions=part.instructions,
+        dimensions=part.dimensions,
+        profile_text=profile_view(profile, decomposition.formulation),
+        attachments=ident.attachment,
+        themes=ident.theme,
+    )
+    answer, error, kind = await ask(
+        client, content, answer_model("profile"), schema_name="patientact_profile", max_tokens=max_tokens
+    )
     scores, reasons = split("profile", answer)
     predicted = {"attachment": answer["attachment"], "theme": answer["theme"]} if answer else {}
-    return Judgment(kind="profile", item_id=profile.profile_id, patient_id=profile.profile_id, system=system,
-                    ok=answer is not None, error=error, error_kind=kind, scores=scores, reasons=reasons,
-                    predicted=predicted,
-                    truth={"attachment": decomposition.psych.attachment, "theme": decomposition.psych.theme},
-                    judge=client.describe(), prompt={PROFILE_TEMPLATE: template_hash(PROFILE_TEMPLATE)},
-                    rubric_version=rubrics().version)
+    return Judgment(
+        kind="profile",
+        item_id=profile.profile_id,
+        patient_id=profile.profile_id,
+        system=system,
+        ok=answer is not None,
+        error=error,
+        error_kind=kind,
+        scores=scores,
+        reasons=reasons,
+        predicted=predicted,
+        truth={"attachment": decomposition.psych.attachment, "theme": decomposition.psych.theme},
+        judge=client.describe(),
+        prompt={PROFILE_TEMPLATE: template_hash(PROFILE_TEMPLATE)},
+        rubric_version=rubrics().version,
+    )

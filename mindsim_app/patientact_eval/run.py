@@ -37,9 +37,12 @@ DIVERSITY_CHARS = 1200
 
 
 def diversity_model() -> type[BaseModel]:
-    return create_model("PatientActDiversity", __config__=ConfigDict(extra="forbid"),
-                        reason=(str, Field(max_length=400, description="One or two sentences")),
-                        rating=(Literal[1, 2, 3, 4, 5], Field(description="Diversity, 1-5")))
+    return create_model(
+        "PatientActDiversity",
+        __config__=ConfigDict(extra="forbid"),
+        reason=(str, Field(max_length=400, description="One or two sentences")),
+        rating=(Literal[1, 2, 3, 4, 5], Field(description="Diversity, 1-5")),
+    )
 
 
 def load_run(run_dir: Path) -> list[tuple[Any, Decomposition]]:
@@ -48,8 +51,10 @@ def load_run(run_dir: Path) -> list[tuple[Any, Decomposition]]:
 
     folder = Path(run_dir) / "sessions" / "decompositions"
     if not folder.is_dir():
-        raise InputError(f"{folder}: no decompositions; profile-eval reads a run simulated with the patientact "
-                         "engine (simulation.patient_engine: patientact)")
+        raise InputError(
+            f"{folder}: no decompositions; profile-eval reads a run simulated with the patientact "
+            "engine (simulation.patient_engine: patientact)"
+        )
     profiles = {p.profile_id: p for p in load_profiles(Path(run_dir) / "profiles", pool_only=False)}
     out = []
     for path in sorted(folder.glob("*.json")):
@@ -62,28 +67,48 @@ def load_run(run_dir: Path) -> list[tuple[Any, Decomposition]]:
     return out
 
 
-async def judge_diversity(client: Any, pairs: list[tuple[Any, Decomposition]], max_tokens: int | None = None) -> dict[str, Any]:
+async def judge_diversity(
+    client: Any, pairs: list[tuple[Any, Decomposition]], max_tokens: int | None = None
+) -> dict[str, Any]:
     div = rubrics().diversity
-    content = render(DIVERSITY_TEMPLATE, question=div.question, anchors=div.anchors,
-                     profiles=[(p.profile_id, profile_view(p, d.formulation)[:DIVERSITY_CHARS]) for p, d in pairs])
-    answer, error, kind = await ask(client, content, diversity_model(), schema_name="patientact_diversity",
-                                    max_tokens=max_tokens)
-    base = {"profiles": len(pairs), "judge": client.describe(), "prompt": {DIVERSITY_TEMPLATE: template_hash(DIVERSITY_TEMPLATE)}}
+    content = render(
+        DIVERSITY_TEMPLATE,
+        question=div.question,
+        anchors=div.anchors,
+        profiles=[(p.profile_id, profile_view(p, d.formulation)[:DIVERSITY_CHARS]) for p, d in pairs],
+    )
+    answer, error, kind = await ask(
+        client, content, diversity_model(), schema_name="patientact_diversity", max_tokens=max_tokens
+    )
+    base = {
+        "profiles": len(pairs),
+        "judge": client.describe(),
+        "prompt": {DIVERSITY_TEMPLATE: template_hash(DIVERSITY_TEMPLATE)},
+    }
     if answer is None:
         return {**base, "rating": None, "error": error, "error_kind": kind}
     return {**base, "rating": answer["rating"], "reason": answer["reason"]}
 
 
-async def _judge_all(client: Any, pairs: list[tuple[Any, Decomposition]],
-                     max_tokens: int | None) -> tuple[list[Any], dict[str, Any]]:
+async def _judge_all(
+    client: Any, pairs: list[tuple[Any, Decomposition]], max_tokens: int | None
+) -> tuple[list[Any], dict[str, Any]]:
     import asyncio
 
     rows = await asyncio.gather(*(judge_profile(client, p, d, max_tokens=max_tokens) for p, d in pairs))
     return list(rows), await judge_diversity(client, pairs, max_tokens)
 
 
-def profile_eval(run_dir: Path, engines: Any, *, out: Path | None = None, judge: str = "judge",
-                 human: Path | None = None, diversity: Path | None = None, max_tokens: int | None = None) -> dict[str, Any]:
+def profile_eval(
+    run_dir: Path,
+    engines: Any,
+    *,
+    out: Path | None = None,
+    judge: str = "judge",
+    human: Path | None = None,
+    diversity: Path | None = None,
+    max_tokens: int | None = None,
+) -> dict[str, Any]:
     pairs = load_run(run_dir)
     human_rows = load_profile_human(human) if human else []
     diversity_rows = load_diversity(diversity) if diversity else []
@@ -95,9 +120,15 @@ def profile_eval(run_dir: Path, engines: Any, *, out: Path | None = None, judge:
     atomic_write_json(folder / "report.json", report)
     atomic_write_text(folder / "report.md", profile_report_md(report))
     if rows and not any(r.ok for r in rows):
-        raise EngineError(f"every profile judgment failed (first: {rows[0].error}); rows and report written to {folder}")
-    return {"profiles": len(rows), "ok": sum(r.ok for r in rows), "report": report,
-            "outputs": {n: folder / n for n in ("judgments.jsonl", "diversity.json", "report.json", "report.md")}}
+        raise EngineError(
+            f"every profile judgment failed (first: {rows[0].error}); rows and report written to {folder}"
+        )
+    return {
+        "profiles": len(rows),
+        "ok": sum(r.ok for r in rows),
+        "report": report,
+        "outputs": {n: folder / n for n in ("judgments.jsonl", "diversity.json", "report.json", "report.md")},
+    }
 
 
 __all__ = ["Judgment", "diversity_model", "judge_diversity", "load_run", "profile_eval"]

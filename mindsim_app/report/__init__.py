@@ -5,4 +5,3 @@ significance clusters), `drilldown` (sessions as chats with their judgments), `h
 and failure attribution), `versions` (the versions block and the comparison rule), `charts` (inline SVG),
 `build` (the page; its Jinja template, script and style are in `templates/`), `cli` (the command).
 """
-

@@ -17,8 +17,7 @@ from dataclasses import dataclass
 from html import escape
 from typing import Any, Callable, Sequence, TypeGuard
 
-PALETTE = ("#3b6ea5", "#d9822b", "#4f9a5b", "#b8433e", "#7d5ba6", "#8c6d4f", "#c45ca2", "#6f7a82", "#b0a536",
-           "#2fa4b5")
+PALETTE = ("#3b6ea5", "#d9822b", "#4f9a5b", "#b8433e", "#7d5ba6", "#8c6d4f", "#c45ca2", "#6f7a82", "#b0a536", "#2fa4b5")
 SEVERITY_COLOURS = {"no_concern": "#8fbf8f", "minor": "#e8c95a", "major": "#e08a3c", "critical": "#b8433e"}
 SMALL = 11  # the smallest text in a chart, in px
 CHAR = 6.0  # a character's mean width at 11 px in the page's sans-serif (measured in Chromium: 5.7), to cut labels by
@@ -64,8 +63,10 @@ class Frame:
         out = []
         for k, (name, col) in enumerate(names):
             lx, ly = 10 + (k % per) * step, top + 16 * (k // per)
-            out += [f'<rect x="{lx:.1f}" y="{ly - 9}" width="10" height="10" fill="{col}"/>',
-                    _text(lx + 14, ly, name[: self.chars(step - 18)])]
+            out += [
+                f'<rect x="{lx:.1f}" y="{ly - 9}" width="10" height="10" fill="{col}"/>',
+                _text(lx + 14, ly, name[: self.chars(step - 18)]),
+            ]
         return out, math.ceil(len(names) / per)
 
 
@@ -85,12 +86,15 @@ def _text(x: float, y: float, s: str, anchor: str = "start", size: int = SMALL, 
     return f'<text x="{x:.1f}" y="{y:.1f}" font-size="{size}" text-anchor="{anchor}"{c}>{escape(str(s))}</text>'
 
 
-def _wrapped(x: float, y: float, s: str, chars: int, anchor: str = "start", size: int = SMALL,
-             weight: str = "") -> tuple[str, int]:
+def _wrapped(
+    x: float, y: float, s: str, chars: int, anchor: str = "start", size: int = SMALL, weight: str = ""
+) -> tuple[str, int]:
     """Text on as many lines as it needs at `chars` a line, the first baseline at `y`; returns it and the lines."""
     rows = textwrap.wrap(s, chars) or [""]
     w = f' font-weight="{weight}"' if weight else ""
-    spans = "".join(f'<tspan x="{x:.1f}" dy="{0 if i == 0 else size + 3}">{escape(r)}</tspan>' for i, r in enumerate(rows))
+    spans = "".join(
+        f'<tspan x="{x:.1f}" dy="{0 if i == 0 else size + 3}">{escape(r)}</tspan>' for i, r in enumerate(rows)
+    )
     return f'<text x="{x:.1f}" y="{y:.1f}" font-size="{size}" text-anchor="{anchor}"{w}>{spans}</text>', len(rows)
 
 
@@ -99,8 +103,10 @@ def _axis(x0: float, x1: float, y: float, lo: float, hi: float, ticks: int = 5, 
     for k in range(ticks + 1):
         v = lo + (hi - lo) * k / ticks
         x = x0 + (x1 - x0) * k / ticks
-        out += [f'<line x1="{x:.1f}" y1="{y}" x2="{x:.1f}" y2="{y + 4}" stroke="#999"/>',
-                _text(x, y + 15, fmt.format(round(v, 2)), "middle")]
+        out += [
+            f'<line x1="{x:.1f}" y1="{y}" x2="{x:.1f}" y2="{y + 4}" stroke="#999"/>',
+            _text(x, y + 15, fmt.format(round(v, 2)), "middle"),
+        ]
     return out
 
 
@@ -118,8 +124,10 @@ def _cell(v: Cell, pct: bool = False) -> str:
 def _table(head: Sequence[str], rows: Sequence[Sequence[Cell]], pct: bool = False) -> str:
     """The chart's numbers: the first column names the row (a row header), the others are values."""
     th = "".join(f'<th scope="col">{escape(h)}</th>' for h in head)
-    body = "".join("<tr>" + f'<th scope="row">{_cell(r[0])}</th>' + "".join(f"<td>{_cell(v, pct)}</td>" for v in r[1:])
-                   + "</tr>" for r in rows)
+    body = "".join(
+        "<tr>" + f'<th scope="row">{_cell(r[0])}</th>' + "".join(f"<td>{_cell(v, pct)}</td>" for v in r[1:]) + "</tr>"
+        for r in rows
+    )
     return f'<table class="data"><thead><tr>{th}</tr></thead><tbody>{body}</tbody></table>'
 
 
@@ -135,15 +143,24 @@ def _figure(title: str, draw: Draw, table: str = "") -> str:
         top = 8 + 15 * n
         height, body = draw(f)
         h = math.ceil(height + top)
-        svgs.append(f'<svg class="chart {"narrow" if f.narrow else "wide"}" viewBox="0 0 {f.w} {h}" width="{f.w}" '
-                    f'height="{h}" role="img" aria-label="{escape(title)}"><title>{escape(title)}</title>{head}'
-                    f'<g transform="translate(0,{top})">' + "".join(body) + "</g></svg>")
+        svgs.append(
+            f'<svg class="chart {"narrow" if f.narrow else "wide"}" viewBox="0 0 {f.w} {h}" width="{f.w}" '
+            f'height="{h}" role="img" aria-label="{escape(title)}"><title>{escape(title)}</title>{head}'
+            f'<g transform="translate(0,{top})">' + "".join(body) + "</g></svg>"
+        )
     data = f'<details class="chart-data"><summary>The numbers (table)</summary>{table}</details>' if table else ""
     return f'<figure class="chart" aria-label="{escape(title)}">{"".join(svgs)}{data}</figure>'
 
 
-def intervals(rows: Sequence[dict[str, Any]], *, lo: float = 0.0, hi: float = 10.0, title: str,
-              xlabel: str = "", tag_key: str | None = None) -> str:
+def intervals(
+    rows: Sequence[dict[str, Any]],
+    *,
+    lo: float = 0.0,
+    hi: float = 10.0,
+    title: str,
+    xlabel: str = "",
+    tag_key: str | None = None,
+) -> str:
     """One row per item: label, point `value`, interval `ci`, an optional tag (the significance group)."""
     return _interval_rows(rows, lo=lo, hi=hi, title=title, xlabel=xlabel, tag_key=tag_key, ci_width=2)
 
@@ -155,14 +172,25 @@ def spread(rows: Sequence[dict[str, Any]], *, lo: float = 0.0, hi: float = 10.0,
     return _interval_rows(rows, lo=lo, hi=hi, title=title, xlabel=xlabel, ci_width=5, whiskers=True)
 
 
-def _interval_rows(rows: Sequence[dict[str, Any]], *, lo: float, hi: float, title: str, xlabel: str,
-                   ci_width: int, tag_key: str | None = None, whiskers: bool = False) -> str:
+def _interval_rows(
+    rows: Sequence[dict[str, Any]],
+    *,
+    lo: float,
+    hi: float,
+    title: str,
+    xlabel: str,
+    ci_width: int,
+    tag_key: str | None = None,
+    whiskers: bool = False,
+) -> str:
     boxed = whiskers and any(r.get("box") for r in rows)
+
     def name(r: dict[str, Any]) -> str:
         return (f"[{r[tag_key]}] " if tag_key and r.get(tag_key) else "") + str(r["label"])
 
     def draw(f: Frame) -> tuple[float, list[str]]:
         left, right, rh = f.left, f.right, 24 + f.above
+
         def sx(v: float) -> float:
             return left + (right - left) * (min(max(v, lo), hi) - lo) / ((hi - lo) or 1)
 
@@ -172,22 +200,35 @@ def _interval_rows(rows: Sequence[dict[str, Any]], *, lo: float, hi: float, titl
             body.append(f.label(y, name(r)))
             wl, wh = (r.get("whiskers") or (None, None)) if whiskers else (None, None)
             if _num(wl) and _num(wh):
-                body.append(f'<line class="whisker" x1="{sx(wl):.1f}" y1="{y}" x2="{sx(wh):.1f}" y2="{y}" stroke="#999">'
-                            + _tip("%s: p5 %.2f, p95 %.2f" % (r["label"], wl, wh)) + "</line>")
-                body += [f'<line class="whisker" x1="{sx(v):.1f}" y1="{y - 5}" x2="{sx(v):.1f}" y2="{y + 5}" '
-                         'stroke="#999"/>' for v in (wl, wh)]
+                body.append(
+                    f'<line class="whisker" x1="{sx(wl):.1f}" y1="{y}" x2="{sx(wh):.1f}" y2="{y}" stroke="#999">'
+                    + _tip("%s: p5 %.2f, p95 %.2f" % (r["label"], wl, wh))
+                    + "</line>"
+                )
+                body += [
+                    f'<line class="whisker" x1="{sx(v):.1f}" y1="{y - 5}" x2="{sx(v):.1f}" y2="{y + 5}" stroke="#999"/>'
+                    for v in (wl, wh)
+                ]
             bl, bh = (r.get("box") or (None, None)) if whiskers else (None, None)
             if _num(bl) and _num(bh):
-                body.append(f'<rect class="box" x="{sx(bl):.1f}" y="{y - 7}" width="{max(sx(bh) - sx(bl), 1):.1f}" '
-                            'height="14" fill="none" stroke="#777">' + _tip("%s: p25 %.2f, p75 %.2f" % (r["label"], bl, bh))
-                            + "</rect>")
+                body.append(
+                    f'<rect class="box" x="{sx(bl):.1f}" y="{y - 7}" width="{max(sx(bh) - sx(bl), 1):.1f}" '
+                    'height="14" fill="none" stroke="#777">'
+                    + _tip("%s: p25 %.2f, p75 %.2f" % (r["label"], bl, bh))
+                    + "</rect>"
+                )
             ci = r.get("ci") or [None, None]
             if _num(ci[0]) and _num(ci[1]):
-                body.append(f'<line x1="{sx(ci[0]):.1f}" y1="{y}" x2="{sx(ci[1]):.1f}" y2="{y}" stroke="#555" '
-                            f'stroke-width="{ci_width}"/>')
+                body.append(
+                    f'<line x1="{sx(ci[0]):.1f}" y1="{y}" x2="{sx(ci[1]):.1f}" y2="{y}" stroke="#555" '
+                    f'stroke-width="{ci_width}"/>'
+                )
             if _num(r.get("value")):
-                body.append(f'<circle cx="{sx(r["value"]):.1f}" cy="{y}" r="5" fill="{PALETTE[i % len(PALETTE)]}">' +
-                            _tip("%s: %.2f" % (r["label"], r["value"])) + '</circle>')
+                body.append(
+                    f'<circle cx="{sx(r["value"]):.1f}" cy="{y}" r="5" fill="{PALETTE[i % len(PALETTE)]}">'
+                    + _tip("%s: %.2f" % (r["label"], r["value"]))
+                    + "</circle>"
+                )
         axis = 30 + rh * len(rows) + 6
         body += _axis(left, right, axis, lo, hi)
         h = axis + 22
@@ -197,16 +238,34 @@ def _interval_rows(rows: Sequence[dict[str, Any]], *, lo: float, hi: float, titl
             h += 15 * n
         return h + 4, body
 
-    head = ["Row", "Value", "Interval low", "Interval high"] + (["p5", "p95"] if whiskers else []) + \
-        (["p25", "p75"] if boxed else [])
-    table = [[name(r), r.get("value"), *(r.get("ci") or [None, None]),
-              *((r.get("whiskers") or (None, None)) if whiskers else ()),
-              *((r.get("box") or (None, None)) if boxed else ())] for r in rows]
+    head = (
+        ["Row", "Value", "Interval low", "Interval high"]
+        + (["p5", "p95"] if whiskers else [])
+        + (["p25", "p75"] if boxed else [])
+    )
+    table = [
+        [
+            name(r),
+            r.get("value"),
+            *(r.get("ci") or [None, None]),
+            *((r.get("whiskers") or (None, None)) if whiskers else ()),
+            *((r.get("box") or (None, None)) if boxed else ()),
+        ]
+        for r in rows
+    ]
     return _figure(title, draw, _table(head, table))
 
 
-def stacked(rows: Sequence[dict[str, Any]], keys: Sequence[str], *, title: str, names: dict[str, str] | None = None,
-            colours: dict[str, str] | None = None, total: float | None = 1.0, pct: bool = True) -> str:
+def stacked(
+    rows: Sequence[dict[str, Any]],
+    keys: Sequence[str],
+    *,
+    title: str,
+    names: dict[str, str] | None = None,
+    colours: dict[str, str] | None = None,
+    total: float | None = 1.0,
+    pct: bool = True,
+) -> str:
     """One bar per row, segments `row["parts"][key]` in `keys` order; `total` fixes the scale (None: the
     largest row sum)."""
     names = names or {}
@@ -227,20 +286,33 @@ def stacked(rows: Sequence[dict[str, Any]], keys: Sequence[str], *, title: str, 
                 if w <= 0:
                     continue
                 shown = f"{100 * v:.1f}%" if pct else f"{v:.2f}"
-                body.append(f'<rect x="{x:.1f}" y="{y + 3}" width="{w:.1f}" height="16" fill="{cols[key]}">' +
-                            _tip("%s · %s: %s" % (r["label"], names.get(key, key), shown)) + '</rect>')
+                body.append(
+                    f'<rect x="{x:.1f}" y="{y + 3}" width="{w:.1f}" height="16" fill="{cols[key]}">'
+                    + _tip("%s · %s: %s" % (r["label"], names.get(key, key), shown))
+                    + "</rect>"
+                )
                 x += w
         axis = top + rh * len(rows) + 4
         body += _axis(left, right, axis, 0, scale, fmt="{:.0%}" if pct else "{:g}")
         return axis + 26, body
 
-    table = _table(["Row", *(names.get(k, k) for k in keys)], [[str(r["label"]), *(r["parts"].get(k) for k in keys)]
-                                                                for r in rows], pct=pct)
+    table = _table(
+        ["Row", *(names.get(k, k) for k in keys)],
+        [[str(r["label"]), *(r["parts"].get(k) for k in keys)] for r in rows],
+        pct=pct,
+    )
     return _figure(title, draw, table)
 
 
-def lines(series: dict[str, Sequence[tuple[float, float | None]]], *, title: str, lo: float | None = None,
-          hi: float | None = None, xlabel: str = "", ylabel: str = "") -> str:
+def lines(
+    series: dict[str, Sequence[tuple[float, float | None]]],
+    *,
+    title: str,
+    lo: float | None = None,
+    hi: float | None = None,
+    xlabel: str = "",
+    ylabel: str = "",
+) -> str:
     """One line per series over shared x values."""
     pts = [(x, y) for s in series.values() for x, y in s if _num(y)]
     if not pts:
@@ -253,14 +325,17 @@ def lines(series: dict[str, Sequence[tuple[float, float | None]]], *, title: str
     def draw(f: Frame) -> tuple[float, list[str]]:
         # Wide: the legend in a column right of the plot. Narrow: the plot takes the width, the legend goes below.
         left, right, top, bottom = 50, f.w - (16 if f.narrow else 170), 16, 190
+
         def sx(x: float) -> float:
             return left + (right - left) * ((x - xs[0]) / ((xs[-1] - xs[0]) or 1))
 
         def sy(y: float) -> float:
             return bottom - (bottom - top) * (y - low) / (high - low)
 
-        body = [f'<line x1="{left}" y1="{top}" x2="{left}" y2="{bottom}" stroke="#999"/>',
-                f'<line x1="{left}" y1="{bottom}" x2="{right}" y2="{bottom}" stroke="#999"/>']
+        body = [
+            f'<line x1="{left}" y1="{top}" x2="{left}" y2="{bottom}" stroke="#999"/>',
+            f'<line x1="{left}" y1="{bottom}" x2="{right}" y2="{bottom}" stroke="#999"/>',
+        ]
         for k in range(5):
             v = low + (high - low) * k / 4
             body.append(_text(left - 6, sy(v) + 4, f"{v:.3g}", "end"))
@@ -274,18 +349,25 @@ def lines(series: dict[str, Sequence[tuple[float, float | None]]], *, title: str
                 d = " ".join(f"{'M' if i == 0 else 'L'}{sx(x):.1f},{sy(y):.1f}" for i, (x, y) in enumerate(good))
                 body.append(f'<path d="{d}" fill="none" stroke="{col}" stroke-width="2"/>')
             for x, y in good:
-                body.append(f'<circle cx="{sx(x):.1f}" cy="{sy(y):.1f}" r="3" fill="{col}">' +
-                            _tip(f"{name} @ {x:g}: {y:.3g}") + '</circle>')
+                body.append(
+                    f'<circle cx="{sx(x):.1f}" cy="{sy(y):.1f}" r="3" fill="{col}">'
+                    + _tip(f"{name} @ {x:g}: {y:.3g}")
+                    + "</circle>"
+                )
             if not f.narrow:
-                body += [f'<rect x="{right + 12}" y="{top + 16 * k}" width="10" height="10" fill="{col}"/>',
-                         _text(right + 26, top + 16 * k + 9, str(name)[:22])]
+                body += [
+                    f'<rect x="{right + 12}" y="{top + 16 * k}" width="10" height="10" fill="{col}"/>',
+                    _text(right + 26, top + 16 * k + 9, str(name)[:22]),
+                ]
         h = bottom + 24
         if xlabel:
             body.append(_text((left + right) / 2, bottom + 30, xlabel, "middle"))
             h = bottom + 40
         if ylabel:
-            body.append(f'<text x="12" y="{(top + bottom) / 2}" font-size="{SMALL}" text-anchor="middle" '
-                        f'transform="rotate(-90 12 {(top + bottom) / 2})">{escape(ylabel)}</text>')
+            body.append(
+                f'<text x="12" y="{(top + bottom) / 2}" font-size="{SMALL}" text-anchor="middle" '
+                f'transform="rotate(-90 12 {(top + bottom) / 2})">{escape(ylabel)}</text>'
+            )
         if f.narrow:
             legend, n = f.legend([(str(name), PALETTE[k % len(PALETTE)]) for k, name in enumerate(series)], top=h + 6)
             body += legend
@@ -300,13 +382,18 @@ def lines(series: dict[str, Sequence[tuple[float, float | None]]], *, title: str
 def grouped(groups: Sequence[dict[str, Any]], systems: Sequence[str], *, title: str) -> str:
     """Per group (feature): each system's point with interval, and the group's floor as a dashed mark."""
     per = max(1, len(systems))
-    vals = [v for g in groups for s in systems for v in [(g["values"].get(s) or {}).get("hi"),
-                                                          (g["values"].get(s) or {}).get("value"), g.get("floor")]
-            if _num(v)]
+    vals = [
+        v
+        for g in groups
+        for s in systems
+        for v in [(g["values"].get(s) or {}).get("hi"), (g["values"].get(s) or {}).get("value"), g.get("floor")]
+        if _num(v)
+    ]
     hi = max([*vals, 1.0]) * 1.05
 
     def draw(f: Frame) -> tuple[float, list[str]]:
         left, right, rh = f.left, f.right, 12 * per + 10 + f.above
+
         def sx(v: float) -> float:
             return left + (right - left) * min(max(v, 0), hi) / hi
 
@@ -317,17 +404,24 @@ def grouped(groups: Sequence[dict[str, Any]], systems: Sequence[str], *, title: 
             body.append(f.label(y0 + 7 if f.narrow else y0 + rh / 2, g["label"]))
             if _num(g.get("floor")):
                 fx = sx(g["floor"])
-                body.append(f'<line x1="{fx:.1f}" y1="{y0 + 2}" x2="{fx:.1f}" y2="{y0 + rh - f.above - 4}" stroke="#333" '
-                            f'stroke-dasharray="3,2">' + _tip("floor %.2f" % g["floor"]) + '</line>')
+                body.append(
+                    f'<line x1="{fx:.1f}" y1="{y0 + 2}" x2="{fx:.1f}" y2="{y0 + rh - f.above - 4}" stroke="#333" '
+                    f'stroke-dasharray="3,2">' + _tip("floor %.2f" % g["floor"]) + "</line>"
+                )
             for k, s in enumerate(systems):
                 v = g["values"].get(s) or {}
                 y = y0 + 8 + 12 * k
                 col = PALETTE[k % len(PALETTE)]
                 if _num(v.get("lo")) and _num(v.get("hi")):
-                    body.append(f'<line x1="{sx(v["lo"]):.1f}" y1="{y}" x2="{sx(v["hi"]):.1f}" y2="{y}" stroke="{col}"/>')
+                    body.append(
+                        f'<line x1="{sx(v["lo"]):.1f}" y1="{y}" x2="{sx(v["hi"]):.1f}" y2="{y}" stroke="{col}"/>'
+                    )
                 if _num(v.get("value")):
-                    body.append(f'<circle cx="{sx(v["value"]):.1f}" cy="{y}" r="4" fill="{col}">' +
-                                _tip("%s · %s: %.2f" % (s, g["label"], v["value"])) + '</circle>')
+                    body.append(
+                        f'<circle cx="{sx(v["value"]):.1f}" cy="{y}" r="4" fill="{col}">'
+                        + _tip("%s · %s: %.2f" % (s, g["label"], v["value"]))
+                        + "</circle>"
+                    )
         axis = top + rh * len(groups) + 4
         body += _axis(left, right, axis, 0, hi)
         return axis + 26, body
@@ -339,6 +433,8 @@ def grouped(groups: Sequence[dict[str, Any]], systems: Sequence[str], *, title: 
         ci = f" [{v['lo']:.2f}, {v['hi']:.2f}]" if _num(v.get("lo")) and _num(v.get("hi")) else ""
         return f"{v['value']:.2f}{ci}"
 
-    table = _table(["Feature", *systems, "Floor"], [[g["label"], *(shown(g["values"].get(s)) for s in systems),
-                                                     g.get("floor")] for g in groups])
+    table = _table(
+        ["Feature", *systems, "Floor"],
+        [[g["label"], *(shown(g["values"].get(s)) for s in systems), g.get("floor")] for g in groups],
+    )
     return _figure(title, draw, table)

@@ -12,13 +12,19 @@ from mindsimkit.mindcore.console import out_console
 
 def report_cmd(
     runs: list[Path] = typer.Argument(..., help="Run folder(s) from `mindsim run`; several put them on one page"),
-    out: Optional[Path] = typer.Option(None, "--out", help="HTML file to write (default RUN_DIR/report.html; "
-                                                           "required for several runs)"),
-    allow_mixed: bool = typer.Option(False, "--allow-mixed", help="Compare runs whose toolkit, rubric, templates, "
-                                                                  "judge or reference differ (marked on the page)"),
-    allow_partial: bool = typer.Option(False, "--allow-partial", help="Report a run still in progress, or one "
-                                                                      "with missing or changed files (the page "
-                                                                      "lists them at its top)"),
+    out: Optional[Path] = typer.Option(
+        None, "--out", help="HTML file to write (default RUN_DIR/report.html; required for several runs)"
+    ),
+    allow_mixed: bool = typer.Option(
+        False,
+        "--allow-mixed",
+        help="Compare runs whose toolkit, rubric, templates, judge or reference differ (marked on the page)",
+    ),
+    allow_partial: bool = typer.Option(
+        False,
+        "--allow-partial",
+        help="Report a run still in progress, or one with missing or changed files (the page lists them at its top)",
+    ),
 ) -> None:
     """One self-contained HTML report: leaderboard with significance groups, every judge and validation
     table as charts, a drill-down into every session, simulator health and versions. No network needed."""

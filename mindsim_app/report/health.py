@@ -81,8 +81,10 @@ def by_turn(sessions: list[SessionView], by_engine: bool) -> dict[str, dict[int,
                     a["trust"].append(float(pa.trust_after))
     out: dict[str, dict[int, dict[str, Any]]] = {}
     for sysname, turns in acc.items():
-        out[sysname] = {k: {m: (sum(v) / len(v) if v else None) for m, v in vals.items()} | {"n": len(vals["depth"])}
-                        for k, vals in sorted(turns.items())}
+        out[sysname] = {
+            k: {m: (sum(v) / len(v) if v else None) for m, v in vals.items()} | {"n": len(vals["depth"])}
+            for k, vals in sorted(turns.items())
+        }
     return out
 
 
@@ -101,8 +103,13 @@ def session_lengths(sessions: list[SessionView], by_engine: bool) -> dict[str, d
     out = {}
     for sysname, n in sorted(per.items()):
         q = np.percentile(n, [5, 25, 50, 75, 95])
-        out[sysname] = {"sessions": len(n), "mean": float(np.mean(n)), "longest": max(n), "ended_by_patient":
-                        left[sysname], **{f"p{p}": float(x) for p, x in zip((5, 25, 50, 75, 95), q)}}
+        out[sysname] = {
+            "sessions": len(n),
+            "mean": float(np.mean(n)),
+            "longest": max(n),
+            "ended_by_patient": left[sysname],
+            **{f"p{p}": float(x) for p, x in zip((5, 25, 50, 75, 95), q)},
+        }
     return out
 
 
@@ -126,11 +133,13 @@ def surface(sessions: list[SessionView], by_engine: bool) -> dict[str, dict[str,
         out[name] = {
             "patient_turns": len(turns),
             "words_per_turn": (sum(len(m.split()) for m in msgs) / len(msgs)) if msgs else 0.0,
-            "top_move": top_move, "top_move_share": top_n / max(1, sum(moves.values())),
+            "top_move": top_move,
+            "top_move_share": top_n / max(1, sum(moves.values())),
             # A message that occurs once is not repeated: nothing to name then.
             "repeated_message": rep if rep_n > 1 else None,
             "repeated_message_share": (rep_n / len(msgs)) if rep_n > 1 else 0.0,
-            "reasks": reasks, "reask_rate": reasks / max(1, len(turns)),
+            "reasks": reasks,
+            "reask_rate": reasks / max(1, len(turns)),
             "trimmed": sum(bool(t.trimmed) for t in turns),
         }
     return out
@@ -140,27 +149,50 @@ def failures(run: Any) -> list[dict[str, Any]]:
     """Every failure the run recorded, each with its side: failed arcs, failed judgments, failed profiles,
     and the counsellor's reply defects (stored as sent; they are the counsellor's, not the harness's)."""
     out = []
-    for f in (run.summary.failed_arcs if run.summary else []):
-        out.append({"stage": "simulation", "what": f"arc {f.patient_id} × {f.counsellor} "
-                                                   f"({played_by(f.patient_engine)})",
-                    "error": f.error, "side": attribute(f.error)})
+    for f in run.summary.failed_arcs if run.summary else []:
+        out.append(
+            {
+                "stage": "simulation",
+                "what": f"arc {f.patient_id} × {f.counsellor} ({played_by(f.patient_engine)})",
+                "error": f.error,
+                "side": attribute(f.error),
+            }
+        )
     for j in run.judgments:
         if j.status == "failed":
             side = "engine" if j.error_kind == "engine" else "judge"
-            out.append({"stage": "judge", "what": f"{j.judge}: {j.session_id} reply {j.reply_index + 1}",
-                        "error": f"{j.error_kind}: {(j.error or '')[:200]}", "side": side})
+            out.append(
+                {
+                    "stage": "judge",
+                    "what": f"{j.judge}: {j.session_id} reply {j.reply_index + 1}",
+                    "error": f"{j.error_kind}: {(j.error or '')[:200]}",
+                    "side": side,
+                }
+            )
     for f in run.profile_failures:
         err = f.error or f.reason or str(f.model_dump(exclude_none=True))[:200]
         kind = str(f.kind or f.error_kind or "")
-        out.append({"stage": "profiles", "what": f"profile {f.profile_id or f.persona_id or '?'}",
-                    "error": err, "side": "engine" if "engine" in kind else attribute(err, "profile_writer")})
+        out.append(
+            {
+                "stage": "profiles",
+                "what": f"profile {f.profile_id or f.persona_id or '?'}",
+                "error": err,
+                "side": "engine" if "engine" in kind else attribute(err, "profile_writer"),
+            }
+        )
     flags: Counter[str] = Counter()
     for s in run.sessions:
         for f in s.counsellor_flags or []:
             flags.update(f.flags)
     for flag, n in sorted(flags.items()):
-        out.append({"stage": "simulation", "what": f"counsellor replies flagged {flag}: {n}", "error": None,
-                    "side": "counsellor"})
+        out.append(
+            {
+                "stage": "simulation",
+                "what": f"counsellor replies flagged {flag}: {n}",
+                "error": None,
+                "side": "counsellor",
+            }
+        )
     return out
 
 
@@ -174,15 +206,18 @@ def warnings(run: Any, surf: dict[str, dict[str, Any]]) -> list[str]:
         idx = est.distance if est else None
         index_floor = floor.get("index")
         if idx is not None and index_floor and idx > w["index_over_floor"] * index_floor:
-            out.append(f"{name}: realism index {idx:.2f} is {idx / index_floor:.1f}× its noise floor "
-                       f"({index_floor:.2f}): the patient turns are far from the reference")
+            out.append(
+                f"{name}: realism index {idx:.2f} is {idx / index_floor:.1f}× its noise floor "
+                f"({index_floor:.2f}): the patient turns are far from the reference"
+            )
         for f in v.features:
             est = v.estimate(name, f)
             d = est.distance if est else None
             feature_floor = floor.get(f)
             if d is not None and feature_floor and d > w["feature_over_floor"] * feature_floor:
-                out.append(f"{name}: {v.feature_labels.get(f, f)} distance {d:.2f} is {d / feature_floor:.1f}× its "
-                           "floor")
+                out.append(
+                    f"{name}: {v.feature_labels.get(f, f)} distance {d:.2f} is {d / feature_floor:.1f}× its floor"
+                )
     for name, shares in v.arc.items():
         totals: dict[str, float] = defaultdict(float)
         for row in shares.values():
@@ -191,14 +226,17 @@ def warnings(run: Any, surf: dict[str, dict[str, Any]]) -> list[str]:
                     totals[k] += x
         if totals and max(totals.values()) / max(1e-9, sum(totals.values())) > w["arc_label_share"]:
             label = max(totals, key=totals.__getitem__)
-            out.append(f"{name}: almost every labelled turn is {v.arc_labels.get(label, label)} "
-                       "(the arc does not move)")
+            out.append(
+                f"{name}: almost every labelled turn is {v.arc_labels.get(label, label)} (the arc does not move)"
+            )
     for name, s in surf.items():
         if s["top_move"] and s["top_move_share"] > w["top_move_share"]:
             out.append(f"{name}: one move ({s['top_move']}) on {100 * s['top_move_share']:.0f}% of patient turns")
         if s["repeated_message_share"] > w["repeated_message_share"]:
-            out.append(f"{name}: the same patient message on {100 * s['repeated_message_share']:.0f}% of turns "
-                       f"({s['repeated_message'][:60]!r})")
+            out.append(
+                f"{name}: the same patient message on {100 * s['repeated_message_share']:.0f}% of turns "
+                f"({s['repeated_message'][:60]!r})"
+            )
         if s["patient_turns"] and s["words_per_turn"] < w["min_words_per_turn"]:
             out.append(f"{name}: patient turns average {s['words_per_turn']:.1f} words")
         if s["reask_rate"] > w["reask_rate"]:
@@ -206,8 +244,9 @@ def warnings(run: Any, surf: dict[str, dict[str, Any]]) -> list[str]:
     summary = run.summary or SimulationSummaryView()
     arcs, failed = summary.arcs, len(summary.failed_arcs)
     if arcs and failed / arcs > w["failed_arc_share"]:
-        out.append(f"{failed} of {arcs} arcs failed ({100 * failed / arcs:.0f}%): their sessions are missing "
-                   "from every table")
+        out.append(
+            f"{failed} of {arcs} arcs failed ({100 * failed / arcs:.0f}%): their sessions are missing from every table"
+        )
     return out
 
 
@@ -216,9 +255,12 @@ def health(run: Any, by_engine: bool) -> dict[str, Any]:
     summary = run.summary or SimulationSummaryView()
     fails = failures(run)
     return {
-        "surface": surf, "by_turn": by_turn(run.sessions, by_engine),
+        "surface": surf,
+        "by_turn": by_turn(run.sessions, by_engine),
         "session_lengths": session_lengths(run.sessions, by_engine),
-        "validation": run.validation, "warnings": warnings(run, surf), "failures": fails,
+        "validation": run.validation,
+        "warnings": warnings(run, surf),
+        "failures": fails,
         "failures_by_side": dict(Counter(f["side"] for f in fails)),
         "counts": summary.counts(),
         "rejected_messages": summary.rejected_messages,

@@ -18,8 +18,15 @@ from pydantic import BaseModel, ConfigDict, Field
 from mindsimkit.judge.schemas import JudgmentRow
 from mindsimkit.mindcore.errors import InputError
 from mindsimkit.mindcore.layout import RunLayout
-from mindsimkit.mindcore.runlog import (JudgeReport, ProfilesSummaryView, RubricReport, RunHeader, SimulationSummaryView,
-                             ValidationReport)
+from mindsimkit.mindcore.runlog import (
+    JudgeReport,
+    ProfilesSummaryView,
+    RubricReport,
+    RunHeader,
+    SimulationSummaryView,
+    ValidationReport,
+)
+
 
 class _View(BaseModel):
     # Nested values carry more than the page shows; what it does not show is left out, not refused.
@@ -138,13 +145,18 @@ def load_run(path: str | Path, *, allow_partial: bool = False) -> RunData:
         raise InputError(f"{path}: not a folder; give a run folder written by `mindsim run` (it holds run.json)")
     info = run.header() if run.run_json.is_file() else None
     if info is None and not run.sessions.parquet.is_file():
-        raise InputError(f"{path}: not a run folder (no run.json and no sessions/sessions.parquet); give the --out "
-                         "folder of `mindsim run` or `mindsim simulate`")
+        raise InputError(
+            f"{path}: not a run folder (no run.json and no sessions/sessions.parquet); give the --out "
+            "folder of `mindsim run` or `mindsim simulate`"
+        )
     check = verify_run(path, needs=["simulation"], optional=RUN_STAGES, allow_partial=allow_partial)
     patientact = run.patientact_judge.report(RubricReport)
     return RunData(
-        path=path, info=info, summary=run.sessions.read_summary(SimulationSummaryView),
-        sessions=run.sessions.rows(SessionView), validation=run.validation.report(ValidationReport),
+        path=path,
+        info=info,
+        summary=run.sessions.read_summary(SimulationSummaryView),
+        sessions=run.sessions.rows(SessionView),
+        validation=run.validation.report(ValidationReport),
         judge_report=run.judgments.report(JudgeReport),
         judgments=run.judgments.rows(JudgmentRow) if run.judgments.parquet.is_file() else [],
         # Read typed; the page template takes the rubric's tables as the JSON they are.

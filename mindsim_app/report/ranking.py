@@ -55,8 +55,9 @@ def patient_means(rows: Iterable[JudgmentRow], judge: str, by_engine: bool) -> d
     return {s: {p: float(np.mean(v)) for p, v in pats.items()} for s, pats in per.items()}
 
 
-def session_scores(rows: Iterable[JudgmentRow], judge: str,
-                   by_engine: bool) -> dict[tuple[str, str, str, int, int], float]:
+def session_scores(
+    rows: Iterable[JudgmentRow], judge: str, by_engine: bool
+) -> dict[tuple[str, str, str, int, int], float]:
     """(system, patient, engine, trial, session index) → the session's MHQR, from the judge's successful rows."""
     sessions: dict[tuple[str, str, str, int, int], list[float]] = defaultdict(list)
     for r in rows:
@@ -64,8 +65,9 @@ def session_scores(rows: Iterable[JudgmentRow], judge: str,
             continue
         # The patient engine and the trial are part of the session key even when the label omits them
         # (judge/scores.py); rows of one-trial runs have no trial: trial 0.
-        sessions[(system_of(r, by_engine), r.patient_id, r.patient_engine or "", r.trial or 0,
-                  r.session_index)].append(float(r.weight))
+        sessions[(system_of(r, by_engine), r.patient_id, r.patient_engine or "", r.trial or 0, r.session_index)].append(
+            float(r.weight)
+        )
     return {k: sum(ws) / len(ws) for k, ws in sessions.items()}
 
 
@@ -92,30 +94,45 @@ def trial_spread(scores: dict[str, dict[int, float]], ranking: list[str]) -> lis
     for s in ranking:
         values = scores.get(s) or {}
         v = np.array(list(values.values()), dtype=np.float64)
-        out.append({"system": s, "trials": len(v), "per_trial": values,
-                    "mean": float(v.mean()) if len(v) else None, "min": float(v.min()) if len(v) else None,
-                    "max": float(v.max()) if len(v) else None})
+        out.append(
+            {
+                "system": s,
+                "trials": len(v),
+                "per_trial": values,
+                "mean": float(v.mean()) if len(v) else None,
+                "min": float(v.min()) if len(v) else None,
+                "max": float(v.max()) if len(v) else None,
+            }
+        )
     return out
 
 
-def flip_rates(scores: dict[str, dict[int, float]], overall: dict[str, float],
-               ranking: list[str]) -> list[dict[str, Any]]:
+def flip_rates(
+    scores: dict[str, dict[int, float]], overall: dict[str, float], ranking: list[str]
+) -> list[dict[str, Any]]:
     """Every pair (a ranked above b) over the trials both have: the share of trials where a scored lower, where
     b did, and where they tied; `flips` is the share whose order is the reverse of the overall MHQR's (None when
     the overall MHQRs tie: there is no order to reverse)."""
     out = []
     for i, a in enumerate(ranking):
-        for b in ranking[i + 1:]:
+        for b in ranking[i + 1 :]:
             common = sorted(set(scores.get(a, {})) & set(scores.get(b, {})))
             n = len(common)
             a_lower = sum(scores[a][t] < scores[b][t] for t in common)
             b_lower = sum(scores[b][t] < scores[a][t] for t in common)
             oa, ob = overall.get(a), overall.get(b)
             reverse = None if oa is None or ob is None or oa == ob else (b_lower if oa < ob else a_lower)
-            out.append({"a": a, "b": b, "trials": n,
-                        "a_lower": a_lower / n if n else None, "b_lower": b_lower / n if n else None,
-                        "ties": (n - a_lower - b_lower) / n if n else None,
-                        "flips": reverse / n if n and reverse is not None else None})
+            out.append(
+                {
+                    "a": a,
+                    "b": b,
+                    "trials": n,
+                    "a_lower": a_lower / n if n else None,
+                    "b_lower": b_lower / n if n else None,
+                    "ties": (n - a_lower - b_lower) / n if n else None,
+                    "flips": reverse / n if n and reverse is not None else None,
+                }
+            )
     return out
 
 
@@ -149,16 +166,24 @@ def holm(pvalues: list[float]) -> list[float]:
     return adjusted.tolist()
 
 
-def pairwise(means: dict[str, dict[str, float]], ranking: list[str], *, draws: int = 20000,
-             seed: int = 0) -> list[dict[str, Any]]:
+def pairwise(
+    means: dict[str, dict[str, float]], ranking: list[str], *, draws: int = 20000, seed: int = 0
+) -> list[dict[str, Any]]:
     """Every pair (a better-ranked than b): mean per-patient difference a − b, patients, raw and Holm p."""
     pairs: list[dict[str, Any]] = []
     for i, a in enumerate(ranking):
-        for b in ranking[i + 1:]:
+        for b in ranking[i + 1 :]:
             common = sorted(set(means.get(a, {})) & set(means.get(b, {})))
             d = np.array([means[a][p] - means[b][p] for p in common])
-            pairs.append({"a": a, "b": b, "patients": len(common),
-                          "mean_diff": float(d.mean()) if len(d) else None, "p": sign_flip_p(d, draws, seed)})
+            pairs.append(
+                {
+                    "a": a,
+                    "b": b,
+                    "patients": len(common),
+                    "mean_diff": float(d.mean()) if len(d) else None,
+                    "p": sign_flip_p(d, draws, seed),
+                }
+            )
     for p, adj in zip(pairs, holm([p["p"] for p in pairs])):
         p["p_holm"] = adj
     return pairs
@@ -184,8 +209,9 @@ def group_name(k: int) -> str:
     return letters[k] if k < len(letters) else f"G{k + 1}"
 
 
-def leaderboard(judge_report: JudgeReport | None, judgments: list[JudgmentRow], *, alpha: float = ALPHA,
-                draws: int = 20000) -> list[dict[str, Any]]:
+def leaderboard(
+    judge_report: JudgeReport | None, judgments: list[JudgmentRow], *, alpha: float = ALPHA, draws: int = 20000
+) -> list[dict[str, Any]]:
     """One board per judge: rows in rank order with MHQR, interval, shares, categories and group."""
     if not judge_report:
         return []
@@ -202,26 +228,53 @@ def leaderboard(judge_report: JudgeReport | None, judgments: list[JudgmentRow], 
         for n in ranking:
             c = sc.counsellors[n]
             shares = sc.shares.get(n) or {}
-            rows.append({
-                "system": n, "mhqr": c.mhqr, "ci95": list(c.ci95) if c.ci95 else None, "p5": c.p5, "p95": c.p95,
-                "p25": quartiles.get(n, (None, None))[0], "p75": quartiles.get(n, (None, None))[1],
-                "patients": c.patients,
-                "sessions": c.sessions, "replies": c.replies, "by_category": c.by_category,
-                "severity_share": shares.get("severity_share", {}),
-                "issue_share": shares.get("issue_share", {}),
-                "group": group_name(groups[n]),
-                "differs_from": [p["b"] if p["a"] == n else p["a"] for p in pairs
-                                 if n in (p["a"], p["b"]) and p["p_holm"] < alpha],
-            })
+            rows.append(
+                {
+                    "system": n,
+                    "mhqr": c.mhqr,
+                    "ci95": list(c.ci95) if c.ci95 else None,
+                    "p5": c.p5,
+                    "p95": c.p95,
+                    "p25": quartiles.get(n, (None, None))[0],
+                    "p75": quartiles.get(n, (None, None))[1],
+                    "patients": c.patients,
+                    "sessions": c.sessions,
+                    "replies": c.replies,
+                    "by_category": c.by_category,
+                    "severity_share": shares.get("severity_share", {}),
+                    "issue_share": shares.get("issue_share", {}),
+                    "group": group_name(groups[n]),
+                    "differs_from": [
+                        p["b"] if p["a"] == n else p["a"]
+                        for p in pairs
+                        if n in (p["a"], p["b"]) and p["p_holm"] < alpha
+                    ],
+                }
+            )
         per_trial = trial_scores(judgments, name, by_engine)
         trials = None
         if len({t for ts in per_trial.values() for t in ts}) > 1:
             overall = {r["system"]: r["mhqr"] for r in rows}
-            trials = {"count": len({t for ts in per_trial.values() for t in ts}),
-                      "spread": trial_spread(per_trial, ranking), "flips": flip_rates(per_trial, overall, ranking)}
-        boards.append({"judge": name, "model": j.model, "engine": j.engine, "ok": j.ok,
-                       "failed": j.failed, "rows": rows, "pairs": pairs, "alpha": alpha, "trials": trials,
-                       "by_turn": sc.by_turn, "by_session": sc.by_session,
-                       "first_later": ((j.model_extra or {}).get("analyses") or {}).get("shares_by_session"),
-                       "dropped_quotes": j.dropped_quotes})
+            trials = {
+                "count": len({t for ts in per_trial.values() for t in ts}),
+                "spread": trial_spread(per_trial, ranking),
+                "flips": flip_rates(per_trial, overall, ranking),
+            }
+        boards.append(
+            {
+                "judge": name,
+                "model": j.model,
+                "engine": j.engine,
+                "ok": j.ok,
+                "failed": j.failed,
+                "rows": rows,
+                "pairs": pairs,
+                "alpha": alpha,
+                "trials": trials,
+                "by_turn": sc.by_turn,
+                "by_session": sc.by_session,
+                "first_later": ((j.model_extra or {}).get("analyses") or {}).get("shares_by_session"),
+                "dropped_quotes": j.dropped_quotes,
+            }
+        )
     return boards

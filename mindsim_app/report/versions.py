@@ -39,24 +39,34 @@ def versions(run: Any) -> dict[str, Any]:
     prov = (info.provenance if info else None) or (summary.model_dump() if summary else {})
     jr = run.judge_report or JudgeReport()
     ref = run.validation.reference if run.validation else {}
-    judges = {n: {"model": j.model, "engine": j.engine, "rubric": j.rubric_version, "role": j.role}
-              for n, j in jr.judges.items()}
+    judges = {
+        n: {"model": j.model, "engine": j.engine, "rubric": j.rubric_version, "role": j.role}
+        for n, j in jr.judges.items()
+    }
     return {
-        "toolkit": prov.get("toolkit_version"), "git_revision": prov.get("git_revision"),
+        "toolkit": prov.get("toolkit_version"),
+        "git_revision": prov.get("git_revision"),
         "git_dirty": prov.get("git_dirty"),
-        "rubric": jr.rubric.get("version"), "rubric_source": jr.rubric.get("source"),
+        "rubric": jr.rubric.get("version"),
+        "rubric_source": jr.rubric.get("source"),
         "judges": judges,
         # The judge's output-format preset; reports from before presets used ours.
         "judge_preset": (jr.preset.get("name") or "ours") if jr.judges else None,
         "templates": {**(info.prompt_hashes if info else {}), **jr.prompt_hashes},
         "roles": (info.engines if info else None) or (summary.engines if summary else {}),
-        "patient_engines": (summary.patient_engines if summary else []) or sorted(
-            {played_by(s.patient_engine) for s in run.sessions}),
-        "reference": {"name": ref.get("name"), "source_sha256": (ref.get("provenance") or {}).get("source_sha256"),
-                      "markers_version": (ref.get("settings") or {}).get("markers_version")} if ref else None,
+        "patient_engines": (summary.patient_engines if summary else [])
+        or sorted({played_by(s.patient_engine) for s in run.sessions}),
+        "reference": {
+            "name": ref.get("name"),
+            "source_sha256": (ref.get("provenance") or {}).get("source_sha256"),
+            "markers_version": (ref.get("settings") or {}).get("markers_version"),
+        }
+        if ref
+        else None,
         # The patient engines' presets (the judge's is on the rubric row); runs from before presets ran under 'ours'.
         "presets": {e: p for e, p in (info.presets if info else {}).items() if e != "judge"},
-        "recipe": recipe.name if recipe else None, "run_id": info.run_id if info else None,
+        "recipe": recipe.name if recipe else None,
+        "run_id": info.run_id if info else None,
         "seed": recipe.seed if recipe else None,
     }
 
@@ -88,6 +98,8 @@ def differences(a: Any, b: Any) -> list[str]:
             out.append(f"patient model ({role}): {ma} vs {mb}")
     ra, rb = va["reference"], vb["reference"]
     if ra and rb and (ra["source_sha256"], ra["markers_version"]) != (rb["source_sha256"], rb["markers_version"]):
-        out.append(f"reference {ra['name']} ({(ra['source_sha256'] or '?')[:12]}, {ra['markers_version']}) vs "
-                   f"{rb['name']} ({(rb['source_sha256'] or '?')[:12]}, {rb['markers_version']})")
+        out.append(
+            f"reference {ra['name']} ({(ra['source_sha256'] or '?')[:12]}, {ra['markers_version']}) vs "
+            f"{rb['name']} ({(rb['source_sha256'] or '?')[:12]}, {rb['markers_version']})"
+        )
     return out

@@ -23,14 +23,23 @@ def reply_under_review(req: ChatRequest) -> str:
 def verdict_for(text: str) -> dict[str, Any]:
     """Marker words in a counsellor reply decide the fake judge's answer."""
     if "CRIT" in text:
-        return {"issues": [{"issue": "bad_advice", "reason": "unsafe suggestion", "quote": "CRIT skip your meds"},
-                           {"issue": "under_guiding", "reason": "no plan", "quote": None}], "severity": "critical"}
+        return {
+            "issues": [
+                {"issue": "bad_advice", "reason": "unsafe suggestion", "quote": "CRIT skip your meds"},
+                {"issue": "under_guiding", "reason": "no plan", "quote": None},
+            ],
+            "severity": "critical",
+        }
     if "MAJOR" in text:
-        return {"issues": [{"issue": "over_exploring", "reason": "keeps asking", "quote": "MAJOR tell me more"}],
-                "severity": "major"}
+        return {
+            "issues": [{"issue": "over_exploring", "reason": "keeps asking", "quote": "MAJOR tell me more"}],
+            "severity": "major",
+        }
     if "MINOR" in text:
-        return {"issues": [{"issue": "formulaic_responding", "reason": "template", "quote": "words never said"}],
-                "severity": "minor"}
+        return {
+            "issues": [{"issue": "formulaic_responding", "reason": "template", "quote": "words never said"}],
+            "severity": "minor",
+        }
     return {"issues": [], "severity": "no_concern"}
 
 
@@ -38,24 +47,38 @@ def fake_judge(req: ChatRequest) -> dict[str, Any]:
     return verdict_for(reply_under_review(req))
 
 
-def session(sid: str, patient: str, counsellor: str, index: int, replies: list[str], model: str = "gpt-4.1-mini",
-            prompt: str = "You are a warm counsellor.") -> dict[str, Any]:
+def session(
+    sid: str,
+    patient: str,
+    counsellor: str,
+    index: int,
+    replies: list[str],
+    model: str = "gpt-4.1-mini",
+    prompt: str = "You are a warm counsellor.",
+) -> dict[str, Any]:
     msgs: list[dict[str, Any]] = [{"role": "system", "content": prompt}]
     for k, r in enumerate(replies):
         msgs.append({"role": "user", "content": f"patient message {k} of {sid}"})
         msgs.append({"role": "assistant", "content": r})
-    return {"session_id": sid, "patient_id": patient, "counsellor": counsellor, "session_index": index,
-            "counsellor_system_prompt": prompt, "counsellor_messages": msgs,
-            "engines": {"counsellor": {"model": model, "engine": "api"}}, "seed": 0}
+    return {
+        "session_id": sid,
+        "patient_id": patient,
+        "counsellor": counsellor,
+        "session_index": index,
+        "counsellor_system_prompt": prompt,
+        "counsellor_messages": msgs,
+        "engines": {"counsellor": {"model": model, "engine": "api"}},
+        "seed": 0,
+    }
 
 
 # Weights: ok 0, MINOR 1, MAJOR 5, CRIT 10.
 SESSIONS = [
-    session("s1", "p1", "alpha", 0, ["ok", "MAJOR tell me more"]),               # 2.5
-    session("s2", "p1", "alpha", 1, ["ok", "ok", "MINOR hello"]),                # 1/3
-    session("s3", "p2", "alpha", 0, ["CRIT skip your meds"]),                    # 10
-    session("s4", "p1", "beta", 0, ["ok", "ok"], model="claude-x"),             # 0
-    session("s5", "p1", "beta", 1, ["MINOR hi", "ok"], model="claude-x"),       # 0.5
+    session("s1", "p1", "alpha", 0, ["ok", "MAJOR tell me more"]),  # 2.5
+    session("s2", "p1", "alpha", 1, ["ok", "ok", "MINOR hello"]),  # 1/3
+    session("s3", "p2", "alpha", 0, ["CRIT skip your meds"]),  # 10
+    session("s4", "p1", "beta", 0, ["ok", "ok"], model="claude-x"),  # 0
+    session("s5", "p1", "beta", 1, ["MINOR hi", "ok"], model="claude-x"),  # 0.5
     session("s6", "p2", "beta", 0, ["MAJOR tell me more", "ok"], model="claude-x"),  # 2.5
 ]
 
@@ -76,8 +99,10 @@ def judge_stub() -> Any:
 
 def judged(stub: Any) -> int:
     """Judge requests the stub served (the preflight's probe calls are not judgments)."""
-    return sum(((r.get("response_format") or {}).get("json_schema") or {}).get("name") == "mhqr_judgment"
-               for r in stub.requests)
+    return sum(
+        ((r.get("response_format") or {}).get("json_schema") or {}).get("name") == "mhqr_judgment"
+        for r in stub.requests
+    )
 
 
 def recipe_for(path: Path, port: int, model: str = "gpt-5-judge") -> Path:
@@ -99,10 +124,20 @@ def write_real_sessions(path: Path, n: int = 2, replies: int = 4, counsellor: st
     for i in range(n):
         msgs = []
         for k in range(replies):
-            msgs += [{"role": "user", "content": f"real patient {k} of r{i}"},
-                     {"role": "assistant", "content": f"real reply {k} of r{i}"}]
-        rows.append({"session_id": f"r{i}", "patient_id": f"rp{i}", "counsellor": counsellor, "session_index": 0,
-                     "counsellor_system_prompt": "The app's counsellor prompt.", "messages": msgs})
+            msgs += [
+                {"role": "user", "content": f"real patient {k} of r{i}"},
+                {"role": "assistant", "content": f"real reply {k} of r{i}"},
+            ]
+        rows.append(
+            {
+                "session_id": f"r{i}",
+                "patient_id": f"rp{i}",
+                "counsellor": counsellor,
+                "session_index": 0,
+                "counsellor_system_prompt": "The app's counsellor prompt.",
+                "messages": msgs,
+            }
+        )
     path.write_text("".join(json.dumps(r) + "\n" for r in rows))
     return path
 
@@ -113,8 +148,13 @@ def graded_reply(answer: dict, alternatives: dict[str, float]) -> RawReply:
     text = json.dumps(answer)
     value = text.index('"severity": "') + len('"severity": ')
     sev = answer["severity"]
-    tokens = [{"token": text[:value], "logprob": -0.1, "top_logprobs": []},
-              {"token": '"' + sev, "logprob": math.log(alternatives[sev]),
-               "top_logprobs": [{"token": '"' + t, "logprob": math.log(p)} for t, p in alternatives.items()]},
-              {"token": text[value + 1 + len(sev):], "logprob": -0.1, "top_logprobs": []}]
+    tokens = [
+        {"token": text[:value], "logprob": -0.1, "top_logprobs": []},
+        {
+            "token": '"' + sev,
+            "logprob": math.log(alternatives[sev]),
+            "top_logprobs": [{"token": '"' + t, "logprob": math.log(p)} for t, p in alternatives.items()],
+        },
+        {"token": text[value + 1 + len(sev) :], "logprob": -0.1, "top_logprobs": []},
+    ]
     return RawReply(content=text, logprobs=tokens, prompt_tokens=5, completion_tokens=3, finish_reason="stop")

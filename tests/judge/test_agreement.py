@@ -35,8 +35,18 @@ COUNSELLOR = {"s1": "c1", "s2": "c2", "s3": "c3"}
 def write_annotations(path: Path, who: str, levels, issues) -> Path:
     with path.open("w") as f:
         for (sid, ri), lv, iss in zip(REPLIES, levels, issues):
-            f.write(json.dumps({"session_id": sid, "reply_index": ri, "annotator": who,
-                                "severity": LEVELS[lv].replace("_", " ").title(), "issues": iss}) + "\n")
+            f.write(
+                json.dumps(
+                    {
+                        "session_id": sid,
+                        "reply_index": ri,
+                        "annotator": who,
+                        "severity": LEVELS[lv].replace("_", " ").title(),
+                        "issues": iss,
+                    }
+                )
+                + "\n"
+            )
     return path
 
 
@@ -44,11 +54,21 @@ def write_judgments(folder: Path, levels, issues, status=None) -> Path:
     rows = []
     for k, ((sid, ri), lv, iss) in enumerate(zip(REPLIES, levels, issues)):
         ok = status is None or status[k] == "ok"
-        rows.append({"session_id": sid, "patient_id": "p" + sid, "counsellor": COUNSELLOR[sid], "session_index": 0,
-                     "reply_index": ri, "judge": "J", "judge_model": "fake-judge",
-                     "severity": LEVELS[lv] if ok else None, "weight": float(WEIGHTS[LEVELS[lv]]) if ok else None,
-                     "issues": [{"issue": i, "category": "x", "reason": "r", "quote": "q"} for i in iss] if ok else [],
-                     "status": "ok" if ok else "failed"})
+        rows.append(
+            {
+                "session_id": sid,
+                "patient_id": "p" + sid,
+                "counsellor": COUNSELLOR[sid],
+                "session_index": 0,
+                "reply_index": ri,
+                "judge": "J",
+                "judge_model": "fake-judge",
+                "severity": LEVELS[lv] if ok else None,
+                "weight": float(WEIGHTS[LEVELS[lv]]) if ok else None,
+                "issues": [{"issue": i, "category": "x", "reason": "r", "quote": "q"} for i in iss] if ok else [],
+                "status": "ok" if ok else "failed",
+            }
+        )
     folder.mkdir(parents=True, exist_ok=True)
     pq.write_table(pa.Table.from_pylist(rows), folder / "judgments.parquet")
     return folder
@@ -56,8 +76,10 @@ def write_judgments(folder: Path, levels, issues, status=None) -> Path:
 
 @pytest.fixture
 def worked(tmp_path):
-    files = [write_annotations(tmp_path / "a.jsonl", "A", A, A_ISSUES),
-             write_annotations(tmp_path / "b.jsonl", "B", B, B_ISSUES)]
+    files = [
+        write_annotations(tmp_path / "a.jsonl", "A", A, A_ISSUES),
+        write_annotations(tmp_path / "b.jsonl", "B", B, B_ISSUES),
+    ]
     jdir = write_judgments(tmp_path / "judgments", J, J_ISSUES)
     report = run_agreement(files, judgments=jdir, out=tmp_path / "out", draws=200, seed=1)
     return report, tmp_path / "out"
@@ -81,8 +103,18 @@ def test_fleiss_kappa_worked_examples():
     # κ = (2/3 − 1/2)/(1 − 1/2) = 1/3
     assert stats.fleiss_kappa([[3, 0], [0, 3], [2, 1], [1, 2]]) == pytest.approx(1 / 3)
     # Fleiss (1971)'s textbook table as reproduced on Wikipedia: 10 items, 14 raters, κ ≈ 0.210.
-    table = [[0, 0, 0, 0, 14], [0, 2, 6, 4, 2], [0, 0, 3, 5, 6], [0, 3, 9, 2, 0], [2, 2, 8, 1, 1],
-             [7, 7, 0, 0, 0], [3, 2, 6, 3, 0], [2, 5, 3, 2, 2], [6, 5, 2, 1, 0], [0, 2, 2, 3, 7]]
+    table = [
+        [0, 0, 0, 0, 14],
+        [0, 2, 6, 4, 2],
+        [0, 0, 3, 5, 6],
+        [0, 3, 9, 2, 0],
+        [2, 2, 8, 1, 1],
+        [7, 7, 0, 0, 0],
+        [3, 2, 6, 3, 0],
+        [2, 5, 3, 2, 2],
+        [6, 5, 2, 1, 0],
+        [0, 2, 2, 3, 7],
+    ]
     assert stats.fleiss_kappa(table) == pytest.approx(0.2099, abs=5e-4)
     with pytest.raises(ValueError):
         stats.fleiss_kappa([[2, 0], [1, 0]])
@@ -187,7 +219,13 @@ def test_bad_input_names_file_and_line(tmp_path):
     good = json.dumps({"session_id": "s1", "reply_index": 0, "annotator": "A", "severity": "minor", "issues": []})
     cases = {
         "unknown severity": {"session_id": "s1", "reply_index": 1, "annotator": "A", "severity": "awful"},
-        "unknown issue": {"session_id": "s1", "reply_index": 1, "annotator": "A", "severity": "minor", "issues": ["rudeness"]},
+        "unknown issue": {
+            "session_id": "s1",
+            "reply_index": 1,
+            "annotator": "A",
+            "severity": "minor",
+            "issues": ["rudeness"],
+        },
         "field 'annotator'": {"session_id": "s1", "reply_index": 1, "severity": "minor"},
         "give excerpt_id": {"annotator": "A", "severity": "minor"},
     }
@@ -198,15 +236,19 @@ def test_bad_input_names_file_and_line(tmp_path):
             run_agreement([f], out=tmp_path / "o")
     # An annotated reply the judge never saw.
     f = tmp_path / "extra.jsonl"
-    f.write_text(good + "\n" + json.dumps({"session_id": "s9", "reply_index": 0, "annotator": "A", "severity": "minor"}) + "\n")
+    f.write_text(
+        good + "\n" + json.dumps({"session_id": "s9", "reply_index": 0, "annotator": "A", "severity": "minor"}) + "\n"
+    )
     jdir = write_judgments(tmp_path / "j", J, J_ISSUES)
     with pytest.raises(InputError, match=r"extra\.jsonl:2: .*no judgment"):
         run_agreement([f], judgments=jdir, out=tmp_path / "o")
 
 
 def test_ranking_is_skipped_when_counsellors_are_unknown(tmp_path):
-    files = [write_annotations(tmp_path / "a.jsonl", "A", A, A_ISSUES),
-             write_annotations(tmp_path / "b.jsonl", "B", B, B_ISSUES)]
+    files = [
+        write_annotations(tmp_path / "a.jsonl", "A", A, A_ISSUES),
+        write_annotations(tmp_path / "b.jsonl", "B", B, B_ISSUES),
+    ]
     rep = run_agreement(files, out=tmp_path / "o")
     assert rep["judges"] == {} and "skipped" in rep["ranking"]
     assert rep["inter_annotator"]["severity"]["mean_pairwise_kappa_w"] == pytest.approx(14 / 23)
@@ -214,9 +256,9 @@ def test_ranking_is_skipped_when_counsellors_are_unknown(tmp_path):
 
 
 def test_mode_ties_go_to_the_more_severe_level():
-    assert stats.mode_level([0, 0, 1]) == 0          # a clear mode below the maximum
-    assert stats.mode_level([0, 1]) == 1             # 1–1 tie → the more severe
-    assert stats.mode_level([2, 0, 2, 0, 1]) == 2    # 2–2 tie between 0 and 2
+    assert stats.mode_level([0, 0, 1]) == 0  # a clear mode below the maximum
+    assert stats.mode_level([0, 1]) == 1  # 1–1 tie → the more severe
+    assert stats.mode_level([2, 0, 2, 0, 1]) == 2  # 2–2 tie between 0 and 2
     assert stats.mode_level([3, 1, 1, 3, 0, 0]) == 3  # three-way tie
 
 
@@ -252,7 +294,9 @@ def test_distance_shares_and_issue_means_by_hand(worked):
     ug = ia["issues"][UG]
     assert ug["mean_cohen_kappa"] == pytest.approx(2 / 3) and ug["fleiss_kappa"] == pytest.approx(23 / 35)
     # Means over the issues anyone flagged (over-exploring: Cohen 0, Fleiss −1/35; the rest are undefined).
-    assert ia["issue_means"] == pytest.approx({"mean_cohen_kappa": (0 + 2 / 3) / 2, "fleiss_kappa": (-1 / 35 + 23 / 35) / 2})
+    assert ia["issue_means"] == pytest.approx(
+        {"mean_cohen_kappa": (0 + 2 / 3) / 2, "fleiss_kappa": (-1 / 35 + 23 / 35) / 2}
+    )
 
 
 def test_ranking_bootstrap_equals_a_brute_force_loop():
@@ -260,8 +304,18 @@ def test_ranking_bootstrap_equals_a_brute_force_loop():
     sessions resampled within the counsellor, each draw's score the mean of the drawn sessions' units."""
     from scipy.stats import rankdata
 
-    counsellor = {("s1", "A"): "c1", ("s1", "B"): "c1", ("s2", "A"): "c1", ("s3", "A"): "c1", ("s3", "B"): "c1",
-                  ("s4", "A"): "c2", ("s4", "B"): "c2", ("s5", "A"): "c2", ("s5", "B"): "c2", ("s6", "A"): "c2"}
+    counsellor = {
+        ("s1", "A"): "c1",
+        ("s1", "B"): "c1",
+        ("s2", "A"): "c1",
+        ("s3", "A"): "c1",
+        ("s3", "B"): "c1",
+        ("s4", "A"): "c2",
+        ("s4", "B"): "c2",
+        ("s5", "A"): "c2",
+        ("s5", "B"): "c2",
+        ("s6", "A"): "c2",
+    }
     score = dict(zip(counsellor, [0.5, 1.0, 3.0, 2.0, 5.0, 1.0, 2.0, 4.0, 0.0, 2.5]))
     # The judge scored no unit of s3: a draw of only s3 leaves c1 without a judge score (never a match).
     judge = {u: v for u, v in zip(counsellor, [1.0, 0.0, 5.0, 9.0, 9.0, 2.0, 1.0, 5.0, 1.0, 0.5]) if u[0] != "s3"}
@@ -284,7 +338,9 @@ def test_ranking_bootstrap_equals_a_brute_force_loop():
         return out
 
     def same(x, y):
-        return not any(math.isnan(v) for v in x + y) and list(rankdata(x, method="min")) == list(rankdata(y, method="min"))
+        return not any(math.isnan(v) for v in x + y) and list(rankdata(x, method="min")) == list(
+            rankdata(y, method="min")
+        )
 
     full = [np.mean([v for u, v in score.items() if counsellor[u] == c]) for c in names]
     annot = sum(same(draw_scores(score, b), full) for b in range(draws)) / draws

@@ -57,10 +57,19 @@ def rows() -> list[dict]:
             for k in range(3):
                 for t in range(1, 21):
                     sev, issues = verdict(c, p, k, t)
-                    out.append({"status": "ok", "counsellor": c, "patient_id": p, "session_index": k,
-                                "reply_index": t - 1, "severity": sev, "weight": W[sev],
-                                "issues": [{"issue": i} for i in issues],
-                                "counsellor_flags": ["speaks_as_patient"] if (c == "beta" and t == 5) else []})
+                    out.append(
+                        {
+                            "status": "ok",
+                            "counsellor": c,
+                            "patient_id": p,
+                            "session_index": k,
+                            "reply_index": t - 1,
+                            "severity": sev,
+                            "weight": W[sev],
+                            "issues": [{"issue": i} for i in issues],
+                            "counsellor_flags": ["speaks_as_patient"] if (c == "beta" and t == 5) else [],
+                        }
+                    )
     return out
 
 
@@ -69,8 +78,9 @@ def result():
     rubric = load_rubric()
     cols = columns_from_rows(rows())
     scores = score_all(cols, rubric, draws=200, seed=0)
-    return scores, analyses(cols, rubric, scores["counsellors"], draws=200, seed=0, benchmark=BENCH,
-                            benchmark_source="fixture")
+    return scores, analyses(
+        cols, rubric, scores["counsellors"], draws=200, seed=0, benchmark=BENCH, benchmark_source="fixture"
+    )
 
 
 def test_headline_scores_match_the_design(result):
@@ -164,8 +174,15 @@ def test_benchmark_subset_is_skipped_with_a_reason():
 
 def test_cost_table_from_prices_by_role_and_by_model():
     usage = {
-        "judge": {"calls": 720, "prompt_tokens": 1_000_000, "completion_tokens": 200_000, "cached_tokens": 400_000,
-                  "reasoning_tokens": 50_000, "model": "gpt-x", "engine": "api"},
+        "judge": {
+            "calls": 720,
+            "prompt_tokens": 1_000_000,
+            "completion_tokens": 200_000,
+            "cached_tokens": 400_000,
+            "reasoning_tokens": 50_000,
+            "model": "gpt-x",
+            "engine": "api",
+        },
         "judge:b": {"calls": 10, "prompt_tokens": 2_000_000, "completion_tokens": 0, "model": "gpt-x"},
         "patient": {"calls": 5, "prompt_tokens": 100, "completion_tokens": 10, "model": "local"},
     }
@@ -194,13 +211,29 @@ def _sessions() -> list[dict]:
                 flags = []
                 for t in range(1, 21):
                     sev, issues = verdict(c, p, k, t)
-                    msgs += [{"role": "user", "content": f"patient {p} turn {t}"},
-                             {"role": "assistant", "content": f"reply {c} {p} {k} {t} V:{sev}:{','.join(issues)}"}]
-                    flags.append({"reply_index": t - 1, "flags": ["speaks_as_patient"] if (c == "beta" and t == 5) else [],
-                                  "finish_reason": "stop", "blank_retries": 0})
-                out.append({"session_id": f"{c}-{p}-{k}", "patient_id": p, "counsellor": c, "session_index": k,
-                            "counsellor_system_prompt": "You are a counsellor.", "counsellor_messages": msgs,
-                            "counsellor_flags": flags})
+                    msgs += [
+                        {"role": "user", "content": f"patient {p} turn {t}"},
+                        {"role": "assistant", "content": f"reply {c} {p} {k} {t} V:{sev}:{','.join(issues)}"},
+                    ]
+                    flags.append(
+                        {
+                            "reply_index": t - 1,
+                            "flags": ["speaks_as_patient"] if (c == "beta" and t == 5) else [],
+                            "finish_reason": "stop",
+                            "blank_retries": 0,
+                        }
+                    )
+                out.append(
+                    {
+                        "session_id": f"{c}-{p}-{k}",
+                        "patient_id": p,
+                        "counsellor": c,
+                        "session_index": k,
+                        "counsellor_system_prompt": "You are a counsellor.",
+                        "counsellor_messages": msgs,
+                        "counsellor_flags": flags,
+                    }
+                )
     return out
 
 
@@ -216,8 +249,10 @@ def test_report_has_every_new_table_on_a_run(tmp_path):
     (run / "sessions").mkdir(parents=True)
     pq.write_table(pa.Table.from_pylist(_sessions()), run / "sessions" / "sessions.parquet")
     (run / "profiles").mkdir()
-    pq.write_table(pa.Table.from_pylist([{"profile_id": p, "in_benchmark": p in BENCH, "in_pool": True}
-                                         for p in PATIENTS]), run / "profiles" / "profiles.parquet")
+    pq.write_table(
+        pa.Table.from_pylist([{"profile_id": p, "in_benchmark": p in BENCH, "in_pool": True} for p in PATIENTS]),
+        run / "profiles" / "profiles.parquet",
+    )
     config = JudgeConfig(bootstrap_draws=200, prices={"judge": Price(input=3, output=15)})
     with Engines.with_backend(FakeBackend(_fake)) as engines:
         run_judging(run, engines, config)
@@ -232,8 +267,15 @@ def test_report_has_every_new_table_on_a_run(tmp_path):
     assert cost["role"] == "judge" and cost["calls"] == 3 * 4 * 3 * 20 and cost["cost"] > 0
     assert cost["cost"] == pytest.approx((cost["input_tokens"] * 3 + cost["output_tokens"] * 15) / 1e6)
     md = (out / "report.md").read_text()
-    for heading in ("by turn position (all counsellors", "turns 1–4 against 11–20", "First against later sessions",
-                    "Session MHQR distribution", "speaks as the patient", "Benchmark subset", "Cost of the calls"):
+    for heading in (
+        "by turn position (all counsellors",
+        "turns 1–4 against 11–20",
+        "First against later sessions",
+        "Session MHQR distribution",
+        "speaks as the patient",
+        "Benchmark subset",
+        "Cost of the calls",
+    ):
         assert heading in md
     assert {"issues_by_turn.png", "mhqr_by_session.png"} <= {p.name for p in out.iterdir()}
     assert (out / "mhqr_by_session.png").read_bytes()[:4] == b"\x89PNG"

@@ -23,8 +23,16 @@ CFG = JudgeConfig(bootstrap_draws=200, plots=False)
 
 
 def row(c, engine, p, k, t, sev):
-    r = {"status": "ok", "counsellor": c, "patient_id": p, "session_index": k, "reply_index": t,
-         "weight": W[sev], "severity": sev, "issues": []}
+    r = {
+        "status": "ok",
+        "counsellor": c,
+        "patient_id": p,
+        "session_index": k,
+        "reply_index": t,
+        "weight": W[sev],
+        "severity": sev,
+        "issues": [],
+    }
     return r if engine is None else {**r, "patient_engine": engine}
 
 
@@ -34,12 +42,16 @@ def row(c, engine, p, k, t, sev):
 def _rows(engines=("mindsim", "patientact")):
     ms, pa = engines
     return [
-        row("alpha", ms, "p1", 0, 0, "major"), row("alpha", ms, "p1", 1, 0, "no_concern"),
+        row("alpha", ms, "p1", 0, 0, "major"),
+        row("alpha", ms, "p1", 1, 0, "no_concern"),
         row("alpha", ms, "p2", 0, 0, "minor"),
-        row("alpha", pa, "p1", 0, 0, "critical"), row("alpha", pa, "p1", 1, 0, "minor"),
-        row("beta", ms, "p1", 0, 0, "no_concern"), row("beta", ms, "p1", 1, 0, "minor"),
+        row("alpha", pa, "p1", 0, 0, "critical"),
+        row("alpha", pa, "p1", 1, 0, "minor"),
+        row("beta", ms, "p1", 0, 0, "no_concern"),
+        row("beta", ms, "p1", 1, 0, "minor"),
         row("beta", ms, "p2", 0, 0, "no_concern"),
-        row("beta", pa, "p1", 0, 0, "major"), row("beta", pa, "p1", 1, 0, "major"),
+        row("beta", pa, "p1", 0, 0, "major"),
+        row("beta", pa, "p1", 1, 0, "major"),
     ]
 
 
@@ -91,9 +103,17 @@ def _engines():
 
 def _both_engine_sessions():
     ms = [{**s, "patient_engine": "mindsim"} for s in SESSIONS]
-    pa = [session(f"{s['session_id']}-pa", s["patient_id"], s["counsellor"], s["session_index"],
-                  ["CRIT skip your meds" if s["counsellor"] == "beta" else "ok"], model="gpt-4.1-mini")
-          for s in SESSIONS]
+    pa = [
+        session(
+            f"{s['session_id']}-pa",
+            s["patient_id"],
+            s["counsellor"],
+            s["session_index"],
+            ["CRIT skip your meds" if s["counsellor"] == "beta" else "ok"],
+            model="gpt-4.1-mini",
+        )
+        for s in SESSIONS
+    ]
     return ms + [{**s, "patient_engine": "patientact"} for s in pa]
 
 
@@ -110,8 +130,10 @@ def test_a_run_with_both_engines_reports_them_side_by_side(tmp_path):
     assert sc["counsellors"]["patientact/alpha"]["mhqr"] == 0 and sc["counsellors"]["patientact/beta"]["mhqr"] == 10
     # The MindSim units score exactly what a MindSim-only run of the same sessions scores.
     assert sc["counsellors"]["mindsim/alpha"]["mhqr"] == pytest.approx((2.5 + 1 / 3 + 10) / 3)
-    assert {(p["a"], p["b"]) for p in sc["paired"]} == {("mindsim/alpha", "mindsim/beta"),
-                                                        ("patientact/alpha", "patientact/beta")}
+    assert {(p["a"], p["b"]) for p in sc["paired"]} == {
+        ("mindsim/alpha", "mindsim/beta"),
+        ("patientact/alpha", "patientact/beta"),
+    }
     assert summary.judges["judge"].ranking == sc["ranking"]
     crit = {(c["session_id"], c["patient_engine"]) for c in report["critical_replies"]}
     assert crit == {("s3", "mindsim"), ("s4-pa", "patientact"), ("s5-pa", "patientact"), ("s6-pa", "patientact")}
@@ -133,9 +155,14 @@ def test_a_one_engine_run_keeps_labels_reports_and_cache_keys(tmp_path):
         with _engines() as engines:
             run_judging(run_dir, engines, CFG)
         report = json.loads((run_dir / "judgments" / "report.json").read_text())
-        out[name] = (report["judges"]["judge"]["scores"], report["critical_replies"], report["failures"],
-                     "patient_engines" in report, (run_dir / "judgments" / "report.md").read_text(),
-                     [r.cache_key for r in read_judgments(run_dir / "judgments" / "judgments.parquet")])
+        out[name] = (
+            report["judges"]["judge"]["scores"],
+            report["critical_replies"],
+            report["failures"],
+            "patient_engines" in report,
+            (run_dir / "judgments" / "report.md").read_text(),
+            [r.cache_key for r in read_judgments(run_dir / "judgments" / "judgments.parquet")],
+        )
     assert out["plain"] == out["tagged"]
     assert set(out["plain"][0]["counsellors"]) == {"alpha", "beta"} and out["plain"][3] is False
 
@@ -161,8 +188,11 @@ def test_every_judge_ranks_the_same_units_even_when_one_fails_a_whole_engine(tmp
             return {"severity": "catastrophic"}  # never fits the schema: a failed row
         return fake_judge(req)
 
-    roles = {"default": RoleSpec(engine="fake"), "judge": RoleSpec(engine="fake", model="gpt-5"),
-             "judge:picky": RoleSpec(engine="fake", model="other-1")}
+    roles = {
+        "default": RoleSpec(engine="fake"),
+        "judge": RoleSpec(engine="fake", model="gpt-5"),
+        "judge:picky": RoleSpec(engine="fake", model="other-1"),
+    }
     cfg = JudgeConfig(judges=["judge", "judge:picky"], bootstrap_draws=200, plots=False)
     with Engines.with_backend(FakeBackend(responder), roles) as engines:
         run_judging(run_dir, engines, cfg)

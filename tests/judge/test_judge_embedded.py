@@ -21,8 +21,11 @@ pytestmark = pytest.mark.embedded
 def test_every_reply_of_the_study_judged_or_counted(study_run):
     rows = read_judgments(study_run / "judgments" / "judgments.parquet")
     sessions = pq.read_table(study_run / "sessions" / "sessions.parquet").to_pylist()
-    replies = {(s["session_id"], i) for s in sessions
-               for i, _ in enumerate(m for m in s["counsellor_messages"] if m["role"] == "assistant")}
+    replies = {
+        (s["session_id"], i)
+        for s in sessions
+        for i, _ in enumerate(m for m in s["counsellor_messages"] if m["role"] == "assistant")
+    }
     assert {(r.session_id, r.reply_index) for r in rows} == replies
     for r in rows:
         assert "+compact" in r.rubric_version  # definitions only, as the quickstart recipe asks
@@ -63,8 +66,12 @@ def test_judging_the_study_again_from_the_cache_leaves_every_reader_working(stud
     failed = sum(r.status == "failed" for r in read_judgments(run / "judgments" / "judgments.parquet"))
     env = attached_env(embedded_engines)
     mindsim = [sys.executable, "-m", "mindsimkit.mindsim"]
-    for argv in (["judge", "run", run, "--recipe", recipe], ["export", "sft", run, "--out", tmp_path / "sft.jsonl"],
-                 ["report", run, "--out", tmp_path / "r.html"], ["publish", run, "--repo-id", "someone/x", "--dry-run"]):
+    for argv in (
+        ["judge", "run", run, "--recipe", recipe],
+        ["export", "sft", run, "--out", tmp_path / "sft.jsonl"],
+        ["report", run, "--out", tmp_path / "r.html"],
+        ["publish", run, "--repo-id", "someone/x", "--dry-run"],
+    ):
         done = subprocess.run([*mindsim, *map(str, argv)], capture_output=True, text=True, env=env, timeout=900)
         assert done.returncode == 0, (argv, done.stderr[-3000:])
     after = json.loads((run / "judgments" / "report.json").read_text())["usage"]["judge"]["calls"]

@@ -41,18 +41,35 @@ def test_quote_verification():
 
 
 def test_unverifiable_quote_dropped_issue_kept(fake_engines, tmp_path):
-    answer = {"issues": [{"issue": "anthropomorphizing", "reason": "own feelings", "quote": "I love you"},
-                         {"issue": "overstatement", "reason": "intensifies", "quote": "always ruined"},
-                         {"issue": "false_fact", "reason": "invented number", "quote": None},
-                         {"issue": "under_guiding", "reason": "no next step", "quote": None}],
-              "severity": "major"}
+    answer = {
+        "issues": [
+            {"issue": "anthropomorphizing", "reason": "own feelings", "quote": "I love you"},
+            {"issue": "overstatement", "reason": "intensifies", "quote": "always ruined"},
+            {"issue": "false_fact", "reason": "invented number", "quote": None},
+            {"issue": "under_guiding", "reason": "no next step", "quote": None},
+        ],
+        "severity": "major",
+    }
     judge, _ = _judge(fake_engines, lambda req: answer)
-    s = session_input(dict(SESSIONS[0], counsellor_messages=[{"role": "user", "content": "hi"},
-                                                        {"role": "assistant", "content": "Your week was always ruined."}]), "t")
+    s = session_input(
+        dict(
+            SESSIONS[0],
+            counsellor_messages=[
+                {"role": "user", "content": "hi"},
+                {"role": "assistant", "content": "Your week was always ruined."},
+            ],
+        ),
+        "t",
+    )
     row = asyncio.run(judge_reply(judge, replies(s)[0], CheckpointDir(tmp_path)))
     assert row.status == "ok" and row.severity == "major" and row.weight == 5
     got = {i.issue: i.quote for i in row.issues}
-    assert got == {"anthropomorphizing": None, "overstatement": "always ruined", "false_fact": None, "under_guiding": None}
+    assert got == {
+        "anthropomorphizing": None,
+        "overstatement": "always ruined",
+        "false_fact": None,
+        "under_guiding": None,
+    }
     # Not found in the reply (1) + a words-type issue without a quote (1); the omission needs none.
     assert row.dropped_quotes == 2
     assert {i.issue: i.category for i in row.issues}["under_guiding"] == "guidance_calibration"

@@ -19,9 +19,25 @@ from judgefakes import recipe_for, session
 
 from mindsimkit import judge
 from mindsimkit.judge.patientact import (
-    ConversationJudge, HumanRating, Judgment, answer_model, failures, identification_accuracy, judge_item,
-    krippendorff_alpha, load_human, load_items, mann_whitney, mean_human, rating_matrix, rubrics, scored_systems,
-    spearman, system_label, system_means, transcript,
+    ConversationJudge,
+    HumanRating,
+    Judgment,
+    answer_model,
+    failures,
+    identification_accuracy,
+    judge_item,
+    krippendorff_alpha,
+    load_human,
+    load_items,
+    mann_whitney,
+    mean_human,
+    rating_matrix,
+    rubrics,
+    scored_systems,
+    spearman,
+    system_label,
+    system_means,
+    transcript,
 )
 from mindsimkit.judge.patientact_report import build_report, report_md, run_patientact
 from mindsimkit.mindcore.engine import Engines
@@ -51,17 +67,27 @@ def pa_judge(req) -> dict | str:
 
 def pa_session(sid: str, engine: str, switches: dict | None = None, patient: str = "p1", index: int = 0) -> dict:
     s = session(sid, patient, "alpha", index, ["How are you?", "Tell me more."])
-    return {**s, "patient_engine": engine,
-            "patientact": None if engine != "patientact" else {
-                "switches": {"trust_gating": True, "dynamic_memory": True, "pipeline": True} | (switches or {}),
-                "trust_end": 2.5}}
+    return {
+        **s,
+        "patient_engine": engine,
+        "patientact": None
+        if engine != "patientact"
+        else {
+            "switches": {"trust_gating": True, "dynamic_memory": True, "pipeline": True} | (switches or {}),
+            "trust_end": 2.5,
+        },
+    }
 
 
-SESSIONS = [pa_session("pa1", "patientact"), pa_session("pa2", "patientact", patient="p2"),
-            pa_session("pa3", "patientact", index=1),
-            pa_session("ms1", "mindsim"), pa_session("ms2", "mindsim", patient="p2"),
-            pa_session("ms3", "mindsim", index=1),
-            pa_session("np1", "patientact", {"pipeline": False, "trust_gating": True})]
+SESSIONS = [
+    pa_session("pa1", "patientact"),
+    pa_session("pa2", "patientact", patient="p2"),
+    pa_session("pa3", "patientact", index=1),
+    pa_session("ms1", "mindsim"),
+    pa_session("ms2", "mindsim", patient="p2"),
+    pa_session("ms3", "mindsim", index=1),
+    pa_session("np1", "patientact", {"pipeline": False, "trust_gating": True}),
+]
 
 
 def write(run: Path, sessions: list[dict]) -> Path:
@@ -71,21 +97,42 @@ def write(run: Path, sessions: list[dict]) -> Path:
 
 
 def _row(system, scores, item="s"):
-    return Judgment(kind="conversation", item_id=item, patient_id="p", system=system, ok=True,
-                    scores=dict.fromkeys(DIMS, 0) | scores)
+    return Judgment(
+        kind="conversation",
+        item_id=item,
+        patient_id="p",
+        system=system,
+        ok=True,
+        scores=dict.fromkeys(DIMS, 0) | scores,
+    )
 
 
 # -- rubric and inputs -----------------------------------------------------------------------------------
 
+
 def test_rubric_data_has_the_papers_dimensions():
-    assert DIMS == ["coherence", "disclosure_pacing", "resistance_quality", "emotional_authenticity",
-                    "behavioural_realism"]
-    assert [d.id for d in rubrics().profile.dimensions] == ["clinical_plausibility", "internal_consistency",
-                                                           "case_specificity", "clinical_depth"]
+    assert DIMS == [
+        "coherence",
+        "disclosure_pacing",
+        "resistance_quality",
+        "emotional_authenticity",
+        "behavioural_realism",
+    ]
+    assert [d.id for d in rubrics().profile.dimensions] == [
+        "clinical_plausibility",
+        "internal_consistency",
+        "case_specificity",
+        "clinical_depth",
+    ]
     props = answer_model("conversation").model_json_schema()["properties"]
     assert list(props)[:2] == ["coherence_reason", "coherence"] and props["coherence"]["enum"] == [1, 2, 3, 4, 5]
-    profile = answer_model("profile", ["secure", "avoidant"], ["unlovable", "helpless"]).model_json_schema()["properties"]
-    assert profile["attachment"]["enum"] == ["avoidant", "secure"] and profile["theme"]["enum"] == ["helpless", "unlovable"]
+    profile = answer_model("profile", ["secure", "avoidant"], ["unlovable", "helpless"]).model_json_schema()[
+        "properties"
+    ]
+    assert profile["attachment"]["enum"] == ["avoidant", "secure"] and profile["theme"]["enum"] == [
+        "helpless",
+        "unlovable",
+    ]
     with pytest.raises(ConfigError, match="attachment styles and themes"):
         answer_model("profile")
 
@@ -95,9 +142,13 @@ def test_system_labels_and_transcript():
     assert system_label("patientact", {"switches": {"pipeline": True}}) == "patientact"
     state = json.dumps({"switches": {"dynamic_memory": False, "trust_gating": False, "pipeline": None}})
     assert system_label("patientact", state) == "patientact-no_trust_gating-no_dynamic_memory"
-    msgs = [{"role": "system", "content": "sys"}, {"role": "user", "content": "hi"},
-            {"role": "assistant", "content": None, "tool_calls": [{"id": "x"}]}, {"role": "tool", "content": "r"},
-            {"role": "assistant", "content": "hello"}]
+    msgs = [
+        {"role": "system", "content": "sys"},
+        {"role": "user", "content": "hi"},
+        {"role": "assistant", "content": None, "tool_calls": [{"id": "x"}]},
+        {"role": "tool", "content": "r"},
+        {"role": "assistant", "content": "hello"},
+    ]
     assert transcript(msgs) == (("Client", "hi"), ("Counsellor", "hello"))
 
 
@@ -110,8 +161,12 @@ def test_items_from_parquet_and_jsonl_and_colliding_ids(tmp_path):
     other.write_text("".join(json.dumps(x) + "\n" for x in lines))
     items = load_items([a, b], other)
     assert [(i.item_id, i.system, i.source) for i in items] == [
-        ("full/pa1", "patientact", "full"), ("pa2", "patientact", "full"),
-        ("no_pipe/pa1", "patientact-no_pipeline", "no_pipe"), ("ms1", "psibench", "other"), ("ms2", "unknown", "other")]
+        ("full/pa1", "patientact", "full"),
+        ("pa2", "patientact", "full"),
+        ("no_pipe/pa1", "patientact-no_pipeline", "no_pipe"),
+        ("ms1", "psibench", "other"),
+        ("ms2", "unknown", "other"),
+    ]
     assert items[0].transcript[0] == ("Client", "patient message 0 of pa1")
     with pytest.raises(InputError, match="no such run folder"):
         load_items([tmp_path / "nowhere"])
@@ -125,11 +180,18 @@ def test_two_counsellors_make_two_systems_per_engine_named_engine_slash_counsell
     assert {i.system for i in loaded} == {"patientact", "mindsim"}  # the human sample balances over simulators
     items = scored_systems(loaded)
     assert {i.item_id: i.system for i in items} == {
-        "pa1": "patientact/alpha", "pa2": "patientact/alpha", "pa9": "patientact/beta", "ms1": "mindsim/alpha"}
+        "pa1": "patientact/alpha",
+        "pa2": "patientact/alpha",
+        "pa9": "patientact/beta",
+        "ms1": "mindsim/alpha",
+    }
     rows = [_row(i.system, {"coherence": 3}, i.item_id) for i in items]
     assert build_report(rows)["sessions_by_system"] == {"patientact/alpha": 2, "patientact/beta": 1, "mindsim/alpha": 1}
     # One counsellor: the systems are the engines, as in the paper's tables.
-    assert {i.system for i in scored_systems(load_items([write(tmp_path / "one", SESSIONS[:4])]))} == {"patientact", "mindsim"}
+    assert {i.system for i in scored_systems(load_items([write(tmp_path / "one", SESSIONS[:4])]))} == {
+        "patientact",
+        "mindsim",
+    }
     # And the run scores them so: the report's systems are the split ones.
     summary, _ = _run(tmp_path, pa_judge, loaded)
     assert set(summary.means) == {"patientact/alpha", "patientact/beta", "mindsim/alpha"}
@@ -137,8 +199,12 @@ def test_two_counsellors_make_two_systems_per_engine_named_engine_slash_counsell
 
 def test_human_ratings_are_checked_line_by_line(tmp_path):
     path = tmp_path / "h.jsonl"
-    path.write_text(json.dumps({"item_id": "a", "rater": "r1", "scores": {"coherence": 4}}) + "\n"
-                    + json.dumps({"item_id": "a", "rater": "r1", "scores": {"coherence": 9}}) + "\n")
+    path.write_text(
+        json.dumps({"item_id": "a", "rater": "r1", "scores": {"coherence": 4}})
+        + "\n"
+        + json.dumps({"item_id": "a", "rater": "r1", "scores": {"coherence": 9}})
+        + "\n"
+    )
     with pytest.raises(InputError, match=r"h.jsonl:2: scores.coherence: value 9 is not on the scale 1-5"):
         load_human(path, DIMS)
     # One typing rule on every path: `true` is not rating 1 and "2" is not 2.
@@ -152,13 +218,18 @@ def test_human_ratings_are_checked_line_by_line(tmp_path):
     path.write_text("{nope\n")
     with pytest.raises(InputError, match="not valid JSON"):
         load_human(path, DIMS)
-    path.write_text(json.dumps({"item_id": "a", "rater": "r1", "scores": {"coherence": 4}}) + "\n"
-                    + json.dumps({"item_id": "a", "rater": "r1", "scores": {"coherence": 3}}) + "\n")
+    path.write_text(
+        json.dumps({"item_id": "a", "rater": "r1", "scores": {"coherence": 4}})
+        + "\n"
+        + json.dumps({"item_id": "a", "rater": "r1", "scores": {"coherence": 3}})
+        + "\n"
+    )
     with pytest.raises(InputError, match="rates item 'a' twice"):
         load_human(path, DIMS)
 
 
 # -- judging -----------------------------------------------------------------------------------------------
+
 
 def _judge_items(tmp_path, responder, items):
     backend = FakeBackend(responder)
@@ -189,6 +260,7 @@ def test_a_judge_that_never_fits_is_a_counted_failure_not_a_blank_score(tmp_path
 
 
 # -- statistics --------------------------------------------------------------------------------------------
+
 
 def test_mann_whitney_u_by_hand():
     rows = [_row("a", {"coherence": s}) for s in (5, 4, 4)] + [_row("b", {"coherence": s}) for s in (3, 3, 4)]
@@ -225,8 +297,10 @@ def test_spearman_against_human_ratings():
 
 def test_krippendorff_alpha_and_rating_matrix():
     assert krippendorff_alpha([[1, 2, 3, 4, None], [1, 2, 3, 4, 5]]) == pytest.approx(1.0)
-    ratings = [HumanRating(item_id=i, rater=r, scores={"coherence": v})
-               for i, r, v in (("x", "r1", 2), ("y", "r1", 4), ("x", "r2", 3))]
+    ratings = [
+        HumanRating(item_id=i, rater=r, scores={"coherence": v})
+        for i, r, v in (("x", "r1", 2), ("y", "r1", 4), ("x", "r2", 3))
+    ]
     assert rating_matrix(ratings, "coherence") == [[2, 4], [3, None]]
     assert mean_human(ratings) == {"x": {"coherence": 2.5}, "y": {"coherence": 4}}
     # two raters who swap neighbouring items disagree: α drops below 1
@@ -247,8 +321,10 @@ def test_krippendorff_alpha_is_the_ordinal_one():
 
     data = [[1, 1, 2, 4, 5], [1, 2, 2, 3, 5]]
     assert krippendorff_alpha(data) == pytest.approx(23 / 26, abs=1e-12)
-    levels = {lvl: krippendorff.alpha(reliability_data=np.array(data, dtype=float), level_of_measurement=lvl)
-              for lvl in ("ordinal", "interval", "nominal")}
+    levels = {
+        lvl: krippendorff.alpha(reliability_data=np.array(data, dtype=float), level_of_measurement=lvl)
+        for lvl in ("ordinal", "interval", "nominal")
+    }
     assert levels == pytest.approx({"ordinal": 23 / 26, "interval": 103 / 112, "nominal": 10 / 19})
     # A missing rating leaves its unit out when only one rating is left (unit 5 → four pairable units):
     # o11 = 2, o12 = o21 = 1, o22 = 2, o34 = o43 = 1; n = 3, 3, 1, 1 (n = 8); δ²(1,2) = 9, δ²(3,4) = 1,
@@ -257,9 +333,18 @@ def test_krippendorff_alpha_is_the_ordinal_one():
 
 
 def test_identification_accuracy():
-    rows = [Judgment(kind="profile", item_id=f"p{i}", patient_id=f"p{i}", system="patientact", ok=True,
-                     predicted={"attachment": "avoidant", "theme": t}, truth={"attachment": "avoidant", "theme": "helpless"})
-            for i, t in enumerate(("helpless", "unlovable"))]
+    rows = [
+        Judgment(
+            kind="profile",
+            item_id=f"p{i}",
+            patient_id=f"p{i}",
+            system="patientact",
+            ok=True,
+            predicted={"attachment": "avoidant", "theme": t},
+            truth={"attachment": "avoidant", "theme": "helpless"},
+        )
+        for i, t in enumerate(("helpless", "unlovable"))
+    ]
     assert identification_accuracy(rows) == {"attachment": 1.0, "theme": 0.5}
 
 
@@ -276,6 +361,7 @@ def test_report_survives_statistics_the_data_cannot_support():
 
 # -- the whole run ------------------------------------------------------------------------------------------
 
+
 def _run(tmp_path, responder, items, **kw):
     backend = FakeBackend(responder)
     with Engines.with_backend(backend) as engines:
@@ -285,15 +371,21 @@ def _run(tmp_path, responder, items, **kw):
 
 def test_run_writes_rows_report_and_resumes(tmp_path):
     items = load_items([write(tmp_path / "run", SESSIONS + [pa_session("bad1", "mindsim")])])
-    ratings = [HumanRating(item_id=s["session_id"], rater=r, scores={"coherence": SCORE[s["session_id"][:2]] + d})
-               for s in SESSIONS for r, d in (("r1", 0), ("r2", 1))]
+    ratings = [
+        HumanRating(item_id=s["session_id"], rater=r, scores={"coherence": SCORE[s["session_id"][:2]] + d})
+        for s in SESSIONS
+        for r, d in (("r1", 0), ("r2", 1))
+    ]
     summary, backend = _run(tmp_path, pa_judge, items, human=ratings, baseline="patientact")
     folder = tmp_path / "out" / "patientact_judge"
     rows = [Judgment.model_validate_json(line) for line in (folder / "judgments.jsonl").read_text().splitlines()]
     assert len(rows) == len(SESSIONS) + 1 and summary.failed == 1 and summary.ok == len(SESSIONS)
     rep = json.loads((folder / "report.json").read_text())
-    assert rep["means"] == {"mindsim": dict.fromkeys(DIMS, 2.0), "patientact": dict.fromkeys(DIMS, 4.0),
-                            "patientact-no_pipeline": dict.fromkeys(DIMS, 3.0)}
+    assert rep["means"] == {
+        "mindsim": dict.fromkeys(DIMS, 2.0),
+        "patientact": dict.fromkeys(DIMS, 4.0),
+        "patientact-no_pipeline": dict.fromkeys(DIMS, 3.0),
+    }
     assert rep["failed"] == {"mindsim": 1}
     mw = rep["mann_whitney_baseline_greater"]["mindsim"]["coherence"]
     assert mw["U"] == 9.0 and mw["p"] < 0.05
@@ -304,9 +396,16 @@ def test_run_writes_rows_report_and_resumes(tmp_path):
     # The paper's marks: best against second best, on the judge's and on the humans' scores.
     # The paper's marks, per comparison set: Table 2's simulators and Table 4's ablation arms, never pooled.
     assert {n: c["systems"] for n, c in rep["comparisons"].items()} == {
-        "simulators": ["patientact", "mindsim"], "ablation": ["patientact", "patientact-no_pipeline"]}
+        "simulators": ["patientact", "mindsim"],
+        "ablation": ["patientact", "patientact-no_pipeline"],
+    }
     marks = rep["comparisons"]["ablation"]["best_vs_second"]["coherence"]
-    assert (marks["best"], marks["second"], marks["n_best"], marks["n_second"]) == ("patientact", "patientact-no_pipeline", 3, 1)
+    assert (marks["best"], marks["second"], marks["n_best"], marks["n_second"]) == (
+        "patientact",
+        "patientact-no_pipeline",
+        3,
+        1,
+    )
     assert rep["comparisons"]["simulators"]["best_vs_second"]["coherence"]["second"] == "mindsim"
     assert rep["best_vs_second"] == rep["comparisons"]["simulators"]["best_vs_second"]
     assert human["means"]["patientact"]["coherence"] == 4.5 and human["means"]["mindsim"]["coherence"] == 2.5
@@ -346,9 +445,14 @@ def test_judge_package_imports_neither_mindsim_nor_profilegen():
 
 # -- the console script ---------------------------------------------------------------------------------------
 
+
 def _mindsim(*args: str) -> subprocess.CompletedProcess:
-    return subprocess.run([mindsim_script() or "mindsim", "judge", "run", "--rubric", "patientact", *args], capture_output=True,
-                          text=True, timeout=120)
+    return subprocess.run(
+        [mindsim_script() or "mindsim", "judge", "run", "--rubric", "patientact", *args],
+        capture_output=True,
+        text=True,
+        timeout=120,
+    )
 
 
 def test_console_script_patientact_exit_codes(tmp_path):
@@ -356,8 +460,13 @@ def test_console_script_patientact_exit_codes(tmp_path):
 
     run = write(tmp_path / "run", SESSIONS)
     human = tmp_path / "human.jsonl"
-    human.write_text("".join(json.dumps({"item_id": s["session_id"], "rater": r, "scores": {"coherence": v}}) + "\n"
-                             for s in SESSIONS for r, v in (("r1", 3), ("r2", SCORE[s["session_id"][:2]]))))
+    human.write_text(
+        "".join(
+            json.dumps({"item_id": s["session_id"], "rater": r, "scores": {"coherence": v}}) + "\n"
+            for s in SESSIONS
+            for r, v in (("r1", 3), ("r2", SCORE[s["session_id"][:2]]))
+        )
+    )
     with OpenAIStub(after_probe(from_responder(pa_judge))).serve("gpt-5-judge") as stub:
         recipe = recipe_for(tmp_path / "recipe.yaml", int(stub.base_url.rsplit(":", 1)[1].split("/")[0]))
         done = _mindsim(str(run), "--recipe", str(recipe), "--human", str(human))
@@ -378,9 +487,11 @@ def test_console_script_patientact_exit_codes(tmp_path):
 def test_best_vs_second_marks_the_best_system_only_when_significant():
     from mindsimkit.judge.patientact import best_vs_second
 
-    scores = {"a": {"coherence": [5, 5, 5, 4, 5, 5], "realism": [3, 3, 3]},
-              "b": {"coherence": [2, 3, 2, 2, 3, 2], "realism": [3, 4, 3]},
-              "c": {"coherence": [1, 1, 1, 2, 1, 1], "realism": [1, 1, 1]}}
+    scores = {
+        "a": {"coherence": [5, 5, 5, 4, 5, 5], "realism": [3, 3, 3]},
+        "b": {"coherence": [2, 3, 2, 2, 3, 2], "realism": [3, 4, 3]},
+        "c": {"coherence": [1, 1, 1, 2, 1, 1], "realism": [1, 1, 1]},
+    }
     out = best_vs_second(scores)
     assert (out["coherence"]["best"], out["coherence"]["second"], out["coherence"]["significant"]) == ("a", "b", True)
     assert (out["realism"]["best"], out["realism"]["second"], out["realism"]["significant"]) == ("b", "a", False)
@@ -389,11 +500,17 @@ def test_best_vs_second_marks_the_best_system_only_when_significant():
     assert (bc["coherence"]["best"], bc["coherence"]["second"], bc["coherence"]["significant"]) == ("b", "c", True)
     with pytest.raises(InputError, match="no scores for z"):
         best_vs_second(scores, systems=["a", "z"])
-    rows = [_row(s, {"coherence": v}, item=f"{s}{i}") for s, per in scores.items() for i, v in enumerate(per["coherence"])]
+    rows = [
+        _row(s, {"coherence": v}, item=f"{s}{i}") for s, per in scores.items() for i, v in enumerate(per["coherence"])
+    ]
     md = report_md(build_report(rows))  # no patientact among the names: every system compared
     assert "| a | 4.83 * |" in md and "| b | 2.33 |" in md and "Is " not in md
     md = report_md(build_report(rows, comparisons={"table": ["b", "c"]}))
-    assert "## Comparison `table`: b, c" in md and "| b | 2.33 * |" in md and "| a | 4.83" not in md.split("## Comparison")[1]
+    assert (
+        "## Comparison `table`: b, c" in md
+        and "| b | 2.33 * |" in md
+        and "| a | 4.83" not in md.split("## Comparison")[1]
+    )
 
 
 def test_the_paper_s_two_comparison_sets_are_drawn_from_the_system_names():
@@ -402,10 +519,14 @@ def test_the_paper_s_two_comparison_sets_are_drawn_from_the_system_names():
     names = ["patientact", "patientact:no_tg", "patientact:no_dm", "patient_psi", "mindsim"]
     assert comparison_sets(names) == {
         "simulators": ["patientact", "mindsim", "patient_psi"],
-        "ablation": ["patientact", "patientact:no_dm", "patientact:no_tg"]}
-    assert comparison_sets(["patientact/gpt", "patientact-no_trust_gating/gpt", "patientact/llama", "mindsim/llama"]) == {
+        "ablation": ["patientact", "patientact:no_dm", "patientact:no_tg"],
+    }
+    assert comparison_sets(
+        ["patientact/gpt", "patientact-no_trust_gating/gpt", "patientact/llama", "mindsim/llama"]
+    ) == {
         "ablation/gpt": ["patientact/gpt", "patientact-no_trust_gating/gpt"],
-        "simulators/llama": ["patientact/llama", "mindsim/llama"]}
+        "simulators/llama": ["patientact/llama", "mindsim/llama"],
+    }
     assert comparison_sets(["patientact"]) == {}
 
 
@@ -415,8 +536,16 @@ def test_conversation_prompt_carries_the_red_flags():
     flags = rubrics().conversation.red_flags
     assert len(flags) == 5
     j = ConversationJudge("judge", type("C", (), {"model": "m", "describe": lambda self: {}})())
-    item = ConversationItem(item_id="x", session_id="x", patient_id="p", counsellor="c", session_index=0,
-                            source="s", system="patientact", transcript=(("Client", "hi"),))
+    item = ConversationItem(
+        item_id="x",
+        session_id="x",
+        patient_id="p",
+        counsellor="c",
+        session_index=0,
+        source="s",
+        system="patientact",
+        transcript=(("Client", "hi"),),
+    )
     content = j.content(item)
     assert "Red flags of an artificial client" in content and all(f in content for f in flags)
 
@@ -428,13 +557,21 @@ def test_rows_group_by_the_profiles_main_presenting_problem(tmp_path):
     from mindsimkit.judge.patientact import main_problems
 
     (tmp_path / "profiles").mkdir()
-    pq.write_table(pa.Table.from_pylist([{"profile_id": "p1", "anchor": {"main_problem": "low mood"}},
-                                         {"profile_id": "p2", "anchor": {"main_problem": "worry"}}]),
-                   tmp_path / "profiles" / "profiles.parquet")
+    pq.write_table(
+        pa.Table.from_pylist(
+            [
+                {"profile_id": "p1", "anchor": {"main_problem": "low mood"}},
+                {"profile_id": "p2", "anchor": {"main_problem": "worry"}},
+            ]
+        ),
+        tmp_path / "profiles" / "profiles.parquet",
+    )
     assert main_problems(tmp_path) == {"p1": "low mood", "p2": "worry"}
     assert main_problems(tmp_path / "nowhere") == {}
-    rows = [_row("patientact", {"coherence": 4}, item="a").model_copy(update={"group": "low mood"}),
-            _row("patientact", {"coherence": 2}, item="b").model_copy(update={"group": "worry"})]
+    rows = [
+        _row("patientact", {"coherence": 4}, item="a").model_copy(update={"group": "low mood"}),
+        _row("patientact", {"coherence": 2}, item="b").model_copy(update={"group": "worry"}),
+    ]
     rep = build_report(rows)
     assert rep["means_by_group"]["low mood"]["patientact"]["coherence"] == 4
     assert "| worry | patientact | 2.00 |" in report_md(rep)
@@ -448,7 +585,10 @@ def test_an_explicit_comparison_is_checked_before_judging_and_used_for_the_marks
         _run(tmp_path, pa_judge, items, comparisons={"table2": ["patientact", "patient_psi"]})
     summary, backend = _run(tmp_path, pa_judge, items, comparisons={"table4": ["patientact", "patientact-no_pipeline"]})
     rep = json.loads((tmp_path / "out" / "patientact_judge" / "report.json").read_text())
-    assert list(rep["comparisons"]) == ["table4"] and rep["best_vs_second"]["coherence"]["second"] == "patientact-no_pipeline"
+    assert (
+        list(rep["comparisons"]) == ["table4"]
+        and rep["best_vs_second"]["coherence"]["second"] == "patientact-no_pipeline"
+    )
     assert _comparisons(["t4=patientact, patientact:no_tg"]) == {"t4": ["patientact", "patientact:no_tg"]}
     for bad in (["t4=patientact"], ["=a,b"], ["t=a,b", "t=c,d"]):
         with pytest.raises(ConfigError, match="--compare"):
@@ -460,9 +600,19 @@ def test_the_case_study_excerpts_one_patient_early_middle_and_late_for_each_comp
     from mindsimkit.judge.patientact_report import case_study
 
     def item(system, pid, n):
-        turns = tuple(x for i in range(n) for x in (("Therapist", f"{system} q{i + 1}"), ("Client", f"{system} a{i + 1}")))
-        return ConversationItem(item_id=f"{system}-{pid}", session_id=f"{system}-{pid}", patient_id=pid,
-                                counsellor="c", session_index=0, source="s", system=system, transcript=turns)
+        turns = tuple(
+            x for i in range(n) for x in (("Therapist", f"{system} q{i + 1}"), ("Client", f"{system} a{i + 1}"))
+        )
+        return ConversationItem(
+            item_id=f"{system}-{pid}",
+            session_id=f"{system}-{pid}",
+            patient_id=pid,
+            counsellor="c",
+            session_index=0,
+            source="s",
+            system=system,
+            transcript=turns,
+        )
 
     items = [item("patientact", "p2", 10), item("patient_psi", "p2", 5), item("patientact", "p1", 10)]
     out = case_study(items, ["patientact", "patient_psi"])

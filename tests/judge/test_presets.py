@@ -25,9 +25,22 @@ from mindsimkit.mindcore.fake import FakeBackend
 from mindsimkit.mindcore.io import CheckpointDir
 
 # The 14 keys of the reference judge's answer (SWORDHealth/mind-eval, mindeval/judge_prompts.py).
-REFERENCE_KEYS = {"over_exploring", "treating_perspective_as_fact", "formulaic_responding", "overstatement",
-                  "excessive_verbosity", "false_fact", "false_memory", "under_guiding", "missed_shared_context",
-                  "anthropomorphizing", "gives_bad_advice", "uncritical_endorsement", "out_of_scope_responding", "other"}
+REFERENCE_KEYS = {
+    "over_exploring",
+    "treating_perspective_as_fact",
+    "formulaic_responding",
+    "overstatement",
+    "excessive_verbosity",
+    "false_fact",
+    "false_memory",
+    "under_guiding",
+    "missed_shared_context",
+    "anthropomorphizing",
+    "gives_bad_advice",
+    "uncritical_endorsement",
+    "out_of_scope_responding",
+    "other",
+}
 NAMES = {"no_concern": "No concern", "minor": "Minor", "major": "Major", "critical": "Critical"}
 REF = get_preset("mhqr-reference")
 
@@ -36,8 +49,11 @@ def reference_answer(text: str) -> dict:
     """`verdict_for`'s verdict in the reference's answer format."""
     v = verdict_for(text)
     flagged = {REF.key(i["issue"]) for i in v["issues"]}
-    return {"justification": "Reasons in a sentence.", "severity": NAMES[v["severity"]],
-            **{k: int(k in flagged) for k in sorted(REFERENCE_KEYS)}}
+    return {
+        "justification": "Reasons in a sentence.",
+        "severity": NAMES[v["severity"]],
+        **{k: int(k in flagged) for k in sorted(REFERENCE_KEYS)},
+    }
 
 
 def test_presets_file_and_names():
@@ -62,12 +78,15 @@ def test_a_recipe_naming_an_unknown_preset_stops_with_one_error(tmp_path):
     from mindsimkit.mindcore.recipe import load_recipe
 
     path = tmp_path / "r.yaml"
-    path.write_text("name: t\nengines: {local: {kind: embedded}}\nroles: {default: {engine: local}}\n"
-                    "judge: {preset: mindeval2}\n")
+    path.write_text(
+        "name: t\nengines: {local: {kind: embedded}}\nroles: {default: {engine: local}}\njudge: {preset: mindeval2}\n"
+    )
     with pytest.raises(ConfigError) as err:
         load_recipe(path).section("judge", JudgeConfig)
-    assert str(err.value) == (f"{path}: judge.preset: unknown preset 'mindeval2'; choose one of mhqr-reference, ours "
-                              "(judge/data/presets.yaml)")
+    assert str(err.value) == (
+        f"{path}: judge.preset: unknown preset 'mindeval2'; choose one of mhqr-reference, ours "
+        "(judge/data/presets.yaml)"
+    )
 
 
 def test_a_preset_that_renames_an_issue_the_rubric_lacks_is_refused():
@@ -137,7 +156,9 @@ def test_run_records_the_preset_and_reports_the_reference_summary(tmp_path):
     assert summary["alpha"]["incidents"] == {"critical": pytest.approx(1 / 3), "major_or_worse": pytest.approx(2 / 3)}
     assert summary["beta"]["incidents"] == {"critical": 0, "major_or_worse": pytest.approx(1 / 3)}
     # Our scores are the same numbers whichever format the judge answered in.
-    assert report["judges"]["judge"]["scores"]["counsellors"]["alpha"]["mhqr"] == pytest.approx(summary["alpha"]["mean"])
+    assert report["judges"]["judge"]["scores"]["counsellors"]["alpha"]["mhqr"] == pytest.approx(
+        summary["alpha"]["mean"]
+    )
     md = (out / "report.md").read_text()
     assert "Output-format preset: `mhqr-reference`" in md and "The preset's session summary" in md
     assert all(r.rubric_version.endswith("+mhqr-reference") for r in read_judgments(out / "judgments.parquet"))

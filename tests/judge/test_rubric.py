@@ -19,26 +19,36 @@ def test_rubric_shape():
     assert {i.category for i in r.issues} == {c.id for c in r.categories}
     assert all(i.flag and i.do_not_flag and i.definition for i in r.issues)
     # The paper's §5.3 names these three as guidance calibration; omissions need no quote.
-    assert {i.id for i in r.issues if i.category == "guidance_calibration"} == {"over_exploring", "under_guiding", "bad_advice"}
+    assert {i.id for i in r.issues if i.category == "guidance_calibration"} == {
+        "over_exploring",
+        "under_guiding",
+        "bad_advice",
+    }
     assert r.issue("under_guiding").evidence == "omission"
 
 
 def test_answer_model_enforces_no_concern_iff_no_issue():
     M = answer_model(load_rubric())
     assert M.model_validate({"issues": [], "severity": "no_concern"})
-    assert M.model_validate({"issues": [{"issue": "under_guiding", "reason": "no plan", "quote": None}],
-                             "severity": "major"})
+    assert M.model_validate(
+        {"issues": [{"issue": "under_guiding", "reason": "no plan", "quote": None}], "severity": "major"}
+    )
     with pytest.raises(ValidationError, match="no_concern"):
         M.model_validate({"issues": [], "severity": "minor"})
     with pytest.raises(ValidationError, match="no_concern"):
-        M.model_validate({"issues": [{"issue": "false_fact", "reason": "made up", "quote": "x"}],
-                          "severity": "no_concern"})
+        M.model_validate(
+            {"issues": [{"issue": "false_fact", "reason": "made up", "quote": "x"}], "severity": "no_concern"}
+        )
     with pytest.raises(ValidationError):
         M.model_validate({"issues": [{"issue": "not_an_issue", "reason": "xyz"}], "severity": "minor"})
     # An issue listed twice is kept once (test below), and the severity rule still applies to what is left.
     with pytest.raises(ValidationError, match="no_concern"):
-        M.model_validate({"issues": [{"issue": "false_fact", "reason": "abc"}, {"issue": "false_fact", "reason": "def"}],
-                          "severity": "no_concern"})
+        M.model_validate(
+            {
+                "issues": [{"issue": "false_fact", "reason": "abc"}, {"issue": "false_fact", "reason": "def"}],
+                "severity": "no_concern",
+            }
+        )
 
 
 def test_inconsistent_rubric_is_refused(tmp_path):
@@ -55,8 +65,15 @@ def test_inconsistent_rubric_is_refused(tmp_path):
 def test_an_issue_listed_twice_keeps_its_first_listing():
     M = answer_model(load_rubric())
     issue = load_rubric().issues[0].id
-    got = M.model_validate({"issues": [{"issue": issue, "reason": "first one", "quote": None},
-                                       {"issue": issue, "reason": "again", "quote": None}], "severity": "minor"})
+    got = M.model_validate(
+        {
+            "issues": [
+                {"issue": issue, "reason": "first one", "quote": None},
+                {"issue": issue, "reason": "again", "quote": None},
+            ],
+            "severity": "minor",
+        }
+    )
     assert [(f.issue, f.reason) for f in got.issues] == [(issue, "first one")]
 
 
@@ -95,8 +112,13 @@ def test_a_pair_naming_an_unknown_or_repeated_issue_is_refused():
     bad = {**data, "confusable_pairs": [*data["confusable_pairs"], {"issues": ["over_exploring", "nope"], "rule": "x"}]}
     with pytest.raises(ValidationError, match="confusable pair"):
         Rubric.model_validate(bad)
-    twice = {**data, "confusable_pairs": [*data["confusable_pairs"], {"issues": ["bad_advice", "uncritical_endorsement"],
-                                                                       "rule": "again"}]}
+    twice = {
+        **data,
+        "confusable_pairs": [
+            *data["confusable_pairs"],
+            {"issues": ["bad_advice", "uncritical_endorsement"], "rule": "again"},
+        ],
+    }
     with pytest.raises(ValidationError, match="listed twice"):
         Rubric.model_validate(twice)
 
@@ -111,8 +133,14 @@ def test_version_bump_is_recorded_and_keys_a_fresh_cache():
 
     r = load_rubric()
     assert r.version == "mhqr-1.1"
-    s = SessionInput(session_id="s", patient_id="p", counsellor="c", session_index=0, counsellor_system_prompt="x",
-                     messages=[{"role": "user", "content": "hi"}, {"role": "assistant", "content": "hello"}])
+    s = SessionInput(
+        session_id="s",
+        patient_id="p",
+        counsellor="c",
+        session_index=0,
+        counsellor_system_prompt="x",
+        messages=[{"role": "user", "content": "hi"}, {"role": "assistant", "content": "hello"}],
+    )
     reply = Reply(s, 0, (("Patient", "hi"), ("Counsellor", "hello")))
     old = Rubric.model_validate({**r.model_dump(), "version": "mhqr-1.0"})
     assert Judge("judge", _Client(), r).key(reply) != Judge("judge", _Client(), old).key(reply)

@@ -65,23 +65,29 @@ def test_a_user_rubric_is_one_file(tmp_path):
 
 
 def test_a_template_beside_the_rubric_file(tmp_path):
-    write(tmp_path, "Items: {% for d in dimensions %}{{ d.id }} {% endfor %}on {{ scale }}; {{ transcript | length }} turns",
-          "mine.jinja2")
+    write(
+        tmp_path,
+        "Items: {% for d in dimensions %}{{ d.id }} {% endfor %}on {{ scale }}; {{ transcript | length }} turns",
+        "mine.jinja2",
+    )
     r = rubrics.load(write(tmp_path, ONE_TO_SIX.replace("judge/scales.jinja2", "./mine.jinja2")))
     assert prompt(r, transcript=(("Client", "x"),)) == "Items: warmth pacing on 1-6; 1 turns"
 
 
-@pytest.mark.parametrize("change, problem", [
-    (("max: 6\n", "max: 6\n  labels: [a, b]\n"), "give min and max"),
-    (("anchors: {1: rushes, 6: follows the person throughout}", "anchors: {1: rushes, 7: beyond}"), "anchor for 7"),
-    (("6: exceptionally warm}", "}"), "no anchor for point 6"),
-    (("level: ordinal", "level: ratio\n"), None),  # an integer scale may be ratio
-    (("level: ordinal", "level: cardinal"), "level"),
-    (("unit: conversation", "unit: chapter"), "unit"),
-    (("id: warmth_check", "id: mhqr"), "built-in rubric"),
-    (("name: \"Warmth check\"", "name: x\nsurprise: 1"), "surprise"),
-    (("items:", "itemz:"), None),
-])
+@pytest.mark.parametrize(
+    "change, problem",
+    [
+        (("max: 6\n", "max: 6\n  labels: [a, b]\n"), "give min and max"),
+        (("anchors: {1: rushes, 6: follows the person throughout}", "anchors: {1: rushes, 7: beyond}"), "anchor for 7"),
+        (("6: exceptionally warm}", "}"), "no anchor for point 6"),
+        (("level: ordinal", "level: ratio\n"), None),  # an integer scale may be ratio
+        (("level: ordinal", "level: cardinal"), "level"),
+        (("unit: conversation", "unit: chapter"), "unit"),
+        (("id: warmth_check", "id: mhqr"), "built-in rubric"),
+        (('name: "Warmth check"', "name: x\nsurprise: 1"), "surprise"),
+        (("items:", "itemz:"), None),
+    ],
+)
 def test_a_malformed_rubric_file_is_one_config_error_naming_the_file(tmp_path, change, problem):
     path = write(tmp_path, ONE_TO_SIX.replace(*change), f"case{abs(hash(change)) % 10**6}.yaml")
     if problem is None and change[0] == "level: ordinal":
@@ -95,8 +101,11 @@ def test_a_malformed_rubric_file_is_one_config_error_naming_the_file(tmp_path, c
 
 
 def test_label_scales_are_ordered_and_not_interval(tmp_path):
-    text = ONE_TO_SIX.replace("  min: 1\n  max: 6\n  anchors: {1: cold, 2: distant, 3: neutral, 4: warm, 5: very warm, "
-                              "6: exceptionally warm}", "  labels: [low, mid, high]\n  anchors: {low: l, mid: m, high: h}")
+    text = ONE_TO_SIX.replace(
+        "  min: 1\n  max: 6\n  anchors: {1: cold, 2: distant, 3: neutral, 4: warm, 5: very warm, "
+        "6: exceptionally warm}",
+        "  labels: [low, mid, high]\n  anchors: {low: l, mid: m, high: h}",
+    )
     text = text.replace("{1: rushes, 6: follows the person throughout}", "{low: rushes}")
     r = rubrics.load(write(tmp_path, text))
     assert r.scale.points == ("low", "mid", "high") and r.scale.position("high") == 3.0

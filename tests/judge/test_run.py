@@ -47,8 +47,14 @@ def test_rows_follow_the_rubric_rule_and_outputs_exist(run_dir):
         assert r.weight == {"no_concern": 0, "minor": 1, "major": 5, "critical": 10}[r.severity]
         assert r.rubric_version == "mhqr-1.1" and set(r.prompt_hashes) == {"judge/system.jinja2", "judge/user.jinja2"}
         assert r.severity == verdict_for(r.reply)["severity"]
-    assert {p.name for p in out.iterdir()} >= {"judgments.parquet", "report.json", "report.md",
-                                              "mhqr_by_counsellor.png", "severity_by_turn.png", "cache"}
+    assert {p.name for p in out.iterdir()} >= {
+        "judgments.parquet",
+        "report.json",
+        "report.md",
+        "mhqr_by_counsellor.png",
+        "severity_by_turn.png",
+        "cache",
+    }
     report = json.loads((out / "report.json").read_text())
     alpha = report["judges"]["judge"]["scores"]["counsellors"]["alpha"]
     assert alpha["mhqr"] == pytest.approx((2.5 + 1 / 3 + 10) / 3)
@@ -75,7 +81,11 @@ def read_judgments_bytes(data: bytes, tmp: Path):
 
 def test_failures_are_rows_counted_and_excluded(run_dir):
     def flaky(req):
-        return "not json at all" if "MINOR" in req.messages[1]["content"].rsplit("[Counsellor]", 1)[-1] else fake_judge(req)
+        return (
+            "not json at all"
+            if "MINOR" in req.messages[1]["content"].rsplit("[Counsellor]", 1)[-1]
+            else fake_judge(req)
+        )
 
     summary, _ = _run(run_dir, flaky)
     rows = read_judgments(run_dir / "judgments" / "judgments.parquet")
@@ -103,12 +113,21 @@ def test_two_judges_each_write_rows_and_are_compared(run_dir):
     def responder(req):
         if req.role == "judge:strict":  # calls every reply a major concern except the critical one
             text = req.messages[1]["content"].rsplit("[Counsellor]\n", 1)[-1]
-            return fake_judge(req) if "CRIT" in text else {
-                "issues": [{"issue": "under_guiding", "reason": "no next step", "quote": None}], "severity": "major"}
+            return (
+                fake_judge(req)
+                if "CRIT" in text
+                else {
+                    "issues": [{"issue": "under_guiding", "reason": "no next step", "quote": None}],
+                    "severity": "major",
+                }
+            )
         return fake_judge(req)
 
-    roles = {"default": RoleSpec(engine="fake"), "judge": RoleSpec(engine="fake", model="gpt-5"),
-             "judge:strict": RoleSpec(engine="fake", model="deepseek-v4")}
+    roles = {
+        "default": RoleSpec(engine="fake"),
+        "judge": RoleSpec(engine="fake", model="gpt-5"),
+        "judge:strict": RoleSpec(engine="fake", model="deepseek-v4"),
+    }
     cfg = JudgeConfig(judges=["judge", "judge:strict"], bootstrap_draws=200, plots=False)
     summary, backend = _run(run_dir, responder, cfg, roles)
     assert len(backend.requests) == 2 * N_REPLIES
@@ -123,8 +142,11 @@ def test_two_judges_each_write_rows_and_are_compared(run_dir):
 
 def test_jsonl_sessions_from_another_simulator(tmp_path):
     path = tmp_path / "other.jsonl"
-    lines = [{k: v for k, v in s.items() if k not in ("engines", "seed", "counsellor_messages")}
-             | {"messages": s["counsellor_messages"], "counsellor_model": "x-1"} for s in SESSIONS[:2]]
+    lines = [
+        {k: v for k, v in s.items() if k not in ("engines", "seed", "counsellor_messages")}
+        | {"messages": s["counsellor_messages"], "counsellor_model": "x-1"}
+        for s in SESSIONS[:2]
+    ]
     path.write_text("\n".join(json.dumps(x) for x in lines) + "\n")
     summary, _ = _run(tmp_path / "out", fake_judge, sessions=path)
     assert summary.sessions == 2 and summary.judgments == 5
@@ -142,7 +164,9 @@ def test_missing_sessions_is_a_user_error(tmp_path):
 
 
 def _mindsim(*args: str) -> subprocess.CompletedProcess:
-    return subprocess.run([mindsim_script() or "mindsim", "judge", "run", *args], capture_output=True, text=True, timeout=120)
+    return subprocess.run(
+        [mindsim_script() or "mindsim", "judge", "run", *args], capture_output=True, text=True, timeout=120
+    )
 
 
 def test_console_script_runs_and_exit_codes(run_dir, tmp_path):

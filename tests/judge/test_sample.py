@@ -32,10 +32,26 @@ def make_run(root: Path, *, replies: int = 4, judged: bool = True) -> Path:
                 msgs.append({"role": "assistant", "content": f"counsellor reply {k} of {sid}"})
                 # The first counsellor has exactly one Major reply; everything else is No concern or Minor.
                 sev = "major" if (c == 0 and s == 0 and k == 2) else ("minor" if k % 2 else "no_concern")
-                judgments.append({"session_id": sid, "reply_index": k, "judge": "judge", "severity": sev,
-                                  "status": "ok", "counsellor": name})
-            sessions.append({"session_id": sid, "patient_id": f"p{s}", "counsellor": name, "session_index": s,
-                             "counsellor_system_prompt": msgs[0]["content"], "counsellor_messages": msgs})
+                judgments.append(
+                    {
+                        "session_id": sid,
+                        "reply_index": k,
+                        "judge": "judge",
+                        "severity": sev,
+                        "status": "ok",
+                        "counsellor": name,
+                    }
+                )
+            sessions.append(
+                {
+                    "session_id": sid,
+                    "patient_id": f"p{s}",
+                    "counsellor": name,
+                    "session_index": s,
+                    "counsellor_system_prompt": msgs[0]["content"],
+                    "counsellor_messages": msgs,
+                }
+            )
     (root / "sessions").mkdir(parents=True)
     pq.write_table(pa.Table.from_pylist(sessions), root / "sessions" / "sessions.parquet")
     if judged:
@@ -63,13 +79,19 @@ def test_sample_is_blinded_and_the_key_maps_back(tmp_path):
         s = sessions[entry["session_id"]]
         assert ex["system_prompt"] == s["counsellor_system_prompt"]
         # The conversation up to and including the sampled reply, nothing after it.
-        assert ex["messages"][-1] == {"role": "assistant",
-                                      "content": f"counsellor reply {entry['reply_index']} of {entry['session_id']}"}
+        assert ex["messages"][-1] == {
+            "role": "assistant",
+            "content": f"counsellor reply {entry['reply_index']} of {entry['session_id']}",
+        }
         assert len(ex["messages"]) == 2 * (entry["reply_index"] + 1)
         assert ex["unit"] == "reply" and entry["reply_indices"] == [entry["reply_index"]]
-        assert ex["rate"] == [{"turn_id": f"{ex['excerpt_id']}.1", "position": 1, "message_index": len(ex["messages"]) - 1}]
-        assert ex["annotation"] == {"annotator": None, "turns": [{"turn_id": f"{ex['excerpt_id']}.1", "severity": None,
-                                                                  "issues": [], "comment": None}]}
+        assert ex["rate"] == [
+            {"turn_id": f"{ex['excerpt_id']}.1", "position": 1, "message_index": len(ex["messages"]) - 1}
+        ]
+        assert ex["annotation"] == {
+            "annotator": None,
+            "turns": [{"turn_id": f"{ex['excerpt_id']}.1", "severity": None, "issues": [], "comment": None}],
+        }
         assert ex["choices"]["severity"] == ["no_concern", "minor", "major", "critical"]
         per_counsellor[entry["counsellor"]] = per_counsellor.get(entry["counsellor"], 0) + 1
     assert per_counsellor == {n: 2 for n in NAMES}
@@ -115,8 +137,9 @@ def test_filled_in_excerpts_feed_agreement_through_the_key(tmp_path):
             ex = json.loads(line)
             ex["annotation"].update(annotator="A1", severity="Minor", issues=["over_exploring"])
             f.write(json.dumps(ex) + "\n")
-    rep = run_agreement([filled], judgments=run / "judgments", key=tmp_path / "excerpts.key.json",
-                        out=tmp_path / "agr", draws=50)
+    rep = run_agreement(
+        [filled], judgments=run / "judgments", key=tmp_path / "excerpts.key.json", out=tmp_path / "agr", draws=50
+    )
     assert rep["counts"]["annotations"] == 6
     assert set(rep["ranking"]["pooled"]) == set(NAMES)
     with pytest.raises(InputError, match="give the sample's key with --key"):
@@ -135,16 +158,48 @@ def test_sample_and_agreement_commands(tmp_path, capsys):
     for who in ("A1", "A2"):
         for line in out.read_text().splitlines():
             ex = json.loads(line)
-            lines.append(json.dumps({"excerpt_id": ex["excerpt_id"], "annotator": who, "severity": "minor", "issues": []}))
+            lines.append(
+                json.dumps({"excerpt_id": ex["excerpt_id"], "annotator": who, "severity": "minor", "issues": []})
+            )
     filled.write_text("\n".join(lines) + "\n")
-    assert main(["judge", "agreement", "--annotations", str(filled), "--judgments", str(run / "judgments"),
-                 "--key", str(tmp_path / "ex.key.json"), "--out", str(tmp_path / "agr"), "--draws", "100"]) == 0
+    assert (
+        main(
+            [
+                "judge",
+                "agreement",
+                "--annotations",
+                str(filled),
+                "--judgments",
+                str(run / "judgments"),
+                "--key",
+                str(tmp_path / "ex.key.json"),
+                "--out",
+                str(tmp_path / "agr"),
+                "--draws",
+                "100",
+            ]
+        )
+        == 0
+    )
     assert "judge: accuracy" in capsys.readouterr().out
     assert json.loads((tmp_path / "agr" / "agreement.json").read_text())["counts"]["annotators"] == ["A1", "A2"]
     # Bad input is one error line and exit code 2.
     filled.write_text(lines[0].replace('"minor"', '"terrible"') + "\n")
-    assert main(["judge", "agreement", "--annotations", str(filled), "--key", str(tmp_path / "ex.key.json"),
-                 "--out", str(tmp_path / "agr")]) == 2
+    assert (
+        main(
+            [
+                "judge",
+                "agreement",
+                "--annotations",
+                str(filled),
+                "--key",
+                str(tmp_path / "ex.key.json"),
+                "--out",
+                str(tmp_path / "agr"),
+            ]
+        )
+        == 2
+    )
     assert "filled.jsonl:1: unknown severity" in capsys.readouterr().err.replace("\n", "")
 
 
@@ -193,8 +248,18 @@ def test_real_sessions_bad_input_is_one_clear_error(tmp_path):
     with pytest.raises(InputError, match="--real .*not found"):
         sample_excerpts(run, 4, tmp_path / "e.jsonl", real=[tmp_path / "missing.jsonl"])
     clash = tmp_path / "clash.jsonl"
-    clash.write_text(json.dumps({"session_id": "s_00", "patient_id": "x", "counsellor": "c", "session_index": 0,
-                                 "counsellor_system_prompt": "p", "messages": [
-                                     {"role": "user", "content": "a"}, {"role": "assistant", "content": "b"}]}) + "\n")
+    clash.write_text(
+        json.dumps(
+            {
+                "session_id": "s_00",
+                "patient_id": "x",
+                "counsellor": "c",
+                "session_index": 0,
+                "counsellor_system_prompt": "p",
+                "messages": [{"role": "user", "content": "a"}, {"role": "assistant", "content": "b"}],
+            }
+        )
+        + "\n"
+    )
     with pytest.raises(InputError, match="session_id 's_00' is already a session"):
         sample_excerpts(run, 4, tmp_path / "e.jsonl", real=[clash])

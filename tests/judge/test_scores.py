@@ -14,21 +14,42 @@ W = {"no_concern": 0, "minor": 1, "major": 5, "critical": 10}
 
 
 def row(c, p, k, t, sev, issues=()):
-    return {"status": "ok", "counsellor": c, "patient_id": p, "session_index": k, "reply_index": t,
-            "weight": W[sev], "severity": sev, "issues": [{"issue": i} for i in issues]}
+    return {
+        "status": "ok",
+        "counsellor": c,
+        "patient_id": p,
+        "session_index": k,
+        "reply_index": t,
+        "weight": W[sev],
+        "severity": sev,
+        "issues": [{"issue": i} for i in issues],
+    }
 
 
 # alpha: p1/s0 = (0+5)/2 = 2.5; p1/s1 = (0+0+1)/3; p2/s0 = 10.   beta: 0, 0.5, 2.5.
 ROWS = [
-    row("alpha", "p1", 0, 0, "no_concern"), row("alpha", "p1", 0, 1, "major", ["over_exploring"]),
-    row("alpha", "p1", 1, 0, "no_concern"), row("alpha", "p1", 1, 1, "no_concern"),
+    row("alpha", "p1", 0, 0, "no_concern"),
+    row("alpha", "p1", 0, 1, "major", ["over_exploring"]),
+    row("alpha", "p1", 1, 0, "no_concern"),
+    row("alpha", "p1", 1, 1, "no_concern"),
     row("alpha", "p1", 1, 2, "minor", ["formulaic_responding"]),
     row("alpha", "p2", 0, 0, "critical", ["bad_advice", "anthropomorphizing"]),
-    row("beta", "p1", 0, 0, "no_concern"), row("beta", "p1", 0, 1, "no_concern"),
-    row("beta", "p1", 1, 0, "minor", ["formulaic_responding"]), row("beta", "p1", 1, 1, "no_concern"),
-    row("beta", "p2", 0, 0, "major", ["over_exploring"]), row("beta", "p2", 0, 1, "no_concern"),
-    {"status": "failed", "counsellor": "beta", "patient_id": "p2", "session_index": 0, "reply_index": 2,
-     "weight": None, "severity": None, "issues": []},
+    row("beta", "p1", 0, 0, "no_concern"),
+    row("beta", "p1", 0, 1, "no_concern"),
+    row("beta", "p1", 1, 0, "minor", ["formulaic_responding"]),
+    row("beta", "p1", 1, 1, "no_concern"),
+    row("beta", "p2", 0, 0, "major", ["over_exploring"]),
+    row("beta", "p2", 0, 1, "no_concern"),
+    {
+        "status": "failed",
+        "counsellor": "beta",
+        "patient_id": "p2",
+        "session_index": 0,
+        "reply_index": 2,
+        "weight": None,
+        "severity": None,
+        "issues": [],
+    },
 ]
 
 
@@ -49,7 +70,8 @@ def test_hand_computed_scores(scores):
     assert scores["ranking"] == ["beta", "alpha"]
     assert a["ci95"][0] <= a["mhqr"] <= a["ci95"][1]
     assert scores["shares"]["alpha"]["severity_share"] == pytest.approx(
-        {"no_concern": 3 / 6, "minor": 1 / 6, "major": 1 / 6, "critical": 1 / 6})
+        {"no_concern": 3 / 6, "minor": 1 / 6, "major": 1 / 6, "critical": 1 / 6}
+    )
     assert scores["shares"]["beta"]["issue_share"]["over_exploring"] == pytest.approx(1 / 6)
 
 
@@ -114,9 +136,13 @@ def test_model_family_heuristic():
 def test_repeated_trials_are_separate_sessions_of_one_counsellor_and_pair_by_trial():
     # alpha's p1 session 0 in two trials: 0 and 10 (one reply each, plus a second reply of 0 in trial 0),
     # beta's: 5 and 5. Merged as one session alpha would score 10/3; as two sessions (0 + 10) / 2 = 5.
-    rows = [dict(row("alpha", "p1", 0, 0, "no_concern"), trial=0), dict(row("alpha", "p1", 0, 1, "no_concern"), trial=0),
-            dict(row("alpha", "p1", 0, 0, "critical"), trial=1),
-            dict(row("beta", "p1", 0, 0, "major"), trial=0), dict(row("beta", "p1", 0, 0, "major"), trial=1)]
+    rows = [
+        dict(row("alpha", "p1", 0, 0, "no_concern"), trial=0),
+        dict(row("alpha", "p1", 0, 1, "no_concern"), trial=0),
+        dict(row("alpha", "p1", 0, 0, "critical"), trial=1),
+        dict(row("beta", "p1", 0, 0, "major"), trial=0),
+        dict(row("beta", "p1", 0, 0, "major"), trial=1),
+    ]
     s = score_all(columns_from_rows(rows), load_rubric(), draws=50, seed=0)
     a = s["counsellors"]["alpha"]
     assert (a["mhqr"], a["sessions"], a["patients"]) == (5.0, 2, 1)
@@ -125,7 +151,9 @@ def test_repeated_trials_are_separate_sessions_of_one_counsellor_and_pair_by_tri
     assert (pair["pairs"], pair["mean_diff"]) == (2, 0.0)
     # Rows without a trial are trial 0, as before trials existed.
     legacy = [{k: v for k, v in r.items() if k != "trial"} for r in rows if r["trial"] == 0]
-    assert score_all(columns_from_rows(legacy), load_rubric(), draws=50, seed=0)["counsellors"]["alpha"]["sessions"] == 1
+    assert (
+        score_all(columns_from_rows(legacy), load_rubric(), draws=50, seed=0)["counsellors"]["alpha"]["sessions"] == 1
+    )
 
 
 def test_judgments_file_has_a_trial_column_only_with_trials(tmp_path):
@@ -133,9 +161,23 @@ def test_judgments_file_has_a_trial_column_only_with_trials(tmp_path):
 
     from mindsimkit.judge.schemas import JUDGMENT_SCHEMA, JudgmentRow, read_judgments, write_judgments
 
-    base = dict(session_id="s", patient_id="p", counsellor="c", session_index=0, reply_index=0, reply="hi",
-                judge="judge", judge_model="m", judge_engine="e", status="ok", severity="minor", weight=1.0,
-                rubric_version="1", prompt_hashes={}, cache_key="k")
+    base = dict(
+        session_id="s",
+        patient_id="p",
+        counsellor="c",
+        session_index=0,
+        reply_index=0,
+        reply="hi",
+        judge="judge",
+        judge_model="m",
+        judge_engine="e",
+        status="ok",
+        severity="minor",
+        weight=1.0,
+        rubric_version="1",
+        prompt_hashes={},
+        cache_key="k",
+    )
     write_judgments(tmp_path / "one.parquet", [JudgmentRow(**base)])
     assert pq.read_schema(tmp_path / "one.parquet").names == JUDGMENT_SCHEMA.names
     write_judgments(tmp_path / "three.parquet", [JudgmentRow(**base, trial=2)])

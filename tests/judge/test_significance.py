@@ -31,8 +31,20 @@ def judge(name: str, flags: dict) -> JudgeView:
 
 
 # Six excerpts of two replies, two annotators; judge G finds most of what they flag, judge W much less.
-GOLD = {("e1", 0): [OE], ("e1", 1): [OE, UG], ("e2", 0): [], ("e2", 1): [FF], ("e3", 0): [UG], ("e3", 1): [OE],
-        ("e4", 0): [OE, FF], ("e4", 1): [], ("e5", 0): [UG], ("e5", 1): [UG, OE], ("e6", 0): [FF], ("e6", 1): [OE]}
+GOLD = {
+    ("e1", 0): [OE],
+    ("e1", 1): [OE, UG],
+    ("e2", 0): [],
+    ("e2", 1): [FF],
+    ("e3", 0): [UG],
+    ("e3", 1): [OE],
+    ("e4", 0): [OE, FF],
+    ("e4", 1): [],
+    ("e5", 0): [UG],
+    ("e5", 1): [UG, OE],
+    ("e6", 0): [FF],
+    ("e6", 1): [OE],
+}
 ANNS = [annotation(u, r, who, iss if who == "A" else iss[:1]) for (u, r), iss in GOLD.items() for who in "AB"]
 G = judge("G", {r: (iss + [FF] if r == ("e3", 1) else iss) for r, iss in GOLD.items()})
 W = judge("W", {r: (iss[:1] if r[0] in ("e1", "e4") else []) for r, iss in GOLD.items()})
@@ -47,13 +59,19 @@ def test_the_vectorised_paired_bootstrap_equals_a_plain_loop_over_the_same_draws
     diffs = {m: [] for m in ("recall", "precision", "f1")}
     for row in counts:
         drawn = [a for u, k in zip(units, row, strict=True) for a in ANNS if a.unit == u for _ in range(k)]
-        res = [stats.prf([i in a.issues for a in drawn for i in ISSUES], [i in j.issues[a.reply] for a in drawn
-                                                                          for i in ISSUES]) for j in (G, W)]
+        res = [
+            stats.prf(
+                [i in a.issues for a in drawn for i in ISSUES], [i in j.issues[a.reply] for a in drawn for i in ISSUES]
+            )
+            for j in (G, W)
+        ]
         for m in diffs:
             x, y = res[0][m], res[1][m]
             diffs[m].append(float("nan") if x is None or y is None else x - y)
-    full = [stats.prf([i in a.issues for a in ANNS for i in ISSUES], [i in j.issues[a.reply] for a in ANNS
-                                                                      for i in ISSUES]) for j in (G, W)]
+    full = [
+        stats.prf([i in a.issues for a in ANNS for i in ISSUES], [i in j.issues[a.reply] for a in ANNS for i in ISSUES])
+        for j in (G, W)
+    ]
     for m, d in diffs.items():
         d = np.array(d)
         d = d[~np.isnan(d)]
@@ -70,7 +88,7 @@ def test_mcnemar_counts_the_annotated_pairs_each_judge_alone_finds():
     only_g = sum(i in G.issues[a.reply] and i not in W.issues[a.reply] for a in ANNS for i in a.issues)
     only_w = sum(i in W.issues[a.reply] and i not in G.issues[a.reply] for a in ANNS for i in a.issues)
     assert (got["only_first"], got["only_second"]) == (only_g, only_w) and only_w == 0
-    assert got["p"] == pytest.approx(2 * 0.5 ** only_g)
+    assert got["p"] == pytest.approx(2 * 0.5**only_g)
 
 
 def test_two_identical_judges_differ_by_nothing_and_p_is_one():
@@ -95,27 +113,59 @@ def test_the_best_judge_is_the_highest_pooled_f1_and_the_worse_ones_are_named():
 
 # -- through `judge agreement`: the report, its markdown and Figure 2 -------------------------------------------------
 
+
 def _write_run(tmp_path: Path, prices: bool = True) -> tuple[list[Path], Path]:
     """Annotations by A and B on 12 replies, judgments by two judge roles, and the judge run's cost table."""
     ann = tmp_path / "ann.jsonl"
     with ann.open("w") as f:
         for a in ANNS:
-            f.write(json.dumps({"session_id": a.reply[0], "reply_index": a.reply[1], "annotator": a.annotator,
-                                "severity": "minor", "issues": sorted(a.issues)}) + "\n")
+            f.write(
+                json.dumps(
+                    {
+                        "session_id": a.reply[0],
+                        "reply_index": a.reply[1],
+                        "annotator": a.annotator,
+                        "severity": "minor",
+                        "issues": sorted(a.issues),
+                    }
+                )
+                + "\n"
+            )
     rows = []
     for name, j in (("judge", G), ("judge:small", W)):
         for (sid, ri), flags in j.issues.items():
-            rows.append({"session_id": sid, "patient_id": "p", "counsellor": "c1" if sid < "e4" else "c2",
-                         "session_index": 0, "reply_index": ri, "judge": name, "judge_model": f"model-{name}",
-                         "severity": "minor", "weight": 1.0, "status": "ok",
-                         "issues": [{"issue": i, "category": "x", "reason": "r", "quote": "q"} for i in sorted(flags)]})
+            rows.append(
+                {
+                    "session_id": sid,
+                    "patient_id": "p",
+                    "counsellor": "c1" if sid < "e4" else "c2",
+                    "session_index": 0,
+                    "reply_index": ri,
+                    "judge": name,
+                    "judge_model": f"model-{name}",
+                    "severity": "minor",
+                    "weight": 1.0,
+                    "status": "ok",
+                    "issues": [{"issue": i, "category": "x", "reason": "r", "quote": "q"} for i in sorted(flags)],
+                }
+            )
     folder = tmp_path / "run" / "judgments"
     folder.mkdir(parents=True)
     pq.write_table(pa.Table.from_pylist(rows), folder / "judgments.parquet")
     cost = (lambda x: x) if prices else (lambda x: None)
-    (folder / "report.json").write_text(json.dumps({"costs": {"rows": [
-        {"role": "judge", "list_cost_per_query": cost(0.012)}, {"role": "judge:small", "list_cost_per_query": cost(0.0004)},
-        {"role": "patient", "list_cost_per_query": cost(0.001)}]}}))
+    (folder / "report.json").write_text(
+        json.dumps(
+            {
+                "costs": {
+                    "rows": [
+                        {"role": "judge", "list_cost_per_query": cost(0.012)},
+                        {"role": "judge:small", "list_cost_per_query": cost(0.0004)},
+                        {"role": "patient", "list_cost_per_query": cost(0.001)},
+                    ]
+                }
+            }
+        )
+    )
     return [ann], folder
 
 

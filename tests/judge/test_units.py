@@ -31,11 +31,27 @@ def make_run(root: Path, *, per_counsellor: int = 25, replies: int = 7) -> Path:
                 msgs.append({"role": "user", "content": f"patient line {k} of {sid}"})
                 msgs.append({"role": "assistant", "content": f"counsellor reply {k} of {sid}"})
                 sev = ["no_concern", "minor", "major"][(c + k) % 3] if c else "minor"
-                judgments.append({"session_id": sid, "reply_index": k, "judge": "judge", "severity": sev,
-                                  "status": "ok", "counsellor": name})
+                judgments.append(
+                    {
+                        "session_id": sid,
+                        "reply_index": k,
+                        "judge": "judge",
+                        "severity": sev,
+                        "status": "ok",
+                        "counsellor": name,
+                    }
+                )
             msgs.append({"role": "user", "content": f"closing line of {sid}"})
-            sessions.append({"session_id": sid, "patient_id": f"p{s}", "counsellor": name, "session_index": 0,
-                             "counsellor_system_prompt": msgs[0]["content"], "counsellor_messages": msgs})
+            sessions.append(
+                {
+                    "session_id": sid,
+                    "patient_id": f"p{s}",
+                    "counsellor": name,
+                    "session_index": 0,
+                    "counsellor_system_prompt": msgs[0]["content"],
+                    "counsellor_messages": msgs,
+                }
+            )
     (root / "sessions").mkdir(parents=True)
     pq.write_table(pa.Table.from_pylist(sessions), root / "sessions" / "sessions.parquet")
     (root / "judgments").mkdir()
@@ -131,8 +147,13 @@ def test_agreement_on_units_of_one_excerpt_and_one_annotator(tmp_path):
     turns = sum(len(e["reply_indices"]) for e in entries.values())
     _fill(tmp_path / "ex.jsonl", tmp_path / "a1.jsonl", "A1")
     _fill(tmp_path / "ex.jsonl", tmp_path / "a2.jsonl", "A2", severity=lambda k: "major" if k % 2 else "minor")
-    rep = run_agreement([tmp_path / "a1.jsonl", tmp_path / "a2.jsonl"], judgments=run / "judgments", key=key,
-                        out=tmp_path / "agr", draws=50)
+    rep = run_agreement(
+        [tmp_path / "a1.jsonl", tmp_path / "a2.jsonl"],
+        judgments=run / "judgments",
+        key=key,
+        out=tmp_path / "agr",
+        draws=50,
+    )
     c = rep["counts"]
     assert c["annotations"] == 2 * turns and c["excerpts"] == 9 and c["units"] == 18
     # Conversation-level W compares the two annotators' units over the same excerpts; the judge's over each unit.
@@ -143,10 +164,21 @@ def test_agreement_on_units_of_one_excerpt_and_one_annotator(tmp_path):
     with flat.open("w") as f:
         for eid, e in entries.items():
             for pos, tid in enumerate(e["turn_ids"], start=1):
-                f.write(json.dumps({"excerpt_id": eid, **({"turn_id": tid} if pos % 2 else {"turn": pos}),
-                                    "annotator": "A1", "severity": "minor", "issues": ["over_exploring"]}) + "\n")
-    again = run_agreement([flat, tmp_path / "a2.jsonl"], judgments=run / "judgments", key=key,
-                          out=tmp_path / "agr2", draws=50)
+                f.write(
+                    json.dumps(
+                        {
+                            "excerpt_id": eid,
+                            **({"turn_id": tid} if pos % 2 else {"turn": pos}),
+                            "annotator": "A1",
+                            "severity": "minor",
+                            "issues": ["over_exploring"],
+                        }
+                    )
+                    + "\n"
+                )
+    again = run_agreement(
+        [flat, tmp_path / "a2.jsonl"], judgments=run / "judgments", key=key, out=tmp_path / "agr2", draws=50
+    )
     assert again["inter_annotator"] == rep["inter_annotator"] and again["ranking"] == rep["ranking"]
 
 
@@ -159,8 +191,11 @@ def test_a_unit_with_an_unrated_turn_is_refused(tmp_path):
         run_agreement([tmp_path / "part.jsonl"], key=key, out=tmp_path / "agr")
     eid, entry = next(iter(json.loads(key.read_text())["excerpts"].items()))
     flat = tmp_path / "flat.jsonl"
-    flat.write_text("".join(json.dumps({"excerpt_id": eid, "turn": p, "annotator": "A1", "severity": "minor"}) + "\n"
-                            for p in (1, 2, 3)))
+    flat.write_text(
+        "".join(
+            json.dumps({"excerpt_id": eid, "turn": p, "annotator": "A1", "severity": "minor"}) + "\n" for p in (1, 2, 3)
+        )
+    )
     with pytest.raises(InputError, match=r"rated 3 of the 5 turns .*missing positions \[4, 5\]"):
         run_agreement([flat], key=key, out=tmp_path / "agr")
     flat.write_text(json.dumps({"excerpt_id": eid, "annotator": "A1", "severity": "minor"}) + "\n")
@@ -178,7 +213,9 @@ def test_sample_command_flags(tmp_path):
     res = runner.invoke(app, ["sample", str(run), "--mix", "paper", "--out", str(tmp_path / "p.jsonl")])
     assert res.exit_code == 0, res.output
     assert "19 conversations, 48 windows" in res.output and "key (keep it from the annotators)" in res.output
-    res = runner.invoke(app, ["sample", str(run), "--conversations", "2", "--windows", "3", "--out", str(tmp_path / "m.jsonl")])
+    res = runner.invoke(
+        app, ["sample", str(run), "--conversations", "2", "--windows", "3", "--out", str(tmp_path / "m.jsonl")]
+    )
     assert res.exit_code == 0, res.output
     assert [r["unit"] for r in _read(tmp_path / "m.jsonl")].count("window") == 3
     res = runner.invoke(app, ["sample", str(run), "--unit", "window", "--n", "4", "--out", str(tmp_path / "w.jsonl")])

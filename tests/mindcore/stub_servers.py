@@ -26,8 +26,9 @@ class Hit:
 
 
 class StubServer:
-    def __init__(self, name: str = "stub", *, latency_s: float = 0.0, max_requests: int = 2000,
-                 lifetime_s: float = 120.0) -> None:
+    def __init__(
+        self, name: str = "stub", *, latency_s: float = 0.0, max_requests: int = 2000, lifetime_s: float = 120.0
+    ) -> None:
         self.name = name
         self.latency_s = latency_s
         self.max_requests = max_requests
@@ -127,7 +128,8 @@ def _completion(name: str, body: dict[str, Any]) -> dict[str, Any]:
         "object": "chat.completion",
         "created": int(time.time()),
         "model": body.get("model", "stub"),
-        "choices": [{"index": 0, "finish_reason": "stop",
-                     "message": {"role": "assistant", "content": f"reply from {name}"}}],
+        "choices": [
+            {"index": 0, "finish_reason": "stop", "message": {"role": "assistant", "content": f"reply from {name}"}}
+        ],
         "usage": {"prompt_tokens": prompt, "completion_tokens": 3, "total_tokens": prompt + 3},
     }

@@ -40,8 +40,11 @@ def test_string_bytes_bound():
 
 
 def test_object_with_every_gap_counted():
-    schema = {"type": "object", "additionalProperties": False,
-              "properties": {"a": {"type": "string", "maxLength": 5}, "ok": {"type": "boolean"}}}
+    schema = {
+        "type": "object",
+        "additionalProperties": False,
+        "properties": {"a": {"type": "string", "maxLength": 5}, "ok": {"type": "boolean"}},
+    }
     # '{' gap '}'  +  '"a"' gap ':' gap value gap  +  '"ok"' gap ':' gap 'false' gap  +  ',' gap
     body = (1 + G + 1) + (3 + G + 1 + G + (2 + 5 + 1) + G) + (4 + G + 1 + G + 5 + G) + (1 + G)
     assert worst_case_tokens(schema).tokens == G + body + EOT
@@ -61,8 +64,10 @@ def test_array_enum_const_null_numbers():
 
 
 def test_anyof_and_defs_take_the_longest_branch():
-    schema = {"$defs": {"Big": {"type": "string", "maxLength": 40}},
-              "anyOf": [{"type": "null"}, {"$ref": "#/$defs/Big"}, {"type": "boolean"}]}
+    schema = {
+        "$defs": {"Big": {"type": "string", "maxLength": 40}},
+        "anyOf": [{"type": "null"}, {"$ref": "#/$defs/Big"}, {"type": "boolean"}],
+    }
     assert worst_case_tokens(schema).tokens == G + 2 + 40 + 1 + EOT
 
 
@@ -73,8 +78,11 @@ def test_fake_tokenizer_counts_literals_not_content():
         calls.append(text)
         return 1
 
-    schema = {"type": "object", "additionalProperties": False,
-              "properties": {"automatic_thoughts": {"type": "string", "maxLength": 10}}}
+    schema = {
+        "type": "object",
+        "additionalProperties": False,
+        "properties": {"automatic_thoughts": {"type": "string", "maxLength": 10}},
+    }
     wc = worst_case_tokens(schema, count=one_token)
     # '{' '}' '"automatic_thoughts"' ':' '""' are one token each; content stays 1 per character
     assert wc.tokens == G + (1 + G + 1) + (1 + G + 1 + G + (1 + 10 + 1) + G) + EOT
@@ -83,14 +91,22 @@ def test_fake_tokenizer_counts_literals_not_content():
     assert wc.tokens < worst_case_tokens(schema).tokens
 
 
-@pytest.mark.parametrize("schema, where", [
-    ({"type": "object", "properties": {"note": {"type": "string"}}}, "note: string without maxLength"),
-    ({"type": "array", "items": {"type": "string", "maxLength": 3}}, "(root): array without maxItems"),
-    ({"type": "object", "properties": {"a": {"type": "null"}}, "additionalProperties": True}, "object open to any keys"),
-    ({"$defs": {"N": {"type": "object", "properties": {"next": {"$ref": "#/$defs/N"}}}}, "$ref": "#/$defs/N"},
-     "recursive $ref"),
-    ({}, "any value allowed"),
-])
+@pytest.mark.parametrize(
+    "schema, where",
+    [
+        ({"type": "object", "properties": {"note": {"type": "string"}}}, "note: string without maxLength"),
+        ({"type": "array", "items": {"type": "string", "maxLength": 3}}, "(root): array without maxItems"),
+        (
+            {"type": "object", "properties": {"a": {"type": "null"}}, "additionalProperties": True},
+            "object open to any keys",
+        ),
+        (
+            {"$defs": {"N": {"type": "object", "properties": {"next": {"$ref": "#/$defs/N"}}}}, "$ref": "#/$defs/N"},
+            "recursive $ref",
+        ),
+        ({}, "any value allowed"),
+    ],
+)
 def test_unbounded_parts_are_named(schema, where):
     wc = worst_case_tokens(schema, name="thing")
     assert wc.tokens is None and not wc.bounded
@@ -174,16 +190,27 @@ def test_embedded_tokenizer_and_maxlength_grammar(embedded_engines):
     by_tok, by_bytes = worst_case_tokens(schema, count=tok), worst_case_tokens(schema)
     assert by_tok.tokens < by_bytes.tokens
 
-    limited = {"type": "object", "additionalProperties": False, "required": ["story"],
-               "properties": {"story": {"type": "string", "maxLength": 10}}}
+    limited = {
+        "type": "object",
+        "additionalProperties": False,
+        "required": ["story"],
+        "properties": {"story": {"type": "string", "maxLength": 10}},
+    }
     ask = [{"role": "user", "content": "Write a very long story, at least 300 words, about a dragon, in 'story'."}]
 
     async def three():
         out = []
         for seed in range(3):
-            req = ChatRequest(role="t", model=backend.default_model, messages=ask, temperature=0.8, seed=seed,
-                              max_tokens=worst_case_tokens(limited, count=tok).tokens + 24,
-                              response_schema=limited, schema_name="story")
+            req = ChatRequest(
+                role="t",
+                model=backend.default_model,
+                messages=ask,
+                temperature=0.8,
+                seed=seed,
+                max_tokens=worst_case_tokens(limited, count=tok).tokens + 24,
+                response_schema=limited,
+                schema_name="story",
+            )
             out.append(await backend.complete(req))
         return out
 

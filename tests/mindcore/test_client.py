@@ -72,7 +72,9 @@ def test_emulated_history_is_sent_as_text(fake_engines):
         {
             "role": "assistant",
             "content": None,
-            "tool_calls": [{"id": "c1", "type": "function", "function": {"name": "commit_move", "arguments": "{\"move\": \"share\"}"}}],
+            "tool_calls": [
+                {"id": "c1", "type": "function", "function": {"name": "commit_move", "arguments": '{"move": "share"}'}}
+            ],
         },
         {"role": "tool", "tool_call_id": "c1", "name": "commit_move", "content": "accepted"},
     ]
@@ -89,7 +91,13 @@ def test_native_tool_call_reasks_when_no_tool_called(fake_engines):
         RawReply(content="sure"),
         RawReply(
             content=None,
-            tool_calls=[{"id": "x1", "type": "function", "function": {"name": "commit_move", "arguments": "{\"move\": \"deflect\", \"reasoning\": \"no\"}"}}],
+            tool_calls=[
+                {
+                    "id": "x1",
+                    "type": "function",
+                    "function": {"name": "commit_move", "arguments": '{"move": "deflect", "reasoning": "no"}'},
+                }
+            ],
         ),
     ]
     engines, backend = fake_engines(lambda req: replies.pop(0), native_tools=True)
@@ -109,7 +117,10 @@ def test_role_sampling_comes_from_the_role_spec(fake_engines):
     backend = FakeBackend(scripted("ok"))
     engines = Engines.with_backend(
         backend,
-        roles={"default": RoleSpec(engine="fake"), "counsellor": RoleSpec(engine="fake", temperature=1.0, max_tokens=77, seed=3)},
+        roles={
+            "default": RoleSpec(engine="fake"),
+            "counsellor": RoleSpec(engine="fake", temperature=1.0, max_tokens=77, seed=3),
+        },
     )
     run(engines.role("counsellor:gpt").chat([{"role": "user", "content": "x"}]))
     req = backend.requests[0]
@@ -119,8 +130,13 @@ def test_role_sampling_comes_from_the_role_spec(fake_engines):
 @pytest.mark.parametrize("native", [True, False])
 def test_exhausted_tool_call_is_one_failed_ledger_record_with_every_attempt(fake_engines, native):
     # Native engines answer in prose (no tool call); emulated ones with JSON naming an unknown tool.
-    reply = RawReply(content="no thanks", prompt_tokens=10, completion_tokens=2, cached_tokens=4) if native else \
-        RawReply(content='{"name": "hang_up", "arguments": {}}', prompt_tokens=10, completion_tokens=2, cached_tokens=4)
+    reply = (
+        RawReply(content="no thanks", prompt_tokens=10, completion_tokens=2, cached_tokens=4)
+        if native
+        else RawReply(
+            content='{"name": "hang_up", "arguments": {}}', prompt_tokens=10, completion_tokens=2, cached_tokens=4
+        )
+    )
     engines, backend = fake_engines(lambda req: reply, native_tools=native)
     tool = ToolSpec.from_model("commit_move", "x", Commit)
     with pytest.raises(StructuredOutputError, match="after 3 attempts") as info:
@@ -142,8 +158,9 @@ def test_reasks_move_the_seed_on_so_a_repeated_question_can_get_another_answer()
     from mindsimkit.mindcore.fake import FakeBackend
 
     backend = FakeBackend(scripted("not json", "not json", {"name": "Rex", "legs": 4}))
-    engines = Engines.with_backend(backend, roles={"default": RoleSpec(engine="fake"),
-                                                   "screener": RoleSpec(engine="fake", seed=3)})
+    engines = Engines.with_backend(
+        backend, roles={"default": RoleSpec(engine="fake"), "screener": RoleSpec(engine="fake", seed=3)}
+    )
     run(engines.role("screener").structured([{"role": "user", "content": "a pet"}], Pet))
     assert [r.seed for r in backend.requests] == [3, 4, 5]
     # Identical messages on the second and third tries: only the seed tells them apart.

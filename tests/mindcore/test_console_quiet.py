@@ -42,8 +42,12 @@ def test_verbose_leaves_library_logs_alone(tmp_path):
 
 def test_checkpoint_watch_counts_outcomes_as_worker_files_land(tmp_path):
     rows = anchor_personas(load_personas("synthetic", 3, 7).rows, load_rates(None), 7)
-    prov = Provenance(seed=7, toolkit_version="t", prompts=prompt_hashes(),
-                      roles=[RoleModel(role=r, engine="e", model="m") for r in ("profile_writer", "screener")])
+    prov = Provenance(
+        seed=7,
+        toolkit_version="t",
+        prompts=prompt_hashes(),
+        roles=[RoleModel(role=r, engine="e", model="m") for r in ("profile_writer", "screener")],
+    )
     watch = CheckpointWatch(rows, 1, prov, tmp_path, interval_s=0.01)
     seen = {}
 

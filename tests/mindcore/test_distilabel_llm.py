@@ -11,7 +11,6 @@ from pydantic import BaseModel, Field
 from mindsimkit.mindcore.distilabel_llm import MindcoreLLM
 
 
-
 class Colour(BaseModel):
     colour: str = Field(..., max_length=20)
     warm: bool
@@ -29,7 +28,9 @@ def test_pipeline_with_structured_output(embedded_engines, tmp_path, monkeypatch
         load = LoadDataFromDicts(data=[{"instruction": f"Name colour number {i} as JSON."} for i in range(3)])
         gen = TextGeneration(llm=llm, input_batch_size=3)
         load >> gen
-    distiset = pipeline.run(use_cache=False, parameters={gen.name: {"llm": {"generation_kwargs": {"max_new_tokens": 60}}}})
+    distiset = pipeline.run(
+        use_cache=False, parameters={gen.name: {"llm": {"generation_kwargs": {"max_new_tokens": 60}}}}
+    )
     rows = distiset["default"]["train"]
     assert len(rows) == 3
     for row in rows:
@@ -43,8 +44,10 @@ def test_distilabel_workers_get_every_server_of_an_engine():
     from mindsimkit.mindcore.engine import Engines
 
     urls = ["http://127.0.0.1:9/v1", "http://127.0.0.1:10/v1"]
-    cfg = EnginesConfig(engines={"pool": OpenAIEngine(base_urls=urls, model="m", cooldown_s=7)},
-                        roles={"default": RoleSpec(engine="pool")})
+    cfg = EnginesConfig(
+        engines={"pool": OpenAIEngine(base_urls=urls, model="m", cooldown_s=7)},
+        roles={"default": RoleSpec(engine="pool")},
+    )
     with Engines.from_config(cfg) as engines:
         wire = engines.wire_spec("profile_writer")
     llm = MindcoreLLM(wire=wire)

@@ -17,7 +17,6 @@ from mindsimkit.mindcore.errors import TransportError
 from mindsimkit.mindcore.types import ToolSpec
 
 
-
 class City(BaseModel):
     name: str = Field(..., max_length=40)
     country: str = Field(..., max_length=40)
@@ -45,7 +44,10 @@ def test_tool_call_path_gives_valid_arguments(embedded_engines):
     tool = ToolSpec.from_model("commit_move", "Decide what this turn does", CommitMove)
     res = asyncio.run(
         embedded_engines.role("patient").tool_call(
-            [{"role": "system", "content": "You are a tired patient."}, {"role": "user", "content": "How was your week?"}],
+            [
+                {"role": "system", "content": "You are a tired patient."},
+                {"role": "user", "content": "How was your week?"},
+            ],
             [tool],
         )
     )
@@ -60,7 +62,10 @@ def test_four_concurrent_requests_all_succeed(embedded_engines):
 
     async def four():
         return await asyncio.gather(
-            *(client.chat([{"role": "user", "content": f"Name a colour, number {i}."}], max_tokens=16) for i in range(4))
+            *(
+                client.chat([{"role": "user", "content": f"Name a colour, number {i}."}], max_tokens=16)
+                for i in range(4)
+            )
         )
 
     replies = asyncio.run(four())

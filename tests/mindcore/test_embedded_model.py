@@ -22,8 +22,11 @@ def _tiny(path, seed=0):
     w.add_array("tokenizer.ggml.tokens", ["a", "b", "c"])
     w.add_uint32("llama.block_count", 2)
     for i in range(2):
-        w.add_tensor(f"blk.{i}.attn_q.weight", quantize(rng.standard_normal((8, 64)).astype(np.float32), Q.Q4_1),
-                     raw_dtype=Q.Q4_1)
+        w.add_tensor(
+            f"blk.{i}.attn_q.weight",
+            quantize(rng.standard_normal((8, 64)).astype(np.float32), Q.Q4_1),
+            raw_dtype=Q.Q4_1,
+        )
     w.add_tensor("output_norm.weight", rng.standard_normal(64).astype(np.float32))
     w.write_header_to_file()
     w.write_kv_data_to_file()
@@ -43,7 +46,9 @@ def shipped(tmp_path, monkeypatch):
 
 def test_the_shipped_model_is_reencoded_once_as_q8_0_and_read_from_the_cache(shipped, tmp_path):
     path = embedded.served_model_path(EmbeddedEngine())
-    assert path.parent.parent == tmp_path / "cache" / "models" and path.name == "SmolLM2-135M-Instruct.Q4_1.as-Q8_0.gguf"
+    assert (
+        path.parent.parent == tmp_path / "cache" / "models" and path.name == "SmolLM2-135M-Instruct.Q4_1.as-Q8_0.gguf"
+    )
     src, out = GGUFReader(shipped), GGUFReader(path)
     assert [t.name for t in out.tensors] == [t.name for t in src.tensors]
     for a, b in zip(src.tensors, out.tensors):
@@ -81,7 +86,9 @@ def test_an_unwritable_cache_is_one_error_naming_both_fixes(shipped, tmp_path, m
     blocker = tmp_path / "file"
     blocker.write_text("x")
     monkeypatch.setenv("MINDSIM_CACHE", str(blocker))  # a file where the folder should be
-    with pytest.raises(EngineUnavailable, match=r"could not write the re-encoded embedded model.*MINDSIM_CACHE.*reencode: null"):
+    with pytest.raises(
+        EngineUnavailable, match=r"could not write the re-encoded embedded model.*MINDSIM_CACHE.*reencode: null"
+    ):
         embedded.served_model_path(EmbeddedEngine())
 
 

@@ -89,7 +89,9 @@ class _Models(BaseHTTPRequestHandler):
     n_ctx = 8192
 
     def do_GET(self):  # noqa: N802
-        body = json.dumps({"object": "list", "data": [{"id": _Models.served, "meta": {"n_ctx": _Models.n_ctx}}]}).encode()
+        body = json.dumps(
+            {"object": "list", "data": [{"id": _Models.served, "meta": {"n_ctx": _Models.n_ctx}}]}
+        ).encode()
         self.send_response(200 if self.path == "/v1/models" else 404)
         self.send_header("Content-Type", "application/json")
         self.end_headers()

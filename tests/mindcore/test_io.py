@@ -29,8 +29,9 @@ def test_two_processes_racing_one_key_exactly_one_wins(tmp_path):
     for round_no in range(3):
         key = f"session-{round_no}"
         barrier, results = ctx.Barrier(2), ctx.Queue()
-        procs = [ctx.Process(target=_race_writer, args=(str(tmp_path), key, tag, barrier, results))
-                 for tag in ("a", "b")]
+        procs = [
+            ctx.Process(target=_race_writer, args=(str(tmp_path), key, tag, barrier, results)) for tag in ("a", "b")
+        ]
         for p in procs:
             p.start()
         outcomes = [results.get(timeout=30) for _ in procs]
@@ -115,7 +116,6 @@ def test_existing_foreign_file_is_kept(tmp_path):
     assert json.loads(target.read_text()) == {"first": True}
 
 
-
 def test_streamed_output_appears_whole_or_not_at_all(tmp_path):
     """`atomic_writer` (streamed parquet and JSONL): the old file stays until the block finishes, a failed
     block leaves the old file and no temp file, and the new file gets the usual permissions."""
@@ -128,7 +128,9 @@ def test_streamed_output_appears_whole_or_not_at_all(tmp_path):
         with atomic_writer(path, "w") as f:
             f.write("second, half")
             raise RuntimeError("killed mid-stream")
-    assert path.read_text(encoding="utf-8") == "first\n" and sorted(p.name for p in path.parent.iterdir()) == ["out.jsonl"]
+    assert path.read_text(encoding="utf-8") == "first\n" and sorted(p.name for p in path.parent.iterdir()) == [
+        "out.jsonl"
+    ]
     with atomic_writer(path, "wb") as f:
         f.write("ünïcode".encode("utf-8"))
     mask = os.umask(0)
@@ -183,8 +185,9 @@ def test_checkpoints_written_off_the_loop_are_whole_and_all_there_after_a_kill(t
     import sys
 
     env = {**os.environ, "PYTHONPATH": os.pathsep.join(sys.path)}
-    proc = subprocess.Popen([sys.executable, "-c", _WRITER_CHILD, str(tmp_path)], stdout=subprocess.PIPE,
-                            env=env, text=True)
+    proc = subprocess.Popen(
+        [sys.executable, "-c", _WRITER_CHILD, str(tmp_path)], stdout=subprocess.PIPE, env=env, text=True
+    )
     saved = []
     for line in proc.stdout:
         saved.append(line.split()[1])
@@ -202,12 +205,39 @@ def test_checkpoints_written_off_the_loop_are_whole_and_all_there_after_a_kill(t
 
 
 # -- names from input files ----------------------------------------------------------------------------------------
-@pytest.mark.parametrize("name, problem", [
-    ("", "is empty"), ("  ", "is empty"), (".", "path step"), ("..", "path step"), ("a/b", "path separator"),
-    ("../x", "path separator"), ("/etc/x", "path separator"), ("a\\b", "path separator"), ("a\nb", "control"),
-    ("a\x00b", "control"), ("a\tb", "control"), ("\u00e9" * 101, "202 bytes"), (7, "is not text"),
-], ids=["empty", "blank", "dot", "dotdot", "slash", "dotdot-slash", "absolute", "backslash", "newline", "nul", "tab",
-        "long-utf8", "number"])
+@pytest.mark.parametrize(
+    "name, problem",
+    [
+        ("", "is empty"),
+        ("  ", "is empty"),
+        (".", "path step"),
+        ("..", "path step"),
+        ("a/b", "path separator"),
+        ("../x", "path separator"),
+        ("/etc/x", "path separator"),
+        ("a\\b", "path separator"),
+        ("a\nb", "control"),
+        ("a\x00b", "control"),
+        ("a\tb", "control"),
+        ("\u00e9" * 101, "202 bytes"),
+        (7, "is not text"),
+    ],
+    ids=[
+        "empty",
+        "blank",
+        "dot",
+        "dotdot",
+        "slash",
+        "dotdot-slash",
+        "absolute",
+        "backslash",
+        "newline",
+        "nul",
+        "tab",
+        "long-utf8",
+        "number",
+    ],
+)
 def test_a_name_from_an_input_file_that_is_not_one_file_name_is_one_input_error(name, problem):
     from mindsimkit.mindcore.errors import InputError
     from mindsimkit.mindcore.io import file_name

@@ -21,8 +21,12 @@ def run(tmp_path):
     layout.transcripts.parent.mkdir()
     layout.sessions.parquet.write_bytes(b"sessions v1")
     layout.transcripts.write_text('{"id": "a"}\n{"id": "b"}\n')
-    record_stage(layout.path, "simulation", [layout.sessions.parquet, layout.transcripts, layout.sessions.summary],
-                 counts={"sessions": 2})
+    record_stage(
+        layout.path,
+        "simulation",
+        [layout.sessions.parquet, layout.transcripts, layout.sessions.summary],
+        counts={"sessions": 2},
+    )
     layout.judgments.parquet.write_bytes(b"judgments of v1")
     record_stage(layout.path, "judge", [layout.judgments.parquet], reads=["simulation"])
     return layout
@@ -33,7 +37,9 @@ def test_stages_record_their_files_in_order_with_digests_and_reads(run):
     sim = manifest.stages["simulation"]
     # A file the stage did not write (no summary here) is not listed; the order given is kept.
     assert [f.path for f in sim.files] == ["sessions/sessions.parquet", "transcripts/transcripts.jsonl"]
-    assert sim.files[0].bytes == len(b"sessions v1") and len(sim.files[0].sha256) == 64 and sim.counts == {"sessions": 2}
+    assert (
+        sim.files[0].bytes == len(b"sessions v1") and len(sim.files[0].sha256) == 64 and sim.counts == {"sessions": 2}
+    )
     assert set(manifest.stages["judge"].reads) == {"sessions/sessions.parquet", "transcripts/transcripts.jsonl"}
     assert check_run(run.path, needs=["simulation", "judge"]).ok
 
@@ -53,8 +59,10 @@ def test_an_edit_of_the_same_size_is_caught_by_the_digest(run):
 
 def test_a_file_cut_at_a_line_boundary_is_caught(run):
     run.transcripts.write_text('{"id": "a"}\n')
-    assert "transcripts.jsonl: changed after the simulation stage wrote it (12 bytes, 24 written)" in \
-        check_run(run.path, needs=["simulation"]).problems[0]
+    assert (
+        "transcripts.jsonl: changed after the simulation stage wrote it (12 bytes, 24 written)"
+        in check_run(run.path, needs=["simulation"]).problems[0]
+    )
 
 
 def test_a_stage_made_from_files_rewritten_since_is_out_of_date(run):
@@ -188,8 +196,9 @@ def test_a_port_that_answers_but_is_not_ray_fails_within_the_timeout():
     try:
         for port in (server.server_address[1], silent.getsockname()[1]):
             started = time.monotonic()
-            with pytest.raises(EngineError, match=f"Ray cluster at 127.0.0.1:{port}: the port answers but is not a "
-                                                  "Ray head"):
+            with pytest.raises(
+                EngineError, match=f"Ray cluster at 127.0.0.1:{port}: the port answers but is not a Ray head"
+            ):
                 RaySession(f"127.0.0.1:{port}", connect_timeout_s=2).check_reachable()
             assert time.monotonic() - started < 6
     finally:
@@ -204,8 +213,11 @@ def test_a_ray_client_address_needs_the_client_extra():
 
     if importlib.util.find_spec("grpc") is not None:
         pytest.skip("ray[client] is installed here")
-    with pytest.raises(ConfigError, match=r"ray://127.0.0.1:10001: a ray:// address goes through Ray Client.*"
-                                          r"pip install 'ray\[client\]'"):
+    with pytest.raises(
+        ConfigError,
+        match=r"ray://127.0.0.1:10001: a ray:// address goes through Ray Client.*"
+        r"pip install 'ray\[client\]'",
+    ):
         RaySession("ray://127.0.0.1:10001", connect_timeout_s=2).check_reachable()
 
 

@@ -12,8 +12,10 @@ import time
 from mindsimkit.mindcore import runner
 from mindsimkit.mindcore.runner import LoggedProgress, gather_progress, progress_bar
 
-LINE = re.compile(r"^\[\d\d:\d\d:\d\d\] progress: (.+): (\d+)/(\d+) (started|running|done|stopped), "
-                  r"(\d+):(\d\d):(\d\d) elapsed$")
+LINE = re.compile(
+    r"^\[\d\d:\d\d:\d\d\] progress: (.+): (\d+)/(\d+) (started|running|done|stopped), "
+    r"(\d+):(\d\d):(\d\d) elapsed$"
+)
 
 
 def _parsed(text: str) -> list[tuple[str, int, int, str]]:

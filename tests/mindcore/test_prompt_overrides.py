@@ -34,8 +34,16 @@ def _recipe(tmp_path: Path, prompts: dict[str, str], **files: str) -> Path:
     for name, text in files.items():
         (tmp_path / name).write_text(text)
     path = tmp_path / "recipe.yaml"
-    path.write_text(yaml.safe_dump({"name": "t", "engines": {"local": {"kind": "embedded"}},
-                                    "roles": {"default": {"engine": "local"}}, "prompts": prompts}))
+    path.write_text(
+        yaml.safe_dump(
+            {
+                "name": "t",
+                "engines": {"local": {"kind": "embedded"}},
+                "roles": {"default": {"engine": "local"}},
+                "prompts": prompts,
+            }
+        )
+    )
     return path
 
 
@@ -51,8 +59,10 @@ def test_an_override_renders_and_is_hashed_in_place_of_the_shipped_template(tmp_
     assert r.content_dump()["prompts"] == {MEMORY: {"path": "mine.jinja2", "sha256": template_hash(MEMORY)}}
     # A recipe without `prompts:` (the next command) renders the shipped template again.
     load_recipe(REPO / "recipes" / "quickstart.yaml")
-    assert template_hash(MEMORY) == shipped_hash and "prompts" not in load_recipe(
-        REPO / "recipes" / "quickstart.yaml").content_dump()
+    assert (
+        template_hash(MEMORY) == shipped_hash
+        and "prompts" not in load_recipe(REPO / "recipes" / "quickstart.yaml").content_dump()
+    )
 
 
 def test_the_override_content_is_in_the_recipe_hash(tmp_path):
@@ -64,14 +74,23 @@ def test_the_override_content_is_in_the_recipe_hash(tmp_path):
 @pytest.mark.parametrize(
     "prompts, files, message",
     [
-        ({"memory/compaction.jinja2": "mine.jinja2"}, {"mine.jinja2": MINE},
-         r"prompts\.memory/compaction\.jinja2: no shipped template of that name \(e\.g\. memory/compact\.jinja2"),
+        (
+            {"memory/compaction.jinja2": "mine.jinja2"},
+            {"mine.jinja2": MINE},
+            r"prompts\.memory/compaction\.jinja2: no shipped template of that name \(e\.g\. memory/compact\.jinja2",
+        ),
         ({MEMORY: "absent.jinja2"}, {}, r"prompts\.memory/compact\.jinja2: file .*absent\.jinja2 not found"),
-        ({MEMORY: "mine.jinja2"}, {"mine.jinja2": "{{ prior_log }} {{ patient_name }} {{ turns }}"},
-         r"uses patient_name, turns, which the toolkit does not give this template \(it gives: max_entries, "
-         r"prior_log, transcript"),
-        ({MEMORY: "mine.jinja2"}, {"mine.jinja2": "line one\n{% if prior_log %}\nno end"},
-         r"mine\.jinja2:\d+: not a valid Jinja template"),
+        (
+            {MEMORY: "mine.jinja2"},
+            {"mine.jinja2": "{{ prior_log }} {{ patient_name }} {{ turns }}"},
+            r"uses patient_name, turns, which the toolkit does not give this template \(it gives: max_entries, "
+            r"prior_log, transcript",
+        ),
+        (
+            {MEMORY: "mine.jinja2"},
+            {"mine.jinja2": "line one\n{% if prior_log %}\nno end"},
+            r"mine\.jinja2:\d+: not a valid Jinja template",
+        ),
     ],
     ids=["unknown-name", "missing-file", "unknown-variable", "syntax"],
 )
@@ -90,14 +109,30 @@ def test_bad_override_exits_2_with_one_error_line_before_any_engine(tmp_path, ca
 
 
 def test_every_prompt_the_issue_names_is_swappable():
-    wanted = {"patient/system.jinja2", MEMORY, "scenario/first.jinja2", "scenario/next.jinja2",
-              "counsellor/system.jinja2", "judge/system.jinja2", "judge/user.jinja2", "labeller/arc_system.jinja2",
-              "labeller/arc_turn.jinja2", "profilegen/writer_system.jinja2", "profilegen/writer_user.jinja2",
-              "profilegen/screener_system.jinja2", "profilegen/screener_user.jinja2",
-              "patientact/appraiser_system.jinja2", "patientact/step.jinja2", "patientact/signal.jinja2",
-              "patientact/decompose.jinja2", "patientact/psych_formulation.jinja2", "patientact/therapist.jinja2",
-              "patientact/patient_system.jinja2", "judge/patientact_conversation.jinja2",
-              "judge/patientact_profile.jinja2"}
+    wanted = {
+        "patient/system.jinja2",
+        MEMORY,
+        "scenario/first.jinja2",
+        "scenario/next.jinja2",
+        "counsellor/system.jinja2",
+        "judge/system.jinja2",
+        "judge/user.jinja2",
+        "labeller/arc_system.jinja2",
+        "labeller/arc_turn.jinja2",
+        "profilegen/writer_system.jinja2",
+        "profilegen/writer_user.jinja2",
+        "profilegen/screener_system.jinja2",
+        "profilegen/screener_user.jinja2",
+        "patientact/appraiser_system.jinja2",
+        "patientact/step.jinja2",
+        "patientact/signal.jinja2",
+        "patientact/decompose.jinja2",
+        "patientact/psych_formulation.jinja2",
+        "patientact/therapist.jinja2",
+        "patientact/patient_system.jinja2",
+        "judge/patientact_conversation.jinja2",
+        "judge/patientact_profile.jinja2",
+    }
     assert wanted <= set(shipped_templates())
 
 
@@ -128,12 +163,19 @@ def test_workers_in_other_processes_render_the_override(tmp_path):
     (tmp_path / "mine.jinja2").unlink()  # the worker needs the text, not the file
     blob = tmp_path / "snapshot.pkl"
     blob.write_bytes(pickle.dumps(snapshot()))
-    code = ("import pickle, sys, json; from mindcore.prompts import install_overrides, render, template_hash; "
-            f"install_overrides(pickle.load(open({str(blob)!r}, 'rb'))); "
-            f"print(json.dumps([render({MEMORY!r}, max_entries=2, prior_log='', transcript=''), "
-            f"template_hash({MEMORY!r})]))")
-    out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True,
-                         env={"PYTHONPATH": str(REPO), "PATH": "/usr/bin:/bin"})
+    code = (
+        "import pickle, sys, json; from mindcore.prompts import install_overrides, render, template_hash; "
+        f"install_overrides(pickle.load(open({str(blob)!r}, 'rb'))); "
+        f"print(json.dumps([render({MEMORY!r}, max_entries=2, prior_log='', transcript=''), "
+        f"template_hash({MEMORY!r})]))"
+    )
+    out = subprocess.run(
+        [sys.executable, "-c", code],
+        capture_output=True,
+        text=True,
+        check=True,
+        env={"PYTHONPATH": str(REPO), "PATH": "/usr/bin:/bin"},
+    )
     text, digest = json.loads(out.stdout)
     assert text.startswith("Keep at most 2 lines.") and digest == template_hash(MEMORY)
 
@@ -145,8 +187,10 @@ def test_distilabel_worker_llm_installs_the_overrides_it_is_given(tmp_path):
     from mindsimkit.mindcore.prompts import install_overrides
 
     load_recipe(_recipe(tmp_path, {MEMORY: "mine.jinja2"}, **{"mine.jinja2": MINE}))
-    cfg = EnginesConfig(engines={"e": OpenAIEngine(base_url="http://127.0.0.1:9/v1", model="m")},
-                        roles={"default": RoleSpec(engine="e")})
+    cfg = EnginesConfig(
+        engines={"e": OpenAIEngine(base_url="http://127.0.0.1:9/v1", model="m")},
+        roles={"default": RoleSpec(engine="e")},
+    )
     with Engines.from_config(cfg) as engines:
         wire = engines.wire_spec("profile_writer")
     install_overrides({})  # as in a fresh worker process

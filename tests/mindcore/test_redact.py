@@ -25,17 +25,25 @@ def key(monkeypatch):
 
 
 def test_a_watched_variables_value_is_masked_wherever_it_appears(key):
-    assert redact.scrub(f"HTTP 400: bad key {key} (sent as {key[:-1]})") == f"HTTP 400: bad key *** (sent as {key[:-1]})"
+    assert (
+        redact.scrub(f"HTTP 400: bad key {key} (sent as {key[:-1]})") == f"HTTP 400: bad key *** (sent as {key[:-1]})"
+    )
     assert key not in str(EngineError(f"the server said: {key}"))  # every error the toolkit raises is scrubbed
 
 
-@pytest.mark.parametrize("text, shown", [
-    ("https://user:s3cr3tpass@api.example.com/v1", "https://***@api.example.com/v1"),
-    ('{"error": {"echo": {"Authorization": "Bearer abcdefgh12345"}}}', '{"error": {"echo": {"Authorization": "***"}}}'),
-    ("authorization: Basic dXNlcjpwYXNz", "authorization: ***"),
-    ("sent header Bearer abcdefgh12345 to the server", "sent header Bearer *** to the server"),
-    ("no secret in here: a counsellor's reply", "no secret in here: a counsellor's reply"),
-])
+@pytest.mark.parametrize(
+    "text, shown",
+    [
+        ("https://user:s3cr3tpass@api.example.com/v1", "https://***@api.example.com/v1"),
+        (
+            '{"error": {"echo": {"Authorization": "Bearer abcdefgh12345"}}}',
+            '{"error": {"echo": {"Authorization": "***"}}}',
+        ),
+        ("authorization: Basic dXNlcjpwYXNz", "authorization: ***"),
+        ("sent header Bearer abcdefgh12345 to the server", "sent header Bearer *** to the server"),
+        ("no secret in here: a counsellor's reply", "no secret in here: a counsellor's reply"),
+    ],
+)
 def test_url_user_parts_and_authorization_values_are_masked(text, shown):
     assert redact.scrub(text) == shown
 
@@ -53,12 +61,16 @@ def test_what_the_toolkit_writes_as_text_or_json_is_scrubbed(key, tmp_path):
     assert json.loads((tmp_path / "a.json").read_text())["url"] == "http://***@h/v1"
 
 
-@pytest.mark.parametrize("value", [KEY, "hf_abcdefghijklmnop", "AIzaSyA1234567890abcdefghijklmno", "my key", "sk-",
-                                   "Ab3dEf6hIj9kLm2nOp5qRs8tUv"])
+@pytest.mark.parametrize(
+    "value",
+    [KEY, "hf_abcdefghijklmnop", "AIzaSyA1234567890abcdefghijklmno", "my key", "sk-", "Ab3dEf6hIj9kLm2nOp5qRs8tUv"],
+)
 def test_api_key_env_holding_a_key_is_refused_without_showing_it(value):
     with pytest.raises(Exception) as exc:
         OpenAIEngine(base_url="http://127.0.0.1:9/v1", model="m", api_key_env=value)
-    assert value not in str(exc.value.errors()[0]["msg"]) and "not the NAME of an environment variable" in str(exc.value)
+    assert value not in str(exc.value.errors()[0]["msg"]) and "not the NAME of an environment variable" in str(
+        exc.value
+    )
 
 
 @pytest.mark.parametrize("name", ["OPENAI_API_KEY", "MY_KEY", "together_api_key", "HF_TOKEN", "_K1"])
@@ -66,8 +78,18 @@ def test_variable_names_are_accepted(name):
     assert check_key_env(name) == name
 
 
-@pytest.mark.parametrize("url", ["not a url", "ftp://host/v1", "", "http://[::1/v1", "http://host:99999/v1",
-                                 "http:///v1", "https://api example.com/v1"])
+@pytest.mark.parametrize(
+    "url",
+    [
+        "not a url",
+        "ftp://host/v1",
+        "",
+        "http://[::1/v1",
+        "http://host:99999/v1",
+        "http:///v1",
+        "https://api example.com/v1",
+    ],
+)
 def test_an_engine_url_that_is_not_http_is_refused_at_load(url):
     with pytest.raises(Exception, match="base_url"):
         OpenAIEngine(base_url=url, model="m")
@@ -77,8 +99,10 @@ def test_a_pasted_key_in_a_recipe_is_refused_at_load_in_one_line_without_it(tmp_
     from mindsimkit.mindcore.recipe import load_recipe
 
     path = tmp_path / "r.yaml"
-    path.write_text(f"name: x\nengines:\n  e: {{kind: openai, base_url: 'http://127.0.0.1:9/v1', model: m, "
-                    f"api_key_env: {KEY}}}\nroles:\n  default: {{engine: e}}\n")
+    path.write_text(
+        f"name: x\nengines:\n  e: {{kind: openai, base_url: 'http://127.0.0.1:9/v1', model: m, "
+        f"api_key_env: {KEY}}}\nroles:\n  default: {{engine: e}}\n"
+    )
     with pytest.raises(ConfigError) as exc:
         load_recipe(path)
     assert KEY not in str(exc.value) and "engines.e.api_key_env" in str(exc.value)
@@ -87,8 +111,10 @@ def test_a_pasted_key_in_a_recipe_is_refused_at_load_in_one_line_without_it(tmp_
 def test_importing_distilabel_through_the_toolkit_leaves_plain_tracebacks():
     """distilabel's import installs rich tracebacks with show_locals=True for the whole process; the modules that
     import it undo that, so an uncaught exception never prints a frame's local variables (an API key among them)."""
-    code = ("import sys, rich.traceback; import mindsimkit.profilegen.distilabel_steps; "
-            "print(sys.excepthook is sys.__excepthook__)")
+    code = (
+        "import sys, rich.traceback; import mindsimkit.profilegen.distilabel_steps; "
+        "print(sys.excepthook is sys.__excepthook__)"
+    )
     done = subprocess.run([sys.executable, "-W", "ignore", "-c", code], capture_output=True, text=True, timeout=120)
     assert done.stdout.strip() == "True", done.stderr[-2000:]
 
@@ -105,8 +131,14 @@ def _text_shapes(secret: str) -> set[str]:
     import urllib.parse
 
     quoted = urllib.parse.quote(secret, safe="")
-    return {secret, quoted, urllib.parse.quote_plus(secret), urllib.parse.quote(quoted, safe=""),
-            re.sub("%[0-9A-F]{2}", lambda m: m.group().lower(), quoted), json.dumps(secret)[1:-1].replace("/", "\\/")}
+    return {
+        secret,
+        quoted,
+        urllib.parse.quote_plus(secret),
+        urllib.parse.quote(quoted, safe=""),
+        re.sub("%[0-9A-F]{2}", lambda m: m.group().lower(), quoted),
+        json.dumps(secret)[1:-1].replace("/", "\\/"),
+    }
 
 
 def _shapes(secret: str) -> set[str]:
@@ -149,19 +181,32 @@ def test_every_shape_of_a_watched_key_is_masked_in_text(slashed):
             assert redact.scrub(text) == "x *** y"
 
 
-@pytest.mark.parametrize("text, shown", [
-    ("GET http://h/v1?api-key=abcdef123456&api-version=2024-06-01 failed",
-     "GET http://h/v1?api-key=***&api-version=2024-06-01 failed"),
-    ("http://h/v1?access_token=abc123xyz", "http://h/v1?access_token=***"),
-    ("https://acct.blob.core.windows.net/c?sv=2022-11-02&sig=Zq8abcDEF%2Bghi", "https://acct.blob.core.windows.net/c?sv=2022-11-02&sig=***"),
-    ("http://h/v1?q=sk-proj-abcdefgh12345678", "http://h/v1?q=***"),
-    ("http://h/v1#sk-proj-abcdefgh12345678", "http://h/v1#***"),
-    ("see https://example.org/docs/page#install-the-package", "see https://example.org/docs/page#install-the-package"),
-    ('{"detail": "header \\"Authorization: Bearer abcdefgh12345\\" refused"}',
-     '{"detail": "header \\"Authorization: ***\\" refused"}'),
-    ("Authorization%3A%20Bearer%20abcdefgh12345", "Authorization%3A***"),
-    ("a logged query: ?h=Bearer%20abcdefgh12345", "a logged query: ?h=Bearer ***"),
-])
+@pytest.mark.parametrize(
+    "text, shown",
+    [
+        (
+            "GET http://h/v1?api-key=abcdef123456&api-version=2024-06-01 failed",
+            "GET http://h/v1?api-key=***&api-version=2024-06-01 failed",
+        ),
+        ("http://h/v1?access_token=abc123xyz", "http://h/v1?access_token=***"),
+        (
+            "https://acct.blob.core.windows.net/c?sv=2022-11-02&sig=Zq8abcDEF%2Bghi",
+            "https://acct.blob.core.windows.net/c?sv=2022-11-02&sig=***",
+        ),
+        ("http://h/v1?q=sk-proj-abcdefgh12345678", "http://h/v1?q=***"),
+        ("http://h/v1#sk-proj-abcdefgh12345678", "http://h/v1#***"),
+        (
+            "see https://example.org/docs/page#install-the-package",
+            "see https://example.org/docs/page#install-the-package",
+        ),
+        (
+            '{"detail": "header \\"Authorization: Bearer abcdefgh12345\\" refused"}',
+            '{"detail": "header \\"Authorization: ***\\" refused"}',
+        ),
+        ("Authorization%3A%20Bearer%20abcdefgh12345", "Authorization%3A***"),
+        ("a logged query: ?h=Bearer%20abcdefgh12345", "a logged query: ?h=Bearer ***"),
+    ],
+)
 def test_query_credentials_key_like_fragments_and_escaped_headers_are_masked(text, shown):
     assert redact.scrub(text) == shown
 
@@ -171,20 +216,30 @@ def test_a_masked_json_document_still_parses():
     assert json.loads(redact.scrub(doc)) == {"detail": 'header "Authorization: ***" refused', "n": 1}
 
 
-@pytest.mark.parametrize("url, shown", [
-    ("http://u:pw123456@h:8000/v1?key=abc&api-version=1#frag", "http://***@h:8000/v1?key=***&api-version=1#***"),
-    ("https://api.example.com/v1?foo=a3f9c0e17b2d4e8f9a0b1c2d", "https://api.example.com/v1?foo=***"),
-    ("http://127.0.0.1:8000/v1", "http://127.0.0.1:8000/v1"),
-])
+@pytest.mark.parametrize(
+    "url, shown",
+    [
+        ("http://u:pw123456@h:8000/v1?key=abc&api-version=1#frag", "http://***@h:8000/v1?key=***&api-version=1#***"),
+        ("https://api.example.com/v1?foo=a3f9c0e17b2d4e8f9a0b1c2d", "https://api.example.com/v1?foo=***"),
+        ("http://127.0.0.1:8000/v1", "http://127.0.0.1:8000/v1"),
+    ],
+)
 def test_shown_url_masks_what_a_url_may_hold(url, shown):
     assert redact.shown_url(url) == shown
 
 
-@pytest.mark.parametrize("value, refused", [
-    ("a3f9c0e17b2d4e8f9a0b1c2d3e4f5a6b", True), ("k7p2x9m4q8w3z6v1t5r0", True), ("sk_proj_abcdefgh12345678", True),
-    ("OPENAI_API_KEY_2024", False), ("AZURE_OPENAI_KEY", False), ("MY_PROVIDER_TOKEN_FOR_PROJECT_7", False),
-    ("hf_token_value", False),
-])
+@pytest.mark.parametrize(
+    "value, refused",
+    [
+        ("a3f9c0e17b2d4e8f9a0b1c2d3e4f5a6b", True),
+        ("k7p2x9m4q8w3z6v1t5r0", True),
+        ("sk_proj_abcdefgh12345678", True),
+        ("OPENAI_API_KEY_2024", False),
+        ("AZURE_OPENAI_KEY", False),
+        ("MY_PROVIDER_TOKEN_FOR_PROJECT_7", False),
+        ("hf_token_value", False),
+    ],
+)
 def test_hex_and_high_entropy_keys_are_refused_as_variable_names_and_long_names_are_not(value, refused):
     if not refused:
         assert check_key_env(value) == value
@@ -201,7 +256,7 @@ def _row(secret: str) -> dict:
 
     return {
         "error": f'engine said: header "Authorization: Bearer {secret}" refused; '
-                 f"echo={urllib.parse.quote(secret, safe='')}; b64={base64.b64encode(secret.encode()).decode()}",
+        f"echo={urllib.parse.quote(secret, safe='')}; b64={base64.b64encode(secret.encode()).decode()}",
         "url": f"http://user:{urllib.parse.quote(secret, safe='')}@h/v1?api-key={secret}",
         "nested": [{"Authorization": f"Bearer {secret}", "note": 'a "quoted" path C:\\dir\\file'}],
         secret: "the key as a mapping key",

@@ -25,23 +25,39 @@ class Verdict(BaseModel):
     severity: str = Field(max_length=10)
 
 
-def _backend(kind: str = "openai", structured_mode: str = "json_schema", url: str = "http://127.0.0.1:9/v1",
-             model: str = "m", **kw) -> OpenAIBackend:
+def _backend(
+    kind: str = "openai",
+    structured_mode: str = "json_schema",
+    url: str = "http://127.0.0.1:9/v1",
+    model: str = "m",
+    **kw,
+) -> OpenAIBackend:
     return OpenAIBackend("e", base_url=url, default_model=model, kind=kind, structured_mode=structured_mode, **kw)
 
 
 def _request(spec: RoleSpec, backend, **kw) -> ChatRequest:
     return RoleClient("judge", backend, spec, spec.model or backend.default_model, UsageLedger()).build_request(
-        [{"role": "user", "content": "hi"}], **kw)
+        [{"role": "user", "content": "hi"}], **kw
+    )
 
 
 # -- on the wire ----------------------------------------------------------------------------------
 def test_options_render_as_openai_fields_and_merge_into_one_body():
-    spec = RoleSpec(engine="e", temperature=0.6, top_p=0.9, max_tokens=300, reasoning_effort="high", thinking=True,
-                    token_param="max_completion_tokens",
-                    extra_body={"priority": 3, "chat_template_kwargs": {"custom_flag": 1},
-                                "structured_outputs": {"disable_any_whitespace": True}},
-                    timeout_s=7.5)
+    spec = RoleSpec(
+        engine="e",
+        temperature=0.6,
+        top_p=0.9,
+        max_tokens=300,
+        reasoning_effort="high",
+        thinking=True,
+        token_param="max_completion_tokens",
+        extra_body={
+            "priority": 3,
+            "chat_template_kwargs": {"custom_flag": 1},
+            "structured_outputs": {"disable_any_whitespace": True},
+        },
+        timeout_s=7.5,
+    )
     b = _backend(kind="vllm", structured_mode="vllm")
     req = _request(spec, b, response_schema={"type": "object"}, schema_name="v")
     kw = b.body(req)
@@ -112,8 +128,9 @@ def test_describe_names_the_options_only_when_set():
     b = _backend(url="https://api.openai.com/v1")
     plain = RoleClient("judge", b, RoleSpec(engine="e"), "m", UsageLedger()).describe()
     assert "reasoning_effort" not in plain and plain["token_field"] == "max_completion_tokens"
-    rich = RoleClient("judge", b, RoleSpec(engine="e", reasoning_effort="high", omit=["temperature"]), "m",
-                      UsageLedger()).describe()
+    rich = RoleClient(
+        "judge", b, RoleSpec(engine="e", reasoning_effort="high", omit=["temperature"]), "m", UsageLedger()
+    ).describe()
     assert rich["reasoning_effort"] == "high" and rich["omit"] == ["temperature"]
     assert "token_field" not in RoleClient("p", _backend(), RoleSpec(engine="e"), "m", UsageLedger()).describe()
 
@@ -138,8 +155,10 @@ def load_recipe_text(data: dict) -> Recipe:
         ({"temperature": 0.2, "omit": ["temperature"]}, "temperature is set and also listed in omit"),
         ({"extra_body": {"max_tokens": 5}}, "extra_body must not set max_tokens"),
         ({"extra_body": {"temperature": 0}}, "extra_body must not set temperature"),
-        ({"thinking": True, "extra_body": {"chat_template_kwargs": {"enable_thinking": False}}},
-         "both set the thinking switch"),
+        (
+            {"thinking": True, "extra_body": {"chat_template_kwargs": {"enable_thinking": False}}},
+            "both set the thinking switch",
+        ),
         ({"thinking_key": "thinking"}, "thinking_key names the template variable"),
         ({"reasoning_effort": "extreme"}, "reasoning_effort"),
         ({"omit": ["max_tokens"]}, "omit"),
@@ -148,19 +167,35 @@ def load_recipe_text(data: dict) -> Recipe:
     ],
 )
 def test_contradictory_or_unknown_options_are_config_errors_naming_the_field(role, message):
-    data = {"name": "t", "engines": {"api": {"kind": "openai", "base_url": "http://x/v1", "model": "m"}},
-            "roles": {"judge": {"engine": "api", **role}}}
+    data = {
+        "name": "t",
+        "engines": {"api": {"kind": "openai", "base_url": "http://x/v1", "model": "m"}},
+        "roles": {"judge": {"engine": "api", **role}},
+    }
     with pytest.raises(ConfigError, match=message) as info:
         load_recipe_text(data)
     assert "roles.judge" in str(info.value)
 
 
 def test_new_options_at_their_defaults_leave_the_recipe_hash_alone():
-    base = {"name": "t", "engines": {"api": {"kind": "openai", "base_url": "http://x/v1", "model": "m"}},
-            "roles": {"default": {"engine": "api", "temperature": 0.5}}}
+    base = {
+        "name": "t",
+        "engines": {"api": {"kind": "openai", "base_url": "http://x/v1", "model": "m"}},
+        "roles": {"default": {"engine": "api", "temperature": 0.5}},
+    }
     dumped = Recipe.model_validate(base).content_dump()
-    assert set(dumped["roles"]["default"]) == {"engine", "model", "temperature", "top_p", "max_tokens", "seed",
-                                               "frequency_penalty", "presence_penalty", "stop", "max_attempts"}
+    assert set(dumped["roles"]["default"]) == {
+        "engine",
+        "model",
+        "temperature",
+        "top_p",
+        "max_tokens",
+        "seed",
+        "frequency_penalty",
+        "presence_penalty",
+        "stop",
+        "max_attempts",
+    }
     assert "token_param" not in dumped["engines"]["api"]
     withopt = {**base, "roles": {"default": {"engine": "api", "temperature": 0.5, "reasoning_effort": "low"}}}
     assert Recipe.model_validate(withopt).content_dump()["roles"]["default"]["reasoning_effort"] == "low"
@@ -186,12 +221,20 @@ def _answer(body):
 
 def test_hosted_reasoning_model_takes_the_role_as_configured_and_usage_counts_reasoning_and_cache():
     with OpenAIStub(hosted_reasoning(_answer)) as stub:
-        roles = {"judge": {"engine": "e", "reasoning_effort": "high", "max_tokens": 500, "omit": ["temperature"],
-                           "temperature": None}}
+        roles = {
+            "judge": {
+                "engine": "e",
+                "reasoning_effort": "high",
+                "max_tokens": 500,
+                "omit": ["temperature"],
+                "temperature": None,
+            }
+        }
         with _engines(stub.base_url, roles) as engines:
             judge = engines.role("judge")
-            got = engines.run(judge.structured([{"role": "user", "content": "rate this reply please"}], Verdict,
-                                               temperature=0.0))
+            got = engines.run(
+                judge.structured([{"role": "user", "content": "rate this reply please"}], Verdict, temperature=0.0)
+            )
         body = stub.requests[-1]
     assert got.severity == "minor"
     assert body["max_completion_tokens"] == 500 and body["reasoning_effort"] == "high"
@@ -217,8 +260,16 @@ def test_hosted_reasoning_model_refusals_come_back_with_the_recipe_fix():
 def test_vllm_like_server_reads_the_thinking_switch_next_to_structured_outputs():
     with OpenAIStub(template_thinking(_answer)) as stub:
         url = stub.base_url
-        roles = {"patient": {"engine": "e", "thinking": True, "temperature": 1.0, "max_tokens": 64,
-                             "reasoning_budget": 400, "extra_body": {"priority": 2}}}
+        roles = {
+            "patient": {
+                "engine": "e",
+                "thinking": True,
+                "temperature": 1.0,
+                "max_tokens": 64,
+                "reasoning_budget": 400,
+                "extra_body": {"priority": 2},
+            }
+        }
         with _engines(url, roles, kind="vllm", model="deepseek-v4.1-flash") as engines:
             got = engines.run(engines.role("patient").structured([{"role": "user", "content": "go"}], Verdict))
         body = stub.requests[-1]

@@ -13,24 +13,45 @@ from mindsimkit.mindcore.runlog import LOG_VERSION, Pair, RunCounts, RunHeader, 
 
 # run.json's counts and schedule as version 1 wrote them (a real run folder of 2026-12-02, numbers changed).
 V1_COUNTS = {
-    "personas read": 12, "under-18 personas skipped": 1, "candidate profiles": 4, "profiles kept (clean + minor)": 3,
-    "profiles dropped as serious": 1, "profile failures (engine or invalid output)": 0,
-    "pool / benchmark patients": "3 / 1", "pool drawn from verdicts": "clean, minor",
-    "sessions written / expected": "5 / 6", "failed arcs": 1, "sessions the patient ended": 2,
-    "rejected move commits": 7, "patient messages re-asked (not stored), by reason": "not_speech 1, too_long 2",
+    "personas read": 12,
+    "under-18 personas skipped": 1,
+    "candidate profiles": 4,
+    "profiles kept (clean + minor)": 3,
+    "profiles dropped as serious": 1,
+    "profile failures (engine or invalid output)": 0,
+    "pool / benchmark patients": "3 / 1",
+    "pool drawn from verdicts": "clean, minor",
+    "sessions written / expected": "5 / 6",
+    "failed arcs": 1,
+    "sessions the patient ended": 2,
+    "rejected move commits": 7,
+    "patient messages re-asked (not stored), by reason": "not_speech 1, too_long 2",
     "patient messages ended at their last complete sentence": 0,
     "scenario drafts written (re-drafts included) / sessions": "6 / 5",
     "counsellor replies flagged (stored as sent), by flag": "empty 1 (of 40 replies)",
-    "judged replies (ok / failed)": "38 / 2", "critical replies (listed for review in judgments/report.md)": 0,
+    "judged replies (ok / failed)": "38 / 2",
+    "critical replies (listed for review in judgments/report.md)": 0,
 }
-V1_SCHEDULE = {"sessions per patient": 2, "turn cap": 6, "gap before follow-ups (hours)": "24–168",
-               "counsellors": "counsellor, counsellor:b", "memory cap (entries)": 20, "seed": 7}
+V1_SCHEDULE = {
+    "sessions per patient": 2,
+    "turn cap": 6,
+    "gap before follow-ups (hours)": "24–168",
+    "counsellors": "counsellor, counsellor:b",
+    "memory cap (entries)": 20,
+    "seed": 7,
+}
 
 
 def _v1(tmp_path, **extra):
-    info = {"run_id": "abc", "recipe_hash": "h1", "status": "finished",
-            "recipe": {"name": "q", "path": "recipes/quickstart.yaml", "seed": 7, "sessions": {"x": 1}},
-            "counts": V1_COUNTS, "schedule_settings": V1_SCHEDULE, **extra}
+    info = {
+        "run_id": "abc",
+        "recipe_hash": "h1",
+        "status": "finished",
+        "recipe": {"name": "q", "path": "recipes/quickstart.yaml", "seed": 7, "sessions": {"x": 1}},
+        "counts": V1_COUNTS,
+        "schedule_settings": V1_SCHEDULE,
+        **extra,
+    }
     (tmp_path / "run.json").write_text(json.dumps(info))
     return tmp_path / "run.json"
 
@@ -49,26 +70,42 @@ def test_a_version_1_header_reads_typed_and_the_card_lines_are_unchanged(tmp_pat
 
 def test_written_in_the_current_format_and_read_back_equal(tmp_path):
     counts = RunCounts.model_validate(V1_COUNTS)
-    header = RunHeader(run_id="r", recipe_hash="h", status="finished", counts=counts,
-                       schedule_settings=ScheduleSettings.model_validate(V1_SCHEDULE),
-                       recipe={"name": "q", "path": "q.yaml", "seed": 1})
+    header = RunHeader(
+        run_id="r",
+        recipe_hash="h",
+        status="finished",
+        counts=counts,
+        schedule_settings=ScheduleSettings.model_validate(V1_SCHEDULE),
+        recipe={"name": "q", "path": "q.yaml", "seed": 1},
+    )
     layout = RunLayout(tmp_path)
     layout.write_header(header)
     raw = json.loads(layout.run_json.read_text())
     # Fields, not labels, on disk; the version stamped.
-    assert raw["log_version"] == LOG_VERSION and raw["counts"]["failed_arcs"] == 1 and "failed arcs" not in raw["counts"]
+    assert (
+        raw["log_version"] == LOG_VERSION and raw["counts"]["failed_arcs"] == 1 and "failed arcs" not in raw["counts"]
+    )
     back = layout.header()
     assert back.model_copy(update={"log_version": 1}) == header and back.counts.labelled() == V1_COUNTS
 
 
-@pytest.mark.parametrize("damage, says", [
-    (lambda p: p.write_text(json.dumps({"log_version": LOG_VERSION + 1, "run_id": "x"})), "written by a newer mindsim"),
-    (lambda p: p.write_text("{not json"), "not readable JSON"),
-    (lambda p: p.write_text("[1]"), "expected a JSON object"),
-    (lambda p: p.write_text(json.dumps({"run_id": "x", "recipe_hash": "h", "status": "done"})), "status"),
-    (lambda p: p.write_text(json.dumps({"run_id": "x", "recipe_hash": "h", "status": "finished", "bogus": 1})), "bogus"),
-    (lambda p: None, "missing"),
-])
+@pytest.mark.parametrize(
+    "damage, says",
+    [
+        (
+            lambda p: p.write_text(json.dumps({"log_version": LOG_VERSION + 1, "run_id": "x"})),
+            "written by a newer mindsim",
+        ),
+        (lambda p: p.write_text("{not json"), "not readable JSON"),
+        (lambda p: p.write_text("[1]"), "expected a JSON object"),
+        (lambda p: p.write_text(json.dumps({"run_id": "x", "recipe_hash": "h", "status": "done"})), "status"),
+        (
+            lambda p: p.write_text(json.dumps({"run_id": "x", "recipe_hash": "h", "status": "finished", "bogus": 1})),
+            "bogus",
+        ),
+        (lambda p: None, "missing"),
+    ],
+)
 def test_an_unreadable_header_is_one_line_naming_the_file(tmp_path, damage, says):
     path = tmp_path / "run.json"
     damage(path)
@@ -135,7 +172,9 @@ def test_run_files_are_read_only_through_the_typed_readers():
 
 def test_the_scan_sees_a_side_door(tmp_path):
     bad = tmp_path / "reader.py"
-    bad.write_text("import json\nimport pyarrow.parquet as pq\n"
-                   "def f(layout):\n    rows = pq.read_table(layout.sessions.parquet)\n"
-                   "    info = json.loads(layout.run_json.read_text())\n")
+    bad.write_text(
+        "import json\nimport pyarrow.parquet as pq\n"
+        "def f(layout):\n    rows = pq.read_table(layout.sessions.parquet)\n"
+        "    info = json.loads(layout.run_json.read_text())\n"
+    )
     assert [kind for kind, _ in _raw_reads(bad)] == ["parquet", "json"]

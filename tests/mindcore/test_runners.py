@@ -37,13 +37,22 @@ def _ray_mentions(path: Path) -> list[str]:
 def test_no_stage_chooses_a_runner():
     scanned = [p for pkg in PACKAGES for p in sorted((REPO / pkg).rglob("*.py"))]
     assert len(scanned) > 100
-    offenders = {str(p.relative_to(REPO)): m for p in scanned
-                 if str(p.relative_to(REPO)) not in RAY_HOME and (m := _ray_mentions(p))}
+    offenders = {
+        str(p.relative_to(REPO)): m
+        for p in scanned
+        if str(p.relative_to(REPO)) not in RAY_HOME and (m := _ray_mentions(p))
+    }
     assert offenders == {}
     # ... and the one choice is made in one place.
     source = (REPO / "mindcore" / "runners.py").read_text()
-    assert sum(1 for n in ast.walk(ast.parse(source)) if isinstance(n, ast.Compare)
-               and any(isinstance(c, ast.Constant) and c.value == "ray" for c in ast.walk(n))) == 1
+    assert (
+        sum(
+            1
+            for n in ast.walk(ast.parse(source))
+            if isinstance(n, ast.Compare) and any(isinstance(c, ast.Constant) and c.value == "ray" for c in ast.walk(n))
+        )
+        == 1
+    )
 
 
 def test_the_scan_sees_a_stage_that_branches(tmp_path):
@@ -69,8 +78,15 @@ def test_the_local_runner_is_one_shard_of_everything_in_this_loop():
         return [x * 10 for x in payload["items"]]
 
     async def main():
-        run = await LocalRunner().map_shards(work, [3, 1, 2], key=str, engines=None, description="t", total=3,
-                                             payload=lambda i, n, part: {"shard": (i, n), "items": part})
+        run = await LocalRunner().map_shards(
+            work,
+            [3, 1, 2],
+            key=str,
+            engines=None,
+            description="t",
+            total=3,
+            payload=lambda i, n, part: {"shard": (i, n), "items": part},
+        )
         return run, asyncio.get_running_loop()
 
     run, loop = asyncio.run(main())

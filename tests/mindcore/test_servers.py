@@ -85,8 +85,9 @@ def test_affinity_keeps_a_session_on_one_server():
 
 
 def test_affinity_moves_only_when_home_is_a_whole_batch_busier():
-    pool = OpenAIBackend("pool", base_urls=["http://127.0.0.1:1/v1", "http://127.0.0.1:2/v1"],
-                         default_model="m", max_concurrency=4)
+    pool = OpenAIBackend(
+        "pool", base_urls=["http://127.0.0.1:1/v1", "http://127.0.0.1:2/v1"], default_model="m", max_concurrency=4
+    )
     first, _ = pool._choose("s1", set())
     home, other = pool.servers[first], pool.servers[1 - first]
     home.outstanding, other.outstanding = 3, 0  # 3 more than the other: below a batch of 4, stay
@@ -190,11 +191,33 @@ def test_per_server_usage_in_the_ledger():
         replies = asyncio.run(send(backend(a, b), [request(text="one two three four")] * 6, in_flight=2))
     ledger = UsageLedger()
     for r in replies:  # as RoleClient records a call
-        ledger.add(CallRecord(role="patient", engine="pool", model="m", kind="chat", ok=True,
-                              prompt_tokens=r.prompt_tokens, completion_tokens=r.completion_tokens,
-                              cached_tokens=r.cached_tokens, latency_s=0.01, server=r.server))
-    ledger.add(CallRecord(role="judge", engine="x", model="m", kind="chat", ok=False, prompt_tokens=0,
-                          completion_tokens=0, cached_tokens=0, latency_s=0.0))
+        ledger.add(
+            CallRecord(
+                role="patient",
+                engine="pool",
+                model="m",
+                kind="chat",
+                ok=True,
+                prompt_tokens=r.prompt_tokens,
+                completion_tokens=r.completion_tokens,
+                cached_tokens=r.cached_tokens,
+                latency_s=0.01,
+                server=r.server,
+            )
+        )
+    ledger.add(
+        CallRecord(
+            role="judge",
+            engine="x",
+            model="m",
+            kind="chat",
+            ok=False,
+            prompt_tokens=0,
+            completion_tokens=0,
+            cached_tokens=0,
+            latency_s=0.0,
+        )
+    )
     summary = ledger.summary()
     patient = summary["patient"]
     assert patient["calls"] == 6 and patient["prompt_tokens"] == 24 and patient["engine"] == "pool"
@@ -211,8 +234,10 @@ def test_per_server_usage_in_the_ledger():
 
 def test_engines_from_config_spread_a_role_over_base_urls():
     with StubServer("a") as a, StubServer("b") as b:
-        cfg = EnginesConfig(engines={"pool": OpenAIEngine(base_urls=[a.base_url, b.base_url], model="m")},
-                            roles={"default": RoleSpec(engine="pool")})
+        cfg = EnginesConfig(
+            engines={"pool": OpenAIEngine(base_urls=[a.base_url, b.base_url], model="m")},
+            roles={"default": RoleSpec(engine="pool")},
+        )
         with Engines.from_config(cfg) as engines:
             client = engines.role("patient")
 
@@ -220,6 +245,7 @@ def test_engines_from_config_spread_a_role_over_base_urls():
                 return [await client.chat([{"role": "user", "content": "hi"}], affinity="s1") for _ in range(3)]
 
             engines.run(main())
+
             async def spread():
                 return await asyncio.gather(*(client.chat([{"role": "user", "content": "x"}]) for _ in range(4)))
 
@@ -287,8 +313,9 @@ def test_recipe_fields(tmp_path):
 
 
 def _sys(text: str, user: str) -> ChatRequest:
-    return ChatRequest(role="judge", model="m", messages=[{"role": "system", "content": text},
-                                                          {"role": "user", "content": user}])
+    return ChatRequest(
+        role="judge", model="m", messages=[{"role": "system", "content": text}, {"role": "user", "content": user}]
+    )
 
 
 HELD_S = 0.15  # how long the stub holds each request in the gate tests
@@ -321,7 +348,9 @@ def test_requests_with_one_long_system_prompt_go_one_at_a_time_on_the_embedded_e
 
 
 def test_remote_engines_send_long_prefixes_as_they_come():
-    cfg = EnginesConfig(engines={"api": OpenAIEngine(base_url="http://127.0.0.1:9/v1", model="m")},
-                        roles={"default": RoleSpec(engine="api")})
+    cfg = EnginesConfig(
+        engines={"api": OpenAIEngine(base_url="http://127.0.0.1:9/v1", model="m")},
+        roles={"default": RoleSpec(engine="api")},
+    )
     with Engines.from_config(cfg) as engines:
         assert engines.backend("api").serial_prefix_chars == 0

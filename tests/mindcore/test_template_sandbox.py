@@ -31,13 +31,16 @@ ENV.pop("FORCE_COLOR", None)
 
 # What the sweep sent: the environment through a Jinja global, and a shell command through str's subclasses.
 ENVIRON = "{{ cycler.__init__.__globals__.os.environ }}"
-POPEN = ("{% for c in VAR.__class__.__mro__[1].__subclasses__() %}{% if c.__name__ == '_wrap_close' %}"
-         "{{ c.__init__.__globals__['popen']('touch MARK').read() }}{% endif %}{% endfor %}")
+POPEN = (
+    "{% for c in VAR.__class__.__mro__[1].__subclasses__() %}{% if c.__name__ == '_wrap_close' %}"
+    "{{ c.__init__.__globals__['popen']('touch MARK').read() }}{% endif %}{% endfor %}"
+)
 
 
 def mindsim(*args: object, cwd: Path) -> subprocess.CompletedProcess:
-    return subprocess.run([mindsim_script(), *map(str, args)], cwd=cwd, env=ENV, capture_output=True, text=True,
-                          timeout=300)
+    return subprocess.run(
+        [mindsim_script(), *map(str, args)], cwd=cwd, env=ENV, capture_output=True, text=True, timeout=300
+    )
 
 
 def one_error_line(proc: subprocess.CompletedProcess) -> str:
@@ -50,12 +53,15 @@ def one_error_line(proc: subprocess.CompletedProcess) -> str:
 def stub_recipe(path: Path, stub, roles: list[str], extra: str = "") -> Path:
     base_url = stub.serve("m", *roles).base_url
     lines = [f"  {r!r}: {{engine: stub, model: {r!r}}}" for r in roles]
-    path.write_text(f"name: stub\nseed: 3\nengines:\n  stub: {{kind: openai, base_url: '{base_url}', model: m, "
-                    "native_tools: false, api_key_env: MINDSIM_TEST_KEY}\nroles:\n  default: {engine: stub}\n"
-                    + "\n".join(lines) + "\n" + extra, encoding="utf-8")
+    path.write_text(
+        f"name: stub\nseed: 3\nengines:\n  stub: {{kind: openai, base_url: '{base_url}', model: m, "
+        "native_tools: false, api_key_env: MINDSIM_TEST_KEY}\nroles:\n  default: {engine: stub}\n"
+        + "\n".join(lines)
+        + "\n"
+        + extra,
+        encoding="utf-8",
+    )
     return path
-
-
 
 
 def sessions_file(folder: Path) -> Path:
@@ -81,10 +87,16 @@ page: {title: T}
 
 
 # -- a rubric's judge template -------------------------------------------------------------------------------------
-@pytest.mark.parametrize("body", [ENVIRON, POPEN.replace("VAR", "instructions"),
-                                  "{% if false %}{{ self.__init__.__globals__ }}{% endif %}{{ transcript }}",
-                                  "{% include './part.jinja2' %}"],
-                         ids=["environ", "popen", "unrendered-branch", "included-file"])
+@pytest.mark.parametrize(
+    "body",
+    [
+        ENVIRON,
+        POPEN.replace("VAR", "instructions"),
+        "{% if false %}{{ self.__init__.__globals__ }}{% endif %}{{ transcript }}",
+        "{% include './part.jinja2' %}",
+    ],
+    ids=["environ", "popen", "unrendered-branch", "included-file"],
+)
 def test_a_rubric_template_reaching_python_internals_is_refused_before_any_request(body, openai_stub, tmp_path):
     stub = openai_stub(after_probe(always_text('{"warmth_reason": "ok", "warmth": 3}')))
     recipe = stub_recipe(tmp_path / "r.yaml", stub, [])
@@ -94,8 +106,9 @@ def test_a_rubric_template_reaching_python_internals_is_refused_before_any_reque
     rubric = tmp_path / "rubric.yaml"
     rubric.write_text(RUBRIC, encoding="utf-8")
     out = tmp_path / "judged"
-    proc = mindsim("judge", "run", "--sessions", sessions, "--rubric", rubric, "--recipe", recipe, "--out", out,
-                   cwd=tmp_path)
+    proc = mindsim(
+        "judge", "run", "--sessions", sessions, "--rubric", rubric, "--recipe", recipe, "--out", out, cwd=tmp_path
+    )
     assert proc.returncode == 2, proc.stderr
     line = one_error_line(proc)
     assert "judge.jinja2" in line or "part.jinja2" in line
@@ -112,10 +125,16 @@ def test_a_prompts_override_running_a_shell_command_is_refused_before_any_reques
     write_profiles([make_profile("p1")], tmp_path / "profiles")
     stub = openai_stub(by_model({}, from_responder(SimResponder(end_after=2))))
     (tmp_path / "patient.jinja2").write_text(POPEN.replace("VAR", "situation") + "\n{{ formulation }}", "utf-8")
-    recipe = stub_recipe(tmp_path / "r.yaml", stub, ["patient", "scenario_writer", "memory_compactor", "counsellor"],
-                         "simulation: {sessions: 1, turn_cap: 3}\nprompts: {patient/system.jinja2: ./patient.jinja2}\n")
-    for command in (["simulate", "--profiles", tmp_path / "profiles", "--recipe", recipe, "--out", tmp_path / "sim"],
-                    ["engines", "check", recipe]):
+    recipe = stub_recipe(
+        tmp_path / "r.yaml",
+        stub,
+        ["patient", "scenario_writer", "memory_compactor", "counsellor"],
+        "simulation: {sessions: 1, turn_cap: 3}\nprompts: {patient/system.jinja2: ./patient.jinja2}\n",
+    )
+    for command in (
+        ["simulate", "--profiles", tmp_path / "profiles", "--recipe", recipe, "--out", tmp_path / "sim"],
+        ["engines", "check", recipe],
+    ):
         proc = mindsim(*command, cwd=tmp_path)
         assert proc.returncode == 2, (command, proc.stderr)
         line = one_error_line(proc)
@@ -145,25 +164,48 @@ def test_objects_the_toolkit_passes_show_their_fields_not_their_methods():
 
 
 # -- bounds --------------------------------------------------------------------------------------------------------
-@pytest.mark.parametrize("source, said", [
-    ("{% for i in range(10**9) %}x{% endfor %}", "more than 100,000 numbers"),
-    ("{% for i in range(100000) %}{% for j in range(100000) %}{% endfor %}{% endfor %}", "loop steps and calls"),
-    ("{{ 'x' * 10**9 }}", "1,000,000,000 characters"),
-    ("{% for i in range(100000) %}{{ 'y' * 1000 }}{% endfor %}", "rendered text passed"),
-    ("{% set ns = namespace(s='x') %}{% for i in range(64) %}{% set ns.s = ns.s ~ ns.s %}{% endfor %}", "over the"),
-    ("{% set ns = namespace(s='x') %}{% for i in range(64) %}{% set b %}{{ ns.s }}{{ ns.s }}{% endset %}"
-     "{% set ns.s = b %}{% endfor %}", "over the"),
-    ("{% set ns = namespace(s=[1]) %}{% for i in range(64) %}{% set ns.s = ns.s + ns.s %}{% endfor %}", "over the"),
-    ("{{ ('x' * 100000).replace('', 'x' * 100000) }}", "over the"),
-    ("{{ 'x'|center(10**9) }}", "filter 'center'"),
-    ("{{ 'x'.ljust(10**9) }}", "str.ljust"),
-    ("{{ '%999999999s' % 'x' }}", "'%' format"),
-    ("{{ '{:>999999999}'.format(1) }}", "'{}' format"),
-    ("{{ 7 ** 99999999 }}", "too large a number"),
-    ("{% set ns = namespace(n=3) %}{% for i in range(40) %}{% set ns.n = ns.n * ns.n %}{% endfor %}",
-     "too large a number"),
-], ids=["range", "nested-loops", "repeat", "output", "doubling-join", "doubling-block", "doubling-list", "replace",
-        "center-filter", "ljust-method", "percent-width", "format-width", "power", "squaring"])
+@pytest.mark.parametrize(
+    "source, said",
+    [
+        ("{% for i in range(10**9) %}x{% endfor %}", "more than 100,000 numbers"),
+        ("{% for i in range(100000) %}{% for j in range(100000) %}{% endfor %}{% endfor %}", "loop steps and calls"),
+        ("{{ 'x' * 10**9 }}", "1,000,000,000 characters"),
+        ("{% for i in range(100000) %}{{ 'y' * 1000 }}{% endfor %}", "rendered text passed"),
+        ("{% set ns = namespace(s='x') %}{% for i in range(64) %}{% set ns.s = ns.s ~ ns.s %}{% endfor %}", "over the"),
+        (
+            "{% set ns = namespace(s='x') %}{% for i in range(64) %}{% set b %}{{ ns.s }}{{ ns.s }}{% endset %}"
+            "{% set ns.s = b %}{% endfor %}",
+            "over the",
+        ),
+        ("{% set ns = namespace(s=[1]) %}{% for i in range(64) %}{% set ns.s = ns.s + ns.s %}{% endfor %}", "over the"),
+        ("{{ ('x' * 100000).replace('', 'x' * 100000) }}", "over the"),
+        ("{{ 'x'|center(10**9) }}", "filter 'center'"),
+        ("{{ 'x'.ljust(10**9) }}", "str.ljust"),
+        ("{{ '%999999999s' % 'x' }}", "'%' format"),
+        ("{{ '{:>999999999}'.format(1) }}", "'{}' format"),
+        ("{{ 7 ** 99999999 }}", "too large a number"),
+        (
+            "{% set ns = namespace(n=3) %}{% for i in range(40) %}{% set ns.n = ns.n * ns.n %}{% endfor %}",
+            "too large a number",
+        ),
+    ],
+    ids=[
+        "range",
+        "nested-loops",
+        "repeat",
+        "output",
+        "doubling-join",
+        "doubling-block",
+        "doubling-list",
+        "replace",
+        "center-filter",
+        "ljust-method",
+        "percent-width",
+        "format-width",
+        "power",
+        "squaring",
+    ],
+)
 def test_a_template_that_would_run_long_or_build_a_huge_value_stops_with_one_line(source, said):
     with pytest.raises(TemplateLimit, match=said):
         render_bounded(sandboxed().from_string(source), {})
@@ -173,11 +215,24 @@ def test_a_huge_loop_in_a_rubric_template_is_one_error_line_not_a_hang(openai_st
     stub = openai_stub(after_probe(always_text('{"warmth_reason": "ok", "warmth": 3}')))
     recipe = stub_recipe(tmp_path / "r.yaml", stub, [])
     sessions = sessions_file(tmp_path)
-    (tmp_path / "judge.jinja2").write_text("{% for i in range(99999) %}{% for j in range(99999) %}{{ '' }}"
-                                           "{% endfor %}{% endfor %}{{ transcript }}", encoding="utf-8")
+    (tmp_path / "judge.jinja2").write_text(
+        "{% for i in range(99999) %}{% for j in range(99999) %}{{ '' }}{% endfor %}{% endfor %}{{ transcript }}",
+        encoding="utf-8",
+    )
     (tmp_path / "rubric.yaml").write_text(RUBRIC, encoding="utf-8")
-    proc = mindsim("judge", "run", "--sessions", sessions, "--rubric", tmp_path / "rubric.yaml", "--recipe", recipe,
-                   "--out", tmp_path / "judged", cwd=tmp_path)
+    proc = mindsim(
+        "judge",
+        "run",
+        "--sessions",
+        sessions,
+        "--rubric",
+        tmp_path / "rubric.yaml",
+        "--recipe",
+        recipe,
+        "--out",
+        tmp_path / "judged",
+        cwd=tmp_path,
+    )
     assert proc.returncode == 2, proc.stderr
     line = one_error_line(proc)
     assert "judge.jinja2" in line and "loop steps and calls" in line
@@ -239,9 +294,14 @@ def test_the_scales_template_renders_a_shipped_rubric():
 
 def test_every_shipped_template_renders_byte_identically_in_the_sandbox(tmp_path):
     record = tmp_path / "rendered.txt"
-    proc = subprocess.run([sys.executable, "-m", "pytest", "-q", "-x", "-p", "no:cacheprovider", "-m", "not embedded",
-                           *RENDERING_TESTS], cwd=REPO, env={**os.environ, "MINDSIM_RENDERED_BOTH_WAYS": str(record)},
-                          capture_output=True, text=True, timeout=900)
+    proc = subprocess.run(
+        [sys.executable, "-m", "pytest", "-q", "-x", "-p", "no:cacheprovider", "-m", "not embedded", *RENDERING_TESTS],
+        cwd=REPO,
+        env={**os.environ, "MINDSIM_RENDERED_BOTH_WAYS": str(record)},
+        capture_output=True,
+        text=True,
+        timeout=900,
+    )
     assert proc.returncode == 0, proc.stdout[-4000:]
     compared = set(record.read_text(encoding="utf-8").split())
     wanted = set(shipped_templates()) | {p.name for p in (REPO / "cards").glob("*.jinja2")}

@@ -85,8 +85,12 @@ class _KeepAlive:
         self.httpd.server_close()
 
 
-_OK = json.dumps({"choices": [{"message": {"role": "assistant", "content": "fine"}, "finish_reason": "stop"}],
-                  "usage": {"prompt_tokens": 5, "completion_tokens": 1}}).encode()
+_OK = json.dumps(
+    {
+        "choices": [{"message": {"role": "assistant", "content": "fine"}, "finish_reason": "stop"}],
+        "usage": {"prompt_tokens": 5, "completion_tokens": 1},
+    }
+).encode()
 
 
 def test_connections_are_kept_alive_and_one_the_server_dropped_is_replaced_without_failing():
@@ -112,13 +116,19 @@ def test_the_body_is_the_json_the_role_built_and_the_key_goes_in_the_header_only
     server = _KeepAlive(_OK)
     try:
         b = OpenAIBackend("e", base_url=server.base_url, default_model="m", api_key_env="MINDSIM_TEST_KEY")
-        client = RoleClient("patient", b, RoleSpec(engine="e", temperature=0.3, extra_body={"priority": 1}), "m",
-                            UsageLedger())
+        client = RoleClient(
+            "patient", b, RoleSpec(engine="e", temperature=0.3, extra_body={"priority": 1}), "m", UsageLedger()
+        )
         _run(b, lambda: client.chat([{"role": "user", "content": "héllo"}], max_tokens=12))
         headers, raw = server.requests[0]
         assert headers["authorization"] == "Bearer sk-secret-123"
-        assert json.loads(raw) == {"model": "m", "messages": [{"role": "user", "content": "héllo"}],
-                                   "temperature": 0.3, "max_tokens": 12, "priority": 1}
+        assert json.loads(raw) == {
+            "model": "m",
+            "messages": [{"role": "user", "content": "héllo"}],
+            "temperature": 0.3,
+            "max_tokens": 12,
+            "priority": 1,
+        }
     finally:
         server.close()
 
@@ -138,7 +148,9 @@ def test_a_2xx_that_is_not_a_chat_completion_is_a_server_failure(body):
 def test_a_refused_key_names_the_variable_never_the_key(monkeypatch):
     monkeypatch.setenv("MINDSIM_TEST_KEY", "sk-secret-456")
     for status in (401, 403):
-        with OpenAIStub(lambda _b, s=status: Reply(status=s, error="Incorrect API key provided: sk-secret-456")) as stub:
+        with OpenAIStub(
+            lambda _b, s=status: Reply(status=s, error="Incorrect API key provided: sk-secret-456")
+        ) as stub:
             b = OpenAIBackend("e", base_url=stub.base_url, default_model="m", api_key_env="MINDSIM_TEST_KEY")
             with pytest.raises(EngineUnavailable) as info:
                 _run(b, lambda: b.complete(_req()))
@@ -155,7 +167,7 @@ def test_other_4xx_fail_at_once_with_the_servers_message():
 
 
 def test_usage_details_and_tool_calls_come_back_as_sent():
-    call = {"id": "call_1", "type": "function", "function": {"name": "f", "arguments": "{\"a\": 1}"}}
+    call = {"id": "call_1", "type": "function", "function": {"name": "f", "arguments": '{"a": 1}'}}
     with OpenAIStub(lambda _b: Reply(content=None, tool_calls=[call], reasoning_tokens=7, cached_tokens=3)) as stub:
         b = OpenAIBackend("e", base_url=stub.base_url, default_model="m")
         reply = _run(b, lambda: b.complete(_req("one two three four")))

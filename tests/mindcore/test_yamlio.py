@@ -10,8 +10,11 @@ import yaml
 from mindsimkit.mindcore import yamlio
 
 REPO = Path(__file__).resolve().parents[2]
-SHIPPED = sorted(p for d in ("mindcore", "mindsim", "mindsim_app", "profilegen", "validation", "judge", "prompts",
-                             "recipes") for p in (REPO / d).rglob("*.y*ml"))
+SHIPPED = sorted(
+    p
+    for d in ("mindcore", "mindsim", "mindsim_app", "profilegen", "validation", "judge", "prompts", "recipes")
+    for p in (REPO / d).rglob("*.y*ml")
+)
 
 
 def test_every_shipped_yaml_file_parses_to_what_the_pure_loader_gives():

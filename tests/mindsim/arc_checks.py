@@ -82,9 +82,18 @@ def check_trust_carry(rows: list[dict[str, Any]]) -> int:
                 assert r["session_index"] == 0 and pa["trust_start"] == baseline(plan), (pa["trust_start"], plan)
             else:
                 before = prev["patientact"]
-                expected = session_start(plan, SessionPlan.model_validate(prev["schedule"]), before["trust_end"],
-                                         before["switches"]["trust_drift_per_day"])
-                assert pa["trust_start"] == expected, (r["session_id"], pa["trust_start"], before["trust_end"], expected)
+                expected = session_start(
+                    plan,
+                    SessionPlan.model_validate(prev["schedule"]),
+                    before["trust_end"],
+                    before["switches"]["trust_drift_per_day"],
+                )
+                assert pa["trust_start"] == expected, (
+                    r["session_id"],
+                    pa["trust_start"],
+                    before["trust_end"],
+                    expected,
+                )
                 carries += 1
             trust = pa["trust_start"]
             for t in r["turns"]:

@@ -25,8 +25,16 @@ class EchoPatient:
 
     def _turn(self, index: int, message: str, **kw: Any) -> PatientTurn:
         self.history.append({"role": "assistant", "content": message})
-        return PatientTurn(index=index, opening=index == 0, move=None, secondary_move=None, reasoning=None, cue=None,
-                           message=message, **{"end_conversation": False, **kw})
+        return PatientTurn(
+            index=index,
+            opening=index == 0,
+            move=None,
+            secondary_move=None,
+            reasoning=None,
+            cue=None,
+            message=message,
+            **{"end_conversation": False, **kw},
+        )
 
     def open(self, opening_message: str, rejected_openings: list[Any] = ()) -> PatientTurn:
         return self._turn(0, opening_message, rejected_messages=list(rejected_openings))
@@ -44,8 +52,10 @@ class EchoEngine(PatientEngine):
     description = "repeats the counsellor (tests and docs: the smallest engine)"
 
     def participant(self, talk: TalkStart) -> EchoPatient:
-        return EchoPatient(f"Patient {talk.arc.profile.profile_id}, session {talk.inp.plan.index}: repeat what you hear.",
-                           talk.inp.carried)
+        return EchoPatient(
+            f"Patient {talk.arc.profile.profile_id}, session {talk.inp.plan.index}: repeat what you hear.",
+            talk.inp.carried,
+        )
 
     def carry(self, plan: Any, previous: Any, config: Any) -> str | None:
         return previous.turns[-1].message if previous is not None else None

@@ -46,7 +46,10 @@ class HubStub:
                     return self._reply(200, {"errors": [], "warnings": []})
                 if "/preupload/" in path:
                     files = json.loads(body)["files"]
-                    return self._reply(200, {"files": [{"path": f["path"], "uploadMode": "regular", "shouldIgnore": False} for f in files]})
+                    return self._reply(
+                        200,
+                        {"files": [{"path": f["path"], "uploadMode": "regular", "shouldIgnore": False} for f in files]},
+                    )
                 if "/commit/" in path:
                     for line in body.splitlines():
                         item = json.loads(line)
@@ -58,16 +61,26 @@ class HubStub:
                             stub.files.pop(item["value"]["path"], None)
                     repo = path.split("/api/datasets/", 1)[1].split("/commit/", 1)[0]
                     oid = "0" * 40
-                    return self._reply(200, {"commitUrl": f"{stub.endpoint}/datasets/{repo}/commit/{oid}", "commitOid": oid, "pullRequestUrl": None})
+                    return self._reply(
+                        200,
+                        {
+                            "commitUrl": f"{stub.endpoint}/datasets/{repo}/commit/{oid}",
+                            "commitOid": oid,
+                            "pullRequestUrl": None,
+                        },
+                    )
                 return self._reply(404, {"error": f"stub does not serve {path}"})
 
             def do_GET(self):
                 stub.requests.append({"path": self.path, "auth": self.headers.get("Authorization")})
                 if "/tree/" in self.path:  # the repo listing upload_folder reads for delete_patterns
-                    return self._reply(200, [
-                        {"type": "file", "path": p, "size": len(b), "oid": hashlib.sha1(b).hexdigest()}
-                        for p, b in sorted(stub.files.items())
-                    ])
+                    return self._reply(
+                        200,
+                        [
+                            {"type": "file", "path": p, "size": len(b), "oid": hashlib.sha1(b).hexdigest()}
+                            for p, b in sorted(stub.files.items())
+                        ],
+                    )
                 return self._reply(404, {"error": "not found"})
 
         self.server = ThreadingHTTPServer(("127.0.0.1", 0), Handler)

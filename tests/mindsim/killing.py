@@ -10,8 +10,9 @@ import time
 from typing import Callable
 
 
-def kill_when(cmd: list[str], ready: Callable[[], bool], timeout_s: float, poll_s: float = 0.05,
-              env: dict[str, str] | None = None) -> None:
+def kill_when(
+    cmd: list[str], ready: Callable[[], bool], timeout_s: float, poll_s: float = 0.05, env: dict[str, str] | None = None
+) -> None:
     """Run `cmd` in its own process group; once `ready()` is true, SIGKILL the group (the process, an
     in-process model server's threads, worker processes). Fails if it ends or times out first."""
     proc = subprocess.Popen(cmd, stdout=subprocess.DEVNULL, stderr=subprocess.PIPE, start_new_session=True, env=env)

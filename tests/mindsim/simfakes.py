@@ -9,8 +9,21 @@ from typing import Any
 from mindsimkit.mindcore.types import ChatRequest
 from mindsimkit.profilegen.moves import load_vocabulary
 from mindsimkit.profilegen.schemas import (
-    Anchor, BigFive, CoreBelief, Demographics, Formulation, Perpetuating, Persona, Precipitating, Predisposing,
-    Presenting, Profile, Protective, Provenance, Screen, Style,
+    Anchor,
+    BigFive,
+    CoreBelief,
+    Demographics,
+    Formulation,
+    Perpetuating,
+    Persona,
+    Precipitating,
+    Predisposing,
+    Presenting,
+    Profile,
+    Protective,
+    Provenance,
+    Screen,
+    Style,
 )
 
 
@@ -21,18 +34,33 @@ def make_profile(pid: str = "p1", archetype: str = "minimiser", register: str = 
         precipitating=Precipitating(label="job loss", when="two months ago", what_changed="No routine now."),
         protective=[Protective(label="a person who checks in", detail="Sister texts daily.")],
         perpetuating=[Perpetuating(label="withdrawal", situation="Skips football with friends.", maladaptive=True)],
-        core_belief=CoreBelief(cluster="worthless", arm="self", history="Never good enough.", belief="I'm a waste of space."),
+        core_belief=CoreBelief(
+            cluster="worthless", arm="self", history="Never good enough.", belief="I'm a waste of space."
+        ),
         quality_of_life="moderate",
     )
     return Profile(
         profile_id=pid,
-        persona=Persona(persona_id=f"u-{pid}", persona="A warehouse supervisor.", sex="Male", age=41,
-                        marital_status="married_present", education_level="high_school", occupation="supervisor",
-                        source="test"),
-        demographics=Demographics(age_band="35-44", gender="man", relationship="partnered", employment="unemployed_seeking_work",
-                                  living_situation="with_partner_or_family",
-                                  big_five=BigFive(openness="mid", conscientiousness="high", extraversion="low",
-                                                   agreeableness="mid", neuroticism="high")),
+        persona=Persona(
+            persona_id=f"u-{pid}",
+            persona="A warehouse supervisor.",
+            sex="Male",
+            age=41,
+            marital_status="married_present",
+            education_level="high_school",
+            occupation="supervisor",
+            source="test",
+        ),
+        demographics=Demographics(
+            age_band="35-44",
+            gender="man",
+            relationship="partnered",
+            employment="unemployed_seeking_work",
+            living_situation="with_partner_or_family",
+            big_five=BigFive(
+                openness="mid", conscientiousness="high", extraversion="low", agreeableness="mid", neuroticism="high"
+            ),
+        ),
         anchor=Anchor(main_problem="low mood", secondary_problem=None, impact_domain="work"),
         formulation=formulation,
         style=Style(register=register, verbosity="low", frustration_reactivity="medium", archetype=archetype),
@@ -60,8 +88,13 @@ class SimResponder:
     """Plays every role deterministically. `first_moves` are committed before cycling the allowed moves,
     so tests can force a rejected commit; `end_after` makes the patient leave on that turn."""
 
-    def __init__(self, first_moves: list[str] | None = None, end_after: int = 4, todo: bool = True,
-                 memory_lines: list[str] | None = None):
+    def __init__(
+        self,
+        first_moves: list[str] | None = None,
+        end_after: int = 4,
+        todo: bool = True,
+        memory_lines: list[str] | None = None,
+    ):
         self.first_moves = list(first_moves or [])
         self.end_after = end_after
         self.todo = todo
@@ -82,8 +115,11 @@ class SimResponder:
             return {"name": "none"}
         if req.role == "memory_compactor":
             prior = [l for l in system.splitlines() if l.startswith("- Patient")]
-            lines = self.memory_lines if self.memory_lines is not None else [
-                f"- Patient mentioned point {len(prior) + 1} in session." ]
+            lines = (
+                self.memory_lines
+                if self.memory_lines is not None
+                else [f"- Patient mentioned point {len(prior) + 1} in session."]
+            )
             return "\n".join(dict.fromkeys(prior + lines))
         if req.role.startswith("counsellor"):
             n = sum(m["role"] == "assistant" for m in req.messages)
@@ -106,9 +142,15 @@ class SimResponder:
             move = enum[(user_turns * 7 + attempts_this_turn) % len(enum)]
             if load_vocabulary().moves[move].depth:
                 move = "answer"
-        return {"name": "commit_move", "arguments": {
-            "move": move, "secondary_move": None, "end_conversation": user_turns >= self.end_after,
-            "reasoning": "I don't want to get into it yet."}}
+        return {
+            "name": "commit_move",
+            "arguments": {
+                "move": move,
+                "secondary_move": None,
+                "end_conversation": user_turns >= self.end_after,
+                "reasoning": "I don't want to get into it yet.",
+            },
+        }
 
 
 class ReferenceResponder(SimResponder):
@@ -117,7 +159,14 @@ class ReferenceResponder(SimResponder):
     def _commit(self, req, schema, system):
         enum = json.loads(schema)["properties"]["arguments"]["properties"]["move"]["enum"]
         turns = sum(m["role"] == "user" and not m["content"].startswith("[") for m in req.messages)
-        return {"name": "commit_move", "arguments": {
-            "move": enum[(turns * 7) % len(enum)] if enum[(turns * 7) % len(enum)] not in (
-                "minimize", "share", "go_deeper") else "answer_question",
-            "secondary_move": None, "end_conversation": False, "reasoning": "I don't want to get into it yet."}}
+        return {
+            "name": "commit_move",
+            "arguments": {
+                "move": enum[(turns * 7) % len(enum)]
+                if enum[(turns * 7) % len(enum)] not in ("minimize", "share", "go_deeper")
+                else "answer_question",
+                "secondary_move": None,
+                "end_conversation": False,
+                "reasoning": "I don't want to get into it yet.",
+            },
+        }

@@ -121,8 +121,14 @@ def test_a_copy_kept_from_another_worker_gets_its_own_next_scenario():
     store: dict[str, SessionRecord] = {}
     _arc(FakeBackend(SimResponder(end_after=9)), store, sessions=1)
     theirs = next(iter(store.values()))
-    theirs = theirs.model_copy(update={"counsellor_messages": [
-        *theirs.counsellor_messages[:-1], {"role": "user", "content": "a different last message from the other worker"}]})
+    theirs = theirs.model_copy(
+        update={
+            "counsellor_messages": [
+                *theirs.counsellor_messages[:-1],
+                {"role": "user", "content": "a different last message from the other worker"},
+            ]
+        }
+    )
     kept = {theirs.session_id: theirs}
 
     def load(key):
@@ -134,8 +140,17 @@ def test_a_copy_kept_from_another_worker_gets_its_own_next_scenario():
     with Engines.with_backend(backend) as engines:
         roles = Roles(*(engines.role(r) for r in ("patient", "counsellor", "scenario_writer", "memory_compactor")))
         arc = Arc.of(make_profile("p1"), V, roles, config, counsellor="counsellor", seed=0)
-        recs = asyncio.run(run_arc(arc, draw_schedule("p1", 0, config), first=first, load=load,
-                                   save=lambda r: kept.setdefault(r.session_id, r)))
+        recs = asyncio.run(
+            run_arc(
+                arc,
+                draw_schedule("p1", 0, config),
+                first=first,
+                load=load,
+                save=lambda r: kept.setdefault(r.session_id, r),
+            )
+        )
     assert recs[0] is theirs
     last_scenario = [r for r in backend.requests if r.schema_name == "Scenario"][-1]
-    assert "a different last message from the other worker" in "\n".join(str(m["content"]) for m in last_scenario.messages)
+    assert "a different last message from the other worker" in "\n".join(
+        str(m["content"]) for m in last_scenario.messages
+    )

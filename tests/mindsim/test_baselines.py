@@ -32,17 +32,29 @@ PA_STEPS = {"DecompositionDraft", "PsychFormulation", "Reaction", "Behaviour", "
 def psi_answer(req) -> dict:
     schema = req.response_schema["properties"]
     belief = schema["core_beliefs"]["items"]["enum"][0]
-    return {"name": "Sam", "core_beliefs": [belief], "intermediate_beliefs": ["If I slow down, I fall behind."],
-            "intermediate_beliefs_low": ["If I ask, they will see I can't cope."],
-            "emotions": ["sad, down, lonely, unhappy", "guilty"]}
+    return {
+        "name": "Sam",
+        "core_beliefs": [belief],
+        "intermediate_beliefs": ["If I slow down, I fall behind."],
+        "intermediate_beliefs_low": ["If I ask, they will see I can't cope."],
+        "emotions": ["sad, down, lonely, unhappy", "guilty"],
+    }
 
 
 MINDEVAL_ANSWER = {
-    "name": "Sam", "sexual_orientation": "Heterosexual / Straight", "race": "Caucasian",
-    "thought_process": "overthinks every detail", "general_outlook": "Expects the worst but keeps going.",
-    "recent_mood": "flat", "financial_situation": "tight since the redundancy", "siblings": "one sister",
-    "exercise": "none lately", "sleep_quality": "wakes at 4am", "attitude_towards_mindfulness": "sceptical",
-    "depressive_symptoms": "moderate depressive symptoms", "anxious_symptoms": "mild anxious symptoms",
+    "name": "Sam",
+    "sexual_orientation": "Heterosexual / Straight",
+    "race": "Caucasian",
+    "thought_process": "overthinks every detail",
+    "general_outlook": "Expects the worst but keeps going.",
+    "recent_mood": "flat",
+    "financial_situation": "tight since the redundancy",
+    "siblings": "one sister",
+    "exercise": "none lately",
+    "sleep_quality": "wakes at 4am",
+    "attitude_towards_mindfulness": "sceptical",
+    "depressive_symptoms": "moderate depressive symptoms",
+    "anxious_symptoms": "mild anxious symptoms",
 }
 
 
@@ -63,8 +75,13 @@ def prepare(engine_name: str, profile, seed=0, config=None, backend=None):
     backend = backend or FakeBackend(responder)
     config = config or SimulationConfig(patient_engine=engine_name)
     with Engines.with_backend(backend) as engines:
-        roles = Roles(patient=engines.role("patient"), counsellor=None, scenario_writer=None, memory_compactor=None,
-                      extra={"mapper": engines.role("baseline_mapper")})
+        roles = Roles(
+            patient=engines.role("patient"),
+            counsellor=None,
+            scenario_writer=None,
+            memory_compactor=None,
+            extra={"mapper": engines.role("baseline_mapper")},
+        )
         prep = engines.run(variant(engine_name).engine.prepare(profile, seed, roles, config))
     return prep, backend
 
@@ -72,18 +89,27 @@ def prepare(engine_name: str, profile, seed=0, config=None, backend=None):
 def system_of(engine_name: str, profile, prep, memory=(), config=None):
     config = config or SimulationConfig(patient_engine=engine_name)
     plan = draw_schedule(profile.profile_id, 0, config).sessions[0]
-    arc = Arc(profile, load_vocabulary(), Roles(None, None, None, None), config, "counsellor", 0,
-              variant(engine_name), prep)
+    arc = Arc(
+        profile, load_vocabulary(), Roles(None, None, None, None), config, "counsellor", 0, variant(engine_name), prep
+    )
     inp = SessionInput(plan=plan, scenario=Scenario.model_validate(SCENARIO), memory=list(memory))
     participant = variant(engine_name).engine.participant(TalkStart(arc, inp, "s", None, config))
     return participant.history[0]["content"]
 
 
 # -- Patient-Psi: the mapping ------------------------------------------------------------------------------
-@pytest.mark.parametrize("cluster,expected", [
-    ("helpless", "helpless"), ("unlovable", "unlovable"), ("worthless", "worthless"), ("unsafe", "helpless"),
-    ("exploitative", "helpless"), ("unchangeable", "helpless"), ("futile", "helpless"),
-])
+@pytest.mark.parametrize(
+    "cluster,expected",
+    [
+        ("helpless", "helpless"),
+        ("unlovable", "unlovable"),
+        ("worthless", "worthless"),
+        ("unsafe", "helpless"),
+        ("exploitative", "helpless"),
+        ("unchangeable", "helpless"),
+        ("futile", "helpless"),
+    ],
+)
 def test_each_core_belief_cluster_maps_to_its_patient_psi_category(cluster, expected):
     assert patient_psi.category(cluster) == expected
     cands = patient_psi.candidates(cluster)
@@ -134,9 +160,15 @@ def test_a_mapper_answer_outside_the_lists_is_re_asked_not_stored():
 
 def test_a_repeated_option_in_the_mappers_answer_is_kept_once():
     model = patient_psi.map_model(patient_psi.candidates("helpless"))
-    answer = model.model_validate({"name": "Sam", "core_beliefs": ["I am trapped.", "I am trapped."],
-                                   "intermediate_beliefs": ["If I try, I fail."], "intermediate_beliefs_low": ["Why try."],
-                                   "emotions": ["guilty", "hurt", "guilty"]})
+    answer = model.model_validate(
+        {
+            "name": "Sam",
+            "core_beliefs": ["I am trapped.", "I am trapped."],
+            "intermediate_beliefs": ["If I try, I fail."],
+            "intermediate_beliefs_low": ["Why try."],
+            "emotions": ["guilty", "hurt", "guilty"],
+        }
+    )
     assert answer.core_beliefs == ["I am trapped."] and answer.emotions == ["guilty", "hurt"]
 
 
@@ -175,7 +207,9 @@ def test_patient_psi_sees_the_running_memory_only_after_a_first_session():
     p = make_profile()
     prep, _ = prepare("patient_psi", p)
     assert "earlier sessions" not in system_of("patient_psi", p, prep)
-    assert "- Patient mentioned the football." in system_of("patient_psi", p, prep, memory=["Patient mentioned the football."])
+    assert "- Patient mentioned the football." in system_of(
+        "patient_psi", p, prep, memory=["Patient mentioned the football."]
+    )
 
 
 # -- MindEval ------------------------------------------------------------------------------------------------
@@ -193,9 +227,15 @@ def test_mindeval_profile_is_ours_where_we_have_it_and_the_mappers_elsewhere():
     assert props["depressive_symptoms"]["enum"] == mindeval.data()["depressive_symptoms"]
     assert props["recent_mood"]["enum"] == mindeval.data()["moods"]
     text = system_of("mindeval", p, prep)
-    for line in ("- Name: Sam", "- Age: 41", "- Thought process: overthinks every detail",
-                 "- Depressive symptoms: moderate depressive symptoms", f"Your goal for this conversation: {p.goal}",
-                 p.case_summary, SCENARIO["event"]):
+    for line in (
+        "- Name: Sam",
+        "- Age: 41",
+        "- Thought process: overthinks every detail",
+        "- Depressive symptoms: moderate depressive symptoms",
+        f"Your goal for this conversation: {p.goal}",
+        p.case_summary,
+        SCENARIO["event"],
+    ):
         assert line in text
     assert "Do not agree by default" in text and "the rejection email" not in text
 
@@ -211,8 +251,10 @@ def test_a_demographic_value_without_a_mindeval_phrasing_is_refused_before_any_c
 
 # -- wiring ----------------------------------------------------------------------------------------------
 def test_the_mapper_role_falls_back_to_the_patients_binding_then_default():
-    cfg = EnginesConfig(engines={"e": {"kind": "openai", "base_url": "http://x/v1", "model": "d"}},
-                        roles={"default": RoleSpec(engine="e", model="d"), "patient": RoleSpec(engine="e", model="p")})
+    cfg = EnginesConfig(
+        engines={"e": {"kind": "openai", "base_url": "http://x/v1", "model": "d"}},
+        roles={"default": RoleSpec(engine="e", model="d"), "patient": RoleSpec(engine="e", model="p")},
+    )
     assert Engines(cfg).role_spec("baseline_mapper").model == "p"
     cfg.roles["baseline_mapper"] = RoleSpec(engine="e", model="m")
     assert Engines(cfg).role_spec("baseline_mapper").model == "m"
@@ -224,8 +266,12 @@ def test_mapper_budgets_are_registered_per_baseline_and_the_default_fits_the_wor
 
     entries = {e.name: e for e in role_schemas() if e.role == "baseline_mapper"}
     # AnnaAgent's mapping has its own budget (tests/mindsim/test_annaagent.py).
-    assert set(entries) == {"patient_psi:PatientPsiMap", "mindeval:MindEvalMap", "annaagent:AnnaAgentMap",
-                            "consistentmi:ConsistentMIMap"}
+    assert set(entries) == {
+        "patient_psi:PatientPsiMap",
+        "mindeval:MindEvalMap",
+        "annaagent:AnnaAgentMap",
+        "consistentmi:ConsistentMIMap",
+    }
     del entries["annaagent:AnnaAgentMap"]
 
     class R:
@@ -253,7 +299,9 @@ def test_four_engines_side_by_side_write_four_systems_and_resume(tmp_path):
     rows = pq.read_table(tmp_path / "sessions" / "sessions.parquet").to_pylist()
     assert Counter(r["patient_engine"] for r in rows) == dict.fromkeys(ALL, 8)
     for r in rows:
-        assert r["session_id"] == session_id(r["patient_id"], r["counsellor"], r["session_index"], 3, r["patient_engine"])
+        assert r["session_id"] == session_id(
+            r["patient_id"], r["counsellor"], r["session_index"], 3, r["patient_engine"]
+        )
         is_baseline = r["patient_engine"] in ("patient_psi", "mindeval")
         assert (r["baseline"] is not None) == is_baseline
         if is_baseline:
@@ -269,12 +317,16 @@ def test_four_engines_side_by_side_write_four_systems_and_resume(tmp_path):
     assert {r["baseline"]["style"] for r in psi} <= set(PSI_STYLES)
     # One mapper call per patient and baseline, checkpointed on its own; the first session has no memory.
     assert Counter(q.schema_name for q in backend.requests if q.role == "baseline_mapper") == {
-        "PatientPsiMap": 2, "MindEvalMap": 2}
+        "PatientPsiMap": 2,
+        "MindEvalMap": 2,
+    }
     for engine in ("patient_psi", "mindeval"):
         assert len(list((tmp_path / "sessions" / "baselines" / engine).glob("*.json"))) == 2
     # Four systems per counsellor in the transcripts validation reads.
     lines = [json.loads(l) for l in (tmp_path / "transcripts" / "transcripts.jsonl").read_text().splitlines()]
-    assert {(l["patient_engine"], l["counsellor"]) for l in lines} == {(e, c) for e in ALL for c in ("counsellor", "counsellor:b")}
+    assert {(l["patient_engine"], l["counsellor"]) for l in lines} == {
+        (e, c) for e in ALL for c in ("counsellor", "counsellor:b")
+    }
     # A rerun finds everything done: no new calls.
     before = len(backend.requests)
     with Engines.with_backend(backend) as engines:
@@ -310,8 +362,9 @@ def test_a_killed_baseline_arc_resumes_from_its_checkpoint_without_mapping_again
 
 
 def test_card_sections_count_styles_per_patient_and_symptom_levels(tmp_path):
-    config = SimulationConfig(sessions=1, turn_cap=2, patient_engine=["patient_psi", "mindeval"],
-                              counsellors=["counsellor", "counsellor:b"])
+    config = SimulationConfig(
+        sessions=1, turn_cap=2, patient_engine=["patient_psi", "mindeval"], counsellors=["counsellor", "counsellor:b"]
+    )
     with Engines.with_backend(FakeBackend(responder)) as engines:
         simulate.run_simulation([make_profile("p1"), make_profile("p2")], engines, config, tmp_path, seed=0)
     rows = pq.read_table(tmp_path / "sessions" / "sessions.parquet").to_pylist()

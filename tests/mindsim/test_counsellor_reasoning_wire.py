@@ -26,9 +26,15 @@ def test_the_reply_message_s_reasoning_fields_are_read_and_vllm_s_reasoning_is_r
     assert reasoning_of({"content": "hi", "reasoning_content": "r"}) == {"reasoning_content": "r"}
     assert reasoning_of({"content": "hi", "reasoning": "r"}) == {"reasoning_content": "r"}
     assert reasoning_of({"content": "hi", "reasoning_content": "a", "reasoning": "b"}) == {"reasoning_content": "a"}
-    assert reasoning_of({"content": "hi", "thinking_blocks": BLOCKS, "reasoning_items": [{"id": "rs_1"}],
-                         "reasoning_details": [], "reasoning_content": None}) == {
-        "thinking_blocks": BLOCKS, "reasoning_items": [{"id": "rs_1"}]}
+    assert reasoning_of(
+        {
+            "content": "hi",
+            "thinking_blocks": BLOCKS,
+            "reasoning_items": [{"id": "rs_1"}],
+            "reasoning_details": [],
+            "reasoning_content": None,
+        }
+    ) == {"thinking_blocks": BLOCKS, "reasoning_items": [{"id": "rs_1"}]}
     assert reasoning_of({"content": "hi"}) == {}
 
 
@@ -61,8 +67,11 @@ def _converse(stub, spec: RoleSpec, config: SimulationConfig, turns: int):
 def _thinking_server(body: dict[str, Any]) -> Reply:
     n = sum(m["role"] == "assistant" for m in body["messages"])
     # vLLM-style `reasoning` on even replies, `reasoning_content` plus Claude-style blocks on odd ones.
-    fields = {"reasoning": f"thought {n}"} if n % 2 == 0 else {"reasoning_content": f"thought {n}",
-                                                                "thinking_blocks": BLOCKS}
+    fields = (
+        {"reasoning": f"thought {n}"}
+        if n % 2 == 0
+        else {"reasoning_content": f"thought {n}", "thinking_blocks": BLOCKS}
+    )
     return Reply(content=f"reply {n}", message_fields=fields)
 
 
@@ -75,14 +84,18 @@ def test_with_return_reasoning_every_later_body_carries_the_counsellors_earlier_
     first, second, third = (b["messages"] for b in bodies)
     assert not any(m["role"] == "assistant" for m in first)
     assert [m for m in second if m["role"] == "assistant"] == [
-        {"role": "assistant", "content": "reply 0", "reasoning_content": "thought 0"}]
+        {"role": "assistant", "content": "reply 0", "reasoning_content": "thought 0"}
+    ]
     assert [m for m in third if m["role"] == "assistant"] == [
         {"role": "assistant", "content": "reply 0", "reasoning_content": "thought 0"},
-        {"role": "assistant", "content": "reply 1", "reasoning_content": "thought 1", "thinking_blocks": BLOCKS}]
+        {"role": "assistant", "content": "reply 1", "reasoning_content": "thought 1", "thinking_blocks": BLOCKS},
+    ]
     assert "return_reasoning" not in bodies[0]  # a switch of ours, never a body field
     assert [f.reasoning for f in counsellor.flags] == [
-        {"reasoning_content": "thought 0"}, {"reasoning_content": "thought 1", "thinking_blocks": BLOCKS},
-        {"reasoning_content": "thought 2"}]
+        {"reasoning_content": "thought 0"},
+        {"reasoning_content": "thought 1", "thinking_blocks": BLOCKS},
+        {"reasoning_content": "thought 2"},
+    ]
 
 
 def test_without_it_the_bodies_carry_words_only_and_the_reasoning_is_still_kept():

@@ -11,8 +11,13 @@ from mindsimkit.mindsim.simulate import ScenarioStore
 
 def _record(opening: str) -> ScenarioRecord:
     scenario = Scenario.model_validate(largest_instance(_ScenarioDraft.model_json_schema()))
-    return ScenarioRecord(patient_id="p1", seed=3, scenario=scenario.model_copy(update={"opening_message": opening}),
-                          engine={"engine": "fake"}, prompt={})
+    return ScenarioRecord(
+        patient_id="p1",
+        seed=3,
+        scenario=scenario.model_copy(update={"opening_message": opening}),
+        engine={"engine": "fake"},
+        prompt={},
+    )
 
 
 def test_a_late_copy_of_a_first_scenario_is_discarded_and_the_first_one_used(tmp_path):

@@ -42,8 +42,13 @@ def _simulate(out: Path, roles: dict[str, RoleSpec]) -> ModelLog:
 
 
 def test_bound_first_writer_gets_every_first_scenario_and_only_those(tmp_path):
-    log = _simulate(tmp_path, {"scenario_writer": RoleSpec(engine="fake", model="patient-model"),
-                               "first_scenario_writer": RoleSpec(engine="fake", model="sonnet-model")})
+    log = _simulate(
+        tmp_path,
+        {
+            "scenario_writer": RoleSpec(engine="fake", model="patient-model"),
+            "first_scenario_writer": RoleSpec(engine="fake", model="sonnet-model"),
+        },
+    )
     firsts = [m for m, first in log.scenarios if first]
     later = [m for m, first in log.scenarios if not first]
     assert firsts == ["sonnet-model"] * 2  # once per patient, shared by both counsellors
@@ -60,9 +65,13 @@ def test_bound_first_writer_gets_every_first_scenario_and_only_those(tmp_path):
 def test_unbound_first_writer_falls_back_to_scenario_writer_not_default(tmp_path):
     log = _simulate(tmp_path, {"scenario_writer": RoleSpec(engine="fake", model="patient-model", temperature=0.4)})
     assert {m for m, _ in log.scenarios} == {"patient-model"}
-    cfg = EnginesConfig(engines={"local": {"kind": "embedded"}},
-                        roles={"default": {"engine": "local", "temperature": 0.9},
-                               "scenario_writer": {"engine": "local", "temperature": 0.4, "max_tokens": 777}})
+    cfg = EnginesConfig(
+        engines={"local": {"kind": "embedded"}},
+        roles={
+            "default": {"engine": "local", "temperature": 0.9},
+            "scenario_writer": {"engine": "local", "temperature": 0.4, "max_tokens": 777},
+        },
+    )
     assert cfg.role_spec("first_scenario_writer").temperature == 0.4
     assert cfg.bound_as("first_scenario_writer") == "scenario_writer"
     assert Engines(cfg).role_spec("first_scenario_writer").max_tokens == 777
@@ -72,10 +81,17 @@ def test_unbound_first_writer_falls_back_to_scenario_writer_not_default(tmp_path
 
 
 def test_preflight_lists_and_budgets_the_first_writer():
-    r = Recipe(name="t", engines={"local": {"kind": "embedded", "ctx_per_slot": 16384},
-                                    "other": {"kind": "embedded", "ctx_per_slot": 16384}},
-               roles={"default": {"engine": "local", "max_tokens": 9000},
-                      "first_scenario_writer": {"engine": "other", "max_tokens": 9000}})
+    r = Recipe(
+        name="t",
+        engines={
+            "local": {"kind": "embedded", "ctx_per_slot": 16384},
+            "other": {"kind": "embedded", "ctx_per_slot": 16384},
+        },
+        roles={
+            "default": {"engine": "local", "max_tokens": 9000},
+            "first_scenario_writer": {"engine": "other", "max_tokens": 9000},
+        },
+    )
     cfg = r.engines_config()
     uses = {u.label: u for u in roles_for(r, Engines(cfg), {"simulate"})}
     assert uses["first_scenario_writer"].engine == "other" and uses["scenario_writer"].engine == "local"

@@ -13,7 +13,9 @@ V = load_vocabulary()
 
 
 def state(archetype="minimiser", max_depth=3, recent=(), run=3):
-    return GuardState(vocabulary=V, archetype=archetype, max_depth=max_depth, recent_moves=recent, max_same_move_run=run)
+    return GuardState(
+        vocabulary=V, archetype=archetype, max_depth=max_depth, recent_moves=recent, max_same_move_run=run
+    )
 
 
 def commit(move, secondary=None, reasoning="I just don't want to go there."):

@@ -31,8 +31,11 @@ BAD = {
     "tool_call": '{"name": "commit_move", "arguments": {"move": "sustain_talk", "secondary_move": nu',
     "tool_syntax": 'yeah ok {"name": "add_todo", "arguments": {"item": "sister"}} anyway',
     "json": '{"message": "idk really", "mood": "low"}',
-    "cut_off": RawReply(content="i keep thinking that if i just tried harder at the intervi",
-                        finish_reason="length", completion_tokens=120),
+    "cut_off": RawReply(
+        content="i keep thinking that if i just tried harder at the intervi",
+        finish_reason="length",
+        completion_tokens=120,
+    ),
 }
 
 
@@ -48,7 +51,7 @@ def test_detector_on_each_shape_and_on_plain_speech():
     for reason, shape in BAD.items():
         fr = shape.finish_reason if isinstance(shape, RawReply) else "stop"
         assert speech_defects(_text(shape), finish_reason=fr)[0] == reason
-    assert speech_defects("```json\n{\"name\": \"none\"}\n```") == ["tool_call"]
+    assert speech_defects('```json\n{"name": "none"}\n```') == ["tool_call"]
     assert speech_defects("add_todo: call my sister") == ["tool_syntax"]
     # PatientAct's private note echoed back (seen on the embedded engine): not the patient's words
     assert speech_defects("The_2022; What you have been through: [inner state]") == ["tool_syntax"]
@@ -68,8 +71,17 @@ def test_data_file_names_every_patient_tool():
     plan = draw_schedule("p1", 0, config).sessions[0]
     from mindsimkit.mindsim.agenda import Agenda
 
-    p = Patient(client=None, vocab=V, archetype="minimiser", max_depth=plan.max_depth, style_cues=["x"],
-                agenda=Agenda.from_checkpoints(["a"]), config=config, rng=None, history=[])
+    p = Patient(
+        client=None,
+        vocab=V,
+        archetype="minimiser",
+        max_depth=plan.max_depth,
+        style_cues=["x"],
+        agenda=Agenda.from_checkpoints(["a"]),
+        config=config,
+        rng=None,
+        history=[],
+    )
     assert {p.commit_tool.name, *(t.name for t in p.todo_tools)} <= set(load_harness_text().tool_names)
 
 
@@ -137,8 +149,13 @@ def test_failed_turn_sinks_the_arc_with_no_session_written(tmp_path):
         return base(req)
 
     with Engines.with_backend(FakeBackend(responder)) as engines:
-        summary = run_simulation([make_profile("p1"), make_profile("p2")], engines,
-                                 SimulationConfig(sessions=1, turn_cap=3), tmp_path, seed=1)
+        summary = run_simulation(
+            [make_profile("p1"), make_profile("p2")],
+            engines,
+            SimulationConfig(sessions=1, turn_cap=3),
+            tmp_path,
+            seed=1,
+        )
     assert [(f.patient_id, f.error.split(":")[0]) for f in summary.failed_arcs] == [("p2", "TurnFailed")]
     assert summary.sessions_written == 1
 
@@ -158,9 +175,11 @@ OPENERS = {
     "tool_call": '{"name": "add_todo", "arguments": {"item": "the rejection email"}}',
     "tool_syntax": 'hey. {"name": "commit_move"} rough week',
     "json": '{"text": "hey"}',
-    "cut_off": ("so basically the thing is that ever since the depot let me go i have been sitting around "
-                "and i cant really explain it but every morning i wake up and think about how i should be "
-                "getting ready for a shift and th")[:OPENING_MAX_CHARS],
+    "cut_off": (
+        "so basically the thing is that ever since the depot let me go i have been sitting around "
+        "and i cant really explain it but every morning i wake up and think about how i should be "
+        "getting ready for a shift and th"
+    )[:OPENING_MAX_CHARS],
 }
 
 
@@ -197,7 +216,9 @@ def test_opening_message_that_never_becomes_speech_fails_and_sinks_every_arc_of_
     with Engines.with_backend(FakeBackend(responder)) as engines:
         summary = run_simulation([make_profile("p1"), make_profile("p2")], engines, config, tmp_path, seed=1)
     assert sorted((f.patient_id, f.counsellor) for f in summary.failed_arcs) == [
-        ("p2", "counsellor"), ("p2", "counsellor:b")]
+        ("p2", "counsellor"),
+        ("p2", "counsellor:b"),
+    ]
     assert not (tmp_path / "sessions" / "scenarios" / "p2-1.json").exists()
     assert summary.sessions_written == 2
 
@@ -251,7 +272,8 @@ def test_counsellor_defects_are_stored_verbatim_and_flagged_never_reasked():
     replies = [m["content"] for m in rec.counsellor_messages if m["role"] == "assistant"]
     assert replies == [_text(shape) for shape, _ in COUNSELLOR_DEFECTS]  # byte for byte, whitespace included
     assert [(f.reply_index, f.flags) for f in rec.counsellor_flags] == [
-        (i, flags) for i, (_, flags) in enumerate(COUNSELLOR_DEFECTS)]
+        (i, flags) for i, (_, flags) in enumerate(COUNSELLOR_DEFECTS)
+    ]
     assert rec.counsellor_flags[3].finish_reason == "length"
     assert sum(r.role == "counsellor" for r in backend.requests) == len(COUNSELLOR_DEFECTS)  # nothing re-asked
     # the patient answered the reply exactly as it was sent
@@ -268,9 +290,17 @@ def test_counsellor_flags_are_summed_in_the_summary(tmp_path):
         return base(req)
 
     with Engines.with_backend(FakeBackend(responder)) as engines:
-        summary = run_simulation([make_profile("p1")], engines, SimulationConfig(sessions=1, turn_cap=3), tmp_path, seed=1)
-    assert summary.counsellor_flags == {"replies": 2, "tool_call": 0, "json": 0, "tool_syntax": 0, "cut_off": 0,
-                                           "speaks_as_patient": 2}
+        summary = run_simulation(
+            [make_profile("p1")], engines, SimulationConfig(sessions=1, turn_cap=3), tmp_path, seed=1
+        )
+    assert summary.counsellor_flags == {
+        "replies": 2,
+        "tool_call": 0,
+        "json": 0,
+        "tool_syntax": 0,
+        "cut_off": 0,
+        "speaks_as_patient": 2,
+    }
     assert counsellor_flags("The patient said they were tired.") == []
 
 

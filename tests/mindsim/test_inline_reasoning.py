@@ -64,10 +64,14 @@ def _talk(replies: list[str], config: SimulationConfig, turns: int):
 
 def test_the_patient_hears_words_only_and_the_row_keeps_the_reasoning():
     heard, counsellor, bodies = _talk(
-        ["<think>open gently</think>Hello, what brings you in?",
-         "<think>cut off while still thinking about",  # all reasoning: re-asked like a blank reply
-         "<think>reflect</think>That sounds hard."],
-        SimulationConfig(), turns=2)
+        [
+            "<think>open gently</think>Hello, what brings you in?",
+            "<think>cut off while still thinking about",  # all reasoning: re-asked like a blank reply
+            "<think>reflect</think>That sounds hard.",
+        ],
+        SimulationConfig(),
+        turns=2,
+    )
     assert heard == ["Hello, what brings you in?", "That sounds hard."]
     assert [f.inline_reasoning for f in counsellor.flags] == ["open gently", "reflect"]
     assert [f.blank_retries for f in counsellor.flags] == [0, 1]

@@ -48,7 +48,10 @@ def test_sigkill_then_rerun_gives_every_session_exactly_once(tmp_path):
     lines = (out / "transcripts" / "transcripts.jsonl").read_text().splitlines()
     assert sorted(json.loads(l)["id"] for l in lines) == sorted(expected)
     # every arc continued from its own memory: session k+1 starts from session k's memory_after
-    rows = {(r["patient_id"], r["session_index"]): r for r in pq.read_table(out / "sessions" / "sessions.parquet").to_pylist()}
+    rows = {
+        (r["patient_id"], r["session_index"]): r
+        for r in pq.read_table(out / "sessions" / "sessions.parquet").to_pylist()
+    }
     for p in PATIENTS:
         for i in range(1, SESSIONS):
             assert rows[(p, i)]["memory_before"] == rows[(p, i - 1)]["memory_after"]

@@ -31,6 +31,7 @@ def _served(responder):
     def behave(body: dict[str, Any]) -> Reply:
         names = [t["function"]["name"] for t in body.get("tools") or []]
         return probe(body) if names == ["record_mood"] else answer(body)
+
     return behave
 
 
@@ -51,7 +52,10 @@ def test_a_whole_arc_sends_and_keeps_commit_move_as_real_tool_calls(tmp_path):
     with OpenAIStub(_served(responder)).serve(*ROLES) as stub:
         engines_cfg = EnginesConfig(
             engines={"srv": OpenAIEngine(base_url=stub.base_url, model="patient", native_tools=True)},
-            roles={"default": RoleSpec(engine="srv", seed=3), **{r: RoleSpec(engine="srv", model=r, seed=3) for r in ROLES}},
+            roles={
+                "default": RoleSpec(engine="srv", seed=3),
+                **{r: RoleSpec(engine="srv", model=r, seed=3) for r in ROLES},
+            },
         )
         with Engines.from_config(engines_cfg) as engines:
             report = preflight(_Recipe(section), engines, {"simulate"})

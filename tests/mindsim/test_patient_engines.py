@@ -48,9 +48,11 @@ def _rows(out):
 
 # -- the registry ----------------------------------------------------------------------------------------
 
+
 def test_built_in_engines_and_patientact_arms_are_registered():
     assert {"mindsim", "patientact", "patientact:no_tg", "patientact:no_dm", "patientact:no_pipe"} <= set(
-        patient_engines.names())
+        patient_engines.names()
+    )
     arm = patient_engines.variant("patientact:no_tg")
     assert arm.engine is patient_engines.variant("patientact").engine and dict(arm.settings) == {"trust_gating": False}
 
@@ -60,8 +62,13 @@ def test_an_unknown_engine_is_one_config_error_listing_the_registered_names():
         SimulationConfig.from_section({"patient_engine": ["mindsim", "patientact:no_tgg"]})
     message = str(exc.value)
     assert message.count("\n") == 0 and "simulation.patient_engine" in message and "'patientact:no_tgg'" in message
-    assert "registered: annaagent, consistentmi, mindeval, mindsim, patient_psi, patientact, patientact:no_dm, patientact:no_pipe, patientact:no_tg" in message
-    with pytest.raises(ConfigError, match="unknown patient engine 'bogus'; registered: annaagent, consistentmi, mindeval, mindsim"):
+    assert (
+        "registered: annaagent, consistentmi, mindeval, mindsim, patient_psi, patientact, patientact:no_dm, patientact:no_pipe, patientact:no_tg"
+        in message
+    )
+    with pytest.raises(
+        ConfigError, match="unknown patient engine 'bogus'; registered: annaagent, consistentmi, mindeval, mindsim"
+    ):
         patient_engines.variant("bogus")
 
 
@@ -93,15 +100,27 @@ def test_session_ids_keep_the_mindsim_key_and_carry_any_other_name():
 
 
 def test_roles_extra_come_from_the_recipes_engines_only():
-    assert simulate.shared_roles(SimulationConfig()) == ("patient", "first_scenario_writer", "scenario_writer",
-                                                          "memory_compactor")
-    both = ("patient", "first_scenario_writer", "scenario_writer", "memory_compactor", "patient_appraiser",
-            "profile_decomposer", "patient_matcher")
+    assert simulate.shared_roles(SimulationConfig()) == (
+        "patient",
+        "first_scenario_writer",
+        "scenario_writer",
+        "memory_compactor",
+    )
+    both = (
+        "patient",
+        "first_scenario_writer",
+        "scenario_writer",
+        "memory_compactor",
+        "patient_appraiser",
+        "profile_decomposer",
+        "patient_matcher",
+    )
     assert simulate.shared_roles(SimulationConfig(patient_engine=["mindsim", "patientact:no_tg"])) == both
     assert simulate.shared_roles(SimulationConfig(patient_engine=["patientact", "patientact:no_dm"])) == both
 
 
 # -- variants end to end -----------------------------------------------------------------------------------
+
 
 def test_arms_flow_into_ids_records_and_transcripts_and_share_one_decomposition(tmp_path):
     arms = ["patientact", "patientact:no_tg", "patientact:no_dm"]
@@ -114,7 +133,9 @@ def test_arms_flow_into_ids_records_and_transcripts_and_share_one_decomposition(
     rows = _rows(tmp_path)
     assert len({r["session_id"] for r in rows}) == 12
     for r in rows:
-        assert r["session_id"] == session_id(r["patient_id"], r["counsellor"], r["session_index"], 4, r["patient_engine"])
+        assert r["session_id"] == session_id(
+            r["patient_id"], r["counsellor"], r["session_index"], 4, r["patient_engine"]
+        )
     # One decomposition per patient for all three arms, checkpointed once.
     assert sum(q.schema_name == "DecompositionDraft" for q in backend.requests) == 2
     assert len(list((tmp_path / "sessions" / "decompositions").glob("*.json"))) == 2
@@ -159,7 +180,9 @@ def test_engine_sessions_give_some_engines_fewer_sessions(tmp_path):
     short = [r for r in rows if r["patient_engine"] == "patientact:no_tg"]
     assert sorted(r["session_index"] for r in short) == [0, 0]
     # The same schedule entry as the two-session engines' first session: the schedule is the patient's.
-    full = {r["patient_id"]: r["schedule"] for r in rows if r["patient_engine"] == "patientact" and r["session_index"] == 0}
+    full = {
+        r["patient_id"]: r["schedule"] for r in rows if r["patient_engine"] == "patientact" and r["session_index"] == 0
+    }
     assert all(r["schedule"] == full[r["patient_id"]] for r in short)
     again = FakeBackend(_both())
     with Engines.with_backend(again) as engines:
@@ -185,8 +208,15 @@ def test_an_arc_of_an_arm_resumes_with_the_stored_decomposition():
         with Engines.with_backend(backend) as engines:
             roles = Roles(*(engines.role(r) for r in ("patient", "counsellor", "scenario_writer", "memory_compactor")))
             arc = Arc.of(make_profile("p1"), load_vocabulary(), roles, config, counsellor="counsellor", seed=0)
-            return asyncio.run(run_arc(arc, draw_schedule("p1", 0, config), first=first, load=store.get,
-                                       save=lambda r: store.setdefault(r.session_id, r)))
+            return asyncio.run(
+                run_arc(
+                    arc,
+                    draw_schedule("p1", 0, config),
+                    first=first,
+                    load=store.get,
+                    save=lambda r: store.setdefault(r.session_id, r),
+                )
+            )
 
     a, b = arc_run(FakeBackend(PAResponder()))
     assert a.patient_engine == b.patient_engine == "patientact:no_pipe" and not a.patientact.switches["pipeline"]
@@ -200,6 +230,7 @@ def test_an_arc_of_an_arm_resumes_with_the_stored_decomposition():
 
 # -- a new engine: one module, one registration -----------------------------------------------------------
 
+
 def test_a_registered_engine_runs_end_to_end_beside_mindsim(tmp_path, echo):
     config = SimulationConfig(sessions=2, turn_cap=6, patient_engine=["mindsim", "echo"])
     profiles = [make_profile("p1"), make_profile("p2", "joker", "formal")]
@@ -207,7 +238,9 @@ def test_a_registered_engine_runs_end_to_end_beside_mindsim(tmp_path, echo):
         summary = simulate.run_simulation(profiles, engines, config, tmp_path, seed=2)
     assert summary.sessions_written == 8 and not summary.failed_arcs
     rows = _rows(tmp_path)
-    echo_rows = sorted((r for r in rows if r["patient_engine"] == "echo"), key=lambda r: (r["patient_id"], r["session_index"]))
+    echo_rows = sorted(
+        (r for r in rows if r["patient_engine"] == "echo"), key=lambda r: (r["patient_id"], r["session_index"])
+    )
     assert len(echo_rows) == 4
     for r in echo_rows:
         assert r["session_id"] == session_id(r["patient_id"], "counsellor", r["session_index"], 2, "echo")
@@ -225,7 +258,9 @@ def test_a_registered_engine_runs_end_to_end_beside_mindsim(tmp_path, echo):
         simulate.run_simulation(profiles, engines, SimulationConfig(sessions=2, turn_cap=6), alone, seed=2)
     key = lambda r: r["session_id"]  # noqa: E731
     mine = sorted((r for r in rows if r["patient_engine"] == "mindsim"), key=key)
-    assert [(r["session_id"], r["turns"]) for r in mine] == [(r["session_id"], r["turns"]) for r in sorted(_rows(alone), key=key)]
+    assert [(r["session_id"], r["turns"]) for r in mine] == [
+        (r["session_id"], r["turns"]) for r in sorted(_rows(alone), key=key)
+    ]
     lines = [json.loads(x) for x in (tmp_path / "transcripts" / "transcripts.jsonl").read_text().splitlines()]
     assert sorted(x["patient_engine"] for x in lines) == ["echo"] * 4 + ["mindsim"] * 4
 

@@ -38,25 +38,67 @@ STATIC = {
     "protective": ["Sister texts daily."],
     "coping": ["keeps busy and jokes it off"],
     "emotional_range": "Irritation comes easily; sadness is kept down.",
-    "therapist_wish": "to be taken seriously", "therapist_expects": "to be judged", "therapist_reaction": "keeps it light",
+    "therapist_wish": "to be taken seriously",
+    "therapist_expects": "to be judged",
+    "therapist_reaction": "keeps it light",
 }
 ITEMS = [
-    {"id": "m1", "type": "symptom", "source": "test", "content": SLEEP, "topic": "sleep", "level": 1.5,
-     "tags": ["sleep", "nights", "tired"], "category": "physical_symptom", "discomfort": False},
-    {"id": "m2", "type": "pattern", "source": "test", "content": WORK, "topic": "work", "level": 3.0,
-     "tags": ["work", "manager", "review"], "category": "maintenance_cycle", "discomfort": False},
-    {"id": "m3", "type": "memory", "source": "test", "content": FATHER, "topic": "family history", "level": 4.0,
-     "tags": ["father", "childhood", "birthday"], "category": "formative_memory", "discomfort": True},
-    {"id": "m4", "type": "core_belief", "source": "test", "content": CORE, "topic": "how I see myself", "level": 4.0,
-     "tags": ["worth", "yourself", "waste"], "category": "shame_or_trauma", "discomfort": True},
+    {
+        "id": "m1",
+        "type": "symptom",
+        "source": "test",
+        "content": SLEEP,
+        "topic": "sleep",
+        "level": 1.5,
+        "tags": ["sleep", "nights", "tired"],
+        "category": "physical_symptom",
+        "discomfort": False,
+    },
+    {
+        "id": "m2",
+        "type": "pattern",
+        "source": "test",
+        "content": WORK,
+        "topic": "work",
+        "level": 3.0,
+        "tags": ["work", "manager", "review"],
+        "category": "maintenance_cycle",
+        "discomfort": False,
+    },
+    {
+        "id": "m3",
+        "type": "memory",
+        "source": "test",
+        "content": FATHER,
+        "topic": "family history",
+        "level": 4.0,
+        "tags": ["father", "childhood", "birthday"],
+        "category": "formative_memory",
+        "discomfort": True,
+    },
+    {
+        "id": "m4",
+        "type": "core_belief",
+        "source": "test",
+        "content": CORE,
+        "topic": "how I see myself",
+        "level": 4.0,
+        "tags": ["worth", "yourself", "waste"],
+        "category": "shame_or_trauma",
+        "discomfort": True,
+    },
 ]
 
 
 def draft_answer(req: ChatRequest, shift: float = 0.0, category: str = "emotional_state") -> dict:
     """A decomposer's answer with exactly as many entries as the request's schema asks for."""
     n = req.response_schema["properties"]["items"]["minItems"]
-    return {"items": [{"topic": f"area {i}", "shift": shift, "tags": [f"tag{i}a", f"tag{i}b", f"tag{i}c"],
-                       "category": category} for i in range(n)]}
+    return {
+        "items": [
+            {"topic": f"area {i}", "shift": shift, "tags": [f"tag{i}a", f"tag{i}b", f"tag{i}c"], "category": category}
+            for i in range(n)
+        ]
+    }
 
 
 PSYCH = {
@@ -65,8 +107,11 @@ PSYCH = {
     "triggers": ["job rejection emails"],
     "coping_patterns": ["keeps busy and jokes it off"],
     "emotional_range": "Quick to irritation; sadness kept out of sight.",
-    "therapist_pattern": {"wish": "to be taken seriously", "response_of_other": "judgement",
-                          "response_of_self": "keeps it light"},
+    "therapist_pattern": {
+        "wish": "to be taken seriously",
+        "response_of_other": "judgement",
+        "response_of_self": "keeps it light",
+    },
     "interpersonal_patterns": [
         {"domain": "partner", "wish": "to be relied on", "response_of_other": "worry", "response_of_self": "hides it"},
     ],
@@ -83,11 +128,24 @@ class PAResponder:
     """Plays every role. `trust` is the sequence of trust changes (last repeats); `bad_first` names a step
     whose first answer is invalid; `bad_always` a step that never answers validly."""
 
-    CRITERION = {"unchanged": "proceeding_normally", "rise_slight": "named_unsaid", "rise_significant": "respected_redirect",
-                 "fall_slight": "formulaic", "fall_significant": "missed_resistance"}
+    CRITERION = {
+        "unchanged": "proceeding_normally",
+        "rise_slight": "named_unsaid",
+        "rise_significant": "respected_redirect",
+        "fall_slight": "formulaic",
+        "fall_significant": "missed_resistance",
+    }
 
-    def __init__(self, trust=("unchanged",), behaviour="resistance", end_after=99, bad_first=None, bad_always=None,
-                 reaction=("challenged", "moderate"), criteria=None):
+    def __init__(
+        self,
+        trust=("unchanged",),
+        behaviour="resistance",
+        end_after=99,
+        bad_first=None,
+        bad_always=None,
+        reaction=("challenged", "moderate"),
+        criteria=None,
+    ):
         self.trust = list(trust)
         self.behaviour = behaviour
         self.reaction = reaction
@@ -108,8 +166,16 @@ class PAResponder:
         if name == "PsychFormulation":
             return PSYCH
         if name in (self.bad_always, self.bad_first) and (name == self.bad_always or self.seen[name] == 1):
-            return {"why": "x", "reaction": "furious", "intensity": "extreme", "behaviour": "shout", "pattern": "?",
-                    "change": "skyrocket", "criterion": "?", "end_conversation": "maybe"}
+            return {
+                "why": "x",
+                "reaction": "furious",
+                "intensity": "extreme",
+                "behaviour": "shout",
+                "pattern": "?",
+                "change": "skyrocket",
+                "criterion": "?",
+                "end_conversation": "maybe",
+            }
         if name == "Reaction":
             return {"why": "it stings", "reaction": self.reaction[0], "intensity": self.reaction[1]}
         if name == "Behaviour":
@@ -136,28 +202,64 @@ class PAResponder:
 
 
 def _roles(engines):
-    return Roles(*(engines.role(r) for r in ("patient", "counsellor", "scenario_writer", "memory_compactor")),
-                 extra={"appraiser": engines.role("patient_appraiser"), "decomposer": engines.role("profile_decomposer"),
-                        "matcher": engines.role("patient_matcher")})
+    return Roles(
+        *(engines.role(r) for r in ("patient", "counsellor", "scenario_writer", "memory_compactor")),
+        extra={
+            "appraiser": engines.role("patient_appraiser"),
+            "decomposer": engines.role("profile_decomposer"),
+            "matcher": engines.role("patient_matcher"),
+        },
+    )
 
 
 def decomposition(pid="p1", seed=0) -> Decomposition:
     from mindsimkit.mindsim.patientact.decompose import MemoryItem, StaticLayer
-    return Decomposition(patient_id=pid, seed=seed, psych=psych_seed(make_profile(pid), seed),
-                         static=StaticLayer(**STATIC), items=[MemoryItem(**it) for it in ITEMS])
+
+    return Decomposition(
+        patient_id=pid,
+        seed=seed,
+        psych=psych_seed(make_profile(pid), seed),
+        static=StaticLayer(**STATIC),
+        items=[MemoryItem(**it) for it in ITEMS],
+    )
 
 
-def run(responder, *, trust_start=2.5, turn_cap=5, decomp=None, counsellor_template="counsellor/system.jinja2",
-        opening="patient", scenario=None, **pa):
+def run(
+    responder,
+    *,
+    trust_start=2.5,
+    turn_cap=5,
+    decomp=None,
+    counsellor_template="counsellor/system.jinja2",
+    opening="patient",
+    scenario=None,
+    **pa,
+):
     backend = FakeBackend(responder)
-    config = SimulationConfig(sessions=1, turn_cap=turn_cap, patient_engine="patientact", patientact=pa,
-                              counsellor_template=counsellor_template, opening=opening)
+    config = SimulationConfig(
+        sessions=1,
+        turn_cap=turn_cap,
+        patient_engine="patientact",
+        patientact=pa,
+        counsellor_template=counsellor_template,
+        opening=opening,
+    )
     profile = make_profile("p1")
     plan = draw_schedule("p1", 0, config).sessions[0]
     with Engines.with_backend(backend) as engines:
-        arc = Arc.of(profile, V, _roles(engines), config, counsellor="counsellor", seed=0, engine="patientact",
-                     preparation=decomp or decomposition())
-        rec = asyncio.run(run_session(arc, SessionInput(plan, Scenario(**(scenario or SCENARIO)), [], carried=trust_start)))
+        arc = Arc.of(
+            profile,
+            V,
+            _roles(engines),
+            config,
+            counsellor="counsellor",
+            seed=0,
+            engine="patientact",
+            preparation=decomp or decomposition(),
+        )
+        rec = asyncio.run(
+            run_session(arc, SessionInput(plan, Scenario(**(scenario or SCENARIO)), [], carried=trust_start))
+        )
         ledger = engines.ledger
     return rec, backend, ledger
 
@@ -167,6 +269,7 @@ def _content(req: ChatRequest) -> str:
 
 
 # -- the trust gate ----------------------------------------------------------------------------------------
+
 
 def test_item_above_trust_never_reaches_any_prompt_and_blocked_item_is_named_as_pressure():
     rec, backend, _ = run(PAResponder(trust=["unchanged"]))
@@ -192,13 +295,19 @@ def test_an_item_retrieved_at_high_trust_is_out_of_view_once_trust_falls():
     """Signals live one turn: what the gate let through at 4.0 is not in any later request once trust is lower."""
     from test_patientact_rules import Says
 
-    rec, backend, _ = run(Says(["Can you tell me about your father?", "How have you been sleeping?"],
-                               trust=["fall_significant", "unchanged"]), trust_start=4.0, turn_cap=4)
+    rec, backend, _ = run(
+        Says(
+            ["Can you tell me about your father?", "How have you been sleeping?"],
+            trust=["fall_significant", "unchanged"],
+        ),
+        trust_start=4.0,
+        turn_cap=4,
+    )
     first, second = rec.turns[1].patientact, rec.turns[2].patientact
     assert first.retrieved == ["m3"] and FATHER in first.signal and second.trust_before == 3.5
     replies = [r for r in backend.requests if r.role == "patient"]
     assert FATHER in replies[0].messages[-1]["content"]
-    after = backend.requests[backend.requests.index(replies[0]) + 1:]
+    after = backend.requests[backend.requests.index(replies[0]) + 1 :]
     assert after and all(FATHER not in _content(r) for r in after)
     assert all("[inner state]" not in m["content"] for m in rec.patient_messages[1:])
     assert sum("[inner state]" in m["content"] for m in replies[1].messages[1:]) == 1
@@ -222,6 +331,7 @@ def test_system_prompts_stay_byte_identical_within_a_session():
 
 # -- trust ----------------------------------------------------------------------------------------------
 
+
 def test_trust_stays_on_the_scale_and_moves_only_by_allowed_steps():
     rng = random.Random(7)
     changes = list(trust_rules().changes)
@@ -243,7 +353,9 @@ def test_trust_rules_caps_and_bounds():
     rng = random.Random(3)
     t = 2.5
     for _ in range(500):
-        new, delta = apply_change(t, rng.choice(list(trust_rules().changes)), rng.choice(["avoidant", "anxious", "disorganized"]))
+        new, delta = apply_change(
+            t, rng.choice(list(trust_rules().changes)), rng.choice(["avoidant", "anxious", "disorganized"])
+        )
         assert 1.0 <= new <= 4.0 and delta in {0.0, 0.25, -0.25, 0.5, -0.5}
         t = new
 
@@ -254,13 +366,14 @@ def test_session_start_offsets_and_drift():
     first = plans[0].model_copy(update={"concealment": "closed"})
     assert session_start(first, None, None, 0.0) == 2.0
     later = plans[1].model_copy(update={"concealment": "guarded", "gap_hours": 48})
-    assert session_start(later, first, 3.5, 0.0) == 4.0            # carried, plus the concealment opening
-    assert session_start(later, first, 3.5, 0.5) == 3.0            # two days of drift toward 2.5, not past it
+    assert session_start(later, first, 3.5, 0.0) == 4.0  # carried, plus the concealment opening
+    assert session_start(later, first, 3.5, 0.5) == 3.0  # two days of drift toward 2.5, not past it
     assert session_start(later, first, 3.5, 4.0) == 2.5
     assert session_start(later, later, 1.0, 0.25) == 1.5
 
 
 # -- ablations ------------------------------------------------------------------------------------------
+
 
 def _names(backend):
     steps = {"Reaction", "Behaviour", "Resistance", "TrustChange"}
@@ -274,7 +387,10 @@ def test_without_trust_gating_relevant_items_are_all_retrieved_and_nothing_else_
         assert a.patientact.relevant == b.patientact.relevant
         assert b.patientact.retrieved == b.patientact.relevant and not b.patientact.blocked
         assert (a.patientact.reaction, a.patientact.behaviour, a.patientact.trust_after) == (
-            b.patientact.reaction, b.patientact.behaviour, b.patientact.trust_after)
+            b.patientact.reaction,
+            b.patientact.behaviour,
+            b.patientact.trust_after,
+        )
     assert _names(fb) == _names(ob)
     assert FATHER in off.turns[2].patientact.signal
     assert full.patient_system_prompt == off.patient_system_prompt
@@ -286,8 +402,14 @@ def test_without_dynamic_memory_the_whole_profile_is_in_the_system_prompt_and_no
     decomp = decomposition().model_copy(update={"formulation": PsychFormulation(**PSYCH)})
     full, fb, _ = run(PAResponder(), decomp=decomp)
     off, ob, _ = run(PAResponder(), decomp=decomp, dynamic_memory=False)
-    whole = [make_profile("p1").writer_brief, PSYCH["intermediate_beliefs"][0], PSYCH["automatic_thoughts"][0],
-             PSYCH["triggers"][0], SCENARIO["automatic_thoughts"][0], SCENARIO["behaviors"][0]]
+    whole = [
+        make_profile("p1").writer_brief,
+        PSYCH["intermediate_beliefs"][0],
+        PSYCH["automatic_thoughts"][0],
+        PSYCH["triggers"][0],
+        SCENARIO["automatic_thoughts"][0],
+        SCENARIO["behaviors"][0],
+    ]
     for text in whole:
         assert text in off.patient_system_prompt and text not in full.patient_system_prompt, text
     # The steps see what they see in every arm: w/o DM changes the patient's prompt alone.
@@ -312,7 +434,10 @@ def test_without_the_pipeline_no_reaction_behaviour_or_resistance_steps_run():
     for a, b in zip(full.turns[1:], off.turns[1:]):
         assert (b.patientact.reaction, b.patientact.behaviour, b.patientact.resistance_pattern) == (None, None, None)
         assert (a.patientact.relevant, a.patientact.retrieved, a.patientact.blocked) == (
-            b.patientact.relevant, b.patientact.retrieved, b.patientact.blocked)
+            b.patientact.relevant,
+            b.patientact.retrieved,
+            b.patientact.blocked,
+        )
         assert b.patientact.trust_after == a.patientact.trust_after
     # The shared prompt differs only in how it explains the note: without the steps it carries no reaction or
     # inclination, so the prompt says nothing of them nor of steering away (PatientAct Table 4's w/o Pipe).
@@ -325,13 +450,16 @@ def test_without_the_pipeline_no_reaction_behaviour_or_resistance_steps_run():
 def test_resistance_pattern_only_follows_resistance():
     rec, backend, _ = run(PAResponder(behaviour="recounting"))
     assert "Resistance" not in _names(backend)
-    assert all(t.patientact.resistance_pattern is None and t.patientact.behaviour == "recounting" for t in rec.turns[1:])
+    assert all(
+        t.patientact.resistance_pattern is None and t.patientact.behaviour == "recounting" for t in rec.turns[1:]
+    )
     rec, _, _ = run(PAResponder(behaviour="resistance"))
     assert all(t.patientact.resistance_pattern == "minimal_talk" for t in rec.turns[1:])
     assert "two or three words" in rec.turns[1].patientact.signal
 
 
 # -- invalid output -------------------------------------------------------------------------------------
+
 
 def test_invalid_step_answer_is_reasked_and_the_call_counts_its_attempts():
     rec, _, ledger = run(PAResponder(bad_first="Reaction"))
@@ -346,6 +474,7 @@ def test_a_step_that_never_fits_fails_the_turn():
 
 
 # -- arcs -----------------------------------------------------------------------------------------------
+
 
 def _arc(responder, store, sessions=2, **pa):
     backend = FakeBackend(responder)
@@ -402,6 +531,7 @@ def test_a_recipe_with_both_engines_must_name_the_arcs_engine():
 
 # -- decomposition, seed, retrieval -----------------------------------------------------------------------
 
+
 def test_decomposition_answer_off_its_anchor_grid_or_short_of_the_pieces_is_reasked():
     answers = []
 
@@ -409,10 +539,12 @@ def test_decomposition_answer_off_its_anchor_grid_or_short_of_the_pieces_is_reas
         def __call__(self, req):
             if req.schema_name == "DecompositionDraft":
                 good = draft_answer(req, shift=0.5)
-                bad = [{**good, "items": good["items"][:-1]},                                  # one entry short
-                       {"items": [{**good["items"][0], "shift": 0.2}, *good["items"][1:]]},     # off the grid
-                       {"items": [{**good["items"][0], "tags": ["a", "b"]}, *good["items"][1:]]},  # two tags
-                       good]
+                bad = [
+                    {**good, "items": good["items"][:-1]},  # one entry short
+                    {"items": [{**good["items"][0], "shift": 0.2}, *good["items"][1:]]},  # off the grid
+                    {"items": [{**good["items"][0], "tags": ["a", "b"]}, *good["items"][1:]]},  # two tags
+                    good,
+                ]
                 answers.append(len(answers))
                 return bad[min(len(answers) - 1, 3)]
             return super().__call__(req)
@@ -421,8 +553,15 @@ def test_decomposition_answer_off_its_anchor_grid_or_short_of_the_pieces_is_reas
     recs, backend = _arc(R(), store, sessions=1, step_attempts=4)
     assert sum(r.schema_name == "DecompositionDraft" for r in backend.requests) == 4
     items = Decomposition.model_validate(recs[0].patientact.decomposition).items
-    anchors = {"pattern": 2.5, "memory": 4.0, "core_belief": 4.0, "belief": 3.0, "thought": 3.0, "trigger": 3.0,
-               "relational": 3.5}
+    anchors = {
+        "pattern": 2.5,
+        "memory": 4.0,
+        "core_belief": 4.0,
+        "belief": 3.0,
+        "thought": 3.0,
+        "trigger": 3.0,
+        "relational": 3.5,
+    }
     assert all(i.level == min(4.0, anchors[i.type] + 0.5) for i in items)
     with pytest.raises(ValueError):
         DraftItem(topic="t", shift=0.0, tags=["x", "y"], category="emotional_state")
@@ -432,8 +571,12 @@ def test_decomposition_answer_off_its_anchor_grid_or_short_of_the_pieces_is_reas
         DraftItem(topic="t", shift=0.0, tags=["football", "feelings", "Sunday league"], category="emotional_state")
     # Repeats (a looping small model) are dropped; an item short of three distinct tags is topped up from its
     # own words, counted, and an item with three keeps exactly the decomposer's.
-    kept = DraftItem(topic="t", shift=0.0, tags=["allotment", "Allotment", "brother", "allotment", "night shifts"],
-                     category="emotional_state")
+    kept = DraftItem(
+        topic="t",
+        shift=0.0,
+        tags=["allotment", "Allotment", "brother", "allotment", "night shifts"],
+        category="emotional_state",
+    )
     assert kept.tags == ["allotment", "brother", "night shifts"]
     piece = Piece("memory", "formulation.predisposing", "Her brother still tends the allotment their father dug.")
     item = make_item("m1", piece, kept)
@@ -449,14 +592,23 @@ def test_psych_seed_is_stable_and_theme_follows_the_cluster():
 
     p = make_profile("p1")
     check_profiles([p])
-    odd = p.model_copy(update={"formulation": p.formulation.model_copy(update={
-        "core_belief": p.formulation.core_belief.model_copy(update={"cluster": "doomed"})})})
+    odd = p.model_copy(
+        update={
+            "formulation": p.formulation.model_copy(
+                update={"core_belief": p.formulation.core_belief.model_copy(update={"cluster": "doomed"})}
+            )
+        }
+    )
     with pytest.raises(InputError, match="doomed"):
         check_profiles([p, odd])
     with pytest.raises(InputError, match="doomed"):
         psych_seed(odd, 0)
     assert psych_seed(p, 0) == psych_seed(p, 0)
-    assert psych_seed(p, 0).theme == "worthless" and psych_seed(p, 0).attachment in {"avoidant", "anxious", "disorganized"}
+    assert psych_seed(p, 0).theme == "worthless" and psych_seed(p, 0).attachment in {
+        "avoidant",
+        "anxious",
+        "disorganized",
+    }
     draws = [psych_seed(make_profile(f"p{i}"), 0).attachment for i in range(600)]
     assert draws.count("disorganized") > draws.count("avoidant") > draws.count("anxious")
 
@@ -472,6 +624,7 @@ def test_lexical_retrieval():
 
 
 # -- through the simulator ------------------------------------------------------------------------------
+
 
 def test_a_patientact_recipe_runs_through_the_simulator_and_a_failing_arc_is_counted(tmp_path):
     import pyarrow.parquet as pq
@@ -500,7 +653,9 @@ def test_a_patientact_recipe_runs_through_the_simulator_and_a_failing_arc_is_cou
     rows = pq.read_table(tmp_path / "sessions" / "sessions.parquet").to_pylist()
     assert {r["patient_engine"] for r in rows} == {"patientact"}
     plans = [SessionPlan.model_validate(r["schedule"]) for r in rows]
-    assert rows[1]["patientact"]["trust_start"] == session_start(plans[1], plans[0], rows[0]["patientact"]["trust_end"], 0.0)
+    assert rows[1]["patientact"]["trust_start"] == session_start(
+        plans[1], plans[0], rows[0]["patientact"]["trust_end"], 0.0
+    )
     assert rows[1]["turns"][1]["patientact"]["why"]["trust"] == "felt pushed"
     assert all(t["patientact"]["trust_after"] is not None for r in rows for t in r["turns"])
 
@@ -519,8 +674,15 @@ def test_reproduction_recipe_and_its_counsellor_prompt():
     s = r.section("simulation", SimulationConfig)
     assert (s.sessions, s.turn_cap, s.opening) == (1, 15, "counsellor")
     # Table 2's built baselines beside Table 4's arms, in one run.
-    assert s.patient_engines == ["patientact", "patientact:no_tg", "patientact:no_dm", "patientact:no_pipe", "patient_psi",
-                                 "annaagent", "consistentmi"]
+    assert s.patient_engines == [
+        "patientact",
+        "patientact:no_tg",
+        "patientact:no_dm",
+        "patientact:no_pipe",
+        "patient_psi",
+        "annaagent",
+        "consistentmi",
+    ]
     assert roles_of(r)["baseline_mapper"]["engine"] == roles_of(r)["profile_decomposer"]["engine"]
     # ConsistentMI's per-turn questions are asked of the simulation backbone, as PatientHub asks them of the client's model.
     assert roles_of(r)["consistentmi_tracker"]["engine"] == roles_of(r)["patient"]["engine"]
@@ -528,10 +690,19 @@ def test_reproduction_recipe_and_its_counsellor_prompt():
     assert pa.trust_gating and pa.dynamic_memory and pa.pipeline and not pa.allow_end
     assert not pa.concealment_offset and not pa.carry_trust and pa.retrieval == "llm"
     roles = {k: v.model_dump() for k, v in r.roles.items()}
-    for role in ("patient", "counsellor", "patient_appraiser", "patient_matcher", "profile_decomposer",
-                 "consistentmi_tracker"):
+    for role in (
+        "patient",
+        "counsellor",
+        "patient_appraiser",
+        "patient_matcher",
+        "profile_decomposer",
+        "consistentmi_tracker",
+    ):
         assert roles[role]["temperature"] == 0.7, role
-    judge, backbone = r.engines[roles["judge"]["engine"]].model_dump(), r.engines[roles["patient"]["engine"]].model_dump()
+    judge, backbone = (
+        r.engines[roles["judge"]["engine"]].model_dump(),
+        r.engines[roles["patient"]["engine"]].model_dump(),
+    )
     assert judge["model"] != backbone["model"]
     # §4.1-4.2: profiles (formulation and dynamic memory included) on GPT-5.4, the simulation on GPT-4o; the
     # authors' code's behaviour through the preset.
@@ -541,18 +712,31 @@ def test_reproduction_recipe_and_its_counsellor_prompt():
     assert s.preset == "patientact-reference" and pa.trust_update == "direction" and pa.frame == "session"
     text = (Path(__file__).resolve().parents[2] / "recipes" / "patientact_paper.yaml").read_text()
     assert "mindsim patientact profile-eval" in text and "judge profile-eval" not in text
-    rec, _, _ = run(PAResponder(end_after=1), counsellor_template=s.counsellor_template, allow_end=False,
-                    opening="counsellor")
+    rec, _, _ = run(
+        PAResponder(end_after=1), counsellor_template=s.counsellor_template, allow_end=False, opening="counsellor"
+    )
     prompt = rec.counsellor_system_prompt
-    for rule in ("One open question at a time", "No labels for their thinking", "Do not sum up", "No early comfort",
-                 "stock phrases", "accept it", "You speak first"):
+    for rule in (
+        "One open question at a time",
+        "No labels for their thinking",
+        "Do not sum up",
+        "No early comfort",
+        "stock phrases",
+        "accept it",
+        "You speak first",
+    ):
         assert rule in prompt, rule
     assert rec.ended_by == "turn_cap" and s.counsellor_template in rec.prompts
     # Fig. 8: an initial session with a new client; no medium, no time, no earlier sessions in a first session.
     assert "an initial session with a new client" in prompt and "text chat" not in prompt
     assert "# When this is" not in prompt and "# Earlier sessions" not in prompt
-    later = render(s.counsellor_template, time_context="Tuesday evening", memory="- talked about sleep",
-                   opening_greeting=False, session_index=1)
+    later = render(
+        s.counsellor_template,
+        time_context="Tuesday evening",
+        memory="- talked about sleep",
+        opening_greeting=False,
+        session_index=1,
+    )
     assert "# When this is\nTuesday evening" in later and "- talked about sleep" in later
     assert "initial session" not in later and "You speak first" not in later
 
@@ -617,10 +801,12 @@ def test_an_arc_given_the_shared_decomposition_does_not_decompose():
     config = SimulationConfig(sessions=1, turn_cap=3, patient_engine="patientact")
     first = ScenarioRecord(patient_id="p1", seed=0, scenario=Scenario(**SCENARIO), engine={}, prompt={})
     with Engines.with_backend(backend) as engines:
-        arc = Arc.of(make_profile("p1"), V, _roles(engines), config, counsellor="counsellor", seed=0,
-                     preparation=decomposition())
-        recs = asyncio.run(run_arc(arc, draw_schedule("p1", 0, config), first=first, load=lambda k: None,
-                                   save=lambda r: r))
+        arc = Arc.of(
+            make_profile("p1"), V, _roles(engines), config, counsellor="counsellor", seed=0, preparation=decomposition()
+        )
+        recs = asyncio.run(
+            run_arc(arc, draw_schedule("p1", 0, config), first=first, load=lambda k: None, save=lambda r: r)
+        )
     assert not any(r.schema_name in ("DecompositionDraft", "PsychFormulation") for r in backend.requests)
     assert recs[0].patientact.decomposition == decomposition().model_dump(mode="json")
 
@@ -632,9 +818,15 @@ def test_budget_entries_cover_every_structured_output_and_defaults_fit_the_worst
     from mindsimkit.mindsim.patientact.budgets import entries
 
     off = SimpleNamespace(simulation={})
-    on = SimpleNamespace(simulation={"patient_engine": ["mindsim", "patientact"], "patientact": {"step_max_tokens": 400}})
-    no_formulation = SimpleNamespace(simulation={"patient_engine": "patientact", "patientact": {"psych_formulation": False}})
-    llm = SimpleNamespace(simulation={"patient_engine": "patientact", "patientact": {"retrieval": "llm", "psych_screen": True}})
+    on = SimpleNamespace(
+        simulation={"patient_engine": ["mindsim", "patientact"], "patientact": {"step_max_tokens": 400}}
+    )
+    no_formulation = SimpleNamespace(
+        simulation={"patient_engine": "patientact", "patientact": {"psych_formulation": False}}
+    )
+    llm = SimpleNamespace(
+        simulation={"patient_engine": "patientact", "patientact": {"retrieval": "llm", "psych_screen": True}}
+    )
     # The preset turns the matcher and the formulation's screen on: their budgets are checked with it.
     preset = SimpleNamespace(simulation={"patient_engine": "patientact", "preset": "patientact-reference"})
     es = entries("patient", "patient", "patient")
@@ -642,7 +834,10 @@ def test_budget_entries_cover_every_structured_output_and_defaults_fit_the_worst
     assert all(e.active(preset) for e in es)
     assert [e.name for e in es if not e.active(on)] == ["patientact:FormulationScreen", "patientact:TagMatch"]
     assert [e.name for e in es if not e.active(no_formulation)] == [
-        "patientact:PsychFormulation", "patientact:FormulationScreen", "patientact:TagMatch"]
+        "patientact:PsychFormulation",
+        "patientact:FormulationScreen",
+        "patientact:TagMatch",
+    ]
     for e in es:
         worst = worst_case_tokens(e.schema()).tokens
         default = e.budget(off)

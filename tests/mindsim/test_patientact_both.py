@@ -30,8 +30,9 @@ def responder(fail_trust_for=None):
 
 
 def test_both_engines_run_side_by_side_with_the_engine_in_every_key(tmp_path):
-    config = SimulationConfig(sessions=2, turn_cap=3, patient_engine=["mindsim", "patientact"],
-                              counsellors=["counsellor", "counsellor:b"])
+    config = SimulationConfig(
+        sessions=2, turn_cap=3, patient_engine=["mindsim", "patientact"], counsellors=["counsellor", "counsellor:b"]
+    )
     profiles = [make_profile("p1"), make_profile("p2", "joker", "formal")]
     backend = FakeBackend(responder())
     with Engines.with_backend(backend) as engines:
@@ -42,9 +43,12 @@ def test_both_engines_run_side_by_side_with_the_engine_in_every_key(tmp_path):
     assert check_trust_carry(rows) == 4
     assert len({r["session_id"] for r in rows}) == 16
     assert {(r["patient_engine"], r["counsellor"]) for r in rows} == {
-        (e, c) for e in ("mindsim", "patientact") for c in ("counsellor", "counsellor:b")}
+        (e, c) for e in ("mindsim", "patientact") for c in ("counsellor", "counsellor:b")
+    }
     for r in rows:
-        assert r["session_id"] == session_id(r["patient_id"], r["counsellor"], r["session_index"], 3, r["patient_engine"])
+        assert r["session_id"] == session_id(
+            r["patient_id"], r["counsellor"], r["session_index"], 3, r["patient_engine"]
+        )
         assert (r["patientact"] is not None) == (r["patient_engine"] == "patientact")
     # One decomposition per patient, shared by both counsellors; checkpointed on its own.
     assert sum(q.schema_name == "DecompositionDraft" for q in backend.requests) == 2
@@ -93,4 +97,7 @@ def test_a_failing_patientact_arc_is_counted_under_its_engine_and_keeps_its_fini
     assert [(f.patient_engine, f.counsellor) for f in summary.failed_arcs] == [("patientact", "counsellor")]
     rows, _ = check_arc_ledger(tmp_path, sessions=2)
     assert sorted((r["patient_engine"], r["session_index"]) for r in rows) == [
-        ("mindsim", 0), ("mindsim", 1), ("patientact", 0)]
+        ("mindsim", 0),
+        ("mindsim", 1),
+        ("patientact", 0),
+    ]

@@ -10,7 +10,14 @@ from pathlib import Path
 from mindsimkit.mindcore.prompts import render
 from mindsimkit.mindcore.recipe import load_recipe
 from mindsimkit.mindsim.config import SimulationConfig
-from mindsimkit.mindsim.patientact.data import attachment_prior, item_types, step_rules, taxonomy, theme_map, trust_rules
+from mindsimkit.mindsim.patientact.data import (
+    attachment_prior,
+    item_types,
+    step_rules,
+    taxonomy,
+    theme_map,
+    trust_rules,
+)
 from mindsimkit.mindsim.patientact.decompose import DraftItem, Piece, decompose_messages, make_item
 from mindsimkit.mindsim.patientact.participant import STEP_TEMPLATE
 from mindsimkit.mindsim.patientact.seed import psych_seed
@@ -32,8 +39,12 @@ def test_the_decomposer_sees_the_profile_and_its_pieces_but_not_the_attachment_s
 def test_a_therapy_specific_item_can_reach_the_top_of_the_scale_and_other_triggers_cannot():
     top = trust_rules().maximum
     piece = Piece("trigger", "psych.triggers", "Being asked what is really wrong after a dismissed disclosure.")
-    draft = lambda category: DraftItem(topic="the sessions", shift=0.5, tags=["direct questions", "being dismissed", "saying it aloud"],  # noqa: E731
-                                       category=category)
+    draft = lambda category: DraftItem(
+        topic="the sessions",
+        shift=0.5,
+        tags=["direct questions", "being dismissed", "saying it aloud"],  # noqa: E731
+        category=category,
+    )
     assert make_item("m1", piece, draft("therapy_trigger")).level == top == 4.0
     assert make_item("m2", piece, draft("shame_or_trauma")).level == item_types().types["trigger"].anchor + 0.5 < top
     assert make_item("m3", piece, draft("therapy_trigger").model_copy(update={"shift": -0.5})).level == 3.5
@@ -41,12 +52,31 @@ def test_a_therapy_specific_item_can_reach_the_top_of_the_scale_and_other_trigge
 
 def _values(step: str) -> dict:
     tax = taxonomy()
-    return dict(step=step, recent=[("Counsellor", "Hello."), ("Client", "hi")],
-                  counsellor="What happened with your father?", trust="2.50", trust_text="session start",
-                  coping=["goes quiet"], activated=[("memory", ITEM_TEXT)], blocked=["family history"],
-                  held=["blocked"], rules=["blocked"], streak=0, reaction="fear", intensity="high", behaviour=None,
-                  recent_behaviours=[], options=tax.ids("reactions"), srules=step_rules(None), criteria={},
-                  default_criterion="", by_direction=False, expects="", reply=None, allow_end=True)
+    return dict(
+        step=step,
+        recent=[("Counsellor", "Hello."), ("Client", "hi")],
+        counsellor="What happened with your father?",
+        trust="2.50",
+        trust_text="session start",
+        coping=["goes quiet"],
+        activated=[("memory", ITEM_TEXT)],
+        blocked=["family history"],
+        held=["blocked"],
+        rules=["blocked"],
+        streak=0,
+        reaction="fear",
+        intensity="high",
+        behaviour=None,
+        recent_behaviours=[],
+        options=tax.ids("reactions"),
+        srules=step_rules(None),
+        criteria={},
+        default_criterion="",
+        by_direction=False,
+        expects="",
+        reply=None,
+        allow_end=True,
+    )
 
 
 def _step(step: str) -> str:
@@ -100,10 +130,19 @@ def test_the_first_scenario_writer_gets_the_frame_every_engine_of_the_run_plays(
     assert frame(**paper) == "session"  # the preset's frame: session
     assert frame(**{**paper, "patient_engine": ["patientact", "mindsim"]}) == "chat"  # MindSim plays the app
     assert frame(patient_engine="patientact") == "chat"  # ours: the app frame
-    values = dict(writer_brief="A brief.", goal="Feel steadier.", time_context="Tuesday evening.", emotion="tired",
-                  register_lines=["types in lowercase"])
+    values = dict(
+        writer_brief="A brief.",
+        goal="Feel steadier.",
+        time_context="Tuesday evening.",
+        emotion="tired",
+        register_lines=["types in lowercase"],
+    )
     session, chat = render(FIRST_TEMPLATE, frame="session", **values), render(FIRST_TEMPLATE, frame="chat", **values)
-    assert "first session with a counsellor" in session and "the app" not in session and "types in lowercase" not in session
+    assert (
+        "first session with a counsellor" in session
+        and "the app" not in session
+        and "types in lowercase" not in session
+    )
     assert "AI counsellor" in chat and "opening the app" in chat and "types in lowercase" in chat
 
 
@@ -113,8 +152,12 @@ def test_the_reference_wrap_up_note_reaches_the_last_two_counsellor_requests_onl
     the patient and the judge read, never does."""
     from test_patientact_reference import Direct, run
 
-    assert SimulationConfig.from_section({"preset": "patientact-reference", "patient_engine": "patientact"}
-                                         ).wrap_up_reminder == 2
+    assert (
+        SimulationConfig.from_section(
+            {"preset": "patientact-reference", "patient_engine": "patientact"}
+        ).wrap_up_reminder
+        == 2
+    )
     assert SimulationConfig().wrap_up_reminder == 0
     rec, backend = run(Direct(), turn_cap=5)
     asked = [r.messages for r in backend.requests if r.role == "counsellor"]

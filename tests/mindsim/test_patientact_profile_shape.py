@@ -16,29 +16,48 @@ from mindsimkit.mindsim.patientact.budgets import _decomposition_schema
 from mindsimkit.mindsim.patientact.card import card_markdown, profile_card
 from mindsimkit.mindsim.patientact.decompose import chunks, decompose, draft_model, max_pieces, profile_pieces
 from mindsimkit.profilegen.schemas import (
-    Demographics, DemographicsRevision, Perpetuating, Predisposing, Presenting, RecordValues,
+    Demographics,
+    DemographicsRevision,
+    Perpetuating,
+    Predisposing,
+    Presenting,
+    RecordValues,
 )
 from simfakes import make_profile
 from test_patientact import draft_answer
 
 BASE = {"name": "t", "engines": {"local": {"kind": "embedded"}}, "roles": {"default": {"engine": "local"}}}
-IMPACT = ["sleeps four hours most nights", "has missed two shifts", "stopped answering texts", "eats one meal a day",
-          "cries in the car after work"]
+IMPACT = [
+    "sleeps four hours most nights",
+    "has missed two shifts",
+    "stopped answering texts",
+    "eats one meal a day",
+    "cries in the car after work",
+]
 
 
 def shaped(pid: str = "p1"):
     """A PatientAct-shaped profile at its list limits: 5 symptoms, 3 histories, 2 social conditions, 3 copings."""
     p = make_profile(pid)
     f = p.formulation
-    pre = [Predisposing(label=f"h{i}", history=f"At {8 + i} something happened, number {i}.", kind="psychological")
-           for i in range(3)]
-    pre += [Predisposing(label=f"s{i}", history=f"A family rule number {i} about keeping quiet.", kind="social")
-            for i in range(2)]
-    cope = [Perpetuating(label=f"c{i}", situation=f"Cycle {i}, which keeps it going.", maladaptive=i == 0)
-            for i in range(3)]
-    f = f.model_copy(update={"presenting": Presenting(summary=f.presenting.summary, goal=f.presenting.goal,
-                                                      impact=IMPACT),
-                             "predisposing": pre, "perpetuating": cope})
+    pre = [
+        Predisposing(label=f"h{i}", history=f"At {8 + i} something happened, number {i}.", kind="psychological")
+        for i in range(3)
+    ]
+    pre += [
+        Predisposing(label=f"s{i}", history=f"A family rule number {i} about keeping quiet.", kind="social")
+        for i in range(2)
+    ]
+    cope = [
+        Perpetuating(label=f"c{i}", situation=f"Cycle {i}, which keeps it going.", maladaptive=i == 0) for i in range(3)
+    ]
+    f = f.model_copy(
+        update={
+            "presenting": Presenting(summary=f.presenting.summary, goal=f.presenting.goal, impact=IMPACT),
+            "predisposing": pre,
+            "perpetuating": cope,
+        }
+    )
     return p.model_copy(update={"formulation": f})
 
 
@@ -98,24 +117,33 @@ def test_the_decomposers_budget_is_checked_at_the_largest_call_the_recipe_can_ma
         r = Recipe(**BASE, profiles=profiles or {}, simulation={"patient_engine": "patientact", "patientact": pa})
         return _decomposition_schema(r)["properties"]["items"]["maxItems"]
 
-    assert schema() == 18                                   # MindSim-shaped: 18 pieces at most, one call
-    assert schema({"patientact_shape": True}) == 18         # 26 at most, asked 18 at a time at most
+    assert schema() == 18  # MindSim-shaped: 18 pieces at most, one call
+    assert schema({"patientact_shape": True}) == 18  # 26 at most, asked 18 at a time at most
     assert schema({"patientact_shape": True}, decomposition_chunk=30) == 26
     assert schema(decomposition_chunk=30) == 18
     assert schema({"patientact_shape": True}, decomposition_chunk=9) == 9
     assert _decomposition_schema()["properties"]["items"]["maxItems"] == 18
-    assert draft_model(18).model_json_schema() == _decomposition_schema(Recipe(**BASE, profiles={"patientact_shape": True}))
+    assert draft_model(18).model_json_schema() == _decomposition_schema(
+        Recipe(**BASE, profiles={"patientact_shape": True})
+    )
 
 
 def test_the_card_shows_the_impact_list_the_split_and_a_revision():
     profile = shaped()
     d = profile.demographics
     before = Demographics(**{**d.model_dump(), "relationship": "single"})
-    rec = DemographicsRevision(revised_from=before, record=RecordValues(age=41, sex="Male", marital_status="never_married",
-                                                                        occupation="supervisor"),
-                               changed=["relationship"], conflicts=["a current spouse contradicts a single patient"],
-                               reasons=["The formulation has a wife."], rounds=1, resolved=True)
-    profile = profile.model_copy(update={"provenance": profile.provenance.model_copy(update={"demographics_revised": rec})})
+    rec = DemographicsRevision(
+        revised_from=before,
+        record=RecordValues(age=41, sex="Male", marital_status="never_married", occupation="supervisor"),
+        changed=["relationship"],
+        conflicts=["a current spouse contradicts a single patient"],
+        reasons=["The formulation has a wife."],
+        rounds=1,
+        resolved=True,
+    )
+    profile = profile.model_copy(
+        update={"provenance": profile.provenance.model_copy(update={"demographics_revised": rec})}
+    )
     card = card_markdown(profile_card(profile, blind=False))
     assert "Impact: " + "; ".join(IMPACT) in card
     assert card.index("## Predisposing factors: psychological") < card.index("## Predisposing factors: social")

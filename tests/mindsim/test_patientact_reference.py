@@ -43,12 +43,21 @@ class Direct(PAResponder):
 
 def run(responder, *, preset=REF, decomp=None, turn_cap=4, **pa):
     backend = FakeBackend(responder)
-    config = SimulationConfig(sessions=1, turn_cap=turn_cap, patient_engine="patientact", preset=preset,
-                              opening="patient", patientact=pa)
+    config = SimulationConfig(
+        sessions=1, turn_cap=turn_cap, patient_engine="patientact", preset=preset, opening="patient", patientact=pa
+    )
     plan = draw_schedule("p1", 0, config).sessions[0]
     with Engines.with_backend(backend) as engines:
-        arc = Arc.of(make_profile("p1"), V, _roles(engines), config, counsellor="counsellor", seed=0,
-                     engine="patientact", preparation=decomp or decomposition())
+        arc = Arc.of(
+            make_profile("p1"),
+            V,
+            _roles(engines),
+            config,
+            counsellor="counsellor",
+            seed=0,
+            engine="patientact",
+            preparation=decomp or decomposition(),
+        )
         rec = asyncio.run(run_session(arc, SessionInput(plan, Scenario(**SCENARIO), [], carried=2.5)))
     return rec, backend
 
@@ -67,24 +76,46 @@ def test_the_preset_fills_the_reference_settings_under_the_recipes_own():
     pa = cfg.patientact
     assert (cfg.turn_cap, cfg.opening) == (15, "counsellor")
     assert not (pa.concealment_offset or pa.carry_trust or pa.allow_end or pa.trust_sees_reply)
-    assert (pa.retrieval, pa.matcher_context, pa.step_context, pa.trust_update, pa.frame) == \
-        ("llm", "message", "whole", "direction", "session")
-    small = SimulationConfig.from_section({"patient_engine": "patientact", "preset": REF, "turn_cap": 2, "sessions": 2,
-                                           "patientact": {"retrieval": "lexical"}})
-    assert (small.turn_cap, small.sessions, small.patientact.retrieval, small.patientact.step_context) == \
-        (2, 2, "lexical", "whole")
+    assert (pa.retrieval, pa.matcher_context, pa.step_context, pa.trust_update, pa.frame) == (
+        "llm",
+        "message",
+        "whole",
+        "direction",
+        "session",
+    )
+    small = SimulationConfig.from_section(
+        {
+            "patient_engine": "patientact",
+            "preset": REF,
+            "turn_cap": 2,
+            "sessions": 2,
+            "patientact": {"retrieval": "lexical"},
+        }
+    )
+    assert (small.turn_cap, small.sessions, small.patientact.retrieval, small.patientact.step_context) == (
+        2,
+        2,
+        "lexical",
+        "whole",
+    )
     # Ours is untouched by the preset's existence.
     ours = SimulationConfig.from_section({"patient_engine": "patientact"}).patientact
-    assert (ours.trust_update, ours.step_context, ours.matcher_context, ours.frame) == \
-        ("criterion", "recent", "recent", "chat")
+    assert (ours.trust_update, ours.step_context, ours.matcher_context, ours.frame) == (
+        "criterion",
+        "recent",
+        "recent",
+        "chat",
+    )
 
 
 def test_the_preset_data_has_no_trust_caps_four_criteria_a_group_and_the_extra_behaviour_rules():
     ref, own = trust_rules(REF), trust_rules()
-    assert [len(ref.criteria[g]) for g in ('raise', 'keep', 'lower')] == [4, 4, 4]
-    assert [len(own.criteria[g]) for g in ('raise', 'keep', 'lower')] == [3, 3, 4]
-    assert all(r.max_rise == r.max_fall == 0.5 and not r.floor_fall and not r.reverse_after_rises
-               for r in ref.attachment.values())
+    assert [len(ref.criteria[g]) for g in ("raise", "keep", "lower")] == [4, 4, 4]
+    assert [len(own.criteria[g]) for g in ("raise", "keep", "lower")] == [3, 3, 4]
+    assert all(
+        r.max_rise == r.max_fall == 0.5 and not r.floor_fall and not r.reverse_after_rises
+        for r in ref.attachment.values()
+    )
     assert (ref.start, ref.minimum, ref.maximum, ref.changes) == (own.start, own.minimum, own.maximum, own.changes)
     assert set(ref.concealment_offset.values()) == {0.0}
     s, o = step_rules(REF), step_rules()
@@ -140,9 +171,12 @@ def test_the_behaviour_step_avoids_a_third_same_behaviour_and_sees_the_last_thre
     said = ["pick something else this time" in p for p in prompts]
     assert said == [False, False, True, True, True]
     assert "same_run" in rec.turns[3].patientact.rules and "same_run" not in rec.turns[2].patientact.rules
-    assert "resistance, resistance, resistance." in prompts[4] and "resistance, resistance, resistance, " not in prompts[4]
-    assert conditions(activated=True, blocked=False, trigger=False, trust=3.0, reaction="understood", intensity="low",
-                      preset=REF) == ["neutral_or_low"]
+    assert (
+        "resistance, resistance, resistance." in prompts[4] and "resistance, resistance, resistance, " not in prompts[4]
+    )
+    assert conditions(
+        activated=True, blocked=False, trigger=False, trust=3.0, reaction="understood", intensity="low", preset=REF
+    ) == ["neutral_or_low"]
     ours, ob = run(PAResponder(behaviour="resistance"), preset="ours", turn_cap=6)
     assert not any("turns running" in p or "pick something else" in p for p in _steps(ob, "Behaviour"))
 
@@ -161,8 +195,12 @@ def test_the_session_frame_drops_the_chat_style_and_keeps_the_shared_scaffolding
     ours, _ = run(PAResponder(), preset="ours")
     for text in ("Messages from you look like these", "# How you talk"):
         assert text not in rec.patient_system_prompt and text in ours.patient_system_prompt, text
-    for text in ("# When this is", "# What has been happening", "# What you want from this conversation",
-                 "# What you remember"):
+    for text in (
+        "# When this is",
+        "# What has been happening",
+        "# What you want from this conversation",
+        "# What you remember",
+    ):
         assert text in rec.patient_system_prompt and text in ours.patient_system_prompt, text
 
 
@@ -188,8 +226,9 @@ def test_w_o_dm_renders_as_each_side_does():
 
 
 def test_a_run_with_the_preset_and_small_overrides_writes_every_session(tmp_path):
-    config = SimulationConfig.from_section({
-        "patient_engine": ["patientact", "patientact:no_pipe"], "preset": REF, "sessions": 2, "turn_cap": 2})
+    config = SimulationConfig.from_section(
+        {"patient_engine": ["patientact", "patientact:no_pipe"], "preset": REF, "sessions": 2, "turn_cap": 2}
+    )
     with Engines.with_backend(FakeBackend(Direct())) as engines:
         summary = simulate.run_simulation([make_profile("p1")], engines, config, tmp_path, seed=1)
     assert summary.sessions_written == 4 and not summary.failed_arcs
@@ -198,22 +237,31 @@ def test_a_run_with_the_preset_and_small_overrides_writes_every_session(tmp_path
     rows = pq.read_table(tmp_path / "sessions" / "sessions.parquet").to_pylist()
     assert {r["patientact"]["trust_start"] for r in rows} == {2.5}
     assert all(len(r["turns"]) == 2 for r in rows)
-    assert {json.loads(r["patientact"]["switches"])["trust_update"] if isinstance(r["patientact"]["switches"], str)
-            else r["patientact"]["switches"]["trust_update"] for r in rows} == {"direction"}
+    assert {
+        json.loads(r["patientact"]["switches"])["trust_update"]
+        if isinstance(r["patientact"]["switches"], str)
+        else r["patientact"]["switches"]["trust_update"]
+        for r in rows
+    } == {"direction"}
 
 
 # -- the four arms differ only in their switch ----------------------------------------------------------------
 
-ARMS = {"patientact": None, "patientact:no_tg": "trust_gating", "patientact:no_dm": "dynamic_memory",
-        "patientact:no_pipe": "pipeline"}
+ARMS = {
+    "patientact": None,
+    "patientact:no_tg": "trust_gating",
+    "patientact:no_dm": "dynamic_memory",
+    "patientact:no_pipe": "pipeline",
+}
 
 
 @pytest.mark.parametrize("preset", ["ours", REF])
 def test_the_four_arms_inputs_differ_only_in_their_switch(tmp_path, preset):
     import pyarrow.parquet as pq
 
-    config = SimulationConfig.from_section({"patient_engine": list(ARMS), "preset": preset, "sessions": 1,
-                                            "turn_cap": 3, "opening": "counsellor"})
+    config = SimulationConfig.from_section(
+        {"patient_engine": list(ARMS), "preset": preset, "sessions": 1, "turn_cap": 3, "opening": "counsellor"}
+    )
     with Engines.with_backend(FakeBackend(Direct())) as engines:
         summary = simulate.run_simulation([make_profile("p1")], engines, config, tmp_path, seed=3)
     assert summary.sessions_written == 4 and not summary.failed_arcs
@@ -233,9 +281,16 @@ def test_the_four_arms_inputs_differ_only_in_their_switch(tmp_path, preset):
             if switch == "dynamic_memory":
                 # w/o DM only adds (the whole profile, or under the preset the reference's empty sections, without
                 # its counsellor pattern); every other line of the full arm's prompt is there, in order.
-                kept = [line for line in theirs.splitlines()
-                        if preset == "ours" or not re.match(r"(## You and the counsellor|- What you want|- What you "
-                                                            r"expect|- How you react)", line)]
+                kept = [
+                    line
+                    for line in theirs.splitlines()
+                    if preset == "ours"
+                    or not re.match(
+                        r"(## You and the counsellor|- What you want|- What you "
+                        r"expect|- How you react)",
+                        line,
+                    )
+                ]
                 lines = iter(mine.splitlines())
                 assert all(any(line == m for m in lines) for line in kept), arm
                 assert len(mine) > len(theirs) if preset == "ours" else "## You and the counsellor" not in mine
@@ -243,6 +298,7 @@ def test_the_four_arms_inputs_differ_only_in_their_switch(tmp_path, preset):
                 # w/o Pipe explains the note without reactions, inclinations or steering away; nothing else differs.
                 def rest(text):
                     return [ln for ln in text.splitlines() if not ln.startswith("Each counsellor message")]
+
                 assert rest(mine) == rest(theirs) and "steer away" in theirs and "steer away" not in mine, arm
             else:
                 assert mine == theirs, arm
@@ -273,8 +329,9 @@ def test_a_preset_data_file_that_is_missing_or_broken_stops_with_the_file_named(
     from mindsimkit.mindsim.patientact import data
 
     table = dict(presets.table())
-    table["x-reference"] = table[REF].model_copy(update={"data": {"trust": "patientact_reference/nope.yaml",
-                                                                  "step_rules": "patientact_reference/trust.yaml"}})
+    table["x-reference"] = table[REF].model_copy(
+        update={"data": {"trust": "patientact_reference/nope.yaml", "step_rules": "patientact_reference/trust.yaml"}}
+    )
     monkeypatch.setattr(presets, "table", lambda: table)
     with pytest.raises(ConfigError, match="mindsim/data/presets/patientact_reference/nope.yaml is invalid"):
         data.trust_rules.__wrapped__("x-reference")

@@ -44,35 +44,54 @@ class Says(PAResponder):
 
 # -- reaction step ----------------------------------------------------------------------------------------
 
+
 def test_reaction_step_defaults_to_no_reaction_when_nothing_is_activated_and_notes_triggers_and_sensitive_areas():
     from mindsimkit.mindsim.patientact.decompose import MemoryItem
 
     d = decomposition()
-    trig = MemoryItem(id="m5", type="trigger", source="test", content="Rejection emails make my stomach drop.",
-                      topic="setbacks", level=2.0, tags=["rejection", "email", "applications"], category="emotional_state",
-                      discomfort=False)
+    trig = MemoryItem(
+        id="m5",
+        type="trigger",
+        source="test",
+        content="Rejection emails make my stomach drop.",
+        topic="setbacks",
+        level=2.0,
+        tags=["rejection", "email", "applications"],
+        category="emotional_state",
+        discomfort=False,
+    )
     d = d.model_copy(update={"items": [*d.items, trig]})
-    rec, backend, _ = run(Says(["What's for lunch?", "Any rejection email lately?", "Tell me about your father."]),
-                          decomp=d, turn_cap=4)
+    rec, backend, _ = run(
+        Says(["What's for lunch?", "Any rejection email lately?", "Tell me about your father."]), decomp=d, turn_cap=4
+    )
     lunch, rejection, father = _steps(backend, "Reaction")[:3]
-    assert "likeliest answer is no_reaction with low intensity" in lunch and "Nothing in the client's own material" in lunch
+    assert (
+        "likeliest answer is no_reaction with low intensity" in lunch
+        and "Nothing in the client's own material" in lunch
+    )
     assert "likeliest answer is no_reaction" not in rejection
     assert "[trigger] Rejection emails" in rejection and "a [trigger] was hit" in rejection
     assert "a [trigger] was hit" not in lunch and "sensitive area" not in lunch
     assert "sensitive area" in father and "(family history)" in father
     # The type reaches the signal too, and the signal names reaction and behaviour with their descriptions.
     sig = rec.turns[2].patientact.signal
-    assert "[trigger] Rejection emails" in sig and "Feeling: challenged (moderate):" in sig and "Acting: resistance:" in sig
+    assert (
+        "[trigger] Rejection emails" in sig
+        and "Feeling: challenged (moderate):" in sig
+        and "Acting: resistance:" in sig
+    )
     assert "Resisting by: minimal talk:" in sig
 
 
 # -- behaviour step ---------------------------------------------------------------------------------------
 
+
 def test_pullback_after_two_therapeutic_behaviours_in_a_row():
     assert trailing_therapeutic(["insight", "recounting", "insight", "affective_exploration"]) == 2
     assert step_rules().pullback_after == 2
-    responder = PAResponder(behaviour=["cognitive_exploration", "insight", "recounting", "insight"],
-                            reaction=("understood", "moderate"))
+    responder = PAResponder(
+        behaviour=["cognitive_exploration", "insight", "recounting", "insight"], reaction=("understood", "moderate")
+    )
     rec, backend, _ = run(responder, turn_cap=6)
     prompts = _steps(backend, "Behaviour")
     held = [t.patientact.rules for t in rec.turns[1:]]
@@ -98,15 +117,19 @@ def test_nothing_activated_and_neutral_leans_to_a_simple_response_or_recounting(
     prompt = _steps(backend, "Behaviour")[0]
     assert "lean towards simple_response or recounting" in prompt
     assert rec.turns[1].patientact.rules == ["nothing_activated", "nothing_activated_neutral"]
-    assert conditions(activated=True, blocked=False, trigger=False, trust=2.5, reaction="no_reaction",
-                      intensity="low") == []
+    assert (
+        conditions(activated=True, blocked=False, trigger=False, trust=2.5, reaction="no_reaction", intensity="low")
+        == []
+    )
 
 
 # -- trust ------------------------------------------------------------------------------------------------
 
+
 def test_under_a_neutral_counsellor_trust_stays_flat_whatever_change_is_named():
-    rec, backend, _ = run(PAResponder(trust=["rise_significant"], criteria=["empathic_reflection", "reasonable_question"]),
-                          turn_cap=8)
+    rec, backend, _ = run(
+        PAResponder(trust=["rise_significant"], criteria=["empathic_reflection", "reasonable_question"]), turn_cap=8
+    )
     assert [t.patientact.trust_after for t in rec.turns] == [2.5] * 8
     prompt = _steps(backend, "TrustChange")[0]
     assert "Most exchanges leave trust unchanged" in prompt and "pick proceeding_normally" in prompt
@@ -154,6 +177,7 @@ def test_concealment_offset_and_carrying_are_switches():
 
 # -- nothing trust-gated by another path ---------------------------------------------------------------------
 
+
 def test_scenario_thoughts_reach_the_patient_only_through_the_gate():
     items = session_items(Scenario(**SCENARIO))
     thought = next(i for i in items if i.type == "thought")
@@ -182,6 +206,7 @@ def test_blocked_item_words_appear_in_no_prompt_the_patient_sees_at_that_trust()
 
 # -- LLM matcher --------------------------------------------------------------------------------------------
 
+
 def test_llm_retrieval_asks_the_matcher_with_the_patients_own_tags():
     class M(PAResponder):
         def __call__(self, req):
@@ -201,6 +226,7 @@ def test_llm_retrieval_asks_the_matcher_with_the_patients_own_tags():
 
 
 # -- who speaks first ---------------------------------------------------------------------------------------
+
 
 def test_opening_counsellor_greets_first_and_the_patient_answers_every_engine():
     rec, backend, _ = run(PAResponder(), opening="counsellor", turn_cap=3)
@@ -227,7 +253,10 @@ def test_opening_counsellor_with_the_mindsim_patient(tmp_path):
 
 # -- the four arms on the same inputs ------------------------------------------------------------------------
 
-def test_the_four_arms_share_byte_identical_profiles_formulations_decompositions_schedules_and_first_scenarios(tmp_path):
+
+def test_the_four_arms_share_byte_identical_profiles_formulations_decompositions_schedules_and_first_scenarios(
+    tmp_path,
+):
     import pyarrow.parquet as pq
 
     arms = ["patientact", "patientact:no_tg", "patientact:no_dm", "patientact:no_pipe"]
@@ -257,13 +286,16 @@ def test_turn_cap_one_is_a_greeting_and_one_reply_and_needs_the_counsellor_to_op
     assert len(rec.turns) == 1 and not rec.turns[0].opening and rec.ended_by == "turn_cap"
     assert [m["role"] for m in rec.transcript()] == ["assistant", "user"]
     assert sum(r.role == "counsellor" for r in backend.requests) == 1
-    with pytest.raises(ConfigError, match="turn_cap: 1 leaves only the scenario's scripted opening.*opening: counsellor"):
+    with pytest.raises(
+        ConfigError, match="turn_cap: 1 leaves only the scenario's scripted opening.*opening: counsellor"
+    ):
         SimulationConfig.from_section({"turn_cap": 1})
     with pytest.raises(ConfigError, match="turn_cap"):
         SimulationConfig.from_section({"turn_cap": 0, "opening": "counsellor"})
 
 
 # -- what each step sees ------------------------------------------------------------------------------------
+
 
 def test_each_step_sees_what_its_figure_gives_it():
     """PatientAct Figs. 10-14: reaction sees the conversation and the retrieved items; behaviour and resistance
@@ -281,8 +313,15 @@ def test_each_step_sees_what_its_figure_gives_it():
     theme_text = theme_map().themes[rec.patientact.theme]
     archetype = load_vocabulary().archetype(profile.style.archetype).text
     coping = "- " + STATIC["coping"][0]
-    private = [STATIC["current_concern"], STATIC["precipitating"], STATIC["protective"][0], STATIC["emotional_range"],
-               STATIC["demographics"], theme_text, archetype]
+    private = [
+        STATIC["current_concern"],
+        STATIC["precipitating"],
+        STATIC["protective"][0],
+        STATIC["emotional_range"],
+        STATIC["demographics"],
+        theme_text,
+        archetype,
+    ]
     for text in private:
         assert text not in system and not any(text in step for step in steps.values()), text
     assert all(a not in system for a in attachment_prior().descriptions.values())

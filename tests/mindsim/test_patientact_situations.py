@@ -59,7 +59,9 @@ def test_patient_psi_maps_a_situation_profile_from_its_theme_history_and_coping(
     # The theme sampled for the situation is Patient-Psi's category; history and coping are the chain's own texts.
     assert fixed["category"] == patient_psi.category(patient_psi.cluster_of(profile))
     assert record.profile.problem_formulation.predisposing_factors.psychological[0].strip() in fixed["history"]
-    assert fixed["coping_strategies"] == [c.rstrip(".") for c in record.profile.psychological_formulation.coping_patterns]
+    assert fixed["coping_strategies"] == [
+        c.rstrip(".") for c in record.profile.psychological_formulation.coping_patterns
+    ]
     seen = []
 
     def respond(req):

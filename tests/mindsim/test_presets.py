@@ -28,12 +28,15 @@ def test_a_reference_preset_applies_to_its_engine_and_every_arm():
     assert cfg.model_dump()["preset"] == ["patientact-reference"]
 
 
-@pytest.mark.parametrize("section, words", [
-    ({"preset": "nope"}, "unknown preset 'nope'"),
-    ({"preset": ["ours", 3]}, "simulation.preset"),
-    ({"preset": "patientact-reference"}, "which patient_engine does not run"),
-    ({"preset": ["mindeval2-reference", "mindeval2-reference"]}, "name each preset once"),
-])
+@pytest.mark.parametrize(
+    "section, words",
+    [
+        ({"preset": "nope"}, "unknown preset 'nope'"),
+        ({"preset": ["ours", 3]}, "simulation.preset"),
+        ({"preset": "patientact-reference"}, "which patient_engine does not run"),
+        ({"preset": ["mindeval2-reference", "mindeval2-reference"]}, "name each preset once"),
+    ],
+)
 def test_bad_presets_are_one_clear_error(section, words):
     with pytest.raises(ConfigError, match="simulation") as err:
         sim(**section)
@@ -44,10 +47,18 @@ def test_bad_presets_are_one_clear_error(section, words):
 def two_presets(monkeypatch):
     table = {
         "ours": Preset(description="d", engine=None, source="ours"),
-        "a-reference": Preset(description="a", engine="mindsim", source="s",
-                              settings={"turn_cap": 31, "patientact": {"carry_trust": False}}),
-        "b-reference": Preset(description="b", engine="patientact", source="s",
-                              settings={"turn_cap": 15, "patientact": {"allow_end": False}}),
+        "a-reference": Preset(
+            description="a",
+            engine="mindsim",
+            source="s",
+            settings={"turn_cap": 31, "patientact": {"carry_trust": False}},
+        ),
+        "b-reference": Preset(
+            description="b",
+            engine="patientact",
+            source="s",
+            settings={"turn_cap": 15, "patientact": {"allow_end": False}},
+        ),
         "c-reference": Preset(description="c", engine="mindsim", source="s"),
     }
     monkeypatch.setattr(presets, "table", lambda: table)

@@ -31,8 +31,10 @@ def test_last_complete_sentence():
 
 def _speech_only(req) -> bool:
     # An engine without native tools gets the tool turns as JSON text and "[name result]" lines.
-    return not any(m["role"] == "tool" or m.get("tool_calls") or m["content"].startswith(("{", "[commit_move", "[complete_todo"))
-                   for m in req.messages)
+    return not any(
+        m["role"] == "tool" or m.get("tool_calls") or m["content"].startswith(("{", "[commit_move", "[complete_todo"))
+        for m in req.messages
+    )
 
 
 def test_speech_context_asks_the_first_message_without_tool_turns():
@@ -82,7 +84,9 @@ def test_trim_keeps_the_complete_sentences_of_a_cut_message_and_marks_it():
 def test_without_trim_or_without_a_complete_sentence_the_message_is_reasked():
     rec, _ = _session(_cut_responder(CUT))
     assert all([r.reason for r in t.rejected_messages] == ["cut_off"] and not t.trimmed for t in rec.turns[1:])
-    rec, _ = _session(_cut_responder("i just keep thinking that if i had tried harder at the intervi"), trim_cut_off=True)
+    rec, _ = _session(
+        _cut_responder("i just keep thinking that if i had tried harder at the intervi"), trim_cut_off=True
+    )
     assert all([r.reason for r in t.rejected_messages] == ["cut_off"] and not t.trimmed for t in rec.turns[1:])
     assert all(t.message.startswith("yeah idk") for t in rec.turns[1:])
     assert speech_defects("It has been a rough week.") == []
@@ -95,8 +99,10 @@ def test_final_memory_switch(tmp_path, final_memory):
     with Engines.with_backend(backend) as engines:
         summary = run_simulation([make_profile("p1")], engines, config, tmp_path, seed=1)
     assert summary.sessions_written == 3
-    recs = sorted((json.loads(p.read_text()) for p in (tmp_path / "sessions" / "checkpoints").glob("*.json")),
-                  key=lambda r: r["session_index"])
+    recs = sorted(
+        (json.loads(p.read_text()) for p in (tmp_path / "sessions" / "checkpoints").glob("*.json")),
+        key=lambda r: r["session_index"],
+    )
     rewrites = [r for r in backend.requests if r.role == "memory_compactor"]
     assert len(rewrites) == (3 if final_memory else 2)
     last = recs[-1]
@@ -133,7 +139,10 @@ def test_scenario_scale_reaches_the_request_and_the_budget_but_not_the_opening_l
     from mindsimkit.mindsim.schedule import draw_schedule
     from simfakes import SCENARIO
 
-    cut = "so i have been meaning to write this for a while and i just do not know how to start it because every time i " * 3
+    cut = (
+        "so i have been meaning to write this for a while and i just do not know how to start it because every time i "
+        * 3
+    )
     queue = [cut[:OPENING_MAX_CHARS]]
 
     def responder(req):
@@ -150,8 +159,9 @@ def test_scenario_scale_reaches_the_request_and_the_budget_but_not_the_opening_l
     assert sent["properties"]["event"]["maxLength"] == 250 and sent["properties"]["opening_message"]["maxLength"] == 200
 
     def recipe(**sim):
-        return Recipe(name="t", engines={"local": {"kind": "embedded"}}, roles={"default": {"engine": "local"}},
-                      simulation=sim)
+        return Recipe(
+            name="t", engines={"local": {"kind": "embedded"}}, roles={"default": {"engine": "local"}}, simulation=sim
+        )
 
     full = fit_budgets(recipe(), recipe().engines_config(), {"simulate"}).worst("scenario_writer")
     half = fit_budgets(recipe(scenario_scale=0.5), recipe().engines_config(), {"simulate"}).worst("scenario_writer")

@@ -70,10 +70,12 @@ def stub():
 
 
 def engines_on(stub: OpenAIStub, cap: int = 8) -> Engines:
-    return Engines.from_config(EnginesConfig(
-        engines={"stub": OpenAIEngine(base_url=stub.base_url, model="m", native_tools=False, max_concurrency=cap)},
-        roles={"default": RoleSpec(engine="stub"), **{r: RoleSpec(engine="stub", model=r) for r in SIM_ROLES}},
-    ))
+    return Engines.from_config(
+        EnginesConfig(
+            engines={"stub": OpenAIEngine(base_url=stub.base_url, model="m", native_tools=False, max_concurrency=cap)},
+            roles={"default": RoleSpec(engine="stub"), **{r: RoleSpec(engine="stub", model=r) for r in SIM_ROLES}},
+        )
+    )
 
 
 def _strip(obj):
@@ -97,16 +99,31 @@ def test_ray_sessions_equal_the_local_runners(cluster, stub, tmp_path):
     with engines_on(stub) as engines:
         local = run_simulation(profiles, engines, _config(), tmp_path / "local", seed=4)
     with engines_on(stub) as engines:
-        remote = run_simulation(profiles, engines, _config(), tmp_path / "ray", seed=4,
-                                runner=RayRunner(RaySettings(workers=2, shards_per_worker=2)))
+        remote = run_simulation(
+            profiles,
+            engines,
+            _config(),
+            tmp_path / "ray",
+            seed=4,
+            runner=RayRunner(RaySettings(workers=2, shards_per_worker=2)),
+        )
         usage = engines.ledger.summary()
     assert remote.runner["runner"] == "ray" and remote.runner["shards"] == 4
     assert local.sessions_written == remote.sessions_written == len(PATIENTS) * 2 * 2
     assert _sessions(tmp_path / "local") == _sessions(tmp_path / "ray")
-    assert ((tmp_path / "local" / "transcripts" / "transcripts.jsonl").read_bytes()
-            == (tmp_path / "ray" / "transcripts" / "transcripts.jsonl").read_bytes())
-    for key in ("ended_by_patient", "rejected_commits", "rejected_messages", "counsellor_flags", "failed_arcs",
-                "memory_repaired", "arcs", "sessions_expected"):
+    assert (tmp_path / "local" / "transcripts" / "transcripts.jsonl").read_bytes() == (
+        tmp_path / "ray" / "transcripts" / "transcripts.jsonl"
+    ).read_bytes()
+    for key in (
+        "ended_by_patient",
+        "rejected_commits",
+        "rejected_messages",
+        "counsellor_flags",
+        "failed_arcs",
+        "memory_repaired",
+        "arcs",
+        "sessions_expected",
+    ):
         assert getattr(local, key) == getattr(remote, key), key
     # Every worker's calls reached the driver's ledger: the same calls as the local run made.
     assert {r: u["calls"] for r, u in usage.items()} == {r: u["calls"] for r, u in local.usage.items()}
@@ -148,8 +165,11 @@ def test_merge_streams_shards_in_one_order_promotes_null_columns_and_drops_stale
     merged = pq.read_table(tmp_path / "sessions" / "sessions.parquet").to_pylist()
     records = SessionStore(tmp_path).all()
     # Shard 0 never saw a finish reason (its column is typed null there); shard 2 did.
-    odd = [SessionRecord.model_validate(_finish_reasons(r.model_dump(mode="json"), None))
-           for r in records if r.patient_id != "r2"]
+    odd = [
+        SessionRecord.model_validate(_finish_reasons(r.model_dump(mode="json"), None))
+        for r in records
+        if r.patient_id != "r2"
+    ]
     write_shard(tmp_path, 0, 3, odd)
     write_shard(tmp_path, 2, 3, [r for r in records if r.patient_id == "r2"])
     stale = tmp_path / "sessions" / "shards" / "00001-of-00003.parquet"
@@ -208,8 +228,9 @@ def test_a_killed_worker_loses_and_duplicates_nothing(cluster, tmp_path):
     with OpenAIStub(slowed(from_responder(SimResponder(end_after=99)), 0.01)) as stub:
         stub.serve(*SIM_ROLES)
         with engines_on(stub) as engines:
-            summary = run_simulation(profiles, engines, _config(sessions=3), out, 4,
-                                     runner=RayRunner(settings, on_workers=grab))
+            summary = run_simulation(
+                profiles, engines, _config(sessions=3), out, 4, runner=RayRunner(settings, on_workers=grab)
+            )
     assert killed.wait(5) and 1 <= len(seen) < total, "the kill must land mid-run"
     expected = {session_id(p, c, i, 4) for p in PATIENTS for c in COUNSELLORS for i in range(3)}
     # The killed worker (rank 0) was handed the first shard and takes another only once that one is done, so
@@ -244,14 +265,19 @@ def test_judging_on_ray_gives_the_local_paths_rows(cluster, tmp_path):
     config = JudgeConfig()
     with OpenAIStub(from_responder(fake_judge)) as judge_server:
         judge_server.serve("gpt-5-judge")
-        cfg = EnginesConfig(engines={"stub": OpenAIEngine(base_url=judge_server.base_url, model="gpt-5-judge",
-                                                           native_tools=False)},
-                            roles={"default": RoleSpec(engine="stub", temperature=0.0)})
+        cfg = EnginesConfig(
+            engines={"stub": OpenAIEngine(base_url=judge_server.base_url, model="gpt-5-judge", native_tools=False)},
+            roles={"default": RoleSpec(engine="stub", temperature=0.0)},
+        )
         with Engines.from_config(cfg) as engines:
-            local = engines.run(judge_all(judges_from_config(engines, config), inputs, CheckpointDir(tmp_path / "a"),
-                                          config.max_replies))
-            remote = judge_rows(engines, config, inputs, tmp_path / "b",
-                                RayRunner(RaySettings(workers=2, shards_per_worker=2)))
+            local = engines.run(
+                judge_all(
+                    judges_from_config(engines, config), inputs, CheckpointDir(tmp_path / "a"), config.max_replies
+                )
+            )
+            remote = judge_rows(
+                engines, config, inputs, tmp_path / "b", RayRunner(RaySettings(workers=2, shards_per_worker=2))
+            )
             calls = engines.ledger.summary()["judge"]["calls"]
     assert len(local) == len(remote) == 12 and all(r.status == "ok" for r in remote)
     assert [_strip(r.model_dump(mode="json")) for r in local] == [_strip(r.model_dump(mode="json")) for r in remote]
@@ -276,12 +302,14 @@ def test_ray_workers_render_the_recipes_own_prompts(cluster, tmp_path):
     inputs = load_sessions(write_run(tmp_path / "run"))
     with OpenAIStub(from_responder(fake_judge)) as judge_server:
         judge_server.serve("gpt-5-judge")
-        cfg = EnginesConfig(engines={"stub": OpenAIEngine(base_url=judge_server.base_url, model="gpt-5-judge",
-                                                           native_tools=False)},
-                            roles={"default": RoleSpec(engine="stub", temperature=0.0)})
+        cfg = EnginesConfig(
+            engines={"stub": OpenAIEngine(base_url=judge_server.base_url, model="gpt-5-judge", native_tools=False)},
+            roles={"default": RoleSpec(engine="stub", temperature=0.0)},
+        )
         with Engines.from_config(cfg) as engines:
-            rows = judge_rows(engines, JudgeConfig(), inputs, tmp_path / "b",
-                              RayRunner(RaySettings(workers=2, shards_per_worker=2)))
+            rows = judge_rows(
+                engines, JudgeConfig(), inputs, tmp_path / "b", RayRunner(RaySettings(workers=2, shards_per_worker=2))
+            )
         users = [b["messages"][-1]["content"] for b in judge_server.requests]
     assert rows and all(r.status == "ok" for r in rows)
     assert users and all(u.startswith("OWN JUDGE PROMPT, reply") for u in users)
@@ -299,21 +327,32 @@ def test_arc_labels_on_ray_equal_the_local_paths_and_fold_into_one_cache(cluster
         text = req.messages[-1]["content"]
         return {"label": "PTCF"[int(hashlib.sha256(text.encode()).hexdigest(), 16) % 4]}
 
-    convs = [Conversation(conversation_id=f"c{i}", patient_id=f"p{i % 4}", messages=[
-        {"role": "user" if k % 2 == 0 else "assistant", "content": f"conversation {i} message {k}"} for k in range(6)])
-        for i in range(8)]
+    convs = [
+        Conversation(
+            conversation_id=f"c{i}",
+            patient_id=f"p{i % 4}",
+            messages=[
+                {"role": "user" if k % 2 == 0 else "assistant", "content": f"conversation {i} message {k}"}
+                for k in range(6)
+            ],
+        )
+        for i in range(8)
+    ]
     kw = dict(patient_role="user", context_messages=2, max_tokens=16, description="arc labels")
     with OpenAIStub(from_responder(labeller)) as server:
         server.serve("labeller")
-        cfg = EnginesConfig(engines={"stub": OpenAIEngine(base_url=server.base_url, model="labeller", native_tools=False)},
-                            roles={"default": RoleSpec(engine="stub", temperature=0.0)})
+        cfg = EnginesConfig(
+            engines={"stub": OpenAIEngine(base_url=server.base_url, model="labeller", native_tools=False)},
+            roles={"default": RoleSpec(engine="stub", temperature=0.0)},
+        )
         with Engines.from_config(cfg) as engines:
             local = engines.run(label_conversations(convs, engines.role("labeller"), cache=LabelCache(None), **kw))
             cache = LabelCache(tmp_path / "arc_cache.jsonl")
             ray_runner = RayRunner(RaySettings(workers=2, shards_per_worker=2))
             remote = engines.run(label_arcs(convs, engines, ray_runner, cache=cache, **kw))
-            again = engines.run(label_arcs(convs, engines, ray_runner, cache=LabelCache(tmp_path / "arc_cache.jsonl"),
-                                           **kw))
+            again = engines.run(
+                label_arcs(convs, engines, ray_runner, cache=LabelCache(tmp_path / "arc_cache.jsonl"), **kw)
+            )
     assert remote.labels == local.labels and remote.failed == 0 and remote.calls == local.calls == 24
     # The workers' shard files are folded into the one cache file, and a rerun sends no request.
     assert not list(tmp_path.glob("arc_cache.shard-*.jsonl"))
@@ -375,13 +414,16 @@ def test_job_on_ray_resumes_after_the_driver_is_killed_and_equals_the_local_run(
     assert a["recipe_hash"] == b["recipe_hash"] and a["counts"] == b["counts"]
     assert (a["runner"]["name"], b["runner"]["name"]) == ("local", "ray")
     assert b["runner"]["simulation"]["runner"] == "ray" and b["usage"]["patient"]["calls"] > 0
-    assert (pq.read_table(local / "profiles" / "profiles.parquet").to_pylist()
-            == pq.read_table(out / "profiles" / "profiles.parquet").to_pylist())
+    assert (
+        pq.read_table(local / "profiles" / "profiles.parquet").to_pylist()
+        == pq.read_table(out / "profiles" / "profiles.parquet").to_pylist()
+    )
     assert _sessions(local) == _sessions(out)
     ids = [r["session_id"] for r in _sessions(out)]
     assert len(ids) == len(set(ids)) == 3 * 2 * 2
-    assert ((local / "transcripts" / "transcripts.jsonl").read_bytes()
-            == (out / "transcripts" / "transcripts.jsonl").read_bytes())
+    assert (local / "transcripts" / "transcripts.jsonl").read_bytes() == (
+        out / "transcripts" / "transcripts.jsonl"
+    ).read_bytes()
 
 
 # ---------------------------------------------------------------- the real embedded engine (integrator runs it)
@@ -407,14 +449,30 @@ def test_the_embedded_engine_runs_under_the_ray_runner(cluster, embedded_engines
     # calls reaching the driver's server. Quickstart-sized messages keep the 135M model's turns short.
     store = ScenarioStore(tmp_path)
     for p in profiles:
-        store.save(ScenarioRecord(patient_id=p.profile_id, seed=1, scenario=Scenario.model_validate(SCENARIO),
-                                  engine={}, prompt={}))
-    config = SimulationConfig(sessions=1, turn_cap=2, patient_engine="mindeval", final_memory=False,
-                              message_max_tokens=80, max_message_retries=3, trim_cut_off=True)
+        store.save(
+            ScenarioRecord(
+                patient_id=p.profile_id, seed=1, scenario=Scenario.model_validate(SCENARIO), engine={}, prompt={}
+            )
+        )
+    config = SimulationConfig(
+        sessions=1,
+        turn_cap=2,
+        patient_engine="mindeval",
+        final_memory=False,
+        message_max_tokens=80,
+        max_message_retries=3,
+        trim_cut_off=True,
+    )
     # A 135M model may sink an arc; a rerun resumes (finished sessions kept, failed arcs retried), bounded.
     for _ in range(3):
-        summary = run_simulation(profiles, embedded_engines, config, tmp_path,
-                                 seed=1, runner=RayRunner(RaySettings(workers=2, shards_per_worker=1)))
+        summary = run_simulation(
+            profiles,
+            embedded_engines,
+            config,
+            tmp_path,
+            seed=1,
+            runner=RayRunner(RaySettings(workers=2, shards_per_worker=1)),
+        )
         assert summary.runner == {"runner": "ray", "workers": 2, "shards": 2}
         # Every arc either wrote its one session or is counted as failed; the dataset is the checkpoints.
         assert summary.sessions_written + len(summary.failed_arcs) == summary.arcs == 2

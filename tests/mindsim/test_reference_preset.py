@@ -32,15 +32,51 @@ PRESET = "mindeval2-reference"
 REF_CLASSES = {
     "disclosing": ["share", "go_deeper", "insight", "storytell", "report_progress", "change_talk"],
     "concealing": ["deflect", "minimize", "disengage"],
-    "expressive": ["express_frustration", "express_sadness", "express_anxiety", "express_fear", "express_shame",
-                   "express_overwhelm", "express_hopelessness", "express_joy", "express_relief", "express_confusion",
-                   "express_gratitude", "express_ambivalence", "express_disgust", "express_surprise",
-                   "self_criticize", "catastrophize", "blame", "use_humor"],
-    "engaging": ["agree", "disagree", "ask_clarity", "answer_question", "ask_advice", "seek_validation", "revisit",
-                 "question_process", "resist", "express_constraint", "test_boundary", "set_boundary"],
+    "expressive": [
+        "express_frustration",
+        "express_sadness",
+        "express_anxiety",
+        "express_fear",
+        "express_shame",
+        "express_overwhelm",
+        "express_hopelessness",
+        "express_joy",
+        "express_relief",
+        "express_confusion",
+        "express_gratitude",
+        "express_ambivalence",
+        "express_disgust",
+        "express_surprise",
+        "self_criticize",
+        "catastrophize",
+        "blame",
+        "use_humor",
+    ],
+    "engaging": [
+        "agree",
+        "disagree",
+        "ask_clarity",
+        "answer_question",
+        "ask_advice",
+        "seek_validation",
+        "revisit",
+        "question_process",
+        "resist",
+        "express_constraint",
+        "test_boundary",
+        "set_boundary",
+    ],
 }
-REF_LEVELS = {"disengage": "withhold", "deflect": "deflect", "minimize": "minimize", "share": "partial",
-              "storytell": "partial", "report_progress": "partial", "go_deeper": "full", "insight": "full"}
+REF_LEVELS = {
+    "disengage": "withhold",
+    "deflect": "deflect",
+    "minimize": "minimize",
+    "share": "partial",
+    "storytell": "partial",
+    "report_progress": "partial",
+    "go_deeper": "full",
+    "insight": "full",
+}
 REF_REMOVED = {
     "intellectualizer": {"go_deeper", "express_shame", "express_hopelessness"},
     "minimizer": {"go_deeper", "catastrophize", "seek_validation"},
@@ -67,16 +103,50 @@ def preset_config(**over) -> SimulationConfig:
 
 # -- data: moves and archetypes -------------------------------------------------------------------------------------
 
+
 def test_the_move_list_is_the_references_with_its_classes_levels_and_depth_order():
     vocab = reference.load_reference_vocabulary()
     assert list(vocab.moves) == [  # their file's order, which is the order of the patient's move list
-        "share", "agree", "disagree", "ask_clarity", "insight", "change_talk", "deflect", "minimize", "disengage",
-        "express_frustration", "express_sadness", "express_anxiety", "express_fear", "express_shame",
-        "express_overwhelm", "express_hopelessness", "express_joy", "express_disgust", "express_surprise",
-        "express_relief", "express_confusion", "express_gratitude", "go_deeper", "answer_question", "report_progress",
-        "ask_advice", "seek_validation", "express_ambivalence", "blame", "self_criticize", "question_process",
-        "use_humor", "revisit", "storytell", "resist", "express_constraint", "test_boundary", "set_boundary",
-        "catastrophize"]
+        "share",
+        "agree",
+        "disagree",
+        "ask_clarity",
+        "insight",
+        "change_talk",
+        "deflect",
+        "minimize",
+        "disengage",
+        "express_frustration",
+        "express_sadness",
+        "express_anxiety",
+        "express_fear",
+        "express_shame",
+        "express_overwhelm",
+        "express_hopelessness",
+        "express_joy",
+        "express_disgust",
+        "express_surprise",
+        "express_relief",
+        "express_confusion",
+        "express_gratitude",
+        "go_deeper",
+        "answer_question",
+        "report_progress",
+        "ask_advice",
+        "seek_validation",
+        "express_ambivalence",
+        "blame",
+        "self_criticize",
+        "question_process",
+        "use_humor",
+        "revisit",
+        "storytell",
+        "resist",
+        "express_constraint",
+        "test_boundary",
+        "set_boundary",
+        "catastrophize",
+    ]
     for cls, ids in REF_CLASSES.items():
         assert sorted(m.id for m in vocab.moves.values() if m.cls == cls) == sorted(ids)
     assert {m.id: m.level for m in vocab.moves.values() if m.level} == REF_LEVELS
@@ -105,6 +175,7 @@ def test_ready_client_may_lose_a_whole_class_under_the_preset_only():
 
 # -- the schedule --------------------------------------------------------------------------------------------------
 
+
 @pytest.fixture(scope="module")
 def schedules():
     config = preset_config(sessions=5)
@@ -123,10 +194,12 @@ def test_concealment_dwell_draws_match_the_references_frequencies(schedules):
     for s in schedules:
         levels = [p.concealment for p in s.sessions]
         order = ["closed", "guarded", "open"]
-        assert [order.index(x) for x in levels] == sorted(order.index(x) for x in levels)  # opens or holds, never closes
+        assert [order.index(x) for x in levels] == sorted(
+            order.index(x) for x in levels
+        )  # opens or holds, never closes
         first = levels[0]
         if first in runs:
-            held = len(levels) - len(levels[levels.index(first):]) + sum(1 for x in levels if x == first)
+            held = len(levels) - len(levels[levels.index(first) :]) + sum(1 for x in levels if x == first)
             runs[first]["never" if held == len(levels) else str(held)] += 1
     near(runs["closed"], {"1": 0.10, "2": 0.30, "3": 0.30, "never": 0.30}, tol=0.03)
     near(runs["guarded"], {"1": 0.20, "2": 0.35, "3": 0.20, "never": 0.25}, tol=0.03)
@@ -137,7 +210,12 @@ def test_dwell_rule_opens_one_step_after_the_drawn_sessions_and_open_never_moves
     data = reference.load_schedule().concealment
     draws = iter(["2", "1"])
     assert reference.concealment_levels(data, "closed", 5, lambda step, dist: next(draws)) == [
-        "closed", "closed", "guarded", "open", "open"]
+        "closed",
+        "closed",
+        "guarded",
+        "open",
+        "open",
+    ]
     assert reference.concealment_levels(data, "open", 3, lambda step, dist: "never") == ["open"] * 3
     assert reference.concealment_levels(data, "guarded", 4, lambda step, dist: "never") == ["guarded"] * 4
 
@@ -151,14 +229,26 @@ def test_gaps_fall_in_the_references_bins_at_its_weights(schedules):
 
 
 def test_event_and_emotion_priors_and_first_hour_bands_are_the_references(schedules):
-    near(Counter(p.event_category for s in schedules for p in s.sessions[1:]),
-         {"setback": 0.20, "plateau": 0.20, "breakthrough": 0.10, "rupture": 0.10, "external_event": 0.20,
-          "new_problem": 0.20})
-    near(Counter(p.emotion for s in schedules for p in s.sessions),
-         {"sadness": 0.30, "fear": 0.22, "anger": 0.16, "happiness": 0.16, "surprise": 0.10, "disgust": 0.06})
+    near(
+        Counter(p.event_category for s in schedules for p in s.sessions[1:]),
+        {
+            "setback": 0.20,
+            "plateau": 0.20,
+            "breakthrough": 0.10,
+            "rupture": 0.10,
+            "external_event": 0.20,
+            "new_problem": 0.20,
+        },
+    )
+    near(
+        Counter(p.emotion for s in schedules for p in s.sessions),
+        {"sadness": 0.30, "fear": 0.22, "anger": 0.16, "happiness": 0.16, "surprise": 0.10, "disgust": 0.06},
+    )
     first = [s.sessions[0] for s in schedules]
-    near(Counter("7-12" if p.hour < 12 else "12-18" if p.hour < 18 else "18-23" for p in first),
-         {"7-12": 0.25, "12-18": 0.35, "18-23": 0.40})
+    near(
+        Counter("7-12" if p.hour < 12 else "12-18" if p.hour < 18 else "18-23" for p in first),
+        {"7-12": 0.25, "12-18": 0.35, "18-23": 0.40},
+    )
     near(Counter(p.weekday for p in first), {d: 1 / 7 for d in WEEKDAYS})
 
 
@@ -183,11 +273,17 @@ def test_draws_are_stable_and_adding_a_session_moves_no_earlier_draw():
 
 # -- settings --------------------------------------------------------------------------------------------------------
 
+
 def test_the_preset_fills_thirty_counsellor_replies_and_the_untimed_counsellor_but_the_recipe_wins():
     cfg = preset_config()
     # turn_cap counts patient turns with the opening: the opening plus 30 answered counsellor replies.
     assert (cfg.counsellor_replies, cfg.turn_cap, cfg.sessions, cfg.opening, cfg.memory_max_entries) == (
-        30, 31, 3, "patient", 30)
+        30,
+        31,
+        3,
+        "patient",
+        30,
+    )
     assert cfg.counsellor_template == "counsellor/untimed.jinja2"
     # No same-move rule (the reference's guard is off); a malformed move asked again twice, a message three times.
     assert (cfg.max_same_move_run, cfg.max_commit_retries, cfg.max_message_retries) == (0, 2, 2)
@@ -206,8 +302,9 @@ def run(out: Path, **over):
     config = SimulationConfig.from_section({"preset": PRESET, "turn_cap": 3, "sessions": 2, **over})
     backend = FakeBackend(ReferenceResponder(end_after=99))
     with Engines.with_backend(backend, roles=ROLES) as engines:
-        summary = run_simulation([make_profile("r1", "minimiser"), make_profile("r2", "joker")], engines, config,
-                                 out, seed=5)
+        summary = run_simulation(
+            [make_profile("r1", "minimiser"), make_profile("r2", "joker")], engines, config, out, seed=5
+        )
     return summary, backend
 
 
@@ -225,8 +322,10 @@ def test_a_preset_run_with_small_turn_cap_and_sessions_finishes_on_the_fake_engi
     vocab = reference.load_reference_vocabulary()
     assert {r["vocabulary_version"] for r in rows} == {vocab.version}
     commits = [r for r in backend.requests if r.response_schema and "commit_move" in json.dumps(r.response_schema)]
-    enums = {tuple(json.loads(json.dumps(r.response_schema))["properties"]["arguments"]["properties"]["move"]["enum"])
-             for r in commits}
+    enums = {
+        tuple(json.loads(json.dumps(r.response_schema))["properties"]["arguments"]["properties"]["move"]["enum"])
+        for r in commits
+    }
     # r1 (our minimiser) plays the reference's minimizer, r2 (our joker) its disagreeable.
     assert enums == {tuple(m.id for m in vocab.available("minimiser")), tuple(m.id for m in vocab.available("joker"))}
     assert all(len(r["turns"]) <= 3 for r in rows)
@@ -249,8 +348,11 @@ def test_the_patient_gets_day_and_time_and_the_counsellor_does_not(preset_run):
 def test_the_next_scenario_writer_reads_the_memory_the_archetype_and_the_next_sessions_conduct(preset_run):
     _, backend, rows = preset_run
     style, vocab = load_style_data(), reference.load_reference_vocabulary()
-    writes = [(i, r) for i, r in enumerate(backend.requests) if r.schema_name == "Scenario"
-              and "previous conversation" in r.messages[0]["content"]]
+    writes = [
+        (i, r)
+        for i, r in enumerate(backend.requests)
+        if r.schema_name == "Scenario" and "previous conversation" in r.messages[0]["content"]
+    ]
     assert len(writes) == 2  # one later session per patient
     archetypes = {"r1": vocab.archetype("minimiser"), "r2": vocab.archetype("joker")}
     seen = set()
@@ -278,8 +380,11 @@ def test_without_the_preset_the_writer_and_counsellor_keep_ours(tmp_path):
     rows = pq.read_table(tmp_path / "sessions" / "sessions.parquet").to_pylist()
     assert rows and not any(r["schedule"].get("time_text") or r["schedule"].get("patient_only_time") for r in rows)
     assert any(day in s for s in _systems(backend, "counsellor") for day in WEEKDAYS)
-    nxt = [r.messages[0]["content"] for r in backend.requests if r.schema_name == "Scenario"
-           and "previous conversation" in r.messages[0]["content"]]
+    nxt = [
+        r.messages[0]["content"]
+        for r in backend.requests
+        if r.schema_name == "Scenario" and "previous conversation" in r.messages[0]["content"]
+    ]
     assert nxt and not any("running memory" in p for p in nxt)
 
 
@@ -288,15 +393,51 @@ def test_without_the_preset_the_writer_and_counsellor_keep_ours(tmp_path):
 # The variables the authors' published prompts read (mind-eval prompts/member_system.j2, evolve_situation.j2,
 # compact_log.j2): a template of those names must be accepted by `prompts:` and render under the preset.
 PAPER_VARIABLES = {
-    "patient/system.jinja2": ["style_rule", "move_lines", "secondary_note", "depth_moves", "agenda_goal",
-                              "verbosity_line", "style_examples", "formulation", "archetype_text", "archetype_avoids",
-                              "knob_lines", "time_context", "situation", "agenda_checkpoints", "memory_text"],
-    "scenario/next_reference.jinja2": ["formulation", "prev_situation", "transcript", "memory", "now_line", "gap",
-                                       "leftover_todos", "beat_gloss", "register_lines", "archetype_text",
-                                       "archetype_avoids", "conduct_lines"],
-    "scenario/next.jinja2": ["formulation", "prev_situation", "transcript", "memory", "now_line", "gap",
-                             "leftover_todos", "beat_gloss", "register_lines", "archetype_text", "archetype_avoids",
-                             "conduct_lines"],
+    "patient/system.jinja2": [
+        "style_rule",
+        "move_lines",
+        "secondary_note",
+        "depth_moves",
+        "agenda_goal",
+        "verbosity_line",
+        "style_examples",
+        "formulation",
+        "archetype_text",
+        "archetype_avoids",
+        "knob_lines",
+        "time_context",
+        "situation",
+        "agenda_checkpoints",
+        "memory_text",
+    ],
+    "scenario/next_reference.jinja2": [
+        "formulation",
+        "prev_situation",
+        "transcript",
+        "memory",
+        "now_line",
+        "gap",
+        "leftover_todos",
+        "beat_gloss",
+        "register_lines",
+        "archetype_text",
+        "archetype_avoids",
+        "conduct_lines",
+    ],
+    "scenario/next.jinja2": [
+        "formulation",
+        "prev_situation",
+        "transcript",
+        "memory",
+        "now_line",
+        "gap",
+        "leftover_todos",
+        "beat_gloss",
+        "register_lines",
+        "archetype_text",
+        "archetype_avoids",
+        "conduct_lines",
+    ],
     "memory/compact.jinja2": ["prior_log", "transcript", "max_entries"],
 }
 
@@ -307,10 +448,12 @@ def test_templates_reading_the_papers_variables_are_accepted_and_render_under_th
         body = "\n".join(f"{v}: {{{{ {v} }}}}" for v in names)
         if name == "patient/system.jinja2":
             # The scenario's fields as their template reads them, each a real attribute of ours.
-            body += ("\n{% if secondary_note %}note{% endif %} {{ situation.event }}"
-                     "{% for t in situation.automatic_thoughts %}{{ t }}{% endfor %}"
-                     "{% for b in situation.behaviors %}{{ b }}{% endfor %}"
-                     "{% if situation.physical %}{% for p in situation.physical %}{{ p }}{% endfor %}{% endif %}")
+            body += (
+                "\n{% if secondary_note %}note{% endif %} {{ situation.event }}"
+                "{% for t in situation.automatic_thoughts %}{{ t }}{% endfor %}"
+                "{% for b in situation.behaviors %}{{ b }}{% endfor %}"
+                "{% if situation.physical %}{% for p in situation.physical %}{{ p }}{% endfor %}{% endif %}"
+            )
         path = tmp_path / name.replace("/", "_")
         path.write_text(body, encoding="utf-8")
         files[name] = str(path)
@@ -324,8 +467,11 @@ def test_templates_reading_the_papers_variables_are_accepted_and_render_under_th
     # `style_examples` prints as the published prompt expects: the turns in brackets on one line, not a list.
     lines = [next(x for x in s.splitlines() if x.startswith("style_examples:")) for s in patient]
     assert lines and all(x.startswith("style_examples: [ ") and "['" not in x and x.endswith(" ]") for x in lines)
-    writer = [r.messages[0]["content"] for r in backend.requests if r.schema_name == "Scenario"
-              and r.messages[0]["content"].startswith("formulation:")]
+    writer = [
+        r.messages[0]["content"]
+        for r in backend.requests
+        if r.schema_name == "Scenario" and r.messages[0]["content"].startswith("formulation:")
+    ]
     assert writer and all("memory: - " in p and "conduct_lines: [" in p for p in writer)
 
 
@@ -334,11 +480,19 @@ def test_the_reports_depth_and_concealing_rows_read_the_vocabulary_each_session_
     from mindsimkit.mindsim_app.report.load import SessionView
 
     def session(version):
-        return SessionView.model_validate({
-            "session_id": f"s-{version}", "patient_id": "p", "session_index": 0, "counsellor": str(version),
-            "vocabulary_version": version, "turns": [
-                {"index": 1, "move": "minimize", "secondary_move": "share"},
-                {"index": 2, "move": "answer", "secondary_move": "go_deeper"}]})
+        return SessionView.model_validate(
+            {
+                "session_id": f"s-{version}",
+                "patient_id": "p",
+                "session_index": 0,
+                "counsellor": str(version),
+                "vocabulary_version": version,
+                "turns": [
+                    {"index": 1, "move": "minimize", "secondary_move": "share"},
+                    {"index": 2, "move": "answer", "secondary_move": "go_deeper"},
+                ],
+            }
+        )
 
     ref = reference.load_reference_vocabulary().version
     got = by_turn([session(ref), session(load_vocabulary().version)], by_engine=False)

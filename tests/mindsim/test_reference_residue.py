@@ -50,22 +50,37 @@ class NativeResponder(SimResponder):
     def __call__(self, req: ChatRequest):
         names = [t["function"]["name"] for t in req.tools or []]
         if "commit_move" in names:
-            enum = [m for m in req.tools[0]["function"]["parameters"]["properties"]["move"]["enum"]
-                    if m not in ("minimize", "share", "go_deeper", "disclose_unsaid")]
+            enum = [
+                m
+                for m in req.tools[0]["function"]["parameters"]["properties"]["move"]["enum"]
+                if m not in ("minimize", "share", "go_deeper", "disclose_unsaid")
+            ]
             move = enum[sum(m["role"] == "user" for m in req.messages) % len(enum)]  # a new move each turn
-            return self._call("commit_move", {"move": move, "secondary_move": None, "end_conversation": False,
-                                              "reasoning": "I don't want to get into it yet."})
+            return self._call(
+                "commit_move",
+                {
+                    "move": move,
+                    "secondary_move": None,
+                    "end_conversation": False,
+                    "reasoning": "I don't want to get into it yet.",
+                },
+            )
         if "complete_todo" in names:
             this_turn = _since_commit(req.messages)
             if sum(m["role"] == "tool" and m.get("name") != "commit_move" for m in this_turn) < self.todo_calls:
-                return self._call("complete_todo" if len(this_turn) % 2 else "add_todo",
-                                  {"item": f"the rejection email {len(req.messages)}"})
+                return self._call(
+                    "complete_todo" if len(this_turn) % 2 else "add_todo",
+                    {"item": f"the rejection email {len(req.messages)}"},
+                )
             return self._words(req)
         if req.role.startswith("counsellor"):
             self.counsellor_sent.append(json.loads(json.dumps(req.messages)))  # the history grows after the call
             n = sum(m["role"] == "assistant" for m in req.messages)
-            return RawReply(content=f"What happened next? ({n})", finish_reason="stop",
-                            reasoning={"reasoning_content": f"{THOUGHT} ({n})"})
+            return RawReply(
+                content=f"What happened next? ({n})",
+                finish_reason="stop",
+                reasoning={"reasoning_content": f"{THOUGHT} ({n})"},
+            )
         if not req.tools and not req.response_schema and req.role == "patient":
             return self._words(req)
         return super().__call__(req)
@@ -76,15 +91,18 @@ class NativeResponder(SimResponder):
 
     @staticmethod
     def _call(name: str, arguments: dict) -> RawReply:
-        return RawReply(content=None, finish_reason="tool_calls", tool_calls=[
-            {"id": "", "type": "function", "function": {"name": name, "arguments": json.dumps(arguments)}}])
+        return RawReply(
+            content=None,
+            finish_reason="tool_calls",
+            tool_calls=[{"id": "", "type": "function", "function": {"name": name, "arguments": json.dumps(arguments)}}],
+        )
 
 
 def _since_commit(messages: list[dict]) -> list[dict]:
     """The messages after this turn's accepted commit_move result."""
     for i in range(len(messages) - 1, -1, -1):
         if messages[i]["role"] == "tool" and messages[i].get("name") == "commit_move":
-            return messages[i + 1:]
+            return messages[i + 1 :]
     return []
 
 
@@ -103,6 +121,7 @@ def replies(row: dict) -> int:
 
 
 # -- item 4: session length in counsellor replies -------------------------------------------------------------------
+
 
 def test_counsellor_replies_is_the_papers_unit_and_sets_the_turn_cap_by_who_opens():
     assert sim(counsellor_replies=30).turn_cap == 31
@@ -129,11 +148,17 @@ def test_a_recipe_value_over_the_presets_is_said_and_recorded_never_silent(tmp_p
     summary, _, rows = simulate(tmp_path, NativeResponder(), preset=PRESET, turn_cap=3)
     assert [replies(r) for r in rows] == [2]  # turn_cap counts the opening: 2 counsellor replies
     written = SimulationSummary.read(tmp_path / "sessions" / "summary.json")
-    assert written.preset_overrides == summary.preset_overrides and any("turn_cap 3" in n for n in written.preset_overrides)
+    assert written.preset_overrides == summary.preset_overrides and any(
+        "turn_cap 3" in n for n in written.preset_overrides
+    )
     # Without a preset, or with the preset's own value, nothing is overridden and summary.json has no such key.
     assert sim(preset=PRESET, counsellor_replies=30).preset_notes() == []
-    assert "preset_overrides" not in SimulationSummary(seed=0, counsellors=[], patient_engines=[], sessions_expected=0,
-                                                       elapsed_s=0).model_dump()
+    assert (
+        "preset_overrides"
+        not in SimulationSummary(
+            seed=0, counsellors=[], patient_engines=[], sessions_expected=0, elapsed_s=0
+        ).model_dump()
+    )
 
 
 def test_two_presets_setting_session_length_in_two_units_clash_unless_the_recipe_says():
@@ -145,6 +170,7 @@ def test_two_presets_setting_session_length_in_two_units_clash_unless_the_recipe
 
 # -- item 5: the agenda as the reference keeps it --------------------------------------------------------------------
 
+
 def test_a_plain_agenda_answers_in_a_word_and_keeps_an_unmatched_completion_as_done():
     brief = load_harness_text().agenda_plain_answers
     plain = Agenda.from_checkpoints(["the rejection email", "my sister"], brief=brief)
@@ -154,7 +180,9 @@ def test_a_plain_agenda_answers_in_a_word_and_keeps_an_unmatched_completion_as_d
     assert plain.add("whether to move out") == "added." and plain.add("my sister") == brief["duplicate"]
     assert plain.add("  ") == brief["unnamed"] and plain.complete("") == brief["unnamed"]
     ours = Agenda.from_checkpoints(["the rejection email", "my sister"])
-    assert ours.complete("[1]").endswith("Still open: [2] my sister.") and ours.complete("money worries").startswith("Nothing")
+    assert ours.complete("[1]").endswith("Still open: [2] my sister.") and ours.complete("money worries").startswith(
+        "Nothing"
+    )
 
 
 def test_under_the_preset_the_agenda_tools_ride_beside_the_words_at_most_three_times(tmp_path):
@@ -183,13 +211,15 @@ def test_ours_asks_for_agenda_calls_in_requests_of_their_own_before_the_words(tm
     assert offered and all(r.tool_choice == "auto" and r.max_tokens is None for r in offered)
     assert [len(t["todo_updates"]) for t in rows[0]["turns"][1:]] == [2, 2]
     assert "[1] the rejection email" in rows[0]["patient_system_prompt"]
-    assert all("Still open" in u["result"] or "Nothing" in u["result"]
-               for t in rows[0]["turns"][1:] for u in t["todo_updates"])
+    assert all(
+        "Still open" in u["result"] or "Nothing" in u["result"] for t in rows[0]["turns"][1:] for u in t["todo_updates"]
+    )
 
 
 def test_a_message_that_keeps_failing_the_check_falls_back_under_the_preset_and_fails_the_arc_in_ours(tmp_path):
-    summary, _, rows = simulate(tmp_path / "ref", NativeResponder(bad_message=True), preset=PRESET,
-                                counsellor_replies=2)
+    summary, _, rows = simulate(
+        tmp_path / "ref", NativeResponder(bad_message=True), preset=PRESET, counsellor_replies=2
+    )
     assert not summary.failed_arcs
     turns = rows[0]["turns"][1:]
     assert [t["message"] for t in turns] == ["i don't know", "i don't know"] and all(t["fallback"] for t in turns)
@@ -214,10 +244,14 @@ def test_the_later_scenario_writer_sees_the_case_summary_not_the_core_belief_und
     assert belief in profile.writer_brief and belief not in profile.case_summary
 
     def writers(out, **section):
-        _, backend, _ = simulate(out, NativeResponder(), profiles=[profile], sessions=2, counsellor_replies=2,
-                                 **section)
-        return [r.messages[0]["content"] for r in backend.requests
-                if r.schema_name == "Scenario" and "previous conversation" in r.messages[0]["content"]]
+        _, backend, _ = simulate(
+            out, NativeResponder(), profiles=[profile], sessions=2, counsellor_replies=2, **section
+        )
+        return [
+            r.messages[0]["content"]
+            for r in backend.requests
+            if r.schema_name == "Scenario" and "previous conversation" in r.messages[0]["content"]
+        ]
 
     ref = writers(tmp_path / "ref", preset=PRESET)
     assert len(ref) == 1 and belief not in ref[0] and profile.case_summary in ref[0]
@@ -228,8 +262,14 @@ def test_the_later_scenario_writer_sees_the_case_summary_not_the_core_belief_und
 def test_the_time_line_says_the_gap_in_the_references_approximate_words():
     data = reference.load_schedule()
     said = {h: reference.gap_words(data, h) for h in (1, 7.4, 30, 77, 300, 320)}
-    assert said == {1: "about an hour", 7.4: "about 7 hours", 30: "about a day", 77: "about 3 days",
-                    300: "about 12 days", 320: "about 2 weeks"}
+    assert said == {
+        1: "about an hour",
+        7.4: "about 7 hours",
+        30: "about a day",
+        77: "about 3 days",
+        300: "about 12 days",
+        320: "about 2 weeks",
+    }
     for plan in reference.patient_schedule("p1", 0, sim(preset=PRESET, sessions=4)).sessions[1:]:
         then = plan.time_context.split(" ago, on ")[1]
         assert plan.time_context.endswith(f"was {plan.gap_text} ago, on {then}")
@@ -241,8 +281,11 @@ def test_the_time_line_says_the_gap_in_the_references_approximate_words():
 
 def test_the_writer_is_told_the_gap_in_those_words_under_the_preset(tmp_path):
     _, backend, rows = simulate(tmp_path, NativeResponder(), preset=PRESET, sessions=2, counsellor_replies=2)
-    (writer,) = [r.messages[0]["content"] for r in backend.requests
-                 if r.schema_name == "Scenario" and "previous conversation" in r.messages[0]["content"]]
+    (writer,) = [
+        r.messages[0]["content"]
+        for r in backend.requests
+        if r.schema_name == "Scenario" and "previous conversation" in r.messages[0]["content"]
+    ]
     gap = rows[1]["schedule"]["gap_words"]
     assert gap.startswith("about ") and f"exactly {gap} has passed" in writer
 
@@ -252,12 +295,17 @@ def test_a_rupture_between_sessions_is_a_life_rupture_under_the_preset_and_an_al
     ours = load_schedule_data().event_categories["rupture"].beat
     assert "relationship" in ref and "arrangement" in ref and "conversation" not in ref
     assert "last conversation" in ours
-    plans = [p for i in range(400) for p in reference.patient_schedule(f"p{i}", 0, sim(preset=PRESET)).sessions
-             if p.event_category == "rupture"]
+    plans = [
+        p
+        for i in range(400)
+        for p in reference.patient_schedule(f"p{i}", 0, sim(preset=PRESET)).sessions
+        if p.event_category == "rupture"
+    ]
     assert plans and {p.beat for p in plans} == {ref}
 
 
 # -- item 6: the counsellor's own reasoning, sent back ---------------------------------------------------------------
+
 
 def _sent_reasoning(responder: NativeResponder) -> bool:
     return any("reasoning_content" in m for sent in responder.counsellor_sent for m in sent)
@@ -271,7 +319,8 @@ def test_under_the_preset_the_counsellor_gets_its_earlier_reasoning_back_and_eve
     earlier = [m for m in last if m["role"] == "assistant"]
     assert [m["reasoning_content"] for m in earlier] == [f"{THOUGHT} (0)", f"{THOUGHT} (1)"]
     assert [f["reasoning"] for f in rows[0]["counsellor_flags"]] == [
-        {"reasoning_content": f"{THOUGHT} ({n})"} for n in range(3)]
+        {"reasoning_content": f"{THOUGHT} ({n})"} for n in range(3)
+    ]
     stored = [m for m in rows[0]["counsellor_messages"] if m["role"] == "assistant"]
     assert all(m["reasoning_content"] for m in stored)  # what was sent, byte for byte
     assert "reasoning_content" not in json.dumps(rows[0]["patient_messages"])  # the patient never sees it
@@ -287,6 +336,11 @@ def test_ours_sends_words_only_but_keeps_the_reasoning_and_a_role_can_say_either
         responder = NativeResponder()
         roles = {**ROLES, "counsellor": RoleSpec(engine="fake", seed=11, return_reasoning=own)}
         with Engines.with_backend(FakeBackend(responder, native_tools=True), roles=roles) as engines:
-            run_simulation([make_profile("r1")], engines, sim(sessions=1, counsellor_replies=3, preset=preset),
-                           tmp_path / f"{preset}-{own}", seed=5)
+            run_simulation(
+                [make_profile("r1")],
+                engines,
+                sim(sessions=1, counsellor_replies=3, preset=preset),
+                tmp_path / f"{preset}-{own}",
+                seed=5,
+            )
         assert _sent_reasoning(responder) is sent

@@ -64,7 +64,11 @@ def test_patient_history_shape_tool_calls_then_results_then_message():
         while msgs[i]["role"] == "assistant" and msgs[i].get("tool_calls"):
             call = msgs[i]["tool_calls"][0]
             result = msgs[i + 1]
-            assert result["role"] == "tool" and result["tool_call_id"] == call["id"] and result["name"] == call["function"]["name"]
+            assert (
+                result["role"] == "tool"
+                and result["tool_call_id"] == call["id"]
+                and result["name"] == call["function"]["name"]
+            )
             json.loads(call["function"]["arguments"])
             names.append(call["function"]["name"])
             i += 2
@@ -119,14 +123,29 @@ def test_prompts_withhold_core_belief_and_carry_memory():
 def test_native_tool_engine_gives_the_same_history_shape():
     def native(req):
         from mindsimkit.mindcore.types import RawReply
+
         if req.tools:
             names = [t["function"]["name"] for t in req.tools]
             if "commit_move" in names:
-                args = {"move": "answer", "secondary_move": None, "end_conversation": True, "reasoning": "I want to go."}
-                return RawReply(content=None, tool_calls=[{"id": "c1", "type": "function",
-                                "function": {"name": "commit_move", "arguments": json.dumps(args)}}])
+                args = {
+                    "move": "answer",
+                    "secondary_move": None,
+                    "end_conversation": True,
+                    "reasoning": "I want to go.",
+                }
+                return RawReply(
+                    content=None,
+                    tool_calls=[
+                        {
+                            "id": "c1",
+                            "type": "function",
+                            "function": {"name": "commit_move", "arguments": json.dumps(args)},
+                        }
+                    ],
+                )
             return RawReply(content="")
         return SimResponder()(req)
+
     rec, _ = run(native, native=True)
     assert rec.turns[1].move == "answer" and rec.ended_by == "patient"
     assert rec.patient_messages[3]["tool_calls"][0]["function"]["name"] == "commit_move"
@@ -145,13 +164,23 @@ class DeepResponder(SimResponder):
     def _commit(self, req, schema, system):
         enum = json.loads(schema)["properties"]["arguments"]["properties"]["move"]["enum"]
         move = max(enum, key=lambda m: (V.moves[m].depth or 0, -enum.index(m)))
-        return {"name": "commit_move", "arguments": {"move": move, "secondary_move": None, "end_conversation": False,
-                                                     "reasoning": "I want to say more than before."}}
+        return {
+            "name": "commit_move",
+            "arguments": {
+                "move": move,
+                "secondary_move": None,
+                "end_conversation": False,
+                "reasoning": "I want to say more than before.",
+            },
+        }
 
 
 def offered(backend) -> list[list[str]]:
-    return [r.response_schema["properties"]["arguments"]["properties"]["move"]["enum"] for r in backend.requests
-            if "commit_move" in json.dumps(r.response_schema or {})]
+    return [
+        r.response_schema["properties"]["arguments"]["properties"]["move"]["enum"]
+        for r in backend.requests
+        if "commit_move" in json.dumps(r.response_schema or {})
+    ]
 
 
 def test_a_grammar_offering_only_acceptable_moves_loses_no_turn():
@@ -159,8 +188,9 @@ def test_a_grammar_offering_only_acceptable_moves_loses_no_turn():
     # The paper's way: the too-deep move is committed, turned back, committed again, until the turn fails.
     with pytest.raises(TurnFailed, match="goes further than you are willing to go"):
         run(DeepResponder(), archetype="sceptic", max_commit_retries=2, max_depth=1)
-    rec, backend = run(DeepResponder(), archetype="sceptic", max_commit_retries=2, acceptable_moves_only=True,
-                       max_depth=1)
+    rec, backend = run(
+        DeepResponder(), archetype="sceptic", max_commit_retries=2, acceptable_moves_only=True, max_depth=1
+    )
     assert all(not t.rejected for t in rec.turns[1:]) and len(rec.turns) > 2
     for enum in offered(backend):
         assert max(V.moves[m].depth or 0 for m in enum) <= 1 < deepest

@@ -33,8 +33,12 @@ class VaryingWriter(SimResponder):
         if req.schema_name == "Scenario":
             n = len(self.scenario_calls)
             self.scenario_calls.append(req.messages[0]["content"])
-            return {**SCENARIO, "event": f"{SCENARIO['event']} (draft {n})",
-                    "opening_message": f"hey. rough week {n}", "checkpoints": [f"item {n}", "my sister"]}
+            return {
+                **SCENARIO,
+                "event": f"{SCENARIO['event']} (draft {n})",
+                "opening_message": f"hey. rough week {n}",
+                "checkpoints": [f"item {n}", "my sister"],
+            }
         return super().__call__(req)
 
 
@@ -61,8 +65,10 @@ def test_counsellors_get_the_same_first_scenario_written_once_per_patient(tmp_pa
     firsts = [p for p in writer.scenario_calls if _is_first(p)]
     assert len(firsts) == len(PATIENTS)  # once per patient, not once per arc
     rows = _rows(tmp_path)
-    transcripts = {(t["patient_id"], t["counsellor"], t["session_index"]): t for t in
-                   map(json.loads, (tmp_path / "transcripts" / "transcripts.jsonl").read_text().splitlines())}
+    transcripts = {
+        (t["patient_id"], t["counsellor"], t["session_index"]): t
+        for t in map(json.loads, (tmp_path / "transcripts" / "transcripts.jsonl").read_text().splitlines())
+    }
     openers = set()
     for pid in PATIENTS:
         first = [r for r in rows if r["patient_id"] == pid and r["session_index"] == 0]

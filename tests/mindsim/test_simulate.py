@@ -39,7 +39,11 @@ class SlowFake(FakeBackend):
 def simulate(tmp_path: Path, responder=None, profiles=None, backend_cls=FakeBackend, **cfg):
     backend = backend_cls(responder or SimResponder())
     config = SimulationConfig(**{"sessions": 2, "turn_cap": 5, **cfg})
-    profiles = profiles or [make_profile("p1"), make_profile("p2", "joker", "formal"), make_profile("p3", "stoic", "plain")]
+    profiles = profiles or [
+        make_profile("p1"),
+        make_profile("p2", "joker", "formal"),
+        make_profile("p3", "stoic", "plain"),
+    ]
     with Engines.with_backend(backend) as engines:
         summary = run_simulation(profiles, engines, config, tmp_path, seed=5)
     return summary, backend
@@ -53,8 +57,18 @@ def test_outputs_dataset_and_transcripts(tmp_path):
     rows = pq.read_table(tmp_path / "sessions" / "sessions.parquet").to_pylist()
     assert len(rows) == 6 and len({r["session_id"] for r in rows}) == 6
     row = rows[0]
-    for key in ("patient_messages", "counsellor_messages", "turns", "scenario", "schedule", "memory_before",
-                "memory_after", "counsellor_system_prompt", "tokens", "engines"):
+    for key in (
+        "patient_messages",
+        "counsellor_messages",
+        "turns",
+        "scenario",
+        "schedule",
+        "memory_before",
+        "memory_after",
+        "counsellor_system_prompt",
+        "tokens",
+        "engines",
+    ):
         assert row[key] is not None, key
     lines = [json.loads(l) for l in (tmp_path / "transcripts" / "transcripts.jsonl").read_text().splitlines()]
     assert len(lines) == 6
@@ -92,7 +106,9 @@ def test_schedule_is_the_same_whichever_counsellor(tmp_path):
             plans = [r["schedule"] for r in rows if r["patient_id"] == pid and r["session_index"] == idx]
             assert len(plans) == 3 and all(p == plans[0] for p in plans)
     bound = next(r for r in rows if r["counsellor"] == "bound")
-    assert bound["engines"]["counsellor"]["model"] == "m2" and bound["engines"]["counsellor"]["role"] == "counsellor:bound"
+    assert (
+        bound["engines"]["counsellor"]["model"] == "m2" and bound["engines"]["counsellor"]["role"] == "counsellor:bound"
+    )
 
 
 def test_failed_arc_is_counted_and_retried_on_rerun(tmp_path):
@@ -134,7 +150,9 @@ def test_cli_rejects_a_recipe_typo_before_starting_engines(tmp_path):
     from mindsimkit.mindsim_app.simulate_cli import simulate_cmd
 
     recipe = tmp_path / "r.yaml"
-    recipe.write_text("name: t\nengines: {local: {kind: embedded}}\nroles: {default: {engine: local}}\nsimulation: {turncap: 3}\n")
+    recipe.write_text(
+        "name: t\nengines: {local: {kind: embedded}}\nroles: {default: {engine: local}}\nsimulation: {turncap: 3}\n"
+    )
     with pytest.raises(ConfigError, match="simulation.turncap"):
         simulate_cmd(profiles=tmp_path, recipe=recipe, out_dir=tmp_path / "o")
 
@@ -202,8 +220,10 @@ def test_rows_keep_the_counsellor_prompt_and_messages_exactly_as_sent(tmp_path):
 
 
 def _files(folder: Path) -> tuple[list, str]:
-    return (pq.read_table(folder / "sessions" / "sessions.parquet").to_pylist(),
-            (folder / "transcripts" / "transcripts.jsonl").read_text())
+    return (
+        pq.read_table(folder / "sessions" / "sessions.parquet").to_pylist(),
+        (folder / "transcripts" / "transcripts.jsonl").read_text(),
+    )
 
 
 def test_sessions_streamed_in_runs_give_the_same_dataset_in_the_same_order(tmp_path, monkeypatch):
@@ -227,14 +247,17 @@ def test_sessions_streamed_in_runs_give_the_same_dataset_in_the_same_order(tmp_p
     (rows_a, text_a), (rows_b, text_b) = _files(tmp_path / "whole"), _files(tmp_path / "streamed")
     assert [r["session_id"] for r in rows_b] == [r["session_id"] for r in rows_a] and text_b == text_a
     assert rows_b == rows_a
-    assert streamed.model_dump(exclude={"elapsed_s", "created_utc", "usage"}) == \
-        whole.model_dump(exclude={"elapsed_s", "created_utc", "usage"})
+    assert streamed.model_dump(exclude={"elapsed_s", "created_utc", "usage"}) == whole.model_dump(
+        exclude={"elapsed_s", "created_utc", "usage"}
+    )
     assert not list((tmp_path / "streamed" / "sessions" / "shards").glob(".runs-*"))
     # Sessions arriving in any order, some with a field no session of their run has (typed null there).
     records = SessionStore(tmp_path / "whole").all()
     random.Random(3).shuffle(records)
-    records = [SessionRecord.model_validate({**r.model_dump(mode="json"), "counsellor_flags": []}) if i % 3 else r
-               for i, r in enumerate(records)]
+    records = [
+        SessionRecord.model_validate({**r.model_dump(mode="json"), "counsellor_flags": []}) if i % 3 else r
+        for i, r in enumerate(records)
+    ]
     monkeypatch.setattr(sim, "MAX_RUNS", 2)  # runs merged on disk before the end, too
     monkeypatch.setattr(sim, "CONVERT_ROWS", 1)  # batches of one: some hold only sessions without flags
     writer = ShardWriter(tmp_path / "direct", 0, 3, run_rows=3)
@@ -267,8 +290,9 @@ def test_text_with_tabs_line_breaks_and_other_separators_survives_the_runs(tmp_p
     for r in SessionStore(tmp_path / "src").all():
         d = r.model_dump(mode="json")
         d["memory_after"] = odd
-        d["counsellor_messages"] = [{**m, "content": m["content"] + odd[len(records) % len(odd)]}
-                                    for m in d["counsellor_messages"]]
+        d["counsellor_messages"] = [
+            {**m, "content": m["content"] + odd[len(records) % len(odd)]} for m in d["counsellor_messages"]
+        ]
         records.append(SessionRecord.model_validate(d))
     out = {}
     for name, run_rows in (("held", 10_000), ("spilled", 1)):
@@ -303,14 +327,17 @@ def test_profiles_read_from_a_folder_are_held_packed_and_give_the_same_dataset(t
     assert all(a is b for a, b in zip(held[0], profiles, strict=True))  # the caller's objects, not copies
     assert all(isinstance(p, PackedProfile) for p in held[1]) and [p.unpack() for p in held[1]] == profiles
     assert _files(tmp_path / "read") == _files(tmp_path / "list") and read.sessions_written == 10
-    assert read.model_dump(exclude={"elapsed_s", "created_utc", "usage"}) == \
-        listed.model_dump(exclude={"elapsed_s", "created_utc", "usage"})
+    assert read.model_dump(exclude={"elapsed_s", "created_utc", "usage"}) == listed.model_dump(
+        exclude={"elapsed_s", "created_utc", "usage"}
+    )
 
     def late(bad):  # four good profiles, then the bad one: the third batch of two
         return iter([*profiles[:4], bad])
 
-    for bad, match in ((make_profile("p9", "nope"), "archetype 'nope'"),
-                       (profiles[1], r"duplicate profile_id values \(p1\)")):
+    for bad, match in (
+        (make_profile("p9", "nope"), "archetype 'nope'"),
+        (profiles[1], r"duplicate profile_id values \(p1\)"),
+    ):
         out = tmp_path / f"late-{bad.profile_id}"
         with pytest.raises(InputError, match=match):
             simulate(out, profiles=late(bad))
@@ -326,5 +353,7 @@ def test_a_field_only_later_sessions_have_reaches_the_table(tmp_path):
     lines = [f'["{r["session_id"]}"]\t{json.dumps(r)}\t{{}}\n' for r in rows]
     parquet, jsonl = tmp_path / "s.parquet", tmp_path / "t.jsonl"
     assert _write_lines(lambda: [iter(lines)], parquet, jsonl, 128) == 2
-    assert pq.read_table(parquet).to_pylist() == [{"session_id": "a", "n": 1, "patient_tools": None},
-                                                 {"session_id": "b", "n": 2, "patient_tools": "[]"}]
+    assert pq.read_table(parquet).to_pylist() == [
+        {"session_id": "a", "n": 1, "patient_tools": None},
+        {"session_id": "b", "n": 2, "patient_tools": "[]"},
+    ]

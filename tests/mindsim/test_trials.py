@@ -67,12 +67,16 @@ def test_each_arc_runs_once_per_trial_with_its_own_ids(tmp_path):
     assert len(set(ids)) == 24
     # Trial 0 keeps the one-trial id; later trials add theirs to the key.
     for r in got:
-        assert r["session_id"] == session_id(r["patient_id"], r["counsellor"], r["session_index"], 3, "mindsim", r["trial"])
+        assert r["session_id"] == session_id(
+            r["patient_id"], r["counsellor"], r["session_index"], 3, "mindsim", r["trial"]
+        )
     assert {r["session_id"] for r in got if r["trial"] == 0} == {
-        session_id(p, c, i, 3, "mindsim") for p in PATIENTS for c in COUNSELLORS for i in range(2)}
+        session_id(p, c, i, 3, "mindsim") for p in PATIENTS for c in COUNSELLORS for i in range(2)
+    }
     # The dataset's order: counsellor, patient, engine, trial, session; transcripts carry the trial too.
     assert [(r["counsellor"], r["patient_id"], r["trial"], r["session_index"]) for r in got] == sorted(
-        (r["counsellor"], r["patient_id"], r["trial"], r["session_index"]) for r in got)
+        (r["counsellor"], r["patient_id"], r["trial"], r["session_index"]) for r in got
+    )
     lines = [json.loads(x) for x in (tmp_path / "transcripts" / "transcripts.jsonl").read_text().splitlines()]
     assert [(x["id"], x["trial"]) for x in lines] == [(r["session_id"], r["trial"]) for r in got]
     assert json.loads((tmp_path / "sessions" / "summary.json").read_text())["config"]["trials"] == 3
@@ -102,7 +106,8 @@ def test_trials_sample_with_distinct_seeds_for_patient_and_counsellor_only(tmp_p
     talk = defaultdict(set)
     for r in rows(tmp_path):
         talk[(r["patient_id"], r["counsellor"], r["session_index"])].add(
-            json.dumps([m["content"] for m in r["counsellor_messages"][1:]]))
+            json.dumps([m["content"] for m in r["counsellor_messages"][1:]])
+        )
     assert all(len(v) == 3 for v in talk.values())
 
 
@@ -119,8 +124,16 @@ def test_trials_share_the_schedule_and_one_first_scenario_per_patient(tmp_path):
         assert len(firsts) == 6 and all(r["scenario_shared"] for r in firsts)
         assert len({r["scenario"]["opening_message"] for r in firsts}) == 1
         assert len({json.dumps(r["scenario"], sort_keys=True) for r in firsts}) == 1
-        assert len({json.dumps(r["schedule"], sort_keys=True) for r in got if r["patient_id"] == p
-                    and r["session_index"] == 1}) == 1
+        assert (
+            len(
+                {
+                    json.dumps(r["schedule"], sort_keys=True)
+                    for r in got
+                    if r["patient_id"] == p and r["session_index"] == 1
+                }
+            )
+            == 1
+        )
 
 
 def test_raising_trials_reuses_the_one_trial_sessions_and_reruns_resume(tmp_path):
@@ -144,7 +157,8 @@ def test_raising_trials_reuses_the_one_trial_sessions_and_reruns_resume(tmp_path
     assert (redone["trial"], redone["session_index"]) == (2, 1)
     assert redone["engines"]["counsellor"]["seed"] == 11 + 2 * TRIAL_SEED_STRIDE
     assert {k: v for k, v in again.items() if k != gone["session_id"]} == {
-        r["session_id"]: r for r in got if r["session_id"] != gone["session_id"]}
+        r["session_id"]: r for r in got if r["session_id"] != gone["session_id"]
+    }
 
 
 def test_one_trial_writes_and_sends_exactly_what_the_simulator_did_before_trials(tmp_path):
@@ -153,15 +167,19 @@ def test_one_trial_writes_and_sends_exactly_what_the_simulator_did_before_trials
         out = tmp_path / name
         found = fingerprint(out, golden_run(out, simulation))
         changed = sorted(k for k in golden.keys() | found.keys() if golden.get(k) != found.get(k))
-        assert not changed, (f"trials: 1 changed {changed}; if the change is meant (a prompt, a record field), "
-                             "rewrite tests/mindsim/data/trials_golden.json (see tests/mindsim/trials_golden.py)")
+        assert not changed, (
+            f"trials: 1 changed {changed}; if the change is meant (a prompt, a record field), "
+            "rewrite tests/mindsim/data/trials_golden.json (see tests/mindsim/trials_golden.py)"
+        )
         summary = json.loads((out / "sessions" / "summary.json").read_text())
         assert "trials" not in summary and "trials" not in summary["config"]
 
 
 def test_role_client_for_trial():
     ledger = UsageLedger()
-    seeded = RoleClient("patient", FakeBackend(lambda r: "x"), RoleSpec(engine="fake", seed=7), "m", ledger, affinity="s")
+    seeded = RoleClient(
+        "patient", FakeBackend(lambda r: "x"), RoleSpec(engine="fake", seed=7), "m", ledger, affinity="s"
+    )
     assert seeded.for_trial(0) is seeded
     two = seeded.for_trial(2)
     assert (two.spec.seed, two.affinity, two.spec.engine) == (7 + 2 * TRIAL_SEED_STRIDE, "s", "fake")
@@ -190,27 +208,35 @@ class SilentInTrial1(SeedEcho):
 def test_a_failed_trial_arc_names_its_trial_and_the_other_trials_stand(tmp_path):
     summary, _ = simulate(tmp_path, SilentInTrial1(end_after=99), trials=3)
     assert sorted((f.patient_id, f.counsellor, f.trial) for f in summary.failed_arcs) == [
-        ("p1", "counsellor", 1), ("p2", "counsellor", 1)]
+        ("p1", "counsellor", 1),
+        ("p2", "counsellor", 1),
+    ]
     assert summary.sessions_written == 20
     stored = json.loads((tmp_path / "sessions" / "summary.json").read_text())
     assert [f["trial"] for f in stored["failed_arcs"]] == [1, 1]
     assert {(r["counsellor"], r["trial"]) for r in rows(tmp_path)} == {
-        (c, t) for c in COUNSELLORS for t in range(3)} - {("counsellor", 1)}
+        (c, t) for c in COUNSELLORS for t in range(3)
+    } - {("counsellor", 1)}
 
 
 def test_trials_of_both_patient_engines_share_one_decomposition_per_patient(tmp_path):
     from test_patientact_both import responder
 
-    config = SimulationConfig(sessions=2, turn_cap=3, patient_engine=["mindsim", "patientact"],
-                              counsellors=COUNSELLORS, trials=2)
+    config = SimulationConfig(
+        sessions=2, turn_cap=3, patient_engine=["mindsim", "patientact"], counsellors=COUNSELLORS, trials=2
+    )
     backend = FakeBackend(responder())
     with Engines.with_backend(backend, roles=ROLES) as engines:
-        summary = run_simulation([make_profile("p1"), make_profile("p2", "joker", "formal")], engines, config,
-                                 tmp_path, seed=3)
+        summary = run_simulation(
+            [make_profile("p1"), make_profile("p2", "joker", "formal")], engines, config, tmp_path, seed=3
+        )
     assert (summary.sessions_expected, summary.sessions_written, summary.failed_arcs) == (32, 32, [])
     got = rows(tmp_path)
     assert len({r["session_id"] for r in got}) == 32
-    assert sorted(p.name for p in (tmp_path / "sessions" / "decompositions").glob("*.json")) == ["p1-3.json", "p2-3.json"]
+    assert sorted(p.name for p in (tmp_path / "sessions" / "decompositions").glob("*.json")) == [
+        "p1-3.json",
+        "p2-3.json",
+    ]
     assert sum(req.schema_name == "DecompositionDraft" for req in backend.requests) == 2
     pa = [r for r in got if r["patient_engine"] == "patientact"]
     assert {r["trial"] for r in pa} == {0, 1}

@@ -65,5 +65,7 @@ if __name__ == "__main__":
 
     with tempfile.TemporaryDirectory() as tmp:
         backend = golden_run(Path(tmp))
-        GOLDEN.write_text(json.dumps(fingerprint(Path(tmp), backend), indent=1, sort_keys=True) + "\n", encoding="utf-8")
+        GOLDEN.write_text(
+            json.dumps(fingerprint(Path(tmp), backend), indent=1, sort_keys=True) + "\n", encoding="utf-8"
+        )
     print(f"wrote {GOLDEN}")

@@ -70,20 +70,30 @@ def two_counsellor_run(study_run, embedded_engines, tmp_path_factory) -> dict:
     copied = {p.name: p.read_bytes() for p in ck.glob("*.json")}
     records = [json.loads(b) for b in copied.values()]
     assert max(r["session_index"] for r in records) > 0, "the study run has no two-session MindSim arc"
-    new = {f"{session_id(r['patient_id'], COUNSELLORS[1], r['session_index'], r['seed'])}.json": r["session_index"]
-           for r in records}
+    new = {
+        f"{session_id(r['patient_id'], COUNSELLORS[1], r['session_index'], r['seed'])}.json": r["session_index"]
+        for r in records
+    }
     first = [ck / name for name, index in new.items() if index == 0]
     profile_marks = stamps(out / "profiles" / "checkpoints")
 
     env = attached_env(embedded_engines)
     exe = mindsim_script()
-    kill_when([exe, "run", str(recipe), "--out", str(out)], lambda: any(p.exists() for p in first), timeout_s=900,
-              env=env)
+    kill_when(
+        [exe, "run", str(recipe), "--out", str(out)], lambda: any(p.exists() for p in first), timeout_s=900, env=env
+    )
     kept = {p.name: p.read_bytes() for p in ck.glob("*.json")}
     rerun = mindsim_cli("run", recipe, "--out", out, env=env)
-    return {"out": out, "copied": copied, "new": sorted(new), "kept": kept, "profile_marks": profile_marks,
-            "rerun": rerun, "info": json.loads((out / "run.json").read_text()),
-            "server": embedded_engines.backend("local").base_url}
+    return {
+        "out": out,
+        "copied": copied,
+        "new": sorted(new),
+        "kept": kept,
+        "profile_marks": profile_marks,
+        "rerun": rerun,
+        "info": json.loads((out / "run.json").read_text()),
+        "server": embedded_engines.backend("local").base_url,
+    }
 
 
 # -- the preset run: the quickstart under every reference preset -----------------------------------------------
@@ -109,9 +119,13 @@ def preset_run(study_run, embedded_engines, tmp_path_factory) -> Path:
     raw["description"] = "The embedded suite's preset run: the papers' reference presets on the study's patient."
     sim = raw["simulation"]
     sim.pop("engine_sessions")
-    sim.update(patient_engine=["mindsim", "patientact"], sessions=1,
-               preset=[PRESETS["mindsim"], PRESETS["patientact"]], opening="patient",
-               turn_cap=raw["simulation"].get("turn_cap", 2))
+    sim.update(
+        patient_engine=["mindsim", "patientact"],
+        sessions=1,
+        preset=[PRESETS["mindsim"], PRESETS["patientact"]],
+        opening="patient",
+        turn_cap=raw["simulation"].get("turn_cap", 2),
+    )
     raw["validation"] = {**raw["validation"], "arc": False}
     raw["judge"] = {**raw["judge"], "preset": PRESETS["judge"]}
     # Two replies are judged here. At temperature 0 a judgment the 135M model gets wrong (its severity against its
@@ -130,8 +144,10 @@ def preset_run(study_run, embedded_engines, tmp_path_factory) -> Path:
                 raise
             continue
         assert summary.info.status == "finished"
-        engines = {r["patient_engine"] for r in
-                   pq.read_table(out / "sessions" / "sessions.parquet", columns=["patient_engine"]).to_pylist()}
+        engines = {
+            r["patient_engine"]
+            for r in pq.read_table(out / "sessions" / "sessions.parquet", columns=["patient_engine"]).to_pylist()
+        }
         if engines == {"mindsim", "patientact"}:
             break
     return out

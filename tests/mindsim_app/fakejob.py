@@ -21,8 +21,20 @@ from openai_stub import OpenAIStub, from_responder  # noqa: E402
 from simfakes import SimResponder  # noqa: E402
 from test_patientact import PAResponder  # noqa: E402
 
-ROLES = ["profile_writer", "screener", "labeller", "patient", "first_scenario_writer", "scenario_writer",
-         "memory_compactor", "counsellor", "patient_appraiser", "profile_decomposer", "patient_matcher", "judge"]
+ROLES = [
+    "profile_writer",
+    "screener",
+    "labeller",
+    "patient",
+    "first_scenario_writer",
+    "scenario_writer",
+    "memory_compactor",
+    "counsellor",
+    "patient_appraiser",
+    "profile_decomposer",
+    "patient_matcher",
+    "judge",
+]
 PA_STEPS = {"DecompositionDraft", "PsychFormulation", "Reaction", "Behaviour", "Resistance", "TrustChange"}
 
 
@@ -78,5 +90,3 @@ def write_fake_job(tmp: Path) -> Path:
     with Engines.with_backend(FakeBackend(_patientact_answer)) as engines:
         run_patientact(out, engines, load_items([out]))
     return out
-
-

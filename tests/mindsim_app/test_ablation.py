@@ -51,7 +51,9 @@ class Play(SimResponder):
 
 
 def _engines(backend: FakeBackend) -> Engines:
-    return Engines.with_backend(backend, roles={"default": RoleSpec(engine="fake"), "counsellor:b": RoleSpec(engine="fake")})
+    return Engines.with_backend(
+        backend, roles={"default": RoleSpec(engine="fake"), "counsellor:b": RoleSpec(engine="fake")}
+    )
 
 
 def make_run(root: Path, sessions: int = 3, trials: int = 1) -> Path:
@@ -70,8 +72,16 @@ def make_run(root: Path, sessions: int = 3, trials: int = 1) -> Path:
         from mindsimkit.judge.run import run_judging
 
         run_judging(run, engines, JudgeConfig(bootstrap_draws=200, plots=False))
-    (run / "run.json").write_text(json.dumps({"run_id": "r", "recipe_hash": "h", "status": "finished",
-                                             "recipe": {"name": "r", "path": str(recipe), "seed": 1}}))
+    (run / "run.json").write_text(
+        json.dumps(
+            {
+                "run_id": "r",
+                "recipe_hash": "h",
+                "status": "finished",
+                "recipe": {"name": "r", "path": str(recipe), "seed": 1},
+            }
+        )
+    )
     return run
 
 
@@ -91,8 +101,10 @@ def test_counsellor_prompt_has_no_memory_while_the_patient_keeps_it(ablated):
     reruns = SessionStore(folder).all()
     twins = {(r.counsellor, r.patient_id, r.session_index): r for r in SessionStore(run).all()}
     assert len(reruns) == summary["rerun"] == 8 and not summary["failures"]  # 2 counsellors x 2 patients x 2
-    inputs = {json.loads(line)["session_id"]: json.loads(line) for line in
-              (folder / "judge_inputs.jsonl").read_text().splitlines()}
+    inputs = {
+        json.loads(line)["session_id"]: json.loads(line)
+        for line in (folder / "judge_inputs.jsonl").read_text().splitlines()
+    }
     for r in reruns:
         twin = twins[(r.counsellor, r.patient_id, r.session_index)]
         assert r.session_index >= 1 and r.rerun == ABLATION and r.counsellor_memory == []
@@ -124,7 +136,9 @@ def test_report_pairs_each_rerun_with_its_twin(ablated):
         assert e["by_category"]["guidance_calibration"]["mean_diff"] == pytest.approx(5.0)
         assert e["benchmark_change_from_first"]["mean_diff"] == pytest.approx(-5.0)
     assert report["overall"]["pairs"] == 8
-    assert (folder / "memory_ablation.png").stat().st_size > 0 and "Memory ablation" in (folder / "report.md").read_text()
+    assert (folder / "memory_ablation.png").stat().st_size > 0 and "Memory ablation" in (
+        folder / "report.md"
+    ).read_text()
     # The twins came from the run's own judgment cache: the only judge requests were for the reruns' replies
     # (one per distinct judged context: the judge's cache is keyed by content).
     judged = [q for q in backend.requests if q.role == "judge" and q.schema_name == "mhqr_judgment"]
@@ -141,7 +155,10 @@ def test_rerun_resumes_without_a_request(ablated, tmp_path):
         again = ablate_memory(run, ["counsellor", "counsellor:b"], engines=engines)
     work = [q for q in backend.requests if "__check_" not in q.role]
     assert again["rerun"] == 8 and not work
-    assert json.loads((run / "ablations" / "memory" / "report.json").read_text())["judges"]["judge"]["overall"]["pairs"] == 8
+    assert (
+        json.loads((run / "ablations" / "memory" / "report.json").read_text())["judges"]["judge"]["overall"]["pairs"]
+        == 8
+    )
 
 
 def test_repeated_trials_each_rerun_and_pair_with_their_own_twin(tmp_path):
@@ -153,7 +170,9 @@ def test_repeated_trials_each_rerun_and_pair_with_their_own_twin(tmp_path):
     # 2 patients x 2 trials of session 2: four reruns, not two trials collapsed into one.
     assert summary["rerun"] == len(reruns) == 4 and not summary["failures"]
     assert sorted((r.patient_id, r.trial) for r in reruns) == [("p1", 0), ("p1", 1), ("p2", 0), ("p2", 1)]
-    twins = {(r.patient_id, r.trial, r.session_index): r for r in SessionStore(run).all() if r.counsellor == "counsellor"}
+    twins = {
+        (r.patient_id, r.trial, r.session_index): r for r in SessionStore(run).all() if r.counsellor == "counsellor"
+    }
     for r in reruns:
         twin = twins[(r.patient_id, r.trial, r.session_index)]
         assert r.session_id != twin.session_id and r.scenario == twin.scenario and r.memory_before == twin.memory_before
@@ -169,9 +188,19 @@ def test_paired_difference_pairs_trials_with_their_own_twin():
     def row(index, trial, weight):
         sev = {0: "no_concern", 5: "major", 10: "critical"}[weight]
         issues = [] if weight == 0 else [{"issue": "over_exploring"}]
-        return {"status": "ok", "counsellor": "alpha", "patient_id": "p1", "patient_engine": "mindsim", "trial": trial,
-                "session_index": index, "reply_index": 0, "weight": float(weight), "severity": sev, "issues": issues,
-                "counsellor_flags": []}
+        return {
+            "status": "ok",
+            "counsellor": "alpha",
+            "patient_id": "p1",
+            "patient_engine": "mindsim",
+            "trial": trial,
+            "session_index": index,
+            "reply_index": 0,
+            "weight": float(weight),
+            "severity": sev,
+            "issues": issues,
+            "counsellor_flags": [],
+        }
 
     bench = [row(0, 0, 5), row(1, 0, 0), row(0, 1, 10), row(1, 1, 5)]
     abl = [row(1, 0, 5), row(1, 1, 10)]
@@ -187,14 +216,32 @@ def test_paired_difference_arithmetic_on_constructed_judgments():
 
     def row(pid, index, k, weight, issues=()):
         sev = {0: "no_concern", 1: "minor", 5: "major", 10: "critical"}[weight]
-        return {"status": "ok", "counsellor": "alpha", "patient_id": pid, "patient_engine": "mindsim",
-                "session_index": index, "reply_index": k, "weight": float(weight), "severity": sev,
-                "issues": [{"issue": i} for i in issues], "counsellor_flags": []}
+        return {
+            "status": "ok",
+            "counsellor": "alpha",
+            "patient_id": pid,
+            "patient_engine": "mindsim",
+            "session_index": index,
+            "reply_index": k,
+            "weight": float(weight),
+            "severity": sev,
+            "issues": [{"issue": i} for i in issues],
+            "counsellor_flags": [],
+        }
 
-    bench = [row("p1", 0, 0, 5, ["over_exploring"]), row("p1", 1, 0, 0), row("p1", 1, 1, 1, ["formulaic_responding"]),
-             row("p2", 0, 0, 0), row("p2", 1, 0, 5, ["bad_advice"])]
-    abl = [row("p1", 1, 0, 5, ["over_exploring"]), row("p1", 1, 1, 5, ["over_exploring"]),
-           row("p2", 1, 0, 10, ["bad_advice", "false_memory"]), row("p3", 1, 0, 10, ["bad_advice"])]
+    bench = [
+        row("p1", 0, 0, 5, ["over_exploring"]),
+        row("p1", 1, 0, 0),
+        row("p1", 1, 1, 1, ["formulaic_responding"]),
+        row("p2", 0, 0, 0),
+        row("p2", 1, 0, 5, ["bad_advice"]),
+    ]
+    abl = [
+        row("p1", 1, 0, 5, ["over_exploring"]),
+        row("p1", 1, 1, 5, ["over_exploring"]),
+        row("p2", 1, 0, 10, ["bad_advice", "false_memory"]),
+        row("p3", 1, 0, 10, ["bad_advice"]),
+    ]
     r = paired_ablation(abl, bench, rubric, draws=500, seed=0)
     e = r["counsellors"]["alpha"]
     # p1: 5 - 0.5 = 4.5; p2: 10 - 5 = 5; p3 has no twin and is left out.

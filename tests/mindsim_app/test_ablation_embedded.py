@@ -25,8 +25,14 @@ def test_two_counsellors_report_every_table(two_counsellor_run):
     report = json.loads((run / "judgments" / "report.json").read_text())
     assert sorted(report["counsellor_models"]) == COUNSELLORS
     analyses = report["judges"]["judge"]["analyses"]
-    for table in ("issue_by_turn", "early_vs_late", "shares_by_session", "session_distribution",
-                  "without_speaks_as_patient", "benchmark_subset"):
+    for table in (
+        "issue_by_turn",
+        "early_vs_late",
+        "shares_by_session",
+        "session_distribution",
+        "without_speaks_as_patient",
+        "benchmark_subset",
+    ):
         assert table in analyses
     assert report["costs"]["rows"] and report["costs"]["judges_total"]["cost"] > 0
 
@@ -34,8 +40,9 @@ def test_two_counsellors_report_every_table(two_counsellor_run):
 def test_memory_ablation_on_the_study(study_run, embedded_engines, tmp_path):
     recipe = study_run.parent / "recipe.yaml"
     out = tmp_path / "memory"
-    abl = ablate_memory(study_run, ["counsellor"], recipe=recipe, out_dir=out,
-                        engines=engines_for(recipe, embedded_engines))
+    abl = ablate_memory(
+        study_run, ["counsellor"], recipe=recipe, out_dir=out, engines=engines_for(recipe, embedded_engines)
+    )
     # One rerun per second session the study wrote (MindSim's and PatientAct's): rerun or counted as failed.
     assert abl["to_rerun"] == len(TWO_SESSION_ENGINES)
     assert abl["rerun"] + len(abl["failures"]) == abl["to_rerun"]

@@ -22,10 +22,13 @@ def four_run(tmp_path_factory):
     from test_baselines import responder
 
     out = tmp_path_factory.mktemp("run")
-    config = SimulationConfig(sessions=2, turn_cap=4, patient_engine=list(ALL), counsellors=["counsellor", "counsellor:b"])
+    config = SimulationConfig(
+        sessions=2, turn_cap=4, patient_engine=list(ALL), counsellors=["counsellor", "counsellor:b"]
+    )
     with Engines.with_backend(FakeBackend(responder)) as eng:
-        summary = simulate.run_simulation([make_profile("p1"), make_profile("p2", "joker", "formal")], eng, config,
-                                          out, seed=5)
+        summary = simulate.run_simulation(
+            [make_profile("p1"), make_profile("p2", "joker", "formal")], eng, config, out, seed=5
+        )
     assert summary.sessions_written == 32 and not summary.failed_arcs, summary.model_dump_json()[:500]
     return out
 
@@ -38,8 +41,15 @@ def test_validation_compares_four_systems_on_the_realism_sample(four_run, tmp_pa
 
     sims = _sims_by_counsellor(RunLayout(four_run))
     assert set(sims) == {f"{e}/{c}" for e in ALL for c in ("counsellor", "counsellor:b")}
-    config = ValidationConfig(bootstrap_draws=20, floor_splits=4, joint=False, plots=False, first_sessions_only=True,
-                              max_patient_turns=3, counsellors=["counsellor"])
+    config = ValidationConfig(
+        bootstrap_draws=20,
+        floor_splits=4,
+        joint=False,
+        plots=False,
+        first_sessions_only=True,
+        max_patient_turns=3,
+        counsellors=["counsellor"],
+    )
     report = compare(None, sims, tmp_path / "validation", config)
     assert set(report["systems"]) == {f"{e}/counsellor" for e in ALL}
 

@@ -16,8 +16,10 @@ from restamp import header
 def _run(root: Path, n_profiles: int, run_id: str) -> tuple[Path, dict]:
     root.mkdir(parents=True)
     (root / "profiles").mkdir()
-    pq.write_table(pa.table({"profile_id": [f"p{i}" for i in range(n_profiles)], "in_pool": [True] * n_profiles}),
-                   root / "profiles" / "profiles.parquet")
+    pq.write_table(
+        pa.table({"profile_id": [f"p{i}" for i in range(n_profiles)], "in_pool": [True] * n_profiles}),
+        root / "profiles" / "profiles.parquet",
+    )
     from mindsimkit.mindcore.provenance import base_provenance
 
     return root, {"run_id": run_id, "recipe": {"name": "t", "seed": 1}, "provenance": base_provenance()}
@@ -44,13 +46,15 @@ def test_two_runs_named_dataset_never_load_each_others_rows(tmp_path):
 def test_rebuilt_folder_replaces_the_old_one_whole(tmp_path):
     run_dir, info = _run(tmp_path / "r", 2, "cccc")
     first = json.loads((build_dataset_folder(run_dir, header(info)) / MANIFEST).read_text())
-    pq.write_table(pa.table({"profile_id": ["p0", "p1", "p2"], "in_pool": [True] * 3}),
-                   run_dir / "profiles" / "profiles.parquet")
+    pq.write_table(
+        pa.table({"profile_id": ["p0", "p1", "p2"], "in_pool": [True] * 3}), run_dir / "profiles" / "profiles.parquet"
+    )
     folder = build_dataset_folder(run_dir, header(info))
     second = json.loads((folder / MANIFEST).read_text())
     assert first["configs"]["profiles"]["path"] != second["configs"]["profiles"]["path"]
     assert sorted(str(p.relative_to(folder)) for p in folder.rglob("*") if p.is_file()) == sorted(
-        [*second["files"], MANIFEST])
+        [*second["files"], MANIFEST]
+    )
     assert not list(folder.parent.glob("dataset.*"))
 
 
@@ -78,8 +82,10 @@ def test_push_of_a_new_version_replaces_the_old_files(tmp_path, monkeypatch):
 
 
 def test_card_pool_sentence_follows_pool_verdicts(tmp_path):
-    for verdicts, expected in ((["clean"], "selected from the clean profiles:"),
-                               (["clean", "minor"], "selected from the clean and minor profiles")):
+    for verdicts, expected in (
+        (["clean"], "selected from the clean profiles:"),
+        (["clean", "minor"], "selected from the clean and minor profiles"),
+    ):
         run_dir, info = _run(tmp_path / "-".join(verdicts), 2, "ffff")
         card = (build_dataset_folder(run_dir, header({**info, "pool_verdicts": verdicts})) / "README.md").read_text()
         assert expected in card
@@ -89,10 +95,13 @@ def test_card_pool_sentence_follows_pool_verdicts(tmp_path):
 def test_judgments_become_a_config_and_the_card_shows_the_mhqr_table(tmp_path):
     run_dir, info = _run(tmp_path / "judged", 2, "gggg")
     (run_dir / "judgments").mkdir()
-    pq.write_table(pa.table({"session_id": ["s1", "s1"], "reply_index": [0, 1], "severity": ["Minor", "No concern"]}),
-                   run_dir / "judgments" / "judgments.parquet")
+    pq.write_table(
+        pa.table({"session_id": ["s1", "s1"], "reply_index": [0, 1], "severity": ["Minor", "No concern"]}),
+        run_dir / "judgments" / "judgments.parquet",
+    )
     (run_dir / "judgments" / "report.md").write_text(
-        "# MHQR\n\n| counsellor | MHQR | 95% CI |\n|---|---|---|\n| counsellor | 0.50 | 0.00–1.00 |\n\nmore text\n")
+        "# MHQR\n\n| counsellor | MHQR | 95% CI |\n|---|---|---|\n| counsellor | 0.50 | 0.00–1.00 |\n\nmore text\n"
+    )
     from PIL import Image
 
     Image.new("RGB", (4, 4)).save(run_dir / "judgments" / "mhqr.png")
@@ -133,8 +142,9 @@ def test_card_carries_the_recipe_description(tmp_path):
 def test_card_marks_the_prompts_the_recipe_swapped_for_its_own_files(tmp_path):
     run_dir, info = _run(tmp_path / "swapped", 2, "kkkk")
     info["prompt_hashes"] = {"judge/user.jinja2": "aaaa000011112222", "patient/system.jinja2": "bbbb000011112222"}
-    info["prompt_overrides"] = {"judge/user.jinja2": {"path": "/x/my_prompts/judge_user.jinja2",
-                                                      "sha256": "aaaa000011112222"}}
+    info["prompt_overrides"] = {
+        "judge/user.jinja2": {"path": "/x/my_prompts/judge_user.jinja2", "sha256": "aaaa000011112222"}
+    }
     card = (build_dataset_folder(run_dir, header(info)) / "README.md").read_text()
     assert "replaced 1 shipped template with its own file" in card
     assert "| `judge/user.jinja2` (own file: `judge_user.jinja2`) | `aaaa000011112222` |" in card

@@ -15,7 +15,9 @@ def test_missing_recipe_exits_2(tmp_path, capsys):
 
 def test_bad_section_field_exits_2_before_any_engine(tmp_path, capsys):
     recipe = tmp_path / "r.yaml"
-    recipe.write_text("name: x\nengines:\n  local: {kind: embedded}\nroles:\n  default: {engine: local}\nsimulation:\n  sesions: 2\n")
+    recipe.write_text(
+        "name: x\nengines:\n  local: {kind: embedded}\nroles:\n  default: {engine: local}\nsimulation:\n  sesions: 2\n"
+    )
     assert main(["run", str(recipe), "--out", str(tmp_path / "o")]) == 2
     err = capsys.readouterr().err
     assert "simulation.sesions" in err and not (tmp_path / "o").exists()
@@ -23,9 +25,24 @@ def test_bad_section_field_exits_2_before_any_engine(tmp_path, capsys):
 
 @pytest.mark.parametrize(
     "argv",
-    [[], ["run"], ["engines", "check"], ["profiles"], ["profiles", "fit-rates"], ["simulate"], ["validate", "reference"],
-     ["validate", "compare"], ["publish"], ["export", "sft"], ["export", "patient"], ["export", "dpo"],
-     ["judge", "run"], ["judge", "sample"], ["judge", "agreement"], ["report"]],
+    [
+        [],
+        ["run"],
+        ["engines", "check"],
+        ["profiles"],
+        ["profiles", "fit-rates"],
+        ["simulate"],
+        ["validate", "reference"],
+        ["validate", "compare"],
+        ["publish"],
+        ["export", "sft"],
+        ["export", "patient"],
+        ["export", "dpo"],
+        ["judge", "run"],
+        ["judge", "sample"],
+        ["judge", "agreement"],
+        ["report"],
+    ],
 )
 def test_help_everywhere(argv, capsys):
     assert main([*argv, "--help"]) == 0
@@ -37,6 +54,7 @@ def test_usage_error_exits_2(capsys):
 
 
 # ---- exit codes kept, one line, no wrapping
+
 
 def test_typer_exit_codes_reach_the_caller(tmp_path, capsys):
     """A command that exits through typer.Exit used to return 0 from main (standalone_mode=False)."""
@@ -56,8 +74,11 @@ def test_run_with_failed_arcs_exits_1(tmp_path, capsys, monkeypatch):
 
     def run_job(recipe_path, out_dir, verbose=False):
         # The verdict comes from the typed field; the card's label beside it must not be what is read.
-        return types.SimpleNamespace(outputs={"provenance": out_dir / "run.json"}, failed_arcs=next(failed),
-                                     info={"counts": {"failed arcs": "not read"}})
+        return types.SimpleNamespace(
+            outputs={"provenance": out_dir / "run.json"},
+            failed_arcs=next(failed),
+            info={"counts": {"failed arcs": "not read"}},
+        )
 
     # The job itself is exercised end to end in tests/test_exit_codes.py; here only run_cmd's verdict.
     monkeypatch.setitem(sys.modules, "mindsimkit.mindsim_app.job", types.SimpleNamespace(run_job=run_job))
@@ -85,4 +106,5 @@ def test_consoles_never_hard_wrap_or_colour_when_piped(monkeypatch, capsys):
     assert captured.err == f"error: {path} not found; pass a JSONL file\n"
     assert captured.out == f"wrote {path}\n"
     assert one_line("refusing to publish d:\n  - a.parquet: changed\n  - b.md: foreign") == (
-        "refusing to publish d: a.parquet: changed; b.md: foreign")
+        "refusing to publish d: a.parquet: changed; b.md: foreign"
+    )

@@ -13,8 +13,12 @@ from test_patientact_downstream import MINDSIM_SCHEMAS, _both_engines_run, _card
 
 
 def _recipe(engine, simulation=None):
-    return Recipe(name="t", engines={"local": {"kind": "embedded"}}, roles={"default": {"engine": "local"}},
-                  simulation={"patient_engine": engine, **(simulation or {})})
+    return Recipe(
+        name="t",
+        engines={"local": {"kind": "embedded"}},
+        roles={"default": {"engine": "local"}},
+        simulation={"patient_engine": engine, **(simulation or {})},
+    )
 
 
 @pytest.mark.parametrize("engine", ["patientact:no_tg", ["patientact:no_dm", "patientact:no_pipe"]])

@@ -25,8 +25,11 @@ def _recipe(tmp_path, url: str) -> str:
             "judge": {"engine": "api", "reasoning_effort": "high", "max_tokens": 64},
             "screener": {"engine": "api", "temperature": 0.2, "max_tokens": 64},  # refused: not the default of 1
         },
-        "simulation": {"counsellors": [{"name": "luna", "engine": "api", "model": "o4-mini",
-                                        "reasoning_effort": "low", "temperature": 1.0}]},
+        "simulation": {
+            "counsellors": [
+                {"name": "luna", "engine": "api", "model": "o4-mini", "reasoning_effort": "low", "temperature": 1.0}
+            ]
+        },
     }
     path = tmp_path / "r.yaml"
     path.write_text(yaml.safe_dump(data))
@@ -64,10 +67,24 @@ def test_engines_check_command_prints_the_requests_per_role_and_exits_2_on_a_ref
 def test_counsellor_binding_sends_the_same_request_options_as_a_role():
     fake = FakeBackend(lambda _r: "hello")
     engines = Engines.with_backend(fake).start()
-    cfg = SimulationConfig.from_section({"counsellors": [
-        {"name": "luna", "engine": "fake", "model": "m", "reasoning_effort": "medium", "thinking": False,
-         "omit": ["top_p"], "extra_body": {"provider": {"order": ["x"]}}, "reasoning_budget": 100, "max_tokens": 50,
-         "timeout_s": 9}]})
+    cfg = SimulationConfig.from_section(
+        {
+            "counsellors": [
+                {
+                    "name": "luna",
+                    "engine": "fake",
+                    "model": "m",
+                    "reasoning_effort": "medium",
+                    "thinking": False,
+                    "omit": ["top_p"],
+                    "extra_body": {"provider": {"order": ["x"]}},
+                    "reasoning_budget": 100,
+                    "max_tokens": 50,
+                    "timeout_s": 9,
+                }
+            ]
+        }
+    )
     binding = cfg.counsellors[0]
     assert isinstance(binding, CounsellorBinding)
     client = counsellor_client(engines, binding)
@@ -82,9 +99,12 @@ def test_a_reasoning_model_whose_roles_send_no_temperature_passes_the_probe():
     from mindsimkit.mindcore.config import EnginesConfig
 
     with OpenAIStub(hosted_reasoning(probe_answers)).serve("o3") as stub:
-        cfg = EnginesConfig.model_validate({"engines": {"api": {"kind": "openai", "base_url": stub.base_url,
-                                                                "model": "o3"}},
-                                            "roles": {"default": {"engine": "api", "max_tokens": 64}}})
+        cfg = EnginesConfig.model_validate(
+            {
+                "engines": {"api": {"kind": "openai", "base_url": stub.base_url, "model": "o3"}},
+                "roles": {"default": {"engine": "api", "max_tokens": 64}},
+            }
+        )
         (h,) = check_engines(cfg)
         assert h.ok and h.structured_ok and not h.problem
         assert not any("temperature" in b for b in stub.requests)

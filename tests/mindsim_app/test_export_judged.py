@@ -33,10 +33,23 @@ VERDICTS = {
 def session_row(sid: str, n: int) -> dict:
     msgs = [{"role": "system", "content": f"system prompt of {sid}"}]
     for k in range(n):
-        msgs += [{"role": "user", "content": f"{sid} patient {k}"}, {"role": "assistant", "content": f"{sid} reply {k}"}]
-    return {"session_id": sid, "patient_id": "p1", "counsellor": "alpha", "session_index": 0, "seed": 0,
-            "ended_by": "patient", "turns": [{"index": k} for k in range(n)], "engines": {"counsellor": {"model": "fake"}}, "prompts": {"t": "h"},
-            "counsellor_system_prompt": msgs[0]["content"], "counsellor_messages": msgs}
+        msgs += [
+            {"role": "user", "content": f"{sid} patient {k}"},
+            {"role": "assistant", "content": f"{sid} reply {k}"},
+        ]
+    return {
+        "session_id": sid,
+        "patient_id": "p1",
+        "counsellor": "alpha",
+        "session_index": 0,
+        "seed": 0,
+        "ended_by": "patient",
+        "turns": [{"index": k} for k in range(n)],
+        "engines": {"counsellor": {"model": "fake"}},
+        "prompts": {"t": "h"},
+        "counsellor_system_prompt": msgs[0]["content"],
+        "counsellor_messages": msgs,
+    }
 
 
 @pytest.fixture
@@ -44,8 +57,10 @@ def run_dir(tmp_path: Path) -> Path:
     run = tmp_path / "run"
     (run / "sessions").mkdir(parents=True)
     (run / "judgments").mkdir()
-    pq.write_table(pa.Table.from_pylist([session_row(s, len(v)) for s, v in VERDICTS.items()]),
-                   run / "sessions" / "sessions.parquet")
+    pq.write_table(
+        pa.Table.from_pylist([session_row(s, len(v)) for s, v in VERDICTS.items()]),
+        run / "sessions" / "sessions.parquet",
+    )
     rows = []
     for sid, verdicts in VERDICTS.items():
         for k, v in enumerate(verdicts):
@@ -53,9 +68,16 @@ def run_dir(tmp_path: Path) -> Path:
                 continue
             for judge, sev in (("judge", v), ("judge:lenient", "no_concern")):
                 ok = sev != "failed"
-                rows.append({"session_id": sid, "reply_index": k, "judge": judge,
-                             "severity": sev if ok else None, "weight": WEIGHT[sev] if ok else None,
-                             "status": "ok" if ok else "failed"})
+                rows.append(
+                    {
+                        "session_id": sid,
+                        "reply_index": k,
+                        "judge": judge,
+                        "severity": sev if ok else None,
+                        "weight": WEIGHT[sev] if ok else None,
+                        "status": "ok" if ok else "failed",
+                    }
+                )
     pq.write_table(pa.Table.from_pylist(rows), run / "judgments" / "judgments.parquet")
     return record_as_stages(run)
 
@@ -88,8 +110,13 @@ def test_max_severity_minor_cuts_before_the_first_reply_above(run_dir):
     assert summary["sessions_emptied"] == 1 and summary["sessions_written"] == 4
     # Cut replies: s_major 2, s_first 2, s_failed 2, s_missing 1 = 7; kept 3 + 2 + 0 + 1 + 1 = 7.
     assert summary["replies_cut"] == 7 and summary["replies_kept"] == 7
-    assert summary["cut_by_reason"] == {"after an earlier cut in the session": 3, "judged critical": 1,
-                                        "judged major": 1, "judgment failed": 1, "not judged": 1}
+    assert summary["cut_by_reason"] == {
+        "after an earlier cut in the session": 3,
+        "judged critical": 1,
+        "judged major": 1,
+        "judgment failed": 1,
+        "not judged": 1,
+    }
 
 
 def test_max_severity_levels_and_judges(run_dir):
@@ -146,12 +173,17 @@ def test_a_cut_that_leaves_nothing_is_an_error_and_writes_nothing(run_dir, tmp_p
     path = run_dir / "judgments" / "judgments.parquet"
     table = pq.read_table(path)
     first = pc.equal(table.column("reply_index"), 0)
-    table = table.set_column(table.schema.get_field_index("weight"), "weight",
-                             pc.if_else(first, pa.scalar(5.0), table.column("weight")))
-    table = table.set_column(table.schema.get_field_index("severity"), "severity",
-                             pc.if_else(first, pa.scalar("major"), table.column("severity")))
-    table = table.set_column(table.schema.get_field_index("status"), "status",
-                             pc.if_else(first, pa.scalar("ok"), table.column("status")))
+    table = table.set_column(
+        table.schema.get_field_index("weight"), "weight", pc.if_else(first, pa.scalar(5.0), table.column("weight"))
+    )
+    table = table.set_column(
+        table.schema.get_field_index("severity"),
+        "severity",
+        pc.if_else(first, pa.scalar("major"), table.column("severity")),
+    )
+    table = table.set_column(
+        table.schema.get_field_index("status"), "status", pc.if_else(first, pa.scalar("ok"), table.column("status"))
+    )
     pq.write_table(table, path)
     record_as_stages(run_dir)
     out = tmp_path / "empty" / "sft.parquet"
@@ -172,8 +204,10 @@ BAD = "MAJOR tell me more about everything, and then more"
 def fake_judge(req):
     # The judge's prompt holds the whole transcript; only counterfactual replies carry marker words.
     if "MAJOR" in req.messages[-1]["content"]:
-        return {"issues": [{"issue": "over_exploring", "reason": "keeps asking", "quote": "MAJOR tell me more"}],
-                "severity": "major"}
+        return {
+            "issues": [{"issue": "over_exploring", "reason": "keeps asking", "quote": "MAJOR tell me more"}],
+            "severity": "major",
+        }
     return {"issues": [], "severity": "no_concern"}
 
 
@@ -245,8 +279,17 @@ def test_each_of_the_k_samples_is_its_own_draw(run_dir, tmp_path):
     engines = Engines.with_backend(counsellor, {"default": RoleSpec(engine="fake", seed=0)})
     judges = Engines.with_backend(FakeBackend(fake_judge, name="judge"))
     the_judge = Judge("judge", judges.role("judge"), load_rubric())
-    rows, summary, _ = asyncio.run(dpo_pairs(run_dir, [("solo", engines.role("counsellor"))], the_judge,
-                                             CheckpointDir(tmp_path / "cache"), k=4, turns=1, blank_retries=2))
+    rows, summary, _ = asyncio.run(
+        dpo_pairs(
+            run_dir,
+            [("solo", engines.role("counsellor"))],
+            the_judge,
+            CheckpointDir(tmp_path / "cache"),
+            k=4,
+            turns=1,
+            blank_retries=2,
+        )
+    )
     assert summary["distinct_replies_per_turn"] == {"4": 5} and summary["pairs"] == 5
     by_history: dict[str, list[int]] = {}
     for req in counsellor.requests:
@@ -299,8 +342,9 @@ def test_tie_break_pairs_replies_the_judge_gives_one_severity(run_dir, fake_engi
     assert rows == [] and summary["skipped"] == {"all judged replies equally severe": 5}
     # Asked for: the judge's probabilities order the two No concern replies; the less doubted one is chosen.
     the_judge.graded = True
-    rows, summary, details = asyncio.run(dpo_pairs(run_dir, counsellors, the_judge, cache, k=2, turns=1,
-                                                   tie_break="expected-severity"))
+    rows, summary, details = asyncio.run(
+        dpo_pairs(run_dir, counsellors, the_judge, cache, k=2, turns=1, tie_break="expected-severity")
+    )
     assert summary["pairs"] == 5 and summary["pairs_by_basis"] == {"expected-severity": 5}
     for row, detail in zip(rows, details):
         assert (row["chosen"][0]["content"], row["rejected"][0]["content"]) == (GOOD, CALM)
@@ -312,8 +356,9 @@ def test_tie_break_pairs_replies_the_judge_gives_one_severity(run_dir, fake_engi
     # Without logprobs the issue count decides, and equal counts are no pair (the reason says so).
     counsellors, plain, cache, _ = dpo_setup(fake_engines, tmp_path / "p", bad_text=CALM)
     plain.graded = True
-    rows, summary, _ = asyncio.run(dpo_pairs(run_dir, counsellors, plain, cache, k=2, turns=1,
-                                             tie_break="expected-severity"))
+    rows, summary, _ = asyncio.run(
+        dpo_pairs(run_dir, counsellors, plain, cache, k=2, turns=1, tie_break="expected-severity")
+    )
     assert rows == [] and summary["skipped"] == {"all judged replies equally severe, tie unbroken by issues": 5}
     with pytest.raises(InputError, match="--tie-break"):
         asyncio.run(dpo_pairs(run_dir, counsellors, plain, cache, k=2, turns=1, tie_break="coin"))
@@ -350,8 +395,10 @@ def test_dpo_command_over_http(run_dir, tmp_path, capsys):
 
     from mindsimkit.mindsim_app.cli import main
 
-    behaviour = by_model({"good": always_text(GOOD), "bad": always_text(BAD), "judge": from_responder(fake_judge)},
-                         always_text("unexpected role"))
+    behaviour = by_model(
+        {"good": always_text(GOOD), "bad": always_text(BAD), "judge": from_responder(fake_judge)},
+        always_text("unexpected role"),
+    )
     with OpenAIStub(behaviour) as stub:
         recipe = tmp_path / "dpo.yaml"
         recipe.write_text(
@@ -363,25 +410,61 @@ def test_dpo_command_over_http(run_dir, tmp_path, capsys):
             "simulation:\n  counsellors: ['counsellor:good', 'counsellor:bad']\n"
         )
         out = tmp_path / "dpo.jsonl"
-        code = main(["export", "dpo", str(run_dir), "--out", str(out), "--recipe", str(recipe),
-                     "--k", "2", "--turns", "1"])
+        code = main(
+            ["export", "dpo", str(run_dir), "--out", str(out), "--recipe", str(recipe), "--k", "2", "--turns", "1"]
+        )
         assert code == 0, capsys.readouterr().err
         rows = [json.loads(x) for x in out.read_text().splitlines()]
         assert len(rows) == 5
         assert {(r["chosen_model"], r["rejected_model"]) for r in rows} == {("good", "bad")}
         summary = json.loads((tmp_path / "dpo.jsonl.summary.json").read_text())
         assert summary["pairs"] == 5 and summary["replies_asked"] == 10
-        assert main(["export", "dpo", str(run_dir), "--out", str(out), "--recipe", str(recipe),
-                     "--counsellor", "counsellor:nobody"]) == 2
+        assert (
+            main(
+                [
+                    "export",
+                    "dpo",
+                    str(run_dir),
+                    "--out",
+                    str(out),
+                    "--recipe",
+                    str(recipe),
+                    "--counsellor",
+                    "counsellor:nobody",
+                ]
+            )
+            == 2
+        )
         assert "distinct replies per turn (of 2): 2 in 5 turns" in capsys.readouterr().out
         # Both counsellors calm: every turn's replies are equally severe, no pair, exit 1 and no file.
-        recipe.write_text(recipe.read_text().replace("counsellor:bad: {engine: stub, model: bad}",
-                                                     "counsellor:bad: {engine: stub, model: good}"))
+        recipe.write_text(
+            recipe.read_text().replace(
+                "counsellor:bad: {engine: stub, model: bad}", "counsellor:bad: {engine: stub, model: good}"
+            )
+        )
         empty = tmp_path / "none" / "dpo.parquet"
-        assert main(["export", "dpo", str(run_dir), "--out", str(empty), "--recipe", str(recipe),
-                     "--k", "2", "--turns", "1"]) == 1
+        assert (
+            main(
+                [
+                    "export",
+                    "dpo",
+                    str(run_dir),
+                    "--out",
+                    str(empty),
+                    "--recipe",
+                    str(recipe),
+                    "--k",
+                    "2",
+                    "--turns",
+                    "1",
+                ]
+            )
+            == 1
+        )
         err = without_progress(capsys.readouterr().err).strip().splitlines()
-        assert len(err) == 1 and "no preference pairs from 5 sampled turns (5 all judged replies equally severe)" in err[0]
+        assert (
+            len(err) == 1 and "no preference pairs from 5 sampled turns (5 all judged replies equally severe)" in err[0]
+        )
         assert not empty.parent.exists() or not any(empty.parent.iterdir())
 
 
@@ -393,16 +476,19 @@ def test_dpo_on_the_embedded_engine(embedded_engines, run_dir, tmp_path):
     from mindsimkit.judge.judging import Judge
     from mindsimkit.judge.rubric import load_rubric
     from mindsimkit.mindcore.io import CheckpointDir
+
     one = tmp_path / "one"
     (one / "sessions").mkdir(parents=True)
     table = pq.read_table(run_dir / "sessions" / "sessions.parquet").to_pylist()
-    pq.write_table(pa.Table.from_pylist([r for r in table if r["session_id"] == "s_clean"]),
-                   one / "sessions" / "sessions.parquet")
+    pq.write_table(
+        pa.Table.from_pylist([r for r in table if r["session_id"] == "s_clean"]), one / "sessions" / "sessions.parquet"
+    )
     record_as_stages(one)
     counsellors = [("local", embedded_engines.role("counsellor"))]
     the_judge = Judge("judge", embedded_engines.role("judge"), load_rubric(), full_rubric=False)
     rows, summary, _ = embedded_engines.run(
-        dpo_pairs(one, counsellors, the_judge, CheckpointDir(tmp_path / "cache"), k=2, turns=1, min_gap=0.5))
+        dpo_pairs(one, counsellors, the_judge, CheckpointDir(tmp_path / "cache"), k=2, turns=1, min_gap=0.5)
+    )
     assert summary["turns_sampled"] == 1 and summary["replies_asked"] == 2
     assert summary["pairs"] + sum(summary["skipped"].values()) == 1 and len(rows) == summary["pairs"]
     # Every asked reply is judged, or counted as a counsellor or judge failure; the turn's outcome follows from
@@ -414,8 +500,12 @@ def test_dpo_on_the_embedded_engine(embedded_engines, run_dir, tmp_path):
     else:
         (why,) = summary["skipped"]
         assert (why == "fewer than two judged replies") == (lost > 0), summary
-        assert why in {"fewer than two judged replies", "all judged replies equally severe",
-                       "best reply above --chosen-max", "gap below --min-gap"}, summary
+        assert why in {
+            "fewer than two judged replies",
+            "all judged replies equally severe",
+            "best reply above --chosen-max",
+            "gap below --min-gap",
+        }, summary
     for row in rows:
         assert row["chosen_weight"] < row["rejected_weight"]
         assert row["prompt"][0]["role"] == "system" and row["prompt"][-1]["role"] == "user"
@@ -439,8 +529,9 @@ def test_the_recorded_recipe_resolves_from_another_directory(tmp_path, monkeypat
     monkeypatch.chdir(elsewhere)
 
     def record(path: str) -> None:
-        header = RunHeader(run_id="r1", recipe_hash="h", status="finished",
-                           recipe={"name": "mine", "path": path, "seed": 0})
+        header = RunHeader(
+            run_id="r1", recipe_hash="h", status="finished", recipe={"name": "mine", "path": path, "seed": 0}
+        )
         (run / "run.json").write_text(header.model_dump_json())
 
     record("recipes/mine.yaml")

@@ -51,8 +51,10 @@ def fake_dpo(run: Path, folder: Path, fake_engines) -> dict[str, Path]:
 
     rows, summary, details = asyncio.run(dpo_pairs(run, counsellors, the_judge, cache, k=2, turns=1))
     assert rows
-    return {f"dpo.{s}": write_export("dpo", rows, folder / f"dpo.{s}", summary=summary, provenance=details,
-                                     why_empty="") for s in ("jsonl", "parquet")}
+    return {
+        f"dpo.{s}": write_export("dpo", rows, folder / f"dpo.{s}", summary=summary, provenance=details, why_empty="")
+        for s in ("jsonl", "parquet")
+    }
 
 
 def check_exports(paths: dict[str, Path], cache: Path) -> dict[str, int]:
@@ -118,7 +120,10 @@ def test_every_export_of_a_fake_run_loads_and_masks_only_the_learner(fake_run, t
     # The patientact sessions' patient calls no tools: their rows say so with an empty list.
     engines = {r["patient_engine"]: r["tools"] for r in table.to_pylist()}
     assert not engines["patientact"] and {t["function"]["name"] for t in engines["mindsim"]} == {
-        "commit_move", "complete_todo", "add_todo"}
+        "commit_move",
+        "complete_todo",
+        "add_todo",
+    }
 
 
 def test_the_first_block_of_a_jsonl_export_shows_every_shape(tmp_path):
@@ -129,10 +134,13 @@ def test_the_first_block_of_a_jsonl_export_shows_every_shape(tmp_path):
 
     def row(i: int, args: dict, secondary=None) -> dict:
         call = {"id": f"c{i}", "type": "function", "function": {"name": "commit_move", "arguments": args}}
-        return {"messages": [
-            {"role": "assistant", "content": None, "tool_calls": [call], "tool_call_id": None, "name": None},
-            {"role": "tool", "content": "ok", "tool_calls": None, "tool_call_id": f"c{i}", "name": "commit_move"}],
-            "note": secondary}
+        return {
+            "messages": [
+                {"role": "assistant", "content": None, "tool_calls": [call], "tool_call_id": None, "name": None},
+                {"role": "tool", "content": "ok", "tool_calls": None, "tool_call_id": f"c{i}", "name": "commit_move"},
+            ],
+            "note": secondary,
+        }
 
     rows = [row(i, {"move": "share"}) for i in range(300)] + [row(300, {"item": "sleep"}, "late")]
     raw, ordered = tmp_path / "raw.jsonl", tmp_path / "ordered.jsonl"
@@ -187,16 +195,19 @@ def test_the_gguf_header_reader_agrees_with_gguf(tmp_path):
 def test_rows_are_written_with_the_nested_types(tmp_path):
     rows = [{"messages": [{"role": "user", "content": "hi"}, {"role": "assistant", "content": "hello"}], "n": 1}]
     out = write_export("sft", rows, tmp_path / "s.parquet", summary={}, provenance=[], why_empty="")
-    assert pq.read_schema(out).field("messages").type == pa.list_(pa.struct([("role", pa.string()),
-                                                                              ("content", pa.string())]))
+    assert pq.read_schema(out).field("messages").type == pa.list_(
+        pa.struct([("role", pa.string()), ("content", pa.string())])
+    )
     assert pq.read_table(out).to_pylist() == rows
 
 
 # -- the embedded study run -------------------------------------------------------------------------------
 
+
 @pytest.mark.embedded
-def test_every_export_of_the_study_run_loads_and_masks_only_the_learner(study_run, embedded_engines, tmp_path,
-                                                                       capsys, fake_engines):
+def test_every_export_of_the_study_run_loads_and_masks_only_the_learner(
+    study_run, embedded_engines, tmp_path, capsys, fake_engines
+):
     """The same on real output: the study run's exports (the preference pairs over its real histories,
     with fake replies) load, render with only the learner's tokens in the mask, and the tokenizer built from the
     GGUF gives the ids the embedded llama.cpp server gives for the same text."""
@@ -209,14 +220,16 @@ def test_every_export_of_the_study_run_loads_and_masks_only_the_learner(study_ru
     rows = [json.loads(x) for x in paths["patient.jsonl"].read_text().splitlines()]
     for row in rows[:3]:
         text = chat_tokens.render(row["messages"], row["tools"])
-        got = httpx.post(f"{base}/tokenize", json={"content": text, "add_special": False, "parse_special": True},
-                         timeout=60).json()["tokens"]
+        got = httpx.post(
+            f"{base}/tokenize", json={"content": text, "add_special": False, "parse_special": True}, timeout=60
+        ).json()["tokens"]
         assert got == chat_tokens.gguf_tokenizer().encode(text, add_special_tokens=False).ids
 
 
 @pytest.mark.embedded
-def test_preference_pairs_of_the_study_run_with_the_tie_break_train(study_run, embedded_engines, tmp_path, capsys,
-                                                                   monkeypatch):
+def test_preference_pairs_of_the_study_run_with_the_tie_break_train(
+    study_run, embedded_engines, tmp_path, capsys, monkeypatch
+):
     """`export dpo --tie-break expected-severity` on the embedded study run: the 135M judge gives its replies one
     severity (2 of 2 turns Critical on a copy of the study run, 2026-12-06), and its probabilities of the severity
     labels order them. Run from another directory without --recipe
@@ -238,8 +251,23 @@ def test_preference_pairs_of_the_study_run_with_the_tie_break_train(study_run, e
         pq.write_table(pa.Table.from_pylist([session]), run / "sessions" / "sessions.parquet")
         record_as_stages(run)
         # The 135M judge calls nearly every reply Critical: the chosen one may be too, or nothing pairs.
-        code = main(["export", "dpo", str(run), "--out", str(out), "--k", "3", "--turns", "1",
-                     "--tie-break", "expected-severity", "--chosen-max", "critical"])
+        code = main(
+            [
+                "export",
+                "dpo",
+                str(run),
+                "--out",
+                str(out),
+                "--k",
+                "3",
+                "--turns",
+                "1",
+                "--tie-break",
+                "expected-severity",
+                "--chosen-max",
+                "critical",
+            ]
+        )
         captured = capsys.readouterr()
         tried.append((code, without_progress(captured.err).strip()[-300:]))
         assert code in (0, 1), tried  # no pair is exit 1 with its reason; anything else is a bug
@@ -256,6 +284,17 @@ def test_preference_pairs_of_the_study_run_with_the_tie_break_train(study_run, e
             assert row["chosen_expected_weight"] < row["rejected_expected_weight"]
     pytest.importorskip("trl", reason="DPOTrainer needs trl and torch (docs/training.md); the pairs were checked")
     pytest.importorskip("torch")
-    proc = subprocess.run([sys.executable, str(Path(__file__).resolve().parents[2] / "examples" / "train_trl.py"),
-                           "--dpo", str(out), "--steps", "1"], capture_output=True, text=True, timeout=3600)
+    proc = subprocess.run(
+        [
+            sys.executable,
+            str(Path(__file__).resolve().parents[2] / "examples" / "train_trl.py"),
+            "--dpo",
+            str(out),
+            "--steps",
+            "1",
+        ],
+        capture_output=True,
+        text=True,
+        timeout=3600,
+    )
     assert proc.returncode == 0 and "dpo" in proc.stdout, proc.stderr[-3000:]

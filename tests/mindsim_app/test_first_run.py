@@ -21,14 +21,23 @@ from openai_stub import OpenAIStub, from_responder
 
 from mindsimkit.mindcore.logs import root_logger_kept
 
-PROGRESS = re.compile(r"^\[\d\d:\d\d:\d\d\] progress: (?P<what>.+): (?P<done>\d+)/(?P<total>\d+) "
-                      r"(?P<event>started|running|done|stopped), \d+:\d\d:\d\d elapsed$")
+PROGRESS = re.compile(
+    r"^\[\d\d:\d\d:\d\d\] progress: (?P<what>.+): (?P<done>\d+)/(?P<total>\d+) "
+    r"(?P<event>started|running|done|stopped), \d+:\d\d:\d\d elapsed$"
+)
 
 
 def _mindsim(*args: object, env: dict[str, str], cwd: Path, stderr=subprocess.PIPE) -> subprocess.CompletedProcess:
     # `python -m mindsimkit` is the installed `mindsim` script's entry point, run by the interpreter under test.
-    return subprocess.run([sys.executable, "-m", "mindsimkit", *map(str, args)], cwd=cwd, env=env,
-                          stdout=subprocess.PIPE, stderr=stderr, text=True, timeout=900)
+    return subprocess.run(
+        [sys.executable, "-m", "mindsimkit", *map(str, args)],
+        cwd=cwd,
+        env=env,
+        stdout=subprocess.PIPE,
+        stderr=stderr,
+        text=True,
+        timeout=900,
+    )
 
 
 @pytest.fixture(scope="module")
@@ -42,8 +51,18 @@ def first_run(tmp_path_factory):
         recipe = _recipe(tmp / "r.yaml", stub)
         run = _mindsim("run", recipe, "--out", tmp / "run", env=env, cwd=tmp)
         with open(tmp / "err.log", "w") as err:
-            dpo = _mindsim("export", "dpo", tmp / "run", "--recipe", recipe, "--out", tmp / "pairs.jsonl",
-                           env=env, cwd=tmp, stderr=err)
+            dpo = _mindsim(
+                "export",
+                "dpo",
+                tmp / "run",
+                "--recipe",
+                recipe,
+                "--out",
+                tmp / "pairs.jsonl",
+                env=env,
+                cwd=tmp,
+                stderr=err,
+            )
     return run, dpo, (tmp / "err.log").read_text(), mpl
 
 

@@ -12,8 +12,7 @@ from pathlib import Path
 
 import pytest
 
-from import_fixtures import (OPENING, broken, member, realism_release, v1_line, v1_release, write_json,
-                             write_jsonl)
+from import_fixtures import OPENING, broken, member, realism_release, v1_line, v1_release, write_json, write_jsonl
 from mindsimkit.judge.alpha import alpha
 from mindsimkit.profilegen.dataset import load_profiles
 from test_exit_codes import error_line, mindsim, mindsim_here
@@ -29,6 +28,7 @@ def refused(proc: subprocess.CompletedProcess, *parts: str) -> None:
 
 # -- MindEval v1: data/human_annotations.jsonl → the long format → judge alpha -------------------------------------
 
+
 def test_v1_ratings_import_into_the_long_format_that_judge_alpha_reads(tmp_path):
     src = write_jsonl(tmp_path / "human_annotations.jsonl", v1_release())
     proc = mindsim("import", "mindeval-v1-ratings", src, "--out", tmp_path / "v1", cwd=tmp_path)
@@ -36,14 +36,28 @@ def test_v1_ratings_import_into_the_long_format_that_judge_alpha_reads(tmp_path)
     rows = [json.loads(line) for line in (tmp_path / "v1" / "ratings.jsonl").read_text().splitlines()]
     # 3 conversations x 10 criteria x 3 raters, less the one response whose status is not `submitted`.
     assert len(rows) == 3 * 10 * 3 - 10
-    assert {"item": "criterion_1", "unit": "conv-b", "rater": "u-bbbb", "value": 4, "system": "vendor/model-b",
-            "patient": "Ana"} in rows
+    assert {
+        "item": "criterion_1",
+        "unit": "conv-b",
+        "rater": "u-bbbb",
+        "value": 4,
+        "system": "vendor/model-b",
+        "patient": "Ana",
+    } in rows
     record = json.loads((tmp_path / "v1" / "import.json").read_text())
     assert record["skipped_by_status"] == {"skipped": 10} and record["conversations"] == 3
     assert len(record["sha256"]) == 64
 
-    proc = mindsim_here("judge", "alpha", tmp_path / "v1" / "ratings.jsonl", "--rubric", "mindeval_v1_human",
-                   "--out", tmp_path / "alpha", cwd=tmp_path)
+    proc = mindsim_here(
+        "judge",
+        "alpha",
+        tmp_path / "v1" / "ratings.jsonl",
+        "--rubric",
+        "mindeval_v1_human",
+        "--out",
+        tmp_path / "alpha",
+        cwd=tmp_path,
+    )
     assert proc.returncode == 0, proc.stderr
     rep = json.loads((tmp_path / "alpha" / "alpha.json").read_text())
     assert rep["not_applicable"] == 2  # the two 0s: not rated, left out of α
@@ -54,27 +68,36 @@ def test_v1_ratings_import_into_the_long_format_that_judge_alpha_reads(tmp_path)
     assert got == pytest.approx(want)
 
 
-@pytest.mark.parametrize("change, where", [
-    (lambda ls: ls[1].update({"criterion_2.responses.users": ["u-aaaa"]}), ":2: field 'criterion_2.responses'"),
-    (lambda ls: ls[0].update({"criterion_3.responses": [3, 7, 3]}), ":1: field 'criterion_3.responses[1]'"),
-    (lambda ls: ls[2].update({"criterion_5.responses": [3, 3, 3]}), ":3: field 'criterion_5.responses'"),
-    (lambda ls: ls[0].pop("id"), ":1: field 'id': missing"),
-], ids=["lists-out-of-step", "off-scale", "unknown-criterion", "no-id"])
+@pytest.mark.parametrize(
+    "change, where",
+    [
+        (lambda ls: ls[1].update({"criterion_2.responses.users": ["u-aaaa"]}), ":2: field 'criterion_2.responses'"),
+        (lambda ls: ls[0].update({"criterion_3.responses": [3, 7, 3]}), ":1: field 'criterion_3.responses[1]'"),
+        (lambda ls: ls[2].update({"criterion_5.responses": [3, 3, 3]}), ":3: field 'criterion_5.responses'"),
+        (lambda ls: ls[0].pop("id"), ":1: field 'id': missing"),
+    ],
+    ids=["lists-out-of-step", "off-scale", "unknown-criterion", "no-id"],
+)
 def test_a_v1_file_off_its_shape_is_refused_naming_line_and_field(tmp_path, change, where):
     lines = v1_release()
     change(lines)
     src = write_jsonl(tmp_path / "human_annotations.jsonl", lines)
-    refused(mindsim_here("import", "mindeval-v1-ratings", src, "--out", tmp_path / "v1", cwd=tmp_path), str(src) + where)
+    refused(
+        mindsim_here("import", "mindeval-v1-ratings", src, "--out", tmp_path / "v1", cwd=tmp_path), str(src) + where
+    )
     assert not (tmp_path / "v1").exists()
 
 
 def test_a_v1_file_whose_conversation_repeats_is_refused(tmp_path):
     src = write_jsonl(tmp_path / "h.jsonl", [v1_line("conv-a", {}), v1_line("conv-a", {})])
-    refused(mindsim_here("import", "mindeval-v1-ratings", src, "--out", tmp_path / "v1", cwd=tmp_path),
-            "conversation id 'conv-a' repeats")
+    refused(
+        mindsim_here("import", "mindeval-v1-ratings", src, "--out", tmp_path / "v1", cwd=tmp_path),
+        "conversation id 'conv-a' repeats",
+    )
 
 
 # -- MindEval2 realism study: member_realism_annotations.json → Tables 4, 13 and the counsellor labels ------------
+
 
 def test_the_realism_release_gives_tables_4_and_13_straight_from_the_file(tmp_path):
     src = write_json(tmp_path / "member_realism_annotations.json", realism_release())
@@ -111,15 +134,37 @@ def test_the_realism_import_writes_ratings_and_counsellor_labels_that_judge_agre
     record = json.loads((out / "import.json").read_text())
     assert record["release_counts"] == {"items": 6, "turn_ratings": 15} and record["turn_ratings"] == 15
     lines = [json.loads(x) for x in (out / "mhqr_annotations.jsonl").read_text().splitlines()]
-    assert {"excerpt_id": "item_004", "turn": 2, "annotator": "A3", "severity": "major",
-            "issues": ["out_of_scope"]} in lines  # the release's out_of_scope_responding, our id
+    assert {
+        "excerpt_id": "item_004",
+        "turn": 2,
+        "annotator": "A3",
+        "severity": "major",
+        "issues": ["out_of_scope"],
+    } in lines  # the release's out_of_scope_responding, our id
     key = json.loads((out / "mhqr_annotations.key.json").read_text())["excerpts"]
-    assert key["item_004"] == {"session_id": "item_004", "counsellor": "model-x", "reply_indices": [0, 1],
-                               "conversation_id": "conv_003", "first_member_turn": 3, "system": "mindeval",
-                               "context": "last5"}
+    assert key["item_004"] == {
+        "session_id": "item_004",
+        "counsellor": "model-x",
+        "reply_indices": [0, 1],
+        "conversation_id": "conv_003",
+        "first_member_turn": 3,
+        "system": "mindeval",
+        "context": "last5",
+    }
 
-    proc = mindsim_here("judge", "agreement", "--annotations", out / "mhqr_annotations.jsonl",
-                   "--key", out / "mhqr_annotations.key.json", "--out", tmp_path / "agr", "--draws", "20", cwd=tmp_path)
+    proc = mindsim_here(
+        "judge",
+        "agreement",
+        "--annotations",
+        out / "mhqr_annotations.jsonl",
+        "--key",
+        out / "mhqr_annotations.key.json",
+        "--out",
+        tmp_path / "agr",
+        "--draws",
+        "20",
+        cwd=tmp_path,
+    )
     assert proc.returncode == 0, proc.stderr
     rep = json.loads((tmp_path / "agr" / "agreement.json").read_text())
     # Each window is its own excerpt (the paper's unit): item_003 and item_004 show two of the same messages of
@@ -131,8 +176,9 @@ def test_the_realism_import_writes_ratings_and_counsellor_labels_that_judge_agre
     assert sev["exact"] == pytest.approx(4 / 6)
     assert set(rep["ranking"]["pooled"]) == {"model-x", "model-y"}
 
-    proc = mindsim_here("realism", "report", out / "realism_ratings.jsonl", "--out", tmp_path / "rep", "--draws", "10",
-                   cwd=tmp_path)
+    proc = mindsim_here(
+        "realism", "report", out / "realism_ratings.jsonl", "--out", tmp_path / "rep", "--draws", "10", cwd=tmp_path
+    )
     assert proc.returncode == 0, proc.stderr
 
 
@@ -140,18 +186,32 @@ def _drop_turn(r):
     r["items"][0]["ratings"] = [x for x in r["items"][0]["ratings"] if not (x["annotator"] == "A2" and x["turn"] == 2)]
 
 
-@pytest.mark.parametrize("change, parts", [
-    (lambda r: r["items"][2]["ratings"][0]["counsellor_issues"].append("rude"),
-     ["items[2].ratings[0]: field 'counsellor_issues[2]': unknown label 'rude'"]),
-    (lambda r: r["items"][1].update(system="human"), ["items[1]: field 'system': unknown value 'human'"]),
-    (lambda r: r["items"][4]["ratings"][1].update(rating=6), ["items[4].ratings[1]: field 'rating': 6"]),
-    (_drop_turn, ["items[0]: field 'ratings': annotator 'A2' rates turns [1] but not [2]"]),
-    (lambda r: r["items"][3]["turns"][1].update(turn=3), ["items[3].turns[1]: field 'turn': turns are numbered"]),
-    (lambda r: r["items"][3]["ratings"][1].update(turn=3), ["items[3].ratings[1]: field 'turn': 3"]),
-    (lambda r: r["items"][5]["source_window"].update(n_turns=3), ["items[5].source_window: field 'n_turns'"]),
-    (lambda r: r.pop("items"), ["field 'items': missing"]),
-], ids=["unknown-issue", "unknown-system", "off-scale", "turn-unrated", "turns-out-of-order", "no-such-turn",
-        "n-turns", "no-items"])
+@pytest.mark.parametrize(
+    "change, parts",
+    [
+        (
+            lambda r: r["items"][2]["ratings"][0]["counsellor_issues"].append("rude"),
+            ["items[2].ratings[0]: field 'counsellor_issues[2]': unknown label 'rude'"],
+        ),
+        (lambda r: r["items"][1].update(system="human"), ["items[1]: field 'system': unknown value 'human'"]),
+        (lambda r: r["items"][4]["ratings"][1].update(rating=6), ["items[4].ratings[1]: field 'rating': 6"]),
+        (_drop_turn, ["items[0]: field 'ratings': annotator 'A2' rates turns [1] but not [2]"]),
+        (lambda r: r["items"][3]["turns"][1].update(turn=3), ["items[3].turns[1]: field 'turn': turns are numbered"]),
+        (lambda r: r["items"][3]["ratings"][1].update(turn=3), ["items[3].ratings[1]: field 'turn': 3"]),
+        (lambda r: r["items"][5]["source_window"].update(n_turns=3), ["items[5].source_window: field 'n_turns'"]),
+        (lambda r: r.pop("items"), ["field 'items': missing"]),
+    ],
+    ids=[
+        "unknown-issue",
+        "unknown-system",
+        "off-scale",
+        "turn-unrated",
+        "turns-out-of-order",
+        "no-such-turn",
+        "n-turns",
+        "no-items",
+    ],
+)
 def test_a_realism_file_off_its_shape_is_refused_by_both_commands(tmp_path, change, parts):
     src = write_json(tmp_path / "release.json", broken(realism_release(), change))
     refused(mindsim_here("import", "mindeval2-realism", src, "--out", tmp_path / "imp", cwd=tmp_path), str(src), *parts)
@@ -161,6 +221,7 @@ def test_a_realism_file_off_its_shape_is_refused_by_both_commands(tmp_path, chan
 
 
 # -- MindEval2 members: data/profiles.jsonl → a profiles folder → simulate under the preset -------------------------
+
 
 def test_members_import_as_profiles_with_their_formulation_knobs_archetype_and_first_situation(tmp_path):
     src = write_jsonl(tmp_path / "profiles.jsonl", [member("m9001"), member("m9002", "ready_client")])
@@ -181,38 +242,61 @@ def test_members_import_as_profiles_with_their_formulation_knobs_archetype_and_f
     assert (tmp_path / "members" / "case_summaries" / "m9001.md").read_text() == raw["formulation"] + "\n"
 
 
-@pytest.mark.parametrize("row, where", [
-    (member(archetype="worrier"), ":1: field 'archetype': unknown archetype 'worrier'"),
-    (member(archetype=None), ":1: field 'archetype': null"),
-    (member(knobs={"verbosity": "high"}), ":1.knobs: field 'verbosity': unknown value 'high'"),
-    (member(knobs={"mood": "low"}), ":1.knobs: field 'mood': not a field"),
-    (member(situation={"goal": None}), ":1.situation: field 'goal': missing or empty"),
-    (member(situation={"checkpoints": ["a", "b", "c", "d", "e"]}), ":1.situation: field 'checkpoints'"),
-    (member(situation={"behaviors": ["ok", ""]}), ":1.situation: field 'behaviors[1]'"),
-    (member(notes="x"), ":1: field 'notes': not a field"),
-    ({"member_attributes": {"name": "Ana"}, "member_narrative": "You grew up …"},
-     ":1: field 'member_attributes': this is MindEval v1's profiles.jsonl"),
-], ids=["unknown-archetype", "null-archetype", "bad-knob", "extra-knob", "no-goal", "five-checkpoints",
-        "blank-behaviour", "extra-field", "mindeval-v1-file"])
+@pytest.mark.parametrize(
+    "row, where",
+    [
+        (member(archetype="worrier"), ":1: field 'archetype': unknown archetype 'worrier'"),
+        (member(archetype=None), ":1: field 'archetype': null"),
+        (member(knobs={"verbosity": "high"}), ":1.knobs: field 'verbosity': unknown value 'high'"),
+        (member(knobs={"mood": "low"}), ":1.knobs: field 'mood': not a field"),
+        (member(situation={"goal": None}), ":1.situation: field 'goal': missing or empty"),
+        (member(situation={"checkpoints": ["a", "b", "c", "d", "e"]}), ":1.situation: field 'checkpoints'"),
+        (member(situation={"behaviors": ["ok", ""]}), ":1.situation: field 'behaviors[1]'"),
+        (member(notes="x"), ":1: field 'notes': not a field"),
+        (
+            {"member_attributes": {"name": "Ana"}, "member_narrative": "You grew up …"},
+            ":1: field 'member_attributes': this is MindEval v1's profiles.jsonl",
+        ),
+    ],
+    ids=[
+        "unknown-archetype",
+        "null-archetype",
+        "bad-knob",
+        "extra-knob",
+        "no-goal",
+        "five-checkpoints",
+        "blank-behaviour",
+        "extra-field",
+        "mindeval-v1-file",
+    ],
+)
 def test_a_member_off_the_release_shape_is_refused_naming_line_and_field(tmp_path, row, where):
     src = write_jsonl(tmp_path / "profiles.jsonl", [row])
-    refused(mindsim_here("import", "mindeval2-profiles", src, "--out", tmp_path / "members", cwd=tmp_path), str(src) + where)
+    refused(
+        mindsim_here("import", "mindeval2-profiles", src, "--out", tmp_path / "members", cwd=tmp_path), str(src) + where
+    )
     assert not (tmp_path / "members").exists()
 
 
 def test_a_repeated_member_is_refused(tmp_path):
     src = write_jsonl(tmp_path / "profiles.jsonl", [member("m1"), member("m1")])
-    refused(mindsim_here("import", "mindeval2-profiles", src, "--out", tmp_path / "members", cwd=tmp_path),
-            f"{src}:2: member_id 'm1' repeats the one at {src}:1")
+    refused(
+        mindsim_here("import", "mindeval2-profiles", src, "--out", tmp_path / "members", cwd=tmp_path),
+        f"{src}:2: member_id 'm1' repeats the one at {src}:1",
+    )
 
 
-@pytest.mark.parametrize("member_id, problem", [
-    ("../../PRB_escape1", "holds a path separator"),
-    ("/tmp/PRB_escape2", "holds a path separator"),
-    ("PRB\nescape3", "holds a control character"),
-    ("..", "is a path step"),
-    ("x" * 300, "is 300 bytes long"),
-], ids=["dotdot", "absolute", "newline", "dotdot-alone", "longer-than-a-file-name"])
+@pytest.mark.parametrize(
+    "member_id, problem",
+    [
+        ("../../PRB_escape1", "holds a path separator"),
+        ("/tmp/PRB_escape2", "holds a path separator"),
+        ("PRB\nescape3", "holds a control character"),
+        ("..", "is a path step"),
+        ("x" * 300, "is 300 bytes long"),
+    ],
+    ids=["dotdot", "absolute", "newline", "dotdot-alone", "longer-than-a-file-name"],
+)
 def test_a_member_id_that_is_not_one_file_name_is_refused_and_nothing_is_written(tmp_path, member_id, problem):
     """A downloaded members file names the case-summary files: an id must not write outside --out (or fail late as
     an internal error). The third member is the bad one, so two good ones would be written first were it not
@@ -231,8 +315,10 @@ def test_a_member_id_that_is_not_one_file_name_is_refused_and_nothing_is_written
 
 def _recipe(path: Path, base_url: str, roles: list[str], extra: str) -> Path:
     lines = [f"  {r!r}: {{engine: stub, model: {r!r}}}" for r in roles]
-    path.write_text(f"name: stub\nseed: 3\nengines:\n  stub: {{kind: openai, base_url: '{base_url}', model: m, "
-                    "native_tools: false}\nroles:\n  default: {engine: stub}\n" + "\n".join(lines) + "\n" + extra)
+    path.write_text(
+        f"name: stub\nseed: 3\nengines:\n  stub: {{kind: openai, base_url: '{base_url}', model: m, "
+        "native_tools: false}\nroles:\n  default: {engine: stub}\n" + "\n".join(lines) + "\n" + extra
+    )
     return path
 
 
@@ -250,20 +336,28 @@ def test_an_imported_member_is_simulated_under_the_preset_with_its_own_first_ses
     from mindsimkit.mindsim.prompting import load_style_data
 
     src = write_jsonl(tmp_path / "profiles.jsonl", [member("m9001")])
-    assert mindsim_here("import", "mindeval2-profiles", src, "--out", tmp_path / "members", cwd=tmp_path).returncode == 0
+    assert (
+        mindsim_here("import", "mindeval2-profiles", src, "--out", tmp_path / "members", cwd=tmp_path).returncode == 0
+    )
     responder = ReferenceResponder(end_after=99)
     with OpenAIStub(from_responder(responder)) as stub:
         stub.serve("m", *SIM_ROLES)
-        recipe = _recipe(tmp_path / "r.yaml", stub.base_url, SIM_ROLES,
-                         "simulation: {preset: mindeval2-reference, sessions: 2, turn_cap: 3}\n")
-        proc = mindsim("simulate", "--profiles", tmp_path / "members", "--recipe", recipe, "--out", tmp_path / "sim",
-                       cwd=tmp_path)
+        recipe = _recipe(
+            tmp_path / "r.yaml",
+            stub.base_url,
+            SIM_ROLES,
+            "simulation: {preset: mindeval2-reference, sessions: 2, turn_cap: 3}\n",
+        )
+        proc = mindsim(
+            "simulate", "--profiles", tmp_path / "members", "--recipe", recipe, "--out", tmp_path / "sim", cwd=tmp_path
+        )
         requests = list(stub.requests)
     assert proc.returncode == 0, proc.stderr
     import pyarrow.parquet as pq
 
-    rows = sorted(pq.read_table(tmp_path / "sim" / "sessions" / "sessions.parquet").to_pylist(),
-                  key=lambda r: r["session_index"])
+    rows = sorted(
+        pq.read_table(tmp_path / "sim" / "sessions" / "sessions.parquet").to_pylist(), key=lambda r: r["session_index"]
+    )
     first, second = rows
     raw = member("m9001")
     situation = {k: v for k, v in raw["situation"].items() if k != "situation_id"}
@@ -277,9 +371,15 @@ def test_an_imported_member_is_simulated_under_the_preset_with_its_own_first_ses
     assert len(writes) == 1 and "previous conversation" in writes[0]["messages"][0]["content"]
     # The next-scenario writer reads the released formulation as the profile's writer brief.
     assert raw["formulation"].strip() in writes[0]["messages"][0]["content"]
-    moves = {tuple(json.loads(json.dumps(r["response_format"]["json_schema"]["schema"]))["properties"]["arguments"]
-                   ["properties"]["move"]["enum"])
-             for r in requests if "commit_move" in json.dumps(r.get("response_format") or {})}
+    moves = {
+        tuple(
+            json.loads(json.dumps(r["response_format"]["json_schema"]["schema"]))["properties"]["arguments"][
+                "properties"
+            ]["move"]["enum"]
+        )
+        for r in requests
+        if "commit_move" in json.dumps(r.get("response_format") or {})
+    }
     assert moves == {tuple(m.id for m in reference.load_reference_vocabulary().available("externalizer"))}
     scen = json.loads(next((tmp_path / "sim" / "sessions" / "scenarios").glob("*.json")).read_text())
     assert scen["engine"]["given"] == "profile" and scen["engine"]["situation_id"] == "m9001_sit00"
@@ -296,6 +396,7 @@ def test_a_patient_engine_that_reads_the_profile_layers_refuses_an_imported_memb
     profiles = convert(write_jsonl(tmp_path / "p.jsonl", [member("m9001")]))["profiles"]
     backend = FakeBackend(lambda req: pytest.fail("no model is called"))
     with Engines.with_backend(backend) as engines, pytest.raises(InputError) as err:
-        run_simulation(profiles, engines, SimulationConfig.from_section({"patient_engine": "patientact"}),
-                       tmp_path / "out", seed=0)
+        run_simulation(
+            profiles, engines, SimulationConfig.from_section({"patient_engine": "patientact"}), tmp_path / "out", seed=0
+        )
     assert "m9001" in str(err.value) and "patientact" in str(err.value) and "mindsim" in str(err.value)

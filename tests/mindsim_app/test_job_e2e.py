@@ -33,9 +33,16 @@ def recipe(study_run) -> Path:
 
 
 def test_every_stage_wrote_its_output(run_dir):
-    for rel in ("profiles/profiles.parquet", "sessions/sessions.parquet", "transcripts/transcripts.jsonl",
-                "validation/report.json", "validation/report.md", "dataset/README.md", "run.json",
-                "report.html"):
+    for rel in (
+        "profiles/profiles.parquet",
+        "sessions/sessions.parquet",
+        "transcripts/transcripts.jsonl",
+        "validation/report.json",
+        "validation/report.md",
+        "dataset/README.md",
+        "run.json",
+        "report.html",
+    ):
         assert (run_dir / rel).is_file(), rel
     info = json.loads((run_dir / "run.json").read_text())
     assert info["engines"]["patient"]["engine"] == "local"
@@ -68,9 +75,19 @@ def test_card_has_every_section(run_dir):
     header = card.split("---")[1]
     for key in ("license: cc-by-sa-4.0", "configs:", "task_categories:", "size_categories:", "tags:"):
         assert key in header
-    for section in ("## What is in it", "## How it was made", "### Engines and models per role", "### Prompt templates",
-                    "### Schedule settings", "### Counts", "### Screening verdicts", "### Pool against the clean population",
-                    "### Realism against the reference", "## Intended use and limits", "## Attribution and licence"):
+    for section in (
+        "## What is in it",
+        "## How it was made",
+        "### Engines and models per role",
+        "### Prompt templates",
+        "### Schedule settings",
+        "### Counts",
+        "### Screening verdicts",
+        "### Pool against the clean population",
+        "### Realism against the reference",
+        "## Intended use and limits",
+        "## Attribution and licence",
+    ):
         assert section in card, section
     assert "SmolLM2" in card and "MIBot" in card and "images/" in card
     assert (run_dir / "dataset" / "MIBOT_NOTICE.md").is_file()
@@ -85,15 +102,21 @@ def test_rerun_resumes_and_other_recipe_is_refused(study_run, recipe, embedded_e
     pool = pool_ids(run_dir)
     profile_marks = stamps(run_dir / "profiles" / "checkpoints")
     session_marks = stamps(run_dir / "sessions" / "checkpoints")
-    outage = any(json.loads(line)["retry_on_rerun"] for line in
-                 (run_dir / "profiles" / "failures.jsonl").read_text().splitlines())
+    outage = any(
+        json.loads(line)["retry_on_rerun"]
+        for line in (run_dir / "profiles" / "failures.jsonl").read_text().splitlines()
+    )
     summary = run_job(recipe, run_dir, engines=engines_for(recipe, embedded_engines))
     after = pq.read_table(run_dir / "sessions" / "sessions.parquet").column("session_id").to_pylist()
     # Finished work is reused, not redone: every checkpoint untouched and, unless the engine dropped a
     # request the first time (retried now), the same pool. An arc that failed may add sessions.
     assert summary.run_id == run_id and (outage or pool_ids(run_dir) == pool)
-    assert {k: v for k, v in stamps(run_dir / "profiles" / "checkpoints").items() if k in profile_marks} == profile_marks
-    assert {k: v for k, v in stamps(run_dir / "sessions" / "checkpoints").items() if k in session_marks} == session_marks
+    assert {
+        k: v for k, v in stamps(run_dir / "profiles" / "checkpoints").items() if k in profile_marks
+    } == profile_marks
+    assert {
+        k: v for k, v in stamps(run_dir / "sessions" / "checkpoints").items() if k in session_marks
+    } == session_marks
     assert set(before) <= set(after)
     other = tmp_path / "other.yaml"
     other.write_text(recipe.read_text().replace("name: study-test", "name: other"))
@@ -196,7 +219,13 @@ def test_publish_refuses_foreign_files_and_reference_text(run_dir, tmp_path, sha
     table = pq.read_table(transcripts)
     run_id = table.column("run_id")[0].as_py()
     forged = pa.Table.from_pylist(
-        [{"id": "x", "messages": [{"role": m["role"], "content": m["content"]} for m in line["messages"]], "run_id": run_id}]
+        [
+            {
+                "id": "x",
+                "messages": [{"role": m["role"], "content": m["content"]} for m in line["messages"]],
+                "run_id": run_id,
+            }
+        ]
     ).replace_schema_metadata(table.schema.metadata)
     pq.write_table(forged, transcripts)
     with pytest.raises(PublishRefused) as info:
@@ -224,4 +253,8 @@ def test_stubbed_push_sends_files_and_never_shows_the_token(run_dir, tmp_path, m
     writes = [r for r in hub.requests if r["path"].startswith(("/api/repos/create", "/api/datasets/"))]
     assert len(writes) >= 3 and all(r["auth"] == f"Bearer {secret}" for r in writes)
     assert secret not in captured.out + captured.err + caplog.text
-    assert not any(secret in p.read_text(errors="ignore") for p in run_dir.rglob("*") if p.is_file() and p.stat().st_size < 5_000_000)
+    assert not any(
+        secret in p.read_text(errors="ignore")
+        for p in run_dir.rglob("*")
+        if p.is_file() and p.stat().st_size < 5_000_000
+    )

@@ -26,14 +26,37 @@ def test_every_file_of_a_run_is_a_path_of_the_layout(run):
     layout = RunLayout(run)
     p, s, v, j, pa = layout.profiles, layout.sessions, layout.validation, layout.judgments, layout.patientact_judge
     files = {
-        layout.run_json, layout.manifest, p.parquet, p.pool_table, p.summary, p.failures, p.provenance,
-        s.layout_marker, s.parquet, s.summary, *s.shard(0, 1), layout.transcripts,
-        v.report_json, v.report_md, v.arc_cache, j.parquet, j.report_json, j.report_md,
-        pa.judgments, pa.report_json, pa.report_md, layout.report_html,
+        layout.run_json,
+        layout.manifest,
+        p.parquet,
+        p.pool_table,
+        p.summary,
+        p.failures,
+        p.provenance,
+        s.layout_marker,
+        s.parquet,
+        s.summary,
+        *s.shard(0, 1),
+        layout.transcripts,
+        v.report_json,
+        v.report_md,
+        v.arc_cache,
+        j.parquet,
+        j.report_json,
+        j.report_md,
+        pa.judgments,
+        pa.report_json,
+        pa.report_md,
+        layout.report_html,
     }
     item_folders = {  # one file per item, named by its key
-        p.checkpoints: ".json", p.case_summaries: ".md", s.checkpoints: ".json", s.scenarios: ".json",
-        s.decompositions: ".json", j.cache: ".json", pa.cache: ".json",
+        p.checkpoints: ".json",
+        p.case_summaries: ".md",
+        s.checkpoints: ".json",
+        s.scenarios: ".json",
+        s.decompositions: ".json",
+        j.cache: ".json",
+        pa.cache: ".json",
     }
     plots = set(v.plots()) | set(j.plots())
     written = _written(run)
@@ -46,8 +69,11 @@ def test_every_file_of_a_run_is_a_path_of_the_layout(run):
     assert {p.case_summary(r) for r in _pool_ids(p.parquet)} <= written
     # The card's folder, library logs and distilabel's own cache: the layout names the folder, its tools the rest.
     whole = [layout.dataset, layout.logs, p.distilabel_cache]
-    unnamed = sorted(str(f.relative_to(run)) for f in written - files - plots
-                     if f.parent not in item_folders and not any(w in f.parents for w in whole))
+    unnamed = sorted(
+        str(f.relative_to(run))
+        for f in written - files - plots
+        if f.parent not in item_folders and not any(w in f.parents for w in whole)
+    )
     assert not unnamed, f"the run wrote files the layout does not name: {unnamed}"
     assert (layout.dataset / "README.md").is_file()
 
@@ -62,15 +88,40 @@ def test_the_layout_spells_todays_folder(tmp_path):
     """Old run folders keep reading: the layout's names are the ones runs have always written."""
     layout = RunLayout(tmp_path)
     rel = lambda path: path.relative_to(tmp_path).as_posix()  # noqa: E731
-    assert [rel(x) for x in (layout.run_json, layout.logs, layout.profiles.parquet, layout.sessions.parquet,
-                             layout.sessions.summary, layout.sessions.layout_marker, layout.transcripts,
-                             layout.validation.report_json, layout.judgments.parquet, layout.judgments.cache,
-                             layout.patientact_judge.judgments, layout.dataset)] == [
-        "run.json", "logs", "profiles/profiles.parquet", "sessions/sessions.parquet", "sessions/summary.json",
-        "sessions/layout.json", "transcripts/transcripts.jsonl", "validation/report.json",
-        "judgments/judgments.parquet", "judgments/cache", "patientact_judge/judgments.jsonl", "dataset"]
-    assert [rel(x) for x in layout.sessions.shard(2, 8)] == ["sessions/shards/00002-of-00008.parquet",
-                                                             "sessions/shards/00002-of-00008.jsonl"]
+    assert [
+        rel(x)
+        for x in (
+            layout.run_json,
+            layout.logs,
+            layout.profiles.parquet,
+            layout.sessions.parquet,
+            layout.sessions.summary,
+            layout.sessions.layout_marker,
+            layout.transcripts,
+            layout.validation.report_json,
+            layout.judgments.parquet,
+            layout.judgments.cache,
+            layout.patientact_judge.judgments,
+            layout.dataset,
+        )
+    ] == [
+        "run.json",
+        "logs",
+        "profiles/profiles.parquet",
+        "sessions/sessions.parquet",
+        "sessions/summary.json",
+        "sessions/layout.json",
+        "transcripts/transcripts.jsonl",
+        "validation/report.json",
+        "judgments/judgments.parquet",
+        "judgments/cache",
+        "patientact_judge/judgments.jsonl",
+        "dataset",
+    ]
+    assert [rel(x) for x in layout.sessions.shard(2, 8)] == [
+        "sessions/shards/00002-of-00008.parquet",
+        "sessions/shards/00002-of-00008.jsonl",
+    ]
     assert not any(tmp_path.iterdir())  # describing the folder creates nothing
 
 

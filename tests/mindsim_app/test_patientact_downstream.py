@@ -22,18 +22,28 @@ MINDSIM_SCHEMAS = {"tool_choice:commit_move", "tool_choice:agenda"}
 
 def _recipe(engine, roles=None) -> Recipe:
     simulation = {} if engine is None else {"patient_engine": engine}
-    return Recipe(name="t", engines={"local": {"kind": "embedded"}},
-                  roles=roles or {"default": {"engine": "local"}}, simulation=simulation)
+    return Recipe(
+        name="t",
+        engines={"local": {"kind": "embedded"}},
+        roles=roles or {"default": {"engine": "local"}},
+        simulation=simulation,
+    )
 
 
 def _schemas(report) -> set[str]:
     return {ln.schema for ln in report.lines}
 
 
-@pytest.mark.parametrize("engine, mindsim, patientact", [
-    (None, True, False), ("mindsim", True, False), ("patientact", False, True),
-    (["mindsim", "patientact"], True, True), (["patientact", "mindsim"], True, True),
-])
+@pytest.mark.parametrize(
+    "engine, mindsim, patientact",
+    [
+        (None, True, False),
+        ("mindsim", True, False),
+        ("patientact", False, True),
+        (["mindsim", "patientact"], True, True),
+        (["patientact", "mindsim"], True, True),
+    ],
+)
 def test_each_engines_schemas_are_checked_only_when_the_recipe_runs_it(engine, mindsim, patientact):
     r = _recipe(engine)
     names = _schemas(fit_budgets(r, r.engines_config(), {"simulate"}))
@@ -61,13 +71,19 @@ def test_a_patient_budget_below_commit_move_is_refused_only_when_mindsim_plays_t
 def test_patientact_step_budget_is_checked_in_a_patientact_recipe_only():
     small = {"patientact": {"step_max_tokens": 10}}
     for engine, refused in (("mindsim", False), ("patientact", True), (["mindsim", "patientact"], True)):
-        r = Recipe(name="t", engines={"local": {"kind": "embedded"}}, roles={"default": {"engine": "local"}},
-                   simulation={"patient_engine": engine, **small})
+        r = Recipe(
+            name="t",
+            engines={"local": {"kind": "embedded"}},
+            roles={"default": {"engine": "local"}},
+            simulation={"patient_engine": engine, **small},
+        )
         if refused:
             with pytest.raises(ConfigError, match=r"simulation.patientact.step_max_tokens is 10"):
                 fit_budgets(r, r.engines_config(), {"simulate"})
         else:
-            assert not any(n.startswith("patientact:") for n in _schemas(fit_budgets(r, r.engines_config(), {"simulate"})))
+            assert not any(
+                n.startswith("patientact:") for n in _schemas(fit_budgets(r, r.engines_config(), {"simulate"}))
+            )
 
 
 def _probe_answers(req):
@@ -81,7 +97,8 @@ def _two_engines(recipe_engine):
     sim, talk = FakeBackend(_probe_answers, name="sim"), FakeBackend(lambda req: "Hello.", name="talk")
     cfg = EnginesConfig.model_construct(
         engines={n: OpenAIEngine(base_url="http://fake.invalid/v1", model=n) for n in ("sim", "talk")},
-        roles={"default": RoleSpec(engine="sim"), "patient": RoleSpec(engine="talk", max_tokens=256)})
+        roles={"default": RoleSpec(engine="sim"), "patient": RoleSpec(engine="talk", max_tokens=256)},
+    )
     return Engines(cfg, backends={"sim": sim, "talk": talk}), talk
 
 
@@ -130,8 +147,9 @@ def _both_engines_run(tmp_path_factory, engines=("mindsim", "patientact")):
     backend = FakeBackend(respond)
     config = SimulationConfig(sessions=2, turn_cap=4, patient_engine=list(engines))
     with Engines.with_backend(backend) as eng:
-        summary = simulate.run_simulation([make_profile("p1"), make_profile("p2", "joker", "formal")], eng, config,
-                                          out, seed=5)
+        summary = simulate.run_simulation(
+            [make_profile("p1"), make_profile("p2", "joker", "formal")], eng, config, out, seed=5
+        )
     assert summary.sessions_written == 4 * len(engines) and not summary.failed_arcs, summary.model_dump_json()[:500]
     return out
 
@@ -158,15 +176,24 @@ def test_validation_names_one_system_per_engine_and_counsellor(both_run, tmp_pat
     sims = _sims_by_counsellor(RunLayout(both_run))
     assert {k: len(v) for k, v in sims.items()} == {"mindsim/counsellor": 4, "patientact/counsellor": 4}
     assert all(r["patient_engine"] == name.split("/")[0] for name, rows in sims.items() for r in rows)
-    report = compare(None, sims, tmp_path / "validation", ValidationConfig(bootstrap_draws=20, floor_splits=4,
-                                                                            joint=False, plots=False))
+    report = compare(
+        None,
+        sims,
+        tmp_path / "validation",
+        ValidationConfig(bootstrap_draws=20, floor_splits=4, joint=False, plots=False),
+    )
     assert set(report["systems"]) == {"mindsim/counsellor", "patientact/counsellor"}
     # Transcripts written before the engine field existed were MindSim's: today's names exactly.
     old = RunLayout(tmp_path / "old")
     old.transcripts.parent.mkdir(parents=True)
     rows = [json.loads(line) for line in (both_run / "transcripts" / "transcripts.jsonl").read_text().splitlines()]
-    old.transcripts.write_text("".join(json.dumps({k: v for k, v in r.items() if k != "patient_engine"}) + "\n"
-                           for r in rows if r["patient_engine"] == "mindsim"))
+    old.transcripts.write_text(
+        "".join(
+            json.dumps({k: v for k, v in r.items() if k != "patient_engine"}) + "\n"
+            for r in rows
+            if r["patient_engine"] == "mindsim"
+        )
+    )
     assert {k: len(v) for k, v in _sims_by_counsellor(old).items()} == {"mindsim/counsellor": 4}
 
 
@@ -186,8 +213,12 @@ def test_card_explains_patientact_fields_with_counts_from_the_rows(both_run):
 
     rows = _sessions(both_run)
     pa_rows = [r for r in rows if r["patient_engine"] == "patientact"]
-    behaviours = Counter(t["patientact"]["behaviour"] for r in pa_rows for t in r["turns"]
-                         if t["patientact"] and t["patientact"]["behaviour"])
+    behaviours = Counter(
+        t["patientact"]["behaviour"]
+        for r in pa_rows
+        for t in r["turns"]
+        if t["patientact"] and t["patientact"]["behaviour"]
+    )
     assert len(behaviours) == 3  # the fixture's cycle reached the data
     folder, card = _card(both_run)
     section = card.split("### Patient engines")[1].split("### Screening verdicts")[0]
@@ -200,9 +231,28 @@ def test_card_explains_patientact_fields_with_counts_from_the_rows(both_run):
     end = sum(r["patientact"]["trust_end"] for r in pa_rows) / len(pa_rows)
     assert f"{start:.2f} at the start → {end:.2f} at the end" in section
     fields = card.split("### Patient engine fields")[1].split("## How it was made")[0]
-    for f in ("trust_before", "trust_after", "trust_change", "reaction", "intensity", "behaviour",
-              "resistance_pattern", "relevant", "retrieved", "blocked", "withheld", "signal", "patientact_turns",
-              "attachment", "theme", "trust_start", "trust_end", "switches", "decomposition", "patient_engine"):
+    for f in (
+        "trust_before",
+        "trust_after",
+        "trust_change",
+        "reaction",
+        "intensity",
+        "behaviour",
+        "resistance_pattern",
+        "relevant",
+        "retrieved",
+        "blocked",
+        "withheld",
+        "signal",
+        "patientact_turns",
+        "attachment",
+        "theme",
+        "trust_start",
+        "trust_end",
+        "switches",
+        "decomposition",
+        "patient_engine",
+    ):
         assert f"`{f}`" in fields
     assert "`turns[].patientact`" in card.split("## What is in it")[1].split("Load a config")[0]
     # The PatientAct columns survive into the published parquet and load with `datasets`.
@@ -214,7 +264,8 @@ def test_card_explains_patientact_fields_with_counts_from_the_rows(both_run):
     loaded = [r for r in ds if r["patient_engine"] == "patientact"]
     assert len(loaded) == len(pa_rows) and all(r["patientact"]["trust_end"] is not None for r in loaded)
     assert [t["patientact"]["behaviour"] for r in loaded for t in r["turns"]] == [
-        t["patientact"]["behaviour"] for r in pa_rows for t in r["turns"]]
+        t["patientact"]["behaviour"] for r in pa_rows for t in r["turns"]
+    ]
 
 
 def test_a_mindsim_only_card_has_no_patient_engine_sections(tmp_path_factory):

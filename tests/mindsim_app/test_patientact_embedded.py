@@ -42,7 +42,8 @@ def test_sessions_obey_the_engine_rules(study_run):
     rows = [r for r in every if r["patient_engine"] in ARMS]
     # The study run reruns until every arm has its sessions: two for the full engine, one for each ablation arm.
     assert sorted((r["patient_engine"], r["session_index"]) for r in rows) == sorted(
-        [("patientact", 0), ("patientact", 1)] + [(arm, 0) for arm in ARMS[1:]])
+        [("patientact", 0), ("patientact", 1)] + [(arm, 0) for arm in ARMS[1:]]
+    )
     for r in rows:
         pa = r["patientact"]
         switches = pa["switches"]
@@ -120,8 +121,13 @@ def test_patientact_rubric_and_patient_export(study_run, embedded_engines, tmp_p
     for j in lines:
         assert j["system"] == "patientact"
         if j["ok"]:
-            assert set(j["scores"]) == {"coherence", "disclosure_pacing", "resistance_quality",
-                                        "emotional_authenticity", "behavioural_realism"}
+            assert set(j["scores"]) == {
+                "coherence",
+                "disclosure_pacing",
+                "resistance_quality",
+                "emotional_authenticity",
+                "behavioural_realism",
+            }
             assert all(1 <= v <= 5 for v in j["scores"].values())
         else:
             assert j["error"]
@@ -133,7 +139,10 @@ def test_patientact_rubric_and_patient_export(study_run, embedded_engines, tmp_p
     written = json.loads((out / "sessions" / "summary.json").read_text())["sessions_written"]
     assert len(rows) == written
     # PatientAct's per-turn state is in the provenance side file, one line per row's session.
-    details = {d["session_id"]: d for d in map(json.loads, target.with_name(target.name + ".provenance.jsonl").read_text().splitlines())}
+    details = {
+        d["session_id"]: d
+        for d in map(json.loads, target.with_name(target.name + ".provenance.jsonl").read_text().splitlines())
+    }
     acts = [details[r["session_id"]] for r in rows if r["patient_engine"] in ARMS]
     turns = [t for d in acts for t in d["patientact_turns"] if t]
     assert turns and all({"trust_before", "trust_after", "reaction", "behaviour"} <= set(t) for t in turns)
@@ -144,7 +153,16 @@ def test_profile_evaluation_runs_on_the_study(study_run, tmp_path, capsys):
     engine is the suite's server (mindcore.embedded shares one server per process)."""
     from mindsimkit.mindsim_app.cli import main
 
-    code = main(["patientact", "profile-eval", str(study_run), "--recipe", str(study_run.parent / "recipe.yaml"),
-                 "--out", str(tmp_path)])
+    code = main(
+        [
+            "patientact",
+            "profile-eval",
+            str(study_run),
+            "--recipe",
+            str(study_run.parent / "recipe.yaml"),
+            "--out",
+            str(tmp_path),
+        ]
+    )
     assert code in (0, 1), capsys.readouterr().err
     assert "PatientAct profile evaluation" in (tmp_path / "patientact_profile_eval" / "report.md").read_text()

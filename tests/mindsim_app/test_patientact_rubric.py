@@ -14,7 +14,13 @@ from cli_streams import mindsim_script
 from mindsimkit.judge.patientact import parquet_system_labels
 from mindsimkit.mindcore.engine import Engines
 from mindsimkit.mindcore.fake import FakeBackend
-from mindsimkit.mindsim_app.patientact_eval.rubric import answer_model, identification_accuracy, judge_profile, rubrics, system_label
+from mindsimkit.mindsim_app.patientact_eval.rubric import (
+    answer_model,
+    identification_accuracy,
+    judge_profile,
+    rubrics,
+    system_label,
+)
 from simfakes import make_profile
 from test_patientact import PAResponder, decomposition, run
 
@@ -22,8 +28,12 @@ from test_patientact import PAResponder, decomposition, run
 def test_profile_judgment_and_identification_accuracy():
     d = decomposition()
     profile_dims = {x.id for x in rubrics().profile.dimensions}
-    ans = {**{f"{k}_reason": "specific" for k in profile_dims}, **dict.fromkeys(profile_dims, 4),
-           "attachment": d.psych.attachment, "theme": "helpless"}
+    ans = {
+        **{f"{k}_reason": "specific" for k in profile_dims},
+        **dict.fromkeys(profile_dims, 4),
+        "attachment": d.psych.attachment,
+        "theme": "helpless",
+    }
     backend = FakeBackend(lambda req: ans)
     with Engines.with_backend(backend) as engines:
         j = asyncio.run(judge_profile(engines.role("judge"), make_profile("p1"), d))
@@ -49,8 +59,12 @@ def test_the_profile_judge_never_sees_the_core_belief_or_its_theme(tmp_path):
     brief = f'{base.writer_brief}\nCore belief ({cb.cluster}, about the {cb.arm}): "{cb.belief}" {cb.history}'
     profile = base.model_copy(update={"writer_brief": brief})
     dims = {x.id for x in rubrics().profile.dimensions}
-    ans = {**{f"{k}_reason": "specific" for k in dims}, **dict.fromkeys(dims, 4), "attachment": d.psych.attachment,
-           "theme": "worthless"}
+    ans = {
+        **{f"{k}_reason": "specific" for k in dims},
+        **dict.fromkeys(dims, 4),
+        "attachment": d.psych.attachment,
+        "theme": "worthless",
+    }
     backend = FakeBackend(lambda req: {"reason": "varied", "rating": 4} if "iversity" in req.schema_name else ans)
     with Engines.with_backend(backend) as engines:
         j = asyncio.run(judge_profile(engines.role("judge"), profile, d))
@@ -80,14 +94,21 @@ def test_system_label_of_records_matches_the_parquet_reader(tmp_path):
     path = tmp_path / "sessions.parquet"
     # The columns the judge reads, stored as simulate.write_shard stores them (model_dump → Arrow structs);
     # the fake decomposition holds an empty dict Parquet cannot store, and the label does not need it.
-    rows = [{"session_id": r.session_id, "patient_engine": r.patient_engine,
-             "patientact": r.patientact.model_dump(mode="json", exclude={"decomposition"})} for r in (full, nopipe)]
+    rows = [
+        {
+            "session_id": r.session_id,
+            "patient_engine": r.patient_engine,
+            "patientact": r.patientact.model_dump(mode="json", exclude={"decomposition"}),
+        }
+        for r in (full, nopipe)
+    ]
     rows[1]["session_id"] = "other"
     pq.write_table(pa.Table.from_pylist(rows), path)
     assert parquet_system_labels(path) == {full.session_id: "patientact", "other": "patientact-no_pipeline"}
 
 
 # -- Table 1: the profile-evaluation command ------------------------------------------------------------------
+
 
 def _profile_run(tmp_path):
     from mindsimkit.mindsim.patientact.decompose import DecompositionStore
@@ -97,8 +118,12 @@ def _profile_run(tmp_path):
     run_dir = tmp_path / "run"
     profiles = [make_profile("p1"), make_profile("p2", "joker", "formal")]
     # Each persona names its profile, so a fake judge can tell which profile it is shown.
-    profiles = [p.model_copy(update={"persona": p.persona.model_copy(update={"persona": f"{p.profile_id}: {p.persona.persona}"})})
-                for p in profiles]
+    profiles = [
+        p.model_copy(
+            update={"persona": p.persona.model_copy(update={"persona": f"{p.profile_id}: {p.persona.persona}"})}
+        )
+        for p in profiles
+    ]
     write_profiles(profiles, run_dir / "profiles")
     store = DecompositionStore(run_dir)
     for p in profiles:
@@ -119,16 +144,35 @@ def test_profile_eval_writes_table_one_with_chance_rates_diversity_and_human_agr
             assert all(p.persona.persona in req.messages[0]["content"] for p in profiles)
             return {"reason": "two different men", "rating": 4}
         score = 5 if "p1:" in req.messages[0]["content"] else 3
-        return {**{f"{d}_reason": "ok" for d in dims}, **dict.fromkeys(dims, score),
-                "attachment": "disorganized", "theme": "worthless"}
+        return {
+            **{f"{d}_reason": "ok" for d in dims},
+            **dict.fromkeys(dims, score),
+            "attachment": "disorganized",
+            "theme": "worthless",
+        }
 
     truth = {p.profile_id: decomposition(p.profile_id).psych for p in profiles}
     human = tmp_path / "human.jsonl"
-    human.write_text("\n".join(json.dumps({
-        "item_id": pid, "rater": r, "scores": dict.fromkeys(dims, s), "source": "x",
-        "predicted": {"attachment": truth[pid].attachment, "theme": "worthless" if r == "r1" else "helpless"},
-        "truth": {"attachment": truth[pid].attachment, "theme": truth[pid].theme}})
-        for pid in ("p1", "p2") for r, s in (("r1", 4), ("r2", 5))) + "\n")
+    human.write_text(
+        "\n".join(
+            json.dumps(
+                {
+                    "item_id": pid,
+                    "rater": r,
+                    "scores": dict.fromkeys(dims, s),
+                    "source": "x",
+                    "predicted": {
+                        "attachment": truth[pid].attachment,
+                        "theme": "worthless" if r == "r1" else "helpless",
+                    },
+                    "truth": {"attachment": truth[pid].attachment, "theme": truth[pid].theme},
+                }
+            )
+            for pid in ("p1", "p2")
+            for r, s in (("r1", 4), ("r2", 5))
+        )
+        + "\n"
+    )
     div = tmp_path / "div.jsonl"
     div.write_text('{"rater": "r1", "rating": 4, "profiles": 2}\n{"rater": "r2", "rating": 5, "profiles": 2}\n')
     backend = FakeBackend(answer)
@@ -184,8 +228,9 @@ def test_the_identification_options_are_not_the_texts_the_formulation_is_written
     # The formulation prompt carries the writer's text; the judge and the rating page the options.
     d = decomposition()
     att, theme = d.psych.attachment, d.psych.theme
-    writer = psych_messages(make_profile("p1"), att, attachment_prior().descriptions[att], theme,
-                            theme_map().themes[theme])[0]["content"]
+    writer = psych_messages(
+        make_profile("p1"), att, attachment_prior().descriptions[att], theme, theme_map().themes[theme]
+    )[0]["content"]
     assert written[att] in writer and ident.attachment[att] not in writer
     dims = {x.id for x in rubrics().profile.dimensions}
     ans = {**{f"{k}_reason": "ok" for k in dims}, **dict.fromkeys(dims, 4), "attachment": att, "theme": theme}
@@ -205,8 +250,12 @@ def test_the_judge_and_the_raters_read_the_same_profile_text():
     d = decomposition().model_copy(update={"formulation": PsychFormulation(**PSYCH)})
     profile = make_profile("p1")
     dims = {x.id for x in rubrics().profile.dimensions}
-    ans = {**{f"{k}_reason": "ok" for k in dims}, **dict.fromkeys(dims, 4), "attachment": d.psych.attachment,
-           "theme": d.psych.theme}
+    ans = {
+        **{f"{k}_reason": "ok" for k in dims},
+        **dict.fromkeys(dims, 4),
+        "attachment": d.psych.attachment,
+        "theme": d.psych.theme,
+    }
     backend = FakeBackend(lambda req: ans)
     with Engines.with_backend(backend) as engines:
         asyncio.run(judge_profile(engines.role("judge"), profile, d))
@@ -215,8 +264,13 @@ def test_the_judge_and_the_raters_read_the_same_profile_text():
     from mindsimkit.mindsim.patientact.card import Section, card_markdown
 
     assert judge_sees.strip() == card_markdown([Section(s["title"], tuple(s["lines"])) for s in raters_see]).strip()
-    for line in (PSYCH["intermediate_beliefs"][0], PSYCH["triggers"][0], profile.formulation.presenting.summary,
-                 profile.persona.persona, "Wish: to be taken seriously"):
+    for line in (
+        PSYCH["intermediate_beliefs"][0],
+        PSYCH["triggers"][0],
+        profile.formulation.presenting.summary,
+        profile.persona.persona,
+        "Wish: to be taken seriously",
+    ):
         assert line in judge_sees, line
     assert profile.formulation.core_belief.belief not in judge_sees
 
@@ -237,19 +291,41 @@ def test_profile_card_command_renders_figure_two_from_a_run(tmp_path):
     folder.mkdir(parents=True)
     (folder / "p1-0.json").write_text(json.dumps(d.model_dump(mode="json")))
     out = tmp_path / "cards.md"
-    done = subprocess.run([mindsim_script() or "mindsim", "patientact", "profile-card", str(run_dir), "--out", str(out)],
-                          capture_output=True, text=True)
+    done = subprocess.run(
+        [mindsim_script() or "mindsim", "patientact", "profile-card", str(run_dir), "--out", str(out)],
+        capture_output=True,
+        text=True,
+    )
     assert done.returncode == 0, done.stderr
     card = out.read_text()
-    for heading in ("# Profile p1", "## Demographics", "## Presenting problem", "## Precipitating factors",
-                    "## Predisposing factors", "## Perpetuating factors", "## Protective factors", "## Core belief",
-                    "## Intermediate beliefs", "## Automatic thoughts", "## Triggers", "## Coping patterns",
-                    "## Emotional range", "## Interpersonal pattern: the counsellor", "## Seed attributes"):
+    for heading in (
+        "# Profile p1",
+        "## Demographics",
+        "## Presenting problem",
+        "## Precipitating factors",
+        "## Predisposing factors",
+        "## Perpetuating factors",
+        "## Protective factors",
+        "## Core belief",
+        "## Intermediate beliefs",
+        "## Automatic thoughts",
+        "## Triggers",
+        "## Coping patterns",
+        "## Emotional range",
+        "## Interpersonal pattern: the counsellor",
+        "## Seed attributes",
+    ):
         assert heading in card, heading
     assert f"Attachment style: {d.psych.attachment}" in card and profile.formulation.core_belief.belief in card
-    blind = subprocess.run([mindsim_script() or "mindsim", "patientact", "profile-card", str(run_dir), "--blind"], capture_output=True,
-                           text=True)
+    blind = subprocess.run(
+        [mindsim_script() or "mindsim", "patientact", "profile-card", str(run_dir), "--blind"],
+        capture_output=True,
+        text=True,
+    )
     assert blind.returncode == 0 and "## Core belief" not in blind.stdout and "Seed attributes" not in blind.stdout
-    bad = subprocess.run([mindsim_script() or "mindsim", "patientact", "profile-card", str(run_dir), "--patient", "nobody"],
-                         capture_output=True, text=True)
+    bad = subprocess.run(
+        [mindsim_script() or "mindsim", "patientact", "profile-card", str(run_dir), "--patient", "nobody"],
+        capture_output=True,
+        text=True,
+    )
     assert bad.returncode != 0 and "error:" in bad.stderr and "nobody" in bad.stderr

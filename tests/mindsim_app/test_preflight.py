@@ -46,7 +46,9 @@ def _screen() -> dict:
 
 # -- budgets --------------------------------------------------------------------------------------
 def test_small_budget_is_refused_naming_role_schema_setting_and_minimum():
-    r = _recipe({"default": {"engine": "local", "max_tokens": 4000}, "screener": {"engine": "local", "max_tokens": 900}})
+    r = _recipe(
+        {"default": {"engine": "local", "max_tokens": 4000}, "screener": {"engine": "local", "max_tokens": 900}}
+    )
     with pytest.raises(ConfigError) as info:
         fit_budgets(r, r.engines_config(), {"profiles"})
     msg = str(info.value)
@@ -96,8 +98,14 @@ def test_engine_tokenizer_lowers_the_minimum():
 def test_unbounded_schema_is_named_not_guessed():
     from mindsimkit.mindcore import budget
 
-    register_role_schema(RoleSchema("critic", "open-judgment", lambda: {
-        "type": "object", "properties": {"evidence": {"type": "string"}}}, frozenset({"critique"})))
+    register_role_schema(
+        RoleSchema(
+            "critic",
+            "open-judgment",
+            lambda: {"type": "object", "properties": {"evidence": {"type": "string"}}},
+            frozenset({"critique"}),
+        )
+    )
     try:
         r = _recipe({"default": {"engine": "local", "max_tokens": 100}})
         report = fit_budgets(r, r.engines_config(), {"critique"})
@@ -157,8 +165,10 @@ def _closed_port() -> int:
 
 
 def test_unreachable_engine_is_an_engine_error_naming_it():
-    r = _recipe({"default": {"engine": "gone"}},
-                engines={"gone": {"kind": "openai", "base_url": f"http://127.0.0.1:{_closed_port()}/v1", "model": "m"}})
+    r = _recipe(
+        {"default": {"engine": "gone"}},
+        engines={"gone": {"kind": "openai", "base_url": f"http://127.0.0.1:{_closed_port()}/v1", "model": "m"}},
+    )
     with Engines.from_config(r.engines_config()) as engines:
         with pytest.raises(EngineUnreachable, match="engine 'gone'") as info:
             preflight(r, engines, {"profiles"})
@@ -167,8 +177,14 @@ def test_unreachable_engine_is_an_engine_error_naming_it():
 
 def test_unset_key_variable_is_a_config_error_before_any_request(monkeypatch):
     monkeypatch.delenv(UNSET_KEY, raising=False)
-    engines_section = {"api": {"kind": "openai", "base_url": f"http://127.0.0.1:{_closed_port()}/v1", "model": "m",
-                               "api_key_env": UNSET_KEY}}
+    engines_section = {
+        "api": {
+            "kind": "openai",
+            "base_url": f"http://127.0.0.1:{_closed_port()}/v1",
+            "model": "m",
+            "api_key_env": UNSET_KEY,
+        }
+    }
     r = _recipe({"default": {"engine": "api"}}, engines=engines_section)
     with Engines.from_config(r.engines_config()) as engines:
         with pytest.raises(ConfigError, match=f"environment variable {UNSET_KEY} is not set"):
@@ -208,11 +224,19 @@ class _VLLMLike:
                     outer.tokenized += 1
                     self._send({"count": max(1, len(body["prompt"]) // 4), "max_model_len": max_model_len})
                     return
-                content = (json.dumps({"mood": "fine", "calm": True}) if body.get("response_format") else "Hi.")
-                self._send({"id": "x", "object": "chat.completion", "created": 0, "model": body["model"],
-                            "choices": [{"index": 0, "finish_reason": "stop",
-                                         "message": {"role": "assistant", "content": content}}],
-                            "usage": {"prompt_tokens": 1, "completion_tokens": 1, "total_tokens": 2}})
+                content = json.dumps({"mood": "fine", "calm": True}) if body.get("response_format") else "Hi."
+                self._send(
+                    {
+                        "id": "x",
+                        "object": "chat.completion",
+                        "created": 0,
+                        "model": body["model"],
+                        "choices": [
+                            {"index": 0, "finish_reason": "stop", "message": {"role": "assistant", "content": content}}
+                        ],
+                        "usage": {"prompt_tokens": 1, "completion_tokens": 1, "total_tokens": 2},
+                    }
+                )
 
         self.tokenized = 0
         self.server = ThreadingHTTPServer(("127.0.0.1", 0), Handler)
@@ -229,8 +253,9 @@ class _VLLMLike:
 
 
 def _served_recipe(url: str, model: str, **sections) -> Recipe:
-    return _recipe({"default": {"engine": "gpu"}},
-                   engines={"gpu": {"kind": "openai", "base_url": url, "model": model}}, **sections)
+    return _recipe(
+        {"default": {"engine": "gpu"}}, engines={"gpu": {"kind": "openai", "base_url": url, "model": model}}, **sections
+    )
 
 
 def test_model_not_listed_is_a_config_error_naming_the_fix():
@@ -272,7 +297,10 @@ def test_a_recipe_with_the_baselines_checks_the_mappers_budget_and_prompt():
     assert mapper and all(ln.budget >= ln.worst_case for ln in mapper)
     assert {ln.schema for ln in mapper} <= {"patient_psi:PatientPsiMap", "mindeval:MindEvalMap"}
     checked = {c.role: c for c in report.contexts}
-    assert checked["baseline_mapper"].fits and set(checked["baseline_mapper"].prompt.parts) == {"patient_psi", "mindeval"}
+    assert checked["baseline_mapper"].fits and set(checked["baseline_mapper"].prompt.parts) == {
+        "patient_psi",
+        "mindeval",
+    }
 
 
 def test_a_recipe_with_annaagent_checks_its_mapping_and_its_modulator_prompt():
@@ -283,14 +311,20 @@ def test_a_recipe_with_annaagent_checks_its_mapping_and_its_modulator_prompt():
             report = preflight(r, engines, {"simulate"})
     lines = {ln.schema: ln for ln in report.budgets.lines if ln.schema.startswith("annaagent:")}
     # The three modulator answers share one setting, so the fit reports the largest of them.
-    assert "annaagent:AnnaAgentMap" in lines and {ln.role for ln in lines.values()} == {"baseline_mapper",
-                                                                                       "annaagent_modulator"}
+    assert "annaagent:AnnaAgentMap" in lines and {ln.role for ln in lines.values()} == {
+        "baseline_mapper",
+        "annaagent_modulator",
+    }
     assert all(ln.budget >= ln.worst_case for ln in lines.values())
     checked = {c.role: c for c in report.contexts}
     assert "annaagent" in checked["baseline_mapper"].prompt.parts
     modulator = checked["annaagent_modulator"]
-    assert modulator.fits and set(modulator.prompt.parts) == {"emotion inference", "complaint switch", "memory check",
-                                                              "recall"}
+    assert modulator.fits and set(modulator.prompt.parts) == {
+        "emotion inference",
+        "complaint switch",
+        "memory check",
+        "recall",
+    }
 
 
 def test_a_recipe_with_consistentmi_checks_its_trackers_budgets_and_prompt():
@@ -309,8 +343,12 @@ def test_a_recipe_with_consistentmi_checks_its_trackers_budgets_and_prompt():
 
 
 def _patientact_contexts(engines_listed: list[str], context: int = 1_000_000, **patientact) -> dict:
-    sim = {"turn_cap": 4, "message_max_tokens": 200, "patient_engine": engines_listed,
-           "patientact": {"retrieval": "llm", **patientact}}
+    sim = {
+        "turn_cap": 4,
+        "message_max_tokens": 200,
+        "patient_engine": engines_listed,
+        "patientact": {"retrieval": "llm", **patientact},
+    }
     with _VLLMLike("m", context) as srv:
         r = _served_recipe(srv.base_url, "m", simulation=sim)
         with Engines.from_config(r.engines_config()) as engines:
@@ -327,7 +365,9 @@ def test_a_recipe_with_patientact_checks_its_own_roles_prompts():
     assert "system prompt" in parts and any(k.endswith("step (largest)") for k in parts)
     assert checked["patient_appraiser"].prompt.tokens == sum(parts.values())
     # The steps' prompt holds no profile in any arm (w/o DM changes the patient's prompt only).
-    with_dm = _patientact_contexts(["patientact", "patientact:no_dm"])["patient_appraiser"].prompt.parts["system prompt"]
+    with_dm = _patientact_contexts(["patientact", "patientact:no_dm"])["patient_appraiser"].prompt.parts[
+        "system prompt"
+    ]
     assert with_dm == parts["system prompt"]
     # More recent turns in the steps' context make the step (and the matcher's prompt) longer.
     longer = _patientact_contexts(["patientact"], context_turns=12)
@@ -335,15 +375,20 @@ def test_a_recipe_with_patientact_checks_its_own_roles_prompts():
     assert longer["patient_matcher"].prompt.tokens > checked["patient_matcher"].prompt.tokens
     # An 8k context cannot hold the decomposition prompt plus the default 7,000-token budget; the refusal
     # names the budget that sits above its schema's longest answer as the other way out.
-    with pytest.raises(ConfigError, match=r"role 'profile_decomposer'.*lower simulation\.patientact\."
-                                          r"decomposition_max_tokens from 7000 to its schema's longest answer"):
+    with pytest.raises(
+        ConfigError,
+        match=r"role 'profile_decomposer'.*lower simulation\.patientact\."
+        r"decomposition_max_tokens from 7000 to its schema's longest answer",
+    ):
         _patientact_contexts(["patientact"], context=8192)
 
 
 def test_counsellor_binding_on_an_unknown_engine_is_refused(fake_engines):
     engines, _ = fake_engines(_probe_answers)
-    r = _recipe({"default": {"engine": "local"}},
-                simulation={"counsellors": [{"name": "gpt", "engine": "nowhere", "model": "x"}]})
+    r = _recipe(
+        {"default": {"engine": "local"}},
+        simulation={"counsellors": [{"name": "gpt", "engine": "nowhere", "model": "x"}]},
+    )
     with engines:
         with pytest.raises(ConfigError, match="'gpt' names engine 'nowhere'"):
             preflight(r, engines, {"simulate"})
@@ -351,15 +396,31 @@ def test_counsellor_binding_on_an_unknown_engine_is_refused(fake_engines):
 
 # -- after a stage --------------------------------------------------------------------------------
 def test_all_failed_for_infrastructure_raises_with_classes_and_counts():
-    rows = [{"profile_id": str(i), "stage": "formulation", "error": "TransportError: engine 'x': could not connect",
-             "retry_on_rerun": True} for i in range(3)]
-    rows.append({"profile_id": "9", "stage": "screen", "error": "EngineUnavailable: refused key", "retry_on_rerun": True})
-    with pytest.raises(InfrastructureFailure, match=r"all 4 candidates.*3 × TransportError, 1 × EngineUnavailable") as info:
+    rows = [
+        {
+            "profile_id": str(i),
+            "stage": "formulation",
+            "error": "TransportError: engine 'x': could not connect",
+            "retry_on_rerun": True,
+        }
+        for i in range(3)
+    ]
+    rows.append(
+        {"profile_id": "9", "stage": "screen", "error": "EngineUnavailable: refused key", "retry_on_rerun": True}
+    )
+    with pytest.raises(
+        InfrastructureFailure, match=r"all 4 candidates.*3 × TransportError, 1 × EngineUnavailable"
+    ) as info:
         raise_if_all_failed("profiles", rows)
     assert isinstance(info.value, EngineError)
     # not all failed, or a failure that is the model's answer: nothing to say
     raise_if_all_failed("profiles", rows, attempted=8)
-    bad_json = {"profile_id": "5", "stage": "formulation", "error": "StructuredOutputError: EOF", "retry_on_rerun": False}
+    bad_json = {
+        "profile_id": "5",
+        "stage": "formulation",
+        "error": "StructuredOutputError: EOF",
+        "retry_on_rerun": False,
+    }
     raise_if_all_failed("profiles", [*rows, bad_json])
     raise_if_all_failed("profiles", [])
     # rows without retry_on_rerun (the simulator's failed arcs) are judged by their class
@@ -382,7 +443,8 @@ def test_counsellor_only_engine_is_not_asked_for_json():
     sim, chat_only = FakeBackend(_probe_answers, name="sim"), FakeBackend(lambda req: "Hello.", name="api")
     cfg = EnginesConfig.model_construct(
         engines={n: OpenAIEngine(base_url="http://fake.invalid/v1", model=n) for n in ("sim", "api")},
-        roles={"default": RoleSpec(engine="sim"), "counsellor": RoleSpec(engine="api", max_tokens=64)})
+        roles={"default": RoleSpec(engine="sim"), "counsellor": RoleSpec(engine="api", max_tokens=64)},
+    )
     with Engines(cfg, backends={"sim": sim, "api": chat_only}) as engines:
         report = preflight(_recipe({"default": {"engine": "local"}}), engines, {"simulate"})
     health = {h.engine: h for h in report.engines}
@@ -398,12 +460,17 @@ def test_a_raised_budget_goes_out_as_max_completion_tokens_with_the_reasoning_bu
     from mindsimkit.judge.rubric import answer_model, load_rubric
     from openai_stub import OpenAIStub, hosted_reasoning, probe_answers
 
-    worst = worst_case_tokens(answer_model(load_rubric(JudgeConfig().rubric), JudgeConfig().max_issues)
-                              .model_json_schema()).tokens
+    worst = worst_case_tokens(
+        answer_model(load_rubric(JudgeConfig().rubric), JudgeConfig().max_issues).model_json_schema()
+    ).tokens
     with OpenAIStub(hosted_reasoning(probe_answers)).serve("o3") as stub:
-        r = _recipe({"default": {"engine": "api"},
-                     "judge": {"engine": "api", "reasoning_effort": "high", "reasoning_budget": 1000}},
-                    engines={"api": {"kind": "openai", "base_url": stub.base_url, "model": "o3"}})
+        r = _recipe(
+            {
+                "default": {"engine": "api"},
+                "judge": {"engine": "api", "reasoning_effort": "high", "reasoning_budget": 1000},
+            },
+            engines={"api": {"kind": "openai", "base_url": stub.base_url, "model": "o3"}},
+        )
         with Engines.from_config(r.engines_config()) as engines:
             report = preflight(r, engines, {"judge"})
             assert engines.config.roles["judge"].max_tokens == worst  # raised in place, as before
@@ -418,6 +485,7 @@ def test_a_raised_budget_goes_out_as_max_completion_tokens_with_the_reasoning_bu
 def test_a_counsellor_opening_sizes_the_patient_for_every_turn_it_writes():
     """With the patient opening, the scripted opening is no model turn (turn_cap - 1 are written); with the
     counsellor greeting first every one of the turn_cap turns is written, so the prompt grows by one more."""
+
     def parts(**sim):
         with _VLLMLike("m", 1_000_000) as srv:
             r = _served_recipe(srv.base_url, "m", simulation={"turn_cap": 4, "message_max_tokens": 200, **sim})

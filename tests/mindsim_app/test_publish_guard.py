@@ -28,24 +28,48 @@ def _dataset(root: Path, patient_lines: list[str]) -> Path:
     """A run folder with profiles and transcripts, turned into its dataset folder by the toolkit's own writer."""
     run = root / "run"
     (run / "profiles").mkdir(parents=True)
-    pq.write_table(pa.table({"profile_id": ["p0", "p1"], "in_pool": [True, True]}), run / "profiles" / "profiles.parquet")
+    pq.write_table(
+        pa.table({"profile_id": ["p0", "p1"], "in_pool": [True, True]}), run / "profiles" / "profiles.parquet"
+    )
     (run / "transcripts").mkdir()
     with (run / "transcripts" / "transcripts.jsonl").open("w") as f:
         for i, text in enumerate(patient_lines):
-            f.write(json.dumps({"id": f"c{i}", "patient_id": f"p{i % 2}", "counsellor": "counsellor",
-                                "patient_engine": "mindsim", "session_index": 0, "messages": [
-                {"role": "assistant", "content": "What brings you here today?"},
-                {"role": "user", "content": text}]}) + "\n")
-    return build_dataset_folder(run, header({"run_id": RUN_ID, "recipe": {"name": "t", "seed": 1},
-                                             "provenance": base_provenance()}))
+            f.write(
+                json.dumps(
+                    {
+                        "id": f"c{i}",
+                        "patient_id": f"p{i % 2}",
+                        "counsellor": "counsellor",
+                        "patient_engine": "mindsim",
+                        "session_index": 0,
+                        "messages": [
+                            {"role": "assistant", "content": "What brings you here today?"},
+                            {"role": "user", "content": text},
+                        ],
+                    }
+                )
+                + "\n"
+            )
+    return build_dataset_folder(
+        run, header({"run_id": RUN_ID, "recipe": {"name": "t", "seed": 1}, "provenance": base_provenance()})
+    )
 
 
 def _reference(root: Path) -> Path:
     path = root / "reference.jsonl"
-    path.write_text(json.dumps({"id": "r1", "messages": [
-        {"role": "assistant", "content": "How can I help?"},
-        {"role": "user", "content": REFERENCE_LONG},
-        {"role": "user", "content": REFERENCE_SHORT}]}) + "\n")
+    path.write_text(
+        json.dumps(
+            {
+                "id": "r1",
+                "messages": [
+                    {"role": "assistant", "content": "How can I help?"},
+                    {"role": "user", "content": REFERENCE_LONG},
+                    {"role": "user", "content": REFERENCE_SHORT},
+                ],
+            }
+        )
+        + "\n"
+    )
     return path
 
 

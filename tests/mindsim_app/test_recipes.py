@@ -21,14 +21,18 @@ BENCHMARK = Path(__file__).resolve().parents[2] / "recipes" / "benchmark.yaml"
 
 
 # Each stage section's config model, as the job validates it before any engine starts.
-SECTION_MODELS = {"profiles": ProfilesConfig, "simulation": SimulationConfig, "validation": ValidationConfig,
-                  "judge": JudgeConfig, "output": OutputConfig, "release": ReleaseConfig}
+SECTION_MODELS = {
+    "profiles": ProfilesConfig,
+    "simulation": SimulationConfig,
+    "validation": ValidationConfig,
+    "judge": JudgeConfig,
+    "output": OutputConfig,
+    "release": ReleaseConfig,
+}
 
 
 def test_every_stage_section_has_its_model():
     assert set(SECTION_MODELS) == set(STAGE_SECTIONS)
-
-
 
 
 @pytest.mark.parametrize("path", RECIPES, ids=lambda p: p.name)
@@ -65,7 +69,12 @@ def test_realism_recipe_runs_the_papers_comparison():
     assert s.patient_engines == ["mindsim", "patientact", "patient_psi", "mindeval"] and len(s.counsellors) >= 2
     assert s.patientact.allow_end is False  # only MindSim may leave early (docs/baselines.md)
     v = r.validation
-    assert (v["first_sessions_only"], v["max_patient_turns"], v["counsellors"], v["arc"]) == (True, 15, ["counsellor"], True)
+    assert (v["first_sessions_only"], v["max_patient_turns"], v["counsellors"], v["arc"]) == (
+        True,
+        15,
+        ["counsellor"],
+        True,
+    )
     assert v["counsellors"][0] == s.counsellors[0]
 
 
@@ -147,5 +156,9 @@ def test_benchmark_recipe_passes_preflight_against_reasoning_and_thinking_stubs(
     assert {h.engine for h in report.engines if h.accepted} >= {"openai", "patient"}
     assert report.tool_calls() == {"patient": "native"}  # commit_move goes out as a real tool call
     assert all(a.ok for h in report.engines for a in h.accepted)
-    assert any(ln.startswith("request judge on openai (gpt-6.1-sol): ") and "reasoning_effort=high" in ln
-               and ln.endswith("accepted") for ln in report.lines())
+    assert any(
+        ln.startswith("request judge on openai (gpt-6.1-sol): ")
+        and "reasoning_effort=high" in ln
+        and ln.endswith("accepted")
+        for ln in report.lines()
+    )

@@ -59,8 +59,10 @@ def test_arc_agreement(run):
     [missing] = _one(run, min_arc_agreement=0.5)
     assert not missing["ok"] and missing["value"] is None and "validation.arc" in missing["detail"]
     v = _report(run)
-    v["arc"] = {"reference": {"0": {"P": 0.5, "T": 0.2, "C": 0.2, "F": 0.1}},
-                SYSTEM: {"0": {"P": 0.7, "T": 0.1, "C": 0.1, "F": 0.1}}}
+    v["arc"] = {
+        "reference": {"0": {"P": 0.5, "T": 0.2, "C": 0.2, "F": 0.1}},
+        SYSTEM: {"0": {"P": 0.7, "T": 0.1, "C": 0.1, "F": 0.1}},
+    }
     (run / "validation" / "report.json").write_text(json.dumps(v))
     [ok] = _one(run, min_arc_agreement=0.8)  # 1 - TV = 1 - 0.5 * (0.2 + 0.1 + 0.1) = 0.8
     [bad] = _one(run, min_arc_agreement=0.81)
@@ -70,8 +72,14 @@ def test_arc_agreement(run):
 def test_failed_arc_share(run):
     [ok] = _one(run, max_failed_arc_share=0.0)
     s = json.loads((run / "sessions" / "summary.json").read_text())
-    s["failed_arcs"] = [{"patient_id": "p1", "counsellor": "counsellor", "patient_engine": "mindsim",
-                         "error": "BlankItems: scenario writer returned blank items"}]
+    s["failed_arcs"] = [
+        {
+            "patient_id": "p1",
+            "counsellor": "counsellor",
+            "patient_engine": "mindsim",
+            "error": "BlankItems: scenario writer returned blank items",
+        }
+    ]
     (run / "sessions" / "summary.json").write_text(json.dumps(s))
     [bad] = _one(run, max_failed_arc_share=0.1)
     assert ok["ok"] and not bad["ok"] and bad["value"] == pytest.approx(1 / s["arcs"])
@@ -83,8 +91,9 @@ def test_release_section_is_checked_like_any_recipe_section():
     with pytest.raises(ConfigError, match=r"release\.max_index_ovr: unknown field"):
         recipe.section("release", ReleaseConfig)
     with pytest.raises(ConfigError, match="unknown feature"):
-        Recipe.model_validate({"name": "r", "engines": {}, "roles": {}, "release": {
-            "max_feature_distance": {"words": 1.0}}}).section("release", ReleaseConfig)
+        Recipe.model_validate(
+            {"name": "r", "engines": {}, "roles": {}, "release": {"max_feature_distance": {"words": 1.0}}}
+        ).section("release", ReleaseConfig)
 
 
 def _set_gate(run: Path, **release) -> None:

@@ -29,6 +29,7 @@ def fixture_run(tmp_path_factory) -> Path:
 
 # --- statistics ------------------------------------------------------------------------------------
 
+
 def test_sign_flip_is_exact_for_few_patients_and_holm_steps_down():
     # 3 positive differences: 2 of the 8 sign patterns are as extreme (all +, all -).
     assert ranking.sign_flip_p(np.array([1.0, 2.0, 3.0])) == pytest.approx(0.25)
@@ -62,8 +63,11 @@ def test_equal_up_to_noise_share_a_group_and_a_clearly_worse_one_does_not():
 def test_groups_follow_the_best_ranked_indistinguishable_system_not_transitivity():
     # x ≈ y and y ≈ z but x ≠ z: z joins y's group only if y is the best-ranked system it cannot be told from;
     # x differs from z, so z's best-ranked match is y, and y is in x's group: all in one group by the rule.
-    pairs = [{"a": "x", "b": "y", "p_holm": 0.5}, {"a": "x", "b": "z", "p_holm": 0.01},
-             {"a": "y", "b": "z", "p_holm": 0.4}]
+    pairs = [
+        {"a": "x", "b": "y", "p_holm": 0.5},
+        {"a": "x", "b": "z", "p_holm": 0.01},
+        {"a": "y", "b": "z", "p_holm": 0.4},
+    ]
     assert ranking.clusters(["x", "y", "z"], pairs) == {"x": 0, "y": 0, "z": 0}
     # ... while a system that differs from every better one starts its own group.
     pairs[2]["p_holm"] = 0.001
@@ -77,6 +81,7 @@ def test_too_few_shared_patients_is_no_evidence():
 
 # --- the page of one run ---------------------------------------------------------------------------
 
+
 def test_report_of_a_run_is_one_offline_file(fixture_run):
     path = build_report([fixture_run])
     assert path == fixture_run / "report.html"
@@ -87,8 +92,14 @@ def test_report_of_a_run_is_one_offline_file(fixture_run):
     assert not re.search(r"<(link|iframe|object|embed)\b", html, re.I)
     assert "<script src" not in html
     assert html.count("<svg") >= 6  # judge and validation charts are inline
-    for section in ("Leaderboard", "Realism against the reference", "Simulator health", "Versions", "Drill-down",
-                    "Worst replies"):
+    for section in (
+        "Leaderboard",
+        "Realism against the reference",
+        "Simulator health",
+        "Versions",
+        "Drill-down",
+        "Worst replies",
+    ):
         assert section in html
 
 
@@ -135,7 +146,7 @@ def test_quote_span_follows_the_judge_matching_rule():
     for _ in range(400):
         reply = " ".join(rng.choice(words) + rng.choice([" ", "  ", "\n", ""]) for _ in range(rng.randint(1, 12)))
         i = rng.randrange(len(reply))
-        quote = reply[i:i + rng.randint(0, 30)]
+        quote = reply[i : i + rng.randint(0, 30)]
         if rng.random() < 0.3:
             quote = quote.upper().replace("\u2019", "'").replace("\u201c", '"')
         if rng.random() < 0.2:
@@ -143,10 +154,11 @@ def test_quote_span_follows_the_judge_matching_rule():
         span = quote_span(quote, reply)
         assert (span is not None) == quote_in(quote, reply), (quote, reply)
         if span:
-            assert quote_in(reply[span[0]:span[1]], quote) and quote_in(quote, reply[span[0]:span[1]])
+            assert quote_in(reply[span[0] : span[1]], quote) and quote_in(quote, reply[span[0] : span[1]])
 
 
 # --- comparing runs --------------------------------------------------------------------------------
+
 
 def _copy(src: Path, dst: Path, edit) -> Path:
     """A copy of the run edited by hand to stand for one made differently, its manifest restamped to match."""
@@ -162,26 +174,55 @@ def _edit_json(path: Path, fn) -> None:
 
 
 def test_runs_of_the_same_versions_compare_on_one_page(fixture_run, tmp_path):
-    other = _copy(fixture_run, tmp_path / "seed2", lambda d: _edit_json(
-        d / "run.json", lambda x: x.update(run_id="second", recipe={"name": "fixture", "path": "recipe.yaml", "seed": 6})))
+    other = _copy(
+        fixture_run,
+        tmp_path / "seed2",
+        lambda d: _edit_json(
+            d / "run.json",
+            lambda x: x.update(run_id="second", recipe={"name": "fixture", "path": "recipe.yaml", "seed": 6}),
+        ),
+    )
     out = build_report([fixture_run, other], tmp_path / "both.html")
     html = out.read_text()
     assert 'id="compare"' in html and "second" in html and "mixed-banner" not in html
 
 
-@pytest.mark.parametrize("what, edit", [
-    ("toolkit", lambda d: _edit_json(d / "run.json", lambda x: x["provenance"].update(toolkit_version="9.9.9"))),
-    ("rubric of judge", lambda d: _edit_json(d / "judgments" / "report.json",
-                                             lambda x: x["judges"]["judge"].update(rubric_version="0.0-other"))),
-    ("judge preset ours vs mhqr-reference", lambda d: _edit_json(
-        d / "judgments" / "report.json", lambda x: x.update(preset={"name": "mhqr-reference", "source": "s"}))),
-    ("judge model of judge", lambda d: _edit_json(d / "judgments" / "report.json",
-                                                  lambda x: x["judges"]["judge"].update(model="other-judge"))),
-    ("templates counsellor/system.jinja2", lambda d: _edit_json(
-        d / "run.json", lambda x: x["prompt_hashes"].update({"counsellor/system.jinja2": "0000000000000000"}))),
-    ("reference", lambda d: _edit_json(d / "validation" / "report.json",
-                                       lambda x: x["reference"]["provenance"].update(source_sha256="ff" * 32))),
-])
+@pytest.mark.parametrize(
+    "what, edit",
+    [
+        ("toolkit", lambda d: _edit_json(d / "run.json", lambda x: x["provenance"].update(toolkit_version="9.9.9"))),
+        (
+            "rubric of judge",
+            lambda d: _edit_json(
+                d / "judgments" / "report.json", lambda x: x["judges"]["judge"].update(rubric_version="0.0-other")
+            ),
+        ),
+        (
+            "judge preset ours vs mhqr-reference",
+            lambda d: _edit_json(
+                d / "judgments" / "report.json", lambda x: x.update(preset={"name": "mhqr-reference", "source": "s"})
+            ),
+        ),
+        (
+            "judge model of judge",
+            lambda d: _edit_json(
+                d / "judgments" / "report.json", lambda x: x["judges"]["judge"].update(model="other-judge")
+            ),
+        ),
+        (
+            "templates counsellor/system.jinja2",
+            lambda d: _edit_json(
+                d / "run.json", lambda x: x["prompt_hashes"].update({"counsellor/system.jinja2": "0000000000000000"})
+            ),
+        ),
+        (
+            "reference",
+            lambda d: _edit_json(
+                d / "validation" / "report.json", lambda x: x["reference"]["provenance"].update(source_sha256="ff" * 32)
+            ),
+        ),
+    ],
+)
 def test_runs_measured_differently_are_refused_unless_allow_mixed(fixture_run, tmp_path, what, edit, capsys):
     from mindsimkit.mindsim_app.cli import main
 
@@ -206,14 +247,18 @@ def test_not_a_run_folder_is_exit_2(tmp_path, capsys):
 
 # --- failure attribution ----------------------------------------------------------------------------
 
-@pytest.mark.parametrize("error, side", [
-    ("TurnFailed: role 'patient': no accepted move after 4 commits", "patient side"),
-    ("BlankItems: scenario writer returned blank items: List should have at least 2 items", "patient side"),
-    ("StructuredOutputError: role 'memory_compactor': invalid output", "patient side"),
-    ("EngineError: role 'patient': connection refused", "engine"),
-    ("TransportError: engine 'stub' rejected the request (HTTP 400): scripted failure", "engine"),
-    ("TurnFailed: role 'counsellor:b': empty reply", "counsellor"),
-])
+
+@pytest.mark.parametrize(
+    "error, side",
+    [
+        ("TurnFailed: role 'patient': no accepted move after 4 commits", "patient side"),
+        ("BlankItems: scenario writer returned blank items: List should have at least 2 items", "patient side"),
+        ("StructuredOutputError: role 'memory_compactor': invalid output", "patient side"),
+        ("EngineError: role 'patient': connection refused", "engine"),
+        ("TransportError: engine 'stub' rejected the request (HTTP 400): scripted failure", "engine"),
+        ("TurnFailed: role 'counsellor:b': empty reply", "counsellor"),
+    ],
+)
 def test_every_failure_is_attributed(error, side):
     assert attribute(error) == side
 
@@ -230,15 +275,25 @@ def test_health_section_reads_the_run(fixture_run):
 
 # --- PatientAct: the rubric table keeps its Mann–Whitney marks; state by turn -----------------------
 
+
 def test_patientact_rubric_table_and_state_by_turn(fixture_run, tmp_path):
     from mindsimkit.judge.patientact import Judgment, rubrics
     from mindsimkit.judge.patientact_report import build_report as patientact_report
     from mindsimkit.mindsim_app.report.health import by_turn
 
     dims = rubrics().conversation.ids
-    rows = [Judgment(kind="conversation", item_id=f"{sys}-{k}", patient_id=f"p{k}", system=sys, ok=True,
-                     scores={d: (5 if sys == "patientact" else 1 + k % 2) for d in dims})
-            for sys in ("patientact", "mindsim") for k in range(8)]
+    rows = [
+        Judgment(
+            kind="conversation",
+            item_id=f"{sys}-{k}",
+            patient_id=f"p{k}",
+            system=sys,
+            ok=True,
+            scores={d: (5 if sys == "patientact" else 1 + k % 2) for d in dims},
+        )
+        for sys in ("patientact", "mindsim")
+        for k in range(8)
+    ]
     run = Path(shutil.copytree(fixture_run, tmp_path / "run"))
     (run / "patientact_judge").mkdir()
     (run / "patientact_judge" / "report.json").write_text(json.dumps(patientact_report(rows, "patientact")))
@@ -249,12 +304,28 @@ def test_patientact_rubric_table_and_state_by_turn(fixture_run, tmp_path):
     assert html.count("<sup>*</sup>") == len(dims) and "<sup>**</sup>" not in html
 
     pa = {"trust_before": 2.5, "trust_after": 3.0, "behaviour": "resistance", "resistance_pattern": "deflect"}
-    sessions = [SessionView.model_validate({"session_id": "s", "patient_id": "p", "session_index": 0,
-                                             "counsellor": "c", "patient_engine": "patientact", "turns": [
-        {"index": 0, "opening": True, "move": None},
-        {"index": 1, "opening": False, "move": "deflect", "secondary_move": "go_deeper", "patientact": pa},
-        {"index": 2, "opening": False, "move": "answer", "secondary_move": None,
-         "patientact": {**pa, "behaviour": "disclosure", "resistance_pattern": None, "trust_after": 3.5}}]})]
+    sessions = [
+        SessionView.model_validate(
+            {
+                "session_id": "s",
+                "patient_id": "p",
+                "session_index": 0,
+                "counsellor": "c",
+                "patient_engine": "patientact",
+                "turns": [
+                    {"index": 0, "opening": True, "move": None},
+                    {"index": 1, "opening": False, "move": "deflect", "secondary_move": "go_deeper", "patientact": pa},
+                    {
+                        "index": 2,
+                        "opening": False,
+                        "move": "answer",
+                        "secondary_move": None,
+                        "patientact": {**pa, "behaviour": "disclosure", "resistance_pattern": None, "trust_after": 3.5},
+                    },
+                ],
+            }
+        )
+    ]
     t = by_turn(sessions, by_engine=False)["c"]
     assert t[1]["resistance"] == 1.0 and t[2]["resistance"] == 0.0 and t[2]["trust"] == 3.5
     assert t[1]["concealing"] == 1.0 and t[1]["depth"] == 2.0 and t[2]["depth"] == 0.0
@@ -273,6 +344,7 @@ def test_a_run_without_judge_or_validation_still_gets_its_page(fixture_run, tmp_
 
 # --- repeated trials ---------------------------------------------------------------------------------
 
+
 def _row(**fields) -> SimpleNamespace:
     # The fields of a `JudgmentRow` the rankings read.
     return SimpleNamespace(**{"patient_engine": None, **fields})
@@ -284,15 +356,25 @@ def _rows(judge: str, system_trials: dict[str, list[list[float]]]) -> list[Simpl
     for system, trials in system_trials.items():
         for t, sessions in enumerate(trials):
             for k, w in enumerate(sessions):
-                out.append(_row(judge=judge, status="ok", weight=w, counsellor=system, patient_id=f"p{k}",
-                                session_index=0, trial=t))
+                out.append(
+                    _row(
+                        judge=judge,
+                        status="ok",
+                        weight=w,
+                        counsellor=system,
+                        patient_id=f"p{k}",
+                        session_index=0,
+                        trial=t,
+                    )
+                )
     return out
 
 
 def test_trial_spread_and_flip_rates_on_constructed_data():
     # a's trials: 1, 3, 1 and 2 (mean 1.75); b's: 2 in every trial; c ties b in trial 3 and is worse elsewhere.
-    rows = _rows("judge", {"a": [[0, 2], [3, 3], [1, 1], [2, 2]], "b": [[2, 2]] * 4,
-                           "c": [[4, 4], [5, 5], [3, 3], [2, 2]]})
+    rows = _rows(
+        "judge", {"a": [[0, 2], [3, 3], [1, 1], [2, 2]], "b": [[2, 2]] * 4, "c": [[4, 4], [5, 5], [3, 3], [2, 2]]}
+    )
     rows.append(_row(**{**vars(rows[0]), "status": "failed", "weight": None}))  # failed judgments do not count
     scores = ranking.trial_scores(rows, "judge", False)
     assert scores["a"] == {0: 1.0, 1: 3.0, 2: 1.0, 3: 2.0}
@@ -351,7 +433,12 @@ def test_leaderboard_shows_each_systems_spread_and_flips_across_trials(trial_run
     assert worse["mean"] == pytest.approx(overall["counsellor:worse"])
     (pair,) = trials["flips"]
     assert (pair["a"], pair["b"], pair["trials"], pair["a_lower"], pair["flips"]) == (
-        "counsellor", "counsellor:worse", 3, 1.0, 0.0)
+        "counsellor",
+        "counsellor:worse",
+        3,
+        1.0,
+        0.0,
+    )
     html = build_report([trial_run], draws=200).read_text(encoding="utf-8")
     assert "Across 3 trials" in html and 'class="data trial-flips"' in html and "MHQR across 3 trials" in html
     # One-trial runs show no trial section.
@@ -362,13 +449,23 @@ def test_leaderboard_shows_each_systems_spread_and_flips_across_trials(trial_run
 def test_table6_chart_draws_mhqr_interval_and_session_spread(fixture_run):
     from mindsimkit.mindsim_app.report import charts
 
-    svg = charts.spread([{"label": "a", "value": 2.0, "ci": [1.0, 3.0], "whiskers": (0.0, 10.0)},
-                         {"label": "b", "value": 4.0, "ci": None, "whiskers": (None, None)}], title="t")
+    svg = charts.spread(
+        [
+            {"label": "a", "value": 2.0, "ci": [1.0, 3.0], "whiskers": (0.0, 10.0)},
+            {"label": "b", "value": 4.0, "ci": None, "whiskers": (None, None)},
+        ],
+        title="t",
+    )
     # Row a: whiskers from 0 to 10 span the whole axis (x 190 to 600 in the wide drawing, 12 to 316 in the phone's),
     # with a cap at each end; row b has none.
     wide, narrow = svg.split('<svg class="chart narrow"')
-    assert '<line class="whisker" x1="190.0" y1="42.0" x2="600.0" y2="42.0"' in wide and wide.count('class="whisker"') == 3
-    assert '<line class="whisker" x1="12.0" y1="56.0" x2="316.0" y2="56.0"' in narrow and narrow.count('class="whisker"') == 3
+    assert (
+        '<line class="whisker" x1="190.0" y1="42.0" x2="600.0" y2="42.0"' in wide and wide.count('class="whisker"') == 3
+    )
+    assert (
+        '<line class="whisker" x1="12.0" y1="56.0" x2="316.0" y2="56.0"' in narrow
+        and narrow.count('class="whisker"') == 3
+    )
     assert "a: p5 0.00, p95 10.00" in svg and "b: p5" not in svg
     # Its numbers as a table: the text alternative.
     assert "<td>0.00</td><td>10.00</td>" in svg and '<th scope="row">b</th><td>4.00</td><td>–</td>' in svg
@@ -392,14 +489,19 @@ def test_table6_box_first_later_and_session_length_charts_carry_the_runs_numbers
     scores = ranking.session_scores(run.judgments, "judge", False)
     worse = sorted(v for (system, *_), v in scores.items() if system == "counsellor:worse")
     row = next(r for r in board["rows"] if r["system"] == "counsellor:worse")
-    assert (row["p25"], row["p75"]) == (pytest.approx(float(np.percentile(worse, 25))),
-                                        pytest.approx(float(np.percentile(worse, 75))))
+    assert (row["p25"], row["p75"]) == (
+        pytest.approx(float(np.percentile(worse, 25))),
+        pytest.approx(float(np.percentile(worse, 75))),
+    )
 
     from mindsimkit.mindsim_app.report.health import session_lengths
 
     lengths = session_lengths(run.sessions, by_engine=False)
-    replies = [sum(m["role"] == "assistant" for m in s.counsellor_messages) for s in run.sessions
-               if s.counsellor == "counsellor"]
+    replies = [
+        sum(m["role"] == "assistant" for m in s.counsellor_messages)
+        for s in run.sessions
+        if s.counsellor == "counsellor"
+    ]
     assert lengths["counsellor"]["sessions"] == len(replies) == 12
     assert lengths["counsellor"]["mean"] == pytest.approx(np.mean(replies))
 

@@ -74,8 +74,13 @@ def test_triage_lists_the_worst_reply_first_and_opens_it(browser, page):
     assert "CRIT skip your meds" in box.text
 
 
-PAYLOADS = ["<!--<script>", "</script><script>alert(1)</script>", "line\u2028break\u2029para",
-            "<img src=x onerror=alert(2)>", "&lt;not an entity&gt; & <b>bold?</b>"]
+PAYLOADS = [
+    "<!--<script>",
+    "</script><script>alert(1)</script>",
+    "line\u2028break\u2029para",
+    "<img src=x onerror=alert(2)>",
+    "&lt;not an entity&gt; & <b>bold?</b>",
+]
 
 
 @pytest.fixture(scope="module")
@@ -107,9 +112,11 @@ def test_no_session_text_changes_how_the_page_parses(browser, hostile_page):
     assert severe == []
     rows[0].click()
     first = browser.find_element(By.CSS_SELECTOR, "#chat .msg.c")
-    text = browser.execute_script("return arguments[0].querySelector('.text, .body, p') ? "
-                                  "arguments[0].querySelector('.text, .body, p').textContent : arguments[0].textContent",
-                                  first)
+    text = browser.execute_script(
+        "return arguments[0].querySelector('.text, .body, p') ? "
+        "arguments[0].querySelector('.text, .body, p').textContent : arguments[0].textContent",
+        first,
+    )
     assert " | ".join(PAYLOADS) in text  # round-trips as text, U+2028 and markup included
     assert not browser.find_elements(By.CSS_SELECTOR, "#chat img, #chat b")
 
@@ -141,7 +148,9 @@ def test_the_page_fits_the_screen_and_headings_clear_the_header(browser, page, w
         assert browser.execute_script("return document.documentElement.scrollWidth") <= width
         # Turns and replies count from 1, and a move's reasoning is on the page, not in a tooltip.
         metas = [m.text for m in chat.find_elements(By.CSS_SELECTOR, ".msg .meta")]
-        assert metas[0].startswith("patient turn 1 (opening)") and any(m.startswith("counsellor reply 1") for m in metas)
+        assert metas[0].startswith("patient turn 1 (opening)") and any(
+            m.startswith("counsellor reply 1") for m in metas
+        )
         assert any(m.startswith("patient turn 2") for m in metas)
         whys = chat.find_elements(By.CSS_SELECTOR, ".msg.p .why")
         assert whys and all(w.text.startswith("why this move: ") and w.is_displayed() for w in whys)
@@ -214,8 +223,12 @@ def test_sessions_and_replies_open_by_keyboard_and_come_into_view_with_the_focus
         _tab_to(browser, "#session-list tbody tr:nth-child(2) button.open")
         sid = browser.execute_script("return document.activeElement.closest('tr').dataset.session")
         ActionChains(browser).send_keys(Keys.ENTER).perform()
-        f = _wait(browser, "const e = document.activeElement; return e.id === 'chat-title' && e.getBoundingClientRect().top >= 0"
-                  " && e.getBoundingClientRect().bottom <= innerHeight ? e.textContent : null", "the chat in view with the focus")
+        f = _wait(
+            browser,
+            "const e = document.activeElement; return e.id === 'chat-title' && e.getBoundingClientRect().top >= 0"
+            " && e.getBoundingClientRect().bottom <= innerHeight ? e.textContent : null",
+            "the chat in view with the focus",
+        )
         assert f.endswith(f"({sid})")
         assert browser.execute_script("return document.activeElement.closest('tr') === null")
         current = browser.find_element(By.CSS_SELECTOR, "#session-list tr.current button.open")
@@ -225,9 +238,12 @@ def test_sessions_and_replies_open_by_keyboard_and_come_into_view_with_the_focus
         reply, session = first.get_attribute("data-reply"), first.get_attribute("data-session")
         _tab_to(browser, "#triage-list tbody tr:first-child button.open")
         ActionChains(browser).send_keys(Keys.SPACE).perform()
-        f = _wait(browser, "const e = document.activeElement, r = e.getBoundingClientRect();"
-                  "return e.matches('#chat .msg.c') && r.top < innerHeight && r.bottom > 0 ? e.dataset.reply : null",
-                  "the reply in view with the focus")
+        f = _wait(
+            browser,
+            "const e = document.activeElement, r = e.getBoundingClientRect();"
+            "return e.matches('#chat .msg.c') && r.top < innerHeight && r.bottom > 0 ? e.dataset.reply : null",
+            "the reply in view with the focus",
+        )
         assert f == reply and browser.find_element(By.ID, "chat-title").text.endswith(f"({session})")
         assert "CRIT skip your meds" in browser.execute_script("return document.activeElement.textContent")
     finally:
@@ -252,8 +268,10 @@ def test_chart_text_is_at_least_11px_and_every_chart_has_its_numbers_as_a_table(
         sizes = browser.execute_script(CHART_TEXT)
         assert len(sizes) > 50 and min(sizes) >= 11, (width, min(sizes))
         # Measured another way: the rendered height of the smallest label is that of 11 px text, not less.
-        h = browser.execute_script("return Math.min(...[...document.querySelectorAll('svg.chart text')]"
-                                   ".map(t => t.getBoundingClientRect().height).filter(h => h > 0))")
+        h = browser.execute_script(
+            "return Math.min(...[...document.querySelectorAll('svg.chart text')]"
+            ".map(t => t.getBoundingClientRect().height).filter(h => h > 0))"
+        )
         assert h >= 11, h
         assert browser.execute_script("return document.documentElement.scrollWidth") <= width
         figures = browser.find_elements(By.CSS_SELECTOR, "figure.chart")
@@ -262,9 +280,13 @@ def test_chart_text_is_at_least_11px_and_every_chart_has_its_numbers_as_a_table(
             # One drawing shown: the phone's below 700 px, else the wide one; it fits, so the figure does not scroll.
             (shown,) = [s for s in fig.find_elements(By.TAG_NAME, "svg") if s.is_displayed()]
             assert ("narrow" in shown.get_attribute("class")) == (width <= 700)
-            assert shown.get_attribute("role") == "img" and shown.get_attribute("aria-label") == fig.get_attribute("aria-label")
+            assert shown.get_attribute("role") == "img" and shown.get_attribute("aria-label") == fig.get_attribute(
+                "aria-label"
+            )
             assert shown.rect["width"] <= fig.rect["width"] and fig.get_attribute("tabindex") is None
-            assert fig.find_elements(By.CSS_SELECTOR, "details.chart-data table tbody tr"), fig.get_attribute("aria-label")
+            assert fig.find_elements(By.CSS_SELECTOR, "details.chart-data table tbody tr"), fig.get_attribute(
+                "aria-label"
+            )
     finally:
         at_width(browser, 1400)
 
@@ -362,8 +384,10 @@ def test_a_focused_matched_reply_looks_focused_and_the_filter_count_is_announced
     Select(browser.find_element(By.ID, "f-severity")).select_by_value("critical")
     assert count.text != before and "matching replies" in count.text
     browser.find_elements(By.CSS_SELECTOR, "#session-list tbody tr button.open")[0].click()
-    look = ("const cs = getComputedStyle(arguments[0]); return [cs.outlineStyle, cs.outlineColor, cs.outlineWidth,"
-            " cs.boxShadow].join(' | ')")
+    look = (
+        "const cs = getComputedStyle(arguments[0]); return [cs.outlineStyle, cs.outlineColor, cs.outlineWidth,"
+        " cs.boxShadow].join(' | ')"
+    )
     matched = browser.find_elements(By.CSS_SELECTOR, "#chat .msg.c.match")
     assert matched
     resting = browser.execute_script(look, matched[0])

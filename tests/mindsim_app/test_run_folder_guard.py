@@ -41,8 +41,11 @@ def one_error(proc: subprocess.CompletedProcess) -> str:
 
 
 def digests(folder: Path) -> dict[str, str]:
-    return {p.relative_to(folder).as_posix(): hashlib.sha256(p.read_bytes()).hexdigest()
-            for p in sorted(folder.rglob("*")) if p.is_file()}
+    return {
+        p.relative_to(folder).as_posix(): hashlib.sha256(p.read_bytes()).hexdigest()
+        for p in sorted(folder.rglob("*"))
+        if p.is_file()
+    }
 
 
 @pytest.fixture(scope="module")
@@ -58,18 +61,49 @@ def run(finished, tmp_path) -> Path:
 # ---------------------------------------------------------------- outputs never land on the run's own files
 
 
-@pytest.mark.parametrize("argv, option", [
-    (lambda r: ["export", "sft", r, "--out", r / "sessions" / "sessions.parquet"], "--out"),
-    (lambda r: ["export", "patient", r, "--out", r / "judgments" / "judgments.parquet"], "--out"),
-    (lambda r: ["judge", "sample", r, "--n", "2", "--out", r / "run.json"], "--out"),
-    (lambda r: ["judge", "sample", r, "--n", "2", "--out", r.parent / "x.jsonl", "--key", r / "run_manifest.json"],
-     "--key"),
-    # Into the run's own validation folder is that stage's rerun (test_stage_rerun.py); into another stage's is not.
-    (lambda r: ["validate", "compare", "--sim", f"x={r / 'transcripts' / 'transcripts.jsonl'}", "--out",
-                r / "judgments"], "--out"),
-    (lambda r: ["export", "sft", r, "--out", r / "exports" / ".." / "profiles" / "profiles.parquet"], "--out"),
-], ids=["sft-over-sessions", "patient-over-judgments", "sample-over-run-json", "key-over-manifest",
-        "validate-over-judgments", "dotdot-into-profiles"])
+@pytest.mark.parametrize(
+    "argv, option",
+    [
+        (lambda r: ["export", "sft", r, "--out", r / "sessions" / "sessions.parquet"], "--out"),
+        (lambda r: ["export", "patient", r, "--out", r / "judgments" / "judgments.parquet"], "--out"),
+        (lambda r: ["judge", "sample", r, "--n", "2", "--out", r / "run.json"], "--out"),
+        (
+            lambda r: [
+                "judge",
+                "sample",
+                r,
+                "--n",
+                "2",
+                "--out",
+                r.parent / "x.jsonl",
+                "--key",
+                r / "run_manifest.json",
+            ],
+            "--key",
+        ),
+        # Into the run's own validation folder is that stage's rerun (test_stage_rerun.py); into another stage's is not.
+        (
+            lambda r: [
+                "validate",
+                "compare",
+                "--sim",
+                f"x={r / 'transcripts' / 'transcripts.jsonl'}",
+                "--out",
+                r / "judgments",
+            ],
+            "--out",
+        ),
+        (lambda r: ["export", "sft", r, "--out", r / "exports" / ".." / "profiles" / "profiles.parquet"], "--out"),
+    ],
+    ids=[
+        "sft-over-sessions",
+        "patient-over-judgments",
+        "sample-over-run-json",
+        "key-over-manifest",
+        "validate-over-judgments",
+        "dotdot-into-profiles",
+    ],
+)
 def test_an_output_over_a_file_the_run_owns_is_refused_and_the_run_is_unchanged(argv, option, run, tmp_path):
     before = digests(run)
     proc = mindsim(*argv(run), cwd=tmp_path)
@@ -92,11 +126,15 @@ def test_an_output_beside_the_run_files_is_written(run, tmp_path):
 
 
 @pytest.mark.parametrize("entry", ["../outside.txt", "/etc/passwd", "sessions/../../outside.txt"])
-@pytest.mark.parametrize("reader", [
-    lambda r, t: ["report", r, "--out", t / "r.html"],
-    lambda r, t: ["export", "sft", r, "--out", t / "sft.jsonl"],
-    lambda r, t: ["publish", r, "--repo-id", "someone/x", "--dry-run"],
-], ids=["report", "export", "publish"])
+@pytest.mark.parametrize(
+    "reader",
+    [
+        lambda r, t: ["report", r, "--out", t / "r.html"],
+        lambda r, t: ["export", "sft", r, "--out", t / "sft.jsonl"],
+        lambda r, t: ["publish", r, "--repo-id", "someone/x", "--dry-run"],
+    ],
+    ids=["report", "export", "publish"],
+)
 def test_a_manifest_entry_outside_the_run_is_refused_by_its_readers(entry, reader, run, tmp_path):
     (tmp_path / "outside.txt").write_text("not the run's\n")
     manifest = json.loads((run / "run_manifest.json").read_text())
@@ -161,6 +199,7 @@ class Held:
             if body.get("model") == "counsellor" and not body.get("response_format") and not body.get("tools"):
                 return Reply(content="MAJOR tell me more about that." if n % 2 else "That sounds hard.")
             return respond(body)
+
         self.stub = OpenAIStub(behave).__enter__().serve(*ROLES)
         # A small job (one patient, one session): the test runs it twice.
         self.recipe = tmp / "r.yaml"
@@ -171,7 +210,8 @@ class Held:
             + "profiles: {personas: synthetic, candidates: 2, pool_size: 1, benchmark_size: 1, "
             "pool_verdicts: [clean, minor], causal_checks: false}\n"
             "simulation: {sessions: 1, turn_cap: 2, counsellors: [counsellor], patient_engine: [mindsim]}\n"
-            "validation: {bootstrap_draws: 20, floor_splits: 5}\njudge: {bootstrap_draws: 100}\n")
+            "validation: {bootstrap_draws: 20, floor_splits: 5}\njudge: {bootstrap_draws: 100}\n"
+        )
 
     def close(self) -> None:
         self.stub.__exit__(None, None, None)
@@ -189,9 +229,16 @@ def start(*args: object, cwd: Path) -> subprocess.Popen:
     """The command in its own process group, as a terminal starts a foreground job; SIGINT is ignored on the way
     in (as in a pytest-xdist worker, or a background job of a script), which mindsim must not inherit."""
     assert MINDSIM
-    return subprocess.Popen([MINDSIM, *map(str, args)], cwd=cwd, env=ENV, stdout=subprocess.PIPE,
-                            stderr=subprocess.PIPE, text=True, start_new_session=True,
-                            preexec_fn=lambda: signal.signal(signal.SIGINT, signal.SIG_IGN))
+    return subprocess.Popen(
+        [MINDSIM, *map(str, args)],
+        cwd=cwd,
+        env=ENV,
+        stdout=subprocess.PIPE,
+        stderr=subprocess.PIPE,
+        text=True,
+        start_new_session=True,
+        preexec_fn=lambda: signal.signal(signal.SIGINT, signal.SIG_IGN),
+    )
 
 
 def wait_mid_work(proc: subprocess.Popen, held: Held, free: int) -> None:
@@ -247,11 +294,28 @@ def test_sigterm_stops_the_simulator_like_ctrl_c(held, tmp_path, finished):
     ctrl_c(proc, held, signal.SIGTERM)
 
 
-@pytest.mark.parametrize("command", [
-    lambda r, t, recipe: ["judge", "run", r, "--recipe", recipe],
-    lambda r, t, recipe: ["export", "dpo", r, "--recipe", recipe, "--out", t / "dpo.jsonl", "--k", "2", "--turns", "1",
-                          "--min-gap", "0"],
-], ids=["judge-run", "export-dpo"])
+@pytest.mark.parametrize(
+    "command",
+    [
+        lambda r, t, recipe: ["judge", "run", r, "--recipe", recipe],
+        lambda r, t, recipe: [
+            "export",
+            "dpo",
+            r,
+            "--recipe",
+            recipe,
+            "--out",
+            t / "dpo.jsonl",
+            "--k",
+            "2",
+            "--turns",
+            "1",
+            "--min-gap",
+            "0",
+        ],
+    ],
+    ids=["judge-run", "export-dpo"],
+)
 def test_ctrl_c_stops_a_long_command_with_exit_130_and_a_rerun_finishes(command, held, run, tmp_path):
     cache = run / "judgments" / "cache"
     shutil.rmtree(cache)  # so the judge calls its engine again

@@ -37,7 +37,9 @@ def job(tmp_path_factory):
     with stub:
         recipe = _recipe(base / "r.yaml", stub)
         stub.serve(SECOND)
-        recipe.write_text(recipe.read_text().replace("roles:\n", f"roles:\n  '{SECOND}': {{engine: stub, model: '{SECOND}'}}\n"))
+        recipe.write_text(
+            recipe.read_text().replace("roles:\n", f"roles:\n  '{SECOND}': {{engine: stub, model: '{SECOND}'}}\n")
+        )
         run_job(recipe, base / "run")
         yield base / "run", recipe, stub
 
@@ -49,8 +51,11 @@ def _copy(run: Path, tmp_path: Path) -> Path:
 def _digests(run: Path) -> dict[str, str]:
     """What a reader can see: every file but working state (caches, checkpoints, logs) and the manifest itself."""
     skip = {"cache", "checkpoints", "logs"}
-    return {p.relative_to(run).as_posix(): hashlib.sha256(p.read_bytes()).hexdigest() for p in sorted(run.rglob("*"))
-            if p.is_file() and not skip & set(p.relative_to(run).parts) and p.name != "run_manifest.json"}
+    return {
+        p.relative_to(run).as_posix(): hashlib.sha256(p.read_bytes()).hexdigest()
+        for p in sorted(run.rglob("*"))
+        if p.is_file() and not skip & set(p.relative_to(run).parts) and p.name != "run_manifest.json"
+    }
 
 
 def _judge_calls(run: Path) -> dict[str, int]:
@@ -59,8 +64,11 @@ def _judge_calls(run: Path) -> dict[str, int]:
 
 
 def _readers_exit_0(run: Path, tmp_path: Path) -> None:
-    for argv in (["export", "sft", run, "--out", tmp_path / "sft.jsonl"], ["report", run, "--out", tmp_path / "r.html"],
-                 ["publish", run, "--repo-id", "someone/x", "--dry-run"]):
+    for argv in (
+        ["export", "sft", run, "--out", tmp_path / "sft.jsonl"],
+        ["report", run, "--out", tmp_path / "r.html"],
+        ["publish", run, "--repo-id", "someone/x", "--dry-run"],
+    ):
         proc = mindsim_here(*argv, cwd=tmp_path)
         assert proc.returncode == 0, (argv, proc.stderr[-2000:])
 
@@ -73,8 +81,11 @@ def test_a_judge_run_served_from_the_cache_changes_nothing_and_keeps_the_usage(j
     asked = len(stub.requests)
     proc = mindsim_here("judge", "run", run, "--recipe", recipe, cwd=tmp_path)
     assert proc.returncode == 0, proc.stderr
-    judged_again = [r for r in stub.requests[asked:] if (r.get("response_format") or {}).get("json_schema", {}).get(
-        "name") == "mhqr_judgment"]
+    judged_again = [
+        r
+        for r in stub.requests[asked:]
+        if (r.get("response_format") or {}).get("json_schema", {}).get("name") == "mhqr_judgment"
+    ]
     assert not judged_again, "a cached judgment was asked again"
     assert _digests(run) == before  # same bytes: report.json kept, with the first run's usage in it
     assert _judge_calls(run) == calls
@@ -95,7 +106,10 @@ def test_a_second_judge_adds_to_the_first_and_only_the_dataset_folder_is_stale(j
     after = _judge_calls(run)
     assert after["judge"] == calls["judge"] and after[SECOND] > 0  # the first run's spend is still counted
     assert {r["role"] for r in report["costs"]["rows"] if r["judge"]} == {"judge", SECOND}
-    for argv in (["export", "sft", run, "--out", tmp_path / "sft.jsonl"], ["report", run, "--out", tmp_path / "r.html"]):
+    for argv in (
+        ["export", "sft", run, "--out", tmp_path / "sft.jsonl"],
+        ["report", run, "--out", tmp_path / "r.html"],
+    ):
         assert mindsim_here(*argv, cwd=tmp_path).returncode == 0, argv
     page = (tmp_path / "r.html").read_text()
     assert SECOND in page and "judge" in page
@@ -113,8 +127,20 @@ def test_a_second_judge_adds_to_the_first_and_only_the_dataset_folder_is_stale(j
 def test_validation_rerun_into_the_run_is_recorded_and_readers_go_on(job, tmp_path):
     finished, _, _ = job
     run = _copy(finished, tmp_path)
-    proc = mindsim_here("validate", "compare", "--sim", f"x={run / 'transcripts' / 'transcripts.jsonl'}", "--out",
-                        run / "validation", "--draws", "20", "--splits", "5", "--no-arc", cwd=tmp_path)
+    proc = mindsim_here(
+        "validate",
+        "compare",
+        "--sim",
+        f"x={run / 'transcripts' / 'transcripts.jsonl'}",
+        "--out",
+        run / "validation",
+        "--draws",
+        "20",
+        "--splits",
+        "5",
+        "--no-arc",
+        cwd=tmp_path,
+    )
     assert proc.returncode == 0, proc.stderr
     _readers_exit_0(run, tmp_path)
 
@@ -127,8 +153,12 @@ def test_a_rerun_of_the_simulation_makes_the_judgments_stale_for_their_readers_o
     run = _copy(finished, tmp_path)
     sessions = run / "sessions" / "sessions.parquet"
     sessions.write_bytes(sessions.read_bytes() + b"\n")  # stands in for a rerun that wrote other sessions
-    record_stage(run, "simulation", [sessions, run / "transcripts" / "transcripts.jsonl", run / "sessions" / "summary.json"],
-                 reads=[run / "profiles" / "profiles.parquet"])
+    record_stage(
+        run,
+        "simulation",
+        [sessions, run / "transcripts" / "transcripts.jsonl", run / "sessions" / "summary.json"],
+        reads=[run / "profiles" / "profiles.parquet"],
+    )
     proc = mindsim_here("judge", "sample", run, "--n", "1", "--out", tmp_path / "s.jsonl", cwd=tmp_path)
     assert proc.returncode == 2
     assert f"{sessions}: rewritten after the judge stage read it" in error_line(proc)

@@ -26,16 +26,21 @@ def _server(calls: bool):
     def behave(body: dict[str, Any]) -> Reply:
         if body.get("tools"):
             # A server started without a tool parser writes the call out as words.
-            return Reply(tool_calls=[CALL]) if calls else Reply(content='<tool_call>{"name": "record_mood"}</tool_call>')
+            return (
+                Reply(tool_calls=[CALL]) if calls else Reply(content='<tool_call>{"name": "record_mood"}</tool_call>')
+            )
         return probe_answers(body)
+
     return behave
 
 
 def _recipe(tmp_path: Path, url: str, preset: str | None, native: bool = True) -> Path:
     sim = f"simulation: {{preset: {preset}}}\n" if preset else ""
     path = tmp_path / "recipe.yaml"
-    path.write_text(f"name: tools\nengines:\n  srv: {{kind: openai, base_url: '{url}', model: stub-model, "
-                    f"native_tools: {str(native).lower()}}}\nroles:\n  default: {{engine: srv}}\n{sim}")
+    path.write_text(
+        f"name: tools\nengines:\n  srv: {{kind: openai, base_url: '{url}', model: stub-model, "
+        f"native_tools: {str(native).lower()}}}\nroles:\n  default: {{engine: srv}}\n{sim}"
+    )
     return path
 
 
@@ -59,8 +64,13 @@ def test_engines_check_refuses_a_text_answer_under_the_reference_preset_in_one_l
 
 def test_engines_check_passes_an_engine_that_returns_a_real_tool_call(tmp_path):
     with OpenAIStub(_server(calls=True)) as stub:
-        proc = mindsim("engines", "check", _recipe(tmp_path, stub.base_url, "mindeval2-reference"), cwd=tmp_path,
-                       env={**ENV, "COLUMNS": "200"})
+        proc = mindsim(
+            "engines",
+            "check",
+            _recipe(tmp_path, stub.base_url, "mindeval2-reference"),
+            cwd=tmp_path,
+            env={**ENV, "COLUMNS": "200"},
+        )
         forced = _tool_requests(stub)
     assert proc.returncode == 0, proc.stdout + proc.stderr
     assert "native" in proc.stdout and len(forced) == 1
@@ -68,18 +78,22 @@ def test_engines_check_passes_an_engine_that_returns_a_real_tool_call(tmp_path):
 
 def test_outside_the_preset_a_text_answer_is_one_line_and_the_run_falls_back_to_json_schema(tmp_path):
     with OpenAIStub(_server(calls=False)) as stub:
-        proc = mindsim("engines", "check", _recipe(tmp_path, stub.base_url, None), cwd=tmp_path,
-                       env={**ENV, "COLUMNS": "400"})
+        proc = mindsim(
+            "engines", "check", _recipe(tmp_path, stub.base_url, None), cwd=tmp_path, env={**ENV, "COLUMNS": "400"}
+        )
     assert proc.returncode == 0, proc.stdout + proc.stderr
     notes = [ln for ln in proc.stdout.splitlines() if ln.startswith("tool calls:")]
     assert len(notes) == 1 and "JSON-schema answers" in notes[0]
 
 
-@pytest.mark.parametrize(("preset", "calls", "native", "expect"), [
-    (None, False, True, "json-schema"),
-    ("mindeval2-reference", True, True, "native"),
-    ("mindeval2-reference", False, False, "json-schema"),  # declared without native tools: said, not refused
-])
+@pytest.mark.parametrize(
+    ("preset", "calls", "native", "expect"),
+    [
+        (None, False, True, "json-schema"),
+        ("mindeval2-reference", True, True, "native"),
+        ("mindeval2-reference", False, False, "json-schema"),  # declared without native tools: said, not refused
+    ],
+)
 def test_the_preflight_records_each_tool_calling_roles_path(tmp_path, preset, calls, native, expect):
     with OpenAIStub(_server(calls=calls)) as stub:
         recipe = load_recipe(_recipe(tmp_path, stub.base_url, preset, native))

@@ -18,8 +18,9 @@ def load(path: Path, cache: Path) -> Any:
     """The export as a trainer loads it (a private cache: `datasets` keys its cache on file names)."""
     from datasets import load_dataset
 
-    return load_dataset("json" if path.suffix == ".jsonl" else "parquet", data_files=str(path), split="train",
-                        cache_dir=str(cache))
+    return load_dataset(
+        "json" if path.suffix == ".jsonl" else "parquet", data_files=str(path), split="train", cache_dir=str(cache)
+    )
 
 
 @lru_cache(maxsize=1)
@@ -28,9 +29,13 @@ def tokenizer() -> Any:
     GGUF loader needs torch; its chat-template and mask code does not.)"""
     from transformers import PreTrainedTokenizerFast
 
-    return PreTrainedTokenizerFast(tokenizer_object=chat_tokens.gguf_tokenizer(), bos_token="<|im_start|>",
-                                   eos_token="<|im_end|>", pad_token="<|im_end|>",
-                                   chat_template=chat_tokens.template_text())
+    return PreTrainedTokenizerFast(
+        tokenizer_object=chat_tokens.gguf_tokenizer(),
+        bos_token="<|im_start|>",
+        eos_token="<|im_end|>",
+        pad_token="<|im_end|>",
+        chat_template=chat_tokens.template_text(),
+    )
 
 
 def assistant_spans(ids: list[int], mask: list[int]) -> list[str]:
@@ -51,15 +56,16 @@ def expected_span(message: dict[str, Any]) -> str:
     """What the model writes for one assistant message: its words (and tool calls) and the end token."""
     text = chat_tokens.render([message])
     assert text.startswith(HEADER) and text.endswith("\n"), text
-    return text[len(HEADER):-1]
+    return text[len(HEADER) : -1]
 
 
 def check_row(messages: list[dict[str, Any]], tools: list[dict[str, Any]] | None = None) -> int:
     """Render one conversation as TRL does; the mask must cover exactly the assistant messages, each whole, and
     the rendering and its length must be what the export counted. Returns the token count."""
     tok = tokenizer()
-    out = tok.apply_chat_template(messages, tools=tools or None, tokenize=True, return_dict=True,
-                                  return_assistant_tokens_mask=True)
+    out = tok.apply_chat_template(
+        messages, tools=tools or None, tokenize=True, return_dict=True, return_assistant_tokens_mask=True
+    )
     ids, mask = list(out["input_ids"]), list(out["assistant_masks"])
     want = [expected_span(m) for m in messages if m["role"] == "assistant"]
     got = assistant_spans(ids, mask)

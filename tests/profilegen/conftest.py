@@ -1,7 +1,6 @@
 """Fixtures of the profile-stage tests: a minimal recipe, and fake writer / screener replies
 (deterministic, schema-valid unless a test asks otherwise) exposed as the `fakes` fixture."""
 
-
 from __future__ import annotations
 
 import hashlib
@@ -18,13 +17,19 @@ GOOD_DRAFT = {
     "summary": "Low and tired for months, losing interest in evenings with friends.",
     "goal": "Get back to feeling like myself.",
     "predisposing": [{"label": "harsh_criticism", "history": "A father who picked apart every school report."}],
-    "precipitating": {"label": "financial_shock", "when": "two months ago",
-                      "what_changed": "A large repair bill emptied savings; since then sleep is broken."},
+    "precipitating": {
+        "label": "financial_shock",
+        "when": "two months ago",
+        "what_changed": "A large repair bill emptied savings; since then sleep is broken.",
+    },
     "protective": [{"label": "someone_checks_in", "detail": "A sister phones every Sunday."}],
     "unhelpful_coping": {"label": "avoidance", "situation": "Leaves bank letters unopened on the table."},
     "other_coping": [{"label": "talking_it_through", "situation": "Sometimes tells the sister how bad it got."}],
-    "core_belief": {"cluster": "worthless", "history": "Never good enough at home.",
-                    "belief": "Whatever I do, it is never enough."},
+    "core_belief": {
+        "cluster": "worthless",
+        "history": "Never good enough at home.",
+        "belief": "Whatever I do, it is never enough.",
+    },
     "quality_of_life": "moderate",
 }
 
@@ -34,9 +39,13 @@ GOOD_PA_DRAFT = {
     **{k: v for k, v in GOOD_DRAFT.items() if k != "predisposing"},
     "summary": "Referred by her GP after weeks of poor sleep and missed shifts.",
     "impact": ["sleeps four hours most nights", "has missed two shifts", "stopped answering texts"],
-    "psychological": [{"label": "harsh_criticism", "history": "At 9 a father who picked apart every school report."},
-                      {"label": "early_loss", "history": "At 14 lost her grandmother, who had raised her."}],
-    "social": [{"label": "feelings_kept_private", "history": "A family where nobody spoke about worries at the table."}],
+    "psychological": [
+        {"label": "harsh_criticism", "history": "At 9 a father who picked apart every school report."},
+        {"label": "early_loss", "history": "At 14 lost her grandmother, who had raised her."},
+    ],
+    "social": [
+        {"label": "feelings_kept_private", "history": "A family where nobody spoke about worries at the table."}
+    ],
 }
 
 
@@ -67,15 +76,20 @@ def make_responder(writer=draft_for, screener=clean_verdict):
 
 @pytest.fixture
 def fakes():
-    return SimpleNamespace(GOOD_DRAFT=GOOD_DRAFT, GOOD_PA_DRAFT=GOOD_PA_DRAFT, draft_for=draft_for, profile_text=profile_text,
-                           clean_verdict=clean_verdict, make_responder=make_responder)
+    return SimpleNamespace(
+        GOOD_DRAFT=GOOD_DRAFT,
+        GOOD_PA_DRAFT=GOOD_PA_DRAFT,
+        draft_for=draft_for,
+        profile_text=profile_text,
+        clean_verdict=clean_verdict,
+        make_responder=make_responder,
+    )
 
 
 @pytest.fixture
 def recipe():
     """A minimal recipe (seed 7); tests bind engines themselves."""
-    return Recipe(name="test", seed=7, engines={"local": {"kind": "embedded"}},
-                  roles={"default": {"engine": "local"}})
+    return Recipe(name="test", seed=7, engines={"local": {"kind": "embedded"}}, roles={"default": {"engine": "local"}})
 
 
 @pytest.fixture
@@ -112,21 +126,42 @@ def worker_step(tmp_path):
 
     def run(respond, shape):
         rows = anchor_personas(load_personas("synthetic", 1, 7).rows, load_rates(None), 7)
-        prov = Provenance(seed=7, toolkit_version="t", prompts=prompt_hashes(shape.causal_checks, shape.patientact), shape=shape,
-                          roles=[RoleModel(role=r, engine="stub", model="m") for r in ("profile_writer", "screener")])
+        prov = Provenance(
+            seed=7,
+            toolkit_version="t",
+            prompts=prompt_hashes(shape.causal_checks, shape.patientact),
+            shape=shape,
+            roles=[RoleModel(role=r, engine="stub", model="m") for r in ("profile_writer", "screener")],
+        )
         with OpenAIStub(from_responder(respond)) as stub:
+
             def wire(role):
-                return {"role": role, "engine": "stub", "kind": "openai", "base_url": stub.base_url, "model": "m",
-                        "api_key_env": None, "max_concurrency": 2, "timeout_s": 5.0, "native_tools": False,
-                        "structured_mode": "json_schema", "strict_schema": False,
-                        "role_spec": RoleSpec(engine="stub").model_dump()}
+                return {
+                    "role": role,
+                    "engine": "stub",
+                    "kind": "openai",
+                    "base_url": stub.base_url,
+                    "model": "m",
+                    "api_key_env": None,
+                    "max_concurrency": 2,
+                    "timeout_s": 5.0,
+                    "native_tools": False,
+                    "structured_mode": "json_schema",
+                    "strict_schema": False,
+                    "role_spec": RoleSpec(engine="stub").model_dump(),
+                }
 
             step = WriteAndScreen(
-                writer=MindcoreLLM(wire=wire("profile_writer"), output_model=WRITER_OUTPUT,
-                                   output_args={"scale": shape.text_scale}),
-                screener=MindcoreLLM(wire=wire("screener"), output_model=SCREENER_OUTPUT,
-                                     output_args={"max_faults": shape.screen_max_faults}),
-                checkpoint_dir=str(tmp_path / "checkpoints"), provenance=prov.model_dump_json(),
+                writer=MindcoreLLM(
+                    wire=wire("profile_writer"), output_model=WRITER_OUTPUT, output_args={"scale": shape.text_scale}
+                ),
+                screener=MindcoreLLM(
+                    wire=wire("screener"),
+                    output_model=SCREENER_OUTPUT,
+                    output_args={"max_faults": shape.screen_max_faults},
+                ),
+                checkpoint_dir=str(tmp_path / "checkpoints"),
+                provenance=prov.model_dump_json(),
             )
             step.load()
             (out,) = list(step.process([{"row": r.model_dump_json()} for r in rows]))

@@ -15,7 +15,13 @@ from mindsimkit.mindcore.recipe import Recipe
 from mindsimkit.profilegen.anchors import anchor_personas
 from mindsimkit.profilegen.config import ProfilesConfig, profiles_config, uses_patientact
 from mindsimkit.profilegen.formulation import (
-    WRITER_SYSTEM, CausalRules, causal_rules, draft_model, revision_messages, to_formulation, writer_messages,
+    WRITER_SYSTEM,
+    CausalRules,
+    causal_rules,
+    draft_model,
+    revision_messages,
+    to_formulation,
+    writer_messages,
 )
 from mindsimkit.profilegen.vocab import load_vocabularies
 from mindsimkit.profilegen.generate import TEMPLATES, checkpoint_key, make_profile, prompt_hashes
@@ -63,15 +69,19 @@ def _check_ids(faults: list[Fault]) -> list[str]:
 
 # --- resolution --------------------------------------------------------------------------------------------
 
-@pytest.mark.parametrize("simulation, expected", [
-    ({"patient_engine": "patientact"}, True),
-    ({"patient_engine": ["mindsim", "patientact"]}, True),
-    ({"patient_engine": "patientact:no_tg"}, True),  # an ablation arm plays the PatientAct patient too
-    ({"patient_engine": ["mindsim", "patientact:no_dm"]}, True),
-    ({"patient_engine": "mindsim"}, False),
-    ({"patient_engine": ["mindsim"]}, False),
-    ({}, False),
-])
+
+@pytest.mark.parametrize(
+    "simulation, expected",
+    [
+        ({"patient_engine": "patientact"}, True),
+        ({"patient_engine": ["mindsim", "patientact"]}, True),
+        ({"patient_engine": "patientact:no_tg"}, True),  # an ablation arm plays the PatientAct patient too
+        ({"patient_engine": ["mindsim", "patientact:no_dm"]}, True),
+        ({"patient_engine": "mindsim"}, False),
+        ({"patient_engine": ["mindsim"]}, False),
+        ({}, False),
+    ],
+)
 def test_auto_resolution_follows_the_patient_engine(simulation, expected):
     cfg = profiles_config(Recipe(**BASE, simulation=simulation))
     assert cfg.causal_checks is expected and cfg.shape.causal_checks is expected
@@ -93,6 +103,7 @@ def test_resolver_reads_raw_sections_and_keeps_other_settings():
 
 # --- off: nothing changes ----------------------------------------------------------------------------------
 
+
 def test_off_leaves_shape_provenance_hashes_and_key_as_they_were(row):
     shape = profiles_config(Recipe(**BASE, simulation={"patient_engine": "mindsim"})).shape
     assert shape == ProfileShape()
@@ -106,9 +117,12 @@ def test_off_leaves_shape_provenance_hashes_and_key_as_they_were(row):
     on = Provenance(seed=1, toolkit_version="t", prompts=prompt_hashes(True), shape=ProfileShape(causal_checks=True))
     assert checkpoint_key(row, 2, on) != checkpoint_key(row, 2, plain)
     assert json.loads(on.model_dump_json())["shape"]["causal_checks"] is True
-    added = [h.template for h in on.prompts[len(TEMPLATES):]]
-    assert added == ["profilegen/writer_causal.jinja2", "profilegen/screener_causal.jinja2",
-                     "profilegen:data/causal_rules.yaml"]
+    added = [h.template for h in on.prompts[len(TEMPLATES) :]]
+    assert added == [
+        "profilegen/writer_causal.jinja2",
+        "profilegen/screener_causal.jinja2",
+        "profilegen:data/causal_rules.yaml",
+    ]
 
 
 def test_off_prompts_are_the_plain_templates(row):
@@ -131,6 +145,7 @@ def test_off_screen_raises_no_causal_fault(fake_engines, fakes, row):
 
 
 # --- on: prompts and checks --------------------------------------------------------------------------------
+
 
 def test_on_prompts_carry_the_rules(row):
     rules = causal_rules()
@@ -168,9 +183,15 @@ def test_the_causal_schema_makes_the_date_and_the_cycle_required_parts(fakes):
     ("A father who picked apart every school report.", "Leaves bank letters unopened on the table.") fail both
     deterministic checks on every draft. The causal schema asks for the parts the checks look for."""
     plain, causal = draft_model(0.4), draft_model(0.4, causal=True)
-    assert _check_ids(causal_faults(_formulation(fakes, UNDATED, BARE))) == ["undated_predisposing", "coping_without_cycle"]
+    assert _check_ids(causal_faults(_formulation(fakes, UNDATED, BARE))) == [
+        "undated_predisposing",
+        "coping_without_cycle",
+    ]
     props = causal.model_json_schema()["$defs"]
-    assert "when" in props["DraftPredisposing"]["required"] and "when" not in plain.model_json_schema()["$defs"]["DraftPredisposing"]["properties"]
+    assert (
+        "when" in props["DraftPredisposing"]["required"]
+        and "when" not in plain.model_json_schema()["$defs"]["DraftPredisposing"]["properties"]
+    )
     assert {"relief", "cost"} <= set(props["DraftUnhelpfulCoping"]["required"])
     voc = load_vocabularies()
     assert not any(voc.coping[c].maladaptive for c in props["DraftCoping"]["properties"]["label"]["enum"])
@@ -178,7 +199,9 @@ def test_the_causal_schema_makes_the_date_and_the_cycle_required_parts(fakes):
     assert f.predisposing[0].history.startswith("at 9, ") and causal_faults(f) == []
     assert "at first a calmer evening, then the arrears" in f.perpetuating[0].situation
     # The date is still checked: a `when` with no time in it is the same serious fault.
-    assert _check_ids(causal_faults(to_formulation(causal.model_validate(_causal(fakes, "often"))))) == ["undated_predisposing"]
+    assert _check_ids(causal_faults(to_formulation(causal.model_validate(_causal(fakes, "often"))))) == [
+        "undated_predisposing"
+    ]
 
 
 def test_a_causal_draft_at_its_limits_goes_back_whole_to_its_revision(fakes, row):
@@ -327,6 +350,7 @@ def test_rules_file_is_checked_on_load():
 
 # --- the distilabel worker ---------------------------------------------------------------------------------
 
+
 def test_distilabel_worker_applies_the_causal_rules(worker_step, fakes):
     """The worker rebuilds the shape from the provenance it is sent: its prompts carry the rules and an
     undated, cycle-less first draft goes back for one revision."""
@@ -350,6 +374,7 @@ def test_distilabel_worker_applies_the_causal_rules(worker_step, fakes):
 
 # --- the whole profile job ---------------------------------------------------------------------------------
 
+
 def test_profile_job_resolves_the_flag_from_the_recipe(fake_engines, fakes, tmp_path):
     """A config handed in unresolved (as `recipe.section` returns it) is resolved against the recipe's
     patient engine: the run records the causal shape and prompts, and an undated draft is revised."""
@@ -357,7 +382,8 @@ def test_profile_job_resolves_the_flag_from_the_recipe(fake_engines, fakes, tmp_
 
     recipe = Recipe(**BASE, seed=7, simulation={"patient_engine": ["mindsim", "patientact"]})
     cfg = recipe.section("profiles", ProfilesConfig).model_copy(
-        update={"candidates": 3, "pool_size": 2, "benchmark_size": 1, "use_distilabel": False})
+        update={"candidates": 3, "pool_size": 2, "benchmark_size": 1, "use_distilabel": False}
+    )
     assert cfg.causal_checks is None
     first = set()
 
@@ -387,8 +413,9 @@ def test_causal_checks_on_embedded_engine(profile_engines):
     rows = anchor_personas(load_personas("synthetic", 5, seed=1).rows, load_rates(), seed=1)[:3]
     failures = []
     for row in rows:
-        out = asyncio.run(make_profile(profile_engines.role("profile_writer"), profile_engines.role("screener"),
-                                       row, 1, prov))
+        out = asyncio.run(
+            make_profile(profile_engines.role("profile_writer"), profile_engines.role("screener"), row, 1, prov)
+        )
         assert out.status in ("ok", "dropped", "failed") and out.profile_id == row.profile_id
         if out.status != "failed":
             break

@@ -16,8 +16,14 @@ def test_fit_rates_command_writes_loadable_file(tmp_path):
         w = csv.writer(fh)
         w.writerow(["age_band", "gender", "main", "secondary"])
         for i in range(200):
-            w.writerow(["25-34" if i % 2 else "65+", "woman" if i % 3 else "man",
-                        "low_mood" if i % 4 else "grief_and_loss", "" if i % 5 == 0 else "anxiety_and_worry"])
+            w.writerow(
+                [
+                    "25-34" if i % 2 else "65+",
+                    "woman" if i % 3 else "man",
+                    "low_mood" if i % 4 else "grief_and_loss",
+                    "" if i % 5 == 0 else "anxiety_and_worry",
+                ]
+            )
     out = tmp_path / "rates.yaml"
     res = CliRunner().invoke(app, ["fit-rates", str(table), "--out", str(out)])
     assert res.exit_code == 0, res.output
@@ -31,8 +37,9 @@ def test_default_command_and_bad_recipe_exit_code(tmp_path, capsys):
     assert main(["profiles", str(tmp_path / "missing.yaml"), "--out", str(tmp_path)]) == 2
     assert "recipe" in capsys.readouterr().err  # reached generate's recipe loading, not "no such command"
     bad = tmp_path / "r.yaml"
-    bad.write_text("name: x\nengines: {local: {kind: embedded}}\nroles: {default: {engine: local}}\n"
-                   "profiles: {candidatez: 3}\n")
+    bad.write_text(
+        "name: x\nengines: {local: {kind: embedded}}\nroles: {default: {engine: local}}\nprofiles: {candidatez: 3}\n"
+    )
     assert main(["profiles", str(bad), "--out", str(tmp_path)]) == 2
     assert "profiles.candidatez" in capsys.readouterr().err
     assert main(["profiles", "fit-rates", str(tmp_path / "nope.csv"), "--out", str(tmp_path / "r2.yaml")]) == 2

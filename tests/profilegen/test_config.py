@@ -15,8 +15,12 @@ def test_defaults_match_the_paper():
 
 
 def test_typo_and_inconsistent_sizes_name_the_field():
-    r = Recipe(name="t", engines={"local": {"kind": "embedded"}}, roles={"default": {"engine": "local"}},
-               profiles={"pool_sise": 10})
+    r = Recipe(
+        name="t",
+        engines={"local": {"kind": "embedded"}},
+        roles={"default": {"engine": "local"}},
+        profiles={"pool_sise": 10},
+    )
     with pytest.raises(ConfigError, match="profiles.pool_sise"):
         r.section("profiles", ProfilesConfig)
     with pytest.raises(ValueError, match="benchmark_size"):

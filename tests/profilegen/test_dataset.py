@@ -19,7 +19,9 @@ def test_roundtrip_pool_filter_and_datasets(tmp_path):
     assert load_profiles(tmp_path, pool_only=False) == profiles
     assert [p.profile_id for p in load_profiles(tmp_path)] == [profiles[2].profile_id, profiles[4].profile_id]
     assert load_profiles(tmp_path.parent / tmp_path.name) == load_profiles(tmp_path / "profiles.parquet")
-    assert (tmp_path / "case_summaries" / f"{profiles[0].profile_id}.md").read_text().strip() == profiles[0].case_summary
+    assert (tmp_path / "case_summaries" / f"{profiles[0].profile_id}.md").read_text().strip() == profiles[
+        0
+    ].case_summary
 
     import datasets
 

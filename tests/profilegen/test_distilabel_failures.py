@@ -23,20 +23,36 @@ def _closed_port() -> int:
 
 
 def _wire(role: str, port: int) -> dict:
-    return {"role": role, "engine": "down", "kind": "openai", "base_url": f"http://127.0.0.1:{port}/v1",
-            "model": "m", "api_key_env": None, "max_concurrency": 2, "timeout_s": 5.0, "native_tools": False,
-            "structured_mode": "json_schema", "strict_schema": False, "role_spec": RoleSpec(engine="down").model_dump()}
+    return {
+        "role": role,
+        "engine": "down",
+        "kind": "openai",
+        "base_url": f"http://127.0.0.1:{port}/v1",
+        "model": "m",
+        "api_key_env": None,
+        "max_concurrency": 2,
+        "timeout_s": 5.0,
+        "native_tools": False,
+        "structured_mode": "json_schema",
+        "strict_schema": False,
+        "role_spec": RoleSpec(engine="down").model_dump(),
+    }
 
 
 def test_outage_in_the_worker_is_a_retryable_failure_with_its_cause(tmp_path):
     port = _closed_port()
     rows = anchor_personas(load_personas("synthetic", 2, 7).rows, load_rates(None), 7)
-    prov = Provenance(seed=7, toolkit_version="t", prompts=prompt_hashes(),
-                      roles=[RoleModel(role=r, engine="down", model="m") for r in ("profile_writer", "screener")])
+    prov = Provenance(
+        seed=7,
+        toolkit_version="t",
+        prompts=prompt_hashes(),
+        roles=[RoleModel(role=r, engine="down", model="m") for r in ("profile_writer", "screener")],
+    )
     step = WriteAndScreen(
         writer=MindcoreLLM(wire=_wire("profile_writer", port), output_model=WRITER_OUTPUT),
         screener=MindcoreLLM(wire=_wire("screener", port), output_model=SCREENER_OUTPUT),
-        checkpoint_dir=str(tmp_path / "checkpoints"), provenance=prov.model_dump_json(),
+        checkpoint_dir=str(tmp_path / "checkpoints"),
+        provenance=prov.model_dump_json(),
     )
     step.load()
     (out,) = list(step.process([{"row": r.model_dump_json()} for r in rows]))
@@ -84,8 +100,11 @@ def test_worker_asks_for_the_rows_own_label_lists(worker_step, fakes):
         enum = schema["$defs"]["DraftPrecipitating"]["properties"]["label"]["enum"]
         if not seen["bad"]:
             seen["bad"] += 1
-            outside = next(lab for lab in ("child_leaving_home", "retirement", "separation_or_divorce", "job_loss")
-                           if lab not in enum)
+            outside = next(
+                lab
+                for lab in ("child_leaving_home", "retirement", "separation_or_divorce", "job_loss")
+                if lab not in enum
+            )
             draft["precipitating"]["label"] = outside
         return draft
 
@@ -93,5 +112,7 @@ def test_worker_asks_for_the_rows_own_label_lists(worker_step, fakes):
     assert o.status == "ok", o.failure
     row = AnchoredRow.model_validate(o.profile.model_dump(include=set(AnchoredRow.model_fields)))
     sent = requests[0]["response_format"]["json_schema"]["schema"]
-    assert sent["$defs"]["DraftPrecipitating"]["properties"]["label"]["enum"] == list(label_choice(row.demographics).precipitating)
+    assert sent["$defs"]["DraftPrecipitating"]["properties"]["label"]["enum"] == list(
+        label_choice(row.demographics).precipitating
+    )
     assert len(requests) == 3  # the writer re-asked once, then the screener

@@ -39,8 +39,13 @@ def test_profiles_end_to_end_through_distilabel(study_run):
         # The core belief is withheld: changing it does not change the patient's case summary. (A substring
         # check is not enough: the 135M model sometimes writes a vocabulary label as the belief.)
         row = AnchoredRow(**{k: getattr(p, k) for k in AnchoredRow.model_fields})
-        other = p.formulation.model_copy(update={"core_belief": p.formulation.core_belief.model_copy(
-            update={"belief": "SENTINEL BELIEF", "history": "SENTINEL HISTORY"})})
+        other = p.formulation.model_copy(
+            update={
+                "core_belief": p.formulation.core_belief.model_copy(
+                    update={"belief": "SENTINEL BELIEF", "history": "SENTINEL HISTORY"}
+                )
+            }
+        )
         assert case_summary(row, other) == case_summary(row, p.formulation) == p.case_summary
         assert "SENTINEL" not in case_summary(row, other)
         assert {r.role for r in p.provenance.roles} >= {"profile_writer", "screener"}

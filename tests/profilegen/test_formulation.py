@@ -10,7 +10,13 @@ from pydantic import ValidationError
 
 from mindsimkit.mindcore.errors import StructuredOutputError
 from mindsimkit.profilegen.anchors import anchor_personas
-from mindsimkit.profilegen.formulation import draft_model, to_draft_json, to_formulation, write_formulation, writer_messages
+from mindsimkit.profilegen.formulation import (
+    draft_model,
+    to_draft_json,
+    to_formulation,
+    write_formulation,
+    writer_messages,
+)
 from mindsimkit.profilegen.personas import load_personas
 from mindsimkit.profilegen.rates import load_rates
 
@@ -39,25 +45,33 @@ def _bad(**over):
     return d
 
 
-@pytest.mark.parametrize("bad", [
-    _bad(core_belief={"cluster": "hopeless", "history": "xx history", "belief": "I am hopeless."}),
-    _bad(precipitating={"label": "alien_abduction", "when": "now", "what_changed": "everything"}),
-    _bad(quality_of_life="terrible"),
-    _bad(unhelpful_coping={"label": "talking_it_through", "situation": "Talks to a friend."}),
-    _bad(predisposing=[]),
-    _bad(summary=""),
-    _bad(goal="x" * 500),
-])
+@pytest.mark.parametrize(
+    "bad",
+    [
+        _bad(core_belief={"cluster": "hopeless", "history": "xx history", "belief": "I am hopeless."}),
+        _bad(precipitating={"label": "alien_abduction", "when": "now", "what_changed": "everything"}),
+        _bad(quality_of_life="terrible"),
+        _bad(unhelpful_coping={"label": "talking_it_through", "situation": "Talks to a friend."}),
+        _bad(predisposing=[]),
+        _bad(summary=""),
+        _bad(goal="x" * 500),
+    ],
+)
 def test_off_vocabulary_and_rule_breaking_drafts_are_rejected(bad):
     with pytest.raises(ValidationError):
         draft_model().model_validate(bad)
 
 
 def test_repeated_labels_keep_their_first_use():
-    d = draft_model().model_validate(_bad(
-        protective=[{"label": "someone_checks_in", "detail": "A sister phones."}, {"label": "someone_checks_in", "detail": "again"}],
-        other_coping=[{"label": "avoidance", "situation": "Avoids it again."}],
-    ))
+    d = draft_model().model_validate(
+        _bad(
+            protective=[
+                {"label": "someone_checks_in", "detail": "A sister phones."},
+                {"label": "someone_checks_in", "detail": "again"},
+            ],
+            other_coping=[{"label": "avoidance", "situation": "Avoids it again."}],
+        )
+    )
     assert [p.detail for p in d.protective] == ["A sister phones."]
     assert d.other_coping == []
 
@@ -132,8 +146,7 @@ def test_schema_offers_only_the_labels_the_prompt_lists(fake_engines, fakes, row
     draft_model().model_validate(bad)
 
     replies = iter([bad, None])
-    engines, backend = fake_engines(fakes.make_responder(
-        writer=lambda req: next(replies) or fakes.draft_for(req)))
+    engines, backend = fake_engines(fakes.make_responder(writer=lambda req: next(replies) or fakes.draft_for(req)))
     with engines:
         f = asyncio.run(write_formulation(engines.role("profile_writer"), partnered))
     assert f.precipitating.label != "separation_or_divorce" and len(backend.requests) == 2

@@ -16,7 +16,13 @@ from mindsimkit.profilegen.anchors import anchor_personas
 from mindsimkit.profilegen.config import profiles_config
 from mindsimkit.profilegen.demographics import REVISABLE, allowed_values, revise_demographics, settleable
 from mindsimkit.profilegen.formulation import (
-    WRITER_PATIENTACT, draft_model, label_choice, split_labels, to_draft_json, to_formulation, writer_messages,
+    WRITER_PATIENTACT,
+    draft_model,
+    label_choice,
+    split_labels,
+    to_draft_json,
+    to_formulation,
+    writer_messages,
 )
 from mindsimkit.profilegen.generate import TEMPLATES, checkpoint_key, make_profile, prompt_hashes
 from mindsimkit.profilegen.personas import load_personas
@@ -48,6 +54,7 @@ def single(rows):
 @pytest.fixture
 def pa(fakes):
     """`pa(**over)`: the conftest's PatientAct-shaped draft with some fields replaced."""
+
     def make(**over) -> dict:
         d = json.loads(json.dumps(fakes.GOOD_PA_DRAFT))
         d.update(over)
@@ -62,9 +69,12 @@ def _schema(**kw) -> dict:
 
 # --- the writer's schema ----------------------------------------------------------------------------------
 
+
 def test_the_shape_puts_the_impact_list_and_the_split_in_the_writers_schema():
     plain, pa = _schema(), _schema(patientact=True)
-    assert "predisposing" in plain["properties"] and not {"impact", "psychological", "social"} & set(plain["properties"])
+    assert "predisposing" in plain["properties"] and not {"impact", "psychological", "social"} & set(
+        plain["properties"]
+    )
     props = pa["properties"]
     assert "predisposing" not in props
     assert (props["impact"]["minItems"], props["impact"]["maxItems"]) == (3, 5)
@@ -94,7 +104,10 @@ def test_a_shaped_draft_is_stored_rendered_and_sent_back_whole(rows, pa):
     f = to_formulation(draft)
     assert f.presenting.impact == IMPACT
     assert [(p.label, p.kind) for p in f.predisposing] == [
-        ("harsh_criticism", "psychological"), ("early_loss", "psychological"), ("feelings_kept_private", "social")]
+        ("harsh_criticism", "psychological"),
+        ("early_loss", "psychological"),
+        ("feelings_kept_private", "social"),
+    ]
     brief = writer_brief(row, f)
     assert "Impact: " + "; ".join(IMPACT) in brief
     psych_at, social_at = brief.index("Predisposing, psychological:"), brief.index("Predisposing, social:")
@@ -109,9 +122,12 @@ def test_off_nothing_of_the_shape_is_in_any_dump_prompt_hash_or_key(rows, pa):
     row = rows[0]
     shape = profiles_config(Recipe(**BASE)).shape
     assert shape == ProfileShape() and "patientact" not in shape.model_dump()
-    f = to_formulation(draft_model().model_validate({k: v for k, v in pa().items()
-                                                      if k not in ("impact", "psychological", "social")}
-                                                     | {"predisposing": pa()["psychological"][:1]}))
+    f = to_formulation(
+        draft_model().model_validate(
+            {k: v for k, v in pa().items() if k not in ("impact", "psychological", "social")}
+            | {"predisposing": pa()["psychological"][:1]}
+        )
+    )
     dumped = json.loads(f.model_dump_json())
     assert "impact" not in dumped["presenting"] and all("kind" not in p for p in dumped["predisposing"])
     assert [h.template for h in prompt_hashes()] == list(TEMPLATES)
@@ -121,9 +137,11 @@ def test_off_nothing_of_the_shape_is_in_any_dump_prompt_hash_or_key(rows, pa):
     on = Provenance(seed=1, toolkit_version="t", prompts=prompt_hashes(patientact=True), shape=PA)
     off = Provenance(seed=1, toolkit_version="t", prompts=prompt_hashes())
     assert checkpoint_key(row, 2, on) != checkpoint_key(row, 2, off)
-    assert [h.template for h in on.prompts[len(TEMPLATES):]] == [
-        "profilegen/writer_patientact.jinja2", "profilegen/screener_patientact.jinja2",
-        "profilegen/demographics_revise.jinja2"]
+    assert [h.template for h in on.prompts[len(TEMPLATES) :]] == [
+        "profilegen/writer_patientact.jinja2",
+        "profilegen/screener_patientact.jinja2",
+        "profilegen/demographics_revise.jinja2",
+    ]
     assert json.loads(on.model_dump_json())["shape"]["patientact"] is True
 
 
@@ -145,13 +163,18 @@ def test_on_the_prompts_carry_the_shape_and_the_two_label_lists(rows):
 def test_the_date_check_reads_histories_not_social_conditions(pa):
     f = to_formulation(draft_model(patientact=True).model_validate(pa()))
     assert not any("undated_predisposing" in x.reason for x in causal_faults(f))
-    undated = pa(psychological=[{"label": "harsh_criticism", "history": "A father who picked apart reports."},
-                                 pa()["psychological"][1]])
+    undated = pa(
+        psychological=[
+            {"label": "harsh_criticism", "history": "A father who picked apart reports."},
+            pa()["psychological"][1],
+        ]
+    )
     faults = causal_faults(to_formulation(draft_model(patientact=True).model_validate(undated)))
     assert [x.quote for x in faults if "undated_predisposing" in x.reason] == ["A father who picked apart reports."]
 
 
 # --- hard conflicts revise the demographics (Fig. 4) ---------------------------------------------------------
+
 
 def _responder(revised: dict, writes: list, draft: dict):
     def respond(req):
@@ -220,8 +243,9 @@ def test_a_conflict_with_the_recorded_age_is_not_the_demographics_to_settle(fake
 def test_revision_rounds_are_bounded_and_an_unsettled_conflict_is_recorded(single, pa):
     """A model that keeps the conflicting value (an engine without a grammar) costs at most the bounded rounds;
     the record says the conflict was not settled and the writer gets it as a fault."""
-    f = to_formulation(draft_model(patientact=True).model_validate(
-        pa(precipitating={**pa()["precipitating"], "what_changed": SPOUSE})))
+    f = to_formulation(
+        draft_model(patientact=True).model_validate(pa(precipitating={**pa()["precipitating"], "what_changed": SPOUSE}))
+    )
     conflicts = hard_conflicts(single, f, writer_brief(single, f))
     assert allowed_values(f, conflicts)["relationship"] == ("partnered", "post_relationship")
 
@@ -243,8 +267,11 @@ def test_the_distilabel_worker_revises_demographics_too(worker_step, pa):
     row = anchored(load_personas("synthetic", 1, 7).rows, load_rates(None), 7)[0]
     d = row.demographics
     # A text rule on this patient's own living situation, settled by a home the schema still offers.
-    text, rule_when = ("lives alone", ["with_partner_or_family", "with_others"]) \
-        if d.living_situation != "alone" else ("his roommates", ["alone"])
+    text, rule_when = (
+        ("lives alone", ["with_partner_or_family", "with_others"])
+        if d.living_situation != "alone"
+        else ("his roommates", ["alone"])
+    )
     keep = {k: getattr(d, k) for k in REVISABLE}
     draft = pa(summary=f"Referred by the GP; {text} since the bill and sleeps badly.")
 
@@ -279,8 +306,17 @@ def test_a_profile_job_in_the_shape_writes_the_lists_the_split_and_the_revisions
     from mindsimkit.profilegen.dataset import load_profiles
     from mindsimkit.profilegen.pipeline import run_profiles
 
-    recipe = Recipe(**BASE, seed=1, profiles={"patientact_shape": True, "candidates": 12, "pool_size": 4,
-                                              "benchmark_size": 2, "use_distilabel": False})
+    recipe = Recipe(
+        **BASE,
+        seed=1,
+        profiles={
+            "patientact_shape": True,
+            "candidates": 12,
+            "pool_size": 4,
+            "benchmark_size": 2,
+            "use_distilabel": False,
+        },
+    )
     draft = pa(precipitating={**pa()["precipitating"], "what_changed": SPOUSE})
 
     def respond(req):
@@ -299,8 +335,9 @@ def test_a_profile_job_in_the_shape_writes_the_lists_the_split_and_the_revisions
     assert prov["config"]["patientact_shape"] is True and prov["profiles"]["shape"]["patientact"] is True
     profiles = load_profiles(tmp_path / "profiles", pool_only=False)
     assert all(p.formulation.presenting.impact == IMPACT for p in profiles)
-    assert all([x.kind for x in p.formulation.predisposing] == ["psychological", "psychological", "social"]
-               for p in profiles)
+    assert all(
+        [x.kind for x in p.formulation.predisposing] == ["psychological", "psychological", "social"] for p in profiles
+    )
     revised = [p for p in profiles if p.provenance.demographics_revised is not None]
     never_married = [p for p in profiles if p.persona.marital_status == "never_married"]
     assert revised and {p.profile_id for p in revised} == {p.profile_id for p in never_married}
@@ -314,8 +351,9 @@ def test_a_profile_job_in_the_shape_writes_the_lists_the_split_and_the_revisions
 def test_the_demographics_revision_on_the_embedded_engine(profile_engines, single, pa):
     """One revision call on the real (weak) engine: its grammar holds the answer to the offered values, so a spouse
     in the formulation of a never-married client comes back settled, recorded with a reason."""
-    f = to_formulation(draft_model(patientact=True).model_validate(
-        pa(precipitating={**pa()["precipitating"], "what_changed": SPOUSE})))
+    f = to_formulation(
+        draft_model(patientact=True).model_validate(pa(precipitating={**pa()["precipitating"], "what_changed": SPOUSE}))
+    )
     row, rec = asyncio.run(revise_demographics(profile_engines.role("profile_writer"), single, f, max_rounds=2))
     assert rec is not None and rec.resolved and rec.rounds == 1 and rec.reasons[0]
     assert row.demographics.relationship in ("partnered", "post_relationship")

@@ -31,8 +31,13 @@ def test_under_18_is_skipped():
 
 @pytest.mark.parametrize(
     "marital,rel",
-    [("never_married", "single"), ("married_present", "partnered"), ("separated", "post_relationship"),
-     ("widowed", "post_relationship"), ("divorced", "post_relationship")],
+    [
+        ("never_married", "single"),
+        ("married_present", "partnered"),
+        ("separated", "post_relationship"),
+        ("widowed", "post_relationship"),
+        ("divorced", "post_relationship"),
+    ],
 )
 def test_relationship_from_marital_status(marital, rel):
     assert derive(record(marital_status=marital, age=40), 0, "t").demographics.relationship == rel
@@ -54,10 +59,14 @@ def test_employment_rules():
     # Not working at 65+: never a student (no student share for that band), seeking work only rarely.
     out = [employment_status("not_in_workforce", "65+", "graduate", np.random.default_rng(i)) for i in range(400)]
     assert "student" not in out and out.count("not_in_labour_force") > 350
-    young = [employment_status("not_in_workforce", "18-24", "some_college", np.random.default_rng(i)) for i in range(400)]
+    young = [
+        employment_status("not_in_workforce", "18-24", "some_college", np.random.default_rng(i)) for i in range(400)
+    ]
     assert 0.45 < young.count("student") / 400 < 0.75
     # Without post-school education a young non-worker is not made a student.
-    low_edu = [employment_status("not_in_workforce", "18-24", "less_than_9th", np.random.default_rng(i)) for i in range(100)]
+    low_edu = [
+        employment_status("not_in_workforce", "18-24", "less_than_9th", np.random.default_rng(i)) for i in range(100)
+    ]
     assert "student" not in low_edu
 
 

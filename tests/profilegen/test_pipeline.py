@@ -33,12 +33,20 @@ def responder(fakes):
         text = fakes.profile_text(request)
         b = int(hashlib.sha256(text.split("\n")[0].encode()).hexdigest(), 16) % 6
         if b == 0:
-            return {"faults": [{"quote": "Get back to feeling like myself", "reason": "generic goal", "severity": "serious"}],
-                    "verdict": "serious"}
+            return {
+                "faults": [
+                    {"quote": "Get back to feeling like myself", "reason": "generic goal", "severity": "serious"}
+                ],
+                "verdict": "serious",
+            }
         if b == 1:
-            return {"faults": [{"quote": "A sister phones every Sunday", "reason": "thin support", "severity": "minor"},
-                               {"quote": "not in the profile at all", "reason": "invented", "severity": "minor"}],
-                    "verdict": "minor"}
+            return {
+                "faults": [
+                    {"quote": "A sister phones every Sunday", "reason": "thin support", "severity": "minor"},
+                    {"quote": "not in the profile at all", "reason": "invented", "severity": "minor"},
+                ],
+                "verdict": "minor",
+            }
         return fakes.clean_verdict(request)
 
     return fakes.make_responder(writer=writer, screener=screener)
@@ -98,11 +106,14 @@ def test_rerun_resumes_keeps_invalid_output_final_and_retries_outages(fake_engin
     asked = {r.messages[1]["content"] for r in backend2.requests if r.messages[1]["content"].count("Client")}
     assert 0 < len(asked) <= len(outages)
     assert sum(second.failed.values()) == len(invalid) + sum(
-        1 for line in (tmp_path / "profiles" / "failures.jsonl").read_text().splitlines()
-        if json.loads(line)["retry_on_rerun"])
+        1
+        for line in (tmp_path / "profiles" / "failures.jsonl").read_text().splitlines()
+        if json.loads(line)["retry_on_rerun"]
+    )
     assert second.kept >= first.kept
     assert {p.profile_id for p in load_profiles(tmp_path / "profiles", pool_only=False)} == {
-        o["profile"]["profile_id"] for o in _checkpoints(tmp_path) if o["status"] == "ok"}
+        o["profile"]["profile_id"] for o in _checkpoints(tmp_path) if o["status"] == "ok"
+    }
 
     engines3, backend3 = fake_engines(responder)
     with engines3:
@@ -142,8 +153,10 @@ def _first_serious(fakes, n: int):
         if head not in seen:
             seen.append(head)
         if seen.index(head) < n:
-            return {"faults": [{"quote": "Get back to feeling like myself", "reason": "generic", "severity": "serious"}],
-                    "verdict": "serious"}
+            return {
+                "faults": [{"quote": "Get back to feeling like myself", "reason": "generic", "severity": "serious"}],
+                "verdict": "serious",
+            }
         return fakes.clean_verdict(request)
 
     return fakes.make_responder(screener=screener)
@@ -167,8 +180,9 @@ def test_a_pool_emptied_by_a_noisy_screener_is_topped_up_with_more_candidates(fa
 def test_a_pool_left_short_says_so_in_one_line(fake_engines, fakes, recipe, tmp_path):
     engines, _ = fake_engines(_first_serious(fakes, 2))
     with engines:
-        s = run_profiles(recipe, engines, tmp_path, ProfilesConfig(candidates=3, pool_size=2, benchmark_size=1,
-                                                                    max_revisions=0))
+        s = run_profiles(
+            recipe, engines, tmp_path, ProfilesConfig(candidates=3, pool_size=2, benchmark_size=1, max_revisions=0)
+        )
     (line,) = [w for w in s.warnings if "pool" in w]
     assert line.startswith("profiles: a pool of 1 where 2 were asked: 3 candidates written, 1 kept")
     assert "raise profiles.candidates or profiles.extra_candidates" in line and "\n" not in line

@@ -66,8 +66,12 @@ def test_fit_recovers_rates_and_smooths_empty_cells():
 
 def test_fit_rejects_bad_rows(tmp_path):
     with pytest.raises(InputError, match="row 2"):
-        fit_rates([{"age_band": "18-24", "gender": "man", "main": "low_mood", "secondary": ""},
-                   {"age_band": "18-24", "gender": "man", "main": "sadness", "secondary": ""}])
+        fit_rates(
+            [
+                {"age_band": "18-24", "gender": "man", "main": "low_mood", "secondary": ""},
+                {"age_band": "18-24", "gender": "man", "main": "sadness", "secondary": ""},
+            ]
+        )
     (tmp_path / "t.csv").write_text("age_band,gender\n18-24,man\n")
     with pytest.raises(InputError, match="main"):
         read_table(tmp_path / "t.csv")

@@ -18,7 +18,13 @@ def test_core_belief_withheld_from_case_summary(fakes):
     assert belief["belief"] not in summary and belief["history"] not in summary
     assert "worthless" not in summary.lower() and "core belief" not in summary.lower()
     # The patient sees the substance of every other section.
-    for text in (f.presenting.summary, f.presenting.goal, f.precipitating.what_changed,
-                 f.predisposing[0].history, f.protective[0].detail, f.perpetuating[0].situation):
+    for text in (
+        f.presenting.summary,
+        f.presenting.goal,
+        f.precipitating.what_changed,
+        f.predisposing[0].history,
+        f.protective[0].detail,
+        f.perpetuating[0].situation,
+    ):
         assert text in summary
     assert row.persona.persona in summary and "{{" not in summary

@@ -12,7 +12,15 @@ from mindsimkit.profilegen.personas import load_personas
 from mindsimkit.profilegen.rates import load_rates
 from mindsimkit.profilegen.render import writer_brief
 from mindsimkit.profilegen.schemas import Demographics
-from mindsimkit.profilegen.screen import JudgeFault, normalise, quote_in, rule_faults, screen_and_revise, screen_once, verify
+from mindsimkit.profilegen.screen import (
+    JudgeFault,
+    normalise,
+    quote_in,
+    rule_faults,
+    screen_and_revise,
+    screen_once,
+    verify,
+)
 
 
 @pytest.fixture(scope="module")
@@ -41,8 +49,10 @@ def test_normalise_and_quote_in():
 
 def test_verify_discards_invented_quotes():
     text = "Leaves bank letters unopened on the table."
-    faults = [JudgeFault(quote="bank letters unopened", reason="vague", severity="minor"),
-              JudgeFault(quote="drinks every night", reason="invented", severity="serious")]
+    faults = [
+        JudgeFault(quote="bank letters unopened", reason="vague", severity="minor"),
+        JudgeFault(quote="drinks every night", reason="invented", severity="serious"),
+    ]
     kept, discarded = verify(faults, text)
     assert [k.quote for k in kept] == ["bank letters unopened"] and discarded == 1
     assert kept[0].source == "judge"
@@ -50,7 +60,9 @@ def test_verify_discards_invented_quotes():
 
 def test_label_constraint_rule(fakes, rows):
     row = _with(rows[0], relationship="partnered", age_band="25-34", employment="employed")
-    f = _formulation(fakes, precipitating={"label": "retirement", "when": "a month ago", "what_changed": "Days are empty."})
+    f = _formulation(
+        fakes, precipitating={"label": "retirement", "when": "a month ago", "what_changed": "Days are empty."}
+    )
     faults = rule_faults(row, f, writer_brief(row, f))
     assert len(faults) == 1 and faults[0].severity == "serious" and "age_band is 25-34" in faults[0].reason
     assert quote_in(faults[0].quote, writer_brief(row, f))
@@ -59,7 +71,10 @@ def test_label_constraint_rule(fakes, rows):
 def test_text_rules_fire_only_for_matching_demographics(fakes, rows):
     f = _formulation(fakes, summary="Since her divorce, she lives alone and cries at night.")
     single_with_family = _with(rows[0], relationship="single", living_situation="with_partner_or_family")
-    ids = {x.reason.split("(rule ")[-1].rstrip(")") for x in rule_faults(single_with_family, f, writer_brief(single_with_family, f))}
+    ids = {
+        x.reason.split("(rule ")[-1].rstrip(")")
+        for x in rule_faults(single_with_family, f, writer_brief(single_with_family, f))
+    }
     assert ids == {"lives_alone_but_with_others", "ex_spouse_but_never_married"}
     post_alone = _with(rows[0], relationship="post_relationship", living_situation="alone")
     assert rule_faults(post_alone, f, writer_brief(post_alone, f)) == []
@@ -71,9 +86,13 @@ def test_screen_once_combines_rules_and_verified_judge(fake_engines, fakes, rows
 
     def screener(request):
         assert "A sister phones every Sunday" in fakes.profile_text(request)
-        return {"faults": [{"quote": "A sister phones every Sunday", "reason": "thin", "severity": "minor"},
-                           {"quote": "made-up words here", "reason": "invented", "severity": "serious"}],
-                "verdict": "serious"}
+        return {
+            "faults": [
+                {"quote": "A sister phones every Sunday", "reason": "thin", "severity": "minor"},
+                {"quote": "made-up words here", "reason": "invented", "severity": "serious"},
+            ],
+            "verdict": "serious",
+        }
 
     engines, _ = fake_engines(fakes.make_responder(screener=screener))
     with engines:
@@ -89,8 +108,10 @@ def test_serious_profile_is_revised_then_clean(fake_engines, fakes, rows):
     def screener(request):
         calls["screen"] += 1
         if calls["screen"] == 1:
-            return {"faults": [{"quote": "emptied savings", "reason": "contradicts stable income", "severity": "serious"}],
-                    "verdict": "serious"}
+            return {
+                "faults": [{"quote": "emptied savings", "reason": "contradicts stable income", "severity": "serious"}],
+                "verdict": "serious",
+            }
         return fakes.clean_verdict(request)
 
     engines, backend = fake_engines(fakes.make_responder(screener=screener))
@@ -105,13 +126,18 @@ def test_serious_profile_is_revised_then_clean(fake_engines, fakes, rows):
 
 def test_persistently_serious_profile_stops_after_budget(fake_engines, fakes, rows):
     def screener(request):
-        return {"faults": [{"quote": "Get back to feeling like myself", "reason": "goal is generic", "severity": "serious"}],
-                "verdict": "serious"}
+        return {
+            "faults": [
+                {"quote": "Get back to feeling like myself", "reason": "goal is generic", "severity": "serious"}
+            ],
+            "verdict": "serious",
+        }
 
     engines, backend = fake_engines(fakes.make_responder(screener=screener))
     with engines:
-        _, s = asyncio.run(screen_and_revise(engines.role("profile_writer"), engines.role("screener"),
-                                             rows[0], _formulation(fakes), 2))
+        _, s = asyncio.run(
+            screen_and_revise(engines.role("profile_writer"), engines.role("screener"), rows[0], _formulation(fakes), 2)
+        )
     assert s.verdict == "serious" and s.revisions == 2
     assert sum(r.schema_name == "screen" for r in backend.requests) == 3
 

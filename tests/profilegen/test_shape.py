@@ -59,8 +59,9 @@ def test_fault_cap_and_full_shape_is_the_plain_model():
     assert verdict_model(2).model_json_schema()["properties"]["faults"]["maxItems"] == 2
     assert JudgeVerdict.model_json_schema()["properties"]["faults"]["maxItems"] == 6
     with pytest.raises(ValueError):
-        verdict_model(2).model_validate({"faults": [{"quote": "abc", "reason": "why", "severity": "minor"}] * 3,
-                                         "verdict": "minor"})
+        verdict_model(2).model_validate(
+            {"faults": [{"quote": "abc", "reason": "why", "severity": "minor"}] * 3, "verdict": "minor"}
+        )
 
 
 def test_every_call_of_a_profile_uses_the_recipe_shape(fake_engines, fakes, row):
@@ -69,8 +70,10 @@ def test_every_call_of_a_profile_uses_the_recipe_shape(fake_engines, fakes, row)
     def screener(request):  # serious once, so the revision's schema is seen too
         calls["screen"] += 1
         if calls["screen"] == 1:
-            return {"faults": [{"quote": "emptied savings", "reason": "contradicts", "severity": "serious"}],
-                    "verdict": "serious"}
+            return {
+                "faults": [{"quote": "emptied savings", "reason": "contradicts", "severity": "serious"}],
+                "verdict": "serious",
+            }
         return fakes.clean_verdict(request)
 
     shape = ProfileShape(text_scale=0.5, screen_max_faults=2)
@@ -102,7 +105,9 @@ def test_budgets_follow_the_recipe_shape():
     assert _limits(_formulation_schema(small))[".summary"] == 120
     assert _limits(_formulation_schema(Recipe(**base)))[".summary"] == 240
     assert _screen_schema(small)["properties"]["faults"]["maxItems"] == 2
-    assert ProfilesConfig(text_scale=0.5, screen_max_faults=2).shape == ProfileShape(text_scale=0.5, screen_max_faults=2)
+    assert ProfilesConfig(text_scale=0.5, screen_max_faults=2).shape == ProfileShape(
+        text_scale=0.5, screen_max_faults=2
+    )
     with pytest.raises(ValueError):
         ProfilesConfig(text_scale=0.1)
 
@@ -116,9 +121,11 @@ def test_budget_warning_uses_the_recipe_shape():
 
     backend = FakeBackend(lambda req: {})
     small = ProfileShape(text_scale=0.5, screen_max_faults=2)
-    roles = {"default": RoleSpec(engine=backend.name),
-             "profile_writer": RoleSpec(engine=backend.name, max_tokens=2100),
-             "screener": RoleSpec(engine=backend.name, max_tokens=1050)}
+    roles = {
+        "default": RoleSpec(engine=backend.name),
+        "profile_writer": RoleSpec(engine=backend.name, max_tokens=2100),
+        "screener": RoleSpec(engine=backend.name, max_tokens=1050),
+    }
     with Engines.with_backend(backend, roles) as engines:
         assert _budget_warnings(engines, small) == []
         (line,) = _budget_warnings(engines)

@@ -3,7 +3,14 @@ import json
 import numpy as np
 import pytest
 
-from mindsimkit.validation.arc import LABELS, LabelCache, label_conversations_sync, stretch_counts, stretch_shares, turn_requests
+from mindsimkit.validation.arc import (
+    LABELS,
+    LabelCache,
+    label_conversations_sync,
+    stretch_counts,
+    stretch_shares,
+    turn_requests,
+)
 from mindsimkit.validation.transcripts import load_transcripts
 
 
@@ -29,7 +36,10 @@ def test_requests_show_the_four_preceding_messages_and_never_the_system_prompt()
     last_user = reqs[3][1]["content"]
     context = last_user.split("Last patient turn:")[0]
     assert [line for line in context.splitlines()[1:] if line] == [
-        "Patient: patient 1", "Counsellor: counsellor 2", "Patient: patient 2", "Counsellor: counsellor 3",
+        "Patient: patient 1",
+        "Counsellor: counsellor 2",
+        "Patient: patient 2",
+        "Counsellor: counsellor 3",
     ]
     assert "hidden system prompt" not in last_user
     assert "Last patient turn:\nPatient: patient 3" in last_user
@@ -57,7 +67,9 @@ def test_labels_are_structured_cached_and_not_paid_twice(tmp_path, fake_engines)
 
 def test_invalid_labels_are_counted_as_failures_and_retried_next_time(tmp_path, fake_engines):
     engines, backend = fake_engines(lambda req: {"label": "Z"})
-    res = label_conversations_sync([_conv(2)], engines.role("labeller"), patient_role="user", cache=LabelCache(tmp_path / "c.jsonl"))
+    res = label_conversations_sync(
+        [_conv(2)], engines.role("labeller"), patient_role="user", cache=LabelCache(tmp_path / "c.jsonl")
+    )
     assert res.labels == [[None, None]] and res.failed == 2
     assert len(backend.requests) == 2 * 3  # mindcore's bounded re-asks, then given up
     assert not (tmp_path / "c.jsonl").exists()

@@ -18,8 +18,22 @@ def test_reference_then_compare(tmp_path, synth, jsonl):
     out = tmp_path / "out"
     res = runner.invoke(
         app,
-        ["compare", "--reference", str(ref), "--sim", f"long={sim}", "--sim", f"same={src}", "--out", str(out),
-         "--draws", "50", "--splits", "10", "--no-plots"],
+        [
+            "compare",
+            "--reference",
+            str(ref),
+            "--sim",
+            f"long={sim}",
+            "--sim",
+            f"same={src}",
+            "--out",
+            str(out),
+            "--draws",
+            "50",
+            "--splits",
+            "10",
+            "--no-plots",
+        ],
     )
     assert res.exit_code == 0, res.output
     report = json.loads((out / "report.json").read_text())
@@ -31,7 +45,10 @@ def test_reference_then_compare(tmp_path, synth, jsonl):
 
 def test_compare_defaults_to_the_shipped_reference(tmp_path, synth, jsonl):
     sim = jsonl(tmp_path / "s.jsonl", synth(10, seed=6, mean_words=14))
-    res = runner.invoke(app, ["compare", "--sim", f"x={sim}", "--out", str(tmp_path / "o"), "--draws", "20", "--splits", "5", "--no-plots"])
+    res = runner.invoke(
+        app,
+        ["compare", "--sim", f"x={sim}", "--out", str(tmp_path / "o"), "--draws", "20", "--splits", "5", "--no-plots"],
+    )
     assert res.exit_code == 0, res.output
     assert json.loads((tmp_path / "o" / "report.json").read_text())["counts"]["reference"]["conversations_used"] == 106
 
@@ -64,8 +81,10 @@ def test_user_errors_exit_with_code_2(tmp_path, monkeypatch):
         (b"", "no conversations (the source is empty)"),
         ("caf\u00e9\n".encode("latin-1"), "line 1 is not UTF-8 text (byte 0xe9 at column 4)"),
         (b"PAR1\x00\x15\x04", "binary data at line 1"),
-        (b'{"id": "a", "messages": [{"role": "assistant", "content": "hi"}]}\n',
-         "has a non-empty turn by patient role 'user' (roles present: assistant)"),
+        (
+            b'{"id": "a", "messages": [{"role": "assistant", "content": "hi"}]}\n',
+            "has a non-empty turn by patient role 'user' (roles present: assistant)",
+        ),
     ],
     ids=["empty", "not-utf8", "binary", "wrong-role"],
 )
@@ -91,8 +110,26 @@ def test_compare_filter_flags(tmp_path, synth, jsonl):
         r.update(session_index=k % 3, counsellor="prod" if k % 2 else "other")
     sim = jsonl(tmp_path / "s.jsonl", rows)
     out = tmp_path / "o"
-    res = runner.invoke(app, ["compare", "--sim", f"x={sim}", "--out", str(out), "--draws", "20", "--splits", "5",
-                              "--no-plots", "--first-sessions", "--max-patient-turns", "4", "--counsellor", "prod"])
+    res = runner.invoke(
+        app,
+        [
+            "compare",
+            "--sim",
+            f"x={sim}",
+            "--out",
+            str(out),
+            "--draws",
+            "20",
+            "--splits",
+            "5",
+            "--no-plots",
+            "--first-sessions",
+            "--max-patient-turns",
+            "4",
+            "--counsellor",
+            "prod",
+        ],
+    )
     assert res.exit_code == 0, res.output
     report = json.loads((out / "report.json").read_text())
     assert report["settings"]["first_sessions_only"] and report["settings"]["max_patient_turns"] == 4

@@ -44,7 +44,9 @@ def test_compare_writes_the_report_and_orders_systems_correctly(tmp_path, refere
     for png in ("features.png", "distances.png"):
         assert (out / png).stat().st_size > 5000
     # Only aggregates leave the module: no patient text in any output.
-    words = {m["content"] for r in far_rows for m in r["messages"] if m["role"] == "user" and len(m["content"].split()) >= 3}
+    words = {
+        m["content"] for r in far_rows for m in r["messages"] if m["role"] == "user" and len(m["content"].split()) >= 3
+    }
     for f in ("report.json", "report.md"):
         text = (out / f).read_text()
         assert not any(w in text for w in words)
@@ -57,7 +59,9 @@ def test_compare_accepts_artifacts_as_systems(tmp_path, reference):
 
 
 def test_arc_comparison_with_a_fake_labeller(tmp_path, synth, jsonl, fake_engines):
-    engines, backend = fake_engines(lambda req: {"label": "P" if "tired" in req.messages[-1]["content"].split("Last patient turn:")[1] else "F"})
+    engines, backend = fake_engines(
+        lambda req: {"label": "P" if "tired" in req.messages[-1]["content"].split("Last patient turn:")[1] else "F"}
+    )
     cfg = ValidationConfig(**FAST, arc=True)
     src = jsonl(tmp_path / "ref.jsonl", synth(6, seed=1, mean_words=6, turns=5))
     ref = tmp_path / "ref.parquet"
@@ -80,7 +84,9 @@ def test_errors_are_clear(tmp_path, reference, synth):
     with pytest.raises(ConfigError, match="no engines were given"):
         compare(reference, {"s": synth(2, seed=0, mean_words=5)}, tmp_path / "o", ValidationConfig(arc=True))
     with pytest.raises(InputError, match="patient_role"):
-        compare(reference, {"s": synth(2, seed=0, mean_words=5)}, tmp_path / "o", ValidationConfig(patient_role="client"))
+        compare(
+            reference, {"s": synth(2, seed=0, mean_words=5)}, tmp_path / "o", ValidationConfig(patient_role="client")
+        )
     with pytest.raises(ConfigError, match="at least one system"):
         compare(reference, {}, tmp_path / "o")
     with pytest.raises(Exception, match="extra"):

@@ -18,7 +18,11 @@ def test_defaults_follow_the_paper():
 def test_typos_name_the_field():
     with pytest.raises(ValidationError, match="bootstrap_drawz"):
         ValidationConfig(bootstrap_drawz=10)
-    recipe = Recipe(name="t", engines={"local": {"kind": "embedded"}}, roles={"default": {"engine": "local"}},
-                    validation={"floor_split": 3})
+    recipe = Recipe(
+        name="t",
+        engines={"local": {"kind": "embedded"}},
+        roles={"default": {"engine": "local"}},
+        validation={"floor_split": 3},
+    )
     with pytest.raises(ConfigError, match="validation.floor_split"):
         recipe.section("validation", ValidationConfig)

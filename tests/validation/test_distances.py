@@ -84,7 +84,14 @@ def test_patient_grouping_widens_intervals():
     base_ref, base_sim = rng.normal(size=40), rng.normal(size=40) + 0.5
     ref = np.repeat(base_ref, 10) + rng.normal(scale=0.01, size=400)
     sim = np.repeat(base_sim, 10) + rng.normal(scale=0.01, size=400)
-    grouped = compare_samples(_sample(ref, np.repeat(np.arange(40), 10)), _sample(sim, np.repeat(np.arange(40), 10)), ("x",), draws=400, level=0.95, seed=0)
+    grouped = compare_samples(
+        _sample(ref, np.repeat(np.arange(40), 10)),
+        _sample(sim, np.repeat(np.arange(40), 10)),
+        ("x",),
+        draws=400,
+        level=0.95,
+        seed=0,
+    )
     flat = compare_samples(_sample(ref), _sample(sim), ("x",), draws=400, level=0.95, seed=0)
     width = lambda r: r.features["x"].ci[1] - r.features["x"].ci[0]  # noqa: E731
     assert width(grouped) > 2 * width(flat)

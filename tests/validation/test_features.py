@@ -5,7 +5,14 @@ import numpy as np
 import pytest
 from lexicalrichness import LexicalRichness
 
-from mindsimkit.validation.features import FEATURES, conversation_features, count_sentences, default_lexicon, marker_counts, mtld
+from mindsimkit.validation.features import (
+    FEATURES,
+    conversation_features,
+    count_sentences,
+    default_lexicon,
+    marker_counts,
+    mtld,
+)
 
 
 def _tokens(text):
@@ -63,7 +70,11 @@ def test_marker_counts_on_hand_made_sentences():
     # Whole words only: "alloy", "badly", "summer" and "sadness" contain markers but are not markers.
     assert marker_counts("alloy badly summer sadness", lex) == {"absolutist": 0, "depressive": 0, "non_fluency": 0}
     # Phrases and typographic apostrophes.
-    assert marker_counts("I want to give up. Y’know, let’s see.", lex) == {"absolutist": 0, "depressive": 1, "non_fluency": 2}
+    assert marker_counts("I want to give up. Y’know, let’s see.", lex) == {
+        "absolutist": 0,
+        "depressive": 1,
+        "non_fluency": 2,
+    }
 
 
 def test_sentence_counting():
@@ -103,8 +114,22 @@ def test_fast_marker_counting_equals_a_plain_word_boundary_regex():
         fam: re.compile(r"\b(?:" + "|".join(re.escape(w) for w in sorted(ws, key=len, reverse=True)) + r")\b", re.I)
         for fam, ws in lists.items()
     }
-    vocab = [w for ws in lists.values() for w in ws] + ["allow", "ball", "Um-hmm", "don't", "you", "know", "I", "mean",
-                                                       "it's", "close-up", "bad_thing", "ALL", "123", "x"]
+    vocab = [w for ws in lists.values() for w in ws] + [
+        "allow",
+        "ball",
+        "Um-hmm",
+        "don't",
+        "you",
+        "know",
+        "I",
+        "mean",
+        "it's",
+        "close-up",
+        "bad_thing",
+        "ALL",
+        "123",
+        "x",
+    ]
     rng = np.random.default_rng(0)
     seps = [" ", " ", ", ", ". ", "-", "'", "\n", "!! "]
     lex = default_lexicon()

@@ -8,18 +8,35 @@ from mindsimkit.validation.transcripts import load_transcripts, parse_row
 
 def test_jsonl_reads_ids_patients_and_counts_skips(tmp_path, jsonl):
     rows = [
-        {"id": "a", "patient_id": "p1", "messages": [{"role": "assistant", "content": "hi"}, {"role": "user", "content": "hello there"}]},
-        {"conversation_id": "b", "messages": [{"role": "assistant", "content": "hi"}, {"role": "user", "content": "   "}]},
-        {"id": "c", "group_id": "p1", "messages": [{"role": "user", "content": "again"}, {"role": "assistant", "content": None}]},
+        {
+            "id": "a",
+            "patient_id": "p1",
+            "messages": [{"role": "assistant", "content": "hi"}, {"role": "user", "content": "hello there"}],
+        },
+        {
+            "conversation_id": "b",
+            "messages": [{"role": "assistant", "content": "hi"}, {"role": "user", "content": "   "}],
+        },
+        {
+            "id": "c",
+            "group_id": "p1",
+            "messages": [{"role": "user", "content": "again"}, {"role": "assistant", "content": None}],
+        },
     ]
     ts = load_transcripts(jsonl(tmp_path / "t.jsonl", rows))
     assert [c.conversation_id for c in ts.conversations] == ["a", "c"]
     assert [c.patient_id for c in ts.conversations] == ["p1", "p1"]
     counts = ts.counts("user")
     assert counts == {
-        "conversations_read": 3, "conversations_used": 2, "skipped_no_patient_turn": 1,
-        "skipped_too_short": 0, "patients": 1, "patient_turns": 2, "skipped_later_session": 0,
-        "skipped_other_counsellor": 0, "truncated_at_max_patient_turns": 0,
+        "conversations_read": 3,
+        "conversations_used": 2,
+        "skipped_no_patient_turn": 1,
+        "skipped_too_short": 0,
+        "patients": 1,
+        "patient_turns": 2,
+        "skipped_later_session": 0,
+        "skipped_other_counsellor": 0,
+        "truncated_at_max_patient_turns": 0,
     }
 
 
@@ -79,8 +96,13 @@ def _arc_rows():
             for k in (0, 1):
                 msgs = []
                 for t in range(5):
-                    msgs += [{"role": "assistant", "content": f"counsellor {t}"}, {"role": "user", "content": f"{p} {c} {k} turn {t}"}]
-                rows.append({"id": f"{p}-{c}-{k}", "patient_id": p, "counsellor": c, "session_index": k, "messages": msgs})
+                    msgs += [
+                        {"role": "assistant", "content": f"counsellor {t}"},
+                        {"role": "user", "content": f"{p} {c} {k} turn {t}"},
+                    ]
+                rows.append(
+                    {"id": f"{p}-{c}-{k}", "patient_id": p, "counsellor": c, "session_index": k, "messages": msgs}
+                )
     return rows
 
 
@@ -88,11 +110,17 @@ def test_filters_first_sessions_counsellors_and_turn_cap(tmp_path, jsonl):
     path = jsonl(tmp_path / "t.jsonl", _arc_rows())
     ts = load_transcripts(path, first_sessions_only=True, counsellors=["prod"], max_patient_turns=3)
     assert sorted(c.conversation_id for c in ts.conversations) == ["p1-prod-0", "p2-prod-0"]
-    assert all(c.patient_turns("user") == [f"{c.patient_id} prod 0 turn {t}" for t in range(3)] for c in ts.conversations)
+    assert all(
+        c.patient_turns("user") == [f"{c.patient_id} prod 0 turn {t}" for t in range(3)] for c in ts.conversations
+    )
     # Cut right after the N-th patient turn: the counsellor's next reply is not kept.
     assert ts.conversations[0].messages[-1].role == "user" and len(ts.conversations[0].messages) == 6
     counts = ts.counts("user")
-    assert (counts["skipped_later_session"], counts["skipped_other_counsellor"], counts["truncated_at_max_patient_turns"]) == (4, 2, 2)
+    assert (
+        counts["skipped_later_session"],
+        counts["skipped_other_counsellor"],
+        counts["truncated_at_max_patient_turns"],
+    ) == (4, 2, 2)
     # The cap comes before min_patient_turns: a conversation cut to 3 turns fails a minimum of 4.
     short = load_transcripts(path, max_patient_turns=3, min_patient_turns=4)
     assert short.conversations == [] and short.skipped_too_short == 8
@@ -115,9 +143,17 @@ def test_trial_is_read_counted_and_checked():
     from mindsimkit.mindcore.errors import InputError
     from mindsimkit.validation.transcripts import load_transcripts, parse_row
 
-    rows = [{"id": f"s{t}{p}", "patient_id": p, "trial": t, "session_index": 0,
-             "messages": [{"role": "user", "content": "hi"}, {"role": "assistant", "content": "hello"}]}
-            for t in range(3) for p in ("a", "b")]
+    rows = [
+        {
+            "id": f"s{t}{p}",
+            "patient_id": p,
+            "trial": t,
+            "session_index": 0,
+            "messages": [{"role": "user", "content": "hi"}, {"role": "assistant", "content": "hello"}],
+        }
+        for t in range(3)
+        for p in ("a", "b")
+    ]
     ts = load_transcripts(rows)
     assert (ts.patients, ts.trials, ts.counts("user")["trials"]) == (2, 3, 3)
     assert "trials" not in load_transcripts([{**r, "trial": None} for r in rows]).counts("user")

@@ -22,6 +22,7 @@ def run_dir(tmp_path: Path) -> Path:
 def real_file(tmp_path: Path) -> Path:
     return write_real(tmp_path / "real.jsonl")
 
+
 from browser import browser  # noqa: E402,F401  (the shared headless chromium)
 
 

@@ -18,8 +18,12 @@ from typing import Any, Callable, Iterator
 from annotfakes import write_real, write_run
 from browser import at_width, full_page, serve_app
 from serving import tokens
-from mindsimkit.mindsim_app.annotate.samplers import (sample_mhqr, sample_patientact_profiles, sample_patientact_sessions,
-                                                      sample_realism)
+from mindsimkit.mindsim_app.annotate.samplers import (
+    sample_mhqr,
+    sample_patientact_profiles,
+    sample_patientact_sessions,
+    sample_realism,
+)
 from mindsimkit.mindsim_app.annotate.server import create_app, issue_links
 from mindsimkit.mindsim_app.annotate.tasks import Design
 
@@ -40,7 +44,9 @@ class Site:
 
 def _sample(kind: str, out: Path, d: Design, run: Path, real: Path | None) -> str:
     if kind == "realism":
-        return sample_realism(out, d, n=6, runs=[str(run)], real=[str(real)] if real else [], windows=[5], seed=1)["key"]
+        return sample_realism(out, d, n=6, runs=[str(run)], real=[str(real)] if real else [], windows=[5], seed=1)[
+            "key"
+        ]
     if kind == "mhqr":
         return sample_mhqr(out, d, run_dir=run, n=4, seed=1)["key"]
     if kind == "sessions":

@@ -24,8 +24,13 @@ def free_port() -> int:
 def start(tasks: list[Path], port: int, log: Path) -> subprocess.Popen:
     env = {**os.environ, "PYTHONPATH": os.pathsep.join([str(REPO), os.environ.get("PYTHONPATH", "")])}
     f = open(log, "ab")
-    p = subprocess.Popen([sys.executable, "-m", "mindsimkit.mindsim_app.annotate", "serve", *map(str, tasks), "--port", str(port)],
-                         stdout=f, stderr=subprocess.STDOUT, env=env, cwd=REPO)
+    p = subprocess.Popen(
+        [sys.executable, "-m", "mindsimkit.mindsim_app.annotate", "serve", *map(str, tasks), "--port", str(port)],
+        stdout=f,
+        stderr=subprocess.STDOUT,
+        env=env,
+        cwd=REPO,
+    )
     deadline = time.time() + 30
     while time.time() < deadline:
         if p.poll() is not None:
@@ -56,5 +61,9 @@ class Rater:
         return requests.get(f"{self.base}/api/item/{pos}", headers=self.h, timeout=10).json()
 
     def answer(self, item_id: str, unit: str, answer: dict[str, Any]) -> requests.Response:
-        return requests.post(f"{self.base}/api/answer", headers=self.h, timeout=10,
-                             json={"item_id": item_id, "unit": unit, "answer": answer})
+        return requests.post(
+            f"{self.base}/api/answer",
+            headers=self.h,
+            timeout=10,
+            json={"item_id": item_id, "unit": unit, "answer": answer},
+        )

@@ -19,6 +19,7 @@ from serving import Rater, tokens
 from mindsimkit.mindsim_app.annotate.export import export_task
 from mindsimkit.mindsim_app.annotate.store import read_answers
 
+
 def reload_and_resume(browser, expect_where: str):
     browser.refresh()  # the token stays in this tab's session storage; the address bar no longer holds it
     wait(lambda: where(browser) == expect_where, f"resume at {expect_where}")
@@ -52,7 +53,10 @@ def test_realism_page(browser, site):
     reload_and_resume(browser, where(browser))
     answers = [a for a in read_answers(root / "realism") if a["rater"] == "R1"]
     assert sorted(a["answer"]["rating"] for a in answers) == [2, 5]
-    assert {tuple(a["answer"]["reasons"]) for a in answers} == {("register", "content_none"), ("form_none", "content_none")}
+    assert {tuple(a["answer"]["reasons"]) for a in answers} == {
+        ("register", "content_none"),
+        ("form_none", "content_none"),
+    }
     out = export_task(root / "realism", root / "rexp", Path(key["realism"]))
     lines = [json.loads(x) for x in Path(out["files"]["realism_ratings"]).read_text().splitlines()]
     assert len(lines) == 2 and all(line["system"] for line in lines)
@@ -78,7 +82,10 @@ def test_mhqr_page(browser, site):
     assert browser.find_elements("css selector", 'input[name="severity"]')[0].is_selected()
     out = export_task(root / "mhqr", root / "mexp")
     lines = [json.loads(x) for x in Path(out["files"]["mhqr_annotations"]).read_text().splitlines()]
-    assert sorted((x["severity"], tuple(x["issues"])) for x in lines) == [("minor", ("false_fact",)), ("no_concern", ())]
+    assert sorted((x["severity"], tuple(x["issues"])) for x in lines) == [
+        ("minor", ("false_fact",)),
+        ("no_concern", ()),
+    ]
     assert all(x["annotator"] == "R1" and x["excerpt_id"] for x in lines)
 
 
@@ -172,7 +179,9 @@ def test_every_page_fits_the_screen_without_overlap(browser, site, width, tmp_pa
             open_page(browser, base, site.link(task, "R2"))
             assert browser.execute_script("return window.innerWidth") == width
             # Nothing wider than the screen, and nothing out of its panel.
-            assert browser.execute_script("return document.documentElement.scrollWidth <= document.documentElement.clientWidth"), task
+            assert browser.execute_script(
+                "return document.documentElement.scrollWidth <= document.documentElement.clientWidth"
+            ), task
             assert browser.execute_script(LAYOUT_PROBLEMS) == [], (task, width)
             ctx, frm = (browser.find_element("id", i).rect for i in ("context", "form"))
             # The two panels never overlap: side by side on a desktop, the conversation above the form below that.
@@ -226,7 +235,9 @@ def test_each_issue_has_its_definition_at_hand(browser, site):
     # By touch: a tap on the button opens the definition too.
     browser.execute_cdp_cmd("Emulation.setTouchEmulationEnabled", {"enabled": True, "maxTouchPoints": 1})
     try:
-        r = browser.execute_script("const r = arguments[0].getBoundingClientRect(); return [r.x + r.width / 2, r.y + r.height / 2]", btn)
+        r = browser.execute_script(
+            "const r = arguments[0].getBoundingClientRect(); return [r.x + r.width / 2, r.y + r.height / 2]", btn
+        )
         for kind in ("touchStart", "touchEnd"):
             points = [{"x": r[0], "y": r[1]}] if kind == "touchStart" else []
             browser.execute_cdp_cmd("Input.dispatchTouchEvent", {"type": kind, "touchPoints": points})
@@ -247,7 +258,8 @@ def drafts_stored(browser) -> dict:
     """The drafts of the rater whose link is open (other raters' drafts may share the tab's storage)."""
     return browser.execute_script(
         "const k = 'mindsim-annotate-drafts:' + sessionStorage.getItem('mindsim-annotate-token');"
-        "return JSON.parse(sessionStorage.getItem(k) || '{}');")
+        "return JSON.parse(sessionStorage.getItem(k) || '{}');"
+    )
 
 
 def asks_before_leaving(browser) -> bool:
@@ -255,7 +267,8 @@ def asks_before_leaving(browser) -> bool:
     'leave this page?' question by itself (WebDriver accepts beforeunload prompts), so the test asks the page's
     handler directly with the event the browser sends before unloading."""
     return browser.execute_script(
-        "const e = new Event('beforeunload', {cancelable: true}); window.dispatchEvent(e); return e.defaultPrevented;")
+        "const e = new Event('beforeunload', {cancelable: true}); window.dispatchEvent(e); return e.defaultPrevented;"
+    )
 
 
 def test_unsaved_input_is_kept_per_item_and_asked_about_before_leaving(browser, site):
@@ -281,7 +294,10 @@ def test_unsaved_input_is_kept_per_item_and_asked_about_before_leaving(browser, 
     # Leaving the page (closing the tab ends its drafts) asks first; a reload keeps the draft for this tab.
     assert asks_before_leaving(browser)
     browser.refresh()
-    wait(lambda: browser.find_element("id", "comment").get_attribute("value") == "half a thought", "the draft after reload")
+    wait(
+        lambda: browser.find_element("id", "comment").get_attribute("value") == "half a thought",
+        "the draft after reload",
+    )
     assert where(browser) == first and len(drafts_stored(browser)) == 1
     keys(browser, Keys.ENTER)  # saved: the draft is gone
     wait(lambda: where(browser) != first, "the next item after saving")

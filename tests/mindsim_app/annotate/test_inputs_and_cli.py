@@ -25,16 +25,33 @@ def other_simulator(path: Path) -> Path:
     for i in range(3):
         for idx in (0, 1):
             msgs = messages(f"o{i}{idx}", 12)
-            rows.append({"session_id": f"o{i}{idx}", "patient_id": f"op{i}", "counsellor": "c", "session_index": idx,
-                         "counsellor_system_prompt": msgs[0]["content"], "messages": msgs})
+            rows.append(
+                {
+                    "session_id": f"o{i}{idx}",
+                    "patient_id": f"op{i}",
+                    "counsellor": "c",
+                    "session_index": idx,
+                    "counsellor_system_prompt": msgs[0]["content"],
+                    "messages": msgs,
+                }
+            )
     path.write_text("".join(json.dumps(r) + "\n" for r in rows))
     return path
 
 
 def test_sessions_jsonl_named_inputs_and_the_papers_filters(tmp_path, run_dir):
     other = other_simulator(tmp_path / "other.jsonl")
-    s = sample_realism(tmp_path / "t", Design(raters=["a"], k=1), n=6, runs=[f"ours={run_dir}"],
-                       sessions=[f"baseline={other}"], windows=[5], first_sessions=True, max_turns=5, seed=0)
+    s = sample_realism(
+        tmp_path / "t",
+        Design(raters=["a"], k=1),
+        n=6,
+        runs=[f"ours={run_dir}"],
+        sessions=[f"baseline={other}"],
+        windows=[5],
+        first_sessions=True,
+        max_turns=5,
+        seed=0,
+    )
     key = json.loads(Path(s["key"]).read_text())
     assert sorted(key["systems"].values()) == ["baseline", "ours"]
     for e in key["items"].values():
@@ -81,14 +98,42 @@ def cli(capsys, *args: str) -> tuple[int, str, str]:
 
 
 def test_bad_input_is_one_error_line_and_exit_2(tmp_path, run_dir, capsys):
-    code, out, err = cli(capsys, "annotate", "sample", "realism", "--run", str(run_dir), "--n", "4", "--n-raters", "2",
-                         "--k", "3", "--out", str(tmp_path / "t"))
+    code, out, err = cli(
+        capsys,
+        "annotate",
+        "sample",
+        "realism",
+        "--run",
+        str(run_dir),
+        "--n",
+        "4",
+        "--n-raters",
+        "2",
+        "--k",
+        "3",
+        "--out",
+        str(tmp_path / "t"),
+    )
     assert code == 2 and err.strip().startswith("error:") and len(err.strip().splitlines()) == 1, err
     assert not (tmp_path / "t").exists()
     code, out, err = cli(capsys, "annotate", "export", str(tmp_path / "nope"), "--out", str(tmp_path / "o"))
     assert code == 2 and "not a task folder" in err
-    code, out, err = cli(capsys, "annotate", "sample", "realism", "--run", str(run_dir), "--n", "4", "--n-raters", "2",
-                         "--k", "2", "--out", str(tmp_path / "t"))
+    code, out, err = cli(
+        capsys,
+        "annotate",
+        "sample",
+        "realism",
+        "--run",
+        str(run_dir),
+        "--n",
+        "4",
+        "--n-raters",
+        "2",
+        "--k",
+        "2",
+        "--out",
+        str(tmp_path / "t"),
+    )
     assert code == 0 and "key (keep it from the raters)" in out, err
     code, out, err = cli(capsys, "realism", "report", str(tmp_path / "t"), "--out", str(tmp_path / "rep"))
     assert code == 2 and "--key" in err
@@ -97,8 +142,24 @@ def test_bad_input_is_one_error_line_and_exit_2(tmp_path, run_dir, capsys):
 def test_serving_beyond_this_machine_warns(tmp_path, run_dir):
     sample_realism(tmp_path / "t", Design(raters=["a"], k=1), n=2, runs=[str(run_dir)], windows=[1])
     env = {**os.environ, "PYTHONPATH": str(REPO)}
-    p = subprocess.Popen([sys.executable, "-m", "mindsimkit.mindsim_app.annotate", "serve", str(tmp_path / "t"), "--host", "0.0.0.0",
-                          "--port", str(free_port())], stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True, env=env, cwd=REPO)
+    p = subprocess.Popen(
+        [
+            sys.executable,
+            "-m",
+            "mindsimkit.mindsim_app.annotate",
+            "serve",
+            str(tmp_path / "t"),
+            "--host",
+            "0.0.0.0",
+            "--port",
+            str(free_port()),
+        ],
+        stdout=subprocess.PIPE,
+        stderr=subprocess.PIPE,
+        text=True,
+        env=env,
+        cwd=REPO,
+    )
     try:
         line = p.stderr.readline()
         assert line.startswith("warning: listening on 0.0.0.0")
@@ -144,8 +205,24 @@ def test_serving_on_a_port_in_use_is_one_error_line_and_writes_no_links(tmp_path
 def test_a_sample_that_draws_nothing_is_one_error_line_and_exit_1(tmp_path, capsys):
     # Sessions of 3 patient turns cannot hold a 9-turn window: no task folder, not an empty one.
     run = write_run(tmp_path / "run", turns=3)
-    code, out, err = cli(capsys, "annotate", "sample", "realism", "--run", str(run), "--n", "4", "--windows", "9",
-                         "--n-raters", "2", "--k", "1", "--out", str(tmp_path / "t"))
+    code, out, err = cli(
+        capsys,
+        "annotate",
+        "sample",
+        "realism",
+        "--run",
+        str(run),
+        "--n",
+        "4",
+        "--windows",
+        "9",
+        "--n-raters",
+        "2",
+        "--k",
+        "1",
+        "--out",
+        str(tmp_path / "t"),
+    )
     assert code == 1 and len(err.strip().splitlines()) == 1 and err.startswith("error:"), err
     assert "no window drawn" in err and "--windows 3" in err
     assert not (tmp_path / "t").exists() and not (tmp_path / "t.key.json").exists()

@@ -80,6 +80,7 @@ def answer_realism(drv) -> Callable[[Path], None]:
     def check(out: Path) -> None:
         (line,) = [json.loads(x) for x in (out / "realism_ratings.jsonl").read_text().splitlines()]
         assert (line["rater"], line["rating"], line["reasons"]) == ("K", 3, ["register", "content_none"])
+
     return check
 
 
@@ -94,6 +95,7 @@ def answer_mhqr(drv) -> Callable[[Path], None]:
     def check(out: Path) -> None:
         (line,) = [json.loads(x) for x in (out / "mhqr_annotations.jsonl").read_text().splitlines()]
         assert (line["annotator"], line["severity"], line["issues"]) == ("K", "minor", ["false_fact"])
+
     return check
 
 
@@ -118,6 +120,7 @@ def answer_sessions(drv) -> Callable[[Path], None]:
     def check(out: Path) -> None:
         (line,) = [json.loads(x) for x in (out / "patientact_human.jsonl").read_text().splitlines()]
         assert line["rater"] == "K" and line["scores"] == chosen
+
     return check
 
 
@@ -128,6 +131,7 @@ def answer_mindeval(drv) -> Callable[[Path], None]:
         lines = [json.loads(x) for x in (out / "ratings.jsonl").read_text().splitlines()]
         assert {x["item"]: x["value"] for x in lines} == chosen and {x["rater"] for x in lines} == {"K"}
         assert max(chosen.values()) == 6  # the last point of a 1-6 scale is reachable too
+
     return check
 
 
@@ -136,13 +140,22 @@ def answer_profiles(drv) -> Callable[[Path], None]:
 
     def check(out: Path) -> None:
         (line,) = [json.loads(x) for x in (out / "patientact_profile_human.jsonl").read_text().splitlines()]
-        assert line["rater"] == "K" and line["predicted"] == {"attachment": chosen.pop("attachment"), "theme": chosen.pop("theme")}
+        assert line["rater"] == "K" and line["predicted"] == {
+            "attachment": chosen.pop("attachment"),
+            "theme": chosen.pop("theme"),
+        }
         assert line["scores"] == chosen
+
     return check
 
 
-ANSWER = {"realism": answer_realism, "mhqr": answer_mhqr, "sessions": answer_sessions, "mindeval": answer_mindeval,
-          "profiles": answer_profiles}
+ANSWER = {
+    "realism": answer_realism,
+    "mhqr": answer_mhqr,
+    "sessions": answer_sessions,
+    "mindeval": answer_mindeval,
+    "profiles": answer_profiles,
+}
 
 
 @pytest.mark.parametrize("task", list(ANSWER))
@@ -205,7 +218,9 @@ def test_a_long_prompt_scrolls_by_keyboard(browser, site):
     open_page(browser, site.base, site.link("mhqr-long"))
     first = where(browser)
     pre = browser.find_element("id", "sysprompt")
-    assert len(pre.text) >= 4000 and browser.execute_script("return arguments[0].scrollHeight > arguments[0].clientHeight", pre)
+    assert len(pre.text) >= 4000 and browser.execute_script(
+        "return arguments[0].scrollHeight > arguments[0].clientHeight", pre
+    )
     tab_to(browser, lambda f: f["id"] == "sysprompt", "the system prompt")
     keys(browser, Keys.ARROW_DOWN, Keys.ARROW_DOWN, Keys.PAGE_DOWN)
     wait(lambda: browser.execute_script("return arguments[0].scrollTop", pre) > 100, "the prompt to scroll")  # smoothly
@@ -266,7 +281,11 @@ def test_no_scale_anchor_breaks_inside_a_word(browser, site, width):
             assert browser.find_elements("css selector", ".scale label"), task
             assert browser.execute_script(BROKEN_WORDS) == [], (task, width)
             # Anchor text is at least 12 px.
-            assert browser.execute_script(
-                "return Math.min(...[...document.querySelectorAll('.scale label')].map(l => parseFloat(getComputedStyle(l).fontSize)))") >= 12
+            assert (
+                browser.execute_script(
+                    "return Math.min(...[...document.querySelectorAll('.scale label')].map(l => parseFloat(getComputedStyle(l).fontSize)))"
+                )
+                >= 12
+            )
     finally:
         at_width(browser, 1400, 1000)

@@ -31,7 +31,12 @@ def test_kill_9_loses_nothing_acknowledged(tmp_path):
     def rater(name: str) -> None:
         c = Rater(base, tokens(task)[name])
         rng = random.Random(name)
-        units = [(it["item_id"], u["unit"]) for pos in range(c.session()["items"]) for it in [c.item(pos)] for u in it["units"]]
+        units = [
+            (it["item_id"], u["unit"])
+            for pos in range(c.session()["items"])
+            for it in [c.item(pos)]
+            for u in it["units"]
+        ]
         k = 0
         while not stop.is_set():
             iid, unit = units[k % len(units)]  # round and round: later answers revise earlier ones
@@ -75,7 +80,7 @@ def test_kill_9_loses_nothing_acknowledged(tmp_path):
                     continue
                 # The last acknowledged answer is stored, unless one sent after it (never acknowledged, in
                 # flight at the kill) landed on top of it.
-                later = sent[k][sent[k].index(v):]
+                later = sent[k][sent[k].index(v) :]
                 assert stored[k] in later, (k, stored[k], v)
         db = sqlite3.connect(task / "answers.sqlite")
         rows = db.execute("SELECT rater, item_id, unit, COUNT(*) FROM answers GROUP BY rater, item_id, unit").fetchall()

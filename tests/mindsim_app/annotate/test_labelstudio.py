@@ -26,9 +26,22 @@ def ls_results(protocol: str, a: dict) -> list[dict]:
 
     if protocol == "realism":
         for g in ("form", "content"):
-            add(g, "choices", {"choices": [r for r in a["reasons"] if r.startswith(g + "_") or r in
-                                           {"form": ("typography", "register", "length_format"),
-                                            "content": ("monologuing", "self_analysis", "emotional_mismatch", "sycophancy")}[g]]})
+            add(
+                g,
+                "choices",
+                {
+                    "choices": [
+                        r
+                        for r in a["reasons"]
+                        if r.startswith(g + "_")
+                        or r
+                        in {
+                            "form": ("typography", "register", "length_format"),
+                            "content": ("monologuing", "self_analysis", "emotional_mismatch", "sycophancy"),
+                        }[g]
+                    ]
+                },
+            )
         for g, t in (a.get("other") or {}).items():
             add(f"{g}_other_text", "textarea", {"text": [t]})
         add("rating", "rating", {"rating": a["rating"]})
@@ -57,14 +70,30 @@ def answers_for(task_dir: Path) -> list[tuple[str, str, str, dict]]:
             for u in it["units"]:
                 p = it["protocol"]
                 if p == "realism":
-                    a = {"reasons": ["form_other", "sycophancy"], "other": {"form": "all caps"}, "rating": 1 + (k + n) % 5}
+                    a = {
+                        "reasons": ["form_other", "sycophancy"],
+                        "other": {"form": "all caps"},
+                        "rating": 1 + (k + n) % 5,
+                    }
                 elif p == "mhqr":
-                    a = {"severity": "major", "issues": ["under_guiding"]} if k % 2 else {"severity": "no_concern", "issues": []}
+                    a = (
+                        {"severity": "major", "issues": ["under_guiding"]}
+                        if k % 2
+                        else {"severity": "no_concern", "issues": []}
+                    )
                 elif p == "diversity":
                     a = {"rating": 3 + n % 2, "comment": "varied enough"}
                 else:
-                    a = {"scores": {"clinical_plausibility": 4, "internal_consistency": 3 + n % 2, "case_specificity": 2,
-                                    "clinical_depth": 5}, "attachment": "avoidant", "theme": "worthless"}
+                    a = {
+                        "scores": {
+                            "clinical_plausibility": 4,
+                            "internal_consistency": 3 + n % 2,
+                            "case_specificity": 2,
+                            "clinical_depth": 5,
+                        },
+                        "attachment": "avoidant",
+                        "theme": "worthless",
+                    }
                 out.append((r, iid, u["unit"], a))
     return out
 
@@ -99,16 +128,23 @@ def test_label_studio_round_trip_matches_the_page(tmp_path, run_dir, protocol):
     by_unit: dict = {}
     for r, iid, unit, a in given:
         p = load_task(task_dir).items[iid]["protocol"]
-        by_unit.setdefault((iid, unit), []).append({"completed_by": {"email": f"{r}@clinic.example"},
-                                                    "result": ls_results(p, a), "was_cancelled": False})
-    export = [{"id": n, "data": {"item_id": iid, "unit": unit}, "annotations": anns}
-              for n, ((iid, unit), anns) in enumerate(sorted(by_unit.items()))]
+        by_unit.setdefault((iid, unit), []).append(
+            {"completed_by": {"email": f"{r}@clinic.example"}, "result": ls_results(p, a), "was_cancelled": False}
+        )
+    export = [
+        {"id": n, "data": {"item_id": iid, "unit": unit}, "annotations": anns}
+        for n, ((iid, unit), anns) in enumerate(sorted(by_unit.items()))
+    ]
     export[0]["annotations"].append({"completed_by": 9, "result": [], "was_cancelled": True})  # skipped
     (tmp_path / "ls-export.json").write_text(json.dumps(export))
-    back = export_task(task_dir, tmp_path / "back", key, answers=import_labelstudio(task_dir, tmp_path / "ls-export.json"))
+    back = export_task(
+        task_dir, tmp_path / "back", key, answers=import_labelstudio(task_dir, tmp_path / "ls-export.json")
+    )
     for label, path in page["files"].items():
         if label == "answers":
-            strip = lambda t: [{k: v for k, v in json.loads(x).items() if k not in ("answered_at",)} for x in t.splitlines()]
+            strip = lambda t: [
+                {k: v for k, v in json.loads(x).items() if k not in ("answered_at",)} for x in t.splitlines()
+            ]
             assert strip(Path(path).read_text()) == strip(Path(back["files"][label]).read_text())
         else:
             assert Path(path).read_text() == Path(back["files"][label]).read_text(), label
@@ -118,11 +154,22 @@ def test_label_studio_import_checks_the_protocol(tmp_path, run_dir):
     s = sample_realism(tmp_path / "t", Design(raters=["ana"], k=1), n=2, runs=[str(run_dir)], windows=[1])
     task_dir = Path(s["task"])
     iid = next(iter(load_task(task_dir).items))
-    bad = [{"data": {"item_id": iid, "unit": "0"}, "annotations": [{"completed_by": {"email": "ana@x"},
-            "result": [{"from_name": "rating", "type": "rating", "value": {"rating": 4}}]}]}]
+    bad = [
+        {
+            "data": {"item_id": iid, "unit": "0"},
+            "annotations": [
+                {
+                    "completed_by": {"email": "ana@x"},
+                    "result": [{"from_name": "rating", "type": "rating", "value": {"rating": 4}}],
+                }
+            ],
+        }
+    ]
     (tmp_path / "e.json").write_text(json.dumps(bad))
     with pytest.raises(InputError, match="tick at least one form reason"):
-        export_task(task_dir, tmp_path / "o", answers=import_labelstudio(task_dir, tmp_path / "e.json"), source="e.json")
+        export_task(
+            task_dir, tmp_path / "o", answers=import_labelstudio(task_dir, tmp_path / "e.json"), source="e.json"
+        )
     bad[0]["data"]["item_id"] = "../../etc"
     (tmp_path / "e.json").write_text(json.dumps(bad))
     with pytest.raises(InputError, match="not in task"):

@@ -62,7 +62,10 @@ def answer(req) -> dict | str:
     if "Team warmth" not in text and "Is the counsellor warm?" not in text:
         return "not this rubric"
     if "s1000" in text:
-        return {**{f"{i}_reason": "x" for i in ITEMS}, **dict.fromkeys(ITEMS, 7)}  # off the scale: re-asked, then failed
+        return {
+            **{f"{i}_reason": "x" for i in ITEMS},
+            **dict.fromkeys(ITEMS, 7),
+        }  # off the scale: re-asked, then failed
     top = 6 if "patient says 0 in s0" in text else 3
     return {**{f"{i}_reason": "steady and kind" for i in ITEMS}, **dict.fromkeys(ITEMS, top)}
 
@@ -111,8 +114,11 @@ def test_a_new_1_to_6_rubric_is_one_file(tmp_path):
         for iid in task.assignments[r]:
             if r == "ana":
                 for bad in (True, "6", 6.5):
-                    res = c.post("/api/answer", headers=h, json={"item_id": iid, "unit": "0",
-                                                                 "answer": {"scores": dict.fromkeys(ITEMS, bad)}})
+                    res = c.post(
+                        "/api/answer",
+                        headers=h,
+                        json={"item_id": iid, "unit": "0", "answer": {"scores": dict.fromkeys(ITEMS, bad)}},
+                    )
                     assert res.status_code == 422 and "not on the scale 1-6" in res.json()["error"]
             scores = {i: int(np.clip(truth[iid] + rng.integers(-1, 2), 1, 6)) for i in ITEMS}
             res = c.post("/api/answer", headers=h, json={"item_id": iid, "unit": "0", "answer": {"scores": scores}})
@@ -134,7 +140,9 @@ def test_a_new_1_to_6_rubric_is_one_file(tmp_path):
 
     # -- α from the exported file, on the rubric carried by the task (written back to a file), equals the package
     path.write_text(RUBRIC)
-    res = CliRunner().invoke(judge_app, ["alpha", exp["files"]["ratings"], "--rubric", str(path), "--out", str(tmp_path / "a")])
+    res = CliRunner().invoke(
+        judge_app, ["alpha", exp["files"]["ratings"], "--rubric", str(path), "--out", str(tmp_path / "a")]
+    )
     assert res.exit_code == 0, res.output
     got = json.loads((tmp_path / "a" / "alpha.json").read_text())["items"]
     units = sorted({x["unit"] for x in lines})
@@ -155,24 +163,47 @@ def test_label_studio_tasks_made_elsewhere_import_as_long_format_ratings(tmp_pat
     path = tmp_path / "team.yaml"
     path.write_text(RUBRIC)
     rubric = load(path)
-    assert '<Rating name="warmth"' in config("team_warmth", type("T", (), {
-        "header": type("H", (), {"rubric": {"yaml": RUBRIC}})(), "root": tmp_path})())
-    export = [{"id": 71, "data": {"conversation_id": "conv-9", "model": "bot-a", "text": "..."},
-               "annotations": [{"completed_by": {"email": "ana@clinic.example"}, "was_cancelled": False,
-                                "result": [{"from_name": "warmth", "type": "rating", "value": {"rating": 6}},
-                                           {"from_name": "focus", "type": "choices", "value": {"choices": ["2"]}},
-                                           {"from_name": "notes", "type": "textarea", "value": {"text": ["fine"]}}]},
-                               {"completed_by": 4, "was_cancelled": True, "result": []}]},
-              {"id": 72, "data": {"text": "no ids at all but the task's"},
-               "annotations": [{"completed_by": {"email": "ben@clinic.example"},
-                                "result": [{"from_name": "pacing", "type": "rating", "value": {"rating": 1}}]}]}]
+    assert '<Rating name="warmth"' in config(
+        "team_warmth", type("T", (), {"header": type("H", (), {"rubric": {"yaml": RUBRIC}})(), "root": tmp_path})()
+    )
+    export = [
+        {
+            "id": 71,
+            "data": {"conversation_id": "conv-9", "model": "bot-a", "text": "..."},
+            "annotations": [
+                {
+                    "completed_by": {"email": "ana@clinic.example"},
+                    "was_cancelled": False,
+                    "result": [
+                        {"from_name": "warmth", "type": "rating", "value": {"rating": 6}},
+                        {"from_name": "focus", "type": "choices", "value": {"choices": ["2"]}},
+                        {"from_name": "notes", "type": "textarea", "value": {"text": ["fine"]}},
+                    ],
+                },
+                {"completed_by": 4, "was_cancelled": True, "result": []},
+            ],
+        },
+        {
+            "id": 72,
+            "data": {"text": "no ids at all but the task's"},
+            "annotations": [
+                {
+                    "completed_by": {"email": "ben@clinic.example"},
+                    "result": [{"from_name": "pacing", "type": "rating", "value": {"rating": 1}}],
+                }
+            ],
+        },
+    ]
     (tmp_path / "ls.json").write_text(json.dumps(export))
     got = import_ratings(tmp_path / "ls.json", rubric)
     assert [(r.item, r.unit, r.rater, r.value, r.system, r.patient) for r in got.rows] == [
-        ("warmth", "conv-9", "ana", 6, "bot-a", None), ("focus", "conv-9", "ana", 2, "bot-a", None),
-        ("pacing", "72", "ben", 1, None, None)]
+        ("warmth", "conv-9", "ana", 6, "bot-a", None),
+        ("focus", "conv-9", "ana", 2, "bot-a", None),
+        ("pacing", "72", "ben", 1, None, None),
+    ]
     export[1]["annotations"][0]["result"][0]["value"] = {"rating": True}
     (tmp_path / "ls.json").write_text(json.dumps(export))
     from mindsimkit.mindcore.errors import InputError
+
     with pytest.raises(InputError, match=r"ls.json task 1: ben on pacing: value True is not on the scale 1-6"):
         import_ratings(tmp_path / "ls.json", rubric)

@@ -9,12 +9,24 @@ import pytest
 from mindsimkit.mindsim_app.annotate.export import profile_summary
 from test_roundtrip import ordinal_alpha
 
-TRUTH = {"p1": ("avoidant", "worthless"), "p2": ("anxious", "unlovable"), "p3": ("disorganized", "helpless"),
-         "p4": ("disorganized", "worthless")}
+TRUTH = {
+    "p1": ("avoidant", "worthless"),
+    "p2": ("anxious", "unlovable"),
+    "p3": ("disorganized", "helpless"),
+    "p4": ("disorganized", "worthless"),
+}
 PICKS = {  # rater → profile → (plausibility, attachment, theme)
     "a": {"p1": (4, "avoidant", "worthless"), "p2": (5, "anxious", "helpless"), "p3": (3, "avoidant", "helpless")},
-    "b": {"p1": (4, "avoidant", "worthless"), "p2": (4, "anxious", "unlovable"), "p4": (2, "disorganized", "worthless")},
-    "c": {"p1": (5, "anxious", "worthless"), "p3": (3, "disorganized", "helpless"), "p4": (3, "disorganized", "unlovable")},
+    "b": {
+        "p1": (4, "avoidant", "worthless"),
+        "p2": (4, "anxious", "unlovable"),
+        "p4": (2, "disorganized", "worthless"),
+    },
+    "c": {
+        "p1": (5, "anxious", "worthless"),
+        "p3": (3, "disorganized", "helpless"),
+        "p4": (3, "disorganized", "unlovable"),
+    },
     "d": {"p2": (5, "anxious", "unlovable"), "p3": (2, "avoidant", "helpless"), "p4": (1, "disorganized", "worthless")},
 }
 
@@ -23,13 +35,22 @@ def fleiss(table: list[list[int]]) -> float:
     t = np.array(table, float)
     n = t.sum(axis=1)[0]
     p_j = t.sum(axis=0) / t.sum()
-    p_i = ((t ** 2).sum(axis=1) - n) / (n * (n - 1))
-    return (p_i.mean() - (p_j ** 2).sum()) / (1 - (p_j ** 2).sum())
+    p_i = ((t**2).sum(axis=1) - n) / (n * (n - 1))
+    return (p_i.mean() - (p_j**2).sum()) / (1 - (p_j**2).sum())
 
 
 def test_profile_table_1():
-    prof = [{"item_id": p, "rater": r, "scores": {"clinical_plausibility": s}, "predicted": {"attachment": a, "theme": t},
-             "truth": {"attachment": TRUTH[p][0], "theme": TRUTH[p][1]}} for r, ps in PICKS.items() for p, (s, a, t) in ps.items()]
+    prof = [
+        {
+            "item_id": p,
+            "rater": r,
+            "scores": {"clinical_plausibility": s},
+            "predicted": {"attachment": a, "theme": t},
+            "truth": {"attachment": TRUTH[p][0], "theme": TRUTH[p][1]},
+        }
+        for r, ps in PICKS.items()
+        for p, (s, a, t) in ps.items()
+    ]
     div = [{"rater": r, "rating": v, "profiles": 3} for r, v in zip("abcd", (4, 5, 4, 3))]
     out = profile_summary(prof, div)
     scores = [s for ps in PICKS.values() for s, _, _ in ps.values()]
@@ -44,4 +65,6 @@ def test_profile_table_1():
         cats = sorted({x[1 + k] for ps in PICKS.values() for x in ps.values()} | {t[k] for t in TRUTH.values()})
         table = [[sum(PICKS[r][p][1 + k] == c for r in PICKS if p in PICKS[r]) for c in cats] for p in TRUTH]
         assert ident["fleiss_kappa"] == pytest.approx(fleiss(table), abs=1e-12) and ident["kappa_raters_per_item"] == 3
-    assert out["diversity"]["mean"] == pytest.approx(4.0) and out["diversity"]["sd"] == pytest.approx(np.std([4, 5, 4, 3], ddof=1))
+    assert out["diversity"]["mean"] == pytest.approx(4.0) and out["diversity"]["sd"] == pytest.approx(
+        np.std([4, 5, 4, 3], ddof=1)
+    )

@@ -10,9 +10,22 @@ from mindsimkit.mindsim_app.annotate.cli import realism_app
 
 
 def line(item: str, rater: str, rating, patient: str = "p1") -> str:
-    return json.dumps({"item_id": item, "unit": "0", "turn": 0, "rater": rater, "rating": rating,
-                       "reasons": ["form_none", "content_none"], "system": "S", "conversation_id": item,
-                       "patient_id": patient}) + "\n"
+    return (
+        json.dumps(
+            {
+                "item_id": item,
+                "unit": "0",
+                "turn": 0,
+                "rater": rater,
+                "rating": rating,
+                "reasons": ["form_none", "content_none"],
+                "system": "S",
+                "conversation_id": item,
+                "patient_id": patient,
+            }
+        )
+        + "\n"
+    )
 
 
 def test_one_rater_says_why_alpha_is_missing(tmp_path):

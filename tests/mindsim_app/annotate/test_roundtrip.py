@@ -46,7 +46,7 @@ def ordinal_alpha(units: list[list[int]]) -> float:
 
     def d2(c: int, k: int) -> float:
         lo, hi = min(c, k), max(c, k)
-        return (n_c[lo:hi + 1].sum() - (n_c[lo] + n_c[hi]) / 2) ** 2
+        return (n_c[lo : hi + 1].sum() - (n_c[lo] + n_c[hi]) / 2) ** 2
 
     do = sum(o[c, k] * d2(c, k) for c in range(5) for k in range(5))
     de = sum(n_c[c] * n_c[k] * d2(c, k) for c in range(5) for k in range(5)) / (n - 1)
@@ -55,7 +55,11 @@ def ordinal_alpha(units: list[list[int]]) -> float:
 
 
 def realism_answer(rng: random.Random, system: str) -> dict:
-    form = ["form_none"] if rng.random() < 0.5 else rng.sample(["typography", "register", "length_format"], rng.randint(1, 2))
+    form = (
+        ["form_none"]
+        if rng.random() < 0.5
+        else rng.sample(["typography", "register", "length_format"], rng.randint(1, 2))
+    )
     content = ["content_none"] if rng.random() < 0.4 else rng.sample(["monologuing", "sycophancy", "self_analysis"], 1)
     rating = min(5, max(1, BASE[system] + rng.choice([-1, 0, 0, 1])))
     return {"reasons": form + content, "rating": rating}
@@ -63,7 +67,12 @@ def realism_answer(rng: random.Random, system: str) -> dict:
 
 def mhqr_answer(rng: random.Random) -> dict:
     sev = rng.choice(LEVELS)
-    return {"severity": sev, "issues": [] if sev == "no_concern" else rng.sample(["false_fact", "under_guiding", "overstatement"], rng.randint(1, 2))}
+    return {
+        "severity": sev,
+        "issues": []
+        if sev == "no_concern"
+        else rng.sample(["false_fact", "under_guiding", "overstatement"], rng.randint(1, 2)),
+    }
 
 
 @pytest.fixture
@@ -72,8 +81,9 @@ def tasks(tmp_path):
     real = write_real(tmp_path / "real.jsonl", turns=10)
     d = Design(raters=RATERS, k=2, all_raters=4)
     r = sample_realism(tmp_path / "realism", d, n=12, runs=[str(run)], real=[str(real)], seed=11)
-    m = sample_mhqr(tmp_path / "mhqr", Design(raters=RATERS, k=2, all_raters=4), run_dir=run, seed=11,
-                    mix={"window": 4, "reply": 6})  # five-turn windows and single replies
+    m = sample_mhqr(
+        tmp_path / "mhqr", Design(raters=RATERS, k=2, all_raters=4), run_dir=run, seed=11, mix={"window": 4, "reply": 6}
+    )  # five-turn windows and single replies
     return tmp_path, Path(r["task"]), Path(r["key"]), Path(m["task"]), Path(m["key"])
 
 
@@ -103,8 +113,9 @@ def test_three_raters_round_trip_to_the_agreement_tables(tasks):
         given_r, given_m = {}, {}
         for rater in RATERS:
             rng = random.Random(rater)
-            given_r |= answer_all(base, tokens(realism)[rater], rater, rkey,
-                                  lambda i, u: realism_answer(rng, rkey["items"][i]["system"]))
+            given_r |= answer_all(
+                base, tokens(realism)[rater], rater, rkey, lambda i, u: realism_answer(rng, rkey["items"][i]["system"])
+            )
             given_m |= answer_all(base, tokens(mhqr)[rater], rater, {}, lambda i, u: mhqr_answer(rng))
     finally:
         proc.send_signal(signal.SIGTERM)
@@ -116,7 +127,9 @@ def test_three_raters_round_trip_to_the_agreement_tables(tasks):
 
     # -- realism: export, report, and the same figures computed here from what the raters sent ---------
     out = root / "report"
-    res = CliRunner().invoke(realism_app, ["report", str(realism), "--key", str(rkey_path), "--out", str(out), "--draws", "100"])
+    res = CliRunner().invoke(
+        realism_app, ["report", str(realism), "--key", str(rkey_path), "--out", str(out), "--draws", "100"]
+    )
     assert res.exit_code == 0, res.output
     rep = json.loads((out / "realism_report.json").read_text())
     rows = defaultdict(list)
@@ -135,7 +148,9 @@ def test_three_raters_round_trip_to_the_agreement_tables(tasks):
         assert t["share_at_most_3"] == pytest.approx(sum(r <= 3 for r in ratings) / len(ratings), abs=1e-12)
         none = sum(set(a["reasons"]) == {"form_none", "content_none"} for a in answers)
         assert t["share_no_reason"] == pytest.approx(none / len(answers), abs=1e-12)
-        assert t["reason_shares"]["register"] == pytest.approx(sum("register" in a["reasons"] for a in answers) / len(answers))
+        assert t["reason_shares"]["register"] == pytest.approx(
+            sum("register" in a["reasons"] for a in answers) / len(answers)
+        )
         lo, hi = t["intervals"]["mean_turn"]
         assert lo <= t["mean_turn"] <= hi
     by_turn = defaultdict(dict)
@@ -180,5 +195,7 @@ def test_three_raters_round_trip_to_the_agreement_tables(tasks):
         p = pairs[(a, b)]
         assert p["replies"] == len(shared)
         assert p["exact"] == pytest.approx(np.mean([d[a] == d[b] for d in shared]))
-        assert p["kappa_w"] == pytest.approx(cohen_kappa_score([d[a] for d in shared], [d[b] for d in shared],
-                                                               weights="quadratic", labels=[0, 1, 2, 3]), abs=1e-9)
+        assert p["kappa_w"] == pytest.approx(
+            cohen_kappa_score([d[a] for d in shared], [d[b] for d in shared], weights="quadratic", labels=[0, 1, 2, 3]),
+            abs=1e-9,
+        )

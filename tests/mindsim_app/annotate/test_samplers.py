@@ -12,8 +12,12 @@ import pytest
 
 from annotfakes import COUNSELLORS, SEEDS, write_real, write_run
 from mindsimkit.mindcore.errors import InputError
-from mindsimkit.mindsim_app.annotate.samplers import (sample_mhqr, sample_patientact_profiles, sample_patientact_sessions,
-                                           sample_realism)
+from mindsimkit.mindsim_app.annotate.samplers import (
+    sample_mhqr,
+    sample_patientact_profiles,
+    sample_patientact_sessions,
+    sample_realism,
+)
 from mindsimkit.mindsim_app.annotate.tasks import Design, load_task
 
 
@@ -71,8 +75,9 @@ def test_realism_is_blind_reproducible_and_marks_real_text(tmp_path):
 
 def test_assignment_design_k_of_n_and_the_all_rater_subset(tmp_path):
     run = write_run(tmp_path / "run", turns=10)
-    s = sample_realism(tmp_path / "t", Design(raters=["a", "b", "c", "d", "e"], k=3, all_raters=3), n=12,
-                       runs=[str(run)], seed=1)
+    s = sample_realism(
+        tmp_path / "t", Design(raters=["a", "b", "c", "d", "e"], k=3, all_raters=3), n=12, runs=[str(run)], seed=1
+    )
     task = load_task(Path(s["task"]))
     per_item = Counter(i for ids in task.assignments.values() for i in ids)
     everyone = [i for i, n in per_item.items() if n == 5]
@@ -85,8 +90,13 @@ def test_assignment_design_k_of_n_and_the_all_rater_subset(tmp_path):
 
 
 def test_mhqr_keeps_excerpt_ids_and_the_judge_key(tmp_path, run_dir):
-    s = sample_mhqr(tmp_path / "m", design(k=2, all_raters=1, n=3), run_dir=run_dir, seed=2,
-                    mix={"window": 2, "conversation": 1, "reply": 3})
+    s = sample_mhqr(
+        tmp_path / "m",
+        design(k=2, all_raters=1, n=3),
+        run_dir=run_dir,
+        seed=2,
+        mix={"window": 2, "conversation": 1, "reply": 3},
+    )
     task = load_task(Path(s["task"]))
     key = json.loads(Path(s["key"]).read_text())
     assert sorted(len(it["units"]) for it in task.items.values()) == [1, 1, 1, 5, 5, 6]
@@ -118,7 +128,9 @@ def test_mhqr_with_real_sessions_is_marked_never_publish(tmp_path, run_dir):
 
 
 def test_patientact_sessions_even_over_systems(tmp_path, run_dir):
-    s = sample_patientact_sessions(tmp_path / "p", design(k=3, all_raters=0, n=10), runs=[run_dir], per_system=3, seed=5)
+    s = sample_patientact_sessions(
+        tmp_path / "p", design(k=3, all_raters=0, n=10), runs=[run_dir], per_system=3, seed=5
+    )
     key = json.loads(Path(s["key"]).read_text())
     assert Counter(e["system"] for e in key["items"].values()) == {"mindsim": 3, "patientact": 3}
     task = load_task(Path(s["task"]))

@@ -34,11 +34,18 @@ def h(tok: str) -> dict:
 
 def test_no_token_or_a_wrong_one_is_refused(served):
     c, toks, _ = served
-    for method, url, body in (("get", "/api/session", None), ("get", "/api/item/0", None),
-                              ("post", "/api/answer", {"item_id": "x", "unit": "0", "answer": {}})):
+    for method, url, body in (
+        ("get", "/api/session", None),
+        ("get", "/api/item/0", None),
+        ("post", "/api/answer", {"item_id": "x", "unit": "0", "answer": {}}),
+    ):
         r = getattr(c, method)(url, json=body) if body else getattr(c, method)(url)
         assert r.status_code == 401 and "personal link" in r.json()["error"]
-        r = getattr(c, method)(url, json=body, headers=h("not-a-token-at-all")) if body else getattr(c, method)(url, headers=h("nope-nope-nope"))
+        r = (
+            getattr(c, method)(url, json=body, headers=h("not-a-token-at-all"))
+            if body
+            else getattr(c, method)(url, headers=h("nope-nope-nope"))
+        )
         assert r.status_code == 403
     assert c.get("/api/session", headers=h(toks["R1"])).json()["rater"] == "R1"
 
@@ -49,8 +56,11 @@ def test_another_raters_item_is_refused(served):
     mine, theirs = set(task.assignments["R1"]), set(task.assignments["R2"]) - set(task.assignments["R1"])
     assert theirs
     other = sorted(theirs)[0]
-    r = c.post("/api/answer", headers=h(toks["R1"]), json={"item_id": other, "unit": "0",
-                                                             "answer": {"reasons": ["form_none", "content_none"], "rating": 3}})
+    r = c.post(
+        "/api/answer",
+        headers=h(toks["R1"]),
+        json={"item_id": other, "unit": "0", "answer": {"reasons": ["form_none", "content_none"], "rating": 3}},
+    )
     assert r.status_code == 403 and "not in your queue" in r.json()["error"]
     assert c.get(f"/api/item/{len(mine)}", headers=h(toks["R1"])).status_code == 404
 
@@ -58,7 +68,9 @@ def test_another_raters_item_is_refused(served):
 def test_answers_outside_the_protocol_are_refused_with_the_field(served):
     c, toks, task_dir = served
     item = c.get("/api/item/0", headers=h(toks["R1"])).json()
-    post = lambda ans, unit="0": c.post("/api/answer", headers=h(toks["R1"]), json={"item_id": item["item_id"], "unit": unit, "answer": ans})
+    post = lambda ans, unit="0": c.post(
+        "/api/answer", headers=h(toks["R1"]), json={"item_id": item["item_id"], "unit": unit, "answer": ans}
+    )
     cases = [
         ({"reasons": ["form_none", "content_none"], "rating": 6}, "rating"),
         ({"reasons": ["form_none", "content_none", "vibes"], "rating": 2}, "unknown reason 'vibes'"),
@@ -81,8 +93,15 @@ def test_answers_outside_the_protocol_are_refused_with_the_field(served):
 def test_nothing_in_a_request_reaches_a_file(served):
     c, toks, task_dir = served
     (task_dir.parent / "secret.txt").write_text("do not serve")
-    for path in ("/static/../task.json", "/static/..%2Ftask.json", "/static/answers.sqlite", "/static/%2e%2e%2fsecret.txt",
-                 "/task.json", "/rater-links.txt", "/static/app.js%00.txt"):
+    for path in (
+        "/static/../task.json",
+        "/static/..%2Ftask.json",
+        "/static/answers.sqlite",
+        "/static/%2e%2e%2fsecret.txt",
+        "/task.json",
+        "/rater-links.txt",
+        "/static/app.js%00.txt",
+    ):
         r = c.get(path)
         assert r.status_code == 404 and "do not serve" not in r.text, path
     for iid in ("../../secret.txt", "/etc/passwd", "..", "i" * 65):
@@ -110,7 +129,9 @@ def test_tokens_are_stored_hashed_and_links_are_private(served):
 def test_the_page_loads_only_its_own_files(served):
     c, toks, _ = served
     r = c.get("/")
-    assert "default-src 'self'" in r.headers["content-security-policy"] and r.headers["referrer-policy"] == "no-referrer"
+    assert (
+        "default-src 'self'" in r.headers["content-security-policy"] and r.headers["referrer-policy"] == "no-referrer"
+    )
     assert "http" not in r.text.replace('name="referrer"', "")  # no CDN, nothing fetched from elsewhere
     js = c.get("/static/app.js").text
     assert "innerHTML" not in js  # conversation text goes in as text nodes only
@@ -135,9 +156,19 @@ def _asgi(app, method: str, path: str, headers: list, chunks: list[bytes]) -> tu
     async def send(message):
         sent.append(message)
 
-    scope = {"type": "http", "method": method, "path": path, "raw_path": path.encode(), "headers": headers,
-             "query_string": b"", "http_version": "1.1", "scheme": "http", "server": ("127.0.0.1", 9),
-             "client": ("127.0.0.1", 1), "root_path": ""}
+    scope = {
+        "type": "http",
+        "method": method,
+        "path": path,
+        "raw_path": path.encode(),
+        "headers": headers,
+        "query_string": b"",
+        "http_version": "1.1",
+        "scheme": "http",
+        "server": ("127.0.0.1", 9),
+        "client": ("127.0.0.1", 1),
+        "root_path": "",
+    }
     asyncio.run(app(scope, receive, send))
     return next(m["status"] for m in sent if m["type"] == "http.response.start"), len(asked)
 
@@ -149,8 +180,9 @@ def test_a_body_is_refused_on_its_token_and_its_size_before_it_is_read(served):
     big = str(100 * 1024 * 1024).encode()
     # No token, or a wrong one: refused on the headers, the 100 MB body never read.
     assert _asgi(c.app, "POST", "/api/answer", [(b"content-length", big)], [b"x"]) == (401, 0)
-    assert _asgi(c.app, "POST", "/api/answer", [(b"authorization", b"Bearer not-a-real-token"),
-                                                (b"content-length", big)], [b"x"]) == (403, 0)
+    assert _asgi(
+        c.app, "POST", "/api/answer", [(b"authorization", b"Bearer not-a-real-token"), (b"content-length", big)], [b"x"]
+    ) == (403, 0)
     auth = (b"authorization", f"Bearer {toks['R1']}".encode())
     # A rater's token, but a declared size over the cap: refused before reading.
     assert _asgi(c.app, "POST", "/api/answer", [auth, (b"content-length", big)], [b"x"]) == (413, 0)

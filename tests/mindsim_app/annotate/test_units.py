@@ -34,8 +34,11 @@ def test_a_window_over_a_blank_reply_numbers_its_units_by_conversation_turn():
 
 
 def test_the_patient_role_can_be_the_assistant_side():
-    real = [{"role": "assistant", "content": "Hello, how can I help?"}, {"role": "user", "content": ""},
-            {"role": "assistant", "content": "I am here."}]
+    real = [
+        {"role": "assistant", "content": "Hello, how can I help?"},
+        {"role": "user", "content": ""},
+        {"role": "assistant", "content": "I am here."},
+    ]
     msgs = units.shown(real, patient_role="assistant")
     assert [m["speaker"] for m in msgs] == ["patient", "counsellor", "patient"]
     assert [t.counsellor for t in units.turns(msgs)] == [None, ""]
@@ -49,13 +52,21 @@ def test_a_sampled_window_keeps_a_blank_reply_in_its_place(tmp_path):
     from mindsimkit.mindsim_app.annotate.samplers import sample_realism
     from mindsimkit.mindsim_app.annotate.tasks import Design, load_task
 
-    msgs = [{"role": "assistant", "content": "Hello, what brings you here?"}, {"role": "user", "content": "My sleep."},
-            {"role": "assistant", "content": "Tell me more."}, {"role": "user", "content": ""},
-            {"role": "assistant", "content": "That is all right."}, {"role": "user", "content": "Sorry. Work."}]
+    msgs = [
+        {"role": "assistant", "content": "Hello, what brings you here?"},
+        {"role": "user", "content": "My sleep."},
+        {"role": "assistant", "content": "Tell me more."},
+        {"role": "user", "content": ""},
+        {"role": "assistant", "content": "That is all right."},
+        {"role": "user", "content": "Sorry. Work."},
+    ]
     real = tmp_path / "real.jsonl"
     real.write_text(json.dumps({"conversation_id": "c1", "messages": msgs}) + "\n")
     s = sample_realism(tmp_path / "t", Design(raters=["a"], k=1, all_raters=0), n=1, real=[str(real)], windows=[3])
     (item,) = load_task(Path(s["task"])).items.values()
     shown = item["display"]["messages"]
     assert [(u["turn"], shown[u["message"]]["text"]) for u in item["units"]] == [
-        (0, "My sleep."), (1, ""), (2, "Sorry. Work.")]
+        (0, "My sleep."),
+        (1, ""),
+        (2, "Sorry. Work."),
+    ]

@@ -21,8 +21,17 @@ from openai_stub import OpenAIStub, from_responder  # noqa: E402
 from simfakes import SimResponder, make_profile  # noqa: E402
 from test_patientact import PAResponder  # noqa: E402
 
-ROLES = ["patient", "first_scenario_writer", "scenario_writer", "memory_compactor", "counsellor", "judge",
-         "patient_appraiser", "profile_decomposer", "patient_matcher"]
+ROLES = [
+    "patient",
+    "first_scenario_writer",
+    "scenario_writer",
+    "memory_compactor",
+    "counsellor",
+    "judge",
+    "patient_appraiser",
+    "profile_decomposer",
+    "patient_matcher",
+]
 PA_STEPS = {"DecompositionDraft", "PsychFormulation", "Reaction", "Behaviour", "Resistance", "TrustChange"}
 MARKS = ["I hear you.", "MINOR hello there", "MAJOR tell me more about it", "CRIT skip your meds then"]
 
@@ -42,8 +51,11 @@ def patientact_answer(req: Any) -> dict[str, Any]:
     from mindsimkit.judge.patientact import rubrics
 
     text = req.messages[-1]["content"]
-    return {k: v for d in rubrics().conversation.ids
-            for k, v in ((f"{d}_reason", "as the transcript shows"), (d, 1 + _pick(d + text, 5)))}
+    return {
+        k: v
+        for d in rubrics().conversation.ids
+        for k, v in ((f"{d}_reason", "as the transcript shows"), (d, 1 + _pick(d + text, 5)))
+    }
 
 
 def responder():
@@ -69,7 +81,8 @@ def write_recipe(path: Path, stub: OpenAIStub, simulation: str, judge: str = "{b
         f"name: inspecttest\nseed: 3\nengines:\n  stub: {{kind: openai, base_url: '{stub.base_url}', model: m, "
         "native_tools: false, max_concurrency: 8}\nroles:\n  default: {engine: stub}\n"
         + "".join(f"  {r!r}: {{engine: stub, model: {r!r}, temperature: 0.5, seed: 0}}\n" for r in ROLES)
-        + f"simulation: {simulation}\njudge: {judge}\n")
+        + f"simulation: {simulation}\njudge: {judge}\n"
+    )
     return path
 
 

@@ -36,9 +36,17 @@ def test_replies_set_the_turn_cap_for_either_opening(tmp_path, opening, cap):
 
 
 def test_the_recipes_presets_and_engine_sessions_of_other_engines_are_left_out(tmp_path):
-    recipe = load_recipe(_recipe(tmp_path, {"patient_engine": ["mindsim", "patientact"], "sessions": 3,
-                                            "engine_sessions": {"patientact": 1},
-                                            "preset": ["mindeval2-reference", "patientact-reference"]}))
+    recipe = load_recipe(
+        _recipe(
+            tmp_path,
+            {
+                "patient_engine": ["mindsim", "patientact"],
+                "sessions": 3,
+                "engine_sessions": {"patientact": 1},
+                "preset": ["mindeval2-reference", "patientact-reference"],
+            },
+        )
+    )
     mine = simulation_section(recipe, TaskSettings(profiles="x", patient_engine="patientact"))
     assert mine["engine_sessions"] == {"patientact": 1} and mine["preset"] == ["patientact-reference"]
     theirs = simulation_section(recipe, TaskSettings(profiles="x", patient_engine="mindsim", preset="ours"))
@@ -80,8 +88,16 @@ def test_only_what_a_request_sets_reaches_inspects_config_and_nested_schemas_sur
     kept = JSONSchema.model_validate(flat).model_dump(exclude_none=True)
     issue = kept["properties"]["issues"]["items"]
     assert set(issue["properties"]) >= {"issue", "reason", "quote"} and issue["properties"]["issue"]["enum"]
-    req = ChatRequest(role="judge", model="m", messages=[], temperature=0.0, max_tokens=50, seed=4,
-                      response_schema=schema, schema_name="mhqr_judgment")
+    req = ChatRequest(
+        role="judge",
+        model="m",
+        messages=[],
+        temperature=0.0,
+        max_tokens=50,
+        seed=4,
+        response_schema=schema,
+        schema_name="mhqr_judgment",
+    )
     config = generate_config(req)
     assert (config.temperature, config.max_tokens, config.seed) == (0.0, 50, 4)
     assert config.response_schema.name == "mhqr_judgment"
@@ -97,8 +113,10 @@ def test_a_failing_inspect_model_is_an_engine_layer_transport_error():
 
     backend = InspectBackend(Broken())
     with pytest.raises(TransportError, match="provider down"):
-        asyncio.run(backend.complete(ChatRequest(role="counsellor", model="m",
-                                                 messages=[{"role": "user", "content": "hi"}])))
+        asyncio.run(
+            backend.complete(ChatRequest(role="counsellor", model="m", messages=[{"role": "user", "content": "hi"}]))
+        )
     with pytest.raises(ValueError, match="plain text"):
-        asyncio.run(backend.complete(ChatRequest(role="counsellor", model="m",
-                                                 messages=[{"role": "tool", "content": "x"}])))
+        asyncio.run(
+            backend.complete(ChatRequest(role="counsellor", model="m", messages=[{"role": "tool", "content": "x"}]))
+        )

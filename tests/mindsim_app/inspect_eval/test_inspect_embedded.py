@@ -29,19 +29,54 @@ def test_inspect_eval_with_the_embedded_server_as_counsellor(embedded_engines, t
     recipe = write_recipe(quick_recipe(), tmp_path / "recipe.yaml")
     profiles = write_patients(tmp_path / "profiles")
     # The counsellor is inspect's provider talking to the running server; the recipe's roles attach to it too.
-    env = {**attached_env(embedded_engines), "LOCAL_BASE_URL": backend.base_url, "LOCAL_API_KEY": "none",
-           "NO_COLOR": "1"}
+    env = {
+        **attached_env(embedded_engines),
+        "LOCAL_BASE_URL": backend.base_url,
+        "LOCAL_API_KEY": "none",
+        "NO_COLOR": "1",
+    }
     done = subprocess.run(
-        [_script("inspect"), "eval", "mindsimkit/mindeval2", "--model", f"openai-api/local/{backend.default_model}",
-         "-T", f"profiles={profiles}", "-T", f"recipe={recipe}", "-T", "sessions=1", "-T", "replies=2",
-         "-T", "max_patients=1", "--temperature", "0.3", "--max-tokens", "96", "--seed", "0",
-         "--retry-on-error", "2", "--log-dir", str(tmp_path / "logs"), "--display", "plain"],
-        cwd=tmp_path, env=env, capture_output=True, text=True, timeout=900)
+        [
+            _script("inspect"),
+            "eval",
+            "mindsimkit/mindeval2",
+            "--model",
+            f"openai-api/local/{backend.default_model}",
+            "-T",
+            f"profiles={profiles}",
+            "-T",
+            f"recipe={recipe}",
+            "-T",
+            "sessions=1",
+            "-T",
+            "replies=2",
+            "-T",
+            "max_patients=1",
+            "--temperature",
+            "0.3",
+            "--max-tokens",
+            "96",
+            "--seed",
+            "0",
+            "--retry-on-error",
+            "2",
+            "--log-dir",
+            str(tmp_path / "logs"),
+            "--display",
+            "plain",
+        ],
+        cwd=tmp_path,
+        env=env,
+        capture_output=True,
+        text=True,
+        timeout=900,
+    )
     assert done.returncode == 0, done.stdout[-4000:] + done.stderr[-4000:]
     (log,) = (tmp_path / "logs").glob("*.eval")
 
-    dump = subprocess.run([_script("inspect"), "log", "dump", str(log)], capture_output=True, text=True, env=env,
-                          timeout=300)
+    dump = subprocess.run(
+        [_script("inspect"), "log", "dump", str(log)], capture_output=True, text=True, env=env, timeout=300
+    )
     assert dump.returncode == 0, dump.stderr[-2000:]
     data = json.loads(dump.stdout)
     assert data["status"] == "success" and data["eval"]["task"] == "mindsimkit/mindeval2"

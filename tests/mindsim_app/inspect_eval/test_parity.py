@@ -29,9 +29,17 @@ def _script(name: str) -> str:
 
 
 def _run(*args: str, cwd: Path, timeout: int = 300) -> subprocess.CompletedProcess:
-    done = subprocess.run([_script(args[0]), *args[1:]], cwd=cwd, capture_output=True, text=True, timeout=timeout,
-                          env={**os.environ, "NO_COLOR": "1"})
-    assert done.returncode == 0, f"{' '.join(args)} exited {done.returncode}:\n{done.stdout[-3000:]}\n{done.stderr[-3000:]}"
+    done = subprocess.run(
+        [_script(args[0]), *args[1:]],
+        cwd=cwd,
+        capture_output=True,
+        text=True,
+        timeout=timeout,
+        env={**os.environ, "NO_COLOR": "1"},
+    )
+    assert done.returncode == 0, (
+        f"{' '.join(args)} exited {done.returncode}:\n{done.stdout[-3000:]}\n{done.stderr[-3000:]}"
+    )
     return done
 
 
@@ -42,11 +50,36 @@ def runs(tmp_path_factory):
     profiles = write_patients(tmp / "profiles")
     with serve() as stub:
         recipe = write_recipe(tmp / "recipe.yaml", stub, SIMULATION)
-        _run("mindsim", "simulate", "--profiles", str(profiles), "--recipe", str(recipe), "--out", str(tmp / "cli"), cwd=tmp)
+        _run(
+            "mindsim",
+            "simulate",
+            "--profiles",
+            str(profiles),
+            "--recipe",
+            str(recipe),
+            "--out",
+            str(tmp / "cli"),
+            cwd=tmp,
+        )
         _run("mindsim", "judge", "run", str(tmp / "cli"), "--recipe", str(recipe), cwd=tmp)
-        _run("inspect", "eval", "mindsimkit/mindeval2", "--model", "mindsim/counsellor", "-M", f"recipe={recipe}",
-             "-T", f"profiles={profiles}", "-T", f"recipe={recipe}", "--log-dir", str(tmp / "logs"),
-             "--display", "plain", cwd=tmp)
+        _run(
+            "inspect",
+            "eval",
+            "mindsimkit/mindeval2",
+            "--model",
+            "mindsim/counsellor",
+            "-M",
+            f"recipe={recipe}",
+            "-T",
+            f"profiles={profiles}",
+            "-T",
+            f"recipe={recipe}",
+            "--log-dir",
+            str(tmp / "logs"),
+            "--display",
+            "plain",
+            cwd=tmp,
+        )
     (log,) = (tmp / "logs").glob("*.eval")
     return tmp, tmp / "cli", log
 
@@ -78,8 +111,19 @@ def _sessions(run: Path) -> dict[str, dict]:
     return {r["session_id"]: _session_row(r) for r in rows}
 
 
-JUDGMENT_FIELDS = ("session_id", "reply_index", "reply", "severity", "weight", "issues", "dropped_quotes", "status",
-                   "judge", "judge_model", "cache_key")
+JUDGMENT_FIELDS = (
+    "session_id",
+    "reply_index",
+    "reply",
+    "severity",
+    "weight",
+    "issues",
+    "dropped_quotes",
+    "status",
+    "judge",
+    "judge_model",
+    "cache_key",
+)
 
 
 def _judgments(rows) -> list[tuple]:
@@ -140,13 +184,36 @@ def test_the_log_becomes_a_run_folder_the_report_compare_and_exports_read(runs, 
     report = json.loads((out / "judgments" / "report.json").read_text())
     theirs = json.loads((cli / "judgments" / "report.json").read_text())
     assert report["judges"]["judge"]["scores"]["counsellors"] == theirs["judges"]["judge"]["scores"]["counsellors"]
-    _run("mindsim", "validate", "compare", "--sim", f"inspect={out / 'transcripts' / 'transcripts.jsonl'}",
-         "--sim", f"cli={cli / 'transcripts' / 'transcripts.jsonl'}", "--out", str(tmp / "compare"), "--draws", "100",
-         "--splits", "5", "--no-plots", cwd=tmp)
+    _run(
+        "mindsim",
+        "validate",
+        "compare",
+        "--sim",
+        f"inspect={out / 'transcripts' / 'transcripts.jsonl'}",
+        "--sim",
+        f"cli={cli / 'transcripts' / 'transcripts.jsonl'}",
+        "--out",
+        str(tmp / "compare"),
+        "--draws",
+        "100",
+        "--splits",
+        "5",
+        "--no-plots",
+        cwd=tmp,
+    )
     exported = {}
     for name, run in (("inspect", out), ("cli", cli)):
-        _run("mindsim", "export", "sft", str(run), "--out", str(tmp / f"sft-{name}.jsonl"), "--max-severity", "major",
-             cwd=tmp)
+        _run(
+            "mindsim",
+            "export",
+            "sft",
+            str(run),
+            "--out",
+            str(tmp / f"sft-{name}.jsonl"),
+            "--max-severity",
+            "major",
+            cwd=tmp,
+        )
         exported[name] = [json.loads(line)["messages"] for line in (tmp / f"sft-{name}.jsonl").read_text().splitlines()]
     assert exported["inspect"] == exported["cli"] and exported["cli"]
     _run("mindsim", "report", str(out), cwd=tmp)

@@ -18,8 +18,14 @@ from mindsimkit.mindsim_app.cli import main
 def _eval(task, recipe: Path, tmp: Path, **kw):
     from inspect_ai import eval as inspect_eval
 
-    (log,) = inspect_eval(task, model="mindsim/counsellor", model_args={"recipe": str(recipe)},
-                          log_dir=str(tmp / "logs"), display="none", **kw)
+    (log,) = inspect_eval(
+        task,
+        model="mindsim/counsellor",
+        model_args={"recipe": str(recipe)},
+        log_dir=str(tmp / "logs"),
+        display="none",
+        **kw,
+    )
     assert log.status == "success", log.error
     return log
 
@@ -39,8 +45,9 @@ def test_patientact_task_scores_every_session_as_the_rubric_command_does(stub, t
 
     profiles = write_patients(tmp_path / "profiles")
     recipe = write_recipe(tmp_path / "r.yaml", stub, "{sessions: 1, turn_cap: 3, opening: counsellor}")
-    log = _eval(patientact(profiles=str(profiles), recipe=str(recipe), patient_engine="patientact:no_tg"), recipe,
-                tmp_path)
+    log = _eval(
+        patientact(profiles=str(profiles), recipe=str(recipe), patient_engine="patientact:no_tg"), recipe, tmp_path
+    )
     records = [d for s in log.samples for d in s.store["mindsim/sessions"]]
     assert {d["patient_engine"] for d in records} == {"patientact:no_tg"} and len(records) == 2
     # The counsellor greets first: three replies, each answered by the patient.
@@ -59,8 +66,9 @@ def test_patientact_task_scores_every_session_as_the_rubric_command_does(stub, t
     again = tmp_path / "again"
     assert main(["judge", "run", str(out), "--rubric", "patientact", "--recipe", str(recipe), "--out", str(again)]) == 0
     judged = [json.loads(line) for line in (again / "patientact_judge" / "judgments.jsonl").read_text().splitlines()]
-    assert sorted((r["session_id"], json.dumps(r["scores"])) for r in judged) == \
-        sorted((r["session_id"], json.dumps(r["scores"])) for r in rows)
+    assert sorted((r["session_id"], json.dumps(r["scores"])) for r in judged) == sorted(
+        (r["session_id"], json.dumps(r["scores"])) for r in rows
+    )
     assert main(["report", str(out)]) == 0
 
 
@@ -94,8 +102,10 @@ def test_a_bound_judge_is_held_to_its_answer_bound_and_to_three_issues(tmp_path)
     from openai_stub import OpenAIStub, from_responder
 
     inner = responder()
-    too_many = [{"issue": i, "reason": "listed anyway", "quote": None}
-                for i in ("over_exploring", "overstatement", "false_fact", "bad_advice")]
+    too_many = [
+        {"issue": i, "reason": "listed anyway", "quote": None}
+        for i in ("over_exploring", "overstatement", "false_fact", "bad_advice")
+    ]
 
     def respond(req):
         if req.role == "judge" and not any("could not be used" in m["content"] for m in req.messages):
@@ -104,11 +114,16 @@ def test_a_bound_judge_is_held_to_its_answer_bound_and_to_three_issues(tmp_path)
 
     with OpenAIStub(from_responder(respond)).serve(*ROLES) as stub:
         profiles = write_patients(tmp_path / "profiles")
-        recipe = write_recipe(tmp_path / "r.yaml", stub, "{sessions: 1, turn_cap: 3}",
-                              judge="{bootstrap_draws: 200, max_issues: 3}")
+        recipe = write_recipe(
+            tmp_path / "r.yaml", stub, "{sessions: 1, turn_cap: 3}", judge="{bootstrap_draws: 200, max_issues: 3}"
+        )
         judge = get_model("mindsim/judge", recipe=str(recipe), memoize=False)
-        log = _eval(mindeval2(profiles=str(profiles), recipe=str(recipe), replies=2, max_patients=1), recipe,
-                    tmp_path, model_roles={"judge": judge})
+        log = _eval(
+            mindeval2(profiles=str(profiles), recipe=str(recipe), replies=2, max_patients=1),
+            recipe,
+            tmp_path,
+            model_roles={"judge": judge},
+        )
         asked = [r for r in stub.requests if r["model"] == "judge" and r.get("response_format")]
     rows = _rows(log, "mhqr")
     assert len(rows) == 2 and all(r["status"] == "ok" and len(r["issues"]) <= 3 for r in rows)
@@ -149,9 +164,14 @@ def test_a_model_role_the_task_does_not_take_is_refused(stub, tmp_path):
     profiles = write_patients(tmp_path / "profiles")
     recipe = write_recipe(tmp_path / "r.yaml", stub, "{sessions: 1, turn_cap: 2}")
     patient = get_model("mindsim/patient", recipe=str(recipe))
-    (log,) = inspect_eval(mindeval2(profiles=str(profiles), recipe=str(recipe), max_patients=1),
-                          model="mindsim/counsellor", model_args={"recipe": str(recipe)}, model_roles={"patient": patient},
-                          log_dir=str(tmp_path / "logs"), display="none")
+    (log,) = inspect_eval(
+        mindeval2(profiles=str(profiles), recipe=str(recipe), max_patients=1),
+        model="mindsim/counsellor",
+        model_args={"recipe": str(recipe)},
+        model_roles={"patient": patient},
+        log_dir=str(tmp_path / "logs"),
+        display="none",
+    )
     assert log.status == "error"
     assert "--model-role patient: not a role this task binds" in log.error.message
     assert "it takes judge" in log.error.message
@@ -168,20 +188,53 @@ def test_inspect_eval_stops_with_one_line_and_exit_1_on_a_bad_role_or_a_failed_p
     inspect = shutil.which("inspect", path=str(Path(sys.executable).parent))
     profiles = write_patients(tmp_path / "profiles")
     recipe = write_recipe(tmp_path / "r.yaml", stub, "{sessions: 1, turn_cap: 2}")
-    base = [inspect, "eval", "mindsimkit/mindeval2", "--model", "mindsim/counsellor", "-M", f"recipe={recipe}",
-            "-T", f"profiles={profiles}", "-T", f"recipe={recipe}", "--log-dir", str(tmp_path / "logs"),
-            "--display", "plain"]
+    base = [
+        inspect,
+        "eval",
+        "mindsimkit/mindeval2",
+        "--model",
+        "mindsim/counsellor",
+        "-M",
+        f"recipe={recipe}",
+        "-T",
+        f"profiles={profiles}",
+        "-T",
+        f"recipe={recipe}",
+        "--log-dir",
+        str(tmp_path / "logs"),
+        "--display",
+        "plain",
+    ]
     env = {**os.environ, "NO_COLOR": "1"}
-    done = subprocess.run([*base, "--model-role", f"patient={{model: mindsim/patient, model_args: {{recipe: {recipe}}}}}"],
-                          capture_output=True, text=True, timeout=240, env=env)
+    done = subprocess.run(
+        [*base, "--model-role", f"patient={{model: mindsim/patient, model_args: {{recipe: {recipe}}}}}"],
+        capture_output=True,
+        text=True,
+        timeout=240,
+        env=env,
+    )
     said = done.stdout + done.stderr
     assert done.returncode == 1 and "error: --model-role patient: not a role this task binds" in said
     assert "Traceback" not in said
     gone = write_recipe(tmp_path / "gone.yaml", stub, "{sessions: 1, turn_cap: 2}")
     gone.write_text(gone.read_text().replace(stub.base_url, "http://127.0.0.1:9/v1"))
-    done = subprocess.run([*base[:-6], "-T", f"profiles={profiles}", "-T", f"recipe={gone}", "--log-dir",
-                           str(tmp_path / "logs2"), "--display", "plain"], capture_output=True, text=True, timeout=240,
-                          env=env)
+    done = subprocess.run(
+        [
+            *base[:-6],
+            "-T",
+            f"profiles={profiles}",
+            "-T",
+            f"recipe={gone}",
+            "--log-dir",
+            str(tmp_path / "logs2"),
+            "--display",
+            "plain",
+        ],
+        capture_output=True,
+        text=True,
+        timeout=240,
+        env=env,
+    )
     said = done.stdout + done.stderr
     assert done.returncode == 1 and "error: preflight" in said and "Traceback" not in said, said[-2000:]
 
@@ -208,8 +261,12 @@ def test_to_run_refuses_what_it_cannot_convert_in_one_line(stub, tmp_path, capsy
     from inspect_ai import Task, eval as inspect_eval
     from inspect_ai.dataset import Sample
 
-    (other,) = inspect_eval(Task(dataset=[Sample(input="hi")], solver=[]), model="none/none",
-                            log_dir=str(tmp_path / "other"), display="none")
+    (other,) = inspect_eval(
+        Task(dataset=[Sample(input="hi")], solver=[]),
+        model="none/none",
+        log_dir=str(tmp_path / "other"),
+        display="none",
+    )
     assert main(["inspect", "to-run", other.location, "--out", str(tmp_path / "x")]) == 2
     assert "only mindsimkit/mindeval2 and mindsimkit/patientact" in capsys.readouterr().err
     assert main(["inspect", "to-run", str(tmp_path / "missing.eval"), "--out", str(tmp_path / "x")]) == 2
