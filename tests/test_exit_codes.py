@@ -40,7 +40,7 @@ for extra in (TESTS, TESTS / "mindsim"):
     if str(extra) not in sys.path:
         sys.path.insert(0, str(extra))
 
-from openai_stub import (
+from openai_stub import (  # noqa: F401 - fixtures (openai_stub) and names the tests below use
     after_probe,
     OpenAIStub,
     Reply,
@@ -49,7 +49,7 @@ from openai_stub import (
     by_model,
     from_responder,
     openai_stub,
-)  # noqa: E402,F401
+)
 from restamp import header
 from cli_streams import mindsim_script, without_progress  # noqa: E402
 
