@@ -94,17 +94,22 @@ def test_validation_and_card_name_the_engine(study_run):
     assert "trust_before" in card and "patientact" in card
 
 
-def test_patientact_rubric_and_patient_export(study_run, embedded_engines, tmp_path, capsys):
-    """The PatientAct rubric on the full engine's two sessions (the four-system table, best vs second best, is
-    pinned on the fake engine in tests/judge/test_patientact_rubric.py), then `mindsim export patient`."""
+TABLE_2 = ["patientact", "patient_psi", "annaagent", "consistentmi"]
+
+
+def test_patientact_rubric_table_2_and_patient_export(study_run, embedded_engines, tmp_path, capsys):
+    """The PatientAct rubric on the sessions of Table 2's four systems (the full engine's two, one each of
+    Patient-Psi, AnnaAgent and ConsistentMI: the paper recipe's shape on the study's patient), `mindsim patientact
+    table 2` with a row per system (the marks themselves are pinned on the fake engine in
+    tests/mindsim_app/test_patientact_tables.py), then `mindsim export patient`."""
     from mindsimkit.judge.patientact import load_items
     from mindsimkit.judge.patientact_report import run_patientact
     from mindsimkit.mindcore.errors import EngineError
     from mindsimkit.mindsim_app.cli import main
 
     out = study_run
-    items = [it for it in load_items([out]) if it.system == "patientact"]
-    assert len(items) == 2
+    items = [it for it in load_items([out]) if it.system in TABLE_2]
+    assert sorted(it.system for it in items) == sorted(["patientact", *TABLE_2])
     # Every judgment failing is an EngineError after the rows are written (counted failures). Failed judgments
     # are not cached, so a rerun asks them again; bounded like the run itself.
     for _ in range(3):
@@ -113,13 +118,13 @@ def test_patientact_rubric_and_patient_export(study_run, embedded_engines, tmp_p
         except EngineError:
             summary = None
         lines = [json.loads(x) for x in (tmp_path / "patientact_judge" / "judgments.jsonl").read_text().splitlines()]
-        assert len(lines) == 2
+        assert len(lines) == len(items)
         if summary is not None:
             break
     assert summary is not None and summary.ok, f"every judgment failed in 3 runs: {[j['error'] for j in lines]}"
-    assert summary.ok + summary.failed == summary.judged == 2
+    assert summary.ok + summary.failed == summary.judged == len(items)
     for j in lines:
-        assert j["system"] == "patientact"
+        assert j["system"] in TABLE_2
         if j["ok"]:
             assert set(j["scores"]) == {
                 "coherence",
@@ -132,6 +137,11 @@ def test_patientact_rubric_and_patient_export(study_run, embedded_engines, tmp_p
         else:
             assert j["error"]
     assert (tmp_path / "patientact_judge" / "report.md").is_file()
+    assert main(["patientact", "table", "2", str(tmp_path)]) == 0
+    table = capsys.readouterr().out
+    rows = [line.split("|")[1].strip() for line in table.splitlines() if line.startswith("| ") and "---" not in line]
+    assert sorted(r for r in rows if r in TABLE_2) == sorted(TABLE_2), table
+    assert "## Comparison `simulators`: patientact, " in table
 
     target = tmp_path / "patient.jsonl"
     assert main(["export", "patient", str(out), "--out", str(target)]) == 0, capsys.readouterr().err
