@@ -1,7 +1,8 @@
 """Cost of every patient engine side by side: one run with `patient_engine: [mindsim, patientact,
-patient_psi, mindeval, consistentmi]` on the same profiles, schedule, first scenario and counsellor, and the patient-side
+patient_psi, mindeval, annaagent, consistentmi]` on the same profiles, schedule, first scenario and counsellor, and the patient-side
 requests and tokens each engine spends per patient turn, plus what it spends once per patient (PatientAct's
-formulation and decomposition, the baselines' mapper call; ConsistentMI's tracker questions count per turn).
+formulation and decomposition, the baselines' mapper call; AnnaAgent's modulator calls and ConsistentMI's tracker
+questions count per turn).
 
     python benchmarks/bench_engines.py [--patients 1] [--turn-cap 3] [--parallel 4] [--fake] [--write-scenario]
 
@@ -38,28 +39,33 @@ from simfakes import make_profile  # noqa: E402
 from recording import Recorder  # noqa: E402
 from smoke import parse_args
 
-ENGINES = ["mindsim", "patientact", "patient_psi", "mindeval", "consistentmi"]
+ENGINES = ["mindsim", "patientact", "patient_psi", "mindeval", "annaagent", "consistentmi"]
 # Calls made once per patient, by the schema they ask for.
 PER_PATIENT = {
     "DecompositionDraft": "patientact",
     "PsychFormulation": "patientact",
     "PatientPsiMap": "patient_psi",
     "MindEvalMap": "mindeval",
+    "AnnaAgentMap": "annaagent",
     "ConsistentMIMap": "consistentmi",
 }
 # Roles only one engine calls (their requests carry no system prompt to attribute them by).
-ROLE_OF = {"consistentmi_tracker": "consistentmi"}
+ROLE_OF = {"annaagent_modulator": "annaagent", "consistentmi_tracker": "consistentmi"}
 PATIENT_SIDE = {"patient", "patient_appraiser", "profile_decomposer", "baseline_mapper", *ROLE_OF}
 
 
 def fake_responder():
     from test_baselines import responder  # the baseline tests' responder answers every engine's calls
+    from test_annaagent import AnnaResponder  # AnnaAgent's mapper and modulator
     from test_consistentmi import Script  # ConsistentMI's mapper and tracker
 
-    cmi = Script(topics=["Economy"])
+    cmi, anna = Script(topics=["Economy"]), AnnaResponder()
+    anna_schemas = {"AnnaAgentMap", "AnnaEmotion", "ComplaintSwitch", "MemoryCheck"}
 
     def answer(req):
         name = req.schema_name or ""
+        if name in anna_schemas or req.role == "annaagent_modulator":
+            return anna(req)
         return cmi(req) if name.startswith("ConsistentMI") or name == "MotivationCheck" else responder(req)
 
     return answer
