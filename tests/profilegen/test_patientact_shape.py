@@ -124,8 +124,9 @@ def test_off_nothing_of_the_shape_is_in_any_dump_prompt_hash_or_key(rows, pa):
     assert shape == ProfileShape() and "patientact" not in shape.model_dump()
     f = to_formulation(
         draft_model().model_validate(
-            {k: v for k, v in pa().items() if k not in ("impact", "psychological", "social")}
+            {k: v for k, v in pa().items() if k not in ("impact", "psychological", "social", "perpetuating")}
             | {"predisposing": pa()["psychological"][:1]}
+            | {"unhelpful_coping": pa()["perpetuating"][0], "other_coping": []}
         )
     )
     dumped = json.loads(f.model_dump_json())
