@@ -26,6 +26,7 @@ from mindsimkit.mindcore.prompts import render_resource
 from mindsimkit.mindcore.runlog import ProfilesSummaryView, RunHeader, ValidationReport, played_by
 from mindsimkit.mindsim.patient_engines import variant
 from mindsimkit.mindsim.patient_engines import names as registered_names
+from mindsimkit.profilegen.config import profiles_config
 
 MANIFEST = "manifest.json"
 # Session columns no engine's card section reads (the message lists are most of a session's bytes).
@@ -326,4 +327,6 @@ def render_card(
         attributions=attributions,
         patient_engines=engine_stats,
         release_gate=run_info.release_gate,
+        # The PatientAct shape lets profiles carry passive death-related thoughts: the card's limits say so.
+        patientact_shape=profiles_config(recipe).patientact_shape,
     )

@@ -157,8 +157,10 @@ class ProfilesConfig(BaseModel):
     patientact_shape: bool = Field(
         False,
         description="PatientAct's profile shape (§3.1-3.2, Figs. 2-4): the presenting problem with an impact list of "
-        "observable symptoms, predisposing factors split into psychological (2-3) and social (1-2), and hard "
-        "conflicts with relationship, work or living situation resolved by revising those demographics.",
+        "observable symptoms, predisposing factors split into psychological (2-3) and social (1-2), 3-5 "
+        "perpetuating cycles with helpful habits under protective, passive death-related thoughts allowed without "
+        "intent, and hard conflicts with relationship, work or living situation resolved by revising those "
+        "demographics.",
     )
 
     @model_validator(mode="after")

@@ -19,8 +19,10 @@ maintenance cycles, one traceable chain. Off, every prompt is exactly what it wa
 With `ProfileShape.patientact` (PatientAct §3.1 and Fig. 3: the profile shape of Fig. 2) the presenting problem
 gains its impact list (3-5 observable symptoms, one each) and the predisposing factors are written in two parts,
 two or three psychological histories and one or two social conditions, each from its own label list
-(`Label.kind`, `social_predisposing` in `data/formulation.yaml`). Every list has its maxItems and every text its
-maxLength, so the writer's worst case stays bounded and the preflight checks it at the recipe's shape.
+(`Label.kind`, `social_predisposing` in `data/formulation.yaml`). The coping becomes `perpetuating`, three to five
+maintenance cycles (Fig. 2 has three; PatientHub's schema 3-5), each under its own maladaptive label; helpful habits
+are protective factors in this shape, so no adaptive coping label is offered. Every list has its maxItems and every
+text its maxLength, so the writer's worst case stays bounded and the preflight checks it at the recipe's shape.
 """
 
 from __future__ import annotations
@@ -58,6 +60,9 @@ WRITER_CAUSAL = "profilegen/writer_causal.jinja2"
 WRITER_PATIENTACT = "profilegen/writer_patientact.jinja2"
 CAUSAL_DATA = "causal_rules.yaml"
 CAUSAL_CHECKS = ("undated_predisposing", "coping_without_cycle")
+# PatientAct shape: Fig. 2's profile has three maintenance cycles; PatientHub's schema asks 2-3 inside the client
+# plus 1-2 around them.
+PERPETUATING_CYCLES = (3, 5)
 
 
 class CausalCheck(BaseModel):
@@ -174,7 +179,9 @@ def draft_model(
     `when` without a time in it still fails `undated_predisposing`.
 
     With `patientact` (the PatientAct profile shape) `impact` follows the summary and `predisposing` becomes
-    `psychological` (2-3, dated under `causal`) and `social` (1-2), as PatientHub's schema counts them."""
+    `psychological` (2-3, dated under `causal`) and `social` (1-2), as PatientHub's schema counts them; the two
+    coping fields become `perpetuating`, 3-5 cycles with maladaptive labels (each with its relief and cost under
+    `causal`), a repeated label dropped and the draft re-asked when fewer than three different ones are left."""
     voc = load_vocabularies()
     only = labels or LabelChoice((), (), ())
 
@@ -280,13 +287,40 @@ def draft_model(
         if causal
         else {}
     )
-    bad_cope = create_model(
-        "DraftUnhelpfulCoping",
-        __base__=_Draft,
-        label=(_enum(unhelpful), Field(description="Unhelpful (maladaptive) coping label.")),
-        situation=text(140, "The concrete situation in which it shows up."),
-        **cycle,
-    )
+    coping: dict[str, Any]
+    if patientact:
+        loop = create_model(
+            "DraftCycle",
+            __base__=_Draft,
+            label=(_enum(unhelpful), Field(description="Maladaptive coping label, a different one for each cycle.")),
+            situation=text(140, "The concrete situation that starts the loop and how it comes back to the problem."),
+            **cycle,
+        )
+        coping = {
+            "perpetuating": (
+                list[loop],
+                Field(
+                    min_length=PERPETUATING_CYCLES[0],
+                    max_length=PERPETUATING_CYCLES[1],
+                    description="Three to five maintenance cycles that keep the problem going, each its own label.",
+                ),
+            )
+        }
+    else:
+        bad_cope = create_model(
+            "DraftUnhelpfulCoping",
+            __base__=_Draft,
+            label=(_enum(unhelpful), Field(description="Unhelpful (maladaptive) coping label.")),
+            situation=text(140, "The concrete situation in which it shows up."),
+            **cycle,
+        )
+        coping = {
+            "unhelpful_coping": (
+                bad_cope,
+                Field(description="The unhelpful coping behaviour that keeps the problem going."),
+            ),
+            "other_coping": (list[cope], Field(max_length=2, description="Up to two more coping behaviours.")),
+        }
     belief = create_model(
         "DraftCoreBelief",
         __base__=_Draft,
@@ -298,11 +332,7 @@ def draft_model(
         **presenting,
         "precipitating": (prec, Field(description="Exactly one recent event.")),
         "protective": (list[prot], Field(min_length=1, max_length=3, description="One to three resources.")),
-        "unhelpful_coping": (
-            bad_cope,
-            Field(description="The unhelpful coping behaviour that keeps the problem going."),
-        ),
-        "other_coping": (list[cope], Field(max_length=2, description="Up to two more coping behaviours.")),
+        **coping,
         "core_belief": (belief, Field(description="The core belief.")),
         "quality_of_life": (QualityOfLife, Field(description="Quality of life, decided last.")),
     }
@@ -316,6 +346,7 @@ class _DraftChecks(_Draft):
         protective: list[Any]
         other_coping: list[Any]
         unhelpful_coping: Any
+        perpetuating: list[Any]  # the PatientAct shape's, in place of the two above
 
     @model_validator(mode="after")
     def _rules(self) -> "_DraftChecks":
@@ -325,7 +356,17 @@ class _DraftChecks(_Draft):
             if hasattr(self, name):
                 setattr(self, name, _first_of_each(getattr(self, name)))
         self.protective = _first_of_each(self.protective)
-        self.other_coping = [c for c in _first_of_each(self.other_coping) if c.label != self.unhelpful_coping.label]
+        if hasattr(self, "perpetuating"):  # the PatientAct shape: each cycle under its own label
+            cycles = _first_of_each(self.perpetuating)
+            if len(cycles) < PERPETUATING_CYCLES[0]:
+                # Dropping the repeats would leave too few cycles: the engine is asked again instead.
+                raise ValueError(
+                    f"perpetuating needs {PERPETUATING_CYCLES[0]} to {PERPETUATING_CYCLES[1]} cycles with different "
+                    f"labels, got {len(cycles)} different: give each cycle its own coping label"
+                )
+            self.perpetuating = cycles
+        else:
+            self.other_coping = [c for c in _first_of_each(self.other_coping) if c.label != self.unhelpful_coping.label]
         return self
 
 
@@ -373,7 +414,7 @@ def to_formulation(draft: BaseModel) -> Formulation:
         protective=[Protective(label=p.label, detail=p.detail) for p in d.protective],
         perpetuating=[
             Perpetuating(label=c.label, situation=situation(c), maladaptive=bool(voc.coping[c.label].maladaptive))
-            for c in [d.unhelpful_coping, *d.other_coping]
+            for c in (d.perpetuating if hasattr(d, "perpetuating") else [d.unhelpful_coping, *d.other_coping])
         ],
         core_belief=CoreBelief(
             cluster=d.core_belief.cluster,
@@ -393,7 +434,12 @@ def to_draft_json(f: Formulation) -> str:
     def entry(p: Predisposing) -> dict[str, str]:
         return {"label": p.label, "history": p.history}
 
+    def cope(c: Perpetuating) -> dict[str, str]:
+        return {"label": c.label, "situation": c.situation}
+
+    coping: dict[str, Any]
     if any(p.kind for p in f.predisposing):  # the PatientAct shape, in its draft's order
+        coping = dict(perpetuating=[cope(c) for c in f.perpetuating])
         head: dict[str, Any] = dict(
             summary=f.presenting.summary,
             impact=f.presenting.impact,
@@ -402,6 +448,10 @@ def to_draft_json(f: Formulation) -> str:
             social=[entry(p) for p in f.predisposing if p.kind == "social"],
         )
     else:
+        coping = dict(
+            unhelpful_coping=next(cope(c) for c in f.perpetuating if c.maladaptive),
+            other_coping=[cope(c) for c in _others(f)],
+        )
         head = dict(
             summary=f.presenting.summary, goal=f.presenting.goal, predisposing=[entry(p) for p in f.predisposing]
         )
@@ -414,10 +464,7 @@ def to_draft_json(f: Formulation) -> str:
                 "what_changed": f.precipitating.what_changed,
             },
             protective=[{"label": p.label, "detail": p.detail} for p in f.protective],
-            unhelpful_coping=next(
-                {"label": c.label, "situation": c.situation} for c in f.perpetuating if c.maladaptive
-            ),
-            other_coping=[{"label": c.label, "situation": c.situation} for c in _others(f)],
+            **coping,
             core_belief={
                 "cluster": f.core_belief.cluster,
                 "history": f.core_belief.history,
@@ -489,7 +536,8 @@ def writer_messages(
         social=social,
         precipitating=[voc.precipitating[i] for i in choice.precipitating],
         protective=[voc.protective[i] for i in choice.protective],
-        coping=list(voc.coping.values()),
+        # The PatientAct shape's cycles take maladaptive labels only; helpful habits go under protective.
+        coping=[c for c in voc.coping.values() if c.maladaptive or not patientact],
         core_beliefs=list(voc.core_beliefs.values()),
         qol=voc.quality_of_life,
     )

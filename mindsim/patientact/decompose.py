@@ -152,7 +152,9 @@ def max_pieces(patientact: bool = False) -> int:
 
     fd = formulation_draft(patientact=patientact)
     before = ("impact", "psychological", "social") if patientact else ("predisposing",)
-    five_p = sum(most(fd, n) for n in before) + 1 + most(fd, "other_coping") + 2  # + unhelpful coping, + core belief x2
+    # The PatientAct shape's cycles, or one unhelpful coping and the others; + core belief x2.
+    coping = most(fd, "perpetuating") if patientact else 1 + most(fd, "other_coping")
+    five_p = sum(most(fd, n) for n in before) + coping + 2
     psych = sum(
         most(PsychFormulation, n)
         for n in ("intermediate_beliefs", "automatic_thoughts", "triggers", "interpersonal_patterns")

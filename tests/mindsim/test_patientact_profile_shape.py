@@ -37,7 +37,7 @@ IMPACT = [
 
 
 def shaped(pid: str = "p1"):
-    """A PatientAct-shaped profile at its list limits: 5 symptoms, 3 histories, 2 social conditions, 3 copings."""
+    """A PatientAct-shaped profile at its list limits: 5 symptoms, 3 histories, 2 social conditions, 5 cycles."""
     p = make_profile(pid)
     f = p.formulation
     pre = [
@@ -49,7 +49,7 @@ def shaped(pid: str = "p1"):
         for i in range(2)
     ]
     cope = [
-        Perpetuating(label=f"c{i}", situation=f"Cycle {i}, which keeps it going.", maladaptive=i == 0) for i in range(3)
+        Perpetuating(label=f"c{i}", situation=f"Cycle {i}, which keeps it going.", maladaptive=True) for i in range(5)
     ]
     f = f.model_copy(
         update={
@@ -72,18 +72,18 @@ def test_impact_symptoms_and_social_conditions_become_items_of_their_own_types()
     assert len(by_source["formulation.predisposing"]) == 3
     assert {x.type for x in by_source["formulation.predisposing.social"]} == {"background"}
     assert len(by_source["formulation.predisposing.social"]) == 2
-    # A MindSim-shaped profile keeps the pieces it had; the larger shape holds at most 26.
+    # A MindSim-shaped profile keeps the pieces it had; the larger shape (five cycles) holds at most 28.
     plain = profile_pieces(make_profile("p1"), None)
     assert not any(p.source in ("formulation.presenting.impact", "formulation.predisposing.social") for p in plain)
-    assert (max_pieces(), max_pieces(patientact=True)) == (18, 26)
+    assert (max_pieces(), max_pieces(patientact=True)) == (18, 28)
 
 
 def test_chunks_are_near_equal_in_order_and_one_call_up_to_the_size():
     pieces = profile_pieces(shaped(), None)
-    assert len(pieces) == 15
-    assert [len(c) for c in chunks(pieces, 18)] == [15]
-    assert [len(c) for c in chunks(pieces, 6)] == [5, 5, 5]
-    assert [len(c) for c in chunks(pieces, 4)] == [4, 4, 4, 3]
+    assert len(pieces) == 17
+    assert [len(c) for c in chunks(pieces, 18)] == [17]
+    assert [len(c) for c in chunks(pieces, 6)] == [6, 6, 5]
+    assert [len(c) for c in chunks(pieces, 4)] == [4, 4, 3, 3, 3]
     assert [p for c in chunks(pieces, 4) for p in c] == pieces
 
 
@@ -98,9 +98,9 @@ def test_a_profile_of_more_pieces_than_the_chunk_is_decomposed_in_several_calls(
     profile = shaped()
     pieces = profile_pieces(profile, None)
     whole, one = _decompose(profile, 18)
-    assert len(one) == 1 and one[0].response_schema["properties"]["items"]["maxItems"] == 15
+    assert len(one) == 1 and one[0].response_schema["properties"]["items"]["maxItems"] == 17
     parts, three = _decompose(profile, 6)
-    assert [r.response_schema["properties"]["items"]["maxItems"] for r in three] == [5, 5, 5]
+    assert [r.response_schema["properties"]["items"]["maxItems"] for r in three] == [6, 6, 5]
     # Every call is shown the whole profile and only its own pieces, numbered from 1.
     for r, part in zip(three, chunks(pieces, 6)):
         text = r.messages[-1]["content"]
@@ -109,7 +109,7 @@ def test_a_profile_of_more_pieces_than_the_chunk_is_decomposed_in_several_calls(
         assert listed == [p.content for p in part]
     # The items are the same pieces in the same order with the same ids, whichever way they were asked.
     assert [(i.id, i.content, i.type) for i in parts.items] == [(i.id, i.content, i.type) for i in whole.items]
-    assert [i.id for i in parts.items] == [f"m{n}" for n in range(1, 16)]
+    assert [i.id for i in parts.items] == [f"m{n}" for n in range(1, 18)]
 
 
 def test_the_decomposers_budget_is_checked_at_the_largest_call_the_recipe_can_make():
@@ -118,8 +118,8 @@ def test_the_decomposers_budget_is_checked_at_the_largest_call_the_recipe_can_ma
         return _decomposition_schema(r)["properties"]["items"]["maxItems"]
 
     assert schema() == 18  # MindSim-shaped: 18 pieces at most, one call
-    assert schema({"patientact_shape": True}) == 18  # 26 at most, asked 18 at a time at most
-    assert schema({"patientact_shape": True}, decomposition_chunk=30) == 26
+    assert schema({"patientact_shape": True}) == 18  # 28 at most, asked 18 at a time at most
+    assert schema({"patientact_shape": True}, decomposition_chunk=30) == 28
     assert schema(decomposition_chunk=30) == 18
     assert schema({"patientact_shape": True}, decomposition_chunk=9) == 9
     assert _decomposition_schema()["properties"]["items"]["maxItems"] == 18

@@ -149,3 +149,16 @@ def test_card_marks_the_prompts_the_recipe_swapped_for_its_own_files(tmp_path):
     assert "replaced 1 shipped template with its own file" in card
     assert "| `judge/user.jinja2` (own file: `judge_user.jinja2`) | `aaaa000011112222` |" in card
     assert "| `patient/system.jinja2` | `bbbb000011112222` |" in card
+
+
+def test_card_says_patientact_shaped_profiles_may_hold_passive_death_thoughts(tmp_path):
+    run_dir, info = _run(tmp_path / "plain", 2, "llll")
+    plain = (build_dataset_folder(run_dir, header(info)) / "README.md").read_text()
+    assert "Profiles deliberately exclude self-harm and suicidal ideation" in plain
+    assert "passive thoughts of death" not in plain
+    run_dir, info = _run(tmp_path / "shaped", 2, "mmmm")
+    info["recipe"]["profiles"] = {"patientact_shape": True}
+    shaped = (build_dataset_folder(run_dir, header(info)) / "README.md").read_text()
+    assert "passive thoughts of death without intent" in shaped
+    assert "exclude suicidal intent, plans and self-harm" in shaped
+    assert "exclude self-harm and suicidal ideation" not in shaped

@@ -36,7 +36,7 @@ GOOD_DRAFT = {
 # The same client in PatientAct's profile shape (`profiles.patientact_shape`): an impact list, and the predisposing
 # factors as dated histories and one social condition.
 GOOD_PA_DRAFT = {
-    **{k: v for k, v in GOOD_DRAFT.items() if k != "predisposing"},
+    **{k: v for k, v in GOOD_DRAFT.items() if k not in ("predisposing", "unhelpful_coping", "other_coping")},
     "summary": "Referred by her GP after weeks of poor sleep and missed shifts.",
     "impact": ["sleeps four hours most nights", "has missed two shifts", "stopped answering texts"],
     "psychological": [
@@ -45,6 +45,12 @@ GOOD_PA_DRAFT = {
     ],
     "social": [
         {"label": "feelings_kept_private", "history": "A family where nobody spoke about worries at the table."}
+    ],
+    # Three maintenance cycles (maladaptive labels only: a helpful habit is a protective factor in this shape).
+    "perpetuating": [
+        {"label": "avoidance", "situation": "Leaves bank letters unopened on the table, then the arrears grow."},
+        {"label": "withdrawal", "situation": "Stops answering her sister's texts, so nobody sees how bad it is."},
+        {"label": "going_over_things", "situation": "Replays the bill at 3am, which leaves her too tired to plan."},
     ],
 }
 

@@ -124,8 +124,9 @@ def test_off_nothing_of_the_shape_is_in_any_dump_prompt_hash_or_key(rows, pa):
     assert shape == ProfileShape() and "patientact" not in shape.model_dump()
     f = to_formulation(
         draft_model().model_validate(
-            {k: v for k, v in pa().items() if k not in ("impact", "psychological", "social")}
+            {k: v for k, v in pa().items() if k not in ("impact", "psychological", "social", "perpetuating")}
             | {"predisposing": pa()["psychological"][:1]}
+            | {"unhelpful_coping": pa()["perpetuating"][0], "other_coping": []}
         )
     )
     dumped = json.loads(f.model_dump_json())
@@ -359,3 +360,77 @@ def test_the_demographics_revision_on_the_embedded_engine(profile_engines, singl
     assert row.demographics.relationship in ("partnered", "post_relationship")
     assert rec.revised_from == single.demographics and "relationship" in rec.changed
     assert not settleable(hard_conflicts(row, f, writer_brief(row, f)))
+
+
+# --- perpetuating cycles, helpful habits, passive death thoughts ---------------------------------------------
+
+
+def test_the_shape_asks_three_to_five_maladaptive_cycles_and_no_adaptive_coping():
+    voc = load_vocabularies()
+    maladaptive = {k for k, v in voc.coping.items() if v.maladaptive}
+    assert len(maladaptive) >= 5  # five cycles, each its own label
+    for causal in (False, True):
+        pa = _schema(patientact=True, causal=causal)
+        props = pa["properties"]
+        assert "unhelpful_coping" not in props and "other_coping" not in props
+        assert (props["perpetuating"]["minItems"], props["perpetuating"]["maxItems"]) == (3, 5)
+        cycle = pa["$defs"]["DraftCycle"]
+        assert set(cycle["properties"]["label"]["enum"]) == maladaptive
+        assert ({"relief", "cost"} <= set(cycle["required"])) == causal
+        # The plain shape keeps its two coping fields.
+        plain = _schema(causal=causal)["properties"]
+        assert {"unhelpful_coping", "other_coping"} <= set(plain) and "perpetuating" not in plain
+
+
+def test_cycles_are_stored_in_order_all_maladaptive_and_a_repeated_label_is_dropped_or_reasked(pa):
+    from pydantic import ValidationError
+
+    cycles = pa()["perpetuating"]
+    f = to_formulation(draft_model(patientact=True).model_validate(pa()))
+    assert [(c.label, c.maladaptive) for c in f.perpetuating] == [
+        ("avoidance", True),
+        ("withdrawal", True),
+        ("going_over_things", True),
+    ]
+    assert f.perpetuating[0].situation == cycles[0]["situation"]
+    again = {**cycles[1], "situation": "Ignores the calls too."}
+    kept = draft_model(patientact=True).model_validate(pa(perpetuating=[*cycles, again])).perpetuating
+    assert [c.label for c in kept] == ["avoidance", "withdrawal", "going_over_things"]
+    with pytest.raises(ValidationError, match="give each cycle its own coping label"):
+        draft_model(patientact=True).model_validate(pa(perpetuating=[*cycles[:2], again]))
+    # Under the causal rules each cycle carries its relief and cost, folded into the stored text the check reads.
+    causal = [{**c, "relief": "a calmer evening", "cost": "the dread grows"} for c in cycles]
+    dated = [{**p, "when": "at 9", "history": p["history"][5:]} for p in pa()["psychological"]]
+    fc = to_formulation(
+        draft_model(patientact=True, causal=True).model_validate(pa(perpetuating=causal, psychological=dated))
+    )
+    assert all("at first a calmer evening, then the dread grows" in c.situation for c in fc.perpetuating)
+    assert not any("coping_without_cycle" in x.reason for x in causal_faults(fc))
+
+
+def test_the_shaped_writer_is_offered_only_maladaptive_coping_and_told_where_habits_go(rows):
+    row = rows[0]
+    system, user = (m["content"] for m in writer_messages(row, patientact=True))
+    coping = user.split("coping (unhelpful_coping", 1)[1].split("core_belief:", 1)[0]
+    assert "- avoidance*:" in coping and "talking_it_through" not in coping and "self_soothing" not in coping
+    assert "helpful habits belong here, not under perpetuating" in system
+    assert "three to five maintenance cycles" in system
+    plain = writer_messages(row)[1]["content"]
+    assert "- talking_it_through:" in plain
+
+
+def test_passive_death_thoughts_are_allowed_only_in_the_shape_and_intent_or_self_harm_never(rows):
+    from mindsimkit.profilegen.formulation import WRITER_SYSTEM, writer_system
+
+    for causal in (False, True):
+        shaped = writer_system(causal=causal, patientact=True)
+        assert "passive thoughts of death" in shaped and "no intent" in shaped
+        assert "Never write suicidal intent, a plan, preparations, or any act of self-harm." in shaped
+        judge = judge_messages("x", causal=causal, patientact=True)[0]["content"]
+        assert "passive thoughts of death without intent" in judge and "are not a fault" in judge
+        assert "Still flag, as serious, any suicidal intent, plan or preparation, and any act of self-harm." in judge
+        # The default shape's prompts are the ones before the option: the blanket rule, no exception.
+        plain, plain_judge = writer_system(causal=causal), judge_messages("x", causal=causal)[0]["content"]
+        assert "passive" not in plain and "passive" not in plain_judge
+        assert "Do not mention self-harm or suicide." in plain and "any mention of self-harm or suicide." in plain_judge
+    assert writer_system() == render(WRITER_SYSTEM)
