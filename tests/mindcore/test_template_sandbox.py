@@ -273,6 +273,12 @@ RENDERING_TESTS = [
     "human_agreement",
     "tests/validation/test_arc.py::test_invalid_labels_are_counted_as_failures_and_retried_next_time",
     "tests/mindsim_app/test_cards.py::test_a_corrupt_manifest_is_refused_with_one_clear_error",
+    "tests/mindsim/test_annaagent.py::test_a_two_session_arc_records_emotion_stage_and_memory_per_turn",
+    "tests/mindsim/test_consistentmi.py::test_a_two_session_arc_carries_the_stage_and_records_every_turns_state",
+    "tests/profilegen/test_situation_chain.py::test_a_passing_profile_stops_the_loop_and_the_guidance_falls_back_to_"
+    "the_issues",
+    "tests/profilegen/test_situation_chain.py::test_the_stage_writes_every_situation_counts_failures_and_resumes",
+    "tests/mindsim/test_patientact_situations.py::test_patientact_plays_a_situation_profile_from_its_own_formulation",
     "tests/mindcore/test_template_sandbox.py::test_the_scales_template_renders_a_shipped_rubric",
     "tests/mindcore/test_template_sandbox.py::test_the_reference_preset_renders_its_own_templates",
 ]
