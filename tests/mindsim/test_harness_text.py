@@ -56,6 +56,8 @@ def test_detector_on_each_shape_and_on_plain_speech():
     # PatientAct's private note echoed back (seen on the embedded engine): not the patient's words
     assert speech_defects("The_2022; What you have been through: [inner state]") == ["tool_syntax"]
     assert speech_defects("How much you trust the counsellor right now: a little") == ["tool_syntax"]
+    # The re-ask note's label echoed with another word (the embedded study run, 2026-12-06: "[harness point]")
+    assert speech_defects("The gift of two great minds. [harness point] It was not a gift.") == ["tool_syntax"]
     for fine in ("idk", "[sighs] fine i guess", "ya its been a lot lately", "Work was a lot: {too much}."):
         assert speech_defects(fine) == [], fine
     # stopped by the budget at a sentence end is a whole message; mid-sentence is not

@@ -11,6 +11,7 @@ import json
 import pyarrow.parquet as pq
 import pytest
 from arc_checks import check_arc_ledger
+from quick_recipes import STUDY_ENGINES, TWO_SESSION_ENGINES
 
 from mindsimkit.mindsim.prompting import speech_defects
 from mindsimkit.mindsim.scenario import OPENING_MAX_CHARS
@@ -33,7 +34,7 @@ def test_every_session_is_whole_and_real(sessions, study_run):
     # Each arc wrote its sessions (two for MindSim and PatientAct, one for the others) or is listed as failed,
     # keeping those it finished; nothing lost or doubled.
     check_arc_ledger(study_run, sessions=summary.config["sessions"])
-    assert summary.sessions_expected == 2 + 2 + 5
+    assert summary.sessions_expected == 2 * len(TWO_SESSION_ENGINES) + len(STUDY_ENGINES) - len(TWO_SESSION_ENGINES)
     vocab = load_vocabulary()
     for r in (r for r in rows if r["patient_engine"] == "mindsim"):
         assert r["engines"]["patient"]["model"].startswith("SmolLM2")
