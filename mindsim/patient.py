@@ -111,17 +111,7 @@ class Patient:
         """Turn 0: the scenario's opening message, written before the counsellor has said anything (already
         checked as speech when the scenario was written; its rejected drafts come along)."""
         self.history.append({"role": "assistant", "content": opening_message})
-        return PatientTurn(
-            index=0,
-            opening=True,
-            move=None,
-            secondary_move=None,
-            end_conversation=False,
-            reasoning=None,
-            cue=None,
-            message=opening_message,
-            rejected_messages=list(rejected_openings),
-        )
+        return PatientTurn.scripted_opening(opening_message, rejected_openings)
 
     async def turn(self, index: int, counsellor_text: str) -> PatientTurn:
         self.history.append({"role": "user", "content": counsellor_text})

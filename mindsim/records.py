@@ -15,7 +15,7 @@ retrieved and blocked items, the signal). Sessions played by the AnnaAgent basel
 from __future__ import annotations
 
 import hashlib
-from typing import Any, Literal
+from typing import Any, Literal, Sequence
 
 from pydantic import BaseModel, ConfigDict, Field
 
@@ -183,6 +183,24 @@ class PatientTurn(_Row):
         exclude_if=lambda v: v is None,
         description="ConsistentMI engine state for this turn (other engines: absent)",
     )
+
+    @classmethod
+    def scripted_opening(cls, message: str, rejected: "Sequence[RejectedMessage]" = (), **state: Any) -> "PatientTurn":
+        """Turn 0 of any engine: the scenario's opening message as written (already checked as speech, its
+        rejected drafts along), before the counsellor has said anything, so no move; `state` is the engine's own
+        turn field."""
+        return cls(
+            index=0,
+            opening=True,
+            move=None,
+            secondary_move=None,
+            end_conversation=False,
+            reasoning=None,
+            cue=None,
+            message=message,
+            rejected_messages=list(rejected),
+            **state,
+        )
 
 
 class CounsellorFlags(_Row):

@@ -126,17 +126,7 @@ class AnnaAgentPatient:
     def open(self, opening_message: str, rejected_openings: Sequence[RejectedMessage] = ()) -> PatientTurn:
         self.history.append({"role": "assistant", "content": opening_message})
         self.exchange.append({"role": "user", "content": opening_message})
-        return PatientTurn(
-            index=0,
-            opening=True,
-            move=None,
-            secondary_move=None,
-            end_conversation=False,
-            reasoning=None,
-            cue=None,
-            message=opening_message,
-            rejected_messages=list(rejected_openings),
-        )
+        return PatientTurn.scripted_opening(opening_message, rejected_openings)
 
     async def _structured(self, what: str, messages: list[dict[str, str]], model: type[BaseModel]) -> Any:
         b = self.config.baselines

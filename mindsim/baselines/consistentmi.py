@@ -420,17 +420,7 @@ class ConsistentMIPatient:
     def open(self, opening_message: str, rejected_openings: Sequence[RejectedMessage] = ()) -> PatientTurn:
         self.history.append({"role": "assistant", "content": opening_message})
         self.exchange.append(("Client", opening_message))
-        return PatientTurn(
-            index=0,
-            opening=True,
-            move=None,
-            secondary_move=None,
-            end_conversation=False,
-            reasoning=None,
-            cue=None,
-            message=opening_message,
-            rejected_messages=list(rejected_openings),
-        )
+        return PatientTurn.scripted_opening(opening_message, rejected_openings)
 
     async def turn(self, index: int, counsellor_text: str) -> PatientTurn:
         t = tables()

@@ -191,18 +191,7 @@ class PatientActPatient:
         self.history.append({"role": "assistant", "content": opening_message})
         self.exchange.append(("Client", opening_message))
         state = PatientActTurn(trust_before=self.trust, trust_after=self.trust)
-        return PatientTurn(
-            index=0,
-            opening=True,
-            move=None,
-            secondary_move=None,
-            end_conversation=False,
-            reasoning=None,
-            cue=None,
-            message=opening_message,
-            rejected_messages=list(rejected_openings),
-            patientact=state,
-        )
+        return PatientTurn.scripted_opening(opening_message, rejected_openings, patientact=state)
 
     async def _gate(self, counsellor_text: str, why: dict[str, str]) -> Gate:
         pa = self.config.patientact
