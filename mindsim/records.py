@@ -202,6 +202,27 @@ class PatientTurn(_Row):
             **state,
         )
 
+    @classmethod
+    def spoken(
+        cls, index: int, said: Any, *, end: bool = False, message: str | None = None, **state: Any
+    ) -> "PatientTurn":
+        """A reply of an engine that commits no move (the baselines, PatientAct): what `said` (a `SpeechReply`)
+        holds, its rejected drafts and whether it was trimmed; `message` when the engine stores other words than
+        it said; `state` is the engine's own turn field."""
+        return cls(
+            index=index,
+            opening=False,
+            move=None,
+            secondary_move=None,
+            end_conversation=end,
+            reasoning=None,
+            cue=None,
+            message=said.text if message is None else message,
+            rejected_messages=said.rejected,
+            trimmed=said.trimmed,
+            **state,
+        )
+
 
 class CounsellorFlags(_Row):
     """Defects of one counsellor reply, which is stored exactly as sent (the counsellor is under test)."""

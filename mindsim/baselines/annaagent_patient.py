@@ -187,16 +187,4 @@ class AnnaAgentPatient:
             recalled=recalled,
         )
         self.states.append(state)
-        return PatientTurn(
-            index=index,
-            opening=False,
-            move=None,
-            secondary_move=None,
-            end_conversation=False,
-            reasoning=None,
-            cue=None,
-            message=said.text,
-            rejected_messages=said.rejected,
-            trimmed=said.trimmed,
-            annaagent=state,
-        )
+        return PatientTurn.spoken(index, said, annaagent=state)

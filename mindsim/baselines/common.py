@@ -184,18 +184,7 @@ class PromptedPatient:
         )
         self.history.append({"role": "assistant", "content": said.text})
         # Neither baseline has a way to leave: its sessions run to the turn cap.
-        return PatientTurn(
-            index=index,
-            opening=False,
-            move=None,
-            secondary_move=None,
-            end_conversation=False,
-            reasoning=None,
-            cue=None,
-            message=said.text,
-            rejected_messages=said.rejected,
-            trimmed=said.trimmed,
-        )
+        return PatientTurn.spoken(index, said)
 
 
 def session_context(talk: Any) -> dict[str, Any]:

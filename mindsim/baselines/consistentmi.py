@@ -457,19 +457,7 @@ class ConsistentMIPatient:
             grounding=grounding,
             instruction=instruction,
         )
-        return PatientTurn(
-            index=index,
-            opening=False,
-            move=None,
-            secondary_move=None,
-            end_conversation=end,
-            reasoning=None,
-            cue=None,
-            message=said.text,
-            rejected_messages=said.rejected,
-            trimmed=said.trimmed,
-            consistentmi=state,
-        )
+        return PatientTurn.spoken(index, said, end=end, consistentmi=state)
 
     # -- steps -----------------------------------------------------------------------------------------------
     def _context(self) -> list[tuple[str, str]]:

@@ -291,19 +291,7 @@ class PatientActPatient:
             signal=signal,
             why=StepReasons(**why),
         )
-        return PatientTurn(
-            index=index,
-            opening=False,
-            move=None,
-            secondary_move=None,
-            end_conversation=end,
-            reasoning=None,
-            cue=None,
-            message=message,
-            rejected_messages=said.rejected,
-            trimmed=said.trimmed,
-            patientact=state,
-        )
+        return PatientTurn.spoken(index, said, end=end, message=message, patientact=state)
 
     # -- steps ------------------------------------------------------------------------------------------
     def _recent(self) -> list[tuple[str, str]]:
