@@ -174,8 +174,11 @@ class PatientTurn(_Row):
     patientact: PatientActTurn | None = Field(
         None, description="PatientAct engine state for this turn (None for MindSim)"
     )
+    # Absent (not null) on other engines' turns, so their checkpoints and rows are unchanged.
     annaagent: AnnaAgentTurn | None = Field(
-        None, description="AnnaAgent state for this turn (None for other engines and for an opening message)"
+        None,
+        exclude_if=lambda v: v is None,
+        description="AnnaAgent state for this turn (absent for other engines and for an opening message)",
     )
     # Absent (not null) on other engines' turns, so their checkpoints and rows are unchanged.
     consistentmi: ConsistentMITurn | None = Field(
@@ -406,7 +409,9 @@ class SessionRecord(_Row):
     baseline: BaselineSession | None = Field(
         None, description="Baseline engine state (Patient-Psi, MindEval, AnnaAgent; None otherwise)"
     )
-    annaagent: AnnaAgentSession | None = Field(None, description="AnnaAgent state (None for other engines)")
+    annaagent: AnnaAgentSession | None = Field(
+        None, exclude_if=lambda v: v is None, description="AnnaAgent state (absent for other engines)"
+    )
     scenario_drafts: int = Field(
         1, ge=1, description="Drafts the scenario writer needed for this session's scenario (1 = the first was kept)"
     )
