@@ -15,8 +15,8 @@ pytestmark = pytest.mark.embedded
 # Where the plan's expected value is the recipe's arithmetic alone, it gets within ±15% on this run (measured
 # 2026-12-06, every ratio in docs/plan.md, "How close the plan comes"). Left out, with their measured actual/planned:
 # the roles whose count is the 135M model's re-asks on a one-patient run, where one re-ask moves a count by half or
-# all of it (the scenario writers 1.80 and 1.35: openings drafted again; the judge 1.33: answers re-asked inside
-# the call; the profile writer and screener 0.80: no draft serious where a quarter is assumed; the labeller 0.83: a
+# all of it (the first-scenario writer 1.80: openings drafted again; the judge 1.36: answers re-asked inside
+# the call; the profile writer and screener 0.80: no draft serious where a quarter is assumed; the labeller 0.86: a
 # session ended early and identical messages share a label), prompt sizes (0.2-2.2: the registered estimates are
 # each role's largest prompt, and the writers' re-draft prompts quote the rejected draft), and the answers whose
 # length is the model's choice.
