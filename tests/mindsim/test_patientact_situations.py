@@ -62,17 +62,12 @@ def test_patient_psi_maps_a_situation_profile_from_its_theme_history_and_coping(
     assert fixed["coping_strategies"] == [
         c.rstrip(".") for c in record.profile.psychological_formulation.coping_patterns
     ]
-    seen = []
-
-    def respond(req):
-        seen.append(req)
-        return baseline_responder(req)
-
+    backend = FakeBackend(baseline_responder)
     config = SimulationConfig(sessions=1, turn_cap=3, patient_engine="patient_psi")
-    with Engines.with_backend(FakeBackend(respond)) as engines:
+    with Engines.with_backend(backend) as engines:
         summary = run_simulation([profile], engines, config, tmp_path / "sim", seed=1)
     assert summary.sessions_written == 1 and not summary.failed_arcs
-    mapping = next(r for r in seen if r.schema_name == "PatientPsiMap")
+    mapping = next(r for r in backend.requests if r.schema_name == "PatientPsiMap")
     prompt = mapping.messages[-1]["content"]
     # No persona record: the mapper reads the situation and the generated demographics instead.
     assert record.situation[:40] in prompt and record.profile.demographics.name in prompt
@@ -153,18 +148,12 @@ def test_annaagent_maps_a_situation_profile_from_its_demographics_and_impact(sit
     assert fixed["occupation"] == record.profile.demographics.occupation
     impact = record.profile.problem_formulation.presenting_problem.impact
     assert record.situation.strip() in fixed["symptoms"] and impact[0].rstrip(".") in fixed["symptoms"]
-    anna = AnnaResponder()
-    seen = []
-
-    def respond(req):
-        seen.append(req)
-        return anna(req)
-
+    backend = FakeBackend(AnnaResponder())
     config = SimulationConfig(sessions=1, turn_cap=3, patient_engine="annaagent")
-    with Engines.with_backend(FakeBackend(respond)) as engines:
+    with Engines.with_backend(backend) as engines:
         summary = run_simulation([profile], engines, config, tmp_path / "sim", seed=1)
     assert summary.sessions_written == 1 and not summary.failed_arcs
-    prompt = next(r for r in seen if r.schema_name == "AnnaAgentMap").messages[-1]["content"]
+    prompt = next(r for r in backend.requests if r.schema_name == "AnnaAgentMap").messages[-1]["content"]
     assert record.profile.demographics.name in prompt and record.situation[:40] in prompt
 
 
@@ -180,18 +169,12 @@ def test_consistentmi_maps_a_situation_profile_from_its_perpetuating_loop_and_fa
     assert fixed["target"] == pf.perpetuating_factors.internal[0].strip().rstrip(".")
     assert profile.situation_profile.situation.strip() in fixed["personas"]
     assert pf.protective_factors.external[0].strip() in fixed["personas"]
-    script = Script()
-    seen = []
-
-    def respond(req):
-        seen.append(req)
-        return script(req)
-
+    backend = FakeBackend(Script())
     config = SimulationConfig(sessions=1, turn_cap=3, patient_engine="consistentmi")
-    with Engines.with_backend(FakeBackend(respond)) as engines:
+    with Engines.with_backend(backend) as engines:
         summary = run_simulation([profile], engines, config, tmp_path / "sim", seed=1)
     assert summary.sessions_written == 1 and not summary.failed_arcs
-    prompt = next(r for r in seen if r.schema_name == "ConsistentMIMap").messages[-1]["content"]
+    prompt = next(r for r in backend.requests if r.schema_name == "ConsistentMIMap").messages[-1]["content"]
     assert profile.situation_profile.profile.demographics.name in prompt
 
 
