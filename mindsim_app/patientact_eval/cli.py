@@ -120,20 +120,21 @@ def patientact_table_cmd(
     marks), Table 3 is the judge's agreement with the raters (a run judged with --human), Table 5 the case study."""
     from mindsimkit.judge.patientact_report import table_md
     from mindsimkit.mindcore.errors import InputError
-    from mindsimkit.mindcore.inputs import loads_json, read_input_text
     from mindsimkit.mindcore.io import atomic_write_text
     from mindsimkit.mindcore.layout import RunLayout
     from mindsimkit.mindcore.outputs import check_out_file
+    from mindsimkit.mindcore.runlog import RubricReport
 
-    path = RunLayout(run_dir).patientact_judge.report_json
-    if not path.is_file():
+    folder = RunLayout(run_dir).patientact_judge
+    report = folder.report(RubricReport)
+    if report is None:
         raise InputError(
-            f"{path}: no PatientAct judge report; judge the run first: mindsim judge run --rubric patientact {run_dir}"
+            f"{folder.report_json}: no PatientAct judge report; judge the run first: "
+            f"mindsim judge run --rubric patientact {run_dir}"
         )
     if out is not None:
         check_out_file(out)
-    report = loads_json(read_input_text(path), str(path))
-    text = table_md(report, table)
+    text = table_md(report.model_dump(), table)
     typer.echo(text, nl=False)
     if out is not None:
         atomic_write_text(out, text)
