@@ -28,7 +28,7 @@ from typing import Any
 
 from pydantic import BaseModel, ConfigDict, Field, ValidationError, field_validator
 
-from mindsimkit.mindcore.errors import ConfigError, InputError
+from mindsimkit.mindcore.errors import ConfigError, InputError, StructuredOutputError
 from mindsimkit.mindcore.prompts import render
 from mindsimkit.profilegen.patientact_inputs import DiseaseOutline, Priors, Situation
 from mindsimkit.profilegen.rng import choice, rng_for
@@ -297,13 +297,22 @@ async def complete_demographics(
     _note(stats, found)
     todo = [*guidance, *found]
     current: SituationDemographics | None = None
-    for _ in range(rounds):
-        answer: DemographicsCheck = await writer.structured(
-            demographics_messages(inp, s, problem, current, todo),
-            DemographicsCheck,
-            schema_name="situation_demographics",
-        )
+    for left_rounds in range(rounds - 1, -1, -1):
         stats.demographics_rounds += 1
+        try:
+            answer: DemographicsCheck = await writer.structured(
+                demographics_messages(inp, s, problem, current, todo),
+                DemographicsCheck,
+                schema_name="situation_demographics",
+            )
+        except StructuredOutputError:
+            # One round's answer is not worth the situation while the loop has rounds left: the next round asks
+            # again from the same point. With none left and no demographics at all, the situation fails (counted
+            # by the stage).
+            stats.demographics_invalid += 1
+            if left_rounds or current is not None:
+                continue
+            raise
         current = answer.demographics
         left = rule_conflicts(completed_values(current, s), text)
         _note(stats, left)

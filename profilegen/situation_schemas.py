@@ -221,6 +221,9 @@ class ChainStats(_Row):
     )
     demographics_rounds: int = Field(0, ge=0, description="Demographics calls made (all generations together).")
     demographics_unresolved: int = Field(0, ge=0, description="Generations whose demographics loop ran out.")
+    demographics_invalid: int = Field(
+        0, ge=0, description="Demographics rounds whose answer stayed invalid after its re-asks (the loop went on)."
+    )
     generations: int = Field(0, ge=0, description="Whole-profile generations (the first plus each revision).")
     validations: list[Validation] = Field(default_factory=list, description="Every verdict, in order.")
 

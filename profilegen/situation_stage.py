@@ -72,6 +72,9 @@ class SituationStats(BaseModel):
     validation_failed: int = Field(description="Profiles kept after every validation round failed.")
     revised: int = Field(description="Profiles generated more than once (a validation failed).")
     demographics_unresolved: int = Field(description="Generations whose demographics loop ran out of rounds.")
+    demographics_invalid: int = Field(
+        0, description="Demographics rounds whose answer stayed invalid after its re-asks (the loop asked again)."
+    )
     with_rule_conflicts: int = Field(description="Profiles for which the conflict rules fired at least once.")
     failed: dict[str, int] = Field(description="Situations that failed, by step.")
 
@@ -259,6 +262,7 @@ def stats(p: _Plan, outcomes: list[SituationOutcome]) -> SituationStats:
         validation_failed=sum(not r.passed for r in recs),
         revised=sum(r.stats.generations > 1 for r in recs),
         demographics_unresolved=sum(r.stats.demographics_unresolved for r in recs),
+        demographics_invalid=sum(r.stats.demographics_invalid for r in recs),
         with_rule_conflicts=sum(bool(r.stats.rule_conflicts) for r in recs),
         failed=dict(Counter(o.failure.stage for o in outcomes if o.failure)),
     )
@@ -298,7 +302,8 @@ def summary_line(s: SituationStats, kept: int, folder: Path) -> str:
     return (
         f"[bold]profiles[/bold] (situations): {s.situations} situations from {s.folder} ({s.with_outline} with an "
         f"outline) → {kept} kept, {s.validated} validated, {s.validation_failed} kept after every validation "
-        f"round failed, {s.revised} revised, {s.demographics_unresolved} demographics loops ran out, {failed} "
+        f"round failed, {s.revised} revised, {s.demographics_unresolved} demographics loops ran out "
+        f"({s.demographics_invalid} invalid rounds), {failed} "
         f"failed {s.failed or ''} → {folder}"
     )
 

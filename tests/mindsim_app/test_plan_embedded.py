@@ -17,24 +17,19 @@ pytestmark = pytest.mark.embedded
 # the roles whose count is the 135M model's re-asks on a one-patient run, where one re-ask moves a count by half or
 # all of it (the first-scenario writer 1.80: openings drafted again; the judge 1.36: answers re-asked inside
 # the call; the profile writer and screener 0.80: no draft serious where a quarter is assumed; the labeller 0.86: a
-# session ended early and identical messages share a label), prompt sizes (0.2-2.2: the registered estimates are
-# each role's largest prompt, and the writers' re-draft prompts quote the rejected draft), and the answers whose
-# length is the model's choice.
-WITHIN = {
-    "requests": (
-        "memory_compactor",
-        "patient",
-        "patient_appraiser",
-        "profile_decomposer",
-        "baseline_mapper",
-        "counsellor",
-    ),
-    # Not the baseline mapper's: with ConsistentMI's mapping beside Patient-Psi's and MindEval's it came to 0.59 (the
-    # 135M model fills ConsistentMI's free-text fields far below their limits; 2026-12-06).
-    "completion_tokens": ("memory_compactor", "patient_appraiser"),
-}
-# Prompt tokens are not asserted: the judge's came within ±15% on one study run (0.96) and outside on the next (0.52):
-# what the 135M model writes moves the prompts that quote it.
+# session ended early and identical messages share a label).
+WITHIN = (
+    "memory_compactor",
+    "patient",
+    "patient_appraiser",
+    "profile_decomposer",
+    "baseline_mapper",
+    "counsellor",
+)
+# Tokens are held to the worst case only. How long the 135M model writes is its choice and moves between machines:
+# the memory rewrite's completion tokens came to 1.00 of the plan here and 0.72 on CI's clean clone of the same
+# commit, the appraiser's 0.89 and 0.84 (2026-12-06); prompts quote what the model wrote (the judge's prompt tokens:
+# 0.96 on one run, 0.52 on the next).
 TOLERANCE = 0.15
 
 
@@ -54,20 +49,24 @@ def test_planned_requests_and_tokens_are_near_the_actuals(study_run):
     info = _header(study_run)
     rows = {r["role"]: r for r in info["plan_vs_actual"]["roles"]}
     off = [
-        f"{role} {key}: actual/planned {rows[role]['ratio'][key]}"
-        for key, roles in WITHIN.items()
-        for role in roles
-        if rows[role]["ratio"][key] is None or abs(rows[role]["ratio"][key] - 1) > TOLERANCE
+        f"{role} requests: actual/planned {rows[role]['ratio']['requests']}"
+        for role in WITHIN
+        if rows[role]["ratio"]["requests"] is None or abs(rows[role]["ratio"]["requests"] - 1) > TOLERANCE
     ]
     assert not off, off
-    # Whatever the model does, the worst case bounds it: every re-ask, revision and re-draft taken in full.
-    worst: dict[str, float] = {}
+    # Whatever the model does, the worst case bounds it: every re-ask, revision and re-draft taken in full, every
+    # answer at its token bound.
+    worst: dict[str, dict[str, float]] = {}
     for row in info["plan"]["rows"]:
-        worst[row["role"]] = worst.get(row["role"], 0.0) + row["requests_worst"]
+        for key in ("requests", "completion_tokens"):
+            per_role = worst.setdefault(row["role"], {})
+            per_role[key] = per_role.get(key, 0.0) + row[f"{key}_worst"]
     over = [
-        f"{r['role']}: {r['actual']['requests']} requests, worst case {worst.get(r['role'])}"
+        f"{r['role']}: {r['actual'][key]} {key}, worst case {worst.get(r['role'], {}).get(key)}"
         for r in info["plan_vs_actual"]["roles"]
-        if r["actual"] and r["actual"]["requests"] > worst.get(r["role"], 0.0)
+        if r["actual"]
+        for key in ("requests", "completion_tokens")
+        if r["actual"][key] > worst.get(r["role"], {}).get(key, 0.0)
     ]
     assert not over, over
     # The judge stage's own report.json counts the judge's usage the plan is compared with.

@@ -14,7 +14,7 @@ from typing import Any
 
 import pytest
 
-from mindsimkit.mindcore.errors import InputError
+from mindsimkit.mindcore.errors import InputError, StructuredOutputError
 from mindsimkit.profilegen import situation_chain as chain
 from mindsimkit.profilegen.config import ProfilesConfig
 from mindsimkit.profilegen.patientact_inputs import Priors, read_inputs
@@ -175,6 +175,27 @@ def test_the_demographics_loop_is_bounded_and_a_run_out_is_counted(imported):
     assert all("occupation cannot fit" in text for _, text in writer.calls[1:])
 
 
+def test_a_round_whose_answer_stays_invalid_is_counted_and_the_next_round_asks_again(imported):
+    def invalid(req):
+        raise StructuredOutputError("no valid situation_demographics", attempts=2, last_error="no issue", raw=None)
+
+    answers = iter([invalid, lambda req: demographics(name="Second Round")])
+    writer = Scripted(responder(demo=lambda req: next(answers)(req)))
+    stats = ChainStats()
+    problem = ProblemFormulation.model_validate(PROBLEM)
+    d = run(chain.complete_demographics(writer, item(imported), scaffold(), problem, [], 3, stats))
+    assert d.name == "Second Round" and stats.demographics_invalid == 1 and stats.demographics_rounds == 2
+    # With no round left and no demographics written, the situation fails (the stage counts it).
+    stats = ChainStats()
+    with pytest.raises(StructuredOutputError):
+        run(
+            chain.complete_demographics(
+                Scripted(responder(demo=invalid)), item(imported), scaffold(), problem, [], 2, stats
+            )
+        )
+    assert stats.demographics_invalid == 2
+
+
 def test_a_validator_that_never_passes_is_bounded_and_the_failure_kept_on_the_record(imported):
     validator = Scripted(
         responder(
@@ -325,7 +346,7 @@ def test_one_situation_through_the_whole_chain_on_the_embedded_engine(embedded_e
     from mindsimkit.mindsim.patientact.decompose import decompose
     from mindsimkit.profilegen.situation_stage import to_profile, provenance
 
-    roles = {"default": RoleSpec(engine="local", temperature=0.3, max_tokens=4000, seed=0, max_attempts=2)}
+    roles = {"default": RoleSpec(engine="local", temperature=0.3, max_tokens=4000, seed=0, max_attempts=3)}
     p = plan(ProfilesConfig(source="patientact-situations", situations=imported), 0)
     inp, sc = p.inputs[0]
     with Engines.with_backend(embedded_engines.backend("local"), roles=roles) as engines:
