@@ -29,15 +29,12 @@ from pathlib import Path
 REPO = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(REPO / "tests" / "mindsim"))  # hand-built profiles and fakes shared with the tests
 
-from mindsimkit.mindcore.config import EmbeddedEngine, EnginesConfig, RoleSpec  # noqa: E402
-from mindsimkit.mindcore.engine import Engines  # noqa: E402
-from mindsimkit.mindcore.fake import FakeBackend  # noqa: E402
 from mindsimkit.mindsim.config import SimulationConfig  # noqa: E402
 from mindsimkit.mindsim.simulate import simulate_async  # noqa: E402
 from simfakes import make_profile  # noqa: E402
 
 from recording import Recorder  # noqa: E402
-from smoke import parse_args
+from smoke import parse_args, session_engines
 
 ENGINES = ["mindsim", "patientact", "patient_psi", "mindeval", "annaagent", "consistentmi"]
 # Calls made once per patient, by the schema they ask for.
@@ -71,28 +68,6 @@ def fake_responder():
     return answer
 
 
-def engines_for(args):
-    if args.fake:
-        return Engines.with_backend(FakeBackend(fake_responder()))
-    return Engines.from_config(
-        EnginesConfig(
-            engines={"local": EmbeddedEngine(parallel=args.parallel, ctx_per_slot=8192)},
-            roles={
-                "default": RoleSpec(engine="local", temperature=0.7, max_tokens=256, seed=0),
-                "patient": RoleSpec(
-                    engine="local",
-                    temperature=1.0,
-                    max_tokens=500,
-                    seed=0,
-                    stop=["\n"],
-                    frequency_penalty=0.6,
-                    max_attempts=5,
-                ),
-            },
-        )
-    )
-
-
 def attribute(request, by_system: dict[str, str]) -> str | None:
     """The engine a patient-side request belongs to, or None when it is not patient-side."""
     if request.role not in PATIENT_SIDE:
@@ -119,7 +94,7 @@ def run(args) -> dict:
         trim_cut_off=True,
     )
     profiles = [make_profile(f"b{i}", "minimiser", "casual") for i in range(args.patients)]
-    with engines_for(args) as engines, tempfile.TemporaryDirectory() as tmp:
+    with session_engines(args, fake_responder) as engines, tempfile.TemporaryDirectory() as tmp:
         rec = Recorder(next(iter(engines._backends.values())))
         if not args.write_scenario:
             from mindsimkit.mindsim.records import ScenarioRecord

@@ -25,16 +25,13 @@ from pathlib import Path
 REPO = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(REPO / "tests" / "mindsim"))  # hand-built profiles and fakes shared with the tests
 
-from mindsimkit.mindcore.config import EmbeddedEngine, EnginesConfig, RoleSpec  # noqa: E402
-from mindsimkit.mindcore.engine import Engines  # noqa: E402
 from mindsimkit.mindcore.layout import RunLayout  # noqa: E402
-from mindsimkit.mindcore.fake import FakeBackend  # noqa: E402
 from mindsimkit.mindsim.config import SimulationConfig  # noqa: E402
 from mindsimkit.mindsim.simulate import simulate_async  # noqa: E402
 from simfakes import SimResponder, make_profile  # noqa: E402
 
 from recording import Recorder  # noqa: E402
-from smoke import parse_args
+from smoke import parse_args, session_engines
 
 PER_PATIENT = {"DecompositionDraft", "PsychFormulation"}
 PATIENT_ROLES = {"patient", "patient_appraiser", "profile_decomposer", "patient_matcher"}
@@ -80,27 +77,7 @@ def run_engine(engine: str, args) -> dict:
         patientact={"retrieval": args.retrieval},
     )
     profiles = [make_profile(f"b{i}", "minimiser", "casual") for i in range(args.patients)]
-    if args.fake:
-        engines_ctx = Engines.with_backend(FakeBackend(fake_responder()))
-    else:
-        engines_ctx = Engines.from_config(
-            EnginesConfig(
-                engines={"local": EmbeddedEngine(parallel=args.parallel, ctx_per_slot=8192)},
-                roles={
-                    "default": RoleSpec(engine="local", temperature=0.7, max_tokens=256, seed=0),
-                    "patient": RoleSpec(
-                        engine="local",
-                        temperature=1.0,
-                        max_tokens=500,
-                        seed=0,
-                        stop=["\n"],
-                        frequency_penalty=0.6,
-                        max_attempts=5,
-                    ),
-                },
-            )
-        )
-    with engines_ctx as engines, tempfile.TemporaryDirectory() as tmp:
+    with session_engines(args, fake_responder) as engines, tempfile.TemporaryDirectory() as tmp:
         rec = Recorder(next(iter(engines._backends.values())))
         t0 = time.monotonic()
         summary = asyncio.run(simulate_async(profiles, engines, config, tmp, seed=0))
