@@ -25,7 +25,7 @@ PUBLIC_MODULES = (
     "render",
     "schemas",
     "situation_schemas",  # a situation-seeded profile's record, read by PatientAct's decomposition
-    "situation_stage",  # the chain's calls per situation, which `mindsim plan` counts
+    "situation_stage",  # the calls per situation `mindsim plan` counts; the brief PatientAct decomposition reads
     "stage",
     "testing",
     "vocab",

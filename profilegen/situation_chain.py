@@ -393,9 +393,10 @@ async def generate_situation_profile(
     )
 
 
-def brief(record: SituationRecord, *, full: bool) -> str:
+def brief(record: SituationRecord, *, full: bool, seeds: bool = True) -> str:
     """The profile as text: without `full` what the patient prompt shows (no history, beliefs or patterns), with it
-    the writer brief other prompts read."""
+    the writer brief other prompts read; `seeds=False` leaves out the scaffold's core-belief theme and attachment
+    style (the full brief only)."""
     p = record.profile
     return render(
         BRIEF,
@@ -404,4 +405,5 @@ def brief(record: SituationRecord, *, full: bool) -> str:
         psych=p.psychological_formulation,
         scaffold=record.scaffold,
         full=full,
+        seeds=seeds,
     ).strip()

@@ -235,6 +235,13 @@ def to_profile(record: SituationRecord, seed: int, prov: Provenance) -> Profile:
     )
 
 
+def seedless_brief(record: SituationRecord) -> str:
+    """The writer brief without the scaffold's core-belief theme and attachment style, for PatientAct's
+    decomposition: its figure builds the memory from the profile alone, and the seeds are what the raters and the
+    profile judge are asked to recover from the profile."""
+    return brief(record, full=True, seeds=False)
+
+
 async def situation_outcomes(
     engines: Any, p: _Plan, prov: Provenance, checkpoints: CheckpointDir | None, concurrency: int
 ) -> list[SituationOutcome]:

@@ -413,6 +413,12 @@ def decomposition_key(patient_id: str, seed: int) -> str:
     return f"{patient_id}-{seed}"
 
 
+def _brief(profile: Profile) -> str:
+    from mindsimkit.profilegen.situation_stage import seedless_brief  # lazy: the stage pulls in pyarrow
+
+    return profile.writer_brief if profile.situation_profile is None else seedless_brief(profile.situation_profile)
+
+
 def decompose_messages(
     profile: Profile, psych: PsychSeed, pieces: list[Piece], formulation: PsychFormulation | None = None
 ) -> list[dict[str, str]]:
@@ -423,7 +429,7 @@ def decompose_messages(
             "content": render(
                 DECOMPOSE_TEMPLATE,
                 formulation=formulation,
-                writer_brief=profile.writer_brief,
+                writer_brief=_brief(profile),
                 # A situation-seeded profile has no persona record: its case summary opens with who the client is.
                 persona=profile.persona.persona if profile.persona is not None else profile.case_summary,
                 levels=[(f"{lv:.1f}", rules.levels[f"{lv:.1f}"]) for lv in rules.scale],

@@ -684,6 +684,7 @@ def test_reproduction_recipe_and_its_counsellor_prompt():
         "consistentmi",
     ]
     assert roles_of(r)["baseline_mapper"]["engine"] == roles_of(r)["profile_decomposer"]["engine"]
+    assert s.baselines.psi_styles == ["plain"]  # the one style PatientHub's Patient-Psi client plays by default
     # ConsistentMI's per-turn questions are asked of the simulation backbone, as PatientHub asks them of the client's model.
     assert roles_of(r)["consistentmi_tracker"]["engine"] == roles_of(r)["patient"]["engine"]
     pa = s.patientact

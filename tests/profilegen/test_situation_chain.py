@@ -309,6 +309,13 @@ def test_a_situation_profile_decomposes_with_its_own_formulation(fake_engines, i
     assert len(d.calls) == 1 and got.psych.attachment == sp.scaffold.attachment_style
     assert got.static.current_concern == PROBLEM["presenting_problem"]["situation"]
     assert len(got.items) == len(profile_pieces(profile, got.formulation))
+    # Fig. 7 builds the memory from the profile alone: the seeds the raters are asked to recover stay out of the
+    # decomposer's prompt, while the writer brief the other prompts read still names them.
+    [(_, prompt)] = d.calls
+    assert sp.scaffold.core_belief_theme not in prompt and "attachment style" not in prompt
+    assert (
+        sp.scaffold.core_belief_theme in profile.writer_brief and sp.scaffold.attachment_style in profile.writer_brief
+    )
 
 
 # ---------------------------------------------------------------- the command
