@@ -33,8 +33,9 @@ def _scenario_schema(recipe: Any = None) -> dict[str, Any]:
 def tool_roles(scfg: Any) -> dict[str, str]:
     """The simulation's tool-calling roles and how they must call (`RoleUse.tools`). The MindSim patient commits
     each move through a tool call; the paper credits that call itself for the patient's steerability (MindEval2
-    §4.2) and its authors' preflight refuses a patient that answers one with text, so under their preset only a
-    real tool call will do."""
+    §4.2) and its authors' preflight refuses a patient that answers one with text: under their preset an engine
+    that declares native tools must answer with a real call, and one that does not (`native_tools: false`) runs on
+    the JSON-schema answer with a note in the preflight lines and run.json."""
     from mindsimkit.mindsim.patient_engines import engines_of
 
     calling = [e for e in engines_of(scfg.patient_engines) if e.calls_tools]

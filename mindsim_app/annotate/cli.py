@@ -41,6 +41,12 @@ KEY = typer.Option(None, "--key", help="Where the key goes (default: TASK.key.js
 SESSION_RUNS = typer.Option(None, "--run", help="Run folder (repeat)")
 SESSION_FILE = typer.Option(None, "--sessions", help="Another simulator's sessions JSONL")
 PER_SYSTEM = typer.Option(None, "--per-system", help="Sessions per system (default all)")
+PER_GROUP = typer.Option(
+    False,
+    "--per-group",
+    help="Draw --per-system sessions per system within each patient group (a situation-seeded profile's disorder, "
+    "else its main presenting problem): PatientAct's 10 per disorder per system",
+)
 
 
 def _design(raters: Optional[str], n_raters: Optional[int], k: int, all_raters: int) -> Design:
@@ -181,6 +187,7 @@ def sample_sessions_cmd(
     run: Optional[list[Path]] = SESSION_RUNS,
     sessions: Optional[Path] = SESSION_FILE,
     per_system: Optional[int] = PER_SYSTEM,
+    per_group: bool = PER_GROUP,
     raters: Optional[str] = RATERS,
     n_raters: Optional[int] = N_RATERS,
     k: int = K,
@@ -189,7 +196,7 @@ def sample_sessions_cmd(
     key: Optional[Path] = KEY,
 ) -> None:
     """PatientAct sessions: five 1–5 scales on the client, blind to the method (PatientAct §4.2)."""
-    _sample_sessions(out, run, sessions, per_system, _design(raters, n_raters, k, all_raters), seed, key)
+    _sample_sessions(out, run, sessions, per_system, per_group, _design(raters, n_raters, k, all_raters), seed, key)
 
 
 @sample_app.command("sessions")
@@ -204,6 +211,7 @@ def sample_rubric_sessions_cmd(
     run: Optional[list[Path]] = SESSION_RUNS,
     sessions: Optional[Path] = SESSION_FILE,
     per_system: Optional[int] = PER_SYSTEM,
+    per_group: bool = PER_GROUP,
     raters: Optional[str] = RATERS,
     n_raters: Optional[int] = N_RATERS,
     k: int = K,
@@ -214,9 +222,8 @@ def sample_rubric_sessions_cmd(
     """Whole sessions rated on any conversation rubric (every item on its scale), blind to the system."""
     from mindsimkit.judge.rubrics import load
 
-    _sample_sessions(
-        out, run, sessions, per_system, _design(raters, n_raters, k, all_raters), seed, key, rubric=load(rubric)
-    )
+    design = _design(raters, n_raters, k, all_raters)
+    _sample_sessions(out, run, sessions, per_system, per_group, design, seed, key, rubric=load(rubric))
 
 
 def _sample_sessions(
@@ -224,6 +231,7 @@ def _sample_sessions(
     run: Optional[list[Path]],
     sessions: Optional[Path],
     per_system: Optional[int],
+    per_group: bool,
     design: Any,
     seed: int,
     key: Optional[Path],
@@ -234,7 +242,15 @@ def _sample_sessions(
 
     _said(
         sample_patientact_sessions(
-            out, design, runs=run or [], sessions=sessions, per_system=per_system, seed=seed, key=key, **rubric
+            out,
+            design,
+            runs=run or [],
+            sessions=sessions,
+            per_system=per_system,
+            per_group=per_group,
+            seed=seed,
+            key=key,
+            **rubric,
         )
     )
 

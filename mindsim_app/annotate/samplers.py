@@ -369,12 +369,14 @@ def sample_patientact_sessions(
     runs: Sequence[Path] = (),
     sessions: Optional[Path] = None,
     per_system: Optional[int] = None,
+    per_group: bool = False,
     seed: int = 0,
     key: Optional[Path] = None,
     rubric: Any = "patientact_session",
 ) -> dict[str, Any]:
-    """Whole sessions, `per_system` of each system (all when not given), rated on a conversation rubric
-    (PatientAct's five scales by default; any rubric id or file of unit `conversation`)."""
+    """Whole sessions, `per_system` of each system (all when not given; with `per_group`, of each system within
+    each patient group), rated on a conversation rubric (PatientAct's five scales by default; any rubric id or file
+    of unit `conversation`)."""
     from mindsimkit.judge import rubrics as registry
     from mindsimkit.judge.patientact import load_items
 
@@ -388,13 +390,14 @@ def sample_patientact_sessions(
         _intact(Path(r), RunLayout(r).sessions.parquet)
     found = load_items([Path(r) for r in runs], sessions)
     rng = random.Random(seed)
-    by: dict[str, list[Any]] = defaultdict(list)
+    by: dict[tuple[str, str], list[Any]] = defaultdict(list)
     for it in sorted(found, key=lambda i: (i.system, i.item_id)):
-        by[it.system].append(it)
-    codes = tasks.system_codes(list(by), rng)
+        # A session whose run names no group is a stratum of its own rather than dropped.
+        by[(it.system, (it.group or "(no group)") if per_group else "")].append(it)
+    codes = tasks.system_codes(sorted({system for system, _ in by}), rng)
     chosen = []
-    for system in sorted(by):
-        pool = list(by[system])
+    for stratum in sorted(by):
+        pool = list(by[stratum])
         rng.shuffle(pool)
         chosen += pool[:per_system] if per_system else pool
     if not chosen:
@@ -425,6 +428,7 @@ def sample_patientact_sessions(
             "counsellor": it.counsellor,
             "session_index": it.session_index,
             "source": it.source,
+            **({"group": it.group} if per_group else {}),
         }
     assignments = tasks.assign(ids, design, rng, {i["item_id"]: i["system"] for i in items})
     own = None if registry.builtin().get(spec.id) == spec else registry.carried(spec)
@@ -434,7 +438,7 @@ def sample_patientact_sessions(
         items=len(items),
         units=len(items),
         design=design,
-        sampler={"per_system": per_system},
+        sampler={"per_system": per_system, **({"per_group": True} if per_group else {})},
         rubric=own,
     )
     key_body = {

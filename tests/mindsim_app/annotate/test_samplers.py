@@ -137,6 +137,18 @@ def test_patientact_sessions_even_over_systems(tmp_path, run_dir):
     assert all(n == 3 for n in Counter(i for v in task.assignments.values() for i in v).values())
 
 
+def test_patientact_sessions_per_group_draws_each_system_within_each_group(tmp_path, run_dir):
+    # PatientAct's sample is 10 conversations per disorder per system; the fake run has four groups of two sessions
+    # per system, so one per stratum is 8 sessions where --per-system 1 alone gives 2.
+    s = sample_patientact_sessions(
+        tmp_path / "g", design(k=3, all_raters=0, n=10), runs=[run_dir], per_system=1, per_group=True, seed=5
+    )
+    key = json.loads(Path(s["key"]).read_text())
+    strata = Counter((e["system"], e["group"]) for e in key["items"].values())
+    assert len(strata) == 8 and set(strata.values()) == {1}
+    assert load_task(Path(s["task"])).header.sampler == {"per_system": 1, "per_group": True}
+
+
 def test_profiles_hide_the_seeds_and_end_with_diversity(tmp_path, run_dir):
     s = sample_patientact_profiles(tmp_path / "pr", design(k=3, all_raters=0, n=5), runs=[run_dir], seed=0)
     task = load_task(Path(s["task"]))
