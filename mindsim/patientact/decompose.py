@@ -413,7 +413,10 @@ def decomposition_key(patient_id: str, seed: int) -> str:
     return f"{patient_id}-{seed}"
 
 
-def _brief(profile: Profile) -> str:
+def seedless_writer_brief(profile: Profile) -> str:
+    """The writer brief as PatientAct's own prompts read it: a situation-seeded profile's without the scaffold's
+    core-belief theme and attachment style, which the paper keeps apart from the profile (Fig. 2's caption, Fig. 7);
+    a persona-built profile's as written (its seeds are never in it)."""
     from mindsimkit.profilegen.situation_stage import seedless_brief  # lazy: the stage pulls in pyarrow
 
     return profile.writer_brief if profile.situation_profile is None else seedless_brief(profile.situation_profile)
@@ -429,7 +432,7 @@ def decompose_messages(
             "content": render(
                 DECOMPOSE_TEMPLATE,
                 formulation=formulation,
-                writer_brief=_brief(profile),
+                writer_brief=seedless_writer_brief(profile),
                 # A situation-seeded profile has no persona record: its case summary opens with who the client is.
                 persona=profile.persona.persona if profile.persona is not None else profile.case_summary,
                 levels=[(f"{lv:.1f}", rules.levels[f"{lv:.1f}"]) for lv in rules.scale],

@@ -23,7 +23,7 @@ from mindsimkit.mindsim.agenda import Agenda
 from mindsimkit.mindsim.config import SimulationConfig
 from mindsimkit.mindsim.memory import format_log
 from mindsimkit.mindsim.patientact.data import attachment_prior, preset_of, taxonomy, trust_rules
-from mindsimkit.mindsim.patientact.decompose import Decomposition
+from mindsimkit.mindsim.patientact.decompose import Decomposition, seedless_writer_brief
 from mindsimkit.mindsim.patientact.matcher import MATCHER_TEMPLATE
 from mindsimkit.mindsim.patientact.participant import SIGNAL_TEMPLATE, STEP_TEMPLATE, PatientActPatient, session_items
 from mindsimkit.mindsim.prompting import load_style_data, style_knob
@@ -43,7 +43,7 @@ def full_profile(profile: Profile, decomposition: Decomposition, mode: str = "wh
     (`mode: reference`: the empty sections the authors' code renders there)."""
     return render(
         FULL_PROFILE_TEMPLATE,
-        writer_brief=profile.writer_brief,
+        writer_brief=seedless_writer_brief(profile),
         formulation=decomposition.formulation,
         reference=mode == "reference",
     )

@@ -41,6 +41,12 @@ KEY = typer.Option(None, "--key", help="Where the key goes (default: TASK.key.js
 SESSION_RUNS = typer.Option(None, "--run", help="Run folder (repeat)")
 SESSION_FILE = typer.Option(None, "--sessions", help="Another simulator's sessions JSONL")
 PER_SYSTEM = typer.Option(None, "--per-system", help="Sessions per system (default all)")
+SYSTEMS = typer.Option(
+    None,
+    "--system",
+    help="Only this system's sessions (repeat; default every system of the inputs), e.g. Table 2's four of a run "
+    "that also holds the ablation arms",
+)
 PER_GROUP = typer.Option(
     False,
     "--per-group",
@@ -188,6 +194,7 @@ def sample_sessions_cmd(
     sessions: Optional[Path] = SESSION_FILE,
     per_system: Optional[int] = PER_SYSTEM,
     per_group: bool = PER_GROUP,
+    system: Optional[list[str]] = SYSTEMS,
     raters: Optional[str] = RATERS,
     n_raters: Optional[int] = N_RATERS,
     k: int = K,
@@ -196,7 +203,8 @@ def sample_sessions_cmd(
     key: Optional[Path] = KEY,
 ) -> None:
     """PatientAct sessions: five 1–5 scales on the client, blind to the method (PatientAct §4.2)."""
-    _sample_sessions(out, run, sessions, per_system, per_group, _design(raters, n_raters, k, all_raters), seed, key)
+    design = _design(raters, n_raters, k, all_raters)
+    _sample_sessions(out, run, sessions, per_system, per_group, system, design, seed, key)
 
 
 @sample_app.command("sessions")
@@ -212,6 +220,7 @@ def sample_rubric_sessions_cmd(
     sessions: Optional[Path] = SESSION_FILE,
     per_system: Optional[int] = PER_SYSTEM,
     per_group: bool = PER_GROUP,
+    system: Optional[list[str]] = SYSTEMS,
     raters: Optional[str] = RATERS,
     n_raters: Optional[int] = N_RATERS,
     k: int = K,
@@ -223,7 +232,7 @@ def sample_rubric_sessions_cmd(
     from mindsimkit.judge.rubrics import load
 
     design = _design(raters, n_raters, k, all_raters)
-    _sample_sessions(out, run, sessions, per_system, per_group, design, seed, key, rubric=load(rubric))
+    _sample_sessions(out, run, sessions, per_system, per_group, system, design, seed, key, rubric=load(rubric))
 
 
 def _sample_sessions(
@@ -232,6 +241,7 @@ def _sample_sessions(
     sessions: Optional[Path],
     per_system: Optional[int],
     per_group: bool,
+    systems: Optional[list[str]],
     design: Any,
     seed: int,
     key: Optional[Path],
@@ -248,6 +258,7 @@ def _sample_sessions(
             sessions=sessions,
             per_system=per_system,
             per_group=per_group,
+            systems=systems or (),
             seed=seed,
             key=key,
             **rubric,

@@ -370,12 +370,13 @@ def sample_patientact_sessions(
     sessions: Optional[Path] = None,
     per_system: Optional[int] = None,
     per_group: bool = False,
+    systems: Sequence[str] = (),
     seed: int = 0,
     key: Optional[Path] = None,
     rubric: Any = "patientact_session",
 ) -> dict[str, Any]:
     """Whole sessions, `per_system` of each system (all when not given; with `per_group`, of each system within
-    each patient group), rated on a conversation rubric (PatientAct's five scales by default; any rubric id or file
+    each patient group; of `systems` only when given), rated on a conversation rubric (PatientAct's five scales by default; any rubric id or file
     of unit `conversation`)."""
     from mindsimkit.judge import rubrics as registry
     from mindsimkit.judge.patientact import load_items
@@ -389,6 +390,14 @@ def sample_patientact_sessions(
     for r in runs:
         _intact(Path(r), RunLayout(r).sessions.parquet)
     found = load_items([Path(r) for r in runs], sessions)
+    if systems:
+        present = sorted({it.system for it in found})
+        unknown = sorted(set(systems) - set(present))
+        if unknown:
+            raise InputError(
+                f"--system {', '.join(unknown)}: no such system in the inputs; they hold {', '.join(present) or 'none'}"
+            )
+        found = [it for it in found if it.system in systems]
     rng = random.Random(seed)
     by: dict[tuple[str, str], list[Any]] = defaultdict(list)
     for it in sorted(found, key=lambda i: (i.system, i.item_id)):
@@ -444,7 +453,12 @@ def sample_patientact_sessions(
     key_body = {
         "systems": {c: s for s, c in codes.items()},
         "items": entries,
-        "inputs": {"runs": [str(r) for r in runs], "sessions": str(sessions) if sessions else None},
+        # The systems chosen name what raters must not know: the key holds them, the served header does not.
+        "inputs": {
+            "runs": [str(r) for r in runs],
+            "sessions": str(sessions) if sessions else None,
+            **({"systems": sorted(set(systems))} if systems else {}),
+        },
     }
     return {**tasks.write_task(out, header, items, assignments, key_body, key), "systems": len(codes)}
 

@@ -664,6 +664,16 @@ def roles_of(recipe):
     return {k: v.model_dump() for k, v in recipe.roles.items()}
 
 
+def test_both_patientact_recipes_play_patient_psi_in_patienthubs_one_default_style():
+    from pathlib import Path
+
+    from mindsimkit.mindcore.recipe import load_recipe
+
+    for name in ("patientact_paper.yaml", "patientact_situations.yaml"):
+        r = load_recipe(Path(__file__).resolve().parents[2] / "recipes" / name)
+        assert r.section("simulation", SimulationConfig).baselines.psi_styles == ["plain"], name
+
+
 def test_reproduction_recipe_and_its_counsellor_prompt():
     from pathlib import Path
 
@@ -684,7 +694,6 @@ def test_reproduction_recipe_and_its_counsellor_prompt():
         "consistentmi",
     ]
     assert roles_of(r)["baseline_mapper"]["engine"] == roles_of(r)["profile_decomposer"]["engine"]
-    assert s.baselines.psi_styles == ["plain"]  # the one style PatientHub's Patient-Psi client plays by default
     # ConsistentMI's per-turn questions are asked of the simulation backbone, as PatientHub asks them of the client's model.
     assert roles_of(r)["consistentmi_tracker"]["engine"] == roles_of(r)["patient"]["engine"]
     pa = s.patientact

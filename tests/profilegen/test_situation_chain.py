@@ -280,6 +280,7 @@ def test_the_stage_writes_every_situation_counts_failures_and_resumes(fake_engin
 
 def test_a_situation_profile_decomposes_with_its_own_formulation(fake_engines, imported, tmp_path):
     from mindsimkit.mindsim.patientact.decompose import decompose, profile_pieces
+    from mindsimkit.mindsim.patientact.session import full_profile
     from mindsimkit.profilegen.dataset import iter_profiles
     from mindsimkit.profilegen.pipeline import run_profiles
 
@@ -312,7 +313,10 @@ def test_a_situation_profile_decomposes_with_its_own_formulation(fake_engines, i
     # Fig. 7 builds the memory from the profile alone: the seeds the raters are asked to recover stay out of the
     # decomposer's prompt, while the writer brief the other prompts read still names them.
     [(_, prompt)] = d.calls
-    assert sp.scaffold.core_belief_theme not in prompt and "attachment style" not in prompt
+    no_dm = full_profile(profile, got)  # the w/o DM arm's whole profile, in the patient's prompt
+    for text in (prompt, no_dm):
+        assert sp.scaffold.core_belief_theme not in text and "attachment style" not in text
+    assert PROBLEM["presenting_problem"]["impact"][0] in no_dm
     assert (
         sp.scaffold.core_belief_theme in profile.writer_brief and sp.scaffold.attachment_style in profile.writer_brief
     )

@@ -147,6 +147,16 @@ def test_patientact_sessions_per_group_draws_each_system_within_each_group(tmp_p
     strata = Counter((e["system"], e["group"]) for e in key["items"].values())
     assert len(strata) == 8 and set(strata.values()) == {1}
     assert load_task(Path(s["task"])).header.sampler == {"per_system": 1, "per_group": True}
+    # Table 2's systems only, out of a run that holds others too; the choice is in the key, not the served task.
+    only = sample_patientact_sessions(
+        tmp_path / "o", design(k=3, all_raters=0, n=10), runs=[run_dir], per_group=True, systems=["patientact"], seed=5
+    )
+    key = json.loads(Path(only["key"]).read_text())
+    assert {e["system"] for e in key["items"].values()} == {"patientact"} and len(key["items"]) == 8
+    assert key["inputs"]["systems"] == ["patientact"]
+    assert load_task(Path(only["task"])).header.sampler == {"per_system": None, "per_group": True}
+    with pytest.raises(InputError, match="--system patient_psi: no such system in the inputs; they hold mindsim"):
+        sample_patientact_sessions(tmp_path / "x", design(), runs=[run_dir], systems=["patient_psi"])
 
 
 def test_profiles_hide_the_seeds_and_end_with_diversity(tmp_path, run_dir):
