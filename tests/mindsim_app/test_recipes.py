@@ -162,3 +162,30 @@ def test_benchmark_recipe_passes_preflight_against_reasoning_and_thinking_stubs(
         and ln.endswith("accepted")
         for ln in report.lines()
     )
+
+
+HOSTED = [p for p in RECIPES if "kind: embedded" not in p.read_text()]
+
+
+@pytest.mark.parametrize("path", HOSTED, ids=lambda p: p.name)
+def test_every_hosted_recipe_passes_the_whole_jobs_preflight_against_a_stub(path, tmp_path, monkeypatch):
+    """What `mindsim run RECIPE` checks before its first stage, with every engine at a stub that answers each
+    probe: a budget below its schema's longest answer (the PatientAct recipes' judge once was) or a refused
+    request fails here instead of on a user's first run."""
+    from mindsimkit.mindcore.engine import Engines
+    from mindsimkit.mindcore.preflight import preflight
+    from openai_stub import OpenAIStub, probe_answers, tool_calling
+
+    for name in ("OPENAI_API_KEY", "ANTHROPIC_API_KEY"):
+        monkeypatch.setenv(name, "test-key-not-secret")
+    monkeypatch.chdir(tmp_path)  # a situations folder the recipe names is read when its stage starts, not here
+    r = load_recipe(path)
+    models = [getattr(e, "model", "") for e in r.engines.values()] + [s.model for s in r.roles.values() if s.model]
+    with OpenAIStub(tool_calling(probe_answers)).serve(*models) as stub:
+        port = int(stub.base_url.rsplit(":", 1)[1].split("/")[0])
+        for name, e in r.engines.items():
+            update = {"host": "127.0.0.1", "port": port} if e.kind == "vllm" else {"base_url": stub.base_url}
+            r.engines[name] = e.model_copy(update=update)
+        with Engines.from_config(r.engines_config()) as engines:
+            report = preflight(r, engines, {"run", "judge", "validate"})
+    assert report.budgets.lines and all(ln.action != "refuse" for ln in report.budgets.lines)
