@@ -376,8 +376,8 @@ def sample_patientact_sessions(
     rubric: Any = "patientact_session",
 ) -> dict[str, Any]:
     """Whole sessions, `per_system` of each system (all when not given; with `per_group`, of each system within
-    each patient group; of `systems` only when given), rated on a conversation rubric (PatientAct's five scales by default; any rubric id or file
-    of unit `conversation`)."""
+    each patient group; of `systems` only when given), rated on a conversation rubric (PatientAct's five scales
+    by default; any rubric id or file of unit `conversation`)."""
     from mindsimkit.judge import rubrics as registry
     from mindsimkit.judge.patientact import load_items
 
