@@ -13,7 +13,14 @@ The shapes:
   the README offers;
 - `patientact_paper`: recipes/patientact_paper.yaml with its three hosted engines replaced by the quickstart's
   embedded one and one pool patient (its simulation settings, roles' budgets and arms as shipped);
-- `profiles_simulate`: `mindsim profiles` then `mindsim simulate` on the quickstart, the two-step path.
+- `profiles_simulate`: `mindsim profiles` then `mindsim simulate` on the quickstart, the two-step path;
+- `patientact_situations`: PatientAct's own path, recipes/patientact_situations.yaml on the first test situation
+  (tests/data/patientact_situations, the authors' file shapes): `mindsim import patientact-situations`, `mindsim
+  run` (the situation chain, the four arms and Table 2's three baselines), `mindsim judge run --rubric patientact`
+  and `mindsim patientact table 2`. Its engines are the embedded one at 18,432 tokens a slot (the recipe's budgets
+  for hosted models need more than the model's 8k: preflight says so), its patient role the quickstart's (with
+  the paper's sampling the 135M model ran past its bound: 5 of 7 arcs failed in one run, 2026-12-06), 4
+  counsellor turns instead of 15, and no MHQR judge (not Table 2's).
 
 A run counts as completed when every command of it exits 0; a failed run's last `error:` line is printed. Runs
 use one machine's cores one after another (never in parallel): on 2 shared cores each is minutes, so the wall
@@ -41,7 +48,8 @@ from typing import Any
 from smoke import parse_args
 
 REPO = Path(__file__).resolve().parent.parent
-SHAPES = ("quickstart", "release", "engines4", "patientact_paper", "profiles_simulate")
+SHAPES = ("quickstart", "release", "engines4", "patientact_paper", "profiles_simulate", "patientact_situations")
+SITUATIONS = REPO / "tests" / "data" / "patientact_situations"
 FOUR_ENGINES = ["mindsim", "patientact", "patient_psi", "mindeval"]
 
 
@@ -74,6 +82,16 @@ def recipe_for(shape: str) -> dict[str, Any]:
                 "benchmark_size": 1,
             },
         }
+    if shape == "patientact_situations":
+        paper = _load("patientact_situations.yaml")
+        embedded = {**quick["engines"]["local"], "ctx_per_slot": 18432}
+        return {
+            **{k: v for k, v in paper.items() if k != "judge"},
+            "engines": {name: embedded for name in paper["engines"]},
+            "roles": {**paper["roles"], "patient": {**quick["roles"]["patient"], "engine": "backbone"}},
+            "profiles": {**paper["profiles"], "situations": "inputs"},
+            "simulation": {**paper["simulation"], "turn_cap": 4},
+        }
     raise ValueError(f"unknown shape {shape!r}; choose from {', '.join(SHAPES)}")
 
 
@@ -90,6 +108,26 @@ def commands(shape: str, recipe: Path, out: Path) -> list[list[str]]:
             [mindsim, "profiles", str(recipe), "--out", str(out)],
             [mindsim, "simulate", "--profiles", str(out), "--recipe", str(recipe), "--out", str(out)],
         ]
+    if shape == "patientact_situations":
+        return [
+            [
+                mindsim,
+                "import",
+                "patientact-situations",
+                str(recipe.parent / "situation.json"),
+                "--outlines",
+                str(SITUATIONS / "disease_outlines.json"),
+                "--priors",
+                str(SITUATIONS / "attribute_priors.json"),
+                "--disease-priors",
+                str(SITUATIONS / "disease_priors.json"),
+                "--out",
+                str(recipe.parent / "inputs"),
+            ],
+            [mindsim, "run", str(recipe), "--out", str(out)],
+            [mindsim, "judge", "run", "--rubric", "patientact", str(out), "--recipe", str(recipe)],
+            [mindsim, "patientact", "table", "2", str(out)],
+        ]
     return [[mindsim, "run", str(recipe), "--out", str(out)]]
 
 
@@ -98,6 +136,9 @@ def one_run(shape: str, recipe: dict[str, Any], folder: Path, env: dict[str, str
     folder.mkdir(parents=True)
     path = folder / "recipe.json"
     path.write_text(json.dumps(recipe), encoding="utf-8")
+    if shape == "patientact_situations":  # one situation: seven sessions are most of an hour on two cores
+        first = json.loads((SITUATIONS / "patientAct.json").read_text(encoding="utf-8"))[:1]
+        (folder / "situation.json").write_text(json.dumps(first), encoding="utf-8")
     t0 = time.monotonic()
     for cmd in commands(shape, path, folder / "run"):
         proc = subprocess.run(cmd, cwd=folder, env=env, capture_output=True, text=True)
