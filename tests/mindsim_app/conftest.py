@@ -130,8 +130,10 @@ def preset_run(study_run, embedded_engines, tmp_path_factory) -> Path:
     raw["judge"] = {**raw["judge"], "preset": PRESETS["judge"]}
     # Two replies are judged here. At temperature 0 a judgment the 135M model gets wrong (its severity against its
     # own issue flags) comes out the same on every ask and every rerun, so all reruns could fail together (one
-    # fresh-clone run of 2026-12-04 did); sampled, each ask is a new draw, and six asks per reply instead of three.
-    raw["roles"]["judge"] = {**raw["roles"]["judge"], "temperature": 0.7, "max_attempts": 6}
+    # fresh-clone run of 2026-12-04 did); sampled, each ask is a new draw. Six asks per reply still lost both
+    # replies in all three runs once (2026-12-06, a clean clone: severity against its own issue flags every time),
+    # so ten.
+    raw["roles"]["judge"] = {**raw["roles"]["judge"], "temperature": 0.7, "max_attempts": 10}
     base = tmp_path_factory.mktemp("presets")
     recipe = write_recipe(raw, base / "recipe.yaml")
     out = base / "run"
