@@ -244,6 +244,7 @@ class RunLayout(_Folder):
     dataset = _Below("dataset")
     memory_ablation = _Below("ablations/memory", MemoryAblationFolder)
     report_html = _Below("report.html", doc="The self-contained HTML report (`mindsim run`, `mindsim report`).")
+    report_json = _Below("report.json", doc="The report's figures as data, beside report.html (`mindsim report`).")
 
     def transcript_rows(self) -> "list[TranscriptRow]":
         """`transcripts/transcripts.jsonl`, typed (`mindcore.runlog.TranscriptRow`)."""

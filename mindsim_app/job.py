@@ -460,6 +460,7 @@ def _finish(
         "MHQR report": layout.judgments.report_md,
         "dataset + card": dataset / "README.md",
         "HTML report": report,
+        "report data": layout.report_json,
         "provenance": layout.run_json,
     }
     return JobSummary(

@@ -296,7 +296,37 @@ def _clean(x: Any) -> Any:
 
 
 def render(runs: Sequence[RunData], *, mixed: list[str] | None = None, draws: int = 20000) -> str:
-    contexts = [run_context(r, draws) for r in runs]
+    return _render_contexts([run_context(r, draws) for r in runs], mixed)
+
+
+# What report.json keeps of a run's page: the figures a script compares across runs. The per-session drill-down
+# stays in the run's own session and judgment files; charts are drawings of figures kept here.
+_DATA_KEYS = ("label", "path", "boards", "health", "versions", "plan", "gate", "partial")
+
+
+def _without_charts(x: Any) -> Any:
+    if isinstance(x, dict):
+        return {
+            k: _without_charts(v)
+            for k, v in x.items()
+            if not (isinstance(k, str) and (k == "charts" or k.endswith("_charts")))
+        }
+    if isinstance(x, list):
+        return [_without_charts(v) for v in x]
+    return x
+
+
+def report_data(contexts: list[dict[str, Any]], mixed: list[str] | None = None) -> dict[str, Any]:
+    """The page's figures as data (report.json beside report.html): per run the leaderboards, simulator health,
+    versions, the plan beside the actual usage (`mindsim plan`), the release gate and whether the run was partial."""
+    return {
+        "runs": [_clean(_without_charts({k: c[k] for k in _DATA_KEYS})) for c in contexts],
+        "mixed": mixed or [],
+        "generated": time.strftime("%Y-%m-%d %H:%M UTC", time.gmtime()),
+    }
+
+
+def _render_contexts(contexts: list[dict[str, Any]], mixed: list[str] | None) -> str:
     env = jinja2.Environment(
         loader=jinja2.FileSystemLoader(TEMPLATES),
         autoescape=True,
@@ -354,5 +384,16 @@ def build_report(
             + "; pass --allow-mixed to put them on one page anyway (then marked)"
         )
     target = Path(out) if out is not None else default_output(runs[0].path)
-    atomic_write_text(target, render(runs, mixed=mixed, draws=draws))
+    if target.suffix == ".json":
+        raise UserError(f"--out {target}: names the HTML page, and its figures go beside it as .json; give FILE.html")
+    contexts = [run_context(r, draws) for r in runs]
+    page = _render_contexts(contexts, mixed)
+    data = json.dumps(scrub_data(report_data(contexts, mixed)), ensure_ascii=False, indent=1, default=str)
+    atomic_write_text(data_path(target), data + "\n")
+    atomic_write_text(target, page)
     return target
+
+
+def data_path(page: Path) -> Path:
+    """report.json for report.html: the page's figures as data, always beside the page."""
+    return page.with_suffix(".json")

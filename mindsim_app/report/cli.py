@@ -13,7 +13,9 @@ from mindsimkit.mindcore.console import out_console
 def report_cmd(
     runs: list[Path] = typer.Argument(..., help="Run folder(s) from `mindsim run`; several put them on one page"),
     out: Optional[Path] = typer.Option(
-        None, "--out", help="HTML file to write (default RUN_DIR/report.html; required for several runs)"
+        None,
+        "--out",
+        help="HTML file to write (default RUN_DIR/report.html; required for several runs); FILE.json beside it",
     ),
     allow_mixed: bool = typer.Option(
         False,
@@ -30,10 +32,13 @@ def report_cmd(
     table as charts, a drill-down into every session, simulator health and versions. No network needed."""
     from mindsimkit.mindcore.outputs import check_out_file
     from mindsimkit.mindcore.layout import RunLayout
-    from mindsimkit.mindsim_app.report.build import build_report
+    from mindsimkit.mindsim_app.report.build import build_report, data_path
 
     if out is not None:
-        # A run's own page is this command's to write; any other file of a run is not.
-        check_out_file(out, allow=[RunLayout(r).report_html for r in runs])
+        # A run's own page and its data are this command's to write; any other file of a run is not.
+        for path in (out, data_path(out)):
+            check_out_file(path, allow=[p for r in runs for p in (RunLayout(r).report_html, RunLayout(r).report_json)])
     path = build_report(runs, out, allow_mixed=allow_mixed, allow_partial=allow_partial)
-    out_console().print(f"report: {path} ({path.stat().st_size / 1024:.0f} KiB)")
+    out_console().print(
+        f"report: {path} ({path.stat().st_size / 1024:.0f} KiB); its figures as data: {data_path(path)}"
+    )

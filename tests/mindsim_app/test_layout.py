@@ -48,6 +48,7 @@ def test_every_file_of_a_run_is_a_path_of_the_layout(run):
         pa.report_json,
         pa.report_md,
         layout.report_html,
+        layout.report_json,
     }
     item_folders = {  # one file per item, named by its key
         p.checkpoints: ".json",

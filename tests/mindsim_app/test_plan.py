@@ -259,6 +259,9 @@ def test_the_run_keeps_its_plan_and_sets_it_beside_the_actual(fake_run):
     assert all(s["actual_s"] > 0 for s in stages.values())
     html = (fake_run / "report.html").read_text()
     assert 'id="plan-roles-0"' in html and "profile_writer" in html
+    # report.json carries the same comparison as data, beside the page.
+    data = json.loads((fake_run / "report.json").read_text())
+    assert data["runs"][0]["plan"] == info["plan_vs_actual"]
 
 
 def test_measured_throughput_is_recorded_and_read_by_the_plan(tmp_path, monkeypatch):

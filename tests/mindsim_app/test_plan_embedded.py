@@ -69,6 +69,9 @@ def test_planned_requests_and_tokens_are_near_the_actuals(study_run):
         if r["actual"][key] > worst.get(r["role"], {}).get(key, 0.0)
     ]
     assert not over, over
+    # The report's data file sets the same plan beside the same actuals as the final run.json.
+    final = json.loads((study_run / "run.json").read_text())
+    assert json.loads((study_run / "report.json").read_text())["runs"][0]["plan"] == final["plan_vs_actual"]
     # The judge stage's own report.json counts the judge's usage the plan is compared with.
     report = json.loads((study_run / "judgments" / "report.json").read_text())
     assert report["usage"]["judge"]["prompt_tokens"] > 0 and rows["judge"]["planned"]["prompt_tokens"] > 0

@@ -103,6 +103,23 @@ def test_report_of_a_run_is_one_offline_file(fixture_run):
         assert section in html
 
 
+def test_report_json_holds_the_pages_figures_without_drawings(fixture_run, tmp_path, capsys):
+    from mindsimkit.mindsim_app.cli import main
+
+    path = build_report([fixture_run])
+    data = json.loads((fixture_run / "report.json").read_text(encoding="utf-8"))
+    assert path.with_suffix(".json") == fixture_run / "report.json"
+    [run] = data["runs"]
+    rows = {r["system"]: r for r in run["boards"][0]["rows"]}
+    assert rows["counsellor"]["mhqr"] == 0 and rows["counsellor:worse"]["mhqr"] > 5
+    assert run["health"] and run["versions"] and data["mixed"] == []
+    assert "<svg" not in json.dumps(data) and "drill" not in run
+    # The page names its data file; a .json page name would put both in one file.
+    assert main(["report", str(fixture_run), "--out", str(tmp_path / "page.json")]) == 2
+    err = capsys.readouterr().err.strip().splitlines()
+    assert len(err) == 1 and "FILE.html" in err[0] and not (tmp_path / "page.json").exists()
+
+
 def test_leaderboard_separates_the_worse_counsellor(fixture_run):
     run = load_run(fixture_run)
     board = ranking.leaderboard(run.judge_report, run.judgments)[0]
