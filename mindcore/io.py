@@ -24,13 +24,13 @@ import time
 from concurrent.futures import ThreadPoolExecutor
 from contextlib import contextmanager
 from pathlib import Path
-from typing import IO, Any, Callable, Iterable, Iterator, TypeVar
-
-import pyarrow as pa
-import pyarrow.parquet as pq
+from typing import IO, TYPE_CHECKING, Any, Callable, Iterable, Iterator, TypeVar
 
 from mindsimkit.mindcore.errors import InputError
 from mindsimkit.mindcore.redact import scrub, scrub_data
+
+if TYPE_CHECKING:  # pyarrow (with numpy) is a third of a CLI start; only the parquet helpers load it
+    import pyarrow as pa
 
 
 # Checkpoint writes at once: fsyncs of different files overlap in the kernel (the journal commits them together).
@@ -167,7 +167,10 @@ def jsonl_line(row: Any) -> str:
     return json.dumps(_plain(row), ensure_ascii=False, default=str) + "\n"
 
 
-def atomic_write_parquet(path: str | os.PathLike[str], rows: list[dict[str, Any]] | pa.Table) -> Path:
+def atomic_write_parquet(path: str | os.PathLike[str], rows: "list[dict[str, Any]] | pa.Table") -> Path:
+    import pyarrow as pa
+    import pyarrow.parquet as pq
+
     table = rows if isinstance(rows, pa.Table) else pa.Table.from_pylist(rows)
     return _atomic(path, lambda tmp: pq.write_table(table, tmp))
 

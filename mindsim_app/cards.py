@@ -13,10 +13,8 @@ import shutil
 from collections import Counter
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
-import pyarrow as pa
-import pyarrow.parquet as pq
 
 from mindsimkit.mindcore.errors import InputError
 from mindsimkit.mindcore.io import atomic_write_json, atomic_write_text
@@ -27,6 +25,9 @@ from mindsimkit.mindcore.runlog import ProfilesSummaryView, RunHeader, Validatio
 from mindsimkit.mindsim.patient_engines import variant
 from mindsimkit.mindsim.patient_engines import names as registered_names
 from mindsimkit.profilegen.config import profiles_config
+
+if TYPE_CHECKING:  # pyarrow (with numpy) is a third of a CLI start; the functions that write load it
+    import pyarrow as pa
 
 MANIFEST = "manifest.json"
 # Session columns no engine's card section reads (the message lists are most of a session's bytes).
@@ -52,6 +53,8 @@ class DatasetConfig:
 
 
 def _with_run_id(table: pa.Table, run_id: str, config: str) -> pa.Table:
+    import pyarrow as pa
+
     if "run_id" in table.column_names:
         table = table.drop_columns(["run_id"])
     table = table.append_column("run_id", pa.array([run_id] * table.num_rows, pa.string()))
@@ -61,11 +64,15 @@ def _with_run_id(table: pa.Table, run_id: str, config: str) -> pa.Table:
 
 
 def _transcripts_table(layout: RunLayout) -> pa.Table:
+    import pyarrow as pa
+
     # exclude_unset: a field a line does not carry (`trial` outside repeated trials) adds no column.
     return pa.Table.from_pylist([r.model_dump(exclude_unset=True) for r in layout.transcript_rows()])
 
 
 def _validation_tables(report: ValidationReport) -> tuple[pa.Table, pa.Table | None]:
+    import pyarrow as pa
+
     rows = []
     for system in report.systems:
         for feature in [*report.features, "index"]:
@@ -122,6 +129,7 @@ def _size_category(n: int) -> str:
 
 def collect_tables(run_dir: Path, run_id: str) -> dict[str, pa.Table]:
     """The run's outputs as one table per dataset config."""
+
     tables: dict[str, pa.Table] = {}
     layout = RunLayout(run_dir)
     # Copied into the dataset as they are, so read whole (Arrow), through the run folder's readers.
@@ -144,6 +152,8 @@ def collect_tables(run_dir: Path, run_id: str) -> dict[str, pa.Table]:
 
 def build_dataset_folder(run_dir: Path, run_info: RunHeader, dest: Path | None = None) -> Path:
     """Write `dest` (default RUN/dataset): data/*.parquet, images/*.png, README.md card, manifest."""
+    import pyarrow.parquet as pq
+
     run_dir = Path(run_dir)
     layout = RunLayout(run_dir)
     dest = Path(dest or layout.dataset)
@@ -263,6 +273,7 @@ def render_card(
     images: list[dict[str, Any]],
     tables: dict[str, pa.Table],
 ) -> str:
+
     # Counts include profiles dropped as serious, which are not rows of the profiles config.
     layout = RunLayout(run_dir)
     if run_info.recipe is None:

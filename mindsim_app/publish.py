@@ -17,7 +17,6 @@ import tempfile
 from pathlib import Path
 from typing import TYPE_CHECKING, Any, Iterable, Optional
 
-import pyarrow.parquet as pq
 import typer
 
 from mindsimkit.mindcore.console import out_console
@@ -124,6 +123,8 @@ def refuse_links(folder: Path) -> None:
 
 def check_folder(folder: Path, reference_transcripts: Iterable[Path] = ()) -> dict[str, Any]:
     """Raise `PublishRefused` naming every problem; return the manifest when the folder is clean."""
+    import pyarrow.parquet as pq
+
     folder = Path(folder)
     refuse_links(folder)
     mpath = folder / MANIFEST

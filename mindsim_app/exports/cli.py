@@ -13,7 +13,6 @@ from mindsimkit.mindcore.errors import InputError
 from mindsimkit.mindcore.layout import RunLayout
 from mindsimkit.mindsim_app.exports.sessions import load_sessions
 from mindsimkit.mindsim_app.exports.sft import patient_export, severity_weight, sft_export, why_no_sft_rows
-from mindsimkit.mindsim_app.exports.write import check_out, write_export
 
 export_app = typer.Typer(no_args_is_help=True)
 
@@ -67,6 +66,8 @@ def sft_cmd(
 ) -> None:
     """Counsellor SFT data: system prompt as sent, then the session with the counsellor as assistant, ending on
     its last reply kept."""
+    from mindsimkit.mindsim_app.exports.write import check_out, write_export
+
     check_out(out)
     rows, summary, details = sft_export(
         run_dir,
@@ -100,6 +101,8 @@ def patient_cmd(
     finished_only: bool = typer.Option(False, help="Keep only sessions the patient ended"),
 ) -> None:
     """Patient-simulator data: the tool-using patient history, the tools it was offered, the profile summary."""
+    from mindsimkit.mindsim_app.exports.write import check_out, write_export
+
     check_out(out)
     rows, summary, details = patient_export(run_dir, min_turns=min_turns, finished_only=finished_only)
     summary["lengths"] = _lengths([[(r["messages"], r["tools"])] for r in rows])
@@ -150,6 +153,8 @@ def dpo_cmd(
     ),
 ) -> None:
     """DPO preference pairs: counterfactual replies to the same history, judged, best vs worst."""
+    from mindsimkit.mindsim_app.exports.write import check_out, write_export
+
     from mindsimkit.mindcore.engine import Engines
     from mindsimkit.mindcore.io import CheckpointDir
     from mindsimkit.judge.config import JudgeConfig, default_engines_config
