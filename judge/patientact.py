@@ -171,7 +171,8 @@ def transcript(messages: Iterable[dict[str, Any]]) -> tuple[tuple[str, str], ...
 
 @dataclass(frozen=True)
 class ConversationItem:
-    """One session to score: where it came from, what system it belongs to, and what the judge reads."""
+    """One session to score: where it came from, what system it belongs to, and what the judge reads. `situation`:
+    the clinical situation a situation-seeded patient was written from (the case study opens with it)."""
 
     item_id: str
     session_id: str
@@ -182,6 +183,7 @@ class ConversationItem:
     source: str
     transcript: tuple[tuple[str, str], ...]
     group: str | None = None  # the patient's main presenting problem, where the run's profiles say it
+    situation: str | None = None
 
 
 class _EngineOfSession(BaseModel):
@@ -209,6 +211,18 @@ def jsonl_system_labels(path: Path) -> dict[str, str]:
     return out
 
 
+def situations(run: Path) -> dict[str, str]:
+    """Patient id → the clinical situation its profile was seeded with (situation-seeded profiles only)."""
+    folder = RunLayout(run).profiles
+    if not folder.parquet.is_file():
+        return {}
+    return {
+        r.profile_id: r.situation_profile.situation
+        for r in folder.rows(_AnchorOfProfile)
+        if r.situation_profile and r.situation_profile.situation
+    }
+
+
 def main_problems(run: Path) -> dict[str, str]:
     """Patient id → the group its results are reported in, from a run's `profiles/profiles.parquet`: a
     situation-seeded profile's disease key (PatientAct groups its tables by disorder), else the main presenting
@@ -232,6 +246,7 @@ class _Anchor(BaseModel):
 class _Disease(BaseModel):
     model_config = ConfigDict(extra="ignore")
     disease_key: str | None = None
+    situation: str | None = None
 
 
 class _AnchorOfProfile(BaseModel):
@@ -241,11 +256,16 @@ class _AnchorOfProfile(BaseModel):
 
 
 def conversation_items(
-    label: str, sessions: list[Any], labels: dict[str, str], groups: dict[str, str] | None = None
+    label: str,
+    sessions: list[Any],
+    labels: dict[str, str],
+    groups: dict[str, str] | None = None,
+    seeds: dict[str, str] | None = None,
 ) -> list[ConversationItem]:
     """Sessions (`judge.schemas.SessionInput`) from input `label` as items to score: `labels` session id → system,
-    `groups` patient id → main presenting problem."""
+    `groups` patient id → main presenting problem, `seeds` patient id → the clinical situation it was written from."""
     groups = groups or {}
+    seeds = seeds or {}
     return [
         ConversationItem(
             s.session_id,
@@ -257,6 +277,7 @@ def conversation_items(
             label,
             transcript(s.messages),
             groups.get(s.patient_id),
+            seeds.get(s.patient_id),
         )
         for s in sessions
     ]
@@ -275,7 +296,9 @@ def load_items(runs: Sequence[Path] = (), sessions: Path | None = None) -> list[
         label = Path(run).resolve().name
         loaded = load_sessions(Path(run))  # names a missing or unreadable sessions file before the labels read it
         labels = parquet_system_labels(RunLayout(run).sessions.parquet)
-        groups.append((label, conversation_items(label, loaded, labels, main_problems(Path(run)))))
+        groups.append(
+            (label, conversation_items(label, loaded, labels, main_problems(Path(run)), situations(Path(run))))
+        )
     if sessions is not None:
         path = Path(sessions)
         loaded = load_sessions(path.parent, path)

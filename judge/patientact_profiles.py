@@ -8,9 +8,10 @@ files the annotation tool exports (`mindsim annotate export`, docs/human-evaluat
 (mindsim's `mindsim patientact profile-eval`) makes the judge rows and passes the attachment prior.
 
 Chance rates (ours, after the paper's): the accuracy of always naming the most frequent true class, in the
-evaluated sample (`sample`) and, for attachment, under the prior the seeds are drawn from (`prior`: 54% for
-disorganized, as the paper computes). Our themes follow the profiles' core-belief clusters (not a uniform
-draw as in the paper), so their chance is the sample's majority share.
+evaluated sample (`sample`) and under the prior the seeds were drawn from (`prior`). Situation-seeded profiles draw
+both seeds from the imported priors (the authors' file: themes near uniform, so about a third, as the paper
+computes); persona profiles draw attachment from our prior (54% for disorganized) and take the theme from the
+profile's core-belief cluster, which is no draw, so their theme has the sample's majority share only.
 """
 
 from __future__ import annotations
@@ -161,6 +162,7 @@ def profile_report(
     diversity_human: Sequence[DiversityRating] = (),
     diversity_judge: dict[str, Any] | None = None,
     attachment_prior: dict[str, float] | None = None,
+    theme_prior: dict[str, float] | None = None,
 ) -> dict[str, Any]:
     """Table 1 as data: per dimension judge and human mean ± sd (α among humans), per pick accuracy of judge
     and humans against the chance rates (κ among humans), and the diversity ratings."""
@@ -186,7 +188,8 @@ def profile_report(
     for pick in PICKS:
         row = {
             "chance": chance(
-                [t[pick] for t in truths.values() if pick in t], attachment_prior if pick == "attachment" else None
+                [t[pick] for t in truths.values() if pick in t],
+                attachment_prior if pick == "attachment" else theme_prior,
             ),
             "judge": accuracy(
                 (r.predicted[pick], r.truth[pick]) for r in ok if pick in r.predicted and pick in r.truth

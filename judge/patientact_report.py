@@ -103,7 +103,15 @@ def case_study(items: list[ConversationItem], systems: list[str]) -> dict[str, A
     if not systems or not patients:
         return {"error": "no patient has a session of every compared system"}
     pid = patients[0]
-    out: dict[str, Any] = {"patient_id": pid, "moments": list(CASE_MOMENTS), "systems": {}}
+    first = by[(pid, systems[0])]
+    out: dict[str, Any] = {
+        "patient_id": pid,
+        # Table 5 opens with the clinical situation every system played; a persona patient has its main problem.
+        "situation": first.situation,
+        "group": first.group,
+        "moments": list(CASE_MOMENTS),
+        "systems": {},
+    }
     for s in systems:
         it = by[(pid, s)]
         client = [i for i, (who, _) in enumerate(it.transcript) if who == "Client"]
@@ -324,6 +332,12 @@ def _case_md(report: dict[str, Any]) -> list[str]:
     lines = [
         f"## Case study (Table 5): patient {case['patient_id']}, first session",
         "",
+    ]
+    if case.get("situation"):
+        lines += [f"Clinical situation: {case['situation']}", ""]
+    elif case.get("group"):
+        lines += [f"Main presenting problem: {case['group']}", ""]
+    lines += [
         "Moments by position in the session (early, middle, late; ours): the counsellor's message and the "
         "client's answer.",
         "",

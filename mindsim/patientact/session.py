@@ -40,11 +40,12 @@ FULL_PROFILE_TEMPLATE = "patientact/full_profile.jinja2"
 
 def full_profile(profile: Profile, decomposition: Decomposition, mode: str = "whole") -> str:
     """The whole profile as "w/o DM" puts it in the prompt: the 5P writer brief and the psychological formulation
-    (`mode: reference`: the empty sections the authors' code renders there)."""
+    (`mode: reference`: the empty sections the authors' code renders there). A situation-seeded profile's brief
+    already carries the formulation its chain wrote, so it is not rendered a second time."""
     return render(
         FULL_PROFILE_TEMPLATE,
         writer_brief=seedless_writer_brief(profile),
-        formulation=decomposition.formulation,
+        formulation=None if profile.situation_profile is not None else decomposition.formulation,
         reference=mode == "reference",
     )
 

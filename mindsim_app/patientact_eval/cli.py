@@ -4,7 +4,7 @@ profile side of PatientAct's Table 1, `run`) and its profile cards (Fig. 2)."""
 from __future__ import annotations
 
 from pathlib import Path
-from typing import Optional
+from typing import Any, Optional
 
 import typer
 
@@ -52,11 +52,39 @@ def patientact_profile_eval_cmd(
     engines_cfg.check_bound([judge], "--judge")
     with Engines.from_config(engines_cfg) as engines:
         summary = profile_eval(
-            run_dir, engines, out=out, judge=judge, human=human, diversity=diversity, max_tokens=max_tokens
+            run_dir,
+            engines,
+            out=out,
+            judge=judge,
+            human=human,
+            diversity=diversity,
+            max_tokens=max_tokens,
+            seed_priors=situation_seed_priors(r),
         )
     typer.echo(f"judged {summary['profiles']} profiles on the PatientAct profile rubric: {summary['ok']} ok")
     for label, path in summary["outputs"].items():
         typer.echo(f"  {label}: {path}")
+
+
+def situation_seed_priors(recipe: Any) -> dict[str, dict[str, float]] | None:
+    """The seed distributions a situation-seeded run drew from: the imported priors' global ones (a per-disease
+    override, where the file has one, is not folded in). None for a persona run or an unreadable folder."""
+    from mindsimkit.profilegen.config import profiles_config
+    from mindsimkit.profilegen.patientact_inputs import read_inputs
+
+    if recipe is None:
+        return None
+    profiles = profiles_config(recipe)
+    if profiles.source != "patientact-situations" or profiles.situations is None:
+        return None
+    try:
+        priors = read_inputs(profiles.situations).priors
+    except Exception:  # the folder moved since the run: the chance stays the sample's, as for persona runs
+        return None
+    if priors is None:
+        return None
+    glob = priors.global_
+    return {"attachment": dict(glob["attachment_style"]), "theme": dict(glob["core_belief_theme"])}
 
 
 @app.command("profile-card")

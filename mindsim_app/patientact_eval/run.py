@@ -108,15 +108,21 @@ def profile_eval(
     human: Path | None = None,
     diversity: Path | None = None,
     max_tokens: int | None = None,
+    seed_priors: dict[str, dict[str, float]] | None = None,
 ) -> dict[str, Any]:
+    """`seed_priors`: the attachment and theme distributions the seeds were drawn from (keys `attachment`,
+    `theme`); by default attachment's is the persona path's prior and the theme has none."""
     pairs = load_run(run_dir)
+    priors = seed_priors or {"attachment": attachment_prior().weights}
     human_rows = load_profile_human(human) if human else []
     diversity_rows = load_diversity(diversity) if diversity else []
     rows, div = engines.run(_judge_all(engines.role(judge), pairs, max_tokens))
     folder = Path(out or run_dir) / OUT_DIR
     atomic_write_jsonl(folder / "judgments.jsonl", [r.model_dump(mode="json") for r in rows])
     atomic_write_json(folder / "diversity.json", div)
-    report = profile_report(rows, human_rows, diversity_rows, div, attachment_prior().weights)
+    report = profile_report(
+        rows, human_rows, diversity_rows, div, priors.get("attachment"), theme_prior=priors.get("theme")
+    )
     atomic_write_json(folder / "report.json", report)
     atomic_write_text(folder / "report.md", profile_report_md(report))
     if rows and not any(r.ok for r in rows):

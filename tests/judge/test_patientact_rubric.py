@@ -604,6 +604,7 @@ def test_the_case_study_excerpts_one_patient_early_middle_and_late_for_each_comp
             x for i in range(n) for x in (("Therapist", f"{system} q{i + 1}"), ("Client", f"{system} a{i + 1}"))
         )
         return ConversationItem(
+            situation=f"situation of {pid}",
             item_id=f"{system}-{pid}",
             session_id=f"{system}-{pid}",
             patient_id=pid,
@@ -617,6 +618,11 @@ def test_the_case_study_excerpts_one_patient_early_middle_and_late_for_each_comp
     items = [item("patientact", "p2", 10), item("patient_psi", "p2", 5), item("patientact", "p1", 10)]
     out = case_study(items, ["patientact", "patient_psi"])
     assert out["patient_id"] == "p2"  # p1 has no patient_psi session
+    # Table 5 opens with the clinical situation the compared systems all played.
+    assert out["situation"] == "situation of p2"
+    from mindsimkit.judge.patientact_report import _case_md
+
+    assert "Clinical situation: situation of p2" in _case_md({"case_study": out})
     pa = out["systems"]["patientact"]["excerpts"]
     assert [pa[m]["turn"] for m in ("early", "middle", "late")] == [2, 5, 10]
     assert pa["middle"] == {"turn": 5, "counsellor": "patientact q5", "client": "patientact a5"}

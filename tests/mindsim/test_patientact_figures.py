@@ -116,6 +116,11 @@ def test_the_restored_appendix_d2_anchors_say_what_the_paper_says():
     assert "sudden" in ea[2] and "unconnected" in ea[2]  # EA-2: abrupt, exaggerated or disconnected shifts
     assert "textbook" in br[3] and "real person" in br[3]  # BR-3: mixed
     assert "from the inside" in br[4]  # BR-4: a first-person narrative
+    assert "clinical terms" in br[1]  # BR-1: sounds like an AI, clinical terminology
+    assert all(w in br[2] for w in ("tone", "words", "feelings"))  # BR-2: scripted tone, vocabulary or emotions
+    assert all(
+        w in br[5] for w in ("speaking", "reacting", "coping")
+    )  # BR-5: distinctive expression, reactions, coping
 
 
 def test_the_first_scenario_writer_gets_the_frame_every_engine_of_the_run_plays():
@@ -178,3 +183,5 @@ def test_the_relationship_patterns_are_asked_for_in_third_person_clinical_voice(
     text = message["content"]
     assert "third person" in text and "never in the client's own voice" in text
     assert text.index("third person") > text.index("`interpersonal_patterns`")
+    # Fig. 5's rule 3: the automatic thoughts in the client's own voice, at their level of schooling.
+    assert "own first-person words" in text and "level of schooling" in text

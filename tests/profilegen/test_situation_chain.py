@@ -245,7 +245,12 @@ def test_the_outline_gives_the_writer_its_picture_and_the_validator_its_contrain
     assert outline.contraindications[0] not in chain.validation_messages(bare, profile)[0]["content"]
     assert chain.NO_OUTLINE in chain.validation_messages(bare, profile)[0]["content"]
     psych = chain.psych_messages(inp, scaffold(), profile.demographics, profile.problem_formulation, [])[0]["content"]
-    assert "I am worthless" in psych and "third person" in psych
+    assert "I am worthless" in psych
+    # Fig. 5: only the relationship patterns are a clinician's third-person notes; beliefs and thoughts are the
+    # client's own voice, the thoughts at the client's level of schooling.
+    voice = psych.index("third person")
+    assert voice > psych.index("interpersonal_patterns:") and "stay in the client's own voice" in psych[voice:]
+    assert "first person" in psych and "level of schooling" in psych
 
 
 # ---------------------------------------------------------------- the stage
@@ -317,6 +322,9 @@ def test_a_situation_profile_decomposes_with_its_own_formulation(fake_engines, i
     for text in (prompt, no_dm):
         assert sp.scaffold.core_belief_theme not in text and "attachment style" not in text
     assert PROBLEM["presenting_problem"]["impact"][0] in no_dm
+    # The chain's brief already holds the psychological formulation: the whole profile states it once.
+    for line in [*PSYCH["automatic_thoughts"], *PSYCH["triggers"]]:
+        assert no_dm.count(line) == 1, line
     assert (
         sp.scaffold.core_belief_theme in profile.writer_brief and sp.scaffold.attachment_style in profile.writer_brief
     )
@@ -374,3 +382,18 @@ def test_one_situation_through_the_whole_chain_on_the_embedded_engine(embedded_e
     limits = shape_data()["limits"]
     assert limits["impact"][0] <= len(rec.profile.problem_formulation.presenting_problem.impact) <= limits["impact"][1]
     assert got.items and got.formulation is not None
+
+
+def test_profile_eval_of_a_situation_run_takes_its_chance_rates_from_the_imported_priors(imported):
+    from mindsimkit.judge.patientact_profiles import profile_report
+    from mindsimkit.mindsim_app.patientact_eval.cli import situation_seed_priors
+
+    priors = situation_seed_priors(situation_recipe(imported))
+    assert priors is not None
+    raw = json.loads((imported / "priors.json").read_text())["global"]
+    assert priors["theme"] == raw["core_belief_theme"] and priors["attachment"] == raw["attachment_style"]
+    # PatientAct's theme chance: the most likely theme under the draw (about a third), not the sample's majority.
+    report = profile_report([], theme_prior=priors["theme"], attachment_prior=priors["attachment"])
+    top = max(priors["theme"].values()) / sum(priors["theme"].values())
+    assert report["identification"]["theme"]["chance"]["prior"]["rate"] == round(top, 3)
+    assert situation_seed_priors(None) is None
