@@ -82,6 +82,8 @@ def test_benchmark_recipe_has_paper_settings():
     r = load_recipe(Path(__file__).resolve().parents[2] / "recipes" / "benchmark.yaml")
     p, s = r.section("profiles", ProfilesConfig), r.section("simulation", SimulationConfig)
     assert (p.candidates, p.pool_size, p.benchmark_size, p.poor_qol_floor) == (1000, 100, 50, 0.10)
+    # App. C screens each candidate once and draws the pool from the clean ones: no profile is sent back.
+    assert p.max_revisions == 0
     assert (s.sessions, s.replies_per_session, s.turn_cap) == (3, 30, 31) and len(s.counsellors) >= 2
     # "The paper's full settings" run MindSim as the authors' code does, and no preset setting is replaced.
     assert s.preset_for("mindsim") == "mindeval2-reference" and s.preset_notes() == []
