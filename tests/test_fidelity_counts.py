@@ -48,3 +48,10 @@ def test_mindsim_simulator_counts_are_the_tables():
     ), rules
     differs = table_rows(text, "### What still differs under the preset")
     assert f"| {len(differs)}, all documented |" in overview
+
+
+def test_mhqr_rubric_counts_are_the_tables():
+    text = (DOCS / "judge.md").read_text(encoding="utf-8")
+    differences = table_rows(text, "the remaining differences:")
+    overview = (DOCS / "fidelity.md").read_text(encoding="utf-8")
+    assert f"| [judge.md](judge.md#rubric) | {len(differences)} + " in overview

@@ -105,3 +105,29 @@ def test_an_arc_commits_its_moves_through_native_tool_calls(embedded_engines, tm
     (row,) = rows
     stored = [m for m in row["patient_messages"] if m["role"] == "assistant" and m.get("tool_calls")]
     assert len(stored) >= 2 and all(not (m.get("content") or "").strip() for m in stored)
+
+
+def test_under_the_reference_preset_the_agenda_tools_go_beside_the_words_as_native_tools(embedded_engines, tmp_path):
+    """MindEval2's own path on the real model: `mindeval2-reference` offers the agenda tools on the request that asks
+    for the patient's words (`agenda_tools: with_message`), as native tools the model may call or pass by, and
+    commit_move is still a real tool call."""
+    section = {**quick_recipe()["simulation"], "preset": "mindeval2-reference", "sessions": 1, "turn_cap": 3}
+    section.pop("acceptable_moves_only", None)
+    engines, seen = _native_engines(embedded_engines)
+    with engines:
+        cfg = SimulationConfig.from_section(section)
+        assert cfg.agenda_tools == "with_message"
+        summary = run_simulation([make_profile("n2", "minimiser")], engines, cfg, tmp_path, seed=5)
+    assert not summary.failed_arcs and summary.sessions_written == 1
+    patient = [(q, r) for q, r in seen if q.role == "patient" and q.tools]
+    commits = [q for q, _ in patient if [t["function"]["name"] for t in q.tools] == ["commit_move"]]
+    beside = [q for q, _ in patient if "commit_move" not in [t["function"]["name"] for t in q.tools]]
+    assert commits and all(q.tool_choice == "required" for q in commits)
+    # The words' requests carry the agenda tools natively, the model free to call one or to speak.
+    assert beside and all(q.tool_choice == "auto" and q.response_schema is None for q in beside)
+    assert all({t["function"]["name"] for t in q.tools} == {"complete_todo", "add_todo"} for q in beside)
+    for request, _ in seen:
+        if request.role == "patient":
+            for m in request.messages:
+                if m["role"] == "assistant" and m.get("content"):
+                    assert "commit_move" not in m["content"] and '"arguments"' not in m["content"]
