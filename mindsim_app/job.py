@@ -227,6 +227,10 @@ def run_job(
         if pre.budgets is not None:  # preflight always fits them
             scfg, vcfg = pre.budgets.apply("simulation", scfg), pre.budgets.apply("validation", vcfg)
         info = _with_plan(out_dir, recipe, _open_run(out_dir, recipe))
+        # Named from the start: the page of a run that stopped half-way (`report --allow-partial`) says which presets
+        # it ran under instead of falling back to the defaults.
+        info = info.model_copy(update={"presets": _presets(scfg, jcfg)})
+        layout.write_header(info)
         seconds: dict[str, float] = {}
         with library_logs_to(layout.logs, verbose=verbose), runner:
             psum, ssum, jsum = _stages(recipe, engines, out_dir, pcfg, scfg, vcfg, jcfg, runner, seconds)
@@ -262,6 +266,11 @@ def _plan_vs_actual(
     from mindsimkit.mindsim_app.plan import load_prices, plan_vs_actual
 
     return plan_vs_actual(plan, usage, seconds, load_prices(recipe)) if plan else None
+
+
+def _presets(scfg: SimulationConfig, jcfg: JudgeConfig | None) -> dict[str, str]:
+    """Each patient engine and the judge → the preset it runs under (run.json `presets`)."""
+    return {**scfg.engine_presets(), **({"judge": jcfg.preset} if jcfg is not None else {})}
 
 
 def _with_plan(out_dir: Path, recipe: Recipe, info: RunHeader) -> RunHeader:
@@ -404,7 +413,7 @@ def _finish(
                 memory_cap=scfg.memory_max_entries,
                 seed=recipe.seed,
             ),
-            "presets": {**scfg.engine_presets(), **({"judge": jcfg.preset} if jcfg is not None else {})},
+            "presets": _presets(scfg, jcfg),
             "counts": RunCounts(
                 personas_read=psum.personas_read,
                 under_18_skipped=psum.skipped_under_18,

@@ -1690,3 +1690,40 @@ def test_publish_refuses_to_delete_a_file_left_in_the_dataset_folder(finished_ru
     assert proc.returncode == 2, proc.stderr
     assert f"{notes}: not written by mindsim" in error_line(proc) and "move it out" in error_line(proc)
     assert _tree(tmp_path) == before
+
+
+def test_a_run_whose_every_judgment_failed_exits_1_and_its_page_names_its_presets(openai_stub, tmp_path):
+    """The judge answers nothing usable: every judgment is recorded as a counted failure, the job stops with exit 1
+    before the dataset, and run.json already names the presets the run used, so the page `report --allow-partial`
+    makes of the stopped run says them instead of the defaults."""
+    from simfakes import SimResponder
+
+    pg, sim = _profile_fakes(), SimResponder(end_after=2)
+
+    def respond(req):
+        if req.role == "profile_writer":
+            return pg.draft_for(req)
+        if req.role == "judge":
+            return {"justification": "n/a"}  # never a whole judgment
+        return pg.clean_verdict(req) if req.role == "screener" else sim(req)
+
+    stub = openai_stub(from_responder(respond))
+    recipe = _stub_recipe(
+        tmp_path / "r.yaml",
+        stub,
+        ["profile_writer", "screener", *SIM_ROLES[:-1], "judge"],
+        "profiles: {personas: synthetic, candidates: 3, pool_size: 2, benchmark_size: 1, pool_verdicts: [clean, minor]}\n"
+        "simulation: {sessions: 1, turn_cap: 3}\n"
+        "validation: {bootstrap_draws: 20, floor_splits: 5}\n"
+        "judge: {preset: mhqr-reference}\n",
+    )
+    out = tmp_path / "run"
+    proc = mindsim_here("run", recipe, "--out", out, cwd=tmp_path)
+    assert proc.returncode == 1, proc.stderr
+    assert "every judgment failed" in error_line(proc, only_line=False)
+    header = RunLayout(out).header()
+    assert not header.finished and header.presets == {"mindsim": "ours", "judge": "mhqr-reference"}
+    assert not (out / "dataset" / "README.md").exists()
+    assert mindsim_here("report", out, "--allow-partial", cwd=tmp_path).returncode == 0
+    page = (out / "report.html").read_text()
+    assert "<th>presets</th><td>mindsim: ours</td>" in page and "judge output preset mhqr-reference" in page

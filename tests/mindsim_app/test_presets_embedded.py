@@ -25,7 +25,11 @@ def test_run_json_and_the_report_name_every_preset(preset_run):
     page = layout.report_html.read_text()
     assert "<th>presets</th><td>mindsim: mindeval2-reference, patientact: patientact-reference</td>" in page
     assert "judge output preset mhqr-reference" in page
-    assert "mindsim ran under `mindeval2-reference`" in (layout.dataset / "README.md").read_text()
+    card = layout.dataset / "README.md"
+    if layout.header().finished:
+        assert "mindsim ran under `mindeval2-reference`" in card.read_text()
+    else:  # every judgment failed (counted): the job stopped before the dataset, and left none half-written
+        assert not card.exists() and _failed_judgments(preset_run)
 
 
 def test_mindsim_plays_the_references_moves_with_the_time_for_the_patient_only(preset_run):
@@ -43,7 +47,17 @@ def test_patientact_starts_from_the_references_trust(preset_run):
     assert all(r["patientact"]["switches"]["carry_trust"] is False for r in rows)
 
 
+def _failed_judgments(run):
+    rows = pq.read_table(RunLayout(run).judgments.parquet, columns=["status", "error"]).to_pylist()
+    return [r for r in rows if r["status"] == "failed"]
+
+
 def test_the_judge_answers_in_the_references_format(preset_run):
     layout = RunLayout(preset_run)
-    rows = pq.read_table(layout.judgments.parquet, columns=["rubric_version"]).to_pylist()
+    rows = pq.read_table(layout.judgments.parquet, columns=["rubric_version", "status"]).to_pylist()
     assert rows and all(r["rubric_version"].endswith("+mhqr-reference") for r in rows)
+    # A judgment the model could not give is recorded and counted, with the reference format's own rule as reason.
+    for r in _failed_judgments(preset_run):
+        assert "mhqr_judgment" in r["error"] and "attempts" in r["error"]
+    if not layout.header().finished:
+        assert len(_failed_judgments(preset_run)) == len(rows)
