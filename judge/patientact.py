@@ -211,31 +211,35 @@ def jsonl_system_labels(path: Path) -> dict[str, str]:
     return out
 
 
-def situations(run: Path) -> dict[str, str]:
-    """Patient id → the clinical situation its profile was seeded with (situation-seeded profiles only)."""
+def _profile_rows(run: Path) -> "list[_AnchorOfProfile]":
+    """What the PatientAct tables read of a run's `profiles/profiles.parquet`; none when the run has no profiles."""
     folder = RunLayout(run).profiles
-    if not folder.parquet.is_file():
-        return {}
+    return list(folder.rows(_AnchorOfProfile)) if folder.parquet.is_file() else []
+
+
+def _situations(rows: "list[_AnchorOfProfile]") -> dict[str, str]:
+    """Patient id → the clinical situation its profile was seeded with (situation-seeded profiles only)."""
     return {
         r.profile_id: r.situation_profile.situation
-        for r in folder.rows(_AnchorOfProfile)
+        for r in rows
         if r.situation_profile and r.situation_profile.situation
     }
+
+
+def _groups(rows: "list[_AnchorOfProfile]") -> dict[str, str]:
+    out = {}
+    for r in rows:
+        group = r.situation_profile.disease_key if r.situation_profile else r.anchor.main_problem if r.anchor else None
+        if group:
+            out[r.profile_id] = group
+    return out
 
 
 def main_problems(run: Path) -> dict[str, str]:
     """Patient id → the group its results are reported in, from a run's `profiles/profiles.parquet`: a
     situation-seeded profile's disease key (PatientAct groups its tables by disorder), else the main presenting
     problem our persona profiles carry instead. Empty when the run has none."""
-    folder = RunLayout(run).profiles
-    if not folder.parquet.is_file():
-        return {}
-    out = {}
-    for r in folder.rows(_AnchorOfProfile):
-        group = r.situation_profile.disease_key if r.situation_profile else r.anchor.main_problem if r.anchor else None
-        if group:
-            out[r.profile_id] = group
-    return out
+    return _groups(_profile_rows(run))
 
 
 class _Anchor(BaseModel):
@@ -296,9 +300,8 @@ def load_items(runs: Sequence[Path] = (), sessions: Path | None = None) -> list[
         label = Path(run).resolve().name
         loaded = load_sessions(Path(run))  # names a missing or unreadable sessions file before the labels read it
         labels = parquet_system_labels(RunLayout(run).sessions.parquet)
-        groups.append(
-            (label, conversation_items(label, loaded, labels, main_problems(Path(run)), situations(Path(run))))
-        )
+        profiles = _profile_rows(Path(run))  # read once for both maps
+        groups.append((label, conversation_items(label, loaded, labels, _groups(profiles), _situations(profiles))))
     if sessions is not None:
         path = Path(sessions)
         loaded = load_sessions(path.parent, path)

@@ -15,7 +15,6 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
-
 from mindsimkit.mindcore.errors import InputError
 from mindsimkit.mindcore.io import atomic_write_json, atomic_write_text
 from mindsimkit.mindcore.layout import RunLayout
@@ -129,7 +128,6 @@ def _size_category(n: int) -> str:
 
 def collect_tables(run_dir: Path, run_id: str) -> dict[str, pa.Table]:
     """The run's outputs as one table per dataset config."""
-
     tables: dict[str, pa.Table] = {}
     layout = RunLayout(run_dir)
     # Copied into the dataset as they are, so read whole (Arrow), through the run folder's readers.
@@ -273,7 +271,6 @@ def render_card(
     images: list[dict[str, Any]],
     tables: dict[str, pa.Table],
 ) -> str:
-
     # Counts include profiles dropped as serious, which are not rows of the profiles config.
     layout = RunLayout(run_dir)
     if run_info.recipe is None:

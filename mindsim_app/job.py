@@ -226,11 +226,10 @@ def run_job(
             out_console().print(f"preflight: {escape(note)}")
         if pre.budgets is not None:  # preflight always fits them
             scfg, vcfg = pre.budgets.apply("simulation", scfg), pre.budgets.apply("validation", vcfg)
-        info = _with_plan(out_dir, recipe, _open_run(out_dir, recipe))
-        # Named from the start: the page of a run that stopped half-way (`report --allow-partial`) says which presets
-        # it ran under instead of falling back to the defaults.
-        info = info.model_copy(update={"presets": _presets(scfg, jcfg)})
-        layout.write_header(info)
+        # The presets are named from the start: the page of a run that stopped half-way (`report --allow-partial`)
+        # says which it ran under instead of falling back to the defaults.
+        opened = _open_run(out_dir, recipe).model_copy(update={"presets": _presets(scfg, jcfg)})
+        info = _with_plan(out_dir, recipe, opened)
         seconds: dict[str, float] = {}
         with library_logs_to(layout.logs, verbose=verbose), runner:
             psum, ssum, jsum = _stages(recipe, engines, out_dir, pcfg, scfg, vcfg, jcfg, runner, seconds)
@@ -275,18 +274,16 @@ def _presets(scfg: SimulationConfig, jcfg: JudgeConfig | None) -> dict[str, str]
 
 def _with_plan(out_dir: Path, recipe: Recipe, info: RunHeader) -> RunHeader:
     """run.json with the plan of this run (`mindsim plan`), written before the first request so that the end of the
-    run can set what it spent beside what was expected."""
+    run can set what it spent beside what was expected. `info` is written whether or not a plan could be made."""
     from mindsimkit.mindsim_app.plan import make_plan
 
     try:
-        plan = make_plan(recipe).model_dump()
+        info = info.model_copy(update={"plan": make_plan(recipe).model_dump()})
     except Exception as exc:  # the plan informs; it never stops the run it plans
         console.print(
             f"[yellow]warning:[/] no plan in run.json ({escape(type(exc).__name__)}: "
             f"{escape(str(exc)[:200])}); `mindsim plan RECIPE` shows the same figures"
         )
-        return info
-    info = info.model_copy(update={"plan": plan})
     RunLayout(out_dir).write_header(info)
     return info
 

@@ -153,8 +153,6 @@ def dpo_cmd(
     ),
 ) -> None:
     """DPO preference pairs: counterfactual replies to the same history, judged, best vs worst."""
-    from mindsimkit.mindsim_app.exports.write import check_out, write_export
-
     from mindsimkit.mindcore.engine import Engines
     from mindsimkit.mindcore.io import CheckpointDir
     from mindsimkit.judge.config import JudgeConfig, default_engines_config
@@ -163,6 +161,7 @@ def dpo_cmd(
     from mindsimkit.mindsim.config import SimulationConfig, counsellor_name
     from mindsimkit.mindsim.simulate import counsellor_client
     from mindsimkit.mindsim_app.exports.dpo import TIE_BREAKS, distinct_line, dpo_pairs, why_no_pairs
+    from mindsimkit.mindsim_app.exports.write import check_out, write_export
 
     from mindsimkit.judge.cli import judge_section, resolve_recipe
 
