@@ -215,8 +215,15 @@ def _counsellor_bindings(recipe: Any) -> dict[str, Any]:
     return {f"counsellor:{c.name}": c.role_spec() for c in scfg.counsellors if isinstance(c, CounsellorBinding)}
 
 
+_MOUNTED: list[bool] = []
+
+
 def _mount_stage_commands() -> None:
-    """Stage packages own their command functions; the CLI only mounts them."""
+    """Stage packages own their command functions; the CLI only mounts them. Once per process: typer keeps
+    every mount, so a second `main()` in one process (a notebook, the in-process tests) would otherwise build
+    each command again per earlier call, the tree growing with every call."""
+    if _MOUNTED:
+        return
     from mindsimkit.judge.cli import app as judge_app
     from mindsimkit.mindsim_app.ablation import ablate_app
     from mindsimkit.mindsim_app.annotate.cli import app as annotate_app
@@ -259,6 +266,7 @@ def _mount_stage_commands() -> None:
         name="import",
         help="Read the MindEval authors' released files (members, realism study, v1 ratings) into the toolkit's files.",
     )
+    _MOUNTED.append(True)
 
 
 def _is_usage_error(exc: BaseException) -> bool:

@@ -108,3 +108,15 @@ def test_consoles_never_hard_wrap_or_colour_when_piped(monkeypatch, capsys):
     assert one_line("refusing to publish d:\n  - a.parquet: changed\n  - b.md: foreign") == (
         "refusing to publish d: a.parquet: changed; b.md: foreign"
     )
+
+
+def test_main_called_again_in_one_process_mounts_each_command_once(capsys):
+    from mindsimkit.mindsim_app.cli import app
+
+    main(["--version"])
+    groups, commands = len(app.registered_groups), len(app.registered_commands)
+    for _ in range(3):
+        main(["--version"])
+    assert (len(app.registered_groups), len(app.registered_commands)) == (groups, commands)
+    names = [g.name for g in app.registered_groups]
+    assert len(names) == len(set(names)), names
