@@ -35,6 +35,23 @@ err = err_console()
 out = out_console()
 
 
+def _print_version(asked: bool) -> None:
+    if asked:
+        from mindsimkit import __version__
+
+        out.print(f"mindsim {__version__}", highlight=False)
+        raise typer.Exit(0)
+
+
+@app.callback()
+def _root(
+    version: bool = typer.Option(
+        False, "--version", is_eager=True, callback=_print_version, help="Print the toolkit's version and exit."
+    ),
+) -> None:
+    """Clinically grounded synthetic patients, multi-session simulation and realism validation."""
+
+
 @app.command("run")
 def run_cmd(
     recipe: Path = typer.Argument(..., help="Recipe YAML, e.g. recipes/quickstart.yaml"),

@@ -113,10 +113,17 @@ def test_consoles_never_hard_wrap_or_colour_when_piped(monkeypatch, capsys):
 def test_main_called_again_in_one_process_mounts_each_command_once(capsys):
     from mindsimkit.mindsim_app.cli import app
 
-    main(["--version"])
+    main(["--help"])
     groups, commands = len(app.registered_groups), len(app.registered_commands)
     for _ in range(3):
-        main(["--version"])
+        main(["--help"])
     assert (len(app.registered_groups), len(app.registered_commands)) == (groups, commands)
     names = [g.name for g in app.registered_groups]
     assert len(names) == len(set(names)), names
+
+
+def test_version_prints_the_installed_version_and_exits_0(capsys):
+    from importlib.metadata import version
+
+    assert main(["--version"]) == 0
+    assert capsys.readouterr().out.strip() == f"mindsim {version('mindsimkit')}"
