@@ -277,11 +277,19 @@ def test_preference_pairs_of_the_study_run_with_the_tie_break_train(
     rows = [json.loads(x) for x in out.read_text().splitlines()]
     summary = json.loads(out.with_name(f"{out.name}.summary.json").read_text())  # side files are named per output
     assert rows and summary["tie_break"] == "expected-severity"
+    # The ledger: the real model as counsellor and judge, every asked reply judged or counted as a failure, every
+    # sampled turn paired or skipped with its reason.
+    assert summary["turns_sampled"] == 1 and summary["replies_asked"] == 3
+    assert 0 <= summary["counsellor_failures"] + summary["judgments_failed"] <= 1  # two judged replies make a pair
+    assert summary["pairs"] + sum(summary["skipped"].values()) == 1 and len(rows) == summary["pairs"]
     for row in rows:
         trlcheck.check_preference(row)
+        assert row["prompt"][0]["role"] == "system" and row["prompt"][-1]["role"] == "user"
         if row["pair_basis"] == "expected-severity":
             assert row["chosen_severity"] == row["rejected_severity"]
             assert row["chosen_expected_weight"] < row["rejected_expected_weight"]
+        else:
+            assert row["chosen_weight"] < row["rejected_weight"]
     pytest.importorskip("trl", reason="DPOTrainer needs trl and torch (docs/training.md); the pairs were checked")
     pytest.importorskip("torch")
     proc = subprocess.run(
