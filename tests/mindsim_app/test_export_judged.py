@@ -498,3 +498,14 @@ def test_the_recorded_recipe_resolves_from_another_directory(tmp_path, monkeypat
     record("recipes/gone.yaml")
     with pytest.raises(ConfigError, match="nor from a folder above the run folder; pass --recipe"):
         resolve_recipe(run, None)
+
+
+def test_no_pairs_because_every_best_reply_is_too_severe_names_the_one_fix():
+    from mindsimkit.mindsim_app.exports.dpo import why_no_pairs
+
+    base = {"turns_sampled": 4, "tie_break": "expected-severity"}
+    only = why_no_pairs({**base, "skipped": {"best reply above --chosen-max": 4}})
+    assert "4 sampled turns" in only and "--chosen-max critical" in only and "a larger --k" not in only
+    mixed = why_no_pairs({**base, "skipped": {"best reply above --chosen-max": 2, "gap below --min-gap": 2}})
+    assert "a larger --k" in mixed and "a higher --chosen-max" in mixed and "--chosen-max critical" not in mixed
+    assert "no counsellor turn to sample" in why_no_pairs({**base, "turns_sampled": 0, "skipped": {}})
