@@ -12,7 +12,9 @@ The shapes:
 - `engines4`: the quickstart with `simulation.patient_engine: [mindsim, patientact, patient_psi, mindeval]`, as
   the README offers;
 - `patientact_paper`: recipes/patientact_paper.yaml with its three hosted engines replaced by the quickstart's
-  embedded one and one pool patient (its simulation settings, roles' budgets and arms as shipped);
+  embedded one at 18,432 tokens a slot, one pool patient and 4 counsellor turns instead of 15 (its roles'
+  budgets, sampling, arms and judge as shipped): as shipped, the preflight refuses it on the model's 8k context
+  (the patient's last turn alone would be ~25k tokens), exit 2 before any request;
 - `profiles_simulate`: `mindsim profiles` then `mindsim simulate` on the quickstart, the two-step path;
 - `patientact_situations`: PatientAct's own path, recipes/patientact_situations.yaml on the first test situation
   (tests/data/patientact_situations, the authors' file shapes): `mindsim import patientact-situations`, `mindsim
@@ -70,10 +72,13 @@ def recipe_for(shape: str) -> dict[str, Any]:
         return {**quick, "simulation": {**quick["simulation"], "patient_engine": FOUR_ENGINES}}
     if shape == "patientact_paper":
         paper = _load("patientact_paper.yaml")
-        embedded = quick["engines"]["local"]
+        # The paper's budgets (15 turns, 8k-token judge answers) need ~25k tokens a request; on the model's 8k
+        # the preflight refuses the run, rightly. 4 turns and 18k a slot is what passes it.
+        embedded = {**quick["engines"]["local"], "ctx_per_slot": 18432}
         return {
             **paper,
             "engines": {name: embedded for name in paper["engines"]},
+            "simulation": {**paper["simulation"], "turn_cap": 4},
             "profiles": {
                 **paper["profiles"],
                 "personas": "synthetic",
