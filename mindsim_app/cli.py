@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import contextlib
 import errno
+import functools
 import os
 import signal
 import sys
@@ -49,7 +50,7 @@ def _root(
         False, "--version", is_eager=True, callback=_print_version, help="Print the toolkit's version and exit."
     ),
 ) -> None:
-    """Clinically grounded synthetic patients, multi-session simulation and realism validation."""
+    """Options given before any command; the app's description is the Typer's `help`."""
 
 
 @app.command("run")
@@ -232,15 +233,11 @@ def _counsellor_bindings(recipe: Any) -> dict[str, Any]:
     return {f"counsellor:{c.name}": c.role_spec() for c in scfg.counsellors if isinstance(c, CounsellorBinding)}
 
 
-_MOUNTED: list[bool] = []
-
-
+@functools.cache
 def _mount_stage_commands() -> None:
     """Stage packages own their command functions; the CLI only mounts them. Once per process: typer keeps
     every mount, so a second `main()` in one process (a notebook, the in-process tests) would otherwise build
     each command again per earlier call, the tree growing with every call."""
-    if _MOUNTED:
-        return
     from mindsimkit.judge.cli import app as judge_app
     from mindsimkit.mindsim_app.ablation import ablate_app
     from mindsimkit.mindsim_app.annotate.cli import app as annotate_app
@@ -283,7 +280,6 @@ def _mount_stage_commands() -> None:
         name="import",
         help="Read the MindEval authors' released files (members, realism study, v1 ratings) into the toolkit's files.",
     )
-    _MOUNTED.append(True)
 
 
 def _is_usage_error(exc: BaseException) -> bool:

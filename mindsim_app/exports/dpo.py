@@ -289,7 +289,6 @@ def distinct_line(summary: dict[str, Any]) -> str:
 
 
 def why_no_pairs(summary: dict[str, Any]) -> str:
-    skipped = ", ".join(f"{n} {why}" for why, n in summary["skipped"].items()) or "no counsellor turn to sample"
     if summary["turns_sampled"] and set(summary["skipped"]) == {"best reply above --chosen-max"}:
         # One cause, one fix: the quickstart's 135M judge calls every reply Critical, and the list of five
         # remedies below left users guessing which applied.
@@ -298,6 +297,7 @@ def why_no_pairs(summary: dict[str, Any]) -> str:
             "reply was judged more severe than --chosen-max allows (a small judge calls every reply severe); "
             "rerun with --chosen-max critical to let such replies be chosen"
         )
+    skipped = ", ".join(f"{n} {why}" for why, n in summary["skipped"].items()) or "no counsellor turn to sample"
     hints = ["a larger --k", "more counsellors (--recipe)", "a counsellor temperature above 0", "a smaller --min-gap"]
     if summary.get("tie_break", "none") == "none":
         hints.append("--tie-break expected-severity where the judge gives every reply one severity")
