@@ -210,6 +210,7 @@ class OpenAIBackend:
         token_param: str = "auto",
         serial_prefix_chars: int = 0,
         attached: str | None = None,
+        threads: int | None = None,
         connect_timeout_s: float = wire.CONNECT_TIMEOUT_S,
         max_retry_after_s: float = MAX_RETRY_AFTER_S,
     ) -> None:
@@ -240,6 +241,9 @@ class OpenAIBackend:
         self.serial_prefix_chars = serial_prefix_chars
         # An embedded engine using another process's server (mindcore.embedded.ATTACH_ENV): said in provenance.
         self.attached = attached
+        # The CPU threads this process's embedded server computes with (it takes fewer when other work keeps
+        # cores busy at its start, and then runs slower): said in provenance, so a slow run can say why.
+        self.threads = threads
         self.servers = [_Server(url, cap) for url, cap in zip(urls, caps)]
         self._lock = threading.Lock()
         self._rr = 0
@@ -273,6 +277,8 @@ class OpenAIBackend:
             out["base_urls"] = [shown_url(u) for u in self.base_urls]
         if self.attached:
             out["attached"] = self.attached
+        if self.threads:
+            out["threads"] = self.threads
         return out
 
     def server_stats(self) -> dict[str, dict[str, int]]:

@@ -257,11 +257,13 @@ class EmbeddedServer:
 @dataclass(frozen=True)
 class EmbeddedLease:
     """What an engine set needs of an embedded server: where it is and what model it serves. `attached` is the
-    URL of another process's server this process uses (ATTACH_ENV), else None."""
+    URL of another process's server this process uses (ATTACH_ENV), else None; `threads` the CPU threads of a
+    server this process started (None for another process's)."""
 
     base_url: str
     model_name: str
     attached: str | None = None
+    threads: int | None = None
 
 
 _LOCK = threading.Lock()
@@ -350,7 +352,7 @@ def embedded_server(spec: EmbeddedEngine) -> Iterator[EmbeddedLease]:
             _STATS["peak_live"] = max(_STATS["peak_live"], len(_LIVE))
         entry.users += 1
     try:
-        yield EmbeddedLease(entry.server.base_url, entry.server.model_name)
+        yield EmbeddedLease(entry.server.base_url, entry.server.model_name, threads=entry.server.threads)
     finally:
         with _LOCK:
             entry.users -= 1

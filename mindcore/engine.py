@@ -73,7 +73,7 @@ class Engines:
         if isinstance(spec, EmbeddedEngine):
             server = stack.enter_context(embedded_server(spec))
             urls, model, limit, kind = [server.base_url], server.model_name, spec.parallel, "embedded"
-            pool["attached"] = server.attached
+            pool["attached"], pool["threads"] = server.attached, server.threads
         elif isinstance(spec, VLLMEngine):
             if spec.launch:
                 stack.callback(VLLMProcess(spec).start().stop)

@@ -107,6 +107,7 @@ class EngineHealth:
     # (not asked: no tool-calling role here, or the engine answers tool calls through a JSON schema).
     tool_call: str = ""
     tool_call_sample: str = ""
+    threads: int | None = None  # an embedded server this process started: its CPU threads
 
 
 def _hints(spec: Any) -> list[str]:
@@ -236,6 +237,7 @@ async def aprobe_engine(
         kind=getattr(backend, "kind", spec.kind),
         base_url=base_url,
         model=getattr(backend, "default_model", None) or getattr(spec, "model", None) or "default",
+        threads=getattr(backend, "threads", None),
     )
     if problem := missing_key(name, spec):
         h.problem, h.problem_kind, h.hints = problem, "config", _hints(spec)

@@ -28,6 +28,7 @@ class Recorder:
     def __init__(self, spec):
         self.spec = spec
         self.port = 40000 + len(Recorder.started)
+        self.threads = spec.threads or 1  # the real server's count when other work keeps a core busy
 
     @property
     def base_url(self):
@@ -116,7 +117,22 @@ def test_another_process_server_is_used_and_said_in_provenance(recorder, models_
         backend = engines.backend("local")
         assert backend.base_url == models_server and backend.default_model == MODEL.stem
         assert backend.describe()["attached"] == models_server and backend.kind == "embedded"
+        assert "threads" not in backend.describe()  # another process's server: its threads are not ours to know
     assert recorder.started == []
+
+
+def test_the_threads_a_started_server_computes_with_are_in_provenance_and_the_preflight_line(recorder):
+    from mindsimkit.mindcore.engine_health import EngineHealth
+    from mindsimkit.mindcore.preflight import PreflightReport
+
+    with Engines.from_config(_config(EmbeddedEngine(parallel=4, ctx_per_slot=8192))) as engines:
+        backend = engines.backend("local")
+        assert backend.describe()["threads"] == 1
+        health = EngineHealth("local", "embedded", backend.base_url, MODEL.stem, threads=backend.threads)
+    (line,) = PreflightReport(stages=[], roles=[], engines=[health]).lines()
+    assert line.startswith(f"engine local (embedded, {MODEL.stem}, 1 CPU thread): ")
+    health.threads = 2
+    assert "(embedded, " + MODEL.stem + ", 2 CPU threads)" in PreflightReport([], [], [health]).lines()[0]
 
 
 def test_a_wrong_attach_url_is_one_clear_error(recorder, models_server, monkeypatch):
