@@ -111,7 +111,8 @@ def test_under_the_reference_preset_the_agenda_tools_go_beside_the_words_as_nati
     """MindEval2's own path on the real model: `mindeval2-reference` offers the agenda tools on the request that asks
     for the patient's words (`agenda_tools: with_message`), as native tools the model may call or pass by, and
     commit_move is still a real tool call."""
-    section = {**quick_recipe()["simulation"], "preset": "mindeval2-reference", "sessions": 1, "turn_cap": 3}
+    # The opening and one full patient turn: one commit request and one request for the words are all it checks.
+    section = {**quick_recipe()["simulation"], "preset": "mindeval2-reference", "sessions": 1, "turn_cap": 2}
     section.pop("acceptable_moves_only", None)
     engines, seen = _native_engines(embedded_engines)
     with engines:

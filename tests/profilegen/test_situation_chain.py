@@ -365,7 +365,19 @@ def test_one_situation_through_the_whole_chain_on_the_embedded_engine(embedded_e
     from mindsimkit.mindsim.patientact.decompose import decompose
     from mindsimkit.profilegen.situation_stage import to_profile, provenance
 
-    roles = {"default": RoleSpec(engine="local", temperature=0.3, max_tokens=4000, seed=0, max_attempts=3)}
+    # Without the server's prompt cache each answer is the same whatever the suite asked before: a prefix read from
+    # the cache changes the numbers enough to change what the 135M model writes, and with it how long the chain
+    # runs (91 to 291 s in one day's suites; 106 to 111 s in three runs without the cache, warm or cold server).
+    roles = {
+        "default": RoleSpec(
+            engine="local",
+            temperature=0.3,
+            max_tokens=4000,
+            seed=0,
+            max_attempts=3,
+            extra_body={"cache_prompt": False},
+        )
+    }
     p = plan(ProfilesConfig(source="patientact-situations", situations=imported), 0)
     inp, sc = p.inputs[0]
     with Engines.with_backend(embedded_engines.backend("local"), roles=roles) as engines:
