@@ -75,6 +75,16 @@ def pytest_collection_modifyitems(config, items):
         raise pytest.UsageError("embedded marker out of step with the engine fixtures:\n" + "\n".join(wrong))
 
 
+# The CPU threads the suite's embedded server computed with: fewer than the cores (other work busy at its start)
+# makes every embedded test slower, so the summary says it beside the durations.
+SUITE_THREADS: list[int | None] = []
+
+
+def pytest_terminal_summary(terminalreporter):
+    if SUITE_THREADS and SUITE_THREADS[0]:  # None: another process's server (MINDSIM_EMBEDDED_URL)
+        terminalreporter.write_line(f"embedded server: {SUITE_THREADS[0]} CPU threads")
+
+
 def pytest_sessionfinish(session, exitstatus):
     """The suite's promise, which keeps it fast: one embedded server for the whole run. A second one started in this
     process (a job or command whose engine did not match the suite's) fails the run, naming the count."""
@@ -117,6 +127,7 @@ def embedded_engines():
         },
     )
     with Engines.from_config(cfg) as engines:
+        SUITE_THREADS.append(engines.backend("local").threads)
         yield engines
 
 
