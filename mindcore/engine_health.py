@@ -109,6 +109,11 @@ class EngineHealth:
     tool_call_sample: str = ""
     threads: int | None = None  # an embedded server this process started: its CPU threads
 
+    def threads_text(self) -> str:
+        """The CPU threads of a server this process started ("2 CPU threads"), else "": said beside the kind in
+        the preflight line and the `engines check` table."""
+        return f"{self.threads} CPU thread{'s' if self.threads > 1 else ''}" if self.threads else ""
+
 
 def _hints(spec: Any) -> list[str]:
     if isinstance(spec, VLLMEngine):

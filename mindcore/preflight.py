@@ -100,9 +100,9 @@ class PreflightReport:
         for h in self.engines:
             ctx = f"{h.context_tokens} context ({h.context_source})" if h.context_tokens else "context unknown"
             json_ok = "structured ok" if h.structured_ok else "chat only (no structured role)"
-            threads = f", {h.threads} CPU thread{'s' if h.threads > 1 else ''}" if h.threads else ""
             out.append(
-                f"engine {h.engine} ({h.kind}, {h.model}{threads}): answers in {h.latency_s or 0:.2f}s, "
+                f"engine {h.engine} ({', '.join(filter(None, (h.kind, h.model, h.threads_text())))}): "
+                f"answers in {h.latency_s or 0:.2f}s, "
                 f"{json_ok}, {ctx}, tokenizer {'yes' if h.tokenizer else 'no (byte bound)'}"
             )
             # Roles with request options were sent their own probe: say what went out (run.json keeps it).

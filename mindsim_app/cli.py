@@ -132,7 +132,7 @@ def engines_check_cmd(
     for h in results:
         table.add_row(
             h.engine,
-            h.kind + (f", {h.threads} CPU thread{'s' if h.threads > 1 else ''}" if h.threads else ""),
+            ", ".join(filter(None, (h.kind, h.threads_text()))),
             shown_url(h.base_url),  # masked before the table sizes its columns
             h.model,
             "[green]ok[/]" if h.ok else "[red]unreachable[/]",
