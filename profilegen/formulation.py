@@ -20,7 +20,9 @@ With `ProfileShape.patientact` (PatientAct §3.1 and Fig. 3: the profile shape o
 gains its impact list (3-5 observable symptoms, one each) and the predisposing factors are written in two parts,
 two or three psychological histories and one or two social conditions, each from its own label list
 (`Label.kind`, `social_predisposing` in `data/formulation.yaml`). The coping becomes `perpetuating`, three to five
-maintenance cycles (Fig. 2 has three; PatientHub's schema 3-5), each under its own maladaptive label; helpful habits
+maintenance cycles (Fig. 2 has three; PatientHub's schema 3-5), each under its own maladaptive label (a repeat is
+dropped, and a draft left with fewer than three gets the missing ones in calls of their own, each under a label it
+has not used: a schema can forbid a used label there, and cannot forbid a repeat inside one list); helpful habits
 are protective factors in this shape, so no adaptive coping label is offered. Every list has its maxItems and every
 text its maxLength, so the writer's worst case stays bounded and the preflight checks it at the recipe's shape.
 """
@@ -58,6 +60,7 @@ REVISE = "profilegen/revise.jinja2"
 TEMPLATES = (WRITER_SYSTEM, WRITER_USER, REVISE)
 WRITER_CAUSAL = "profilegen/writer_causal.jinja2"
 WRITER_PATIENTACT = "profilegen/writer_patientact.jinja2"
+ADD_CYCLE = "profilegen/add_cycle.jinja2"
 CAUSAL_DATA = "causal_rules.yaml"
 CAUSAL_CHECKS = ("undated_predisposing", "coping_without_cycle")
 # PatientAct shape: Fig. 2's profile has three maintenance cycles; PatientHub's schema asks 2-3 inside the client
@@ -161,6 +164,41 @@ class _Draft(BaseModel):
 MIN_TEXT_LIMIT = 20  # a scaled limit never goes below one short clause
 
 
+def _limit(n: int, scale: float) -> int:
+    return max(MIN_TEXT_LIMIT, round(n * scale))
+
+
+def _text(n: int, scale: float, d: str) -> tuple[type[str], Any]:
+    return (str, Field(min_length=3, max_length=_limit(n, scale), description=d))
+
+
+@lru_cache(maxsize=256)
+def cycle_model(scale: float = 1.0, causal: bool = False, used: tuple[str, ...] = ()) -> type[BaseModel]:
+    """One maintenance cycle of the PatientAct shape, its label from the maladaptive coping labels not in `used`
+    (with `used`, the schema of a cycle added to a draft, so a grammar-constrained engine cannot repeat one)."""
+    unhelpful = {k: v for k, v in load_vocabularies().coping.items() if v.maladaptive}
+    free = tuple(k for k in unhelpful if k not in used)
+    return create_model(
+        "DraftCycle",
+        __base__=_Draft,
+        label=(_enum(unhelpful, free), Field(description="Maladaptive coping label, a different one for each cycle.")),
+        situation=_text(
+            140, scale, "The concrete situation that starts the loop and how it comes back to the problem."
+        ),
+        **_cycle_parts(scale, causal),
+    )
+
+
+def _cycle_parts(scale: float, causal: bool) -> dict[str, Any]:
+    # Under the causal rules an unhelpful coping is written as its cycle: the relief first, then the cost.
+    if not causal:
+        return {}
+    return {
+        "relief": _text(80, scale, "The quick relief it brings at first."),
+        "cost": _text(100, scale, "The later cost that feeds the problem back."),
+    }
+
+
 @lru_cache(maxsize=256)
 def draft_model(
     scale: float = 1.0, labels: LabelChoice | None = None, causal: bool = False, patientact: bool = False
@@ -181,15 +219,15 @@ def draft_model(
     With `patientact` (the PatientAct profile shape) `impact` follows the summary and `predisposing` becomes
     `psychological` (2-3, dated under `causal`) and `social` (1-2), as PatientHub's schema counts them; the two
     coping fields become `perpetuating`, 3-5 cycles with maladaptive labels (each with its relief and cost under
-    `causal`), a repeated label dropped and the draft re-asked when fewer than three different ones are left."""
+    `causal`), a repeated label dropped (`write_formulation` then adds cycles until there are three)."""
     voc = load_vocabularies()
     only = labels or LabelChoice((), (), ())
 
     def limit(n: int) -> int:
-        return max(MIN_TEXT_LIMIT, round(n * scale))
+        return _limit(n, scale)
 
     def text(n: int, d: str) -> tuple[type[str], Any]:
-        return (str, Field(min_length=3, max_length=limit(n), description=d))
+        return _text(n, scale, d)
 
     psych_labels, social_labels = split_labels(voc) if patientact else (voc.predisposing, {})
     when: dict[str, Any] = (
@@ -279,23 +317,9 @@ def draft_model(
         situation=text(140, "The concrete situation in which it shows up."),
     )
     unhelpful = {k: v for k, v in voc.coping.items() if v.maladaptive}
-    cycle: dict[str, Any] = (
-        {
-            "relief": text(80, "The quick relief it brings at first."),
-            "cost": text(100, "The later cost that feeds the problem back."),
-        }
-        if causal
-        else {}
-    )
     coping: dict[str, Any]
     if patientact:
-        loop = create_model(
-            "DraftCycle",
-            __base__=_Draft,
-            label=(_enum(unhelpful), Field(description="Maladaptive coping label, a different one for each cycle.")),
-            situation=text(140, "The concrete situation that starts the loop and how it comes back to the problem."),
-            **cycle,
-        )
+        loop = cycle_model(scale, causal)
         coping = {
             "perpetuating": (
                 list[loop],
@@ -312,7 +336,7 @@ def draft_model(
             __base__=_Draft,
             label=(_enum(unhelpful), Field(description="Unhelpful (maladaptive) coping label.")),
             situation=text(140, "The concrete situation in which it shows up."),
-            **cycle,
+            **_cycle_parts(scale, causal),
         )
         coping = {
             "unhelpful_coping": (
@@ -356,15 +380,11 @@ class _DraftChecks(_Draft):
             if hasattr(self, name):
                 setattr(self, name, _first_of_each(getattr(self, name)))
         self.protective = _first_of_each(self.protective)
-        if hasattr(self, "perpetuating"):  # the PatientAct shape: each cycle under its own label
-            cycles = _first_of_each(self.perpetuating)
-            if len(cycles) < PERPETUATING_CYCLES[0]:
-                # Dropping the repeats would leave too few cycles: the engine is asked again instead.
-                raise ValueError(
-                    f"perpetuating needs {PERPETUATING_CYCLES[0]} to {PERPETUATING_CYCLES[1]} cycles with different "
-                    f"labels, got {len(cycles)} different: give each cycle its own coping label"
-                )
-            self.perpetuating = cycles
+        if hasattr(self, "perpetuating"):
+            # The PatientAct shape: each cycle under its own label. Fewer than three left is not an error here:
+            # `write_formulation` asks for the missing cycles one at a time under the labels not yet used, which
+            # a grammar can enforce; re-asking the whole draft gave a small model the same repeat again.
+            self.perpetuating = _first_of_each(self.perpetuating)
         else:
             self.other_coping = [c for c in _first_of_each(self.other_coping) if c.label != self.unhelpful_coping.label]
         return self
@@ -566,12 +586,27 @@ async def write_formulation(
     """One structured call; raises mindcore's StructuredOutputError / EngineError for the caller to count.
     `causal` and `patientact` pick the schema (first draft and revisions alike) and, for the first draft, the
     prompt: a revision's `messages` already carry it."""
-    draft = await client.structured(
-        messages or writer_messages(row, causal=causal, patientact=patientact),
-        draft_model(scale, label_choice(row.demographics), causal, patientact),
-        schema_name="formulation",
+    messages = messages or writer_messages(row, causal=causal, patientact=patientact)
+    draft: Any = await client.structured(
+        messages, draft_model(scale, label_choice(row.demographics), causal, patientact), schema_name="formulation"
     )
+    if patientact:
+        while len(draft.perpetuating) < PERPETUATING_CYCLES[0]:
+            draft.perpetuating = [*draft.perpetuating, await _one_more_cycle(client, messages, draft, scale, causal)]
     return to_formulation(draft)
+
+
+async def _one_more_cycle(
+    client: Any, messages: list[dict[str, str]], draft: Any, scale: float, causal: bool
+) -> BaseModel:
+    """A cycle added to a draft whose repeated labels were dropped, under a label it has not used."""
+    used = tuple(c.label for c in draft.perpetuating)
+    ask = render(ADD_CYCLE, used=used, wanted=PERPETUATING_CYCLES[0])
+    return await client.structured(
+        [*messages, {"role": "assistant", "content": draft.model_dump_json()}, {"role": "user", "content": ask}],
+        cycle_model(scale, causal, used),
+        schema_name="cycle",
+    )
 
 
 def __getattr__(name: str) -> Any:

@@ -22,6 +22,7 @@ from mindsimkit.profilegen.formulation import (
     split_labels,
     to_draft_json,
     to_formulation,
+    write_formulation,
     writer_messages,
 )
 from mindsimkit.profilegen.generate import TEMPLATES, checkpoint_key, make_profile, prompt_hashes
@@ -140,6 +141,7 @@ def test_off_nothing_of_the_shape_is_in_any_dump_prompt_hash_or_key(rows, pa):
     assert checkpoint_key(row, 2, on) != checkpoint_key(row, 2, off)
     assert [h.template for h in on.prompts[len(TEMPLATES) :]] == [
         "profilegen/writer_patientact.jinja2",
+        "profilegen/add_cycle.jinja2",
         "profilegen/screener_patientact.jinja2",
         "profilegen/demographics_revise.jinja2",
     ]
@@ -382,9 +384,7 @@ def test_the_shape_asks_three_to_five_maladaptive_cycles_and_no_adaptive_coping(
         assert {"unhelpful_coping", "other_coping"} <= set(plain) and "perpetuating" not in plain
 
 
-def test_cycles_are_stored_in_order_all_maladaptive_and_a_repeated_label_is_dropped_or_reasked(pa):
-    from pydantic import ValidationError
-
+def test_cycles_are_stored_in_order_all_maladaptive_and_a_repeated_label_is_dropped(pa):
     cycles = pa()["perpetuating"]
     f = to_formulation(draft_model(patientact=True).model_validate(pa()))
     assert [(c.label, c.maladaptive) for c in f.perpetuating] == [
@@ -396,8 +396,9 @@ def test_cycles_are_stored_in_order_all_maladaptive_and_a_repeated_label_is_drop
     again = {**cycles[1], "situation": "Ignores the calls too."}
     kept = draft_model(patientact=True).model_validate(pa(perpetuating=[*cycles, again])).perpetuating
     assert [c.label for c in kept] == ["avoidance", "withdrawal", "going_over_things"]
-    with pytest.raises(ValidationError, match="give each cycle its own coping label"):
-        draft_model(patientact=True).model_validate(pa(perpetuating=[*cycles[:2], again]))
+    # Two left after the repeat is dropped: the draft keeps them, and `write_formulation` adds the third.
+    short = draft_model(patientact=True).model_validate(pa(perpetuating=[*cycles[:2], again])).perpetuating
+    assert [c.label for c in short] == ["avoidance", "withdrawal"]
     # Under the causal rules each cycle carries its relief and cost, folded into the stored text the check reads.
     causal = [{**c, "relief": "a calmer evening", "cost": "the dread grows"} for c in cycles]
     dated = [{**p, "when": "at 9", "history": p["history"][5:]} for p in pa()["psychological"]]
@@ -406,6 +407,55 @@ def test_cycles_are_stored_in_order_all_maladaptive_and_a_repeated_label_is_drop
     )
     assert all("at first a calmer evening, then the dread grows" in c.situation for c in fc.perpetuating)
     assert not any("coping_without_cycle" in x.reason for x in causal_faults(fc))
+
+
+@pytest.mark.parametrize("causal", [False, True])
+def test_a_draft_left_short_by_repeats_gets_each_missing_cycle_under_a_label_it_has_not_used(
+    fake_engines, rows, pa, causal
+):
+    """The 135M writer repeats a coping label (every re-ask of the whole draft did it again): the draft keeps its
+    distinct cycles and one call per missing cycle adds one, its schema's enum without the labels in use."""
+    cycles = pa()["perpetuating"]
+    extra = {"relief": "a calmer evening", "cost": "the dread grows"} if causal else {}
+    dated = [{**p, "when": "at 9"} for p in pa()["psychological"]] if causal else pa()["psychological"]
+    draft = pa(psychological=dated, perpetuating=[{**cycles[0], **extra}] * 3)
+    added = iter([{**cycles[1], **extra}, {**cycles[2], **extra}])
+    asks: list = []
+
+    def respond(req):
+        if req.schema_name == "cycle":
+            asks.append(req)
+            return next(added)
+        return draft
+
+    engines, _ = fake_engines(respond)
+    with engines:
+        f = asyncio.run(write_formulation(engines.role("profile_writer"), rows[0], causal=causal, patientact=True))
+    assert [c.label for c in f.perpetuating] == ["avoidance", "withdrawal", "going_over_things"]
+    maladaptive = [k for k, v in load_vocabularies().coping.items() if v.maladaptive]
+    for ask, used in zip(asks, (["avoidance"], ["avoidance", "withdrawal"]), strict=True):
+        schema = ask.response_schema
+        assert schema["properties"]["label"]["enum"] == [k for k in maladaptive if k not in used]
+        assert ({"relief", "cost"} <= set(schema["required"])) == causal
+        # The writer sees its own draft (repeats gone) and is told which labels it has used.
+        assert json.loads(ask.messages[-2]["content"])["perpetuating"][-1]["label"] == used[-1]
+        assert ", ".join(used) in ask.messages[-1]["content"] and "at least 3" in ask.messages[-1]["content"]
+    assert all("then the dread grows" in c.situation for c in f.perpetuating) == causal
+
+
+def test_a_cycle_the_engine_cannot_add_fails_the_formulation_as_a_counted_structured_failure(fake_engines, rows, pa):
+    from mindsimkit.mindcore.errors import StructuredOutputError
+
+    cycles = pa()["perpetuating"]
+
+    def respond(req):
+        # A non-grammar engine ignoring the enum: the used label comes back and fails validation every time.
+        return cycles[0] if req.schema_name == "cycle" else pa(perpetuating=[cycles[0]] * 3)
+
+    engines, backend = fake_engines(respond)
+    with engines, pytest.raises(StructuredOutputError):
+        asyncio.run(write_formulation(engines.role("profile_writer"), rows[0], patientact=True))
+    assert sum(r.schema_name == "cycle" for r in backend.requests) == engines.role("profile_writer").spec.max_attempts
 
 
 def test_the_shaped_writer_is_offered_only_maladaptive_coping_and_told_where_habits_go(rows):
