@@ -374,30 +374,37 @@ class _DraftChecks(_Draft):
 
     @model_validator(mode="after")
     def _rules(self) -> "_DraftChecks":
-        # A label written twice adds nothing: keep its first use. Every section keeps at least one
-        # entry, so the count rules still hold; this is normalisation, not a relaxed vocabulary.
-        for name in ("predisposing", "psychological", "social"):
+        # A label written twice adds nothing: keep its first use. Where that leaves fewer entries than the
+        # schema's minimum the draft is asked again, so a draft stays valid when it is read back (a distilabel
+        # worker sends it as JSON and validates it again).
+        for name in ("predisposing", "psychological", "social", "protective"):
             if hasattr(self, name):
-                setattr(self, name, _first_of_each(getattr(self, name)))
-        self.protective = _first_of_each(self.protective)
-        if hasattr(self, "perpetuating"):
-            # The PatientAct shape: each cycle under its own label. Fewer than three left is not an error here:
-            # `write_formulation` asks for the missing cycles one at a time under the labels not yet used, which
-            # a grammar can enforce; re-asking the whole draft gave a small model the same repeat again.
-            self.perpetuating = _first_of_each(self.perpetuating)
-        else:
+                setattr(self, name, _first_of_each(getattr(self, name), least=_min_items(type(self), name)))
+        if not hasattr(self, "perpetuating"):
+            # The PatientAct shape's cycles keep their repeats here: `write_formulation` drops them and asks for
+            # each missing cycle under a label not yet used, which a grammar can enforce; re-asking the whole
+            # draft gave a small model the same repeat again.
             self.other_coping = [c for c in _first_of_each(self.other_coping) if c.label != self.unhelpful_coping.label]
         return self
 
 
-def _first_of_each(items: list[Any]) -> list[Any]:
+def _first_of_each(items: list[Any], least: int = 0) -> list[Any]:
     seen: set[str] = set()
     out = []
     for item in items:
         if item.label not in seen:
             seen.add(item.label)
             out.append(item)
+    if len(out) < least:
+        raise ValueError(
+            f"{len(out)} different labels where at least {least} are needed: give each entry its own label"
+        )
     return out
+
+
+def _min_items(model: type[BaseModel], name: str) -> int:
+    # pydantic keeps a list's `min_length` as an annotated_types.MinLen in the field's metadata.
+    return next((int(m.min_length) for m in model.model_fields[name].metadata if hasattr(m, "min_length")), 0)
 
 
 def to_formulation(draft: BaseModel) -> Formulation:
@@ -434,7 +441,9 @@ def to_formulation(draft: BaseModel) -> Formulation:
         protective=[Protective(label=p.label, detail=p.detail) for p in d.protective],
         perpetuating=[
             Perpetuating(label=c.label, situation=situation(c), maladaptive=bool(voc.coping[c.label].maladaptive))
-            for c in (d.perpetuating if hasattr(d, "perpetuating") else [d.unhelpful_coping, *d.other_coping])
+            for c in (
+                _first_of_each(d.perpetuating) if hasattr(d, "perpetuating") else [d.unhelpful_coping, *d.other_coping]
+            )
         ],
         core_belief=CoreBelief(
             cluster=d.core_belief.cluster,
@@ -591,19 +600,22 @@ async def write_formulation(
         messages, draft_model(scale, label_choice(row.demographics), causal, patientact), schema_name="formulation"
     )
     if patientact:
-        while len(draft.perpetuating) < PERPETUATING_CYCLES[0]:
-            draft.perpetuating = [*draft.perpetuating, await _one_more_cycle(client, messages, draft, scale, causal)]
+        cycles = _first_of_each(draft.perpetuating)
+        while len(cycles) < PERPETUATING_CYCLES[0]:
+            cycles.append(await _one_more_cycle(client, messages, cycles, draft, scale, causal))
+        draft = draft.model_copy(update={"perpetuating": cycles})
     return to_formulation(draft)
 
 
 async def _one_more_cycle(
-    client: Any, messages: list[dict[str, str]], draft: Any, scale: float, causal: bool
+    client: Any, messages: list[dict[str, str]], cycles: list[Any], draft: Any, scale: float, causal: bool
 ) -> BaseModel:
-    """A cycle added to a draft whose repeated labels were dropped, under a label it has not used."""
-    used = tuple(c.label for c in draft.perpetuating)
+    """A cycle added to a draft whose repeated labels were dropped (`cycles` left), under a label it has not used."""
+    used = tuple(c.label for c in cycles)
     ask = render(ADD_CYCLE, used=used, wanted=PERPETUATING_CYCLES[0])
+    shown = draft.model_copy(update={"perpetuating": cycles}).model_dump_json()
     return await client.structured(
-        [*messages, {"role": "assistant", "content": draft.model_dump_json()}, {"role": "user", "content": ask}],
+        [*messages, {"role": "assistant", "content": shown}, {"role": "user", "content": ask}],
         cycle_model(scale, causal, used),
         schema_name="cycle",
     )

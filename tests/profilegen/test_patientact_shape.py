@@ -385,6 +385,8 @@ def test_the_shape_asks_three_to_five_maladaptive_cycles_and_no_adaptive_coping(
 
 
 def test_cycles_are_stored_in_order_all_maladaptive_and_a_repeated_label_is_dropped(pa):
+    from pydantic import ValidationError
+
     cycles = pa()["perpetuating"]
     f = to_formulation(draft_model(patientact=True).model_validate(pa()))
     assert [(c.label, c.maladaptive) for c in f.perpetuating] == [
@@ -394,11 +396,18 @@ def test_cycles_are_stored_in_order_all_maladaptive_and_a_repeated_label_is_drop
     ]
     assert f.perpetuating[0].situation == cycles[0]["situation"]
     again = {**cycles[1], "situation": "Ignores the calls too."}
-    kept = draft_model(patientact=True).model_validate(pa(perpetuating=[*cycles, again])).perpetuating
-    assert [c.label for c in kept] == ["avoidance", "withdrawal", "going_over_things"]
-    # Two left after the repeat is dropped: the draft keeps them, and `write_formulation` adds the third.
-    short = draft_model(patientact=True).model_validate(pa(perpetuating=[*cycles[:2], again])).perpetuating
-    assert [c.label for c in short] == ["avoidance", "withdrawal"]
+    kept = to_formulation(draft_model(patientact=True).model_validate(pa(perpetuating=[*cycles, again])))
+    assert [c.label for c in kept.perpetuating] == ["avoidance", "withdrawal", "going_over_things"]
+    # A draft with a repeat stays valid against its own schema when read back (a distilabel worker sends it as
+    # JSON): the repeat is dropped by `write_formulation`, which then adds the missing cycle.
+    model = draft_model(patientact=True)
+    short = model.model_validate(pa(perpetuating=[*cycles[:2], again]))
+    assert model.model_validate_json(short.model_dump_json()) == short
+    # Histories: a repeat is dropped where two different ones are left, and asked again where it would leave one.
+    psych = pa()["psychological"]
+    assert len(model.model_validate(pa(psychological=[*psych, psych[0]])).psychological) == 2
+    with pytest.raises(ValidationError, match="1 different labels where at least 2 are needed"):
+        model.model_validate(pa(psychological=[psych[0], psych[0]]))
     # Under the causal rules each cycle carries its relief and cost, folded into the stored text the check reads.
     causal = [{**c, "relief": "a calmer evening", "cost": "the dread grows"} for c in cycles]
     dated = [{**p, "when": "at 9", "history": p["history"][5:]} for p in pa()["psychological"]]
@@ -441,6 +450,26 @@ def test_a_draft_left_short_by_repeats_gets_each_missing_cycle_under_a_label_it_
         assert json.loads(ask.messages[-2]["content"])["perpetuating"][-1]["label"] == used[-1]
         assert ", ".join(used) in ask.messages[-1]["content"] and "at least 3" in ask.messages[-1]["content"]
     assert all("then the dread grows" in c.situation for c in f.perpetuating) == causal
+
+
+def test_the_distilabel_worker_adds_the_missing_cycles_too(worker_step, pa):
+    """The worker reads each draft back from JSON; a draft with a repeated cycle passes that and is topped up."""
+    cycles = pa()["perpetuating"]
+    added = iter(cycles[1:])
+
+    def respond(req):
+        props = req.response_schema["properties"]
+        if "summary" in props:
+            return pa(perpetuating=[cycles[0], cycles[0], cycles[0]])
+        if "situation" in props:
+            assert "avoidance" not in props["label"]["enum"]
+            return next(added)
+        return {"faults": [], "verdict": "clean"}
+
+    o, requests = worker_step(respond, PA)
+    assert o.status == "ok", o.failure
+    assert [c.label for c in o.profile.formulation.perpetuating] == ["avoidance", "withdrawal", "going_over_things"]
+    assert len(requests) == 4  # write, two cycles, screen
 
 
 def test_a_cycle_the_engine_cannot_add_fails_the_formulation_as_a_counted_structured_failure(fake_engines, rows, pa):
