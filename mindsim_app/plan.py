@@ -42,6 +42,8 @@ class Assumptions(BaseModel):
     commit_reject_share: float = Field(ge=0, le=1)
     message_reask_share: float = Field(ge=0, le=1)
     resistance_share: float = Field(ge=0, le=1)
+    repeated_cycle_share: float = Field(ge=0, le=1)
+    demographics_conflict_share: float = Field(ge=0, le=1)
     memory_reask_share: float = Field(ge=0, le=1)
     scenario_redraft_share: float = Field(ge=0, le=1)
     reply_fill: float = Field(ge=0, le=1)
@@ -296,9 +298,37 @@ def _profiles(ctx: _Ctx) -> None:
         "profile_writer",
         structured(ctx, "profile_writer", drafts, drafts_worst, mean_prompt, max(first, revision), name="formulation"),
     )
+    if cfg.shape.patientact:
+        _patientact_shape_calls(ctx, drafts, drafts_worst, first, revision, cfg.max_revisions)
     screen = _estimate(ctx, "screener")
     size = float(screen.tokens) if screen else 0.0
     ctx.add("profiles", "screener", structured(ctx, "screener", drafts, drafts_worst, size, size, name="screen"))
+
+
+def _patientact_shape_calls(
+    ctx: _Ctx, drafts: float, drafts_worst: int, first: float, revision: float, max_revisions: int
+) -> None:
+    """The writer's two extra calls under PatientAct's profile shape: a cycle added for each repeated label (its
+    prompt is the first draft's plus the draft itself), and the demographics revision before each screen (its
+    prompt taken at the revision's size, which holds more: the whole writer prompt and a draft)."""
+    from mindsimkit.profilegen.formulation import PERPETUATING_CYCLES
+
+    most = PERPETUATING_CYCLES[0] - 1
+    with_draft = first + _answer(ctx, "profile_writer", "formulation")
+    cycles = drafts * most * ctx.a.repeated_cycle_share
+    ctx.add(
+        "profiles",
+        "profile_writer",
+        structured(ctx, "profile_writer", cycles, drafts_worst * most, with_draft, with_draft, name="cycle"),
+    )
+    fixes = drafts * ctx.a.demographics_conflict_share
+    ctx.add(
+        "profiles",
+        "profile_writer",
+        structured(
+            ctx, "profile_writer", fixes, drafts_worst * (max_revisions + 1), revision, revision, name="demographics"
+        ),
+    )
 
 
 def _situation_profiles(ctx: _Ctx, cfg: Any) -> None:

@@ -49,6 +49,14 @@ def demographics_schema(recipe: Any = None) -> dict[str, Any]:
     return revision_model(tuple((k, field_values(k)) for k in REVISABLE)).model_json_schema()
 
 
+def cycle_schema(recipe: Any = None) -> dict[str, Any]:
+    """A maintenance cycle added to a PatientAct-shaped draft whose labels repeated (every label offered)."""
+    from mindsimkit.profilegen.formulation import cycle_model
+
+    shape = profile_shape(recipe)
+    return cycle_model(shape.text_scale, bool(shape.causal_checks)).model_json_schema()
+
+
 def screen_schema(recipe: Any = None) -> dict[str, Any]:
     from mindsimkit.profilegen.screen import verdict_model
 
@@ -221,15 +229,17 @@ def register() -> None:
     register_role_schema(
         RoleSchema("screener", "screen", screen_schema, PROFILES, schema_for=screen_schema, active=personas)
     )
-    register_role_schema(
-        RoleSchema(
-            "profile_writer",
-            "demographics",
-            demographics_schema,
-            PROFILES,
-            active=lambda recipe: personas(recipe) and profile_shape(recipe).patientact,
+    for name, schema in (("demographics", demographics_schema), ("cycle", cycle_schema)):
+        register_role_schema(
+            RoleSchema(
+                "profile_writer",
+                name,
+                schema,
+                PROFILES,
+                schema_for=schema,
+                active=lambda recipe: personas(recipe) and profile_shape(recipe).patientact,
+            )
         )
-    )
     for role, name in (
         ("profile_writer", "situation_problem"),
         ("profile_writer", "situation_demographics"),

@@ -27,6 +27,8 @@ HAND = Assumptions(
     commit_reject_share=0.0,
     message_reask_share=0.5,
     resistance_share=0.0,
+    repeated_cycle_share=0.25,
+    demographics_conflict_share=0.5,
     memory_reask_share=0.0,
     scenario_redraft_share=0.5,
     reply_fill=1.0,
@@ -100,6 +102,18 @@ def test_counts_of_a_tiny_recipe_match_the_hand_computed_ones(tmp_path):
     assert loads["simulate", "counsellor:b"].completion_tokens == 18 * 125
     assert loads["simulate", "counsellor:b"].completion_tokens_worst == 18 * 150
     assert patient.completion_tokens_worst > patient.completion_tokens > 0
+
+
+def test_the_patientact_profile_shape_adds_the_writers_cycle_and_demographics_calls(tmp_path):
+    plain = by_role(role_loads(load_recipe(tiny(tmp_path)), assumptions=HAND))["profiles", "profile_writer"]
+    shaped = tiny(tmp_path, profiles={"patientact_shape": True})
+    writer = by_role(role_loads(load_recipe(shaped), assumptions=HAND))["profiles", "profile_writer"]
+    # 6 drafts (8 at worst). Up to two of a draft's first three cycles repeat a label, each at a quarter: 6 × 2 ×
+    # .25 added cycles (16 at worst). Half the drafts have their demographics revised once; at worst every one of
+    # its 2 screens (max_revisions 1) takes one. Each asked up to 3 times at worst.
+    assert writer.requests == pytest.approx(plain.requests + 6 * 2 * 0.25 + 6 * 0.5)
+    assert writer.requests_worst == plain.requests_worst + (8 * 2 + 8 * 2) * 3
+    assert writer.prompt_tokens > plain.prompt_tokens
 
 
 def test_annaagent_counts_its_modulator_calls_per_client_turn(tmp_path):
