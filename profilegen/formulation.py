@@ -319,7 +319,7 @@ def draft_model(
     unhelpful = {k: v for k, v in voc.coping.items() if v.maladaptive}
     coping: dict[str, Any]
     if patientact:
-        loop = cycle_model(scale, causal)
+        loop: Any = cycle_model(scale, causal)
         coping = {
             "perpetuating": (
                 list[loop],
@@ -614,11 +614,12 @@ async def _one_more_cycle(
     used = tuple(c.label for c in cycles)
     ask = render(ADD_CYCLE, used=used, wanted=PERPETUATING_CYCLES[0])
     shown = draft.model_copy(update={"perpetuating": cycles}).model_dump_json()
-    return await client.structured(
+    cycle: BaseModel = await client.structured(
         [*messages, {"role": "assistant", "content": shown}, {"role": "user", "content": ask}],
         cycle_model(scale, causal, used),
         schema_name="cycle",
     )
+    return cycle
 
 
 def __getattr__(name: str) -> Any:
