@@ -602,12 +602,12 @@ async def write_formulation(
     if patientact:
         cycles = _first_of_each(draft.perpetuating)
         while len(cycles) < PERPETUATING_CYCLES[0]:
-            cycles.append(await _one_more_cycle(client, messages, cycles, draft, scale, causal))
+            cycles.append(await add_cycle(client, messages, cycles, draft, scale, causal))
         draft = draft.model_copy(update={"perpetuating": cycles})
     return to_formulation(draft)
 
 
-async def _one_more_cycle(
+async def add_cycle(
     client: Any, messages: list[dict[str, str]], cycles: list[Any], draft: Any, scale: float, causal: bool
 ) -> BaseModel:
     """A cycle added to a draft whose repeated labels were dropped (`cycles` left), under a label it has not used."""

@@ -17,6 +17,7 @@ from mindsimkit.profilegen.config import profiles_config
 from mindsimkit.profilegen.demographics import REVISABLE, allowed_values, revise_demographics, settleable
 from mindsimkit.profilegen.formulation import (
     WRITER_PATIENTACT,
+    add_cycle,
     draft_model,
     label_choice,
     split_labels,
@@ -362,6 +363,19 @@ def test_the_demographics_revision_on_the_embedded_engine(profile_engines, singl
     assert row.demographics.relationship in ("partnered", "post_relationship")
     assert rec.revised_from == single.demographics and "relationship" in rec.changed
     assert not settleable(hard_conflicts(row, f, writer_brief(row, f)))
+
+
+@pytest.mark.embedded
+def test_a_cycle_added_on_the_embedded_engine_takes_a_label_the_draft_has_not_used(profile_engines, single, pa):
+    """The added cycle's call on the real engine, as `write_formulation` makes it for a draft left with one cycle
+    after its repeats were dropped: the grammar keeps the used label out, whatever the 135M model prefers."""
+    model = draft_model(patientact=True)
+    cycles = model.model_validate(pa()).perpetuating[:1]
+    draft = model.model_validate(pa(perpetuating=[pa()["perpetuating"][0]] * 3))
+    messages = writer_messages(single, patientact=True)
+    added = asyncio.run(add_cycle(profile_engines.role("profile_writer"), messages, cycles, draft, 1.0, False))
+    maladaptive = {k for k, v in load_vocabularies().coping.items() if v.maladaptive}
+    assert added.label in maladaptive - {cycles[0].label} and len(added.situation) >= 3
 
 
 # --- perpetuating cycles, helpful habits, passive death thoughts ---------------------------------------------
