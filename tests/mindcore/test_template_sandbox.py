@@ -261,6 +261,8 @@ RENDERING_TESTS = [
     "last_three",
     "tests/profilegen/test_patientact_shape.py::test_a_profile_job_in_the_shape_writes_the_lists_the_split_and_the_"
     "revisions",
+    "tests/profilegen/test_patientact_shape.py::test_a_draft_left_short_by_repeats_gets_each_missing_cycle_under_a_"
+    "label_it_has_not_used",
     "tests/profilegen/test_patientact_shape.py::test_a_conflict_with_the_recorded_age_is_not_the_demographics_to_"
     "settle",
     "tests/profilegen/test_formulation.py::test_off_vocabulary_reply_is_reasked_then_accepted",
