@@ -12,11 +12,13 @@ The shapes:
 - `engines4`: the quickstart with `simulation.patient_engine: [mindsim, patientact, patient_psi, mindeval]`, as
   the README offers;
 - `patientact_paper`: recipes/patientact_paper.yaml with its three hosted engines replaced by the quickstart's
-  embedded one at 18,432 tokens a slot, one pool patient, 4 counsellor turns instead of 15, and the quickstart's
-  patient role with its cut-off messages ended at their last sentence (`trim_cut_off`), as `patientact_situations`
-  below (its other roles' budgets and sampling, its arms and judge as shipped): as shipped, the preflight refuses
-  it on the model's 8k context (the patient's last turn alone would be ~25k tokens), exit 2 before any request;
-  with the paper's patient sampling the 135M patient looped to its bound in 6 of 7 arcs (one run, 2026-12-06);
+  embedded one at 18,432 tokens a slot, one pool patient, 4 counsellor turns instead of 15, the quickstart's
+  pool verdicts (clean and minor) and the quickstart's patient role with its cut-off messages ended at their last
+  sentence (`trim_cut_off`), as `patientact_situations` below (its other roles' budgets and sampling, its arms and
+  judge as shipped): as shipped, the preflight refuses it on the model's 8k context (the patient's last turn alone
+  would be ~25k tokens), exit 2 before any request; with the paper's patient sampling the 135M patient looped to
+  its bound in 6 of 7 arcs, and with its clean-only pool the 135M screener's `minor` on both candidates left no
+  patient (one run each, 2026-12-06);
 - `profiles_simulate`: `mindsim profiles` then `mindsim simulate` on the quickstart, the two-step path;
 - `patientact_situations`: PatientAct's own path, recipes/patientact_situations.yaml on the first test situation
   (tests/data/patientact_situations, the authors' file shapes): `mindsim import patientact-situations`, `mindsim
@@ -88,6 +90,7 @@ def recipe_for(shape: str) -> dict[str, Any]:
                 "candidates": 2,
                 "pool_size": 1,
                 "benchmark_size": 1,
+                "pool_verdicts": quick["profiles"]["pool_verdicts"],
             },
         }
     if shape == "patientact_situations":

@@ -23,7 +23,7 @@ from rich.markup import escape
 
 from mindsimkit.mindcore.console import err_console, out_console
 from mindsimkit.mindcore.engine import Engines
-from mindsimkit.mindcore.errors import ConfigError, EngineError, InputError
+from mindsimkit.mindcore.errors import ConfigError, EngineError, InputError, MindsimError
 from mindsimkit.mindcore.layout import RunLayout
 from mindsimkit.mindcore.logs import library_logs_to
 from mindsimkit.mindcore.manifest import forget_stage, record_stage
@@ -314,6 +314,16 @@ def _stages(
             pfail,
             f"every one of {psum.candidates} candidates failed or was dropped "
             f"as serious ({psum.dropped_serious} dropped)",
+        )
+    if scfg.pool_only and psum.kept and not psum.pool:
+        # The screener's verdicts, not the user's files, left nothing to simulate: a run-time failure (exit 1)
+        # that names the settings to change, not "no profiles to simulate".
+        seen = ", ".join(f"{n} {v}" for v, n in sorted(psum.verdicts.items()))
+        raise MindsimError(
+            f"profiles: the pool is empty: {psum.kept} of {psum.candidates} candidates were kept ({seen}), none with "
+            f"a verdict in profiles.pool_verdicts {list(pcfg.pool_verdicts)}. Raise profiles.candidates or "
+            "profiles.extra_candidates, or add the verdict to profiles.pool_verdicts, and run the changed recipe "
+            "with a new --out folder"
         )
     # Read as the simulation packs them: the pool is never whole in memory as objects.
     profiles = iter_profiles(layout.profiles.path, pool_only=scfg.pool_only)

@@ -1120,6 +1120,30 @@ def test_run_with_failed_arcs_exits_1(openai_stub, tmp_path):
     assert json.loads((out / "run.json").read_text())["release_gate"]["set"] is False
 
 
+def test_a_run_whose_screened_profiles_miss_the_pool_verdicts_exits_1_naming_the_settings(openai_stub, tmp_path):
+    """Every candidate kept, none with a verdict the pool takes (the screener calls them all clean, the recipe pools
+    `minor` only): one line naming the verdicts and the settings to change, before any arc starts."""
+    pg = _profile_fakes()
+
+    def respond(req):
+        return pg.draft_for(req) if req.role == "profile_writer" else pg.clean_verdict(req)
+
+    stub = openai_stub(from_responder(respond))
+    recipe = _stub_recipe(
+        tmp_path / "r.yaml",
+        stub,
+        ["profile_writer", "screener", *SIM_ROLES],
+        "profiles: {personas: synthetic, candidates: 2, pool_size: 1, benchmark_size: 1, pool_verdicts: [minor]}\n"
+        "validation: {bootstrap_draws: 20, floor_splits: 5}\n",
+    )
+    proc = mindsim_here("run", recipe, "--out", tmp_path / "run", cwd=tmp_path)
+    assert proc.returncode == 1, proc.stderr
+    line = error_line(proc, only_line=False)
+    assert line.startswith("error: profiles: the pool is empty: 2 of 2 candidates were kept (2 clean)"), line
+    assert "profiles.pool_verdicts ['minor']" in line and "profiles.extra_candidates" in line
+    assert not (tmp_path / "run" / "sessions" / "summary.json").exists()
+
+
 def test_ctrl_c_exits_130_with_a_resume_hint(openai_stub, tmp_path):
     from mindsimkit.profilegen.dataset import write_profiles
     from simfakes import make_profile
