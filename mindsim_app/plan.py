@@ -42,7 +42,7 @@ class Assumptions(BaseModel):
     commit_reject_share: float = Field(ge=0, le=1)
     message_reask_share: float = Field(ge=0, le=1)
     resistance_share: float = Field(ge=0, le=1)
-    repeated_cycle_share: float = Field(ge=0, le=1)
+    repeated_label_share: float = Field(ge=0, le=1)
     demographics_conflict_share: float = Field(ge=0, le=1)
     memory_reask_share: float = Field(ge=0, le=1)
     scenario_redraft_share: float = Field(ge=0, le=1)
@@ -308,19 +308,23 @@ def _profiles(ctx: _Ctx) -> None:
 def _patientact_shape_calls(
     ctx: _Ctx, drafts: float, drafts_worst: int, first: float, revision: float, max_revisions: int
 ) -> None:
-    """The writer's two extra calls under PatientAct's profile shape: a cycle added for each repeated label (its
-    prompt is the first draft's plus the draft itself), and the demographics revision before each screen (its
-    prompt taken at the revision's size, which holds more: the whole writer prompt and a draft)."""
-    from mindsimkit.profilegen.formulation import PERPETUATING_CYCLES
+    """The writer's extra calls under PatientAct's profile shape: a personal history or cycle added for each
+    repeated label (its prompt is the first draft's plus the draft itself), and the demographics revision before
+    each screen (its prompt taken at the revision's size, which holds more: the whole writer prompt and a draft)."""
+    from mindsimkit.profilegen.formulation import ADDED_ENTRIES
 
-    most = PERPETUATING_CYCLES[0] - 1
     with_draft = first + _answer(ctx, "profile_writer", "formulation")
-    cycles = drafts * most * ctx.a.repeated_cycle_share
-    ctx.add(
-        "profiles",
-        "profile_writer",
-        structured(ctx, "profile_writer", cycles, drafts_worst * most, with_draft, with_draft, name="cycle"),
-    )
+    (draft,) = _schemas(ctx, "profile_writer", "formulation")
+    props = draft.schema_of(ctx.recipe)["properties"]
+    for field, name in ADDED_ENTRIES.items():
+        # A list of at least N entries: its first N can hold N - 1 repeats, each one call.
+        most = int(props[field]["minItems"]) - 1
+        added = drafts * most * ctx.a.repeated_label_share
+        ctx.add(
+            "profiles",
+            "profile_writer",
+            structured(ctx, "profile_writer", added, drafts_worst * most, with_draft, with_draft, name=name),
+        )
     fixes = drafts * ctx.a.demographics_conflict_share
     ctx.add(
         "profiles",

@@ -22,7 +22,8 @@ two or three psychological histories and one or two social conditions, each from
 (`Label.kind`, `social_predisposing` in `data/formulation.yaml`). The coping becomes `perpetuating`, three to five
 maintenance cycles (Fig. 2 has three; PatientHub's schema 3-5), each under its own maladaptive label (a repeat is
 dropped, and a draft left with fewer than three gets the missing ones in calls of their own, each under a label it
-has not used: a schema can forbid a used label there, and cannot forbid a repeat inside one list); helpful habits
+has not used: a schema can forbid a used label there, and cannot forbid a repeat inside one list; the personal
+histories, two at least, the same way); helpful habits
 are protective factors in this shape, so no adaptive coping label is offered. Every list has its maxItems and every
 text its maxLength, so the writer's worst case stays bounded and the preflight checks it at the recipe's shape.
 """
@@ -36,7 +37,7 @@ from typing import TYPE_CHECKING, Annotated, Any, Literal, NamedTuple
 
 from pydantic import BaseModel, ConfigDict, Field, ValidationError, create_model, field_validator, model_validator
 
-from mindsimkit.mindcore.errors import ConfigError
+from mindsimkit.mindcore.errors import ConfigError, StructuredOutputError
 from mindsimkit.mindcore.prompts import render
 from mindsimkit.mindcore.recipe import format_validation_error
 from mindsimkit.profilegen.schemas import (
@@ -60,12 +61,15 @@ REVISE = "profilegen/revise.jinja2"
 TEMPLATES = (WRITER_SYSTEM, WRITER_USER, REVISE)
 WRITER_CAUSAL = "profilegen/writer_causal.jinja2"
 WRITER_PATIENTACT = "profilegen/writer_patientact.jinja2"
-ADD_CYCLE = "profilegen/add_cycle.jinja2"
+ADD_ENTRY = "profilegen/add_entry.jinja2"
 CAUSAL_DATA = "causal_rules.yaml"
 CAUSAL_CHECKS = ("undated_predisposing", "coping_without_cycle")
 # PatientAct shape: Fig. 2's profile has three maintenance cycles; PatientHub's schema asks 2-3 inside the client
 # plus 1-2 around them.
 PERPETUATING_CYCLES = (3, 5)
+# The PatientAct shape's lists whose minimum is above one entry, each entry under its own label: a repeat there is
+# dropped by `write_formulation`, which then asks for each missing entry in a call of its own (schema name here).
+ADDED_ENTRIES = {"psychological": "history", "perpetuating": "cycle"}
 
 
 class CausalCheck(BaseModel):
@@ -189,6 +193,35 @@ def cycle_model(scale: float = 1.0, causal: bool = False, used: tuple[str, ...] 
     )
 
 
+@lru_cache(maxsize=256)
+def history_model(
+    scale: float = 1.0, causal: bool = False, patientact: bool = False, allowed: tuple[str, ...] = ()
+) -> type[BaseModel]:
+    """One predisposing history (a personal one under the PatientAct shape), its label from `allowed` (all of the
+    list when empty); under the causal rules it starts with its own required `when`."""
+    voc = load_vocabularies()
+    labels = split_labels(voc)[0] if patientact else voc.predisposing
+    when: dict[str, Any] = (
+        {
+            "when": _text(
+                40,
+                scale,
+                "When it happened or held: an age ('at 12'), a year ('in 2009') or a period of life "
+                "('as a child', 'in her twenties').",
+            )
+        }
+        if causal
+        else {}
+    )
+    return create_model(
+        "DraftPredisposing",
+        __base__=_Draft,
+        label=(_enum(labels, allowed), Field(description="Predisposing label.")),
+        **when,
+        history=_text(200, scale, "Short history of this vulnerability in the client's life."),
+    )
+
+
 def _cycle_parts(scale: float, causal: bool) -> dict[str, Any]:
     # Under the causal rules an unhelpful coping is written as its cycle: the relief first, then the cost.
     if not causal:
@@ -219,7 +252,8 @@ def draft_model(
     With `patientact` (the PatientAct profile shape) `impact` follows the summary and `predisposing` becomes
     `psychological` (2-3, dated under `causal`) and `social` (1-2), as PatientHub's schema counts them; the two
     coping fields become `perpetuating`, 3-5 cycles with maladaptive labels (each with its relief and cost under
-    `causal`), a repeated label dropped (`write_formulation` then adds cycles until there are three)."""
+    `causal`); a repeated history or cycle is kept here and dropped by `write_formulation`, which adds entries until
+    each list has its minimum."""
     voc = load_vocabularies()
     only = labels or LabelChoice((), (), ())
 
@@ -230,26 +264,7 @@ def draft_model(
         return _text(n, scale, d)
 
     psych_labels, social_labels = split_labels(voc) if patientact else (voc.predisposing, {})
-    when: dict[str, Any] = (
-        {
-            "when": text(
-                40,
-                "When it happened or held: an age ('at 12'), a year ('in 2009') or a period of life "
-                "('as a child', 'in her twenties').",
-            )
-        }
-        if causal
-        else {}
-    )
-    pre_fields: dict[str, Any] = {
-        "label": (
-            _enum(psych_labels, tuple(x for x in only.predisposing if x in psych_labels)),
-            Field(description="Predisposing label."),
-        ),
-        **when,
-        "history": text(200, "Short history of this vulnerability in the client's life."),
-    }
-    pre = create_model("DraftPredisposing", __base__=_Draft, **pre_fields)
+    pre: Any = history_model(scale, causal, patientact, tuple(x for x in only.predisposing if x in psych_labels))
     if patientact:
         social = create_model(
             "DraftSocial",
@@ -374,31 +389,26 @@ class _DraftChecks(_Draft):
 
     @model_validator(mode="after")
     def _rules(self) -> "_DraftChecks":
-        # A label written twice adds nothing: keep its first use. Where that leaves fewer entries than the
-        # schema's minimum the draft is asked again, so a draft stays valid when it is read back (a distilabel
-        # worker sends it as JSON and validates it again).
-        for name in ("predisposing", "psychological", "social", "protective"):
+        # A label written twice adds nothing: keep its first use. The PatientAct shape's histories and cycles keep
+        # their repeats here (`ADDED_ENTRIES`): dropping one could leave fewer than the schema's minimum, and a
+        # draft must stay valid when it is read back (a distilabel worker sends it as JSON and validates it
+        # again). `write_formulation` drops them and asks for each missing entry under a label not yet used,
+        # which a grammar can enforce; re-asking the whole draft gave a small model the same repeat again.
+        for name in ("predisposing", "social", "protective"):  # a minimum of one: a dropped repeat leaves one
             if hasattr(self, name):
-                setattr(self, name, _first_of_each(getattr(self, name), least=_min_items(type(self), name)))
+                setattr(self, name, _first_of_each(getattr(self, name)))
         if not hasattr(self, "perpetuating"):
-            # The PatientAct shape's cycles keep their repeats here: `write_formulation` drops them and asks for
-            # each missing cycle under a label not yet used, which a grammar can enforce; re-asking the whole
-            # draft gave a small model the same repeat again.
             self.other_coping = [c for c in _first_of_each(self.other_coping) if c.label != self.unhelpful_coping.label]
         return self
 
 
-def _first_of_each(items: list[Any], least: int = 0) -> list[Any]:
+def _first_of_each(items: list[Any]) -> list[Any]:
     seen: set[str] = set()
     out = []
     for item in items:
         if item.label not in seen:
             seen.add(item.label)
             out.append(item)
-    if len(out) < least:
-        raise ValueError(
-            f"{len(out)} different labels where at least {least} are needed: give each entry its own label"
-        )
     return out
 
 
@@ -427,7 +437,10 @@ def to_formulation(draft: BaseModel) -> Formulation:
 
     if hasattr(d, "psychological"):  # the PatientAct shape
         presenting = Presenting(summary=d.summary, goal=d.goal, impact=[x.strip() for x in d.impact])
-        predisposing = [Predisposing(label=p.label, history=history(p), kind="psychological") for p in d.psychological]
+        predisposing = [
+            Predisposing(label=p.label, history=history(p), kind="psychological")
+            for p in _first_of_each(d.psychological)
+        ]
         predisposing += [Predisposing(label=p.label, history=p.history, kind="social") for p in d.social]
     else:
         presenting = Presenting(summary=d.summary, goal=d.goal)
@@ -600,26 +613,48 @@ async def write_formulation(
         messages, draft_model(scale, label_choice(row.demographics), causal, patientact), schema_name="formulation"
     )
     if patientact:
-        cycles = _first_of_each(draft.perpetuating)
-        while len(cycles) < PERPETUATING_CYCLES[0]:
-            cycles.append(await add_cycle(client, messages, cycles, draft, scale, causal))
-        draft = draft.model_copy(update={"perpetuating": cycles})
+        allowed = label_choice(row.demographics).predisposing
+        for name in ADDED_ENTRIES:
+            kept = _first_of_each(getattr(draft, name))
+            while len(kept) < _min_items(type(draft), name):
+                kept.append(await add_entry(client, messages, name, kept, draft, scale, causal, allowed))
+            draft = draft.model_copy(update={name: kept})
     return to_formulation(draft)
 
 
-async def add_cycle(
-    client: Any, messages: list[dict[str, str]], cycles: list[Any], draft: Any, scale: float, causal: bool
+async def add_entry(
+    client: Any,
+    messages: list[dict[str, str]],
+    name: str,
+    kept: list[Any],
+    draft: Any,
+    scale: float = 1.0,
+    causal: bool = False,
+    allowed: tuple[str, ...] = (),
 ) -> BaseModel:
-    """A cycle added to a draft whose repeated labels were dropped (`cycles` left), under a label it has not used."""
-    used = tuple(c.label for c in cycles)
-    ask = render(ADD_CYCLE, used=used, wanted=PERPETUATING_CYCLES[0])
-    shown = draft.model_copy(update={"perpetuating": cycles}).model_dump_json()
-    cycle: BaseModel = await client.structured(
+    """One more entry of the list `name` (`ADDED_ENTRIES`) for a draft whose repeated labels were dropped (`kept`
+    left), under a label it has not used; `allowed`: the predisposing labels the patient's demographics allow."""
+    used = tuple(e.label for e in kept)
+    if name == "perpetuating":
+        model = cycle_model(scale, causal, used)
+    else:
+        psych = split_labels(load_vocabularies())[0]
+        model = history_model(scale, causal, True, tuple(x for x in allowed or psych if x in psych and x not in used))
+    ask = render(ADD_ENTRY, field=name, used=used, wanted=_min_items(type(draft), name))
+    shown = draft.model_copy(update={name: kept}).model_dump_json()
+    entry: BaseModel = await client.structured(
         [*messages, {"role": "assistant", "content": shown}, {"role": "user", "content": ask}],
-        cycle_model(scale, causal, used),
-        schema_name="cycle",
+        model,
+        schema_name=ADDED_ENTRIES[name],
     )
-    return cycle
+    if getattr(entry, "label", None) in used:  # only when no unused label was left to offer
+        raise StructuredOutputError(
+            f"role 'profile_writer': no {name} label left that the draft has not used ({', '.join(used)})",
+            attempts=1,
+            last_error="every label used",
+            raw=entry.model_dump_json(),
+        )
+    return entry
 
 
 def __getattr__(name: str) -> Any:

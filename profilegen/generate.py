@@ -27,7 +27,7 @@ from mindsimkit.profilegen import render as render_mod
 from mindsimkit.profilegen import screen as screen_mod
 from mindsimkit.profilegen.demographics import TEMPLATE as DEMOGRAPHICS_TEMPLATE
 from mindsimkit.profilegen.formulation import (
-    ADD_CYCLE,
+    ADD_ENTRY,
     CAUSAL_DATA,
     WRITER_CAUSAL,
     WRITER_PATIENTACT,
@@ -49,7 +49,7 @@ from mindsimkit.profilegen.screen import screen_and_revise_all
 
 TEMPLATES = (*formulation_mod.TEMPLATES, *screen_mod.TEMPLATES, *render_mod.TEMPLATES)
 CAUSAL_TEMPLATES = (WRITER_CAUSAL, screen_mod.SCREENER_CAUSAL)
-PATIENTACT_TEMPLATES = (WRITER_PATIENTACT, ADD_CYCLE, screen_mod.SCREENER_PATIENTACT, DEMOGRAPHICS_TEMPLATE)
+PATIENTACT_TEMPLATES = (WRITER_PATIENTACT, ADD_ENTRY, screen_mod.SCREENER_PATIENTACT, DEMOGRAPHICS_TEMPLATE)
 ROLES = ("profile_writer", "screener")
 
 

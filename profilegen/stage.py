@@ -57,6 +57,14 @@ def cycle_schema(recipe: Any = None) -> dict[str, Any]:
     return cycle_model(shape.text_scale, bool(shape.causal_checks)).model_json_schema()
 
 
+def history_schema(recipe: Any = None) -> dict[str, Any]:
+    """A personal history added to a PatientAct-shaped draft whose labels repeated (every label offered)."""
+    from mindsimkit.profilegen.formulation import history_model
+
+    shape = profile_shape(recipe)
+    return history_model(shape.text_scale, bool(shape.causal_checks), True).model_json_schema()
+
+
 def screen_schema(recipe: Any = None) -> dict[str, Any]:
     from mindsimkit.profilegen.screen import verdict_model
 
@@ -229,7 +237,7 @@ def register() -> None:
     register_role_schema(
         RoleSchema("screener", "screen", screen_schema, PROFILES, schema_for=screen_schema, active=personas)
     )
-    for name, schema in (("demographics", demographics_schema), ("cycle", cycle_schema)):
+    for name, schema in (("demographics", demographics_schema), ("cycle", cycle_schema), ("history", history_schema)):
         register_role_schema(
             RoleSchema(
                 "profile_writer",

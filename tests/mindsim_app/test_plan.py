@@ -27,7 +27,7 @@ HAND = Assumptions(
     commit_reject_share=0.0,
     message_reask_share=0.5,
     resistance_share=0.0,
-    repeated_cycle_share=0.25,
+    repeated_label_share=0.25,
     demographics_conflict_share=0.5,
     memory_reask_share=0.0,
     scenario_redraft_share=0.5,
@@ -108,11 +108,11 @@ def test_the_patientact_profile_shape_adds_the_writers_cycle_and_demographics_ca
     plain = by_role(role_loads(load_recipe(tiny(tmp_path)), assumptions=HAND))["profiles", "profile_writer"]
     shaped = tiny(tmp_path, profiles={"patientact_shape": True})
     writer = by_role(role_loads(load_recipe(shaped), assumptions=HAND))["profiles", "profile_writer"]
-    # 6 drafts (8 at worst). Up to two of a draft's first three cycles repeat a label, each at a quarter: 6 × 2 ×
-    # .25 added cycles (16 at worst). Half the drafts have their demographics revised once; at worst every one of
-    # its 2 screens (max_revisions 1) takes one. Each asked up to 3 times at worst.
-    assert writer.requests == pytest.approx(plain.requests + 6 * 2 * 0.25 + 6 * 0.5)
-    assert writer.requests_worst == plain.requests_worst + (8 * 2 + 8 * 2) * 3
+    # 6 drafts (8 at worst). Up to one of a draft's first two histories and two of its first three cycles repeat a
+    # label, each at a quarter: 6 × 3 × .25 added entries (24 at worst). Half the drafts have their demographics
+    # revised once; at worst every one of its 2 screens (max_revisions 1) takes one. Each asked up to 3 times.
+    assert writer.requests == pytest.approx(plain.requests + 6 * 3 * 0.25 + 6 * 0.5)
+    assert writer.requests_worst == plain.requests_worst + (8 * 3 + 8 * 2) * 3
     assert writer.prompt_tokens > plain.prompt_tokens
 
 

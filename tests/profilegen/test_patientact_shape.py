@@ -17,7 +17,7 @@ from mindsimkit.profilegen.config import profiles_config
 from mindsimkit.profilegen.demographics import REVISABLE, allowed_values, revise_demographics, settleable
 from mindsimkit.profilegen.formulation import (
     WRITER_PATIENTACT,
-    add_cycle,
+    add_entry,
     draft_model,
     label_choice,
     split_labels,
@@ -142,7 +142,7 @@ def test_off_nothing_of_the_shape_is_in_any_dump_prompt_hash_or_key(rows, pa):
     assert checkpoint_key(row, 2, on) != checkpoint_key(row, 2, off)
     assert [h.template for h in on.prompts[len(TEMPLATES) :]] == [
         "profilegen/writer_patientact.jinja2",
-        "profilegen/add_cycle.jinja2",
+        "profilegen/add_entry.jinja2",
         "profilegen/screener_patientact.jinja2",
         "profilegen/demographics_revise.jinja2",
     ]
@@ -373,7 +373,8 @@ def test_a_cycle_added_on_the_embedded_engine_takes_a_label_the_draft_has_not_us
     cycles = model.model_validate(pa()).perpetuating[:1]
     draft = model.model_validate(pa(perpetuating=[pa()["perpetuating"][0]] * 3))
     messages = writer_messages(single, patientact=True)
-    added = asyncio.run(add_cycle(profile_engines.role("profile_writer"), messages, cycles, draft, 1.0, False))
+    writer = profile_engines.role("profile_writer")
+    added = asyncio.run(add_entry(writer, messages, "perpetuating", cycles, draft))
     maladaptive = {k for k, v in load_vocabularies().coping.items() if v.maladaptive}
     assert added.label in maladaptive - {cycles[0].label} and len(added.situation) >= 3
 
@@ -399,8 +400,6 @@ def test_the_shape_asks_three_to_five_maladaptive_cycles_and_no_adaptive_coping(
 
 
 def test_cycles_are_stored_in_order_all_maladaptive_and_a_repeated_label_is_dropped(pa):
-    from pydantic import ValidationError
-
     cycles = pa()["perpetuating"]
     f = to_formulation(draft_model(patientact=True).model_validate(pa()))
     assert [(c.label, c.maladaptive) for c in f.perpetuating] == [
@@ -417,11 +416,16 @@ def test_cycles_are_stored_in_order_all_maladaptive_and_a_repeated_label_is_drop
     model = draft_model(patientact=True)
     short = model.model_validate(pa(perpetuating=[*cycles[:2], again]))
     assert model.model_validate_json(short.model_dump_json()) == short
-    # Histories: a repeat is dropped where two different ones are left, and asked again where it would leave one.
+    # The same for the personal histories (two at least): a repeat is kept in the draft, dropped when stored.
     psych = pa()["psychological"]
-    assert len(model.model_validate(pa(psychological=[*psych, psych[0]])).psychological) == 2
-    with pytest.raises(ValidationError, match="1 different labels where at least 2 are needed"):
-        model.model_validate(pa(psychological=[psych[0], psych[0]]))
+    twice = model.model_validate(pa(psychological=[psych[0], psych[0]]))
+    assert model.model_validate_json(twice.model_dump_json()) == twice
+    assert [p.label for p in to_formulation(model.model_validate(pa(psychological=[*psych, psych[0]]))).predisposing][
+        :2
+    ] == ["harsh_criticism", "early_loss"]
+    # Other lists (one at least) drop a repeat at once.
+    social = pa()["social"]
+    assert len(model.model_validate(pa(social=[*social, social[0]])).social) == 1
     # Under the causal rules each cycle carries its relief and cost, folded into the stored text the check reads.
     causal = [{**c, "relief": "a calmer evening", "cost": "the dread grows"} for c in cycles]
     dated = [{**p, "when": "at 9", "history": p["history"][5:]} for p in pa()["psychological"]]
@@ -464,6 +468,32 @@ def test_a_draft_left_short_by_repeats_gets_each_missing_cycle_under_a_label_it_
         assert json.loads(ask.messages[-2]["content"])["perpetuating"][-1]["label"] == used[-1]
         assert ", ".join(used) in ask.messages[-1]["content"] and "at least 3" in ask.messages[-1]["content"]
     assert all("then the dread grows" in c.situation for c in f.perpetuating) == causal
+
+
+def test_a_draft_left_with_one_personal_history_gets_a_second_under_a_label_it_has_not_used(fake_engines, rows, pa):
+    psych = pa()["psychological"]
+    asks: list = []
+
+    def respond(req):
+        if req.schema_name == "history":
+            asks.append(req)
+            return psych[1]
+        return pa(psychological=[psych[0], psych[0]])
+
+    engines, _ = fake_engines(respond)
+    with engines:
+        f = asyncio.run(write_formulation(engines.role("profile_writer"), rows[0], patientact=True))
+    assert [(p.label, p.kind) for p in f.predisposing][:2] == [("harsh_criticism", "psychological")] + [
+        ("early_loss", "psychological")
+    ]
+    (ask,) = asks
+    offered = ask.response_schema["properties"]["label"]["enum"]
+    psych_labels, _ = split_labels(load_vocabularies())
+    allowed = [x for x in label_choice(rows[0].demographics).predisposing if x in psych_labels]
+    # The patient's own list of personal histories, less the one used.
+    assert offered == [x for x in allowed if x != "harsh_criticism"] and "early_loss" in offered
+    assert "personal history under `psychological` (harsh_criticism)" in ask.messages[-1]["content"]
+    assert "at least 2" in ask.messages[-1]["content"]
 
 
 def test_the_distilabel_worker_adds_the_missing_cycles_too(worker_step, pa):
