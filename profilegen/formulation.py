@@ -609,15 +609,15 @@ async def write_formulation(
     `causal` and `patientact` pick the schema (first draft and revisions alike) and, for the first draft, the
     prompt: a revision's `messages` already carry it."""
     messages = messages or writer_messages(row, causal=causal, patientact=patientact)
+    choice = label_choice(row.demographics)
     draft: Any = await client.structured(
-        messages, draft_model(scale, label_choice(row.demographics), causal, patientact), schema_name="formulation"
+        messages, draft_model(scale, choice, causal, patientact), schema_name="formulation"
     )
     if patientact:
-        allowed = label_choice(row.demographics).predisposing
         for name in ADDED_ENTRIES:
             kept = _first_of_each(getattr(draft, name))
             while len(kept) < _min_items(type(draft), name):
-                kept.append(await add_entry(client, messages, name, kept, draft, scale, causal, allowed))
+                kept.append(await add_entry(client, messages, name, kept, draft, scale, causal, choice.predisposing))
             draft = draft.model_copy(update={name: kept})
     return to_formulation(draft)
 
