@@ -20,7 +20,6 @@ pytestmark = pytest.mark.embedded
 # session ended early and identical messages share a label).
 WITHIN = (
     "memory_compactor",
-    "patient",
     "patient_appraiser",
     "profile_decomposer",
     "baseline_mapper",
@@ -31,6 +30,12 @@ WITHIN = (
 # commit, the appraiser's 0.89 and 0.84 (2026-12-06); prompts quote what the model wrote (the judge's prompt tokens:
 # 0.96 on one run, 0.52 on the next).
 TOLERANCE = 0.15
+# The patient's requests are the recipe's arithmetic (a message, a commit and an agenda call per MindSim turn, a
+# message per other engine's turn) plus the re-asks of messages that were not speech and of moves the guard turned
+# back, each of which the session records keep. Up to five re-asks per message make one run's count the model's
+# (actual/planned 0.91 here, 1.16 on CI's clean clone of the same commit, 2026-12-06), so the check takes the
+# recorded re-asks out of the actual and compares the rest with the plan at no re-asks.
+NO_REASKS = {"message_reask_share": 0.0, "commit_reject_share": 0.0}
 
 
 def _header(run: Path) -> dict[str, Any]:
@@ -45,6 +50,25 @@ def _header(run: Path) -> dict[str, Any]:
     pytest.fail("no run.json of the study run holds plan_vs_actual")
 
 
+def _first_asks(run: Path, role: str, shares: dict[str, float]) -> float:
+    """The role's expected simulation requests with the given re-ask shares, as `mindsim plan` counts them."""
+    from mindsimkit.mindcore.recipe import load_recipe
+    from mindsimkit.mindsim_app.plan import load_assumptions, role_loads
+
+    assumptions = load_assumptions().model_copy(update=shares)
+    loads = role_loads(load_recipe(run.parent / "recipe.yaml"), assumptions=assumptions)
+    return sum(load.requests for load in loads if load.role == role)
+
+
+def _patient_reasks(run: Path) -> int:
+    """The patient requests the session records say were asked again: rejected messages and move commits of the
+    patient's own turns (an opening's rejections are the scenario writer's re-drafts)."""
+    import pyarrow.parquet as pq
+
+    rows = pq.read_table(run / "sessions" / "sessions.parquet", columns=["turns"]).to_pylist()
+    return sum(len(t["rejected_messages"]) + len(t["rejected"]) for r in rows for t in r["turns"] if not t["opening"])
+
+
 def test_planned_requests_and_tokens_are_near_the_actuals(study_run):
     info = _header(study_run)
     rows = {r["role"]: r for r in info["plan_vs_actual"]["roles"]}
@@ -53,6 +77,10 @@ def test_planned_requests_and_tokens_are_near_the_actuals(study_run):
         for role in WITHIN
         if rows[role]["ratio"]["requests"] is None or abs(rows[role]["ratio"]["requests"] - 1) > TOLERANCE
     ]
+    reasks = _patient_reasks(study_run)
+    first, planned = rows["patient"]["actual"]["requests"] - reasks, _first_asks(study_run, "patient", NO_REASKS)
+    if abs(first / planned - 1) > TOLERANCE:
+        off.append(f"patient requests less {reasks} recorded re-asks: {first}, planned at no re-asks {planned}")
     assert not off, off
     # Whatever the model does, the worst case bounds it: every re-ask, revision and re-draft taken in full, every
     # answer at its token bound.
