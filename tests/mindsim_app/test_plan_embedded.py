@@ -20,7 +20,6 @@ pytestmark = pytest.mark.embedded
 # session ended early and identical messages share a label).
 WITHIN = (
     "memory_compactor",
-    "patient_appraiser",
     "profile_decomposer",
     "baseline_mapper",
     "counsellor",
@@ -30,12 +29,16 @@ WITHIN = (
 # commit, the appraiser's 0.89 and 0.84 (2026-12-06); prompts quote what the model wrote (the judge's prompt tokens:
 # 0.96 on one run, 0.52 on the next).
 TOLERANCE = 0.15
-# The patient's requests are the recipe's arithmetic (a message, a commit and an agenda call per MindSim turn, a
-# message per other engine's turn) plus the re-asks of messages that were not speech and of moves the guard turned
-# back, each of which the session records keep. Up to five re-asks per message make one run's count the model's
-# (actual/planned 0.91 here, 1.16 on CI's clean clone of the same commit, 2026-12-06), so the check takes the
-# recorded re-asks out of the actual and compares the rest with the plan at no re-asks.
-NO_REASKS = {"message_reask_share": 0.0, "commit_reject_share": 0.0}
+# Two roles' requests are the recipe's arithmetic plus calls the model decides, which the session records list:
+# the patient's re-asks of messages that were not speech and of moves the guard turned back (up to five per
+# message: actual/planned 0.91 here, 1.16 on CI's clean clone of the same commit, 2026-12-06), and PatientAct's
+# resistance step, asked only on a turn whose behaviour step chose resistance (a quarter assumed; from none to
+# every turn is 0.93 to 1.21 of the plan on this study). For these the check takes the recorded calls out of the
+# actual and compares the rest with the plan at a zero share for them.
+MODEL_DECIDED = {
+    "patient": {"message_reask_share": 0.0, "commit_reject_share": 0.0},
+    "patient_appraiser": {"resistance_share": 0.0},
+}
 
 
 def _header(run: Path) -> dict[str, Any]:
@@ -60,13 +63,18 @@ def _first_asks(run: Path, role: str, shares: dict[str, float]) -> float:
     return sum(load.requests for load in loads if load.role == role)
 
 
-def _patient_reasks(run: Path) -> int:
-    """The patient requests the session records say were asked again: rejected messages and move commits of the
-    patient's own turns (an opening's rejections are the scenario writer's re-drafts)."""
+def _model_decided(run: Path) -> dict[str, int]:
+    """Per role, the requests the session records say the model's own output called for: the patient's rejected
+    messages and move commits on its own turns (an opening's rejections are the scenario writer's re-drafts), and
+    the appraiser's resistance steps."""
     import pyarrow.parquet as pq
 
     rows = pq.read_table(run / "sessions" / "sessions.parquet", columns=["turns"]).to_pylist()
-    return sum(len(t["rejected_messages"]) + len(t["rejected"]) for r in rows for t in r["turns"] if not t["opening"])
+    turns = [t for r in rows for t in r["turns"] if not t["opening"]]
+    return {
+        "patient": sum(len(t["rejected_messages"]) + len(t["rejected"]) for t in turns),
+        "patient_appraiser": sum(1 for t in turns if (t.get("patientact") or {}).get("behaviour") == "resistance"),
+    }
 
 
 def test_planned_requests_and_tokens_are_near_the_actuals(study_run):
@@ -77,10 +85,11 @@ def test_planned_requests_and_tokens_are_near_the_actuals(study_run):
         for role in WITHIN
         if rows[role]["ratio"]["requests"] is None or abs(rows[role]["ratio"]["requests"] - 1) > TOLERANCE
     ]
-    reasks = _patient_reasks(study_run)
-    first, planned = rows["patient"]["actual"]["requests"] - reasks, _first_asks(study_run, "patient", NO_REASKS)
-    if abs(first / planned - 1) > TOLERANCE:
-        off.append(f"patient requests less {reasks} recorded re-asks: {first}, planned at no re-asks {planned}")
+    decided = _model_decided(study_run)
+    for role, shares in MODEL_DECIDED.items():
+        rest, planned = rows[role]["actual"]["requests"] - decided[role], _first_asks(study_run, role, shares)
+        if abs(rest / planned - 1) > TOLERANCE:
+            off.append(f"{role} requests less the {decided[role]} the model decided: {rest}, planned {planned}")
     assert not off, off
     # Whatever the model does, the worst case bounds it: every re-ask, revision and re-draft taken in full, every
     # answer at its token bound.
