@@ -80,16 +80,18 @@ def _model_decided(run: Path) -> dict[str, int]:
 def test_planned_requests_and_tokens_are_near_the_actuals(study_run):
     info = _header(study_run)
     rows = {r["role"]: r for r in info["plan_vs_actual"]["roles"]}
-    off = [
-        f"{role} requests: actual/planned {rows[role]['ratio']['requests']}"
-        for role in WITHIN
-        if rows[role]["ratio"]["requests"] is None or abs(rows[role]["ratio"]["requests"] - 1) > TOLERANCE
-    ]
     decided = _model_decided(study_run)
-    for role, shares in MODEL_DECIDED.items():
-        rest, planned = rows[role]["actual"]["requests"] - decided[role], _first_asks(study_run, role, shares)
+    off = []
+    for role in (*WITHIN, *MODEL_DECIDED):
+        # A structured answer that fails validation is asked again inside its call (the ledger's attempts beyond
+        # its calls): the model's doing, like a re-ask, and assumed at none by the plan's expected value.
+        usage = info["usage"][role]
+        extra = decided.get(role, 0) + usage["attempts"] - usage["calls"]
+        shares = MODEL_DECIDED.get(role)
+        planned = _first_asks(study_run, role, shares) if shares else rows[role]["planned"]["requests"]
+        rest = rows[role]["actual"]["requests"] - extra
         if abs(rest / planned - 1) > TOLERANCE:
-            off.append(f"{role} requests less the {decided[role]} the model decided: {rest}, planned {planned}")
+            off.append(f"{role}: {rest} requests besides {extra} the model called for, {planned} planned")
     assert not off, off
     # Whatever the model does, the worst case bounds it: every re-ask, revision and re-draft taken in full, every
     # answer at its token bound.
