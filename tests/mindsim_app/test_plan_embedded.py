@@ -53,14 +53,20 @@ def _header(run: Path) -> dict[str, Any]:
     pytest.fail("no run.json of the study run holds plan_vs_actual")
 
 
-def _first_asks(run: Path, role: str, shares: dict[str, float]) -> float:
-    """The role's expected simulation requests with the given re-ask shares, as `mindsim plan` counts them."""
+def _planned_without_model_decided(run: Path) -> dict[str, float]:
+    """Per role, the expected requests `mindsim plan` counts with every share in MODEL_DECIDED at zero (one plan:
+    each share moves only its own role's count)."""
     from mindsimkit.mindcore.recipe import load_recipe
     from mindsimkit.mindsim_app.plan import load_assumptions, role_loads
 
-    assumptions = load_assumptions().model_copy(update=shares)
-    loads = role_loads(load_recipe(run.parent / "recipe.yaml"), assumptions=assumptions)
-    return sum(load.requests for load in loads if load.role == role)
+    shares = {name: value for role_shares in MODEL_DECIDED.values() for name, value in role_shares.items()}
+    loads = role_loads(
+        load_recipe(run.parent / "recipe.yaml"), assumptions=load_assumptions().model_copy(update=shares)
+    )
+    planned: dict[str, float] = {}
+    for load in loads:
+        planned[load.role] = planned.get(load.role, 0.0) + load.requests
+    return planned
 
 
 def _model_decided(run: Path) -> dict[str, int]:
@@ -80,17 +86,16 @@ def _model_decided(run: Path) -> dict[str, int]:
 def test_planned_requests_and_tokens_are_near_the_actuals(study_run):
     info = _header(study_run)
     rows = {r["role"]: r for r in info["plan_vs_actual"]["roles"]}
-    decided = _model_decided(study_run)
+    decided, without = _model_decided(study_run), _planned_without_model_decided(study_run)
     off = []
     for role in (*WITHIN, *MODEL_DECIDED):
         # A structured answer that fails validation is asked again inside its call (the ledger's attempts beyond
         # its calls): the model's doing, like a re-ask, and assumed at none by the plan's expected value.
         usage = info["usage"][role]
         extra = decided.get(role, 0) + usage["attempts"] - usage["calls"]
-        shares = MODEL_DECIDED.get(role)
-        planned = _first_asks(study_run, role, shares) if shares else rows[role]["planned"]["requests"]
+        planned = without[role] if role in MODEL_DECIDED else rows[role]["planned"]["requests"]
         rest = rows[role]["actual"]["requests"] - extra
-        if abs(rest / planned - 1) > TOLERANCE:
+        if not planned or abs(rest / planned - 1) > TOLERANCE:
             off.append(f"{role}: {rest} requests besides {extra} the model called for, {planned} planned")
     assert not off, off
     # Whatever the model does, the worst case bounds it: every re-ask, revision and re-draft taken in full, every
