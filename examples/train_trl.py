@@ -11,9 +11,11 @@ Each file is used as written, `.jsonl` or `.parquet`. The chat template is the t
 `{% generation %}` markers (SmolLM2's own has none, and TRL cannot add them). `max_length` is read from the
 export's summary (its longest row), so no row is cut.
 
-Needs torch, transformers, trl and accelerate, which the toolkit does not install (torch is several GB):
+Needs torch, transformers, trl and accelerate: the toolkit's `train` extra, after PyTorch's CPU build (PyPI's Linux
+torch is a CUDA build of several GB; `make install` does both):
 
-    pip install torch transformers trl accelerate gguf    # a CPU-only torch wheel is enough here
+    pip install --no-deps --index-url https://download.pytorch.org/whl/cpu torch==2.13.0
+    pip install 'mindsimkit[train]'
     python examples/train_trl.py --sft out/sft.jsonl out/sft.parquet --dpo out/dpo.jsonl out/dpo.parquet \
         --patient out/patient.jsonl --steps 2
 
