@@ -78,12 +78,18 @@ class BudgetReport:
 @dataclass
 class EstimateInputs:
     """What the prompt estimators read: the recipe, the engines config (after budgets were fitted), the
-    budget report (with the stage settings it raised) and each counsellor under test's reply cap."""
+    budget report (with the stage settings it raised) and each counsellor under test's reply cap.
+
+    `typical` asks for a likely prompt instead of the largest: preflight's context check needs the largest one a
+    run can send, `mindsim plan`'s expected value a likely one (a persona of median length rather than the
+    longest, the formulation at the recipe's text scale, memory only in the sessions that have one, requests of
+    each kind in their own share). An estimator with nothing to choose answers the same either way."""
 
     recipe: Any
     config: EnginesConfig
     report: BudgetReport
     counsellor_max_tokens: dict[str, int | None] = field(default_factory=dict)
+    typical: bool = False
 
     def role_max(self, role: str) -> int | None:
         return self.config.role_spec(role).max_tokens

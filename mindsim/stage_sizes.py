@@ -27,7 +27,7 @@ from typing import Any
 from mindsimkit.mindcore.budget import MESSAGE_OVERHEAD, PromptSize, messages_tokens
 from mindsimkit.mindcore.budget_fit import ASSUMED_UNBOUNDED_REPLY
 from mindsimkit.mindsim.patient_engines.mindsim_engine import agenda_tool_schema, commit_tool_schema
-from mindsimkit.profilegen.stage import worst_profile_parts
+from mindsimkit.profilegen.stage import profile_parts
 
 # Items a patient adds to its agenda in one session, for the size of the open list each agenda call
 # answers with (the agenda has no cap; adding one every turn would make it longer). An estimate.
@@ -60,7 +60,7 @@ def session_fixtures(inp: Any, sz: Any) -> dict[str, Any]:
     from mindsimkit.mindsim.schedule import SessionPlan, load_schedule_data
     from mindsimkit.profilegen.render import case_summary, writer_brief
 
-    row, f, _ = worst_profile_parts(inp.recipe)
+    row, f, _ = profile_parts(inp)
     s = simulation(inp)
     from mindsimkit.mindsim.reference import vocabulary_for
 
@@ -102,8 +102,18 @@ def session_fixtures(inp: Any, sz: Any) -> dict[str, Any]:
         "transcript": transcript,
         "added": added,
         "agenda": Agenda.from_checkpoints(list(scenario.checkpoints) + added),
-        "memory": [sz.text_of_tokens(memory_bound(inp))],
+        "memory": [sz.text_of_tokens(_memory_tokens(inp, s))],
     }
+
+
+def _memory_tokens(inp: Any, s: Any) -> int:
+    """The running memory an estimate holds: its bound, or typically that bound over a patient's sessions, of which
+    the first has none."""
+    bound: int = memory_bound(inp)
+    if not getattr(inp, "typical", False):
+        return bound
+    sessions: int = s.sessions
+    return round(bound * (sessions - 1) / max(sessions, 1))
 
 
 def _scenario_systems(inp: Any, sz: Any) -> tuple[str, str]:
@@ -245,7 +255,11 @@ def counsellor_prompt(inp: Any, sz: Any) -> PromptSize:
 
     fx = session_fixtures(inp, sz)
     system = sz(counsellor_system_prompt(fx["plan"], fx["memory"])) + MESSAGE_OVERHEAD
-    history = messages_tokens(fx["transcript"][:-1], sz) + sz(fx["transcript"][-1]["content"])
+    shown = fx["transcript"]
+    if inp.typical:  # the last request comes before the last reply and the patient's message after it
+        last_reply = max(i for i, m in enumerate(shown) if m["role"] == "assistant") if len(shown) > 1 else 1
+        shown = shown[:last_reply]
+    history = messages_tokens(shown[:-1], sz) + sz(shown[-1]["content"]) if shown else 0
     return PromptSize(
         "counsellor", system + history, {"system prompt": system, "exchange": history}, inp.reply_bound()[1]
     )
@@ -281,15 +295,13 @@ def longest_session(inp: Any, sz: Any) -> tuple[str, list[dict[str, str]]]:
     return counsellor_system_prompt(fx["plan"], fx["memory"]), exchange
 
 
-def mapper_prompt(inp: Any, sz: Any) -> PromptSize:
-    """The baseline mapper's largest prompt: the mapping call (`mapper_messages`) of each engine of the recipe that
-    maps, on the worst-case profile (Patient-Psi with a self cluster, whose candidate list is a whole category)."""
-    from mindsimkit.mindsim.patient_engines import engines_of, names, recipe_variants
+def sizing_profile(fx: dict[str, Any]) -> Any:
+    """A `Profile` made of an estimate's fixtures, with a self cluster (Patient-Psi's candidate list for it is a
+    whole category, the longest)."""
     from mindsimkit.profilegen.testing import make_profiles
 
-    fx = session_fixtures(inp, sz)
     f = fx["f"].model_copy(update={"core_belief": fx["f"].core_belief.model_copy(update={"cluster": "helpless"})})
-    profile = make_profiles(1, 0)[0].model_copy(
+    return make_profiles(1, 0)[0].model_copy(
         update={
             "persona": fx["row"].persona,
             "formulation": f,
@@ -297,9 +309,18 @@ def mapper_prompt(inp: Any, sz: Any) -> PromptSize:
             "case_summary": fx["summary"],
         }
     )
+
+
+def mapper_prompt(inp: Any, sz: Any) -> PromptSize:
+    """The baseline mapper's largest prompt: the mapping call (`mapper_messages`) of each engine of the recipe that
+    maps, on the worst-case profile. Typical: the mean over those engines, each of which maps once per patient."""
+    from mindsimkit.mindsim.patient_engines import engines_of, names, recipe_variants
+
+    profile = sizing_profile(session_fixtures(inp, sz))
     ran = engines_of(v.name for v in recipe_variants(inp.recipe))
     mappers = [e for e in ran if hasattr(e, "mapper_messages")] or [
         e for e in engines_of(names()) if hasattr(e, "mapper_messages")
     ]
     parts = {e.name: messages_tokens(e.mapper_messages(profile), sz) for e in mappers}
-    return PromptSize("baseline_mapper", max(parts.values()), parts)
+    size = round(sum(parts.values()) / len(parts)) if inp.typical else max(parts.values())
+    return PromptSize("baseline_mapper", size, parts)

@@ -18,7 +18,7 @@ from __future__ import annotations
 
 import json
 import math
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from pathlib import Path
 from typing import Any, Callable
 
@@ -158,9 +158,30 @@ class _Ctx:
 
 
 # -- sizes ------------------------------------------------------------------------------------------------------
-def _estimate(ctx: _Ctx, role: str, inp: EstimateInputs | None = None) -> PromptSize | None:
-    est = prompt_estimator(role)
-    return est(inp or ctx.inp, ctx.sz) if est is not None else None
+def _estimate(
+    ctx: _Ctx,
+    role: str,
+    inp: EstimateInputs | None = None,
+    *,
+    typical: bool = False,
+    estimator: Callable[[Any, Any], PromptSize | None] | None = None,
+) -> PromptSize | None:
+    """The role's registered prompt estimate (or `estimator`): its largest prompt, or with `typical` a likely one
+    (the expected value's size; an estimator with nothing to choose gives the same)."""
+    est = estimator or prompt_estimator(role)
+    base = inp or ctx.inp
+    return est(replace(base, typical=typical), ctx.sz) if est is not None else None
+
+
+def _size(ctx: _Ctx, role: str, part: str | None = None) -> tuple[float, float]:
+    """Typical and largest prompt of `role` (or of one named part of its estimate), in tokens."""
+
+    def tokens(est: PromptSize | None) -> float:
+        if est is None:
+            return 0.0
+        return float(est.parts.get(part, est.tokens) if part else est.tokens)
+
+    return tokens(_estimate(ctx, role, typical=True)), tokens(_estimate(ctx, role))
 
 
 def _with_replies(ctx: _Ctx, replies: int) -> EstimateInputs:
@@ -175,16 +196,19 @@ def _with_replies(ctx: _Ctx, replies: int) -> EstimateInputs:
     return EstimateInputs(recipe, ctx.config, ctx.report, ctx.inp.counsellor_max_tokens)
 
 
-def _growing(ctx: _Ctx, role: str, replies: int) -> tuple[float, float]:
-    """A role whose prompt grows by the same pieces every turn: its mean prompt over a session's `replies` requests
-    (the midpoint of its first and last) and its last, largest one."""
-    last = _estimate(ctx, role)
+def _growing(
+    ctx: _Ctx, role: str, replies: int, estimator: Callable[[Any, Any], PromptSize | None] | None = None
+) -> tuple[float, float]:
+    """A role whose prompt grows by the same pieces every turn: its typical mean prompt over a session's `replies`
+    requests (the midpoint of its typical first and last) and its largest, last one."""
+    last = _estimate(ctx, role, estimator=estimator)
     if last is None:
         return 0.0, 0.0
+    typical_last = _estimate(ctx, role, typical=True, estimator=estimator) or last
     if replies <= 1:
-        return float(last.tokens), float(last.tokens)
-    first = _estimate(ctx, role, _with_replies(ctx, 1))
-    return ((first.tokens if first else last.tokens) + last.tokens) / 2, float(last.tokens)
+        return float(typical_last.tokens), float(last.tokens)
+    first = _estimate(ctx, role, _with_replies(ctx, 1), typical=True, estimator=estimator)
+    return ((first.tokens if first else typical_last.tokens) + typical_last.tokens) / 2, float(last.tokens)
 
 
 def _schemas(ctx: _Ctx, role: str, name: str | None = None) -> list[Any]:
@@ -289,31 +313,46 @@ def _profiles(ctx: _Ctx) -> None:
     # A draft still serious after a revision is revised again, up to max_revisions: a geometric sum.
     drafts = cfg.candidates * sum(ctx.a.serious_share**k for k in range(cfg.max_revisions + 1))
     drafts_worst = cfg.candidates * (1 + cfg.max_revisions)
-    writer = _estimate(ctx, "profile_writer")
-    first = float(writer.parts.get("first draft", writer.tokens)) if writer else 0.0
-    revision = float(writer.parts.get("revision", writer.tokens)) if writer else 0.0
+    first, first_worst = _size(ctx, "profile_writer", "first draft")
+    revision, revision_worst = _size(ctx, "profile_writer", "revision")
     mean_prompt = (cfg.candidates * first + (drafts - cfg.candidates) * revision) / drafts
     ctx.add(
         "profiles",
         "profile_writer",
-        structured(ctx, "profile_writer", drafts, drafts_worst, mean_prompt, max(first, revision), name="formulation"),
+        structured(
+            ctx,
+            "profile_writer",
+            drafts,
+            drafts_worst,
+            mean_prompt,
+            max(first_worst, revision_worst),
+            name="formulation",
+        ),
     )
     if cfg.shape.patientact:
-        _patientact_shape_calls(ctx, drafts, drafts_worst, first, revision, cfg.max_revisions)
-    screen = _estimate(ctx, "screener")
-    size = float(screen.tokens) if screen else 0.0
-    ctx.add("profiles", "screener", structured(ctx, "screener", drafts, drafts_worst, size, size, name="screen"))
+        _patientact_shape_calls(
+            ctx, drafts, drafts_worst, (first, first_worst), (revision, revision_worst), cfg.max_revisions
+        )
+    size, worst = _size(ctx, "screener")
+    ctx.add("profiles", "screener", structured(ctx, "screener", drafts, drafts_worst, size, worst, name="screen"))
 
 
 def _patientact_shape_calls(
-    ctx: _Ctx, drafts: float, drafts_worst: int, first: float, revision: float, max_revisions: int
+    ctx: _Ctx,
+    drafts: float,
+    drafts_worst: int,
+    first: tuple[float, float],
+    revision: tuple[float, float],
+    max_revisions: int,
 ) -> None:
     """The writer's extra calls under PatientAct's profile shape: a personal history or cycle added for each
     repeated label (its prompt is the first draft's plus the draft itself), and the demographics revision before
-    each screen (its prompt taken at the revision's size, which holds more: the whole writer prompt and a draft)."""
+    each screen (its prompt taken at the revision's size, which holds more: the whole writer prompt and a draft).
+    `first` and `revision` are the writer's typical and largest prompts for each."""
     from mindsimkit.profilegen.formulation import ADDED_ENTRIES
 
-    with_draft = first + _answer(ctx, "profile_writer", "formulation")
+    answer = _answer(ctx, "profile_writer", "formulation")
+    with_draft, with_draft_worst = first[0] + answer, first[1] + answer
     (draft,) = _schemas(ctx, "profile_writer", "formulation")
     props = draft.schema_of(ctx.recipe)["properties"]
     for field, name in ADDED_ENTRIES.items():
@@ -323,14 +362,20 @@ def _patientact_shape_calls(
         ctx.add(
             "profiles",
             "profile_writer",
-            structured(ctx, "profile_writer", added, drafts_worst * most, with_draft, with_draft, name=name),
+            structured(ctx, "profile_writer", added, drafts_worst * most, with_draft, with_draft_worst, name=name),
         )
     fixes = drafts * ctx.a.demographics_conflict_share
     ctx.add(
         "profiles",
         "profile_writer",
         structured(
-            ctx, "profile_writer", fixes, drafts_worst * (max_revisions + 1), revision, revision, name="demographics"
+            ctx,
+            "profile_writer",
+            fixes,
+            drafts_worst * (max_revisions + 1),
+            revision[0],
+            revision[1],
+            name="demographics",
         ),
     )
 
@@ -345,22 +390,20 @@ def _situation_profiles(ctx: _Ctx, cfg: Any) -> None:
     d_rounds, v_rounds = rounds(cfg)
     gens = n * sum(ctx.a.serious_share**k for k in range(v_rounds))
     gens_worst = n * v_rounds
-    writer, screen = _estimate(ctx, "profile_writer"), _estimate(ctx, "screener")
-    parts = writer.parts if writer else {}
     for name, key, each, most in (
         ("situation_problem", "problem formulation", 1, 1),
         ("situation_demographics", "demographics", 1, d_rounds),
         ("situation_psych", "psychological formulation", 1, 1),
     ):
-        size = float(parts.get(key, writer.tokens if writer else 0))
+        size, worst = _size(ctx, "profile_writer", key)
         ctx.add(
             "profiles",
             "profile_writer",
-            structured(ctx, "profile_writer", gens * each, gens_worst * most, size, size, name=name),
+            structured(ctx, "profile_writer", gens * each, gens_worst * most, size, worst, name=name),
         )
-    size = float(screen.tokens) if screen else 0.0
+    size, worst = _size(ctx, "screener")
     ctx.add(
-        "profiles", "screener", structured(ctx, "screener", gens, gens_worst, size, size, name="situation_validation")
+        "profiles", "screener", structured(ctx, "screener", gens, gens_worst, size, worst, name="situation_validation")
     )
 
 
@@ -383,19 +426,22 @@ def _simulate(ctx: _Ctx) -> None:
     arcs_per_kind = patients * len(couns) * s.trials
     # The patient and counsellor prompts grow every turn; the scenario writer and the memory read a whole session.
     c_mean, c_last = _growing(ctx, "counsellor", replies)
-    p_mean, p_last = _growing(ctx, "patient", replies)
-    scen = _estimate(ctx, "scenario_writer")
-    first = _estimate(ctx, "first_scenario_writer")
-    mem = _estimate(ctx, "memory_compactor")
-    scen_t, first_t = float(scen.tokens if scen else 0), float(first.tokens if first else 0)
-    mem_first = float(mem.parts.get("first ask", mem.tokens)) if mem else 0.0
+    scen_t, scen_worst = _size(ctx, "scenario_writer")
+    first_t, first_worst = _size(ctx, "first_scenario_writer")
+    mem_first, mem_worst = _size(ctx, "memory_compactor", "first ask")[0], _size(ctx, "memory_compactor")[1]
     # A scenario whose opening is not speech is drafted again, each draft its own structured call.
     drafts, drafts_worst = _retries(ctx.a.scenario_redraft_share, s.max_message_retries)
     ctx.add(
         "simulate",
         "first_scenario_writer",
         structured(
-            ctx, "first_scenario_writer", patients * drafts, patients * drafts_worst, first_t, first_t, name="Scenario"
+            ctx,
+            "first_scenario_writer",
+            patients * drafts,
+            patients * drafts_worst,
+            first_t,
+            first_worst,
+            name="Scenario",
         ),
     )
     sessions = 0
@@ -409,7 +455,13 @@ def _simulate(ctx: _Ctx) -> None:
                 "simulate",
                 "scenario_writer",
                 structured(
-                    ctx, "scenario_writer", later * drafts, later * drafts_worst, scen_t, scen_t, name="Scenario"
+                    ctx,
+                    "scenario_writer",
+                    later * drafts,
+                    later * drafts_worst,
+                    scen_t,
+                    scen_worst,
+                    name="Scenario",
                 ),
             )
         rewrites = arcs_per_kind * (n_s - (0 if s.final_memory else 1))
@@ -425,11 +477,11 @@ def _simulate(ctx: _Ctx) -> None:
                     rewrites * asks,
                     rewrites * asks_worst,
                     mem_first,
-                    float(mem.tokens if mem else 0),
+                    mem_worst,
                 ),
             )
         turns = sessions_k * replies
-        _patient_turns(ctx, s, kind, turns, sessions_k, (p_mean, p_last), patients, ctx.bound("patient"))
+        _patient_turns(ctx, s, kind, turns, sessions_k, patients, ctx.bound("patient"))
     for c in dict.fromkeys(couns):
         share = couns.count(c) / len(couns)
         n = sessions * share * replies
@@ -444,21 +496,24 @@ def _simulate(ctx: _Ctx) -> None:
         ctx.add("simulate", c, plain(ctx, c, bound, n, n, c_mean, c_last, cached=max(cached, 0.0)), note)
 
 
-def _patient_turns(
-    ctx: _Ctx, s: Any, kind: str, turns: float, sessions: float, sizes: tuple[float, float], patients: int, bound: int
-) -> None:
+def _patient_turns(ctx: _Ctx, s: Any, kind: str, turns: float, sessions: float, patients: int, bound: int) -> None:
     """The patient engine's own calls over `turns` patient turns: each engine asks differently."""
     from mindsimkit.mindsim.patient_engines import variant
+    from mindsimkit.mindsim.patient_engines.base import PatientEngine
 
     v = variant(kind)
     tools = v.engine.calls_tools  # MindSim's patient: commit_move (and agenda calls) every turn
     msg, msg_worst = _retries(ctx.a.message_reask_share, s.max_message_retries)
-    p_mean, p_last = sizes
+    # An engine that sizes its own message request is planned at that size; one that does not, at the registered
+    # patient estimate (MindSim's: its tool-call turns make it the largest patient prompt).
+    settings = dict(v.settings)
+    own = type(v.engine).message_prompt is not PatientEngine.message_prompt
+    estimator = (lambda inp, sz: v.engine.message_prompt(inp, sz, settings)) if own else None
+    p_mean, p_last = _growing(ctx, "patient", s.replies_per_session, estimator)
     # The patient's requests extend one history over the session: each but the last is a prefix of the next.
     per_turn = msg + (_mindsim_calls(ctx, s)[0] if tools else 0.0)
     cached = max(turns * per_turn * p_mean - sessions * p_last, 0.0)
-    # Sized by the registered patient estimate, MindSim's: its tool-call turns make it the largest patient prompt.
-    note = None if tools else f"{kind}'s messages sized as MindSim's patient prompt (an upper estimate)"
+    note = None if tools or own else f"{kind}'s messages sized as MindSim's patient prompt (an upper estimate)"
     ctx.add(
         "simulate",
         "patient",
@@ -483,13 +538,12 @@ def _patient_turns(
     elif "patient_appraiser" in v.engine.roles:  # PatientAct's steps
         _patientact(ctx, s, v, turns, patients)
     elif "baseline_mapper" in v.engine.roles:
-        mapper = _estimate(ctx, "baseline_mapper")
-        size = float(mapper.tokens if mapper else 0)
+        size, worst = _size(ctx, "baseline_mapper")
         attempts = s.baselines.mapper_attempts or ctx.spec("baseline_mapper").max_attempts
         ctx.add(
             "simulate",
             "baseline_mapper",
-            structured(ctx, "baseline_mapper", patients, patients, size, size, attempts=attempts),
+            structured(ctx, "baseline_mapper", patients, patients, size, worst, attempts=attempts),
             "one mapping per patient and baseline",
         )
         if "consistentmi_tracker" in v.engine.roles:  # ConsistentMI's per-turn questions
@@ -503,13 +557,12 @@ def _annaagent(ctx: _Ctx, s: Any, kind: str, turns: float) -> None:
     asks the memory check, and its recall (plain text) is counted as if every such check said yes."""
     n_s = s.sessions_for(kind)
     later = turns * (n_s - 1) / n_s
-    est = _estimate(ctx, "annaagent_modulator")
-    size = float(est.tokens if est else 0)
+    size, worst = _size(ctx, "annaagent_modulator")
     attempts = s.baselines.anna_attempts
     ctx.add(
         "simulate",
         "annaagent_modulator",
-        structured(ctx, "annaagent_modulator", 2 * turns + later, 2 * turns + later, size, size, attempts=attempts),
+        structured(ctx, "annaagent_modulator", 2 * turns + later, 2 * turns + later, size, worst, attempts=attempts),
         "emotion and complaint switch every client turn, the memory check after a first session",
     )
     if later:
@@ -517,15 +570,14 @@ def _annaagent(ctx: _Ctx, s: Any, kind: str, turns: float) -> None:
         ctx.add(
             "simulate",
             "annaagent_modulator",
-            plain(ctx, "annaagent_modulator", bound, later, later * attempts, size, size),
+            plain(ctx, "annaagent_modulator", bound, later, later * attempts, size, worst),
             "recall counted on every turn after a first session (an upper estimate)",
         )
 
 
 def _tracker(ctx: _Ctx, s: Any, v: Any, turns: float) -> None:
     per_turn, most = v.engine.tracker_calls
-    est = _estimate(ctx, "consistentmi_tracker")
-    size = float(est.tokens if est else 0)
+    size, worst = _size(ctx, "consistentmi_tracker")
     ctx.add(
         "simulate",
         "consistentmi_tracker",
@@ -535,7 +587,7 @@ def _tracker(ctx: _Ctx, s: Any, v: Any, turns: float) -> None:
             turns * per_turn,
             turns * most,
             size,
-            size,
+            worst,
             attempts=s.consistentmi.tracker_attempts,
         ),
         f"{per_turn:g} questions a turn expected, {most} at most",
@@ -552,30 +604,31 @@ def _patientact(ctx: _Ctx, s: Any, v: Any, turns: float, patients: int) -> None:
     pa = s.patientact.model_copy(update=dict(v.settings))
     steps = (2 + ctx.a.resistance_share if pa.pipeline else 0.0) + 1  # reaction, behaviour, (resistance), trust
     steps_worst = (3 if pa.pipeline else 0) + 1
-    appraiser = _estimate(ctx, "patient_appraiser")
-    size = float(appraiser.tokens if appraiser else 0)
+    size, worst = _size(ctx, "patient_appraiser")
     ctx.add(
         "simulate",
         "patient_appraiser",
-        structured(ctx, "patient_appraiser", turns * steps, turns * steps_worst, size, size, attempts=pa.step_attempts),
+        structured(
+            ctx, "patient_appraiser", turns * steps, turns * steps_worst, size, worst, attempts=pa.step_attempts
+        ),
     )
     if pa.dynamic_memory and pa.retrieval == "llm":
-        match = _estimate(ctx, "patient_matcher")
-        m = float(match.tokens if match else 0)
+        m, m_worst = _size(ctx, "patient_matcher")
         ctx.add(
             "simulate",
             "patient_matcher",
-            structured(ctx, "patient_matcher", turns, turns, m, m, attempts=pa.step_attempts),
+            structured(ctx, "patient_matcher", turns, turns, m, m_worst, attempts=pa.step_attempts),
         )
     key = ("simulate", "profile_decomposer")
     if key not in ctx.loads:  # one decomposition per patient, shared by every arm
-        dec = _estimate(ctx, "profile_decomposer")
-        d = float(dec.tokens if dec else 0)
+        d, d_worst = _size(ctx, "profile_decomposer")
         calls = _decomposer_calls(ctx, pa)
         ctx.add(
             "simulate",
             "profile_decomposer",
-            structured(ctx, "profile_decomposer", patients * calls, patients * calls, d, d, attempts=pa.step_attempts),
+            structured(
+                ctx, "profile_decomposer", patients * calls, patients * calls, d, d_worst, attempts=pa.step_attempts
+            ),
             "one decomposition per patient, shared by every arm",
         )
 
@@ -610,13 +663,12 @@ def _validate(ctx: _Ctx) -> None:
     arcs = _patients(ctx, s) * len(ctx.counsellor_labels(s)) * s.trials * len(s.patient_engines)
     openings = (_patients(ctx, s) + sessions - arcs) if s.opening == "patient" else 0
     n = sessions * s.replies_per_session + openings
-    est = _estimate(ctx, "labeller")
-    size = float(est.tokens if est else 0)
+    size, worst = _size(ctx, "labeller")
     system = ctx.sz(render(SYSTEM_TEMPLATE))
     ctx.add(
         "validate",
         "labeller",
-        structured(ctx, "labeller", n, n, size, size, cached=max(n - 1, 0) * system),
+        structured(ctx, "labeller", n, n, size, worst, cached=max(n - 1, 0) * system),
         "the labeller's instructions are the same for every request",
     )
 

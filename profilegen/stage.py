@@ -75,24 +75,63 @@ def worst_profile_parts(recipe: Any) -> tuple[Any, Any, list[Any]]:
     from mindsimkit.profilegen.config import profiles_config
 
     cfg = profiles_config(recipe)
-    return _profile_parts(getattr(recipe, "seed", 0), cfg.rates, cfg.patientact_shape)
+    return _profile_parts(getattr(recipe, "seed", 0), cfg.rates, cfg.patientact_shape, bool(cfg.shape.causal_checks))
+
+
+def profile_parts(inp: Any) -> tuple[Any, Any, list[Any]]:
+    """The profile an estimate builds on: the worst case (`worst_profile_parts`), or for a typical estimate
+    (`EstimateInputs.typical`) the anchored persona of median prompt length and the largest formulation the
+    recipe's writer may write (its `text_scale`), since a plan's expected value wants a likely prompt."""
+    from mindsimkit.profilegen.config import profiles_config
+
+    if not getattr(inp, "typical", False):
+        return worst_profile_parts(inp.recipe)
+    cfg = profiles_config(inp.recipe)
+    shape = cfg.shape
+    return _typical_parts(
+        getattr(inp.recipe, "seed", 0), cfg.rates, cfg.patientact_shape, shape.text_scale, bool(shape.causal_checks)
+    )
 
 
 @lru_cache(maxsize=4)
-def _profile_parts(seed: int, rates: str | None, patientact: bool = False) -> tuple[Any, Any, list[Any]]:
-    """The longest anchored persona of the shipped sample, the largest formulation, the most faults."""
+def _typical_parts(
+    seed: int, rates: str | None, patientact: bool, text_scale: float, causal: bool
+) -> tuple[Any, Any, list[Any]]:
     from mindsimkit.mindcore.budget import largest_instance
-    from mindsimkit.profilegen.anchors import anchor_personas
     from mindsimkit.profilegen.formulation import draft_model, to_formulation, writer_messages
+
+    rows, faults = _sample_rows(seed, rates), _profile_parts(seed, rates, patientact, causal)[2]
+    ranked = sorted(rows, key=lambda r: sum(len(m["content"]) for m in writer_messages(r, patientact=patientact)))
+    draft = draft_model(text_scale, causal=causal, patientact=patientact)
+    f = to_formulation(draft.model_validate(largest_instance(draft.model_json_schema())))
+    return ranked[len(ranked) // 2], f, faults
+
+
+@lru_cache(maxsize=4)
+def _sample_rows(seed: int, rates: str | None) -> list[Any]:
+    """Anchored personas drawn from the shipped sample, the estimates' population."""
+    from mindsimkit.profilegen.anchors import anchor_personas
     from mindsimkit.profilegen.personas import load_personas
     from mindsimkit.profilegen.rates import load_rates
+
+    personas = load_personas("synthetic", ESTIMATE_PERSONAS, seed)
+    return list(anchor_personas(personas.rows, load_rates(rates), seed))
+
+
+@lru_cache(maxsize=4)
+def _profile_parts(
+    seed: int, rates: str | None, patientact: bool = False, causal: bool = False
+) -> tuple[Any, Any, list[Any]]:
+    """The longest anchored persona of the shipped sample, the largest formulation (with the causal rules' fields
+    where the recipe asks for them), the most faults."""
+    from mindsimkit.mindcore.budget import largest_instance
+    from mindsimkit.profilegen.formulation import draft_model, to_formulation, writer_messages
     from mindsimkit.profilegen.schemas import Fault
     from mindsimkit.profilegen.screen import JudgeVerdict
 
-    personas = load_personas("synthetic", ESTIMATE_PERSONAS, seed)
-    rows = anchor_personas(personas.rows, load_rates(rates), seed)
+    rows = _sample_rows(seed, rates)
     row = max(rows, key=lambda r: sum(len(m["content"]) for m in writer_messages(r, patientact=patientact)))
-    draft = draft_model(patientact=patientact)
+    draft = draft_model(causal=causal, patientact=patientact)
     f = to_formulation(draft.model_validate(largest_instance(draft.model_json_schema())))
     verdict = largest_instance(JudgeVerdict.model_json_schema())
     faults = [
@@ -157,7 +196,7 @@ def _writer_prompt(inp: Any, sz: Any) -> PromptSize:
         )
     shape = profile_shape(inp.recipe)
     causal, pa = shape.causal_checks, shape.patientact
-    row, f, faults = worst_profile_parts(inp.recipe)
+    row, f, faults = profile_parts(inp)
     faults = faults + (causal_faults(f) if causal else [])
     first = messages_tokens(writer_messages(row, causal=causal, patientact=pa), sz)
     revision = messages_tokens(revision_messages(row, f, faults, causal=causal, patientact=pa), sz)
@@ -186,7 +225,7 @@ def _screener_prompt(inp: Any, sz: Any) -> PromptSize:
     if from_situations(inp.recipe):
         n = situation_prompts(inp.recipe, sz)["validation"]
         return PromptSize("screener", n, {"validation of the largest profile": n})
-    row, f, _ = worst_profile_parts(inp.recipe)
+    row, f, _ = profile_parts(inp)
     shape = profile_shape(inp.recipe)
     n = messages_tokens(
         judge_messages(writer_brief(row, f), causal=shape.causal_checks, patientact=shape.patientact), sz

@@ -15,7 +15,7 @@ from mindsimkit.mindcore.budget import (
     register_role_schema,
 )
 from mindsimkit.mindcore.budget_fit import section_budget
-from mindsimkit.mindcore.stages import Stage, register_stage, role_use
+from mindsimkit.mindcore.stages import Stage, register_stage, role_use, sample
 
 
 def _arc_on(recipe: Any) -> bool:
@@ -35,10 +35,31 @@ def _labeller_prompt(inp: Any, sz: Any) -> PromptSize:
     from mindsimkit.validation.config import ValidationConfig
 
     vcfg = ValidationConfig.model_validate(getattr(inp.recipe, "validation", None) or {})
+    session = sample("longest_session")
+    if getattr(inp, "typical", False) and session is not None:
+        return _typical_labeller_prompt(inp, sz, session, vcfg.arc_context_messages)
     context = [{"speaker": "Counsellor", "text": fill_text(MAX_CONTEXT_CHARS)}] * vcfg.arc_context_messages
     user = render(TURN_TEMPLATE, context=context, turn=fill_text(MAX_TURN_CHARS))
     n = messages_tokens([{"role": "system", "content": render(SYSTEM_TEMPLATE)}, {"role": "user", "content": user}], sz)
     return PromptSize("labeller", n, {"longest clipped turn with its context": n})
+
+
+def _typical_labeller_prompt(inp: Any, sz: Any, session: Any, context_messages: int) -> PromptSize:
+    """The mean labelling request over a session the simulator would write at its reply bounds: an early message
+    has fewer messages before it than the context window holds, and a message shorter than the clip limit is sent
+    whole (the requests are built as the stage builds them, `arc.turn_requests`)."""
+    from mindsimkit.validation.arc import turn_requests
+    from mindsimkit.validation.transcripts import Conversation, Message
+
+    _, exchange = session(inp, sz)
+    conv = Conversation(
+        conversation_id="c", patient_id="p", messages=[Message(role=m["role"], content=m["content"]) for m in exchange]
+    )
+    sizes = [
+        messages_tokens(r, sz) for r in turn_requests(conv, patient_role="user", context_messages=context_messages)
+    ]
+    n = round(sum(sizes) / len(sizes)) if sizes else 0
+    return PromptSize("labeller", n, {f"mean of {len(sizes)} messages' requests in a session": n})
 
 
 def register() -> None:

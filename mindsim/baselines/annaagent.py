@@ -214,7 +214,9 @@ def modulator_prompt(inp: Any, sz: Any) -> PromptSize:
 
     fx = session_fixtures(inp, sz)
     profile = worst_profile(inp, sz)
-    conversation = seeker.conversation_text(fx["transcript"])
+    # Typically a turn's calls read the session so far: half of it on average.
+    shown = fx["transcript"][: len(fx["transcript"]) // 2 + 1] if inp.typical else fx["transcript"]
+    conversation = seeker.conversation_text(shown)
     message = next((m["content"] for m in fx["transcript"] if m["role"] == "assistant"), fill_text(400))
     chain = profile["complaint_chain"]
     parts = {
@@ -223,7 +225,9 @@ def modulator_prompt(inp: Any, sz: Any) -> PromptSize:
         "memory check": messages_tokens(seeker.check_messages(message), sz),
         "recall": messages_tokens(seeker.recall_messages(message, conversation, format_log(fx["memory"])), sz),
     }
-    return PromptSize(MODULATOR_ROLE, max(parts.values()), parts)
+    # Typical: the two calls every client turn makes (the memory check and recall come only after a first session).
+    every_turn = (parts["emotion inference"] + parts["complaint switch"]) / 2
+    return PromptSize(MODULATOR_ROLE, round(every_turn) if inp.typical else max(parts.values()), parts)
 
 
 class AnnaAgentEngine(common.PromptedBaselineEngine, PatientEngine):
@@ -291,6 +295,9 @@ class AnnaAgentEngine(common.PromptedBaselineEngine, PatientEngine):
 
     def mapper_messages(self, profile: Any) -> list[dict[str, str]]:
         return map_messages(profile, fixed_fields(profile))
+
+    def fixed_fields(self, profile: Any) -> dict[str, Any]:
+        return fixed_fields(profile)
 
     def role_schemas(self) -> list[RoleSchema]:
         step = _budget("anna_max_tokens")

@@ -249,6 +249,44 @@ class PromptedBaselineEngine:
         """The mapper's request for `profile` (preflight sizes the largest: `stage_sizes.mapper_prompt`)."""
         raise NotImplementedError
 
+    def sizing_style(self) -> str | None:
+        """The conversational style a sized preparation holds (Patient-Psi draws one per patient)."""
+        return None
+
+    def message_prompt(self, inp: Any, sz: Any, settings: Any = None) -> Any:
+        """The patient's last message request of a session, for `mindsim plan`: the system prompt rendered from a
+        preparation whose mapped fields are the mapper schema's largest answer and whose other fields come from the
+        estimate's profile, then the whole exchange (the patient's lines as its own)."""
+        from types import SimpleNamespace
+
+        from mindsimkit.mindcore.budget import PromptSize, largest_instance, messages_tokens
+        from mindsimkit.mindsim.stage_sizes import session_fixtures, sizing_profile
+
+        fx = session_fixtures(inp, sz)
+        profile = sizing_profile(fx)
+        (mapping,) = [e for e in self.role_schemas() if e.role == MAPPER_ROLE]  # type: ignore[attr-defined]
+        prep = BaselinePreparation(
+            engine=self.name,
+            patient_id=profile.profile_id,
+            seed=0,
+            profile={**self.fixed_fields(profile), **largest_instance(mapping.schema_of(inp.recipe))},
+            filled=[],
+            style=self.sizing_style(),
+        )
+        # What `session_context` and the engines' system prompts read of a session.
+        talk = SimpleNamespace(
+            inp=SimpleNamespace(scenario=fx["scenario"], plan=fx["plan"], memory=fx["memory"], carried=None)
+        )
+        flipped = {"user": "assistant", "assistant": "user"}
+        exchange = [{"role": flipped[m["role"]], "content": m["content"]} for m in fx["transcript"][:-1]]
+        system = {"role": "system", "content": self.system_prompt(prep, talk)}
+        n = messages_tokens([system, *exchange], sz)
+        return PromptSize("patient", n, {f"{self.name}'s system prompt and the exchange": n})
+
+    def fixed_fields(self, profile: Any) -> dict[str, Any]:
+        """The preparation's fields rendered from our profile rather than mapped."""
+        raise NotImplementedError
+
     def record_fields(self, talk: Any) -> dict[str, Any]:
         from mindsimkit.mindsim.records import BaselineSession
 

@@ -654,7 +654,9 @@ def tracker_prompt(inp: Any, sz: Any) -> PromptSize:
             sz,
         ),
     }
-    return PromptSize(TRACKER_ROLE, max(parts.values()), parts)
+    # Typical: the three questions most turns ask (topic, action weights, grounding); the motivation check is rare.
+    usual = (parts["topic"] + parts["weights"] + parts["grounding"]) / 3
+    return PromptSize(TRACKER_ROLE, round(usual) if inp.typical else max(parts.values()), parts)
 
 
 # -- the engine ------------------------------------------------------------------------------------------------
@@ -677,6 +679,9 @@ class ConsistentMIEngine(common.PromptedBaselineEngine, PatientEngine):
 
     def mapper_messages(self, profile: Any) -> list[dict[str, str]]:
         return map_messages(profile, fixed_fields(profile))
+
+    def fixed_fields(self, profile: Any) -> dict[str, Any]:
+        return fixed_fields(profile)
 
     def build(self, profile: Any, seed: int, client: Any, config: Any) -> Any:
         return client_profile(profile, seed, client, config)

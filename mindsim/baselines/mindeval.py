@@ -151,6 +151,9 @@ class MindEvalEngine(common.PromptedBaselineEngine, PatientEngine):
     def mapper_messages(self, profile: Any) -> list[dict[str, str]]:
         return map_messages(profile, fixed_fields(profile))
 
+    def fixed_fields(self, profile: Any) -> dict[str, Any]:
+        return fixed_fields(profile)
+
     def build(self, profile: Any, seed: int, client: Any, config: Any) -> Any:
         return member_profile(profile, seed, client, config)
 

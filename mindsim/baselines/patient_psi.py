@@ -235,6 +235,12 @@ class PatientPsiEngine(common.PromptedBaselineEngine, PatientEngine):
     def mapper_messages(self, profile: Any) -> list[dict[str, str]]:
         return map_messages(profile, fixed_fields(profile))
 
+    def fixed_fields(self, profile: Any) -> dict[str, Any]:
+        return fixed_fields(profile)
+
+    def sizing_style(self) -> str | None:
+        return str(max(data()["styles"], key=len))
+
     def build(self, profile: Any, seed: int, client: Any, config: Any) -> Any:
         return cognitive_model(profile, seed, client, config)
 

@@ -120,6 +120,12 @@ class PatientEngine:
         context check; preflight asks only for the roles a recipe uses."""
         return {}
 
+    def message_prompt(self, inp: Any, sz: Any, settings: Mapping[str, Any] | None = None) -> Any:
+        """Its patient's message request at a session's last turn (a `PromptSize`; `inp` and `sz` as a prompt
+        estimate takes them, `settings` a variant's) for `mindsim plan`; None: sized as the registered `patient`
+        estimate, MindSim's, the largest."""
+        return None
+
     def card_section(self, rows: list[dict[str, Any]]) -> dict[str, Any] | None:
         """This engine's part of the dataset card, from its session rows (dicts of the sessions table).
         `record_fields: True` in it means the rows carry engine fields the card must explain."""

@@ -150,6 +150,11 @@ class PatientActEngine(PatientEngine):
 
         return dict(ESTIMATES)
 
+    def message_prompt(self, inp: Any, sz: Any, settings: Any = None) -> Any:
+        from mindsimkit.mindsim.patientact.prompt_sizes import message_prompt
+
+        return message_prompt(inp, sz, settings)
+
     def card_section(self, rows: list[dict[str, Any]]) -> dict[str, Any]:
         """Share of its patient turns by behaviour and mean trust at both ends of its sessions."""
         from collections import Counter

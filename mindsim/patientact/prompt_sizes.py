@@ -203,12 +203,35 @@ def appraiser_prompt(inp: Any, sz: Any) -> PromptSize:
     }
     worst = max(steps, key=steps.__getitem__)
     overhead = messages_tokens([{"role": "system", "content": ""}, {"role": "user", "content": ""}], sz)
-    total = system + steps[worst] + overhead
+    # Typical: the mean step (every turn asks reaction, behaviour and trust; resistance only sometimes).
+    step = sum(steps.values()) / len(steps) if inp.typical else steps[worst]
+    total = round(system + step + overhead)
     return PromptSize(
         "patient_appraiser",
         total,
         {"system prompt": system, f"{worst} step (largest)": steps[worst], "message overhead": overhead},
     )
+
+
+def message_prompt(inp: Any, sz: Any, settings: Any = None) -> PromptSize:
+    """The patient's last message request of a session, for `mindsim plan`: its system prompt (the arm's settings
+    applied: without dynamic memory it holds the whole profile) and the exchange before the last message. The
+    per-turn signal (trust, retrieved items) is left out: it rides on one request and is not kept."""
+    from mindsimkit.mindsim.patientact.session import patient_prompt
+    from mindsimkit.mindsim.stage_sizes import session_fixtures
+
+    w, fx = _worst(inp, sz), session_fixtures(inp, sz)
+    config = w["config"]
+    if settings:
+        pa = type(config.patientact).model_validate({**config.patientact.model_dump(), **dict(settings)})
+        config = config.model_copy(update={"patientact": pa})
+    system = patient_prompt(
+        w["profile"], fx["plan"], fx["scenario"], fx["agenda"], fx["memory"], w["decomposition"], config
+    )
+    flipped = {"user": "assistant", "assistant": "user"}
+    exchange = [{"role": flipped[m["role"]], "content": m["content"]} for m in fx["transcript"][:-1]]
+    n = messages_tokens([{"role": "system", "content": system}, *exchange], sz)
+    return PromptSize("patient", n, {"system prompt and the exchange": n})
 
 
 def matcher_prompt(inp: Any, sz: Any) -> PromptSize:

@@ -12,6 +12,7 @@ from pathlib import Path
 
 import pytest
 import yaml
+from typing import Any
 
 from mindsimkit.mindcore.recipe import load_recipe
 from mindsimkit.mindsim_app.plan import Assumptions, make_plan, role_loads
@@ -151,6 +152,78 @@ def test_consistentmi_is_planned_with_its_mapping_and_its_trackers_questions(tmp
     assert tracker.requests_worst == 36 * 4 * 2
     assert loads["simulate", "baseline_mapper"].requests == 2
     assert tracker.prompt_tokens > 0
+
+
+FIVE_ENGINES = ["mindsim", "patientact", "patient_psi", "mindeval", "annaagent", "consistentmi"]
+
+
+def test_an_expected_request_is_never_larger_than_the_largest_one(tmp_path):
+    """The expected value sizes a likely prompt, the worst case the largest preflight checks: per request the first
+    can only be the smaller, for every role of every engine."""
+    recipe = load_recipe(tiny(tmp_path, simulation={"patient_engine": FIVE_ENGINES}))
+    for load in role_loads(recipe, assumptions=HAND):
+        assert load.prompt_tokens_worst > 0, load.role
+        per_request, largest = load.prompt_tokens / load.requests, load.prompt_tokens_worst / load.requests_worst
+        # The largest persona is the one whose writer prompt is longest; a role that quotes other persona fields
+        # may find the median persona a token or two longer, hence the 1 %.
+        assert per_request <= largest * 1.01, (load.stage, load.role, per_request, largest)
+
+
+def test_each_patient_engine_sizes_its_own_message_requests(tmp_path):
+    """A baseline's patient sends its system prompt and the exchange, with no tool calls between: planned at that
+    size, not at MindSim's (whose commit and agenda calls make its prompt the largest), and no longer noted as an
+    upper estimate."""
+
+    def patient(engines: list[str]) -> Any:
+        loads = by_role(
+            role_loads(load_recipe(tiny(tmp_path, simulation={"patient_engine": engines})), assumptions=HAND)
+        )
+        return loads["simulate", "patient"]
+
+    mindsim = patient(["mindsim"])
+    for engine in FIVE_ENGINES[1:]:
+        other = patient([engine])
+        assert other.prompt_tokens / other.requests < 0.8 * mindsim.prompt_tokens / mindsim.requests, engine
+        assert not any("sized as MindSim" in n for n in other.notes), (engine, other.notes)
+
+
+def test_typical_estimates_choose_likely_pieces_and_preflight_keeps_the_largest(tmp_path):
+    """Preflight's context check reads every estimate at its largest; the plan's typical one takes a persona of
+    median length, the formulation at the recipe's text scale, memory only after a first session, the labeller's
+    context as each message has it, and the mean of a role's kinds of request."""
+    from dataclasses import replace
+
+    from mindsimkit.mindcore.budget import Sizer, prompt_estimator
+    from mindsimkit.mindcore.budget_fit import EstimateInputs
+    from mindsimkit.mindsim_app.plan import _fit, job_stages
+
+    recipe = load_recipe(tiny(tmp_path, simulation={"patient_engine": FIVE_ENGINES}))
+    config = recipe.engines_config()
+    inp = EstimateInputs(recipe, config, _fit(recipe, config, job_stages(recipe), []), {"counsellor": 100})
+    assert inp.typical is False  # what preflight builds
+    roles = [
+        "profile_writer",
+        "screener",
+        "first_scenario_writer",
+        "scenario_writer",
+        "patient",
+        "counsellor",
+        "memory_compactor",
+        "baseline_mapper",
+        "annaagent_modulator",
+        "consistentmi_tracker",
+        "patient_appraiser",
+        "labeller",
+        "judge",
+    ]
+    smaller = []
+    for role in roles:
+        est = prompt_estimator(role)
+        largest, typical = est(inp, Sizer()).tokens, est(replace(inp, typical=True), Sizer()).tokens
+        assert 0 < typical <= largest, role
+        smaller.append(typical < largest)
+    # Every one of these has a piece to choose; the judge's typical session differs only by its memory.
+    assert all(smaller), dict(zip(roles, smaller))
 
 
 def test_money_and_hours_from_given_prices_and_rates(tmp_path):
