@@ -90,6 +90,9 @@ class EstimateInputs:
     report: BudgetReport
     counsellor_max_tokens: dict[str, int | None] = field(default_factory=dict)
     typical: bool = False
+    # Tokens a typical text of each kind runs to where a finished run measured it (`patient_message`,
+    # `counsellor_reply`, `memory`); a typical estimate quotes such a text at that length, never above its bound.
+    lengths: dict[str, float] = field(default_factory=dict)
 
     def role_max(self, role: str) -> int | None:
         return self.config.role_spec(role).max_tokens

@@ -50,6 +50,27 @@ def memory_bound(inp: Any) -> int:
     return simulation(inp).memory_max_tokens or inp.role_max("memory_compactor") or ASSUMED_UNBOUNDED_REPLY
 
 
+def _typical_length(inp: Any, kind: str, bound: int) -> int:
+    """A text's tokens as an estimate quotes it: its bound, or in a typical estimate the length a finished run
+    measured (`EstimateInputs.lengths`) where there is one, never above the bound."""
+    measured = inp.lengths.get(kind) if getattr(inp, "typical", False) else None
+    return bound if measured is None else max(1, min(bound, round(measured)))
+
+
+def message_tokens(inp: Any) -> tuple[int, int]:
+    """Tokens of a patient message and of a counsellor reply as an estimate quotes them."""
+    return (
+        _typical_length(inp, "patient_message", message_bound(inp)),
+        _typical_length(inp, "counsellor_reply", inp.reply_bound()[0]),
+    )
+
+
+def message_texts(inp: Any, sz: Any) -> tuple[str, str]:
+    """A patient message and a counsellor reply as an estimate quotes them (`message_tokens`), as text."""
+    patient, counsellor = message_tokens(inp)
+    return sz.text_of_tokens(patient), sz.text_of_tokens(counsellor)
+
+
 def session_fixtures(inp: Any, sz: Any) -> dict[str, Any]:
     """The worst-case pieces every estimate of a session builds on: profile, scenario, plan, style data,
     a whole transcript at the reply budgets, agenda and memory (also read by the engines' own estimates)."""
@@ -83,7 +104,7 @@ def session_fixtures(inp: Any, sz: Any) -> dict[str, Any]:
         weekday="Wednesday",
         hour=12,
     )
-    patient_msg, counsellor_msg = sz.text_of_tokens(message_bound(inp)), sz.text_of_tokens(inp.reply_bound()[0])
+    patient_msg, counsellor_msg = message_texts(inp, sz)
     # A counsellor's greeting opens the session when it speaks first; else the patient's scripted opening does.
     transcript = [{"role": "assistant", "content": counsellor_msg}] if s.opening == "counsellor" else []
     transcript.append({"role": "user", "content": patient_msg})
@@ -113,7 +134,7 @@ def _memory_tokens(inp: Any, s: Any) -> int:
     if not getattr(inp, "typical", False):
         return bound
     sessions: int = s.sessions
-    return round(bound * (sessions - 1) / max(sessions, 1))
+    return round(_typical_length(inp, "memory", bound) * (sessions - 1) / max(sessions, 1))
 
 
 def _scenario_systems(inp: Any, sz: Any) -> tuple[str, str]:
@@ -230,7 +251,7 @@ def patient_prompt(inp: Any, sz: Any) -> PromptSize:
         reply
         + commits * (commit + result)
         + s.max_todo_calls * (todo + status)
-        + message_bound(inp)
+        + message_tokens(inp)[0]
         + MESSAGE_OVERHEAD * (2 + 2 * commits + 2 * s.max_todo_calls)
     )
     turns = replies(s)
@@ -291,7 +312,7 @@ def longest_session(inp: Any, sz: Any) -> tuple[str, list[dict[str, str]]]:
     from mindsimkit.mindsim.prompting import counsellor_system_prompt
 
     fx = session_fixtures(inp, sz)
-    exchange = [*fx["transcript"], {"role": "assistant", "content": sz.text_of_tokens(inp.reply_bound()[0])}]
+    exchange = [*fx["transcript"], {"role": "assistant", "content": message_texts(inp, sz)[1]}]
     return counsellor_system_prompt(fx["plan"], fx["memory"]), exchange
 
 

@@ -18,7 +18,7 @@ from __future__ import annotations
 
 import json
 import math
-from dataclasses import dataclass, replace
+from dataclasses import dataclass, field, replace
 from pathlib import Path
 from typing import Any, Callable
 
@@ -71,6 +71,7 @@ class RoleLoad(BaseModel):
     completion_tokens_worst: float = 0.0
     cached_tokens: float = Field(0.0, description="Expected prompt tokens an earlier request already sent as a prefix")
     completion_from: str = Field("bounds", description="bounds, or the run whose measured means were used")
+    prompt_from: str = Field("estimate", description="estimate, or the run whose measured means were used")
     notes: list[str] = Field(default_factory=list)
 
     @property
@@ -106,6 +107,8 @@ class _Ctx:
     measured_from: str | None
     loads: dict[tuple[str, str], RoleLoad]
     counsellors: int | None = None  # plan for this many counsellors under test instead of the recipe's
+    # role → (prompt tokens per request, the share of them served from cache) a run of the same shape measured
+    measured_prompts: dict[str, tuple[float, float]] = field(default_factory=dict)
 
     def counsellor_labels(self, s: Any) -> list[str]:
         """The counsellors planned for: the recipe's, cycled or cut to `counsellors` (each planned as the one it
@@ -143,16 +146,21 @@ class _Ctx:
             load = self.loads[(stage, label)] = RoleLoad(stage=stage, role=label, engine=spec.engine, model=model)
         reqs = calls.n * (1 + calls.retry_share * (calls.attempts - 1))
         worst = calls.n_worst * calls.attempts
-        completion = calls.completion
+        completion, prompt, cached = calls.completion, calls.prompt, calls.cached
         if label in self.measured:
             completion, load.completion_from = self.measured[label], f"run {self.measured_from}"
+        if label in self.measured_prompts:
+            prompt, share = self.measured_prompts[label]
+            cached, load.prompt_from = reqs * prompt * share, f"run {self.measured_from}"
         load.requests += reqs
         load.requests_worst += worst
-        load.prompt_tokens += reqs * calls.prompt
-        load.prompt_tokens_worst += worst * calls.prompt_worst
+        load.prompt_tokens += reqs * prompt
+        # The largest prompt is estimated (at 4 characters a token unless a tokenizer counts): never below a mean
+        # a run measured.
+        load.prompt_tokens_worst += worst * max(calls.prompt_worst, prompt)
         load.completion_tokens += reqs * completion
         load.completion_tokens_worst += worst * calls.completion_worst
-        load.cached_tokens += calls.cached
+        load.cached_tokens += cached
         if note and note not in load.notes:
             load.notes.append(note)
 
@@ -192,8 +200,7 @@ def _with_replies(ctx: _Ctx, replies: int) -> EstimateInputs:
         "counsellor_replies": replies,
         "turn_cap": replies + (s.opening == "patient"),
     }
-    recipe = ctx.recipe.model_copy(update={"simulation": section})
-    return EstimateInputs(recipe, ctx.config, ctx.report, ctx.inp.counsellor_max_tokens)
+    return replace(ctx.inp, recipe=ctx.recipe.model_copy(update={"simulation": section}))
 
 
 def _growing(
@@ -355,9 +362,9 @@ def _patientact_shape_calls(
     with_draft, with_draft_worst = first[0] + answer, first[1] + answer
     (draft,) = _schemas(ctx, "profile_writer", "formulation")
     props = draft.schema_of(ctx.recipe)["properties"]
-    for field, name in ADDED_ENTRIES.items():
+    for entry, name in ADDED_ENTRIES.items():
         # A list of at least N entries: its first N can hold N - 1 repeats, each one call.
-        most = int(props[field]["minItems"]) - 1
+        most = int(props[entry]["minItems"]) - 1
         added = drafts * most * ctx.a.repeated_label_share
         ctx.add(
             "profiles",
@@ -750,9 +757,12 @@ def role_loads(
     measured_from: str | None = None,
     assumptions: Assumptions | None = None,
     notes: list[str] | None = None,
+    lengths: dict[str, float] | None = None,
+    measured_prompts: dict[str, tuple[float, float]] | None = None,
 ) -> list[RoleLoad]:
     """Every role's expected and worst-case work for `mindsim run RECIPE`, in stage order. `counsellors` plans
-    for that many counsellors under test (the recipe's list cycled or cut)."""
+    for that many counsellors under test (the recipe's list cycled or cut); `lengths` are a finished run's
+    measured text lengths (`read_lengths`), which the expected value's prompts quote."""
     from mindsimkit.mindcore.engine import Engines
     from mindsimkit.mindcore.stages import stage_roles
 
@@ -761,7 +771,13 @@ def role_loads(
     report = _fit(recipe, config, stages, notes if notes is not None else [])
     uses = stage_roles(recipe, Engines(config), stages)
     specs = {u.label: u.spec for u in uses if u.spec is not None}
-    inp = EstimateInputs(recipe, config, report, {u.label: u.max_tokens for u in uses if u.role == "counsellor"})
+    inp = EstimateInputs(
+        recipe,
+        config,
+        report,
+        {u.label: u.max_tokens for u in uses if u.role == "counsellor"},
+        lengths=dict(lengths or {}),
+    )
     ctx = _Ctx(
         recipe,
         config,
@@ -774,6 +790,7 @@ def role_loads(
         measured_from,
         {},
         counsellors,
+        dict(measured_prompts or {}),
     )
     for name in ("profiles", "simulate", "validate", "judge"):
         if name in expand_stages(stages):
@@ -908,18 +925,101 @@ def _time(row: PlanRow, rate: Any) -> None:
     ) / row.servers
 
 
-def read_measured(run_dir: Path) -> dict[str, float]:
-    """Completion tokens per request per role, as a finished run's run.json recorded them."""
+def read_means(run_dir: Path) -> dict[str, dict[str, float]]:
+    """Per role, what one request of a finished run held on average, as its run.json `usage` recorded it:
+    completion and prompt tokens, and the share of the prompt tokens a prefix cache served."""
     from mindsimkit.judge.costs import stage_usage
     from mindsimkit.mindcore.layout import RunLayout
 
-    info = RunLayout(run_dir).header()
     out = {}
-    for role, u in stage_usage(info.usage).items():
-        asked = u.get("attempts") or u.get("calls") or 0
+    for role, u in stage_usage(RunLayout(run_dir).header().usage).items():
+        asked, prompt = u.get("attempts") or u.get("calls") or 0, u.get("prompt_tokens") or 0
         if asked:
-            out[role] = (u.get("completion_tokens") or 0) / asked
+            out[role] = {
+                "completion": (u.get("completion_tokens") or 0) / asked,
+                "prompt": prompt / asked,
+                "cached_share": (u.get("cached_tokens") or 0) / prompt if prompt else 0.0,
+            }
     return out
+
+
+def read_measured(run_dir: Path) -> dict[str, float]:
+    """Completion tokens per request per role of a finished run."""
+    return {role: m["completion"] for role, m in read_means(run_dir).items()}
+
+
+def read_prompts(run_dir: Path) -> dict[str, tuple[float, float]]:
+    """Prompt tokens per request per role of a finished run, with the share of them a prefix cache served."""
+    return {role: (m["prompt"], m["cached_share"]) for role, m in read_means(run_dir).items() if m["prompt"]}
+
+
+# Settings that change how many requests a run makes, not what one request holds: a run that differs from the
+# planned recipe only in these measured the same requests.
+POPULATION_KEYS = {
+    "profiles": ("candidates", "extra_candidates", "pool_size", "benchmark_size"),
+    "simulation": ("max_patients", "trials", "benchmark_only"),
+}
+NOT_SHAPE = ("name", "path", "seed", "description", "output", "release")
+
+
+# Of an engine, what decides how its prompts are counted; where it is served (URL, port, concurrency) does not.
+ENGINE_SHAPE = ("kind", "model", "model_path", "reencode")
+
+
+def _shape(content: dict[str, Any]) -> dict[str, Any]:
+    out = {k: v for k, v in content.items() if k not in NOT_SHAPE}
+    if isinstance(out.get("engines"), dict):
+        out["engines"] = {
+            name: {k: v for k, v in e.items() if k in ENGINE_SHAPE} if isinstance(e, dict) else e
+            for name, e in out["engines"].items()
+        }
+    for section, keys in POPULATION_KEYS.items():
+        if isinstance(out.get(section), dict):
+            out[section] = {k: v for k, v in out[section].items() if k not in keys}
+    return out
+
+
+def shape_differences(recipe: Any, run_dir: Path) -> list[str]:
+    """The recipe sections in which a finished run's recipe differs from `recipe` beyond its population (how many
+    candidates, patients, trials): empty when the run's requests are the ones this recipe will send."""
+    from mindsimkit.mindcore.layout import RunLayout
+
+    ran = RunLayout(run_dir).header().recipe
+    if ran is None:
+        return ["the run records no recipe"]
+    mine, theirs = _shape(recipe.content_dump()), _shape(ran.model_dump(mode="json"))
+    return sorted(k for k in mine.keys() | theirs.keys() if mine.get(k) != theirs.get(k))
+
+
+class _QuotedTexts(BaseModel):
+    """What `read_lengths` reads of a session row: the exchange as the counsellor saw it, and the memory it began
+    from."""
+
+    counsellor_messages: list[dict[str, Any]] = Field(default_factory=list)
+    memory_before: list[str] = Field(default_factory=list)
+
+
+def read_lengths(run_dir: Path) -> dict[str, float]:
+    """Tokens (at the plan's 4 characters a token) a finished run's texts ran to on average: patient messages and
+    counsellor replies as the counsellor saw them, and the running memory a session started from where it had one.
+    A run without a sessions table measured none."""
+    from mindsimkit.mindcore.layout import RunLayout
+    from mindsimkit.mindcore.runlog import read_table, remake
+
+    table = RunLayout(run_dir).sessions.parquet
+    if not table.is_file():
+        return {}
+    rows = read_table(table, _QuotedTexts, what="sessions table", remake=remake("simulation", run_dir))
+    chars: dict[str, list[int]] = {"patient_message": [], "counsellor_reply": [], "memory": []}
+    for row in rows:
+        for m in row.counsellor_messages:
+            kind = {"user": "patient_message", "assistant": "counsellor_reply"}.get(m.get("role") or "")
+            if kind and m.get("content"):
+                chars[kind].append(len(m["content"]))
+        if row.memory_before:
+            chars["memory"].append(len("\n".join(row.memory_before)))
+    per = Sizer.FALLBACK_CHARS_PER_TOKEN
+    return {kind: sum(xs) / len(xs) / per for kind, xs in chars.items() if xs}
 
 
 def make_plan(
@@ -937,8 +1037,19 @@ def make_plan(
     from mindsimkit.mindsim_app.throughput import engine_key, load_records, record_path, servers_of
 
     measured = read_measured(from_run) if from_run else {}
+    lengths = read_lengths(from_run) if from_run else {}
     assumptions = load_assumptions()
     notes: list[str] = []
+    prompts: dict[str, tuple[float, float]] = {}
+    if from_run:
+        differs = shape_differences(recipe, from_run)
+        if differs:
+            notes.append(
+                f"prompts estimated, not taken from {from_run}: its recipe differs in {', '.join(differs)} (a run "
+                "that differs only in candidates, pool, patients or trials gives its measured prompt sizes)"
+            )
+        else:
+            prompts = read_prompts(from_run)
     loads = role_loads(
         recipe,
         counsellors=counsellors,
@@ -946,6 +1057,8 @@ def make_plan(
         measured_from=str(from_run) if from_run else None,
         assumptions=assumptions,
         notes=notes,
+        lengths=lengths,
+        measured_prompts=prompts,
     )
     prices = load_prices(recipe, prices_file) if prices is None else prices
     rates = load_records() if rates is None else rates
@@ -993,6 +1106,14 @@ def make_plan(
             "prices": "the recipe's judge.prices" + (f" and {prices_file}" if prices_file else ""),
             "throughput": str(record_path()),
             "completions": f"measured means of {from_run}" if from_run else "each role's bounds",
+            "prompts": f"from the measured means of {from_run}" if prompts else "estimated from the templates",
+            "quoted texts": (
+                f"lengths measured in {from_run} ("
+                + ", ".join(f"{k} {v:.0f} tokens" for k, v in lengths.items())
+                + "), at most their bounds"
+                if lengths
+                else "at their bounds"
+            ),
         },
     )
 

@@ -108,6 +108,7 @@ def plan_lines(plan: Any) -> list[str]:
         f"{a['reasoning_fill']:.0%} of a reasoning budget spent (docs/plan.md)"
     )
     out.append(f"completions from {plan.sources['completions']}")
+    out.append(f"prompts {plan.sources['prompts']}")
     return out
 
 

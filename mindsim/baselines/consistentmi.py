@@ -625,10 +625,10 @@ def tracker_schemas() -> dict[str, type[BaseModel]]:
 def tracker_prompt(inp: Any, sz: Any) -> PromptSize:
     """The tracker's largest prompt: each task at the recipe's reply budgets, the grounding task with every
     persona a profile can hold at its length limit."""
-    from mindsimkit.mindsim.stage_sizes import message_bound
+    from mindsimkit.mindsim.stage_sizes import message_texts
 
     t = tables()
-    patient, counsellor = sz.text_of_tokens(message_bound(inp)), sz.text_of_tokens(inp.reply_bound()[0])
+    patient, counsellor = message_texts(inp, sz)
     context = [
         ("Counsellor" if i % 2 else "Client", counsellor if i % 2 else patient) for i in range(t.context_messages)
     ]

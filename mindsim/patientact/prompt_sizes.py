@@ -49,7 +49,7 @@ def _worst(inp: Any, sz: Any) -> dict[str, Any]:
     )
     from mindsimkit.mindsim.patientact.decompose import Decomposition, MemoryItem, profile_pieces, static_layer
     from mindsimkit.mindsim.patientact.seed import PsychSeed
-    from mindsimkit.mindsim.stage_sizes import message_bound, session_fixtures, simulation
+    from mindsimkit.mindsim.stage_sizes import message_texts, session_fixtures, simulation
     from mindsimkit.profilegen.config import profiles_config
     from mindsimkit.profilegen.formulation import draft_model as formulation_draft
     from mindsimkit.profilegen.formulation import to_formulation
@@ -112,7 +112,7 @@ def _worst(inp: Any, sz: Any) -> dict[str, Any]:
         static=static_layer(profile, formulation),
         items=items,
     )
-    patient_msg, counsellor_msg = sz.text_of_tokens(message_bound(inp)), sz.text_of_tokens(inp.reply_bound()[0])
+    patient_msg, counsellor_msg = message_texts(inp, sz)
     # The whole conversation under `step_context: whole` (the authors' setting): every exchange the cap allows.
     shown = s.turn_cap if s.patientact.step_context == "whole" else s.patientact.context_turns
     recent = [("Counsellor", counsellor_msg), ("Client", patient_msg)] * shown

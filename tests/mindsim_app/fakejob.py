@@ -58,14 +58,16 @@ def _responder():
     return respond
 
 
-def _recipe(path: Path, stub: OpenAIStub) -> Path:
+def _recipe(path: Path, stub: OpenAIStub, simulation: str = "") -> Path:
     stub.serve(*ROLES)
     path.write_text(
         f"name: layouttest\nseed: 3\nengines:\n  stub: {{kind: openai, base_url: '{stub.base_url}', model: m, "
         "native_tools: false, max_concurrency: 8}\nroles:\n  default: {engine: stub}\n"
         + "".join(f"  {r!r}: {{engine: stub, model: {r!r}}}\n" for r in ROLES)
         + "profiles: {personas: synthetic, candidates: 4, pool_size: 2, benchmark_size: 1, pool_verdicts: [clean, minor], causal_checks: false}\n"
-        "simulation: {sessions: 2, turn_cap: 3, counsellors: [counsellor], patient_engine: [mindsim, patientact]}\n"
+        "simulation: {sessions: 2, turn_cap: 3, counsellors: [counsellor], patient_engine: [mindsim, patientact]"
+        + simulation
+        + "}\n"
         "validation: {bootstrap_draws: 20, floor_splits: 5, arc: true}\n"
         "judge: {bootstrap_draws: 100}\n"
     )
@@ -76,6 +78,17 @@ def _patientact_answer(req):
     from mindsimkit.judge.patientact import rubrics
 
     return {k: v for d in rubrics().conversation.ids for k, v in ((f"{d}_reason", "holds back"), (d, 3))}
+
+
+def run_fake_job(tmp: Path, simulation: str = "") -> Path:
+    """The main job alone into `tmp/run` (`simulation`: more settings for its simulation section, e.g.
+    ", max_patients: 1")."""
+    from mindsimkit.mindsim_app.job import run_job
+
+    out = tmp / "run"
+    with OpenAIStub(from_responder(_responder())) as stub:
+        run_job(_recipe(tmp / "r.yaml", stub, simulation), out)
+    return out
 
 
 def write_fake_job(tmp: Path) -> Path:

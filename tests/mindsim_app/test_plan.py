@@ -383,6 +383,61 @@ def test_a_finished_run_gives_its_measured_completion_lengths(fake_run):
     assert plan.sources["completions"] == f"measured means of {fake_run}"
 
 
+@pytest.fixture(scope="module")
+def pilot_run(tmp_path_factory):
+    """The fake job of `fake_run` on one patient of its two: a pilot of the same recipe."""
+    from fakejob import run_fake_job
+
+    return run_fake_job(tmp_path_factory.mktemp("pilot"), ", max_patients: 1")
+
+
+def _per_request(rows: list[Any]) -> dict[str, tuple[float, float]]:
+    sums: dict[str, list[float]] = {}
+    for r in rows:
+        x = sums.setdefault(r.role, [0.0, 0.0, 0.0])
+        x[0], x[1], x[2] = x[0] + r.requests, x[1] + r.prompt_tokens, x[2] + r.completion_tokens
+    return {role: (p / n, c / n) for role, (n, p, c) in sums.items() if n}
+
+
+def test_a_pilot_of_the_same_recipe_gives_the_size_of_every_request(fake_run, pilot_run):
+    """A run of the same recipe on fewer patients (the pilot) measured what one request of each role holds: the plan
+    of the whole run takes those sizes, and the whole run's requests are that size."""
+    recipe = load_recipe(fake_run.parent / "r.yaml")
+    plan = make_plan(recipe, from_run=pilot_run)
+    assert plan.sources["prompts"] == f"from the measured means of {pilot_run}"
+    assert all(r.prompt_from == f"run {pilot_run}" for r in plan.rows if r.role != "patient_matcher")
+    actual = json.loads((fake_run / "run.json").read_text())["usage"]
+    off = []
+    for role, (prompt, completion) in _per_request(plan.rows).items():
+        used = actual.get(role)
+        if not used:
+            continue
+        got = (used["prompt_tokens"] / used["attempts"], used["completion_tokens"] / used["attempts"])
+        if abs(got[0] / prompt - 1) > 0.15 or abs(got[1] / completion - 1) > 0.15:
+            off.append(f"{role}: {got} per request, planned {(prompt, completion)}")
+    assert not off, off
+    # Without the pilot the same plan estimates every prompt from the templates at the reply bounds.
+    estimated = _per_request(make_plan(recipe).rows)
+    assert estimated["counsellor"][0] > 1.15 * _per_request(plan.rows)["counsellor"][0]
+
+
+def test_a_run_of_another_shape_lends_its_text_lengths_not_its_prompt_sizes(fake_run, pilot_run, tmp_path):
+    """Longer sessions hold more per request than the pilot's did: the plan estimates their prompts, quoting the
+    patient messages and counsellor replies at the lengths the pilot measured, and says why."""
+    text = (fake_run.parent / "r.yaml").read_text().replace("turn_cap: 3", "turn_cap: 6")
+    (tmp_path / "r.yaml").write_text(text)
+    recipe = load_recipe(tmp_path / "r.yaml")
+    plan = make_plan(recipe, from_run=pilot_run)
+    assert plan.sources["prompts"] == "estimated from the templates"
+    assert any("its recipe differs in simulation" in n for n in plan.notes), plan.notes
+    assert "patient_message" in plan.sources["quoted texts"]
+    bounded = _per_request(make_plan(recipe).rows)
+    quoted = _per_request(plan.rows)
+    # The fake engine's messages are a few words: every role that quotes the exchange asks with less.
+    for role in ("counsellor", "labeller", "judge"):
+        assert quoted[role][0] < bounded[role][0], role
+
+
 def test_the_embedded_engine_costs_no_money_and_says_so(tmp_path):
     import os
 

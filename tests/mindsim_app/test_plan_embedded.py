@@ -24,7 +24,8 @@ WITHIN = (
     "baseline_mapper",
     "counsellor",
 )
-# Tokens are held to the worst case only. How long the 135M model writes is its choice and moves between machines:
+# Tokens per role are held to the worst case only (and their sum to a band, below). How long the 135M model writes
+# is its choice and moves from run to run:
 # the memory rewrite's completion tokens came to 1.00 of the plan here and 0.72 on CI's clean clone of the same
 # commit, the appraiser's 0.89 and 0.84 (2026-12-06); prompts quote what the model wrote (the judge's prompt tokens:
 # 0.96 on one run, 0.52 on the next).
@@ -113,6 +114,13 @@ def test_planned_requests_and_tokens_are_near_the_actuals(study_run):
         if r["actual"][key] > worst.get(r["role"], {}).get(key, 0.0)
     ]
     assert not over, over
+    # Summed over roles, the expected prompt tokens are those of likely prompts, not the largest ones: 0.62 and 0.67
+    # of the plan on two study runs (docs/plan.md, "How close the plan comes"), 0.41 and 0.45 when every estimate was
+    # its role's largest prompt. The rest is the texts prompts quote, taken at their bounds, which the 135M model
+    # writes shorter; above the plan would mean the expected value undercounts.
+    sent = sum(r["actual"]["prompt_tokens"] for r in info["plan_vs_actual"]["roles"] if r["actual"])
+    planned_prompts = sum(r["prompt_tokens"] for r in info["plan"]["rows"])
+    assert 0.5 <= sent / planned_prompts <= 1.15, (sent, planned_prompts)
     # The report's data file sets the same plan beside the same actuals as the final run.json.
     final = json.loads((study_run / "run.json").read_text())
     assert json.loads((study_run / "report.json").read_text())["runs"][0]["plan"] == final["plan_vs_actual"]
