@@ -69,6 +69,13 @@ def run_cmd(
         help="Run on this Ray cluster (`auto`, host:port, ray://host:10001; `local` starts one here); RAY_ADDRESS "
         "does the same. Outputs, checkpoints and resume are the same as a local run (docs/scale.md)",
     ),
+    plan_from: Optional[Path] = typer.Option(
+        None,
+        "--plan-from",
+        metavar="RUN",
+        help="A finished pilot run of this recipe: the plan in run.json (and the report's plan beside actual) takes "
+        "its measured sizes, as `mindsim plan --from-run` does; give it again when resuming",
+    ),
 ) -> None:
     """Run the main job: profiles → screening → pool → multi-session simulation → validation → (MHQR judge) →
     dataset + card."""
@@ -79,15 +86,19 @@ def run_cmd(
     # run_job loads it again and checks every section.
     load_recipe(recipe)
     check_out_folder(out_dir)
+    if plan_from is not None:
+        from mindsimkit.mindsim_app.plan import check_pilot
+
+        check_pilot(plan_from, "--plan-from")
     from mindsimkit.mindcore.runfolder import run_lock
     from mindsimkit.mindsim_app.job import run_job
 
     # Passed only when given, so a stand-in run_job with the older signature (tests/mindsim_app/test_cli.py) still fits.
+    extra: dict[str, Any] = {"ray_address": ray_address} if ray_address else {}
+    if plan_from is not None:
+        extra["plan_from"] = plan_from
     with run_lock(out_dir):
-        if ray_address:
-            summary = run_job(recipe, out_dir, verbose=verbose, ray_address=ray_address)
-        else:
-            summary = run_job(recipe, out_dir, verbose=verbose)
+        summary = run_job(recipe, out_dir, verbose=verbose, **extra)
     table = Table(title="Outputs", show_header=True)
     table.add_column("what")
     table.add_column("where", overflow="fold")

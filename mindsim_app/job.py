@@ -192,13 +192,15 @@ def run_job(
     verbose: bool = False,
     ray_address: str | None = None,
     engines: Engines | None = None,
+    plan_from: Path | None = None,
 ) -> JobSummary:
     """`verbose` leaves distilabel's and datasets' own logs on the terminal; otherwise they go to
     `OUT/logs/` and the terminal shows one progress bar per stage. `ray_address` (or RAY_ADDRESS)
     runs the profile and simulation stages on that Ray cluster, whatever the recipe's `runner:` says.
     `engines`: an engine set the caller has started (and closes), used for every role instead of starting the
     recipe's; its ledger is what run.json reports as usage, so give each job its own `Engines` (several may share
-    one backend: `Engines(recipe.engines_config(), backends=...)`)."""
+    one backend: `Engines(recipe.engines_config(), backends=...)`). `plan_from`: a finished pilot run the plan in
+    run.json takes its measured sizes from, as `mindsim plan --from-run` does."""
     recipe = load_recipe(recipe_path).with_runner(ray_address)
     # Every section is validated before any engine starts, so a typo costs nothing.
     pcfg = profiles_config(recipe)
@@ -229,7 +231,7 @@ def run_job(
         # The presets are named from the start: the page of a run that stopped half-way (`report --allow-partial`)
         # says which it ran under instead of falling back to the defaults.
         opened = _open_run(out_dir, recipe).model_copy(update={"presets": _presets(scfg, jcfg)})
-        info = _with_plan(out_dir, recipe, opened)
+        info = _with_plan(out_dir, recipe, opened, plan_from)
         seconds: dict[str, float] = {}
         with library_logs_to(layout.logs, verbose=verbose), runner:
             psum, ssum, jsum = _stages(recipe, engines, out_dir, pcfg, scfg, vcfg, jcfg, runner, seconds)
@@ -272,13 +274,14 @@ def _presets(scfg: SimulationConfig, jcfg: JudgeConfig | None) -> dict[str, str]
     return {**scfg.engine_presets(), **({"judge": jcfg.preset} if jcfg is not None else {})}
 
 
-def _with_plan(out_dir: Path, recipe: Recipe, info: RunHeader) -> RunHeader:
-    """run.json with the plan of this run (`mindsim plan`), written before the first request so that the end of the
-    run can set what it spent beside what was expected. `info` is written whether or not a plan could be made."""
+def _with_plan(out_dir: Path, recipe: Recipe, info: RunHeader, plan_from: Path | None = None) -> RunHeader:
+    """run.json with the plan of this run (`mindsim plan`, from the pilot `plan_from` when given), written before the
+    first request so that the end of the run can set what it spent beside what was expected. `info` is written
+    whether or not a plan could be made."""
     from mindsimkit.mindsim_app.plan import make_plan
 
     try:
-        info = info.model_copy(update={"plan": make_plan(recipe).model_dump()})
+        info = info.model_copy(update={"plan": make_plan(recipe, from_run=plan_from).model_dump()})
     except Exception as exc:  # the plan informs; it never stops the run it plans
         console.print(
             f"[yellow]warning:[/] no plan in run.json ({escape(type(exc).__name__)}: "

@@ -1022,6 +1022,17 @@ def read_lengths(run_dir: Path) -> dict[str, float]:
     return {kind: sum(xs) / len(xs) / per for kind, xs in chars.items() if xs}
 
 
+def check_pilot(run_dir: Path, option: str) -> Path:
+    """`run_dir` when it holds a run.json, else one `InputError` naming the option (before any work starts)."""
+    from mindsimkit.mindcore.errors import InputError
+
+    if not (Path(run_dir) / "run.json").is_file():
+        raise InputError(
+            f"{option} {run_dir}: no run.json there; give the --out folder of a finished `mindsim run` of this recipe"
+        )
+    return Path(run_dir)
+
+
 def make_plan(
     recipe: Any,
     *,

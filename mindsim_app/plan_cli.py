@@ -125,7 +125,8 @@ def plan_cmd(
     from_run: Optional[Path] = typer.Option(
         None,
         "--from-run",
-        help="A finished run of this recipe: its measured completion lengths per role replace the bounds",
+        help="A finished run (a pilot) of this recipe: its measured completion lengths per role replace the "
+        "bounds, and its prompt sizes the estimates where it differs only in population (docs/plan.md)",
     ),
     measure: bool = typer.Option(
         False,
@@ -137,16 +138,11 @@ def plan_cmd(
     """What `mindsim run RECIPE` will ask of its engines: requests, tokens, cached share, money and hours per stage
     and role, expected and worst case. Sends nothing unless --measure."""
     from mindsimkit.mindcore.recipe import load_recipe
-    from mindsimkit.mindsim_app.plan import load_prices, make_plan
+    from mindsimkit.mindsim_app.plan import check_pilot, load_prices, make_plan
 
     loaded = load_recipe(recipe)
-    if from_run is not None and not (from_run / "run.json").is_file():
-        from mindsimkit.mindcore.errors import InputError
-
-        raise InputError(
-            f"--from-run {from_run}: no run.json there; give the --out folder of a finished "
-            "`mindsim run` of this recipe"
-        )
+    if from_run is not None:
+        check_pilot(from_run, "--from-run")
     table = load_prices(loaded, prices)
     if measure:
         from mindsimkit.mindsim_app.throughput import measure_all

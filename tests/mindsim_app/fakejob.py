@@ -80,14 +80,14 @@ def _patientact_answer(req):
     return {k: v for d in rubrics().conversation.ids for k, v in ((f"{d}_reason", "holds back"), (d, 3))}
 
 
-def run_fake_job(tmp: Path, simulation: str = "") -> Path:
+def run_fake_job(tmp: Path, simulation: str = "", plan_from: Path | None = None) -> Path:
     """The main job alone into `tmp/run` (`simulation`: more settings for its simulation section, e.g.
-    ", max_patients: 1")."""
+    ", max_patients: 1"; `plan_from`: the pilot its plan is made from)."""
     from mindsimkit.mindsim_app.job import run_job
 
     out = tmp / "run"
     with OpenAIStub(from_responder(_responder())) as stub:
-        run_job(_recipe(tmp / "r.yaml", stub, simulation), out)
+        run_job(_recipe(tmp / "r.yaml", stub, simulation), out, plan_from=plan_from)
     return out
 
 

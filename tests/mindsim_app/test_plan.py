@@ -384,11 +384,12 @@ def test_a_finished_run_gives_its_measured_completion_lengths(fake_run):
 
 
 @pytest.fixture(scope="module")
-def pilot_run(tmp_path_factory):
-    """The fake job of `fake_run` on one patient of its two: a pilot of the same recipe."""
+def pilot_run(tmp_path_factory, fake_run):
+    """The fake job of `fake_run` on one patient of its two: a pilot of the same recipe. Made with
+    `--plan-from fake_run`, so its own run.json plan takes the two-patient run's measured sizes."""
     from fakejob import run_fake_job
 
-    return run_fake_job(tmp_path_factory.mktemp("pilot"), ", max_patients: 1")
+    return run_fake_job(tmp_path_factory.mktemp("pilot"), ", max_patients: 1", plan_from=fake_run)
 
 
 def _per_request(rows: list[Any]) -> dict[str, tuple[float, float]]:
@@ -419,6 +420,32 @@ def test_a_pilot_of_the_same_recipe_gives_the_size_of_every_request(fake_run, pi
     # Without the pilot the same plan estimates every prompt from the templates at the reply bounds.
     estimated = _per_request(make_plan(recipe).rows)
     assert estimated["counsellor"][0] > 1.15 * _per_request(plan.rows)["counsellor"][0]
+
+
+def test_a_run_planned_from_a_pilot_keeps_that_plan_beside_its_actuals(fake_run, pilot_run):
+    """`mindsim run --plan-from RUN`: the plan in run.json, and the comparison at the end, are those of
+    `mindsim plan --from-run RUN`: every role's requests are as large as the plan said."""
+    info = json.loads((pilot_run / "run.json").read_text())
+    assert info["plan"]["sources"]["prompts"] == f"from the measured means of {fake_run}"
+    planned: dict[str, list[float]] = {}
+    for row in info["plan"]["rows"]:
+        x = planned.setdefault(row["role"], [0.0, 0.0])
+        x[0], x[1] = x[0] + row["requests"], x[1] + row["prompt_tokens"]
+    off = []
+    for role, used in info["usage"].items():
+        if role in planned and used.get("attempts"):
+            per, want = used["prompt_tokens"] / used["attempts"], planned[role][1] / planned[role][0]
+            if abs(per / want - 1) > 0.15:
+                off.append(f"{role}: {per:.0f} prompt tokens a request, {want:.0f} planned")
+    assert not off, off
+    assert {r["role"] for r in info["plan_vs_actual"]["roles"]} >= {"patient", "counsellor", "judge"}
+
+
+def test_plan_from_names_a_folder_without_a_run_before_anything_starts(tmp_path):
+    proc, _ = _cli("run", REPO / "recipes" / "quickstart.yaml", "--out", tmp_path / "o", "--plan-from", tmp_path)
+    assert proc.returncode == 2, (proc.returncode, proc.stderr)
+    assert f"error: --plan-from {tmp_path}: no run.json there" in " ".join(proc.stderr.split())
+    assert not (tmp_path / "o").exists()
 
 
 def test_a_run_of_another_shape_lends_its_text_lengths_not_its_prompt_sizes(fake_run, pilot_run, tmp_path):
