@@ -1222,9 +1222,15 @@ def plan_vs_actual(
         )
         got = stage_seconds.get(stage)
         stages.append({"stage": stage, "planned_s": want, "actual_s": got, "ratio": _ratio(got, want)})
+    sources = plan.get("sources") or {}
+    made = "; ".join(
+        f"{what} {sources[key]}" if key == "prompts" else f"{what} from {sources[key]}"
+        for key, what in (("prompts", "prompts"), ("completions", "completions"))
+        if sources.get(key)
+    )
     return {
         "roles": roles,
         "stages": stages,
-        "note": "planned: the expected value; requests are HTTP requests (retries inside a structured call "
-        "included); a ratio is actual / planned",
+        "note": "planned: the expected value" + (f" ({made})" if made else "") + "; requests are HTTP requests "
+        "(retries inside a structured call included); a ratio is actual / planned",
     }

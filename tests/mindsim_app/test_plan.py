@@ -439,6 +439,8 @@ def test_a_run_planned_from_a_pilot_keeps_that_plan_beside_its_actuals(fake_run,
                 off.append(f"{role}: {per:.0f} prompt tokens a request, {want:.0f} planned")
     assert not off, off
     assert {r["role"] for r in info["plan_vs_actual"]["roles"]} >= {"patient", "counsellor", "judge"}
+    # The report's plan section says where the planned sizes came from.
+    assert f"prompts from the measured means of {fake_run}" in info["plan_vs_actual"]["note"]
 
 
 def test_plan_from_names_a_folder_without_a_run_before_anything_starts(tmp_path):
