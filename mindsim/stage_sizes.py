@@ -71,6 +71,15 @@ def message_texts(inp: Any, sz: Any) -> tuple[str, str]:
     return sz.text_of_tokens(patient), sz.text_of_tokens(counsellor)
 
 
+def patient_request(system: str, fx: dict[str, Any], sz: Any, what: str) -> PromptSize:
+    """A prompted patient's last message request of a session: its system prompt and the exchange before its last
+    message, the patient's lines as its own (the fixtures' transcript is the counsellor's view)."""
+    flipped = {"user": "assistant", "assistant": "user"}
+    exchange = [{"role": flipped[m["role"]], "content": m["content"]} for m in fx["transcript"][:-1]]
+    n = messages_tokens([{"role": "system", "content": system}, *exchange], sz)
+    return PromptSize("patient", n, {what: n})
+
+
 def session_fixtures(inp: Any, sz: Any) -> dict[str, Any]:
     """The worst-case pieces every estimate of a session builds on: profile, scenario, plan, style data,
     a whole transcript at the reply budgets, agenda and memory (also read by the engines' own estimates)."""

@@ -181,15 +181,22 @@ def _estimate(
     return est(replace(base, typical=typical), ctx.sz) if est is not None else None
 
 
+def _tokens(est: PromptSize | None, part: str | None = None) -> float:
+    """An estimate's tokens, or those of one named part of it (the whole where it has no such part)."""
+    if est is None:
+        return 0.0
+    return float(est.parts.get(part, est.tokens) if part else est.tokens)
+
+
+def _estimates(ctx: _Ctx, role: str) -> tuple[PromptSize | None, PromptSize | None]:
+    """The role's typical and largest prompt estimates, each evaluated once."""
+    return _estimate(ctx, role, typical=True), _estimate(ctx, role)
+
+
 def _size(ctx: _Ctx, role: str, part: str | None = None) -> tuple[float, float]:
     """Typical and largest prompt of `role` (or of one named part of its estimate), in tokens."""
-
-    def tokens(est: PromptSize | None) -> float:
-        if est is None:
-            return 0.0
-        return float(est.parts.get(part, est.tokens) if part else est.tokens)
-
-    return tokens(_estimate(ctx, role, typical=True)), tokens(_estimate(ctx, role))
+    typical, largest = _estimates(ctx, role)
+    return _tokens(typical, part), _tokens(largest, part)
 
 
 def _with_replies(ctx: _Ctx, replies: int) -> EstimateInputs:
@@ -320,8 +327,9 @@ def _profiles(ctx: _Ctx) -> None:
     # A draft still serious after a revision is revised again, up to max_revisions: a geometric sum.
     drafts = cfg.candidates * sum(ctx.a.serious_share**k for k in range(cfg.max_revisions + 1))
     drafts_worst = cfg.candidates * (1 + cfg.max_revisions)
-    first, first_worst = _size(ctx, "profile_writer", "first draft")
-    revision, revision_worst = _size(ctx, "profile_writer", "revision")
+    typical, largest = _estimates(ctx, "profile_writer")
+    first, first_worst = _tokens(typical, "first draft"), _tokens(largest, "first draft")
+    revision, revision_worst = _tokens(typical, "revision"), _tokens(largest, "revision")
     mean_prompt = (cfg.candidates * first + (drafts - cfg.candidates) * revision) / drafts
     ctx.add(
         "profiles",
@@ -397,12 +405,13 @@ def _situation_profiles(ctx: _Ctx, cfg: Any) -> None:
     d_rounds, v_rounds = rounds(cfg)
     gens = n * sum(ctx.a.serious_share**k for k in range(v_rounds))
     gens_worst = n * v_rounds
+    typical, largest = _estimates(ctx, "profile_writer")
     for name, key, each, most in (
         ("situation_problem", "problem formulation", 1, 1),
         ("situation_demographics", "demographics", 1, d_rounds),
         ("situation_psych", "psychological formulation", 1, 1),
     ):
-        size, worst = _size(ctx, "profile_writer", key)
+        size, worst = _tokens(typical, key), _tokens(largest, key)
         ctx.add(
             "profiles",
             "profile_writer",
@@ -435,7 +444,8 @@ def _simulate(ctx: _Ctx) -> None:
     c_mean, c_last = _growing(ctx, "counsellor", replies)
     scen_t, scen_worst = _size(ctx, "scenario_writer")
     first_t, first_worst = _size(ctx, "first_scenario_writer")
-    mem_first, mem_worst = _size(ctx, "memory_compactor", "first ask")[0], _size(ctx, "memory_compactor")[1]
+    mem_typical, mem_largest = _estimates(ctx, "memory_compactor")
+    mem_first, mem_worst = _tokens(mem_typical, "first ask"), _tokens(mem_largest)
     # A scenario whose opening is not speech is drafted again, each draft its own structured call.
     drafts, drafts_worst = _retries(ctx.a.scenario_redraft_share, s.max_message_retries)
     ctx.add(
@@ -925,14 +935,13 @@ def _time(row: PlanRow, rate: Any) -> None:
     ) / row.servers
 
 
-def read_means(run_dir: Path) -> dict[str, dict[str, float]]:
-    """Per role, what one request of a finished run held on average, as its run.json `usage` recorded it:
-    completion and prompt tokens, and the share of the prompt tokens a prefix cache served."""
+def usage_means(usage: Any) -> dict[str, dict[str, float]]:
+    """Per role, what one request of a finished run held on average, from its run.json `usage`: completion and
+    prompt tokens, and the share of the prompt tokens a prefix cache served."""
     from mindsimkit.judge.costs import stage_usage
-    from mindsimkit.mindcore.layout import RunLayout
 
     out = {}
-    for role, u in stage_usage(RunLayout(run_dir).header().usage).items():
+    for role, u in stage_usage(usage).items():
         asked, prompt = u.get("attempts") or u.get("calls") or 0, u.get("prompt_tokens") or 0
         if asked:
             out[role] = {
@@ -941,16 +950,6 @@ def read_means(run_dir: Path) -> dict[str, dict[str, float]]:
                 "cached_share": (u.get("cached_tokens") or 0) / prompt if prompt else 0.0,
             }
     return out
-
-
-def read_measured(run_dir: Path) -> dict[str, float]:
-    """Completion tokens per request per role of a finished run."""
-    return {role: m["completion"] for role, m in read_means(run_dir).items()}
-
-
-def read_prompts(run_dir: Path) -> dict[str, tuple[float, float]]:
-    """Prompt tokens per request per role of a finished run, with the share of them a prefix cache served."""
-    return {role: (m["prompt"], m["cached_share"]) for role, m in read_means(run_dir).items() if m["prompt"]}
 
 
 # Settings that change how many requests a run makes, not what one request holds: a run that differs from the
@@ -979,12 +978,10 @@ def _shape(content: dict[str, Any]) -> dict[str, Any]:
     return out
 
 
-def shape_differences(recipe: Any, run_dir: Path) -> list[str]:
-    """The recipe sections in which a finished run's recipe differs from `recipe` beyond its population (how many
-    candidates, patients, trials): empty when the run's requests are the ones this recipe will send."""
-    from mindsimkit.mindcore.layout import RunLayout
-
-    ran = RunLayout(run_dir).header().recipe
+def shape_differences(recipe: Any, ran: Any) -> list[str]:
+    """The recipe sections in which a finished run's recipe (`ran`, its run.json `recipe`) differs from `recipe`
+    beyond its population (how many candidates, patients, trials): empty when the run's requests are the ones this
+    recipe will send."""
     if ran is None:
         return ["the run records no recipe"]
     mine, theirs = _shape(recipe.content_dump()), _shape(ran.model_dump(mode="json"))
@@ -1047,20 +1044,25 @@ def make_plan(
     `Throughput`; default the user's record)."""
     from mindsimkit.mindsim_app.throughput import engine_key, load_records, record_path, servers_of
 
-    measured = read_measured(from_run) if from_run else {}
-    lengths = read_lengths(from_run) if from_run else {}
+    from mindsimkit.mindcore.layout import RunLayout
+
     assumptions = load_assumptions()
     notes: list[str] = []
+    measured: dict[str, float] = {}
     prompts: dict[str, tuple[float, float]] = {}
+    lengths = read_lengths(from_run) if from_run else {}
     if from_run:
-        differs = shape_differences(recipe, from_run)
+        header = RunLayout(from_run).header()
+        means = usage_means(header.usage)
+        measured = {role: m["completion"] for role, m in means.items()}
+        differs = shape_differences(recipe, header.recipe)
         if differs:
             notes.append(
                 f"prompts estimated, not taken from {from_run}: its recipe differs in {', '.join(differs)} (a run "
                 "that differs only in candidates, pool, patients or trials gives its measured prompt sizes)"
             )
         else:
-            prompts = read_prompts(from_run)
+            prompts = {role: (m["prompt"], m["cached_share"]) for role, m in means.items() if m["prompt"]}
     loads = role_loads(
         recipe,
         counsellors=counsellors,
@@ -1224,9 +1226,8 @@ def plan_vs_actual(
         stages.append({"stage": stage, "planned_s": want, "actual_s": got, "ratio": _ratio(got, want)})
     sources = plan.get("sources") or {}
     made = "; ".join(
-        f"{what} {sources[key]}" if key == "prompts" else f"{what} from {sources[key]}"
-        for key, what in (("prompts", "prompts"), ("completions", "completions"))
-        if sources.get(key)
+        ([f"prompts {sources['prompts']}"] if sources.get("prompts") else [])
+        + ([f"completions from {sources['completions']}"] if sources.get("completions") else [])
     )
     return {
         "roles": roles,

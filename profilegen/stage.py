@@ -97,14 +97,25 @@ def profile_parts(inp: Any) -> tuple[Any, Any, list[Any]]:
 def _typical_parts(
     seed: int, rates: str | None, patientact: bool, text_scale: float, causal: bool
 ) -> tuple[Any, Any, list[Any]]:
-    from mindsimkit.mindcore.budget import largest_instance
-    from mindsimkit.profilegen.formulation import draft_model, to_formulation, writer_messages
+    ranked = sorted(_sample_rows(seed, rates), key=lambda r: _writer_chars(r, patientact))
+    faults = _profile_parts(seed, rates, patientact, causal)[2]
+    return ranked[len(ranked) // 2], largest_formulation(text_scale, causal, patientact), faults
 
-    rows, faults = _sample_rows(seed, rates), _profile_parts(seed, rates, patientact, causal)[2]
-    ranked = sorted(rows, key=lambda r: sum(len(m["content"]) for m in writer_messages(r, patientact=patientact)))
+
+def _writer_chars(row: Any, patientact: bool) -> int:
+    """How long the writer's prompt for an anchored persona is, in characters (what ranks the personas)."""
+    from mindsimkit.profilegen.formulation import writer_messages
+
+    return sum(len(m["content"]) for m in writer_messages(row, patientact=patientact))
+
+
+def largest_formulation(text_scale: float, causal: bool, patientact: bool) -> Any:
+    """The formulation at every limit of the writer's schema (the largest instance of its draft)."""
+    from mindsimkit.mindcore.budget import largest_instance
+    from mindsimkit.profilegen.formulation import draft_model, to_formulation
+
     draft = draft_model(text_scale, causal=causal, patientact=patientact)
-    f = to_formulation(draft.model_validate(largest_instance(draft.model_json_schema())))
-    return ranked[len(ranked) // 2], f, faults
+    return to_formulation(draft.model_validate(largest_instance(draft.model_json_schema())))
 
 
 @lru_cache(maxsize=4)
@@ -125,14 +136,11 @@ def _profile_parts(
     """The longest anchored persona of the shipped sample, the largest formulation (with the causal rules' fields
     where the recipe asks for them), the most faults."""
     from mindsimkit.mindcore.budget import largest_instance
-    from mindsimkit.profilegen.formulation import draft_model, to_formulation, writer_messages
     from mindsimkit.profilegen.schemas import Fault
     from mindsimkit.profilegen.screen import JudgeVerdict
 
-    rows = _sample_rows(seed, rates)
-    row = max(rows, key=lambda r: sum(len(m["content"]) for m in writer_messages(r, patientact=patientact)))
-    draft = draft_model(causal=causal, patientact=patientact)
-    f = to_formulation(draft.model_validate(largest_instance(draft.model_json_schema())))
+    row = max(_sample_rows(seed, rates), key=lambda r: _writer_chars(r, patientact))
+    f = largest_formulation(1.0, causal, patientact)
     verdict = largest_instance(JudgeVerdict.model_json_schema())
     faults = [
         Fault(quote=x["quote"], reason=x["reason"], severity="serious", source="judge") for x in verdict["faults"]

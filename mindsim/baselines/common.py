@@ -259,8 +259,8 @@ class PromptedBaselineEngine:
         estimate's profile, then the whole exchange (the patient's lines as its own)."""
         from types import SimpleNamespace
 
-        from mindsimkit.mindcore.budget import PromptSize, largest_instance, messages_tokens
-        from mindsimkit.mindsim.stage_sizes import session_fixtures, sizing_profile
+        from mindsimkit.mindcore.budget import largest_instance
+        from mindsimkit.mindsim.stage_sizes import patient_request, session_fixtures, sizing_profile
 
         fx = session_fixtures(inp, sz)
         profile = sizing_profile(fx)
@@ -277,11 +277,7 @@ class PromptedBaselineEngine:
         talk = SimpleNamespace(
             inp=SimpleNamespace(scenario=fx["scenario"], plan=fx["plan"], memory=fx["memory"], carried=None)
         )
-        flipped = {"user": "assistant", "assistant": "user"}
-        exchange = [{"role": flipped[m["role"]], "content": m["content"]} for m in fx["transcript"][:-1]]
-        system = {"role": "system", "content": self.system_prompt(prep, talk)}
-        n = messages_tokens([system, *exchange], sz)
-        return PromptSize("patient", n, {f"{self.name}'s system prompt and the exchange": n})
+        return patient_request(self.system_prompt(prep, talk), fx, sz, f"{self.name}'s system prompt and the exchange")
 
     def fixed_fields(self, profile: Any) -> dict[str, Any]:
         """The preparation's fields rendered from our profile rather than mapped."""

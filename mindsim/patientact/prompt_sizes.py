@@ -51,8 +51,7 @@ def _worst(inp: Any, sz: Any) -> dict[str, Any]:
     from mindsimkit.mindsim.patientact.seed import PsychSeed
     from mindsimkit.mindsim.stage_sizes import message_texts, session_fixtures, simulation
     from mindsimkit.profilegen.config import profiles_config
-    from mindsimkit.profilegen.formulation import draft_model as formulation_draft
-    from mindsimkit.profilegen.formulation import to_formulation
+    from mindsimkit.profilegen.stage import largest_formulation
     from mindsimkit.profilegen.psych import PsychFormulation
     from mindsimkit.profilegen.render import case_summary, writer_brief
     from mindsimkit.profilegen.testing import make_profiles
@@ -61,8 +60,7 @@ def _worst(inp: Any, sz: Any) -> dict[str, Any]:
     # The profile's texts at the recipe's `profiles.text_scale`: the pieces are the profile's own words, so a
     # recipe that writes shorter formulations decomposes shorter pieces.
     pcfg = profiles_config(inp.recipe)
-    draft = formulation_draft(pcfg.text_scale, patientact=pcfg.patientact_shape)
-    f = to_formulation(draft.model_validate(largest_instance(draft.model_json_schema())))
+    f = largest_formulation(pcfg.text_scale, False, pcfg.patientact_shape)
     profile = make_profiles(1, 0)[0].model_copy(
         update={
             "persona": fx["row"].persona,
@@ -218,7 +216,7 @@ def message_prompt(inp: Any, sz: Any, settings: Any = None) -> PromptSize:
     applied: without dynamic memory it holds the whole profile) and the exchange before the last message. The
     per-turn signal (trust, retrieved items) is left out: it rides on one request and is not kept."""
     from mindsimkit.mindsim.patientact.session import patient_prompt
-    from mindsimkit.mindsim.stage_sizes import session_fixtures
+    from mindsimkit.mindsim.stage_sizes import patient_request, session_fixtures
 
     w, fx = _worst(inp, sz), session_fixtures(inp, sz)
     config = w["config"]
@@ -228,10 +226,7 @@ def message_prompt(inp: Any, sz: Any, settings: Any = None) -> PromptSize:
     system = patient_prompt(
         w["profile"], fx["plan"], fx["scenario"], fx["agenda"], fx["memory"], w["decomposition"], config
     )
-    flipped = {"user": "assistant", "assistant": "user"}
-    exchange = [{"role": flipped[m["role"]], "content": m["content"]} for m in fx["transcript"][:-1]]
-    n = messages_tokens([{"role": "system", "content": system}, *exchange], sz)
-    return PromptSize("patient", n, {"system prompt and the exchange": n})
+    return patient_request(system, fx, sz, "system prompt and the exchange")
 
 
 def matcher_prompt(inp: Any, sz: Any) -> PromptSize:
