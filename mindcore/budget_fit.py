@@ -93,6 +93,9 @@ class EstimateInputs:
     # Tokens a typical text of each kind runs to where a finished run measured it (`patient_message`,
     # `counsellor_reply`, `memory`); a typical estimate quotes such a text at that length, never above its bound.
     lengths: dict[str, float] = field(default_factory=dict)
+    # Shares a typical estimate counts where the recipe gives only a most (`commit_reject_share`: a MindSim commit
+    # refused by the guard); without one it counts the most, as the largest estimate does.
+    rates: dict[str, float] = field(default_factory=dict)
 
     def role_max(self, role: str) -> int | None:
         return self.config.role_spec(role).max_tokens

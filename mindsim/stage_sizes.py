@@ -10,9 +10,9 @@ Per role:
   `turn_cap` turns (patient messages at `message_max_tokens`, counsellor replies at their budget);
 - patient: the system prompt (largest case summary and scenario, memory at `memory_max_tokens`, the
   archetype with the most moves) plus the turns the model writes (`turn_cap - 1`, or `turn_cap` when the
-  counsellor opens), each: a counsellor reply, two commit
-  calls (one rejection per turn is assumed) with their answers, `max_todo_calls` agenda calls answered
-  with an open list of the scenario's checkpoints plus `ASSUMED_ADDED_ITEMS`, and the message;
+  counsellor opens), each: a counsellor reply, two commit calls (one rejection per turn is assumed; a typical
+  estimate, the plan's refusal share) with their answers, `max_todo_calls` agenda calls answered with an open list
+  of the scenario's checkpoints plus `ASSUMED_ADDED_ITEMS`, and the message;
 - counsellor: its system prompt and the whole exchange; memory_compactor: the prior log, the whole
   transcript and one re-ask when `memory_retries` allows.
 `longest_session` is the same worst-case session as the judge reads it (registered as a sample, so the
@@ -254,9 +254,9 @@ def patient_prompt(inp: Any, sz: Any) -> PromptSize:
     )
     listed = list(fx["scenario"].checkpoints) + [fill_text(120)] * ASSUMED_ADDED_ITEMS
     status = sz("Marked done: " + Agenda.from_checkpoints(listed).status())
-    reply, note = inp.reply_bound()
-    commits = 1 + min(1, s.max_commit_retries)
-    per_turn = (
+    reply, note = message_tokens(inp)[1], inp.reply_bound()[1]
+    commits = 1 + _rejected_commits(inp, s.max_commit_retries)
+    per_turn = round(
         reply
         + commits * (commit + result)
         + s.max_todo_calls * (todo + status)
@@ -271,6 +271,15 @@ def patient_prompt(inp: Any, sz: Any) -> PromptSize:
         {"system prompt": system, "first turn": per_turn, f"growth over {turns} turns": growth},
         note,
     )
+
+
+def _rejected_commits(inp: Any, most: int) -> float:
+    """Refused commits a turn's history holds: one where retries allow (the largest estimate), or typically each
+    further ask at the assumed refusal share (a geometric sum, as the plan counts the asks themselves)."""
+    share = inp.rates.get("commit_reject_share") if getattr(inp, "typical", False) else None
+    if share is None:
+        return min(1, most)
+    return sum(share**k for k in range(1, most + 1))
 
 
 def replies(s: Any) -> int:

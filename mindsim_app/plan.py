@@ -781,12 +781,14 @@ def role_loads(
     report = _fit(recipe, config, stages, notes if notes is not None else [])
     uses = stage_roles(recipe, Engines(config), stages)
     specs = {u.label: u.spec for u in uses if u.spec is not None}
+    assumptions = assumptions or load_assumptions()
     inp = EstimateInputs(
         recipe,
         config,
         report,
         {u.label: u.max_tokens for u in uses if u.role == "counsellor"},
         lengths=dict(lengths or {}),
+        rates={"commit_reject_share": assumptions.commit_reject_share},
     )
     ctx = _Ctx(
         recipe,
@@ -794,7 +796,7 @@ def role_loads(
         report,
         inp,
         Sizer(),
-        assumptions or load_assumptions(),
+        assumptions,
         specs,
         measured or {},
         measured_from,

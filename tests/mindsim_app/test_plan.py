@@ -226,6 +226,32 @@ def test_typical_estimates_choose_likely_pieces_and_preflight_keeps_the_largest(
     assert all(smaller), dict(zip(roles, smaller))
 
 
+def test_the_typical_patient_quotes_measured_replies_and_counts_refusals_at_their_share(tmp_path):
+    """MindSim's typical patient request quotes the counsellor's replies at a pilot's measured length (not the
+    reply bound) and holds a refused commit per turn only at the assumed share; preflight's largest holds one."""
+    from dataclasses import replace
+
+    from mindsimkit.mindcore.budget import Sizer, prompt_estimator
+    from mindsimkit.mindcore.budget_fit import EstimateInputs
+    from mindsimkit.mindsim_app.plan import _fit, job_stages
+
+    recipe = load_recipe(tiny(tmp_path))
+    config = recipe.engines_config()
+    inp = EstimateInputs(recipe, config, _fit(recipe, config, job_stages(recipe), []), {"counsellor": 100})
+    patient = prompt_estimator("patient")
+
+    def tokens(**changes: object) -> int:
+        return patient(replace(inp, typical=True, **changes), Sizer()).tokens
+
+    base = tokens()
+    assert tokens(lengths={"counsellor_reply": 20}) < base  # 20 of the 100-token bound
+    assert tokens(lengths={"counsellor_reply": 500}) == base  # never above the bound
+    assert tokens(rates={"commit_reject_share": 0.1}) < base
+    assert tokens(rates={"commit_reject_share": 1.0}) == base  # every turn refused once: as the largest counts
+    largest = patient(replace(inp, rates={"commit_reject_share": 0.0}), Sizer()).tokens
+    assert largest == patient(inp, Sizer()).tokens  # preflight's estimate ignores the shares
+
+
 def test_money_and_hours_from_given_prices_and_rates(tmp_path):
     recipe = load_recipe(tiny(tmp_path))
     prices = {
