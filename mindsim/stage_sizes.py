@@ -276,7 +276,7 @@ def patient_prompt(inp: Any, sz: Any) -> PromptSize:
 def _rejected_commits(inp: Any, most: int) -> float:
     """Refused commits a turn's history holds: one where retries allow (the largest estimate), or typically each
     further ask at the assumed refusal share (a geometric sum, as the plan counts the asks themselves)."""
-    share = inp.rates.get("commit_reject_share") if getattr(inp, "typical", False) else None
+    share: float | None = inp.rates.get("commit_reject_share") if getattr(inp, "typical", False) else None
     if share is None:
         return min(1, most)
     return sum(share**k for k in range(1, most + 1))
