@@ -72,6 +72,9 @@ class RoleLoad(BaseModel):
     cached_tokens: float = Field(0.0, description="Expected prompt tokens an earlier request already sent as a prefix")
     completion_from: str = Field("bounds", description="bounds, or the run whose measured means were used")
     prompt_from: str = Field("estimate", description="estimate, or the run whose measured means were used")
+    requests_from: str = Field(
+        "assumed rates", description="assumed rates, or the run whose requests per planned request scaled the count"
+    )
     notes: list[str] = Field(default_factory=list)
 
     @property
@@ -980,6 +983,43 @@ def _shape(content: dict[str, Any]) -> dict[str, Any]:
     return out
 
 
+def pilot_recipe(recipe: Any, ran: Any) -> Any:
+    """`recipe` with the population a pilot of the same shape ran (`ran`, its run.json `recipe`): what the pilot's
+    own plan is made from."""
+    content = ran.model_dump(mode="json")
+    update = {}
+    for section, keys in POPULATION_KEYS.items():
+        mine = {k: v for k, v in (getattr(recipe, section) or {}).items() if k not in keys}
+        theirs = content.get(section) or {}
+        update[section] = {**mine, **{k: theirs[k] for k in keys if k in theirs}}
+    return recipe.model_copy(update=update)
+
+
+def request_factors(recipe: Any, ran: Any, usage: Any, assumptions: Assumptions) -> dict[str, float]:
+    """Per role, the requests a pilot of the same shape sent for each request its own plan expected. The counts are
+    the recipe's arithmetic; what the assumed rates guess (drafts screened serious, commits refused, messages and
+    scenarios asked again) the pilot measured on the model the run will use."""
+    from mindsimkit.judge.costs import stage_usage
+
+    planned: dict[str, float] = {}
+    for load in role_loads(pilot_recipe(recipe, ran), assumptions=assumptions, notes=[]):
+        planned[load.role] = planned.get(load.role, 0.0) + load.requests
+    factors = {}
+    for role, u in stage_usage(usage).items():
+        asked = u.get("attempts") or u.get("calls") or 0
+        if asked and planned.get(role):
+            factors[role] = asked / planned[role]
+    return factors
+
+
+def _scale_requests(load: RoleLoad, factor: float, source: str) -> None:
+    """`load`'s expected requests and the tokens they carry times `factor`, never past its worst case."""
+    factor = min(factor, load.requests_worst / load.requests) if load.requests else factor
+    for name in ("requests", "prompt_tokens", "completion_tokens", "cached_tokens"):
+        setattr(load, name, getattr(load, name) * factor)
+    load.requests_from = source
+
+
 def shape_differences(recipe: Any, ran: Any) -> list[str]:
     """The recipe sections in which a finished run's recipe (`ran`, its run.json `recipe`) differs from `recipe`
     beyond its population (how many candidates, patients, trials): empty when the run's requests are the ones this
@@ -1052,6 +1092,7 @@ def make_plan(
     notes: list[str] = []
     measured: dict[str, float] = {}
     prompts: dict[str, tuple[float, float]] = {}
+    factors: dict[str, float] = {}
     lengths = read_lengths(from_run) if from_run else {}
     if from_run:
         header = RunLayout(from_run).header()
@@ -1065,6 +1106,7 @@ def make_plan(
             )
         else:
             prompts = {role: (m["prompt"], m["cached_share"]) for role, m in means.items() if m["prompt"]}
+            factors = request_factors(recipe, header.recipe, header.usage, assumptions)
     loads = role_loads(
         recipe,
         counsellors=counsellors,
@@ -1075,6 +1117,9 @@ def make_plan(
         lengths=lengths,
         measured_prompts=prompts,
     )
+    for load in loads:
+        if load.role in factors:
+            _scale_requests(load, factors[load.role], f"run {from_run}")
     prices = load_prices(recipe, prices_file) if prices is None else prices
     rates = load_records() if rates is None else rates
     config = recipe.engines_config()
@@ -1122,6 +1167,11 @@ def make_plan(
             "throughput": str(record_path()),
             "completions": f"measured means of {from_run}" if from_run else "each role's bounds",
             "prompts": f"from the measured means of {from_run}" if prompts else "estimated from the templates",
+            "requests": (
+                f"the recipe's counts at the rates {from_run} showed (its requests per planned request)"
+                if factors
+                else "the recipe's counts at the assumed rates"
+            ),
             "quoted texts": (
                 f"lengths measured in {from_run} ("
                 + ", ".join(f"{k} {v:.0f} tokens" for k, v in lengths.items())
@@ -1230,6 +1280,7 @@ def plan_vs_actual(
     made = "; ".join(
         ([f"prompts {sources['prompts']}"] if sources.get("prompts") else [])
         + ([f"completions from {sources['completions']}"] if sources.get("completions") else [])
+        + ([f"requests: {sources['requests']}"] if sources.get("requests") else [])
     )
     return {
         "roles": roles,

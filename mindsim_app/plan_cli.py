@@ -109,6 +109,8 @@ def plan_lines(plan: Any) -> list[str]:
     )
     out.append(f"completions from {plan.sources['completions']}")
     out.append(f"prompts {plan.sources['prompts']}")
+    if plan.sources.get("requests"):
+        out.append(f"requests: {plan.sources['requests']}")
     return out
 
 

@@ -427,13 +427,28 @@ def _per_request(rows: list[Any]) -> dict[str, tuple[float, float]]:
 
 
 def test_a_pilot_of_the_same_recipe_gives_the_size_of_every_request(fake_run, pilot_run):
-    """A run of the same recipe on fewer patients (the pilot) measured what one request of each role holds: the plan
-    of the whole run takes those sizes, and the whole run's requests are that size."""
+    """A run of the same recipe on fewer patients (the pilot) measured what one request of each role holds and how
+    many requests each planned one became: the plan of the whole run takes those sizes and those rates, and the
+    whole run's requests are that size and that many."""
     recipe = load_recipe(fake_run.parent / "r.yaml")
     plan = make_plan(recipe, from_run=pilot_run)
     assert plan.sources["prompts"] == f"from the measured means of {pilot_run}"
+    assert plan.sources["requests"].startswith(f"the recipe's counts at the rates {pilot_run} showed")
     assert all(r.prompt_from == f"run {pilot_run}" for r in plan.rows if r.role != "patient_matcher")
     actual = json.loads((fake_run / "run.json").read_text())["usage"]
+    counts: dict[str, float] = {}
+    for r in plan.rows:
+        counts[r.role] = counts.get(r.role, 0.0) + r.requests
+    assumed = {r.role: r.requests for r in make_plan(recipe).rows}
+    # The fake engine's two patients write the same messages, and a message labelled once is not labelled again.
+    off = [
+        f"{role}: {actual[role]['attempts']} requests, planned {n:.1f}"
+        for role, n in counts.items()
+        if actual.get(role) and role != "labeller" and abs(actual[role]["attempts"] / n - 1) > 0.15
+    ]
+    assert not off, off
+    # The fake patient's re-asks are not the assumed rates: the pilot's rates move at least one role's count.
+    assert any(abs(counts[role] / n - 1) > 0.05 for role, n in assumed.items() if n), (counts, assumed)
     off = []
     for role, (prompt, completion) in _per_request(plan.rows).items():
         used = actual.get(role)
