@@ -8,7 +8,9 @@ plan's expected requests, prompt tokens and completion tokens per role are set b
 
 A folder that is not a run is searched for run folders (every `run.json` under it). Printed per role and figure:
 the median actual/planned ratio without a pilot, and with the other runs as pilots the median ratio and how many of
-the (pilot, run) pairs came within ±15 %. Nothing is sent to a model; each plan is read from the files.
+the (pilot, run) pairs came within ±15 %. Last, each run beside the mean of all of them: what no plan can beat, since
+a plan gives one figure per role before the run and the runs differ among themselves. Nothing is sent to a model;
+each plan is read from the files.
 
 `--smoke` makes a one-patient run of the fake-engine job (tests/mindsim_app/fakejob.py) and compares it with a copy of
 itself: its numbers say only that the script still reads what the job writes.
@@ -54,6 +56,36 @@ def ratios(run: Path, pilot: Path | None) -> dict[str, dict[str, float | None]]:
     return {row["role"]: {k: row["ratio"][k] for k in FIGURES} for row in compared["roles"] if row["planned"]}
 
 
+def actuals(run: Path) -> dict[str, dict[str, float]]:
+    """Per role, what `run`'s ledger recorded of each figure (requests are its attempts)."""
+    from mindsimkit.judge.costs import stage_usage
+    from mindsimkit.mindcore.layout import RunLayout
+
+    out = {}
+    for role, u in stage_usage(RunLayout(run).header().usage).items():
+        out[role] = {
+            "requests": u.get("attempts") or u.get("calls") or 0,
+            "prompt_tokens": u.get("prompt_tokens") or 0,
+            "completion_tokens": u.get("completion_tokens") or 0,
+        }
+    return out
+
+
+def against_the_mean(runs: list[Path]) -> dict[str, Any]:
+    """The best a plan of fixed figures could do on these runs: each run beside the mean of all of them. Per role
+    and figure, the runs within the band; and the runs with every role's figures within it at once."""
+    got = [actuals(r) for r in runs]
+    keys = {(role, k) for g in got for role in g for k in FIGURES}
+    mean = {key: statistics.mean(g.get(key[0], {}).get(key[1], 0) for g in got) for key in keys}
+
+    def near(g: dict[str, dict[str, float]], key: tuple[str, str]) -> bool:
+        return abs(g.get(key[0], {}).get(key[1], 0) / mean[key] - 1) <= BAND
+
+    within = {f"{role}/{k}": sum(near(g, (role, k)) for g in got) for role, k in sorted(keys) if mean[(role, k)]}
+    whole = sum(all(near(g, key) for key in keys if mean[key]) for g in got)
+    return {"within": within, "runs_whole": whole}
+
+
 def compare(runs: list[Path]) -> dict[str, Any]:
     alone: dict[str, dict[str, list[float]]] = {}
     piloted: dict[str, dict[str, list[float]]] = {}
@@ -82,7 +114,12 @@ def compare(runs: list[Path]) -> dict[str, Any]:
                 "pilot_pairs": len(p),
             }
         roles.append(row)
-    return {"runs": [str(r) for r in runs], "band": BAND, "roles": sorted(roles, key=lambda r: r["role"])}
+    return {
+        "runs": [str(r) for r in runs],
+        "band": BAND,
+        "roles": sorted(roles, key=lambda r: r["role"]),
+        "against_the_mean": against_the_mean(runs),
+    }
 
 
 def show(result: dict[str, Any]) -> None:
@@ -103,6 +140,13 @@ def show(result: dict[str, Any]) -> None:
     within = sum(row[k]["pilot_within"] for row in result["roles"] for k in FIGURES)
     pairs = sum(row[k]["pilot_pairs"] for row in result["roles"] for k in FIGURES)
     print(f"from a pilot: {within} of {pairs} role figures within ±{result['band']:.0%}")
+    best = result["against_the_mean"]
+    inside = sum(best["within"].values())
+    print(
+        f"against the mean of all {n} runs (the best a plan of fixed figures can do): {inside} of "
+        f"{n * len(best['within'])} role figures within ±{result['band']:.0%}; runs with every role's figures "
+        f"within it: {best['runs_whole']} of {n}"
+    )
 
 
 def smoke_runs(tmp: Path) -> list[Path]:
