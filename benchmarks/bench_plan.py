@@ -58,17 +58,10 @@ def ratios(run: Path, pilot: Path | None) -> dict[str, dict[str, float | None]]:
 
 def actuals(run: Path) -> dict[str, dict[str, float]]:
     """Per role, what `run`'s ledger recorded of each figure (requests are its attempts)."""
-    from mindsimkit.judge.costs import stage_usage
     from mindsimkit.mindcore.layout import RunLayout
+    from mindsimkit.mindsim_app.plan import ledger
 
-    out = {}
-    for role, u in stage_usage(RunLayout(run).header().usage).items():
-        out[role] = {
-            "requests": u.get("attempts") or u.get("calls") or 0,
-            "prompt_tokens": u.get("prompt_tokens") or 0,
-            "completion_tokens": u.get("completion_tokens") or 0,
-        }
-    return out
+    return {role: {k: float(u[k]) for k in FIGURES} for role, u in ledger(RunLayout(run).header().usage).items()}
 
 
 def against_the_mean(runs: list[Path]) -> dict[str, Any]:

@@ -940,19 +940,33 @@ def _time(row: PlanRow, rate: Any) -> None:
     ) / row.servers
 
 
+def ledger(usage: Any) -> dict[str, dict[str, int]]:
+    """Per role, what a finished run's ledger (run.json `usage`) recorded as the plan counts it: its requests (the
+    attempts, retries inside a structured call included) and their prompt, completion and cached tokens."""
+    from mindsimkit.judge.costs import stage_usage
+
+    return {
+        role: {
+            "requests": u.get("attempts") or u.get("calls") or 0,
+            "prompt_tokens": u.get("prompt_tokens") or 0,
+            "completion_tokens": u.get("completion_tokens") or 0,
+            "cached_tokens": u.get("cached_tokens") or 0,
+        }
+        for role, u in stage_usage(usage).items()
+    }
+
+
 def usage_means(usage: Any) -> dict[str, dict[str, float]]:
     """Per role, what one request of a finished run held on average, from its run.json `usage`: completion and
     prompt tokens, and the share of the prompt tokens a prefix cache served."""
-    from mindsimkit.judge.costs import stage_usage
-
     out = {}
-    for role, u in stage_usage(usage).items():
-        asked, prompt = u.get("attempts") or u.get("calls") or 0, u.get("prompt_tokens") or 0
+    for role, u in ledger(usage).items():
+        asked, prompt = u["requests"], u["prompt_tokens"]
         if asked:
             out[role] = {
-                "completion": (u.get("completion_tokens") or 0) / asked,
+                "completion": u["completion_tokens"] / asked,
                 "prompt": prompt / asked,
-                "cached_share": (u.get("cached_tokens") or 0) / prompt if prompt else 0.0,
+                "cached_share": u["cached_tokens"] / prompt if prompt else 0.0,
             }
     return out
 
@@ -999,17 +1013,12 @@ def request_factors(recipe: Any, ran: Any, usage: Any, assumptions: Assumptions)
     """Per role, the requests a pilot of the same shape sent for each request its own plan expected. The counts are
     the recipe's arithmetic; what the assumed rates guess (drafts screened serious, commits refused, messages and
     scenarios asked again) the pilot measured on the model the run will use."""
-    from mindsimkit.judge.costs import stage_usage
-
     planned: dict[str, float] = {}
     for load in role_loads(pilot_recipe(recipe, ran), assumptions=assumptions, notes=[]):
         planned[load.role] = planned.get(load.role, 0.0) + load.requests
-    factors = {}
-    for role, u in stage_usage(usage).items():
-        asked = u.get("attempts") or u.get("calls") or 0
-        if asked and planned.get(role):
-            factors[role] = asked / planned[role]
-    return factors
+    return {
+        role: u["requests"] / planned[role] for role, u in ledger(usage).items() if u["requests"] and planned.get(role)
+    }
 
 
 def _scale_requests(load: RoleLoad, factor: float, source: str) -> None:
@@ -1237,6 +1246,7 @@ def plan_vs_actual(
     from mindsimkit.judge.costs import cost_row, stage_usage
 
     actual = stage_usage(usage)
+    counted = ledger(usage)
     planned: dict[str, dict[str, Any]] = {}
     for row in plan.get("rows", []):
         mine = planned.setdefault(row["role"], {k: 0.0 for k in COMPARED} | {"stages": []})
@@ -1249,13 +1259,7 @@ def plan_vs_actual(
         u = actual.get(role)
         a = None
         if u is not None:
-            a = {
-                "requests": u.get("attempts") or u.get("calls") or 0,
-                "prompt_tokens": u.get("prompt_tokens") or 0,
-                "completion_tokens": u.get("completion_tokens") or 0,
-                "cached_tokens": u.get("cached_tokens") or 0,
-                "cost": cost_row(role, u, prices)["cost"],
-            }
+            a = {**counted[role], "cost": cost_row(role, u, prices)["cost"]}
         roles.append(
             {
                 "role": role,
