@@ -997,24 +997,26 @@ def _shape(content: dict[str, Any]) -> dict[str, Any]:
     return out
 
 
-def pilot_recipe(recipe: Any, ran: Any) -> Any:
-    """`recipe` with the population a pilot of the same shape ran (`ran`, its run.json `recipe`): what the pilot's
-    own plan is made from."""
+def pilot_recipe(recipe: Any, ran: Any, where: Path | None = None) -> Any:
+    """`recipe` with the population a pilot of the same shape ran (`ran`, its run.json `recipe`, read from `where`):
+    what the pilot's own plan is made from. A bad value there is reported against `where`, not the recipe."""
     content = ran.model_dump(mode="json")
     update = {}
     for section, keys in POPULATION_KEYS.items():
         mine = {k: v for k, v in (getattr(recipe, section) or {}).items() if k not in keys}
         theirs = content.get(section) or {}
         update[section] = {**mine, **{k: theirs[k] for k in keys if k in theirs}}
-    return recipe.model_copy(update=update)
+    return recipe.model_copy(update={**update, "path": str(where) if where else recipe.path})
 
 
-def request_factors(recipe: Any, ran: Any, usage: Any, assumptions: Assumptions) -> dict[str, float]:
+def request_factors(
+    recipe: Any, ran: Any, usage: Any, assumptions: Assumptions, where: Path | None = None
+) -> dict[str, float]:
     """Per role, the requests a pilot of the same shape sent for each request its own plan expected. The counts are
     the recipe's arithmetic; what the assumed rates guess (drafts screened serious, commits refused, messages and
     scenarios asked again) the pilot measured on the model the run will use."""
     planned: dict[str, float] = {}
-    for load in role_loads(pilot_recipe(recipe, ran), assumptions=assumptions, notes=[]):
+    for load in role_loads(pilot_recipe(recipe, ran, where), assumptions=assumptions, notes=[]):
         planned[load.role] = planned.get(load.role, 0.0) + load.requests
     return {
         role: u["requests"] / planned[role] for role, u in ledger(usage).items() if u["requests"] and planned.get(role)
@@ -1115,7 +1117,7 @@ def make_plan(
             )
         else:
             prompts = {role: (m["prompt"], m["cached_share"]) for role, m in means.items() if m["prompt"]}
-            factors = request_factors(recipe, header.recipe, header.usage, assumptions)
+            factors = request_factors(recipe, header.recipe, header.usage, assumptions, from_run / "run.json")
     loads = role_loads(
         recipe,
         counsellors=counsellors,

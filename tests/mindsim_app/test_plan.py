@@ -484,6 +484,19 @@ def test_a_run_planned_from_a_pilot_keeps_that_plan_beside_its_actuals(fake_run,
     assert f"prompts from the measured means of {fake_run}" in info["plan_vs_actual"]["note"]
 
 
+def test_a_pilot_with_a_bad_population_is_one_error_line_naming_its_run_json(fake_run, pilot_run, tmp_path):
+    import shutil
+
+    bad = Path(shutil.copytree(pilot_run, tmp_path / "pilot"))
+    info = json.loads((bad / "run.json").read_text())
+    info["recipe"]["profiles"]["candidates"] = "many"
+    (bad / "run.json").write_text(json.dumps(info))
+    proc, _ = _cli("plan", fake_run.parent / "r.yaml", "--from-run", bad)
+    assert proc.returncode == 2, (proc.returncode, proc.stderr)
+    lines = proc.stderr.strip().splitlines()
+    assert len(lines) == 1 and lines[0].startswith(f"error: {bad / 'run.json'}: profiles.candidates"), lines
+
+
 def test_plan_from_names_a_folder_without_a_run_before_anything_starts(tmp_path):
     proc, _ = _cli("run", REPO / "recipes" / "quickstart.yaml", "--out", tmp_path / "o", "--plan-from", tmp_path)
     assert proc.returncode == 2, (proc.returncode, proc.stderr)
