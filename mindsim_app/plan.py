@@ -940,27 +940,55 @@ def _time(row: PlanRow, rate: Any) -> None:
     ) / row.servers
 
 
-def ledger(usage: Any) -> dict[str, dict[str, int]]:
+class _LedgerRow(BaseModel):
+    """What the plan reads of one role's counters in a run's ledger (run.json `usage`); the rest is left alone."""
+
+    model_config = ConfigDict(extra="allow")
+    calls: int | None = Field(None, ge=0)
+    attempts: int | None = Field(None, ge=0)
+    prompt_tokens: int | None = Field(None, ge=0)
+    completion_tokens: int | None = Field(None, ge=0)
+    cached_tokens: int | None = Field(None, ge=0)
+
+
+def ledger(usage: Any, where: Path | None = None) -> dict[str, dict[str, int]]:
     """Per role, what a finished run's ledger (run.json `usage`) recorded as the plan counts it: its requests (the
-    attempts, retries inside a structured call included) and their prompt, completion and cached tokens."""
+    attempts, retries inside a structured call included) and their prompt, completion and cached tokens. A pilot's
+    ledger (`where`: its run.json) is a file from elsewhere: a counter that is not a count is one `InputError`."""
+    from pydantic import ValidationError
+
     from mindsimkit.judge.costs import stage_usage
+    from mindsimkit.mindcore.errors import InputError
 
-    return {
-        role: {
-            "requests": u.get("attempts") or u.get("calls") or 0,
-            "prompt_tokens": u.get("prompt_tokens") or 0,
-            "completion_tokens": u.get("completion_tokens") or 0,
-            "cached_tokens": u.get("cached_tokens") or 0,
-        }
-        for role, u in stage_usage(usage).items()
-    }
+    def bad(role: str, what: str) -> InputError:
+        return InputError(
+            f"{where or 'run.json'}: usage of role {role!r}: {what}; a run's ledger holds counts of requests and "
+            "tokens (give the folder of a run `mindsim run` wrote)"
+        )
 
-
-def usage_means(usage: Any) -> dict[str, dict[str, float]]:
-    """Per role, what one request of a finished run held on average, from its run.json `usage`: completion and
-    prompt tokens, and the share of the prompt tokens a prefix cache served."""
     out = {}
-    for role, u in ledger(usage).items():
+    for role, u in stage_usage(usage if isinstance(usage, dict) else {}).items():
+        if not isinstance(u, dict):
+            raise bad(role, f"a {type(u).__name__}, not a table of counters")
+        try:
+            row = _LedgerRow.model_validate(u)
+        except ValidationError as exc:
+            err = exc.errors()[0]
+            raise bad(role, f"{'.'.join(str(x) for x in err['loc'])}: {err['msg']}") from None
+        out[role] = {
+            "requests": row.attempts or row.calls or 0,
+            "prompt_tokens": row.prompt_tokens or 0,
+            "completion_tokens": row.completion_tokens or 0,
+            "cached_tokens": row.cached_tokens or 0,
+        }
+    return out
+
+
+def usage_means(usage: Any, where: Path | None = None) -> dict[str, dict[str, float]]:
+    """Per role, what one request of a finished run held on average, from its run.json `usage` (read from `where`):
+    completion and prompt tokens, and the share of the prompt tokens a prefix cache served."""
+    out = {}
+    for role, u in ledger(usage, where).items():
         asked, prompt = u["requests"], u["prompt_tokens"]
         if asked:
             out[role] = {
@@ -1018,9 +1046,8 @@ def request_factors(
     planned: dict[str, float] = {}
     for load in role_loads(pilot_recipe(recipe, ran, where), assumptions=assumptions, notes=[]):
         planned[load.role] = planned.get(load.role, 0.0) + load.requests
-    return {
-        role: u["requests"] / planned[role] for role, u in ledger(usage).items() if u["requests"] and planned.get(role)
-    }
+    counted = ledger(usage, where)
+    return {role: u["requests"] / planned[role] for role, u in counted.items() if u["requests"] and planned.get(role)}
 
 
 def _scale_requests(load: RoleLoad, factor: float, source: str) -> None:
@@ -1107,7 +1134,7 @@ def make_plan(
     lengths = read_lengths(from_run) if from_run else {}
     if from_run:
         header = RunLayout(from_run).header()
-        means = usage_means(header.usage)
+        means = usage_means(header.usage, from_run / "run.json")
         measured = {role: m["completion"] for role, m in means.items()}
         differs = shape_differences(recipe, header.recipe)
         if differs:

@@ -484,17 +484,35 @@ def test_a_run_planned_from_a_pilot_keeps_that_plan_beside_its_actuals(fake_run,
     assert f"prompts from the measured means of {fake_run}" in info["plan_vs_actual"]["note"]
 
 
-def test_a_pilot_with_a_bad_population_is_one_error_line_naming_its_run_json(fake_run, pilot_run, tmp_path):
+def _spoil_population(info: dict[str, Any]) -> str:
+    info["recipe"]["profiles"]["candidates"] = "many"
+    return "profiles.candidates"
+
+
+def _spoil_counter(info: dict[str, Any]) -> str:
+    info["usage"]["patient"]["attempts"] = -5
+    return "usage of role 'patient': attempts"
+
+
+def _spoil_row(info: dict[str, Any]) -> str:
+    info["usage"]["counsellor"] = "lots"
+    return "usage of role 'counsellor': a str, not a table of counters"
+
+
+@pytest.mark.parametrize("spoil", [_spoil_population, _spoil_counter, _spoil_row], ids=lambda f: f.__name__[7:])
+def test_a_spoiled_pilot_is_one_error_line_naming_its_run_json(fake_run, pilot_run, tmp_path, spoil):
+    """A pilot's run.json is a file from elsewhere: a population or a counter that is not one stops the plan with
+    one line naming that file (not the recipe), exit 2."""
     import shutil
 
     bad = Path(shutil.copytree(pilot_run, tmp_path / "pilot"))
     info = json.loads((bad / "run.json").read_text())
-    info["recipe"]["profiles"]["candidates"] = "many"
+    where = spoil(info)
     (bad / "run.json").write_text(json.dumps(info))
     proc, _ = _cli("plan", fake_run.parent / "r.yaml", "--from-run", bad)
     assert proc.returncode == 2, (proc.returncode, proc.stderr)
     lines = proc.stderr.strip().splitlines()
-    assert len(lines) == 1 and lines[0].startswith(f"error: {bad / 'run.json'}: profiles.candidates"), lines
+    assert len(lines) == 1 and lines[0].startswith(f"error: {bad / 'run.json'}: {where}"), lines
 
 
 def test_plan_from_names_a_folder_without_a_run_before_anything_starts(tmp_path):
