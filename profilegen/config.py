@@ -154,6 +154,14 @@ class ProfilesConfig(BaseModel):
         "simulation.patient_engine includes 'patientact'.",
     )
 
+    when_forms: bool = Field(
+        False,
+        description="Under the causal rules, each predisposing history's `when` is one of the time forms "
+        "profilegen/data/causal_rules.yaml lists, offered as an enum in the writer's schema: a grammar-constrained "
+        "small model cannot leave a history undated (the quickstart sets it; off, `when` is free text the dating "
+        "check reads).",
+    )
+
     patientact_shape: bool = Field(
         False,
         description="PatientAct's profile shape (§3.1-3.2, Figs. 2-4): the presenting problem with an impact list of "
@@ -194,6 +202,7 @@ class ProfilesConfig(BaseModel):
             screen_max_faults=self.screen_max_faults,
             causal_checks=bool(self.causal_checks),
             patientact=self.patientact_shape,
+            when_forms=self.when_forms,
         )
 
     @property

@@ -106,11 +106,18 @@ class CausalRules(BaseModel):
     writer_rules: list[str] = Field(min_length=1, description="Lines added to the writer's system prompt.")
     screener_rules: list[str] = Field(min_length=1, description="Lines added to the screener's system prompt.")
     checks: dict[str, CausalCheck] = Field(description="Deterministic checks by id.")
+    when_forms: list[str] = Field(
+        min_length=1, description="The time forms a history's `when` takes under `profiles.when_forms`."
+    )
 
     @model_validator(mode="after")
     def _known(self) -> "CausalRules":
         if set(self.checks) != set(CAUSAL_CHECKS):
             raise ValueError(f"checks must be exactly {list(CAUSAL_CHECKS)}, got {sorted(self.checks)}")
+        # A form the dating check refuses would turn the schema's guarantee into a serious fault on every use.
+        undated = [f for f in self.when_forms if not self.checks["undated_predisposing"].passes(f)]
+        if undated:
+            raise ValueError(f"when_forms {undated} fail undated_predisposing: give each a time the check reads")
         return self
 
 
@@ -195,14 +202,23 @@ def cycle_model(scale: float = 1.0, causal: bool = False, used: tuple[str, ...] 
 
 @lru_cache(maxsize=256)
 def history_model(
-    scale: float = 1.0, causal: bool = False, patientact: bool = False, allowed: tuple[str, ...] = ()
+    scale: float = 1.0,
+    causal: bool = False,
+    patientact: bool = False,
+    allowed: tuple[str, ...] = (),
+    when_forms: bool = False,
 ) -> type[BaseModel]:
     """One predisposing history (a personal one under the PatientAct shape), its label from `allowed` (all of the
-    list when empty); under the causal rules it starts with its own required `when`."""
+    list when empty); under the causal rules it starts with its own required `when`, free text or (`when_forms`)
+    one of the time forms the causal rules list."""
     voc = load_vocabularies()
     labels = split_labels(voc)[0] if patientact else voc.predisposing
-    when: dict[str, Any] = (
-        {
+    when: dict[str, Any] = {}
+    if causal and when_forms:
+        forms = tuple(causal_rules().when_forms)
+        when = {"when": (Literal[forms], Field(description="When it happened or held."))}  # type: ignore[valid-type]
+    elif causal:
+        when = {
             "when": _text(
                 40,
                 scale,
@@ -210,9 +226,6 @@ def history_model(
                 "('as a child', 'in her twenties').",
             )
         }
-        if causal
-        else {}
-    )
     return create_model(
         "DraftPredisposing",
         __base__=_Draft,
@@ -234,7 +247,11 @@ def _cycle_parts(scale: float, causal: bool) -> dict[str, Any]:
 
 @lru_cache(maxsize=256)
 def draft_model(
-    scale: float = 1.0, labels: LabelChoice | None = None, causal: bool = False, patientact: bool = False
+    scale: float = 1.0,
+    labels: LabelChoice | None = None,
+    causal: bool = False,
+    patientact: bool = False,
+    when_forms: bool = False,
 ) -> type[BaseModel]:
     """The writer's output schema, with label enums from the current vocabularies (only the labels a patient's
     demographics allow, given `labels`). Text limits are tighter than the stored row's: the worst case
@@ -247,7 +264,8 @@ def draft_model(
     its cycle — the behaviour (`situation`), the quick `relief` it brings and the later `cost` that feeds the
     problem — while the other coping entries take only adaptive labels (the one maladaptive coping is the
     cycle). `to_formulation` folds the parts into the stored texts, which the checks then read as before: a
-    `when` without a time in it still fails `undated_predisposing`.
+    `when` without a time in it still fails `undated_predisposing`. With `when_forms` as well, `when` is one of the
+    time forms the causal rules list (`CausalRules.when_forms`, each of which passes that check).
 
     With `patientact` (the PatientAct profile shape) `impact` follows the summary and `predisposing` becomes
     `psychological` (2-3, dated under `causal`) and `social` (1-2), as PatientHub's schema counts them; the two
@@ -264,7 +282,9 @@ def draft_model(
         return _text(n, scale, d)
 
     psych_labels, social_labels = split_labels(voc) if patientact else (voc.predisposing, {})
-    pre: Any = history_model(scale, causal, patientact, tuple(x for x in only.predisposing if x in psych_labels))
+    pre: Any = history_model(
+        scale, causal, patientact, tuple(x for x in only.predisposing if x in psych_labels), when_forms
+    )
     if patientact:
         social = create_model(
             "DraftSocial",
@@ -604,20 +624,23 @@ async def write_formulation(
     scale: float = 1.0,
     causal: bool = False,
     patientact: bool = False,
+    when_forms: bool = False,
 ) -> Formulation:
     """One structured call; raises mindcore's StructuredOutputError / EngineError for the caller to count.
-    `causal` and `patientact` pick the schema (first draft and revisions alike) and, for the first draft, the
-    prompt: a revision's `messages` already carry it."""
+    `causal`, `patientact` and `when_forms` pick the schema (first draft and revisions alike) and the first two, for
+    the first draft, the prompt: a revision's `messages` already carry it."""
     messages = messages or writer_messages(row, causal=causal, patientact=patientact)
     choice = label_choice(row.demographics)
     draft: Any = await client.structured(
-        messages, draft_model(scale, choice, causal, patientact), schema_name="formulation"
+        messages, draft_model(scale, choice, causal, patientact, when_forms), schema_name="formulation"
     )
     if patientact:
         for name in ADDED_ENTRIES:
             kept = _first_of_each(getattr(draft, name))
             while len(kept) < _min_items(type(draft), name):
-                kept.append(await add_entry(client, messages, name, kept, draft, scale, causal, choice.predisposing))
+                kept.append(
+                    await add_entry(client, messages, name, kept, draft, scale, causal, choice.predisposing, when_forms)
+                )
             draft = draft.model_copy(update={name: kept})
     return to_formulation(draft)
 
@@ -631,6 +654,7 @@ async def add_entry(
     scale: float = 1.0,
     causal: bool = False,
     allowed: tuple[str, ...] = (),
+    when_forms: bool = False,
 ) -> BaseModel:
     """One more entry of the list `name` (`ADDED_ENTRIES`) for a draft whose repeated labels were dropped (`kept`
     left), under a label it has not used; `allowed`: the predisposing labels the patient's demographics allow."""
@@ -639,7 +663,9 @@ async def add_entry(
         model = cycle_model(scale, causal, used)
     else:
         psych = split_labels(load_vocabularies())[0]
-        model = history_model(scale, causal, True, tuple(x for x in allowed or psych if x in psych and x not in used))
+        model = history_model(
+            scale, causal, True, tuple(x for x in allowed or psych if x in psych and x not in used), when_forms
+        )
     ask = render(ADD_ENTRY, field=name, used=used, wanted=_min_items(type(draft), name))
     shown = draft.model_copy(update={name: kept}).model_dump_json()
     entry: BaseModel = await client.structured(

@@ -113,7 +113,12 @@ async def make_profile(
     try:
         shape = provenance.shape
         f = await write_formulation(
-            writer, row, scale=shape.text_scale, causal=shape.causal_checks, patientact=shape.patientact
+            writer,
+            row,
+            scale=shape.text_scale,
+            causal=shape.causal_checks,
+            patientact=shape.patientact,
+            when_forms=shape.when_forms,
         )
         stage = "screen"
         row, f, screen, revised = await screen_and_revise_all(writer, screener, row, f, max_revisions, shape)

@@ -88,7 +88,12 @@ def _budget_warnings(engines: Any, shape: ProfileShape | None = None) -> list[st
         (
             "profile_writer",
             "formulation",
-            draft_model(shape.text_scale, causal=bool(shape.causal_checks), patientact=shape.patientact),
+            draft_model(
+                shape.text_scale,
+                causal=bool(shape.causal_checks),
+                patientact=shape.patientact,
+                when_forms=shape.when_forms,
+            ),
         ),
         ("screener", "screen", verdict_model(shape.screen_max_faults)),
     ):

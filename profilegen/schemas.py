@@ -234,6 +234,11 @@ class ProfileShape(_Row):
         description="PatientAct's profile shape (ProfilesConfig.patientact_shape): an impact list, "
         "predisposing factors split psychological / social, and hard conflicts resolved by revising the demographics.",
     )
+    when_forms: bool = Field(
+        False,
+        description="Under the causal rules, each predisposing history's `when` one of the listed time forms "
+        "(ProfilesConfig.when_forms).",
+    )
 
     @model_serializer(mode="wrap")
     def _plain_when_off(self, handler: Any) -> Any:
@@ -241,7 +246,7 @@ class ProfileShape(_Row):
         # parquet columns of runs without causal checks (or the PatientAct shape) stay byte-identical.
         data = handler(self)
         if isinstance(data, dict):
-            for key in ("causal_checks", "patientact"):
+            for key in ("causal_checks", "patientact", "when_forms"):
                 if not getattr(self, key):
                     data.pop(key, None)
         return data

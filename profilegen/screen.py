@@ -200,5 +200,6 @@ async def screen_and_revise_all(
             shape.text_scale,
             causal=shape.causal_checks,
             patientact=shape.patientact,
+            when_forms=shape.when_forms,
         )
     return row, f, screen.model_copy(update={"discarded_faults": discarded}), record

@@ -38,7 +38,7 @@ def formulation_schema(recipe: Any = None) -> dict[str, Any]:
 
     shape = profile_shape(recipe)
     return draft_model(
-        shape.text_scale, causal=bool(shape.causal_checks), patientact=shape.patientact
+        shape.text_scale, causal=bool(shape.causal_checks), patientact=shape.patientact, when_forms=shape.when_forms
     ).model_json_schema()
 
 
@@ -62,7 +62,9 @@ def history_schema(recipe: Any = None) -> dict[str, Any]:
     from mindsimkit.profilegen.formulation import history_model
 
     shape = profile_shape(recipe)
-    return history_model(shape.text_scale, bool(shape.causal_checks), True).model_json_schema()
+    return history_model(
+        shape.text_scale, bool(shape.causal_checks), True, when_forms=shape.when_forms
+    ).model_json_schema()
 
 
 def screen_schema(recipe: Any = None) -> dict[str, Any]:

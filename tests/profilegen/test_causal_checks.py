@@ -204,6 +204,58 @@ def test_the_causal_schema_makes_the_date_and_the_cycle_required_parts(fakes):
     ]
 
 
+def test_when_forms_offer_only_listed_times_each_of_which_the_dating_check_reads(fakes):
+    """`profiles.when_forms`: a history's `when` is an enum of the causal rules' time forms (in the plain and the
+    PatientAct shape, and in a history added to a draft), so a grammar-constrained writer cannot leave a history
+    undated; every form, folded into its history, passes `undated_predisposing`; a free `when` is refused."""
+    from pydantic import ValidationError
+
+    from mindsimkit.profilegen.formulation import history_model
+
+    forms = causal_rules().when_forms
+    listed = draft_model(0.4, causal=True, when_forms=True)
+    pre = listed.model_json_schema()["$defs"]["DraftPredisposing"]["properties"]["when"]
+    assert pre["enum"] == forms and len(forms) >= 10
+    pa = draft_model(0.4, causal=True, patientact=True, when_forms=True).model_json_schema()["$defs"]
+    assert pa["DraftPredisposing"]["properties"]["when"]["enum"] == forms
+    assert history_model(0.4, True, True, when_forms=True).model_json_schema()["properties"]["when"]["enum"] == forms
+    for form in forms:
+        f = to_formulation(listed.model_validate(_causal(fakes, form)))
+        assert f.predisposing[0].history.startswith(f"{form}, ") and causal_faults(f) == [], form
+    with pytest.raises(ValidationError):
+        listed.model_validate(_causal(fakes, "at 9"))  # a time, but not a listed form
+    # Off, `when` stays free text (the paper's path), and without the causal rules there is no `when` at all.
+    free = draft_model(0.4, causal=True).model_json_schema()["$defs"]["DraftPredisposing"]["properties"]["when"]
+    assert free["type"] == "string" and "enum" not in free
+    plain = draft_model(0.4, when_forms=True).model_json_schema()["$defs"]["DraftPredisposing"]["properties"]
+    assert "when" not in plain
+
+
+def test_a_listed_form_the_dating_check_refuses_breaks_the_rules_file():
+    good = causal_rules().model_dump()
+    good["checks"] = {k: {**v, "patterns": [p.pattern for p in v["patterns"]]} for k, v in good["checks"].items()}
+    with pytest.raises(ValueError, match=r"when_forms \['now and then'\] fail undated_predisposing"):
+        CausalRules.model_validate({**good, "when_forms": [*good["when_forms"], "now and then"]})
+
+
+def test_the_recipe_option_reaches_the_writer_schema_and_the_recorded_shape(fake_engines, fakes, row):
+    """`when_forms` in the recipe → the profile shape → the writer's request schema; the shape it was written
+    with records it (and a shape without it dumps as before)."""
+    recipe = Recipe(**BASE, seed=7, simulation={"patient_engine": "patientact"}, profiles={"when_forms": True})
+    shape = profiles_config(recipe).shape
+    assert shape.causal_checks and shape.when_forms
+    assert "when_forms" not in ProfileShape(causal_checks=True).model_dump()
+    prov = Provenance(seed=1, toolkit_version="t", prompts=prompt_hashes(True), shape=shape)
+    engines, backend = fake_engines(fakes.make_responder(writer=lambda req: _causal(fakes, "as a teenager")))
+    with engines:
+        out = asyncio.run(make_profile(engines.role("profile_writer"), engines.role("screener"), row, 1, prov))
+    assert out.status == "ok" and out.profile.provenance.shape.model_dump()["when_forms"] is True
+    (written,) = [r for r in backend.requests if r.schema_name == "formulation"]
+    schema = written.response_schema
+    assert schema["$defs"]["DraftPredisposing"]["properties"]["when"]["enum"] == causal_rules().when_forms
+    assert out.profile.formulation.predisposing[0].history.startswith("as a teenager, ")
+
+
 def test_a_causal_draft_at_its_limits_goes_back_whole_to_its_revision(fakes, row):
     """Under the causal schema a stored coping situation is the situation, its relief and its cost joined, so it
     can be longer than the draft's `situation` limit; the revision's assistant turn once re-validated it
