@@ -202,7 +202,8 @@ class ProfilesConfig(BaseModel):
             screen_max_faults=self.screen_max_faults,
             causal_checks=bool(self.causal_checks),
             patientact=self.patientact_shape,
-            when_forms=self.when_forms,
+            # Only where it acts: a run without the causal rules records the shape it recorded before.
+            when_forms=self.when_forms and bool(self.causal_checks),
         )
 
     @property

@@ -245,6 +245,8 @@ def test_the_recipe_option_reaches_the_writer_schema_and_the_recorded_shape(fake
     shape = profiles_config(recipe).shape
     assert shape.causal_checks and shape.when_forms
     assert "when_forms" not in ProfileShape(causal_checks=True).model_dump()
+    # Without the causal rules it does nothing, and the shape a run records stays the one it recorded before.
+    assert not profiles_config(Recipe(**BASE, profiles={"when_forms": True})).shape.when_forms
     prov = Provenance(seed=1, toolkit_version="t", prompts=prompt_hashes(True), shape=shape)
     engines, backend = fake_engines(fakes.make_responder(writer=lambda req: _causal(fakes, "as a teenager")))
     with engines:
@@ -482,3 +484,20 @@ def test_causal_checks_on_embedded_engine(profile_engines):
         text = out.profile.writer_brief
         assert all(quote_in(x.quote, text) for x in out.screen.faults)
         assert out.profile.provenance.shape.causal_checks
+    # The quickstart's own setting on the same engine: the grammar holds the writer to the listed time forms, so
+    # no history is undated (a 135M writer's free `when` failed the dating rule in 10 of 27 candidates).
+    listed = shape.model_copy(update={"when_forms": True})
+    prov = Provenance(seed=1, toolkit_version="t", prompts=prompt_hashes(True), shape=listed)
+    for row in rows:
+        out = asyncio.run(
+            make_profile(profile_engines.role("profile_writer"), profile_engines.role("screener"), row, 0, prov)
+        )
+        if out.status != "failed":
+            break
+    else:
+        pytest.fail(f"all {len(rows)} candidates failed with the listed time forms")
+    assert out.screen is not None
+    assert not any("undated_predisposing" in x.reason for x in out.screen.faults), out.screen.faults
+    if out.profile is not None:
+        forms = causal_rules().when_forms
+        assert all(any(p.history.startswith(f"{w}, ") for w in forms) for p in out.profile.formulation.predisposing)
