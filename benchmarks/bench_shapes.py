@@ -28,7 +28,8 @@ The shapes:
   the paper's sampling the 135M model ran past its bound: 5 of 7 arcs failed in one run, 2026-12-06), 4
   counsellor turns instead of 15, and no MHQR judge (not Table 2's).
 
-A run counts as completed when every command of it exits 0; a failed run's last `error:` line is printed. Runs
+A run counts as completed when every command of it exits 0; a failed run's last `error:` line is printed as the
+run ends, and every command's stderr is kept in the run's folder (`stderr.txt`, with `--keep`). Runs
 use one machine's cores one after another (never in parallel): on 2 shared cores each is minutes, so the wall
 times say more about the machine's load than about the toolkit. `--smoke` (the fast suite) runs each shape once
 against the instant stub server instead of the model, to check that the script still builds its recipes and
@@ -153,6 +154,9 @@ def one_run(shape: str, recipe: dict[str, Any], folder: Path, env: dict[str, str
     t0 = time.monotonic()
     for cmd in commands(shape, path, folder / "run"):
         proc = subprocess.run(cmd, cwd=folder, env=env, capture_output=True, text=True)
+        # Kept beside the run: a batch stopped before its end still shows why each run failed.
+        with (folder / "stderr.txt").open("a", encoding="utf-8") as log:
+            log.write(f"$ {' '.join(map(str, cmd))}\nexit {proc.returncode}\n{proc.stderr}\n")
         if proc.returncode != 0:
             errors = [ln for ln in proc.stderr.splitlines() if ln.startswith("error:")]
             why = errors[-1] if errors else (proc.stderr.strip().splitlines() or ["(no output)"])[-1]
@@ -215,9 +219,11 @@ def run_all(args: argparse.Namespace, root: Path, env: dict[str, str], server: A
             results[shape] = []
             for i in range(args.runs):
                 results[shape].append(one_run(shape, recipe, root / shape / f"run{i + 1}", env))
+                last = results[shape][-1]
+                why = "" if last["ok"] else f": exit {last['exit']}: {last['error']}"
                 print(
-                    f"{shape} run {i + 1}/{args.runs}: "
-                    f"{'ok' if results[shape][-1]['ok'] else 'failed'} ({results[shape][-1]['seconds']:.0f} s)",
+                    f"{shape} run {i + 1}/{args.runs}: {'ok' if last['ok'] else 'failed'} ({last['seconds']:.0f} s)"
+                    + why,
                     flush=True,
                 )
     finally:
