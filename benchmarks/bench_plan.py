@@ -40,18 +40,24 @@ def run_folders(paths: list[Path]) -> list[Path]:
     return found
 
 
-def ratios(run: Path, pilot: Path | None) -> dict[str, dict[str, float | None]]:
-    """Per role, actual / planned of each figure for `run`, planned from `pilot` (or from the templates)."""
+def finished(run: Path) -> tuple[Any, Any]:
+    """`run`'s recipe and its ledger (run.json `usage`), read once however many pilots it is planned from."""
     from mindsimkit.judge.cli import resolve_recipe
     from mindsimkit.mindcore.layout import RunLayout
     from mindsimkit.mindcore.recipe import load_recipe
-    from mindsimkit.mindsim_app.plan import make_plan, plan_vs_actual
 
     path = resolve_recipe(run, None)
     if path is None:
         raise SystemExit(f"error: {run / 'run.json'} names no recipe; is the run finished?")
-    plan = make_plan(load_recipe(path), from_run=pilot, rates={})
-    usage = RunLayout(run).header().usage
+    return load_recipe(path), RunLayout(run).header().usage
+
+
+def ratios(recipe: Any, usage: Any, pilot: Path | None) -> dict[str, dict[str, float | None]]:
+    """Per role, actual / planned of each figure for the run of `recipe` that spent `usage`, planned from `pilot`
+    (or from the templates)."""
+    from mindsimkit.mindsim_app.plan import make_plan, plan_vs_actual
+
+    plan = make_plan(recipe, from_run=pilot, rates={})
     compared = plan_vs_actual(plan.model_dump(), usage, {}, {})
     return {row["role"]: {k: row["ratio"][k] for k in FIGURES} for row in compared["roles"] if row["planned"]}
 
@@ -91,10 +97,11 @@ def compare(runs: list[Path]) -> dict[str, Any]:
 
     for i, run in enumerate(runs):
         print(f"run {i + 1}/{len(runs)}: {run}", file=sys.stderr, flush=True)
-        add(alone, ratios(run, None))
+        recipe, usage = finished(run)
+        add(alone, ratios(recipe, usage, None))
         for pilot in runs:
             if pilot != run:
-                add(piloted, ratios(run, pilot))
+                add(piloted, ratios(recipe, usage, pilot))
     roles = []
     for role in piloted.keys() | alone.keys():
         row: dict[str, Any] = {"role": role}
