@@ -231,19 +231,7 @@ class Files:
         (self.templates / "link.jinja2").symlink_to("/etc/passwd")
         self.rubric_template = {
             t: _write(self.templates / f"rubric-{i}.yaml", rubric.replace("TEMPLATE", t).encode())
-            for i, t in enumerate(
-                [
-                    "../../../../../../etc/passwd",
-                    "judge/../../../../etc/passwd",
-                    "/etc/passwd",
-                    "./link.jinja2",
-                    "./div.jinja2",
-                    "./empty.jinja2",
-                    "./include.jinja2",
-                    "./syntax.jinja2",
-                    "./binary.jinja2",
-                ]
-            )
+            for i, t in enumerate(t for t, _ in _RUBRIC_TEMPLATES.values())
         }
         self.rubric_binary = _write(r / "binary-rubric.yaml", BINARY)
         self.rubric_latin = _write(r / "latin-rubric.yaml", "name: caf\u00e9\n".encode("latin-1"))
@@ -686,7 +674,9 @@ CASES = {
 # Hardening: secrets, files out of their folder, tracebacks, silent coercions, things written before the checks.
 FAKE_KEY = "sk-mindsimtest-Zq8fakeKEY1234567890"
 _RUBRIC_TEMPLATES = {
-    "dotdot": ("../../../../../../etc/passwd", "resolves to /etc/passwd, outside"),
+    # More '..' than any test folder is deep (a path stops climbing at /), so it is /etc/passwd wherever pytest's
+    # temporary folders sit.
+    "dotdot": ("../" * 32 + "etc/passwd", "resolves to /etc/passwd, outside"),
     "shared-dotdot": ("judge/../../../../etc/passwd", "not a name under prompts/"),
     "absolute": ("/etc/passwd", "resolves to /etc/passwd, outside"),
     "symlink-out": ("./link.jinja2", "link.jinja2 resolves to /etc/passwd, outside"),
