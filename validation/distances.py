@@ -16,6 +16,7 @@ over the merged sorted support (W1 = ∫|F_a − F_b|). No per-draw Python loop,
 
 from __future__ import annotations
 
+import os
 import zlib
 from dataclasses import dataclass
 
@@ -25,6 +26,8 @@ from pydantic import BaseModel, Field
 # Draws handled at once: small enough that a chunk of (draws x conversations) stays in CPU cache
 # (64 was 3x faster than 256 at the paper scale; see docs/validation.md).
 _CHUNK = 64
+# Array libraries POT would load as backends (POT_BACKEND_DISABLE_<NAME>); the distances here are NumPy's.
+_POT_BACKENDS_NOT_USED = ("PYTORCH", "JAX", "CUPY", "TENSORFLOW")
 
 
 @dataclass(frozen=True)
@@ -212,7 +215,11 @@ def joint_distance(ref_values: np.ndarray, sim_values: np.ndarray, *, scale_from
     if not len(xa) or not len(xb):
         return float("nan")
     # POT's package import pulls in scikit-learn (~2.4 s here); only this function needs it, so a command that
-    # stops at bad input or computes no joint distance does not pay for it.
+    # stops at bad input or computes no joint distance does not pay for it. POT also imports every array library
+    # it finds installed (torch, with the train extra: about half of its import time) to offer it as a backend;
+    # these are NumPy arrays, so the others are declined (an explicit setting of the user's stands).
+    for backend in _POT_BACKENDS_NOT_USED:
+        os.environ.setdefault(f"POT_BACKEND_DISABLE_{backend}", "1")
     import ot
 
     cost = ot.dist(xa, xb, metric="euclidean")

@@ -173,3 +173,25 @@ def test_noise_floor_equals_a_brute_force_loop_over_the_same_splits():
     assert floor["b"] == pytest.approx(np.percentile(per_split[:, 1], 95), rel=1e-9)
     assert floor["index"] == pytest.approx(np.percentile(per_split.mean(axis=1), 95), rel=1e-9)
     assert len({round(x, 9) for x in per_split[:, 0]}) > 5  # the splits differ
+
+
+def test_the_joint_distance_loads_no_array_library_besides_numpy():
+    """POT imports every array library it finds as a backend (torch, with the train extra: about half of its
+    import time, in every process that validates a run); the joint distance declines them. In a fresh interpreter,
+    so what an earlier test imported does not count; where torch is not installed there is nothing to decline."""
+    import importlib.util
+    import subprocess
+    import sys
+
+    if importlib.util.find_spec("torch") is None:
+        pytest.skip("torch is not installed (the train extra), so POT could not import it anyway")
+    code = (
+        "import sys, numpy as np\n"
+        "from mindsimkit.validation.distances import joint_distance\n"
+        "d = joint_distance(np.zeros((3, 2)), np.ones((3, 2)))\n"
+        "print(round(d, 6), 'torch' in sys.modules)\n"
+    )
+    done = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=300)
+    assert done.returncode == 0, done.stderr[-2000:]
+    distance, torch_loaded = done.stdout.split()
+    assert float(distance) > 0 and torch_loaded == "False"
