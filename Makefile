@@ -25,10 +25,10 @@ TORCH_CPU = --no-deps --index-url https://download.pytorch.org/whl/cpu torch==2.
 .PHONY: install quickstart test test-fast bench browser
 
 # Python keeps each module it compiles (a .pyc) unless PYTHONDONTWRITEBYTECODE is set, as it is on some machines
-# (the images of the machine it was measured on); then every process compiles every module it imports again. The tests start
-# hundreds of processes (console scripts, Ray and distilabel workers, inspect, the trainer), so each one recompiled
-# torch, pandas and the toolkit: a fake-engine job took 33 s instead of 15. Every command here keeps the compiled
-# modules, under the checkout's ignored .cache/ (not beside the sources or in the virtualenv).
+# (the images of the one this was measured on); then every process compiles every module it imports again. The
+# tests start hundreds of processes (console scripts, Ray and distilabel workers, inspect, the trainer), so each one
+# recompiled torch, pandas and the toolkit: a fake-engine job took 33 s instead of 15. Every command here keeps the
+# compiled modules, under the checkout's ignored .cache/ (not beside the sources or in the virtualenv).
 export PYTHONDONTWRITEBYTECODE =
 export PYTHONPYCACHEPREFIX = $(CURDIR)/.cache/pycache
 
