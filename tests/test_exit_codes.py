@@ -231,7 +231,7 @@ class Files:
         (self.templates / "link.jinja2").symlink_to("/etc/passwd")
         self.rubric_template = {
             t: _write(self.templates / f"rubric-{i}.yaml", rubric.replace("TEMPLATE", t).encode())
-            for i, t in enumerate(t for t, _ in _RUBRIC_TEMPLATES.values())
+            for i, (t, _) in enumerate(_RUBRIC_TEMPLATES.values())
         }
         self.rubric_binary = _write(r / "binary-rubric.yaml", BINARY)
         self.rubric_latin = _write(r / "latin-rubric.yaml", "name: caf\u00e9\n".encode("latin-1"))
