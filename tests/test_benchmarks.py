@@ -23,6 +23,7 @@ def test_the_benchmarks_are_found():
     assert len(SCRIPTS) >= 18, [p.name for p in SCRIPTS]
 
 
+@pytest.mark.slow
 @pytest.mark.timeout(600)
 @pytest.mark.parametrize("script", SCRIPTS, ids=lambda p: p.stem)
 def test_the_benchmark_runs_its_small_mode(script):

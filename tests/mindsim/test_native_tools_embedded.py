@@ -22,7 +22,7 @@ from mindsimkit.mindcore.types import ChatRequest, RawReply
 from mindsimkit.mindsim.config import SimulationConfig
 from mindsimkit.mindsim.simulate import run_simulation
 
-pytestmark = pytest.mark.embedded
+pytestmark = [pytest.mark.embedded, pytest.mark.slow]
 
 
 class _Recipe:

@@ -394,6 +394,7 @@ def _job_responder():
     return respond
 
 
+@pytest.mark.slow
 def test_job_on_ray_resumes_after_the_driver_is_killed_and_equals_the_local_run(cluster, tmp_path):
     from mindsimkit.mindsim_app.job import run_job
 

@@ -16,7 +16,7 @@ from quick_recipes import TWO_SESSION_ENGINES, engines_for
 
 from mindsimkit.mindsim_app.ablation import ablate_memory
 
-pytestmark = pytest.mark.embedded
+pytestmark = [pytest.mark.embedded, pytest.mark.slow]
 
 
 def test_two_counsellors_report_every_table(two_counsellor_run):

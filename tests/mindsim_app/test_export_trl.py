@@ -249,6 +249,7 @@ def test_every_export_of_the_study_run_loads_and_masks_only_the_learner(
 
 
 @pytest.mark.embedded
+@pytest.mark.slow
 def test_preference_pairs_of_the_study_run_with_the_tie_break_train(
     study_run, embedded_engines, tmp_path, capsys, monkeypatch
 ):

@@ -12,7 +12,7 @@ from quick_recipes import PRESETS
 from mindsimkit.mindcore.layout import RunLayout
 from mindsimkit.mindsim.reference import vocabulary_for
 
-pytestmark = pytest.mark.embedded
+pytestmark = [pytest.mark.embedded, pytest.mark.slow]
 
 
 def _sessions(run):

@@ -457,6 +457,7 @@ def test_profile_job_resolves_the_flag_from_the_recipe(fake_engines, fakes, tmp_
 
 
 @pytest.mark.embedded
+@pytest.mark.slow
 def test_causal_checks_on_embedded_engine(profile_engines):
     """Stages 3–4 with the causal rules on the real (weak) engine: whatever it writes, the outcome is counted,
     and every fault kept — the causal rule faults included — quotes the profile verbatim. A 135M writer or

@@ -359,6 +359,7 @@ def test_a_bad_or_missing_situations_folder_is_one_error_line_and_exit_2(importe
 
 
 @pytest.mark.embedded
+@pytest.mark.slow
 def test_one_situation_through_the_whole_chain_on_the_embedded_engine(embedded_engines, imported):
     from mindsimkit.mindcore.config import RoleSpec
     from mindsimkit.mindcore.engine import Engines

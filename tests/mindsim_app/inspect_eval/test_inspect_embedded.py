@@ -17,7 +17,7 @@ import pytest
 from inspectfakes import write_patients
 from quick_recipes import attached_env, quick_recipe, write_recipe
 
-pytestmark = pytest.mark.embedded
+pytestmark = [pytest.mark.embedded, pytest.mark.slow]
 
 
 def _script(name: str) -> str:
