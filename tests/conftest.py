@@ -55,11 +55,15 @@ def _sandbox_changes_no_shipped_text(monkeypatch):
 # The fixtures that start the real embedded engine; every other engine-backed fixture builds on one of them.
 # `own_embedded_server`: the test starts a server of its own (`mindsim serve` in a subprocess).
 ENGINE_FIXTURES = {"embedded_engines", "study_run", "own_embedded_server"}
+# The real-model runs made beside the shared study (tests/mindsim_app/conftest.py): each costs minutes of the 135M
+# model's tokens on 2 cores, so the tests that read them are in the slow tier (`make test-all`, CI), not `make test`.
+OWN_RUN_FIXTURES = {"two_counsellor_run", "preset_run"}
 
 
 def pytest_collection_modifyitems(config, items):
     """`-m "not embedded"` is the fast suite: a test marked `embedded` must start the engine (else it leaves the
-    fast suite for nothing) and a test that starts it must be marked (else the fast suite pays for it)."""
+    fast suite for nothing) and a test that starts it must be marked (else the fast suite pays for it). An embedded
+    test that reads a run of its own is marked `slow` (else `make test` pays for that run)."""
     wrong = [
         f"{item.nodeid}: {'marked embedded but starts no engine' if marked else 'starts the engine unmarked'}"
         for item in items
@@ -73,6 +77,18 @@ def pytest_collection_modifyitems(config, items):
     ]
     if wrong:
         raise pytest.UsageError("embedded marker out of step with the engine fixtures:\n" + "\n".join(wrong))
+    unmarked = [
+        item.nodeid
+        for item in items
+        if item.get_closest_marker("embedded") is not None
+        and OWN_RUN_FIXTURES & set(getattr(item, "fixturenames", ()))
+        and item.get_closest_marker("slow") is None
+    ]
+    if unmarked:
+        raise pytest.UsageError(
+            "a test that reads a real-model run of its own must be marked slow (make test leaves it out):\n"
+            + "\n".join(unmarked)
+        )
 
 
 # The CPU threads the suite's embedded server computed with: fewer than the cores (other work busy at its start)

@@ -431,6 +431,7 @@ def test_job_on_ray_resumes_after_the_driver_is_killed_and_equals_the_local_run(
 
 
 @pytest.mark.embedded
+@pytest.mark.slow
 def test_the_embedded_engine_runs_under_the_ray_runner(cluster, embedded_engines, tmp_path):
     """One llama.cpp server, started by the driver and shared by both workers (at its URL on
     127.0.0.1), not one per worker: on two cores a second server only splits the same cores and

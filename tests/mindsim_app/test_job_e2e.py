@@ -125,6 +125,7 @@ def test_rerun_resumes_and_other_recipe_is_refused(study_run, recipe, embedded_e
         run_job(other, run_dir)  # refused before any engine starts
 
 
+@pytest.mark.slow
 def test_killed_run_resumes_from_finished_work(two_counsellor_run):
     """The installed `mindsim run` (the study's MindSim arc with a second counsellor added) killed with SIGKILL in
     its simulation stage, between the new arc's two sessions, then rerun with the same arguments: finished work is
