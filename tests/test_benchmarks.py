@@ -2,8 +2,9 @@
 user runs it: a change in a file format or an API breaks this test, not the benchmark a month later. A
 new script without a small mode fails here too (argparse refuses `--smoke`). Nothing is timed: the small sizes
 make the printed numbers meaningless. The scripts that measure llama.cpp itself (bench_engine, bench_prefix_gate,
-bench_quant, bench_rerun, bench_threads, bench_tool_calls) start the embedded model at tiny sizes in their own process; the others
-run on the fake engine or the instant stub server."""
+bench_quant, bench_rerun, bench_server_options, bench_threads, bench_tool_calls) start the embedded model at tiny
+sizes in their own process; the others run on the fake engine or the instant stub server. Twenty-odd script starts
+are minutes of the suite, so they are in the slow tier: `make test-all` (CI) runs them, `make test` does not."""
 
 from __future__ import annotations
 
