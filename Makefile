@@ -69,7 +69,7 @@ EMBEDDED_SUITE = $(PY) -m pytest -q
 # `make test` leaves out the tests marked `slow`: each needs a run of its own (a second real-model run beside the
 # shared study, a benchmark's small mode, a Ray driver killed mid-job). On 2 cores the embedded tests' time is the
 # 135M model's tokens, and with them the suite took 32-36 minutes; without them it fits the 20 a contributor waits
-# (docs/performance.md, "Two tiers"). `make test-all` runs every test, and it is what CI runs (.ci/run).
+# (docs/performance.md, "`make test` in two tiers"). `make test-all` runs every test, and it is what CI runs (.ci/run).
 test: install browser
 	$(FAST_SUITE) -m "not embedded and not slow"
 	$(EMBEDDED_SUITE) -m "embedded and not slow"
