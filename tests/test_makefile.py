@@ -50,3 +50,32 @@ def test_make_test_leaves_out_the_slow_tier_and_ci_runs_every_test():
     ]
     ci = (ROOT / ".ci" / "run").read_text().splitlines()
     assert [line for line in ci if line.startswith("make ")] == ["make test-all"]
+
+
+class _Item:
+    """What the collection hook reads of a collected test."""
+
+    def __init__(self, nodeid: str, fixtures: set[str], marks: set[str]):
+        self.nodeid, self.fixturenames, self._marks = nodeid, sorted(fixtures), marks
+
+    def get_closest_marker(self, name: str) -> object | None:
+        return name if name in self._marks else None
+
+
+def test_a_test_of_a_real_model_run_beside_the_study_must_be_marked_slow():
+    """The slow tier stays whole as tests are added: an embedded test reading `two_counsellor_run` or `preset_run`
+    without `slow` stops the collection (else `make test` would pay minutes for that run)."""
+    import importlib.util
+
+    spec = importlib.util.spec_from_file_location("suite_conftest", ROOT / "tests" / "conftest.py")
+    assert spec and spec.loader
+    conftest = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(conftest)
+    hook = conftest.pytest_collection_modifyitems
+    marked = _Item("t::marked", {"embedded_engines", "study_run", "two_counsellor_run"}, {"embedded", "slow"})
+    study_only = _Item("t::study", {"embedded_engines", "study_run"}, {"embedded"})
+    fake_preset = _Item("t::fake", {"preset_run"}, set())  # tests/mindsim's fake-engine fixture of the same name
+    hook(None, [marked, study_only, fake_preset])
+    unmarked = _Item("t::unmarked", {"embedded_engines", "study_run", "preset_run"}, {"embedded"})
+    with pytest.raises(pytest.UsageError, match="t::unmarked"):
+        hook(None, [marked, unmarked])
