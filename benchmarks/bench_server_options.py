@@ -16,14 +16,14 @@ from __future__ import annotations
 import argparse
 import json
 import statistics
-import time
 import urllib.request
 from pathlib import Path
+from typing import Any
 
 from smoke import parse_args
 
 from mindsimkit.mindcore.config import EmbeddedEngine
-from mindsimkit.mindcore.embedded import free_port, served_model_path
+from mindsimkit.mindcore.embedded import EmbeddedServer
 
 # (name, flash attention: -1 auto / 0 off / 1 on, KV cache type: 1 F16 / 8 Q8_0, micro-batch)
 SETTINGS = [
@@ -35,22 +35,20 @@ SETTINGS = [
     ("micro-batch 2048", -1, 1, 2048),
 ]
 TEXT = (Path(__file__).resolve().parents[1] / "README.md").read_text().split()
+# The served model on one slot of the context the quickstart gives each slot, on both cores.
+SPEC = EmbeddedEngine(parallel=1, ctx_per_slot=8192, threads=2)
 
 
-def measure(model: Path, fa: int, kv: int, ubatch: int, words: list[int], tokens: int) -> list[tuple[float, float]]:
-    """(prompt tok/s, generated tok/s) for one prompt of each length in `words`, on a server of its own."""
-    import xllamacpp
+def measure(fa: int, kv: int, ubatch: int, words: list[int], tokens: int) -> list[tuple[float, float]]:
+    """(prompt tok/s, generated tok/s) for one prompt of each length in `words`, on a server of its own that
+    differs from the embedded engine's only in the setting given."""
 
-    params = xllamacpp.CommonParams()
-    params.model.path = str(model)
-    params.n_parallel, params.n_ctx = 1, 8192
-    params.cpuparams.n_threads = params.cpuparams_batch.n_threads = 2
-    params.hostnames, params.port, params.use_jinja, params.verbosity = ["127.0.0.1"], free_port(), True, -1
-    params.flash_attn_type, params.cache_type_k, params.cache_type_v = fa, kv, kv
-    params.n_ubatch, params.n_batch = ubatch, max(2048, ubatch)
-    server = xllamacpp.Server(params)
-    try:
-        out = []
+    def tune(params: Any) -> None:
+        params.flash_attn_type, params.cache_type_k, params.cache_type_v = fa, kv, kv
+        params.n_ubatch, params.n_batch = ubatch, max(2048, ubatch)
+
+    out = []
+    with EmbeddedServer(SPEC, tune=tune) as server:
         for i, n in enumerate(words):
             body = {
                 "messages": [{"role": "user", "content": " ".join(TEXT[i * 40 : i * 40 + n])}],
@@ -60,23 +58,14 @@ def measure(model: Path, fa: int, kv: int, ubatch: int, words: list[int], tokens
                 "cache_prompt": False,
             }
             request = urllib.request.Request(
-                f"http://127.0.0.1:{params.port}/v1/chat/completions",
+                f"{server.base_url}/chat/completions",
                 data=json.dumps(body).encode(),
                 headers={"Content-Type": "application/json"},
             )
-            for _ in range(60):  # the server answers once its model is loaded
-                try:
-                    with urllib.request.urlopen(request, timeout=600) as r:
-                        timings = json.loads(r.read())["timings"]
-                    break
-                except OSError:
-                    time.sleep(0.5)
-            else:
-                raise SystemExit(f"the server with {(fa, kv, ubatch)} never answered")
+            with urllib.request.urlopen(request, timeout=600) as r:
+                timings = json.loads(r.read())["timings"]
             out.append((timings["prompt_per_second"], timings["predicted_per_second"]))
-        return out
-    finally:
-        del server
+    return out
 
 
 def main() -> None:
@@ -85,12 +74,11 @@ def main() -> None:
     ap.add_argument("--tokens", type=int, default=150, help="tokens generated per prompt")
     ap.add_argument("--words", type=int, nargs="+", default=[300, 1500, 2800], help="prompt lengths in words")
     args = parse_args(ap, repeat=1, tokens=4, words=[20])
-    model = served_model_path(EmbeddedEngine())
     settings = SETTINGS[:2] if args.smoke else SETTINGS
     runs: dict[str, list[list[tuple[float, float]]]] = {name: [] for name, *_ in settings}
     for _ in range(args.repeat):
         for name, fa, kv, ubatch in settings:
-            runs[name].append(measure(model, fa, kv, ubatch, args.words, args.tokens))
+            runs[name].append(measure(fa, kv, ubatch, args.words, args.tokens))
     base = settings[0][0]
 
     def median(name: str, i: int, j: int) -> float:

@@ -23,7 +23,7 @@ import time
 from contextlib import contextmanager
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Iterator
+from typing import Any, Callable, Iterator
 
 from mindsimkit.mindcore import wire
 from mindsimkit.mindcore.config import EmbeddedEngine
@@ -170,9 +170,12 @@ def free_cores(window_s: float = 0.5) -> int:
 class EmbeddedServer:
     """Start/stop one in-process llama.cpp server. Use as a context manager; also stopped at exit."""
 
-    def __init__(self, spec: EmbeddedEngine, port: int | None = None):
+    def __init__(self, spec: EmbeddedEngine, port: int | None = None, tune: Callable[[Any], None] | None = None):
         self.spec = spec
         self.wanted_port = port  # None: a free port
+        # Applied to llama.cpp's parameters after the engine's own, so a benchmark can compare a server setting
+        # the engine leaves at its default (benchmarks/bench_server_options.py) on an otherwise identical server.
+        self.tune = tune
         self.model_path = served_model_path(spec)
         if not self.model_path.is_file():
             raise EngineUnavailable(f"embedded engine: model file {self.model_path} does not exist")
@@ -205,6 +208,8 @@ class EmbeddedServer:
         params.hostnames = ["127.0.0.1"]
         params.use_jinja = True
         params.verbosity = -1
+        if self.tune is not None:
+            self.tune(params)
         for attempt in range(3):
             params.port = self.port = self.wanted_port or free_port()
             try:
