@@ -112,7 +112,12 @@ class Judge:
             severities={s.id: s.name if self.preset.severity_labels else s.id for s in rubric.severities},
         )
         self.prompt_hashes = {t: template_hash(t) for t in self.templates}
-        self.output = flags_answer_model(rubric, self.preset) if flags else answer_model(rubric, max_issues)
+        # A grammar engine is held to the no-issue rule by the schema itself (`rubric.answer_model`).
+        self.output = (
+            flags_answer_model(rubric, self.preset)
+            if flags
+            else answer_model(rubric, max_issues, rule_in_schema=bool(getattr(client, "schema_alternatives", False)))
+        )
 
     @property
     def model(self) -> str:

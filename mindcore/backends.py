@@ -101,6 +101,12 @@ def tool_parser_for(kind: str) -> str:
     return "template" if kind == "embedded" else "server"
 
 
+# Engine kinds whose structured outputs come from a grammar built from any JSON schema, a root `anyOf` of objects
+# included (llama.cpp's converter; vLLM's structured outputs), so a schema can state a rule across fields as
+# alternatives. Hosted APIs' strict modes want an object at the root.
+SCHEMA_ALTERNATIVE_KINDS = frozenset({"embedded", "vllm"})
+
+
 def json_keys(body: dict[str, Any]) -> set[str]:
     """Top-level keys of a request as it goes on the wire (`extra_body` merged in)."""
     return {k for k in body if k != "extra_body"} | set(body.get("extra_body") or {})
@@ -232,6 +238,7 @@ class OpenAIBackend:
         self.max_retry_after_s = max_retry_after_s
         self.native_tools = native_tools
         self.tool_parser = tool_parser_for(kind)
+        self.schema_alternatives = kind in SCHEMA_ALTERNATIVE_KINDS
         self.structured_mode = structured_mode
         self.strict_schema = strict_schema
         self.max_retries = max_retries
@@ -270,6 +277,8 @@ class OpenAIBackend:
             "api_key_env": self.api_key_env,
             "native_tools": self.native_tools,
             "structured_mode": self.structured_mode,
+            # Whether a rule across answer fields went out as schema alternatives (the judge's no-issue rule).
+            "schema_alternatives": self.schema_alternatives,
         }
         if self.native_tools:
             out["tool_parser"] = self.tool_parser

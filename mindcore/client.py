@@ -291,6 +291,12 @@ class RoleClient:
         """Whether this role's engine calls tools natively (else tool calls go through a JSON schema)."""
         return bool(getattr(self.backend, "native_tools", False))
 
+    @property
+    def schema_alternatives(self) -> bool:
+        """Whether this role's engine holds a structured answer to one branch of a root `anyOf` schema (a grammar
+        engine: `backends.SCHEMA_ALTERNATIVE_KINDS`); elsewhere such a rule is left to validation and re-asks."""
+        return bool(getattr(self.backend, "schema_alternatives", False))
+
     async def reply_or_call(
         self, messages: list[dict[str, Any]], tools: list[ToolSpec], **sampling: Any
     ) -> ToolCallResult:

@@ -23,11 +23,14 @@ class FakeBackend:
         name: str = "fake",
         native_tools: bool = False,
         max_concurrency: int = 4,
+        schema_alternatives: bool = False,
     ) -> None:
         self.name = name
         self.default_model = name
         self.responder = responder
         self.native_tools = native_tools
+        # As a grammar engine (`OpenAIBackend.schema_alternatives`): tests see which schema a role then sends.
+        self.schema_alternatives = schema_alternatives
         self.max_concurrency = max_concurrency
         self.requests: list[ChatRequest] = []
 

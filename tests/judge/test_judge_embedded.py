@@ -29,6 +29,8 @@ def test_every_reply_of_the_study_judged_or_counted(study_run):
     assert {(r.session_id, r.reply_index) for r in rows} == replies
     for r in rows:
         assert "+compact" in r.rubric_version  # definitions only, as the quickstart recipe asks
+        # The embedded engine takes the no-issue rule as schema alternatives, so no answer can break it.
+        assert "is required when no issue is listed" not in (r.error or "")
         if r.status == "ok":
             assert (r.severity == "no_concern") == (not r.issues)
             assert all(i.quote is None or quote_in(i.quote, r.reply) for i in r.issues)
@@ -78,3 +80,40 @@ def test_judging_the_study_again_from_the_cache_leaves_every_reader_working(stud
     assert calls > 0 and (after == calls if not failed else after > calls)  # added to, never replaced
     if not failed:
         assert {p: hashlib.sha256(p.read_bytes()).hexdigest() for p in files} == files
+
+
+def test_the_grammar_holds_the_no_issue_rule_where_the_model_is_told_to_break_it(embedded_engines):
+    """Told to copy an answer that lists an issue with severity no_concern, the 135M model copies it under the plain
+    object schema and cannot under the two alternatives the judge sends a grammar engine: each answer parses at its
+    first attempt, an issue listed with a severity above none."""
+    import asyncio
+
+    from mindsimkit.judge.rubric import answer_model, load_rubric
+    from mindsimkit.mindcore.errors import StructuredOutputError
+
+    client = embedded_engines.role("judge")
+    assert client.schema_alternatives
+    pushed = [
+        {
+            "role": "user",
+            "content": 'Copy this JSON exactly: {"issues": [{"issue": "false_fact", "reason": "made up a number", '
+            '"quote": null}], "severity": "no_concern"}',
+        }
+    ]
+
+    async def ask(split: bool, seed: int) -> object:
+        model = answer_model(load_rubric(), 3, rule_in_schema=split)
+        try:
+            answer, _ = await client.structured_reply(pushed, model, max_attempts=1, seed=seed, max_tokens=700)
+        except StructuredOutputError as exc:
+            return exc
+        return answer
+
+    async def both() -> list[list[object]]:
+        return [list(await asyncio.gather(*(ask(split, seed) for seed in range(4)))) for split in (False, True)]
+
+    plain, split = embedded_engines.run(both())
+    assert any(isinstance(a, StructuredOutputError) and "no_concern" in a.last_error for a in plain)
+    for answer in split:
+        assert not isinstance(answer, Exception), answer
+        assert answer.issues and answer.severity != "no_concern"  # type: ignore[attr-defined]

@@ -13,8 +13,8 @@ from mindsimkit.judge.rubric import load_rubric
 from mindsimkit.mindcore.io import CheckpointDir
 
 
-def _judge(fake_engines, responder, name="judge"):
-    engines, backend = fake_engines(responder)
+def _judge(fake_engines, responder, name="judge", **backend_kw):
+    engines, backend = fake_engines(responder, **backend_kw)
     engines.start()
     return Judge(name, engines.role(name), load_rubric()), backend
 
@@ -85,6 +85,22 @@ def test_rule_violation_is_reasked_then_failed(fake_engines, tmp_path):
     assert len(backend.requests) == 3  # the role's max_attempts
     assert "could not be used" in backend.requests[1].messages[-1]["content"]
     assert cache.keys() == []  # failures are retried on the next run, not cached
+
+
+def test_a_grammar_engine_gets_the_rule_in_the_schema_others_the_object(fake_engines, tmp_path):
+    reply = replies(session_input(SESSIONS[0], "t"))[0]
+    sent = {}
+    for grammar in (False, True):
+        judge, backend = _judge(fake_engines, fake_judge, schema_alternatives=grammar)
+        row = asyncio.run(judge_reply(judge, reply, CheckpointDir(tmp_path / str(grammar))))
+        assert row.status == "ok" and row.severity == "no_concern"
+        sent[grammar] = backend.requests[0].response_schema
+    assert sent[False]["type"] == "object" and "anyOf" not in sent[False]
+    none, some = sent[True]["anyOf"]
+    assert (
+        none["properties"]["severity"]["enum"] == ["no_concern"]
+        and "no_concern" not in some["properties"]["severity"]["enum"]
+    )
 
 
 def test_reask_recovers(fake_engines, tmp_path):

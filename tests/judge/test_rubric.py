@@ -7,6 +7,7 @@ import pytest
 from pydantic import ValidationError
 
 from mindsimkit.judge.rubric import Rubric, answer_model, load_rubric
+from mindsimkit.mindcore.budget import largest_instance
 from mindsimkit.mindcore.errors import ConfigError
 
 
@@ -49,6 +50,28 @@ def test_answer_model_enforces_no_concern_iff_no_issue():
                 "severity": "no_concern",
             }
         )
+
+
+def test_rule_in_schema_states_the_rule_as_two_alternatives():
+    """For a grammar engine the answer schema itself allows only the rule's two shapes; the validator still holds."""
+    r = load_rubric()
+    plain = answer_model(r, 3).model_json_schema()
+    split = answer_model(r, 3, rule_in_schema=True).model_json_schema()
+    assert "anyOf" not in plain and plain["type"] == "object"
+    none, some = split["anyOf"]
+    assert set(split) == {"anyOf", "$defs", "title"} and split["$defs"] == plain["$defs"]
+    for branch in (none, some):
+        assert branch["type"] == "object" and branch["additionalProperties"] is False
+        assert branch["required"] == plain["required"] and list(branch["properties"]) == ["issues", "severity"]
+    assert none["properties"]["issues"]["maxItems"] == 0 and none["properties"]["severity"]["enum"] == ["no_concern"]
+    assert some["properties"]["issues"]["minItems"] == 1 and some["properties"]["issues"]["maxItems"] == 3
+    assert some["properties"]["severity"]["enum"] == ["minor", "major", "critical"]
+    # The longest answer is the plain schema's issues with a shorter severity: the preflight's token budget holds it.
+    longest, plain_longest = largest_instance(split), largest_instance(plain)
+    assert longest["issues"] == plain_longest["issues"] and longest["severity"] == "critical"
+    M = answer_model(r, 3, rule_in_schema=True)
+    with pytest.raises(ValidationError, match="no_concern"):
+        M.model_validate({"issues": [], "severity": "minor"})
 
 
 def test_inconsistent_rubric_is_refused(tmp_path):

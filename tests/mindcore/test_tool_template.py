@@ -224,6 +224,14 @@ def test_the_embedded_engine_declares_its_own_parser():
     assert _backend(_Link([])).describe()["tool_parser"] == "template"
 
 
+def test_grammar_engines_take_schema_alternatives_hosted_apis_do_not():
+    """A cross-field rule (the judge's no-issue rule) goes out as root `anyOf` alternatives only where a grammar holds
+    the answer to one of them; hosted APIs' strict modes refuse a root that is not an object. Provenance says which."""
+    assert _backend(_Link([])).describe()["schema_alternatives"] is True
+    assert _backend(_Link([]), kind="vllm").schema_alternatives
+    assert _backend(_Link([]), kind="openai").describe()["schema_alternatives"] is False
+
+
 def test_a_required_call_is_opened_and_held_to_the_schema_then_parsed():
     link = _Link([('{"name": "commit_move", "arguments": {"move": "open up"}}', "stop")])
     backend = _backend(link)
