@@ -12,18 +12,24 @@ The shapes:
 - `engines4`: the quickstart with `simulation.patient_engine: [mindsim, patientact, patient_psi, mindeval]`, as
   the README offers;
 - `patientact_paper`: recipes/patientact_paper.yaml with its three hosted engines replaced by the quickstart's
-  embedded one at 18,432 tokens a slot, one pool patient, 4 counsellor turns instead of 15, the quickstart's
+  embedded one asking 18,432 tokens a slot, one pool patient, 4 counsellor turns instead of 15, the quickstart's
   pool verdicts (clean and minor) and the quickstart's patient role with its cut-off messages ended at their last
   sentence (`trim_cut_off`), as `patientact_situations` below (its other roles' budgets and sampling, its arms and
   judge as shipped): as shipped, the preflight refuses it on the model's 8k context (the patient's last turn alone
   would be ~25k tokens), exit 2 before any request; with the paper's patient sampling the 135M patient looped to
   its bound in 6 of 7 arcs, and with its clean-only pool the 135M screener's `minor` on both candidates left no
   patient (one run each, 2026-12-06);
+  on the shipped model the preflight refuses this shape and the next PatientAct one (exit 2, ~11 s, one line naming
+  each role): llama.cpp gives a slot no more than the model's trained context, 8,192 tokens, whatever
+  `ctx_per_slot` asks, and their worst cases need ~10k (the paper's full-length profiles; 4-turn sessions on a
+  ~5k-token PatientAct patient prompt). Runs of them that finished before the preflight read the server's figure
+  did so because their real prompts stayed under 8,192, except one 8,213-token judge prompt the server refused
+  (docs/performance.md, "The PatientAct shapes and the model's context");
 - `profiles_simulate`: `mindsim profiles` then `mindsim simulate` on the quickstart, the two-step path;
 - `patientact_situations`: PatientAct's own path, recipes/patientact_situations.yaml on the first test situation
   (tests/data/patientact_situations, the authors' file shapes): `mindsim import patientact-situations`, `mindsim
   run` (the situation chain, the four arms and Table 2's three baselines), `mindsim judge run --rubric patientact`
-  and `mindsim patientact table 2`. Its engines are the embedded one at 18,432 tokens a slot (the recipe's budgets
+  and `mindsim patientact table 2`. Its engines are the embedded one asking 18,432 tokens a slot (the recipe's budgets
   for hosted models need more than the model's 8k: preflight says so), its patient role the quickstart's (with
   the paper's sampling the 135M model ran past its bound: 5 of 7 arcs failed in one run, 2026-12-06), 4
   counsellor turns instead of 15, and no MHQR judge (not Table 2's).

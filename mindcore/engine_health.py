@@ -100,6 +100,8 @@ class EngineHealth:
     missing_models: list[str] = field(default_factory=list)
     context_tokens: int | None = None
     context_source: str = ""
+    # The context the model was trained on, where a llama.cpp server says (`/v1/models` meta): no slot gets more.
+    trained_context: int | None = None
     tokenizer: bool = False
     accepted: list[RoleAcceptance] = field(default_factory=list)
     # One forced tool call, sent where a role calls tools on an engine that declares native tool calls:
@@ -176,17 +178,43 @@ def listed_models(base_url: str, key_env: str | None) -> tuple[list[str] | None,
 def slot_context(name: str, spec: Any, base_url: str, model: str, lens: dict[str, int]) -> tuple[int | None, str]:
     """Context tokens one request can use, and where the number came from."""
     if isinstance(spec, EmbeddedEngine):
+        # llama.cpp gives a slot no more than the model was trained on, whatever ctx_per_slot asks: SmolLM2-135M's
+        # slots stay at 8,192 under ctx_per_slot 18,432, and an 8,213-token judge prompt was refused mid-run.
+        served = llama_slot_context(base_url, None) if base_url else None
+        if served is not None and served < spec.ctx_per_slot:
+            return served, (
+                f"engines.{name}.ctx_per_slot {spec.ctx_per_slot}, capped by the server at the model's trained "
+                f"context: {served}"
+            )
         return spec.ctx_per_slot, f"engines.{name}.ctx_per_slot"
     if model in lens:
         return lens[model], "max_model_len from /v1/models"
-    try:  # a llama.cpp server reached as `openai`: /props reports the per-slot context
-        props = _get_json(_server_root(base_url) + "/props", getattr(spec, "api_key_env", None), 5.0)
-        n = (props.get("default_generation_settings") or {}).get("n_ctx")
-        if isinstance(n, int) and n > 0:
-            return n, "n_ctx from llama.cpp /props"
-    except wire.GET_ERRORS:
-        pass
+    n = llama_slot_context(base_url, getattr(spec, "api_key_env", None))
+    if n is not None:  # a llama.cpp server reached as `openai`
+        return n, "n_ctx from llama.cpp /props"
     return None, "the server reports no context size (no max_model_len in /v1/models): check skipped"
+
+
+def llama_slot_context(base_url: str, key_env: str | None) -> int | None:
+    """The context each slot of a llama.cpp server has (`/props`), or None where the server does not say."""
+    try:
+        props = _get_json(_server_root(base_url) + "/props", key_env, 5.0)
+    except wire.GET_ERRORS:
+        return None
+    n = (props.get("default_generation_settings") or {}).get("n_ctx") if isinstance(props, dict) else None
+    return n if isinstance(n, int) and n > 0 else None
+
+
+def llama_trained_context(base_url: str) -> int | None:
+    """The context the model of a llama.cpp server was trained on (`/v1/models` meta `n_ctx_train`), else None."""
+    try:
+        data = _get_json(base_url.rstrip("/") + "/models", None, 5.0)
+    except wire.GET_ERRORS:
+        return None
+    rows = data.get("data") if isinstance(data, dict) else None
+    meta = rows[0].get("meta") if isinstance(rows, list) and rows and isinstance(rows[0], dict) else None
+    n = meta.get("n_ctx_train") if isinstance(meta, dict) else None
+    return n if isinstance(n, int) and n > 0 else None
 
 
 def _classify(exc: MindsimError) -> str:
@@ -422,6 +450,8 @@ def _describe_server(h: EngineHealth, name: str, spec: Any, backend: Any, models
                     "or the role's model"
                 )
     h.context_tokens, h.context_source = slot_context(name, spec, h.base_url, models[0] if models else h.model, lens)
+    if isinstance(spec, EmbeddedEngine) and h.base_url:
+        h.trained_context = llama_trained_context(h.base_url)
     h.tokenizer = tokenizer_for(backend) is not None
 
 

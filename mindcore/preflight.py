@@ -74,6 +74,7 @@ class ContextCheck:
     context_source: str
     fits: bool | None  # None: not checked (see note)
     note: str = ""
+    trained_context: int | None = None  # an embedded model's own limit: raising ctx_per_slot past it does nothing
 
     def label_text(self) -> str:
         return f"{self.role} on {self.engine}"
@@ -220,7 +221,17 @@ def check_contexts(
         if out is None:
             note = "; ".join(x for x in (note, "no max_tokens: a reply may use the rest of the context") if x)
         checks.append(
-            ContextCheck(role, engine, size, out, h.context_tokens, h.context_source, total <= h.context_tokens, note)
+            ContextCheck(
+                role,
+                engine,
+                size,
+                out,
+                h.context_tokens,
+                h.context_source,
+                total <= h.context_tokens,
+                note,
+                trained_context=h.trained_context,
+            )
         )
     over = [c for c in checks if c.fits is False]
     if over:
@@ -246,6 +257,12 @@ def _context_fix(recipe: Any, c: ContextCheck, report: BudgetReport) -> str:
         if ln.role == c.role and ln.budget and ln.worst_case and ln.budget > ln.worst_case
     )
     if getattr(spec, "kind", "") == "embedded":
+        if c.trained_context is not None and need > c.trained_context:
+            return (
+                f"the model was trained on {c.trained_context} tokens and llama.cpp gives no slot more, whatever "
+                f"ctx_per_slot asks: {need} cannot fit{slack}, or lower simulation.turn_cap and the reply budgets, "
+                "or serve a model with a longer context"
+            )
         return (
             f"raise engines.{c.engine}.ctx_per_slot to at least {need}{slack}, or lower simulation.turn_cap and "
             "the reply budgets"
